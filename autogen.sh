@@ -1,0 +1,6 @@
+#!/bin/sh
+# autogen.sh - generate ./configure from configure.ac (needs autoconf,
+# automake, libtool, pkg-config).
+set -e
+cd "$(dirname "$0")"
+autoreconf --install --force

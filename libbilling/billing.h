@@ -1,0 +1,624 @@
+/*
+ * billing.h - public API of libbilling, the exact rating library.
+ *
+ * libbilling turns usage events into exact charges and monthly invoices.
+ * It does no I/O, keeps no global state, never exits or aborts on bad
+ * input, and never uses floating point: every quantity, rate and amount is
+ * an exact rational (GMP) internally and a decimal string at the API.
+ *
+ * Conventions (see doc/api.md):
+ *  - Every handle is opaque; `*_new` creates one, `*_destroy` frees it and
+ *    accepts NULL.
+ *  - Functions that can fail return a billing_status and, when given a
+ *    buffer `errbuf` of `errsize` bytes (NULL/0 allowed), write a message
+ *    there that names the event, the field and the reason.
+ *  - A failed call leaves its handle valid and unchanged.
+ *  - Strings returned as `const char *` are owned by the handle they came
+ *    from and stay valid until that handle is destroyed, unless stated.
+ *  - Thread safety is stated on each handle.
+ *
+ * Times are instants in nanoseconds since 1970-01-01T00:00:00Z
+ * (billing_time_t); supported range 1900..2200.
+ */
+#ifndef BILLING_H
+#define BILLING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(BILLING_BUILDING) && defined(__GNUC__)
+#define BILLING_API __attribute__((visibility("default")))
+#else
+#define BILLING_API
+#endif
+
+/** Instant: nanoseconds since the Unix epoch, UTC. */
+typedef int64_t billing_time_t;
+
+/** Nanoseconds per second, for building billing_time_t values. */
+#define BILLING_NS_PER_SEC INT64_C(1000000000)
+
+/** Status codes returned by every fallible libbilling function. */
+typedef enum billing_status {
+    BILLING_OK = 0,               /**< success */
+    BILLING_DUPLICATE = 1,        /**< event id already rated with identical content; ignored (not an error) */
+    BILLING_ERR_NOMEM = -1,       /**< an allocation failed; retriable, nothing was changed */
+    BILLING_ERR_INVALID = -2,     /**< an argument or field is invalid (message names it) */
+    BILLING_ERR_PARSE = -3,       /**< malformed decimal, timestamp, zone data or payload */
+    BILLING_ERR_CONFLICT = -4,    /**< same event id seen before with different content */
+    BILLING_ERR_UNKNOWN_ACCOUNT = -5, /**< the event's account is not in the catalog */
+    BILLING_ERR_NO_PRICE = -6,    /**< no price for the event's meter, model and region at that time */
+    BILLING_ERR_ZONE = -7,        /**< unknown or unusable time zone */
+    BILLING_ERR_RANGE = -8,       /**< a value is outside the supported range */
+    BILLING_ERR_EXISTS = -9,      /**< a catalog object with that id already exists */
+    BILLING_ERR_NOT_FOUND = -10,  /**< the referenced catalog object does not exist */
+    BILLING_ERR_STATE = -11,      /**< the call is not valid in the handle's current state */
+    BILLING_ERR_TOO_LARGE = -12   /**< an input exceeds a documented size bound */
+} billing_status;
+
+/**
+ * billing_strerror - a static English description of a status code.
+ * Returns a string that must not be freed. Thread-safe.
+ */
+BILLING_API const char *billing_strerror(billing_status status);
+
+/**
+ * billing_version - the library version as "MAJOR.MINOR.PATCH".
+ * Returns a static string. Thread-safe.
+ */
+BILLING_API const char *billing_version(void);
+
+/* ===================================================================== */
+/* Time zones                                                             */
+/* ===================================================================== */
+
+/**
+ * billing_zone: an IANA time zone, built from the bytes of its compiled
+ * TZif file (RFC 8536, versions 1 to 4, including the POSIX TZ footer used
+ * for instants past the last transition). Immutable once built: safe to
+ * share between threads.
+ */
+typedef struct billing_zone billing_zone;
+
+/**
+ * billing_zone_new - parse a zone from TZif bytes.
+ * @name: the IANA name to report (for example "Asia/Shanghai"); copied.
+ * @tzif: the file's bytes, @len bytes long (at most 1 MiB); not retained.
+ * Returns a new zone that the caller frees with billing_zone_destroy, or
+ * NULL with a message in errbuf (malformed data, NULL arguments, no memory).
+ */
+BILLING_API billing_zone *billing_zone_new(const char *name, const unsigned char *tzif,
+                                           size_t len, char *errbuf, size_t errsize);
+
+/**
+ * billing_zone_new_utc - the UTC zone (no file needed).
+ * Returns a new zone the caller frees, or NULL if out of memory.
+ */
+BILLING_API billing_zone *billing_zone_new_utc(void);
+
+/** billing_zone_destroy - free a zone; NULL is a no-op. */
+BILLING_API void billing_zone_destroy(billing_zone *zone);
+
+/** billing_zone_name - the zone's IANA name, owned by the zone. */
+BILLING_API const char *billing_zone_name(const billing_zone *zone);
+
+/**
+ * billing_zone_offset - the UTC offset in seconds in force at instant @t
+ * (for example 28800 for Asia/Shanghai). Thread-safe.
+ */
+BILLING_API int32_t billing_zone_offset(const billing_zone *zone, billing_time_t t);
+
+/**
+ * billing_zone_month_start - the instant at which local month @month
+ * (1..12) of @year begins in @zone (local midnight on the 1st; if midnight
+ * does not exist because of a DST gap, the first instant after the gap).
+ * Stores it in *@out and returns BILLING_OK, or BILLING_ERR_RANGE.
+ */
+BILLING_API billing_status billing_zone_month_start(const billing_zone *zone, int year, int month,
+                                                    billing_time_t *out);
+
+/**
+ * billing_zone_year_month - the local year and month (1..12) containing
+ * instant @t in @zone. Thread-safe.
+ */
+BILLING_API void billing_zone_year_month(const billing_zone *zone, billing_time_t t, int *year,
+                                         int *month);
+
+/* ===================================================================== */
+/* Times as text                                                          */
+/* ===================================================================== */
+
+/**
+ * billing_time_parse - parse an RFC 3339 timestamp with an explicit offset
+ * or "Z" ("2026-01-31T16:00:00Z", "2026-02-01T00:00:00.5+08:00"), up to
+ * nanosecond precision. Returns BILLING_OK and stores the instant in *@out,
+ * or BILLING_ERR_PARSE / BILLING_ERR_RANGE with a message.
+ */
+BILLING_API billing_status billing_time_parse(const char *text, billing_time_t *out,
+                                              char *errbuf, size_t errsize);
+
+/**
+ * billing_time_format - write @t as RFC 3339 in UTC ("...Z"), with only
+ * as many fractional digits as needed, into @buf of @size bytes (at least
+ * 36). Returns the length written (excluding NUL), or -1 if @buf is small.
+ */
+BILLING_API int billing_time_format(billing_time_t t, char *buf, size_t size);
+
+/* ===================================================================== */
+/* Meters, currencies, rounding                                           */
+/* ===================================================================== */
+
+/** What an event measures; decides its unit and how it is priced. */
+typedef enum billing_meter {
+    BILLING_METER_GPU = 0,     /**< quantity = GPUs attached; priced per GPU-hour by (model, region) */
+    BILLING_METER_GPULESS = 1, /**< quantity = instances (usually 1) running without GPUs; priced per instance-hour */
+    BILLING_METER_STORAGE = 2, /**< quantity = provisioned GB (10^9 bytes); priced per GB-month (calendar month) */
+    BILLING_METER_TRAFFIC = 3  /**< quantity = bytes transferred; priced per GB (10^9 bytes), zero-rated by default */
+} billing_meter;
+
+/** Number of meters. */
+#define BILLING_METER_COUNT 4
+
+/**
+ * billing_meter_name - "gpu", "gpuless", "storage" or "traffic"; NULL for
+ * an unknown value. Static string.
+ */
+BILLING_API const char *billing_meter_name(billing_meter meter);
+
+/**
+ * billing_meter_parse - the meter named @name (as billing_meter_name
+ * spells it). Returns BILLING_OK or BILLING_ERR_INVALID.
+ */
+BILLING_API billing_status billing_meter_parse(const char *name, billing_meter *out);
+
+/**
+ * Rounding modes, used at the documented rounding points only (invoice
+ * lines, credits, tax). HALF_UP rounds ties away from zero.
+ */
+typedef enum billing_rounding {
+    BILLING_ROUND_HALF_UP = 0,   /**< ties away from zero: 0.125 -> 0.13, -0.125 -> -0.13 (default) */
+    BILLING_ROUND_HALF_EVEN = 1, /**< ties to even digit ("banker's"): 0.125 -> 0.12 */
+    BILLING_ROUND_DOWN = 2,      /**< toward zero (truncate) */
+    BILLING_ROUND_UP = 3,        /**< away from zero */
+    BILLING_ROUND_FLOOR = 4,     /**< toward negative infinity */
+    BILLING_ROUND_CEILING = 5    /**< toward positive infinity */
+} billing_rounding;
+
+/**
+ * billing_rounding_parse - "half-up", "half-even", "down", "up", "floor" or
+ * "ceiling". Returns BILLING_OK or BILLING_ERR_INVALID.
+ */
+BILLING_API billing_status billing_rounding_parse(const char *name, billing_rounding *out);
+
+/** billing_rounding_name - the name billing_rounding_parse accepts; static. */
+BILLING_API const char *billing_rounding_name(billing_rounding mode);
+
+/**
+ * billing_currency_digits - the ISO 4217 minor-unit digits of currency
+ * @code ("CNY" -> 2, "JPY" -> 0, "KWD" -> 3). Returns the digits, or -1 if
+ * the code is not a known ISO 4217 currency. Thread-safe.
+ */
+BILLING_API int billing_currency_digits(const char *code);
+
+/* ===================================================================== */
+/* Catalog: accounts, price book, plans, subscriptions, credit grants     */
+/* ===================================================================== */
+
+/**
+ * billing_catalog: everything rating needs to know besides the events.
+ * Build it with the billing_catalog_add_* functions, then hand it to
+ * billing_rater_new. Not thread-safe while being built; once a rater has
+ * been created from it the catalog is frozen (further adds return
+ * BILLING_ERR_STATE) and may be read from several threads.
+ *
+ * Identifiers (account, resource, plan, grant, model, region ids) are
+ * 1..128 bytes of printable ASCII without spaces.
+ * All decimal arguments are strings such as "12.5", "0.0001", "-3"
+ * (no exponent, at most 40 digits); amounts are in the account currency.
+ */
+typedef struct billing_catalog billing_catalog;
+
+/**
+ * billing_catalog_new - an empty catalog. Returns it (caller frees with
+ * billing_catalog_destroy) or NULL when out of memory.
+ */
+BILLING_API billing_catalog *billing_catalog_new(void);
+
+/** billing_catalog_destroy - free a catalog; NULL is a no-op. Must outlive every rater made from it. */
+BILLING_API void billing_catalog_destroy(billing_catalog *cat);
+
+/**
+ * billing_catalog_set_currency - the price book's currency (ISO 4217, for
+ * example "CNY") and its rounding mode. Every account must use it.
+ * Default: none; a catalog without a currency cannot make a rater.
+ */
+BILLING_API billing_status billing_catalog_set_currency(billing_catalog *cat, const char *currency,
+                                                        billing_rounding rounding, char *errbuf,
+                                                        size_t errsize);
+
+/**
+ * billing_catalog_add_account - register account @id, invoiced in
+ * @currency (must equal the catalog currency), in @zone (borrowed: must
+ * outlive the catalog), with tax rate @tax_rate (a decimal fraction,
+ * "0.06" for 6%, in [0, 1]). Returns BILLING_OK, BILLING_ERR_EXISTS,
+ * BILLING_ERR_INVALID or BILLING_ERR_NOMEM.
+ */
+BILLING_API billing_status billing_catalog_add_account(billing_catalog *cat, const char *id,
+                                                       const char *currency,
+                                                       const billing_zone *zone,
+                                                       const char *tax_rate, char *errbuf,
+                                                       size_t errsize);
+
+/**
+ * billing_catalog_add_price_version - open price-book version @version_id
+ * effective from instant @effective_from (inclusive) until the next
+ * version's start. Versions may be added in any order; their starts must
+ * differ. Returns BILLING_OK, BILLING_ERR_EXISTS, BILLING_ERR_INVALID or
+ * BILLING_ERR_NOMEM.
+ */
+BILLING_API billing_status billing_catalog_add_price_version(billing_catalog *cat,
+                                                             const char *version_id,
+                                                             billing_time_t effective_from,
+                                                             char *errbuf, size_t errsize);
+
+/**
+ * billing_catalog_set_rate - in version @version_id, the unit price of
+ * @meter for GPU model @model in @region: per GPU-hour (gpu), per
+ * instance-hour (gpuless), per GB-month (storage) or per GB (traffic).
+ * @model may be "*" to match any model (storage and traffic usually), and
+ * @region "*" any region; an exact (model, region) match wins over a
+ * wildcard, and model over region. @price is a non-negative decimal.
+ * Traffic without a rate is priced at zero (zero-rated but shown); the
+ * other meters without a rate are rejected with BILLING_ERR_NO_PRICE at
+ * rating time. Returns BILLING_OK, BILLING_ERR_NOT_FOUND (version),
+ * BILLING_ERR_EXISTS, BILLING_ERR_INVALID or BILLING_ERR_NOMEM.
+ */
+BILLING_API billing_status billing_catalog_set_rate(billing_catalog *cat, const char *version_id,
+                                                    billing_meter meter, const char *model,
+                                                    const char *region, const char *price,
+                                                    char *errbuf, size_t errsize);
+
+/** How long one term of a subscription plan lasts. */
+typedef enum billing_period {
+    BILLING_PERIOD_DAY = 1,  /**< 24 hours (86400 s) from the term start, whatever DST does */
+    BILLING_PERIOD_MONTH = 2 /**< to the same local wall-clock time on the anchor day of the next month, clamped */
+} billing_period;
+
+/**
+ * billing_catalog_add_plan - define subscription plan @plan_id: terms of
+ * @period covering the gpu and gpuless usage of one instance of GPU model
+ * @model in @region. @refundable: non-zero if cancelling mid-term refunds
+ * the unused part pro rata to the nanosecond. The fee comes from the price
+ * book (billing_catalog_set_plan_fee). Returns BILLING_OK,
+ * BILLING_ERR_EXISTS, BILLING_ERR_INVALID or BILLING_ERR_NOMEM.
+ */
+BILLING_API billing_status billing_catalog_add_plan(billing_catalog *cat, const char *plan_id,
+                                                    billing_period period, const char *model,
+                                                    const char *region, int refundable,
+                                                    char *errbuf, size_t errsize);
+
+/**
+ * billing_catalog_set_plan_fee - in price version @version_id, the fee of
+ * one term of @plan_id (non-negative decimal). A term is charged at the
+ * version in force at the term's start. Returns BILLING_OK,
+ * BILLING_ERR_NOT_FOUND, BILLING_ERR_EXISTS, BILLING_ERR_INVALID or
+ * BILLING_ERR_NOMEM.
+ */
+BILLING_API billing_status billing_catalog_set_plan_fee(billing_catalog *cat,
+                                                        const char *version_id,
+                                                        const char *plan_id, const char *fee,
+                                                        char *errbuf, size_t errsize);
+
+/**
+ * billing_catalog_add_subscription - subscribe resource @resource of
+ * account @account to plan @plan_id for @terms consecutive terms (1 to
+ * 1200) starting at @start. @cancelled_at is the cancellation instant, or
+ * 0 for none; it must lie inside the subscription. Terms of one resource
+ * must not overlap. Returns BILLING_OK, BILLING_ERR_EXISTS,
+ * BILLING_ERR_NOT_FOUND (account or plan), BILLING_ERR_INVALID or
+ * BILLING_ERR_NOMEM.
+ */
+BILLING_API billing_status billing_catalog_add_subscription(
+    billing_catalog *cat, const char *subscription_id, const char *account, const char *resource,
+    const char *plan_id, billing_time_t start, int terms, billing_time_t cancelled_at,
+    char *errbuf, size_t errsize);
+
+/** What a charge is for; credit grants say which kinds they may pay. */
+typedef enum billing_charge_kind {
+    BILLING_CHARGE_USAGE = 1,       /**< metered usage (gpu, gpuless, storage, traffic) */
+    BILLING_CHARGE_SUBSCRIPTION = 2 /**< daily or monthly plan fees (net of refunds) */
+} billing_charge_kind;
+
+/**
+ * billing_catalog_add_grant - give account @account credit @grant_id of
+ * @amount (a positive decimal with at most the currency's minor digits)
+ * valid for charges of usage inside [@granted_at, @expires_at), and for
+ * fees of terms starting inside it. @kinds is a bitwise OR of
+ * billing_charge_kind values it may pay. Lower @priority is spent first;
+ * ties go to the earliest expiry, then the earliest grant, then the id.
+ * Returns BILLING_OK, BILLING_ERR_EXISTS, BILLING_ERR_NOT_FOUND,
+ * BILLING_ERR_INVALID or BILLING_ERR_NOMEM.
+ */
+BILLING_API billing_status billing_catalog_add_grant(billing_catalog *cat, const char *grant_id,
+                                                     const char *account, const char *amount,
+                                                     billing_time_t granted_at,
+                                                     billing_time_t expires_at, unsigned kinds,
+                                                     int priority, char *errbuf, size_t errsize);
+
+/* ===================================================================== */
+/* Events                                                                 */
+/* ===================================================================== */
+
+/**
+ * billing_event: one usage record. A reusable buffer: fill it with the
+ * setters (which copy their arguments and never allocate), hand it to
+ * billing_rater_add, billing_event_reset it, fill it again. Not
+ * thread-safe; use one per thread.
+ *
+ * Field bounds: id 1..128 bytes, account/resource 1..128, model/region
+ * 0..64; the setters return BILLING_ERR_TOO_LARGE past them.
+ * Field names used in messages: "id", "account", "resource", "meter",
+ * "start", "end", "quantity", "model", "region".
+ */
+typedef struct billing_event billing_event;
+
+/** billing_event_new - an empty event, or NULL if out of memory. Free with billing_event_destroy. */
+BILLING_API billing_event *billing_event_new(void);
+
+/** billing_event_destroy - free an event; NULL is a no-op. */
+BILLING_API void billing_event_destroy(billing_event *ev);
+
+/** billing_event_reset - clear every field so the event can be refilled. */
+BILLING_API void billing_event_reset(billing_event *ev);
+
+/** billing_event_set_id - the idempotency key: counted once, ever. */
+BILLING_API billing_status billing_event_set_id(billing_event *ev, const char *id);
+
+/** billing_event_set_account - the account the usage is billed to. */
+BILLING_API billing_status billing_event_set_account(billing_event *ev, const char *account);
+
+/** billing_event_set_resource - the instance or disk that was used. */
+BILLING_API billing_status billing_event_set_resource(billing_event *ev, const char *resource);
+
+/** billing_event_set_meter - what was measured. */
+BILLING_API billing_status billing_event_set_meter(billing_event *ev, billing_meter meter);
+
+/**
+ * billing_event_set_interval - usage interval [@start, @end). Checked by
+ * billing_rater_add (end must be after start) so that the message can name
+ * the event.
+ */
+BILLING_API void billing_event_set_interval(billing_event *ev, billing_time_t start,
+                                            billing_time_t end);
+
+/**
+ * billing_event_set_quantity - the quantity as a non-negative decimal with
+ * at most 9 fractional digits and at most 1e18 in value: GPUs (gpu),
+ * instances (gpuless), GB (storage) or bytes (traffic). Returns BILLING_OK,
+ * BILLING_ERR_PARSE or BILLING_ERR_RANGE.
+ */
+BILLING_API billing_status billing_event_set_quantity(billing_event *ev, const char *quantity,
+                                                      char *errbuf, size_t errsize);
+
+/** billing_event_set_model - the GPU model attribute ("RTX4090", "A100-80G"); may be empty. */
+BILLING_API billing_status billing_event_set_model(billing_event *ev, const char *model);
+
+/** billing_event_set_region - the region attribute; may be empty. */
+BILLING_API billing_status billing_event_set_region(billing_event *ev, const char *region);
+
+/** billing_event_id - the event's id as set (empty string if unset). */
+BILLING_API const char *billing_event_id(const billing_event *ev);
+
+/* ===================================================================== */
+/* Rating                                                                 */
+/* ===================================================================== */
+
+/**
+ * billing_rater: rates events against a frozen catalog into per-invoice
+ * aggregates, remembering every event id it has accepted (permanent
+ * dedupe). Memory grows with distinct aggregates and, for dedupe, by a
+ * fixed ~40 bytes per distinct event id. Not thread-safe: use one rater
+ * per thread, or serialise calls; several raters may share one catalog.
+ */
+typedef struct billing_rater billing_rater;
+
+/**
+ * billing_rater_new - a rater for @cat, which it freezes and borrows (the
+ * catalog must outlive the rater). Returns NULL with a message if the
+ * catalog is inconsistent (no currency, overlapping subscriptions...) or
+ * memory runs out. Free with billing_rater_destroy.
+ */
+BILLING_API billing_rater *billing_rater_new(billing_catalog *cat, char *errbuf, size_t errsize);
+
+/** billing_rater_destroy - free a rater; NULL is a no-op. */
+BILLING_API void billing_rater_destroy(billing_rater *r);
+
+/**
+ * billing_rater_add - validate and rate one event.
+ * Returns BILLING_OK (rated), BILLING_DUPLICATE (same id and content seen
+ * before: nothing changes), or an error, in which case nothing changes and
+ * errbuf names the event id, the field and the reason:
+ * BILLING_ERR_INVALID (missing field, end not after start...),
+ * BILLING_ERR_CONFLICT (same id, different content),
+ * BILLING_ERR_UNKNOWN_ACCOUNT, BILLING_ERR_NO_PRICE, BILLING_ERR_RANGE,
+ * BILLING_ERR_NOMEM.
+ */
+BILLING_API billing_status billing_rater_add(billing_rater *r, const billing_event *ev,
+                                             char *errbuf, size_t errsize);
+
+/**
+ * billing_rater_set_dedupe - turn the rater's own permanent event-id
+ * dedupe on (default) or off. Turn it off only when every event is known
+ * to be unique already (for example deduplicated by the store), to keep
+ * memory independent of the event count. Only before the first event;
+ * returns BILLING_OK or BILLING_ERR_STATE.
+ */
+BILLING_API billing_status billing_rater_set_dedupe(billing_rater *r, int on);
+
+/** billing_rater_event_count - events accepted so far (duplicates excluded). */
+BILLING_API uint64_t billing_rater_event_count(const billing_rater *r);
+
+/** billing_rater_aggregate_count - distinct aggregates held. */
+BILLING_API size_t billing_rater_aggregate_count(const billing_rater *r);
+
+/* ===================================================================== */
+/* Invoices                                                               */
+/* ===================================================================== */
+
+/**
+ * billing_invoice: the invoice of one account for one calendar month of
+ * its time zone, as computed from a rater's state. Immutable; safe to read
+ * from several threads. Every string it returns is owned by it.
+ *
+ * Amounts: "exact" strings are exact rationals, written as a decimal when
+ * the value has a finite decimal expansion and as "p/q" otherwise;
+ * rounded strings have exactly the currency's minor digits.
+ * Reconciliation: subtotal = sum of rounded lines; total = subtotal -
+ * credits + tax; each credit and the tax are in minor units.
+ */
+typedef struct billing_invoice billing_invoice;
+
+/**
+ * billing_rater_invoice - compute the invoice of @account for local month
+ * @month (1..12) of @year. Credits are applied month by month from the
+ * earliest month with charges, so what earlier months used is not
+ * available again. Returns BILLING_OK and a new invoice in *@out (caller
+ * frees with billing_invoice_destroy), or BILLING_ERR_UNKNOWN_ACCOUNT,
+ * BILLING_ERR_RANGE, BILLING_ERR_NOMEM. An account-month without charges
+ * gives an invoice with no lines.
+ */
+BILLING_API billing_status billing_rater_invoice(billing_rater *r, const char *account, int year,
+                                                 int month, billing_invoice **out, char *errbuf,
+                                                 size_t errsize);
+
+/**
+ * billing_rater_months - list the (year, month) pairs of @account that have
+ * charges, in ascending order, as year*100+month values in @out (room for
+ * @cap). Returns how many exist (may exceed @cap), or -1 for an unknown
+ * account.
+ */
+BILLING_API int billing_rater_months(billing_rater *r, const char *account, int *out, int cap);
+
+/**
+ * billing_rater_account_count / billing_rater_account_id - enumerate the
+ * catalog's accounts in id order. The id is owned by the catalog.
+ */
+BILLING_API size_t billing_rater_account_count(const billing_rater *r);
+BILLING_API const char *billing_rater_account_id(const billing_rater *r, size_t index);
+
+/** billing_invoice_destroy - free an invoice; NULL is a no-op. */
+BILLING_API void billing_invoice_destroy(billing_invoice *inv);
+
+/** Header accessors; strings owned by the invoice. */
+BILLING_API const char *billing_invoice_account(const billing_invoice *inv);
+BILLING_API const char *billing_invoice_currency(const billing_invoice *inv);
+BILLING_API int billing_invoice_year(const billing_invoice *inv);
+BILLING_API int billing_invoice_month(const billing_invoice *inv);
+/** billing_invoice_period - [start, end) of the month in the account zone. */
+BILLING_API void billing_invoice_period(const billing_invoice *inv, billing_time_t *start,
+                                        billing_time_t *end);
+
+/** Kinds of invoice line. */
+typedef enum billing_line_kind {
+    BILLING_LINE_USAGE = 1,        /**< metered usage priced at a unit price */
+    BILLING_LINE_INCLUDED = 2,     /**< usage inside a subscription term: shown, zero charge */
+    BILLING_LINE_FEE = 3,          /**< the fee of plan terms starting this month */
+    BILLING_LINE_REFUND = 4        /**< pro-rata refund of a cancelled refundable term (negative) */
+} billing_line_kind;
+
+/** billing_invoice_line_count - number of lines. */
+BILLING_API size_t billing_invoice_line_count(const billing_invoice *inv);
+
+/*
+ * Line accessors, for 0 <= i < line_count (out of range: NULL / 0):
+ *  kind        - billing_line_kind
+ *  meter       - meter name ("gpu", ...); for fee/refund lines the meter of the plan ("gpu")
+ *  model       - GPU model of the price key ("*" when the rate is a wildcard)
+ *  region      - region of the price key
+ *  plan        - plan id for included/fee/refund lines, "" for usage lines
+ *  price_version - price book version the unit price comes from
+ *  quantity    - exact quantity in the line's unit
+ *  unit        - "GPU-hour", "instance-hour", "GB-month", "GB" or "term"
+ *  unit_price  - decimal unit price ("0" for included usage)
+ *  amount      - exact amount
+ *  amount_rounded - amount rounded to the currency's minor unit
+ */
+BILLING_API billing_line_kind billing_invoice_line_kind(const billing_invoice *inv, size_t i);
+BILLING_API const char *billing_invoice_line_meter(const billing_invoice *inv, size_t i);
+BILLING_API const char *billing_invoice_line_model(const billing_invoice *inv, size_t i);
+BILLING_API const char *billing_invoice_line_region(const billing_invoice *inv, size_t i);
+BILLING_API const char *billing_invoice_line_plan(const billing_invoice *inv, size_t i);
+BILLING_API const char *billing_invoice_line_price_version(const billing_invoice *inv, size_t i);
+BILLING_API const char *billing_invoice_line_quantity(const billing_invoice *inv, size_t i);
+BILLING_API const char *billing_invoice_line_unit(const billing_invoice *inv, size_t i);
+BILLING_API const char *billing_invoice_line_unit_price(const billing_invoice *inv, size_t i);
+BILLING_API const char *billing_invoice_line_amount(const billing_invoice *inv, size_t i);
+BILLING_API const char *billing_invoice_line_amount_rounded(const billing_invoice *inv, size_t i);
+
+/** billing_invoice_credit_count - credit grants applied on this invoice. */
+BILLING_API size_t billing_invoice_credit_count(const billing_invoice *inv);
+/** Credit accessors: grant id, amount applied (minor units), grant remainder after this invoice. */
+BILLING_API const char *billing_invoice_credit_grant(const billing_invoice *inv, size_t i);
+BILLING_API const char *billing_invoice_credit_amount(const billing_invoice *inv, size_t i);
+BILLING_API const char *billing_invoice_credit_remaining(const billing_invoice *inv, size_t i);
+
+/**
+ * billing_invoice_expired_count - grants whose validity ended inside this
+ * invoice's month with an unused remainder; accessors give the grant id
+ * and the amount that expired.
+ */
+BILLING_API size_t billing_invoice_expired_count(const billing_invoice *inv);
+BILLING_API const char *billing_invoice_expired_grant(const billing_invoice *inv, size_t i);
+BILLING_API const char *billing_invoice_expired_amount(const billing_invoice *inv, size_t i);
+
+/** Totals, all with exactly the currency's minor digits. */
+BILLING_API const char *billing_invoice_subtotal(const billing_invoice *inv);
+BILLING_API const char *billing_invoice_credits(const billing_invoice *inv);
+BILLING_API const char *billing_invoice_tax_rate(const billing_invoice *inv);
+BILLING_API const char *billing_invoice_tax(const billing_invoice *inv);
+BILLING_API const char *billing_invoice_total(const billing_invoice *inv);
+
+/* ===================================================================== */
+/* Live credit balance                                                    */
+/* ===================================================================== */
+
+/**
+ * billing_rater_credit_balance - the exact credit left for @account at
+ * instant @now: the sum over grants valid at @now of their amount minus
+ * what the charges rated so far (up to @now) consumed, applying grants in
+ * the same order as invoices do, but exactly (invoices round the credit
+ * applied to the minor unit, downward, so they never use more). Writes a
+ * decimal string (or "p/q") into @buf of @size bytes. Returns BILLING_OK,
+ * BILLING_ERR_UNKNOWN_ACCOUNT, BILLING_ERR_TOO_LARGE (buffer), or
+ * BILLING_ERR_NOMEM.
+ */
+BILLING_API billing_status billing_rater_credit_balance(billing_rater *r, const char *account,
+                                                        billing_time_t now, char *buf,
+                                                        size_t size);
+
+/**
+ * billing_rater_credit_exhaustion - given that @account has usage running
+ * since @now at the combined price given by the resources in @events
+ * (events whose interval is ignored: only meter, quantity, model, region
+ * count, priced at the version in force at @now, hourly rates), store in
+ * *@out the first instant at which its usage credit reaches zero (or a
+ * grant expiry leaves none), rounded down to the nanosecond. If it never
+ * does (no burn or no credit), *@out is @now when there is no credit left
+ * and INT64_MAX when nothing is burning. Returns BILLING_OK or an error
+ * with a message.
+ */
+BILLING_API billing_status billing_rater_credit_exhaustion(billing_rater *r, const char *account,
+                                                           billing_time_t now,
+                                                           const billing_event *const *events,
+                                                           size_t n_events, billing_time_t *out,
+                                                           char *errbuf, size_t errsize);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BILLING_H */

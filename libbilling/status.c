@@ -1,0 +1,101 @@
+/*
+ * status.c - status codes, version, meter and error-message helpers.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+const char *billing_strerror(billing_status status)
+{
+    switch (status) {
+    case BILLING_OK:
+        return "success";
+    case BILLING_DUPLICATE:
+        return "duplicate event (already counted)";
+    case BILLING_ERR_NOMEM:
+        return "out of memory";
+    case BILLING_ERR_INVALID:
+        return "invalid argument";
+    case BILLING_ERR_PARSE:
+        return "malformed input";
+    case BILLING_ERR_CONFLICT:
+        return "event id already used with different content";
+    case BILLING_ERR_UNKNOWN_ACCOUNT:
+        return "unknown account";
+    case BILLING_ERR_NO_PRICE:
+        return "no price for this usage";
+    case BILLING_ERR_ZONE:
+        return "unknown or unusable time zone";
+    case BILLING_ERR_RANGE:
+        return "value out of range";
+    case BILLING_ERR_EXISTS:
+        return "already exists";
+    case BILLING_ERR_NOT_FOUND:
+        return "not found";
+    case BILLING_ERR_STATE:
+        return "not allowed in the current state";
+    case BILLING_ERR_TOO_LARGE:
+        return "input too large";
+    }
+    return "unknown status";
+}
+
+const char *billing_version(void)
+{
+    return PACKAGE_VERSION;
+}
+
+static const char *const meter_names[BILLING_METER_COUNT] = {"gpu", "gpuless", "storage",
+                                                             "traffic"};
+
+const char *billing_meter_name(billing_meter meter)
+{
+    if ((unsigned)meter >= BILLING_METER_COUNT)
+        return NULL;
+    return meter_names[meter];
+}
+
+billing_status billing_meter_parse(const char *name, billing_meter *out)
+{
+    unsigned i;
+
+    if (name == NULL || out == NULL)
+        return BILLING_ERR_INVALID;
+    for (i = 0; i < BILLING_METER_COUNT; i++) {
+        if (strcmp(name, meter_names[i]) == 0) {
+            *out = (billing_meter)i;
+            return BILLING_OK;
+        }
+    }
+    return BILLING_ERR_INVALID;
+}
+
+billing_status bl_seterr(char *errbuf, size_t errsize, billing_status status, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (errbuf != NULL && errsize > 0) {
+        va_start(ap, fmt);
+        vsnprintf(errbuf, errsize, fmt, ap);
+        va_end(ap);
+    }
+    return status;
+}
+
+int bl_valid_id(const char *s)
+{
+    size_t n;
+
+    if (s == NULL)
+        return 0;
+    for (n = 0; s[n] != '\0'; n++) {
+        if (n >= BL_ID_MAX)
+            return 0;
+        if (s[n] <= ' ' || s[n] > '~')
+            return 0;
+    }
+    return n > 0;
+}

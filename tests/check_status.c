@@ -1,0 +1,70 @@
+/*
+ * check_status.c - status codes, meter names and version.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "billing.h"
+
+START_TEST(test_strerror_every_code)
+{
+    int code;
+
+    for (code = BILLING_ERR_TOO_LARGE; code <= BILLING_DUPLICATE; code++) {
+        const char *s = billing_strerror((billing_status)code);
+        ck_assert_ptr_nonnull(s);
+        ck_assert_str_ne(s, "unknown status");
+    }
+    ck_assert_str_eq(billing_strerror((billing_status)42), "unknown status");
+}
+END_TEST
+
+START_TEST(test_meter_round_trip)
+{
+    int m;
+    billing_meter parsed;
+
+    for (m = 0; m < BILLING_METER_COUNT; m++) {
+        const char *name = billing_meter_name((billing_meter)m);
+        ck_assert_ptr_nonnull(name);
+        ck_assert_int_eq(billing_meter_parse(name, &parsed), BILLING_OK);
+        ck_assert_int_eq(parsed, m);
+    }
+    ck_assert_ptr_null(billing_meter_name((billing_meter)BILLING_METER_COUNT));
+    ck_assert_int_eq(billing_meter_parse("GPU", &parsed), BILLING_ERR_INVALID);
+    ck_assert_int_eq(billing_meter_parse("", &parsed), BILLING_ERR_INVALID);
+    ck_assert_int_eq(billing_meter_parse(NULL, &parsed), BILLING_ERR_INVALID);
+}
+END_TEST
+
+START_TEST(test_version)
+{
+    ck_assert_str_eq(billing_version(), PACKAGE_VERSION);
+}
+END_TEST
+
+static Suite *status_suite(void)
+{
+    Suite *s = suite_create("status");
+    TCase *tc = tcase_create("core");
+
+    tcase_add_test(tc, test_strerror_every_code);
+    tcase_add_test(tc, test_meter_round_trip);
+    tcase_add_test(tc, test_version);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(status_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
