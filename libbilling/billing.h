@@ -414,6 +414,52 @@ BILLING_API billing_status billing_event_set_region(billing_event *ev, const cha
 BILLING_API const char *billing_event_id(const billing_event *ev);
 
 /* ===================================================================== */
+/* Wire format: protobuf billing.v1.UsageEvent (proto/billing/v1)         */
+/* ===================================================================== */
+
+/** Largest encoded UsageEvent accepted by billing_event_decode, in bytes. */
+#define BILLING_EVENT_WIRE_MAX 4096
+
+/**
+ * billing_event_decode - turn the bytes of one billing.v1.UsageEvent
+ * message (@len bytes at @buf, no length prefix) into @ev.
+ *
+ * @ev is reset first, then filled through the setters. Besides the wire
+ * format itself (truncation, wrong wire types, NUL bytes in strings), it
+ * checks what needs no catalog: id, account and resource present and at
+ * most 128 bytes of printable ASCII without spaces, meter not
+ * METER_UNSPECIFIED, timestamps present with nanos in 0..999999999 and
+ * inside 1900..2200, end after start, quantity a valid decimal, model and
+ * region at most 64 printable bytes. Fields unknown to this version are
+ * skipped (proto3 compatibility: new fields default to old behaviour).
+ *
+ * Messages name the field with the names of billing_event ("id",
+ * "account", "resource", "meter", "start", "end", "quantity", "model",
+ * "region") and, once known, the event id: "event 'e1': field 'quantity':
+ * 'x' is not a decimal number".
+ *
+ * Returns BILLING_OK; BILLING_ERR_TOO_LARGE if @len exceeds
+ * BILLING_EVENT_WIRE_MAX; BILLING_ERR_PARSE for malformed bytes;
+ * BILLING_ERR_INVALID or BILLING_ERR_RANGE for a bad field;
+ * BILLING_ERR_NOMEM. On error @ev holds a partial event that must not be
+ * rated. Safe on any input. Allocates nothing on the heap for messages
+ * without unknown fields; thread-safe for distinct @ev.
+ */
+BILLING_API billing_status billing_event_decode(billing_event *ev, const unsigned char *buf,
+                                                size_t len, char *errbuf, size_t errsize);
+
+/**
+ * billing_event_encode - write @ev as a billing.v1.UsageEvent message
+ * into @buf of @size bytes, storing the encoded length in *@len. Fields
+ * never set are omitted (so decoding reports them missing). Returns
+ * BILLING_OK; BILLING_ERR_TOO_LARGE if @size is too small (*@len then
+ * holds the size needed, at most BILLING_EVENT_WIRE_MAX);
+ * BILLING_ERR_INVALID for NULL arguments. Allocates nothing; thread-safe.
+ */
+BILLING_API billing_status billing_event_encode(const billing_event *ev, unsigned char *buf,
+                                                size_t size, size_t *len);
+
+/* ===================================================================== */
 /* Rating                                                                 */
 /* ===================================================================== */
 

@@ -60,17 +60,21 @@ void bl_minor_to_q(mpq_t out, const mpz_t minor, int digits);
 /*
  * bl_qty_parse - parse a non-negative quantity with at most 9 fractional
  * digits and value at most 10^18 into nano-units (*out = value * 10^9).
- * Returns 0, or -1 if malformed (BILLING_ERR_PARSE) or -2 if too large or
- * too precise (BILLING_ERR_RANGE).
+ * Same syntax as bl_q_parse ("+" allowed). Returns 0; -1 if malformed
+ * (BILLING_ERR_PARSE); -2 if too large, longer than BL_DECIMAL_MAX
+ * characters or with more than 9 fractional digits, even zeros
+ * (BILLING_ERR_RANGE); -3 if negative: a well-formed number with a
+ * leading '-', "-0" included (the caller reports "negative quantity").
  */
 int bl_qty_parse(bl_i128 *out, const char *s);
 
-/* bl_i128_to_mpz / bl_mpz_from_i128 - exact conversion of a signed 128-bit integer. */
+/* bl_mpz_set_i128 - set @out to @v exactly, INT128_MIN included. */
 void bl_mpz_set_i128(mpz_t out, bl_i128 v);
 
 /*
  * bl_qty_to_string - nano-units @v as decimal text without trailing zeros
- * into @buf (at least 48 bytes). Returns the length.
+ * into @buf (at least 48 bytes). Returns the length, or -1 (nothing
+ * written) if @buf is NULL or too small.
  */
 int bl_qty_to_string(bl_i128 v, char *buf, size_t size);
 

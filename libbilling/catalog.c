@@ -1,0 +1,663 @@
+/*
+ * catalog.c - accounts, price-book versions, rates, plans, subscriptions
+ * and credit grants: building, validating and freezing the catalog.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "catalog.h"
+#include "decimal.h"
+#include "zone.h"
+
+void *bl_vec_push(bl_vec *v, size_t size)
+{
+    void *data;
+    size_t ncap;
+
+    if (v->len == v->cap) {
+        ncap = v->cap == 0 ? 8 : v->cap * 2;
+        data = realloc(v->data, ncap * size);
+        if (data == NULL)
+            return NULL;
+        v->data = data;
+        v->cap = ncap;
+    }
+    v->len++;
+    return (char *)v->data + (v->len - 1) * size;
+}
+
+/* Key functions for the string maps. */
+static const char *account_key(const void *ctx, size_t i)
+{
+    return BL_AT(((const billing_catalog *)ctx)->accounts, bl_account, i)->id;
+}
+
+static const char *version_key(const void *ctx, size_t i)
+{
+    return BL_AT(((const billing_catalog *)ctx)->versions, bl_version, i)->id;
+}
+
+static const char *rate_key(const void *ctx, size_t i)
+{
+    return BL_AT(((const billing_catalog *)ctx)->rates, bl_rate, i)->key;
+}
+
+static const char *plan_key(const void *ctx, size_t i)
+{
+    return BL_AT(((const billing_catalog *)ctx)->plans, bl_plan, i)->id;
+}
+
+static const char *sub_key(const void *ctx, size_t i)
+{
+    return BL_AT(((const billing_catalog *)ctx)->subs, bl_sub, i)->id;
+}
+
+static const char *grant_key(const void *ctx, size_t i)
+{
+    return BL_AT(((const billing_catalog *)ctx)->grants, bl_grant, i)->id;
+}
+
+billing_catalog *billing_catalog_new(void)
+{
+    billing_catalog *cat = calloc(1, sizeof(*cat));
+
+    if (cat == NULL)
+        return NULL;
+    cat->digits = -1;
+    return cat;
+}
+
+static void free_accounts(billing_catalog *cat)
+{
+    size_t i;
+    bl_account *a;
+
+    for (i = 0; i < cat->accounts.len; i++) {
+        a = BL_AT(cat->accounts, bl_account, i);
+        mpq_clear(a->tax_rate);
+        free(a->tax_text);
+        free(a->grants);
+        free(a->epochs);
+        free(a->subs);
+    }
+    free(cat->accounts.data);
+}
+
+static void free_prices(billing_catalog *cat)
+{
+    size_t i;
+    bl_version *v;
+    bl_rate *r;
+    bl_fee *f;
+
+    for (i = 0; i < cat->versions.len; i++) {
+        v = BL_AT(cat->versions, bl_version, i);
+        bl_strmap_free(&v->rate_map);
+        free(v->plan_fee);
+    }
+    for (i = 0; i < cat->rates.len; i++) {
+        r = BL_AT(cat->rates, bl_rate, i);
+        mpq_clear(r->price);
+        free(r->price_text);
+    }
+    for (i = 0; i < cat->fees.len; i++) {
+        f = BL_AT(cat->fees, bl_fee, i);
+        mpq_clear(f->fee);
+        free(f->fee_text);
+    }
+    free(cat->versions.data);
+    free(cat->rates.data);
+    free(cat->fees.data);
+    free(cat->plans.data);
+}
+
+void billing_catalog_destroy(billing_catalog *cat)
+{
+    size_t i;
+
+    if (cat == NULL)
+        return;
+    free_accounts(cat);
+    free_prices(cat);
+    for (i = 0; i < cat->subs.len; i++)
+        free(BL_AT(cat->subs, bl_sub, i)->bounds);
+    free(cat->subs.data);
+    for (i = 0; i < cat->grants.len; i++) {
+        mpz_clear(BL_AT(cat->grants, bl_grant, i)->amount_minor);
+        free(BL_AT(cat->grants, bl_grant, i)->amount_text);
+    }
+    free(cat->grants.data);
+    bl_strmap_free(&cat->account_map);
+    bl_strmap_free(&cat->version_map);
+    bl_strmap_free(&cat->plan_map);
+    bl_strmap_free(&cat->sub_map);
+    bl_strmap_free(&cat->grant_map);
+    free(cat->vorder);
+    free(cat->vfrom);
+    free(cat->aorder);
+    free(cat);
+}
+
+static billing_status check_open(const billing_catalog *cat, char *errbuf, size_t errsize)
+{
+    if (cat == NULL)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID, "catalog is NULL");
+    if (cat->frozen)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_STATE,
+                         "catalog is frozen: a rater has been created from it");
+    return BILLING_OK;
+}
+
+/* Parse a decimal argument into @out and its canonical text into *@text. */
+static billing_status parse_decimal(mpq_t out, char **text, const char *what, const char *s,
+                                    int max_frac, char *errbuf, size_t errsize)
+{
+    if (s == NULL || bl_q_parse(out, s, 0, max_frac) != 0)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_PARSE,
+                         "%s: '%.64s' is not a non-negative decimal%s", what, s ? s : "(null)",
+                         max_frac >= 0 ? " with the currency's minor digits" : "");
+    *text = bl_q_to_string(out);
+    if (*text == NULL)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_NOMEM, "%s: out of memory", what);
+    return BILLING_OK;
+}
+
+billing_status billing_catalog_set_currency(billing_catalog *cat, const char *currency,
+                                            billing_rounding rounding, char *errbuf,
+                                            size_t errsize)
+{
+    billing_status st = check_open(cat, errbuf, errsize);
+    int digits;
+
+    if (st != BILLING_OK)
+        return st;
+    digits = billing_currency_digits(currency);
+    if (digits < 0)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
+                         "currency '%.16s' is not an ISO 4217 code", currency ? currency : "");
+    if (billing_rounding_name(rounding) == NULL)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID, "unknown rounding mode %d",
+                         (int)rounding);
+    if (cat->accounts.len > 0 && strcmp(cat->currency, currency) != 0)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_STATE,
+                         "currency cannot change after accounts were added");
+    memcpy(cat->currency, currency, 4);
+    cat->digits = digits;
+    cat->rounding = rounding;
+    return BILLING_OK;
+}
+
+static billing_status check_new_id(const bl_strmap *map, bl_strmap_key_fn key_of,
+                                   const billing_catalog *cat, const char *kind, const char *id,
+                                   char *errbuf, size_t errsize)
+{
+    if (!bl_valid_id(id))
+        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
+                         "%s id '%.140s' must be 1 to %d printable characters without spaces",
+                         kind, id ? id : "(null)", BL_ID_MAX);
+    if (bl_strmap_find(map, id, key_of, cat) != BL_NONE)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_EXISTS, "%s '%s' already exists", kind, id);
+    return BILLING_OK;
+}
+
+billing_status billing_catalog_add_account(billing_catalog *cat, const char *id,
+                                           const char *currency, const billing_zone *zone,
+                                           const char *tax_rate, char *errbuf, size_t errsize)
+{
+    billing_status st = check_open(cat, errbuf, errsize);
+    bl_account *a;
+    mpq_t tax;
+    char *text = NULL;
+
+    if (st != BILLING_OK)
+        return st;
+    st = check_new_id(&cat->account_map, account_key, cat, "account", id, errbuf, errsize);
+    if (st != BILLING_OK)
+        return st;
+    if (cat->digits < 0)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_STATE,
+                         "account '%s': set the catalog currency first", id);
+    if (currency == NULL || strcmp(currency, cat->currency) != 0)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
+                         "account '%s': field 'currency': '%.16s' differs from the price book's %s",
+                         id, currency ? currency : "(null)", cat->currency);
+    if (zone == NULL)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_ZONE, "account '%s': field 'zone' is NULL",
+                         id);
+    mpq_init(tax);
+    st = parse_decimal(tax, &text, "field 'tax_rate'", tax_rate, -1, errbuf, errsize);
+    if (st == BILLING_OK && mpz_cmp(mpq_numref(tax), mpq_denref(tax)) > 0)
+        st = bl_seterr(errbuf, errsize, BILLING_ERR_RANGE,
+                       "account '%s': field 'tax_rate': %s is above 1", id, text);
+    if (st != BILLING_OK)
+        goto error;
+    a = bl_vec_push(&cat->accounts, sizeof(*a));
+    if (a == NULL)
+        goto nomem;
+    memset(a, 0, sizeof(*a));
+    strcpy(a->id, id);
+    a->zone = zone;
+    mpq_init(a->tax_rate);
+    mpq_set(a->tax_rate, tax);
+    a->tax_text = text;
+    if (bl_strmap_insert(&cat->account_map, id, cat->accounts.len - 1, account_key, cat) != 0) {
+        mpq_clear(a->tax_rate);
+        cat->accounts.len--;
+        goto nomem;
+    }
+    mpq_clear(tax);
+    return BILLING_OK;
+nomem:
+    st = bl_seterr(errbuf, errsize, BILLING_ERR_NOMEM, "account '%s': out of memory", id);
+error:
+    free(text);
+    mpq_clear(tax);
+    return st;
+}
+
+billing_status billing_catalog_add_price_version(billing_catalog *cat, const char *version_id,
+                                                 billing_time_t effective_from, char *errbuf,
+                                                 size_t errsize)
+{
+    billing_status st = check_open(cat, errbuf, errsize);
+    bl_version *v;
+    size_t i;
+
+    if (st != BILLING_OK)
+        return st;
+    st = check_new_id(&cat->version_map, version_key, cat, "price version", version_id, errbuf,
+                      errsize);
+    if (st != BILLING_OK)
+        return st;
+    if (effective_from < BL_TIME_MIN || effective_from > BL_TIME_MAX)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_RANGE,
+                         "price version '%s': field 'effective_from' out of range", version_id);
+    for (i = 0; i < cat->versions.len; i++) {
+        if (BL_AT(cat->versions, bl_version, i)->from == effective_from)
+            return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
+                             "price version '%s': field 'effective_from' equals that of '%s'",
+                             version_id, BL_AT(cat->versions, bl_version, i)->id);
+    }
+    v = bl_vec_push(&cat->versions, sizeof(*v));
+    if (v == NULL)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_NOMEM, "out of memory");
+    memset(v, 0, sizeof(*v));
+    strcpy(v->id, version_id);
+    v->from = effective_from;
+    bl_strmap_init(&v->rate_map);
+    if (bl_strmap_insert(&cat->version_map, version_id, cat->versions.len - 1, version_key,
+                         cat) != 0) {
+        cat->versions.len--;
+        return bl_seterr(errbuf, errsize, BILLING_ERR_NOMEM, "out of memory");
+    }
+    return BILLING_OK;
+}
+
+/* An attribute for a price key: "*" or 1..64 printable characters. */
+static int valid_attr(const char *s)
+{
+    size_t n;
+
+    if (s == NULL)
+        return 0;
+    n = strlen(s);
+    return n > 0 && n <= BL_ATTR_MAX && bl_valid_id(s);
+}
+
+static void make_rate_key(char *out, size_t size, billing_meter meter, const char *model,
+                          const char *region)
+{
+    size_t used = 0;
+    const char *name = billing_meter_name(meter);
+
+    /* Fields are bounded and contain no '|', so the key is unambiguous. */
+    memcpy(out, name, strlen(name));
+    used = strlen(name);
+    out[used++] = '|';
+    memcpy(out + used, model, strlen(model));
+    used += strlen(model);
+    out[used++] = '|';
+    memcpy(out + used, region, strlen(region));
+    used += strlen(region);
+    out[used] = '\0';
+    (void)size;
+}
+
+billing_status billing_catalog_set_rate(billing_catalog *cat, const char *version_id,
+                                        billing_meter meter, const char *model,
+                                        const char *region, const char *price, char *errbuf,
+                                        size_t errsize)
+{
+    billing_status st = check_open(cat, errbuf, errsize);
+    size_t vi;
+    bl_version *v;
+    bl_rate *r;
+    char key[sizeof(r->key)];
+    mpq_t q;
+    char *text = NULL;
+
+    if (st != BILLING_OK)
+        return st;
+    vi = version_id ? bl_strmap_find(&cat->version_map, version_id, version_key, cat) : BL_NONE;
+    if (vi == BL_NONE)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_NOT_FOUND, "price version '%.140s' not found",
+                         version_id ? version_id : "(null)");
+    if (billing_meter_name(meter) == NULL)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID, "rate: unknown meter %d",
+                         (int)meter);
+    if (!valid_attr(model) || !valid_attr(region) || strchr(model, '|') || strchr(region, '|'))
+        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
+                         "rate in '%s': model and region must be \"*\" or 1 to %d printable "
+                         "characters without spaces or '|'",
+                         version_id, BL_ATTR_MAX);
+    v = BL_AT(cat->versions, bl_version, vi);
+    make_rate_key(key, sizeof(key), meter, model, region);
+    if (bl_strmap_find(&v->rate_map, key, rate_key, cat) != BL_NONE)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_EXISTS,
+                         "price version '%s' already has a %s rate for %s in %s", version_id,
+                         billing_meter_name(meter), model, region);
+    mpq_init(q);
+    st = parse_decimal(q, &text, "field 'price'", price, -1, errbuf, errsize);
+    if (st != BILLING_OK) {
+        mpq_clear(q);
+        return st;
+    }
+    r = bl_vec_push(&cat->rates, sizeof(*r));
+    if (r == NULL)
+        goto nomem;
+    memset(r, 0, sizeof(*r));
+    r->meter = meter;
+    strcpy(r->model, model);
+    strcpy(r->region, region);
+    strcpy(r->key, key);
+    r->version = vi;
+    mpq_init(r->price);
+    mpq_set(r->price, q);
+    r->price_text = text;
+    if (bl_strmap_insert(&v->rate_map, key, cat->rates.len - 1, rate_key, cat) != 0) {
+        mpq_clear(r->price);
+        cat->rates.len--;
+        goto nomem;
+    }
+    mpq_clear(q);
+    return BILLING_OK;
+nomem:
+    free(text);
+    mpq_clear(q);
+    return bl_seterr(errbuf, errsize, BILLING_ERR_NOMEM, "out of memory");
+}
+
+billing_status billing_catalog_add_plan(billing_catalog *cat, const char *plan_id,
+                                        billing_period period, const char *model,
+                                        const char *region, int refundable, char *errbuf,
+                                        size_t errsize)
+{
+    billing_status st = check_open(cat, errbuf, errsize);
+    bl_plan *p;
+
+    if (st != BILLING_OK)
+        return st;
+    st = check_new_id(&cat->plan_map, plan_key, cat, "plan", plan_id, errbuf, errsize);
+    if (st != BILLING_OK)
+        return st;
+    if (period != BILLING_PERIOD_DAY && period != BILLING_PERIOD_MONTH)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID, "plan '%s': unknown period %d",
+                         plan_id, (int)period);
+    if (!valid_attr(model) || !valid_attr(region))
+        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
+                         "plan '%s': model and region must be \"*\" or 1 to %d printable "
+                         "characters",
+                         plan_id, BL_ATTR_MAX);
+    p = bl_vec_push(&cat->plans, sizeof(*p));
+    if (p == NULL)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_NOMEM, "out of memory");
+    memset(p, 0, sizeof(*p));
+    strcpy(p->id, plan_id);
+    p->period = period;
+    strcpy(p->model, model);
+    strcpy(p->region, region);
+    p->refundable = refundable != 0;
+    if (bl_strmap_insert(&cat->plan_map, plan_id, cat->plans.len - 1, plan_key, cat) != 0) {
+        cat->plans.len--;
+        return bl_seterr(errbuf, errsize, BILLING_ERR_NOMEM, "out of memory");
+    }
+    return BILLING_OK;
+}
+
+billing_status billing_catalog_set_plan_fee(billing_catalog *cat, const char *version_id,
+                                            const char *plan_id, const char *fee, char *errbuf,
+                                            size_t errsize)
+{
+    billing_status st = check_open(cat, errbuf, errsize);
+    size_t vi;
+    size_t pi;
+    size_t i;
+    bl_fee *f;
+    mpq_t q;
+    char *text = NULL;
+
+    if (st != BILLING_OK)
+        return st;
+    vi = version_id ? bl_strmap_find(&cat->version_map, version_id, version_key, cat) : BL_NONE;
+    pi = plan_id ? bl_strmap_find(&cat->plan_map, plan_id, plan_key, cat) : BL_NONE;
+    if (vi == BL_NONE || pi == BL_NONE)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_NOT_FOUND, "%s '%.140s' not found",
+                         vi == BL_NONE ? "price version" : "plan",
+                         vi == BL_NONE ? (version_id ? version_id : "(null)") : plan_id);
+    for (i = 0; i < cat->fees.len; i++) {
+        f = BL_AT(cat->fees, bl_fee, i);
+        if (f->version == vi && f->plan == pi)
+            return bl_seterr(errbuf, errsize, BILLING_ERR_EXISTS,
+                             "price version '%s' already sets the fee of plan '%s'", version_id,
+                             plan_id);
+    }
+    mpq_init(q);
+    st = parse_decimal(q, &text, "field 'fee'", fee, -1, errbuf, errsize);
+    if (st != BILLING_OK) {
+        mpq_clear(q);
+        return st;
+    }
+    f = bl_vec_push(&cat->fees, sizeof(*f));
+    if (f == NULL) {
+        free(text);
+        mpq_clear(q);
+        return bl_seterr(errbuf, errsize, BILLING_ERR_NOMEM, "out of memory");
+    }
+    f->version = vi;
+    f->plan = pi;
+    mpq_init(f->fee);
+    mpq_set(f->fee, q);
+    f->fee_text = text;
+    mpq_clear(q);
+    return BILLING_OK;
+}
+
+billing_status billing_catalog_add_subscription(billing_catalog *cat, const char *subscription_id,
+                                                const char *account, const char *resource,
+                                                const char *plan_id, billing_time_t start,
+                                                int terms, billing_time_t cancelled_at,
+                                                char *errbuf, size_t errsize)
+{
+    billing_status st = check_open(cat, errbuf, errsize);
+    size_t ai;
+    size_t pi;
+    bl_sub *s;
+
+    if (st != BILLING_OK)
+        return st;
+    st = check_new_id(&cat->sub_map, sub_key, cat, "subscription", subscription_id, errbuf,
+                      errsize);
+    if (st != BILLING_OK)
+        return st;
+    ai = account ? bl_catalog_account(cat, account) : BL_NONE;
+    pi = plan_id ? bl_strmap_find(&cat->plan_map, plan_id, plan_key, cat) : BL_NONE;
+    if (ai == BL_NONE)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_NOT_FOUND,
+                         "subscription '%s': field 'account': '%.140s' not found", subscription_id,
+                         account ? account : "(null)");
+    if (pi == BL_NONE)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_NOT_FOUND,
+                         "subscription '%s': field 'plan': '%.140s' not found", subscription_id,
+                         plan_id ? plan_id : "(null)");
+    if (!bl_valid_id(resource))
+        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
+                         "subscription '%s': field 'resource' is not a valid id", subscription_id);
+    if (terms < 1 || terms > 1200)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_RANGE,
+                         "subscription '%s': field 'terms': %d is not in 1..1200", subscription_id,
+                         terms);
+    if (start < BL_TIME_MIN || start > BL_TIME_MAX)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_RANGE,
+                         "subscription '%s': field 'start' out of range", subscription_id);
+    s = bl_vec_push(&cat->subs, sizeof(*s));
+    if (s == NULL)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_NOMEM, "out of memory");
+    memset(s, 0, sizeof(*s));
+    strcpy(s->id, subscription_id);
+    s->account = ai;
+    strcpy(s->resource, resource);
+    s->plan = pi;
+    s->start = start;
+    s->terms = terms;
+    s->cancelled_at = cancelled_at;
+    if (bl_strmap_insert(&cat->sub_map, subscription_id, cat->subs.len - 1, sub_key, cat) != 0) {
+        cat->subs.len--;
+        return bl_seterr(errbuf, errsize, BILLING_ERR_NOMEM, "out of memory");
+    }
+    return BILLING_OK;
+}
+
+billing_status billing_catalog_add_grant(billing_catalog *cat, const char *grant_id,
+                                         const char *account, const char *amount,
+                                         billing_time_t granted_at, billing_time_t expires_at,
+                                         unsigned kinds, int priority, char *errbuf,
+                                         size_t errsize)
+{
+    billing_status st = check_open(cat, errbuf, errsize);
+    size_t ai;
+    bl_grant *g;
+    mpq_t q;
+    char *text = NULL;
+
+    if (st != BILLING_OK)
+        return st;
+    st = check_new_id(&cat->grant_map, grant_key, cat, "credit grant", grant_id, errbuf, errsize);
+    if (st != BILLING_OK)
+        return st;
+    ai = account ? bl_catalog_account(cat, account) : BL_NONE;
+    if (ai == BL_NONE)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_NOT_FOUND,
+                         "credit grant '%s': field 'account': '%.140s' not found", grant_id,
+                         account ? account : "(null)");
+    if (expires_at <= granted_at || granted_at < BL_TIME_MIN || expires_at > BL_TIME_MAX)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
+                         "credit grant '%s': field 'expires_at' must be after 'granted_at' and "
+                         "both in range",
+                         grant_id);
+    if (kinds == 0 || (kinds & ~(unsigned)(BILLING_CHARGE_USAGE | BILLING_CHARGE_SUBSCRIPTION)))
+        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
+                         "credit grant '%s': field 'applies_to' must name usage and/or "
+                         "subscription",
+                         grant_id);
+    mpq_init(q);
+    st = parse_decimal(q, &text, "field 'amount'", amount, cat->digits, errbuf, errsize);
+    if (st == BILLING_OK && mpq_sgn(q) <= 0)
+        st = bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
+                       "credit grant '%s': field 'amount' must be positive", grant_id);
+    if (st != BILLING_OK) {
+        free(text);
+        mpq_clear(q);
+        return st;
+    }
+    g = bl_vec_push(&cat->grants, sizeof(*g));
+    if (g == NULL)
+        goto nomem;
+    memset(g, 0, sizeof(*g));
+    strcpy(g->id, grant_id);
+    g->account = ai;
+    mpz_init(g->amount_minor);
+    /* Exact: the amount has at most `digits` decimals. */
+    bl_q_round_minor(g->amount_minor, q, cat->digits, BILLING_ROUND_DOWN);
+    g->amount_text = text;
+    g->granted_at = granted_at;
+    g->expires_at = expires_at;
+    g->kinds = kinds;
+    g->priority = priority;
+    if (bl_strmap_insert(&cat->grant_map, grant_id, cat->grants.len - 1, grant_key, cat) != 0) {
+        mpz_clear(g->amount_minor);
+        cat->grants.len--;
+        goto nomem;
+    }
+    mpq_clear(q);
+    return BILLING_OK;
+nomem:
+    free(text);
+    mpq_clear(q);
+    return bl_seterr(errbuf, errsize, BILLING_ERR_NOMEM, "out of memory");
+}
+
+size_t bl_catalog_account(const billing_catalog *cat, const char *id)
+{
+    return bl_strmap_find(&cat->account_map, id, account_key, cat);
+}
+
+size_t bl_catalog_version_at(const billing_catalog *cat, billing_time_t t)
+{
+    size_t lo = 0;
+    size_t hi = cat->versions.len;
+    size_t mid;
+
+    /* Find the last version whose start is <= t. */
+    while (lo < hi) {
+        mid = lo + (hi - lo) / 2;
+        if (cat->vfrom[mid] <= t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo == 0 ? BL_NONE : cat->vorder[lo - 1];
+}
+
+size_t bl_catalog_rate(const billing_catalog *cat, size_t version, billing_meter meter,
+                       const char *model, const char *region)
+{
+    const bl_version *v = BL_AT(cat->versions, bl_version, version);
+    const char *models[2];
+    const char *regions[2];
+    char key[2 * BL_ATTR_MAX + 8];
+    size_t found;
+    int i;
+    int j;
+
+    models[0] = model[0] ? model : "*";
+    models[1] = "*";
+    regions[0] = region[0] ? region : "*";
+    regions[1] = "*";
+    /* Model is more specific than region: (m,r), (m,*), (*,r), (*,*). */
+    for (i = 0; i < 2; i++) {
+        for (j = 0; j < 2; j++) {
+            make_rate_key(key, sizeof(key), meter, models[i], regions[j]);
+            found = bl_strmap_find(&v->rate_map, key, rate_key, cat);
+            if (found != BL_NONE)
+                return found;
+        }
+    }
+    return BL_NONE;
+}
+
+const bl_fee *bl_catalog_plan_fee(const billing_catalog *cat, size_t plan, billing_time_t t,
+                                  size_t *version)
+{
+    size_t vi = bl_catalog_version_at(cat, t);
+    const bl_version *v;
+
+    *version = vi;
+    if (vi == BL_NONE)
+        return NULL;
+    v = BL_AT(cat->versions, bl_version, vi);
+    if (v->plan_fee[plan] == BL_NONE)
+        return NULL;
+    return BL_AT(cat->fees, bl_fee, v->plan_fee[plan]);
+}

@@ -1,0 +1,150 @@
+/*
+ * catalog.h - the catalog's internal layout, shared by the rating,
+ * invoice and credit modules. Internal to libbilling.
+ */
+#ifndef BILLING_CATALOG_H
+#define BILLING_CATALOG_H
+
+#include <gmp.h>
+#include <stddef.h>
+
+#include "hash.h"
+#include "internal.h"
+
+#define BL_NONE ((size_t)-1)
+
+typedef struct bl_account {
+    char id[BL_ID_MAX + 1];
+    const billing_zone *zone;
+    mpq_t tax_rate;
+    char *tax_text;        /* as given, canonical decimal */
+    size_t *grants;        /* indices into cat->grants, in application order after freeze */
+    size_t n_grants;
+    billing_time_t *epochs; /* sorted distinct grant window bounds (after freeze) */
+    size_t n_epochs;
+    size_t *subs;          /* indices into cat->subs, sorted by resource then start */
+    size_t n_subs;
+} bl_account;
+
+typedef struct bl_rate {
+    billing_meter meter;
+    char model[BL_ATTR_MAX + 1]; /* "*" = any */
+    char region[BL_ATTR_MAX + 1];
+    char key[2 * BL_ATTR_MAX + 8]; /* "meter|model|region", for the version's map */
+    size_t version;        /* index into cat->versions */
+    mpq_t price;
+    char *price_text;
+} bl_rate;
+
+typedef struct bl_version {
+    char id[BL_ID_MAX + 1];
+    billing_time_t from;
+    bl_strmap rate_map;    /* "meter|model|region" -> index into cat->rates */
+    size_t *plan_fee;      /* per plan: index into cat->fees or BL_NONE (at freeze) */
+} bl_version;
+
+typedef struct bl_plan {
+    char id[BL_ID_MAX + 1];
+    billing_period period;
+    char model[BL_ATTR_MAX + 1];
+    char region[BL_ATTR_MAX + 1];
+    int refundable;
+} bl_plan;
+
+/* Pending plan fees, resolved into versions at freeze (plans may come later). */
+typedef struct bl_fee {
+    size_t version;
+    size_t plan;
+    mpq_t fee;
+    char *fee_text;
+} bl_fee;
+
+typedef struct bl_sub {
+    char id[BL_ID_MAX + 1];
+    size_t account;
+    char resource[BL_ID_MAX + 1];
+    size_t plan;
+    billing_time_t start;
+    int terms;
+    billing_time_t cancelled_at;   /* 0 = none */
+    billing_time_t *bounds;        /* terms + 1 instants, computed at freeze */
+    billing_time_t end;            /* effective end: cancellation or last term end */
+} bl_sub;
+
+typedef struct bl_grant {
+    char id[BL_ID_MAX + 1];
+    size_t account;
+    mpz_t amount_minor;            /* amount in minor units */
+    char *amount_text;
+    billing_time_t granted_at;
+    billing_time_t expires_at;
+    unsigned kinds;
+    int priority;
+} bl_grant;
+
+/* A growable array of fixed-size elements. */
+typedef struct bl_vec {
+    void *data;
+    size_t len;
+    size_t cap;
+} bl_vec;
+
+struct billing_catalog {
+    char currency[4];
+    int digits;            /* minor digits, -1 until set */
+    billing_rounding rounding;
+    int frozen;
+    bl_vec accounts;       /* bl_account */
+    bl_vec versions;       /* bl_version, sorted by `from` at freeze */
+    bl_vec rates;          /* bl_rate */
+    bl_vec plans;          /* bl_plan */
+    bl_vec fees;           /* bl_fee */
+    bl_vec subs;           /* bl_sub */
+    bl_vec grants;         /* bl_grant */
+    bl_strmap account_map;
+    bl_strmap version_map;
+    bl_strmap plan_map;
+    bl_strmap sub_map;
+    bl_strmap grant_map;
+    /* Built at freeze: */
+    size_t *vorder;        /* version indices sorted by `from` */
+    billing_time_t *vfrom; /* their `from`, same order */
+    size_t *aorder;        /* account indices sorted by id */
+};
+
+#define BL_AT(vec, type, i) (&((type *)(vec).data)[(i)])
+
+/* bl_vec_push - room for one more element of @size bytes; NULL if out of memory. */
+void *bl_vec_push(bl_vec *v, size_t size);
+
+/*
+ * bl_catalog_freeze - validate and index the catalog for rating: sort
+ * versions, resolve plan fees, compute subscription terms, order grants.
+ * Idempotent. Returns BILLING_OK or an error with a message.
+ */
+billing_status bl_catalog_freeze(billing_catalog *cat, char *errbuf, size_t errsize);
+
+/* bl_catalog_account - index of account @id or BL_NONE. */
+size_t bl_catalog_account(const billing_catalog *cat, const char *id);
+
+/*
+ * bl_catalog_version_at - index (in sorted order) of the version in force
+ * at @t, or BL_NONE if @t is before every version.
+ */
+size_t bl_catalog_version_at(const billing_catalog *cat, billing_time_t t);
+
+/*
+ * bl_catalog_rate - the rate of @meter for (@model, @region) in version
+ * @version, trying exact, (model, *), (*, region), (*, *). BL_NONE if none.
+ */
+size_t bl_catalog_rate(const billing_catalog *cat, size_t version, billing_meter meter,
+                       const char *model, const char *region);
+
+/*
+ * bl_catalog_plan_fee - the fee of plan @plan in the version in force at
+ * @t; NULL if that version sets none. *@version receives the version index.
+ */
+const bl_fee *bl_catalog_plan_fee(const billing_catalog *cat, size_t plan, billing_time_t t,
+                                  size_t *version);
+
+#endif /* BILLING_CATALOG_H */

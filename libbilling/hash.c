@@ -1,0 +1,120 @@
+/*
+ * hash.c - a fast byte hash and the string-to-index map.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "hash.h"
+
+uint64_t bl_hash_mix(uint64_t x)
+{
+    /* splitmix64's finaliser: every input bit affects every output bit. */
+    x ^= x >> 30;
+    x *= UINT64_C(0xbf58476d1ce4e5b9);
+    x ^= x >> 27;
+    x *= UINT64_C(0x94d049bb133111eb);
+    x ^= x >> 31;
+    return x;
+}
+
+uint64_t bl_hash_bytes(const void *p, size_t len, uint64_t seed)
+{
+    const unsigned char *b = p;
+    uint64_t h = seed ^ (UINT64_C(0x9e3779b97f4a7c15) * (len + 1));
+    uint64_t w;
+
+    /* Eight bytes at a time, then the tail; memcpy keeps it alignment-safe. */
+    while (len >= 8) {
+        memcpy(&w, b, 8);
+        h = bl_hash_mix(h ^ w) + UINT64_C(0x9e3779b97f4a7c15);
+        b += 8;
+        len -= 8;
+    }
+    w = 0;
+    if (len > 0)
+        memcpy(&w, b, len);
+    return bl_hash_mix(h ^ w ^ ((uint64_t)len << 56));
+}
+
+void bl_strmap_init(bl_strmap *m)
+{
+    memset(m, 0, sizeof(*m));
+}
+
+void bl_strmap_free(bl_strmap *m)
+{
+    free(m->slots);
+    free(m->hashes);
+    bl_strmap_init(m);
+}
+
+static uint64_t str_hash(const char *key)
+{
+    return bl_hash_bytes(key, strlen(key), 0);
+}
+
+size_t bl_strmap_find(const bl_strmap *m, const char *key, bl_strmap_key_fn key_of,
+                      const void *ctx)
+{
+    uint64_t h;
+    size_t i;
+
+    if (m->cap == 0)
+        return (size_t)-1;
+    h = str_hash(key);
+    i = (size_t)h & (m->cap - 1);
+    while (m->slots[i] != 0) {
+        if (m->hashes[i] == h && strcmp(key_of(ctx, m->slots[i] - 1), key) == 0)
+            return m->slots[i] - 1;
+        i = (i + 1) & (m->cap - 1);
+    }
+    return (size_t)-1;
+}
+
+static void place(size_t *slots, uint64_t *hashes, size_t cap, uint64_t h, size_t slot)
+{
+    size_t i = (size_t)h & (cap - 1);
+
+    while (slots[i] != 0)
+        i = (i + 1) & (cap - 1);
+    slots[i] = slot;
+    hashes[i] = h;
+}
+
+static int grow(bl_strmap *m)
+{
+    size_t ncap = m->cap == 0 ? 16 : m->cap * 2;
+    size_t *slots = calloc(ncap, sizeof(*slots));
+    uint64_t *hashes = calloc(ncap, sizeof(*hashes));
+    size_t i;
+
+    if (slots == NULL || hashes == NULL) {
+        free(slots);
+        free(hashes);
+        return -1;
+    }
+    for (i = 0; i < m->cap; i++) {
+        if (m->slots[i] != 0)
+            place(slots, hashes, ncap, m->hashes[i], m->slots[i]);
+    }
+    free(m->slots);
+    free(m->hashes);
+    m->slots = slots;
+    m->hashes = hashes;
+    m->cap = ncap;
+    return 0;
+}
+
+int bl_strmap_insert(bl_strmap *m, const char *key, size_t index, bl_strmap_key_fn key_of,
+                     const void *ctx)
+{
+    (void)key_of;
+    (void)ctx;
+    if ((m->count + 1) * 2 > m->cap && grow(m) != 0)
+        return -1;
+    place(m->slots, m->hashes, m->cap, str_hash(key), index + 1);
+    m->count++;
+    return 0;
+}

@@ -1,0 +1,48 @@
+/*
+ * hash.h - hashing and a string-to-index map. Internal to libbilling.
+ *
+ * The map is open addressing with linear probing on a power-of-two table
+ * kept at most half full; it stores indices into an array owned by the
+ * caller, so the caller's objects never move because of the map.
+ */
+#ifndef BILLING_HASH_H
+#define BILLING_HASH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* bl_hash_bytes - 64-bit hash of @len bytes at @p, mixed with @seed. */
+uint64_t bl_hash_bytes(const void *p, size_t len, uint64_t seed);
+
+/* bl_hash_mix - finalise a 64-bit value into a well-spread hash. */
+uint64_t bl_hash_mix(uint64_t x);
+
+typedef struct bl_strmap {
+    size_t *slots;        /* index + 1, 0 = empty */
+    uint64_t *hashes;
+    size_t cap;           /* power of two or 0 */
+    size_t count;
+} bl_strmap;
+
+/*
+ * Lookup callback: returns the key string of the object at @index.
+ */
+typedef const char *(*bl_strmap_key_fn)(const void *ctx, size_t index);
+
+void bl_strmap_init(bl_strmap *m);
+void bl_strmap_free(bl_strmap *m);
+
+/*
+ * bl_strmap_find - the index stored for @key, or (size_t)-1 when absent.
+ */
+size_t bl_strmap_find(const bl_strmap *m, const char *key, bl_strmap_key_fn key_of,
+                      const void *ctx);
+
+/*
+ * bl_strmap_insert - remember that @key lives at @index (the key must not
+ * be present). Returns 0, or -1 when out of memory (map unchanged).
+ */
+int bl_strmap_insert(bl_strmap *m, const char *key, size_t index, bl_strmap_key_fn key_of,
+                     const void *ctx);
+
+#endif /* BILLING_HASH_H */

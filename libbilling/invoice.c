@@ -1,0 +1,456 @@
+/*
+ * invoice.c - the public invoice: one account, one local month, lines
+ * rounded once each, credit applied in order, tax on the post-credit
+ * subtotal rounded once, every figure as text that reconciles exactly.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "invoice.h"
+#include "zone.h"
+
+typedef struct inv_line {
+    billing_line_kind kind;
+    const char *meter;
+    const char *model;
+    const char *region;
+    const char *plan;
+    const char *version;
+    const char *unit;
+    char *quantity;
+    char *unit_price;
+    char *amount;
+    char *amount_rounded;
+} inv_line;
+
+typedef struct inv_credit {
+    const char *grant;
+    char *amount;
+    char *remaining;
+} inv_credit;
+
+struct billing_invoice {
+    const char *account;
+    const char *currency;
+    int year;
+    int month;
+    billing_time_t start;
+    billing_time_t end;
+    inv_line *lines;
+    size_t n_lines;
+    inv_credit *credits;
+    size_t n_credits;
+    inv_credit *expired;
+    size_t n_expired;
+    char *subtotal;
+    char *credit_total;
+    const char *tax_rate;
+    char *tax;
+    char *total;
+};
+
+void billing_invoice_destroy(billing_invoice *inv)
+{
+    size_t i;
+
+    if (inv == NULL)
+        return;
+    for (i = 0; i < inv->n_lines; i++) {
+        free(inv->lines[i].quantity);
+        free(inv->lines[i].unit_price);
+        free(inv->lines[i].amount);
+        free(inv->lines[i].amount_rounded);
+    }
+    for (i = 0; i < inv->n_credits; i++) {
+        free(inv->credits[i].amount);
+        free(inv->credits[i].remaining);
+    }
+    for (i = 0; i < inv->n_expired; i++) {
+        free(inv->expired[i].amount);
+        free(inv->expired[i].remaining);
+    }
+    free(inv->lines);
+    free(inv->credits);
+    free(inv->expired);
+    free(inv->subtotal);
+    free(inv->credit_total);
+    free(inv->tax);
+    free(inv->total);
+    free(inv);
+}
+
+static const char *line_unit(billing_line_kind kind, billing_meter meter)
+{
+    if (kind == BILLING_LINE_FEE || kind == BILLING_LINE_REFUND)
+        return "term";
+    switch (meter) {
+    case BILLING_METER_GPU:
+        return "GPU-hour";
+    case BILLING_METER_GPULESS:
+        return "instance-hour";
+    case BILLING_METER_STORAGE:
+        return "GB-month";
+    case BILLING_METER_TRAFFIC:
+        return "GB";
+    }
+    return "";
+}
+
+/* Fill the text of one line; returns -1 when out of memory. */
+static int fill_line(const billing_catalog *cat, const bl_line *l, inv_line *out)
+{
+    const bl_rate *rate = NULL;
+    const bl_plan *plan = NULL;
+
+    out->kind = l->kind;
+    out->meter = billing_meter_name(l->meter);
+    out->unit = line_unit(l->kind, l->meter);
+    out->plan = "";
+    out->version = "";
+    out->model = "*";
+    out->region = "*";
+    if (l->plan != BL_NONE) {
+        plan = BL_AT(cat->plans, bl_plan, l->plan);
+        out->plan = plan->id;
+        out->model = plan->model;
+        out->region = plan->region;
+    }
+    if (l->rate != BL_RATE_NONE && l->rate != BL_RATE_ZERO) {
+        rate = BL_AT(cat->rates, bl_rate, l->rate);
+        out->model = rate->model;
+        out->region = rate->region;
+        out->version = BL_AT(cat->versions, bl_version, rate->version)->id;
+    }
+    if (l->version != BL_NONE)
+        out->version = BL_AT(cat->versions, bl_version, l->version)->id;
+    out->quantity = bl_q_to_string(l->quantity);
+    out->unit_price = bl_q_to_string(l->unit_price);
+    out->amount = bl_q_to_string(l->amount);
+    out->amount_rounded = bl_minor_to_string(l->rounded, cat->digits);
+    if (out->quantity == NULL || out->unit_price == NULL || out->amount == NULL ||
+        out->amount_rounded == NULL)
+        return -1;
+    return 0;
+}
+
+static int fill_lines(const billing_catalog *cat, const bl_month *m, billing_invoice *inv)
+{
+    size_t i;
+
+    inv->lines = calloc(m->n_lines ? m->n_lines : 1, sizeof(inv_line));
+    if (inv->lines == NULL)
+        return -1;
+    for (i = 0; i < m->n_lines; i++) {
+        inv->n_lines++;
+        if (fill_line(cat, &m->lines[i], &inv->lines[i]) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int32_t month_of_instant(const billing_zone *zone, billing_time_t t)
+{
+    int year;
+    int month;
+
+    billing_zone_year_month(zone, t, &year, &month);
+    return bl_month_index(year, month);
+}
+
+/* Credits applied this month, and grants expiring in it with a remainder. */
+static int fill_credits(const billing_catalog *cat, const bl_account *a, const bl_month *m,
+                        const bl_credit *c, billing_invoice *inv, mpz_t credit_total)
+{
+    const bl_grant *g;
+    mpz_t rem;
+    size_t i;
+    inv_credit *e;
+    int rc = 0;
+
+    inv->credits = calloc(c->n ? c->n : 1, sizeof(inv_credit));
+    inv->expired = calloc(c->n ? c->n : 1, sizeof(inv_credit));
+    if (inv->credits == NULL || inv->expired == NULL)
+        return -1;
+    mpz_init(rem);
+    for (i = 0; i < c->n && rc == 0; i++) {
+        g = BL_AT(cat->grants, bl_grant, a->grants[i]);
+        /* Remainders are whole minor units in the invoice ledger. */
+        bl_q_round_minor(rem, c->remaining[i], cat->digits, BILLING_ROUND_FLOOR);
+        if (mpz_sgn(c->applied[i]) > 0) {
+            e = &inv->credits[inv->n_credits++];
+            e->grant = g->id;
+            e->amount = bl_minor_to_string(c->applied[i], cat->digits);
+            e->remaining = bl_minor_to_string(rem, cat->digits);
+            mpz_add(credit_total, credit_total, c->applied[i]);
+            rc = (e->amount == NULL || e->remaining == NULL) ? -1 : 0;
+        }
+        if (rc == 0 && mpz_sgn(rem) > 0 && month_of_instant(a->zone, g->expires_at - 1) == m->month) {
+            e = &inv->expired[inv->n_expired++];
+            e->grant = g->id;
+            e->amount = bl_minor_to_string(rem, cat->digits);
+            rc = e->amount == NULL ? -1 : 0;
+        }
+    }
+    mpz_clear(rem);
+    return rc;
+}
+
+/* Tax on the post-credit subtotal, rounded once; then the total. */
+static int fill_totals(const billing_catalog *cat, const bl_account *a, const bl_month *m,
+                       const mpz_t credit_total, billing_invoice *inv)
+{
+    mpz_t net;
+    mpz_t tax;
+    mpz_t total;
+    mpq_t q;
+
+    mpz_init(net);
+    mpz_init(tax);
+    mpz_init(total);
+    mpq_init(q);
+    mpz_sub(net, m->subtotal, credit_total);
+    mpq_set_z(q, net);
+    mpq_mul(q, q, a->tax_rate);
+    bl_q_round_minor(tax, q, 0, cat->rounding); /* q is in minor units already */
+    mpz_add(total, net, tax);
+    inv->subtotal = bl_minor_to_string(m->subtotal, cat->digits);
+    inv->credit_total = bl_minor_to_string(credit_total, cat->digits);
+    inv->tax = bl_minor_to_string(tax, cat->digits);
+    inv->total = bl_minor_to_string(total, cat->digits);
+    inv->tax_rate = a->tax_text;
+    mpz_clear(net);
+    mpz_clear(tax);
+    mpz_clear(total);
+    mpq_clear(q);
+    return (inv->subtotal && inv->credit_total && inv->tax && inv->total) ? 0 : -1;
+}
+
+/* Apply credit to every month with charges before @target, in order. */
+static billing_status replay_months(billing_rater *r, size_t ai, int32_t target, bl_credit *c)
+{
+    int32_t *months;
+    size_t n;
+    size_t i;
+    bl_month m;
+    billing_status st = BILLING_OK;
+
+    months = bl_account_months(r, ai, &n);
+    if (months == NULL && n != 0)
+        return BILLING_ERR_NOMEM;
+    for (i = 0; i < n && months[i] < target && st == BILLING_OK; i++) {
+        st = bl_month_compute(r, ai, months[i], &m);
+        if (st == BILLING_OK)
+            bl_credit_apply(r->cat, ai, &m, c);
+        bl_month_clear(&m);
+    }
+    free(months);
+    return st;
+}
+
+static billing_status build(billing_rater *r, size_t ai, int32_t target, billing_invoice *inv)
+{
+    const billing_catalog *cat = r->cat;
+    const bl_account *a = BL_AT(cat->accounts, bl_account, ai);
+    bl_credit c;
+    bl_month m;
+    mpz_t credit_total;
+    billing_status st;
+
+    if (bl_credit_init(&c, cat, ai, 0) != 0)
+        return BILLING_ERR_NOMEM;
+    mpz_init(credit_total);
+    st = replay_months(r, ai, target, &c);
+    if (st == BILLING_OK)
+        st = bl_month_compute(r, ai, target, &m);
+    else
+        memset(&m, 0, sizeof(m)), mpz_init(m.subtotal);
+    if (st == BILLING_OK) {
+        bl_credit_apply(cat, ai, &m, &c);
+        inv->start = m.start;
+        inv->end = m.end;
+        if (fill_lines(cat, &m, inv) != 0 || fill_credits(cat, a, &m, &c, inv, credit_total) != 0 ||
+            fill_totals(cat, a, &m, credit_total, inv) != 0)
+            st = BILLING_ERR_NOMEM;
+    }
+    bl_month_clear(&m);
+    bl_credit_clear(&c);
+    mpz_clear(credit_total);
+    return st;
+}
+
+billing_status billing_rater_invoice(billing_rater *r, const char *account, int year, int month,
+                                     billing_invoice **out, char *errbuf, size_t errsize)
+{
+    size_t ai;
+    billing_invoice *inv;
+    billing_status st;
+
+    *out = NULL;
+    ai = account ? bl_catalog_account(r->cat, account) : BL_NONE;
+    if (ai == BL_NONE)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_UNKNOWN_ACCOUNT, "account '%.140s' not found",
+                         account ? account : "(null)");
+    if (year < 1900 || year > 2199 || month < 1 || month > 12)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_RANGE, "month %04d-%02d out of range", year,
+                         month);
+    inv = calloc(1, sizeof(*inv));
+    if (inv == NULL)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_NOMEM, "out of memory");
+    inv->account = BL_AT(r->cat->accounts, bl_account, ai)->id;
+    inv->currency = r->cat->currency;
+    inv->year = year;
+    inv->month = month;
+    st = build(r, ai, bl_month_index(year, month), inv);
+    if (st != BILLING_OK) {
+        billing_invoice_destroy(inv);
+        return bl_seterr(errbuf, errsize, st, "invoice of '%s' for %04d-%02d: %s", account, year,
+                         month, billing_strerror(st));
+    }
+    *out = inv;
+    return BILLING_OK;
+}
+
+int billing_rater_months(billing_rater *r, const char *account, int *out, int cap)
+{
+    size_t ai = account ? bl_catalog_account(r->cat, account) : BL_NONE;
+    int32_t *months;
+    size_t n;
+    size_t i;
+
+    if (ai == BL_NONE)
+        return -1;
+    months = bl_account_months(r, ai, &n);
+    if (months == NULL && n != 0)
+        return -1;
+    for (i = 0; i < n && (int)i < cap; i++)
+        out[i] = (months[i] / 12) * 100 + months[i] % 12 + 1;
+    free(months);
+    return (int)n;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Accessors                                                               */
+/* ---------------------------------------------------------------------- */
+
+const char *billing_invoice_account(const billing_invoice *inv)
+{
+    return inv->account;
+}
+
+const char *billing_invoice_currency(const billing_invoice *inv)
+{
+    return inv->currency;
+}
+
+int billing_invoice_year(const billing_invoice *inv)
+{
+    return inv->year;
+}
+
+int billing_invoice_month(const billing_invoice *inv)
+{
+    return inv->month;
+}
+
+void billing_invoice_period(const billing_invoice *inv, billing_time_t *start, billing_time_t *end)
+{
+    *start = inv->start;
+    *end = inv->end;
+}
+
+size_t billing_invoice_line_count(const billing_invoice *inv)
+{
+    return inv->n_lines;
+}
+
+static const inv_line *line_at(const billing_invoice *inv, size_t i)
+{
+    return i < inv->n_lines ? &inv->lines[i] : NULL;
+}
+
+billing_line_kind billing_invoice_line_kind(const billing_invoice *inv, size_t i)
+{
+    const inv_line *l = line_at(inv, i);
+
+    return l ? l->kind : (billing_line_kind)0;
+}
+
+#define LINE_FIELD(name, field)                                                                    \
+    const char *billing_invoice_line_##name(const billing_invoice *inv, size_t i)                  \
+    {                                                                                              \
+        const inv_line *l = line_at(inv, i);                                                       \
+        return l ? l->field : NULL;                                                                \
+    }
+
+LINE_FIELD(meter, meter)
+LINE_FIELD(model, model)
+LINE_FIELD(region, region)
+LINE_FIELD(plan, plan)
+LINE_FIELD(price_version, version)
+LINE_FIELD(quantity, quantity)
+LINE_FIELD(unit, unit)
+LINE_FIELD(unit_price, unit_price)
+LINE_FIELD(amount, amount)
+LINE_FIELD(amount_rounded, amount_rounded)
+
+size_t billing_invoice_credit_count(const billing_invoice *inv)
+{
+    return inv->n_credits;
+}
+
+const char *billing_invoice_credit_grant(const billing_invoice *inv, size_t i)
+{
+    return i < inv->n_credits ? inv->credits[i].grant : NULL;
+}
+
+const char *billing_invoice_credit_amount(const billing_invoice *inv, size_t i)
+{
+    return i < inv->n_credits ? inv->credits[i].amount : NULL;
+}
+
+const char *billing_invoice_credit_remaining(const billing_invoice *inv, size_t i)
+{
+    return i < inv->n_credits ? inv->credits[i].remaining : NULL;
+}
+
+size_t billing_invoice_expired_count(const billing_invoice *inv)
+{
+    return inv->n_expired;
+}
+
+const char *billing_invoice_expired_grant(const billing_invoice *inv, size_t i)
+{
+    return i < inv->n_expired ? inv->expired[i].grant : NULL;
+}
+
+const char *billing_invoice_expired_amount(const billing_invoice *inv, size_t i)
+{
+    return i < inv->n_expired ? inv->expired[i].amount : NULL;
+}
+
+const char *billing_invoice_subtotal(const billing_invoice *inv)
+{
+    return inv->subtotal;
+}
+
+const char *billing_invoice_credits(const billing_invoice *inv)
+{
+    return inv->credit_total;
+}
+
+const char *billing_invoice_tax_rate(const billing_invoice *inv)
+{
+    return inv->tax_rate;
+}
+
+const char *billing_invoice_tax(const billing_invoice *inv)
+{
+    return inv->tax;
+}
+
+const char *billing_invoice_total(const billing_invoice *inv)
+{
+    return inv->total;
+}

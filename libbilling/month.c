@@ -1,0 +1,351 @@
+/*
+ * month.c - the charges of one account-month: usage lines priced once
+ * per aggregate, plan fees of terms that start in the month, pro-rata
+ * refunds of cancelled refundable terms, and the pools credit may pay.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "invoice.h"
+#include "zone.h"
+
+/* ns per hour x nano-units per unit: divides quantity x ns into unit-hours. */
+#define NS_PER_HOUR_X_NANO "3600000000000000000000"
+/* nano-units per unit x bytes per GB: divides traffic nano-bytes into GB. */
+#define NANO_X_GB "1000000000000000000"
+
+static int32_t month_of_instant(const billing_zone *zone, billing_time_t t)
+{
+    int year;
+    int month;
+
+    billing_zone_year_month(zone, t, &year, &month);
+    return bl_month_index(year, month);
+}
+
+static void month_bounds(const billing_zone *zone, int32_t m, billing_time_t *start,
+                         billing_time_t *end)
+{
+    billing_zone_month_start(zone, m / 12, m % 12 + 1, start);
+    billing_zone_month_start(zone, (m + 1) / 12, (m + 1) % 12 + 1, end);
+}
+
+void bl_month_clear(bl_month *m)
+{
+    size_t i;
+
+    for (i = 0; i < m->n_lines; i++) {
+        mpq_clear(m->lines[i].quantity);
+        mpq_clear(m->lines[i].unit_price);
+        mpq_clear(m->lines[i].amount);
+        mpz_clear(m->lines[i].rounded);
+    }
+    free(m->lines);
+    for (i = 0; m->pools != NULL && i < 2 * m->n_pools; i++)
+        mpq_clear(m->pools[i]);
+    free(m->pools);
+    mpz_clear(m->subtotal);
+    memset(m, 0, sizeof(*m));
+}
+
+/* The line with this identity, appended (zeroed) if new; NULL if out of memory. */
+static bl_line *line_get(bl_month *m, billing_line_kind kind, billing_meter meter, uint32_t rate,
+                         size_t plan, size_t version, const mpq_t unit_price)
+{
+    size_t i;
+    bl_line *l;
+    void *p;
+
+    for (i = 0; i < m->n_lines; i++) {
+        l = &m->lines[i];
+        if (l->kind == kind && l->meter == meter && l->rate == rate && l->plan == plan &&
+            l->version == version)
+            return l;
+    }
+    if (m->n_lines == m->cap_lines) {
+        p = realloc(m->lines, (m->cap_lines ? m->cap_lines * 2 : 8) * sizeof(bl_line));
+        if (p == NULL)
+            return NULL;
+        m->lines = p;
+        m->cap_lines = m->cap_lines ? m->cap_lines * 2 : 8;
+    }
+    l = &m->lines[m->n_lines++];
+    l->kind = kind;
+    l->meter = meter;
+    l->rate = rate;
+    l->plan = plan;
+    l->version = version;
+    mpq_init(l->quantity);
+    mpq_init(l->unit_price);
+    mpq_set(l->unit_price, unit_price);
+    mpq_init(l->amount);
+    mpz_init(l->rounded);
+    return l;
+}
+
+static mpq_t *pool(bl_month *m, size_t epoch, billing_charge_kind kind)
+{
+    return &m->pools[epoch * 2 + (kind == BILLING_CHARGE_USAGE ? 0 : 1)];
+}
+
+/* Quantity in the meter's unit from an aggregate's exact sum. */
+static void agg_quantity(const bl_agg *a, billing_time_t month_len, mpq_t out)
+{
+    mpq_t div;
+
+    bl_agg_value(a, out);
+    mpq_init(div);
+    switch ((billing_meter)a->key.meter) {
+    case BILLING_METER_GPU:
+    case BILLING_METER_GPULESS:
+        mpq_set_str(div, NS_PER_HOUR_X_NANO, 10);
+        break;
+    case BILLING_METER_STORAGE:
+        /* GB-months: the actual length of this local month (DST included). */
+        mpz_set_si(mpq_numref(div), month_len);
+        mpz_mul_ui(mpq_numref(div), mpq_numref(div), (unsigned long)BL_QTY_SCALE);
+        break;
+    case BILLING_METER_TRAFFIC:
+        mpq_set_str(div, NANO_X_GB, 10);
+        break;
+    }
+    mpq_div(out, out, div);
+    mpq_clear(div);
+}
+
+static billing_status add_usage(billing_rater *r, bl_month *m, const bl_agg *a)
+{
+    const billing_catalog *cat = r->cat;
+    mpq_t qty;
+    mpq_t amount;
+    mpq_t zero;
+    bl_line *l;
+    billing_line_kind kind = a->key.sub != BL_SUB_NONE ? BILLING_LINE_INCLUDED : BILLING_LINE_USAGE;
+    size_t plan = BL_NONE;
+    const mpq_t *price = NULL;
+
+    mpq_init(qty);
+    mpq_init(amount);
+    mpq_init(zero);
+    agg_quantity(a, m->end - m->start, qty);
+    if (kind == BILLING_LINE_INCLUDED)
+        plan = BL_AT(cat->subs, bl_sub, a->key.sub)->plan;
+    else if (a->key.rate != BL_RATE_ZERO)
+        price = (const mpq_t *)&BL_AT(cat->rates, bl_rate, a->key.rate)->price;
+    if (price != NULL)
+        mpq_mul(amount, qty, *price);
+    l = line_get(m, kind, (billing_meter)a->key.meter, kind == BILLING_LINE_INCLUDED ? BL_RATE_NONE
+                                                                                  : a->key.rate,
+                 plan, BL_NONE, price != NULL ? *price : zero);
+    if (l != NULL) {
+        mpq_add(l->quantity, l->quantity, qty);
+        mpq_add(l->amount, l->amount, amount);
+        mpq_add(*pool(m, a->key.epoch, BILLING_CHARGE_USAGE),
+                *pool(m, a->key.epoch, BILLING_CHARGE_USAGE), amount);
+    }
+    mpq_clear(qty);
+    mpq_clear(amount);
+    mpq_clear(zero);
+    return l != NULL ? BILLING_OK : BILLING_ERR_NOMEM;
+}
+
+static size_t epoch_at(const bl_account *a, billing_time_t t)
+{
+    size_t n = 0;
+
+    while (n < a->n_epochs && a->epochs[n] <= t)
+        n++;
+    return n;
+}
+
+/* Fee line for term @k of @s if it starts in @m. */
+static billing_status add_fee(billing_rater *r, bl_month *m, const bl_account *a, const bl_sub *s,
+                              int k)
+{
+    const billing_catalog *cat = r->cat;
+    billing_time_t ts = s->bounds[k];
+    size_t version;
+    const bl_fee *fee;
+    bl_line *l;
+
+    if (ts < m->start || ts >= m->end)
+        return BILLING_OK;
+    fee = bl_catalog_plan_fee(cat, s->plan, ts, &version);
+    if (fee == NULL)
+        return BILLING_OK; /* refused at freeze; cannot happen */
+    l = line_get(m, BILLING_LINE_FEE, BILLING_METER_GPU, BL_RATE_NONE, s->plan, version, fee->fee);
+    if (l == NULL)
+        return BILLING_ERR_NOMEM;
+    mpz_add_ui(mpq_numref(l->quantity), mpq_numref(l->quantity), 1);
+    mpq_add(l->amount, l->amount, fee->fee);
+    mpq_add(*pool(m, epoch_at(a, ts), BILLING_CHARGE_SUBSCRIPTION),
+            *pool(m, epoch_at(a, ts), BILLING_CHARGE_SUBSCRIPTION), fee->fee);
+    return BILLING_OK;
+}
+
+/* Refund of the unused part of the term containing the cancellation. */
+static billing_status add_refund(billing_rater *r, bl_month *m, const bl_account *a,
+                                 const bl_sub *s)
+{
+    const billing_catalog *cat = r->cat;
+    billing_time_t c = s->cancelled_at;
+    size_t version;
+    const bl_fee *fee;
+    bl_line *l;
+    mpq_t frac;
+    mpq_t refund;
+    mpq_t *p;
+    int k = 0;
+
+    if (c == 0 || c < m->start || c >= m->end || !BL_AT(cat->plans, bl_plan, s->plan)->refundable)
+        return BILLING_OK;
+    while (k < s->terms && s->bounds[k + 1] <= c)
+        k++;
+    fee = bl_catalog_plan_fee(cat, s->plan, s->bounds[k], &version);
+    if (fee == NULL || c <= s->bounds[k])
+        return BILLING_OK;
+    l = line_get(m, BILLING_LINE_REFUND, BILLING_METER_GPU, BL_RATE_NONE, s->plan, version,
+                 fee->fee);
+    if (l == NULL)
+        return BILLING_ERR_NOMEM;
+    mpq_init(frac);
+    mpq_init(refund);
+    /* Unused fraction of the term, to the nanosecond. */
+    mpz_set_si(mpq_numref(frac), s->bounds[k + 1] - c);
+    mpz_set_si(mpq_denref(frac), s->bounds[k + 1] - s->bounds[k]);
+    mpq_canonicalize(frac);
+    mpq_mul(refund, frac, fee->fee);
+    mpq_add(l->quantity, l->quantity, frac);
+    mpq_sub(l->amount, l->amount, refund);
+    p = pool(m, epoch_at(a, c), BILLING_CHARGE_SUBSCRIPTION);
+    mpq_sub(*p, *p, refund);
+    mpq_clear(frac);
+    mpq_clear(refund);
+    return BILLING_OK;
+}
+
+static billing_status add_subscriptions(billing_rater *r, bl_month *m, const bl_account *a)
+{
+    const bl_sub *s;
+    size_t i;
+    int k;
+    billing_status st;
+
+    for (i = 0; i < a->n_subs; i++) {
+        s = BL_AT(r->cat->subs, bl_sub, a->subs[i]);
+        for (k = 0; k < s->terms && s->bounds[k] < s->end; k++) {
+            st = add_fee(r, m, a, s, k);
+            if (st != BILLING_OK)
+                return st;
+        }
+        st = add_refund(r, m, a, s);
+        if (st != BILLING_OK)
+            return st;
+    }
+    return BILLING_OK;
+}
+
+/* Lines in a stable order: kind, meter, then price key. */
+static int cmp_line(const void *x, const void *y)
+{
+    const bl_line *a = x;
+    const bl_line *b = y;
+
+    if (a->kind != b->kind)
+        return a->kind < b->kind ? -1 : 1;
+    if (a->meter != b->meter)
+        return a->meter < b->meter ? -1 : 1;
+    if (a->rate != b->rate)
+        return a->rate < b->rate ? -1 : 1;
+    if (a->plan != b->plan)
+        return a->plan < b->plan ? -1 : 1;
+    return (a->version > b->version) - (a->version < b->version);
+}
+
+billing_status bl_month_compute(billing_rater *r, size_t ai, int32_t month, bl_month *m)
+{
+    const billing_catalog *cat = r->cat;
+    const bl_account *a = BL_AT(cat->accounts, bl_account, ai);
+    const bl_u32vec *v = &r->by_account[ai];
+    billing_status st = BILLING_OK;
+    size_t i;
+
+    memset(m, 0, sizeof(*m));
+    mpz_init(m->subtotal);
+    m->account = ai;
+    m->month = month;
+    month_bounds(a->zone, month, &m->start, &m->end);
+    m->n_pools = a->n_epochs + 1;
+    m->pools = malloc(2 * m->n_pools * sizeof(mpq_t));
+    if (m->pools == NULL) {
+        m->n_pools = 0;
+        return BILLING_ERR_NOMEM;
+    }
+    for (i = 0; i < 2 * m->n_pools; i++)
+        mpq_init(m->pools[i]);
+    for (i = 0; i < v->len && st == BILLING_OK; i++) {
+        if (r->aggs[v->data[i]].key.month == month)
+            st = add_usage(r, m, &r->aggs[v->data[i]]);
+    }
+    if (st == BILLING_OK)
+        st = add_subscriptions(r, m, a);
+    if (st != BILLING_OK)
+        return st;
+    for (i = 0; i < 2 * m->n_pools; i++) {
+        if (mpq_sgn(m->pools[i]) < 0)
+            mpq_set_ui(m->pools[i], 0, 1); /* a refund is never credit to spend */
+    }
+    qsort(m->lines, m->n_lines, sizeof(bl_line), cmp_line);
+    for (i = 0; i < m->n_lines; i++) {
+        bl_q_round_minor(m->lines[i].rounded, m->lines[i].amount, cat->digits, cat->rounding);
+        mpz_add(m->subtotal, m->subtotal, m->lines[i].rounded);
+    }
+    return BILLING_OK;
+}
+
+static int cmp_i32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a;
+    int32_t y = *(const int32_t *)b;
+
+    return (x > y) - (x < y);
+}
+
+int32_t *bl_account_months(billing_rater *r, size_t ai, size_t *n)
+{
+    const billing_catalog *cat = r->cat;
+    const bl_account *a = BL_AT(cat->accounts, bl_account, ai);
+    const bl_u32vec *v = &r->by_account[ai];
+    const bl_sub *s;
+    size_t cap = v->len + 1;
+    size_t count = 0;
+    size_t i;
+    int32_t *out;
+    int k;
+
+    for (i = 0; i < a->n_subs; i++)
+        cap += (size_t)BL_AT(cat->subs, bl_sub, a->subs[i])->terms + 1;
+    out = malloc(cap * sizeof(int32_t));
+    if (out == NULL) {
+        *n = (size_t)-1;
+        return NULL;
+    }
+    for (i = 0; i < v->len; i++)
+        out[count++] = r->aggs[v->data[i]].key.month;
+    for (i = 0; i < a->n_subs; i++) {
+        s = BL_AT(cat->subs, bl_sub, a->subs[i]);
+        for (k = 0; k < s->terms && s->bounds[k] < s->end; k++)
+            out[count++] = month_of_instant(a->zone, s->bounds[k]);
+        if (s->cancelled_at != 0)
+            out[count++] = month_of_instant(a->zone, s->cancelled_at);
+    }
+    qsort(out, count, sizeof(int32_t), cmp_i32);
+    *n = 0;
+    for (i = 0; i < count; i++) {
+        if (*n == 0 || out[*n - 1] != out[i])
+            out[(*n)++] = out[i];
+    }
+    return out;
+}

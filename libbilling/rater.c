@@ -1,0 +1,624 @@
+/*
+ * rater.c - validating events, permanent dedupe, splitting usage at every
+ * boundary that changes its price (local month, price version, credit
+ * epoch, subscription term) and accumulating exact integer aggregates.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "event.h"
+#include "rater.h"
+#include "zone.h"
+
+/* One piece of an event: [start, end) with everything that prices it. */
+typedef struct bl_piece {
+    billing_time_t start;
+    billing_time_t end;
+    bl_aggkey key;
+} bl_piece;
+
+billing_rater *billing_rater_new(billing_catalog *cat, char *errbuf, size_t errsize)
+{
+    billing_rater *r;
+    size_t i;
+
+    if (cat == NULL) {
+        bl_seterr(errbuf, errsize, BILLING_ERR_INVALID, "catalog is NULL");
+        return NULL;
+    }
+    if (bl_catalog_freeze(cat, errbuf, errsize) != BILLING_OK)
+        return NULL;
+    r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        goto nomem;
+    r->cat = cat;
+    r->dedupe = 1;
+    /* Per-rater seed: hash-flooding inputs cannot be precomputed for every process. */
+    r->seed = bl_hash_mix((uint64_t)(uintptr_t)r ^ UINT64_C(0x2545f4914f6cdd1d));
+    r->by_account = calloc(cat->accounts.len ? cat->accounts.len : 1, sizeof(bl_u32vec));
+    r->months = calloc(cat->accounts.len ? cat->accounts.len : 1, sizeof(bl_month_cache));
+    if (r->by_account == NULL || r->months == NULL)
+        goto nomem;
+    for (i = 0; i < cat->accounts.len; i++)
+        r->months[i].end = r->months[i].start; /* empty: forces a lookup */
+    return r;
+nomem:
+    billing_rater_destroy(r);
+    bl_seterr(errbuf, errsize, BILLING_ERR_NOMEM, "out of memory");
+    return NULL;
+}
+
+void billing_rater_destroy(billing_rater *r)
+{
+    size_t i;
+
+    if (r == NULL)
+        return;
+    for (i = 0; i < r->n_aggs; i++) {
+        if (r->aggs[i].has_extra)
+            mpq_clear(r->aggs[i].extra);
+    }
+    if (r->by_account != NULL) {
+        for (i = 0; i < r->cat->accounts.len; i++)
+            free(r->by_account[i].data);
+    }
+    free(r->by_account);
+    free(r->months);
+    free(r->aggs);
+    free(r->agg_slots);
+    free(r->seen);
+    free(r->arena);
+    free(r);
+}
+
+billing_status billing_rater_set_dedupe(billing_rater *r, int on)
+{
+    if (r->events > 0)
+        return BILLING_ERR_STATE;
+    r->dedupe = on != 0;
+    return BILLING_OK;
+}
+
+uint64_t billing_rater_event_count(const billing_rater *r)
+{
+    return r->events;
+}
+
+size_t billing_rater_aggregate_count(const billing_rater *r)
+{
+    return r->n_aggs;
+}
+
+size_t billing_rater_account_count(const billing_rater *r)
+{
+    return r->cat->accounts.len;
+}
+
+const char *billing_rater_account_id(const billing_rater *r, size_t index)
+{
+    if (index >= r->cat->accounts.len)
+        return NULL;
+    return BL_AT(r->cat->accounts, bl_account, r->cat->aorder[index])->id;
+}
+
+void bl_agg_value(const bl_agg *a, mpq_t out)
+{
+    mpz_t z;
+
+    mpz_init(z);
+    bl_mpz_set_i128(z, a->sum);
+    mpq_set_z(out, z);
+    if (a->has_extra)
+        mpq_add(out, out, a->extra);
+    mpz_clear(z);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Validation                                                              */
+/* ---------------------------------------------------------------------- */
+
+static int printable(const char *s)
+{
+    for (; *s != '\0'; s++) {
+        if (*s < ' ' || *s > '~')
+            return 0;
+    }
+    return 1;
+}
+
+static billing_status validate(const billing_event *ev, char *errbuf, size_t errsize)
+{
+    const char *id = (ev->set & BL_EV_ID) ? ev->id : "(no id)";
+
+    if (!(ev->set & BL_EV_ID))
+        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID, "event: field 'id' is missing");
+    if (!bl_valid_id(ev->id))
+        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
+                         "event '%s': field 'id' must be printable ASCII without spaces", id);
+    if (!(ev->set & BL_EV_ACCOUNT) || !bl_valid_id(ev->account))
+        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
+                         "event '%s': field 'account' is %s", id,
+                         (ev->set & BL_EV_ACCOUNT) ? "not a valid id" : "missing");
+    if (!(ev->set & BL_EV_RESOURCE) || !bl_valid_id(ev->resource))
+        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
+                         "event '%s': field 'resource' is %s", id,
+                         (ev->set & BL_EV_RESOURCE) ? "not a valid id" : "missing");
+    if (!(ev->set & BL_EV_METER))
+        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID, "event '%s': field 'meter' is missing",
+                         id);
+    if (!(ev->set & BL_EV_INTERVAL))
+        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID, "event '%s': field 'start' is missing",
+                         id);
+    if (ev->end <= ev->start)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
+                         "event '%s': field 'end' must be after 'start'", id);
+    if (ev->start < BL_TIME_MIN || ev->end > BL_TIME_MAX)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_RANGE,
+                         "event '%s': field '%s' is outside 1900..2200", id,
+                         ev->start < BL_TIME_MIN ? "start" : "end");
+    if (!(ev->set & BL_EV_QUANTITY))
+        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
+                         "event '%s': field 'quantity' is missing", id);
+    if (!printable(ev->model) || !printable(ev->region))
+        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
+                         "event '%s': field '%s' has non-printable characters", id,
+                         printable(ev->model) ? "region" : "model");
+    return BILLING_OK;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Splitting                                                               */
+/* ---------------------------------------------------------------------- */
+
+static int is_time_meter(billing_meter m)
+{
+    return m != BILLING_METER_TRAFFIC;
+}
+
+/* The local month containing @t, cached per account because events of one
+ * account mostly fall in the same month. */
+static const bl_month_cache *month_of(billing_rater *r, size_t ai, const bl_account *a,
+                                      billing_time_t t)
+{
+    bl_month_cache *mc = &r->months[ai];
+    int year;
+    int month;
+
+    if (t >= mc->start && t < mc->end)
+        return mc;
+    billing_zone_year_month(a->zone, t, &year, &month);
+    billing_zone_month_start(a->zone, year, month, &mc->start);
+    mc->end = bl_zone_next_month_start(a->zone, t);
+    mc->month = bl_month_index(year, month);
+    return mc;
+}
+
+/* Index of the first element of sorted @v greater than @t. */
+static size_t upper_bound(const billing_time_t *v, size_t n, billing_time_t t)
+{
+    size_t lo = 0;
+    size_t hi = n;
+    size_t mid;
+
+    while (lo < hi) {
+        mid = lo + (hi - lo) / 2;
+        if (v[mid] <= t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/*
+ * The subscription of @resource covering @t, or the start of the next one
+ * (into *next_start) when none covers it.
+ */
+static size_t covering_sub(const billing_catalog *cat, const bl_account *a, const char *resource,
+                           billing_time_t t, billing_time_t *next_start)
+{
+    size_t lo = 0;
+    size_t hi = a->n_subs;
+    size_t mid;
+    size_t i;
+    const bl_sub *s;
+
+    /* Subscriptions are sorted by (resource, start): find the first of resource. */
+    while (lo < hi) {
+        mid = lo + (hi - lo) / 2;
+        if (strcmp(BL_AT(cat->subs, bl_sub, a->subs[mid])->resource, resource) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (i = lo; i < a->n_subs; i++) {
+        s = BL_AT(cat->subs, bl_sub, a->subs[i]);
+        if (strcmp(s->resource, resource) != 0)
+            break;
+        if (t < s->start) {
+            *next_start = s->start;
+            return BL_NONE;
+        }
+        if (t < s->end)
+            return a->subs[i];
+    }
+    return BL_NONE;
+}
+
+static billing_time_t min_time(billing_time_t a, billing_time_t b)
+{
+    return a < b ? a : b;
+}
+
+/*
+ * Describe the piece of @ev that starts at @t: its end and its aggregate
+ * key. Returns BILLING_OK or BILLING_ERR_NO_PRICE (message written).
+ */
+static billing_status next_piece(billing_rater *r, const billing_event *ev, size_t ai,
+                                 billing_time_t t, bl_piece *p, char *errbuf, size_t errsize)
+{
+    const billing_catalog *cat = r->cat;
+    const bl_account *a = BL_AT(cat->accounts, bl_account, ai);
+    const bl_month_cache *mc = month_of(r, ai, a, t);
+    billing_time_t end = min_time(ev->end, mc->end);
+    billing_time_t sub_next = BL_TIME_MAX;
+    size_t vpos = upper_bound(cat->vfrom, cat->versions.len, t);
+    size_t epoch = upper_bound(a->epochs, a->n_epochs, t);
+    size_t sub = BL_NONE;
+    size_t rate;
+
+    if (vpos < cat->versions.len)
+        end = min_time(end, cat->vfrom[vpos]);
+    if (epoch < a->n_epochs)
+        end = min_time(end, a->epochs[epoch]);
+    if (a->n_subs > 0 && (ev->meter == BILLING_METER_GPU || ev->meter == BILLING_METER_GPULESS)) {
+        sub = covering_sub(cat, a, ev->resource, t, &sub_next);
+        if (sub != BL_NONE)
+            end = min_time(end, BL_AT(cat->subs, bl_sub, sub)->end);
+        else
+            end = min_time(end, sub_next);
+    }
+    p->start = t;
+    p->end = end;
+    memset(&p->key, 0, sizeof(p->key));
+    p->key.account = (uint32_t)ai;
+    p->key.month = mc->month;
+    p->key.meter = (uint32_t)ev->meter;
+    p->key.epoch = (uint32_t)epoch;
+    p->key.sub = sub == BL_NONE ? BL_SUB_NONE : (uint32_t)sub;
+    if (sub != BL_NONE) {
+        p->key.rate = BL_RATE_NONE;
+        return BILLING_OK;
+    }
+    rate = vpos == 0 ? BL_NONE
+                     : bl_catalog_rate(cat, cat->vorder[vpos - 1], ev->meter, ev->model, ev->region);
+    if (rate == BL_NONE && ev->meter == BILLING_METER_TRAFFIC) {
+        p->key.rate = BL_RATE_ZERO;
+        return BILLING_OK;
+    }
+    if (rate == BL_NONE) {
+        char when[40];
+
+        billing_time_format(t, when, sizeof(when));
+        return bl_seterr(errbuf, errsize, BILLING_ERR_NO_PRICE,
+                         "event '%s': no %s price for model '%s' in region '%s' at %s", ev->id,
+                         billing_meter_name(ev->meter), ev->model[0] ? ev->model : "*",
+                         ev->region[0] ? ev->region : "*", when);
+    }
+    p->key.rate = (uint32_t)rate;
+    return BILLING_OK;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Aggregates                                                              */
+/* ---------------------------------------------------------------------- */
+
+static uint64_t key_hash(const bl_aggkey *k, uint64_t seed)
+{
+    uint64_t h = seed;
+
+    h = bl_hash_mix(h ^ ((uint64_t)k->account << 32 | (uint32_t)k->month));
+    h = bl_hash_mix(h ^ ((uint64_t)k->rate << 32 | k->sub));
+    h = bl_hash_mix(h ^ ((uint64_t)k->epoch << 32 | k->meter));
+    return h;
+}
+
+static int key_eq(const bl_aggkey *a, const bl_aggkey *b)
+{
+    return a->account == b->account && a->month == b->month && a->rate == b->rate &&
+           a->sub == b->sub && a->epoch == b->epoch && a->meter == b->meter;
+}
+
+static void slot_place(uint32_t *slots, size_t cap, uint64_t h, uint32_t value)
+{
+    size_t i = (size_t)h & (cap - 1);
+
+    while (slots[i] != 0)
+        i = (i + 1) & (cap - 1);
+    slots[i] = value;
+}
+
+/* Make room for @extra new aggregates so that adding them cannot fail. */
+static int reserve_aggs(billing_rater *r, size_t ai, size_t extra)
+{
+    size_t need = r->n_aggs + extra;
+    size_t ncap;
+    size_t i;
+    void *p;
+    uint32_t *slots;
+    bl_u32vec *v = &r->by_account[ai];
+
+    if (need > UINT32_MAX - 2)
+        return -1;
+    if (need > r->cap_aggs) {
+        ncap = r->cap_aggs ? r->cap_aggs : 64;
+        while (ncap < need)
+            ncap *= 2;
+        p = realloc(r->aggs, ncap * sizeof(bl_agg));
+        if (p == NULL)
+            return -1;
+        r->aggs = p;
+        r->cap_aggs = ncap;
+    }
+    if (need * 2 > r->agg_slot_cap) {
+        ncap = r->agg_slot_cap ? r->agg_slot_cap : 128;
+        while (ncap < need * 2)
+            ncap *= 2;
+        slots = calloc(ncap, sizeof(uint32_t));
+        if (slots == NULL)
+            return -1;
+        for (i = 0; i < r->n_aggs; i++)
+            slot_place(slots, ncap, key_hash(&r->aggs[i].key, r->seed), (uint32_t)i + 1);
+        free(r->agg_slots);
+        r->agg_slots = slots;
+        r->agg_slot_cap = ncap;
+    }
+    if (v->len + extra > v->cap) {
+        ncap = v->cap ? v->cap : 16;
+        while (ncap < v->len + extra)
+            ncap *= 2;
+        p = realloc(v->data, ncap * sizeof(uint32_t));
+        if (p == NULL)
+            return -1;
+        v->data = p;
+        v->cap = ncap;
+    }
+    return 0;
+}
+
+/* The aggregate for @key, created empty if new (room reserved beforehand). */
+static bl_agg *agg_get(billing_rater *r, const bl_aggkey *key)
+{
+    uint64_t h = key_hash(key, r->seed);
+    size_t i = (size_t)h & (r->agg_slot_cap - 1);
+    bl_agg *a;
+    bl_u32vec *v;
+
+    while (r->agg_slots[i] != 0) {
+        a = &r->aggs[r->agg_slots[i] - 1];
+        if (key_eq(&a->key, key))
+            return a;
+        i = (i + 1) & (r->agg_slot_cap - 1);
+    }
+    a = &r->aggs[r->n_aggs];
+    a->key = *key;
+    a->sum = 0;
+    a->has_extra = 0;
+    r->agg_slots[i] = (uint32_t)++r->n_aggs;
+    v = &r->by_account[key->account];
+    v->data[v->len++] = (uint32_t)(r->n_aggs - 1);
+    return a;
+}
+
+static void agg_extra_add(bl_agg *a, const mpq_t q)
+{
+    if (!a->has_extra) {
+        mpq_init(a->extra);
+        a->has_extra = 1;
+    }
+    mpq_add(a->extra, a->extra, q);
+}
+
+/* Add the integer @v to the aggregate, spilling into GMP on overflow. */
+static void agg_add_i128(bl_agg *a, bl_i128 v)
+{
+    bl_i128 s;
+    mpq_t q;
+    mpz_t z;
+
+    if (!__builtin_add_overflow(a->sum, v, &s)) {
+        a->sum = s;
+        return;
+    }
+    mpz_init(z);
+    mpq_init(q);
+    bl_mpz_set_i128(z, v);
+    mpq_set_z(q, z);
+    agg_extra_add(a, q);
+    mpq_clear(q);
+    mpz_clear(z);
+}
+
+static void add_piece(billing_rater *r, const billing_event *ev, const bl_piece *p)
+{
+    bl_agg *a = agg_get(r, &p->key);
+    bl_i128 dur = (bl_i128)(p->end - p->start);
+    bl_i128 prod;
+    mpz_t z;
+    mpq_t q;
+
+    if (is_time_meter(ev->meter) && !__builtin_mul_overflow(ev->qty, dur, &prod)) {
+        agg_add_i128(a, prod);
+        return;
+    }
+    if (!is_time_meter(ev->meter) && p->start == ev->start && p->end == ev->end) {
+        agg_add_i128(a, ev->qty);
+        return;
+    }
+    /* Rare: a product beyond 128 bits, or the share of a split traffic event. */
+    mpz_init(z);
+    mpq_init(q);
+    bl_mpz_set_i128(z, ev->qty);
+    mpq_set_z(q, z);
+    bl_mpz_set_i128(z, dur);
+    if (is_time_meter(ev->meter)) {
+        mpz_mul(mpq_numref(q), mpq_numref(q), z);
+    } else {
+        mpz_mul(mpq_numref(q), mpq_numref(q), z);
+        mpz_set_si(mpq_denref(q), 1);
+        bl_mpz_set_i128(z, (bl_i128)(ev->end - ev->start));
+        mpz_set(mpq_denref(q), z);
+        mpq_canonicalize(q);
+    }
+    agg_extra_add(a, q);
+    mpq_clear(q);
+    mpz_clear(z);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Dedupe                                                                  */
+/* ---------------------------------------------------------------------- */
+
+static bl_seen *seen_find(const billing_rater *r, const billing_event *ev, uint64_t h)
+{
+    size_t i;
+    bl_seen *s;
+
+    if (r->seen_cap == 0)
+        return NULL;
+    i = (size_t)h & (r->seen_cap - 1);
+    while (r->seen[i].hash != 0) {
+        s = &r->seen[i];
+        if (s->hash == h && (s->off & 0xff) == ev->id_len &&
+            memcmp(r->arena + (s->off >> 8), ev->id, ev->id_len) == 0)
+            return s;
+        i = (i + 1) & (r->seen_cap - 1);
+    }
+    return NULL;
+}
+
+static void seen_place(bl_seen *table, size_t cap, const bl_seen *e)
+{
+    size_t i = (size_t)e->hash & (cap - 1);
+
+    while (table[i].hash != 0)
+        i = (i + 1) & (cap - 1);
+    table[i] = *e;
+}
+
+static int seen_reserve(billing_rater *r, size_t id_len)
+{
+    size_t ncap;
+    size_t i;
+    bl_seen *t;
+    char *arena;
+
+    if ((r->seen_count + 1) * 2 > r->seen_cap) {
+        ncap = r->seen_cap ? r->seen_cap * 2 : 1024;
+        t = calloc(ncap, sizeof(*t));
+        if (t == NULL)
+            return -1;
+        for (i = 0; i < r->seen_cap; i++) {
+            if (r->seen[i].hash != 0)
+                seen_place(t, ncap, &r->seen[i]);
+        }
+        free(r->seen);
+        r->seen = t;
+        r->seen_cap = ncap;
+    }
+    if (r->arena_len + id_len > r->arena_cap) {
+        ncap = r->arena_cap ? r->arena_cap * 2 : 65536;
+        while (ncap < r->arena_len + id_len)
+            ncap *= 2;
+        arena = realloc(r->arena, ncap);
+        if (arena == NULL)
+            return -1;
+        r->arena = arena;
+        r->arena_cap = ncap;
+    }
+    return 0;
+}
+
+static void seen_add(billing_rater *r, const billing_event *ev, uint64_t h, uint64_t fp)
+{
+    bl_seen e;
+
+    e.hash = h;
+    e.fp = fp;
+    e.off = (uint64_t)r->arena_len << 8 | ev->id_len;
+    memcpy(r->arena + r->arena_len, ev->id, ev->id_len);
+    r->arena_len += ev->id_len;
+    seen_place(r->seen, r->seen_cap, &e);
+    r->seen_count++;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Rating one event                                                        */
+/* ---------------------------------------------------------------------- */
+
+/* Walk the event's pieces: count them (apply == 0) or add them. */
+static billing_status walk(billing_rater *r, const billing_event *ev, size_t ai, int apply,
+                           size_t *count, char *errbuf, size_t errsize)
+{
+    billing_time_t t = ev->start;
+    bl_piece p;
+    billing_status st;
+
+    *count = 0;
+    while (t < ev->end) {
+        st = next_piece(r, ev, ai, t, &p, errbuf, errsize);
+        if (st != BILLING_OK)
+            return st;
+        if (apply)
+            add_piece(r, ev, &p);
+        (*count)++;
+        t = p.end;
+    }
+    return BILLING_OK;
+}
+
+billing_status billing_rater_add(billing_rater *r, const billing_event *ev, char *errbuf,
+                                 size_t errsize)
+{
+    billing_status st;
+    size_t ai;
+    size_t pieces;
+    uint64_t h = 0;
+    uint64_t fp = 0;
+    const bl_seen *s;
+
+    if (r == NULL || ev == NULL)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID, "rater or event is NULL");
+    st = validate(ev, errbuf, errsize);
+    if (st != BILLING_OK)
+        return st;
+    ai = bl_catalog_account(r->cat, ev->account);
+    if (ai == BL_NONE)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_UNKNOWN_ACCOUNT,
+                         "event '%s': field 'account': '%s' is not a known account", ev->id,
+                         ev->account);
+    if (r->dedupe) {
+        h = bl_hash_bytes(ev->id, ev->id_len, r->seed) | 1u; /* 0 marks empty slots */
+        fp = bl_event_fingerprint(ev);
+        s = seen_find(r, ev, h);
+        if (s != NULL && s->fp == fp)
+            return BILLING_DUPLICATE;
+        if (s != NULL)
+            return bl_seterr(errbuf, errsize, BILLING_ERR_CONFLICT,
+                             "event '%s': id already counted with different content", ev->id);
+    }
+    /* Validate every piece before changing anything: an event is all or nothing. */
+    st = walk(r, ev, ai, 0, &pieces, errbuf, errsize);
+    if (st != BILLING_OK)
+        return st;
+    if (reserve_aggs(r, ai, pieces) != 0 || (r->dedupe && seen_reserve(r, ev->id_len) != 0))
+        return bl_seterr(errbuf, errsize, BILLING_ERR_NOMEM, "event '%s': out of memory", ev->id);
+    walk(r, ev, ai, 1, &pieces, NULL, 0);
+    if (r->dedupe)
+        seen_add(r, ev, h, fp);
+    r->events++;
+    return BILLING_OK;
+}
+

@@ -1,0 +1,91 @@
+/*
+ * rater.h - the rater's state: aggregates and the dedupe set. Internal.
+ *
+ * An aggregate is the exact sum of quantity x time (or quantity, for
+ * traffic) of every event piece with the same key: account, local month,
+ * meter, rate (price version + price key) or covering subscription, and
+ * credit epoch. Prices are applied once per aggregate at invoice time, so
+ * rating an event is integer arithmetic only.
+ */
+#ifndef BILLING_RATER_H
+#define BILLING_RATER_H
+
+#include <gmp.h>
+
+#include "catalog.h"
+#include "decimal.h"
+
+#define BL_RATE_NONE UINT32_MAX          /* covered by a subscription: no price */
+#define BL_RATE_ZERO (UINT32_MAX - 1u)   /* traffic without a rate: zero-rated */
+#define BL_SUB_NONE UINT32_MAX
+
+typedef struct bl_aggkey {
+    uint32_t account;
+    int32_t month;     /* year * 12 + month - 1, in the account's zone */
+    uint32_t rate;     /* index into cat->rates, BL_RATE_NONE or BL_RATE_ZERO */
+    uint32_t sub;      /* covering subscription or BL_SUB_NONE */
+    uint32_t epoch;    /* credit epoch: number of grant bounds <= piece start */
+    uint32_t meter;
+} bl_aggkey;
+
+typedef struct bl_agg {
+    bl_aggkey key;
+    /*
+     * Time meters: sum of quantity (nano-units) x duration (ns).
+     * Traffic: sum of quantity (nano-units).
+     */
+    bl_i128 sum;
+    int has_extra;
+    mpq_t extra;       /* overflow of `sum` and fractional traffic pieces */
+} bl_agg;
+
+typedef struct bl_month_cache {
+    billing_time_t start;
+    billing_time_t end;
+    int32_t month;
+} bl_month_cache;
+
+typedef struct bl_seen {
+    uint64_t hash;     /* hash of the id; 0 = empty slot */
+    uint64_t fp;       /* fingerprint of the content */
+    uint64_t off;      /* offset of the id in the arena << 8 | its length */
+} bl_seen;
+
+typedef struct bl_u32vec {
+    uint32_t *data;
+    size_t len;
+    size_t cap;
+} bl_u32vec;
+
+struct billing_rater {
+    billing_catalog *cat;
+    uint64_t seed;
+    uint64_t events;
+    int dedupe;
+    /* Aggregates. */
+    bl_agg *aggs;
+    size_t n_aggs;
+    size_t cap_aggs;
+    uint32_t *agg_slots;   /* index + 1, 0 = empty */
+    size_t agg_slot_cap;
+    bl_u32vec *by_account; /* aggregate indices per account */
+    bl_month_cache *months;/* last month seen per account */
+    /* Dedupe. */
+    bl_seen *seen;
+    size_t seen_cap;
+    size_t seen_count;
+    char *arena;
+    size_t arena_len;
+    size_t arena_cap;
+};
+
+/* bl_month_index - year * 12 + month - 1. */
+static inline int32_t bl_month_index(int year, int month)
+{
+    return (int32_t)(year * 12 + month - 1);
+}
+
+/* bl_agg_value - the exact aggregate sum (sum + extra) into @out. */
+void bl_agg_value(const bl_agg *a, mpq_t out);
+
+#endif /* BILLING_RATER_H */

@@ -1,0 +1,42 @@
+/*
+ * testutil.h - helpers shared by the libbilling test suites: zones from
+ * the system tzdata, the GPU-cloud price book, terse event building and
+ * a canonical text form of invoices for comparisons.
+ */
+#ifndef BILLING_TESTUTIL_H
+#define BILLING_TESTUTIL_H
+
+#include "billing.h"
+
+/* tu_zone - load IANA zone @name from $TZDIR or /usr/share/zoneinfo; aborts the test on failure. */
+billing_zone *tu_zone(const char *name);
+
+/* tu_time - parse an RFC 3339 timestamp; aborts the test on failure. */
+billing_time_t tu_time(const char *text);
+
+/*
+ * tu_gpu_cloud - a catalog in CNY (half-up) with version "v1" from
+ * 2025-01-01T00:00:00Z: gpu RTX4090 cn-east-1 0.60, A100-80G 1.60; gpuless
+ * RTX4090 0.48, A100-80G 1.28; storage * * 0.20; plans rtx-daily (99.00),
+ * rtx-monthly (2599.00, refundable). No accounts.
+ */
+billing_catalog *tu_gpu_cloud(void);
+
+/* tu_account - add account @id in @zone with @tax (e.g. "0"); asserts success. */
+void tu_account(billing_catalog *cat, const char *id, const billing_zone *zone, const char *tax);
+
+/*
+ * tu_add - rate one event; returns the status. @meter by name, times as
+ * RFC 3339, @model/@region may be NULL for empty.
+ */
+billing_status tu_add(billing_rater *r, const char *id, const char *account, const char *resource,
+                      const char *meter, const char *start, const char *end, const char *qty,
+                      const char *model, const char *region, char *err, size_t errsize);
+
+/*
+ * tu_invoice_text - the whole invoice of @account for @year-@month as one
+ * canonical string (caller frees); NULL when rating fails.
+ */
+char *tu_invoice_text(billing_rater *r, const char *account, int year, int month);
+
+#endif
