@@ -1,0 +1,419 @@
+/*
+ * check_properties.c - invariants over random usage: order and batching
+ * never change an invoice, splitting an event changes no exact amount,
+ * every printed figure reconciles, credit is never over-applied, and
+ * replaying everything changes nothing.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+#define N_EVENTS 400
+#define N_ACCOUNTS 3
+#define ROUNDS 6
+
+typedef struct gen_event {
+    char id[32];
+    const char *account;
+    char resource[16];
+    billing_meter meter;
+    billing_time_t start;
+    billing_time_t end;
+    char qty[32];
+    const char *model;
+} gen_event;
+
+static const char *const accounts[N_ACCOUNTS] = {"acct-sh", "acct-ny", "acct-utc"};
+static billing_zone *zones[N_ACCOUNTS];
+
+static uint64_t rng_state;
+
+static uint64_t rnd(void)
+{
+    /* xorshift64*: deterministic, no libc global state. */
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return rng_state * UINT64_C(2685821657736338717);
+}
+
+static void setup(void)
+{
+    zones[0] = tu_zone("Asia/Shanghai");
+    zones[1] = tu_zone("America/New_York");
+    zones[2] = billing_zone_new_utc();
+}
+
+static void teardown(void)
+{
+    int i;
+
+    for (i = 0; i < N_ACCOUNTS; i++)
+        billing_zone_destroy(zones[i]);
+}
+
+/* Catalog with two price versions, a subscription and two grants per account. */
+static billing_catalog *make_catalog(void)
+{
+    billing_catalog *cat = tu_gpu_cloud();
+    char err[256];
+    int i;
+    char id[32];
+
+    ck_assert_int_eq(billing_catalog_add_price_version(cat, "v2", tu_time("2026-02-14T05:00:00Z"),
+                                                       err, sizeof(err)),
+                     BILLING_OK);
+    billing_catalog_set_rate(cat, "v2", BILLING_METER_GPU, "RTX4090", "cn-east-1", "0.55", err, 256);
+    billing_catalog_set_rate(cat, "v2", BILLING_METER_GPU, "A100-80G", "cn-east-1", "1.7", err, 256);
+    billing_catalog_set_rate(cat, "v2", BILLING_METER_GPULESS, "*", "*", "0.333", err, 256);
+    billing_catalog_set_rate(cat, "v2", BILLING_METER_STORAGE, "*", "*", "0.21", err, 256);
+    billing_catalog_set_rate(cat, "v2", BILLING_METER_TRAFFIC, "*", "*", "0.01", err, 256);
+    billing_catalog_set_plan_fee(cat, "v2", "rtx-daily", "97.5", err, 256);
+    billing_catalog_set_plan_fee(cat, "v2", "rtx-monthly", "2500", err, 256);
+    for (i = 0; i < N_ACCOUNTS; i++) {
+        ck_assert_int_eq(billing_catalog_add_account(cat, accounts[i], "CNY", zones[i], "0.06", err,
+                                                     sizeof(err)),
+                         BILLING_OK);
+        snprintf(id, sizeof(id), "sub-%d", i);
+        ck_assert_int_eq(billing_catalog_add_subscription(cat, id, accounts[i], "r1", "rtx-monthly",
+                                                          tu_time("2026-01-20T03:00:00Z"), 2, 0,
+                                                          err, sizeof(err)),
+                         BILLING_OK);
+        snprintf(id, sizeof(id), "trial-%d", i);
+        ck_assert_int_eq(billing_catalog_add_grant(cat, id, accounts[i], "10.00",
+                                                   tu_time("2026-01-03T00:00:00Z"),
+                                                   tu_time("2026-02-02T00:00:00Z"),
+                                                   BILLING_CHARGE_USAGE, 0, err, sizeof(err)),
+                         BILLING_OK);
+        snprintf(id, sizeof(id), "prepaid-%d", i);
+        ck_assert_int_eq(billing_catalog_add_grant(cat, id, accounts[i], "3000.00",
+                                                   tu_time("2026-01-15T00:00:00Z"),
+                                                   tu_time("2026-12-01T00:00:00Z"),
+                                                   BILLING_CHARGE_USAGE |
+                                                       BILLING_CHARGE_SUBSCRIPTION,
+                                                   1, err, sizeof(err)),
+                         BILLING_OK);
+    }
+    return cat;
+}
+
+static void gen(gen_event *ev, int i)
+{
+    static const billing_meter meters[4] = {BILLING_METER_GPU, BILLING_METER_GPULESS,
+                                            BILLING_METER_STORAGE, BILLING_METER_TRAFFIC};
+    billing_time_t base = tu_time("2026-01-01T00:00:00Z");
+
+    snprintf(ev->id, sizeof(ev->id), "ev-%d", i);
+    ev->account = accounts[rnd() % N_ACCOUNTS];
+    snprintf(ev->resource, sizeof(ev->resource), "r%d", (int)(rnd() % 3));
+    ev->meter = meters[rnd() % 4];
+    /* Anywhere in Jan..Mar, up to ~3 days long, with sub-second precision. */
+    ev->start = base + (billing_time_t)(rnd() % (85ULL * 86400)) * BILLING_NS_PER_SEC +
+                (billing_time_t)(rnd() % 1000000000ULL);
+    ev->end = ev->start + 1 + (billing_time_t)(rnd() % (3ULL * 86400 * BILLING_NS_PER_SEC));
+    ev->model = (rnd() % 2) ? "RTX4090" : "A100-80G";
+    if (ev->meter == BILLING_METER_TRAFFIC)
+        snprintf(ev->qty, sizeof(ev->qty), "%" PRIu64, rnd() % UINT64_C(100000000000));
+    else if (ev->meter == BILLING_METER_STORAGE)
+        snprintf(ev->qty, sizeof(ev->qty), "%d.%03d", (int)(rnd() % 10000), (int)(rnd() % 1000));
+    else
+        snprintf(ev->qty, sizeof(ev->qty), "%d", 1 + (int)(rnd() % 8));
+}
+
+static billing_status add(billing_rater *r, const gen_event *g, billing_event *ev)
+{
+    char err[256];
+    billing_status st;
+
+    billing_event_reset(ev);
+    billing_event_set_id(ev, g->id);
+    billing_event_set_account(ev, g->account);
+    billing_event_set_resource(ev, g->resource);
+    billing_event_set_meter(ev, g->meter);
+    billing_event_set_interval(ev, g->start, g->end);
+    billing_event_set_quantity(ev, g->qty, err, sizeof(err));
+    billing_event_set_model(ev, g->model);
+    billing_event_set_region(ev, "cn-east-1");
+    st = billing_rater_add(r, ev, err, sizeof(err));
+    ck_assert_msg(st == BILLING_OK || st == BILLING_DUPLICATE, "%s: %s", g->id, err);
+    return st;
+}
+
+/* Every invoice of every account, Jan..Apr 2026, as one string. */
+static char *all_invoices(billing_rater *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    char *one;
+    size_t n;
+    int a;
+    int m;
+
+    for (a = 0; a < N_ACCOUNTS; a++) {
+        for (m = 1; m <= 4; m++) {
+            one = tu_invoice_text(r, accounts[a], 2026, m);
+            ck_assert_ptr_nonnull(one);
+            n = strlen(one);
+            out = realloc(out, len + n + 1);
+            memcpy(out + len, one, n + 1);
+            len += n;
+            free(one);
+        }
+    }
+    return out;
+}
+
+static char *rate_all(billing_catalog *cat, const gen_event *evs, const int *order, int n)
+{
+    char err[256];
+    billing_rater *r = billing_rater_new(cat, err, sizeof(err));
+    billing_event *ev = billing_event_new();
+    char *text;
+    int i;
+
+    ck_assert_ptr_nonnull(r);
+    for (i = 0; i < n; i++)
+        add(r, &evs[order ? order[i] : i], ev);
+    text = all_invoices(r);
+    billing_event_destroy(ev);
+    billing_rater_destroy(r);
+    return text;
+}
+
+static void shuffle(int *v, int n)
+{
+    int i;
+    int j;
+    int t;
+
+    for (i = n - 1; i > 0; i--) {
+        j = (int)(rnd() % (uint64_t)(i + 1));
+        t = v[i];
+        v[i] = v[j];
+        v[j] = t;
+    }
+}
+
+START_TEST(test_order_independence)
+{
+    billing_catalog *cat = make_catalog();
+    gen_event *evs = calloc(N_EVENTS, sizeof(*evs));
+    int order[N_EVENTS];
+    char *reference;
+    char *other;
+    int i;
+    int round;
+
+    rng_state = UINT64_C(0x9e3779b97f4a7c15) + (uint64_t)_i;
+    for (i = 0; i < N_EVENTS; i++) {
+        gen(&evs[i], i);
+        order[i] = i;
+    }
+    reference = rate_all(cat, evs, NULL, N_EVENTS);
+    /* The random month must exercise every kind of line, credit and both versions. */
+    ck_assert_ptr_nonnull(strstr(reference, "line 1 gpu"));
+    ck_assert_ptr_nonnull(strstr(reference, "line 1 storage"));
+    ck_assert_ptr_nonnull(strstr(reference, "line 1 traffic"));
+    ck_assert_ptr_nonnull(strstr(reference, "line 2 gpu"));
+    ck_assert_ptr_nonnull(strstr(reference, "line 3 gpu"));
+    ck_assert_ptr_nonnull(strstr(reference, "ver=v2"));
+    ck_assert_ptr_nonnull(strstr(reference, "credit trial-"));
+    ck_assert_ptr_nonnull(strstr(reference, "credit prepaid-"));
+    for (round = 0; round < ROUNDS; round++) {
+        shuffle(order, N_EVENTS);
+        other = rate_all(cat, evs, order, N_EVENTS);
+        ck_assert_str_eq(reference, other);
+        free(other);
+    }
+    free(reference);
+    free(evs);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
+/* Cut each time-based event into contiguous pieces with new ids. */
+START_TEST(test_split_invariance)
+{
+    billing_catalog *cat = make_catalog();
+    gen_event *evs = calloc(N_EVENTS, sizeof(*evs));
+    gen_event *pieces = calloc(N_EVENTS * 4, sizeof(*pieces));
+    char *whole;
+    char *split;
+    int i;
+    int k;
+    int n = 0;
+    int cuts;
+    billing_time_t t;
+    billing_time_t step;
+
+    rng_state = UINT64_C(0x1234567) + (uint64_t)_i;
+    for (i = 0; i < N_EVENTS; i++) {
+        gen(&evs[i], i);
+        if (evs[i].meter == BILLING_METER_TRAFFIC)
+            evs[i].meter = BILLING_METER_STORAGE; /* bytes are not split by time */
+    }
+    for (i = 0; i < N_EVENTS; i++) {
+        cuts = 1 + (int)(rnd() % 4);
+        t = evs[i].start;
+        for (k = 0; k < cuts; k++) {
+            pieces[n] = evs[i];
+            snprintf(pieces[n].id, sizeof(pieces[n].id), "ev-%d-%d", i, k);
+            step = (evs[i].end - t) / (cuts - k);
+            if (k + 1 < cuts && step > 1)
+                step = 1 + (billing_time_t)(rnd() % (uint64_t)step);
+            pieces[n].start = t;
+            pieces[n].end = (k + 1 == cuts) ? evs[i].end : t + step;
+            if (pieces[n].end > pieces[n].start)
+                n++;
+            t = pieces[n - 1].end;
+        }
+    }
+    whole = rate_all(cat, evs, NULL, N_EVENTS);
+    split = rate_all(cat, pieces, NULL, n);
+    ck_assert_str_eq(whole, split);
+    free(whole);
+    free(split);
+    free(evs);
+    free(pieces);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
+/* "12.34" or "-0.05" -> minor units. */
+static long long minor(const char *s)
+{
+    long long v = 0;
+    int neg = 0;
+
+    if (*s == '-') {
+        neg = 1;
+        s++;
+    }
+    for (; *s; s++) {
+        if (*s != '.')
+            v = v * 10 + (*s - '0');
+    }
+    return neg ? -v : v;
+}
+
+START_TEST(test_reconciliation_and_credit_bounds)
+{
+    billing_catalog *cat = make_catalog();
+    gen_event g;
+    billing_event *ev = billing_event_new();
+    billing_rater *r;
+    billing_invoice *inv;
+    char err[256];
+    long long sum;
+    long long used[N_ACCOUNTS][2];
+    size_t i;
+    int a;
+    int m;
+    int n;
+
+    r = billing_rater_new(cat, err, sizeof(err));
+    rng_state = UINT64_C(77) + (uint64_t)_i;
+    for (n = 0; n < N_EVENTS; n++) {
+        gen(&g, n);
+        add(r, &g, ev);
+    }
+    memset(used, 0, sizeof(used));
+    for (a = 0; a < N_ACCOUNTS; a++) {
+        for (m = 1; m <= 4; m++) {
+            ck_assert_int_eq(billing_rater_invoice(r, accounts[a], 2026, m, &inv, err, sizeof(err)),
+                             BILLING_OK);
+            sum = 0;
+            for (i = 0; i < billing_invoice_line_count(inv); i++)
+                sum += minor(billing_invoice_line_amount_rounded(inv, i));
+            ck_assert_int_eq(sum, minor(billing_invoice_subtotal(inv)));
+            sum = 0;
+            for (i = 0; i < billing_invoice_credit_count(inv); i++) {
+                long long c = minor(billing_invoice_credit_amount(inv, i));
+
+                ck_assert_int_gt(c, 0);
+                sum += c;
+                used[a][strncmp(billing_invoice_credit_grant(inv, i), "trial", 5) == 0 ? 0 : 1] +=
+                    c;
+            }
+            ck_assert_int_eq(sum, minor(billing_invoice_credits(inv)));
+            ck_assert_int_le(sum, minor(billing_invoice_subtotal(inv)) > 0
+                                      ? minor(billing_invoice_subtotal(inv))
+                                      : 0);
+            ck_assert_int_eq(minor(billing_invoice_subtotal(inv)) - sum +
+                                 minor(billing_invoice_tax(inv)),
+                             minor(billing_invoice_total(inv)));
+            ck_assert_int_ge(minor(billing_invoice_total(inv)), 0);
+            billing_invoice_destroy(inv);
+        }
+        ck_assert_int_le(used[a][0], 1000);
+        ck_assert_int_le(used[a][1], 300000);
+    }
+    billing_event_destroy(ev);
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
+START_TEST(test_replay_is_idempotent)
+{
+    billing_catalog *cat = make_catalog();
+    gen_event *evs = calloc(N_EVENTS, sizeof(*evs));
+    billing_event *ev = billing_event_new();
+    billing_rater *r;
+    char err[256];
+    char *before;
+    char *after;
+    int i;
+
+    rng_state = UINT64_C(4242) + (uint64_t)_i;
+    r = billing_rater_new(cat, err, sizeof(err));
+    for (i = 0; i < N_EVENTS; i++) {
+        gen(&evs[i], i);
+        ck_assert_int_eq(add(r, &evs[i], ev), BILLING_OK);
+    }
+    before = all_invoices(r);
+    for (i = N_EVENTS - 1; i >= 0; i--)
+        ck_assert_int_eq(add(r, &evs[i], ev), BILLING_DUPLICATE);
+    after = all_invoices(r);
+    ck_assert_str_eq(before, after);
+    ck_assert_uint_eq(billing_rater_event_count(r), N_EVENTS);
+    free(before);
+    free(after);
+    free(evs);
+    billing_event_destroy(ev);
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
+static Suite *properties_suite(void)
+{
+    Suite *s = suite_create("properties");
+    TCase *tc = tcase_create("random");
+
+    tcase_set_timeout(tc, 120);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_loop_test(tc, test_order_independence, 0, 3);
+    tcase_add_loop_test(tc, test_split_invariance, 0, 3);
+    tcase_add_loop_test(tc, test_reconciliation_and_credit_bounds, 0, 3);
+    tcase_add_loop_test(tc, test_replay_is_idempotent, 0, 2);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(properties_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
