@@ -1,0 +1,199 @@
+/*
+ * bench_rate.c - throughput of libbilling's rating core: typical GPU-cloud
+ * events (gpu, gpuless, storage, traffic over many accounts and
+ * resources, one month) rated into per-invoice aggregates on one thread.
+ *
+ * Prints events/s, latency percentiles of batches of 1024 events, peak
+ * resident memory and the number of aggregates, with dedupe on and off.
+ * Usage: bench_rate [EVENTS] [ACCOUNTS]   (defaults 5000000, 1000)
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "billing.h"
+
+#define BATCH 1024
+
+static uint64_t rng = UINT64_C(88172645463325252);
+
+static uint64_t rnd(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static long peak_rss_kib(void)
+{
+    struct rusage ru;
+
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+static billing_catalog *make_catalog(billing_zone *zone, int accounts)
+{
+    billing_catalog *cat = billing_catalog_new();
+    char id[32];
+    int i;
+
+    billing_catalog_set_currency(cat, "CNY", BILLING_ROUND_HALF_UP, NULL, 0);
+    billing_catalog_add_price_version(cat, "v1", 0, NULL, 0);
+    billing_catalog_set_rate(cat, "v1", BILLING_METER_GPU, "RTX4090", "cn-east-1", "0.60", NULL, 0);
+    billing_catalog_set_rate(cat, "v1", BILLING_METER_GPU, "A100-80G", "cn-east-1", "1.60", NULL,
+                             0);
+    billing_catalog_set_rate(cat, "v1", BILLING_METER_GPULESS, "RTX4090", "cn-east-1", "0.48", NULL,
+                             0);
+    billing_catalog_set_rate(cat, "v1", BILLING_METER_GPULESS, "A100-80G", "cn-east-1", "1.28",
+                             NULL, 0);
+    billing_catalog_set_rate(cat, "v1", BILLING_METER_STORAGE, "*", "*", "0.20", NULL, 0);
+    for (i = 0; i < accounts; i++) {
+        snprintf(id, sizeof(id), "acct-%06d", i);
+        billing_catalog_add_account(cat, id, "CNY", zone, "0.06", NULL, 0);
+    }
+    return cat;
+}
+
+typedef struct spec {
+    char id[32];
+    char account[32];
+    char resource[32];
+    billing_meter meter;
+    billing_time_t start;
+    billing_time_t end;
+    const char *qty;
+    const char *model;
+} spec;
+
+/* A pool of distinct event shapes; ids are made unique per event at run time. */
+static void make_specs(spec *s, int n, int accounts)
+{
+    static const billing_meter meters[8] = {
+        BILLING_METER_GPU,     BILLING_METER_GPU,     BILLING_METER_GPU,     BILLING_METER_GPU,
+        BILLING_METER_GPU,     BILLING_METER_GPULESS, BILLING_METER_STORAGE, BILLING_METER_TRAFFIC};
+    /* 2026-01-01T00:00:00+08:00 */
+    billing_time_t base = INT64_C(1767196800) * BILLING_NS_PER_SEC;
+    int i;
+    int a;
+
+    for (i = 0; i < n; i++) {
+        a = (int)(rnd() % (uint64_t)accounts);
+        snprintf(s[i].account, sizeof(s[i].account), "acct-%06d", a);
+        snprintf(s[i].resource, sizeof(s[i].resource), "i-%06d-%d", a, (int)(rnd() % 4));
+        s[i].meter = meters[rnd() % 8];
+        /* Minute-aligned 1-minute usage records inside January. */
+        s[i].start = base + (billing_time_t)(rnd() % (30 * 1440)) * 60 * BILLING_NS_PER_SEC;
+        s[i].end = s[i].start + 60 * BILLING_NS_PER_SEC;
+        s[i].qty = s[i].meter == BILLING_METER_GPU       ? "8"
+                   : s[i].meter == BILLING_METER_STORAGE ? "500"
+                   : s[i].meter == BILLING_METER_TRAFFIC ? "123456789"
+                                                         : "1";
+        s[i].model = (rnd() % 3) ? "RTX4090" : "A100-80G";
+    }
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a;
+    uint64_t y = *(const uint64_t *)b;
+
+    return (x > y) - (x < y);
+}
+
+static int run(billing_catalog *cat, const spec *specs, int n_specs, long events, int dedupe)
+{
+    char err[256];
+    billing_rater *r = billing_rater_new(cat, err, sizeof(err));
+    billing_event *ev = billing_event_new();
+    uint64_t *lat = malloc(sizeof(uint64_t) * (size_t)(events / BATCH + 1));
+    size_t n_lat = 0;
+    uint64_t t0;
+    uint64_t tb;
+    uint64_t total;
+    long i;
+    const spec *s;
+    char id[48];
+
+    if (r == NULL || ev == NULL || lat == NULL) {
+        fprintf(stderr, "bench_rate: setup failed: %s\n", err);
+        return 1;
+    }
+    billing_rater_set_dedupe(r, dedupe);
+    t0 = now_ns();
+    tb = t0;
+    for (i = 0; i < events; i++) {
+        s = &specs[i % n_specs];
+        snprintf(id, sizeof(id), "ev-%ld", i);
+        billing_event_reset(ev);
+        billing_event_set_id(ev, id);
+        billing_event_set_account(ev, s->account);
+        billing_event_set_resource(ev, s->resource);
+        billing_event_set_meter(ev, s->meter);
+        billing_event_set_interval(ev, s->start, s->end);
+        billing_event_set_quantity(ev, s->qty, NULL, 0);
+        billing_event_set_model(ev, s->model);
+        billing_event_set_region(ev, "cn-east-1");
+        if (billing_rater_add(r, ev, err, sizeof(err)) != BILLING_OK) {
+            fprintf(stderr, "bench_rate: %s\n", err);
+            return 1;
+        }
+        if ((i + 1) % BATCH == 0) {
+            uint64_t t = now_ns();
+
+            lat[n_lat++] = t - tb;
+            tb = t;
+        }
+    }
+    total = now_ns() - t0;
+    qsort(lat, n_lat, sizeof(uint64_t), cmp_u64);
+    printf("dedupe=%s events=%ld seconds=%.3f events/s=%" PRIu64
+           " batch%d-latency-us p50=%" PRIu64 " p99=%" PRIu64 " p999=%" PRIu64
+           " aggregates=%zu peak-rss-MiB=%ld\n",
+           dedupe ? "on " : "off", events, (double)total / 1e9,
+           (uint64_t)((double)events * 1e9 / (double)total), BATCH,
+           n_lat ? lat[n_lat / 2] / 1000 : 0, n_lat ? lat[n_lat * 99 / 100] / 1000 : 0,
+           n_lat ? lat[n_lat * 999 / 1000] / 1000 : 0, billing_rater_aggregate_count(r),
+           peak_rss_kib() / 1024);
+    free(lat);
+    billing_event_destroy(ev);
+    billing_rater_destroy(r);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    long events = argc > 1 ? atol(argv[1]) : 5000000;
+    int accounts = argc > 2 ? atoi(argv[2]) : 1000;
+    int n_specs = 1 << 16;
+    spec *specs = malloc(sizeof(spec) * (size_t)n_specs);
+    billing_zone *zone = billing_zone_new_utc();
+    billing_catalog *cat;
+    int rc;
+
+    if (specs == NULL || zone == NULL || events <= 0 || accounts <= 0)
+        return 2;
+    cat = make_catalog(zone, accounts);
+    make_specs(specs, n_specs, accounts);
+    rc = run(cat, specs, n_specs, events, 0);
+    if (rc == 0)
+        rc = run(cat, specs, n_specs, events, 1);
+    billing_catalog_destroy(cat);
+    billing_zone_destroy(zone);
+    free(specs);
+    return rc;
+}
