@@ -297,7 +297,8 @@ billing_status bl_month_compute(billing_rater *r, size_t ai, int32_t month, bl_m
         if (mpq_sgn(m->pools[i]) < 0)
             mpq_set_ui(m->pools[i], 0, 1); /* a refund is never credit to spend */
     }
-    qsort(m->lines, m->n_lines, sizeof(bl_line), cmp_line);
+    if (m->n_lines > 1)
+        qsort(m->lines, m->n_lines, sizeof(bl_line), cmp_line);
     for (i = 0; i < m->n_lines; i++) {
         bl_q_round_minor(m->lines[i].rounded, m->lines[i].amount, cat->digits, cat->rounding);
         mpz_add(m->subtotal, m->subtotal, m->lines[i].rounded);

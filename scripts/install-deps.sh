@@ -1,0 +1,61 @@
+#!/bin/bash
+# install-deps.sh - install, from Debian 12's packages, everything the
+# build, the tests and the services need. Idempotent: when every package
+# is already installed it does nothing (no apt-get update, which is the
+# slow part), so scripts/test.sh can call it on every run.
+#
+# Needs root (or sudo) only when something is missing.
+set -eu
+
+packages="
+build-essential
+autoconf
+automake
+libtool
+pkg-config
+libpq-dev
+libgmp-dev
+protobuf-c-compiler
+libprotobuf-c-dev
+librdkafka-dev
+check
+libjansson-dev
+postgresql
+tzdata
+valgrind
+procps
+util-linux
+passwd
+ca-certificates
+"
+# postgresql: the server binaries for scripts/pg.sh (its system cluster is
+#   never used). util-linux: runuser, setsid, flock. passwd: useradd.
+#   procps: ps/pgrep for checks. ca-certificates: Maven over https.
+# Java and Maven fetch and run Kafka (scripts/kafka.sh). This machine kind
+# may bring its own JDK and Maven; install Debian's only when missing.
+command -v java >/dev/null 2>&1 || packages="$packages openjdk-17-jre-headless"
+command -v mvn >/dev/null 2>&1 || packages="$packages maven"
+
+missing=""
+for p in $packages; do
+    status=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
+    [ "$status" = installed ] || missing="$missing $p"
+done
+
+if [ -z "$missing" ]; then
+    echo "install-deps.sh: all packages installed"
+    exit 0
+fi
+
+echo "install-deps.sh: installing:$missing"
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null 2>&1 ||
+        { echo "install-deps.sh: not root and no sudo; install:$missing" >&2; exit 1; }
+    sudo="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+# shellcheck disable=SC2086 # word splitting of the package list is wanted
+$sudo apt-get update -q
+# shellcheck disable=SC2086
+$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing
