@@ -86,10 +86,15 @@ typedef struct billing_zone billing_zone;
 
 /**
  * billing_zone_new - parse a zone from TZif bytes.
- * @name: the IANA name to report (for example "Asia/Shanghai"); copied.
+ * @name: the IANA name to report (for example "Asia/Shanghai"): 1..128
+ *        printable ASCII characters without spaces; copied.
  * @tzif: the file's bytes, @len bytes long (at most 1 MiB); not retained.
+ * Every count and index in the data is checked before use. Files with
+ * leap-second records (the "right/" zones) are rejected: instants here are
+ * POSIX time, without leap seconds.
  * Returns a new zone that the caller frees with billing_zone_destroy, or
  * NULL with a message in errbuf (malformed data, NULL arguments, no memory).
+ * Thread-safe.
  */
 BILLING_API billing_zone *billing_zone_new(const char *name, const unsigned char *tzif,
                                            size_t len, char *errbuf, size_t errsize);
@@ -103,12 +108,14 @@ BILLING_API billing_zone *billing_zone_new_utc(void);
 /** billing_zone_destroy - free a zone; NULL is a no-op. */
 BILLING_API void billing_zone_destroy(billing_zone *zone);
 
-/** billing_zone_name - the zone's IANA name, owned by the zone. */
+/** billing_zone_name - the zone's IANA name, owned by the zone; NULL for a NULL zone. */
 BILLING_API const char *billing_zone_name(const billing_zone *zone);
 
 /**
  * billing_zone_offset - the UTC offset in seconds in force at instant @t
- * (for example 28800 for Asia/Shanghai). Thread-safe.
+ * (for example 28800 for Asia/Shanghai): before the file's first
+ * transition its first local time type, after the last one the footer's
+ * POSIX TZ rule. 0 for a NULL zone. Thread-safe.
  */
 BILLING_API int32_t billing_zone_offset(const billing_zone *zone, billing_time_t t);
 
@@ -116,14 +123,19 @@ BILLING_API int32_t billing_zone_offset(const billing_zone *zone, billing_time_t
  * billing_zone_month_start - the instant at which local month @month
  * (1..12) of @year begins in @zone (local midnight on the 1st; if midnight
  * does not exist because of a DST gap, the first instant after the gap).
- * Stores it in *@out and returns BILLING_OK, or BILLING_ERR_RANGE.
+ * Stores it in *@out and returns BILLING_OK, BILLING_ERR_RANGE (month not
+ * 1..12, or the instant outside 1900..2200) or BILLING_ERR_INVALID (NULL
+ * argument). Thread-safe.
  */
 BILLING_API billing_status billing_zone_month_start(const billing_zone *zone, int year, int month,
                                                     billing_time_t *out);
 
 /**
  * billing_zone_year_month - the local year and month (1..12) containing
- * instant @t in @zone. Thread-safe.
+ * instant @t in @zone: the month whose [billing_zone_month_start, start of
+ * the next month) holds @t, so that months tile the time line even where a
+ * backward transition repeats the last hour of a month. A NULL zone means
+ * UTC; NULL @year or @month are skipped. Thread-safe.
  */
 BILLING_API void billing_zone_year_month(const billing_zone *zone, billing_time_t t, int *year,
                                          int *month);
@@ -135,8 +147,15 @@ BILLING_API void billing_zone_year_month(const billing_zone *zone, billing_time_
 /**
  * billing_time_parse - parse an RFC 3339 timestamp with an explicit offset
  * or "Z" ("2026-01-31T16:00:00Z", "2026-02-01T00:00:00.5+08:00"), up to
- * nanosecond precision. Returns BILLING_OK and stores the instant in *@out,
- * or BILLING_ERR_PARSE / BILLING_ERR_RANGE with a message.
+ * nanosecond precision. Also accepted: 't' and 'z' in lower case, a space
+ * instead of 'T', and "-00:00" (same as "Z"). Fields are range-checked
+ * (month 1..12, day valid for the month, hour 0..23, minute 0..59, second
+ * 0..59: a leap second ":60" is rejected), fractions have 1..9 digits.
+ * Returns BILLING_OK and stores the instant in *@out, or BILLING_ERR_PARSE /
+ * BILLING_ERR_RANGE (outside 1900-01-01..2200-01-01) with a message naming
+ * the field ("timestamp '...': month 13 out of range (1..12)"), or
+ * BILLING_ERR_INVALID for NULL @text or @out; *@out is unchanged on error.
+ * Thread-safe.
  */
 BILLING_API billing_status billing_time_parse(const char *text, billing_time_t *out,
                                               char *errbuf, size_t errsize);
@@ -144,7 +163,10 @@ BILLING_API billing_status billing_time_parse(const char *text, billing_time_t *
 /**
  * billing_time_format - write @t as RFC 3339 in UTC ("...Z"), with only
  * as many fractional digits as needed, into @buf of @size bytes (at least
- * 36). Returns the length written (excluding NUL), or -1 if @buf is small.
+ * 36; the longest output is 30 characters). Every int64 instant can be
+ * written, negative ones included ("1969-12-31T23:59:59.999999999Z").
+ * Returns the length written (excluding NUL), or -1 if @buf is NULL or
+ * too small. Thread-safe.
  */
 BILLING_API int billing_time_format(billing_time_t t, char *buf, size_t size);
 

@@ -224,11 +224,6 @@ static int64_t floor_div(int64_t a, int64_t b)
     return q;
 }
 
-static int is_leap(int year)
-{
-    return (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
-}
-
 /* Day (since the epoch) on which @d falls in @year. */
 static int64_t date_day(const bl_tzdate *d, int year)
 {
@@ -238,7 +233,7 @@ static int64_t date_day(const bl_tzdate *d, int year)
     int dim;
 
     if (d->kind == 'J')
-        return bl_days_from_civil(year, 1, 1) + d->day - 1 + (is_leap(year) && d->day >= 60);
+        return bl_days_from_civil(year, 1, 1) + d->day - 1 + (d->day >= 60 && bl_days_in_month(year, 2) == 29);
     if (d->kind == 'D')
         return bl_days_from_civil(year, 1, 1) + d->day;
     first = bl_days_from_civil(year, d->month, 1);
@@ -249,6 +244,18 @@ static int64_t date_day(const bl_tzdate *d, int year)
     while (day - first >= dim)
         day -= 7;
     return day;
+}
+
+/*
+ * Event order: by instant; on a tie the end comes first, so that a DST
+ * period that ends exactly when the next one starts (DST all year, as zic
+ * writes it: "EST5EDT,0/0,J365/25") stays DST.
+ */
+static int event_after(const rule_event *a, const rule_event *b)
+{
+    if (a->at != b->at)
+        return a->at > b->at;
+    return a->dst > b->dst;
 }
 
 /*
@@ -274,15 +281,9 @@ static void collect_events(const bl_tzrule *rule, int64_t secs, rule_event *ev)
                            rule->dst_off;
         ev[2 * i + 1].dst = 0;
     }
-    /*
-     * Insertion sort; on a tie the end comes first, so that a DST period
-     * that ends exactly when the next one starts (DST all year) stays DST.
-     */
     for (i = 1; i < 2 * EVENT_YEARS; i++) {
         tmp = ev[i];
-        for (j = i; j > 0 && (ev[j - 1].at > tmp.at ||
-                              (ev[j - 1].at == tmp.at && ev[j - 1].dst > tmp.dst));
-             j--)
+        for (j = i; j > 0 && event_after(&ev[j - 1], &tmp); j--)
             ev[j] = ev[j - 1];
         ev[j] = tmp;
     }

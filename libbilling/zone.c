@@ -31,6 +31,9 @@
 #define CIVIL_YEAR_MIN 1000
 #define CIVIL_YEAR_MAX 3000
 
+/* Days from a month's edges within which its start or end may be ambiguous. */
+#define EDGE_DAYS 3
+
 #define NS BILLING_NS_PER_SEC
 #define SECS_PER_DAY INT64_C(86400)
 
@@ -614,11 +617,17 @@ static int next_change(const billing_zone *z, int64_t secs, int64_t *next)
 
 void bl_zone_to_civil(const billing_zone *zone, billing_time_t t, bl_civil *out)
 {
-    int64_t secs = floor_div(t, NS);
+    int64_t secs = t / NS;
+    int64_t nsec = t % NS;
     int64_t local;
     int64_t days;
     int64_t sod;
 
+    /* Floor, without forming secs * NS (which overflows near INT64_MIN). */
+    if (nsec < 0) {
+        nsec += NS;
+        secs--;
+    }
     local = secs + (zone == NULL ? 0 : offset_at(zone, secs));
     days = floor_div(local, SECS_PER_DAY);
     sod = local - days * SECS_PER_DAY;
@@ -626,7 +635,7 @@ void bl_zone_to_civil(const billing_zone *zone, billing_time_t t, bl_civil *out)
     out->hour = (int)(sod / 3600);
     out->minute = (int)(sod / 60 % 60);
     out->second = (int)(sod % 60);
-    out->nsec = (int32_t)(t - secs * NS);
+    out->nsec = (int32_t)nsec;
 }
 
 static int civil_valid(const bl_civil *c)
@@ -767,6 +776,12 @@ static void month_of(const billing_zone *zone, billing_time_t t, int *year, int 
     bl_zone_to_civil(zone, t, &c);
     *year = c.year;
     *month = c.month;
+    /*
+     * Offsets stay within +-26 hours, so a clock can jump back at most 52
+     * hours: three days from either edge the local date decides alone.
+     */
+    if (c.day > EDGE_DAYS && c.day <= bl_days_in_month(c.year, c.month) - EDGE_DAYS)
+        return;
     step_month(year, month, 1);
     if (month_start(zone, *year, *month, &bound) == 0 && t >= bound)
         return;

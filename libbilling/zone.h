@@ -25,16 +25,26 @@ typedef struct bl_civil {
     int32_t nsec; /* 0..999999999 */
 } bl_civil;
 
-/* bl_days_from_civil - days since 1970-01-01 of proleptic Gregorian y-m-d. */
+/*
+ * bl_days_from_civil - days since 1970-01-01 of proleptic Gregorian y-m-d
+ * (Howard Hinnant's algorithm; exact for every int year, month 1..12).
+ */
 int64_t bl_days_from_civil(int year, int month, int day);
 
-/* bl_civil_from_days - inverse of bl_days_from_civil. */
+/*
+ * bl_civil_from_days - inverse of bl_days_from_civil. @days is clamped to
+ * +-7e11 so that the year fits in an int.
+ */
 void bl_civil_from_days(int64_t days, int *year, int *month, int *day);
 
-/* bl_days_in_month - 28..31. */
+/* bl_days_in_month - 28..31, or 0 if @month is not 1..12. */
 int bl_days_in_month(int year, int month);
 
-/* bl_zone_to_civil - local wall-clock time of instant @t in @zone. */
+/*
+ * bl_zone_to_civil - local wall-clock time of instant @t in @zone (NULL:
+ * UTC). Defined for every int64 instant; nanoseconds are floored, so -1
+ * is 1969-12-31T23:59:59.999999999.
+ */
 void bl_zone_to_civil(const billing_zone *zone, billing_time_t t, bl_civil *out);
 
 /*
@@ -42,13 +52,21 @@ void bl_zone_to_civil(const billing_zone *zone, billing_time_t t, bl_civil *out)
  * @c. In a DST gap (the time does not exist) the result is shifted forward
  * by the gap's length (02:30 on a spring-forward day -> 03:30 new time);
  * in an overlap (the time occurs twice) the earlier instant is chosen.
- * Returns 0, or -1 if out of the supported range.
+ * Returns 0, or -1 if a field of @c is out of its range (month 1..12, day
+ * valid for the month, hour 0..23, minute and second 0..59, nsec
+ * 0..999999999), an argument is NULL, or the instant is outside
+ * [BL_TIME_MIN, BL_TIME_MAX].
  */
 int bl_zone_from_civil(const billing_zone *zone, const bl_civil *c, billing_time_t *out);
 
 /*
  * bl_zone_next_month_start - the start of the local month following the
  * one containing @t (local midnight of the 1st, as billing_zone_month_start).
+ * Always > @t. "The month containing @t" is the one whose
+ * [start, next start) holds @t, as billing_zone_year_month reports it, so
+ * months tile the time line even where a backward transition repeats the
+ * last hour of a month. Not range-checked (any instant before 2262 works);
+ * returns INT64_MAX if @zone is NULL or the result does not fit an int64.
  */
 billing_time_t bl_zone_next_month_start(const billing_zone *zone, billing_time_t t);
 
@@ -58,7 +76,8 @@ billing_time_t bl_zone_next_month_start(const billing_zone *zone, billing_time_t
  * as @anchor, on the anchor's day of the month, @k months later, the day
  * clamped to the month's last day (anchor Jan 31: Feb 28/29, Mar 31,
  * Apr 30, ...), resolved with bl_zone_from_civil's gap/overlap rules.
- * Returns 0 or -1 if out of range.
+ * k == 0 gives the anchor's wall time resolved the same way. Returns 0, or
+ * -1 if k < 0, an argument is NULL or the result is out of range.
  */
 int bl_zone_add_months(const billing_zone *zone, billing_time_t anchor, int k,
                        billing_time_t *out);
