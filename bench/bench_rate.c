@@ -17,18 +17,11 @@
 #include <time.h>
 
 #include "billing.h"
+#include "workload.h"
 
 #define BATCH 1024
 
 static uint64_t rng = UINT64_C(88172645463325252);
-
-static uint64_t rnd(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
 
 static uint64_t now_ns(void)
 {
@@ -69,42 +62,13 @@ static billing_catalog *make_catalog(billing_zone *zone, int accounts)
     return cat;
 }
 
-typedef struct spec {
-    char id[32];
-    char account[32];
-    char resource[32];
-    billing_meter meter;
-    billing_time_t start;
-    billing_time_t end;
-    const char *qty;
-    const char *model;
-} spec;
-
 /* A pool of distinct event shapes; ids are made unique per event at run time. */
 static void make_specs(spec *s, int n, int accounts)
 {
-    static const billing_meter meters[8] = {
-        BILLING_METER_GPU,     BILLING_METER_GPU,     BILLING_METER_GPU,     BILLING_METER_GPU,
-        BILLING_METER_GPU,     BILLING_METER_GPULESS, BILLING_METER_STORAGE, BILLING_METER_TRAFFIC};
-    /* 2026-01-01T00:00:00+08:00 */
-    billing_time_t base = INT64_C(1767196800) * BILLING_NS_PER_SEC;
     int i;
-    int a;
 
-    for (i = 0; i < n; i++) {
-        a = (int)(rnd() % (uint64_t)accounts);
-        snprintf(s[i].account, sizeof(s[i].account), "acct-%06d", a);
-        snprintf(s[i].resource, sizeof(s[i].resource), "i-%06d-%d", a, (int)(rnd() % 4));
-        s[i].meter = meters[rnd() % 8];
-        /* Minute-aligned 1-minute usage records inside January. */
-        s[i].start = base + (billing_time_t)(rnd() % (30 * 1440)) * 60 * BILLING_NS_PER_SEC;
-        s[i].end = s[i].start + 60 * BILLING_NS_PER_SEC;
-        s[i].qty = s[i].meter == BILLING_METER_GPU       ? "8"
-                   : s[i].meter == BILLING_METER_STORAGE ? "500"
-                   : s[i].meter == BILLING_METER_TRAFFIC ? "123456789"
-                                                         : "1";
-        s[i].model = (rnd() % 3) ? "RTX4090" : "A100-80G";
-    }
+    for (i = 0; i < n; i++)
+        bench_make_spec(&s[i], &rng, accounts);
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -139,15 +103,7 @@ static int run(billing_catalog *cat, const spec *specs, int n_specs, long events
     for (i = 0; i < events; i++) {
         s = &specs[i % n_specs];
         snprintf(id, sizeof(id), "ev-%ld", i);
-        billing_event_reset(ev);
-        billing_event_set_id(ev, id);
-        billing_event_set_account(ev, s->account);
-        billing_event_set_resource(ev, s->resource);
-        billing_event_set_meter(ev, s->meter);
-        billing_event_set_interval(ev, s->start, s->end);
-        billing_event_set_quantity(ev, s->qty, NULL, 0);
-        billing_event_set_model(ev, s->model);
-        billing_event_set_region(ev, "cn-east-1");
+        bench_fill_event(ev, s, id);
         if (billing_rater_add(r, ev, err, sizeof(err)) != BILLING_OK) {
             fprintf(stderr, "bench_rate: %s\n", err);
             return 1;

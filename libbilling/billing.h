@@ -447,7 +447,8 @@ BILLING_API const char *billing_event_id(const billing_event *ev);
  * message (@len bytes at @buf, no length prefix) into @ev.
  *
  * @ev is reset first, then filled through the setters. Besides the wire
- * format itself (truncation, wrong wire types, NUL bytes in strings), it
+ * format itself (truncation, wrong wire types, bytes other than printable
+ * ASCII in strings, which protobuf-c would cut at a NUL), it
  * checks what needs no catalog: id, account and resource present and at
  * most 128 bytes of printable ASCII without spaces, meter not
  * METER_UNSPECIFIED, timestamps present with nanos in 0..999999999 and
@@ -464,8 +465,9 @@ BILLING_API const char *billing_event_id(const billing_event *ev);
  * BILLING_EVENT_WIRE_MAX; BILLING_ERR_PARSE for malformed bytes;
  * BILLING_ERR_INVALID or BILLING_ERR_RANGE for a bad field;
  * BILLING_ERR_NOMEM. On error @ev holds a partial event that must not be
- * rated. Safe on any input. Allocates nothing on the heap for messages
- * without unknown fields; thread-safe for distinct @ev.
+ * rated. Safe on any input. Decodes into a stack arena: nothing is
+ * allocated on the heap unless a message repeats fields hundreds of times
+ * (then freed before returning). Thread-safe for distinct @ev.
  */
 BILLING_API billing_status billing_event_decode(billing_event *ev, const unsigned char *buf,
                                                 size_t len, char *errbuf, size_t errsize);

@@ -303,7 +303,9 @@ static billing_status next_piece(billing_rater *r, const billing_event *ev, size
 
         billing_time_format(t, when, sizeof(when));
         return bl_seterr(errbuf, errsize, BILLING_ERR_NO_PRICE,
-                         "event '%s': no %s price for model '%s' in region '%s' at %s", ev->id,
+                         "event '%s': field 'model': no %s price for model '%s' in region '%s' "
+                         "at %s",
+                         ev->id,
                          billing_meter_name(ev->meter), ev->model[0] ? ev->model : "*",
                          ev->region[0] ? ev->region : "*", when);
     }

@@ -402,6 +402,7 @@ START_TEST(test_invalid_events_named)
                      BILLING_ERR_NO_PRICE);
     ck_assert_ptr_nonnull(strstr(err, "'bad-3'"));
     ck_assert_ptr_nonnull(strstr(err, "H100"));
+    ck_assert_ptr_nonnull(strstr(err, "field 'model'"));
     /* Before the first price version there is no price either. */
     ck_assert_int_eq(tu_add(r, "bad-4", "lab-v", "i", "gpu", "2024-12-31T23:00:00Z",
                             "2025-01-01T01:00:00Z", "8", "RTX4090", "cn-east-1", err, sizeof(err)),

@@ -1,0 +1,672 @@
+/*
+ * cmd_rate.c - `billing rate`: rate usage event files offline against a
+ * price book and accounts, and print the invoices as JSON or tables.
+ *
+ * Every record read ends up in exactly one count of the summary (rated,
+ * duplicate or rejected), and every rejected one in a message on stderr
+ * that names the file, the line or offset, the event and the field.
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "billing.h"
+#include "cli.h"
+#include "configfile.h"
+#include "eventio.h"
+#include "render.h"
+#include "zones.h"
+
+#define ERR_MAX 1024
+#define PATH_LEN 4096
+/* Longest --from/--to range printed in full for one account: 100 years. */
+#define RANGE_MONTHS_MAX 1200
+#define NO_MONTH INT32_MIN
+
+typedef enum { OUT_JSON, OUT_TABLE } out_format;
+
+typedef struct rate_opts {
+    const char *pricebook;
+    const char *accounts;
+    char **files;
+    int n_files;
+    out_format output;
+    int input_format_set;
+    bc_format input_format;
+    int32_t from; /* year * 12 + month - 1, or NO_MONTH */
+    int32_t to;
+    const char *account;
+    int strict;
+    int dedupe;
+} rate_opts;
+
+typedef struct rate_counts {
+    uint64_t read;
+    uint64_t rated;
+    uint64_t duplicates;
+    uint64_t rejected;
+} rate_counts;
+
+typedef struct rate_ctx {
+    rate_opts opts;
+    rate_counts counts;
+    billing_catalog *cat;
+    bc_zones *zones;
+    billing_rater *rater;
+    billing_event *ev;
+    const char *example_dir;
+    char example_pricebook[PATH_LEN];
+    char example_accounts[PATH_LEN];
+    char example_events[PATH_LEN];
+    char *example_argv[2];
+} rate_ctx;
+
+/* ---------------------------------------------------------------------- */
+/* Command line                                                            */
+/* ---------------------------------------------------------------------- */
+
+static void usage(FILE *out)
+{
+    fputs("Usage: billing rate [OPTIONS] [EVENT-FILE...]\n"
+          "\n"
+          "Rate usage events (JSON Lines or length-delimited protobuf; '-' is stdin)\n"
+          "against a price book and accounts, and print the invoices.\n"
+          "Without --pricebook, --accounts or event files, the shipped GPU-cloud\n"
+          "example is used for what is missing, and stderr says which files.\n"
+          "\n"
+          "Options:\n"
+          "  --pricebook FILE       price book (JSON)\n"
+          "  --accounts FILE        accounts, subscriptions and credit grants (JSON)\n"
+          "  --input-format FMT     jsonl or protobuf (default: by file extension,\n"
+          "                         .jsonl/.json/.ndjson or .pb/.bin/.protobuf; stdin: jsonl)\n"
+          "  --format FMT           json (default) or table\n"
+          "  --month YYYY-MM        print this month only\n"
+          "  --from YYYY-MM         print months from this one ...\n"
+          "  --to YYYY-MM           ... to this one (default: every month with charges)\n"
+          "  --account ID           print this account only (with a bounded range,\n"
+          "                         every month of it, charged or not)\n"
+          "  --strict               stop at the first rejected event, print no invoices\n"
+          "  --no-dedupe            do not remember event ids (memory independent of the\n"
+          "                         event count; only for input known to be unique)\n"
+          "  --help                 print this help\n"
+          "\n"
+          "Exit status: 0 all events rated; 1 some events rejected (invoices of the\n"
+          "others printed) or, with --strict, one rejected; 2 usage error; 3 unreadable\n"
+          "or invalid input or configuration; 4 out of memory or internal error.\n",
+          out);
+}
+
+/* "YYYY-MM" into year * 12 + month - 1. Returns 0 or -1. */
+static int parse_month(const char *s, int32_t *out)
+{
+    int year = 0;
+    int month = 0;
+    int i;
+
+    if (strlen(s) != 7 || s[4] != '-')
+        return -1;
+    for (i = 0; i < 7; i++) {
+        if (i != 4 && (s[i] < '0' || s[i] > '9'))
+            return -1;
+    }
+    for (i = 0; i < 4; i++)
+        year = year * 10 + (s[i] - '0');
+    month = (s[5] - '0') * 10 + (s[6] - '0');
+    if (year < 1900 || year > 2199 || month < 1 || month > 12)
+        return -1;
+    *out = year * 12 + month - 1;
+    return 0;
+}
+
+enum {
+    OPT_PRICEBOOK = 256,
+    OPT_ACCOUNTS,
+    OPT_ACCOUNT,
+    OPT_FORMAT,
+    OPT_INPUT_FORMAT,
+    OPT_MONTH,
+    OPT_FROM,
+    OPT_TO,
+    OPT_STRICT,
+    OPT_NO_DEDUPE,
+    OPT_HELP
+};
+
+static const struct option long_options[] = {
+    {"pricebook", required_argument, NULL, OPT_PRICEBOOK},
+    {"accounts", required_argument, NULL, OPT_ACCOUNTS},
+    {"account", required_argument, NULL, OPT_ACCOUNT},
+    {"format", required_argument, NULL, OPT_FORMAT},
+    {"input-format", required_argument, NULL, OPT_INPUT_FORMAT},
+    {"month", required_argument, NULL, OPT_MONTH},
+    {"from", required_argument, NULL, OPT_FROM},
+    {"to", required_argument, NULL, OPT_TO},
+    {"strict", no_argument, NULL, OPT_STRICT},
+    {"no-dedupe", no_argument, NULL, OPT_NO_DEDUPE},
+    {"help", no_argument, NULL, OPT_HELP},
+    {NULL, 0, NULL, 0},
+};
+
+static int month_option(const char *name, const char *arg, int32_t *out)
+{
+    if (parse_month(arg, out) != 0)
+        return cli_usage_error("rate", "%s '%s': expected YYYY-MM (1900-01..2199-12)", name, arg);
+    return CLI_EXIT_OK;
+}
+
+static int format_option(const char *arg, out_format *out)
+{
+    if (strcmp(arg, "json") == 0)
+        *out = OUT_JSON;
+    else if (strcmp(arg, "table") == 0)
+        *out = OUT_TABLE;
+    else
+        return cli_usage_error("rate", "--format '%s': expected json or table", arg);
+    return CLI_EXIT_OK;
+}
+
+/* One option (a cli_option_fn); returns CLI_EXIT_OK, CLI_EXIT_USAGE, or -1 for --help. */
+static int take_option(void *ctx, int opt, const char *arg)
+{
+    rate_opts *o = ctx;
+
+    switch (opt) {
+    case OPT_PRICEBOOK:
+        o->pricebook = arg;
+        return CLI_EXIT_OK;
+    case OPT_ACCOUNTS:
+        o->accounts = arg;
+        return CLI_EXIT_OK;
+    case OPT_ACCOUNT:
+        o->account = arg;
+        return CLI_EXIT_OK;
+    case OPT_FORMAT:
+        return format_option(arg, &o->output);
+    case OPT_INPUT_FORMAT:
+        o->input_format_set = 1;
+        if (bc_format_parse(arg, &o->input_format) != 0)
+            return cli_usage_error("rate", "--input-format '%s': expected jsonl or protobuf", arg);
+        return CLI_EXIT_OK;
+    case OPT_MONTH:
+        if (month_option("--month", arg, &o->from) != CLI_EXIT_OK)
+            return CLI_EXIT_USAGE;
+        o->to = o->from;
+        return CLI_EXIT_OK;
+    case OPT_FROM:
+        return month_option("--from", arg, &o->from);
+    case OPT_TO:
+        return month_option("--to", arg, &o->to);
+    case OPT_STRICT:
+        o->strict = 1;
+        return CLI_EXIT_OK;
+    case OPT_NO_DEDUPE:
+        o->dedupe = 0;
+        return CLI_EXIT_OK;
+    case OPT_HELP:
+        return -1;
+    default:
+        return cli_usage_error("rate", "unknown option");
+    }
+}
+
+/* Parse argv; returns CLI_EXIT_OK, CLI_EXIT_USAGE, or -1 when --help was given. */
+static int parse_args(rate_opts *o, int argc, char **argv)
+{
+    int first;
+    int rc;
+
+    memset(o, 0, sizeof(*o));
+    o->output = OUT_JSON;
+    o->from = NO_MONTH;
+    o->to = NO_MONTH;
+    o->dedupe = 1;
+    rc = cli_getopt("rate", argc, argv, long_options, take_option, o, &first);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    if (o->from != NO_MONTH && o->to != NO_MONTH && o->from > o->to)
+        return cli_usage_error("rate", "--from is after --to");
+    o->files = argv + first;
+    o->n_files = argc - first;
+    return CLI_EXIT_OK;
+}
+
+/* ---------------------------------------------------------------------- */
+/* The shipped example                                                     */
+/* ---------------------------------------------------------------------- */
+
+/*
+ * Where the GPU-cloud example lives: installed under pkgdatadir, or in
+ * the source tree for a binary run before `make install`.
+ */
+static int find_example(rate_ctx *c)
+{
+    static const char *const dirs[] = {BILLING_PKGDATADIR "/examples/gpu-cloud",
+                                       BILLING_SRCDIR "/examples/gpu-cloud"};
+    char probe[PATH_LEN];
+    size_t i;
+
+    for (i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+        snprintf(probe, sizeof(probe), "%s/pricebook.json", dirs[i]);
+        if (access(probe, R_OK) == 0) {
+            c->example_dir = dirs[i];
+            return 0;
+        }
+    }
+    cli_error("no --pricebook, --accounts or event file given, and the shipped example is "
+              "not installed (looked in %s and %s)",
+              dirs[0], dirs[1]);
+    return -1;
+}
+
+/* @out (PATH_LEN bytes) = the example directory / @file. */
+static int example_path(const rate_ctx *c, char *out, const char *file)
+{
+    int n = snprintf(out, PATH_LEN, "%s/%s", c->example_dir, file);
+
+    if (n < 0 || n >= PATH_LEN) {
+        cli_error("%s: path too long", c->example_dir);
+        return -1;
+    }
+    return 0;
+}
+
+/* Fill in what the command line left out from the example, saying so. */
+static int apply_example_defaults(rate_ctx *c)
+{
+    rate_opts *o = &c->opts;
+
+    if (o->pricebook != NULL && o->accounts != NULL && o->n_files > 0)
+        return 0;
+    if (find_example(c) != 0)
+        return -1;
+    if (example_path(c, c->example_pricebook, "pricebook.json") != 0 ||
+        example_path(c, c->example_accounts, "accounts.json") != 0 ||
+        example_path(c, c->example_events, "events.jsonl") != 0)
+        return -1;
+    if (o->pricebook == NULL) {
+        o->pricebook = c->example_pricebook;
+        cli_error("using the example price book %s", o->pricebook);
+    }
+    if (o->accounts == NULL) {
+        o->accounts = c->example_accounts;
+        cli_error("using the example accounts %s", o->accounts);
+    }
+    if (o->n_files == 0) {
+        c->example_argv[0] = c->example_events;
+        o->files = c->example_argv;
+        o->n_files = 1;
+        cli_error("using the example events %s", c->example_events);
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Catalog and rater                                                       */
+/* ---------------------------------------------------------------------- */
+
+static int account_known(const billing_rater *r, const char *id)
+{
+    size_t i;
+
+    for (i = 0; i < billing_rater_account_count(r); i++) {
+        if (strcmp(billing_rater_account_id(r, i), id) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static int setup(rate_ctx *c)
+{
+    char err[ERR_MAX];
+
+    c->cat = billing_catalog_new();
+    c->zones = bc_zones_new();
+    c->ev = billing_event_new();
+    if (c->cat == NULL || c->zones == NULL || c->ev == NULL) {
+        cli_error("out of memory");
+        return CLI_EXIT_INTERNAL;
+    }
+    if (bc_pricebook_load(c->cat, c->opts.pricebook, err, sizeof(err)) != 0 ||
+        bc_accounts_load(c->cat, c->zones, c->opts.accounts, err, sizeof(err)) != 0) {
+        cli_error("%s", err);
+        return CLI_EXIT_INPUT;
+    }
+    c->rater = billing_rater_new(c->cat, err, sizeof(err));
+    if (c->rater == NULL) {
+        cli_error("%s + %s: %s", c->opts.pricebook, c->opts.accounts, err);
+        return CLI_EXIT_INPUT;
+    }
+    billing_rater_set_dedupe(c->rater, c->opts.dedupe);
+    if (c->opts.account != NULL && !account_known(c->rater, c->opts.account))
+        return cli_usage_error("rate", "--account '%s' is not in %s", c->opts.account,
+                               c->opts.accounts);
+    return CLI_EXIT_OK;
+}
+
+static void teardown(rate_ctx *c)
+{
+    billing_rater_destroy(c->rater);
+    billing_catalog_destroy(c->cat);
+    bc_zones_destroy(c->zones);
+    billing_event_destroy(c->ev);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Reading and rating                                                      */
+/* ---------------------------------------------------------------------- */
+
+/* Rate the event just read; returns CLI_EXIT_OK, CLI_EXIT_REJECTED or CLI_EXIT_INTERNAL. */
+static int rate_one(rate_ctx *c, bc_reader *rd)
+{
+    char err[ERR_MAX];
+    billing_status st = billing_rater_add(c->rater, c->ev, err, sizeof(err));
+
+    if (st == BILLING_OK) {
+        c->counts.rated++;
+        return CLI_EXIT_OK;
+    }
+    if (st == BILLING_DUPLICATE) {
+        c->counts.duplicates++;
+        return CLI_EXIT_OK;
+    }
+    c->counts.rejected++;
+    cli_error("%s: %s", bc_reader_where(rd), err);
+    return st == BILLING_ERR_NOMEM ? CLI_EXIT_INTERNAL : CLI_EXIT_REJECTED;
+}
+
+static int file_format(const rate_ctx *c, const char *path, bc_format *out)
+{
+    if (c->opts.input_format_set) {
+        *out = c->opts.input_format;
+        return CLI_EXIT_OK;
+    }
+    if (bc_format_guess(path, out) != 0)
+        return cli_usage_error("rate",
+                               "%s: cannot tell the format from the name; use "
+                               "--input-format jsonl or protobuf",
+                               path);
+    return CLI_EXIT_OK;
+}
+
+/* Read one record and rate it; returns an exit code, or -1 at the end of the input. */
+static int step(rate_ctx *c, bc_reader *rd)
+{
+    char err[ERR_MAX];
+    bc_read_result rr = bc_reader_next(rd, c->ev, err, sizeof(err));
+
+    if (rr == BC_READ_EOF)
+        return -1;
+    if (rr == BC_READ_ERROR) {
+        cli_error("%s: %s", bc_reader_where(rd), err);
+        return CLI_EXIT_INPUT;
+    }
+    c->counts.read++;
+    if (rr == BC_READ_EVENT)
+        return rate_one(c, rd);
+    c->counts.rejected++;
+    cli_error("%s: %s", bc_reader_where(rd), err);
+    return CLI_EXIT_REJECTED;
+}
+
+/* Rate every record of @path; returns CLI_EXIT_OK or the code to stop with. */
+static int rate_file(rate_ctx *c, const char *path)
+{
+    char err[ERR_MAX];
+    bc_format format;
+    bc_reader *rd;
+    int rc;
+
+    rc = file_format(c, path, &format);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    rd = bc_reader_open(path, format, err, sizeof(err));
+    if (rd == NULL) {
+        cli_error("%s", err);
+        return CLI_EXIT_INPUT;
+    }
+    for (;;) {
+        rc = step(c, rd);
+        if (rc == CLI_EXIT_REJECTED && !c->opts.strict)
+            continue;
+        if (rc != CLI_EXIT_OK)
+            break;
+    }
+    bc_reader_close(rd);
+    return rc == -1 ? CLI_EXIT_OK : rc;
+}
+
+static int rate_all(rate_ctx *c)
+{
+    int i;
+    int rc;
+
+    for (i = 0; i < c->opts.n_files; i++) {
+        rc = rate_file(c, c->opts.files[i]);
+        if (rc != CLI_EXIT_OK)
+            return rc;
+    }
+    return CLI_EXIT_OK;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Choosing the invoices                                                   */
+/* ---------------------------------------------------------------------- */
+
+static int in_range(const rate_opts *o, int32_t m)
+{
+    return (o->from == NO_MONTH || m >= o->from) && (o->to == NO_MONTH || m <= o->to);
+}
+
+/* Every month of a bounded range, for one chosen account. */
+static int32_t *range_months(const rate_opts *o, size_t *n)
+{
+    int32_t *months;
+    int32_t m;
+
+    *n = (size_t)(o->to - o->from) + 1;
+    months = malloc(*n * sizeof(*months));
+    for (m = o->from; months != NULL && m <= o->to; m++)
+        months[m - o->from] = m;
+    return months;
+}
+
+/* The months of @account with charges, within the range (NULL when out of memory). */
+static int32_t *charged_months(rate_ctx *c, const char *account, size_t *n)
+{
+    int count = billing_rater_months(c->rater, account, NULL, 0);
+    int *ym;
+    int32_t *months;
+    int i;
+
+    *n = 0;
+    if (count < 0)
+        return NULL;
+    ym = malloc(((size_t)count + 1) * sizeof(*ym));
+    months = malloc(((size_t)count + 1) * sizeof(*months));
+    if (ym == NULL || months == NULL) {
+        free(ym);
+        free(months);
+        return NULL;
+    }
+    count = billing_rater_months(c->rater, account, ym, count);
+    for (i = 0; i < count; i++) {
+        months[*n] = (ym[i] / 100) * 12 + ym[i] % 100 - 1;
+        if (in_range(&c->opts, months[*n]))
+            (*n)++;
+    }
+    free(ym);
+    return months;
+}
+
+/* The months to print for @account (malloc'd; NULL when out of memory). */
+static int32_t *months_for(rate_ctx *c, const char *account, size_t *n)
+{
+    const rate_opts *o = &c->opts;
+
+    if (o->account != NULL && o->from != NO_MONTH && o->to != NO_MONTH &&
+        o->to - o->from < RANGE_MONTHS_MAX)
+        return range_months(o, n);
+    return charged_months(c, account, n);
+}
+
+typedef int (*invoice_fn)(rate_ctx *c, const billing_invoice *inv, void *arg);
+
+/* Call @fn on each chosen invoice, in account then month order. */
+static int for_each_invoice(rate_ctx *c, invoice_fn fn, void *arg)
+{
+    char err[ERR_MAX];
+    billing_invoice *inv;
+    const char *account;
+    int32_t *months;
+    size_t n;
+    size_t a;
+    size_t i;
+    int rc = CLI_EXIT_OK;
+
+    for (a = 0; rc == CLI_EXIT_OK && a < billing_rater_account_count(c->rater); a++) {
+        account = billing_rater_account_id(c->rater, a);
+        if (c->opts.account != NULL && strcmp(account, c->opts.account) != 0)
+            continue;
+        months = months_for(c, account, &n);
+        if (months == NULL) {
+            cli_error("out of memory");
+            return CLI_EXIT_INTERNAL;
+        }
+        for (i = 0; rc == CLI_EXIT_OK && i < n; i++) {
+            if (billing_rater_invoice(c->rater, account, months[i] / 12, months[i] % 12 + 1, &inv,
+                                      err, sizeof(err)) != BILLING_OK) {
+                cli_error("%s", err);
+                rc = CLI_EXIT_INTERNAL;
+                break;
+            }
+            rc = fn(c, inv, arg);
+            billing_invoice_destroy(inv);
+        }
+        free(months);
+    }
+    return rc;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Output                                                                  */
+/* ---------------------------------------------------------------------- */
+
+static int add_json_invoice(rate_ctx *c, const billing_invoice *inv, void *arg)
+{
+    json_t *item = render_invoice_json(inv);
+
+    (void)c;
+    if (item == NULL || json_array_append_new(arg, item) != 0) {
+        cli_error("out of memory");
+        return CLI_EXIT_INTERNAL;
+    }
+    return CLI_EXIT_OK;
+}
+
+static json_t *summary_json(const rate_counts *n)
+{
+    return json_pack("{s:I, s:I, s:I, s:I}", "events_read", (json_int_t)n->read, "events_rated",
+                     (json_int_t)n->rated, "duplicates", (json_int_t)n->duplicates, "rejected",
+                     (json_int_t)n->rejected);
+}
+
+static int print_json(rate_ctx *c)
+{
+    json_t *root = json_object();
+    json_t *invoices = json_array();
+    int rc = CLI_EXIT_INTERNAL;
+
+    if (root == NULL || invoices == NULL ||
+        json_object_set_new(root, "summary", summary_json(&c->counts)) != 0 ||
+        json_object_set(root, "invoices", invoices) != 0) {
+        cli_error("out of memory");
+        goto done;
+    }
+    rc = for_each_invoice(c, add_json_invoice, invoices);
+    if (rc != CLI_EXIT_OK)
+        goto done;
+    if (json_dumpf(root, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0 ||
+        fputc('\n', stdout) == EOF) {
+        cli_error("writing the output failed");
+        rc = CLI_EXIT_INTERNAL;
+    }
+done:
+    json_decref(invoices);
+    json_decref(root);
+    return rc;
+}
+
+static int print_table_invoice(rate_ctx *c, const billing_invoice *inv, void *arg)
+{
+    (void)c;
+    (void)arg;
+    return render_invoice_table(stdout, inv) == 0 ? CLI_EXIT_OK : CLI_EXIT_INTERNAL;
+}
+
+static int print_table(rate_ctx *c)
+{
+    int rc = for_each_invoice(c, print_table_invoice, NULL);
+
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    printf("Events: %" PRIu64 " read, %" PRIu64 " rated, %" PRIu64 " duplicates, %" PRIu64
+           " rejected\n",
+           c->counts.read, c->counts.rated, c->counts.duplicates, c->counts.rejected);
+    return CLI_EXIT_OK;
+}
+
+static int finish(rate_ctx *c)
+{
+    int rc = c->opts.output == OUT_TABLE ? print_table(c) : print_json(c);
+
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        cli_error("writing the output failed");
+        return CLI_EXIT_INTERNAL;
+    }
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    if (c->counts.rejected > 0) {
+        cli_error("%" PRIu64 " of %" PRIu64 " events rejected", c->counts.rejected, c->counts.read);
+        return CLI_EXIT_REJECTED;
+    }
+    return CLI_EXIT_OK;
+}
+
+int cmd_rate(int argc, char **argv)
+{
+    rate_ctx *c = calloc(1, sizeof(*c));
+    int rc;
+
+    if (c == NULL) {
+        cli_error("out of memory");
+        return CLI_EXIT_INTERNAL;
+    }
+    rc = parse_args(&c->opts, argc, argv);
+    if (rc == -1) {
+        usage(stdout);
+        rc = CLI_EXIT_OK;
+        goto done;
+    }
+    if (rc != CLI_EXIT_OK)
+        goto done;
+    if (apply_example_defaults(c) != 0) {
+        rc = CLI_EXIT_INPUT;
+        goto done;
+    }
+    rc = setup(c);
+    if (rc == CLI_EXIT_OK)
+        rc = rate_all(c);
+    if (rc == CLI_EXIT_REJECTED)
+        cli_error("--strict: stopped at the first rejected event; no invoices printed");
+    else if (rc == CLI_EXIT_OK)
+        rc = finish(c);
+done:
+    teardown(c);
+    free(c);
+    return rc;
+}

@@ -1,0 +1,146 @@
+/*
+ * main.c - the `billing` batch tool: dispatch to a subcommand.
+ *
+ *   billing [--help | --version]
+ *   billing help [COMMAND]
+ *   billing COMMAND [OPTIONS] [ARGS]
+ */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "billing.h"
+#include "cli.h"
+
+/* One line per subcommand; keep it sorted by name. */
+static const cli_command commands[] = {
+    {"db", cmd_db, "migrate the PostgreSQL schema, or show its version"},
+    {"load", cmd_load, "load a price book and accounts into PostgreSQL"},
+    {"rate", cmd_rate, "rate usage event files offline and print the invoices"},
+};
+#define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+void cli_error(const char *fmt, ...)
+{
+    va_list ap;
+
+    fputs("billing: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+
+    fputs("billing: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nTry 'billing %s%s--help'.\n", cmd ? cmd : "", cmd ? " " : "");
+    return CLI_EXIT_USAGE;
+}
+
+int cli_getopt(const char *cmd, int argc, char **argv, const struct option *options,
+               cli_option_fn take, void *ctx, int *first_arg)
+{
+    int opt;
+    int rc;
+
+    /* Reset getopt's global state: a subcommand may run after another parse. */
+    optind = 1;
+    opterr = 0;
+    for (;;) {
+        /* The leading ':' makes a missing argument ':' rather than '?'. */
+        opt = getopt_long(argc, argv, ":", options, NULL);
+        if (opt == -1)
+            break;
+        if (opt == ':')
+            return cli_usage_error(cmd, "option '%s' needs an argument", argv[optind - 1]);
+        if (opt == '?')
+            return cli_usage_error(cmd, "unknown or ambiguous option '%s'", argv[optind - 1]);
+        rc = take(ctx, opt, optarg);
+        if (rc != CLI_EXIT_OK)
+            return rc;
+    }
+    *first_arg = optind;
+    return CLI_EXIT_OK;
+}
+
+static void usage(FILE *out)
+{
+    size_t i;
+
+    fputs("Usage: billing COMMAND [OPTIONS] [ARGS]\n"
+          "       billing help [COMMAND]\n"
+          "       billing --version\n"
+          "\n"
+          "The batch tool of the billing engine.\n"
+          "\n"
+          "Commands:\n",
+          out);
+    for (i = 0; i < N_COMMANDS; i++)
+        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fputs("\n'billing COMMAND --help' describes a command; 'man billing' has the details,\n"
+          "file formats and exit codes.\n",
+          out);
+}
+
+static const cli_command *find_command(const char *name)
+{
+    size_t i;
+
+    for (i = 0; i < N_COMMANDS; i++) {
+        if (strcmp(commands[i].name, name) == 0)
+            return &commands[i];
+    }
+    return NULL;
+}
+
+/* `billing help [COMMAND]`: the command's own --help. */
+static int help(int argc, char **argv)
+{
+    const cli_command *cmd;
+    char *args[3];
+
+    if (argc < 3) {
+        usage(stdout);
+        return CLI_EXIT_OK;
+    }
+    cmd = find_command(argv[2]);
+    if (cmd == NULL)
+        return cli_usage_error(NULL, "no command '%s'", argv[2]);
+    args[0] = argv[2];
+    args[1] = (char *)"--help";
+    args[2] = NULL;
+    return cmd->run(2, args);
+}
+
+int main(int argc, char **argv)
+{
+    const cli_command *cmd;
+
+    if (argc < 2) {
+        usage(stderr);
+        return CLI_EXIT_USAGE;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        usage(stdout);
+        return CLI_EXIT_OK;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("billing %s (libbilling %s)\n", PACKAGE_VERSION, billing_version());
+        return CLI_EXIT_OK;
+    }
+    if (strcmp(argv[1], "help") == 0)
+        return help(argc, argv);
+    cmd = find_command(argv[1]);
+    if (cmd == NULL)
+        return cli_usage_error(NULL, "no command '%s'", argv[1]);
+    return cmd->run(argc - 1, argv + 1);
+}

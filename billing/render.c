@@ -1,0 +1,294 @@
+/*
+ * render.c - invoices as JSON or text. One table of line columns drives
+ * both forms, so that they cannot drift apart.
+ */
+#include "config.h"
+
+#include <string.h>
+
+#include "render.h"
+
+typedef const char *(*line_getter)(const billing_invoice *inv, size_t i);
+
+static const char *line_kind_text(const billing_invoice *inv, size_t i)
+{
+    return render_kind_name(billing_invoice_line_kind(inv, i));
+}
+
+/* The columns of an invoice line: JSON key, table header, whether the table shows it. */
+static const struct line_column {
+    const char *key;
+    const char *header;
+    line_getter get;
+    int in_table;
+    int right;
+} line_columns[] = {
+    {"kind", "KIND", line_kind_text, 1, 0},
+    {"meter", "METER", billing_invoice_line_meter, 1, 0},
+    {"model", "MODEL", billing_invoice_line_model, 1, 0},
+    {"region", "REGION", billing_invoice_line_region, 1, 0},
+    {"plan", "PLAN", billing_invoice_line_plan, 1, 0},
+    {"price_version", "VERSION", billing_invoice_line_price_version, 1, 0},
+    {"quantity", "QUANTITY", billing_invoice_line_quantity, 1, 1},
+    {"unit", "UNIT", billing_invoice_line_unit, 1, 0},
+    {"unit_price", "UNIT PRICE", billing_invoice_line_unit_price, 1, 1},
+    {"amount_exact", "EXACT", billing_invoice_line_amount, 0, 1},
+    {"amount", "AMOUNT", billing_invoice_line_amount_rounded, 1, 1},
+};
+#define N_LINE_COLUMNS (sizeof(line_columns) / sizeof(line_columns[0]))
+
+const char *render_kind_name(billing_line_kind kind)
+{
+    switch (kind) {
+    case BILLING_LINE_USAGE:
+        return "usage";
+    case BILLING_LINE_INCLUDED:
+        return "included";
+    case BILLING_LINE_FEE:
+        return "fee";
+    case BILLING_LINE_REFUND:
+        return "refund";
+    }
+    return "unknown";
+}
+
+/* ---------------------------------------------------------------------- */
+/* JSON                                                                    */
+/* ---------------------------------------------------------------------- */
+
+/* Add "key": "value"; -1 when out of memory (json_object_set_new frees the value). */
+static int add_str(json_t *o, const char *key, const char *value)
+{
+    return json_object_set_new(o, key, json_string(value != NULL ? value : ""));
+}
+
+/* Append @item to @arr, or drop the whole array on failure. */
+static int append(json_t *arr, json_t *item)
+{
+    return item == NULL ? -1 : json_array_append_new(arr, item);
+}
+
+static json_t *line_json(const billing_invoice *inv, size_t i)
+{
+    json_t *o = json_object();
+    size_t c;
+
+    for (c = 0; o != NULL && c < N_LINE_COLUMNS; c++) {
+        if (add_str(o, line_columns[c].key, line_columns[c].get(inv, i)) != 0) {
+            json_decref(o);
+            return NULL;
+        }
+    }
+    return o;
+}
+
+static json_t *credit_json(const billing_invoice *inv, size_t i, int expired)
+{
+    json_t *o = json_object();
+    int failed;
+
+    if (o == NULL)
+        return NULL;
+    if (expired)
+        failed = add_str(o, "grant", billing_invoice_expired_grant(inv, i)) != 0 ||
+                 add_str(o, "amount", billing_invoice_expired_amount(inv, i)) != 0;
+    else
+        failed = add_str(o, "grant", billing_invoice_credit_grant(inv, i)) != 0 ||
+                 add_str(o, "amount", billing_invoice_credit_amount(inv, i)) != 0 ||
+                 add_str(o, "remaining", billing_invoice_credit_remaining(inv, i)) != 0;
+    if (failed) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+static json_t *lines_json(const billing_invoice *inv)
+{
+    json_t *arr = json_array();
+    size_t i;
+
+    for (i = 0; arr != NULL && i < billing_invoice_line_count(inv); i++) {
+        if (append(arr, line_json(inv, i)) != 0) {
+            json_decref(arr);
+            return NULL;
+        }
+    }
+    return arr;
+}
+
+static json_t *credits_json(const billing_invoice *inv, int expired)
+{
+    json_t *arr = json_array();
+    size_t n = expired ? billing_invoice_expired_count(inv) : billing_invoice_credit_count(inv);
+    size_t i;
+
+    for (i = 0; arr != NULL && i < n; i++) {
+        if (append(arr, credit_json(inv, i, expired)) != 0) {
+            json_decref(arr);
+            return NULL;
+        }
+    }
+    return arr;
+}
+
+static json_t *period_json(const billing_invoice *inv)
+{
+    billing_time_t start;
+    billing_time_t end;
+    char s[40];
+    char e[40];
+
+    billing_invoice_period(inv, &start, &end);
+    if (billing_time_format(start, s, sizeof(s)) < 0 || billing_time_format(end, e, sizeof(e)) < 0)
+        return NULL;
+    return json_pack("{s:i, s:i, s:s, s:s}", "year", billing_invoice_year(inv), "month",
+                     billing_invoice_month(inv), "start", s, "end", e);
+}
+
+json_t *render_invoice_json(const billing_invoice *inv)
+{
+    json_t *o = json_object();
+
+    /* || keeps the keys in this order: the output's shape is part of the interface. */
+    if (o == NULL || add_str(o, "account", billing_invoice_account(inv)) != 0 ||
+        add_str(o, "currency", billing_invoice_currency(inv)) != 0 ||
+        json_object_set_new(o, "period", period_json(inv)) != 0 ||
+        json_object_set_new(o, "lines", lines_json(inv)) != 0 ||
+        json_object_set_new(o, "credits", credits_json(inv, 0)) != 0 ||
+        json_object_set_new(o, "expired_credits", credits_json(inv, 1)) != 0 ||
+        add_str(o, "subtotal", billing_invoice_subtotal(inv)) != 0 ||
+        add_str(o, "credits_total", billing_invoice_credits(inv)) != 0 ||
+        add_str(o, "tax_rate", billing_invoice_tax_rate(inv)) != 0 ||
+        add_str(o, "tax", billing_invoice_tax(inv)) != 0 ||
+        add_str(o, "total", billing_invoice_total(inv)) != 0) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Text                                                                    */
+/* ---------------------------------------------------------------------- */
+
+#define GAP 2
+#define INDENT "  "
+
+/* The text of a table cell; row SIZE_MAX is the header. */
+static const char *cell(const billing_invoice *inv, size_t row, size_t col)
+{
+    const char *s;
+
+    if (row == SIZE_MAX)
+        return line_columns[col].header;
+    s = line_columns[col].get(inv, row);
+    return (s == NULL || s[0] == '\0') ? "-" : s;
+}
+
+static void column_widths(const billing_invoice *inv, size_t *width)
+{
+    size_t n = billing_invoice_line_count(inv);
+    size_t row;
+    size_t col;
+    size_t len;
+
+    for (col = 0; col < N_LINE_COLUMNS; col++) {
+        width[col] = strlen(line_columns[col].header);
+        for (row = 0; row < n; row++) {
+            len = strlen(cell(inv, row, col));
+            if (len > width[col])
+                width[col] = len;
+        }
+    }
+}
+
+static void print_row(FILE *out, const billing_invoice *inv, size_t row, const size_t *width)
+{
+    size_t col;
+    int w;
+    const char *sep = INDENT;
+
+    for (col = 0; col < N_LINE_COLUMNS; col++) {
+        if (!line_columns[col].in_table)
+            continue;
+        w = (int)width[col];
+        if (line_columns[col].right)
+            fprintf(out, "%s%*s", sep, w, cell(inv, row, col));
+        else
+            fprintf(out, "%s%-*s", sep, w, cell(inv, row, col));
+        sep = "  ";
+    }
+    fputc('\n', out);
+}
+
+/* A summary row: label on the left, amount right-aligned under AMOUNT, then a note. */
+static void print_total(FILE *out, int width, const char *label, const char *amount,
+                        const char *note)
+{
+    fprintf(out, INDENT "%-*s%s%s\n", width - (int)strlen(amount), label, amount, note);
+}
+
+static void print_credits(FILE *out, const billing_invoice *inv, int width)
+{
+    char label[200];
+    char note[80];
+    char amount[64];
+    size_t i;
+
+    for (i = 0; i < billing_invoice_credit_count(inv); i++) {
+        snprintf(label, sizeof(label), "credit %s", billing_invoice_credit_grant(inv, i));
+        snprintf(amount, sizeof(amount), "-%s", billing_invoice_credit_amount(inv, i));
+        snprintf(note, sizeof(note), "  (%s left)", billing_invoice_credit_remaining(inv, i));
+        print_total(out, width, label, amount, note);
+    }
+    for (i = 0; i < billing_invoice_expired_count(inv); i++) {
+        snprintf(label, sizeof(label), "expired credit %s", billing_invoice_expired_grant(inv, i));
+        snprintf(note, sizeof(note), "  (not charged)");
+        print_total(out, width, label, billing_invoice_expired_amount(inv, i), note);
+    }
+}
+
+static void print_header(FILE *out, const billing_invoice *inv)
+{
+    billing_time_t start;
+    billing_time_t end;
+    char s[40];
+    char e[40];
+
+    billing_invoice_period(inv, &start, &end);
+    billing_time_format(start, s, sizeof(s));
+    billing_time_format(end, e, sizeof(e));
+    fprintf(out, "Invoice %s %04d-%02d (%s), %s to %s\n", billing_invoice_account(inv),
+            billing_invoice_year(inv), billing_invoice_month(inv), billing_invoice_currency(inv), s,
+            e);
+}
+
+int render_invoice_table(FILE *out, const billing_invoice *inv)
+{
+    size_t width[N_LINE_COLUMNS];
+    size_t n = billing_invoice_line_count(inv);
+    size_t row;
+    size_t col;
+    int total_width = 0;
+    char label[64];
+
+    print_header(out, inv);
+    column_widths(inv, width);
+    for (col = 0; col < N_LINE_COLUMNS; col++)
+        total_width += line_columns[col].in_table ? (int)(width[col] + GAP) : 0;
+    total_width -= GAP;
+    if (n == 0)
+        fputs(INDENT "(no charges)\n", out);
+    else
+        print_row(out, inv, SIZE_MAX, width);
+    for (row = 0; row < n; row++)
+        print_row(out, inv, row, width);
+    print_total(out, total_width, "subtotal", billing_invoice_subtotal(inv), "");
+    print_credits(out, inv, total_width);
+    snprintf(label, sizeof(label), "tax at %s", billing_invoice_tax_rate(inv));
+    print_total(out, total_width, label, billing_invoice_tax(inv), "");
+    print_total(out, total_width, "total", billing_invoice_total(inv), "");
+    fputc('\n', out);
+    return 0;
+}

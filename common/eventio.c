@@ -1,0 +1,367 @@
+/*
+ * eventio.c - record framing for JSON Lines and length-delimited protobuf
+ * over one fixed buffer, with read(2) rather than stdio to avoid a copy.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "eventio.h"
+#include "eventjson.h"
+#include "util.h"
+
+/* Much larger than a record, so that compaction (a memmove) is rare. */
+#define READ_BUFFER_SIZE (1024u * 1024u)
+#define VARINT_MAX 10
+#define WHERE_MAX 4200
+
+struct bc_reader {
+    int fd;
+    int own_fd;
+    bc_format format;
+    char *name;
+    unsigned char *buf;
+    size_t pos;
+    size_t fill;
+    int eof;
+    uint64_t base;       /* input offset of buf[0] */
+    uint64_t line;       /* JSONL: line number of the last record */
+    uint64_t offset;     /* protobuf: offset of the last record's length prefix */
+    int skipping_line;   /* JSONL: discarding the rest of an over-long line */
+    uint64_t skip_bytes; /* protobuf: bytes of an oversized message still to discard */
+    char where[WHERE_MAX];
+};
+
+/* ---------------------------------------------------------------------- */
+/* Formats                                                                 */
+/* ---------------------------------------------------------------------- */
+
+int bc_format_parse(const char *name, bc_format *out)
+{
+    if (strcmp(name, "jsonl") == 0)
+        *out = BC_FORMAT_JSONL;
+    else if (strcmp(name, "protobuf") == 0)
+        *out = BC_FORMAT_PROTOBUF;
+    else
+        return -1;
+    return 0;
+}
+
+const char *bc_format_name(bc_format format)
+{
+    return format == BC_FORMAT_PROTOBUF ? "protobuf" : "jsonl";
+}
+
+static int has_suffix(const char *s, const char *suffix)
+{
+    size_t n = strlen(s);
+    size_t m = strlen(suffix);
+
+    return n > m && strcmp(s + n - m, suffix) == 0;
+}
+
+int bc_format_guess(const char *path, bc_format *out)
+{
+    if (strcmp(path, "-") == 0 || has_suffix(path, ".jsonl") || has_suffix(path, ".json") ||
+        has_suffix(path, ".ndjson"))
+        *out = BC_FORMAT_JSONL;
+    else if (has_suffix(path, ".pb") || has_suffix(path, ".bin") || has_suffix(path, ".protobuf"))
+        *out = BC_FORMAT_PROTOBUF;
+    else
+        return -1;
+    return 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Opening and buffering                                                   */
+/* ---------------------------------------------------------------------- */
+
+static int open_input(const char *path, char *errbuf, size_t errsize)
+{
+    struct stat st;
+    int fd;
+
+    if (strcmp(path, "-") == 0)
+        return STDIN_FILENO;
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return bc_seterr(errbuf, errsize, "%s: %s", path, strerror(errno));
+    if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+        close(fd);
+        return bc_seterr(errbuf, errsize, "%s: is a directory", path);
+    }
+    return fd;
+}
+
+bc_reader *bc_reader_open(const char *path, bc_format format, char *errbuf, size_t errsize)
+{
+    bc_reader *r = calloc(1, sizeof(*r));
+
+    if (r == NULL) {
+        bc_seterr(errbuf, errsize, "%s: out of memory", path);
+        return NULL;
+    }
+    r->fd = -1;
+    r->format = format;
+    r->name = strdup(strcmp(path, "-") == 0 ? "(stdin)" : path);
+    r->buf = malloc(READ_BUFFER_SIZE);
+    if (r->name == NULL || r->buf == NULL) {
+        bc_seterr(errbuf, errsize, "%s: out of memory", path);
+        bc_reader_close(r);
+        return NULL;
+    }
+    r->fd = open_input(path, errbuf, errsize);
+    if (r->fd < 0) {
+        bc_reader_close(r);
+        return NULL;
+    }
+    r->own_fd = r->fd != STDIN_FILENO;
+    return r;
+}
+
+void bc_reader_close(bc_reader *r)
+{
+    if (r == NULL)
+        return;
+    if (r->own_fd)
+        close(r->fd);
+    free(r->name);
+    free(r->buf);
+    free(r);
+}
+
+/* Move the unread bytes to the front and read more. Returns 0 or -1 (errno set). */
+static int refill(bc_reader *r)
+{
+    ssize_t n;
+
+    if (r->pos > 0) {
+        memmove(r->buf, r->buf + r->pos, r->fill - r->pos);
+        r->base += r->pos;
+        r->fill -= r->pos;
+        r->pos = 0;
+    }
+    do {
+        n = read(r->fd, r->buf + r->fill, READ_BUFFER_SIZE - r->fill);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0)
+        return -1;
+    if (n == 0)
+        r->eof = 1;
+    r->fill += (size_t)n;
+    return 0;
+}
+
+static bc_read_result read_error(bc_reader *r, char *errbuf, size_t errsize)
+{
+    bc_seterr(errbuf, errsize, "read error: %s", strerror(errno));
+    return BC_READ_ERROR;
+}
+
+const char *bc_reader_where(bc_reader *r)
+{
+    if (r->format == BC_FORMAT_JSONL)
+        snprintf(r->where, sizeof(r->where), "%s:%llu", r->name, (unsigned long long)r->line);
+    else
+        snprintf(r->where, sizeof(r->where), "%s: offset %llu", r->name,
+                 (unsigned long long)r->offset);
+    return r->where;
+}
+
+/* ---------------------------------------------------------------------- */
+/* JSON Lines                                                              */
+/* ---------------------------------------------------------------------- */
+
+static int blank(const unsigned char *s, size_t n)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r')
+            return 0;
+    }
+    return 1;
+}
+
+/* Discard up to the end of an over-long line. Returns 1 when done, 0 for more input. */
+static int skip_line(bc_reader *r)
+{
+    unsigned char *nl = memchr(r->buf + r->pos, '\n', r->fill - r->pos);
+
+    if (nl == NULL) {
+        r->pos = r->fill;
+        return r->eof;
+    }
+    r->pos = (size_t)(nl - r->buf) + 1;
+    r->skipping_line = 0;
+    return 1;
+}
+
+static bc_read_result too_long(bc_reader *r, char *errbuf, size_t errsize)
+{
+    r->line++;
+    r->skipping_line = 1;
+    bc_seterr(errbuf, errsize, "line longer than %d bytes", BC_JSONL_LINE_MAX);
+    return BC_READ_REJECT;
+}
+
+/*
+ * The next line into [*start, *start + *len), without its newline.
+ * Returns BC_READ_EVENT when one is there, or another result.
+ */
+static bc_read_result next_line(bc_reader *r, const unsigned char **start, size_t *len,
+                                char *errbuf, size_t errsize)
+{
+    unsigned char *nl;
+    size_t avail;
+
+    for (;;) {
+        if (r->skipping_line && !skip_line(r)) {
+            if (refill(r) != 0)
+                return read_error(r, errbuf, errsize);
+            continue;
+        }
+        avail = r->fill - r->pos;
+        nl = memchr(r->buf + r->pos, '\n', avail);
+        if (nl == NULL && avail > BC_JSONL_LINE_MAX)
+            return too_long(r, errbuf, errsize);
+        if (nl == NULL && !r->eof) {
+            if (refill(r) != 0)
+                return read_error(r, errbuf, errsize);
+            continue;
+        }
+        if (nl == NULL && avail == 0)
+            return BC_READ_EOF;
+        *start = r->buf + r->pos;
+        *len = nl != NULL ? (size_t)(nl - *start) : avail;
+        r->pos += *len + (nl != NULL);
+        r->line++;
+        if (*len > BC_JSONL_LINE_MAX) {
+            bc_seterr(errbuf, errsize, "line longer than %d bytes", BC_JSONL_LINE_MAX);
+            return BC_READ_REJECT;
+        }
+        if (!blank(*start, *len))
+            return BC_READ_EVENT;
+    }
+}
+
+static bc_read_result next_json(bc_reader *r, billing_event *ev, char *errbuf, size_t errsize)
+{
+    const unsigned char *line;
+    size_t len;
+    bc_read_result rr = next_line(r, &line, &len, errbuf, errsize);
+
+    if (rr != BC_READ_EVENT)
+        return rr;
+    if (bc_event_parse_json(ev, (const char *)line, len, errbuf, errsize) != BILLING_OK)
+        return BC_READ_REJECT;
+    return BC_READ_EVENT;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Length-delimited protobuf                                               */
+/* ---------------------------------------------------------------------- */
+
+/* Make @n bytes available after pos, if the input has them. Returns 0 or -1 (read error). */
+static int want(bc_reader *r, size_t n)
+{
+    while (r->fill - r->pos < n && !r->eof) {
+        if (refill(r) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Discard what is left of an oversized message. Returns 0, or -1 if the input ends first. */
+static int skip_message(bc_reader *r)
+{
+    size_t take;
+
+    while (r->skip_bytes > 0) {
+        take = r->fill - r->pos;
+        if (take > r->skip_bytes)
+            take = (size_t)r->skip_bytes;
+        r->pos += take;
+        r->skip_bytes -= take;
+        if (r->skip_bytes == 0)
+            break;
+        if (r->eof)
+            return -1;
+        if (refill(r) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The varint at pos: 0 and its size in *used, or -1 when malformed or cut short. */
+static int read_length(const bc_reader *r, uint64_t *out, size_t *used)
+{
+    const unsigned char *p = r->buf + r->pos;
+    size_t avail = r->fill - r->pos;
+    uint64_t v = 0;
+    size_t i;
+
+    for (i = 0; i < avail && i < VARINT_MAX; i++) {
+        v |= (uint64_t)(p[i] & 0x7f) << (7 * i);
+        if ((p[i] & 0x80) == 0) {
+            *out = v;
+            *used = i + 1;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static bc_read_result framing_error(bc_reader *r, char *errbuf, size_t errsize, const char *what)
+{
+    bc_seterr(errbuf, errsize, "%s; the rest of the input cannot be framed", what);
+    /* Nothing after this can be framed: the reader reports the end from now on. */
+    r->pos = r->fill;
+    r->eof = 1;
+    r->skip_bytes = 0;
+    return BC_READ_ERROR;
+}
+
+static bc_read_result next_proto(bc_reader *r, billing_event *ev, char *errbuf, size_t errsize)
+{
+    uint64_t len;
+    size_t used;
+
+    if (r->skip_bytes > 0 && skip_message(r) != 0)
+        return framing_error(r, errbuf, errsize, "input ends inside an oversized message");
+    if (want(r, VARINT_MAX) != 0)
+        return read_error(r, errbuf, errsize);
+    if (r->pos == r->fill)
+        return BC_READ_EOF;
+    r->offset = r->base + r->pos;
+    if (read_length(r, &len, &used) != 0)
+        return framing_error(r, errbuf, errsize, "malformed or truncated length prefix");
+    r->pos += used;
+    if (len > BILLING_EVENT_WIRE_MAX) {
+        r->skip_bytes = len;
+        bc_seterr(errbuf, errsize, "message of %llu bytes exceeds the %d-byte limit",
+                  (unsigned long long)len, BILLING_EVENT_WIRE_MAX);
+        return BC_READ_REJECT;
+    }
+    if (want(r, (size_t)len) != 0)
+        return read_error(r, errbuf, errsize);
+    if (r->fill - r->pos < len)
+        return framing_error(r, errbuf, errsize, "input ends inside a message");
+    r->pos += (size_t)len;
+    if (billing_event_decode(ev, r->buf + r->pos - len, (size_t)len, errbuf, errsize) != BILLING_OK)
+        return BC_READ_REJECT;
+    return BC_READ_EVENT;
+}
+
+bc_read_result bc_reader_next(bc_reader *r, billing_event *ev, char *errbuf, size_t errsize)
+{
+    if (r->format == BC_FORMAT_PROTOBUF)
+        return next_proto(r, ev, errbuf, errsize);
+    return next_json(r, ev, errbuf, errsize);
+}

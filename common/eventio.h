@@ -1,0 +1,73 @@
+/*
+ * eventio.h - reading usage events from files, pipes or stdin, as JSON
+ * Lines or as length-delimited protobuf (each billing.v1.UsageEvent
+ * preceded by its length as a base-128 varint, as Java's
+ * writeDelimitedTo and Go's protodelim write them). See doc/formats.md.
+ *
+ * Memory is fixed per reader (a 1 MiB buffer) whatever the input size:
+ * a JSON line is at most BC_JSONL_LINE_MAX bytes and a message at most
+ * BILLING_EVENT_WIRE_MAX; longer ones are rejected and skipped.
+ */
+#ifndef BC_EVENTIO_H
+#define BC_EVENTIO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "billing.h"
+
+/* Longest JSON line accepted, newline excluded. */
+#define BC_JSONL_LINE_MAX 65536
+
+typedef enum bc_format {
+    BC_FORMAT_JSONL = 1,   /* one JSON object per line (eventjson.h) */
+    BC_FORMAT_PROTOBUF = 2 /* varint length, then a UsageEvent message; repeated */
+} bc_format;
+
+/* bc_format_parse - "jsonl" or "protobuf". Returns 0, or -1 for another name. */
+int bc_format_parse(const char *name, bc_format *out);
+
+/* bc_format_name - "jsonl" or "protobuf"; static. */
+const char *bc_format_name(bc_format format);
+
+/*
+ * bc_format_guess - the format implied by @path: ".jsonl", ".json" and
+ * ".ndjson" are JSON Lines, ".pb", ".bin" and ".protobuf" are protobuf,
+ * and "-" (stdin) is JSON Lines. Returns 0, or -1 if the name says nothing.
+ */
+int bc_format_guess(const char *path, bc_format *out);
+
+typedef enum bc_read_result {
+    BC_READ_EVENT = 0,  /* the event was parsed into the caller's billing_event */
+    BC_READ_REJECT = 1, /* one bad record, message written; reading may go on */
+    BC_READ_EOF = 2,    /* no more records */
+    BC_READ_ERROR = -1  /* read error or a framing error after which nothing can be trusted */
+} bc_read_result;
+
+typedef struct bc_reader bc_reader;
+
+/*
+ * bc_reader_open - read events from @path ("-" for stdin) in @format.
+ * Returns a reader (close with bc_reader_close) or NULL with a message.
+ */
+bc_reader *bc_reader_open(const char *path, bc_format format, char *errbuf, size_t errsize);
+
+/* bc_reader_close - close the file (not stdin) and free the reader; NULL is a no-op. */
+void bc_reader_close(bc_reader *r);
+
+/*
+ * bc_reader_next - the next record into @ev (reset first). On
+ * BC_READ_REJECT and BC_READ_ERROR, @errbuf holds the reason; the record's
+ * location is bc_reader_where. Blank JSON lines are skipped (they carry
+ * nothing) but counted in line numbers.
+ */
+bc_read_result bc_reader_next(bc_reader *r, billing_event *ev, char *errbuf, size_t errsize);
+
+/*
+ * bc_reader_where - the location of the record last returned, for
+ * messages: "events.jsonl:17" or "events.pb: offset 1234". Owned by the
+ * reader, valid until the next call.
+ */
+const char *bc_reader_where(bc_reader *r);
+
+#endif /* BC_EVENTIO_H */

@@ -1,0 +1,442 @@
+/*
+ * eventjson.c - strict parser for the flat JSON event object.
+ *
+ * Two steps: the syntax pass copies each value's text into a bounded
+ * per-field buffer; then the fields are applied in a fixed order, id
+ * first, so that every message can name the event whatever the key order.
+ * No value is converted through floating point: quantities stay text.
+ */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "eventjson.h"
+#include "util.h"
+
+enum {
+    F_ID,
+    F_ACCOUNT,
+    F_RESOURCE,
+    F_METER,
+    F_START,
+    F_END,
+    F_QUANTITY,
+    F_MODEL,
+    F_REGION,
+    F_COUNT
+};
+
+static const char *const field_names[F_COUNT] = {
+    "id", "account", "resource", "meter", "start", "end", "quantity", "model", "region",
+};
+
+static const size_t field_len[F_COUNT] = {2, 7, 8, 5, 5, 3, 8, 5, 6};
+
+/* Longest value per field, as billing.h bounds them (timestamps and decimals: 64). */
+static const size_t field_max[F_COUNT] = {128, 128, 128, 16, 64, 64, 64, 64, 64};
+
+#define VALUE_MAX 128
+#define KEY_MAX 16
+#define REQUIRED_FIELDS                                                                            \
+    ((1u << F_ID) | (1u << F_ACCOUNT) | (1u << F_RESOURCE) | (1u << F_METER) | (1u << F_START) |   \
+     (1u << F_END) | (1u << F_QUANTITY))
+
+typedef struct jparse {
+    const char *base;
+    const char *p;
+    const char *end;
+    unsigned present;
+    char text[F_COUNT][VALUE_MAX + 1];
+    char *errbuf;
+    size_t errsize;
+} jparse;
+
+/* ---------------------------------------------------------------------- */
+/* Messages                                                                */
+/* ---------------------------------------------------------------------- */
+
+static billing_status jfail(const jparse *jp, billing_status st, const char *fmt, ...)
+    BC_PRINTF(3, 4);
+
+/* "event 'ID': " (or "event: " before the id is known), then the message. */
+static billing_status jfail(const jparse *jp, billing_status st, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    if (jp->errbuf == NULL || jp->errsize == 0)
+        return st;
+    if (jp->present & (1u << F_ID))
+        n = snprintf(jp->errbuf, jp->errsize, "event '%s': ", jp->text[F_ID]);
+    else
+        n = snprintf(jp->errbuf, jp->errsize, "event: ");
+    if (n < 0 || (size_t)n >= jp->errsize)
+        return st;
+    va_start(ap, fmt);
+    vsnprintf(jp->errbuf + n, jp->errsize - (size_t)n, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+static size_t column(const jparse *jp)
+{
+    return (size_t)(jp->p - jp->base) + 1;
+}
+
+static billing_status syntax(const jparse *jp, const char *what)
+{
+    if (jp->p >= jp->end)
+        return jfail(jp, BILLING_ERR_PARSE, "column %zu: %s, found the end of the line", column(jp),
+                     what);
+    return jfail(jp, BILLING_ERR_PARSE, "column %zu: %s", column(jp), what);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Tokens                                                                  */
+/* ---------------------------------------------------------------------- */
+
+static void skip_ws(jparse *jp)
+{
+    while (jp->p < jp->end && (*jp->p == ' ' || *jp->p == '\t' || *jp->p == '\n' || *jp->p == '\r'))
+        jp->p++;
+}
+
+static int hex_value(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* The character of the escape at jp->p (after the backslash), or -1. */
+static int unescape(jparse *jp)
+{
+    static const char plain[] = "\"\"\\\\//b\bf\fn\nr\rt\t";
+    int v = 0;
+    int h;
+    int i;
+    const char *m;
+
+    if (jp->p >= jp->end)
+        return -1;
+    if (*jp->p != 'u') {
+        m = strchr(plain, *jp->p);
+        if (*jp->p == '\0' || m == NULL || (m - plain) % 2 != 0)
+            return -1;
+        jp->p++;
+        return (unsigned char)m[1];
+    }
+    if (jp->end - jp->p < 5)
+        return -1;
+    for (i = 1; i <= 4; i++) {
+        h = hex_value(jp->p[i]);
+        if (h < 0)
+            return -1;
+        v = v * 16 + h;
+    }
+    jp->p += 5;
+    return v;
+}
+
+/*
+ * The string at jp->p (opening quote included) into @out (room for @max
+ * bytes and a NUL). Returns 0, -1 for a syntax error (message written),
+ * -2 if longer than @max, -3 for a character that is not printable ASCII
+ * (the caller names the field).
+ */
+static int read_string(jparse *jp, char *out, size_t max, size_t *len, billing_status *st)
+{
+    /* Locals, not jp->p: stores through @out may alias jp and force reloads. */
+    const char *p = jp->p + 1;
+    const char *end = jp->end;
+    size_t n = 0;
+    int c;
+
+    while (p < end && *p != '"') {
+        c = (unsigned char)*p++;
+        if (c == '\\') {
+            jp->p = p;
+            c = unescape(jp);
+            p = jp->p;
+            if (c < 0) {
+                *st = syntax(jp, "invalid escape sequence in a string");
+                return -1;
+            }
+        }
+        if (c < 0x20 || c > 0x7e) {
+            jp->p = p;
+            return -3;
+        }
+        if (n >= max)
+            return -2;
+        out[n++] = (char)c;
+    }
+    jp->p = p;
+    if (p >= end) {
+        *st = syntax(jp, "unterminated string");
+        return -1;
+    }
+    jp->p++;
+    out[n] = '\0';
+    *len = n;
+    return 0;
+}
+
+/* The JSON number at jp->p, as text; exponents are refused so the text is the exact value. */
+static billing_status read_number(jparse *jp, int f)
+{
+    const char *start = jp->p;
+    size_t n;
+
+    if (jp->p < jp->end && *jp->p == '-')
+        jp->p++;
+    if (jp->end - jp->p >= 2 && jp->p[0] == '0' && jp->p[1] >= '0' && jp->p[1] <= '9')
+        return syntax(jp, "a JSON number cannot have a leading zero");
+    while (jp->p < jp->end && ((*jp->p >= '0' && *jp->p <= '9') || *jp->p == '.'))
+        jp->p++;
+    if (jp->p < jp->end && (*jp->p == 'e' || *jp->p == 'E'))
+        return jfail(jp, BILLING_ERR_PARSE,
+                     "field '%s': exponent notation is not accepted; write \"%s\" as an exact "
+                     "decimal string",
+                     field_names[f], field_names[f]);
+    n = (size_t)(jp->p - start);
+    if (n > field_max[f])
+        return jfail(jp, BILLING_ERR_TOO_LARGE, "field '%s' is longer than %zu characters",
+                     field_names[f], field_max[f]);
+    memcpy(jp->text[f], start, n);
+    jp->text[f][n] = '\0';
+    return BILLING_OK;
+}
+
+static int is_literal(const jparse *jp, const char *word)
+{
+    size_t n = strlen(word);
+
+    return (size_t)(jp->end - jp->p) >= n && memcmp(jp->p, word, n) == 0;
+}
+
+/* A string value of field @f, or the JSON forms some fields also allow. */
+static billing_status read_value(jparse *jp, int f)
+{
+    billing_status st = BILLING_OK;
+    size_t len;
+    int rc;
+
+    if (jp->p < jp->end && *jp->p == '"') {
+        rc = read_string(jp, jp->text[f], field_max[f], &len, &st);
+        if (rc == -2)
+            return jfail(jp, BILLING_ERR_TOO_LARGE, "field '%s' is longer than %zu characters",
+                         field_names[f], field_max[f]);
+        if (rc == -3)
+            return jfail(jp, BILLING_ERR_INVALID,
+                         "field '%s': character at column %zu is not printable ASCII",
+                         field_names[f], column(jp) - 1);
+        return rc == 0 ? BILLING_OK : st;
+    }
+    if (f == F_QUANTITY && jp->p < jp->end && (*jp->p == '-' || (*jp->p >= '0' && *jp->p <= '9')))
+        return read_number(jp, f);
+    if ((f == F_MODEL || f == F_REGION) && is_literal(jp, "null")) {
+        jp->p += 4;
+        jp->text[f][0] = '\0';
+        return BILLING_OK;
+    }
+    if (jp->p >= jp->end || strchr("{[tfn-0123456789", *jp->p) == NULL || *jp->p == '\0')
+        return syntax(jp, "expected a value");
+    return jfail(jp, BILLING_ERR_INVALID, "field '%s' must be a string%s", field_names[f],
+                 f == F_QUANTITY ? " or a number" : "");
+}
+
+/* ---------------------------------------------------------------------- */
+/* The object                                                              */
+/* ---------------------------------------------------------------------- */
+
+/* Length first: one memcmp per key instead of a strcmp per field name. */
+static int field_index(const char *key, size_t len)
+{
+    int i;
+
+    for (i = 0; i < F_COUNT; i++) {
+        if (len == field_len[i] && key[0] == field_names[i][0] &&
+            memcmp(key, field_names[i], len) == 0)
+            return i;
+    }
+    return -1;
+}
+
+/* One "key": value member. */
+static billing_status read_member(jparse *jp)
+{
+    char key[KEY_MAX + 1];
+    size_t len;
+    billing_status st = BILLING_OK;
+    int rc;
+    int f;
+
+    if (jp->p >= jp->end || *jp->p != '"')
+        return syntax(jp, "expected a field name in double quotes");
+    rc = read_string(jp, key, KEY_MAX, &len, &st);
+    if (rc == -1)
+        return st;
+    f = rc == 0 ? field_index(key, len) : -1;
+    if (f < 0)
+        return jfail(jp, BILLING_ERR_INVALID, "unknown field '%s'",
+                     rc == 0 ? key : "(long or non-ASCII name)");
+    if (jp->present & (1u << f))
+        return jfail(jp, BILLING_ERR_INVALID, "field '%s' appears twice", field_names[f]);
+    skip_ws(jp);
+    if (jp->p >= jp->end || *jp->p != ':')
+        return syntax(jp, "expected ':' after the field name");
+    jp->p++;
+    skip_ws(jp);
+    st = read_value(jp, f);
+    if (st == BILLING_OK)
+        jp->present |= 1u << f;
+    return st;
+}
+
+static billing_status read_object(jparse *jp)
+{
+    billing_status st;
+
+    skip_ws(jp);
+    if (jp->p >= jp->end || *jp->p != '{')
+        return syntax(jp, "expected '{' at the start of the event");
+    jp->p++;
+    skip_ws(jp);
+    if (jp->p < jp->end && *jp->p == '}') {
+        jp->p++;
+        return BILLING_OK;
+    }
+    for (;;) {
+        st = read_member(jp);
+        if (st != BILLING_OK)
+            return st;
+        skip_ws(jp);
+        if (jp->p < jp->end && *jp->p == '}')
+            break;
+        if (jp->p >= jp->end || *jp->p != ',')
+            return syntax(jp, "expected ',' or '}'");
+        jp->p++;
+        skip_ws(jp);
+    }
+    jp->p++;
+    skip_ws(jp);
+    if (jp->p < jp->end)
+        return syntax(jp, "unexpected characters after the event object");
+    return BILLING_OK;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Applying the fields                                                     */
+/* ---------------------------------------------------------------------- */
+
+static billing_status missing(const jparse *jp, int f)
+{
+    return jfail(jp, BILLING_ERR_INVALID, "field '%s' is missing", field_names[f]);
+}
+
+static billing_status apply_meter(const jparse *jp, billing_event *ev)
+{
+    billing_meter meter;
+
+    if (billing_meter_parse(jp->text[F_METER], &meter) != BILLING_OK)
+        return jfail(jp, BILLING_ERR_INVALID,
+                     "field 'meter': '%s' is not \"gpu\", \"gpuless\", \"storage\" or "
+                     "\"traffic\"",
+                     jp->text[F_METER]);
+    billing_event_set_meter(ev, meter);
+    return BILLING_OK;
+}
+
+static billing_status apply_time(const jparse *jp, int f, billing_time_t *out)
+{
+    char why[160];
+
+    if (billing_time_parse(jp->text[f], out, why, sizeof(why)) != BILLING_OK)
+        return jfail(jp, BILLING_ERR_PARSE, "field '%s': %s", field_names[f], why);
+    return BILLING_OK;
+}
+
+static billing_status apply_quantity(const jparse *jp, billing_event *ev)
+{
+    char why[160];
+    billing_status st = billing_event_set_quantity(ev, jp->text[F_QUANTITY], why, sizeof(why));
+
+    if (st != BILLING_OK)
+        return jfail(jp, st, "%s", why);
+    return BILLING_OK;
+}
+
+/* Convert field @f (present), or report it; start and end go together. */
+static billing_status apply_field(const jparse *jp, billing_event *ev, int f, billing_time_t *start)
+{
+    billing_time_t end;
+    billing_status st;
+
+    switch (f) {
+    case F_METER:
+        return apply_meter(jp, ev);
+    case F_START:
+        return apply_time(jp, F_START, start);
+    case F_END:
+        st = apply_time(jp, F_END, &end);
+        if (st == BILLING_OK)
+            billing_event_set_interval(ev, *start, end);
+        return st;
+    case F_QUANTITY:
+        return apply_quantity(jp, ev);
+    default:
+        return BILLING_OK;
+    }
+}
+
+/* Every field in schema order, so the first problem reported is the first field's. */
+static billing_status apply_fields(const jparse *jp, billing_event *ev)
+{
+    billing_time_t start = 0;
+    billing_status st;
+    int f;
+
+    /* Lengths were bounded while reading, so these setters cannot fail. */
+    billing_event_set_id(ev, jp->text[F_ID]);
+    billing_event_set_account(ev, jp->text[F_ACCOUNT]);
+    billing_event_set_resource(ev, jp->text[F_RESOURCE]);
+    billing_event_set_model(ev, jp->text[F_MODEL]);
+    billing_event_set_region(ev, jp->text[F_REGION]);
+    for (f = 0; f < F_COUNT; f++) {
+        if ((REQUIRED_FIELDS & (1u << f)) && !(jp->present & (1u << f)))
+            return missing(jp, f);
+        st = apply_field(jp, ev, f, &start);
+        if (st != BILLING_OK)
+            return st;
+    }
+    return BILLING_OK;
+}
+
+billing_status bc_event_parse_json(billing_event *ev, const char *text, size_t len, char *errbuf,
+                                   size_t errsize)
+{
+    jparse jp;
+    billing_status st;
+    int f;
+
+    billing_event_reset(ev);
+    jp.base = text;
+    jp.p = text;
+    jp.end = text + len;
+    jp.present = 0;
+    jp.errbuf = errbuf;
+    jp.errsize = errsize;
+    for (f = 0; f < F_COUNT; f++)
+        jp.text[f][0] = '\0';
+    st = read_object(&jp);
+    if (st != BILLING_OK)
+        return st;
+    return apply_fields(&jp, ev);
+}

@@ -1,0 +1,100 @@
+/*
+ * util.c - bounded file reading and error formatting.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util.h"
+
+int bc_seterr(char *errbuf, size_t errsize, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (errbuf != NULL && errsize > 0) {
+        va_start(ap, fmt);
+        vsnprintf(errbuf, errsize, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+/* Read up to @cap bytes; the file may grow after fstat, so never trust its size. */
+static ssize_t read_all(int fd, char *buf, size_t cap)
+{
+    size_t got = 0;
+    ssize_t n;
+
+    while (got < cap) {
+        n = read(fd, buf + got, cap - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -1;
+        if (n == 0)
+            break;
+        got += (size_t)n;
+    }
+    return (ssize_t)got;
+}
+
+int bc_read_file(const char *path, size_t max, char **out, size_t *len, char *errbuf,
+                 size_t errsize)
+{
+    struct stat st;
+    char *buf = NULL;
+    size_t size;
+    ssize_t n;
+    int fd;
+    int rc = -1;
+
+    /* O_NONBLOCK: a FIFO in place of the file must not hang us before the check. */
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return bc_seterr(errbuf, errsize, "%s: %s", path, strerror(errno));
+    if (fstat(fd, &st) != 0) {
+        bc_seterr(errbuf, errsize, "%s: %s", path, strerror(errno));
+        goto done;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        bc_seterr(errbuf, errsize, "%s: not a regular file", path);
+        goto done;
+    }
+    if ((uintmax_t)st.st_size > max) {
+        bc_seterr(errbuf, errsize, "%s: larger than %zu bytes", path, max);
+        goto done;
+    }
+    /* One byte more than fstat said, to notice a file that grows meanwhile. */
+    size = (size_t)st.st_size;
+    buf = malloc(size + 2);
+    if (buf == NULL) {
+        bc_seterr(errbuf, errsize, "%s: out of memory", path);
+        goto done;
+    }
+    n = read_all(fd, buf, size + 1);
+    if (n < 0) {
+        bc_seterr(errbuf, errsize, "%s: %s", path, strerror(errno));
+        goto done;
+    }
+    if ((size_t)n > size) {
+        bc_seterr(errbuf, errsize, "%s: changed while being read", path);
+        goto done;
+    }
+    buf[n] = '\0';
+    *out = buf;
+    *len = (size_t)n;
+    buf = NULL;
+    rc = 0;
+done:
+    free(buf);
+    close(fd);
+    return rc;
+}

@@ -1,0 +1,33 @@
+/*
+ * util.h - small helpers shared by the billing tool, billingd and the
+ * store code: bounded file reading and error formatting. Names are
+ * prefixed bc_ ("billing common").
+ */
+#ifndef BC_UTIL_H
+#define BC_UTIL_H
+
+#include <stddef.h>
+
+#if defined(__GNUC__)
+#define BC_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define BC_PRINTF(a, b)
+#endif
+
+/*
+ * bc_read_file - read the regular file @path, at most @max bytes, into a
+ * malloc'd buffer with a NUL appended (not counted in *@len). Returns 0
+ * and stores the buffer in *@out (caller frees), or -1 with
+ * "PATH: reason" in @errbuf (cannot open, not a regular file, larger
+ * than @max, read error, out of memory).
+ */
+int bc_read_file(const char *path, size_t max, char **out, size_t *len, char *errbuf,
+                 size_t errsize);
+
+/*
+ * bc_seterr - format a message into @errbuf (NULL or 0 allowed),
+ * truncating safely; returns -1 so that callers can `return bc_seterr(...)`.
+ */
+int bc_seterr(char *errbuf, size_t errsize, const char *fmt, ...) BC_PRINTF(3, 4);
+
+#endif /* BC_UTIL_H */

@@ -1,0 +1,265 @@
+/*
+ * check_eventjson.c - the JSON Lines event parser: lines it accepts (and
+ * what they mean, compared through the protobuf encoding) and lines it
+ * rejects, each with the field named in the message.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "billing.h"
+#include "testrng.h"
+#include "eventjson.h"
+
+#define ERR 512
+#define BASE_KEYS                                                                                  \
+    "\"account\":\"lab-a\",\"resource\":\"i-1\",\"meter\":\"gpu\","                                \
+    "\"start\":\"2026-01-05T10:00:00+08:00\",\"end\":\"2026-01-05T13:00:00+08:00\""
+#define GOOD                                                                                       \
+    "{\"id\":\"e1\"," BASE_KEYS                                                                    \
+    ",\"quantity\":\"8\",\"model\":\"RTX4090\",\"region\":\"cn-east-1\"}"
+
+/* The event GOOD describes, built with the setters. */
+static billing_event *reference(const char *quantity, const char *model, const char *region)
+{
+    billing_event *ev = billing_event_new();
+    billing_time_t start;
+    billing_time_t end;
+
+    billing_time_parse("2026-01-05T10:00:00+08:00", &start, NULL, 0);
+    billing_time_parse("2026-01-05T13:00:00+08:00", &end, NULL, 0);
+    billing_event_set_id(ev, "e1");
+    billing_event_set_account(ev, "lab-a");
+    billing_event_set_resource(ev, "i-1");
+    billing_event_set_meter(ev, BILLING_METER_GPU);
+    billing_event_set_interval(ev, start, end);
+    billing_event_set_quantity(ev, quantity, NULL, 0);
+    billing_event_set_model(ev, model);
+    billing_event_set_region(ev, region);
+    return ev;
+}
+
+/* Two events are equal when their encodings are. */
+static void assert_same(const billing_event *a, const billing_event *b)
+{
+    unsigned char x[BILLING_EVENT_WIRE_MAX];
+    unsigned char y[BILLING_EVENT_WIRE_MAX];
+    size_t nx;
+    size_t ny;
+
+    ck_assert_int_eq(billing_event_encode(a, x, sizeof(x), &nx), BILLING_OK);
+    ck_assert_int_eq(billing_event_encode(b, y, sizeof(y), &ny), BILLING_OK);
+    ck_assert_uint_eq(nx, ny);
+    ck_assert_mem_eq(x, y, nx);
+}
+
+typedef struct good_case {
+    const char *line;
+    const char *quantity;
+    const char *model;
+    const char *region;
+} good_case;
+
+static const good_case good_cases[] = {
+    {GOOD, "8", "RTX4090", "cn-east-1"},
+    /* Any key order, whitespace around tokens, CR of a CRLF file. */
+    {" { \"quantity\" : \"8\" , " BASE_KEYS ",\"region\":\"cn-east-1\",\"model\":\"RTX4090\","
+     "\"id\":\"e1\" }\r",
+     "8", "RTX4090", "cn-east-1"},
+    /* Quantity as a JSON number, read exactly from its text. */
+    {"{\"id\":\"e1\"," BASE_KEYS ",\"quantity\":8}", "8", "", ""},
+    {"{\"id\":\"e1\"," BASE_KEYS ",\"quantity\":0.1,\"model\":null,\"region\":null}", "0.1", "",
+     ""},
+    {"{\"id\":\"e1\"," BASE_KEYS ",\"quantity\":\"1024.000000001\"}", "1024.000000001", "", ""},
+    /* Escapes that decode to printable ASCII. */
+    {"{\"id\":\"\\u0065\\u0031\"," BASE_KEYS ",\"quantity\":\"8\",\"model\":\"RTX\\u0034090\","
+     "\"region\":\"cn\\/east\"}",
+     "8", "RTX4090", "cn/east"},
+};
+
+START_TEST(test_accept)
+{
+    const good_case *c = &good_cases[_i];
+    billing_event *ev = billing_event_new();
+    billing_event *ref = reference(c->quantity, c->model, c->region);
+    char err[ERR] = "";
+
+    ck_assert_msg(bc_event_parse_json(ev, c->line, strlen(c->line), err, sizeof(err)) == BILLING_OK,
+                  "case %d: %s", _i, err);
+    assert_same(ev, ref);
+    billing_event_destroy(ev);
+    billing_event_destroy(ref);
+}
+END_TEST
+
+typedef struct bad_case {
+    const char *line;
+    billing_status status;
+    const char *message;
+} bad_case;
+
+#define LONG64 "mmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmm"
+#define WITH_ID(rest) "{\"id\":\"e1\"," BASE_KEYS rest "}"
+
+static const bad_case bad_cases[] = {
+    {"", BILLING_ERR_PARSE,
+     "event: column 1: expected '{' at the start of the event, found the end of the line"},
+    {"[1]", BILLING_ERR_PARSE, "event: column 1: expected '{' at the start of the event"},
+    {"{", BILLING_ERR_PARSE, "event: column 2: expected a field name in double quotes, found"},
+    {"{}", BILLING_ERR_INVALID, "event: field 'id' is missing"},
+    {"{\"id\":\"e1\"}", BILLING_ERR_INVALID, "event 'e1': field 'account' is missing"},
+    {"{\"id\":\"e1\",\"account\":\"a\",\"resource\":\"r\",\"meter\":\"gpu\",\"start\":"
+     "\"2026-01-05T10:00:00Z\",\"quantity\":\"1\"}",
+     BILLING_ERR_INVALID, "event 'e1': field 'end' is missing"},
+    {WITH_ID(""), BILLING_ERR_INVALID, "event 'e1': field 'quantity' is missing"},
+    {WITH_ID(",\"quantity\":\"8\",\"acount\":\"x\""), BILLING_ERR_INVALID,
+     "event 'e1': unknown field 'acount'"},
+    {WITH_ID(",\"quantity\":\"8\",\"meter\":\"gpu\""), BILLING_ERR_INVALID,
+     "event 'e1': field 'meter' appears twice"},
+    {WITH_ID(",\"quantity\":8e0"), BILLING_ERR_PARSE,
+     "event 'e1': field 'quantity': exponent notation is not accepted"},
+    {WITH_ID(",\"quantity\":08"), BILLING_ERR_PARSE, "a JSON number cannot have a leading zero"},
+    {WITH_ID(",\"quantity\":true"), BILLING_ERR_INVALID,
+     "event 'e1': field 'quantity' must be a string or a number"},
+    {WITH_ID(",\"quantity\":\"-1\""), BILLING_ERR_RANGE,
+     "event 'e1': field 'quantity': '-1' is negative"},
+    {WITH_ID(",\"quantity\":\"8.5.1\""), BILLING_ERR_PARSE,
+     "event 'e1': field 'quantity': '8.5.1' is not a decimal number"},
+    {WITH_ID(",\"quantity\":\"1\",\"model\":8"), BILLING_ERR_INVALID,
+     "event 'e1': field 'model' must be a string"},
+    {WITH_ID(",\"quantity\":\"1\",\"model\":\"" LONG64 "m\""), BILLING_ERR_TOO_LARGE,
+     "event 'e1': field 'model' is longer than 64 characters"},
+    {WITH_ID(",\"quantity\":\"1\",\"region\":\"cn\te\""), BILLING_ERR_INVALID,
+     "event 'e1': field 'region': character at column"},
+    {WITH_ID(",\"quantity\":\"1\",\"region\":\"\\u00e9\""), BILLING_ERR_INVALID,
+     "field 'region': character at column"},
+    {WITH_ID(",\"quantity\":\"1\",\"region\":\"\\x\""), BILLING_ERR_PARSE,
+     "invalid escape sequence in a string"},
+    {WITH_ID(",\"quantity\":\"1\",\"region\":\"\\u12\""), BILLING_ERR_PARSE,
+     "invalid escape sequence in a string"},
+    {"{\"id\":\"e1", BILLING_ERR_PARSE, "event: column 10: unterminated string"},
+    {"{\"id\":null}", BILLING_ERR_INVALID, "event: field 'id' must be a string"},
+    {"{\"id\":\"e1\" \"account\":\"a\"}", BILLING_ERR_PARSE,
+     "event 'e1': column 12: expected ',' or '}'"},
+    {"{\"id\" \"e1\"}", BILLING_ERR_PARSE, "column 7: expected ':' after the field name"},
+    {"{\"id\":\"e1\",}", BILLING_ERR_PARSE, "column 12: expected a field name in double quotes"},
+    {"{\"id\":}", BILLING_ERR_PARSE, "column 7: expected a value"},
+    {GOOD " x", BILLING_ERR_PARSE, "unexpected characters after the event object"},
+    {"{\"id\":\"e1\"," BASE_KEYS ",\"quantity\":\"1\",\"meter\":\"GPU\"}", BILLING_ERR_INVALID,
+     "field 'meter' appears twice"},
+    {"{\"id\":\"e1\",\"account\":\"lab-a\",\"resource\":\"i-1\",\"meter\":\"GPU\"}",
+     BILLING_ERR_INVALID,
+     "event 'e1': field 'meter': 'GPU' is not \"gpu\", \"gpuless\", \"storage\" or \"traffic\""},
+    {"{\"id\":\"e1\",\"account\":\"lab-a\",\"resource\":\"i-1\",\"meter\":\"gpu\","
+     "\"start\":\"2026-13-01T00:00:00Z\",\"end\":\"2026-01-05T13:00:00Z\",\"quantity\":\"1\"}",
+     BILLING_ERR_PARSE, "event 'e1': field 'start': timestamp '2026-13-01T00:00:00Z': month 13"},
+    {"{\"id\":\"e1\",\"account\":\"lab-a\",\"resource\":\"i-1\",\"meter\":\"gpu\","
+     "\"start\":\"2026-01-05T10:00:00Z\",\"end\":\"2026-01-05 13:00\",\"quantity\":\"1\"}",
+     BILLING_ERR_PARSE, "event 'e1': field 'end': timestamp '2026-01-05 13:00'"},
+    {"{\"" LONG64 "\":1}", BILLING_ERR_INVALID, "event: unknown field '(long or non-ASCII name)'"},
+};
+
+START_TEST(test_reject)
+{
+    const bad_case *c = &bad_cases[_i];
+    billing_event *ev = billing_event_new();
+    char err[ERR] = "";
+    billing_status st = bc_event_parse_json(ev, c->line, strlen(c->line), err, sizeof(err));
+
+    ck_assert_msg(st == c->status, "case %d: status %d, want %d (%s)", _i, st, c->status, err);
+    ck_assert_msg(strstr(err, c->message) != NULL, "case %d: '%s' lacks '%s'", _i, err, c->message);
+    billing_event_destroy(ev);
+}
+END_TEST
+
+/* An id of 128 characters is the longest accepted; 129 is named as too long. */
+START_TEST(test_id_bound)
+{
+    char line[512];
+    char id[130];
+    billing_event *ev = billing_event_new();
+    char err[ERR] = "";
+
+    memset(id, 'i', 128);
+    id[128] = '\0';
+    snprintf(line, sizeof(line), "{\"id\":\"%s\"," BASE_KEYS ",\"quantity\":\"1\"}", id);
+    ck_assert_int_eq(bc_event_parse_json(ev, line, strlen(line), err, sizeof(err)), BILLING_OK);
+    ck_assert_str_eq(billing_event_id(ev), id);
+    id[128] = 'i';
+    id[129] = '\0';
+    snprintf(line, sizeof(line), "{\"id\":\"%s\"," BASE_KEYS ",\"quantity\":\"1\"}", id);
+    ck_assert_int_eq(bc_event_parse_json(ev, line, strlen(line), err, sizeof(err)),
+                     BILLING_ERR_TOO_LARGE);
+    ck_assert_str_eq(err, "event: field 'id' is longer than 128 characters");
+    billing_event_destroy(ev);
+}
+END_TEST
+
+/* The parser reads exactly @len bytes: no NUL needed, nothing after it read. */
+START_TEST(test_length_bound)
+{
+    char line[] = GOOD "garbage";
+    billing_event *ev = billing_event_new();
+    char err[ERR] = "";
+
+    ck_assert_int_eq(bc_event_parse_json(ev, line, strlen(GOOD), err, sizeof(err)), BILLING_OK);
+    ck_assert_int_eq(bc_event_parse_json(ev, line, strlen(GOOD) - 1, err, sizeof(err)),
+                     BILLING_ERR_PARSE);
+    billing_event_destroy(ev);
+}
+END_TEST
+
+static uint64_t rng = UINT64_C(0x2545f4914f6cdd1d);
+
+/* Random corruptions of a good line: the parser accepts or names a reason, never crashes. */
+START_TEST(test_random_input)
+{
+    static const char good[] = GOOD;
+    static const char alphabet[] = "{}[]:,\"\\ut0123456789.-eE \t\x01\xff";
+    char line[sizeof(good)];
+    billing_event *ev = billing_event_new();
+    char err[ERR];
+    size_t len;
+    int i;
+    int j;
+
+    for (i = 0; i < 50000; i++) {
+        memcpy(line, good, sizeof(good));
+        len = (size_t)(test_rnd(&rng) % sizeof(good));
+        for (j = 0; len > 0 && j < 1 + (int)(test_rnd(&rng) % 3); j++)
+            line[test_rnd(&rng) % len] = alphabet[test_rnd(&rng) % (sizeof(alphabet) - 1)];
+        err[0] = '\0';
+        if (bc_event_parse_json(ev, line, len, err, sizeof(err)) != BILLING_OK)
+            ck_assert_msg(strncmp(err, "event", 5) == 0, "'%.*s': '%s'", (int)len, line, err);
+    }
+    billing_event_destroy(ev);
+}
+END_TEST
+
+static Suite *eventjson_suite(void)
+{
+    Suite *s = suite_create("eventjson");
+    TCase *tc = tcase_create("core");
+
+    tcase_add_loop_test(tc, test_accept, 0, (int)(sizeof(good_cases) / sizeof(good_cases[0])));
+    tcase_add_loop_test(tc, test_reject, 0, (int)(sizeof(bad_cases) / sizeof(bad_cases[0])));
+    tcase_add_test(tc, test_id_bound);
+    tcase_add_test(tc, test_length_bound);
+    tcase_add_test(tc, test_random_input);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(eventjson_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

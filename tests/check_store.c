@@ -1,0 +1,187 @@
+/*
+ * check_store.c - the parts of the store that need no server: SQLSTATE
+ * classification, NUMERIC binary encoding, canonical decimals, splitting
+ * instants for timestamptz. (itest_store.c tests them against PostgreSQL.)
+ */
+#include "config.h"
+
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store.h"
+#include "storecopy.h"
+#include "storeload.h"
+
+START_TEST(test_classify_sqlstate)
+{
+    static const struct {
+        const char *state;
+        bs_status want;
+    } cases[] = {
+        {"08006", BS_ERR_RETRY},      /* connection_failure */
+        {"08001", BS_ERR_RETRY},      /* sqlclient_unable_to_establish_sqlconnection */
+        {"40001", BS_ERR_RETRY},      /* serialization_failure */
+        {"40P01", BS_ERR_RETRY},      /* deadlock_detected */
+        {"55P03", BS_ERR_RETRY},      /* lock_not_available */
+        {"53300", BS_ERR_RETRY},      /* too_many_connections */
+        {"53100", BS_ERR_RETRY},      /* disk_full */
+        {"57P01", BS_ERR_RETRY},      /* admin_shutdown */
+        {"57P03", BS_ERR_RETRY},      /* cannot_connect_now */
+        {"23505", BS_ERR_CONSTRAINT}, /* unique_violation */
+        {"23514", BS_ERR_CONSTRAINT}, /* check_violation */
+        {"23503", BS_ERR_CONSTRAINT}, /* foreign_key_violation */
+        {"23000", BS_ERR_CONSTRAINT}, /* our guard triggers */
+        {"42501", BS_ERR_FATAL},      /* insufficient_privilege */
+        {"42P01", BS_ERR_FATAL},      /* undefined_table */
+        {"22023", BS_ERR_FATAL},      /* invalid_parameter_value */
+        {"57014", BS_ERR_FATAL},      /* query_canceled: a timeout would recur */
+        {"40003", BS_ERR_FATAL},      /* statement_completion_unknown */
+        {"", BS_ERR_FATAL},
+        {"0800", BS_ERR_FATAL},
+        {NULL, BS_ERR_FATAL},
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        ck_assert_msg(bs_classify_sqlstate(cases[i].state) == cases[i].want, "%s",
+                      cases[i].state != NULL ? cases[i].state : "NULL");
+}
+END_TEST
+
+/* Encode @dec and compare with the expected bytes (header + digits). */
+static void expect_numeric(const char *dec, const unsigned char *want, size_t len)
+{
+    unsigned char buf[64];
+    long n = bs_numeric_encode(dec, buf, sizeof(buf));
+
+    ck_assert_msg(n == (long)len, "%s: %ld bytes, expected %zu", dec, n, len);
+    ck_assert_msg(memcmp(buf, want, len) == 0, "%s: wrong encoding", dec);
+}
+
+START_TEST(test_numeric_encoding)
+{
+    /* ndigits, weight, sign, dscale (16-bit each), then base-10000 digits. */
+    static const unsigned char zero[] = {0, 0, 0, 0, 0, 0, 0, 0};
+    static const unsigned char zero_scale2[] = {0, 0, 0, 0, 0, 0, 0, 2};
+    static const unsigned char one_fifty[] = {0, 2, 0, 0, 0, 0, 0, 2, 0, 1, 0x13, 0x88};
+    static const unsigned char tiny[] = {0, 1, 0xff, 0xff, 0, 0, 0, 4, 0, 1};
+    static const unsigned char tinier[] = {0, 1, 0xff, 0xfe, 0, 0, 0, 5, 0x03, 0xe8};
+    static const unsigned char big[] = {0, 3, 0, 1, 0, 0, 0, 1, 0, 1, 0x09, 0x29, 0x17, 0x70};
+    static const unsigned char neg[] = {0, 1, 0, 0, 0x40, 0, 0, 0, 0, 7};
+    static const unsigned char ten_k[] = {0, 1, 0, 1, 0, 0, 0, 0, 0, 1};
+    unsigned char small[4];
+
+    expect_numeric("0", zero, sizeof(zero));
+    expect_numeric("-0", zero, sizeof(zero));
+    expect_numeric("000", zero, sizeof(zero));
+    expect_numeric("-0.00", zero_scale2, sizeof(zero_scale2));
+    expect_numeric("1.50", one_fifty, sizeof(one_fifty));
+    expect_numeric("+01.50", one_fifty, sizeof(one_fifty));
+    expect_numeric("0.0001", tiny, sizeof(tiny));
+    expect_numeric("0.00001", tinier, sizeof(tinier));
+    expect_numeric("12345.6", big, sizeof(big));
+    expect_numeric("-7", neg, sizeof(neg));
+    expect_numeric("10000", ten_k, sizeof(ten_k));
+    ck_assert_int_eq(bs_numeric_encode("1e5", small, sizeof(small)), -1);
+    ck_assert_int_eq(bs_numeric_encode(".5", small, sizeof(small)), -1);
+    ck_assert_int_eq(bs_numeric_encode("5.", small, sizeof(small)), -1);
+    ck_assert_int_eq(bs_numeric_encode("", small, sizeof(small)), -1);
+    ck_assert_int_eq(bs_numeric_encode("-", small, sizeof(small)), -1);
+    ck_assert_int_eq(bs_numeric_encode("1.2.3", small, sizeof(small)), -1);
+    ck_assert_int_eq(bs_numeric_encode("NaN", small, sizeof(small)), -1);
+    ck_assert_int_eq(bs_numeric_encode("12345", small, sizeof(small)), -1); /* too small */
+}
+END_TEST
+
+START_TEST(test_numeric_length_bound)
+{
+    char *long_dec = malloc(BS_DECIMAL_MAX + 2);
+    unsigned char buf[8 + 2 * (BS_DECIMAL_MAX / 4 + 2)];
+
+    ck_assert_ptr_nonnull(long_dec);
+    memset(long_dec, '9', BS_DECIMAL_MAX);
+    long_dec[BS_DECIMAL_MAX] = '\0';
+    ck_assert_int_gt(bs_numeric_encode(long_dec, buf, sizeof(buf)), 0);
+    long_dec[BS_DECIMAL_MAX] = '9';
+    long_dec[BS_DECIMAL_MAX + 1] = '\0';
+    ck_assert_int_eq(bs_numeric_encode(long_dec, buf, sizeof(buf)), -1);
+    free(long_dec);
+}
+END_TEST
+
+START_TEST(test_decimal_canonical)
+{
+    static const char *const cases[][2] = {
+        {"0.60", "0.6"}, {"0.600", "0.6"}, {"+0.6", "0.6"}, {"00012.500", "12.5"},
+        {"-0", "0"},     {"-0.000", "0"},  {"0", "0"},      {"10", "10"},
+        {"-1.10", "-1.1"}, {"2599.00", "2599"}, {"0.000000001", "0.000000001"},
+    };
+    char out[32];
+    size_t i;
+
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        ck_assert_int_eq(bs_decimal_canonical(cases[i][0], out, sizeof(out)), 0);
+        ck_assert_str_eq(out, cases[i][1]);
+    }
+    ck_assert_int_eq(bs_decimal_canonical("1e3", out, sizeof(out)), -1);
+    ck_assert_int_eq(bs_decimal_canonical("1.", out, sizeof(out)), -1);
+    ck_assert_int_eq(bs_decimal_canonical(".1", out, sizeof(out)), -1);
+    ck_assert_int_eq(bs_decimal_canonical("12345", out, 4), -1);
+}
+END_TEST
+
+START_TEST(test_time_split)
+{
+    ck_assert_int_eq(bs_time_micros(INT64_C(1767571200123456789)), INT64_C(1767571200123456));
+    ck_assert_int_eq(bs_time_nanos(INT64_C(1767571200123456789)), 789);
+    /* Before 1970: toward the past, so that nanos stay in 0..999. */
+    ck_assert_int_eq(bs_time_micros(-1), -1);
+    ck_assert_int_eq(bs_time_nanos(-1), 999);
+    ck_assert_int_eq(bs_time_micros(-1000), -1);
+    ck_assert_int_eq(bs_time_nanos(-1000), 0);
+    ck_assert_int_eq(bs_time_micros(0), 0);
+}
+END_TEST
+
+START_TEST(test_error_helpers)
+{
+    bs_error err;
+
+    ck_assert_int_eq(bs_error_set(&err, BS_ERR_INVALID, "x %d", 42), BS_ERR_INVALID);
+    ck_assert_str_eq(err.message, "x 42");
+    ck_assert_str_eq(err.sqlstate, "");
+    ck_assert_int_eq(bs_error_set(NULL, BS_ERR_FATAL, "ignored"), BS_ERR_FATAL);
+    ck_assert_str_ne(bs_strerror(BS_ERR_RETRY), bs_strerror(BS_ERR_FATAL));
+    ck_assert_str_eq(bs_strerror((bs_status)42), "unknown store status");
+    /* Connecting needs a string; nothing else is checked before libpq. */
+    ck_assert_ptr_null(bs_connect(NULL, NULL, &err));
+    ck_assert_int_eq(err.status, BS_ERR_INVALID);
+}
+END_TEST
+
+static Suite *store_suite(void)
+{
+    Suite *s = suite_create("store_unit");
+    TCase *tc = tcase_create("core");
+
+    tcase_add_test(tc, test_classify_sqlstate);
+    tcase_add_test(tc, test_numeric_encoding);
+    tcase_add_test(tc, test_numeric_length_bound);
+    tcase_add_test(tc, test_decimal_canonical);
+    tcase_add_test(tc, test_time_split);
+    tcase_add_test(tc, test_error_helpers);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(store_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,1365 @@
+/*
+ * itest_store.c - integration tests of the PostgreSQL store against the
+ * private server of scripts/pg.sh: migrations (from empty, from each
+ * earlier version, concurrent, refused when newer or changed), every
+ * invariant the database enforces attempted and refused, the runtime
+ * role's limits, gapless numbering under concurrent finalizers, event
+ * ingestion with permanent dedupe, and idempotent catalog loading.
+ *
+ * Needs BILLING_PG_CONNINFO (`scripts/pg.sh start && . var/services.env`);
+ * without it every test FAILS, never skips. The connecting role must be
+ * able to create databases and roles (the private cluster's superuser).
+ * Each test runs in its own database, billing_test_<pid>_<test>, dropped
+ * at the end (and swept by main() if a failing test left it behind).
+ */
+#include "config.h"
+
+#include <check.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "migrate.h"
+#include "store.h"
+#include "storecopy.h"
+#include "storeevents.h"
+#include "storeload.h"
+
+#define CONNINFO_MAX 2048
+#define DBNAME_MAX 64
+#define SQL_MAX 1024
+
+/* The test runner's pid: names every database this run creates. */
+static pid_t run_pid;
+/* This test's database, so that helpers can name it in messages. */
+static char db_name[DBNAME_MAX];
+
+/* ---------------------------------------------------------------------- */
+/* Connections and databases                                               */
+/* ---------------------------------------------------------------------- */
+
+static const char *base_conninfo(void)
+{
+    const char *v = getenv("BILLING_PG_CONNINFO");
+
+    ck_assert_msg(v != NULL && v[0] != '\0',
+                  "BILLING_PG_CONNINFO is not set: start the private PostgreSQL and load its "
+                  "environment (scripts/pg.sh start && . var/services.env), or run "
+                  "scripts/test.sh");
+    return v;
+}
+
+/* Append "key='value'" with libpq's quoting to @out; -1 if it does not fit. */
+static int append_kv(char *out, size_t size, const char *key, const char *value)
+{
+    size_t n = strlen(out);
+    const char *p;
+    int w = snprintf(out + n, size - n, "%s%s='", n > 0 ? " " : "", key);
+
+    if (w < 0 || (size_t)w >= size - n)
+        return -1;
+    n += (size_t)w;
+    for (p = value; *p != '\0'; p++) {
+        if (n + 4 >= size)
+            return -1;
+        if (*p == '\'' || *p == '\\')
+            out[n++] = '\\';
+        out[n++] = *p;
+    }
+    out[n++] = '\'';
+    out[n] = '\0';
+    return 0;
+}
+
+/*
+ * build_conninfo - the base connection settings with dbname replaced by
+ * @dbname. Returns 0, or -1 if they cannot be parsed or do not fit. No
+ * Check assertions: children of a test call it too.
+ */
+static int build_conninfo(const char *base, const char *dbname, char *out, size_t size)
+{
+    PQconninfoOption *opts = PQconninfoParse(base, NULL);
+    PQconninfoOption *o;
+    int rc = 0;
+
+    if (opts == NULL)
+        return -1;
+    out[0] = '\0';
+    for (o = opts; o->keyword != NULL && rc == 0; o++) {
+        if (o->val != NULL && o->val[0] != '\0' && strcmp(o->keyword, "dbname") != 0)
+            rc = append_kv(out, size, o->keyword, o->val);
+    }
+    if (rc == 0)
+        rc = append_kv(out, size, "dbname", dbname);
+    PQconninfoFree(opts);
+    return rc;
+}
+
+static void conninfo_for(const char *dbname, char *out, size_t size)
+{
+    const char *base = base_conninfo();
+
+    ck_assert_msg(build_conninfo(base, dbname, out, size) == 0,
+                  "BILLING_PG_CONNINFO '%s' cannot be parsed or is too long", base);
+}
+
+static bs_conn *connect_db(const char *dbname)
+{
+    char conninfo[CONNINFO_MAX];
+    bs_retry retry = {3, 100, 500};
+    bs_error err;
+    bs_conn *c;
+
+    conninfo_for(dbname, conninfo, sizeof(conninfo));
+    c = bs_connect(conninfo, &retry, &err);
+    ck_assert_msg(c != NULL, "connecting to %s: %s", dbname, err.message);
+    return c;
+}
+
+static void exec_ok(bs_conn *c, const char *sql)
+{
+    bs_error err;
+    bs_status st = bs_command(c, sql, 0, NULL, NULL, &err);
+
+    ck_assert_msg(st == BS_OK, "%s: %s", sql, err.message);
+}
+
+static void exec_fmt(bs_conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* For DDL on names made of our own prefix and numbers only (no input). */
+static void exec_fmt(bs_conn *c, const char *fmt, ...)
+{
+    char sql[SQL_MAX];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(sql, sizeof(sql), fmt, ap);
+    va_end(ap);
+    exec_ok(c, sql);
+}
+
+/* A new empty database for test @tag; returns a connection to it. */
+static bs_conn *fresh_db(const char *tag)
+{
+    bs_conn *admin = connect_db("postgres");
+
+    snprintf(db_name, sizeof(db_name), "billing_test_%ld_%s", (long)run_pid, tag);
+    exec_fmt(admin, "DROP DATABASE IF EXISTS %s WITH (FORCE)", db_name);
+    exec_fmt(admin, "CREATE DATABASE %s", db_name);
+    bs_close(admin);
+    return connect_db(db_name);
+}
+
+static void drop_db(bs_conn *c)
+{
+    bs_conn *admin;
+
+    bs_close(c);
+    admin = connect_db("postgres");
+    exec_fmt(admin, "DROP DATABASE IF EXISTS %s WITH (FORCE)", db_name);
+    bs_close(admin);
+}
+
+static void migrate_to(bs_conn *c, int target, int expect_applied)
+{
+    bs_error err;
+    int applied = -1;
+    bs_status st = bs_migrate(c, target, NULL, NULL, &applied, &err);
+
+    ck_assert_msg(st == BS_OK, "migrate to %d: %s", target, err.message);
+    ck_assert_int_eq(applied, expect_applied);
+}
+
+static bs_conn *migrated_db(const char *tag)
+{
+    bs_conn *c = fresh_db(tag);
+
+    migrate_to(c, 0, (int)bs_migration_count);
+    return c;
+}
+
+/* The single value of a one-row, one-column query, copied into @out. */
+static void query_value(bs_conn *c, const char *sql, char *out, size_t size)
+{
+    bs_error err;
+    PGresult *res = bs_query(c, sql, 0, NULL, &err);
+
+    ck_assert_msg(res != NULL, "%s: %s", sql, err.message);
+    ck_assert_msg(PQntuples(res) == 1, "%s: %d rows", sql, PQntuples(res));
+    snprintf(out, size, "%s", PQgetvalue(res, 0, 0));
+    PQclear(res);
+}
+
+static long query_long(bs_conn *c, const char *sql)
+{
+    char v[64];
+
+    query_value(c, sql, v, sizeof(v));
+    return strtol(v, NULL, 10);
+}
+
+/*
+ * expect_refused - @sql must fail with status @want and, if non-NULL,
+ * constraint @constraint. Runs in autocommit: nothing of it remains.
+ */
+static void expect_refused(bs_conn *c, const char *sql, bs_status want, const char *constraint)
+{
+    bs_error err;
+    bs_status st = bs_command(c, sql, 0, NULL, NULL, &err);
+
+    ck_assert_msg(st == want, "%s: expected %s, got %s (%s)", sql, bs_strerror(want),
+                  bs_strerror(st), st == BS_OK ? "accepted" : err.message);
+    if (constraint != NULL)
+        ck_assert_msg(strcmp(err.constraint, constraint) == 0,
+                      "%s: refused by '%s' (%s), expected '%s'", sql, err.constraint,
+                      err.message, constraint);
+}
+
+/* One statement the database must refuse, and the rule that refuses it. */
+typedef struct refusal {
+    const char *sql;
+    bs_status status;
+    const char *constraint; /* NULL: any (privilege errors name none) */
+} refusal;
+
+static void expect_all_refused(bs_conn *c, const refusal *cases, size_t n)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++)
+        expect_refused(c, cases[i].sql, cases[i].status, cases[i].constraint);
+}
+
+#define N_CASES(a) (sizeof(a) / sizeof((a)[0]))
+
+/* A little reference data most tests need: an account and a price version. */
+static void seed(bs_conn *c)
+{
+    exec_ok(c, "INSERT INTO billing.accounts (id, currency, time_zone, tax_rate)"
+               " VALUES ('acct-1', 'CNY', 'Asia/Shanghai', 0.06)");
+    exec_ok(c, "INSERT INTO billing.price_books (id, currency) VALUES ('book', 'CNY')");
+    exec_ok(c, "INSERT INTO billing.price_versions (book_id, label, effective_from, content_hash)"
+               " VALUES ('book', 'v1', '2026-01-01Z', md5('v1'))");
+}
+
+/* A draft invoice of acct-1 for @month with one line of 10.00; returns its id. */
+static long draft(bs_conn *c, const char *account, const char *month)
+{
+    char sql[SQL_MAX];
+    long id;
+
+    snprintf(sql, sizeof(sql),
+             "INSERT INTO billing.invoices (account_id, currency, month, period_start,"
+             " period_end, subtotal, tax, total) VALUES ('%s', 'CNY', '%s',"
+             " '%s'::timestamptz, '%s'::timestamptz + interval '1 month', 10.00, 0.60, 10.60)"
+             " RETURNING id",
+             account, month, month, month);
+    id = query_long(c, sql);
+    snprintf(sql, sizeof(sql),
+             "INSERT INTO billing.invoice_lines (invoice_id, line_no, kind, meter, quantity,"
+             " unit, unit_price, amount) VALUES (%ld, 1, 'usage', 'gpu', 5, 'GPU-hour', 2, 10.00)",
+             id);
+    exec_ok(c, sql);
+    return id;
+}
+
+static long finalize(bs_conn *c, long invoice)
+{
+    char sql[128];
+
+    snprintf(sql, sizeof(sql), "SELECT billing.finalize_invoice(%ld)", invoice);
+    return query_long(c, sql);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Migrations                                                              */
+/* ---------------------------------------------------------------------- */
+
+/*
+ * A digest of the schema: columns, constraints, indexes, functions,
+ * triggers and privileges of schema billing. Two databases with the same
+ * digest have the same schema.
+ */
+#define SQL_SCHEMA_DIGEST                                                                      \
+    "SELECT md5(string_agg(x, E'\\n' ORDER BY x)) FROM ("                                      \
+    " SELECT format('col %s.%s %s %s %s', table_name, column_name, data_type, is_nullable,"    \
+    "   column_default) x FROM information_schema.columns WHERE table_schema = 'billing'"      \
+    " UNION ALL SELECT format('con %s %s', conname, pg_get_constraintdef(oid))"                \
+    "   FROM pg_constraint WHERE connamespace = 'billing'::regnamespace"                       \
+    " UNION ALL SELECT format('idx %s', indexdef) FROM pg_indexes WHERE schemaname = 'billing'" \
+    " UNION ALL SELECT format('fn %s', pg_get_functiondef(oid)) FROM pg_proc"                  \
+    "   WHERE pronamespace = 'billing'::regnamespace"                                          \
+    " UNION ALL SELECT format('trg %s %s', tgrelid::regclass, tgname) FROM pg_trigger"         \
+    "   WHERE NOT tgisinternal AND tgrelid IN"                                                  \
+    "   (SELECT oid FROM pg_class WHERE relnamespace = 'billing'::regnamespace)"                \
+    " UNION ALL SELECT format('acl %s %s', relname, relacl) FROM pg_class"                     \
+    "   WHERE relnamespace = 'billing'::regnamespace"                                          \
+    " UNION ALL SELECT format('ver %s %s %s', version, name, checksum)"                        \
+    "   FROM billing.schema_version) s"
+
+START_TEST(test_migrate_from_empty)
+{
+    bs_conn *c = fresh_db("empty");
+    bs_schema_status *st;
+    bs_error err;
+    char before[64];
+    char after[64];
+
+    ck_assert_int_eq(bs_schema_inspect(c, &st, &err), BS_OK);
+    ck_assert_int_eq(st->current, 0);
+    ck_assert_int_eq(st->latest, (int)bs_migration_count);
+    bs_schema_status_free(st);
+    ck_assert_int_eq(bs_schema_require(c, &err), BS_ERR_SCHEMA);
+
+    migrate_to(c, 0, (int)bs_migration_count);
+    ck_assert_int_eq(bs_schema_require(c, &err), BS_OK);
+    query_value(c, SQL_SCHEMA_DIGEST, before, sizeof(before));
+    /* Again: nothing applied, nothing changed. */
+    migrate_to(c, 0, 0);
+    query_value(c, SQL_SCHEMA_DIGEST, after, sizeof(after));
+    ck_assert_str_eq(before, after);
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.schema_version"),
+                     (long)bs_migration_count);
+    /* Owned by the owner role, not by the login that migrated. */
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM pg_class WHERE relnamespace ="
+                                   " 'billing'::regnamespace AND relowner <> 'billing_owner'::regrole"),
+                     0);
+    drop_db(c);
+}
+END_TEST
+
+START_TEST(test_migrate_from_each_version)
+{
+    bs_conn *c = migrated_db("reference");
+    char reference[64];
+    char digest[64];
+    char tag[32];
+    int v;
+
+    query_value(c, SQL_SCHEMA_DIGEST, reference, sizeof(reference));
+    drop_db(c);
+    for (v = 1; v < (int)bs_migration_count; v++) {
+        snprintf(tag, sizeof(tag), "from_%d", v);
+        c = fresh_db(tag);
+        migrate_to(c, v, v);
+        ck_assert_int_eq(query_long(c, "SELECT max(version) FROM billing.schema_version"), v);
+        migrate_to(c, 0, (int)bs_migration_count - v);
+        query_value(c, SQL_SCHEMA_DIGEST, digest, sizeof(digest));
+        ck_assert_msg(strcmp(digest, reference) == 0,
+                      "migrating from version %d gives another schema than from empty", v);
+        drop_db(c);
+    }
+}
+END_TEST
+
+START_TEST(test_migrate_refuses_newer_database)
+{
+    bs_conn *c = migrated_db("newer");
+    bs_schema_status *st;
+    bs_error err;
+
+    exec_ok(c, "INSERT INTO billing.schema_version (version, name, checksum)"
+               " VALUES (9999, 'from_the_future', md5('x'))");
+    ck_assert_int_eq(bs_migrate(c, 0, NULL, NULL, NULL, &err), BS_ERR_SCHEMA);
+    ck_assert_msg(strstr(err.message, "newer") != NULL, "%s", err.message);
+    ck_assert_int_eq(bs_schema_require(c, &err), BS_ERR_SCHEMA);
+    ck_assert_int_eq(bs_schema_inspect(c, &st, &err), BS_OK);
+    ck_assert_int_eq(st->newer, 1);
+    ck_assert_int_eq(st->current, 9999);
+    bs_schema_status_free(st);
+    drop_db(c);
+}
+END_TEST
+
+START_TEST(test_migrate_refuses_changed_migration)
+{
+    bs_conn *c = fresh_db("changed");
+    bs_schema_status *st;
+    bs_error err;
+
+    migrate_to(c, 1, 1);
+    exec_ok(c, "UPDATE billing.schema_version SET checksum = md5('edited') WHERE version = 1");
+    /* Nothing more is applied to a database whose history differs from ours. */
+    ck_assert_int_eq(bs_migrate(c, 0, NULL, NULL, NULL, &err), BS_ERR_SCHEMA);
+    ck_assert_msg(strstr(err.message, "changed") != NULL, "%s", err.message);
+    ck_assert_int_eq(query_long(c, "SELECT max(version) FROM billing.schema_version"), 1);
+    ck_assert_int_eq(bs_schema_inspect(c, &st, &err), BS_OK);
+    ck_assert_int_eq(st->mismatches, 1);
+    bs_schema_status_free(st);
+    drop_db(c);
+}
+END_TEST
+
+/* Run @n children at once, each calling @fn(i); all must exit 0. */
+static void run_children(int n, int (*fn)(int))
+{
+    pid_t pids[16];
+    int status;
+    int i;
+
+    ck_assert_int_le(n, 16);
+    for (i = 0; i < n; i++) {
+        pids[i] = fork();
+        ck_assert_int_ge(pids[i], 0);
+        if (pids[i] == 0)
+            _exit(fn(i));
+    }
+    for (i = 0; i < n; i++) {
+        ck_assert_int_eq(waitpid(pids[i], &status, 0), pids[i]);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child %d failed (%d)", i,
+                      status);
+    }
+}
+
+/* A child's own connection; it reports failures on stderr and by exit code. */
+static bs_conn *child_connect(void)
+{
+    char conninfo[CONNINFO_MAX];
+    bs_error err;
+    bs_conn *c;
+
+    if (build_conninfo(getenv("BILLING_PG_CONNINFO"), db_name, conninfo, sizeof(conninfo)) != 0)
+        return NULL;
+    c = bs_connect(conninfo, NULL, &err);
+    if (c == NULL)
+        fprintf(stderr, "child: %s\n", err.message);
+    return c;
+}
+
+static int migrate_child(int i)
+{
+    bs_conn *c = child_connect();
+    bs_error err;
+    int applied = 0;
+    bs_status st;
+
+    (void)i;
+    if (c == NULL)
+        return 1;
+    st = bs_migrate(c, 0, NULL, NULL, &applied, &err);
+    if (st != BS_OK)
+        fprintf(stderr, "migrate child: %s\n", err.message);
+    bs_close(c);
+    return st == BS_OK ? 0 : 1;
+}
+
+START_TEST(test_concurrent_migrators)
+{
+    bs_conn *c = fresh_db("concurrent_migrate");
+
+    run_children(4, migrate_child);
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.schema_version"),
+                     (long)bs_migration_count);
+    migrate_to(c, 0, 0);
+    drop_db(c);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------- */
+/* Invariants                                                              */
+/* ---------------------------------------------------------------------- */
+
+#define EVENT_COLS "(event_id, account_id, resource_id, meter, start_time, end_time, quantity)"
+
+START_TEST(test_invariants_catalog)
+{
+    static const refusal cases[] = {
+        {"INSERT INTO billing.accounts (id, currency) VALUES ('x', 'XXX')",
+         BS_ERR_CONSTRAINT, "accounts_currency_fkey"},
+        {"INSERT INTO billing.accounts (id, currency, time_zone)"
+         " VALUES ('x', 'CNY', 'Mars/Olympus')",
+         BS_ERR_CONSTRAINT, "accounts_time_zone_known"},
+        {"INSERT INTO billing.accounts (id, currency, tax_rate)"
+         " VALUES ('x', 'CNY', 1.5)",
+         BS_ERR_CONSTRAINT, "accounts_tax_rate_range"},
+        {"INSERT INTO billing.accounts (id, currency) VALUES ('has space', 'CNY')",
+         BS_ERR_CONSTRAINT, "ident_printable_1_128"},
+        {"INSERT INTO billing.rates (version_id, meter, model, region, price)"
+         " VALUES (1, 'gpu', 'A100', '*', -0.01)",
+         BS_ERR_CONSTRAINT, "rates_price_nonnegative"},
+        {"INSERT INTO billing.rates (version_id, meter, model, region, price)"
+         " VALUES (1, 'gpu', 'A100', '*', 'NaN')",
+         BS_ERR_CONSTRAINT, "finite_number"},
+        {"INSERT INTO billing.rates (version_id, meter, model, region, price)"
+         " VALUES (1, 'cpu', 'A100', '*', 1)",
+         BS_ERR_CONSTRAINT, "rates_meter_known"},
+        {"UPDATE billing.price_versions SET content_hash = md5('other')",
+         BS_ERR_CONSTRAINT, "price_versions_append_only"},
+        {"DELETE FROM billing.price_versions",
+         BS_ERR_CONSTRAINT, "price_versions_append_only"},
+        {"INSERT INTO billing.credit_grants (id, account_id, currency, amount,"
+         " granted_at, expires_at) VALUES ('g', 'acct-1', 'CNY', 10,"
+         " '2026-02-01Z', '2026-02-01Z')",
+         BS_ERR_CONSTRAINT, "credit_grants_expiry_after_grant"},
+        {"INSERT INTO billing.credit_grants (id, account_id, currency, amount,"
+         " granted_at, expires_at) VALUES ('g', 'acct-1', 'CNY', 10.001,"
+         " '2026-01-01Z', '2026-02-01Z')",
+         BS_ERR_CONSTRAINT, "credit_grants_minor_digits"},
+        {"INSERT INTO billing.credit_grants (id, account_id, currency, amount,"
+         " granted_at, expires_at) VALUES ('g', 'acct-1', 'JPY', 10,"
+         " '2026-01-01Z', '2026-02-01Z')",
+         BS_ERR_CONSTRAINT, "credit_grants_account_currency"},
+    };
+    /* Subscription s1 of acct-1, cancelled at 2026-02-10. */
+    static const refusal subscription[] = {
+        {"INSERT INTO billing.subscriptions (id, account_id, resource_id, plan_id, start_at,"
+         " terms, cancelled_at) VALUES ('s2', 'acct-1', 'i-2', 'p1', '2026-01-05Z', 1,"
+         " '2026-01-05Z')",
+         BS_ERR_CONSTRAINT, "subscriptions_cancel_after_start"},
+        {"INSERT INTO billing.subscriptions (id, account_id, resource_id, plan_id, start_at,"
+         " terms) VALUES ('s2', 'acct-1', 'i-2', 'p1', '2026-01-05Z', 0)",
+         BS_ERR_CONSTRAINT, "subscriptions_terms_range"},
+        {"UPDATE billing.subscriptions SET terms = 5",
+         BS_ERR_CONSTRAINT, "subscriptions_history"},
+        {"UPDATE billing.subscriptions SET cancelled_at = NULL",
+         BS_ERR_CONSTRAINT, "subscriptions_history"},
+        {"UPDATE billing.subscriptions SET cancelled_at = '2026-02-11Z'",
+         BS_ERR_CONSTRAINT, "subscriptions_history"},
+        {"DELETE FROM billing.subscriptions",
+         BS_ERR_CONSTRAINT, "subscriptions_history"},
+        {"INSERT INTO billing.plan_fees (version_id, plan_id, fee) VALUES (1, 'p1', -1)",
+         BS_ERR_CONSTRAINT, "plan_fees_fee_nonnegative"},
+        {"UPDATE billing.plans SET refundable = true",
+         BS_ERR_CONSTRAINT, "plans_append_only"},
+    };
+    bs_conn *c = migrated_db("inv_catalog");
+
+    seed(c);
+    expect_all_refused(c, cases, N_CASES(cases));
+    exec_ok(c, "INSERT INTO billing.plans (id, period, model, region)"
+               " VALUES ('p1', 'month', 'RTX4090', 'r1')");
+    exec_ok(c, "INSERT INTO billing.subscriptions (id, account_id, resource_id, plan_id,"
+               " start_at, terms) VALUES ('s1', 'acct-1', 'i-1', 'p1', '2026-01-05Z', 3)");
+    /* A first cancellation is the one change allowed. */
+    exec_ok(c, "UPDATE billing.subscriptions SET cancelled_at = '2026-02-10Z'");
+    expect_all_refused(c, subscription, N_CASES(subscription));
+    drop_db(c);
+}
+END_TEST
+
+#define INSERT_EVENT "INSERT INTO billing.usage_events " EVENT_COLS " VALUES "
+
+START_TEST(test_invariants_events)
+{
+    /* Events the database must refuse whatever the writer. */
+    static const refusal invalid[] = {
+        {"INSERT INTO billing.event_ids (event_id, start_time, fingerprint)"
+         " VALUES ('e4', '2026-01-05Z', 'short')",
+         BS_ERR_CONSTRAINT, "event_ids_fingerprint_md5"},
+        {INSERT_EVENT "('e2', 'acct-1', 'r', 'gpu', '2026-01-05Z', '2026-01-05 01:00Z', -1)",
+         BS_ERR_CONSTRAINT, "usage_events_quantity_nonnegative"},
+        {INSERT_EVENT "('e2', 'acct-1', 'r', 'gpu', '2026-01-05Z', '2026-01-05Z', 1)",
+         BS_ERR_CONSTRAINT, "usage_events_end_after_start"},
+        {INSERT_EVENT "('e2', 'acct-1', 'r', 'gpu', '2026-01-05Z', '2026-01-04Z', 1)",
+         BS_ERR_CONSTRAINT, "usage_events_end_after_start"},
+        {INSERT_EVENT "('e2', 'acct-1', 'r', 'cpu', '2026-01-05Z', '2026-01-06Z', 1)",
+         BS_ERR_CONSTRAINT, "usage_events_meter_known"},
+        {INSERT_EVENT "('e2', 'acct-1', 'r', 'gpu', '2026-01-05Z', '2026-01-06Z', 0.0000000001)",
+         BS_ERR_CONSTRAINT, "usage_events_quantity_bounds"},
+        {INSERT_EVENT "('e2', 'nobody', 'r', 'gpu', '2026-01-05Z', '2026-01-06Z', 1)",
+         BS_ERR_CONSTRAINT, "usage_events_account_id_fkey"},
+        {INSERT_EVENT "('e9', 'acct-1', 'r', 'gpu', '2026-01-05Z', '2026-01-06Z', 1)",
+         BS_ERR_CONSTRAINT, "usage_events_id_registered"},
+    };
+    /* Once e2 is stored: its id again, with the same start or another, forever. */
+    static const refusal stored[] = {
+        {INSERT_EVENT "('e2', 'acct-1', 'r', 'gpu', '2026-01-05Z', '2026-01-06Z', 1)",
+         BS_ERR_CONSTRAINT, "usage_events_2026_01_pkey"},
+        {INSERT_EVENT "('e2', 'acct-1', 'r', 'gpu', '2026-03-05Z', '2026-03-06Z', 1)",
+         BS_ERR_CONSTRAINT, "usage_events_id_registered"},
+        {"INSERT INTO billing.event_ids (event_id, start_time, fingerprint)"
+         " VALUES ('e2', '2026-03-05Z', decode(md5('e2'), 'hex'))",
+         BS_ERR_CONSTRAINT, "event_ids_pkey"},
+        {"UPDATE billing.usage_events SET quantity = 2",
+         BS_ERR_CONSTRAINT, "usage_events_immutable"},
+        {"DELETE FROM billing.event_ids",
+         BS_ERR_CONSTRAINT, "event_ids_append_only"},
+        {"TRUNCATE billing.usage_events",
+         BS_ERR_CONSTRAINT, "usage_events_no_truncate"},
+    };
+    bs_conn *c = migrated_db("inv_events");
+
+    seed(c);
+    exec_ok(c, "SELECT billing.ensure_event_partitions('2026-01-01', '2026-01-01')");
+    exec_ok(c, "INSERT INTO billing.event_ids (event_id, start_time, fingerprint)"
+               " VALUES ('e2', '2026-01-05Z', decode(md5('e2'), 'hex'))");
+    expect_all_refused(c, invalid, N_CASES(invalid));
+    exec_ok(c, INSERT_EVENT "('e2', 'acct-1', 'r', 'gpu', '2026-01-05Z', '2026-01-06Z', 1)");
+    expect_all_refused(c, stored, N_CASES(stored));
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.usage_events"), 1);
+    drop_db(c);
+}
+END_TEST
+
+START_TEST(test_invariants_invoices)
+{
+    bs_conn *c = migrated_db("inv_invoices");
+    char sql[SQL_MAX];
+    long id;
+    long other;
+
+    seed(c);
+    exec_ok(c, "INSERT INTO billing.credit_grants (id, account_id, currency, amount, granted_at,"
+               " expires_at) VALUES ('g1', 'acct-1', 'CNY', 10, '2026-01-01Z', '2026-03-01Z')");
+    expect_refused(c, "INSERT INTO billing.invoices (account_id, currency, month, period_start,"
+                      " period_end, status, number) VALUES ('acct-1', 'CNY', '2026-01-01',"
+                      " '2026-01-01Z', '2026-02-01Z', 'finalized', 1)",
+                   BS_ERR_CONSTRAINT, "invoices_created_draft");
+    expect_refused(c, "INSERT INTO billing.invoices (account_id, currency, month, period_start,"
+                      " period_end) VALUES ('acct-1', 'CNY', '2026-01-01', '2026-02-01Z',"
+                      " '2026-01-01Z')",
+                   BS_ERR_CONSTRAINT, "invoices_period_order");
+    expect_refused(c, "INSERT INTO billing.invoices (account_id, currency, month, period_start,"
+                      " period_end, subtotal, total) VALUES ('acct-1', 'CNY', '2026-01-01',"
+                      " '2026-01-01Z', '2026-02-01Z', 10, 9)",
+                   BS_ERR_CONSTRAINT, "invoices_total_reconciles");
+    id = draft(c, "acct-1", "2026-01-01");
+    /* A draft whose totals do not match its lines cannot be finalized. */
+    exec_ok(c, "UPDATE billing.invoices SET subtotal = 11, total = 11.60 WHERE status = 'draft'");
+    snprintf(sql, sizeof(sql), "SELECT billing.finalize_invoice(%ld)", id);
+    expect_refused(c, sql, BS_ERR_CONSTRAINT, "invoices_lines_reconcile");
+    exec_ok(c, "UPDATE billing.invoices SET subtotal = 10, total = 10.60 WHERE status = 'draft'");
+    ck_assert_int_eq(finalize(c, id), 1);
+
+    expect_refused(c, sql, BS_ERR_CONSTRAINT, "invoices_finalized_immutable");
+    expect_refused(c, "UPDATE billing.invoices SET total = 0, subtotal = 0, tax = 0",
+                   BS_ERR_CONSTRAINT, "invoices_finalized_immutable");
+    expect_refused(c, "UPDATE billing.invoices SET status = 'void', number = NULL,"
+                      " finalized_at = NULL",
+                   BS_ERR_CONSTRAINT, "invoices_finalized_immutable");
+    expect_refused(c, "DELETE FROM billing.invoices", BS_ERR_CONSTRAINT,
+                   "invoices_finalized_immutable");
+    expect_refused(c, "UPDATE billing.invoice_lines SET amount = 0", BS_ERR_CONSTRAINT,
+                   "invoices_finalized_immutable");
+    expect_refused(c, "DELETE FROM billing.invoice_lines", BS_ERR_CONSTRAINT,
+                   "invoices_finalized_immutable");
+    snprintf(sql, sizeof(sql),
+             "INSERT INTO billing.invoice_lines (invoice_id, line_no, kind, meter, quantity,"
+             " unit, unit_price, amount) VALUES (%ld, 2, 'usage', 'gpu', 1, 'GPU-hour', 1, 1)",
+             id);
+    expect_refused(c, sql, BS_ERR_CONSTRAINT, "invoices_finalized_immutable");
+    snprintf(sql, sizeof(sql),
+             "INSERT INTO billing.invoice_credits (invoice_id, grant_id, amount)"
+             " VALUES (%ld, 'g1', 1)",
+             id);
+    expect_refused(c, sql, BS_ERR_CONSTRAINT, "invoices_finalized_immutable");
+    expect_refused(c, "TRUNCATE billing.invoice_lines", BS_ERR_CONSTRAINT,
+                   "invoice_lines_no_truncate");
+
+    /* Numbers come from the series only, one at a time. */
+    other = draft(c, "acct-1", "2026-02-01");
+    snprintf(sql, sizeof(sql),
+             "UPDATE billing.invoices SET status = 'finalized', number = 7, finalized_at = now()"
+             " WHERE id = %ld",
+             other);
+    expect_refused(c, sql, BS_ERR_CONSTRAINT, "invoices_number_from_series");
+    expect_refused(c, "UPDATE billing.invoice_series SET next_number = 1 WHERE series = 'INV'",
+                   BS_ERR_CONSTRAINT, "invoice_series_gapless");
+    expect_refused(c, "UPDATE billing.invoice_series SET next_number = 5 WHERE series = 'INV'",
+                   BS_ERR_CONSTRAINT, "invoice_series_gapless");
+    expect_refused(c, "DELETE FROM billing.invoice_series WHERE series = 'CN'",
+                   BS_ERR_CONSTRAINT, "invoice_series_gapless");
+    ck_assert_int_eq(finalize(c, other), 2);
+    /* Drafts stay editable and deletable. */
+    id = draft(c, "acct-1", "2026-03-01");
+    exec_ok(c, "UPDATE billing.invoice_lines SET amount = 10 WHERE line_no = 1"
+               " AND invoice_id IN (SELECT id FROM billing.invoices WHERE status = 'draft')");
+    snprintf(sql, sizeof(sql), "DELETE FROM billing.invoice_lines WHERE invoice_id = %ld", id);
+    exec_ok(c, sql);
+    snprintf(sql, sizeof(sql), "DELETE FROM billing.invoices WHERE id = %ld", id);
+    exec_ok(c, sql);
+    drop_db(c);
+}
+END_TEST
+
+START_TEST(test_invariants_ledger)
+{
+    /* With the grant of 10.00 CNY (1000 fen) and its opening entry in place. */
+    static const refusal with_grant[] = {
+        {"INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor, effective_at)"
+         " VALUES ('g1', 'grant', 1000, '2026-01-01Z')",
+         BS_ERR_CONSTRAINT, "credit_ledger_one_grant_entry"},
+        {"INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor, effective_at)"
+         " VALUES ('g1', 'expire', -0.5, '2026-01-02Z')",
+         BS_ERR_CONSTRAINT, "credit_ledger_integral"},
+        {"INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor, effective_at)"
+         " VALUES ('g1', 'expire', 5, '2026-01-02Z')",
+         BS_ERR_CONSTRAINT, "credit_ledger_sign"},
+        {"INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor, effective_at)"
+         " VALUES ('g1', 'expire', -1001, '2026-01-02Z')",
+         BS_ERR_CONSTRAINT, "credit_ledger_nonnegative_balance"},
+        {"UPDATE billing.credit_ledger SET amount_minor = 2000",
+         BS_ERR_CONSTRAINT, "credit_ledger_append_only"},
+        {"DELETE FROM billing.credit_ledger",
+         BS_ERR_CONSTRAINT, "credit_ledger_append_only"},
+        {"TRUNCATE billing.credit_ledger",
+         BS_ERR_CONSTRAINT, "credit_ledger_no_truncate"},
+        {"UPDATE billing.credit_grants SET amount = 20",
+         BS_ERR_CONSTRAINT, "credit_grants_append_only"},
+    };
+    bs_conn *c = migrated_db("inv_ledger");
+
+    seed(c);
+    exec_ok(c, "INSERT INTO billing.credit_grants (id, account_id, currency, amount, granted_at,"
+               " expires_at) VALUES ('g1', 'acct-1', 'CNY', 10, '2026-01-01Z', '2026-03-01Z')");
+    /* Nothing may come before the grant's own entry, which must be its whole amount. */
+    expect_refused(c, "INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor,"
+                      " effective_at) VALUES ('g1', 'expire', -1, '2026-01-02Z')",
+                   BS_ERR_CONSTRAINT, "credit_ledger_nonnegative_balance");
+    expect_refused(c, "INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor,"
+                      " effective_at) VALUES ('g1', 'grant', 999, '2026-01-01Z')",
+                   BS_ERR_CONSTRAINT, "credit_ledger_grant_amount");
+    exec_ok(c, "INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor, effective_at)"
+               " VALUES ('g1', 'grant', 1000, '2026-01-01Z')");
+    expect_all_refused(c, with_grant, N_CASES(with_grant));
+    exec_ok(c, "INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor, effective_at)"
+               " VALUES ('g1', 'expire', -1000, '2026-03-01Z')");
+    ck_assert_int_eq(query_long(c, "SELECT balance_minor FROM billing.credit_balances"), 0);
+    expect_refused(c, "INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor,"
+                      " effective_at) VALUES ('g1', 'expire', -1, '2026-03-01Z')",
+                   BS_ERR_CONSTRAINT, "credit_ledger_nonnegative_balance");
+    drop_db(c);
+}
+END_TEST
+
+START_TEST(test_runtime_role)
+{
+    bs_conn *c = migrated_db("runtime_role");
+    long id;
+
+    seed(c);
+    exec_ok(c, "INSERT INTO billing.event_ids (event_id, start_time, fingerprint)"
+               " VALUES ('e1', '2026-01-05Z', decode(md5('e1'), 'hex'))");
+    exec_ok(c, "INSERT INTO billing.usage_events " EVENT_COLS
+               " VALUES ('e1', 'acct-1', 'r', 'gpu', '2026-01-05Z', '2026-01-06Z', 1)");
+    id = draft(c, "acct-1", "2026-01-01");
+    exec_ok(c, "GRANT billing_app TO CURRENT_USER");
+    exec_ok(c, "SET ROLE billing_app");
+    /* What billingd and the batch tool do is allowed... */
+    exec_ok(c, "INSERT INTO billing.event_ids (event_id, start_time, fingerprint)"
+               " VALUES ('e2', '2026-01-05Z', decode(md5('e2'), 'hex'))");
+    exec_ok(c, "INSERT INTO billing.usage_events " EVENT_COLS
+               " VALUES ('e2', 'acct-1', 'r', 'gpu', '2026-01-05Z', '2026-01-06Z', 1)");
+    exec_ok(c, "UPDATE billing.invoices SET updated_at = now() WHERE status = 'draft'");
+    ck_assert_int_eq(finalize(c, id), 1);
+    exec_ok(c, "SELECT billing.ensure_event_partitions('2030-01-01', '2030-02-01')");
+    /* ...deleting events, touching numbers or finalized invoices is not. */
+    expect_refused(c, "DELETE FROM billing.usage_events", BS_ERR_FATAL, NULL);
+    expect_refused(c, "DELETE FROM billing.credit_ledger", BS_ERR_FATAL, NULL);
+    expect_refused(c, "DELETE FROM billing.rejected_events", BS_ERR_FATAL, NULL);
+    expect_refused(c, "UPDATE billing.invoices SET number = 5", BS_ERR_FATAL, NULL);
+    expect_refused(c, "UPDATE billing.invoice_series SET next_number = next_number + 1",
+                   BS_ERR_FATAL, NULL);
+    expect_refused(c, "UPDATE billing.invoices SET total = 0, subtotal = 0, tax = 0",
+                   BS_ERR_CONSTRAINT, "invoices_finalized_immutable");
+    expect_refused(c, "DELETE FROM billing.invoices", BS_ERR_CONSTRAINT,
+                   "invoices_finalized_immutable");
+    expect_refused(c, "ALTER TABLE billing.invoices DISABLE TRIGGER ALL", BS_ERR_FATAL, NULL);
+    expect_refused(c, "CREATE TABLE billing.sneaky (x int)", BS_ERR_FATAL, NULL);
+    exec_ok(c, "RESET ROLE");
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.usage_events"), 2);
+    drop_db(c);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------- */
+/* Concurrent finalizers                                                   */
+/* ---------------------------------------------------------------------- */
+
+#define FINALIZERS 4
+#define DRAFTS_EACH 50
+
+typedef struct finalize_arg {
+    long invoice;
+    int rollback; /* finalize, then roll back: the number must be reused */
+} finalize_arg;
+
+static bs_status finalize_tx(bs_conn *c, void *arg, bs_error *err)
+{
+    finalize_arg *fa = arg;
+    char id[32];
+    const char *params[1];
+    PGresult *res;
+
+    snprintf(id, sizeof(id), "%ld", fa->invoice);
+    params[0] = id;
+    res = bs_query_prepared(c, "finalize", "SELECT billing.finalize_invoice($1::bigint)", 1,
+                            params, err);
+    if (res == NULL)
+        return err->status;
+    PQclear(res);
+    if (fa->rollback)
+        return bs_error_set(err, BS_ERR_FATAL, "rolled back on purpose");
+    return BS_OK;
+}
+
+/* Child @i finalizes the drafts of accounts fin-<i>-*, rolling some back first. */
+static int finalize_child(int i)
+{
+    bs_conn *c = child_connect();
+    finalize_arg fa;
+    bs_error err;
+    char sql[256];
+    PGresult *res;
+    int k;
+    int rc = 0;
+
+    if (c == NULL)
+        return 1;
+    snprintf(sql, sizeof(sql),
+             "SELECT id FROM billing.invoices WHERE account_id LIKE 'fin-%d-%%' ORDER BY id", i);
+    res = bs_query(c, sql, 0, NULL, &err);
+    if (res == NULL || PQntuples(res) != DRAFTS_EACH) {
+        fprintf(stderr, "child %d: drafts: %s\n", i, res == NULL ? err.message : "count");
+        return 1;
+    }
+    for (k = 0; k < DRAFTS_EACH && rc == 0; k++) {
+        fa.invoice = strtol(PQgetvalue(res, k, 0), NULL, 10);
+        fa.rollback = k % 7 == 3;
+        if (fa.rollback && bs_transaction(c, finalize_tx, &fa, &err) != BS_ERR_FATAL)
+            rc = 1;
+        fa.rollback = 0;
+        if (rc == 0 && bs_transaction(c, finalize_tx, &fa, &err) != BS_OK) {
+            fprintf(stderr, "child %d: finalize %ld: %s\n", i, fa.invoice, err.message);
+            rc = 1;
+        }
+    }
+    PQclear(res);
+    bs_close(c);
+    return rc;
+}
+
+START_TEST(test_concurrent_finalizers)
+{
+    bs_conn *c = migrated_db("finalizers");
+    char sql[SQL_MAX];
+    int i;
+    int k;
+
+    seed(c);
+    for (i = 0; i < FINALIZERS; i++) {
+        for (k = 0; k < DRAFTS_EACH; k++) {
+            snprintf(sql, sizeof(sql),
+                     "INSERT INTO billing.accounts (id, currency) VALUES ('fin-%d-%d', 'CNY')", i,
+                     k);
+            exec_ok(c, sql);
+            snprintf(sql, sizeof(sql), "fin-%d-%d", i, k);
+            draft(c, sql, "2026-01-01");
+        }
+    }
+    run_children(FINALIZERS, finalize_child);
+    /* Numbers 1..200, each once, in one series, none left over. */
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.invoices"
+                                   " WHERE status = 'finalized'"),
+                     FINALIZERS * DRAFTS_EACH);
+    ck_assert_int_eq(query_long(c, "SELECT count(DISTINCT number) FROM billing.invoices"),
+                     FINALIZERS * DRAFTS_EACH);
+    ck_assert_int_eq(query_long(c, "SELECT min(number) FROM billing.invoices"), 1);
+    ck_assert_int_eq(query_long(c, "SELECT max(number) FROM billing.invoices"),
+                     FINALIZERS * DRAFTS_EACH);
+    ck_assert_int_eq(query_long(c, "SELECT next_number FROM billing.invoice_series"
+                                   " WHERE series = 'INV'"),
+                     FINALIZERS * DRAFTS_EACH + 1);
+    drop_db(c);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------- */
+/* Events                                                                  */
+/* ---------------------------------------------------------------------- */
+
+static bs_event make_event(const char *id, const char *quantity, billing_time_t start)
+{
+    bs_event e;
+
+    memset(&e, 0, sizeof(e));
+    e.id = id;
+    e.account = "acct-1";
+    e.resource = "i-1";
+    e.meter = "gpu";
+    e.start = start;
+    e.end = start + 3600 * BILLING_NS_PER_SEC + 7;
+    e.quantity = quantity;
+    e.model = "RTX4090";
+    e.region = "cn-east-1";
+    e.source = "test";
+    return e;
+}
+
+typedef struct ingest_arg {
+    const bs_event *ev;
+    size_t n;
+    bs_copy_format format;
+    bs_event_outcome *out;
+    size_t stored;
+} ingest_arg;
+
+static bs_status ingest_tx(bs_conn *c, void *arg, bs_error *err)
+{
+    ingest_arg *ia = arg;
+
+    return bs_events_ingest(c, ia->ev, ia->n, ia->format, ia->out, &ia->stored, err);
+}
+
+static size_t ingest(bs_conn *c, const bs_event *ev, size_t n, bs_copy_format format,
+                     bs_event_outcome *out)
+{
+    ingest_arg ia = {ev, n, format, out, 0};
+    bs_error err;
+    bs_status st = bs_transaction(c, ingest_tx, &ia, &err);
+
+    ck_assert_msg(st == BS_OK, "ingest: %s", err.message);
+    return ia.stored;
+}
+
+START_TEST(test_events_ingest)
+{
+    bs_conn *c = migrated_db("ingest");
+    /* 2026-01-05T00:00:00.123456789Z: nanoseconds below the microsecond. */
+    billing_time_t t = INT64_C(1767571200123456789);
+    bs_event ev[5];
+    bs_event_outcome out[5];
+    char v[512];
+    int format;
+
+    seed(c);
+    for (format = BS_COPY_BINARY; format <= BS_COPY_TEXT; format++) {
+        ev[0] = make_event(format == BS_COPY_BINARY ? "b1" : "t1", "1.50", t);
+        ev[1] = make_event(format == BS_COPY_BINARY ? "b2" : "t2", "0.000000001", t);
+        ev[2] = make_event(format == BS_COPY_BINARY ? "b1" : "t1", "1.5", t); /* same content */
+        ev[3] = make_event(format == BS_COPY_BINARY ? "b1" : "t1", "2", t);   /* conflict */
+        ev[4] = make_event(format == BS_COPY_BINARY ? "b\t\\x" : "t\t\\x", "8", t - 1);
+        ck_assert_uint_eq(ingest(c, ev, 5, (bs_copy_format)format, out), 3);
+        ck_assert_int_eq(out[0], BS_EVENT_NEW);
+        ck_assert_int_eq(out[1], BS_EVENT_NEW);
+        ck_assert_int_eq(out[2], BS_EVENT_DUPLICATE);
+        ck_assert_int_eq(out[3], BS_EVENT_CONFLICT);
+        ck_assert_int_eq(out[4], BS_EVENT_NEW);
+        /* A later batch: duplicates and conflicts against what is stored. */
+        ck_assert_uint_eq(ingest(c, ev + 2, 2, (bs_copy_format)format, out), 0);
+        ck_assert_int_eq(out[0], BS_EVENT_DUPLICATE);
+        ck_assert_int_eq(out[1], BS_EVENT_CONFLICT);
+    }
+    /* Both formats stored the same values, to the nanosecond and the scale. */
+    query_value(c, "SELECT string_agg(format('%s %s %s %s %s %s', quantity, start_time,"
+                   " start_nanos, end_time, end_nanos, length(event_id)), ';' ORDER BY event_id)"
+                   " FROM billing.usage_events WHERE event_id LIKE 'b%'",
+                v, sizeof(v));
+    ck_assert_str_eq(v, "8 2026-01-05 00:00:00.123456+00 788 2026-01-05 01:00:00.123456+00 795 4;"
+                        "1.50 2026-01-05 00:00:00.123456+00 789 2026-01-05 01:00:00.123456+00 796 2;"
+                        "0.000000001 2026-01-05 00:00:00.123456+00 789 2026-01-05 01:00:00.123456+00 796 2");
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM (SELECT quantity, start_time,"
+                                   " start_nanos, end_time, end_nanos, substr(event_id, 2)"
+                                   " FROM billing.usage_events WHERE event_id LIKE 'b%'"
+                                   " EXCEPT SELECT quantity, start_time, start_nanos, end_time,"
+                                   " end_nanos, substr(event_id, 2) FROM billing.usage_events"
+                                   " WHERE event_id LIKE 't%') d"),
+                     0);
+    drop_db(c);
+}
+END_TEST
+
+START_TEST(test_events_refused_batch)
+{
+    bs_conn *c = migrated_db("ingest_refused");
+    bs_event ev[2];
+    bs_event_outcome out[2];
+    ingest_arg ia = {ev, 2, BS_COPY_BINARY, out, 0};
+    bs_error err;
+
+    seed(c);
+    ev[0] = make_event("ok", "1", INT64_C(1767571200000000000));
+    ev[1] = make_event("bad", "1", INT64_C(1767571200000000000));
+    ev[1].end = ev[1].start;
+    ck_assert_int_eq(bs_transaction(c, ingest_tx, &ia, &err), BS_ERR_CONSTRAINT);
+    ck_assert_str_eq(err.constraint, "usage_events_end_after_start");
+    ev[1].end = ev[1].start + 1;
+    ev[1].quantity = "1e3";
+    ck_assert_int_eq(bs_transaction(c, ingest_tx, &ia, &err), BS_ERR_INVALID);
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.event_ids"), 0);
+    /* Outside a transaction: refused before anything is sent. */
+    ck_assert_int_eq(bs_events_ingest(c, ev, 1, BS_COPY_BINARY, out, NULL, &err),
+                     BS_ERR_INVALID);
+    drop_db(c);
+}
+END_TEST
+
+START_TEST(test_event_partitions)
+{
+    bs_conn *c = migrated_db("partitions");
+    bs_event ev[3];
+    bs_event_outcome out[3];
+    bs_error err;
+    int created = -1;
+
+    seed(c);
+    /* June 2031 (and January 2026) have no partition: their events wait in the default one. */
+    ev[0] = make_event("p1", "1", INT64_C(1938124800000000000));
+    ev[1] = make_event("p2", "1", INT64_C(1938124800000000000) + 86400 * BILLING_NS_PER_SEC);
+    ev[2] = make_event("p3", "1", INT64_C(1767571200000000000));
+    ck_assert_uint_eq(ingest(c, ev, 3, BS_COPY_BINARY, out), 3);
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.usage_events_default"), 3);
+    ck_assert_int_eq(query_long(c, "SELECT billing.ensure_event_partitions('2031-05-01',"
+                                   " '2031-07-01')"),
+                     3);
+    ck_assert_int_eq(query_long(c, "SELECT billing.ensure_event_partitions('2031-05-01',"
+                                   " '2031-07-01')"),
+                     0);
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.usage_events_default"), 1);
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.usage_events_2031_06"), 2);
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.usage_events"), 3);
+    /* The moved events keep their guards. */
+    expect_refused(c, "UPDATE billing.usage_events SET quantity = 5 WHERE event_id = 'p1'",
+                   BS_ERR_CONSTRAINT, "usage_events_immutable");
+    expect_refused(c, "SELECT billing.ensure_event_partitions('2031-01-01', '2045-01-01')",
+                   BS_ERR_FATAL, NULL);
+    /* The months around now exist since the migration; more can be added. */
+    ck_assert_int_eq(bs_event_partitions(c, 1, 3, &created, &err), BS_OK);
+    ck_assert_int_eq(created, 0);
+    ck_assert_int_eq(bs_event_partitions(c, 0, 6, &created, &err), BS_OK);
+    ck_assert_int_eq(created, 3);
+    ck_assert_int_eq(bs_event_partitions(c, 0, 61, &created, &err), BS_ERR_INVALID);
+    drop_db(c);
+}
+END_TEST
+
+START_TEST(test_rejects_and_offsets)
+{
+    bs_conn *c = migrated_db("rejects");
+    bs_rejection r;
+    bs_error err;
+    int64_t next;
+    int found;
+
+    memset(&r, 0, sizeof(r));
+    r.source = "kafka:usage/3@42";
+    r.kafka_topic = "usage";
+    r.kafka_partition = 3;
+    r.kafka_offset = 42;
+    r.reason_code = "invalid";
+    r.reason = "field 'end': not after 'start'";
+    r.payload = "\x00\x01\xff";
+    r.payload_len = 3;
+    ck_assert_int_eq(bs_reject(c, &r, &err), BS_OK);
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.rejected_events WHERE payload"
+                                   " = '\\x0001ff'::bytea AND kafka_offset = 42"),
+                     1);
+    r.reason_code = "Not A Code";
+    ck_assert_int_eq(bs_reject(c, &r, &err), BS_ERR_CONSTRAINT);
+    expect_refused(c, "UPDATE billing.rejected_events SET reason = 'x'", BS_ERR_CONSTRAINT,
+                   "rejected_events_immutable");
+
+    ck_assert_int_eq(bs_offset_get(c, "g", "usage", 3, &next, &found, &err), BS_OK);
+    ck_assert_int_eq(found, 0);
+    ck_assert_int_eq(bs_offset_put(c, "g", "usage", 3, -1, 10, &err), BS_OK);
+    ck_assert_int_eq(bs_offset_put(c, "g", "usage", 3, -1, 10, &err), BS_ERR_RETRY);
+    ck_assert_int_eq(bs_offset_put(c, "g", "usage", 3, 10, 25, &err), BS_OK);
+    ck_assert_int_eq(bs_offset_put(c, "g", "usage", 3, 10, 30, &err), BS_ERR_RETRY);
+    ck_assert_int_eq(bs_offset_get(c, "g", "usage", 3, &next, &found, &err), BS_OK);
+    ck_assert_int_eq(found, 1);
+    ck_assert_int_eq(next, 25);
+    drop_db(c);
+}
+END_TEST
+
+/* Binary NUMERIC encoding against PostgreSQL's own parser, value by value. */
+START_TEST(test_numeric_binary_copy)
+{
+    static const char *const values[] = {
+        "0", "-0", "0.00", "-0.00", "1", "1.50", "+7", "0.0001", "0.00001", "12345.6",
+        "10000", "100000000", "-99999999.999999999", "123456789012345678901234567890.123456789",
+        "0.000000001", "9999", "10000.0001", "-1"};
+    size_t n = sizeof(values) / sizeof(values[0]);
+    bs_conn *c = fresh_db("numeric");
+    bs_copy *cp;
+    bs_error err;
+    uint64_t rows = 0;
+    size_t i;
+
+    exec_ok(c, "CREATE TABLE nums (i integer, v numeric)");
+    ck_assert_int_eq(bs_begin(c, &err), BS_OK);
+    cp = bs_copy_begin(c, "COPY nums (i, v) FROM STDIN (FORMAT binary)", 2, BS_COPY_BINARY, &err);
+    ck_assert_msg(cp != NULL, "%s", err.message);
+    for (i = 0; i < n; i++) {
+        bs_copy_row(cp);
+        bs_copy_int4(cp, (int32_t)i);
+        bs_copy_numeric(cp, values[i]);
+    }
+    ck_assert_int_eq(bs_copy_end(cp, &rows, &err), BS_OK);
+    ck_assert_int_eq(bs_commit(c, &err), BS_OK);
+    ck_assert_uint_eq(rows, n);
+    for (i = 0; i < n; i++) {
+        const char *params[2];
+        char idx[16];
+        PGresult *res;
+
+        snprintf(idx, sizeof(idx), "%zu", i);
+        params[0] = idx;
+        params[1] = values[i];
+        res = bs_query(c, "SELECT v::text, $2::numeric::text FROM nums WHERE i = $1::integer",
+                       2, params, &err);
+        ck_assert_msg(res != NULL, "%s", err.message);
+        ck_assert_msg(strcmp(PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1)) == 0,
+                      "%s: binary COPY gave %s, text input %s", values[i],
+                      PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1));
+        PQclear(res);
+    }
+    /* A malformed value aborts the COPY: nothing of it is kept. */
+    cp = bs_copy_begin(c, "COPY nums (i, v) FROM STDIN (FORMAT binary)", 2, BS_COPY_BINARY, &err);
+    ck_assert_msg(cp != NULL, "%s", err.message);
+    bs_copy_row(cp);
+    bs_copy_int4(cp, 99);
+    bs_copy_numeric(cp, "1e5");
+    ck_assert_int_eq(bs_copy_end(cp, &rows, &err), BS_ERR_INVALID);
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM nums"), (long)n);
+    drop_db(c);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------- */
+/* Loading                                                                 */
+/* ---------------------------------------------------------------------- */
+
+static const char pricebook_json[] =
+    "{\"currency\": \"CNY\", \"rounding\": \"half-up\",\n"
+    " \"plans\": [{\"id\": \"p-month\", \"period\": \"month\", \"model\": \"RTX4090\","
+    " \"region\": \"r1\", \"refundable\": true}],\n"
+    " \"versions\": [{\"id\": \"v1\", \"effective_from\": \"2026-01-01T00:00:00+08:00\",\n"
+    "   \"rates\": [{\"meter\": \"gpu\", \"model\": \"RTX4090\", \"region\": \"r1\","
+    " \"price\": \"@PRICE@\"},\n"
+    "             {\"meter\": \"traffic\", \"model\": \"*\", \"region\": \"*\", \"price\": \"0\"}],\n"
+    "   \"plan_fees\": [{\"plan\": \"p-month\", \"fee\": \"2599.00\"}]}]}\n";
+
+static const char accounts_json[] =
+    "{\"accounts\": [{\"id\": \"a1\", \"currency\": \"CNY\", \"time_zone\": \"Asia/Shanghai\","
+    " \"tax_rate\": \"@TAX@\"},\n"
+    "               {\"id\": \"a2\", \"currency\": \"CNY\", \"time_zone\": \"UTC\","
+    " \"tax_rate\": \"0\"}],\n"
+    " \"subscriptions\": [{\"id\": \"s1\", \"account\": \"a1\", \"resource\": \"i-1\","
+    " \"plan\": \"p-month\", \"start\": \"2026-01-05T09:00:00+08:00\", \"terms\": 3,"
+    " \"cancelled_at\": @CANCEL@}],\n"
+    " \"grants\": [{\"id\": \"g1\", \"account\": \"a1\", \"amount\": \"@GRANT@\","
+    " \"granted_at\": \"2026-01-02T10:00:00+08:00\", \"expires_at\": \"2026-02-01T10:00:00+08:00\","
+    " \"applies_to\": [\"usage\"]}]}\n";
+
+/* Write @tmpl with "@KEY@" replaced by @value (twice at most) into @path. */
+static void write_file(const char *path, const char *tmpl, const char *const *subst)
+{
+    char text[4096];
+    const char *const *s;
+    FILE *f;
+
+    snprintf(text, sizeof(text), "%s", tmpl);
+    for (s = subst; s[0] != NULL; s += 2) {
+        char *at = strstr(text, s[0]);
+        char rest[4096];
+
+        ck_assert_ptr_nonnull(at);
+        snprintf(rest, sizeof(rest), "%s", at + strlen(s[0]));
+        snprintf(at, sizeof(text) - (size_t)(at - text), "%s%s", s[1], rest);
+    }
+    f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fputs(text, f) >= 0, 1);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+typedef struct catalog_files {
+    char pricebook[256];
+    char accounts[256];
+} catalog_files;
+
+static void write_catalog(catalog_files *cf, const char *price, const char *tax,
+                          const char *cancel, const char *grant)
+{
+    const char *pb[] = {"@PRICE@", price, NULL};
+    const char *ac[] = {"@TAX@", tax, "@CANCEL@", cancel, "@GRANT@", grant, NULL};
+
+    snprintf(cf->pricebook, sizeof(cf->pricebook), "/tmp/itest_store_%ld_pricebook.json",
+             (long)getpid());
+    snprintf(cf->accounts, sizeof(cf->accounts), "/tmp/itest_store_%ld_accounts.json",
+             (long)getpid());
+    write_file(cf->pricebook, pricebook_json, pb);
+    write_file(cf->accounts, accounts_json, ac);
+}
+
+static size_t total_changed(const bs_load_counts *k)
+{
+    size_t n = 0;
+    int i;
+
+    for (i = 0; i < BS_LOAD_KINDS; i++)
+        n += k->added[i] + k->changed[i];
+    return n;
+}
+
+static bs_status load(bs_conn *c, const catalog_files *cf, bs_load_counts *k, bs_error *err)
+{
+    return bs_load_catalog(c, "book", cf->pricebook, cf->accounts, k, err);
+}
+
+START_TEST(test_load_idempotent)
+{
+    bs_conn *c = migrated_db("load");
+    catalog_files cf;
+    bs_load_counts k;
+    bs_error err;
+
+    write_catalog(&cf, "0.60", "0.06", "null", "10.00");
+    ck_assert_msg(load(c, &cf, &k, &err) == BS_OK, "%s", err.message);
+    ck_assert_uint_eq(k.added[BS_LOAD_ACCOUNTS], 2);
+    ck_assert_uint_eq(k.added[BS_LOAD_VERSIONS], 1);
+    ck_assert_uint_eq(total_changed(&k), 1 + 1 + 1 + 2 + 1 + 1);
+    /* Twice: nothing changes, and no row is touched. */
+    ck_assert_msg(load(c, &cf, &k, &err) == BS_OK, "%s", err.message);
+    ck_assert_uint_eq(total_changed(&k), 0);
+    ck_assert_uint_eq(k.unchanged[BS_LOAD_ACCOUNTS], 2);
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.credit_ledger"), 1);
+    ck_assert_int_eq(query_long(c, "SELECT amount_minor FROM billing.credit_ledger"), 1000);
+    /* The same prices written differently are the same version. */
+    write_catalog(&cf, "0.600", "0.060", "null", "10.00");
+    ck_assert_msg(load(c, &cf, &k, &err) == BS_OK, "%s", err.message);
+    ck_assert_uint_eq(total_changed(&k), 0);
+    /* A changed price: a new revision; the old one and its rates stay as they were. */
+    write_catalog(&cf, "0.65", "0.06", "null", "10.00");
+    ck_assert_msg(load(c, &cf, &k, &err) == BS_OK, "%s", err.message);
+    ck_assert_uint_eq(k.changed[BS_LOAD_VERSIONS], 1);
+    ck_assert_uint_eq(total_changed(&k), 1);
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.price_versions"), 2);
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.rates r JOIN"
+                                   " billing.price_versions v ON v.id = r.version_id"
+                                   " WHERE v.revision = 1 AND r.meter = 'gpu' AND r.price = 0.60"),
+                     1);
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.current_price_versions v"
+                                   " JOIN billing.rates r ON r.version_id = v.id"
+                                   " WHERE r.meter = 'gpu' AND r.price = 0.65"),
+                     1);
+    /* A cancellation and a new tax rate are changes; then all is stable again. */
+    write_catalog(&cf, "0.65", "0.09", "\"2026-02-10T00:00:00Z\"", "10.00");
+    ck_assert_msg(load(c, &cf, &k, &err) == BS_OK, "%s", err.message);
+    ck_assert_uint_eq(k.changed[BS_LOAD_SUBSCRIPTIONS], 1);
+    ck_assert_uint_eq(k.changed[BS_LOAD_ACCOUNTS], 1);
+    ck_assert_uint_eq(total_changed(&k), 2);
+    ck_assert_msg(load(c, &cf, &k, &err) == BS_OK, "%s", err.message);
+    ck_assert_uint_eq(total_changed(&k), 0);
+    drop_db(c);
+}
+END_TEST
+
+START_TEST(test_load_refuses_rewriting_history)
+{
+    bs_conn *c = migrated_db("load_history");
+    catalog_files cf;
+    bs_load_counts k;
+    bs_error err;
+
+    write_catalog(&cf, "0.60", "0.06", "\"2026-02-10T00:00:00Z\"", "10.00");
+    ck_assert_msg(load(c, &cf, &k, &err) == BS_OK, "%s", err.message);
+    /* A changed grant, an un-cancelled subscription: refused, nothing loaded. */
+    write_catalog(&cf, "0.70", "0.06", "\"2026-02-10T00:00:00Z\"", "20.00");
+    ck_assert_int_eq(load(c, &cf, &k, &err), BS_ERR_CONSTRAINT);
+    ck_assert_msg(strstr(err.message, "g1") != NULL, "%s", err.message);
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.price_versions"), 1);
+    write_catalog(&cf, "0.60", "0.06", "null", "10.00");
+    ck_assert_int_eq(load(c, &cf, &k, &err), BS_ERR_CONSTRAINT);
+    ck_assert_msg(strstr(err.message, "s1") != NULL, "%s", err.message);
+    /* Invalid files never reach the database; sub-microsecond instants neither. */
+    write_catalog(&cf, "-1", "0.06", "null", "10.00");
+    ck_assert_int_eq(load(c, &cf, &k, &err), BS_ERR_INVALID);
+    write_catalog(&cf, "0.60", "0.06", "\"2026-02-10T00:00:00.0000001Z\"", "10.00");
+    ck_assert_int_eq(load(c, &cf, &k, &err), BS_ERR_INVALID);
+    ck_assert_msg(strstr(err.message, "microsecond") != NULL, "%s", err.message);
+    /* The runtime role may load. */
+    exec_ok(c, "GRANT billing_app TO CURRENT_USER");
+    exec_ok(c, "SET ROLE billing_app");
+    write_catalog(&cf, "0.60", "0.06", "\"2026-02-10T00:00:00Z\"", "10.00");
+    ck_assert_msg(load(c, &cf, &k, &err) == BS_OK, "%s", err.message);
+    ck_assert_uint_eq(total_changed(&k), 0);
+    unlink(cf.pricebook);
+    unlink(cf.accounts);
+    drop_db(c);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------- */
+
+static Suite *store_suite(void)
+{
+    Suite *s = suite_create("store");
+    TCase *mig = tcase_create("migrations");
+    TCase *inv = tcase_create("invariants");
+    TCase *ev = tcase_create("events");
+    TCase *ld = tcase_create("load");
+
+    tcase_set_timeout(mig, 120);
+    tcase_set_timeout(inv, 120);
+    tcase_set_timeout(ev, 120);
+    tcase_set_timeout(ld, 120);
+    tcase_add_test(mig, test_migrate_from_empty);
+    tcase_add_test(mig, test_migrate_from_each_version);
+    tcase_add_test(mig, test_migrate_refuses_newer_database);
+    tcase_add_test(mig, test_migrate_refuses_changed_migration);
+    tcase_add_test(mig, test_concurrent_migrators);
+    tcase_add_test(inv, test_invariants_catalog);
+    tcase_add_test(inv, test_invariants_events);
+    tcase_add_test(inv, test_invariants_invoices);
+    tcase_add_test(inv, test_invariants_ledger);
+    tcase_add_test(inv, test_runtime_role);
+    tcase_add_test(inv, test_concurrent_finalizers);
+    tcase_add_test(ev, test_events_ingest);
+    tcase_add_test(ev, test_events_refused_batch);
+    tcase_add_test(ev, test_event_partitions);
+    tcase_add_test(ev, test_rejects_and_offsets);
+    tcase_add_test(ev, test_numeric_binary_copy);
+    tcase_add_test(ld, test_load_idempotent);
+    tcase_add_test(ld, test_load_refuses_rewriting_history);
+    suite_add_tcase(s, mig);
+    suite_add_tcase(s, inv);
+    suite_add_tcase(s, ev);
+    suite_add_tcase(s, ld);
+    return s;
+}
+
+/* Drop what failed tests of this run left behind (their teardown did not run). */
+static void sweep(void)
+{
+    char conninfo[CONNINFO_MAX];
+    char like[64];
+    const char *params[1];
+    PGconn *pg;
+    PGresult *res;
+    int i;
+
+    if (getenv("BILLING_PG_CONNINFO") == NULL ||
+        build_conninfo(getenv("BILLING_PG_CONNINFO"), "postgres", conninfo, sizeof(conninfo)) != 0)
+        return;
+    pg = PQconnectdb(conninfo);
+    if (PQstatus(pg) == CONNECTION_OK) {
+        snprintf(like, sizeof(like), "billing\\_test\\_%ld\\_%%", (long)run_pid);
+        params[0] = like;
+        res = PQexecParams(pg, "SELECT format('DROP DATABASE %I WITH (FORCE)', datname)"
+                               " FROM pg_database WHERE datname LIKE $1",
+                           1, NULL, params, NULL, NULL, 0);
+        for (i = 0; PQresultStatus(res) == PGRES_TUPLES_OK && i < PQntuples(res); i++)
+            PQclear(PQexec(pg, PQgetvalue(res, i, 0)));
+        PQclear(res);
+    }
+    PQfinish(pg);
+}
+
+int main(void)
+{
+    SRunner *sr;
+    int failed;
+
+    run_pid = getpid();
+    sr = srunner_create(store_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    sweep();
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
