@@ -622,6 +622,14 @@ static void sync_and_drain(bs_conn *c)
     PQclear(res);
 }
 
+/* The pipeline's first failure, copied to @err; what every later send returns. */
+static bs_status pipe_report(const bs_conn *c, bs_error *err)
+{
+    if (err != NULL && c->pipe_err.status != BS_OK)
+        *err = c->pipe_err;
+    return c->pipe_err.status;
+}
+
 bs_status bs_pipeline_send(bs_conn *c, const char *name, const char *sql, int nparams,
                            const char *const *params, int64_t *affected, bs_error *err)
 {
@@ -630,19 +638,20 @@ bs_status bs_pipeline_send(bs_conn *c, const char *name, const char *sql, int np
     if (!c->in_pipeline)
         return bs_error_set(err, BS_ERR_INVALID, "bs_pipeline_send outside a pipeline");
     if (c->pipe_err.status != BS_OK)
-        return c->pipe_err.status; /* reported by bs_pipeline_end */
-    if (nparams < 0 || nparams > BS_MAX_PARAMS)
-        return bs_error_set(err, BS_ERR_INVALID, "%d parameters: at most %d", nparams,
-                            BS_MAX_PARAMS);
-    if (name != NULL && !is_prepared(c, name))
-        return bs_error_set(err, BS_ERR_INVALID, "statement %s was not prepared", name);
+        return pipe_report(c, err);
+    if (nparams < 0 || nparams > BS_MAX_PARAMS || (name != NULL && !is_prepared(c, name))) {
+        bs_error_set(&c->pipe_err, BS_ERR_INVALID,
+                     "pipelined statement: %d parameters (at most %d), or %s not prepared",
+                     nparams, BS_MAX_PARAMS, name != NULL ? name : "(unnamed)");
+        return pipe_report(c, err);
+    }
     if (name != NULL)
         sent = PQsendQueryPrepared(c->pg, name, nparams, params, NULL, NULL, 0);
     else
         sent = PQsendQueryParams(c->pg, sql, nparams, NULL, params, NULL, NULL, 0);
     if (sent != 1) {
         pipe_fail(c, NULL, "sending a pipelined statement");
-        return c->pipe_err.status;
+        return pipe_report(c, err);
     }
     c->slots[c->queued].affected = affected;
     c->queued++;
@@ -653,13 +662,11 @@ bs_status bs_pipeline_send(bs_conn *c, const char *name, const char *sql, int np
      */
     if (c->queued == BS_PIPELINE_WINDOW)
         sync_and_drain(c);
-    return c->pipe_err.status;
+    return pipe_report(c, err);
 }
 
 bs_status bs_pipeline_end(bs_conn *c, bs_error *err)
 {
-    bs_status st;
-
     if (!c->in_pipeline)
         return bs_error_set(err, BS_ERR_INVALID, "bs_pipeline_end outside a pipeline");
     if (PQstatus(c->pg) == CONNECTION_OK)
@@ -668,8 +675,5 @@ bs_status bs_pipeline_end(bs_conn *c, bs_error *err)
     if (PQexitPipelineMode(c->pg) != 1 && c->pipe_err.status == BS_OK)
         pipe_fail(c, NULL, "leaving pipeline mode");
     c->in_pipeline = 0;
-    st = c->pipe_err.status;
-    if (st != BS_OK && err != NULL)
-        *err = c->pipe_err;
-    return st;
+    return pipe_report(c, err);
 }

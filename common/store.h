@@ -186,8 +186,10 @@ bs_status bs_transaction(bs_conn *c, bs_txfn fn, void *arg, bs_error *err);
  *   for (...) bs_pipeline_send(c, "ins_rate", SQL, n, params, &counts[i], &err);
  *   bs_pipeline_end(c, &err);  -- first error of any statement, or BS_OK
  *
- * After the first failure further sends are skipped and bs_pipeline_end
- * reports it; the transaction is then aborted (roll it back).
+ * After the first failure (of a send, or of a statement whose result has
+ * been read) further sends are skipped and return it, and bs_pipeline_end
+ * always reports it, so checking only bs_pipeline_end is enough; the
+ * transaction is then aborted (roll it back).
  * *@affected (may be NULL) receives the statement's row count once its
  * result has been read, at the latest by bs_pipeline_end, so it must stay
  * valid until then.

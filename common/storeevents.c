@@ -26,7 +26,8 @@
     " quantity numeric NOT NULL, model text NOT NULL, region text NOT NULL,"                   \
     " source text NOT NULL"                                                                    \
     ") ON COMMIT DELETE ROWS"
-#define SQL_STAGE_TRUNCATE "TRUNCATE pg_temp.billing_event_stage"
+/* Empty unless an earlier batch of this transaction used it: DELETE is then cheapest. */
+#define SQL_STAGE_CLEAR "DELETE FROM pg_temp.billing_event_stage"
 #define STAGE_COLUMNS 13
 #define SQL_STAGE_COPY_BINARY                                                                  \
     "COPY pg_temp.billing_event_stage (seq, event_id, account_id, resource_id, meter,"        \
@@ -126,10 +127,14 @@ static bs_status stage(bs_conn *c, const bs_event *ev, size_t n, bs_copy_format 
 {
     bs_copy *cp;
     size_t i;
-    bs_status st = bs_command(c, SQL_STAGE_CREATE, 0, NULL, NULL, err);
+    bs_status st = bs_pipeline_begin(c, err);
 
-    if (st == BS_OK)
-        st = bs_command(c, SQL_STAGE_TRUNCATE, 0, NULL, NULL, err);
+    /* Two small statements, one round trip; bs_pipeline_end reports either's failure. */
+    if (st != BS_OK)
+        return st;
+    bs_pipeline_send(c, NULL, SQL_STAGE_CREATE, 0, NULL, NULL, NULL);
+    bs_pipeline_send(c, NULL, SQL_STAGE_CLEAR, 0, NULL, NULL, NULL);
+    st = bs_pipeline_end(c, err);
     if (st != BS_OK)
         return st;
     cp = bs_copy_begin(c, format == BS_COPY_TEXT ? SQL_STAGE_COPY_TEXT : SQL_STAGE_COPY_BINARY,

@@ -251,63 +251,222 @@ done:
 }
 
 /* ---------------------------------------------------------------------- */
-/* Pipelined writes                                                        */
+/* Rows of one kind, pipelined                                             */
 /* ---------------------------------------------------------------------- */
 
-/* Row counts of the statements of one phase: @per statements for each of @n items. */
-typedef struct phase {
-    int64_t *counts;
-    size_t n;
-    size_t per;
-} phase;
+#define ROW_PARAMS 7
+#define ROW_STMTS 3
 
-static bs_status phase_begin(bs_conn *c, phase *p, size_t n, size_t per, bs_error *err)
+/* Text that the parameters of one row point into. */
+typedef struct row_buf {
+    char time1[TIME_TEXT];
+    char time2[TIME_TEXT];
+    char num1[NUM_TEXT];
+    char num2[NUM_TEXT];
+} row_buf;
+
+/* Fill the ROW_PARAMS @params of JSON item @item, their text in @buf. */
+typedef bs_status (*row_params_fn)(const json_t *item, const char **params, row_buf *buf,
+                                   bs_error *err);
+
+/* One statement run for each row, with some of the row's parameters. */
+typedef struct row_stmt {
+    const char *sql; /* NULL: no more statements */
+    int nargs;
+    int args[ROW_PARAMS]; /* indexes into the row's parameters */
+} row_stmt;
+
+/*
+ * How rows of one kind are written: the statements run for each, and what
+ * their row counts mean. A row is added if statement `added` inserted it,
+ * changed if `changed` (if any) updated it, refused if `differs` (if any)
+ * found it stored otherwise, and unchanged if none of these.
+ */
+typedef struct row_kind {
+    bs_load_kind kind;
+    const char *array; /* the file's array: "plans", "accounts"... */
+    row_params_fn params;
+    row_stmt stmts[ROW_STMTS];
+    int added;
+    int changed;
+    int differs;
+    const char *noun;    /* "plan": the refusal names "plan 'ID'" ... */
+    const char *refusal; /* ... then says why */
+} row_kind;
+
+static bs_status plan_params(const json_t *p, const char **params, row_buf *buf, bs_error *err)
 {
-    p->n = n;
-    p->per = per;
-    p->counts = calloc(n * per + 1, sizeof(*p->counts));
-    if (p->counts == NULL)
-        return bs_error_set(err, BS_ERR_NOMEM, "loading: out of memory");
-    return bs_pipeline_begin(c, err);
+    (void)buf;
+    (void)err;
+    params[0] = str(p, "id");
+    params[1] = str(p, "period");
+    params[2] = str(p, "model");
+    params[3] = str(p, "region");
+    params[4] = json_is_true(json_object_get(p, "refundable")) ? "true" : "false";
+    return BS_OK;
 }
 
-static int64_t *slot(phase *p, size_t item, size_t stmt)
+static bs_status account_params(const json_t *a, const char **params, row_buf *buf,
+                                bs_error *err)
 {
-    return &p->counts[item * p->per + stmt];
+    (void)buf;
+    (void)err;
+    params[0] = str(a, "id");
+    params[1] = str(a, "currency");
+    params[2] = str(a, "time_zone");
+    params[3] = str(a, "tax_rate");
+    return BS_OK;
 }
 
-/* Send one statement of item @i, unless an earlier one failed. */
-static bs_status send(bs_conn *c, phase *p, size_t i, size_t stmt, const char *sql, int n,
-                      const char *const *params, bs_error *err)
+static bs_status sub_params(const json_t *s, const char **params, row_buf *buf, bs_error *err)
 {
-    return bs_pipeline_send(c, NULL, sql, n, params, slot(p, i, stmt), err);
+    bs_status st = time_text(s, "start", buf->time1, err);
+
+    if (st == BS_OK)
+        st = time_text(s, "cancelled_at", buf->time2, err);
+    snprintf(buf->num1, NUM_TEXT, "%lld",
+             (long long)json_integer_value(json_object_get(s, "terms")));
+    params[0] = str(s, "id");
+    params[1] = str(s, "account");
+    params[2] = str(s, "resource");
+    params[3] = str(s, "plan");
+    params[4] = buf->time1;
+    params[5] = buf->num1;
+    params[6] = or_null(buf->time2);
+    return st;
 }
 
-static bs_status phase_end(bs_conn *c, bs_status st, bs_error *err)
+/* "applies_to" as billing_charge_kind bits. */
+static unsigned grant_kinds(const json_t *g)
 {
-    bs_error end_err;
-    bs_status end = bs_pipeline_end(c, &end_err);
+    const json_t *arr = json_object_get(g, "applies_to");
+    unsigned kinds = 0;
+    size_t i;
 
-    if (st != BS_OK)
-        return st;
-    if (end != BS_OK && err != NULL)
-        *err = end_err;
-    return end;
+    for (i = 0; i < json_array_size(arr); i++) {
+        const char *k = json_string_value(json_array_get(arr, i));
+
+        if (k != NULL && strcmp(k, "usage") == 0)
+            kinds |= BILLING_CHARGE_USAGE;
+        else if (k != NULL && strcmp(k, "subscription") == 0)
+            kinds |= BILLING_CHARGE_SUBSCRIPTION;
+    }
+    return kinds;
 }
 
-/* Count item @i from its statement counts: added, changed, or else unchanged. */
-static void tally(bs_load_counts *k, bs_load_kind kind, int64_t added, int64_t changed)
+static bs_status grant_params(const json_t *g, const char **params, row_buf *buf, bs_error *err)
 {
-    if (added > 0)
-        k->added[kind]++;
-    else if (changed > 0)
-        k->changed[kind]++;
+    bs_status st = time_text(g, "granted_at", buf->time1, err);
+
+    if (st == BS_OK)
+        st = time_text(g, "expires_at", buf->time2, err);
+    snprintf(buf->num1, NUM_TEXT, "%u", grant_kinds(g));
+    snprintf(buf->num2, NUM_TEXT, "%lld",
+             (long long)json_integer_value(json_object_get(g, "priority")));
+    params[0] = str(g, "id");
+    params[1] = str(g, "account");
+    params[2] = str(g, "amount");
+    params[3] = buf->time1;
+    params[4] = buf->time2;
+    params[5] = buf->num1;
+    params[6] = buf->num2;
+    return st;
+}
+
+#define ARGS_4 4, {0, 1, 2, 3}
+#define ARGS_5 5, {0, 1, 2, 3, 4}
+#define ARGS_7 7, {0, 1, 2, 3, 4, 5, 6}
+
+static const row_kind plan_rows = {
+    BS_LOAD_PLANS, "plans", plan_params,
+    {{SQL_PLAN_INSERT, ARGS_5}, {SQL_PLAN_DIFFERS, ARGS_5}, {NULL, 0, {0}}},
+    0, -1, 1, "plan",
+    "is stored with another definition: plans never change, give the new one a new id"};
+
+static const row_kind account_rows = {
+    BS_LOAD_ACCOUNTS, "accounts", account_params,
+    {{SQL_ACCOUNT_INSERT, ARGS_4}, {SQL_ACCOUNT_UPDATE, ARGS_4}, {NULL, 0, {0}}},
+    0, 1, -1, "account", ""};
+
+static const row_kind subscription_rows = {
+    BS_LOAD_SUBSCRIPTIONS, "subscriptions", sub_params,
+    {{SQL_SUB_INSERT, ARGS_7}, {SQL_SUB_CANCEL, 2, {0, 6}}, {SQL_SUB_DIFFERS, ARGS_7}},
+    0, 1, 2, "subscription",
+    "is stored with other terms: only a first cancellation may change a subscription"};
+
+static const row_kind grant_rows = {
+    BS_LOAD_GRANTS, "grants", grant_params,
+    {{SQL_GRANT_INSERT, ARGS_7}, {SQL_GRANT_LEDGER, 1, {0}}, {SQL_GRANT_DIFFERS, ARGS_7}},
+    0, -1, 2, "credit grant",
+    "is stored with other terms: grants never change, give the new one a new id"};
+
+/* Queue the statements of one row; a failure is reported by bs_pipeline_end. */
+static void send_row(bs_conn *c, const row_kind *k, const char *const *params, int64_t *counts)
+{
+    const char *args[ROW_PARAMS];
+    const row_stmt *stmt;
+    int s;
+    int a;
+
+    for (s = 0; s < ROW_STMTS && k->stmts[s].sql != NULL; s++) {
+        stmt = &k->stmts[s];
+        for (a = 0; a < stmt->nargs; a++)
+            args[a] = params[stmt->args[a]];
+        bs_pipeline_send(c, NULL, stmt->sql, stmt->nargs, args, &counts[s], NULL);
+    }
+}
+
+/* Count one row from its statements' row counts, or refuse it. */
+static bs_status tally_row(bs_load_counts *totals, const row_kind *k, const json_t *item,
+                           const int64_t *counts, bs_error *err)
+{
+    if (k->differs >= 0 && counts[k->differs] > 0)
+        return bs_error_set(err, BS_ERR_CONSTRAINT, "%s '%s' %s", k->noun, str(item, "id"),
+                            k->refusal);
+    if (counts[k->added] > 0)
+        totals->added[k->kind]++;
+    else if (k->changed >= 0 && counts[k->changed] > 0)
+        totals->changed[k->kind]++;
     else
-        k->unchanged[kind]++;
+        totals->unchanged[k->kind]++;
+    return BS_OK;
+}
+
+/* Write every row of array k->array of @file, in one pipeline. */
+static bs_status load_rows(bs_conn *c, load_ctx *lc, const json_t *file, const row_kind *k,
+                           bs_error *err)
+{
+    const json_t *items = json_object_get(file, k->array);
+    size_t n = json_array_size(items);
+    int64_t *counts = calloc(n * ROW_STMTS + 1, sizeof(*counts));
+    const char *params[ROW_PARAMS];
+    row_buf buf;
+    size_t i;
+    bs_status st;
+
+    if (counts == NULL)
+        return bs_error_set(err, BS_ERR_NOMEM, "loading %s: out of memory", k->array);
+    st = bs_pipeline_begin(c, err);
+    if (st != BS_OK)
+        goto done;
+    for (i = 0; i < n && st == BS_OK; i++) {
+        st = k->params(json_array_get(items, i), params, &buf, err);
+        if (st == BS_OK)
+            send_row(c, k, params, &counts[i * ROW_STMTS]);
+    }
+    if (st == BS_OK)
+        st = bs_pipeline_end(c, err);
+    else
+        bs_pipeline_end(c, NULL); /* the parameter error is the one to report */
+    for (i = 0; i < n && st == BS_OK; i++)
+        st = tally_row(lc->counts, k, json_array_get(items, i), &counts[i * ROW_STMTS], err);
+done:
+    free(counts);
+    return st;
 }
 
 /* ---------------------------------------------------------------------- */
-/* Price book, plans, versions                                             */
+/* Price book and versions                                                 */
 /* ---------------------------------------------------------------------- */
 
 static bs_status load_book(bs_conn *c, load_ctx *lc, bs_error *err)
@@ -331,46 +490,11 @@ static bs_status load_book(bs_conn *c, load_ctx *lc, bs_error *err)
                             "price book '%s' is stored with another currency or rounding: it "
                             "would change what was billed; load this file as another --book",
                             lc->book_id);
-    tally(lc->counts, BS_LOAD_BOOKS, added, 0);
+    if (added > 0)
+        lc->counts->added[BS_LOAD_BOOKS]++;
+    else
+        lc->counts->unchanged[BS_LOAD_BOOKS]++;
     return BS_OK;
-}
-
-static void plan_params(const json_t *p, const char **params)
-{
-    params[0] = str(p, "id");
-    params[1] = str(p, "period");
-    params[2] = str(p, "model");
-    params[3] = str(p, "region");
-    params[4] = json_is_true(json_object_get(p, "refundable")) ? "true" : "false";
-}
-
-static bs_status load_plans(bs_conn *c, load_ctx *lc, bs_error *err)
-{
-    const json_t *plans = json_object_get(lc->book, "plans");
-    size_t n = json_array_size(plans);
-    const char *params[5];
-    phase p;
-    size_t i;
-    bs_status st = phase_begin(c, &p, n, 2, err);
-
-    for (i = 0; i < n && st == BS_OK; i++) {
-        plan_params(json_array_get(plans, i), params);
-        st = send(c, &p, i, 0, SQL_PLAN_INSERT, 5, params, err);
-        if (st == BS_OK)
-            st = send(c, &p, i, 1, SQL_PLAN_DIFFERS, 5, params, err);
-    }
-    st = phase_end(c, st, err);
-    for (i = 0; i < n && st == BS_OK; i++) {
-        if (*slot(&p, i, 1) > 0)
-            st = bs_error_set(err, BS_ERR_CONSTRAINT,
-                              "plan '%s' is stored with another definition: plans never "
-                              "change, give the new one a new id",
-                              str(json_array_get(plans, i), "id"));
-        else
-            tally(lc->counts, BS_LOAD_PLANS, *slot(&p, i, 0), 0);
-    }
-    free(p.counts);
-    return st;
 }
 
 static int compare_lines(const void *a, const void *b)
@@ -417,6 +541,7 @@ static char *version_content(const json_t *v)
     char **lines = calloc(n + 1, sizeof(*lines));
     size_t total = strlen(str(v, "id")) + 8;
     char *text = NULL;
+    size_t len;
     size_t i;
 
     if (lines == NULL)
@@ -432,11 +557,9 @@ static char *version_content(const json_t *v)
     text = malloc(total);
     if (text == NULL)
         goto done;
-    snprintf(text, total, "label|%s\n", str(v, "id"));
-    for (i = 0; i < n; i++) {
-        strcat(text, lines[i]);
-        strcat(text, "\n");
-    }
+    len = (size_t)snprintf(text, total, "label|%s\n", str(v, "id"));
+    for (i = 0; i < n; i++)
+        len += (size_t)snprintf(text + len, total - len, "%s\n", lines[i]);
 done:
     for (i = 0; i < n; i++)
         free(lines[i]);
@@ -454,22 +577,25 @@ static bs_status load_version_rows(bs_conn *c, const json_t *v, const char *id, 
     size_t i;
     bs_status st = bs_pipeline_begin(c, err);
 
+    if (st != BS_OK)
+        return st;
+    /* A failed send is reported again by bs_pipeline_end. */
     params[0] = id;
-    for (i = 0; i < json_array_size(rates) && st == BS_OK; i++) {
+    for (i = 0; i < json_array_size(rates); i++) {
         item = json_array_get(rates, i);
         params[1] = str(item, "meter");
         params[2] = str(item, "model");
         params[3] = str(item, "region");
         params[4] = str(item, "price");
-        st = bs_pipeline_send(c, NULL, SQL_RATE_INSERT, 5, params, NULL, err);
+        bs_pipeline_send(c, NULL, SQL_RATE_INSERT, 5, params, NULL, NULL);
     }
-    for (i = 0; i < json_array_size(fees) && st == BS_OK; i++) {
+    for (i = 0; i < json_array_size(fees); i++) {
         item = json_array_get(fees, i);
         params[1] = str(item, "plan");
         params[2] = str(item, "fee");
-        st = bs_pipeline_send(c, NULL, SQL_FEE_INSERT, 3, params, NULL, err);
+        bs_pipeline_send(c, NULL, SQL_FEE_INSERT, 3, params, NULL, NULL);
     }
-    return phase_end(c, st, err);
+    return bs_pipeline_end(c, err);
 }
 
 static bs_status load_version(bs_conn *c, load_ctx *lc, const json_t *v, bs_error *err)
@@ -520,170 +646,6 @@ static bs_status load_versions(bs_conn *c, load_ctx *lc, bs_error *err)
 }
 
 /* ---------------------------------------------------------------------- */
-/* Accounts, subscriptions, grants                                         */
-/* ---------------------------------------------------------------------- */
-
-static bs_status load_accounts(bs_conn *c, load_ctx *lc, bs_error *err)
-{
-    const json_t *accounts = json_object_get(lc->accounts, "accounts");
-    size_t n = json_array_size(accounts);
-    const char *params[4];
-    const json_t *a;
-    phase p;
-    size_t i;
-    bs_status st = phase_begin(c, &p, n, 2, err);
-
-    for (i = 0; i < n && st == BS_OK; i++) {
-        a = json_array_get(accounts, i);
-        params[0] = str(a, "id");
-        params[1] = str(a, "currency");
-        params[2] = str(a, "time_zone");
-        params[3] = str(a, "tax_rate");
-        st = send(c, &p, i, 0, SQL_ACCOUNT_INSERT, 4, params, err);
-        if (st == BS_OK)
-            st = send(c, &p, i, 1, SQL_ACCOUNT_UPDATE, 4, params, err);
-    }
-    st = phase_end(c, st, err);
-    for (i = 0; i < n && st == BS_OK; i++)
-        tally(lc->counts, BS_LOAD_ACCOUNTS, *slot(&p, i, 0), *slot(&p, i, 1));
-    free(p.counts);
-    return st;
-}
-
-/* Parameters of subscription @s; times go to @start and @cancelled (TIME_TEXT bytes). */
-static bs_status sub_params(const json_t *s, const char **params, char *start, char *cancelled,
-                            char *terms, bs_error *err)
-{
-    bs_status st = time_text(s, "start", start, err);
-
-    if (st == BS_OK)
-        st = time_text(s, "cancelled_at", cancelled, err);
-    snprintf(terms, NUM_TEXT, "%lld", (long long)json_integer_value(json_object_get(s, "terms")));
-    params[0] = str(s, "id");
-    params[1] = str(s, "account");
-    params[2] = str(s, "resource");
-    params[3] = str(s, "plan");
-    params[4] = start;
-    params[5] = terms;
-    params[6] = or_null(cancelled);
-    return st;
-}
-
-static bs_status load_subscriptions(bs_conn *c, load_ctx *lc, bs_error *err)
-{
-    const json_t *subs = json_object_get(lc->accounts, "subscriptions");
-    size_t n = json_array_size(subs);
-    char start[TIME_TEXT];
-    char cancelled[TIME_TEXT];
-    char terms[NUM_TEXT];
-    const char *params[7];
-    const char *cancel_params[2];
-    phase p;
-    size_t i;
-    bs_status st = phase_begin(c, &p, n, 3, err);
-
-    for (i = 0; i < n && st == BS_OK; i++) {
-        st = sub_params(json_array_get(subs, i), params, start, cancelled, terms, err);
-        cancel_params[0] = params[0];
-        cancel_params[1] = params[6];
-        if (st == BS_OK)
-            st = send(c, &p, i, 0, SQL_SUB_INSERT, 7, params, err);
-        if (st == BS_OK)
-            st = send(c, &p, i, 1, SQL_SUB_CANCEL, 2, cancel_params, err);
-        if (st == BS_OK)
-            st = send(c, &p, i, 2, SQL_SUB_DIFFERS, 7, params, err);
-    }
-    st = phase_end(c, st, err);
-    for (i = 0; i < n && st == BS_OK; i++) {
-        if (*slot(&p, i, 2) > 0)
-            st = bs_error_set(err, BS_ERR_CONSTRAINT,
-                              "subscription '%s' is stored with other terms: only a first "
-                              "cancellation may change a subscription",
-                              str(json_array_get(subs, i), "id"));
-        else
-            tally(lc->counts, BS_LOAD_SUBSCRIPTIONS, *slot(&p, i, 0), *slot(&p, i, 1));
-    }
-    free(p.counts);
-    return st;
-}
-
-/* "applies_to" as billing_charge_kind bits. */
-static unsigned grant_kinds(const json_t *g)
-{
-    const json_t *arr = json_object_get(g, "applies_to");
-    unsigned kinds = 0;
-    size_t i;
-
-    for (i = 0; i < json_array_size(arr); i++) {
-        const char *k = json_string_value(json_array_get(arr, i));
-
-        if (k != NULL && strcmp(k, "usage") == 0)
-            kinds |= BILLING_CHARGE_USAGE;
-        else if (k != NULL && strcmp(k, "subscription") == 0)
-            kinds |= BILLING_CHARGE_SUBSCRIPTION;
-    }
-    return kinds;
-}
-
-/* Parameters of grant @g; @granted, @expires TIME_TEXT bytes, @kinds, @priority NUM_TEXT. */
-static bs_status grant_params(const json_t *g, const char **params, char *granted, char *expires,
-                              char *kinds, char *priority, bs_error *err)
-{
-    bs_status st = time_text(g, "granted_at", granted, err);
-
-    if (st == BS_OK)
-        st = time_text(g, "expires_at", expires, err);
-    snprintf(kinds, NUM_TEXT, "%u", grant_kinds(g));
-    snprintf(priority, NUM_TEXT, "%lld",
-             (long long)json_integer_value(json_object_get(g, "priority")));
-    params[0] = str(g, "id");
-    params[1] = str(g, "account");
-    params[2] = str(g, "amount");
-    params[3] = granted;
-    params[4] = expires;
-    params[5] = kinds;
-    params[6] = priority;
-    return st;
-}
-
-static bs_status load_grants(bs_conn *c, load_ctx *lc, bs_error *err)
-{
-    const json_t *grants = json_object_get(lc->accounts, "grants");
-    size_t n = json_array_size(grants);
-    char granted[TIME_TEXT];
-    char expires[TIME_TEXT];
-    char kinds[NUM_TEXT];
-    char priority[NUM_TEXT];
-    const char *params[7];
-    phase p;
-    size_t i;
-    bs_status st = phase_begin(c, &p, n, 3, err);
-
-    for (i = 0; i < n && st == BS_OK; i++) {
-        st = grant_params(json_array_get(grants, i), params, granted, expires, kinds, priority,
-                          err);
-        if (st == BS_OK)
-            st = send(c, &p, i, 0, SQL_GRANT_INSERT, 7, params, err);
-        if (st == BS_OK)
-            st = send(c, &p, i, 1, SQL_GRANT_LEDGER, 1, params, err);
-        if (st == BS_OK)
-            st = send(c, &p, i, 2, SQL_GRANT_DIFFERS, 7, params, err);
-    }
-    st = phase_end(c, st, err);
-    for (i = 0; i < n && st == BS_OK; i++) {
-        if (*slot(&p, i, 2) > 0)
-            st = bs_error_set(err, BS_ERR_CONSTRAINT,
-                              "credit grant '%s' is stored with other terms: grants never "
-                              "change, give the new one a new id",
-                              str(json_array_get(grants, i), "id"));
-        else
-            tally(lc->counts, BS_LOAD_GRANTS, *slot(&p, i, 0), 0);
-    }
-    free(p.counts);
-    return st;
-}
-
-/* ---------------------------------------------------------------------- */
 /* Entry point                                                             */
 /* ---------------------------------------------------------------------- */
 
@@ -698,15 +660,15 @@ static bs_status load_tx(bs_conn *c, void *arg, bs_error *err)
     if (st == BS_OK)
         st = load_book(c, lc, err);
     if (st == BS_OK)
-        st = load_plans(c, lc, err);
+        st = load_rows(c, lc, lc->book, &plan_rows, err);
     if (st == BS_OK)
         st = load_versions(c, lc, err);
     if (st == BS_OK && lc->accounts != NULL)
-        st = load_accounts(c, lc, err);
+        st = load_rows(c, lc, lc->accounts, &account_rows, err);
     if (st == BS_OK && lc->accounts != NULL)
-        st = load_subscriptions(c, lc, err);
+        st = load_rows(c, lc, lc->accounts, &subscription_rows, err);
     if (st == BS_OK && lc->accounts != NULL)
-        st = load_grants(c, lc, err);
+        st = load_rows(c, lc, lc->accounts, &grant_rows, err);
     return st;
 }
 

@@ -1065,6 +1065,54 @@ START_TEST(test_rejects_and_offsets)
 }
 END_TEST
 
+/* Pipelines: many windows, row counts, and a failure in the middle. */
+START_TEST(test_pipeline)
+{
+    enum { N = 3 * BS_PIPELINE_WINDOW + 7 };
+    static int64_t affected[N];
+    bs_conn *c = fresh_db("pipeline");
+    const char *params[1];
+    char value[16];
+    bs_error err;
+    int i;
+
+    exec_ok(c, "CREATE TABLE t (v integer CONSTRAINT t_small CHECK (v < 1000))");
+    ck_assert_int_eq(bs_prepare(c, "ins", "INSERT INTO t SELECT $1::integer", 1, &err), BS_OK);
+    ck_assert_int_eq(bs_begin(c, &err), BS_OK);
+    ck_assert_int_eq(bs_pipeline_begin(c, &err), BS_OK);
+    for (i = 0; i < N; i++) {
+        snprintf(value, sizeof(value), "%d", i % 900);
+        params[0] = value;
+        affected[i] = -1;
+        ck_assert_int_eq(bs_pipeline_send(c, "ins", NULL, 1, params, &affected[i], &err), BS_OK);
+    }
+    ck_assert_int_eq(bs_pipeline_end(c, &err), BS_OK);
+    ck_assert_int_eq(bs_commit(c, &err), BS_OK);
+    for (i = 0; i < N; i++)
+        ck_assert_int_eq(affected[i], 1);
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM t"), N);
+
+    /* The 300th statement fails: the rest is skipped, the failure named. */
+    ck_assert_int_eq(bs_begin(c, &err), BS_OK);
+    ck_assert_int_eq(bs_pipeline_begin(c, &err), BS_OK);
+    for (i = 0; i < N; i++) {
+        snprintf(value, sizeof(value), "%d", i == 300 ? 5000 : 1);
+        params[0] = value;
+        bs_pipeline_send(c, NULL, "INSERT INTO t SELECT $1::integer", 1, params, NULL, NULL);
+    }
+    ck_assert_int_eq(bs_pipeline_end(c, &err), BS_ERR_CONSTRAINT);
+    ck_assert_str_eq(err.constraint, "t_small");
+    ck_assert_int_eq(bs_commit(c, &err), BS_ERR_FATAL);
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM t"), N);
+    /* A statement that was not prepared fails the pipeline before sending. */
+    ck_assert_int_eq(bs_pipeline_begin(c, &err), BS_OK);
+    ck_assert_int_eq(bs_pipeline_send(c, "nope", NULL, 0, NULL, NULL, &err), BS_ERR_INVALID);
+    ck_assert_int_eq(bs_pipeline_end(c, &err), BS_ERR_INVALID);
+    ck_assert_int_eq(query_long(c, "SELECT 1"), 1);
+    drop_db(c);
+}
+END_TEST
+
 /* Binary NUMERIC encoding against PostgreSQL's own parser, value by value. */
 START_TEST(test_numeric_binary_copy)
 {
@@ -1314,6 +1362,7 @@ static Suite *store_suite(void)
     tcase_add_test(ev, test_event_partitions);
     tcase_add_test(ev, test_rejects_and_offsets);
     tcase_add_test(ev, test_numeric_binary_copy);
+    tcase_add_test(ev, test_pipeline);
     tcase_add_test(ld, test_load_idempotent);
     tcase_add_test(ld, test_load_refuses_rewriting_history);
     suite_add_tcase(s, mig);

@@ -41,7 +41,11 @@ BEGIN
         END;
     END IF;
     IF NOT pg_catalog.pg_has_role(current_user, 'billing_owner', 'MEMBER') THEN
-        EXECUTE pg_catalog.format('GRANT billing_owner TO %I', current_user);
+        BEGIN
+            EXECUTE pg_catalog.format('GRANT billing_owner TO %I', current_user);
+        EXCEPTION WHEN unique_violation THEN
+            NULL; -- granted meanwhile by a concurrent migrator
+        END;
     END IF;
 END
 $roles$;
@@ -93,16 +97,28 @@ CREATE DOMAIN billing.finite AS numeric
 -- Generic guards.
 -- ---------------------------------------------------------------------
 
+-- billing.violation: raise what every guard below raises: SQLSTATE
+-- @p_sqlstate (integrity_constraint_violation unless said), message
+-- @p_message, and @p_constraint as the constraint name, which clients
+-- report (the store's bs_error.constraint) and tests check.
+CREATE FUNCTION billing.violation(p_constraint text, p_table text, p_message text,
+                                  p_sqlstate text DEFAULT '23000') RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION USING MESSAGE = p_message, ERRCODE = p_sqlstate,
+                          CONSTRAINT = p_constraint, TABLE = p_table, SCHEMA = 'billing';
+END
+$$;
+
 -- billing.refuse_change: a row trigger for append-only tables. Raises
 -- integrity_constraint_violation with the trigger's name as the
 -- constraint name (the same on every partition of a partitioned table).
 CREATE FUNCTION billing.refuse_change() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    RAISE EXCEPTION '%.% is append-only: % refused', TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_OP
-        USING ERRCODE = 'integrity_constraint_violation',
-              CONSTRAINT = TG_NAME,
-              TABLE = TG_TABLE_NAME, SCHEMA = TG_TABLE_SCHEMA;
+    PERFORM billing.violation(TG_NAME, TG_TABLE_NAME,
+                              format('billing.%s is append-only: %s refused', TG_TABLE_NAME, TG_OP));
+    RETURN NULL;
 END
 $$;
 
@@ -111,10 +127,9 @@ $$;
 CREATE FUNCTION billing.refuse_truncate() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    RAISE EXCEPTION 'TRUNCATE of %.% refused', TG_TABLE_SCHEMA, TG_TABLE_NAME
-        USING ERRCODE = 'integrity_constraint_violation',
-              CONSTRAINT = TG_NAME,
-              TABLE = TG_TABLE_NAME, SCHEMA = TG_TABLE_SCHEMA;
+    PERFORM billing.violation(TG_NAME, TG_TABLE_NAME,
+                              format('TRUNCATE of billing.%s refused', TG_TABLE_NAME));
+    RETURN NULL;
 END
 $$;
 
@@ -287,9 +302,8 @@ BEGIN
        OR (NEW.id, NEW.account_id, NEW.resource_id, NEW.plan_id, NEW.start_at, NEW.terms)
           IS DISTINCT FROM (OLD.id, OLD.account_id, OLD.resource_id, OLD.plan_id, OLD.start_at, OLD.terms)
        OR (OLD.cancelled_at IS NOT NULL AND NEW.cancelled_at IS DISTINCT FROM OLD.cancelled_at) THEN
-        RAISE EXCEPTION 'subscription %: only a first cancellation may change it', OLD.id
-            USING ERRCODE = 'integrity_constraint_violation',
-                  CONSTRAINT = 'subscriptions_history', TABLE = TG_TABLE_NAME;
+        PERFORM billing.violation('subscriptions_history', TG_TABLE_NAME,
+            format('subscription %s: only a first cancellation may change it', OLD.id));
     END IF;
     RETURN NEW;
 END
@@ -338,9 +352,8 @@ CREATE FUNCTION billing.invoice_series_guard() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'DELETE' OR NEW.series <> OLD.series OR NEW.next_number <> OLD.next_number + 1 THEN
-        RAISE EXCEPTION 'invoice series %: numbers only advance one at a time', OLD.series
-            USING ERRCODE = 'integrity_constraint_violation',
-                  CONSTRAINT = 'invoice_series_gapless', TABLE = TG_TABLE_NAME;
+        PERFORM billing.violation('invoice_series_gapless', TG_TABLE_NAME,
+            format('invoice series %s: numbers only advance one at a time', OLD.series));
     END IF;
     RETURN NEW;
 END
@@ -432,25 +445,22 @@ DECLARE
     v_next bigint;
 BEGIN
     IF OLD.status <> 'draft' THEN
-        RAISE EXCEPTION 'invoice % is %: % refused', OLD.id, OLD.status, TG_OP
-            USING ERRCODE = 'integrity_constraint_violation',
-                  CONSTRAINT = 'invoices_finalized_immutable', TABLE = TG_TABLE_NAME;
+        PERFORM billing.violation('invoices_finalized_immutable', TG_TABLE_NAME,
+            format('invoice %s is %s: %s refused', OLD.id, OLD.status, TG_OP));
     END IF;
     IF TG_OP = 'DELETE' THEN
         RETURN OLD;
     END IF;
     IF NEW.id <> OLD.id OR NEW.account_id <> OLD.account_id OR NEW.kind <> OLD.kind THEN
-        RAISE EXCEPTION 'invoice %: id, account and kind never change', OLD.id
-            USING ERRCODE = 'integrity_constraint_violation',
-                  CONSTRAINT = 'invoices_identity', TABLE = TG_TABLE_NAME;
+        PERFORM billing.violation('invoices_identity', TG_TABLE_NAME,
+            format('invoice %s: id, account and kind never change', OLD.id));
     END IF;
     IF NEW.status = 'finalized' THEN
         SELECT next_number INTO v_next FROM billing.invoice_series WHERE series = NEW.series;
         IF NEW.number IS DISTINCT FROM v_next - 1 THEN
-            RAISE EXCEPTION 'invoice %: number % was not just assigned by series %',
-                            OLD.id, NEW.number, NEW.series
-                USING ERRCODE = 'integrity_constraint_violation',
-                      CONSTRAINT = 'invoices_number_from_series', TABLE = TG_TABLE_NAME;
+            PERFORM billing.violation('invoices_number_from_series', TG_TABLE_NAME,
+                format('invoice %s: number %s was not just assigned by series %s',
+                       OLD.id, NEW.number, NEW.series));
         END IF;
     END IF;
     RETURN NEW;
@@ -464,9 +474,8 @@ CREATE FUNCTION billing.invoices_insert_guard() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
     IF NEW.status <> 'draft' OR NEW.number IS NOT NULL THEN
-        RAISE EXCEPTION 'invoices are created as drafts without a number'
-            USING ERRCODE = 'integrity_constraint_violation',
-                  CONSTRAINT = 'invoices_created_draft', TABLE = TG_TABLE_NAME;
+        PERFORM billing.violation('invoices_created_draft', TG_TABLE_NAME,
+                                  'invoices are created as drafts without a number');
     END IF;
     RETURN NEW;
 END
@@ -480,27 +489,24 @@ CREATE TRIGGER invoices_created_draft BEFORE INSERT ON billing.invoices
 CREATE FUNCTION billing.invoice_children_guard() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
+    v_id bigint;
     v_status text;
 BEGIN
-    IF TG_OP IN ('UPDATE', 'DELETE') THEN
-        SELECT status INTO v_status FROM billing.invoices WHERE id = OLD.invoice_id FOR SHARE;
-        IF v_status IS DISTINCT FROM 'draft' THEN
-            RAISE EXCEPTION 'invoice % is %: % on % refused', OLD.invoice_id,
-                            coalesce(v_status, 'missing'), TG_OP, TG_TABLE_NAME
-                USING ERRCODE = 'integrity_constraint_violation',
-                      CONSTRAINT = 'invoices_finalized_immutable', TABLE = TG_TABLE_NAME;
+    -- The invoice the row leaves (UPDATE, DELETE), then the one it joins
+    -- (INSERT, UPDATE); both must be drafts. A missing invoice on INSERT
+    -- is left to the foreign key, which names itself.
+    FOREACH v_id IN ARRAY CASE TG_OP WHEN 'INSERT' THEN ARRAY[NEW.invoice_id]
+                                     WHEN 'DELETE' THEN ARRAY[OLD.invoice_id]
+                                     ELSE ARRAY[OLD.invoice_id, NEW.invoice_id] END LOOP
+        SELECT status INTO v_status FROM billing.invoices WHERE id = v_id FOR SHARE;
+        IF v_status <> 'draft' OR (v_status IS NULL AND TG_OP <> 'INSERT') THEN
+            PERFORM billing.violation('invoices_finalized_immutable', TG_TABLE_NAME,
+                format('invoice %s is %s: %s on %s refused', v_id,
+                       coalesce(v_status, 'missing'), TG_OP, TG_TABLE_NAME));
         END IF;
-    END IF;
+    END LOOP;
     IF TG_OP = 'DELETE' THEN
         RETURN OLD;
-    END IF;
-    SELECT status INTO v_status FROM billing.invoices WHERE id = NEW.invoice_id FOR SHARE;
-    -- A missing invoice is left to the foreign key, which names itself.
-    IF v_status IS NOT NULL AND v_status <> 'draft' THEN
-        RAISE EXCEPTION 'invoice % is %: % on % refused', NEW.invoice_id, v_status,
-                        TG_OP, TG_TABLE_NAME
-            USING ERRCODE = 'integrity_constraint_violation',
-                  CONSTRAINT = 'invoices_finalized_immutable', TABLE = TG_TABLE_NAME;
     END IF;
     RETURN NEW;
 END
@@ -533,17 +539,15 @@ BEGIN
         RAISE EXCEPTION 'invoice % does not exist', p_invoice USING ERRCODE = 'no_data_found';
     END IF;
     IF v_inv.status <> 'draft' THEN
-        RAISE EXCEPTION 'invoice % is % already', p_invoice, v_inv.status
-            USING ERRCODE = 'integrity_constraint_violation',
-                  CONSTRAINT = 'invoices_finalized_immutable', TABLE = 'invoices';
+        PERFORM billing.violation('invoices_finalized_immutable', 'invoices',
+            format('invoice %s is %s already', p_invoice, v_inv.status));
     END IF;
     SELECT coalesce(sum(amount), 0) INTO v_lines FROM billing.invoice_lines WHERE invoice_id = p_invoice;
     SELECT coalesce(sum(amount), 0) INTO v_credits FROM billing.invoice_credits WHERE invoice_id = p_invoice;
     IF v_lines <> v_inv.subtotal OR v_credits <> v_inv.credits THEN
-        RAISE EXCEPTION 'invoice %: subtotal % and credits % do not match lines % and credits %',
-                        p_invoice, v_inv.subtotal, v_inv.credits, v_lines, v_credits
-            USING ERRCODE = 'check_violation', CONSTRAINT = 'invoices_lines_reconcile',
-                  TABLE = 'invoices';
+        PERFORM billing.violation('invoices_lines_reconcile', 'invoices',
+            format('invoice %s: subtotal %s and credits %s do not match lines %s and credits %s',
+                   p_invoice, v_inv.subtotal, v_inv.credits, v_lines, v_credits), '23514');
     END IF;
     UPDATE billing.invoice_series SET next_number = next_number + 1
         WHERE series = v_inv.series
@@ -595,18 +599,17 @@ BEGIN
         -- numeric ^ numeric: with integer operands `^` would be float8.
         v_expected := v_grant.amount * 10::numeric ^ billing.currency_digits(v_grant.currency);
         IF NEW.amount_minor <> v_expected THEN
-            RAISE EXCEPTION 'grant %: ledger grant entry % differs from the granted % minor units',
-                            NEW.grant_id, NEW.amount_minor, v_expected
-                USING ERRCODE = 'check_violation', CONSTRAINT = 'credit_ledger_grant_amount',
-                      TABLE = TG_TABLE_NAME;
+            PERFORM billing.violation('credit_ledger_grant_amount', TG_TABLE_NAME,
+                format('grant %s: ledger grant entry %s differs from the granted %s minor units',
+                       NEW.grant_id, NEW.amount_minor, v_expected), '23514');
         END IF;
         RETURN NEW;
     END IF;
     IF v_balance IS NULL OR v_balance + NEW.amount_minor < 0 THEN
-        RAISE EXCEPTION 'grant %: % of % minor units would leave balance %', NEW.grant_id,
-                        NEW.entry, NEW.amount_minor, coalesce(v_balance, 0) + NEW.amount_minor
-            USING ERRCODE = 'check_violation', CONSTRAINT = 'credit_ledger_nonnegative_balance',
-                  TABLE = TG_TABLE_NAME;
+        PERFORM billing.violation('credit_ledger_nonnegative_balance', TG_TABLE_NAME,
+            format('grant %s: %s of %s minor units would leave balance %s', NEW.grant_id,
+                   NEW.entry, NEW.amount_minor, coalesce(v_balance, 0) + NEW.amount_minor),
+            '23514');
     END IF;
     RETURN NEW;
 END
