@@ -68,34 +68,38 @@ static int parse_version(const char *s, int *out)
     return 0;
 }
 
+/* One option (a cli_option_fn); returns CLI_EXIT_OK, CLI_EXIT_USAGE, or -1 for --help. */
+static int take_option(void *ctx, int opt, const char *arg)
+{
+    db_opts *o = ctx;
+
+    switch (opt) {
+    case OPT_DB:
+        o->db = arg;
+        return CLI_EXIT_OK;
+    case OPT_TO:
+        if (parse_version(arg, &o->target) != 0)
+            return cli_usage_error("db", "--to '%s': expected a version 1..9999", arg);
+        return CLI_EXIT_OK;
+    case OPT_HELP:
+        return -1;
+    default:
+        return cli_usage_error("db", "bad option");
+    }
+}
+
 /* Options after the action word; returns CLI_EXIT_OK, CLI_EXIT_USAGE or -1 for --help. */
 static int parse_args(db_opts *o, int argc, char **argv)
 {
-    int opt;
+    int first;
+    int rc;
 
     memset(o, 0, sizeof(*o));
-    optind = 1;
-    opterr = 1;
-    for (;;) {
-        opt = getopt_long(argc, argv, "", long_options, NULL);
-        if (opt == -1)
-            break;
-        switch (opt) {
-        case OPT_DB:
-            o->db = optarg;
-            break;
-        case OPT_TO:
-            if (parse_version(optarg, &o->target) != 0)
-                return cli_usage_error("db", "--to '%s': expected a version 1..9999", optarg);
-            break;
-        case OPT_HELP:
-            return -1;
-        default:
-            return cli_usage_error("db", "bad option");
-        }
-    }
-    if (optind != argc)
-        return cli_usage_error("db", "unexpected argument '%s'", argv[optind]);
+    rc = cli_getopt("db", argc, argv, long_options, take_option, o, &first);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    if (first != argc)
+        return cli_usage_error("db", "unexpected argument '%s'", argv[first]);
     return CLI_EXIT_OK;
 }
 

@@ -60,40 +60,44 @@ static const struct option long_options[] = {
     {NULL, 0, NULL, 0},
 };
 
+/* One option (a cli_option_fn); returns CLI_EXIT_OK, CLI_EXIT_USAGE, or -1 for --help. */
+static int take_option(void *ctx, int opt, const char *arg)
+{
+    load_opts *o = ctx;
+
+    switch (opt) {
+    case OPT_DB:
+        o->db = arg;
+        return CLI_EXIT_OK;
+    case OPT_PRICEBOOK:
+        o->pricebook = arg;
+        return CLI_EXIT_OK;
+    case OPT_ACCOUNTS:
+        o->accounts = arg;
+        return CLI_EXIT_OK;
+    case OPT_BOOK:
+        o->book = arg;
+        return CLI_EXIT_OK;
+    case OPT_HELP:
+        return -1;
+    default:
+        return cli_usage_error("load", "bad option");
+    }
+}
+
 /* Returns CLI_EXIT_OK, CLI_EXIT_USAGE, or -1 for --help. */
 static int parse_args(load_opts *o, int argc, char **argv)
 {
-    int opt;
+    int first;
+    int rc;
 
     memset(o, 0, sizeof(*o));
     o->book = DEFAULT_BOOK;
-    optind = 1;
-    opterr = 1;
-    for (;;) {
-        opt = getopt_long(argc, argv, "", long_options, NULL);
-        if (opt == -1)
-            break;
-        switch (opt) {
-        case OPT_DB:
-            o->db = optarg;
-            break;
-        case OPT_PRICEBOOK:
-            o->pricebook = optarg;
-            break;
-        case OPT_ACCOUNTS:
-            o->accounts = optarg;
-            break;
-        case OPT_BOOK:
-            o->book = optarg;
-            break;
-        case OPT_HELP:
-            return -1;
-        default:
-            return cli_usage_error("load", "bad option");
-        }
-    }
-    if (optind != argc)
-        return cli_usage_error("load", "unexpected argument '%s'", argv[optind]);
+    rc = cli_getopt("load", argc, argv, long_options, take_option, o, &first);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    if (first != argc)
+        return cli_usage_error("load", "unexpected argument '%s'", argv[first]);
     if (o->pricebook == NULL)
         return cli_usage_error("load", "--pricebook is required (accounts need its currency "
                                        "and plans)");

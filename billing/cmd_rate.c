@@ -5,6 +5,14 @@
  * Every record read ends up in exactly one count of the summary (rated,
  * duplicate or rejected), and every rejected one in a message on stderr
  * that names the file, the line or offset, the event and the field.
+ *
+ * Dedupe with memory independent of the event count: every event is
+ * rated as it is read (the rater's own id set is off), and remembered in
+ * a bounded external sort (common/dedupe.h) by id and place. After the
+ * last file, the later occurrences of each id are read again from their
+ * files (or from the sort, for stdin and pipes) and taken back out of the
+ * rater (billing_rater_remove): counted as duplicates when identical to
+ * the first, rejected as conflicts otherwise.
  */
 #include "config.h"
 
@@ -13,11 +21,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "billing.h"
 #include "cli.h"
 #include "configfile.h"
+#include "dedupe.h"
 #include "eventio.h"
 #include "render.h"
 #include "zones.h"
@@ -27,6 +38,7 @@
 /* Longest --from/--to range printed in full for one account: 100 years. */
 #define RANGE_MONTHS_MAX 1200
 #define NO_MONTH INT32_MIN
+#define DEDUPE_MEMORY_DEFAULT (64u * 1024u * 1024u)
 
 typedef enum { OUT_JSON, OUT_TABLE } out_format;
 
@@ -43,6 +55,9 @@ typedef struct rate_opts {
     const char *account;
     int strict;
     int dedupe;
+    size_t dedupe_memory;
+    const char *temp_dir;
+    int verbose;
 } rate_opts;
 
 typedef struct rate_counts {
@@ -52,6 +67,14 @@ typedef struct rate_counts {
     uint64_t rejected;
 } rate_counts;
 
+/* An event file, as the dedupe needs to know it. */
+struct source {
+    char *name;       /* in messages */
+    bc_format format;
+    int reread;       /* a regular file: events are read again, not kept */
+    struct stat st;   /* ... and what it was, to notice a change */
+};
+
 typedef struct rate_ctx {
     rate_opts opts;
     rate_counts counts;
@@ -59,6 +82,11 @@ typedef struct rate_ctx {
     bc_zones *zones;
     billing_rater *rater;
     billing_event *ev;
+    bc_dedupe *dedupe;
+    uint32_t src;          /* index of the file being read */
+    struct source *srcs;   /* per file */
+    int fetch_fd;          /* the file last read again, or -1 */
+    uint32_t fetch_src;
     const char *example_dir;
     char example_pricebook[PATH_LEN];
     char example_accounts[PATH_LEN];
@@ -91,8 +119,12 @@ static void usage(FILE *out)
           "  --account ID           print this account only (with a bounded range,\n"
           "                         every month of it, charged or not)\n"
           "  --strict               stop at the first rejected event, print no invoices\n"
-          "  --no-dedupe            do not remember event ids (memory independent of the\n"
-          "                         event count; only for input known to be unique)\n"
+          "  --dedupe-memory SIZE   memory for finding repeated event ids before using\n"
+          "                         temporary files (default 64M; suffix K, M or G)\n"
+          "  --temp-dir DIR         where those files go (default: $TMPDIR or /tmp)\n"
+          "  --verbose              say on stderr how the dedupe went (ids, runs, bytes)\n"
+          "  --no-dedupe            do not look for repeated event ids (faster; only for\n"
+          "                         input known to be unique)\n"
           "  --help                 print this help\n"
           "\n"
           "Exit status: 0 all events rated; 1 some events rejected (invoices of the\n"
@@ -134,6 +166,9 @@ enum {
     OPT_TO,
     OPT_STRICT,
     OPT_NO_DEDUPE,
+    OPT_DEDUPE_MEMORY,
+    OPT_TEMP_DIR,
+    OPT_VERBOSE,
     OPT_HELP
 };
 
@@ -148,6 +183,9 @@ static const struct option long_options[] = {
     {"to", required_argument, NULL, OPT_TO},
     {"strict", no_argument, NULL, OPT_STRICT},
     {"no-dedupe", no_argument, NULL, OPT_NO_DEDUPE},
+    {"dedupe-memory", required_argument, NULL, OPT_DEDUPE_MEMORY},
+    {"temp-dir", required_argument, NULL, OPT_TEMP_DIR},
+    {"verbose", no_argument, NULL, OPT_VERBOSE},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -168,6 +206,37 @@ static int format_option(const char *arg, out_format *out)
     else
         return cli_usage_error("rate", "--format '%s': expected json or table", arg);
     return CLI_EXIT_OK;
+}
+
+/* "SIZE" with an optional K, M or G suffix (powers of 1024) into bytes. */
+static int size_option(const char *name, const char *arg, size_t *out)
+{
+    unsigned long long v = 0;
+    unsigned shift = 0;
+    const char *p = arg;
+
+    if (*p < '0' || *p > '9')
+        goto bad;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (v > (1ULL << 40))
+            goto bad;
+        v = v * 10 + (unsigned long long)(*p - '0');
+    }
+    if (*p == 'K' || *p == 'k')
+        shift = 10;
+    else if (*p == 'M' || *p == 'm')
+        shift = 20;
+    else if (*p == 'G' || *p == 'g')
+        shift = 30;
+    if (shift != 0)
+        p++;
+    if (*p != '\0' || v > (SIZE_MAX >> 1 >> shift) || (v << shift) < BC_DEDUPE_MEMORY_MIN)
+        goto bad;
+    *out = (size_t)(v << shift);
+    return CLI_EXIT_OK;
+bad:
+    return cli_usage_error("rate", "%s '%s': expected a size of at least 64K (suffix K, M or G)",
+                           name, arg);
 }
 
 /* One option (a cli_option_fn); returns CLI_EXIT_OK, CLI_EXIT_USAGE, or -1 for --help. */
@@ -207,6 +276,14 @@ static int take_option(void *ctx, int opt, const char *arg)
     case OPT_NO_DEDUPE:
         o->dedupe = 0;
         return CLI_EXIT_OK;
+    case OPT_DEDUPE_MEMORY:
+        return size_option("--dedupe-memory", arg, &o->dedupe_memory);
+    case OPT_TEMP_DIR:
+        o->temp_dir = arg;
+        return CLI_EXIT_OK;
+    case OPT_VERBOSE:
+        o->verbose = 1;
+        return CLI_EXIT_OK;
     case OPT_HELP:
         return -1;
     default:
@@ -225,6 +302,7 @@ static int parse_args(rate_opts *o, int argc, char **argv)
     o->from = NO_MONTH;
     o->to = NO_MONTH;
     o->dedupe = 1;
+    o->dedupe_memory = DEDUPE_MEMORY_DEFAULT;
     rc = cli_getopt("rate", argc, argv, long_options, take_option, o, &first);
     if (rc != CLI_EXIT_OK)
         return rc;
@@ -320,6 +398,13 @@ static int account_known(const billing_rater *r, const char *id)
     return 0;
 }
 
+static const char *temp_dir(const rate_opts *o)
+{
+    const char *dir = o->temp_dir != NULL ? o->temp_dir : getenv("TMPDIR");
+
+    return dir != NULL && dir[0] != '\0' ? dir : "/tmp";
+}
+
 static int setup(rate_ctx *c)
 {
     char err[ERR_MAX];
@@ -341,7 +426,21 @@ static int setup(rate_ctx *c)
         cli_error("%s + %s: %s", c->opts.pricebook, c->opts.accounts, err);
         return CLI_EXIT_INPUT;
     }
-    billing_rater_set_dedupe(c->rater, c->opts.dedupe);
+    /* Repeated ids are found by the bounded external sort, not in the rater. */
+    billing_rater_set_dedupe(c->rater, 0);
+    c->fetch_fd = -1;
+    c->srcs = calloc((size_t)c->opts.n_files, sizeof(*c->srcs));
+    if (c->srcs == NULL) {
+        cli_error("out of memory");
+        return CLI_EXIT_INTERNAL;
+    }
+    if (c->opts.dedupe) {
+        c->dedupe = bc_dedupe_new(c->opts.dedupe_memory, temp_dir(&c->opts), err, sizeof(err));
+        if (c->dedupe == NULL) {
+            cli_error("%s", err);
+            return CLI_EXIT_INTERNAL;
+        }
+    }
     if (c->opts.account != NULL && !account_known(c->rater, c->opts.account))
         return cli_usage_error("rate", "--account '%s' is not in %s", c->opts.account,
                                c->opts.accounts);
@@ -350,6 +449,16 @@ static int setup(rate_ctx *c)
 
 static void teardown(rate_ctx *c)
 {
+    int i;
+
+    if (c->srcs != NULL) {
+        for (i = 0; i < c->opts.n_files; i++)
+            free(c->srcs[i].name);
+    }
+    free(c->srcs);
+    if (c->fetch_fd >= 0)
+        close(c->fetch_fd);
+    bc_dedupe_destroy(c->dedupe);
     billing_rater_destroy(c->rater);
     billing_catalog_destroy(c->cat);
     bc_zones_destroy(c->zones);
@@ -360,6 +469,17 @@ static void teardown(rate_ctx *c)
 /* Reading and rating                                                      */
 /* ---------------------------------------------------------------------- */
 
+/* Hand the event just rated to the dedupe. Returns 0 or -1 with a message. */
+static int remember(rate_ctx *c, bc_reader *rd, char *err, size_t errsize)
+{
+    bc_dedupe_where w;
+
+    w.src = c->src;
+    w.pos = bc_reader_position(rd);
+    w.offset = bc_reader_offset(rd);
+    return bc_dedupe_add(c->dedupe, c->ev, &w, !c->srcs[c->src].reread, err, errsize);
+}
+
 /* Rate the event just read; returns CLI_EXIT_OK, CLI_EXIT_REJECTED or CLI_EXIT_INTERNAL. */
 static int rate_one(rate_ctx *c, bc_reader *rd)
 {
@@ -368,10 +488,10 @@ static int rate_one(rate_ctx *c, bc_reader *rd)
 
     if (st == BILLING_OK) {
         c->counts.rated++;
-        return CLI_EXIT_OK;
-    }
-    if (st == BILLING_DUPLICATE) {
-        c->counts.duplicates++;
+        if (c->dedupe != NULL && remember(c, rd, err, sizeof(err)) != 0) {
+            cli_error("%s: %s", bc_reader_where(rd), err);
+            return CLI_EXIT_INTERNAL;
+        }
         return CLI_EXIT_OK;
     }
     c->counts.rejected++;
@@ -429,6 +549,15 @@ static int rate_file(rate_ctx *c, const char *path)
         cli_error("%s", err);
         return CLI_EXIT_INPUT;
     }
+    c->srcs[c->src].format = format;
+    c->srcs[c->src].reread =
+        bc_reader_rereadable(rd) && stat(path, &c->srcs[c->src].st) == 0;
+    c->srcs[c->src].name = strdup(bc_reader_name(rd));
+    if (c->srcs[c->src].name == NULL) {
+        bc_reader_close(rd);
+        cli_error("out of memory");
+        return CLI_EXIT_INTERNAL;
+    }
     for (;;) {
         rc = step(c, rd);
         if (rc == CLI_EXIT_REJECTED && !c->opts.strict)
@@ -440,17 +569,116 @@ static int rate_file(rate_ctx *c, const char *path)
     return rc == -1 ? CLI_EXIT_OK : rc;
 }
 
+enum { HIT_STOP_REJECTED = 1, HIT_STOP_INTERNAL = 2 };
+
+static int same_file(const struct stat *a, const struct stat *b)
+{
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+/* Read an event again from its file (a bc_dedupe_fetch_fn), and encode it. */
+static int fetch(void *arg, const bc_dedupe_where *w, const char *id, unsigned char *buf,
+                 size_t *len, char *err, size_t errsize)
+{
+    rate_ctx *c = arg;
+    const struct source *s = &c->srcs[w->src];
+    const char *path = c->opts.files[w->src];
+    struct stat st;
+    char e[ERR_MAX];
+
+    if (c->fetch_fd < 0 || c->fetch_src != w->src) {
+        if (c->fetch_fd >= 0)
+            close(c->fetch_fd);
+        c->fetch_src = w->src;
+        c->fetch_fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (c->fetch_fd < 0 || fstat(c->fetch_fd, &st) != 0 || !same_file(&st, &s->st)) {
+            snprintf(err, errsize, "%s: changed or gone while being rated; rate it again",
+                     s->name);
+            return -1;
+        }
+    }
+    if (bc_event_read_at(c->fetch_fd, s->format, w->offset, c->ev, e, sizeof(e)) !=
+            BC_READ_EVENT ||
+        strcmp(billing_event_id(c->ev), id) != 0) {
+        snprintf(err, errsize, "%s: changed while being rated (event '%s' not where it was)",
+                 s->name, id);
+        return -1;
+    }
+    if (billing_event_encode(c->ev, buf, BILLING_EVENT_WIRE_MAX, len) != BILLING_OK) {
+        snprintf(err, errsize, "event '%s': cannot be encoded", id);
+        return -1;
+    }
+    return 0;
+}
+
+/* A later occurrence of an id (a bc_dedupe_fn): take it back out of the rater. */
+static int take_back(void *arg, const bc_dedupe_hit *hit)
+{
+    rate_ctx *c = arg;
+    char err[ERR_MAX];
+    char where[PATH_LEN + 32];
+    char first[PATH_LEN + 32];
+
+    bc_location_format(where, sizeof(where), c->srcs[hit->where.src].name,
+                       c->srcs[hit->where.src].format, hit->where.pos);
+    if (billing_event_decode(c->ev, hit->event, hit->event_len, err, sizeof(err)) != BILLING_OK ||
+        billing_rater_remove(c->rater, c->ev, err, sizeof(err)) != BILLING_OK) {
+        cli_error("%s: internal error taking back a repeated event: %s", where, err);
+        return HIT_STOP_INTERNAL;
+    }
+    c->counts.rated--;
+    if (hit->kind == BC_DEDUPE_DUPLICATE) {
+        c->counts.duplicates++;
+        return 0;
+    }
+    c->counts.rejected++;
+    bc_location_format(first, sizeof(first), c->srcs[hit->first.src].name,
+                       c->srcs[hit->first.src].format, hit->first.pos);
+    cli_error("%s: event '%s': field 'id': already rated with different content at %s", where,
+              hit->id, first);
+    return c->opts.strict ? HIT_STOP_REJECTED : 0;
+}
+
+/*
+ * After the last file: find every id rated more than once and keep only
+ * its first occurrence. Returns an exit code.
+ */
+static int take_back_repeats(rate_ctx *c)
+{
+    char err[ERR_MAX];
+    int rc = bc_dedupe_finish(c->dedupe, fetch, take_back, c, err, sizeof(err));
+    bc_dedupe_stats st;
+
+    if (c->opts.verbose) {
+        bc_dedupe_get_stats(c->dedupe, &st);
+        cli_error("dedupe: %" PRIu64 " ids (%" PRIu64 " events kept, %" PRIu64
+                  " read again) in %zu KiB of memory; %" PRIu64 " runs, %" PRIu64
+                  " merges, %" PRIu64 " bytes written to temporary files in %s",
+                  st.records, st.stored, st.fetched, c->opts.dedupe_memory >> 10, st.runs,
+                  st.merges, st.spilled, temp_dir(&c->opts));
+    }
+    if (rc == 0)
+        return CLI_EXIT_OK;
+    if (rc == HIT_STOP_REJECTED)
+        return CLI_EXIT_REJECTED;
+    if (rc < 0)
+        cli_error("%s", err);
+    return CLI_EXIT_INTERNAL;
+}
+
 static int rate_all(rate_ctx *c)
 {
     int i;
     int rc;
 
     for (i = 0; i < c->opts.n_files; i++) {
+        c->src = (uint32_t)i;
         rc = rate_file(c, c->opts.files[i]);
         if (rc != CLI_EXIT_OK)
             return rc;
     }
-    return CLI_EXIT_OK;
+    return c->dedupe != NULL ? take_back_repeats(c) : CLI_EXIT_OK;
 }
 
 /* ---------------------------------------------------------------------- */

@@ -32,7 +32,7 @@ struct bc_reader {
     int eof;
     uint64_t base;       /* input offset of buf[0] */
     uint64_t line;       /* JSONL: line number of the last record */
-    uint64_t offset;     /* protobuf: offset of the last record's length prefix */
+    uint64_t offset;     /* byte offset of the last record (protobuf: of its length prefix) */
     int skipping_line;   /* JSONL: discarding the rest of an over-long line */
     uint64_t skip_bytes; /* protobuf: bytes of an oversized message still to discard */
     char where[WHERE_MAX];
@@ -164,13 +164,39 @@ static bc_read_result read_error(bc_reader *r, char *errbuf, size_t errsize)
     return BC_READ_ERROR;
 }
 
+void bc_location_format(char *buf, size_t size, const char *name, bc_format format, uint64_t pos)
+{
+    if (format == BC_FORMAT_JSONL)
+        snprintf(buf, size, "%s:%llu", name, (unsigned long long)pos);
+    else
+        snprintf(buf, size, "%s: offset %llu", name, (unsigned long long)pos);
+}
+
+uint64_t bc_reader_position(const bc_reader *r)
+{
+    return r->format == BC_FORMAT_JSONL ? r->line : r->offset;
+}
+
+uint64_t bc_reader_offset(const bc_reader *r)
+{
+    return r->offset;
+}
+
+int bc_reader_rereadable(const bc_reader *r)
+{
+    struct stat st;
+
+    return r->own_fd && fstat(r->fd, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+const char *bc_reader_name(const bc_reader *r)
+{
+    return r->name;
+}
+
 const char *bc_reader_where(bc_reader *r)
 {
-    if (r->format == BC_FORMAT_JSONL)
-        snprintf(r->where, sizeof(r->where), "%s:%llu", r->name, (unsigned long long)r->line);
-    else
-        snprintf(r->where, sizeof(r->where), "%s: offset %llu", r->name,
-                 (unsigned long long)r->offset);
+    bc_location_format(r->where, sizeof(r->where), r->name, r->format, bc_reader_position(r));
     return r->where;
 }
 
@@ -239,6 +265,7 @@ static bc_read_result next_line(bc_reader *r, const unsigned char **start, size_
         if (nl == NULL && avail == 0)
             return BC_READ_EOF;
         *start = r->buf + r->pos;
+        r->offset = r->base + r->pos;
         *len = nl != NULL ? (size_t)(nl - *start) : avail;
         r->pos += *len + (nl != NULL);
         r->line++;
@@ -364,4 +391,80 @@ bc_read_result bc_reader_next(bc_reader *r, billing_event *ev, char *errbuf, siz
     if (r->format == BC_FORMAT_PROTOBUF)
         return next_proto(r, ev, errbuf, errsize);
     return next_json(r, ev, errbuf, errsize);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Reading one record again                                                */
+/* ---------------------------------------------------------------------- */
+
+/* The JSON line at @offset: a first small read, and a longer one for a long line. */
+static bc_read_result json_at(int fd, uint64_t offset, billing_event *ev, char *errbuf,
+                              size_t errsize)
+{
+    unsigned char small[4096];
+    unsigned char *buf = small;
+    unsigned char *nl;
+    ssize_t n = bc_read_full(fd, small, sizeof(small), (int64_t)offset);
+    bc_read_result rr = BC_READ_EVENT;
+
+    if (n < 0)
+        return read_error(NULL, errbuf, errsize);
+    nl = memchr(small, '\n', (size_t)n);
+    if (nl == NULL && n == (ssize_t)sizeof(small)) {
+        buf = malloc(BC_JSONL_LINE_MAX + 1);
+        if (buf == NULL) {
+            bc_seterr(errbuf, errsize, "out of memory");
+            return BC_READ_ERROR;
+        }
+        n = bc_read_full(fd, buf, BC_JSONL_LINE_MAX + 1, (int64_t)offset);
+        nl = n < 0 ? NULL : memchr(buf, '\n', (size_t)n);
+    }
+    if (n < 0) {
+        rr = read_error(NULL, errbuf, errsize);
+    } else if (nl == NULL && n > BC_JSONL_LINE_MAX) {
+        bc_seterr(errbuf, errsize, "line longer than %d bytes", BC_JSONL_LINE_MAX);
+        rr = BC_READ_ERROR;
+    } else if (bc_event_parse_json(ev, (const char *)buf,
+                                   nl != NULL ? (size_t)(nl - buf) : (size_t)n, errbuf,
+                                   errsize) != BILLING_OK) {
+        rr = BC_READ_ERROR;
+    }
+    if (buf != small)
+        free(buf);
+    return rr;
+}
+
+/* The length-delimited message at @offset. */
+static bc_read_result proto_at(int fd, uint64_t offset, billing_event *ev, char *errbuf,
+                               size_t errsize)
+{
+    unsigned char buf[VARINT_MAX + BILLING_EVENT_WIRE_MAX];
+    ssize_t n = bc_read_full(fd, buf, sizeof(buf), (int64_t)offset);
+    uint64_t len = 0;
+    size_t i;
+
+    if (n < 0)
+        return read_error(NULL, errbuf, errsize);
+    for (i = 0; i < (size_t)n && i < VARINT_MAX; i++) {
+        len |= (uint64_t)(buf[i] & 0x7f) << (7 * i);
+        if ((buf[i] & 0x80) == 0)
+            break;
+    }
+    if (i == (size_t)n || i == VARINT_MAX || len > BILLING_EVENT_WIRE_MAX ||
+        len > (uint64_t)n - i - 1) {
+        bc_seterr(errbuf, errsize, "no whole message at offset %llu",
+                  (unsigned long long)offset);
+        return BC_READ_ERROR;
+    }
+    if (billing_event_decode(ev, buf + i + 1, (size_t)len, errbuf, errsize) != BILLING_OK)
+        return BC_READ_ERROR;
+    return BC_READ_EVENT;
+}
+
+bc_read_result bc_event_read_at(int fd, bc_format format, uint64_t offset, billing_event *ev,
+                                char *errbuf, size_t errsize)
+{
+    if (format == BC_FORMAT_PROTOBUF)
+        return proto_at(fd, offset, ev, errbuf, errsize);
+    return json_at(fd, offset, ev, errbuf, errsize);
 }

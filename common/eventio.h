@@ -70,4 +70,43 @@ bc_read_result bc_reader_next(bc_reader *r, billing_event *ev, char *errbuf, siz
  */
 const char *bc_reader_where(bc_reader *r);
 
+/*
+ * bc_reader_position - where the record last returned starts: its line
+ * number (JSON Lines, from 1) or the byte offset of its length prefix
+ * (protobuf, from 0). With bc_reader_name, enough to name the record
+ * later through bc_location_format.
+ */
+uint64_t bc_reader_position(const bc_reader *r);
+
+/*
+ * bc_reader_offset - the byte offset in the input where the record last
+ * returned starts (for bc_event_read_at).
+ */
+uint64_t bc_reader_offset(const bc_reader *r);
+
+/*
+ * bc_reader_rereadable - 1 if the input is a regular file opened by path,
+ * so that a record can be read again at its offset later; 0 for stdin,
+ * pipes and devices.
+ */
+int bc_reader_rereadable(const bc_reader *r);
+
+/* bc_reader_name - the input's name in messages: the path, or "(stdin)". */
+const char *bc_reader_name(const bc_reader *r);
+
+/*
+ * bc_location_format - write "NAME:LINE" (JSON Lines) or "NAME: offset N"
+ * (protobuf) for position @pos of input @name into @buf, truncated to @size.
+ */
+void bc_location_format(char *buf, size_t size, const char *name, bc_format format, uint64_t pos);
+
+/*
+ * bc_event_read_at - read again the record that starts at byte @offset
+ * of the file @fd (a bc_reader_offset), parsed exactly as bc_reader_next
+ * parsed it. Returns BC_READ_EVENT, or BC_READ_ERROR with a message (read
+ * error, or no valid record there: the file changed).
+ */
+bc_read_result bc_event_read_at(int fd, bc_format format, uint64_t offset, billing_event *ev,
+                                char *errbuf, size_t errsize);
+
 #endif /* BC_EVENTIO_H */

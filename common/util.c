@@ -27,23 +27,32 @@ int bc_seterr(char *errbuf, size_t errsize, const char *fmt, ...)
     return -1;
 }
 
+ssize_t bc_read_full(int fd, void *buf, size_t n, int64_t offset)
+{
+    unsigned char *p = buf;
+    size_t got = 0;
+    ssize_t k;
+
+    while (got < n) {
+        if (offset < 0)
+            k = read(fd, p + got, n - got);
+        else
+            k = pread(fd, p + got, n - got, (off_t)(offset + (int64_t)got));
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0)
+            return -1;
+        if (k == 0)
+            break;
+        got += (size_t)k;
+    }
+    return (ssize_t)got;
+}
+
 /* Read up to @cap bytes; the file may grow after fstat, so never trust its size. */
 static ssize_t read_all(int fd, char *buf, size_t cap)
 {
-    size_t got = 0;
-    ssize_t n;
-
-    while (got < cap) {
-        n = read(fd, buf + got, cap - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -1;
-        if (n == 0)
-            break;
-        got += (size_t)n;
-    }
-    return (ssize_t)got;
+    return bc_read_full(fd, buf, cap, -1);
 }
 
 int bc_read_file(const char *path, size_t max, char **out, size_t *len, char *errbuf,

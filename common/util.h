@@ -7,6 +7,8 @@
 #define BC_UTIL_H
 
 #include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
 
 #if defined(__GNUC__)
 #define BC_PRINTF(a, b) __attribute__((format(printf, a, b)))
@@ -23,6 +25,14 @@
  */
 int bc_read_file(const char *path, size_t max, char **out, size_t *len, char *errbuf,
                  size_t errsize);
+
+/*
+ * bc_read_full - read @n bytes from @fd into @buf, retrying short reads
+ * and EINTR, at @offset (pread) or, when @offset < 0, at the file
+ * position. Returns the count (less than @n only at the end of the file),
+ * or -1 with errno set.
+ */
+ssize_t bc_read_full(int fd, void *buf, size_t n, int64_t offset);
 
 /*
  * bc_seterr - format a message into @errbuf (NULL or 0 allowed),

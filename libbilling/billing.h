@@ -529,6 +529,21 @@ BILLING_API billing_status billing_rater_add(billing_rater *r, const billing_eve
  */
 BILLING_API billing_status billing_rater_set_dedupe(billing_rater *r, int on);
 
+/**
+ * billing_rater_remove - take back an event that billing_rater_add rated
+ * (returned BILLING_OK for), exactly: aggregates are sums, so the state
+ * afterwards is as if the event had never been added, whatever came in
+ * between. For callers that dedupe themselves (the `billing rate` tool
+ * finds repeated ids after the fact with bounded memory), so the rater's
+ * own dedupe must be off. The rater cannot tell which events were added:
+ * removing one that was not is refused when one of its aggregates is
+ * empty (BILLING_ERR_INVALID), and otherwise corrupts the totals.
+ * Returns BILLING_OK, BILLING_ERR_STATE (dedupe on), or the error that
+ * billing_rater_add would give for this event; nothing changes on error.
+ */
+BILLING_API billing_status billing_rater_remove(billing_rater *r, const billing_event *ev,
+                                                char *errbuf, size_t errsize);
+
 /** billing_rater_event_count - events accepted so far (duplicates excluded). */
 BILLING_API uint64_t billing_rater_event_count(const billing_rater *r);
 

@@ -661,3 +661,26 @@ const bl_fee *bl_catalog_plan_fee(const billing_catalog *cat, size_t plan, billi
         return NULL;
     return BL_AT(cat->fees, bl_fee, v->plan_fee[plan]);
 }
+
+size_t bl_catalog_rate_cached(const billing_catalog *cat, bl_rate_cache *cache, size_t version,
+                              billing_meter meter, const char *model, size_t model_len,
+                              const char *region, size_t region_len)
+{
+    uint64_t h = bl_hash_bytes(model, model_len, (uint64_t)version << 8 | (uint64_t)meter);
+    bl_rate_memo *m;
+
+    h = bl_hash_bytes(region, region_len, h);
+    m = &cache->slot[h & (BL_RATE_CACHE_SLOTS - 1)];
+    if (m->meter == (uint32_t)meter + 1 && m->version == version && m->model_len == model_len &&
+        m->region_len == region_len && memcmp(m->model, model, model_len) == 0 &&
+        memcmp(m->region, region, region_len) == 0)
+        return m->rate;
+    m->rate = bl_catalog_rate(cat, version, meter, model, region);
+    m->meter = (uint32_t)meter + 1;
+    m->version = (uint32_t)version;
+    m->model_len = (uint8_t)model_len;
+    m->region_len = (uint8_t)region_len;
+    memcpy(m->model, model, model_len);
+    memcpy(m->region, region, region_len);
+    return m->rate;
+}

@@ -141,6 +141,34 @@ size_t bl_catalog_rate(const billing_catalog *cat, size_t version, billing_meter
                        const char *model, const char *region);
 
 /*
+ * bl_rate_cache: remembers recent bl_catalog_rate answers, so that the
+ * usual stream of events with a handful of (model, region) pairs costs
+ * one short hash and compare per lookup instead of up to four key builds
+ * and map probes. Owned by one rater (not shared between threads); the
+ * catalog is frozen, so answers never go stale. Zeroed = empty.
+ */
+#define BL_RATE_CACHE_SLOTS 64
+
+typedef struct bl_rate_memo {
+    size_t rate;        /* the answer (may be BL_NONE) */
+    uint32_t version;
+    uint32_t meter;     /* billing_meter + 1; 0 = empty slot */
+    uint8_t model_len;
+    uint8_t region_len;
+    char model[BL_ATTR_MAX];
+    char region[BL_ATTR_MAX];
+} bl_rate_memo;
+
+typedef struct bl_rate_cache {
+    bl_rate_memo slot[BL_RATE_CACHE_SLOTS];
+} bl_rate_cache;
+
+/* bl_catalog_rate_cached - bl_catalog_rate through @cache; same answers. */
+size_t bl_catalog_rate_cached(const billing_catalog *cat, bl_rate_cache *cache, size_t version,
+                              billing_meter meter, const char *model, size_t model_len,
+                              const char *region, size_t region_len);
+
+/*
  * bl_catalog_plan_fee - the fee of plan @plan in the version in force at
  * @t; NULL if that version sets none. *@version receives the version index.
  */

@@ -53,11 +53,8 @@ void bl_credit_clear(bl_credit *c)
 /* Position of @t among the account's sorted epoch bounds. */
 static size_t bound_index(const bl_account *a, billing_time_t t)
 {
-    size_t n = 0;
-
-    while (n < a->n_epochs && a->epochs[n] < t)
-        n++;
-    return n;
+    /* Bounds < t are bounds <= t - 1: instants are integers within 1900..2200. */
+    return bl_upper_bound(a->epochs, a->n_epochs, t - 1);
 }
 
 /* Take up to @limit from the pools of epochs [first, last] of the grant's kinds. */

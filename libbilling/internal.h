@@ -37,4 +37,10 @@ billing_status bl_seterr(char *errbuf, size_t errsize, billing_status status, co
  */
 int bl_valid_id(const char *s);
 
+/*
+ * bl_upper_bound - the number of elements of the ascending array @v (@n
+ * long) that are <= @t: the index of the first one after @t.
+ */
+size_t bl_upper_bound(const billing_time_t *v, size_t n, billing_time_t t);
+
 #endif /* BILLING_INTERNAL_H */

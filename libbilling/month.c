@@ -153,11 +153,7 @@ static billing_status add_usage(billing_rater *r, bl_month *m, const bl_agg *a)
 
 static size_t epoch_at(const bl_account *a, billing_time_t t)
 {
-    size_t n = 0;
-
-    while (n < a->n_epochs && a->epochs[n] <= t)
-        n++;
-    return n;
+    return bl_upper_bound(a->epochs, a->n_epochs, t);
 }
 
 /* Fee line for term @k of @s if it starts in @m. */
@@ -286,7 +282,7 @@ billing_status bl_month_compute(billing_rater *r, size_t ai, int32_t month, bl_m
     for (i = 0; i < 2 * m->n_pools; i++)
         mpq_init(m->pools[i]);
     for (i = 0; i < v->len && st == BILLING_OK; i++) {
-        if (r->aggs[v->data[i]].key.month == month)
+        if (r->aggs[v->data[i]].key.month == month && r->aggs[v->data[i]].pieces > 0)
             st = add_usage(r, m, &r->aggs[v->data[i]]);
     }
     if (st == BILLING_OK)
@@ -333,8 +329,10 @@ int32_t *bl_account_months(billing_rater *r, size_t ai, size_t *n)
         *n = (size_t)-1;
         return NULL;
     }
-    for (i = 0; i < v->len; i++)
-        out[count++] = r->aggs[v->data[i]].key.month;
+    for (i = 0; i < v->len; i++) {
+        if (r->aggs[v->data[i]].pieces > 0)
+            out[count++] = r->aggs[v->data[i]].key.month;
+    }
     for (i = 0; i < a->n_subs; i++) {
         s = BL_AT(cat->subs, bl_sub, a->subs[i]);
         for (k = 0; k < s->terms && s->bounds[k] < s->end; k++)

@@ -195,8 +195,7 @@ static const bl_month_cache *month_of(billing_rater *r, size_t ai, const bl_acco
     return mc;
 }
 
-/* Index of the first element of sorted @v greater than @t. */
-static size_t upper_bound(const billing_time_t *v, size_t n, billing_time_t t)
+size_t bl_upper_bound(const billing_time_t *v, size_t n, billing_time_t t)
 {
     size_t lo = 0;
     size_t hi = n;
@@ -264,8 +263,8 @@ static billing_status next_piece(billing_rater *r, const billing_event *ev, size
     const bl_month_cache *mc = month_of(r, ai, a, t);
     billing_time_t end = min_time(ev->end, mc->end);
     billing_time_t sub_next = BL_TIME_MAX;
-    size_t vpos = upper_bound(cat->vfrom, cat->versions.len, t);
-    size_t epoch = upper_bound(a->epochs, a->n_epochs, t);
+    size_t vpos = bl_upper_bound(cat->vfrom, cat->versions.len, t);
+    size_t epoch = bl_upper_bound(a->epochs, a->n_epochs, t);
     size_t sub = BL_NONE;
     size_t rate;
 
@@ -293,7 +292,9 @@ static billing_status next_piece(billing_rater *r, const billing_event *ev, size
         return BILLING_OK;
     }
     rate = vpos == 0 ? BL_NONE
-                     : bl_catalog_rate(cat, cat->vorder[vpos - 1], ev->meter, ev->model, ev->region);
+                     : bl_catalog_rate_cached(cat, &r->rates, cat->vorder[vpos - 1], ev->meter,
+                                              ev->model, ev->model_len, ev->region,
+                                              ev->region_len);
     if (rate == BL_NONE && ev->meter == BILLING_METER_TRAFFIC) {
         p->key.rate = BL_RATE_ZERO;
         return BILLING_OK;
@@ -407,11 +408,30 @@ static bl_agg *agg_get(billing_rater *r, const bl_aggkey *key)
     a = &r->aggs[r->n_aggs];
     a->key = *key;
     a->sum = 0;
+    a->pieces = 0;
     a->has_extra = 0;
     r->agg_slots[i] = (uint32_t)++r->n_aggs;
     v = &r->by_account[key->account];
     v->data[v->len++] = (uint32_t)(r->n_aggs - 1);
     return a;
+}
+
+/* The aggregate for @key, or NULL if there is none. */
+static bl_agg *agg_find(const billing_rater *r, const bl_aggkey *key)
+{
+    uint64_t h = key_hash(key, r->seed);
+    size_t i;
+    bl_agg *a;
+
+    if (r->agg_slot_cap == 0)
+        return NULL;
+    for (i = (size_t)h & (r->agg_slot_cap - 1); r->agg_slots[i] != 0;
+         i = (i + 1) & (r->agg_slot_cap - 1)) {
+        a = &r->aggs[r->agg_slots[i] - 1];
+        if (key_eq(&a->key, key))
+            return a;
+    }
+    return NULL;
 }
 
 static void agg_extra_add(bl_agg *a, const mpq_t q)
@@ -443,20 +463,34 @@ static void agg_add_i128(bl_agg *a, bl_i128 v)
     mpz_clear(z);
 }
 
-static void add_piece(billing_rater *r, const billing_event *ev, const bl_piece *p)
+/*
+ * Add (@sign 1) or take away (@sign -1) the piece @p of @ev. Quantities
+ * and durations are never negative, so negating a product cannot overflow.
+ * Taking away needs the aggregate to exist (billing_rater_remove checks).
+ */
+static void add_piece(billing_rater *r, const billing_event *ev, const bl_piece *p, int sign)
 {
-    bl_agg *a = agg_get(r, &p->key);
+    bl_agg *a = sign > 0 ? agg_get(r, &p->key) : agg_find(r, &p->key);
     bl_i128 dur = (bl_i128)(p->end - p->start);
     bl_i128 prod;
     mpz_t z;
     mpq_t q;
 
+    if (sign > 0) {
+        a->pieces++;
+    } else if (--a->pieces == 0) {
+        /* Everything in it was taken away: it is exactly zero. */
+        a->sum = 0;
+        if (a->has_extra)
+            mpq_set_ui(a->extra, 0, 1);
+        return;
+    }
     if (is_time_meter(ev->meter) && !__builtin_mul_overflow(ev->qty, dur, &prod)) {
-        agg_add_i128(a, prod);
+        agg_add_i128(a, sign > 0 ? prod : -prod);
         return;
     }
     if (!is_time_meter(ev->meter) && p->start == ev->start && p->end == ev->end) {
-        agg_add_i128(a, ev->qty);
+        agg_add_i128(a, sign > 0 ? ev->qty : -ev->qty);
         return;
     }
     /* Rare: a product beyond 128 bits, or the share of a split traffic event. */
@@ -465,15 +499,15 @@ static void add_piece(billing_rater *r, const billing_event *ev, const bl_piece 
     bl_mpz_set_i128(z, ev->qty);
     mpq_set_z(q, z);
     bl_mpz_set_i128(z, dur);
-    if (is_time_meter(ev->meter)) {
-        mpz_mul(mpq_numref(q), mpq_numref(q), z);
-    } else {
-        mpz_mul(mpq_numref(q), mpq_numref(q), z);
-        mpz_set_si(mpq_denref(q), 1);
+    mpz_mul(mpq_numref(q), mpq_numref(q), z);
+    if (!is_time_meter(ev->meter)) {
+        /* The piece's share of the event's quantity: qty * dur / (end - start). */
         bl_mpz_set_i128(z, (bl_i128)(ev->end - ev->start));
         mpz_set(mpq_denref(q), z);
         mpq_canonicalize(q);
     }
+    if (sign < 0)
+        mpq_neg(q, q);
     agg_extra_add(a, q);
     mpq_clear(q);
     mpz_clear(z);
@@ -560,24 +594,48 @@ static void seen_add(billing_rater *r, const billing_event *ev, uint64_t h, uint
 /* Rating one event                                                        */
 /* ---------------------------------------------------------------------- */
 
-/* Walk the event's pieces: count them (apply == 0) or add them. */
-static billing_status walk(billing_rater *r, const billing_event *ev, size_t ai, int apply,
+/*
+ * Walk the event's pieces: count them (@mode 0), add them (1), take them
+ * away (-1), or check that each has a non-empty aggregate to be taken
+ * away from (2: BILLING_ERR_INVALID if one has not).
+ */
+static billing_status walk(billing_rater *r, const billing_event *ev, size_t ai, int mode,
                            size_t *count, char *errbuf, size_t errsize)
 {
     billing_time_t t = ev->start;
     bl_piece p;
     billing_status st;
+    const bl_agg *a;
 
     *count = 0;
     while (t < ev->end) {
         st = next_piece(r, ev, ai, t, &p, errbuf, errsize);
         if (st != BILLING_OK)
             return st;
-        if (apply)
-            add_piece(r, ev, &p);
+        if (mode == 1 || mode == -1)
+            add_piece(r, ev, &p, mode);
+        if (mode == 2 && ((a = agg_find(r, &p.key)) == NULL || a->pieces == 0))
+            return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
+                             "event '%s': not rated by this rater, nothing to remove", ev->id);
         (*count)++;
         t = p.end;
     }
+    return BILLING_OK;
+}
+
+/* Validate @ev and find its account; BILLING_OK or an error naming the field. */
+static billing_status event_account(const billing_rater *r, const billing_event *ev, size_t *ai,
+                                    char *errbuf, size_t errsize)
+{
+    billing_status st = validate(ev, errbuf, errsize);
+
+    if (st != BILLING_OK)
+        return st;
+    *ai = bl_catalog_account(r->cat, ev->account);
+    if (*ai == BL_NONE)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_UNKNOWN_ACCOUNT,
+                         "event '%s': field 'account': '%s' is not a known account", ev->id,
+                         ev->account);
     return BILLING_OK;
 }
 
@@ -593,14 +651,9 @@ billing_status billing_rater_add(billing_rater *r, const billing_event *ev, char
 
     if (r == NULL || ev == NULL)
         return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID, "rater or event is NULL");
-    st = validate(ev, errbuf, errsize);
+    st = event_account(r, ev, &ai, errbuf, errsize);
     if (st != BILLING_OK)
         return st;
-    ai = bl_catalog_account(r->cat, ev->account);
-    if (ai == BL_NONE)
-        return bl_seterr(errbuf, errsize, BILLING_ERR_UNKNOWN_ACCOUNT,
-                         "event '%s': field 'account': '%s' is not a known account", ev->id,
-                         ev->account);
     if (r->dedupe) {
         h = bl_hash_bytes(ev->id, ev->id_len, r->seed) | 1u; /* 0 marks empty slots */
         fp = bl_event_fingerprint(ev);
@@ -624,3 +677,27 @@ billing_status billing_rater_add(billing_rater *r, const billing_event *ev, char
     return BILLING_OK;
 }
 
+billing_status billing_rater_remove(billing_rater *r, const billing_event *ev, char *errbuf,
+                                    size_t errsize)
+{
+    billing_status st;
+    size_t ai;
+    size_t pieces;
+
+    if (r == NULL || ev == NULL)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID, "rater or event is NULL");
+    if (r->dedupe)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_STATE,
+                         "event '%s': removing events needs the rater's dedupe off",
+                         (ev->set & BL_EV_ID) ? ev->id : "(no id)");
+    st = event_account(r, ev, &ai, errbuf, errsize);
+    if (st != BILLING_OK)
+        return st;
+    /* Check every piece before changing anything: all or nothing, as for add. */
+    st = walk(r, ev, ai, 2, &pieces, errbuf, errsize);
+    if (st != BILLING_OK)
+        return st;
+    walk(r, ev, ai, -1, &pieces, NULL, 0);
+    r->events--;
+    return BILLING_OK;
+}

@@ -35,6 +35,7 @@ typedef struct bl_agg {
      * Traffic: sum of quantity (nano-units).
      */
     bl_i128 sum;
+    uint64_t pieces;   /* event pieces in the sum; 0 = empty (all removed) */
     int has_extra;
     mpq_t extra;       /* overflow of `sum` and fractional traffic pieces */
 } bl_agg;
@@ -70,6 +71,7 @@ struct billing_rater {
     size_t agg_slot_cap;
     bl_u32vec *by_account; /* aggregate indices per account */
     bl_month_cache *months;/* last month seen per account */
+    bl_rate_cache rates;   /* recent rate lookups */
     /* Dedupe. */
     bl_seen *seen;
     size_t seen_cap;

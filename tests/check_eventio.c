@@ -1,11 +1,13 @@
 /*
  * check_eventio.c - reading event files: JSON Lines line numbers, blank
  * and over-long lines, length-delimited protobuf framing with oversized,
- * truncated and malformed records, format guessing.
+ * truncated and malformed records, format guessing, reading a record
+ * again at its offset.
  */
 #include "config.h"
 
 #include <check.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -293,6 +295,99 @@ START_TEST(test_formats)
 }
 END_TEST
 
+/*
+ * Every event read can be read again at its bc_reader_offset, to the same
+ * content: JSON Lines with blank, CRLF, rejected and long (> 4 KiB) lines,
+ * and protobuf around oversized messages. A wrong offset is an error.
+ */
+static void read_again_case(bc_format format)
+{
+    char err[ERR];
+    billing_event *ev = billing_event_new();
+    billing_event *again = billing_event_new();
+    bc_reader *rd = bc_reader_open(path, format, err, sizeof(err));
+    unsigned char a[BILLING_EVENT_WIRE_MAX];
+    unsigned char b[BILLING_EVENT_WIRE_MAX];
+    size_t alen;
+    size_t blen;
+    uint64_t offsets[8];
+    int events = 0;
+    int fd;
+    bc_read_result rr;
+
+    ck_assert_msg(rd != NULL, "%s", err);
+    ck_assert_int_eq(bc_reader_rereadable(rd), 1);
+    fd = open(path, O_RDONLY);
+    ck_assert_int_ge(fd, 0);
+    while ((rr = bc_reader_next(rd, ev, err, sizeof(err))) != BC_READ_EOF) {
+        ck_assert_int_ne(rr, BC_READ_ERROR);
+        if (rr != BC_READ_EVENT)
+            continue;
+        ck_assert_int_lt(events, 8);
+        offsets[events++] = bc_reader_offset(rd);
+        ck_assert_int_eq(bc_event_read_at(fd, format, bc_reader_offset(rd), again, err,
+                                          sizeof(err)),
+                         BC_READ_EVENT);
+        ck_assert_int_eq(billing_event_encode(ev, a, sizeof(a), &alen), BILLING_OK);
+        ck_assert_int_eq(billing_event_encode(again, b, sizeof(b), &blen), BILLING_OK);
+        ck_assert_uint_eq(alen, blen);
+        ck_assert_int_eq(memcmp(a, b, alen), 0);
+    }
+    ck_assert_int_eq(events, 3);
+    /* Out of order, later: the same events. */
+    ck_assert_int_eq(bc_event_read_at(fd, format, offsets[2], again, err, sizeof(err)),
+                     BC_READ_EVENT);
+    ck_assert_str_eq(billing_event_id(again), "third");
+    ck_assert_int_eq(bc_event_read_at(fd, format, offsets[0], again, err, sizeof(err)),
+                     BC_READ_EVENT);
+    ck_assert_str_eq(billing_event_id(again), "first");
+    /* Not the start of a record. */
+    ck_assert_int_eq(bc_event_read_at(fd, format, offsets[1] + 3, again, err, sizeof(err)),
+                     BC_READ_ERROR);
+    close(fd);
+    bc_reader_close(rd);
+    billing_event_destroy(ev);
+    billing_event_destroy(again);
+    unlink(path);
+}
+
+START_TEST(test_read_again)
+{
+    char err[ERR];
+    static const char head[] = "\n" LINE("first") "\r\n\n{\"id\":\"x\"\n{\"id\":\"second\",";
+    static const char tail[] = "\"account\":\"a\",\"resource\":\"r\",\"meter\":\"gpu\",\"start\":"
+                               "\"2026-01-05T10:00:00Z\",\"end\":\"2026-01-05T11:00:00Z\","
+                               "\"quantity\":\"8\"}\n" LINE("third");
+    size_t pad = 6000;
+    char *text = malloc(sizeof(head) + pad + sizeof(tail));
+    blob b = {NULL, 0, 0};
+    bc_reader *rd;
+
+    ck_assert_ptr_nonnull(text);
+    memcpy(text, head, sizeof(head) - 1);
+    memset(text + sizeof(head) - 1, ' ', pad);
+    memcpy(text + sizeof(head) - 1 + pad, tail, sizeof(tail));
+    write_file(text, strlen(text));
+    free(text);
+    read_again_case(BC_FORMAT_JSONL);
+
+    put_event(&b, "first");
+    put_junk_message(&b, 5000);
+    put_event(&b, "second");
+    put_junk_message(&b, 10);
+    put_event(&b, "third");
+    write_file(b.data, b.len);
+    free(b.data);
+    read_again_case(BC_FORMAT_PROTOBUF);
+
+    /* stdin cannot be read again. */
+    rd = bc_reader_open("-", BC_FORMAT_JSONL, err, sizeof(err));
+    ck_assert_ptr_nonnull(rd);
+    ck_assert_int_eq(bc_reader_rereadable(rd), 0);
+    bc_reader_close(rd);
+}
+END_TEST
+
 START_TEST(test_open_errors)
 {
     char err[ERR];
@@ -318,6 +413,7 @@ static Suite *eventio_suite(void)
     tcase_add_test(tc, test_protobuf_framing_errors);
     tcase_add_test(tc, test_formats);
     tcase_add_test(tc, test_open_errors);
+    tcase_add_test(tc, test_read_again);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -126,10 +126,9 @@ static void gen(gen_event *ev, int i)
         snprintf(ev->qty, sizeof(ev->qty), "%d", 1 + (int)(rnd() % 8));
 }
 
-static billing_status add(billing_rater *r, const gen_event *g, billing_event *ev)
+static void fill(const gen_event *g, billing_event *ev)
 {
     char err[256];
-    billing_status st;
 
     billing_event_reset(ev);
     billing_event_set_id(ev, g->id);
@@ -140,6 +139,14 @@ static billing_status add(billing_rater *r, const gen_event *g, billing_event *e
     billing_event_set_quantity(ev, g->qty, err, sizeof(err));
     billing_event_set_model(ev, g->model);
     billing_event_set_region(ev, "cn-east-1");
+}
+
+static billing_status add(billing_rater *r, const gen_event *g, billing_event *ev)
+{
+    char err[256];
+    billing_status st;
+
+    fill(g, ev);
     st = billing_rater_add(r, ev, err, sizeof(err));
     ck_assert_msg(st == BILLING_OK || st == BILLING_DUPLICATE, "%s: %s", g->id, err);
     return st;
@@ -392,6 +399,81 @@ START_TEST(test_replay_is_idempotent)
 }
 END_TEST
 
+/*
+ * Removing events gives exactly the state of never having added them,
+ * whatever was added in between: rate the reference events interleaved
+ * with others (some in months nothing else touches), take the others
+ * back in another order, and compare every invoice and the month list.
+ */
+START_TEST(test_remove_undoes_add)
+{
+    billing_catalog *cat = make_catalog();
+    gen_event *evs = calloc(2 * N_EVENTS, sizeof(*evs));
+    billing_event *ev = billing_event_new();
+    int order[2 * N_EVENTS];
+    billing_rater *r;
+    char err[256];
+    char *reference;
+    char *after;
+    int months[16];
+    int n;
+    int i;
+
+    rng_state = UINT64_C(777) + (uint64_t)_i;
+    for (i = 0; i < 2 * N_EVENTS; i++) {
+        gen(&evs[i], i);
+        order[i] = i;
+        if (i >= N_EVENTS && i % 3 == 0) {
+            /* Moved to June: aggregates that only removed events ever fill. */
+            evs[i].start += 150LL * 86400 * BILLING_NS_PER_SEC;
+            evs[i].end += 150LL * 86400 * BILLING_NS_PER_SEC;
+        }
+    }
+    reference = rate_all(cat, evs, NULL, N_EVENTS);
+    r = billing_rater_new(cat, err, sizeof(err));
+    ck_assert_int_eq(billing_rater_set_dedupe(r, 0), BILLING_OK);
+    shuffle(order, 2 * N_EVENTS);
+    for (i = 0; i < 2 * N_EVENTS; i++)
+        ck_assert_int_eq(add(r, &evs[order[i]], ev), BILLING_OK);
+    shuffle(order, 2 * N_EVENTS);
+    for (i = 0; i < 2 * N_EVENTS; i++) {
+        if (order[i] < N_EVENTS)
+            continue;
+        fill(&evs[order[i]], ev);
+        ck_assert_int_eq(billing_rater_remove(r, ev, err, sizeof(err)), BILLING_OK);
+    }
+    after = all_invoices(r);
+    ck_assert_str_eq(reference, after);
+    ck_assert_uint_eq(billing_rater_event_count(r), N_EVENTS);
+    for (i = 0; i < N_ACCOUNTS; i++) {
+        n = billing_rater_months(r, accounts[i], months, 16);
+        ck_assert_int_gt(n, 0);
+        ck_assert_int_le(months[n - 1], 202604); /* June is empty again */
+    }
+    /* A June event again: its aggregates are empty, so it cannot be removed. */
+    for (i = N_EVENTS; i < 2 * N_EVENTS; i++) {
+        if (i % 3 == 0 && evs[i].meter != BILLING_METER_TRAFFIC)
+            break;
+    }
+    fill(&evs[i], ev);
+    ck_assert_int_eq(billing_rater_remove(r, ev, err, sizeof(err)), BILLING_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(err, evs[i].id));
+    free(reference);
+    free(after);
+    billing_rater_destroy(r);
+    /* With the rater's own dedupe on, removing is refused. */
+    r = billing_rater_new(cat, err, sizeof(err));
+    ck_assert_int_eq(add(r, &evs[0], ev), BILLING_OK);
+    fill(&evs[0], ev);
+    ck_assert_int_eq(billing_rater_remove(r, ev, err, sizeof(err)), BILLING_ERR_STATE);
+    ck_assert_uint_eq(billing_rater_event_count(r), 1);
+    billing_rater_destroy(r);
+    free(evs);
+    billing_event_destroy(ev);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
 static Suite *properties_suite(void)
 {
     Suite *s = suite_create("properties");
@@ -403,6 +485,7 @@ static Suite *properties_suite(void)
     tcase_add_loop_test(tc, test_split_invariance, 0, 3);
     tcase_add_loop_test(tc, test_reconciliation_and_credit_bounds, 0, 3);
     tcase_add_loop_test(tc, test_replay_is_idempotent, 0, 2);
+    tcase_add_loop_test(tc, test_remove_undoes_add, 0, 3);
     suite_add_tcase(s, tc);
     return s;
 }

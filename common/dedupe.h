@@ -1,0 +1,128 @@
+/*
+ * dedupe.h - finding repeated event ids among any number of events with
+ * bounded memory: the permanent dedupe of `billing rate`.
+ *
+ * Remembering every id in memory costs memory in proportion to the
+ * events; this module sorts instead. The caller rates each event as it
+ * comes (with the rater's own dedupe off) and hands every rated one to
+ * bc_dedupe_add. Records are kept in memory up to a budget, then sorted
+ * by id and written to an unlinked temporary file (a run); when
+ * BC_DEDUPE_FANIN runs exist they are merged into one. bc_dedupe_finish
+ * merges what is left and reports every later occurrence of an id, with
+ * its encoded event, so that the caller can take it back
+ * (billing_rater_remove):
+ *   - a duplicate when its content (the encoded event) equals the first
+ *     occurrence's byte for byte;
+ *   - a conflict otherwise.
+ * "First" is the order of bc_dedupe_add calls. Ids are compared exactly
+ * (a hash only orders them), so nothing is dropped on a hash collision.
+ *
+ * A record holds the id and where the event was read. The event itself
+ * is stored only when the caller cannot read it again (stdin, a pipe);
+ * otherwise it is read again through a callback, and only for ids that
+ * occur more than once. So a record is about 24 bytes plus the id (plus
+ * about 90 for a stored event).
+ *
+ * Memory: the budget, plus about 70 KiB per merge input (at most
+ * BC_DEDUPE_FANIN + 1 of them). Disk: the records, in the temporary
+ * directory, freed by bc_dedupe_destroy or process exit.
+ */
+#ifndef BC_DEDUPE_H
+#define BC_DEDUPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "billing.h"
+
+/* Smallest memory budget accepted. */
+#define BC_DEDUPE_MEMORY_MIN (64u * 1024u)
+/* Runs merged at once; more are first merged into one. */
+#define BC_DEDUPE_FANIN 64
+/* Longest id accepted (libbilling's limit is shorter). */
+#define BC_DEDUPE_ID_MAX 1024
+
+typedef struct bc_dedupe bc_dedupe;
+
+typedef enum bc_dedupe_kind {
+    BC_DEDUPE_DUPLICATE = 1, /* same id, same content */
+    BC_DEDUPE_CONFLICT = 2   /* same id, different content */
+} bc_dedupe_kind;
+
+/* Where an event was read: handed back in hits and fetches. */
+typedef struct bc_dedupe_where {
+    uint32_t src;    /* the caller's source number */
+    uint64_t pos;    /* its position for messages (a line number, an offset) */
+    uint64_t offset; /* where to read it again (ignored when the event is stored) */
+} bc_dedupe_where;
+
+/* A later occurrence of an id, as reported by bc_dedupe_finish. */
+typedef struct bc_dedupe_hit {
+    bc_dedupe_kind kind;
+    const char *id;              /* NUL-terminated */
+    const unsigned char *event;  /* this occurrence, as billing_event_encode wrote it */
+    size_t event_len;
+    bc_dedupe_where where;       /* where this occurrence was read */
+    bc_dedupe_where first;       /* where the id's first occurrence was read */
+} bc_dedupe_hit;
+
+/*
+ * bc_dedupe_fn - called once per later occurrence, in id-hash order
+ * (deterministic for the same input); every hit of one id comes
+ * together, in arrival order. Return 0 to go on; a positive value stops
+ * bc_dedupe_finish, which returns it.
+ */
+typedef int (*bc_dedupe_fn)(void *arg, const bc_dedupe_hit *hit);
+
+/*
+ * bc_dedupe_fetch_fn - read again the event with id @id that was added
+ * from @where without being stored, and encode it (billing_event_encode)
+ * into @buf (BILLING_EVENT_WIRE_MAX bytes), its length in *@len. Returns
+ * 0, or -1 with a message (the source changed or cannot be read).
+ */
+typedef int (*bc_dedupe_fetch_fn)(void *arg, const bc_dedupe_where *where, const char *id,
+                                  unsigned char *buf, size_t *len, char *errbuf, size_t errsize);
+
+typedef struct bc_dedupe_stats {
+    uint64_t records;   /* events added */
+    uint64_t stored;    /* ... of which with the event stored */
+    uint64_t fetched;   /* events read again through the fetch callback */
+    uint64_t runs;      /* runs written (including merged ones) */
+    uint64_t merges;    /* merges of BC_DEDUPE_FANIN runs into one */
+    uint64_t spilled;   /* bytes written to temporary files */
+} bc_dedupe_stats;
+
+/*
+ * bc_dedupe_new - an empty set using at most @memory bytes (at least
+ * BC_DEDUPE_MEMORY_MIN) for records in memory, with temporary files in
+ * @tmpdir. Returns NULL with a message.
+ */
+bc_dedupe *bc_dedupe_new(size_t memory, const char *tmpdir, char *errbuf, size_t errsize);
+
+/*
+ * bc_dedupe_add - remember the rated event @ev, read at @where. With
+ * @store nonzero the event is stored in the record; otherwise the fetch
+ * callback must be able to read it again from @where. May write a run.
+ * Returns 0, or -1 with a message (id missing or longer than
+ * BC_DEDUPE_ID_MAX, I/O error such as a full disk, out of memory).
+ */
+int bc_dedupe_add(bc_dedupe *d, const billing_event *ev, const bc_dedupe_where *where, int store,
+                  char *errbuf, size_t errsize);
+
+/*
+ * bc_dedupe_finish - merge everything and call @fn for each later
+ * occurrence of an id, fetching events that were not stored through
+ * @fetch (only for ids that occur more than once). Call once, after the
+ * last bc_dedupe_add. Returns 0, the positive value @fn returned, or -1
+ * with a message (I/O error, or @fetch failed).
+ */
+int bc_dedupe_finish(bc_dedupe *d, bc_dedupe_fetch_fn fetch, bc_dedupe_fn fn, void *arg,
+                     char *errbuf, size_t errsize);
+
+/* bc_dedupe_get_stats - what the set did so far. */
+void bc_dedupe_get_stats(const bc_dedupe *d, bc_dedupe_stats *out);
+
+/* bc_dedupe_destroy - close the temporary files and free the set; NULL is a no-op. */
+void bc_dedupe_destroy(bc_dedupe *d);
+
+#endif /* BC_DEDUPE_H */
