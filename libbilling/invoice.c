@@ -227,26 +227,87 @@ static int fill_totals(const billing_catalog *cat, const bl_account *a, const bl
     return (inv->subtotal && inv->credit_total && inv->tax && inv->total) ? 0 : -1;
 }
 
-/* Apply credit to every month with charges before @target, in order. */
+void bl_credit_memo_free(billing_rater *r)
+{
+    size_t i;
+
+    if (r->credit_memo == NULL)
+        return;
+    for (i = 0; i < r->cat->accounts.len; i++) {
+        if (r->credit_memo[i].valid)
+            bl_credit_clear(&r->credit_memo[i].c);
+    }
+    free(r->credit_memo);
+    r->credit_memo = NULL;
+}
+
+/* @dst = @src; both initialised for the same account. */
+static void credit_copy(bl_credit *dst, const bl_credit *src)
+{
+    size_t i;
+
+    for (i = 0; i < src->n; i++) {
+        mpq_set(dst->remaining[i], src->remaining[i]);
+        mpz_set(dst->applied[i], src->applied[i]);
+    }
+}
+
+/* The memo of account @ai (NULL when out of memory: replay from the start). */
+static bl_credit_memo *memo_of(billing_rater *r, size_t ai)
+{
+    if (r->credit_memo == NULL)
+        r->credit_memo = calloc(r->cat->accounts.len ? r->cat->accounts.len : 1,
+                                sizeof(bl_credit_memo));
+    if (r->credit_memo == NULL)
+        return NULL;
+    return &r->credit_memo[ai];
+}
+
+/*
+ * Apply credit to every month with charges before @target, in order,
+ * starting from the memo when it is still valid and not past @target, and
+ * leave the memo at @target.
+ */
 static billing_status replay_months(billing_rater *r, size_t ai, int32_t target, bl_credit *c)
 {
+    bl_credit_memo *memo;
     int32_t *months;
+    int32_t from = INT32_MIN;
     size_t n;
     size_t i;
     bl_month m;
     billing_status st = BILLING_OK;
 
+    if (c->n == 0)
+        return BILLING_OK; /* no grants: earlier months change nothing */
+    memo = memo_of(r, ai);
+    if (memo != NULL && memo->valid && memo->gen == r->gen && memo->month <= target) {
+        credit_copy(c, &memo->c);
+        from = memo->month;
+    }
     months = bl_account_months(r, ai, &n);
     if (months == NULL && n != 0)
         return BILLING_ERR_NOMEM;
     for (i = 0; i < n && months[i] < target && st == BILLING_OK; i++) {
+        if (months[i] < from)
+            continue;
         st = bl_month_compute(r, ai, months[i], &m);
         if (st == BILLING_OK)
             bl_credit_apply(r->cat, ai, &m, c);
         bl_month_clear(&m);
     }
     free(months);
-    return st;
+    if (st != BILLING_OK || memo == NULL)
+        return st;
+    if (!memo->valid) {
+        if (bl_credit_init(&memo->c, r->cat, ai, 0) != 0)
+            return BILLING_OK; /* no memo this time; the answer is right anyway */
+        memo->valid = 1;
+    }
+    credit_copy(&memo->c, c);
+    memo->month = target;
+    memo->gen = r->gen;
+    return BILLING_OK;
 }
 
 static billing_status build(billing_rater *r, size_t ai, int32_t target, billing_invoice *inv)

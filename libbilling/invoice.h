@@ -66,6 +66,23 @@ typedef struct bl_credit {
     mpz_t *applied;         /* minor mode: applied on the month just processed */
 } bl_credit;
 
+/*
+ * Invoices replay credit from an account's first month with charges, so
+ * that each month sees what earlier months used. bl_credit_memo keeps,
+ * per account, the state after the last replay, so that invoices asked
+ * for in ascending order replay each month once. It is valid while the
+ * rater's generation (bumped by every add and remove) is unchanged.
+ */
+typedef struct bl_credit_memo {
+    int valid;
+    uint64_t gen;
+    int32_t month;          /* the state is after every month before this one */
+    bl_credit c;
+} bl_credit_memo;
+
+/* bl_credit_memo_free - free the rater's memos (billing_rater_destroy). */
+void bl_credit_memo_free(billing_rater *r);
+
 /* bl_credit_init - full grants for account @ai. Returns 0 or -1 (no memory). */
 int bl_credit_init(bl_credit *c, const billing_catalog *cat, size_t ai, int exact);
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "event.h"
+#include "invoice.h"
 #include "rater.h"
 #include "zone.h"
 
@@ -64,6 +65,7 @@ void billing_rater_destroy(billing_rater *r)
         for (i = 0; i < r->cat->accounts.len; i++)
             free(r->by_account[i].data);
     }
+    bl_credit_memo_free(r);
     free(r->by_account);
     free(r->months);
     free(r->aggs);
@@ -674,6 +676,7 @@ billing_status billing_rater_add(billing_rater *r, const billing_event *ev, char
     if (r->dedupe)
         seen_add(r, ev, h, fp);
     r->events++;
+    r->gen++;
     return BILLING_OK;
 }
 
@@ -699,5 +702,6 @@ billing_status billing_rater_remove(billing_rater *r, const billing_event *ev, c
         return st;
     walk(r, ev, ai, -1, &pieces, NULL, 0);
     r->events--;
+    r->gen++;
     return BILLING_OK;
 }

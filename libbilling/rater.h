@@ -52,6 +52,8 @@ typedef struct bl_seen {
     uint64_t off;      /* offset of the id in the arena << 8 | its length */
 } bl_seen;
 
+struct bl_credit_memo; /* invoice.c */
+
 typedef struct bl_u32vec {
     uint32_t *data;
     size_t len;
@@ -72,6 +74,8 @@ struct billing_rater {
     bl_u32vec *by_account; /* aggregate indices per account */
     bl_month_cache *months;/* last month seen per account */
     bl_rate_cache rates;   /* recent rate lookups */
+    uint64_t gen;          /* changes whenever an event is added or removed */
+    struct bl_credit_memo *credit_memo; /* per account, for invoices (invoice.c) */
     /* Dedupe. */
     bl_seen *seen;
     size_t seen_cap;

@@ -474,6 +474,70 @@ START_TEST(test_remove_undoes_add)
 }
 END_TEST
 
+/*
+ * Invoices remember the credit state of the last month replayed. Asking
+ * for months in any order, and after more events arrive, must give what a
+ * fresh rater gives.
+ */
+START_TEST(test_invoice_order_and_changes)
+{
+    billing_catalog *cat = make_catalog();
+    gen_event *evs = calloc(N_EVENTS, sizeof(*evs));
+    billing_event *ev = billing_event_new();
+    billing_rater *r;
+    billing_rater *fresh;
+    char err[256];
+    char *want[N_ACCOUNTS * 4];
+    char *got;
+    int order[N_ACCOUNTS * 4];
+    int i;
+
+    rng_state = UINT64_C(99) + (uint64_t)_i;
+    for (i = 0; i < N_EVENTS; i++)
+        gen(&evs[i], i);
+    fresh = billing_rater_new(cat, err, sizeof(err));
+    for (i = 0; i < N_EVENTS; i++)
+        add(fresh, &evs[i], ev);
+    for (i = 0; i < N_ACCOUNTS * 4; i++) {
+        want[i] = tu_invoice_text(fresh, accounts[i / 4], 2026, i % 4 + 1);
+        ck_assert_ptr_nonnull(want[i]);
+        order[i] = i;
+    }
+    /*
+     * February invoices before any event: the memo holds the credit left
+     * after January's plan fee alone (prepaid 3000.00 - 2599.00).
+     */
+    r = billing_rater_new(cat, err, sizeof(err));
+    for (i = 0; i < N_ACCOUNTS; i++) {
+        got = tu_invoice_text(r, accounts[i], 2026, 2);
+        ck_assert_ptr_nonnull(got);
+        free(got);
+    }
+    /* Events arrive; February again first: the memo is stale and must not be used. */
+    for (i = 0; i < N_EVENTS; i++)
+        add(r, &evs[i], ev);
+    for (i = 0; i < N_ACCOUNTS; i++) {
+        got = tu_invoice_text(r, accounts[i], 2026, 2);
+        ck_assert_str_eq(got, want[i * 4 + 1]);
+        free(got);
+    }
+    /* Any order gives the same invoices. */
+    shuffle(order, N_ACCOUNTS * 4);
+    for (i = 0; i < N_ACCOUNTS * 4; i++) {
+        got = tu_invoice_text(r, accounts[order[i] / 4], 2026, order[i] % 4 + 1);
+        ck_assert_str_eq(got, want[order[i]]);
+        free(got);
+    }
+    for (i = 0; i < N_ACCOUNTS * 4; i++)
+        free(want[i]);
+    free(evs);
+    billing_event_destroy(ev);
+    billing_rater_destroy(r);
+    billing_rater_destroy(fresh);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
 static Suite *properties_suite(void)
 {
     Suite *s = suite_create("properties");
@@ -486,6 +550,7 @@ static Suite *properties_suite(void)
     tcase_add_loop_test(tc, test_reconciliation_and_credit_bounds, 0, 3);
     tcase_add_loop_test(tc, test_replay_is_idempotent, 0, 2);
     tcase_add_loop_test(tc, test_remove_undoes_add, 0, 3);
+    tcase_add_loop_test(tc, test_invoice_order_and_changes, 0, 3);
     suite_add_tcase(s, tc);
     return s;
 }
