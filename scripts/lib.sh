@@ -86,3 +86,27 @@ billing_wait_pid_gone() {
 billing_shquote() {
     printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"
 }
+
+# billing_configure_build DIR [CONFIGURE-ARGS...]: autogen, then configure
+# the source tree out of tree in DIR (absolute), and cd there. An in-tree
+# ./configure makes configure refuse a build directory ("source directory
+# already configured") and would let VPATH pick up in-tree objects and
+# generated files, so it is cleaned first (make distclean).
+billing_configure_build() {
+    local dir=$1
+    shift
+    cd "$BILLING_ROOT"
+    if [ -f config.status ]; then
+        billing_log "the source tree is configured in-tree: make distclean"
+        make distclean >/dev/null 2>&1 || true
+        [ ! -f config.status ] ||
+            billing_die "could not distclean the in-tree build; remove it by hand (git clean -xdf, careful)"
+    fi
+    ./autogen.sh
+    mkdir -p "$dir"
+    cd "$dir"
+    "$BILLING_ROOT/configure" "$@" >configure.out 2>&1 || {
+        cat configure.out
+        billing_die "configure failed (config.log in $dir)"
+    }
+}

@@ -29,26 +29,8 @@ step() {
 step "dependencies"
 bash scripts/install-deps.sh
 
-# An in-tree ./configure makes configure refuse a build directory ("source
-# directory already configured") and would let VPATH pick up in-tree
-# objects and generated files: clean it first.
-if [ -f config.status ]; then
-    step "the source tree is configured in-tree: make distclean"
-    make distclean >/dev/null 2>&1 || true
-    [ ! -f config.status ] ||
-        billing_die "could not distclean the in-tree build; remove it by hand (git clean -xdf, careful)"
-fi
-
-step "autogen"
-./autogen.sh
-
-step "configure in $build"
-mkdir -p "$build"
-cd "$build"
-"$BILLING_ROOT/configure" --enable-werror --enable-sanitizers >configure.out 2>&1 || {
-    cat configure.out
-    billing_die "configure failed (config.log in $build)"
-}
+step "autogen and configure in $build"
+billing_configure_build "$build" --enable-werror --enable-sanitizers
 
 step "build"
 make -j2

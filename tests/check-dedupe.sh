@@ -57,7 +57,8 @@ tail -n +2001 "$tmp/r1.jsonl" >"$tmp/b.jsonl"
 cat "$tmp/r2.jsonl" >>"$tmp/b.jsonl"
 
 rate() {
-    "$billing" rate --format table --pricebook "$ex/pricebook.json" --accounts "$ex/accounts.json" "$@"
+    # shellcheck disable=SC2086 # the prefix (run-test.sh, valgrind) is words
+    ${BILLING_TEST_WRAP:-} "$billing" rate --format table --pricebook "$ex/pricebook.json" --accounts "$ex/accounts.json" "$@"
 }
 
 rate --no-dedupe "$tmp/unique.jsonl" >"$tmp/ref.txt" 2>"$tmp/ref.err"

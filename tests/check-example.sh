@@ -5,7 +5,8 @@
 # 73 GB of zero-rated traffic, 10.00 trial credit, 6% tax on 104.88 = 6.29).
 set -u
 exp="${top_srcdir:-..}/tests/example_rate_invoice.expected"
-out=$(./example_rate_invoice 2>&1)
+# shellcheck disable=SC2086 # the prefix (run-test.sh, valgrind) is words
+out=$(${BILLING_TEST_WRAP:-} ./example_rate_invoice 2>&1)
 rc=$?
 if [ $rc -eq 0 ] && [ "$out" = "$(cat "$exp")" ]; then
     echo "example output matches $exp"

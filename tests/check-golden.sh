@@ -36,7 +36,7 @@ for args in *.args; do
     checks=$((checks + 1))
     # Word splitting of the arguments is intended: they contain no spaces.
     # shellcheck disable=SC2046
-    "$billing" rate $(cat "$args") >"$tmp/$name.out" 2>"$tmp/$name.err"
+    ${BILLING_TEST_WRAP:-} "$billing" rate $(cat "$args") >"$tmp/$name.out" 2>"$tmp/$name.err"
     echo $? >"$tmp/$name.rc"
     [ -f "$name.expected.rc" ] || echo 0 >"$tmp/$name.exprc"
     [ -f "$name.expected.rc" ] && cp "$name.expected.rc" "$tmp/$name.exprc"
