@@ -490,8 +490,9 @@ BILLING_API billing_status billing_event_encode(const billing_event *ev, unsigne
 /**
  * billing_rater: rates events against a frozen catalog into per-invoice
  * aggregates, remembering every event id it has accepted (permanent
- * dedupe). Memory grows with distinct aggregates and, for dedupe, by a
- * fixed ~40 bytes per distinct event id. Not thread-safe: use one rater
+ * dedupe). Memory grows with distinct aggregates and, for dedupe, by
+ * about 40 bytes plus the id's length per distinct event id (measured in
+ * doc/performance.md). Not thread-safe: use one rater
  * per thread, or serialise calls; several raters may share one catalog.
  */
 typedef struct billing_rater billing_rater;

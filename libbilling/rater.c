@@ -71,6 +71,7 @@ void billing_rater_destroy(billing_rater *r)
     free(r->aggs);
     free(r->agg_slots);
     free(r->seen);
+    free(r->seen_slots);
     free(r->arena);
     free(r);
 }
@@ -522,73 +523,102 @@ static void add_piece(billing_rater *r, const billing_event *ev, const bl_piece 
 static bl_seen *seen_find(const billing_rater *r, const billing_event *ev, uint64_t h)
 {
     size_t i;
-    bl_seen *s;
+    const bl_seen_slot *slot;
+    bl_seen *e;
 
-    if (r->seen_cap == 0)
+    if (r->seen_slot_cap == 0)
         return NULL;
-    i = (size_t)h & (r->seen_cap - 1);
-    while (r->seen[i].hash != 0) {
-        s = &r->seen[i];
-        if (s->hash == h && (s->off & 0xff) == ev->id_len &&
-            memcmp(r->arena + (s->off >> 8), ev->id, ev->id_len) == 0)
-            return s;
-        i = (i + 1) & (r->seen_cap - 1);
+    for (i = (size_t)h & (r->seen_slot_cap - 1); (slot = &r->seen_slots[i])->index != 0;
+         i = (i + 1) & (r->seen_slot_cap - 1)) {
+        if (slot->tag != (uint32_t)(h >> 32))
+            continue;
+        e = &r->seen[slot->index - 1];
+        if ((e->off & 0xff) == ev->id_len &&
+            memcmp(r->arena + (e->off >> 8), ev->id, ev->id_len) == 0)
+            return e;
     }
     return NULL;
 }
 
-static void seen_place(bl_seen *table, size_t cap, const bl_seen *e)
+static void seen_place(bl_seen_slot *slots, size_t cap, uint64_t h, size_t index)
 {
-    size_t i = (size_t)e->hash & (cap - 1);
+    size_t i = (size_t)h & (cap - 1);
 
-    while (table[i].hash != 0)
+    while (slots[i].index != 0)
         i = (i + 1) & (cap - 1);
-    table[i] = *e;
+    slots[i].index = (uint32_t)(index + 1);
+    slots[i].tag = (uint32_t)(h >> 32);
 }
 
+static uint64_t seen_hash(const billing_rater *r, const char *id, size_t len)
+{
+    return bl_hash_bytes(id, len, r->seed);
+}
+
+/*
+ * @p (@cap elements of @size) grown by doubling to hold @need: the new
+ * block (or @p when it is big enough), or NULL with @p untouched.
+ */
+static void *grow(void *p, size_t *cap, size_t need, size_t size, size_t first)
+{
+    size_t ncap = *cap ? *cap : first;
+    void *q;
+
+    if (need <= *cap)
+        return p;
+    while (ncap < need)
+        ncap *= 2;
+    q = realloc(p, ncap * size);
+    if (q != NULL)
+        *cap = ncap;
+    return q;
+}
+
+/* Make room for one more id of @id_len bytes, so that seen_add cannot fail. */
 static int seen_reserve(billing_rater *r, size_t id_len)
 {
     size_t ncap;
     size_t i;
-    bl_seen *t;
+    bl_seen_slot *t;
+    bl_seen *seen;
     char *arena;
+    const bl_seen *e;
 
-    if ((r->seen_count + 1) * 2 > r->seen_cap) {
-        ncap = r->seen_cap ? r->seen_cap * 2 : 1024;
+    if (r->seen_count + 1 >= UINT32_MAX)
+        return -1;
+    seen = grow(r->seen, &r->seen_cap, r->seen_count + 1, sizeof(bl_seen), 1024);
+    if (seen == NULL)
+        return -1;
+    r->seen = seen;
+    arena = grow(r->arena, &r->arena_cap, r->arena_len + id_len, 1, 65536);
+    if (arena == NULL)
+        return -1;
+    r->arena = arena;
+    if ((r->seen_count + 1) * 4 > r->seen_slot_cap * 3) {
+        ncap = r->seen_slot_cap ? r->seen_slot_cap * 2 : 2048;
         t = calloc(ncap, sizeof(*t));
         if (t == NULL)
             return -1;
-        for (i = 0; i < r->seen_cap; i++) {
-            if (r->seen[i].hash != 0)
-                seen_place(t, ncap, &r->seen[i]);
+        for (i = 0; i < r->seen_count; i++) {
+            e = &r->seen[i];
+            seen_place(t, ncap, seen_hash(r, r->arena + (e->off >> 8), e->off & 0xff), i);
         }
-        free(r->seen);
-        r->seen = t;
-        r->seen_cap = ncap;
-    }
-    if (r->arena_len + id_len > r->arena_cap) {
-        ncap = r->arena_cap ? r->arena_cap * 2 : 65536;
-        while (ncap < r->arena_len + id_len)
-            ncap *= 2;
-        arena = realloc(r->arena, ncap);
-        if (arena == NULL)
-            return -1;
-        r->arena = arena;
-        r->arena_cap = ncap;
+        free(r->seen_slots);
+        r->seen_slots = t;
+        r->seen_slot_cap = ncap;
     }
     return 0;
 }
 
 static void seen_add(billing_rater *r, const billing_event *ev, uint64_t h, uint64_t fp)
 {
-    bl_seen e;
+    bl_seen *e = &r->seen[r->seen_count];
 
-    e.hash = h;
-    e.fp = fp;
-    e.off = (uint64_t)r->arena_len << 8 | ev->id_len;
+    e->fp = fp;
+    e->off = (uint64_t)r->arena_len << 8 | ev->id_len;
     memcpy(r->arena + r->arena_len, ev->id, ev->id_len);
     r->arena_len += ev->id_len;
-    seen_place(r->seen, r->seen_cap, &e);
+    seen_place(r->seen_slots, r->seen_slot_cap, h, r->seen_count);
     r->seen_count++;
 }
 
@@ -657,7 +687,7 @@ billing_status billing_rater_add(billing_rater *r, const billing_event *ev, char
     if (st != BILLING_OK)
         return st;
     if (r->dedupe) {
-        h = bl_hash_bytes(ev->id, ev->id_len, r->seed) | 1u; /* 0 marks empty slots */
+        h = seen_hash(r, ev->id, ev->id_len);
         fp = bl_event_fingerprint(ev);
         s = seen_find(r, ev, h);
         if (s != NULL && s->fp == fp)

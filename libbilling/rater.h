@@ -46,11 +46,20 @@ typedef struct bl_month_cache {
     int32_t month;
 } bl_month_cache;
 
+/*
+ * The dedupe set: ids are appended to an arena and described by a dense
+ * array of entries; an open-addressing table of 8-byte slots (load at
+ * most 3/4) points into it. About 16 + 11..21 bytes per id plus the id.
+ */
 typedef struct bl_seen {
-    uint64_t hash;     /* hash of the id; 0 = empty slot */
     uint64_t fp;       /* fingerprint of the content */
     uint64_t off;      /* offset of the id in the arena << 8 | its length */
 } bl_seen;
+
+typedef struct bl_seen_slot {
+    uint32_t index;    /* entry + 1; 0 = empty slot */
+    uint32_t tag;      /* high half of the id's hash: most misses skip the arena */
+} bl_seen_slot;
 
 struct bl_credit_memo; /* invoice.c */
 
@@ -77,9 +86,11 @@ struct billing_rater {
     uint64_t gen;          /* changes whenever an event is added or removed */
     struct bl_credit_memo *credit_memo; /* per account, for invoices (invoice.c) */
     /* Dedupe. */
-    bl_seen *seen;
-    size_t seen_cap;
+    bl_seen *seen;         /* entries, in arrival order */
     size_t seen_count;
+    size_t seen_cap;
+    bl_seen_slot *seen_slots;
+    size_t seen_slot_cap;
     char *arena;
     size_t arena_len;
     size_t arena_cap;

@@ -538,6 +538,46 @@ START_TEST(test_invoice_order_and_changes)
 }
 END_TEST
 
+/*
+ * The rater's own id set through several growths and rehashes: every id
+ * is remembered, a replay is all duplicates, a changed one a conflict.
+ */
+#define MANY_IDS 60000
+
+START_TEST(test_dedupe_many_ids)
+{
+    billing_catalog *cat = make_catalog();
+    billing_event *ev = billing_event_new();
+    billing_rater *r;
+    char err[256];
+    gen_event g;
+    billing_status want;
+    int i;
+    int pass;
+
+    r = billing_rater_new(cat, err, sizeof(err));
+    for (pass = 0; pass < 3; pass++) {
+        want = pass == 0 ? BILLING_OK : pass == 1 ? BILLING_DUPLICATE : BILLING_ERR_CONFLICT;
+        for (i = 0; i < MANY_IDS; i++) {
+            rng_state = UINT64_C(5150) + (uint64_t)i; /* the same event on every pass */
+            gen(&g, 0);
+            /* Ids of several lengths, sharing long prefixes. */
+            snprintf(g.id, sizeof(g.id), "%s-%d", (i % 3) ? "e" : "event-with-a-long-prefix", i);
+            g.meter = BILLING_METER_TRAFFIC;
+            g.start = tu_time("2026-01-10T00:00:00Z") + (billing_time_t)i;
+            g.end = g.start + 1;
+            snprintf(g.qty, sizeof(g.qty), "%d", pass == 2 ? 2 : 1);
+            fill(&g, ev);
+            ck_assert_int_eq(billing_rater_add(r, ev, err, sizeof(err)), want);
+        }
+    }
+    ck_assert_uint_eq(billing_rater_event_count(r), MANY_IDS);
+    billing_rater_destroy(r);
+    billing_event_destroy(ev);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
 static Suite *properties_suite(void)
 {
     Suite *s = suite_create("properties");
@@ -551,6 +591,7 @@ static Suite *properties_suite(void)
     tcase_add_loop_test(tc, test_replay_is_idempotent, 0, 2);
     tcase_add_loop_test(tc, test_remove_undoes_add, 0, 3);
     tcase_add_loop_test(tc, test_invoice_order_and_changes, 0, 3);
+    tcase_add_test(tc, test_dedupe_many_ids);
     suite_add_tcase(s, tc);
     return s;
 }
