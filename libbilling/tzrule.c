@@ -192,6 +192,8 @@ static int parse_dst_part(cursor *c, const char *start, bl_tzrule *out, char *er
     return 0;
 }
 
+static int periods_alternate(const bl_tzrule *rule);
+
 int bl_tzrule_parse(const char *s, size_t len, bl_tzrule *out, char *errbuf, size_t errsize)
 {
     cursor c;
@@ -212,6 +214,14 @@ int bl_tzrule_parse(const char *s, size_t len, bl_tzrule *out, char *errbuf, siz
     }
     if (peek(&c) != -1)
         return fail(&c, s, "unexpected characters", errbuf, errsize);
+    /*
+     * Offsets are computed from the transitions of the years around an
+     * instant, which is only right if starts and ends alternate: refuse a
+     * rule whose DST period of one year begins before the last one ended
+     * (possible with v3 rule times of up to 167 hours).
+     */
+    if (out->has_dst && !periods_alternate(out))
+        return fail(&c, s, "DST periods of consecutive years overlap", errbuf, errsize);
     return 0;
 }
 
@@ -287,6 +297,40 @@ static void collect_events(const bl_tzrule *rule, int64_t secs, rule_event *ev)
             ev[j] = ev[j - 1];
         ev[j] = tmp;
     }
+}
+
+/* Years checked by periods_alternate: every year an instant in range can touch. */
+#define CHECK_FIRST_YEAR 1897
+#define CHECK_LAST_YEAR 2203
+
+/* 1 if, over the supported range, DST starts and ends strictly alternate. */
+static int periods_alternate(const bl_tzrule *rule)
+{
+    rule_event ev[2 * (CHECK_LAST_YEAR - CHECK_FIRST_YEAR + 1)];
+    size_t n = 0;
+    size_t i;
+    size_t j;
+    rule_event tmp;
+    int year;
+
+    for (year = CHECK_FIRST_YEAR; year <= CHECK_LAST_YEAR; year++) {
+        ev[n].at = date_day(&rule->start, year) * 86400 + rule->start.secs - rule->std_off;
+        ev[n++].dst = 1;
+        ev[n].at = date_day(&rule->end, year) * 86400 + rule->end.secs - rule->dst_off;
+        ev[n++].dst = 0;
+    }
+    /* Insertion sort: the events are nearly in order already. */
+    for (i = 1; i < n; i++) {
+        tmp = ev[i];
+        for (j = i; j > 0 && event_after(&ev[j - 1], &tmp); j--)
+            ev[j] = ev[j - 1];
+        ev[j] = tmp;
+    }
+    for (i = 1; i < n; i++) {
+        if (ev[i].dst == ev[i - 1].dst)
+            return 0;
+    }
+    return 1;
 }
 
 int32_t bl_tzrule_offset(const bl_tzrule *rule, int64_t secs)

@@ -770,6 +770,9 @@ static const char *const bad_footers[] = {
     "EST5EDT,M3.2.0,M11.1.0,",      /* trailing comma */
     "EST005",                       /* three-digit offset hours */
     "5EST",                         /* no name */
+    /* One year's DST begins before the last one ended (found by fuzz_tzif). */
+    "EST5EDT,M1.2.0/-167,365/6",
+    "EST5EDT,J1/-100,J365/100",
 };
 
 START_TEST(test_footer_rejected)
