@@ -8,9 +8,11 @@
 #   3. make -j2
 #   4. scripts/services.sh start (private PostgreSQL + Kafka; the first run
 #      downloads the Kafka jars) and load var/services.env
-#   5. make -j2 check: unit suites, integration suites, script tests; each
-#      prints its Check summary line ("N%: Checks: ...")
-#   6. always (trap): scripts/services.sh stop
+#   5. make -j2 check: unit suites, integration suites, script tests, fuzz
+#      corpora; each prints its Check summary line ("N%: Checks: ...")
+#   6. scripts/valgrind.sh: the unit suites and the billing tool's tests
+#      again under valgrind, in their own build without sanitizers
+#   7. always (trap): scripts/services.sh stop
 #
 # Exits non-zero if any step or any test fails; a failing run prints
 # tests/test-suite.log.
@@ -62,5 +64,11 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 step "make check"
 if ! make -j2 check; then
     cat tests/test-suite.log 2>/dev/null || true
+    exit 1
+fi
+
+step "valgrind: unit suites and the billing tool's tests (scripts/valgrind.sh)"
+if ! bash "$BILLING_ROOT/scripts/valgrind.sh"; then
+    cat "$BILLING_ROOT/_build-valgrind/tests/test-suite.log" 2>/dev/null || true
     exit 1
 fi

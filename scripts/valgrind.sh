@@ -14,9 +14,13 @@ set -eu
 
 here=$(cd "$(dirname "$0")" && pwd -P)
 . "$here/lib.sh"
-build=$(billing_abs "${BILLING_VALGRIND_BUILD_DIR:-$BILLING_ROOT/_build-valgrind}")
+if [ -n "${BILLING_VALGRIND_BUILD_DIR:-}" ]; then
+    build=$(billing_abs "$BILLING_VALGRIND_BUILD_DIR")
+else
+    build=$BILLING_ROOT/_build-valgrind
+fi
 
 bash "$BILLING_ROOT/scripts/install-deps.sh"
 billing_configure_build "$build" --enable-werror
 make -j2
-make -C tests check-valgrind
+make -j2 -C tests check-valgrind
