@@ -129,7 +129,9 @@ static void usage(FILE *out)
           "\n"
           "Exit status: 0 all events rated; 1 some events rejected (invoices of the\n"
           "others printed) or, with --strict, one rejected; 2 usage error; 3 unreadable\n"
-          "or invalid input or configuration; 4 out of memory or internal error.\n",
+          "or invalid input or configuration; 4 out of memory, a temporary file that\n"
+          "cannot be written, an event file changed while being rated, or another\n"
+          "internal error.\n",
           out);
 }
 
@@ -652,7 +654,7 @@ static int take_back_repeats(rate_ctx *c)
 
     if (c->opts.verbose) {
         bc_dedupe_get_stats(c->dedupe, &st);
-        cli_error("dedupe: %" PRIu64 " ids (%" PRIu64 " events kept, %" PRIu64
+        cli_error("dedupe: %" PRIu64 " events remembered (%" PRIu64 " kept whole, %" PRIu64
                   " read again) in %zu KiB of memory; %" PRIu64 " runs, %" PRIu64
                   " merges, %" PRIu64 " bytes written to temporary files in %s",
                   st.records, st.stored, st.fetched, c->opts.dedupe_memory >> 10, st.runs,
