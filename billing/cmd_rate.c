@@ -232,12 +232,13 @@ static int size_option(const char *name, const char *arg, size_t *out)
         shift = 30;
     if (shift != 0)
         p++;
-    if (*p != '\0' || v > (SIZE_MAX >> 1 >> shift) || (v << shift) < BC_DEDUPE_MEMORY_MIN)
+    if (*p != '\0' || v > (SIZE_MAX >> 1 >> shift) || (v << shift) < BC_DEDUPE_MEMORY_MIN ||
+        (v << shift) > BC_DEDUPE_MEMORY_MAX)
         goto bad;
     *out = (size_t)(v << shift);
     return CLI_EXIT_OK;
 bad:
-    return cli_usage_error("rate", "%s '%s': expected a size of at least 64K (suffix K, M or G)",
+    return cli_usage_error("rate", "%s '%s': expected a size from 64K to 64G (suffix K, M or G)",
                            name, arg);
 }
 

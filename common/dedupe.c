@@ -64,6 +64,7 @@ struct bc_dedupe {
     run runs[BC_DEDUPE_FANIN];
     size_t n_runs;
     int finished;
+    int failed;   /* an I/O error left the runs half read: refuse everything */
     bc_dedupe_stats stats;
 };
 
@@ -115,6 +116,20 @@ static int id_cmp(uint64_t ah, const unsigned char *a, size_t alen, uint64_t bh,
     return memcmp(a, b, alen);
 }
 
+static int idx_cmp(const mem_idx *a, const mem_idx *b, const unsigned char *base);
+
+/* qsort_r order of index entries: hash, id, then arrival (arena offset). */
+static int idx_order(const void *x, const void *y, void *base)
+{
+    const mem_idx *a = x;
+    const mem_idx *b = y;
+    int c = idx_cmp(a, b, base);
+
+    if (c != 0)
+        return c;
+    return (a->off > b->off) - (a->off < b->off);
+}
+
 static int idx_cmp(const mem_idx *a, const mem_idx *b, const unsigned char *base)
 {
     rec_hdr ha;
@@ -137,6 +152,8 @@ static size_t rec_size(const rec_hdr *h)
 /* Set                                                                     */
 /* ---------------------------------------------------------------------- */
 
+static int run_open(bc_dedupe *d, run *r, char *errbuf, size_t errsize);
+
 static void run_close(run *r)
 {
     fclose(r->f);
@@ -148,9 +165,11 @@ static void run_close(run *r)
 bc_dedupe *bc_dedupe_new(size_t memory, const char *tmpdir, char *errbuf, size_t errsize)
 {
     bc_dedupe *d;
+    run probe;
 
-    if (memory < BC_DEDUPE_MEMORY_MIN) {
-        bc_seterr(errbuf, errsize, "dedupe memory: at least %u bytes", BC_DEDUPE_MEMORY_MIN);
+    if (memory < BC_DEDUPE_MEMORY_MIN || memory > BC_DEDUPE_MEMORY_MAX) {
+        bc_seterr(errbuf, errsize, "dedupe memory: %u bytes to %llu GiB", BC_DEDUPE_MEMORY_MIN,
+                  (unsigned long long)(BC_DEDUPE_MEMORY_MAX >> 30));
         return NULL;
     }
     d = calloc(1, sizeof(*d));
@@ -165,6 +184,12 @@ bc_dedupe *bc_dedupe_new(size_t memory, const char *tmpdir, char *errbuf, size_t
     d->idx_tmp = malloc(d->idx_cap * sizeof(mem_idx));
     if (d->tmpdir == NULL || d->arena == NULL || d->idx == NULL || d->idx_tmp == NULL)
         goto nomem;
+    /* Find out now, not after reading everything, if runs cannot be written. */
+    if (run_open(d, &probe, errbuf, errsize) != 0) {
+        bc_dedupe_destroy(d);
+        return NULL;
+    }
+    run_close(&probe);
     return d;
 nomem:
     bc_dedupe_destroy(d);
@@ -259,7 +284,6 @@ static void sort_memory(bc_dedupe *d)
     mem_idx *src = d->idx;
     mem_idx *dst = d->idx_tmp;
     mem_idx *t;
-    mem_idx e;
     size_t n = d->n_idx;
     size_t i;
     size_t j;
@@ -285,15 +309,16 @@ static void sort_memory(bc_dedupe *d)
         src = dst;
         dst = t;
     }
-    for (i = 1; i < n; i++) {
-        if ((src[i].hash >> RADIX_SHIFT) != (src[i - 1].hash >> RADIX_SHIFT))
-            continue;
-        e = src[i];
-        for (j = i; j > 0 && (src[j - 1].hash >> RADIX_SHIFT) == (e.hash >> RADIX_SHIFT) &&
-                    idx_cmp(&src[j - 1], &e, d->arena) > 0;
-             j--)
-            src[j] = src[j - 1];
-        src[j] = e;
+    /*
+     * Groups of equal top bits: rare by chance, but ids can be chosen to
+     * collide (the hash has no key), so they are sorted in O(k log k).
+     * The arena offset breaks ties: records were appended in arrival order.
+     */
+    for (i = 0; i < n; i = j) {
+        for (j = i + 1; j < n && (src[j].hash >> RADIX_SHIFT) == (src[i].hash >> RADIX_SHIFT); j++)
+            ;
+        if (j - i > 1)
+            qsort_r(src + i, j - i, sizeof(mem_idx), idx_order, d->arena);
     }
     /* An odd number of passes leaves the result in the other buffer. */
     d->idx_tmp = dst;
@@ -311,8 +336,10 @@ static int spill(bc_dedupe *d, char *errbuf, size_t errsize)
     const unsigned char *rec;
     rec_hdr h;
 
-    if (d->n_runs == BC_DEDUPE_FANIN && merge_runs(d, errbuf, errsize) != 0)
+    if (d->n_runs == BC_DEDUPE_FANIN && merge_runs(d, errbuf, errsize) != 0) {
+        d->failed = 1;
         return -1;
+    }
     if (run_open(d, &r, errbuf, errsize) != 0)
         return -1;
     sort_memory(d);
@@ -349,8 +376,9 @@ int bc_dedupe_add(bc_dedupe *d, const billing_event *ev, const bc_dedupe_where *
     unsigned char *rec;
     rec_hdr h;
 
-    if (d->finished)
-        return bc_seterr(errbuf, errsize, "dedupe: add after finish");
+    if (d->finished || d->failed)
+        return bc_seterr(errbuf, errsize, "dedupe: add after %s",
+                         d->failed ? "an error" : "finish");
     if (id_len == 0 || id_len > BC_DEDUPE_ID_MAX)
         return bc_seterr(errbuf, errsize, "event '%.64s': field 'id': %s", id,
                          id_len == 0 ? "missing" : "too long");
@@ -648,9 +676,9 @@ int bc_dedupe_finish(bc_dedupe *d, bc_dedupe_fetch_fn fetch, bc_dedupe_fn fn, vo
     if (d->finished)
         return bc_seterr(errbuf, errsize, "dedupe: finished twice");
     d->finished = 1;
+    if (d->failed)
+        return bc_seterr(errbuf, errsize, "dedupe: finish after an error");
     /* The records still in memory join the merge directly, not through a run. */
-    if (d->n_runs == BC_DEDUPE_FANIN && merge_runs(d, errbuf, errsize) != 0)
-        return -1;
     sort_memory(d);
     g = calloc(1, sizeof(*g));
     if (g == NULL)

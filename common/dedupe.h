@@ -35,8 +35,9 @@
 
 #include "billing.h"
 
-/* Smallest memory budget accepted. */
+/* Smallest and largest memory budgets accepted. */
 #define BC_DEDUPE_MEMORY_MIN (64u * 1024u)
+#define BC_DEDUPE_MEMORY_MAX ((size_t)64 << 30)
 /* Runs merged at once; more are first merged into one. */
 #define BC_DEDUPE_FANIN 64
 /* Longest id accepted (libbilling's limit is shorter). */
@@ -93,9 +94,10 @@ typedef struct bc_dedupe_stats {
 } bc_dedupe_stats;
 
 /*
- * bc_dedupe_new - an empty set using at most @memory bytes (at least
- * BC_DEDUPE_MEMORY_MIN) for records in memory, with temporary files in
- * @tmpdir. Returns NULL with a message.
+ * bc_dedupe_new - an empty set using at most @memory bytes (from
+ * BC_DEDUPE_MEMORY_MIN to BC_DEDUPE_MEMORY_MAX) for records in memory,
+ * with temporary files in @tmpdir, where it checks at once that a file
+ * can be created. Returns NULL with a message.
  */
 bc_dedupe *bc_dedupe_new(size_t memory, const char *tmpdir, char *errbuf, size_t errsize);
 
@@ -104,7 +106,8 @@ bc_dedupe *bc_dedupe_new(size_t memory, const char *tmpdir, char *errbuf, size_t
  * @store nonzero the event is stored in the record; otherwise the fetch
  * callback must be able to read it again from @where. May write a run.
  * Returns 0, or -1 with a message (id missing or longer than
- * BC_DEDUPE_ID_MAX, I/O error such as a full disk, out of memory).
+ * BC_DEDUPE_ID_MAX, I/O error such as a full disk, out of memory). After
+ * an I/O error while merging runs, the set refuses every further call.
  */
 int bc_dedupe_add(bc_dedupe *d, const billing_event *ev, const bc_dedupe_where *where, int store,
                   char *errbuf, size_t errsize);

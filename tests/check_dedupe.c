@@ -1187,6 +1187,7 @@ END_TEST
 START_TEST(test_errors)
 {
     static const char missing[] = "/nonexistent/check_dedupe-tmp";
+    char gone[512];
     char err[ERR];
     counter c;
     billing_event *ev = billing_event_new();
@@ -1204,10 +1205,20 @@ START_TEST(test_errors)
     ck_assert_msg(strstr(err, "65536") != NULL, "'%s'", err);
     ck_assert_ptr_null(bc_dedupe_new(0, tmpdir(), err, sizeof(err)));
 
-    /* A missing temporary directory: fine until a run must be written. */
+    ck_assert_ptr_null(bc_dedupe_new(BC_DEDUPE_MEMORY_MAX + 1, tmpdir(), err, sizeof(err)));
+
+    /* A missing temporary directory is found at once. */
+    err[0] = '\0';
+    ck_assert_ptr_null(bc_dedupe_new(BC_DEDUPE_MEMORY_MIN, missing, err, sizeof(err)));
+    ck_assert_msg(strstr(err, missing) != NULL, "'%s' does not name the directory", err);
+
+    /* A directory that goes away: fine until a run must be written. */
     for (store = 0; store < 2; store++) {
-        d = bc_dedupe_new(BC_DEDUPE_MEMORY_MIN, missing, err, sizeof(err));
+        snprintf(gone, sizeof(gone), "%s/check_dedupe-gone.XXXXXX", tmpdir());
+        ck_assert_ptr_nonnull(mkdtemp(gone));
+        d = bc_dedupe_new(BC_DEDUPE_MEMORY_MIN, gone, err, sizeof(err));
         ck_assert_msg(d != NULL, "%s", err);
+        ck_assert_int_eq(rmdir(gone), 0);
         filled_setup(5000, 5000, store ? STORE_ALL : STORE_NONE, 11);
         rc = 0;
         for (i = 0; i < 5000 && rc == 0; i++) {
@@ -1216,7 +1227,7 @@ START_TEST(test_errors)
         }
         ck_assert_int_eq(rc, -1);
         ck_assert_uint_gt(i, 100); /* the first records fit in memory */
-        ck_assert_msg(strstr(err, missing) != NULL, "'%s' does not name the directory", err);
+        ck_assert_msg(strstr(err, gone) != NULL, "'%s' does not name the directory", err);
         bc_dedupe_get_stats(d, &st);
         ck_assert_uint_eq(st.records, i - 1);
         ck_assert_uint_eq(st.stored, store ? i - 1 : 0);
