@@ -73,6 +73,7 @@ struct source {
     bc_format format;
     int reread;       /* a regular file: events are read again, not kept */
     struct stat st;   /* ... and what it was, to notice a change */
+    int fd;           /* open to read events again, or -1 */
 };
 
 typedef struct rate_ctx {
@@ -85,8 +86,7 @@ typedef struct rate_ctx {
     bc_dedupe *dedupe;
     uint32_t src;          /* index of the file being read */
     struct source *srcs;   /* per file */
-    int fetch_fd;          /* the file last read again, or -1 */
-    uint32_t fetch_src;
+    int open_fds;          /* files open to read events again */
     const char *example_dir;
     char example_pricebook[PATH_LEN];
     char example_accounts[PATH_LEN];
@@ -119,6 +119,7 @@ static void usage(FILE *out)
           "  --account ID           print this account only (with a bounded range,\n"
           "                         every month of it, charged or not)\n"
           "  --strict               stop at the first rejected event, print no invoices\n"
+          "                         (conflicting repeats are found after the last file)\n"
           "  --dedupe-memory SIZE   memory for finding repeated event ids before using\n"
           "                         temporary files (default 64M; suffix K, M or G)\n"
           "  --temp-dir DIR         where those files go (default: $TMPDIR or /tmp)\n"
@@ -411,6 +412,7 @@ static const char *temp_dir(const rate_opts *o)
 static int setup(rate_ctx *c)
 {
     char err[ERR_MAX];
+    int i;
 
     c->cat = billing_catalog_new();
     c->zones = bc_zones_new();
@@ -431,12 +433,13 @@ static int setup(rate_ctx *c)
     }
     /* Repeated ids are found by the bounded external sort, not in the rater. */
     billing_rater_set_dedupe(c->rater, 0);
-    c->fetch_fd = -1;
     c->srcs = calloc((size_t)c->opts.n_files, sizeof(*c->srcs));
     if (c->srcs == NULL) {
         cli_error("out of memory");
         return CLI_EXIT_INTERNAL;
     }
+    for (i = 0; i < c->opts.n_files; i++)
+        c->srcs[i].fd = -1;
     if (c->opts.dedupe) {
         c->dedupe = bc_dedupe_new(c->opts.dedupe_memory, temp_dir(&c->opts), err, sizeof(err));
         if (c->dedupe == NULL) {
@@ -455,12 +458,13 @@ static void teardown(rate_ctx *c)
     int i;
 
     if (c->srcs != NULL) {
-        for (i = 0; i < c->opts.n_files; i++)
+        for (i = 0; i < c->opts.n_files; i++) {
             free(c->srcs[i].name);
+            if (c->srcs[i].fd >= 0)
+                close(c->srcs[i].fd);
+        }
     }
     free(c->srcs);
-    if (c->fetch_fd >= 0)
-        close(c->fetch_fd);
     bc_dedupe_destroy(c->dedupe);
     billing_rater_destroy(c->rater);
     billing_catalog_destroy(c->cat);
@@ -480,6 +484,7 @@ static int remember(rate_ctx *c, bc_reader *rd, char *err, size_t errsize)
     w.src = c->src;
     w.pos = bc_reader_position(rd);
     w.offset = bc_reader_offset(rd);
+    w.check = bc_reader_record_hash(rd);
     return bc_dedupe_add(c->dedupe, c->ev, &w, !c->srcs[c->src].reread, err, errsize);
 }
 
@@ -580,31 +585,58 @@ static int same_file(const struct stat *a, const struct stat *b)
            a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
 }
 
-/* Read an event again from its file (a bc_dedupe_fetch_fn), and encode it. */
+/* Most files kept open at once to read events again; past it, one at a time. */
+#define FETCH_FDS_MAX 256
+
+/* The file of source @src, open and unchanged since it was rated; -1 with a message. */
+static int fetch_fd(rate_ctx *c, uint32_t src, char *err, size_t errsize)
+{
+    struct source *s = &c->srcs[src];
+    struct stat st;
+    int i;
+
+    if (s->fd >= 0)
+        return s->fd;
+    if (c->open_fds >= FETCH_FDS_MAX) {
+        for (i = 0; i < c->opts.n_files; i++) {
+            if (c->srcs[i].fd >= 0) {
+                close(c->srcs[i].fd);
+                c->srcs[i].fd = -1;
+            }
+        }
+        c->open_fds = 0;
+    }
+    s->fd = open(c->opts.files[src], O_RDONLY | O_CLOEXEC);
+    if (s->fd < 0 || fstat(s->fd, &st) != 0 || !same_file(&st, &s->st)) {
+        snprintf(err, errsize, "%s: changed or gone while being rated; rate it again", s->name);
+        if (s->fd >= 0)
+            close(s->fd);
+        s->fd = -1;
+        return -1;
+    }
+    c->open_fds++;
+    return s->fd;
+}
+
+/*
+ * Read an event again from its file (a bc_dedupe_fetch_fn), check that
+ * its bytes are those rated, and encode it.
+ */
 static int fetch(void *arg, const bc_dedupe_where *w, const char *id, unsigned char *buf,
                  size_t *len, char *err, size_t errsize)
 {
     rate_ctx *c = arg;
     const struct source *s = &c->srcs[w->src];
-    const char *path = c->opts.files[w->src];
-    struct stat st;
+    uint64_t check = 0;
     char e[ERR_MAX];
+    int fd = fetch_fd(c, w->src, err, errsize);
 
-    if (c->fetch_fd < 0 || c->fetch_src != w->src) {
-        if (c->fetch_fd >= 0)
-            close(c->fetch_fd);
-        c->fetch_src = w->src;
-        c->fetch_fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (c->fetch_fd < 0 || fstat(c->fetch_fd, &st) != 0 || !same_file(&st, &s->st)) {
-            snprintf(err, errsize, "%s: changed or gone while being rated; rate it again",
-                     s->name);
-            return -1;
-        }
-    }
-    if (bc_event_read_at(c->fetch_fd, s->format, w->offset, c->ev, e, sizeof(e)) !=
+    if (fd < 0)
+        return -1;
+    if (bc_event_read_at(fd, s->format, w->offset, c->ev, &check, e, sizeof(e)) !=
             BC_READ_EVENT ||
-        strcmp(billing_event_id(c->ev), id) != 0) {
-        snprintf(err, errsize, "%s: changed while being rated (event '%s' not where it was)",
+        check != w->check || strcmp(billing_event_id(c->ev), id) != 0) {
+        snprintf(err, errsize, "%s: changed while being rated (event '%s' is not as it was)",
                  s->name, id);
         return -1;
     }

@@ -30,6 +30,7 @@
 typedef struct rec_hdr {
     uint64_t pos;
     uint64_t offset;
+    uint64_t check;
     uint32_t src;
     uint16_t id_len;
     uint16_t ev_len; /* 0: the event is not stored */
@@ -87,22 +88,7 @@ typedef struct cursor {
 /* A 64-bit hash of the id; fixed, so that output order is reproducible. */
 static uint64_t id_hash(const char *p, size_t n)
 {
-    uint64_t h = UINT64_C(0x9e3779b97f4a7c15) ^ (n * UINT64_C(0xff51afd7ed558ccd));
-    uint64_t w;
-
-    while (n >= 8) {
-        memcpy(&w, p, 8);
-        h = (h ^ w) * UINT64_C(0xbf58476d1ce4e5b9);
-        h ^= h >> 31;
-        p += 8;
-        n -= 8;
-    }
-    w = 0;
-    memcpy(&w, p, n);
-    h = (h ^ w) * UINT64_C(0x94d049bb133111eb);
-    h ^= h >> 29;
-    h *= UINT64_C(0xbf58476d1ce4e5b9);
-    return h ^ (h >> 32);
+    return bc_hash_bytes(p, n);
 }
 
 /* Order of two ids with their hashes: hash, then the id itself. */
@@ -392,6 +378,7 @@ int bc_dedupe_add(bc_dedupe *d, const billing_event *ev, const bc_dedupe_where *
         return bc_seterr(errbuf, errsize, "event '%s': cannot be encoded", id);
     h.pos = where->pos;
     h.offset = where->offset;
+    h.check = where->check;
     h.src = where->src;
     h.id_len = (uint16_t)id_len;
     h.ev_len = (uint16_t)len;
@@ -605,6 +592,7 @@ static void where_of(const rec_hdr *h, bc_dedupe_where *w)
     w->src = h->src;
     w->pos = h->pos;
     w->offset = h->offset;
+    w->check = h->check;
 }
 
 /* The event of the record @h with body @body: stored, or fetched into @buf. */

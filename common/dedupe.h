@@ -55,6 +55,7 @@ typedef struct bc_dedupe_where {
     uint32_t src;    /* the caller's source number */
     uint64_t pos;    /* its position for messages (a line number, an offset) */
     uint64_t offset; /* where to read it again (ignored when the event is stored) */
+    uint64_t check;  /* the caller's check that what it reads again is what it read */
 } bc_dedupe_where;
 
 /* A later occurrence of an id, as reported by bc_dedupe_finish. */

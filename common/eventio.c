@@ -33,6 +33,7 @@ struct bc_reader {
     uint64_t base;       /* input offset of buf[0] */
     uint64_t line;       /* JSONL: line number of the last record */
     uint64_t offset;     /* byte offset of the last record (protobuf: of its length prefix) */
+    uint64_t raw_hash;   /* bc_hash_bytes of the last record's bytes */
     int skipping_line;   /* JSONL: discarding the rest of an over-long line */
     uint64_t skip_bytes; /* protobuf: bytes of an oversized message still to discard */
     char where[WHERE_MAX];
@@ -182,6 +183,11 @@ uint64_t bc_reader_offset(const bc_reader *r)
     return r->offset;
 }
 
+uint64_t bc_reader_record_hash(const bc_reader *r)
+{
+    return r->raw_hash;
+}
+
 int bc_reader_rereadable(const bc_reader *r)
 {
     struct stat st;
@@ -286,6 +292,7 @@ static bc_read_result next_json(bc_reader *r, billing_event *ev, char *errbuf, s
 
     if (rr != BC_READ_EVENT)
         return rr;
+    r->raw_hash = bc_hash_bytes(line, len);
     if (bc_event_parse_json(ev, (const char *)line, len, errbuf, errsize) != BILLING_OK)
         return BC_READ_REJECT;
     return BC_READ_EVENT;
@@ -381,6 +388,7 @@ static bc_read_result next_proto(bc_reader *r, billing_event *ev, char *errbuf, 
     if (r->fill - r->pos < len)
         return framing_error(r, errbuf, errsize, "input ends inside a message");
     r->pos += (size_t)len;
+    r->raw_hash = bc_hash_bytes(r->buf + r->pos - len, (size_t)len);
     if (billing_event_decode(ev, r->buf + r->pos - len, (size_t)len, errbuf, errsize) != BILLING_OK)
         return BC_READ_REJECT;
     return BC_READ_EVENT;
@@ -398,8 +406,8 @@ bc_read_result bc_reader_next(bc_reader *r, billing_event *ev, char *errbuf, siz
 /* ---------------------------------------------------------------------- */
 
 /* The JSON line at @offset: a first small read, and a longer one for a long line. */
-static bc_read_result json_at(int fd, uint64_t offset, billing_event *ev, char *errbuf,
-                              size_t errsize)
+static bc_read_result json_at(int fd, uint64_t offset, billing_event *ev, uint64_t *raw_hash,
+                              char *errbuf, size_t errsize)
 {
     unsigned char small[4096];
     unsigned char *buf = small;
@@ -424,10 +432,11 @@ static bc_read_result json_at(int fd, uint64_t offset, billing_event *ev, char *
     } else if (nl == NULL && n > BC_JSONL_LINE_MAX) {
         bc_seterr(errbuf, errsize, "line longer than %d bytes", BC_JSONL_LINE_MAX);
         rr = BC_READ_ERROR;
-    } else if (bc_event_parse_json(ev, (const char *)buf,
-                                   nl != NULL ? (size_t)(nl - buf) : (size_t)n, errbuf,
-                                   errsize) != BILLING_OK) {
-        rr = BC_READ_ERROR;
+    } else {
+        n = nl != NULL ? nl - buf : n;
+        *raw_hash = bc_hash_bytes(buf, (size_t)n);
+        if (bc_event_parse_json(ev, (const char *)buf, (size_t)n, errbuf, errsize) != BILLING_OK)
+            rr = BC_READ_ERROR;
     }
     if (buf != small)
         free(buf);
@@ -435,8 +444,8 @@ static bc_read_result json_at(int fd, uint64_t offset, billing_event *ev, char *
 }
 
 /* The length-delimited message at @offset. */
-static bc_read_result proto_at(int fd, uint64_t offset, billing_event *ev, char *errbuf,
-                               size_t errsize)
+static bc_read_result proto_at(int fd, uint64_t offset, billing_event *ev, uint64_t *raw_hash,
+                               char *errbuf, size_t errsize)
 {
     unsigned char buf[VARINT_MAX + BILLING_EVENT_WIRE_MAX];
     ssize_t n = bc_read_full(fd, buf, sizeof(buf), (int64_t)offset);
@@ -456,15 +465,20 @@ static bc_read_result proto_at(int fd, uint64_t offset, billing_event *ev, char 
                   (unsigned long long)offset);
         return BC_READ_ERROR;
     }
+    *raw_hash = bc_hash_bytes(buf + i + 1, (size_t)len);
     if (billing_event_decode(ev, buf + i + 1, (size_t)len, errbuf, errsize) != BILLING_OK)
         return BC_READ_ERROR;
     return BC_READ_EVENT;
 }
 
 bc_read_result bc_event_read_at(int fd, bc_format format, uint64_t offset, billing_event *ev,
-                                char *errbuf, size_t errsize)
+                                uint64_t *raw_hash, char *errbuf, size_t errsize)
 {
+    uint64_t ignored;
+
+    if (raw_hash == NULL)
+        raw_hash = &ignored;
     if (format == BC_FORMAT_PROTOBUF)
-        return proto_at(fd, offset, ev, errbuf, errsize);
-    return json_at(fd, offset, ev, errbuf, errsize);
+        return proto_at(fd, offset, ev, raw_hash, errbuf, errsize);
+    return json_at(fd, offset, ev, raw_hash, errbuf, errsize);
 }

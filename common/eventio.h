@@ -85,6 +85,14 @@ uint64_t bc_reader_position(const bc_reader *r);
 uint64_t bc_reader_offset(const bc_reader *r);
 
 /*
+ * bc_reader_record_hash - bc_hash_bytes of the bytes of the record last
+ * returned as an event (the JSON line without its newline, or the
+ * protobuf message without its length prefix): what bc_event_read_at
+ * gives back when the record is read again unchanged.
+ */
+uint64_t bc_reader_record_hash(const bc_reader *r);
+
+/*
  * bc_reader_rereadable - 1 if the input is a regular file opened by path,
  * so that a record can be read again at its offset later; 0 for stdin,
  * pipes and devices.
@@ -103,10 +111,12 @@ void bc_location_format(char *buf, size_t size, const char *name, bc_format form
 /*
  * bc_event_read_at - read again the record that starts at byte @offset
  * of the file @fd (a bc_reader_offset), parsed exactly as bc_reader_next
- * parsed it. Returns BC_READ_EVENT, or BC_READ_ERROR with a message (read
- * error, or no valid record there: the file changed).
+ * parsed it, with the hash of its bytes in *@raw_hash (may be NULL) to
+ * compare with bc_reader_record_hash. Returns BC_READ_EVENT, or
+ * BC_READ_ERROR with a message (read error, or no valid record there:
+ * the file changed).
  */
 bc_read_result bc_event_read_at(int fd, bc_format format, uint64_t offset, billing_event *ev,
-                                char *errbuf, size_t errsize);
+                                uint64_t *raw_hash, char *errbuf, size_t errsize);
 
 #endif /* BC_EVENTIO_H */

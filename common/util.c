@@ -27,6 +27,27 @@ int bc_seterr(char *errbuf, size_t errsize, const char *fmt, ...)
     return -1;
 }
 
+uint64_t bc_hash_bytes(const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    uint64_t h = UINT64_C(0x9e3779b97f4a7c15) ^ (n * UINT64_C(0xff51afd7ed558ccd));
+    uint64_t w;
+
+    while (n >= 8) {
+        memcpy(&w, p, 8);
+        h = (h ^ w) * UINT64_C(0xbf58476d1ce4e5b9);
+        h ^= h >> 31;
+        p += 8;
+        n -= 8;
+    }
+    w = 0;
+    memcpy(&w, p, n);
+    h = (h ^ w) * UINT64_C(0x94d049bb133111eb);
+    h ^= h >> 29;
+    h *= UINT64_C(0xbf58476d1ce4e5b9);
+    return h ^ (h >> 32);
+}
+
 ssize_t bc_read_full(int fd, void *buf, size_t n, int64_t offset)
 {
     unsigned char *p = buf;

@@ -27,6 +27,13 @@ int bc_read_file(const char *path, size_t max, char **out, size_t *len, char *er
                  size_t errsize);
 
 /*
+ * bc_hash_bytes - a fixed (unkeyed, the same in every run) 64-bit hash of
+ * @n bytes: orders ids reproducibly and checks that a record read again is
+ * the one read first. Not for hash tables that outside input can flood.
+ */
+uint64_t bc_hash_bytes(const void *data, size_t n);
+
+/*
  * bc_read_full - read @n bytes from @fd into @buf, retrying short reads
  * and EINTR, at @offset (pread) or, when @offset < 0, at the file
  * position. Returns the count (less than @n only at the end of the file),

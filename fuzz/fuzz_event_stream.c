@@ -122,8 +122,11 @@ static void write_file(size_t size)
     }
 }
 
-/* bc_event_read_at at @offset must give the event @ev the reader gave. */
-static void check_reread(bc_format format, uint64_t offset, const billing_event *ev,
+/*
+ * bc_event_read_at at @offset must give the event @ev the reader gave, and
+ * the same record hash @hash.
+ */
+static void check_reread(bc_format format, uint64_t offset, uint64_t hash, const billing_event *ev,
                          billing_event *again)
 {
     unsigned char enc1[BILLING_EVENT_WIRE_MAX];
@@ -131,10 +134,13 @@ static void check_reread(bc_format format, uint64_t offset, const billing_event 
     size_t len1 = 0;
     size_t len2 = 0;
     char err[512] = "";
-    bc_read_result rr = bc_event_read_at(memfd, format, offset, again, err, sizeof(err));
+    uint64_t hash2 = 0;
+    bc_read_result rr = bc_event_read_at(memfd, format, offset, again, &hash2, err, sizeof(err));
 
     FZ_CHECK(rr == BC_READ_EVENT, "event '%s' at offset %llu cannot be read again: %s",
              billing_event_id(ev), (unsigned long long)offset, err);
+    FZ_CHECK(hash2 == hash, "event '%s' at offset %llu: record hash differs when read again",
+             billing_event_id(ev), (unsigned long long)offset);
     FZ_CHECK(billing_event_encode(ev, enc1, sizeof(enc1), &len1) == BILLING_OK, "encode");
     FZ_CHECK(billing_event_encode(again, enc2, sizeof(enc2), &len2) == BILLING_OK, "encode");
     FZ_CHECK(len1 == len2 && memcmp(enc1, enc2, len1) == 0,
@@ -192,7 +198,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         last_offset = bc_reader_offset(r);
         last_line = bc_reader_position(r);
         events++;
-        check_reread(format, last_offset, ev, again);
+        check_reread(format, last_offset, bc_reader_record_hash(r), ev, again);
     }
     bc_reader_close(r);
     billing_event_destroy(ev);

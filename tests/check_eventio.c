@@ -311,6 +311,8 @@ static void read_again_case(bc_format format)
     size_t alen;
     size_t blen;
     uint64_t offsets[8];
+    uint64_t hash = 0;
+    uint64_t first_hash = 0;
     int events = 0;
     int fd;
     bc_read_result rr;
@@ -324,10 +326,13 @@ static void read_again_case(bc_format format)
         if (rr != BC_READ_EVENT)
             continue;
         ck_assert_int_lt(events, 8);
+        if (events == 0)
+            first_hash = bc_reader_record_hash(rd);
         offsets[events++] = bc_reader_offset(rd);
-        ck_assert_int_eq(bc_event_read_at(fd, format, bc_reader_offset(rd), again, err,
+        ck_assert_int_eq(bc_event_read_at(fd, format, bc_reader_offset(rd), again, &hash, err,
                                           sizeof(err)),
                          BC_READ_EVENT);
+        ck_assert_uint_eq(hash, bc_reader_record_hash(rd));
         ck_assert_int_eq(billing_event_encode(ev, a, sizeof(a), &alen), BILLING_OK);
         ck_assert_int_eq(billing_event_encode(again, b, sizeof(b), &blen), BILLING_OK);
         ck_assert_uint_eq(alen, blen);
@@ -335,14 +340,15 @@ static void read_again_case(bc_format format)
     }
     ck_assert_int_eq(events, 3);
     /* Out of order, later: the same events. */
-    ck_assert_int_eq(bc_event_read_at(fd, format, offsets[2], again, err, sizeof(err)),
+    ck_assert_int_eq(bc_event_read_at(fd, format, offsets[2], again, NULL, err, sizeof(err)),
                      BC_READ_EVENT);
     ck_assert_str_eq(billing_event_id(again), "third");
-    ck_assert_int_eq(bc_event_read_at(fd, format, offsets[0], again, err, sizeof(err)),
+    ck_assert_int_eq(bc_event_read_at(fd, format, offsets[0], again, &hash, err, sizeof(err)),
                      BC_READ_EVENT);
     ck_assert_str_eq(billing_event_id(again), "first");
+    ck_assert_uint_eq(hash, first_hash);
     /* Not the start of a record. */
-    ck_assert_int_eq(bc_event_read_at(fd, format, offsets[1] + 3, again, err, sizeof(err)),
+    ck_assert_int_eq(bc_event_read_at(fd, format, offsets[1] + 3, again, NULL, err, sizeof(err)),
                      BC_READ_ERROR);
     close(fd);
     bc_reader_close(rd);
