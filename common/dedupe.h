@@ -20,7 +20,7 @@
  * A record holds the id and where the event was read. The event itself
  * is stored only when the caller cannot read it again (stdin, a pipe);
  * otherwise it is read again through a callback, and only for ids that
- * occur more than once. So a record is about 24 bytes plus the id (plus
+ * occur more than once. So a record is 32 bytes plus the id (plus
  * about 90 for a stored event).
  *
  * Memory: the budget, plus about 70 KiB per merge input (at most
