@@ -85,12 +85,6 @@ typedef struct cursor {
 /* Records and their order                                                 */
 /* ---------------------------------------------------------------------- */
 
-/* A 64-bit hash of the id; fixed, so that output order is reproducible. */
-static uint64_t id_hash(const char *p, size_t n)
-{
-    return bc_hash_bytes(p, n);
-}
-
 /* Order of two ids with their hashes: hash, then the id itself. */
 static int id_cmp(uint64_t ah, const unsigned char *a, size_t alen, uint64_t bh,
                   const unsigned char *b, size_t blen)
@@ -383,7 +377,8 @@ int bc_dedupe_add(bc_dedupe *d, const billing_event *ev, const bc_dedupe_where *
     h.id_len = (uint16_t)id_len;
     h.ev_len = (uint16_t)len;
     memcpy(rec, &h, sizeof(h));
-    d->idx[d->n_idx].hash = id_hash(id, id_len);
+    /* A fixed hash: the output order is the same on every run. */
+    d->idx[d->n_idx].hash = bc_hash_bytes(id, id_len);
     d->idx[d->n_idx].off = d->arena_len;
     d->n_idx++;
     d->arena_len += rec_size(&h);
@@ -420,7 +415,7 @@ static int cursor_next(cursor *c)
         return -1;
     }
     c->body = c->buf;
-    c->hash = id_hash((const char *)c->buf, c->h.id_len);
+    c->hash = bc_hash_bytes(c->buf, c->h.id_len);
     return 1;
 }
 

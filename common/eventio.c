@@ -33,7 +33,8 @@ struct bc_reader {
     uint64_t base;       /* input offset of buf[0] */
     uint64_t line;       /* JSONL: line number of the last record */
     uint64_t offset;     /* byte offset of the last record (protobuf: of its length prefix) */
-    uint64_t raw_hash;   /* bc_hash_bytes of the last record's bytes */
+    size_t rec_pos;      /* the last event's bytes in buf (valid until the next call) */
+    size_t rec_len;
     int skipping_line;   /* JSONL: discarding the rest of an over-long line */
     uint64_t skip_bytes; /* protobuf: bytes of an oversized message still to discard */
     char where[WHERE_MAX];
@@ -185,7 +186,8 @@ uint64_t bc_reader_offset(const bc_reader *r)
 
 uint64_t bc_reader_record_hash(const bc_reader *r)
 {
-    return r->raw_hash;
+    /* Hashed on demand: only the dedupe asks, so reading pays nothing for it. */
+    return bc_hash_bytes(r->buf + r->rec_pos, r->rec_len);
 }
 
 int bc_reader_rereadable(const bc_reader *r)
@@ -292,7 +294,8 @@ static bc_read_result next_json(bc_reader *r, billing_event *ev, char *errbuf, s
 
     if (rr != BC_READ_EVENT)
         return rr;
-    r->raw_hash = bc_hash_bytes(line, len);
+    r->rec_pos = (size_t)(line - r->buf);
+    r->rec_len = len;
     if (bc_event_parse_json(ev, (const char *)line, len, errbuf, errsize) != BILLING_OK)
         return BC_READ_REJECT;
     return BC_READ_EVENT;
@@ -333,11 +336,9 @@ static int skip_message(bc_reader *r)
     return 0;
 }
 
-/* The varint at pos: 0 and its size in *used, or -1 when malformed or cut short. */
-static int read_length(const bc_reader *r, uint64_t *out, size_t *used)
+/* The varint at @p (@avail bytes): 0 and its size in *used, or -1 when malformed or cut short. */
+static int parse_length(const unsigned char *p, size_t avail, uint64_t *out, size_t *used)
 {
-    const unsigned char *p = r->buf + r->pos;
-    size_t avail = r->fill - r->pos;
     uint64_t v = 0;
     size_t i;
 
@@ -374,7 +375,7 @@ static bc_read_result next_proto(bc_reader *r, billing_event *ev, char *errbuf, 
     if (r->pos == r->fill)
         return BC_READ_EOF;
     r->offset = r->base + r->pos;
-    if (read_length(r, &len, &used) != 0)
+    if (parse_length(r->buf + r->pos, r->fill - r->pos, &len, &used) != 0)
         return framing_error(r, errbuf, errsize, "malformed or truncated length prefix");
     r->pos += used;
     if (len > BILLING_EVENT_WIRE_MAX) {
@@ -388,7 +389,8 @@ static bc_read_result next_proto(bc_reader *r, billing_event *ev, char *errbuf, 
     if (r->fill - r->pos < len)
         return framing_error(r, errbuf, errsize, "input ends inside a message");
     r->pos += (size_t)len;
-    r->raw_hash = bc_hash_bytes(r->buf + r->pos - len, (size_t)len);
+    r->rec_pos = r->pos - (size_t)len;
+    r->rec_len = (size_t)len;
     if (billing_event_decode(ev, r->buf + r->pos - len, (size_t)len, errbuf, errsize) != BILLING_OK)
         return BC_READ_REJECT;
     return BC_READ_EVENT;
@@ -450,23 +452,18 @@ static bc_read_result proto_at(int fd, uint64_t offset, billing_event *ev, uint6
     unsigned char buf[VARINT_MAX + BILLING_EVENT_WIRE_MAX];
     ssize_t n = bc_read_full(fd, buf, sizeof(buf), (int64_t)offset);
     uint64_t len = 0;
-    size_t i;
+    size_t used = 0;
 
     if (n < 0)
         return read_error(NULL, errbuf, errsize);
-    for (i = 0; i < (size_t)n && i < VARINT_MAX; i++) {
-        len |= (uint64_t)(buf[i] & 0x7f) << (7 * i);
-        if ((buf[i] & 0x80) == 0)
-            break;
-    }
-    if (i == (size_t)n || i == VARINT_MAX || len > BILLING_EVENT_WIRE_MAX ||
-        len > (uint64_t)n - i - 1) {
+    if (parse_length(buf, (size_t)n, &len, &used) != 0 || len > BILLING_EVENT_WIRE_MAX ||
+        len > (uint64_t)n - used) {
         bc_seterr(errbuf, errsize, "no whole message at offset %llu",
                   (unsigned long long)offset);
         return BC_READ_ERROR;
     }
-    *raw_hash = bc_hash_bytes(buf + i + 1, (size_t)len);
-    if (billing_event_decode(ev, buf + i + 1, (size_t)len, errbuf, errsize) != BILLING_OK)
+    *raw_hash = bc_hash_bytes(buf + used, (size_t)len);
+    if (billing_event_decode(ev, buf + used, (size_t)len, errbuf, errsize) != BILLING_OK)
         return BC_READ_ERROR;
     return BC_READ_EVENT;
 }

@@ -88,7 +88,8 @@ uint64_t bc_reader_offset(const bc_reader *r);
  * bc_reader_record_hash - bc_hash_bytes of the bytes of the record last
  * returned as an event (the JSON line without its newline, or the
  * protobuf message without its length prefix): what bc_event_read_at
- * gives back when the record is read again unchanged.
+ * gives back when the record is read again unchanged. Only valid until
+ * the next bc_reader_next.
  */
 uint64_t bc_reader_record_hash(const bc_reader *r);
 

@@ -346,28 +346,42 @@ static void slot_place(uint32_t *slots, size_t cap, uint64_t h, uint32_t value)
     slots[i] = value;
 }
 
+/*
+ * @p (@cap elements of @size) grown by doubling to hold @need (> 0): the new
+ * block (or @p when it is big enough), or NULL with @p untouched.
+ */
+static void *grow(void *p, size_t *cap, size_t need, size_t size, size_t first)
+{
+    size_t ncap = *cap ? *cap : first;
+    void *q;
+
+    if (need <= *cap)
+        return p;
+    while (ncap < need)
+        ncap *= 2;
+    q = realloc(p, ncap * size);
+    if (q != NULL)
+        *cap = ncap;
+    return q;
+}
+
 /* Make room for @extra new aggregates so that adding them cannot fail. */
 static int reserve_aggs(billing_rater *r, size_t ai, size_t extra)
 {
     size_t need = r->n_aggs + extra;
     size_t ncap;
     size_t i;
-    void *p;
+    bl_agg *aggs;
     uint32_t *slots;
+    uint32_t *data;
     bl_u32vec *v = &r->by_account[ai];
 
     if (need > UINT32_MAX - 2)
         return -1;
-    if (need > r->cap_aggs) {
-        ncap = r->cap_aggs ? r->cap_aggs : 64;
-        while (ncap < need)
-            ncap *= 2;
-        p = realloc(r->aggs, ncap * sizeof(bl_agg));
-        if (p == NULL)
-            return -1;
-        r->aggs = p;
-        r->cap_aggs = ncap;
-    }
+    aggs = grow(r->aggs, &r->cap_aggs, need, sizeof(bl_agg), 64);
+    if (aggs == NULL)
+        return -1;
+    r->aggs = aggs;
     if (need * 2 > r->agg_slot_cap) {
         ncap = r->agg_slot_cap ? r->agg_slot_cap : 128;
         while (ncap < need * 2)
@@ -381,16 +395,10 @@ static int reserve_aggs(billing_rater *r, size_t ai, size_t extra)
         r->agg_slots = slots;
         r->agg_slot_cap = ncap;
     }
-    if (v->len + extra > v->cap) {
-        ncap = v->cap ? v->cap : 16;
-        while (ncap < v->len + extra)
-            ncap *= 2;
-        p = realloc(v->data, ncap * sizeof(uint32_t));
-        if (p == NULL)
-            return -1;
-        v->data = p;
-        v->cap = ncap;
-    }
+    data = grow(v->data, &v->cap, v->len + extra, sizeof(uint32_t), 16);
+    if (data == NULL)
+        return -1;
+    v->data = data;
     return 0;
 }
 
@@ -553,25 +561,6 @@ static void seen_place(bl_seen_slot *slots, size_t cap, uint64_t h, size_t index
 static uint64_t seen_hash(const billing_rater *r, const char *id, size_t len)
 {
     return bl_hash_bytes(id, len, r->seed);
-}
-
-/*
- * @p (@cap elements of @size) grown by doubling to hold @need: the new
- * block (or @p when it is big enough), or NULL with @p untouched.
- */
-static void *grow(void *p, size_t *cap, size_t need, size_t size, size_t first)
-{
-    size_t ncap = *cap ? *cap : first;
-    void *q;
-
-    if (need <= *cap)
-        return p;
-    while (ncap < need)
-        ncap *= 2;
-    q = realloc(p, ncap * size);
-    if (q != NULL)
-        *cap = ncap;
-    return q;
 }
 
 /* Make room for one more id of @id_len bytes, so that seen_add cannot fail. */
