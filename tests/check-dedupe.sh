@@ -125,19 +125,31 @@ check "an unusable --temp-dir is an error naming it (exit $rc)" $r
 # the repeat read again is not what was rated, so the run fails (exit 4)
 # rather than take the wrong event back. The FIFO holds the run open
 # after both files were read.
+#
+# Synchronized on an event, not on time: the tool reads its files in
+# order, so it opens the FIFO only after it has read c1 and c2 to the
+# end, and our open of the FIFO for writing returns exactly then. Should
+# the tool exit before opening it, the subshell opens the FIFO itself
+# (read-write never blocks) so that our open still returns and the check
+# fails on the tool's exit status instead of hanging.
 head -n 1 "$tmp/unique.jsonl" >"$tmp/c1.jsonl"
 cp "$tmp/c1.jsonl" "$tmp/c2.jsonl"
 mkfifo "$tmp/hold.jsonl"
-rate "$tmp/c1.jsonl" "$tmp/c2.jsonl" "$tmp/hold.jsonl" >/dev/null 2>"$tmp/changed.err" &
+(
+    rate "$tmp/c1.jsonl" "$tmp/c2.jsonl" "$tmp/hold.jsonl" >/dev/null 2>"$tmp/changed.err"
+    echo $? >"$tmp/changed.rc"
+    exec 4<>"$tmp/hold.jsonl"
+) &
 pid=$!
-sleep 1
+exec 3>"$tmp/hold.jsonl"
 cp -p "$tmp/c2.jsonl" "$tmp/c2.orig"
 sed 's/"resource":"\(.\)/"resource":"Z/' "$tmp/c2.orig" |
     dd of="$tmp/c2.jsonl" conv=notrunc status=none
 touch -r "$tmp/c2.orig" "$tmp/c2.jsonl"
-echo >"$tmp/hold.jsonl"
+echo >&3
+exec 3>&-
 wait $pid
-rc=$?
+rc=$(cat "$tmp/changed.rc")
 [ $rc -eq 4 ] && grep -q "c2.jsonl: changed while being rated" "$tmp/changed.err" && r=ok || r=fail
 check "a file changed in place while being rated is an error, not a wrong total (exit $rc)" $r
 [ $r = ok ] || cat "$tmp/changed.err"
