@@ -29,8 +29,8 @@
 
 #include "migrate.h"
 #include "store.h"
-#include "storecopy.h"
-#include "storeevents.h"
+#include "copy.h"
+#include "events.h"
 
 #define MULTIROW 100
 #define EVENT_PARAMS 12

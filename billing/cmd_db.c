@@ -1,7 +1,7 @@
 /*
  * cmd_db.c - `billing db migrate|status`: bring a PostgreSQL database to
  * this program's schema, or show where it stands. The migrations are
- * compiled in (common/migrate.h); doc/database.md describes them and the
+ * compiled in (store/migrate.h); doc/database.md describes them and the
  * rights they need.
  */
 #include "config.h"
@@ -14,7 +14,7 @@
 #include "cli.h"
 #include "dbcli.h"
 #include "migrate.h"
-#include "storeevents.h"
+#include "events.h"
 
 /* Event partitions `migrate` keeps ready: last month to three months ahead. */
 #define PARTITION_MONTHS_BACK 1

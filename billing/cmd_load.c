@@ -1,7 +1,7 @@
 /*
  * cmd_load.c - `billing load`: put the price book, accounts,
  * subscriptions and credit grants that `billing rate` reads into the
- * PostgreSQL store, idempotently (common/storeload.h).
+ * PostgreSQL store, idempotently (store/load.h).
  */
 #include "config.h"
 
@@ -12,7 +12,7 @@
 #include "cli.h"
 #include "dbcli.h"
 #include "migrate.h"
-#include "storeload.h"
+#include "load.h"
 
 #define DEFAULT_BOOK "default"
 

@@ -8,7 +8,7 @@
  *
  * Dedupe with memory independent of the event count: every event is
  * rated as it is read (the rater's own id set is off), and remembered in
- * a bounded external sort (common/dedupe.h) by id and place. After the
+ * a bounded external sort (billing/dedupe.h) by id and place. After the
  * last file, the later occurrences of each id are read again from their
  * files (or from the sort, for stdin and pipes) and taken back out of the
  * rater (billing_rater_remove): counted as duplicates when identical to
@@ -87,7 +87,7 @@ typedef struct rate_ctx {
     uint32_t src;          /* index of the file being read */
     struct source *srcs;   /* per file */
     int open_fds;          /* files open to read events again */
-    const char *example_dir;
+    char example_dir[PATH_LEN];
     char example_pricebook[PATH_LEN];
     char example_accounts[PATH_LEN];
     char example_events[PATH_LEN];
@@ -322,26 +322,56 @@ static int parse_args(rate_opts *o, int argc, char **argv)
 /* ---------------------------------------------------------------------- */
 
 /*
- * Where the GPU-cloud example lives: installed under pkgdatadir, or in
- * the source tree for a binary run before `make install`.
+ * The directory of the running program into @out (PATH_LEN bytes), with a
+ * trailing "/.libs" removed: libtool runs an uninstalled program from
+ * there. 0, or -1 when /proc/self/exe cannot be read.
+ */
+static int program_dir(char *out)
+{
+    ssize_t n = readlink("/proc/self/exe", out, PATH_LEN - 1);
+    char *slash;
+
+    if (n <= 0)
+        return -1;
+    out[n] = '\0';
+    slash = strrchr(out, '/');
+    if (slash == NULL)
+        return -1;
+    *slash = '\0';
+    n = (ssize_t)strlen(out);
+    if (n >= 6 && strcmp(out + n - 6, "/.libs") == 0)
+        out[n - 6] = '\0';
+    return 0;
+}
+
+/*
+ * Where the GPU-cloud example lives: installed under pkgdatadir, or,
+ * for a program run from its build tree, in billing/examples beside it
+ * (a link to the source tree's examples, made by the build). No path of
+ * the build machine is compiled in.
  */
 static int find_example(rate_ctx *c)
 {
-    static const char *const dirs[] = {BILLING_PKGDATADIR "/examples/gpu-cloud",
-                                       BILLING_SRCDIR "/examples/gpu-cloud"};
-    char probe[PATH_LEN];
+    char dirs[2][PATH_LEN];
+    char probe[PATH_LEN + 32];
+    size_t n_dirs = 1;
     size_t i;
 
-    for (i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+    snprintf(dirs[0], PATH_LEN, "%s", BILLING_PKGDATADIR "/examples/gpu-cloud");
+    if (program_dir(probe) == 0 && strlen(probe) + 32 < PATH_LEN) {
+        snprintf(dirs[1], PATH_LEN, "%s/examples/gpu-cloud", probe);
+        n_dirs = 2;
+    }
+    for (i = 0; i < n_dirs; i++) {
         snprintf(probe, sizeof(probe), "%s/pricebook.json", dirs[i]);
         if (access(probe, R_OK) == 0) {
-            c->example_dir = dirs[i];
+            snprintf(c->example_dir, sizeof(c->example_dir), "%s", dirs[i]);
             return 0;
         }
     }
     cli_error("no --pricebook, --accounts or event file given, and the shipped example is "
-              "not installed (looked in %s and %s)",
-              dirs[0], dirs[1]);
+              "not installed (looked in %s%s%s)",
+              dirs[0], n_dirs > 1 ? " and " : "", n_dirs > 1 ? dirs[1] : "");
     return -1;
 }
 

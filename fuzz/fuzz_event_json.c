@@ -1,6 +1,6 @@
 /*
  * fuzz_event_json.c - fuzz target for bc_event_parse_json, the parser of
- * one JSON Lines event (common/eventjson.c); the input is the line.
+ * one JSON Lines event (formats/eventjson.c); the input is the line.
  *
  * Whatever the bytes, parsing must not crash or read out of bounds, and a
  * refusal must come with a message. The JSON parser checks syntax, types

@@ -1,6 +1,6 @@
 /*
  * fuzz_event_stream.c - fuzz target for the framing of event files
- * (common/eventio.c): bc_reader_next over JSON Lines or length-delimited
+ * (formats/eventio.c): bc_reader_next over JSON Lines or length-delimited
  * protobuf, and bc_event_read_at, which reads one record again by offset
  * (how `billing rate` compares repeated event ids).
  *

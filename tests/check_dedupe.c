@@ -1,5 +1,5 @@
 /*
- * check_dedupe.c - the bounded-memory dedupe of common/dedupe.c against an
+ * check_dedupe.c - the bounded-memory dedupe of billing/dedupe.c against an
  * oracle computed here from the generating parameters: random streams
  * of repeated events (byte-identical duplicates and one-field conflicts,
  * shuffled, short and long ids) give exactly the expected hits, with
@@ -600,7 +600,7 @@ static size_t id_variant(char (*ids)[ID_CAP], size_t n, const char *id, size_t a
 }
 
 /*
- * One 8-byte step of the id hash of common/dedupe.c, copied here (the
+ * One 8-byte step of the id hash of billing/dedupe.c, copied here (the
  * hash is private) to build ids that collide: hits must not depend on
  * the hash being unique. A step mixes the state with the block (h ^ w),
  * so ids of one length whose first blocks differ reach the same state

@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "store.h"
-#include "storecopy.h"
-#include "storeload.h"
+#include "copy.h"
+#include "load.h"
 
 START_TEST(test_classify_sqlstate)
 {

@@ -24,9 +24,9 @@
 
 #include "migrate.h"
 #include "store.h"
-#include "storecopy.h"
-#include "storeevents.h"
-#include "storeload.h"
+#include "copy.h"
+#include "events.h"
+#include "load.h"
 
 #define CONNINFO_MAX 2048
 #define DBNAME_MAX 64

@@ -1,6 +1,6 @@
 /*
- * storeevents.c - event ingestion with permanent dedupe, dead letters,
- * Kafka positions. See storeevents.h and doc/database.md.
+ * events.c - event ingestion with permanent dedupe, dead letters,
+ * Kafka positions. See events.h and doc/database.md.
  */
 #include "config.h"
 
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "storeevents.h"
+#include "events.h"
 
 /*
  * The staging table lives in the session; ON COMMIT DELETE ROWS empties

@@ -1,6 +1,6 @@
 /*
  * migrate.h - versioned schema migrations of the store (sql/migrations),
- * embedded in the program at build time (common/gen-migrations.sh).
+ * embedded in the program at build time (store/gen-migrations.sh).
  *
  * Rules (doc/database.md, "Migrations"):
  *  - one transaction per migration, recorded in billing.schema_version

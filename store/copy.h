@@ -1,5 +1,5 @@
 /*
- * storecopy.h - bulk rows into PostgreSQL with COPY FROM STDIN, in the
+ * copy.h - bulk rows into PostgreSQL with COPY FROM STDIN, in the
  * binary format (default: no text parsing on the server, exact NUMERIC
  * encoding) or the text format (for comparison, doc/performance.md).
  *

@@ -1,5 +1,5 @@
 /*
- * storeevents.h - raw usage events, dead letters and Kafka positions in
+ * events.h - raw usage events, dead letters and Kafka positions in
  * the store: what billingd writes in one transaction per batch so that
  * consuming is exactly once (events + aggregates + offsets commit
  * together or not at all).
@@ -12,7 +12,7 @@
 
 #include "billing.h"
 #include "store.h"
-#include "storecopy.h"
+#include "copy.h"
 
 /* One event to store; strings are borrowed for the duration of the call. */
 typedef struct bs_event {

@@ -2,8 +2,8 @@
  * store.h - the PostgreSQL store shared by the `billing` tool and billingd:
  * one connection handle over libpq, errors classified from SQLSTATE,
  * parameterized queries, transactions retried on transient failures, and
- * pipelined batches. Bulk rows go through storecopy.h (COPY), events
- * through storeevents.h, schema changes through migrate.h.
+ * pipelined batches. Bulk rows go through copy.h (COPY), events
+ * through events.h, schema changes through migrate.h.
  *
  * Rules every caller relies on:
  *  - SQL text is always a constant of the program; values travel as

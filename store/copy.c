@@ -1,5 +1,5 @@
 /*
- * storecopy.c - COPY FROM STDIN writer, binary and text formats.
+ * copy.c - COPY FROM STDIN writer, binary and text formats.
  *
  * Binary format (PostgreSQL docs, "COPY", "Binary Format"): an 11-byte
  * signature, a 32-bit flags word and a 32-bit header-extension length;
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "storecopy.h"
+#include "copy.h"
 
 #define MAX_COLUMNS 1600 /* PostgreSQL's own limit */
 

@@ -1,5 +1,5 @@
 /*
- * storeload.h - put the catalog files that `billing rate` reads (price
+ * load.h - put the catalog files that `billing rate` reads (price
  * book; accounts, subscriptions and credit grants) into the store.
  *
  * Idempotent: loading the same files again changes nothing. History is

@@ -1,6 +1,6 @@
 /*
- * storeload.c - `billing load`: catalog files into the store. See
- * storeload.h and doc/database.md ("Loading").
+ * load.c - `billing load`: catalog files into the store. See
+ * load.h and doc/database.md ("Loading").
  *
  * The files are first applied to a billing_catalog and a rater is built
  * from it, exactly as `billing rate` does: anything it would refuse is
@@ -20,7 +20,7 @@
 
 #include "billing.h"
 #include "configfile.h"
-#include "storeload.h"
+#include "load.h"
 #include "util.h"
 #include "zones.h"
 
