@@ -1,7 +1,8 @@
 /*
  * freeze.c - turning a catalog that was built in any order into the
  * indexed, validated form that rating reads: versions by start, plan fees
- * per version, subscription terms, grants in application order.
+ * per version, a fee for every subscription term, grants in application
+ * order.
  */
 #include "config.h"
 
@@ -125,37 +126,6 @@ static billing_status freeze_versions(billing_catalog *cat)
     return BILLING_OK;
 }
 
-static billing_status freeze_sub_terms(billing_catalog *cat, bl_sub *s, char *errbuf,
-                                       size_t errsize)
-{
-    const bl_plan *plan = BL_AT(cat->plans, bl_plan, s->plan);
-    const bl_account *a = BL_AT(cat->accounts, bl_account, s->account);
-    int k;
-
-    s->bounds = malloc(((size_t)s->terms + 1) * sizeof(billing_time_t));
-    if (s->bounds == NULL)
-        return BILLING_ERR_NOMEM;
-    s->bounds[0] = s->start;
-    for (k = 1; k <= s->terms; k++) {
-        if (plan->period == BILLING_PERIOD_DAY) {
-            s->bounds[k] = s->start + (billing_time_t)k * 86400 * BILLING_NS_PER_SEC;
-        } else if (bl_zone_add_months(a->zone, s->start, k, &s->bounds[k]) != 0) {
-            return bl_seterr(errbuf, errsize, BILLING_ERR_RANGE,
-                             "subscription '%s': term %d ends out of range", s->id, k);
-        }
-    }
-    s->end = s->bounds[s->terms];
-    if (s->cancelled_at != 0) {
-        if (s->cancelled_at <= s->start || s->cancelled_at >= s->end)
-            return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
-                             "subscription '%s': field 'cancelled_at' must lie inside the "
-                             "subscription",
-                             s->id);
-        s->end = s->cancelled_at;
-    }
-    return BILLING_OK;
-}
-
 /* Attach subscriptions to accounts, sorted by (resource, start); refuse overlaps. */
 static billing_status freeze_subs(billing_catalog *cat, char *errbuf, size_t errsize)
 {
@@ -167,7 +137,8 @@ static billing_status freeze_subs(billing_catalog *cat, char *errbuf, size_t err
     const bl_sub *cur;
 
     for (i = 0; i < cat->subs.len; i++) {
-        st = freeze_sub_terms(cat, BL_AT(cat->subs, bl_sub, i), errbuf, errsize);
+        /* Terms were checked when added, fees against the versions known then. */
+        st = bl_sub_check_fees(cat, BL_AT(cat->subs, bl_sub, i), 1, errbuf, errsize);
         if (st != BILLING_OK)
             return st;
         a = BL_AT(cat->accounts, bl_account, BL_AT(cat->subs, bl_sub, i)->account);
@@ -258,10 +229,6 @@ static void reset_index(billing_catalog *cat)
     for (i = 0; i < cat->versions.len; i++) {
         free(BL_AT(cat->versions, bl_version, i)->plan_fee);
         BL_AT(cat->versions, bl_version, i)->plan_fee = NULL;
-    }
-    for (i = 0; i < cat->subs.len; i++) {
-        free(BL_AT(cat->subs, bl_sub, i)->bounds);
-        BL_AT(cat->subs, bl_sub, i)->bounds = NULL;
     }
     for (i = 0; i < cat->accounts.len; i++) {
         a = BL_AT(cat->accounts, bl_account, i);

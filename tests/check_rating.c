@@ -103,7 +103,7 @@ START_TEST(test_example_monthly_from_jan31)
 
     tu_account(cat, "lab-m", shanghai, "0");
     ck_assert_int_eq(billing_catalog_add_subscription(cat, "sub-1", "lab-m", "i-m", "rtx-monthly",
-                                                      tu_time("2026-01-31T10:00:00+08:00"), 3, 0,
+                                                      tu_time("2026-01-31T10:00:00+08:00"), 3, NULL,
                                                       err, sizeof(err)),
                      BILLING_OK);
     r = new_rater(cat);
@@ -114,19 +114,19 @@ START_TEST(test_example_monthly_from_jan31)
         "8", "RTX4090");
     assert_invoice(r, "lab-m", 2026, 1,
                    "lab-m 2026-01 CNY\n"
-                   "line 3 gpu RTX4090 cn-east-1 plan=rtx-monthly ver=v1 qty=1 term @2599 = 2599 -> "
+                   "line 3  RTX4090 cn-east-1 plan=rtx-monthly ver=v1 qty=1 term @2599 = 2599 -> "
                    "2599.00\n"
                    "subtotal 2599.00 credits 0.00 tax 0.00@0 total 2599.00\n");
     assert_invoice(r, "lab-m", 2026, 2,
                    "lab-m 2026-02 CNY\n"
                    "line 2 gpu RTX4090 cn-east-1 plan=rtx-monthly ver= qty=80 GPU-hour @0 = 0 -> "
                    "0.00\n"
-                   "line 3 gpu RTX4090 cn-east-1 plan=rtx-monthly ver=v1 qty=1 term @2599 = 2599 -> "
+                   "line 3  RTX4090 cn-east-1 plan=rtx-monthly ver=v1 qty=1 term @2599 = 2599 -> "
                    "2599.00\n"
                    "subtotal 2599.00 credits 0.00 tax 0.00@0 total 2599.00\n");
     assert_invoice(r, "lab-m", 2026, 3,
                    "lab-m 2026-03 CNY\n"
-                   "line 3 gpu RTX4090 cn-east-1 plan=rtx-monthly ver=v1 qty=1 term @2599 = 2599 -> "
+                   "line 3  RTX4090 cn-east-1 plan=rtx-monthly ver=v1 qty=1 term @2599 = 2599 -> "
                    "2599.00\n"
                    "subtotal 2599.00 credits 0.00 tax 0.00@0 total 2599.00\n");
     assert_invoice(r, "lab-m", 2026, 4,
@@ -312,17 +312,19 @@ START_TEST(test_cancel_refund_pro_rata)
     tu_account(cat, "lab-r", shanghai, "0");
     ck_assert_int_eq(billing_catalog_add_subscription(cat, "sub-r", "lab-r", "i-r", "rtx-monthly",
                                                       tu_time("2026-05-01T00:00:00+08:00"), 1,
-                                                      tu_time("2026-05-16T00:00:00+08:00"), err,
-                                                      sizeof(err)),
+                                                      &(billing_time_t){tu_time(
+                                                          "2026-05-16T00:00:00+08:00")},
+                                                      err, sizeof(err)),
                      BILLING_OK);
     r = new_rater(cat);
     /* 16 of 31 days unused: 2599 x 16/31 = 41584/31 = 1341.419... */
     assert_invoice(r, "lab-r", 2026, 5,
                    "lab-r 2026-05 CNY\n"
-                   "line 3 gpu RTX4090 cn-east-1 plan=rtx-monthly ver=v1 qty=1 term @2599 = 2599 -> "
+                   "line 3  RTX4090 cn-east-1 plan=rtx-monthly ver=v1 qty=1 term @2599 = 2599 -> "
                    "2599.00\n"
-                   "line 4 gpu RTX4090 cn-east-1 plan=rtx-monthly ver=v1 qty=16/31 term @2599 = "
+                   "line 4  RTX4090 cn-east-1 plan=rtx-monthly ver=v1 qty=1382400 second @ = "
                    "-41584/31 -> -1341.42\n"
+                   "  refund of sub-r unused [2026-05-15T16:00:00Z, 2026-05-31T16:00:00Z)\n"
                    "subtotal 1257.58 credits 0.00 tax 0.00@0 total 1257.58\n");
     billing_rater_destroy(r);
     billing_catalog_destroy(cat);
@@ -340,8 +342,9 @@ START_TEST(test_cancel_daily_no_refund)
     tu_account(cat, "lab-d", shanghai, "0");
     ck_assert_int_eq(billing_catalog_add_subscription(cat, "day-1", "lab-d", "i-d", "rtx-daily",
                                                       tu_time("2026-06-01T08:00:00+08:00"), 2,
-                                                      tu_time("2026-06-02T20:00:00+08:00"), err,
-                                                      sizeof(err)),
+                                                      &(billing_time_t){tu_time(
+                                                          "2026-06-02T20:00:00+08:00")},
+                                                      err, sizeof(err)),
                      BILLING_OK);
     r = new_rater(cat);
     ADD(r, "u1", "lab-d", "i-d", "gpu", "2026-06-02T19:00:00+08:00", "2026-06-02T21:00:00+08:00",
@@ -351,7 +354,7 @@ START_TEST(test_cancel_daily_no_refund)
                    "line 1 gpu RTX4090 cn-east-1 plan= ver=v1 qty=8 GPU-hour @0.6 = 4.8 -> 4.80\n"
                    "line 2 gpu RTX4090 cn-east-1 plan=rtx-daily ver= qty=8 GPU-hour @0 = 0 -> "
                    "0.00\n"
-                   "line 3 gpu RTX4090 cn-east-1 plan=rtx-daily ver=v1 qty=2 term @99 = 198 -> "
+                   "line 3  RTX4090 cn-east-1 plan=rtx-daily ver=v1 qty=2 term @99 = 198 -> "
                    "198.00\n"
                    "subtotal 202.80 credits 0.00 tax 0.00@0 total 202.80\n");
     billing_rater_destroy(r);
@@ -566,11 +569,11 @@ START_TEST(test_catalog_errors)
                      BILLING_ERR_PARSE);
     /* Two overlapping subscriptions of one resource are refused when rating starts. */
     ck_assert_int_eq(billing_catalog_add_subscription(cat, "s1", "x", "i", "rtx-daily",
-                                                      tu_time("2026-01-01T00:00:00Z"), 2, 0, err,
+                                                      tu_time("2026-01-01T00:00:00Z"), 2, NULL, err,
                                                       sizeof(err)),
                      BILLING_OK);
     ck_assert_int_eq(billing_catalog_add_subscription(cat, "s2", "x", "i", "rtx-daily",
-                                                      tu_time("2026-01-02T00:00:00Z"), 1, 0, err,
+                                                      tu_time("2026-01-02T00:00:00Z"), 1, NULL, err,
                                                       sizeof(err)),
                      BILLING_OK);
     r = billing_rater_new(cat, err, sizeof(err));
