@@ -30,32 +30,10 @@ static void teardown(void)
     billing_zone_destroy(utc);
 }
 
-/* Rate an event that must be accepted (region cn-east-1). */
-#define ADD(r, id, acct, res, meter, start, end, qty, model)                                       \
-    do {                                                                                           \
-        char err_[256] = "";                                                                       \
-        billing_status st_ = tu_add(r, id, acct, res, meter, start, end, qty, model, "cn-east-1",  \
-                                    err_, sizeof(err_));                                           \
-        ck_assert_msg(st_ == BILLING_OK, "%s: %s", id, err_);                                      \
-    } while (0)
-
-static void assert_invoice(billing_rater *r, const char *acct, int y, int m, const char *expected)
-{
-    char *text = tu_invoice_text(r, acct, y, m);
-
-    ck_assert_ptr_nonnull(text);
-    ck_assert_str_eq(text, expected);
-    free(text);
-}
-
-static billing_rater *new_rater(billing_catalog *cat)
-{
-    char err[256];
-    billing_rater *r = billing_rater_new(cat, err, sizeof(err));
-
-    ck_assert_msg(r != NULL, "%s", err);
-    return r;
-}
+/* The shared helpers under this file's short names. */
+#define ADD TU_ADD
+#define assert_invoice tu_assert_invoice
+#define new_rater tu_new_rater
 
 /* Add a subscription that must be accepted; @cancel NULL for none. */
 static void add_sub(billing_catalog *cat, const char *id, const char *acct, const char *res,

@@ -177,3 +177,21 @@ char *tu_invoice_text(billing_rater *r, const char *account, int year, int month
     billing_invoice_destroy(inv);
     return buf;
 }
+
+billing_rater *tu_new_rater(billing_catalog *cat)
+{
+    char err[256];
+    billing_rater *r = billing_rater_new(cat, err, sizeof(err));
+
+    ck_assert_msg(r != NULL, "%s", err);
+    return r;
+}
+
+void tu_assert_invoice(billing_rater *r, const char *acct, int y, int m, const char *expected)
+{
+    char *text = tu_invoice_text(r, acct, y, m);
+
+    ck_assert_ptr_nonnull(text);
+    ck_assert_str_eq(text, expected);
+    free(text);
+}
