@@ -357,7 +357,8 @@ BILLING_API billing_status billing_catalog_set_plan_fee(billing_catalog *cat,
  * made (billing_rater_new fails naming the subscription). A term is never
  * silently free.
  *
- * Terms of one resource must not overlap (checked by billing_rater_new).
+ * Terms of one resource must not overlap (checked by billing_rater_new; a
+ * subscription without a term overlaps nothing).
  * Messages name the subscription, its account and plan, and the field.
  * Returns BILLING_OK, BILLING_ERR_EXISTS, BILLING_ERR_NOT_FOUND (account
  * or plan), BILLING_ERR_NO_PRICE (a term without a fee),
@@ -536,7 +537,9 @@ BILLING_API void billing_rater_destroy(billing_rater *r);
  * BILLING_ERR_INVALID (missing field, end not after start...),
  * BILLING_ERR_CONFLICT (same id, different content),
  * BILLING_ERR_UNKNOWN_ACCOUNT, BILLING_ERR_NO_PRICE, BILLING_ERR_RANGE,
- * BILLING_ERR_NOMEM.
+ * BILLING_ERR_TOO_LARGE (usage inside subscriptions naming more than 4096
+ * distinct (model, region) pairs in one rater: included lines show each
+ * pair, so the rater keeps them), BILLING_ERR_NOMEM.
  */
 BILLING_API billing_status billing_rater_add(billing_rater *r, const billing_event *ev,
                                              char *errbuf, size_t errsize);

@@ -126,15 +126,38 @@ static billing_status freeze_versions(billing_catalog *cat)
     return BILLING_OK;
 }
 
+/*
+ * Refuse two subscriptions of one resource of @a (sorted by resource and
+ * start) whose terms overlap. One cancelled at or before its start has no
+ * term and overlaps nothing, so that a customer may cancel a subscription
+ * bought for later and buy another.
+ */
+static billing_status check_overlaps(const billing_catalog *cat, const bl_account *a,
+                                     char *errbuf, size_t errsize)
+{
+    const bl_sub *prev = NULL;
+    const bl_sub *cur;
+    size_t j;
+
+    for (j = 0; j < a->n_subs; j++) {
+        cur = BL_AT(cat->subs, bl_sub, a->subs[j]);
+        if (cur->end == cur->start)
+            continue;
+        if (prev != NULL && strcmp(prev->resource, cur->resource) == 0 && prev->end > cur->start)
+            return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
+                             "subscriptions '%s' and '%s' of resource '%s' (account '%s') overlap",
+                             prev->id, cur->id, cur->resource, a->id);
+        prev = cur;
+    }
+    return BILLING_OK;
+}
+
 /* Attach subscriptions to accounts, sorted by (resource, start); refuse overlaps. */
 static billing_status freeze_subs(billing_catalog *cat, char *errbuf, size_t errsize)
 {
     size_t i;
-    size_t j;
     billing_status st;
     bl_account *a;
-    const bl_sub *prev;
-    const bl_sub *cur;
 
     for (i = 0; i < cat->subs.len; i++) {
         /* Terms were checked when added, fees against the versions known then. */
@@ -159,14 +182,9 @@ static billing_status freeze_subs(billing_catalog *cat, char *errbuf, size_t err
         a = BL_AT(cat->accounts, bl_account, i);
         if (sort_indices(cat, a->subs, a->n_subs, a->subs, cmp_sub) != 0)
             return BILLING_ERR_NOMEM;
-        for (j = 1; j < a->n_subs; j++) {
-            prev = BL_AT(cat->subs, bl_sub, a->subs[j - 1]);
-            cur = BL_AT(cat->subs, bl_sub, a->subs[j]);
-            if (strcmp(prev->resource, cur->resource) == 0 && prev->end > cur->start)
-                return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
-                                 "subscriptions '%s' and '%s' of resource '%s' overlap", prev->id,
-                                 cur->id, cur->resource);
-        }
+        st = check_overlaps(cat, a, errbuf, errsize);
+        if (st != BILLING_OK)
+            return st;
     }
     return BILLING_OK;
 }

@@ -251,6 +251,38 @@ START_TEST(test_cancel_before_start_means_no_term)
 END_TEST
 
 /*
+ * A subscription cancelled before its start has no term, so another one
+ * of the same instance may start inside the span it would have had:
+ * daily passes from Feb 25 00:00, 10 terms, 4 starting in February
+ * (4 x 99 = 396.00) and 6 in March (594.00). Before: "overlap", and
+ * billing_rater_new failed for the whole catalog.
+ */
+START_TEST(test_cancelled_before_start_overlaps_nothing)
+{
+    billing_catalog *cat = tu_gpu_cloud();
+    billing_rater *r;
+
+    tu_account(cat, "lab", shanghai, "0");
+    add_sub(cat, "later", "lab", "i-1", "rtx-monthly", "2026-03-01T00:00:00+08:00", 1,
+            "2026-02-20T12:00:00+08:00");
+    add_sub(cat, "passes", "lab", "i-1", "rtx-daily", "2026-02-25T00:00:00+08:00", 10, NULL);
+    r = new_rater(cat);
+    assert_invoice(r, "lab", 2026, 2,
+                   "lab 2026-02 CNY\n"
+                   "line 3  RTX4090 cn-east-1 plan=rtx-daily ver=v1 qty=4 term @99 = 396 -> "
+                   "396.00\n"
+                   "subtotal 396.00 credits 0.00 tax 0.00@0 total 396.00\n");
+    assert_invoice(r, "lab", 2026, 3,
+                   "lab 2026-03 CNY\n"
+                   "line 3  RTX4090 cn-east-1 plan=rtx-daily ver=v1 qty=6 term @99 = 594 -> "
+                   "594.00\n"
+                   "subtotal 594.00 credits 0.00 tax 0.00@0 total 594.00\n");
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
+/*
  * Cancelled exactly at the end of term 1 of a refundable monthly plan:
  * January's fee only; no second term (mutant: term loop `<` -> `<=`),
  * no zero refund line (mutant: refund bound `<=` -> `<`), and no empty
@@ -423,6 +455,7 @@ static Suite *subscriptions_suite(void)
     tcase_add_test(tc, test_term_before_first_version_is_refused);
     tcase_add_test(tc, test_cancel_at_unix_epoch_is_a_cancellation);
     tcase_add_test(tc, test_cancel_before_start_means_no_term);
+    tcase_add_test(tc, test_cancelled_before_start_overlaps_nothing);
     tcase_add_test(tc, test_cancel_at_term_boundary);
     tcase_add_test(tc, test_cancel_refunding_nothing_makes_no_invoice);
     tcase_add_test(tc, test_refunds_in_later_term_leap_year);
