@@ -426,6 +426,44 @@ START_TEST(test_included_shows_event_model)
 }
 END_TEST
 
+/*
+ * Included lines keep each event's (model, region) pair, so a rater keeps
+ * at most 4096 of them: the next is refused naming the event and field,
+ * and changes nothing.
+ */
+START_TEST(test_included_pairs_are_bounded)
+{
+    billing_catalog *cat = tu_gpu_cloud();
+    billing_rater *r;
+    char id[32];
+    char model[32];
+    char err[256] = "";
+    int i;
+
+    tu_account(cat, "lab", shanghai, "0");
+    add_sub(cat, "sub-1", "lab", "i-1", "rtx-monthly", "2026-04-01T00:00:00+08:00", 1, NULL);
+    r = new_rater(cat);
+    for (i = 0; i < 4096; i++) {
+        snprintf(id, sizeof(id), "e%d", i);
+        snprintf(model, sizeof(model), "m%d", i);
+        ADD(r, id, "lab", "i-1", "gpu", "2026-04-02T10:00:00+08:00", "2026-04-02T11:00:00+08:00",
+            "1", model);
+    }
+    ck_assert_int_eq(tu_add(r, "one-more", "lab", "i-1", "gpu", "2026-04-02T10:00:00+08:00",
+                            "2026-04-02T11:00:00+08:00", "1", "m4096", "cn-east-1", err,
+                            sizeof(err)),
+                     BILLING_ERR_TOO_LARGE);
+    ck_assert_str_eq(err, "event 'one-more': field 'model': more than 4096 distinct models and "
+                          "regions of usage inside subscriptions");
+    ck_assert_uint_eq(billing_rater_event_count(r), 4096);
+    /* A pair already kept is still accepted. */
+    ADD(r, "again", "lab", "i-1", "gpu", "2026-04-02T11:00:00+08:00", "2026-04-02T12:00:00+08:00",
+        "1", "m7");
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
 /* A cancellation at or after the end of the last term cancels nothing: refused, named. */
 START_TEST(test_cancel_after_end_is_refused)
 {
@@ -461,6 +499,7 @@ static Suite *subscriptions_suite(void)
     tcase_add_test(tc, test_refunds_in_later_term_leap_year);
     tcase_add_test(tc, test_included_shows_event_model);
     tcase_add_test(tc, test_cancel_after_end_is_refused);
+    tcase_add_test(tc, test_included_pairs_are_bounded);
     suite_add_tcase(s, tc);
     return s;
 }
