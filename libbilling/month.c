@@ -260,9 +260,9 @@ static billing_status add_refund(billing_rater *r, bl_month *m, const bl_account
     id.span_end = s->bounds[k + 1];
     mpq_init(frac);
     mpq_init(refund);
-    l = line_get(m, &id, frac);
+    l = line_get(m, &id, frac); /* no unit price: frac is still 0 */
     if (l == NULL)
-        goto nomem;
+        goto done;
     /* Unused fraction of the term, to the nanosecond. */
     mpz_set_si(mpq_numref(frac), s->bounds[k + 1] - c);
     mpz_set_si(mpq_denref(frac), s->bounds[k + 1] - s->bounds[k]);
@@ -275,7 +275,7 @@ static billing_status add_refund(billing_rater *r, bl_month *m, const bl_account
     mpq_sub(l->amount, l->amount, refund);
     p = pool(m, epoch_at(a, c), BILLING_CHARGE_SUBSCRIPTION);
     mpq_sub(*p, *p, refund);
-nomem:
+done:
     mpq_clear(frac);
     mpq_clear(refund);
     return l != NULL ? BILLING_OK : BILLING_ERR_NOMEM;
