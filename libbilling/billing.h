@@ -357,8 +357,10 @@ BILLING_API billing_status billing_catalog_set_plan_fee(billing_catalog *cat,
  * made (billing_rater_new fails naming the subscription). A term is never
  * silently free.
  *
- * Terms of one resource must not overlap (checked by billing_rater_new; a
- * subscription without a term overlaps nothing).
+ * Terms of one resource must not overlap: a subscription whose terms
+ * overlap those of one already added for the same resource of the account
+ * is refused (BILLING_ERR_INVALID, naming both); one without a term
+ * overlaps nothing.
  * Messages name the subscription, its account and plan, and the field.
  * Returns BILLING_OK, BILLING_ERR_EXISTS, BILLING_ERR_NOT_FOUND (account
  * or plan), BILLING_ERR_NO_PRICE (a term without a fee),

@@ -571,6 +571,47 @@ billing_status bl_sub_check_fees(const billing_catalog *cat, const bl_sub *s, in
     return BILLING_OK;
 }
 
+/*
+ * Refuse @s if its terms overlap those of a subscription of the same
+ * resource of its account: one instance is covered by one plan at a time.
+ * Linear in the account's subscriptions, which are few.
+ */
+static billing_status sub_check_overlap(const billing_catalog *cat, const bl_sub *s, char *errbuf,
+                                        size_t errsize)
+{
+    const bl_account *a = BL_AT(cat->accounts, bl_account, s->account);
+    const bl_sub *t;
+    size_t i;
+
+    for (i = 0; s->end > s->start && i < a->n_subs; i++) {
+        t = BL_AT(cat->subs, bl_sub, a->subs[i]);
+        if (t->end > t->start && t->start < s->end && s->start < t->end &&
+            strcmp(t->resource, s->resource) == 0)
+            return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
+                             SUB_FMT "field 'start': its terms overlap those of subscription '%s' "
+                                     "of resource '%s'",
+                             SUB_ARGS(cat, s), t->id, t->resource);
+    }
+    return BILLING_OK;
+}
+
+/* Room in @a's list for one more subscription; 0 or -1 (no memory). */
+static int reserve_account_sub(bl_account *a)
+{
+    size_t ncap;
+    size_t *p;
+
+    if (a->n_subs < a->cap_subs)
+        return 0;
+    ncap = a->cap_subs ? 2 * a->cap_subs : 4;
+    p = realloc(a->subs, ncap * sizeof(size_t));
+    if (p == NULL)
+        return -1;
+    a->subs = p;
+    a->cap_subs = ncap;
+    return 0;
+}
+
 /* Check a subscription about to be added; fills its term bounds. */
 static billing_status sub_check_new(const billing_catalog *cat, bl_sub *s, char *errbuf,
                                     size_t errsize)
@@ -590,6 +631,8 @@ static billing_status sub_check_new(const billing_catalog *cat, bl_sub *s, char 
         return bl_seterr(errbuf, errsize, BILLING_ERR_RANGE,
                          SUB_FMT "field 'cancelled_at' out of range", SUB_ARGS(cat, s));
     st = sub_terms(cat, s, errbuf, errsize);
+    if (st == BILLING_OK)
+        st = sub_check_overlap(cat, s, errbuf, errsize);
     /* Versions added later may change the fee in force: freeze checks again. */
     if (st == BILLING_OK && cat->versions.len > 0)
         st = bl_sub_check_fees(cat, s, 0, errbuf, errsize);
@@ -603,6 +646,7 @@ billing_status billing_catalog_add_subscription(billing_catalog *cat, const char
                                                 char *errbuf, size_t errsize)
 {
     billing_status st = check_open(cat, errbuf, errsize);
+    bl_account *a;
     bl_sub n;
     bl_sub *s;
 
@@ -634,6 +678,9 @@ billing_status billing_catalog_add_subscription(billing_catalog *cat, const char
     st = sub_check_new(cat, &n, errbuf, errsize);
     if (st != BILLING_OK)
         goto error;
+    a = BL_AT(cat->accounts, bl_account, n.account);
+    if (reserve_account_sub(a) != 0)
+        goto nomem;
     s = bl_vec_push(&cat->subs, sizeof(*s));
     if (s == NULL)
         goto nomem;
@@ -642,6 +689,7 @@ billing_status billing_catalog_add_subscription(billing_catalog *cat, const char
         cat->subs.len--;
         goto nomem;
     }
+    a->subs[a->n_subs++] = cat->subs.len - 1;
     return BILLING_OK;
 nomem:
     st = bl_seterr(errbuf, errsize, BILLING_ERR_NOMEM, "out of memory");

@@ -22,8 +22,10 @@ typedef struct bl_account {
     size_t n_grants;
     billing_time_t *epochs; /* sorted distinct grant window bounds (after freeze) */
     size_t n_epochs;
-    size_t *subs;          /* indices into cat->subs, sorted by resource then start */
+    size_t *subs;          /* indices into cat->subs, kept as added; sorted by resource
+                            * then start at freeze */
     size_t n_subs;
+    size_t cap_subs;
 } bl_account;
 
 typedef struct bl_rate {

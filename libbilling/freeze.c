@@ -152,7 +152,7 @@ static billing_status check_overlaps(const billing_catalog *cat, const bl_accoun
     return BILLING_OK;
 }
 
-/* Attach subscriptions to accounts, sorted by (resource, start); refuse overlaps. */
+/* Sort each account's subscriptions by (resource, start); refuse overlaps. */
 static billing_status freeze_subs(billing_catalog *cat, char *errbuf, size_t errsize)
 {
     size_t i;
@@ -164,24 +164,12 @@ static billing_status freeze_subs(billing_catalog *cat, char *errbuf, size_t err
         st = bl_sub_check_fees(cat, BL_AT(cat->subs, bl_sub, i), 1, errbuf, errsize);
         if (st != BILLING_OK)
             return st;
-        a = BL_AT(cat->accounts, bl_account, BL_AT(cat->subs, bl_sub, i)->account);
-        a->n_subs++;
-    }
-    for (i = 0; i < cat->accounts.len; i++) {
-        a = BL_AT(cat->accounts, bl_account, i);
-        a->subs = malloc((a->n_subs ? a->n_subs : 1) * sizeof(size_t));
-        if (a->subs == NULL)
-            return BILLING_ERR_NOMEM;
-        a->n_subs = 0;
-    }
-    for (i = 0; i < cat->subs.len; i++) {
-        a = BL_AT(cat->accounts, bl_account, BL_AT(cat->subs, bl_sub, i)->account);
-        a->subs[a->n_subs++] = i;
     }
     for (i = 0; i < cat->accounts.len; i++) {
         a = BL_AT(cat->accounts, bl_account, i);
         if (sort_indices(cat, a->subs, a->n_subs, a->subs, cmp_sub) != 0)
             return BILLING_ERR_NOMEM;
+        /* Refused when added already; checked again as the invariant rating relies on. */
         st = check_overlaps(cat, a, errbuf, errsize);
         if (st != BILLING_OK)
             return st;
@@ -252,13 +240,10 @@ static void reset_index(billing_catalog *cat)
         a = BL_AT(cat->accounts, bl_account, i);
         free(a->grants);
         free(a->epochs);
-        free(a->subs);
         a->grants = NULL;
         a->epochs = NULL;
-        a->subs = NULL;
         a->n_grants = 0;
         a->n_epochs = 0;
-        a->n_subs = 0;
     }
 }
 

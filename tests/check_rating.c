@@ -545,7 +545,7 @@ START_TEST(test_catalog_errors)
     ck_assert_int_eq(billing_catalog_add_grant(cat, "g", "x", "10.001", 0, 1000, BILLING_CHARGE_USAGE,
                                                0, err, sizeof(err)),
                      BILLING_ERR_PARSE);
-    /* Two overlapping subscriptions of one resource are refused when rating starts. */
+    /* A subscription overlapping another of the same resource is refused when added. */
     ck_assert_int_eq(billing_catalog_add_subscription(cat, "s1", "x", "i", "rtx-daily",
                                                       tu_time("2026-01-01T00:00:00Z"), 2, NULL, err,
                                                       sizeof(err)),
@@ -553,10 +553,11 @@ START_TEST(test_catalog_errors)
     ck_assert_int_eq(billing_catalog_add_subscription(cat, "s2", "x", "i", "rtx-daily",
                                                       tu_time("2026-01-02T00:00:00Z"), 1, NULL, err,
                                                       sizeof(err)),
-                     BILLING_OK);
-    r = billing_rater_new(cat, err, sizeof(err));
-    ck_assert_ptr_null(r);
+                     BILLING_ERR_INVALID);
     ck_assert_ptr_nonnull(strstr(err, "overlap"));
+    r = billing_rater_new(cat, err, sizeof(err));
+    ck_assert_ptr_nonnull(r);
+    billing_rater_destroy(r);
     billing_catalog_destroy(cat);
     billing_catalog_destroy(NULL);
     billing_rater_destroy(NULL);

@@ -464,6 +464,40 @@ START_TEST(test_included_pairs_are_bounded)
 }
 END_TEST
 
+/*
+ * Two subscriptions of one instance with overlapping terms: the second is
+ * refused when added, naming both, and the catalog stays usable (before:
+ * accepted, then billing_rater_new failed for every account). A monthly
+ * term from Jan 5 09:00 ends Feb 5 09:00: a daily pass from Feb 4 overlaps,
+ * one from Feb 5 09:00 does not.
+ */
+START_TEST(test_overlap_refused_when_added)
+{
+    billing_catalog *cat = tu_gpu_cloud();
+    billing_rater *r;
+    char err[256] = "";
+
+    tu_account(cat, "lab", shanghai, "0");
+    add_sub(cat, "month", "lab", "i-1", "rtx-monthly", "2026-01-05T09:00:00+08:00", 1, NULL);
+    ck_assert_int_eq(billing_catalog_add_subscription(cat, "pass", "lab", "i-1", "rtx-daily",
+                                                      tu_time("2026-02-04T00:00:00+08:00"), 1,
+                                                      NULL, err, sizeof(err)),
+                     BILLING_ERR_INVALID);
+    ck_assert_str_eq(err, "subscription 'pass' (account 'lab', plan 'rtx-daily'): field 'start': "
+                          "its terms overlap those of subscription 'month' of resource 'i-1'");
+    add_sub(cat, "pass-2", "lab", "i-1", "rtx-daily", "2026-02-05T09:00:00+08:00", 1, NULL);
+    add_sub(cat, "other", "lab", "i-2", "rtx-daily", "2026-02-04T00:00:00+08:00", 1, NULL);
+    r = new_rater(cat);
+    assert_invoice(r, "lab", 2026, 2,
+                   "lab 2026-02 CNY\n"
+                   "line 3  RTX4090 cn-east-1 plan=rtx-daily ver=v1 qty=2 term @99 = 198 -> "
+                   "198.00\n"
+                   "subtotal 198.00 credits 0.00 tax 0.00@0 total 198.00\n");
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
 /* A cancellation at or after the end of the last term cancels nothing: refused, named. */
 START_TEST(test_cancel_after_end_is_refused)
 {
@@ -500,6 +534,7 @@ static Suite *subscriptions_suite(void)
     tcase_add_test(tc, test_included_shows_event_model);
     tcase_add_test(tc, test_cancel_after_end_is_refused);
     tcase_add_test(tc, test_included_pairs_are_bounded);
+    tcase_add_test(tc, test_overlap_refused_when_added);
     suite_add_tcase(s, tc);
     return s;
 }
