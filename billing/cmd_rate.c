@@ -65,6 +65,7 @@ typedef struct rate_counts {
     uint64_t rated;
     uint64_t duplicates;
     uint64_t rejected;
+    uint64_t subs_rejected; /* subscriptions of the accounts file left out */
 } rate_counts;
 
 /* An event file, as the dedupe needs to know it. */
@@ -128,11 +129,11 @@ static void usage(FILE *out)
           "                         input known to be unique)\n"
           "  --help                 print this help\n"
           "\n"
-          "Exit status: 0 all events rated; 1 some events rejected (invoices of the\n"
-          "others printed) or, with --strict, one rejected; 2 usage error; 3 unreadable\n"
-          "or invalid input or configuration; 4 out of memory, a temporary file that\n"
-          "cannot be written, an event file changed while being rated, or another\n"
-          "internal error.\n",
+          "Exit status: 0 all events rated; 1 some events or subscriptions rejected\n"
+          "(invoices of the others printed) or, with --strict, one rejected; 2 usage\n"
+          "error; 3 unreadable or invalid input or configuration; 4 out of memory, a\n"
+          "temporary file that cannot be written, an event file changed while being\n"
+          "rated, or another internal error.\n",
           out);
 }
 
@@ -439,6 +440,15 @@ static const char *temp_dir(const rate_opts *o)
     return dir != NULL && dir[0] != '\0' ? dir : "/tmp";
 }
 
+/* A subscription the library refused: reported, left out, and the run goes on. */
+static void reject_subscription(void *arg, const char *message)
+{
+    rate_ctx *c = arg;
+
+    cli_error("%s", message);
+    c->counts.subs_rejected++;
+}
+
 static int setup(rate_ctx *c)
 {
     char err[ERR_MAX];
@@ -451,11 +461,15 @@ static int setup(rate_ctx *c)
         cli_error("out of memory");
         return CLI_EXIT_INTERNAL;
     }
+    /* The price book first, so that each subscription is checked against it when added. */
     if (bc_pricebook_load(c->cat, c->opts.pricebook, err, sizeof(err)) != 0 ||
-        bc_accounts_load(c->cat, c->zones, c->opts.accounts, err, sizeof(err)) != 0) {
+        bc_accounts_load_rejecting(c->cat, c->zones, c->opts.accounts, reject_subscription, c, err,
+                                   sizeof(err)) != 0) {
         cli_error("%s", err);
         return CLI_EXIT_INPUT;
     }
+    if (c->opts.strict && c->counts.subs_rejected > 0)
+        return CLI_EXIT_REJECTED;
     c->rater = billing_rater_new(c->cat, err, sizeof(err));
     if (c->rater == NULL) {
         cli_error("%s + %s: %s", c->opts.pricebook, c->opts.accounts, err);
@@ -863,9 +877,10 @@ static int add_json_invoice(rate_ctx *c, const billing_invoice *inv, void *arg)
 
 static json_t *summary_json(const rate_counts *n)
 {
-    return json_pack("{s:I, s:I, s:I, s:I}", "events_read", (json_int_t)n->read, "events_rated",
-                     (json_int_t)n->rated, "duplicates", (json_int_t)n->duplicates, "rejected",
-                     (json_int_t)n->rejected);
+    return json_pack("{s:I, s:I, s:I, s:I, s:I}", "events_read", (json_int_t)n->read,
+                     "events_rated", (json_int_t)n->rated, "duplicates",
+                     (json_int_t)n->duplicates, "rejected", (json_int_t)n->rejected,
+                     "subscriptions_rejected", (json_int_t)n->subs_rejected);
 }
 
 static int print_json(rate_ctx *c)
@@ -910,6 +925,8 @@ static int print_table(rate_ctx *c)
     printf("Events: %" PRIu64 " read, %" PRIu64 " rated, %" PRIu64 " duplicates, %" PRIu64
            " rejected\n",
            c->counts.read, c->counts.rated, c->counts.duplicates, c->counts.rejected);
+    if (c->counts.subs_rejected > 0)
+        printf("Subscriptions: %" PRIu64 " rejected\n", c->counts.subs_rejected);
     return CLI_EXIT_OK;
 }
 
@@ -923,11 +940,13 @@ static int finish(rate_ctx *c)
     }
     if (rc != CLI_EXIT_OK)
         return rc;
-    if (c->counts.rejected > 0) {
+    if (c->counts.subs_rejected > 0)
+        cli_error("%" PRIu64 " subscription%s rejected", c->counts.subs_rejected,
+                  c->counts.subs_rejected == 1 ? "" : "s");
+    if (c->counts.rejected > 0)
         cli_error("%" PRIu64 " of %" PRIu64 " events rejected", c->counts.rejected, c->counts.read);
-        return CLI_EXIT_REJECTED;
-    }
-    return CLI_EXIT_OK;
+    return c->counts.rejected > 0 || c->counts.subs_rejected > 0 ? CLI_EXIT_REJECTED
+                                                                 : CLI_EXIT_OK;
 }
 
 int cmd_rate(int argc, char **argv)
@@ -955,7 +974,7 @@ int cmd_rate(int argc, char **argv)
     if (rc == CLI_EXIT_OK)
         rc = rate_all(c);
     if (rc == CLI_EXIT_REJECTED)
-        cli_error("--strict: stopped at the first rejected event; no invoices printed");
+        cli_error("--strict: stopped at the first rejected record; no invoices printed");
     else if (rc == CLI_EXIT_OK)
         rc = finish(c);
 done:

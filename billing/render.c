@@ -8,34 +8,93 @@
 
 #include "render.h"
 
-typedef const char *(*line_getter)(const billing_invoice *inv, size_t i);
+/* A line's cell: the accessor's string, or text formatted into @buf of @size bytes. */
+typedef const char *(*line_getter)(const billing_invoice *inv, size_t i, char *buf, size_t size);
 
-static const char *line_kind_text(const billing_invoice *inv, size_t i)
+#define PLAIN_GETTER(name)                                                                         \
+    static const char *get_##name(const billing_invoice *inv, size_t i, char *buf, size_t size)   \
+    {                                                                                              \
+        (void)buf;                                                                                 \
+        (void)size;                                                                                \
+        return billing_invoice_line_##name(inv, i);                                                \
+    }
+
+PLAIN_GETTER(meter)
+PLAIN_GETTER(model)
+PLAIN_GETTER(region)
+PLAIN_GETTER(plan)
+PLAIN_GETTER(price_version)
+PLAIN_GETTER(subscription)
+PLAIN_GETTER(quantity)
+PLAIN_GETTER(unit)
+PLAIN_GETTER(unit_price)
+PLAIN_GETTER(amount)
+PLAIN_GETTER(amount_rounded)
+
+static const char *get_kind(const billing_invoice *inv, size_t i, char *buf, size_t size)
 {
+    (void)buf;
+    (void)size;
     return render_kind_name(billing_invoice_line_kind(inv, i));
 }
 
-/* The columns of an invoice line: JSON key, table header, whether the table shows it. */
+/* One end of a refund's unused span as RFC 3339, "" for other lines. */
+static const char *span_end(const billing_invoice *inv, size_t i, char *buf, size_t size, int end)
+{
+    billing_time_t t[2];
+
+    if (!billing_invoice_line_span(inv, i, &t[0], &t[1]) ||
+        billing_time_format(t[end], buf, size) < 0)
+        return "";
+    return buf;
+}
+
+static const char *get_unused_from(const billing_invoice *inv, size_t i, char *buf, size_t size)
+{
+    return span_end(inv, i, buf, size, 0);
+}
+
+static const char *get_unused_to(const billing_invoice *inv, size_t i, char *buf, size_t size)
+{
+    return span_end(inv, i, buf, size, 1);
+}
+
+/* Where a column shows: never, always, or only when some line has a value. */
+enum { NO = 0, YES = 1, IF_SET = 2 };
+
+/*
+ * The columns of an invoice line: JSON key, table header, getter, whether
+ * the JSON object and the table show it, right alignment. The refund
+ * columns (subscription, unused span) show only where they apply, so that
+ * invoices without refunds keep their shape.
+ */
 static const struct line_column {
     const char *key;
     const char *header;
     line_getter get;
+    int in_json;
     int in_table;
     int right;
 } line_columns[] = {
-    {"kind", "KIND", line_kind_text, 1, 0},
-    {"meter", "METER", billing_invoice_line_meter, 1, 0},
-    {"model", "MODEL", billing_invoice_line_model, 1, 0},
-    {"region", "REGION", billing_invoice_line_region, 1, 0},
-    {"plan", "PLAN", billing_invoice_line_plan, 1, 0},
-    {"price_version", "VERSION", billing_invoice_line_price_version, 1, 0},
-    {"quantity", "QUANTITY", billing_invoice_line_quantity, 1, 1},
-    {"unit", "UNIT", billing_invoice_line_unit, 1, 0},
-    {"unit_price", "UNIT PRICE", billing_invoice_line_unit_price, 1, 1},
-    {"amount_exact", "EXACT", billing_invoice_line_amount, 0, 1},
-    {"amount", "AMOUNT", billing_invoice_line_amount_rounded, 1, 1},
+    {"kind", "KIND", get_kind, YES, YES, 0},
+    {"meter", "METER", get_meter, YES, YES, 0},
+    {"model", "MODEL", get_model, YES, YES, 0},
+    {"region", "REGION", get_region, YES, YES, 0},
+    {"plan", "PLAN", get_plan, YES, YES, 0},
+    {"price_version", "VERSION", get_price_version, YES, YES, 0},
+    {"subscription", "SUBSCRIPTION", get_subscription, IF_SET, IF_SET, 0},
+    {"unused_from", "UNUSED FROM", get_unused_from, IF_SET, IF_SET, 0},
+    {"unused_to", "UNUSED TO", get_unused_to, IF_SET, IF_SET, 0},
+    {"quantity", "QUANTITY", get_quantity, YES, YES, 1},
+    {"unit", "UNIT", get_unit, YES, YES, 0},
+    {"unit_price", "UNIT PRICE", get_unit_price, YES, YES, 1},
+    {"amount_exact", "EXACT", get_amount, YES, NO, 1},
+    {"amount", "AMOUNT", get_amount_rounded, YES, YES, 1},
 };
 #define N_LINE_COLUMNS (sizeof(line_columns) / sizeof(line_columns[0]))
+
+/* Room for any cell a getter formats (an RFC 3339 instant is at most 30 characters). */
+#define CELL_MAX 40
 
 const char *render_kind_name(billing_line_kind kind)
 {
@@ -71,10 +130,16 @@ static int append(json_t *arr, json_t *item)
 static json_t *line_json(const billing_invoice *inv, size_t i)
 {
     json_t *o = json_object();
+    char buf[CELL_MAX];
+    const char *v;
     size_t c;
 
     for (c = 0; o != NULL && c < N_LINE_COLUMNS; c++) {
-        if (add_str(o, line_columns[c].key, line_columns[c].get(inv, i)) != 0) {
+        v = line_columns[c].get(inv, i, buf, sizeof(buf));
+        if (line_columns[c].in_json == NO ||
+            (line_columns[c].in_json == IF_SET && (v == NULL || v[0] == '\0')))
+            continue;
+        if (add_str(o, line_columns[c].key, v) != 0) {
             json_decref(o);
             return NULL;
         }
@@ -175,48 +240,58 @@ json_t *render_invoice_json(const billing_invoice *inv)
 #define GAP 2
 #define INDENT "  "
 
-/* The text of a table cell; row SIZE_MAX is the header. */
-static const char *cell(const billing_invoice *inv, size_t row, size_t col)
+/* The text of a table cell into @buf; row SIZE_MAX is the header. */
+static const char *cell(const billing_invoice *inv, size_t row, size_t col, char *buf)
 {
     const char *s;
 
     if (row == SIZE_MAX)
         return line_columns[col].header;
-    s = line_columns[col].get(inv, row);
+    s = line_columns[col].get(inv, row, buf, CELL_MAX);
     return (s == NULL || s[0] == '\0') ? "-" : s;
 }
 
+/* Widths of the columns the table shows; 0 for those it leaves out. */
 static void column_widths(const billing_invoice *inv, size_t *width)
 {
     size_t n = billing_invoice_line_count(inv);
+    char buf[CELL_MAX];
+    const char *v;
     size_t row;
     size_t col;
     size_t len;
+    int set;
 
     for (col = 0; col < N_LINE_COLUMNS; col++) {
         width[col] = strlen(line_columns[col].header);
+        set = 0;
         for (row = 0; row < n; row++) {
-            len = strlen(cell(inv, row, col));
+            v = line_columns[col].get(inv, row, buf, sizeof(buf));
+            set |= v != NULL && v[0] != '\0';
+            len = strlen(cell(inv, row, col, buf));
             if (len > width[col])
                 width[col] = len;
         }
+        if (line_columns[col].in_table == NO || (line_columns[col].in_table == IF_SET && !set))
+            width[col] = 0;
     }
 }
 
 static void print_row(FILE *out, const billing_invoice *inv, size_t row, const size_t *width)
 {
+    char buf[CELL_MAX];
     size_t col;
     int w;
     const char *sep = INDENT;
 
     for (col = 0; col < N_LINE_COLUMNS; col++) {
-        if (!line_columns[col].in_table)
+        if (width[col] == 0)
             continue;
         w = (int)width[col];
         if (line_columns[col].right)
-            fprintf(out, "%s%*s", sep, w, cell(inv, row, col));
+            fprintf(out, "%s%*s", sep, w, cell(inv, row, col, buf));
         else
-            fprintf(out, "%s%-*s", sep, w, cell(inv, row, col));
+            fprintf(out, "%s%-*s", sep, w, cell(inv, row, col, buf));
         sep = "  ";
     }
     fputc('\n', out);
@@ -276,7 +351,7 @@ int render_invoice_table(FILE *out, const billing_invoice *inv)
     print_header(out, inv);
     column_widths(inv, width);
     for (col = 0; col < N_LINE_COLUMNS; col++)
-        total_width += line_columns[col].in_table ? (int)(width[col] + GAP) : 0;
+        total_width += width[col] != 0 ? (int)(width[col] + GAP) : 0;
     total_width -= GAP;
     if (n == 0)
         fputs(INDENT "(no charges)\n", out);

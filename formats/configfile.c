@@ -27,6 +27,8 @@ typedef struct cfg {
     size_t errsize;
     billing_catalog *cat;
     bc_zones *zones;
+    bc_reject_fn reject;   /* NULL: a refused subscription fails the whole file */
+    void *reject_arg;
     char liberr[LIBERR_MAX];
 } cfg;
 
@@ -399,7 +401,10 @@ static int add_subscription(cfg *c, const json_t *item, const char *path, void *
     const char *plan;
     billing_time_t start;
     billing_time_t cancelled;
+    const char *cancelled_text;
     long long terms;
+    billing_status st;
+    char msg[PATH_MAX_LEN + LIBERR_MAX + 64];
 
     (void)arg;
     if (check_object(c, item, path, sub_keys) != 0 ||
@@ -409,11 +414,19 @@ static int add_subscription(cfg *c, const json_t *item, const char *path, void *
         get_string(c, item, path, "plan", 0, &plan) != 0 ||
         get_time(c, item, path, "start", 0, &start) != 0 ||
         get_int(c, item, path, "terms", 0, 1, 1200, 1, &terms) != 0 ||
+        get_string(c, item, path, "cancelled_at", 1, &cancelled_text) != 0 ||
         get_time(c, item, path, "cancelled_at", 1, &cancelled) != 0)
         return -1;
-    if (billing_catalog_add_subscription(c->cat, id, account, resource, plan, start, (int)terms,
-                                         cancelled, c->liberr, sizeof(c->liberr)) != BILLING_OK)
+    st = billing_catalog_add_subscription(c->cat, id, account, resource, plan, start, (int)terms,
+                                          cancelled_text != NULL ? &cancelled : NULL, c->liberr,
+                                          sizeof(c->liberr));
+    if (st == BILLING_OK)
+        return 0;
+    if (c->reject == NULL || st == BILLING_ERR_NOMEM)
         return lib_fail(c, path);
+    /* One refused subscription must not stop the rating of every other account. */
+    snprintf(msg, sizeof(msg), "%s: %s: %s", c->name, path, c->liberr);
+    c->reject(c->reject_arg, msg);
     return 0;
 }
 
@@ -509,6 +522,8 @@ static void cfg_init(cfg *c, billing_catalog *cat, bc_zones *zones, const char *
     c->errsize = errsize;
     c->cat = cat;
     c->zones = zones;
+    c->reject = NULL;
+    c->reject_arg = NULL;
     c->liberr[0] = '\0';
 }
 
@@ -521,13 +536,22 @@ int bc_pricebook_parse(billing_catalog *cat, const char *text, size_t len, const
     return parse_with(&c, text, len, apply_pricebook);
 }
 
-int bc_accounts_parse(billing_catalog *cat, bc_zones *zones, const char *text, size_t len,
-                      const char *name, char *errbuf, size_t errsize)
+static int accounts_parse(billing_catalog *cat, bc_zones *zones, const char *text, size_t len,
+                          const char *name, bc_reject_fn reject, void *arg, char *errbuf,
+                          size_t errsize)
 {
     cfg c;
 
     cfg_init(&c, cat, zones, name, errbuf, errsize);
+    c.reject = reject;
+    c.reject_arg = arg;
     return parse_with(&c, text, len, apply_accounts);
+}
+
+int bc_accounts_parse(billing_catalog *cat, bc_zones *zones, const char *text, size_t len,
+                      const char *name, char *errbuf, size_t errsize)
+{
+    return accounts_parse(cat, zones, text, len, name, NULL, NULL, errbuf, errsize);
 }
 
 int bc_pricebook_load(billing_catalog *cat, const char *path, char *errbuf, size_t errsize)
@@ -543,8 +567,8 @@ int bc_pricebook_load(billing_catalog *cat, const char *path, char *errbuf, size
     return rc;
 }
 
-int bc_accounts_load(billing_catalog *cat, bc_zones *zones, const char *path, char *errbuf,
-                     size_t errsize)
+int bc_accounts_load_rejecting(billing_catalog *cat, bc_zones *zones, const char *path,
+                               bc_reject_fn reject, void *arg, char *errbuf, size_t errsize)
 {
     char *text;
     size_t len;
@@ -552,7 +576,13 @@ int bc_accounts_load(billing_catalog *cat, bc_zones *zones, const char *path, ch
 
     if (bc_read_file(path, BC_CONFIG_FILE_MAX, &text, &len, errbuf, errsize) != 0)
         return -1;
-    rc = bc_accounts_parse(cat, zones, text, len, path, errbuf, errsize);
+    rc = accounts_parse(cat, zones, text, len, path, reject, arg, errbuf, errsize);
     free(text);
     return rc;
+}
+
+int bc_accounts_load(billing_catalog *cat, bc_zones *zones, const char *path, char *errbuf,
+                     size_t errsize)
+{
+    return bc_accounts_load_rejecting(cat, zones, path, NULL, NULL, errbuf, errsize);
 }

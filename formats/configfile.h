@@ -46,4 +46,22 @@ int bc_accounts_parse(billing_catalog *cat, bc_zones *zones, const char *text, s
 int bc_accounts_load(billing_catalog *cat, bc_zones *zones, const char *path, char *errbuf,
                      size_t errsize);
 
+/*
+ * bc_reject_fn - told about one subscription that the library refused
+ * (a term without a fee, a cancellation after its end...): @message is
+ * "FILE: subscriptions[N]: subscription 'ID' (account 'A', plan 'P'):
+ * field 'F' ...". The row is left out and the file goes on.
+ */
+typedef void (*bc_reject_fn)(void *arg, const char *message);
+
+/*
+ * bc_accounts_load_rejecting - bc_accounts_load, except that a well-formed
+ * subscription row the library refuses is passed to @reject (with @arg)
+ * and left out instead of failing the file, so that one bad subscription
+ * does not stop the rating of every other account. Malformed rows and
+ * every other error still fail with -1.
+ */
+int bc_accounts_load_rejecting(billing_catalog *cat, bc_zones *zones, const char *path,
+                               bc_reject_fn reject, void *arg, char *errbuf, size_t errsize);
+
 #endif /* BC_CONFIGFILE_H */

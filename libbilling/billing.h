@@ -338,15 +338,38 @@ BILLING_API billing_status billing_catalog_set_plan_fee(billing_catalog *cat,
 /**
  * billing_catalog_add_subscription - subscribe resource @resource of
  * account @account to plan @plan_id for @terms consecutive terms (1 to
- * 1200) starting at @start. @cancelled_at is the cancellation instant, or
- * 0 for none; it must lie inside the subscription. Terms of one resource
- * must not overlap. Returns BILLING_OK, BILLING_ERR_EXISTS,
- * BILLING_ERR_NOT_FOUND (account or plan), BILLING_ERR_INVALID or
- * BILLING_ERR_NOMEM.
+ * 1200) starting at @start.
+ *
+ * @cancelled_at: NULL if not cancelled, else the cancellation instant
+ * (read, not kept). A pointer rather than a reserved instant, so that every
+ * instant of the supported range, 1970-01-01T00:00:00Z included, can be a
+ * cancellation. A cancellation at or before @start means no term at all
+ * (nothing charged, usage billed as without a subscription); inside a
+ * term it ends the subscription there (the unused part refunded if the
+ * plan is refundable); at or after the end of the last term it is refused.
+ *
+ * Every term that starts before the cancellation must have a fee: the
+ * price version in force at the term's start must set one for the plan
+ * (billing_catalog_set_plan_fee). When the catalog already has price
+ * versions, this is checked here against the versions and fees added so
+ * far (so add the price book first to have each subscription accepted or
+ * refused on its own); in any case it is checked again when a rater is
+ * made (billing_rater_new fails naming the subscription). A term is never
+ * silently free.
+ *
+ * Terms of one resource must not overlap: a subscription whose terms
+ * overlap those of one already added for the same resource of the account
+ * is refused (BILLING_ERR_INVALID, naming both); one without a term
+ * overlaps nothing.
+ * Messages name the subscription, its account and plan, and the field.
+ * Returns BILLING_OK, BILLING_ERR_EXISTS, BILLING_ERR_NOT_FOUND (account
+ * or plan), BILLING_ERR_NO_PRICE (a term without a fee),
+ * BILLING_ERR_INVALID, BILLING_ERR_RANGE or BILLING_ERR_NOMEM; nothing is
+ * added on error.
  */
 BILLING_API billing_status billing_catalog_add_subscription(
     billing_catalog *cat, const char *subscription_id, const char *account, const char *resource,
-    const char *plan_id, billing_time_t start, int terms, billing_time_t cancelled_at,
+    const char *plan_id, billing_time_t start, int terms, const billing_time_t *cancelled_at,
     char *errbuf, size_t errsize);
 
 /** What a charge is for; credit grants say which kinds they may pay. */
@@ -500,8 +523,8 @@ typedef struct billing_rater billing_rater;
 /**
  * billing_rater_new - a rater for @cat, which it freezes and borrows (the
  * catalog must outlive the rater). Returns NULL with a message if the
- * catalog is inconsistent (no currency, overlapping subscriptions...) or
- * memory runs out. Free with billing_rater_destroy.
+ * catalog is inconsistent (no currency, overlapping subscriptions, a
+ * subscription term without a fee in force...) or memory runs out. Free with billing_rater_destroy.
  */
 BILLING_API billing_rater *billing_rater_new(billing_catalog *cat, char *errbuf, size_t errsize);
 
@@ -516,7 +539,9 @@ BILLING_API void billing_rater_destroy(billing_rater *r);
  * BILLING_ERR_INVALID (missing field, end not after start...),
  * BILLING_ERR_CONFLICT (same id, different content),
  * BILLING_ERR_UNKNOWN_ACCOUNT, BILLING_ERR_NO_PRICE, BILLING_ERR_RANGE,
- * BILLING_ERR_NOMEM.
+ * BILLING_ERR_TOO_LARGE (usage inside subscriptions naming more than 4096
+ * distinct (model, region) pairs in one rater: included lines show each
+ * pair, so the rater keeps them), BILLING_ERR_NOMEM.
  */
 BILLING_API billing_status billing_rater_add(billing_rater *r, const billing_event *ev,
                                              char *errbuf, size_t errsize);
@@ -622,14 +647,24 @@ BILLING_API size_t billing_invoice_line_count(const billing_invoice *inv);
 /*
  * Line accessors, for 0 <= i < line_count (out of range: NULL / 0):
  *  kind        - billing_line_kind
- *  meter       - meter name ("gpu", ...); for fee/refund lines the meter of the plan ("gpu")
- *  model       - GPU model of the price key ("*" when the rate is a wildcard)
- *  region      - region of the price key
+ *  meter       - meter name ("gpu", ...) of usage and included lines; "" for
+ *                fee and refund lines, which are for a plan's term
+ *  model       - usage lines: GPU model of the price key ("*" when the rate
+ *                is a wildcard); included lines: the events' own model (""
+ *                if they gave none), whatever the plan names; fee and refund
+ *                lines: the plan's model
+ *  region      - the same for the region
  *  plan        - plan id for included/fee/refund lines, "" for usage lines
- *  price_version - price book version the unit price comes from
- *  quantity    - exact quantity in the line's unit
- *  unit        - "GPU-hour", "instance-hour", "GB-month", "GB" or "term"
- *  unit_price  - decimal unit price ("0" for included usage)
+ *  price_version - price book version the unit price (or the fee) comes from
+ *  subscription - refund lines: the cancelled subscription's id (each
+ *                refund is its own line); "" for the other kinds
+ *  quantity    - exact quantity in the line's unit; for a refund line the
+ *                unused span of the term in seconds (exact decimal)
+ *  unit        - "GPU-hour", "instance-hour", "GB-month", "GB", "term" (fee)
+ *                or "second" (refund)
+ *  unit_price  - decimal unit price ("0" for included usage; "" for refund
+ *                lines, whose amount is the term's fee times the unused
+ *                share of the term)
  *  amount      - exact amount
  *  amount_rounded - amount rounded to the currency's minor unit
  */
@@ -639,11 +674,21 @@ BILLING_API const char *billing_invoice_line_model(const billing_invoice *inv, s
 BILLING_API const char *billing_invoice_line_region(const billing_invoice *inv, size_t i);
 BILLING_API const char *billing_invoice_line_plan(const billing_invoice *inv, size_t i);
 BILLING_API const char *billing_invoice_line_price_version(const billing_invoice *inv, size_t i);
+BILLING_API const char *billing_invoice_line_subscription(const billing_invoice *inv, size_t i);
 BILLING_API const char *billing_invoice_line_quantity(const billing_invoice *inv, size_t i);
 BILLING_API const char *billing_invoice_line_unit(const billing_invoice *inv, size_t i);
 BILLING_API const char *billing_invoice_line_unit_price(const billing_invoice *inv, size_t i);
 BILLING_API const char *billing_invoice_line_amount(const billing_invoice *inv, size_t i);
 BILLING_API const char *billing_invoice_line_amount_rounded(const billing_invoice *inv, size_t i);
+
+/**
+ * billing_invoice_line_span - for a refund line, the unused span of the
+ * cancelled term: [*@start, *@end) = [cancellation, end of that term).
+ * Returns 1 and stores the instants for a refund line; 0 (nothing stored)
+ * for any other line or an index out of range. Thread-safe.
+ */
+BILLING_API int billing_invoice_line_span(const billing_invoice *inv, size_t i,
+                                          billing_time_t *start, billing_time_t *end);
 
 /** billing_invoice_credit_count - credit grants applied on this invoice. */
 BILLING_API size_t billing_invoice_credit_count(const billing_invoice *inv);

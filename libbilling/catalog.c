@@ -474,15 +474,180 @@ billing_status billing_catalog_set_plan_fee(billing_catalog *cat, const char *ve
     return BILLING_OK;
 }
 
+/* Prefix of every message about subscription @s: its id, account and plan. */
+#define SUB_FMT "subscription '%s' (account '%s', plan '%s'): "
+#define SUB_ARGS(cat, s)                                                                           \
+    (s)->id, BL_AT((cat)->accounts, bl_account, (s)->account)->id,                                 \
+        BL_AT((cat)->plans, bl_plan, (s)->plan)->id
+
+/*
+ * Term bounds of @s (allocated into s->bounds) from its plan's period in
+ * its account's zone, and its effective end. A cancellation at or before
+ * the start leaves no term at all (end = start); one at or after the end
+ * of the last term cancels nothing and is refused.
+ */
+static billing_status sub_terms(const billing_catalog *cat, bl_sub *s, char *errbuf,
+                                size_t errsize)
+{
+    const bl_plan *plan = BL_AT(cat->plans, bl_plan, s->plan);
+    const bl_account *a = BL_AT(cat->accounts, bl_account, s->account);
+    int k;
+
+    s->bounds = malloc(((size_t)s->terms + 1) * sizeof(billing_time_t));
+    if (s->bounds == NULL)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_NOMEM, SUB_FMT "out of memory",
+                         SUB_ARGS(cat, s));
+    s->bounds[0] = s->start;
+    for (k = 1; k <= s->terms; k++) {
+        if (plan->period == BILLING_PERIOD_DAY) {
+            s->bounds[k] = s->start + (billing_time_t)k * 86400 * BILLING_NS_PER_SEC;
+        } else if (bl_zone_add_months(a->zone, s->start, k, &s->bounds[k]) != 0) {
+            return bl_seterr(errbuf, errsize, BILLING_ERR_RANGE,
+                             SUB_FMT "field 'terms': term %d ends out of range", SUB_ARGS(cat, s),
+                             k);
+        }
+    }
+    s->end = s->bounds[s->terms];
+    if (!s->cancelled)
+        return BILLING_OK;
+    if (s->cancelled_at >= s->end)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
+                         SUB_FMT "field 'cancelled_at' is at or after the end of the last term",
+                         SUB_ARGS(cat, s));
+    s->end = s->cancelled_at > s->start ? s->cancelled_at : s->start;
+    return BILLING_OK;
+}
+
+/* The fee of @plan in force at @t, scanning what was added so far (no index yet). */
+static const bl_fee *fee_scan(const billing_catalog *cat, size_t plan, billing_time_t t,
+                              size_t *version)
+{
+    const bl_version *v;
+    const bl_fee *f;
+    size_t i;
+
+    *version = BL_NONE;
+    for (i = 0; i < cat->versions.len; i++) {
+        v = BL_AT(cat->versions, bl_version, i);
+        if (v->from <= t &&
+            (*version == BL_NONE || v->from > BL_AT(cat->versions, bl_version, *version)->from))
+            *version = i;
+    }
+    for (i = 0; *version != BL_NONE && i < cat->fees.len; i++) {
+        f = BL_AT(cat->fees, bl_fee, i);
+        if (f->version == *version && f->plan == plan)
+            return f;
+    }
+    return NULL;
+}
+
+billing_status bl_sub_check_fees(const billing_catalog *cat, const bl_sub *s, int indexed,
+                                 char *errbuf, size_t errsize)
+{
+    const bl_fee *fee;
+    size_t version;
+    char when[40];
+    int k;
+
+    for (k = 0; k < s->terms && s->bounds[k] < s->end; k++) {
+        if (indexed)
+            fee = bl_catalog_plan_fee(cat, s->plan, s->bounds[k], &version);
+        else
+            fee = fee_scan(cat, s->plan, s->bounds[k], &version);
+        if (fee != NULL)
+            continue;
+        billing_time_format(s->bounds[k], when, sizeof(when));
+        if (version == BL_NONE)
+            return bl_seterr(errbuf, errsize, BILLING_ERR_NO_PRICE,
+                             SUB_FMT "field 'start': term %d starts at %s, before the first "
+                                     "price version: no fee",
+                             SUB_ARGS(cat, s), k + 1, when);
+        return bl_seterr(errbuf, errsize, BILLING_ERR_NO_PRICE,
+                         SUB_FMT "field 'plan': term %d starts at %s, when price version '%s' "
+                                 "sets no fee for the plan",
+                         SUB_ARGS(cat, s), k + 1, when,
+                         BL_AT(cat->versions, bl_version, version)->id);
+    }
+    return BILLING_OK;
+}
+
+/*
+ * Refuse @s if its terms overlap those of a subscription of the same
+ * resource of its account: one instance is covered by one plan at a time.
+ * Linear in the account's subscriptions, which are few.
+ */
+static billing_status sub_check_overlap(const billing_catalog *cat, const bl_sub *s, char *errbuf,
+                                        size_t errsize)
+{
+    const bl_account *a = BL_AT(cat->accounts, bl_account, s->account);
+    const bl_sub *t;
+    size_t i;
+
+    for (i = 0; s->end > s->start && i < a->n_subs; i++) {
+        t = BL_AT(cat->subs, bl_sub, a->subs[i]);
+        if (t->end > t->start && t->start < s->end && s->start < t->end &&
+            strcmp(t->resource, s->resource) == 0)
+            return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
+                             SUB_FMT "field 'start': its terms overlap those of subscription '%s' "
+                                     "of resource '%s'",
+                             SUB_ARGS(cat, s), t->id, t->resource);
+    }
+    return BILLING_OK;
+}
+
+/* Room in @a's list for one more subscription; 0 or -1 (no memory). */
+static int reserve_account_sub(bl_account *a)
+{
+    size_t ncap;
+    size_t *p;
+
+    if (a->n_subs < a->cap_subs)
+        return 0;
+    ncap = a->cap_subs ? 2 * a->cap_subs : 4;
+    p = realloc(a->subs, ncap * sizeof(size_t));
+    if (p == NULL)
+        return -1;
+    a->subs = p;
+    a->cap_subs = ncap;
+    return 0;
+}
+
+/* Check a subscription about to be added; fills its term bounds. */
+static billing_status sub_check_new(const billing_catalog *cat, bl_sub *s, char *errbuf,
+                                    size_t errsize)
+{
+    billing_status st;
+
+    if (!bl_valid_id(s->resource))
+        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
+                         SUB_FMT "field 'resource' is not a valid id", SUB_ARGS(cat, s));
+    if (s->terms < 1 || s->terms > 1200)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_RANGE,
+                         SUB_FMT "field 'terms': %d is not in 1..1200", SUB_ARGS(cat, s), s->terms);
+    if (s->start < BL_TIME_MIN || s->start > BL_TIME_MAX)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_RANGE, SUB_FMT "field 'start' out of range",
+                         SUB_ARGS(cat, s));
+    if (s->cancelled && (s->cancelled_at < BL_TIME_MIN || s->cancelled_at > BL_TIME_MAX))
+        return bl_seterr(errbuf, errsize, BILLING_ERR_RANGE,
+                         SUB_FMT "field 'cancelled_at' out of range", SUB_ARGS(cat, s));
+    st = sub_terms(cat, s, errbuf, errsize);
+    if (st == BILLING_OK)
+        st = sub_check_overlap(cat, s, errbuf, errsize);
+    /* Versions added later may change the fee in force: freeze checks again. */
+    if (st == BILLING_OK && cat->versions.len > 0)
+        st = bl_sub_check_fees(cat, s, 0, errbuf, errsize);
+    return st;
+}
+
 billing_status billing_catalog_add_subscription(billing_catalog *cat, const char *subscription_id,
                                                 const char *account, const char *resource,
                                                 const char *plan_id, billing_time_t start,
-                                                int terms, billing_time_t cancelled_at,
+                                                int terms, const billing_time_t *cancelled_at,
                                                 char *errbuf, size_t errsize)
 {
     billing_status st = check_open(cat, errbuf, errsize);
-    size_t ai;
-    size_t pi;
+    bl_account *a;
+    bl_sub n;
     bl_sub *s;
 
     if (st != BILLING_OK)
@@ -491,42 +656,46 @@ billing_status billing_catalog_add_subscription(billing_catalog *cat, const char
                       errsize);
     if (st != BILLING_OK)
         return st;
-    ai = account ? bl_catalog_account(cat, account) : BL_NONE;
-    pi = plan_id ? bl_strmap_find(&cat->plan_map, plan_id, plan_key, cat) : BL_NONE;
-    if (ai == BL_NONE)
+    memset(&n, 0, sizeof(n));
+    n.account = account ? bl_catalog_account(cat, account) : BL_NONE;
+    n.plan = plan_id ? bl_strmap_find(&cat->plan_map, plan_id, plan_key, cat) : BL_NONE;
+    if (n.account == BL_NONE)
         return bl_seterr(errbuf, errsize, BILLING_ERR_NOT_FOUND,
                          "subscription '%s': field 'account': '%.140s' not found", subscription_id,
                          account ? account : "(null)");
-    if (pi == BL_NONE)
+    if (n.plan == BL_NONE)
         return bl_seterr(errbuf, errsize, BILLING_ERR_NOT_FOUND,
-                         "subscription '%s': field 'plan': '%.140s' not found", subscription_id,
-                         plan_id ? plan_id : "(null)");
-    if (!bl_valid_id(resource))
-        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
-                         "subscription '%s': field 'resource' is not a valid id", subscription_id);
-    if (terms < 1 || terms > 1200)
-        return bl_seterr(errbuf, errsize, BILLING_ERR_RANGE,
-                         "subscription '%s': field 'terms': %d is not in 1..1200", subscription_id,
-                         terms);
-    if (start < BL_TIME_MIN || start > BL_TIME_MAX)
-        return bl_seterr(errbuf, errsize, BILLING_ERR_RANGE,
-                         "subscription '%s': field 'start' out of range", subscription_id);
+                         "subscription '%s' (account '%s'): field 'plan': '%.140s' not found",
+                         subscription_id, account, plan_id ? plan_id : "(null)");
+    if (resource == NULL || strlen(resource) > BL_ID_MAX)
+        resource = "";
+    strcpy(n.id, subscription_id);
+    strcpy(n.resource, resource);
+    n.start = start;
+    n.terms = terms;
+    n.cancelled = cancelled_at != NULL;
+    n.cancelled_at = cancelled_at != NULL ? *cancelled_at : 0;
+    st = sub_check_new(cat, &n, errbuf, errsize);
+    if (st != BILLING_OK)
+        goto error;
+    a = BL_AT(cat->accounts, bl_account, n.account);
+    if (reserve_account_sub(a) != 0)
+        goto nomem;
     s = bl_vec_push(&cat->subs, sizeof(*s));
     if (s == NULL)
-        return bl_seterr(errbuf, errsize, BILLING_ERR_NOMEM, "out of memory");
-    memset(s, 0, sizeof(*s));
-    strcpy(s->id, subscription_id);
-    s->account = ai;
-    strcpy(s->resource, resource);
-    s->plan = pi;
-    s->start = start;
-    s->terms = terms;
-    s->cancelled_at = cancelled_at;
+        goto nomem;
+    *s = n;
     if (bl_strmap_insert(&cat->sub_map, subscription_id, cat->subs.len - 1, sub_key, cat) != 0) {
         cat->subs.len--;
-        return bl_seterr(errbuf, errsize, BILLING_ERR_NOMEM, "out of memory");
+        goto nomem;
     }
+    a->subs[a->n_subs++] = cat->subs.len - 1;
     return BILLING_OK;
+nomem:
+    st = bl_seterr(errbuf, errsize, BILLING_ERR_NOMEM, "out of memory");
+error:
+    free(n.bounds);
+    return st;
 }
 
 billing_status billing_catalog_add_grant(billing_catalog *cat, const char *grant_id,

@@ -22,8 +22,10 @@ typedef struct bl_account {
     size_t n_grants;
     billing_time_t *epochs; /* sorted distinct grant window bounds (after freeze) */
     size_t n_epochs;
-    size_t *subs;          /* indices into cat->subs, sorted by resource then start */
+    size_t *subs;          /* indices into cat->subs, kept as added; sorted by resource
+                            * then start at freeze */
     size_t n_subs;
+    size_t cap_subs;
 } bl_account;
 
 typedef struct bl_rate {
@@ -66,9 +68,10 @@ typedef struct bl_sub {
     size_t plan;
     billing_time_t start;
     int terms;
-    billing_time_t cancelled_at;   /* 0 = none */
-    billing_time_t *bounds;        /* terms + 1 instants, computed at freeze */
-    billing_time_t end;            /* effective end: cancellation or last term end */
+    int cancelled;                 /* whether cancelled_at holds a cancellation */
+    billing_time_t cancelled_at;   /* any instant; at or before start = no term at all */
+    billing_time_t *bounds;        /* terms + 1 instants, computed when added */
+    billing_time_t end;            /* effective end: cancellation or last term end, >= start */
 } bl_sub;
 
 typedef struct bl_grant {
@@ -167,6 +170,17 @@ typedef struct bl_rate_cache {
 size_t bl_catalog_rate_cached(const billing_catalog *cat, bl_rate_cache *cache, size_t version,
                               billing_meter meter, const char *model, size_t model_len,
                               const char *region, size_t region_len);
+
+/*
+ * bl_sub_check_fees - refuse subscription @s if a term it charges (one
+ * starting before s->end) has no fee: before the first price version, or
+ * in a version that sets none for its plan. Uses the frozen index when
+ * @indexed, otherwise scans the versions and fees added so far. Returns
+ * BILLING_OK or BILLING_ERR_NO_PRICE with a message naming the
+ * subscription, its account and plan, and the term.
+ */
+billing_status bl_sub_check_fees(const billing_catalog *cat, const bl_sub *s, int indexed,
+                                 char *errbuf, size_t errsize);
 
 /*
  * bl_catalog_plan_fee - the fee of plan @plan in the version in force at

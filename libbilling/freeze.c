@@ -1,7 +1,8 @@
 /*
  * freeze.c - turning a catalog that was built in any order into the
  * indexed, validated form that rating reads: versions by start, plan fees
- * per version, subscription terms, grants in application order.
+ * per version, a fee for every subscription term, grants in application
+ * order.
  */
 #include "config.h"
 
@@ -125,77 +126,53 @@ static billing_status freeze_versions(billing_catalog *cat)
     return BILLING_OK;
 }
 
-static billing_status freeze_sub_terms(billing_catalog *cat, bl_sub *s, char *errbuf,
-                                       size_t errsize)
+/*
+ * Refuse two subscriptions of one resource of @a (sorted by resource and
+ * start) whose terms overlap. One cancelled at or before its start has no
+ * term and overlaps nothing, so that a customer may cancel a subscription
+ * bought for later and buy another.
+ */
+static billing_status check_overlaps(const billing_catalog *cat, const bl_account *a,
+                                     char *errbuf, size_t errsize)
 {
-    const bl_plan *plan = BL_AT(cat->plans, bl_plan, s->plan);
-    const bl_account *a = BL_AT(cat->accounts, bl_account, s->account);
-    int k;
+    const bl_sub *prev = NULL;
+    const bl_sub *cur;
+    size_t j;
 
-    s->bounds = malloc(((size_t)s->terms + 1) * sizeof(billing_time_t));
-    if (s->bounds == NULL)
-        return BILLING_ERR_NOMEM;
-    s->bounds[0] = s->start;
-    for (k = 1; k <= s->terms; k++) {
-        if (plan->period == BILLING_PERIOD_DAY) {
-            s->bounds[k] = s->start + (billing_time_t)k * 86400 * BILLING_NS_PER_SEC;
-        } else if (bl_zone_add_months(a->zone, s->start, k, &s->bounds[k]) != 0) {
-            return bl_seterr(errbuf, errsize, BILLING_ERR_RANGE,
-                             "subscription '%s': term %d ends out of range", s->id, k);
-        }
-    }
-    s->end = s->bounds[s->terms];
-    if (s->cancelled_at != 0) {
-        if (s->cancelled_at <= s->start || s->cancelled_at >= s->end)
+    for (j = 0; j < a->n_subs; j++) {
+        cur = BL_AT(cat->subs, bl_sub, a->subs[j]);
+        if (cur->end == cur->start)
+            continue;
+        if (prev != NULL && strcmp(prev->resource, cur->resource) == 0 && prev->end > cur->start)
             return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
-                             "subscription '%s': field 'cancelled_at' must lie inside the "
-                             "subscription",
-                             s->id);
-        s->end = s->cancelled_at;
+                             "subscriptions '%s' and '%s' of resource '%s' (account '%s') overlap",
+                             prev->id, cur->id, cur->resource, a->id);
+        prev = cur;
     }
     return BILLING_OK;
 }
 
-/* Attach subscriptions to accounts, sorted by (resource, start); refuse overlaps. */
+/* Sort each account's subscriptions by (resource, start); refuse overlaps. */
 static billing_status freeze_subs(billing_catalog *cat, char *errbuf, size_t errsize)
 {
     size_t i;
-    size_t j;
     billing_status st;
     bl_account *a;
-    const bl_sub *prev;
-    const bl_sub *cur;
 
     for (i = 0; i < cat->subs.len; i++) {
-        st = freeze_sub_terms(cat, BL_AT(cat->subs, bl_sub, i), errbuf, errsize);
+        /* Terms were checked when added, fees against the versions known then. */
+        st = bl_sub_check_fees(cat, BL_AT(cat->subs, bl_sub, i), 1, errbuf, errsize);
         if (st != BILLING_OK)
             return st;
-        a = BL_AT(cat->accounts, bl_account, BL_AT(cat->subs, bl_sub, i)->account);
-        a->n_subs++;
-    }
-    for (i = 0; i < cat->accounts.len; i++) {
-        a = BL_AT(cat->accounts, bl_account, i);
-        a->subs = malloc((a->n_subs ? a->n_subs : 1) * sizeof(size_t));
-        if (a->subs == NULL)
-            return BILLING_ERR_NOMEM;
-        a->n_subs = 0;
-    }
-    for (i = 0; i < cat->subs.len; i++) {
-        a = BL_AT(cat->accounts, bl_account, BL_AT(cat->subs, bl_sub, i)->account);
-        a->subs[a->n_subs++] = i;
     }
     for (i = 0; i < cat->accounts.len; i++) {
         a = BL_AT(cat->accounts, bl_account, i);
         if (sort_indices(cat, a->subs, a->n_subs, a->subs, cmp_sub) != 0)
             return BILLING_ERR_NOMEM;
-        for (j = 1; j < a->n_subs; j++) {
-            prev = BL_AT(cat->subs, bl_sub, a->subs[j - 1]);
-            cur = BL_AT(cat->subs, bl_sub, a->subs[j]);
-            if (strcmp(prev->resource, cur->resource) == 0 && prev->end > cur->start)
-                return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
-                                 "subscriptions '%s' and '%s' of resource '%s' overlap", prev->id,
-                                 cur->id, cur->resource);
-        }
+        /* Refused when added already; checked again as the invariant rating relies on. */
+        st = check_overlaps(cat, a, errbuf, errsize);
+        if (st != BILLING_OK)
+            return st;
     }
     return BILLING_OK;
 }
@@ -259,21 +236,14 @@ static void reset_index(billing_catalog *cat)
         free(BL_AT(cat->versions, bl_version, i)->plan_fee);
         BL_AT(cat->versions, bl_version, i)->plan_fee = NULL;
     }
-    for (i = 0; i < cat->subs.len; i++) {
-        free(BL_AT(cat->subs, bl_sub, i)->bounds);
-        BL_AT(cat->subs, bl_sub, i)->bounds = NULL;
-    }
     for (i = 0; i < cat->accounts.len; i++) {
         a = BL_AT(cat->accounts, bl_account, i);
         free(a->grants);
         free(a->epochs);
-        free(a->subs);
         a->grants = NULL;
         a->epochs = NULL;
-        a->subs = NULL;
         a->n_grants = 0;
         a->n_epochs = 0;
-        a->n_subs = 0;
     }
 }
 

@@ -18,7 +18,13 @@ typedef struct inv_line {
     const char *region;
     const char *plan;
     const char *version;
+    const char *subscription;
     const char *unit;
+    billing_time_t span_start;
+    billing_time_t span_end;
+    /* Included lines: the events' own model and region (the rater's may go first). */
+    char model_buf[BL_ATTR_MAX + 1];
+    char region_buf[BL_ATTR_MAX + 1];
     char *quantity;
     char *unit_price;
     char *amount;
@@ -83,8 +89,10 @@ void billing_invoice_destroy(billing_invoice *inv)
 
 static const char *line_unit(billing_line_kind kind, billing_meter meter)
 {
-    if (kind == BILLING_LINE_FEE || kind == BILLING_LINE_REFUND)
+    if (kind == BILLING_LINE_FEE)
         return "term";
+    if (kind == BILLING_LINE_REFUND)
+        return "second";
     switch (meter) {
     case BILLING_METER_GPU:
         return "GPU-hour";
@@ -98,17 +106,17 @@ static const char *line_unit(billing_line_kind kind, billing_meter meter)
     return "";
 }
 
-/* Fill the text of one line; returns -1 when out of memory. */
-static int fill_line(const billing_catalog *cat, const bl_line *l, inv_line *out)
+/* Model, region, plan, version and subscription of a line, by kind. */
+static void fill_labels(const billing_rater *r, const bl_line *l, inv_line *out)
 {
-    const bl_rate *rate = NULL;
-    const bl_plan *plan = NULL;
+    const billing_catalog *cat = r->cat;
+    const bl_rate *rate;
+    const bl_plan *plan;
+    const bl_attrs *attrs;
 
-    out->kind = l->kind;
-    out->meter = billing_meter_name(l->meter);
-    out->unit = line_unit(l->kind, l->meter);
     out->plan = "";
     out->version = "";
+    out->subscription = "";
     out->model = "*";
     out->region = "*";
     if (l->plan != BL_NONE) {
@@ -116,6 +124,14 @@ static int fill_line(const billing_catalog *cat, const bl_line *l, inv_line *out
         out->plan = plan->id;
         out->model = plan->model;
         out->region = plan->region;
+    }
+    if (l->attrs != BL_ATTRS_NONE) {
+        /* What was used, which the plan's model and region need not be. */
+        attrs = BL_AT(r->attrs, bl_attrs, l->attrs);
+        strcpy(out->model_buf, attrs->model);
+        strcpy(out->region_buf, attrs->region);
+        out->model = out->model_buf;
+        out->region = out->region_buf;
     }
     if (l->rate != BL_RATE_NONE && l->rate != BL_RATE_ZERO) {
         rate = BL_AT(cat->rates, bl_rate, l->rate);
@@ -125,17 +141,34 @@ static int fill_line(const billing_catalog *cat, const bl_line *l, inv_line *out
     }
     if (l->version != BL_NONE)
         out->version = BL_AT(cat->versions, bl_version, l->version)->id;
+    if (l->sub != BL_NONE)
+        out->subscription = BL_AT(cat->subs, bl_sub, l->sub)->id;
+}
+
+/* Fill the text of one line; returns -1 when out of memory. */
+static int fill_line(const billing_rater *r, const bl_line *l, inv_line *out)
+{
+    int plan_line = l->kind == BILLING_LINE_FEE || l->kind == BILLING_LINE_REFUND;
+
+    out->kind = l->kind;
+    /* A fee or refund is for a plan's term, not for a metered quantity. */
+    out->meter = plan_line ? "" : billing_meter_name(l->meter);
+    out->unit = line_unit(l->kind, l->meter);
+    out->span_start = l->span_start;
+    out->span_end = l->span_end;
+    fill_labels(r, l, out);
     out->quantity = bl_q_to_string(l->quantity);
-    out->unit_price = bl_q_to_string(l->unit_price);
+    /* A refund is a share of the term's fee, not a price per second. */
+    out->unit_price = l->kind == BILLING_LINE_REFUND ? calloc(1, 1) : bl_q_to_string(l->unit_price);
     out->amount = bl_q_to_string(l->amount);
-    out->amount_rounded = bl_minor_to_string(l->rounded, cat->digits);
+    out->amount_rounded = bl_minor_to_string(l->rounded, r->cat->digits);
     if (out->quantity == NULL || out->unit_price == NULL || out->amount == NULL ||
         out->amount_rounded == NULL)
         return -1;
     return 0;
 }
 
-static int fill_lines(const billing_catalog *cat, const bl_month *m, billing_invoice *inv)
+static int fill_lines(const billing_rater *r, const bl_month *m, billing_invoice *inv)
 {
     size_t i;
 
@@ -144,7 +177,7 @@ static int fill_lines(const billing_catalog *cat, const bl_month *m, billing_inv
         return -1;
     for (i = 0; i < m->n_lines; i++) {
         inv->n_lines++;
-        if (fill_line(cat, &m->lines[i], &inv->lines[i]) != 0)
+        if (fill_line(r, &m->lines[i], &inv->lines[i]) != 0)
             return -1;
     }
     return 0;
@@ -331,7 +364,7 @@ static billing_status build(billing_rater *r, size_t ai, int32_t target, billing
         bl_credit_apply(cat, ai, &m, &c);
         inv->start = m.start;
         inv->end = m.end;
-        if (fill_lines(cat, &m, inv) != 0 || fill_credits(cat, a, &m, &c, inv, credit_total) != 0 ||
+        if (fill_lines(r, &m, inv) != 0 || fill_credits(cat, a, &m, &c, inv, credit_total) != 0 ||
             fill_totals(cat, a, &m, credit_total, inv) != 0)
             st = BILLING_ERR_NOMEM;
     }
@@ -450,11 +483,24 @@ LINE_FIELD(model, model)
 LINE_FIELD(region, region)
 LINE_FIELD(plan, plan)
 LINE_FIELD(price_version, version)
+LINE_FIELD(subscription, subscription)
 LINE_FIELD(quantity, quantity)
 LINE_FIELD(unit, unit)
 LINE_FIELD(unit_price, unit_price)
 LINE_FIELD(amount, amount)
 LINE_FIELD(amount_rounded, amount_rounded)
+
+int billing_invoice_line_span(const billing_invoice *inv, size_t i, billing_time_t *start,
+                              billing_time_t *end)
+{
+    const inv_line *l = line_at(inv, i);
+
+    if (l == NULL || l->kind != BILLING_LINE_REFUND)
+        return 0;
+    *start = l->span_start;
+    *end = l->span_end;
+    return 1;
+}
 
 size_t billing_invoice_credit_count(const billing_invoice *inv)
 {

@@ -10,11 +10,18 @@
 #include "rater.h"
 
 typedef struct bl_line {
+    /* Identity: lines with equal identity are one line. */
     billing_line_kind kind;
-    billing_meter meter;
+    billing_meter meter;    /* usage and included lines (fee and refund lines have none) */
     uint32_t rate;          /* usage lines: rate index or BL_RATE_ZERO */
+    uint32_t attrs;         /* included lines: the events' pair in r->attrs */
+    const char *attrs_key;  /* ... and its key, to order lines by it, not by arrival */
     size_t plan;            /* included/fee/refund lines: plan index */
     size_t version;         /* fee/refund lines: version index */
+    size_t sub;             /* refund lines: the subscription (one line each) */
+    /* Refund lines: the unused span [span_start, span_end) of the term. */
+    billing_time_t span_start;
+    billing_time_t span_end;
     mpq_t quantity;
     mpq_t unit_price;
     mpq_t amount;

@@ -1,7 +1,8 @@
 /*
  * month.c - the charges of one account-month: usage lines priced once
  * per aggregate, plan fees of terms that start in the month, pro-rata
- * refunds of cancelled refundable terms, and the pools credit may pay.
+ * refunds of cancelled refundable terms (one line per subscription), and
+ * the pools credit may pay.
  */
 #include "config.h"
 
@@ -50,19 +51,27 @@ void bl_month_clear(bl_month *m)
     memset(m, 0, sizeof(*m));
 }
 
-/* The line with this identity, appended (zeroed) if new; NULL if out of memory. */
-static bl_line *line_get(bl_month *m, billing_line_kind kind, billing_meter meter, uint32_t rate,
-                         size_t plan, size_t version, const mpq_t unit_price)
+/* Whether two lines have the same identity (they are then one line). */
+static int same_line(const bl_line *a, const bl_line *b)
+{
+    return a->kind == b->kind && a->meter == b->meter && a->rate == b->rate &&
+           a->attrs == b->attrs && a->plan == b->plan && a->version == b->version &&
+           a->sub == b->sub;
+}
+
+/*
+ * The line with the identity of @id (its kind ... sub fields), appended
+ * with zero amounts and @unit_price if new; NULL if out of memory.
+ */
+static bl_line *line_get(bl_month *m, const bl_line *id, const mpq_t unit_price)
 {
     size_t i;
     bl_line *l;
     void *p;
 
     for (i = 0; i < m->n_lines; i++) {
-        l = &m->lines[i];
-        if (l->kind == kind && l->meter == meter && l->rate == rate && l->plan == plan &&
-            l->version == version)
-            return l;
+        if (same_line(&m->lines[i], id))
+            return &m->lines[i];
     }
     if (m->n_lines == m->cap_lines) {
         p = realloc(m->lines, (m->cap_lines ? m->cap_lines * 2 : 8) * sizeof(bl_line));
@@ -72,17 +81,25 @@ static bl_line *line_get(bl_month *m, billing_line_kind kind, billing_meter mete
         m->cap_lines = m->cap_lines ? m->cap_lines * 2 : 8;
     }
     l = &m->lines[m->n_lines++];
-    l->kind = kind;
-    l->meter = meter;
-    l->rate = rate;
-    l->plan = plan;
-    l->version = version;
+    *l = *id;
     mpq_init(l->quantity);
     mpq_init(l->unit_price);
     mpq_set(l->unit_price, unit_price);
     mpq_init(l->amount);
     mpz_init(l->rounded);
     return l;
+}
+
+/* An identity of kind @kind with nothing else set. */
+static void line_id(bl_line *id, billing_line_kind kind)
+{
+    memset(id, 0, sizeof(*id));
+    id->kind = kind;
+    id->rate = BL_RATE_NONE;
+    id->attrs = BL_ATTRS_NONE;
+    id->plan = BL_NONE;
+    id->version = BL_NONE;
+    id->sub = BL_NONE;
 }
 
 static mpq_t *pool(bl_month *m, size_t epoch, billing_charge_kind kind)
@@ -122,23 +139,27 @@ static billing_status add_usage(billing_rater *r, bl_month *m, const bl_agg *a)
     mpq_t amount;
     mpq_t zero;
     bl_line *l;
-    billing_line_kind kind = a->key.sub != BL_SUB_NONE ? BILLING_LINE_INCLUDED : BILLING_LINE_USAGE;
-    size_t plan = BL_NONE;
+    bl_line id;
     const mpq_t *price = NULL;
 
     mpq_init(qty);
     mpq_init(amount);
     mpq_init(zero);
     agg_quantity(a, m->end - m->start, qty);
-    if (kind == BILLING_LINE_INCLUDED)
-        plan = BL_AT(cat->subs, bl_sub, a->key.sub)->plan;
-    else if (a->key.rate != BL_RATE_ZERO)
-        price = (const mpq_t *)&BL_AT(cat->rates, bl_rate, a->key.rate)->price;
+    line_id(&id, a->key.sub != BL_SUB_NONE ? BILLING_LINE_INCLUDED : BILLING_LINE_USAGE);
+    id.meter = (billing_meter)a->key.meter;
+    if (id.kind == BILLING_LINE_INCLUDED) {
+        id.plan = BL_AT(cat->subs, bl_sub, a->key.sub)->plan;
+        id.attrs = a->key.attrs;
+        id.attrs_key = BL_AT(r->attrs, bl_attrs, a->key.attrs)->key;
+    } else {
+        id.rate = a->key.rate;
+        if (a->key.rate != BL_RATE_ZERO)
+            price = (const mpq_t *)&BL_AT(cat->rates, bl_rate, a->key.rate)->price;
+    }
     if (price != NULL)
         mpq_mul(amount, qty, *price);
-    l = line_get(m, kind, (billing_meter)a->key.meter, kind == BILLING_LINE_INCLUDED ? BL_RATE_NONE
-                                                                                  : a->key.rate,
-                 plan, BL_NONE, price != NULL ? *price : zero);
+    l = line_get(m, &id, price != NULL ? *price : zero);
     if (l != NULL) {
         mpq_add(l->quantity, l->quantity, qty);
         mpq_add(l->amount, l->amount, amount);
@@ -165,13 +186,17 @@ static billing_status add_fee(billing_rater *r, bl_month *m, const bl_account *a
     size_t version;
     const bl_fee *fee;
     bl_line *l;
+    bl_line id;
 
     if (ts < m->start || ts >= m->end)
         return BILLING_OK;
     fee = bl_catalog_plan_fee(cat, s->plan, ts, &version);
     if (fee == NULL)
-        return BILLING_OK; /* refused at freeze; cannot happen */
-    l = line_get(m, BILLING_LINE_FEE, BILLING_METER_GPU, BL_RATE_NONE, s->plan, version, fee->fee);
+        return BILLING_ERR_STATE; /* refused when added and at freeze (bl_sub_check_fees) */
+    line_id(&id, BILLING_LINE_FEE);
+    id.plan = s->plan;
+    id.version = version;
+    l = line_get(m, &id, fee->fee);
     if (l == NULL)
         return BILLING_ERR_NOMEM;
     mpz_add_ui(mpq_numref(l->quantity), mpq_numref(l->quantity), 1);
@@ -181,7 +206,33 @@ static billing_status add_fee(billing_rater *r, bl_month *m, const bl_account *a
     return BILLING_OK;
 }
 
-/* Refund of the unused part of the term containing the cancellation. */
+/*
+ * The term of @s that its cancellation cuts short with a refund due, or -1
+ * when nothing is refunded: not cancelled, a plan that is not refundable,
+ * a cancellation at or before the start (no term at all) or exactly at a
+ * term boundary (nothing unused), or a term whose fee is zero. *@fee and
+ * *@version receive that term's fee.
+ */
+static int refunded_term(const billing_catalog *cat, const bl_sub *s, const bl_fee **fee,
+                         size_t *version)
+{
+    billing_time_t c = s->cancelled_at;
+    int k = 0;
+
+    if (!s->cancelled || c <= s->start || !BL_AT(cat->plans, bl_plan, s->plan)->refundable)
+        return -1;
+    /* The cancellation lies before the end of the last term (checked when added). */
+    while (k < s->terms && s->bounds[k + 1] <= c)
+        k++;
+    if (c <= s->bounds[k])
+        return -1;
+    *fee = bl_catalog_plan_fee(cat, s->plan, s->bounds[k], version);
+    if (*fee == NULL || mpq_sgn((*fee)->fee) == 0)
+        return -1;
+    return k;
+}
+
+/* Refund of the unused part of the term containing the cancellation: one line per subscription. */
 static billing_status add_refund(billing_rater *r, bl_month *m, const bl_account *a,
                                  const bl_sub *s)
 {
@@ -190,36 +241,44 @@ static billing_status add_refund(billing_rater *r, bl_month *m, const bl_account
     size_t version;
     const bl_fee *fee;
     bl_line *l;
+    bl_line id;
     mpq_t frac;
     mpq_t refund;
     mpq_t *p;
-    int k = 0;
+    int k;
 
-    if (c == 0 || c < m->start || c >= m->end || !BL_AT(cat->plans, bl_plan, s->plan)->refundable)
+    if (!s->cancelled || c < m->start || c >= m->end)
         return BILLING_OK;
-    while (k < s->terms && s->bounds[k + 1] <= c)
-        k++;
-    fee = bl_catalog_plan_fee(cat, s->plan, s->bounds[k], &version);
-    if (fee == NULL || c <= s->bounds[k])
+    k = refunded_term(cat, s, &fee, &version);
+    if (k < 0)
         return BILLING_OK;
-    l = line_get(m, BILLING_LINE_REFUND, BILLING_METER_GPU, BL_RATE_NONE, s->plan, version,
-                 fee->fee);
-    if (l == NULL)
-        return BILLING_ERR_NOMEM;
+    line_id(&id, BILLING_LINE_REFUND);
+    id.plan = s->plan;
+    id.version = version;
+    id.sub = (size_t)(s - (const bl_sub *)cat->subs.data);
+    id.span_start = c;
+    id.span_end = s->bounds[k + 1];
     mpq_init(frac);
     mpq_init(refund);
+    l = line_get(m, &id, frac); /* no unit price: frac is still 0 */
+    if (l == NULL)
+        goto done;
     /* Unused fraction of the term, to the nanosecond. */
     mpz_set_si(mpq_numref(frac), s->bounds[k + 1] - c);
     mpz_set_si(mpq_denref(frac), s->bounds[k + 1] - s->bounds[k]);
     mpq_canonicalize(frac);
     mpq_mul(refund, frac, fee->fee);
-    mpq_add(l->quantity, l->quantity, frac);
+    /* Shown as the unused span in seconds (exact: nanoseconds / 10^9). */
+    mpz_set_si(mpq_numref(l->quantity), s->bounds[k + 1] - c);
+    mpz_set_si(mpq_denref(l->quantity), BILLING_NS_PER_SEC);
+    mpq_canonicalize(l->quantity);
     mpq_sub(l->amount, l->amount, refund);
     p = pool(m, epoch_at(a, c), BILLING_CHARGE_SUBSCRIPTION);
     mpq_sub(*p, *p, refund);
+done:
     mpq_clear(frac);
     mpq_clear(refund);
-    return BILLING_OK;
+    return l != NULL ? BILLING_OK : BILLING_ERR_NOMEM;
 }
 
 static billing_status add_subscriptions(billing_rater *r, bl_month *m, const bl_account *a)
@@ -255,9 +314,13 @@ static int cmp_line(const void *x, const void *y)
         return a->meter < b->meter ? -1 : 1;
     if (a->rate != b->rate)
         return a->rate < b->rate ? -1 : 1;
+    if (a->attrs != b->attrs)
+        return strcmp(a->attrs_key, b->attrs_key); /* pairs are interned in arrival order */
     if (a->plan != b->plan)
         return a->plan < b->plan ? -1 : 1;
-    return (a->version > b->version) - (a->version < b->version);
+    if (a->version != b->version)
+        return a->version < b->version ? -1 : 1;
+    return (a->sub > b->sub) - (a->sub < b->sub);
 }
 
 billing_status bl_month_compute(billing_rater *r, size_t ai, int32_t month, bl_month *m)
@@ -316,6 +379,8 @@ int32_t *bl_account_months(billing_rater *r, size_t ai, size_t *n)
     const bl_account *a = BL_AT(cat->accounts, bl_account, ai);
     const bl_u32vec *v = &r->by_account[ai];
     const bl_sub *s;
+    const bl_fee *fee;
+    size_t version;
     size_t cap = v->len + 1;
     size_t count = 0;
     size_t i;
@@ -337,7 +402,8 @@ int32_t *bl_account_months(billing_rater *r, size_t ai, size_t *n)
         s = BL_AT(cat->subs, bl_sub, a->subs[i]);
         for (k = 0; k < s->terms && s->bounds[k] < s->end; k++)
             out[count++] = month_of_instant(a->zone, s->bounds[k]);
-        if (s->cancelled_at != 0)
+        /* A cancellation makes a month only when it refunds something. */
+        if (refunded_term(cat, s, &fee, &version) >= 0)
             out[count++] = month_of_instant(a->zone, s->cancelled_at);
     }
     qsort(out, count, sizeof(int32_t), cmp_i32);

@@ -66,6 +66,8 @@ void billing_rater_destroy(billing_rater *r)
             free(r->by_account[i].data);
     }
     bl_credit_memo_free(r);
+    bl_strmap_free(&r->attr_map);
+    free(r->attrs.data);
     free(r->by_account);
     free(r->months);
     free(r->aggs);
@@ -249,6 +251,53 @@ static size_t covering_sub(const billing_catalog *cat, const bl_account *a, cons
     return BL_NONE;
 }
 
+static const char *attrs_key(const void *ctx, size_t i)
+{
+    return BL_AT(((const billing_rater *)ctx)->attrs, bl_attrs, i)->key;
+}
+
+/*
+ * The index of the event's own (model, region) pair, kept on first sight
+ * so that included usage shows what was used, not what the plan names.
+ */
+static billing_status event_attrs(billing_rater *r, const billing_event *ev, uint32_t *out,
+                                  char *errbuf, size_t errsize)
+{
+    char key[2 * BL_ATTR_MAX + 2];
+    size_t i;
+    bl_attrs *a;
+
+    memcpy(key, ev->model, ev->model_len);
+    key[ev->model_len] = '\n';
+    memcpy(key + ev->model_len + 1, ev->region, ev->region_len);
+    key[ev->model_len + 1 + ev->region_len] = '\0';
+    i = bl_strmap_find(&r->attr_map, key, attrs_key, r);
+    if (i == BL_NONE) {
+        if (r->attrs.len >= BL_ATTRS_MAX)
+            return bl_seterr(errbuf, errsize, BILLING_ERR_TOO_LARGE,
+                             "event '%s': field 'model': more than %d distinct models and regions "
+                             "of usage inside subscriptions",
+                             ev->id, BL_ATTRS_MAX);
+        a = bl_vec_push(&r->attrs, sizeof(*a));
+        if (a == NULL)
+            return bl_seterr(errbuf, errsize, BILLING_ERR_NOMEM, "event '%s': out of memory",
+                             ev->id);
+        memcpy(a->key, key, sizeof(key));
+        memcpy(a->model, ev->model, ev->model_len);
+        a->model[ev->model_len] = '\0';
+        memcpy(a->region, ev->region, ev->region_len);
+        a->region[ev->region_len] = '\0';
+        if (bl_strmap_insert(&r->attr_map, key, r->attrs.len - 1, attrs_key, r) != 0) {
+            r->attrs.len--;
+            return bl_seterr(errbuf, errsize, BILLING_ERR_NOMEM, "event '%s': out of memory",
+                             ev->id);
+        }
+        i = r->attrs.len - 1;
+    }
+    *out = (uint32_t)i;
+    return BILLING_OK;
+}
+
 static billing_time_t min_time(billing_time_t a, billing_time_t b)
 {
     return a < b ? a : b;
@@ -290,9 +339,10 @@ static billing_status next_piece(billing_rater *r, const billing_event *ev, size
     p->key.meter = (uint32_t)ev->meter;
     p->key.epoch = (uint32_t)epoch;
     p->key.sub = sub == BL_NONE ? BL_SUB_NONE : (uint32_t)sub;
+    p->key.attrs = BL_ATTRS_NONE;
     if (sub != BL_NONE) {
         p->key.rate = BL_RATE_NONE;
-        return BILLING_OK;
+        return event_attrs(r, ev, &p->key.attrs, errbuf, errsize);
     }
     rate = vpos == 0 ? BL_NONE
                      : bl_catalog_rate_cached(cat, &r->rates, cat->vorder[vpos - 1], ev->meter,
@@ -328,13 +378,15 @@ static uint64_t key_hash(const bl_aggkey *k, uint64_t seed)
     h = bl_hash_mix(h ^ ((uint64_t)k->account << 32 | (uint32_t)k->month));
     h = bl_hash_mix(h ^ ((uint64_t)k->rate << 32 | k->sub));
     h = bl_hash_mix(h ^ ((uint64_t)k->epoch << 32 | k->meter));
+    h = bl_hash_mix(h ^ k->attrs);
     return h;
 }
 
 static int key_eq(const bl_aggkey *a, const bl_aggkey *b)
 {
     return a->account == b->account && a->month == b->month && a->rate == b->rate &&
-           a->sub == b->sub && a->epoch == b->epoch && a->meter == b->meter;
+           a->sub == b->sub && a->epoch == b->epoch && a->meter == b->meter &&
+           a->attrs == b->attrs;
 }
 
 static void slot_place(uint32_t *slots, size_t cap, uint64_t h, uint32_t value)

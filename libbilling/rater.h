@@ -18,6 +18,21 @@
 #define BL_RATE_NONE UINT32_MAX          /* covered by a subscription: no price */
 #define BL_RATE_ZERO (UINT32_MAX - 1u)   /* traffic without a rate: zero-rated */
 #define BL_SUB_NONE UINT32_MAX
+#define BL_ATTRS_NONE UINT32_MAX         /* not included usage: no pair of its own */
+
+/*
+ * Most distinct (model, region) pairs of included usage that one rater
+ * keeps: events name them freely, so the table is capped; a real cloud has
+ * a few dozen.
+ */
+#define BL_ATTRS_MAX 4096
+
+/* An event's own (model, region) pair, kept for included usage lines. */
+typedef struct bl_attrs {
+    char key[2 * BL_ATTR_MAX + 2]; /* model '\n' region: the map's key */
+    char model[BL_ATTR_MAX + 1];
+    char region[BL_ATTR_MAX + 1];
+} bl_attrs;
 
 typedef struct bl_aggkey {
     uint32_t account;
@@ -26,6 +41,7 @@ typedef struct bl_aggkey {
     uint32_t sub;      /* covering subscription or BL_SUB_NONE */
     uint32_t epoch;    /* credit epoch: number of grant bounds <= piece start */
     uint32_t meter;
+    uint32_t attrs;    /* included usage: the event's pair in r->attrs; else BL_ATTRS_NONE */
 } bl_aggkey;
 
 typedef struct bl_agg {
@@ -83,6 +99,8 @@ struct billing_rater {
     bl_u32vec *by_account; /* aggregate indices per account */
     bl_month_cache *months;/* last month seen per account */
     bl_rate_cache rates;   /* recent rate lookups */
+    bl_vec attrs;          /* bl_attrs of included usage, at most BL_ATTRS_MAX */
+    bl_strmap attr_map;    /* their keys -> index */
     uint64_t gen;          /* changes whenever an event is added or removed */
     struct bl_credit_memo *credit_memo; /* per account, for invoices (invoice.c) */
     /* Dedupe. */

@@ -25,32 +25,10 @@ static void teardown(void)
     billing_zone_destroy(new_york);
 }
 
-/* Rate an event that must be accepted. */
-#define ADD(r, id, acct, res, meter, start, end, qty, model)                                       \
-    do {                                                                                           \
-        char err_[256] = "";                                                                       \
-        billing_status st_ = tu_add(r, id, acct, res, meter, start, end, qty, model, "cn-east-1",  \
-                                    err_, sizeof(err_));                                           \
-        ck_assert_msg(st_ == BILLING_OK, "%s: %s", id, err_);                                      \
-    } while (0)
-
-static void assert_invoice(billing_rater *r, const char *acct, int y, int m, const char *expected)
-{
-    char *text = tu_invoice_text(r, acct, y, m);
-
-    ck_assert_ptr_nonnull(text);
-    ck_assert_str_eq(text, expected);
-    free(text);
-}
-
-static billing_rater *new_rater(billing_catalog *cat)
-{
-    char err[256];
-    billing_rater *r = billing_rater_new(cat, err, sizeof(err));
-
-    ck_assert_msg(r != NULL, "%s", err);
-    return r;
-}
+/* The shared helpers under this file's short names. */
+#define ADD TU_ADD
+#define assert_invoice tu_assert_invoice
+#define new_rater tu_new_rater
 
 /* Example 1: a 3-hour run of an 8 x RTX 4090 instance, 6% tax. */
 START_TEST(test_example_three_hour_run)
@@ -103,7 +81,7 @@ START_TEST(test_example_monthly_from_jan31)
 
     tu_account(cat, "lab-m", shanghai, "0");
     ck_assert_int_eq(billing_catalog_add_subscription(cat, "sub-1", "lab-m", "i-m", "rtx-monthly",
-                                                      tu_time("2026-01-31T10:00:00+08:00"), 3, 0,
+                                                      tu_time("2026-01-31T10:00:00+08:00"), 3, NULL,
                                                       err, sizeof(err)),
                      BILLING_OK);
     r = new_rater(cat);
@@ -114,19 +92,19 @@ START_TEST(test_example_monthly_from_jan31)
         "8", "RTX4090");
     assert_invoice(r, "lab-m", 2026, 1,
                    "lab-m 2026-01 CNY\n"
-                   "line 3 gpu RTX4090 cn-east-1 plan=rtx-monthly ver=v1 qty=1 term @2599 = 2599 -> "
+                   "line 3  RTX4090 cn-east-1 plan=rtx-monthly ver=v1 qty=1 term @2599 = 2599 -> "
                    "2599.00\n"
                    "subtotal 2599.00 credits 0.00 tax 0.00@0 total 2599.00\n");
     assert_invoice(r, "lab-m", 2026, 2,
                    "lab-m 2026-02 CNY\n"
                    "line 2 gpu RTX4090 cn-east-1 plan=rtx-monthly ver= qty=80 GPU-hour @0 = 0 -> "
                    "0.00\n"
-                   "line 3 gpu RTX4090 cn-east-1 plan=rtx-monthly ver=v1 qty=1 term @2599 = 2599 -> "
+                   "line 3  RTX4090 cn-east-1 plan=rtx-monthly ver=v1 qty=1 term @2599 = 2599 -> "
                    "2599.00\n"
                    "subtotal 2599.00 credits 0.00 tax 0.00@0 total 2599.00\n");
     assert_invoice(r, "lab-m", 2026, 3,
                    "lab-m 2026-03 CNY\n"
-                   "line 3 gpu RTX4090 cn-east-1 plan=rtx-monthly ver=v1 qty=1 term @2599 = 2599 -> "
+                   "line 3  RTX4090 cn-east-1 plan=rtx-monthly ver=v1 qty=1 term @2599 = 2599 -> "
                    "2599.00\n"
                    "subtotal 2599.00 credits 0.00 tax 0.00@0 total 2599.00\n");
     assert_invoice(r, "lab-m", 2026, 4,
@@ -312,17 +290,19 @@ START_TEST(test_cancel_refund_pro_rata)
     tu_account(cat, "lab-r", shanghai, "0");
     ck_assert_int_eq(billing_catalog_add_subscription(cat, "sub-r", "lab-r", "i-r", "rtx-monthly",
                                                       tu_time("2026-05-01T00:00:00+08:00"), 1,
-                                                      tu_time("2026-05-16T00:00:00+08:00"), err,
-                                                      sizeof(err)),
+                                                      &(billing_time_t){tu_time(
+                                                          "2026-05-16T00:00:00+08:00")},
+                                                      err, sizeof(err)),
                      BILLING_OK);
     r = new_rater(cat);
     /* 16 of 31 days unused: 2599 x 16/31 = 41584/31 = 1341.419... */
     assert_invoice(r, "lab-r", 2026, 5,
                    "lab-r 2026-05 CNY\n"
-                   "line 3 gpu RTX4090 cn-east-1 plan=rtx-monthly ver=v1 qty=1 term @2599 = 2599 -> "
+                   "line 3  RTX4090 cn-east-1 plan=rtx-monthly ver=v1 qty=1 term @2599 = 2599 -> "
                    "2599.00\n"
-                   "line 4 gpu RTX4090 cn-east-1 plan=rtx-monthly ver=v1 qty=16/31 term @2599 = "
+                   "line 4  RTX4090 cn-east-1 plan=rtx-monthly ver=v1 qty=1382400 second @ = "
                    "-41584/31 -> -1341.42\n"
+                   "  refund of sub-r unused [2026-05-15T16:00:00Z, 2026-05-31T16:00:00Z)\n"
                    "subtotal 1257.58 credits 0.00 tax 0.00@0 total 1257.58\n");
     billing_rater_destroy(r);
     billing_catalog_destroy(cat);
@@ -340,8 +320,9 @@ START_TEST(test_cancel_daily_no_refund)
     tu_account(cat, "lab-d", shanghai, "0");
     ck_assert_int_eq(billing_catalog_add_subscription(cat, "day-1", "lab-d", "i-d", "rtx-daily",
                                                       tu_time("2026-06-01T08:00:00+08:00"), 2,
-                                                      tu_time("2026-06-02T20:00:00+08:00"), err,
-                                                      sizeof(err)),
+                                                      &(billing_time_t){tu_time(
+                                                          "2026-06-02T20:00:00+08:00")},
+                                                      err, sizeof(err)),
                      BILLING_OK);
     r = new_rater(cat);
     ADD(r, "u1", "lab-d", "i-d", "gpu", "2026-06-02T19:00:00+08:00", "2026-06-02T21:00:00+08:00",
@@ -351,7 +332,7 @@ START_TEST(test_cancel_daily_no_refund)
                    "line 1 gpu RTX4090 cn-east-1 plan= ver=v1 qty=8 GPU-hour @0.6 = 4.8 -> 4.80\n"
                    "line 2 gpu RTX4090 cn-east-1 plan=rtx-daily ver= qty=8 GPU-hour @0 = 0 -> "
                    "0.00\n"
-                   "line 3 gpu RTX4090 cn-east-1 plan=rtx-daily ver=v1 qty=2 term @99 = 198 -> "
+                   "line 3  RTX4090 cn-east-1 plan=rtx-daily ver=v1 qty=2 term @99 = 198 -> "
                    "198.00\n"
                    "subtotal 202.80 credits 0.00 tax 0.00@0 total 202.80\n");
     billing_rater_destroy(r);
@@ -564,18 +545,19 @@ START_TEST(test_catalog_errors)
     ck_assert_int_eq(billing_catalog_add_grant(cat, "g", "x", "10.001", 0, 1000, BILLING_CHARGE_USAGE,
                                                0, err, sizeof(err)),
                      BILLING_ERR_PARSE);
-    /* Two overlapping subscriptions of one resource are refused when rating starts. */
+    /* A subscription overlapping another of the same resource is refused when added. */
     ck_assert_int_eq(billing_catalog_add_subscription(cat, "s1", "x", "i", "rtx-daily",
-                                                      tu_time("2026-01-01T00:00:00Z"), 2, 0, err,
+                                                      tu_time("2026-01-01T00:00:00Z"), 2, NULL, err,
                                                       sizeof(err)),
                      BILLING_OK);
     ck_assert_int_eq(billing_catalog_add_subscription(cat, "s2", "x", "i", "rtx-daily",
-                                                      tu_time("2026-01-02T00:00:00Z"), 1, 0, err,
+                                                      tu_time("2026-01-02T00:00:00Z"), 1, NULL, err,
                                                       sizeof(err)),
-                     BILLING_OK);
-    r = billing_rater_new(cat, err, sizeof(err));
-    ck_assert_ptr_null(r);
+                     BILLING_ERR_INVALID);
     ck_assert_ptr_nonnull(strstr(err, "overlap"));
+    r = billing_rater_new(cat, err, sizeof(err));
+    ck_assert_ptr_nonnull(r);
+    billing_rater_destroy(r);
     billing_catalog_destroy(cat);
     billing_catalog_destroy(NULL);
     billing_rater_destroy(NULL);

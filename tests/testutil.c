@@ -141,12 +141,16 @@ char *tu_invoice_text(billing_rater *r, const char *account, int year, int month
     char *buf = NULL;
     size_t len = 0;
     size_t i;
+    billing_time_t from;
+    billing_time_t to;
+    char from_text[40];
+    char to_text[40];
 
     if (billing_rater_invoice(r, account, year, month, &inv, err, sizeof(err)) != BILLING_OK)
         return NULL;
     cat_text(&buf, &len, "%s %04d-%02d %s\n", billing_invoice_account(inv), year, month,
              billing_invoice_currency(inv));
-    for (i = 0; i < billing_invoice_line_count(inv); i++)
+    for (i = 0; i < billing_invoice_line_count(inv); i++) {
         cat_text(&buf, &len, "line %d %s %s %s plan=%s ver=%s qty=%s %s @%s = %s -> %s\n",
                  (int)billing_invoice_line_kind(inv, i), billing_invoice_line_meter(inv, i),
                  billing_invoice_line_model(inv, i), billing_invoice_line_region(inv, i),
@@ -154,6 +158,13 @@ char *tu_invoice_text(billing_rater *r, const char *account, int year, int month
                  billing_invoice_line_quantity(inv, i), billing_invoice_line_unit(inv, i),
                  billing_invoice_line_unit_price(inv, i), billing_invoice_line_amount(inv, i),
                  billing_invoice_line_amount_rounded(inv, i));
+        if (billing_invoice_line_span(inv, i, &from, &to)) {
+            billing_time_format(from, from_text, sizeof(from_text));
+            billing_time_format(to, to_text, sizeof(to_text));
+            cat_text(&buf, &len, "  refund of %s unused [%s, %s)\n",
+                     billing_invoice_line_subscription(inv, i), from_text, to_text);
+        }
+    }
     for (i = 0; i < billing_invoice_credit_count(inv); i++)
         cat_text(&buf, &len, "credit %s %s left %s\n", billing_invoice_credit_grant(inv, i),
                  billing_invoice_credit_amount(inv, i), billing_invoice_credit_remaining(inv, i));
@@ -165,4 +176,22 @@ char *tu_invoice_text(billing_rater *r, const char *account, int year, int month
              billing_invoice_tax_rate(inv), billing_invoice_total(inv));
     billing_invoice_destroy(inv);
     return buf;
+}
+
+billing_rater *tu_new_rater(billing_catalog *cat)
+{
+    char err[256];
+    billing_rater *r = billing_rater_new(cat, err, sizeof(err));
+
+    ck_assert_msg(r != NULL, "%s", err);
+    return r;
+}
+
+void tu_assert_invoice(billing_rater *r, const char *acct, int y, int m, const char *expected)
+{
+    char *text = tu_invoice_text(r, acct, y, m);
+
+    ck_assert_ptr_nonnull(text);
+    ck_assert_str_eq(text, expected);
+    free(text);
 }
