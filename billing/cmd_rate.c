@@ -322,6 +322,30 @@ static int parse_args(rate_opts *o, int argc, char **argv)
 /* The shipped example                                                     */
 /* ---------------------------------------------------------------------- */
 
+/* @out (PATH_LEN bytes) = @dir / @file; -1 when it does not fit. */
+static int example_file(const char *dir, const char *file, char *out)
+{
+    size_t dl = strlen(dir);
+    size_t fl = strlen(file);
+
+    if (dl + 1 + fl >= PATH_LEN)
+        return -1;
+    memcpy(out, dir, dl);
+    out[dl] = '/';
+    memcpy(out + dl + 1, file, fl + 1);
+    return 0;
+}
+
+/* @out (PATH_LEN bytes) = the example directory / @file. */
+static int example_path(const rate_ctx *c, char *out, const char *file)
+{
+    if (example_file(c->example_dir, file, out) != 0) {
+        cli_error("%s: path too long", c->example_dir);
+        return -1;
+    }
+    return 0;
+}
+
 /*
  * The directory of the running program into @out (PATH_LEN bytes), with a
  * trailing "/.libs" removed: libtool runs an uninstalled program from
@@ -353,20 +377,24 @@ static int program_dir(char *out)
  */
 static int find_example(rate_ctx *c)
 {
+    static const char sub[] = "/examples/gpu-cloud";
     char dirs[2][PATH_LEN];
-    char probe[PATH_LEN + 32];
+    char probe[PATH_LEN];
     size_t n_dirs = 1;
+    size_t len;
     size_t i;
 
     snprintf(dirs[0], PATH_LEN, "%s", BILLING_PKGDATADIR "/examples/gpu-cloud");
-    if (program_dir(probe) == 0 && strlen(probe) + 32 < PATH_LEN) {
-        snprintf(dirs[1], PATH_LEN, "%s/examples/gpu-cloud", probe);
-        n_dirs = 2;
+    if (program_dir(dirs[1]) == 0) {
+        len = strlen(dirs[1]);
+        if (len + sizeof(sub) <= PATH_LEN) {
+            memcpy(dirs[1] + len, sub, sizeof(sub));
+            n_dirs = 2;
+        }
     }
     for (i = 0; i < n_dirs; i++) {
-        snprintf(probe, sizeof(probe), "%s/pricebook.json", dirs[i]);
-        if (access(probe, R_OK) == 0) {
-            snprintf(c->example_dir, sizeof(c->example_dir), "%s", dirs[i]);
+        if (example_file(dirs[i], "pricebook.json", probe) == 0 && access(probe, R_OK) == 0) {
+            memcpy(c->example_dir, dirs[i], PATH_LEN);
             return 0;
         }
     }
@@ -376,17 +404,6 @@ static int find_example(rate_ctx *c)
     return -1;
 }
 
-/* @out (PATH_LEN bytes) = the example directory / @file. */
-static int example_path(const rate_ctx *c, char *out, const char *file)
-{
-    int n = snprintf(out, PATH_LEN, "%s/%s", c->example_dir, file);
-
-    if (n < 0 || n >= PATH_LEN) {
-        cli_error("%s: path too long", c->example_dir);
-        return -1;
-    }
-    return 0;
-}
 
 /* Fill in what the command line left out from the example, saying so. */
 static int apply_example_defaults(rate_ctx *c)
