@@ -61,6 +61,7 @@ typedef struct bs_schema_status {
     int latest;         /* highest version this program knows */
     int newer;          /* non-zero: versions beyond `latest` are applied */
     int mismatches;     /* applied migrations whose checksum differs */
+    int gaps;           /* versions below `current` that are not applied */
     size_t count;
     bs_schema_entry *entries; /* by version */
 } bs_schema_status;
@@ -77,8 +78,9 @@ void bs_schema_status_free(bs_schema_status *st);
 
 /*
  * bs_schema_require - BS_OK if the database is exactly at the latest known
- * version with matching checksums, BS_ERR_SCHEMA with a message saying
- * what to do otherwise. For billingd and the tool before they use the store.
+ * version with every migration applied (no gap) and matching checksums,
+ * BS_ERR_SCHEMA with a message saying what to do otherwise. For billingd
+ * and the tool before they use the store.
  */
 bs_status bs_schema_require(bs_conn *c, bs_error *err);
 
