@@ -36,7 +36,8 @@ static void usage(FILE *out)
           "         schema is newer than this program, whose applied migrations differ, or\n"
           "         whose recorded versions have a gap.\n"
           "         Then creates the monthly event partitions from last month to three\n"
-          "         months ahead that are missing.\n"
+          "         months ahead that are missing, and adds the server's time zone names\n"
+          "         that accounts may not use yet (after a tzdata update).\n"
           "status   list the migrations: applied (when), pending, unknown or changed.\n"
           "\n"
           "Options:\n" DBCLI_DB_HELP
@@ -130,6 +131,10 @@ static int run_migrate(bs_conn *c, const db_opts *o)
         BS_OK)
         return dbcli_fail("migrate: event partitions", &err);
     printf("event partitions: %d created\n", created);
+    /* Zone names of a tzdata update since, for accounts to use. */
+    if (bs_time_zones_refresh(c, &created, &err) != BS_OK)
+        return dbcli_fail("migrate: time zone names", &err);
+    printf("time zone names: %d added\n", created);
     return CLI_EXIT_OK;
 }
 

@@ -308,6 +308,18 @@ error:
     return rc;
 }
 
+bs_status bs_time_zones_refresh(bs_conn *c, int *added, bs_error *err)
+{
+    PGresult *res = bs_query(c, "SELECT billing.refresh_time_zone_names()", 0, NULL, err);
+
+    if (res == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    if (added != NULL)
+        *added = atoi(PQgetvalue(res, 0, 0));
+    PQclear(res);
+    return BS_OK;
+}
+
 bs_status bs_schema_require(bs_conn *c, bs_error *err)
 {
     bs_schema_status *st;
