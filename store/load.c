@@ -51,12 +51,19 @@
     "WITH r AS (SELECT e->>0 AS p1, e->>1 AS p2, e->>2 AS p3, e->>3 AS p4, e->>4 AS p5,"       \
     " e->>5 AS p6, e->>6 AS p7, n FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY"        \
     " AS t (e, n))"
+/*
+ * Rows whose id is not stored yet: the others never reach the INSERT, whose
+ * domain and CHECK evaluation (made before ON CONFLICT looks) would be most
+ * of a reload that changes nothing. ON CONFLICT stays for the rest.
+ */
+#define SQL_ROWS_NEW(table) " NOT EXISTS (SELECT 1 FROM billing." table " x WHERE x.id = r.p1)"
 /* The ordinals of the rows whose id (p1) the CTE "w" returned. */
 #define SQL_ROWS_DONE " SELECT r.n FROM r JOIN w ON w.id = r.p1"
 
 #define SQL_PLAN_INSERT                                                                        \
     SQL_ROWS ", w AS (INSERT INTO billing.plans (id, period, model, region, refundable)"       \
-    " SELECT p1, p2, p3, p4, p5::boolean FROM r ON CONFLICT (id) DO NOTHING RETURNING id)"     \
+    " SELECT p1, p2, p3, p4, p5::boolean FROM r WHERE" SQL_ROWS_NEW("plans")                 \
+    " ON CONFLICT (id) DO NOTHING RETURNING id)"                                               \
     SQL_ROWS_DONE
 #define SQL_PLAN_DIFFERS                                                                       \
     SQL_ROWS " SELECT r.n FROM r JOIN billing.plans p ON p.id = r.p1"                          \
@@ -79,7 +86,8 @@
 
 #define SQL_ACCOUNT_INSERT                                                                     \
     SQL_ROWS ", w AS (INSERT INTO billing.accounts (id, currency, time_zone, tax_rate)"        \
-    " SELECT p1, p2, p3, p4::numeric FROM r ON CONFLICT (id) DO NOTHING RETURNING id)"          \
+    " SELECT p1, p2, p3, p4::numeric FROM r WHERE" SQL_ROWS_NEW("accounts")                  \
+    " ON CONFLICT (id) DO NOTHING RETURNING id)"                                               \
     SQL_ROWS_DONE
 #define SQL_ACCOUNT_UPDATE                                                                     \
     SQL_ROWS ", w AS (UPDATE billing.accounts a SET currency = r.p2::char(3),"                 \
@@ -90,7 +98,8 @@
 #define SQL_SUB_INSERT                                                                         \
     SQL_ROWS ", w AS (INSERT INTO billing.subscriptions (id, account_id, resource_id, plan_id," \
     " start_at, terms, cancelled_at) SELECT p1, p2, p3, p4, p5::timestamptz, p6::integer,"      \
-    " p7::timestamptz FROM r ON CONFLICT (id) DO NOTHING RETURNING id)" SQL_ROWS_DONE
+    " p7::timestamptz FROM r WHERE" SQL_ROWS_NEW("subscriptions")                            \
+    " ON CONFLICT (id) DO NOTHING RETURNING id)" SQL_ROWS_DONE
 #define SQL_SUB_CANCEL                                                                         \
     SQL_ROWS ", w AS (UPDATE billing.subscriptions s SET cancelled_at = r.p7::timestamptz,"    \
     " updated_at = now() FROM r WHERE s.id = r.p1 AND s.cancelled_at IS NULL"                  \
@@ -104,7 +113,8 @@
     SQL_ROWS ", w AS (INSERT INTO billing.credit_grants (id, account_id, currency, amount,"     \
     " granted_at, expires_at, kinds, priority) SELECT r.p1, a.id, a.currency, r.p3::numeric,"  \
     " r.p4::timestamptz, r.p5::timestamptz, r.p6::smallint, r.p7::integer FROM r"              \
-    " JOIN billing.accounts a ON a.id = r.p2 ON CONFLICT (id) DO NOTHING RETURNING id)"        \
+    " JOIN billing.accounts a ON a.id = r.p2 WHERE" SQL_ROWS_NEW("credit_grants")            \
+    " ON CONFLICT (id) DO NOTHING RETURNING id)"                                               \
     SQL_ROWS_DONE
 /* The grant's opening ledger entry, once. */
 #define SQL_GRANT_LEDGER                                                                       \
