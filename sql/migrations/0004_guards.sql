@@ -37,7 +37,8 @@ CREATE TABLE billing.time_zone_names (
     name text PRIMARY KEY
 );
 COMMENT ON TABLE billing.time_zone_names IS
-    'IANA zone names accounts may use: the server''s, without host-dependent ones (billing.refresh_time_zone_names).';
+    'IANA zone names accounts may use: the server''s, without host-dependent ones '
+    '(billing.refresh_time_zone_names).';
 GRANT SELECT ON billing.time_zone_names TO billing_app;
 
 -- billing.refresh_time_zone_names: add the server's zone names that are
