@@ -33,9 +33,11 @@ static void usage(FILE *out)
           "migrate  apply the schema migrations this program carries that the database\n"
           "         lacks, each in its own transaction (concurrent runs wait for each\n"
           "         other; running it again changes nothing). Refuses a database whose\n"
-          "         schema is newer than this program or whose applied migrations differ.\n"
+          "         schema is newer than this program, whose applied migrations differ, or\n"
+          "         whose recorded versions have a gap.\n"
           "         Then creates the monthly event partitions from last month to three\n"
-          "         months ahead that are missing.\n"
+          "         months ahead that are missing, and adds the server's time zone names\n"
+          "         that accounts may not use yet (after a tzdata update).\n"
           "status   list the migrations: applied (when), pending, unknown or changed.\n"
           "\n"
           "Options:\n" DBCLI_DB_HELP
@@ -43,8 +45,8 @@ static void usage(FILE *out)
           "  --help                 print this help\n"
           "\n"
           "Exit status: 0 done / up to date; 1 status: migrations pending; 2 usage error;\n"
-          "4 internal error; 5 database unreachable, failed, newer than this program, or\n"
-          "with changed migrations.\n",
+          "4 internal error; 5 database unreachable, failed, newer than this program,\n"
+          "with changed migrations, or with a gap in its versions.\n",
           out);
 }
 
@@ -129,13 +131,19 @@ static int run_migrate(bs_conn *c, const db_opts *o)
         BS_OK)
         return dbcli_fail("migrate: event partitions", &err);
     printf("event partitions: %d created\n", created);
+    /* Zone names of a tzdata update since, for accounts to use. */
+    if (bs_time_zones_refresh(c, &created, &err) != BS_OK)
+        return dbcli_fail("migrate: time zone names", &err);
+    printf("time zone names: %d added\n", created);
     return CLI_EXIT_OK;
 }
 
-static const char *entry_state(const bs_schema_entry *e)
+static const char *entry_state(const bs_schema_entry *e, int current)
 {
     if (!e->known)
         return "applied, UNKNOWN to this program";
+    if (!e->applied && e->version < current)
+        return "MISSING (gap: later versions are applied)";
     if (!e->applied)
         return "pending";
     if (!e->checksum_ok)
@@ -157,11 +165,13 @@ static int run_status(bs_conn *c)
            PQserverVersion(bs_pg(c)) % 10000);
     for (i = 0; i < st->count; i++)
         printf("  %04d %-32s %s%s%s\n", st->entries[i].version, st->entries[i].name,
-               entry_state(&st->entries[i]), st->entries[i].applied ? " " : "",
+               entry_state(&st->entries[i], st->current), st->entries[i].applied ? " " : "",
                st->entries[i].applied_at);
-    if (st->newer || st->mismatches > 0) {
+    if (st->newer || st->mismatches > 0 || st->gaps > 0) {
         printf("schema version %d: NOT usable by this program (%s)\n", st->current,
-               st->newer ? "newer than it knows" : "migrations changed");
+               st->newer              ? "newer than it knows"
+               : st->mismatches > 0 ? "migrations changed"
+                                      : "versions missing below the current one");
         rc = CLI_EXIT_DATABASE;
     } else if (st->current < st->latest) {
         printf("schema version %d of %d: run `billing db migrate`\n", st->current, st->latest);

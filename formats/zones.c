@@ -31,6 +31,35 @@ static int component_ok(const char *s, size_t n)
     return n > 0 && s[0] != '.';
 }
 
+/*
+ * Names whose meaning depends on the host: "localtime" is its own setting,
+ * "posixrules" the default rules of POSIX strings, "Factory" a placeholder
+ * without an offset, and Debian's posix/ and right/ trees are copies (the
+ * latter counting leap seconds) that other systems lack. The database
+ * refuses the same (billing.host_dependent_zone, doc/database.md).
+ */
+static const char *const host_dependent[] = {"localtime", "posixrules", "Factory"};
+static const char *const host_dependent_dirs[] = {"posix", "right"};
+
+int bc_zone_host_dependent(const char *name)
+{
+    size_t i;
+    size_t n;
+
+    if (name == NULL)
+        return 0;
+    for (i = 0; i < sizeof(host_dependent) / sizeof(host_dependent[0]); i++) {
+        if (strcmp(name, host_dependent[i]) == 0)
+            return 1;
+    }
+    for (i = 0; i < sizeof(host_dependent_dirs) / sizeof(host_dependent_dirs[0]); i++) {
+        n = strlen(host_dependent_dirs[i]);
+        if (strncmp(name, host_dependent_dirs[i], n) == 0 && (name[n] == '/' || name[n] == '\0'))
+            return 1;
+    }
+    return 0;
+}
+
 int bc_zone_name_valid(const char *name)
 {
     size_t i;
@@ -47,7 +76,7 @@ int bc_zone_name_valid(const char *name)
             start = i + 1;
         }
     }
-    return component_ok(name + start, i - start);
+    return component_ok(name + start, i - start) && !bc_zone_host_dependent(name);
 }
 
 static const char *zoneinfo_dir(void)
@@ -66,6 +95,13 @@ billing_zone *bc_zone_load(const char *name, char *errbuf, size_t errsize)
     billing_zone *zone;
     int n;
 
+    if (bc_zone_host_dependent(name)) {
+        bc_seterr(errbuf, errsize,
+                  "time zone '%s' depends on the host's configuration: use an IANA zone name "
+                  "such as 'Asia/Shanghai'",
+                  name);
+        return NULL;
+    }
     if (!bc_zone_name_valid(name)) {
         bc_seterr(errbuf, errsize, "time zone '%.64s' is not a valid IANA zone name",
                   name ? name : "");

@@ -20,9 +20,18 @@
 /*
  * bc_zone_name_valid - non-zero if @name can be looked up: 1..64 bytes of
  * letters, digits and "/_-+.", not starting with '/' or '.', with no
- * empty, "." or ".." component. Keeps lookups inside the zoneinfo tree.
+ * empty, "." or ".." component (keeps lookups inside the zoneinfo tree),
+ * and not host-dependent (bc_zone_host_dependent).
  */
 int bc_zone_name_valid(const char *name);
+
+/*
+ * bc_zone_host_dependent - non-zero if @name means something that depends
+ * on the host rather than an IANA zone: "localtime", "posixrules",
+ * "Factory", or a name under "posix/" or "right/". Such names are refused
+ * so that an account bills the same on every machine. Thread-safe.
+ */
+int bc_zone_host_dependent(const char *name);
 
 /*
  * bc_zone_load - load zone @name. "UTC" needs no file. Returns a new zone

@@ -15,7 +15,10 @@
 # Authentication is `trust` on the socket and on 127.0.0.1: this is a
 # throw-away cluster for tests, reachable only from this machine. Never use
 # this setup for data that matters. The tests connect as role `billing`
-# (the cluster's bootstrap superuser) to database `billing`.
+# (the cluster's bootstrap superuser) to database `billing`. Members of
+# role `billing_password_login` (which the tests create) must give a
+# password (scram-sha-256), so that the tests can prove that .pgpass,
+# PGPASSFILE, PGPASSWORD and service files reach the server.
 #
 # PostgreSQL refuses to run as root. As root we run it as an unprivileged
 # system user (BILLING_PG_OSUSER, default `billingpg`, created if missing)
@@ -172,13 +175,23 @@ pg_initdb() {
         cat "$PG_BASE/initdb.log" >&2
         billing_die "initdb failed"
     }
-    # Only the socket and IPv4 loopback, trust (see the header comment).
-    pg_as_server sh -c 'cat >"$1/pg_hba.conf"' sh "$PG_DATA" <<'EOF'
-# Private test cluster (scripts/pg.sh): trust, local connections only.
-local   all   all                  trust
-host    all   all   127.0.0.1/32   trust
-EOF
     pg_as_server sh -c 'printf "\ninclude_if_exists = '"'"'billing.conf'"'"'\n" >>"$1/postgresql.conf"' sh "$PG_DATA"
+}
+
+# Client authentication, rewritten at every start (and reloaded when the
+# server runs already), so that clusters made by older versions of this
+# script get it too. Only the socket and IPv4 loopback; trust, except for
+# members of billing_password_login (see the header comment).
+pg_write_hba() {
+    pg_as_server sh -c 'cat >"$1/pg_hba.conf"' sh "$PG_DATA" <<'EOF'
+# Written by scripts/pg.sh at each start; edits are lost.
+# Private test cluster: local connections only; trust, except for the
+# roles of the password tests.
+local   all   +billing_password_login                  scram-sha-256
+host    all   +billing_password_login   127.0.0.1/32   scram-sha-256
+local   all   all                                      trust
+host    all   all                       127.0.0.1/32   trust
+EOF
 }
 
 # Settings rewritten on every start, so that BILLING_PG_PORT and the
@@ -206,6 +219,8 @@ cmd_start() {
     pg_setup_paths
     if pg_running; then
         billing_log "PostgreSQL already running ($PG_BASE, port $PG_PORT)"
+        pg_write_hba
+        pg_as_server "$PG_BIN/pg_ctl" reload -D "$PG_DATA" >/dev/null
     else
         ensure_os_user
         pg_setup_paths # the answer may differ once the user exists
@@ -216,6 +231,7 @@ cmd_start() {
             billing_die "$PG_DATA is a PostgreSQL $(cat "$PG_DATA/PG_VERSION") cluster, binaries are $PG_BIN: remove $PG_BASE"
         fi
         pg_write_conf
+        pg_write_hba
         billing_log "starting PostgreSQL ($PG_BASE, 127.0.0.1:$PG_PORT)"
         if ! pg_as_server "$PG_BIN/pg_ctl" start -D "$PG_DATA" -l "$PG_LOG" -w -t 60 >/dev/null; then
             tail -n 20 "$PG_LOG" >&2 || true

@@ -93,9 +93,11 @@ bs_status bs_offset_put(bs_conn *c, const char *group, const char *topic, int32_
  * bs_event_partitions - make sure usage_events has its monthly partitions
  * from @months_back months before the current UTC month to @months_ahead
  * after it (each 0..60), moving events that had landed in the default
- * partition (billing.ensure_event_partitions). *@created (may be NULL)
- * gets how many were created. Call at start and daily (billingd), or at
- * each `billing db migrate`.
+ * partition (billing.ensure_event_partitions). The database makes at most
+ * 12 months per call and none more than 12 months ahead (migration 0004):
+ * beyond that it refuses the call (BS_ERR_FATAL, nothing created).
+ * *@created (may be NULL) gets how many were created. Call at start and
+ * daily (billingd), or at each `billing db migrate`.
  */
 bs_status bs_event_partitions(bs_conn *c, int months_back, int months_ahead, int *created,
                               bs_error *err);

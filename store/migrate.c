@@ -252,6 +252,21 @@ static bs_status fill_applied(bs_conn *c, bs_schema_status *st, const PGresult *
     return BS_OK;
 }
 
+/*
+ * A version missing below the highest applied one: a row deleted from
+ * schema_version, or a database not built by bs_migrate. Either way the
+ * schema is not what the versions say.
+ */
+static void count_gaps(bs_schema_status *st)
+{
+    size_t i;
+
+    for (i = 0; i < st->count; i++) {
+        if (!st->entries[i].applied && st->entries[i].version < st->current)
+            st->gaps++;
+    }
+}
+
 bs_status bs_schema_inspect(bs_conn *c, bs_schema_status **out, bs_error *err)
 {
     bs_schema_status *st = calloc(1, sizeof(*st));
@@ -280,6 +295,7 @@ bs_status bs_schema_inspect(bs_conn *c, bs_schema_status **out, bs_error *err)
     rc = fill_applied(c, st, res, err);
     if (rc != BS_OK)
         goto error;
+    count_gaps(st);
     PQclear(res);
     *out = st;
     return BS_OK;
@@ -290,6 +306,18 @@ error:
     PQclear(res);
     bs_schema_status_free(st);
     return rc;
+}
+
+bs_status bs_time_zones_refresh(bs_conn *c, int *added, bs_error *err)
+{
+    PGresult *res = bs_query(c, "SELECT billing.refresh_time_zone_names()", 0, NULL, err);
+
+    if (res == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    if (added != NULL)
+        *added = atoi(PQgetvalue(res, 0, 0));
+    PQclear(res);
+    return BS_OK;
 }
 
 bs_status bs_schema_require(bs_conn *c, bs_error *err)
@@ -307,6 +335,12 @@ bs_status bs_schema_require(bs_conn *c, bs_error *err)
     else if (st->mismatches > 0)
         rc = bs_error_set(err, BS_ERR_SCHEMA,
                           "applied migrations differ from this program's: see `billing db status`");
+    else if (st->gaps > 0)
+        rc = bs_error_set(err, BS_ERR_SCHEMA,
+                          "billing.schema_version has a gap (%d version(s) below %d not "
+                          "recorded): the schema is not what its versions say, see `billing db "
+                          "status`",
+                          st->gaps, st->current);
     else if (st->current < st->latest)
         rc = bs_error_set(err, BS_ERR_SCHEMA,
                           "the database schema is at version %d, this program needs %d: run "

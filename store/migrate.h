@@ -7,8 +7,9 @@
  *    with the md5 of its text; an advisory lock serialises migrators;
  *  - applied versions are skipped, so migrating twice changes nothing;
  *  - an applied migration whose text differs from ours is an error, and
- *    so is a database at a version this program does not know (newer):
- *    nothing is applied then.
+ *    so is a database at a version this program does not know (newer),
+ *    or with a version missing below its highest (a gap): nothing is
+ *    applied then, and bs_schema_require refuses it.
  */
 #ifndef BS_MIGRATE_H
 #define BS_MIGRATE_H
@@ -61,6 +62,7 @@ typedef struct bs_schema_status {
     int latest;         /* highest version this program knows */
     int newer;          /* non-zero: versions beyond `latest` are applied */
     int mismatches;     /* applied migrations whose checksum differs */
+    int gaps;           /* versions below `current` that are not applied */
     size_t count;
     bs_schema_entry *entries; /* by version */
 } bs_schema_status;
@@ -77,9 +79,19 @@ void bs_schema_status_free(bs_schema_status *st);
 
 /*
  * bs_schema_require - BS_OK if the database is exactly at the latest known
- * version with matching checksums, BS_ERR_SCHEMA with a message saying
- * what to do otherwise. For billingd and the tool before they use the store.
+ * version with every migration applied (no gap) and matching checksums,
+ * BS_ERR_SCHEMA with a message saying what to do otherwise. For billingd
+ * and the tool before they use the store.
  */
 bs_status bs_schema_require(bs_conn *c, bs_error *err);
+
+/*
+ * bs_time_zones_refresh - add the server's zone names (pg_timezone_names,
+ * without host-dependent ones) that billing.time_zone_names lacks, such
+ * as those of a tzdata update, so that accounts may use them. *@added
+ * (may be NULL) gets how many. Needs the rights of a migrator (`billing db
+ * migrate` calls it at every run). Returns BS_OK or an error.
+ */
+bs_status bs_time_zones_refresh(bs_conn *c, int *added, bs_error *err);
 
 #endif /* BS_MIGRATE_H */

@@ -14,6 +14,7 @@
 
 #include "billing.h"
 #include "configfile.h"
+#include "util.h"
 #include "zones.h"
 
 #define ERR 1024
@@ -135,6 +136,19 @@ static const bad_case bad_accounts[] = {
     {"{\"accounts\":[{\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":\"Mars/Olympus_Mons\","
      "\"tax_rate\":\"0\"}]}",
      "ac.json: accounts[0].time_zone: time zone 'Mars/Olympus_Mons': "},
+    /* Host-dependent names (issue 9 item 16): refused though the host has the file. */
+    {"{\"accounts\":[{\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":\"localtime\","
+     "\"tax_rate\":\"0\"}]}",
+     "ac.json: accounts[0].time_zone: time zone 'localtime' depends on the host's configuration"},
+    {"{\"accounts\":[{\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":\"posixrules\","
+     "\"tax_rate\":\"0\"}]}",
+     "ac.json: accounts[0].time_zone: time zone 'posixrules' depends on the host's configuration"},
+    {"{\"accounts\":[{\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":\"Factory\","
+     "\"tax_rate\":\"0\"}]}",
+     "ac.json: accounts[0].time_zone: time zone 'Factory' depends on the host's configuration"},
+    {"{\"accounts\":[{\"id\":\"a\",\"currency\":\"CNY\","
+     "\"time_zone\":\"right/Asia/Shanghai\",\"tax_rate\":\"0\"}]}",
+     "time zone 'right/Asia/Shanghai' depends on the host's configuration"},
     {"{\"accounts\":[{\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":\"UTC\",\"tax_rate\":0}]}",
      "ac.json: accounts[0].tax_rate: must be a string, not a number"},
     {"{\"accounts\":[{\"id\":\"a\",\"currency\":\"USD\",\"time_zone\":\"UTC\","
@@ -184,7 +198,7 @@ END_TEST
 START_TEST(test_zone_names)
 {
     static const char *const good[] = {"Asia/Shanghai", "UTC", "Etc/GMT+8",
-                                       "America/Argentina/Buenos_Aires"};
+                                       "America/Argentina/Buenos_Aires", "posixy/x", "rightmost"};
     static const char *const bad[] = {
         "",
         "/etc/passwd",
@@ -196,6 +210,12 @@ START_TEST(test_zone_names)
         "Asia/.x",
         "a b",
         "Asia\\Shanghai",
+        "localtime",
+        "posixrules",
+        "Factory",
+        "posix/Asia/Shanghai",
+        "right/UTC",
+        "posix",
         "Aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"};
     size_t i;
 
@@ -204,6 +224,54 @@ START_TEST(test_zone_names)
     for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         ck_assert_msg(!bc_zone_name_valid(bad[i]), "%s", bad[i]);
     ck_assert(!bc_zone_name_valid(NULL));
+}
+END_TEST
+
+/*
+ * A host-dependent name is refused by its name, even when $TZDIR (which is
+ * honoured) holds a valid file of that name.
+ */
+START_TEST(test_zone_host_dependent_refused)
+{
+    static const char *const names[] = {"localtime", "posixrules", "Factory"};
+    char dir[] = "/tmp/check_zones_host.XXXXXX";
+    char path[256];
+    char err[ERR];
+    char *data = NULL;
+    size_t len = 0;
+    bc_zones *set = bc_zones_new();
+    size_t i;
+    FILE *f;
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/Asia/Shanghai",
+             getenv("TZDIR") != NULL && getenv("TZDIR")[0] != '\0' ? getenv("TZDIR")
+                                                                   : "/usr/share/zoneinfo");
+    ck_assert_msg(bc_read_file(path, BC_ZONE_FILE_MAX, &data, &len, err, sizeof(err)) == 0, "%s",
+                  err);
+    setenv("TZDIR", dir, 1);
+    for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+        f = fopen(path, "wb");
+        ck_assert_ptr_nonnull(f);
+        ck_assert_uint_eq(fwrite(data, 1, len, f), len);
+        ck_assert_int_eq(fclose(f), 0);
+        ck_assert_ptr_null(bc_zones_get(set, names[i], err, sizeof(err)));
+        ck_assert_msg(strstr(err, "depends on the host's configuration") != NULL, "%s", err);
+        unlink(path);
+    }
+    /* The same bytes under an ordinary name load from $TZDIR. */
+    snprintf(path, sizeof(path), "%s/Test_Zone", dir);
+    f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(data, 1, len, f), len);
+    ck_assert_int_eq(fclose(f), 0);
+    ck_assert_msg(bc_zones_get(set, "Test_Zone", err, sizeof(err)) != NULL, "%s", err);
+    unsetenv("TZDIR");
+    unlink(path);
+    rmdir(dir);
+    free(data);
+    bc_zones_destroy(set);
 }
 END_TEST
 
@@ -262,6 +330,7 @@ static Suite *configfile_suite(void)
                         (int)(sizeof(bad_accounts) / sizeof(bad_accounts[0])));
     tcase_add_test(tc, test_zone_names);
     tcase_add_test(tc, test_zone_files);
+    tcase_add_test(tc, test_zone_host_dependent_refused);
     suite_add_tcase(s, tc);
     return s;
 }

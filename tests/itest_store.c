@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -745,7 +746,8 @@ START_TEST(test_runtime_role)
                " VALUES ('e2', 'acct-1', 'r', 'gpu', '2026-01-05Z', '2026-01-06Z', 1)");
     exec_ok(c, "UPDATE billing.invoices SET updated_at = now() WHERE status = 'draft'");
     ck_assert_int_eq(finalize(c, id), 1);
-    exec_ok(c, "SELECT billing.ensure_event_partitions('2030-01-01', '2030-02-01')");
+    exec_ok(c, "SELECT billing.ensure_event_partitions((now() + interval '6 months')::date,"
+               " (now() + interval '7 months')::date)");
     /* ...deleting events, touching numbers or finalized invoices is not. */
     expect_refused(c, "DELETE FROM billing.usage_events", BS_ERR_FATAL, NULL);
     expect_refused(c, "DELETE FROM billing.credit_ledger", BS_ERR_FATAL, NULL);
@@ -994,22 +996,34 @@ START_TEST(test_event_partitions)
     bs_event_outcome out[3];
     bs_error err;
     int created = -1;
+    billing_time_t ahead8;
+    char name[DBNAME_MAX];
+    char sql[SQL_MAX];
 
     seed(c);
-    /* June 2031 (and January 2026) have no partition: their events wait in the default one. */
-    ev[0] = make_event("p1", "1", INT64_C(1938124800000000000));
-    ev[1] = make_event("p2", "1", INT64_C(1938124800000000000) + 86400 * BILLING_NS_PER_SEC);
+    /*
+     * Eight months ahead (partitions may be made up to twelve) and January
+     * 2026 have no partition: their events wait in the default one.
+     */
+    ahead8 = (billing_time_t)query_long(c, "SELECT extract(epoch FROM date_trunc('month', now())"
+                                           " + interval '8 months')::bigint") *
+             BILLING_NS_PER_SEC;
+    query_value(c, "SELECT billing.event_partition_name((now() + interval '8 months')::date)",
+                name, sizeof(name));
+    ev[0] = make_event("p1", "1", ahead8);
+    ev[1] = make_event("p2", "1", ahead8 + 86400 * BILLING_NS_PER_SEC);
     ev[2] = make_event("p3", "1", INT64_C(1767571200000000000));
     ck_assert_uint_eq(ingest(c, ev, 3, BS_COPY_BINARY, out), 3);
     ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.usage_events_default"), 3);
-    ck_assert_int_eq(query_long(c, "SELECT billing.ensure_event_partitions('2031-05-01',"
-                                   " '2031-07-01')"),
+    ck_assert_int_eq(query_long(c, "SELECT billing.ensure_event_partitions((now() + interval"
+                                   " '7 months')::date, (now() + interval '9 months')::date)"),
                      3);
-    ck_assert_int_eq(query_long(c, "SELECT billing.ensure_event_partitions('2031-05-01',"
-                                   " '2031-07-01')"),
+    ck_assert_int_eq(query_long(c, "SELECT billing.ensure_event_partitions((now() + interval"
+                                   " '7 months')::date, (now() + interval '9 months')::date)"),
                      0);
     ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.usage_events_default"), 1);
-    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.usage_events_2031_06"), 2);
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM billing.%s", name);
+    ck_assert_int_eq(query_long(c, sql), 2);
     ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.usage_events"), 3);
     /* The moved events keep their guards. */
     expect_refused(c, "UPDATE billing.usage_events SET quantity = 5 WHERE event_id = 'p1'",
@@ -1333,6 +1347,518 @@ START_TEST(test_load_refuses_rewriting_history)
 END_TEST
 
 /* ---------------------------------------------------------------------- */
+/* Guards of migration 0004 (issue 9, items 10-17)                         */
+/* ---------------------------------------------------------------------- */
+
+/* Like expect_refused, and the message must contain @text. */
+static void expect_refused_saying(bs_conn *c, const char *sql, bs_status want, const char *text)
+{
+    bs_error err;
+    bs_status st = bs_command(c, sql, 0, NULL, NULL, &err);
+
+    ck_assert_msg(st == want, "%s: expected %s, got %s (%s)", sql, bs_strerror(want),
+                  bs_strerror(st), st == BS_OK ? "accepted" : err.message);
+    ck_assert_msg(strstr(err.message, text) != NULL, "%s: '%s' does not say '%s'", sql,
+                  err.message, text);
+}
+
+/*
+ * make_login - a login role "billing_test_<pid>_<tag>" in billing_app
+ * (and, with a @password, in billing_password_login, which scripts/pg.sh
+ * makes give it), its name in @role. Roles are cluster-wide: drop it with
+ * drop_login; main() sweeps those of failed tests.
+ */
+static void make_login(bs_conn *c, const char *tag, const char *password, char *role, size_t size)
+{
+    char sql[SQL_MAX];
+    const char *params[1];
+    PGresult *res;
+    bs_error err;
+
+    snprintf(role, size, "billing_test_%ld_%s", (long)run_pid, tag);
+    exec_fmt(c, "DROP ROLE IF EXISTS %s", role);
+    exec_fmt(c, "CREATE ROLE %s LOGIN IN ROLE billing_app", role);
+    if (password == NULL)
+        return;
+    exec_ok(c, "DO $$BEGIN CREATE ROLE billing_password_login NOLOGIN;"
+               " EXCEPTION WHEN duplicate_object THEN NULL; END$$");
+    exec_fmt(c, "GRANT billing_password_login TO %s", role);
+    /* The password as a parameter of format(): never pasted into SQL. */
+    snprintf(sql, sizeof(sql), "SELECT format('ALTER ROLE %%I PASSWORD %%L', '%s', $1::text)",
+             role);
+    params[0] = password;
+    res = bs_query(c, sql, 1, params, &err);
+    ck_assert_msg(res != NULL, "%s", err.message);
+    exec_ok(c, PQgetvalue(res, 0, 0));
+    PQclear(res);
+}
+
+static void drop_login(const char *role)
+{
+    bs_conn *admin = connect_db("postgres");
+
+    exec_fmt(admin, "DROP ROLE IF EXISTS %s", role);
+    bs_close(admin);
+}
+
+/* Connect to @dbname as @user (no password given here); NULL with @err on failure. */
+static bs_conn *connect_as(const char *dbname, const char *user, bs_error *err)
+{
+    char conninfo[CONNINFO_MAX];
+    bs_retry retry = {1, 10, 10};
+
+    conninfo_for(dbname, conninfo, sizeof(conninfo));
+    ck_assert_int_eq(append_kv(conninfo, sizeof(conninfo), "user", user), 0);
+    return bs_connect(conninfo, &retry, err);
+}
+
+/* The value of connection keyword @key in BILLING_PG_CONNINFO, or "". */
+static void base_keyword(const char *key, char *out, size_t size)
+{
+    PQconninfoOption *opts = PQconninfoParse(base_conninfo(), NULL);
+    PQconninfoOption *o;
+
+    ck_assert_ptr_nonnull(opts);
+    out[0] = '\0';
+    for (o = opts; o->keyword != NULL; o++) {
+        if (strcmp(o->keyword, key) == 0 && o->val != NULL)
+            snprintf(out, size, "%s", o->val);
+    }
+    PQconninfoFree(opts);
+}
+
+/*
+ * run_billing - run the billing tool of this build with @argv (NULL
+ * terminated, argv[0] ignored), its output in @out_path. Returns its exit
+ * status, or -1 if it did not exit.
+ */
+static int run_billing(const char *const *argv, const char *out_path)
+{
+    const char *top = getenv("top_builddir");
+    char path[512];
+    pid_t pid;
+    int status;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/billing/billing", top != NULL ? top : "..");
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        f = freopen(out_path, "w", stdout);
+        if (f == NULL || dup2(fileno(stdout), 2) < 0)
+            _exit(127);
+        execv(path, (char *const *)argv);
+        _exit(127);
+    }
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* Does file @path contain @text? */
+static int file_says(const char *path, const char *text)
+{
+    char buf[8192];
+    size_t n;
+    FILE *f = fopen(path, "r");
+
+    ck_assert_ptr_nonnull(f);
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return strstr(buf, text) != NULL;
+}
+
+/*
+ * Item 10: the runtime role, logged in as itself, loads a new credit grant
+ * (its ledger entry takes the grant's row lock) and applies credit.
+ */
+START_TEST(test_runtime_login_loads_new_grant)
+{
+    bs_conn *c = migrated_db("app_grant");
+    char role[DBNAME_MAX];
+    char conninfo[CONNINFO_MAX];
+    char out[256];
+    const char *load_argv[] = {"billing", "load",       "--db", conninfo, "--pricebook", NULL,
+                               "--accounts", NULL,     "--book", "book", NULL};
+    catalog_files cf;
+    bs_load_counts k;
+    bs_error err;
+    bs_conn *app;
+    long id;
+
+    make_login(c, "app", NULL, role, sizeof(role));
+    app = connect_as(db_name, role, &err);
+    ck_assert_msg(app != NULL, "%s", err.message);
+    /* `billing load` as that login, as an operator would run it. */
+    conninfo_for(db_name, conninfo, sizeof(conninfo));
+    ck_assert_int_eq(append_kv(conninfo, sizeof(conninfo), "user", role), 0);
+    snprintf(out, sizeof(out), "/tmp/itest_store_%ld_out.txt", (long)getpid());
+    write_catalog(&cf, "0.60", "0.06", "null", "10.00");
+    load_argv[5] = cf.pricebook;
+    load_argv[7] = cf.accounts;
+    ck_assert_msg(run_billing(load_argv, out) == 0, "billing load as %s failed", role);
+    ck_assert_int_eq(query_long(c, "SELECT balance_minor FROM billing.credit_balances"), 1000);
+    /* Through the store's API, the same files change nothing. */
+    ck_assert_msg(load(app, &cf, &k, &err) == BS_OK, "load as %s: %s", role, err.message);
+    ck_assert_uint_eq(total_changed(&k), 0);
+    /* 3.00 of it pays part of a draft, which is then finalized. */
+    id = draft(app, "a1", "2026-01-01");
+    exec_fmt(app, "INSERT INTO billing.invoice_credits (invoice_id, grant_id, amount)"
+                  " VALUES (%ld, 'g1', 3.00)", id);
+    exec_fmt(app, "INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor, invoice_id,"
+                  " effective_at) VALUES ('g1', 'apply', -300, %ld, '2026-01-31Z')", id);
+    exec_fmt(app, "UPDATE billing.invoices SET credits = 3.00, total = 7.60 WHERE id = %ld", id);
+    ck_assert_int_eq(finalize(app, id), 1);
+    ck_assert_int_eq(query_long(c, "SELECT balance_minor FROM billing.credit_balances"), 700);
+    bs_close(app);
+    unlink(cf.pricebook);
+    unlink(cf.accounts);
+    unlink(out);
+    drop_db(c);
+    drop_login(role);
+}
+END_TEST
+
+/* Item 12: no TRUNCATE or row DELETE on any partition, whoever made it. */
+START_TEST(test_event_partitions_guarded)
+{
+    /* Months ahead of now, and whether an event is there to delete. */
+    static const struct {
+        const char *ahead;
+        int has_event;
+    } months[] = {{"0", 1}, {"7", 1}, {"8", 0}};
+    bs_conn *c = migrated_db("part_guard");
+    char sql[SQL_MAX];
+    char name[DBNAME_MAX];
+    size_t i;
+
+    seed(c);
+    /*
+     * Month now+7 has an event in DEFAULT when its partition is made (the
+     * move); 2001 stays there (beyond what partitions may be made for).
+     */
+    exec_ok(c, "INSERT INTO billing.event_ids (event_id, start_time, fingerprint)"
+               " SELECT id, t, decode(md5(id), 'hex') FROM (VALUES"
+               " ('d1', date_trunc('month', now()) + interval '7 months 1 day'),"
+               " ('d2', date_trunc('month', now()) + interval '1 day'),"
+               " ('d3', '2001-01-05Z')) v (id, t)");
+    exec_ok(c, INSERT_EVENT "('d1', 'acct-1', 'r', 'gpu',"
+               " date_trunc('month', now()) + interval '7 months 1 day',"
+               " date_trunc('month', now()) + interval '7 months 2 days', 1),"
+               " ('d2', 'acct-1', 'r', 'gpu', date_trunc('month', now()) + interval '1 day',"
+               " date_trunc('month', now()) + interval '2 days', 1),"
+               " ('d3', 'acct-1', 'r', 'gpu', '2001-01-05Z', '2001-01-06Z', 1)");
+    ck_assert_int_eq(query_long(c, "SELECT billing.ensure_event_partitions((now() + interval"
+                                   " '7 months')::date, (now() + interval '8 months')::date)"),
+                     2);
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.usage_events_default"), 1);
+    expect_refused(c, "TRUNCATE billing.usage_events_default", BS_ERR_CONSTRAINT,
+                   "usage_events_no_truncate");
+    expect_refused(c, "DELETE FROM billing.usage_events_default", BS_ERR_CONSTRAINT,
+                   "usage_events_append_only");
+    /* This month's (made by the migration), and the two just made, by move and plainly. */
+    for (i = 0; i < N_CASES(months); i++) {
+        snprintf(sql, sizeof(sql),
+                 "SELECT billing.event_partition_name((now() + interval '%s months')::date)",
+                 months[i].ahead);
+        query_value(c, sql, name, sizeof(name));
+        snprintf(sql, sizeof(sql), "TRUNCATE billing.%s", name);
+        expect_refused(c, sql, BS_ERR_CONSTRAINT, "usage_events_no_truncate");
+        snprintf(sql, sizeof(sql), "DELETE FROM billing.%s", name);
+        if (months[i].has_event)
+            expect_refused(c, sql, BS_ERR_CONSTRAINT, "usage_events_append_only");
+    }
+    expect_refused(c, "DELETE FROM billing.usage_events WHERE event_id = 'd2'", BS_ERR_CONSTRAINT,
+                   "usage_events_append_only");
+    /* The partition move's marker is no way around it for anyone but the function. */
+    exec_ok(c, "SET billing.partition_move = 'on'");
+    expect_refused(c, "DELETE FROM billing.usage_events", BS_ERR_CONSTRAINT,
+                   "usage_events_append_only");
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.usage_events"), 3);
+    drop_db(c);
+}
+END_TEST
+
+/*
+ * Item 13: the ledger and invoice invariants hold against direct writes,
+ * for the runtime role and for the tables' owner alike.
+ */
+START_TEST(test_ledger_and_numbering_invariants)
+{
+    bs_conn *c = migrated_db("ledger_guard");
+    char sql[SQL_MAX];
+    long mine;
+    long theirs;
+    int as_app;
+
+    seed(c);
+    exec_ok(c, "INSERT INTO billing.accounts (id, currency) VALUES ('acct-2', 'CNY')");
+    exec_ok(c, "INSERT INTO billing.credit_grants (id, account_id, currency, amount, granted_at,"
+               " expires_at) VALUES ('g1', 'acct-1', 'CNY', 1000, '2026-01-01Z', '2026-03-01Z')");
+    exec_ok(c, "INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor, effective_at)"
+               " VALUES ('g1', 'grant', 100000, '2026-01-01Z')");
+    mine = draft(c, "acct-1", "2026-01-01");
+    theirs = draft(c, "acct-2", "2026-01-01");
+    exec_ok(c, "GRANT billing_app TO CURRENT_USER");
+    for (as_app = 0; as_app <= 1; as_app++) {
+        if (as_app)
+            exec_ok(c, "SET ROLE billing_app");
+        /* acct-1's grant never pays acct-2's invoice. */
+        snprintf(sql, sizeof(sql),
+                 "INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor, invoice_id,"
+                 " effective_at) VALUES ('g1', 'apply', -100, %ld, '2026-01-31Z')",
+                 theirs);
+        expect_refused(c, sql, BS_ERR_CONSTRAINT, "credit_ledger_invoice_account");
+        snprintf(sql, sizeof(sql),
+                 "INSERT INTO billing.invoice_credits (invoice_id, grant_id, amount)"
+                 " VALUES (%ld, 'g1', 1.00)",
+                 theirs);
+        expect_refused(c, sql, BS_ERR_CONSTRAINT, "invoice_credits_grant_account");
+        /* A reverse returns at most what was applied: never above the grant. */
+        snprintf(sql, sizeof(sql),
+                 "INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor, invoice_id,"
+                 " effective_at) VALUES ('g1', 'reverse', 100000000, %ld, '2026-01-31Z')",
+                 mine);
+        expect_refused(c, sql, BS_ERR_CONSTRAINT, "credit_ledger_reverse_applied");
+    }
+    exec_ok(c, "RESET ROLE");
+    snprintf(sql, sizeof(sql),
+             "INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor, invoice_id,"
+             " effective_at) VALUES ('g1', 'apply', -300, %ld, '2026-01-31Z')",
+             mine);
+    exec_ok(c, sql);
+    snprintf(sql, sizeof(sql),
+             "INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor, invoice_id,"
+             " effective_at) VALUES ('g1', 'reverse', 300, %ld, '2026-02-01Z')",
+             mine);
+    exec_ok(c, sql);
+    snprintf(sql, sizeof(sql),
+             "INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor, invoice_id,"
+             " effective_at) VALUES ('g1', 'reverse', 1, %ld, '2026-02-01Z')",
+             mine);
+    expect_refused(c, sql, BS_ERR_CONSTRAINT, "credit_ledger_reverse_applied");
+    ck_assert_int_eq(query_long(c, "SELECT balance_minor FROM billing.credit_balances"), 100000);
+    /* A number taken by hand is a gap: refused when the transaction commits. */
+    expect_refused(c, "UPDATE billing.invoice_series SET next_number = next_number + 1"
+                      " WHERE series = 'INV'",
+                   BS_ERR_CONSTRAINT, "invoice_series_number_used");
+    /* Finalizing by UPDATE, with a number properly taken, still checks the lines. */
+    snprintf(sql, sizeof(sql), "UPDATE billing.invoices SET subtotal = 11, total = 11.60"
+                               " WHERE id = %ld", mine);
+    exec_ok(c, sql);
+    snprintf(sql, sizeof(sql),
+             "DO $$BEGIN UPDATE billing.invoice_series SET next_number = next_number + 1"
+             " WHERE series = 'INV'; UPDATE billing.invoices SET status = 'finalized', number = 1,"
+             " finalized_at = now() WHERE id = %ld; END$$",
+             mine);
+    expect_refused(c, sql, BS_ERR_CONSTRAINT, "invoices_lines_reconcile");
+    ck_assert_int_eq(query_long(c, "SELECT next_number FROM billing.invoice_series"
+                                   " WHERE series = 'INV'"),
+                     1);
+    ck_assert_int_eq(finalize(c, theirs), 1);
+    drop_db(c);
+}
+END_TEST
+
+/* Item 14: a recorded version missing below the current one is refused everywhere. */
+START_TEST(test_schema_gap_refused)
+{
+    bs_conn *c = migrated_db("schema_gap");
+    char conninfo[CONNINFO_MAX];
+    char out[256];
+    const char *status_argv[] = {"billing", "db", "status", "--db", conninfo, NULL};
+    const char *migrate_argv[] = {"billing", "db", "migrate", "--db", conninfo, NULL};
+    const char *load_argv[] = {"billing", "load", "--db", conninfo, "--pricebook", NULL, NULL};
+    bs_schema_status *st;
+    catalog_files cf;
+    bs_error err;
+
+    exec_ok(c, "DELETE FROM billing.schema_version WHERE version = 2");
+    ck_assert_int_eq(bs_schema_inspect(c, &st, &err), BS_OK);
+    ck_assert_int_eq(st->gaps, 1);
+    bs_schema_status_free(st);
+    ck_assert_int_eq(bs_schema_require(c, &err), BS_ERR_SCHEMA);
+    ck_assert_msg(strstr(err.message, "gap") != NULL, "%s", err.message);
+    ck_assert_int_eq(bs_migrate(c, 0, NULL, NULL, NULL, &err), BS_ERR_SCHEMA);
+    /* The tool: status, migrate and load all refuse (exit 5). */
+    conninfo_for(db_name, conninfo, sizeof(conninfo));
+    snprintf(out, sizeof(out), "/tmp/itest_store_%ld_out.txt", (long)getpid());
+    ck_assert_int_eq(run_billing(status_argv, out), 5);
+    ck_assert_msg(file_says(out, "MISSING"), "db status does not show the gap");
+    ck_assert_int_eq(run_billing(migrate_argv, out), 5);
+    write_catalog(&cf, "0.60", "0.06", "null", "10.00");
+    load_argv[5] = cf.pricebook;
+    ck_assert_int_eq(run_billing(load_argv, out), 5);
+    ck_assert_msg(file_says(out, "gap"), "billing load does not name the gap");
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.price_books"), 0);
+    unlink(cf.pricebook);
+    unlink(cf.accounts);
+    unlink(out);
+    drop_db(c);
+}
+END_TEST
+
+/* Item 15: what the runtime role may make partitions for is bounded. */
+START_TEST(test_event_partitions_bounded)
+{
+    static const char *const refused[] = {
+        "SELECT billing.ensure_event_partitions('0001-01-01', '0010-12-01')",
+        "SELECT billing.ensure_event_partitions(now()::date, (now() + interval '12 months')::date)",
+        "SELECT billing.ensure_event_partitions((now() + interval '13 months')::date,"
+        " (now() + interval '13 months')::date)",
+        "SELECT billing.ensure_event_partitions((now() - interval '121 months')::date,"
+        " (now() - interval '121 months')::date)",
+    };
+    bs_conn *c = migrated_db("part_bound");
+    long before;
+    size_t i;
+
+    before = query_long(c, "SELECT count(*) FROM pg_inherits"
+                           " WHERE inhparent = 'billing.usage_events'::regclass");
+    exec_ok(c, "GRANT billing_app TO CURRENT_USER");
+    exec_ok(c, "SET ROLE billing_app");
+    for (i = 0; i < N_CASES(refused); i++)
+        expect_refused_saying(c, refused[i], BS_ERR_FATAL, "at most 12 months");
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM pg_inherits"
+                                   " WHERE inhparent = 'billing.usage_events'::regclass"),
+                     before);
+    /* Within the bounds it works: months 4..12 ahead (the migration made -1..3). */
+    ck_assert_int_eq(query_long(c, "SELECT billing.ensure_event_partitions("
+                                   "(now() + interval '4 months')::date,"
+                                   " (now() + interval '12 months')::date)"),
+                     9);
+    drop_db(c);
+}
+END_TEST
+
+/* Item 16: the database refuses host-dependent zone names too. */
+START_TEST(test_time_zone_host_dependent)
+{
+    static const char *const zones[] = {"Factory", "localtime", "posixrules",
+                                        "posix/Asia/Shanghai", "right/UTC"};
+    bs_conn *c = migrated_db("zones");
+    char sql[SQL_MAX];
+    bs_error err;
+    int added = -1;
+    size_t i;
+
+    exec_ok(c, "INSERT INTO billing.accounts (id, currency, time_zone)"
+               " VALUES ('a1', 'CNY', 'Asia/Shanghai')");
+    for (i = 0; i < N_CASES(zones); i++) {
+        snprintf(sql, sizeof(sql), "INSERT INTO billing.accounts (id, currency, time_zone)"
+                                   " VALUES ('a2', 'CNY', '%s')", zones[i]);
+        expect_refused(c, sql, BS_ERR_CONSTRAINT, "accounts_time_zone_known");
+        snprintf(sql, sizeof(sql), "UPDATE billing.accounts SET time_zone = '%s'", zones[i]);
+        expect_refused(c, sql, BS_ERR_CONSTRAINT, "accounts_time_zone_known");
+    }
+    /* A name the table lacks (as after a tzdata update) comes back with the refresh. */
+    exec_ok(c, "DELETE FROM billing.time_zone_names WHERE name = 'America/Argentina/Salta'");
+    expect_refused(c, "UPDATE billing.accounts SET time_zone = 'America/Argentina/Salta'",
+                   BS_ERR_CONSTRAINT, "accounts_time_zone_known");
+    ck_assert_int_eq(bs_time_zones_refresh(c, &added, &err), BS_OK);
+    ck_assert_int_eq(added, 1);
+    exec_ok(c, "UPDATE billing.accounts SET time_zone = 'America/Argentina/Salta'");
+    drop_db(c);
+}
+END_TEST
+
+/* Write @text to a new file @path readable by its owner only (libpq wants that of .pgpass). */
+static void write_private(const char *path, const char *text)
+{
+    FILE *f;
+
+    unlink(path);
+    f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(chmod(path, 0600), 0);
+    ck_assert_int_ge(fputs(text, f), 0);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+/*
+ * Item 17: a login with a password reaches the store through
+ * PGPASSFILE, PGPASSWORD or a service file; `--db` is optional.
+ */
+START_TEST(test_password_sources)
+{
+    bs_conn *c = migrated_db("passwords");
+    char role[DBNAME_MAX];
+    char password[64];
+    char pgpass[256];
+    char service[256];
+    char out[256];
+    char text[1024];
+    char host[512];
+    char port[16];
+    const char *status_argv[] = {"billing", "db", "status", NULL};
+    const char *status_db_argv[] = {"billing", "db", "status", "--db", "service=billing_itest",
+                                    NULL};
+    char base[CONNINFO_MAX];
+    bs_error err;
+    bs_conn *app;
+    int rc;
+
+    snprintf(password, sizeof(password), "pw-%ld-%d", (long)run_pid, (int)getpid());
+    make_login(c, "pw", password, role, sizeof(role));
+    snprintf(pgpass, sizeof(pgpass), "/tmp/itest_store_%ld.pgpass", (long)getpid());
+    snprintf(service, sizeof(service), "/tmp/itest_store_%ld.service", (long)getpid());
+    snprintf(out, sizeof(out), "/tmp/itest_store_%ld_out.txt", (long)getpid());
+    unsetenv("PGPASSWORD");
+    unsetenv("PGSERVICE");
+    setenv("PGPASSFILE", "/nonexistent/pgpass", 1);
+    /* Without a password the server refuses: the test cluster really checks. */
+    app = connect_as(db_name, role, &err);
+    ck_assert_msg(app == NULL, "%s connected without a password: is pg_hba.conf from "
+                               "scripts/pg.sh start?", role);
+    ck_assert_msg(strstr(err.message, "password") != NULL, "%s", err.message);
+    /* A password file. */
+    snprintf(text, sizeof(text), "*:*:*:%s:%s\n", role, password);
+    write_private(pgpass, text);
+    setenv("PGPASSFILE", pgpass, 1);
+    app = connect_as(db_name, role, &err);
+    ck_assert_msg(app != NULL, "PGPASSFILE: %s", err.message);
+    bs_close(app);
+    /* PGPASSWORD. */
+    setenv("PGPASSFILE", "/nonexistent/pgpass", 1);
+    setenv("PGPASSWORD", password, 1);
+    app = connect_as(db_name, role, &err);
+    ck_assert_msg(app != NULL, "PGPASSWORD: %s", err.message);
+    bs_close(app);
+    unsetenv("PGPASSWORD");
+    /* A service file naming everything but the password, which comes from PGPASSFILE. */
+    base_keyword("host", host, sizeof(host));
+    base_keyword("port", port, sizeof(port));
+    snprintf(text, sizeof(text), "[billing_itest]\nhost=%s\nport=%s\ndbname=%s\nuser=%s\n", host,
+             port[0] != '\0' ? port : "5432", db_name, role);
+    write_private(service, text);
+    setenv("PGSERVICEFILE", service, 1);
+    setenv("PGPASSFILE", pgpass, 1);
+    app = bs_connect("service=billing_itest", NULL, &err);
+    ck_assert_msg(app != NULL, "service file: %s", err.message);
+    query_value(app, "SELECT current_user", text, sizeof(text));
+    ck_assert_str_eq(text, role);
+    bs_close(app);
+    /* The tool: with --db naming the service, and with no --db at all. */
+    ck_assert_int_eq(run_billing(status_db_argv, out), 0);
+    ck_assert_msg(file_says(out, db_name), "db status --db service=...: wrong database");
+    snprintf(base, sizeof(base), "%s", base_conninfo());
+    unsetenv("BILLING_PG_CONNINFO");
+    setenv("PGSERVICE", "billing_itest", 1);
+    rc = run_billing(status_argv, out);
+    unsetenv("PGSERVICE");
+    setenv("BILLING_PG_CONNINFO", base, 1);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_msg(file_says(out, "up to date"), "db status without --db");
+    ck_assert_msg(file_says(out, db_name), "db status without --db: wrong database");
+    unlink(pgpass);
+    unlink(service);
+    unlink(out);
+    drop_db(c);
+    drop_login(role);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------- */
 
 static Suite *store_suite(void)
 {
@@ -1341,11 +1867,13 @@ static Suite *store_suite(void)
     TCase *inv = tcase_create("invariants");
     TCase *ev = tcase_create("events");
     TCase *ld = tcase_create("load");
+    TCase *guards = tcase_create("guards");
 
     tcase_set_timeout(mig, 120);
     tcase_set_timeout(inv, 120);
     tcase_set_timeout(ev, 120);
     tcase_set_timeout(ld, 120);
+    tcase_set_timeout(guards, 120);
     tcase_add_test(mig, test_migrate_from_empty);
     tcase_add_test(mig, test_migrate_from_each_version);
     tcase_add_test(mig, test_migrate_refuses_newer_database);
@@ -1368,8 +1896,30 @@ static Suite *store_suite(void)
     suite_add_tcase(s, mig);
     suite_add_tcase(s, inv);
     suite_add_tcase(s, ev);
+    tcase_add_test(guards, test_runtime_login_loads_new_grant);
+    tcase_add_test(guards, test_event_partitions_guarded);
+    tcase_add_test(guards, test_ledger_and_numbering_invariants);
+    tcase_add_test(guards, test_schema_gap_refused);
+    tcase_add_test(guards, test_event_partitions_bounded);
+    tcase_add_test(guards, test_time_zone_host_dependent);
+    tcase_add_test(guards, test_password_sources);
     suite_add_tcase(s, ld);
+    suite_add_tcase(s, guards);
     return s;
+}
+
+/* Run each statement that query @sql (with $1 = @like) returns. */
+static void run_returned(PGconn *pg, const char *sql, const char *like)
+{
+    const char *params[1];
+    PGresult *res;
+    int i;
+
+    params[0] = like;
+    res = PQexecParams(pg, sql, 1, NULL, params, NULL, NULL, 0);
+    for (i = 0; PQresultStatus(res) == PGRES_TUPLES_OK && i < PQntuples(res); i++)
+        PQclear(PQexec(pg, PQgetvalue(res, i, 0)));
+    PQclear(res);
 }
 
 /* Drop what failed tests of this run left behind (their teardown did not run). */
@@ -1377,10 +1927,7 @@ static void sweep(void)
 {
     char conninfo[CONNINFO_MAX];
     char like[64];
-    const char *params[1];
     PGconn *pg;
-    PGresult *res;
-    int i;
 
     if (getenv("BILLING_PG_CONNINFO") == NULL ||
         build_conninfo(getenv("BILLING_PG_CONNINFO"), "postgres", conninfo, sizeof(conninfo)) != 0)
@@ -1388,13 +1935,11 @@ static void sweep(void)
     pg = PQconnectdb(conninfo);
     if (PQstatus(pg) == CONNECTION_OK) {
         snprintf(like, sizeof(like), "billing\\_test\\_%ld\\_%%", (long)run_pid);
-        params[0] = like;
-        res = PQexecParams(pg, "SELECT format('DROP DATABASE %I WITH (FORCE)', datname)"
-                               " FROM pg_database WHERE datname LIKE $1",
-                           1, NULL, params, NULL, NULL, 0);
-        for (i = 0; PQresultStatus(res) == PGRES_TUPLES_OK && i < PQntuples(res); i++)
-            PQclear(PQexec(pg, PQgetvalue(res, i, 0)));
-        PQclear(res);
+        run_returned(pg, "SELECT format('DROP DATABASE %I WITH (FORCE)', datname)"
+                         " FROM pg_database WHERE datname LIKE $1", like);
+        /* Login roles of make_login, once no database of theirs is left. */
+        run_returned(pg, "SELECT format('DROP ROLE %I', rolname) FROM pg_roles"
+                         " WHERE rolname LIKE $1", like);
     }
     PQfinish(pg);
 }
