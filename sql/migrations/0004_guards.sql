@@ -3,7 +3,9 @@
 -- not scan pg_timezone_names per row (a foreign key) and refuses
 -- host-dependent names,
 -- TRUNCATE and DELETE refused on every event partition, ledger and
--- invoice invariants that bind every role, bounded partition creation.
+-- invoice invariants that bind every role, bounded partition creation;
+-- subscriptions cancelled at or before their start and refund lines in
+-- seconds, as libbilling rates them (issue 9 items 5 and 9, issue 16).
 --
 -- Applied by `billing db migrate` in one transaction; never edit it once
 -- released (see 0001_initial.sql).
@@ -344,3 +346,18 @@ BEGIN
     RETURN v_created;
 END
 $$;
+
+-- ---------------------------------------------------------------------
+-- Subscriptions and invoice lines as libbilling now rates them.
+-- ---------------------------------------------------------------------
+
+-- A cancellation at or before a subscription's start means "no term at
+-- all" (doc/pricing.md, "Cancellation"): a customer may cancel what was
+-- bought for later. 0001 refused it; libbilling decides what it means.
+ALTER TABLE billing.subscriptions DROP CONSTRAINT subscriptions_cancel_after_start;
+
+-- Refund lines are the unused span of a term, in seconds (libbilling's
+-- billing_invoice_line_unit "second"); fee lines keep "term".
+ALTER TABLE billing.invoice_lines DROP CONSTRAINT invoice_lines_unit_known;
+ALTER TABLE billing.invoice_lines ADD CONSTRAINT invoice_lines_unit_known
+    CHECK (unit IN ('GPU-hour', 'instance-hour', 'GB-month', 'GB', 'term', 'second'));
