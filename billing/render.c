@@ -132,6 +132,30 @@ static json_t *credits_json(const billing_invoice *inv, int expired)
     return arr;
 }
 
+static int is_zero(const char *amount)
+{
+    return strspn(amount, "0.") == strlen(amount);
+}
+
+/* Account credit is rare (a refund beyond a month's charges): shown only when there is some. */
+static int has_account_credit(const billing_invoice *inv)
+{
+    return !is_zero(billing_invoice_account_credit(inv)) ||
+           !is_zero(billing_invoice_carried(inv)) ||
+           !is_zero(billing_invoice_account_credit_left(inv));
+}
+
+static int add_account_credit(json_t *o, const billing_invoice *inv)
+{
+    json_t *ac;
+
+    if (!has_account_credit(inv))
+        return 0;
+    ac = json_pack("{s:s, s:s, s:s}", "applied", billing_invoice_account_credit(inv), "carried",
+                   billing_invoice_carried(inv), "left", billing_invoice_account_credit_left(inv));
+    return json_object_set_new(o, "account_credit", ac);
+}
+
 static json_t *period_json(const billing_invoice *inv)
 {
     billing_time_t start;
@@ -159,7 +183,7 @@ json_t *render_invoice_json(const billing_invoice *inv)
         json_object_set_new(o, "expired_credits", credits_json(inv, 1)) != 0 ||
         add_str(o, "subtotal", billing_invoice_subtotal(inv)) != 0 ||
         add_str(o, "credits_total", billing_invoice_credits(inv)) != 0 ||
-        add_str(o, "tax_rate", billing_invoice_tax_rate(inv)) != 0 ||
+        add_account_credit(o, inv) != 0 || add_str(o, "tax_rate", billing_invoice_tax_rate(inv)) != 0 ||
         add_str(o, "tax", billing_invoice_tax(inv)) != 0 ||
         add_str(o, "total", billing_invoice_total(inv)) != 0) {
         json_decref(o);
@@ -247,6 +271,15 @@ static void print_credits(FILE *out, const billing_invoice *inv, int width)
         snprintf(note, sizeof(note), "  (not charged)");
         print_total(out, width, label, billing_invoice_expired_amount(inv, i), note);
     }
+    if (!has_account_credit(inv))
+        return;
+    snprintf(note, sizeof(note), "  (%s left)", billing_invoice_account_credit_left(inv));
+    if (!is_zero(billing_invoice_account_credit(inv))) {
+        snprintf(amount, sizeof(amount), "-%s", billing_invoice_account_credit(inv));
+        print_total(out, width, "account credit", amount, note);
+    }
+    if (!is_zero(billing_invoice_carried(inv)))
+        print_total(out, width, "carried to account credit", billing_invoice_carried(inv), note);
 }
 
 static void print_header(FILE *out, const billing_invoice *inv)

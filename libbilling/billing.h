@@ -564,7 +564,8 @@ BILLING_API size_t billing_rater_aggregate_count(const billing_rater *r);
  * the value has a finite decimal expansion and as "p/q" otherwise;
  * rounded strings have exactly the currency's minor digits.
  * Reconciliation: subtotal = sum of rounded lines; total = subtotal -
- * credits + tax; each credit and the tax are in minor units.
+ * credits - account_credit + carried + tax (see the totals below); each
+ * credit and the tax are in minor units.
  */
 typedef struct billing_invoice billing_invoice;
 
@@ -661,9 +662,28 @@ BILLING_API size_t billing_invoice_expired_count(const billing_invoice *inv);
 BILLING_API const char *billing_invoice_expired_grant(const billing_invoice *inv, size_t i);
 BILLING_API const char *billing_invoice_expired_amount(const billing_invoice *inv, size_t i);
 
-/** Totals, all with exactly the currency's minor digits. */
+/**
+ * Totals, all with exactly the currency's minor digits. An invoice is
+ * never below zero: when the subtotal is (a refund larger than the month's
+ * charges), no credit applies and the excess is carried to the account
+ * credit, which later invoices spend after every grant.
+ *
+ * - subtotal: the sum of the rounded lines;
+ * - credits: the sum of the grant credits listed above;
+ * - account_credit: account credit spent on this invoice;
+ * - carried: the subtotal's excess below zero, added to the account credit;
+ * - account_credit_left: the account credit after this invoice;
+ * - tax: tax_rate x (subtotal - credits - account_credit + carried),
+ *   rounded once;
+ * - total: subtotal - credits - account_credit + carried + tax, never < 0.
+ *
+ * The strings belong to @inv.
+ */
 BILLING_API const char *billing_invoice_subtotal(const billing_invoice *inv);
 BILLING_API const char *billing_invoice_credits(const billing_invoice *inv);
+BILLING_API const char *billing_invoice_account_credit(const billing_invoice *inv);
+BILLING_API const char *billing_invoice_carried(const billing_invoice *inv);
+BILLING_API const char *billing_invoice_account_credit_left(const billing_invoice *inv);
 BILLING_API const char *billing_invoice_tax_rate(const billing_invoice *inv);
 BILLING_API const char *billing_invoice_tax(const billing_invoice *inv);
 BILLING_API const char *billing_invoice_total(const billing_invoice *inv);
@@ -673,12 +693,12 @@ BILLING_API const char *billing_invoice_total(const billing_invoice *inv);
 /* ===================================================================== */
 
 /**
- * billing_rater_credit_balance - the exact credit left for @account at
- * instant @now: the sum over grants valid at @now of their amount minus
- * what the charges rated so far (up to @now) consumed, applying grants in
- * the same order as invoices do, but exactly (invoices round the credit
- * applied to the minor unit, downward, so they never use more). Writes a
- * decimal string (or "p/q") into @buf of @size bytes. Returns BILLING_OK,
+ * billing_rater_credit_balance - the credit left for @account at instant
+ * @now: the account credit plus, over grants valid at @now, what the
+ * invoices of the charges rated so far (every month up to the one of
+ * @now, as billing_rater_invoice computes them) leave of them. Writes a
+ * decimal string without trailing zeros (e.g. "10" or "5.2") into @buf of
+ * @size bytes. Returns BILLING_OK,
  * BILLING_ERR_UNKNOWN_ACCOUNT, BILLING_ERR_TOO_LARGE (buffer), or
  * BILLING_ERR_NOMEM.
  */
@@ -692,7 +712,11 @@ BILLING_API billing_status billing_rater_credit_balance(billing_rater *r, const 
  * (events whose interval is ignored: only meter, quantity, model, region
  * count, priced at the version in force at @now, hourly rates), store in
  * *@out the first instant at which its usage credit reaches zero (or a
- * grant expiry leaves none), rounded down to the nanosecond. If it never
+ * grant expiry leaves none), rounded down to the nanosecond. The burn
+ * is spent from the usage grant valid at that moment that expires first,
+ * then from the account credit, so that as little as possible expires
+ * unused; a grant that starts later adds to the credit from its start.
+ * If it never
  * does (no burn or no credit), *@out is @now when there is no credit left
  * and INT64_MAX when nothing is burning. Returns BILLING_OK or an error
  * with a message.

@@ -1,7 +1,8 @@
 /*
  * invoice.c - the public invoice: one account, one local month, lines
- * rounded once each, credit applied in order, tax on the post-credit
- * subtotal rounded once, every figure as text that reconciles exactly.
+ * rounded once each, credit applied in order, an amount below zero
+ * carried to the account credit, tax on what is left rounded once, every
+ * figure as text that reconciles exactly.
  */
 #include "config.h"
 
@@ -46,6 +47,9 @@ struct billing_invoice {
     size_t n_expired;
     char *subtotal;
     char *credit_total;
+    char *account_credit;
+    char *carried;
+    char *account_credit_left;
     const char *tax_rate;
     char *tax;
     char *total;
@@ -76,6 +80,9 @@ void billing_invoice_destroy(billing_invoice *inv)
     free(inv->expired);
     free(inv->subtotal);
     free(inv->credit_total);
+    free(inv->account_credit);
+    free(inv->carried);
+    free(inv->account_credit_left);
     free(inv->tax);
     free(inv->total);
     free(inv);
@@ -164,7 +171,6 @@ static int fill_credits(const billing_catalog *cat, const bl_account *a, const b
                         const bl_credit *c, billing_invoice *inv, mpz_t credit_total)
 {
     const bl_grant *g;
-    mpz_t rem;
     size_t i;
     inv_credit *e;
     int rc = 0;
@@ -173,33 +179,34 @@ static int fill_credits(const billing_catalog *cat, const bl_account *a, const b
     inv->expired = calloc(c->n ? c->n : 1, sizeof(inv_credit));
     if (inv->credits == NULL || inv->expired == NULL)
         return -1;
-    mpz_init(rem);
     for (i = 0; i < c->n && rc == 0; i++) {
         g = BL_AT(cat->grants, bl_grant, a->grants[i]);
-        /* Remainders are whole minor units in the invoice ledger. */
-        bl_q_round_minor(rem, c->remaining[i], cat->digits, BILLING_ROUND_FLOOR);
         if (mpz_sgn(c->applied[i]) > 0) {
             e = &inv->credits[inv->n_credits++];
             e->grant = g->id;
             e->amount = bl_minor_to_string(c->applied[i], cat->digits);
-            e->remaining = bl_minor_to_string(rem, cat->digits);
+            e->remaining = bl_minor_to_string(c->remaining[i], cat->digits);
             mpz_add(credit_total, credit_total, c->applied[i]);
             rc = (e->amount == NULL || e->remaining == NULL) ? -1 : 0;
         }
-        if (rc == 0 && mpz_sgn(rem) > 0 && month_of_instant(a->zone, g->expires_at - 1) == m->month) {
+        if (rc == 0 && mpz_sgn(c->remaining[i]) > 0 &&
+            month_of_instant(a->zone, g->expires_at - 1) == m->month) {
             e = &inv->expired[inv->n_expired++];
             e->grant = g->id;
-            e->amount = bl_minor_to_string(rem, cat->digits);
+            e->amount = bl_minor_to_string(c->remaining[i], cat->digits);
             rc = e->amount == NULL ? -1 : 0;
         }
     }
-    mpz_clear(rem);
     return rc;
 }
 
-/* Tax on the post-credit subtotal, rounded once; then the total. */
+/*
+ * What is due: the subtotal less grant credit and account credit, with an
+ * amount below zero carried to the account credit instead (so never below
+ * zero); tax on it, rounded once; then the total.
+ */
 static int fill_totals(const billing_catalog *cat, const bl_account *a, const bl_month *m,
-                       const mpz_t credit_total, billing_invoice *inv)
+                       const bl_credit *c, const mpz_t credit_total, billing_invoice *inv)
 {
     mpz_t net;
     mpz_t tax;
@@ -211,12 +218,17 @@ static int fill_totals(const billing_catalog *cat, const bl_account *a, const bl
     mpz_init(total);
     mpq_init(q);
     mpz_sub(net, m->subtotal, credit_total);
+    mpz_sub(net, net, c->balance_applied);
+    mpz_add(net, net, c->carried);
     mpq_set_z(q, net);
     mpq_mul(q, q, a->tax_rate);
     bl_q_round_minor(tax, q, 0, cat->rounding); /* q is in minor units already */
     mpz_add(total, net, tax);
     inv->subtotal = bl_minor_to_string(m->subtotal, cat->digits);
     inv->credit_total = bl_minor_to_string(credit_total, cat->digits);
+    inv->account_credit = bl_minor_to_string(c->balance_applied, cat->digits);
+    inv->carried = bl_minor_to_string(c->carried, cat->digits);
+    inv->account_credit_left = bl_minor_to_string(c->balance, cat->digits);
     inv->tax = bl_minor_to_string(tax, cat->digits);
     inv->total = bl_minor_to_string(total, cat->digits);
     inv->tax_rate = a->tax_text;
@@ -224,7 +236,10 @@ static int fill_totals(const billing_catalog *cat, const bl_account *a, const bl
     mpz_clear(tax);
     mpz_clear(total);
     mpq_clear(q);
-    return (inv->subtotal && inv->credit_total && inv->tax && inv->total) ? 0 : -1;
+    return (inv->subtotal && inv->credit_total && inv->account_credit && inv->carried &&
+            inv->account_credit_left && inv->tax && inv->total)
+               ? 0
+               : -1;
 }
 
 void bl_credit_memo_free(billing_rater *r)
@@ -241,17 +256,6 @@ void bl_credit_memo_free(billing_rater *r)
     r->credit_memo = NULL;
 }
 
-/* @dst = @src; both initialised for the same account. */
-static void credit_copy(bl_credit *dst, const bl_credit *src)
-{
-    size_t i;
-
-    for (i = 0; i < src->n; i++) {
-        mpq_set(dst->remaining[i], src->remaining[i]);
-        mpz_set(dst->applied[i], src->applied[i]);
-    }
-}
-
 /* The memo of account @ai (NULL when out of memory: replay from the start). */
 static bl_credit_memo *memo_of(billing_rater *r, size_t ai)
 {
@@ -261,6 +265,24 @@ static bl_credit_memo *memo_of(billing_rater *r, size_t ai)
     if (r->credit_memo == NULL)
         return NULL;
     return &r->credit_memo[ai];
+}
+
+/*
+ * Earlier months matter to an invoice through the account's grants, and
+ * through refunds that take an invoice below zero (account credit).
+ */
+static int carries_credit(const billing_catalog *cat, size_t ai)
+{
+    const bl_account *a = BL_AT(cat->accounts, bl_account, ai);
+    const bl_sub *s;
+    size_t i;
+
+    for (i = 0; i < a->n_subs; i++) {
+        s = BL_AT(cat->subs, bl_sub, a->subs[i]);
+        if (BL_AT(cat->plans, bl_plan, s->plan)->refundable)
+            return 1;
+    }
+    return a->n_grants > 0;
 }
 
 /*
@@ -278,11 +300,11 @@ static billing_status replay_months(billing_rater *r, size_t ai, int32_t target,
     bl_month m;
     billing_status st = BILLING_OK;
 
-    if (c->n == 0)
-        return BILLING_OK; /* no grants: earlier months change nothing */
+    if (!carries_credit(r->cat, ai))
+        return BILLING_OK; /* earlier months change nothing */
     memo = memo_of(r, ai);
     if (memo != NULL && memo->valid && memo->gen == r->gen && memo->month <= target) {
-        credit_copy(c, &memo->c);
+        bl_credit_copy(c, &memo->c);
         from = memo->month;
     }
     months = bl_account_months(r, ai, &n);
@@ -292,19 +314,19 @@ static billing_status replay_months(billing_rater *r, size_t ai, int32_t target,
         if (months[i] < from)
             continue;
         st = bl_month_compute(r, ai, months[i], &m);
-        if (st == BILLING_OK)
-            bl_credit_apply(r->cat, ai, &m, c);
+        if (st == BILLING_OK && bl_credit_apply(r->cat, ai, &m, c) != 0)
+            st = BILLING_ERR_NOMEM;
         bl_month_clear(&m);
     }
     free(months);
     if (st != BILLING_OK || memo == NULL)
         return st;
     if (!memo->valid) {
-        if (bl_credit_init(&memo->c, r->cat, ai, 0) != 0)
+        if (bl_credit_init(&memo->c, r->cat, ai) != 0)
             return BILLING_OK; /* no memo this time; the answer is right anyway */
         memo->valid = 1;
     }
-    credit_copy(&memo->c, c);
+    bl_credit_copy(&memo->c, c);
     memo->month = target;
     memo->gen = r->gen;
     return BILLING_OK;
@@ -319,7 +341,7 @@ static billing_status build(billing_rater *r, size_t ai, int32_t target, billing
     mpz_t credit_total;
     billing_status st;
 
-    if (bl_credit_init(&c, cat, ai, 0) != 0)
+    if (bl_credit_init(&c, cat, ai) != 0)
         return BILLING_ERR_NOMEM;
     mpz_init(credit_total);
     st = replay_months(r, ai, target, &c);
@@ -327,12 +349,13 @@ static billing_status build(billing_rater *r, size_t ai, int32_t target, billing
         st = bl_month_compute(r, ai, target, &m);
     else
         memset(&m, 0, sizeof(m)), mpz_init(m.subtotal);
+    if (st == BILLING_OK && bl_credit_apply(cat, ai, &m, &c) != 0)
+        st = BILLING_ERR_NOMEM;
     if (st == BILLING_OK) {
-        bl_credit_apply(cat, ai, &m, &c);
         inv->start = m.start;
         inv->end = m.end;
         if (fill_lines(cat, &m, inv) != 0 || fill_credits(cat, a, &m, &c, inv, credit_total) != 0 ||
-            fill_totals(cat, a, &m, credit_total, inv) != 0)
+            fill_totals(cat, a, &m, &c, credit_total, inv) != 0)
             st = BILLING_ERR_NOMEM;
     }
     bl_month_clear(&m);
@@ -499,6 +522,21 @@ const char *billing_invoice_subtotal(const billing_invoice *inv)
 const char *billing_invoice_credits(const billing_invoice *inv)
 {
     return inv->credit_total;
+}
+
+const char *billing_invoice_account_credit(const billing_invoice *inv)
+{
+    return inv->account_credit;
+}
+
+const char *billing_invoice_carried(const billing_invoice *inv)
+{
+    return inv->carried;
+}
+
+const char *billing_invoice_account_credit_left(const billing_invoice *inv)
+{
+    return inv->account_credit_left;
 }
 
 const char *billing_invoice_tax_rate(const billing_invoice *inv)

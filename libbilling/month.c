@@ -35,8 +35,12 @@ static void month_bounds(const billing_zone *zone, int32_t m, billing_time_t *st
 void bl_month_clear(bl_month *m)
 {
     size_t i;
+    size_t e;
 
     for (i = 0; i < m->n_lines; i++) {
+        for (e = 0; m->lines[i].by_epoch != NULL && e < m->n_pools; e++)
+            mpq_clear(m->lines[i].by_epoch[e]);
+        free(m->lines[i].by_epoch);
         mpq_clear(m->lines[i].quantity);
         mpq_clear(m->lines[i].unit_price);
         mpq_clear(m->lines[i].amount);
@@ -44,7 +48,7 @@ void bl_month_clear(bl_month *m)
     }
     free(m->lines);
     for (i = 0; m->pools != NULL && i < 2 * m->n_pools; i++)
-        mpq_clear(m->pools[i]);
+        mpz_clear(m->pools[i]);
     free(m->pools);
     mpz_clear(m->subtotal);
     memset(m, 0, sizeof(*m));
@@ -57,6 +61,7 @@ static bl_line *line_get(bl_month *m, billing_line_kind kind, billing_meter mete
     size_t i;
     bl_line *l;
     void *p;
+    mpq_t *by_epoch;
 
     for (i = 0; i < m->n_lines; i++) {
         l = &m->lines[i];
@@ -64,10 +69,15 @@ static bl_line *line_get(bl_month *m, billing_line_kind kind, billing_meter mete
             l->version == version)
             return l;
     }
+    by_epoch = malloc(m->n_pools * sizeof(mpq_t));
+    if (by_epoch == NULL)
+        return NULL;
     if (m->n_lines == m->cap_lines) {
         p = realloc(m->lines, (m->cap_lines ? m->cap_lines * 2 : 8) * sizeof(bl_line));
-        if (p == NULL)
+        if (p == NULL) {
+            free(by_epoch);
             return NULL;
+        }
         m->lines = p;
         m->cap_lines = m->cap_lines ? m->cap_lines * 2 : 8;
     }
@@ -77,17 +87,15 @@ static bl_line *line_get(bl_month *m, billing_line_kind kind, billing_meter mete
     l->rate = rate;
     l->plan = plan;
     l->version = version;
+    l->by_epoch = by_epoch;
+    for (i = 0; i < m->n_pools; i++)
+        mpq_init(l->by_epoch[i]);
     mpq_init(l->quantity);
     mpq_init(l->unit_price);
     mpq_set(l->unit_price, unit_price);
     mpq_init(l->amount);
     mpz_init(l->rounded);
     return l;
-}
-
-static mpq_t *pool(bl_month *m, size_t epoch, billing_charge_kind kind)
-{
-    return &m->pools[epoch * 2 + (kind == BILLING_CHARGE_USAGE ? 0 : 1)];
 }
 
 /* Quantity in the meter's unit from an aggregate's exact sum. */
@@ -142,8 +150,7 @@ static billing_status add_usage(billing_rater *r, bl_month *m, const bl_agg *a)
     if (l != NULL) {
         mpq_add(l->quantity, l->quantity, qty);
         mpq_add(l->amount, l->amount, amount);
-        mpq_add(*pool(m, a->key.epoch, BILLING_CHARGE_USAGE),
-                *pool(m, a->key.epoch, BILLING_CHARGE_USAGE), amount);
+        mpq_add(l->by_epoch[a->key.epoch], l->by_epoch[a->key.epoch], amount);
     }
     mpq_clear(qty);
     mpq_clear(amount);
@@ -176,8 +183,7 @@ static billing_status add_fee(billing_rater *r, bl_month *m, const bl_account *a
         return BILLING_ERR_NOMEM;
     mpz_add_ui(mpq_numref(l->quantity), mpq_numref(l->quantity), 1);
     mpq_add(l->amount, l->amount, fee->fee);
-    mpq_add(*pool(m, epoch_at(a, ts), BILLING_CHARGE_SUBSCRIPTION),
-            *pool(m, epoch_at(a, ts), BILLING_CHARGE_SUBSCRIPTION), fee->fee);
+    mpq_add(l->by_epoch[epoch_at(a, ts)], l->by_epoch[epoch_at(a, ts)], fee->fee);
     return BILLING_OK;
 }
 
@@ -192,7 +198,6 @@ static billing_status add_refund(billing_rater *r, bl_month *m, const bl_account
     bl_line *l;
     mpq_t frac;
     mpq_t refund;
-    mpq_t *p;
     int k = 0;
 
     if (c == 0 || c < m->start || c >= m->end || !BL_AT(cat->plans, bl_plan, s->plan)->refundable)
@@ -215,8 +220,7 @@ static billing_status add_refund(billing_rater *r, bl_month *m, const bl_account
     mpq_mul(refund, frac, fee->fee);
     mpq_add(l->quantity, l->quantity, frac);
     mpq_sub(l->amount, l->amount, refund);
-    p = pool(m, epoch_at(a, c), BILLING_CHARGE_SUBSCRIPTION);
-    mpq_sub(*p, *p, refund);
+    mpq_sub(l->by_epoch[epoch_at(a, c)], l->by_epoch[epoch_at(a, c)], refund);
     mpq_clear(frac);
     mpq_clear(refund);
     return BILLING_OK;
@@ -274,13 +278,13 @@ billing_status bl_month_compute(billing_rater *r, size_t ai, int32_t month, bl_m
     m->month = month;
     month_bounds(a->zone, month, &m->start, &m->end);
     m->n_pools = a->n_epochs + 1;
-    m->pools = malloc(2 * m->n_pools * sizeof(mpq_t));
+    m->pools = malloc(2 * m->n_pools * sizeof(mpz_t));
     if (m->pools == NULL) {
         m->n_pools = 0;
         return BILLING_ERR_NOMEM;
     }
     for (i = 0; i < 2 * m->n_pools; i++)
-        mpq_init(m->pools[i]);
+        mpz_init(m->pools[i]);
     for (i = 0; i < v->len && st == BILLING_OK; i++) {
         if (r->aggs[v->data[i]].key.month == month && r->aggs[v->data[i]].pieces > 0)
             st = add_usage(r, m, &r->aggs[v->data[i]]);
@@ -289,16 +293,13 @@ billing_status bl_month_compute(billing_rater *r, size_t ai, int32_t month, bl_m
         st = add_subscriptions(r, m, a);
     if (st != BILLING_OK)
         return st;
-    for (i = 0; i < 2 * m->n_pools; i++) {
-        if (mpq_sgn(m->pools[i]) < 0)
-            mpq_set_ui(m->pools[i], 0, 1); /* a refund is never credit to spend */
-    }
     if (m->n_lines > 1)
         qsort(m->lines, m->n_lines, sizeof(bl_line), cmp_line);
     for (i = 0; i < m->n_lines; i++) {
         bl_q_round_minor(m->lines[i].rounded, m->lines[i].amount, cat->digits, cat->rounding);
         mpz_add(m->subtotal, m->subtotal, m->lines[i].rounded);
     }
+    bl_month_pools(cat, m);
     return BILLING_OK;
 }
 

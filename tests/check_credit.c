@@ -1,0 +1,491 @@
+/*
+ * check_credit.c - credit grants through the public API, every figure
+ * computed by hand: credit pays the invoice's rounded figures, allocation
+ * across grants, invoices never below zero (account credit), the exact
+ * bounds of a grant's window, the live balance and the exhaustion instant.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+static billing_zone *shanghai;
+
+static void setup(void)
+{
+    shanghai = tu_zone("Asia/Shanghai");
+}
+
+static void teardown(void)
+{
+    billing_zone_destroy(shanghai);
+}
+
+#define ADD(r, id, acct, res, meter, start, end, qty)                                              \
+    do {                                                                                           \
+        char err_[256] = "";                                                                       \
+        billing_status st_ = tu_add(r, id, acct, res, meter, start, end, qty, "RTX4090",           \
+                                    "cn-east-1", err_, sizeof(err_));                              \
+        ck_assert_msg(st_ == BILLING_OK, "%s: %s", id, err_);                                      \
+    } while (0)
+
+static void add_grant(billing_catalog *cat, const char *id, const char *acct, const char *amount,
+                      const char *from, const char *to, unsigned kinds, int priority)
+{
+    char err[256];
+
+    ck_assert_msg(billing_catalog_add_grant(cat, id, acct, amount, tu_time(from), tu_time(to), kinds,
+                                            priority, err, sizeof(err)) == BILLING_OK,
+                  "%s", err);
+}
+
+static billing_rater *new_rater(billing_catalog *cat)
+{
+    char err[256];
+    billing_rater *r = billing_rater_new(cat, err, sizeof(err));
+
+    ck_assert_msg(r != NULL, "%s", err);
+    return r;
+}
+
+/*
+ * The invoice without its charge lines: credits, expiries, account credit
+ * and totals (what this suite is about; line presentation is pinned by
+ * check_rating and the golden files).
+ */
+static void assert_credit_part(billing_rater *r, const char *acct, int y, int m,
+                               const char *expected)
+{
+    char *text = tu_invoice_text(r, acct, y, m);
+    char *out;
+    const char *p;
+    const char *nl;
+    size_t len = 0;
+
+    ck_assert_ptr_nonnull(text);
+    out = calloc(strlen(text) + 1, 1);
+    ck_assert_ptr_nonnull(out);
+    for (p = strchr(text, '\n') + 1; *p != '\0'; p = nl + 1) {
+        nl = strchr(p, '\n');
+        if (strncmp(p, "line ", 5) == 0)
+            continue;
+        memcpy(out + len, p, (size_t)(nl - p) + 1);
+        len += (size_t)(nl - p) + 1;
+    }
+    ck_assert_str_eq(out, expected);
+    free(out);
+    free(text);
+}
+
+static void assert_balance(billing_rater *r, const char *acct, const char *when,
+                           const char *expected)
+{
+    char buf[64];
+
+    ck_assert_int_eq(billing_rater_credit_balance(r, acct, tu_time(when), buf, sizeof(buf)),
+                     BILLING_OK);
+    ck_assert_str_eq(buf, expected);
+}
+
+/* A running resource for the exhaustion questions. */
+static billing_event *running(billing_meter meter, const char *qty)
+{
+    billing_event *ev = billing_event_new();
+    char err[256];
+
+    ck_assert_ptr_nonnull(ev);
+    billing_event_set_meter(ev, meter);
+    ck_assert_int_eq(billing_event_set_quantity(ev, qty, err, sizeof(err)), BILLING_OK);
+    billing_event_set_model(ev, "RTX4090");
+    billing_event_set_region(ev, "cn-east-1");
+    return ev;
+}
+
+static billing_time_t exhaustion(billing_rater *r, const char *acct, const char *now,
+                                 billing_event **evs, size_t n)
+{
+    billing_time_t when = 0;
+    char err[256];
+
+    ck_assert_msg(billing_rater_credit_exhaustion(r, acct, tu_time(now),
+                                                  (const billing_event *const *)evs, n, &when, err,
+                                                  sizeof(err)) == BILLING_OK,
+                  "%s", err);
+    return when;
+}
+
+/*
+ * Issue 9 item 6: 1 GPU for 8 h 0 min 30 s is 961/120 GPU-hour x 0.60 =
+ * 4.805, shown as 4.81. The trial's 10.00 covers it, so the invoice owes
+ * nothing; the credit used to be rounded down to 4.80, leaving 0.01.
+ */
+START_TEST(test_covered_usage_leaves_nothing_to_pay)
+{
+    billing_catalog *cat = tu_gpu_cloud();
+    billing_rater *r;
+
+    tu_account(cat, "u6", shanghai, "0.06");
+    add_grant(cat, "trial", "u6", "10.00", "2026-01-10T00:00:00+08:00", "2026-02-09T00:00:00+08:00",
+              BILLING_CHARGE_USAGE, 0);
+    r = new_rater(cat);
+    ADD(r, "e1", "u6", "i-1", "gpu", "2026-01-12T10:00:00+08:00", "2026-01-12T18:00:30+08:00", "1");
+    assert_credit_part(r, "u6", 2026, 1,
+                       "credit trial 4.81 left 5.19\n"
+                       "subtotal 4.81 credits 4.81 tax 0.00@0.06 total 0.00\n");
+    /* The live balance is what the invoices leave. */
+    assert_balance(r, "u6", "2026-01-12T18:00:30+08:00", "5.19");
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
+/*
+ * A line cut by a grant's start: 1 GPU from 20:00 to 04:00:30 the next
+ * day is 4.805 -> 4.81; the 4 h before the grant are 2.40, the rounded
+ * running sum after them is 4.81, so the grant's part is 4.81 - 2.40 =
+ * 2.41 (not its exact 2.405 rounded down), and the two parts add up to
+ * the line the invoice shows.
+ */
+START_TEST(test_credit_pays_its_part_of_a_rounded_line)
+{
+    billing_catalog *cat = tu_gpu_cloud();
+    billing_rater *r;
+
+    tu_account(cat, "u6b", shanghai, "0");
+    add_grant(cat, "trial", "u6b", "10.00", "2026-01-10T00:00:00+08:00",
+              "2026-02-09T00:00:00+08:00", BILLING_CHARGE_USAGE, 0);
+    r = new_rater(cat);
+    ADD(r, "e1", "u6b", "i-1", "gpu", "2026-01-09T20:00:00+08:00", "2026-01-10T04:00:30+08:00",
+        "1");
+    assert_credit_part(r, "u6b", 2026, 1,
+                       "credit trial 2.41 left 7.59\n"
+                       "subtotal 4.81 credits 2.41 tax 0.00@0 total 2.40\n");
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
+/*
+ * Issue 9 item 7: grant A (priority 0, usage and fees, 100.00), grant B
+ * (priority 1, usage only, 100.00), an 80.00 fee and 80.00 of usage. A
+ * must leave the usage to B: A pays the fee and 20.00 of usage, B the
+ * other 60.00, nothing is owed and B keeps 40.00. It used to be A on the
+ * usage and 20.00 of the fee, B nothing, 60.00 to pay.
+ */
+START_TEST(test_grant_spent_first_on_what_later_grants_cannot_pay)
+{
+    billing_catalog *cat = tu_gpu_cloud();
+    billing_rater *r;
+    char err[256];
+
+    ck_assert_int_eq(billing_catalog_add_plan(cat, "pass80", BILLING_PERIOD_DAY, "RTX4090",
+                                              "cn-east-1", 0, err, sizeof(err)),
+                     BILLING_OK);
+    ck_assert_int_eq(billing_catalog_set_plan_fee(cat, "v1", "pass80", "80.00", err, sizeof(err)),
+                     BILLING_OK);
+    tu_account(cat, "u7", shanghai, "0");
+    add_grant(cat, "A", "u7", "100.00", "2026-03-01T00:00:00+08:00", "2026-04-01T00:00:00+08:00",
+              BILLING_CHARGE_USAGE | BILLING_CHARGE_SUBSCRIPTION, 0);
+    add_grant(cat, "B", "u7", "100.00", "2026-03-01T00:00:00+08:00", "2026-04-01T00:00:00+08:00",
+              BILLING_CHARGE_USAGE, 1);
+    ck_assert_int_eq(billing_catalog_add_subscription(cat, "s7", "u7", "i-pass", "pass80",
+                                                      tu_time("2026-03-02T00:00:00+08:00"), 1, 0,
+                                                      err, sizeof(err)),
+                     BILLING_OK);
+    r = new_rater(cat);
+    /* 8 GPUs for 16 h 40 min: 400/3 GPU-hour x 0.60 = 80.00, on another instance. */
+    ADD(r, "u1", "u7", "i-other", "gpu", "2026-03-03T00:00:00+08:00", "2026-03-03T16:40:00+08:00",
+        "8");
+    assert_credit_part(r, "u7", 2026, 3,
+                       "credit A 100.00 left 0.00\n"
+                       "credit B 60.00 left 40.00\n"
+                       "expired B 40.00\n"
+                       "subtotal 160.00 credits 160.00 tax 0.00@0 total 0.00\n");
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
+/*
+ * Issue 16: a refund larger than the month's charges. A refundable
+ * monthly term from Jan 31 10:00 is cancelled on Feb 14 10:00: 14 of its
+ * 28 days unused, 2599 x 14/28 = 1299.50 back. February also has 48.00 of
+ * usage and a usage grant of 100.00. The subtotal is 48.00 - 1299.50 =
+ * -1251.50: no credit applies (credit never takes an invoice below zero),
+ * the 1251.50 is carried to the account credit, tax and total are 0.00.
+ * March's 4.80 is paid from the account credit. It used to be a total of
+ * -1326.59 with tax -75.09.
+ */
+START_TEST(test_refund_beyond_charges_becomes_account_credit)
+{
+    billing_catalog *cat = tu_gpu_cloud();
+    billing_rater *r;
+    char err[256];
+
+    tu_account(cat, "u16", shanghai, "0.06");
+    add_grant(cat, "feb", "u16", "100.00", "2026-02-01T00:00:00+08:00", "2026-03-01T00:00:00+08:00",
+              BILLING_CHARGE_USAGE, 0);
+    ck_assert_int_eq(billing_catalog_add_subscription(cat, "m", "u16", "i-m", "rtx-monthly",
+                                                      tu_time("2026-01-31T10:00:00+08:00"), 1,
+                                                      tu_time("2026-02-14T10:00:00+08:00"), err,
+                                                      sizeof(err)),
+                     BILLING_OK);
+    r = new_rater(cat);
+    ADD(r, "f1", "u16", "i-x", "gpu", "2026-02-20T00:00:00+08:00", "2026-02-20T10:00:00+08:00",
+        "8");
+    ADD(r, "m1", "u16", "i-x", "gpu", "2026-03-05T00:00:00+08:00", "2026-03-05T01:00:00+08:00",
+        "8");
+    assert_credit_part(r, "u16", 2026, 1, "subtotal 2599.00 credits 0.00 tax 155.94@0.06 total 2754.94\n");
+    assert_credit_part(r, "u16", 2026, 2,
+                       "expired feb 100.00\n"
+                       "account credit 0.00 carried 1251.50 left 1251.50\n"
+                       "subtotal -1251.50 credits 0.00 tax 0.00@0.06 total 0.00\n");
+    assert_credit_part(r, "u16", 2026, 3,
+                       "account credit 4.80 carried 0.00 left 1246.70\n"
+                       "subtotal 4.80 credits 0.00 tax 0.00@0.06 total 0.00\n");
+    /* The account credit is part of the live balance (the grant is gone). */
+    assert_balance(r, "u16", "2026-03-06T00:00:00+08:00", "1246.7");
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
+/*
+ * The cap at the subtotal when it is above zero: a refundable 24.00 day
+ * pass from Jan 31 12:00 is cancelled at Feb 1 00:00, so February refunds
+ * 12.00 of a fee paid in January, beside 48.00 of usage and a usage grant
+ * of 100.00. The refund offsets the usage first: the subtotal is 36.00
+ * and the grant pays 36.00, not the 48.00 of usage (which would make the
+ * total -12.00).
+ */
+START_TEST(test_credit_capped_at_subtotal_after_refund)
+{
+    billing_catalog *cat = tu_gpu_cloud();
+    billing_rater *r;
+    char err[256];
+
+    ck_assert_int_eq(billing_catalog_add_plan(cat, "day24", BILLING_PERIOD_DAY, "RTX4090",
+                                              "cn-east-1", 1, err, sizeof(err)),
+                     BILLING_OK);
+    ck_assert_int_eq(billing_catalog_set_plan_fee(cat, "v1", "day24", "24.00", err, sizeof(err)),
+                     BILLING_OK);
+    tu_account(cat, "uc", shanghai, "0");
+    add_grant(cat, "feb", "uc", "100.00", "2026-02-01T00:00:00+08:00", "2026-03-01T00:00:00+08:00",
+              BILLING_CHARGE_USAGE, 0);
+    ck_assert_int_eq(billing_catalog_add_subscription(cat, "d", "uc", "i-d", "day24",
+                                                      tu_time("2026-01-31T12:00:00+08:00"), 1,
+                                                      tu_time("2026-02-01T00:00:00+08:00"), err,
+                                                      sizeof(err)),
+                     BILLING_OK);
+    r = new_rater(cat);
+    ADD(r, "u1", "uc", "i-x", "gpu", "2026-02-20T00:00:00+08:00", "2026-02-20T10:00:00+08:00",
+        "8");
+    assert_credit_part(r, "uc", 2026, 2,
+                       "credit feb 36.00 left 64.00\n"
+                       "expired feb 64.00\n"
+                       "subtotal 36.00 credits 36.00 tax 0.00@0 total 0.00\n");
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
+/*
+ * A grant pays from granted_at inclusive to expires_at exclusive: usage
+ * that ends exactly at granted_at is not paid, usage from granted_at is;
+ * of a run across expires_at only the hour before it is.
+ */
+START_TEST(test_credit_at_exact_window_bounds)
+{
+    billing_catalog *cat = tu_gpu_cloud();
+    billing_rater *r;
+
+    tu_account(cat, "ub", shanghai, "0");
+    add_grant(cat, "trial", "ub", "10.00", "2026-01-10T00:00:00+08:00", "2026-02-09T00:00:00+08:00",
+              BILLING_CHARGE_USAGE, 0);
+    r = new_rater(cat);
+    ADD(r, "b1", "ub", "i-1", "gpu", "2026-01-09T22:00:00+08:00", "2026-01-10T00:00:00+08:00", "1");
+    ADD(r, "b2", "ub", "i-1", "gpu", "2026-01-10T00:00:00+08:00", "2026-01-10T01:00:00+08:00", "1");
+    ADD(r, "b3", "ub", "i-1", "gpu", "2026-02-08T23:00:00+08:00", "2026-02-09T01:00:00+08:00", "1");
+    assert_credit_part(r, "ub", 2026, 1,
+                       "credit trial 0.60 left 9.40\n"
+                       "subtotal 1.80 credits 0.60 tax 0.00@0 total 1.20\n");
+    assert_credit_part(r, "ub", 2026, 2,
+                       "credit trial 0.60 left 8.80\n"
+                       "expired trial 8.80\n"
+                       "subtotal 1.20 credits 0.60 tax 0.00@0 total 0.60\n");
+    /* The live balance counts the grant from granted_at, not at expires_at. */
+    assert_balance(r, "ub", "2026-01-09T23:59:59.999999999+08:00", "0");
+    assert_balance(r, "ub", "2026-01-10T00:00:00+08:00", "9.4");
+    assert_balance(r, "ub", "2026-02-08T23:59:59.999999999+08:00", "8.8");
+    assert_balance(r, "ub", "2026-02-09T00:00:00+08:00", "0");
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
+/* At expires_at a grant is gone: the credit is exhausted at once. */
+START_TEST(test_exhaustion_at_expiry_instant)
+{
+    billing_catalog *cat = tu_gpu_cloud();
+    billing_rater *r;
+    billing_event *evs[1];
+
+    tu_account(cat, "ux", shanghai, "0");
+    add_grant(cat, "trial", "ux", "10.00", "2026-01-10T00:00:00+08:00", "2026-02-09T00:00:00+08:00",
+              BILLING_CHARGE_USAGE, 0);
+    r = new_rater(cat);
+    evs[0] = running(BILLING_METER_GPU, "8");
+    ck_assert(exhaustion(r, "ux", "2026-02-09T00:00:00+08:00", evs, 1) ==
+              tu_time("2026-02-09T00:00:00+08:00"));
+    /* One nanosecond earlier the grant still burns, until it expires. */
+    ck_assert(exhaustion(r, "ux", "2026-02-08T23:59:59.999999999+08:00", evs, 1) ==
+              tu_time("2026-02-09T00:00:00+08:00"));
+    billing_event_destroy(evs[0]);
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
+/*
+ * 7 GPUs burn 4.20 an hour: 10.00 lasts 50/21 h = 8571428571428.57 ns,
+ * rounded down so the answer is never late.
+ */
+START_TEST(test_exhaustion_rounds_down_to_the_nanosecond)
+{
+    billing_catalog *cat = tu_gpu_cloud();
+    billing_rater *r;
+    billing_event *evs[1];
+
+    tu_account(cat, "un", shanghai, "0");
+    add_grant(cat, "trial", "un", "10.00", "2026-01-10T00:00:00+08:00", "2026-02-09T00:00:00+08:00",
+              BILLING_CHARGE_USAGE, 0);
+    r = new_rater(cat);
+    evs[0] = running(BILLING_METER_GPU, "7");
+    ck_assert(exhaustion(r, "un", "2026-01-10T10:00:00+08:00", evs, 1) ==
+              tu_time("2026-01-10T10:00:00+08:00") + INT64_C(8571428571428));
+    billing_event_destroy(evs[0]);
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
+/*
+ * 1000 GB of disk burns 200.00 per local month. From Jan 17 00:00 the 15
+ * days left of January's 31 burn 3000/31, leaving 100/31 of 100.00; at
+ * February's rate (28 days) that lasts 14/31 day = 39019354838709.68 ns.
+ */
+START_TEST(test_exhaustion_across_month_start_with_storage)
+{
+    billing_catalog *cat = tu_gpu_cloud();
+    billing_rater *r;
+    billing_event *evs[1];
+
+    tu_account(cat, "us", shanghai, "0");
+    add_grant(cat, "pre", "us", "100.00", "2026-01-01T00:00:00+08:00", "2026-06-01T00:00:00+08:00",
+              BILLING_CHARGE_USAGE, 0);
+    r = new_rater(cat);
+    evs[0] = running(BILLING_METER_STORAGE, "1000");
+    ck_assert(exhaustion(r, "us", "2026-01-17T00:00:00+08:00", evs, 1) ==
+              tu_time("2026-02-01T00:00:00+08:00") + INT64_C(39019354838709));
+    billing_event_destroy(evs[0]);
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
+/*
+ * Across a grant's expiry, with 4 GPUs (2.40/h) and 1000 GB of disk
+ * (200/744 per hour in January) burning 1241/465 an hour. "short" (10.00,
+ * priority 1) expires at 12:00; "long" (10.00, priority 0) lasts. From
+ * 10:00 the two hours to 12:00 are paid by the grant that expires first,
+ * so "long" is whole at 12:00 and lasts 4650/1241 h more:
+ * 13489121676067.69 ns. Spending "long" first (priority order) let 10.00
+ * of "short" expire and ran out 1.75 h after noon instead.
+ */
+START_TEST(test_exhaustion_across_grant_expiry_with_storage)
+{
+    billing_catalog *cat = tu_gpu_cloud();
+    billing_rater *r;
+    billing_event *evs[2];
+
+    tu_account(cat, "ue", shanghai, "0");
+    add_grant(cat, "long", "ue", "10.00", "2026-01-01T00:00:00+08:00", "2026-06-01T00:00:00+08:00",
+              BILLING_CHARGE_USAGE, 0);
+    add_grant(cat, "short", "ue", "10.00", "2026-01-01T00:00:00+08:00", "2026-01-10T12:00:00+08:00",
+              BILLING_CHARGE_USAGE, 1);
+    r = new_rater(cat);
+    evs[0] = running(BILLING_METER_GPU, "4");
+    evs[1] = running(BILLING_METER_STORAGE, "1000");
+    ck_assert(exhaustion(r, "ue", "2026-01-10T10:00:00+08:00", evs, 2) ==
+              tu_time("2026-01-10T12:00:00+08:00") + INT64_C(13489121676067));
+    billing_event_destroy(evs[0]);
+    billing_event_destroy(evs[1]);
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
+/*
+ * A grant that starts later adds to the credit from its start: 2.00 at
+ * 0.60/h would be gone at 13:20, but at 12:00 a 10.00 grant starts, so
+ * 0.80 + 10.00 last 18 h more: Jan 11 06:00. The walk used to ignore
+ * grants not yet started and answered 13:20.
+ */
+START_TEST(test_exhaustion_counts_a_grant_starting_later)
+{
+    billing_catalog *cat = tu_gpu_cloud();
+    billing_rater *r;
+    billing_event *evs[1];
+
+    tu_account(cat, "ul", shanghai, "0");
+    add_grant(cat, "now", "ul", "2.00", "2026-01-01T00:00:00+08:00", "2026-06-01T00:00:00+08:00",
+              BILLING_CHARGE_USAGE, 0);
+    add_grant(cat, "later", "ul", "10.00", "2026-01-10T12:00:00+08:00", "2026-06-01T00:00:00+08:00",
+              BILLING_CHARGE_USAGE, 0);
+    r = new_rater(cat);
+    evs[0] = running(BILLING_METER_GPU, "1");
+    ck_assert(exhaustion(r, "ul", "2026-01-10T10:00:00+08:00", evs, 1) ==
+              tu_time("2026-01-11T06:00:00+08:00"));
+    billing_event_destroy(evs[0]);
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
+static Suite *credit_suite(void)
+{
+    Suite *s = suite_create("credit");
+    TCase *inv = tcase_create("invoice");
+    TCase *live = tcase_create("live");
+
+    tcase_add_checked_fixture(inv, setup, teardown);
+    tcase_add_checked_fixture(live, setup, teardown);
+    tcase_add_test(inv, test_covered_usage_leaves_nothing_to_pay);
+    tcase_add_test(inv, test_credit_pays_its_part_of_a_rounded_line);
+    tcase_add_test(inv, test_grant_spent_first_on_what_later_grants_cannot_pay);
+    tcase_add_test(inv, test_refund_beyond_charges_becomes_account_credit);
+    tcase_add_test(inv, test_credit_capped_at_subtotal_after_refund);
+    tcase_add_test(inv, test_credit_at_exact_window_bounds);
+    tcase_add_test(live, test_exhaustion_at_expiry_instant);
+    tcase_add_test(live, test_exhaustion_rounds_down_to_the_nanosecond);
+    tcase_add_test(live, test_exhaustion_across_month_start_with_storage);
+    tcase_add_test(live, test_exhaustion_across_grant_expiry_with_storage);
+    tcase_add_test(live, test_exhaustion_counts_a_grant_starting_later);
+    suite_add_tcase(s, inv);
+    suite_add_tcase(s, live);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(credit_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
