@@ -563,8 +563,9 @@ BILLING_API size_t billing_rater_aggregate_count(const billing_rater *r);
  * Amounts: "exact" strings are exact rationals, written as a decimal when
  * the value has a finite decimal expansion and as "p/q" otherwise;
  * rounded strings have exactly the currency's minor digits.
- * Reconciliation: subtotal = sum of rounded lines; total = subtotal -
- * credits - account_credit + carried + tax (see the totals below); each
+ * Reconciliation: subtotal = sum of rounded lines; total = subtotal +
+ * returned - credits - account_credit + carried + tax (see the totals
+ * below); each
  * credit and the tax are in minor units.
  */
 typedef struct billing_invoice billing_invoice;
@@ -663,23 +664,41 @@ BILLING_API const char *billing_invoice_expired_grant(const billing_invoice *inv
 BILLING_API const char *billing_invoice_expired_amount(const billing_invoice *inv, size_t i);
 
 /**
+ * billing_invoice_returned_count - grants that refunds on this invoice
+ * gave credit back to: a refund of a fee that credit paid in an earlier
+ * month goes back to the grants that paid it (each its share, pro rata),
+ * only the rest as money. Accessors give the grant id, the amount given
+ * back and the grant's remainder after this invoice (strings owned by
+ * @inv; NULL out of range). A grant that has already expired lists what it
+ * got back under expired too: it can pay nothing more.
+ */
+BILLING_API size_t billing_invoice_returned_count(const billing_invoice *inv);
+BILLING_API const char *billing_invoice_returned_grant(const billing_invoice *inv, size_t i);
+BILLING_API const char *billing_invoice_returned_amount(const billing_invoice *inv, size_t i);
+BILLING_API const char *billing_invoice_returned_remaining(const billing_invoice *inv, size_t i);
+
+/**
  * Totals, all with exactly the currency's minor digits. An invoice is
- * never below zero: when the subtotal is (a refund larger than the month's
- * charges), no credit applies and the excess is carried to the account
- * credit, which later invoices spend after every grant.
+ * never below zero: when what it asks for (subtotal + returned) is, no
+ * credit applies and the excess is carried to the account credit, which
+ * later invoices spend after every grant.
  *
  * - subtotal: the sum of the rounded lines;
+ * - returned: the credit given back to grants, listed above (it is not
+ *   paid out: it offsets the refund lines' credit part);
  * - credits: the sum of the grant credits listed above;
  * - account_credit: account credit spent on this invoice;
- * - carried: the subtotal's excess below zero, added to the account credit;
+ * - carried: the excess below zero, added to the account credit;
  * - account_credit_left: the account credit after this invoice;
- * - tax: tax_rate x (subtotal - credits - account_credit + carried),
- *   rounded once;
- * - total: subtotal - credits - account_credit + carried + tax, never < 0.
+ * - tax: tax_rate x (subtotal + returned - credits - account_credit +
+ *   carried), rounded once;
+ * - total: subtotal + returned - credits - account_credit + carried + tax,
+ *   never < 0.
  *
  * The strings belong to @inv.
  */
 BILLING_API const char *billing_invoice_subtotal(const billing_invoice *inv);
+BILLING_API const char *billing_invoice_returned(const billing_invoice *inv);
 BILLING_API const char *billing_invoice_credits(const billing_invoice *inv);
 BILLING_API const char *billing_invoice_account_credit(const billing_invoice *inv);
 BILLING_API const char *billing_invoice_carried(const billing_invoice *inv);

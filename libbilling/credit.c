@@ -22,22 +22,68 @@ int bl_credit_init(bl_credit *c, const billing_catalog *cat, size_t ai)
     memset(c, 0, sizeof(*c));
     c->remaining = malloc(n * sizeof(mpz_t));
     c->applied = malloc(n * sizeof(mpz_t));
-    if (c->remaining == NULL || c->applied == NULL) {
+    c->returned = malloc(n * sizeof(mpz_t));
+    if (c->remaining == NULL || c->applied == NULL || c->returned == NULL) {
         free(c->remaining);
         free(c->applied);
-        c->remaining = NULL;
-        c->applied = NULL;
+        free(c->returned);
+        memset(c, 0, sizeof(*c));
         return -1;
     }
     c->n = a->n_grants;
     for (i = 0; i < c->n; i++) {
         mpz_init_set(c->remaining[i], BL_AT(cat->grants, bl_grant, a->grants[i])->amount_minor);
         mpz_init(c->applied[i]);
+        mpz_init(c->returned[i]);
     }
+    mpz_init(c->returned_total);
     mpz_init(c->balance);
     mpz_init(c->balance_applied);
     mpz_init(c->carried);
     return 0;
+}
+
+/* Forget the fee payments recorded so far. */
+static void paid_clear(bl_credit *c)
+{
+    size_t i;
+    size_t g;
+
+    for (i = 0; i < c->n_paid; i++) {
+        mpz_clear(c->paid[i].pool);
+        for (g = 0; g < c->n; g++)
+            mpz_clear(c->paid[i].by_grant[g]);
+        free(c->paid[i].by_grant);
+    }
+    c->n_paid = 0;
+}
+
+/* A new zeroed record of a fee pool's payments; NULL when out of memory. */
+static bl_fee_paid *paid_push(bl_credit *c, int32_t month, size_t epoch)
+{
+    bl_fee_paid *p;
+    size_t cap;
+    size_t g;
+
+    if (c->n_paid == c->cap_paid) {
+        cap = c->cap_paid ? 2 * c->cap_paid : 8;
+        p = realloc(c->paid, cap * sizeof(*p));
+        if (p == NULL)
+            return NULL;
+        c->paid = p;
+        c->cap_paid = cap;
+    }
+    p = &c->paid[c->n_paid];
+    p->by_grant = malloc((c->n ? c->n : 1) * sizeof(mpz_t));
+    if (p->by_grant == NULL)
+        return NULL;
+    p->month = month;
+    p->epoch = epoch;
+    mpz_init(p->pool);
+    for (g = 0; g < c->n; g++)
+        mpz_init(p->by_grant[g]);
+    c->n_paid++;
+    return p;
 }
 
 void bl_credit_clear(bl_credit *c)
@@ -46,29 +92,48 @@ void bl_credit_clear(bl_credit *c)
 
     if (c->remaining == NULL)
         return;
+    paid_clear(c);
+    free(c->paid);
     for (i = 0; i < c->n; i++) {
         mpz_clear(c->remaining[i]);
         mpz_clear(c->applied[i]);
+        mpz_clear(c->returned[i]);
     }
     free(c->remaining);
     free(c->applied);
+    free(c->returned);
+    mpz_clear(c->returned_total);
     mpz_clear(c->balance);
     mpz_clear(c->balance_applied);
     mpz_clear(c->carried);
     memset(c, 0, sizeof(*c));
 }
 
-void bl_credit_copy(bl_credit *dst, const bl_credit *src)
+int bl_credit_copy(bl_credit *dst, const bl_credit *src)
 {
+    bl_fee_paid *p;
     size_t i;
+    size_t g;
 
     for (i = 0; i < src->n; i++) {
         mpz_set(dst->remaining[i], src->remaining[i]);
         mpz_set(dst->applied[i], src->applied[i]);
+        mpz_set(dst->returned[i], src->returned[i]);
     }
+    mpz_set(dst->returned_total, src->returned_total);
     mpz_set(dst->balance, src->balance);
     mpz_set(dst->balance_applied, src->balance_applied);
     mpz_set(dst->carried, src->carried);
+    paid_clear(dst);
+    for (i = 0; i < src->n_paid; i++) {
+        p = paid_push(dst, src->paid[i].month, src->paid[i].epoch);
+        if (p == NULL)
+            return -1;
+        mpz_set(p->pool, src->paid[i].pool);
+        for (g = 0; g < src->n; g++)
+            mpz_set(p->by_grant[g], src->paid[i].by_grant[g]);
+    }
+    return 0;
 }
 
 /* Position of @t among the account's sorted epoch bounds. */
@@ -124,6 +189,114 @@ void bl_month_pools(const billing_catalog *cat, bl_month *m)
     }
 }
 
+int bl_refund_source(bl_month *m, bl_line *l, int32_t fee_month, size_t fee_epoch,
+                     const mpq_t refund)
+{
+    bl_refund_part *p;
+
+    if (fee_month == m->month) {
+        /* The fee is on this invoice: credit pays the two netted. */
+        mpq_sub(l->by_epoch[fee_epoch], l->by_epoch[fee_epoch], refund);
+        return 0;
+    }
+    p = realloc(l->sources, (l->n_sources + 1) * sizeof(*p));
+    if (p == NULL)
+        return -1;
+    l->sources = p;
+    p = &l->sources[l->n_sources++];
+    p->month = fee_month;
+    p->epoch = fee_epoch;
+    mpq_init(p->amount);
+    mpq_set(p->amount, refund);
+    return 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Refunds of fees that credit paid                                        */
+/* ---------------------------------------------------------------------- */
+
+static const bl_fee_paid *paid_find(const bl_credit *c, int32_t month, size_t epoch)
+{
+    size_t i;
+
+    for (i = 0; i < c->n_paid; i++) {
+        if (c->paid[i].month == month && c->paid[i].epoch == epoch)
+            return &c->paid[i];
+    }
+    return NULL;
+}
+
+/* Grant @g's exact share of refund line @l: each part pro rata to what @g paid of its pool. */
+static void share_of(const bl_credit *c, const bl_line *l, size_t g, mpq_t out)
+{
+    const bl_fee_paid *p;
+    mpq_t part;
+    size_t i;
+
+    mpq_init(part);
+    mpq_set_ui(out, 0, 1);
+    for (i = 0; i < l->n_sources; i++) {
+        p = paid_find(c, l->sources[i].month, l->sources[i].epoch);
+        if (p == NULL || mpz_sgn(p->by_grant[g]) == 0)
+            continue;
+        mpq_set_num(part, p->by_grant[g]);
+        mpq_set_den(part, p->pool);
+        mpq_canonicalize(part);
+        mpq_mul(part, part, l->sources[i].amount);
+        mpq_add(out, out, part);
+    }
+    mpq_clear(part);
+}
+
+/*
+ * Give back to each grant its share of refund line @l. The running sum of
+ * the shares is rounded like the line (as a negative amount, as the line
+ * is), so the grants together never get more than the line shows, and all
+ * of it when grants paid the whole fee.
+ */
+static void return_line(const billing_catalog *cat, const bl_line *l, bl_credit *c)
+{
+    mpq_t sum;
+    mpq_t share;
+    mpz_t upto;
+    mpz_t before;
+    size_t g;
+
+    mpq_init(sum);
+    mpq_init(share);
+    mpz_init(upto);
+    mpz_init(before);
+    for (g = 0; g < c->n; g++) {
+        share_of(c, l, g, share);
+        if (mpq_sgn(share) == 0)
+            continue;
+        mpq_sub(sum, sum, share);
+        bl_q_round_minor(upto, sum, cat->digits, cat->rounding);
+        mpz_sub(before, before, upto); /* before - upto: this grant's part, >= 0 */
+        mpz_add(c->returned[g], c->returned[g], before);
+        mpz_add(c->remaining[g], c->remaining[g], before);
+        mpz_add(c->returned_total, c->returned_total, before);
+        mpz_set(before, upto);
+    }
+    mpq_clear(sum);
+    mpq_clear(share);
+    mpz_clear(upto);
+    mpz_clear(before);
+}
+
+static void return_refunds(const billing_catalog *cat, const bl_month *m, bl_credit *c)
+{
+    size_t i;
+
+    mpz_set_ui(c->returned_total, 0);
+    for (i = 0; i < c->n; i++)
+        mpz_set_ui(c->returned[i], 0);
+    for (i = 0; i < m->n_lines; i++) {
+        if (m->lines[i].n_sources > 0)
+            return_line(cat, &m->lines[i], c);
+    }
+}
+
 /* ---------------------------------------------------------------------- */
 /* Allocation: grants to pools, as much as possible, earlier grants first  */
 /* ---------------------------------------------------------------------- */
@@ -150,7 +323,9 @@ typedef struct alloc {
     unsigned char *seen;    /* grants then pools */
 } alloc;
 
-static int alloc_init(alloc *s, const billing_catalog *cat, const bl_account *a, const bl_month *m)
+/* @due: what the invoice asks for before credit (subtotal plus credit given back). */
+static int alloc_init(alloc *s, const billing_catalog *cat, const bl_account *a, const bl_month *m,
+                      const mpz_t due)
 {
     size_t i;
 
@@ -173,8 +348,8 @@ static int alloc_init(alloc *s, const billing_catalog *cat, const bl_account *a,
     for (i = 0; i < s->n * s->np; i++)
         mpz_init(s->flow[i]);
     mpz_init(s->cap);
-    if (mpz_sgn(m->subtotal) > 0)
-        mpz_set(s->cap, m->subtotal); /* credit never takes an invoice below zero */
+    if (mpz_sgn(due) > 0)
+        mpz_set(s->cap, due); /* credit never takes an invoice below zero */
     return 0;
 }
 
@@ -292,22 +467,42 @@ static void spend_grant(alloc *s, bl_month *m, size_t i, const mpz_t left, mpz_t
     mpz_clear(b);
 }
 
-/* The account balance pays what grants left of the subtotal; below zero is carried. */
-static void apply_balance(const bl_month *m, bl_credit *c, const mpz_t grants)
+/* The account balance pays what grants left of @due; below zero is carried. */
+static void apply_balance(const mpz_t due, bl_credit *c, const mpz_t grants)
 {
-    mpz_t due;
+    mpz_t left;
 
-    mpz_init(due);
-    mpz_sub(due, m->subtotal, grants);
-    if (mpz_sgn(due) < 0)
-        mpz_set_ui(due, 0);
-    mpz_set(c->balance_applied, mpz_cmp(c->balance, due) < 0 ? c->balance : due);
+    mpz_init(left);
+    mpz_sub(left, due, grants);
+    if (mpz_sgn(left) < 0)
+        mpz_set_ui(left, 0);
+    mpz_set(c->balance_applied, mpz_cmp(c->balance, left) < 0 ? c->balance : left);
     mpz_sub(c->balance, c->balance, c->balance_applied);
     mpz_set_ui(c->carried, 0);
-    if (mpz_sgn(m->subtotal) < 0)
-        mpz_neg(c->carried, m->subtotal);
+    if (mpz_sgn(due) < 0)
+        mpz_neg(c->carried, due);
     mpz_add(c->balance, c->balance, c->carried);
-    mpz_clear(due);
+    mpz_clear(left);
+}
+
+/* Record what grants paid of month @m's fee pools (@before: the pools before credit). */
+static int record_fees(const alloc *s, const bl_month *m, const mpz_t *before, bl_credit *c)
+{
+    bl_fee_paid *rec;
+    size_t p;
+    size_t g;
+
+    for (p = 1; p < s->np; p += 2) {
+        if (mpz_cmp(before[p], m->pools[p]) == 0)
+            continue; /* no credit on this pool */
+        rec = paid_push(c, m->month, p / 2);
+        if (rec == NULL)
+            return -1;
+        mpz_set(rec->pool, before[p]);
+        for (g = 0; g < s->n; g++)
+            mpz_set(rec->by_grant[g], s->flow[g * s->np + p]);
+    }
+    return 0;
 }
 
 int bl_credit_apply(const billing_catalog *cat, size_t ai, bl_month *m, bl_credit *c)
@@ -315,13 +510,26 @@ int bl_credit_apply(const billing_catalog *cat, size_t ai, bl_month *m, bl_credi
     const bl_account *a = BL_AT(cat->accounts, bl_account, ai);
     alloc s;
     mpz_t grants;
+    mpz_t due;
+    mpz_t *before;
     size_t i;
     size_t p;
+    int rc;
 
-    if (alloc_init(&s, cat, a, m) != 0) {
+    before = malloc((2 * m->n_pools + 1) * sizeof(mpz_t));
+    if (before == NULL)
+        return -1;
+    return_refunds(cat, m, c);
+    mpz_init(due);
+    mpz_add(due, m->subtotal, c->returned_total);
+    if (alloc_init(&s, cat, a, m, due) != 0) {
         alloc_clear(&s);
+        mpz_clear(due);
+        free(before);
         return -1;
     }
+    for (p = 0; p < s.np; p++)
+        mpz_init_set(before[p], m->pools[p]);
     mpz_init(grants);
     for (i = 0; i < c->n; i++)
         spend_grant(&s, m, i, c->remaining[i], c->applied[i]);
@@ -333,10 +541,15 @@ int bl_credit_apply(const billing_catalog *cat, size_t ai, bl_month *m, bl_credi
         mpz_sub(c->remaining[i], c->remaining[i], c->applied[i]);
         mpz_add(grants, grants, c->applied[i]);
     }
-    apply_balance(m, c, grants);
+    apply_balance(due, c, grants);
+    rc = record_fees(&s, m, (const mpz_t *)before, c);
+    for (p = 0; p < s.np; p++)
+        mpz_clear(before[p]);
+    free(before);
     mpz_clear(grants);
+    mpz_clear(due);
     alloc_clear(&s);
-    return 0;
+    return rc;
 }
 
 /* ---------------------------------------------------------------------- */

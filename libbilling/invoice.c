@@ -45,6 +45,9 @@ struct billing_invoice {
     size_t n_credits;
     inv_credit *expired;
     size_t n_expired;
+    inv_credit *returned;
+    size_t n_returned;
+    char *returned_total;
     char *subtotal;
     char *credit_total;
     char *account_credit;
@@ -75,6 +78,12 @@ void billing_invoice_destroy(billing_invoice *inv)
         free(inv->expired[i].amount);
         free(inv->expired[i].remaining);
     }
+    for (i = 0; i < inv->n_returned; i++) {
+        free(inv->returned[i].amount);
+        free(inv->returned[i].remaining);
+    }
+    free(inv->returned);
+    free(inv->returned_total);
     free(inv->lines);
     free(inv->credits);
     free(inv->expired);
@@ -166,36 +175,75 @@ static int32_t month_of_instant(const billing_zone *zone, billing_time_t t)
     return bl_month_index(year, month);
 }
 
+/* An entry of @list: grant @id, @amount and, if non-NULL, @remaining. */
+static int add_entry(inv_credit *list, size_t *n, const char *id, const mpz_t amount,
+                     const mpz_t *remaining, int digits)
+{
+    inv_credit *e = &list[(*n)++];
+
+    e->grant = id;
+    e->amount = bl_minor_to_string(amount, digits);
+    e->remaining = remaining ? bl_minor_to_string(*remaining, digits) : NULL;
+    return (e->amount == NULL || (remaining && e->remaining == NULL)) ? -1 : 0;
+}
+
+/*
+ * What expires on this invoice of grant @i: its remainder in the month of
+ * its expiry; after it, what refunds gave back to it (it can pay nothing).
+ */
+static const mpz_t *expiring(const bl_account *a, const bl_grant *g, const bl_month *m,
+                             const bl_credit *c, size_t i)
+{
+    if (mpz_sgn(c->remaining[i]) <= 0 || g->expires_at > m->end)
+        return NULL;
+    if (month_of_instant(a->zone, g->expires_at - 1) == m->month)
+        return (const mpz_t *)&c->remaining[i];
+    return mpz_sgn(c->returned[i]) > 0 ? (const mpz_t *)&c->returned[i] : NULL;
+}
+
+/* Credit given back by refunds this month, with its total. */
+static int fill_returned(const billing_catalog *cat, const bl_account *a, const bl_credit *c,
+                         billing_invoice *inv)
+{
+    size_t i;
+
+    inv->returned = calloc(c->n ? c->n : 1, sizeof(inv_credit));
+    inv->returned_total = bl_minor_to_string(c->returned_total, cat->digits);
+    if (inv->returned == NULL || inv->returned_total == NULL)
+        return -1;
+    for (i = 0; i < c->n; i++) {
+        if (mpz_sgn(c->returned[i]) > 0 &&
+            add_entry(inv->returned, &inv->n_returned,
+                      BL_AT(cat->grants, bl_grant, a->grants[i])->id, c->returned[i],
+                      (const mpz_t *)&c->remaining[i], cat->digits) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* Credits applied this month, and grants expiring in it with a remainder. */
 static int fill_credits(const billing_catalog *cat, const bl_account *a, const bl_month *m,
                         const bl_credit *c, billing_invoice *inv, mpz_t credit_total)
 {
     const bl_grant *g;
+    const mpz_t *gone;
     size_t i;
-    inv_credit *e;
     int rc = 0;
 
     inv->credits = calloc(c->n ? c->n : 1, sizeof(inv_credit));
     inv->expired = calloc(c->n ? c->n : 1, sizeof(inv_credit));
-    if (inv->credits == NULL || inv->expired == NULL)
+    if (inv->credits == NULL || inv->expired == NULL || fill_returned(cat, a, c, inv) != 0)
         return -1;
     for (i = 0; i < c->n && rc == 0; i++) {
         g = BL_AT(cat->grants, bl_grant, a->grants[i]);
         if (mpz_sgn(c->applied[i]) > 0) {
-            e = &inv->credits[inv->n_credits++];
-            e->grant = g->id;
-            e->amount = bl_minor_to_string(c->applied[i], cat->digits);
-            e->remaining = bl_minor_to_string(c->remaining[i], cat->digits);
             mpz_add(credit_total, credit_total, c->applied[i]);
-            rc = (e->amount == NULL || e->remaining == NULL) ? -1 : 0;
+            rc = add_entry(inv->credits, &inv->n_credits, g->id, c->applied[i],
+                           (const mpz_t *)&c->remaining[i], cat->digits);
         }
-        if (rc == 0 && mpz_sgn(c->remaining[i]) > 0 &&
-            month_of_instant(a->zone, g->expires_at - 1) == m->month) {
-            e = &inv->expired[inv->n_expired++];
-            e->grant = g->id;
-            e->amount = bl_minor_to_string(c->remaining[i], cat->digits);
-            rc = e->amount == NULL ? -1 : 0;
-        }
+        gone = expiring(a, g, m, c, i);
+        if (rc == 0 && gone != NULL)
+            rc = add_entry(inv->expired, &inv->n_expired, g->id, *gone, NULL, cat->digits);
     }
     return rc;
 }
@@ -217,7 +265,8 @@ static int fill_totals(const billing_catalog *cat, const bl_account *a, const bl
     mpz_init(tax);
     mpz_init(total);
     mpq_init(q);
-    mpz_sub(net, m->subtotal, credit_total);
+    mpz_add(net, m->subtotal, c->returned_total);
+    mpz_sub(net, net, credit_total);
     mpz_sub(net, net, c->balance_applied);
     mpz_add(net, net, c->carried);
     mpq_set_z(q, net);
@@ -304,7 +353,8 @@ static billing_status replay_months(billing_rater *r, size_t ai, int32_t target,
         return BILLING_OK; /* earlier months change nothing */
     memo = memo_of(r, ai);
     if (memo != NULL && memo->valid && memo->gen == r->gen && memo->month <= target) {
-        bl_credit_copy(c, &memo->c);
+        if (bl_credit_copy(c, &memo->c) != 0)
+            return BILLING_ERR_NOMEM;
         from = memo->month;
     }
     months = bl_account_months(r, ai, &n);
@@ -326,7 +376,11 @@ static billing_status replay_months(billing_rater *r, size_t ai, int32_t target,
             return BILLING_OK; /* no memo this time; the answer is right anyway */
         memo->valid = 1;
     }
-    bl_credit_copy(&memo->c, c);
+    if (bl_credit_copy(&memo->c, c) != 0) {
+        bl_credit_clear(&memo->c);
+        memo->valid = 0; /* no memo this time; the answer is right anyway */
+        return BILLING_OK;
+    }
     memo->month = target;
     memo->gen = r->gen;
     return BILLING_OK;
@@ -484,34 +538,35 @@ size_t billing_invoice_credit_count(const billing_invoice *inv)
     return inv->n_credits;
 }
 
-const char *billing_invoice_credit_grant(const billing_invoice *inv, size_t i)
-{
-    return i < inv->n_credits ? inv->credits[i].grant : NULL;
-}
+/* A field of entry @i of one of the invoice's grant lists; NULL out of range. */
+#define ENTRY_FIELD(name, list, count, field)                                                      \
+    const char *billing_invoice_##name(const billing_invoice *inv, size_t i)                       \
+    {                                                                                              \
+        return i < inv->count ? inv->list[i].field : NULL;                                         \
+    }
 
-const char *billing_invoice_credit_amount(const billing_invoice *inv, size_t i)
-{
-    return i < inv->n_credits ? inv->credits[i].amount : NULL;
-}
-
-const char *billing_invoice_credit_remaining(const billing_invoice *inv, size_t i)
-{
-    return i < inv->n_credits ? inv->credits[i].remaining : NULL;
-}
+ENTRY_FIELD(credit_grant, credits, n_credits, grant)
+ENTRY_FIELD(credit_amount, credits, n_credits, amount)
+ENTRY_FIELD(credit_remaining, credits, n_credits, remaining)
+ENTRY_FIELD(expired_grant, expired, n_expired, grant)
+ENTRY_FIELD(expired_amount, expired, n_expired, amount)
+ENTRY_FIELD(returned_grant, returned, n_returned, grant)
+ENTRY_FIELD(returned_amount, returned, n_returned, amount)
+ENTRY_FIELD(returned_remaining, returned, n_returned, remaining)
 
 size_t billing_invoice_expired_count(const billing_invoice *inv)
 {
     return inv->n_expired;
 }
 
-const char *billing_invoice_expired_grant(const billing_invoice *inv, size_t i)
+size_t billing_invoice_returned_count(const billing_invoice *inv)
 {
-    return i < inv->n_expired ? inv->expired[i].grant : NULL;
+    return inv->n_returned;
 }
 
-const char *billing_invoice_expired_amount(const billing_invoice *inv, size_t i)
+const char *billing_invoice_returned(const billing_invoice *inv)
 {
-    return i < inv->n_expired ? inv->expired[i].amount : NULL;
+    return inv->returned_total;
 }
 
 const char *billing_invoice_subtotal(const billing_invoice *inv)

@@ -9,6 +9,13 @@
 
 #include "rater.h"
 
+/* Where a refund goes back to: the fee it refunds, charged in an earlier month. */
+typedef struct bl_refund_part {
+    int32_t month;          /* the month of the refunded term's fee */
+    size_t epoch;           /* the credit epoch of the term's start */
+    mpq_t amount;           /* exact, > 0: what is given back */
+} bl_refund_part;
+
 typedef struct bl_line {
     billing_line_kind kind;
     billing_meter meter;
@@ -20,6 +27,8 @@ typedef struct bl_line {
     mpq_t amount;
     mpz_t rounded;          /* amount in minor units */
     mpq_t *by_epoch;        /* the exact amount split by credit epoch (n_pools) */
+    bl_refund_part *sources; /* refund lines: refunds of fees of earlier months */
+    size_t n_sources;
 } bl_line;
 
 /*
@@ -56,6 +65,17 @@ billing_status bl_month_compute(billing_rater *r, size_t ai, int32_t month, bl_m
  */
 void bl_month_pools(const billing_catalog *cat, bl_month *m);
 
+/*
+ * bl_refund_source - account for @refund (exact, > 0) on refund line @l of
+ * @m, given back for the term that started in month @fee_month, credit
+ * epoch @fee_epoch. A fee on this same invoice is netted with its refund
+ * in that epoch's pool; a fee of an earlier month is kept as a source, so
+ * that the credit that paid it gets its share back (bl_credit_apply).
+ * Returns 0, or -1 when out of memory.
+ */
+int bl_refund_source(bl_month *m, bl_line *l, int32_t fee_month, size_t fee_epoch,
+                     const mpq_t refund);
+
 /* bl_month_clear - free what bl_month_compute allocated. */
 void bl_month_clear(bl_month *m);
 
@@ -67,16 +87,30 @@ void bl_month_clear(bl_month *m);
  */
 int32_t *bl_account_months(billing_rater *r, size_t ai, size_t *n);
 
+/* What grants paid of one month's fee pool: refunds of those fees go back pro rata. */
+typedef struct bl_fee_paid {
+    int32_t month;
+    size_t epoch;
+    mpz_t pool;             /* the pool before credit, minor units */
+    mpz_t *by_grant;        /* per grant */
+} bl_fee_paid;
+
 /*
  * Credit state of one account while walking its months in order, in minor
- * units: a grant's remainder drops by what each invoice applies. The
- * account balance is what invoices below zero left to the customer
- * (carried to the next invoices, spent after every grant).
+ * units: a grant's remainder drops by what each invoice applies and rises
+ * by what refunds of fees it paid give back. The account balance is what
+ * invoices below zero left to the customer (carried to the next invoices,
+ * spent after every grant).
  */
 typedef struct bl_credit {
     size_t n;               /* grants of the account, in application order */
     mpz_t *remaining;       /* per grant */
     mpz_t *applied;         /* per grant, on the month just processed */
+    mpz_t *returned;        /* per grant, given back by refunds on that month */
+    mpz_t returned_total;
+    bl_fee_paid *paid;      /* fee pools paid by credit, in month order */
+    size_t n_paid;
+    size_t cap_paid;
     mpz_t balance;          /* account credit left after the month just processed */
     mpz_t balance_applied;  /* account credit spent on the month just processed */
     mpz_t carried;          /* the month's excess below zero, added to the balance */
@@ -102,21 +136,27 @@ void bl_credit_memo_free(billing_rater *r);
 /* bl_credit_init - full grants for account @ai. Returns 0 or -1 (no memory). */
 int bl_credit_init(bl_credit *c, const billing_catalog *cat, size_t ai);
 
-/* bl_credit_copy - @dst = @src; both initialised for the same account. */
-void bl_credit_copy(bl_credit *dst, const bl_credit *src);
+/*
+ * bl_credit_copy - @dst = @src; both initialised for the same account.
+ * Returns 0, or -1 when out of memory (@dst is then as after init).
+ */
+int bl_credit_copy(bl_credit *dst, const bl_credit *src);
 
 /* bl_credit_clear - free the state. */
 void bl_credit_clear(bl_credit *c);
 
 /*
  * bl_credit_apply - spend the account's grants, then its balance, on
- * month @m. Grants pay as much of the eligible pools as they can together
+ * month @m. First, refunds of fees that grants paid in earlier months give
+ * each grant back its share (the fee's part it paid, pro rata; rounded
+ * like the line). Then grants pay as much of the eligible pools as they can together
  * (a grant pays only pools of its kinds in epochs inside its window, never
  * more than its remainder, and all grants together never more than the
- * subtotal); among the allocations that pay the most, earlier grants in
+ * subtotal plus what went back to grants); among the allocations that pay the most, earlier grants in
  * application order pay as much as they can. The balance pays what is
- * left of the subtotal; a subtotal below zero is carried to the balance.
- * Pools are consumed. Returns 0, or -1 when out of memory (@c unchanged).
+ * left; below zero, the excess is carried to the balance.
+ * Pools are consumed. Returns 0, or -1 when out of memory (then @c is
+ * half-updated: clear it).
  */
 int bl_credit_apply(const billing_catalog *cat, size_t ai, bl_month *m, bl_credit *c);
 

@@ -41,6 +41,9 @@ void bl_month_clear(bl_month *m)
         for (e = 0; m->lines[i].by_epoch != NULL && e < m->n_pools; e++)
             mpq_clear(m->lines[i].by_epoch[e]);
         free(m->lines[i].by_epoch);
+        for (e = 0; e < m->lines[i].n_sources; e++)
+            mpq_clear(m->lines[i].sources[e].amount);
+        free(m->lines[i].sources);
         mpq_clear(m->lines[i].quantity);
         mpq_clear(m->lines[i].unit_price);
         mpq_clear(m->lines[i].amount);
@@ -88,6 +91,8 @@ static bl_line *line_get(bl_month *m, billing_line_kind kind, billing_meter mete
     l->plan = plan;
     l->version = version;
     l->by_epoch = by_epoch;
+    l->sources = NULL;
+    l->n_sources = 0;
     for (i = 0; i < m->n_pools; i++)
         mpq_init(l->by_epoch[i]);
     mpq_init(l->quantity);
@@ -220,8 +225,12 @@ static billing_status add_refund(billing_rater *r, bl_month *m, const bl_account
     mpq_mul(refund, frac, fee->fee);
     mpq_add(l->quantity, l->quantity, frac);
     mpq_sub(l->amount, l->amount, refund);
-    mpq_sub(l->by_epoch[epoch_at(a, c)], l->by_epoch[epoch_at(a, c)], refund);
     mpq_clear(frac);
+    if (bl_refund_source(m, l, month_of_instant(a->zone, s->bounds[k]), epoch_at(a, s->bounds[k]),
+                         refund) != 0) {
+        mpq_clear(refund);
+        return BILLING_ERR_NOMEM;
+    }
     mpq_clear(refund);
     return BILLING_OK;
 }

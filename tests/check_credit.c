@@ -42,6 +42,29 @@ static void add_grant(billing_catalog *cat, const char *id, const char *acct, co
                   "%s", err);
 }
 
+static void add_sub(billing_catalog *cat, const char *acct, const char *plan, const char *start,
+                    const char *cancelled)
+{
+    char err[256];
+
+    ck_assert_msg(billing_catalog_add_subscription(cat, "s", acct, "i-s", plan, tu_time(start), 1,
+                                                   cancelled ? tu_time(cancelled) : 0, err,
+                                                   sizeof(err)) == BILLING_OK,
+                  "%s", err);
+}
+
+/* A plan of one day at @fee, in the price book's version v1. */
+static void add_day_plan(billing_catalog *cat, const char *plan, const char *fee, int refundable)
+{
+    char err[256];
+
+    ck_assert_int_eq(billing_catalog_add_plan(cat, plan, BILLING_PERIOD_DAY, "RTX4090",
+                                              "cn-east-1", refundable, err, sizeof(err)),
+                     BILLING_OK);
+    ck_assert_int_eq(billing_catalog_set_plan_fee(cat, "v1", plan, fee, err, sizeof(err)),
+                     BILLING_OK);
+}
+
 static billing_rater *new_rater(billing_catalog *cat)
 {
     char err[256];
@@ -179,22 +202,14 @@ START_TEST(test_grant_spent_first_on_what_later_grants_cannot_pay)
 {
     billing_catalog *cat = tu_gpu_cloud();
     billing_rater *r;
-    char err[256];
 
-    ck_assert_int_eq(billing_catalog_add_plan(cat, "pass80", BILLING_PERIOD_DAY, "RTX4090",
-                                              "cn-east-1", 0, err, sizeof(err)),
-                     BILLING_OK);
-    ck_assert_int_eq(billing_catalog_set_plan_fee(cat, "v1", "pass80", "80.00", err, sizeof(err)),
-                     BILLING_OK);
+    add_day_plan(cat, "pass80", "80.00", 0);
     tu_account(cat, "u7", shanghai, "0");
     add_grant(cat, "A", "u7", "100.00", "2026-03-01T00:00:00+08:00", "2026-04-01T00:00:00+08:00",
               BILLING_CHARGE_USAGE | BILLING_CHARGE_SUBSCRIPTION, 0);
     add_grant(cat, "B", "u7", "100.00", "2026-03-01T00:00:00+08:00", "2026-04-01T00:00:00+08:00",
               BILLING_CHARGE_USAGE, 1);
-    ck_assert_int_eq(billing_catalog_add_subscription(cat, "s7", "u7", "i-pass", "pass80",
-                                                      tu_time("2026-03-02T00:00:00+08:00"), 1, 0,
-                                                      err, sizeof(err)),
-                     BILLING_OK);
+    add_sub(cat, "u7", "pass80", "2026-03-02T00:00:00+08:00", NULL);
     r = new_rater(cat);
     /* 8 GPUs for 16 h 40 min: 400/3 GPU-hour x 0.60 = 80.00, on another instance. */
     ADD(r, "u1", "u7", "i-other", "gpu", "2026-03-03T00:00:00+08:00", "2026-03-03T16:40:00+08:00",
@@ -223,16 +238,11 @@ START_TEST(test_refund_beyond_charges_becomes_account_credit)
 {
     billing_catalog *cat = tu_gpu_cloud();
     billing_rater *r;
-    char err[256];
 
     tu_account(cat, "u16", shanghai, "0.06");
     add_grant(cat, "feb", "u16", "100.00", "2026-02-01T00:00:00+08:00", "2026-03-01T00:00:00+08:00",
               BILLING_CHARGE_USAGE, 0);
-    ck_assert_int_eq(billing_catalog_add_subscription(cat, "m", "u16", "i-m", "rtx-monthly",
-                                                      tu_time("2026-01-31T10:00:00+08:00"), 1,
-                                                      tu_time("2026-02-14T10:00:00+08:00"), err,
-                                                      sizeof(err)),
-                     BILLING_OK);
+    add_sub(cat, "u16", "rtx-monthly", "2026-01-31T10:00:00+08:00", "2026-02-14T10:00:00+08:00");
     r = new_rater(cat);
     ADD(r, "f1", "u16", "i-x", "gpu", "2026-02-20T00:00:00+08:00", "2026-02-20T10:00:00+08:00",
         "8");
@@ -265,21 +275,12 @@ START_TEST(test_credit_capped_at_subtotal_after_refund)
 {
     billing_catalog *cat = tu_gpu_cloud();
     billing_rater *r;
-    char err[256];
 
-    ck_assert_int_eq(billing_catalog_add_plan(cat, "day24", BILLING_PERIOD_DAY, "RTX4090",
-                                              "cn-east-1", 1, err, sizeof(err)),
-                     BILLING_OK);
-    ck_assert_int_eq(billing_catalog_set_plan_fee(cat, "v1", "day24", "24.00", err, sizeof(err)),
-                     BILLING_OK);
+    add_day_plan(cat, "day24", "24.00", 1);
     tu_account(cat, "uc", shanghai, "0");
     add_grant(cat, "feb", "uc", "100.00", "2026-02-01T00:00:00+08:00", "2026-03-01T00:00:00+08:00",
               BILLING_CHARGE_USAGE, 0);
-    ck_assert_int_eq(billing_catalog_add_subscription(cat, "d", "uc", "i-d", "day24",
-                                                      tu_time("2026-01-31T12:00:00+08:00"), 1,
-                                                      tu_time("2026-02-01T00:00:00+08:00"), err,
-                                                      sizeof(err)),
-                     BILLING_OK);
+    add_sub(cat, "uc", "day24", "2026-01-31T12:00:00+08:00", "2026-02-01T00:00:00+08:00");
     r = new_rater(cat);
     ADD(r, "u1", "uc", "i-x", "gpu", "2026-02-20T00:00:00+08:00", "2026-02-20T10:00:00+08:00",
         "8");
@@ -287,6 +288,125 @@ START_TEST(test_credit_capped_at_subtotal_after_refund)
                        "credit feb 36.00 left 64.00\n"
                        "expired feb 64.00\n"
                        "subtotal 36.00 credits 36.00 tax 0.00@0 total 0.00\n");
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
+/* A refundable monthly term from Jan 5 (31 days), cancelled on Feb 1: 4/31 unused. */
+static void add_cancelled_monthly(billing_catalog *cat, const char *acct)
+{
+    add_sub(cat, acct, "rtx-monthly", "2026-01-05T00:00:00+08:00", "2026-02-01T00:00:00+08:00");
+}
+
+/*
+ * Issue 16: a fee paid with credit is refunded to the credit, not as
+ * money. The trial (3000.00, fees too) pays January's 2599.00 fee; the
+ * cancellation on Feb 1 refunds 2599 x 4/31 = 335.35, which goes back to
+ * the trial (736.35 left) and expires with it on Feb 15. February totals
+ * 0.00; it used to be -355.47 (tax -20.12) while 401.00 expired.
+ */
+START_TEST(test_refund_of_credit_paid_fee_goes_back_to_grant)
+{
+    billing_catalog *cat = tu_gpu_cloud();
+    billing_rater *r;
+
+    tu_account(cat, "ur", shanghai, "0.06");
+    add_grant(cat, "trial", "ur", "3000.00", "2026-01-01T00:00:00+08:00",
+              "2026-02-15T00:00:00+08:00", BILLING_CHARGE_USAGE | BILLING_CHARGE_SUBSCRIPTION, 0);
+    add_cancelled_monthly(cat, "ur");
+    r = new_rater(cat);
+    assert_credit_part(r, "ur", 2026, 1,
+                       "credit trial 2599.00 left 401.00\n"
+                       "subtotal 2599.00 credits 2599.00 tax 0.00@0.06 total 0.00\n");
+    assert_credit_part(r, "ur", 2026, 2,
+                       "returned trial 335.35 left 736.35\n"
+                       "expired trial 736.35\n"
+                       "subtotal -335.35 credits 0.00 tax 0.00@0.06 total 0.00\n");
+    assert_balance(r, "ur", "2026-02-03T00:00:00+08:00", "736.35");
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
+/*
+ * A fee paid partly with credit: the grant (1000.00) paid 1000/2599 of
+ * the fee, so it gets back 335.35... x 1000/2599 = 10396000/80569 =
+ * 129.03; the other 206.32 was money and is carried to the account credit.
+ */
+START_TEST(test_refund_of_part_credit_paid_fee_splits)
+{
+    billing_catalog *cat = tu_gpu_cloud();
+    billing_rater *r;
+
+    tu_account(cat, "up", shanghai, "0");
+    add_grant(cat, "trial", "up", "1000.00", "2026-01-01T00:00:00+08:00",
+              "2026-02-15T00:00:00+08:00", BILLING_CHARGE_USAGE | BILLING_CHARGE_SUBSCRIPTION, 0);
+    add_cancelled_monthly(cat, "up");
+    r = new_rater(cat);
+    assert_credit_part(r, "up", 2026, 1,
+                       "credit trial 1000.00 left 0.00\n"
+                       "subtotal 2599.00 credits 1000.00 tax 0.00@0 total 1599.00\n");
+    assert_credit_part(r, "up", 2026, 2,
+                       "returned trial 129.03 left 129.03\n"
+                       "expired trial 129.03\n"
+                       "account credit 0.00 carried 206.32 left 206.32\n"
+                       "subtotal -335.35 credits 0.00 tax 0.00@0 total 0.00\n");
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
+/*
+ * Credit given back to a grant that has already expired (Jan 20) expires
+ * at once: it is listed as expired on the invoice that gives it back.
+ */
+START_TEST(test_refund_to_expired_grant_expires)
+{
+    billing_catalog *cat = tu_gpu_cloud();
+    billing_rater *r;
+
+    tu_account(cat, "uz", shanghai, "0");
+    add_grant(cat, "trial", "uz", "3000.00", "2026-01-01T00:00:00+08:00",
+              "2026-01-20T00:00:00+08:00", BILLING_CHARGE_USAGE | BILLING_CHARGE_SUBSCRIPTION, 0);
+    add_cancelled_monthly(cat, "uz");
+    r = new_rater(cat);
+    assert_credit_part(r, "uz", 2026, 1,
+                       "credit trial 2599.00 left 401.00\n"
+                       "expired trial 401.00\n"
+                       "subtotal 2599.00 credits 2599.00 tax 0.00@0 total 0.00\n");
+    assert_credit_part(r, "uz", 2026, 2,
+                       "returned trial 335.35 left 736.35\n"
+                       "expired trial 335.35\n"
+                       "subtotal -335.35 credits 0.00 tax 0.00@0 total 0.00\n");
+    assert_balance(r, "uz", "2026-02-03T00:00:00+08:00", "0");
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
+/*
+ * A refund in the month of its fee is netted with the fee in the fee's
+ * epoch. A fees-only grant valid Feb 1-10 pays a term from Feb 2 (28 days)
+ * cancelled on Feb 16: 2599 - 1299.50 = 1299.50, not the 1152.00 of usage
+ * after its window too (the refund was netted in the cancellation's epoch,
+ * outside the window, so the grant paid 2451.50).
+ */
+START_TEST(test_same_month_refund_nets_with_its_fee)
+{
+    billing_catalog *cat = tu_gpu_cloud();
+    billing_rater *r;
+
+    tu_account(cat, "un", shanghai, "0");
+    add_grant(cat, "G", "un", "3000.00", "2026-02-01T00:00:00+08:00", "2026-02-10T00:00:00+08:00",
+              BILLING_CHARGE_SUBSCRIPTION, 0);
+    add_sub(cat, "un", "rtx-monthly", "2026-02-02T00:00:00+08:00", "2026-02-16T00:00:00+08:00");
+    r = new_rater(cat);
+    ADD(r, "u1", "un", "i-x", "gpu", "2026-02-17T00:00:00+08:00", "2026-02-27T00:00:00+08:00", "8");
+    assert_credit_part(r, "un", 2026, 2,
+                       "credit G 1299.50 left 1700.50\n"
+                       "expired G 1700.50\n"
+                       "subtotal 2451.50 credits 1299.50 tax 0.00@0 total 1152.00\n");
     billing_rater_destroy(r);
     billing_catalog_destroy(cat);
 }
@@ -468,6 +588,10 @@ static Suite *credit_suite(void)
     tcase_add_test(inv, test_grant_spent_first_on_what_later_grants_cannot_pay);
     tcase_add_test(inv, test_refund_beyond_charges_becomes_account_credit);
     tcase_add_test(inv, test_credit_capped_at_subtotal_after_refund);
+    tcase_add_test(inv, test_refund_of_credit_paid_fee_goes_back_to_grant);
+    tcase_add_test(inv, test_refund_of_part_credit_paid_fee_splits);
+    tcase_add_test(inv, test_refund_to_expired_grant_expires);
+    tcase_add_test(inv, test_same_month_refund_nets_with_its_fee);
     tcase_add_test(inv, test_credit_at_exact_window_bounds);
     tcase_add_test(live, test_exhaustion_at_expiry_instant);
     tcase_add_test(live, test_exhaustion_rounds_down_to_the_nanosecond);

@@ -162,6 +162,9 @@ char *tu_invoice_text(billing_rater *r, const char *account, int year, int month
     for (i = 0; i < billing_invoice_credit_count(inv); i++)
         cat_text(&buf, &len, "credit %s %s left %s\n", billing_invoice_credit_grant(inv, i),
                  billing_invoice_credit_amount(inv, i), billing_invoice_credit_remaining(inv, i));
+    for (i = 0; i < billing_invoice_returned_count(inv); i++)
+        cat_text(&buf, &len, "returned %s %s left %s\n", billing_invoice_returned_grant(inv, i),
+                 billing_invoice_returned_amount(inv, i), billing_invoice_returned_remaining(inv, i));
     for (i = 0; i < billing_invoice_expired_count(inv); i++)
         cat_text(&buf, &len, "expired %s %s\n", billing_invoice_expired_grant(inv, i),
                  billing_invoice_expired_amount(inv, i));
