@@ -138,7 +138,8 @@ int bl_credit_init(bl_credit *c, const billing_catalog *cat, size_t ai);
 
 /*
  * bl_credit_copy - @dst = @src; both initialised for the same account.
- * Returns 0, or -1 when out of memory (@dst is then as after init).
+ * Returns 0, or -1 when out of memory (@dst is then incomplete: clear it
+ * or copy again).
  */
 int bl_credit_copy(bl_credit *dst, const bl_credit *src);
 
