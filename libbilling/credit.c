@@ -153,16 +153,16 @@ static void spread_line(const billing_catalog *cat, const bl_line *l, size_t k, 
     mpq_t sum;
     mpz_t upto;
     mpz_t before;
+    size_t i;
     size_t e;
 
     mpq_init(sum);
     mpz_init(upto);
     mpz_init(before);
-    for (e = 0; e < m->n_pools; e++) {
-        if (mpq_sgn(l->by_epoch[e]) == 0)
-            continue;
+    for (i = 0; i < l->n_parts; i++) {
+        e = l->parts[i].epoch;
         /* The rounded running sum ends at the line's rounded amount. */
-        mpq_add(sum, sum, l->by_epoch[e]);
+        mpq_add(sum, sum, l->parts[i].amount);
         bl_q_round_minor(upto, sum, cat->digits, cat->rounding);
         mpz_add(m->pools[e * 2 + k], m->pools[e * 2 + k], upto);
         mpz_sub(m->pools[e * 2 + k], m->pools[e * 2 + k], before);
@@ -189,15 +189,44 @@ void bl_month_pools(const billing_catalog *cat, bl_month *m)
     }
 }
 
+int bl_line_part_add(bl_line *l, size_t epoch, const mpq_t amount)
+{
+    bl_line_part *p;
+    size_t i = 0;
+
+    while (i < l->n_parts && l->parts[i].epoch < epoch)
+        i++;
+    if (i < l->n_parts && l->parts[i].epoch == epoch) {
+        mpq_add(l->parts[i].amount, l->parts[i].amount, amount);
+        return 0;
+    }
+    p = realloc(l->parts, (l->n_parts + 1) * sizeof(*p));
+    if (p == NULL)
+        return -1;
+    l->parts = p;
+    /* GMP values may move: their limbs stay where they are. */
+    memmove(&p[i + 1], &p[i], (l->n_parts - i) * sizeof(*p));
+    l->n_parts++;
+    p[i].epoch = epoch;
+    mpq_init(p[i].amount);
+    mpq_set(p[i].amount, amount);
+    return 0;
+}
+
 int bl_refund_source(bl_month *m, bl_line *l, int32_t fee_month, size_t fee_epoch,
                      const mpq_t refund)
 {
     bl_refund_part *p;
+    mpq_t back;
+    int rc;
 
     if (fee_month == m->month) {
         /* The fee is on this invoice: credit pays the two netted. */
-        mpq_sub(l->by_epoch[fee_epoch], l->by_epoch[fee_epoch], refund);
-        return 0;
+        mpq_init(back);
+        mpq_neg(back, refund);
+        rc = bl_line_part_add(l, fee_epoch, back);
+        mpq_clear(back);
+        return rc;
     }
     p = realloc(l->sources, (l->n_sources + 1) * sizeof(*p));
     if (p == NULL)
@@ -317,6 +346,7 @@ typedef struct alloc {
     size_t np;              /* pools */
     mpz_t *flow;            /* [grant * np + pool] */
     mpz_t cap;              /* what the grants together may still pay */
+    size_t *window;         /* per grant: first and last epoch inside its window */
     size_t *via_pool;       /* per grant: the pool it was reached through */
     size_t *via_grant;      /* per pool: the grant it was reached from */
     size_t *queue;          /* grants to visit */
@@ -327,6 +357,7 @@ typedef struct alloc {
 static int alloc_init(alloc *s, const billing_catalog *cat, const bl_account *a, const bl_month *m,
                       const mpz_t due)
 {
+    const bl_grant *g;
     size_t i;
 
     memset(s, 0, sizeof(*s));
@@ -335,18 +366,25 @@ static int alloc_init(alloc *s, const billing_catalog *cat, const bl_account *a,
     s->n = a->n_grants;
     s->np = 2 * m->n_pools;
     s->flow = malloc((s->n * s->np + 1) * sizeof(mpz_t));
+    s->window = malloc((2 * s->n + 1) * sizeof(size_t));
     s->via_pool = malloc((s->n + 1) * sizeof(size_t));
     s->via_grant = malloc((s->np + 1) * sizeof(size_t));
     s->queue = malloc((s->n + 1) * sizeof(size_t));
     s->seen = malloc(s->n + s->np + 1);
-    if (s->flow == NULL || s->via_pool == NULL || s->via_grant == NULL || s->queue == NULL ||
-        s->seen == NULL) {
+    if (s->flow == NULL || s->window == NULL || s->via_pool == NULL || s->via_grant == NULL ||
+        s->queue == NULL || s->seen == NULL) {
         free(s->flow);
         s->flow = NULL;
         return -1;
     }
     for (i = 0; i < s->n * s->np; i++)
         mpz_init(s->flow[i]);
+    for (i = 0; i < s->n; i++) {
+        g = BL_AT(cat->grants, bl_grant, a->grants[i]);
+        /* Epoch e covers [epochs[e-1], epochs[e]); inside the window: e in (gi, xi]. */
+        s->window[2 * i] = bound_index(a, g->granted_at) + 1;
+        s->window[2 * i + 1] = bound_index(a, g->expires_at);
+    }
     mpz_init(s->cap);
     if (mpz_sgn(due) > 0)
         mpz_set(s->cap, due); /* credit never takes an invoice below zero */
@@ -362,6 +400,7 @@ static void alloc_clear(alloc *s)
     if (s->flow != NULL)
         mpz_clear(s->cap);
     free(s->flow);
+    free(s->window);
     free(s->via_pool);
     free(s->via_grant);
     free(s->queue);
@@ -373,11 +412,8 @@ static int may_pay(const alloc *s, size_t g, size_t p)
 {
     const bl_grant *gr = BL_AT(s->cat->grants, bl_grant, s->a->grants[g]);
     unsigned kind = p % 2 == 0 ? BILLING_CHARGE_USAGE : BILLING_CHARGE_SUBSCRIPTION;
-    size_t e = p / 2;
 
-    /* Epoch e covers [epochs[e-1], epochs[e]); inside the window: e in (gi, xi]. */
-    return (gr->kinds & kind) && e > bound_index(s->a, gr->granted_at) &&
-           e <= bound_index(s->a, gr->expires_at);
+    return (gr->kinds & kind) && p / 2 >= s->window[2 * g] && p / 2 <= s->window[2 * g + 1];
 }
 
 /*
@@ -528,7 +564,7 @@ int bl_credit_apply(const billing_catalog *cat, size_t ai, bl_month *m, bl_credi
         free(before);
         return -1;
     }
-    for (p = 0; p < s.np; p++)
+    for (p = 1; p < s.np; p += 2) /* fee pools: refunds give back what credit paid of them */
         mpz_init_set(before[p], m->pools[p]);
     mpz_init(grants);
     for (i = 0; i < c->n; i++)
@@ -543,7 +579,7 @@ int bl_credit_apply(const billing_catalog *cat, size_t ai, bl_month *m, bl_credi
     }
     apply_balance(due, c, grants);
     rc = record_fees(&s, m, (const mpz_t *)before, c);
-    for (p = 0; p < s.np; p++)
+    for (p = 1; p < s.np; p += 2)
         mpz_clear(before[p]);
     free(before);
     mpz_clear(grants);

@@ -9,6 +9,12 @@
 
 #include "rater.h"
 
+/* The part of a line's exact amount in one credit epoch. */
+typedef struct bl_line_part {
+    size_t epoch;
+    mpq_t amount;
+} bl_line_part;
+
 /* Where a refund goes back to: the fee it refunds, charged in an earlier month. */
 typedef struct bl_refund_part {
     int32_t month;          /* the month of the refunded term's fee */
@@ -26,7 +32,8 @@ typedef struct bl_line {
     mpq_t unit_price;
     mpq_t amount;
     mpz_t rounded;          /* amount in minor units */
-    mpq_t *by_epoch;        /* the exact amount split by credit epoch (n_pools) */
+    bl_line_part *parts;    /* the exact amount by credit epoch, ascending epochs */
+    size_t n_parts;
     bl_refund_part *sources; /* refund lines: refunds of fees of earlier months */
     size_t n_sources;
 } bl_line;
@@ -64,6 +71,13 @@ billing_status bl_month_compute(billing_rater *r, size_t ai, int32_t month, bl_m
  * by a refund is zero (a refund is never credit to spend).
  */
 void bl_month_pools(const billing_catalog *cat, bl_month *m);
+
+/*
+ * bl_line_part_add - add @amount to line @l's part in credit epoch
+ * @epoch (so that credit can pay the line's rounded amount by epoch).
+ * Returns 0, or -1 when out of memory.
+ */
+int bl_line_part_add(bl_line *l, size_t epoch, const mpq_t amount);
 
 /*
  * bl_refund_source - account for @refund (exact, > 0) on refund line @l of

@@ -38,9 +38,9 @@ void bl_month_clear(bl_month *m)
     size_t e;
 
     for (i = 0; i < m->n_lines; i++) {
-        for (e = 0; m->lines[i].by_epoch != NULL && e < m->n_pools; e++)
-            mpq_clear(m->lines[i].by_epoch[e]);
-        free(m->lines[i].by_epoch);
+        for (e = 0; e < m->lines[i].n_parts; e++)
+            mpq_clear(m->lines[i].parts[e].amount);
+        free(m->lines[i].parts);
         for (e = 0; e < m->lines[i].n_sources; e++)
             mpq_clear(m->lines[i].sources[e].amount);
         free(m->lines[i].sources);
@@ -64,7 +64,6 @@ static bl_line *line_get(bl_month *m, billing_line_kind kind, billing_meter mete
     size_t i;
     bl_line *l;
     void *p;
-    mpq_t *by_epoch;
 
     for (i = 0; i < m->n_lines; i++) {
         l = &m->lines[i];
@@ -72,15 +71,10 @@ static bl_line *line_get(bl_month *m, billing_line_kind kind, billing_meter mete
             l->version == version)
             return l;
     }
-    by_epoch = malloc(m->n_pools * sizeof(mpq_t));
-    if (by_epoch == NULL)
-        return NULL;
     if (m->n_lines == m->cap_lines) {
         p = realloc(m->lines, (m->cap_lines ? m->cap_lines * 2 : 8) * sizeof(bl_line));
-        if (p == NULL) {
-            free(by_epoch);
+        if (p == NULL)
             return NULL;
-        }
         m->lines = p;
         m->cap_lines = m->cap_lines ? m->cap_lines * 2 : 8;
     }
@@ -90,11 +84,10 @@ static bl_line *line_get(bl_month *m, billing_line_kind kind, billing_meter mete
     l->rate = rate;
     l->plan = plan;
     l->version = version;
-    l->by_epoch = by_epoch;
+    l->parts = NULL;
+    l->n_parts = 0;
     l->sources = NULL;
     l->n_sources = 0;
-    for (i = 0; i < m->n_pools; i++)
-        mpq_init(l->by_epoch[i]);
     mpq_init(l->quantity);
     mpq_init(l->unit_price);
     mpq_set(l->unit_price, unit_price);
@@ -155,8 +148,9 @@ static billing_status add_usage(billing_rater *r, bl_month *m, const bl_agg *a)
     if (l != NULL) {
         mpq_add(l->quantity, l->quantity, qty);
         mpq_add(l->amount, l->amount, amount);
-        mpq_add(l->by_epoch[a->key.epoch], l->by_epoch[a->key.epoch], amount);
     }
+    if (l != NULL && bl_line_part_add(l, a->key.epoch, amount) != 0)
+        l = NULL;
     mpq_clear(qty);
     mpq_clear(amount);
     mpq_clear(zero);
@@ -188,8 +182,7 @@ static billing_status add_fee(billing_rater *r, bl_month *m, const bl_account *a
         return BILLING_ERR_NOMEM;
     mpz_add_ui(mpq_numref(l->quantity), mpq_numref(l->quantity), 1);
     mpq_add(l->amount, l->amount, fee->fee);
-    mpq_add(l->by_epoch[epoch_at(a, ts)], l->by_epoch[epoch_at(a, ts)], fee->fee);
-    return BILLING_OK;
+    return bl_line_part_add(l, epoch_at(a, ts), fee->fee) == 0 ? BILLING_OK : BILLING_ERR_NOMEM;
 }
 
 /* Refund of the unused part of the term containing the cancellation. */
