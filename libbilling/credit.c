@@ -492,10 +492,14 @@ static void spend_grant(alloc *s, bl_month *m, size_t i, const mpz_t left, mpz_t
             break;
         if (mpz_cmp(b, m->pools[end]) > 0)
             mpz_set(b, m->pools[end]);
-        for (p = end, g = s->via_grant[p]; g != i; g = s->via_grant[p]) {
+        /* Walking back, each earlier grant on the path gives up part of a pool. */
+        p = end;
+        g = s->via_grant[p];
+        while (g != i) {
             p = s->via_pool[g];
             if (mpz_cmp(b, s->flow[g * s->np + p]) > 0)
                 mpz_set(b, s->flow[g * s->np + p]);
+            g = s->via_grant[p];
         }
         augment(s, m, i, end, b);
         mpz_add(spent, spent, b);

@@ -225,6 +225,43 @@ START_TEST(test_grant_spent_first_on_what_later_grants_cannot_pay)
 END_TEST
 
 /*
+ * Paying the most can take moving what earlier grants pay. A (priority 0,
+ * all March, 100.00), B (priority 1, Mar 1-10, 50.00), C (priority 2, Mar
+ * 1-5, 30.00); usage of 30.00 on Mar 2, 50.00 on Mar 6, 90.00 on Mar 12.
+ * A alone would pay 30 + 50 + 20; B takes Mar 2 and 20.00 of Mar 6 while A
+ * moves to Mar 12; C takes 20.00 of Mar 2 while B moves to Mar 6 and A to
+ * Mar 12. All 170.00 is paid and C keeps 10.00, which expires. Without
+ * moving, A paid 100.00, B and C nothing, and 70.00 was left to pay.
+ */
+START_TEST(test_allocation_moves_earlier_grants)
+{
+    billing_catalog *cat = tu_gpu_cloud();
+    billing_rater *r;
+
+    tu_account(cat, "um", shanghai, "0");
+    add_grant(cat, "A", "um", "100.00", "2026-03-01T00:00:00+08:00", "2026-04-01T00:00:00+08:00",
+              BILLING_CHARGE_USAGE, 0);
+    add_grant(cat, "B", "um", "50.00", "2026-03-01T00:00:00+08:00", "2026-03-10T00:00:00+08:00",
+              BILLING_CHARGE_USAGE, 1);
+    add_grant(cat, "C", "um", "30.00", "2026-03-01T00:00:00+08:00", "2026-03-05T00:00:00+08:00",
+              BILLING_CHARGE_USAGE, 2);
+    r = new_rater(cat);
+    /* 10 GPUs at 0.60: 5 h = 30.00, 8 h 20 min = 50.00, 15 h = 90.00. */
+    ADD(r, "m1", "um", "i-1", "gpu", "2026-03-02T00:00:00+08:00", "2026-03-02T05:00:00+08:00", "10");
+    ADD(r, "m2", "um", "i-1", "gpu", "2026-03-06T00:00:00+08:00", "2026-03-06T08:20:00+08:00", "10");
+    ADD(r, "m3", "um", "i-1", "gpu", "2026-03-12T00:00:00+08:00", "2026-03-12T15:00:00+08:00", "10");
+    assert_credit_part(r, "um", 2026, 3,
+                       "credit A 100.00 left 0.00\n"
+                       "credit B 50.00 left 0.00\n"
+                       "credit C 20.00 left 10.00\n"
+                       "expired C 10.00\n"
+                       "subtotal 170.00 credits 170.00 tax 0.00@0 total 0.00\n");
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
+/*
  * Issue 16: a refund larger than the month's charges. A refundable
  * monthly term from Jan 31 10:00 is cancelled on Feb 14 10:00: 14 of its
  * 28 days unused, 2599 x 14/28 = 1299.50 back. February also has 48.00 of
@@ -586,6 +623,7 @@ static Suite *credit_suite(void)
     tcase_add_test(inv, test_covered_usage_leaves_nothing_to_pay);
     tcase_add_test(inv, test_credit_pays_its_part_of_a_rounded_line);
     tcase_add_test(inv, test_grant_spent_first_on_what_later_grants_cannot_pay);
+    tcase_add_test(inv, test_allocation_moves_earlier_grants);
     tcase_add_test(inv, test_refund_beyond_charges_becomes_account_credit);
     tcase_add_test(inv, test_credit_capped_at_subtotal_after_refund);
     tcase_add_test(inv, test_refund_of_credit_paid_fee_goes_back_to_grant);
