@@ -275,6 +275,7 @@ START_TEST(test_refund_beyond_charges_becomes_account_credit)
 {
     billing_catalog *cat = tu_gpu_cloud();
     billing_rater *r;
+    billing_event *evs[1];
 
     tu_account(cat, "u16", shanghai, "0.06");
     add_grant(cat, "feb", "u16", "100.00", "2026-02-01T00:00:00+08:00", "2026-03-01T00:00:00+08:00",
@@ -293,8 +294,13 @@ START_TEST(test_refund_beyond_charges_becomes_account_credit)
     assert_credit_part(r, "u16", 2026, 3,
                        "account credit 4.80 carried 0.00 left 1246.70\n"
                        "subtotal 4.80 credits 0.00 tax 0.00@0.06 total 0.00\n");
-    /* The account credit is part of the live balance (the grant is gone). */
+    /* The account credit is part of the live balance (the grant is gone)... */
     assert_balance(r, "u16", "2026-03-06T00:00:00+08:00", "1246.7");
+    /* ...and of the exhaustion: 1246.70 at 4.80 an hour lasts 259 h 43 min 45 s. */
+    evs[0] = running(BILLING_METER_GPU, "8");
+    ck_assert(exhaustion(r, "u16", "2026-03-06T00:00:00+08:00", evs, 1) ==
+              tu_time("2026-03-16T19:43:45+08:00"));
+    billing_event_destroy(evs[0]);
     billing_rater_destroy(r);
     billing_catalog_destroy(cat);
 }
