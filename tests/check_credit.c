@@ -262,6 +262,36 @@ START_TEST(test_allocation_moves_earlier_grants)
 END_TEST
 
 /*
+ * A move is bounded by what the earlier grant pays of the pool it leaves.
+ * A (priority 0, all March, 100.00) first pays 10.00 on Mar 2 and 90.00
+ * on Mar 12; B (priority 1, Mar 1-10, 50.00) may pay only Mar 2, so A
+ * moves its 10.00 there to Mar 12 and B pays 10.00, not 50.00.
+ */
+START_TEST(test_allocation_move_bounded_by_earlier_payment)
+{
+    billing_catalog *cat = tu_gpu_cloud();
+    billing_rater *r;
+
+    tu_account(cat, "uv", shanghai, "0");
+    add_grant(cat, "A", "uv", "100.00", "2026-03-01T00:00:00+08:00", "2026-04-01T00:00:00+08:00",
+              BILLING_CHARGE_USAGE, 0);
+    add_grant(cat, "B", "uv", "50.00", "2026-03-01T00:00:00+08:00", "2026-03-10T00:00:00+08:00",
+              BILLING_CHARGE_USAGE, 1);
+    r = new_rater(cat);
+    /* 10 GPUs at 0.60: 1 h 40 min = 10.00, 33 h 20 min = 200.00. */
+    ADD(r, "v1", "uv", "i-1", "gpu", "2026-03-02T00:00:00+08:00", "2026-03-02T01:40:00+08:00", "10");
+    ADD(r, "v2", "uv", "i-1", "gpu", "2026-03-12T00:00:00+08:00", "2026-03-13T09:20:00+08:00", "10");
+    assert_credit_part(r, "uv", 2026, 3,
+                       "credit A 100.00 left 0.00\n"
+                       "credit B 10.00 left 40.00\n"
+                       "expired B 40.00\n"
+                       "subtotal 210.00 credits 110.00 tax 0.00@0 total 100.00\n");
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
+/*
  * Issue 16: a refund larger than the month's charges. A refundable
  * monthly term from Jan 31 10:00 is cancelled on Feb 14 10:00: 14 of its
  * 28 days unused, 2599 x 14/28 = 1299.50 back. February also has 48.00 of
@@ -630,6 +660,7 @@ static Suite *credit_suite(void)
     tcase_add_test(inv, test_credit_pays_its_part_of_a_rounded_line);
     tcase_add_test(inv, test_grant_spent_first_on_what_later_grants_cannot_pay);
     tcase_add_test(inv, test_allocation_moves_earlier_grants);
+    tcase_add_test(inv, test_allocation_move_bounded_by_earlier_payment);
     tcase_add_test(inv, test_refund_beyond_charges_becomes_account_credit);
     tcase_add_test(inv, test_credit_capped_at_subtotal_after_refund);
     tcase_add_test(inv, test_refund_of_credit_paid_fee_goes_back_to_grant);
