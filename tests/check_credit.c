@@ -7,9 +7,12 @@
 #include "config.h"
 
 #include <check.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "testrng.h"
 #include "testutil.h"
 
 static billing_zone *shanghai;
@@ -648,6 +651,188 @@ START_TEST(test_exhaustion_counts_a_grant_starting_later)
 }
 END_TEST
 
+/* ---------------------------------------------------------------------- */
+/* Allocation against an independent maximum (min cut)                     */
+/* ---------------------------------------------------------------------- */
+
+#define RND_GRANTS 4
+#define RND_EVENTS 6
+
+typedef struct rnd_case {
+    int n_grants;
+    int from[RND_GRANTS];  /* window [from, to) in days of March 2026 (32 = Apr 1) */
+    int to[RND_GRANTS];
+    long amount[RND_GRANTS]; /* cents */
+    int priority[RND_GRANTS];
+    int order[RND_GRANTS]; /* application order */
+    int n_events;
+    int day[RND_EVENTS];
+    long cents[RND_EVENTS];
+} rnd_case;
+
+/* Application order: priority, then earliest expiry, then earliest grant, then id. */
+static int before_in_order(const rnd_case *c, int x, int y)
+{
+    if (c->priority[x] != c->priority[y])
+        return c->priority[x] < c->priority[y];
+    if (c->to[x] != c->to[y])
+        return c->to[x] < c->to[y];
+    if (c->from[x] != c->from[y])
+        return c->from[x] < c->from[y];
+    return x < y;
+}
+
+/*
+ * The most credit the grants in @set (a bit mask) can pay, by max-flow
+ * min-cut: over every subset X of them, the grants outside X give their
+ * amount and the charges any grant in X may pay give theirs; the least
+ * such sum is the maximum.
+ */
+static long max_credit(const rnd_case *c, unsigned set)
+{
+    long best = -1;
+    long cut;
+    unsigned x;
+    int g;
+    int e;
+    int reach;
+
+    for (x = 0; x < (1u << c->n_grants); x++) {
+        if ((x & ~set) != 0)
+            continue;
+        cut = 0;
+        for (g = 0; g < c->n_grants; g++)
+            cut += ((set >> g) & 1u) && !((x >> g) & 1u) ? c->amount[g] : 0;
+        for (e = 0; e < c->n_events; e++) {
+            reach = 0;
+            for (g = 0; g < c->n_grants; g++)
+                reach |= ((x >> g) & 1u) && c->from[g] <= c->day[e] && c->day[e] < c->to[g];
+            cut += reach ? c->cents[e] : 0;
+        }
+        if (best < 0 || cut < best)
+            best = cut;
+    }
+    return best;
+}
+
+static void rnd_make(rnd_case *c, uint64_t *rng)
+{
+    int g;
+    int h;
+    int e;
+    int t;
+
+    c->n_grants = 2 + (int)(test_rnd(rng) % (RND_GRANTS - 1));
+    for (g = 0; g < c->n_grants; g++) {
+        c->from[g] = 1 + (int)(test_rnd(rng) % 28);
+        c->to[g] = c->from[g] + 1 + (int)(test_rnd(rng) % (uint64_t)(32 - c->from[g]));
+        c->amount[g] = 100 * (1 + (long)(test_rnd(rng) % 60));
+        c->priority[g] = (int)(test_rnd(rng) % 3);
+        c->order[g] = g;
+    }
+    for (g = 1; g < c->n_grants; g++) {
+        for (h = g; h > 0 && before_in_order(c, c->order[h], c->order[h - 1]); h--) {
+            t = c->order[h];
+            c->order[h] = c->order[h - 1];
+            c->order[h - 1] = t;
+        }
+    }
+    c->n_events = 1 + (int)(test_rnd(rng) % RND_EVENTS);
+    for (e = 0; e < c->n_events; e++) {
+        c->day[e] = 1 + (int)(test_rnd(rng) % 31);
+        c->cents[e] = 10 * (1 + (long)(test_rnd(rng) % 600)); /* 10 GPUs: 0.10 a minute */
+    }
+}
+
+/* Build the account of case @c; returns the rater. */
+static billing_rater *rnd_rater(billing_catalog *cat, const rnd_case *c)
+{
+    billing_rater *r;
+    char id[16];
+    char amount[32];
+    char from[40];
+    char to[40];
+    char start[64];
+    char end[64];
+    int g;
+    int e;
+
+    tu_account(cat, "ur", shanghai, "0");
+    for (g = 0; g < c->n_grants; g++) {
+        snprintf(id, sizeof(id), "g%d", g);
+        snprintf(amount, sizeof(amount), "%ld.%02ld", c->amount[g] / 100, c->amount[g] % 100);
+        snprintf(from, sizeof(from), "2026-03-%02dT00:00:00+08:00", c->from[g]);
+        if (c->to[g] == 32)
+            snprintf(to, sizeof(to), "2026-04-01T00:00:00+08:00");
+        else
+            snprintf(to, sizeof(to), "2026-03-%02dT00:00:00+08:00", c->to[g]);
+        add_grant(cat, id, "ur", amount, from, to, BILLING_CHARGE_USAGE, c->priority[g]);
+    }
+    r = new_rater(cat);
+    for (e = 0; e < c->n_events; e++) {
+        snprintf(id, sizeof(id), "e%d", e);
+        snprintf(start, sizeof(start), "2026-03-%02dT10:00:00+08:00", c->day[e]);
+        snprintf(end, sizeof(end), "2026-03-%02dT%02ld:%02ld:00+08:00", c->day[e],
+                 10 + c->cents[e] / 10 / 60, c->cents[e] / 10 % 60);
+        ADD(r, id, "ur", "i-1", "gpu", start, end, "10");
+    }
+    return r;
+}
+
+/* Minor units of a decimal with two places. */
+static long cents_of(const char *text)
+{
+    long whole = 0;
+    long frac = 0;
+    int neg = text[0] == '-';
+
+    ck_assert_int_eq(sscanf(text + neg, "%ld.%2ld", &whole, &frac), 2);
+    return (neg ? -1 : 1) * (whole * 100 + frac);
+}
+
+/*
+ * Random grants and usage in one month: the grants together pay the most
+ * they can (min cut), and the k-th grant in application order pays what
+ * the first k can pay minus what the first k - 1 can (the greedy vector).
+ */
+START_TEST(test_allocation_is_maximal_and_in_order)
+{
+    billing_catalog *cat = tu_gpu_cloud();
+    billing_invoice *inv;
+    billing_rater *r;
+    rnd_case c;
+    uint64_t rng = UINT64_C(0x9e3779b97f4a7c15) + (uint64_t)_i * 7919;
+    char err[256];
+    long paid[RND_GRANTS] = {0};
+    long total = 0;
+    long want;
+    unsigned set = 0;
+    size_t i;
+    int k;
+
+    rnd_make(&c, &rng);
+    r = rnd_rater(cat, &c);
+    ck_assert_int_eq(billing_rater_invoice(r, "ur", 2026, 3, &inv, err, sizeof(err)), BILLING_OK);
+    for (i = 0; i < billing_invoice_credit_count(inv); i++)
+        paid[billing_invoice_credit_grant(inv, i)[1] - '0'] =
+            cents_of(billing_invoice_credit_amount(inv, i));
+    for (k = 0; k < c.n_grants; k++) {
+        want = -max_credit(&c, set);
+        set |= 1u << c.order[k];
+        want += max_credit(&c, set);
+        ck_assert_msg(paid[c.order[k]] == want, "case %d: grant g%d paid %ld, expected %ld", _i,
+                      c.order[k], paid[c.order[k]], want);
+        total += want;
+    }
+    ck_assert_int_eq(cents_of(billing_invoice_credits(inv)), total);
+    ck_assert_int_eq(cents_of(billing_invoice_total(inv)),
+                     cents_of(billing_invoice_subtotal(inv)) - total);
+    billing_invoice_destroy(inv);
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
 static Suite *credit_suite(void)
 {
     Suite *s = suite_create("credit");
@@ -673,6 +858,7 @@ static Suite *credit_suite(void)
     tcase_add_test(live, test_exhaustion_across_month_start_with_storage);
     tcase_add_test(live, test_exhaustion_across_grant_expiry_with_storage);
     tcase_add_test(live, test_exhaustion_counts_a_grant_starting_later);
+    tcase_add_loop_test(inv, test_allocation_is_maximal_and_in_order, 0, 300);
     suite_add_tcase(s, inv);
     suite_add_tcase(s, live);
     return s;
