@@ -858,7 +858,7 @@ static Suite *credit_suite(void)
     tcase_add_test(live, test_exhaustion_across_month_start_with_storage);
     tcase_add_test(live, test_exhaustion_across_grant_expiry_with_storage);
     tcase_add_test(live, test_exhaustion_counts_a_grant_starting_later);
-    tcase_add_loop_test(inv, test_allocation_is_maximal_and_in_order, 0, 300);
+    tcase_add_loop_test(inv, test_allocation_is_maximal_and_in_order, 0, 200);
     suite_add_tcase(s, inv);
     suite_add_tcase(s, live);
     return s;
