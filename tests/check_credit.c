@@ -625,6 +625,42 @@ START_TEST(test_exhaustion_across_grant_expiry_with_storage)
 END_TEST
 
 /*
+ * The exhaustion instant and the invoice agree. "long" (priority 0, 10.00)
+ * and "short" (priority 1, 10.00, until 12:00); 8 GPUs burn 4.80 an hour
+ * from 10:00. The walk spends "short" first (9.60 by noon, 0.40 expires),
+ * then "long" lasts 2 h 5 min: 14:05. Running exactly until then costs
+ * 19.60, and the invoice pays all of it: "short" 9.60 before noon, "long"
+ * 10.00, total 0.00, balance 0.
+ */
+START_TEST(test_exhaustion_agrees_with_invoice)
+{
+    billing_catalog *cat = tu_gpu_cloud();
+    billing_rater *r;
+    billing_event *evs[1];
+
+    tu_account(cat, "ua", shanghai, "0");
+    add_grant(cat, "long", "ua", "10.00", "2026-01-01T00:00:00+08:00", "2026-06-01T00:00:00+08:00",
+              BILLING_CHARGE_USAGE, 0);
+    add_grant(cat, "short", "ua", "10.00", "2026-01-01T00:00:00+08:00",
+              "2026-01-10T12:00:00+08:00", BILLING_CHARGE_USAGE, 1);
+    r = new_rater(cat);
+    evs[0] = running(BILLING_METER_GPU, "8");
+    ck_assert(exhaustion(r, "ua", "2026-01-10T10:00:00+08:00", evs, 1) ==
+              tu_time("2026-01-10T14:05:00+08:00"));
+    ADD(r, "a1", "ua", "i-1", "gpu", "2026-01-10T10:00:00+08:00", "2026-01-10T14:05:00+08:00", "8");
+    assert_credit_part(r, "ua", 2026, 1,
+                       "credit long 10.00 left 0.00\n"
+                       "credit short 9.60 left 0.40\n"
+                       "expired short 0.40\n"
+                       "subtotal 19.60 credits 19.60 tax 0.00@0 total 0.00\n");
+    assert_balance(r, "ua", "2026-01-10T14:05:00+08:00", "0");
+    billing_event_destroy(evs[0]);
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
+/*
  * A grant that starts later adds to the credit from its start: 2.00 at
  * 0.60/h would be gone at 13:20, but at 12:00 a 10.00 grant starts, so
  * 0.80 + 10.00 last 18 h more: Jan 11 06:00. The walk used to ignore
@@ -858,6 +894,7 @@ static Suite *credit_suite(void)
     tcase_add_test(live, test_exhaustion_across_month_start_with_storage);
     tcase_add_test(live, test_exhaustion_across_grant_expiry_with_storage);
     tcase_add_test(live, test_exhaustion_counts_a_grant_starting_later);
+    tcase_add_test(live, test_exhaustion_agrees_with_invoice);
     tcase_add_loop_test(inv, test_allocation_is_maximal_and_in_order, 0, 200);
     suite_add_tcase(s, inv);
     suite_add_tcase(s, live);
