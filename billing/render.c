@@ -147,14 +147,21 @@ static json_t *line_json(const billing_invoice *inv, size_t i)
     return o;
 }
 
-static json_t *credit_json(const billing_invoice *inv, size_t i, int expired)
+/* Which list of grants a credits array shows. */
+enum { CREDITS_APPLIED, CREDITS_EXPIRED, CREDITS_RETURNED };
+
+static json_t *credit_json(const billing_invoice *inv, size_t i, int which)
 {
     json_t *o = json_object();
     int failed;
 
     if (o == NULL)
         return NULL;
-    if (expired)
+    if (which == CREDITS_RETURNED)
+        failed = add_str(o, "grant", billing_invoice_returned_grant(inv, i)) != 0 ||
+                 add_str(o, "amount", billing_invoice_returned_amount(inv, i)) != 0 ||
+                 add_str(o, "remaining", billing_invoice_returned_remaining(inv, i)) != 0;
+    else if (which == CREDITS_EXPIRED)
         failed = add_str(o, "grant", billing_invoice_expired_grant(inv, i)) != 0 ||
                  add_str(o, "amount", billing_invoice_expired_amount(inv, i)) != 0;
     else
@@ -182,19 +189,55 @@ static json_t *lines_json(const billing_invoice *inv)
     return arr;
 }
 
-static json_t *credits_json(const billing_invoice *inv, int expired)
+static json_t *credits_json(const billing_invoice *inv, int which)
 {
     json_t *arr = json_array();
-    size_t n = expired ? billing_invoice_expired_count(inv) : billing_invoice_credit_count(inv);
+    size_t n = which == CREDITS_RETURNED ? billing_invoice_returned_count(inv)
+               : which == CREDITS_EXPIRED ? billing_invoice_expired_count(inv)
+                                           : billing_invoice_credit_count(inv);
     size_t i;
 
     for (i = 0; arr != NULL && i < n; i++) {
-        if (append(arr, credit_json(inv, i, expired)) != 0) {
+        if (append(arr, credit_json(inv, i, which)) != 0) {
             json_decref(arr);
             return NULL;
         }
     }
     return arr;
+}
+
+static int is_zero(const char *amount)
+{
+    return strspn(amount, "0.") == strlen(amount);
+}
+
+/* Account credit is rare (a refund beyond a month's charges): shown only when there is some. */
+static int has_account_credit(const billing_invoice *inv)
+{
+    return !is_zero(billing_invoice_account_credit(inv)) ||
+           !is_zero(billing_invoice_carried(inv)) ||
+           !is_zero(billing_invoice_account_credit_left(inv));
+}
+
+static int add_account_credit(json_t *o, const billing_invoice *inv)
+{
+    json_t *ac;
+
+    if (!has_account_credit(inv))
+        return 0;
+    ac = json_pack("{s:s, s:s, s:s}", "applied", billing_invoice_account_credit(inv), "carried",
+                   billing_invoice_carried(inv), "left", billing_invoice_account_credit_left(inv));
+    return json_object_set_new(o, "account_credit", ac);
+}
+
+/* Credit given back to grants by refunds: shown only when there is some. */
+static int add_returned(json_t *o, const billing_invoice *inv)
+{
+    if (billing_invoice_returned_count(inv) == 0)
+        return 0;
+    if (json_object_set_new(o, "returned_credits", credits_json(inv, CREDITS_RETURNED)) != 0)
+        return -1;
+    return add_str(o, "returned_total", billing_invoice_returned(inv));
 }
 
 static json_t *period_json(const billing_invoice *inv)
@@ -220,11 +263,11 @@ json_t *render_invoice_json(const billing_invoice *inv)
         add_str(o, "currency", billing_invoice_currency(inv)) != 0 ||
         json_object_set_new(o, "period", period_json(inv)) != 0 ||
         json_object_set_new(o, "lines", lines_json(inv)) != 0 ||
-        json_object_set_new(o, "credits", credits_json(inv, 0)) != 0 ||
-        json_object_set_new(o, "expired_credits", credits_json(inv, 1)) != 0 ||
-        add_str(o, "subtotal", billing_invoice_subtotal(inv)) != 0 ||
+        json_object_set_new(o, "credits", credits_json(inv, CREDITS_APPLIED)) != 0 ||
+        json_object_set_new(o, "expired_credits", credits_json(inv, CREDITS_EXPIRED)) != 0 ||
+        add_returned(o, inv) != 0 || add_str(o, "subtotal", billing_invoice_subtotal(inv)) != 0 ||
         add_str(o, "credits_total", billing_invoice_credits(inv)) != 0 ||
-        add_str(o, "tax_rate", billing_invoice_tax_rate(inv)) != 0 ||
+        add_account_credit(o, inv) != 0 || add_str(o, "tax_rate", billing_invoice_tax_rate(inv)) != 0 ||
         add_str(o, "tax", billing_invoice_tax(inv)) != 0 ||
         add_str(o, "total", billing_invoice_total(inv)) != 0) {
         json_decref(o);
@@ -317,11 +360,25 @@ static void print_credits(FILE *out, const billing_invoice *inv, int width)
         snprintf(note, sizeof(note), "  (%s left)", billing_invoice_credit_remaining(inv, i));
         print_total(out, width, label, amount, note);
     }
+    for (i = 0; i < billing_invoice_returned_count(inv); i++) {
+        snprintf(label, sizeof(label), "credit returned to %s", billing_invoice_returned_grant(inv, i));
+        snprintf(note, sizeof(note), "  (%s left)", billing_invoice_returned_remaining(inv, i));
+        print_total(out, width, label, billing_invoice_returned_amount(inv, i), note);
+    }
     for (i = 0; i < billing_invoice_expired_count(inv); i++) {
         snprintf(label, sizeof(label), "expired credit %s", billing_invoice_expired_grant(inv, i));
         snprintf(note, sizeof(note), "  (not charged)");
         print_total(out, width, label, billing_invoice_expired_amount(inv, i), note);
     }
+    if (!has_account_credit(inv))
+        return;
+    snprintf(note, sizeof(note), "  (%s left)", billing_invoice_account_credit_left(inv));
+    if (!is_zero(billing_invoice_account_credit(inv))) {
+        snprintf(amount, sizeof(amount), "-%s", billing_invoice_account_credit(inv));
+        print_total(out, width, "account credit", amount, note);
+    }
+    if (!is_zero(billing_invoice_carried(inv)))
+        print_total(out, width, "carried to account credit", billing_invoice_carried(inv), note);
 }
 
 static void print_header(FILE *out, const billing_invoice *inv)

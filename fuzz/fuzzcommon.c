@@ -334,6 +334,13 @@ static billing_status invoice_digest(billing_rater *r, const char *account, int 
     for (i = 0; i < billing_invoice_expired_count(inv); i++)
         digest_add(buf, &len, "expired %s %s\n", billing_invoice_expired_grant(inv, i),
                    billing_invoice_expired_amount(inv, i));
+    for (i = 0; i < billing_invoice_returned_count(inv); i++)
+        digest_add(buf, &len, "returned %s %s %s\n", billing_invoice_returned_grant(inv, i),
+                   billing_invoice_returned_amount(inv, i),
+                   billing_invoice_returned_remaining(inv, i));
+    digest_add(buf, &len, "account credit %s carried %s left %s returned %s\n",
+               billing_invoice_account_credit(inv), billing_invoice_carried(inv),
+               billing_invoice_account_credit_left(inv), billing_invoice_returned(inv));
     digest_add(buf, &len, "subtotal %s credits %s tax %s@%s total %s\n",
                billing_invoice_subtotal(inv), billing_invoice_credits(inv),
                billing_invoice_tax(inv), billing_invoice_tax_rate(inv), billing_invoice_total(inv));

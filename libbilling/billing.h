@@ -588,8 +588,10 @@ BILLING_API size_t billing_rater_aggregate_count(const billing_rater *r);
  * Amounts: "exact" strings are exact rationals, written as a decimal when
  * the value has a finite decimal expansion and as "p/q" otherwise;
  * rounded strings have exactly the currency's minor digits.
- * Reconciliation: subtotal = sum of rounded lines; total = subtotal -
- * credits + tax; each credit and the tax are in minor units.
+ * Reconciliation: subtotal = sum of rounded lines; total = subtotal +
+ * returned - credits - account_credit + carried + tax (see the totals
+ * below); each
+ * credit and the tax are in minor units.
  */
 typedef struct billing_invoice billing_invoice;
 
@@ -706,9 +708,46 @@ BILLING_API size_t billing_invoice_expired_count(const billing_invoice *inv);
 BILLING_API const char *billing_invoice_expired_grant(const billing_invoice *inv, size_t i);
 BILLING_API const char *billing_invoice_expired_amount(const billing_invoice *inv, size_t i);
 
-/** Totals, all with exactly the currency's minor digits. */
+/**
+ * billing_invoice_returned_count - grants that refunds on this invoice
+ * gave credit back to: a refund of a fee that credit paid in an earlier
+ * month goes back to the grants that paid it (each its share, pro rata),
+ * only the rest as money. Accessors give the grant id, the amount given
+ * back and the grant's remainder after this invoice (strings owned by
+ * @inv; NULL out of range). A grant that has already expired lists what it
+ * got back under expired too: it can pay nothing more.
+ */
+BILLING_API size_t billing_invoice_returned_count(const billing_invoice *inv);
+BILLING_API const char *billing_invoice_returned_grant(const billing_invoice *inv, size_t i);
+BILLING_API const char *billing_invoice_returned_amount(const billing_invoice *inv, size_t i);
+BILLING_API const char *billing_invoice_returned_remaining(const billing_invoice *inv, size_t i);
+
+/**
+ * Totals, all with exactly the currency's minor digits. An invoice is
+ * never below zero: when what it asks for (subtotal + returned) is, no
+ * credit applies and the excess is carried to the account credit, which
+ * later invoices spend after every grant.
+ *
+ * - subtotal: the sum of the rounded lines;
+ * - returned: the credit given back to grants, listed above (it is not
+ *   paid out: it offsets the refund lines' credit part);
+ * - credits: the sum of the grant credits listed above;
+ * - account_credit: account credit spent on this invoice;
+ * - carried: the excess below zero, added to the account credit;
+ * - account_credit_left: the account credit after this invoice;
+ * - tax: tax_rate x (subtotal + returned - credits - account_credit +
+ *   carried), rounded once;
+ * - total: subtotal + returned - credits - account_credit + carried + tax,
+ *   never < 0.
+ *
+ * The strings belong to @inv.
+ */
 BILLING_API const char *billing_invoice_subtotal(const billing_invoice *inv);
+BILLING_API const char *billing_invoice_returned(const billing_invoice *inv);
 BILLING_API const char *billing_invoice_credits(const billing_invoice *inv);
+BILLING_API const char *billing_invoice_account_credit(const billing_invoice *inv);
+BILLING_API const char *billing_invoice_carried(const billing_invoice *inv);
+BILLING_API const char *billing_invoice_account_credit_left(const billing_invoice *inv);
 BILLING_API const char *billing_invoice_tax_rate(const billing_invoice *inv);
 BILLING_API const char *billing_invoice_tax(const billing_invoice *inv);
 BILLING_API const char *billing_invoice_total(const billing_invoice *inv);
@@ -718,12 +757,12 @@ BILLING_API const char *billing_invoice_total(const billing_invoice *inv);
 /* ===================================================================== */
 
 /**
- * billing_rater_credit_balance - the exact credit left for @account at
- * instant @now: the sum over grants valid at @now of their amount minus
- * what the charges rated so far (up to @now) consumed, applying grants in
- * the same order as invoices do, but exactly (invoices round the credit
- * applied to the minor unit, downward, so they never use more). Writes a
- * decimal string (or "p/q") into @buf of @size bytes. Returns BILLING_OK,
+ * billing_rater_credit_balance - the credit left for @account at instant
+ * @now: the account credit plus, over grants valid at @now, what the
+ * invoices of the charges rated so far (every month up to the one of
+ * @now, as billing_rater_invoice computes them) leave of them. Writes a
+ * decimal string without trailing zeros (e.g. "10" or "5.2") into @buf of
+ * @size bytes. Returns BILLING_OK,
  * BILLING_ERR_UNKNOWN_ACCOUNT, BILLING_ERR_TOO_LARGE (buffer), or
  * BILLING_ERR_NOMEM.
  */
@@ -737,7 +776,11 @@ BILLING_API billing_status billing_rater_credit_balance(billing_rater *r, const 
  * (events whose interval is ignored: only meter, quantity, model, region
  * count, priced at the version in force at @now, hourly rates), store in
  * *@out the first instant at which its usage credit reaches zero (or a
- * grant expiry leaves none), rounded down to the nanosecond. If it never
+ * grant expiry leaves none), rounded down to the nanosecond. The burn
+ * is spent from the usage grant valid at that moment that expires first,
+ * then from the account credit, so that as little as possible expires
+ * unused; a grant that starts later adds to the credit from its start.
+ * If it never
  * does (no burn or no credit), *@out is @now when there is no credit left
  * and INT64_MAX when nothing is burning. Returns BILLING_OK or an error
  * with a message.

@@ -1,7 +1,8 @@
 /*
- * credit.c - spending credit grants: on invoices (minor units, rounded
- * down, never beyond the subtotal) and live (exact), plus the instant at
- * which running usage exhausts the credit.
+ * credit.c - spending credit grants on the invoice's own figures (minor
+ * units, as much as the grants can pay together, never beyond the
+ * subtotal), the account balance that invoices below zero leave, the live
+ * balance, and the instant at which running usage exhausts the credit.
  */
 #include "config.h"
 
@@ -12,42 +13,127 @@
 #include "invoice.h"
 #include "zone.h"
 
-int bl_credit_init(bl_credit *c, const billing_catalog *cat, size_t ai, int exact)
+int bl_credit_init(bl_credit *c, const billing_catalog *cat, size_t ai)
 {
     const bl_account *a = BL_AT(cat->accounts, bl_account, ai);
-    const bl_grant *g;
+    size_t n = a->n_grants ? a->n_grants : 1;
     size_t i;
 
     memset(c, 0, sizeof(*c));
-    c->exact = exact;
-    c->remaining = malloc((a->n_grants ? a->n_grants : 1) * sizeof(mpq_t));
-    c->applied = malloc((a->n_grants ? a->n_grants : 1) * sizeof(mpz_t));
-    if (c->remaining == NULL || c->applied == NULL) {
+    c->remaining = malloc(n * sizeof(mpz_t));
+    c->applied = malloc(n * sizeof(mpz_t));
+    c->returned = malloc(n * sizeof(mpz_t));
+    if (c->remaining == NULL || c->applied == NULL || c->returned == NULL) {
         free(c->remaining);
         free(c->applied);
+        free(c->returned);
+        memset(c, 0, sizeof(*c));
         return -1;
     }
     c->n = a->n_grants;
     for (i = 0; i < c->n; i++) {
-        g = BL_AT(cat->grants, bl_grant, a->grants[i]);
-        mpq_init(c->remaining[i]);
-        bl_minor_to_q(c->remaining[i], g->amount_minor, cat->digits);
+        mpz_init_set(c->remaining[i], BL_AT(cat->grants, bl_grant, a->grants[i])->amount_minor);
         mpz_init(c->applied[i]);
+        mpz_init(c->returned[i]);
     }
+    mpz_init(c->returned_total);
+    mpz_init(c->balance);
+    mpz_init(c->balance_applied);
+    mpz_init(c->carried);
     return 0;
+}
+
+/* Forget the fee payments recorded so far. */
+static void paid_clear(bl_credit *c)
+{
+    size_t i;
+    size_t g;
+
+    for (i = 0; i < c->n_paid; i++) {
+        mpz_clear(c->paid[i].pool);
+        for (g = 0; g < c->n; g++)
+            mpz_clear(c->paid[i].by_grant[g]);
+        free(c->paid[i].by_grant);
+    }
+    c->n_paid = 0;
+}
+
+/* A new zeroed record of a fee pool's payments; NULL when out of memory. */
+static bl_fee_paid *paid_push(bl_credit *c, int32_t month, size_t epoch)
+{
+    bl_fee_paid *p;
+    size_t cap;
+    size_t g;
+
+    if (c->n_paid == c->cap_paid) {
+        cap = c->cap_paid ? 2 * c->cap_paid : 8;
+        p = realloc(c->paid, cap * sizeof(*p));
+        if (p == NULL)
+            return NULL;
+        c->paid = p;
+        c->cap_paid = cap;
+    }
+    p = &c->paid[c->n_paid];
+    p->by_grant = malloc((c->n ? c->n : 1) * sizeof(mpz_t));
+    if (p->by_grant == NULL)
+        return NULL;
+    p->month = month;
+    p->epoch = epoch;
+    mpz_init(p->pool);
+    for (g = 0; g < c->n; g++)
+        mpz_init(p->by_grant[g]);
+    c->n_paid++;
+    return p;
 }
 
 void bl_credit_clear(bl_credit *c)
 {
     size_t i;
 
+    if (c->remaining == NULL)
+        return;
+    paid_clear(c);
+    free(c->paid);
     for (i = 0; i < c->n; i++) {
-        mpq_clear(c->remaining[i]);
+        mpz_clear(c->remaining[i]);
         mpz_clear(c->applied[i]);
+        mpz_clear(c->returned[i]);
     }
     free(c->remaining);
     free(c->applied);
+    free(c->returned);
+    mpz_clear(c->returned_total);
+    mpz_clear(c->balance);
+    mpz_clear(c->balance_applied);
+    mpz_clear(c->carried);
     memset(c, 0, sizeof(*c));
+}
+
+int bl_credit_copy(bl_credit *dst, const bl_credit *src)
+{
+    bl_fee_paid *p;
+    size_t i;
+    size_t g;
+
+    for (i = 0; i < src->n; i++) {
+        mpz_set(dst->remaining[i], src->remaining[i]);
+        mpz_set(dst->applied[i], src->applied[i]);
+        mpz_set(dst->returned[i], src->returned[i]);
+    }
+    mpz_set(dst->returned_total, src->returned_total);
+    mpz_set(dst->balance, src->balance);
+    mpz_set(dst->balance_applied, src->balance_applied);
+    mpz_set(dst->carried, src->carried);
+    paid_clear(dst);
+    for (i = 0; i < src->n_paid; i++) {
+        p = paid_push(dst, src->paid[i].month, src->paid[i].epoch);
+        if (p == NULL)
+            return -1;
+        mpz_set(p->pool, src->paid[i].pool);
+        for (g = 0; g < src->n; g++)
+            mpz_set(p->by_grant[g], src->paid[i].by_grant[g]);
+    }
+    return 0;
 }
 
 /* Position of @t among the account's sorted epoch bounds. */
@@ -57,83 +143,463 @@ static size_t bound_index(const bl_account *a, billing_time_t t)
     return bl_upper_bound(a->epochs, a->n_epochs, t - 1);
 }
 
-/* Take up to @limit from the pools of epochs [first, last] of the grant's kinds. */
-static void take_from_pools(bl_month *m, size_t first, size_t last, unsigned kinds,
-                            const mpq_t limit, mpq_t taken)
-{
-    static const billing_charge_kind order[2] = {BILLING_CHARGE_USAGE, BILLING_CHARGE_SUBSCRIPTION};
-    mpq_t room;
-    mpq_t *p;
-    size_t e;
-    int k;
+/* ---------------------------------------------------------------------- */
+/* Pools: the invoice's rounded figures by epoch                           */
+/* ---------------------------------------------------------------------- */
 
-    mpq_init(room);
-    mpq_set_ui(taken, 0, 1);
-    for (e = first; e <= last && e < m->n_pools; e++) {
-        for (k = 0; k < 2; k++) {
-            if (!(kinds & (unsigned)order[k]))
+/* Add line @l's rounded amount to the pools of kind @k, cut by epoch. */
+static void spread_line(const billing_catalog *cat, const bl_line *l, size_t k, bl_month *m)
+{
+    mpq_t sum;
+    mpz_t upto;
+    mpz_t before;
+    size_t i;
+    size_t e;
+
+    mpq_init(sum);
+    mpz_init(upto);
+    mpz_init(before);
+    for (i = 0; i < l->n_parts; i++) {
+        e = l->parts[i].epoch;
+        /* The rounded running sum ends at the line's rounded amount. */
+        mpq_add(sum, sum, l->parts[i].amount);
+        bl_q_round_minor(upto, sum, cat->digits, cat->rounding);
+        mpz_add(m->pools[e * 2 + k], m->pools[e * 2 + k], upto);
+        mpz_sub(m->pools[e * 2 + k], m->pools[e * 2 + k], before);
+        mpz_set(before, upto);
+    }
+    mpq_clear(sum);
+    mpz_clear(upto);
+    mpz_clear(before);
+}
+
+void bl_month_pools(const billing_catalog *cat, bl_month *m)
+{
+    const bl_line *l;
+    size_t i;
+
+    for (i = 0; i < m->n_lines; i++) {
+        l = &m->lines[i];
+        spread_line(cat, l, (l->kind == BILLING_LINE_FEE || l->kind == BILLING_LINE_REFUND) ? 1 : 0,
+                    m);
+    }
+    for (i = 0; i < 2 * m->n_pools; i++) {
+        if (mpz_sgn(m->pools[i]) < 0)
+            mpz_set_ui(m->pools[i], 0); /* a refund is never credit to spend */
+    }
+}
+
+int bl_line_part_add(bl_line *l, size_t epoch, const mpq_t amount)
+{
+    bl_line_part *p;
+    size_t i = 0;
+
+    while (i < l->n_parts && l->parts[i].epoch < epoch)
+        i++;
+    if (i < l->n_parts && l->parts[i].epoch == epoch) {
+        mpq_add(l->parts[i].amount, l->parts[i].amount, amount);
+        return 0;
+    }
+    p = realloc(l->parts, (l->n_parts + 1) * sizeof(*p));
+    if (p == NULL)
+        return -1;
+    l->parts = p;
+    /* GMP values may move: their limbs stay where they are. */
+    memmove(&p[i + 1], &p[i], (l->n_parts - i) * sizeof(*p));
+    l->n_parts++;
+    p[i].epoch = epoch;
+    mpq_init(p[i].amount);
+    mpq_set(p[i].amount, amount);
+    return 0;
+}
+
+int bl_refund_source(bl_month *m, bl_line *l, int32_t fee_month, size_t fee_epoch,
+                     const mpq_t refund)
+{
+    bl_refund_part *p;
+    mpq_t back;
+    int rc;
+
+    if (fee_month == m->month) {
+        /* The fee is on this invoice: credit pays the two netted. */
+        mpq_init(back);
+        mpq_neg(back, refund);
+        rc = bl_line_part_add(l, fee_epoch, back);
+        mpq_clear(back);
+        return rc;
+    }
+    p = realloc(l->sources, (l->n_sources + 1) * sizeof(*p));
+    if (p == NULL)
+        return -1;
+    l->sources = p;
+    p = &l->sources[l->n_sources++];
+    p->month = fee_month;
+    p->epoch = fee_epoch;
+    mpq_init(p->amount);
+    mpq_set(p->amount, refund);
+    return 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Refunds of fees that credit paid                                        */
+/* ---------------------------------------------------------------------- */
+
+static const bl_fee_paid *paid_find(const bl_credit *c, int32_t month, size_t epoch)
+{
+    size_t i;
+
+    for (i = 0; i < c->n_paid; i++) {
+        if (c->paid[i].month == month && c->paid[i].epoch == epoch)
+            return &c->paid[i];
+    }
+    return NULL;
+}
+
+/* Grant @g's exact share of refund line @l: each part pro rata to what @g paid of its pool. */
+static void share_of(const bl_credit *c, const bl_line *l, size_t g, mpq_t out)
+{
+    const bl_fee_paid *p;
+    mpq_t part;
+    size_t i;
+
+    mpq_init(part);
+    mpq_set_ui(out, 0, 1);
+    for (i = 0; i < l->n_sources; i++) {
+        p = paid_find(c, l->sources[i].month, l->sources[i].epoch);
+        if (p == NULL || mpz_sgn(p->by_grant[g]) == 0)
+            continue;
+        mpq_set_num(part, p->by_grant[g]);
+        mpq_set_den(part, p->pool);
+        mpq_canonicalize(part);
+        mpq_mul(part, part, l->sources[i].amount);
+        mpq_add(out, out, part);
+    }
+    mpq_clear(part);
+}
+
+/*
+ * Give back to each grant its share of refund line @l. The running sum of
+ * the shares is rounded like the line (as a negative amount, as the line
+ * is), so the grants together never get more than the line shows, and all
+ * of it when grants paid the whole fee.
+ */
+static void return_line(const billing_catalog *cat, const bl_line *l, bl_credit *c)
+{
+    mpq_t sum;
+    mpq_t share;
+    mpz_t upto;
+    mpz_t before;
+    size_t g;
+
+    mpq_init(sum);
+    mpq_init(share);
+    mpz_init(upto);
+    mpz_init(before);
+    for (g = 0; g < c->n; g++) {
+        share_of(c, l, g, share);
+        if (mpq_sgn(share) == 0)
+            continue;
+        mpq_sub(sum, sum, share);
+        bl_q_round_minor(upto, sum, cat->digits, cat->rounding);
+        mpz_sub(before, before, upto); /* before - upto: this grant's part, >= 0 */
+        mpz_add(c->returned[g], c->returned[g], before);
+        mpz_add(c->remaining[g], c->remaining[g], before);
+        mpz_add(c->returned_total, c->returned_total, before);
+        mpz_set(before, upto);
+    }
+    mpq_clear(sum);
+    mpq_clear(share);
+    mpz_clear(upto);
+    mpz_clear(before);
+}
+
+static void return_refunds(const billing_catalog *cat, const bl_month *m, bl_credit *c)
+{
+    size_t i;
+
+    mpz_set_ui(c->returned_total, 0);
+    for (i = 0; i < c->n; i++)
+        mpz_set_ui(c->returned[i], 0);
+    for (i = 0; i < m->n_lines; i++) {
+        if (m->lines[i].n_sources > 0)
+            return_line(cat, &m->lines[i], c);
+    }
+}
+
+/* ---------------------------------------------------------------------- */
+/* Allocation: grants to pools, as much as possible, earlier grants first  */
+/* ---------------------------------------------------------------------- */
+
+/*
+ * A transport problem: grants supply at most their remainder, pools take
+ * at most their amount, and a grant reaches only the pools it may pay.
+ * Grants are served in application order, each by augmenting paths that
+ * may move what earlier grants pay to other pools those grants may pay,
+ * never lowering an earlier grant's total. This greedy order over a
+ * transversal polymatroid ends with the most credit the pools can take,
+ * and with each grant paying as much as the earlier ones leave possible.
+ */
+typedef struct alloc {
+    const bl_account *a;
+    const billing_catalog *cat;
+    size_t n;               /* grants */
+    size_t np;              /* pools */
+    mpz_t *flow;            /* [grant * np + pool] */
+    mpz_t cap;              /* what the grants together may still pay */
+    size_t *window;         /* per grant: first and last epoch inside its window */
+    size_t *via_pool;       /* per grant: the pool it was reached through */
+    size_t *via_grant;      /* per pool: the grant it was reached from */
+    size_t *queue;          /* grants to visit */
+    unsigned char *seen;    /* grants then pools */
+} alloc;
+
+/* @due: what the invoice asks for before credit (subtotal plus credit given back). */
+static int alloc_init(alloc *s, const billing_catalog *cat, const bl_account *a, const bl_month *m,
+                      const mpz_t due)
+{
+    const bl_grant *g;
+    size_t i;
+
+    memset(s, 0, sizeof(*s));
+    s->a = a;
+    s->cat = cat;
+    s->n = a->n_grants;
+    s->np = 2 * m->n_pools;
+    s->flow = malloc((s->n * s->np + 1) * sizeof(mpz_t));
+    s->window = malloc((2 * s->n + 1) * sizeof(size_t));
+    s->via_pool = malloc((s->n + 1) * sizeof(size_t));
+    s->via_grant = malloc((s->np + 1) * sizeof(size_t));
+    s->queue = malloc((s->n + 1) * sizeof(size_t));
+    s->seen = malloc(s->n + s->np + 1);
+    if (s->flow == NULL || s->window == NULL || s->via_pool == NULL || s->via_grant == NULL ||
+        s->queue == NULL || s->seen == NULL) {
+        free(s->flow);
+        s->flow = NULL;
+        return -1;
+    }
+    for (i = 0; i < s->n * s->np; i++)
+        mpz_init(s->flow[i]);
+    for (i = 0; i < s->n; i++) {
+        g = BL_AT(cat->grants, bl_grant, a->grants[i]);
+        /* Epoch e covers [epochs[e-1], epochs[e]); inside the window: e in (gi, xi]. */
+        s->window[2 * i] = bound_index(a, g->granted_at) + 1;
+        s->window[2 * i + 1] = bound_index(a, g->expires_at);
+    }
+    mpz_init(s->cap);
+    if (mpz_sgn(due) > 0)
+        mpz_set(s->cap, due); /* credit never takes an invoice below zero */
+    return 0;
+}
+
+static void alloc_clear(alloc *s)
+{
+    size_t i;
+
+    for (i = 0; s->flow != NULL && i < s->n * s->np; i++)
+        mpz_clear(s->flow[i]);
+    if (s->flow != NULL)
+        mpz_clear(s->cap);
+    free(s->flow);
+    free(s->window);
+    free(s->via_pool);
+    free(s->via_grant);
+    free(s->queue);
+    free(s->seen);
+}
+
+/* May grant @g pay pool @p (epoch p / 2, usage when p is even)? */
+static int may_pay(const alloc *s, size_t g, size_t p)
+{
+    const bl_grant *gr = BL_AT(s->cat->grants, bl_grant, s->a->grants[g]);
+    unsigned kind = p % 2 == 0 ? BILLING_CHARGE_USAGE : BILLING_CHARGE_SUBSCRIPTION;
+
+    return (gr->kinds & kind) && p / 2 >= s->window[2 * g] && p / 2 <= s->window[2 * g + 1];
+}
+
+/*
+ * Breadth-first search from grant @from for a pool with room, through
+ * pools already full and the grants paying them. Returns the pool or
+ * BL_NONE; the path is in via_grant / via_pool.
+ */
+static size_t find_path(alloc *s, const bl_month *m, size_t from)
+{
+    size_t head = 0;
+    size_t tail = 0;
+    size_t g;
+    size_t h;
+    size_t p;
+
+    memset(s->seen, 0, s->n + s->np);
+    s->queue[tail++] = from;
+    s->seen[from] = 1;
+    while (head < tail) {
+        g = s->queue[head++];
+        for (p = 0; p < s->np; p++) {
+            if (s->seen[s->n + p] || !may_pay(s, g, p))
                 continue;
-            p = &m->pools[e * 2 + (size_t)k];
-            mpq_sub(room, limit, taken);
-            if (mpq_sgn(room) <= 0)
-                goto done;
-            if (mpq_cmp(*p, room) <= 0) {
-                mpq_add(taken, taken, *p);
-                mpq_set_ui(*p, 0, 1);
-            } else {
-                mpq_add(taken, taken, room);
-                mpq_sub(*p, *p, room);
+            s->seen[s->n + p] = 1;
+            s->via_grant[p] = g;
+            if (mpz_sgn(m->pools[p]) > 0)
+                return p;
+            for (h = 0; h < s->n; h++) {
+                if (s->seen[h] || mpz_sgn(s->flow[h * s->np + p]) <= 0)
+                    continue;
+                s->seen[h] = 1;
+                s->via_pool[h] = p;
+                s->queue[tail++] = h;
             }
         }
     }
-done:
-    mpq_clear(room);
+    return BL_NONE;
 }
 
-void bl_credit_apply(const billing_catalog *cat, size_t ai, bl_month *m, bl_credit *c)
+/* Push @amount (already the path's bottleneck) from grant @from to pool @end. */
+static void augment(alloc *s, bl_month *m, size_t from, size_t end, const mpz_t amount)
+{
+    size_t p = end;
+    size_t g;
+
+    mpz_sub(m->pools[end], m->pools[end], amount);
+    mpz_sub(s->cap, s->cap, amount);
+    for (;;) {
+        g = s->via_grant[p];
+        mpz_add(s->flow[g * s->np + p], s->flow[g * s->np + p], amount);
+        if (g == from)
+            break;
+        p = s->via_pool[g];
+        mpz_sub(s->flow[g * s->np + p], s->flow[g * s->np + p], amount);
+    }
+}
+
+/* Spend grant @i as far as it can go; its total lands in @spent. */
+static void spend_grant(alloc *s, bl_month *m, size_t i, const mpz_t left, mpz_t spent)
+{
+    mpz_t b;
+    size_t end;
+    size_t p;
+    size_t g;
+
+    mpz_init(b);
+    mpz_set_ui(spent, 0);
+    for (;;) {
+        mpz_sub(b, left, spent);
+        if (mpz_cmp(b, s->cap) > 0)
+            mpz_set(b, s->cap);
+        if (mpz_sgn(b) <= 0)
+            break;
+        end = find_path(s, m, i);
+        if (end == BL_NONE)
+            break;
+        if (mpz_cmp(b, m->pools[end]) > 0)
+            mpz_set(b, m->pools[end]);
+        /* Walking back, each earlier grant on the path gives up part of a pool. */
+        p = end;
+        g = s->via_grant[p];
+        while (g != i) {
+            p = s->via_pool[g];
+            if (mpz_cmp(b, s->flow[g * s->np + p]) > 0)
+                mpz_set(b, s->flow[g * s->np + p]);
+            g = s->via_grant[p];
+        }
+        augment(s, m, i, end, b);
+        mpz_add(spent, spent, b);
+    }
+    mpz_clear(b);
+}
+
+/* The account balance pays what grants left of @due; below zero is carried. */
+static void apply_balance(const mpz_t due, bl_credit *c, const mpz_t grants)
+{
+    mpz_t left;
+
+    mpz_init(left);
+    mpz_sub(left, due, grants);
+    if (mpz_sgn(left) < 0)
+        mpz_set_ui(left, 0);
+    mpz_set(c->balance_applied, mpz_cmp(c->balance, left) < 0 ? c->balance : left);
+    mpz_sub(c->balance, c->balance, c->balance_applied);
+    mpz_set_ui(c->carried, 0);
+    if (mpz_sgn(due) < 0)
+        mpz_neg(c->carried, due);
+    mpz_add(c->balance, c->balance, c->carried);
+    mpz_clear(left);
+}
+
+/* Record what grants paid of month @m's fee pools (@before: the pools before credit). */
+static int record_fees(const alloc *s, const bl_month *m, const mpz_t *before, bl_credit *c)
+{
+    bl_fee_paid *rec;
+    size_t p;
+    size_t g;
+
+    for (p = 1; p < s->np; p += 2) {
+        if (mpz_cmp(before[p], m->pools[p]) == 0)
+            continue; /* no credit on this pool */
+        rec = paid_push(c, m->month, p / 2);
+        if (rec == NULL)
+            return -1;
+        mpz_set(rec->pool, before[p]);
+        for (g = 0; g < s->n; g++)
+            mpz_set(rec->by_grant[g], s->flow[g * s->np + p]);
+    }
+    return 0;
+}
+
+int bl_credit_apply(const billing_catalog *cat, size_t ai, bl_month *m, bl_credit *c)
 {
     const bl_account *a = BL_AT(cat->accounts, bl_account, ai);
-    const bl_grant *g;
-    mpq_t taken;
-    mpq_t q;
-    mpz_t cap;
+    alloc s;
+    mpz_t grants;
+    mpz_t due;
+    mpz_t *before;
     size_t i;
+    size_t p;
+    int rc;
 
-    mpq_init(taken);
-    mpq_init(q);
-    mpz_init(cap);
-    /* Invoices never apply more credit than the subtotal: no negative total. */
-    if (mpz_sgn(m->subtotal) > 0)
-        mpz_set(cap, m->subtotal);
+    before = malloc((2 * m->n_pools + 1) * sizeof(mpz_t));
+    if (before == NULL)
+        return -1;
+    return_refunds(cat, m, c);
+    mpz_init(due);
+    mpz_add(due, m->subtotal, c->returned_total);
+    if (alloc_init(&s, cat, a, m, due) != 0) {
+        alloc_clear(&s);
+        mpz_clear(due);
+        free(before);
+        return -1;
+    }
+    for (p = 1; p < s.np; p += 2) /* fee pools: refunds give back what credit paid of them */
+        mpz_init_set(before[p], m->pools[p]);
+    mpz_init(grants);
+    for (i = 0; i < c->n; i++)
+        spend_grant(&s, m, i, c->remaining[i], c->applied[i]);
+    /* Paths move what a grant pays between pools, never its total. */
     for (i = 0; i < c->n; i++) {
         mpz_set_ui(c->applied[i], 0);
-        g = BL_AT(cat->grants, bl_grant, a->grants[i]);
-        if (mpq_sgn(c->remaining[i]) <= 0)
-            continue;
-        /* Epoch e covers [epochs[e-1], epochs[e]); inside the window: e in (gi, xi]. */
-        take_from_pools(m, bound_index(a, g->granted_at) + 1, bound_index(a, g->expires_at),
-                        g->kinds, c->remaining[i], taken);
-        if (c->exact) {
-            mpq_sub(c->remaining[i], c->remaining[i], taken);
-            continue;
-        }
-        bl_q_round_minor(c->applied[i], taken, cat->digits, BILLING_ROUND_FLOOR);
-        if (mpz_cmp(c->applied[i], cap) > 0)
-            mpz_set(c->applied[i], cap);
-        mpz_sub(cap, cap, c->applied[i]);
-        bl_minor_to_q(q, c->applied[i], cat->digits);
-        mpq_sub(c->remaining[i], c->remaining[i], q);
+        for (p = 0; p < s.np; p++)
+            mpz_add(c->applied[i], c->applied[i], s.flow[i * s.np + p]);
+        mpz_sub(c->remaining[i], c->remaining[i], c->applied[i]);
+        mpz_add(grants, grants, c->applied[i]);
     }
-    mpq_clear(taken);
-    mpq_clear(q);
-    mpz_clear(cap);
+    apply_balance(due, c, grants);
+    rc = record_fees(&s, m, (const mpz_t *)before, c);
+    for (p = 1; p < s.np; p += 2)
+        mpz_clear(before[p]);
+    free(before);
+    mpz_clear(grants);
+    mpz_clear(due);
+    alloc_clear(&s);
+    return rc;
 }
 
 /* ---------------------------------------------------------------------- */
 /* Live balance                                                            */
 /* ---------------------------------------------------------------------- */
 
-/* Run exact credit over every month up to the one containing @now. */
+/*
+ * Apply credit, as invoices do, to every month up to the one containing
+ * @now, with the charges rated so far. Clear @c even on error.
+ */
 static billing_status live_credit(billing_rater *r, size_t ai, billing_time_t now, bl_credit *c)
 {
     const bl_account *a = BL_AT(r->cat->accounts, bl_account, ai);
@@ -145,7 +611,7 @@ static billing_status live_credit(billing_rater *r, size_t ai, billing_time_t no
     bl_month m;
     billing_status st = BILLING_OK;
 
-    if (bl_credit_init(c, r->cat, ai, 1) != 0)
+    if (bl_credit_init(c, r->cat, ai) != 0)
         return BILLING_ERR_NOMEM;
     months = bl_account_months(r, ai, &n);
     if (months == NULL && n != 0)
@@ -153,8 +619,8 @@ static billing_status live_credit(billing_rater *r, size_t ai, billing_time_t no
     billing_zone_year_month(a->zone, now, &year, &month);
     for (i = 0; i < n && months[i] <= bl_month_index(year, month); i++) {
         st = bl_month_compute(r, ai, months[i], &m);
-        if (st == BILLING_OK)
-            bl_credit_apply(r->cat, ai, &m, c);
+        if (st == BILLING_OK && bl_credit_apply(r->cat, ai, &m, c) != 0)
+            st = BILLING_ERR_NOMEM;
         bl_month_clear(&m);
         if (st != BILLING_OK)
             break;
@@ -175,6 +641,7 @@ billing_status billing_rater_credit_balance(billing_rater *r, const char *accoun
     const bl_account *a;
     bl_credit c;
     mpq_t total;
+    mpz_t sum;
     char *text;
     size_t i;
     billing_status st;
@@ -188,10 +655,13 @@ billing_status billing_rater_credit_balance(billing_rater *r, const char *accoun
         return st;
     }
     mpq_init(total);
+    mpz_init_set(sum, c.balance);
     for (i = 0; i < c.n; i++) {
         if (grant_live(BL_AT(r->cat->grants, bl_grant, a->grants[i]), now))
-            mpq_add(total, total, c.remaining[i]);
+            mpz_add(sum, sum, c.remaining[i]);
     }
+    bl_minor_to_q(total, sum, r->cat->digits);
+    mpz_clear(sum);
     bl_credit_clear(&c);
     text = bl_q_to_string(total);
     mpq_clear(total);
@@ -262,40 +732,105 @@ static billing_status burn_rate(billing_rater *r, const bl_account *a, size_t ve
     return BILLING_OK;
 }
 
-/* Usable credit at @t: grants for usage, live at t, in application order. */
-static void usable(const billing_catalog *cat, const bl_account *a, const bl_credit *c,
-                   billing_time_t t, mpq_t out)
+/*
+ * What is left to burn while walking time forward: each grant's remainder
+ * (exact, in major units) and the account balance, which pays anything
+ * and never expires.
+ */
+typedef struct burn_state {
+    size_t n;
+    mpq_t *left;
+    mpq_t balance;
+} burn_state;
+
+static int burn_init(burn_state *b, const billing_catalog *cat, const bl_credit *c)
 {
-    const bl_grant *g;
     size_t i;
 
-    mpq_set_ui(out, 0, 1);
+    b->n = c->n;
+    b->left = malloc((c->n ? c->n : 1) * sizeof(mpq_t));
+    if (b->left == NULL)
+        return -1;
     for (i = 0; i < c->n; i++) {
-        g = BL_AT(cat->grants, bl_grant, a->grants[i]);
-        if ((g->kinds & BILLING_CHARGE_USAGE) && grant_live(g, t) && mpq_sgn(c->remaining[i]) > 0)
-            mpq_add(out, out, c->remaining[i]);
+        mpq_init(b->left[i]);
+        bl_minor_to_q(b->left[i], c->remaining[i], cat->digits);
+    }
+    mpq_init(b->balance);
+    bl_minor_to_q(b->balance, c->balance, cat->digits);
+    return 0;
+}
+
+static void burn_clear(burn_state *b)
+{
+    size_t i;
+
+    for (i = 0; i < b->n; i++)
+        mpq_clear(b->left[i]);
+    free(b->left);
+    mpq_clear(b->balance);
+}
+
+static int pays_usage_at(const billing_catalog *cat, const bl_account *a, const burn_state *b,
+                         size_t i, billing_time_t t)
+{
+    const bl_grant *g = BL_AT(cat->grants, bl_grant, a->grants[i]);
+
+    return (g->kinds & BILLING_CHARGE_USAGE) && grant_live(g, t) && mpq_sgn(b->left[i]) > 0;
+}
+
+/* Usable credit at @t: grants for usage live at t, and the balance. */
+static void usable(const billing_catalog *cat, const bl_account *a, const burn_state *b,
+                   billing_time_t t, mpq_t out)
+{
+    size_t i;
+
+    mpq_set(out, b->balance);
+    for (i = 0; i < b->n; i++) {
+        if (pays_usage_at(cat, a, b, i, t))
+            mpq_add(out, out, b->left[i]);
     }
 }
 
-/* Spend @amount from the usable grants in application order. */
-static void spend(const billing_catalog *cat, const bl_account *a, bl_credit *c, billing_time_t t,
-                  mpq_t amount)
+/* The usable grant that expires first (then in application order), or BL_NONE. */
+static size_t first_to_expire(const billing_catalog *cat, const bl_account *a,
+                              const burn_state *b, billing_time_t t)
 {
-    const bl_grant *g;
+    size_t best = BL_NONE;
     size_t i;
 
-    for (i = 0; i < c->n && mpq_sgn(amount) > 0; i++) {
-        g = BL_AT(cat->grants, bl_grant, a->grants[i]);
-        if (!(g->kinds & BILLING_CHARGE_USAGE) || !grant_live(g, t) ||
-            mpq_sgn(c->remaining[i]) <= 0)
+    for (i = 0; i < b->n; i++) {
+        if (!pays_usage_at(cat, a, b, i, t))
             continue;
-        if (mpq_cmp(c->remaining[i], amount) <= 0) {
-            mpq_sub(amount, amount, c->remaining[i]);
-            mpq_set_ui(c->remaining[i], 0, 1);
+        if (best == BL_NONE || BL_AT(cat->grants, bl_grant, a->grants[i])->expires_at <
+                                   BL_AT(cat->grants, bl_grant, a->grants[best])->expires_at)
+            best = i;
+    }
+    return best;
+}
+
+/*
+ * Spend @amount at @t: the grant that expires first goes first, so that
+ * as little as possible expires unused (the most credit invoices can
+ * apply to the same usage), then the balance.
+ */
+static void spend(const billing_catalog *cat, const bl_account *a, burn_state *b,
+                  billing_time_t t, mpq_t amount)
+{
+    mpq_t *from;
+    size_t i;
+
+    while (mpq_sgn(amount) > 0) {
+        i = first_to_expire(cat, a, b, t);
+        from = i != BL_NONE ? &b->left[i] : &b->balance;
+        if (mpq_cmp(*from, amount) <= 0) {
+            mpq_sub(amount, amount, *from);
+            mpq_set_ui(*from, 0, 1);
         } else {
-            mpq_sub(c->remaining[i], c->remaining[i], amount);
+            mpq_sub(*from, *from, amount);
             mpq_set_ui(amount, 0, 1);
         }
+        if (i == BL_NONE)
+            break;
     }
 }
 
@@ -311,6 +846,8 @@ static billing_time_t next_change(const billing_catalog *cat, const bl_account *
         g = BL_AT(cat->grants, bl_grant, a->grants[i]);
         if (g->expires_at > t && g->expires_at < next)
             next = g->expires_at;
+        if (g->granted_at > t && g->granted_at < next)
+            next = g->granted_at;
     }
     return next;
 }
@@ -325,6 +862,7 @@ billing_status billing_rater_credit_exhaustion(billing_rater *r, const char *acc
     const bl_account *a;
     size_t version;
     bl_credit c;
+    burn_state b;
     mpq_t burn;
     mpq_t avail;
     mpq_t span;
@@ -342,10 +880,11 @@ billing_status billing_rater_credit_exhaustion(billing_rater *r, const char *acc
     if (version == BL_NONE)
         return bl_seterr(errbuf, errsize, BILLING_ERR_NO_PRICE, "no price version at that instant");
     st = live_credit(r, ai, now, &c);
-    if (st != BILLING_OK) {
-        bl_credit_clear(&c);
+    if (st == BILLING_OK && burn_init(&b, r->cat, &c) != 0)
+        st = BILLING_ERR_NOMEM;
+    bl_credit_clear(&c);
+    if (st != BILLING_OK)
         return bl_seterr(errbuf, errsize, st, "out of memory");
-    }
     mpq_init(burn);
     mpq_init(avail);
     mpq_init(span);
@@ -353,7 +892,7 @@ billing_status billing_rater_credit_exhaustion(billing_rater *r, const char *acc
     *out = INT64_MAX;
     /* Piecewise-constant burn between month starts and grant expiries; bounded walk. */
     for (steps = 0; steps < 10000; steps++) {
-        usable(r->cat, a, &c, t, avail);
+        usable(r->cat, a, &b, t, avail);
         if (mpq_sgn(avail) <= 0) {
             *out = t;
             break;
@@ -371,12 +910,12 @@ billing_status billing_rater_credit_exhaustion(billing_rater *r, const char *acc
         mpz_set_si(mpq_numref(span), next - t);
         mpz_set_ui(mpq_denref(span), 1);
         mpq_mul(span, span, burn);
-        spend(r->cat, a, &c, t, span);
+        spend(r->cat, a, &b, t, span);
         t = next;
         if (t >= BL_TIME_MAX)
             break;
     }
-    bl_credit_clear(&c);
+    burn_clear(&b);
     mpq_clear(burn);
     mpq_clear(avail);
     mpq_clear(span);

@@ -1,7 +1,8 @@
 /*
  * invoice.c - the public invoice: one account, one local month, lines
- * rounded once each, credit applied in order, tax on the post-credit
- * subtotal rounded once, every figure as text that reconciles exactly.
+ * rounded once each, credit applied in order, an amount below zero
+ * carried to the account credit, tax on what is left rounded once, every
+ * figure as text that reconciles exactly.
  */
 #include "config.h"
 
@@ -50,8 +51,14 @@ struct billing_invoice {
     size_t n_credits;
     inv_credit *expired;
     size_t n_expired;
+    inv_credit *returned;
+    size_t n_returned;
+    char *returned_total;
     char *subtotal;
     char *credit_total;
+    char *account_credit;
+    char *carried;
+    char *account_credit_left;
     const char *tax_rate;
     char *tax;
     char *total;
@@ -77,11 +84,20 @@ void billing_invoice_destroy(billing_invoice *inv)
         free(inv->expired[i].amount);
         free(inv->expired[i].remaining);
     }
+    for (i = 0; i < inv->n_returned; i++) {
+        free(inv->returned[i].amount);
+        free(inv->returned[i].remaining);
+    }
+    free(inv->returned);
+    free(inv->returned_total);
     free(inv->lines);
     free(inv->credits);
     free(inv->expired);
     free(inv->subtotal);
     free(inv->credit_total);
+    free(inv->account_credit);
+    free(inv->carried);
+    free(inv->account_credit_left);
     free(inv->tax);
     free(inv->total);
     free(inv);
@@ -192,47 +208,86 @@ static int32_t month_of_instant(const billing_zone *zone, billing_time_t t)
     return bl_month_index(year, month);
 }
 
+/* An entry of @list: grant @id, @amount and, if non-NULL, @remaining. */
+static int add_entry(inv_credit *list, size_t *n, const char *id, const mpz_t amount,
+                     const mpz_t *remaining, int digits)
+{
+    inv_credit *e = &list[(*n)++];
+
+    e->grant = id;
+    e->amount = bl_minor_to_string(amount, digits);
+    e->remaining = remaining ? bl_minor_to_string(*remaining, digits) : NULL;
+    return (e->amount == NULL || (remaining && e->remaining == NULL)) ? -1 : 0;
+}
+
+/*
+ * What expires on this invoice of grant @i: its remainder in the month of
+ * its expiry; after it, what refunds gave back to it (it can pay nothing).
+ */
+static const mpz_t *expiring(const bl_account *a, const bl_grant *g, const bl_month *m,
+                             const bl_credit *c, size_t i)
+{
+    if (mpz_sgn(c->remaining[i]) <= 0 || g->expires_at > m->end)
+        return NULL;
+    if (month_of_instant(a->zone, g->expires_at - 1) == m->month)
+        return (const mpz_t *)&c->remaining[i];
+    return mpz_sgn(c->returned[i]) > 0 ? (const mpz_t *)&c->returned[i] : NULL;
+}
+
+/* Credit given back by refunds this month, with its total. */
+static int fill_returned(const billing_catalog *cat, const bl_account *a, const bl_credit *c,
+                         billing_invoice *inv)
+{
+    size_t i;
+
+    inv->returned = calloc(c->n ? c->n : 1, sizeof(inv_credit));
+    inv->returned_total = bl_minor_to_string(c->returned_total, cat->digits);
+    if (inv->returned == NULL || inv->returned_total == NULL)
+        return -1;
+    for (i = 0; i < c->n; i++) {
+        if (mpz_sgn(c->returned[i]) > 0 &&
+            add_entry(inv->returned, &inv->n_returned,
+                      BL_AT(cat->grants, bl_grant, a->grants[i])->id, c->returned[i],
+                      (const mpz_t *)&c->remaining[i], cat->digits) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* Credits applied this month, and grants expiring in it with a remainder. */
 static int fill_credits(const billing_catalog *cat, const bl_account *a, const bl_month *m,
                         const bl_credit *c, billing_invoice *inv, mpz_t credit_total)
 {
     const bl_grant *g;
-    mpz_t rem;
+    const mpz_t *gone;
     size_t i;
-    inv_credit *e;
     int rc = 0;
 
     inv->credits = calloc(c->n ? c->n : 1, sizeof(inv_credit));
     inv->expired = calloc(c->n ? c->n : 1, sizeof(inv_credit));
-    if (inv->credits == NULL || inv->expired == NULL)
+    if (inv->credits == NULL || inv->expired == NULL || fill_returned(cat, a, c, inv) != 0)
         return -1;
-    mpz_init(rem);
     for (i = 0; i < c->n && rc == 0; i++) {
         g = BL_AT(cat->grants, bl_grant, a->grants[i]);
-        /* Remainders are whole minor units in the invoice ledger. */
-        bl_q_round_minor(rem, c->remaining[i], cat->digits, BILLING_ROUND_FLOOR);
         if (mpz_sgn(c->applied[i]) > 0) {
-            e = &inv->credits[inv->n_credits++];
-            e->grant = g->id;
-            e->amount = bl_minor_to_string(c->applied[i], cat->digits);
-            e->remaining = bl_minor_to_string(rem, cat->digits);
             mpz_add(credit_total, credit_total, c->applied[i]);
-            rc = (e->amount == NULL || e->remaining == NULL) ? -1 : 0;
+            rc = add_entry(inv->credits, &inv->n_credits, g->id, c->applied[i],
+                           (const mpz_t *)&c->remaining[i], cat->digits);
         }
-        if (rc == 0 && mpz_sgn(rem) > 0 && month_of_instant(a->zone, g->expires_at - 1) == m->month) {
-            e = &inv->expired[inv->n_expired++];
-            e->grant = g->id;
-            e->amount = bl_minor_to_string(rem, cat->digits);
-            rc = e->amount == NULL ? -1 : 0;
-        }
+        gone = expiring(a, g, m, c, i);
+        if (rc == 0 && gone != NULL)
+            rc = add_entry(inv->expired, &inv->n_expired, g->id, *gone, NULL, cat->digits);
     }
-    mpz_clear(rem);
     return rc;
 }
 
-/* Tax on the post-credit subtotal, rounded once; then the total. */
+/*
+ * What is due: the subtotal less grant credit and account credit, with an
+ * amount below zero carried to the account credit instead (so never below
+ * zero); tax on it, rounded once; then the total.
+ */
 static int fill_totals(const billing_catalog *cat, const bl_account *a, const bl_month *m,
-                       const mpz_t credit_total, billing_invoice *inv)
+                       const bl_credit *c, const mpz_t credit_total, billing_invoice *inv)
 {
     mpz_t net;
     mpz_t tax;
@@ -243,13 +298,19 @@ static int fill_totals(const billing_catalog *cat, const bl_account *a, const bl
     mpz_init(tax);
     mpz_init(total);
     mpq_init(q);
-    mpz_sub(net, m->subtotal, credit_total);
+    mpz_add(net, m->subtotal, c->returned_total);
+    mpz_sub(net, net, credit_total);
+    mpz_sub(net, net, c->balance_applied);
+    mpz_add(net, net, c->carried);
     mpq_set_z(q, net);
     mpq_mul(q, q, a->tax_rate);
     bl_q_round_minor(tax, q, 0, cat->rounding); /* q is in minor units already */
     mpz_add(total, net, tax);
     inv->subtotal = bl_minor_to_string(m->subtotal, cat->digits);
     inv->credit_total = bl_minor_to_string(credit_total, cat->digits);
+    inv->account_credit = bl_minor_to_string(c->balance_applied, cat->digits);
+    inv->carried = bl_minor_to_string(c->carried, cat->digits);
+    inv->account_credit_left = bl_minor_to_string(c->balance, cat->digits);
     inv->tax = bl_minor_to_string(tax, cat->digits);
     inv->total = bl_minor_to_string(total, cat->digits);
     inv->tax_rate = a->tax_text;
@@ -257,7 +318,10 @@ static int fill_totals(const billing_catalog *cat, const bl_account *a, const bl
     mpz_clear(tax);
     mpz_clear(total);
     mpq_clear(q);
-    return (inv->subtotal && inv->credit_total && inv->tax && inv->total) ? 0 : -1;
+    return (inv->subtotal && inv->credit_total && inv->account_credit && inv->carried &&
+            inv->account_credit_left && inv->tax && inv->total)
+               ? 0
+               : -1;
 }
 
 void bl_credit_memo_free(billing_rater *r)
@@ -274,17 +338,6 @@ void bl_credit_memo_free(billing_rater *r)
     r->credit_memo = NULL;
 }
 
-/* @dst = @src; both initialised for the same account. */
-static void credit_copy(bl_credit *dst, const bl_credit *src)
-{
-    size_t i;
-
-    for (i = 0; i < src->n; i++) {
-        mpq_set(dst->remaining[i], src->remaining[i]);
-        mpz_set(dst->applied[i], src->applied[i]);
-    }
-}
-
 /* The memo of account @ai (NULL when out of memory: replay from the start). */
 static bl_credit_memo *memo_of(billing_rater *r, size_t ai)
 {
@@ -294,6 +347,24 @@ static bl_credit_memo *memo_of(billing_rater *r, size_t ai)
     if (r->credit_memo == NULL)
         return NULL;
     return &r->credit_memo[ai];
+}
+
+/*
+ * Earlier months matter to an invoice through the account's grants, and
+ * through refunds that take an invoice below zero (account credit).
+ */
+static int carries_credit(const billing_catalog *cat, size_t ai)
+{
+    const bl_account *a = BL_AT(cat->accounts, bl_account, ai);
+    const bl_sub *s;
+    size_t i;
+
+    for (i = 0; i < a->n_subs; i++) {
+        s = BL_AT(cat->subs, bl_sub, a->subs[i]);
+        if (BL_AT(cat->plans, bl_plan, s->plan)->refundable)
+            return 1;
+    }
+    return a->n_grants > 0;
 }
 
 /*
@@ -311,11 +382,12 @@ static billing_status replay_months(billing_rater *r, size_t ai, int32_t target,
     bl_month m;
     billing_status st = BILLING_OK;
 
-    if (c->n == 0)
-        return BILLING_OK; /* no grants: earlier months change nothing */
+    if (!carries_credit(r->cat, ai))
+        return BILLING_OK; /* earlier months change nothing */
     memo = memo_of(r, ai);
     if (memo != NULL && memo->valid && memo->gen == r->gen && memo->month <= target) {
-        credit_copy(c, &memo->c);
+        if (bl_credit_copy(c, &memo->c) != 0)
+            return BILLING_ERR_NOMEM;
         from = memo->month;
     }
     months = bl_account_months(r, ai, &n);
@@ -325,19 +397,23 @@ static billing_status replay_months(billing_rater *r, size_t ai, int32_t target,
         if (months[i] < from)
             continue;
         st = bl_month_compute(r, ai, months[i], &m);
-        if (st == BILLING_OK)
-            bl_credit_apply(r->cat, ai, &m, c);
+        if (st == BILLING_OK && bl_credit_apply(r->cat, ai, &m, c) != 0)
+            st = BILLING_ERR_NOMEM;
         bl_month_clear(&m);
     }
     free(months);
     if (st != BILLING_OK || memo == NULL)
         return st;
     if (!memo->valid) {
-        if (bl_credit_init(&memo->c, r->cat, ai, 0) != 0)
+        if (bl_credit_init(&memo->c, r->cat, ai) != 0)
             return BILLING_OK; /* no memo this time; the answer is right anyway */
         memo->valid = 1;
     }
-    credit_copy(&memo->c, c);
+    if (bl_credit_copy(&memo->c, c) != 0) {
+        bl_credit_clear(&memo->c);
+        memo->valid = 0; /* no memo this time; the answer is right anyway */
+        return BILLING_OK;
+    }
     memo->month = target;
     memo->gen = r->gen;
     return BILLING_OK;
@@ -352,7 +428,7 @@ static billing_status build(billing_rater *r, size_t ai, int32_t target, billing
     mpz_t credit_total;
     billing_status st;
 
-    if (bl_credit_init(&c, cat, ai, 0) != 0)
+    if (bl_credit_init(&c, cat, ai) != 0)
         return BILLING_ERR_NOMEM;
     mpz_init(credit_total);
     st = replay_months(r, ai, target, &c);
@@ -360,12 +436,13 @@ static billing_status build(billing_rater *r, size_t ai, int32_t target, billing
         st = bl_month_compute(r, ai, target, &m);
     else
         memset(&m, 0, sizeof(m)), mpz_init(m.subtotal);
+    if (st == BILLING_OK && bl_credit_apply(cat, ai, &m, &c) != 0)
+        st = BILLING_ERR_NOMEM;
     if (st == BILLING_OK) {
-        bl_credit_apply(cat, ai, &m, &c);
         inv->start = m.start;
         inv->end = m.end;
         if (fill_lines(r, &m, inv) != 0 || fill_credits(cat, a, &m, &c, inv, credit_total) != 0 ||
-            fill_totals(cat, a, &m, credit_total, inv) != 0)
+            fill_totals(cat, a, &m, &c, credit_total, inv) != 0)
             st = BILLING_ERR_NOMEM;
     }
     bl_month_clear(&m);
@@ -507,34 +584,35 @@ size_t billing_invoice_credit_count(const billing_invoice *inv)
     return inv->n_credits;
 }
 
-const char *billing_invoice_credit_grant(const billing_invoice *inv, size_t i)
-{
-    return i < inv->n_credits ? inv->credits[i].grant : NULL;
-}
+/* A field of entry @i of one of the invoice's grant lists; NULL out of range. */
+#define ENTRY_FIELD(name, list, count, field)                                                      \
+    const char *billing_invoice_##name(const billing_invoice *inv, size_t i)                       \
+    {                                                                                              \
+        return i < inv->count ? inv->list[i].field : NULL;                                         \
+    }
 
-const char *billing_invoice_credit_amount(const billing_invoice *inv, size_t i)
-{
-    return i < inv->n_credits ? inv->credits[i].amount : NULL;
-}
-
-const char *billing_invoice_credit_remaining(const billing_invoice *inv, size_t i)
-{
-    return i < inv->n_credits ? inv->credits[i].remaining : NULL;
-}
+ENTRY_FIELD(credit_grant, credits, n_credits, grant)
+ENTRY_FIELD(credit_amount, credits, n_credits, amount)
+ENTRY_FIELD(credit_remaining, credits, n_credits, remaining)
+ENTRY_FIELD(expired_grant, expired, n_expired, grant)
+ENTRY_FIELD(expired_amount, expired, n_expired, amount)
+ENTRY_FIELD(returned_grant, returned, n_returned, grant)
+ENTRY_FIELD(returned_amount, returned, n_returned, amount)
+ENTRY_FIELD(returned_remaining, returned, n_returned, remaining)
 
 size_t billing_invoice_expired_count(const billing_invoice *inv)
 {
     return inv->n_expired;
 }
 
-const char *billing_invoice_expired_grant(const billing_invoice *inv, size_t i)
+size_t billing_invoice_returned_count(const billing_invoice *inv)
 {
-    return i < inv->n_expired ? inv->expired[i].grant : NULL;
+    return inv->n_returned;
 }
 
-const char *billing_invoice_expired_amount(const billing_invoice *inv, size_t i)
+const char *billing_invoice_returned(const billing_invoice *inv)
 {
-    return i < inv->n_expired ? inv->expired[i].amount : NULL;
+    return inv->returned_total;
 }
 
 const char *billing_invoice_subtotal(const billing_invoice *inv)
@@ -545,6 +623,21 @@ const char *billing_invoice_subtotal(const billing_invoice *inv)
 const char *billing_invoice_credits(const billing_invoice *inv)
 {
     return inv->credit_total;
+}
+
+const char *billing_invoice_account_credit(const billing_invoice *inv)
+{
+    return inv->account_credit;
+}
+
+const char *billing_invoice_carried(const billing_invoice *inv)
+{
+    return inv->carried;
+}
+
+const char *billing_invoice_account_credit_left(const billing_invoice *inv)
+{
+    return inv->account_credit_left;
 }
 
 const char *billing_invoice_tax_rate(const billing_invoice *inv)

@@ -9,6 +9,19 @@
 
 #include "rater.h"
 
+/* The part of a line's exact amount in one credit epoch. */
+typedef struct bl_line_part {
+    size_t epoch;
+    mpq_t amount;
+} bl_line_part;
+
+/* Where a refund goes back to: the fee it refunds, charged in an earlier month. */
+typedef struct bl_refund_part {
+    int32_t month;          /* the month of the refunded term's fee */
+    size_t epoch;           /* the credit epoch of the term's start */
+    mpq_t amount;           /* exact, > 0: what is given back */
+} bl_refund_part;
+
 typedef struct bl_line {
     /* Identity: lines with equal identity are one line. */
     billing_line_kind kind;
@@ -26,9 +39,17 @@ typedef struct bl_line {
     mpq_t unit_price;
     mpq_t amount;
     mpz_t rounded;          /* amount in minor units */
+    bl_line_part *parts;    /* the exact amount by credit epoch, ascending epochs */
+    size_t n_parts;
+    bl_refund_part *sources; /* refund lines: refunds of fees of earlier months */
+    size_t n_sources;
 } bl_line;
 
-/* Charges of one account-month, with per-epoch pools that credit can pay. */
+/*
+ * Charges of one account-month, with per-epoch pools that credit can pay.
+ * The pools hold the invoice's own figures: each line's rounded amount is
+ * spread over the epochs it covers, so credit pays what the invoice shows.
+ */
 typedef struct bl_month {
     size_t account;
     int32_t month;
@@ -38,7 +59,7 @@ typedef struct bl_month {
     size_t n_lines;
     size_t cap_lines;
     size_t n_pools;         /* epochs + 1 */
-    mpq_t *pools;           /* [epoch * 2 + (kind - 1)], exact, >= 0 after clamping */
+    mpz_t *pools;           /* [epoch * 2 + (usage 0, fees 1)], minor units, >= 0 */
     mpz_t subtotal;         /* minor units */
 } bl_month;
 
@@ -48,6 +69,33 @@ typedef struct bl_month {
  * BILLING_ERR_NOMEM. Free with bl_month_clear even on error.
  */
 billing_status bl_month_compute(billing_rater *r, size_t ai, int32_t month, bl_month *out);
+
+/*
+ * bl_month_pools - fill @m's pools from its rounded lines: each line's
+ * rounded amount is cut by epoch at the rounded running sums of its exact
+ * parts (so the parts add up to the line), usage and included lines to the
+ * usage pool, fee and refund lines to the fee pool; a pool made negative
+ * by a refund is zero (a refund is never credit to spend).
+ */
+void bl_month_pools(const billing_catalog *cat, bl_month *m);
+
+/*
+ * bl_line_part_add - add @amount to line @l's part in credit epoch
+ * @epoch (so that credit can pay the line's rounded amount by epoch).
+ * Returns 0, or -1 when out of memory.
+ */
+int bl_line_part_add(bl_line *l, size_t epoch, const mpq_t amount);
+
+/*
+ * bl_refund_source - account for @refund (exact, > 0) on refund line @l of
+ * @m, given back for the term that started in month @fee_month, credit
+ * epoch @fee_epoch. A fee on this same invoice is netted with its refund
+ * in that epoch's pool; a fee of an earlier month is kept as a source, so
+ * that the credit that paid it gets its share back (bl_credit_apply).
+ * Returns 0, or -1 when out of memory.
+ */
+int bl_refund_source(bl_month *m, bl_line *l, int32_t fee_month, size_t fee_epoch,
+                     const mpq_t refund);
 
 /* bl_month_clear - free what bl_month_compute allocated. */
 void bl_month_clear(bl_month *m);
@@ -60,17 +108,33 @@ void bl_month_clear(bl_month *m);
  */
 int32_t *bl_account_months(billing_rater *r, size_t ai, size_t *n);
 
+/* What grants paid of one month's fee pool: refunds of those fees go back pro rata. */
+typedef struct bl_fee_paid {
+    int32_t month;
+    size_t epoch;
+    mpz_t pool;             /* the pool before credit, minor units */
+    mpz_t *by_grant;        /* per grant */
+} bl_fee_paid;
+
 /*
- * Credit state of one account while walking its months in order. In
- * minor mode (invoices) a grant's remainder drops by what invoices apply,
- * rounded down to the minor unit and capped by the subtotal; in exact mode
- * (live balance) it drops by the exact amount consumed.
+ * Credit state of one account while walking its months in order, in minor
+ * units: a grant's remainder drops by what each invoice applies and rises
+ * by what refunds of fees it paid give back. The account balance is what
+ * invoices below zero left to the customer (carried to the next invoices,
+ * spent after every grant).
  */
 typedef struct bl_credit {
-    int exact;
     size_t n;               /* grants of the account, in application order */
-    mpq_t *remaining;       /* per grant */
-    mpz_t *applied;         /* minor mode: applied on the month just processed */
+    mpz_t *remaining;       /* per grant */
+    mpz_t *applied;         /* per grant, on the month just processed */
+    mpz_t *returned;        /* per grant, given back by refunds on that month */
+    mpz_t returned_total;
+    bl_fee_paid *paid;      /* fee pools paid by credit, in month order */
+    size_t n_paid;
+    size_t cap_paid;
+    mpz_t balance;          /* account credit left after the month just processed */
+    mpz_t balance_applied;  /* account credit spent on the month just processed */
+    mpz_t carried;          /* the month's excess below zero, added to the balance */
 } bl_credit;
 
 /*
@@ -91,16 +155,31 @@ typedef struct bl_credit_memo {
 void bl_credit_memo_free(billing_rater *r);
 
 /* bl_credit_init - full grants for account @ai. Returns 0 or -1 (no memory). */
-int bl_credit_init(bl_credit *c, const billing_catalog *cat, size_t ai, int exact);
+int bl_credit_init(bl_credit *c, const billing_catalog *cat, size_t ai);
+
+/*
+ * bl_credit_copy - @dst = @src; both initialised for the same account.
+ * Returns 0, or -1 when out of memory (@dst is then incomplete: clear it
+ * or copy again).
+ */
+int bl_credit_copy(bl_credit *dst, const bl_credit *src);
 
 /* bl_credit_clear - free the state. */
 void bl_credit_clear(bl_credit *c);
 
 /*
- * bl_credit_apply - spend the account's grants on month @m: in
- * application order, each grant pays the eligible pools of the epochs
- * inside its window, never more than its remainder. Pools are consumed.
+ * bl_credit_apply - spend the account's grants, then its balance, on
+ * month @m. First, refunds of fees that grants paid in earlier months give
+ * each grant back its share (the fee's part it paid, pro rata; rounded
+ * like the line). Then grants pay as much of the eligible pools as they can together
+ * (a grant pays only pools of its kinds in epochs inside its window, never
+ * more than its remainder, and all grants together never more than the
+ * subtotal plus what went back to grants); among the allocations that pay the most, earlier grants in
+ * application order pay as much as they can. The balance pays what is
+ * left; below zero, the excess is carried to the balance.
+ * Pools are consumed. Returns 0, or -1 when out of memory (then @c is
+ * half-updated: clear it).
  */
-void bl_credit_apply(const billing_catalog *cat, size_t ai, bl_month *m, bl_credit *c);
+int bl_credit_apply(const billing_catalog *cat, size_t ai, bl_month *m, bl_credit *c);
 
 #endif /* BILLING_INVOICE_H */

@@ -36,8 +36,15 @@ static void month_bounds(const billing_zone *zone, int32_t m, billing_time_t *st
 void bl_month_clear(bl_month *m)
 {
     size_t i;
+    size_t e;
 
     for (i = 0; i < m->n_lines; i++) {
+        for (e = 0; e < m->lines[i].n_parts; e++)
+            mpq_clear(m->lines[i].parts[e].amount);
+        free(m->lines[i].parts);
+        for (e = 0; e < m->lines[i].n_sources; e++)
+            mpq_clear(m->lines[i].sources[e].amount);
+        free(m->lines[i].sources);
         mpq_clear(m->lines[i].quantity);
         mpq_clear(m->lines[i].unit_price);
         mpq_clear(m->lines[i].amount);
@@ -45,7 +52,7 @@ void bl_month_clear(bl_month *m)
     }
     free(m->lines);
     for (i = 0; m->pools != NULL && i < 2 * m->n_pools; i++)
-        mpq_clear(m->pools[i]);
+        mpz_clear(m->pools[i]);
     free(m->pools);
     mpz_clear(m->subtotal);
     memset(m, 0, sizeof(*m));
@@ -100,11 +107,6 @@ static void line_id(bl_line *id, billing_line_kind kind)
     id->plan = BL_NONE;
     id->version = BL_NONE;
     id->sub = BL_NONE;
-}
-
-static mpq_t *pool(bl_month *m, size_t epoch, billing_charge_kind kind)
-{
-    return &m->pools[epoch * 2 + (kind == BILLING_CHARGE_USAGE ? 0 : 1)];
 }
 
 /* Quantity in the meter's unit from an aggregate's exact sum. */
@@ -163,9 +165,9 @@ static billing_status add_usage(billing_rater *r, bl_month *m, const bl_agg *a)
     if (l != NULL) {
         mpq_add(l->quantity, l->quantity, qty);
         mpq_add(l->amount, l->amount, amount);
-        mpq_add(*pool(m, a->key.epoch, BILLING_CHARGE_USAGE),
-                *pool(m, a->key.epoch, BILLING_CHARGE_USAGE), amount);
     }
+    if (l != NULL && bl_line_part_add(l, a->key.epoch, amount) != 0)
+        l = NULL;
     mpq_clear(qty);
     mpq_clear(amount);
     mpq_clear(zero);
@@ -201,9 +203,7 @@ static billing_status add_fee(billing_rater *r, bl_month *m, const bl_account *a
         return BILLING_ERR_NOMEM;
     mpz_add_ui(mpq_numref(l->quantity), mpq_numref(l->quantity), 1);
     mpq_add(l->amount, l->amount, fee->fee);
-    mpq_add(*pool(m, epoch_at(a, ts), BILLING_CHARGE_SUBSCRIPTION),
-            *pool(m, epoch_at(a, ts), BILLING_CHARGE_SUBSCRIPTION), fee->fee);
-    return BILLING_OK;
+    return bl_line_part_add(l, epoch_at(a, ts), fee->fee) == 0 ? BILLING_OK : BILLING_ERR_NOMEM;
 }
 
 /*
@@ -244,7 +244,6 @@ static billing_status add_refund(billing_rater *r, bl_month *m, const bl_account
     bl_line id;
     mpq_t frac;
     mpq_t refund;
-    mpq_t *p;
     int k;
 
     if (!s->cancelled || c < m->start || c >= m->end)
@@ -273,8 +272,9 @@ static billing_status add_refund(billing_rater *r, bl_month *m, const bl_account
     mpz_set_si(mpq_denref(l->quantity), BILLING_NS_PER_SEC);
     mpq_canonicalize(l->quantity);
     mpq_sub(l->amount, l->amount, refund);
-    p = pool(m, epoch_at(a, c), BILLING_CHARGE_SUBSCRIPTION);
-    mpq_sub(*p, *p, refund);
+    if (bl_refund_source(m, l, month_of_instant(a->zone, s->bounds[k]), epoch_at(a, s->bounds[k]),
+                         refund) != 0)
+        l = NULL;
 done:
     mpq_clear(frac);
     mpq_clear(refund);
@@ -337,13 +337,13 @@ billing_status bl_month_compute(billing_rater *r, size_t ai, int32_t month, bl_m
     m->month = month;
     month_bounds(a->zone, month, &m->start, &m->end);
     m->n_pools = a->n_epochs + 1;
-    m->pools = malloc(2 * m->n_pools * sizeof(mpq_t));
+    m->pools = malloc(2 * m->n_pools * sizeof(mpz_t));
     if (m->pools == NULL) {
         m->n_pools = 0;
         return BILLING_ERR_NOMEM;
     }
     for (i = 0; i < 2 * m->n_pools; i++)
-        mpq_init(m->pools[i]);
+        mpz_init(m->pools[i]);
     for (i = 0; i < v->len && st == BILLING_OK; i++) {
         if (r->aggs[v->data[i]].key.month == month && r->aggs[v->data[i]].pieces > 0)
             st = add_usage(r, m, &r->aggs[v->data[i]]);
@@ -352,16 +352,13 @@ billing_status bl_month_compute(billing_rater *r, size_t ai, int32_t month, bl_m
         st = add_subscriptions(r, m, a);
     if (st != BILLING_OK)
         return st;
-    for (i = 0; i < 2 * m->n_pools; i++) {
-        if (mpq_sgn(m->pools[i]) < 0)
-            mpq_set_ui(m->pools[i], 0, 1); /* a refund is never credit to spend */
-    }
     if (m->n_lines > 1)
         qsort(m->lines, m->n_lines, sizeof(bl_line), cmp_line);
     for (i = 0; i < m->n_lines; i++) {
         bl_q_round_minor(m->lines[i].rounded, m->lines[i].amount, cat->digits, cat->rounding);
         mpz_add(m->subtotal, m->subtotal, m->lines[i].rounded);
     }
+    bl_month_pools(cat, m);
     return BILLING_OK;
 }
 

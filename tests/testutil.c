@@ -134,6 +134,11 @@ static void cat_text(char **buf, size_t *len, const char *fmt, ...)
     *len += (size_t)n;
 }
 
+static int is_zero(const char *amount)
+{
+    return strspn(amount, "0.") == strlen(amount);
+}
+
 char *tu_invoice_text(billing_rater *r, const char *account, int year, int month)
 {
     billing_invoice *inv;
@@ -168,9 +173,18 @@ char *tu_invoice_text(billing_rater *r, const char *account, int year, int month
     for (i = 0; i < billing_invoice_credit_count(inv); i++)
         cat_text(&buf, &len, "credit %s %s left %s\n", billing_invoice_credit_grant(inv, i),
                  billing_invoice_credit_amount(inv, i), billing_invoice_credit_remaining(inv, i));
+    for (i = 0; i < billing_invoice_returned_count(inv); i++)
+        cat_text(&buf, &len, "returned %s %s left %s\n", billing_invoice_returned_grant(inv, i),
+                 billing_invoice_returned_amount(inv, i), billing_invoice_returned_remaining(inv, i));
     for (i = 0; i < billing_invoice_expired_count(inv); i++)
         cat_text(&buf, &len, "expired %s %s\n", billing_invoice_expired_grant(inv, i),
                  billing_invoice_expired_amount(inv, i));
+    /* Account credit only when there is some, so most invoices read as before. */
+    if (!is_zero(billing_invoice_account_credit(inv)) || !is_zero(billing_invoice_carried(inv)) ||
+        !is_zero(billing_invoice_account_credit_left(inv)))
+        cat_text(&buf, &len, "account credit %s carried %s left %s\n",
+                 billing_invoice_account_credit(inv), billing_invoice_carried(inv),
+                 billing_invoice_account_credit_left(inv));
     cat_text(&buf, &len, "subtotal %s credits %s tax %s@%s total %s\n",
              billing_invoice_subtotal(inv), billing_invoice_credits(inv), billing_invoice_tax(inv),
              billing_invoice_tax_rate(inv), billing_invoice_total(inv));
