@@ -64,5 +64,8 @@ int cli_getopt(const char *cmd, int argc, char **argv, const struct option *opti
 int cmd_rate(int argc, char **argv);
 int cmd_db(int argc, char **argv);
 int cmd_load(int argc, char **argv);
+int cmd_ingest(int argc, char **argv);
+int cmd_rejected(int argc, char **argv);
+int cmd_account(int argc, char **argv);
 
 #endif /* BILLING_CLI_H */
