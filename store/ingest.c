@@ -71,6 +71,8 @@ struct bs_ingest {
     int flags;
     bs_record_result *res;
     bs_ingest_counts counts;
+    bs_ingest_hook hook;
+    void *hook_arg;
 };
 
 bs_ingest *bs_ingest_new(bs_catalog *cat, const char *group)
@@ -97,6 +99,12 @@ void bs_ingest_free(bs_ingest *in)
     free(in->row_rec);
     free(in->row_out);
     free(in);
+}
+
+void bs_ingest_set_hook(bs_ingest *in, bs_ingest_hook fn, void *arg)
+{
+    in->hook = fn;
+    in->hook_arg = arg;
 }
 
 void bs_ingest_set_catalog(bs_ingest *in, bs_catalog *cat)
@@ -401,9 +409,17 @@ static bs_status store_positions(bs_ingest *in, bs_conn *c, bs_error *err)
 
     if (in->npos > 0 && in->group == NULL)
         return bs_error_set(err, BS_ERR_INVALID, "positions given without a consumer group");
-    for (i = 0; i < in->npos && st == BS_OK; i++)
+    for (i = 0; i < in->npos && st == BS_OK; i++) {
+        /* A position only moves forward: records before the stored one were counted already. */
+        if (in->pos[i].next <= in->pos[i].expected)
+            return bs_error_set(err, BS_ERR_INVALID,
+                                "position of %s/%" PRId32 " would move back from %" PRId64
+                                " to %" PRId64,
+                                in->pos[i].topic, in->pos[i].partition, in->pos[i].expected,
+                                in->pos[i].next);
         st = bs_offset_put(c, in->group, in->pos[i].topic, in->pos[i].partition,
                            in->pos[i].expected, in->pos[i].next, err);
+    }
     return st;
 }
 
@@ -444,6 +460,8 @@ static bs_status batch_tx(bs_conn *c, void *arg, bs_error *err)
         st = store_rejects(in, c, err);
     if (st == BS_OK)
         st = store_positions(in, c, err);
+    if (st == BS_OK && in->hook != NULL)
+        st = in->hook(in->hook_arg, in->recs, in->res, in->n, err);
     billing_rater_destroy(rt);
     return st;
 }

@@ -27,7 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "catalog.h"
+#include "dbcatalog.h"
 #include "store.h"
 
 /* How a record's bytes encode a UsageEvent. */
@@ -108,6 +108,19 @@ void bs_ingest_free(bs_ingest *in);
 
 /* bs_ingest_set_catalog - rate later batches against @cat (a catalog change). */
 void bs_ingest_set_catalog(bs_ingest *in, bs_catalog *cat);
+
+/*
+ * bs_ingest_hook - called inside the batch's transaction after every
+ * write and before COMMIT, with the records and their results (billingd
+ * publishes the dead letters there, so that a failure to publish rolls
+ * the batch back: at least once, never lost). Returning an error rolls
+ * the batch back; BS_ERR_RETRY makes bs_transaction run it again.
+ */
+typedef bs_status (*bs_ingest_hook)(void *arg, const bs_record *recs,
+                                    const bs_record_result *results, size_t n, bs_error *err);
+
+/* bs_ingest_set_hook - install @fn (NULL: none) with @arg for later batches. */
+void bs_ingest_set_hook(bs_ingest *in, bs_ingest_hook fn, void *arg);
 
 /*
  * bs_ingest_batch - run the pipeline over @n records (1..BS_INGEST_BATCH_MAX)

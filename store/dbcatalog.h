@@ -1,5 +1,5 @@
 /*
- * catalog.h - the rating catalog read back from the store: what `billing
+ * dbcatalog.h - the rating catalog read back from the store: what `billing
  * load` wrote (one price book's versions in force, plans, the accounts in
  * the book's currency with their subscriptions and credit grants) as a
  * billing_catalog, for the ingest pipeline (billingd, `billing ingest`)

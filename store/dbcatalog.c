@@ -1,5 +1,5 @@
 /*
- * catalog.c - the rating catalog read back from the store. See catalog.h.
+ * dbcatalog.c - the rating catalog read back from the store. See dbcatalog.h.
  *
  * Each kind of row is one query; each row goes through the same library
  * call `billing rate` makes for the files, so the store cannot hold a
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "catalog.h"
+#include "dbcatalog.h"
 #include "zones.h"
 
 #define LIBERR_MAX 512
