@@ -34,6 +34,7 @@
 #include "eventjson.h"
 #include "itestdb.h"
 #include "itstream.h"
+#include "load.h"
 #include "testrng.h"
 
 #define PARTITIONS 4
@@ -114,7 +115,7 @@ static void encode(const its_stream *s, size_t i, billing_event *ev, unsigned ch
 }
 
 /* Produce the whole stream to @topic (keyed: one account stays in order), and wait for it. */
-static void produce(const its_stream *s)
+static void produce_to(const its_stream *s, int create)
 {
     char errstr[MSG];
     unsigned char buf[BILLING_EVENT_WIRE_MAX];
@@ -131,8 +132,10 @@ static void produce(const its_stream *s)
               RD_KAFKA_CONF_OK);
     rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
     ck_assert_msg(rk != NULL, "%s", errstr);
-    create_topic(rk, topic, PARTITIONS);
-    create_topic(rk, dlq_topic, 1);
+    if (create) {
+        create_topic(rk, topic, PARTITIONS);
+        create_topic(rk, dlq_topic, 1);
+    }
     for (i = 0; i < s->n; i++) {
         encode(s, i, ev, buf, sizeof(buf), &data, &len);
         while (rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic),
@@ -145,6 +148,16 @@ static void produce(const its_stream *s)
     ck_assert_int_eq(rd_kafka_flush(rk, WAIT_MS), RD_KAFKA_RESP_ERR_NO_ERROR);
     rd_kafka_destroy(rk);
     billing_event_destroy(ev);
+}
+
+static void produce(const its_stream *s)
+{
+    produce_to(s, 1);
+}
+
+static void produce_more(const its_stream *s)
+{
+    produce_to(s, 0);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -453,6 +466,93 @@ START_TEST(test_two_daemons_rebalancing)
 }
 END_TEST
 
+/* PostgreSQL drops billingd's connections mid-stream, again and again: the same database. */
+START_TEST(test_database_connections_lost)
+{
+    its_stream *s = calloc(1, sizeof(*s));
+    bs_conn *c = itdb_fresh("pgdown", db, sizeof(db));
+    char sql[512];
+    long done = 0;
+    pid_t pid;
+    int round;
+
+    names("pgdown");
+    its_build(s, 8000, 0);
+    its_load_example(c);
+    produce(s);
+    pid = start_daemon(NULL, 100);
+    snprintf(sql, sizeof(sql),
+             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+             " WHERE datname = '%s' AND pid <> pg_backend_pid()",
+             db);
+    for (round = 0; round < 10 && done < (long)s->n; round++) {
+        done = wait_progress(c, done, (long)s->n, pid);
+        itdb_long(c, sql);
+    }
+    wait_progress(c, (long)s->n - 1, (long)s->n, pid);
+    ck_assert_int_eq(stop_daemon(pid, SIGTERM), 0);
+    ck_assert_int_ge(round, 3);
+    check_store(c, s);
+    its_free(s);
+    free(s);
+    itdb_drop(c, db);
+}
+END_TEST
+
+/*
+ * An account loaded while billingd runs is used without a restart: its
+ * events before the load are rejected (unknown_account), after it stored.
+ */
+START_TEST(test_catalog_change_without_restart)
+{
+    its_stream *s = calloc(1, sizeof(*s));
+    its_stream *late = calloc(1, sizeof(*late));
+    bs_conn *c = itdb_fresh("catalog", db, sizeof(db));
+    char book[1024];
+    char accounts[1024];
+    char log[256];
+    bs_load_counts k;
+    bs_error err;
+    pid_t pid;
+    long first;
+
+    names("catalog");
+    its_build(s, 400, 0);
+    its_load_example(c);
+    produce(s);
+    pid = start_daemon(NULL, 100);
+    snprintf(log, sizeof(log), "%s", last_log);
+    wait_progress(c, (long)s->n - 1, (long)s->n, pid);
+    first = itdb_long(c, "SELECT count(*) FROM billing.rejected_events WHERE reason_code ="
+                         " 'unknown_account'");
+    ck_assert_int_gt(first, 0);
+    /* The ghost accounts arrive: the test's own accounts file with them. */
+    its_example_path(book, sizeof(book), "pricebook.json");
+    snprintf(accounts, sizeof(accounts), "%s.ghosts.json", group);
+    its_ghost_accounts(accounts);
+    ck_assert_msg(bs_load_catalog(c, "gpu", book, accounts, &k, &err) == BS_OK, "%s",
+                  err.message);
+    wait_log(log, "event=catalog_reloaded", pid);
+    /* The same ghost events again, under new ids: now they are stored. */
+    its_ghost_events(late, "late-");
+    produce_more(late);
+    wait_progress(c, (long)(s->n + late->n) - 1, (long)(s->n + late->n), pid);
+    ck_assert_int_eq(stop_daemon(pid, SIGTERM), 0);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.rejected_events WHERE reason_code"
+                                  " = 'unknown_account'"),
+                     first);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.usage_events WHERE event_id"
+                                  " LIKE 'late-%'"),
+                     (long)late->n);
+    remove(accounts);
+    its_free(s);
+    its_free(late);
+    free(s);
+    free(late);
+    itdb_drop(c, db);
+}
+END_TEST
+
 static Suite *billingd_suite(void)
 {
     Suite *s = suite_create("billingd");
@@ -462,6 +562,8 @@ static Suite *billingd_suite(void)
     tcase_add_test(tc, test_end_to_end);
     tcase_add_test(tc, test_kill_9_twenty_times);
     tcase_add_test(tc, test_two_daemons_rebalancing);
+    tcase_add_test(tc, test_database_connections_lost);
+    tcase_add_test(tc, test_catalog_change_without_restart);
     suite_add_tcase(s, tc);
     return s;
 }

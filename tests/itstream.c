@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "configfile.h"
 #include "eventjson.h"
 #include "ingest.h"
@@ -126,6 +128,56 @@ static void push_synthetic(its_stream *s, size_t n)
         if (i % 50 == 7)
             push(s, line, strlen(line), acct); /* replay */
     }
+}
+
+void its_ghost_accounts(const char *path)
+{
+    char src[1024];
+    json_error_t jerr;
+    json_t *root;
+    json_t *list;
+    size_t i;
+
+    its_example_path(src, sizeof(src), "accounts.json");
+    root = json_load_file(src, 0, &jerr);
+    ck_assert_msg(root != NULL, "%s: %s", src, jerr.text);
+    list = json_object_get(root, "accounts");
+    for (i = 0; i < sizeof(synthetic_accounts) / sizeof(synthetic_accounts[0]); i++) {
+        char id[64];
+
+        snprintf(id, sizeof(id), "ghost-%s", synthetic_accounts[i]);
+        json_array_append_new(list, json_pack("{s:s, s:s, s:s, s:s}", "id", id, "currency", "CNY",
+                                              "time_zone", "Asia/Shanghai", "tax_rate", "0"));
+    }
+    ck_assert_int_eq(json_dump_file(root, path, 0), 0);
+    json_decref(root);
+}
+
+void its_ghost_events(its_stream *s, const char *prefix)
+{
+    char path[1024];
+    char line[LINE_MAX_LEN];
+    char ided[LINE_MAX_LEN * 2];
+    char with[64];
+    const char *at;
+    FILE *f;
+    int i = 0;
+
+    memset(s, 0, sizeof(*s));
+    its_example_path(path, sizeof(path), "events.jsonl");
+    f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "%s", path);
+    snprintf(with, sizeof(with), "\"id\":\"%s", prefix);
+    while (fgets(line, sizeof(line), f) != NULL) {
+        line[strcspn(line, "\n")] = '\0';
+        if (i++ % 17 != 8)
+            continue;
+        at = strstr(line, "\"id\":\"");
+        ck_assert_ptr_nonnull(at);
+        snprintf(ided, sizeof(ided), "%.*s%s%s", (int)(at - line), line, with, at + 6);
+        push_edited(s, ided, "\"account\":\"", "\"account\":\"ghost-", "ghost");
+    }
+    fclose(f);
 }
 
 void its_build(its_stream *s, size_t synthetic, int oversized)

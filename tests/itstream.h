@@ -37,6 +37,16 @@ void its_example_path(char *out, size_t size, const char *file);
 void its_build(its_stream *s, size_t synthetic, int oversized);
 void its_free(its_stream *s);
 
+/*
+ * its_ghost_accounts - write to @path the example's accounts file plus the
+ * accounts "ghost-ACCOUNT" whose events its_build makes (rejected until
+ * then as unknown_account).
+ */
+void its_ghost_accounts(const char *path);
+
+/* its_ghost_events - the events of the ghost accounts again, ids prefixed with @prefix. */
+void its_ghost_events(its_stream *s, const char *prefix);
+
 /* its_file_catalog - the example catalog as `billing rate` reads it (zones in @zones). */
 billing_catalog *its_file_catalog(bc_zones *zones);
 
