@@ -39,6 +39,9 @@
     " FROM STDIN (FORMAT text)"
 
 /*
+ * received_at is the moment the row is written (clock_timestamp(), not the
+ * transaction's start), so that it measures how long an event waited.
+ *
  * One statement moves the batch: the first occurrence of each id claims
  * it in event_ids (ON CONFLICT DO NOTHING waits for a concurrent claimer
  * and then yields to it), and only claimed events go to usage_events. It
@@ -58,9 +61,10 @@
     "  ON CONFLICT (event_id) DO NOTHING RETURNING event_id),"                                 \
     " ins AS ("                                                                                \
     "  INSERT INTO billing.usage_events (event_id, account_id, resource_id, meter,"           \
-    "    start_time, start_nanos, end_time, end_nanos, quantity, model, region, source)"       \
+    "    start_time, start_nanos, end_time, end_nanos, quantity, model, region, source,"       \
+    "    received_at)"                                                                         \
     "  SELECT f.event_id, f.account_id, f.resource_id, f.meter, f.start_time, f.start_nanos," \
-    "    f.end_time, f.end_nanos, f.quantity, f.model, f.region, f.source"                     \
+    "    f.end_time, f.end_nanos, f.quantity, f.model, f.region, f.source, clock_timestamp()"  \
     "  FROM firsts f JOIN ids USING (event_id) RETURNING event_id)"                            \
     " SELECT s.seq FROM pg_temp.billing_event_stage s WHERE NOT EXISTS"                        \
     " (SELECT 1 FROM ins JOIN firsts f USING (event_id) WHERE f.seq = s.seq)"
