@@ -10,7 +10,7 @@
 #   3. billingd started; events/s = records committed between the first
 #      and the last commit / that time; billingd's peak RSS (VmHWM).
 # Then, with BATCH = the first size, the latency run: billingd consuming a
-# topic fed at 10 000 events/s for 30 s; latency = received_at (written
+# topic fed at $LAT_RATE (10 000) events/s for 30 s; latency = received_at (written
 # at insert) - the send time carried in each id; p50, p99, max.
 # Prints one line per run. Polls the committed positions (half a second).
 set -eu
@@ -78,22 +78,25 @@ for batch in $batches; do
     echo "batch=$batch events=$events events_per_s=$rate peak_rss_mib=$rss"
 done
 
-# Latency at a steady 10 000 events/s for 30 s.
+# Latency at a steady LAT_RATE events/s (default 10 000) for 30 s.
+lat_rate=${LAT_RATE:-10000}
+lat_events=$((lat_rate * 30))
 batch=${batches%% *}
 fresh_db
 topic=lat-$(date +%s%N)
 "$bin/bench/produce_events" --rate 1 "$BILLING_KAFKA_BROKERS" "$topic" 1 2>/dev/null
 start_daemon "$topic" "$batch"
 until grep -q "event=assigned" "$tmp/billingd.log"; do sleep 0.2; done
-"$bin/bench/produce_events" --rate 10000 "$BILLING_KAFKA_BROKERS" "$topic" 300000 2>"$tmp/produce.log"
-until [ "$(progress)" -ge 300001 ]; do sleep 0.5; done
+"$bin/bench/produce_events" --rate "$lat_rate" "$BILLING_KAFKA_BROKERS" "$topic" "$lat_events" \
+    2>"$tmp/produce.log"
+until [ "$(progress)" -ge $((lat_events + 1)) ]; do sleep 0.5; done
 rss=$(awk '/VmHWM/ { print int($2 / 1024) }' "/proc/$pid/status")
 stop_daemon
 psql "$BILLING_PG_CONNINFO" -Atc "
     WITH l AS (SELECT extract(epoch FROM received_at) * 1000
                       - split_part(event_id, '-', 2)::bigint AS ms
                FROM billing.usage_events WHERE event_id LIKE 'lat-%')
-    SELECT 'batch=$batch rate=10000/s events=' || count(*)
+    SELECT 'batch=$batch rate=$lat_rate/s events=' || count(*)
            || ' p50_ms=' || round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms))
            || ' p99_ms=' || round(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms))
            || ' max_ms=' || round(max(ms)) || ' peak_rss_mib=$rss' FROM l"

@@ -183,7 +183,10 @@ static size_t batch_positions(bd_daemon *d)
                 break;
         }
         if (j == np) {
+            /* Batches hold assigned partitions only: flushed before any is revoked. */
             p = find_part(d, rd_kafka_topic_name(m->rkt), m->partition);
+            if (p == NULL)
+                continue;
             d->pos[np].topic = p->topic;
             d->pos[np].partition = p->partition;
             d->pos[np].expected = p->stored;
@@ -227,9 +230,13 @@ static void batch_failed(bd_daemon *d, const bs_error *err)
 static void batch_done(bd_daemon *d, size_t np, const bs_ingest_counts *k, int64_t started)
 {
     size_t i;
+    bd_part *p;
 
-    for (i = 0; i < np; i++)
-        find_part(d, d->pos[i].topic, d->pos[i].partition)->stored = d->pos[i].next;
+    for (i = 0; i < np; i++) {
+        p = find_part(d, d->pos[i].topic, d->pos[i].partition);
+        if (p != NULL)
+            p->stored = d->pos[i].next;
+    }
     d->stats.batches++;
     d->stats.stored += k->stored;
     d->stats.duplicates += k->duplicates;
@@ -378,6 +385,7 @@ static void sync_parts(bd_daemon *d)
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)d->n_parts + 1);
     rd_kafka_error_t *error;
     bs_error err;
+    bd_part *p;
     size_t i;
     int ok = 1;
 
@@ -403,8 +411,11 @@ static void sync_parts(bd_daemon *d)
         rd_kafka_error_destroy(error);
         d->retry_at_ms = now_ms() + d->backoff_ms;
     } else {
-        for (i = 0; i < (size_t)l->cnt; i++)
-            find_part(d, l->elems[i].topic, l->elems[i].partition)->ready = 1;
+        for (i = 0; i < (size_t)l->cnt; i++) {
+            p = find_part(d, l->elems[i].topic, l->elems[i].partition);
+            if (p != NULL)
+                p->ready = 1;
+        }
         pause_parts(d, 0, 1);
         if (l->cnt > 0)
             bd_log("info", "resumed", "partitions=%d", l->cnt);

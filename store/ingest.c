@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "eventjson.h"
+#include "copy.h"
 #include "events.h"
 #include "ingest.h"
 
@@ -18,22 +19,46 @@
 #define REJECT_PAYLOAD_MAX (1024u * 1024u)
 
 /*
- * Exact sum of two fractions in lowest terms: (a/b + c/d) reduced by the
- * gcd, numerator and denominator from the same expression so that the
- * stored pair always is a reduced fraction.
+ * A batch's aggregates are COPYed into a session staging table and added
+ * to usage_aggregates by one set-based upsert: one round trip and one plan
+ * per batch instead of one statement per aggregate. Rows are taken in key
+ * order so that concurrent consumers lock shared rows in the same order
+ * (no deadlock between two billingd processes).
+ */
+#define SQL_AGG_STAGE_CREATE                                                                   \
+    "CREATE TEMP TABLE IF NOT EXISTS billing_agg_stage (account_id text NOT NULL,"             \
+    " month text NOT NULL, meter text NOT NULL, rate_kind text NOT NULL,"                      \
+    " price_version_id bigint, rate_model text, rate_region text, subscription_id text,"       \
+    " epoch integer NOT NULL, quantity numeric NOT NULL, quantity_den numeric NOT NULL,"       \
+    " event_count bigint NOT NULL) ON COMMIT DELETE ROWS"
+#define SQL_AGG_STAGE_CLEAR "DELETE FROM pg_temp.billing_agg_stage"
+#define AGG_COLUMNS 12
+#define SQL_AGG_STAGE_COPY                                                                     \
+    "COPY pg_temp.billing_agg_stage (account_id, month, meter, rate_kind, price_version_id,"   \
+    " rate_model, rate_region, subscription_id, epoch, quantity, quantity_den, event_count)"   \
+    " FROM STDIN (FORMAT binary)"
+/*
+ * Exact sum of two fractions in lowest terms: a/b + c/d = (ad + cb) / bd,
+ * both divided by their gcd. Time meters give whole unit-nanoseconds
+ * almost always (den 1 on both sides): then a plain sum, no gcd.
  */
 #define SUM_NUM "(a.quantity * EXCLUDED.quantity_den + EXCLUDED.quantity * a.quantity_den)"
 #define SUM_DEN "(a.quantity_den * EXCLUDED.quantity_den)"
-#define SQL_AGG_UPSERT                                                                         \
+#define BOTH_WHOLE "a.quantity_den = 1 AND EXCLUDED.quantity_den = 1"
+#define SQL_AGG_MERGE                                                                          \
     "INSERT INTO billing.usage_aggregates AS a (account_id, month, meter, rate_kind,"          \
     " price_version_id, rate_model, rate_region, subscription_id, epoch, quantity,"            \
-    " quantity_den, event_count) VALUES ($1::text, $2::date, $3::text, $4::text, $5::bigint,"  \
-    " $6::text, $7::text, $8::text, $9::integer, $10::numeric, $11::numeric, $12::bigint)"     \
+    " quantity_den, event_count) SELECT account_id, month::date, meter, rate_kind,"           \
+    " price_version_id, rate_model, rate_region, subscription_id, epoch, quantity,"           \
+    " quantity_den, event_count"                                                               \
+    " FROM pg_temp.billing_agg_stage ORDER BY account_id, month, meter, rate_kind,"            \
+    " price_version_id, rate_model, rate_region, subscription_id, epoch"                       \
     " ON CONFLICT ON CONSTRAINT usage_aggregates_key DO UPDATE SET"                            \
-    " quantity = div(" SUM_NUM ", gcd(" SUM_NUM ", " SUM_DEN ")),"                             \
-    " quantity_den = div(" SUM_DEN ", gcd(" SUM_NUM ", " SUM_DEN ")),"                         \
+    " quantity = CASE WHEN " BOTH_WHOLE " THEN a.quantity + EXCLUDED.quantity"                 \
+    "   ELSE div(" SUM_NUM ", gcd(" SUM_NUM ", " SUM_DEN ")) END,"                             \
+    " quantity_den = CASE WHEN " BOTH_WHOLE " THEN 1"                                          \
+    "   ELSE div(" SUM_DEN ", gcd(" SUM_NUM ", " SUM_DEN ")) END,"                             \
     " event_count = a.event_count + EXCLUDED.event_count, updated_at = now()"
-#define AGG_PARAMS 12
 
 #define SQL_AGG_READ                                                                           \
     "SELECT a.account_id, extract(year FROM a.month)::integer,"                                \
@@ -289,18 +314,11 @@ static bs_status store_events(bs_ingest *in, bs_conn *c, billing_rater *rt, bs_e
     return st;
 }
 
-/* Parameters of one aggregate row; @buf holds the texts they point to. */
-typedef struct agg_row {
-    char month[32];
-    char version[24];
-    char epoch[16];
-    char sum[BILLING_AGG_SUM_MAX];
-    char count[24];
-} agg_row;
-
-static int agg_params(const bs_ingest *in, const billing_rater *rt, size_t i, agg_row *b,
-                      const char **p)
+/* Write aggregate @i of @rt as a staging row; 0, or -1 for an empty one (skipped). */
+static int stage_aggregate(const bs_ingest *in, const billing_rater *rt, size_t i, bs_copy *cp)
 {
+    char sum[BILLING_AGG_SUM_MAX];
+    char month[32];
     const char *account;
     const char *label;
     const char *model;
@@ -313,62 +331,61 @@ static int agg_params(const bs_ingest *in, const billing_rater *rt, size_t i, ag
     int ym;
 
     if (billing_rater_aggregate(rt, i, &account, &ym, &meter, &label, &model, &region, &sub,
-                                &epoch, &pieces, b->sum, sizeof(b->sum)) != BILLING_OK ||
+                                &epoch, &pieces, sum, sizeof(sum)) != BILLING_OK ||
         pieces == 0)
         return -1;
-    snprintf(b->month, sizeof(b->month), "%04d-%02d-01", ym / 100, ym % 100);
-    snprintf(b->version, sizeof(b->version), "%" PRId64,
-             label ? bs_catalog_version_id(in->cat, label) : -1);
-    snprintf(b->epoch, sizeof(b->epoch), "%u", epoch);
-    snprintf(b->count, sizeof(b->count), "%" PRIu64, pieces);
-    slash = strchr(b->sum, '/');
-    p[0] = account;
-    p[1] = b->month;
-    p[2] = billing_meter_name(meter);
-    p[3] = label ? "priced" : sub ? "included" : "zero";
-    p[4] = label ? b->version : NULL;
-    p[5] = model;
-    p[6] = region;
-    p[7] = sub;
-    p[8] = b->epoch;
-    p[9] = b->sum;
-    p[10] = "1";
-    if (slash != NULL) {
-        *slash = '\0';
-        p[10] = slash + 1;
-    }
-    p[11] = b->count;
+    snprintf(month, sizeof(month), "%04d-%02d-01", ym / 100, ym % 100);
+    slash = strchr(sum, '/');
+    if (slash != NULL)
+        *slash++ = '\0';
+    bs_copy_row(cp);
+    bs_copy_text(cp, account);
+    bs_copy_text(cp, month);
+    bs_copy_text(cp, billing_meter_name(meter));
+    bs_copy_text(cp, label ? "priced" : sub ? "included" : "zero");
+    if (label != NULL)
+        bs_copy_int8(cp, bs_catalog_version_id(in->cat, label));
+    else
+        bs_copy_null(cp);
+    bs_copy_text(cp, model);
+    bs_copy_text(cp, region);
+    bs_copy_text(cp, sub);
+    bs_copy_int4(cp, (int32_t)epoch);
+    bs_copy_numeric(cp, sum);
+    bs_copy_numeric(cp, slash != NULL ? slash : "1");
+    bs_copy_int8(cp, (int64_t)pieces);
     return 0;
 }
 
-/* Add the batch's aggregates to usage_aggregates, one pipelined upsert each. */
+/* Add the batch's aggregates to usage_aggregates: COPY, then one upsert. */
 static bs_status store_aggregates(bs_ingest *in, bs_conn *c, const billing_rater *rt,
                                   bs_error *err)
 {
     size_t n = billing_rater_aggregate_count(rt);
-    agg_row *bufs;
-    const char *(*params)[AGG_PARAMS];
+    bs_copy *cp;
     size_t i;
     bs_status st;
 
     if (n == 0)
         return BS_OK;
-    bufs = calloc(n, sizeof(*bufs));
-    params = calloc(n, sizeof(*params));
-    st = bufs && params ? bs_prepare(c, "bs_agg_upsert", SQL_AGG_UPSERT, AGG_PARAMS, err)
-                        : bs_error_set(err, BS_ERR_NOMEM, "aggregates: out of memory");
-    if (st == BS_OK)
-        st = bs_pipeline_begin(c, err);
-    for (i = 0; i < n && st == BS_OK; i++) {
-        if (agg_params(in, rt, i, &bufs[i], params[i]) != 0)
-            continue;
-        in->counts.aggregates++;
-        bs_pipeline_send(c, "bs_agg_upsert", SQL_AGG_UPSERT, AGG_PARAMS, params[i], NULL, NULL);
+    st = bs_pipeline_begin(c, err);
+    if (st != BS_OK)
+        return st;
+    bs_pipeline_send(c, NULL, SQL_AGG_STAGE_CREATE, 0, NULL, NULL, NULL);
+    bs_pipeline_send(c, NULL, SQL_AGG_STAGE_CLEAR, 0, NULL, NULL, NULL);
+    st = bs_pipeline_end(c, err);
+    if (st != BS_OK)
+        return st;
+    cp = bs_copy_begin(c, SQL_AGG_STAGE_COPY, AGG_COLUMNS, BS_COPY_BINARY, err);
+    if (cp == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    for (i = 0; i < n; i++) {
+        if (stage_aggregate(in, rt, i, cp) == 0)
+            in->counts.aggregates++;
     }
+    st = bs_copy_end(cp, NULL, err);
     if (st == BS_OK)
-        st = bs_pipeline_end(c, err);
-    free(bufs);
-    free(params);
+        st = bs_command(c, SQL_AGG_MERGE, 0, NULL, NULL, err);
     return st;
 }
 
