@@ -32,6 +32,7 @@ void bd_config_free(bd_config *c)
     free(c->book);
     free(c->group);
     free(c->dead_letter_topic);
+    free(c->http_listen);
     for (i = 0; i < c->n_topics; i++)
         free(c->topics[i]);
     for (i = 0; i < c->n_kafka; i++) {
@@ -134,6 +135,8 @@ static int apply(bd_config *c, const char *key, const char *value, const char **
         return *value ? set_string(&c->group, value) : -1;
     if (strcmp(key, "dead_letter_topic") == 0)
         return set_string(&c->dead_letter_topic, value);
+    if (strcmp(key, "http.listen") == 0)
+        return set_string(&c->http_listen, value);
     if (strcmp(key, "topics") == 0) {
         *why = "need 1..64 comma-separated topic names";
         return set_topics(c, value);
@@ -222,8 +225,12 @@ int bd_config_file(bd_config *c, const char *path, char *errbuf, size_t errsize)
     return rc;
 }
 
-int bd_config_check(const bd_config *c, char *errbuf, size_t errsize)
+int bd_config_check(bd_config *c, char *errbuf, size_t errsize)
 {
+    if (c->http_listen == NULL && set_string(&c->http_listen, "127.0.0.1:9464") != 0) {
+        snprintf(errbuf, errsize, "out of memory");
+        return -1;
+    }
     if (c->n_topics == 0) {
         snprintf(errbuf, errsize, "no topics: set 'topics' in the file or --set topics=...");
         return -1;

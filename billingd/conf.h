@@ -11,6 +11,7 @@
  *   batch.size         records per transaction, 1..50000 (default 5000)
  *   batch.linger.ms    longest wait to fill a batch, 1..60000 (default 200)
  *   retry.max.ms       longest pause between database retries (default 30000)
+ *   http.listen        /metrics and /healthz address (default 127.0.0.1:9464; "": off)
  *   kafka.PROPERTY     any librdkafka property, passed through (bootstrap.servers...)
  *
  * Errors name the file, the line and the key.
@@ -33,6 +34,7 @@ typedef struct bd_config {
     char *book;
     char *group;
     char *dead_letter_topic;
+    char *http_listen;
     char *topics[BD_MAX_TOPICS];
     size_t n_topics;
     long batch_size;
@@ -61,7 +63,10 @@ int bd_config_file(bd_config *c, const char *path, char *errbuf, size_t errsize)
 int bd_config_set(bd_config *c, const char *assignment, const char *where, char *errbuf,
                   size_t errsize);
 
-/* bd_config_check - after everything is applied: required keys. 0 or -1 with a message. */
-int bd_config_check(const bd_config *c, char *errbuf, size_t errsize);
+/*
+ * bd_config_check - after everything is applied: required keys, and the
+ * defaults of keys left unset. 0 or -1 with a message.
+ */
+int bd_config_check(bd_config *c, char *errbuf, size_t errsize);
 
 #endif

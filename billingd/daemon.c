@@ -21,6 +21,7 @@
 #include "events.h"
 #include "ingest.h"
 #include "log.h"
+#include "metrics.h"
 
 #define POLL_MS 100
 #define SEEK_TIMEOUT_MS 10000
@@ -46,6 +47,7 @@ typedef struct bd_daemon {
     bs_conn *listen; /* LISTEN billing_catalog; NULL while broken */
     bs_catalog *cat;
     bs_ingest *in;
+    bd_metrics *metrics;
     bd_part *parts;
     size_t n_parts;
     size_t cap_parts;
@@ -216,6 +218,7 @@ static void batch_failed(bd_daemon *d, const bs_error *err)
     size_t i;
 
     d->stats.db_errors++;
+    bd_metrics_failed(d->metrics);
     bd_log("error", "batch_failed", "records=%zu retry_ms=%ld error=\"%s\"", d->n, d->backoff_ms,
            err->message);
     drop_batch(d);
@@ -225,6 +228,21 @@ static void batch_failed(bd_daemon *d, const bs_error *err)
     d->retry_at_ms = now_ms() + d->backoff_ms;
     d->backoff_ms = d->backoff_ms * 2 > d->cfg->retry_max_ms ? d->cfg->retry_max_ms
                                                             : d->backoff_ms * 2;
+}
+
+/* Lag per partition of the batch: the cached high watermark minus the stored position. */
+static void record_lag(bd_daemon *d, size_t np)
+{
+    int64_t lo;
+    int64_t hi;
+    size_t i;
+
+    for (i = 0; i < np; i++) {
+        if (rd_kafka_get_watermark_offsets(d->rk, d->pos[i].topic, d->pos[i].partition, &lo,
+                                           &hi) == RD_KAFKA_RESP_ERR_NO_ERROR)
+            bd_metrics_lag(d->metrics, d->pos[i].topic, d->pos[i].partition,
+                           hi >= d->pos[i].next ? hi - d->pos[i].next : 0);
+    }
 }
 
 static void batch_done(bd_daemon *d, size_t np, const bs_ingest_counts *k, int64_t started)
@@ -237,6 +255,8 @@ static void batch_done(bd_daemon *d, size_t np, const bs_ingest_counts *k, int64
         if (p != NULL)
             p->stored = d->pos[i].next;
     }
+    bd_metrics_batch(d->metrics, k, d->results, d->n, now_ms() - started);
+    record_lag(d, np);
     d->stats.batches++;
     d->stats.stored += k->stored;
     d->stats.duplicates += k->duplicates;
@@ -259,6 +279,7 @@ static void flush(bd_daemon *d)
 
     if (d->n == 0)
         return;
+    bd_metrics_consumed(d->metrics, d->n);
     np = batch_positions(d);
     if (bs_ingest_batch(d->in, d->db, d->recs, d->n, d->pos, np, 0, d->results, &k, &err) !=
         BS_OK) {
@@ -343,6 +364,7 @@ static void on_revoke(bd_daemon *d, rd_kafka_topic_partition_list_t *parts)
 
     flush(d);
     drop_batch(d);
+    bd_metrics_lag_clear(d->metrics);
     for (i = 0; i < parts->cnt; i++) {
         bd_log("info", "revoked", "topic=%s partition=%" PRId32, parts->elems[i].topic,
                parts->elems[i].partition);
@@ -417,6 +439,7 @@ static void sync_parts(bd_daemon *d)
                 p->ready = 1;
         }
         pause_parts(d, 0, 1);
+        bd_metrics_ok(d->metrics);
         if (l->cnt > 0)
             bd_log("info", "resumed", "partitions=%d", l->cnt);
     }
@@ -468,6 +491,7 @@ static void reload_catalog(bd_daemon *d)
     bs_catalog_free(d->cat);
     d->cat = cat;
     d->stats.reloads++;
+    bd_metrics_reload(d->metrics);
     bd_log("info", "catalog_reloaded", "book=%s", bs_catalog_book(cat));
 }
 
@@ -570,7 +594,7 @@ static int start(bd_daemon *d)
     bs_error err;
 
     d->backoff_ms = BACKOFF_FIRST_MS;
-    if (alloc_batch(d) != 0)
+    if (alloc_batch(d) != 0 || (d->metrics = bd_metrics_new(d->cfg->http_listen)) == NULL)
         return -1;
     d->db = bs_connect(bs_conninfo(d->cfg->db), &retry, &err);
     if (d->db == NULL || bs_event_partitions(d->db, 1, 3, NULL, &err) != BS_OK ||
@@ -639,6 +663,7 @@ static void finish(bd_daemon *d)
     }
     drop_batch(d);
     bd_dlq_free(d->dlq);
+    bd_metrics_free(d->metrics);
     bs_ingest_free(d->in);
     bs_catalog_free(d->cat);
     bs_close(d->listen);

@@ -21,7 +21,10 @@
 
 #include <check.h>
 #include <errno.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <librdkafka/rdkafka.h>
 #include <signal.h>
 #include <stdio.h>
@@ -47,6 +50,8 @@ static char db[64];
 static char topic[64];
 static char dlq_topic[80];
 static char group[96];
+/* billingd's /metrics address in the test that reads it; "" elsewhere (several daemons). */
+static char http_listen[64];
 
 static const char *brokers(void)
 {
@@ -179,7 +184,7 @@ static pid_t start_daemon(const char *instance, int batch)
 {
     char path[1024];
     char conninfo[2048];
-    char args[8][256];
+    char args[9][256];
     char log[256];
     pid_t pid;
     int fd;
@@ -194,6 +199,7 @@ static pid_t start_daemon(const char *instance, int batch)
     snprintf(args[5], sizeof(args[5]), "kafka.group.instance.id=%s", instance ? instance : "");
     snprintf(args[6], sizeof(args[6]), "kafka.session.timeout.ms=%d", 6000);
     snprintf(args[7], sizeof(args[7]), "batch.linger.ms=%d", 50);
+    snprintf(args[8], sizeof(args[8]), "http.listen=%s", http_listen);
     snprintf(log, sizeof(log), "billingd-%s-%d.log", group, ++starts);
     snprintf(last_log, sizeof(last_log), "%s", log);
     pid = fork();
@@ -207,10 +213,11 @@ static pid_t start_daemon(const char *instance, int batch)
     if (instance != NULL)
         execl(path, "billingd", "--set", args[0], "--set", args[1], "--set", args[2], "--set",
               args[3], "--set", args[4], "--set", args[5], "--set", args[6], "--set", args[7],
-              (char *)NULL);
+              "--set", args[8], (char *)NULL);
     else
         execl(path, "billingd", "--set", args[0], "--set", args[1], "--set", args[2], "--set",
-              args[3], "--set", args[4], "--set", args[6], "--set", args[7], (char *)NULL);
+              args[3], "--set", args[4], "--set", args[6], "--set", args[7], "--set", args[8],
+              (char *)NULL);
     _exit(127);
 }
 
@@ -365,12 +372,39 @@ static void check_dead_letters(long rejects)
     rd_kafka_destroy(rk);
 }
 
+/* GET @path from billingd's HTTP server into @out (headers and body). */
+static void http_get(const char *path, char *out, size_t size)
+{
+    struct sockaddr_in sa;
+    char req[256];
+    size_t len = 0;
+    ssize_t r;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    const char *colon = strrchr(http_listen, ':');
+
+    ck_assert_int_ge(fd, 0);
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)atoi(colon + 1));
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    ck_assert_msg(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect %s: %s",
+                  http_listen, strerror(errno));
+    snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: localhost\r\n\r\n", path);
+    ck_assert(write(fd, req, strlen(req)) == (ssize_t)strlen(req));
+    while (len + 1 < size && (r = read(fd, out + len, size - len - 1)) > 0)
+        len += (size_t)r;
+    out[len] = '\0';
+    close(fd);
+}
+
 /* ---------------------------------------------------------------------- */
 /* Tests                                                                   */
 /* ---------------------------------------------------------------------- */
 
 START_TEST(test_end_to_end)
 {
+    static char page[65536];
+    char want[128];
     its_stream *s = calloc(1, sizeof(*s));
     bs_conn *c = itdb_fresh("e2e", db, sizeof(db));
     pid_t pid;
@@ -383,9 +417,21 @@ START_TEST(test_end_to_end)
     its_build(s, 2000, 0);
     its_load_example(c);
     produce(s);
+    snprintf(http_listen, sizeof(http_listen), "127.0.0.1:%d", 40000 + (int)(getpid() % 20000));
     pid = start_daemon(NULL, 500);
     wait_progress(c, (long)s->n - 1, (long)s->n, pid);
+    /* /metrics counts what was committed; /healthz says ok. */
+    snprintf(want, sizeof(want), "billingd_events_stored_total %ld",
+             itdb_long(c, "SELECT count(*) FROM billing.usage_events"));
+    http_get("/metrics", page, sizeof(page));
+    ck_assert_msg(strstr(page, want) != NULL, "no '%s' in /metrics:\n%s", want, page);
+    ck_assert_ptr_nonnull(strstr(page, "billingd_events_rejected_total{reason=\"parse\"}"));
+    ck_assert_ptr_nonnull(strstr(page, "billingd_commit_latency_ms_bucket{le=\"+Inf\"}"));
+    ck_assert_ptr_nonnull(strstr(page, "billingd_consumer_lag{topic="));
+    http_get("/healthz", page, sizeof(page));
+    ck_assert_ptr_nonnull(strstr(page, "200 OK"));
     ck_assert_int_eq(stop_daemon(pid, SIGTERM), 0);
+    http_listen[0] = '\0';
     check_store(c, s);
     direct = its_rate_directly(fcat, s, &rejects);
     check_dead_letters((long)rejects);
