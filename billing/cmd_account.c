@@ -144,29 +144,26 @@ static int parse_at(const account_opts *o, billing_time_t *at)
 
 int cmd_account(int argc, char **argv)
 {
+    static const char *const verbs[] = {"balance", NULL};
     account_opts o;
     bs_catalog *cat = NULL;
     billing_time_t at;
     bs_error err;
     bs_conn *c;
     int first = 0;
+    int verb = 0;
     int rc;
 
     memset(&o, 0, sizeof(o));
-    if (argc >= 2 && strcmp(argv[1], "--help") == 0) {
-        usage(stdout);
-        return CLI_EXIT_OK;
-    }
-    if (argc < 2 || strcmp(argv[1], "balance") != 0)
-        return cli_usage_error("account", "say balance");
-    rc = cli_getopt("account", argc - 1, argv + 1, long_options, take_option, &o, &first);
+    rc = cli_verb_getopt("account", verbs, argc, argv, long_options, take_option, &o, &verb,
+                         &first);
     if (rc < 0) {
         usage(stdout);
         return CLI_EXIT_OK;
     }
     if (rc != CLI_EXIT_OK)
         return rc;
-    if (first != argc - 2)
+    if (first != argc - 1)
         return cli_usage_error("account", "one ACCOUNT needed");
     rc = parse_at(&o, &at);
     if (rc != CLI_EXIT_OK)
@@ -177,7 +174,7 @@ int cmd_account(int argc, char **argv)
     if (bs_schema_require(c, &err) != BS_OK || (cat = bs_catalog_read(c, o.book, &err)) == NULL)
         rc = dbcli_fail("account balance", &err);
     else
-        rc = show(c, cat, argv[first + 1], at);
+        rc = show(c, cat, argv[first], at);
     bs_catalog_free(cat);
     bs_close(c);
     return rc;

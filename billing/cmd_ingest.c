@@ -175,10 +175,7 @@ static int flush(ingest_run *run)
                         &k, &err) != BS_OK)
         return dbcli_fail("ingest", &err);
     report_rejects(run);
-    run->total.records += k.records;
-    run->total.stored += k.stored;
-    run->total.duplicates += k.duplicates;
-    run->total.rejected += k.rejected;
+    bs_ingest_counts_add(&run->total, &k);
     run->b->n = 0;
     run->b->used = 0;
     return CLI_EXIT_OK;

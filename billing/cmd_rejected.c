@@ -206,10 +206,7 @@ static int replay_page(bs_conn *c, bs_ingest *in, const rejected_opts *o, char *
     }
     if (*n > 0) {
         snprintf(last, lastsize, "%s", PQgetvalue(res, *n - 1, 0));
-        total->records += k.records;
-        total->stored += k.stored;
-        total->duplicates += k.duplicates;
-        total->rejected += k.rejected;
+        bs_ingest_counts_add(total, &k);
     }
     PQclear(res);
     return CLI_EXIT_OK;
@@ -246,36 +243,33 @@ static int replay(bs_conn *c, const rejected_opts *o)
 
 int cmd_rejected(int argc, char **argv)
 {
+    static const char *const verbs[] = {"list", "replay", NULL};
     rejected_opts o;
     bs_error err;
     bs_conn *c;
     int first = 0;
+    int verb = 0;
     int rc;
 
     memset(&o, 0, sizeof(o));
     o.limit = DEFAULT_LIMIT;
-    if (argc >= 2 && strcmp(argv[1], "--help") == 0) {
-        usage(stdout);
-        return CLI_EXIT_OK;
-    }
-    if (argc < 2 || (strcmp(argv[1], "list") != 0 && strcmp(argv[1], "replay") != 0))
-        return cli_usage_error("rejected", "say list or replay");
-    rc = cli_getopt("rejected", argc - 1, argv + 1, long_options, take_option, &o, &first);
+    rc = cli_verb_getopt("rejected", verbs, argc, argv, long_options, take_option, &o, &verb,
+                         &first);
     if (rc < 0) {
         usage(stdout);
         return CLI_EXIT_OK;
     }
     if (rc != CLI_EXIT_OK)
         return rc;
-    if (first != argc - 1)
-        return cli_usage_error("rejected", "unexpected argument '%s'", argv[first + 1]);
+    if (first != argc)
+        return cli_usage_error("rejected", "unexpected argument '%s'", argv[first]);
     c = dbcli_connect(o.db);
     if (c == NULL)
         return CLI_EXIT_DATABASE;
     if (bs_schema_require(c, &err) != BS_OK)
         rc = dbcli_fail("rejected", &err);
     else
-        rc = strcmp(argv[1], "list") == 0 ? list(c, &o) : replay(c, &o);
+        rc = verb == 0 ? list(c, &o) : replay(c, &o);
     bs_close(c);
     return rc;
 }

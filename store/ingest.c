@@ -100,6 +100,15 @@ struct bs_ingest {
     void *hook_arg;
 };
 
+void bs_ingest_counts_add(bs_ingest_counts *total, const bs_ingest_counts *k)
+{
+    total->records += k->records;
+    total->stored += k->stored;
+    total->duplicates += k->duplicates;
+    total->rejected += k->rejected;
+    total->aggregates += k->aggregates;
+}
+
 bs_ingest *bs_ingest_new(bs_catalog *cat, const char *group)
 {
     bs_ingest *in = calloc(1, sizeof(*in));

@@ -82,6 +82,9 @@ typedef struct bs_ingest_counts {
     size_t aggregates; /* aggregate rows added to */
 } bs_ingest_counts;
 
+/* bs_ingest_counts_add - add @k to @total (both non-NULL). */
+void bs_ingest_counts_add(bs_ingest_counts *total, const bs_ingest_counts *k);
+
 /* Most records per batch (bs_events_ingest's bound). */
 #define BS_INGEST_BATCH_MAX 100000
 /* Largest JSON record accepted; protobuf records are bound by BILLING_EVENT_WIRE_MAX. */

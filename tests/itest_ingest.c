@@ -64,10 +64,7 @@ static bs_ingest_counts ingest_stream(bs_conn *c, bs_ingest *in, const its_strea
         ck_assert_msg(bs_ingest_batch(in, c, &recs[i], n, NULL, 0, 0, &res[i], &k, &err) ==
                           BS_OK,
                       "batch at %zu: %s", i, err.message);
-        total.records += k.records;
-        total.stored += k.stored;
-        total.duplicates += k.duplicates;
-        total.rejected += k.rejected;
+        bs_ingest_counts_add(&total, &k);
         i += n;
     }
     return total;
