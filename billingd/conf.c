@@ -33,6 +33,8 @@ void bd_config_free(bd_config *c)
     free(c->group);
     free(c->dead_letter_topic);
     free(c->http_listen);
+    free(c->alerts_topic);
+    free(c->alerts_thresholds);
     for (i = 0; i < c->n_topics; i++)
         free(c->topics[i]);
     for (i = 0; i < c->n_kafka; i++) {
@@ -137,6 +139,10 @@ static int apply(bd_config *c, const char *key, const char *value, const char **
         return set_string(&c->dead_letter_topic, value);
     if (strcmp(key, "http.listen") == 0)
         return set_string(&c->http_listen, value);
+    if (strcmp(key, "alerts.topic") == 0)
+        return set_string(&c->alerts_topic, value);
+    if (strcmp(key, "alerts.thresholds") == 0)
+        return set_string(&c->alerts_thresholds, value);
     if (strcmp(key, "topics") == 0) {
         *why = "need 1..64 comma-separated topic names";
         return set_topics(c, value);

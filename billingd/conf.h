@@ -11,6 +11,8 @@
  *   batch.size         records per transaction, 1..50000 (default 5000)
  *   batch.linger.ms    longest wait to fill a batch, 1..60000 (default 200)
  *   retry.max.ms       longest pause between database retries (default 30000)
+ *   alerts.topic       topic of billing.v1.CreditAlert ("": no alerts; default none)
+ *   alerts.thresholds  percents of credit used that alert, default 50,80,100
  *   http.listen        /metrics and /healthz address (default 127.0.0.1:9464; "": off)
  *   kafka.PROPERTY     any librdkafka property, passed through (bootstrap.servers...)
  *
@@ -35,6 +37,8 @@ typedef struct bd_config {
     char *group;
     char *dead_letter_topic;
     char *http_listen;
+    char *alerts_topic;
+    char *alerts_thresholds;
     char *topics[BD_MAX_TOPICS];
     size_t n_topics;
     long batch_size;

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "dbcatalog.h"
+#include "alerts.h"
 #include "daemon.h"
 #include "dlq.h"
 #include "events.h"
@@ -43,6 +44,7 @@ typedef struct bd_daemon {
     volatile sig_atomic_t *stop;
     rd_kafka_t *rk;
     bd_dlq *dlq;
+    bd_alerts *alerts;
     bs_conn *db;
     bs_conn *listen; /* LISTEN billing_catalog; NULL while broken */
     bs_catalog *cat;
@@ -587,6 +589,20 @@ static int alloc_batch(bd_daemon *d)
     return d->msgs && d->recs && d->results && d->sources && d->pos ? 0 : -1;
 }
 
+/* Inside the batch's transaction, before COMMIT: dead letters, then credit alerts. */
+static bs_status pre_commit(void *arg, bs_conn *c, const bs_record *recs,
+                            const bs_record_result *results, size_t n, bs_error *err)
+{
+    bd_daemon *d = arg;
+    bs_status st = BS_OK;
+
+    if (d->dlq != NULL)
+        st = bd_dlq_hook(d->dlq, c, recs, results, n, err);
+    if (st == BS_OK && d->alerts != NULL)
+        st = bd_alerts_hook(d->alerts, c, recs, results, n, err);
+    return st;
+}
+
 /* Database, catalog, dead-letter producer, consumer. Returns 0 or -1 (logged). */
 static int start(bd_daemon *d)
 {
@@ -609,8 +625,13 @@ static int start(bd_daemon *d)
         d->dlq = bd_dlq_new(d->cfg);
         if (d->dlq == NULL)
             return -1;
-        bs_ingest_set_hook(d->in, bd_dlq_hook, d->dlq);
     }
+    if (d->cfg->alerts_topic != NULL && d->cfg->alerts_topic[0] != '\0') {
+        d->alerts = bd_alerts_new(d->cfg, &d->cat);
+        if (d->alerts == NULL)
+            return -1;
+    }
+    bs_ingest_set_hook(d->in, pre_commit, d);
     d->rk = make_consumer(d);
     if (d->rk == NULL)
         return -1;
@@ -663,6 +684,7 @@ static void finish(bd_daemon *d)
     }
     drop_batch(d);
     bd_dlq_free(d->dlq);
+    bd_alerts_free(d->alerts);
     bd_metrics_free(d->metrics);
     bs_ingest_free(d->in);
     bs_catalog_free(d->cat);

@@ -93,14 +93,15 @@ static rd_kafka_resp_err_t publish(bd_dlq *q, const bs_record *r, const bs_recor
         RD_KAFKA_V_HEADER("billing.source.offset", offset, -1), RD_KAFKA_V_END);
 }
 
-bs_status bd_dlq_hook(void *arg, const bs_record *recs, const bs_record_result *results,
-                      size_t n, bs_error *err)
+bs_status bd_dlq_hook(void *arg, bs_conn *c, const bs_record *recs,
+                      const bs_record_result *results, size_t n, bs_error *err)
 {
     bd_dlq *q = arg;
     rd_kafka_resp_err_t e = RD_KAFKA_RESP_ERR_NO_ERROR;
     size_t sent = 0;
     size_t i;
 
+    (void)c;
     q->failed = 0;
     for (i = 0; i < n && e == RD_KAFKA_RESP_ERR_NO_ERROR; i++) {
         if (results[i].outcome != BS_RECORD_REJECTED)

@@ -28,7 +28,7 @@ bd_dlq *bd_dlq_new(const bd_config *cfg);
 void bd_dlq_free(bd_dlq *q);
 
 /* bd_dlq_hook - a bs_ingest_hook publishing the rejected records of a batch (@arg: bd_dlq). */
-bs_status bd_dlq_hook(void *arg, const bs_record *recs, const bs_record_result *results,
-                      size_t n, bs_error *err);
+bs_status bd_dlq_hook(void *arg, bs_conn *c, const bs_record *recs,
+                      const bs_record_result *results, size_t n, bs_error *err);
 
 #endif

@@ -487,7 +487,7 @@ static bs_status batch_tx(bs_conn *c, void *arg, bs_error *err)
     if (st == BS_OK)
         st = store_positions(in, c, err);
     if (st == BS_OK && in->hook != NULL)
-        st = in->hook(in->hook_arg, in->recs, in->res, in->n, err);
+        st = in->hook(in->hook_arg, c, in->recs, in->res, in->n, err);
     billing_rater_destroy(rt);
     return st;
 }

@@ -117,9 +117,10 @@ void bs_ingest_set_catalog(bs_ingest *in, bs_catalog *cat);
  * write and before COMMIT, with the records and their results (billingd
  * publishes the dead letters there, so that a failure to publish rolls
  * the batch back: at least once, never lost). Returning an error rolls
- * the batch back; BS_ERR_RETRY makes bs_transaction run it again.
+ * the batch back; BS_ERR_RETRY makes bs_transaction run it again. @c is
+ * the batch's connection, inside its transaction (reads see the batch).
  */
-typedef bs_status (*bs_ingest_hook)(void *arg, const bs_record *recs,
+typedef bs_status (*bs_ingest_hook)(void *arg, bs_conn *c, const bs_record *recs,
                                     const bs_record_result *results, size_t n, bs_error *err);
 
 /* bs_ingest_set_hook - install @fn (NULL: none) with @arg for later batches. */

@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "billing/v1/credit_alert.pb-c.h"
 #include "eventjson.h"
 #include "itestdb.h"
 #include "itstream.h"
@@ -52,6 +53,8 @@ static char dlq_topic[80];
 static char group[96];
 /* billingd's /metrics address in the test that reads it; "" elsewhere (several daemons). */
 static char http_listen[64];
+/* The alerts topic in the test that reads it; "" elsewhere. */
+static char alerts_topic[96];
 
 static const char *brokers(void)
 {
@@ -184,7 +187,7 @@ static pid_t start_daemon(const char *instance, int batch)
 {
     char path[1024];
     char conninfo[2048];
-    char args[9][256];
+    char args[10][256];
     char log[256];
     pid_t pid;
     int fd;
@@ -200,6 +203,7 @@ static pid_t start_daemon(const char *instance, int batch)
     snprintf(args[6], sizeof(args[6]), "kafka.session.timeout.ms=%d", 6000);
     snprintf(args[7], sizeof(args[7]), "batch.linger.ms=%d", 50);
     snprintf(args[8], sizeof(args[8]), "http.listen=%s", http_listen);
+    snprintf(args[9], sizeof(args[9]), "alerts.topic=%s", alerts_topic);
     snprintf(log, sizeof(log), "billingd-%s-%d.log", group, ++starts);
     snprintf(last_log, sizeof(last_log), "%s", log);
     pid = fork();
@@ -213,11 +217,11 @@ static pid_t start_daemon(const char *instance, int batch)
     if (instance != NULL)
         execl(path, "billingd", "--set", args[0], "--set", args[1], "--set", args[2], "--set",
               args[3], "--set", args[4], "--set", args[5], "--set", args[6], "--set", args[7],
-              "--set", args[8], (char *)NULL);
+              "--set", args[8], "--set", args[9], (char *)NULL);
     else
         execl(path, "billingd", "--set", args[0], "--set", args[1], "--set", args[2], "--set",
               args[3], "--set", args[4], "--set", args[6], "--set", args[7], "--set", args[8],
-              (char *)NULL);
+              "--set", args[9], (char *)NULL);
     _exit(127);
 }
 
@@ -395,6 +399,98 @@ static void http_get(const char *path, char *out, size_t size)
         len += (size_t)r;
     out[len] = '\0';
     close(fd);
+}
+
+/* The alerts topic of the alert test: one partition, so alerts keep their order. */
+static void create_alerts_topic(void)
+{
+    char errstr[MSG];
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, kconf(), errstr, sizeof(errstr));
+
+    ck_assert_msg(rk != NULL, "%s", errstr);
+    create_topic(rk, alerts_topic, 1);
+    rd_kafka_destroy(rk);
+}
+
+/*
+ * The exhaustion instant libbilling gives after the first @k records of
+ * @s, with the last one running: what an alert raised by record k must say.
+ */
+static billing_time_t expected_exhaustion(const its_stream *s, int k)
+{
+    bc_zones *zones = bc_zones_new();
+    billing_catalog *cat = its_file_catalog(zones);
+    billing_rater *r = billing_rater_new(cat, NULL, 0);
+    billing_event *ev = billing_event_new();
+    const billing_event *running[1];
+    billing_time_t out = 0;
+    int i;
+
+    for (i = 0; i <= k; i++) {
+        ck_assert_int_eq(bc_event_parse_json(ev, s->rec[i], s->len[i], NULL, 0), BILLING_OK);
+        ck_assert_int_eq(billing_rater_add(r, ev, NULL, 0), BILLING_OK);
+    }
+    running[0] = ev;
+    ck_assert_int_eq(billing_rater_credit_exhaustion(r, "student-b", billing_event_end(ev),
+                                                     running, 1, &out, NULL, 0),
+                     BILLING_OK);
+    billing_event_destroy(ev);
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+    bc_zones_destroy(zones);
+    return out;
+}
+
+/* Read every alert; count them per threshold in @seen (50, 80, 100) and check each. */
+static int read_alerts(const its_stream *s, int *seen)
+{
+    char errstr[MSG];
+    rd_kafka_conf_t *conf = kconf();
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    Billing__V1__CreditAlert *a;
+    rd_kafka_message_t *m;
+    rd_kafka_t *rk;
+    billing_time_t ex;
+    int total = 0;
+    int done = 0;
+    int k;
+
+    rd_kafka_conf_set(conf, "group.id", alerts_topic, errstr, sizeof(errstr));
+    rd_kafka_conf_set(conf, "enable.partition.eof", "true", errstr, sizeof(errstr));
+    rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof(errstr));
+    ck_assert_msg(rk != NULL, "%s", errstr);
+    rd_kafka_topic_partition_list_add(l, alerts_topic, 0)->offset = RD_KAFKA_OFFSET_BEGINNING;
+    ck_assert_int_eq(rd_kafka_assign(rk, l), RD_KAFKA_RESP_ERR_NO_ERROR);
+    while (!done) {
+        m = rd_kafka_consumer_poll(rk, WAIT_MS);
+        ck_assert_msg(m != NULL, "no end of the alerts topic within %d ms", WAIT_MS);
+        if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+            done = 1;
+        } else if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+            a = billing__v1__credit_alert__unpack(NULL, m->len, m->payload);
+            ck_assert_ptr_nonnull(a);
+            ck_assert_str_eq(a->account_id, "student-b");
+            ck_assert_str_eq(a->currency, "CNY");
+            k = atoi(a->event_id + strlen("burn-"));
+            ck_assert_ptr_nonnull(a->exhausted_at);
+            ex = expected_exhaustion(s, k);
+            ck_assert_int_eq(a->exhausted_at->seconds * BILLING_NS_PER_SEC + a->exhausted_at->nanos,
+                             ex);
+            if (strcmp(a->threshold, "5") == 0)
+                seen[0]++;
+            else if (strcmp(a->threshold, "2") == 0)
+                seen[1]++;
+            else if (strcmp(a->threshold, "0") == 0)
+                seen[2]++;
+            total++;
+            billing__v1__credit_alert__free_unpacked(a, NULL);
+        }
+        rd_kafka_message_destroy(m);
+    }
+    rd_kafka_topic_partition_list_destroy(l);
+    rd_kafka_consumer_close(rk);
+    rd_kafka_destroy(rk);
+    return total;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -599,6 +695,58 @@ START_TEST(test_catalog_change_without_restart)
 }
 END_TEST
 
+/*
+ * A trial account burning its 10.00 CNY credit (8 RTX 4090 at 0.60 a
+ * GPU-hour: 4.80 an hour) in ten-minute records, one batch each: exactly
+ * one alert per threshold (50, 80, 100% used), each with the exhaustion
+ * instant the library computes for the usage running at that point.
+ */
+START_TEST(test_credit_alerts)
+{
+    its_stream *s = calloc(1, sizeof(*s));
+    bs_conn *c = itdb_fresh("alerts", db, sizeof(db));
+    char line[512];
+    char start[40];
+    char end[40];
+    int seen[3] = {0, 0, 0};
+    int total = 0;
+    pid_t pid;
+    int i;
+
+    names("alerts");
+    snprintf(alerts_topic, sizeof(alerts_topic), "%s-alerts", topic);
+    for (i = 0; i < 30; i++) {
+        billing_time_t t = (INT64_C(1768089600) + i * 600) * BILLING_NS_PER_SEC; /* 01-11 */
+
+        billing_time_format(t, start, sizeof(start));
+        billing_time_format(t + 600 * BILLING_NS_PER_SEC, end, sizeof(end));
+        snprintf(line, sizeof(line),
+                 "{\"id\":\"burn-%02d\",\"account\":\"student-b\",\"resource\":\"i-b9\","
+                 "\"meter\":\"gpu\",\"start\":\"%s\",\"end\":\"%s\",\"quantity\":\"8\","
+                 "\"model\":\"RTX4090\",\"region\":\"cn-east-1\"}",
+                 i, start, end);
+        s->rec[s->n] = strdup(line);
+        s->len[s->n] = strlen(line);
+        s->key[s->n++] = "student-b";
+    }
+    its_load_example(c);
+    produce(s);
+    create_alerts_topic();
+    pid = start_daemon(NULL, 1);
+    wait_progress(c, (long)s->n - 1, (long)s->n, pid);
+    ck_assert_int_eq(stop_daemon(pid, SIGTERM), 0);
+    total = read_alerts(s, seen);
+    ck_assert_int_eq(seen[0], 1);
+    ck_assert_int_eq(seen[1], 1);
+    ck_assert_int_eq(seen[2], 1);
+    ck_assert_int_eq(total, 3);
+    alerts_topic[0] = '\0';
+    its_free(s);
+    free(s);
+    itdb_drop(c, db);
+}
+END_TEST
+
 static Suite *billingd_suite(void)
 {
     Suite *s = suite_create("billingd");
@@ -610,6 +758,7 @@ static Suite *billingd_suite(void)
     tcase_add_test(tc, test_two_daemons_rebalancing);
     tcase_add_test(tc, test_database_connections_lost);
     tcase_add_test(tc, test_catalog_change_without_restart);
+    tcase_add_test(tc, test_credit_alerts);
     suite_add_tcase(s, tc);
     return s;
 }
