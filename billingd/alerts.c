@@ -26,10 +26,12 @@
 #define RUNNING_MAX 64
 
 #define SQL_CREDIT_ACCOUNTS "SELECT DISTINCT account_id FROM billing.credit_grants"
+/* $2: microseconds since the epoch, turned into an instant exactly (no float to_timestamp). */
+#define AT_US "(timestamptz 'epoch' + $2::bigint * interval '1 microsecond')"
 #define SQL_GRANTED                                                                            \
     "SELECT coalesce(sum(g.amount), 0)::text, a.currency FROM billing.accounts a"              \
     " LEFT JOIN billing.credit_grants g ON g.account_id = a.id"                                \
-    " AND g.granted_at <= to_timestamp($2::bigint / 1e6) AND g.expires_at > to_timestamp($2::bigint / 1e6)" \
+    " AND g.granted_at <= " AT_US " AND g.expires_at > " AT_US                                 \
     " WHERE a.id = $1::text GROUP BY a.currency"
 
 struct bd_alerts {
@@ -55,7 +57,7 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaqu
     (void)rk;
     if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
         a->failed++;
-        bd_log("error", "alert_failed", "error=\"%s\"", rd_kafka_err2str(m->err));
+        bd_log("error", "alert_failed", "error=%s", bd_q(rd_kafka_err2str(m->err)));
     }
 }
 
@@ -108,7 +110,7 @@ bd_alerts *bd_alerts_new(const bd_config *cfg, bs_catalog **cat)
         goto error;
     return a;
 error:
-    bd_log("error", "alerts_start_failed", "error=\"%s\"", errstr);
+    bd_log("error", "alerts_start_failed", "error=%s", bd_q(errstr));
     rd_kafka_conf_destroy(conf);
     free(a);
     return NULL;

@@ -129,8 +129,8 @@ static int read_position(bd_daemon *d, bd_part *p)
     if (bs_offset_get(d->db, d->cfg->group, p->topic, p->partition, &p->stored, &found, &err) ==
         BS_OK)
         return 0;
-    bd_log("error", "position_read_failed", "topic=%s partition=%" PRId32 " error=\"%s\"",
-           p->topic, p->partition, err.message);
+    bd_log("error", "position_read_failed", "topic=%s partition=%" PRId32 " error=%s",
+           p->topic, p->partition, bd_q(err.message));
     return -1;
 }
 
@@ -221,8 +221,8 @@ static void batch_failed(bd_daemon *d, const bs_error *err)
 
     d->stats.db_errors++;
     bd_metrics_failed(d->metrics);
-    bd_log("error", "batch_failed", "records=%zu retry_ms=%ld error=\"%s\"", d->n, d->backoff_ms,
-           err->message);
+    bd_log("error", "batch_failed", "records=%zu retry_ms=%ld error=%s", d->n, d->backoff_ms,
+           bd_q(err->message));
     drop_batch(d);
     for (i = 0; i < d->n_parts; i++)
         d->parts[i].ready = 0;
@@ -350,10 +350,10 @@ static void on_assign(bd_daemon *d, rd_kafka_topic_partition_list_t *parts)
     else
         rerr = rd_kafka_assign(d->rk, parts);
     if (error != NULL) {
-        bd_log("error", "assign_failed", "error=\"%s\"", rd_kafka_error_string(error));
+        bd_log("error", "assign_failed", "error=%s", bd_q(rd_kafka_error_string(error)));
         rd_kafka_error_destroy(error);
     } else if (rerr != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        bd_log("error", "assign_failed", "error=\"%s\"", rd_kafka_err2str(rerr));
+        bd_log("error", "assign_failed", "error=%s", bd_q(rd_kafka_err2str(rerr)));
     }
     pause_parts(d, 1, 0);
 }
@@ -392,7 +392,7 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     } else if (err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS) {
         on_revoke(d, parts);
     } else {
-        bd_log("error", "rebalance_failed", "error=\"%s\"", rd_kafka_err2str(err));
+        bd_log("error", "rebalance_failed", "error=%s", bd_q(rd_kafka_err2str(err)));
         drop_batch(d);
         d->n_parts = 0;
         rd_kafka_assign(rk, NULL);
@@ -431,7 +431,7 @@ static void sync_parts(bd_daemon *d)
     }
     error = l->cnt > 0 ? rd_kafka_seek_partitions(d->rk, l, SEEK_TIMEOUT_MS) : NULL;
     if (error != NULL) {
-        bd_log("error", "seek_failed", "error=\"%s\"", rd_kafka_error_string(error));
+        bd_log("error", "seek_failed", "error=%s", bd_q(rd_kafka_error_string(error)));
         rd_kafka_error_destroy(error);
         d->retry_at_ms = now_ms() + d->backoff_ms;
     } else {
@@ -471,7 +471,7 @@ static int listen_start(bd_daemon *d)
         d->listen = bs_connect(bs_conninfo(d->cfg->db), NULL, &err);
     if (d->listen == NULL ||
         bs_command(d->listen, "LISTEN " BS_CATALOG_CHANNEL, 0, NULL, NULL, &err) != BS_OK) {
-        bd_log("error", "listen_failed", "error=\"%s\"", err.message);
+        bd_log("error", "listen_failed", "error=%s", bd_q(err.message));
         bs_close(d->listen);
         d->listen = NULL;
         return -1;
@@ -486,7 +486,7 @@ static void reload_catalog(bd_daemon *d)
 
     cat = bs_catalog_read(d->db, d->cfg->book, &err);
     if (cat == NULL) {
-        bd_log("error", "catalog_reload_failed", "error=\"%s\"", err.message);
+        bd_log("error", "catalog_reload_failed", "error=%s", bd_q(err.message));
         return;
     }
     bs_ingest_set_catalog(d->in, cat);
@@ -510,7 +510,7 @@ static void check_catalog(bd_daemon *d)
         return;
     }
     if (PQconsumeInput(bs_pg(d->listen)) == 0) {
-        bd_log("warn", "listen_lost", "error=\"%s\"", PQerrorMessage(bs_pg(d->listen)));
+        bd_log("warn", "listen_lost", "error=%s", bd_q(PQerrorMessage(bs_pg(d->listen))));
         bs_close(d->listen);
         d->listen = NULL;
         return;
@@ -533,7 +533,7 @@ static int set(rd_kafka_conf_t *conf, const char *key, const char *value)
 
     if (rd_kafka_conf_set(conf, key, value, errstr, sizeof(errstr)) == RD_KAFKA_CONF_OK)
         return 0;
-    bd_log("error", "kafka_config", "key=kafka.%s error=\"%s\"", key, errstr);
+    bd_log("error", "kafka_config", "key=kafka.%s error=%s", key, bd_q(errstr));
     return -1;
 }
 
@@ -561,7 +561,7 @@ static rd_kafka_t *make_consumer(bd_daemon *d)
     rd_kafka_conf_set_opaque(conf, d);
     rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof(errstr));
     if (rk == NULL) {
-        bd_log("error", "kafka_start_failed", "error=\"%s\"", errstr);
+        bd_log("error", "kafka_start_failed", "error=%s", bd_q(errstr));
         return NULL;
     }
     rd_kafka_poll_set_consumer(rk);
@@ -615,7 +615,7 @@ static int start(bd_daemon *d)
     d->db = bs_connect(bs_conninfo(d->cfg->db), &retry, &err);
     if (d->db == NULL || bs_event_partitions(d->db, 1, 3, NULL, &err) != BS_OK ||
         listen_start(d) != 0 || (d->cat = bs_catalog_read(d->db, d->cfg->book, &err)) == NULL) {
-        bd_log("error", "start_failed", "error=\"%s\"", err.message);
+        bd_log("error", "start_failed", "error=%s", bd_q(err.message));
         return -1;
     }
     d->in = bs_ingest_new(d->cat, d->cfg->group);
@@ -654,7 +654,7 @@ static void poll_once(bd_daemon *d)
         add_message(d, m);
     } else if (m != NULL) {
         if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
-            bd_log("warn", "kafka_error", "error=\"%s\"", rd_kafka_message_errstr(m));
+            bd_log("warn", "kafka_error", "error=%s", bd_q(rd_kafka_message_errstr(m)));
         rd_kafka_message_destroy(m);
     }
     if (d->n > 0 &&

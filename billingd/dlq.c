@@ -29,7 +29,7 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaqu
     (void)rk;
     if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
         q->failed++;
-        bd_log("error", "dead_letter_failed", "error=\"%s\"", rd_kafka_err2str(m->err));
+        bd_log("error", "dead_letter_failed", "error=%s", bd_q(rd_kafka_err2str(m->err)));
     }
 }
 
@@ -60,7 +60,7 @@ bd_dlq *bd_dlq_new(const bd_config *cfg)
         goto error;
     return q;
 error:
-    bd_log("error", "dead_letter_start_failed", "error=\"%s\"", errstr);
+    bd_log("error", "dead_letter_start_failed", "error=%s", bd_q(errstr));
     rd_kafka_conf_destroy(conf);
     free(q);
     return NULL;

@@ -57,3 +57,11 @@ void bd_log(const char *level, const char *event, const char *fmt, ...)
     /* One write per line: lines of concurrent processes do not interleave. */
     fprintf(stderr, "%s\n", line);
 }
+
+const char *bd_q(const char *s)
+{
+    static __thread char bufs[4][1024];
+    static __thread unsigned next;
+
+    return bd_log_quote(s != NULL ? s : "", bufs[next++ % 4], sizeof(bufs[0]));
+}

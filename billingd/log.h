@@ -29,4 +29,10 @@ void bd_log(const char *level, const char *event, const char *fmt, ...)
  */
 const char *bd_log_quote(const char *s, char *buf, size_t size);
 
+/*
+ * bd_q - bd_log_quote into one of four rotating buffers of this thread,
+ * for up to four values in one bd_log call: bd_log(..., "error=%s", bd_q(msg)).
+ */
+const char *bd_q(const char *s);
+
 #endif

@@ -747,6 +747,52 @@ START_TEST(test_credit_alerts)
 }
 END_TEST
 
+/*
+ * PostgreSQL refuses billingd for longer than a batch's retries: the batch
+ * fails, consumption pauses, and once connections are allowed again
+ * billingd resumes from the stored positions: the same database.
+ */
+START_TEST(test_database_down_pauses_and_resumes)
+{
+    its_stream *s = calloc(1, sizeof(*s));
+    bs_conn *c = itdb_fresh("pgoff", db, sizeof(db));
+    bs_conn *admin = itdb_connect("postgres");
+    char sql[256];
+    char log[256];
+    pid_t pid;
+
+    names("pgoff");
+    its_build(s, 6000, 0);
+    its_load_example(c);
+    produce(s);
+    pid = start_daemon(NULL, 50);
+    snprintf(log, sizeof(log), "%s", last_log);
+    wait_progress(c, 0, (long)s->n, pid);
+    /* Down: no new connection, and the existing ones cut. */
+    snprintf(sql, sizeof(sql), "ALTER DATABASE %s ALLOW_CONNECTIONS false", db);
+    itdb_exec(admin, sql);
+    snprintf(sql, sizeof(sql),
+             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+             " WHERE datname = '%s'",
+             db);
+    itdb_long(admin, sql);
+    bs_close(c);
+    wait_log(log, "event=batch_failed", pid);
+    /* Up again. */
+    snprintf(sql, sizeof(sql), "ALTER DATABASE %s ALLOW_CONNECTIONS true", db);
+    itdb_exec(admin, sql);
+    wait_log(log, "event=resumed", pid);
+    c = itdb_connect(db);
+    wait_progress(c, (long)s->n - 1, (long)s->n, pid);
+    ck_assert_int_eq(stop_daemon(pid, SIGTERM), 0);
+    check_store(c, s);
+    bs_close(admin);
+    its_free(s);
+    free(s);
+    itdb_drop(c, db);
+}
+END_TEST
+
 static Suite *billingd_suite(void)
 {
     Suite *s = suite_create("billingd");
@@ -757,6 +803,7 @@ static Suite *billingd_suite(void)
     tcase_add_test(tc, test_kill_9_twenty_times);
     tcase_add_test(tc, test_two_daemons_rebalancing);
     tcase_add_test(tc, test_database_connections_lost);
+    tcase_add_test(tc, test_database_down_pauses_and_resumes);
     tcase_add_test(tc, test_catalog_change_without_restart);
     tcase_add_test(tc, test_credit_alerts);
     suite_add_tcase(s, tc);
