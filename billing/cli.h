@@ -60,9 +60,22 @@ typedef int (*cli_option_fn)(void *ctx, int opt, const char *arg);
 int cli_getopt(const char *cmd, int argc, char **argv, const struct option *options,
                cli_option_fn take, void *ctx, int *first_arg);
 
+/*
+ * cli_verb_getopt - cli_getopt for a command with verbs ("billing
+ * rejected list|replay"): argv[1] must be one of the NULL-terminated
+ * @verbs (its index into *@verb) or --help; the options follow it.
+ * *@first_arg indexes argv. Returns as cli_getopt (-1 for --help).
+ */
+int cli_verb_getopt(const char *cmd, const char *const *verbs, int argc, char **argv,
+                    const struct option *options, cli_option_fn take, void *ctx, int *verb,
+                    int *first_arg);
+
 /* Subcommands. */
 int cmd_rate(int argc, char **argv);
 int cmd_db(int argc, char **argv);
 int cmd_load(int argc, char **argv);
+int cmd_ingest(int argc, char **argv);
+int cmd_rejected(int argc, char **argv);
+int cmd_account(int argc, char **argv);
 
 #endif /* BILLING_CLI_H */

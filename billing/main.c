@@ -17,9 +17,12 @@
 
 /* One line per subcommand; keep it sorted by name. */
 static const cli_command commands[] = {
+    {"account", cmd_account, "show an account's live credit balance and month from PostgreSQL"},
     {"db", cmd_db, "migrate the PostgreSQL schema, or show its version"},
+    {"ingest", cmd_ingest, "store usage event files in PostgreSQL (the billingd pipeline)"},
     {"load", cmd_load, "load a price book and accounts into PostgreSQL"},
     {"rate", cmd_rate, "rate usage event files offline and print the invoices"},
+    {"rejected", cmd_rejected, "list rejected records, or replay them after a catalog fix"},
 };
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -70,6 +73,27 @@ int cli_getopt(const char *cmd, int argc, char **argv, const struct option *opti
     }
     *first_arg = optind;
     return CLI_EXIT_OK;
+}
+
+int cli_verb_getopt(const char *cmd, const char *const *verbs, int argc, char **argv,
+                    const struct option *options, cli_option_fn take, void *ctx, int *verb,
+                    int *first_arg)
+{
+    int rc;
+    int i;
+
+    if (argc >= 2 && strcmp(argv[1], "--help") == 0)
+        return -1;
+    for (i = 0; argc >= 2 && verbs[i] != NULL; i++) {
+        if (strcmp(argv[1], verbs[i]) == 0)
+            break;
+    }
+    if (argc < 2 || verbs[i] == NULL)
+        return cli_usage_error(cmd, "'%s' needs one of its verbs first (see --help)", cmd);
+    *verb = i;
+    rc = cli_getopt(cmd, argc - 1, argv + 1, options, take, ctx, first_arg);
+    *first_arg += 1;
+    return rc;
 }
 
 static void usage(FILE *out)

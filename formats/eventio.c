@@ -363,7 +363,8 @@ static bc_read_result framing_error(bc_reader *r, char *errbuf, size_t errsize, 
     return BC_READ_ERROR;
 }
 
-static bc_read_result next_proto(bc_reader *r, billing_event *ev, char *errbuf, size_t errsize)
+/* Frame the next message: its bytes at rec_pos, rec_len long. BC_READ_EVENT when there is one. */
+static bc_read_result frame_proto(bc_reader *r, char *errbuf, size_t errsize)
 {
     uint64_t len;
     size_t used;
@@ -391,9 +392,43 @@ static bc_read_result next_proto(bc_reader *r, billing_event *ev, char *errbuf, 
     r->pos += (size_t)len;
     r->rec_pos = r->pos - (size_t)len;
     r->rec_len = (size_t)len;
-    if (billing_event_decode(ev, r->buf + r->pos - len, (size_t)len, errbuf, errsize) != BILLING_OK)
+    return BC_READ_EVENT;
+}
+
+static bc_read_result next_proto(bc_reader *r, billing_event *ev, char *errbuf, size_t errsize)
+{
+    bc_read_result rr = frame_proto(r, errbuf, errsize);
+
+    if (rr != BC_READ_EVENT)
+        return rr;
+    if (billing_event_decode(ev, r->buf + r->rec_pos, r->rec_len, errbuf, errsize) != BILLING_OK)
         return BC_READ_REJECT;
     return BC_READ_EVENT;
+}
+
+bc_read_result bc_reader_next_raw(bc_reader *r, const unsigned char **data, size_t *len,
+                                  char *errbuf, size_t errsize)
+{
+    const unsigned char *line;
+    bc_read_result rr;
+
+    *data = NULL;
+    *len = 0;
+    if (r->format == BC_FORMAT_PROTOBUF) {
+        rr = frame_proto(r, errbuf, errsize);
+        if (rr == BC_READ_EVENT) {
+            *data = r->buf + r->rec_pos;
+            *len = r->rec_len;
+        }
+        return rr;
+    }
+    rr = next_line(r, &line, len, errbuf, errsize);
+    if (rr == BC_READ_EVENT) {
+        r->rec_pos = (size_t)(line - r->buf);
+        r->rec_len = *len;
+        *data = line;
+    }
+    return rr;
 }
 
 bc_read_result bc_reader_next(bc_reader *r, billing_event *ev, char *errbuf, size_t errsize)

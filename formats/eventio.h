@@ -64,6 +64,18 @@ void bc_reader_close(bc_reader *r);
 bc_read_result bc_reader_next(bc_reader *r, billing_event *ev, char *errbuf, size_t errsize);
 
 /*
+ * bc_reader_next_raw - the next record's bytes, undecoded (the JSON line
+ * without its newline, or the protobuf message without its length
+ * prefix), for callers that keep the original bytes (`billing ingest`
+ * stores rejects with them). *@data points into the reader's buffer and
+ * is valid until the next call. Returns BC_READ_EVENT with the bytes;
+ * BC_READ_REJECT for a record over its bound (skipped; no bytes, message
+ * written); BC_READ_EOF; or BC_READ_ERROR as bc_reader_next.
+ */
+bc_read_result bc_reader_next_raw(bc_reader *r, const unsigned char **data, size_t *len,
+                                  char *errbuf, size_t errsize);
+
+/*
  * bc_reader_where - the location of the record last returned, for
  * messages: "events.jsonl:17" or "events.pb: offset 1234". Owned by the
  * reader, valid until the next call.

@@ -458,6 +458,29 @@ BILLING_API billing_status billing_event_set_region(billing_event *ev, const cha
 /** billing_event_id - the event's id as set (empty string if unset). */
 BILLING_API const char *billing_event_id(const billing_event *ev);
 
+/*
+ * Field accessors, for storing a decoded event: the value as set, owned
+ * by @ev and valid until it is reset or destroyed ("" for an unset
+ * string, 0 for an unset meter or time). Thread-safe for distinct @ev.
+ */
+BILLING_API const char *billing_event_account(const billing_event *ev);
+BILLING_API const char *billing_event_resource(const billing_event *ev);
+BILLING_API billing_meter billing_event_meter(const billing_event *ev);
+BILLING_API billing_time_t billing_event_start(const billing_event *ev);
+BILLING_API billing_time_t billing_event_end(const billing_event *ev);
+BILLING_API const char *billing_event_model(const billing_event *ev);
+BILLING_API const char *billing_event_region(const billing_event *ev);
+
+/** Room for any quantity billing_event_quantity writes ("1000000000000000000.000000001"). */
+#define BILLING_QUANTITY_TEXT_MAX 48
+
+/**
+ * billing_event_quantity - the quantity as a canonical decimal ("1.5",
+ * "0") into @buf of @size bytes. Returns its length, or -1 if @buf is
+ * NULL or too small (BILLING_QUANTITY_TEXT_MAX always suffices).
+ */
+BILLING_API int billing_event_quantity(const billing_event *ev, char *buf, size_t size);
+
 /* ===================================================================== */
 /* Wire format: protobuf billing.v1.UsageEvent (proto/billing/v1)         */
 /* ===================================================================== */
@@ -575,6 +598,68 @@ BILLING_API uint64_t billing_rater_event_count(const billing_rater *r);
 
 /** billing_rater_aggregate_count - distinct aggregates held. */
 BILLING_API size_t billing_rater_aggregate_count(const billing_rater *r);
+
+/* ===================================================================== */
+/* Aggregates: what a store keeps instead of re-rating every event        */
+/* ===================================================================== */
+
+/*
+ * An aggregate is the exact sum of quantity x duration of the event
+ * pieces with one key: account, local month, meter, rate (price version,
+ * model and region of the price key as the catalog spells them, "*"
+ * included) or covering subscription (included usage) or neither
+ * (zero-rated traffic), and credit epoch (how many of the account's grant
+ * window bounds lie at or before the pieces' start). Invoices are
+ * computed from aggregates only, so a rater given another rater's
+ * aggregates (billing_rater_add_aggregate) gives the same invoices.
+ *
+ * Sums are exact rationals in unit-nanoseconds (GPU-nanoseconds, GB-ns...;
+ * traffic: units), written "N" or "N/D" in lowest terms, non-negative.
+ */
+
+/** Room for any sum billing_rater_aggregate writes: 2 x 128-bit-scale numbers and more. */
+#define BILLING_AGG_SUM_MAX 512
+
+/**
+ * billing_rater_aggregate - describe aggregate @index (0 <= @index <
+ * billing_rater_aggregate_count; the order is arrival of the first
+ * piece). Every output pointer may be NULL. *@year_month gets
+ * year*100+month; *@price_version, *@model, *@region the rate's key or
+ * NULL (included or zero-rated); *@subscription the covering subscription
+ * id or NULL; *@pieces the event pieces summed (0: every one was removed).
+ * Strings are owned by the catalog. The sum is written into @sum of
+ * @sumsize bytes when @sum is non-NULL. Returns BILLING_OK,
+ * BILLING_ERR_INVALID (NULL rater, index out of range) or
+ * BILLING_ERR_TOO_LARGE (@sumsize too small; BILLING_AGG_SUM_MAX always
+ * suffices for sums of events within the documented bounds). Not
+ * thread-safe with calls changing @r.
+ */
+BILLING_API billing_status billing_rater_aggregate(const billing_rater *r, size_t index,
+                                                  const char **account, int *year_month,
+                                                  billing_meter *meter, const char **price_version,
+                                                  const char **model, const char **region,
+                                                  const char **subscription, unsigned *epoch,
+                                                  uint64_t *pieces, char *sum, size_t sumsize);
+
+/**
+ * billing_rater_add_aggregate - add a stored aggregate to @r, whose
+ * dedupe must be off (the store deduped the events). The key is resolved
+ * against @r's catalog: @account; local month @month of @year; @meter;
+ * @price_version with @model and @region (the rate's key as the catalog
+ * spells it), or NULL and @subscription (included usage), or both NULL
+ * (zero-rated traffic); credit @epoch. @pieces (>= 1) and the exact @sum
+ * ("N" or "N/D", unit-nanoseconds, at most 512 characters) are added to
+ * the aggregate of that key, created if new. Returns BILLING_OK, or
+ * BILLING_ERR_UNKNOWN_ACCOUNT, BILLING_ERR_NO_PRICE (no such rate),
+ * BILLING_ERR_NOT_FOUND (subscription), BILLING_ERR_RANGE (month, meter,
+ * epoch past the account's grant bounds), BILLING_ERR_PARSE (sum),
+ * BILLING_ERR_STATE (dedupe on), BILLING_ERR_INVALID or
+ * BILLING_ERR_NOMEM, with a message; nothing changes on error.
+ */
+BILLING_API billing_status billing_rater_add_aggregate(
+    billing_rater *r, const char *account, int year, int month, billing_meter meter,
+    const char *price_version, const char *model, const char *region, const char *subscription,
+    unsigned epoch, uint64_t pieces, const char *sum, char *errbuf, size_t errsize);
 
 /* ===================================================================== */
 /* Invoices                                                               */

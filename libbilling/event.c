@@ -143,6 +143,48 @@ const char *billing_event_id(const billing_event *ev)
     return ev->id;
 }
 
+const char *billing_event_account(const billing_event *ev)
+{
+    return ev->account;
+}
+
+const char *billing_event_resource(const billing_event *ev)
+{
+    return ev->resource;
+}
+
+billing_meter billing_event_meter(const billing_event *ev)
+{
+    return ev->meter;
+}
+
+billing_time_t billing_event_start(const billing_event *ev)
+{
+    return ev->start;
+}
+
+billing_time_t billing_event_end(const billing_event *ev)
+{
+    return ev->end;
+}
+
+const char *billing_event_model(const billing_event *ev)
+{
+    return ev->model;
+}
+
+const char *billing_event_region(const billing_event *ev)
+{
+    return ev->region;
+}
+
+int billing_event_quantity(const billing_event *ev, char *buf, size_t size)
+{
+    if (buf == NULL)
+        return -1;
+    return bl_qty_to_string(ev->qty, buf, size);
+}
+
 uint64_t bl_event_fingerprint(const billing_event *ev)
 {
     uint64_t h = bl_hash_bytes(ev->account, ev->account_len, 1);

@@ -576,6 +576,21 @@ static void add_piece(billing_rater *r, const billing_event *ev, const bl_piece 
     mpz_clear(z);
 }
 
+int bl_rater_reserve_aggs(billing_rater *r, uint32_t account, size_t extra)
+{
+    return reserve_aggs(r, account, extra);
+}
+
+bl_agg *bl_rater_agg_get(billing_rater *r, const bl_aggkey *key)
+{
+    return agg_get(r, key);
+}
+
+void bl_rater_agg_add_q(bl_agg *a, const mpq_t q)
+{
+    agg_extra_add(a, q);
+}
+
 /* ---------------------------------------------------------------------- */
 /* Dedupe                                                                  */
 /* ---------------------------------------------------------------------- */

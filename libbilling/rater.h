@@ -123,4 +123,14 @@ static inline int32_t bl_month_index(int year, int month)
 /* bl_agg_value - the exact aggregate sum (sum + extra) into @out. */
 void bl_agg_value(const bl_agg *a, mpq_t out);
 
+/*
+ * For aggregate.c (adding stored aggregates): bl_rater_reserve_aggs makes
+ * room for @extra new aggregates of account index @account (0 or -1 when
+ * out of memory); bl_rater_agg_get then finds or creates the aggregate of
+ * @key; bl_rater_agg_add_q adds the exact rational @q (nano-units) to it.
+ */
+int bl_rater_reserve_aggs(billing_rater *r, uint32_t account, size_t extra);
+bl_agg *bl_rater_agg_get(billing_rater *r, const bl_aggkey *key);
+void bl_rater_agg_add_q(bl_agg *a, const mpq_t q);
+
 #endif /* BILLING_RATER_H */

@@ -18,6 +18,7 @@ libgmp-dev
 protobuf-c-compiler
 libprotobuf-c-dev
 librdkafka-dev
+libmicrohttpd-dev
 check
 libjansson-dev
 postgresql

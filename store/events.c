@@ -39,11 +39,17 @@
     " FROM STDIN (FORMAT text)"
 
 /*
+ * received_at is the moment the row is written (clock_timestamp(), not the
+ * transaction's start), so that it measures how long an event waited.
+ *
  * One statement moves the batch: the first occurrence of each id claims
  * it in event_ids (ON CONFLICT DO NOTHING waits for a concurrent claimer
  * and then yields to it), and only claimed events go to usage_events. It
  * returns the staged rows that were not stored: usually none, which is
- * cheaper to find with an anti-join than by marking the stored ones.
+ * cheaper to find with an anti-join than by marking the stored ones. The
+ * anti-join is written as a LEFT JOIN so that it is hashed: the
+ * correlated NOT EXISTS over the two CTEs it replaces was planned as a
+ * nested loop, quadratic in the batch (750 ms for 5 000 rows).
  */
 #define SQL_MOVE                                                                               \
     "WITH firsts AS ("                                                                         \
@@ -58,12 +64,13 @@
     "  ON CONFLICT (event_id) DO NOTHING RETURNING event_id),"                                 \
     " ins AS ("                                                                                \
     "  INSERT INTO billing.usage_events (event_id, account_id, resource_id, meter,"           \
-    "    start_time, start_nanos, end_time, end_nanos, quantity, model, region, source)"       \
+    "    start_time, start_nanos, end_time, end_nanos, quantity, model, region, source,"       \
+    "    received_at)"                                                                         \
     "  SELECT f.event_id, f.account_id, f.resource_id, f.meter, f.start_time, f.start_nanos," \
-    "    f.end_time, f.end_nanos, f.quantity, f.model, f.region, f.source"                     \
+    "    f.end_time, f.end_nanos, f.quantity, f.model, f.region, f.source, clock_timestamp()"  \
     "  FROM firsts f JOIN ids USING (event_id) RETURNING event_id)"                            \
-    " SELECT s.seq FROM pg_temp.billing_event_stage s WHERE NOT EXISTS"                        \
-    " (SELECT 1 FROM ins JOIN firsts f USING (event_id) WHERE f.seq = s.seq)"
+    " SELECT s.seq FROM pg_temp.billing_event_stage s LEFT JOIN"                               \
+    " (SELECT f.seq FROM ins JOIN firsts f USING (event_id)) k USING (seq) WHERE k.seq IS NULL"
 
 /*
  * The rows not stored ($1: their seqs, an integer array): same content as

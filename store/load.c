@@ -20,6 +20,7 @@
 
 #include "billing.h"
 #include "configfile.h"
+#include "dbcatalog.h"
 #include "load.h"
 #include "util.h"
 #include "zones.h"
@@ -27,6 +28,9 @@
 #define MSG_MAX 1024
 #define TIME_TEXT 48
 #define NUM_TEXT 32
+
+/* Running consumers reload the catalog when this load commits (dbcatalog.h). */
+#define SQL_NOTIFY "SELECT pg_notify('" BS_CATALOG_CHANNEL "', $1::text)"
 
 /* 'billload' in ASCII: one loader at a time per database. */
 #define SQL_LOCK "SELECT pg_advisory_xact_lock(7091318301203063140)"
@@ -743,6 +747,9 @@ static bs_status load_tx(bs_conn *c, void *arg, bs_error *err)
         st = load_rows(c, lc, lc->accounts, &subscription_rows, err);
     if (st == BS_OK && lc->accounts != NULL)
         st = load_rows(c, lc, lc->accounts, &grant_rows, err);
+    /* Delivered at commit only, so listeners never read a half-loaded catalog. */
+    if (st == BS_OK)
+        st = bs_command(c, SQL_NOTIFY, 1, &lc->book_id, NULL, err);
     return st;
 }
 

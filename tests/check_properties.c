@@ -582,6 +582,93 @@ START_TEST(test_dedupe_many_ids)
 }
 END_TEST
 
+/* Copy every aggregate of @from into @to through the public text form. */
+static void copy_aggregates(const billing_rater *from, billing_rater *to)
+{
+    char sum[BILLING_AGG_SUM_MAX];
+    char err[256];
+    const char *account;
+    const char *version;
+    const char *model;
+    const char *region;
+    const char *sub;
+    billing_meter meter;
+    unsigned epoch;
+    uint64_t pieces;
+    int ym;
+    size_t i;
+
+    for (i = 0; i < billing_rater_aggregate_count(from); i++) {
+        ck_assert_int_eq(billing_rater_aggregate(from, i, &account, &ym, &meter, &version, &model,
+                                                 &region, &sub, &epoch, &pieces, sum,
+                                                 sizeof(sum)),
+                         BILLING_OK);
+        if (pieces == 0)
+            continue;
+        ck_assert_msg(billing_rater_add_aggregate(to, account, ym / 100, ym % 100, meter, version,
+                                                  model, region, sub, epoch, pieces, sum, err,
+                                                  sizeof(err)) == BILLING_OK,
+                      "%s", err);
+    }
+}
+
+/*
+ * A store keeps the aggregates of each batch and sums them: invoices from
+ * the summed aggregates of batches of any size must equal those of one
+ * rater that saw every event (the aggregates are the whole state).
+ */
+START_TEST(test_aggregates_round_trip)
+{
+    billing_catalog *cat = make_catalog();
+    gen_event *evs = calloc(N_EVENTS, sizeof(*evs));
+    billing_event *ev = billing_event_new();
+    billing_rater *total;
+    billing_rater *batch = NULL;
+    char err[256];
+    char *reference;
+    char *stored;
+    int batch_size = 1 + (int)(_i * 37);
+    int i;
+
+    rng_state = UINT64_C(4242) + (uint64_t)_i;
+    for (i = 0; i < N_EVENTS; i++)
+        gen(&evs[i], i);
+    reference = rate_all(cat, evs, NULL, N_EVENTS);
+    total = billing_rater_new(cat, err, sizeof(err));
+    ck_assert_int_eq(billing_rater_set_dedupe(total, 0), BILLING_OK);
+    for (i = 0; i < N_EVENTS; i++) {
+        if (batch == NULL)
+            batch = billing_rater_new(cat, err, sizeof(err));
+        add(batch, &evs[i], ev);
+        if ((i + 1) % batch_size == 0 || i == N_EVENTS - 1) {
+            copy_aggregates(batch, total);
+            billing_rater_destroy(batch);
+            batch = NULL;
+        }
+    }
+    stored = all_invoices(total);
+    ck_assert_str_eq(reference, stored);
+    /* A key the catalog does not have is refused and changes nothing. */
+    ck_assert_int_eq(billing_rater_add_aggregate(total, accounts[0], 2026, 1, BILLING_METER_GPU,
+                                                 "no-such-version", "*", "*", NULL, 0, 1, "5",
+                                                 err, sizeof(err)),
+                     BILLING_ERR_NO_PRICE);
+    ck_assert_int_eq(billing_rater_add_aggregate(total, accounts[0], 2026, 1, BILLING_METER_GPU,
+                                                 NULL, NULL, NULL, NULL, 0, 1, "1/0", err,
+                                                 sizeof(err)),
+                     BILLING_ERR_INVALID);
+    free(stored);
+    stored = all_invoices(total);
+    ck_assert_str_eq(reference, stored);
+    free(stored);
+    free(reference);
+    billing_rater_destroy(total);
+    billing_event_destroy(ev);
+    free(evs);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
 static Suite *properties_suite(void)
 {
     Suite *s = suite_create("properties");
@@ -596,6 +683,7 @@ static Suite *properties_suite(void)
     tcase_add_loop_test(tc, test_remove_undoes_add, 0, 3);
     tcase_add_loop_test(tc, test_invoice_order_and_changes, 0, 3);
     tcase_add_test(tc, test_dedupe_many_ids);
+    tcase_add_loop_test(tc, test_aggregates_round_trip, 0, 3);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,0 +1,102 @@
+#!/bin/bash
+# billingd.sh EVENTS [BATCH...] - billingd end to end on this machine,
+# with the broker and PostgreSQL of scripts/services.sh (. var/services.env).
+# Run from the build tree (a build without sanitizers): ../bench/billingd.sh
+#
+# For each BATCH size (default 5000):
+#   1. a fresh database "bench_billingd" (migrated, example price book,
+#      gen_events accounts), a fresh 4-partition topic;
+#   2. EVENTS records of the benchmark workload produced beforehand;
+#   3. billingd started; events/s = records committed between the first
+#      and the last commit / that time; billingd's peak RSS (VmHWM).
+# Then, with BATCH = the first size, the latency run: billingd consuming a
+# topic fed at $LAT_RATE (10 000) events/s for 30 s; latency = received_at (written
+# at insert) - the send time carried in each id; p50, p99, max.
+# Prints one line per run. Polls the committed positions (half a second).
+set -eu
+events=${1:?usage: billingd.sh EVENTS [BATCH...]}
+shift
+batches=${*:-5000}
+: "${BILLING_PG_CONNINFO:?load var/services.env}"
+: "${BILLING_KAFKA_BROKERS:?load var/services.env}"
+src=$(cd "$(dirname "$0")/.." && pwd)
+bin=$(pwd)
+base=$BILLING_PG_CONNINFO
+db=bench_billingd
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"; [ -n "${pid:-}" ] && kill "$pid" 2>/dev/null; true' EXIT
+
+fresh_db() {
+    psql "$base dbname=postgres" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null
+    psql "$base dbname=postgres" -qc "CREATE DATABASE $db" >/dev/null
+    export BILLING_PG_CONNINFO="$base dbname=$db"
+    "$bin/billing/billing" db migrate >/dev/null
+    "$bin/bench/gen_events" --accounts-json --accounts 1000 >"$tmp/accounts.json"
+    "$bin/billing/billing" load --pricebook "$src/examples/gpu-cloud/pricebook.json" \
+        --accounts "$tmp/accounts.json" >/dev/null
+    psql "$BILLING_PG_CONNINFO" -qc "SELECT billing.ensure_event_partitions('2026-01-01', '2026-02-01')" >/dev/null
+}
+
+progress() {
+    psql "$BILLING_PG_CONNINFO" -Atc "SELECT coalesce(sum(next_offset), 0) FROM billing.kafka_offsets"
+}
+
+start_daemon() { # TOPIC BATCH
+    "$bin/billingd/billingd" --set "topics=$1" --set group=bench --set "batch.size=$2" \
+        --set batch.linger.ms=200 --set "kafka.bootstrap.servers=$BILLING_KAFKA_BROKERS" \
+        --set kafka.fetch.max.bytes=104857600 2>"$tmp/billingd.log" &
+    pid=$!
+}
+
+stop_daemon() {
+    kill -TERM "$pid"
+    wait "$pid" || true
+    pid=
+}
+
+now_ms() { date +%s%3N; }
+
+for batch in $batches; do
+    fresh_db
+    topic=bench-$(date +%s%N)
+    "$bin/bench/produce_events" "$BILLING_KAFKA_BROKERS" "$topic" "$events" 2>"$tmp/produce.log"
+    start_daemon "$topic" "$batch"
+    first=0
+    p=0
+    while [ "$p" -lt "$events" ]; do
+        sleep 0.5 # the poll interval of a measurement, not a synchronization
+        p=$(progress)
+        if [ "$first" = 0 ] && [ "$p" -gt 0 ]; then
+            first=$p
+            t0=$(now_ms)
+        fi
+    done
+    t1=$(now_ms)
+    rss=$(awk '/VmHWM/ { print int($2 / 1024) }' "/proc/$pid/status")
+    stop_daemon
+    rate=$(( (events - first) * 1000 / (t1 - t0 > 0 ? t1 - t0 : 1) ))
+    echo "batch=$batch events=$events events_per_s=$rate peak_rss_mib=$rss"
+done
+
+# Latency at a steady LAT_RATE events/s (default 10 000) for 30 s.
+lat_rate=${LAT_RATE:-10000}
+lat_events=$((lat_rate * 30))
+batch=${batches%% *}
+fresh_db
+topic=lat-$(date +%s%N)
+"$bin/bench/produce_events" --rate 1 "$BILLING_KAFKA_BROKERS" "$topic" 1 2>/dev/null
+start_daemon "$topic" "$batch"
+until grep -q "event=assigned" "$tmp/billingd.log"; do sleep 0.2; done
+"$bin/bench/produce_events" --rate "$lat_rate" "$BILLING_KAFKA_BROKERS" "$topic" "$lat_events" \
+    2>"$tmp/produce.log"
+until [ "$(progress)" -ge $((lat_events + 1)) ]; do sleep 0.5; done
+rss=$(awk '/VmHWM/ { print int($2 / 1024) }' "/proc/$pid/status")
+stop_daemon
+psql "$BILLING_PG_CONNINFO" -Atc "
+    WITH l AS (SELECT extract(epoch FROM received_at) * 1000
+                      - split_part(event_id, '-', 2)::bigint AS ms
+               FROM billing.usage_events WHERE event_id LIKE 'lat-%')
+    SELECT 'batch=$batch rate=$lat_rate/s events=' || count(*)
+           || ' p50_ms=' || round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms))
+           || ' p99_ms=' || round(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms))
+           || ' max_ms=' || round(max(ms)) || ' peak_rss_mib=$rss' FROM l"

@@ -1,0 +1,181 @@
+/*
+ * cmd_account.c - `billing account balance ACCOUNT`: the live credit
+ * balance and the month's charges of an account, computed by libbilling
+ * from the aggregates stored by the ingest pipeline (the figures billingd
+ * alerts on), so they match what `billing rate` gives for the same events.
+ */
+#include "config.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "dbcli.h"
+#include "ingest.h"
+#include "migrate.h"
+
+#define MSG_MAX 512
+#define AMOUNT_MAX 256
+
+typedef struct account_opts {
+    const char *db;
+    const char *book;
+    const char *at;
+} account_opts;
+
+static void usage(FILE *out)
+{
+    fputs("Usage: billing account balance ACCOUNT [--at TIME] [--book ID] [--db CONNINFO]\n"
+          "\n"
+          "The credit left to ACCOUNT at TIME (default: now), exact, and the charges of\n"
+          "the account's local month containing TIME, from the usage stored by billingd\n"
+          "or `billing ingest` and the catalog loaded with `billing load`.\n"
+          "\n"
+          "Options:\n"
+          "  --at TIME              RFC 3339 instant (default: now)\n"
+          "  --book ID              price book (default: the only one)\n" DBCLI_DB_HELP
+          "  --help                 print this help\n"
+          "\n"
+          "Prints `credit_remaining`, then the month's `subtotal`, `credits`, `tax` and\n"
+          "`total` as key=value lines.\n"
+          "Exit status: 0 shown; 2 usage error; 3 unknown account or invalid stored\n"
+          "data; 4 internal error; 5 database error.\n",
+          out);
+}
+
+enum { OPT_DB = 256, OPT_BOOK, OPT_AT, OPT_HELP };
+
+static const struct option long_options[] = {
+    {"db", required_argument, NULL, OPT_DB}, {"book", required_argument, NULL, OPT_BOOK},
+    {"at", required_argument, NULL, OPT_AT}, {"help", no_argument, NULL, OPT_HELP},
+    {NULL, 0, NULL, 0},
+};
+
+static int take_option(void *ctx, int opt, const char *arg)
+{
+    account_opts *o = ctx;
+
+    switch (opt) {
+    case OPT_DB:
+        o->db = arg;
+        return CLI_EXIT_OK;
+    case OPT_BOOK:
+        o->book = arg;
+        return CLI_EXIT_OK;
+    case OPT_AT:
+        o->at = arg;
+        return CLI_EXIT_OK;
+    case OPT_HELP:
+        return -1;
+    default:
+        return cli_usage_error("account", "bad option");
+    }
+}
+
+static int print_month(billing_rater *r, const char *account, billing_time_t at,
+                       const billing_zone *zone)
+{
+    char msg[MSG_MAX];
+    billing_invoice *inv = NULL;
+    int year;
+    int month;
+
+    billing_zone_year_month(zone, at, &year, &month);
+    if (billing_rater_invoice(r, account, year, month, &inv, msg, sizeof(msg)) != BILLING_OK) {
+        cli_error("account balance: %s", msg);
+        return CLI_EXIT_INPUT;
+    }
+    printf("month=%04d-%02d\nsubtotal=%s\ncredits=%s\ntax=%s\ntotal=%s\ncurrency=%s\n", year,
+           month, billing_invoice_subtotal(inv), billing_invoice_credits(inv),
+           billing_invoice_tax(inv), billing_invoice_total(inv), billing_invoice_currency(inv));
+    billing_invoice_destroy(inv);
+    return CLI_EXIT_OK;
+}
+
+static int show(bs_conn *c, bs_catalog *cat, const char *account, billing_time_t at)
+{
+    char msg[MSG_MAX];
+    char balance[AMOUNT_MAX];
+    char when[40];
+    billing_rater *r;
+    bs_error err;
+    billing_status st;
+    int rc = CLI_EXIT_OK;
+
+    r = billing_rater_new(bs_catalog_lib(cat), msg, sizeof(msg));
+    if (r == NULL) {
+        cli_error("account balance: catalog: %s", msg);
+        return CLI_EXIT_INPUT;
+    }
+    billing_rater_set_dedupe(r, 0);
+    if (bs_aggregates_rate(c, cat, r, account, &err) != BS_OK) {
+        rc = dbcli_fail("account balance", &err);
+        goto out;
+    }
+    st = billing_rater_credit_balance(r, account, at, balance, sizeof(balance));
+    if (st != BILLING_OK) {
+        cli_error("account balance: account '%s': %s", account, billing_strerror(st));
+        rc = CLI_EXIT_INPUT;
+        goto out;
+    }
+    billing_time_format(at, when, sizeof(when));
+    printf("account=%s\nat=%s\ncredit_remaining=%s\n", account, when, balance);
+    rc = print_month(r, account, at, bs_catalog_zone(cat, account));
+out:
+    billing_rater_destroy(r);
+    return rc;
+}
+
+static int parse_at(const account_opts *o, billing_time_t *at)
+{
+    char msg[MSG_MAX];
+
+    if (o->at == NULL) {
+        *at = (billing_time_t)time(NULL) * BILLING_NS_PER_SEC;
+        return CLI_EXIT_OK;
+    }
+    if (billing_time_parse(o->at, at, msg, sizeof(msg)) != BILLING_OK)
+        return cli_usage_error("account", "--at: %s", msg);
+    return CLI_EXIT_OK;
+}
+
+int cmd_account(int argc, char **argv)
+{
+    static const char *const verbs[] = {"balance", NULL};
+    account_opts o;
+    bs_catalog *cat = NULL;
+    billing_time_t at;
+    bs_error err;
+    bs_conn *c;
+    int first = 0;
+    int verb = 0;
+    int rc;
+
+    memset(&o, 0, sizeof(o));
+    rc = cli_verb_getopt("account", verbs, argc, argv, long_options, take_option, &o, &verb,
+                         &first);
+    if (rc < 0) {
+        usage(stdout);
+        return CLI_EXIT_OK;
+    }
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    if (first != argc - 1)
+        return cli_usage_error("account", "one ACCOUNT needed");
+    rc = parse_at(&o, &at);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    c = dbcli_connect(o.db);
+    if (c == NULL)
+        return CLI_EXIT_DATABASE;
+    if (bs_schema_require(c, &err) != BS_OK || (cat = bs_catalog_read(c, o.book, &err)) == NULL)
+        rc = dbcli_fail("account balance", &err);
+    else
+        rc = show(c, cat, argv[first], at);
+    bs_catalog_free(cat);
+    bs_close(c);
+    return rc;
+}

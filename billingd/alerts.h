@@ -1,0 +1,36 @@
+/*
+ * alerts.h - live credit alerts: after each batch, for every account of
+ * the batch that has credit, the exact balance before and after the
+ * batch (libbilling, from the stored aggregates, inside the batch's
+ * transaction) is compared with the configured thresholds of credit used
+ * (alerts.thresholds, percent, default 50,80,100). Each threshold crossed
+ * by the batch publishes one billing.v1.CreditAlert to alerts.topic,
+ * keyed by its alert_id, with the exact balance and, for resources
+ * running now (the account's records ending last in the batch), the
+ * instant libbilling computes for the credit to reach zero.
+ *
+ * Once per crossing: a batch crosses a threshold only if the balance
+ * before it was above and after it at or below; a batch replayed after a
+ * crash before its COMMIT publishes the same alert_id again (account,
+ * threshold, granted total), by which consumers tell the repeat.
+ */
+#ifndef BILLINGD_ALERTS_H
+#define BILLINGD_ALERTS_H
+
+#include "conf.h"
+#include "dbcatalog.h"
+#include "ingest.h"
+
+typedef struct bd_alerts bd_alerts;
+
+/* bd_alerts_new - alerts to cfg->alerts_topic rated with **@cat (the current catalog). */
+bd_alerts *bd_alerts_new(const bd_config *cfg, bs_catalog **cat);
+
+/* bd_alerts_free - flush and free; NULL is a no-op. */
+void bd_alerts_free(bd_alerts *a);
+
+/* bd_alerts_hook - a bs_ingest_hook (@arg: bd_alerts). */
+bs_status bd_alerts_hook(void *arg, bs_conn *c, const bs_record *recs,
+                         const bs_record_result *results, size_t n, bs_error *err);
+
+#endif

@@ -1,0 +1,76 @@
+/*
+ * conf.h - billingd's configuration: a file of "key = value" lines
+ * ('#' starts a comment line), then --set KEY=VALUE options on top.
+ * Keys (doc/billingd.8.in, examples/billingd.conf):
+ *
+ *   db                 libpq conninfo (default: $BILLING_PG_CONNINFO, else PG*)
+ *   book               price book to rate with (default: the only one)
+ *   group              Kafka consumer group (default billingd)
+ *   topics             comma-separated topics to consume (required)
+ *   dead_letter_topic  topic for rejected records ("" : none; default none)
+ *   batch.size         records per transaction, 1..50000 (default 5000)
+ *   batch.linger.ms    longest wait to fill a batch, 1..60000 (default 200)
+ *   retry.max.ms       longest pause between database retries (default 30000)
+ *   alerts.topic       topic of billing.v1.CreditAlert ("": no alerts; default none)
+ *   alerts.thresholds  percents of credit used that alert, default 50,80,100
+ *   http.listen        /metrics and /healthz address (default 127.0.0.1:9464; "": off)
+ *   kafka.PROPERTY     any librdkafka property, passed through (bootstrap.servers...)
+ *
+ * Errors name the file, the line and the key.
+ */
+#ifndef BILLINGD_CONF_H
+#define BILLINGD_CONF_H
+
+#include <stddef.h>
+
+#define BD_MAX_TOPICS 64
+#define BD_MAX_KAFKA 64
+
+typedef struct bd_kv {
+    char *key; /* without the "kafka." prefix */
+    char *value;
+} bd_kv;
+
+typedef struct bd_config {
+    char *db;
+    char *book;
+    char *group;
+    char *dead_letter_topic;
+    char *http_listen;
+    char *alerts_topic;
+    char *alerts_thresholds;
+    char *topics[BD_MAX_TOPICS];
+    size_t n_topics;
+    long batch_size;
+    long linger_ms;
+    long retry_max_ms;
+    bd_kv kafka[BD_MAX_KAFKA];
+    size_t n_kafka;
+} bd_config;
+
+/* bd_config_init - the defaults. */
+void bd_config_init(bd_config *c);
+
+/* bd_config_free - free what the config holds (not @c itself). */
+void bd_config_free(bd_config *c);
+
+/*
+ * bd_config_file - apply the file @path. Returns 0, or -1 with a message
+ * in @errbuf ("billingd.conf:12: key 'batch.size': ...").
+ */
+int bd_config_file(bd_config *c, const char *path, char *errbuf, size_t errsize);
+
+/*
+ * bd_config_set - apply one "KEY=VALUE" (@where names its origin in
+ * messages). Returns 0, or -1 with a message.
+ */
+int bd_config_set(bd_config *c, const char *assignment, const char *where, char *errbuf,
+                  size_t errsize);
+
+/*
+ * bd_config_check - after everything is applied: required keys, and the
+ * defaults of keys left unset. 0 or -1 with a message.
+ */
+int bd_config_check(bd_config *c, char *errbuf, size_t errsize);
+
+#endif

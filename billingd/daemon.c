@@ -1,0 +1,719 @@
+/*
+ * daemon.c - billingd's consumer loop. See daemon.h and
+ * doc/architecture.md ("Exactly once").
+ *
+ * One thread does everything: librdkafka calls the rebalance callback
+ * from rd_kafka_consumer_poll, so assignment, batches and database work
+ * never run concurrently and need no locks.
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <librdkafka/rdkafka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dbcatalog.h"
+#include "alerts.h"
+#include "daemon.h"
+#include "dlq.h"
+#include "events.h"
+#include "ingest.h"
+#include "log.h"
+#include "metrics.h"
+
+#define POLL_MS 100
+#define SEEK_TIMEOUT_MS 10000
+#define SOURCE_MAX 300
+#define TOPIC_MAX 249
+#define MSG_MAX 512
+#define BACKOFF_FIRST_MS 200
+
+/* One assigned partition. */
+typedef struct bd_part {
+    char topic[TOPIC_MAX + 1];
+    int32_t partition;
+    int64_t stored; /* next offset in kafka_offsets; -1: none stored */
+    int ready;      /* stored is known and the consumer was positioned there */
+} bd_part;
+
+typedef struct bd_daemon {
+    const bd_config *cfg;
+    volatile sig_atomic_t *stop;
+    rd_kafka_t *rk;
+    bd_dlq *dlq;
+    bd_alerts *alerts;
+    bs_conn *db;
+    bs_conn *listen; /* LISTEN billing_catalog; NULL while broken */
+    bs_catalog *cat;
+    bs_ingest *in;
+    bd_metrics *metrics;
+    bd_part *parts;
+    size_t n_parts;
+    size_t cap_parts;
+    /* The batch being filled. */
+    rd_kafka_message_t **msgs;
+    bs_record *recs;
+    bs_record_result *results;
+    char (*sources)[SOURCE_MAX];
+    bs_position *pos;
+    size_t n;
+    int64_t first_ms;
+    /* Database trouble: when to try again, and the next pause. */
+    int64_t retry_at_ms;
+    long backoff_ms;
+    bd_stats stats;
+} bd_daemon;
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Partitions                                                              */
+/* ---------------------------------------------------------------------- */
+
+static bd_part *find_part(bd_daemon *d, const char *topic, int32_t partition)
+{
+    size_t i;
+
+    for (i = 0; i < d->n_parts; i++) {
+        if (d->parts[i].partition == partition && strcmp(d->parts[i].topic, topic) == 0)
+            return &d->parts[i];
+    }
+    return NULL;
+}
+
+static bd_part *add_part(bd_daemon *d, const char *topic, int32_t partition)
+{
+    bd_part *p = find_part(d, topic, partition);
+    bd_part *grown;
+
+    if (p != NULL)
+        return p;
+    if (d->n_parts == d->cap_parts) {
+        grown = realloc(d->parts, (d->cap_parts * 2 + 8) * sizeof(*grown));
+        if (grown == NULL)
+            return NULL;
+        d->parts = grown;
+        d->cap_parts = d->cap_parts * 2 + 8;
+    }
+    p = &d->parts[d->n_parts++];
+    snprintf(p->topic, sizeof(p->topic), "%s", topic);
+    p->partition = partition;
+    p->stored = -1;
+    p->ready = 0;
+    return p;
+}
+
+static void remove_part(bd_daemon *d, const char *topic, int32_t partition)
+{
+    bd_part *p = find_part(d, topic, partition);
+
+    if (p != NULL)
+        *p = d->parts[--d->n_parts];
+}
+
+/* Read the stored position of @p; 0, or -1 (database trouble, logged). */
+static int read_position(bd_daemon *d, bd_part *p)
+{
+    bs_error err;
+    int found;
+
+    if (bs_offset_get(d->db, d->cfg->group, p->topic, p->partition, &p->stored, &found, &err) ==
+        BS_OK)
+        return 0;
+    bd_log("error", "position_read_failed", "topic=%s partition=%" PRId32 " error=%s",
+           p->topic, p->partition, bd_q(err.message));
+    return -1;
+}
+
+/* Where to start @p: its stored position, or the beginning when none is stored. */
+static int64_t start_offset(const bd_part *p)
+{
+    return p->stored >= 0 ? p->stored : RD_KAFKA_OFFSET_BEGINNING;
+}
+
+/* Pause (or resume) every partition that is not ready (or every one, with @all). */
+static void pause_parts(bd_daemon *d, int pause, int all)
+{
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)d->n_parts + 1);
+    size_t i;
+
+    for (i = 0; i < d->n_parts; i++) {
+        if (all || !d->parts[i].ready)
+            rd_kafka_topic_partition_list_add(l, d->parts[i].topic, d->parts[i].partition);
+    }
+    if (l->cnt > 0 && pause)
+        rd_kafka_pause_partitions(d->rk, l);
+    else if (l->cnt > 0)
+        rd_kafka_resume_partitions(d->rk, l);
+    rd_kafka_topic_partition_list_destroy(l);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Batches                                                                 */
+/* ---------------------------------------------------------------------- */
+
+static void drop_batch(bd_daemon *d)
+{
+    size_t i;
+
+    for (i = 0; i < d->n; i++)
+        rd_kafka_message_destroy(d->msgs[i]);
+    d->n = 0;
+}
+
+/* The positions the batch moves: one per partition, to after its last record. */
+static size_t batch_positions(bd_daemon *d)
+{
+    size_t np = 0;
+    size_t i;
+    size_t j;
+    const rd_kafka_message_t *m;
+    bd_part *p;
+
+    for (i = 0; i < d->n; i++) {
+        m = d->msgs[i];
+        for (j = 0; j < np; j++) {
+            if (d->pos[j].partition == m->partition &&
+                strcmp(d->pos[j].topic, rd_kafka_topic_name(m->rkt)) == 0)
+                break;
+        }
+        if (j == np) {
+            /* Batches hold assigned partitions only: flushed before any is revoked. */
+            p = find_part(d, rd_kafka_topic_name(m->rkt), m->partition);
+            if (p == NULL)
+                continue;
+            d->pos[np].topic = p->topic;
+            d->pos[np].partition = p->partition;
+            d->pos[np].expected = p->stored;
+            np++;
+        }
+        d->pos[j].next = m->offset + 1;
+    }
+    return np;
+}
+
+/* Tell Kafka where we are, for lag tools only (never read back). */
+static void commit_informational(bd_daemon *d, size_t np)
+{
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)np);
+    size_t i;
+
+    for (i = 0; i < np; i++)
+        rd_kafka_topic_partition_list_add(l, d->pos[i].topic, d->pos[i].partition)->offset =
+            d->pos[i].next;
+    rd_kafka_commit(d->rk, l, 1);
+    rd_kafka_topic_partition_list_destroy(l);
+}
+
+/* A failed batch: stop consuming, try the database again later, resume from what it holds. */
+static void batch_failed(bd_daemon *d, const bs_error *err)
+{
+    size_t i;
+
+    d->stats.db_errors++;
+    bd_metrics_failed(d->metrics);
+    bd_log("error", "batch_failed", "records=%zu retry_ms=%ld error=%s", d->n, d->backoff_ms,
+           bd_q(err->message));
+    drop_batch(d);
+    for (i = 0; i < d->n_parts; i++)
+        d->parts[i].ready = 0;
+    pause_parts(d, 1, 1);
+    d->retry_at_ms = now_ms() + d->backoff_ms;
+    d->backoff_ms = d->backoff_ms * 2 > d->cfg->retry_max_ms ? d->cfg->retry_max_ms
+                                                            : d->backoff_ms * 2;
+}
+
+/* Lag per partition of the batch: the cached high watermark minus the stored position. */
+static void record_lag(bd_daemon *d, size_t np)
+{
+    int64_t lo;
+    int64_t hi;
+    size_t i;
+
+    for (i = 0; i < np; i++) {
+        if (rd_kafka_get_watermark_offsets(d->rk, d->pos[i].topic, d->pos[i].partition, &lo,
+                                           &hi) == RD_KAFKA_RESP_ERR_NO_ERROR)
+            bd_metrics_lag(d->metrics, d->pos[i].topic, d->pos[i].partition,
+                           hi >= d->pos[i].next ? hi - d->pos[i].next : 0);
+    }
+}
+
+static void batch_done(bd_daemon *d, size_t np, const bs_ingest_counts *k, int64_t started)
+{
+    size_t i;
+    bd_part *p;
+
+    for (i = 0; i < np; i++) {
+        p = find_part(d, d->pos[i].topic, d->pos[i].partition);
+        if (p != NULL)
+            p->stored = d->pos[i].next;
+    }
+    bd_metrics_batch(d->metrics, k, d->results, d->n, now_ms() - started);
+    record_lag(d, np);
+    d->stats.batches++;
+    d->stats.stored += k->stored;
+    d->stats.duplicates += k->duplicates;
+    d->stats.rejected += k->rejected;
+    d->backoff_ms = BACKOFF_FIRST_MS;
+    bd_log("info", "batch", "records=%zu stored=%zu duplicates=%zu rejected=%zu aggregates=%zu "
+                            "ms=%" PRId64,
+           k->records, k->stored, k->duplicates, k->rejected, k->aggregates, now_ms() - started);
+    commit_informational(d, np);
+    drop_batch(d);
+}
+
+/* Commit the batch: events, aggregates, rejects, dead letters and positions at once. */
+static void flush(bd_daemon *d)
+{
+    bs_ingest_counts k;
+    bs_error err;
+    int64_t started = now_ms();
+    size_t np;
+
+    if (d->n == 0)
+        return;
+    bd_metrics_consumed(d->metrics, d->n);
+    np = batch_positions(d);
+    if (bs_ingest_batch(d->in, d->db, d->recs, d->n, d->pos, np, 0, d->results, &k, &err) !=
+        BS_OK) {
+        batch_failed(d, &err);
+        return;
+    }
+    batch_done(d, np, &k, started);
+}
+
+static void add_message(bd_daemon *d, rd_kafka_message_t *m)
+{
+    const char *topic = rd_kafka_topic_name(m->rkt);
+    bd_part *p = find_part(d, topic, m->partition);
+    bs_record *r;
+
+    /* Not ours, not positioned yet, or already stored: delivered again after a seek. */
+    if (p == NULL || !p->ready || (p->stored >= 0 && m->offset < p->stored)) {
+        rd_kafka_message_destroy(m);
+        return;
+    }
+    if (d->n == 0)
+        d->first_ms = now_ms();
+    r = &d->recs[d->n];
+    memset(r, 0, sizeof(*r));
+    snprintf(d->sources[d->n], SOURCE_MAX, "kafka:%s/%" PRId32 "@%" PRId64, topic, m->partition,
+             m->offset);
+    r->data = m->payload != NULL ? m->payload : "";
+    r->len = m->len;
+    r->format = BS_RECORD_PROTOBUF;
+    r->source = d->sources[d->n];
+    r->kafka_topic = p->topic;
+    r->kafka_partition = m->partition;
+    r->kafka_offset = m->offset;
+    d->msgs[d->n++] = m;
+    d->stats.consumed++;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Rebalances                                                              */
+/* ---------------------------------------------------------------------- */
+
+static int cooperative(rd_kafka_t *rk)
+{
+    return strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
+}
+
+/* New partitions: start each at its stored position (or, if unreadable now, later). */
+static void on_assign(bd_daemon *d, rd_kafka_topic_partition_list_t *parts)
+{
+    rd_kafka_error_t *error = NULL;
+    rd_kafka_resp_err_t rerr = RD_KAFKA_RESP_ERR_NO_ERROR;
+    bd_part *p;
+    int i;
+
+    for (i = 0; i < parts->cnt; i++) {
+        p = add_part(d, parts->elems[i].topic, parts->elems[i].partition);
+        if (p == NULL)
+            continue;
+        p->ready = read_position(d, p) == 0;
+        parts->elems[i].offset = p->ready ? start_offset(p) : RD_KAFKA_OFFSET_INVALID;
+        bd_log("info", "assigned", "topic=%s partition=%" PRId32 " offset=%" PRId64 " ready=%d",
+               p->topic, p->partition, p->stored, p->ready);
+    }
+    if (cooperative(d->rk))
+        error = rd_kafka_incremental_assign(d->rk, parts);
+    else
+        rerr = rd_kafka_assign(d->rk, parts);
+    if (error != NULL) {
+        bd_log("error", "assign_failed", "error=%s", bd_q(rd_kafka_error_string(error)));
+        rd_kafka_error_destroy(error);
+    } else if (rerr != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        bd_log("error", "assign_failed", "error=%s", bd_q(rd_kafka_err2str(rerr)));
+    }
+    pause_parts(d, 1, 0);
+}
+
+/* Partitions leaving: finish the batch while they are still ours, then let them go. */
+static void on_revoke(bd_daemon *d, rd_kafka_topic_partition_list_t *parts)
+{
+    rd_kafka_error_t *error = NULL;
+    int i;
+
+    flush(d);
+    drop_batch(d);
+    bd_metrics_lag_clear(d->metrics);
+    for (i = 0; i < parts->cnt; i++) {
+        bd_log("info", "revoked", "topic=%s partition=%" PRId32, parts->elems[i].topic,
+               parts->elems[i].partition);
+        remove_part(d, parts->elems[i].topic, parts->elems[i].partition);
+    }
+    if (cooperative(d->rk)) {
+        error = rd_kafka_incremental_unassign(d->rk, parts);
+    } else {
+        rd_kafka_assign(d->rk, NULL);
+        d->n_parts = 0;
+    }
+    if (error != NULL)
+        rd_kafka_error_destroy(error);
+}
+
+static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                         rd_kafka_topic_partition_list_t *parts, void *opaque)
+{
+    bd_daemon *d = opaque;
+
+    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+        on_assign(d, parts);
+    } else if (err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS) {
+        on_revoke(d, parts);
+    } else {
+        bd_log("error", "rebalance_failed", "error=%s", bd_q(rd_kafka_err2str(err)));
+        drop_batch(d);
+        d->n_parts = 0;
+        rd_kafka_assign(rk, NULL);
+    }
+}
+
+/* ---------------------------------------------------------------------- */
+/* Recovering from database trouble                                        */
+/* ---------------------------------------------------------------------- */
+
+/* Seek every partition that is not ready to its stored position and resume it. */
+static void sync_parts(bd_daemon *d)
+{
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)d->n_parts + 1);
+    rd_kafka_error_t *error;
+    bs_error err;
+    bd_part *p;
+    size_t i;
+    int ok = 1;
+
+    if (PQstatus(bs_pg(d->db)) != CONNECTION_OK && bs_reconnect(d->db, &err) != BS_OK)
+        ok = 0;
+    for (i = 0; i < d->n_parts && ok; i++) {
+        if (!d->parts[i].ready)
+            ok = read_position(d, &d->parts[i]) == 0;
+        if (ok && !d->parts[i].ready)
+            rd_kafka_topic_partition_list_add(l, d->parts[i].topic, d->parts[i].partition)
+                ->offset = start_offset(&d->parts[i]);
+    }
+    if (!ok) {
+        d->retry_at_ms = now_ms() + d->backoff_ms;
+        d->backoff_ms = d->backoff_ms * 2 > d->cfg->retry_max_ms ? d->cfg->retry_max_ms
+                                                                : d->backoff_ms * 2;
+        rd_kafka_topic_partition_list_destroy(l);
+        return;
+    }
+    error = l->cnt > 0 ? rd_kafka_seek_partitions(d->rk, l, SEEK_TIMEOUT_MS) : NULL;
+    if (error != NULL) {
+        bd_log("error", "seek_failed", "error=%s", bd_q(rd_kafka_error_string(error)));
+        rd_kafka_error_destroy(error);
+        d->retry_at_ms = now_ms() + d->backoff_ms;
+    } else {
+        for (i = 0; i < (size_t)l->cnt; i++) {
+            p = find_part(d, l->elems[i].topic, l->elems[i].partition);
+            if (p != NULL)
+                p->ready = 1;
+        }
+        pause_parts(d, 0, 1);
+        bd_metrics_ok(d->metrics);
+        if (l->cnt > 0)
+            bd_log("info", "resumed", "partitions=%d", l->cnt);
+    }
+    rd_kafka_topic_partition_list_destroy(l);
+}
+
+static int any_unready(const bd_daemon *d)
+{
+    size_t i;
+
+    for (i = 0; i < d->n_parts; i++) {
+        if (!d->parts[i].ready)
+            return 1;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Catalog changes                                                         */
+/* ---------------------------------------------------------------------- */
+
+static int listen_start(bd_daemon *d)
+{
+    bs_error err;
+
+    if (d->listen == NULL)
+        d->listen = bs_connect(bs_conninfo(d->cfg->db), NULL, &err);
+    if (d->listen == NULL ||
+        bs_command(d->listen, "LISTEN " BS_CATALOG_CHANNEL, 0, NULL, NULL, &err) != BS_OK) {
+        bd_log("error", "listen_failed", "error=%s", bd_q(err.message));
+        bs_close(d->listen);
+        d->listen = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+static void reload_catalog(bd_daemon *d)
+{
+    bs_catalog *cat;
+    bs_error err;
+
+    cat = bs_catalog_read(d->db, d->cfg->book, &err);
+    if (cat == NULL) {
+        bd_log("error", "catalog_reload_failed", "error=%s", bd_q(err.message));
+        return;
+    }
+    bs_ingest_set_catalog(d->in, cat);
+    bs_catalog_free(d->cat);
+    d->cat = cat;
+    d->stats.reloads++;
+    bd_metrics_reload(d->metrics);
+    bd_log("info", "catalog_reloaded", "book=%s", bs_catalog_book(cat));
+}
+
+/* Between batches: reload the catalog when `billing load` said it changed. */
+static void check_catalog(bd_daemon *d)
+{
+    PGnotify *note;
+    int changed = 0;
+
+    if (d->listen == NULL) {
+        /* Changes made while we were not listening are unknown: reload once back. */
+        if (listen_start(d) == 0)
+            reload_catalog(d);
+        return;
+    }
+    if (PQconsumeInput(bs_pg(d->listen)) == 0) {
+        bd_log("warn", "listen_lost", "error=%s", bd_q(PQerrorMessage(bs_pg(d->listen))));
+        bs_close(d->listen);
+        d->listen = NULL;
+        return;
+    }
+    while ((note = PQnotifies(bs_pg(d->listen))) != NULL) {
+        changed = 1;
+        PQfreemem(note);
+    }
+    if (changed)
+        reload_catalog(d);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Set-up and the loop                                                     */
+/* ---------------------------------------------------------------------- */
+
+static int set(rd_kafka_conf_t *conf, const char *key, const char *value)
+{
+    char errstr[MSG_MAX];
+
+    if (rd_kafka_conf_set(conf, key, value, errstr, sizeof(errstr)) == RD_KAFKA_CONF_OK)
+        return 0;
+    bd_log("error", "kafka_config", "key=kafka.%s error=%s", key, bd_q(errstr));
+    return -1;
+}
+
+static rd_kafka_t *make_consumer(bd_daemon *d)
+{
+    char errstr[MSG_MAX];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_topic_partition_list_t *topics;
+    rd_kafka_t *rk;
+    size_t i;
+    int bad = 0;
+
+    /* Positions come from the database: Kafka's auto commit and reset never decide. */
+    bad |= set(conf, "group.id", d->cfg->group);
+    bad |= set(conf, "enable.auto.commit", "false");
+    bad |= set(conf, "enable.auto.offset.store", "false");
+    bad |= set(conf, "auto.offset.reset", "earliest");
+    for (i = 0; i < d->cfg->n_kafka; i++)
+        bad |= set(conf, d->cfg->kafka[i].key, d->cfg->kafka[i].value);
+    if (bad) {
+        rd_kafka_conf_destroy(conf);
+        return NULL;
+    }
+    rd_kafka_conf_set_rebalance_cb(conf, rebalance_cb);
+    rd_kafka_conf_set_opaque(conf, d);
+    rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof(errstr));
+    if (rk == NULL) {
+        bd_log("error", "kafka_start_failed", "error=%s", bd_q(errstr));
+        return NULL;
+    }
+    rd_kafka_poll_set_consumer(rk);
+    topics = rd_kafka_topic_partition_list_new((int)d->cfg->n_topics);
+    for (i = 0; i < d->cfg->n_topics; i++)
+        rd_kafka_topic_partition_list_add(topics, d->cfg->topics[i], RD_KAFKA_PARTITION_UA);
+    if (rd_kafka_subscribe(rk, topics) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        bd_log("error", "subscribe_failed", NULL);
+        rd_kafka_destroy(rk);
+        rk = NULL;
+    }
+    rd_kafka_topic_partition_list_destroy(topics);
+    return rk;
+}
+
+static int alloc_batch(bd_daemon *d)
+{
+    size_t n = (size_t)d->cfg->batch_size;
+
+    d->msgs = calloc(n, sizeof(*d->msgs));
+    d->recs = calloc(n, sizeof(*d->recs));
+    d->results = calloc(n, sizeof(*d->results));
+    d->sources = calloc(n, sizeof(*d->sources));
+    d->pos = calloc(n, sizeof(*d->pos));
+    return d->msgs && d->recs && d->results && d->sources && d->pos ? 0 : -1;
+}
+
+/* Inside the batch's transaction, before COMMIT: dead letters, then credit alerts. */
+static bs_status pre_commit(void *arg, bs_conn *c, const bs_record *recs,
+                            const bs_record_result *results, size_t n, bs_error *err)
+{
+    bd_daemon *d = arg;
+    bs_status st = BS_OK;
+
+    if (d->dlq != NULL)
+        st = bd_dlq_hook(d->dlq, c, recs, results, n, err);
+    if (st == BS_OK && d->alerts != NULL)
+        st = bd_alerts_hook(d->alerts, c, recs, results, n, err);
+    return st;
+}
+
+/* Database, catalog, dead-letter producer, consumer. Returns 0 or -1 (logged). */
+static int start(bd_daemon *d)
+{
+    bs_retry retry = {5, 200, 2000};
+    bs_error err;
+
+    d->backoff_ms = BACKOFF_FIRST_MS;
+    if (alloc_batch(d) != 0 || (d->metrics = bd_metrics_new(d->cfg->http_listen)) == NULL)
+        return -1;
+    d->db = bs_connect(bs_conninfo(d->cfg->db), &retry, &err);
+    if (d->db == NULL || bs_event_partitions(d->db, 1, 3, NULL, &err) != BS_OK ||
+        listen_start(d) != 0 || (d->cat = bs_catalog_read(d->db, d->cfg->book, &err)) == NULL) {
+        bd_log("error", "start_failed", "error=%s", bd_q(err.message));
+        return -1;
+    }
+    d->in = bs_ingest_new(d->cat, d->cfg->group);
+    if (d->in == NULL)
+        return -1;
+    if (d->cfg->dead_letter_topic != NULL && d->cfg->dead_letter_topic[0] != '\0') {
+        d->dlq = bd_dlq_new(d->cfg);
+        if (d->dlq == NULL)
+            return -1;
+    }
+    if (d->cfg->alerts_topic != NULL && d->cfg->alerts_topic[0] != '\0') {
+        d->alerts = bd_alerts_new(d->cfg, &d->cat);
+        if (d->alerts == NULL)
+            return -1;
+    }
+    bs_ingest_set_hook(d->in, pre_commit, d);
+    d->rk = make_consumer(d);
+    if (d->rk == NULL)
+        return -1;
+    bd_log("info", "started", "group=%s topics=%zu book=%s batch=%ld linger_ms=%ld",
+           d->cfg->group, d->cfg->n_topics, bs_catalog_book(d->cat), d->cfg->batch_size,
+           d->cfg->linger_ms);
+    return 0;
+}
+
+static void poll_once(bd_daemon *d)
+{
+    rd_kafka_message_t *m;
+    int64_t now = now_ms();
+    int64_t wait = POLL_MS;
+
+    if (d->n > 0 && d->first_ms + d->cfg->linger_ms - now < wait)
+        wait = d->first_ms + d->cfg->linger_ms - now;
+    m = rd_kafka_consumer_poll(d->rk, wait > 0 ? (int)wait : 0);
+    if (m != NULL && m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        add_message(d, m);
+    } else if (m != NULL) {
+        if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
+            bd_log("warn", "kafka_error", "error=%s", bd_q(rd_kafka_message_errstr(m)));
+        rd_kafka_message_destroy(m);
+    }
+    if (d->n > 0 &&
+        (d->n >= (size_t)d->cfg->batch_size || now_ms() >= d->first_ms + d->cfg->linger_ms))
+        flush(d);
+}
+
+static void loop(bd_daemon *d)
+{
+    while (!*d->stop) {
+        if (d->n == 0)
+            check_catalog(d);
+        if (any_unready(d) && now_ms() >= d->retry_at_ms)
+            sync_parts(d);
+        poll_once(d);
+    }
+    bd_log("info", "stopping", "pending=%zu", d->n);
+    flush(d);
+}
+
+static void finish(bd_daemon *d)
+{
+    if (d->rk != NULL) {
+        /* Leaves the group; the revoke callback commits nothing more (batch empty). */
+        rd_kafka_consumer_close(d->rk);
+        rd_kafka_destroy(d->rk);
+    }
+    drop_batch(d);
+    bd_dlq_free(d->dlq);
+    bd_alerts_free(d->alerts);
+    bd_metrics_free(d->metrics);
+    bs_ingest_free(d->in);
+    bs_catalog_free(d->cat);
+    bs_close(d->listen);
+    bs_close(d->db);
+    free(d->msgs);
+    free(d->recs);
+    free(d->results);
+    free(d->sources);
+    free(d->pos);
+    free(d->parts);
+}
+
+int bd_run(const bd_config *cfg, volatile sig_atomic_t *stop)
+{
+    bd_daemon d;
+    int rc = 1;
+
+    memset(&d, 0, sizeof(d));
+    d.cfg = cfg;
+    d.stop = stop;
+    if (start(&d) == 0) {
+        loop(&d);
+        rc = 0;
+    }
+    bd_log("info", "stopped", "consumed=%" PRIu64 " stored=%" PRIu64 " duplicates=%" PRIu64
+                              " rejected=%" PRIu64 " batches=%" PRIu64 " db_errors=%" PRIu64,
+           d.stats.consumed, d.stats.stored, d.stats.duplicates, d.stats.rejected,
+           d.stats.batches, d.stats.db_errors);
+    finish(&d);
+    return rc;
+}

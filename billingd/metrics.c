@@ -1,0 +1,326 @@
+/*
+ * metrics.c - /metrics and /healthz. See metrics.h.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <inttypes.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "metrics.h"
+
+/* Bounds: reason codes are a fixed set; partitions shown are capped. */
+#define REASONS 8
+#define LAG_MAX 1024
+#define TOPIC_MAX 249
+#define PAGE_MAX (256u * 1024u)
+
+/* Histogram bounds (upper, inclusive): batch sizes in records, commit times in ms. */
+static const uint64_t size_bounds[] = {10, 100, 1000, 5000, 10000, 50000};
+static const uint64_t ms_bounds[] = {5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000};
+#define N_SIZE (sizeof(size_bounds) / sizeof(size_bounds[0]))
+#define N_MS (sizeof(ms_bounds) / sizeof(ms_bounds[0]))
+
+static const char *const reason_names[REASONS] = {
+    "too_large", "parse", "invalid", "range", "unknown_account", "no_price", "conflict", "other"};
+
+typedef struct lag_entry {
+    char topic[TOPIC_MAX + 1];
+    int32_t partition;
+    int64_t lag;
+} lag_entry;
+
+struct bd_metrics {
+    pthread_mutex_t lock;
+    struct MHD_Daemon *http;
+    int healthy;
+    uint64_t consumed, stored, duplicates, batches, failures, reloads;
+    uint64_t rejected[REASONS];
+    uint64_t size_buckets[N_SIZE + 1];
+    uint64_t size_sum;
+    uint64_t ms_buckets[N_MS + 1];
+    uint64_t ms_sum;
+    lag_entry lags[LAG_MAX];
+    size_t n_lags;
+};
+
+/* A growing page with a hard cap: rendering stops adding at PAGE_MAX. */
+typedef struct page {
+    char *buf;
+    size_t len;
+} page;
+
+static void emit(page *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void emit(page *p, const char *fmt, ...)
+{
+    va_list ap;
+    int w;
+
+    if (p->len >= PAGE_MAX - 1)
+        return;
+    va_start(ap, fmt);
+    w = vsnprintf(p->buf + p->len, PAGE_MAX - p->len, fmt, ap);
+    va_end(ap);
+    if (w > 0)
+        p->len += (size_t)w < PAGE_MAX - p->len ? (size_t)w : PAGE_MAX - 1 - p->len;
+}
+
+static void counter(page *p, const char *name, const char *help, uint64_t v)
+{
+    emit(p, "# HELP %s %s\n# TYPE %s counter\n%s %" PRIu64 "\n", name, help, name, name, v);
+}
+
+static void histogram(page *p, const char *name, const char *help, const uint64_t *bounds,
+                      size_t n, const uint64_t *buckets, uint64_t sum)
+{
+    uint64_t cum = 0;
+    size_t i;
+
+    emit(p, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    for (i = 0; i < n; i++) {
+        cum += buckets[i];
+        emit(p, "%s_bucket{le=\"%" PRIu64 "\"} %" PRIu64 "\n", name, bounds[i], cum);
+    }
+    cum += buckets[n];
+    emit(p, "%s_bucket{le=\"+Inf\"} %" PRIu64 "\n%s_sum %" PRIu64 "\n%s_count %" PRIu64 "\n",
+         name, cum, name, sum, name, cum);
+}
+
+static void render(bd_metrics *m, page *p)
+{
+    size_t i;
+
+    counter(p, "billingd_events_consumed_total", "Records taken from Kafka into batches.",
+            m->consumed);
+    counter(p, "billingd_events_stored_total", "New events committed.", m->stored);
+    counter(p, "billingd_events_duplicate_total", "Records whose id was stored before.",
+            m->duplicates);
+    emit(p, "# HELP billingd_events_rejected_total Records rejected, by reason.\n"
+            "# TYPE billingd_events_rejected_total counter\n");
+    for (i = 0; i < REASONS; i++)
+        emit(p, "billingd_events_rejected_total{reason=\"%s\"} %" PRIu64 "\n", reason_names[i],
+             m->rejected[i]);
+    counter(p, "billingd_batches_total", "Batches committed.", m->batches);
+    counter(p, "billingd_postgresql_errors_total", "Batches rolled back after a failure.",
+            m->failures);
+    counter(p, "billingd_catalog_reloads_total", "Catalog reloads after billing load.",
+            m->reloads);
+    histogram(p, "billingd_batch_size", "Records per committed batch.", size_bounds, N_SIZE,
+              m->size_buckets, m->size_sum);
+    histogram(p, "billingd_commit_latency_ms", "Time to run and commit a batch, ms.", ms_bounds,
+              N_MS, m->ms_buckets, m->ms_sum);
+    emit(p, "# HELP billingd_consumer_lag Records behind the high watermark, per partition.\n"
+            "# TYPE billingd_consumer_lag gauge\n");
+    for (i = 0; i < m->n_lags; i++) {
+        if (m->lags[i].lag >= 0)
+            emit(p, "billingd_consumer_lag{topic=\"%s\",partition=\"%" PRId32 "\"} %" PRId64 "\n",
+                 m->lags[i].topic, m->lags[i].partition, m->lags[i].lag);
+    }
+    emit(p, "# HELP billingd_up 1 while consuming normally.\n# TYPE billingd_up gauge\n"
+            "billingd_up %d\n",
+         m->healthy);
+}
+
+static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char *url,
+                              const char *method, const char *version, const char *upload,
+                              size_t *upload_size, void **state)
+{
+    bd_metrics *m = cls;
+    struct MHD_Response *r;
+    page p = {NULL, 0};
+    unsigned status = MHD_HTTP_OK;
+    enum MHD_Result ret;
+
+    (void)version;
+    (void)upload;
+    (void)upload_size;
+    (void)state;
+    if (strcmp(method, "GET") != 0)
+        return MHD_NO;
+    p.buf = malloc(PAGE_MAX);
+    if (p.buf == NULL)
+        return MHD_NO;
+    pthread_mutex_lock(&m->lock);
+    if (strcmp(url, "/metrics") == 0) {
+        render(m, &p);
+    } else if (strcmp(url, "/healthz") == 0) {
+        emit(&p, "%s\n", m->healthy ? "ok" : "unhealthy: batches failing, retrying");
+        status = m->healthy ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE;
+    } else {
+        emit(&p, "not found: /metrics or /healthz\n");
+        status = MHD_HTTP_NOT_FOUND;
+    }
+    pthread_mutex_unlock(&m->lock);
+    r = MHD_create_response_from_buffer(p.len, p.buf, MHD_RESPMEM_MUST_FREE);
+    if (r == NULL) {
+        free(p.buf);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", "text/plain; version=0.0.4");
+    ret = MHD_queue_response(conn, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* "HOST:PORT" (IPv4) into @sa; 0 or -1. */
+static int parse_listen(const char *listen, struct sockaddr_in *sa)
+{
+    char host[64];
+    const char *colon = strrchr(listen, ':');
+    long port;
+    char *end;
+
+    if (colon == NULL || (size_t)(colon - listen) >= sizeof(host))
+        return -1;
+    memcpy(host, listen, (size_t)(colon - listen));
+    host[colon - listen] = '\0';
+    port = strtol(colon + 1, &end, 10);
+    if (*end != '\0' || port < 1 || port > 65535)
+        return -1;
+    memset(sa, 0, sizeof(*sa));
+    sa->sin_family = AF_INET;
+    sa->sin_port = htons((uint16_t)port);
+    return inet_pton(AF_INET, host, &sa->sin_addr) == 1 ? 0 : -1;
+}
+
+bd_metrics *bd_metrics_new(const char *listen)
+{
+    bd_metrics *m = calloc(1, sizeof(*m));
+    struct sockaddr_in sa;
+
+    if (m == NULL)
+        return NULL;
+    pthread_mutex_init(&m->lock, NULL);
+    m->healthy = 1;
+    if (listen == NULL || listen[0] == '\0')
+        return m;
+    if (parse_listen(listen, &sa) != 0) {
+        bd_log("error", "http_config", "http.listen=%s error=\"need IPv4:PORT\"", listen);
+        bd_metrics_free(m);
+        return NULL;
+    }
+    m->http = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD, ntohs(sa.sin_port), NULL, NULL,
+                               answer, m, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)16,
+                               MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_END);
+    if (m->http == NULL) {
+        bd_log("error", "http_start_failed", "http.listen=%s", listen);
+        bd_metrics_free(m);
+        return NULL;
+    }
+    bd_log("info", "http_listening", "http.listen=%s", listen);
+    return m;
+}
+
+void bd_metrics_free(bd_metrics *m)
+{
+    if (m == NULL)
+        return;
+    if (m->http != NULL)
+        MHD_stop_daemon(m->http);
+    pthread_mutex_destroy(&m->lock);
+    free(m);
+}
+
+static size_t reason_index(const char *code)
+{
+    size_t i;
+
+    for (i = 0; code != NULL && i + 1 < REASONS; i++) {
+        if (strcmp(code, reason_names[i]) == 0)
+            return i;
+    }
+    return REASONS - 1;
+}
+
+static size_t bucket(const uint64_t *bounds, size_t n, uint64_t v)
+{
+    size_t i;
+
+    for (i = 0; i < n && v > bounds[i]; i++)
+        ;
+    return i;
+}
+
+void bd_metrics_batch(bd_metrics *m, const bs_ingest_counts *k, const bs_record_result *res,
+                      size_t n, int64_t commit_ms)
+{
+    size_t i;
+    uint64_t ms = commit_ms > 0 ? (uint64_t)commit_ms : 0;
+
+    pthread_mutex_lock(&m->lock);
+    m->stored += k->stored;
+    m->duplicates += k->duplicates;
+    m->batches++;
+    for (i = 0; i < n; i++) {
+        if (res[i].outcome == BS_RECORD_REJECTED)
+            m->rejected[reason_index(res[i].reason_code)]++;
+    }
+    m->size_buckets[bucket(size_bounds, N_SIZE, n)]++;
+    m->size_sum += n;
+    m->ms_buckets[bucket(ms_bounds, N_MS, ms)]++;
+    m->ms_sum += ms;
+    pthread_mutex_unlock(&m->lock);
+}
+
+void bd_metrics_failed(bd_metrics *m)
+{
+    pthread_mutex_lock(&m->lock);
+    m->failures++;
+    m->healthy = 0;
+    pthread_mutex_unlock(&m->lock);
+}
+
+void bd_metrics_ok(bd_metrics *m)
+{
+    pthread_mutex_lock(&m->lock);
+    m->healthy = 1;
+    pthread_mutex_unlock(&m->lock);
+}
+
+void bd_metrics_consumed(bd_metrics *m, uint64_t n)
+{
+    pthread_mutex_lock(&m->lock);
+    m->consumed += n;
+    pthread_mutex_unlock(&m->lock);
+}
+
+void bd_metrics_reload(bd_metrics *m)
+{
+    pthread_mutex_lock(&m->lock);
+    m->reloads++;
+    pthread_mutex_unlock(&m->lock);
+}
+
+void bd_metrics_lag(bd_metrics *m, const char *topic, int32_t partition, int64_t lag)
+{
+    size_t i;
+
+    pthread_mutex_lock(&m->lock);
+    for (i = 0; i < m->n_lags; i++) {
+        if (m->lags[i].partition == partition && strcmp(m->lags[i].topic, topic) == 0)
+            break;
+    }
+    if (i == m->n_lags && m->n_lags < LAG_MAX) {
+        snprintf(m->lags[i].topic, sizeof(m->lags[i].topic), "%s", topic);
+        m->lags[i].partition = partition;
+        m->n_lags++;
+    }
+    if (i < m->n_lags)
+        m->lags[i].lag = lag;
+    pthread_mutex_unlock(&m->lock);
+}
+
+void bd_metrics_lag_clear(bd_metrics *m)
+{
+    pthread_mutex_lock(&m->lock);
+    m->n_lags = 0;
+    pthread_mutex_unlock(&m->lock);
+}

@@ -1,0 +1,51 @@
+/*
+ * metrics.h - billingd's /metrics (Prometheus text format 0.0.4) and
+ * /healthz over libmicrohttpd, on a loopback address by default
+ * (http.listen; "" turns it off).
+ *
+ * The consumer thread records; the server's own thread renders. Every
+ * update and the rendering take one mutex, held for a few hundred
+ * nanoseconds per batch: the consumer never waits on a slow scraper for
+ * longer than one rendering.
+ */
+#ifndef BILLINGD_METRICS_H
+#define BILLINGD_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ingest.h"
+
+typedef struct bd_metrics bd_metrics;
+
+/*
+ * bd_metrics_new - counters, and a server on @listen ("127.0.0.1:9464";
+ * NULL or "" for no server). Returns NULL (logged) if the address is bad
+ * or the port cannot be bound.
+ */
+bd_metrics *bd_metrics_new(const char *listen);
+
+/* bd_metrics_free - stop the server and free; NULL is a no-op. */
+void bd_metrics_free(bd_metrics *m);
+
+/* A committed batch: its counts, the rejects by reason, its size and commit time. */
+void bd_metrics_batch(bd_metrics *m, const bs_ingest_counts *k, const bs_record_result *res,
+                      size_t n, int64_t commit_ms);
+
+/* A batch rolled back (database or dead-letter trouble): unhealthy until bd_metrics_ok. */
+void bd_metrics_failed(bd_metrics *m);
+
+/* Consumption runs normally again. */
+void bd_metrics_ok(bd_metrics *m);
+
+/* Records taken from Kafka; catalog reloads. */
+void bd_metrics_consumed(bd_metrics *m, uint64_t n);
+void bd_metrics_reload(bd_metrics *m);
+
+/* The lag of a partition: high watermark minus the stored position (-1: unknown). */
+void bd_metrics_lag(bd_metrics *m, const char *topic, int32_t partition, int64_t lag);
+
+/* Forget the lag of partitions no longer assigned (all of them). */
+void bd_metrics_lag_clear(bd_metrics *m);
+
+#endif

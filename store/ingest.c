@@ -1,0 +1,567 @@
+/*
+ * ingest.c - the ingest pipeline: decode, rate, dedupe forever, store
+ * events, aggregates, rejects and positions in one transaction. See
+ * ingest.h and doc/architecture.md ("Exactly once").
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "eventjson.h"
+#include "copy.h"
+#include "events.h"
+#include "ingest.h"
+
+#define REASON_MAX 256
+#define REJECT_PAYLOAD_MAX (1024u * 1024u)
+
+/*
+ * A batch's aggregates are COPYed into a session staging table and added
+ * to usage_aggregates by one set-based upsert: one round trip and one plan
+ * per batch instead of one statement per aggregate. Rows are taken in key
+ * order so that concurrent consumers lock shared rows in the same order
+ * (no deadlock between two billingd processes).
+ */
+#define SQL_AGG_STAGE_CREATE                                                                   \
+    "CREATE TEMP TABLE IF NOT EXISTS billing_agg_stage (account_id text NOT NULL,"             \
+    " month text NOT NULL, meter text NOT NULL, rate_kind text NOT NULL,"                      \
+    " price_version_id bigint, rate_model text, rate_region text, subscription_id text,"       \
+    " epoch integer NOT NULL, quantity numeric NOT NULL, quantity_den numeric NOT NULL,"       \
+    " event_count bigint NOT NULL) ON COMMIT DELETE ROWS"
+#define SQL_AGG_STAGE_CLEAR "DELETE FROM pg_temp.billing_agg_stage"
+#define AGG_COLUMNS 12
+#define SQL_AGG_STAGE_COPY                                                                     \
+    "COPY pg_temp.billing_agg_stage (account_id, month, meter, rate_kind, price_version_id,"   \
+    " rate_model, rate_region, subscription_id, epoch, quantity, quantity_den, event_count)"   \
+    " FROM STDIN (FORMAT binary)"
+/*
+ * Exact sum of two fractions in lowest terms: a/b + c/d = (ad + cb) / bd,
+ * both divided by their gcd. Time meters give whole unit-nanoseconds
+ * almost always (den 1 on both sides): then a plain sum, no gcd.
+ */
+#define SUM_NUM "(a.quantity * EXCLUDED.quantity_den + EXCLUDED.quantity * a.quantity_den)"
+#define SUM_DEN "(a.quantity_den * EXCLUDED.quantity_den)"
+#define BOTH_WHOLE "a.quantity_den = 1 AND EXCLUDED.quantity_den = 1"
+#define SQL_AGG_MERGE                                                                          \
+    "INSERT INTO billing.usage_aggregates AS a (account_id, month, meter, rate_kind,"          \
+    " price_version_id, rate_model, rate_region, subscription_id, epoch, quantity,"            \
+    " quantity_den, event_count) SELECT account_id, month::date, meter, rate_kind,"           \
+    " price_version_id, rate_model, rate_region, subscription_id, epoch, quantity,"           \
+    " quantity_den, event_count"                                                               \
+    " FROM pg_temp.billing_agg_stage ORDER BY account_id, month, meter, rate_kind,"            \
+    " price_version_id, rate_model, rate_region, subscription_id, epoch"                       \
+    " ON CONFLICT ON CONSTRAINT usage_aggregates_key DO UPDATE SET"                            \
+    " quantity = CASE WHEN " BOTH_WHOLE " THEN a.quantity + EXCLUDED.quantity"                 \
+    "   ELSE div(" SUM_NUM ", gcd(" SUM_NUM ", " SUM_DEN ")) END,"                             \
+    " quantity_den = CASE WHEN " BOTH_WHOLE " THEN 1"                                          \
+    "   ELSE div(" SUM_DEN ", gcd(" SUM_NUM ", " SUM_DEN ")) END,"                             \
+    " event_count = a.event_count + EXCLUDED.event_count, updated_at = now()"
+
+#define SQL_AGG_READ                                                                           \
+    "SELECT a.account_id, extract(year FROM a.month)::integer,"                                \
+    " extract(month FROM a.month)::integer, a.meter, v.label, a.rate_model, a.rate_region,"    \
+    " a.subscription_id, a.epoch, a.quantity::text || '/' || a.quantity_den::text,"           \
+    " a.event_count FROM billing.usage_aggregates a"                                           \
+    " JOIN billing.accounts ac ON ac.id = a.account_id"                                        \
+    " JOIN billing.price_books b ON b.currency = ac.currency AND b.id = $1::text"              \
+    " LEFT JOIN billing.price_versions v ON v.id = a.price_version_id"                         \
+    " WHERE ($2::text IS NULL OR a.account_id = $2::text) AND a.event_count > 0"               \
+    " ORDER BY a.id"
+
+/* Per record of the batch. */
+typedef struct slot {
+    billing_event *ev;    /* decoded event; reused across batches */
+    int decoded;          /* 1 when ev holds a valid decoding */
+    int rated;            /* 1 when added to the transaction's rater */
+    char qty[BILLING_QUANTITY_TEXT_MAX];
+    char reason[REASON_MAX];
+} slot;
+
+struct bs_ingest {
+    bs_catalog *cat;
+    const char *group;
+    slot *slots;
+    size_t cap;
+    bs_event *rows;           /* events offered to the store, in record order */
+    size_t *row_rec;          /* the record of each row */
+    bs_event_outcome *row_out;
+    /* The batch being run, for the transaction function. */
+    const bs_record *recs;
+    size_t n;
+    const bs_position *pos;
+    size_t npos;
+    int flags;
+    bs_record_result *res;
+    bs_ingest_counts counts;
+    bs_ingest_hook hook;
+    void *hook_arg;
+};
+
+void bs_ingest_counts_add(bs_ingest_counts *total, const bs_ingest_counts *k)
+{
+    total->records += k->records;
+    total->stored += k->stored;
+    total->duplicates += k->duplicates;
+    total->rejected += k->rejected;
+    total->aggregates += k->aggregates;
+}
+
+bs_ingest *bs_ingest_new(bs_catalog *cat, const char *group)
+{
+    bs_ingest *in = calloc(1, sizeof(*in));
+
+    if (in == NULL)
+        return NULL;
+    in->cat = cat;
+    in->group = group;
+    return in;
+}
+
+void bs_ingest_free(bs_ingest *in)
+{
+    size_t i;
+
+    if (in == NULL)
+        return;
+    for (i = 0; i < in->cap; i++)
+        billing_event_destroy(in->slots[i].ev);
+    free(in->slots);
+    free(in->rows);
+    free(in->row_rec);
+    free(in->row_out);
+    free(in);
+}
+
+void bs_ingest_set_hook(bs_ingest *in, bs_ingest_hook fn, void *arg)
+{
+    in->hook = fn;
+    in->hook_arg = arg;
+}
+
+void bs_ingest_set_catalog(bs_ingest *in, bs_catalog *cat)
+{
+    in->cat = cat;
+}
+
+/* Room for @n records; the slots keep their event buffers between batches. */
+static int reserve(bs_ingest *in, size_t n)
+{
+    slot *s;
+    size_t i;
+
+    if (n <= in->cap)
+        return 0;
+    s = realloc(in->slots, n * sizeof(*s));
+    if (s == NULL)
+        return -1;
+    in->slots = s;
+    memset(&s[in->cap], 0, (n - in->cap) * sizeof(*s));
+    for (i = in->cap; i < n; i++) {
+        s[i].ev = billing_event_new();
+        if (s[i].ev == NULL) {
+            in->cap = i;
+            return -1;
+        }
+    }
+    in->cap = n;
+    free(in->rows);
+    free(in->row_rec);
+    free(in->row_out);
+    in->rows = calloc(n, sizeof(*in->rows));
+    in->row_rec = calloc(n, sizeof(*in->row_rec));
+    in->row_out = calloc(n, sizeof(*in->row_out));
+    if (in->rows == NULL || in->row_rec == NULL || in->row_out == NULL) {
+        in->cap = 0;
+        return -1;
+    }
+    return 0;
+}
+
+/* The reason code of a library status; NULL for a status that is not the record's fault. */
+static const char *reason_code(billing_status st)
+{
+    switch (st) {
+    case BILLING_ERR_TOO_LARGE:
+        return "too_large";
+    case BILLING_ERR_PARSE:
+        return "parse";
+    case BILLING_ERR_INVALID:
+        return "invalid";
+    case BILLING_ERR_RANGE:
+    case BILLING_ERR_ZONE:
+        return "range";
+    case BILLING_ERR_UNKNOWN_ACCOUNT:
+        return "unknown_account";
+    case BILLING_ERR_NO_PRICE:
+        return "no_price";
+    case BILLING_ERR_CONFLICT:
+        return "conflict";
+    default:
+        return NULL;
+    }
+}
+
+static void reject(bs_ingest *in, size_t i, const char *code)
+{
+    in->res[i].outcome = BS_RECORD_REJECTED;
+    in->res[i].reason_code = code;
+    in->res[i].reason = in->slots[i].reason;
+}
+
+/* Decode record @i into its slot; a failure rejects it. */
+static void decode(bs_ingest *in, size_t i)
+{
+    const bs_record *r = &in->recs[i];
+    slot *s = &in->slots[i];
+    billing_status st;
+
+    s->decoded = 0;
+    s->reason[0] = '\0';
+    if (r->reject_code != NULL) {
+        snprintf(s->reason, sizeof(s->reason), "%s", r->reject_reason ? r->reject_reason : "");
+        reject(in, i, r->reject_code);
+        return;
+    }
+    if (r->format == BS_RECORD_JSON && r->len > BS_JSON_RECORD_MAX) {
+        snprintf(s->reason, sizeof(s->reason), "%s: %zu bytes, over the %u-byte bound", r->source,
+                 r->len, BS_JSON_RECORD_MAX);
+        st = BILLING_ERR_TOO_LARGE;
+    } else if (r->format == BS_RECORD_JSON) {
+        st = bc_event_parse_json(s->ev, r->data, r->len, s->reason, sizeof(s->reason));
+    } else {
+        st = billing_event_decode(s->ev, r->data, r->len, s->reason, sizeof(s->reason));
+    }
+    if (st != BILLING_OK) {
+        if (s->reason[0] == '\0')
+            snprintf(s->reason, sizeof(s->reason), "%s", billing_strerror(st));
+        reject(in, i, reason_code(st) ? reason_code(st) : "invalid");
+        return;
+    }
+    s->decoded = 1;
+    in->res[i].event_id = billing_event_id(s->ev);
+}
+
+/* Rate every decoded record into @rt; rejections are the record's, other errors the batch's. */
+static bs_status rate_all(bs_ingest *in, billing_rater *rt, bs_error *err)
+{
+    slot *s;
+    billing_status st;
+    size_t i;
+
+    for (i = 0; i < in->n; i++) {
+        s = &in->slots[i];
+        s->rated = 0;
+        if (!s->decoded)
+            continue;
+        st = billing_rater_add(rt, s->ev, s->reason, sizeof(s->reason));
+        if (st == BILLING_ERR_NOMEM)
+            return bs_error_set(err, BS_ERR_NOMEM, "%s", s->reason);
+        if (st != BILLING_OK) {
+            reject(in, i, reason_code(st) ? reason_code(st) : "invalid");
+            continue;
+        }
+        s->rated = 1;
+    }
+    return BS_OK;
+}
+
+static void fill_row(bs_ingest *in, size_t i, bs_event *row)
+{
+    slot *s = &in->slots[i];
+
+    billing_event_quantity(s->ev, s->qty, sizeof(s->qty));
+    row->id = billing_event_id(s->ev);
+    row->account = billing_event_account(s->ev);
+    row->resource = billing_event_resource(s->ev);
+    row->meter = billing_meter_name(billing_event_meter(s->ev));
+    row->start = billing_event_start(s->ev);
+    row->end = billing_event_end(s->ev);
+    row->quantity = s->qty;
+    row->model = billing_event_model(s->ev);
+    row->region = billing_event_region(s->ev);
+    row->source = in->recs[i].source;
+}
+
+/* Offer the rated events to the store; take back from @rt what it already had. */
+static bs_status store_events(bs_ingest *in, bs_conn *c, billing_rater *rt, bs_error *err)
+{
+    size_t n = 0;
+    size_t j;
+    size_t i;
+    bs_status st;
+
+    for (i = 0; i < in->n; i++) {
+        if (!in->slots[i].rated)
+            continue;
+        fill_row(in, i, &in->rows[n]);
+        in->row_rec[n++] = i;
+    }
+    if (n == 0)
+        return BS_OK;
+    st = bs_events_ingest(c, in->rows, n, BS_COPY_BINARY, in->row_out, NULL, err);
+    for (j = 0; j < n && st == BS_OK; j++) {
+        i = in->row_rec[j];
+        if (in->row_out[j] == BS_EVENT_NEW) {
+            in->counts.stored++;
+            continue;
+        }
+        /* Rated a moment ago by this rater, so taking it back cannot fail. */
+        billing_rater_remove(rt, in->slots[i].ev, NULL, 0);
+        in->slots[i].rated = 0;
+        if (in->row_out[j] == BS_EVENT_DUPLICATE) {
+            in->res[i].outcome = BS_RECORD_DUPLICATE;
+            in->counts.duplicates++;
+            continue;
+        }
+        snprintf(in->slots[i].reason, sizeof(in->slots[i].reason),
+                 "event '%s': id already stored with different content", in->rows[j].id);
+        reject(in, i, "conflict");
+    }
+    return st;
+}
+
+/* Write aggregate @i of @rt as a staging row; 0, or -1 for an empty one (skipped). */
+static int stage_aggregate(const bs_ingest *in, const billing_rater *rt, size_t i, bs_copy *cp)
+{
+    char sum[BILLING_AGG_SUM_MAX];
+    char month[32];
+    const char *account;
+    const char *label;
+    const char *model;
+    const char *region;
+    const char *sub;
+    char *slash;
+    billing_meter meter;
+    unsigned epoch;
+    uint64_t pieces;
+    int ym;
+
+    if (billing_rater_aggregate(rt, i, &account, &ym, &meter, &label, &model, &region, &sub,
+                                &epoch, &pieces, sum, sizeof(sum)) != BILLING_OK ||
+        pieces == 0)
+        return -1;
+    snprintf(month, sizeof(month), "%04d-%02d-01", ym / 100, ym % 100);
+    slash = strchr(sum, '/');
+    if (slash != NULL)
+        *slash++ = '\0';
+    bs_copy_row(cp);
+    bs_copy_text(cp, account);
+    bs_copy_text(cp, month);
+    bs_copy_text(cp, billing_meter_name(meter));
+    bs_copy_text(cp, label ? "priced" : sub ? "included" : "zero");
+    if (label != NULL)
+        bs_copy_int8(cp, bs_catalog_version_id(in->cat, label));
+    else
+        bs_copy_null(cp);
+    bs_copy_text(cp, model);
+    bs_copy_text(cp, region);
+    bs_copy_text(cp, sub);
+    bs_copy_int4(cp, (int32_t)epoch);
+    bs_copy_numeric(cp, sum);
+    bs_copy_numeric(cp, slash != NULL ? slash : "1");
+    bs_copy_int8(cp, (int64_t)pieces);
+    return 0;
+}
+
+/* Add the batch's aggregates to usage_aggregates: COPY, then one upsert. */
+static bs_status store_aggregates(bs_ingest *in, bs_conn *c, const billing_rater *rt,
+                                  bs_error *err)
+{
+    size_t n = billing_rater_aggregate_count(rt);
+    bs_copy *cp;
+    size_t i;
+    bs_status st;
+
+    if (n == 0)
+        return BS_OK;
+    st = bs_pipeline_begin(c, err);
+    if (st != BS_OK)
+        return st;
+    bs_pipeline_send(c, NULL, SQL_AGG_STAGE_CREATE, 0, NULL, NULL, NULL);
+    bs_pipeline_send(c, NULL, SQL_AGG_STAGE_CLEAR, 0, NULL, NULL, NULL);
+    st = bs_pipeline_end(c, err);
+    if (st != BS_OK)
+        return st;
+    cp = bs_copy_begin(c, SQL_AGG_STAGE_COPY, AGG_COLUMNS, BS_COPY_BINARY, err);
+    if (cp == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    for (i = 0; i < n; i++) {
+        if (stage_aggregate(in, rt, i, cp) == 0)
+            in->counts.aggregates++;
+    }
+    st = bs_copy_end(cp, NULL, err);
+    if (st == BS_OK)
+        st = bs_command(c, SQL_AGG_MERGE, 0, NULL, NULL, err);
+    return st;
+}
+
+static bs_status store_rejects(bs_ingest *in, bs_conn *c, bs_error *err)
+{
+    bs_rejection rj;
+    const bs_record *r;
+    size_t i;
+    bs_status st = BS_OK;
+
+    for (i = 0; i < in->n && st == BS_OK; i++) {
+        if (in->res[i].outcome != BS_RECORD_REJECTED)
+            continue;
+        in->counts.rejected++;
+        if (in->flags & BS_INGEST_KEEP_REJECTS)
+            continue;
+        r = &in->recs[i];
+        memset(&rj, 0, sizeof(rj));
+        rj.source = r->source;
+        rj.kafka_topic = r->kafka_topic;
+        rj.kafka_partition = r->kafka_partition;
+        rj.kafka_offset = r->kafka_offset;
+        rj.event_id = in->res[i].event_id;
+        rj.reason_code = in->res[i].reason_code;
+        rj.reason = in->res[i].reason;
+        rj.payload = r->data;
+        /* The table keeps 1 MiB; a larger record is too_large and its head is kept. */
+        rj.payload_len = r->len > REJECT_PAYLOAD_MAX ? REJECT_PAYLOAD_MAX : r->len;
+        st = bs_reject(c, &rj, err);
+    }
+    return st;
+}
+
+static bs_status store_positions(bs_ingest *in, bs_conn *c, bs_error *err)
+{
+    size_t i;
+    bs_status st = BS_OK;
+
+    if (in->npos > 0 && in->group == NULL)
+        return bs_error_set(err, BS_ERR_INVALID, "positions given without a consumer group");
+    for (i = 0; i < in->npos && st == BS_OK; i++) {
+        /* A position only moves forward: records before the stored one were counted already. */
+        if (in->pos[i].next <= in->pos[i].expected)
+            return bs_error_set(err, BS_ERR_INVALID,
+                                "position of %s/%" PRId32 " would move back from %" PRId64
+                                " to %" PRId64,
+                                in->pos[i].topic, in->pos[i].partition, in->pos[i].expected,
+                                in->pos[i].next);
+        st = bs_offset_put(c, in->group, in->pos[i].topic, in->pos[i].partition,
+                           in->pos[i].expected, in->pos[i].next, err);
+    }
+    return st;
+}
+
+/* Reset what a transaction attempt decides (decoding is kept). */
+static void reset_attempt(bs_ingest *in)
+{
+    size_t i;
+
+    memset(&in->counts, 0, sizeof(in->counts));
+    in->counts.records = in->n;
+    for (i = 0; i < in->n; i++) {
+        if (!in->slots[i].decoded)
+            continue;
+        in->res[i].outcome = BS_RECORD_NEW;
+        in->res[i].reason_code = NULL;
+        in->res[i].reason = NULL;
+    }
+}
+
+static bs_status batch_tx(bs_conn *c, void *arg, bs_error *err)
+{
+    bs_ingest *in = arg;
+    char msg[256];
+    billing_rater *rt;
+    bs_status st;
+
+    reset_attempt(in);
+    rt = billing_rater_new(bs_catalog_lib(in->cat), msg, sizeof(msg));
+    if (rt == NULL)
+        return bs_error_set(err, BS_ERR_INVALID, "catalog: %s", msg);
+    billing_rater_set_dedupe(rt, 0);
+    st = rate_all(in, rt, err);
+    if (st == BS_OK)
+        st = store_events(in, c, rt, err);
+    if (st == BS_OK)
+        st = store_aggregates(in, c, rt, err);
+    if (st == BS_OK)
+        st = store_rejects(in, c, err);
+    if (st == BS_OK)
+        st = store_positions(in, c, err);
+    if (st == BS_OK && in->hook != NULL)
+        st = in->hook(in->hook_arg, c, in->recs, in->res, in->n, err);
+    billing_rater_destroy(rt);
+    return st;
+}
+
+bs_status bs_ingest_batch(bs_ingest *in, bs_conn *c, const bs_record *recs, size_t n,
+                          const bs_position *pos, size_t npos, int flags,
+                          bs_record_result *results, bs_ingest_counts *counts, bs_error *err)
+{
+    size_t i;
+    bs_status st;
+
+    if (in == NULL || c == NULL || recs == NULL || results == NULL || n == 0 ||
+        n > BS_INGEST_BATCH_MAX || (npos > 0 && pos == NULL))
+        return bs_error_set(err, BS_ERR_INVALID, "bs_ingest_batch: 1..%d records needed",
+                            BS_INGEST_BATCH_MAX);
+    if (reserve(in, n) != 0)
+        return bs_error_set(err, BS_ERR_NOMEM, "bs_ingest_batch: out of memory");
+    in->recs = recs;
+    in->n = n;
+    in->pos = pos;
+    in->npos = npos;
+    in->flags = flags;
+    in->res = results;
+    memset(results, 0, n * sizeof(*results));
+    for (i = 0; i < n; i++)
+        decode(in, i);
+    st = bs_transaction(c, batch_tx, in, err);
+    if (counts != NULL)
+        *counts = in->counts;
+    return st;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Stored aggregates back into a rater                                     */
+/* ---------------------------------------------------------------------- */
+
+static bs_status add_stored(const PGresult *res, int row, billing_rater *r, bs_error *err)
+{
+    char msg[256];
+    billing_meter meter;
+    const char *label = PQgetisnull(res, row, 4) ? NULL : PQgetvalue(res, row, 4);
+    const char *model = PQgetisnull(res, row, 5) ? NULL : PQgetvalue(res, row, 5);
+    const char *region = PQgetisnull(res, row, 6) ? NULL : PQgetvalue(res, row, 6);
+    const char *sub = PQgetisnull(res, row, 7) ? NULL : PQgetvalue(res, row, 7);
+    billing_status st;
+
+    if (billing_meter_parse(PQgetvalue(res, row, 3), &meter) != BILLING_OK)
+        return bs_error_set(err, BS_ERR_INVALID, "stored aggregate: meter %s",
+                            PQgetvalue(res, row, 3));
+    st = billing_rater_add_aggregate(
+        r, PQgetvalue(res, row, 0), atoi(PQgetvalue(res, row, 1)), atoi(PQgetvalue(res, row, 2)),
+        meter, label, model, region, sub, (unsigned)strtoul(PQgetvalue(res, row, 8), NULL, 10),
+        strtoull(PQgetvalue(res, row, 10), NULL, 10), PQgetvalue(res, row, 9), msg, sizeof(msg));
+    if (st != BILLING_OK)
+        return bs_error_set(err, st == BILLING_ERR_NOMEM ? BS_ERR_NOMEM : BS_ERR_INVALID,
+                            "stored aggregate: %s", msg);
+    return BS_OK;
+}
+
+bs_status bs_aggregates_rate(bs_conn *c, const bs_catalog *cat, billing_rater *r,
+                             const char *account, bs_error *err)
+{
+    const char *params[2];
+    PGresult *res;
+    bs_status st = BS_OK;
+    int i;
+
+    params[0] = bs_catalog_book(cat);
+    params[1] = account;
+    res = bs_query(c, SQL_AGG_READ, 2, params, err);
+    if (res == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    for (i = 0; i < PQntuples(res) && st == BS_OK; i++)
+        st = add_stored(res, i, r, err);
+    PQclear(res);
+    return st;
+}

@@ -1,0 +1,95 @@
+#!/bin/sh
+# check-ingest.sh - `billing ingest`, `billing rejected list|replay` and
+# `billing account balance` against the private PostgreSQL
+# (BILLING_PG_CONNINFO; without it the test FAILS, never skips):
+#   - the example's events with the account new-d not loaded yet: its
+#     events are rejected (unknown_account, exit 1) and listed;
+#   - after loading new-d, `rejected replay` stores exactly those, and
+#     nothing is left unresolved;
+#   - every account's January figures from `account balance` equal the
+#     totals of `billing rate` over the same events, to the last digit;
+#   - ingesting the same file again stores nothing.
+# Prints a Check-style summary line.
+set -u
+builddir=$(cd "${top_builddir:-..}" && pwd) || exit 99
+srcdir=$(cd "${top_srcdir:-..}" && pwd) || exit 99
+billing="${BILLING_TEST_WRAP:-} $builddir/billing/billing"
+ex="$srcdir/examples/gpu-cloud"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/billing-ingest.XXXXXX") || exit 99
+db="billing_ck_$$"
+
+checks=0
+failures=0
+check() {
+    checks=$((checks + 1))
+    if [ "$2" = ok ]; then
+        echo "ok $1"
+    else
+        failures=$((failures + 1))
+        echo "FAIL $1"
+    fi
+}
+finish() {
+    passed=$((checks - failures))
+    echo "$((passed * 100 / checks))%: Checks: $checks, Failures: $failures, Errors: 0"
+    [ $failures -eq 0 ]
+    exit $?
+}
+
+if [ -z "${BILLING_PG_CONNINFO:-}" ]; then
+    check "BILLING_PG_CONNINFO is set (scripts/services.sh start && . var/services.env)" fail
+    finish
+fi
+base=$BILLING_PG_CONNINFO
+trap 'rm -rf "$tmp"; psql "$base dbname=postgres" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1' EXIT
+psql "$base dbname=postgres" -qc "CREATE DATABASE $db" >/dev/null || exit 99
+# A repeated keyword in a conninfo string: the last one wins.
+BILLING_PG_CONNINFO="$base dbname=$db"
+export BILLING_PG_CONNINFO
+
+$billing db migrate >/dev/null || exit 99
+jq 'del(.accounts[] | select(.id == "new-d"))
+    | .grants |= map(select(.account != "new-d"))
+    | .subscriptions |= map(select(.account != "new-d"))' "$ex/accounts.json" >"$tmp/early.json"
+$billing load --pricebook "$ex/pricebook.json" --accounts "$tmp/early.json" >/dev/null || exit 99
+
+newd=$(grep -c '"account":"new-d"' "$ex/events.jsonl")
+$billing ingest --quiet "$ex/events.jsonl" >"$tmp/first.out" 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q "rejected" "$tmp/first.out" && grep -q ", $newd rejected" "$tmp/first.out" \
+    && r=ok || r=fail
+check "events of an account not loaded yet are rejected, the rest stored (exit $rc, $newd expected)" $r
+[ $r = ok ] || cat "$tmp/first.out"
+
+listed=$($billing rejected list --reason unknown_account --limit 1000 | grep -c "event=")
+[ "$listed" -eq "$newd" ] && r=ok || r=fail
+check "rejected list shows the $newd unknown_account records ($listed)" $r
+
+$billing load --pricebook "$ex/pricebook.json" --accounts "$ex/accounts.json" >/dev/null || exit 99
+$billing rejected replay >"$tmp/replay.out" 2>&1
+rc=$?
+[ $rc -eq 0 ] && grep -q "^$newd replayed: $newd stored" "$tmp/replay.out" && r=ok || r=fail
+check "after the account is loaded, replay stores them (exit $rc)" $r
+[ $r = ok ] || cat "$tmp/replay.out"
+left=$($billing rejected list | wc -l)
+all=$($billing rejected list --all | grep -c "(resolved)")
+[ "$left" -eq 0 ] && [ "$all" -eq "$newd" ] && r=ok || r=fail
+check "nothing is left unresolved; the rows stay, marked resolved ($left, $all)" $r
+
+$billing rate --month 2026-01 "$ex/events.jsonl" 2>/dev/null >"$tmp/rate.json"
+for acct in lab-a new-d student-b team-c; do
+    want=$(jq -r --arg a "$acct" '.invoices[] | select(.account == $a)
+        | "subtotal=\(.subtotal) credits=\(.credits_total) tax=\(.tax) total=\(.total)"' \
+        "$tmp/rate.json")
+    got=$($billing account balance "$acct" --at 2026-01-31T15:59:59Z |
+        awk -F= '$1 ~ /^(subtotal|credits|tax|total)$/ { printf "%s%s=%s", sep, $1, $2; sep = " " }')
+    [ -n "$want" ] && [ "$want" = "$got" ] && r=ok || r=fail
+    check "account balance $acct equals billing rate: $got" $r
+    [ $r = ok ] || echo "  billing rate: $want"
+done
+
+$billing ingest --quiet "$ex/events.jsonl" >"$tmp/again.out" 2>&1
+grep -q ": 0 stored" "$tmp/again.out" && r=ok || r=fail
+check "the same file again stores nothing" $r
+[ $r = ok ] || cat "$tmp/again.out"
+finish

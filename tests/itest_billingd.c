@@ -1,0 +1,822 @@
+/*
+ * itest_billingd.c - billingd against the real broker and PostgreSQL of
+ * scripts/services.sh. The shared stream (itstream.h: the example with
+ * replays, conflicts, garbage and unknown accounts, plus synthetic
+ * events) is produced as protobuf to a 4-partition topic keyed by
+ * account; billingd runs as a child process. Then:
+ *   - end to end: from the stored aggregates libbilling computes every
+ *     invoice exactly as direct rating does; every reject is stored once
+ *     and published to the dead-letter topic with its headers;
+ *   - kill -9 at 20 random moments, restarting each time: the same
+ *     database as one uninterrupted run;
+ *   - two daemons, partitions moved between them by forced rebalances
+ *     (one leaves and comes back, repeatedly): the same.
+ * Every wait is on committed state (the positions stored in the
+ * database), never a fixed sleep.
+ *
+ * Needs BILLING_PG_CONNINFO and BILLING_KAFKA_BROKERS; without them every
+ * test FAILS, never skips.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <errno.h>
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <librdkafka/rdkafka.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "billing/v1/credit_alert.pb-c.h"
+#include "eventjson.h"
+#include "itestdb.h"
+#include "itstream.h"
+#include "load.h"
+#include "testrng.h"
+
+#define PARTITIONS 4
+#define TIMEOUT_MS 20000
+#define WAIT_MS 120000
+#define MSG 512
+#define KILLS 20
+
+static char db[64];
+static char topic[64];
+static char dlq_topic[80];
+static char group[96];
+/* billingd's /metrics address in the test that reads it; "" elsewhere (several daemons). */
+static char http_listen[64];
+/* The alerts topic in the test that reads it; "" elsewhere. */
+static char alerts_topic[96];
+
+static const char *brokers(void)
+{
+    const char *b = getenv("BILLING_KAFKA_BROKERS");
+
+    ck_assert_msg(b != NULL && b[0] != '\0',
+                  "BILLING_KAFKA_BROKERS is not set: scripts/services.sh start && . "
+                  "var/services.env, or scripts/test.sh");
+    return b;
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static rd_kafka_conf_t *kconf(void)
+{
+    char errstr[MSG];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+
+    ck_assert(rd_kafka_conf_set(conf, "bootstrap.servers", brokers(), errstr, sizeof(errstr)) ==
+              RD_KAFKA_CONF_OK);
+    return conf;
+}
+
+static void create_topic(rd_kafka_t *rk, const char *name, int partitions)
+{
+    char errstr[MSG];
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    rd_kafka_NewTopic_t *nt = rd_kafka_NewTopic_new(name, partitions, 1, errstr, sizeof(errstr));
+    const rd_kafka_topic_result_t **res;
+    rd_kafka_event_t *ev;
+    size_t n = 0;
+
+    ck_assert_msg(nt != NULL, "%s", errstr);
+    rd_kafka_CreateTopics(rk, &nt, 1, NULL, q);
+    rd_kafka_NewTopic_destroy(nt);
+    ev = rd_kafka_queue_poll(q, TIMEOUT_MS);
+    ck_assert_msg(ev != NULL, "no answer from Kafka at %s", brokers());
+    ck_assert_msg(rd_kafka_event_error(ev) == RD_KAFKA_RESP_ERR_NO_ERROR, "%s",
+                  rd_kafka_event_error_string(ev));
+    res = rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &n);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_msg(rd_kafka_topic_result_error(res[0]) == RD_KAFKA_RESP_ERR_NO_ERROR, "%s: %s",
+                  name, rd_kafka_topic_result_error_string(res[0]));
+    rd_kafka_event_destroy(ev);
+    rd_kafka_queue_destroy(q);
+}
+
+/* The record as produced: JSON events as protobuf, anything undecodable as is. */
+static void encode(const its_stream *s, size_t i, billing_event *ev, unsigned char *buf,
+                   size_t size, const void **data, size_t *len)
+{
+    char err[MSG];
+
+    *data = s->rec[i];
+    *len = s->len[i];
+    if (bc_event_parse_json(ev, s->rec[i], s->len[i], err, sizeof(err)) != BILLING_OK)
+        return;
+    ck_assert_int_eq(billing_event_encode(ev, buf, size, len), BILLING_OK);
+    *data = buf;
+}
+
+/* Produce the whole stream to @topic (keyed: one account stays in order), and wait for it. */
+static void produce_to(const its_stream *s, int create)
+{
+    char errstr[MSG];
+    unsigned char buf[BILLING_EVENT_WIRE_MAX];
+    billing_event *ev = billing_event_new();
+    rd_kafka_conf_t *conf = kconf();
+    rd_kafka_t *rk;
+    const void *data;
+    size_t len;
+    size_t i;
+
+    ck_assert(rd_kafka_conf_set(conf, "enable.idempotence", "true", errstr, sizeof(errstr)) ==
+              RD_KAFKA_CONF_OK);
+    ck_assert(rd_kafka_conf_set(conf, "message.max.bytes", "2000000", errstr, sizeof(errstr)) ==
+              RD_KAFKA_CONF_OK);
+    rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
+    ck_assert_msg(rk != NULL, "%s", errstr);
+    if (create) {
+        create_topic(rk, topic, PARTITIONS);
+        create_topic(rk, dlq_topic, 1);
+    }
+    for (i = 0; i < s->n; i++) {
+        encode(s, i, ev, buf, sizeof(buf), &data, &len);
+        while (rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic),
+                                 RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                 RD_KAFKA_V_KEY(s->key[i], strlen(s->key[i])),
+                                 RD_KAFKA_V_VALUE((void *)data, len),
+                                 RD_KAFKA_V_END) == RD_KAFKA_RESP_ERR__QUEUE_FULL)
+            rd_kafka_poll(rk, 100);
+    }
+    ck_assert_int_eq(rd_kafka_flush(rk, WAIT_MS), RD_KAFKA_RESP_ERR_NO_ERROR);
+    rd_kafka_destroy(rk);
+    billing_event_destroy(ev);
+}
+
+static void produce(const its_stream *s)
+{
+    produce_to(s, 1);
+}
+
+static void produce_more(const its_stream *s)
+{
+    produce_to(s, 0);
+}
+
+/* ---------------------------------------------------------------------- */
+/* The daemon                                                              */
+/* ---------------------------------------------------------------------- */
+
+static void daemon_path(char *out, size_t size)
+{
+    const char *b = getenv("top_builddir");
+
+    snprintf(out, size, "%s/billingd/billingd", b != NULL && b[0] != '\0' ? b : "..");
+}
+
+/* Start billingd on the test's topic and database; @instance: static member id or NULL. */
+static int starts;
+static char last_log[256];
+
+static pid_t start_daemon(const char *instance, int batch)
+{
+    char path[1024];
+    char conninfo[2048];
+    char args[10][256];
+    char log[256];
+    pid_t pid;
+    int fd;
+
+    daemon_path(path, sizeof(path));
+    itdb_conninfo(db, conninfo, sizeof(conninfo));
+    snprintf(args[0], sizeof(args[0]), "topics=%s", topic);
+    snprintf(args[1], sizeof(args[1]), "group=%s", group);
+    snprintf(args[2], sizeof(args[2]), "kafka.bootstrap.servers=%s", brokers());
+    snprintf(args[3], sizeof(args[3]), "batch.size=%d", batch);
+    snprintf(args[4], sizeof(args[4]), "dead_letter_topic=%s", dlq_topic);
+    snprintf(args[5], sizeof(args[5]), "kafka.group.instance.id=%s", instance ? instance : "");
+    snprintf(args[6], sizeof(args[6]), "kafka.session.timeout.ms=%d", 6000);
+    snprintf(args[7], sizeof(args[7]), "batch.linger.ms=%d", 50);
+    snprintf(args[8], sizeof(args[8]), "http.listen=%s", http_listen);
+    snprintf(args[9], sizeof(args[9]), "alerts.topic=%s", alerts_topic);
+    snprintf(log, sizeof(log), "billingd-%s-%d.log", group, ++starts);
+    snprintf(last_log, sizeof(last_log), "%s", log);
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid > 0)
+        return pid;
+    setenv("BILLING_PG_CONNINFO", conninfo, 1);
+    fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0)
+        dup2(fd, 2);
+    if (instance != NULL)
+        execl(path, "billingd", "--set", args[0], "--set", args[1], "--set", args[2], "--set",
+              args[3], "--set", args[4], "--set", args[5], "--set", args[6], "--set", args[7],
+              "--set", args[8], "--set", args[9], (char *)NULL);
+    else
+        execl(path, "billingd", "--set", args[0], "--set", args[1], "--set", args[2], "--set",
+              args[3], "--set", args[4], "--set", args[6], "--set", args[7], "--set", args[8],
+              "--set", args[9], (char *)NULL);
+    _exit(127);
+}
+
+/* Wait until the log @path of a running daemon has a line with @needle. */
+static void wait_log(const char *path, const char *needle, pid_t child)
+{
+    char line[4096];
+    int64_t deadline = now_ms() + WAIT_MS;
+    struct timespec tick = {0, 20 * 1000 * 1000};
+    int status;
+    FILE *f;
+
+    for (;;) {
+        f = fopen(path, "r");
+        while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+            if (strstr(line, needle) != NULL) {
+                fclose(f);
+                return;
+            }
+        }
+        if (f != NULL)
+            fclose(f);
+        ck_assert_msg(now_ms() < deadline, "%s: no '%s' in %d ms", path, needle, WAIT_MS);
+        ck_assert_msg(waitpid(child, &status, WNOHANG) == 0, "billingd exited (status %d)",
+                      status);
+        nanosleep(&tick, NULL); /* the poll interval, not a wait for an outcome */
+    }
+}
+
+static int stop_daemon(pid_t pid, int sig)
+{
+    int status = 0;
+
+    kill(pid, sig);
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    return status;
+}
+
+/* Records accounted for: the sum of the stored next offsets of the group. */
+static long progress(bs_conn *c)
+{
+    char sql[512];
+
+    snprintf(sql, sizeof(sql),
+             "SELECT coalesce(sum(next_offset), 0) FROM billing.kafka_offsets"
+             " WHERE consumer_group = '%s'",
+             group);
+    return itdb_long(c, sql);
+}
+
+/*
+ * Wait until more than @after records are accounted for (or @total all
+ * of them): polls the committed positions. Fails after WAIT_MS.
+ */
+static long wait_progress(bs_conn *c, long after, long total, pid_t child)
+{
+    int64_t deadline = now_ms() + WAIT_MS;
+    struct timespec tick = {0, 20 * 1000 * 1000};
+    long p;
+    int status;
+
+    for (;;) {
+        p = progress(c);
+        if (p > after || p >= total)
+            return p;
+        ck_assert_msg(now_ms() < deadline, "no progress past %ld of %ld records in %d ms", after,
+                      total, WAIT_MS);
+        if (child > 0)
+            ck_assert_msg(waitpid(child, &status, WNOHANG) == 0, "billingd exited (status %d)",
+                          status);
+        nanosleep(&tick, NULL); /* the poll interval, not a wait for an outcome */
+    }
+}
+
+/* ---------------------------------------------------------------------- */
+/* Checks                                                                  */
+/* ---------------------------------------------------------------------- */
+
+static void names(const char *tag)
+{
+    snprintf(topic, sizeof(topic), "billingd-%ld-%s-%ld", (long)getpid(), tag, (long)time(NULL));
+    snprintf(dlq_topic, sizeof(dlq_topic), "%s-dlq", topic);
+    snprintf(group, sizeof(group), "g-%s", topic);
+}
+
+/* The database must hold exactly what rating the stream once gives. */
+static void check_store(bs_conn *c, const its_stream *s)
+{
+    bc_zones *zones = bc_zones_new();
+    billing_catalog *fcat = its_file_catalog(zones);
+    billing_rater *direct;
+    billing_rater *stored;
+    bs_catalog *cat;
+    bs_error err;
+    size_t rejects;
+
+    direct = its_rate_directly(fcat, s, &rejects);
+    ck_assert_int_eq(progress(c), (long)s->n);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.usage_events"),
+                     (long)billing_rater_event_count(direct));
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.rejected_events"), (long)rejects);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(DISTINCT (kafka_partition, kafka_offset))"
+                                  " FROM billing.rejected_events"),
+                     (long)rejects);
+    cat = bs_catalog_read(c, NULL, &err);
+    ck_assert_msg(cat != NULL, "%s", err.message);
+    stored = its_rate_from_store(c, cat);
+    its_same_invoices(direct, stored);
+    billing_rater_destroy(stored);
+    billing_rater_destroy(direct);
+    bs_catalog_free(cat);
+    billing_catalog_destroy(fcat);
+    bc_zones_destroy(zones);
+}
+
+/* Every reject reached the dead-letter topic (at least once) with its headers. */
+static void check_dead_letters(long rejects)
+{
+    char errstr[MSG];
+    rd_kafka_conf_t *conf = kconf();
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_message_t *m;
+    rd_kafka_headers_t *h;
+    rd_kafka_t *rk;
+    const void *v;
+    size_t vlen;
+    long seen = 0;
+    int64_t deadline = now_ms() + WAIT_MS;
+
+    rd_kafka_conf_set(conf, "group.id", dlq_topic, errstr, sizeof(errstr));
+    rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof(errstr));
+    ck_assert_msg(rk != NULL, "%s", errstr);
+    rd_kafka_topic_partition_list_add(l, dlq_topic, 0)->offset = RD_KAFKA_OFFSET_BEGINNING;
+    ck_assert_int_eq(rd_kafka_assign(rk, l), RD_KAFKA_RESP_ERR_NO_ERROR);
+    while (seen < rejects && now_ms() < deadline) {
+        m = rd_kafka_consumer_poll(rk, 500);
+        if (m == NULL)
+            continue;
+        if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+            ck_assert_int_eq(rd_kafka_message_headers(m, &h), RD_KAFKA_RESP_ERR_NO_ERROR);
+            ck_assert_int_eq(rd_kafka_header_get_last(h, "billing.reason_code", &v, &vlen),
+                             RD_KAFKA_RESP_ERR_NO_ERROR);
+            ck_assert_int_eq(rd_kafka_header_get_last(h, "billing.source.offset", &v, &vlen),
+                             RD_KAFKA_RESP_ERR_NO_ERROR);
+            seen++;
+        }
+        rd_kafka_message_destroy(m);
+    }
+    ck_assert_int_ge(seen, rejects);
+    rd_kafka_topic_partition_list_destroy(l);
+    rd_kafka_consumer_close(rk);
+    rd_kafka_destroy(rk);
+}
+
+/* GET @path from billingd's HTTP server into @out (headers and body). */
+static void http_get(const char *path, char *out, size_t size)
+{
+    struct sockaddr_in sa;
+    char req[256];
+    size_t len = 0;
+    ssize_t r;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    const char *colon = strrchr(http_listen, ':');
+
+    ck_assert_int_ge(fd, 0);
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)atoi(colon + 1));
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    ck_assert_msg(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect %s: %s",
+                  http_listen, strerror(errno));
+    snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: localhost\r\n\r\n", path);
+    ck_assert(write(fd, req, strlen(req)) == (ssize_t)strlen(req));
+    while (len + 1 < size && (r = read(fd, out + len, size - len - 1)) > 0)
+        len += (size_t)r;
+    out[len] = '\0';
+    close(fd);
+}
+
+/* The alerts topic of the alert test: one partition, so alerts keep their order. */
+static void create_alerts_topic(void)
+{
+    char errstr[MSG];
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, kconf(), errstr, sizeof(errstr));
+
+    ck_assert_msg(rk != NULL, "%s", errstr);
+    create_topic(rk, alerts_topic, 1);
+    rd_kafka_destroy(rk);
+}
+
+/*
+ * The exhaustion instant libbilling gives after the first @k records of
+ * @s, with the last one running: what an alert raised by record k must say.
+ */
+static billing_time_t expected_exhaustion(const its_stream *s, int k)
+{
+    bc_zones *zones = bc_zones_new();
+    billing_catalog *cat = its_file_catalog(zones);
+    billing_rater *r = billing_rater_new(cat, NULL, 0);
+    billing_event *ev = billing_event_new();
+    const billing_event *running[1];
+    billing_time_t out = 0;
+    int i;
+
+    for (i = 0; i <= k; i++) {
+        ck_assert_int_eq(bc_event_parse_json(ev, s->rec[i], s->len[i], NULL, 0), BILLING_OK);
+        ck_assert_int_eq(billing_rater_add(r, ev, NULL, 0), BILLING_OK);
+    }
+    running[0] = ev;
+    ck_assert_int_eq(billing_rater_credit_exhaustion(r, "student-b", billing_event_end(ev),
+                                                     running, 1, &out, NULL, 0),
+                     BILLING_OK);
+    billing_event_destroy(ev);
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+    bc_zones_destroy(zones);
+    return out;
+}
+
+/* Read every alert; count them per threshold in @seen (50, 80, 100) and check each. */
+static int read_alerts(const its_stream *s, int *seen)
+{
+    char errstr[MSG];
+    rd_kafka_conf_t *conf = kconf();
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    Billing__V1__CreditAlert *a;
+    rd_kafka_message_t *m;
+    rd_kafka_t *rk;
+    billing_time_t ex;
+    int total = 0;
+    int done = 0;
+    int k;
+
+    rd_kafka_conf_set(conf, "group.id", alerts_topic, errstr, sizeof(errstr));
+    rd_kafka_conf_set(conf, "enable.partition.eof", "true", errstr, sizeof(errstr));
+    rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof(errstr));
+    ck_assert_msg(rk != NULL, "%s", errstr);
+    rd_kafka_topic_partition_list_add(l, alerts_topic, 0)->offset = RD_KAFKA_OFFSET_BEGINNING;
+    ck_assert_int_eq(rd_kafka_assign(rk, l), RD_KAFKA_RESP_ERR_NO_ERROR);
+    while (!done) {
+        m = rd_kafka_consumer_poll(rk, WAIT_MS);
+        ck_assert_msg(m != NULL, "no end of the alerts topic within %d ms", WAIT_MS);
+        if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+            done = 1;
+        } else if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+            a = billing__v1__credit_alert__unpack(NULL, m->len, m->payload);
+            ck_assert_ptr_nonnull(a);
+            ck_assert_str_eq(a->account_id, "student-b");
+            ck_assert_str_eq(a->currency, "CNY");
+            k = atoi(a->event_id + strlen("burn-"));
+            ck_assert_ptr_nonnull(a->exhausted_at);
+            ex = expected_exhaustion(s, k);
+            ck_assert_int_eq(a->exhausted_at->seconds * BILLING_NS_PER_SEC + a->exhausted_at->nanos,
+                             ex);
+            if (strcmp(a->threshold, "5") == 0)
+                seen[0]++;
+            else if (strcmp(a->threshold, "2") == 0)
+                seen[1]++;
+            else if (strcmp(a->threshold, "0") == 0)
+                seen[2]++;
+            total++;
+            billing__v1__credit_alert__free_unpacked(a, NULL);
+        }
+        rd_kafka_message_destroy(m);
+    }
+    rd_kafka_topic_partition_list_destroy(l);
+    rd_kafka_consumer_close(rk);
+    rd_kafka_destroy(rk);
+    return total;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Tests                                                                   */
+/* ---------------------------------------------------------------------- */
+
+START_TEST(test_end_to_end)
+{
+    static char page[65536];
+    char want[128];
+    its_stream *s = calloc(1, sizeof(*s));
+    bs_conn *c = itdb_fresh("e2e", db, sizeof(db));
+    pid_t pid;
+    size_t rejects;
+    bc_zones *zones = bc_zones_new();
+    billing_catalog *fcat = its_file_catalog(zones);
+    billing_rater *direct;
+
+    names("e2e");
+    its_build(s, 2000, 0);
+    its_load_example(c);
+    produce(s);
+    snprintf(http_listen, sizeof(http_listen), "127.0.0.1:%d", 40000 + (int)(getpid() % 20000));
+    pid = start_daemon(NULL, 500);
+    wait_progress(c, (long)s->n - 1, (long)s->n, pid);
+    /* /metrics counts what was committed; /healthz says ok. */
+    snprintf(want, sizeof(want), "billingd_events_stored_total %ld",
+             itdb_long(c, "SELECT count(*) FROM billing.usage_events"));
+    http_get("/metrics", page, sizeof(page));
+    ck_assert_msg(strstr(page, want) != NULL, "no '%s' in /metrics:\n%s", want, page);
+    ck_assert_ptr_nonnull(strstr(page, "billingd_events_rejected_total{reason=\"parse\"}"));
+    ck_assert_ptr_nonnull(strstr(page, "billingd_commit_latency_ms_bucket{le=\"+Inf\"}"));
+    ck_assert_ptr_nonnull(strstr(page, "billingd_consumer_lag{topic="));
+    http_get("/healthz", page, sizeof(page));
+    ck_assert_ptr_nonnull(strstr(page, "200 OK"));
+    ck_assert_int_eq(stop_daemon(pid, SIGTERM), 0);
+    http_listen[0] = '\0';
+    check_store(c, s);
+    direct = its_rate_directly(fcat, s, &rejects);
+    check_dead_letters((long)rejects);
+    billing_rater_destroy(direct);
+    billing_catalog_destroy(fcat);
+    bc_zones_destroy(zones);
+    its_free(s);
+    free(s);
+    itdb_drop(c, db);
+}
+END_TEST
+
+START_TEST(test_kill_9_twenty_times)
+{
+    its_stream *s = calloc(1, sizeof(*s));
+    bs_conn *c = itdb_fresh("kill", db, sizeof(db));
+    uint64_t rng = UINT64_C(0x5eed) ^ (uint64_t)time(NULL);
+    long done = 0;
+    pid_t pid;
+    int kills = 0;
+    int extra;
+
+    names("kill");
+    its_build(s, 12000, 0);
+    its_load_example(c);
+    produce(s);
+    pid = start_daemon("killed", 100);
+    while (kills < KILLS && done < (long)s->n) {
+        done = wait_progress(c, done, (long)s->n, pid);
+        /* A random moment inside the next batches: 0..3 more committed-state polls. */
+        for (extra = (int)(test_rnd(&rng) % 4); extra > 0; extra--)
+            done = progress(c);
+        stop_daemon(pid, SIGKILL);
+        kills++;
+        pid = start_daemon("killed", 100);
+    }
+    ck_assert_int_eq(kills, KILLS);
+    wait_progress(c, (long)s->n - 1, (long)s->n, pid);
+    ck_assert_int_eq(stop_daemon(pid, SIGTERM), 0);
+    check_store(c, s);
+    its_free(s);
+    free(s);
+    itdb_drop(c, db);
+}
+END_TEST
+
+START_TEST(test_two_daemons_rebalancing)
+{
+    its_stream *s = calloc(1, sizeof(*s));
+    bs_conn *c = itdb_fresh("rebalance", db, sizeof(db));
+    long done = 0;
+    pid_t a;
+    pid_t b;
+    int round;
+
+    names("rebalance");
+    its_build(s, 16000, 0);
+    its_load_example(c);
+    produce(s);
+    a = start_daemon(NULL, 40);
+    b = start_daemon(NULL, 40);
+    for (round = 0; round < 6 && done < (long)s->n; round++) {
+        /* B leaves (its partitions move to A), then comes back (they move again). */
+        wait_log(last_log, "event=assigned", b);
+        done = wait_progress(c, done, (long)s->n, a);
+        ck_assert_int_eq(stop_daemon(b, SIGTERM), 0);
+        done = wait_progress(c, done, (long)s->n, a);
+        b = start_daemon(NULL, 40);
+    }
+    ck_assert_int_ge(round, 3);
+    wait_progress(c, (long)s->n - 1, (long)s->n, a);
+    ck_assert_int_eq(stop_daemon(a, SIGTERM), 0);
+    ck_assert_int_eq(stop_daemon(b, SIGTERM), 0);
+    check_store(c, s);
+    its_free(s);
+    free(s);
+    itdb_drop(c, db);
+}
+END_TEST
+
+/* PostgreSQL drops billingd's connections mid-stream, again and again: the same database. */
+START_TEST(test_database_connections_lost)
+{
+    its_stream *s = calloc(1, sizeof(*s));
+    bs_conn *c = itdb_fresh("pgdown", db, sizeof(db));
+    char sql[512];
+    long done = 0;
+    pid_t pid;
+    int round;
+
+    names("pgdown");
+    its_build(s, 8000, 0);
+    its_load_example(c);
+    produce(s);
+    pid = start_daemon(NULL, 100);
+    snprintf(sql, sizeof(sql),
+             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+             " WHERE datname = '%s' AND pid <> pg_backend_pid()",
+             db);
+    for (round = 0; round < 10 && done < (long)s->n; round++) {
+        done = wait_progress(c, done, (long)s->n, pid);
+        itdb_long(c, sql);
+    }
+    wait_progress(c, (long)s->n - 1, (long)s->n, pid);
+    ck_assert_int_eq(stop_daemon(pid, SIGTERM), 0);
+    ck_assert_int_ge(round, 3);
+    check_store(c, s);
+    its_free(s);
+    free(s);
+    itdb_drop(c, db);
+}
+END_TEST
+
+/*
+ * An account loaded while billingd runs is used without a restart: its
+ * events before the load are rejected (unknown_account), after it stored.
+ */
+START_TEST(test_catalog_change_without_restart)
+{
+    its_stream *s = calloc(1, sizeof(*s));
+    its_stream *late = calloc(1, sizeof(*late));
+    bs_conn *c = itdb_fresh("catalog", db, sizeof(db));
+    char book[1024];
+    char accounts[1024];
+    char log[256];
+    bs_load_counts k;
+    bs_error err;
+    pid_t pid;
+    long first;
+
+    names("catalog");
+    its_build(s, 400, 0);
+    its_load_example(c);
+    produce(s);
+    pid = start_daemon(NULL, 100);
+    snprintf(log, sizeof(log), "%s", last_log);
+    wait_progress(c, (long)s->n - 1, (long)s->n, pid);
+    first = itdb_long(c, "SELECT count(*) FROM billing.rejected_events WHERE reason_code ="
+                         " 'unknown_account'");
+    ck_assert_int_gt(first, 0);
+    /* The ghost accounts arrive: the test's own accounts file with them. */
+    its_example_path(book, sizeof(book), "pricebook.json");
+    snprintf(accounts, sizeof(accounts), "%s.ghosts.json", group);
+    its_ghost_accounts(accounts);
+    ck_assert_msg(bs_load_catalog(c, "gpu", book, accounts, &k, &err) == BS_OK, "%s",
+                  err.message);
+    wait_log(log, "event=catalog_reloaded", pid);
+    /* The same ghost events again, under new ids: now they are stored. */
+    its_ghost_events(late, "late-");
+    produce_more(late);
+    wait_progress(c, (long)(s->n + late->n) - 1, (long)(s->n + late->n), pid);
+    ck_assert_int_eq(stop_daemon(pid, SIGTERM), 0);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.rejected_events WHERE reason_code"
+                                  " = 'unknown_account'"),
+                     first);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.usage_events WHERE event_id"
+                                  " LIKE 'late-%'"),
+                     (long)late->n);
+    remove(accounts);
+    its_free(s);
+    its_free(late);
+    free(s);
+    free(late);
+    itdb_drop(c, db);
+}
+END_TEST
+
+/*
+ * A trial account burning its 10.00 CNY credit (8 RTX 4090 at 0.60 a
+ * GPU-hour: 4.80 an hour) in ten-minute records, one batch each: exactly
+ * one alert per threshold (50, 80, 100% used), each with the exhaustion
+ * instant the library computes for the usage running at that point.
+ */
+START_TEST(test_credit_alerts)
+{
+    its_stream *s = calloc(1, sizeof(*s));
+    bs_conn *c = itdb_fresh("alerts", db, sizeof(db));
+    char line[512];
+    char start[40];
+    char end[40];
+    int seen[3] = {0, 0, 0};
+    int total = 0;
+    pid_t pid;
+    int i;
+
+    names("alerts");
+    snprintf(alerts_topic, sizeof(alerts_topic), "%s-alerts", topic);
+    for (i = 0; i < 30; i++) {
+        billing_time_t t = (INT64_C(1768089600) + i * 600) * BILLING_NS_PER_SEC; /* 01-11 */
+
+        billing_time_format(t, start, sizeof(start));
+        billing_time_format(t + 600 * BILLING_NS_PER_SEC, end, sizeof(end));
+        snprintf(line, sizeof(line),
+                 "{\"id\":\"burn-%02d\",\"account\":\"student-b\",\"resource\":\"i-b9\","
+                 "\"meter\":\"gpu\",\"start\":\"%s\",\"end\":\"%s\",\"quantity\":\"8\","
+                 "\"model\":\"RTX4090\",\"region\":\"cn-east-1\"}",
+                 i, start, end);
+        s->rec[s->n] = strdup(line);
+        s->len[s->n] = strlen(line);
+        s->key[s->n++] = "student-b";
+    }
+    its_load_example(c);
+    produce(s);
+    create_alerts_topic();
+    pid = start_daemon(NULL, 1);
+    wait_progress(c, (long)s->n - 1, (long)s->n, pid);
+    ck_assert_int_eq(stop_daemon(pid, SIGTERM), 0);
+    total = read_alerts(s, seen);
+    ck_assert_int_eq(seen[0], 1);
+    ck_assert_int_eq(seen[1], 1);
+    ck_assert_int_eq(seen[2], 1);
+    ck_assert_int_eq(total, 3);
+    alerts_topic[0] = '\0';
+    its_free(s);
+    free(s);
+    itdb_drop(c, db);
+}
+END_TEST
+
+/*
+ * PostgreSQL refuses billingd for longer than a batch's retries: the batch
+ * fails, consumption pauses, and once connections are allowed again
+ * billingd resumes from the stored positions: the same database.
+ */
+START_TEST(test_database_down_pauses_and_resumes)
+{
+    its_stream *s = calloc(1, sizeof(*s));
+    bs_conn *c = itdb_fresh("pgoff", db, sizeof(db));
+    bs_conn *admin = itdb_connect("postgres");
+    char sql[256];
+    char log[256];
+    pid_t pid;
+
+    names("pgoff");
+    its_build(s, 6000, 0);
+    its_load_example(c);
+    produce(s);
+    pid = start_daemon(NULL, 50);
+    snprintf(log, sizeof(log), "%s", last_log);
+    wait_progress(c, 0, (long)s->n, pid);
+    /* Down: no new connection, and the existing ones cut. */
+    snprintf(sql, sizeof(sql), "ALTER DATABASE %s ALLOW_CONNECTIONS false", db);
+    itdb_exec(admin, sql);
+    snprintf(sql, sizeof(sql),
+             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+             " WHERE datname = '%s'",
+             db);
+    itdb_long(admin, sql);
+    bs_close(c);
+    wait_log(log, "event=batch_failed", pid);
+    /* Up again. */
+    snprintf(sql, sizeof(sql), "ALTER DATABASE %s ALLOW_CONNECTIONS true", db);
+    itdb_exec(admin, sql);
+    wait_log(log, "event=resumed", pid);
+    c = itdb_connect(db);
+    wait_progress(c, (long)s->n - 1, (long)s->n, pid);
+    ck_assert_int_eq(stop_daemon(pid, SIGTERM), 0);
+    check_store(c, s);
+    bs_close(admin);
+    its_free(s);
+    free(s);
+    itdb_drop(c, db);
+}
+END_TEST
+
+static Suite *billingd_suite(void)
+{
+    Suite *s = suite_create("billingd");
+    TCase *tc = tcase_create("broker");
+
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_end_to_end);
+    tcase_add_test(tc, test_kill_9_twenty_times);
+    tcase_add_test(tc, test_two_daemons_rebalancing);
+    tcase_add_test(tc, test_database_connections_lost);
+    tcase_add_test(tc, test_database_down_pauses_and_resumes);
+    tcase_add_test(tc, test_catalog_change_without_restart);
+    tcase_add_test(tc, test_credit_alerts);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(billingd_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

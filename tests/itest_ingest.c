@@ -1,0 +1,221 @@
+/*
+ * itest_ingest.c - the ingest pipeline (store/ingest.h) against the real
+ * PostgreSQL of scripts/pg.sh: a stream with replays, conflicts, garbage,
+ * unknown accounts and an oversized record, ingested in random batches,
+ * leaves aggregates from which libbilling computes every invoice exactly
+ * as a rater that saw the stream directly (what `billing rate` does);
+ * a second pass stores nothing; a batch whose position check fails
+ * commits nothing; split traffic keeps exact fractions.
+ *
+ * Needs BILLING_PG_CONNINFO; without it every test FAILS, never skips.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dbcatalog.h"
+#include "ingest.h"
+#include "itestdb.h"
+#include "itstream.h"
+#include "testrng.h"
+
+static char db[64];
+
+/* Two distinct events for the position test. */
+#define EVENT_1                                                                                \
+    "{\"id\":\"p-1\",\"account\":\"lab-a\",\"resource\":\"i-a1\",\"meter\":\"traffic\","      \
+    "\"start\":\"2026-01-31T23:00:00+08:00\",\"end\":\"2026-02-01T02:00:00+08:00\","           \
+    "\"quantity\":\"1\",\"model\":\"\",\"region\":\"cn-east-1\"}"
+#define EVENT_2                                                                                \
+    "{\"id\":\"p-2\",\"account\":\"lab-a\",\"resource\":\"i-a1\",\"meter\":\"traffic\","      \
+    "\"start\":\"2026-01-31T23:00:00+08:00\",\"end\":\"2026-02-01T02:00:00+08:00\","           \
+    "\"quantity\":\"1\",\"model\":\"\",\"region\":\"cn-east-1\"}"
+
+/* Ingest @s in random batches of 1..@max records; returns the totals. */
+static bs_ingest_counts ingest_stream(bs_conn *c, bs_ingest *in, const its_stream *s,
+                                      uint64_t seed, size_t max)
+{
+    static bs_record recs[ITS_MAX_RECORDS];
+    static bs_record_result res[ITS_MAX_RECORDS];
+    static char sources[ITS_MAX_RECORDS][40];
+    bs_ingest_counts total;
+    bs_ingest_counts k;
+    bs_error err;
+    size_t i = 0;
+    size_t j;
+    size_t n;
+
+    memset(&total, 0, sizeof(total));
+    for (j = 0; j < s->n; j++) {
+        memset(&recs[j], 0, sizeof(recs[j]));
+        snprintf(sources[j], sizeof(sources[j]), "file:stream:%zu", j + 1);
+        recs[j].data = s->rec[j];
+        recs[j].len = s->len[j];
+        recs[j].format = BS_RECORD_JSON;
+        recs[j].source = sources[j];
+    }
+    while (i < s->n) {
+        n = 1 + (size_t)(test_rnd(&seed) % max);
+        if (n > s->n - i)
+            n = s->n - i;
+        ck_assert_msg(bs_ingest_batch(in, c, &recs[i], n, NULL, 0, 0, &res[i], &k, &err) ==
+                          BS_OK,
+                      "batch at %zu: %s", i, err.message);
+        bs_ingest_counts_add(&total, &k);
+        i += n;
+    }
+    return total;
+}
+
+#define SQL_AGGS                                                                               \
+    "SELECT account_id, month, meter, rate_kind, price_version_id, rate_model, rate_region,"   \
+    " subscription_id, epoch, quantity, quantity_den, event_count FROM billing.usage_aggregates" \
+    " ORDER BY 1, 2, 3, 4, 5, 6, 7, 8, 9"
+
+START_TEST(test_stream_matches_direct_rating)
+{
+    its_stream *s = calloc(1, sizeof(*s));
+    bc_zones *zones = bc_zones_new();
+    billing_catalog *fcat = its_file_catalog(zones);
+    bs_conn *c = itdb_fresh("stream", db, sizeof(db));
+    bs_catalog *cat;
+    bs_ingest *in;
+    billing_rater *direct;
+    billing_rater *stored;
+    bs_ingest_counts k;
+    bs_error err;
+    size_t rejects;
+    char *before;
+    char *after;
+
+    its_build(s, 0, 1);
+    its_load_example(c);
+    cat = bs_catalog_read(c, NULL, &err);
+    ck_assert_msg(cat != NULL, "%s", err.message);
+    in = bs_ingest_new(cat, NULL);
+    direct = its_rate_directly(fcat, s, &rejects);
+    k = ingest_stream(c, in, s, UINT64_C(0x1234567) + (uint64_t)_i, _i == 0 ? 1 : 250);
+    ck_assert_uint_eq(k.records, s->n);
+    ck_assert_uint_eq(k.stored, billing_rater_event_count(direct));
+    ck_assert_uint_eq(k.rejected, rejects);
+    ck_assert_uint_eq(k.stored + k.duplicates + k.rejected, s->n);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.usage_events"), (long)k.stored);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.rejected_events"), (long)rejects);
+    /* Every kind of reject was seen, with its bytes. */
+    ck_assert_int_gt(itdb_long(c, "SELECT count(*) FROM billing.rejected_events WHERE reason_code"
+                                  " = 'conflict'"),
+                     0);
+    ck_assert_int_gt(itdb_long(c, "SELECT count(*) FROM billing.rejected_events WHERE reason_code"
+                                  " = 'unknown_account' AND convert_from(payload, 'UTF8') LIKE"
+                                  " '%ghost-%'"),
+                     0);
+    ck_assert_int_gt(itdb_long(c, "SELECT count(*) FROM billing.rejected_events WHERE reason_code"
+                                  " = 'parse'"),
+                     0);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.rejected_events WHERE reason_code"
+                                  " = 'too_large' AND octet_length(payload) = 71680"),
+                     1);
+    /* Split traffic: thirds of a byte in January and February, exact, always reduced. */
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.usage_aggregates WHERE meter ="
+                                  " 'traffic' AND account_id = 'lab-a' AND quantity_den = 3"),
+                     2);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.usage_aggregates"
+                                  " WHERE gcd(quantity, quantity_den) <> 1"),
+                     0);
+    stored = its_rate_from_store(c, cat);
+    its_same_invoices(direct, stored);
+    billing_rater_destroy(stored);
+    /* The same stream again, batched otherwise: nothing new is stored or rated. */
+    before = itdb_text(c, SQL_AGGS);
+    k = ingest_stream(c, in, s, UINT64_C(99) + (uint64_t)_i, 97);
+    ck_assert_uint_eq(k.stored, 0);
+    after = itdb_text(c, SQL_AGGS);
+    ck_assert_str_eq(before, after);
+    free(before);
+    free(after);
+    billing_rater_destroy(direct);
+    bs_ingest_free(in);
+    bs_catalog_free(cat);
+    billing_catalog_destroy(fcat);
+    bc_zones_destroy(zones);
+    its_free(s);
+    free(s);
+    itdb_drop(c, db);
+}
+END_TEST
+
+/* A batch whose Kafka position was moved by someone else leaves no trace. */
+START_TEST(test_failed_position_commits_nothing)
+{
+    bs_conn *c = itdb_fresh("position", db, sizeof(db));
+    bs_catalog *cat;
+    bs_ingest *in;
+    bs_record rec;
+    bs_record_result res;
+    bs_position pos = {"usage", 0, -1, 1};
+    bs_error err;
+    char *before;
+    char *after;
+
+    its_load_example(c);
+    cat = bs_catalog_read(c, NULL, &err);
+    ck_assert_msg(cat != NULL, "%s", err.message);
+    in = bs_ingest_new(cat, "g1");
+    memset(&rec, 0, sizeof(rec));
+    rec.data = EVENT_1;
+    rec.len = strlen(EVENT_1);
+    rec.format = BS_RECORD_JSON;
+    rec.source = "kafka:usage/0@0";
+    rec.kafka_topic = "usage";
+    ck_assert_int_eq(bs_ingest_batch(in, c, &rec, 1, &pos, 1, 0, &res, NULL, &err), BS_OK);
+    ck_assert_int_eq(res.outcome, BS_RECORD_NEW);
+    before = itdb_text(c, SQL_AGGS);
+    /* The stored position is 1 now; a consumer that believes it is still unset fails. */
+    rec.data = EVENT_2;
+    rec.len = strlen(EVENT_2);
+    rec.source = "kafka:usage/0@1";
+    rec.kafka_offset = 1;
+    pos.next = 2;
+    ck_assert_int_eq(bs_ingest_batch(in, c, &rec, 1, &pos, 1, 0, &res, NULL, &err),
+                     BS_ERR_RETRY);
+    after = itdb_text(c, SQL_AGGS);
+    ck_assert_str_eq(before, after);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.usage_events"), 1);
+    ck_assert_int_eq(itdb_long(c, "SELECT next_offset FROM billing.kafka_offsets"), 1);
+    /* With the right expectation it goes through. */
+    pos.expected = 1;
+    ck_assert_int_eq(bs_ingest_batch(in, c, &rec, 1, &pos, 1, 0, &res, NULL, &err), BS_OK);
+    ck_assert_int_eq(itdb_long(c, "SELECT next_offset FROM billing.kafka_offsets"), 2);
+    free(before);
+    free(after);
+    bs_ingest_free(in);
+    bs_catalog_free(cat);
+    itdb_drop(c, db);
+}
+END_TEST
+
+static Suite *ingest_suite(void)
+{
+    Suite *s = suite_create("ingest");
+    TCase *tc = tcase_create("pipeline");
+
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_stream_matches_direct_rating, 0, 2);
+    tcase_add_test(tc, test_failed_position_commits_nothing);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(ingest_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
