@@ -131,6 +131,14 @@ void bl_agg_value(const bl_agg *a, mpq_t out);
  */
 int bl_rater_reserve_aggs(billing_rater *r, uint32_t account, size_t extra);
 bl_agg *bl_rater_agg_get(billing_rater *r, const bl_aggkey *key);
+/*
+ * bl_rater_attrs_intern - the index in r->attrs of the (model, region) pair
+ * of included usage, added on first sight (at most BL_ATTRS_MAX pairs:
+ * BILLING_ERR_TOO_LARGE past it). Messages name @what and @id.
+ */
+billing_status bl_rater_attrs_intern(billing_rater *r, const char *model, size_t model_len,
+                                     const char *region, size_t region_len, const char *what,
+                                     const char *id, uint32_t *out, char *errbuf, size_t errsize);
 void bl_rater_agg_add_q(bl_agg *a, const mpq_t q);
 
 #endif /* BILLING_RATER_H */

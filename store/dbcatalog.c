@@ -40,7 +40,7 @@
     " JOIN billing.price_books b ON b.currency = a.currency WHERE b.id = $1::text"
 #define SQL_SUBS                                                                               \
     "SELECT s.id, s.account_id, s.resource_id, s.plan_id, " US("s.start_at") ", s.terms, "    \
-    " coalesce(" US("s.cancelled_at") ", 0) FROM billing.subscriptions s"                     \
+    " " US("s.cancelled_at") " FROM billing.subscriptions s"                               \
     " JOIN billing.accounts a ON a.id = s.account_id"                                          \
     " JOIN billing.price_books b ON b.currency = a.currency WHERE b.id = $1::text"
 #define SQL_GRANTS                                                                             \
