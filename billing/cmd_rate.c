@@ -105,8 +105,9 @@ static void usage(FILE *out)
           "\n"
           "Rate usage events (JSON Lines or length-delimited protobuf; '-' is stdin)\n"
           "against a price book and accounts, and print the invoices.\n"
-          "Without --pricebook, --accounts or event files, the shipped GPU-cloud\n"
-          "example is used for what is missing, and stderr says which files.\n"
+          "Every input is required: --pricebook, --accounts and event files (or\n"
+          "events piped to standard input). Given no input at all, the tool rates\n"
+          "the shipped GPU-cloud example, and stderr says so.\n"
           "\n"
           "Options:\n"
           "  --pricebook FILE       price book (JSON)\n"
@@ -405,34 +406,69 @@ static int find_example(rate_ctx *c)
 }
 
 
-/* Fill in what the command line left out from the example, saying so. */
-static int apply_example_defaults(rate_ctx *c)
+/* Standard input is a pipe, socket or file: events were piped in, whether or not '-' says so. */
+static int stdin_piped(void)
+{
+    struct stat st;
+
+    if (fstat(STDIN_FILENO, &st) != 0)
+        return 0;
+    return S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) || S_ISREG(st.st_mode);
+}
+
+/* The shipped example, for a run given no input at all; stderr says so. */
+static int use_example(rate_ctx *c)
 {
     rate_opts *o = &c->opts;
 
-    if (o->pricebook != NULL && o->accounts != NULL && o->n_files > 0)
-        return 0;
     if (find_example(c) != 0)
         return -1;
     if (example_path(c, c->example_pricebook, "pricebook.json") != 0 ||
         example_path(c, c->example_accounts, "accounts.json") != 0 ||
         example_path(c, c->example_events, "events.jsonl") != 0)
         return -1;
-    if (o->pricebook == NULL) {
-        o->pricebook = c->example_pricebook;
-        cli_error("using the example price book %s", o->pricebook);
-    }
-    if (o->accounts == NULL) {
-        o->accounts = c->example_accounts;
-        cli_error("using the example accounts %s", o->accounts);
-    }
-    if (o->n_files == 0) {
-        c->example_argv[0] = c->example_events;
+    o->pricebook = c->example_pricebook;
+    o->accounts = c->example_accounts;
+    c->example_argv[0] = c->example_events;
+    o->files = c->example_argv;
+    o->n_files = 1;
+    cli_error("no input given: rating the shipped example (%s, %s, %s)", o->pricebook,
+              o->accounts, c->example_events);
+    return 0;
+}
+
+/*
+ * The inputs: the example serves only a run given none at all (no price
+ * book, no accounts, no event file, nothing piped in). Once any is given,
+ * every one must be, or the run stops naming what is missing: mixing a
+ * user's price book with the example's accounts or events only produces
+ * confusing errors about files the user never named.
+ */
+static int check_inputs(rate_ctx *c)
+{
+    rate_opts *o = &c->opts;
+    int piped = stdin_piped();
+    char missing[200];
+
+    if (o->pricebook == NULL && o->accounts == NULL && o->n_files == 0 && !piped)
+        return use_example(c) == 0 ? CLI_EXIT_OK : CLI_EXIT_INPUT;
+    if (o->n_files == 0 && piped) {
+        c->example_argv[0] = (char *)"-";
         o->files = c->example_argv;
         o->n_files = 1;
-        cli_error("using the example events %s", c->example_events);
     }
-    return 0;
+    if (o->pricebook != NULL && o->accounts != NULL && o->n_files > 0)
+        return CLI_EXIT_OK;
+    snprintf(missing, sizeof(missing), "%s%s%s%s%s", o->pricebook == NULL ? "--pricebook FILE" : "",
+             o->pricebook == NULL && o->accounts == NULL ? ", " : "",
+             o->accounts == NULL ? "--accounts FILE" : "",
+             (o->pricebook == NULL || o->accounts == NULL) && o->n_files == 0 ? ", " : "",
+             o->n_files == 0 ? "an event file ('-' for standard input)" : "");
+    return cli_usage_error("rate", "missing %s%s", missing,
+                           o->accounts == NULL && o->account != NULL
+                               ? " (--account ID only picks one account to print; the "
+                                 "accounts file is --accounts FILE)"
+                               : "");
 }
 
 /* ---------------------------------------------------------------------- */
@@ -983,10 +1019,9 @@ int cmd_rate(int argc, char **argv)
     }
     if (rc != CLI_EXIT_OK)
         goto done;
-    if (apply_example_defaults(c) != 0) {
-        rc = CLI_EXIT_INPUT;
+    rc = check_inputs(c);
+    if (rc != CLI_EXIT_OK)
         goto done;
-    }
     rc = setup(c);
     if (rc == CLI_EXIT_OK)
         rc = rate_all(c);
