@@ -23,6 +23,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <fcntl.h>
+#include <langinfo.h>
+#include <locale.h>
 #include <unistd.h>
 
 #include "billing.h"
@@ -30,6 +32,7 @@
 #include "configfile.h"
 #include "dedupe.h"
 #include "eventio.h"
+#include "rate_accounts.h"
 #include "render.h"
 #include "zones.h"
 
@@ -58,7 +61,13 @@ typedef struct rate_opts {
     size_t dedupe_memory;
     const char *temp_dir;
     int verbose;
+    const char *thousands; /* --thousands, or NULL: the locale's (terminals) or none */
+    int layout;            /* LAYOUT_* */
+    int exact;             /* --exact */
 } rate_opts;
+
+/* Table layout: compact on a terminal, full (every column, stable) otherwise. */
+enum { LAYOUT_AUTO, LAYOUT_COMPACT, LAYOUT_FULL };
 
 typedef struct rate_counts {
     uint64_t read;
@@ -84,6 +93,9 @@ typedef struct rate_ctx {
     bc_zones *zones;
     billing_rater *rater;
     billing_event *ev;
+    rate_accounts *accinfo;
+    render_view view;
+    char thousands[8];
     bc_dedupe *dedupe;
     uint32_t src;          /* index of the file being read */
     struct source *srcs;   /* per file */
@@ -115,6 +127,12 @@ static void usage(FILE *out)
           "  --input-format FMT     jsonl or protobuf (default: by file extension,\n"
           "                         .jsonl/.json/.ndjson or .pb/.bin/.protobuf; stdin: jsonl)\n"
           "  --format FMT           json (default) or table\n"
+          "  --layout L             table: compact (leave out VERSION and empty columns;\n"
+          "                         default on a terminal) or full (default otherwise)\n"
+          "  --thousands SEP        table: group digits with SEP (',', ' ', '\\'', '_')\n"
+          "                         or 'none' (default: the locale's on a terminal, none\n"
+          "                         otherwise)\n"
+          "  --exact                table: quantities exact (\"60000/31\"), not rounded\n"
           "  --month YYYY-MM        print this month only\n"
           "  --from YYYY-MM         print months from this one ...\n"
           "  --to YYYY-MM           ... to this one (default: every month with charges)\n"
@@ -174,6 +192,9 @@ enum {
     OPT_DEDUPE_MEMORY,
     OPT_TEMP_DIR,
     OPT_VERBOSE,
+    OPT_LAYOUT,
+    OPT_THOUSANDS,
+    OPT_EXACT,
     OPT_HELP
 };
 
@@ -191,6 +212,9 @@ static const struct option long_options[] = {
     {"dedupe-memory", required_argument, NULL, OPT_DEDUPE_MEMORY},
     {"temp-dir", required_argument, NULL, OPT_TEMP_DIR},
     {"verbose", no_argument, NULL, OPT_VERBOSE},
+    {"layout", required_argument, NULL, OPT_LAYOUT},
+    {"thousands", required_argument, NULL, OPT_THOUSANDS},
+    {"exact", no_argument, NULL, OPT_EXACT},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -210,6 +234,33 @@ static int format_option(const char *arg, out_format *out)
         *out = OUT_TABLE;
     else
         return cli_usage_error("rate", "--format '%s': expected json or table", arg);
+    return CLI_EXIT_OK;
+}
+
+static int layout_option(const char *arg, int *out)
+{
+    if (strcmp(arg, "compact") == 0)
+        *out = LAYOUT_COMPACT;
+    else if (strcmp(arg, "full") == 0)
+        *out = LAYOUT_FULL;
+    else
+        return cli_usage_error("rate", "--layout '%s': expected compact or full", arg);
+    return CLI_EXIT_OK;
+}
+
+/* A digit group separator: one of a few characters a number can be read with, or none. */
+static int thousands_option(const char *arg, const char **out)
+{
+    if (strcmp(arg, "none") == 0) {
+        *out = "";
+        return CLI_EXIT_OK;
+    }
+    if (strlen(arg) != 1 || strchr(", '_", arg[0]) == NULL)
+        return cli_usage_error("rate",
+                               "--thousands '%s': expected one of , ' _ (space) or none "
+                               "(the decimal point is always '.')",
+                               arg);
+    *out = arg;
     return CLI_EXIT_OK;
 }
 
@@ -289,6 +340,13 @@ static int take_option(void *ctx, int opt, const char *arg)
         return CLI_EXIT_OK;
     case OPT_VERBOSE:
         o->verbose = 1;
+        return CLI_EXIT_OK;
+    case OPT_LAYOUT:
+        return layout_option(arg, &o->layout);
+    case OPT_THOUSANDS:
+        return thousands_option(arg, &o->thousands);
+    case OPT_EXACT:
+        o->exact = 1;
         return CLI_EXIT_OK;
     case OPT_HELP:
         return -1;
@@ -523,6 +581,11 @@ static int setup(rate_ctx *c)
     }
     if (c->opts.strict && c->counts.subs_rejected > 0)
         return CLI_EXIT_REJECTED;
+    c->accinfo = rate_accounts_load(c->opts.accounts, err, sizeof(err));
+    if (c->accinfo == NULL) {
+        cli_error("%s", err);
+        return CLI_EXIT_INPUT;
+    }
     c->rater = billing_rater_new(c->cat, err, sizeof(err));
     if (c->rater == NULL) {
         cli_error("%s + %s: %s", c->opts.pricebook, c->opts.accounts, err);
@@ -563,6 +626,7 @@ static void teardown(rate_ctx *c)
     }
     free(c->srcs);
     bc_dedupe_destroy(c->dedupe);
+    rate_accounts_destroy(c->accinfo);
     billing_rater_destroy(c->rater);
     billing_catalog_destroy(c->cat);
     bc_zones_destroy(c->zones);
@@ -863,51 +927,128 @@ static int32_t *charged_months(rate_ctx *c, const char *account, size_t *n)
     return months;
 }
 
-/* The months to print for @account (malloc'd; NULL when out of memory). */
-static int32_t *months_for(rate_ctx *c, const char *account, size_t *n)
-{
-    const rate_opts *o = &c->opts;
+/* Most grant expiries of one account looked at for invoices without charges. */
+#define EXPIRY_MONTHS_MAX 256
 
-    if (o->account != NULL && o->from != NO_MONTH && o->to != NO_MONTH &&
-        o->to - o->from < RANGE_MONTHS_MAX)
-        return range_months(o, n);
-    return charged_months(c, account, n);
+static int cmp_month(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a;
+    int32_t y = *(const int32_t *)b;
+
+    return (x > y) - (x < y);
+}
+
+/* Whether @m is in the sorted @months[0..n). */
+static int has_month(const int32_t *months, size_t n, int32_t m)
+{
+    return bsearch(&m, months, n, sizeof(*months), cmp_month) != NULL;
+}
+
+/* Drop repeats from the sorted @months[0..*n); returns @months. */
+static int32_t *unique(int32_t *months, size_t *n)
+{
+    size_t w = 0;
+    size_t i;
+
+    for (i = 0; i < *n; i++) {
+        if (w == 0 || months[w - 1] != months[i])
+            months[w++] = months[i];
+    }
+    *n = w;
+    return months;
+}
+
+/* Every month of a bounded range was asked for, charged or not. */
+static int whole_range(const rate_opts *o)
+{
+    return o->account != NULL && o->from != NO_MONTH && o->to != NO_MONTH &&
+           o->to - o->from < RANGE_MONTHS_MAX;
+}
+
+/*
+ * The months to look at for @account (malloc'd; NULL when out of memory),
+ * sorted: those of @charged[0..n_charged) and those a grant may expire in
+ * (whose invoices are printed only when they show an expiry).
+ */
+static int32_t *months_for(rate_ctx *c, const char *account, const billing_zone *zone,
+                           const int32_t *charged, size_t n_charged, size_t *n)
+{
+    int32_t exp[EXPIRY_MONTHS_MAX];
+    int32_t *months;
+    size_t n_exp = rate_accounts_expiry_months(c->accinfo, zone, account, exp,
+                                               EXPIRY_MONTHS_MAX);
+    size_t i;
+
+    if (whole_range(&c->opts))
+        return range_months(&c->opts, n);
+    if (n_exp > EXPIRY_MONTHS_MAX)
+        n_exp = EXPIRY_MONTHS_MAX;
+    months = malloc((n_charged + n_exp + 1) * sizeof(*months));
+    if (months == NULL)
+        return NULL;
+    memcpy(months, charged, n_charged * sizeof(*months));
+    *n = n_charged;
+    for (i = 0; i < n_exp; i++) {
+        if (in_range(&c->opts, exp[i]) && !has_month(charged, n_charged, exp[i]))
+            months[(*n)++] = exp[i];
+    }
+    qsort(months, *n, sizeof(*months), cmp_month);
+    return unique(months, n);
 }
 
 typedef int (*invoice_fn)(rate_ctx *c, const billing_invoice *inv, void *arg);
 
+/* The invoices of one account, in month order. */
+static int account_invoices(rate_ctx *c, const char *account, invoice_fn fn, void *arg)
+{
+    char err[ERR_MAX];
+    const billing_zone *zone = rate_accounts_zone(c->accinfo, c->zones, account);
+    billing_invoice *inv;
+    int32_t *charged;
+    int32_t *months = NULL;
+    size_t n_charged;
+    size_t n = 0;
+    size_t i;
+    int rc = CLI_EXIT_OK;
+
+    charged = charged_months(c, account, &n_charged);
+    if (charged != NULL)
+        months = months_for(c, account, zone, charged, n_charged, &n);
+    if (months == NULL) {
+        free(charged);
+        cli_error("out of memory");
+        return CLI_EXIT_INTERNAL;
+    }
+    c->view.zone = zone;
+    for (i = 0; rc == CLI_EXIT_OK && i < n; i++) {
+        if (billing_rater_invoice(c->rater, account, months[i] / 12, months[i] % 12 + 1, &inv,
+                                  err, sizeof(err)) != BILLING_OK) {
+            cli_error("%s", err);
+            rc = CLI_EXIT_INTERNAL;
+            break;
+        }
+        if (whole_range(&c->opts) || has_month(charged, n_charged, months[i]) ||
+            billing_invoice_expired_count(inv) > 0)
+            rc = fn(c, inv, arg);
+        billing_invoice_destroy(inv);
+    }
+    free(months);
+    free(charged);
+    return rc;
+}
+
 /* Call @fn on each chosen invoice, in account then month order. */
 static int for_each_invoice(rate_ctx *c, invoice_fn fn, void *arg)
 {
-    char err[ERR_MAX];
-    billing_invoice *inv;
     const char *account;
-    int32_t *months;
-    size_t n;
     size_t a;
-    size_t i;
     int rc = CLI_EXIT_OK;
 
     for (a = 0; rc == CLI_EXIT_OK && a < billing_rater_account_count(c->rater); a++) {
         account = billing_rater_account_id(c->rater, a);
         if (c->opts.account != NULL && strcmp(account, c->opts.account) != 0)
             continue;
-        months = months_for(c, account, &n);
-        if (months == NULL) {
-            cli_error("out of memory");
-            return CLI_EXIT_INTERNAL;
-        }
-        for (i = 0; rc == CLI_EXIT_OK && i < n; i++) {
-            if (billing_rater_invoice(c->rater, account, months[i] / 12, months[i] % 12 + 1, &inv,
-                                      err, sizeof(err)) != BILLING_OK) {
-                cli_error("%s", err);
-                rc = CLI_EXIT_INTERNAL;
-                break;
-            }
-            rc = fn(c, inv, arg);
-            billing_invoice_destroy(inv);
-        }
-        free(months);
+        rc = account_invoices(c, account, fn, arg);
     }
     return rc;
 }
@@ -964,9 +1105,8 @@ done:
 
 static int print_table_invoice(rate_ctx *c, const billing_invoice *inv, void *arg)
 {
-    (void)c;
     (void)arg;
-    return render_invoice_table(stdout, inv) == 0 ? CLI_EXIT_OK : CLI_EXIT_INTERNAL;
+    return render_invoice_table(stdout, inv, &c->view) == 0 ? CLI_EXIT_OK : CLI_EXIT_INTERNAL;
 }
 
 static int print_table(rate_ctx *c)
@@ -1002,6 +1142,39 @@ static int finish(rate_ctx *c)
                                                                  : CLI_EXIT_OK;
 }
 
+/*
+ * The locale's digit group separator when it is one of , ' _ or space (a
+ * multibyte one would break the column alignment, which counts bytes), else
+ * none.
+ */
+static void locale_thousands(char *out, size_t size)
+{
+    locale_t loc = newlocale(LC_NUMERIC_MASK, "", (locale_t)0);
+    const char *sep = loc != (locale_t)0 ? nl_langinfo_l(THOUSEP, loc) : "";
+
+    /* '.' groups only where ',' is the decimal point; our decimal point is always '.'. */
+    snprintf(out, size, "%s", sep != NULL && strlen(sep) == 1 && strchr(", '_", sep[0]) != NULL
+                                  ? sep
+                                  : "");
+    if (loc != (locale_t)0)
+        freelocale(loc);
+}
+
+/* How tables look: a terminal gets a compact layout and the locale's grouping, a pipe a
+ * stable one, unless options say otherwise. */
+static void set_view(rate_ctx *c)
+{
+    int tty = isatty(STDOUT_FILENO);
+
+    if (c->opts.thousands != NULL)
+        snprintf(c->thousands, sizeof(c->thousands), "%s", c->opts.thousands);
+    else if (tty)
+        locale_thousands(c->thousands, sizeof(c->thousands));
+    c->view.thousands = c->thousands;
+    c->view.compact = c->opts.layout == LAYOUT_COMPACT || (c->opts.layout == LAYOUT_AUTO && tty);
+    c->view.exact = c->opts.exact;
+}
+
 int cmd_rate(int argc, char **argv)
 {
     rate_ctx *c = calloc(1, sizeof(*c));
@@ -1022,6 +1195,7 @@ int cmd_rate(int argc, char **argv)
     rc = check_inputs(c);
     if (rc != CLI_EXIT_OK)
         goto done;
+    set_view(c);
     rc = setup(c);
     if (rc == CLI_EXIT_OK)
         rc = rate_all(c);

@@ -20,10 +20,24 @@
 json_t *render_invoice_json(const billing_invoice *inv);
 
 /*
- * render_invoice_table - the invoice as a human-readable block on @out.
- * Returns 0, or -1 when out of memory.
+ * render_view - how the table form shows an invoice to a person. The
+ * JSON form is always exact and in UTC; the table is for reading.
  */
-int render_invoice_table(FILE *out, const billing_invoice *inv);
+typedef struct render_view {
+    const billing_zone *zone; /* the account's zone, for local dates and times; NULL: UTC */
+    const char *thousands;    /* digit group separator ("," "." " "); "" for none */
+    int compact;              /* leave out VERSION and columns without a value (terminals) */
+    int exact;                /* quantities exact ("60000/31"), not rounded to 4 places */
+} render_view;
+
+/*
+ * render_invoice_table - the invoice as a human-readable block on @out:
+ * the period as local dates of the account's zone, quantities rounded for
+ * display, unit prices at least at the currency's scale, tax as a
+ * percentage, numbers grouped as @view says. Returns 0, or -1 when a
+ * number cannot be laid out (it is then shown as the library wrote it).
+ */
+int render_invoice_table(FILE *out, const billing_invoice *inv, const render_view *view);
 
 /* render_kind_name - "usage", "included", "fee" or "refund". */
 const char *render_kind_name(billing_line_kind kind);

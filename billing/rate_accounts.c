@@ -1,0 +1,119 @@
+/*
+ * rate_accounts.c - account zones and grant expiries for `billing rate`:
+ * see rate_accounts.h.
+ */
+#include "config.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rate_accounts.h"
+
+struct rate_accounts {
+    json_t *zones;    /* account id -> zone name */
+    json_t *expiries; /* account id -> array of expires_at instants */
+};
+
+/* Index the accounts' zones and the grants' expiries of the file's @root. */
+static int index_file(rate_accounts *a, json_t *root)
+{
+    json_t *item;
+    json_t *list;
+    const char *id;
+    size_t i;
+
+    json_array_foreach(json_object_get(root, "accounts"), i, item) {
+        id = json_string_value(json_object_get(item, "id"));
+        if (id != NULL &&
+            json_object_set(a->zones, id, json_object_get(item, "time_zone")) != 0)
+            return -1;
+    }
+    json_array_foreach(json_object_get(root, "grants"), i, item) {
+        id = json_string_value(json_object_get(item, "account"));
+        if (id == NULL)
+            continue;
+        list = json_object_get(a->expiries, id);
+        if (list == NULL) {
+            list = json_array();
+            if (json_object_set_new(a->expiries, id, list) != 0)
+                return -1;
+        }
+        if (json_array_append(list, json_object_get(item, "expires_at")) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+rate_accounts *rate_accounts_load(const char *path, char *err, size_t errsize)
+{
+    rate_accounts *a = calloc(1, sizeof(*a));
+    json_error_t je;
+    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+
+    if (root == NULL) {
+        snprintf(err, errsize, "%s:%d:%d: %s", path, je.line, je.column, je.text);
+        goto error;
+    }
+    if (a == NULL)
+        goto nomem;
+    a->zones = json_object();
+    a->expiries = json_object();
+    if (a->zones == NULL || a->expiries == NULL || index_file(a, root) != 0)
+        goto nomem;
+    json_decref(root);
+    return a;
+nomem:
+    snprintf(err, errsize, "%s: out of memory", path);
+error:
+    json_decref(root);
+    rate_accounts_destroy(a);
+    return NULL;
+}
+
+void rate_accounts_destroy(rate_accounts *a)
+{
+    if (a == NULL)
+        return;
+    json_decref(a->zones);
+    json_decref(a->expiries);
+    free(a);
+}
+
+const billing_zone *rate_accounts_zone(const rate_accounts *a, bc_zones *zones,
+                                       const char *account)
+{
+    const char *name = json_string_value(json_object_get(a->zones, account));
+    char err[256];
+
+    return name != NULL ? bc_zones_get(zones, name, err, sizeof(err)) : NULL;
+}
+
+size_t rate_accounts_expiry_months(const rate_accounts *a, const billing_zone *zone,
+                                   const char *account, int32_t *out, size_t cap)
+{
+    json_t *list = json_object_get(a->expiries, account);
+    json_t *item;
+    billing_time_t t;
+    size_t n = 0;
+    size_t i;
+    int year;
+    int month;
+
+    json_array_foreach(list, i, item) {
+        if (zone == NULL || json_string_value(item) == NULL ||
+            billing_time_parse(json_string_value(item), &t, NULL, 0) != BILLING_OK)
+            continue;
+        /* The month of the last valid instant and that of expires_at (they differ when it
+         * is a month's first instant): the caller prints those whose invoice lists it. */
+        billing_zone_year_month(zone, t - 1, &year, &month);
+        if (n < cap)
+            out[n] = year * 12 + month - 1;
+        n++;
+        billing_zone_year_month(zone, t, &year, &month);
+        if (n < cap)
+            out[n] = year * 12 + month - 1;
+        n++;
+    }
+    return n;
+}
