@@ -43,7 +43,7 @@
 #define NO_MONTH INT32_MIN
 #define DEDUPE_MEMORY_DEFAULT (64u * 1024u * 1024u)
 
-typedef enum { OUT_JSON, OUT_TABLE } out_format;
+typedef enum { OUT_JSON, OUT_TABLE, OUT_CSV } out_format;
 
 typedef struct rate_opts {
     const char *pricebook;
@@ -126,7 +126,8 @@ static void usage(FILE *out)
           "  --accounts FILE        accounts, subscriptions and credit grants (JSON)\n"
           "  --input-format FMT     jsonl or protobuf (default: by file extension,\n"
           "                         .jsonl/.json/.ndjson or .pb/.bin/.protobuf; stdin: jsonl)\n"
-          "  --format FMT           json (default) or table\n"
+          "  --format FMT           json (default), table (for people) or csv (RFC 4180:\n"
+          "                         a row per line and per figure; counts on stderr)\n"
           "  --layout L             table: compact (leave out VERSION and empty columns;\n"
           "                         default on a terminal) or full (default otherwise)\n"
           "  --thousands SEP        table: group digits with SEP (',', ' ', '\\'', '_')\n"
@@ -232,8 +233,10 @@ static int format_option(const char *arg, out_format *out)
         *out = OUT_JSON;
     else if (strcmp(arg, "table") == 0)
         *out = OUT_TABLE;
+    else if (strcmp(arg, "csv") == 0)
+        *out = OUT_CSV;
     else
-        return cli_usage_error("rate", "--format '%s': expected json or table", arg);
+        return cli_usage_error("rate", "--format '%s': expected json, table or csv", arg);
     return CLI_EXIT_OK;
 }
 
@@ -1109,23 +1112,52 @@ static int print_table_invoice(rate_ctx *c, const billing_invoice *inv, void *ar
     return render_invoice_table(stdout, inv, &c->view) == 0 ? CLI_EXIT_OK : CLI_EXIT_INTERNAL;
 }
 
+/* The counts as text lines on @out. */
+static void print_counts(FILE *out, const rate_counts *n)
+{
+    fprintf(out,
+            "Events: %" PRIu64 " read, %" PRIu64 " rated, %" PRIu64 " duplicates, %" PRIu64
+            " rejected\n",
+            n->read, n->rated, n->duplicates, n->rejected);
+    if (n->subs_rejected > 0)
+        fprintf(out, "Subscriptions: %" PRIu64 " rejected\n", n->subs_rejected);
+}
+
 static int print_table(rate_ctx *c)
 {
     int rc = for_each_invoice(c, print_table_invoice, NULL);
 
     if (rc != CLI_EXIT_OK)
         return rc;
-    printf("Events: %" PRIu64 " read, %" PRIu64 " rated, %" PRIu64 " duplicates, %" PRIu64
-           " rejected\n",
-           c->counts.read, c->counts.rated, c->counts.duplicates, c->counts.rejected);
-    if (c->counts.subs_rejected > 0)
-        printf("Subscriptions: %" PRIu64 " rejected\n", c->counts.subs_rejected);
+    print_counts(stdout, &c->counts);
+    return CLI_EXIT_OK;
+}
+
+static int print_csv_invoice(rate_ctx *c, const billing_invoice *inv, void *arg)
+{
+    (void)c;
+    (void)arg;
+    return render_invoice_csv(stdout, inv) == 0 ? CLI_EXIT_OK : CLI_EXIT_INTERNAL;
+}
+
+/* CSV: stdout is the table alone, so that any CSV reader takes it; the counts go to stderr. */
+static int print_csv(rate_ctx *c)
+{
+    int rc;
+
+    render_csv_header(stdout);
+    rc = for_each_invoice(c, print_csv_invoice, NULL);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    print_counts(stderr, &c->counts);
     return CLI_EXIT_OK;
 }
 
 static int finish(rate_ctx *c)
 {
-    int rc = c->opts.output == OUT_TABLE ? print_table(c) : print_json(c);
+    int rc = c->opts.output == OUT_TABLE ? print_table(c)
+             : c->opts.output == OUT_CSV ? print_csv(c)
+                                         : print_json(c);
 
     if (fflush(stdout) != 0 || ferror(stdout)) {
         cli_error("writing the output failed");

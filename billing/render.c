@@ -534,3 +534,111 @@ int render_invoice_table(FILE *out, const billing_invoice *inv, const render_vie
     fputc('\n', out);
     return 0;
 }
+
+/* ---------------------------------------------------------------------- */
+/* CSV (RFC 4180)                                                          */
+/* ---------------------------------------------------------------------- */
+
+/* One field, quoted when it holds a comma, a quote or a line end; @sep before it. */
+static void csv_field(FILE *out, const char *sep, const char *v)
+{
+    const char *p;
+
+    fputs(sep, out);
+    if (v == NULL)
+        return;
+    if (strpbrk(v, ",\"\r\n") == NULL) {
+        fputs(v, out);
+        return;
+    }
+    fputc('"', out);
+    for (p = v; *p != '\0'; p++) {
+        if (*p == '"')
+            fputc('"', out);
+        fputc(*p, out);
+    }
+    fputc('"', out);
+}
+
+void render_csv_header(FILE *out)
+{
+    size_t c;
+
+    fputs("account,month,currency", out);
+    for (c = 0; c < N_LINE_COLUMNS; c++)
+        csv_field(out, ",", line_columns[c].key);
+    fputs(",grant\r\n", out);
+}
+
+/* The fields every row starts with: account, "YYYY-MM", currency. */
+static void csv_row_start(FILE *out, const billing_invoice *inv)
+{
+    char month[16];
+
+    snprintf(month, sizeof(month), "%04d-%02d", billing_invoice_year(inv),
+             billing_invoice_month(inv));
+    csv_field(out, "", billing_invoice_account(inv));
+    csv_field(out, ",", month);
+    csv_field(out, ",", billing_invoice_currency(inv));
+}
+
+static void csv_line(FILE *out, const billing_invoice *inv, size_t i)
+{
+    char buf[CELL_MAX];
+    size_t c;
+
+    csv_row_start(out, inv);
+    for (c = 0; c < N_LINE_COLUMNS; c++)
+        csv_field(out, ",", line_columns[c].get(inv, i, buf, sizeof(buf)));
+    fputs(",\r\n", out);
+}
+
+/* A summary row: @kind, @amount in both amount columns, @grant (or ""). */
+static void csv_figure(FILE *out, const billing_invoice *inv, const char *kind, int negate,
+                       const char *amount, const char *grant)
+{
+    char signed_amount[CELL_MAX];
+    size_t c;
+
+    if (negate && !is_zero(amount))
+        snprintf(signed_amount, sizeof(signed_amount), "-%s", amount);
+    else
+        snprintf(signed_amount, sizeof(signed_amount), "%s", amount);
+    csv_row_start(out, inv);
+    for (c = 0; c < N_LINE_COLUMNS; c++) {
+        if (line_columns[c].get == get_kind)
+            csv_field(out, ",", kind);
+        else if (line_columns[c].get == get_amount ||
+                 line_columns[c].get == get_amount_rounded)
+            csv_field(out, ",", signed_amount);
+        else
+            csv_field(out, ",", "");
+    }
+    csv_field(out, ",", grant);
+    fputs("\r\n", out);
+}
+
+int render_invoice_csv(FILE *out, const billing_invoice *inv)
+{
+    size_t i;
+
+    for (i = 0; i < billing_invoice_line_count(inv); i++)
+        csv_line(out, inv, i);
+    csv_figure(out, inv, "subtotal", 0, billing_invoice_subtotal(inv), "");
+    for (i = 0; i < billing_invoice_returned_count(inv); i++)
+        csv_figure(out, inv, "returned_credit", 0, billing_invoice_returned_amount(inv, i),
+                   billing_invoice_returned_grant(inv, i));
+    for (i = 0; i < billing_invoice_credit_count(inv); i++)
+        csv_figure(out, inv, "credit", 1, billing_invoice_credit_amount(inv, i),
+                   billing_invoice_credit_grant(inv, i));
+    for (i = 0; i < billing_invoice_expired_count(inv); i++)
+        csv_figure(out, inv, "expired_credit", 0, billing_invoice_expired_amount(inv, i),
+                   billing_invoice_expired_grant(inv, i));
+    if (has_account_credit(inv)) {
+        csv_figure(out, inv, "account_credit", 1, billing_invoice_account_credit(inv), "");
+        csv_figure(out, inv, "carried", 0, billing_invoice_carried(inv), "");
+    }
+    csv_figure(out, inv, "tax", 0, billing_invoice_tax(inv), "");
+    csv_figure(out, inv, "total", 0, billing_invoice_total(inv), "");
+    return 0;
+}

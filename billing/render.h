@@ -39,6 +39,22 @@ typedef struct render_view {
  */
 int render_invoice_table(FILE *out, const billing_invoice *inv, const render_view *view);
 
+/*
+ * render_csv_header - the header row of the CSV form (RFC 4180, CRLF line
+ * ends): account, month, currency, the JSON line keys, grant.
+ */
+void render_csv_header(FILE *out);
+
+/*
+ * render_invoice_csv - the invoice as CSV rows: one per line (exact and
+ * rounded amounts), then one per summary figure with kind subtotal,
+ * credit, returned_credit, expired_credit, account_credit, carried, tax,
+ * total and the amount signed as it counts: total = subtotal +
+ * returned_credit + credit + account_credit + carried + tax (credits
+ * negative); expired_credit is shown, not counted. Returns 0.
+ */
+int render_invoice_csv(FILE *out, const billing_invoice *inv);
+
 /* render_kind_name - "usage", "included", "fee" or "refund". */
 const char *render_kind_name(billing_line_kind kind);
 
