@@ -33,6 +33,7 @@
 #include "dedupe.h"
 #include "eventio.h"
 #include "rate_accounts.h"
+#include "rejects.h"
 #include "render.h"
 #include "zones.h"
 
@@ -64,6 +65,7 @@ typedef struct rate_opts {
     const char *thousands; /* --thousands, or NULL: the locale's (terminals) or none */
     int layout;            /* LAYOUT_* */
     int exact;             /* --exact */
+    const char *rejects;   /* --rejects FILE, or NULL */
 } rate_opts;
 
 /* Table layout: compact on a terminal, full (every column, stable) otherwise. */
@@ -94,6 +96,7 @@ typedef struct rate_ctx {
     billing_rater *rater;
     billing_event *ev;
     rate_accounts *accinfo;
+    rate_rejects *rejects;
     render_view view;
     char thousands[8];
     bc_dedupe *dedupe;
@@ -139,6 +142,8 @@ static void usage(FILE *out)
           "  --to YYYY-MM           ... to this one (default: every month with charges)\n"
           "  --account ID           print this account only (with a bounded range,\n"
           "                         every month of it, charged or not)\n"
+          "  --rejects FILE         write each rejected event record, as read, with its\n"
+          "                         place and reason to FILE (JSON Lines)\n"
           "  --strict               stop at the first rejected event, print no invoices\n"
           "                         (conflicting repeats are found after the last file)\n"
           "  --dedupe-memory SIZE   memory for finding repeated event ids before using\n"
@@ -196,6 +201,7 @@ enum {
     OPT_LAYOUT,
     OPT_THOUSANDS,
     OPT_EXACT,
+    OPT_REJECTS,
     OPT_HELP
 };
 
@@ -216,6 +222,7 @@ static const struct option long_options[] = {
     {"layout", required_argument, NULL, OPT_LAYOUT},
     {"thousands", required_argument, NULL, OPT_THOUSANDS},
     {"exact", no_argument, NULL, OPT_EXACT},
+    {"rejects", required_argument, NULL, OPT_REJECTS},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -350,6 +357,9 @@ static int take_option(void *ctx, int opt, const char *arg)
         return thousands_option(arg, &o->thousands);
     case OPT_EXACT:
         o->exact = 1;
+        return CLI_EXIT_OK;
+    case OPT_REJECTS:
+        o->rejects = arg;
         return CLI_EXIT_OK;
     case OPT_HELP:
         return -1;
@@ -584,6 +594,13 @@ static int setup(rate_ctx *c)
     }
     if (c->opts.strict && c->counts.subs_rejected > 0)
         return CLI_EXIT_REJECTED;
+    if (c->opts.rejects != NULL) {
+        c->rejects = rejects_open(c->opts.rejects, err, sizeof(err));
+        if (c->rejects == NULL) {
+            cli_error("%s", err);
+            return CLI_EXIT_INPUT;
+        }
+    }
     c->accinfo = rate_accounts_load(c->opts.accounts, err, sizeof(err));
     if (c->accinfo == NULL) {
         cli_error("%s", err);
@@ -618,6 +635,7 @@ static int setup(rate_ctx *c)
 
 static void teardown(rate_ctx *c)
 {
+    char err[ERR_MAX];
     int i;
 
     if (c->srcs != NULL) {
@@ -628,6 +646,7 @@ static void teardown(rate_ctx *c)
         }
     }
     free(c->srcs);
+    rejects_close(c->rejects, err, sizeof(err));
     bc_dedupe_destroy(c->dedupe);
     rate_accounts_destroy(c->accinfo);
     billing_rater_destroy(c->rater);
@@ -652,6 +671,21 @@ static int remember(rate_ctx *c, bc_reader *rd, char *err, size_t errsize)
     return bc_dedupe_add(c->dedupe, c->ev, &w, !c->srcs[c->src].reread, err, errsize);
 }
 
+/* A record just read is rejected for @reason: counted, said on stderr, and kept with --rejects. */
+static void reject_record(rate_ctx *c, bc_reader *rd, const char *reason)
+{
+    const unsigned char *rec;
+    size_t len;
+
+    c->counts.rejected++;
+    cli_error("%s: %s", bc_reader_where(rd), reason);
+    if (c->rejects == NULL)
+        return;
+    rec = bc_reader_record(rd, &len);
+    rejects_write(c->rejects, c->srcs[c->src].name, c->srcs[c->src].format,
+                  bc_reader_position(rd), reason, rec, len, c->srcs[c->src].format);
+}
+
 /* Rate the event just read; returns CLI_EXIT_OK, CLI_EXIT_REJECTED or CLI_EXIT_INTERNAL. */
 static int rate_one(rate_ctx *c, bc_reader *rd)
 {
@@ -666,8 +700,7 @@ static int rate_one(rate_ctx *c, bc_reader *rd)
         }
         return CLI_EXIT_OK;
     }
-    c->counts.rejected++;
-    cli_error("%s: %s", bc_reader_where(rd), err);
+    reject_record(c, rd, err);
     return st == BILLING_ERR_NOMEM ? CLI_EXIT_INTERNAL : CLI_EXIT_REJECTED;
 }
 
@@ -700,8 +733,7 @@ static int step(rate_ctx *c, bc_reader *rd)
     c->counts.read++;
     if (rr == BC_READ_EVENT)
         return rate_one(c, rd);
-    c->counts.rejected++;
-    cli_error("%s: %s", bc_reader_where(rd), err);
+    reject_record(c, rd, err);
     return CLI_EXIT_REJECTED;
 }
 
@@ -815,7 +847,7 @@ static int fetch(void *arg, const bc_dedupe_where *w, const char *id, unsigned c
 static int take_back(void *arg, const bc_dedupe_hit *hit)
 {
     rate_ctx *c = arg;
-    char err[ERR_MAX];
+    char err[ERR_MAX + 2 * PATH_LEN];
     char where[PATH_LEN + 32];
     char first[PATH_LEN + 32];
 
@@ -834,8 +866,12 @@ static int take_back(void *arg, const bc_dedupe_hit *hit)
     c->counts.rejected++;
     bc_location_format(first, sizeof(first), c->srcs[hit->first.src].name,
                        c->srcs[hit->first.src].format, hit->first.pos);
-    cli_error("%s: event '%s': field 'id': already rated with different content at %s", where,
-              hit->id, first);
+    snprintf(err, sizeof(err), "event '%s': field 'id': already rated with different content at %s",
+             hit->id, first);
+    cli_error("%s: %s", where, err);
+    if (c->rejects != NULL)
+        rejects_write(c->rejects, c->srcs[hit->where.src].name, c->srcs[hit->where.src].format,
+                      hit->where.pos, err, hit->event, hit->event_len, BC_FORMAT_PROTOBUF);
     return c->opts.strict ? HIT_STOP_REJECTED : 0;
 }
 
@@ -1080,6 +1116,19 @@ static json_t *summary_json(const rate_counts *n)
                      "subscriptions_rejected", (json_int_t)n->subs_rejected);
 }
 
+/* The summary, with where the rejected records went when --rejects says. */
+static json_t *summary_with_rejects(const rate_ctx *c)
+{
+    json_t *s = summary_json(&c->counts);
+
+    if (s != NULL && c->opts.rejects != NULL &&
+        json_object_set_new(s, "rejects_file", json_string(c->opts.rejects)) != 0) {
+        json_decref(s);
+        return NULL;
+    }
+    return s;
+}
+
 static int print_json(rate_ctx *c)
 {
     json_t *root = json_object();
@@ -1087,7 +1136,7 @@ static int print_json(rate_ctx *c)
     int rc = CLI_EXIT_INTERNAL;
 
     if (root == NULL || invoices == NULL ||
-        json_object_set_new(root, "summary", summary_json(&c->counts)) != 0 ||
+        json_object_set_new(root, "summary", summary_with_rejects(c)) != 0 ||
         json_object_set(root, "invoices", invoices) != 0) {
         cli_error("out of memory");
         goto done;
@@ -1150,6 +1199,25 @@ static int print_csv(rate_ctx *c)
     if (rc != CLI_EXIT_OK)
         return rc;
     print_counts(stderr, &c->counts);
+    return CLI_EXIT_OK;
+}
+
+/* Close the --rejects file and say where the rejected records went. Returns an exit code. */
+static int close_rejects(rate_ctx *c)
+{
+    char err[ERR_MAX];
+    uint64_t n = rejects_count(c->rejects);
+
+    if (c->rejects == NULL)
+        return CLI_EXIT_OK;
+    if (rejects_close(c->rejects, err, sizeof(err)) != 0) {
+        c->rejects = NULL;
+        cli_error("%s", err);
+        return CLI_EXIT_INTERNAL;
+    }
+    c->rejects = NULL;
+    cli_error("%" PRIu64 " rejected record%s written to %s", n, n == 1 ? "" : "s",
+              c->opts.rejects);
     return CLI_EXIT_OK;
 }
 
@@ -1231,6 +1299,8 @@ int cmd_rate(int argc, char **argv)
     rc = setup(c);
     if (rc == CLI_EXIT_OK)
         rc = rate_all(c);
+    if (rc == CLI_EXIT_OK || rc == CLI_EXIT_REJECTED)
+        rc = close_rejects(c) != CLI_EXIT_OK ? CLI_EXIT_INTERNAL : rc;
     if (rc == CLI_EXIT_REJECTED)
         cli_error("--strict: stopped at the first rejected record; no invoices printed");
     else if (rc == CLI_EXIT_OK)

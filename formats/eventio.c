@@ -184,6 +184,12 @@ uint64_t bc_reader_offset(const bc_reader *r)
     return r->offset;
 }
 
+const unsigned char *bc_reader_record(const bc_reader *r, size_t *len)
+{
+    *len = r->rec_len;
+    return r->rec_len > 0 ? r->buf + r->rec_pos : NULL;
+}
+
 uint64_t bc_reader_record_hash(const bc_reader *r)
 {
     /* Hashed on demand: only the dedupe asks, so reading pays nothing for it. */
@@ -398,6 +404,8 @@ static bc_read_result next_proto(bc_reader *r, billing_event *ev, char *errbuf, 
 
 bc_read_result bc_reader_next(bc_reader *r, billing_event *ev, char *errbuf, size_t errsize)
 {
+    /* No bytes of an earlier record may pass for this one's (a line too long is not kept). */
+    r->rec_len = 0;
     if (r->format == BC_FORMAT_PROTOBUF)
         return next_proto(r, ev, errbuf, errsize);
     return next_json(r, ev, errbuf, errsize);

@@ -94,6 +94,15 @@ uint64_t bc_reader_offset(const bc_reader *r);
 uint64_t bc_reader_record_hash(const bc_reader *r);
 
 /*
+ * bc_reader_record - the bytes of the record last returned, event or
+ * rejected (the JSON line without its newline, or the protobuf message
+ * without its length prefix), *@len of them; NULL with *@len 0 when they
+ * were not kept (a line or message over the size limit, skipped unread).
+ * Owned by @r and valid until the next bc_reader_next.
+ */
+const unsigned char *bc_reader_record(const bc_reader *r, size_t *len);
+
+/*
  * bc_reader_rereadable - 1 if the input is a regular file opened by path,
  * so that a record can be read again at its offset later; 0 for stdin,
  * pipes and devices.
