@@ -1,0 +1,113 @@
+/*
+ * rate.h - what the files of `billing rate` share (private to the tool):
+ * its options, counts and state, and the steps each file provides.
+ *
+ *   cmd_rate.c     command line, catalog and rater, the run
+ *   rate_inputs.c  which inputs: the user's, or the shipped example
+ *   rate_read.c    reading and rating events, repeats, rejected records, progress
+ *   rate_output.c  choosing the invoices and printing them
+ */
+#ifndef BILLING_RATE_H
+#define BILLING_RATE_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/stat.h>
+
+#include "billing.h"
+#include "dedupe.h"
+#include "eventio.h"
+#include "rate_accounts.h"
+#include "rejects.h"
+#include "render.h"
+#include "zones.h"
+
+#define ERR_MAX 1024
+#define PATH_LEN 4096
+/* Longest --from/--to range printed in full for one account: 100 years. */
+#define RANGE_MONTHS_MAX 1200
+#define NO_MONTH INT32_MIN
+#define DEDUPE_MEMORY_DEFAULT (64u * 1024u * 1024u)
+
+typedef enum { OUT_JSON, OUT_TABLE, OUT_CSV } out_format;
+
+typedef struct rate_opts {
+    const char *pricebook;
+    const char *accounts;
+    char **files;
+    int n_files;
+    out_format output;
+    int input_format_set;
+    bc_format input_format;
+    int32_t from; /* year * 12 + month - 1, or NO_MONTH */
+    int32_t to;
+    const char *account;
+    int strict;
+    int dedupe;
+    size_t dedupe_memory;
+    const char *temp_dir;
+    int verbose;
+    const char *thousands; /* --thousands, or NULL: the locale's (terminals) or none */
+    int layout;            /* LAYOUT_* */
+    int exact;             /* --exact */
+    const char *rejects;   /* --rejects FILE, or NULL */
+} rate_opts;
+
+/* Table layout: compact on a terminal, full (every column, stable) otherwise. */
+enum { LAYOUT_AUTO, LAYOUT_COMPACT, LAYOUT_FULL };
+
+typedef struct rate_counts {
+    uint64_t read;
+    uint64_t rated;
+    uint64_t duplicates;
+    uint64_t rejected;
+    uint64_t subs_rejected; /* subscriptions of the accounts file left out */
+} rate_counts;
+
+/* An event file, as the dedupe needs to know it. */
+struct source {
+    char *name;       /* in messages */
+    bc_format format;
+    int reread;       /* a regular file: events are read again, not kept */
+    struct stat st;   /* ... and what it was, to notice a change */
+    int fd;           /* open to read events again, or -1 */
+};
+
+typedef struct rate_ctx {
+    rate_opts opts;
+    rate_counts counts;
+    billing_catalog *cat;
+    bc_zones *zones;
+    billing_rater *rater;
+    billing_event *ev;
+    rate_accounts *accinfo;
+    rate_rejects *rejects;
+    render_view view;
+    char thousands[8];
+    bc_dedupe *dedupe;
+    uint32_t src;          /* index of the file being read */
+    struct source *srcs;   /* per file */
+    int open_fds;          /* files open to read events again */
+    char example_dir[PATH_LEN];
+    char example_pricebook[PATH_LEN];
+    char example_accounts[PATH_LEN];
+    char example_events[PATH_LEN];
+    char *example_argv[2];
+} rate_ctx;
+
+/* rate_check_inputs - the inputs given, or the example for none; an exit code. */
+int rate_check_inputs(rate_ctx *c);
+
+/* rate_temp_dir - where temporary files go: --temp-dir, $TMPDIR or /tmp. */
+const char *rate_temp_dir(const rate_opts *o);
+
+/* rate_all - read and rate every event file, then take back repeats; an exit code. */
+int rate_all(rate_ctx *c);
+
+/* rate_close_rejects - close the --rejects file, saying where they went; an exit code. */
+int rate_close_rejects(rate_ctx *c);
+
+/* rate_finish - print the invoices and the counts; an exit code. */
+int rate_finish(rate_ctx *c);
+
+#endif /* BILLING_RATE_H */

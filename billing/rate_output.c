@@ -1,0 +1,321 @@
+/*
+ * rate_output.c - which invoices `billing rate` prints (months with
+ * charges, a bounded range asked for, months a grant expires in) and how:
+ * JSON, table or CSV, all through render.h.
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "rate.h"
+
+/* ---------------------------------------------------------------------- */
+/* Choosing the invoices                                                   */
+/* ---------------------------------------------------------------------- */
+
+static int in_range(const rate_opts *o, int32_t m)
+{
+    return (o->from == NO_MONTH || m >= o->from) && (o->to == NO_MONTH || m <= o->to);
+}
+
+/* Every month of a bounded range, for one chosen account. */
+static int32_t *range_months(const rate_opts *o, size_t *n)
+{
+    int32_t *months;
+    int32_t m;
+
+    *n = (size_t)(o->to - o->from) + 1;
+    months = malloc(*n * sizeof(*months));
+    for (m = o->from; months != NULL && m <= o->to; m++)
+        months[m - o->from] = m;
+    return months;
+}
+
+/* The months of @account with charges, within the range (NULL when out of memory). */
+static int32_t *charged_months(rate_ctx *c, const char *account, size_t *n)
+{
+    int count = billing_rater_months(c->rater, account, NULL, 0);
+    int *ym;
+    int32_t *months;
+    int i;
+
+    *n = 0;
+    if (count < 0)
+        return NULL;
+    ym = malloc(((size_t)count + 1) * sizeof(*ym));
+    months = malloc(((size_t)count + 1) * sizeof(*months));
+    if (ym == NULL || months == NULL) {
+        free(ym);
+        free(months);
+        return NULL;
+    }
+    count = billing_rater_months(c->rater, account, ym, count);
+    for (i = 0; i < count; i++) {
+        months[*n] = (ym[i] / 100) * 12 + ym[i] % 100 - 1;
+        if (in_range(&c->opts, months[*n]))
+            (*n)++;
+    }
+    free(ym);
+    return months;
+}
+
+/* Most grant expiries of one account looked at for invoices without charges. */
+#define EXPIRY_MONTHS_MAX 256
+
+static int cmp_month(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a;
+    int32_t y = *(const int32_t *)b;
+
+    return (x > y) - (x < y);
+}
+
+/* Whether @m is in the sorted @months[0..n). */
+static int has_month(const int32_t *months, size_t n, int32_t m)
+{
+    return bsearch(&m, months, n, sizeof(*months), cmp_month) != NULL;
+}
+
+/* Drop repeats from the sorted @months[0..*n); returns @months. */
+static int32_t *unique(int32_t *months, size_t *n)
+{
+    size_t w = 0;
+    size_t i;
+
+    for (i = 0; i < *n; i++) {
+        if (w == 0 || months[w - 1] != months[i])
+            months[w++] = months[i];
+    }
+    *n = w;
+    return months;
+}
+
+/* Every month of a bounded range was asked for, charged or not. */
+static int whole_range(const rate_opts *o)
+{
+    return o->account != NULL && o->from != NO_MONTH && o->to != NO_MONTH &&
+           o->to - o->from < RANGE_MONTHS_MAX;
+}
+
+/*
+ * The months to look at for @account (malloc'd; NULL when out of memory),
+ * sorted: those of @charged[0..n_charged) and those a grant may expire in
+ * (whose invoices are printed only when they show an expiry).
+ */
+static int32_t *months_for(rate_ctx *c, const char *account, const billing_zone *zone,
+                           const int32_t *charged, size_t n_charged, size_t *n)
+{
+    int32_t exp[EXPIRY_MONTHS_MAX];
+    int32_t *months;
+    size_t n_exp = rate_accounts_expiry_months(c->accinfo, zone, account, exp,
+                                               EXPIRY_MONTHS_MAX);
+    size_t i;
+
+    if (whole_range(&c->opts))
+        return range_months(&c->opts, n);
+    if (n_exp > EXPIRY_MONTHS_MAX)
+        n_exp = EXPIRY_MONTHS_MAX;
+    months = malloc((n_charged + n_exp + 1) * sizeof(*months));
+    if (months == NULL)
+        return NULL;
+    memcpy(months, charged, n_charged * sizeof(*months));
+    *n = n_charged;
+    for (i = 0; i < n_exp; i++) {
+        if (in_range(&c->opts, exp[i]) && !has_month(charged, n_charged, exp[i]))
+            months[(*n)++] = exp[i];
+    }
+    qsort(months, *n, sizeof(*months), cmp_month);
+    return unique(months, n);
+}
+
+typedef int (*invoice_fn)(rate_ctx *c, const billing_invoice *inv, void *arg);
+
+/* The invoices of one account, in month order. */
+static int account_invoices(rate_ctx *c, const char *account, invoice_fn fn, void *arg)
+{
+    char err[ERR_MAX];
+    const billing_zone *zone = rate_accounts_zone(c->accinfo, c->zones, account);
+    billing_invoice *inv;
+    int32_t *charged;
+    int32_t *months = NULL;
+    size_t n_charged;
+    size_t n = 0;
+    size_t i;
+    int rc = CLI_EXIT_OK;
+
+    charged = charged_months(c, account, &n_charged);
+    if (charged != NULL)
+        months = months_for(c, account, zone, charged, n_charged, &n);
+    if (months == NULL) {
+        free(charged);
+        cli_error("out of memory");
+        return CLI_EXIT_INTERNAL;
+    }
+    c->view.zone = zone;
+    for (i = 0; rc == CLI_EXIT_OK && i < n; i++) {
+        if (billing_rater_invoice(c->rater, account, months[i] / 12, months[i] % 12 + 1, &inv,
+                                  err, sizeof(err)) != BILLING_OK) {
+            cli_error("%s", err);
+            rc = CLI_EXIT_INTERNAL;
+            break;
+        }
+        if (whole_range(&c->opts) || has_month(charged, n_charged, months[i]) ||
+            billing_invoice_expired_count(inv) > 0)
+            rc = fn(c, inv, arg);
+        billing_invoice_destroy(inv);
+    }
+    free(months);
+    free(charged);
+    return rc;
+}
+
+/* Call @fn on each chosen invoice, in account then month order. */
+static int for_each_invoice(rate_ctx *c, invoice_fn fn, void *arg)
+{
+    const char *account;
+    size_t a;
+    int rc = CLI_EXIT_OK;
+
+    for (a = 0; rc == CLI_EXIT_OK && a < billing_rater_account_count(c->rater); a++) {
+        account = billing_rater_account_id(c->rater, a);
+        if (c->opts.account != NULL && strcmp(account, c->opts.account) != 0)
+            continue;
+        rc = account_invoices(c, account, fn, arg);
+    }
+    return rc;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Output                                                                  */
+/* ---------------------------------------------------------------------- */
+
+static int add_json_invoice(rate_ctx *c, const billing_invoice *inv, void *arg)
+{
+    json_t *item = render_invoice_json(inv);
+
+    (void)c;
+    if (item == NULL || json_array_append_new(arg, item) != 0) {
+        cli_error("out of memory");
+        return CLI_EXIT_INTERNAL;
+    }
+    return CLI_EXIT_OK;
+}
+
+static json_t *summary_json(const rate_counts *n)
+{
+    return json_pack("{s:I, s:I, s:I, s:I, s:I}", "events_read", (json_int_t)n->read,
+                     "events_rated", (json_int_t)n->rated, "duplicates",
+                     (json_int_t)n->duplicates, "rejected", (json_int_t)n->rejected,
+                     "subscriptions_rejected", (json_int_t)n->subs_rejected);
+}
+
+/* The summary, with where the rejected records went when --rejects says. */
+static json_t *summary_with_rejects(const rate_ctx *c)
+{
+    json_t *s = summary_json(&c->counts);
+
+    if (s != NULL && c->opts.rejects != NULL &&
+        json_object_set_new(s, "rejects_file", json_string(c->opts.rejects)) != 0) {
+        json_decref(s);
+        return NULL;
+    }
+    return s;
+}
+
+static int print_json(rate_ctx *c)
+{
+    json_t *root = json_object();
+    json_t *invoices = json_array();
+    int rc = CLI_EXIT_INTERNAL;
+
+    if (root == NULL || invoices == NULL ||
+        json_object_set_new(root, "summary", summary_with_rejects(c)) != 0 ||
+        json_object_set(root, "invoices", invoices) != 0) {
+        cli_error("out of memory");
+        goto done;
+    }
+    rc = for_each_invoice(c, add_json_invoice, invoices);
+    if (rc != CLI_EXIT_OK)
+        goto done;
+    if (json_dumpf(root, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0 ||
+        fputc('\n', stdout) == EOF) {
+        cli_error("writing the output failed");
+        rc = CLI_EXIT_INTERNAL;
+    }
+done:
+    json_decref(invoices);
+    json_decref(root);
+    return rc;
+}
+
+static int print_table_invoice(rate_ctx *c, const billing_invoice *inv, void *arg)
+{
+    (void)arg;
+    return render_invoice_table(stdout, inv, &c->view) == 0 ? CLI_EXIT_OK : CLI_EXIT_INTERNAL;
+}
+
+/* The counts as text lines on @out. */
+static void print_counts(FILE *out, const rate_counts *n)
+{
+    fprintf(out,
+            "Events: %" PRIu64 " read, %" PRIu64 " rated, %" PRIu64 " duplicates, %" PRIu64
+            " rejected\n",
+            n->read, n->rated, n->duplicates, n->rejected);
+    if (n->subs_rejected > 0)
+        fprintf(out, "Subscriptions: %" PRIu64 " rejected\n", n->subs_rejected);
+}
+
+static int print_table(rate_ctx *c)
+{
+    int rc = for_each_invoice(c, print_table_invoice, NULL);
+
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    print_counts(stdout, &c->counts);
+    return CLI_EXIT_OK;
+}
+
+static int print_csv_invoice(rate_ctx *c, const billing_invoice *inv, void *arg)
+{
+    (void)c;
+    (void)arg;
+    return render_invoice_csv(stdout, inv) == 0 ? CLI_EXIT_OK : CLI_EXIT_INTERNAL;
+}
+
+/* CSV: stdout is the table alone, so that any CSV reader takes it; the counts go to stderr. */
+static int print_csv(rate_ctx *c)
+{
+    int rc;
+
+    render_csv_header(stdout);
+    rc = for_each_invoice(c, print_csv_invoice, NULL);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    print_counts(stderr, &c->counts);
+    return CLI_EXIT_OK;
+}
+
+int rate_finish(rate_ctx *c)
+{
+    int rc = c->opts.output == OUT_TABLE ? print_table(c)
+             : c->opts.output == OUT_CSV ? print_csv(c)
+                                         : print_json(c);
+
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        cli_error("writing the output failed");
+        return CLI_EXIT_INTERNAL;
+    }
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    if (c->counts.subs_rejected > 0)
+        cli_error("%" PRIu64 " subscription%s rejected", c->counts.subs_rejected,
+                  c->counts.subs_rejected == 1 ? "" : "s");
+    if (c->counts.rejected > 0)
+        cli_error("%" PRIu64 " of %" PRIu64 " events rejected", c->counts.rejected, c->counts.read);
+    return c->counts.rejected > 0 || c->counts.subs_rejected > 0 ? CLI_EXIT_REJECTED
+                                                                 : CLI_EXIT_OK;
+}
