@@ -67,6 +67,8 @@ static void usage(FILE *out)
           "  --dedupe-memory SIZE   memory for finding repeated event ids before using\n"
           "                         temporary files (default 64M; suffix K, M or G)\n"
           "  --temp-dir DIR         where those files go (default: $TMPDIR or /tmp)\n"
+          "  --no-progress          no progress line (shown only when stderr is a terminal:\n"
+          "                         events read, rate, elapsed time, a bar for files)\n"
           "  --verbose              say on stderr how the dedupe went (ids, runs, bytes)\n"
           "  --no-dedupe            do not look for repeated event ids (faster; only for\n"
           "                         input known to be unique)\n"
@@ -120,6 +122,7 @@ enum {
     OPT_THOUSANDS,
     OPT_EXACT,
     OPT_REJECTS,
+    OPT_NO_PROGRESS,
     OPT_HELP
 };
 
@@ -141,6 +144,7 @@ static const struct option long_options[] = {
     {"thousands", required_argument, NULL, OPT_THOUSANDS},
     {"exact", no_argument, NULL, OPT_EXACT},
     {"rejects", required_argument, NULL, OPT_REJECTS},
+    {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -279,6 +283,9 @@ static int take_option(void *ctx, int opt, const char *arg)
     case OPT_REJECTS:
         o->rejects = arg;
         return CLI_EXIT_OK;
+    case OPT_NO_PROGRESS:
+        o->progress = 0;
+        return CLI_EXIT_OK;
     case OPT_HELP:
         return -1;
     default:
@@ -297,6 +304,7 @@ static int parse_args(rate_opts *o, int argc, char **argv)
     o->from = NO_MONTH;
     o->to = NO_MONTH;
     o->dedupe = 1;
+    o->progress = 1;
     o->dedupe_memory = DEDUPE_MEMORY_DEFAULT;
     rc = cli_getopt("rate", argc, argv, long_options, take_option, o, &first);
     if (rc != CLI_EXIT_OK)

@@ -17,6 +17,7 @@
 #include "billing.h"
 #include "dedupe.h"
 #include "eventio.h"
+#include "progress.h"
 #include "rate_accounts.h"
 #include "rejects.h"
 #include "render.h"
@@ -51,6 +52,7 @@ typedef struct rate_opts {
     int layout;            /* LAYOUT_* */
     int exact;             /* --exact */
     const char *rejects;   /* --rejects FILE, or NULL */
+    int progress;          /* progress on a terminal (--no-progress clears it) */
 } rate_opts;
 
 /* Table layout: compact on a terminal, full (every column, stable) otherwise. */
@@ -82,6 +84,7 @@ typedef struct rate_ctx {
     billing_event *ev;
     rate_accounts *accinfo;
     rate_rejects *rejects;
+    progress prog;
     render_view view;
     char thousands[8];
     bc_dedupe *dedupe;

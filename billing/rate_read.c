@@ -126,11 +126,14 @@ static int rate_file(rate_ctx *c, const char *path)
     }
     for (;;) {
         rc = step(c, rd);
+        progress_tick(&c->prog, c->counts.read, bc_reader_offset(rd));
         if (rc == CLI_EXIT_REJECTED && !c->opts.strict)
             continue;
         if (rc != CLI_EXIT_OK)
             break;
     }
+    progress_file_done(&c->prog,
+                       c->srcs[c->src].reread ? (uint64_t)c->srcs[c->src].st.st_size : 0);
     bc_reader_close(rd);
     return rc == -1 ? CLI_EXIT_OK : rc;
 }
@@ -267,14 +270,18 @@ static int take_back_repeats(rate_ctx *c)
 int rate_all(rate_ctx *c)
 {
     int i;
-    int rc;
+    int rc = CLI_EXIT_OK;
 
+    progress_start(&c->prog, stderr, c->opts.progress, c->opts.files, c->opts.n_files);
     for (i = 0; i < c->opts.n_files; i++) {
         c->src = (uint32_t)i;
         rc = rate_file(c, c->opts.files[i]);
         if (rc != CLI_EXIT_OK)
-            return rc;
+            break;
     }
+    progress_end(&c->prog);
+    if (rc != CLI_EXIT_OK)
+        return rc;
     return c->dedupe != NULL ? take_back_repeats(c) : CLI_EXIT_OK;
 }
 
