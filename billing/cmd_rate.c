@@ -62,6 +62,9 @@ static void usage(FILE *out)
           "                         every month of it, charged or not)\n"
           "  --rejects FILE         write each rejected event record, as read, with its\n"
           "                         place and reason to FILE (JSON Lines)\n"
+          "  --at INSTANT           print, instead of invoices, each account's credit left\n"
+          "                         at INSTANT and, at the price of the usage running\n"
+          "                         then, when it reaches zero (json or table)\n"
           "  --strict               stop at the first rejected event, print no invoices\n"
           "                         (conflicting repeats are found after the last file)\n"
           "  --dedupe-memory SIZE   memory for finding repeated event ids before using\n"
@@ -123,6 +126,7 @@ enum {
     OPT_EXACT,
     OPT_REJECTS,
     OPT_NO_PROGRESS,
+    OPT_AT,
     OPT_HELP
 };
 
@@ -145,6 +149,7 @@ static const struct option long_options[] = {
     {"exact", no_argument, NULL, OPT_EXACT},
     {"rejects", required_argument, NULL, OPT_REJECTS},
     {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
+    {"at", required_argument, NULL, OPT_AT},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -286,6 +291,14 @@ static int take_option(void *ctx, int opt, const char *arg)
     case OPT_NO_PROGRESS:
         o->progress = 0;
         return CLI_EXIT_OK;
+    case OPT_AT:
+        o->at_set = 1;
+        if (billing_time_parse(arg, &o->at, NULL, 0) != BILLING_OK)
+            return cli_usage_error("rate",
+                                   "--at '%s': expected an RFC 3339 instant with an offset "
+                                   "(2026-01-05T12:00:00+08:00)",
+                                   arg);
+        return CLI_EXIT_OK;
     case OPT_HELP:
         return -1;
     default:
@@ -311,6 +324,8 @@ static int parse_args(rate_opts *o, int argc, char **argv)
         return rc;
     if (o->from != NO_MONTH && o->to != NO_MONTH && o->from > o->to)
         return cli_usage_error("rate", "--from is after --to");
+    if (o->at_set && o->output == OUT_CSV)
+        return cli_usage_error("rate", "--at prints a credit report: --format json or table");
     o->files = argv + first;
     o->n_files = argc - first;
     return CLI_EXIT_OK;
@@ -375,6 +390,10 @@ static int setup(rate_ctx *c)
             return CLI_EXIT_INPUT;
         }
     }
+    if (c->opts.at_set && (c->running = running_new(c->opts.at)) == NULL) {
+        cli_error("out of memory");
+        return CLI_EXIT_INTERNAL;
+    }
     c->accinfo = rate_accounts_load(c->opts.accounts, err, sizeof(err));
     if (c->accinfo == NULL) {
         cli_error("%s", err);
@@ -424,6 +443,7 @@ static void teardown(rate_ctx *c)
     rejects_close(c->rejects, err, sizeof(err));
     bc_dedupe_destroy(c->dedupe);
     rate_accounts_destroy(c->accinfo);
+    running_destroy(c->running);
     billing_rater_destroy(c->rater);
     billing_catalog_destroy(c->cat);
     bc_zones_destroy(c->zones);

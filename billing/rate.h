@@ -19,6 +19,7 @@
 #include "eventio.h"
 #include "progress.h"
 #include "rate_accounts.h"
+#include "rate_credit.h"
 #include "rejects.h"
 #include "render.h"
 #include "zones.h"
@@ -53,6 +54,8 @@ typedef struct rate_opts {
     int exact;             /* --exact */
     const char *rejects;   /* --rejects FILE, or NULL */
     int progress;          /* progress on a terminal (--no-progress clears it) */
+    int at_set;            /* --at given: print the credit report, not invoices */
+    billing_time_t at;
 } rate_opts;
 
 /* Table layout: compact on a terminal, full (every column, stable) otherwise. */
@@ -64,6 +67,7 @@ typedef struct rate_counts {
     uint64_t duplicates;
     uint64_t rejected;
     uint64_t subs_rejected; /* subscriptions of the accounts file left out */
+    uint64_t after_at;      /* with --at: events starting at or after it, not rated */
 } rate_counts;
 
 /* An event file, as the dedupe needs to know it. */
@@ -85,6 +89,7 @@ typedef struct rate_ctx {
     rate_accounts *accinfo;
     rate_rejects *rejects;
     progress prog;
+    rate_running *running; /* with --at: the events running at that instant */
     render_view view;
     char thousands[8];
     bc_dedupe *dedupe;
@@ -107,10 +112,24 @@ const char *rate_temp_dir(const rate_opts *o);
 /* rate_all - read and rate every event file, then take back repeats; an exit code. */
 int rate_all(rate_ctx *c);
 
+enum { CUT_KEEP, CUT_AFTER, CUT_ERROR };
+
+/* rate_cut_at - with --at, an event as of that instant: CUT_KEEP, CUT_AFTER or CUT_ERROR. */
+int rate_cut_at(rate_ctx *c, billing_event *ev, char *err, size_t errsize);
+
 /* rate_close_rejects - close the --rejects file, saying where they went; an exit code. */
 int rate_close_rejects(rate_ctx *c);
 
-/* rate_finish - print the invoices and the counts; an exit code. */
+/* rate_print_credit - the --at credit report, as JSON or a table; an exit code. */
+int rate_print_credit(rate_ctx *c);
+
+/* rate_summary_json - the counts as the JSON "summary" object; NULL when out of memory. */
+json_t *rate_summary_json(const rate_ctx *c);
+
+/* rate_print_counts - the counts as text lines on @out. */
+void rate_print_counts(FILE *out, const rate_counts *n);
+
+/* rate_finish - print the invoices (or the credit report) and the counts; an exit code. */
 int rate_finish(rate_ctx *c);
 
 #endif /* BILLING_RATE_H */

@@ -12,6 +12,7 @@
 
 struct rate_accounts {
     json_t *zones;    /* account id -> zone name */
+    json_t *currencies; /* account id -> ISO 4217 code */
     json_t *expiries; /* account id -> array of expires_at instants */
 };
 
@@ -26,7 +27,8 @@ static int index_file(rate_accounts *a, json_t *root)
     json_array_foreach(json_object_get(root, "accounts"), i, item) {
         id = json_string_value(json_object_get(item, "id"));
         if (id != NULL &&
-            json_object_set(a->zones, id, json_object_get(item, "time_zone")) != 0)
+            (json_object_set(a->zones, id, json_object_get(item, "time_zone")) != 0 ||
+             json_object_set(a->currencies, id, json_object_get(item, "currency")) != 0))
             return -1;
     }
     json_array_foreach(json_object_get(root, "grants"), i, item) {
@@ -59,7 +61,9 @@ rate_accounts *rate_accounts_load(const char *path, char *err, size_t errsize)
         goto nomem;
     a->zones = json_object();
     a->expiries = json_object();
-    if (a->zones == NULL || a->expiries == NULL || index_file(a, root) != 0)
+    a->currencies = json_object();
+    if (a->zones == NULL || a->expiries == NULL || a->currencies == NULL ||
+        index_file(a, root) != 0)
         goto nomem;
     json_decref(root);
     return a;
@@ -77,6 +81,7 @@ void rate_accounts_destroy(rate_accounts *a)
         return;
     json_decref(a->zones);
     json_decref(a->expiries);
+    json_decref(a->currencies);
     free(a);
 }
 
@@ -87,6 +92,11 @@ const billing_zone *rate_accounts_zone(const rate_accounts *a, bc_zones *zones,
     char err[256];
 
     return name != NULL ? bc_zones_get(zones, name, err, sizeof(err)) : NULL;
+}
+
+const char *rate_accounts_currency(const rate_accounts *a, const char *account)
+{
+    return json_string_value(json_object_get(a->currencies, account));
 }
 
 size_t rate_accounts_expiry_months(const rate_accounts *a, const billing_zone *zone,

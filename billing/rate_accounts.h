@@ -34,6 +34,9 @@ void rate_accounts_destroy(rate_accounts *a);
 const billing_zone *rate_accounts_zone(const rate_accounts *a, bc_zones *zones,
                                        const char *account);
 
+/* rate_accounts_currency - the currency of @account, or NULL when unknown. */
+const char *rate_accounts_currency(const rate_accounts *a, const char *account);
+
 /*
  * rate_accounts_expiry_months - the months (year * 12 + month - 1, local
  * to @zone) in which grants of @account may expire, two per grant (that of

@@ -213,13 +213,19 @@ static json_t *summary_json(const rate_counts *n)
                      "subscriptions_rejected", (json_int_t)n->subs_rejected);
 }
 
-/* The summary, with where the rejected records went when --rejects says. */
-static json_t *summary_with_rejects(const rate_ctx *c)
+/* The summary, with where the rejected records went (--rejects) and what came after --at. */
+json_t *rate_summary_json(const rate_ctx *c)
 {
     json_t *s = summary_json(&c->counts);
 
     if (s != NULL && c->opts.rejects != NULL &&
         json_object_set_new(s, "rejects_file", json_string(c->opts.rejects)) != 0) {
+        json_decref(s);
+        return NULL;
+    }
+    if (s != NULL && c->opts.at_set &&
+        json_object_set_new(s, "events_after_at", json_integer((json_int_t)c->counts.after_at)) !=
+            0) {
         json_decref(s);
         return NULL;
     }
@@ -233,7 +239,7 @@ static int print_json(rate_ctx *c)
     int rc = CLI_EXIT_INTERNAL;
 
     if (root == NULL || invoices == NULL ||
-        json_object_set_new(root, "summary", summary_with_rejects(c)) != 0 ||
+        json_object_set_new(root, "summary", rate_summary_json(c)) != 0 ||
         json_object_set(root, "invoices", invoices) != 0) {
         cli_error("out of memory");
         goto done;
@@ -258,13 +264,14 @@ static int print_table_invoice(rate_ctx *c, const billing_invoice *inv, void *ar
     return render_invoice_table(stdout, inv, &c->view) == 0 ? CLI_EXIT_OK : CLI_EXIT_INTERNAL;
 }
 
-/* The counts as text lines on @out. */
-static void print_counts(FILE *out, const rate_counts *n)
+void rate_print_counts(FILE *out, const rate_counts *n)
 {
     fprintf(out,
             "Events: %" PRIu64 " read, %" PRIu64 " rated, %" PRIu64 " duplicates, %" PRIu64
             " rejected\n",
             n->read, n->rated, n->duplicates, n->rejected);
+    if (n->after_at > 0)
+        fprintf(out, "Events after --at, not rated: %" PRIu64 "\n", n->after_at);
     if (n->subs_rejected > 0)
         fprintf(out, "Subscriptions: %" PRIu64 " rejected\n", n->subs_rejected);
 }
@@ -275,7 +282,7 @@ static int print_table(rate_ctx *c)
 
     if (rc != CLI_EXIT_OK)
         return rc;
-    print_counts(stdout, &c->counts);
+    rate_print_counts(stdout, &c->counts);
     return CLI_EXIT_OK;
 }
 
@@ -295,13 +302,14 @@ static int print_csv(rate_ctx *c)
     rc = for_each_invoice(c, print_csv_invoice, NULL);
     if (rc != CLI_EXIT_OK)
         return rc;
-    print_counts(stderr, &c->counts);
+    rate_print_counts(stderr, &c->counts);
     return CLI_EXIT_OK;
 }
 
 int rate_finish(rate_ctx *c)
 {
-    int rc = c->opts.output == OUT_TABLE ? print_table(c)
+    int rc = c->opts.at_set             ? rate_print_credit(c)
+             : c->opts.output == OUT_TABLE ? print_table(c)
              : c->opts.output == OUT_CSV ? print_csv(c)
                                          : print_json(c);
 

@@ -48,12 +48,47 @@ static void reject_record(rate_ctx *c, bc_reader *rd, const char *reason)
                   bc_reader_position(rd), reason, rec, len, c->srcs[c->src].format);
 }
 
+/*
+ * With --at: usage up to the instant only. An event that starts at or
+ * after it is left out (CUT_AFTER); one that runs across it is kept as
+ * running (for when the credit reaches zero) and rated up to the instant
+ * only: its quantity is a level (GPUs, instances, GB provisioned), so
+ * the cut interval is priced exactly; a traffic event's bytes all count
+ * before the instant. Returns CUT_KEEP, CUT_AFTER or CUT_ERROR.
+ */
+int rate_cut_at(rate_ctx *c, billing_event *ev, char *err, size_t errsize)
+{
+    billing_time_t start;
+    billing_time_t end;
+
+    billing_event_interval(ev, &start, &end);
+    if (start >= c->opts.at)
+        return CUT_AFTER;
+    if (end <= c->opts.at)
+        return CUT_KEEP;
+    if (running_note(c->running, ev, err, errsize) != 0)
+        return CUT_ERROR;
+    billing_event_set_interval(ev, start, c->opts.at);
+    return CUT_KEEP;
+}
+
 /* Rate the event just read; returns CLI_EXIT_OK, CLI_EXIT_REJECTED or CLI_EXIT_INTERNAL. */
 static int rate_one(rate_ctx *c, bc_reader *rd)
 {
     char err[ERR_MAX];
-    billing_status st = billing_rater_add(c->rater, c->ev, err, sizeof(err));
+    billing_status st;
 
+    if (c->running != NULL) {
+        switch (rate_cut_at(c, c->ev, err, sizeof(err))) {
+        case CUT_AFTER:
+            c->counts.after_at++;
+            return CLI_EXIT_OK;
+        case CUT_ERROR:
+            cli_error("%s: %s", bc_reader_where(rd), err);
+            return CLI_EXIT_INTERNAL;
+        }
+    }
+    st = billing_rater_add(c->rater, c->ev, err, sizeof(err));
     if (st == BILLING_OK) {
         c->counts.rated++;
         if (c->dedupe != NULL && remember(c, rd, err, sizeof(err)) != 0) {
@@ -62,6 +97,8 @@ static int rate_one(rate_ctx *c, bc_reader *rd)
         }
         return CLI_EXIT_OK;
     }
+    if (c->running != NULL)
+        running_forget(c->running, c->ev);
     reject_record(c, rd, err);
     return st == BILLING_ERR_NOMEM ? CLI_EXIT_INTERNAL : CLI_EXIT_REJECTED;
 }
@@ -189,6 +226,8 @@ static int fetch(void *arg, const bc_dedupe_where *w, const char *id, unsigned c
     rate_ctx *c = arg;
     const struct source *s = &c->srcs[w->src];
     uint64_t check = 0;
+    billing_time_t start;
+    billing_time_t end;
     char e[ERR_MAX];
     int fd = fetch_fd(c, w->src, err, errsize);
 
@@ -200,6 +239,12 @@ static int fetch(void *arg, const bc_dedupe_where *w, const char *id, unsigned c
         snprintf(err, errsize, "%s: changed while being rated (event '%s' is not as it was)",
                  s->name, id);
         return -1;
+    }
+    /* Taken back as it was rated: cut at --at (it was not left out, or it would not be here). */
+    if (c->running != NULL) {
+        billing_event_interval(c->ev, &start, &end);
+        if (end > c->opts.at)
+            billing_event_set_interval(c->ev, start, c->opts.at);
     }
     if (billing_event_encode(c->ev, buf, BILLING_EVENT_WIRE_MAX, len) != BILLING_OK) {
         snprintf(err, errsize, "event '%s': cannot be encoded", id);
@@ -224,6 +269,8 @@ static int take_back(void *arg, const bc_dedupe_hit *hit)
         return HIT_STOP_INTERNAL;
     }
     c->counts.rated--;
+    if (c->running != NULL)
+        running_forget(c->running, c->ev);
     if (hit->kind == BC_DEDUPE_DUPLICATE) {
         c->counts.duplicates++;
         return 0;

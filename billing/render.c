@@ -276,7 +276,8 @@ json_t *render_invoice_json(const billing_invoice *inv)
         json_object_set_new(o, "expired_credits", credits_json(inv, CREDITS_EXPIRED)) != 0 ||
         add_returned(o, inv) != 0 || add_str(o, "subtotal", billing_invoice_subtotal(inv)) != 0 ||
         add_str(o, "credits_total", billing_invoice_credits(inv)) != 0 ||
-        add_account_credit(o, inv) != 0 || add_str(o, "tax_rate", billing_invoice_tax_rate(inv)) != 0 ||
+        add_account_credit(o, inv) != 0 ||
+        add_str(o, "tax_rate", billing_invoice_tax_rate(inv)) != 0 ||
         add_str(o, "tax", billing_invoice_tax(inv)) != 0 ||
         add_str(o, "total", billing_invoice_total(inv)) != 0) {
         json_decref(o);
@@ -299,11 +300,10 @@ typedef struct table {
     int scale; /* the currency's minor digits */
 } table;
 
-/* @t on the account's wall clock, "YYYY-MM-DD HH:MM:SS" (@date_only: "YYYY-MM-DD"). */
-static const char *local_time(const table *t, billing_time_t at, int date_only, char *buf,
-                              size_t size)
+const char *render_local_time(const billing_zone *zone, billing_time_t at, int date_only,
+                              char *buf, size_t size)
 {
-    int32_t off = t->view->zone != NULL ? billing_zone_offset(t->view->zone, at) : 0;
+    int32_t off = zone != NULL ? billing_zone_offset(zone, at) : 0;
     char utc[40];
 
     if (billing_time_format(at + (billing_time_t)off * BILLING_NS_PER_SEC, utc, sizeof(utc)) < 0)
@@ -312,6 +312,13 @@ static const char *local_time(const table *t, billing_time_t at, int date_only, 
     utc[10] = date_only ? '\0' : ' ';
     snprintf(buf, size, "%s", utc);
     return buf;
+}
+
+/* @t on the account's wall clock. */
+static const char *local_time(const table *t, billing_time_t at, int date_only, char *buf,
+                              size_t size)
+{
+    return render_local_time(t->view->zone, at, date_only, buf, size);
 }
 
 /* A money amount grouped, with at least the currency's digits; @raw when it cannot be. */

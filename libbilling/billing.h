@@ -458,6 +458,21 @@ BILLING_API billing_status billing_event_set_region(billing_event *ev, const cha
 /** billing_event_id - the event's id as set (empty string if unset). */
 BILLING_API const char *billing_event_id(const billing_event *ev);
 
+/**
+ * billing_event_account / billing_event_resource - the account and the
+ * resource as set (empty string if unset). Owned by @ev, valid until it
+ * is changed or destroyed. Thread-safe for reading.
+ */
+BILLING_API const char *billing_event_account(const billing_event *ev);
+BILLING_API const char *billing_event_resource(const billing_event *ev);
+
+/**
+ * billing_event_interval - the usage interval [*@start, *@end) as set (0
+ * for what is unset). Thread-safe for reading.
+ */
+BILLING_API void billing_event_interval(const billing_event *ev, billing_time_t *start,
+                                        billing_time_t *end);
+
 /* ===================================================================== */
 /* Wire format: protobuf billing.v1.UsageEvent (proto/billing/v1)         */
 /* ===================================================================== */

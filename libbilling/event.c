@@ -143,6 +143,22 @@ const char *billing_event_id(const billing_event *ev)
     return ev->id;
 }
 
+const char *billing_event_account(const billing_event *ev)
+{
+    return ev->account;
+}
+
+const char *billing_event_resource(const billing_event *ev)
+{
+    return ev->resource;
+}
+
+void billing_event_interval(const billing_event *ev, billing_time_t *start, billing_time_t *end)
+{
+    *start = ev->start;
+    *end = ev->end;
+}
+
 uint64_t bl_event_fingerprint(const billing_event *ev)
 {
     uint64_t h = bl_hash_bytes(ev->account, ev->account_len, 1);
