@@ -62,6 +62,8 @@ static void usage(FILE *out)
           "                         every month of it, charged or not)\n"
           "  --rejects FILE         write each rejected event record, as read, with its\n"
           "                         place and reason to FILE (JSON Lines)\n"
+          "  --by resource          under each invoice, the usage lines of each resource\n"
+          "                         (instance, disk) alone (json or table)\n"
           "  --at INSTANT           print, instead of invoices, each account's credit left\n"
           "                         at INSTANT and, at the price of the usage running\n"
           "                         then, when it reaches zero (json or table)\n"
@@ -127,6 +129,7 @@ enum {
     OPT_REJECTS,
     OPT_NO_PROGRESS,
     OPT_AT,
+    OPT_BY,
     OPT_HELP
 };
 
@@ -150,6 +153,7 @@ static const struct option long_options[] = {
     {"rejects", required_argument, NULL, OPT_REJECTS},
     {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
     {"at", required_argument, NULL, OPT_AT},
+    {"by", required_argument, NULL, OPT_BY},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -291,6 +295,11 @@ static int take_option(void *ctx, int opt, const char *arg)
     case OPT_NO_PROGRESS:
         o->progress = 0;
         return CLI_EXIT_OK;
+    case OPT_BY:
+        if (strcmp(arg, "resource") != 0)
+            return cli_usage_error("rate", "--by '%s': expected resource", arg);
+        o->by_resource = 1;
+        return CLI_EXIT_OK;
     case OPT_AT:
         o->at_set = 1;
         if (billing_time_parse(arg, &o->at, NULL, 0) != BILLING_OK)
@@ -324,6 +333,9 @@ static int parse_args(rate_opts *o, int argc, char **argv)
         return rc;
     if (o->from != NO_MONTH && o->to != NO_MONTH && o->from > o->to)
         return cli_usage_error("rate", "--from is after --to");
+    if (o->by_resource && (o->output == OUT_CSV || o->at_set))
+        return cli_usage_error("rate", "--by resource details invoices: --format json or table, "
+                                       "without --at");
     if (o->at_set && o->output == OUT_CSV)
         return cli_usage_error("rate", "--at prints a credit report: --format json or table");
     o->files = argv + first;
@@ -394,6 +406,10 @@ static int setup(rate_ctx *c)
         cli_error("out of memory");
         return CLI_EXIT_INTERNAL;
     }
+    if (c->opts.by_resource && (c->kept = running_new_every()) == NULL) {
+        cli_error("out of memory");
+        return CLI_EXIT_INTERNAL;
+    }
     c->accinfo = rate_accounts_load(c->opts.accounts, err, sizeof(err));
     if (c->accinfo == NULL) {
         cli_error("%s", err);
@@ -444,6 +460,8 @@ static void teardown(rate_ctx *c)
     bc_dedupe_destroy(c->dedupe);
     rate_accounts_destroy(c->accinfo);
     running_destroy(c->running);
+    running_destroy(c->kept);
+    rate_resources_free(&c->res);
     billing_rater_destroy(c->rater);
     billing_catalog_destroy(c->cat);
     bc_zones_destroy(c->zones);

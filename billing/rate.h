@@ -55,6 +55,7 @@ typedef struct rate_opts {
     const char *rejects;   /* --rejects FILE, or NULL */
     int progress;          /* progress on a terminal (--no-progress clears it) */
     int at_set;            /* --at given: print the credit report, not invoices */
+    int by_resource;       /* --by resource */
     billing_time_t at;
 } rate_opts;
 
@@ -79,6 +80,13 @@ struct source {
     int fd;           /* open to read events again, or -1 */
 };
 
+/* --by resource: one rater per resource of the account being printed. */
+typedef struct rate_resources {
+    size_t n;
+    char **names;
+    billing_rater **raters;
+} rate_resources;
+
 typedef struct rate_ctx {
     rate_opts opts;
     rate_counts counts;
@@ -90,6 +98,8 @@ typedef struct rate_ctx {
     rate_rejects *rejects;
     progress prog;
     rate_running *running; /* with --at: the events running at that instant */
+    rate_running *kept;    /* with --by resource: every event rated */
+    rate_resources res;    /* ... rated again per resource, for the account being printed */
     render_view view;
     char thousands[8];
     bc_dedupe *dedupe;
@@ -119,6 +129,16 @@ int rate_cut_at(rate_ctx *c, billing_event *ev, char *err, size_t errsize);
 
 /* rate_close_rejects - close the --rejects file, saying where they went; an exit code. */
 int rate_close_rejects(rate_ctx *c);
+
+/*
+ * rate_resources_build - rate the kept events of @account again, one
+ * rater per resource, into @rr (freed with rate_resources_free). Returns
+ * an exit code (message printed).
+ */
+int rate_resources_build(rate_ctx *c, const char *account, rate_resources *rr);
+
+/* rate_resources_free - free what rate_resources_build made; empty is a no-op. */
+void rate_resources_free(rate_resources *rr);
 
 /* rate_print_credit - the --at credit report, as JSON or a table; an exit code. */
 int rate_print_credit(rate_ctx *c);

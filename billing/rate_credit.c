@@ -19,6 +19,8 @@ struct running_event {
 };
 
 struct rate_running {
+    int every;        /* keep every event, not only those running at @at */
+    size_t max;       /* most kept */
     billing_time_t at;
     struct running_event *evs;
     size_t n;
@@ -29,8 +31,21 @@ rate_running *running_new(billing_time_t at)
 {
     rate_running *r = calloc(1, sizeof(*r));
 
-    if (r != NULL)
+    if (r != NULL) {
         r->at = at;
+        r->max = RUNNING_MAX;
+    }
+    return r;
+}
+
+rate_running *running_new_every(void)
+{
+    rate_running *r = calloc(1, sizeof(*r));
+
+    if (r != NULL) {
+        r->every = 1;
+        r->max = KEPT_MAX;
+    }
     return r;
 }
 
@@ -61,11 +76,11 @@ static int grow(rate_running *r)
 
     if (r->n < r->cap)
         return 0;
-    if (r->cap >= RUNNING_MAX)
+    if (r->cap >= r->max)
         return -1;
     cap = r->cap == 0 ? 64 : r->cap * 2;
-    if (cap > RUNNING_MAX)
-        cap = RUNNING_MAX;
+    if (cap > r->max)
+        cap = r->max;
     evs = realloc(r->evs, cap * sizeof(*evs));
     if (evs == NULL)
         return -1;
@@ -83,7 +98,7 @@ int running_note(rate_running *r, const billing_event *ev, char *err, size_t err
     size_t len;
 
     billing_event_interval(ev, &start, &end);
-    if (start > r->at || end <= r->at)
+    if (!r->every && (start > r->at || end <= r->at))
         return 0;
     if (billing_event_encode(ev, wire, sizeof(wire), &len) != BILLING_OK || grow(r) != 0)
         goto error;
@@ -100,8 +115,12 @@ int running_note(rate_running *r, const billing_event *ev, char *err, size_t err
     r->n++;
     return 0;
 error:
-    snprintf(err, errsize, "--at: more than %d events running at that instant, or out of memory",
-             RUNNING_MAX);
+    if (r->every)
+        snprintf(err, errsize, "--by resource: more than %d events, or out of memory; "
+                 "choose one --account or fewer months", KEPT_MAX);
+    else
+        snprintf(err, errsize, "--at: more than %d events running at that instant, or out of "
+                 "memory", RUNNING_MAX);
     return -1;
 }
 

@@ -1,5 +1,8 @@
 /*
- * rate_credit.h - `billing rate --at INSTANT`: the credit each account
+ * rate_credit.h - events kept for a second look: those running at --at,
+ * or all of them for --by resource.
+ *
+ * `billing rate --at INSTANT`: the credit each account
  * has left at that instant, from the library's live balance
  * (billing_rater_credit_balance), and, given the usage running at that
  * instant (events whose interval holds it), when it reaches zero
@@ -14,11 +17,20 @@
 
 /* Most running events kept: each is a resource running at one instant. */
 #define RUNNING_MAX 100000
+/* Most events kept for --by resource (about 200 bytes each). */
+#define KEPT_MAX 2000000
 
 typedef struct rate_running rate_running;
 
 /* running_new - an empty set for instant @at; NULL when out of memory. */
 rate_running *running_new(billing_time_t at);
+
+/*
+ * running_new_every - a set that keeps every event noted (for --by
+ * resource, which rates each resource's events again); NULL when out of
+ * memory.
+ */
+rate_running *running_new_every(void);
 
 /* running_destroy - free @r; NULL is a no-op. */
 void running_destroy(rate_running *r);

@@ -156,6 +156,8 @@ static int account_invoices(rate_ctx *c, const char *account, invoice_fn fn, voi
         return CLI_EXIT_INTERNAL;
     }
     c->view.zone = zone;
+    if (c->kept != NULL)
+        rc = rate_resources_build(c, account, &c->res);
     for (i = 0; rc == CLI_EXIT_OK && i < n; i++) {
         if (billing_rater_invoice(c->rater, account, months[i] / 12, months[i] % 12 + 1, &inv,
                                   err, sizeof(err)) != BILLING_OK) {
@@ -168,6 +170,7 @@ static int account_invoices(rate_ctx *c, const char *account, invoice_fn fn, voi
             rc = fn(c, inv, arg);
         billing_invoice_destroy(inv);
     }
+    rate_resources_free(&c->res);
     free(months);
     free(charged);
     return rc;
@@ -193,11 +196,63 @@ static int for_each_invoice(rate_ctx *c, invoice_fn fn, void *arg)
 /* Output                                                                  */
 /* ---------------------------------------------------------------------- */
 
+typedef int (*resource_fn)(rate_ctx *c, const billing_invoice *inv, const char *resource,
+                           void *arg);
+
+/* Call @fn on the invoice of each resource with metered lines in the month of @inv. */
+static int for_each_resource(rate_ctx *c, const billing_invoice *inv, resource_fn fn, void *arg)
+{
+    char err[ERR_MAX];
+    billing_invoice *ri;
+    size_t i;
+    int rc = CLI_EXIT_OK;
+
+    for (i = 0; rc == CLI_EXIT_OK && i < c->res.n; i++) {
+        if (billing_rater_invoice(c->res.raters[i], billing_invoice_account(inv),
+                                  billing_invoice_year(inv), billing_invoice_month(inv), &ri, err,
+                                  sizeof(err)) != BILLING_OK) {
+            cli_error("--by resource: %s", err);
+            return CLI_EXIT_INTERNAL;
+        }
+        if (render_metered_count(ri) > 0)
+            rc = fn(c, ri, c->res.names[i], arg);
+        billing_invoice_destroy(ri);
+    }
+    return rc;
+}
+
+static int add_json_resource(rate_ctx *c, const billing_invoice *ri, const char *resource,
+                             void *arg)
+{
+    json_t *o;
+
+    (void)c;
+    o = json_pack("{s:s, s:o}", "resource", resource, "lines", render_metered_lines_json(ri));
+    return o != NULL && json_array_append_new(arg, o) == 0 ? CLI_EXIT_OK : CLI_EXIT_INTERNAL;
+}
+
+/* "by_resource": [{"resource": R, "lines": [...]}], an added key of the invoice object. */
+static int add_by_resource(rate_ctx *c, const billing_invoice *inv, json_t *item)
+{
+    json_t *list = json_array();
+    int rc;
+
+    if (list == NULL || json_object_set_new(item, "by_resource", list) != 0)
+        return CLI_EXIT_INTERNAL;
+    rc = for_each_resource(c, inv, add_json_resource, list);
+    if (rc != CLI_EXIT_OK)
+        cli_error("out of memory");
+    return rc;
+}
+
 static int add_json_invoice(rate_ctx *c, const billing_invoice *inv, void *arg)
 {
     json_t *item = render_invoice_json(inv);
 
-    (void)c;
+    if (item != NULL && c->kept != NULL && add_by_resource(c, inv, item) != CLI_EXIT_OK) {
+        json_decref(item);
+        return CLI_EXIT_INTERNAL;
+    }
     if (item == NULL || json_array_append_new(arg, item) != 0) {
         cli_error("out of memory");
         return CLI_EXIT_INTERNAL;
@@ -258,10 +313,26 @@ done:
     return rc;
 }
 
+static int print_table_resource(rate_ctx *c, const billing_invoice *ri, const char *resource,
+                                void *arg)
+{
+    (void)arg;
+    return render_resource_table(stdout, ri, resource, &c->view) == 0 ? CLI_EXIT_OK
+                                                                       : CLI_EXIT_INTERNAL;
+}
+
 static int print_table_invoice(rate_ctx *c, const billing_invoice *inv, void *arg)
 {
     (void)arg;
-    return render_invoice_table(stdout, inv, &c->view) == 0 ? CLI_EXIT_OK : CLI_EXIT_INTERNAL;
+    if (render_invoice_table(stdout, inv, &c->view) != 0)
+        return CLI_EXIT_INTERNAL;
+    if (c->kept == NULL)
+        return CLI_EXIT_OK;
+    fputs("  By resource (each share rounded on its own):\n", stdout);
+    if (for_each_resource(c, inv, print_table_resource, NULL) != CLI_EXIT_OK)
+        return CLI_EXIT_INTERNAL;
+    fputc('\n', stdout);
+    return CLI_EXIT_OK;
 }
 
 void rate_print_counts(FILE *out, const rate_counts *n)

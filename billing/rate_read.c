@@ -91,6 +91,10 @@ static int rate_one(rate_ctx *c, bc_reader *rd)
     st = billing_rater_add(c->rater, c->ev, err, sizeof(err));
     if (st == BILLING_OK) {
         c->counts.rated++;
+        if (c->kept != NULL && running_note(c->kept, c->ev, err, sizeof(err)) != 0) {
+            cli_error("%s: %s", bc_reader_where(rd), err);
+            return CLI_EXIT_INTERNAL;
+        }
         if (c->dedupe != NULL && remember(c, rd, err, sizeof(err)) != 0) {
             cli_error("%s: %s", bc_reader_where(rd), err);
             return CLI_EXIT_INTERNAL;
@@ -271,6 +275,8 @@ static int take_back(void *arg, const bc_dedupe_hit *hit)
     c->counts.rated--;
     if (c->running != NULL)
         running_forget(c->running, c->ev);
+    if (c->kept != NULL)
+        running_forget(c->kept, c->ev);
     if (hit->kind == BC_DEDUPE_DUPLICATE) {
         c->counts.duplicates++;
         return 0;

@@ -184,18 +184,43 @@ static json_t *credit_json(const billing_invoice *inv, size_t i, int which)
     return o;
 }
 
-static json_t *lines_json(const billing_invoice *inv)
+/* A line metered from events (usage or included), which a resource's events account for. */
+static int metered(const billing_invoice *inv, size_t i)
+{
+    billing_line_kind k = billing_invoice_line_kind(inv, i);
+
+    return k == BILLING_LINE_USAGE || k == BILLING_LINE_INCLUDED;
+}
+
+static json_t *some_lines_json(const billing_invoice *inv, int metered_only)
 {
     json_t *arr = json_array();
     size_t i;
 
     for (i = 0; arr != NULL && i < billing_invoice_line_count(inv); i++) {
+        if (metered_only && !metered(inv, i))
+            continue;
         if (append(arr, line_json(inv, i)) != 0) {
             json_decref(arr);
             return NULL;
         }
     }
     return arr;
+}
+
+json_t *render_metered_lines_json(const billing_invoice *inv)
+{
+    return some_lines_json(inv, 1);
+}
+
+size_t render_metered_count(const billing_invoice *inv)
+{
+    size_t n = 0;
+    size_t i;
+
+    for (i = 0; i < billing_invoice_line_count(inv); i++)
+        n += (size_t)metered(inv, i);
+    return n;
 }
 
 static json_t *credits_json(const billing_invoice *inv, int which)
@@ -271,7 +296,7 @@ json_t *render_invoice_json(const billing_invoice *inv)
     if (o == NULL || add_str(o, "account", billing_invoice_account(inv)) != 0 ||
         add_str(o, "currency", billing_invoice_currency(inv)) != 0 ||
         json_object_set_new(o, "period", period_json(inv)) != 0 ||
-        json_object_set_new(o, "lines", lines_json(inv)) != 0 ||
+        json_object_set_new(o, "lines", some_lines_json(inv, 0)) != 0 ||
         json_object_set_new(o, "credits", credits_json(inv, CREDITS_APPLIED)) != 0 ||
         json_object_set_new(o, "expired_credits", credits_json(inv, CREDITS_EXPIRED)) != 0 ||
         add_returned(o, inv) != 0 || add_str(o, "subtotal", billing_invoice_subtotal(inv)) != 0 ||
@@ -539,6 +564,28 @@ int render_invoice_table(FILE *out, const billing_invoice *inv, const render_vie
     print_total(out, &t, total_width, label, billing_invoice_tax(inv), "");
     print_total(out, &t, total_width, "total", billing_invoice_total(inv), "");
     fputc('\n', out);
+    return 0;
+}
+
+int render_resource_table(FILE *out, const billing_invoice *inv, const char *resource,
+                          const render_view *view)
+{
+    table t;
+    size_t width[N_LINE_COLUMNS];
+    size_t row;
+
+    t.inv = inv;
+    t.view = view;
+    t.scale = billing_currency_digits(billing_invoice_currency(inv));
+    if (t.scale < 0)
+        t.scale = 0;
+    column_widths(&t, width);
+    fprintf(out, INDENT "resource %s:\n", resource);
+    print_row(out, &t, SIZE_MAX, width);
+    for (row = 0; row < billing_invoice_line_count(inv); row++) {
+        if (metered(inv, row))
+            print_row(out, &t, row, width);
+    }
     return 0;
 }
 

@@ -56,6 +56,24 @@ void render_csv_header(FILE *out);
 int render_invoice_csv(FILE *out, const billing_invoice *inv);
 
 /*
+ * render_metered_lines_json - the usage and included lines of @inv (those
+ * that events account for) as a JSON array of line objects, as in
+ * "lines". Returns a new reference, or NULL when out of memory.
+ */
+json_t *render_metered_lines_json(const billing_invoice *inv);
+
+/* render_metered_count - how many usage and included lines @inv has. */
+size_t render_metered_count(const billing_invoice *inv);
+
+/*
+ * render_resource_table - the usage and included lines of @inv (the
+ * invoice of one resource's events alone) under "resource RESOURCE:", in
+ * the table form's columns. Returns 0.
+ */
+int render_resource_table(FILE *out, const billing_invoice *inv, const char *resource,
+                          const render_view *view);
+
+/*
  * render_local_time - @at on the wall clock of @zone (NULL: UTC) as
  * "YYYY-MM-DD HH:MM:SS", or "YYYY-MM-DD" with @date_only, into @buf of
  * @size bytes (at least 20). Returns @buf, or "" when @at is out of range.
