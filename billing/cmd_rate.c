@@ -43,7 +43,9 @@ static void usage(FILE *out)
           "the shipped GPU-cloud example, and stderr says so.\n"
           "\n"
           "Options:\n"
-          "  --pricebook FILE       price book (JSON)\n"
+          "  --pricebook FILE       price book (JSON); several as --pricebook ID=FILE, each\n"
+          "                         account naming its book (\"book\": ID): one run, an\n"
+          "                         invoice per account in its book's currency\n"
           "  --accounts FILE        accounts, subscriptions and credit grants (JSON)\n"
           "  --input-format FMT     jsonl or protobuf (default: by file extension,\n"
           "                         .jsonl/.json/.ndjson or .pb/.bin/.protobuf; stdin: jsonl)\n"
@@ -178,6 +180,33 @@ static int format_option(const char *arg, out_format *out)
     return CLI_EXIT_OK;
 }
 
+/*
+ * --pricebook FILE, or ID=FILE (repeatable: one run, several books and
+ * currencies; each account names its book with "book"). ID is what comes
+ * before the first '=' when that is an id without '/'.
+ */
+static int pricebook_option(rate_opts *o, const char *arg)
+{
+    const char *eq = strchr(arg, '=');
+    static char ids[BOOKS_MAX][130];
+    size_t n = eq != NULL ? (size_t)(eq - arg) : 0;
+
+    if (o->n_books == BOOKS_MAX)
+        return cli_usage_error("rate", "--pricebook: at most %d price books", BOOKS_MAX);
+    o->book_ids[o->n_books] = NULL;
+    o->book_paths[o->n_books] = arg;
+    if (eq != NULL && n >= 1 && n <= 128 && memchr(arg, '/', n) == NULL) {
+        memcpy(ids[o->n_books], arg, n);
+        ids[o->n_books][n] = '\0';
+        o->book_ids[o->n_books] = ids[o->n_books];
+        o->book_paths[o->n_books] = eq + 1;
+    }
+    if (o->pricebook == NULL)
+        o->pricebook = o->book_paths[o->n_books];
+    o->n_books++;
+    return CLI_EXIT_OK;
+}
+
 static int layout_option(const char *arg, int *out)
 {
     if (strcmp(arg, "compact") == 0)
@@ -244,8 +273,7 @@ static int take_option(void *ctx, int opt, const char *arg)
 
     switch (opt) {
     case OPT_PRICEBOOK:
-        o->pricebook = arg;
-        return CLI_EXIT_OK;
+        return pricebook_option(o, arg);
     case OPT_ACCOUNTS:
         o->accounts = arg;
         return CLI_EXIT_OK;
@@ -315,6 +343,27 @@ static int take_option(void *ctx, int opt, const char *arg)
     }
 }
 
+/* Several books need an id each, all different. */
+static int books_option_error(const rate_opts *o)
+{
+    int i;
+    int j;
+
+    for (i = 0; o->n_books > 1 && i < o->n_books; i++) {
+        if (o->book_ids[i] == NULL)
+            return cli_usage_error("rate",
+                                   "--pricebook '%s': with several price books, each is "
+                                   "ID=FILE (ID: the \"book\" its accounts name)",
+                                   o->book_paths[i]);
+        for (j = 0; j < i; j++) {
+            if (strcmp(o->book_ids[i], o->book_ids[j]) == 0)
+                return cli_usage_error("rate", "--pricebook: id '%s' given twice",
+                                       o->book_ids[i]);
+        }
+    }
+    return CLI_EXIT_OK;
+}
+
 /* Parse argv; returns CLI_EXIT_OK, CLI_EXIT_USAGE, or -1 when --help was given. */
 static int parse_args(rate_opts *o, int argc, char **argv)
 {
@@ -336,6 +385,8 @@ static int parse_args(rate_opts *o, int argc, char **argv)
     if (o->by_resource && (o->output == OUT_CSV || o->at_set))
         return cli_usage_error("rate", "--by resource details invoices: --format json or table, "
                                        "without --at");
+    if (books_option_error(o) != CLI_EXIT_OK)
+        return CLI_EXIT_USAGE;
     if (o->at_set && o->output == OUT_CSV)
         return cli_usage_error("rate", "--at prints a credit report: --format json or table");
     o->files = argv + first;
@@ -347,15 +398,36 @@ static int parse_args(rate_opts *o, int argc, char **argv)
 /* Catalog and rater                                                       */
 /* ---------------------------------------------------------------------- */
 
-static int account_known(const billing_rater *r, const char *id)
+static int account_known(const rate_ctx *c, const char *id)
 {
+    const billing_rater *r;
     size_t i;
+    int b;
 
-    for (i = 0; i < billing_rater_account_count(r); i++) {
-        if (strcmp(billing_rater_account_id(r, i), id) == 0)
-            return 1;
+    for (b = 0; b < c->n_books; b++) {
+        r = c->books[b].rater;
+        for (i = 0; i < billing_rater_account_count(r); i++) {
+            if (strcmp(billing_rater_account_id(r, i), id) == 0)
+                return 1;
+        }
     }
     return 0;
+}
+
+void rate_use_account(rate_ctx *c, const char *account)
+{
+    const char *book = c->n_books > 1 ? rate_accounts_book(c->accinfo, account) : NULL;
+    int i;
+
+    c->cat = c->books[0].cat;
+    c->rater = c->books[0].rater;
+    for (i = 0; book != NULL && i < c->n_books; i++) {
+        if (strcmp(book, c->books[i].id) == 0) {
+            c->cat = c->books[i].cat;
+            c->rater = c->books[i].rater;
+            return;
+        }
+    }
 }
 
 const char *rate_temp_dir(const rate_opts *o)
@@ -374,25 +446,75 @@ static void reject_subscription(void *arg, const char *message)
     c->counts.subs_rejected++;
 }
 
-static int setup(rate_ctx *c)
+/* Load one price book and the accounts naming it (all of them when it is the only book). */
+static int load_book(rate_ctx *c, rate_book *b)
 {
     char err[ERR_MAX];
-    int i;
 
-    c->cat = billing_catalog_new();
-    c->zones = bc_zones_new();
-    c->ev = billing_event_new();
-    if (c->cat == NULL || c->zones == NULL || c->ev == NULL) {
+    b->cat = billing_catalog_new();
+    if (b->cat == NULL) {
         cli_error("out of memory");
         return CLI_EXIT_INTERNAL;
     }
     /* The price book first, so that each subscription is checked against it when added. */
-    if (bc_pricebook_load(c->cat, c->opts.pricebook, err, sizeof(err)) != 0 ||
-        bc_accounts_load_rejecting(c->cat, c->zones, c->opts.accounts, reject_subscription, c, err,
-                                   sizeof(err)) != 0) {
+    if (bc_pricebook_load(b->cat, b->path, err, sizeof(err)) != 0 ||
+        bc_accounts_load_book(b->cat, c->zones, c->opts.accounts, b->id, reject_subscription, c,
+                              err, sizeof(err)) != 0) {
         cli_error("%s", err);
         return CLI_EXIT_INPUT;
     }
+    b->rater = billing_rater_new(b->cat, err, sizeof(err));
+    if (b->rater == NULL) {
+        cli_error("%s + %s: %s", b->path, c->opts.accounts, err);
+        return CLI_EXIT_INPUT;
+    }
+    /* Repeated ids are found by the bounded external sort, not in the rater. */
+    billing_rater_set_dedupe(b->rater, 0);
+    return CLI_EXIT_OK;
+}
+
+static int load_books(rate_ctx *c)
+{
+    char err[ERR_MAX];
+    int i;
+    int rc;
+
+    c->n_books = c->opts.n_books > 0 ? c->opts.n_books : 1;
+    for (i = 0; i < c->n_books; i++) {
+        c->books[i].id = c->opts.n_books > 1 ? c->opts.book_ids[i] : NULL;
+        c->books[i].path = c->opts.n_books > 0 ? c->opts.book_paths[i] : c->opts.pricebook;
+        rc = load_book(c, &c->books[i]);
+        if (rc != CLI_EXIT_OK)
+            return rc;
+    }
+    c->cat = c->books[0].cat;
+    c->rater = c->books[0].rater;
+    c->accinfo = rate_accounts_load(c->opts.accounts, err, sizeof(err));
+    if (c->accinfo == NULL ||
+        (c->opts.n_books > 1 && rate_accounts_check_books(c->accinfo, c->opts.book_ids,
+                                                          c->opts.n_books, c->opts.accounts, err,
+                                                          sizeof(err)) != 0)) {
+        cli_error("%s", err);
+        return CLI_EXIT_INPUT;
+    }
+    return CLI_EXIT_OK;
+}
+
+static int setup(rate_ctx *c)
+{
+    char err[ERR_MAX];
+    int i;
+    int rc;
+
+    c->zones = bc_zones_new();
+    c->ev = billing_event_new();
+    if (c->zones == NULL || c->ev == NULL) {
+        cli_error("out of memory");
+        return CLI_EXIT_INTERNAL;
+    }
+    rc = load_books(c);
+    if (rc != CLI_EXIT_OK)
+        return rc;
     if (c->opts.strict && c->counts.subs_rejected > 0)
         return CLI_EXIT_REJECTED;
     if (c->opts.rejects != NULL) {
@@ -410,18 +532,6 @@ static int setup(rate_ctx *c)
         cli_error("out of memory");
         return CLI_EXIT_INTERNAL;
     }
-    c->accinfo = rate_accounts_load(c->opts.accounts, err, sizeof(err));
-    if (c->accinfo == NULL) {
-        cli_error("%s", err);
-        return CLI_EXIT_INPUT;
-    }
-    c->rater = billing_rater_new(c->cat, err, sizeof(err));
-    if (c->rater == NULL) {
-        cli_error("%s + %s: %s", c->opts.pricebook, c->opts.accounts, err);
-        return CLI_EXIT_INPUT;
-    }
-    /* Repeated ids are found by the bounded external sort, not in the rater. */
-    billing_rater_set_dedupe(c->rater, 0);
     c->srcs = calloc((size_t)c->opts.n_files, sizeof(*c->srcs));
     if (c->srcs == NULL) {
         cli_error("out of memory");
@@ -437,7 +547,7 @@ static int setup(rate_ctx *c)
             return CLI_EXIT_INTERNAL;
         }
     }
-    if (c->opts.account != NULL && !account_known(c->rater, c->opts.account))
+    if (c->opts.account != NULL && !account_known(c, c->opts.account))
         return cli_usage_error("rate", "--account '%s' is not in %s", c->opts.account,
                                c->opts.accounts);
     return CLI_EXIT_OK;
@@ -462,8 +572,10 @@ static void teardown(rate_ctx *c)
     running_destroy(c->running);
     running_destroy(c->kept);
     rate_resources_free(&c->res);
-    billing_rater_destroy(c->rater);
-    billing_catalog_destroy(c->cat);
+    for (i = 0; i < c->n_books; i++) {
+        billing_rater_destroy(c->books[i].rater);
+        billing_catalog_destroy(c->books[i].cat);
+    }
     bc_zones_destroy(c->zones);
     billing_event_destroy(c->ev);
 }

@@ -168,3 +168,29 @@ int numfmt_percent(const char *rate, char *buf, size_t size)
         snprintf(buf, size, "%s", rate);
     return -1;
 }
+
+int numfmt_add(const char *a, const char *b, int scale, char *out, size_t size)
+{
+    mpq_t x;
+    mpq_t y;
+    char *sum = NULL;
+    int rc = -1;
+
+    mpq_init(x);
+    mpq_init(y);
+    if (parse_exact(x, a) == 0 && parse_exact(y, b) == 0) {
+        mpq_add(x, x, y);
+        sum = mpq_get_str(NULL, 10, x);
+    }
+    mpq_clear(x);
+    mpq_clear(y);
+    if (sum != NULL && strlen(sum) <= INPUT_MAX)
+        rc = numfmt_decimal(sum, scale, scale, "", out, size);
+    if (sum != NULL) {
+        void (*gmp_free)(void *, size_t);
+
+        mp_get_memory_functions(NULL, NULL, &gmp_free);
+        gmp_free(sum, strlen(sum) + 1);
+    }
+    return rc;
+}

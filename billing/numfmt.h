@@ -30,4 +30,12 @@ int numfmt_decimal(const char *exact, int min_scale, int max_scale, const char *
  */
 int numfmt_percent(const char *rate, char *buf, size_t size);
 
+/*
+ * numfmt_add - @a + @b (exact decimals or fractions), written with exactly
+ * @scale fraction digits (rounded half away from zero) into @out of @size
+ * bytes, which may be @a. Returns 0, or -1 when either is not a number or
+ * the sum does not fit.
+ */
+int numfmt_add(const char *a, const char *b, int scale, char *out, size_t size);
+
 #endif /* BILLING_NUMFMT_H */

@@ -33,8 +33,14 @@
 
 typedef enum { OUT_JSON, OUT_TABLE, OUT_CSV } out_format;
 
+/* Most price books in one run (each its own currency, catalog and rater). */
+#define BOOKS_MAX 16
+
 typedef struct rate_opts {
-    const char *pricebook;
+    const char *pricebook;          /* the first --pricebook's file, or the example's */
+    const char *book_ids[BOOKS_MAX]; /* --pricebook ID=FILE: ID (NULL for a plain FILE) */
+    const char *book_paths[BOOKS_MAX];
+    int n_books;
     const char *accounts;
     char **files;
     int n_files;
@@ -80,6 +86,21 @@ struct source {
     int fd;           /* open to read events again, or -1 */
 };
 
+/* One price book: its catalog (with the accounts naming it) and its rater. */
+typedef struct rate_book {
+    const char *id; /* NULL when only one book is given */
+    const char *path;
+    billing_catalog *cat;
+    billing_rater *rater;
+} rate_book;
+
+/* Invoice totals of one currency, for the summary of a run with several books. */
+typedef struct rate_total {
+    char currency[8];
+    uint64_t invoices;
+    char total[64];
+} rate_total;
+
 /* --by resource: one rater per resource of the account being printed. */
 typedef struct rate_resources {
     size_t n;
@@ -90,9 +111,13 @@ typedef struct rate_resources {
 typedef struct rate_ctx {
     rate_opts opts;
     rate_counts counts;
-    billing_catalog *cat;
-    bc_zones *zones;
+    rate_book books[BOOKS_MAX];
+    int n_books;
+    billing_catalog *cat;  /* the book of the account at hand (rate_use_account) */
     billing_rater *rater;
+    rate_total totals[BOOKS_MAX];
+    int n_totals;
+    bc_zones *zones;
     billing_event *ev;
     rate_accounts *accinfo;
     rate_rejects *rejects;
@@ -112,6 +137,18 @@ typedef struct rate_ctx {
     char example_events[PATH_LEN];
     char *example_argv[2];
 } rate_ctx;
+
+/* rate_use_account - make c->cat and c->rater those of @account's book (the first if unknown). */
+void rate_use_account(rate_ctx *c, const char *account);
+
+typedef int (*rate_account_fn)(rate_ctx *c, const char *account, void *arg);
+
+/*
+ * rate_for_each_account - call @fn on each account to print (all, or the
+ * one of --account), book by book in --pricebook order, accounts in id
+ * order, with c->cat and c->rater set to its book's.
+ */
+int rate_for_each_account(rate_ctx *c, rate_account_fn fn, void *arg);
 
 /* rate_check_inputs - the inputs given, or the example for none; an exit code. */
 int rate_check_inputs(rate_ctx *c);

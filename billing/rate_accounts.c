@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,6 +14,7 @@
 struct rate_accounts {
     json_t *zones;    /* account id -> zone name */
     json_t *currencies; /* account id -> ISO 4217 code */
+    json_t *books;      /* account id -> price book id, for accounts that name one */
     json_t *expiries; /* account id -> array of expires_at instants */
 };
 
@@ -28,7 +30,9 @@ static int index_file(rate_accounts *a, json_t *root)
         id = json_string_value(json_object_get(item, "id"));
         if (id != NULL &&
             (json_object_set(a->zones, id, json_object_get(item, "time_zone")) != 0 ||
-             json_object_set(a->currencies, id, json_object_get(item, "currency")) != 0))
+             json_object_set(a->currencies, id, json_object_get(item, "currency")) != 0 ||
+             (json_is_string(json_object_get(item, "book")) &&
+              json_object_set(a->books, id, json_object_get(item, "book")) != 0)))
             return -1;
     }
     json_array_foreach(json_object_get(root, "grants"), i, item) {
@@ -62,7 +66,8 @@ rate_accounts *rate_accounts_load(const char *path, char *err, size_t errsize)
     a->zones = json_object();
     a->expiries = json_object();
     a->currencies = json_object();
-    if (a->zones == NULL || a->expiries == NULL || a->currencies == NULL ||
+    a->books = json_object();
+    if (a->zones == NULL || a->expiries == NULL || a->currencies == NULL || a->books == NULL ||
         index_file(a, root) != 0)
         goto nomem;
     json_decref(root);
@@ -82,6 +87,7 @@ void rate_accounts_destroy(rate_accounts *a)
     json_decref(a->zones);
     json_decref(a->expiries);
     json_decref(a->currencies);
+    json_decref(a->books);
     free(a);
 }
 
@@ -92,6 +98,37 @@ const billing_zone *rate_accounts_zone(const rate_accounts *a, bc_zones *zones,
     char err[256];
 
     return name != NULL ? bc_zones_get(zones, name, err, sizeof(err)) : NULL;
+}
+
+const char *rate_accounts_book(const rate_accounts *a, const char *account)
+{
+    return json_string_value(json_object_get(a->books, account));
+}
+
+int rate_accounts_check_books(const rate_accounts *a, const char *const *ids, int n,
+                              const char *path, char *err, size_t errsize)
+{
+    const char *account;
+    const char *book;
+    json_t *v;
+    int i;
+
+    json_object_foreach(a->zones, account, v) {
+        book = rate_accounts_book(a, account);
+        for (i = 0; book != NULL && i < n; i++) {
+            if (strcmp(book, ids[i]) == 0)
+                break;
+        }
+        if (book == NULL || i == n) {
+            snprintf(err, errsize,
+                     "%s: account '%s': field 'book': %s%s%s: with several --pricebook ID=FILE, "
+                     "every account names the book it is rated against",
+                     path, account, book == NULL ? "missing" : "'", book == NULL ? "" : book,
+                     book == NULL ? "" : "' is not one of the --pricebook ids");
+            return -1;
+        }
+    }
+    return 0;
 }
 
 const char *rate_accounts_currency(const rate_accounts *a, const char *account)

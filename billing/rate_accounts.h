@@ -34,6 +34,17 @@ void rate_accounts_destroy(rate_accounts *a);
 const billing_zone *rate_accounts_zone(const rate_accounts *a, bc_zones *zones,
                                        const char *account);
 
+/* rate_accounts_book - the price book @account names ("book"), or NULL. */
+const char *rate_accounts_book(const rate_accounts *a, const char *account);
+
+/*
+ * rate_accounts_check_books - with several price books (@ids, @n of
+ * them): every account names one of them in "book". Returns 0, or -1
+ * with a message naming @path, the account and the field.
+ */
+int rate_accounts_check_books(const rate_accounts *a, const char *const *ids, int n,
+                              const char *path, char *err, size_t errsize);
+
 /* rate_accounts_currency - the currency of @account, or NULL when unknown. */
 const char *rate_accounts_currency(const rate_accounts *a, const char *account);
 

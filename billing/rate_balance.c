@@ -55,22 +55,28 @@ static int account_balance(rate_ctx *c, const char *account, balance *b)
 
 typedef int (*balance_fn)(rate_ctx *c, const balance *b, void *arg);
 
+/* What for_each_balance hands to one_balance. */
+struct balance_call {
+    balance_fn fn;
+    void *arg;
+};
+
+static int one_balance(rate_ctx *c, const char *account, void *arg)
+{
+    const struct balance_call *call = arg;
+    balance b;
+    int rc = account_balance(c, account, &b);
+
+    return rc == CLI_EXIT_OK ? call->fn(c, &b, call->arg) : rc;
+}
+
 static int for_each_balance(rate_ctx *c, balance_fn fn, void *arg)
 {
-    const char *account;
-    balance b;
-    size_t a;
-    int rc = CLI_EXIT_OK;
+    struct balance_call call;
 
-    for (a = 0; rc == CLI_EXIT_OK && a < billing_rater_account_count(c->rater); a++) {
-        account = billing_rater_account_id(c->rater, a);
-        if (c->opts.account != NULL && strcmp(account, c->opts.account) != 0)
-            continue;
-        rc = account_balance(c, account, &b);
-        if (rc == CLI_EXIT_OK)
-            rc = fn(c, &b, arg);
-    }
-    return rc;
+    call.fn = fn;
+    call.arg = arg;
+    return rate_for_each_account(c, one_balance, &call);
 }
 
 /* ---------------------------------------------------------------------- */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "numfmt.h"
 #include "rate.h"
 
 /* ---------------------------------------------------------------------- */
@@ -134,6 +135,34 @@ static int32_t *months_for(rate_ctx *c, const char *account, const billing_zone 
 
 typedef int (*invoice_fn)(rate_ctx *c, const billing_invoice *inv, void *arg);
 
+/* Add @inv to the totals of its currency (exact: totals have the currency's digits). */
+static int tally(rate_ctx *c, const billing_invoice *inv)
+{
+    const char *cur = billing_invoice_currency(inv);
+    int scale = billing_currency_digits(cur);
+    rate_total *t = NULL;
+    int i;
+
+    for (i = 0; i < c->n_totals; i++) {
+        if (strcmp(c->totals[i].currency, cur) == 0)
+            t = &c->totals[i];
+    }
+    if (t == NULL) {
+        if (c->n_totals == BOOKS_MAX)
+            return CLI_EXIT_OK;
+        t = &c->totals[c->n_totals++];
+        snprintf(t->currency, sizeof(t->currency), "%s", cur);
+        snprintf(t->total, sizeof(t->total), "0");
+    }
+    t->invoices++;
+    if (numfmt_add(t->total, billing_invoice_total(inv), scale > 0 ? scale : 0, t->total,
+                   sizeof(t->total)) != 0) {
+        cli_error("currency %s: the total does not fit", cur);
+        return CLI_EXIT_INTERNAL;
+    }
+    return CLI_EXIT_OK;
+}
+
 /* The invoices of one account, in month order. */
 static int account_invoices(rate_ctx *c, const char *account, invoice_fn fn, void *arg)
 {
@@ -166,8 +195,11 @@ static int account_invoices(rate_ctx *c, const char *account, invoice_fn fn, voi
             break;
         }
         if (whole_range(&c->opts) || has_month(charged, n_charged, months[i]) ||
-            billing_invoice_expired_count(inv) > 0)
+            billing_invoice_expired_count(inv) > 0) {
             rc = fn(c, inv, arg);
+            if (rc == CLI_EXIT_OK)
+                rc = tally(c, inv);
+        }
         billing_invoice_destroy(inv);
     }
     rate_resources_free(&c->res);
@@ -176,20 +208,48 @@ static int account_invoices(rate_ctx *c, const char *account, invoice_fn fn, voi
     return rc;
 }
 
-/* Call @fn on each chosen invoice, in account then month order. */
-static int for_each_invoice(rate_ctx *c, invoice_fn fn, void *arg)
+int rate_for_each_account(rate_ctx *c, rate_account_fn fn, void *arg)
 {
     const char *account;
     size_t a;
+    int b;
     int rc = CLI_EXIT_OK;
 
-    for (a = 0; rc == CLI_EXIT_OK && a < billing_rater_account_count(c->rater); a++) {
-        account = billing_rater_account_id(c->rater, a);
-        if (c->opts.account != NULL && strcmp(account, c->opts.account) != 0)
-            continue;
-        rc = account_invoices(c, account, fn, arg);
+    for (b = 0; rc == CLI_EXIT_OK && b < c->n_books; b++) {
+        for (a = 0; rc == CLI_EXIT_OK && a < billing_rater_account_count(c->books[b].rater);
+             a++) {
+            account = billing_rater_account_id(c->books[b].rater, a);
+            if (c->opts.account != NULL && strcmp(account, c->opts.account) != 0)
+                continue;
+            c->cat = c->books[b].cat;
+            c->rater = c->books[b].rater;
+            rc = fn(c, account, arg);
+        }
     }
     return rc;
+}
+
+/* What for_each_invoice hands to account_invoices. */
+struct invoice_call {
+    invoice_fn fn;
+    void *arg;
+};
+
+static int account_invoices_cb(rate_ctx *c, const char *account, void *arg)
+{
+    const struct invoice_call *call = arg;
+
+    return account_invoices(c, account, call->fn, call->arg);
+}
+
+/* Call @fn on each chosen invoice, in price book, account then month order. */
+static int for_each_invoice(rate_ctx *c, invoice_fn fn, void *arg)
+{
+    struct invoice_call call;
+
+    call.fn = fn;
+    call.arg = arg;
+    return rate_for_each_account(c, account_invoices_cb, &call);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -287,6 +347,43 @@ json_t *rate_summary_json(const rate_ctx *c)
     return s;
 }
 
+/*
+ * With several price books: per currency, the invoices printed and the
+ * sum of their totals ("currencies" in the summary).
+ */
+static json_t *totals_json(const rate_ctx *c)
+{
+    json_t *arr = json_array();
+    json_t *o;
+    int i;
+
+    for (i = 0; arr != NULL && i < c->n_totals; i++) {
+        o = json_pack("{s:s, s:I, s:s}", "currency", c->totals[i].currency, "invoices",
+                      (json_int_t)c->totals[i].invoices, "total", c->totals[i].total);
+        if (o == NULL || json_array_append_new(arr, o) != 0) {
+            json_decref(arr);
+            return NULL;
+        }
+    }
+    return arr;
+}
+
+/* The same as text lines: "Total CNY: 3 invoices, 1234.00". */
+static void print_totals(FILE *out, const rate_ctx *c)
+{
+    char total[NUMFMT_MAX];
+    int scale;
+    int i;
+
+    for (i = 0; c->n_books > 1 && i < c->n_totals; i++) {
+        scale = billing_currency_digits(c->totals[i].currency);
+        numfmt_decimal(c->totals[i].total, scale > 0 ? scale : 0, 40, c->view.thousands, total,
+                       sizeof(total));
+        fprintf(out, "Total %s: %" PRIu64 " invoice%s, %s\n", c->totals[i].currency,
+                c->totals[i].invoices, c->totals[i].invoices == 1 ? "" : "s", total);
+    }
+}
+
 static int print_json(rate_ctx *c)
 {
     json_t *root = json_object();
@@ -300,6 +397,11 @@ static int print_json(rate_ctx *c)
         goto done;
     }
     rc = for_each_invoice(c, add_json_invoice, invoices);
+    if (rc == CLI_EXIT_OK && c->n_books > 1 &&
+        json_object_set_new(json_object_get(root, "summary"), "currencies", totals_json(c)) != 0) {
+        cli_error("out of memory");
+        rc = CLI_EXIT_INTERNAL;
+    }
     if (rc != CLI_EXIT_OK)
         goto done;
     if (json_dumpf(root, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0 ||
@@ -354,6 +456,7 @@ static int print_table(rate_ctx *c)
     if (rc != CLI_EXIT_OK)
         return rc;
     rate_print_counts(stdout, &c->counts);
+    print_totals(stdout, c);
     return CLI_EXIT_OK;
 }
 
@@ -374,6 +477,7 @@ static int print_csv(rate_ctx *c)
     if (rc != CLI_EXIT_OK)
         return rc;
     rate_print_counts(stderr, &c->counts);
+    print_totals(stderr, c);
     return CLI_EXIT_OK;
 }
 

@@ -78,6 +78,7 @@ static int rate_one(rate_ctx *c, bc_reader *rd)
     char err[ERR_MAX];
     billing_status st;
 
+    rate_use_account(c, billing_event_account(c->ev));
     if (c->running != NULL) {
         switch (rate_cut_at(c, c->ev, err, sizeof(err))) {
         case CUT_AFTER:
@@ -264,11 +265,16 @@ static int take_back(void *arg, const bc_dedupe_hit *hit)
     char err[ERR_MAX + 2 * PATH_LEN];
     char where[PATH_LEN + 32];
     char first[PATH_LEN + 32];
+    billing_status st;
 
     bc_location_format(where, sizeof(where), c->srcs[hit->where.src].name,
                        c->srcs[hit->where.src].format, hit->where.pos);
-    if (billing_event_decode(c->ev, hit->event, hit->event_len, err, sizeof(err)) != BILLING_OK ||
-        billing_rater_remove(c->rater, c->ev, err, sizeof(err)) != BILLING_OK) {
+    st = billing_event_decode(c->ev, hit->event, hit->event_len, err, sizeof(err));
+    if (st == BILLING_OK) {
+        rate_use_account(c, billing_event_account(c->ev));
+        st = billing_rater_remove(c->rater, c->ev, err, sizeof(err));
+    }
+    if (st != BILLING_OK) {
         cli_error("%s: internal error taking back a repeated event: %s", where, err);
         return HIT_STOP_INTERNAL;
     }

@@ -70,6 +70,16 @@ run load --pricebook "$pb" --book "a b" --db "host=/nonexistent"
 check "--book with a space names the option and the rule" 2 \
     "--book 'a b': an id is 1 to 128 bytes of printable ASCII without spaces"
 
+run rate --pricebook cn="$pb" --pricebook us="$pb" --accounts "$acc" "$ev" </dev/null
+check "several price books: an account without \"book\" is named" 3 \
+    "field 'book': missing: with several --pricebook ID=FILE, every account names the book"
+
+run rate --pricebook cn="$pb" --pricebook "$pb" --accounts "$acc" "$ev" </dev/null
+check "several price books: each needs an id" 2 "with several price books, each is ID=FILE"
+
+run rate --pricebook cn="$pb" --pricebook cn="$pb" --accounts "$acc" "$ev" </dev/null
+check "several price books: ids differ" 2 "--pricebook: id 'cn' given twice"
+
 passed=$((checks - failures))
 echo "$((passed * 100 / checks))%: Checks: $checks, Failures: $failures, Errors: 0"
 [ $failures -eq 0 ]
