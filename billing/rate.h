@@ -183,6 +183,9 @@ int rate_print_credit(rate_ctx *c);
 /* rate_summary_json - the counts as the JSON "summary" object; NULL when out of memory. */
 json_t *rate_summary_json(const rate_ctx *c);
 
+/* rate_dump_json - @root on stdout, two-space indented, keys in order; an exit code. */
+int rate_dump_json(json_t *root);
+
 /* rate_print_counts - the counts as text lines on @out. */
 void rate_print_counts(FILE *out, const rate_counts *n);
 

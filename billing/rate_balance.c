@@ -117,12 +117,8 @@ static int print_json_balances(rate_ctx *c)
         goto done;
     }
     rc = for_each_balance(c, add_json_balance, list);
-    if (rc == CLI_EXIT_OK &&
-        (json_dumpf(root, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0 ||
-         fputc('\n', stdout) == EOF)) {
-        cli_error("writing the output failed");
-        rc = CLI_EXIT_INTERNAL;
-    }
+    if (rc == CLI_EXIT_OK)
+        rc = rate_dump_json(root);
 done:
     json_decref(list);
     json_decref(root);

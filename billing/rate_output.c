@@ -347,6 +347,16 @@ json_t *rate_summary_json(const rate_ctx *c)
     return s;
 }
 
+int rate_dump_json(json_t *root)
+{
+    if (json_dumpf(root, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0 ||
+        fputc('\n', stdout) == EOF) {
+        cli_error("writing the output failed");
+        return CLI_EXIT_INTERNAL;
+    }
+    return CLI_EXIT_OK;
+}
+
 /*
  * With several price books: per currency, the invoices printed and the
  * sum of their totals ("currencies" in the summary).
@@ -402,13 +412,8 @@ static int print_json(rate_ctx *c)
         cli_error("out of memory");
         rc = CLI_EXIT_INTERNAL;
     }
-    if (rc != CLI_EXIT_OK)
-        goto done;
-    if (json_dumpf(root, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0 ||
-        fputc('\n', stdout) == EOF) {
-        cli_error("writing the output failed");
-        rc = CLI_EXIT_INTERNAL;
-    }
+    if (rc == CLI_EXIT_OK)
+        rc = rate_dump_json(root);
 done:
     json_decref(invoices);
     json_decref(root);
