@@ -258,6 +258,29 @@ static int fetch(void *arg, const bc_dedupe_where *w, const char *id, unsigned c
     return 0;
 }
 
+/*
+ * A conflicting repeat for --rejects: its bytes as read again from its
+ * file, or, for standard input and pipes (kept only encoded), its
+ * protobuf encoding.
+ */
+static void keep_conflict(rate_ctx *c, const bc_dedupe_hit *hit, const char *reason)
+{
+    const struct source *s = &c->srcs[hit->where.src];
+    unsigned char *buf = s->reread ? malloc(BC_JSONL_LINE_MAX + 1) : NULL;
+    char err[ERR_MAX];
+    size_t len = 0;
+    int fd = buf != NULL ? fetch_fd(c, hit->where.src, err, sizeof(err)) : -1;
+
+    if (fd >= 0 && bc_record_bytes_at(fd, s->format, hit->where.offset, buf, BC_JSONL_LINE_MAX + 1,
+                                      &len) == 0)
+        rejects_write(c->rejects, s->name, s->format, hit->where.pos, reason, buf, len,
+                      s->format);
+    else
+        rejects_write(c->rejects, s->name, s->format, hit->where.pos, reason, hit->event,
+                      hit->event_len, BC_FORMAT_PROTOBUF);
+    free(buf);
+}
+
 /* A later occurrence of an id (a bc_dedupe_fn): take it back out of the rater. */
 static int take_back(void *arg, const bc_dedupe_hit *hit)
 {
@@ -294,8 +317,7 @@ static int take_back(void *arg, const bc_dedupe_hit *hit)
              hit->id, first);
     cli_error("%s: %s", where, err);
     if (c->rejects != NULL)
-        rejects_write(c->rejects, c->srcs[hit->where.src].name, c->srcs[hit->where.src].format,
-                      hit->where.pos, err, hit->event, hit->event_len, BC_FORMAT_PROTOBUF);
+        keep_conflict(c, hit, err);
     return c->opts.strict ? HIT_STOP_REJECTED : 0;
 }
 

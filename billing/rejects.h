@@ -8,7 +8,9 @@
  *
  * "text" is the JSON line exactly as read (`jq -r .text` gives it back),
  * "bytes_base64" a line that is not UTF-8; protobuf records keep the
- * message bytes. A record over the size limit has none of them.
+ * message bytes. A conflicting repeat is read again from its file; from
+ * standard input or a pipe it is kept as its protobuf encoding. A record
+ * over the size limit has none of them.
  */
 #ifndef BILLING_REJECTS_H
 #define BILLING_REJECTS_H

@@ -487,3 +487,27 @@ bc_read_result bc_event_read_at(int fd, bc_format format, uint64_t offset, billi
         return proto_at(fd, offset, ev, raw_hash, errbuf, errsize);
     return json_at(fd, offset, ev, raw_hash, errbuf, errsize);
 }
+
+int bc_record_bytes_at(int fd, bc_format format, uint64_t offset, unsigned char *buf, size_t cap,
+                       size_t *len)
+{
+    ssize_t n = bc_read_full(fd, buf, cap, (int64_t)offset);
+    unsigned char *nl;
+    uint64_t msg = 0;
+    size_t used = 0;
+
+    if (n < 0)
+        return -1;
+    if (format == BC_FORMAT_PROTOBUF) {
+        if (parse_length(buf, (size_t)n, &msg, &used) != 0 || msg > (uint64_t)n - used)
+            return -1;
+        memmove(buf, buf + used, (size_t)msg);
+        *len = (size_t)msg;
+        return 0;
+    }
+    nl = memchr(buf, '\n', (size_t)n);
+    if (nl == NULL && (size_t)n == cap)
+        return -1;
+    *len = nl != NULL ? (size_t)(nl - buf) : (size_t)n;
+    return 0;
+}

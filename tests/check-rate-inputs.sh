@@ -80,6 +80,21 @@ check "several price books: each needs an id" 2 "with several price books, each 
 run rate --pricebook cn="$pb" --pricebook cn="$pb" --accounts "$acc" "$ev" </dev/null
 check "several price books: ids differ" 2 "--pricebook: id 'cn' given twice"
 
+# --rejects: a conflicting repeat from a file is kept as its line; from a pipe, encoded.
+run rate --rejects "$tmp/r.jsonl" --pricebook "$pb" --accounts "$acc" "$g/9-rejected.events.jsonl" \
+    </dev/null
+check "--rejects: a conflict read from a file is kept as its line" 1 "6 rejected records written" ""
+if ! grep -q '"line":8,.*"text":".*\\"quantity\\":\\"4\\"' "$tmp/r.jsonl"; then
+    failures=$((failures + 1))
+    echo "FAIL: line 8 not kept as text"
+fi
+run rate --rejects "$tmp/r.jsonl" --pricebook "$pb" --accounts "$acc" - <"$g/9-rejected.events.jsonl"
+check "--rejects: a conflict from stdin is kept encoded" 1 "6 rejected records written" ""
+if ! grep -q '"line":8,.*"protobuf_base64"' "$tmp/r.jsonl"; then
+    failures=$((failures + 1))
+    echo "FAIL: line 8 from stdin not kept as protobuf"
+fi
+
 passed=$((checks - failures))
 echo "$((passed * 100 / checks))%: Checks: $checks, Failures: $failures, Errors: 0"
 [ $failures -eq 0 ]
