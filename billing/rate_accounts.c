@@ -16,6 +16,7 @@ struct rate_accounts {
     json_t *currencies; /* account id -> ISO 4217 code */
     json_t *books;      /* account id -> price book id, for accounts that name one */
     json_t *expiries; /* account id -> array of expires_at instants */
+    json_t *grants;   /* account id -> array of its grant objects, as in the file */
 };
 
 /* Index the accounts' zones and the grants' expiries of the file's @root. */
@@ -47,6 +48,14 @@ static int index_file(rate_accounts *a, json_t *root)
         }
         if (json_array_append(list, json_object_get(item, "expires_at")) != 0)
             return -1;
+        list = json_object_get(a->grants, id);
+        if (list == NULL) {
+            list = json_array();
+            if (json_object_set_new(a->grants, id, list) != 0)
+                return -1;
+        }
+        if (json_array_append(list, item) != 0)
+            return -1;
     }
     return 0;
 }
@@ -67,7 +76,9 @@ rate_accounts *rate_accounts_load(const char *path, char *err, size_t errsize)
     a->expiries = json_object();
     a->currencies = json_object();
     a->books = json_object();
+    a->grants = json_object();
     if (a->zones == NULL || a->expiries == NULL || a->currencies == NULL || a->books == NULL ||
+        a->grants == NULL ||
         index_file(a, root) != 0)
         goto nomem;
     json_decref(root);
@@ -88,6 +99,7 @@ void rate_accounts_destroy(rate_accounts *a)
     json_decref(a->expiries);
     json_decref(a->currencies);
     json_decref(a->books);
+    json_decref(a->grants);
     free(a);
 }
 
@@ -129,6 +141,24 @@ int rate_accounts_check_books(const rate_accounts *a, const char *const *ids, in
         }
     }
     return 0;
+}
+
+int rate_accounts_grant(const rate_accounts *a, const char *account, size_t i,
+                        rate_grant *out)
+{
+    json_t *g = json_array_get(json_object_get(a->grants, account), i);
+
+    if (g == NULL)
+        return 0;
+    out->id = json_string_value(json_object_get(g, "id"));
+    out->amount = json_string_value(json_object_get(g, "amount"));
+    if (out->id == NULL || out->amount == NULL ||
+        billing_time_parse(json_string_value(json_object_get(g, "granted_at")), &out->granted,
+                           NULL, 0) != BILLING_OK ||
+        billing_time_parse(json_string_value(json_object_get(g, "expires_at")), &out->expires,
+                           NULL, 0) != BILLING_OK)
+        return 0;
+    return 1;
 }
 
 const char *rate_accounts_currency(const rate_accounts *a, const char *account)

@@ -45,6 +45,21 @@ const char *rate_accounts_book(const rate_accounts *a, const char *account);
 int rate_accounts_check_books(const rate_accounts *a, const char *const *ids, int n,
                               const char *path, char *err, size_t errsize);
 
+/* A credit grant as the accounts file gives it (strings owned by the handle). */
+typedef struct rate_grant {
+    const char *id;
+    const char *amount;
+    billing_time_t granted;
+    billing_time_t expires;
+} rate_grant;
+
+/*
+ * rate_accounts_grant - the @i-th grant of @account, in file order, into
+ * *@out. Returns 1, or 0 past the last one.
+ */
+int rate_accounts_grant(const rate_accounts *a, const char *account, size_t i,
+                        rate_grant *out);
+
 /* rate_accounts_currency - the currency of @account, or NULL when unknown. */
 const char *rate_accounts_currency(const rate_accounts *a, const char *account);
 
