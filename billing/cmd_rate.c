@@ -188,7 +188,6 @@ static int format_option(const char *arg, out_format *out)
 static int pricebook_option(rate_opts *o, const char *arg)
 {
     const char *eq = strchr(arg, '=');
-    static char ids[BOOKS_MAX][130];
     size_t n = eq != NULL ? (size_t)(eq - arg) : 0;
 
     if (o->n_books == BOOKS_MAX)
@@ -196,9 +195,9 @@ static int pricebook_option(rate_opts *o, const char *arg)
     o->book_ids[o->n_books] = NULL;
     o->book_paths[o->n_books] = arg;
     if (eq != NULL && n >= 1 && n <= 128 && memchr(arg, '/', n) == NULL) {
-        memcpy(ids[o->n_books], arg, n);
-        ids[o->n_books][n] = '\0';
-        o->book_ids[o->n_books] = ids[o->n_books];
+        memcpy(o->book_id_buf[o->n_books], arg, n);
+        o->book_id_buf[o->n_books][n] = '\0';
+        o->book_ids[o->n_books] = o->book_id_buf[o->n_books];
         o->book_paths[o->n_books] = eq + 1;
     }
     if (o->pricebook == NULL)

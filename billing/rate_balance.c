@@ -77,7 +77,8 @@ static void valid_grants(rate_ctx *c, balance *b)
     rate_grant g;
     size_t i;
 
-    for (i = 0; b->n_grants < GRANTS_SHOWN_MAX && rate_accounts_grant(c->accinfo, b->account, i, &g);
+    for (i = 0; b->n_grants < GRANTS_SHOWN_MAX &&
+                rate_accounts_grant(c->accinfo, b->account, i, &g);
          i++) {
         if (g.granted > c->opts.at || g.expires <= c->opts.at)
             continue;
