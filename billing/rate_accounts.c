@@ -19,11 +19,23 @@ struct rate_accounts {
     json_t *grants;   /* account id -> array of its grant objects, as in the file */
 };
 
-/* Index the accounts' zones and the grants' expiries of the file's @root. */
+/* Append @value to the array under @key of @map, made when missing. */
+static int append_to(json_t *map, const char *key, json_t *value)
+{
+    json_t *list = json_object_get(map, key);
+
+    if (list == NULL) {
+        list = json_array();
+        if (json_object_set_new(map, key, list) != 0)
+            return -1;
+    }
+    return json_array_append(list, value);
+}
+
+/* Index the accounts' zones, currencies and books, and their grants, of the file's @root. */
 static int index_file(rate_accounts *a, json_t *root)
 {
     json_t *item;
-    json_t *list;
     const char *id;
     size_t i;
 
@@ -40,21 +52,8 @@ static int index_file(rate_accounts *a, json_t *root)
         id = json_string_value(json_object_get(item, "account"));
         if (id == NULL)
             continue;
-        list = json_object_get(a->expiries, id);
-        if (list == NULL) {
-            list = json_array();
-            if (json_object_set_new(a->expiries, id, list) != 0)
-                return -1;
-        }
-        if (json_array_append(list, json_object_get(item, "expires_at")) != 0)
-            return -1;
-        list = json_object_get(a->grants, id);
-        if (list == NULL) {
-            list = json_array();
-            if (json_object_set_new(a->grants, id, list) != 0)
-                return -1;
-        }
-        if (json_array_append(list, item) != 0)
+        if (append_to(a->expiries, id, json_object_get(item, "expires_at")) != 0 ||
+            append_to(a->grants, id, item) != 0)
             return -1;
     }
     return 0;
