@@ -467,6 +467,11 @@ static int load_book(rate_ctx *c, rate_book *b)
         cli_error("%s + %s: %s", b->path, c->opts.accounts, err);
         return CLI_EXIT_INPUT;
     }
+    b->prices = rate_prices_load(b->path, err, sizeof(err));
+    if (b->prices == NULL) {
+        cli_error("%s", err);
+        return CLI_EXIT_INPUT;
+    }
     /* Repeated ids are found by the bounded external sort, not in the rater. */
     billing_rater_set_dedupe(b->rater, 0);
     return CLI_EXIT_OK;
@@ -574,6 +579,7 @@ static void teardown(rate_ctx *c)
     for (i = 0; i < c->n_books; i++) {
         billing_rater_destroy(c->books[i].rater);
         billing_catalog_destroy(c->books[i].cat);
+        rate_prices_destroy(c->books[i].prices);
     }
     bc_zones_destroy(c->zones);
     billing_event_destroy(c->ev);

@@ -20,6 +20,7 @@
 #include "progress.h"
 #include "rate_accounts.h"
 #include "rate_credit.h"
+#include "rate_prices.h"
 #include "rejects.h"
 #include "render.h"
 #include "zones.h"
@@ -93,6 +94,7 @@ typedef struct rate_book {
     const char *path;
     billing_catalog *cat;
     billing_rater *rater;
+    rate_prices *prices; /* its prices as written, for tables */
 } rate_book;
 
 /* Invoice totals of one currency, for the summary of a run with several books. */

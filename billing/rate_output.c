@@ -208,6 +208,24 @@ static int account_invoices(rate_ctx *c, const char *account, invoice_fn fn, voi
     return rc;
 }
 
+/* A render_view written_price: usage rates and plan fees as the price book writes them. */
+static const char *written_price(const void *arg, const billing_invoice *inv, size_t i)
+{
+    const rate_prices *p = arg;
+    const char *version = billing_invoice_line_price_version(inv, i);
+
+    switch (billing_invoice_line_kind(inv, i)) {
+    case BILLING_LINE_USAGE:
+        return rate_prices_rate(p, version, billing_invoice_line_meter(inv, i),
+                                billing_invoice_line_model(inv, i),
+                                billing_invoice_line_region(inv, i));
+    case BILLING_LINE_FEE:
+        return rate_prices_fee(p, version, billing_invoice_line_plan(inv, i));
+    default:
+        return NULL;
+    }
+}
+
 int rate_for_each_account(rate_ctx *c, rate_account_fn fn, void *arg)
 {
     const char *account;
@@ -223,6 +241,8 @@ int rate_for_each_account(rate_ctx *c, rate_account_fn fn, void *arg)
                 continue;
             c->cat = c->books[b].cat;
             c->rater = c->books[b].rater;
+            c->view.written_price = written_price;
+            c->view.written_arg = c->books[b].prices;
             rc = fn(c, account, arg);
         }
     }

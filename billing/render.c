@@ -64,7 +64,7 @@ static const char *get_unused_to(const billing_invoice *inv, size_t i, char *buf
 enum { NO = 0, YES = 1, IF_SET = 2 };
 
 /* How the table form shows a cell: as is, or as a number or instant for people. */
-enum { AS_TEXT, AS_QUANTITY, AS_MONEY, AS_INSTANT };
+enum { AS_TEXT, AS_QUANTITY, AS_PRICE, AS_MONEY, AS_INSTANT };
 
 /*
  * The columns of an invoice line: JSON key, table header, getter, whether
@@ -93,7 +93,7 @@ static const struct line_column {
     {"unused_to", "UNUSED TO", get_unused_to, IF_SET, IF_SET, 0, AS_INSTANT, 1},
     {"quantity", "QUANTITY", get_quantity, YES, YES, 1, AS_QUANTITY, 1},
     {"unit", "UNIT", get_unit, YES, YES, 0, AS_TEXT, 1},
-    {"unit_price", "UNIT PRICE", get_unit_price, YES, YES, 1, AS_MONEY, 1},
+    {"unit_price", "UNIT PRICE", get_unit_price, YES, YES, 1, AS_PRICE, 1},
     {"amount_exact", "EXACT", get_amount, YES, NO, 1, AS_TEXT, 0},
     {"amount", "AMOUNT", get_amount_rounded, YES, YES, 1, AS_MONEY, 1},
 };
@@ -355,6 +355,34 @@ static const char *money(const table *t, const char *raw, char *buf, size_t size
     return buf;
 }
 
+/* Digits after the decimal point of @s. */
+static int scale_of(const char *s)
+{
+    const char *dot = strchr(s, '.');
+
+    return dot != NULL ? (int)strlen(dot + 1) : 0;
+}
+
+/*
+ * Line @row's unit price @v as its price book writes it, when the view
+ * knows it and it is the same value; otherwise at the currency's scale.
+ */
+static const char *price(const table *t, size_t row, const char *v, char *buf, size_t size)
+{
+    const render_view *view = t->view;
+    const char *w = view->written_price != NULL
+                        ? view->written_price(view->written_arg, t->inv, row)
+                        : NULL;
+    char a[CELL_MAX];
+    char b[CELL_MAX];
+
+    if (w != NULL && numfmt_decimal(w, 0, 40, "", a, sizeof(a)) == 0 &&
+        numfmt_decimal(v, 0, 40, "", b, sizeof(b)) == 0 && strcmp(a, b) == 0 &&
+        numfmt_decimal(w, scale_of(w), scale_of(w), view->thousands, buf, size) == 0)
+        return buf;
+    return money(t, v, buf, size);
+}
+
 /* A cell as the table shows it, into @buf (CELL_MAX bytes); "" when the line has none. */
 static const char *shown(const table *t, size_t row, size_t col, char *buf)
 {
@@ -371,6 +399,8 @@ static const char *shown(const table *t, size_t row, size_t col, char *buf)
             return v;
         numfmt_decimal(v, 0, QUANTITY_SCALE, t->view->thousands, buf, CELL_MAX);
         return buf;
+    case AS_PRICE:
+        return price(t, row, v, buf, CELL_MAX);
     case AS_MONEY:
         return money(t, v, buf, CELL_MAX);
     case AS_INSTANT:

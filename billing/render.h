@@ -28,12 +28,17 @@ typedef struct render_view {
     const char *thousands;    /* digit group separator ("," "." " "); "" for none */
     int compact;              /* leave out VERSION and columns without a value (terminals) */
     int exact;                /* quantities exact ("60000/31"), not rounded to 4 places */
+    /* The unit price of line @i as its price book writes it ("0.60"), or NULL: then it is
+     * shown at the currency's scale. NULL function: always so. */
+    const char *(*written_price)(const void *arg, const billing_invoice *inv, size_t i);
+    const void *written_arg;
 } render_view;
 
 /*
  * render_invoice_table - the invoice as a human-readable block on @out:
  * the period as local dates of the account's zone, quantities rounded for
- * display, unit prices at least at the currency's scale, tax as a
+ * display, unit prices as the price book writes them (or at least at the
+ * currency's scale), tax as a
  * percentage, numbers grouped as @view says. Returns 0, or -1 when a
  * number cannot be laid out (it is then shown as the library wrote it).
  */
