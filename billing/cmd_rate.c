@@ -63,7 +63,8 @@ static void usage(FILE *out)
           "  --account ID           print this account only (with a bounded range,\n"
           "                         every month of it, charged or not)\n"
           "  --rejects FILE         write each rejected event record, as read, with its\n"
-          "                         place and reason to FILE (JSON Lines)\n"
+          "                         place and reason to FILE (JSON Lines; stderr says\n"
+          "                         how many went there)\n"
           "  --by resource          under each invoice, the usage lines of each resource\n"
           "                         (instance, disk) alone (json or table)\n"
           "  --at INSTANT           print, instead of invoices, each account's credit left\n"
@@ -84,8 +85,8 @@ static void usage(FILE *out)
           "Exit status: 0 all events rated; 1 some events or subscriptions rejected\n"
           "(invoices of the others printed) or, with --strict, one rejected; 2 usage\n"
           "error; 3 unreadable or invalid input or configuration; 4 out of memory, a\n"
-          "temporary file that cannot be written, an event file changed while being\n"
-          "rated, or another internal error.\n",
+          "temporary file or --rejects file that cannot be written, an event file\n"
+          "changed while being rated, or another internal error.\n",
           out);
 }
 
