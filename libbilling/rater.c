@@ -333,16 +333,18 @@ static billing_status no_price(const billing_rater *r, const billing_event *ev,
     char when[40];
     char local[96];
     char start[40];
+    char start_local[96];
 
     billing_time_format(t, when, sizeof(when));
     format_local(a->zone, t, local, sizeof(local));
     if (vpos == 0 && r->cat->versions.len > 0) {
         first = BL_AT(r->cat->versions, bl_version, r->cat->vorder[0]);
         billing_time_format(first->from, start, sizeof(start));
+        format_local(a->zone, first->from, start_local, sizeof(start_local));
         return bl_seterr(errbuf, errsize, BILLING_ERR_NO_PRICE,
                          "event '%s': field 'start': usage at %s (%s) is before the first "
-                         "price version '%s', which starts at %s",
-                         ev->id, when, local, first->id, start);
+                         "price version '%s', which starts at %s (%s)",
+                         ev->id, when, local, first->id, start, start_local);
     }
     return bl_seterr(errbuf, errsize, BILLING_ERR_NO_PRICE,
                      "event '%s': field 'model': no %s price for model '%s' in region '%s' "

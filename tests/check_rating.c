@@ -417,6 +417,9 @@ START_TEST(test_no_price_before_first_version_says_when)
                               "2025-01-01T00:00:00Z") != NULL,
                   "%s", err);
     ck_assert_msg(strstr(err, "2025-01-01 02:00:00 +08:00 Asia/Shanghai") != NULL, "%s", err);
+    ck_assert_msg(strstr(err, "2025-01-01T00:00:00Z (2025-01-01 08:00:00 +08:00 Asia/Shanghai)") !=
+                      NULL,
+                  "%s", err);
     ck_assert_msg(strstr(err, "field 'start'") != NULL, "%s", err);
     /* An unpriced model keeps its reason, with the local instant added. */
     ck_assert_int_eq(tu_add(r, "h100", "lab-v", "i", "gpu", "2026-01-01T10:00:00Z",
