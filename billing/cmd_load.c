@@ -85,6 +85,25 @@ static int take_option(void *ctx, int opt, const char *arg)
     }
 }
 
+/*
+ * The rule of the database's billing.ident domain (sql/migrations/0001),
+ * checked here so that a bad id is refused naming the option and the rule
+ * rather than with the domain's generic message.
+ */
+static int valid_ident(const char *id)
+{
+    size_t n = strlen(id);
+    size_t i;
+
+    if (n < 1 || n > 128)
+        return 0;
+    for (i = 0; i < n; i++) {
+        if (id[i] < '!' || id[i] > '~')
+            return 0;
+    }
+    return 1;
+}
+
 /* Returns CLI_EXIT_OK, CLI_EXIT_USAGE, or -1 for --help. */
 static int parse_args(load_opts *o, int argc, char **argv)
 {
@@ -101,6 +120,11 @@ static int parse_args(load_opts *o, int argc, char **argv)
     if (o->pricebook == NULL)
         return cli_usage_error("load", "--pricebook is required (accounts need its currency "
                                        "and plans)");
+    if (!valid_ident(o->book))
+        return cli_usage_error("load",
+                               "--book '%s': an id is 1 to 128 bytes of printable ASCII "
+                               "without spaces",
+                               o->book);
     return CLI_EXIT_OK;
 }
 

@@ -16,84 +16,17 @@
  */
 #include "config.h"
 
-#include <inttypes.h>
-#include <stdint.h>
+#include <langinfo.h>
+#include <locale.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include "billing.h"
 #include "cli.h"
 #include "configfile.h"
-#include "dedupe.h"
-#include "eventio.h"
-#include "render.h"
-#include "zones.h"
-
-#define ERR_MAX 1024
-#define PATH_LEN 4096
-/* Longest --from/--to range printed in full for one account: 100 years. */
-#define RANGE_MONTHS_MAX 1200
-#define NO_MONTH INT32_MIN
-#define DEDUPE_MEMORY_DEFAULT (64u * 1024u * 1024u)
-
-typedef enum { OUT_JSON, OUT_TABLE } out_format;
-
-typedef struct rate_opts {
-    const char *pricebook;
-    const char *accounts;
-    char **files;
-    int n_files;
-    out_format output;
-    int input_format_set;
-    bc_format input_format;
-    int32_t from; /* year * 12 + month - 1, or NO_MONTH */
-    int32_t to;
-    const char *account;
-    int strict;
-    int dedupe;
-    size_t dedupe_memory;
-    const char *temp_dir;
-    int verbose;
-} rate_opts;
-
-typedef struct rate_counts {
-    uint64_t read;
-    uint64_t rated;
-    uint64_t duplicates;
-    uint64_t rejected;
-    uint64_t subs_rejected; /* subscriptions of the accounts file left out */
-} rate_counts;
-
-/* An event file, as the dedupe needs to know it. */
-struct source {
-    char *name;       /* in messages */
-    bc_format format;
-    int reread;       /* a regular file: events are read again, not kept */
-    struct stat st;   /* ... and what it was, to notice a change */
-    int fd;           /* open to read events again, or -1 */
-};
-
-typedef struct rate_ctx {
-    rate_opts opts;
-    rate_counts counts;
-    billing_catalog *cat;
-    bc_zones *zones;
-    billing_rater *rater;
-    billing_event *ev;
-    bc_dedupe *dedupe;
-    uint32_t src;          /* index of the file being read */
-    struct source *srcs;   /* per file */
-    int open_fds;          /* files open to read events again */
-    char example_dir[PATH_LEN];
-    char example_pricebook[PATH_LEN];
-    char example_accounts[PATH_LEN];
-    char example_events[PATH_LEN];
-    char *example_argv[2];
-} rate_ctx;
+#include "rate.h"
 
 /* ---------------------------------------------------------------------- */
 /* Command line                                                            */
@@ -105,25 +38,45 @@ static void usage(FILE *out)
           "\n"
           "Rate usage events (JSON Lines or length-delimited protobuf; '-' is stdin)\n"
           "against a price book and accounts, and print the invoices.\n"
-          "Without --pricebook, --accounts or event files, the shipped GPU-cloud\n"
-          "example is used for what is missing, and stderr says which files.\n"
+          "Every input is required: --pricebook, --accounts and event files (or\n"
+          "events piped to standard input). Given no input at all, the tool rates\n"
+          "the shipped GPU-cloud example, and stderr says so.\n"
           "\n"
           "Options:\n"
-          "  --pricebook FILE       price book (JSON)\n"
+          "  --pricebook FILE       price book (JSON); several as --pricebook ID=FILE, each\n"
+          "                         account naming its book (\"book\": ID): one run, an\n"
+          "                         invoice per account in its book's currency\n"
           "  --accounts FILE        accounts, subscriptions and credit grants (JSON)\n"
           "  --input-format FMT     jsonl or protobuf (default: by file extension,\n"
           "                         .jsonl/.json/.ndjson or .pb/.bin/.protobuf; stdin: jsonl)\n"
-          "  --format FMT           json (default) or table\n"
+          "  --format FMT           json (default), table (for people) or csv (RFC 4180:\n"
+          "                         a row per line and per figure; counts on stderr)\n"
+          "  --layout L             table: compact (leave out VERSION and empty columns;\n"
+          "                         default on a terminal) or full (default otherwise)\n"
+          "  --thousands SEP        table: group digits with SEP (',', ' ', '\\'', '_')\n"
+          "                         or 'none' (default: the locale's on a terminal, none\n"
+          "                         otherwise)\n"
+          "  --exact                table: quantities exact (\"60000/31\"), not rounded\n"
           "  --month YYYY-MM        print this month only\n"
           "  --from YYYY-MM         print months from this one ...\n"
           "  --to YYYY-MM           ... to this one (default: every month with charges)\n"
           "  --account ID           print this account only (with a bounded range,\n"
           "                         every month of it, charged or not)\n"
+          "  --rejects FILE         write each rejected event record, as read, with its\n"
+          "                         place and reason to FILE (JSON Lines; stderr says\n"
+          "                         how many went there)\n"
+          "  --by resource          under each invoice, the usage lines of each resource\n"
+          "                         (instance, disk) alone (json or table)\n"
+          "  --at INSTANT           print, instead of invoices, each account's credit left\n"
+          "                         at INSTANT and, at the price of the usage running\n"
+          "                         then, when it reaches zero (json or table)\n"
           "  --strict               stop at the first rejected event, print no invoices\n"
           "                         (conflicting repeats are found after the last file)\n"
           "  --dedupe-memory SIZE   memory for finding repeated event ids before using\n"
           "                         temporary files (default 64M; suffix K, M or G)\n"
           "  --temp-dir DIR         where those files go (default: $TMPDIR or /tmp)\n"
+          "  --no-progress          no progress line (shown only when stderr is a terminal:\n"
+          "                         events read, rate, elapsed time, a bar for files)\n"
           "  --verbose              say on stderr how the dedupe went (ids, runs, bytes)\n"
           "  --no-dedupe            do not look for repeated event ids (faster; only for\n"
           "                         input known to be unique)\n"
@@ -132,8 +85,8 @@ static void usage(FILE *out)
           "Exit status: 0 all events rated; 1 some events or subscriptions rejected\n"
           "(invoices of the others printed) or, with --strict, one rejected; 2 usage\n"
           "error; 3 unreadable or invalid input or configuration; 4 out of memory, a\n"
-          "temporary file that cannot be written, an event file changed while being\n"
-          "rated, or another internal error.\n",
+          "temporary file or --rejects file that cannot be written, an event file\n"
+          "changed while being rated, or another internal error.\n",
           out);
 }
 
@@ -173,6 +126,13 @@ enum {
     OPT_DEDUPE_MEMORY,
     OPT_TEMP_DIR,
     OPT_VERBOSE,
+    OPT_LAYOUT,
+    OPT_THOUSANDS,
+    OPT_EXACT,
+    OPT_REJECTS,
+    OPT_NO_PROGRESS,
+    OPT_AT,
+    OPT_BY,
     OPT_HELP
 };
 
@@ -190,6 +150,13 @@ static const struct option long_options[] = {
     {"dedupe-memory", required_argument, NULL, OPT_DEDUPE_MEMORY},
     {"temp-dir", required_argument, NULL, OPT_TEMP_DIR},
     {"verbose", no_argument, NULL, OPT_VERBOSE},
+    {"layout", required_argument, NULL, OPT_LAYOUT},
+    {"thousands", required_argument, NULL, OPT_THOUSANDS},
+    {"exact", no_argument, NULL, OPT_EXACT},
+    {"rejects", required_argument, NULL, OPT_REJECTS},
+    {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
+    {"at", required_argument, NULL, OPT_AT},
+    {"by", required_argument, NULL, OPT_BY},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -207,8 +174,63 @@ static int format_option(const char *arg, out_format *out)
         *out = OUT_JSON;
     else if (strcmp(arg, "table") == 0)
         *out = OUT_TABLE;
+    else if (strcmp(arg, "csv") == 0)
+        *out = OUT_CSV;
     else
-        return cli_usage_error("rate", "--format '%s': expected json or table", arg);
+        return cli_usage_error("rate", "--format '%s': expected json, table or csv", arg);
+    return CLI_EXIT_OK;
+}
+
+/*
+ * --pricebook FILE, or ID=FILE (repeatable: one run, several books and
+ * currencies; each account names its book with "book"). ID is what comes
+ * before the first '=' when that is an id without '/'.
+ */
+static int pricebook_option(rate_opts *o, const char *arg)
+{
+    const char *eq = strchr(arg, '=');
+    size_t n = eq != NULL ? (size_t)(eq - arg) : 0;
+
+    if (o->n_books == BOOKS_MAX)
+        return cli_usage_error("rate", "--pricebook: at most %d price books", BOOKS_MAX);
+    o->book_ids[o->n_books] = NULL;
+    o->book_paths[o->n_books] = arg;
+    if (eq != NULL && n >= 1 && n <= 128 && memchr(arg, '/', n) == NULL) {
+        memcpy(o->book_id_buf[o->n_books], arg, n);
+        o->book_id_buf[o->n_books][n] = '\0';
+        o->book_ids[o->n_books] = o->book_id_buf[o->n_books];
+        o->book_paths[o->n_books] = eq + 1;
+    }
+    if (o->pricebook == NULL)
+        o->pricebook = o->book_paths[o->n_books];
+    o->n_books++;
+    return CLI_EXIT_OK;
+}
+
+static int layout_option(const char *arg, int *out)
+{
+    if (strcmp(arg, "compact") == 0)
+        *out = LAYOUT_COMPACT;
+    else if (strcmp(arg, "full") == 0)
+        *out = LAYOUT_FULL;
+    else
+        return cli_usage_error("rate", "--layout '%s': expected compact or full", arg);
+    return CLI_EXIT_OK;
+}
+
+/* A digit group separator: one of a few characters a number can be read with, or none. */
+static int thousands_option(const char *arg, const char **out)
+{
+    if (strcmp(arg, "none") == 0) {
+        *out = "";
+        return CLI_EXIT_OK;
+    }
+    if (strlen(arg) != 1 || strchr(", '_", arg[0]) == NULL)
+        return cli_usage_error("rate",
+                               "--thousands '%s': expected one of , ' _ (space) or none "
+                               "(the decimal point is always '.')",
+                               arg);
+    *out = arg;
     return CLI_EXIT_OK;
 }
 
@@ -251,8 +273,7 @@ static int take_option(void *ctx, int opt, const char *arg)
 
     switch (opt) {
     case OPT_PRICEBOOK:
-        o->pricebook = arg;
-        return CLI_EXIT_OK;
+        return pricebook_option(o, arg);
     case OPT_ACCOUNTS:
         o->accounts = arg;
         return CLI_EXIT_OK;
@@ -289,11 +310,58 @@ static int take_option(void *ctx, int opt, const char *arg)
     case OPT_VERBOSE:
         o->verbose = 1;
         return CLI_EXIT_OK;
+    case OPT_LAYOUT:
+        return layout_option(arg, &o->layout);
+    case OPT_THOUSANDS:
+        return thousands_option(arg, &o->thousands);
+    case OPT_EXACT:
+        o->exact = 1;
+        return CLI_EXIT_OK;
+    case OPT_REJECTS:
+        o->rejects = arg;
+        return CLI_EXIT_OK;
+    case OPT_NO_PROGRESS:
+        o->progress = 0;
+        return CLI_EXIT_OK;
+    case OPT_BY:
+        if (strcmp(arg, "resource") != 0)
+            return cli_usage_error("rate", "--by '%s': expected resource", arg);
+        o->by_resource = 1;
+        return CLI_EXIT_OK;
+    case OPT_AT:
+        o->at_set = 1;
+        if (billing_time_parse(arg, &o->at, NULL, 0) != BILLING_OK)
+            return cli_usage_error("rate",
+                                   "--at '%s': expected an RFC 3339 instant with an offset "
+                                   "(2026-01-05T12:00:00+08:00)",
+                                   arg);
+        return CLI_EXIT_OK;
     case OPT_HELP:
         return -1;
     default:
         return cli_usage_error("rate", "unknown option");
     }
+}
+
+/* Several books need an id each, all different. */
+static int books_option_error(const rate_opts *o)
+{
+    int i;
+    int j;
+
+    for (i = 0; o->n_books > 1 && i < o->n_books; i++) {
+        if (o->book_ids[i] == NULL)
+            return cli_usage_error("rate",
+                                   "--pricebook '%s': with several price books, each is "
+                                   "ID=FILE (ID: the \"book\" its accounts name)",
+                                   o->book_paths[i]);
+        for (j = 0; j < i; j++) {
+            if (strcmp(o->book_ids[i], o->book_ids[j]) == 0)
+                return cli_usage_error("rate", "--pricebook: id '%s' given twice",
+                                       o->book_ids[i]);
+        }
+    }
+    return CLI_EXIT_OK;
 }
 
 /* Parse argv; returns CLI_EXIT_OK, CLI_EXIT_USAGE, or -1 when --help was given. */
@@ -307,150 +375,62 @@ static int parse_args(rate_opts *o, int argc, char **argv)
     o->from = NO_MONTH;
     o->to = NO_MONTH;
     o->dedupe = 1;
+    o->progress = 1;
     o->dedupe_memory = DEDUPE_MEMORY_DEFAULT;
     rc = cli_getopt("rate", argc, argv, long_options, take_option, o, &first);
     if (rc != CLI_EXIT_OK)
         return rc;
     if (o->from != NO_MONTH && o->to != NO_MONTH && o->from > o->to)
         return cli_usage_error("rate", "--from is after --to");
+    if (o->by_resource && (o->output == OUT_CSV || o->at_set))
+        return cli_usage_error("rate", "--by resource details invoices: --format json or table, "
+                                       "without --at");
+    if (books_option_error(o) != CLI_EXIT_OK)
+        return CLI_EXIT_USAGE;
+    if (o->at_set && o->output == OUT_CSV)
+        return cli_usage_error("rate", "--at prints a credit report: --format json or table");
     o->files = argv + first;
     o->n_files = argc - first;
     return CLI_EXIT_OK;
 }
 
 /* ---------------------------------------------------------------------- */
-/* The shipped example                                                     */
-/* ---------------------------------------------------------------------- */
-
-/* @out (PATH_LEN bytes) = @dir / @file; -1 when it does not fit. */
-static int example_file(const char *dir, const char *file, char *out)
-{
-    size_t dl = strlen(dir);
-    size_t fl = strlen(file);
-
-    if (dl + 1 + fl >= PATH_LEN)
-        return -1;
-    memcpy(out, dir, dl);
-    out[dl] = '/';
-    memcpy(out + dl + 1, file, fl + 1);
-    return 0;
-}
-
-/* @out (PATH_LEN bytes) = the example directory / @file. */
-static int example_path(const rate_ctx *c, char *out, const char *file)
-{
-    if (example_file(c->example_dir, file, out) != 0) {
-        cli_error("%s: path too long", c->example_dir);
-        return -1;
-    }
-    return 0;
-}
-
-/*
- * The directory of the running program into @out (PATH_LEN bytes), with a
- * trailing "/.libs" removed: libtool runs an uninstalled program from
- * there. 0, or -1 when /proc/self/exe cannot be read.
- */
-static int program_dir(char *out)
-{
-    ssize_t n = readlink("/proc/self/exe", out, PATH_LEN - 1);
-    char *slash;
-
-    if (n <= 0)
-        return -1;
-    out[n] = '\0';
-    slash = strrchr(out, '/');
-    if (slash == NULL)
-        return -1;
-    *slash = '\0';
-    n = (ssize_t)strlen(out);
-    if (n >= 6 && strcmp(out + n - 6, "/.libs") == 0)
-        out[n - 6] = '\0';
-    return 0;
-}
-
-/*
- * Where the GPU-cloud example lives: installed under pkgdatadir, or,
- * for a program run from its build tree, in billing/examples beside it
- * (a link to the source tree's examples, made by the build). No path of
- * the build machine is compiled in.
- */
-static int find_example(rate_ctx *c)
-{
-    static const char sub[] = "/examples/gpu-cloud";
-    char dirs[2][PATH_LEN];
-    char probe[PATH_LEN];
-    size_t n_dirs = 1;
-    size_t len;
-    size_t i;
-
-    snprintf(dirs[0], PATH_LEN, "%s", BILLING_PKGDATADIR "/examples/gpu-cloud");
-    if (program_dir(dirs[1]) == 0) {
-        len = strlen(dirs[1]);
-        if (len + sizeof(sub) <= PATH_LEN) {
-            memcpy(dirs[1] + len, sub, sizeof(sub));
-            n_dirs = 2;
-        }
-    }
-    for (i = 0; i < n_dirs; i++) {
-        if (example_file(dirs[i], "pricebook.json", probe) == 0 && access(probe, R_OK) == 0) {
-            memcpy(c->example_dir, dirs[i], PATH_LEN);
-            return 0;
-        }
-    }
-    cli_error("no --pricebook, --accounts or event file given, and the shipped example is "
-              "not installed (looked in %s%s%s)",
-              dirs[0], n_dirs > 1 ? " and " : "", n_dirs > 1 ? dirs[1] : "");
-    return -1;
-}
-
-
-/* Fill in what the command line left out from the example, saying so. */
-static int apply_example_defaults(rate_ctx *c)
-{
-    rate_opts *o = &c->opts;
-
-    if (o->pricebook != NULL && o->accounts != NULL && o->n_files > 0)
-        return 0;
-    if (find_example(c) != 0)
-        return -1;
-    if (example_path(c, c->example_pricebook, "pricebook.json") != 0 ||
-        example_path(c, c->example_accounts, "accounts.json") != 0 ||
-        example_path(c, c->example_events, "events.jsonl") != 0)
-        return -1;
-    if (o->pricebook == NULL) {
-        o->pricebook = c->example_pricebook;
-        cli_error("using the example price book %s", o->pricebook);
-    }
-    if (o->accounts == NULL) {
-        o->accounts = c->example_accounts;
-        cli_error("using the example accounts %s", o->accounts);
-    }
-    if (o->n_files == 0) {
-        c->example_argv[0] = c->example_events;
-        o->files = c->example_argv;
-        o->n_files = 1;
-        cli_error("using the example events %s", c->example_events);
-    }
-    return 0;
-}
-
-/* ---------------------------------------------------------------------- */
 /* Catalog and rater                                                       */
 /* ---------------------------------------------------------------------- */
 
-static int account_known(const billing_rater *r, const char *id)
+static int account_known(const rate_ctx *c, const char *id)
 {
+    const billing_rater *r;
     size_t i;
+    int b;
 
-    for (i = 0; i < billing_rater_account_count(r); i++) {
-        if (strcmp(billing_rater_account_id(r, i), id) == 0)
-            return 1;
+    for (b = 0; b < c->n_books; b++) {
+        r = c->books[b].rater;
+        for (i = 0; i < billing_rater_account_count(r); i++) {
+            if (strcmp(billing_rater_account_id(r, i), id) == 0)
+                return 1;
+        }
     }
     return 0;
 }
 
-static const char *temp_dir(const rate_opts *o)
+void rate_use_account(rate_ctx *c, const char *account)
+{
+    const char *book = c->n_books > 1 ? rate_accounts_book(c->accinfo, account) : NULL;
+    int i;
+
+    c->cat = c->books[0].cat;
+    c->rater = c->books[0].rater;
+    for (i = 0; book != NULL && i < c->n_books; i++) {
+        if (strcmp(book, c->books[i].id) == 0) {
+            c->cat = c->books[i].cat;
+            c->rater = c->books[i].rater;
+            return;
+        }
+    }
+}
+
+const char *rate_temp_dir(const rate_opts *o)
 {
     const char *dir = o->temp_dir != NULL ? o->temp_dir : getenv("TMPDIR");
 
@@ -466,34 +446,97 @@ static void reject_subscription(void *arg, const char *message)
     c->counts.subs_rejected++;
 }
 
-static int setup(rate_ctx *c)
+/* Load one price book and the accounts naming it (all of them when it is the only book). */
+static int load_book(rate_ctx *c, rate_book *b)
 {
     char err[ERR_MAX];
-    int i;
 
-    c->cat = billing_catalog_new();
-    c->zones = bc_zones_new();
-    c->ev = billing_event_new();
-    if (c->cat == NULL || c->zones == NULL || c->ev == NULL) {
+    b->cat = billing_catalog_new();
+    if (b->cat == NULL) {
         cli_error("out of memory");
         return CLI_EXIT_INTERNAL;
     }
     /* The price book first, so that each subscription is checked against it when added. */
-    if (bc_pricebook_load(c->cat, c->opts.pricebook, err, sizeof(err)) != 0 ||
-        bc_accounts_load_rejecting(c->cat, c->zones, c->opts.accounts, reject_subscription, c, err,
-                                   sizeof(err)) != 0) {
+    if (bc_pricebook_load(b->cat, b->path, err, sizeof(err)) != 0 ||
+        bc_accounts_load_book(b->cat, c->zones, c->opts.accounts, b->id, reject_subscription, c,
+                              err, sizeof(err)) != 0) {
         cli_error("%s", err);
         return CLI_EXIT_INPUT;
     }
-    if (c->opts.strict && c->counts.subs_rejected > 0)
-        return CLI_EXIT_REJECTED;
-    c->rater = billing_rater_new(c->cat, err, sizeof(err));
-    if (c->rater == NULL) {
-        cli_error("%s + %s: %s", c->opts.pricebook, c->opts.accounts, err);
+    b->rater = billing_rater_new(b->cat, err, sizeof(err));
+    if (b->rater == NULL) {
+        cli_error("%s + %s: %s", b->path, c->opts.accounts, err);
+        return CLI_EXIT_INPUT;
+    }
+    b->prices = rate_prices_load(b->path, err, sizeof(err));
+    if (b->prices == NULL) {
+        cli_error("%s", err);
         return CLI_EXIT_INPUT;
     }
     /* Repeated ids are found by the bounded external sort, not in the rater. */
-    billing_rater_set_dedupe(c->rater, 0);
+    billing_rater_set_dedupe(b->rater, 0);
+    return CLI_EXIT_OK;
+}
+
+static int load_books(rate_ctx *c)
+{
+    char err[ERR_MAX];
+    int i;
+    int rc;
+
+    c->n_books = c->opts.n_books > 0 ? c->opts.n_books : 1;
+    for (i = 0; i < c->n_books; i++) {
+        c->books[i].id = c->opts.n_books > 1 ? c->opts.book_ids[i] : NULL;
+        c->books[i].path = c->opts.n_books > 0 ? c->opts.book_paths[i] : c->opts.pricebook;
+        rc = load_book(c, &c->books[i]);
+        if (rc != CLI_EXIT_OK)
+            return rc;
+    }
+    c->cat = c->books[0].cat;
+    c->rater = c->books[0].rater;
+    c->accinfo = rate_accounts_load(c->opts.accounts, err, sizeof(err));
+    if (c->accinfo == NULL ||
+        (c->opts.n_books > 1 && rate_accounts_check_books(c->accinfo, c->opts.book_ids,
+                                                          c->opts.n_books, c->opts.accounts, err,
+                                                          sizeof(err)) != 0)) {
+        cli_error("%s", err);
+        return CLI_EXIT_INPUT;
+    }
+    return CLI_EXIT_OK;
+}
+
+static int setup(rate_ctx *c)
+{
+    char err[ERR_MAX];
+    int i;
+    int rc;
+
+    c->zones = bc_zones_new();
+    c->ev = billing_event_new();
+    if (c->zones == NULL || c->ev == NULL) {
+        cli_error("out of memory");
+        return CLI_EXIT_INTERNAL;
+    }
+    rc = load_books(c);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    if (c->opts.strict && c->counts.subs_rejected > 0)
+        return CLI_EXIT_REJECTED;
+    if (c->opts.rejects != NULL) {
+        c->rejects = rejects_open(c->opts.rejects, err, sizeof(err));
+        if (c->rejects == NULL) {
+            cli_error("%s", err);
+            return CLI_EXIT_INPUT;
+        }
+    }
+    if (c->opts.at_set && (c->running = running_new(c->opts.at)) == NULL) {
+        cli_error("out of memory");
+        return CLI_EXIT_INTERNAL;
+    }
+    if (c->opts.by_resource && (c->kept = running_new_every()) == NULL) {
+        cli_error("out of memory");
+        return CLI_EXIT_INTERNAL;
+    }
     c->srcs = calloc((size_t)c->opts.n_files, sizeof(*c->srcs));
     if (c->srcs == NULL) {
         cli_error("out of memory");
@@ -502,13 +545,14 @@ static int setup(rate_ctx *c)
     for (i = 0; i < c->opts.n_files; i++)
         c->srcs[i].fd = -1;
     if (c->opts.dedupe) {
-        c->dedupe = bc_dedupe_new(c->opts.dedupe_memory, temp_dir(&c->opts), err, sizeof(err));
+        c->dedupe =
+            bc_dedupe_new(c->opts.dedupe_memory, rate_temp_dir(&c->opts), err, sizeof(err));
         if (c->dedupe == NULL) {
             cli_error("%s", err);
             return CLI_EXIT_INTERNAL;
         }
     }
-    if (c->opts.account != NULL && !account_known(c->rater, c->opts.account))
+    if (c->opts.account != NULL && !account_known(c, c->opts.account))
         return cli_usage_error("rate", "--account '%s' is not in %s", c->opts.account,
                                c->opts.accounts);
     return CLI_EXIT_OK;
@@ -516,6 +560,7 @@ static int setup(rate_ctx *c)
 
 static void teardown(rate_ctx *c)
 {
+    char err[ERR_MAX];
     int i;
 
     if (c->srcs != NULL) {
@@ -526,444 +571,52 @@ static void teardown(rate_ctx *c)
         }
     }
     free(c->srcs);
+    rejects_close(c->rejects, err, sizeof(err));
     bc_dedupe_destroy(c->dedupe);
-    billing_rater_destroy(c->rater);
-    billing_catalog_destroy(c->cat);
+    rate_accounts_destroy(c->accinfo);
+    running_destroy(c->running);
+    running_destroy(c->kept);
+    rate_resources_free(&c->res);
+    for (i = 0; i < c->n_books; i++) {
+        billing_rater_destroy(c->books[i].rater);
+        billing_catalog_destroy(c->books[i].cat);
+        rate_prices_destroy(c->books[i].prices);
+    }
     bc_zones_destroy(c->zones);
     billing_event_destroy(c->ev);
 }
 
-/* ---------------------------------------------------------------------- */
-/* Reading and rating                                                      */
-/* ---------------------------------------------------------------------- */
-
-/* Hand the event just rated to the dedupe. Returns 0 or -1 with a message. */
-static int remember(rate_ctx *c, bc_reader *rd, char *err, size_t errsize)
-{
-    bc_dedupe_where w;
-
-    w.src = c->src;
-    w.pos = bc_reader_position(rd);
-    w.offset = bc_reader_offset(rd);
-    w.check = bc_reader_record_hash(rd);
-    return bc_dedupe_add(c->dedupe, c->ev, &w, !c->srcs[c->src].reread, err, errsize);
-}
-
-/* Rate the event just read; returns CLI_EXIT_OK, CLI_EXIT_REJECTED or CLI_EXIT_INTERNAL. */
-static int rate_one(rate_ctx *c, bc_reader *rd)
-{
-    char err[ERR_MAX];
-    billing_status st = billing_rater_add(c->rater, c->ev, err, sizeof(err));
-
-    if (st == BILLING_OK) {
-        c->counts.rated++;
-        if (c->dedupe != NULL && remember(c, rd, err, sizeof(err)) != 0) {
-            cli_error("%s: %s", bc_reader_where(rd), err);
-            return CLI_EXIT_INTERNAL;
-        }
-        return CLI_EXIT_OK;
-    }
-    c->counts.rejected++;
-    cli_error("%s: %s", bc_reader_where(rd), err);
-    return st == BILLING_ERR_NOMEM ? CLI_EXIT_INTERNAL : CLI_EXIT_REJECTED;
-}
-
-static int file_format(const rate_ctx *c, const char *path, bc_format *out)
-{
-    if (c->opts.input_format_set) {
-        *out = c->opts.input_format;
-        return CLI_EXIT_OK;
-    }
-    if (bc_format_guess(path, out) != 0)
-        return cli_usage_error("rate",
-                               "%s: cannot tell the format from the name; use "
-                               "--input-format jsonl or protobuf",
-                               path);
-    return CLI_EXIT_OK;
-}
-
-/* Read one record and rate it; returns an exit code, or -1 at the end of the input. */
-static int step(rate_ctx *c, bc_reader *rd)
-{
-    char err[ERR_MAX];
-    bc_read_result rr = bc_reader_next(rd, c->ev, err, sizeof(err));
-
-    if (rr == BC_READ_EOF)
-        return -1;
-    if (rr == BC_READ_ERROR) {
-        cli_error("%s: %s", bc_reader_where(rd), err);
-        return CLI_EXIT_INPUT;
-    }
-    c->counts.read++;
-    if (rr == BC_READ_EVENT)
-        return rate_one(c, rd);
-    c->counts.rejected++;
-    cli_error("%s: %s", bc_reader_where(rd), err);
-    return CLI_EXIT_REJECTED;
-}
-
-/* Rate every record of @path; returns CLI_EXIT_OK or the code to stop with. */
-static int rate_file(rate_ctx *c, const char *path)
-{
-    char err[ERR_MAX];
-    bc_format format;
-    bc_reader *rd;
-    int rc;
-
-    rc = file_format(c, path, &format);
-    if (rc != CLI_EXIT_OK)
-        return rc;
-    rd = bc_reader_open(path, format, err, sizeof(err));
-    if (rd == NULL) {
-        cli_error("%s", err);
-        return CLI_EXIT_INPUT;
-    }
-    c->srcs[c->src].format = format;
-    c->srcs[c->src].reread =
-        bc_reader_rereadable(rd) && stat(path, &c->srcs[c->src].st) == 0;
-    c->srcs[c->src].name = strdup(bc_reader_name(rd));
-    if (c->srcs[c->src].name == NULL) {
-        bc_reader_close(rd);
-        cli_error("out of memory");
-        return CLI_EXIT_INTERNAL;
-    }
-    for (;;) {
-        rc = step(c, rd);
-        if (rc == CLI_EXIT_REJECTED && !c->opts.strict)
-            continue;
-        if (rc != CLI_EXIT_OK)
-            break;
-    }
-    bc_reader_close(rd);
-    return rc == -1 ? CLI_EXIT_OK : rc;
-}
-
-enum { HIT_STOP_REJECTED = 1, HIT_STOP_INTERNAL = 2 };
-
-static int same_file(const struct stat *a, const struct stat *b)
-{
-    return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
-           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
-}
-
-/* Most files kept open at once to read events again; past it, one at a time. */
-#define FETCH_FDS_MAX 256
-
-/* The file of source @src, open and unchanged since it was rated; -1 with a message. */
-static int fetch_fd(rate_ctx *c, uint32_t src, char *err, size_t errsize)
-{
-    struct source *s = &c->srcs[src];
-    struct stat st;
-    int i;
-
-    if (s->fd >= 0)
-        return s->fd;
-    if (c->open_fds >= FETCH_FDS_MAX) {
-        for (i = 0; i < c->opts.n_files; i++) {
-            if (c->srcs[i].fd >= 0) {
-                close(c->srcs[i].fd);
-                c->srcs[i].fd = -1;
-            }
-        }
-        c->open_fds = 0;
-    }
-    s->fd = open(c->opts.files[src], O_RDONLY | O_CLOEXEC);
-    if (s->fd < 0 || fstat(s->fd, &st) != 0 || !same_file(&st, &s->st)) {
-        snprintf(err, errsize, "%s: changed or gone while being rated; rate it again", s->name);
-        if (s->fd >= 0)
-            close(s->fd);
-        s->fd = -1;
-        return -1;
-    }
-    c->open_fds++;
-    return s->fd;
-}
-
 /*
- * Read an event again from its file (a bc_dedupe_fetch_fn), check that
- * its bytes are those rated, and encode it.
+ * The locale's digit group separator when it is one of , ' _ or space (a
+ * multibyte one would break the column alignment, which counts bytes), else
+ * none.
  */
-static int fetch(void *arg, const bc_dedupe_where *w, const char *id, unsigned char *buf,
-                 size_t *len, char *err, size_t errsize)
+static void locale_thousands(char *out, size_t size)
 {
-    rate_ctx *c = arg;
-    const struct source *s = &c->srcs[w->src];
-    uint64_t check = 0;
-    char e[ERR_MAX];
-    int fd = fetch_fd(c, w->src, err, errsize);
+    locale_t loc = newlocale(LC_NUMERIC_MASK, "", (locale_t)0);
+    const char *sep = loc != (locale_t)0 ? nl_langinfo_l(THOUSEP, loc) : "";
 
-    if (fd < 0)
-        return -1;
-    if (bc_event_read_at(fd, s->format, w->offset, c->ev, &check, e, sizeof(e)) !=
-            BC_READ_EVENT ||
-        check != w->check || strcmp(billing_event_id(c->ev), id) != 0) {
-        snprintf(err, errsize, "%s: changed while being rated (event '%s' is not as it was)",
-                 s->name, id);
-        return -1;
-    }
-    if (billing_event_encode(c->ev, buf, BILLING_EVENT_WIRE_MAX, len) != BILLING_OK) {
-        snprintf(err, errsize, "event '%s': cannot be encoded", id);
-        return -1;
-    }
-    return 0;
+    /* '.' groups only where ',' is the decimal point; our decimal point is always '.'. */
+    snprintf(out, size, "%s", sep != NULL && strlen(sep) == 1 && strchr(", '_", sep[0]) != NULL
+                                  ? sep
+                                  : "");
+    if (loc != (locale_t)0)
+        freelocale(loc);
 }
 
-/* A later occurrence of an id (a bc_dedupe_fn): take it back out of the rater. */
-static int take_back(void *arg, const bc_dedupe_hit *hit)
+/* How tables look: a terminal gets a compact layout and the locale's grouping, a pipe a
+ * stable one, unless options say otherwise. */
+static void set_view(rate_ctx *c)
 {
-    rate_ctx *c = arg;
-    char err[ERR_MAX];
-    char where[PATH_LEN + 32];
-    char first[PATH_LEN + 32];
+    int tty = isatty(STDOUT_FILENO);
 
-    bc_location_format(where, sizeof(where), c->srcs[hit->where.src].name,
-                       c->srcs[hit->where.src].format, hit->where.pos);
-    if (billing_event_decode(c->ev, hit->event, hit->event_len, err, sizeof(err)) != BILLING_OK ||
-        billing_rater_remove(c->rater, c->ev, err, sizeof(err)) != BILLING_OK) {
-        cli_error("%s: internal error taking back a repeated event: %s", where, err);
-        return HIT_STOP_INTERNAL;
-    }
-    c->counts.rated--;
-    if (hit->kind == BC_DEDUPE_DUPLICATE) {
-        c->counts.duplicates++;
-        return 0;
-    }
-    c->counts.rejected++;
-    bc_location_format(first, sizeof(first), c->srcs[hit->first.src].name,
-                       c->srcs[hit->first.src].format, hit->first.pos);
-    cli_error("%s: event '%s': field 'id': already rated with different content at %s", where,
-              hit->id, first);
-    return c->opts.strict ? HIT_STOP_REJECTED : 0;
-}
-
-/*
- * After the last file: find every id rated more than once and keep only
- * its first occurrence. Returns an exit code.
- */
-static int take_back_repeats(rate_ctx *c)
-{
-    char err[ERR_MAX];
-    int rc = bc_dedupe_finish(c->dedupe, fetch, take_back, c, err, sizeof(err));
-    bc_dedupe_stats st;
-
-    if (c->opts.verbose) {
-        bc_dedupe_get_stats(c->dedupe, &st);
-        cli_error("dedupe: %" PRIu64 " events remembered (%" PRIu64 " kept whole, %" PRIu64
-                  " read again) in %zu KiB of memory; %" PRIu64 " runs, %" PRIu64
-                  " merges, %" PRIu64 " bytes written to temporary files in %s",
-                  st.records, st.stored, st.fetched, c->opts.dedupe_memory >> 10, st.runs,
-                  st.merges, st.spilled, temp_dir(&c->opts));
-    }
-    if (rc == 0)
-        return CLI_EXIT_OK;
-    if (rc == HIT_STOP_REJECTED)
-        return CLI_EXIT_REJECTED;
-    if (rc < 0)
-        cli_error("%s", err);
-    return CLI_EXIT_INTERNAL;
-}
-
-static int rate_all(rate_ctx *c)
-{
-    int i;
-    int rc;
-
-    for (i = 0; i < c->opts.n_files; i++) {
-        c->src = (uint32_t)i;
-        rc = rate_file(c, c->opts.files[i]);
-        if (rc != CLI_EXIT_OK)
-            return rc;
-    }
-    return c->dedupe != NULL ? take_back_repeats(c) : CLI_EXIT_OK;
-}
-
-/* ---------------------------------------------------------------------- */
-/* Choosing the invoices                                                   */
-/* ---------------------------------------------------------------------- */
-
-static int in_range(const rate_opts *o, int32_t m)
-{
-    return (o->from == NO_MONTH || m >= o->from) && (o->to == NO_MONTH || m <= o->to);
-}
-
-/* Every month of a bounded range, for one chosen account. */
-static int32_t *range_months(const rate_opts *o, size_t *n)
-{
-    int32_t *months;
-    int32_t m;
-
-    *n = (size_t)(o->to - o->from) + 1;
-    months = malloc(*n * sizeof(*months));
-    for (m = o->from; months != NULL && m <= o->to; m++)
-        months[m - o->from] = m;
-    return months;
-}
-
-/* The months of @account with charges, within the range (NULL when out of memory). */
-static int32_t *charged_months(rate_ctx *c, const char *account, size_t *n)
-{
-    int count = billing_rater_months(c->rater, account, NULL, 0);
-    int *ym;
-    int32_t *months;
-    int i;
-
-    *n = 0;
-    if (count < 0)
-        return NULL;
-    ym = malloc(((size_t)count + 1) * sizeof(*ym));
-    months = malloc(((size_t)count + 1) * sizeof(*months));
-    if (ym == NULL || months == NULL) {
-        free(ym);
-        free(months);
-        return NULL;
-    }
-    count = billing_rater_months(c->rater, account, ym, count);
-    for (i = 0; i < count; i++) {
-        months[*n] = (ym[i] / 100) * 12 + ym[i] % 100 - 1;
-        if (in_range(&c->opts, months[*n]))
-            (*n)++;
-    }
-    free(ym);
-    return months;
-}
-
-/* The months to print for @account (malloc'd; NULL when out of memory). */
-static int32_t *months_for(rate_ctx *c, const char *account, size_t *n)
-{
-    const rate_opts *o = &c->opts;
-
-    if (o->account != NULL && o->from != NO_MONTH && o->to != NO_MONTH &&
-        o->to - o->from < RANGE_MONTHS_MAX)
-        return range_months(o, n);
-    return charged_months(c, account, n);
-}
-
-typedef int (*invoice_fn)(rate_ctx *c, const billing_invoice *inv, void *arg);
-
-/* Call @fn on each chosen invoice, in account then month order. */
-static int for_each_invoice(rate_ctx *c, invoice_fn fn, void *arg)
-{
-    char err[ERR_MAX];
-    billing_invoice *inv;
-    const char *account;
-    int32_t *months;
-    size_t n;
-    size_t a;
-    size_t i;
-    int rc = CLI_EXIT_OK;
-
-    for (a = 0; rc == CLI_EXIT_OK && a < billing_rater_account_count(c->rater); a++) {
-        account = billing_rater_account_id(c->rater, a);
-        if (c->opts.account != NULL && strcmp(account, c->opts.account) != 0)
-            continue;
-        months = months_for(c, account, &n);
-        if (months == NULL) {
-            cli_error("out of memory");
-            return CLI_EXIT_INTERNAL;
-        }
-        for (i = 0; rc == CLI_EXIT_OK && i < n; i++) {
-            if (billing_rater_invoice(c->rater, account, months[i] / 12, months[i] % 12 + 1, &inv,
-                                      err, sizeof(err)) != BILLING_OK) {
-                cli_error("%s", err);
-                rc = CLI_EXIT_INTERNAL;
-                break;
-            }
-            rc = fn(c, inv, arg);
-            billing_invoice_destroy(inv);
-        }
-        free(months);
-    }
-    return rc;
-}
-
-/* ---------------------------------------------------------------------- */
-/* Output                                                                  */
-/* ---------------------------------------------------------------------- */
-
-static int add_json_invoice(rate_ctx *c, const billing_invoice *inv, void *arg)
-{
-    json_t *item = render_invoice_json(inv);
-
-    (void)c;
-    if (item == NULL || json_array_append_new(arg, item) != 0) {
-        cli_error("out of memory");
-        return CLI_EXIT_INTERNAL;
-    }
-    return CLI_EXIT_OK;
-}
-
-static json_t *summary_json(const rate_counts *n)
-{
-    return json_pack("{s:I, s:I, s:I, s:I, s:I}", "events_read", (json_int_t)n->read,
-                     "events_rated", (json_int_t)n->rated, "duplicates",
-                     (json_int_t)n->duplicates, "rejected", (json_int_t)n->rejected,
-                     "subscriptions_rejected", (json_int_t)n->subs_rejected);
-}
-
-static int print_json(rate_ctx *c)
-{
-    json_t *root = json_object();
-    json_t *invoices = json_array();
-    int rc = CLI_EXIT_INTERNAL;
-
-    if (root == NULL || invoices == NULL ||
-        json_object_set_new(root, "summary", summary_json(&c->counts)) != 0 ||
-        json_object_set(root, "invoices", invoices) != 0) {
-        cli_error("out of memory");
-        goto done;
-    }
-    rc = for_each_invoice(c, add_json_invoice, invoices);
-    if (rc != CLI_EXIT_OK)
-        goto done;
-    if (json_dumpf(root, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0 ||
-        fputc('\n', stdout) == EOF) {
-        cli_error("writing the output failed");
-        rc = CLI_EXIT_INTERNAL;
-    }
-done:
-    json_decref(invoices);
-    json_decref(root);
-    return rc;
-}
-
-static int print_table_invoice(rate_ctx *c, const billing_invoice *inv, void *arg)
-{
-    (void)c;
-    (void)arg;
-    return render_invoice_table(stdout, inv) == 0 ? CLI_EXIT_OK : CLI_EXIT_INTERNAL;
-}
-
-static int print_table(rate_ctx *c)
-{
-    int rc = for_each_invoice(c, print_table_invoice, NULL);
-
-    if (rc != CLI_EXIT_OK)
-        return rc;
-    printf("Events: %" PRIu64 " read, %" PRIu64 " rated, %" PRIu64 " duplicates, %" PRIu64
-           " rejected\n",
-           c->counts.read, c->counts.rated, c->counts.duplicates, c->counts.rejected);
-    if (c->counts.subs_rejected > 0)
-        printf("Subscriptions: %" PRIu64 " rejected\n", c->counts.subs_rejected);
-    return CLI_EXIT_OK;
-}
-
-static int finish(rate_ctx *c)
-{
-    int rc = c->opts.output == OUT_TABLE ? print_table(c) : print_json(c);
-
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        cli_error("writing the output failed");
-        return CLI_EXIT_INTERNAL;
-    }
-    if (rc != CLI_EXIT_OK)
-        return rc;
-    if (c->counts.subs_rejected > 0)
-        cli_error("%" PRIu64 " subscription%s rejected", c->counts.subs_rejected,
-                  c->counts.subs_rejected == 1 ? "" : "s");
-    if (c->counts.rejected > 0)
-        cli_error("%" PRIu64 " of %" PRIu64 " events rejected", c->counts.rejected, c->counts.read);
-    return c->counts.rejected > 0 || c->counts.subs_rejected > 0 ? CLI_EXIT_REJECTED
-                                                                 : CLI_EXIT_OK;
+    if (c->opts.thousands != NULL)
+        snprintf(c->thousands, sizeof(c->thousands), "%s", c->opts.thousands);
+    else if (tty)
+        locale_thousands(c->thousands, sizeof(c->thousands));
+    c->view.thousands = c->thousands;
+    c->view.compact = c->opts.layout == LAYOUT_COMPACT || (c->opts.layout == LAYOUT_AUTO && tty);
+    c->view.exact = c->opts.exact;
 }
 
 int cmd_rate(int argc, char **argv)
@@ -983,17 +636,19 @@ int cmd_rate(int argc, char **argv)
     }
     if (rc != CLI_EXIT_OK)
         goto done;
-    if (apply_example_defaults(c) != 0) {
-        rc = CLI_EXIT_INPUT;
+    rc = rate_check_inputs(c);
+    if (rc != CLI_EXIT_OK)
         goto done;
-    }
+    set_view(c);
     rc = setup(c);
     if (rc == CLI_EXIT_OK)
         rc = rate_all(c);
+    if (rc == CLI_EXIT_OK || rc == CLI_EXIT_REJECTED)
+        rc = rate_close_rejects(c) != CLI_EXIT_OK ? CLI_EXIT_INTERNAL : rc;
     if (rc == CLI_EXIT_REJECTED)
         cli_error("--strict: stopped at the first rejected record; no invoices printed");
     else if (rc == CLI_EXIT_OK)
-        rc = finish(c);
+        rc = rate_finish(c);
 done:
     teardown(c);
     free(c);

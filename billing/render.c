@@ -6,6 +6,7 @@
 
 #include <string.h>
 
+#include "numfmt.h"
 #include "render.h"
 
 /* A line's cell: the accessor's string, or text formatted into @buf of @size bytes. */
@@ -62,6 +63,9 @@ static const char *get_unused_to(const billing_invoice *inv, size_t i, char *buf
 /* Where a column shows: never, always, or only when some line has a value. */
 enum { NO = 0, YES = 1, IF_SET = 2 };
 
+/* How the table form shows a cell: as is, or as a number or instant for people. */
+enum { AS_TEXT, AS_QUANTITY, AS_PRICE, AS_MONEY, AS_INSTANT };
+
 /*
  * The columns of an invoice line: JSON key, table header, getter, whether
  * the JSON object and the table show it, right alignment. The refund
@@ -75,26 +79,31 @@ static const struct line_column {
     int in_json;
     int in_table;
     int right;
+    int shown_as; /* in the table */
+    int compact;  /* kept in the compact table */
 } line_columns[] = {
-    {"kind", "KIND", get_kind, YES, YES, 0},
-    {"meter", "METER", get_meter, YES, YES, 0},
-    {"model", "MODEL", get_model, YES, YES, 0},
-    {"region", "REGION", get_region, YES, YES, 0},
-    {"plan", "PLAN", get_plan, YES, YES, 0},
-    {"price_version", "VERSION", get_price_version, YES, YES, 0},
-    {"subscription", "SUBSCRIPTION", get_subscription, IF_SET, IF_SET, 0},
-    {"unused_from", "UNUSED FROM", get_unused_from, IF_SET, IF_SET, 0},
-    {"unused_to", "UNUSED TO", get_unused_to, IF_SET, IF_SET, 0},
-    {"quantity", "QUANTITY", get_quantity, YES, YES, 1},
-    {"unit", "UNIT", get_unit, YES, YES, 0},
-    {"unit_price", "UNIT PRICE", get_unit_price, YES, YES, 1},
-    {"amount_exact", "EXACT", get_amount, YES, NO, 1},
-    {"amount", "AMOUNT", get_amount_rounded, YES, YES, 1},
+    {"kind", "KIND", get_kind, YES, YES, 0, AS_TEXT, 1},
+    {"meter", "METER", get_meter, YES, YES, 0, AS_TEXT, 1},
+    {"model", "MODEL", get_model, YES, YES, 0, AS_TEXT, 1},
+    {"region", "REGION", get_region, YES, YES, 0, AS_TEXT, 1},
+    {"plan", "PLAN", get_plan, YES, YES, 0, AS_TEXT, 1},
+    {"price_version", "VERSION", get_price_version, YES, YES, 0, AS_TEXT, 0},
+    {"subscription", "SUBSCRIPTION", get_subscription, IF_SET, IF_SET, 0, AS_TEXT, 1},
+    {"unused_from", "UNUSED FROM", get_unused_from, IF_SET, IF_SET, 0, AS_INSTANT, 1},
+    {"unused_to", "UNUSED TO", get_unused_to, IF_SET, IF_SET, 0, AS_INSTANT, 1},
+    {"quantity", "QUANTITY", get_quantity, YES, YES, 1, AS_QUANTITY, 1},
+    {"unit", "UNIT", get_unit, YES, YES, 0, AS_TEXT, 1},
+    {"unit_price", "UNIT PRICE", get_unit_price, YES, YES, 1, AS_PRICE, 1},
+    {"amount_exact", "EXACT", get_amount, YES, NO, 1, AS_TEXT, 0},
+    {"amount", "AMOUNT", get_amount_rounded, YES, YES, 1, AS_MONEY, 1},
 };
 #define N_LINE_COLUMNS (sizeof(line_columns) / sizeof(line_columns[0]))
 
-/* Room for any cell a getter formats (an RFC 3339 instant is at most 30 characters). */
-#define CELL_MAX 40
+/* Room for any cell: an RFC 3339 instant is at most 30 characters, a number NUMFMT_MAX. */
+#define CELL_MAX NUMFMT_MAX
+
+/* Fraction digits a rounded quantity shows in the table. */
+#define QUANTITY_SCALE 4
 
 const char *render_kind_name(billing_line_kind kind)
 {
@@ -175,18 +184,43 @@ static json_t *credit_json(const billing_invoice *inv, size_t i, int which)
     return o;
 }
 
-static json_t *lines_json(const billing_invoice *inv)
+/* A line metered from events (usage or included), which a resource's events account for. */
+static int metered(const billing_invoice *inv, size_t i)
+{
+    billing_line_kind k = billing_invoice_line_kind(inv, i);
+
+    return k == BILLING_LINE_USAGE || k == BILLING_LINE_INCLUDED;
+}
+
+static json_t *some_lines_json(const billing_invoice *inv, int metered_only)
 {
     json_t *arr = json_array();
     size_t i;
 
     for (i = 0; arr != NULL && i < billing_invoice_line_count(inv); i++) {
+        if (metered_only && !metered(inv, i))
+            continue;
         if (append(arr, line_json(inv, i)) != 0) {
             json_decref(arr);
             return NULL;
         }
     }
     return arr;
+}
+
+json_t *render_metered_lines_json(const billing_invoice *inv)
+{
+    return some_lines_json(inv, 1);
+}
+
+size_t render_metered_count(const billing_invoice *inv)
+{
+    size_t n = 0;
+    size_t i;
+
+    for (i = 0; i < billing_invoice_line_count(inv); i++)
+        n += (size_t)metered(inv, i);
+    return n;
 }
 
 static json_t *credits_json(const billing_invoice *inv, int which)
@@ -262,12 +296,13 @@ json_t *render_invoice_json(const billing_invoice *inv)
     if (o == NULL || add_str(o, "account", billing_invoice_account(inv)) != 0 ||
         add_str(o, "currency", billing_invoice_currency(inv)) != 0 ||
         json_object_set_new(o, "period", period_json(inv)) != 0 ||
-        json_object_set_new(o, "lines", lines_json(inv)) != 0 ||
+        json_object_set_new(o, "lines", some_lines_json(inv, 0)) != 0 ||
         json_object_set_new(o, "credits", credits_json(inv, CREDITS_APPLIED)) != 0 ||
         json_object_set_new(o, "expired_credits", credits_json(inv, CREDITS_EXPIRED)) != 0 ||
         add_returned(o, inv) != 0 || add_str(o, "subtotal", billing_invoice_subtotal(inv)) != 0 ||
         add_str(o, "credits_total", billing_invoice_credits(inv)) != 0 ||
-        add_account_credit(o, inv) != 0 || add_str(o, "tax_rate", billing_invoice_tax_rate(inv)) != 0 ||
+        add_account_credit(o, inv) != 0 ||
+        add_str(o, "tax_rate", billing_invoice_tax_rate(inv)) != 0 ||
         add_str(o, "tax", billing_invoice_tax(inv)) != 0 ||
         add_str(o, "total", billing_invoice_total(inv)) != 0) {
         json_decref(o);
@@ -283,23 +318,128 @@ json_t *render_invoice_json(const billing_invoice *inv)
 #define GAP 2
 #define INDENT "  "
 
+/* The invoice and how to show it: what every text function needs. */
+typedef struct table {
+    const billing_invoice *inv;
+    const render_view *view;
+    int scale; /* the currency's minor digits */
+} table;
+
+const char *render_local_time(const billing_zone *zone, billing_time_t at, int date_only,
+                              char *buf, size_t size)
+{
+    int32_t off = zone != NULL ? billing_zone_offset(zone, at) : 0;
+    char utc[40];
+
+    if (billing_time_format(at + (billing_time_t)off * BILLING_NS_PER_SEC, utc, sizeof(utc)) < 0)
+        return "";
+    utc[date_only ? 10 : 19] = '\0';
+    utc[10] = date_only ? '\0' : ' ';
+    snprintf(buf, size, "%s", utc);
+    return buf;
+}
+
+/* @t on the account's wall clock. */
+static const char *local_time(const table *t, billing_time_t at, int date_only, char *buf,
+                              size_t size)
+{
+    return render_local_time(t->view->zone, at, date_only, buf, size);
+}
+
+/* A money amount grouped, with at least the currency's digits; @raw when it cannot be. */
+static const char *money(const table *t, const char *raw, char *buf, size_t size)
+{
+    if (raw == NULL || raw[0] == '\0')
+        return raw;
+    numfmt_decimal(raw, t->scale, 40, t->view->thousands, buf, size);
+    return buf;
+}
+
+/* Digits after the decimal point of @s. */
+static int scale_of(const char *s)
+{
+    const char *dot = strchr(s, '.');
+
+    return dot != NULL ? (int)strlen(dot + 1) : 0;
+}
+
+/*
+ * Line @row's unit price @v as its price book writes it, when the view
+ * knows it and it is the same value; otherwise at the currency's scale.
+ */
+static const char *price(const table *t, size_t row, const char *v, char *buf, size_t size)
+{
+    const render_view *view = t->view;
+    const char *w = view->written_price != NULL
+                        ? view->written_price(view->written_arg, t->inv, row)
+                        : NULL;
+    char a[CELL_MAX];
+    char b[CELL_MAX];
+
+    if (w != NULL && numfmt_decimal(w, 0, 40, "", a, sizeof(a)) == 0 &&
+        numfmt_decimal(v, 0, 40, "", b, sizeof(b)) == 0 && strcmp(a, b) == 0 &&
+        numfmt_decimal(w, scale_of(w), scale_of(w), view->thousands, buf, size) == 0)
+        return buf;
+    return money(t, v, buf, size);
+}
+
+/* A cell as the table shows it, into @buf (CELL_MAX bytes); "" when the line has none. */
+static const char *shown(const table *t, size_t row, size_t col, char *buf)
+{
+    const struct line_column *c = &line_columns[col];
+    char raw[CELL_MAX];
+    const char *v = c->get(t->inv, row, raw, sizeof(raw));
+    billing_time_t at;
+
+    if (v == NULL || v[0] == '\0')
+        return "";
+    switch (c->shown_as) {
+    case AS_QUANTITY:
+        if (t->view->exact)
+            return v;
+        numfmt_decimal(v, 0, QUANTITY_SCALE, t->view->thousands, buf, CELL_MAX);
+        return buf;
+    case AS_PRICE:
+        return price(t, row, v, buf, CELL_MAX);
+    case AS_MONEY:
+        return money(t, v, buf, CELL_MAX);
+    case AS_INSTANT:
+        if (billing_time_parse(v, &at, NULL, 0) != BILLING_OK)
+            return v == raw ? strcpy(buf, raw) : v;
+        return local_time(t, at, 0, buf, CELL_MAX);
+    default:
+        return v == raw ? strcpy(buf, raw) : v;
+    }
+}
+
 /* The text of a table cell into @buf; row SIZE_MAX is the header. */
-static const char *cell(const billing_invoice *inv, size_t row, size_t col, char *buf)
+static const char *cell(const table *t, size_t row, size_t col, char *buf)
 {
     const char *s;
 
     if (row == SIZE_MAX)
         return line_columns[col].header;
-    s = line_columns[col].get(inv, row, buf, CELL_MAX);
-    return (s == NULL || s[0] == '\0') ? "-" : s;
+    s = shown(t, row, col, buf);
+    return s[0] == '\0' ? "-" : s;
+}
+
+/* Whether the table shows column @col, given whether some line has a value in it. */
+static int column_shown(const table *t, size_t col, int set)
+{
+    const struct line_column *c = &line_columns[col];
+
+    if (c->in_table == NO || (c->in_table == IF_SET && !set))
+        return 0;
+    if (t->view->compact)
+        return c->compact && set;
+    return 1;
 }
 
 /* Widths of the columns the table shows; 0 for those it leaves out. */
-static void column_widths(const billing_invoice *inv, size_t *width)
+static void column_widths(const table *t, size_t *width)
 {
-    size_t n = billing_invoice_line_count(inv);
+    size_t n = billing_invoice_line_count(t->inv);
     char buf[CELL_MAX];
-    const char *v;
     size_t row;
     size_t col;
     size_t len;
@@ -309,18 +449,17 @@ static void column_widths(const billing_invoice *inv, size_t *width)
         width[col] = strlen(line_columns[col].header);
         set = 0;
         for (row = 0; row < n; row++) {
-            v = line_columns[col].get(inv, row, buf, sizeof(buf));
-            set |= v != NULL && v[0] != '\0';
-            len = strlen(cell(inv, row, col, buf));
+            set |= shown(t, row, col, buf)[0] != '\0';
+            len = strlen(cell(t, row, col, buf));
             if (len > width[col])
                 width[col] = len;
         }
-        if (line_columns[col].in_table == NO || (line_columns[col].in_table == IF_SET && !set))
+        if (!column_shown(t, col, set))
             width[col] = 0;
     }
 }
 
-static void print_row(FILE *out, const billing_invoice *inv, size_t row, const size_t *width)
+static void print_row(FILE *out, const table *t, size_t row, const size_t *width)
 {
     char buf[CELL_MAX];
     size_t col;
@@ -332,95 +471,258 @@ static void print_row(FILE *out, const billing_invoice *inv, size_t row, const s
             continue;
         w = (int)width[col];
         if (line_columns[col].right)
-            fprintf(out, "%s%*s", sep, w, cell(inv, row, col, buf));
+            fprintf(out, "%s%*s", sep, w, cell(t, row, col, buf));
         else
-            fprintf(out, "%s%-*s", sep, w, cell(inv, row, col, buf));
+            fprintf(out, "%s%-*s", sep, w, cell(t, row, col, buf));
         sep = "  ";
     }
     fputc('\n', out);
 }
 
 /* A summary row: label on the left, amount right-aligned under AMOUNT, then a note. */
-static void print_total(FILE *out, int width, const char *label, const char *amount,
-                        const char *note)
+static void print_total(FILE *out, const table *t, int width, const char *label,
+                        const char *amount, const char *note)
 {
-    fprintf(out, INDENT "%-*s%s%s\n", width - (int)strlen(amount), label, amount, note);
+    char buf[CELL_MAX];
+    const char *a = money(t, amount, buf, sizeof(buf));
+
+    fprintf(out, INDENT "%-*s%s%s\n", width - (int)strlen(a), label, a, note);
 }
 
-static void print_credits(FILE *out, const billing_invoice *inv, int width)
+/* "  (X left)" with X grouped. */
+static const char *left_note(const table *t, const char *left, char *note, size_t size)
 {
+    char buf[CELL_MAX];
+
+    snprintf(note, size, "  (%s left)", money(t, left, buf, sizeof(buf)));
+    return note;
+}
+
+static void print_grant_credits(FILE *out, const table *t, int width)
+{
+    const billing_invoice *inv = t->inv;
     char label[200];
-    char note[80];
-    char amount[64];
+    char note[CELL_MAX + 16];
+    char amount[CELL_MAX];
     size_t i;
 
     for (i = 0; i < billing_invoice_credit_count(inv); i++) {
         snprintf(label, sizeof(label), "credit %s", billing_invoice_credit_grant(inv, i));
         snprintf(amount, sizeof(amount), "-%s", billing_invoice_credit_amount(inv, i));
-        snprintf(note, sizeof(note), "  (%s left)", billing_invoice_credit_remaining(inv, i));
-        print_total(out, width, label, amount, note);
+        left_note(t, billing_invoice_credit_remaining(inv, i), note, sizeof(note));
+        print_total(out, t, width, label, amount, note);
     }
     for (i = 0; i < billing_invoice_returned_count(inv); i++) {
-        snprintf(label, sizeof(label), "credit returned to %s", billing_invoice_returned_grant(inv, i));
-        snprintf(note, sizeof(note), "  (%s left)", billing_invoice_returned_remaining(inv, i));
-        print_total(out, width, label, billing_invoice_returned_amount(inv, i), note);
+        snprintf(label, sizeof(label), "credit returned to %s",
+                 billing_invoice_returned_grant(inv, i));
+        left_note(t, billing_invoice_returned_remaining(inv, i), note, sizeof(note));
+        print_total(out, t, width, label, billing_invoice_returned_amount(inv, i), note);
     }
     for (i = 0; i < billing_invoice_expired_count(inv); i++) {
         snprintf(label, sizeof(label), "expired credit %s", billing_invoice_expired_grant(inv, i));
-        snprintf(note, sizeof(note), "  (not charged)");
-        print_total(out, width, label, billing_invoice_expired_amount(inv, i), note);
+        print_total(out, t, width, label, billing_invoice_expired_amount(inv, i),
+                    "  (not charged)");
     }
-    if (!has_account_credit(inv))
-        return;
-    snprintf(note, sizeof(note), "  (%s left)", billing_invoice_account_credit_left(inv));
-    if (!is_zero(billing_invoice_account_credit(inv))) {
-        snprintf(amount, sizeof(amount), "-%s", billing_invoice_account_credit(inv));
-        print_total(out, width, "account credit", amount, note);
-    }
-    if (!is_zero(billing_invoice_carried(inv)))
-        print_total(out, width, "carried to account credit", billing_invoice_carried(inv), note);
 }
 
-static void print_header(FILE *out, const billing_invoice *inv)
+static void print_credits(FILE *out, const table *t, int width)
+{
+    const billing_invoice *inv = t->inv;
+    char note[CELL_MAX + 16];
+    char amount[CELL_MAX];
+
+    print_grant_credits(out, t, width);
+    if (!has_account_credit(inv))
+        return;
+    left_note(t, billing_invoice_account_credit_left(inv), note, sizeof(note));
+    if (!is_zero(billing_invoice_account_credit(inv))) {
+        snprintf(amount, sizeof(amount), "-%s", billing_invoice_account_credit(inv));
+        print_total(out, t, width, "account credit", amount, note);
+    }
+    if (!is_zero(billing_invoice_carried(inv)))
+        print_total(out, t, width, "carried to account credit", billing_invoice_carried(inv),
+                    note);
+}
+
+/* "Invoice lab-a 2026-01 (CNY): 2026-01-01 to 2026-01-31, Asia/Shanghai" */
+static void print_header(FILE *out, const table *t)
 {
     billing_time_t start;
     billing_time_t end;
     char s[40];
     char e[40];
 
-    billing_invoice_period(inv, &start, &end);
-    billing_time_format(start, s, sizeof(s));
-    billing_time_format(end, e, sizeof(e));
-    fprintf(out, "Invoice %s %04d-%02d (%s), %s to %s\n", billing_invoice_account(inv),
-            billing_invoice_year(inv), billing_invoice_month(inv), billing_invoice_currency(inv), s,
-            e);
+    billing_invoice_period(t->inv, &start, &end);
+    fprintf(out, "Invoice %s %04d-%02d (%s): %s to %s, %s\n", billing_invoice_account(t->inv),
+            billing_invoice_year(t->inv), billing_invoice_month(t->inv),
+            billing_invoice_currency(t->inv), local_time(t, start, 1, s, sizeof(s)),
+            local_time(t, end - 1, 1, e, sizeof(e)),
+            t->view->zone != NULL ? billing_zone_name(t->view->zone) : "UTC");
 }
 
-int render_invoice_table(FILE *out, const billing_invoice *inv)
+int render_invoice_table(FILE *out, const billing_invoice *inv, const render_view *view)
 {
+    table t;
     size_t width[N_LINE_COLUMNS];
     size_t n = billing_invoice_line_count(inv);
     size_t row;
     size_t col;
     int total_width = 0;
-    char label[64];
+    char label[NUMFMT_MAX + 8];
+    char pct[NUMFMT_MAX];
 
-    print_header(out, inv);
-    column_widths(inv, width);
+    t.inv = inv;
+    t.view = view;
+    t.scale = billing_currency_digits(billing_invoice_currency(inv));
+    if (t.scale < 0)
+        t.scale = 0;
+    print_header(out, &t);
+    column_widths(&t, width);
     for (col = 0; col < N_LINE_COLUMNS; col++)
         total_width += width[col] != 0 ? (int)(width[col] + GAP) : 0;
     total_width -= GAP;
     if (n == 0)
         fputs(INDENT "(no charges)\n", out);
     else
-        print_row(out, inv, SIZE_MAX, width);
+        print_row(out, &t, SIZE_MAX, width);
     for (row = 0; row < n; row++)
-        print_row(out, inv, row, width);
-    print_total(out, total_width, "subtotal", billing_invoice_subtotal(inv), "");
-    print_credits(out, inv, total_width);
-    snprintf(label, sizeof(label), "tax at %s", billing_invoice_tax_rate(inv));
-    print_total(out, total_width, label, billing_invoice_tax(inv), "");
-    print_total(out, total_width, "total", billing_invoice_total(inv), "");
+        print_row(out, &t, row, width);
+    print_total(out, &t, total_width, "subtotal", billing_invoice_subtotal(inv), "");
+    print_credits(out, &t, total_width);
+    numfmt_percent(billing_invoice_tax_rate(inv), pct, sizeof(pct));
+    snprintf(label, sizeof(label), "tax at %s", pct);
+    print_total(out, &t, total_width, label, billing_invoice_tax(inv), "");
+    print_total(out, &t, total_width, "total", billing_invoice_total(inv), "");
     fputc('\n', out);
+    return 0;
+}
+
+int render_resource_table(FILE *out, const billing_invoice *inv, const char *resource,
+                          const render_view *view)
+{
+    table t;
+    size_t width[N_LINE_COLUMNS];
+    size_t row;
+
+    t.inv = inv;
+    t.view = view;
+    t.scale = billing_currency_digits(billing_invoice_currency(inv));
+    if (t.scale < 0)
+        t.scale = 0;
+    column_widths(&t, width);
+    fprintf(out, INDENT "resource %s:\n", resource);
+    print_row(out, &t, SIZE_MAX, width);
+    for (row = 0; row < billing_invoice_line_count(inv); row++) {
+        if (metered(inv, row))
+            print_row(out, &t, row, width);
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* CSV (RFC 4180)                                                          */
+/* ---------------------------------------------------------------------- */
+
+/* One field, quoted when it holds a comma, a quote or a line end; @sep before it. */
+static void csv_field(FILE *out, const char *sep, const char *v)
+{
+    const char *p;
+
+    fputs(sep, out);
+    if (v == NULL)
+        return;
+    if (strpbrk(v, ",\"\r\n") == NULL) {
+        fputs(v, out);
+        return;
+    }
+    fputc('"', out);
+    for (p = v; *p != '\0'; p++) {
+        if (*p == '"')
+            fputc('"', out);
+        fputc(*p, out);
+    }
+    fputc('"', out);
+}
+
+void render_csv_header(FILE *out)
+{
+    size_t c;
+
+    fputs("account,month,currency", out);
+    for (c = 0; c < N_LINE_COLUMNS; c++)
+        csv_field(out, ",", line_columns[c].key);
+    fputs(",grant\r\n", out);
+}
+
+/* The fields every row starts with: account, "YYYY-MM", currency. */
+static void csv_row_start(FILE *out, const billing_invoice *inv)
+{
+    char month[16];
+
+    snprintf(month, sizeof(month), "%04d-%02d", billing_invoice_year(inv),
+             billing_invoice_month(inv));
+    csv_field(out, "", billing_invoice_account(inv));
+    csv_field(out, ",", month);
+    csv_field(out, ",", billing_invoice_currency(inv));
+}
+
+static void csv_line(FILE *out, const billing_invoice *inv, size_t i)
+{
+    char buf[CELL_MAX];
+    size_t c;
+
+    csv_row_start(out, inv);
+    for (c = 0; c < N_LINE_COLUMNS; c++)
+        csv_field(out, ",", line_columns[c].get(inv, i, buf, sizeof(buf)));
+    fputs(",\r\n", out);
+}
+
+/* A summary row: @kind, @amount in both amount columns, @grant (or ""). */
+static void csv_figure(FILE *out, const billing_invoice *inv, const char *kind, int negate,
+                       const char *amount, const char *grant)
+{
+    char signed_amount[CELL_MAX];
+    size_t c;
+
+    if (negate && !is_zero(amount))
+        snprintf(signed_amount, sizeof(signed_amount), "-%s", amount);
+    else
+        snprintf(signed_amount, sizeof(signed_amount), "%s", amount);
+    csv_row_start(out, inv);
+    for (c = 0; c < N_LINE_COLUMNS; c++) {
+        if (line_columns[c].get == get_kind)
+            csv_field(out, ",", kind);
+        else if (line_columns[c].get == get_amount ||
+                 line_columns[c].get == get_amount_rounded)
+            csv_field(out, ",", signed_amount);
+        else
+            csv_field(out, ",", "");
+    }
+    csv_field(out, ",", grant);
+    fputs("\r\n", out);
+}
+
+int render_invoice_csv(FILE *out, const billing_invoice *inv)
+{
+    size_t i;
+
+    for (i = 0; i < billing_invoice_line_count(inv); i++)
+        csv_line(out, inv, i);
+    csv_figure(out, inv, "subtotal", 0, billing_invoice_subtotal(inv), "");
+    for (i = 0; i < billing_invoice_returned_count(inv); i++)
+        csv_figure(out, inv, "returned_credit", 0, billing_invoice_returned_amount(inv, i),
+                   billing_invoice_returned_grant(inv, i));
+    for (i = 0; i < billing_invoice_credit_count(inv); i++)
+        csv_figure(out, inv, "credit", 1, billing_invoice_credit_amount(inv, i),
+                   billing_invoice_credit_grant(inv, i));
+    for (i = 0; i < billing_invoice_expired_count(inv); i++)
+        csv_figure(out, inv, "expired_credit", 0, billing_invoice_expired_amount(inv, i),
+                   billing_invoice_expired_grant(inv, i));
+    if (has_account_credit(inv)) {
+        csv_figure(out, inv, "account_credit", 1, billing_invoice_account_credit(inv), "");
+        csv_figure(out, inv, "carried", 0, billing_invoice_carried(inv), "");
+    }
+    csv_figure(out, inv, "tax", 0, billing_invoice_tax(inv), "");
+    csv_figure(out, inv, "total", 0, billing_invoice_total(inv), "");
     return 0;
 }

@@ -29,6 +29,8 @@ typedef struct cfg {
     bc_zones *zones;
     bc_reject_fn reject;   /* NULL: a refused subscription fails the whole file */
     void *reject_arg;
+    const char *book;      /* load only the accounts of this price book; NULL: every one */
+    json_t *taken;         /* with @book: ids of the accounts loaded (a set) */
     char liberr[LIBERR_MAX];
 } cfg;
 
@@ -362,7 +364,7 @@ static int apply_pricebook(cfg *c, const json_t *root)
 static const char *const accounts_keys[] = {"description", "accounts", "subscriptions", "grants",
                                             NULL};
 static const char *const account_keys[] = {"description", "id",       "currency",
-                                           "time_zone",   "tax_rate", NULL};
+                                           "time_zone",   "tax_rate", "book", NULL};
 static const char *const sub_keys[] = {"description", "id",    "account",      "resource", "plan",
                                        "start",       "terms", "cancelled_at", NULL};
 static const char *const grant_keys[] = {"description", "id",         "account",
@@ -371,6 +373,7 @@ static const char *const grant_keys[] = {"description", "id",         "account",
 
 static int add_account(cfg *c, const json_t *item, const char *path, void *arg)
 {
+    const char *book;
     const char *id;
     const char *currency;
     const char *zone_name;
@@ -382,8 +385,15 @@ static int add_account(cfg *c, const json_t *item, const char *path, void *arg)
         get_string(c, item, path, "id", 0, &id) != 0 ||
         get_string(c, item, path, "currency", 0, &currency) != 0 ||
         get_string(c, item, path, "time_zone", 0, &zone_name) != 0 ||
-        get_string(c, item, path, "tax_rate", 0, &tax) != 0)
+        get_string(c, item, path, "tax_rate", 0, &tax) != 0 ||
+        get_string(c, item, path, "book", 1, &book) != 0)
         return -1;
+    if (c->book != NULL) {
+        if (book == NULL || strcmp(book, c->book) != 0)
+            return 0;
+        if (json_object_set_new(c->taken, id, json_true()) != 0)
+            return bc_seterr(c->errbuf, c->errsize, "%s: out of memory", c->name);
+    }
     zone = bc_zones_get(c->zones, zone_name, c->liberr, sizeof(c->liberr));
     if (zone == NULL)
         return cfg_fail(c, path, "time_zone", "%s", c->liberr);
@@ -391,6 +401,18 @@ static int add_account(cfg *c, const json_t *item, const char *path, void *arg)
                                     sizeof(c->liberr)) != BILLING_OK)
         return lib_fail(c, path);
     return 0;
+}
+
+/*
+ * Whether the rows of @account go into this catalog: every account's do,
+ * unless one price book's accounts are being loaded. A row naming an
+ * account of no book is left to the library to refuse (unknown account)
+ * in the catalog that loads every unbooked row: none when books are named,
+ * so the caller checks accounts first (as `billing rate` does).
+ */
+static int taken(const cfg *c, const char *account)
+{
+    return c->book == NULL || json_object_get(c->taken, account) != NULL;
 }
 
 static int add_subscription(cfg *c, const json_t *item, const char *path, void *arg)
@@ -417,6 +439,8 @@ static int add_subscription(cfg *c, const json_t *item, const char *path, void *
         get_string(c, item, path, "cancelled_at", 1, &cancelled_text) != 0 ||
         get_time(c, item, path, "cancelled_at", 1, &cancelled) != 0)
         return -1;
+    if (!taken(c, account))
+        return 0;
     st = billing_catalog_add_subscription(c->cat, id, account, resource, plan, start, (int)terms,
                                           cancelled_text != NULL ? &cancelled : NULL, c->liberr,
                                           sizeof(c->liberr));
@@ -477,6 +501,8 @@ static int add_grant(cfg *c, const json_t *item, const char *path, void *arg)
         get_kinds(c, item, path, &kinds) != 0 ||
         get_int(c, item, path, "priority", 1, -1000000, 1000000, 0, &priority) != 0)
         return -1;
+    if (!taken(c, account))
+        return 0;
     if (billing_catalog_add_grant(c->cat, id, account, amount, granted, expires, kinds,
                                   (int)priority, c->liberr, sizeof(c->liberr)) != BILLING_OK)
         return lib_fail(c, path);
@@ -524,6 +550,8 @@ static void cfg_init(cfg *c, billing_catalog *cat, bc_zones *zones, const char *
     c->zones = zones;
     c->reject = NULL;
     c->reject_arg = NULL;
+    c->book = NULL;
+    c->taken = NULL;
     c->liberr[0] = '\0';
 }
 
@@ -537,21 +565,27 @@ int bc_pricebook_parse(billing_catalog *cat, const char *text, size_t len, const
 }
 
 static int accounts_parse(billing_catalog *cat, bc_zones *zones, const char *text, size_t len,
-                          const char *name, bc_reject_fn reject, void *arg, char *errbuf,
-                          size_t errsize)
+                          const char *name, const char *book, bc_reject_fn reject, void *arg,
+                          char *errbuf, size_t errsize)
 {
     cfg c;
+    int rc;
 
     cfg_init(&c, cat, zones, name, errbuf, errsize);
     c.reject = reject;
     c.reject_arg = arg;
-    return parse_with(&c, text, len, apply_accounts);
+    c.book = book;
+    if (book != NULL && (c.taken = json_object()) == NULL)
+        return bc_seterr(errbuf, errsize, "%s: out of memory", name);
+    rc = parse_with(&c, text, len, apply_accounts);
+    json_decref(c.taken);
+    return rc;
 }
 
 int bc_accounts_parse(billing_catalog *cat, bc_zones *zones, const char *text, size_t len,
                       const char *name, char *errbuf, size_t errsize)
 {
-    return accounts_parse(cat, zones, text, len, name, NULL, NULL, errbuf, errsize);
+    return accounts_parse(cat, zones, text, len, name, NULL, NULL, NULL, errbuf, errsize);
 }
 
 int bc_pricebook_load(billing_catalog *cat, const char *path, char *errbuf, size_t errsize)
@@ -567,8 +601,9 @@ int bc_pricebook_load(billing_catalog *cat, const char *path, char *errbuf, size
     return rc;
 }
 
-int bc_accounts_load_rejecting(billing_catalog *cat, bc_zones *zones, const char *path,
-                               bc_reject_fn reject, void *arg, char *errbuf, size_t errsize)
+int bc_accounts_load_book(billing_catalog *cat, bc_zones *zones, const char *path,
+                          const char *book, bc_reject_fn reject, void *arg, char *errbuf,
+                          size_t errsize)
 {
     char *text;
     size_t len;
@@ -576,9 +611,15 @@ int bc_accounts_load_rejecting(billing_catalog *cat, bc_zones *zones, const char
 
     if (bc_read_file(path, BC_CONFIG_FILE_MAX, &text, &len, errbuf, errsize) != 0)
         return -1;
-    rc = accounts_parse(cat, zones, text, len, path, reject, arg, errbuf, errsize);
+    rc = accounts_parse(cat, zones, text, len, path, book, reject, arg, errbuf, errsize);
     free(text);
     return rc;
+}
+
+int bc_accounts_load_rejecting(billing_catalog *cat, bc_zones *zones, const char *path,
+                               bc_reject_fn reject, void *arg, char *errbuf, size_t errsize)
+{
+    return bc_accounts_load_book(cat, zones, path, NULL, reject, arg, errbuf, errsize);
 }
 
 int bc_accounts_load(billing_catalog *cat, bc_zones *zones, const char *path, char *errbuf,

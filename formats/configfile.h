@@ -64,4 +64,15 @@ typedef void (*bc_reject_fn)(void *arg, const char *message);
 int bc_accounts_load_rejecting(billing_catalog *cat, bc_zones *zones, const char *path,
                                bc_reject_fn reject, void *arg, char *errbuf, size_t errsize);
 
+/*
+ * bc_accounts_load_book - bc_accounts_load_rejecting, keeping only the
+ * accounts whose "book" is @book, and their subscriptions and grants
+ * (@book NULL: every account, whatever its "book"). One run of
+ * `billing rate` with several price books loads one catalog per book
+ * this way. Rows of accounts outside @book are still checked for shape.
+ */
+int bc_accounts_load_book(billing_catalog *cat, bc_zones *zones, const char *path,
+                          const char *book, bc_reject_fn reject, void *arg, char *errbuf,
+                          size_t errsize);
+
 #endif /* BC_CONFIGFILE_H */

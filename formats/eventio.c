@@ -184,6 +184,12 @@ uint64_t bc_reader_offset(const bc_reader *r)
     return r->offset;
 }
 
+const unsigned char *bc_reader_record(const bc_reader *r, size_t *len)
+{
+    *len = r->rec_len;
+    return r->rec_len > 0 ? r->buf + r->rec_pos : NULL;
+}
+
 uint64_t bc_reader_record_hash(const bc_reader *r)
 {
     /* Hashed on demand: only the dedupe asks, so reading pays nothing for it. */
@@ -433,6 +439,8 @@ bc_read_result bc_reader_next_raw(bc_reader *r, const unsigned char **data, size
 
 bc_read_result bc_reader_next(bc_reader *r, billing_event *ev, char *errbuf, size_t errsize)
 {
+    /* No bytes of an earlier record may pass for this one's (a line too long is not kept). */
+    r->rec_len = 0;
     if (r->format == BC_FORMAT_PROTOBUF)
         return next_proto(r, ev, errbuf, errsize);
     return next_json(r, ev, errbuf, errsize);
@@ -513,4 +521,28 @@ bc_read_result bc_event_read_at(int fd, bc_format format, uint64_t offset, billi
     if (format == BC_FORMAT_PROTOBUF)
         return proto_at(fd, offset, ev, raw_hash, errbuf, errsize);
     return json_at(fd, offset, ev, raw_hash, errbuf, errsize);
+}
+
+int bc_record_bytes_at(int fd, bc_format format, uint64_t offset, unsigned char *buf, size_t cap,
+                       size_t *len)
+{
+    ssize_t n = bc_read_full(fd, buf, cap, (int64_t)offset);
+    unsigned char *nl;
+    uint64_t msg = 0;
+    size_t used = 0;
+
+    if (n < 0)
+        return -1;
+    if (format == BC_FORMAT_PROTOBUF) {
+        if (parse_length(buf, (size_t)n, &msg, &used) != 0 || msg > (uint64_t)n - used)
+            return -1;
+        memmove(buf, buf + used, (size_t)msg);
+        *len = (size_t)msg;
+        return 0;
+    }
+    nl = memchr(buf, '\n', (size_t)n);
+    if (nl == NULL && (size_t)n == cap)
+        return -1;
+    *len = nl != NULL ? (size_t)(nl - buf) : (size_t)n;
+    return 0;
 }

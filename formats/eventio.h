@@ -106,6 +106,15 @@ uint64_t bc_reader_offset(const bc_reader *r);
 uint64_t bc_reader_record_hash(const bc_reader *r);
 
 /*
+ * bc_reader_record - the bytes of the record last returned, event or
+ * rejected (the JSON line without its newline, or the protobuf message
+ * without its length prefix), *@len of them; NULL with *@len 0 when they
+ * were not kept (a line or message over the size limit, skipped unread).
+ * Owned by @r and valid until the next bc_reader_next.
+ */
+const unsigned char *bc_reader_record(const bc_reader *r, size_t *len);
+
+/*
  * bc_reader_rereadable - 1 if the input is a regular file opened by path,
  * so that a record can be read again at its offset later; 0 for stdin,
  * pipes and devices.
@@ -131,5 +140,16 @@ void bc_location_format(char *buf, size_t size, const char *name, bc_format form
  */
 bc_read_result bc_event_read_at(int fd, bc_format format, uint64_t offset, billing_event *ev,
                                 uint64_t *raw_hash, char *errbuf, size_t errsize);
+
+/*
+ * bc_record_bytes_at - the bytes of the record that starts at byte
+ * @offset of @fd, as bc_reader_record gives them (the JSON line without
+ * its newline, or the protobuf message without its prefix), into @buf of
+ * @cap bytes (BC_JSONL_LINE_MAX + 1 holds any line; a protobuf record
+ * needs its prefix too, at most 10 + BILLING_EVENT_WIRE_MAX), their count in
+ * *@len. Returns 0, or -1 when it cannot be read or does not fit.
+ */
+int bc_record_bytes_at(int fd, bc_format format, uint64_t offset, unsigned char *buf, size_t cap,
+                       size_t *len);
 
 #endif /* BC_EVENTIO_H */

@@ -5,6 +5,7 @@
  */
 #include "config.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -313,6 +314,55 @@ static billing_time_t min_time(billing_time_t a, billing_time_t b)
     return a < b ? a : b;
 }
 
+/* @t as "2025-12-02 10:00:00 +08:00 Asia/Shanghai", the account's wall clock. */
+static void format_local(const billing_zone *zone, billing_time_t t, char *buf, size_t size)
+{
+    int32_t off = billing_zone_offset(zone, t);
+    int32_t a = off < 0 ? -off : off;
+    char utc[40];
+
+    billing_time_format(t + (billing_time_t)off * 1000000000, utc, sizeof(utc));
+    /* utc is "YYYY-MM-DDTHH:MM:SS[.fff]Z": the wall clock once shifted by the offset. */
+    utc[10] = ' ';
+    utc[strlen(utc) - 1] = '\0';
+    snprintf(buf, size, "%s %c%02d:%02d %s", utc, off < 0 ? '-' : '+', (int)(a / 3600),
+             (int)(a / 60 % 60), billing_zone_name(zone));
+}
+
+/*
+ * The message for usage no rate covers. Before the first price version
+ * the reason is not the model or region but the date, and it says when
+ * prices start; the instant is given in the account's time zone too,
+ * since that is the calendar its owner reads.
+ */
+static billing_status no_price(const billing_rater *r, const billing_event *ev,
+                               const bl_account *a, billing_time_t t, size_t vpos, char *errbuf,
+                               size_t errsize)
+{
+    const bl_version *first;
+    char when[40];
+    char local[96];
+    char start[40];
+    char start_local[96];
+
+    billing_time_format(t, when, sizeof(when));
+    format_local(a->zone, t, local, sizeof(local));
+    if (vpos == 0 && r->cat->versions.len > 0) {
+        first = BL_AT(r->cat->versions, bl_version, r->cat->vorder[0]);
+        billing_time_format(first->from, start, sizeof(start));
+        format_local(a->zone, first->from, start_local, sizeof(start_local));
+        return bl_seterr(errbuf, errsize, BILLING_ERR_NO_PRICE,
+                         "event '%s': field 'start': usage at %s (%s) is before the first "
+                         "price version '%s', which starts at %s (%s)",
+                         ev->id, when, local, first->id, start, start_local);
+    }
+    return bl_seterr(errbuf, errsize, BILLING_ERR_NO_PRICE,
+                     "event '%s': field 'model': no %s price for model '%s' in region '%s' "
+                     "at %s (%s)",
+                     ev->id, billing_meter_name(ev->meter), ev->model[0] ? ev->model : "*",
+                     ev->region[0] ? ev->region : "*", when, local);
+}
+
 /*
  * Describe the piece of @ev that starts at @t: its end and its aggregate
  * key. Returns BILLING_OK or BILLING_ERR_NO_PRICE (message written).
@@ -362,17 +412,8 @@ static billing_status next_piece(billing_rater *r, const billing_event *ev, size
         p->key.rate = BL_RATE_ZERO;
         return BILLING_OK;
     }
-    if (rate == BL_NONE) {
-        char when[40];
-
-        billing_time_format(t, when, sizeof(when));
-        return bl_seterr(errbuf, errsize, BILLING_ERR_NO_PRICE,
-                         "event '%s': field 'model': no %s price for model '%s' in region '%s' "
-                         "at %s",
-                         ev->id,
-                         billing_meter_name(ev->meter), ev->model[0] ? ev->model : "*",
-                         ev->region[0] ? ev->region : "*", when);
-    }
+    if (rate == BL_NONE)
+        return no_price(r, ev, a, t, vpos, errbuf, errsize);
     p->key.rate = (uint32_t)rate;
     return BILLING_OK;
 }

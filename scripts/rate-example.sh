@@ -4,7 +4,8 @@
 # _build-run, so it never disturbs a developer's or the tests' build), then
 # run `billing rate` over the shipped GPU-cloud example and print the
 # invoices as tables. Extra arguments go to `billing rate`
-# (e.g. `--format json`, `--account lab-a`).
+# (e.g. `--format json`, `--account lab-a`); tables stay the default
+# unless they choose a --format.
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd -P)
@@ -29,7 +30,33 @@ else
     make -C "$build" -j2 >&2
     bin="$build/billing/billing"
 fi
-if [ $# -eq 0 ]; then
-    set -- --format table
+# Tables unless the arguments choose a format; the example's own files
+# unless they name inputs, and then stdin is not taken for events.
+format=--format
+inputs=
+value=
+for arg in "$@"; do
+    if [ -n "$value" ]; then
+        value=
+        continue
+    fi
+    case $arg in
+    --format=*) format= ;;
+    --format) format= value=yes ;;
+    --pricebook=* | --accounts=* | -) inputs=yes ;;
+    --pricebook | --accounts) inputs=yes value=yes ;;
+    --*=*) ;;
+    --account | --month | --from | --to | --layout | --thousands | --by | --at | --rejects | \
+        --input-format | --dedupe-memory | --temp-dir) value=yes ;;
+    -*) ;;
+    *) inputs=yes ;;
+    esac
+done
+if [ -n "$format" ]; then
+    set -- --format table "$@"
+fi
+echo "man page: $(dirname "$bin")/billing.1 (man -l to read it)" >&2
+if [ -z "$inputs" ]; then
+    exec "$bin" rate "$@" </dev/null
 fi
 exec "$bin" rate "$@"

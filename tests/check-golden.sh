@@ -5,7 +5,9 @@
 # A case NAME is NAME.args (the arguments after `billing rate`, paths
 # relative to tests/golden/) with NAME.expected.json or NAME.expected.txt
 # (stdout), optionally NAME.expected.stderr (default: empty) and
-# NAME.expected.rc (default: 0). Prints a Check-style summary line.
+# NAME.expected.rc (default: 0). With NAME.expected.rejects, the run gets
+# `--rejects FILE` and FILE is compared with it too. Prints a Check-style
+# summary line.
 set -u
 builddir=$(cd "${top_builddir:-..}" && pwd) || exit 99
 billing="$builddir/billing/billing"
@@ -36,8 +38,15 @@ for args in *.args; do
     checks=$((checks + 1))
     # Word splitting of the arguments is intended: they contain no spaces.
     # shellcheck disable=SC2046
-    ${BILLING_TEST_WRAP:-} "$billing" rate $(cat "$args") >"$tmp/$name.out" 2>"$tmp/$name.err"
+    rejects=
+    [ -f "$name.expected.rejects" ] && rejects="--rejects $tmp/$name.rejects"
+    # shellcheck disable=SC2046,SC2086
+    ${BILLING_TEST_WRAP:-} "$billing" rate $rejects $(cat "$args") >"$tmp/$name.out" 2>"$tmp/$name.err"
     echo $? >"$tmp/$name.rc"
+    # The rejects file's name varies with the temporary directory: shown as TMP/.
+    if [ -n "$rejects" ]; then
+        sed -i "s|$tmp/|TMP/|g" "$tmp/$name.out" "$tmp/$name.err"
+    fi
     [ -f "$name.expected.rc" ] || echo 0 >"$tmp/$name.exprc"
     [ -f "$name.expected.rc" ] && cp "$name.expected.rc" "$tmp/$name.exprc"
     out="$name.expected.json"
@@ -46,6 +55,9 @@ for args in *.args; do
     same "$name (stdout)" "$out" "$tmp/$name.out" || ok=0
     same "$name (stderr)" "$name.expected.stderr" "$tmp/$name.err" || ok=0
     same "$name (exit status)" "$tmp/$name.exprc" "$tmp/$name.rc" || ok=0
+    if [ -n "$rejects" ]; then
+        same "$name (rejects)" "$name.expected.rejects" "$tmp/$name.rejects" || ok=0
+    fi
     if [ $ok -eq 1 ]; then
         echo "ok $name"
     else

@@ -76,7 +76,7 @@ all=$($billing rejected list --all | grep -c "(resolved)")
 [ "$left" -eq 0 ] && [ "$all" -eq "$newd" ] && r=ok || r=fail
 check "nothing is left unresolved; the rows stay, marked resolved ($left, $all)" $r
 
-$billing rate --month 2026-01 "$ex/events.jsonl" 2>/dev/null >"$tmp/rate.json"
+$billing rate --month 2026-01 --pricebook "$ex/pricebook.json" --accounts "$ex/accounts.json" "$ex/events.jsonl" 2>/dev/null >"$tmp/rate.json"
 for acct in lab-a new-d student-b team-c; do
     want=$(jq -r --arg a "$acct" '.invoices[] | select(.account == $a)
         | "subtotal=\(.subtotal) credits=\(.credits_total) tax=\(.tax) total=\(.total)"' \

@@ -318,6 +318,62 @@ START_TEST(test_zone_files)
 }
 END_TEST
 
+/*
+ * bc_accounts_load_book: one price book's accounts, with their grants (and
+ * subscriptions, filtered alike), and nothing of the others'; NULL loads
+ * every account.
+ * A "book" that is not a string is refused naming the field.
+ */
+START_TEST(test_accounts_of_one_book)
+{
+    static const char text[] =
+        "{\"accounts\":["
+        "{\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":\"UTC\",\"tax_rate\":\"0\","
+        "\"book\":\"cn\"},"
+        "{\"id\":\"b\",\"currency\":\"CNY\",\"time_zone\":\"UTC\",\"tax_rate\":\"0\","
+        "\"book\":\"other\"},"
+        "{\"id\":\"c\",\"currency\":\"CNY\",\"time_zone\":\"UTC\",\"tax_rate\":\"0\"}],"
+        "\"grants\":[{\"id\":\"g\",\"account\":\"b\",\"amount\":\"1.00\","
+        "\"granted_at\":\"2026-01-01T00:00:00Z\",\"expires_at\":\"2026-02-01T00:00:00Z\","
+        "\"applies_to\":[\"usage\"]}]}";
+    static const char *const books[] = {"cn", "other", NULL};
+    static const size_t want[] = {1, 1, 3};
+    char path[] = "/tmp/check_books.XXXXXX";
+    char err[ERR] = "";
+    billing_catalog *cat;
+    billing_rater *r;
+    bc_zones *zones = bc_zones_new();
+    int fd = mkstemp(path);
+    size_t i;
+
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, text, sizeof(text) - 1), (ssize_t)(sizeof(text) - 1));
+    close(fd);
+    for (i = 0; i < 3; i++) {
+        cat = billing_catalog_new();
+        ck_assert_int_eq(bc_pricebook_parse(cat, PRICEBOOK, strlen(PRICEBOOK), "pb.json", err, ERR),
+                         0);
+        /* b's grant must land only where b is, or the library refuses it (unknown account). */
+        ck_assert_msg(bc_accounts_load_book(cat, zones, path, books[i], NULL, NULL, err, ERR) == 0,
+                      "%s", err);
+        r = billing_rater_new(cat, err, sizeof(err));
+        ck_assert_msg(r != NULL, "%s", err);
+        ck_assert_uint_eq(billing_rater_account_count(r), want[i]);
+        if (i == 0)
+            ck_assert_str_eq(billing_rater_account_id(r, 0), "a");
+        billing_rater_destroy(r);
+        billing_catalog_destroy(cat);
+    }
+    unlink(path);
+    bc_zones_destroy(zones);
+    ck_assert_int_ne(accounts("{\"accounts\":[{\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":"
+                              "\"UTC\",\"tax_rate\":\"0\",\"book\":1}]}",
+                              err),
+                     0);
+    ck_assert_msg(strstr(err, "accounts[0].book: must be a string") != NULL, "%s", err);
+}
+END_TEST
+
 static Suite *configfile_suite(void)
 {
     Suite *s = suite_create("configfile");
@@ -329,6 +385,7 @@ static Suite *configfile_suite(void)
     tcase_add_loop_test(tc, test_bad_accounts, 0,
                         (int)(sizeof(bad_accounts) / sizeof(bad_accounts[0])));
     tcase_add_test(tc, test_zone_names);
+    tcase_add_test(tc, test_accounts_of_one_book);
     tcase_add_test(tc, test_zone_files);
     tcase_add_test(tc, test_zone_host_dependent_refused);
     suite_add_tcase(s, tc);

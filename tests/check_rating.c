@@ -396,6 +396,44 @@ START_TEST(test_invalid_events_named)
 }
 END_TEST
 
+/*
+ * Usage before the first price version: the message gave the model and
+ * region as the reason and the instant in UTC only. It now names the
+ * reason (the first version and when it starts) and the instant on the
+ * account's own clock.
+ */
+START_TEST(test_no_price_before_first_version_says_when)
+{
+    billing_catalog *cat = tu_gpu_cloud();
+    billing_rater *r;
+    char err[512];
+
+    tu_account(cat, "lab-v", shanghai, "0");
+    r = new_rater(cat);
+    ck_assert_int_eq(tu_add(r, "early", "lab-v", "i", "gpu", "2024-12-31T18:00:00Z",
+                            "2024-12-31T19:00:00Z", "8", "RTX4090", "cn-east-1", err, sizeof(err)),
+                     BILLING_ERR_NO_PRICE);
+    ck_assert_msg(strstr(err, "before the first price version 'v1', which starts at "
+                              "2025-01-01T00:00:00Z") != NULL,
+                  "%s", err);
+    ck_assert_msg(strstr(err, "2025-01-01 02:00:00 +08:00 Asia/Shanghai") != NULL, "%s", err);
+    ck_assert_msg(strstr(err, "2025-01-01T00:00:00Z (2025-01-01 08:00:00 +08:00 Asia/Shanghai)") !=
+                      NULL,
+                  "%s", err);
+    ck_assert_msg(strstr(err, "field 'start'") != NULL, "%s", err);
+    /* An unpriced model keeps its reason, with the local instant added. */
+    ck_assert_int_eq(tu_add(r, "h100", "lab-v", "i", "gpu", "2026-01-01T10:00:00Z",
+                            "2026-01-01T11:00:00Z", "8", "H100", "cn-east-1", err, sizeof(err)),
+                     BILLING_ERR_NO_PRICE);
+    ck_assert_msg(strstr(err, "no gpu price for model 'H100' in region 'cn-east-1' at "
+                              "2026-01-01T10:00:00Z (2026-01-01 18:00:00 +08:00 Asia/Shanghai)") !=
+                      NULL,
+                  "%s", err);
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
 START_TEST(test_event_setters_bounds)
 {
     billing_event *ev = billing_event_new();
@@ -574,6 +612,7 @@ static Suite *rating_suite(void)
     tcase_add_checked_fixture(ex, setup, teardown);
     tcase_add_checked_fixture(core, setup, teardown);
     tcase_add_test(ex, test_example_three_hour_run);
+    tcase_add_test(ex, test_no_price_before_first_version_says_when);
     tcase_add_test(ex, test_example_gpuless_then_gpu);
     tcase_add_test(ex, test_example_monthly_from_jan31);
     tcase_add_test(ex, test_example_month_end_midnight);

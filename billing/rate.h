@@ -1,0 +1,198 @@
+/*
+ * rate.h - what the files of `billing rate` share (private to the tool):
+ * its options, counts and state, and the steps each file provides.
+ *
+ *   cmd_rate.c     command line, catalog and rater, the run
+ *   rate_inputs.c  which inputs: the user's, or the shipped example
+ *   rate_read.c    reading and rating events, repeats, rejected records, progress
+ *   rate_output.c  choosing the invoices and printing them
+ */
+#ifndef BILLING_RATE_H
+#define BILLING_RATE_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/stat.h>
+
+#include "billing.h"
+#include "dedupe.h"
+#include "eventio.h"
+#include "progress.h"
+#include "rate_accounts.h"
+#include "rate_credit.h"
+#include "rate_prices.h"
+#include "rejects.h"
+#include "render.h"
+#include "zones.h"
+
+#define ERR_MAX 1024
+#define PATH_LEN 4096
+/* Longest --from/--to range printed in full for one account: 100 years. */
+#define RANGE_MONTHS_MAX 1200
+#define NO_MONTH INT32_MIN
+#define DEDUPE_MEMORY_DEFAULT (64u * 1024u * 1024u)
+
+typedef enum { OUT_JSON, OUT_TABLE, OUT_CSV } out_format;
+
+/* Most price books in one run (each its own currency, catalog and rater). */
+#define BOOKS_MAX 16
+
+typedef struct rate_opts {
+    const char *pricebook;          /* the first --pricebook's file, or the example's */
+    const char *book_ids[BOOKS_MAX]; /* --pricebook ID=FILE: ID (NULL for a plain FILE) */
+    const char *book_paths[BOOKS_MAX];
+    char book_id_buf[BOOKS_MAX][130]; /* the ids, copied out of the arguments */
+    int n_books;
+    const char *accounts;
+    char **files;
+    int n_files;
+    out_format output;
+    int input_format_set;
+    bc_format input_format;
+    int32_t from; /* year * 12 + month - 1, or NO_MONTH */
+    int32_t to;
+    const char *account;
+    int strict;
+    int dedupe;
+    size_t dedupe_memory;
+    const char *temp_dir;
+    int verbose;
+    const char *thousands; /* --thousands, or NULL: the locale's (terminals) or none */
+    int layout;            /* LAYOUT_* */
+    int exact;             /* --exact */
+    const char *rejects;   /* --rejects FILE, or NULL */
+    int progress;          /* progress on a terminal (--no-progress clears it) */
+    int at_set;            /* --at given: print the credit report, not invoices */
+    int by_resource;       /* --by resource */
+    billing_time_t at;
+} rate_opts;
+
+/* Table layout: compact on a terminal, full (every column, stable) otherwise. */
+enum { LAYOUT_AUTO, LAYOUT_COMPACT, LAYOUT_FULL };
+
+typedef struct rate_counts {
+    uint64_t read;
+    uint64_t rated;
+    uint64_t duplicates;
+    uint64_t rejected;
+    uint64_t subs_rejected; /* subscriptions of the accounts file left out */
+    uint64_t after_at;      /* with --at: events starting at or after it, not rated */
+} rate_counts;
+
+/* An event file, as the dedupe needs to know it. */
+struct source {
+    char *name;       /* in messages */
+    bc_format format;
+    int reread;       /* a regular file: events are read again, not kept */
+    struct stat st;   /* ... and what it was, to notice a change */
+    int fd;           /* open to read events again, or -1 */
+};
+
+/* One price book: its catalog (with the accounts naming it) and its rater. */
+typedef struct rate_book {
+    const char *id; /* NULL when only one book is given */
+    const char *path;
+    billing_catalog *cat;
+    billing_rater *rater;
+    rate_prices *prices; /* its prices as written, for tables */
+} rate_book;
+
+/* Invoice totals of one currency, for the summary of a run with several books. */
+typedef struct rate_total {
+    char currency[8];
+    uint64_t invoices;
+    char total[64];
+} rate_total;
+
+/* --by resource: one rater per resource of the account being printed. */
+typedef struct rate_resources {
+    size_t n;
+    char **names;
+    billing_rater **raters;
+} rate_resources;
+
+typedef struct rate_ctx {
+    rate_opts opts;
+    rate_counts counts;
+    rate_book books[BOOKS_MAX];
+    int n_books;
+    billing_catalog *cat;  /* the book of the account at hand (rate_use_account) */
+    billing_rater *rater;
+    rate_total totals[BOOKS_MAX];
+    int n_totals;
+    bc_zones *zones;
+    billing_event *ev;
+    rate_accounts *accinfo;
+    rate_rejects *rejects;
+    progress prog;
+    rate_running *running; /* with --at: the events running at that instant */
+    rate_running *kept;    /* with --by resource: every event rated */
+    rate_resources res;    /* ... rated again per resource, for the account being printed */
+    render_view view;
+    char thousands[8];
+    bc_dedupe *dedupe;
+    uint32_t src;          /* index of the file being read */
+    struct source *srcs;   /* per file */
+    int open_fds;          /* files open to read events again */
+    char example_dir[PATH_LEN];
+    char example_pricebook[PATH_LEN];
+    char example_accounts[PATH_LEN];
+    char example_events[PATH_LEN];
+    char *example_argv[2];
+} rate_ctx;
+
+/* rate_use_account - make c->cat and c->rater those of @account's book (the first if unknown). */
+void rate_use_account(rate_ctx *c, const char *account);
+
+typedef int (*rate_account_fn)(rate_ctx *c, const char *account, void *arg);
+
+/*
+ * rate_for_each_account - call @fn on each account to print (all, or the
+ * one of --account), book by book in --pricebook order, accounts in id
+ * order, with c->cat and c->rater set to its book's.
+ */
+int rate_for_each_account(rate_ctx *c, rate_account_fn fn, void *arg);
+
+/* rate_check_inputs - the inputs given, or the example for none; an exit code. */
+int rate_check_inputs(rate_ctx *c);
+
+/* rate_temp_dir - where temporary files go: --temp-dir, $TMPDIR or /tmp. */
+const char *rate_temp_dir(const rate_opts *o);
+
+/* rate_all - read and rate every event file, then take back repeats; an exit code. */
+int rate_all(rate_ctx *c);
+
+enum { CUT_KEEP, CUT_AFTER, CUT_ERROR };
+
+/* rate_cut_at - with --at, an event as of that instant: CUT_KEEP, CUT_AFTER or CUT_ERROR. */
+int rate_cut_at(rate_ctx *c, billing_event *ev, char *err, size_t errsize);
+
+/* rate_close_rejects - close the --rejects file, saying where they went; an exit code. */
+int rate_close_rejects(rate_ctx *c);
+
+/*
+ * rate_resources_build - rate the kept events of @account again, one
+ * rater per resource, into @rr (freed with rate_resources_free). Returns
+ * an exit code (message printed).
+ */
+int rate_resources_build(rate_ctx *c, const char *account, rate_resources *rr);
+
+/* rate_resources_free - free what rate_resources_build made; empty is a no-op. */
+void rate_resources_free(rate_resources *rr);
+
+/* rate_print_credit - the --at credit report, as JSON or a table; an exit code. */
+int rate_print_credit(rate_ctx *c);
+
+/* rate_summary_json - the counts as the JSON "summary" object; NULL when out of memory. */
+json_t *rate_summary_json(const rate_ctx *c);
+
+/* rate_dump_json - @root on stdout, two-space indented, keys in order; an exit code. */
+int rate_dump_json(json_t *root);
+
+/* rate_print_counts - the counts as text lines on @out. */
+void rate_print_counts(FILE *out, const rate_counts *n);
+
+/* rate_finish - print the invoices (or the credit report) and the counts; an exit code. */
+int rate_finish(rate_ctx *c);
+
+#endif /* BILLING_RATE_H */

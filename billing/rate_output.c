@@ -1,0 +1,529 @@
+/*
+ * rate_output.c - which invoices `billing rate` prints (months with
+ * charges, a bounded range asked for, months a grant expires in) and how:
+ * JSON, table or CSV, all through render.h.
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "numfmt.h"
+#include "rate.h"
+
+/* ---------------------------------------------------------------------- */
+/* Choosing the invoices                                                   */
+/* ---------------------------------------------------------------------- */
+
+static int in_range(const rate_opts *o, int32_t m)
+{
+    return (o->from == NO_MONTH || m >= o->from) && (o->to == NO_MONTH || m <= o->to);
+}
+
+/* Every month of a bounded range, for one chosen account. */
+static int32_t *range_months(const rate_opts *o, size_t *n)
+{
+    int32_t *months;
+    int32_t m;
+
+    *n = (size_t)(o->to - o->from) + 1;
+    months = malloc(*n * sizeof(*months));
+    for (m = o->from; months != NULL && m <= o->to; m++)
+        months[m - o->from] = m;
+    return months;
+}
+
+/* The months of @account with charges, within the range (NULL when out of memory). */
+static int32_t *charged_months(rate_ctx *c, const char *account, size_t *n)
+{
+    int count = billing_rater_months(c->rater, account, NULL, 0);
+    int *ym;
+    int32_t *months;
+    int i;
+
+    *n = 0;
+    if (count < 0)
+        return NULL;
+    ym = malloc(((size_t)count + 1) * sizeof(*ym));
+    months = malloc(((size_t)count + 1) * sizeof(*months));
+    if (ym == NULL || months == NULL) {
+        free(ym);
+        free(months);
+        return NULL;
+    }
+    count = billing_rater_months(c->rater, account, ym, count);
+    for (i = 0; i < count; i++) {
+        months[*n] = (ym[i] / 100) * 12 + ym[i] % 100 - 1;
+        if (in_range(&c->opts, months[*n]))
+            (*n)++;
+    }
+    free(ym);
+    return months;
+}
+
+/* Most grant expiries of one account looked at for invoices without charges. */
+#define EXPIRY_MONTHS_MAX 256
+
+static int cmp_month(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a;
+    int32_t y = *(const int32_t *)b;
+
+    return (x > y) - (x < y);
+}
+
+/* Whether @m is in the sorted @months[0..n). */
+static int has_month(const int32_t *months, size_t n, int32_t m)
+{
+    return bsearch(&m, months, n, sizeof(*months), cmp_month) != NULL;
+}
+
+/* Drop repeats from the sorted @months[0..*n); returns @months. */
+static int32_t *unique(int32_t *months, size_t *n)
+{
+    size_t w = 0;
+    size_t i;
+
+    for (i = 0; i < *n; i++) {
+        if (w == 0 || months[w - 1] != months[i])
+            months[w++] = months[i];
+    }
+    *n = w;
+    return months;
+}
+
+/* Every month of a bounded range was asked for, charged or not. */
+static int whole_range(const rate_opts *o)
+{
+    return o->account != NULL && o->from != NO_MONTH && o->to != NO_MONTH &&
+           o->to - o->from < RANGE_MONTHS_MAX;
+}
+
+/*
+ * The months to look at for @account (malloc'd; NULL when out of memory),
+ * sorted: those of @charged[0..n_charged) and those a grant may expire in
+ * (whose invoices are printed only when they show an expiry).
+ */
+static int32_t *months_for(rate_ctx *c, const char *account, const billing_zone *zone,
+                           const int32_t *charged, size_t n_charged, size_t *n)
+{
+    int32_t exp[EXPIRY_MONTHS_MAX];
+    int32_t *months;
+    size_t n_exp = rate_accounts_expiry_months(c->accinfo, zone, account, exp,
+                                               EXPIRY_MONTHS_MAX);
+    size_t i;
+
+    if (whole_range(&c->opts))
+        return range_months(&c->opts, n);
+    if (n_exp > EXPIRY_MONTHS_MAX)
+        n_exp = EXPIRY_MONTHS_MAX;
+    months = malloc((n_charged + n_exp + 1) * sizeof(*months));
+    if (months == NULL)
+        return NULL;
+    memcpy(months, charged, n_charged * sizeof(*months));
+    *n = n_charged;
+    for (i = 0; i < n_exp; i++) {
+        if (in_range(&c->opts, exp[i]) && !has_month(charged, n_charged, exp[i]))
+            months[(*n)++] = exp[i];
+    }
+    qsort(months, *n, sizeof(*months), cmp_month);
+    return unique(months, n);
+}
+
+typedef int (*invoice_fn)(rate_ctx *c, const billing_invoice *inv, void *arg);
+
+/* Add @inv to the totals of its currency (exact: totals have the currency's digits). */
+static int tally(rate_ctx *c, const billing_invoice *inv)
+{
+    const char *cur = billing_invoice_currency(inv);
+    int scale = billing_currency_digits(cur);
+    rate_total *t = NULL;
+    int i;
+
+    for (i = 0; i < c->n_totals; i++) {
+        if (strcmp(c->totals[i].currency, cur) == 0)
+            t = &c->totals[i];
+    }
+    if (t == NULL) {
+        if (c->n_totals == BOOKS_MAX)
+            return CLI_EXIT_OK;
+        t = &c->totals[c->n_totals++];
+        snprintf(t->currency, sizeof(t->currency), "%s", cur);
+        snprintf(t->total, sizeof(t->total), "0");
+    }
+    t->invoices++;
+    if (numfmt_add(t->total, billing_invoice_total(inv), scale > 0 ? scale : 0, t->total,
+                   sizeof(t->total)) != 0) {
+        cli_error("currency %s: the total does not fit", cur);
+        return CLI_EXIT_INTERNAL;
+    }
+    return CLI_EXIT_OK;
+}
+
+/* The invoices of one account, in month order. */
+static int account_invoices(rate_ctx *c, const char *account, invoice_fn fn, void *arg)
+{
+    char err[ERR_MAX];
+    const billing_zone *zone = rate_accounts_zone(c->accinfo, c->zones, account);
+    billing_invoice *inv;
+    int32_t *charged;
+    int32_t *months = NULL;
+    size_t n_charged;
+    size_t n = 0;
+    size_t i;
+    int rc = CLI_EXIT_OK;
+
+    charged = charged_months(c, account, &n_charged);
+    if (charged != NULL)
+        months = months_for(c, account, zone, charged, n_charged, &n);
+    if (months == NULL) {
+        free(charged);
+        cli_error("out of memory");
+        return CLI_EXIT_INTERNAL;
+    }
+    c->view.zone = zone;
+    if (c->kept != NULL)
+        rc = rate_resources_build(c, account, &c->res);
+    for (i = 0; rc == CLI_EXIT_OK && i < n; i++) {
+        if (billing_rater_invoice(c->rater, account, months[i] / 12, months[i] % 12 + 1, &inv,
+                                  err, sizeof(err)) != BILLING_OK) {
+            cli_error("%s", err);
+            rc = CLI_EXIT_INTERNAL;
+            break;
+        }
+        if (whole_range(&c->opts) || has_month(charged, n_charged, months[i]) ||
+            billing_invoice_expired_count(inv) > 0) {
+            rc = fn(c, inv, arg);
+            if (rc == CLI_EXIT_OK)
+                rc = tally(c, inv);
+        }
+        billing_invoice_destroy(inv);
+    }
+    rate_resources_free(&c->res);
+    free(months);
+    free(charged);
+    return rc;
+}
+
+/* A render_view written_price: usage rates and plan fees as the price book writes them. */
+static const char *written_price(const void *arg, const billing_invoice *inv, size_t i)
+{
+    const rate_prices *p = arg;
+    const char *version = billing_invoice_line_price_version(inv, i);
+
+    switch (billing_invoice_line_kind(inv, i)) {
+    case BILLING_LINE_USAGE:
+        return rate_prices_rate(p, version, billing_invoice_line_meter(inv, i),
+                                billing_invoice_line_model(inv, i),
+                                billing_invoice_line_region(inv, i));
+    case BILLING_LINE_FEE:
+        return rate_prices_fee(p, version, billing_invoice_line_plan(inv, i));
+    default:
+        return NULL;
+    }
+}
+
+int rate_for_each_account(rate_ctx *c, rate_account_fn fn, void *arg)
+{
+    const char *account;
+    size_t a;
+    int b;
+    int rc = CLI_EXIT_OK;
+
+    for (b = 0; rc == CLI_EXIT_OK && b < c->n_books; b++) {
+        for (a = 0; rc == CLI_EXIT_OK && a < billing_rater_account_count(c->books[b].rater);
+             a++) {
+            account = billing_rater_account_id(c->books[b].rater, a);
+            if (c->opts.account != NULL && strcmp(account, c->opts.account) != 0)
+                continue;
+            c->cat = c->books[b].cat;
+            c->rater = c->books[b].rater;
+            c->view.written_price = written_price;
+            c->view.written_arg = c->books[b].prices;
+            rc = fn(c, account, arg);
+        }
+    }
+    return rc;
+}
+
+/* What for_each_invoice hands to account_invoices. */
+struct invoice_call {
+    invoice_fn fn;
+    void *arg;
+};
+
+static int account_invoices_cb(rate_ctx *c, const char *account, void *arg)
+{
+    const struct invoice_call *call = arg;
+
+    return account_invoices(c, account, call->fn, call->arg);
+}
+
+/* Call @fn on each chosen invoice, in price book, account then month order. */
+static int for_each_invoice(rate_ctx *c, invoice_fn fn, void *arg)
+{
+    struct invoice_call call;
+
+    call.fn = fn;
+    call.arg = arg;
+    return rate_for_each_account(c, account_invoices_cb, &call);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Output                                                                  */
+/* ---------------------------------------------------------------------- */
+
+typedef int (*resource_fn)(rate_ctx *c, const billing_invoice *inv, const char *resource,
+                           void *arg);
+
+/* Call @fn on the invoice of each resource with metered lines in the month of @inv. */
+static int for_each_resource(rate_ctx *c, const billing_invoice *inv, resource_fn fn, void *arg)
+{
+    char err[ERR_MAX];
+    billing_invoice *ri;
+    size_t i;
+    int rc = CLI_EXIT_OK;
+
+    for (i = 0; rc == CLI_EXIT_OK && i < c->res.n; i++) {
+        if (billing_rater_invoice(c->res.raters[i], billing_invoice_account(inv),
+                                  billing_invoice_year(inv), billing_invoice_month(inv), &ri, err,
+                                  sizeof(err)) != BILLING_OK) {
+            cli_error("--by resource: %s", err);
+            return CLI_EXIT_INTERNAL;
+        }
+        if (render_metered_count(ri) > 0)
+            rc = fn(c, ri, c->res.names[i], arg);
+        billing_invoice_destroy(ri);
+    }
+    return rc;
+}
+
+static int add_json_resource(rate_ctx *c, const billing_invoice *ri, const char *resource,
+                             void *arg)
+{
+    json_t *o;
+
+    (void)c;
+    o = json_pack("{s:s, s:o}", "resource", resource, "lines", render_metered_lines_json(ri));
+    return o != NULL && json_array_append_new(arg, o) == 0 ? CLI_EXIT_OK : CLI_EXIT_INTERNAL;
+}
+
+/* "by_resource": [{"resource": R, "lines": [...]}], an added key of the invoice object. */
+static int add_by_resource(rate_ctx *c, const billing_invoice *inv, json_t *item)
+{
+    json_t *list = json_array();
+    int rc;
+
+    if (list == NULL || json_object_set_new(item, "by_resource", list) != 0)
+        return CLI_EXIT_INTERNAL;
+    rc = for_each_resource(c, inv, add_json_resource, list);
+    if (rc != CLI_EXIT_OK)
+        cli_error("out of memory");
+    return rc;
+}
+
+static int add_json_invoice(rate_ctx *c, const billing_invoice *inv, void *arg)
+{
+    json_t *item = render_invoice_json(inv);
+
+    if (item != NULL && c->kept != NULL && add_by_resource(c, inv, item) != CLI_EXIT_OK) {
+        json_decref(item);
+        return CLI_EXIT_INTERNAL;
+    }
+    if (item == NULL || json_array_append_new(arg, item) != 0) {
+        cli_error("out of memory");
+        return CLI_EXIT_INTERNAL;
+    }
+    return CLI_EXIT_OK;
+}
+
+static json_t *summary_json(const rate_counts *n)
+{
+    return json_pack("{s:I, s:I, s:I, s:I, s:I}", "events_read", (json_int_t)n->read,
+                     "events_rated", (json_int_t)n->rated, "duplicates",
+                     (json_int_t)n->duplicates, "rejected", (json_int_t)n->rejected,
+                     "subscriptions_rejected", (json_int_t)n->subs_rejected);
+}
+
+/* The summary, with where the rejected records went (--rejects) and what came after --at. */
+json_t *rate_summary_json(const rate_ctx *c)
+{
+    json_t *s = summary_json(&c->counts);
+
+    if (s != NULL && c->opts.rejects != NULL &&
+        json_object_set_new(s, "rejects_file", json_string(c->opts.rejects)) != 0) {
+        json_decref(s);
+        return NULL;
+    }
+    if (s != NULL && c->opts.at_set &&
+        json_object_set_new(s, "events_after_at", json_integer((json_int_t)c->counts.after_at)) !=
+            0) {
+        json_decref(s);
+        return NULL;
+    }
+    return s;
+}
+
+int rate_dump_json(json_t *root)
+{
+    if (json_dumpf(root, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0 ||
+        fputc('\n', stdout) == EOF) {
+        cli_error("writing the output failed");
+        return CLI_EXIT_INTERNAL;
+    }
+    return CLI_EXIT_OK;
+}
+
+/*
+ * With several price books: per currency, the invoices printed and the
+ * sum of their totals ("currencies" in the summary).
+ */
+static json_t *totals_json(const rate_ctx *c)
+{
+    json_t *arr = json_array();
+    json_t *o;
+    int i;
+
+    for (i = 0; arr != NULL && i < c->n_totals; i++) {
+        o = json_pack("{s:s, s:I, s:s}", "currency", c->totals[i].currency, "invoices",
+                      (json_int_t)c->totals[i].invoices, "total", c->totals[i].total);
+        if (o == NULL || json_array_append_new(arr, o) != 0) {
+            json_decref(arr);
+            return NULL;
+        }
+    }
+    return arr;
+}
+
+/* The same as text lines: "Total CNY: 3 invoices, 1234.00". */
+static void print_totals(FILE *out, const rate_ctx *c)
+{
+    char total[NUMFMT_MAX];
+    int scale;
+    int i;
+
+    for (i = 0; c->n_books > 1 && i < c->n_totals; i++) {
+        scale = billing_currency_digits(c->totals[i].currency);
+        numfmt_decimal(c->totals[i].total, scale > 0 ? scale : 0, 40, c->view.thousands, total,
+                       sizeof(total));
+        fprintf(out, "Total %s: %" PRIu64 " invoice%s, %s\n", c->totals[i].currency,
+                c->totals[i].invoices, c->totals[i].invoices == 1 ? "" : "s", total);
+    }
+}
+
+static int print_json(rate_ctx *c)
+{
+    json_t *root = json_object();
+    json_t *invoices = json_array();
+    int rc = CLI_EXIT_INTERNAL;
+
+    if (root == NULL || invoices == NULL ||
+        json_object_set_new(root, "summary", rate_summary_json(c)) != 0 ||
+        json_object_set(root, "invoices", invoices) != 0) {
+        cli_error("out of memory");
+        goto done;
+    }
+    rc = for_each_invoice(c, add_json_invoice, invoices);
+    if (rc == CLI_EXIT_OK && c->n_books > 1 &&
+        json_object_set_new(json_object_get(root, "summary"), "currencies", totals_json(c)) != 0) {
+        cli_error("out of memory");
+        rc = CLI_EXIT_INTERNAL;
+    }
+    if (rc == CLI_EXIT_OK)
+        rc = rate_dump_json(root);
+done:
+    json_decref(invoices);
+    json_decref(root);
+    return rc;
+}
+
+static int print_table_resource(rate_ctx *c, const billing_invoice *ri, const char *resource,
+                                void *arg)
+{
+    (void)arg;
+    return render_resource_table(stdout, ri, resource, &c->view) == 0 ? CLI_EXIT_OK
+                                                                       : CLI_EXIT_INTERNAL;
+}
+
+static int print_table_invoice(rate_ctx *c, const billing_invoice *inv, void *arg)
+{
+    (void)arg;
+    if (render_invoice_table(stdout, inv, &c->view) != 0)
+        return CLI_EXIT_INTERNAL;
+    if (c->kept == NULL)
+        return CLI_EXIT_OK;
+    fputs("  By resource (each share rounded on its own):\n", stdout);
+    if (for_each_resource(c, inv, print_table_resource, NULL) != CLI_EXIT_OK)
+        return CLI_EXIT_INTERNAL;
+    fputc('\n', stdout);
+    return CLI_EXIT_OK;
+}
+
+void rate_print_counts(FILE *out, const rate_counts *n)
+{
+    fprintf(out,
+            "Events: %" PRIu64 " read, %" PRIu64 " rated, %" PRIu64 " duplicates, %" PRIu64
+            " rejected\n",
+            n->read, n->rated, n->duplicates, n->rejected);
+    if (n->after_at > 0)
+        fprintf(out, "Events after --at, not rated: %" PRIu64 "\n", n->after_at);
+    if (n->subs_rejected > 0)
+        fprintf(out, "Subscriptions: %" PRIu64 " rejected\n", n->subs_rejected);
+}
+
+static int print_table(rate_ctx *c)
+{
+    int rc = for_each_invoice(c, print_table_invoice, NULL);
+
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    rate_print_counts(stdout, &c->counts);
+    print_totals(stdout, c);
+    return CLI_EXIT_OK;
+}
+
+static int print_csv_invoice(rate_ctx *c, const billing_invoice *inv, void *arg)
+{
+    (void)c;
+    (void)arg;
+    return render_invoice_csv(stdout, inv) == 0 ? CLI_EXIT_OK : CLI_EXIT_INTERNAL;
+}
+
+/* CSV: stdout is the table alone, so that any CSV reader takes it; the counts go to stderr. */
+static int print_csv(rate_ctx *c)
+{
+    int rc;
+
+    render_csv_header(stdout);
+    rc = for_each_invoice(c, print_csv_invoice, NULL);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    rate_print_counts(stderr, &c->counts);
+    print_totals(stderr, c);
+    return CLI_EXIT_OK;
+}
+
+int rate_finish(rate_ctx *c)
+{
+    int rc = c->opts.at_set             ? rate_print_credit(c)
+             : c->opts.output == OUT_TABLE ? print_table(c)
+             : c->opts.output == OUT_CSV ? print_csv(c)
+                                         : print_json(c);
+
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        cli_error("writing the output failed");
+        return CLI_EXIT_INTERNAL;
+    }
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    if (c->counts.subs_rejected > 0)
+        cli_error("%" PRIu64 " subscription%s rejected", c->counts.subs_rejected,
+                  c->counts.subs_rejected == 1 ? "" : "s");
+    if (c->counts.rejected > 0)
+        cli_error("%" PRIu64 " of %" PRIu64 " events rejected", c->counts.rejected, c->counts.read);
+    return c->counts.rejected > 0 || c->counts.subs_rejected > 0 ? CLI_EXIT_REJECTED
+                                                                 : CLI_EXIT_OK;
+}
