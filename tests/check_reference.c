@@ -1,8 +1,9 @@
 /*
  * check_reference.c - libbilling against the reference rater
  * (refrater.c): random catalogs and shuffled event streams, every
- * billing_rater_add status, every account's list of months and every
- * invoice from 2023-06 to 2029-12 compared line by line.
+ * billing_rater_add status, every account's list of months, every
+ * invoice from 2023-06 to 2029-12 line by line, and the live credit
+ * balance at every grant bound, a nanosecond either side, and elsewhere.
  *
  * The generator aims at what breaks bills: 2024-2027 in zones with both
  * DST directions (America/New_York, Europe/Berlin, Australia/Sydney) and
@@ -623,6 +624,39 @@ static void compare_invoices(billing_rater *r, ref_rater *ref, const ref_spec *s
         free(want[m]);
 }
 
+/*
+ * The live balance at each grant bound of the account, a nanosecond
+ * either side, and at a few other instants.
+ */
+static void compare_balances(billing_rater *r, ref_rater *ref, const ref_spec *s, int a,
+                             const points *pts, int seed)
+{
+    billing_time_t at[3 * 2 * REF_MAX_GRANTS + 8];
+    char got[4096];
+    char *want;
+    int n = 0;
+    int i;
+    int d;
+
+    for (i = 0; i < s->n_grants; i++) {
+        for (d = -1; d <= 1 && s->grants[i].account == a; d++) {
+            at[n++] = s->grants[i].granted + d;
+            at[n++] = s->grants[i].expires + d;
+        }
+    }
+    for (i = 0; i < 8; i++)
+        at[n++] = pts->v[pick(pts->n)];
+    for (i = 0; i < n; i++) {
+        ck_assert_int_eq(billing_rater_credit_balance(r, s->accounts[a].id, at[i], got,
+                                                      sizeof(got)),
+                         BILLING_OK);
+        want = ref_balance(ref, a, at[i]);
+        ck_assert_msg(strcmp(got, want) == 0, "seed %d %s: balance at %" PRId64
+                      " is %s, reference %s", seed, s->accounts[a].id, at[i], got, want);
+        free(want);
+    }
+}
+
 static void run_seed(int seed, uint64_t *counts)
 {
     static ref_spec spec;
@@ -661,6 +695,7 @@ static void run_seed(int seed, uint64_t *counts)
     for (i = 0; i < spec.n_accounts; i++) {
         compare_months(r, ref, &spec, i, seed);
         compare_invoices(r, ref, &spec, i, seed);
+        compare_balances(r, ref, &spec, i, &pts, seed);
     }
     ref_destroy(ref);
     billing_event_destroy(ev);

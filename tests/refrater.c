@@ -1113,36 +1113,17 @@ typedef struct credit_state {
 } credit_state;
 
 /*
- * Spend the grants on month @m: each, in order, pays what it may of the
- * month's charges inside its window. Returns the credit lines, then the
- * expired lines, of the invoice text; the credit total into @credits.
+ * What credit may pay in month @m, per span between grant bounds: [e * 2]
+ * usage, [e * 2 + 1] fees net of refunds (a malloc'd array of 2 x (bounds
+ * + 1) rationals; free with pools_free).
  */
-static char *apply_credit(const ref_spec *s, credit_state *cr, const charges *cs, int m,
-                          const char *zone, const mpz_t subtotal, mpz_t credits)
+static mpq_t *month_pools(const credit_state *cr, const charges *cs, int m)
 {
     int np = cr->n_bounds + 1;
     mpq_t *pools = malloc((size_t)np * 2 * sizeof(mpq_t));
-    const ref_grant *g;
-    mpq_t taken;
-    mpq_t q;
-    mpz_t applied;
-    mpz_t cap;
-    mpz_t rem;
-    char *tail = text_of("%s", "");
-    char *expired = text_of("%s", "");
-    char *t[3];
     size_t i;
     int e;
-    int j;
 
-    mpq_init(taken);
-    mpq_init(q);
-    mpz_init(applied);
-    mpz_init(rem);
-    mpz_init_set_ui(cap, 0);
-    if (mpz_sgn(subtotal) > 0)
-        mpz_set(cap, subtotal);
-    mpz_set_ui(credits, 0);
     for (e = 0; e < np * 2; e++)
         mpq_init(pools[e]);
     for (i = 0; i < cs->n; i++) {
@@ -1154,14 +1135,54 @@ static char *apply_credit(const ref_spec *s, credit_state *cr, const charges *cs
     }
     for (e = 0; e < np * 2; e++)
         ref_rule_refund_in_pool(pools[e]);
+    return pools;
+}
+
+/* The span indices a grant's window [granted, expires) covers. */
+static void grant_spans(const credit_state *cr, const ref_grant *g, int *first, int *last)
+{
+    *first = span_of(cr->bounds, cr->n_bounds, g->granted);
+    *last = span_of(cr->bounds, cr->n_bounds, g->expires) - 1;
+}
+
+/*
+ * Spend the grants on month @m: each, in order, pays what it may of the
+ * month's charges inside its window. Returns the credit lines, then the
+ * expired lines, of the invoice text; the credit total into @credits.
+ */
+static char *apply_credit(const ref_spec *s, credit_state *cr, const charges *cs, int m,
+                          const char *zone, const mpz_t subtotal, mpz_t credits)
+{
+    int np = cr->n_bounds + 1;
+    mpq_t *pools = month_pools(cr, cs, m);
+    const ref_grant *g;
+    mpq_t taken;
+    mpq_t q;
+    mpz_t applied;
+    mpz_t cap;
+    mpz_t rem;
+    char *tail = text_of("%s", "");
+    char *expired = text_of("%s", "");
+    char *t[3];
+    int first;
+    int last;
+    int e;
+    int j;
+
+    mpq_init(taken);
+    mpq_init(q);
+    mpz_init(applied);
+    mpz_init(rem);
+    mpz_init_set_ui(cap, 0);
+    if (mpz_sgn(subtotal) > 0)
+        mpz_set(cap, subtotal);
+    mpz_set_ui(credits, 0);
     for (j = 0; j < cr->n; j++) {
         g = &s->grants[cr->order[j]];
         mpz_set_ui(applied, 0);
         if (mpq_sgn(cr->remaining[j]) > 0) {
-            /* The spans inside [granted, expires). */
-            ref_rule_take(pools, span_of(cr->bounds, cr->n_bounds, g->granted),
-                          span_of(cr->bounds, cr->n_bounds, g->expires) - 1, g->kinds,
-                          cr->remaining[j], taken);
+            grant_spans(cr, g, &first, &last);
+            ref_rule_take(pools, first, last, g->kinds, cr->remaining[j], taken);
             ref_rule_applied(applied, taken, s->digits, cap);
             mpq_set_z(q, applied);
             mpz_ui_pow_ui(mpq_denref(q), 10, (unsigned long)s->digits);
@@ -1201,6 +1222,34 @@ static char *apply_credit(const ref_spec *s, credit_state *cr, const charges *cs
     mpz_clear(cap);
     mpz_clear(rem);
     return tail;
+}
+
+/*
+ * The live balance's walk of month @m (pricing.md, "Live balance"): the
+ * same order, each grant reduced by exactly what it takes, without
+ * rounding down and without the subtotal cap.
+ */
+static void exact_credit(const ref_spec *s, credit_state *cr, const charges *cs, int m)
+{
+    mpq_t *pools = month_pools(cr, cs, m);
+    mpq_t taken;
+    int first;
+    int last;
+    int e;
+    int j;
+
+    mpq_init(taken);
+    for (j = 0; j < cr->n; j++) {
+        if (mpq_sgn(cr->remaining[j]) <= 0)
+            continue;
+        grant_spans(cr, &s->grants[cr->order[j]], &first, &last);
+        ref_rule_take(pools, first, last, s->grants[cr->order[j]].kinds, cr->remaining[j], taken);
+        mpq_sub(cr->remaining[j], cr->remaining[j], taken);
+    }
+    for (e = 0; e < (cr->n_bounds + 1) * 2; e++)
+        mpq_clear(pools[e]);
+    free(pools);
+    mpq_clear(taken);
 }
 
 static int first_month(const charges *cs, int fallback)
@@ -1267,6 +1316,48 @@ static char *invoice_text(const ref_spec *s, int account, credit_state *cr, cons
     return out;
 }
 
+/* Every grant of @account whole, in the order they are spent. */
+static void credit_init(const ref_spec *s, int account, credit_state *cr)
+{
+    int j;
+
+    cr->n = grant_order(s, account, cr->order);
+    cr->n_bounds = grant_bounds(s, account, cr->bounds);
+    for (j = 0; j < cr->n; j++) {
+        mpq_init(cr->remaining[j]);
+        q_of_text(cr->remaining[j], s->grants[cr->order[j]].amount);
+    }
+}
+
+char *ref_balance(ref_rater *r, int account, billing_time_t now)
+{
+    const ref_spec *s = r->spec;
+    const ref_grant *g;
+    charges cs = {NULL, 0, 0};
+    credit_state cr;
+    int until = month_of(s->accounts[account].zone, now);
+    int m;
+    int j;
+    mpq_t sum;
+    char *out;
+
+    account_charges(r, account, &cs);
+    credit_init(s, account, &cr);
+    for (m = first_month(&cs, until); m <= until; m++)
+        exact_credit(s, &cr, &cs, m);
+    mpq_init(sum);
+    for (j = 0; j < cr.n; j++) {
+        g = &s->grants[cr.order[j]];
+        if (g->granted <= now && now < g->expires)
+            mpq_add(sum, sum, cr.remaining[j]);
+        mpq_clear(cr.remaining[j]);
+    }
+    out = q_text(sum);
+    mpq_clear(sum);
+    charges_clear(&cs);
+    return out;
+}
+
 void ref_invoices(ref_rater *r, int account, int first, int last, char **out)
 {
     const ref_spec *s = r->spec;
@@ -1277,12 +1368,7 @@ void ref_invoices(ref_rater *r, int account, int first, int last, char **out)
     int j;
 
     account_charges(r, account, &cs);
-    cr.n = grant_order(s, account, cr.order);
-    cr.n_bounds = grant_bounds(s, account, cr.bounds);
-    for (j = 0; j < cr.n; j++) {
-        mpq_init(cr.remaining[j]);
-        q_of_text(cr.remaining[j], s->grants[cr.order[j]].amount);
-    }
+    credit_init(s, account, &cr);
     /* Credit carries from the first month with charges. */
     for (m = first_month(&cs, first); m <= last; m++) {
         text = invoice_text(s, account, &cr, &cs, m);

@@ -139,6 +139,14 @@ billing_status ref_add(ref_rater *r, const ref_event *ev);
 void ref_invoices(ref_rater *r, int account, int first, int last, char **out);
 
 /*
+ * ref_balance - what billing_rater_credit_balance must say for @account at
+ * @now: grants spent exactly, in order, on every charge of each month up
+ * to the one holding @now; the sum of the remainders of grants valid at
+ * @now, as exact text (malloc'd).
+ */
+char *ref_balance(ref_rater *r, int account, billing_time_t now);
+
+/*
  * ref_months - the months (year * 12 + month - 1) in which @account has
  * charges, ascending and distinct, into @out (room for @cap); returns
  * how many there are.
