@@ -56,9 +56,17 @@ log="$work/logs"
 
 # ---- snapshot and baseline build ---------------------------------------
 mkdir -p "$src" "$build" "$log"
+# Copy only files whose content differs, with a new mtime, so that make
+# rebuilds exactly those: a file restored with its old mtime over an
+# object built from a mutant would leave the mutant in the library.
 git ls-files -z --cached --others --exclude-standard |
-    tar --null --files-from=- --ignore-failed-read -cf - |
-    (cd "$src" && tar -xpf -)
+    while IFS= read -r -d '' f; do
+        [ -f "$f" ] || continue
+        if ! cmp -s "$f" "$src/$f"; then
+            mkdir -p "$src/$(dirname "$f")"
+            cp "$f" "$src/$f"
+        fi
+    done
 if [ ! -f "$src/configure" ]; then
     (cd "$src" && ./autogen.sh) >"$log/autogen.out" 2>&1 || { cat "$log/autogen.out"; exit 2; }
 fi
