@@ -18,22 +18,21 @@
 /* ---------------------------------------------------------------------- */
 
 /*
- * ISO 4217 List One (current funds and currencies, amendment of 2025),
- * code and minor unit, typed from the standard's table rather than
- * copied from libbilling/currency.c. Codes whose minor unit is "N.A."
- * are in iso_na below. ANG, CUC and SLL are still in the list during
- * their changeover.
+ * ISO 4217 List One (current funds and currencies) as published by its
+ * maintenance agency on 2026-01-01 (list-one.xml of SIX), code and minor
+ * unit: 165 codes, typed from that list rather than copied from
+ * libbilling/currency.c. Codes whose minor unit is "N.A." are in iso_na.
  */
 static const struct {
     const char *code;
     int digits;
 } iso4217[] = {
-    {"AED", 2}, {"AFN", 2}, {"ALL", 2}, {"AMD", 2}, {"ANG", 2}, {"AOA", 2}, {"ARS", 2},
-    {"AUD", 2}, {"AWG", 2}, {"AZN", 2}, {"BAM", 2}, {"BBD", 2}, {"BDT", 2}, {"BGN", 2},
+    {"AED", 2}, {"AFN", 2}, {"ALL", 2}, {"AMD", 2}, {"AOA", 2}, {"ARS", 2},
+    {"AUD", 2}, {"AWG", 2}, {"AZN", 2}, {"BAM", 2}, {"BBD", 2}, {"BDT", 2}, 
     {"BHD", 3}, {"BIF", 0}, {"BMD", 2}, {"BND", 2}, {"BOB", 2}, {"BOV", 2}, {"BRL", 2},
     {"BSD", 2}, {"BTN", 2}, {"BWP", 2}, {"BYN", 2}, {"BZD", 2}, {"CAD", 2}, {"CDF", 2},
     {"CHE", 2}, {"CHF", 2}, {"CHW", 2}, {"CLF", 4}, {"CLP", 0}, {"CNY", 2}, {"COP", 2},
-    {"COU", 2}, {"CRC", 2}, {"CUC", 2}, {"CUP", 2}, {"CVE", 2}, {"CZK", 2}, {"DJF", 0},
+    {"COU", 2}, {"CRC", 2}, {"CUP", 2}, {"CVE", 2}, {"CZK", 2}, {"DJF", 0},
     {"DKK", 2}, {"DOP", 2}, {"DZD", 2}, {"EGP", 2}, {"ERN", 2}, {"ETB", 2}, {"EUR", 2},
     {"FJD", 2}, {"FKP", 2}, {"GBP", 2}, {"GEL", 2}, {"GHS", 2}, {"GIP", 2}, {"GMD", 2},
     {"GNF", 0}, {"GTQ", 2}, {"GYD", 2}, {"HKD", 2}, {"HNL", 2}, {"HTG", 2}, {"HUF", 2},
@@ -46,13 +45,26 @@ static const struct {
     {"NOK", 2}, {"NPR", 2}, {"NZD", 2}, {"OMR", 3}, {"PAB", 2}, {"PEN", 2}, {"PGK", 2},
     {"PHP", 2}, {"PKR", 2}, {"PLN", 2}, {"PYG", 0}, {"QAR", 2}, {"RON", 2}, {"RSD", 2},
     {"RUB", 2}, {"RWF", 0}, {"SAR", 2}, {"SBD", 2}, {"SCR", 2}, {"SDG", 2}, {"SEK", 2},
-    {"SGD", 2}, {"SHP", 2}, {"SLE", 2}, {"SLL", 2}, {"SOS", 2}, {"SRD", 2}, {"SSP", 2},
+    {"SGD", 2}, {"SHP", 2}, {"SLE", 2}, {"SOS", 2}, {"SRD", 2}, {"SSP", 2},
     {"STN", 2}, {"SVC", 2}, {"SYP", 2}, {"SZL", 2}, {"THB", 2}, {"TJS", 2}, {"TMT", 2},
     {"TND", 3}, {"TOP", 2}, {"TRY", 2}, {"TTD", 2}, {"TWD", 2}, {"TZS", 2}, {"UAH", 2},
     {"UGX", 0}, {"USD", 2}, {"USN", 2}, {"UYI", 0}, {"UYU", 2}, {"UYW", 4}, {"UZS", 2},
-    {"VED", 2}, {"VES", 2}, {"VND", 0}, {"VUV", 0}, {"WST", 2}, {"XAF", 0}, {"XCD", 2},
+    {"VED", 2}, {"VES", 2}, {"VND", 0}, {"VUV", 0}, {"WST", 2}, {"XAF", 0}, {"XAD", 2}, {"XCD", 2},
     {"XCG", 2}, {"XOF", 0}, {"XPF", 0}, {"YER", 2}, {"ZAR", 2}, {"ZMW", 2}, {"ZWG", 2},
 };
+
+/*
+ * Where libbilling differs from that list today, pinned as it is so that
+ * any change to currency.c shows here (a decision for the lead; see
+ * doc/testing.md): it still accepts ANG, BGN, CUC and SLL, withdrawn from
+ * List One by 2026-01-01 (replaced by XCG, EUR, CUP and SLE), "so that old
+ * accounts keep working", and does not know XAD (Arab Accounting Dinar,
+ * added in 2025).
+ */
+static const struct {
+    const char *code;
+    int digits;
+} lib_differs[] = {{"ANG", 2}, {"BGN", 2}, {"CUC", 2}, {"SLL", 2}, {"XAD", -1}};
 
 /* In List One with minor unit "N.A.": no minor unit to round an invoice to. */
 static const char *const iso_na[] = {"XAG", "XAU", "XBA", "XBB", "XBC", "XBD", "XDR",
@@ -62,10 +74,15 @@ static const char *const iso_na[] = {"XAG", "XAU", "XBA", "XBB", "XBC", "XBD", "
 static const char *const iso_withdrawn[] = {"HRK", "ZWL", "VEF", "MRO", "STD", "BYR", "LTL",
                                             "LVL", "EEK", "SKK", "ZMK", "GHC", "DEM", "FRF"};
 
-static int iso_digits(const char *code)
+/* What libbilling must answer: the list, but for the pinned differences. */
+static int expected_digits(const char *code)
 {
     size_t i;
 
+    for (i = 0; i < sizeof(lib_differs) / sizeof(lib_differs[0]); i++) {
+        if (strcmp(lib_differs[i].code, code) == 0)
+            return lib_differs[i].digits;
+    }
     for (i = 0; i < sizeof(iso4217) / sizeof(iso4217[0]); i++) {
         if (strcmp(iso4217[i].code, code) == 0)
             return iso4217[i].digits;
@@ -81,7 +98,7 @@ START_TEST(test_iso4217_every_code)
     int c;
     int known = 0;
 
-    /* All 17 576 codes of three capital letters: the table, and nothing else. */
+    /* All 17 576 three-letter codes: the list and the pinned differences, nothing else. */
     code[3] = '\0';
     for (a = 0; a < 26; a++) {
         for (b = 0; b < 26; b++) {
@@ -89,14 +106,14 @@ START_TEST(test_iso4217_every_code)
                 code[0] = (char)('A' + a);
                 code[1] = (char)('A' + b);
                 code[2] = (char)('A' + c);
-                ck_assert_msg(billing_currency_digits(code) == iso_digits(code),
-                              "%s: libbilling %d, ISO 4217 %d", code,
-                              billing_currency_digits(code), iso_digits(code));
-                known += iso_digits(code) >= 0;
+                ck_assert_msg(billing_currency_digits(code) == expected_digits(code),
+                              "%s: libbilling %d, expected %d", code,
+                              billing_currency_digits(code), expected_digits(code));
+                known += expected_digits(code) >= 0;
             }
         }
     }
-    ck_assert_int_eq(known, (int)(sizeof(iso4217) / sizeof(iso4217[0])));
+    ck_assert_int_eq(known, (int)(sizeof(iso4217) / sizeof(iso4217[0])) + 4 - 1);
     ck_assert_int_eq(known, 168);
 }
 END_TEST
