@@ -38,7 +38,7 @@
 
 #define SEEDS 48
 #define N_BASE_EVENTS 160
-#define N_EVENTS (N_BASE_EVENTS * 2)
+#define N_EVENTS (N_BASE_EVENTS * 2 + REF_MAX_SUBS)
 #define FIRST_MONTH (2023 * 12 + 5)
 #define LAST_MONTH (2029 * 12 + 11)
 #define N_MONTHS (LAST_MONTH - FIRST_MONTH + 1)
@@ -204,6 +204,8 @@ static billing_time_t sub_start(const char *zone, const points *trans)
             d = dim;
         return ref_local_to_utc(zone, y, mo, d, h, pick(2) * 30, 0);
     }
+    if (pick(4) == 0)
+        return ref_local_to_utc(zone, y, mo, 1, 0, 0, 0); /* terms start at month starts */
     if (d > dim)
         d = dim;
     return ref_local_to_utc(zone, y, mo, d, h, pick(60), pick(60)) + (pick(4) ? 0 : pick64(NS));
@@ -295,6 +297,33 @@ static void gen_grants(ref_spec *s, int account, points *pts)
     }
 }
 
+/*
+ * For about half the cancelled refundable subscriptions, a grant that may
+ * pay fees and usage over the whole subscription: a refund then meets
+ * credit in its month (gen_stream adds usage there).
+ */
+static void gen_refund_credit(ref_spec *s)
+{
+    const ref_sub *sub;
+    ref_grant *g;
+    int i;
+
+    for (i = 0; i < s->n_subs && s->n_grants < REF_MAX_GRANTS; i++) {
+        sub = &s->subs[i];
+        if (sub->cancelled == 0 || !s->plans[sub->plan].refundable || pick(2))
+            continue;
+        g = &s->grants[s->n_grants++];
+        snprintf(g->id, REF_ID, "gr-%d", i);
+        g->account = sub->account;
+        /* Enough to pay every fee, so that some is left when the refund comes. */
+        snprintf(g->amount, REF_DEC, "%d", 1 + pick(100000));
+        g->granted = sub->start - pick64(DAY);
+        g->expires = sub->cancelled + 1 + pick64(40 * DAY);
+        g->kinds = BILLING_CHARGE_USAGE | BILLING_CHARGE_SUBSCRIPTION;
+        g->priority = pick(3);
+    }
+}
+
 static void gen_catalog(ref_spec *s, points *pts, points *trans)
 {
     int c = pick(3);
@@ -320,6 +349,7 @@ static void gen_catalog(ref_spec *s, points *pts, points *trans)
         gen_grants(s, a, pts);
     }
     gen_cancellations(s, pts);
+    gen_refund_credit(s);
 }
 
 /* The interesting instants of the calendar: month starts, leap day, year ends. */
@@ -413,8 +443,33 @@ static void gen_event(ref_event *ev, int i, const points *pts)
     snprintf(ev->region, REF_ID, "%s", regions[pick(3)]);
 }
 
-/* Base events, then exact repeats and conflicting repeats, shuffled. */
-static int gen_stream(ref_event *evs, const points *pts)
+/* An hour of an unsubscribed instance either side of each cancellation. */
+static int gen_cancel_usage(const ref_spec *s, ref_event *evs)
+{
+    const ref_sub *sub;
+    ref_event *ev;
+    int n = 0;
+    int i;
+
+    for (i = 0; i < s->n_subs; i++) {
+        sub = &s->subs[i];
+        if (sub->cancelled == 0)
+            continue;
+        ev = &evs[n++];
+        memset(ev, 0, sizeof(*ev));
+        snprintf(ev->id, REF_ID, "c%d", i);
+        snprintf(ev->account, REF_ID, "%s", s->accounts[sub->account].id);
+        snprintf(ev->resource, REF_ID, "%s", "r-usage");
+        ev->meter = BILLING_METER_GPULESS;
+        ev->start = sub->cancelled - HOUR;
+        ev->end = sub->cancelled + HOUR;
+        snprintf(ev->qty, REF_DEC, "%d", 1 + pick(3));
+    }
+    return n;
+}
+
+/* Base events, usage at cancellations, exact and conflicting repeats, shuffled. */
+static int gen_stream(const ref_spec *s, ref_event *evs, const points *pts)
 {
     int n = N_BASE_EVENTS;
     int i;
@@ -423,6 +478,7 @@ static int gen_stream(ref_event *evs, const points *pts)
 
     for (i = 0; i < N_BASE_EVENTS; i++)
         gen_event(&evs[i], i, pts);
+    n += gen_cancel_usage(s, evs + n);
     for (i = 0; i < N_BASE_EVENTS / 8; i++) {
         evs[n] = evs[pick(N_BASE_EVENTS)];
         if (pick(3) == 0)
@@ -661,7 +717,7 @@ static void run_seed(int seed, uint64_t *counts)
     trans.n = 0;
     gen_catalog(&spec, &pts, &trans);
     calendar_points(&spec, &pts, &trans);
-    n = gen_stream(evs, &pts);
+    n = gen_stream(&spec, evs, &pts);
     cat = lib_catalog(&spec, bz);
     r = billing_rater_new(cat, err, sizeof(err));
     ck_assert_msg(r != NULL, "seed %d: %s", seed, err);
