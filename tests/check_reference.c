@@ -2,8 +2,9 @@
  * check_reference.c - libbilling against the reference rater
  * (refrater.c): random catalogs and shuffled event streams, every
  * billing_rater_add status, every account's list of months, every
- * invoice from 2023-06 to 2029-12 line by line, and the live credit
- * balance at every grant bound, a nanosecond either side, and elsewhere.
+ * invoice from 2023-06 to 2029-12 line by line, the live credit balance
+ * at every grant bound, a nanosecond either side, and elsewhere, and the
+ * instant running resources exhaust the credit.
  *
  * The generator aims at what breaks bills: 2024-2027 in zones with both
  * DST directions (America/New_York, Europe/Berlin, Australia/Sydney) and
@@ -695,6 +696,72 @@ static void compare_balances(billing_rater *r, ref_rater *ref, const ref_spec *s
     }
 }
 
+/* One to three resources running: a GPU instance, an instance without GPUs, a disk. */
+static size_t gen_running(ref_event *run, billing_event **lib)
+{
+    static const billing_meter meters[3] = {BILLING_METER_GPU, BILLING_METER_GPULESS,
+                                            BILLING_METER_STORAGE};
+    char err[256];
+    size_t n = 1 + (size_t)pick(3);
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        memset(&run[i], 0, sizeof(run[i]));
+        run[i].meter = meters[pick(3)];
+        snprintf(run[i].model, REF_ID, "%s", "RTX4090");
+        snprintf(run[i].region, REF_ID, "%s", "cn-east-1");
+        if (run[i].meter == BILLING_METER_STORAGE)
+            decimal(run[i].qty, REF_DEC, 100000, 3);
+        else
+            snprintf(run[i].qty, REF_DEC, "%d", 1 + pick(8));
+        billing_event_reset(lib[i]);
+        billing_event_set_meter(lib[i], run[i].meter);
+        billing_event_set_model(lib[i], run[i].model);
+        billing_event_set_region(lib[i], run[i].region);
+        ck_assert_int_eq(billing_event_set_quantity(lib[i], run[i].qty, err, sizeof(err)),
+                         BILLING_OK);
+    }
+    return n;
+}
+
+/* When the credit runs out, from each grant bound and a few other instants. */
+static void compare_exhaustion(billing_rater *r, ref_rater *ref, const ref_spec *s, int a,
+                               const points *pts, int seed)
+{
+    ref_event run[3];
+    billing_event *lib[3];
+    const billing_event *libc[3];
+    billing_time_t got;
+    billing_time_t want;
+    billing_time_t at;
+    billing_status st;
+    char err[256];
+    size_t n;
+    int i;
+
+    for (i = 0; i < 3; i++) {
+        lib[i] = billing_event_new();
+        libc[i] = lib[i];
+    }
+    for (i = 0; i < s->n_grants + 4; i++) {
+        if (i < s->n_grants && s->grants[i].account != a)
+            continue;
+        at = i < s->n_grants ? s->grants[i].granted + pick(3) - 1 : pts->v[pick(pts->n)];
+        n = gen_running(run, lib);
+        st = billing_rater_credit_exhaustion(r, s->accounts[a].id, at, libc, n, &got, err,
+                                             sizeof(err));
+        ck_assert_msg(st == ref_exhaustion(ref, a, at, run, n, &want),
+                      "seed %d %s at %" PRId64 ": status %d (%s)", seed, s->accounts[a].id, at,
+                      st, err);
+        ck_assert_msg(st != BILLING_OK || got == want,
+                      "seed %d %s: credit from %" PRId64 " runs out at %" PRId64
+                      ", reference %" PRId64,
+                      seed, s->accounts[a].id, at, got, want);
+    }
+    for (i = 0; i < 3; i++)
+        billing_event_destroy(lib[i]);
+}
+
 static void run_seed(int seed, uint64_t *counts)
 {
     static ref_spec spec;
@@ -734,6 +801,7 @@ static void run_seed(int seed, uint64_t *counts)
         compare_months(r, ref, &spec, i, seed);
         compare_invoices(r, ref, &spec, i, seed);
         compare_balances(r, ref, &spec, i, &pts, seed);
+        compare_exhaustion(r, ref, &spec, i, &pts, seed);
     }
     ref_destroy(ref);
     billing_event_destroy(ev);

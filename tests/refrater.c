@@ -1329,33 +1329,204 @@ static void credit_init(const ref_spec *s, int account, credit_state *cr)
     }
 }
 
+/* The exact credit state at @now: every charge of each month up to the one holding it. */
+static void live_credit(ref_rater *r, int account, billing_time_t now, credit_state *cr)
+{
+    charges cs = {NULL, 0, 0};
+    int until = month_of(r->spec->accounts[account].zone, now);
+    int m;
+
+    account_charges(r, account, &cs);
+    credit_init(r->spec, account, cr);
+    for (m = first_month(&cs, until); m <= until; m++)
+        exact_credit(r->spec, cr, &cs, m);
+    charges_clear(&cs);
+}
+
+static void credit_clear(credit_state *cr)
+{
+    int j;
+
+    for (j = 0; j < cr->n; j++)
+        mpq_clear(cr->remaining[j]);
+}
+
+static int grant_valid(const ref_grant *g, billing_time_t t)
+{
+    return g->granted <= t && t < g->expires;
+}
+
 char *ref_balance(ref_rater *r, int account, billing_time_t now)
 {
-    const ref_spec *s = r->spec;
-    const ref_grant *g;
-    charges cs = {NULL, 0, 0};
     credit_state cr;
-    int until = month_of(s->accounts[account].zone, now);
-    int m;
     int j;
     mpq_t sum;
     char *out;
 
-    account_charges(r, account, &cs);
-    credit_init(s, account, &cr);
-    for (m = first_month(&cs, until); m <= until; m++)
-        exact_credit(s, &cr, &cs, m);
+    live_credit(r, account, now, &cr);
     mpq_init(sum);
     for (j = 0; j < cr.n; j++) {
-        g = &s->grants[cr.order[j]];
-        if (g->granted <= now && now < g->expires)
+        if (grant_valid(&r->spec->grants[cr.order[j]], now))
             mpq_add(sum, sum, cr.remaining[j]);
-        mpq_clear(cr.remaining[j]);
     }
     out = q_text(sum);
     mpq_clear(sum);
-    charges_clear(&cs);
+    credit_clear(&cr);
     return out;
+}
+
+/* ---- Exhaustion (pricing.md, "Credit": "Exhaustion") ---- */
+
+/* Credit that may pay usage at @t: usage grants valid at @t, with a remainder. */
+static int usable_grant(const ref_spec *s, const credit_state *cr, int j, billing_time_t t)
+{
+    const ref_grant *g = &s->grants[cr->order[j]];
+
+    return (g->kinds & BILLING_CHARGE_USAGE) && grant_valid(g, t) && mpq_sgn(cr->remaining[j]) > 0;
+}
+
+static void usable(const ref_spec *s, const credit_state *cr, billing_time_t t, mpq_t out)
+{
+    int j;
+
+    mpq_set_ui(out, 0, 1);
+    for (j = 0; j < cr->n; j++) {
+        if (usable_grant(s, cr, j, t))
+            mpq_add(out, out, cr->remaining[j]);
+    }
+}
+
+/*
+ * What the running usage costs per nanosecond at @t: hourly rates of the
+ * version in force at @now; storage per nanosecond of the local month
+ * holding @t. -1 if a resource has no price.
+ */
+static int burn_at(const ref_rater *r, int account, billing_time_t now, const ref_event *evs,
+                   size_t n, billing_time_t t, mpq_t out)
+{
+    const ref_spec *s = r->spec;
+    const char *zone = s->accounts[account].zone;
+    int v = version_at(s, now);
+    int m = month_of(zone, t);
+    int rate;
+    size_t i;
+    mpq_t term;
+    mpq_t per;
+
+    mpq_init(term);
+    mpq_init(per);
+    mpq_set_ui(out, 0, 1);
+    for (i = 0; i < n && mpq_sgn(out) >= 0; i++) {
+        if (evs[i].meter == BILLING_METER_TRAFFIC)
+            continue;
+        rate = v >= 0 ? rate_of(s, v, evs[i].meter, evs[i].model, evs[i].region) : -1;
+        if (rate < 0) {
+            mpq_set_si(out, -1, 1);
+            break;
+        }
+        q_of_text(term, evs[i].qty);
+        q_of_text(per, s->rates[rate].price);
+        mpq_mul(term, term, per);
+        mpz_set_ui(mpq_numref(per), 1);
+        mpz_set_si(mpq_denref(per), evs[i].meter == BILLING_METER_STORAGE
+                                        ? month_start(zone, m + 1) - month_start(zone, m)
+                                        : HOUR_NS);
+        mpq_mul(term, term, per);
+        mpq_add(out, out, term);
+    }
+    mpq_clear(term);
+    mpq_clear(per);
+    return mpq_sgn(out) < 0 ? -1 : 0;
+}
+
+/* Spend @amount from the usable grants, in the order they are spent. */
+static void spend(const ref_spec *s, credit_state *cr, billing_time_t t, mpq_t amount)
+{
+    int j;
+
+    for (j = 0; j < cr->n && mpq_sgn(amount) > 0; j++) {
+        if (!usable_grant(s, cr, j, t))
+            continue;
+        if (mpq_cmp(cr->remaining[j], amount) <= 0) {
+            mpq_sub(amount, amount, cr->remaining[j]);
+            mpq_set_ui(cr->remaining[j], 0, 1);
+        } else {
+            mpq_sub(cr->remaining[j], cr->remaining[j], amount);
+            mpq_set_ui(amount, 0, 1);
+        }
+    }
+}
+
+/* The next instant the burn or the usable credit changes: a local month start or a grant expiry. */
+static billing_time_t next_change(const ref_spec *s, int account, billing_time_t t)
+{
+    const char *zone = s->accounts[account].zone;
+    billing_time_t next = month_start(zone, month_of(zone, t) + 1);
+    int i;
+
+    for (i = 0; i < s->n_grants; i++) {
+        if (s->grants[i].account == account && s->grants[i].expires > t &&
+            s->grants[i].expires < next)
+            next = s->grants[i].expires;
+    }
+    return next;
+}
+
+billing_status ref_exhaustion(ref_rater *r, int account, billing_time_t now, const ref_event *evs,
+                              size_t n, billing_time_t *out)
+{
+    const ref_spec *s = r->spec;
+    const billing_time_t end_of_range = INT64_C(7258118400) * NS; /* 2200-01-01 */
+    billing_status st = BILLING_OK;
+    billing_time_t t = now;
+    billing_time_t next;
+    credit_state cr;
+    mpq_t avail;
+    mpq_t burn;
+    mpq_t span;
+    mpz_t ns;
+    int steps;
+
+    if (version_at(s, now) < 0)
+        return BILLING_ERR_NO_PRICE; /* nothing to price the running usage with */
+    live_credit(r, account, now, &cr);
+    mpq_init(avail);
+    mpq_init(burn);
+    mpq_init(span);
+    mpz_init(ns);
+    *out = INT64_MAX;
+    /* The burn is constant between changes: walk from change to change. */
+    for (steps = 0; steps < 10000 && t < end_of_range; steps++) {
+        usable(s, &cr, t, avail);
+        if (mpq_sgn(avail) <= 0) {
+            *out = t;
+            break;
+        }
+        if (burn_at(r, account, now, evs, n, t, burn) != 0) {
+            st = BILLING_ERR_NO_PRICE;
+            break;
+        }
+        if (mpq_sgn(burn) == 0)
+            break;
+        next = next_change(s, account, t);
+        /* Rounded down to the nanosecond, so the answer is never late. */
+        mpq_div(span, avail, burn);
+        mpz_fdiv_q(ns, mpq_numref(span), mpq_denref(span));
+        if (mpz_cmp_si(ns, next - t) < 0) {
+            *out = t + mpz_get_si(ns);
+            break;
+        }
+        mpq_set_si(span, next - t, 1);
+        mpq_mul(span, span, burn);
+        spend(s, &cr, t, span);
+        t = next;
+    }
+    mpq_clear(avail);
+    mpq_clear(burn);
+    mpq_clear(span);
+    mpz_clear(ns);
+    credit_clear(&cr);
+    return st;
 }
 
 void ref_invoices(ref_rater *r, int account, int first, int last, char **out)

@@ -147,6 +147,15 @@ void ref_invoices(ref_rater *r, int account, int first, int last, char **out);
 char *ref_balance(ref_rater *r, int account, billing_time_t now);
 
 /*
+ * ref_exhaustion - what billing_rater_credit_exhaustion must say for
+ * @account with the resources @evs (@n; only meter, quantity, model and
+ * region count) running from @now, into *@out. BILLING_OK or
+ * BILLING_ERR_NO_PRICE.
+ */
+billing_status ref_exhaustion(ref_rater *r, int account, billing_time_t now, const ref_event *evs,
+                              size_t n, billing_time_t *out);
+
+/*
  * ref_months - the months (year * 12 + month - 1) in which @account has
  * charges, ascending and distinct, into @out (room for @cap); returns
  * how many there are.
