@@ -120,6 +120,7 @@ static int prices(billing_catalog *cat, bytes *b, int *n_plans)
     char err[512];
     char id[16];
     char price[48];
+    billing_period period;
     int versions = 1 + (int)take(b, 3);
     int v;
     int i;
@@ -127,8 +128,8 @@ static int prices(billing_catalog *cat, bytes *b, int *n_plans)
     *n_plans = (int)take(b, 3);
     for (i = 0; i < *n_plans; i++) {
         snprintf(id, sizeof(id), "p%d", i);
-        if (billing_catalog_add_plan(cat, id, take(b, 2) ? BILLING_PERIOD_MONTH : BILLING_PERIOD_DAY,
-                                     "RTX4090", "cn-east-1", (int)take(b, 2), err,
+        period = take(b, 2) ? BILLING_PERIOD_MONTH : BILLING_PERIOD_DAY;
+        if (billing_catalog_add_plan(cat, id, period, "RTX4090", "cn-east-1", (int)take(b, 2), err,
                                      sizeof(err)) != BILLING_OK)
             return -1;
     }

@@ -232,7 +232,8 @@ static void no_id(billing_event *ev)
     billing_event_set_account(ev, "acct");
     billing_event_set_resource(ev, "i-1");
     billing_event_set_meter(ev, BILLING_METER_GPU);
-    billing_event_set_interval(ev, tu_time("2026-01-05T10:00:00Z"), tu_time("2026-01-05T11:00:00Z"));
+    billing_event_set_interval(ev, tu_time("2026-01-05T10:00:00Z"),
+                               tu_time("2026-01-05T11:00:00Z"));
     billing_event_set_quantity(ev, "1", NULL, 0);
 }
 
@@ -303,7 +304,8 @@ static void no_quantity(billing_event *ev)
 
 static void end_equals_start(billing_event *ev)
 {
-    billing_event_set_interval(ev, tu_time("2026-01-05T10:00:00Z"), tu_time("2026-01-05T10:00:00Z"));
+    billing_event_set_interval(ev, tu_time("2026-01-05T10:00:00Z"),
+                               tu_time("2026-01-05T10:00:00Z"));
 }
 
 static void end_before_start(billing_event *ev)
@@ -346,7 +348,8 @@ static void no_price_model(billing_event *ev)
 
 static void no_price_before_book(billing_event *ev)
 {
-    billing_event_set_interval(ev, tu_time("2024-12-31T23:00:00Z"), tu_time("2025-01-01T01:00:00Z"));
+    billing_event_set_interval(ev, tu_time("2024-12-31T23:00:00Z"),
+                               tu_time("2025-01-01T01:00:00Z"));
 }
 
 static const bad_case bad_cases[] = {

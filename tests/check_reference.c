@@ -188,7 +188,8 @@ static billing_time_t sub_start(const char *zone, const points *trans)
     int mo = 1 + pick(12);
     int d = days[pick(6)];
     int h = pick(24);
-    int dim = mo == 2 ? (y % 4 == 0 ? 29 : 28) : (mo == 4 || mo == 6 || mo == 9 || mo == 11) ? 30 : 31;
+    int dim = mo == 2 ? (y % 4 == 0 ? 29 : 28)
+                      : (mo == 4 || mo == 6 || mo == 9 || mo == 11) ? 30 : 31;
     billing_time_t t;
 
     if (trans->n > 0 && pick(3) == 0) {

@@ -177,7 +177,10 @@ char *ref_line_text(int kind, const char *meter, const char *model, const char *
                     const char *plan, const char *version, const char *qty, const char *unit,
                     const char *unit_price, const char *amount, const char *rounded);
 
-/* ref_local_to_utc - the instant of a local wall time in @zone (gap: shifted forward; repeat: earlier). */
+/*
+ * ref_local_to_utc - the instant of a local wall time in @zone (in a gap:
+ * shifted forward by the gap; repeated: the earlier).
+ */
 billing_time_t ref_local_to_utc(const char *zone, int year, int month, int day, int hour,
                                 int minute, int second);
 
@@ -188,7 +191,10 @@ billing_time_t ref_sub_bound(const ref_rater *r, int sub, int k);
 void ref_utc_to_local(const char *zone, billing_time_t t, int *year, int *month, int *day,
                       int *hour);
 
-/* ref_zone_transitions - the offset changes of @zone in [@from, @to), up to @cap; returns the count. */
+/*
+ * ref_zone_transitions - the instants @zone changes offset in [@from, @to),
+ * up to @cap of them; returns the count.
+ */
 int ref_zone_transitions(const char *zone, billing_time_t from, billing_time_t to,
                          billing_time_t *out, int cap);
 
