@@ -1,0 +1,1638 @@
+/*
+ * refrater.c - see refrater.h. Written from doc/pricing.md: each
+ * function cites the rule it implements. Deliberately slow: every event
+ * is cut into pieces and each piece priced on its own with GMP; an
+ * invoice is the sum of the pieces that fall in its month.
+ */
+#include "config.h"
+
+#include <gmp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "refrater.h"
+
+#define NS INT64_C(1000000000)
+#define HOUR_NS (INT64_C(3600) * NS)
+#define DAY_NS (INT64_C(86400) * NS)
+#define NO_TIME INT64_MAX
+
+/* One charge: a piece of usage, a term's fee or a refund. */
+typedef struct ref_charge {
+    int month;                 /* year * 12 + month - 1, local */
+    billing_line_kind kind;
+    char meter[16];
+    char model[REF_ID];
+    char region[REF_ID];
+    char plan[REF_ID];
+    char version[REF_ID];
+    const char *unit;
+    mpq_t unit_price;
+    mpq_t quantity;
+    mpq_t amount;
+    billing_time_t at;         /* the instant credit eligibility is judged at */
+    unsigned credit_kind;      /* BILLING_CHARGE_USAGE or _SUBSCRIPTION */
+} ref_charge;
+
+struct ref_rater {
+    const ref_spec *spec;
+    billing_time_t *bounds[REF_MAX_SUBS]; /* terms + 1 instants */
+    billing_time_t sub_end[REF_MAX_SUBS];
+    ref_event *events;         /* kept events, in arrival order */
+    size_t n_events;
+    size_t cap_events;
+    int grant_order[REF_MAX_GRANTS];
+    int n_grant_order;
+};
+
+/* ====================================================================== */
+/* Local time, through the C library                                       */
+/* ====================================================================== */
+
+static char current_zone[REF_ID];
+
+static void use_zone(const char *zone)
+{
+    if (strcmp(current_zone, zone) == 0)
+        return;
+    snprintf(current_zone, sizeof(current_zone), "%s", zone);
+    setenv("TZ", zone, 1);
+    tzset();
+}
+
+static int64_t floor_div(int64_t a, int64_t b)
+{
+    int64_t q = a / b;
+
+    if (a % b != 0 && (a < 0) != (b < 0))
+        q--;
+    return q;
+}
+
+static long offset_at(int64_t sec)
+{
+    time_t t = (time_t)sec;
+    struct tm tm;
+
+    localtime_r(&t, &tm);
+    return tm.tm_gmtoff;
+}
+
+/* Days from 1970-01-01 to a proleptic Gregorian date. */
+static int64_t days_from_civil(int y, int m, int d)
+{
+    int64_t era;
+    int64_t yoe;
+    int64_t doy;
+    int64_t doe;
+
+    y -= m <= 2;
+    era = (y >= 0 ? y : y - 399) / 400;
+    yoe = y - era * 400;
+    doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+static int days_in_month(int y, int m)
+{
+    static const int days[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    int leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+
+    return days[m - 1] + (m == 2 && leap);
+}
+
+/*
+ * A local wall time to an instant (pricing.md, "Plans"): if it does not
+ * exist (a spring-forward gap) the same time shifted forward by the gap,
+ * which is the wall time read with the offset in force before the gap;
+ * if it occurs twice, the earlier instant.
+ */
+static billing_time_t local_to_utc(const char *zone, int y, int mo, int d, int h, int mi, int s,
+                                   int64_t ns)
+{
+    int64_t naive = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + s;
+    long cand[4];
+    long low;
+    int64_t best = 0;
+    int found = 0;
+    int i;
+
+    use_zone(zone);
+    cand[0] = offset_at(naive - 2 * 86400);
+    cand[1] = offset_at(naive + 2 * 86400);
+    cand[2] = offset_at(naive - cand[0]);
+    cand[3] = offset_at(naive - cand[1]);
+    low = cand[0];
+    for (i = 0; i < 4; i++) {
+        if (cand[i] < low)
+            low = cand[i];
+        if (offset_at(naive - cand[i]) == cand[i] && (!found || naive - cand[i] < best)) {
+            best = naive - cand[i];
+            found = 1;
+        }
+    }
+    if (!found)
+        best = naive - low;
+    return best * NS + ns;
+}
+
+billing_time_t ref_local_to_utc(const char *zone, int year, int month, int day, int hour,
+                                int minute, int second)
+{
+    return local_to_utc(zone, year, month, day, hour, minute, second, 0);
+}
+
+typedef struct wall {
+    int y;
+    int mo;
+    int d;
+    int h;
+    int mi;
+    int s;
+    int64_t ns;
+} wall;
+
+static void utc_to_local(const char *zone, billing_time_t t, wall *w)
+{
+    int64_t sec = floor_div(t, NS);
+    time_t tt = (time_t)sec;
+    struct tm tm;
+
+    use_zone(zone);
+    localtime_r(&tt, &tm);
+    w->y = tm.tm_year + 1900;
+    w->mo = tm.tm_mon + 1;
+    w->d = tm.tm_mday;
+    w->h = tm.tm_hour;
+    w->mi = tm.tm_min;
+    w->s = tm.tm_sec;
+    w->ns = t - sec * NS;
+}
+
+/* Start of local month @m (year * 12 + month - 1): local midnight on the 1st. */
+static billing_time_t month_start(const char *zone, int m)
+{
+    return local_to_utc(zone, m / 12, m % 12 + 1, 1, 0, 0, 0, 0);
+}
+
+/* The local month whose [start, next start) holds @t. */
+static int month_of(const char *zone, billing_time_t t)
+{
+    wall w;
+    int m;
+
+    utc_to_local(zone, t, &w);
+    m = w.y * 12 + w.mo - 1;
+    if (t < month_start(zone, m))
+        m--;
+    else if (t >= month_start(zone, m + 1))
+        m++;
+    return m;
+}
+
+/*
+ * End of term @k of a monthly plan started at @start: the same local
+ * wall-clock time on the anchor day, @k months later, clamped to the
+ * month's last day, always counted from the original anchor.
+ */
+static billing_time_t add_months(const char *zone, billing_time_t start, int k)
+{
+    wall w;
+    int m;
+    int d;
+
+    utc_to_local(zone, start, &w);
+    m = w.y * 12 + w.mo - 1 + k;
+    d = w.d;
+    if (d > days_in_month(m / 12, m % 12 + 1))
+        d = days_in_month(m / 12, m % 12 + 1);
+    return local_to_utc(zone, m / 12, m % 12 + 1, d, w.h, w.mi, w.s, w.ns);
+}
+
+/* ====================================================================== */
+/* Numbers                                                                 */
+/* ====================================================================== */
+
+/* Decimal text ("12", "0.000000001") to an exact rational. */
+static void q_of_text(mpq_t out, const char *text)
+{
+    char digits[REF_DEC * 2];
+    size_t n = 0;
+    int frac = -1;
+    const char *p;
+    mpz_t den;
+
+    for (p = text; *p != '\0'; p++) {
+        if (*p == '.')
+            frac = 0;
+        else {
+            digits[n++] = *p;
+            if (frac >= 0)
+                frac++;
+        }
+    }
+    digits[n] = '\0';
+    mpz_init(den);
+    mpz_ui_pow_ui(den, 10, frac > 0 ? (unsigned long)frac : 0);
+    mpz_set_str(mpq_numref(out), digits, 10);
+    mpz_set(mpq_denref(out), den);
+    mpq_canonicalize(out);
+    mpz_clear(den);
+}
+
+/*
+ * Round @q to whole 10^-@digits units with @mode (pricing.md, "Invoices
+ * and rounding"): the count of minor units into @out.
+ */
+static void round_minor(mpz_t out, const mpq_t q, int digits, billing_rounding mode)
+{
+    mpz_t scaled_num;
+    mpz_t rem;
+    mpz_t twice;
+    int up = 0;
+    int half;
+    int sign = mpq_sgn(q);
+
+    mpz_init(scaled_num);
+    mpz_init(rem);
+    mpz_init(twice);
+    mpz_ui_pow_ui(scaled_num, 10, (unsigned long)digits);
+    mpz_mul(scaled_num, scaled_num, mpq_numref(q));
+    mpz_fdiv_qr(out, rem, scaled_num, mpq_denref(q));
+    mpz_mul_2exp(twice, rem, 1);
+    half = mpz_cmp(twice, mpq_denref(q));
+    if (mpz_sgn(rem) != 0) {
+        if (mode == BILLING_ROUND_CEILING || (mode == BILLING_ROUND_UP && sign > 0) ||
+            (mode == BILLING_ROUND_DOWN && sign < 0))
+            up = 1;
+        else if (mode == BILLING_ROUND_HALF_UP)
+            up = half > 0 || (half == 0 && sign > 0);
+        else if (mode == BILLING_ROUND_HALF_EVEN)
+            up = half > 0 || (half == 0 && mpz_odd_p(out));
+    }
+    if (up)
+        mpz_add_ui(out, out, 1);
+    mpz_clear(scaled_num);
+    mpz_clear(rem);
+    mpz_clear(twice);
+}
+
+/*
+ * The non-negative integer @abs written with a point @k digits from the
+ * right ("5", k 2 -> "0.05"), with a '-' in front when @neg.
+ */
+static char *point_text(int neg, const mpz_t abs, unsigned long k)
+{
+    char *digits = mpz_get_str(NULL, 10, abs);
+    size_t len = strlen(digits);
+    size_t width = len > k ? len : k + 1;   /* at least one digit before the point */
+    char *out = malloc(width + 3);
+    char *p = out;
+    size_t pad = width - len;
+    size_t i;
+
+    if (neg)
+        *p++ = '-';
+    for (i = 0; i < width; i++) {
+        if (k > 0 && i == width - k)
+            *p++ = '.';
+        *p++ = i < pad ? '0' : digits[i - pad];
+    }
+    *p = '\0';
+    free(digits);
+    return out;
+}
+
+/* Exact text: a decimal without trailing zeros when finite, else "p/q". */
+static char *q_text(const mpq_t q)
+{
+    mpz_t d;
+    mpz_t scaled;
+    unsigned long twos;
+    unsigned long fives = 0;
+    unsigned long k;
+    char *out;
+    int neg;
+
+    mpz_init_set(d, mpq_denref(q));
+    twos = mpz_scan1(d, 0);
+    mpz_fdiv_q_2exp(d, d, twos);
+    while (mpz_divisible_ui_p(d, 5)) {
+        mpz_divexact_ui(d, d, 5);
+        fives++;
+    }
+    if (mpz_cmp_ui(d, 1) != 0) {
+        mpz_clear(d);
+        return mpq_get_str(NULL, 10, q);
+    }
+    k = twos > fives ? twos : fives;
+    mpz_init(scaled);
+    mpz_ui_pow_ui(scaled, 10, k);
+    mpz_mul(scaled, scaled, mpq_numref(q));
+    mpz_divexact(scaled, scaled, mpq_denref(q));
+    neg = mpz_sgn(scaled) < 0;
+    mpz_abs(scaled, scaled);
+    out = point_text(neg, scaled, k);
+    mpz_clear(scaled);
+    mpz_clear(d);
+    return out;
+}
+
+/* Minor units as text with exactly @digits decimals ("12.35", "-0.05", "7"). */
+static char *minor_text(const mpz_t minor, int digits)
+{
+    mpz_t a;
+    char *out;
+
+    mpz_init(a);
+    mpz_abs(a, minor);
+    out = point_text(mpz_sgn(minor) < 0, a, (unsigned long)digits);
+    mpz_clear(a);
+    return out;
+}
+
+/* Text built with printf, malloc'd. */
+static char *text_of(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static char *text_of(const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+    char *out;
+
+    va_start(ap, fmt);
+    n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    out = malloc((size_t)n + 1);
+    va_start(ap, fmt);
+    vsnprintf(out, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    return out;
+}
+
+/* ====================================================================== */
+/* The catalog (pricing.md, "Prices")                                      */
+/* ====================================================================== */
+
+/* The version in force at @t: the latest that started at or before it; -1 if none. */
+static int version_at(const ref_spec *s, billing_time_t t)
+{
+    int best = -1;
+    int i;
+
+    for (i = 0; i < s->n_versions; i++) {
+        if (s->versions[i].from <= t && (best < 0 || s->versions[i].from > s->versions[best].from))
+            best = i;
+    }
+    return best;
+}
+
+/* The first version start after @t, or NO_TIME. */
+static billing_time_t next_version_start(const ref_spec *s, billing_time_t t)
+{
+    billing_time_t next = NO_TIME;
+    int i;
+
+    for (i = 0; i < s->n_versions; i++) {
+        if (s->versions[i].from > t && s->versions[i].from < next)
+            next = s->versions[i].from;
+    }
+    return next;
+}
+
+static int find_rate(const ref_spec *s, int v, billing_meter m, const char *model,
+                     const char *region)
+{
+    int i;
+
+    for (i = 0; i < s->n_rates; i++) {
+        if (s->rates[i].version == v && s->rates[i].meter == m &&
+            strcmp(s->rates[i].model, model) == 0 && strcmp(s->rates[i].region, region) == 0)
+            return i;
+    }
+    return -1;
+}
+
+/*
+ * The rate of (meter, model, region) in version @v: keys tried in the order
+ * (model, region), (model, *), (*, region), (*, *); an empty attribute is
+ * "*". -1 if none.
+ */
+static int rate_of(const ref_spec *s, int v, billing_meter m, const char *model,
+                   const char *region)
+{
+    const char *models[2];
+    const char *regions[2];
+    int i;
+    int j;
+    int found;
+
+    models[0] = model[0] ? model : "*";
+    models[1] = "*";
+    regions[0] = region[0] ? region : "*";
+    regions[1] = "*";
+    for (i = 0; i < 2; i++) {
+        for (j = 0; j < 2; j++) {
+            found = find_rate(s, v, m, models[i], regions[j]);
+            if (found >= 0)
+                return found;
+        }
+    }
+    return -1;
+}
+
+static int fee_of(const ref_spec *s, int v, int plan)
+{
+    int i;
+
+    for (i = 0; i < s->n_fees; i++) {
+        if (s->fees[i].version == v && s->fees[i].plan == plan)
+            return i;
+    }
+    return -1;
+}
+
+static int account_index(const ref_spec *s, const char *id)
+{
+    int i;
+
+    for (i = 0; i < s->n_accounts; i++) {
+        if (strcmp(s->accounts[i].id, id) == 0)
+            return i;
+    }
+    return -1;
+}
+
+/* ====================================================================== */
+/* Rules the library is changing: one small function each                  */
+/* ====================================================================== */
+
+/*
+ * The instant a subscription stops: its cancellation, else the end of its
+ * last term. (Branch `fees`: a cancellation at or before the start means
+ * no term at all; today the catalog refuses it, so none is generated.)
+ */
+static billing_time_t ref_rule_sub_end(const ref_sub *s, const billing_time_t *bounds)
+{
+    return s->cancelled != 0 ? s->cancelled : bounds[s->terms];
+}
+
+/* A term is charged when it starts before the subscription stops. */
+static int ref_rule_term_charged(billing_time_t term_start, billing_time_t sub_end)
+{
+    return term_start < sub_end;
+}
+
+/*
+ * Whether the month of a cancellation has an invoice even when nothing is
+ * charged in it. Today: yes (issue 16 calls this an empty invoice).
+ */
+static int ref_rule_cancel_lists_month(void)
+{
+    return 1;
+}
+
+/*
+ * How a fee or refund line presents: today meter "gpu" and the plan's
+ * model and region (branch `fees` gives them their own kind).
+ */
+static void ref_rule_plan_line(ref_charge *c, const ref_plan *p)
+{
+    snprintf(c->meter, sizeof(c->meter), "%s", "gpu");
+    snprintf(c->model, sizeof(c->model), "%s", p->model);
+    snprintf(c->region, sizeof(c->region), "%s", p->region);
+}
+
+/*
+ * The model and region an included line shows: today the plan's
+ * (branch `fees`: the event's).
+ */
+static void ref_rule_included_attrs(ref_charge *c, const ref_plan *p, const ref_event *ev)
+{
+    (void)ev;
+    snprintf(c->model, sizeof(c->model), "%s", p->model);
+    snprintf(c->region, sizeof(c->region), "%s", p->region);
+}
+
+/*
+ * A refund lowers what credit may pay in its span, never below zero: a
+ * refund is never credit to spend. (Branch `credit`: the credit part of a
+ * refunded fee goes back to its grant.)
+ */
+static void ref_rule_refund_in_pool(mpq_t pool)
+{
+    if (mpq_sgn(pool) < 0)
+        mpq_set_ui(pool, 0, 1);
+}
+
+/*
+ * What one grant takes, up to @limit, from the pools it may pay
+ * (@pools[e * 2 + 0] usage, [e * 2 + 1] fees, of the spans e = @first ..
+ * @last between grant bounds): today in time order, usage before fees in
+ * each span. (Branch `credit`: first what later grants cannot pay.)
+ */
+static void ref_rule_take(mpq_t *pools, int first, int last, unsigned kinds, const mpq_t limit,
+                          mpq_t taken)
+{
+    mpq_t room;
+    int e;
+    int k;
+
+    mpq_init(room);
+    mpq_set_ui(taken, 0, 1);
+    for (e = first; e <= last; e++) {
+        for (k = 0; k < 2; k++) {
+            if (!(kinds & (k == 0 ? BILLING_CHARGE_USAGE : BILLING_CHARGE_SUBSCRIPTION)))
+                continue;
+            mpq_sub(room, limit, taken);
+            if (mpq_cmp(pools[e * 2 + k], room) < 0) {
+                mpq_add(taken, taken, pools[e * 2 + k]);
+                mpq_set_ui(pools[e * 2 + k], 0, 1);
+            } else {
+                mpq_add(taken, taken, room);
+                mpq_sub(pools[e * 2 + k], pools[e * 2 + k], room);
+            }
+        }
+    }
+    mpq_clear(room);
+}
+
+/*
+ * The credit a grant applies on an invoice: what it took, rounded down to
+ * the minor unit, and no more than is left of the subtotal (which starts
+ * at the subtotal, or 0 when that is negative). (Branch `credit`: credit
+ * covering every eligible rounded charge makes the total exactly 0.)
+ */
+static void ref_rule_applied(mpz_t applied, const mpq_t taken, int digits, mpz_t cap)
+{
+    round_minor(applied, taken, digits, BILLING_ROUND_FLOOR);
+    if (mpz_cmp(applied, cap) > 0)
+        mpz_set(applied, cap);
+    mpz_sub(cap, cap, applied);
+}
+
+/*
+ * The total: subtotal - credits + tax, where tax = round(rate x (subtotal -
+ * credits)). Today it may be negative (a refund alone). (Branch `credit`:
+ * never below zero, the excess carried as account credit.)
+ */
+static void ref_rule_total(mpz_t total, mpz_t tax, const mpz_t subtotal, const mpz_t credits,
+                           const mpq_t tax_rate, billing_rounding mode)
+{
+    mpq_t q;
+
+    mpq_init(q);
+    mpz_sub(total, subtotal, credits);
+    mpq_set_z(q, total);
+    mpq_mul(q, q, tax_rate);
+    round_minor(tax, q, 0, mode);
+    mpz_add(total, total, tax);
+    mpq_clear(q);
+}
+
+/* ====================================================================== */
+/* Subscriptions (pricing.md, "Plans and subscriptions")                   */
+/* ====================================================================== */
+
+static billing_time_t term_end(const ref_spec *s, const ref_sub *sub, int k)
+{
+    const ref_plan *p = &s->plans[sub->plan];
+
+    if (p->period == BILLING_PERIOD_DAY)
+        return sub->start + (billing_time_t)k * DAY_NS; /* 24 h whatever DST does */
+    return add_months(s->accounts[sub->account].zone, sub->start, k);
+}
+
+ref_rater *ref_new(const ref_spec *spec)
+{
+    ref_rater *r = calloc(1, sizeof(*r));
+    const ref_sub *sub;
+    int i;
+    int k;
+
+    r->spec = spec;
+    for (i = 0; i < spec->n_subs; i++) {
+        sub = &spec->subs[i];
+        r->bounds[i] = malloc(((size_t)sub->terms + 1) * sizeof(billing_time_t));
+        for (k = 0; k <= sub->terms; k++)
+            r->bounds[i][k] = term_end(spec, sub, k);
+        r->sub_end[i] = ref_rule_sub_end(sub, r->bounds[i]);
+    }
+    return r;
+}
+
+void ref_destroy(ref_rater *r)
+{
+    int i;
+
+    if (r == NULL)
+        return;
+    for (i = 0; i < r->spec->n_subs; i++)
+        free(r->bounds[i]);
+    free(r->events);
+    free(r);
+}
+
+/*
+ * The subscription of @resource covering @t, or -1; *@next is then the
+ * start of its next subscription after @t (NO_TIME if none).
+ */
+static int covering_sub(const ref_rater *r, int account, const char *resource, billing_time_t t,
+                        billing_time_t *next)
+{
+    const ref_sub *sub;
+    int i;
+
+    *next = NO_TIME;
+    for (i = 0; i < r->spec->n_subs; i++) {
+        sub = &r->spec->subs[i];
+        if (sub->account != account || strcmp(sub->resource, resource) != 0)
+            continue;
+        if (sub->start <= t && t < r->sub_end[i])
+            return i;
+        if (sub->start > t && sub->start < *next)
+            *next = sub->start;
+    }
+    return -1;
+}
+
+/* The first bound of a grant of @account after @t (credit is judged per span), or NO_TIME. */
+static billing_time_t next_grant_bound(const ref_spec *s, int account, billing_time_t t)
+{
+    billing_time_t next = NO_TIME;
+    const ref_grant *g;
+    int i;
+
+    for (i = 0; i < s->n_grants; i++) {
+        g = &s->grants[i];
+        if (g->account != account)
+            continue;
+        if (g->granted > t && g->granted < next)
+            next = g->granted;
+        if (g->expires > t && g->expires < next)
+            next = g->expires;
+    }
+    return next;
+}
+
+/* ====================================================================== */
+/* Charges                                                                 */
+/* ====================================================================== */
+
+typedef struct charges {
+    ref_charge *v;
+    size_t n;
+    size_t cap;
+} charges;
+
+static ref_charge *charge_new(charges *cs, int month, billing_line_kind kind, const char *unit,
+                              billing_time_t at, unsigned credit_kind)
+{
+    ref_charge *c;
+
+    if (cs->n == cs->cap) {
+        cs->cap = cs->cap ? cs->cap * 2 : 64;
+        cs->v = realloc(cs->v, cs->cap * sizeof(ref_charge));
+    }
+    c = &cs->v[cs->n++];
+    memset(c, 0, sizeof(*c));
+    c->month = month;
+    c->kind = kind;
+    c->unit = unit;
+    c->at = at;
+    c->credit_kind = credit_kind;
+    mpq_init(c->unit_price);
+    mpq_init(c->quantity);
+    mpq_init(c->amount);
+    return c;
+}
+
+static void charges_clear(charges *cs)
+{
+    size_t i;
+
+    for (i = 0; i < cs->n; i++) {
+        mpq_clear(cs->v[i].unit_price);
+        mpq_clear(cs->v[i].quantity);
+        mpq_clear(cs->v[i].amount);
+    }
+    free(cs->v);
+    memset(cs, 0, sizeof(*cs));
+}
+
+static const char *usage_unit(billing_meter m)
+{
+    static const char *const units[BILLING_METER_COUNT] = {"GPU-hour", "instance-hour", "GB-month",
+                                                           "GB"};
+
+    return units[m];
+}
+
+/*
+ * The quantity of piece [a, b) of @ev in the meter's unit (pricing.md,
+ * "Meters and units"): GPUs x hours, instances x hours, GB x the share of
+ * the local month, or the piece's share of the bytes in GB.
+ */
+static void piece_quantity(const ref_rater *r, const ref_event *ev, int account, int month,
+                           billing_time_t a, billing_time_t b, mpq_t out)
+{
+    const char *zone = r->spec->accounts[account].zone;
+    mpq_t f;
+
+    mpq_init(f);
+    q_of_text(out, ev->qty);
+    switch (ev->meter) {
+    case BILLING_METER_GPU:
+    case BILLING_METER_GPULESS:
+        mpz_set_si(mpq_numref(f), b - a);
+        mpz_set_si(mpq_denref(f), HOUR_NS);
+        break;
+    case BILLING_METER_STORAGE:
+        mpz_set_si(mpq_numref(f), b - a);
+        mpz_set_si(mpq_denref(f), month_start(zone, month + 1) - month_start(zone, month));
+        break;
+    case BILLING_METER_TRAFFIC:
+        mpz_set_si(mpq_numref(f), b - a);
+        mpz_set_si(mpq_denref(f), ev->end - ev->start);
+        mpz_mul_ui(mpq_denref(f), mpq_denref(f), 1000000000UL);
+        break;
+    }
+    mpq_canonicalize(f);
+    mpq_mul(out, out, f);
+    mpq_clear(f);
+}
+
+/* The charge of piece [a, b): included in @sub, priced at @rate, or zero-rated traffic. */
+static void usage_charge(const ref_rater *r, const ref_event *ev, int account, int month,
+                         billing_time_t a, billing_time_t b, int sub, int rate, charges *cs)
+{
+    const ref_spec *s = r->spec;
+    ref_charge *c;
+
+    c = charge_new(cs, month, sub >= 0 ? BILLING_LINE_INCLUDED : BILLING_LINE_USAGE,
+                   usage_unit(ev->meter), a, BILLING_CHARGE_USAGE);
+    snprintf(c->meter, sizeof(c->meter), "%s", billing_meter_name(ev->meter));
+    piece_quantity(r, ev, account, month, a, b, c->quantity);
+    if (sub >= 0) {
+        snprintf(c->plan, sizeof(c->plan), "%s", s->plans[s->subs[sub].plan].id);
+        ref_rule_included_attrs(c, &s->plans[s->subs[sub].plan], ev);
+        return;
+    }
+    snprintf(c->model, sizeof(c->model), "%s", rate >= 0 ? s->rates[rate].model : "*");
+    snprintf(c->region, sizeof(c->region), "%s", rate >= 0 ? s->rates[rate].region : "*");
+    if (rate < 0)
+        return; /* traffic without a rate: shown at 0 */
+    snprintf(c->version, sizeof(c->version), "%s", s->versions[s->rates[rate].version].id);
+    q_of_text(c->unit_price, s->rates[rate].price);
+    mpq_mul(c->amount, c->quantity, c->unit_price);
+}
+
+static billing_time_t min_t(billing_time_t a, billing_time_t b)
+{
+    return a < b ? a : b;
+}
+
+/*
+ * Cut @ev into pieces at every local month start, price version start,
+ * subscription bound and grant bound, and price each. With @cs NULL only
+ * checks that every piece has a price: BILLING_OK or BILLING_ERR_NO_PRICE.
+ */
+static billing_status walk_event(const ref_rater *r, const ref_event *ev, int account,
+                                 charges *cs)
+{
+    const ref_spec *s = r->spec;
+    const char *zone = s->accounts[account].zone;
+    billing_time_t t = ev->start;
+    billing_time_t end;
+    billing_time_t next_sub;
+    int month;
+    int sub = -1;
+    int v;
+    int rate;
+
+    while (t < ev->end) {
+        month = month_of(zone, t);
+        end = min_t(ev->end, month_start(zone, month + 1));
+        end = min_t(end, next_version_start(s, t));
+        end = min_t(end, next_grant_bound(s, account, t));
+        if (ev->meter == BILLING_METER_GPU || ev->meter == BILLING_METER_GPULESS) {
+            sub = covering_sub(r, account, ev->resource, t, &next_sub);
+            end = min_t(end, sub >= 0 ? r->sub_end[sub] : next_sub);
+        }
+        v = version_at(s, t);
+        rate = v >= 0 ? rate_of(s, v, ev->meter, ev->model, ev->region) : -1;
+        if (sub < 0 && rate < 0 && ev->meter != BILLING_METER_TRAFFIC)
+            return BILLING_ERR_NO_PRICE;
+        if (cs != NULL)
+            usage_charge(r, ev, account, month, t, end, sub, rate, cs);
+        t = end;
+    }
+    return BILLING_OK;
+}
+
+/* The fee of every charged term, and the refund of a cancelled refundable one. */
+static void sub_charges(const ref_rater *r, int i, charges *cs)
+{
+    const ref_spec *s = r->spec;
+    const ref_sub *sub = &s->subs[i];
+    const ref_plan *p = &s->plans[sub->plan];
+    const char *zone = s->accounts[sub->account].zone;
+    const billing_time_t *b = r->bounds[i];
+    billing_time_t c = sub->cancelled;
+    ref_charge *ch;
+    mpq_t frac;
+    int fee;
+    int v;
+    int k;
+
+    for (k = 0; k < sub->terms && ref_rule_term_charged(b[k], r->sub_end[i]); k++) {
+        /* A fee is charged in advance, at the price in force at the term's start. */
+        v = version_at(s, b[k]);
+        fee = v >= 0 ? fee_of(s, v, sub->plan) : -1;
+        if (fee < 0)
+            continue;
+        ch = charge_new(cs, month_of(zone, b[k]), BILLING_LINE_FEE, "term", b[k],
+                        BILLING_CHARGE_SUBSCRIPTION);
+        ref_rule_plan_line(ch, p);
+        snprintf(ch->plan, sizeof(ch->plan), "%s", p->id);
+        snprintf(ch->version, sizeof(ch->version), "%s", s->versions[v].id);
+        q_of_text(ch->unit_price, s->fees[fee].fee);
+        mpq_set_ui(ch->quantity, 1, 1);
+        mpq_set(ch->amount, ch->unit_price);
+    }
+    if (c == 0 || !p->refundable)
+        return;
+    for (k = 0; k < sub->terms && b[k + 1] <= c; k++)
+        ;
+    v = version_at(s, b[k]);
+    fee = v >= 0 ? fee_of(s, v, sub->plan) : -1;
+    if (k >= sub->terms || c <= b[k] || fee < 0)
+        return; /* cancelled at a term boundary: nothing of a term is unused */
+    /* fee x unused / term length, to the nanosecond, on the month of cancellation. */
+    ch = charge_new(cs, month_of(zone, c), BILLING_LINE_REFUND, "term", c,
+                    BILLING_CHARGE_SUBSCRIPTION);
+    ref_rule_plan_line(ch, p);
+    snprintf(ch->plan, sizeof(ch->plan), "%s", p->id);
+    snprintf(ch->version, sizeof(ch->version), "%s", s->versions[v].id);
+    q_of_text(ch->unit_price, s->fees[fee].fee);
+    mpq_init(frac);
+    mpz_set_si(mpq_numref(frac), b[k + 1] - c);
+    mpz_set_si(mpq_denref(frac), b[k + 1] - b[k]);
+    mpq_canonicalize(frac);
+    mpq_set(ch->quantity, frac);
+    mpq_mul(ch->amount, frac, ch->unit_price);
+    mpq_neg(ch->amount, ch->amount);
+    mpq_clear(frac);
+}
+
+static void account_charges(const ref_rater *r, int account, charges *cs)
+{
+    size_t i;
+    int j;
+
+    for (i = 0; i < r->n_events; i++) {
+        if (account_index(r->spec, r->events[i].account) == account)
+            walk_event(r, &r->events[i], account, cs);
+    }
+    for (j = 0; j < r->spec->n_subs; j++) {
+        if (r->spec->subs[j].account == account)
+            sub_charges(r, j, cs);
+    }
+}
+
+/* ====================================================================== */
+/* Events: identity (pricing.md, "Events: identity and errors")            */
+/* ====================================================================== */
+
+static int same_content(const ref_event *a, const ref_event *b)
+{
+    return strcmp(a->account, b->account) == 0 && strcmp(a->resource, b->resource) == 0 &&
+           a->meter == b->meter && a->start == b->start && a->end == b->end &&
+           strcmp(a->qty, b->qty) == 0 && strcmp(a->model, b->model) == 0 &&
+           strcmp(a->region, b->region) == 0;
+}
+
+billing_status ref_add(ref_rater *r, const ref_event *ev)
+{
+    int account = account_index(r->spec, ev->account);
+    size_t i;
+
+    if (account < 0)
+        return BILLING_ERR_UNKNOWN_ACCOUNT;
+    for (i = 0; i < r->n_events; i++) {
+        if (strcmp(r->events[i].id, ev->id) == 0)
+            return same_content(&r->events[i], ev) ? BILLING_DUPLICATE : BILLING_ERR_CONFLICT;
+    }
+    if (walk_event(r, ev, account, NULL) != BILLING_OK)
+        return BILLING_ERR_NO_PRICE;
+    if (r->n_events == r->cap_events) {
+        r->cap_events = r->cap_events ? r->cap_events * 2 : 256;
+        r->events = realloc(r->events, r->cap_events * sizeof(ref_event));
+    }
+    r->events[r->n_events++] = *ev;
+    return BILLING_OK;
+}
+
+/* ====================================================================== */
+/* Invoices (pricing.md, "Invoices and rounding", "Credit")                */
+/* ====================================================================== */
+
+char *ref_line_text(int kind, const char *meter, const char *model, const char *region,
+                    const char *plan, const char *version, const char *qty, const char *unit,
+                    const char *unit_price, const char *amount, const char *rounded)
+{
+    return text_of("line %d %s %s %s plan=%s ver=%s qty=%s %s @%s = %s -> %s\n", kind, meter,
+                   model, region, plan, version, qty, unit, unit_price, amount, rounded);
+}
+
+static int cmp_text(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+char *ref_invoice_join(const char *head, char **lines, size_t n, const char *tail)
+{
+    size_t len = strlen(head) + strlen(tail) + 1;
+    size_t i;
+    char *out;
+
+    qsort(lines, n, sizeof(char *), cmp_text);
+    for (i = 0; i < n; i++)
+        len += strlen(lines[i]);
+    out = malloc(len);
+    strcpy(out, head);
+    for (i = 0; i < n; i++)
+        strcat(out, lines[i]);
+    strcat(out, tail);
+    return out;
+}
+
+/* Charges that make one line: same kind, meter, price key, version, plan and unit price. */
+static int same_line(const ref_charge *a, const ref_charge *b)
+{
+    return a->kind == b->kind && strcmp(a->meter, b->meter) == 0 &&
+           strcmp(a->model, b->model) == 0 && strcmp(a->region, b->region) == 0 &&
+           strcmp(a->plan, b->plan) == 0 && strcmp(a->version, b->version) == 0 &&
+           mpq_equal(a->unit_price, b->unit_price);
+}
+
+/* The lines of month @m: each charge of the month joins the first of its line. */
+static size_t month_lines(const charges *cs, int m, int digits, billing_rounding mode,
+                          char **lines, mpz_t subtotal)
+{
+    size_t n = 0;
+    size_t i;
+    size_t j;
+    mpq_t qty;
+    mpq_t amount;
+    mpz_t rounded;
+    char *t[5];
+
+    mpq_init(qty);
+    mpq_init(amount);
+    mpz_init(rounded);
+    mpz_set_ui(subtotal, 0);
+    for (i = 0; i < cs->n; i++) {
+        if (cs->v[i].month != m)
+            continue;
+        for (j = 0; j < i && !(cs->v[j].month == m && same_line(&cs->v[j], &cs->v[i])); j++)
+            ;
+        if (j < i)
+            continue; /* counted with its first charge */
+        mpq_set_ui(qty, 0, 1);
+        mpq_set_ui(amount, 0, 1);
+        for (j = i; j < cs->n; j++) {
+            if (cs->v[j].month == m && same_line(&cs->v[j], &cs->v[i])) {
+                mpq_add(qty, qty, cs->v[j].quantity);
+                mpq_add(amount, amount, cs->v[j].amount);
+            }
+        }
+        /* Each line is rounded once. */
+        round_minor(rounded, amount, digits, mode);
+        mpz_add(subtotal, subtotal, rounded);
+        t[0] = q_text(qty);
+        t[1] = q_text(cs->v[i].unit_price);
+        t[2] = q_text(amount);
+        t[3] = minor_text(rounded, digits);
+        lines[n++] = ref_line_text((int)cs->v[i].kind, cs->v[i].meter, cs->v[i].model,
+                                   cs->v[i].region, cs->v[i].plan, cs->v[i].version, t[0],
+                                   cs->v[i].unit, t[1], t[2], t[3]);
+        for (j = 0; j < 4; j++)
+            free(t[j]);
+    }
+    mpq_clear(qty);
+    mpq_clear(amount);
+    mpz_clear(rounded);
+    return n;
+}
+
+/* The distinct grant bounds of @account, ascending; returns how many. */
+static int grant_bounds(const ref_spec *s, int account, billing_time_t *out)
+{
+    int n = 0;
+    int i;
+    int j;
+    int k;
+    billing_time_t t;
+
+    for (i = 0; i < s->n_grants; i++) {
+        for (k = 0; k < 2 && s->grants[i].account == account; k++) {
+            t = k == 0 ? s->grants[i].granted : s->grants[i].expires;
+            for (j = 0; j < n && out[j] != t; j++)
+                ;
+            if (j == n)
+                out[n++] = t;
+        }
+    }
+    for (i = 1; i < n; i++) {
+        for (j = i; j > 0 && out[j - 1] > out[j]; j--) {
+            t = out[j];
+            out[j] = out[j - 1];
+            out[j - 1] = t;
+        }
+    }
+    return n;
+}
+
+/* The span of an instant among the grant bounds: how many bounds are <= t. */
+static int span_of(const billing_time_t *bounds, int n, billing_time_t t)
+{
+    int e = 0;
+
+    while (e < n && bounds[e] <= t)
+        e++;
+    return e;
+}
+
+/*
+ * Grants of @account in the order they are spent: lowest priority
+ * number, then earliest expiry, then earliest grant, then id.
+ */
+static int grant_order(const ref_spec *s, int account, int *out)
+{
+    int n = 0;
+    int i;
+    int j;
+    int t;
+    const ref_grant *a;
+    const ref_grant *b;
+
+    for (i = 0; i < s->n_grants; i++) {
+        if (s->grants[i].account == account)
+            out[n++] = i;
+    }
+    for (i = 1; i < n; i++) {
+        for (j = i; j > 0; j--) {
+            a = &s->grants[out[j - 1]];
+            b = &s->grants[out[j]];
+            if (a->priority < b->priority ||
+                (a->priority == b->priority &&
+                 (a->expires < b->expires ||
+                  (a->expires == b->expires &&
+                   (a->granted < b->granted ||
+                    (a->granted == b->granted && strcmp(a->id, b->id) < 0))))))
+                break;
+            t = out[j];
+            out[j] = out[j - 1];
+            out[j - 1] = t;
+        }
+    }
+    return n;
+}
+
+typedef struct credit_state {
+    int order[REF_MAX_GRANTS];
+    int n;
+    mpq_t remaining[REF_MAX_GRANTS];
+    billing_time_t bounds[2 * REF_MAX_GRANTS];
+    int n_bounds;
+} credit_state;
+
+/*
+ * What credit may pay in month @m, per span between grant bounds: [e * 2]
+ * usage, [e * 2 + 1] fees net of refunds (a malloc'd array of 2 x (bounds
+ * + 1) rationals; free with pools_free).
+ */
+static mpq_t *month_pools(const credit_state *cr, const charges *cs, int m)
+{
+    int np = cr->n_bounds + 1;
+    mpq_t *pools = malloc((size_t)np * 2 * sizeof(mpq_t));
+    size_t i;
+    int e;
+
+    for (e = 0; e < np * 2; e++)
+        mpq_init(pools[e]);
+    for (i = 0; i < cs->n; i++) {
+        if (cs->v[i].month != m)
+            continue;
+        e = span_of(cr->bounds, cr->n_bounds, cs->v[i].at) * 2 +
+            (cs->v[i].credit_kind == BILLING_CHARGE_USAGE ? 0 : 1);
+        mpq_add(pools[e], pools[e], cs->v[i].amount);
+    }
+    for (e = 0; e < np * 2; e++)
+        ref_rule_refund_in_pool(pools[e]);
+    return pools;
+}
+
+/* The span indices a grant's window [granted, expires) covers. */
+static void grant_spans(const credit_state *cr, const ref_grant *g, int *first, int *last)
+{
+    *first = span_of(cr->bounds, cr->n_bounds, g->granted);
+    *last = span_of(cr->bounds, cr->n_bounds, g->expires) - 1;
+}
+
+/*
+ * Spend the grants on month @m: each, in order, pays what it may of the
+ * month's charges inside its window. Returns the credit lines, then the
+ * expired lines, of the invoice text; the credit total into @credits.
+ */
+static char *apply_credit(const ref_spec *s, credit_state *cr, const charges *cs, int m,
+                          const char *zone, const mpz_t subtotal, mpz_t credits)
+{
+    int np = cr->n_bounds + 1;
+    mpq_t *pools = month_pools(cr, cs, m);
+    const ref_grant *g;
+    mpq_t taken;
+    mpq_t q;
+    mpz_t applied;
+    mpz_t cap;
+    mpz_t rem;
+    char *tail = text_of("%s", "");
+    char *expired = text_of("%s", "");
+    char *t[3];
+    int first;
+    int last;
+    int e;
+    int j;
+
+    mpq_init(taken);
+    mpq_init(q);
+    mpz_init(applied);
+    mpz_init(rem);
+    mpz_init_set_ui(cap, 0);
+    if (mpz_sgn(subtotal) > 0)
+        mpz_set(cap, subtotal);
+    mpz_set_ui(credits, 0);
+    for (j = 0; j < cr->n; j++) {
+        g = &s->grants[cr->order[j]];
+        mpz_set_ui(applied, 0);
+        if (mpq_sgn(cr->remaining[j]) > 0) {
+            grant_spans(cr, g, &first, &last);
+            ref_rule_take(pools, first, last, g->kinds, cr->remaining[j], taken);
+            ref_rule_applied(applied, taken, s->digits, cap);
+            mpq_set_z(q, applied);
+            mpz_ui_pow_ui(mpq_denref(q), 10, (unsigned long)s->digits);
+            mpq_canonicalize(q);
+            mpq_sub(cr->remaining[j], cr->remaining[j], q);
+        }
+        round_minor(rem, cr->remaining[j], s->digits, BILLING_ROUND_FLOOR);
+        if (mpz_sgn(applied) > 0) {
+            mpz_add(credits, credits, applied);
+            t[0] = minor_text(applied, s->digits);
+            t[1] = minor_text(rem, s->digits);
+            t[2] = text_of("%scredit %s %s left %s\n", tail, g->id, t[0], t[1]);
+            free(tail);
+            tail = t[2];
+            free(t[0]);
+            free(t[1]);
+        }
+        /* A grant expiring this month with a remainder is listed as expired. */
+        if (mpz_sgn(rem) > 0 && month_of(zone, g->expires - 1) == m) {
+            t[0] = minor_text(rem, s->digits);
+            t[1] = text_of("%sexpired %s %s\n", expired, g->id, t[0]);
+            free(expired);
+            expired = t[1];
+            free(t[0]);
+        }
+    }
+    t[0] = text_of("%s%s", tail, expired);
+    free(tail);
+    free(expired);
+    tail = t[0];
+    for (e = 0; e < np * 2; e++)
+        mpq_clear(pools[e]);
+    free(pools);
+    mpq_clear(taken);
+    mpq_clear(q);
+    mpz_clear(applied);
+    mpz_clear(cap);
+    mpz_clear(rem);
+    return tail;
+}
+
+/*
+ * The live balance's walk of month @m (pricing.md, "Live balance"): the
+ * same order, each grant reduced by exactly what it takes, without
+ * rounding down and without the subtotal cap.
+ */
+static void exact_credit(const ref_spec *s, credit_state *cr, const charges *cs, int m)
+{
+    mpq_t *pools = month_pools(cr, cs, m);
+    mpq_t taken;
+    int first;
+    int last;
+    int e;
+    int j;
+
+    mpq_init(taken);
+    for (j = 0; j < cr->n; j++) {
+        if (mpq_sgn(cr->remaining[j]) <= 0)
+            continue;
+        grant_spans(cr, &s->grants[cr->order[j]], &first, &last);
+        ref_rule_take(pools, first, last, s->grants[cr->order[j]].kinds, cr->remaining[j], taken);
+        mpq_sub(cr->remaining[j], cr->remaining[j], taken);
+    }
+    for (e = 0; e < (cr->n_bounds + 1) * 2; e++)
+        mpq_clear(pools[e]);
+    free(pools);
+    mpq_clear(taken);
+}
+
+static int first_month(const charges *cs, int fallback)
+{
+    int m = fallback;
+    size_t i;
+
+    for (i = 0; i < cs->n; i++) {
+        if (cs->v[i].month < m)
+            m = cs->v[i].month;
+    }
+    return m;
+}
+
+/* The whole text of the invoice of month @m. */
+static char *invoice_text(const ref_spec *s, int account, credit_state *cr, const charges *cs,
+                          int m)
+{
+    const ref_account *a = &s->accounts[account];
+    char **lines = malloc((cs->n + 1) * sizeof(char *));
+    size_t n;
+    size_t i;
+    mpz_t subtotal;
+    mpz_t credits;
+    mpz_t tax;
+    mpz_t total;
+    mpq_t rate;
+    char *credit_text;
+    char *head;
+    char *tail;
+    char *t[4];
+    char *out;
+
+    mpz_init(subtotal);
+    mpz_init(credits);
+    mpz_init(tax);
+    mpz_init(total);
+    mpq_init(rate);
+    n = month_lines(cs, m, s->digits, s->rounding, lines, subtotal);
+    credit_text = apply_credit(s, cr, cs, m, a->zone, subtotal, credits);
+    q_of_text(rate, a->tax);
+    ref_rule_total(total, tax, subtotal, credits, rate, s->rounding);
+    t[0] = minor_text(subtotal, s->digits);
+    t[1] = minor_text(credits, s->digits);
+    t[2] = minor_text(tax, s->digits);
+    t[3] = minor_text(total, s->digits);
+    head = text_of("%s %04d-%02d %s\n", a->id, m / 12, m % 12 + 1, s->currency);
+    tail = text_of("%ssubtotal %s credits %s tax %s@%s total %s\n", credit_text, t[0], t[1], t[2],
+                   a->tax, t[3]);
+    out = ref_invoice_join(head, lines, n, tail);
+    for (i = 0; i < n; i++)
+        free(lines[i]);
+    for (i = 0; i < 4; i++)
+        free(t[i]);
+    free(lines);
+    free(head);
+    free(tail);
+    free(credit_text);
+    mpz_clear(subtotal);
+    mpz_clear(credits);
+    mpz_clear(tax);
+    mpz_clear(total);
+    mpq_clear(rate);
+    return out;
+}
+
+/* Every grant of @account whole, in the order they are spent. */
+static void credit_init(const ref_spec *s, int account, credit_state *cr)
+{
+    int j;
+
+    cr->n = grant_order(s, account, cr->order);
+    cr->n_bounds = grant_bounds(s, account, cr->bounds);
+    for (j = 0; j < cr->n; j++) {
+        mpq_init(cr->remaining[j]);
+        q_of_text(cr->remaining[j], s->grants[cr->order[j]].amount);
+    }
+}
+
+/* The exact credit state at @now: every charge of each month up to the one holding it. */
+static void live_credit(ref_rater *r, int account, billing_time_t now, credit_state *cr)
+{
+    charges cs = {NULL, 0, 0};
+    int until = month_of(r->spec->accounts[account].zone, now);
+    int m;
+
+    account_charges(r, account, &cs);
+    credit_init(r->spec, account, cr);
+    for (m = first_month(&cs, until); m <= until; m++)
+        exact_credit(r->spec, cr, &cs, m);
+    charges_clear(&cs);
+}
+
+static void credit_clear(credit_state *cr)
+{
+    int j;
+
+    for (j = 0; j < cr->n; j++)
+        mpq_clear(cr->remaining[j]);
+}
+
+static int grant_valid(const ref_grant *g, billing_time_t t)
+{
+    return g->granted <= t && t < g->expires;
+}
+
+char *ref_balance(ref_rater *r, int account, billing_time_t now)
+{
+    credit_state cr;
+    int j;
+    mpq_t sum;
+    char *out;
+
+    live_credit(r, account, now, &cr);
+    mpq_init(sum);
+    for (j = 0; j < cr.n; j++) {
+        if (grant_valid(&r->spec->grants[cr.order[j]], now))
+            mpq_add(sum, sum, cr.remaining[j]);
+    }
+    out = q_text(sum);
+    mpq_clear(sum);
+    credit_clear(&cr);
+    return out;
+}
+
+/* ---- Exhaustion (pricing.md, "Credit": "Exhaustion") ---- */
+
+/* Credit that may pay usage at @t: usage grants valid at @t, with a remainder. */
+static int usable_grant(const ref_spec *s, const credit_state *cr, int j, billing_time_t t)
+{
+    const ref_grant *g = &s->grants[cr->order[j]];
+
+    return (g->kinds & BILLING_CHARGE_USAGE) && grant_valid(g, t) && mpq_sgn(cr->remaining[j]) > 0;
+}
+
+static void usable(const ref_spec *s, const credit_state *cr, billing_time_t t, mpq_t out)
+{
+    int j;
+
+    mpq_set_ui(out, 0, 1);
+    for (j = 0; j < cr->n; j++) {
+        if (usable_grant(s, cr, j, t))
+            mpq_add(out, out, cr->remaining[j]);
+    }
+}
+
+/*
+ * What the running usage costs per nanosecond at @t: hourly rates of the
+ * version in force at @now; storage per nanosecond of the local month
+ * holding @t. -1 if a resource has no price.
+ */
+static int burn_at(const ref_rater *r, int account, billing_time_t now, const ref_event *evs,
+                   size_t n, billing_time_t t, mpq_t out)
+{
+    const ref_spec *s = r->spec;
+    const char *zone = s->accounts[account].zone;
+    int v = version_at(s, now);
+    int m = month_of(zone, t);
+    int rate;
+    size_t i;
+    mpq_t term;
+    mpq_t per;
+
+    mpq_init(term);
+    mpq_init(per);
+    mpq_set_ui(out, 0, 1);
+    for (i = 0; i < n && mpq_sgn(out) >= 0; i++) {
+        if (evs[i].meter == BILLING_METER_TRAFFIC)
+            continue;
+        rate = v >= 0 ? rate_of(s, v, evs[i].meter, evs[i].model, evs[i].region) : -1;
+        if (rate < 0) {
+            mpq_set_si(out, -1, 1);
+            break;
+        }
+        q_of_text(term, evs[i].qty);
+        q_of_text(per, s->rates[rate].price);
+        mpq_mul(term, term, per);
+        mpz_set_ui(mpq_numref(per), 1);
+        mpz_set_si(mpq_denref(per), evs[i].meter == BILLING_METER_STORAGE
+                                        ? month_start(zone, m + 1) - month_start(zone, m)
+                                        : HOUR_NS);
+        mpq_mul(term, term, per);
+        mpq_add(out, out, term);
+    }
+    mpq_clear(term);
+    mpq_clear(per);
+    return mpq_sgn(out) < 0 ? -1 : 0;
+}
+
+/* Spend @amount from the usable grants, in the order they are spent. */
+static void spend(const ref_spec *s, credit_state *cr, billing_time_t t, mpq_t amount)
+{
+    int j;
+
+    for (j = 0; j < cr->n && mpq_sgn(amount) > 0; j++) {
+        if (!usable_grant(s, cr, j, t))
+            continue;
+        if (mpq_cmp(cr->remaining[j], amount) <= 0) {
+            mpq_sub(amount, amount, cr->remaining[j]);
+            mpq_set_ui(cr->remaining[j], 0, 1);
+        } else {
+            mpq_sub(cr->remaining[j], cr->remaining[j], amount);
+            mpq_set_ui(amount, 0, 1);
+        }
+    }
+}
+
+/* The next instant the burn or the usable credit changes: a local month start or a grant expiry. */
+static billing_time_t next_change(const ref_spec *s, int account, billing_time_t t)
+{
+    const char *zone = s->accounts[account].zone;
+    billing_time_t next = month_start(zone, month_of(zone, t) + 1);
+    int i;
+
+    for (i = 0; i < s->n_grants; i++) {
+        if (s->grants[i].account == account && s->grants[i].expires > t &&
+            s->grants[i].expires < next)
+            next = s->grants[i].expires;
+    }
+    return next;
+}
+
+billing_status ref_exhaustion(ref_rater *r, int account, billing_time_t now, const ref_event *evs,
+                              size_t n, billing_time_t *out)
+{
+    const ref_spec *s = r->spec;
+    const billing_time_t end_of_range = INT64_C(7258118400) * NS; /* 2200-01-01 */
+    billing_status st = BILLING_OK;
+    billing_time_t t = now;
+    billing_time_t next;
+    credit_state cr;
+    mpq_t avail;
+    mpq_t burn;
+    mpq_t span;
+    mpz_t ns;
+    int steps;
+
+    if (version_at(s, now) < 0)
+        return BILLING_ERR_NO_PRICE; /* nothing to price the running usage with */
+    live_credit(r, account, now, &cr);
+    mpq_init(avail);
+    mpq_init(burn);
+    mpq_init(span);
+    mpz_init(ns);
+    *out = INT64_MAX;
+    /* The burn is constant between changes: walk from change to change. */
+    for (steps = 0; steps < 10000 && t < end_of_range; steps++) {
+        usable(s, &cr, t, avail);
+        if (mpq_sgn(avail) <= 0) {
+            *out = t;
+            break;
+        }
+        if (burn_at(r, account, now, evs, n, t, burn) != 0) {
+            st = BILLING_ERR_NO_PRICE;
+            break;
+        }
+        if (mpq_sgn(burn) == 0)
+            break;
+        next = next_change(s, account, t);
+        /* Rounded down to the nanosecond, so the answer is never late. */
+        mpq_div(span, avail, burn);
+        mpz_fdiv_q(ns, mpq_numref(span), mpq_denref(span));
+        if (mpz_cmp_si(ns, next - t) < 0) {
+            *out = t + mpz_get_si(ns);
+            break;
+        }
+        mpq_set_si(span, next - t, 1);
+        mpq_mul(span, span, burn);
+        spend(s, &cr, t, span);
+        t = next;
+    }
+    mpq_clear(avail);
+    mpq_clear(burn);
+    mpq_clear(span);
+    mpz_clear(ns);
+    credit_clear(&cr);
+    return st;
+}
+
+void ref_invoices(ref_rater *r, int account, int first, int last, char **out)
+{
+    const ref_spec *s = r->spec;
+    charges cs = {NULL, 0, 0};
+    credit_state cr;
+    char *text;
+    int m;
+    int j;
+
+    account_charges(r, account, &cs);
+    credit_init(s, account, &cr);
+    /* Credit carries from the first month with charges. */
+    for (m = first_month(&cs, first); m <= last; m++) {
+        text = invoice_text(s, account, &cr, &cs, m);
+        if (m >= first)
+            out[m - first] = text;
+        else
+            free(text);
+    }
+    for (j = 0; j < cr.n; j++)
+        mpq_clear(cr.remaining[j]);
+    charges_clear(&cs);
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a;
+    int y = *(const int *)b;
+
+    return (x > y) - (x < y);
+}
+
+int ref_months(ref_rater *r, int account, int *out, int cap)
+{
+    const ref_spec *s = r->spec;
+    charges cs = {NULL, 0, 0};
+    int *all;
+    size_t n = 0;
+    size_t i;
+    int j;
+    int count = 0;
+
+    account_charges(r, account, &cs);
+    all = malloc((cs.n + (size_t)s->n_subs + 1) * sizeof(int));
+    for (i = 0; i < cs.n; i++)
+        all[n++] = cs.v[i].month;
+    for (j = 0; j < s->n_subs && ref_rule_cancel_lists_month(); j++) {
+        if (s->subs[j].account == account && s->subs[j].cancelled != 0)
+            all[n++] = month_of(s->accounts[account].zone, s->subs[j].cancelled);
+    }
+    qsort(all, n, sizeof(int), cmp_int);
+    for (i = 0; i < n; i++) {
+        if (i > 0 && all[i] == all[i - 1])
+            continue;
+        if (count < cap)
+            out[count] = all[i];
+        count++;
+    }
+    free(all);
+    charges_clear(&cs);
+    return count;
+}
+
+billing_time_t ref_sub_bound(const ref_rater *r, int sub, int k)
+{
+    return r->bounds[sub][k];
+}
+
+void ref_utc_to_local(const char *zone, billing_time_t t, int *year, int *month, int *day,
+                      int *hour)
+{
+    wall w;
+
+    utc_to_local(zone, t, &w);
+    *year = w.y;
+    *month = w.mo;
+    *day = w.d;
+    *hour = w.h;
+}
+
+int ref_zone_transitions(const char *zone, billing_time_t from, billing_time_t to,
+                         billing_time_t *out, int cap)
+{
+    const int64_t step = 6 * 3600;
+    int64_t t = floor_div(from, NS);
+    int64_t lo;
+    int64_t hi;
+    int64_t mid;
+    int n = 0;
+
+    use_zone(zone);
+    for (; t < floor_div(to, NS) && n < cap; t += step) {
+        if (offset_at(t) == offset_at(t + step))
+            continue;
+        lo = t;
+        hi = t + step;
+        while (hi - lo > 1) {
+            mid = lo + (hi - lo) / 2;
+            if (offset_at(mid) == offset_at(lo))
+                lo = mid;
+            else
+                hi = mid;
+        }
+        out[n++] = hi * NS;
+    }
+    return n;
+}
