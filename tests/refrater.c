@@ -29,6 +29,9 @@ typedef struct ref_charge {
     char region[REF_ID];
     char plan[REF_ID];
     char version[REF_ID];
+    char sub[REF_ID];          /* refund lines: the cancelled subscription */
+    billing_time_t span_from;  /* refund lines: the unused span [from, to) */
+    billing_time_t span_to;
     const char *unit;
     mpq_t unit_price;
     mpq_t quantity;
@@ -41,6 +44,7 @@ struct ref_rater {
     const ref_spec *spec;
     billing_time_t *bounds[REF_MAX_SUBS]; /* terms + 1 instants */
     billing_time_t sub_end[REF_MAX_SUBS];
+    billing_status sub_status[REF_MAX_SUBS]; /* BILLING_ERR_NO_PRICE: refused, not in the catalog */
     ref_event *events;         /* kept events, in arrival order */
     size_t n_events;
     size_t cap_events;
@@ -473,12 +477,14 @@ static int account_index(const ref_spec *s, const char *id)
 
 /*
  * The instant a subscription stops: its cancellation, else the end of its
- * last term. (Branch `fees`: a cancellation at or before the start means
- * no term at all; today the catalog refuses it, so none is generated.)
+ * last term. A cancellation at or before the start means no term at all
+ * (pricing.md, "Cancellation"): it stops at its start.
  */
 static billing_time_t ref_rule_sub_end(const ref_sub *s, const billing_time_t *bounds)
 {
-    return s->cancelled != 0 ? s->cancelled : bounds[s->terms];
+    if (s->cancelled == 0)
+        return bounds[s->terms];
+    return s->cancelled <= s->start ? s->start : s->cancelled;
 }
 
 /* A term is charged when it starts before the subscription stops. */
@@ -489,33 +495,35 @@ static int ref_rule_term_charged(billing_time_t term_start, billing_time_t sub_e
 
 /*
  * Whether the month of a cancellation has an invoice even when nothing is
- * charged in it. Today: yes (issue 16 calls this an empty invoice).
+ * charged in it. No (pricing.md, "Refund lines": a cancellation that
+ * refunds nothing makes no invoice of its own; issue 16).
  */
 static int ref_rule_cancel_lists_month(void)
 {
-    return 1;
+    return 0;
 }
 
 /*
- * How a fee or refund line presents: today meter "gpu" and the plan's
- * model and region (branch `fees` gives them their own kind).
+ * How a fee or refund line presents: no meter (pricing.md, "Fees are
+ * charged in advance": a fee is for a plan's term), the plan's model and
+ * region (billing.h, line accessors).
  */
 static void ref_rule_plan_line(ref_charge *c, const ref_plan *p)
 {
-    snprintf(c->meter, sizeof(c->meter), "%s", "gpu");
+    c->meter[0] = '\0';
     snprintf(c->model, sizeof(c->model), "%s", p->model);
     snprintf(c->region, sizeof(c->region), "%s", p->region);
 }
 
 /*
- * The model and region an included line shows: today the plan's
- * (branch `fees`: the event's).
+ * The model and region an included line shows: the events' own, whatever
+ * the plan names (pricing.md, "Included usage").
  */
 static void ref_rule_included_attrs(ref_charge *c, const ref_plan *p, const ref_event *ev)
 {
-    (void)ev;
-    snprintf(c->model, sizeof(c->model), "%s", p->model);
-    snprintf(c->region, sizeof(c->region), "%s", p->region);
+    (void)p;
+    snprintf(c->model, sizeof(c->model), "%s", ev->model);
+    snprintf(c->region, sizeof(c->region), "%s", ev->region);
 }
 
 /*
@@ -607,6 +615,26 @@ static billing_time_t term_end(const ref_spec *s, const ref_sub *sub, int k)
     return add_months(s->accounts[sub->account].zone, sub->start, k);
 }
 
+/*
+ * Every charged term has a fee (pricing.md, "Every charged term has a
+ * fee"): one starting before the first price version, or in a version
+ * without the plan's fee, refuses the subscription.
+ */
+static billing_status terms_priced(const ref_rater *r, int i)
+{
+    const ref_spec *s = r->spec;
+    const ref_sub *sub = &s->subs[i];
+    int v;
+    int k;
+
+    for (k = 0; k < sub->terms && ref_rule_term_charged(r->bounds[i][k], r->sub_end[i]); k++) {
+        v = version_at(s, r->bounds[i][k]);
+        if (v < 0 || fee_of(s, v, sub->plan) < 0)
+            return BILLING_ERR_NO_PRICE;
+    }
+    return BILLING_OK;
+}
+
 ref_rater *ref_new(const ref_spec *spec)
 {
     ref_rater *r = calloc(1, sizeof(*r));
@@ -621,8 +649,16 @@ ref_rater *ref_new(const ref_spec *spec)
         for (k = 0; k <= sub->terms; k++)
             r->bounds[i][k] = term_end(spec, sub, k);
         r->sub_end[i] = ref_rule_sub_end(sub, r->bounds[i]);
+        r->sub_status[i] = terms_priced(r, i);
+        if (r->sub_status[i] != BILLING_OK)
+            r->sub_end[i] = sub->start; /* refused: not in the catalog, no term */
     }
     return r;
+}
+
+billing_status ref_sub_status(const ref_rater *r, int sub)
+{
+    return r->sub_status[sub];
 }
 
 void ref_destroy(ref_rater *r)
@@ -650,7 +686,8 @@ static int covering_sub(const ref_rater *r, int account, const char *resource, b
     *next = NO_TIME;
     for (i = 0; i < r->spec->n_subs; i++) {
         sub = &r->spec->subs[i];
-        if (sub->account != account || strcmp(sub->resource, resource) != 0)
+        if (sub->account != account || strcmp(sub->resource, resource) != 0 ||
+            r->sub_status[i] != BILLING_OK)
             continue;
         if (sub->start <= t && t < r->sub_end[i])
             return i;
@@ -849,12 +886,12 @@ static void sub_charges(const ref_rater *r, int i, charges *cs)
     int v;
     int k;
 
+    if (r->sub_status[i] != BILLING_OK)
+        return; /* refused by the catalog */
     for (k = 0; k < sub->terms && ref_rule_term_charged(b[k], r->sub_end[i]); k++) {
         /* A fee is charged in advance, at the price in force at the term's start. */
         v = version_at(s, b[k]);
-        fee = v >= 0 ? fee_of(s, v, sub->plan) : -1;
-        if (fee < 0)
-            continue;
+        fee = fee_of(s, v, sub->plan);
         ch = charge_new(cs, month_of(zone, b[k]), BILLING_LINE_FEE, "term", b[k],
                         BILLING_CHARGE_SUBSCRIPTION);
         ref_rule_plan_line(ch, p);
@@ -864,7 +901,7 @@ static void sub_charges(const ref_rater *r, int i, charges *cs)
         mpq_set_ui(ch->quantity, 1, 1);
         mpq_set(ch->amount, ch->unit_price);
     }
-    if (c == 0 || !p->refundable)
+    if (c == 0 || c <= sub->start || !p->refundable)
         return;
     for (k = 0; k < sub->terms && b[k + 1] <= c; k++)
         ;
@@ -872,20 +909,26 @@ static void sub_charges(const ref_rater *r, int i, charges *cs)
     fee = v >= 0 ? fee_of(s, v, sub->plan) : -1;
     if (k >= sub->terms || c <= b[k] || fee < 0)
         return; /* cancelled at a term boundary: nothing of a term is unused */
-    /* fee x unused / term length, to the nanosecond, on the month of cancellation. */
-    ch = charge_new(cs, month_of(zone, c), BILLING_LINE_REFUND, "term", c,
+    /* fee x unused / term length, to the nanosecond, on the month of cancellation;
+     * one line per subscription, its quantity the unused span in seconds. */
+    ch = charge_new(cs, month_of(zone, c), BILLING_LINE_REFUND, "second", c,
                     BILLING_CHARGE_SUBSCRIPTION);
     ref_rule_plan_line(ch, p);
     snprintf(ch->plan, sizeof(ch->plan), "%s", p->id);
     snprintf(ch->version, sizeof(ch->version), "%s", s->versions[v].id);
-    q_of_text(ch->unit_price, s->fees[fee].fee);
+    snprintf(ch->sub, sizeof(ch->sub), "%s", sub->id);
+    ch->span_from = c;
+    ch->span_to = b[k + 1];
     mpq_init(frac);
     mpz_set_si(mpq_numref(frac), b[k + 1] - c);
     mpz_set_si(mpq_denref(frac), b[k + 1] - b[k]);
     mpq_canonicalize(frac);
-    mpq_set(ch->quantity, frac);
-    mpq_mul(ch->amount, frac, ch->unit_price);
+    q_of_text(ch->amount, s->fees[fee].fee);
+    mpq_mul(ch->amount, frac, ch->amount);
     mpq_neg(ch->amount, ch->amount);
+    mpz_set_si(mpq_numref(ch->quantity), b[k + 1] - c);
+    mpz_set_si(mpq_denref(ch->quantity), NS);
+    mpq_canonicalize(ch->quantity);
     mpq_clear(frac);
 }
 
@@ -977,7 +1020,42 @@ static int same_line(const ref_charge *a, const ref_charge *b)
     return a->kind == b->kind && strcmp(a->meter, b->meter) == 0 &&
            strcmp(a->model, b->model) == 0 && strcmp(a->region, b->region) == 0 &&
            strcmp(a->plan, b->plan) == 0 && strcmp(a->version, b->version) == 0 &&
-           mpq_equal(a->unit_price, b->unit_price);
+           strcmp(a->sub, b->sub) == 0 && mpq_equal(a->unit_price, b->unit_price);
+}
+
+/* RFC 3339 in UTC, the fraction without trailing zeros (as billing.h prints instants). */
+static void utc_text(billing_time_t t, char *buf, size_t size)
+{
+    time_t sec = (time_t)floor_div(t, NS);
+    long ns = (long)(t - (int64_t)sec * NS);
+    struct tm tm;
+    char frac[12] = "";
+    int len;
+
+    gmtime_r(&sec, &tm);
+    if (ns != 0) {
+        snprintf(frac, sizeof(frac), ".%09ld", ns);
+        for (len = (int)strlen(frac); frac[len - 1] == '0'; len--)
+            frac[len - 1] = '\0';
+    }
+    snprintf(buf, size, "%04d-%02d-%02dT%02d:%02d:%02d%sZ", tm.tm_year + 1900, tm.tm_mon + 1,
+             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, frac);
+}
+
+/* A refund line names its subscription and the unused span on a row of its own. */
+static char *with_refund_row(char *line, const ref_charge *c)
+{
+    char from[40];
+    char to[40];
+    char *out;
+
+    if (c->kind != BILLING_LINE_REFUND)
+        return line;
+    utc_text(c->span_from, from, sizeof(from));
+    utc_text(c->span_to, to, sizeof(to));
+    out = text_of("%s  refund of %s unused [%s, %s)\n", line, c->sub, from, to);
+    free(line);
+    return out;
 }
 
 /* The lines of month @m: each charge of the month joins the first of its line. */
@@ -1015,12 +1093,16 @@ static size_t month_lines(const charges *cs, int m, int digits, billing_rounding
         round_minor(rounded, amount, digits, mode);
         mpz_add(subtotal, subtotal, rounded);
         t[0] = q_text(qty);
-        t[1] = q_text(cs->v[i].unit_price);
+        /* A refund has no unit price: its amount is the fee's unused share. */
+        t[1] = cs->v[i].kind == BILLING_LINE_REFUND ? text_of("%s", "")
+                                                     : q_text(cs->v[i].unit_price);
         t[2] = q_text(amount);
         t[3] = minor_text(rounded, digits);
-        lines[n++] = ref_line_text((int)cs->v[i].kind, cs->v[i].meter, cs->v[i].model,
-                                   cs->v[i].region, cs->v[i].plan, cs->v[i].version, t[0],
-                                   cs->v[i].unit, t[1], t[2], t[3]);
+        lines[n] = ref_line_text((int)cs->v[i].kind, cs->v[i].meter, cs->v[i].model,
+                                 cs->v[i].region, cs->v[i].plan, cs->v[i].version, t[0],
+                                 cs->v[i].unit, t[1], t[2], t[3]);
+        lines[n] = with_refund_row(lines[n], &cs->v[i]);
+        n++;
         for (j = 0; j < 4; j++)
             free(t[j]);
     }

@@ -184,6 +184,14 @@ char *ref_line_text(int kind, const char *meter, const char *model, const char *
 billing_time_t ref_local_to_utc(const char *zone, int year, int month, int day, int hour,
                                 int minute, int second);
 
+/*
+ * ref_sub_status - what billing_catalog_add_subscription must answer for
+ * subscription @sub once the price book is in: BILLING_OK, or
+ * BILLING_ERR_NO_PRICE when a charged term has no fee in force. A refused
+ * one is not in the catalog: the reference charges nothing for it.
+ */
+billing_status ref_sub_status(const ref_rater *r, int sub);
+
 /* ref_sub_bound - the instant term @k of subscription @sub starts (k = terms: the last end). */
 billing_time_t ref_sub_bound(const ref_rater *r, int sub, int k);
 
