@@ -32,6 +32,7 @@ typedef struct ref_charge {
     char sub[REF_ID];          /* refund lines: the cancelled subscription */
     billing_time_t span_from;  /* refund lines: the unused span [from, to) */
     billing_time_t span_to;
+    billing_time_t term_start; /* refund lines: the start of the refunded term */
     const char *unit;
     mpq_t unit_price;
     mpq_t quantity;
@@ -527,78 +528,46 @@ static void ref_rule_included_attrs(ref_charge *c, const ref_plan *p, const ref_
 }
 
 /*
- * A refund lowers what credit may pay in its span, never below zero: a
- * refund is never credit to spend. (Branch `credit`: the credit part of a
- * refunded fee goes back to its grant.)
+ * What credit may pay of one pool (a span's usage, or its fees net of
+ * refunds and of the credit they give back): never below zero, since the
+ * money part of a refund is not credit to spend (pricing.md, "Never below
+ * zero").
  */
-static void ref_rule_refund_in_pool(mpq_t pool)
+static void ref_rule_refund_in_pool(mpz_t pool)
 {
-    if (mpq_sgn(pool) < 0)
-        mpq_set_ui(pool, 0, 1);
+    if (mpz_sgn(pool) < 0)
+        mpz_set_ui(pool, 0);
 }
 
 /*
- * What one grant takes, up to @limit, from the pools it may pay
- * (@pools[e * 2 + 0] usage, [e * 2 + 1] fees, of the spans e = @first ..
- * @last between grant bounds): today in time order, usage before fees in
- * each span. (Branch `credit`: first what later grants cannot pay.)
+ * What all grants together may pay on an invoice: what it asks for, the
+ * subtotal plus the credit given back to grants, and nothing when that is
+ * below zero (pricing.md, "Never below zero").
  */
-static void ref_rule_take(mpq_t *pools, int first, int last, unsigned kinds, const mpq_t limit,
-                          mpq_t taken)
+static void ref_rule_credit_cap(mpz_t cap, const mpz_t asked)
 {
-    mpq_t room;
-    int e;
-    int k;
-
-    mpq_init(room);
-    mpq_set_ui(taken, 0, 1);
-    for (e = first; e <= last; e++) {
-        for (k = 0; k < 2; k++) {
-            if (!(kinds & (k == 0 ? BILLING_CHARGE_USAGE : BILLING_CHARGE_SUBSCRIPTION)))
-                continue;
-            mpq_sub(room, limit, taken);
-            if (mpq_cmp(pools[e * 2 + k], room) < 0) {
-                mpq_add(taken, taken, pools[e * 2 + k]);
-                mpq_set_ui(pools[e * 2 + k], 0, 1);
-            } else {
-                mpq_add(taken, taken, room);
-                mpq_sub(pools[e * 2 + k], pools[e * 2 + k], room);
-            }
-        }
-    }
-    mpq_clear(room);
+    mpz_set(cap, asked);
+    if (mpz_sgn(cap) < 0)
+        mpz_set_ui(cap, 0);
 }
 
 /*
- * The credit a grant applies on an invoice: what it took, rounded down to
- * the minor unit, and no more than is left of the subtotal (which starts
- * at the subtotal, or 0 when that is negative). (Branch `credit`: credit
- * covering every eligible rounded charge makes the total exactly 0.)
+ * Tax and total from @taxable = subtotal + returned - credits - account credit
+ * + carried (pricing.md, "Invoices and rounding"): tax = round(rate x taxable)
+ * with the price book's mode, never below zero; total = taxable + tax.
  */
-static void ref_rule_applied(mpz_t applied, const mpq_t taken, int digits, mpz_t cap)
-{
-    round_minor(applied, taken, digits, BILLING_ROUND_FLOOR);
-    if (mpz_cmp(applied, cap) > 0)
-        mpz_set(applied, cap);
-    mpz_sub(cap, cap, applied);
-}
-
-/*
- * The total: subtotal - credits + tax, where tax = round(rate x (subtotal -
- * credits)). Today it may be negative (a refund alone). (Branch `credit`:
- * never below zero, the excess carried as account credit.)
- */
-static void ref_rule_total(mpz_t total, mpz_t tax, const mpz_t subtotal, const mpz_t credits,
-                           const mpq_t tax_rate, billing_rounding mode)
+static void ref_rule_total(mpz_t total, mpz_t tax, const mpz_t taxable, const mpq_t tax_rate,
+                           billing_rounding mode)
 {
     mpq_t q;
 
     mpq_init(q);
-    mpz_sub(total, subtotal, credits);
-    mpq_set_z(q, total);
+    mpq_set_z(q, taxable);
     mpq_mul(q, q, tax_rate);
     round_minor(tax, q, 0, mode);
-    mpz_add(total, total, tax);
+    if (mpz_sgn(tax) < 0)
+        mpz_set_ui(tax, 0);
+    mpz_add(total, taxable, tax);
     mpq_clear(q);
 }
 
@@ -919,6 +888,7 @@ static void sub_charges(const ref_rater *r, int i, charges *cs)
     snprintf(ch->sub, sizeof(ch->sub), "%s", sub->id);
     ch->span_from = c;
     ch->span_to = b[k + 1];
+    ch->term_start = b[k];
     mpq_init(frac);
     mpz_set_si(mpq_numref(frac), b[k + 1] - c);
     mpz_set_si(mpq_denref(frac), b[k + 1] - b[k]);
@@ -1186,152 +1156,415 @@ static int grant_order(const ref_spec *s, int account, int *out)
     return n;
 }
 
+/* What grant @j (-1: the pool's total) paid of the fees of span @span of month @month. */
+typedef struct fee_paid {
+    int month;
+    int span;
+    int j;
+    mpz_t amount;
+} fee_paid;
+
 typedef struct credit_state {
     int order[REF_MAX_GRANTS];
     int n;
-    mpq_t remaining[REF_MAX_GRANTS];
+    mpz_t rem[REF_MAX_GRANTS];   /* each grant's remainder, in minor units */
+    mpz_t account_credit;        /* minor units, spent after every grant */
     billing_time_t bounds[2 * REF_MAX_GRANTS];
     int n_bounds;
+    fee_paid *paid;
+    size_t n_paid;
+    size_t cap_paid;
 } credit_state;
 
-/*
- * What credit may pay in month @m, per span between grant bounds: [e * 2]
- * usage, [e * 2 + 1] fees net of refunds (a malloc'd array of 2 x (bounds
- * + 1) rationals; free with pools_free).
- */
-static mpq_t *month_pools(const credit_state *cr, const charges *cs, int m)
+static void paid_add(credit_state *cr, int month, int span, int j, const mpz_t amount)
 {
-    int np = cr->n_bounds + 1;
-    mpq_t *pools = malloc((size_t)np * 2 * sizeof(mpq_t));
+    if (cr->n_paid == cr->cap_paid) {
+        cr->cap_paid = cr->cap_paid ? cr->cap_paid * 2 : 64;
+        cr->paid = realloc(cr->paid, cr->cap_paid * sizeof(fee_paid));
+    }
+    cr->paid[cr->n_paid].month = month;
+    cr->paid[cr->n_paid].span = span;
+    cr->paid[cr->n_paid].j = j;
+    mpz_init_set(cr->paid[cr->n_paid].amount, amount);
+    cr->n_paid++;
+}
+
+/* What paid_add recorded for (@month, @span, @j), or 0. */
+static void paid_get(const credit_state *cr, int month, int span, int j, mpz_t out)
+{
     size_t i;
+
+    mpz_set_ui(out, 0);
+    for (i = 0; i < cr->n_paid; i++) {
+        if (cr->paid[i].month == month && cr->paid[i].span == span && cr->paid[i].j == j)
+            mpz_add(out, out, cr->paid[i].amount);
+    }
+}
+
+/*
+ * Add the line of month @m whose first charge is @i to @pools, cut at the
+ * grant bounds by rounding its running sum (pricing.md, "Credit pays the
+ * invoice's figures"): the parts before a bound add up to the rounded
+ * running sum there, so the parts add up to the line.
+ */
+static void line_parts(const ref_spec *s, const credit_state *cr, const charges *cs, int m,
+                       size_t i, mpz_t *pools)
+{
+    int k = cs->v[i].credit_kind == BILLING_CHARGE_USAGE ? 0 : 1;
+    mpq_t run;
+    mpz_t before;
+    mpz_t after;
+    size_t j;
     int e;
 
-    for (e = 0; e < np * 2; e++)
-        mpq_init(pools[e]);
-    for (i = 0; i < cs->n; i++) {
-        if (cs->v[i].month != m)
-            continue;
-        e = span_of(cr->bounds, cr->n_bounds, cs->v[i].at) * 2 +
-            (cs->v[i].credit_kind == BILLING_CHARGE_USAGE ? 0 : 1);
-        mpq_add(pools[e], pools[e], cs->v[i].amount);
+    mpq_init(run);
+    mpz_init(before);
+    mpz_init(after);
+    for (e = 0; e <= cr->n_bounds; e++) {
+        for (j = i; j < cs->n; j++) {
+            if (cs->v[j].month == m && same_line(&cs->v[j], &cs->v[i]) &&
+                span_of(cr->bounds, cr->n_bounds, cs->v[j].at) == e)
+                mpq_add(run, run, cs->v[j].amount);
+        }
+        round_minor(after, run, s->digits, s->rounding);
+        mpz_add(pools[e * 2 + k], pools[e * 2 + k], after);
+        mpz_sub(pools[e * 2 + k], pools[e * 2 + k], before);
+        mpz_set(before, after);
     }
-    for (e = 0; e < np * 2; e++)
-        ref_rule_refund_in_pool(pools[e]);
-    return pools;
+    mpq_clear(run);
+    mpz_clear(before);
+    mpz_clear(after);
 }
 
-/* The span indices a grant's window [granted, expires) covers. */
-static void grant_spans(const credit_state *cr, const ref_grant *g, int *first, int *last)
+/* The first charge of month @m of each line, so that each line is cut once. */
+static int first_of_line(const charges *cs, int m, size_t i)
 {
-    *first = span_of(cr->bounds, cr->n_bounds, g->granted);
-    *last = span_of(cr->bounds, cr->n_bounds, g->expires) - 1;
+    size_t j;
+
+    if (cs->v[i].month != m)
+        return 0;
+    for (j = 0; j < i; j++) {
+        if (cs->v[j].month == m && same_line(&cs->v[j], &cs->v[i]))
+            return 0;
+    }
+    return 1;
 }
 
 /*
- * Spend the grants on month @m: each, in order, pays what it may of the
- * month's charges inside its window. Returns the credit lines, then the
- * expired lines, of the invoice text; the credit total into @credits.
+ * Credit given back by the refunds of month @m (pricing.md, "Refunds go
+ * back the way the fee was paid"): each grant its share of the refund, in
+ * proportion to what it paid of the fees of the term's start (month and
+ * span), rounded as a running sum over the grants in application order.
+ * Into @back[j]; the refund's span's fee pool rises by what is given back.
+ */
+static void refunds_back(const ref_spec *s, const credit_state *cr, const charges *cs, int m,
+                         const char *zone, mpz_t *back, mpz_t *pools)
+{
+    const ref_charge *c;
+    mpz_t total;
+    mpz_t paid;
+    mpz_t before;
+    mpz_t after;
+    mpq_t run;
+    mpq_t share;
+    size_t i;
+    int m0;
+    int e0;
+    int j;
+
+    mpz_init(total);
+    mpz_init(paid);
+    mpz_init(before);
+    mpz_init(after);
+    mpq_init(run);
+    mpq_init(share);
+    for (i = 0; i < cs->n; i++) {
+        c = &cs->v[i];
+        if (c->month != m || c->kind != BILLING_LINE_REFUND)
+            continue;
+        m0 = month_of(zone, c->term_start);
+        e0 = span_of(cr->bounds, cr->n_bounds, c->term_start);
+        if (m0 == m)
+            continue; /* the fee is on the same invoice: simply netted */
+        paid_get(cr, m0, e0, -1, total);
+        if (mpz_sgn(total) <= 0)
+            continue;
+        mpq_set_ui(run, 0, 1);
+        mpz_set_ui(before, 0);
+        for (j = 0; j < cr->n; j++) {
+            paid_get(cr, m0, e0, j, paid);
+            mpq_set_z(share, paid);
+            mpz_set(mpq_denref(share), total);
+            mpq_canonicalize(share);
+            mpq_mul(share, share, c->amount);
+            mpq_sub(run, run, share); /* the refund's amount is negative */
+            round_minor(after, run, s->digits, s->rounding);
+            mpz_add(back[j], back[j], after);
+            mpz_sub(back[j], back[j], before);
+            mpz_add(pools[span_of(cr->bounds, cr->n_bounds, c->at) * 2 + 1],
+                    pools[span_of(cr->bounds, cr->n_bounds, c->at) * 2 + 1], after);
+            mpz_sub(pools[span_of(cr->bounds, cr->n_bounds, c->at) * 2 + 1],
+                    pools[span_of(cr->bounds, cr->n_bounds, c->at) * 2 + 1], before);
+            mpz_set(before, after);
+        }
+    }
+    mpz_clear(total);
+    mpz_clear(paid);
+    mpz_clear(before);
+    mpz_clear(after);
+    mpq_clear(run);
+    mpq_clear(share);
+}
+
+/* ---- Allocation: a flow network (pricing.md, "Allocation") ---- */
+
+/*
+ * Source 0, grants 1..n, pools n+1..n+np2, the invoice's cap n+np2+1,
+ * sink n+np2+2. cap[a * size + b] is the capacity left from a to b.
+ */
+typedef struct flow_net {
+    int size;
+    mpz_t *cap;
+} flow_net;
+
+static void net_init(flow_net *g, int size)
+{
+    int i;
+
+    g->size = size;
+    g->cap = malloc((size_t)size * (size_t)size * sizeof(mpz_t));
+    for (i = 0; i < size * size; i++)
+        mpz_init(g->cap[i]);
+}
+
+static void net_clear(flow_net *g)
+{
+    int i;
+
+    for (i = 0; i < g->size * g->size; i++)
+        mpz_clear(g->cap[i]);
+    free(g->cap);
+}
+
+/* Edmonds-Karp: push shortest augmenting paths from 0 to size - 1; the flow into @value. */
+static void net_maxflow(flow_net *g, mpz_t value)
+{
+    int n = g->size;
+    int *prev = malloc((size_t)n * sizeof(int));
+    int *queue = malloc((size_t)n * sizeof(int));
+    mpz_t push;
+    int head;
+    int tail;
+    int a;
+    int b;
+
+    mpz_init(push);
+    mpz_set_ui(value, 0);
+    for (;;) {
+        for (a = 0; a < n; a++)
+            prev[a] = -1;
+        prev[0] = 0;
+        head = 0;
+        tail = 0;
+        queue[tail++] = 0;
+        while (head < tail && prev[n - 1] < 0) {
+            a = queue[head++];
+            for (b = 0; b < n; b++) {
+                if (prev[b] < 0 && mpz_sgn(g->cap[a * n + b]) > 0) {
+                    prev[b] = a;
+                    queue[tail++] = b;
+                }
+            }
+        }
+        if (prev[n - 1] < 0)
+            break;
+        mpz_set(push, g->cap[prev[n - 1] * n + n - 1]);
+        for (b = n - 1; b != 0; b = prev[b]) {
+            if (mpz_cmp(g->cap[prev[b] * n + b], push) < 0)
+                mpz_set(push, g->cap[prev[b] * n + b]);
+        }
+        for (b = n - 1; b != 0; b = prev[b]) {
+            mpz_sub(g->cap[prev[b] * n + b], g->cap[prev[b] * n + b], push);
+            mpz_add(g->cap[b * n + prev[b]], g->cap[b * n + prev[b]], push);
+        }
+        mpz_add(value, value, push);
+    }
+    mpz_clear(push);
+    free(prev);
+    free(queue);
+}
+
+/* Whether grant @j may pay pool @p (span p / 2, usage when p is even). */
+static int may_pay(const ref_spec *s, const credit_state *cr, int j, int p)
+{
+    const ref_grant *g = &s->grants[cr->order[j]];
+    unsigned kind = p % 2 == 0 ? BILLING_CHARGE_USAGE : BILLING_CHARGE_SUBSCRIPTION;
+    int first = span_of(cr->bounds, cr->n_bounds, g->granted);
+    int last = span_of(cr->bounds, cr->n_bounds, g->expires) - 1;
+
+    return (g->kinds & kind) && p / 2 >= first && p / 2 <= last;
+}
+
+/*
+ * The network with grant i's supply @supply[i] (i < @upto; 0 after),
+ * every pool and the invoice's @cap.
+ */
+static void net_build(flow_net *g, const ref_spec *s, const credit_state *cr, const mpz_t *pools,
+                      const mpz_t *supply, int upto, const mpz_t cap)
+{
+    int np2 = (cr->n_bounds + 1) * 2;
+    int n = g->size;
+    int j;
+    int p;
+
+    for (j = 0; j < n * n; j++)
+        mpz_set_ui(g->cap[j], 0);
+    for (j = 0; j < upto; j++) {
+        mpz_set(g->cap[0 * n + 1 + j], supply[j]);
+        for (p = 0; p < np2; p++) {
+            if (may_pay(s, cr, j, p))
+                mpz_set(g->cap[(1 + j) * n + 1 + cr->n + p], pools[p]);
+        }
+    }
+    for (p = 0; p < np2; p++)
+        mpz_set(g->cap[(1 + cr->n + p) * n + n - 2], pools[p]);
+    mpz_set(g->cap[(n - 2) * n + n - 1], cap);
+}
+
+/*
+ * Pay month @m's pools (pricing.md, "Allocation"): the grants together pay
+ * as much as they can; of the ways to pay that much, the first grant in
+ * application order pays as much as it can, then the second... (flows from
+ * sources form a polymatroid, so taking each grant's maximum in turn, the
+ * earlier ones fixed, reaches the maximum). Into @applied[j]; what each
+ * grant paid of each span's fees is recorded for later refunds.
+ */
+static void allocate(const ref_spec *s, credit_state *cr, int m, const mpz_t *pools,
+                     const mpz_t cap, mpz_t *applied)
+{
+    int np2 = (cr->n_bounds + 1) * 2;
+    flow_net g;
+    mpz_t value;
+    mpz_t before;
+    int n = cr->n + np2 + 3;
+    int j;
+    int e;
+
+    mpz_init(value);
+    mpz_init(before);
+    net_init(&g, n);
+    for (j = 0; j < cr->n; j++) {
+        mpz_set(applied[j], cr->rem[j]);
+        net_build(&g, s, cr, pools, applied, j + 1, cap);
+        net_maxflow(&g, value);
+        mpz_sub(applied[j], value, before);
+        mpz_set(before, value);
+    }
+    /* The last network is the final allocation: record who paid which fees. */
+    for (e = 0; e <= cr->n_bounds; e++) {
+        if (mpz_sgn(pools[e * 2 + 1]) == 0)
+            continue;
+        paid_add(cr, m, e, -1, pools[e * 2 + 1]);
+        for (j = 0; j < cr->n && cr->n > 0; j++)
+            paid_add(cr, m, e, j, g.cap[(1 + cr->n + e * 2 + 1) * n + 1 + j]);
+    }
+    net_clear(&g);
+    mpz_clear(value);
+    mpz_clear(before);
+}
+
+/* Append "@label @grant @amount[ left @left]\n" to *@text. */
+static void text_grant(char **text, const char *label, const char *grant, const mpz_t amount,
+                       const mpz_t *left, int digits)
+{
+    char *a = minor_text(amount, digits);
+    char *l = left != NULL ? minor_text(*left, digits) : NULL;
+    char *t;
+
+    if (l != NULL)
+        t = text_of("%s%s %s %s left %s\n", *text, label, grant, a, l);
+    else
+        t = text_of("%s%s %s %s\n", *text, label, grant, a);
+    free(*text);
+    *text = t;
+    free(a);
+    free(l);
+}
+
+/*
+ * Spend the grants on month @m: credit given back by refunds first, then
+ * the allocation, then expiry. Returns the credit, returned and expired
+ * rows of the invoice text; the sums into @credits and @returned.
  */
 static char *apply_credit(const ref_spec *s, credit_state *cr, const charges *cs, int m,
-                          const char *zone, const mpz_t subtotal, mpz_t credits)
+                          const char *zone, const mpz_t subtotal, mpz_t credits, mpz_t returned)
 {
-    int np = cr->n_bounds + 1;
-    mpq_t *pools = month_pools(cr, cs, m);
-    const ref_grant *g;
-    mpq_t taken;
-    mpq_t q;
-    mpz_t applied;
+    int np2 = (cr->n_bounds + 1) * 2;
+    mpz_t *pools = malloc((size_t)np2 * sizeof(mpz_t));
+    mpz_t back[REF_MAX_GRANTS];
+    mpz_t applied[REF_MAX_GRANTS];
     mpz_t cap;
-    mpz_t rem;
-    char *tail = text_of("%s", "");
-    char *expired = text_of("%s", "");
-    char *t[3];
-    int first;
-    int last;
-    int e;
+    char *rows[3];
+    char *out;
+    const ref_grant *g;
+    size_t i;
     int j;
+    int p;
 
-    mpq_init(taken);
-    mpq_init(q);
-    mpz_init(applied);
-    mpz_init(rem);
-    mpz_init_set_ui(cap, 0);
-    if (mpz_sgn(subtotal) > 0)
-        mpz_set(cap, subtotal);
+    mpz_init(cap);
+    for (p = 0; p < np2; p++)
+        mpz_init(pools[p]);
+    for (j = 0; j < cr->n; j++) {
+        mpz_init(back[j]);
+        mpz_init(applied[j]);
+    }
+    for (i = 0; i < cs->n; i++) {
+        if (first_of_line(cs, m, i))
+            line_parts(s, cr, cs, m, i, pools);
+    }
+    refunds_back(s, cr, cs, m, zone, back, pools);
+    for (p = 0; p < np2; p++)
+        ref_rule_refund_in_pool(pools[p]);
+    mpz_set_ui(returned, 0);
+    for (j = 0; j < cr->n; j++)
+        mpz_add(returned, returned, back[j]);
+    mpz_add(cap, subtotal, returned);
+    ref_rule_credit_cap(cap, cap);
+    for (j = 0; j < cr->n; j++) {
+        /* A grant that expired before this month lists what it gets back as expired. */
+        g = &s->grants[cr->order[j]];
+        if (month_of(zone, g->expires - 1) >= m)
+            mpz_add(cr->rem[j], cr->rem[j], back[j]);
+    }
+    allocate(s, cr, m, pools, cap, applied);
     mpz_set_ui(credits, 0);
+    for (p = 0; p < 3; p++)
+        rows[p] = text_of("%s", "");
     for (j = 0; j < cr->n; j++) {
         g = &s->grants[cr->order[j]];
-        mpz_set_ui(applied, 0);
-        if (mpq_sgn(cr->remaining[j]) > 0) {
-            grant_spans(cr, g, &first, &last);
-            ref_rule_take(pools, first, last, g->kinds, cr->remaining[j], taken);
-            ref_rule_applied(applied, taken, s->digits, cap);
-            mpq_set_z(q, applied);
-            mpz_ui_pow_ui(mpq_denref(q), 10, (unsigned long)s->digits);
-            mpq_canonicalize(q);
-            mpq_sub(cr->remaining[j], cr->remaining[j], q);
-        }
-        round_minor(rem, cr->remaining[j], s->digits, BILLING_ROUND_FLOOR);
-        if (mpz_sgn(applied) > 0) {
-            mpz_add(credits, credits, applied);
-            t[0] = minor_text(applied, s->digits);
-            t[1] = minor_text(rem, s->digits);
-            t[2] = text_of("%scredit %s %s left %s\n", tail, g->id, t[0], t[1]);
-            free(tail);
-            tail = t[2];
-            free(t[0]);
-            free(t[1]);
-        }
-        /* A grant expiring this month with a remainder is listed as expired. */
-        if (mpz_sgn(rem) > 0 && month_of(zone, g->expires - 1) == m) {
-            t[0] = minor_text(rem, s->digits);
-            t[1] = text_of("%sexpired %s %s\n", expired, g->id, t[0]);
-            free(expired);
-            expired = t[1];
-            free(t[0]);
-        }
+        mpz_sub(cr->rem[j], cr->rem[j], applied[j]);
+        mpz_add(credits, credits, applied[j]);
+        if (mpz_sgn(applied[j]) > 0)
+            text_grant(&rows[0], "credit", g->id, applied[j], &cr->rem[j], s->digits);
+        if (mpz_sgn(back[j]) > 0)
+            text_grant(&rows[1], "returned", g->id, back[j], &cr->rem[j], s->digits);
+        if (month_of(zone, g->expires - 1) < m && mpz_sgn(back[j]) > 0)
+            text_grant(&rows[2], "expired", g->id, back[j], NULL, s->digits);
+        else if (month_of(zone, g->expires - 1) == m && mpz_sgn(cr->rem[j]) > 0)
+            text_grant(&rows[2], "expired", g->id, cr->rem[j], NULL, s->digits);
     }
-    t[0] = text_of("%s%s", tail, expired);
-    free(tail);
-    free(expired);
-    tail = t[0];
-    for (e = 0; e < np * 2; e++)
-        mpq_clear(pools[e]);
+    out = text_of("%s%s%s", rows[0], rows[1], rows[2]);
+    for (p = 0; p < 3; p++)
+        free(rows[p]);
+    for (p = 0; p < np2; p++)
+        mpz_clear(pools[p]);
     free(pools);
-    mpq_clear(taken);
-    mpq_clear(q);
-    mpz_clear(applied);
-    mpz_clear(cap);
-    mpz_clear(rem);
-    return tail;
-}
-
-/*
- * The live balance's walk of month @m (pricing.md, "Live balance"): the
- * same order, each grant reduced by exactly what it takes, without
- * rounding down and without the subtotal cap.
- */
-static void exact_credit(const ref_spec *s, credit_state *cr, const charges *cs, int m)
-{
-    mpq_t *pools = month_pools(cr, cs, m);
-    mpq_t taken;
-    int first;
-    int last;
-    int e;
-    int j;
-
-    mpq_init(taken);
     for (j = 0; j < cr->n; j++) {
-        if (mpq_sgn(cr->remaining[j]) <= 0)
-            continue;
-        grant_spans(cr, &s->grants[cr->order[j]], &first, &last);
-        ref_rule_take(pools, first, last, s->grants[cr->order[j]].kinds, cr->remaining[j], taken);
-        mpq_sub(cr->remaining[j], cr->remaining[j], taken);
+        mpz_clear(back[j]);
+        mpz_clear(applied[j]);
     }
-    for (e = 0; e < (cr->n_bounds + 1) * 2; e++)
-        mpq_clear(pools[e]);
-    free(pools);
-    mpq_clear(taken);
+    mpz_clear(cap);
+    return out;
 }
 
 static int first_month(const charges *cs, int fallback)
@@ -1346,6 +1579,51 @@ static int first_month(const charges *cs, int fallback)
     return m;
 }
 
+/*
+ * Account credit (pricing.md, "Account credit"): an invoice asking for
+ * less than zero carries the excess; otherwise the account credit pays
+ * what the grants left, after every grant. Returns the row (or "") and
+ * the amount tax is computed on into @taxable.
+ */
+static char *account_credit(const ref_spec *s, credit_state *cr, const mpz_t subtotal,
+                            const mpz_t returned, const mpz_t credits, mpz_t taxable)
+{
+    mpz_t spent;
+    mpz_t carried;
+    char *t[3];
+    char *out;
+
+    mpz_init(spent);
+    mpz_init(carried);
+    mpz_add(taxable, subtotal, returned);
+    if (mpz_sgn(taxable) < 0) {
+        mpz_neg(carried, taxable);
+        mpz_add(cr->account_credit, cr->account_credit, carried);
+    } else {
+        mpz_sub(spent, taxable, credits);
+        if (mpz_cmp(spent, cr->account_credit) > 0)
+            mpz_set(spent, cr->account_credit);
+        mpz_sub(cr->account_credit, cr->account_credit, spent);
+    }
+    mpz_sub(taxable, taxable, credits);
+    mpz_sub(taxable, taxable, spent);
+    mpz_add(taxable, taxable, carried);
+    out = text_of("%s", "");
+    if (mpz_sgn(spent) != 0 || mpz_sgn(carried) != 0 || mpz_sgn(cr->account_credit) != 0) {
+        free(out);
+        t[0] = minor_text(spent, s->digits);
+        t[1] = minor_text(carried, s->digits);
+        t[2] = minor_text(cr->account_credit, s->digits);
+        out = text_of("account credit %s carried %s left %s\n", t[0], t[1], t[2]);
+        free(t[0]);
+        free(t[1]);
+        free(t[2]);
+    }
+    mpz_clear(spent);
+    mpz_clear(carried);
+    return out;
+}
+
 /* The whole text of the invoice of month @m. */
 static char *invoice_text(const ref_spec *s, int account, credit_state *cr, const charges *cs,
                           int m)
@@ -1356,10 +1634,13 @@ static char *invoice_text(const ref_spec *s, int account, credit_state *cr, cons
     size_t i;
     mpz_t subtotal;
     mpz_t credits;
+    mpz_t returned;
+    mpz_t taxable;
     mpz_t tax;
     mpz_t total;
     mpq_t rate;
     char *credit_text;
+    char *acct_text;
     char *head;
     char *tail;
     char *t[4];
@@ -1367,20 +1648,23 @@ static char *invoice_text(const ref_spec *s, int account, credit_state *cr, cons
 
     mpz_init(subtotal);
     mpz_init(credits);
+    mpz_init(returned);
+    mpz_init(taxable);
     mpz_init(tax);
     mpz_init(total);
     mpq_init(rate);
     n = month_lines(cs, m, s->digits, s->rounding, lines, subtotal);
-    credit_text = apply_credit(s, cr, cs, m, a->zone, subtotal, credits);
+    credit_text = apply_credit(s, cr, cs, m, a->zone, subtotal, credits, returned);
+    acct_text = account_credit(s, cr, subtotal, returned, credits, taxable);
     q_of_text(rate, a->tax);
-    ref_rule_total(total, tax, subtotal, credits, rate, s->rounding);
+    ref_rule_total(total, tax, taxable, rate, s->rounding);
     t[0] = minor_text(subtotal, s->digits);
     t[1] = minor_text(credits, s->digits);
     t[2] = minor_text(tax, s->digits);
     t[3] = minor_text(total, s->digits);
     head = text_of("%s %04d-%02d %s\n", a->id, m / 12, m % 12 + 1, s->currency);
-    tail = text_of("%ssubtotal %s credits %s tax %s@%s total %s\n", credit_text, t[0], t[1], t[2],
-                   a->tax, t[3]);
+    tail = text_of("%s%ssubtotal %s credits %s tax %s@%s total %s\n", credit_text, acct_text,
+                   t[0], t[1], t[2], a->tax, t[3]);
     out = ref_invoice_join(head, lines, n, tail);
     for (i = 0; i < n; i++)
         free(lines[i]);
@@ -1390,28 +1674,53 @@ static char *invoice_text(const ref_spec *s, int account, credit_state *cr, cons
     free(head);
     free(tail);
     free(credit_text);
+    free(acct_text);
     mpz_clear(subtotal);
     mpz_clear(credits);
+    mpz_clear(returned);
+    mpz_clear(taxable);
     mpz_clear(tax);
     mpz_clear(total);
     mpq_clear(rate);
     return out;
 }
 
-/* Every grant of @account whole, in the order they are spent. */
+/* Every grant of @account whole, in application order; no account credit. */
 static void credit_init(const ref_spec *s, int account, credit_state *cr)
 {
+    mpq_t q;
     int j;
 
+    memset(cr, 0, sizeof(*cr));
+    mpq_init(q);
     cr->n = grant_order(s, account, cr->order);
     cr->n_bounds = grant_bounds(s, account, cr->bounds);
     for (j = 0; j < cr->n; j++) {
-        mpq_init(cr->remaining[j]);
-        q_of_text(cr->remaining[j], s->grants[cr->order[j]].amount);
+        mpz_init(cr->rem[j]);
+        q_of_text(q, s->grants[cr->order[j]].amount);
+        round_minor(cr->rem[j], q, s->digits, BILLING_ROUND_FLOOR); /* exact: minor digits */
     }
+    mpz_init(cr->account_credit);
+    mpq_clear(q);
 }
 
-/* The exact credit state at @now: every charge of each month up to the one holding it. */
+static void credit_clear(credit_state *cr)
+{
+    size_t i;
+    int j;
+
+    for (j = 0; j < cr->n; j++)
+        mpz_clear(cr->rem[j]);
+    mpz_clear(cr->account_credit);
+    for (i = 0; i < cr->n_paid; i++)
+        mpz_clear(cr->paid[i].amount);
+    free(cr->paid);
+}
+
+/*
+ * The credit state the invoices leave up to the month holding @now
+ * (pricing.md, "Live balance").
+ */
 static void live_credit(ref_rater *r, int account, billing_time_t now, credit_state *cr)
 {
     charges cs = {NULL, 0, 0};
@@ -1421,16 +1730,8 @@ static void live_credit(ref_rater *r, int account, billing_time_t now, credit_st
     account_charges(r, account, &cs);
     credit_init(r->spec, account, cr);
     for (m = first_month(&cs, until); m <= until; m++)
-        exact_credit(r->spec, cr, &cs, m);
+        free(invoice_text(r->spec, account, cr, &cs, m));
     charges_clear(&cs);
-}
-
-static void credit_clear(credit_state *cr)
-{
-    int j;
-
-    for (j = 0; j < cr->n; j++)
-        mpq_clear(cr->remaining[j]);
 }
 
 static int grant_valid(const ref_grant *g, billing_time_t t)
@@ -1438,43 +1739,90 @@ static int grant_valid(const ref_grant *g, billing_time_t t)
     return g->granted <= t && t < g->expires;
 }
 
+/* Minor units @z as an exact amount. */
+static void q_of_minor(mpq_t out, const mpz_t z, int digits)
+{
+    mpq_set_z(out, z);
+    mpz_ui_pow_ui(mpq_denref(out), 10, (unsigned long)digits);
+    mpq_canonicalize(out);
+}
+
 char *ref_balance(ref_rater *r, int account, billing_time_t now)
 {
     credit_state cr;
-    int j;
-    mpq_t sum;
+    mpz_t sum;
+    mpq_t q;
     char *out;
+    int j;
 
     live_credit(r, account, now, &cr);
-    mpq_init(sum);
+    mpz_init_set(sum, cr.account_credit);
+    mpq_init(q);
     for (j = 0; j < cr.n; j++) {
         if (grant_valid(&r->spec->grants[cr.order[j]], now))
-            mpq_add(sum, sum, cr.remaining[j]);
+            mpz_add(sum, sum, cr.rem[j]);
     }
-    out = q_text(sum);
-    mpq_clear(sum);
+    q_of_minor(q, sum, r->spec->digits);
+    out = q_text(q);
+    mpz_clear(sum);
+    mpq_clear(q);
     credit_clear(&cr);
     return out;
 }
 
 /* ---- Exhaustion (pricing.md, "Credit": "Exhaustion") ---- */
 
-/* Credit that may pay usage at @t: usage grants valid at @t, with a remainder. */
-static int usable_grant(const ref_spec *s, const credit_state *cr, int j, billing_time_t t)
-{
-    const ref_grant *g = &s->grants[cr->order[j]];
+/*
+ * The exact credit the walk spends: each grant's remainder and the
+ * account credit, as amounts (the burn is exact, not in minor units).
+ */
+typedef struct walk_credit {
+    int n;
+    mpq_t left[REF_MAX_GRANTS];
+    mpq_t account;
+} walk_credit;
 
-    return (g->kinds & BILLING_CHARGE_USAGE) && grant_valid(g, t) && mpq_sgn(cr->remaining[j]) > 0;
-}
-
-static void usable(const ref_spec *s, const credit_state *cr, billing_time_t t, mpq_t out)
+static void walk_init(walk_credit *w, const credit_state *cr, int digits)
 {
     int j;
 
-    mpq_set_ui(out, 0, 1);
+    w->n = cr->n;
     for (j = 0; j < cr->n; j++) {
-        if (usable_grant(s, cr, j, t))
-            mpq_add(out, out, cr->remaining[j]);
+        mpq_init(w->left[j]);
+        q_of_minor(w->left[j], cr->rem[j], digits);
+    }
+    mpq_init(w->account);
+    q_of_minor(w->account, cr->account_credit, digits);
+}
+
+static void walk_clear(walk_credit *w)
+{
+    int j;
+
+    for (j = 0; j < w->n; j++)
+        mpq_clear(w->left[j]);
+    mpq_clear(w->account);
+}
+
+/* Credit that may pay usage at @t: usage grants valid at @t, with a remainder. */
+static int usable_grant(const ref_spec *s, const credit_state *cr, const walk_credit *w, int j,
+                        billing_time_t t)
+{
+    const ref_grant *g = &s->grants[cr->order[j]];
+
+    return (g->kinds & BILLING_CHARGE_USAGE) && grant_valid(g, t) && mpq_sgn(w->left[j]) > 0;
+}
+
+/* Usable grants and the account credit, which pays any charge. */
+static void usable(const ref_spec *s, const credit_state *cr, const walk_credit *w,
+                   billing_time_t t, mpq_t out)
+{
+    int j;
+
+    mpq_set(out, w->account);
+    for (j = 0; j < cr->n; j++) {
+        if (usable_grant(s, cr, w, j, t))
+            mpq_add(out, out, w->left[j]);
     }
 }
 
@@ -1521,35 +1869,62 @@ static int burn_at(const ref_rater *r, int account, billing_time_t now, const re
     return mpq_sgn(out) < 0 ? -1 : 0;
 }
 
-/* Spend @amount from the usable grants, in the order they are spent. */
-static void spend(const ref_spec *s, credit_state *cr, billing_time_t t, mpq_t amount)
+/* Take up to @amount from @from. */
+static void take_from(mpq_t from, mpq_t amount)
 {
-    int j;
-
-    for (j = 0; j < cr->n && mpq_sgn(amount) > 0; j++) {
-        if (!usable_grant(s, cr, j, t))
-            continue;
-        if (mpq_cmp(cr->remaining[j], amount) <= 0) {
-            mpq_sub(amount, amount, cr->remaining[j]);
-            mpq_set_ui(cr->remaining[j], 0, 1);
-        } else {
-            mpq_sub(cr->remaining[j], cr->remaining[j], amount);
-            mpq_set_ui(amount, 0, 1);
-        }
+    if (mpq_cmp(from, amount) <= 0) {
+        mpq_sub(amount, amount, from);
+        mpq_set_ui(from, 0, 1);
+    } else {
+        mpq_sub(from, from, amount);
+        mpq_set_ui(amount, 0, 1);
     }
 }
 
-/* The next instant the burn or the usable credit changes: a local month start or a grant expiry. */
+/*
+ * Spend @amount (pricing.md, "Exhaustion"): from the usable grant that
+ * expires first (ties in application order), then the next, then the
+ * account credit.
+ */
+static void spend(const ref_spec *s, const credit_state *cr, walk_credit *w, billing_time_t t,
+                  mpq_t amount)
+{
+    int best;
+    int j;
+
+    while (mpq_sgn(amount) > 0) {
+        best = -1;
+        for (j = 0; j < cr->n; j++) {
+            if (usable_grant(s, cr, w, j, t) &&
+                (best < 0 || s->grants[cr->order[j]].expires < s->grants[cr->order[best]].expires))
+                best = j;
+        }
+        if (best < 0)
+            break;
+        take_from(w->left[best], amount);
+    }
+    take_from(w->account, amount);
+}
+
+/*
+ * The next instant the burn or the usable credit changes: a local month
+ * start, a grant's start or its expiry.
+ */
 static billing_time_t next_change(const ref_spec *s, int account, billing_time_t t)
 {
     const char *zone = s->accounts[account].zone;
     billing_time_t next = month_start(zone, month_of(zone, t) + 1);
+    const ref_grant *g;
     int i;
 
     for (i = 0; i < s->n_grants; i++) {
-        if (s->grants[i].account == account && s->grants[i].expires > t &&
-            s->grants[i].expires < next)
-            next = s->grants[i].expires;
+        g = &s->grants[i];
+        if (g->account != account)
+            continue;
+        if (g->expires > t && g->expires < next)
+            next = g->expires;
+        if (g->granted > t && g->granted < next)
+            next = g->granted;
     }
     return next;
 }
@@ -1563,6 +1938,7 @@ billing_status ref_exhaustion(ref_rater *r, int account, billing_time_t now, con
     billing_time_t t = now;
     billing_time_t next;
     credit_state cr;
+    walk_credit w;
     mpq_t avail;
     mpq_t burn;
     mpq_t span;
@@ -1572,6 +1948,7 @@ billing_status ref_exhaustion(ref_rater *r, int account, billing_time_t now, con
     if (version_at(s, now) < 0)
         return BILLING_ERR_NO_PRICE; /* nothing to price the running usage with */
     live_credit(r, account, now, &cr);
+    walk_init(&w, &cr, s->digits);
     mpq_init(avail);
     mpq_init(burn);
     mpq_init(span);
@@ -1579,7 +1956,7 @@ billing_status ref_exhaustion(ref_rater *r, int account, billing_time_t now, con
     *out = INT64_MAX;
     /* The burn is constant between changes: walk from change to change. */
     for (steps = 0; steps < 10000 && t < end_of_range; steps++) {
-        usable(s, &cr, t, avail);
+        usable(s, &cr, &w, t, avail);
         if (mpq_sgn(avail) <= 0) {
             *out = t;
             break;
@@ -1600,13 +1977,14 @@ billing_status ref_exhaustion(ref_rater *r, int account, billing_time_t now, con
         }
         mpq_set_si(span, next - t, 1);
         mpq_mul(span, span, burn);
-        spend(s, &cr, t, span);
+        spend(s, &cr, &w, t, span);
         t = next;
     }
     mpq_clear(avail);
     mpq_clear(burn);
     mpq_clear(span);
     mpz_clear(ns);
+    walk_clear(&w);
     credit_clear(&cr);
     return st;
 }
@@ -1618,7 +1996,6 @@ void ref_invoices(ref_rater *r, int account, int first, int last, char **out)
     credit_state cr;
     char *text;
     int m;
-    int j;
 
     account_charges(r, account, &cs);
     credit_init(s, account, &cr);
@@ -1630,8 +2007,7 @@ void ref_invoices(ref_rater *r, int account, int first, int last, char **out)
         else
             free(text);
     }
-    for (j = 0; j < cr.n; j++)
-        mpq_clear(cr.remaining[j]);
+    credit_clear(&cr);
     charges_clear(&cs);
 }
 
