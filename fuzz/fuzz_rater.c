@@ -310,40 +310,92 @@ static void check_lines(const billing_invoice *inv, mpz_t sum)
     mpz_clear(v);
 }
 
-/* The figures of one invoice reconcile to the minor unit. */
+/* The sum of the listed amounts (credit: 0, returned: 1), each positive. */
+static void listed_sum(const billing_invoice *inv, int returned, mpz_t sum)
+{
+    size_t n = returned ? billing_invoice_returned_count(inv) : billing_invoice_credit_count(inv);
+    mpz_t v;
+    size_t i;
+
+    mpz_init(v);
+    mpz_set_ui(sum, 0);
+    for (i = 0; i < n; i++) {
+        minor(v, returned ? billing_invoice_returned_amount(inv, i)
+                          : billing_invoice_credit_amount(inv, i));
+        FZ_CHECK(mpz_sgn(v) > 0, "%s %zu is not positive", returned ? "returned" : "credit", i);
+        mpz_add(sum, sum, v);
+    }
+    mpz_clear(v);
+}
+
+/*
+ * Credit bounds (pricing.md, "Invariants"): grants pay at most what the
+ * invoice asks for, subtotal + returned, and nothing when that is below
+ * zero, which is then carried whole; account credit only otherwise.
+ */
+static void check_credit_bounds(const billing_invoice *inv, const mpz_t asked,
+                                const mpz_t credits, const mpz_t spent, const mpz_t carried)
+{
+    FZ_CHECK(mpz_sgn(spent) >= 0 && mpz_sgn(carried) >= 0, "account credit %s, carried %s",
+             billing_invoice_account_credit(inv), billing_invoice_carried(inv));
+    if (mpz_sgn(asked) < 0) {
+        FZ_CHECK(mpz_sgn(credits) == 0 && mpz_sgn(spent) == 0 && mpz_cmpabs(carried, asked) == 0,
+                 "an invoice below zero carries %s, with credit %s and account credit %s",
+                 billing_invoice_carried(inv), billing_invoice_credits(inv),
+                 billing_invoice_account_credit(inv));
+        return;
+    }
+    FZ_CHECK(mpz_sgn(carried) == 0, "carried %s on an invoice not below zero",
+             billing_invoice_carried(inv));
+    FZ_CHECK(mpz_cmp(credits, asked) <= 0, "credit %s beyond what the invoice asks for",
+             billing_invoice_credits(inv));
+}
+
+/*
+ * The figures of one invoice reconcile to the minor unit: subtotal +
+ * returned - credits - account credit + carried + tax = total, tax and
+ * total never below zero.
+ */
 static void check_invoice(const billing_invoice *inv)
 {
     mpz_t lines;
     mpz_t subtotal;
+    mpz_t returned;
     mpz_t credits;
+    mpz_t spent;
+    mpz_t carried;
     mpz_t listed;
     mpz_t v;
     mpz_t tax;
     mpz_t total;
-    size_t i;
 
-    mpz_inits(lines, subtotal, credits, listed, v, tax, total, NULL);
+    mpz_inits(lines, subtotal, returned, credits, spent, carried, listed, v, tax, total, NULL);
     check_lines(inv, lines);
     minor(subtotal, billing_invoice_subtotal(inv));
+    minor(returned, billing_invoice_returned(inv));
     minor(credits, billing_invoice_credits(inv));
+    minor(spent, billing_invoice_account_credit(inv));
+    minor(carried, billing_invoice_carried(inv));
     minor(tax, billing_invoice_tax(inv));
     minor(total, billing_invoice_total(inv));
     FZ_CHECK(mpz_cmp(lines, subtotal) == 0, "lines do not sum to the subtotal %s",
              billing_invoice_subtotal(inv));
-    for (i = 0; i < billing_invoice_credit_count(inv); i++) {
-        minor(v, billing_invoice_credit_amount(inv, i));
-        FZ_CHECK(mpz_sgn(v) > 0, "credit %zu is not positive", i);
-        mpz_add(listed, listed, v);
-    }
+    listed_sum(inv, 0, listed);
     FZ_CHECK(mpz_cmp(listed, credits) == 0, "credits listed do not sum to the credit total");
-    FZ_CHECK(mpz_sgn(credits) == 0 || mpz_cmp(credits, subtotal) <= 0,
-             "credit %s beyond the subtotal %s", billing_invoice_credits(inv),
-             billing_invoice_subtotal(inv));
-    mpz_sub(v, subtotal, credits);
+    listed_sum(inv, 1, listed);
+    FZ_CHECK(mpz_cmp(listed, returned) == 0, "returned listed do not sum to the returned total");
+    mpz_add(v, subtotal, returned);
+    check_credit_bounds(inv, v, credits, spent, carried);
+    mpz_sub(v, v, credits);
+    mpz_sub(v, v, spent);
+    mpz_add(v, v, carried);
     mpz_add(v, v, tax);
-    FZ_CHECK(mpz_cmp(v, total) == 0, "subtotal - credits + tax != total %s",
+    FZ_CHECK(mpz_cmp(v, total) == 0,
+             "subtotal + returned - credits - account credit + carried + tax != total %s",
              billing_invoice_total(inv));
-    mpz_clears(lines, subtotal, credits, listed, v, tax, total, NULL);
+    FZ_CHECK(mpz_sgn(tax) >= 0 && mpz_sgn(total) >= 0, "tax %s, total %s below zero",
+             billing_invoice_tax(inv), billing_invoice_total(inv));
+    mpz_clears(lines, subtotal, returned, credits, spent, carried, listed, v, tax, total, NULL);
 }
 
 /* Append the figures of @account's invoice of @ym (checked) to @text. */
