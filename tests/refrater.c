@@ -1270,6 +1270,7 @@ static void refunds_back(const ref_spec *s, const credit_state *cr, const charge
     size_t i;
     int m0;
     int e0;
+    int fees;
     int j;
 
     mpz_init(total);
@@ -1286,6 +1287,7 @@ static void refunds_back(const ref_spec *s, const credit_state *cr, const charge
         e0 = span_of(cr->bounds, cr->n_bounds, c->term_start);
         if (m0 == m)
             continue; /* the fee is on the same invoice: simply netted */
+        fees = span_of(cr->bounds, cr->n_bounds, c->at) * 2 + 1;
         paid_get(cr, m0, e0, -1, total);
         if (mpz_sgn(total) <= 0)
             continue;
@@ -1301,10 +1303,8 @@ static void refunds_back(const ref_spec *s, const credit_state *cr, const charge
             round_minor(after, run, s->digits, s->rounding);
             mpz_add(back[j], back[j], after);
             mpz_sub(back[j], back[j], before);
-            mpz_add(pools[span_of(cr->bounds, cr->n_bounds, c->at) * 2 + 1],
-                    pools[span_of(cr->bounds, cr->n_bounds, c->at) * 2 + 1], after);
-            mpz_sub(pools[span_of(cr->bounds, cr->n_bounds, c->at) * 2 + 1],
-                    pools[span_of(cr->bounds, cr->n_bounds, c->at) * 2 + 1], before);
+            mpz_add(pools[fees], pools[fees], after);
+            mpz_sub(pools[fees], pools[fees], before);
             mpz_set(before, after);
         }
     }
@@ -1465,7 +1465,7 @@ static void allocate(const ref_spec *s, credit_state *cr, int m, const mpz_t *po
         if (mpz_sgn(pools[e * 2 + 1]) == 0)
             continue;
         paid_add(cr, m, e, -1, pools[e * 2 + 1]);
-        for (j = 0; j < cr->n && cr->n > 0; j++)
+        for (j = 0; j < cr->n; j++)
             paid_add(cr, m, e, j, g.cap[(1 + cr->n + e * 2 + 1) * n + 1 + j]);
     }
     net_clear(&g);
@@ -1492,6 +1492,40 @@ static void text_grant(char **text, const char *label, const char *grant, const 
 }
 
 /*
+ * The invoice's rows for the grants: credit applied, credit given back,
+ * then expired (pricing.md, "Expiry": a grant that expires this month with
+ * a remainder; one that expired before lists what it got back at once).
+ */
+static char *credit_rows(const ref_spec *s, const credit_state *cr, int m, const char *zone,
+                         const mpz_t *applied, const mpz_t *back)
+{
+    const ref_grant *g;
+    char *rows[3];
+    char *out;
+    int expiry;
+    int j;
+
+    for (j = 0; j < 3; j++)
+        rows[j] = text_of("%s", "");
+    for (j = 0; j < cr->n; j++) {
+        g = &s->grants[cr->order[j]];
+        expiry = month_of(zone, g->expires - 1);
+        if (mpz_sgn(applied[j]) > 0)
+            text_grant(&rows[0], "credit", g->id, applied[j], &cr->rem[j], s->digits);
+        if (mpz_sgn(back[j]) > 0)
+            text_grant(&rows[1], "returned", g->id, back[j], &cr->rem[j], s->digits);
+        if (expiry < m && mpz_sgn(back[j]) > 0)
+            text_grant(&rows[2], "expired", g->id, back[j], NULL, s->digits);
+        else if (expiry == m && mpz_sgn(cr->rem[j]) > 0)
+            text_grant(&rows[2], "expired", g->id, cr->rem[j], NULL, s->digits);
+    }
+    out = text_of("%s%s%s", rows[0], rows[1], rows[2]);
+    for (j = 0; j < 3; j++)
+        free(rows[j]);
+    return out;
+}
+
+/*
  * Spend the grants on month @m: credit given back by refunds first, then
  * the allocation, then expiry. Returns the credit, returned and expired
  * rows of the invoice text; the sums into @credits and @returned.
@@ -1504,7 +1538,6 @@ static char *apply_credit(const ref_spec *s, credit_state *cr, const charges *cs
     mpz_t back[REF_MAX_GRANTS];
     mpz_t applied[REF_MAX_GRANTS];
     mpz_t cap;
-    char *rows[3];
     char *out;
     const ref_grant *g;
     size_t i;
@@ -1538,24 +1571,11 @@ static char *apply_credit(const ref_spec *s, credit_state *cr, const charges *cs
     }
     allocate(s, cr, m, pools, cap, applied);
     mpz_set_ui(credits, 0);
-    for (p = 0; p < 3; p++)
-        rows[p] = text_of("%s", "");
     for (j = 0; j < cr->n; j++) {
-        g = &s->grants[cr->order[j]];
         mpz_sub(cr->rem[j], cr->rem[j], applied[j]);
         mpz_add(credits, credits, applied[j]);
-        if (mpz_sgn(applied[j]) > 0)
-            text_grant(&rows[0], "credit", g->id, applied[j], &cr->rem[j], s->digits);
-        if (mpz_sgn(back[j]) > 0)
-            text_grant(&rows[1], "returned", g->id, back[j], &cr->rem[j], s->digits);
-        if (month_of(zone, g->expires - 1) < m && mpz_sgn(back[j]) > 0)
-            text_grant(&rows[2], "expired", g->id, back[j], NULL, s->digits);
-        else if (month_of(zone, g->expires - 1) == m && mpz_sgn(cr->rem[j]) > 0)
-            text_grant(&rows[2], "expired", g->id, cr->rem[j], NULL, s->digits);
     }
-    out = text_of("%s%s%s", rows[0], rows[1], rows[2]);
-    for (p = 0; p < 3; p++)
-        free(rows[p]);
+    out = credit_rows(s, cr, m, zone, applied, back);
     for (p = 0; p < np2; p++)
         mpz_clear(pools[p]);
     free(pools);
