@@ -892,6 +892,24 @@ START_TEST(test_reference_worked_example)
 }
 END_TEST
 
+/*
+ * Seeds beyond the 48 that once showed the reference wrong (a run of seeds
+ * 48-167): 64, 98 and 160 a refund's credit given back rounded as a
+ * positive amount (one minor unit more than the line in the modes that
+ * round a negative amount otherwise than its opposite, floor and
+ * ceiling); 99 the money part of a refund of an earlier
+ * month's fee netted with this month's fees (credit paid 21.27 less).
+ */
+static const int found_seeds[] = {64, 98, 99, 160};
+
+START_TEST(test_reference_found_seeds)
+{
+    uint64_t counts[16] = {0};
+
+    run_seed(found_seeds[_i], counts);
+}
+END_TEST
+
 static Suite *reference_suite(void)
 {
     Suite *s = suite_create("reference");
@@ -902,6 +920,8 @@ static Suite *reference_suite(void)
     tcase_add_test(tc, test_reference_worked_example);
     tcase_add_loop_test(tc, test_reference_streams, 0,
                         vg != NULL && strcmp(vg, "1") == 0 ? SEEDS_VALGRIND : SEEDS);
+    tcase_add_loop_test(tc, test_reference_found_seeds, 0,
+                        (int)(sizeof(found_seeds) / sizeof(found_seeds[0])));
     suite_add_tcase(s, tc);
     return s;
 }

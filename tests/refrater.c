@@ -1251,14 +1251,27 @@ static int first_of_line(const charges *cs, int m, size_t i)
 }
 
 /*
+ * A refund of a fee charged on an earlier invoice is not netted with this
+ * invoice's fees: its credit part goes back to the grants that paid, its
+ * money part is the customer's and lowers only what the invoice asks for
+ * (pricing.md, "Refunds go back the way the fee was paid").
+ */
+static int earlier_refund(const charges *cs, size_t i, const char *zone)
+{
+    const ref_charge *c = &cs->v[i];
+
+    return c->kind == BILLING_LINE_REFUND && month_of(zone, c->term_start) != c->month;
+}
+
+/*
  * Credit given back by the refunds of month @m (pricing.md, "Refunds go
  * back the way the fee was paid"): each grant its share of the refund, in
  * proportion to what it paid of the fees of the term's start (month and
  * span), rounded as a running sum over the grants in application order.
- * Into @back[j]; the refund's span's fee pool rises by what is given back.
+ * Into @back[j].
  */
 static void refunds_back(const ref_spec *s, const credit_state *cr, const charges *cs, int m,
-                         const char *zone, mpz_t *back, mpz_t *pools)
+                         const char *zone, mpz_t *back)
 {
     const ref_charge *c;
     mpz_t total;
@@ -1270,7 +1283,6 @@ static void refunds_back(const ref_spec *s, const credit_state *cr, const charge
     size_t i;
     int m0;
     int e0;
-    int fees;
     int j;
 
     mpz_init(total);
@@ -1287,7 +1299,6 @@ static void refunds_back(const ref_spec *s, const credit_state *cr, const charge
         e0 = span_of(cr->bounds, cr->n_bounds, c->term_start);
         if (m0 == m)
             continue; /* the fee is on the same invoice: simply netted */
-        fees = span_of(cr->bounds, cr->n_bounds, c->at) * 2 + 1;
         paid_get(cr, m0, e0, -1, total);
         if (mpz_sgn(total) <= 0)
             continue;
@@ -1299,12 +1310,11 @@ static void refunds_back(const ref_spec *s, const credit_state *cr, const charge
             mpz_set(mpq_denref(share), total);
             mpq_canonicalize(share);
             mpq_mul(share, share, c->amount);
-            mpq_sub(run, run, share); /* the refund's amount is negative */
+            /* Rounded like the line, as a negative amount: never more than it shows. */
+            mpq_add(run, run, share);
             round_minor(after, run, s->digits, s->rounding);
-            mpz_add(back[j], back[j], after);
-            mpz_sub(back[j], back[j], before);
-            mpz_add(pools[fees], pools[fees], after);
-            mpz_sub(pools[fees], pools[fees], before);
+            mpz_sub(back[j], back[j], after);
+            mpz_add(back[j], back[j], before);
             mpz_set(before, after);
         }
     }
@@ -1552,10 +1562,10 @@ static char *apply_credit(const ref_spec *s, credit_state *cr, const charges *cs
         mpz_init(applied[j]);
     }
     for (i = 0; i < cs->n; i++) {
-        if (first_of_line(cs, m, i))
+        if (first_of_line(cs, m, i) && !earlier_refund(cs, i, zone))
             line_parts(s, cr, cs, m, i, pools);
     }
-    refunds_back(s, cr, cs, m, zone, back, pools);
+    refunds_back(s, cr, cs, m, zone, back);
     for (p = 0; p < np2; p++)
         ref_rule_refund_in_pool(pools[p]);
     mpz_set_ui(returned, 0);
