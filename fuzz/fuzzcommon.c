@@ -67,6 +67,16 @@ static const unsigned char eastern_tzif[] = {
     '.', '1', '.', '0', '\n'};
 /* clang-format on */
 
+billing_zone *fz_eastern_zone(void)
+{
+    char err[ERR_MAX];
+    billing_zone *z = billing_zone_new("US/Eastern-rule", eastern_tzif, sizeof(eastern_tzif), err,
+                                       sizeof(err));
+
+    FZ_CHECK(z != NULL, "the embedded zone: %s", err);
+    return z;
+}
+
 /* The accounts of the catalog and their zones. */
 typedef struct fz_account {
     const char *id;
@@ -217,8 +227,7 @@ void fz_events_init(void)
     if (fz.ready)
         return;
     fz.utc = billing_zone_new_utc();
-    fz.eastern =
-        billing_zone_new("US/Eastern-rule", eastern_tzif, sizeof(eastern_tzif), err, sizeof(err));
+    fz.eastern = fz_eastern_zone();
     fz.cat = billing_catalog_new();
     if (fz.utc == NULL || fz.eastern == NULL || fz.cat == NULL)
         fz_fail(__FILE__, __LINE__, "setup: zones or catalog: %s", err);

@@ -50,6 +50,13 @@ void fz_fail(const char *file, int line, const char *fmt, ...) FZ_NORETURN FZ_PR
 void fz_check_message(const char *what, const char *errbuf, size_t size);
 
 /*
+ * fz_eastern_zone - a new zone for US Eastern time by rule (an embedded
+ * TZif file: no zoneinfo needed), which the caller frees; aborts if the
+ * library refuses it.
+ */
+billing_zone *fz_eastern_zone(void);
+
+/*
  * fz_events_init - build, once, the catalog the event targets rate
  * against (CNY; two price versions; accounts lab-a and lab-b in UTC and
  * lab-ny in an embedded US Eastern zone; a monthly and a daily

@@ -9,9 +9,13 @@
 # script prints the summary line. Files whose names start with '.' are
 # skipped in both modes. As tests/run-test.sh does, the summary
 # is copied to fd 9 (the console) so that `make check` shows it.
+#
+# Time-bound as tests/run-test.sh is: each run gets BILLING_TEST_TIMEOUT
+# seconds (default 600), so that a hang fails instead of blocking CI.
 prog=$1
 name=$(basename "$prog")
 corpus="${FUZZ_CORPUS_DIR:-corpus}/$name"
+limit=${BILLING_TEST_TIMEOUT:-600}
 out=$(mktemp "${TMPDIR:-/tmp}/billing-fuzz.XXXXXX") || exit 99
 if [ ! -d "$corpus" ]; then
     echo "no seed corpus $corpus" >"$out"
@@ -25,7 +29,7 @@ elif [ "${FUZZ_MODE:-replay}" = libfuzzer ]; then
     for f in "$corpus"/*; do
         [ -f "$f" ] || continue
         n=$((n + 1))
-        if ! "$prog" "$f" >>"$out" 2>&1; then
+        if ! timeout -k 10 "$limit" "$prog" "$f" >>"$out" 2>&1; then
             echo "FAIL $f" >>"$out"
             failures=$((failures + 1))
         fi
@@ -38,8 +42,12 @@ elif [ "${FUZZ_MODE:-replay}" = libfuzzer ]; then
     rc=0
     [ "$failures" -eq 0 ] && [ "$n" -gt 0 ] || rc=1
 else
-    "$prog" "$corpus" >"$out" 2>&1
+    timeout -k 10 "$limit" "$prog" "$corpus" >"$out" 2>&1
     rc=$?
+    if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+        echo "$name: TIMEOUT after ${limit}s (BILLING_TEST_TIMEOUT), killed" >>"$out"
+        echo "0%: Checks: 1, Failures: 0, Errors: 1" >>"$out"
+    fi
 fi
 cat "$out"
 if { true >&9; } 2>/dev/null; then

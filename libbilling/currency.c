@@ -17,10 +17,11 @@ typedef struct currency {
  * ISO 4217 List One (active codes) with their minor units, sorted by code
  * for bsearch. Codes whose minor unit is "N.A." (metals XAU/XAG/XPD/XPT,
  * bond units XBA..XBD, XDR, XSU, XUA, XTS, XXX) are left out on purpose:
- * an amount in them has no minor unit to round an invoice to. Codes being
- * phased out but still listed during their changeover (ANG -> XCG,
- * SLL -> SLE, CUC) stay until ISO withdraws them, so that old accounts keep
- * working.
+ * an amount in them has no minor unit to round an invoice to. Four codes
+ * withdrawn from List One (ANG -> XCG, BGN -> EUR, CUC -> CUP, SLL -> SLE)
+ * are kept on purpose: existing accounts in them have historical invoices
+ * that must still be rated and reproduced (doc/pricing.md, "Currencies").
+ * XAD (Arab Accounting Dinar, 2 minor digits) was added to List One in 2025.
  */
 static const currency currencies[] = {
     {"AED", 2}, {"AFN", 2}, {"ALL", 2}, {"AMD", 2}, {"ANG", 2}, {"AOA", 2}, {"ARS", 2},
@@ -45,8 +46,9 @@ static const currency currencies[] = {
     {"STN", 2}, {"SVC", 2}, {"SYP", 2}, {"SZL", 2}, {"THB", 2}, {"TJS", 2}, {"TMT", 2},
     {"TND", 3}, {"TOP", 2}, {"TRY", 2}, {"TTD", 2}, {"TWD", 2}, {"TZS", 2}, {"UAH", 2},
     {"UGX", 0}, {"USD", 2}, {"USN", 2}, {"UYI", 0}, {"UYU", 2}, {"UYW", 4}, {"UZS", 2},
-    {"VED", 2}, {"VES", 2}, {"VND", 0}, {"VUV", 0}, {"WST", 2}, {"XAF", 0}, {"XCD", 2},
-    {"XCG", 2}, {"XOF", 0}, {"XPF", 0}, {"YER", 2}, {"ZAR", 2}, {"ZMW", 2}, {"ZWG", 2},
+    {"VED", 2}, {"VES", 2}, {"VND", 0}, {"VUV", 0}, {"WST", 2}, {"XAD", 2}, {"XAF", 0},
+    {"XCD", 2}, {"XCG", 2}, {"XOF", 0}, {"XPF", 0}, {"YER", 2}, {"ZAR", 2}, {"ZMW", 2},
+    {"ZWG", 2},
 };
 
 #define CURRENCY_COUNT (sizeof currencies / sizeof currencies[0])

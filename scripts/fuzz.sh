@@ -5,11 +5,14 @@
 #   scripts/fuzz.sh [SECONDS-PER-TARGET] [TARGET...]
 #
 # SECONDS-PER-TARGET defaults to 60. TARGETs are fuzz_event_pb,
-# fuzz_event_json, fuzz_event_stream, fuzz_tzif and fuzz_config (default:
-# all), fuzzed one after the other on one core.
+# fuzz_event_json, fuzz_event_stream, fuzz_tzif, fuzz_config and
+# fuzz_rater (default: all), fuzzed one after the other on one core.
 #
 #   1. scripts/install-deps.sh, then clang from Debian's packages if it is
-#      missing (needs root or sudo only then);
+#      missing, then libclang-rt-N-dev (N = clang's major version) if clang
+#      cannot link a libFuzzer program: on Debian 12 clang only recommends
+#      it, so an install without recommends lacks libFuzzer (needs root or
+#      sudo only when something is missing);
 #   2. configure CC=clang --enable-fuzzing out of tree in _build-fuzz
 #      (BILLING_FUZZ_DIR overrides) and build. If the source tree has an
 #      in-tree configuration, configure refuses to build out of tree next
@@ -34,7 +37,7 @@ here=$(cd "$(dirname "$0")" && pwd -P)
 . "$here/lib.sh"
 cd "$BILLING_ROOT"
 
-all_targets="fuzz_event_pb fuzz_event_json fuzz_event_stream fuzz_tzif fuzz_config"
+all_targets="fuzz_event_pb fuzz_event_json fuzz_event_stream fuzz_tzif fuzz_config fuzz_rater"
 seconds=60
 if [ $# -gt 0 ]; then
     case "$1" in
@@ -59,6 +62,8 @@ max_len() {
     case "$1" in
         fuzz_event_pb) echo 4112 ;;
         fuzz_event_json | fuzz_event_stream) echo 65536 ;;
+        # The rater target reads a few hundred choices; more bytes are ignored.
+        fuzz_rater) echo 4096 ;;
         *) echo 1048576 ;;
     esac
 }
@@ -67,15 +72,35 @@ build=$(billing_abs "${BILLING_FUZZ_DIR:-$BILLING_ROOT/_build-fuzz}")
 
 # ---- 1. tools -----------------------------------------------------------
 bash scripts/install-deps.sh >&2
-if ! command -v clang >/dev/null 2>&1; then
-    billing_log "installing clang"
-    sudo=""
+# apt_install PACKAGE...: install Debian packages, as root or through sudo.
+apt_install() {
+    local sudo=""
     if [ "$(id -u)" -ne 0 ]; then
-        command -v sudo >/dev/null 2>&1 || billing_die "not root and no sudo; install clang"
+        command -v sudo >/dev/null 2>&1 || billing_die "not root and no sudo; install $*"
         sudo="sudo"
     fi
     $sudo apt-get update -q
-    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends clang
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@"
+}
+# libfuzzer_links: true when clang links a program with -fsanitize=fuzzer.
+libfuzzer_links() {
+    local dir rc=0
+    dir=$(mktemp -d)
+    printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { return 0; }\n' \
+        >"$dir/t.c"
+    clang -fsanitize=fuzzer "$dir/t.c" -o "$dir/t" >"$dir/out" 2>&1 || rc=1
+    rm -rf "$dir"
+    return $rc
+}
+if ! command -v clang >/dev/null 2>&1; then
+    billing_log "installing clang"
+    apt_install clang
+fi
+if ! libfuzzer_links; then
+    major=$(clang --version | sed -n 's/.*clang version \([0-9][0-9]*\).*/\1/p' | head -1)
+    billing_log "clang cannot link libFuzzer: installing libclang-rt-$major-dev"
+    apt_install "libclang-rt-$major-dev"
+    libfuzzer_links || billing_die "clang still cannot link -fsanitize=fuzzer programs"
 fi
 
 # ---- 2. build -----------------------------------------------------------

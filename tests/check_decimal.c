@@ -521,7 +521,7 @@ static const struct currency_case {
     {"CNY", 2}, {"USD", 2}, {"EUR", 2}, {"JPY", 0}, {"KRW", 0},  {"VND", 0},  {"ISK", 0},
     {"CLP", 0}, {"XOF", 0}, {"KWD", 3}, {"BHD", 3}, {"JOD", 3},  {"OMR", 3},  {"TND", 3},
     {"LYD", 3}, {"IQD", 3}, {"CLF", 4}, {"UYW", 4}, {"AED", 2},  {"ZWG", 2},  {"XCG", 2},
-    {"SLE", 2}, {"XYZ", -1}, {"cny", -1}, {"Cny", -1}, {"", -1}, {"CN", -1}, {"CNYY", -1},
+    {"SLE", 2}, {"XAD", 2}, {"XYZ", -1}, {"cny", -1}, {"Cny", -1}, {"", -1}, {"CN", -1}, {"CNYY", -1},
     {"CN1", -1}, {"C Y", -1}, {"XAU", -1}, {"XXX", -1}, {"XDR", -1}, {"HRK", -1}, {"AAA", -1},
     {"ZZZ", -1},
 };
@@ -562,7 +562,7 @@ START_TEST(test_currency_every_code)
             }
         }
     }
-    ck_assert_int_eq(known, 168);
+    ck_assert_int_eq(known, 169);
     ck_assert_int_eq(billing_currency_digits(NULL), -1);
 }
 END_TEST

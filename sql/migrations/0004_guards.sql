@@ -361,3 +361,13 @@ ALTER TABLE billing.subscriptions DROP CONSTRAINT subscriptions_cancel_after_sta
 ALTER TABLE billing.invoice_lines DROP CONSTRAINT invoice_lines_unit_known;
 ALTER TABLE billing.invoice_lines ADD CONSTRAINT invoice_lines_unit_known
     CHECK (unit IN ('GPU-hour', 'instance-hour', 'GB-month', 'GB', 'term', 'second'));
+
+-- ---------------------------------------------------------------------
+-- Currencies: the table follows libbilling/currency.c.
+-- ---------------------------------------------------------------------
+
+-- XAD (Arab Accounting Dinar, 2 minor digits) joined ISO 4217 List One in
+-- 2025 and libbilling accepts it. ANG, BGN, CUC and SLL, since withdrawn,
+-- stay: existing accounts' historical invoices are in them
+-- (doc/pricing.md, "Currencies").
+INSERT INTO billing.currencies (code, digits) VALUES ('XAD', 2);
