@@ -383,10 +383,11 @@ static const bad_case bad_cases[] = {
      "event 'e-bad': field 'account': 'nobody' is not a known account"},
     {"no price for the model", no_price_model, BILLING_ERR_NO_PRICE,
      "event 'e-bad': field 'model': no gpu price for model 'H100' in region 'cn-east-1' at "
-     "2026-01-05T02:00:00Z"},
+     "2026-01-05T02:00:00Z (2026-01-05 10:00:00 +08:00 Asia/Shanghai)"},
     {"usage before the first price version", no_price_before_book, BILLING_ERR_NO_PRICE,
-     "event 'e-bad': field 'model': no gpu price for model 'RTX4090' in region 'cn-east-1' at "
-     "2024-12-31T23:00:00Z"},
+     "event 'e-bad': field 'start': usage at 2024-12-31T23:00:00Z (2025-01-01 07:00:00 +08:00 "
+     "Asia/Shanghai) is before the first price version 'v1', which starts at "
+     "2025-01-01T00:00:00Z (2025-01-01 08:00:00 +08:00 Asia/Shanghai)"},
 };
 
 #define N_BAD (int)(sizeof(bad_cases) / sizeof(bad_cases[0]))
