@@ -64,5 +64,8 @@ int cli_getopt(const char *cmd, int argc, char **argv, const struct option *opti
 int cmd_rate(int argc, char **argv);
 int cmd_db(int argc, char **argv);
 int cmd_load(int argc, char **argv);
+int cmd_close(int argc, char **argv);
+int cmd_rerate(int argc, char **argv);
+int cmd_invoice(int argc, char **argv);
 
 #endif /* BILLING_CLI_H */

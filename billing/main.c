@@ -17,9 +17,12 @@
 
 /* One line per subcommand; keep it sorted by name. */
 static const cli_command commands[] = {
+    {"close", cmd_close, "close a month: draft invoices in PostgreSQL; --finalize numbers them"},
     {"db", cmd_db, "migrate the PostgreSQL schema, or show its version"},
+    {"invoice", cmd_invoice, "list, show, export or void stored invoices"},
     {"load", cmd_load, "load a price book and accounts into PostgreSQL"},
     {"rate", cmd_rate, "rate usage event files offline and print the invoices"},
+    {"rerate", cmd_rerate, "recompute a period's draft invoices from the raw events"},
 };
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 

@@ -1,0 +1,831 @@
+/*
+ * invoices.c - month-end close in the store. See invoices.h and
+ * doc/database.md ("Month-end close").
+ *
+ * Drafts are written set-based: a batch of accounts' drafts travels as
+ * one JSON parameter, and each step (lock, look up, reverse, replace,
+ * insert lines, credits, ledger) is one statement over it, whatever the
+ * batch size. Rows are joined to their invoice by (account, month),
+ * which the one-open-draft index makes unique, so no ids travel back.
+ */
+#include "config.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "configfile.h"
+#include "invoices.h"
+
+#define MSG_MAX 1024
+#define TIME_TEXT 48
+
+/* ---------------------------------------------------------------------- */
+/* Catalog                                                                 */
+/* ---------------------------------------------------------------------- */
+
+/* Instants as RFC 3339 UTC with microseconds, which the catalog parsers read. */
+#define SQL_TS(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
+
+/* The price book as the file `billing rate --pricebook` reads. */
+#define SQL_BOOK_JSON                                                                          \
+    "SELECT b.currency, json_build_object('currency', b.currency, 'rounding', b.rounding,"     \
+    " 'plans', coalesce((SELECT json_agg(json_build_object('id', p.id, 'period', p.period,"    \
+    " 'model', p.model, 'region', p.region, 'refundable', p.refundable) ORDER BY p.id)"        \
+    " FROM billing.plans p), '[]'),"                                                           \
+    " 'versions', coalesce((SELECT json_agg(json_build_object('id', v.label,"                  \
+    " 'effective_from', " SQL_TS("v.effective_from") ","                                       \
+    " 'rates', coalesce((SELECT json_agg(json_build_object('meter', r.meter, 'model', r.model," \
+    " 'region', r.region, 'price', r.price::text)) FROM billing.rates r"                       \
+    " WHERE r.version_id = v.id), '[]'),"                                                      \
+    " 'plan_fees', coalesce((SELECT json_agg(json_build_object('plan', f.plan_id,"             \
+    " 'fee', f.fee::text)) FROM billing.plan_fees f WHERE f.version_id = v.id), '[]'))"        \
+    " ORDER BY v.effective_from) FROM billing.current_price_versions v"                        \
+    " WHERE v.book_id = b.id), '[]'))::text, b.rounding"                                       \
+    " FROM billing.price_books b WHERE b.id = $1::text"
+
+/* Accounts, subscriptions and grants as the file `billing rate --accounts` reads. */
+#define SQL_ACCOUNTS_JSON                                                                      \
+    "SELECT json_build_object("                                                                \
+    " 'accounts', coalesce((SELECT json_agg(json_build_object('id', a.id, 'currency',"         \
+    " a.currency, 'time_zone', a.time_zone, 'tax_rate', a.tax_rate::text) ORDER BY a.id)"      \
+    " FROM billing.accounts a WHERE a.currency = $1::char(3)), '[]'),"                         \
+    " 'subscriptions', coalesce((SELECT json_agg(json_build_object('id', s.id, 'account',"     \
+    " s.account_id, 'resource', s.resource_id, 'plan', s.plan_id,"                             \
+    " 'start', " SQL_TS("s.start_at") ", 'terms', s.terms,"                                    \
+    " 'cancelled_at', " SQL_TS("s.cancelled_at") ") ORDER BY s.id)"                            \
+    " FROM billing.subscriptions s JOIN billing.accounts a ON a.id = s.account_id"             \
+    " WHERE a.currency = $1::char(3)), '[]'),"                                                 \
+    " 'grants', coalesce((SELECT json_agg(json_build_object('id', g.id, 'account',"            \
+    " g.account_id, 'amount', g.amount::text, 'granted_at', " SQL_TS("g.granted_at") ","       \
+    " 'expires_at', " SQL_TS("g.expires_at") ", 'priority', g.priority, 'applies_to',"         \
+    " (SELECT json_agg(k.name) FROM (VALUES (1, 'usage'), (2, 'subscription')) k(bit, name)"   \
+    " WHERE g.kinds & k.bit <> 0)) ORDER BY g.id)"                                             \
+    " FROM billing.credit_grants g WHERE g.currency = $1::char(3)), '[]'))::text"
+
+bs_status bs_catalog_fetch(bs_conn *c, const char *book, billing_catalog *cat, bc_zones *zones,
+                           char currency[4], billing_rounding *rounding, bs_error *err)
+{
+    const char *params[1];
+    PGresult *res;
+    PGresult *acc = NULL;
+    char msg[MSG_MAX];
+    bs_status st = BS_OK;
+    const char *text;
+
+    params[0] = book;
+    res = bs_query(c, SQL_BOOK_JSON, 1, params, err);
+    if (res == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    if (PQntuples(res) != 1) {
+        st = bs_error_set(err, BS_ERR_INVALID, "price book '%.128s' does not exist (run "
+                                               "`billing load --book %.128s` first)",
+                          book, book);
+        goto done;
+    }
+    snprintf(currency, 4, "%s", PQgetvalue(res, 0, 0));
+    if (billing_rounding_parse(PQgetvalue(res, 0, 2), rounding) != BILLING_OK) {
+        st = bs_error_set(err, BS_ERR_INVALID, "price book '%.128s': unknown rounding '%.32s'",
+                          book, PQgetvalue(res, 0, 2));
+        goto done;
+    }
+    text = PQgetvalue(res, 0, 1);
+    if (bc_pricebook_parse(cat, text, strlen(text), "stored price book", msg, sizeof(msg)) != 0) {
+        st = bs_error_set(err, BS_ERR_INVALID, "%s", msg);
+        goto done;
+    }
+    params[0] = currency;
+    acc = bs_query(c, SQL_ACCOUNTS_JSON, 1, params, err);
+    if (acc == NULL) {
+        st = err != NULL ? err->status : BS_ERR_FATAL;
+        goto done;
+    }
+    text = PQgetvalue(acc, 0, 0);
+    if (bc_accounts_parse(cat, zones, text, strlen(text), "stored accounts", msg, sizeof(msg)) !=
+        0)
+        st = bs_error_set(err, BS_ERR_INVALID, "%s", msg);
+done:
+    PQclear(acc);
+    PQclear(res);
+    return st;
+}
+
+#define SQL_ACCOUNTS_ALL                                                                       \
+    "SELECT coalesce(json_agg(id ORDER BY id), '[]')::text FROM billing.accounts"              \
+    " WHERE currency = $1::char(3)"
+#define SQL_ACCOUNTS_DRAFTS                                                                    \
+    "SELECT coalesce(json_agg(DISTINCT account_id ORDER BY account_id), '[]')::text"           \
+    " FROM billing.invoices WHERE currency = $1::char(3) AND month = $2::date"                 \
+    " AND kind = 'invoice' AND status = 'draft'"
+
+bs_status bs_close_accounts(bs_conn *c, const char *currency, const char *month, int drafts_only,
+                            char **out, bs_error *err)
+{
+    const char *params[2] = {currency, month};
+    PGresult *res;
+
+    *out = NULL;
+    res = bs_query(c, drafts_only ? SQL_ACCOUNTS_DRAFTS : SQL_ACCOUNTS_ALL, drafts_only ? 2 : 1,
+                   params, err);
+    if (res == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    *out = strdup(PQgetvalue(res, 0, 0));
+    PQclear(res);
+    if (*out == NULL)
+        return bs_error_set(err, BS_ERR_NOMEM, "account list: out of memory");
+    return BS_OK;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Events                                                                  */
+/* ---------------------------------------------------------------------- */
+
+/* Instants travel as microseconds plus the 0..999 nanoseconds column. */
+#define SQL_EVENTS_DECLARE                                                                     \
+    "DECLARE bs_close_events NO SCROLL CURSOR FOR SELECT account_id, event_id, resource_id,"   \
+    " meter, (extract(epoch FROM start_time) * 1000000)::bigint, start_nanos,"                 \
+    " (extract(epoch FROM end_time) * 1000000)::bigint, end_nanos, quantity::text, model,"     \
+    " region FROM billing.usage_events WHERE account_id IN"                                    \
+    " (SELECT json_array_elements_text($1::json)) AND start_time < $2::timestamptz"
+#define SQL_EVENTS_FETCH "FETCH 20000 FROM bs_close_events"
+
+static billing_time_t instant(const PGresult *res, int row, int col)
+{
+    return strtoll(PQgetvalue(res, row, col), NULL, 10) * 1000 +
+           strtoll(PQgetvalue(res, row, col + 1), NULL, 10);
+}
+
+/* Hand the rows of one FETCH to @fn. Returns BS_OK or BS_ERR_INVALID (stopped). */
+static bs_status feed_rows(const PGresult *res, bs_event_fn fn, void *arg, bs_error *err)
+{
+    int i;
+
+    for (i = 0; i < PQntuples(res); i++) {
+        if (fn(arg, PQgetvalue(res, i, 0), PQgetvalue(res, i, 1), PQgetvalue(res, i, 2),
+               PQgetvalue(res, i, 3), instant(res, i, 4), instant(res, i, 6),
+               PQgetvalue(res, i, 8), PQgetvalue(res, i, 9), PQgetvalue(res, i, 10)) != 0)
+            return bs_error_set(err, BS_ERR_INVALID, "event '%.128s' was not accepted",
+                                PQgetvalue(res, i, 1));
+    }
+    return BS_OK;
+}
+
+bs_status bs_events_fetch(bs_conn *c, const char *accounts, billing_time_t before, bs_event_fn fn,
+                          void *arg, bs_error *err)
+{
+    char before_text[TIME_TEXT];
+    const char *params[2];
+    PGresult *res;
+    bs_status st;
+    int rows;
+
+    billing_time_format(before, before_text, sizeof(before_text));
+    params[0] = accounts;
+    params[1] = before_text;
+    st = bs_begin(c, err);
+    if (st != BS_OK)
+        return st;
+    st = bs_command(c, "SET TRANSACTION READ ONLY", 0, NULL, NULL, err);
+    if (st == BS_OK)
+        st = bs_command(c, SQL_EVENTS_DECLARE, 2, params, NULL, err);
+    do {
+        if (st != BS_OK)
+            break;
+        res = bs_query(c, SQL_EVENTS_FETCH, 0, NULL, err);
+        if (res == NULL) {
+            st = err != NULL ? err->status : BS_ERR_FATAL;
+            break;
+        }
+        rows = PQntuples(res);
+        st = feed_rows(res, fn, arg, err);
+        PQclear(res);
+    } while (st == BS_OK && rows > 0);
+    if (st != BS_OK) {
+        bs_rollback(c);
+        return st;
+    }
+    return bs_commit(c, err);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Drafts as JSON                                                          */
+/* ---------------------------------------------------------------------- */
+
+static const char *kind_text(billing_line_kind kind)
+{
+    switch (kind) {
+    case BILLING_LINE_USAGE:
+        return "usage";
+    case BILLING_LINE_INCLUDED:
+        return "included";
+    case BILLING_LINE_FEE:
+        return "fee";
+    case BILLING_LINE_REFUND:
+        return "refund";
+    }
+    return "?";
+}
+
+/* A string, or null for NULL or "". */
+static json_t *str_or_null(const char *s)
+{
+    return s != NULL && s[0] != '\0' ? json_string(s) : json_null();
+}
+
+/*
+ * put_quantity - @q ("12.5" or "7/3") as "q" (numerator) and "d"
+ * (denominator) of @o. Returns 0 or -1.
+ */
+static int put_quantity(json_t *o, const char *q)
+{
+    const char *slash = strchr(q, '/');
+    json_t *num;
+
+    if (slash == NULL)
+        return json_object_set_new(o, "q", json_string(q)) |
+               json_object_set_new(o, "d", json_string("1"));
+    num = json_stringn(q, (size_t)(slash - q));
+    return json_object_set_new(o, "q", num) | json_object_set_new(o, "d", json_string(slash + 1));
+}
+
+static json_t *line_json(const billing_invoice *inv, size_t i, int line_no)
+{
+    json_t *o = json_object();
+    int failed;
+
+    if (o == NULL)
+        return NULL;
+    failed = json_object_set_new(o, "n", json_integer(line_no)) |
+             json_object_set_new(o, "k", json_string(kind_text(billing_invoice_line_kind(inv, i)))) |
+             json_object_set_new(o, "m", json_string(billing_invoice_line_meter(inv, i))) |
+             json_object_set_new(o, "mo", json_string(billing_invoice_line_model(inv, i))) |
+             json_object_set_new(o, "r", json_string(billing_invoice_line_region(inv, i))) |
+             json_object_set_new(o, "p", str_or_null(billing_invoice_line_plan(inv, i))) |
+             json_object_set_new(o, "v", str_or_null(billing_invoice_line_price_version(inv, i))) |
+             json_object_set_new(o, "adj", json_null()) |
+             put_quantity(o, billing_invoice_line_quantity(inv, i)) |
+             json_object_set_new(o, "u", json_string(billing_invoice_line_unit(inv, i))) |
+             json_object_set_new(o, "up", json_string(billing_invoice_line_unit_price(inv, i))) |
+             json_object_set_new(o, "am", json_string(billing_invoice_line_amount_rounded(inv, i)));
+    if (failed) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+static json_t *adjustment_json(const bs_adjustment *a, int line_no)
+{
+    json_t *o = json_object();
+    char month[16];
+    int failed;
+
+    if (o == NULL)
+        return NULL;
+    snprintf(month, sizeof(month), "%04d-%02d-01", a->year, a->month);
+    failed = json_object_set_new(o, "n", json_integer(line_no)) |
+             json_object_set_new(o, "k", json_string("adjustment")) |
+             json_object_set_new(o, "m", json_string(a->meter)) |
+             json_object_set_new(o, "mo", json_string(a->model)) |
+             json_object_set_new(o, "r", json_string(a->region)) |
+             json_object_set_new(o, "p", json_null()) |
+             json_object_set_new(o, "v", str_or_null(a->price_version)) |
+             json_object_set_new(o, "adj", json_string(month)) | put_quantity(o, a->quantity) |
+             json_object_set_new(o, "u", json_string(a->unit)) |
+             json_object_set_new(o, "up", json_string(a->unit_price)) |
+             json_object_set_new(o, "am", json_string(a->amount));
+    if (failed) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+static json_t *lines_json(const bs_draft *d)
+{
+    json_t *arr = json_array();
+    size_t n = billing_invoice_line_count(d->inv);
+    size_t i;
+
+    for (i = 0; arr != NULL && i < n + d->n_adj; i++) {
+        json_t *l = i < n ? line_json(d->inv, i, (int)i + 1)
+                          : adjustment_json(&d->adj[i - n], (int)i + 1);
+        if (l == NULL || json_array_append_new(arr, l) != 0) {
+            json_decref(arr);
+            return NULL;
+        }
+    }
+    return arr;
+}
+
+/* Applied (@expired 0) or expired credits, zero amounts left out. */
+static json_t *credits_json(const billing_invoice *inv, int expired)
+{
+    json_t *arr = json_array();
+    size_t n = expired ? billing_invoice_expired_count(inv) : billing_invoice_credit_count(inv);
+    size_t i;
+
+    for (i = 0; arr != NULL && i < n; i++) {
+        const char *g = expired ? billing_invoice_expired_grant(inv, i)
+                                : billing_invoice_credit_grant(inv, i);
+        const char *am = expired ? billing_invoice_expired_amount(inv, i)
+                                 : billing_invoice_credit_amount(inv, i);
+        if (strspn(am, "0.") == strlen(am))
+            continue;
+        if (json_array_append_new(arr, json_pack("{s:s, s:s}", "g", g, "am", am)) != 0) {
+            json_decref(arr);
+            return NULL;
+        }
+    }
+    return arr;
+}
+
+static int put_time(json_t *o, const char *key, billing_time_t t)
+{
+    char text[TIME_TEXT];
+
+    billing_time_format(t, text, sizeof(text));
+    return json_object_set_new(o, key, json_string(text));
+}
+
+/*
+ * draft_json - the draft as the statements below read it, with "h", the
+ * text whose md5 is the content hash: the draft's own compact JSON with
+ * sorted keys, so that the same invoice always gives the same hash.
+ */
+static json_t *draft_json(const bs_draft *d)
+{
+    const billing_invoice *inv = d->inv;
+    billing_time_t start;
+    billing_time_t end;
+    json_t *o = json_object();
+    char *h;
+    int failed;
+
+    if (o == NULL)
+        return NULL;
+    billing_invoice_period(inv, &start, &end);
+    failed = json_object_set_new(o, "a", json_string(billing_invoice_account(inv))) |
+             json_object_set_new(o, "cur", json_string(billing_invoice_currency(inv))) |
+             put_time(o, "ps", start) | put_time(o, "pe", end) |
+             json_object_set_new(o, "tr", json_string(billing_invoice_tax_rate(inv))) |
+             json_object_set_new(o, "sub", json_string(d->subtotal)) |
+             json_object_set_new(o, "cr", json_string(billing_invoice_credits(inv))) |
+             json_object_set_new(o, "tax", json_string(d->tax)) |
+             json_object_set_new(o, "tot", json_string(d->total)) |
+             json_object_set_new(o, "lines", lines_json(d)) |
+             json_object_set_new(o, "credits", credits_json(inv, 0)) |
+             json_object_set_new(o, "expired", credits_json(inv, 1));
+    h = failed ? NULL : json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+    if (h == NULL || json_object_set_new(o, "h", json_string(h)) != 0) {
+        free(h);
+        json_decref(o);
+        return NULL;
+    }
+    free(h);
+    return o;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Writing drafts                                                          */
+/* ---------------------------------------------------------------------- */
+
+/* Accounts locked in hash order, so that concurrent closes cannot deadlock. */
+#define SQL_DRAFT_LOCK                                                                         \
+    "SELECT count(*) FROM (SELECT pg_advisory_xact_lock(k) FROM (SELECT DISTINCT"              \
+    " hashtextextended(d->>'a', 7091318301203063141) AS k FROM json_array_elements($1::json) d" \
+    " ORDER BY k OFFSET 0) s) t"
+#define SQL_SERIES "SELECT billing.ensure_invoice_series($1::text, $1::text || '-')"
+#define SQL_DRAFT_EXISTING                                                                     \
+    "SELECT d.n - 1, i.id, i.status, i.content_hash IS NOT DISTINCT FROM md5(d.v->>'h')"       \
+    " FROM json_array_elements($1::json) WITH ORDINALITY d(v, n) JOIN billing.invoices i"      \
+    " ON i.account_id = d.v->>'a' AND i.month = $2::date AND i.kind = 'invoice'"               \
+    " AND i.status IN ('draft', 'finalized')"
+#define SQL_IDS "SELECT x::bigint FROM json_array_elements_text($1::json) x"
+#define SQL_DRAFT_REVERSE                                                                      \
+    "INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor, invoice_id,"            \
+    " effective_at, note) SELECT l.grant_id, 'reverse', -sum(l.amount_minor), l.invoice_id,"   \
+    " now(), 'draft recomputed' FROM billing.credit_ledger l WHERE l.invoice_id IN (" SQL_IDS  \
+    ") GROUP BY l.grant_id, l.invoice_id HAVING sum(l.amount_minor) < 0"
+#define SQL_DRAFT_DELETE_LINES "DELETE FROM billing.invoice_lines WHERE invoice_id IN (" SQL_IDS ")"
+#define SQL_DRAFT_DELETE_CREDITS                                                               \
+    "DELETE FROM billing.invoice_credits WHERE invoice_id IN (" SQL_IDS ")"
+#define SQL_DRAFT_FIGURES                                                                      \
+    "period_start = (d->>'ps')::timestamptz, period_end = (d->>'pe')::timestamptz,"            \
+    " tax_rate = (d->>'tr')::numeric, subtotal = (d->>'sub')::numeric,"                        \
+    " credits = (d->>'cr')::numeric, tax = (d->>'tax')::numeric,"                              \
+    " total = (d->>'tot')::numeric, content_hash = md5(d->>'h')"
+#define SQL_DRAFT_UPDATE                                                                       \
+    "UPDATE billing.invoices i SET " SQL_DRAFT_FIGURES ", updated_at = now()"                  \
+    " FROM json_array_elements($1::json) d WHERE i.account_id = d->>'a'"                       \
+    " AND i.month = $2::date AND i.kind = 'invoice' AND i.status = 'draft'"
+#define SQL_DRAFT_INSERT                                                                       \
+    "INSERT INTO billing.invoices (account_id, currency, month, series, period_start,"         \
+    " period_end, tax_rate, subtotal, credits, tax, total, content_hash)"                      \
+    " SELECT d->>'a', d->>'cur', $2::date, $3::text, (d->>'ps')::timestamptz,"                 \
+    " (d->>'pe')::timestamptz, (d->>'tr')::numeric, (d->>'sub')::numeric,"                     \
+    " (d->>'cr')::numeric, (d->>'tax')::numeric, (d->>'tot')::numeric, md5(d->>'h')"           \
+    " FROM json_array_elements($1::json) d WHERE NOT EXISTS (SELECT 1 FROM billing.invoices i" \
+    " WHERE i.account_id = d->>'a' AND i.month = $2::date AND i.kind = 'invoice'"              \
+    " AND i.status = 'draft')"
+/* The drafts of the batch, each joined to its open invoice. */
+#define SQL_DRAFT_JOIN                                                                         \
+    " FROM json_array_elements($1::json) d JOIN billing.invoices i ON i.account_id = d->>'a'"  \
+    " AND i.month = $2::date AND i.kind = 'invoice' AND i.status = 'draft'"
+/* Lines name the price version by label: the book's revision in force. */
+#define SQL_DRAFT_LINES                                                                        \
+    "INSERT INTO billing.invoice_lines (invoice_id, line_no, kind, meter, model, region,"      \
+    " plan_id, price_version_id, adjusts_month, quantity, quantity_den, unit, unit_price,"     \
+    " amount) SELECT i.id, (l->>'n')::integer, l->>'k', l->>'m', l->>'mo', l->>'r', l->>'p',"  \
+    " (SELECT v.id FROM billing.current_price_versions v WHERE v.book_id = $3::text"           \
+    " AND v.label = l->>'v' ORDER BY v.effective_from DESC LIMIT 1), (l->>'adj')::date,"       \
+    " (l->>'q')::numeric, (l->>'d')::numeric, l->>'u', (l->>'up')::numeric,"                   \
+    " (l->>'am')::numeric" SQL_DRAFT_JOIN " CROSS JOIN LATERAL json_array_elements(d->'lines') l"
+#define SQL_DRAFT_CREDITS                                                                      \
+    "INSERT INTO billing.invoice_credits (invoice_id, grant_id, amount)"                       \
+    " SELECT i.id, c->>'g', (c->>'am')::numeric" SQL_DRAFT_JOIN                                \
+    " CROSS JOIN LATERAL json_array_elements(d->'credits') c"
+/* Minor units: the amounts have exactly the currency's digits. */
+#define SQL_DRAFT_LEDGER                                                                       \
+    "INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor, invoice_id,"            \
+    " effective_at, note) SELECT e.c->>'g', e.entry,"                                          \
+    " -trunc((e.c->>'am')::numeric * 10::numeric ^ cu.digits), i.id,"                          \
+    " CASE e.entry WHEN 'apply' THEN i.period_end ELSE g.expires_at END, 'billing close'"      \
+    SQL_DRAFT_JOIN " JOIN billing.currencies cu ON cu.code = i.currency"                       \
+    " CROSS JOIN LATERAL (SELECT 'apply', x FROM json_array_elements(d->'credits') x"          \
+    " UNION ALL SELECT 'expire', x FROM json_array_elements(d->'expired') x) e(entry, c)"      \
+    " JOIN billing.credit_grants g ON g.id = e.c->>'g'"
+
+typedef struct write_ctx {
+    const char *book;
+    const char *month;
+    const char *series;
+    json_t *all;       /* every draft of the batch */
+    size_t n;
+    bs_draft_outcome *out;
+} write_ctx;
+
+/*
+ * classify - read the batch's existing invoices, set each outcome, and
+ * collect the drafts to write into @w and the ids of drafts being
+ * replaced into @ids.
+ */
+static bs_status classify(bs_conn *c, write_ctx *x, const char *all_text, json_t *w, json_t *ids,
+                          bs_error *err)
+{
+    const char *params[2] = {all_text, x->month};
+    PGresult *res = bs_query(c, SQL_DRAFT_EXISTING, 2, params, err);
+    size_t i;
+    int r;
+
+    if (res == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    for (i = 0; i < x->n; i++)
+        x->out[i] = BS_DRAFT_NEW;
+    for (r = 0; r < PQntuples(res); r++) {
+        i = (size_t)strtoull(PQgetvalue(res, r, 0), NULL, 10);
+        if (i >= x->n)
+            continue;
+        if (strcmp(PQgetvalue(res, r, 2), "finalized") == 0)
+            x->out[i] = BS_DRAFT_FINALIZED;
+        else if (strcmp(PQgetvalue(res, r, 3), "t") == 0)
+            x->out[i] = BS_DRAFT_UNCHANGED;
+        else {
+            x->out[i] = BS_DRAFT_UPDATED;
+            json_array_append_new(ids, json_string(PQgetvalue(res, r, 1)));
+        }
+    }
+    PQclear(res);
+    for (i = 0; i < x->n; i++) {
+        if (x->out[i] == BS_DRAFT_NEW || x->out[i] == BS_DRAFT_UPDATED)
+            json_array_append(w, json_array_get(x->all, i));
+    }
+    return BS_OK;
+}
+
+/* Run each statement of @sqls with (@p1, month, book/series) in order. */
+static bs_status run_all(bs_conn *c, const char *const *sqls, size_t n, const char *p1,
+                         const write_ctx *x, const char *third, bs_error *err)
+{
+    const char *params[3] = {p1, x->month, third};
+    size_t i;
+    bs_status st;
+
+    for (i = 0; i < n; i++) {
+        /* Each statement uses the first 1, 2 or 3 parameters. */
+        int np = strstr(sqls[i], "$3") != NULL ? 3 : strstr(sqls[i], "$2") != NULL ? 2 : 1;
+        st = bs_command(c, sqls[i], np, params, NULL, err);
+        if (st != BS_OK)
+            return st;
+    }
+    return BS_OK;
+}
+
+static bs_status write_tx(bs_conn *c, void *arg, bs_error *err)
+{
+    static const char *const replace[] = {SQL_DRAFT_REVERSE, SQL_DRAFT_DELETE_LINES,
+                                          SQL_DRAFT_DELETE_CREDITS};
+    static const char *const headers[] = {SQL_DRAFT_UPDATE, SQL_DRAFT_INSERT};
+    static const char *const children[] = {SQL_DRAFT_LINES, SQL_DRAFT_CREDITS, SQL_DRAFT_LEDGER};
+    write_ctx *x = arg;
+    json_t *w = json_array();
+    json_t *ids = json_array();
+    char *all_text = json_dumps(x->all, JSON_COMPACT);
+    char *w_text = NULL;
+    char *ids_text = NULL;
+    const char *p[1];
+    bs_status st = BS_ERR_NOMEM;
+
+    if (w == NULL || ids == NULL || all_text == NULL)
+        goto done;
+    p[0] = all_text;
+    st = bs_command(c, SQL_DRAFT_LOCK, 1, p, NULL, err);
+    if (st == BS_OK) {
+        p[0] = x->series;
+        st = bs_command(c, SQL_SERIES, 1, p, NULL, err);
+    }
+    if (st == BS_OK)
+        st = classify(c, x, all_text, w, ids, err);
+    if (st != BS_OK || json_array_size(w) == 0)
+        goto done;
+    w_text = json_dumps(w, JSON_COMPACT);
+    ids_text = json_dumps(ids, JSON_COMPACT);
+    if (w_text == NULL || ids_text == NULL) {
+        st = bs_error_set(err, BS_ERR_NOMEM, "drafts: out of memory");
+        goto done;
+    }
+    st = run_all(c, replace, 3, ids_text, x, NULL, err);
+    if (st == BS_OK)
+        st = run_all(c, headers, 2, w_text, x, x->series, err);
+    if (st == BS_OK)
+        st = run_all(c, children, 3, w_text, x, x->book, err);
+done:
+    if (st == BS_ERR_NOMEM && (err == NULL || err->status != BS_ERR_NOMEM))
+        bs_error_set(err, BS_ERR_NOMEM, "drafts: out of memory");
+    free(ids_text);
+    free(w_text);
+    free(all_text);
+    json_decref(ids);
+    json_decref(w);
+    return st;
+}
+
+bs_status bs_drafts_write(bs_conn *c, const char *book, const char *month, const char *series,
+                          const bs_draft *d, size_t n, bs_draft_outcome *out, bs_error *err)
+{
+    write_ctx x;
+    size_t i;
+    bs_status st;
+
+    memset(&x, 0, sizeof(x));
+    x.book = book;
+    x.month = month;
+    x.series = series;
+    x.n = n;
+    x.out = out;
+    x.all = json_array();
+    if (x.all == NULL)
+        return bs_error_set(err, BS_ERR_NOMEM, "drafts: out of memory");
+    for (i = 0; i < n; i++) {
+        if (json_array_append_new(x.all, draft_json(&d[i])) != 0) {
+            json_decref(x.all);
+            return bs_error_set(err, BS_ERR_NOMEM, "drafts: out of memory");
+        }
+    }
+    st = n > 0 ? bs_transaction(c, write_tx, &x, err) : BS_OK;
+    json_decref(x.all);
+    return st;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Billed lines (for late events)                                          */
+/* ---------------------------------------------------------------------- */
+
+#define SQL_BILLED                                                                             \
+    "SELECT b.* FROM (SELECT i.account_id, to_char(coalesce(l.adjusts_month, i.month), 'YYYY-MM-DD'), l.meter," \
+    " l.model, l.region, coalesce(v.label, ''), l.unit_price::text, l.quantity::text,"         \
+    " l.quantity_den::text FROM billing.invoices i"                                            \
+    " JOIN billing.invoice_lines l ON l.invoice_id = i.id"                                     \
+    " LEFT JOIN billing.price_versions v ON v.id = l.price_version_id"                         \
+    " WHERE i.account_id IN (SELECT json_array_elements_text($1::json)) AND i.kind = 'invoice'" \
+    " AND ((i.status = 'finalized' AND i.month < $2::date AND l.kind IN ('usage', 'included'))" \
+    " OR (l.kind = 'adjustment' AND (i.status = 'finalized' OR (i.status = 'draft'"            \
+    " AND i.month <> $2::date))))"                                                             \
+    " AND coalesce(l.adjusts_month, i.month) IN (SELECT f.month FROM billing.invoices f"       \
+    " WHERE f.account_id = i.account_id AND f.kind = 'invoice' AND f.status = 'finalized'"     \
+    " AND f.month < $2::date)"                                                                 \
+    " UNION ALL SELECT f.account_id, to_char(f.month, 'YYYY-MM-DD'), '', '', '', '', '0', '0'," \
+    " '1' FROM billing.invoices f WHERE f.account_id IN"                                       \
+    " (SELECT json_array_elements_text($1::json)) AND f.kind = 'invoice'"                      \
+    " AND f.status = 'finalized' AND f.month < $2::date) b"                                   \
+    " JOIN json_array_elements_text($1::json) WITH ORDINALITY a(id, n) ON a.id = b.account_id" \
+    " ORDER BY a.n"
+
+PGresult *bs_billed_lines(bs_conn *c, const char *accounts, const char *month, bs_error *err)
+{
+    const char *params[2] = {accounts, month};
+
+    return bs_query(c, SQL_BILLED, 2, params, err);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Finalizing                                                              */
+/* ---------------------------------------------------------------------- */
+
+#define SQL_FINALIZE_BATCH                                                                     \
+    "SELECT billing.finalize_invoice(id) FROM (SELECT id FROM billing.invoices"                \
+    " WHERE month = $1::date AND kind = 'invoice' AND status = 'draft'"                        \
+    " AND period_end + make_interval(secs => $2::bigint) <= now()"                             \
+    " ORDER BY account_id LIMIT 500 FOR UPDATE SKIP LOCKED) s"
+#define SQL_FINALIZE_WAITING                                                                   \
+    "SELECT count(*) FROM billing.invoices WHERE month = $1::date AND kind = 'invoice'"        \
+    " AND status = 'draft' AND period_end + make_interval(secs => $2::bigint) > now()"
+
+typedef struct finalize_ctx {
+    const char *params[2];
+    int64_t done; /* in the last batch */
+} finalize_ctx;
+
+static bs_status finalize_tx(bs_conn *c, void *arg, bs_error *err)
+{
+    finalize_ctx *x = arg;
+
+    return bs_command(c, SQL_FINALIZE_BATCH, 2, x->params, &x->done, err);
+}
+
+bs_status bs_finalize_month(bs_conn *c, const char *month, int64_t grace_seconds, size_t *done,
+                            size_t *waiting, bs_error *err)
+{
+    char grace[32];
+    finalize_ctx x;
+    PGresult *res;
+    bs_status st;
+
+    snprintf(grace, sizeof(grace), "%lld", (long long)grace_seconds);
+    x.params[0] = month;
+    x.params[1] = grace;
+    *done = 0;
+    *waiting = 0;
+    do {
+        x.done = 0;
+        st = bs_transaction(c, finalize_tx, &x, err);
+        if (st != BS_OK)
+            return st;
+        *done += (size_t)x.done;
+    } while (x.done > 0);
+    res = bs_query(c, SQL_FINALIZE_WAITING, 2, x.params, err);
+    if (res == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    *waiting = (size_t)strtoull(PQgetvalue(res, 0, 0), NULL, 10);
+    PQclear(res);
+    return BS_OK;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Finding, voiding, listing                                               */
+/* ---------------------------------------------------------------------- */
+
+#define SQL_NUMBER_TEXT "billing.invoice_number_text(s.prefix, i.number)"
+#define SQL_FIND_NUMBER                                                                        \
+    "SELECT i.id FROM billing.invoices i JOIN billing.invoice_series s ON s.series = i.series" \
+    " WHERE i.number IS NOT NULL AND " SQL_NUMBER_TEXT " = $1::text"
+#define SQL_FIND_ID "SELECT id FROM billing.invoices WHERE id = $1::bigint"
+
+bs_status bs_invoice_find(bs_conn *c, const char *ref, int64_t *id, bs_error *err)
+{
+    const char *params[1] = {ref};
+    int numeric = ref[0] != '\0' && strspn(ref, "0123456789") == strlen(ref) && strlen(ref) < 19;
+    PGresult *res = bs_query(c, numeric ? SQL_FIND_ID : SQL_FIND_NUMBER, 1, params, err);
+    bs_status st = BS_OK;
+
+    if (res == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    if (PQntuples(res) != 1)
+        st = bs_error_set(err, BS_ERR_INVALID, "no invoice '%.128s' (give a number such as "
+                                               "INV-2026-000123, or an id)",
+                          ref);
+    else
+        *id = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+    PQclear(res);
+    return st;
+}
+
+#define SQL_CN_SERIES                                                                          \
+    "SELECT 'CN-' || to_char(now() AT TIME ZONE 'UTC', 'YYYY')"
+#define SQL_VOID                                                                               \
+    "SELECT " SQL_NUMBER_TEXT " FROM billing.invoices i JOIN billing.invoice_series s"         \
+    " ON s.series = i.series WHERE i.id = billing.void_invoice($1::bigint, $2::text, $3::text)"
+
+typedef struct void_ctx {
+    const char *id;
+    const char *reason;
+    char *cn_number;
+} void_ctx;
+
+static bs_status void_tx(bs_conn *c, void *arg, bs_error *err)
+{
+    void_ctx *x = arg;
+    const char *params[3];
+    char series[32];
+    PGresult *res = bs_query(c, SQL_CN_SERIES, 0, NULL, err);
+
+    if (res == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    snprintf(series, sizeof(series), "%s", PQgetvalue(res, 0, 0));
+    PQclear(res);
+    params[0] = series;
+    if (bs_command(c, SQL_SERIES, 1, params, NULL, err) != BS_OK)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    params[0] = x->id;
+    params[1] = x->reason;
+    params[2] = series;
+    res = bs_query(c, SQL_VOID, 3, params, err);
+    if (res == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    snprintf(x->cn_number, BS_NUMBER_TEXT_MAX, "%s", PQntuples(res) == 1 ? PQgetvalue(res, 0, 0) : "");
+    PQclear(res);
+    return BS_OK;
+}
+
+bs_status bs_invoice_void(bs_conn *c, int64_t id, const char *reason, char *cn_number,
+                          bs_error *err)
+{
+    char id_text[32];
+    void_ctx x;
+
+    if (reason == NULL || reason[0] == '\0' || strlen(reason) > 1024)
+        return bs_error_set(err, BS_ERR_INVALID, "--reason must be 1..1024 bytes");
+    snprintf(id_text, sizeof(id_text), "%lld", (long long)id);
+    x.id = id_text;
+    x.reason = reason;
+    x.cn_number = cn_number;
+    return bs_transaction(c, void_tx, &x, err);
+}
+
+#define SQL_INVOICE_COLUMNS                                                                    \
+    "SELECT i.id, CASE WHEN i.number IS NULL THEN '' ELSE " SQL_NUMBER_TEXT " END,"            \
+    " i.account_id, i.kind, to_char(i.month, 'YYYY-MM'), i.status, i.currency,"                \
+    " i.subtotal::text, i.credits::text, i.tax::text, i.total::text, i.series,"                \
+    " coalesce(billing.invoice_number_text(os.prefix, o.number), '')"
+#define SQL_INVOICE_FROM                                                                       \
+    " FROM billing.invoices i JOIN billing.invoice_series s ON s.series = i.series"            \
+    " LEFT JOIN billing.invoices o ON o.id = i.corrects_invoice_id"                            \
+    " LEFT JOIN billing.invoice_series os ON os.series = o.series"
+#define SQL_LIST                                                                               \
+    SQL_INVOICE_COLUMNS SQL_INVOICE_FROM                                                       \
+    " WHERE ($1::date IS NULL OR i.month = $1::date) AND ($2::text IS NULL OR i.account_id"    \
+    " = $2::text) AND ($3::text IS NULL OR i.status = $3::text) AND ($4::text IS NULL OR"      \
+    " i.series = $4::text) ORDER BY i.month, i.account_id, i.id LIMIT $5::bigint"
+/* Dates in the account's zone, as the customer reads them. */
+#define SQL_LOCAL(col) "to_char(" col " AT TIME ZONE a.time_zone, 'YYYY-MM-DD HH24:MI:SS')"
+#define SQL_HEADER                                                                             \
+    SQL_INVOICE_COLUMNS ", " SQL_LOCAL("i.period_start") ", " SQL_LOCAL("i.period_end") ","    \
+    " i.tax_rate::text, a.time_zone, coalesce(" SQL_LOCAL("i.finalized_at") ", ''),"           \
+    " coalesce(i.void_reason, ''), coalesce(a.name, a.id)" SQL_INVOICE_FROM                    \
+    " JOIN billing.accounts a ON a.id = i.account_id WHERE i.id = $1::bigint"
+#define SQL_LINES                                                                              \
+    "SELECT l.line_no, l.kind, coalesce(l.meter, ''), l.model, l.region,"                      \
+    " coalesce(l.plan_id, ''), coalesce(v.label, ''),"                                         \
+    " coalesce(to_char(l.adjusts_month, 'YYYY-MM'), ''), l.quantity::text,"                    \
+    " l.quantity_den::text, l.unit, l.unit_price::text, l.amount::text"                        \
+    " FROM billing.invoice_lines l LEFT JOIN billing.price_versions v"                         \
+    " ON v.id = l.price_version_id WHERE l.invoice_id = $1::bigint ORDER BY l.line_no"
+#define SQL_CREDITS                                                                            \
+    "SELECT grant_id, amount::text FROM billing.invoice_credits WHERE invoice_id = $1::bigint" \
+    " ORDER BY grant_id"
+
+PGresult *bs_invoice_list(bs_conn *c, const char *month, const char *account, const char *status,
+                          const char *series, long limit, bs_error *err)
+{
+    char limit_text[32];
+    const char *params[5] = {month, account, status, series, limit_text};
+
+    snprintf(limit_text, sizeof(limit_text), "%ld", limit);
+    return bs_query(c, SQL_LIST, 5, params, err);
+}
+
+/* One statement with the invoice id as its only parameter. */
+static PGresult *by_id(bs_conn *c, const char *sql, int64_t id, bs_error *err)
+{
+    char id_text[32];
+    const char *params[1] = {id_text};
+
+    snprintf(id_text, sizeof(id_text), "%lld", (long long)id);
+    return bs_query(c, sql, 1, params, err);
+}
+
+PGresult *bs_invoice_header(bs_conn *c, int64_t id, bs_error *err)
+{
+    return by_id(c, SQL_HEADER, id, err);
+}
+
+PGresult *bs_invoice_lines(bs_conn *c, int64_t id, bs_error *err)
+{
+    return by_id(c, SQL_LINES, id, err);
+}
+
+PGresult *bs_invoice_credits(bs_conn *c, int64_t id, bs_error *err)
+{
+    return by_id(c, SQL_CREDITS, id, err);
+}
