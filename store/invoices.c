@@ -713,9 +713,11 @@ bs_status bs_invoice_find(bs_conn *c, const char *ref, int64_t *id, bs_error *er
 
 #define SQL_CN_SERIES                                                                          \
     "SELECT 'CN-' || to_char(now() AT TIME ZONE 'UTC', 'YYYY')"
-#define SQL_VOID                                                                               \
+/* Called once, on its own: in a WHERE clause it would run for every row scanned. */
+#define SQL_VOID "SELECT billing.void_invoice($1::bigint, $2::text, $3::text)"
+#define SQL_NUMBER_OF                                                                          \
     "SELECT " SQL_NUMBER_TEXT " FROM billing.invoices i JOIN billing.invoice_series s"         \
-    " ON s.series = i.series WHERE i.id = billing.void_invoice($1::bigint, $2::text, $3::text)"
+    " ON s.series = i.series WHERE i.id = $1::bigint"
 
 typedef struct void_ctx {
     const char *id;
@@ -728,6 +730,7 @@ static bs_status void_tx(bs_conn *c, void *arg, bs_error *err)
     void_ctx *x = arg;
     const char *params[3];
     char series[32];
+    char cn_id[32];
     PGresult *res = bs_query(c, SQL_CN_SERIES, 0, NULL, err);
 
     if (res == NULL)
@@ -741,6 +744,12 @@ static bs_status void_tx(bs_conn *c, void *arg, bs_error *err)
     params[1] = x->reason;
     params[2] = series;
     res = bs_query(c, SQL_VOID, 3, params, err);
+    if (res == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    snprintf(cn_id, sizeof(cn_id), "%s", PQgetvalue(res, 0, 0));
+    PQclear(res);
+    params[0] = cn_id;
+    res = bs_query(c, SQL_NUMBER_OF, 1, params, err);
     if (res == NULL)
         return err != NULL ? err->status : BS_ERR_FATAL;
     snprintf(x->cn_number, BS_NUMBER_TEXT_MAX, "%s", PQntuples(res) == 1 ? PQgetvalue(res, 0, 0) : "");
