@@ -287,11 +287,16 @@ typedef struct account_adj {
     mpz_t sum;    /* adjustment amounts, minor units */
 } account_adj;
 
+/*
+ * Same month and price key. Not the unit price: a price fixed after
+ * finalization must not turn billed usage into adjustments (corrections
+ * of finalized invoices go through credit notes); only more quantity does.
+ */
 static int same_key(const billed *a, const billed *b)
 {
     return a->year == b->year && a->month == b->month && strcmp(a->meter, b->meter) == 0 &&
            strcmp(a->model, b->model) == 0 && strcmp(a->region, b->region) == 0 &&
-           strcmp(a->version, b->version) == 0 && mpq_equal(a->price, b->price);
+           strcmp(a->version, b->version) == 0;
 }
 
 /* Add @k's quantity (negated when billed) to its row, creating it. Returns 0 or -1. */
@@ -660,7 +665,7 @@ static int write_batch(batch *b, bs_conn *c, const char *acc_text, size_t from, 
             goto done;
         k += (size_t)has;
     }
-    if (bs_drafts_write(c, x->p->book, x->month_text, x->series, d, k, out, &err) != BS_OK) {
+    if (bs_drafts_write(c, acc_text, x->p->book, x->month_text, x->series, d, k, out, &err) != BS_OK) {
         rc = dbcli_fail("close", &err);
         goto done;
     }

@@ -391,10 +391,10 @@ static json_t *draft_json(const bs_draft *d)
 /* Writing drafts                                                          */
 /* ---------------------------------------------------------------------- */
 
-/* Accounts locked in hash order, so that concurrent closes cannot deadlock. */
-#define SQL_DRAFT_LOCK                                                                         \
+/* Accounts (a JSON array of ids) locked in hash order, so that concurrent closes cannot deadlock. */
+#define SQL_DRAFT_LOCK_IDS                                                                     \
     "SELECT count(*) FROM (SELECT pg_advisory_xact_lock(k) FROM (SELECT DISTINCT"              \
-    " hashtextextended(d->>'a', 7091318301203063141) AS k FROM json_array_elements($1::json) d" \
+    " hashtextextended(a, 7091318301203063141) AS k FROM json_array_elements_text($1::json) a" \
     " ORDER BY k OFFSET 0) s) t"
 #define SQL_SERIES "SELECT billing.ensure_invoice_series($1::text, $1::text || '-')"
 #define SQL_DRAFT_EXISTING                                                                     \
@@ -457,7 +457,23 @@ static json_t *draft_json(const bs_draft *d)
     " UNION ALL SELECT 'expire', x FROM json_array_elements(d->'expired') x) e(entry, c)"      \
     " JOIN billing.credit_grants g ON g.id = e.c->>'g'"
 
+/*
+ * Open drafts of the batch's accounts that the recomputation no longer
+ * gives (their usage moved: a finalized month voided and closed again
+ * takes back its adjustments): emptied and voided, ledger entries reversed.
+ */
+#define SQL_DRAFT_STALE                                                                        \
+    "SELECT coalesce(json_agg(i.id), '[]')::text FROM billing.invoices i"                      \
+    " WHERE i.account_id IN (SELECT json_array_elements_text($1::json)) AND i.month = $2::date" \
+    " AND i.kind = 'invoice' AND i.status = 'draft' AND i.account_id NOT IN"                   \
+    " (SELECT d->>'a' FROM json_array_elements($3::json) d)"
+#define SQL_DRAFT_VOID_STALE                                                                   \
+    "UPDATE billing.invoices SET status = 'void', void_reason = 'recomputed: no charges',"     \
+    " voided_at = now(), subtotal = 0, credits = 0, tax = 0, total = 0, content_hash = NULL,"   \
+    " updated_at = now() WHERE id IN (" SQL_IDS ")"
+
 typedef struct write_ctx {
+    const char *accounts; /* every account of the batch, JSON */
     const char *book;
     const char *month;
     const char *series;
@@ -522,6 +538,27 @@ static bs_status run_all(bs_conn *c, const char *const *sqls, size_t n, const ch
     return BS_OK;
 }
 
+/* Void the batch's drafts that have no charges any more. */
+static bs_status void_stale(bs_conn *c, const write_ctx *x, const char *all_text, bs_error *err)
+{
+    static const char *const replace[] = {SQL_DRAFT_REVERSE, SQL_DRAFT_DELETE_LINES,
+                                          SQL_DRAFT_DELETE_CREDITS, SQL_DRAFT_VOID_STALE};
+    const char *params[3] = {x->accounts, x->month, all_text};
+    PGresult *res = bs_query(c, SQL_DRAFT_STALE, 3, params, err);
+    char *ids;
+    bs_status st;
+
+    if (res == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    ids = strdup(PQgetvalue(res, 0, 0));
+    PQclear(res);
+    if (ids == NULL)
+        return bs_error_set(err, BS_ERR_NOMEM, "drafts: out of memory");
+    st = strcmp(ids, "[]") == 0 ? BS_OK : run_all(c, replace, 4, ids, x, NULL, err);
+    free(ids);
+    return st;
+}
+
 static bs_status write_tx(bs_conn *c, void *arg, bs_error *err)
 {
     static const char *const replace[] = {SQL_DRAFT_REVERSE, SQL_DRAFT_DELETE_LINES,
@@ -539,12 +576,14 @@ static bs_status write_tx(bs_conn *c, void *arg, bs_error *err)
 
     if (w == NULL || ids == NULL || all_text == NULL)
         goto done;
-    p[0] = all_text;
-    st = bs_command(c, SQL_DRAFT_LOCK, 1, p, NULL, err);
+    p[0] = x->accounts;
+    st = bs_command(c, SQL_DRAFT_LOCK_IDS, 1, p, NULL, err);
     if (st == BS_OK) {
         p[0] = x->series;
         st = bs_command(c, SQL_SERIES, 1, p, NULL, err);
     }
+    if (st == BS_OK)
+        st = void_stale(c, x, all_text, err);
     if (st == BS_OK)
         st = classify(c, x, all_text, w, ids, err);
     if (st != BS_OK || json_array_size(w) == 0)
@@ -571,14 +610,16 @@ done:
     return st;
 }
 
-bs_status bs_drafts_write(bs_conn *c, const char *book, const char *month, const char *series,
-                          const bs_draft *d, size_t n, bs_draft_outcome *out, bs_error *err)
+bs_status bs_drafts_write(bs_conn *c, const char *accounts, const char *book, const char *month,
+                          const char *series, const bs_draft *d, size_t n, bs_draft_outcome *out,
+                          bs_error *err)
 {
     write_ctx x;
     size_t i;
     bs_status st;
 
     memset(&x, 0, sizeof(x));
+    x.accounts = accounts;
     x.book = book;
     x.month = month;
     x.series = series;
@@ -593,7 +634,7 @@ bs_status bs_drafts_write(bs_conn *c, const char *book, const char *month, const
             return bs_error_set(err, BS_ERR_NOMEM, "drafts: out of memory");
         }
     }
-    st = n > 0 ? bs_transaction(c, write_tx, &x, err) : BS_OK;
+    st = bs_transaction(c, write_tx, &x, err);
     json_decref(x.all);
     return st;
 }

@@ -94,8 +94,10 @@ typedef enum bs_draft_outcome {
 
 /*
  * bs_drafts_write - write the @n drafts of @d, all for month @month
- * ("YYYY-MM-01") of price book @book, in one transaction (retried on
- * transient failures): per account, under an advisory lock that
+ * ("YYYY-MM-01") of price book @book, for a batch of accounts @accounts
+ * (JSON array; those without a draft in @d have no charges: an open
+ * draft of theirs is emptied and voided, its ledger entries reversed),
+ * in one transaction (retried on transient failures): per account, under an advisory lock that
  * serialises concurrent closes, a draft is created, recomputed (its old
  * lines and credits replaced, its ledger entries reversed) or left alone
  * when its content hash is unchanged or the month is finalized. Writes
@@ -104,8 +106,9 @@ typedef enum bs_draft_outcome {
  * series @series (created if missing, prefix "@series-"). Fills @out[i].
  * Returns BS_OK or an error (nothing written).
  */
-bs_status bs_drafts_write(bs_conn *c, const char *book, const char *month, const char *series,
-                          const bs_draft *d, size_t n, bs_draft_outcome *out, bs_error *err);
+bs_status bs_drafts_write(bs_conn *c, const char *accounts, const char *book, const char *month,
+                          const char *series, const bs_draft *d, size_t n, bs_draft_outcome *out,
+                          bs_error *err);
 
 /*
  * bs_billed_lines - the usage lines billed so far, per account and month
