@@ -280,6 +280,7 @@ typedef struct billed {
 typedef struct account_adj {
     billed *rows;
     size_t n;
+    size_t cap;
     bs_adjustment *adj;
     size_t n_adj;
     char **texts; /* strings the adjustments own */
@@ -316,11 +317,17 @@ static int accumulate(account_adj *a, const billed *k, const char *qty_text)
         if (same_key(&a->rows[i], k))
             break;
     }
-    if (i == a->n) {
-        if (a->n == BILLED_MAX) {
+    if (i == a->n && a->n == a->cap) {
+        size_t cap = a->cap ? 2 * a->cap : 16;
+        billed *rows = cap <= BILLED_MAX ? realloc(a->rows, cap * sizeof(*rows)) : NULL;
+        if (rows == NULL) {
             mpq_clear(q);
             return -1;
         }
+        a->rows = rows;
+        a->cap = cap;
+    }
+    if (i == a->n) {
         a->rows[i] = *k;
         mpq_init(a->rows[i].price);
         mpq_set(a->rows[i].price, k->price);
@@ -606,9 +613,6 @@ static int build_draft(batch *b, const char *id, PGresult *billed_res, int *row,
 
     memset(slot, 0, sizeof(*slot));
     mpz_init(slot->adj.sum);
-    slot->adj.rows = calloc(BILLED_MAX, sizeof(billed));
-    if (slot->adj.rows == NULL)
-        return -1;
     if (billing_rater_invoice(b->r, id, x->p->year, x->p->month, &slot->inv, msg, sizeof(msg)) !=
         BILLING_OK) {
         cli_error("close: account '%s': %s", id, msg);

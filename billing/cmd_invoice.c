@@ -51,6 +51,7 @@ typedef struct invoice_opts {
     const char *out_dir;
     const char *reason;
     long limit;
+    int limit_set; /* --limit given: export only that many of a period */
 } invoice_opts;
 
 static void usage(FILE *out)
@@ -58,8 +59,8 @@ static void usage(FILE *out)
     fputs("Usage: billing invoice list [--period YYYY-MM] [--account ID] [--status S]\n"
           "                            [--series S] [--limit N] [--format table|json]\n"
           "       billing invoice show NUMBER|ID [--format table|json]\n"
-          "       billing invoice export (NUMBER|ID | --period YYYY-MM) --format json|csv|pdf\n"
-          "                              --out DIR\n"
+          "       billing invoice export (NUMBER|ID | --period YYYY-MM [--limit N])\n"
+          "                              --format json|csv|pdf --out DIR\n"
           "       billing invoice void NUMBER|ID --reason TEXT\n"
           "\n"
           "list: invoices and credit notes, by month and account (status draft,\n"
@@ -143,6 +144,7 @@ static int take_option(void *ctx, int opt, const char *arg)
         o->limit = strtol(arg, &end, 10);
         if (*end != '\0' || o->limit < 1 || o->limit > 100000000L)
             return cli_usage_error("invoice", "--limit '%s': expected 1..100000000", arg);
+        o->limit_set = 1;
         break;
     case OPT_HELP:
         return -1;
@@ -269,7 +271,8 @@ static int export_cmd(bs_conn *c, const invoice_opts *o, const char *ref)
         if (rc == CLI_EXIT_OK)
             rc = export_one(c, id, o, &count);
     } else {
-        res = bs_invoice_list(c, m, o->account, o->status, o->series, 100000000L, &err);
+        res = bs_invoice_list(c, m, o->account, o->status, o->series,
+                              o->limit_set ? o->limit : 100000000L, &err);
         if (res == NULL)
             return dbcli_fail("invoice export", &err);
         for (i = 0; rc == CLI_EXIT_OK && i < PQntuples(res); i++)

@@ -146,8 +146,8 @@ bs_status bs_close_accounts(bs_conn *c, const char *currency, const char *month,
     "DECLARE bs_close_events NO SCROLL CURSOR FOR SELECT account_id, event_id, resource_id,"   \
     " meter, (extract(epoch FROM start_time) * 1000000)::bigint, start_nanos,"                 \
     " (extract(epoch FROM end_time) * 1000000)::bigint, end_nanos, quantity::text, model,"     \
-    " region FROM billing.usage_events WHERE account_id IN"                                    \
-    " (SELECT json_array_elements_text($1::json)) AND start_time < $2::timestamptz"
+    " region FROM billing.usage_events WHERE account_id = ANY"                                  \
+    " (ARRAY(SELECT json_array_elements_text($1::json))) AND start_time < $2::timestamptz"
 #define SQL_EVENTS_FETCH "FETCH 20000 FROM bs_close_events"
 
 static billing_time_t instant(const PGresult *res, int row, int col)
@@ -406,11 +406,11 @@ static json_t *draft_json(const bs_draft *d)
 #define SQL_DRAFT_REVERSE                                                                      \
     "INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor, invoice_id,"            \
     " effective_at, note) SELECT l.grant_id, 'reverse', -sum(l.amount_minor), l.invoice_id,"   \
-    " now(), 'draft recomputed' FROM billing.credit_ledger l WHERE l.invoice_id IN (" SQL_IDS  \
-    ") GROUP BY l.grant_id, l.invoice_id HAVING sum(l.amount_minor) < 0"
-#define SQL_DRAFT_DELETE_LINES "DELETE FROM billing.invoice_lines WHERE invoice_id IN (" SQL_IDS ")"
+    " now(), 'draft recomputed' FROM billing.credit_ledger l WHERE l.invoice_id = ANY (ARRAY(" SQL_IDS \
+    ")) GROUP BY l.grant_id, l.invoice_id HAVING sum(l.amount_minor) < 0"
+#define SQL_DRAFT_DELETE_LINES "DELETE FROM billing.invoice_lines WHERE invoice_id = ANY (ARRAY(" SQL_IDS "))"
 #define SQL_DRAFT_DELETE_CREDITS                                                               \
-    "DELETE FROM billing.invoice_credits WHERE invoice_id IN (" SQL_IDS ")"
+    "DELETE FROM billing.invoice_credits WHERE invoice_id = ANY (ARRAY(" SQL_IDS "))"
 #define SQL_DRAFT_FIGURES                                                                      \
     "period_start = (d->>'ps')::timestamptz, period_end = (d->>'pe')::timestamptz,"            \
     " tax_rate = (d->>'tr')::numeric, subtotal = (d->>'sub')::numeric,"                        \
@@ -464,13 +464,13 @@ static json_t *draft_json(const bs_draft *d)
  */
 #define SQL_DRAFT_STALE                                                                        \
     "SELECT coalesce(json_agg(i.id), '[]')::text FROM billing.invoices i"                      \
-    " WHERE i.account_id IN (SELECT json_array_elements_text($1::json)) AND i.month = $2::date" \
+    " WHERE i.account_id = ANY (ARRAY(SELECT json_array_elements_text($1::json))) AND i.month = $2::date" \
     " AND i.kind = 'invoice' AND i.status = 'draft' AND i.account_id NOT IN"                   \
     " (SELECT d->>'a' FROM json_array_elements($3::json) d)"
 #define SQL_DRAFT_VOID_STALE                                                                   \
     "UPDATE billing.invoices SET status = 'void', void_reason = 'recomputed: no charges',"     \
     " voided_at = now(), subtotal = 0, credits = 0, tax = 0, total = 0, content_hash = NULL,"   \
-    " updated_at = now() WHERE id IN (" SQL_IDS ")"
+    " updated_at = now() WHERE id = ANY (ARRAY(" SQL_IDS "))"
 
 typedef struct write_ctx {
     const char *accounts; /* every account of the batch, JSON */
@@ -649,7 +649,7 @@ bs_status bs_drafts_write(bs_conn *c, const char *accounts, const char *book, co
     " l.quantity_den::text FROM billing.invoices i"                                            \
     " JOIN billing.invoice_lines l ON l.invoice_id = i.id"                                     \
     " LEFT JOIN billing.price_versions v ON v.id = l.price_version_id"                         \
-    " WHERE i.account_id IN (SELECT json_array_elements_text($1::json)) AND i.kind = 'invoice'" \
+    " WHERE i.account_id = ANY (ARRAY(SELECT json_array_elements_text($1::json))) AND i.kind = 'invoice'" \
     " AND ((i.status = 'finalized' AND i.month < $2::date AND l.kind IN ('usage', 'included'))" \
     " OR (l.kind = 'adjustment' AND (i.status = 'finalized' OR (i.status = 'draft'"            \
     " AND i.month <> $2::date))))"                                                             \
@@ -657,8 +657,8 @@ bs_status bs_drafts_write(bs_conn *c, const char *accounts, const char *book, co
     " WHERE f.account_id = i.account_id AND f.kind = 'invoice' AND f.status = 'finalized'"     \
     " AND f.month < $2::date)"                                                                 \
     " UNION ALL SELECT f.account_id, to_char(f.month, 'YYYY-MM-DD'), '', '', '', '', '0', '0'," \
-    " '1' FROM billing.invoices f WHERE f.account_id IN"                                       \
-    " (SELECT json_array_elements_text($1::json)) AND f.kind = 'invoice'"                      \
+    " '1' FROM billing.invoices f WHERE f.account_id = ANY"                                     \
+    " (ARRAY(SELECT json_array_elements_text($1::json))) AND f.kind = 'invoice'"                      \
     " AND f.status = 'finalized' AND f.month < $2::date) b"                                   \
     " JOIN json_array_elements_text($1::json) WITH ORDINALITY a(id, n) ON a.id = b.account_id" \
     " ORDER BY a.n"
