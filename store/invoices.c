@@ -141,29 +141,95 @@ bs_status bs_close_accounts(bs_conn *c, const char *currency, const char *month,
 /* Events                                                                  */
 /* ---------------------------------------------------------------------- */
 
-/* Instants travel as microseconds plus the 0..999 nanoseconds column. */
+/*
+ * Instants travel as timestamptz text in UTC plus the 0..999 nanoseconds
+ * column, parsed here: extract(epoch ...) in NUMERIC took most of the
+ * server's time of a close.
+ */
+#define SQL_EVENTS_STYLE "SET LOCAL DateStyle = 'ISO, YMD'"
 #define SQL_EVENTS_DECLARE                                                                     \
     "DECLARE bs_close_events NO SCROLL CURSOR FOR SELECT account_id, event_id, resource_id,"   \
-    " meter, (extract(epoch FROM start_time) * 1000000)::bigint, start_nanos,"                 \
-    " (extract(epoch FROM end_time) * 1000000)::bigint, end_nanos, quantity::text, model,"     \
+    " meter, start_time, start_nanos, end_time, end_nanos, quantity::text, model,"             \
     " region FROM billing.usage_events WHERE account_id = ANY"                                  \
     " (ARRAY(SELECT json_array_elements_text($1::json))) AND start_time < $2::timestamptz"
 #define SQL_EVENTS_FETCH "FETCH 20000 FROM bs_close_events"
 
-static billing_time_t instant(const PGresult *res, int row, int col)
+/* @n decimal digits at @s as a number, or -1 if one is not a digit. */
+static int64_t digits(const char *s, int n)
 {
-    return strtoll(PQgetvalue(res, row, col), NULL, 10) * 1000 +
-           strtoll(PQgetvalue(res, row, col + 1), NULL, 10);
+    int64_t v = 0;
+    int i;
+
+    for (i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    return v;
+}
+
+/* Days from 1970-01-01 to @y-@m-@d of the proleptic Gregorian calendar. */
+static int64_t days_from_civil(int64_t y, int64_t m, int64_t d)
+{
+    int64_t era;
+    int64_t yoe;
+    int64_t doy;
+
+    y -= m <= 2;
+    era = (y >= 0 ? y : y - 399) / 400;
+    yoe = y - era * 400;
+    doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    return era * 146097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719468;
+}
+
+/*
+ * parse_utc - "YYYY-MM-DD HH:MM:SS[.ffffff]+00" (timestamptz text in a UTC,
+ * ISO session) plus @nanos into *@out. Returns 0, or -1 for anything else.
+ */
+static int parse_utc(const char *s, const char *nanos, billing_time_t *out)
+{
+    int64_t f[6];
+    int64_t us = 0;
+    size_t len = strlen(s);
+    size_t i = 19;
+    int64_t scale = 100000;
+
+    if (len < 22 || s[4] != '-' || s[7] != '-' || s[10] != ' ' || s[13] != ':' || s[16] != ':')
+        return -1;
+    f[0] = digits(s, 4);
+    f[1] = digits(s + 5, 2);
+    f[2] = digits(s + 8, 2);
+    f[3] = digits(s + 11, 2);
+    f[4] = digits(s + 14, 2);
+    f[5] = digits(s + 17, 2);
+    if (s[i] == '.') {
+        for (i++; i < len && s[i] >= '0' && s[i] <= '9' && scale > 0; i++, scale /= 10)
+            us += (s[i] - '0') * scale;
+    }
+    if (f[0] < 0 || f[1] < 1 || f[1] > 12 || f[2] < 1 || f[3] < 0 || f[4] < 0 || f[5] < 0 ||
+        strcmp(s + i, "+00") != 0)
+        return -1;
+    *out = ((days_from_civil(f[0], f[1], f[2]) * 86400 + f[3] * 3600 + f[4] * 60 + f[5]) *
+                INT64_C(1000000) +
+            us) * 1000 +
+           strtoll(nanos, NULL, 10);
+    return 0;
 }
 
 /* Hand the rows of one FETCH to @fn. Returns BS_OK or BS_ERR_INVALID (stopped). */
 static bs_status feed_rows(const PGresult *res, bs_event_fn fn, void *arg, bs_error *err)
 {
+    billing_time_t start;
+    billing_time_t end;
     int i;
 
     for (i = 0; i < PQntuples(res); i++) {
+        if (parse_utc(PQgetvalue(res, i, 4), PQgetvalue(res, i, 5), &start) != 0 ||
+            parse_utc(PQgetvalue(res, i, 6), PQgetvalue(res, i, 7), &end) != 0)
+            return bs_error_set(err, BS_ERR_INVALID, "event '%.128s': unexpected instant '%.64s'",
+                                PQgetvalue(res, i, 1), PQgetvalue(res, i, 4));
         if (fn(arg, PQgetvalue(res, i, 0), PQgetvalue(res, i, 1), PQgetvalue(res, i, 2),
-               PQgetvalue(res, i, 3), instant(res, i, 4), instant(res, i, 6),
+               PQgetvalue(res, i, 3), start, end,
                PQgetvalue(res, i, 8), PQgetvalue(res, i, 9), PQgetvalue(res, i, 10)) != 0)
             return bs_error_set(err, BS_ERR_INVALID, "event '%.128s' was not accepted",
                                 PQgetvalue(res, i, 1));
@@ -187,6 +253,8 @@ bs_status bs_events_fetch(bs_conn *c, const char *accounts, billing_time_t befor
     if (st != BS_OK)
         return st;
     st = bs_command(c, "SET TRANSACTION READ ONLY", 0, NULL, NULL, err);
+    if (st == BS_OK)
+        st = bs_command(c, SQL_EVENTS_STYLE, 0, NULL, NULL, err);
     if (st == BS_OK)
         st = bs_command(c, SQL_EVENTS_DECLARE, 2, params, NULL, err);
     do {
