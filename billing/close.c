@@ -868,6 +868,7 @@ static int prepare(close_run_ctx *x, bs_conn *c, bc_zones *zones)
     const close_params *p = x->p;
     billing_rater *probe;
     billing_zone *utc;
+    billing_time_t since;
     char *acc = NULL;
     char msg[MSG_MAX];
     bs_error err;
@@ -897,8 +898,13 @@ static int prepare(close_run_ctx *x, bs_conn *c, bc_zones *zones)
         return CLI_EXIT_INTERNAL;
     billing_zone_month_start(utc, p->month == 12 ? p->year + 1 : p->year,
                              p->month == 12 ? 1 : p->month + 1, &x->before);
+    billing_zone_month_start(utc, p->year, p->month, &since);
     billing_zone_destroy(utc);
     x->before += 2 * 86400 * BILLING_NS_PER_SEC;
+    /* Zones are at most 14 h ahead: the period began after this in every zone. */
+    since -= 14 * 3600 * BILLING_NS_PER_SEC;
+    if (bs_rejected_since(c, since, &x->s->dead_letters, &err) != BS_OK)
+        return dbcli_fail("close", &err);
     return CLI_EXIT_OK;
 }
 
@@ -1001,4 +1007,7 @@ void close_summary_print(FILE *out, const close_params *p, const close_summary *
     print_amount(out, "credit expired", s->expired, s);
     print_amount(out, "tax", s->tax, s);
     print_amount(out, "total", s->total, s);
+    fprintf(out, "rejected events        %lld received since the period began, not in any "
+                 "invoice until replayed\n",
+            (long long)s->dead_letters);
 }

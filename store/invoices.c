@@ -137,6 +137,24 @@ bs_status bs_close_accounts(bs_conn *c, const char *currency, const char *month,
     return BS_OK;
 }
 
+#define SQL_REJECTED_SINCE                                                                     \
+    "SELECT count(*) FROM billing.rejected_events WHERE received_at >= $1::timestamptz"
+
+bs_status bs_rejected_since(bs_conn *c, billing_time_t since, int64_t *count, bs_error *err)
+{
+    char text[TIME_TEXT];
+    const char *params[1] = {text};
+    PGresult *res;
+
+    billing_time_format(since, text, sizeof(text));
+    res = bs_query(c, SQL_REJECTED_SINCE, 1, params, err);
+    if (res == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    *count = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+    PQclear(res);
+    return BS_OK;
+}
+
 /* ---------------------------------------------------------------------- */
 /* Events                                                                  */
 /* ---------------------------------------------------------------------- */

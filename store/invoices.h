@@ -43,6 +43,14 @@ bs_status bs_catalog_fetch(bs_conn *c, const char *book, billing_catalog *cat, b
 bs_status bs_close_accounts(bs_conn *c, const char *currency, const char *month, int drafts_only,
                             char **out, bs_error *err);
 
+/*
+ * bs_rejected_since - how many dead letters (billing.rejected_events)
+ * were received at or after @since: events refused on the way in that
+ * may belong to a period starting then, still waiting to be replayed.
+ * Stores the count in *@count. Returns BS_OK or an error.
+ */
+bs_status bs_rejected_since(bs_conn *c, billing_time_t since, int64_t *count, bs_error *err);
+
 /* bs_event_fn - receives each event of bs_events_fetch; non-zero stops with BS_ERR_INVALID. */
 typedef int (*bs_event_fn)(void *arg, const char *account, const char *id, const char *resource,
                            const char *meter, billing_time_t start, billing_time_t end,
