@@ -906,6 +906,29 @@ START_TEST(test_concurrent_late_void_rerate_pdf)
             ck_assert_msg(strstr(text, PQgetvalue(res, r, 0)) != NULL,
                           "amount %s not in the PDF:\n%s", PQgetvalue(res, r, 0), text);
         PQclear(res);
+        /* CSV (RFC 4180): a header and one CRLF-terminated row per line. */
+        exp[4] = "csv";
+        ok(exp);
+        snprintf(cmd, sizeof(cmd), "%s/%s.csv", dir, number);
+        p = fopen(cmd, "r");
+        ck_assert(p != NULL);
+        len = fread(text, 1, (1 << 20) - 1, p);
+        text[len] = '\0';
+        fclose(p);
+        ck_assert_msg(strncmp(text, "number,account,period,status,currency,line,kind,", 48) == 0,
+                      "CSV header: %.80s", text);
+        {
+            size_t rows = 0;
+            size_t lf = 0;
+            const char *q;
+            for (q = text; (q = strstr(q, "\r\n")) != NULL; q += 2)
+                rows++;
+            for (q = text; *q != '\0'; q++)
+                lf += *q == '\n';
+            ck_assert_uint_eq(rows, lf); /* every line break is CRLF */
+            /* the header and one row per line: r counted the lines and the total */
+            ck_assert_uint_eq(rows, (size_t)r);
+        }
         free(text);
     }
     drop(c);
