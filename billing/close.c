@@ -457,7 +457,7 @@ static void account_adj_free(account_adj *a)
 
 typedef struct draft_slot {
     billing_invoice *inv;
-    billing_invoice *prior[64]; /* invoices of finalized months, kept for their strings */
+    billing_invoice *prior[BS_LATE_MONTHS]; /* finalized months rechecked, kept for their strings */
     size_t n_prior;
     account_adj adj;
     char subtotal[64], tax[64], total[64];

@@ -729,6 +729,10 @@ bs_status bs_drafts_write(bs_conn *c, const char *accounts, const char *book, co
 /* Billed lines (for late events)                                          */
 /* ---------------------------------------------------------------------- */
 
+/* BS_LATE_MONTHS as text, for the SQL constant. */
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define BS_LATE_MONTHS_TEXT STR(BS_LATE_MONTHS)
 #define SQL_BILLED                                                                             \
     "SELECT b.* FROM (SELECT i.account_id, to_char(coalesce(l.adjusts_month, i.month), 'YYYY-MM-DD'), l.meter," \
     " l.model, l.region, coalesce(v.label, ''), l.unit_price::text, l.quantity::text,"         \
@@ -741,11 +745,12 @@ bs_status bs_drafts_write(bs_conn *c, const char *accounts, const char *book, co
     " AND i.month <> $2::date))))"                                                             \
     " AND coalesce(l.adjusts_month, i.month) IN (SELECT f.month FROM billing.invoices f"       \
     " WHERE f.account_id = i.account_id AND f.kind = 'invoice' AND f.status = 'finalized'"     \
-    " AND f.month < $2::date)"                                                                 \
+    " AND f.month < $2::date AND f.month >= $2::date - interval '" BS_LATE_MONTHS_TEXT " months')" \
     " UNION ALL SELECT f.account_id, to_char(f.month, 'YYYY-MM-DD'), '', '', '', '', '0', '0'," \
     " '1' FROM billing.invoices f WHERE f.account_id = ANY"                                     \
     " (ARRAY(SELECT json_array_elements_text($1::json))) AND f.kind = 'invoice'"                      \
-    " AND f.status = 'finalized' AND f.month < $2::date) b"                                   \
+    " AND f.status = 'finalized' AND f.month < $2::date"                                       \
+    " AND f.month >= $2::date - interval '" BS_LATE_MONTHS_TEXT " months') b"                  \
     " JOIN json_array_elements_text($1::json) WITH ORDINALITY a(id, n) ON a.id = b.account_id" \
     " ORDER BY a.n"
 

@@ -120,7 +120,7 @@ bs_status bs_drafts_write(bs_conn *c, const char *accounts, const char *book, co
 
 /*
  * bs_billed_lines - the usage lines billed so far, per account and month
- * before @month, of every finalized invoice of the accounts in @accounts
+ * in the BS_LATE_MONTHS months before @month, of every finalized invoice of the accounts in @accounts
  * (JSON array) plus the adjustment lines that refer to those months in
  * finalized invoices or in drafts of other months than @month (the
  * draft being rebuilt does not count). Also one row with an empty meter
@@ -129,6 +129,9 @@ bs_status bs_drafts_write(bs_conn *c, const char *accounts, const char *book, co
  * meter, model, region, version label, unit_price, quantity,
  * quantity_den. Caller PQclears. NULL with @err on failure.
  */
+/* How many months back a close looks for late usage of finalized months. */
+#define BS_LATE_MONTHS 24
+
 PGresult *bs_billed_lines(bs_conn *c, const char *accounts, const char *month, bs_error *err);
 
 /*
