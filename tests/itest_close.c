@@ -521,6 +521,18 @@ static void rate_text(const json_t *inv, char *t)
         if (strstr(grant[i], " 0.00") == NULL || strlen(strstr(grant[i], " 0.00")) != 5)
             addf(t, "%s\n", grant[i]);
     }
+    credits = json_object_get(inv, "expired_credits");
+    ck_assert(json_array_size(credits) < 64);
+    for (i = 0; i < json_array_size(credits); i++) {
+        const json_t *cr = json_array_get(credits, i);
+        snprintf(pairs[i], sizeof(pairs[i]), "expired %s %s",
+                 json_string_value(json_object_get(cr, "grant")),
+                 json_string_value(json_object_get(cr, "amount")));
+        grant[i] = pairs[i];
+    }
+    qsort(grant, json_array_size(credits), sizeof(grant[0]), cmp_str);
+    for (i = 0; i < json_array_size(credits); i++)
+        addf(t, "%s\n", grant[i]);
     addf(t, "subtotal %s credits %s tax %s total %s\n",
          json_string_value(json_object_get(inv, "subtotal")),
          json_string_value(json_object_get(inv, "credits_total")),
@@ -557,6 +569,17 @@ static void store_text(bs_conn *c, const char *account, const char *month, char 
                    " billing.invoices i JOIN billing.invoice_credits c ON c.invoice_id = i.id"
                    " WHERE i.account_id = $1 AND i.month = $2::date AND i.kind = 'invoice'"
                    " AND i.status <> 'void' ORDER BY c.grant_id COLLATE \"C\"",
+                   2, params, &err);
+    ck_assert_msg(res != NULL, "%s", err.message);
+    for (r = 0; r < PQntuples(res); r++)
+        addf(t, "%s\n", PQgetvalue(res, r, 0));
+    PQclear(res);
+    /* Expiries as the ledger recorded them on the draft (CNY: 2 digits). */
+    res = bs_query(c,
+                   "SELECT 'expired ' || l.grant_id || ' ' || (-l.amount_minor / 100)::numeric(20, 2)"
+                   " FROM billing.invoices i JOIN billing.credit_ledger l ON l.invoice_id = i.id"
+                   " WHERE i.account_id = $1 AND i.month = $2::date AND i.kind = 'invoice'"
+                   " AND i.status <> 'void' AND l.entry = 'expire' ORDER BY l.grant_id COLLATE \"C\"",
                    2, params, &err);
     ck_assert_msg(res != NULL, "%s", err.message);
     for (r = 0; r < PQntuples(res); r++)
@@ -717,6 +740,14 @@ START_TEST(test_close_killed_then_complete_equals_rate)
     ck_assert_int_eq(run_billing(out, close_j2), 0);
     ck_assert_uint_gt(compare_with_rate(c, "pricebook.json", 2026, 11), (size_t)drafts);
     check_ledger(c);
+    /* The comparison covered credit used, expired, and plan refunds. */
+    ck_assert_int_gt(query_long(c, "SELECT count(*) FROM billing.credit_ledger WHERE entry ="
+                                   " 'expire'"),
+                     0);
+    ck_assert_int_gt(query_long(c, "SELECT count(*) FROM billing.invoice_credits"), 0);
+    ck_assert_int_gt(query_long(c, "SELECT count(*) FROM billing.invoice_lines WHERE kind ="
+                                   " 'refund'"),
+                     0);
 
     /* Nothing changes on a third run. */
     ck_assert_int_eq(run_billing(out, close_j2), 0);
