@@ -336,6 +336,8 @@ static int accumulate(account_adj *a, const billed *k, const char *qty_text)
     }
     mpq_add(a->rows[i].qty, a->rows[i].qty, q);
     if (k->recomputed) {
+        /* The adjustment is priced at the month's price as computed now. */
+        mpq_set(a->rows[i].price, k->price);
         a->rows[i].unit = k->unit;
         a->rows[i].unit_price = k->unit_price;
         a->rows[i].recomputed = 1;
