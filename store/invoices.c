@@ -519,15 +519,20 @@ static json_t *draft_json(const bs_draft *d)
 #define SQL_DRAFT_JOIN                                                                         \
     " FROM json_array_elements($1::json) d JOIN billing.invoices i ON i.account_id = d->>'a'"  \
     " AND i.month = $2::date AND i.kind = 'invoice' AND i.status = 'draft'"
-/* Lines name the price version by label: the book's revision in force. */
+/*
+ * Lines name the price version by label: the book's revision in force,
+ * looked up once per statement (a subquery per line over the view cost
+ * most of the statement).
+ */
 #define SQL_DRAFT_LINES                                                                        \
-    "INSERT INTO billing.invoice_lines (invoice_id, line_no, kind, meter, model, region,"      \
+    "WITH v AS (SELECT DISTINCT ON (label) label, id FROM billing.current_price_versions"       \
+    " WHERE book_id = $3::text ORDER BY label, effective_from DESC)"                           \
+    " INSERT INTO billing.invoice_lines (invoice_id, line_no, kind, meter, model, region,"     \
     " plan_id, price_version_id, adjusts_month, quantity, quantity_den, unit, unit_price,"     \
     " amount) SELECT i.id, (l->>'n')::integer, l->>'k', l->>'m', l->>'mo', l->>'r', l->>'p',"  \
-    " (SELECT v.id FROM billing.current_price_versions v WHERE v.book_id = $3::text"           \
-    " AND v.label = l->>'v' ORDER BY v.effective_from DESC LIMIT 1), (l->>'adj')::date,"       \
-    " (l->>'q')::numeric, (l->>'d')::numeric, l->>'u', (l->>'up')::numeric,"                   \
-    " (l->>'am')::numeric" SQL_DRAFT_JOIN " CROSS JOIN LATERAL json_array_elements(d->'lines') l"
+    " v.id, (l->>'adj')::date, (l->>'q')::numeric, (l->>'d')::numeric, l->>'u',"               \
+    " (l->>'up')::numeric, (l->>'am')::numeric" SQL_DRAFT_JOIN                                 \
+    " CROSS JOIN LATERAL json_array_elements(d->'lines') l LEFT JOIN v ON v.label = l->>'v'"
 #define SQL_DRAFT_CREDITS                                                                      \
     "INSERT INTO billing.invoice_credits (invoice_id, grant_id, amount)"                       \
     " SELECT i.id, c->>'g', (c->>'am')::numeric" SQL_DRAFT_JOIN                                \
