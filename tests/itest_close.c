@@ -211,6 +211,11 @@ static const char *const zones[] = {"Asia/Shanghai", "America/New_York", "Europe
                                     "Asia/Tokyo"};
 static const char *const taxes[] = {"0.06", "0", "0.13"};
 
+/* The currency of the generated book and accounts, and its credit amounts. */
+static const char *gen_currency = "CNY";
+static const char *gen_trial = "10.00";
+static const char *gen_promo = "50.00";
+
 static void path_of(char *out, size_t size, const char *name)
 {
     int n = snprintf(out, size, "%s/%s", work_dir, name);
@@ -228,7 +233,7 @@ static void write_pricebook(const char *name, const char *gpu_price)
     f = fopen(path, "w");
     ck_assert(f != NULL);
     fprintf(f,
-            "{\"currency\": \"CNY\", \"rounding\": \"half-up\", \"plans\": ["
+            "{\"currency\": \"%s\", \"rounding\": \"half-up\", \"plans\": ["
             "{\"id\": \"rtx-daily\", \"period\": \"day\", \"model\": \"RTX4090\","
             " \"region\": \"cn-east-1\", \"refundable\": false},"
             "{\"id\": \"rtx-monthly\", \"period\": \"month\", \"model\": \"RTX4090\","
@@ -242,7 +247,7 @@ static void write_pricebook(const char *name, const char *gpu_price)
             "{\"meter\": \"storage\", \"model\": \"*\", \"region\": \"*\", \"price\": \"0.20\"}],"
             " \"plan_fees\": [{\"plan\": \"rtx-daily\", \"fee\": \"99.00\"},"
             " {\"plan\": \"rtx-monthly\", \"fee\": \"2599.00\"}]}]}\n",
-            gpu_price);
+            gen_currency, gpu_price);
     ck_assert_int_eq(fclose(f), 0);
 }
 
@@ -259,9 +264,9 @@ static void write_accounts(int n)
     ck_assert(f != NULL);
     fputs("{\"accounts\": [", f);
     for (i = 0; i < n; i++, sep = ",")
-        fprintf(f, "%s{\"id\": \"acct-%05d\", \"currency\": \"CNY\", \"time_zone\": \"%s\","
+        fprintf(f, "%s{\"id\": \"acct-%05d\", \"currency\": \"%s\", \"time_zone\": \"%s\","
                    " \"tax_rate\": \"%s\"}",
-                sep, i, zones[i % 5], taxes[i % 3]);
+                sep, i, gen_currency, zones[i % 5], taxes[i % 3]);
     fputs("], \"subscriptions\": [", f);
     sep = "";
     for (i = 0; i < n; i++) {
@@ -283,18 +288,18 @@ static void write_accounts(int n)
     sep = "";
     for (i = 0; i < n; i++) {
         if (i % 3 == 0) {
-            fprintf(f, "%s{\"id\": \"trial-%d\", \"account\": \"acct-%05d\", \"amount\": \"10.00\","
+            fprintf(f, "%s{\"id\": \"trial-%d\", \"account\": \"acct-%05d\", \"amount\": \"%s\","
                        " \"granted_at\": \"2026-10-01T00:00:00Z\", \"expires_at\":"
                        " \"2026-11-15T00:00:00Z\", \"applies_to\": [\"usage\"], \"priority\": 0}",
-                    sep, i, i);
+                    sep, i, i, gen_trial);
             sep = ",";
         }
         if (i % 5 == 0) {
-            fprintf(f, "%s{\"id\": \"promo-%d\", \"account\": \"acct-%05d\", \"amount\": \"50.00\","
+            fprintf(f, "%s{\"id\": \"promo-%d\", \"account\": \"acct-%05d\", \"amount\": \"%s\","
                        " \"granted_at\": \"2026-11-01T00:00:00Z\", \"expires_at\":"
                        " \"2027-01-01T00:00:00Z\", \"applies_to\": [\"usage\", \"subscription\"],"
                        " \"priority\": 1}",
-                    sep, i, i);
+                    sep, i, i, gen_promo);
             sep = ",";
         }
     }
@@ -576,7 +581,8 @@ static void store_text(bs_conn *c, const char *account, const char *month, char 
     PQclear(res);
     /* Expiries as the ledger recorded them on the draft (CNY: 2 digits). */
     res = bs_query(c,
-                   "SELECT 'expired ' || l.grant_id || ' ' || (-l.amount_minor / 100)::numeric(20, 2)"
+                   "SELECT 'expired ' || l.grant_id || ' ' || round(-l.amount_minor / 10::numeric"
+                   " ^ billing.currency_digits(i.currency), billing.currency_digits(i.currency))"
                    " FROM billing.invoices i JOIN billing.credit_ledger l ON l.invoice_id = i.id"
                    " WHERE i.account_id = $1 AND i.month = $2::date AND i.kind = 'invoice'"
                    " AND i.status <> 'void' AND l.entry = 'expire' ORDER BY l.grant_id COLLATE \"C\"",
@@ -659,7 +665,7 @@ static void check_ledger(bs_conn *c)
 {
     ck_assert_int_eq(
         query_long(c, "SELECT count(*) FROM billing.invoices i WHERE i.kind = 'invoice'"
-                      " AND i.status <> 'void' AND i.credits * 100 <> -(SELECT"
+                      " AND i.status <> 'void' AND i.credits * 10::numeric ^ billing.currency_digits(i.currency) <> -(SELECT"
                       " coalesce(sum(l.amount_minor), 0) FROM billing.credit_ledger l"
                       " WHERE l.invoice_id = i.id AND l.entry IN ('apply', 'reverse'))"),
         0);
@@ -967,6 +973,31 @@ START_TEST(test_concurrent_late_void_rerate_pdf)
 END_TEST
 
 /*
+ * Another currency, in its own price book: JPY (no minor digits), closed
+ * with --book and compared with billing rate like CNY.
+ */
+START_TEST(test_close_jpy_book)
+{
+    bs_conn *c = fresh("jpy");
+    const char *args[] = {"close", "--period", "2026-11", "--book", "default", "--quiet", NULL};
+
+    gen_currency = "JPY";
+    gen_trial = "1000";
+    gen_promo = "5000";
+    generate(c, 200);
+    gen_currency = "CNY";
+    gen_trial = "10.00";
+    gen_promo = "50.00";
+    ck_assert_int_eq(run_billing(NULL, args), 0);
+    ck_assert_uint_gt(compare_with_rate(c, "pricebook.json", 2026, 11), 100);
+    check_ledger(c);
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.invoices WHERE currency <> 'JPY'"),
+                     0);
+    drop(c);
+}
+END_TEST
+
+/*
  * Regression: the account time-zone check listed the server's whole
  * zoneinfo tree (pg_timezone_names) for every row, so loading 2500
  * accounts took minutes. It now reads billing.time_zone_names first: a
@@ -993,6 +1024,7 @@ static Suite *close_suite(void)
 
     tcase_set_timeout(tc, 900);
     tcase_add_test(tc, test_time_zone_check_reads_the_table);
+    tcase_add_test(tc, test_close_jpy_book);
     tcase_add_test(tc, test_close_killed_then_complete_equals_rate);
     tcase_add_test(tc, test_concurrent_late_void_rerate_pdf);
     suite_add_tcase(s, tc);
