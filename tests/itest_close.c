@@ -203,6 +203,29 @@ static int run_billing(const char *out, const char *const *args)
     return wait_exit(start_billing(out, args));
 }
 
+/* `billing ARGS...` as given (its own --db last: libpq takes the last of a repeated keyword). */
+static int run_billing_raw(const char *const *args)
+{
+    const char *argv[32];
+    size_t n = 0;
+    pid_t pid;
+
+    argv[n++] = billing_path();
+    for (; *args != NULL && n < 31; args++)
+        argv[n++] = *args;
+    argv[n] = NULL;
+    fflush(NULL);
+    pid = fork();
+    ck_assert(pid >= 0);
+    if (pid == 0) {
+        if (freopen("/dev/null", "w", stdout) == NULL)
+            _exit(127);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    return wait_exit(pid);
+}
+
 /* ---------------------------------------------------------------------- */
 /* Generated inputs                                                        */
 /* ---------------------------------------------------------------------- */
@@ -998,6 +1021,36 @@ START_TEST(test_close_jpy_book)
 END_TEST
 
 /*
+ * Regression: the close as the runtime role (a login in billing_app, as
+ * billingd and the tool run in production). The ledger guard locked the
+ * grant row, which needs UPDATE on credit_grants: every draft with credit
+ * was refused (permission denied) before 0006 made the guard run as its
+ * owner.
+ */
+START_TEST(test_close_as_runtime_role)
+{
+    bs_conn *c = fresh("app");
+    char app[CONNINFO_MAX];
+    const char *args[] = {"close", "--period", "2026-11", "--quiet", "--db", app, NULL};
+    const char *fin[] = {"close", "--period", "2026-10", "--quiet", "--finalize", "--grace", "0",
+                         "--db", app, NULL};
+
+    generate(c, 60);
+    exec_ok(c, "DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'itest_app')"
+               " THEN CREATE ROLE itest_app LOGIN; END IF; END$$");
+    exec_ok(c, "GRANT billing_app TO itest_app");
+    ck_assert(snprintf(app, sizeof(app), "%s user='itest_app'", conninfo) < (int)sizeof(app));
+    ck_assert_int_eq(run_billing_raw(args), 0);
+    ck_assert_int_eq(run_billing_raw(fin), 0);
+    ck_assert_int_gt(query_long(c, "SELECT count(*) FROM billing.credit_ledger WHERE entry ="
+                                   " 'apply'"),
+                     0);
+    compare_with_rate(c, "pricebook.json", 2026, 11);
+    drop(c);
+}
+END_TEST
+
+/*
  * Regression: the account time-zone check listed the server's whole
  * zoneinfo tree (pg_timezone_names) for every row, so loading 2500
  * accounts took minutes. It now reads billing.time_zone_names first: a
@@ -1025,6 +1078,7 @@ static Suite *close_suite(void)
     tcase_set_timeout(tc, 900);
     tcase_add_test(tc, test_time_zone_check_reads_the_table);
     tcase_add_test(tc, test_close_jpy_book);
+    tcase_add_test(tc, test_close_as_runtime_role);
     tcase_add_test(tc, test_close_killed_then_complete_equals_rate);
     tcase_add_test(tc, test_concurrent_late_void_rerate_pdf);
     suite_add_tcase(s, tc);

@@ -185,7 +185,14 @@ BEGIN
 END
 $$;
 
-GRANT UPDATE (content_hash) ON billing.invoices TO billing_app;
+GRANT UPDATE (content_hash, void_reason, voided_at) ON billing.invoices TO billing_app;
+
+-- The ledger's balance guard (0001) locks the grant row FOR NO KEY
+-- UPDATE, which needs UPDATE on credit_grants: the runtime role, which
+-- may append ledger entries, was refused every 'apply' ("permission
+-- denied for table credit_grants"). The guard now runs as its owner.
+ALTER FUNCTION billing.credit_ledger_balance_guard() SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION billing.ensure_invoice_series(text, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION billing.ensure_invoice_series(text, text) TO billing_app;
 REVOKE ALL ON FUNCTION billing.void_invoice(bigint, text, text) FROM PUBLIC;
