@@ -24,6 +24,7 @@
 #include "cli.h"
 #include "close.h"
 #include "dbcli.h"
+#include "exact.h"
 #include "invoices.h"
 #include "migrate.h"
 #include "zones.h"
@@ -33,150 +34,6 @@
 #define REJECT_PRINT_MAX 20
 /* Lines kept per account to compare with what was billed (bounded by prices, not events). */
 #define BILLED_MAX 4096
-
-/* ---------------------------------------------------------------------- */
-/* Exact numbers                                                           */
-/* ---------------------------------------------------------------------- */
-
-/* q_set - @s ("12.5", "-3", "7/3") into @q. Returns 0 or -1. */
-static int q_set(mpq_t q, const char *s)
-{
-    const char *dot = strchr(s, '.');
-    char buf[128];
-    size_t frac;
-
-    if (strchr(s, '/') != NULL) {
-        if (mpq_set_str(q, s, 10) != 0 || mpz_sgn(mpq_denref(q)) == 0)
-            return -1;
-        mpq_canonicalize(q);
-        return 0;
-    }
-    if (strlen(s) >= sizeof(buf))
-        return -1;
-    frac = dot != NULL ? strlen(dot + 1) : 0;
-    snprintf(buf, sizeof(buf), "%.*s%s", dot != NULL ? (int)(dot - s) : (int)strlen(s), s,
-             dot != NULL ? dot + 1 : "");
-    if (mpz_set_str(mpq_numref(q), buf, 10) != 0)
-        return -1;
-    mpz_ui_pow_ui(mpq_denref(q), 10, frac);
-    mpq_canonicalize(q);
-    return 0;
-}
-
-/* minor_add - add decimal @s with @digits fraction digits to @acc as minor units. */
-static void minor_add(mpz_t acc, const char *s, int digits)
-{
-    mpq_t q;
-
-    mpq_init(q);
-    if (q_set(q, s) == 0) {
-        mpz_t scale;
-        mpz_init(scale);
-        mpz_ui_pow_ui(scale, 10, (unsigned long)digits);
-        mpz_mul(mpq_numref(q), mpq_numref(q), scale);
-        mpq_canonicalize(q);
-        mpz_add(acc, acc, mpq_numref(q)); /* integral: the amount has @digits digits */
-        mpz_clear(scale);
-    }
-    mpq_clear(q);
-}
-
-/* round_minor - @q (in minor units) to an integer by @mode, into @out. */
-static void round_minor(mpz_t out, const mpq_t q, billing_rounding mode)
-{
-    mpz_t r;
-    mpz_t twice;
-    int cmp;
-    int neg = mpq_sgn(q) < 0;
-
-    mpz_init(r);
-    mpz_init(twice);
-    switch (mode) {
-    case BILLING_ROUND_DOWN:
-        mpz_tdiv_q(out, mpq_numref(q), mpq_denref(q));
-        break;
-    case BILLING_ROUND_UP:
-        if (neg)
-            mpz_fdiv_q(out, mpq_numref(q), mpq_denref(q));
-        else
-            mpz_cdiv_q(out, mpq_numref(q), mpq_denref(q));
-        break;
-    case BILLING_ROUND_FLOOR:
-        mpz_fdiv_q(out, mpq_numref(q), mpq_denref(q));
-        break;
-    case BILLING_ROUND_CEILING:
-        mpz_cdiv_q(out, mpq_numref(q), mpq_denref(q));
-        break;
-    default:
-        /* Halves: compare twice the remainder of |q| with the denominator. */
-        mpz_abs(twice, mpq_numref(q));
-        mpz_tdiv_qr(out, r, twice, mpq_denref(q));
-        mpz_mul_2exp(twice, r, 1);
-        cmp = mpz_cmp(twice, mpq_denref(q));
-        if (cmp > 0 || (cmp == 0 && (mode == BILLING_ROUND_HALF_UP || mpz_odd_p(out))))
-            mpz_add_ui(out, out, 1);
-        if (neg)
-            mpz_neg(out, out);
-        break;
-    }
-    mpz_clear(twice);
-    mpz_clear(r);
-}
-
-/* minor_text - @minor minor units as a decimal with @digits digits into @buf. */
-static void minor_text(char *buf, size_t size, const mpz_t minor, int digits)
-{
-    char *s = mpz_get_str(NULL, 10, minor);
-    const char *sign = s != NULL && s[0] == '-' ? "-" : "";
-    const char *d = s == NULL ? "0" : s[0] == '-' ? s + 1 : s;
-    size_t len = strlen(d);
-    size_t k = (size_t)digits;
-
-    if (k == 0)
-        snprintf(buf, size, "%s%s", sign, d);
-    else if (len <= k)
-        snprintf(buf, size, "%s0.%.*s%s", sign, (int)(k - len), "0000000000000000000000000000000000000000", d);
-    else
-        snprintf(buf, size, "%s%.*s.%s", sign, (int)(len - k), d, d + len - k);
-    free(s);
-}
-
-/* q_text - @q as a decimal when finite, else "p/q", into a new string. */
-static char *q_text(const mpq_t q)
-{
-    mpz_t den;
-    size_t twos = 0;
-    size_t fives = 0;
-    char *out;
-
-    mpz_init_set(den, mpq_denref(q));
-    while (mpz_divisible_ui_p(den, 2)) {
-        mpz_divexact_ui(den, den, 2);
-        twos++;
-    }
-    while (mpz_divisible_ui_p(den, 5)) {
-        mpz_divexact_ui(den, den, 5);
-        fives++;
-    }
-    if (mpz_cmp_ui(den, 1) == 0) {
-        size_t digits = twos > fives ? twos : fives;
-        mpz_t scaled;
-        size_t need;
-        mpz_init(scaled);
-        mpz_ui_pow_ui(scaled, 10, digits);
-        mpz_mul(scaled, scaled, mpq_numref(q));
-        mpz_divexact(scaled, scaled, mpq_denref(q));
-        need = mpz_sizeinbase(scaled, 10) + digits + 4;
-        out = malloc(need);
-        if (out != NULL)
-            minor_text(out, need, scaled, (int)digits);
-        mpz_clear(scaled);
-    } else {
-        out = mpq_get_str(NULL, 10, q);
-    }
-    mpz_clear(den);
-    return out;
-}
 
 /* ---------------------------------------------------------------------- */
 /* Shared state                                                            */
@@ -307,7 +164,7 @@ static int accumulate(account_adj *a, const billed *k, const char *qty_text)
     mpq_t q;
 
     mpq_init(q);
-    if (q_set(q, qty_text) != 0) {
+    if (exact_q_set(q, qty_text) != 0) {
         mpq_clear(q);
         return -1;
     }
@@ -372,7 +229,7 @@ static int add_recomputed(account_adj *a, billing_rater *r, const char *account,
         k.unit_price = billing_invoice_line_unit_price(inv, i);
         k.recomputed = 1;
         mpq_init(k.price);
-        q_set(k.price, k.unit_price);
+        exact_q_set(k.price, k.unit_price);
         if (accumulate(a, &k, billing_invoice_line_quantity(inv, i)) != 0) {
             mpq_clear(k.price);
             return -1;
@@ -414,9 +271,9 @@ static int make_adjustments(account_adj *a, int digits, billing_rounding mode)
         mpq_mul(amount, b->qty, b->price);
         mpz_mul(mpq_numref(amount), mpq_numref(amount), scale);
         mpq_canonicalize(amount);
-        round_minor(minor, amount, mode);
+        exact_round_minor(minor, amount, mode);
         mpz_add(a->sum, a->sum, minor);
-        minor_text(buf, sizeof(buf), minor, digits);
+        exact_minor_text(buf, sizeof(buf), minor, digits);
         j->year = b->year;
         j->month = b->month;
         j->meter = b->meter;
@@ -425,7 +282,7 @@ static int make_adjustments(account_adj *a, int digits, billing_rounding mode)
         j->price_version = b->version;
         j->unit = b->unit;
         j->unit_price = b->unit_price;
-        j->quantity = keep_text(a, q_text(b->qty));
+        j->quantity = keep_text(a, exact_q_text(b->qty));
         j->amount = keep_text(a, strdup(buf));
         if (j->quantity == NULL || j->amount == NULL)
             break;
@@ -498,7 +355,7 @@ static int load_billed(draft_slot *d, batch *b, const char *account, PGresult *b
         k.region = PQgetvalue(billed_res, *row, 4);
         k.version = PQgetvalue(billed_res, *row, 5);
         mpq_init(k.price);
-        q_set(k.price, PQgetvalue(billed_res, *row, 6));
+        exact_q_set(k.price, PQgetvalue(billed_res, *row, 6));
         /* quantity/quantity_den as "q/d" */
         {
             char qty[256];
@@ -509,8 +366,8 @@ static int load_billed(draft_slot *d, batch *b, const char *account, PGresult *b
                 char *t;
                 mpq_init(a);
                 mpq_init(den);
-                q_set(a, qty);
-                q_set(den, PQgetvalue(billed_res, *row, 8));
+                exact_q_set(a, qty);
+                exact_q_set(den, PQgetvalue(billed_res, *row, 8));
                 mpq_div(a, a, den);
                 t = mpq_get_str(NULL, 10, a);
                 snprintf(qty, sizeof(qty), "%s", t != NULL ? t : "0");
@@ -539,18 +396,18 @@ static void adjusted_figures(draft_slot *d, const billing_invoice *inv, int digi
     mpz_inits(sub, cred, tax, total, NULL);
     mpq_init(q);
     mpq_init(rate);
-    minor_add(sub, billing_invoice_subtotal(inv), digits);
+    exact_minor_add(sub, billing_invoice_subtotal(inv), digits);
     mpz_add(sub, sub, d->adj.sum);
-    minor_add(cred, billing_invoice_credits(inv), digits);
+    exact_minor_add(cred, billing_invoice_credits(inv), digits);
     mpz_sub(total, sub, cred);
-    q_set(rate, billing_invoice_tax_rate(inv));
+    exact_q_set(rate, billing_invoice_tax_rate(inv));
     mpq_set_z(q, total);
     mpq_mul(q, q, rate);
-    round_minor(tax, q, mode);
+    exact_round_minor(tax, q, mode);
     mpz_add(total, total, tax);
-    minor_text(d->subtotal, sizeof(d->subtotal), sub, digits);
-    minor_text(d->tax, sizeof(d->tax), tax, digits);
-    minor_text(d->total, sizeof(d->total), total, digits);
+    exact_minor_text(d->subtotal, sizeof(d->subtotal), sub, digits);
+    exact_minor_text(d->tax, sizeof(d->tax), tax, digits);
+    exact_minor_text(d->total, sizeof(d->total), total, digits);
     mpq_clear(rate);
     mpq_clear(q);
     mpz_clears(sub, cred, tax, total, NULL);
@@ -590,16 +447,16 @@ static void tally(close_run_ctx *x, const bs_draft *d, const bs_draft_outcome *o
         s->adjustments += d[i].n_adj;
         for (l = 0; l < billing_invoice_line_count(inv); l++) {
             if (billing_meter_parse(billing_invoice_line_meter(inv, l), &m) == BILLING_OK)
-                minor_add(s->by_meter[m], billing_invoice_line_amount_rounded(inv, l), s->digits);
+                exact_minor_add(s->by_meter[m], billing_invoice_line_amount_rounded(inv, l), s->digits);
         }
         for (l = 0; l < d[i].n_adj; l++)
-            minor_add(s->adjusted, d[i].adj[l].amount, s->digits);
+            exact_minor_add(s->adjusted, d[i].adj[l].amount, s->digits);
         for (l = 0; l < billing_invoice_expired_count(inv); l++)
-            minor_add(s->expired, billing_invoice_expired_amount(inv, l), s->digits);
-        minor_add(s->subtotal, d[i].subtotal, s->digits);
-        minor_add(s->credits, billing_invoice_credits(inv), s->digits);
-        minor_add(s->tax, d[i].tax, s->digits);
-        minor_add(s->total, d[i].total, s->digits);
+            exact_minor_add(s->expired, billing_invoice_expired_amount(inv, l), s->digits);
+        exact_minor_add(s->subtotal, d[i].subtotal, s->digits);
+        exact_minor_add(s->credits, billing_invoice_credits(inv), s->digits);
+        exact_minor_add(s->tax, d[i].tax, s->digits);
+        exact_minor_add(s->total, d[i].total, s->digits);
     }
     x->done += n_accounts;
     pthread_cond_broadcast(&x->changed);
@@ -981,7 +838,7 @@ static void print_amount(FILE *out, const char *label, const mpz_t v, const clos
 {
     char buf[128];
 
-    minor_text(buf, sizeof(buf), v, s->digits);
+    exact_minor_text(buf, sizeof(buf), v, s->digits);
     fprintf(out, "%-22s %s %s\n", label, buf, s->currency);
 }
 
