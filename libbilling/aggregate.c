@@ -64,6 +64,7 @@ billing_status billing_rater_aggregate(const billing_rater *r, size_t index, con
     const billing_catalog *cat;
     const bl_rate *rate = NULL;
     const bl_sub *sub = NULL;
+    const bl_attrs *attrs = NULL;
 
     if (r == NULL || index >= r->n_aggs)
         return BILLING_ERR_INVALID;
@@ -81,10 +82,13 @@ billing_status billing_rater_aggregate(const billing_rater *r, size_t index, con
         *meter = (billing_meter)a->key.meter;
     if (price_version != NULL)
         *price_version = rate ? BL_AT(cat->versions, bl_version, rate->version)->id : NULL;
+    /* Included usage gives the events' own pair, which its invoice line shows. */
+    if (a->key.attrs != BL_ATTRS_NONE)
+        attrs = BL_AT(r->attrs, bl_attrs, a->key.attrs);
     if (model != NULL)
-        *model = rate ? rate->model : NULL;
+        *model = rate ? rate->model : attrs ? attrs->model : NULL;
     if (region != NULL)
-        *region = rate ? rate->region : NULL;
+        *region = rate ? rate->region : attrs ? attrs->region : NULL;
     if (subscription != NULL)
         *subscription = sub ? sub->id : NULL;
     if (epoch != NULL)
@@ -161,7 +165,7 @@ static int parse_sum(const char *text, mpq_t out)
 }
 
 /* Resolve the key of an aggregate to add; BILLING_OK or an error with a message. */
-static billing_status resolve_key(const billing_rater *r, const char *account, int year,
+static billing_status resolve_key(billing_rater *r, const char *account, int year,
                                   int month, billing_meter meter, const char *price_version,
                                   const char *model, const char *region,
                                   const char *subscription, unsigned epoch, bl_aggkey *key,
@@ -190,6 +194,7 @@ static billing_status resolve_key(const billing_rater *r, const char *account, i
     key->epoch = epoch;
     key->rate = meter == BILLING_METER_TRAFFIC ? BL_RATE_ZERO : BL_RATE_NONE;
     key->sub = BL_SUB_NONE;
+    key->attrs = BL_ATTRS_NONE;
     if (price_version != NULL) {
         rate = find_rate(cat, price_version, meter, model ? model : "", region ? region : "");
         if (rate == BL_NONE)
@@ -208,7 +213,10 @@ static billing_status resolve_key(const billing_rater *r, const char *account, i
                              subscription);
         key->rate = BL_RATE_NONE;
         key->sub = (uint32_t)sub;
-        return BILLING_OK;
+        /* The events' (model, region), as rating them keeps it for the included line. */
+        return bl_rater_attrs(r, model ? model : "", model ? strlen(model) : 0,
+                              region ? region : "", region ? strlen(region) : 0, "aggregate",
+                              &key->attrs, errbuf, errsize);
     }
     if (meter != BILLING_METER_TRAFFIC)
         return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,

@@ -624,9 +624,11 @@ BILLING_API size_t billing_rater_aggregate_count(const billing_rater *r);
  * billing_rater_aggregate - describe aggregate @index (0 <= @index <
  * billing_rater_aggregate_count; the order is arrival of the first
  * piece). Every output pointer may be NULL. *@year_month gets
- * year*100+month; *@price_version, *@model, *@region the rate's key or
- * NULL (included or zero-rated); *@subscription the covering subscription
- * id or NULL; *@pieces the event pieces summed (0: every one was removed).
+ * year*100+month; *@price_version, *@model, *@region the rate's key
+ * (priced usage); for included usage *@price_version NULL and *@model,
+ * *@region the events' own pair, which the included line shows; all NULL
+ * for zero-rated traffic; *@subscription the covering subscription id or
+ * NULL; *@pieces the event pieces summed (0: every one was removed).
  * Strings are owned by the catalog. The sum is written into @sum of
  * @sumsize bytes when @sum is non-NULL. Returns BILLING_OK,
  * BILLING_ERR_INVALID (NULL rater, index out of range) or
@@ -646,15 +648,18 @@ BILLING_API billing_status billing_rater_aggregate(const billing_rater *r, size_
  * dedupe must be off (the store deduped the events). The key is resolved
  * against @r's catalog: @account; local month @month of @year; @meter;
  * @price_version with @model and @region (the rate's key as the catalog
- * spells it), or NULL and @subscription (included usage), or both NULL
+ * spells it), or NULL and @subscription (included usage, with @model
+ * and @region the events' own pair, NULL read as ""), or both NULL
  * (zero-rated traffic); credit @epoch. @pieces (>= 1) and the exact @sum
  * ("N" or "N/D", unit-nanoseconds, at most 512 characters) are added to
  * the aggregate of that key, created if new. Returns BILLING_OK, or
  * BILLING_ERR_UNKNOWN_ACCOUNT, BILLING_ERR_NO_PRICE (no such rate),
  * BILLING_ERR_NOT_FOUND (subscription), BILLING_ERR_RANGE (month, meter,
  * epoch past the account's grant bounds), BILLING_ERR_PARSE (sum),
- * BILLING_ERR_STATE (dedupe on), BILLING_ERR_INVALID or
- * BILLING_ERR_NOMEM, with a message; nothing changes on error.
+ * BILLING_ERR_STATE (dedupe on), BILLING_ERR_TOO_LARGE (more than 4096
+ * (model, region) pairs of included usage, as billing_rater_add),
+ * BILLING_ERR_INVALID or BILLING_ERR_NOMEM, with a message; nothing
+ * changes on error.
  */
 BILLING_API billing_status billing_rater_add_aggregate(
     billing_rater *r, const char *account, int year, int month, billing_meter meter,

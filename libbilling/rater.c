@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "event.h"
@@ -257,45 +258,60 @@ static const char *attrs_key(const void *ctx, size_t i)
 }
 
 /*
- * The index of the event's own (model, region) pair, kept on first sight
- * so that included usage shows what was used, not what the plan names.
+ * bl_rater_attrs - the index in r->attrs of the pair (@model, @region),
+ * kept on first sight so that included usage shows what was used, not
+ * what the plan names. @what names the event or aggregate in messages.
  */
-static billing_status event_attrs(billing_rater *r, const billing_event *ev, uint32_t *out,
-                                  char *errbuf, size_t errsize)
+billing_status bl_rater_attrs(billing_rater *r, const char *model, size_t model_len,
+                              const char *region, size_t region_len, const char *what,
+                              uint32_t *out, char *errbuf, size_t errsize)
 {
     char key[2 * BL_ATTR_MAX + 2];
     size_t i;
     bl_attrs *a;
 
-    memcpy(key, ev->model, ev->model_len);
-    key[ev->model_len] = '\n';
-    memcpy(key + ev->model_len + 1, ev->region, ev->region_len);
-    key[ev->model_len + 1 + ev->region_len] = '\0';
+    if (model_len > BL_ATTR_MAX || region_len > BL_ATTR_MAX)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_TOO_LARGE,
+                         "%s: field 'model' or 'region' longer than %d bytes", what,
+                         BL_ATTR_MAX);
+    memcpy(key, model, model_len);
+    key[model_len] = '\n';
+    memcpy(key + model_len + 1, region, region_len);
+    key[model_len + 1 + region_len] = '\0';
     i = bl_strmap_find(&r->attr_map, key, attrs_key, r);
-    if (i == BL_NONE) {
-        if (r->attrs.len >= BL_ATTRS_MAX)
-            return bl_seterr(errbuf, errsize, BILLING_ERR_TOO_LARGE,
-                             "event '%s': field 'model': more than %d distinct models and regions "
-                             "of usage inside subscriptions",
-                             ev->id, BL_ATTRS_MAX);
-        a = bl_vec_push(&r->attrs, sizeof(*a));
-        if (a == NULL)
-            return bl_seterr(errbuf, errsize, BILLING_ERR_NOMEM, "event '%s': out of memory",
-                             ev->id);
-        memcpy(a->key, key, sizeof(key));
-        memcpy(a->model, ev->model, ev->model_len);
-        a->model[ev->model_len] = '\0';
-        memcpy(a->region, ev->region, ev->region_len);
-        a->region[ev->region_len] = '\0';
-        if (bl_strmap_insert(&r->attr_map, key, r->attrs.len - 1, attrs_key, r) != 0) {
-            r->attrs.len--;
-            return bl_seterr(errbuf, errsize, BILLING_ERR_NOMEM, "event '%s': out of memory",
-                             ev->id);
-        }
-        i = r->attrs.len - 1;
+    if (i != BL_NONE) {
+        *out = (uint32_t)i;
+        return BILLING_OK;
     }
-    *out = (uint32_t)i;
+    if (r->attrs.len >= BL_ATTRS_MAX)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_TOO_LARGE,
+                         "%s: field 'model': more than %d distinct models and regions "
+                         "of usage inside subscriptions",
+                         what, BL_ATTRS_MAX);
+    a = bl_vec_push(&r->attrs, sizeof(*a));
+    if (a == NULL)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_NOMEM, "%s: out of memory", what);
+    memcpy(a->key, key, sizeof(key));
+    memcpy(a->model, model, model_len);
+    a->model[model_len] = '\0';
+    memcpy(a->region, region, region_len);
+    a->region[region_len] = '\0';
+    if (bl_strmap_insert(&r->attr_map, key, r->attrs.len - 1, attrs_key, r) != 0) {
+        r->attrs.len--;
+        return bl_seterr(errbuf, errsize, BILLING_ERR_NOMEM, "%s: out of memory", what);
+    }
+    *out = (uint32_t)(r->attrs.len - 1);
     return BILLING_OK;
+}
+
+static billing_status event_attrs(billing_rater *r, const billing_event *ev, uint32_t *out,
+                                  char *errbuf, size_t errsize)
+{
+    char what[BL_ID_MAX + 16];
+
+    snprintf(what, sizeof(what), "event '%s'", ev->id);
+    return bl_rater_attrs(r, ev->model, ev->model_len, ev->region, ev->region_len, what, out,
+                          errbuf, errsize);
 }
 
 static billing_time_t min_time(billing_time_t a, billing_time_t b)

@@ -129,6 +129,14 @@ void bl_agg_value(const bl_agg *a, mpq_t out);
  * out of memory); bl_rater_agg_get then finds or creates the aggregate of
  * @key; bl_rater_agg_add_q adds the exact rational @q (nano-units) to it.
  */
+/*
+ * bl_rater_attrs - the index in r->attrs of (@model, @region), added on
+ * first sight (at most BL_ATTRS_MAX pairs). Returns BILLING_OK, or
+ * BILLING_ERR_TOO_LARGE / BILLING_ERR_NOMEM with a message naming @what.
+ */
+billing_status bl_rater_attrs(billing_rater *r, const char *model, size_t model_len,
+                              const char *region, size_t region_len, const char *what,
+                              uint32_t *out, char *errbuf, size_t errsize);
 int bl_rater_reserve_aggs(billing_rater *r, uint32_t account, size_t extra);
 bl_agg *bl_rater_agg_get(billing_rater *r, const bl_aggkey *key);
 void bl_rater_agg_add_q(bl_agg *a, const mpq_t q);
