@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "events.h"
+#include "itestdb.h"
 #include "migrate.h"
 #include "store.h"
 #include "testrng.h"
@@ -49,60 +50,6 @@ static char work_dir[PATH_LEN];
 /* Databases and commands                                                  */
 /* ---------------------------------------------------------------------- */
 
-/* @base with dbname replaced by @db (libpq parses and we re-quote). */
-static void make_conninfo(const char *db, char *out, size_t size)
-{
-    const char *base = getenv("BILLING_PG_CONNINFO");
-    PQconninfoOption *opts;
-    PQconninfoOption *o;
-    size_t n = 0;
-
-    ck_assert_msg(base != NULL && base[0] != '\0',
-                  "BILLING_PG_CONNINFO is not set: scripts/pg.sh start && . var/services.env");
-    opts = PQconninfoParse(base, NULL);
-    ck_assert_msg(opts != NULL, "BILLING_PG_CONNINFO cannot be parsed");
-    out[0] = '\0';
-    for (o = opts; o->keyword != NULL; o++) {
-        if (o->val != NULL && o->val[0] != '\0' && strcmp(o->keyword, "dbname") != 0)
-            n += (size_t)snprintf(out + n, size - n, "%s='%s' ", o->keyword, o->val);
-        ck_assert(n < size);
-    }
-    snprintf(out + n, size - n, "dbname='%s'", db);
-    PQconninfoFree(opts);
-}
-
-static bs_conn *connect_to(const char *db)
-{
-    char ci[CONNINFO_MAX];
-    bs_error err;
-    bs_conn *c;
-
-    make_conninfo(db, ci, sizeof(ci));
-    c = bs_connect(ci, NULL, &err);
-    ck_assert_msg(c != NULL, "connect %s: %s", db, err.message);
-    return c;
-}
-
-static void exec_ok(bs_conn *c, const char *sql)
-{
-    bs_error err;
-
-    ck_assert_msg(bs_command(c, sql, 0, NULL, NULL, &err) == BS_OK, "%s: %s", sql, err.message);
-}
-
-static long query_long(bs_conn *c, const char *sql)
-{
-    bs_error err;
-    PGresult *res = bs_query(c, sql, 0, NULL, &err);
-    long v;
-
-    ck_assert_msg(res != NULL && PQntuples(res) == 1, "%s: %s", sql,
-                  res == NULL ? err.message : "not one row");
-    v = strtol(PQgetvalue(res, 0, 0), NULL, 10);
-    PQclear(res);
-    return v;
-}
-
 static void query_text(bs_conn *c, const char *sql, char *out, size_t size)
 {
     bs_error err;
@@ -114,25 +61,16 @@ static void query_text(bs_conn *c, const char *sql, char *out, size_t size)
     PQclear(res);
 }
 
-/* A migrated database of our own, and a scratch directory for files. */
+/* A migrated database of our own (tests/itestdb.c), and a scratch directory for files. */
 static bs_conn *fresh(const char *tag)
 {
-    bs_conn *admin = connect_to("postgres");
     char sql[SQL_MAX];
-    bs_error err;
-    int applied;
+    char name[64];
     bs_conn *c;
 
-    snprintf(db_name, sizeof(db_name), "billing_close_%ld_%s", (long)getpid(), tag);
-    snprintf(sql, sizeof(sql), "DROP DATABASE IF EXISTS %s WITH (FORCE)", db_name);
-    exec_ok(admin, sql);
-    snprintf(sql, sizeof(sql), "CREATE DATABASE %s", db_name);
-    exec_ok(admin, sql);
-    bs_close(admin);
-    make_conninfo(db_name, conninfo, sizeof(conninfo));
-    c = connect_to(db_name);
-    ck_assert_msg(bs_migrate(c, 0, NULL, NULL, &applied, &err) == BS_OK, "migrate: %s",
-                  err.message);
+    snprintf(name, sizeof(name), "close_%s", tag);
+    c = itdb_fresh(name, db_name, sizeof(db_name));
+    itdb_conninfo(db_name, conninfo, sizeof(conninfo));
     snprintf(work_dir, sizeof(work_dir), "/tmp/itest_close_%ld_%s", (long)getpid(), tag);
     ck_assert(snprintf(sql, sizeof(sql), "rm -rf '%s' && mkdir -p '%s'", work_dir, work_dir) <
               (int)sizeof(sql));
@@ -142,14 +80,9 @@ static bs_conn *fresh(const char *tag)
 
 static void drop(bs_conn *c)
 {
-    bs_conn *admin;
     char sql[SQL_MAX];
 
-    bs_close(c);
-    admin = connect_to("postgres");
-    snprintf(sql, sizeof(sql), "DROP DATABASE IF EXISTS %s WITH (FORCE)", db_name);
-    exec_ok(admin, sql);
-    bs_close(admin);
+    itdb_drop(c, db_name);
     ck_assert(snprintf(sql, sizeof(sql), "rm -rf '%s'", work_dir) < (int)sizeof(sql));
     ck_assert_int_eq(system(sql), 0);
 }
@@ -689,7 +622,7 @@ static size_t compare_with_rate(bs_conn *c, const char *pricebook, int year, int
              "SELECT count(*) FROM billing.invoices WHERE month = '%s' AND kind = 'invoice'"
              " AND status <> 'void'",
              month_date);
-    ck_assert_int_eq(query_long(c, sql), (long)compared);
+    ck_assert_int_eq(itdb_long(c, sql), (long)compared);
     json_decref(root);
     free(got);
     free(want);
@@ -703,7 +636,7 @@ static size_t compare_with_rate(bs_conn *c, const char *pricebook, int year, int
 static void check_ledger(bs_conn *c)
 {
     ck_assert_int_eq(
-        query_long(c, "SELECT count(*) FROM billing.invoices i WHERE i.kind = 'invoice'"
+        itdb_long(c, "SELECT count(*) FROM billing.invoices i WHERE i.kind = 'invoice'"
                       " AND i.status <> 'void' AND (i.credits - i.returned) * 10::numeric"
                       " ^ billing.currency_digits(i.currency) <> -(SELECT"
                       " coalesce(sum(l.amount_minor), 0) FROM billing.credit_ledger l"
@@ -718,9 +651,9 @@ static void check_ledger(bs_conn *c)
 /* A test-only trigger: NOTIFY close_progress when a batch of drafts commits. */
 static void notify_on_invoices(bs_conn *c)
 {
-    exec_ok(c, "CREATE FUNCTION public.itest_notify() RETURNS trigger LANGUAGE plpgsql AS"
+    itdb_exec(c, "CREATE FUNCTION public.itest_notify() RETURNS trigger LANGUAGE plpgsql AS"
                " $$BEGIN PERFORM pg_notify('close_progress', ''); RETURN NULL; END$$");
-    exec_ok(c, "CREATE TRIGGER itest_notify AFTER INSERT ON billing.invoices"
+    itdb_exec(c, "CREATE TRIGGER itest_notify AFTER INSERT ON billing.invoices"
                " FOR EACH STATEMENT EXECUTE FUNCTION public.itest_notify()");
 }
 
@@ -762,7 +695,7 @@ static void wait_notification(bs_conn *c)
 START_TEST(test_close_killed_then_complete_equals_rate)
 {
     bs_conn *c = fresh("kill");
-    bs_conn *watch = connect_to(db_name);
+    bs_conn *watch = itdb_connect(db_name);
     const char *close_args[] = {"close", "--period", "2026-11", "-j", "1", "--quiet", NULL};
     const char *close_j2[] = {"close", "--period", "2026-11", "-j", "2", "--quiet", NULL};
     char out[PATH_LEN];
@@ -772,14 +705,14 @@ START_TEST(test_close_killed_then_complete_equals_rate)
 
     generate(c, ACCOUNTS_BIG);
     notify_on_invoices(c);
-    exec_ok(watch, "LISTEN close_progress");
-    exec_ok(c, "SELECT pg_advisory_lock(hashtextextended('acct-02499', 7091318301203063141))");
+    itdb_exec(watch, "LISTEN close_progress");
+    itdb_exec(c, "SELECT pg_advisory_lock(hashtextextended('acct-02499', 7091318301203063141))");
     pid = start_billing(NULL, close_args);
     wait_notification(watch);
     ck_assert_int_eq(kill(pid, SIGKILL), 0);
     ck_assert_int_eq(wait_exit(pid), 128 + SIGKILL);
-    exec_ok(c, "SELECT pg_advisory_unlock_all()");
-    drafts = query_long(c, "SELECT count(*) FROM billing.invoices");
+    itdb_exec(c, "SELECT pg_advisory_unlock_all()");
+    drafts = itdb_long(c, "SELECT count(*) FROM billing.invoices");
     ck_assert_msg(drafts > 0, "the killed close committed nothing");
 
     path_of(out, sizeof(out), "close2.txt");
@@ -787,11 +720,11 @@ START_TEST(test_close_killed_then_complete_equals_rate)
     ck_assert_uint_gt(compare_with_rate(c, "pricebook.json", 2026, 11), (size_t)drafts);
     check_ledger(c);
     /* The comparison covered credit used, expired, and plan refunds. */
-    ck_assert_int_gt(query_long(c, "SELECT count(*) FROM billing.credit_ledger WHERE entry ="
+    ck_assert_int_gt(itdb_long(c, "SELECT count(*) FROM billing.credit_ledger WHERE entry ="
                                    " 'expire'"),
                      0);
-    ck_assert_int_gt(query_long(c, "SELECT count(*) FROM billing.invoice_credits"), 0);
-    ck_assert_int_gt(query_long(c, "SELECT count(*) FROM billing.invoice_lines WHERE kind ="
+    ck_assert_int_gt(itdb_long(c, "SELECT count(*) FROM billing.invoice_credits"), 0);
+    ck_assert_int_gt(itdb_long(c, "SELECT count(*) FROM billing.invoice_lines WHERE kind ="
                                    " 'refund'"),
                      0);
 
@@ -806,7 +739,7 @@ START_TEST(test_close_killed_then_complete_equals_rate)
                    sizeof(again));
         ck_assert_str_eq(again, text);
     }
-    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.credit_ledger WHERE entry ="
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.credit_ledger WHERE entry ="
                                    " 'reverse'"),
                      0);
     bs_close(watch);
@@ -864,12 +797,12 @@ START_TEST(test_concurrent_late_void_rerate_pdf)
     b = start_billing(NULL, finA);
     ck_assert_int_eq(wait_exit(a), 0);
     ck_assert_int_eq(wait_exit(b), 0);
-    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.invoices WHERE status ="
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.invoices WHERE status ="
                                    " 'finalized'"),
                      nA);
-    ck_assert_int_eq(query_long(c, "SELECT count(DISTINCT number) FROM billing.invoices"), nA);
-    ck_assert_int_eq(query_long(c, "SELECT max(number) FROM billing.invoices"), nA);
-    ck_assert_int_eq(query_long(c, "SELECT next_number FROM billing.invoice_series WHERE"
+    ck_assert_int_eq(itdb_long(c, "SELECT count(DISTINCT number) FROM billing.invoices"), nA);
+    ck_assert_int_eq(itdb_long(c, "SELECT max(number) FROM billing.invoices"), nA);
+    ck_assert_int_eq(itdb_long(c, "SELECT next_number FROM billing.invoice_series WHERE"
                                    " series = 'INV-2026'"),
                      nA + 1);
 
@@ -887,14 +820,14 @@ START_TEST(test_concurrent_late_void_rerate_pdf)
     late.end = late.start + 3 * 3600 * BILLING_NS_PER_SEC;
     ingest(c, &late, 1);
     ok(closeB);
-    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.invoice_lines l JOIN"
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.invoice_lines l JOIN"
                                    " billing.invoices i ON i.id = l.invoice_id WHERE"
                                    " i.account_id = 'acct-00001' AND i.month = '2026-11-01'"
                                    " AND l.kind = 'adjustment' AND l.adjusts_month ="
                                    " '2026-10-01' AND l.quantity = 6 AND l.amount = 3.60"),
                      1);
     ok(closeB); /* again: the adjustment stays, once */
-    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.invoice_lines WHERE kind ="
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.invoice_lines WHERE kind ="
                                    " 'adjustment'"),
                      1);
 
@@ -907,16 +840,16 @@ START_TEST(test_concurrent_late_void_rerate_pdf)
         ok(voidargs);
         ck_assert_int_eq(run_billing(NULL, voidargs), 3); /* void twice: refused */
     }
-    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.invoices WHERE kind ="
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.invoices WHERE kind ="
                                    " 'credit_note' AND status = 'finalized' AND number = 1"
                                    " AND series LIKE 'CN-%' AND corrects_invoice_id IS NOT NULL"),
                      1);
     ok(closeA);
     ok(closeB);
-    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.invoice_lines WHERE kind ="
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.invoice_lines WHERE kind ="
                                    " 'adjustment'"),
                      0);
-    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.invoice_lines l JOIN"
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.invoice_lines l JOIN"
                                    " billing.invoices i ON i.id = l.invoice_id WHERE"
                                    " i.account_id = 'acct-00001' AND i.month = '2026-10-01'"
                                    " AND i.status = 'draft' AND l.meter = 'gpu'"
@@ -941,7 +874,7 @@ START_TEST(test_concurrent_late_void_rerate_pdf)
     query_text(c, "SELECT billing.invoice_number_text('INV-2026-', min(number)) FROM"
                   " billing.invoices WHERE status = 'finalized' AND kind = 'invoice'",
                number, sizeof(number));
-    exec_ok(c, "UPDATE billing.accounts SET name = '\xe6\xb8\x85\xe5\x8d\x8e\xe5\xa4\xa7\xe5\xad\xa6'"
+    itdb_exec(c, "UPDATE billing.accounts SET name = '\xe6\xb8\x85\xe5\x8d\x8e\xe5\xa4\xa7\xe5\xad\xa6'"
                " WHERE id = (SELECT account_id FROM billing.invoices WHERE status = 'finalized'"
                " AND kind = 'invoice' ORDER BY number LIMIT 1)");
     {
@@ -1031,7 +964,7 @@ START_TEST(test_close_jpy_book)
     ck_assert_int_eq(run_billing(NULL, args), 0);
     ck_assert_uint_gt(compare_with_rate(c, "pricebook.json", 2026, 11), 100);
     check_ledger(c);
-    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.invoices WHERE currency <> 'JPY'"),
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.invoices WHERE currency <> 'JPY'"),
                      0);
     drop(c);
 }
@@ -1053,13 +986,13 @@ START_TEST(test_close_as_runtime_role)
                          "--db", app, NULL};
 
     generate(c, 60);
-    exec_ok(c, "DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'itest_app')"
+    itdb_exec(c, "DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'itest_app')"
                " THEN CREATE ROLE itest_app LOGIN; END IF; END$$");
-    exec_ok(c, "GRANT billing_app TO itest_app");
+    itdb_exec(c, "GRANT billing_app TO itest_app");
     ck_assert(snprintf(app, sizeof(app), "%s user='itest_app'", conninfo) < (int)sizeof(app));
     ck_assert_int_eq(run_billing_raw(args), 0);
     ck_assert_int_eq(run_billing_raw(fin), 0);
-    ck_assert_int_gt(query_long(c, "SELECT count(*) FROM billing.credit_ledger WHERE entry ="
+    ck_assert_int_gt(itdb_long(c, "SELECT count(*) FROM billing.credit_ledger WHERE entry ="
                                    " 'apply'"),
                      0);
     compare_with_rate(c, "pricebook.json", 2026, 11);
@@ -1077,10 +1010,10 @@ START_TEST(test_time_zone_check_reads_the_table)
 {
     bs_conn *c = fresh("tz");
 
-    exec_ok(c, "INSERT INTO billing.time_zone_names (name) VALUES ('Test/Only_In_Table')");
-    exec_ok(c, "INSERT INTO billing.accounts (id, currency, time_zone) VALUES ('a', 'CNY',"
+    itdb_exec(c, "INSERT INTO billing.time_zone_names (name) VALUES ('Test/Only_In_Table')");
+    itdb_exec(c, "INSERT INTO billing.accounts (id, currency, time_zone) VALUES ('a', 'CNY',"
                " 'Test/Only_In_Table')");
-    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.time_zone_names WHERE name ="
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.time_zone_names WHERE name ="
                                    " 'Asia/Shanghai'"),
                      1);
     drop(c);

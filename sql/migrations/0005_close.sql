@@ -239,7 +239,8 @@ $$;
 -- number) for @p_reason, and issue in series @p_cn_series a credit note
 -- that references it: the same lines, credits, tax and totals, numbered
 -- at once. Credit the voided invoice used goes back to its grants
--- ('reverse' ledger entries on the credit note). Returns the credit
+-- ('reverse' ledger entries on the credit note), credit its refunds gave
+-- back is taken again ('apply'). Returns the credit
 -- note's id. The month can then be closed again: a new draft is built.
 CREATE FUNCTION billing.void_invoice(p_invoice bigint, p_reason text, p_cn_series text)
 RETURNS bigint
@@ -281,12 +282,16 @@ BEGIN
     INSERT INTO billing.invoice_returned_credits (invoice_id, grant_id, amount)
         SELECT v_cn, grant_id, amount FROM billing.invoice_returned_credits
         WHERE invoice_id = p_invoice;
+    -- Per grant, the net of what the invoice took and what its refunds gave
+    -- back: a 'reverse' returns what it took, an 'apply' takes back what
+    -- it gave.
     INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor, invoice_id, effective_at, note)
-        SELECT grant_id, 'reverse', -sum(amount_minor), v_cn, now(),
+        SELECT grant_id, CASE WHEN sum(amount_minor) < 0 THEN 'reverse' ELSE 'apply' END,
+               -sum(amount_minor), v_cn, now(),
                format('credit note for voided invoice %s', p_invoice)
         FROM billing.credit_ledger
         WHERE invoice_id = p_invoice AND entry IN ('apply', 'reverse')
-        GROUP BY grant_id HAVING sum(amount_minor) < 0;
+        GROUP BY grant_id HAVING sum(amount_minor) <> 0;
     PERFORM billing.finalize_invoice(v_cn);
     RETURN v_cn;
 END
