@@ -171,6 +171,8 @@ static const char *const taxes[] = {"0.06", "0", "0.13"};
 static const char *gen_currency = "CNY";
 static const char *gen_trial = "10.00";
 static const char *gen_promo = "50.00";
+/* Non-zero: also terms paid with credit in October and cancelled in November (sub-r, fees-). */
+static int gen_returned;
 
 static void path_of(char *out, size_t size, const char *name)
 {
@@ -238,6 +240,13 @@ static void write_accounts(int n)
                        " \"terms\": 3, \"cancelled_at\": null}",
                     sep, i, i, i);
             sep = ",";
+        } else if (gen_returned && i % 13 == 0) {
+            /* A term paid with credit in October, cancelled in November: the refund returns it. */
+            fprintf(f, "%s{\"id\": \"sub-r-%d\", \"account\": \"acct-%05d\", \"resource\":"
+                       " \"i-%d-sub\", \"plan\": \"rtx-monthly\", \"start\": \"2026-10-25T00:00:00Z\","
+                       " \"terms\": 3, \"cancelled_at\": \"2026-11-03T00:00:00Z\"}",
+                    sep, i, i, i);
+            sep = ",";
         }
     }
     fputs("], \"grants\": [", f);
@@ -255,6 +264,14 @@ static void write_accounts(int n)
                        " \"granted_at\": \"2026-11-01T00:00:00Z\", \"expires_at\":"
                        " \"2027-01-01T00:00:00Z\", \"applies_to\": [\"usage\", \"subscription\"],"
                        " \"priority\": 1}",
+                    sep, i, i, gen_promo);
+            sep = ",";
+        }
+        if (gen_returned && i % 13 == 0 && i % 7 != 0 && i % 11 != 0) {
+            fprintf(f, "%s{\"id\": \"fees-%d\", \"account\": \"acct-%05d\", \"amount\": \"%s\","
+                       " \"granted_at\": \"2026-10-01T00:00:00Z\", \"expires_at\":"
+                       " \"2027-01-01T00:00:00Z\", \"applies_to\": [\"subscription\"],"
+                       " \"priority\": 2}",
                     sep, i, i, gen_promo);
             sep = ",";
         }
@@ -949,6 +966,36 @@ END_TEST
  * Another currency, in its own price book: JPY (no minor digits), closed
  * with --book and compared with billing rate like CNY.
  */
+/*
+ * A refund of a term that credit paid in an earlier month gives that
+ * credit back to the grant (libbilling's returned credit): closing October
+ * then November stores it per grant, with the ledger's 'reverse', and the
+ * totals (returned, account credit) equal billing rate's. Months are closed
+ * in order: the reverse needs October's 'apply' in the ledger (0004's
+ * credit_ledger_reverse_applied refuses a November close alone).
+ */
+START_TEST(test_refund_returns_credit_to_grants)
+{
+    bs_conn *c = fresh("ret");
+    const char *oct[] = {"close", "--period", "2026-10", "--quiet", NULL};
+    const char *nov[] = {"close", "--period", "2026-11", "--quiet", NULL};
+
+    gen_returned = 1;
+    generate(c, 60);
+    gen_returned = 0;
+    ck_assert_int_eq(run_billing(NULL, oct), 0);
+    ck_assert_int_eq(run_billing(NULL, nov), 0);
+    ck_assert_int_gt(itdb_long(c, "SELECT count(*) FROM billing.invoice_returned_credits r JOIN"
+                                  " billing.credit_ledger l ON l.invoice_id = r.invoice_id"
+                                  " AND l.grant_id = r.grant_id AND l.entry = 'reverse'"),
+                     0);
+    compare_with_rate(c, "pricebook.json", 2026, 10);
+    compare_with_rate(c, "pricebook.json", 2026, 11);
+    check_ledger(c);
+    drop(c);
+}
+END_TEST
+
 START_TEST(test_close_jpy_book)
 {
     bs_conn *c = fresh("jpy");
@@ -1028,6 +1075,7 @@ static Suite *close_suite(void)
     tcase_set_timeout(tc, 900);
     tcase_add_test(tc, test_time_zone_check_reads_the_table);
     tcase_add_test(tc, test_close_jpy_book);
+    tcase_add_test(tc, test_refund_returns_credit_to_grants);
     tcase_add_test(tc, test_close_as_runtime_role);
     tcase_add_test(tc, test_close_killed_then_complete_equals_rate);
     tcase_add_test(tc, test_concurrent_late_void_rerate_pdf);
