@@ -77,5 +77,8 @@ int cmd_load(int argc, char **argv);
 int cmd_ingest(int argc, char **argv);
 int cmd_rejected(int argc, char **argv);
 int cmd_account(int argc, char **argv);
+int cmd_close(int argc, char **argv);
+int cmd_rerate(int argc, char **argv);
+int cmd_invoice(int argc, char **argv);
 
 #endif /* BILLING_CLI_H */

@@ -18,11 +18,14 @@
 /* One line per subcommand; keep it sorted by name. */
 static const cli_command commands[] = {
     {"account", cmd_account, "show an account's live credit balance and month from PostgreSQL"},
+    {"close", cmd_close, "close a month: draft invoices in PostgreSQL; --finalize numbers them"},
     {"db", cmd_db, "migrate the PostgreSQL schema, or show its version"},
     {"ingest", cmd_ingest, "store usage event files in PostgreSQL (the billingd pipeline)"},
+    {"invoice", cmd_invoice, "list, show, export or void stored invoices"},
     {"load", cmd_load, "load a price book and accounts into PostgreSQL"},
     {"rate", cmd_rate, "rate usage event files offline and print the invoices"},
     {"rejected", cmd_rejected, "list rejected records, or replay them after a catalog fix"},
+    {"rerate", cmd_rerate, "recompute a period's draft invoices from the raw events"},
 };
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 

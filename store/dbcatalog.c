@@ -40,7 +40,7 @@
     " JOIN billing.price_books b ON b.currency = a.currency WHERE b.id = $1::text"
 #define SQL_SUBS                                                                               \
     "SELECT s.id, s.account_id, s.resource_id, s.plan_id, " US("s.start_at") ", s.terms, "    \
-    " " US("s.cancelled_at") " FROM billing.subscriptions s"                               \
+    " " US("s.cancelled_at") " FROM billing.subscriptions s"                                  \
     " JOIN billing.accounts a ON a.id = s.account_id"                                          \
     " JOIN billing.price_books b ON b.currency = a.currency WHERE b.id = $1::text"
 #define SQL_GRANTS                                                                             \
@@ -62,6 +62,8 @@ struct bs_catalog {
     billing_catalog *cat;
     bc_zones *zones;
     char *book;
+    char currency[4];
+    billing_rounding rounding;
     version_ref *versions;
     size_t n_versions;
     account_zone *zones_of;
@@ -216,6 +218,8 @@ static bs_status read_book(bs_conn *c, bs_catalog *bc, const char *book_id, bs_e
     }
     bc->book = strdup(val(res, 0, 0));
     billing_rounding_parse(val(res, 0, 2), &rounding);
+    snprintf(bc->currency, sizeof(bc->currency), "%s", val(res, 0, 1));
+    bc->rounding = rounding;
     if (bc->book == NULL)
         st = bs_error_set(err, BS_ERR_NOMEM, "reading the catalog: out of memory");
     else if (billing_catalog_set_currency(bc->cat, val(res, 0, 1), rounding, bc->liberr,
@@ -294,6 +298,16 @@ billing_catalog *bs_catalog_lib(bs_catalog *bc)
 const char *bs_catalog_book(const bs_catalog *bc)
 {
     return bc->book;
+}
+
+const char *bs_catalog_currency(const bs_catalog *bc)
+{
+    return bc->currency;
+}
+
+billing_rounding bs_catalog_rounding(const bs_catalog *bc)
+{
+    return bc->rounding;
 }
 
 int64_t bs_catalog_version_id(const bs_catalog *bc, const char *label)

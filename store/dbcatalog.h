@@ -44,6 +44,12 @@ billing_catalog *bs_catalog_lib(bs_catalog *cat);
 /* bs_catalog_book - the price book id read; owned by @cat. */
 const char *bs_catalog_book(const bs_catalog *cat);
 
+/* bs_catalog_currency - the book's currency code (3 letters, owned by @cat). */
+const char *bs_catalog_currency(const bs_catalog *cat);
+
+/* bs_catalog_rounding - the book's rounding mode. */
+billing_rounding bs_catalog_rounding(const bs_catalog *cat);
+
 /*
  * bs_catalog_version_id - the price_versions.id of the revision in force
  * of version @label, or -1 if @label is not one of the catalog's.

@@ -1,0 +1,878 @@
+/*
+ * close.c - the month-end close engine (close.h).
+ *
+ * The catalog is read from the store once and frozen; workers then take
+ * batches of CLOSE_BATCH accounts in id order. For a batch a worker makes
+ * a rater (without its own dedupe: the store's event ids are unique),
+ * streams the batch's raw events into it, asks libbilling for each
+ * account's invoice of the period, adds prior-period adjustment lines for
+ * usage of finalized months that reached the store after they were
+ * finalized, and writes the drafts in one transaction. Every figure on a
+ * draft is libbilling's, except where adjustments join it: then the
+ * subtotal adds them and tax is recomputed on the post-credit amount as
+ * libbilling computes it (doc/database.md, "Late events").
+ */
+#include "config.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "close.h"
+#include "dbcatalog.h"
+#include "dbcli.h"
+#include "exact.h"
+#include "invoices.h"
+#include "migrate.h"
+
+#define MSG_MAX 1024
+/* Events libbilling refuses are printed up to this many per run; all are counted. */
+#define REJECT_PRINT_MAX 20
+/* Lines kept per account to compare with what was billed (bounded by prices, not events). */
+#define BILLED_MAX 4096
+
+/* ---------------------------------------------------------------------- */
+/* Shared state                                                            */
+/* ---------------------------------------------------------------------- */
+
+typedef struct close_run_ctx {
+    const close_params *p;
+    bs_catalog *stored;   /* the catalog read back from the store (dbcatalog.h) */
+    billing_catalog *cat; /* its library catalog, frozen before the workers start */
+    billing_rounding rounding;
+    json_t *accounts;     /* every account id, in order */
+    size_t n_accounts;
+    char month_text[16];  /* YYYY-MM-01 */
+    char series[32];      /* INV-YYYY */
+    billing_time_t before; /* events starting from here cannot reach the period */
+    pthread_mutex_t lock;
+    pthread_cond_t changed;
+    size_t next;          /* first account not yet taken */
+    size_t done;          /* accounts finished */
+    size_t running;       /* workers still running */
+    int failed;           /* a worker failed: others stop taking batches */
+    int exit_code;
+    close_summary *s;
+} close_run_ctx;
+
+/* One worker's batch. */
+typedef struct batch {
+    close_run_ctx *x;
+    billing_rater *r;
+    billing_event *ev;
+    uint64_t events;
+    uint64_t rejected;
+} batch;
+
+/* ---------------------------------------------------------------------- */
+/* Rating a batch                                                          */
+/* ---------------------------------------------------------------------- */
+
+static void print_rejection(close_run_ctx *x, const char *msg)
+{
+    pthread_mutex_lock(&x->lock);
+    if (x->s->rejected < REJECT_PRINT_MAX)
+        cli_error("close: %s", msg);
+    x->s->rejected++;
+    pthread_mutex_unlock(&x->lock);
+}
+
+/* A bs_event_fn: rate one stored event. Refusals are counted, not fatal. */
+static int add_event(void *arg, const char *account, const char *id, const char *resource,
+                     const char *meter, billing_time_t start, billing_time_t end,
+                     const char *quantity, const char *model, const char *region)
+{
+    batch *b = arg;
+    char msg[MSG_MAX];
+    billing_meter m;
+    billing_status st;
+
+    billing_event_reset(b->ev);
+    msg[0] = '\0';
+    st = billing_meter_parse(meter, &m);
+    if (st == BILLING_OK)
+        st = billing_event_set_id(b->ev, id);
+    if (st == BILLING_OK)
+        st = billing_event_set_account(b->ev, account);
+    if (st == BILLING_OK)
+        st = billing_event_set_resource(b->ev, resource);
+    if (st == BILLING_OK)
+        st = billing_event_set_meter(b->ev, m);
+    if (st == BILLING_OK)
+        st = billing_event_set_quantity(b->ev, quantity, msg, sizeof(msg));
+    if (st == BILLING_OK)
+        st = billing_event_set_model(b->ev, model);
+    if (st == BILLING_OK)
+        st = billing_event_set_region(b->ev, region);
+    billing_event_set_interval(b->ev, start, end);
+    if (st == BILLING_OK)
+        st = billing_rater_add(b->r, b->ev, msg, sizeof(msg));
+    if (st == BILLING_OK || st == BILLING_DUPLICATE) {
+        b->events++;
+        return 0;
+    }
+    if (msg[0] == '\0')
+        snprintf(msg, sizeof(msg), "event '%.128s': %s", id, billing_strerror(st));
+    b->rejected++;
+    print_rejection(b->x, msg);
+    return 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Late events: adjustment lines                                           */
+/* ---------------------------------------------------------------------- */
+
+/* A quantity billed (or recomputed) for one price key of one month. */
+typedef struct billed {
+    int year, month;
+    const char *meter, *model, *region, *version, *unit, *unit_price;
+    mpq_t price;
+    mpq_t qty;
+    int recomputed; /* 1: the library's figure; 0: what invoices billed */
+} billed;
+
+typedef struct account_adj {
+    billed *rows;
+    size_t n;
+    size_t cap;
+    bs_adjustment *adj;
+    size_t n_adj;
+    char **texts; /* strings the adjustments own */
+    size_t n_texts;
+    mpz_t sum;    /* adjustment amounts, minor units */
+} account_adj;
+
+/*
+ * Same month and price key. Not the unit price: a price fixed after
+ * finalization must not turn billed usage into adjustments (corrections
+ * of finalized invoices go through credit notes); only more quantity does.
+ */
+static int same_key(const billed *a, const billed *b)
+{
+    return a->year == b->year && a->month == b->month && strcmp(a->meter, b->meter) == 0 &&
+           strcmp(a->model, b->model) == 0 && strcmp(a->region, b->region) == 0 &&
+           strcmp(a->version, b->version) == 0;
+}
+
+/* Add @k's quantity (negated when billed) to its row, creating it. Returns 0 or -1. */
+static int accumulate(account_adj *a, const billed *k, const char *qty_text)
+{
+    size_t i;
+    mpq_t q;
+
+    mpq_init(q);
+    if (exact_q_set(q, qty_text) != 0) {
+        mpq_clear(q);
+        return -1;
+    }
+    if (!k->recomputed)
+        mpq_neg(q, q);
+    for (i = 0; i < a->n; i++) {
+        if (same_key(&a->rows[i], k))
+            break;
+    }
+    if (i == a->n && a->n == a->cap) {
+        size_t cap = a->cap ? 2 * a->cap : 16;
+        billed *rows = cap <= BILLED_MAX ? realloc(a->rows, cap * sizeof(*rows)) : NULL;
+        if (rows == NULL) {
+            mpq_clear(q);
+            return -1;
+        }
+        a->rows = rows;
+        a->cap = cap;
+    }
+    if (i == a->n) {
+        a->rows[i] = *k;
+        mpq_init(a->rows[i].price);
+        mpq_set(a->rows[i].price, k->price);
+        mpq_init(a->rows[i].qty);
+        a->n++;
+    }
+    mpq_add(a->rows[i].qty, a->rows[i].qty, q);
+    if (k->recomputed) {
+        /* The adjustment is priced at the month's price as computed now. */
+        mpq_set(a->rows[i].price, k->price);
+        a->rows[i].unit = k->unit;
+        a->rows[i].unit_price = k->unit_price;
+        a->rows[i].recomputed = 1;
+    }
+    mpq_clear(q);
+    return 0;
+}
+
+/* The library's usage lines of @year-@month for @account, added to @a. */
+static int add_recomputed(account_adj *a, billing_rater *r, const char *account, int year,
+                          int month, billing_invoice **keep)
+{
+    billing_invoice *inv = NULL;
+    size_t i;
+    billed k;
+
+    if (billing_rater_invoice(r, account, year, month, &inv, NULL, 0) != BILLING_OK)
+        return -1;
+    *keep = inv;
+    for (i = 0; i < billing_invoice_line_count(inv); i++) {
+        billing_line_kind kind = billing_invoice_line_kind(inv, i);
+        if (kind != BILLING_LINE_USAGE && kind != BILLING_LINE_INCLUDED)
+            continue;
+        memset(&k, 0, sizeof(k));
+        k.year = year;
+        k.month = month;
+        k.meter = billing_invoice_line_meter(inv, i);
+        k.model = billing_invoice_line_model(inv, i);
+        k.region = billing_invoice_line_region(inv, i);
+        k.version = billing_invoice_line_price_version(inv, i);
+        k.unit = billing_invoice_line_unit(inv, i);
+        k.unit_price = billing_invoice_line_unit_price(inv, i);
+        k.recomputed = 1;
+        mpq_init(k.price);
+        exact_q_set(k.price, k.unit_price);
+        if (accumulate(a, &k, billing_invoice_line_quantity(inv, i)) != 0) {
+            mpq_clear(k.price);
+            return -1;
+        }
+        mpq_clear(k.price);
+    }
+    return 0;
+}
+
+static char *keep_text(account_adj *a, char *s)
+{
+    if (s != NULL)
+        a->texts[a->n_texts++] = s;
+    return s;
+}
+
+/* Turn rows with more usage than was billed into adjustment lines. */
+static int make_adjustments(account_adj *a, int digits, billing_rounding mode)
+{
+    size_t i;
+    mpq_t amount;
+    mpz_t minor;
+    mpz_t scale;
+    char buf[128];
+
+    a->adj = calloc(a->n ? a->n : 1, sizeof(*a->adj));
+    a->texts = calloc(a->n ? 2 * a->n : 1, sizeof(char *));
+    if (a->adj == NULL || a->texts == NULL)
+        return -1;
+    mpq_init(amount);
+    mpz_init(minor);
+    mpz_init(scale);
+    mpz_ui_pow_ui(scale, 10, (unsigned long)digits);
+    for (i = 0; i < a->n; i++) {
+        billed *b = &a->rows[i];
+        bs_adjustment *j = &a->adj[a->n_adj];
+        if (!b->recomputed || mpq_sgn(b->qty) <= 0)
+            continue;
+        mpq_mul(amount, b->qty, b->price);
+        mpz_mul(mpq_numref(amount), mpq_numref(amount), scale);
+        mpq_canonicalize(amount);
+        exact_round_minor(minor, amount, mode);
+        mpz_add(a->sum, a->sum, minor);
+        exact_minor_text(buf, sizeof(buf), minor, digits);
+        j->year = b->year;
+        j->month = b->month;
+        j->meter = b->meter;
+        j->model = b->model;
+        j->region = b->region;
+        j->price_version = b->version;
+        j->unit = b->unit;
+        j->unit_price = b->unit_price;
+        j->quantity = keep_text(a, exact_q_text(b->qty));
+        j->amount = keep_text(a, strdup(buf));
+        if (j->quantity == NULL || j->amount == NULL)
+            break;
+        a->n_adj++;
+    }
+    mpz_clear(scale);
+    mpz_clear(minor);
+    mpq_clear(amount);
+    return i == a->n ? 0 : -1;
+}
+
+static void account_adj_free(account_adj *a)
+{
+    size_t i;
+
+    for (i = 0; i < a->n; i++) {
+        mpq_clear(a->rows[i].price);
+        mpq_clear(a->rows[i].qty);
+    }
+    for (i = 0; i < a->n_texts; i++)
+        free(a->texts[i]);
+    free(a->texts);
+    free(a->adj);
+    free(a->rows);
+    mpz_clear(a->sum);
+}
+
+/* ---------------------------------------------------------------------- */
+/* One account's draft                                                     */
+/* ---------------------------------------------------------------------- */
+
+typedef struct draft_slot {
+    billing_invoice *inv;
+    billing_invoice *prior[BS_LATE_MONTHS]; /* finalized months rechecked, kept for their strings */
+    size_t n_prior;
+    account_adj adj;
+    char subtotal[64], tax[64], total[64];
+} draft_slot;
+
+/* The rows of @billed for @account (sorted by account: from @*row on). */
+static int load_billed(draft_slot *d, batch *b, const char *account, PGresult *billed_res,
+                       int *row)
+{
+    int n = PQntuples(billed_res);
+    billed k;
+
+    for (; *row < n && strcmp(PQgetvalue(billed_res, *row, 0), account) == 0; (*row)++) {
+        const char *month = PQgetvalue(billed_res, *row, 1);
+        size_t i;
+        memset(&k, 0, sizeof(k));
+        k.year = atoi(month);
+        k.month = atoi(month + 5);
+        /* A finalized month: recompute it once. */
+        for (i = 0; i < d->n_prior; i++) {
+            if (billing_invoice_year(d->prior[i]) == k.year &&
+                billing_invoice_month(d->prior[i]) == k.month)
+                break;
+        }
+        if (i == d->n_prior) {
+            if (d->n_prior == sizeof(d->prior) / sizeof(d->prior[0]) ||
+                add_recomputed(&d->adj, b->r, account, k.year, k.month,
+                               &d->prior[d->n_prior]) != 0)
+                return -1;
+            d->n_prior++;
+        }
+        if (PQgetvalue(billed_res, *row, 2)[0] == '\0')
+            continue;
+        k.meter = PQgetvalue(billed_res, *row, 2);
+        k.model = PQgetvalue(billed_res, *row, 3);
+        k.region = PQgetvalue(billed_res, *row, 4);
+        k.version = PQgetvalue(billed_res, *row, 5);
+        mpq_init(k.price);
+        exact_q_set(k.price, PQgetvalue(billed_res, *row, 6));
+        /* quantity/quantity_den as "q/d" */
+        {
+            char qty[256];
+            snprintf(qty, sizeof(qty), "%s", PQgetvalue(billed_res, *row, 7));
+            if (strcmp(PQgetvalue(billed_res, *row, 8), "1") != 0) {
+                mpq_t a;
+                mpq_t den;
+                char *t;
+                mpq_init(a);
+                mpq_init(den);
+                exact_q_set(a, qty);
+                exact_q_set(den, PQgetvalue(billed_res, *row, 8));
+                mpq_div(a, a, den);
+                t = mpq_get_str(NULL, 10, a);
+                snprintf(qty, sizeof(qty), "%s", t != NULL ? t : "0");
+                free(t);
+                mpq_clear(den);
+                mpq_clear(a);
+            }
+            if (accumulate(&d->adj, &k, qty) != 0) {
+                mpq_clear(k.price);
+                return -1;
+            }
+        }
+        mpq_clear(k.price);
+    }
+    return 0;
+}
+
+/* Figures of a draft with adjustments: subtotal + adjustments, tax on the post-credit amount. */
+static void adjusted_figures(draft_slot *d, const billing_invoice *inv, int digits,
+                             billing_rounding mode)
+{
+    mpz_t sub, cred, tax, total;
+    mpq_t q;
+    mpq_t rate;
+
+    mpz_inits(sub, cred, tax, total, NULL);
+    mpq_init(q);
+    mpq_init(rate);
+    exact_minor_add(sub, billing_invoice_subtotal(inv), digits);
+    mpz_add(sub, sub, d->adj.sum);
+    exact_minor_add(cred, billing_invoice_credits(inv), digits);
+    /* libbilling's total: subtotal + returned - credits - account_credit + carried + tax. */
+    exact_minor_add(cred, billing_invoice_account_credit(inv), digits);
+    exact_minor_add(total, billing_invoice_returned(inv), digits);
+    exact_minor_add(total, billing_invoice_carried(inv), digits);
+    mpz_add(total, total, sub);
+    mpz_sub(total, total, cred);
+    exact_q_set(rate, billing_invoice_tax_rate(inv));
+    mpq_set_z(q, total);
+    mpq_mul(q, q, rate);
+    exact_round_minor(tax, q, mode);
+    mpz_add(total, total, tax);
+    exact_minor_text(d->subtotal, sizeof(d->subtotal), sub, digits);
+    exact_minor_text(d->tax, sizeof(d->tax), tax, digits);
+    exact_minor_text(d->total, sizeof(d->total), total, digits);
+    mpq_clear(rate);
+    mpq_clear(q);
+    mpz_clears(sub, cred, tax, total, NULL);
+}
+
+static void draft_slot_free(draft_slot *d)
+{
+    size_t i;
+
+    billing_invoice_destroy(d->inv);
+    for (i = 0; i < d->n_prior; i++)
+        billing_invoice_destroy(d->prior[i]);
+    account_adj_free(&d->adj);
+}
+
+/* ---------------------------------------------------------------------- */
+/* A batch                                                                 */
+/* ---------------------------------------------------------------------- */
+
+static void tally(close_run_ctx *x, const bs_draft *d, const bs_draft_outcome *out, size_t n,
+                  size_t n_accounts, const batch *b)
+{
+    close_summary *s = x->s;
+    size_t i;
+    size_t l;
+
+    pthread_mutex_lock(&x->lock);
+    s->accounts += n_accounts;
+    s->invoices += n;
+    s->events += b->events;
+    for (i = 0; i < n; i++) {
+        const billing_invoice *inv = d[i].inv;
+        billing_meter m;
+        s->outcome[out[i]]++;
+        if (out[i] == BS_DRAFT_FINALIZED)
+            continue; /* not written: its month was closed before */
+        s->adjustments += d[i].n_adj;
+        for (l = 0; l < billing_invoice_line_count(inv); l++) {
+            if (billing_meter_parse(billing_invoice_line_meter(inv, l), &m) == BILLING_OK)
+                exact_minor_add(s->by_meter[m], billing_invoice_line_amount_rounded(inv, l), s->digits);
+        }
+        for (l = 0; l < d[i].n_adj; l++)
+            exact_minor_add(s->adjusted, d[i].adj[l].amount, s->digits);
+        for (l = 0; l < billing_invoice_expired_count(inv); l++)
+            exact_minor_add(s->expired, billing_invoice_expired_amount(inv, l), s->digits);
+        exact_minor_add(s->subtotal, d[i].subtotal, s->digits);
+        exact_minor_add(s->credits, billing_invoice_credits(inv), s->digits);
+        exact_minor_add(s->tax, d[i].tax, s->digits);
+        exact_minor_add(s->total, d[i].total, s->digits);
+    }
+    x->done += n_accounts;
+    pthread_cond_broadcast(&x->changed);
+    pthread_mutex_unlock(&x->lock);
+}
+
+/* The draft of account @id into @slot/@d; 1 if there is one, 0 if none, -1 on failure. */
+static int build_draft(batch *b, const char *id, PGresult *billed_res, int *row, draft_slot *slot,
+                       bs_draft *d)
+{
+    close_run_ctx *x = b->x;
+    char msg[MSG_MAX];
+
+    memset(slot, 0, sizeof(*slot));
+    mpz_init(slot->adj.sum);
+    if (billing_rater_invoice(b->r, id, x->p->year, x->p->month, &slot->inv, msg, sizeof(msg)) !=
+        BILLING_OK) {
+        cli_error("close: account '%s': %s", id, msg);
+        return -1;
+    }
+    if (load_billed(slot, b, id, billed_res, row) != 0 ||
+        make_adjustments(&slot->adj, x->s->digits, x->rounding) != 0) {
+        cli_error("close: account '%s': out of memory or too many price keys", id);
+        return -1;
+    }
+    if (billing_invoice_line_count(slot->inv) == 0 && slot->adj.n_adj == 0)
+        return 0;
+    adjusted_figures(slot, slot->inv, x->s->digits, x->rounding);
+    if (slot->adj.n_adj == 0) {
+        snprintf(slot->subtotal, sizeof(slot->subtotal), "%s", billing_invoice_subtotal(slot->inv));
+        snprintf(slot->tax, sizeof(slot->tax), "%s", billing_invoice_tax(slot->inv));
+        snprintf(slot->total, sizeof(slot->total), "%s", billing_invoice_total(slot->inv));
+    }
+    d->inv = slot->inv;
+    d->adj = slot->adj.adj;
+    d->n_adj = slot->adj.n_adj;
+    d->subtotal = slot->subtotal;
+    d->tax = slot->tax;
+    d->total = slot->total;
+    return 1;
+}
+
+/* Drafts of accounts [@from, @to) of the run, written in one transaction. */
+static int write_batch(batch *b, bs_conn *c, const char *acc_text, size_t from, size_t to)
+{
+    close_run_ctx *x = b->x;
+    size_t n = to - from;
+    draft_slot *slots = calloc(n, sizeof(*slots));
+    bs_draft *d = calloc(n, sizeof(*d));
+    bs_draft_outcome *out = calloc(n, sizeof(*out));
+    PGresult *billed_res = NULL;
+    size_t k = 0;
+    size_t i;
+    int row = 0;
+    int rc = CLI_EXIT_INTERNAL;
+    bs_error err;
+
+    if (slots == NULL || d == NULL || out == NULL)
+        goto done;
+    billed_res = bs_billed_lines(c, acc_text, x->month_text, &err);
+    if (billed_res == NULL) {
+        rc = dbcli_fail("close", &err);
+        goto done;
+    }
+    for (i = 0; i < n; i++) {
+        const char *id = json_string_value(json_array_get(x->accounts, from + i));
+        int has = build_draft(b, id, billed_res, &row, &slots[i], &d[k]);
+        if (has < 0)
+            goto done;
+        k += (size_t)has;
+    }
+    if (bs_drafts_write(c, acc_text, x->p->book, x->month_text, x->series, d, k, out, &err) != BS_OK) {
+        rc = dbcli_fail("close", &err);
+        goto done;
+    }
+    tally(x, d, out, k, n, b);
+    rc = CLI_EXIT_OK;
+done:
+    for (i = 0; slots != NULL && i < n; i++)
+        draft_slot_free(&slots[i]);
+    PQclear(billed_res);
+    free(out);
+    free(d);
+    free(slots);
+    return rc;
+}
+
+static int run_batch(close_run_ctx *x, bs_conn *c, billing_event *ev, size_t from, size_t to)
+{
+    json_t *ids = json_array();
+    char *acc_text = NULL;
+    batch b;
+    bs_error err;
+    size_t i;
+    int rc = CLI_EXIT_INTERNAL;
+
+    memset(&b, 0, sizeof(b));
+    b.x = x;
+    b.ev = ev;
+    b.r = billing_rater_new(x->cat, NULL, 0);
+    for (i = from; ids != NULL && i < to; i++)
+        json_array_append(ids, json_array_get(x->accounts, i));
+    acc_text = ids != NULL ? json_dumps(ids, JSON_COMPACT) : NULL;
+    if (b.r == NULL || acc_text == NULL || billing_rater_set_dedupe(b.r, 0) != BILLING_OK)
+        goto done;
+    if (bs_events_fetch(c, acc_text, x->before, add_event, &b, &err) != BS_OK) {
+        rc = dbcli_fail("close: reading events", &err);
+        goto done;
+    }
+    rc = write_batch(&b, c, acc_text, from, to);
+done:
+    if (rc == CLI_EXIT_INTERNAL)
+        cli_error("close: out of memory");
+    free(acc_text);
+    json_decref(ids);
+    billing_rater_destroy(b.r);
+    return rc;
+}
+
+/* Take the next batch: 1 with [*from, *to), 0 when none is left or a worker failed. */
+static int take_batch(close_run_ctx *x, size_t *from, size_t *to)
+{
+    int got;
+
+    pthread_mutex_lock(&x->lock);
+    got = !x->failed && x->next < x->n_accounts;
+    if (got) {
+        *from = x->next;
+        *to = x->next + CLOSE_BATCH < x->n_accounts ? x->next + CLOSE_BATCH : x->n_accounts;
+        x->next = *to;
+    }
+    pthread_mutex_unlock(&x->lock);
+    return got;
+}
+
+static void worker_fail(close_run_ctx *x, int rc)
+{
+    pthread_mutex_lock(&x->lock);
+    if (!x->failed)
+        x->exit_code = rc;
+    x->failed = 1;
+    pthread_mutex_unlock(&x->lock);
+}
+
+static void *worker(void *arg)
+{
+    close_run_ctx *x = arg;
+    bs_conn *c = dbcli_connect(x->p->db);
+    billing_event *ev = billing_event_new();
+    size_t from;
+    size_t to;
+    int rc;
+
+    if (c == NULL || ev == NULL)
+        worker_fail(x, c == NULL ? CLI_EXIT_DATABASE : CLI_EXIT_INTERNAL);
+    while (c != NULL && ev != NULL && take_batch(x, &from, &to)) {
+        rc = run_batch(x, c, ev, from, to);
+        if (rc != CLI_EXIT_OK)
+            worker_fail(x, rc);
+    }
+    billing_event_destroy(ev);
+    bs_close(c);
+    pthread_mutex_lock(&x->lock);
+    x->running--;
+    pthread_cond_broadcast(&x->changed);
+    pthread_mutex_unlock(&x->lock);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Progress                                                                */
+/* ---------------------------------------------------------------------- */
+
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9; /* display only, never money */
+}
+
+static void show_progress(const close_run_ctx *x, double started, int final)
+{
+    double elapsed = now_s() - started;
+    double rate = elapsed > 0 ? (double)x->done / elapsed : 0;
+    double eta = rate > 0 ? (double)(x->n_accounts - x->done) / rate : 0;
+    size_t pct = x->n_accounts ? x->done * 100 / x->n_accounts : 100;
+    char bar[31];
+    size_t i;
+
+    if (x->p->progress == 2) {
+        for (i = 0; i < 30; i++)
+            bar[i] = i < pct * 30 / 100 ? '#' : '.';
+        bar[30] = '\0';
+        fprintf(stderr, "\r[%s] %3zu%% %zu/%zu accounts  %.0f/s  ETA %02d:%02d%s", bar, pct,
+                x->done, x->n_accounts, rate, (int)eta / 60, (int)eta % 60, final ? "\n" : "");
+    } else {
+        fprintf(stderr, "billing: close: %zu/%zu accounts (%zu%%), %llu events, %.0f accounts/s\n",
+                x->done, x->n_accounts, pct, (unsigned long long)x->s->events, rate);
+    }
+    fflush(stderr);
+}
+
+/* Wait for the workers, showing progress every @interval seconds. */
+static void wait_workers(close_run_ctx *x)
+{
+    double started = now_s();
+    double last = started;
+    double interval = x->p->progress == 2 ? 0.25 : 5.0;
+    struct timespec until;
+
+    pthread_mutex_lock(&x->lock);
+    while (x->running > 0) {
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 250000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&x->changed, &x->lock, &until);
+        if (x->p->progress != 0 && now_s() - last >= interval) {
+            show_progress(x, started, 0);
+            last = now_s();
+        }
+    }
+    if (x->p->progress != 0)
+        show_progress(x, started, 1);
+    pthread_mutex_unlock(&x->lock);
+}
+
+/* ---------------------------------------------------------------------- */
+/* The run                                                                 */
+/* ---------------------------------------------------------------------- */
+
+int close_parse_period(const char *text, int *year, int *month)
+{
+    char tail;
+
+    if (strlen(text) != 7 || text[4] != '-' || sscanf(text, "%4d-%2d%c", year, month, &tail) != 2)
+        return -1;
+    if (*year < 1900 || *year > 2199 || *month < 1 || *month > 12)
+        return -1;
+    return 0;
+}
+
+static void summary_init(close_summary *s)
+{
+    int i;
+
+    memset(s, 0, sizeof(*s));
+    for (i = 0; i < BILLING_METER_COUNT; i++)
+        mpz_init(s->by_meter[i]);
+    mpz_inits(s->adjusted, s->subtotal, s->credits, s->expired, s->tax, s->total, NULL);
+}
+
+void close_summary_clear(close_summary *s)
+{
+    int i;
+
+    for (i = 0; i < BILLING_METER_COUNT; i++)
+        mpz_clear(s->by_meter[i]);
+    mpz_clears(s->adjusted, s->subtotal, s->credits, s->expired, s->tax, s->total, NULL);
+}
+
+/* Load and freeze the catalog, list the accounts. Returns a CLI_EXIT_* code. */
+static int prepare(close_run_ctx *x, bs_conn *c)
+{
+    const close_params *p = x->p;
+    billing_rater *probe;
+    billing_zone *utc;
+    billing_time_t since;
+    char *acc = NULL;
+    char msg[MSG_MAX];
+    bs_error err;
+    json_error_t jerr;
+
+    if (bs_schema_require(c, &err) != BS_OK)
+        return dbcli_fail("close", &err);
+    /* The same catalog reader as billingd and `billing ingest` (store/dbcatalog.c). */
+    x->stored = bs_catalog_read(c, p->book, &err);
+    if (x->stored == NULL)
+        return dbcli_fail("close", &err);
+    x->cat = bs_catalog_lib(x->stored);
+    x->rounding = bs_catalog_rounding(x->stored);
+    snprintf(x->s->currency, sizeof(x->s->currency), "%s", bs_catalog_currency(x->stored));
+    x->s->digits = billing_currency_digits(x->s->currency);
+    /* The first rater freezes the catalog: before the workers share it. */
+    probe = billing_rater_new(x->cat, msg, sizeof(msg));
+    if (probe == NULL) {
+        cli_error("close: the stored catalog is refused: %s", msg);
+        return CLI_EXIT_INPUT;
+    }
+    billing_rater_destroy(probe);
+    if (bs_close_accounts(c, x->s->currency, x->month_text, p->drafts_only, &acc, &err) != BS_OK)
+        return dbcli_fail("close", &err);
+    x->accounts = json_loads(acc, 0, &jerr);
+    free(acc);
+    if (x->accounts == NULL)
+        return CLI_EXIT_INTERNAL;
+    x->n_accounts = json_array_size(x->accounts);
+    /* Zones are at most 14 h ahead of UTC: two days past the UTC month covers every zone. */
+    utc = billing_zone_new_utc();
+    if (utc == NULL)
+        return CLI_EXIT_INTERNAL;
+    billing_zone_month_start(utc, p->month == 12 ? p->year + 1 : p->year,
+                             p->month == 12 ? 1 : p->month + 1, &x->before);
+    billing_zone_month_start(utc, p->year, p->month, &since);
+    billing_zone_destroy(utc);
+    x->before += 2 * 86400 * BILLING_NS_PER_SEC;
+    /* Zones are at most 14 h ahead: the period began after this in every zone. */
+    since -= 14 * 3600 * BILLING_NS_PER_SEC;
+    if (bs_rejected_since(c, since, &x->s->dead_letters, &err) != BS_OK)
+        return dbcli_fail("close", &err);
+    return CLI_EXIT_OK;
+}
+
+static int start_workers(close_run_ctx *x, pthread_t *threads, int *started)
+{
+    int i;
+
+    *started = 0;
+    for (i = 0; i < x->p->jobs; i++) {
+        pthread_mutex_lock(&x->lock);
+        x->running++;
+        pthread_mutex_unlock(&x->lock);
+        if (pthread_create(&threads[i], NULL, worker, x) != 0) {
+            pthread_mutex_lock(&x->lock);
+            x->running--;
+            pthread_mutex_unlock(&x->lock);
+            worker_fail(x, CLI_EXIT_INTERNAL);
+            cli_error("close: cannot start worker thread %d", i + 1);
+            break;
+        }
+        (*started)++;
+    }
+    return *started > 0 ? 0 : -1;
+}
+
+int close_run(const close_params *p, close_summary *s)
+{
+    close_run_ctx x;
+    pthread_t threads[CLOSE_JOBS_MAX];
+    bs_conn *c = NULL;
+    int started = 0;
+    int rc;
+    int i;
+
+    summary_init(s);
+    memset(&x, 0, sizeof(x));
+    x.p = p;
+    x.s = s;
+    pthread_mutex_init(&x.lock, NULL);
+    pthread_cond_init(&x.changed, NULL);
+    snprintf(x.month_text, sizeof(x.month_text), "%04d-%02d-01", p->year, p->month);
+    snprintf(x.series, sizeof(x.series), "INV-%04d", p->year);
+    c = dbcli_connect(p->db);
+    rc = c == NULL ? CLI_EXIT_DATABASE : prepare(&x, c);
+    bs_close(c);
+    if (rc == CLI_EXIT_OK && start_workers(&x, threads, &started) == 0)
+        wait_workers(&x);
+    for (i = 0; i < started; i++)
+        pthread_join(threads[i], NULL);
+    if (rc == CLI_EXIT_OK && x.failed)
+        rc = x.exit_code;
+    if (rc == CLI_EXIT_OK && s->rejected > 0)
+        rc = CLI_EXIT_REJECTED;
+    json_decref(x.accounts);
+    bs_catalog_free(x.stored);
+    pthread_cond_destroy(&x.changed);
+    pthread_mutex_destroy(&x.lock);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Summary                                                                 */
+/* ---------------------------------------------------------------------- */
+
+static void print_amount(FILE *out, const char *label, const mpz_t v, const close_summary *s)
+{
+    char buf[128];
+
+    exact_minor_text(buf, sizeof(buf), v, s->digits);
+    fprintf(out, "%-22s %s %s\n", label, buf, s->currency);
+}
+
+void close_summary_print(FILE *out, const close_params *p, const close_summary *s)
+{
+    char label[64];
+    int m;
+
+    fprintf(out, "period                 %04d-%02d\n", p->year, p->month);
+    fprintf(out, "accounts               %zu examined, %zu with an invoice\n", s->accounts,
+            s->invoices);
+    fprintf(out, "drafts                 %zu new, %zu recomputed, %zu unchanged\n",
+            s->outcome[BS_DRAFT_NEW], s->outcome[BS_DRAFT_UPDATED], s->outcome[BS_DRAFT_UNCHANGED]);
+    fprintf(out, "finalized (left alone) %zu\n", s->outcome[BS_DRAFT_FINALIZED]);
+    fprintf(out, "events                 %llu rated, %llu refused\n",
+            (unsigned long long)s->events, (unsigned long long)s->rejected);
+    for (m = 0; m < BILLING_METER_COUNT; m++) {
+        snprintf(label, sizeof(label), "charges %s", billing_meter_name((billing_meter)m));
+        print_amount(out, label, s->by_meter[m], s);
+    }
+    fprintf(out, "adjustment lines       %zu\n", s->adjustments);
+    print_amount(out, "adjustments", s->adjusted, s);
+    print_amount(out, "subtotal", s->subtotal, s);
+    print_amount(out, "credit used", s->credits, s);
+    print_amount(out, "credit expired", s->expired, s);
+    print_amount(out, "tax", s->tax, s);
+    print_amount(out, "total", s->total, s);
+    fprintf(out, "rejected events        %lld received since the period began, not in any "
+                 "invoice until replayed\n",
+            (long long)s->dead_letters);
+}

@@ -1,0 +1,246 @@
+/*
+ * cmd_close.c - `billing close` and `billing rerate`: the month-end close
+ * into PostgreSQL (close.h), and `--finalize` to number the drafts.
+ */
+#include "config.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "close.h"
+#include "dbcli.h"
+#include "invoices.h"
+#include "migrate.h"
+
+#define DEFAULT_BOOK "default"
+/* Default grace period before drafts may be finalized: 3 days. */
+#define DEFAULT_GRACE_SECONDS (3 * 86400)
+
+typedef struct close_opts {
+    close_params p;
+    const char *period;
+    int finalize;
+    int64_t grace;
+    int quiet;
+} close_opts;
+
+static void usage(FILE *out, const char *cmd)
+{
+    if (strcmp(cmd, "rerate") == 0) {
+        fputs("Usage: billing rerate --period YYYY-MM [-j N] [--book ID] [--db CONNINFO]\n"
+              "\n"
+              "Recompute the draft invoices of a period from the raw events with the\n"
+              "stored catalog as it is now (after a price-book fix or a late price\n"
+              "version). Finalized invoices are never touched: correct those with\n"
+              "`billing invoice void` and a new close, or with adjustments.\n",
+              out);
+    } else {
+        fputs("Usage: billing close --period YYYY-MM [-j N] [--finalize [--grace DURATION]]\n"
+              "                     [--book ID] [--db CONNINFO] [--quiet]\n"
+              "\n"
+              "Build every account's invoice of the month (in the account's time zone) as\n"
+              "a draft in the database, re-rating the stored raw events through libbilling:\n"
+              "lines, fees, refunds, credits applied with their ledger entries, tax,\n"
+              "totals. Usage of finalized earlier months that arrived after they were\n"
+              "finalized becomes prior-period adjustment lines. Idempotent: a second run\n"
+              "changes nothing; an interrupted run is completed by running it again.\n"
+              "\n"
+              "With --finalize, drafts of the period whose grace period has passed are\n"
+              "then numbered gaplessly (INV-YYYY-NNNNNN) and frozen.\n",
+              out);
+    }
+    fputs("\nOptions:\n"
+          "  --period YYYY-MM       the month to close (required)\n"
+          "  -j, --jobs N           worker threads, each with a connection (1..64, default 1)\n",
+          out);
+    if (strcmp(cmd, "close") == 0)
+        fputs("  --finalize             then number and freeze the drafts past their grace\n"
+              "  --grace DURATION       grace after the month ends: 3d (default), 12h, 0\n"
+              "  --quiet                no progress (the summary is still printed)\n",
+              out);
+    fputs("  --book ID              the price book (default: " DEFAULT_BOOK ")\n" DBCLI_DB_HELP
+          "  --help                 print this help\n"
+          "\n"
+          "Progress goes to stderr (a bar on a terminal, a line every 5 s otherwise); the\n"
+          "summary to stdout. Exit status: 0 done; 1 some stored events were refused by\n"
+          "the rating library (listed; the rest is closed); 2 usage error; 3 invalid\n"
+          "catalog or a change the database refuses; 4 internal error; 5 database error.\n",
+          out);
+}
+
+enum { OPT_DB = 256, OPT_BOOK, OPT_PERIOD, OPT_JOBS, OPT_FINALIZE, OPT_GRACE, OPT_QUIET, OPT_HELP };
+
+static const struct option long_options[] = {
+    {"db", required_argument, NULL, OPT_DB},
+    {"book", required_argument, NULL, OPT_BOOK},
+    {"period", required_argument, NULL, OPT_PERIOD},
+    {"jobs", required_argument, NULL, OPT_JOBS},
+    {"finalize", no_argument, NULL, OPT_FINALIZE},
+    {"grace", required_argument, NULL, OPT_GRACE},
+    {"quiet", no_argument, NULL, OPT_QUIET},
+    {"help", no_argument, NULL, OPT_HELP},
+    {NULL, 0, NULL, 0},
+};
+
+/* "3d", "12h", "30m", "45s" or "0" into seconds; -1 if malformed. */
+static int64_t parse_duration(const char *s)
+{
+    char *end;
+    long long v = strtoll(s, &end, 10);
+
+    if (end == s || v < 0 || v > 3660LL * 86400)
+        return -1;
+    if (*end == '\0')
+        return v == 0 ? 0 : -1;
+    if (end[1] != '\0')
+        return -1;
+    switch (*end) {
+    case 'd':
+        return v * 86400;
+    case 'h':
+        return v * 3600;
+    case 'm':
+        return v * 60;
+    case 's':
+        return v;
+    }
+    return -1;
+}
+
+static int take_option(void *ctx, int opt, const char *arg)
+{
+    close_opts *o = ctx;
+    char *end;
+    long v;
+
+    switch (opt) {
+    case OPT_DB:
+        o->p.db = arg;
+        return CLI_EXIT_OK;
+    case OPT_BOOK:
+        o->p.book = arg;
+        return CLI_EXIT_OK;
+    case OPT_PERIOD:
+        o->period = arg;
+        return CLI_EXIT_OK;
+    case OPT_JOBS:
+        v = strtol(arg, &end, 10);
+        if (*end != '\0' || v < 1 || v > CLOSE_JOBS_MAX)
+            return cli_usage_error("close", "--jobs '%s': expected 1..%d", arg, CLOSE_JOBS_MAX);
+        o->p.jobs = (int)v;
+        return CLI_EXIT_OK;
+    case OPT_FINALIZE:
+        o->finalize = 1;
+        return CLI_EXIT_OK;
+    case OPT_GRACE:
+        o->grace = parse_duration(arg);
+        if (o->grace < 0)
+            return cli_usage_error("close", "--grace '%s': expected a duration such as 3d, "
+                                            "12h, 30m, 45s or 0",
+                                   arg);
+        return CLI_EXIT_OK;
+    case OPT_QUIET:
+        o->quiet = 1;
+        return CLI_EXIT_OK;
+    case OPT_HELP:
+        return -1;
+    }
+    return cli_usage_error("close", "bad option");
+}
+
+/* "-j N" is the one short option: rewrite it as --jobs before getopt_long. */
+static void short_jobs(int argc, char **argv)
+{
+    int i;
+
+    for (i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-j") == 0)
+            argv[i] = (char *)"--jobs";
+    }
+}
+
+static int parse_args(close_opts *o, const char *cmd, int argc, char **argv)
+{
+    int first;
+    int rc;
+
+    memset(o, 0, sizeof(*o));
+    o->p.book = DEFAULT_BOOK;
+    o->p.jobs = 1;
+    o->grace = DEFAULT_GRACE_SECONDS;
+    short_jobs(argc, argv);
+    rc = cli_getopt(cmd, argc, argv, long_options, take_option, o, &first);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    if (first != argc)
+        return cli_usage_error(cmd, "unexpected argument '%s'", argv[first]);
+    if (o->period == NULL)
+        return cli_usage_error(cmd, "--period YYYY-MM is required");
+    if (close_parse_period(o->period, &o->p.year, &o->p.month) != 0)
+        return cli_usage_error(cmd, "--period '%s': expected YYYY-MM (1900-01..2199-12)",
+                               o->period);
+    if (strcmp(cmd, "rerate") == 0 && (o->finalize || o->quiet))
+        return cli_usage_error(cmd, "--finalize belongs to `billing close`");
+    o->p.drafts_only = strcmp(cmd, "rerate") == 0;
+    o->p.progress = o->quiet ? 0 : isatty(STDERR_FILENO) ? 2 : 1;
+    return CLI_EXIT_OK;
+}
+
+static int finalize(const close_opts *o)
+{
+    char month[16];
+    size_t done;
+    size_t waiting;
+    bs_error err;
+    bs_conn *c = dbcli_connect(o->p.db);
+    int rc = CLI_EXIT_OK;
+
+    if (c == NULL)
+        return CLI_EXIT_DATABASE;
+    snprintf(month, sizeof(month), "%04d-%02d-01", o->p.year, o->p.month);
+    if (bs_finalize_month(c, month, o->grace, &done, &waiting, &err) != BS_OK)
+        rc = dbcli_fail("close --finalize", &err);
+    else
+        printf("finalized              %zu (%zu drafts still in their grace period)\n", done,
+               waiting);
+    bs_close(c);
+    return rc;
+}
+
+static int run(const char *cmd, int argc, char **argv)
+{
+    close_opts o;
+    close_summary s;
+    int rc = parse_args(&o, cmd, argc, argv);
+
+    if (rc < 0) {
+        usage(stdout, cmd);
+        return CLI_EXIT_OK;
+    }
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    rc = close_run(&o.p, &s);
+    if (rc == CLI_EXIT_OK || rc == CLI_EXIT_REJECTED)
+        close_summary_print(stdout, &o.p, &s);
+    close_summary_clear(&s);
+    if ((rc == CLI_EXIT_OK || rc == CLI_EXIT_REJECTED) && o.finalize) {
+        int frc = finalize(&o);
+        if (frc != CLI_EXIT_OK)
+            rc = frc;
+    }
+    return rc;
+}
+
+int cmd_close(int argc, char **argv)
+{
+    return run("close", argc, argv);
+}
+
+int cmd_rerate(int argc, char **argv)
+{
+    return run("rerate", argc, argv);
+}

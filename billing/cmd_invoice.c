@@ -1,0 +1,365 @@
+/*
+ * cmd_invoice.c - `billing invoice list|show|export|void`: stored
+ * invoices as tables, JSON, CSV (RFC 4180) or PDF (export.c), and voids
+ * with credit notes. One table of columns per kind of row drives every
+ * output form, so that they cannot drift apart.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+#include "dbcli.h"
+#include "export.h"
+#include "invoices.h"
+#include "migrate.h"
+
+#define DEFAULT_LIMIT 1000
+#define PATH_MAX_LEN 4096
+
+/* Columns of the header rows of bs_invoice_list / bs_invoice_header. */
+static const export_column header_columns[] = {
+    {"id", "ID", 0, 1, 1, 0},
+    {"number", "NUMBER", 1, 1, 0, 0},
+    {"account", "ACCOUNT", 2, 1, 0, 0},
+    {"kind", "KIND", 3, 1, 0, 0},
+    {"period", "PERIOD", 4, 1, 0, 0},
+    {"status", "STATUS", 5, 1, 0, 0},
+    {"currency", "CUR", 6, 1, 0, 0},
+    {"subtotal", "SUBTOTAL", 7, 1, 1, 0},
+    {"credits", "CREDITS", 8, 1, 1, 0},
+    {"tax", "TAX", 9, 1, 1, 0},
+    {"total", "TOTAL", 10, 1, 1, 0},
+    {"series", "SERIES", 11, 0, 0, 0},
+    {"corrects", "CORRECTS", 12, 0, 0, 0},
+};
+#define N_HEADER (sizeof(header_columns) / sizeof(header_columns[0]))
+
+typedef struct invoice_opts {
+    const char *db;
+    const char *period;
+    const char *account;
+    const char *status;
+    const char *series;
+    const char *format;
+    const char *out_dir;
+    const char *reason;
+    long limit;
+    int limit_set; /* --limit given: export only that many of a period */
+} invoice_opts;
+
+static void usage(FILE *out)
+{
+    fputs("Usage: billing invoice list [--period YYYY-MM] [--account ID] [--status S]\n"
+          "                            [--series S] [--limit N] [--format table|json]\n"
+          "       billing invoice show NUMBER|ID [--format table|json]\n"
+          "       billing invoice export (NUMBER|ID | --period YYYY-MM [--limit N])\n"
+          "                              --format json|csv|pdf --out DIR\n"
+          "       billing invoice void NUMBER|ID --reason TEXT\n"
+          "\n"
+          "list: invoices and credit notes, by month and account (status draft,\n"
+          "finalized or void). show: one invoice with its lines and credits.\n"
+          "export: one invoice, or every invoice of a period, one file each into DIR\n"
+          "(NUMBER.json, NUMBER.csv with one row per line per RFC 4180, NUMBER.pdf;\n"
+          "drafts as draft-ID). void: a finalized invoice keeps its number and is\n"
+          "marked void; a credit note (CN-YYYY-NNNNNN) that references it is issued,\n"
+          "and the credit it used goes back to its grants. Close the month again to\n"
+          "issue the corrected invoice.\n"
+          "\n"
+          "Options:\n" DBCLI_DB_HELP "  --help                 print this help\n"
+          "\n"
+          "Exit status: 0 done; 2 usage error; 3 no such invoice, or a change the\n"
+          "database refuses (voiding a draft); 4 internal error; 5 database error.\n",
+          out);
+}
+
+enum {
+    OPT_DB = 256,
+    OPT_PERIOD,
+    OPT_ACCOUNT,
+    OPT_STATUS,
+    OPT_SERIES,
+    OPT_FORMAT,
+    OPT_OUT,
+    OPT_REASON,
+    OPT_LIMIT,
+    OPT_HELP
+};
+
+static const struct option long_options[] = {
+    {"db", required_argument, NULL, OPT_DB},
+    {"period", required_argument, NULL, OPT_PERIOD},
+    {"account", required_argument, NULL, OPT_ACCOUNT},
+    {"status", required_argument, NULL, OPT_STATUS},
+    {"series", required_argument, NULL, OPT_SERIES},
+    {"format", required_argument, NULL, OPT_FORMAT},
+    {"out", required_argument, NULL, OPT_OUT},
+    {"reason", required_argument, NULL, OPT_REASON},
+    {"limit", required_argument, NULL, OPT_LIMIT},
+    {"help", no_argument, NULL, OPT_HELP},
+    {NULL, 0, NULL, 0},
+};
+
+static int take_option(void *ctx, int opt, const char *arg)
+{
+    invoice_opts *o = ctx;
+    char *end;
+
+    switch (opt) {
+    case OPT_DB:
+        o->db = arg;
+        break;
+    case OPT_PERIOD:
+        o->period = arg;
+        break;
+    case OPT_ACCOUNT:
+        o->account = arg;
+        break;
+    case OPT_STATUS:
+        if (strcmp(arg, "draft") != 0 && strcmp(arg, "finalized") != 0 &&
+            strcmp(arg, "void") != 0)
+            return cli_usage_error("invoice", "--status '%s': expected draft, finalized or void",
+                                   arg);
+        o->status = arg;
+        break;
+    case OPT_SERIES:
+        o->series = arg;
+        break;
+    case OPT_FORMAT:
+        o->format = arg;
+        break;
+    case OPT_OUT:
+        o->out_dir = arg;
+        break;
+    case OPT_REASON:
+        o->reason = arg;
+        break;
+    case OPT_LIMIT:
+        o->limit = strtol(arg, &end, 10);
+        if (*end != '\0' || o->limit < 1 || o->limit > 100000000L)
+            return cli_usage_error("invoice", "--limit '%s': expected 1..100000000", arg);
+        o->limit_set = 1;
+        break;
+    case OPT_HELP:
+        return -1;
+    default:
+        return cli_usage_error("invoice", "bad option");
+    }
+    return CLI_EXIT_OK;
+}
+
+/* --period YYYY-MM as the month date "YYYY-MM-01" in @buf; NULL when absent. */
+static const char *month_param(const char *period, char *buf, size_t size, int *bad)
+{
+    int y;
+    int m;
+    char tail;
+
+    *bad = 0;
+    if (period == NULL)
+        return NULL;
+    if (strlen(period) != 7 || sscanf(period, "%4d-%2d%c", &y, &m, &tail) != 2 || m < 1 ||
+        m > 12 || y < 1900) {
+        *bad = 1;
+        return NULL;
+    }
+    snprintf(buf, size, "%04d-%02d-01", y, m);
+    return buf;
+}
+
+/* ---------------------------------------------------------------------- */
+/* list and show                                                           */
+/* ---------------------------------------------------------------------- */
+
+static int list(bs_conn *c, const invoice_opts *o, int json)
+{
+    char month[32];
+    int bad;
+    const char *m = month_param(o->period, month, sizeof(month), &bad);
+    bs_error err;
+    PGresult *res;
+    int rc;
+
+    if (bad)
+        return cli_usage_error("invoice", "--period '%s': expected YYYY-MM", o->period);
+    res = bs_invoice_list(c, m, o->account, o->status, o->series, o->limit, &err);
+    if (res == NULL)
+        return dbcli_fail("invoice list", &err);
+    rc = json ? export_rows_json(stdout, res, header_columns, N_HEADER)
+              : export_rows_table(stdout, res, header_columns, N_HEADER);
+    PQclear(res);
+    return rc == 0 ? CLI_EXIT_OK : CLI_EXIT_INTERNAL;
+}
+
+static int find(bs_conn *c, const char *ref, int64_t *id)
+{
+    bs_error err;
+
+    if (bs_invoice_find(c, ref, id, &err) != BS_OK)
+        return dbcli_fail("invoice", &err);
+    return CLI_EXIT_OK;
+}
+
+static int show(bs_conn *c, const char *ref, int json)
+{
+    export_invoice inv;
+    int64_t id;
+    bs_error err;
+    int rc = find(c, ref, &id);
+
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    if (export_invoice_load(c, id, &inv, &err) != BS_OK)
+        return dbcli_fail("invoice show", &err);
+    rc = json ? export_invoice_json(stdout, &inv) : export_invoice_table(stdout, &inv);
+    export_invoice_free(&inv);
+    return rc == 0 ? CLI_EXIT_OK : CLI_EXIT_INTERNAL;
+}
+
+/* ---------------------------------------------------------------------- */
+/* export and void                                                         */
+/* ---------------------------------------------------------------------- */
+
+static int export_one(bs_conn *c, int64_t id, const invoice_opts *o, size_t *count)
+{
+    export_invoice inv;
+    bs_error err;
+    char path[PATH_MAX_LEN];
+    int rc;
+
+    if (export_invoice_load(c, id, &inv, &err) != BS_OK)
+        return dbcli_fail("invoice export", &err);
+    rc = export_invoice_file(&inv, o->format, o->out_dir, path, sizeof(path));
+    if (rc != 0)
+        cli_error("invoice export: %s: %s", path, strerror(errno != 0 ? errno : EIO));
+    else
+        (*count)++;
+    export_invoice_free(&inv);
+    return rc == 0 ? CLI_EXIT_OK : CLI_EXIT_INPUT;
+}
+
+static int export_cmd(bs_conn *c, const invoice_opts *o, const char *ref)
+{
+    char month[32];
+    int bad;
+    const char *m = month_param(o->period, month, sizeof(month), &bad);
+    PGresult *res = NULL;
+    bs_error err;
+    size_t count = 0;
+    int64_t id;
+    int rc = CLI_EXIT_OK;
+    int i;
+
+    if (bad)
+        return cli_usage_error("invoice", "--period '%s': expected YYYY-MM", o->period);
+    if (o->format == NULL || !export_format_known(o->format) || o->out_dir == NULL)
+        return cli_usage_error("invoice", "export needs --format json|csv|pdf and --out DIR");
+    if ((ref == NULL) == (m == NULL))
+        return cli_usage_error("invoice", "export one invoice (NUMBER|ID) or a --period");
+    if (mkdir(o->out_dir, 0777) != 0 && errno != EEXIST) {
+        cli_error("invoice export: cannot create '%s': %s", o->out_dir, strerror(errno));
+        return CLI_EXIT_INPUT;
+    }
+    if (ref != NULL) {
+        rc = find(c, ref, &id);
+        if (rc == CLI_EXIT_OK)
+            rc = export_one(c, id, o, &count);
+    } else {
+        res = bs_invoice_list(c, m, o->account, o->status, o->series,
+                              o->limit_set ? o->limit : 100000000L, &err);
+        if (res == NULL)
+            return dbcli_fail("invoice export", &err);
+        for (i = 0; rc == CLI_EXIT_OK && i < PQntuples(res); i++)
+            rc = export_one(c, strtoll(PQgetvalue(res, i, 0), NULL, 10), o, &count);
+        PQclear(res);
+    }
+    fprintf(stderr, "billing: invoice export: %zu file(s) written to %s\n", count, o->out_dir);
+    return rc;
+}
+
+static int void_cmd(bs_conn *c, const invoice_opts *o, const char *ref)
+{
+    char cn[BS_NUMBER_TEXT_MAX];
+    bs_error err;
+    int64_t id;
+    int rc;
+
+    if (o->reason == NULL)
+        return cli_usage_error("invoice", "void needs --reason TEXT");
+    rc = find(c, ref, &id);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    if (bs_invoice_void(c, id, o->reason, cn, &err) != BS_OK)
+        return dbcli_fail("invoice void", &err);
+    printf("voided %s; credit note %s\n", ref, cn);
+    return CLI_EXIT_OK;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Dispatch                                                                */
+/* ---------------------------------------------------------------------- */
+
+static int dispatch(bs_conn *c, const char *action, const invoice_opts *o, const char *ref)
+{
+    int json = o->format != NULL && strcmp(o->format, "json") == 0;
+
+    if (strcmp(action, "list") == 0)
+        return list(c, o, json);
+    if (strcmp(action, "show") == 0)
+        return show(c, ref, json);
+    if (strcmp(action, "export") == 0)
+        return export_cmd(c, o, ref);
+    return void_cmd(c, o, ref);
+}
+
+int cmd_invoice(int argc, char **argv)
+{
+    invoice_opts o;
+    const char *action;
+    const char *ref = NULL;
+    bs_error err;
+    bs_conn *c;
+    int first;
+    int rc;
+
+    memset(&o, 0, sizeof(o));
+    o.limit = DEFAULT_LIMIT;
+    rc = cli_getopt("invoice", argc, argv, long_options, take_option, &o, &first);
+    if (rc < 0) {
+        usage(stdout);
+        return CLI_EXIT_OK;
+    }
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    if (first >= argc)
+        return cli_usage_error("invoice", "say list, show, export or void");
+    action = argv[first++];
+    if (strcmp(action, "list") != 0 && strcmp(action, "show") != 0 &&
+        strcmp(action, "export") != 0 && strcmp(action, "void") != 0)
+        return cli_usage_error("invoice", "unknown action '%s' (list, show, export, void)",
+                               action);
+    if (first < argc)
+        ref = argv[first++];
+    if (first < argc)
+        return cli_usage_error("invoice", "unexpected argument '%s'", argv[first]);
+    if (ref == NULL && (strcmp(action, "show") == 0 || strcmp(action, "void") == 0))
+        return cli_usage_error("invoice", "%s needs an invoice NUMBER or ID", action);
+    if (o.format != NULL && strcmp(action, "export") != 0 && strcmp(o.format, "json") != 0 &&
+        strcmp(o.format, "table") != 0)
+        return cli_usage_error("invoice", "--format '%s': expected table or json", o.format);
+    c = dbcli_connect(o.db);
+    if (c == NULL)
+        return CLI_EXIT_DATABASE;
+    if (bs_schema_require(c, &err) != BS_OK)
+        rc = dbcli_fail("invoice", &err);
+    else
+        rc = dispatch(c, action, &o, ref);
+    bs_close(c);
+    return rc;
+}

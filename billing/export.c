@@ -1,0 +1,309 @@
+/*
+ * export.c - stored invoices as tables, JSON and CSV. See export.h.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "export.h"
+#include "invoices.h"
+
+/* Every column of bs_invoice_header, by position. */
+static const char *const header_keys[] = {
+    "id",       "number",   "account",      "kind",       "period",   "status",
+    "currency", "subtotal", "credits",      "tax",        "total",    "series",
+    "corrects", "period_start", "period_end", "tax_rate", "time_zone", "finalized_at",
+    "void_reason", "account_name"};
+#define N_HEADER_KEYS (sizeof(header_keys) / sizeof(header_keys[0]))
+
+/* bs_invoice_lines; the quantity is shown as quantity/den when den is not 1. */
+const export_column export_line_columns[] = {
+    {"line", "#", 0, 1, 1, 0},
+    {"kind", "KIND", 1, 1, 0, 0},
+    {"meter", "METER", 2, 1, 0, 0},
+    {"model", "MODEL", 3, 1, 0, 0},
+    {"region", "REGION", 4, 1, 0, 0},
+    {"plan", "PLAN", 5, 1, 0, 0},
+    {"price_version", "VERSION", 6, 1, 0, 0},
+    {"adjusts_period", "ADJUSTS", 7, 1, 0, 0},
+    {"quantity", "QUANTITY", 8, 1, 1, 9},
+    {"unit", "UNIT", 10, 1, 0, 0},
+    {"unit_price", "UNIT PRICE", 11, 1, 1, 0},
+    {"amount", "AMOUNT", 12, 1, 1, 0},
+};
+const size_t export_n_line_columns = sizeof(export_line_columns) / sizeof(export_line_columns[0]);
+
+static const export_column credit_columns[] = {
+    {"grant", "GRANT", 0, 1, 0, 0},
+    {"amount", "AMOUNT", 1, 1, 1, 0},
+};
+#define N_CREDIT (sizeof(credit_columns) / sizeof(credit_columns[0]))
+
+/* Longest cell printed in a table (ids and numbers are far shorter). */
+#define CELL_MAX 256
+
+/* cell - the text of column @c of row @row ("n/d" for a fraction). */
+static const char *cell(const PGresult *res, int row, const export_column *c, char *buf,
+                        size_t size)
+{
+    if (c->den > 0 && strcmp(PQgetvalue(res, row, c->den), "1") != 0) {
+        snprintf(buf, size, "%s/%s", PQgetvalue(res, row, c->col), PQgetvalue(res, row, c->den));
+        return buf;
+    }
+    return PQgetvalue(res, row, c->col);
+}
+
+static json_t *row_json(const PGresult *res, int row, const export_column *cols, size_t n)
+{
+    json_t *o = json_object();
+    char buf[CELL_MAX];
+    size_t i;
+
+    for (i = 0; o != NULL && i < n; i++) {
+        if (json_object_set_new(o, cols[i].key,
+                                json_string(cell(res, row, &cols[i], buf, sizeof(buf)))) != 0) {
+            json_decref(o);
+            return NULL;
+        }
+    }
+    return o;
+}
+
+static json_t *rows_json(const PGresult *res, const export_column *cols, size_t n)
+{
+    json_t *arr = json_array();
+    int r;
+
+    for (r = 0; arr != NULL && r < PQntuples(res); r++) {
+        if (json_array_append_new(arr, row_json(res, r, cols, n)) != 0) {
+            json_decref(arr);
+            return NULL;
+        }
+    }
+    return arr;
+}
+
+static int dump(FILE *out, json_t *v)
+{
+    int rc = v != NULL ? json_dumpf(v, out, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : -1;
+
+    if (rc == 0)
+        fputc('\n', out);
+    json_decref(v);
+    return rc;
+}
+
+int export_rows_json(FILE *out, const PGresult *res, const export_column *cols, size_t n)
+{
+    return dump(out, rows_json(res, cols, n));
+}
+
+int export_rows_table(FILE *out, const PGresult *res, const export_column *cols, size_t n)
+{
+    size_t width[32];
+    char buf[CELL_MAX];
+    size_t i;
+    int r;
+
+    if (n > 32)
+        return -1;
+    for (i = 0; i < n; i++) {
+        width[i] = strlen(cols[i].header);
+        for (r = 0; r < PQntuples(res); r++) {
+            size_t w = strlen(cell(res, r, &cols[i], buf, sizeof(buf)));
+            if (w > width[i])
+                width[i] = w;
+        }
+    }
+    for (r = -1; r < PQntuples(res); r++) {
+        const char *sep = "";
+        for (i = 0; i < n; i++) {
+            const char *v = r < 0 ? cols[i].header : cell(res, r, &cols[i], buf, sizeof(buf));
+            if (!cols[i].in_table)
+                continue;
+            fprintf(out, cols[i].right ? "%s%*s" : "%s%-*s", sep, (int)width[i], v);
+            sep = "  ";
+        }
+        fputc('\n', out);
+    }
+    return ferror(out) ? -1 : 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* One invoice                                                             */
+/* ---------------------------------------------------------------------- */
+
+bs_status export_invoice_load(bs_conn *c, int64_t id, export_invoice *inv, bs_error *err)
+{
+    memset(inv, 0, sizeof(*inv));
+    inv->header = bs_invoice_header(c, id, err);
+    if (inv->header != NULL && PQntuples(inv->header) != 1) {
+        export_invoice_free(inv);
+        return bs_error_set(err, BS_ERR_INVALID, "no invoice with id %lld", (long long)id);
+    }
+    if (inv->header != NULL)
+        inv->lines = bs_invoice_lines(c, id, err);
+    if (inv->lines != NULL)
+        inv->credits = bs_invoice_credits(c, id, err);
+    if (inv->credits == NULL) {
+        export_invoice_free(inv);
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    }
+    return BS_OK;
+}
+
+void export_invoice_free(export_invoice *inv)
+{
+    PQclear(inv->header);
+    PQclear(inv->lines);
+    PQclear(inv->credits);
+    memset(inv, 0, sizeof(*inv));
+}
+
+const char *export_field(const export_invoice *inv, const char *key)
+{
+    size_t i;
+
+    for (i = 0; i < N_HEADER_KEYS; i++) {
+        if (strcmp(header_keys[i], key) == 0)
+            return PQgetvalue(inv->header, 0, (int)i);
+    }
+    return "";
+}
+
+static json_t *invoice_json(const export_invoice *inv)
+{
+    json_t *o = json_object();
+    size_t i;
+
+    for (i = 0; o != NULL && i < N_HEADER_KEYS; i++) {
+        if (json_object_set_new(o, header_keys[i],
+                                json_string(PQgetvalue(inv->header, 0, (int)i))) != 0)
+            goto fail;
+    }
+    if (o == NULL ||
+        json_object_set_new(o, "lines", rows_json(inv->lines, export_line_columns,
+                                                  export_n_line_columns)) != 0 ||
+        json_object_set_new(o, "credits", rows_json(inv->credits, credit_columns, N_CREDIT)) != 0)
+        goto fail;
+    return o;
+fail:
+    json_decref(o);
+    return NULL;
+}
+
+int export_invoice_json(FILE *out, const export_invoice *inv)
+{
+    return dump(out, invoice_json(inv));
+}
+
+int export_invoice_table(FILE *out, const export_invoice *inv)
+{
+    size_t i;
+
+    for (i = 0; i < N_HEADER_KEYS; i++) {
+        const char *v = PQgetvalue(inv->header, 0, (int)i);
+        if (v[0] != '\0')
+            fprintf(out, "%-14s %s\n", header_keys[i], v);
+    }
+    fputc('\n', out);
+    if (export_rows_table(out, inv->lines, export_line_columns, export_n_line_columns) != 0)
+        return -1;
+    if (PQntuples(inv->credits) > 0) {
+        fputs("\ncredits applied\n", out);
+        if (export_rows_table(out, inv->credits, credit_columns, N_CREDIT) != 0)
+            return -1;
+    }
+    return ferror(out) ? -1 : 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* CSV (RFC 4180): CRLF line ends, fields with comma, quote, CR or LF quoted */
+/* ---------------------------------------------------------------------- */
+
+static void csv_field(FILE *out, const char *s, int first)
+{
+    const char *p;
+
+    if (!first)
+        fputc(',', out);
+    if (strpbrk(s, ",\"\r\n") == NULL) {
+        fputs(s, out);
+        return;
+    }
+    fputc('"', out);
+    for (p = s; *p != '\0'; p++) {
+        if (*p == '"')
+            fputc('"', out);
+        fputc(*p, out);
+    }
+    fputc('"', out);
+}
+
+/* Invoice fields repeated on every row, then the line's columns. */
+static const char *const csv_invoice_keys[] = {"number", "account", "period", "status",
+                                               "currency"};
+#define N_CSV_INVOICE (sizeof(csv_invoice_keys) / sizeof(csv_invoice_keys[0]))
+
+int export_invoice_csv(FILE *out, const export_invoice *inv)
+{
+    char buf[CELL_MAX];
+    size_t i;
+    int r;
+
+    for (i = 0; i < N_CSV_INVOICE; i++)
+        csv_field(out, csv_invoice_keys[i], i == 0);
+    for (i = 0; i < export_n_line_columns; i++)
+        csv_field(out, export_line_columns[i].key, 0);
+    fputs("\r\n", out);
+    for (r = 0; r < PQntuples(inv->lines); r++) {
+        for (i = 0; i < N_CSV_INVOICE; i++)
+            csv_field(out, export_field(inv, csv_invoice_keys[i]), i == 0);
+        for (i = 0; i < export_n_line_columns; i++)
+            csv_field(out, cell(inv->lines, r, &export_line_columns[i], buf, sizeof(buf)), 0);
+        fputs("\r\n", out);
+    }
+    return ferror(out) ? -1 : 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Files                                                                   */
+/* ---------------------------------------------------------------------- */
+
+int export_format_known(const char *format)
+{
+    return strcmp(format, "json") == 0 || strcmp(format, "csv") == 0 ||
+           strcmp(format, "pdf") == 0;
+}
+
+int export_invoice_file(const export_invoice *inv, const char *format, const char *dir,
+                        char *path, size_t size)
+{
+    const char *number = export_field(inv, "number");
+    FILE *f;
+    int rc;
+    int n;
+
+    if (number[0] != '\0')
+        n = snprintf(path, size, "%s/%s.%s", dir, number, format);
+    else
+        n = snprintf(path, size, "%s/draft-%s.%s", dir, export_field(inv, "id"), format);
+    if (n < 0 || (size_t)n >= size) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    errno = 0;
+    if (strcmp(format, "pdf") == 0)
+        return export_invoice_pdf(inv, path);
+    f = fopen(path, "w");
+    if (f == NULL)
+        return -1;
+    rc = strcmp(format, "csv") == 0 ? export_invoice_csv(f, inv) : export_invoice_json(f, inv);
+    if (fclose(f) != 0)
+        rc = -1;
+    return rc;
+}

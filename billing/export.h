@@ -1,0 +1,81 @@
+/*
+ * export.h - stored invoices out of the database: the rows of the store's
+ * invoice queries (store/invoices.h) as aligned tables, JSON, CSV (RFC
+ * 4180) and PDF (pdf.c), each form driven by the same column tables.
+ */
+#ifndef BILLING_EXPORT_H
+#define BILLING_EXPORT_H
+
+#include <libpq-fe.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "store.h"
+
+/*
+ * One column of a result: JSON key, table header, result column, shown
+ * in tables, right-aligned, and the column of a denominator (0: none):
+ * exact quantities are stored as numerator and denominator and shown as
+ * "n/d" when d is not 1.
+ */
+typedef struct export_column {
+    const char *key;
+    const char *header;
+    int col;
+    int in_table;
+    int right;
+    int den;
+} export_column;
+
+/* export_rows_json - @res as a JSON array of objects of @cols on @out. Returns 0 or -1. */
+int export_rows_json(FILE *out, const PGresult *res, const export_column *cols, size_t n);
+
+/* export_rows_table - @res as an aligned table of the @cols shown in tables. Returns 0 or -1. */
+int export_rows_table(FILE *out, const PGresult *res, const export_column *cols, size_t n);
+
+/* One stored invoice: header (bs_invoice_header), lines, credits. */
+typedef struct export_invoice {
+    PGresult *header;
+    PGresult *lines;
+    PGresult *credits;
+} export_invoice;
+
+/*
+ * export_invoice_load - read invoice @id. Returns BS_OK, BS_ERR_INVALID
+ * when there is none, or a database error. Free with export_invoice_free.
+ */
+bs_status export_invoice_load(bs_conn *c, int64_t id, export_invoice *inv, bs_error *err);
+void export_invoice_free(export_invoice *inv);
+
+/* Header fields by name, as the header columns call them ("number", "total", ...). */
+const char *export_field(const export_invoice *inv, const char *key);
+
+/* export_invoice_json / _table / _csv - one invoice on @out. Return 0 or -1. */
+int export_invoice_json(FILE *out, const export_invoice *inv);
+int export_invoice_table(FILE *out, const export_invoice *inv);
+int export_invoice_csv(FILE *out, const export_invoice *inv);
+
+/* export_format_known - non-zero for "json", "csv" and "pdf". */
+int export_format_known(const char *format);
+
+/*
+ * export_invoice_file - write @inv as @format into directory @dir, named
+ * after its number (drafts: "draft-ID"); the path goes to @path. Returns
+ * 0, or -1 with errno set.
+ */
+int export_invoice_file(const export_invoice *inv, const char *format, const char *dir,
+                        char *path, size_t size);
+
+/*
+ * export_invoice_pdf - the invoice as a PDF document at @path: seller and
+ * customer blocks, number and dates, every line with quantity, unit price
+ * and amount, credits, tax and totals, with an embedded CJK-capable font
+ * (subset) so that names in Chinese render. Returns 0, or -1 with errno.
+ */
+int export_invoice_pdf(const export_invoice *inv, const char *path);
+
+/* The line columns, in the order of bs_invoice_lines. */
+extern const export_column export_line_columns[];
+extern const size_t export_n_line_columns;
+
+#endif /* BILLING_EXPORT_H */

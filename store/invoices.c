@@ -1,0 +1,970 @@
+/*
+ * invoices.c - month-end close in the store. See invoices.h and
+ * doc/database.md ("Month-end close").
+ *
+ * Drafts are written set-based: a batch of accounts' drafts travels as
+ * one JSON parameter, and each step (lock, look up, reverse, replace,
+ * insert lines, credits, ledger) is one statement over it, whatever the
+ * batch size. Rows are joined to their invoice by (account, month),
+ * which the one-open-draft index makes unique, so no ids travel back.
+ */
+#include "config.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "invoices.h"
+
+#define MSG_MAX 1024
+#define TIME_TEXT 48
+
+#define SQL_ACCOUNTS_ALL                                                                       \
+    "SELECT coalesce(json_agg(id ORDER BY id), '[]')::text FROM billing.accounts"              \
+    " WHERE currency = $1::char(3)"
+#define SQL_ACCOUNTS_DRAFTS                                                                    \
+    "SELECT coalesce(json_agg(DISTINCT account_id ORDER BY account_id), '[]')::text"           \
+    " FROM billing.invoices WHERE currency = $1::char(3) AND month = $2::date"                 \
+    " AND kind = 'invoice' AND status = 'draft'"
+
+bs_status bs_close_accounts(bs_conn *c, const char *currency, const char *month, int drafts_only,
+                            char **out, bs_error *err)
+{
+    const char *params[2] = {currency, month};
+    PGresult *res;
+
+    *out = NULL;
+    res = bs_query(c, drafts_only ? SQL_ACCOUNTS_DRAFTS : SQL_ACCOUNTS_ALL, drafts_only ? 2 : 1,
+                   params, err);
+    if (res == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    *out = strdup(PQgetvalue(res, 0, 0));
+    PQclear(res);
+    if (*out == NULL)
+        return bs_error_set(err, BS_ERR_NOMEM, "account list: out of memory");
+    return BS_OK;
+}
+
+#define SQL_REJECTED_SINCE                                                                     \
+    "SELECT count(*) FROM billing.rejected_events WHERE received_at >= $1::timestamptz"
+
+bs_status bs_rejected_since(bs_conn *c, billing_time_t since, int64_t *count, bs_error *err)
+{
+    char text[TIME_TEXT];
+    const char *params[1] = {text};
+    PGresult *res;
+
+    billing_time_format(since, text, sizeof(text));
+    res = bs_query(c, SQL_REJECTED_SINCE, 1, params, err);
+    if (res == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    *count = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+    PQclear(res);
+    return BS_OK;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Events                                                                  */
+/* ---------------------------------------------------------------------- */
+
+/*
+ * Instants travel as timestamptz text in UTC plus the 0..999 nanoseconds
+ * column, parsed here: extract(epoch ...) in NUMERIC took most of the
+ * server's time of a close.
+ */
+#define SQL_EVENTS_STYLE "SET LOCAL DateStyle = 'ISO, YMD'"
+#define SQL_EVENTS_DECLARE                                                                     \
+    "DECLARE bs_close_events NO SCROLL CURSOR FOR SELECT account_id, event_id, resource_id,"   \
+    " meter, start_time, start_nanos, end_time, end_nanos, quantity::text, model,"             \
+    " region FROM billing.usage_events WHERE account_id = ANY"                                  \
+    " (ARRAY(SELECT json_array_elements_text($1::json))) AND start_time < $2::timestamptz"
+#define SQL_EVENTS_FETCH "FETCH 20000 FROM bs_close_events"
+
+/* @n decimal digits at @s as a number, or -1 if one is not a digit. */
+static int64_t digits(const char *s, int n)
+{
+    int64_t v = 0;
+    int i;
+
+    for (i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    return v;
+}
+
+/* Days from 1970-01-01 to @y-@m-@d of the proleptic Gregorian calendar. */
+static int64_t days_from_civil(int64_t y, int64_t m, int64_t d)
+{
+    int64_t era;
+    int64_t yoe;
+    int64_t doy;
+
+    y -= m <= 2;
+    era = (y >= 0 ? y : y - 399) / 400;
+    yoe = y - era * 400;
+    doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    return era * 146097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719468;
+}
+
+/*
+ * parse_utc - "YYYY-MM-DD HH:MM:SS[.ffffff]+00" (timestamptz text in a UTC,
+ * ISO session) plus @nanos into *@out. Returns 0, or -1 for anything else.
+ */
+static int parse_utc(const char *s, const char *nanos, billing_time_t *out)
+{
+    int64_t f[6];
+    int64_t us = 0;
+    size_t len = strlen(s);
+    size_t i = 19;
+    int64_t scale = 100000;
+
+    if (len < 22 || s[4] != '-' || s[7] != '-' || s[10] != ' ' || s[13] != ':' || s[16] != ':')
+        return -1;
+    f[0] = digits(s, 4);
+    f[1] = digits(s + 5, 2);
+    f[2] = digits(s + 8, 2);
+    f[3] = digits(s + 11, 2);
+    f[4] = digits(s + 14, 2);
+    f[5] = digits(s + 17, 2);
+    if (s[i] == '.') {
+        for (i++; i < len && s[i] >= '0' && s[i] <= '9' && scale > 0; i++, scale /= 10)
+            us += (s[i] - '0') * scale;
+    }
+    if (f[0] < 0 || f[1] < 1 || f[1] > 12 || f[2] < 1 || f[3] < 0 || f[4] < 0 || f[5] < 0 ||
+        strcmp(s + i, "+00") != 0)
+        return -1;
+    *out = ((days_from_civil(f[0], f[1], f[2]) * 86400 + f[3] * 3600 + f[4] * 60 + f[5]) *
+                INT64_C(1000000) +
+            us) * 1000 +
+           strtoll(nanos, NULL, 10);
+    return 0;
+}
+
+/* Hand the rows of one FETCH to @fn. Returns BS_OK or BS_ERR_INVALID (stopped). */
+static bs_status feed_rows(const PGresult *res, bs_event_fn fn, void *arg, bs_error *err)
+{
+    billing_time_t start;
+    billing_time_t end;
+    int i;
+
+    for (i = 0; i < PQntuples(res); i++) {
+        if (parse_utc(PQgetvalue(res, i, 4), PQgetvalue(res, i, 5), &start) != 0 ||
+            parse_utc(PQgetvalue(res, i, 6), PQgetvalue(res, i, 7), &end) != 0)
+            return bs_error_set(err, BS_ERR_INVALID, "event '%.128s': unexpected instant '%.64s'",
+                                PQgetvalue(res, i, 1), PQgetvalue(res, i, 4));
+        if (fn(arg, PQgetvalue(res, i, 0), PQgetvalue(res, i, 1), PQgetvalue(res, i, 2),
+               PQgetvalue(res, i, 3), start, end,
+               PQgetvalue(res, i, 8), PQgetvalue(res, i, 9), PQgetvalue(res, i, 10)) != 0)
+            return bs_error_set(err, BS_ERR_INVALID, "event '%.128s' was not accepted",
+                                PQgetvalue(res, i, 1));
+    }
+    return BS_OK;
+}
+
+bs_status bs_events_fetch(bs_conn *c, const char *accounts, billing_time_t before, bs_event_fn fn,
+                          void *arg, bs_error *err)
+{
+    char before_text[TIME_TEXT];
+    const char *params[2];
+    PGresult *res;
+    bs_status st;
+    int rows;
+
+    billing_time_format(before, before_text, sizeof(before_text));
+    params[0] = accounts;
+    params[1] = before_text;
+    st = bs_begin(c, err);
+    if (st != BS_OK)
+        return st;
+    st = bs_command(c, "SET TRANSACTION READ ONLY", 0, NULL, NULL, err);
+    if (st == BS_OK)
+        st = bs_command(c, SQL_EVENTS_STYLE, 0, NULL, NULL, err);
+    if (st == BS_OK)
+        st = bs_command(c, SQL_EVENTS_DECLARE, 2, params, NULL, err);
+    do {
+        if (st != BS_OK)
+            break;
+        res = bs_query(c, SQL_EVENTS_FETCH, 0, NULL, err);
+        if (res == NULL) {
+            st = err != NULL ? err->status : BS_ERR_FATAL;
+            break;
+        }
+        rows = PQntuples(res);
+        st = feed_rows(res, fn, arg, err);
+        PQclear(res);
+    } while (st == BS_OK && rows > 0);
+    if (st != BS_OK) {
+        bs_rollback(c);
+        return st;
+    }
+    return bs_commit(c, err);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Drafts as JSON                                                          */
+/* ---------------------------------------------------------------------- */
+
+static const char *kind_text(billing_line_kind kind)
+{
+    switch (kind) {
+    case BILLING_LINE_USAGE:
+        return "usage";
+    case BILLING_LINE_INCLUDED:
+        return "included";
+    case BILLING_LINE_FEE:
+        return "fee";
+    case BILLING_LINE_REFUND:
+        return "refund";
+    }
+    return "?";
+}
+
+/* A string, or null for NULL or "". */
+static json_t *str_or_null(const char *s)
+{
+    return s != NULL && s[0] != '\0' ? json_string(s) : json_null();
+}
+
+/*
+ * put_quantity - @q ("12.5" or "7/3") as "q" (numerator) and "d"
+ * (denominator) of @o. Returns 0 or -1.
+ */
+static int put_quantity(json_t *o, const char *q)
+{
+    const char *slash = strchr(q, '/');
+    json_t *num;
+
+    if (slash == NULL)
+        return json_object_set_new(o, "q", json_string(q)) |
+               json_object_set_new(o, "d", json_string("1"));
+    num = json_stringn(q, (size_t)(slash - q));
+    return json_object_set_new(o, "q", num) | json_object_set_new(o, "d", json_string(slash + 1));
+}
+
+static json_t *line_json(const billing_invoice *inv, size_t i, int line_no)
+{
+    json_t *o = json_object();
+    int failed;
+
+    if (o == NULL)
+        return NULL;
+    failed = json_object_set_new(o, "n", json_integer(line_no)) |
+             json_object_set_new(o, "k", json_string(kind_text(billing_invoice_line_kind(inv, i)))) |
+             json_object_set_new(o, "m", str_or_null(billing_invoice_line_meter(inv, i))) |
+             json_object_set_new(o, "mo", json_string(billing_invoice_line_model(inv, i))) |
+             json_object_set_new(o, "r", json_string(billing_invoice_line_region(inv, i))) |
+             json_object_set_new(o, "p", str_or_null(billing_invoice_line_plan(inv, i))) |
+             json_object_set_new(o, "v", str_or_null(billing_invoice_line_price_version(inv, i))) |
+             json_object_set_new(o, "adj", json_null()) |
+             put_quantity(o, billing_invoice_line_quantity(inv, i)) |
+             json_object_set_new(o, "u", json_string(billing_invoice_line_unit(inv, i))) |
+             json_object_set_new(o, "up", str_or_null(billing_invoice_line_unit_price(inv, i))) |
+             json_object_set_new(o, "am", json_string(billing_invoice_line_amount_rounded(inv, i)));
+    if (failed) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+static json_t *adjustment_json(const bs_adjustment *a, int line_no)
+{
+    json_t *o = json_object();
+    char month[16];
+    int failed;
+
+    if (o == NULL)
+        return NULL;
+    snprintf(month, sizeof(month), "%04d-%02d-01", a->year, a->month);
+    failed = json_object_set_new(o, "n", json_integer(line_no)) |
+             json_object_set_new(o, "k", json_string("adjustment")) |
+             json_object_set_new(o, "m", json_string(a->meter)) |
+             json_object_set_new(o, "mo", json_string(a->model)) |
+             json_object_set_new(o, "r", json_string(a->region)) |
+             json_object_set_new(o, "p", json_null()) |
+             json_object_set_new(o, "v", str_or_null(a->price_version)) |
+             json_object_set_new(o, "adj", json_string(month)) | put_quantity(o, a->quantity) |
+             json_object_set_new(o, "u", json_string(a->unit)) |
+             json_object_set_new(o, "up", json_string(a->unit_price)) |
+             json_object_set_new(o, "am", json_string(a->amount));
+    if (failed) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+static json_t *lines_json(const bs_draft *d)
+{
+    json_t *arr = json_array();
+    size_t n = billing_invoice_line_count(d->inv);
+    size_t i;
+
+    for (i = 0; arr != NULL && i < n + d->n_adj; i++) {
+        json_t *l = i < n ? line_json(d->inv, i, (int)i + 1)
+                          : adjustment_json(&d->adj[i - n], (int)i + 1);
+        if (l == NULL || json_array_append_new(arr, l) != 0) {
+            json_decref(arr);
+            return NULL;
+        }
+    }
+    return arr;
+}
+
+/* Applied (@expired 0) or expired credits, zero amounts left out. */
+static json_t *credits_json(const billing_invoice *inv, int expired)
+{
+    json_t *arr = json_array();
+    size_t n = expired ? billing_invoice_expired_count(inv) : billing_invoice_credit_count(inv);
+    size_t i;
+
+    for (i = 0; arr != NULL && i < n; i++) {
+        const char *g = expired ? billing_invoice_expired_grant(inv, i)
+                                : billing_invoice_credit_grant(inv, i);
+        const char *am = expired ? billing_invoice_expired_amount(inv, i)
+                                 : billing_invoice_credit_amount(inv, i);
+        if (strspn(am, "0.") == strlen(am))
+            continue;
+        if (json_array_append_new(arr, json_pack("{s:s, s:s}", "g", g, "am", am)) != 0) {
+            json_decref(arr);
+            return NULL;
+        }
+    }
+    return arr;
+}
+
+/* Credit that refunds gave back to grants, zero amounts left out. */
+static json_t *returned_json(const billing_invoice *inv)
+{
+    json_t *arr = json_array();
+    size_t n = billing_invoice_returned_count(inv);
+    size_t i;
+
+    for (i = 0; arr != NULL && i < n; i++) {
+        const char *am = billing_invoice_returned_amount(inv, i);
+        if (strspn(am, "0.") == strlen(am))
+            continue;
+        if (json_array_append_new(arr, json_pack("{s:s, s:s}", "g",
+                                                 billing_invoice_returned_grant(inv, i), "am",
+                                                 am)) != 0) {
+            json_decref(arr);
+            return NULL;
+        }
+    }
+    return arr;
+}
+
+static int put_time(json_t *o, const char *key, billing_time_t t)
+{
+    char text[TIME_TEXT];
+
+    billing_time_format(t, text, sizeof(text));
+    return json_object_set_new(o, key, json_string(text));
+}
+
+/*
+ * draft_json - the draft as the statements below read it, with "h", the
+ * text whose md5 is the content hash: the draft's own compact JSON with
+ * sorted keys, so that the same invoice always gives the same hash.
+ */
+static json_t *draft_json(const bs_draft *d)
+{
+    const billing_invoice *inv = d->inv;
+    billing_time_t start;
+    billing_time_t end;
+    json_t *o = json_object();
+    char *h;
+    int failed;
+
+    if (o == NULL)
+        return NULL;
+    billing_invoice_period(inv, &start, &end);
+    failed = json_object_set_new(o, "a", json_string(billing_invoice_account(inv))) |
+             json_object_set_new(o, "cur", json_string(billing_invoice_currency(inv))) |
+             put_time(o, "ps", start) | put_time(o, "pe", end) |
+             json_object_set_new(o, "tr", json_string(billing_invoice_tax_rate(inv))) |
+             json_object_set_new(o, "sub", json_string(d->subtotal)) |
+             json_object_set_new(o, "cr", json_string(billing_invoice_credits(inv))) |
+             json_object_set_new(o, "ret", json_string(billing_invoice_returned(inv))) |
+             json_object_set_new(o, "ac", json_string(billing_invoice_account_credit(inv))) |
+             json_object_set_new(o, "car", json_string(billing_invoice_carried(inv))) |
+             json_object_set_new(o, "acl", json_string(billing_invoice_account_credit_left(inv))) |
+             json_object_set_new(o, "tax", json_string(d->tax)) |
+             json_object_set_new(o, "tot", json_string(d->total)) |
+             json_object_set_new(o, "lines", lines_json(d)) |
+             json_object_set_new(o, "credits", credits_json(inv, 0)) |
+             json_object_set_new(o, "expired", credits_json(inv, 1)) |
+             json_object_set_new(o, "returned", returned_json(inv));
+    h = failed ? NULL : json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+    if (h == NULL || json_object_set_new(o, "h", json_string(h)) != 0) {
+        free(h);
+        json_decref(o);
+        return NULL;
+    }
+    free(h);
+    return o;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Writing drafts                                                          */
+/* ---------------------------------------------------------------------- */
+
+/* Accounts (a JSON array of ids) locked in hash order, so that concurrent closes cannot deadlock. */
+#define SQL_DRAFT_LOCK_IDS                                                                     \
+    "SELECT count(*) FROM (SELECT pg_advisory_xact_lock(k) FROM (SELECT DISTINCT"              \
+    " hashtextextended(a, 7091318301203063141) AS k FROM json_array_elements_text($1::json) a" \
+    " ORDER BY k OFFSET 0) s) t"
+#define SQL_SERIES "SELECT billing.ensure_invoice_series($1::text, $1::text || '-')"
+#define SQL_DRAFT_EXISTING                                                                     \
+    "SELECT d.n - 1, i.id, i.status, i.content_hash IS NOT DISTINCT FROM md5(d.v->>'h')"       \
+    " FROM json_array_elements($1::json) WITH ORDINALITY d(v, n) JOIN billing.invoices i"      \
+    " ON i.account_id = d.v->>'a' AND i.month = $2::date AND i.kind = 'invoice'"               \
+    " AND i.status IN ('draft', 'finalized')"
+#define SQL_IDS "SELECT x::bigint FROM json_array_elements_text($1::json) x"
+/*
+ * A recomputed draft's ledger entries are undone per grant: what it took
+ * (apply, expire) by a 'reverse', what its refunds gave back (a
+ * 'reverse') by an 'apply' of the same amount.
+ */
+#define SQL_DRAFT_REVERSE                                                                      \
+    "INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor, invoice_id,"            \
+    " effective_at, note) SELECT l.grant_id, CASE WHEN sum(l.amount_minor) < 0 THEN 'reverse'" \
+    " ELSE 'apply' END, -sum(l.amount_minor), l.invoice_id,"                                   \
+    " now(), 'draft recomputed' FROM billing.credit_ledger l WHERE l.invoice_id = ANY (ARRAY(" SQL_IDS \
+    ")) GROUP BY l.grant_id, l.invoice_id HAVING sum(l.amount_minor) <> 0"
+#define SQL_DRAFT_DELETE_LINES "DELETE FROM billing.invoice_lines WHERE invoice_id = ANY (ARRAY(" SQL_IDS "))"
+#define SQL_DRAFT_DELETE_CREDITS                                                               \
+    "DELETE FROM billing.invoice_credits WHERE invoice_id = ANY (ARRAY(" SQL_IDS "))"
+#define SQL_DRAFT_DELETE_RETURNED                                                              \
+    "DELETE FROM billing.invoice_returned_credits WHERE invoice_id = ANY (ARRAY(" SQL_IDS "))"
+#define SQL_DRAFT_FIGURES                                                                      \
+    "period_start = (d->>'ps')::timestamptz, period_end = (d->>'pe')::timestamptz,"            \
+    " tax_rate = (d->>'tr')::numeric, subtotal = (d->>'sub')::numeric,"                        \
+    " credits = (d->>'cr')::numeric, returned = (d->>'ret')::numeric,"                         \
+    " account_credit = (d->>'ac')::numeric, carried = (d->>'car')::numeric,"                   \
+    " account_credit_left = (d->>'acl')::numeric, tax = (d->>'tax')::numeric,"                 \
+    " total = (d->>'tot')::numeric, content_hash = md5(d->>'h')"
+#define SQL_DRAFT_UPDATE                                                                       \
+    "UPDATE billing.invoices i SET " SQL_DRAFT_FIGURES ", updated_at = now()"                  \
+    " FROM json_array_elements($1::json) d WHERE i.account_id = d->>'a'"                       \
+    " AND i.month = $2::date AND i.kind = 'invoice' AND i.status = 'draft'"
+#define SQL_DRAFT_INSERT                                                                       \
+    "INSERT INTO billing.invoices (account_id, currency, month, series, period_start,"         \
+    " period_end, tax_rate, subtotal, credits, returned, account_credit, carried,"             \
+    " account_credit_left, tax, total, content_hash)"                                          \
+    " SELECT d->>'a', d->>'cur', $2::date, $3::text, (d->>'ps')::timestamptz,"                 \
+    " (d->>'pe')::timestamptz, (d->>'tr')::numeric, (d->>'sub')::numeric,"                     \
+    " (d->>'cr')::numeric, (d->>'ret')::numeric, (d->>'ac')::numeric, (d->>'car')::numeric,"   \
+    " (d->>'acl')::numeric, (d->>'tax')::numeric, (d->>'tot')::numeric, md5(d->>'h')"          \
+    " FROM json_array_elements($1::json) d WHERE NOT EXISTS (SELECT 1 FROM billing.invoices i" \
+    " WHERE i.account_id = d->>'a' AND i.month = $2::date AND i.kind = 'invoice'"              \
+    " AND i.status = 'draft')"
+/* The drafts of the batch, each joined to its open invoice. */
+#define SQL_DRAFT_JOIN                                                                         \
+    " FROM json_array_elements($1::json) d JOIN billing.invoices i ON i.account_id = d->>'a'"  \
+    " AND i.month = $2::date AND i.kind = 'invoice' AND i.status = 'draft'"
+/*
+ * Lines name the price version by label: the book's revision in force,
+ * looked up once per statement (a subquery per line over the view cost
+ * most of the statement).
+ */
+#define SQL_DRAFT_LINES                                                                        \
+    "WITH v AS (SELECT DISTINCT ON (label) label, id FROM billing.current_price_versions"       \
+    " WHERE book_id = $3::text ORDER BY label, effective_from DESC)"                           \
+    " INSERT INTO billing.invoice_lines (invoice_id, line_no, kind, meter, model, region,"     \
+    " plan_id, price_version_id, adjusts_month, quantity, quantity_den, unit, unit_price,"     \
+    " amount) SELECT i.id, (l->>'n')::integer, l->>'k', l->>'m', l->>'mo', l->>'r', l->>'p',"  \
+    " v.id, (l->>'adj')::date, (l->>'q')::numeric, (l->>'d')::numeric, l->>'u',"               \
+    " (l->>'up')::numeric, (l->>'am')::numeric" SQL_DRAFT_JOIN                                 \
+    " CROSS JOIN LATERAL json_array_elements(d->'lines') l LEFT JOIN v ON v.label = l->>'v'"
+#define SQL_DRAFT_CREDITS                                                                      \
+    "INSERT INTO billing.invoice_credits (invoice_id, grant_id, amount)"                       \
+    " SELECT i.id, c->>'g', (c->>'am')::numeric" SQL_DRAFT_JOIN                                \
+    " CROSS JOIN LATERAL json_array_elements(d->'credits') c"
+/* Minor units: the amounts have exactly the currency's digits. */
+#define SQL_DRAFT_RETURNED_ROWS                                                                \
+    "INSERT INTO billing.invoice_returned_credits (invoice_id, grant_id, amount)"              \
+    " SELECT i.id, r->>'g', (r->>'am')::numeric" SQL_DRAFT_JOIN                                \
+    " CROSS JOIN LATERAL json_array_elements(d->'returned') r"
+/* Credit that refunds gave back to the grants that paid: 'reverse' entries, before the others. */
+#define SQL_DRAFT_RETURNED                                                                     \
+    "INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor, invoice_id,"            \
+    " effective_at, note) SELECT r->>'g', 'reverse',"                                          \
+    " trunc((r->>'am')::numeric * 10::numeric ^ cu.digits), i.id, i.period_end,"               \
+    " 'billing close: refund'" SQL_DRAFT_JOIN                                                  \
+    " JOIN billing.currencies cu ON cu.code = i.currency"                                      \
+    " CROSS JOIN LATERAL json_array_elements(d->'returned') r"
+#define SQL_DRAFT_LEDGER                                                                       \
+    "INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor, invoice_id,"            \
+    " effective_at, note) SELECT e.c->>'g', e.entry,"                                          \
+    " -trunc((e.c->>'am')::numeric * 10::numeric ^ cu.digits), i.id,"                          \
+    " CASE e.entry WHEN 'apply' THEN i.period_end ELSE g.expires_at END, 'billing close'"      \
+    SQL_DRAFT_JOIN " JOIN billing.currencies cu ON cu.code = i.currency"                       \
+    " CROSS JOIN LATERAL (SELECT 'apply', x FROM json_array_elements(d->'credits') x"          \
+    " UNION ALL SELECT 'expire', x FROM json_array_elements(d->'expired') x) e(entry, c)"      \
+    " JOIN billing.credit_grants g ON g.id = e.c->>'g'"
+
+/*
+ * Open drafts of the batch's accounts that the recomputation no longer
+ * gives (their usage moved: a finalized month voided and closed again
+ * takes back its adjustments): emptied and voided, ledger entries reversed.
+ */
+#define SQL_DRAFT_STALE                                                                        \
+    "SELECT coalesce(json_agg(i.id), '[]')::text FROM billing.invoices i"                      \
+    " WHERE i.account_id = ANY (ARRAY(SELECT json_array_elements_text($1::json))) AND i.month = $2::date" \
+    " AND i.kind = 'invoice' AND i.status = 'draft' AND i.account_id NOT IN"                   \
+    " (SELECT d->>'a' FROM json_array_elements($3::json) d)"
+#define SQL_DRAFT_VOID_STALE                                                                   \
+    "UPDATE billing.invoices SET status = 'void', void_reason = 'recomputed: no charges',"     \
+    " voided_at = now(), subtotal = 0, credits = 0, returned = 0, account_credit = 0, carried = 0,"\
+    " account_credit_left = 0, tax = 0, total = 0, content_hash = NULL,"   \
+    " updated_at = now() WHERE id = ANY (ARRAY(" SQL_IDS "))"
+
+typedef struct write_ctx {
+    const char *accounts; /* every account of the batch, JSON */
+    const char *book;
+    const char *month;
+    const char *series;
+    json_t *all;       /* every draft of the batch */
+    size_t n;
+    bs_draft_outcome *out;
+} write_ctx;
+
+/*
+ * classify - read the batch's existing invoices, set each outcome, and
+ * collect the drafts to write into @w and the ids of drafts being
+ * replaced into @ids.
+ */
+static bs_status classify(bs_conn *c, write_ctx *x, const char *all_text, json_t *w, json_t *ids,
+                          bs_error *err)
+{
+    const char *params[2] = {all_text, x->month};
+    PGresult *res = bs_query(c, SQL_DRAFT_EXISTING, 2, params, err);
+    size_t i;
+    int r;
+
+    if (res == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    for (i = 0; i < x->n; i++)
+        x->out[i] = BS_DRAFT_NEW;
+    for (r = 0; r < PQntuples(res); r++) {
+        i = (size_t)strtoull(PQgetvalue(res, r, 0), NULL, 10);
+        if (i >= x->n)
+            continue;
+        if (strcmp(PQgetvalue(res, r, 2), "finalized") == 0)
+            x->out[i] = BS_DRAFT_FINALIZED;
+        else if (strcmp(PQgetvalue(res, r, 3), "t") == 0)
+            x->out[i] = BS_DRAFT_UNCHANGED;
+        else {
+            x->out[i] = BS_DRAFT_UPDATED;
+            json_array_append_new(ids, json_string(PQgetvalue(res, r, 1)));
+        }
+    }
+    PQclear(res);
+    for (i = 0; i < x->n; i++) {
+        if (x->out[i] == BS_DRAFT_NEW || x->out[i] == BS_DRAFT_UPDATED)
+            json_array_append(w, json_array_get(x->all, i));
+    }
+    return BS_OK;
+}
+
+/* Run each statement of @sqls with (@p1, month, book/series) in order. */
+static bs_status run_all(bs_conn *c, const char *const *sqls, size_t n, const char *p1,
+                         const write_ctx *x, const char *third, bs_error *err)
+{
+    const char *params[3] = {p1, x->month, third};
+    size_t i;
+    bs_status st;
+
+    for (i = 0; i < n; i++) {
+        /* Each statement uses the first 1, 2 or 3 parameters. */
+        int np = strstr(sqls[i], "$3") != NULL ? 3 : strstr(sqls[i], "$2") != NULL ? 2 : 1;
+        st = bs_command(c, sqls[i], np, params, NULL, err);
+        if (st != BS_OK)
+            return st;
+    }
+    return BS_OK;
+}
+
+/* Void the batch's drafts that have no charges any more. */
+static bs_status void_stale(bs_conn *c, const write_ctx *x, const char *all_text, bs_error *err)
+{
+    static const char *const replace[] = {SQL_DRAFT_REVERSE, SQL_DRAFT_DELETE_LINES,
+                                          SQL_DRAFT_DELETE_CREDITS, SQL_DRAFT_DELETE_RETURNED,
+                                          SQL_DRAFT_VOID_STALE};
+    const char *params[3] = {x->accounts, x->month, all_text};
+    PGresult *res = bs_query(c, SQL_DRAFT_STALE, 3, params, err);
+    char *ids;
+    bs_status st;
+
+    if (res == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    ids = strdup(PQgetvalue(res, 0, 0));
+    PQclear(res);
+    if (ids == NULL)
+        return bs_error_set(err, BS_ERR_NOMEM, "drafts: out of memory");
+    st = strcmp(ids, "[]") == 0 ? BS_OK : run_all(c, replace, sizeof(replace) / sizeof(replace[0]), ids, x, NULL, err);
+    free(ids);
+    return st;
+}
+
+static bs_status write_tx(bs_conn *c, void *arg, bs_error *err)
+{
+    static const char *const replace[] = {SQL_DRAFT_REVERSE, SQL_DRAFT_DELETE_LINES,
+                                          SQL_DRAFT_DELETE_CREDITS, SQL_DRAFT_DELETE_RETURNED};
+    static const char *const headers[] = {SQL_DRAFT_UPDATE, SQL_DRAFT_INSERT};
+    /* Returned credit goes back to the grants before the draft's own entries take from them. */
+    static const char *const children[] = {SQL_DRAFT_LINES, SQL_DRAFT_CREDITS,
+                                           SQL_DRAFT_RETURNED_ROWS, SQL_DRAFT_RETURNED,
+                                           SQL_DRAFT_LEDGER};
+    write_ctx *x = arg;
+    json_t *w = json_array();
+    json_t *ids = json_array();
+    char *all_text = json_dumps(x->all, JSON_COMPACT);
+    char *w_text = NULL;
+    char *ids_text = NULL;
+    const char *p[1];
+    bs_status st = BS_ERR_NOMEM;
+
+    if (w == NULL || ids == NULL || all_text == NULL)
+        goto done;
+    p[0] = x->accounts;
+    st = bs_command(c, SQL_DRAFT_LOCK_IDS, 1, p, NULL, err);
+    if (st == BS_OK) {
+        p[0] = x->series;
+        st = bs_command(c, SQL_SERIES, 1, p, NULL, err);
+    }
+    if (st == BS_OK)
+        st = void_stale(c, x, all_text, err);
+    if (st == BS_OK)
+        st = classify(c, x, all_text, w, ids, err);
+    if (st != BS_OK || json_array_size(w) == 0)
+        goto done;
+    w_text = json_dumps(w, JSON_COMPACT);
+    ids_text = json_dumps(ids, JSON_COMPACT);
+    if (w_text == NULL || ids_text == NULL) {
+        st = bs_error_set(err, BS_ERR_NOMEM, "drafts: out of memory");
+        goto done;
+    }
+    st = run_all(c, replace, sizeof(replace) / sizeof(replace[0]), ids_text, x, NULL, err);
+    if (st == BS_OK)
+        st = run_all(c, headers, 2, w_text, x, x->series, err);
+    if (st == BS_OK)
+        st = run_all(c, children, sizeof(children) / sizeof(children[0]), w_text, x, x->book, err);
+done:
+    if (st == BS_ERR_NOMEM && (err == NULL || err->status != BS_ERR_NOMEM))
+        bs_error_set(err, BS_ERR_NOMEM, "drafts: out of memory");
+    free(ids_text);
+    free(w_text);
+    free(all_text);
+    json_decref(ids);
+    json_decref(w);
+    return st;
+}
+
+bs_status bs_drafts_write(bs_conn *c, const char *accounts, const char *book, const char *month,
+                          const char *series, const bs_draft *d, size_t n, bs_draft_outcome *out,
+                          bs_error *err)
+{
+    write_ctx x;
+    size_t i;
+    bs_status st;
+
+    memset(&x, 0, sizeof(x));
+    x.accounts = accounts;
+    x.book = book;
+    x.month = month;
+    x.series = series;
+    x.n = n;
+    x.out = out;
+    x.all = json_array();
+    if (x.all == NULL)
+        return bs_error_set(err, BS_ERR_NOMEM, "drafts: out of memory");
+    for (i = 0; i < n; i++) {
+        if (json_array_append_new(x.all, draft_json(&d[i])) != 0) {
+            json_decref(x.all);
+            return bs_error_set(err, BS_ERR_NOMEM, "drafts: out of memory");
+        }
+    }
+    st = bs_transaction(c, write_tx, &x, err);
+    json_decref(x.all);
+    return st;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Billed lines (for late events)                                          */
+/* ---------------------------------------------------------------------- */
+
+/* BS_LATE_MONTHS as text, for the SQL constant. */
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define BS_LATE_MONTHS_TEXT STR(BS_LATE_MONTHS)
+#define SQL_BILLED                                                                             \
+    "SELECT b.* FROM (SELECT i.account_id, to_char(coalesce(l.adjusts_month, i.month), 'YYYY-MM-DD'), l.meter," \
+    " l.model, l.region, coalesce(v.label, ''), l.unit_price::text, l.quantity::text,"         \
+    " l.quantity_den::text FROM billing.invoices i"                                            \
+    " JOIN billing.invoice_lines l ON l.invoice_id = i.id"                                     \
+    " LEFT JOIN billing.price_versions v ON v.id = l.price_version_id"                         \
+    " WHERE i.account_id = ANY (ARRAY(SELECT json_array_elements_text($1::json))) AND i.kind = 'invoice'" \
+    " AND ((i.status = 'finalized' AND i.month < $2::date AND l.kind IN ('usage', 'included'))" \
+    " OR (l.kind = 'adjustment' AND (i.status = 'finalized' OR (i.status = 'draft'"            \
+    " AND i.month <> $2::date))))"                                                             \
+    " AND coalesce(l.adjusts_month, i.month) IN (SELECT f.month FROM billing.invoices f"       \
+    " WHERE f.account_id = i.account_id AND f.kind = 'invoice' AND f.status = 'finalized'"     \
+    " AND f.month < $2::date AND f.month >= $2::date - interval '" BS_LATE_MONTHS_TEXT " months')" \
+    " UNION ALL SELECT f.account_id, to_char(f.month, 'YYYY-MM-DD'), '', '', '', '', '0', '0'," \
+    " '1' FROM billing.invoices f WHERE f.account_id = ANY"                                     \
+    " (ARRAY(SELECT json_array_elements_text($1::json))) AND f.kind = 'invoice'"                      \
+    " AND f.status = 'finalized' AND f.month < $2::date"                                       \
+    " AND f.month >= $2::date - interval '" BS_LATE_MONTHS_TEXT " months') b"                  \
+    " JOIN json_array_elements_text($1::json) WITH ORDINALITY a(id, n) ON a.id = b.account_id" \
+    " ORDER BY a.n"
+
+PGresult *bs_billed_lines(bs_conn *c, const char *accounts, const char *month, bs_error *err)
+{
+    const char *params[2] = {accounts, month};
+
+    return bs_query(c, SQL_BILLED, 2, params, err);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Finalizing                                                              */
+/* ---------------------------------------------------------------------- */
+
+/*
+ * A batch of drafts to finalize, their accounts' advisory locks taken in
+ * the same hash order as a close takes them: a close recomputing one of
+ * them finishes first (and a finalizer never numbers a draft a close is
+ * rewriting); two finalizers queue on the same locks without deadlock.
+ */
+#define SQL_FINALIZE_PICK                                                                      \
+    "SELECT coalesce(json_agg(id), '[]')::text, count(*) FROM (SELECT id,"                     \
+    " pg_advisory_xact_lock(k) FROM (SELECT id, k FROM (SELECT id,"                            \
+    " hashtextextended(account_id, 7091318301203063141) AS k FROM billing.invoices"            \
+    " WHERE month = $1::date AND kind = 'invoice' AND status = 'draft'"                        \
+    " AND period_end + make_interval(secs => $2::bigint) <= now()"                             \
+    " ORDER BY account_id LIMIT 500) p0 ORDER BY k OFFSET 0) p1) p2"
+/* Those still drafts once the locks are held (another finalizer may have numbered them). */
+#define SQL_FINALIZE_BATCH                                                                     \
+    "SELECT billing.finalize_invoice(id) FROM (SELECT id FROM billing.invoices"                \
+    " WHERE id = ANY (ARRAY(SELECT x::bigint FROM json_array_elements_text($1::json) x))"      \
+    " AND status = 'draft' ORDER BY account_id FOR UPDATE) s"
+#define SQL_FINALIZE_WAITING                                                                   \
+    "SELECT count(*) FROM billing.invoices WHERE month = $1::date AND kind = 'invoice'"        \
+    " AND status = 'draft' AND period_end + make_interval(secs => $2::bigint) > now()"
+
+typedef struct finalize_ctx {
+    const char *params[2];
+    int64_t picked; /* drafts picked by the last batch */
+    int64_t done;   /* of which this finalizer numbered */
+} finalize_ctx;
+
+static bs_status finalize_tx(bs_conn *c, void *arg, bs_error *err)
+{
+    finalize_ctx *x = arg;
+    PGresult *res = bs_query(c, SQL_FINALIZE_PICK, 2, x->params, err);
+    const char *ids[1];
+    bs_status st;
+    char *picked;
+
+    if (res == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    x->picked = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
+    picked = strdup(PQgetvalue(res, 0, 0));
+    PQclear(res);
+    if (picked == NULL)
+        return bs_error_set(err, BS_ERR_NOMEM, "finalize: out of memory");
+    ids[0] = picked;
+    st = x->picked > 0 ? bs_command(c, SQL_FINALIZE_BATCH, 1, ids, &x->done, err) : BS_OK;
+    free(picked);
+    return st;
+}
+
+bs_status bs_finalize_month(bs_conn *c, const char *month, int64_t grace_seconds, size_t *done,
+                            size_t *waiting, bs_error *err)
+{
+    char grace[32];
+    finalize_ctx x;
+    PGresult *res;
+    bs_status st;
+
+    snprintf(grace, sizeof(grace), "%lld", (long long)grace_seconds);
+    x.params[0] = month;
+    x.params[1] = grace;
+    *done = 0;
+    *waiting = 0;
+    do {
+        x.done = 0;
+        x.picked = 0;
+        st = bs_transaction(c, finalize_tx, &x, err);
+        if (st != BS_OK)
+            return st;
+        *done += (size_t)x.done;
+    } while (x.picked > 0);
+    res = bs_query(c, SQL_FINALIZE_WAITING, 2, x.params, err);
+    if (res == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    *waiting = (size_t)strtoull(PQgetvalue(res, 0, 0), NULL, 10);
+    PQclear(res);
+    return BS_OK;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Finding, voiding, listing                                               */
+/* ---------------------------------------------------------------------- */
+
+#define SQL_NUMBER_TEXT "billing.invoice_number_text(s.prefix, i.number)"
+#define SQL_FIND_NUMBER                                                                        \
+    "SELECT i.id FROM billing.invoices i JOIN billing.invoice_series s ON s.series = i.series" \
+    " WHERE i.number IS NOT NULL AND " SQL_NUMBER_TEXT " = $1::text"
+#define SQL_FIND_ID "SELECT id FROM billing.invoices WHERE id = $1::bigint"
+
+bs_status bs_invoice_find(bs_conn *c, const char *ref, int64_t *id, bs_error *err)
+{
+    const char *params[1] = {ref};
+    int numeric = ref[0] != '\0' && strspn(ref, "0123456789") == strlen(ref) && strlen(ref) < 19;
+    PGresult *res = bs_query(c, numeric ? SQL_FIND_ID : SQL_FIND_NUMBER, 1, params, err);
+    bs_status st = BS_OK;
+
+    if (res == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    if (PQntuples(res) != 1)
+        st = bs_error_set(err, BS_ERR_INVALID, "no invoice '%.128s' (give a number such as "
+                                               "INV-2026-000123, or an id)",
+                          ref);
+    else
+        *id = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+    PQclear(res);
+    return st;
+}
+
+#define SQL_CN_SERIES                                                                          \
+    "SELECT 'CN-' || to_char(now() AT TIME ZONE 'UTC', 'YYYY')"
+/* Called once, on its own: in a WHERE clause it would run for every row scanned. */
+#define SQL_VOID "SELECT billing.void_invoice($1::bigint, $2::text, $3::text)"
+#define SQL_NUMBER_OF                                                                          \
+    "SELECT " SQL_NUMBER_TEXT " FROM billing.invoices i JOIN billing.invoice_series s"         \
+    " ON s.series = i.series WHERE i.id = $1::bigint"
+
+typedef struct void_ctx {
+    const char *id;
+    const char *reason;
+    char *cn_number;
+} void_ctx;
+
+static bs_status void_tx(bs_conn *c, void *arg, bs_error *err)
+{
+    void_ctx *x = arg;
+    const char *params[3];
+    char series[32];
+    char cn_id[32];
+    PGresult *res = bs_query(c, SQL_CN_SERIES, 0, NULL, err);
+
+    if (res == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    snprintf(series, sizeof(series), "%s", PQgetvalue(res, 0, 0));
+    PQclear(res);
+    params[0] = series;
+    if (bs_command(c, SQL_SERIES, 1, params, NULL, err) != BS_OK)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    params[0] = x->id;
+    params[1] = x->reason;
+    params[2] = series;
+    res = bs_query(c, SQL_VOID, 3, params, err);
+    if (res == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    snprintf(cn_id, sizeof(cn_id), "%s", PQgetvalue(res, 0, 0));
+    PQclear(res);
+    params[0] = cn_id;
+    res = bs_query(c, SQL_NUMBER_OF, 1, params, err);
+    if (res == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    snprintf(x->cn_number, BS_NUMBER_TEXT_MAX, "%s", PQntuples(res) == 1 ? PQgetvalue(res, 0, 0) : "");
+    PQclear(res);
+    return BS_OK;
+}
+
+bs_status bs_invoice_void(bs_conn *c, int64_t id, const char *reason, char *cn_number,
+                          bs_error *err)
+{
+    char id_text[32];
+    void_ctx x;
+
+    if (reason == NULL || reason[0] == '\0' || strlen(reason) > 1024)
+        return bs_error_set(err, BS_ERR_INVALID, "--reason must be 1..1024 bytes");
+    snprintf(id_text, sizeof(id_text), "%lld", (long long)id);
+    x.id = id_text;
+    x.reason = reason;
+    x.cn_number = cn_number;
+    return bs_transaction(c, void_tx, &x, err);
+}
+
+#define SQL_INVOICE_COLUMNS                                                                    \
+    "SELECT i.id, CASE WHEN i.number IS NULL THEN '' ELSE " SQL_NUMBER_TEXT " END,"            \
+    " i.account_id, i.kind, to_char(i.month, 'YYYY-MM'), i.status, i.currency,"                \
+    " i.subtotal::text, i.credits::text, i.tax::text, i.total::text, i.series,"                \
+    " coalesce(billing.invoice_number_text(os.prefix, o.number), '')"
+#define SQL_INVOICE_FROM                                                                       \
+    " FROM billing.invoices i JOIN billing.invoice_series s ON s.series = i.series"            \
+    " LEFT JOIN billing.invoices o ON o.id = i.corrects_invoice_id"                            \
+    " LEFT JOIN billing.invoice_series os ON os.series = o.series"
+#define SQL_LIST                                                                               \
+    SQL_INVOICE_COLUMNS SQL_INVOICE_FROM                                                       \
+    " WHERE ($1::date IS NULL OR i.month = $1::date) AND ($2::text IS NULL OR i.account_id"    \
+    " = $2::text) AND ($3::text IS NULL OR i.status = $3::text) AND ($4::text IS NULL OR"      \
+    " i.series = $4::text) ORDER BY i.month, i.account_id, i.id LIMIT $5::bigint"
+/* Dates in the account's zone, as the customer reads them. */
+#define SQL_LOCAL(col) "to_char(" col " AT TIME ZONE a.time_zone, 'YYYY-MM-DD HH24:MI:SS')"
+#define SQL_HEADER                                                                             \
+    SQL_INVOICE_COLUMNS ", " SQL_LOCAL("i.period_start") ", " SQL_LOCAL("i.period_end") ","    \
+    " i.tax_rate::text, a.time_zone, coalesce(" SQL_LOCAL("i.finalized_at") ", ''),"           \
+    " coalesce(i.void_reason, ''), coalesce(a.name, a.id)" SQL_INVOICE_FROM                    \
+    " JOIN billing.accounts a ON a.id = i.account_id WHERE i.id = $1::bigint"
+#define SQL_LINES                                                                              \
+    "SELECT l.line_no, l.kind, coalesce(l.meter, ''), l.model, l.region,"                      \
+    " coalesce(l.plan_id, ''), coalesce(v.label, ''),"                                         \
+    " coalesce(to_char(l.adjusts_month, 'YYYY-MM'), ''), l.quantity::text,"                    \
+    " l.quantity_den::text, l.unit, l.unit_price::text, l.amount::text"                        \
+    " FROM billing.invoice_lines l LEFT JOIN billing.price_versions v"                         \
+    " ON v.id = l.price_version_id WHERE l.invoice_id = $1::bigint ORDER BY l.line_no"
+#define SQL_CREDITS                                                                            \
+    "SELECT grant_id, amount::text FROM billing.invoice_credits WHERE invoice_id = $1::bigint" \
+    " ORDER BY grant_id"
+
+PGresult *bs_invoice_list(bs_conn *c, const char *month, const char *account, const char *status,
+                          const char *series, long limit, bs_error *err)
+{
+    char limit_text[32];
+    const char *params[5] = {month, account, status, series, limit_text};
+
+    snprintf(limit_text, sizeof(limit_text), "%ld", limit);
+    return bs_query(c, SQL_LIST, 5, params, err);
+}
+
+/* One statement with the invoice id as its only parameter. */
+static PGresult *by_id(bs_conn *c, const char *sql, int64_t id, bs_error *err)
+{
+    char id_text[32];
+    const char *params[1] = {id_text};
+
+    snprintf(id_text, sizeof(id_text), "%lld", (long long)id);
+    return bs_query(c, sql, 1, params, err);
+}
+
+PGresult *bs_invoice_header(bs_conn *c, int64_t id, bs_error *err)
+{
+    return by_id(c, SQL_HEADER, id, err);
+}
+
+PGresult *bs_invoice_lines(bs_conn *c, int64_t id, bs_error *err)
+{
+    return by_id(c, SQL_LINES, id, err);
+}
+
+PGresult *bs_invoice_credits(bs_conn *c, int64_t id, bs_error *err)
+{
+    return by_id(c, SQL_CREDITS, id, err);
+}

@@ -1,0 +1,176 @@
+/*
+ * invoices.h - month-end close in the store: the catalog read back from
+ * the database, raw events streamed per batch of accounts, draft invoices
+ * written from libbilling's invoices, finalization with gapless numbers,
+ * voids with credit notes. doc/database.md, "Month-end close".
+ *
+ * Every function takes a connection that is not shared with another
+ * thread (store.h). Strings handed in are borrowed for the call.
+ */
+#ifndef BS_INVOICES_H
+#define BS_INVOICES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "billing.h"
+#include "store.h"
+
+/* Longest text of an invoice number ("INV-2026-000123"): prefix 32 + 20 digits. */
+#define BS_NUMBER_TEXT_MAX 64
+
+/*
+ * bs_close_accounts - the ids of the accounts in @currency (every one,
+ * or with @drafts_only only those with a draft invoice for @month,
+ * "YYYY-MM-01"), in id order, as a JSON array text in *@out (caller
+ * frees with free()). Returns BS_OK or an error.
+ */
+bs_status bs_close_accounts(bs_conn *c, const char *currency, const char *month, int drafts_only,
+                            char **out, bs_error *err);
+
+/*
+ * bs_rejected_since - how many dead letters (billing.rejected_events)
+ * were received at or after @since: events refused on the way in that
+ * may belong to a period starting then, still waiting to be replayed.
+ * Stores the count in *@count. Returns BS_OK or an error.
+ */
+bs_status bs_rejected_since(bs_conn *c, billing_time_t since, int64_t *count, bs_error *err);
+
+/* bs_event_fn - receives each event of bs_events_fetch; non-zero stops with BS_ERR_INVALID. */
+typedef int (*bs_event_fn)(void *arg, const char *account, const char *id, const char *resource,
+                           const char *meter, billing_time_t start, billing_time_t end,
+                           const char *quantity, const char *model, const char *region);
+
+/* Rows fetched per round trip by bs_events_fetch: bounds its memory. */
+#define BS_EVENTS_FETCH_ROWS 20000
+
+/*
+ * bs_events_fetch - every stored raw event of the accounts in @accounts
+ * (a JSON array of ids) that starts before @before, handed to @fn in no
+ * particular order, through a cursor (BS_EVENTS_FETCH_ROWS at a time) in
+ * a read-only transaction. Returns BS_OK, BS_ERR_INVALID when @fn
+ * stopped, or a database error.
+ */
+bs_status bs_events_fetch(bs_conn *c, const char *accounts, billing_time_t before, bs_event_fn fn,
+                          void *arg, bs_error *err);
+
+/* A line of a prior month that reached the store after it was finalized. */
+typedef struct bs_adjustment {
+    int year, month;        /* the month it belongs to */
+    const char *meter;      /* "gpu", ... */
+    const char *model;      /* price key */
+    const char *region;
+    const char *price_version; /* label of the price version (that month's prices) */
+    const char *quantity;   /* exact, "p/q" allowed */
+    const char *unit;
+    const char *unit_price;
+    const char *amount;     /* rounded to the minor unit */
+} bs_adjustment;
+
+/* One account's draft for the month being closed. */
+typedef struct bs_draft {
+    const billing_invoice *inv; /* the library's invoice of the month (borrowed) */
+    const bs_adjustment *adj;   /* prior-period adjustment lines, or NULL */
+    size_t n_adj;
+    const char *subtotal;       /* the invoice's figures including the adjustments */
+    const char *tax;
+    const char *total;
+} bs_draft;
+
+/* What became of a draft. */
+typedef enum bs_draft_outcome {
+    BS_DRAFT_NEW = 0,       /* created */
+    BS_DRAFT_UPDATED = 1,   /* an open draft was recomputed with other content */
+    BS_DRAFT_UNCHANGED = 2, /* an open draft had this exact content already */
+    BS_DRAFT_FINALIZED = 3  /* the month is finalized for the account: left alone */
+} bs_draft_outcome;
+
+/*
+ * bs_drafts_write - write the @n drafts of @d, all for month @month
+ * ("YYYY-MM-01") of price book @book, for a batch of accounts @accounts
+ * (JSON array; those without a draft in @d have no charges: an open
+ * draft of theirs is emptied and voided, its ledger entries reversed),
+ * in one transaction (retried on transient failures): per account, under an advisory lock that
+ * serialises concurrent closes, a draft is created, recomputed (its old
+ * lines and credits replaced, its ledger entries reversed) or left alone
+ * when its content hash is unchanged or the month is finalized. Writes
+ * lines, applied credits, and ledger entries: 'apply' per grant used,
+ * 'expire' per grant that expired in the month. Drafts are numbered in
+ * series @series (created if missing, prefix "@series-"). Fills @out[i].
+ * Returns BS_OK or an error (nothing written).
+ */
+bs_status bs_drafts_write(bs_conn *c, const char *accounts, const char *book, const char *month,
+                          const char *series, const bs_draft *d, size_t n, bs_draft_outcome *out,
+                          bs_error *err);
+
+/*
+ * bs_billed_lines - the usage lines billed so far, per account and month
+ * in the BS_LATE_MONTHS months before @month, of every finalized invoice of the accounts in @accounts
+ * (JSON array) plus the adjustment lines that refer to those months in
+ * finalized invoices or in drafts of other months than @month (the
+ * draft being rebuilt does not count). Also one row with an empty meter
+ * per finalized month, so that a month whose invoice has no usage line
+ * is still checked. Result columns: account_id, month (YYYY-MM-01),
+ * meter, model, region, version label, unit_price, quantity,
+ * quantity_den. Caller PQclears. NULL with @err on failure.
+ */
+/* How many months back a close looks for late usage of finalized months. */
+#define BS_LATE_MONTHS 24
+
+PGresult *bs_billed_lines(bs_conn *c, const char *accounts, const char *month, bs_error *err);
+
+/*
+ * bs_finalize_month - number and freeze every draft invoice of @month
+ * whose period ended at least @grace_seconds ago, in batches of 500 per
+ * transaction, drafts locked by another finalizer skipped (it numbers
+ * them). *@done gets how many this call finalized, *@waiting how many
+ * drafts are still in their grace period. Returns BS_OK or an error.
+ */
+bs_status bs_finalize_month(bs_conn *c, const char *month, int64_t grace_seconds, size_t *done,
+                            size_t *waiting, bs_error *err);
+
+/*
+ * bs_invoice_find - the id of invoice @ref: an invoice number as printed
+ * ("INV-2026-000123") or a numeric id. Returns BS_OK with *@id set,
+ * BS_ERR_INVALID when there is none (message names @ref), or an error.
+ */
+bs_status bs_invoice_find(bs_conn *c, const char *ref, int64_t *id, bs_error *err);
+
+/*
+ * bs_invoice_void - void the finalized invoice @id for @reason and issue
+ * its credit note in series "CN-YYYY" (year of today, UTC). Writes the
+ * credit note's number into @cn_number (BS_NUMBER_TEXT_MAX bytes).
+ * Returns BS_OK, BS_ERR_CONSTRAINT (not finalized), or an error.
+ */
+bs_status bs_invoice_void(bs_conn *c, int64_t id, const char *reason, char *cn_number,
+                          bs_error *err);
+
+/*
+ * bs_invoice_list - invoices matching the filters (NULL: any): @month
+ * "YYYY-MM-01", @account, @status, @series; ordered by month, account,
+ * id; at most @limit rows. Columns: id, number, account_id, kind, month,
+ * status, currency, subtotal, credits, tax, total, series, corrects.
+ * Caller PQclears; NULL with @err.
+ */
+PGresult *bs_invoice_list(bs_conn *c, const char *month, const char *account, const char *status,
+                          const char *series, long limit, bs_error *err);
+
+/*
+ * bs_invoice_lines - lines of invoice @id in order. Columns: line_no,
+ * kind, meter, model, region, plan_id, version label, adjusts_month,
+ * quantity, quantity_den, unit, unit_price, amount. Caller PQclears.
+ */
+PGresult *bs_invoice_lines(bs_conn *c, int64_t id, bs_error *err);
+
+/* bs_invoice_credits - credits applied on invoice @id: grant_id, amount. Caller PQclears. */
+PGresult *bs_invoice_credits(bs_conn *c, int64_t id, bs_error *err);
+
+/*
+ * bs_invoice_header - one row of bs_invoice_list's columns for invoice
+ * @id, plus period_start, period_end (in the account's time zone),
+ * tax_rate, time_zone, finalized_at (account zone), void_reason and the
+ * account's name (its id when it has none). Caller PQclears; zero rows when there is no such invoice.
+ */
+PGresult *bs_invoice_header(bs_conn *c, int64_t id, bs_error *err);
+
+#endif /* BS_INVOICES_H */

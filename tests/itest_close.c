@@ -1,0 +1,1095 @@
+/*
+ * itest_close.c - month-end close end to end against the private
+ * PostgreSQL of scripts/pg.sh: generated accounts (every plan, credit,
+ * several time zones) and raw events stored with bs_events_ingest, closed
+ * by the `billing` tool, and every stored draft compared line by line
+ * with `billing rate` over the same files; a close killed with SIGKILL
+ * after its first committed batch and run again; two concurrent closes
+ * and finalizers; a late event after finalization; void and credit note;
+ * rerate after a price fix; PDF export read back with pdftotext/pdfinfo.
+ *
+ * Synchronisation is on database events, never on time: the test LISTENs
+ * to a notification a test-only trigger sends when invoices are committed,
+ * and holds an account's advisory lock so that the close cannot finish.
+ *
+ * Needs BILLING_PG_CONNINFO; FAILS without it. Each test has its own
+ * database, billing_close_<pid>_<tag>.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <errno.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/select.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "events.h"
+#include "itestdb.h"
+#include "migrate.h"
+#include "store.h"
+#include "testrng.h"
+
+#define CONNINFO_MAX 2048
+#define PATH_LEN 1024
+#define SQL_MAX 2048
+#define TEXT_MAX 8192
+/* Guard against a hang only (a close that dies before committing): not a synchronisation. */
+#define NOTIFY_GUARD_SECONDS 300
+
+static char db_name[64];
+static char conninfo[CONNINFO_MAX];
+static char work_dir[PATH_LEN];
+
+/* ---------------------------------------------------------------------- */
+/* Databases and commands                                                  */
+/* ---------------------------------------------------------------------- */
+
+static void query_text(bs_conn *c, const char *sql, char *out, size_t size)
+{
+    bs_error err;
+    PGresult *res = bs_query(c, sql, 0, NULL, &err);
+
+    ck_assert_msg(res != NULL && PQntuples(res) == 1, "%s: %s", sql,
+                  res == NULL ? err.message : "not one row");
+    snprintf(out, size, "%s", PQgetvalue(res, 0, 0));
+    PQclear(res);
+}
+
+/* A migrated database of our own (tests/itestdb.c), and a scratch directory for files. */
+static bs_conn *fresh(const char *tag)
+{
+    char sql[SQL_MAX];
+    char name[64];
+    bs_conn *c;
+
+    snprintf(name, sizeof(name), "close_%s", tag);
+    c = itdb_fresh(name, db_name, sizeof(db_name));
+    itdb_conninfo(db_name, conninfo, sizeof(conninfo));
+    snprintf(work_dir, sizeof(work_dir), "/tmp/itest_close_%ld_%s", (long)getpid(), tag);
+    ck_assert(snprintf(sql, sizeof(sql), "rm -rf '%s' && mkdir -p '%s'", work_dir, work_dir) <
+              (int)sizeof(sql));
+    ck_assert_int_eq(system(sql), 0);
+    return c;
+}
+
+static void drop(bs_conn *c)
+{
+    char sql[SQL_MAX];
+
+    itdb_drop(c, db_name);
+    ck_assert(snprintf(sql, sizeof(sql), "rm -rf '%s'", work_dir) < (int)sizeof(sql));
+    ck_assert_int_eq(system(sql), 0);
+}
+
+static const char *billing_path(void)
+{
+    static char path[PATH_LEN];
+    const char *top = getenv("top_builddir");
+
+    snprintf(path, sizeof(path), "%s/billing/billing", top != NULL ? top : "..");
+    return path;
+}
+
+/* Start `billing ARGS... --db CONNINFO` with stdout to @out (NULL: /dev/null). */
+static pid_t start_billing(const char *out, const char *const *args)
+{
+    const char *argv[32];
+    size_t n = 0;
+    pid_t pid;
+
+    argv[n++] = billing_path();
+    for (; *args != NULL && n < 28; args++)
+        argv[n++] = *args;
+    if (strcmp(argv[1], "rate") != 0) {
+        argv[n++] = "--db";
+        argv[n++] = conninfo;
+    }
+    argv[n] = NULL;
+    fflush(NULL);
+    pid = fork();
+    ck_assert(pid >= 0);
+    if (pid == 0) {
+        if (freopen(out != NULL ? out : "/dev/null", "w", stdout) == NULL)
+            _exit(127);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+static int wait_exit(pid_t pid)
+{
+    int status;
+
+    ck_assert(waitpid(pid, &status, 0) == pid);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static int run_billing(const char *out, const char *const *args)
+{
+    return wait_exit(start_billing(out, args));
+}
+
+/* `billing ARGS...` as given (its own --db last: libpq takes the last of a repeated keyword). */
+static int run_billing_raw(const char *const *args)
+{
+    const char *argv[32];
+    size_t n = 0;
+    pid_t pid;
+
+    argv[n++] = billing_path();
+    for (; *args != NULL && n < 31; args++)
+        argv[n++] = *args;
+    argv[n] = NULL;
+    fflush(NULL);
+    pid = fork();
+    ck_assert(pid >= 0);
+    if (pid == 0) {
+        if (freopen("/dev/null", "w", stdout) == NULL)
+            _exit(127);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    return wait_exit(pid);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Generated inputs                                                        */
+/* ---------------------------------------------------------------------- */
+
+static const char *const zones[] = {"Asia/Shanghai", "America/New_York", "Europe/London", "UTC",
+                                    "Asia/Tokyo"};
+static const char *const taxes[] = {"0.06", "0", "0.13"};
+
+/* The currency of the generated book and accounts, and its credit amounts. */
+static const char *gen_currency = "CNY";
+static const char *gen_trial = "10.00";
+static const char *gen_promo = "50.00";
+/* Non-zero: also terms paid with credit in October and cancelled in November (sub-r, fees-). */
+static int gen_returned;
+
+static void path_of(char *out, size_t size, const char *name)
+{
+    int n = snprintf(out, size, "%s/%s", work_dir, name);
+
+    ck_assert(n > 0 && (size_t)n < size);
+}
+
+/* The price book; @gpu_price is the RTX4090 GPU-hour price (the "fix" changes it). */
+static void write_pricebook(const char *name, const char *gpu_price)
+{
+    char path[PATH_LEN];
+    FILE *f;
+
+    path_of(path, sizeof(path), name);
+    f = fopen(path, "w");
+    ck_assert(f != NULL);
+    fprintf(f,
+            "{\"currency\": \"%s\", \"rounding\": \"half-up\", \"plans\": ["
+            "{\"id\": \"rtx-daily\", \"period\": \"day\", \"model\": \"RTX4090\","
+            " \"region\": \"cn-east-1\", \"refundable\": false},"
+            "{\"id\": \"rtx-monthly\", \"period\": \"month\", \"model\": \"RTX4090\","
+            " \"region\": \"cn-east-1\", \"refundable\": true}],"
+            " \"versions\": [{\"id\": \"v1\", \"effective_from\": \"2025-01-01T00:00:00Z\","
+            " \"rates\": ["
+            "{\"meter\": \"gpu\", \"model\": \"RTX4090\", \"region\": \"cn-east-1\", \"price\": \"%s\"},"
+            "{\"meter\": \"gpu\", \"model\": \"A100-80G\", \"region\": \"cn-east-1\", \"price\": \"1.60\"},"
+            "{\"meter\": \"gpuless\", \"model\": \"RTX4090\", \"region\": \"cn-east-1\", \"price\": \"0.48\"},"
+            "{\"meter\": \"gpuless\", \"model\": \"A100-80G\", \"region\": \"cn-east-1\", \"price\": \"1.28\"},"
+            "{\"meter\": \"storage\", \"model\": \"*\", \"region\": \"*\", \"price\": \"0.20\"}],"
+            " \"plan_fees\": [{\"plan\": \"rtx-daily\", \"fee\": \"99.00\"},"
+            " {\"plan\": \"rtx-monthly\", \"fee\": \"2599.00\"}]}]}\n",
+            gen_currency, gpu_price);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+/* @n accounts in several zones; monthly and daily (cancelled) plans; credit grants. */
+static void write_accounts(int n)
+{
+    char path[PATH_LEN];
+    FILE *f;
+    int i;
+    const char *sep = "";
+
+    path_of(path, sizeof(path), "accounts.json");
+    f = fopen(path, "w");
+    ck_assert(f != NULL);
+    fputs("{\"accounts\": [", f);
+    for (i = 0; i < n; i++, sep = ",")
+        fprintf(f, "%s{\"id\": \"acct-%05d\", \"currency\": \"%s\", \"time_zone\": \"%s\","
+                   " \"tax_rate\": \"%s\"}",
+                sep, i, gen_currency, zones[i % 5], taxes[i % 3]);
+    fputs("], \"subscriptions\": [", f);
+    sep = "";
+    for (i = 0; i < n; i++) {
+        if (i % 7 == 0) {
+            fprintf(f, "%s{\"id\": \"sub-m-%d\", \"account\": \"acct-%05d\", \"resource\":"
+                       " \"i-%d-sub\", \"plan\": \"rtx-monthly\", \"start\": \"2026-10-05T01:00:00Z\","
+                       " \"terms\": 3, \"cancelled_at\": %s}",
+                    sep, i, i, i, i % 14 == 0 ? "\"2026-11-20T12:00:00Z\"" : "null");
+            sep = ",";
+        } else if (i % 11 == 0) {
+            fprintf(f, "%s{\"id\": \"sub-d-%d\", \"account\": \"acct-%05d\", \"resource\":"
+                       " \"i-%d-sub\", \"plan\": \"rtx-daily\", \"start\": \"2026-11-10T00:00:00Z\","
+                       " \"terms\": 3, \"cancelled_at\": null}",
+                    sep, i, i, i);
+            sep = ",";
+        } else if (gen_returned && i % 13 == 0) {
+            /* A term paid with credit in October, cancelled in November: the refund returns it. */
+            fprintf(f, "%s{\"id\": \"sub-r-%d\", \"account\": \"acct-%05d\", \"resource\":"
+                       " \"i-%d-sub\", \"plan\": \"rtx-monthly\", \"start\": \"2026-10-25T00:00:00Z\","
+                       " \"terms\": 3, \"cancelled_at\": \"2026-11-03T00:00:00Z\"}",
+                    sep, i, i, i);
+            sep = ",";
+        }
+    }
+    fputs("], \"grants\": [", f);
+    sep = "";
+    for (i = 0; i < n; i++) {
+        if (i % 3 == 0) {
+            fprintf(f, "%s{\"id\": \"trial-%d\", \"account\": \"acct-%05d\", \"amount\": \"%s\","
+                       " \"granted_at\": \"2026-10-01T00:00:00Z\", \"expires_at\":"
+                       " \"2026-11-15T00:00:00Z\", \"applies_to\": [\"usage\"], \"priority\": 0}",
+                    sep, i, i, gen_trial);
+            sep = ",";
+        }
+        if (i % 5 == 0) {
+            fprintf(f, "%s{\"id\": \"promo-%d\", \"account\": \"acct-%05d\", \"amount\": \"%s\","
+                       " \"granted_at\": \"2026-11-01T00:00:00Z\", \"expires_at\":"
+                       " \"2027-01-01T00:00:00Z\", \"applies_to\": [\"usage\", \"subscription\"],"
+                       " \"priority\": 1}",
+                    sep, i, i, gen_promo);
+            sep = ",";
+        }
+        if (gen_returned && i % 13 == 0 && i % 7 != 0 && i % 11 != 0) {
+            fprintf(f, "%s{\"id\": \"fees-%d\", \"account\": \"acct-%05d\", \"amount\": \"%s\","
+                       " \"granted_at\": \"2026-10-01T00:00:00Z\", \"expires_at\":"
+                       " \"2027-01-01T00:00:00Z\", \"applies_to\": [\"subscription\"],"
+                       " \"priority\": 2}",
+                    sep, i, i, gen_promo);
+            sep = ",";
+        }
+    }
+    fputs("]}\n", f);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+/* Strings of one generated event (bs_event borrows them). */
+typedef struct gen_event {
+    char id[32], account[32], resource[32], quantity[32];
+    const char *meter, *model;
+    billing_time_t start, end;
+} gen_event;
+
+/* 2026-10-25T00:00:00Z: events fall from here (or a month earlier) over 40 days. */
+#define GEN_FROM INT64_C(1792886400)
+#define GEN_SPAN (40 * 86400)
+#define MONTH_EARLIER (30 * 86400)
+
+/* Start of the generated events: GEN_FROM, minus MONTH_EARLIER for the lifecycle test. */
+static int64_t gen_from = GEN_FROM;
+
+static void gen_one(gen_event *e, uint64_t *rng, int account, int k)
+{
+    uint64_t r = test_rnd(rng);
+    int64_t dur;
+
+    snprintf(e->id, sizeof(e->id), "e-%d-%d", account, k);
+    snprintf(e->account, sizeof(e->account), "acct-%05d", account);
+    e->model = "";
+    switch (r % 6) {
+    case 0:
+    case 1:
+        e->meter = "gpu";
+        e->model = (r >> 8) % 3 == 0 ? "A100-80G" : "RTX4090";
+        snprintf(e->resource, sizeof(e->resource), (account % 7 == 0 || account % 11 == 0) &&
+                                                           (r >> 12) % 2 == 0 && e->model[0] == 'R'
+                                                       ? "i-%d-sub"
+                                                       : "i-%d-x",
+                 account);
+        snprintf(e->quantity, sizeof(e->quantity), "%d", (int)((r >> 16) % 8) + 1);
+        dur = (int64_t)((r >> 20) % (72 * 3600)) + 60;
+        break;
+    case 2:
+        e->meter = "gpuless";
+        e->model = (r >> 8) % 2 == 0 ? "A100-80G" : "RTX4090";
+        snprintf(e->resource, sizeof(e->resource), "i-%d-y", account);
+        snprintf(e->quantity, sizeof(e->quantity), "1");
+        dur = (int64_t)((r >> 20) % (10 * 3600)) + 1;
+        break;
+    case 3:
+    case 4:
+        e->meter = "storage";
+        snprintf(e->resource, sizeof(e->resource), "d-%d", account);
+        snprintf(e->quantity, sizeof(e->quantity), "%d.%d", (int)((r >> 16) % 2000) + 1,
+                 (int)((r >> 40) % 10));
+        dur = (int64_t)((r >> 20) % (10 * 86400)) + 3600;
+        break;
+    default:
+        e->meter = "traffic";
+        snprintf(e->resource, sizeof(e->resource), "i-%d-x", account);
+        snprintf(e->quantity, sizeof(e->quantity), "%llu",
+                 (unsigned long long)((r >> 16) % 100000000000ULL));
+        dur = 300;
+        break;
+    }
+    e->start = (gen_from + (int64_t)((r >> 24) % GEN_SPAN)) * BILLING_NS_PER_SEC;
+    e->end = e->start + dur * BILLING_NS_PER_SEC;
+}
+
+static void to_bs(const gen_event *g, bs_event *b)
+{
+    memset(b, 0, sizeof(*b));
+    b->id = g->id;
+    b->account = g->account;
+    b->resource = g->resource;
+    b->meter = g->meter;
+    b->start = g->start;
+    b->end = g->end;
+    b->quantity = g->quantity;
+    b->model = g->model;
+    b->region = "cn-east-1";
+    b->source = "itest_close";
+}
+
+static void write_jsonl(FILE *f, const gen_event *g)
+{
+    char s[48];
+    char e[48];
+
+    billing_time_format(g->start, s, sizeof(s));
+    billing_time_format(g->end, e, sizeof(e));
+    fprintf(f,
+            "{\"id\":\"%s\",\"account\":\"%s\",\"resource\":\"%s\",\"meter\":\"%s\","
+            "\"start\":\"%s\",\"end\":\"%s\",\"quantity\":\"%s\",\"model\":\"%s\","
+            "\"region\":\"cn-east-1\"}\n",
+            g->id, g->account, g->resource, g->meter, s, e, g->quantity, g->model);
+}
+
+typedef struct ingest_arg {
+    const bs_event *ev;
+    size_t n;
+    bs_event_outcome *out;
+} ingest_arg;
+
+static bs_status ingest_tx(bs_conn *c, void *arg, bs_error *err)
+{
+    ingest_arg *a = arg;
+
+    return bs_events_ingest(c, a->ev, a->n, BS_COPY_BINARY, a->out, NULL, err);
+}
+
+static void ingest(bs_conn *c, const gen_event *g, size_t n)
+{
+    bs_event *b = calloc(n, sizeof(*b));
+    bs_event_outcome *out = calloc(n, sizeof(*out));
+    ingest_arg a = {b, n, out};
+    bs_error err;
+    size_t i;
+
+    ck_assert(b != NULL && out != NULL);
+    for (i = 0; i < n; i++)
+        to_bs(&g[i], &b[i]);
+    ck_assert_msg(bs_transaction(c, ingest_tx, &a, &err) == BS_OK, "ingest: %s", err.message);
+    free(out);
+    free(b);
+}
+
+/* @n accounts with 3..12 events each, into the store and into events.jsonl. */
+static size_t generate(bs_conn *c, int n)
+{
+    char path[PATH_LEN];
+    const char *load[] = {"load", "--pricebook", NULL, "--accounts", NULL, NULL};
+    char pb[PATH_LEN];
+    char acc[PATH_LEN];
+    gen_event *batch = calloc(4096, sizeof(*batch));
+    uint64_t rng = 0x9e3779b97f4a7c15ULL;
+    size_t total = 0;
+    size_t k = 0;
+    FILE *f;
+    int i;
+    int j;
+
+    ck_assert(batch != NULL);
+    write_pricebook("pricebook.json", "0.60");
+    write_accounts(n);
+    path_of(pb, sizeof(pb), "pricebook.json");
+    path_of(acc, sizeof(acc), "accounts.json");
+    load[2] = pb;
+    load[4] = acc;
+    ck_assert_int_eq(run_billing(NULL, load), 0);
+    path_of(path, sizeof(path), "events.jsonl");
+    f = fopen(path, "w");
+    ck_assert(f != NULL);
+    for (i = 0; i < n; i++) {
+        int events = 3 + (int)(test_rnd(&rng) % 10);
+        for (j = 0; j < events; j++) {
+            gen_one(&batch[k], &rng, i, j);
+            write_jsonl(f, &batch[k]);
+            if (++k == 4096) {
+                ingest(c, batch, k);
+                total += k;
+                k = 0;
+            }
+        }
+    }
+    if (k > 0)
+        ingest(c, batch, k);
+    total += k;
+    ck_assert_int_eq(fclose(f), 0);
+    free(batch);
+    return total;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Comparing with `billing rate`                                           */
+/* ---------------------------------------------------------------------- */
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Append printf output to the growing text @t (TEXT_MAX-bounded per invoice). */
+static void addf(char *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void addf(char *t, const char *fmt, ...)
+{
+    size_t n = strlen(t);
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(t + n, TEXT_MAX - n, fmt, ap);
+    va_end(ap);
+    ck_assert_msg(strlen(t) < TEXT_MAX - 1, "invoice text longer than the test expects");
+}
+
+/* "PREFIX grant amount" of each entry of @arr (grant, amount), sorted, nonzero ones only. */
+static void add_grants(char *t, const json_t *arr, const char *prefix)
+{
+    const char *sorted[64];
+    char pairs[64][160];
+    size_t n = json_array_size(arr);
+    size_t i;
+
+    ck_assert(n < 64);
+    for (i = 0; i < n; i++) {
+        const json_t *cr = json_array_get(arr, i);
+        snprintf(pairs[i], sizeof(pairs[i]), "%s %s %s", prefix,
+                 json_string_value(json_object_get(cr, "grant")),
+                 json_string_value(json_object_get(cr, "amount")));
+        sorted[i] = pairs[i];
+    }
+    qsort(sorted, n, sizeof(sorted[0]), cmp_str);
+    for (i = 0; i < n; i++) {
+        const char *amount = strrchr(sorted[i], ' ') + 1;
+        if (strspn(amount, "0.") != strlen(amount)) /* the store leaves zero credits out */
+            addf(t, "%s\n", sorted[i]);
+    }
+}
+
+/* Zero with the digits of amount @like ("1894.69" gives "0.00"): what the store holds for none. */
+static void zero_like(char *buf, size_t size, const char *like)
+{
+    const char *dot = strchr(like, '.');
+
+    snprintf(buf, size, "0%s", dot != NULL ? dot : "");
+    for (dot = strchr(buf, '.'); dot != NULL && *++dot != '\0';)
+        buf[dot - buf] = '0';
+}
+
+/* The string of @v, or @zero when `billing rate` left the field out (it shows only nonzero ones). */
+static const char *or_zero(const json_t *v, const char *zero)
+{
+    return v != NULL ? json_string_value(v) : zero;
+}
+
+/* `billing rate`'s invoice as canonical text: lines in order, credits sorted, totals. */
+static void rate_text(const json_t *inv, char *t)
+{
+    const json_t *lines = json_object_get(inv, "lines");
+    const json_t *ac;
+    char zero[64];
+    size_t i;
+
+    t[0] = '\0';
+    for (i = 0; i < json_array_size(lines); i++) {
+        const json_t *l = json_array_get(lines, i);
+#define F(k) json_string_value(json_object_get(l, k))
+        addf(t, "%s|%s|%s|%s|%s|%s|%s|%s|%s\n", F("kind"), F("meter"), F("model"), F("region"),
+             F("plan"), F("quantity"), F("unit"), F("unit_price"), F("amount"));
+#undef F
+    }
+    add_grants(t, json_object_get(inv, "credits"), "credit");
+    add_grants(t, json_object_get(inv, "expired_credits"), "expired");
+    add_grants(t, json_object_get(inv, "returned_credits"), "returned");
+    zero_like(zero, sizeof(zero), json_string_value(json_object_get(inv, "subtotal")));
+    ac = json_object_get(inv, "account_credit");
+    addf(t, "subtotal %s returned %s credits %s account credit %s carried %s left %s tax %s total %s\n",
+         json_string_value(json_object_get(inv, "subtotal")),
+         or_zero(json_object_get(inv, "returned_total"), zero),
+         json_string_value(json_object_get(inv, "credits_total")),
+         or_zero(json_object_get(ac, "applied"), zero), or_zero(json_object_get(ac, "carried"), zero),
+         or_zero(json_object_get(ac, "left"), zero),
+         json_string_value(json_object_get(inv, "tax")),
+         json_string_value(json_object_get(inv, "total")));
+}
+
+/* The draft's rows of one query (one text column each, in order), one line each. */
+static const char *const store_text_sql[] = {
+    /* Fee and refund lines have no meter, refund lines no unit price: NULL, "" in billing rate. */
+    "SELECT concat_ws('|', l.kind, coalesce(l.meter, ''), l.model, l.region, coalesce(l.plan_id, ''),"
+    " CASE WHEN l.quantity_den = 1 THEN l.quantity::text ELSE l.quantity::text"
+    " || '/' || l.quantity_den::text END, l.unit, coalesce(l.unit_price::text, ''), l.amount::text)"
+    " FROM billing.invoices i JOIN billing.invoice_lines l ON l.invoice_id = i.id"
+    " WHERE i.account_id = $1 AND i.month = $2::date AND i.kind = 'invoice'"
+    " AND i.status <> 'void' ORDER BY l.line_no",
+    "SELECT 'credit ' || c.grant_id || ' ' || c.amount::text FROM"
+    " billing.invoices i JOIN billing.invoice_credits c ON c.invoice_id = i.id"
+    " WHERE i.account_id = $1 AND i.month = $2::date AND i.kind = 'invoice'"
+    " AND i.status <> 'void' ORDER BY c.grant_id COLLATE \"C\"",
+    /* Expiries as the ledger recorded them on the draft, in the currency's digits. */
+    "SELECT 'expired ' || l.grant_id || ' ' || round(-l.amount_minor / 10::numeric"
+    " ^ billing.currency_digits(i.currency), billing.currency_digits(i.currency))"
+    " FROM billing.invoices i JOIN billing.credit_ledger l ON l.invoice_id = i.id"
+    " WHERE i.account_id = $1 AND i.month = $2::date AND i.kind = 'invoice'"
+    " AND i.status <> 'void' AND l.entry = 'expire' ORDER BY l.grant_id COLLATE \"C\"",
+    "SELECT 'returned ' || r.grant_id || ' ' || r.amount::text FROM"
+    " billing.invoices i JOIN billing.invoice_returned_credits r ON r.invoice_id = i.id"
+    " WHERE i.account_id = $1 AND i.month = $2::date AND i.kind = 'invoice'"
+    " AND i.status <> 'void' ORDER BY r.grant_id COLLATE \"C\"",
+    "SELECT format('subtotal %s returned %s credits %s account credit %s carried %s left %s"
+    " tax %s total %s', subtotal, returned, credits, account_credit, carried,"
+    " account_credit_left, tax, total) FROM billing.invoices WHERE account_id = $1 AND month ="
+    " $2::date AND kind = 'invoice' AND status <> 'void'",
+};
+
+/* The stored draft of @account for @month as the same canonical text. */
+static void store_text(bs_conn *c, const char *account, const char *month, char *t)
+{
+    const char *params[2] = {account, month};
+    bs_error err;
+    PGresult *res;
+    size_t q;
+    int r;
+
+    t[0] = '\0';
+    for (q = 0; q < sizeof(store_text_sql) / sizeof(store_text_sql[0]); q++) {
+        res = bs_query(c, store_text_sql[q], 2, params, &err);
+        ck_assert_msg(res != NULL, "%s", err.message);
+        for (r = 0; r < PQntuples(res); r++)
+            addf(t, "%s\n", PQgetvalue(res, r, 0));
+        PQclear(res);
+    }
+}
+
+/*
+ * compare_with_rate - every invoice `billing rate` computes for
+ * @year-@month from the generated files equals the stored draft, line by
+ * line to the minor unit, and there are no other drafts. Returns how
+ * many invoices were compared.
+ */
+static size_t compare_with_rate(bs_conn *c, const char *pricebook, int year, int month)
+{
+    char out[PATH_LEN];
+    char pb[PATH_LEN];
+    char acc[PATH_LEN];
+    char ev[PATH_LEN];
+    char period[16];
+    char month_date[16];
+    const char *args[] = {"rate", "--pricebook", pb, "--accounts", acc, "--month", period, ev,
+                          NULL};
+    char *want = malloc(TEXT_MAX);
+    char *got = malloc(TEXT_MAX);
+    json_error_t jerr;
+    json_t *root;
+    json_t *invs;
+    size_t compared = 0;
+    size_t i;
+    char sql[SQL_MAX];
+
+    ck_assert(want != NULL && got != NULL);
+    path_of(out, sizeof(out), "rate.json");
+    path_of(pb, sizeof(pb), pricebook);
+    path_of(acc, sizeof(acc), "accounts.json");
+    path_of(ev, sizeof(ev), "events.jsonl");
+    snprintf(period, sizeof(period), "%04d-%02d", year, month);
+    snprintf(month_date, sizeof(month_date), "%04d-%02d-01", year, month);
+    ck_assert_int_eq(run_billing(out, args), 0);
+    root = json_load_file(out, 0, &jerr);
+    ck_assert_msg(root != NULL, "rate output: %s", jerr.text);
+    invs = json_object_get(root, "invoices");
+    for (i = 0; i < json_array_size(invs); i++) {
+        const json_t *inv = json_array_get(invs, i);
+        const char *account = json_string_value(json_object_get(inv, "account"));
+        if (json_array_size(json_object_get(inv, "lines")) == 0)
+            continue;
+        rate_text(inv, want);
+        store_text(c, account, month_date, got);
+        ck_assert_msg(strcmp(want, got) == 0, "account %s %s:\nbilling rate:\n%s\nstored:\n%s",
+                      account, period, want, got);
+        compared++;
+    }
+    snprintf(sql, sizeof(sql),
+             "SELECT count(*) FROM billing.invoices WHERE month = '%s' AND kind = 'invoice'"
+             " AND status <> 'void'",
+             month_date);
+    ck_assert_int_eq(itdb_long(c, sql), (long)compared);
+    json_decref(root);
+    free(got);
+    free(want);
+    return compared;
+}
+
+/*
+ * Every draft's ledger entries net to exactly its applied credit less the
+ * credit its refunds returned to grants (none twice).
+ */
+static void check_ledger(bs_conn *c)
+{
+    ck_assert_int_eq(
+        itdb_long(c, "SELECT count(*) FROM billing.invoices i WHERE i.kind = 'invoice'"
+                      " AND i.status <> 'void' AND (i.credits - i.returned) * 10::numeric"
+                      " ^ billing.currency_digits(i.currency) <> -(SELECT"
+                      " coalesce(sum(l.amount_minor), 0) FROM billing.credit_ledger l"
+                      " WHERE l.invoice_id = i.id AND l.entry IN ('apply', 'reverse'))"),
+        0);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Notifications                                                           */
+/* ---------------------------------------------------------------------- */
+
+/* A test-only trigger: NOTIFY close_progress when a batch of drafts commits. */
+static void notify_on_invoices(bs_conn *c)
+{
+    itdb_exec(c, "CREATE FUNCTION public.itest_notify() RETURNS trigger LANGUAGE plpgsql AS"
+               " $$BEGIN PERFORM pg_notify('close_progress', ''); RETURN NULL; END$$");
+    itdb_exec(c, "CREATE TRIGGER itest_notify AFTER INSERT ON billing.invoices"
+               " FOR EACH STATEMENT EXECUTE FUNCTION public.itest_notify()");
+}
+
+/* Block until a notification arrives on @c (LISTENing). */
+static void wait_notification(bs_conn *c)
+{
+    PGconn *pg = bs_pg(c);
+    PGnotify *n;
+    fd_set fds;
+    struct timeval guard = {NOTIFY_GUARD_SECONDS, 0};
+
+    for (;;) {
+        ck_assert(PQconsumeInput(pg) == 1);
+        n = PQnotifies(pg);
+        if (n != NULL) {
+            PQfreemem(n);
+            return;
+        }
+        FD_ZERO(&fds);
+        FD_SET(PQsocket(pg), &fds);
+        ck_assert_msg(select(PQsocket(pg) + 1, &fds, NULL, NULL, &guard) > 0,
+                      "no draft was committed within %d s", NOTIFY_GUARD_SECONDS);
+    }
+}
+
+/* ---------------------------------------------------------------------- */
+/* Tests                                                                   */
+/* ---------------------------------------------------------------------- */
+
+#define ACCOUNTS_BIG 2500
+
+/*
+ * A close of 2500 accounts killed with SIGKILL once its first batch has
+ * committed (while an account of the last batch is locked by the test,
+ * so it cannot have finished), then run again: the drafts equal `billing
+ * rate` line by line, each account once, ledger entries not doubled; a
+ * third run changes nothing.
+ */
+START_TEST(test_close_killed_then_complete_equals_rate)
+{
+    bs_conn *c = fresh("kill");
+    bs_conn *watch = itdb_connect(db_name);
+    const char *close_args[] = {"close", "--period", "2026-11", "-j", "1", "--quiet", NULL};
+    const char *close_j2[] = {"close", "--period", "2026-11", "-j", "2", "--quiet", NULL};
+    char out[PATH_LEN];
+    char text[256];
+    long drafts;
+    pid_t pid;
+
+    generate(c, ACCOUNTS_BIG);
+    notify_on_invoices(c);
+    itdb_exec(watch, "LISTEN close_progress");
+    itdb_exec(c, "SELECT pg_advisory_lock(hashtextextended('acct-02499', 7091318301203063141))");
+    pid = start_billing(NULL, close_args);
+    wait_notification(watch);
+    ck_assert_int_eq(kill(pid, SIGKILL), 0);
+    ck_assert_int_eq(wait_exit(pid), 128 + SIGKILL);
+    itdb_exec(c, "SELECT pg_advisory_unlock_all()");
+    drafts = itdb_long(c, "SELECT count(*) FROM billing.invoices");
+    ck_assert_msg(drafts > 0, "the killed close committed nothing");
+
+    path_of(out, sizeof(out), "close2.txt");
+    ck_assert_int_eq(run_billing(out, close_j2), 0);
+    ck_assert_uint_gt(compare_with_rate(c, "pricebook.json", 2026, 11), (size_t)drafts);
+    check_ledger(c);
+    /* The comparison covered credit used, expired, and plan refunds. */
+    ck_assert_int_gt(itdb_long(c, "SELECT count(*) FROM billing.credit_ledger WHERE entry ="
+                                   " 'expire'"),
+                     0);
+    ck_assert_int_gt(itdb_long(c, "SELECT count(*) FROM billing.invoice_credits"), 0);
+    ck_assert_int_gt(itdb_long(c, "SELECT count(*) FROM billing.invoice_lines WHERE kind ="
+                                   " 'refund'"),
+                     0);
+
+    /* Nothing changes on a third run. */
+    ck_assert_int_eq(run_billing(out, close_j2), 0);
+    query_text(c, "SELECT count(*) || ' ' || max(updated_at) FROM billing.invoices", text,
+               sizeof(text));
+    ck_assert_int_eq(run_billing(out, close_j2), 0);
+    {
+        char again[256];
+        query_text(c, "SELECT count(*) || ' ' || max(updated_at) FROM billing.invoices", again,
+                   sizeof(again));
+        ck_assert_str_eq(again, text);
+    }
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.credit_ledger WHERE entry ="
+                                   " 'reverse'"),
+                     0);
+    bs_close(watch);
+    drop(c);
+}
+END_TEST
+
+#define ACCOUNTS_SMALL 300
+
+/* Run `billing` with @args and expect exit status 0. */
+static void ok(const char *const *args)
+{
+    ck_assert_int_eq(run_billing(NULL, args), 0);
+}
+
+/*
+ * Two closes at once, then two finalizers at once: one draft per account,
+ * numbers 1..N without a gap. A late event for the finalized month lands
+ * on the next month's draft as an adjustment at that month's price. Void
+ * and credit note; the month closed again gives the corrected invoice and
+ * the adjustment goes away. Rerate after a price fix changes drafts only.
+ * PDF export read back.
+ */
+START_TEST(test_concurrent_late_void_rerate_pdf)
+{
+    bs_conn *c = fresh("life");
+    const char *closeA[] = {"close", "--period", "2026-10", "-j", "2", "--quiet", NULL};
+    const char *closeB[] = {"close", "--period", "2026-11", "--quiet", NULL};
+    const char *finA[] = {"close", "--period", "2026-10", "--quiet", "--finalize", "--grace",
+                           "0", NULL};
+    char pb2[PATH_LEN];
+    char acc[PATH_LEN];
+    const char *reload[] = {"load", "--pricebook", pb2, "--accounts", acc, NULL};
+    const char *rerateB[] = {"rerate", "--period", "2026-11", NULL};
+    char cmd[SQL_MAX];
+    char number[64];
+    char before[256];
+    char after[256];
+    gen_event late;
+    long nA;
+    pid_t a;
+    pid_t b;
+
+    gen_from = GEN_FROM - MONTH_EARLIER; /* October is over in every zone */
+    generate(c, ACCOUNTS_SMALL);
+    gen_from = GEN_FROM;
+    a = start_billing(NULL, closeA);
+    b = start_billing(NULL, closeA);
+    ck_assert_int_eq(wait_exit(a), 0);
+    ck_assert_int_eq(wait_exit(b), 0);
+    nA = (long)compare_with_rate(c, "pricebook.json", 2026, 10);
+    check_ledger(c);
+
+    a = start_billing(NULL, finA);
+    b = start_billing(NULL, finA);
+    ck_assert_int_eq(wait_exit(a), 0);
+    ck_assert_int_eq(wait_exit(b), 0);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.invoices WHERE status ="
+                                   " 'finalized'"),
+                     nA);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(DISTINCT number) FROM billing.invoices"), nA);
+    ck_assert_int_eq(itdb_long(c, "SELECT max(number) FROM billing.invoices"), nA);
+    ck_assert_int_eq(itdb_long(c, "SELECT next_number FROM billing.invoice_series WHERE"
+                                   " series = 'INV-2026'"),
+                     nA + 1);
+
+    /* A late RTX4090 event of November for acct-00001: 2 GPUs x 3 h = 6 GPU-hours x 0.60. */
+    ok(closeB);
+    memset(&late, 0, sizeof(late));
+    snprintf(late.id, sizeof(late.id), "late-1");
+    snprintf(late.account, sizeof(late.account), "acct-00001");
+    snprintf(late.resource, sizeof(late.resource), "i-late");
+    snprintf(late.quantity, sizeof(late.quantity), "2");
+    late.meter = "gpu";
+    late.model = "RTX4090";
+    ck_assert_int_eq(billing_time_parse("2026-10-15T10:00:00Z", &late.start, NULL, 0),
+                     BILLING_OK);
+    late.end = late.start + 3 * 3600 * BILLING_NS_PER_SEC;
+    ingest(c, &late, 1);
+    ok(closeB);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.invoice_lines l JOIN"
+                                   " billing.invoices i ON i.id = l.invoice_id WHERE"
+                                   " i.account_id = 'acct-00001' AND i.month = '2026-11-01'"
+                                   " AND l.kind = 'adjustment' AND l.adjusts_month ="
+                                   " '2026-10-01' AND l.quantity = 6 AND l.amount = 3.60"),
+                     1);
+    ok(closeB); /* again: the adjustment stays, once */
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.invoice_lines WHERE kind ="
+                                   " 'adjustment'"),
+                     1);
+
+    /* Void November's invoice of acct-00001: credit note, then the corrected invoice. */
+    query_text(c, "SELECT billing.invoice_number_text('INV-2026-', number) FROM"
+                  " billing.invoices WHERE account_id = 'acct-00001' AND month = '2026-10-01'",
+               number, sizeof(number));
+    {
+        const char *voidargs[] = {"invoice", "void", number, "--reason", "late usage", NULL};
+        ok(voidargs);
+        ck_assert_int_eq(run_billing(NULL, voidargs), 3); /* void twice: refused */
+    }
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.invoices WHERE kind ="
+                                   " 'credit_note' AND status = 'finalized' AND number = 1"
+                                   " AND series LIKE 'CN-%' AND corrects_invoice_id IS NOT NULL"),
+                     1);
+    ok(closeA);
+    ok(closeB);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.invoice_lines WHERE kind ="
+                                   " 'adjustment'"),
+                     0);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.invoice_lines l JOIN"
+                                   " billing.invoices i ON i.id = l.invoice_id WHERE"
+                                   " i.account_id = 'acct-00001' AND i.month = '2026-10-01'"
+                                   " AND i.status = 'draft' AND l.meter = 'gpu'"
+                                   " AND l.model = 'RTX4090' AND l.kind = 'usage'"),
+                     1);
+
+    /* Rerate December after a price fix: drafts change, finalized November does not. */
+    query_text(c, "SELECT sum(total)::text FROM billing.invoices WHERE status = 'finalized'",
+               before, sizeof(before));
+    write_pricebook("pricebook2.json", "0.70");
+    path_of(pb2, sizeof(pb2), "pricebook2.json");
+    path_of(acc, sizeof(acc), "accounts.json");
+    ok(reload);
+    ok(rerateB);
+    query_text(c, "SELECT sum(total)::text FROM billing.invoices WHERE status = 'finalized'",
+               after, sizeof(after));
+    ck_assert_str_eq(after, before);
+    compare_with_rate(c, "pricebook2.json", 2026, 11);
+    check_ledger(c);
+
+    /* PDF of a finalized invoice: number, every line's amount and the total, no warnings. */
+    query_text(c, "SELECT billing.invoice_number_text('INV-2026-', min(number)) FROM"
+                  " billing.invoices WHERE status = 'finalized' AND kind = 'invoice'",
+               number, sizeof(number));
+    itdb_exec(c, "UPDATE billing.accounts SET name = '\xe6\xb8\x85\xe5\x8d\x8e\xe5\xa4\xa7\xe5\xad\xa6'"
+               " WHERE id = (SELECT account_id FROM billing.invoices WHERE status = 'finalized'"
+               " AND kind = 'invoice' ORDER BY number LIMIT 1)");
+    {
+        char dir[PATH_LEN];
+        const char *exp[] = {"invoice", "export", number, "--format", "pdf", "--out", dir, NULL};
+        PGresult *res;
+        bs_error err;
+        FILE *p;
+        char *text = calloc(1, 1 << 20);
+        size_t len;
+        int r;
+
+        ck_assert(text != NULL);
+        path_of(dir, sizeof(dir), "pdf");
+        ok(exp);
+        snprintf(cmd, sizeof(cmd), "pdfinfo '%s/%s.pdf' 2>&1 >/dev/null", dir, number);
+        p = popen(cmd, "r");
+        len = fread(text, 1, 4096, p);
+        ck_assert_int_eq(pclose(p), 0);
+        ck_assert_msg(len == 0, "pdfinfo warned: %.*s", (int)len, text);
+        snprintf(cmd, sizeof(cmd), "pdftotext -layout '%s/%s.pdf' -", dir, number);
+        p = popen(cmd, "r");
+        len = fread(text, 1, (1 << 20) - 1, p);
+        text[len] = '\0';
+        ck_assert_int_eq(pclose(p), 0);
+        ck_assert_msg(strstr(text, number) != NULL, "number %s not in the PDF", number);
+        ck_assert_msg(strstr(text, "\xe6\xb8\x85\xe5\x8d\x8e\xe5\xa4\xa7\xe5\xad\xa6") != NULL,
+                      "Chinese account name not in the PDF:\n%s", text);
+        res = bs_query(c,
+                       "SELECT l.amount::text FROM billing.invoice_lines l JOIN billing.invoices"
+                       " i ON i.id = l.invoice_id JOIN billing.invoice_series s ON"
+                       " s.series = i.series WHERE billing.invoice_number_text(s.prefix,"
+                       " i.number) = $1 UNION ALL SELECT i.total::text FROM billing.invoices i"
+                       " JOIN billing.invoice_series s ON s.series = i.series WHERE"
+                       " billing.invoice_number_text(s.prefix, i.number) = $1",
+                       1, (const char *const[]){number}, &err);
+        ck_assert(res != NULL && PQntuples(res) >= 2);
+        for (r = 0; r < PQntuples(res); r++)
+            ck_assert_msg(strstr(text, PQgetvalue(res, r, 0)) != NULL,
+                          "amount %s not in the PDF:\n%s", PQgetvalue(res, r, 0), text);
+        PQclear(res);
+        /* CSV (RFC 4180): a header and one CRLF-terminated row per line. */
+        exp[4] = "csv";
+        ok(exp);
+        snprintf(cmd, sizeof(cmd), "%s/%s.csv", dir, number);
+        p = fopen(cmd, "r");
+        ck_assert(p != NULL);
+        len = fread(text, 1, (1 << 20) - 1, p);
+        text[len] = '\0';
+        fclose(p);
+        ck_assert_msg(strncmp(text, "number,account,period,status,currency,line,kind,", 48) == 0,
+                      "CSV header: %.80s", text);
+        {
+            size_t rows = 0;
+            size_t lf = 0;
+            const char *q;
+            for (q = text; (q = strstr(q, "\r\n")) != NULL; q += 2)
+                rows++;
+            for (q = text; *q != '\0'; q++)
+                lf += *q == '\n';
+            ck_assert_uint_eq(rows, lf); /* every line break is CRLF */
+            /* the header and one row per line: r counted the lines and the total */
+            ck_assert_uint_eq(rows, (size_t)r);
+        }
+        free(text);
+    }
+    drop(c);
+}
+END_TEST
+
+/*
+ * Another currency, in its own price book: JPY (no minor digits), closed
+ * with --book and compared with billing rate like CNY.
+ */
+/*
+ * A refund of a term that credit paid in an earlier month gives that
+ * credit back to the grant (libbilling's returned credit): closing October
+ * then November stores it per grant, with the ledger's 'reverse', and the
+ * totals (returned, account credit) equal billing rate's. Months are closed
+ * in order: the reverse needs October's 'apply' in the ledger (0004's
+ * credit_ledger_reverse_applied refuses a November close alone).
+ */
+START_TEST(test_refund_returns_credit_to_grants)
+{
+    bs_conn *c = fresh("ret");
+    const char *oct[] = {"close", "--period", "2026-10", "--quiet", NULL};
+    const char *nov[] = {"close", "--period", "2026-11", "--quiet", NULL};
+
+    gen_returned = 1;
+    generate(c, 60);
+    gen_returned = 0;
+    ck_assert_int_eq(run_billing(NULL, oct), 0);
+    ck_assert_int_eq(run_billing(NULL, nov), 0);
+    ck_assert_int_gt(itdb_long(c, "SELECT count(*) FROM billing.invoice_returned_credits r JOIN"
+                                  " billing.credit_ledger l ON l.invoice_id = r.invoice_id"
+                                  " AND l.grant_id = r.grant_id AND l.entry = 'reverse'"),
+                     0);
+    compare_with_rate(c, "pricebook.json", 2026, 10);
+    compare_with_rate(c, "pricebook.json", 2026, 11);
+    check_ledger(c);
+    drop(c);
+}
+END_TEST
+
+START_TEST(test_close_jpy_book)
+{
+    bs_conn *c = fresh("jpy");
+    const char *args[] = {"close", "--period", "2026-11", "--book", "default", "--quiet", NULL};
+
+    gen_currency = "JPY";
+    gen_trial = "1000";
+    gen_promo = "5000";
+    generate(c, 200);
+    gen_currency = "CNY";
+    gen_trial = "10.00";
+    gen_promo = "50.00";
+    ck_assert_int_eq(run_billing(NULL, args), 0);
+    ck_assert_uint_gt(compare_with_rate(c, "pricebook.json", 2026, 11), 100);
+    check_ledger(c);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.invoices WHERE currency <> 'JPY'"),
+                     0);
+    drop(c);
+}
+END_TEST
+
+/*
+ * Regression: the close as the runtime role (a login in billing_app, as
+ * billingd and the tool run in production). The ledger guard locked the
+ * grant row, which needs UPDATE on credit_grants: every draft with credit
+ * was refused (permission denied) before the guard ran as its owner
+ * (0004).
+ */
+START_TEST(test_close_as_runtime_role)
+{
+    bs_conn *c = fresh("app");
+    char app[CONNINFO_MAX];
+    const char *args[] = {"close", "--period", "2026-11", "--quiet", "--db", app, NULL};
+    const char *fin[] = {"close", "--period", "2026-10", "--quiet", "--finalize", "--grace", "0",
+                         "--db", app, NULL};
+
+    generate(c, 60);
+    itdb_exec(c, "DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'itest_app')"
+               " THEN CREATE ROLE itest_app LOGIN; END IF; END$$");
+    itdb_exec(c, "GRANT billing_app TO itest_app");
+    ck_assert(snprintf(app, sizeof(app), "%s user='itest_app'", conninfo) < (int)sizeof(app));
+    ck_assert_int_eq(run_billing_raw(args), 0);
+    ck_assert_int_eq(run_billing_raw(fin), 0);
+    ck_assert_int_gt(itdb_long(c, "SELECT count(*) FROM billing.credit_ledger WHERE entry ="
+                                   " 'apply'"),
+                     0);
+    compare_with_rate(c, "pricebook.json", 2026, 11);
+    drop(c);
+}
+END_TEST
+
+/*
+ * Regression: the account time-zone check listed the server's whole
+ * zoneinfo tree (pg_timezone_names) for every row, so loading 2500
+ * accounts took minutes. It now reads billing.time_zone_names first: a
+ * name only that table knows passes (failed before 0004, no such table).
+ */
+START_TEST(test_time_zone_check_reads_the_table)
+{
+    bs_conn *c = fresh("tz");
+
+    itdb_exec(c, "INSERT INTO billing.time_zone_names (name) VALUES ('Test/Only_In_Table')");
+    itdb_exec(c, "INSERT INTO billing.accounts (id, currency, time_zone) VALUES ('a', 'CNY',"
+               " 'Test/Only_In_Table')");
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.time_zone_names WHERE name ="
+                                   " 'Asia/Shanghai'"),
+                     1);
+    drop(c);
+}
+END_TEST
+
+static Suite *close_suite(void)
+{
+    Suite *s = suite_create("close");
+    TCase *tc = tcase_create("close");
+
+    tcase_set_timeout(tc, 900);
+    tcase_add_test(tc, test_time_zone_check_reads_the_table);
+    tcase_add_test(tc, test_close_jpy_book);
+    tcase_add_test(tc, test_refund_returns_credit_to_grants);
+    tcase_add_test(tc, test_close_as_runtime_role);
+    tcase_add_test(tc, test_close_killed_then_complete_equals_rate);
+    tcase_add_test(tc, test_concurrent_late_void_rerate_pdf);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(close_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
