@@ -27,11 +27,10 @@
 
 #include "billing.h"
 #include "cli.h"
-#include "configfile.h"
+#include "billing_config.h"
 #include "dedupe.h"
 #include "eventio.h"
 #include "render.h"
-#include "zones.h"
 
 #define ERR_MAX 1024
 #define PATH_LEN 4096
@@ -81,7 +80,7 @@ typedef struct rate_ctx {
     rate_opts opts;
     rate_counts counts;
     billing_catalog *cat;
-    bc_zones *zones;
+    billing_config_zones *zones;
     billing_rater *rater;
     billing_event *ev;
     bc_dedupe *dedupe;
@@ -472,16 +471,17 @@ static int setup(rate_ctx *c)
     int i;
 
     c->cat = billing_catalog_new();
-    c->zones = bc_zones_new();
+    c->zones = billing_config_zones_new();
     c->ev = billing_event_new();
     if (c->cat == NULL || c->zones == NULL || c->ev == NULL) {
         cli_error("out of memory");
         return CLI_EXIT_INTERNAL;
     }
     /* The price book first, so that each subscription is checked against it when added. */
-    if (bc_pricebook_load(c->cat, c->opts.pricebook, err, sizeof(err)) != 0 ||
-        bc_accounts_load_rejecting(c->cat, c->zones, c->opts.accounts, reject_subscription, c, err,
-                                   sizeof(err)) != 0) {
+    if (billing_config_pricebook_load(c->cat, c->opts.pricebook, err, sizeof(err)) != BILLING_OK ||
+        billing_config_accounts_load_rejecting(c->cat, c->zones, c->opts.accounts,
+                                               reject_subscription, c, err,
+                                               sizeof(err)) != BILLING_OK) {
         cli_error("%s", err);
         return CLI_EXIT_INPUT;
     }
@@ -529,7 +529,7 @@ static void teardown(rate_ctx *c)
     bc_dedupe_destroy(c->dedupe);
     billing_rater_destroy(c->rater);
     billing_catalog_destroy(c->cat);
-    bc_zones_destroy(c->zones);
+    billing_config_zones_destroy(c->zones);
     billing_event_destroy(c->ev);
 }
 

@@ -13,8 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "billing.h"
-#include "configfile.h"
+#include "billing_config.h"
 #include "util.h"
 
 /* Room for a JSON path such as "versions[12].plan_fees[3]". */
@@ -26,8 +25,9 @@ typedef struct cfg {
     char *errbuf;
     size_t errsize;
     billing_catalog *cat;
-    bc_zones *zones;
-    bc_reject_fn reject;   /* NULL: a refused subscription fails the whole file */
+    billing_config_zones *zones;
+    billing_status status;           /* why the last failure failed; BILLING_OK until one */
+    billing_config_reject_fn reject; /* NULL: a refused subscription fails the whole file */
     void *reject_arg;
     char liberr[LIBERR_MAX];
 } cfg;
@@ -47,12 +47,22 @@ static int cfg_fail(cfg *c, const char *path, const char *key, const char *fmt, 
     int has_path = path != NULL && path[0] != '\0';
     int has_key = key != NULL && key[0] != '\0';
 
+    if (c->status == BILLING_OK)
+        c->status = BILLING_ERR_INVALID;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     return bc_seterr(c->errbuf, c->errsize, "%s: %s%s%s%s%s", c->name, has_path ? path : "",
                      has_path && has_key ? "." : "", has_key ? key : "",
                      has_path || has_key ? ": " : "", msg);
+}
+
+/* Keep the status of a library call that failed, for the caller. */
+static billing_status lib(cfg *c, billing_status st)
+{
+    if (st != BILLING_OK && st != BILLING_DUPLICATE)
+        c->status = st;
+    return st;
 }
 
 /* A library call failed at @path: its message follows the location. */
@@ -139,7 +149,7 @@ static int get_time(cfg *c, const json_t *obj, const char *path, const char *key
         return -1;
     if (s == NULL)
         return 0;
-    if (billing_time_parse(s, out, c->liberr, sizeof(c->liberr)) != BILLING_OK)
+    if (lib(c, billing_time_parse(s, out, c->liberr, sizeof(c->liberr))) != BILLING_OK)
         return cfg_fail(c, path, key, "%s", c->liberr);
     return 0;
 }
@@ -257,8 +267,8 @@ static int add_plan(cfg *c, const json_t *item, const char *path, void *arg)
         get_bool(c, item, path, "refundable", 0, &refundable) != 0 ||
         parse_period(c, path, period, &p) != 0)
         return -1;
-    if (billing_catalog_add_plan(c->cat, id, p, model, region, refundable, c->liberr,
-                                 sizeof(c->liberr)) != BILLING_OK)
+    if (lib(c, billing_catalog_add_plan(c->cat, id, p, model, region, refundable, c->liberr,
+                                        sizeof(c->liberr))) != BILLING_OK)
         return lib_fail(c, path);
     return 0;
 }
@@ -282,8 +292,8 @@ static int add_rate(cfg *c, const json_t *item, const char *path, void *arg)
         return cfg_fail(c, path, "meter",
                         "'%.32s' is not \"gpu\", \"gpuless\", \"storage\" or \"traffic\"",
                         meter_name);
-    if (billing_catalog_set_rate(c->cat, version, meter, model, region, price, c->liberr,
-                                 sizeof(c->liberr)) != BILLING_OK)
+    if (lib(c, billing_catalog_set_rate(c->cat, version, meter, model, region, price, c->liberr,
+                                        sizeof(c->liberr))) != BILLING_OK)
         return lib_fail(c, path);
     return 0;
 }
@@ -298,8 +308,8 @@ static int add_fee(cfg *c, const json_t *item, const char *path, void *arg)
         get_string(c, item, path, "plan", 0, &plan) != 0 ||
         get_string(c, item, path, "fee", 0, &fee) != 0)
         return -1;
-    if (billing_catalog_set_plan_fee(c->cat, version, plan, fee, c->liberr, sizeof(c->liberr)) !=
-        BILLING_OK)
+    if (lib(c, billing_catalog_set_plan_fee(c->cat, version, plan, fee, c->liberr,
+                                            sizeof(c->liberr))) != BILLING_OK)
         return lib_fail(c, path);
     return 0;
 }
@@ -314,7 +324,7 @@ static int add_version(cfg *c, const json_t *item, const char *path, void *arg)
         get_string(c, item, path, "id", 0, &id) != 0 ||
         get_time(c, item, path, "effective_from", 0, &from) != 0)
         return -1;
-    if (billing_catalog_add_price_version(c->cat, id, from, c->liberr, sizeof(c->liberr)) !=
+    if (lib(c, billing_catalog_add_price_version(c->cat, id, from, c->liberr, sizeof(c->liberr))) !=
         BILLING_OK)
         return lib_fail(c, path);
     /* The setters copy the version id, so borrowing jansson's string is safe. */
@@ -336,8 +346,8 @@ static int apply_currency(cfg *c, const json_t *root)
         return cfg_fail(c, "", "rounding",
                         "'%.32s' is not half-up, half-even, down, up, floor or ceiling",
                         rounding_name);
-    if (billing_catalog_set_currency(c->cat, currency, rounding, c->liberr, sizeof(c->liberr)) !=
-        BILLING_OK)
+    if (lib(c, billing_catalog_set_currency(c->cat, currency, rounding, c->liberr,
+                                            sizeof(c->liberr))) != BILLING_OK)
         return cfg_fail(c, "", "currency", "%s", c->liberr);
     return 0;
 }
@@ -384,11 +394,11 @@ static int add_account(cfg *c, const json_t *item, const char *path, void *arg)
         get_string(c, item, path, "time_zone", 0, &zone_name) != 0 ||
         get_string(c, item, path, "tax_rate", 0, &tax) != 0)
         return -1;
-    zone = bc_zones_get(c->zones, zone_name, c->liberr, sizeof(c->liberr));
-    if (zone == NULL)
+    if (lib(c, billing_config_zones_get(c->zones, zone_name, &zone, c->liberr,
+                                        sizeof(c->liberr))) != BILLING_OK)
         return cfg_fail(c, path, "time_zone", "%s", c->liberr);
-    if (billing_catalog_add_account(c->cat, id, currency, zone, tax, c->liberr,
-                                    sizeof(c->liberr)) != BILLING_OK)
+    if (lib(c, billing_catalog_add_account(c->cat, id, currency, zone, tax, c->liberr,
+                                           sizeof(c->liberr))) != BILLING_OK)
         return lib_fail(c, path);
     return 0;
 }
@@ -422,8 +432,10 @@ static int add_subscription(cfg *c, const json_t *item, const char *path, void *
                                           sizeof(c->liberr));
     if (st == BILLING_OK)
         return 0;
-    if (c->reject == NULL || st == BILLING_ERR_NOMEM)
+    if (c->reject == NULL || st == BILLING_ERR_NOMEM) {
+        lib(c, st);
         return lib_fail(c, path);
+    }
     /* One refused subscription must not stop the rating of every other account. */
     snprintf(msg, sizeof(msg), "%s: %s: %s", c->name, path, c->liberr);
     c->reject(c->reject_arg, msg);
@@ -477,8 +489,9 @@ static int add_grant(cfg *c, const json_t *item, const char *path, void *arg)
         get_kinds(c, item, path, &kinds) != 0 ||
         get_int(c, item, path, "priority", 1, -1000000, 1000000, 0, &priority) != 0)
         return -1;
-    if (billing_catalog_add_grant(c->cat, id, account, amount, granted, expires, kinds,
-                                  (int)priority, c->liberr, sizeof(c->liberr)) != BILLING_OK)
+    if (lib(c, billing_catalog_add_grant(c->cat, id, account, amount, granted, expires, kinds,
+                                         (int)priority, c->liberr, sizeof(c->liberr))) !=
+        BILLING_OK)
         return lib_fail(c, path);
     return 0;
 }
@@ -498,37 +511,46 @@ static int apply_accounts(cfg *c, const json_t *root)
 
 typedef int (*apply_fn)(cfg *c, const json_t *root);
 
-static int parse_with(cfg *c, const char *text, size_t len, apply_fn apply)
+static billing_status parse_with(cfg *c, const char *text, size_t len, apply_fn apply)
 {
     json_error_t jerr;
     json_t *root;
     int rc;
 
+    if (c->cat == NULL || text == NULL || c->name == NULL) {
+        bc_seterr(c->errbuf, c->errsize, "%s: NULL argument", c->name ? c->name : "configuration");
+        return BILLING_ERR_INVALID;
+    }
     /* Duplicate keys would make one of two values silently win. */
     root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
-    if (root == NULL)
-        return bc_seterr(c->errbuf, c->errsize, "%s:%d:%d: %s", c->name, jerr.line, jerr.column,
-                         jerr.text);
+    if (root == NULL) {
+        bc_seterr(c->errbuf, c->errsize, "%s:%d:%d: %s", c->name, jerr.line, jerr.column,
+                  jerr.text);
+        return BILLING_ERR_PARSE;
+    }
     rc = apply(c, root);
     json_decref(root);
-    return rc;
+    if (rc == 0)
+        return BILLING_OK;
+    return c->status != BILLING_OK ? c->status : BILLING_ERR_INVALID;
 }
 
-static void cfg_init(cfg *c, billing_catalog *cat, bc_zones *zones, const char *name, char *errbuf,
-                     size_t errsize)
+static void cfg_init(cfg *c, billing_catalog *cat, billing_config_zones *zones, const char *name,
+                     char *errbuf, size_t errsize)
 {
     c->name = name;
     c->errbuf = errbuf;
     c->errsize = errsize;
     c->cat = cat;
     c->zones = zones;
+    c->status = BILLING_OK;
     c->reject = NULL;
     c->reject_arg = NULL;
     c->liberr[0] = '\0';
 }
 
-int bc_pricebook_parse(billing_catalog *cat, const char *text, size_t len, const char *name,
-                       char *errbuf, size_t errsize)
+billing_status billing_config_pricebook_parse(billing_catalog *cat, const char *text, size_t len,
+                                              const char *name, char *errbuf, size_t errsize)
 {
     cfg c;
 
@@ -536,53 +558,103 @@ int bc_pricebook_parse(billing_catalog *cat, const char *text, size_t len, const
     return parse_with(&c, text, len, apply_pricebook);
 }
 
-static int accounts_parse(billing_catalog *cat, bc_zones *zones, const char *text, size_t len,
-                          const char *name, bc_reject_fn reject, void *arg, char *errbuf,
-                          size_t errsize)
+static billing_status accounts_parse(billing_catalog *cat, billing_config_zones *zones,
+                                     const char *text, size_t len, const char *name,
+                                     billing_config_reject_fn reject, void *arg, char *errbuf,
+                                     size_t errsize)
 {
     cfg c;
 
     cfg_init(&c, cat, zones, name, errbuf, errsize);
+    if (zones == NULL) {
+        bc_seterr(errbuf, errsize, "%s: no zone set to load time zones with",
+                  name ? name : "accounts");
+        return BILLING_ERR_INVALID;
+    }
     c.reject = reject;
     c.reject_arg = arg;
     return parse_with(&c, text, len, apply_accounts);
 }
 
-int bc_accounts_parse(billing_catalog *cat, bc_zones *zones, const char *text, size_t len,
-                      const char *name, char *errbuf, size_t errsize)
+billing_status billing_config_accounts_parse(billing_catalog *cat, billing_config_zones *zones,
+                                             const char *text, size_t len, const char *name,
+                                             char *errbuf, size_t errsize)
 {
     return accounts_parse(cat, zones, text, len, name, NULL, NULL, errbuf, errsize);
 }
 
-int bc_pricebook_load(billing_catalog *cat, const char *path, char *errbuf, size_t errsize)
+static billing_status read_config(const char *path, char **text, size_t *len, char *errbuf,
+                                  size_t errsize)
 {
-    char *text;
-    size_t len;
-    int rc;
-
-    if (bc_read_file(path, BC_CONFIG_FILE_MAX, &text, &len, errbuf, errsize) != 0)
-        return -1;
-    rc = bc_pricebook_parse(cat, text, len, path, errbuf, errsize);
-    free(text);
-    return rc;
+    if (path == NULL) {
+        bc_seterr(errbuf, errsize, "configuration file: NULL path");
+        return BILLING_ERR_INVALID;
+    }
+    if (bc_read_file(path, BILLING_CONFIG_FILE_MAX, text, len, errbuf, errsize) != 0)
+        return BILLING_ERR_IO;
+    return BILLING_OK;
 }
 
-int bc_accounts_load_rejecting(billing_catalog *cat, bc_zones *zones, const char *path,
-                               bc_reject_fn reject, void *arg, char *errbuf, size_t errsize)
+billing_status billing_config_pricebook_load(billing_catalog *cat, const char *path, char *errbuf,
+                                             size_t errsize)
 {
-    char *text;
-    size_t len;
-    int rc;
+    char *text = NULL;
+    size_t len = 0;
+    billing_status st;
 
-    if (bc_read_file(path, BC_CONFIG_FILE_MAX, &text, &len, errbuf, errsize) != 0)
-        return -1;
-    rc = accounts_parse(cat, zones, text, len, path, reject, arg, errbuf, errsize);
+    st = read_config(path, &text, &len, errbuf, errsize);
+    if (st == BILLING_OK)
+        st = billing_config_pricebook_parse(cat, text, len, path, errbuf, errsize);
     free(text);
-    return rc;
+    return st;
 }
 
-int bc_accounts_load(billing_catalog *cat, bc_zones *zones, const char *path, char *errbuf,
-                     size_t errsize)
+billing_status billing_config_accounts_load_rejecting(billing_catalog *cat,
+                                                      billing_config_zones *zones, const char *path,
+                                                      billing_config_reject_fn reject, void *arg,
+                                                      char *errbuf, size_t errsize)
 {
-    return bc_accounts_load_rejecting(cat, zones, path, NULL, NULL, errbuf, errsize);
+    char *text = NULL;
+    size_t len = 0;
+    billing_status st;
+
+    st = read_config(path, &text, &len, errbuf, errsize);
+    if (st == BILLING_OK)
+        st = accounts_parse(cat, zones, text, len, path, reject, arg, errbuf, errsize);
+    free(text);
+    return st;
+}
+
+billing_status billing_config_accounts_load(billing_catalog *cat, billing_config_zones *zones,
+                                            const char *path, char *errbuf, size_t errsize)
+{
+    return billing_config_accounts_load_rejecting(cat, zones, path, NULL, NULL, errbuf, errsize);
+}
+
+billing_status billing_config_catalog_load(const char *pricebook_path, const char *accounts_path,
+                                           billing_config_zones *zones, billing_catalog **out,
+                                           char *errbuf, size_t errsize)
+{
+    billing_catalog *cat;
+    billing_status st;
+
+    if (out == NULL) {
+        bc_seterr(errbuf, errsize, "catalog: NULL output pointer");
+        return BILLING_ERR_INVALID;
+    }
+    *out = NULL;
+    cat = billing_catalog_new();
+    if (cat == NULL) {
+        bc_seterr(errbuf, errsize, "catalog: out of memory");
+        return BILLING_ERR_NOMEM;
+    }
+    st = billing_config_pricebook_load(cat, pricebook_path, errbuf, errsize);
+    if (st == BILLING_OK && accounts_path != NULL)
+        st = billing_config_accounts_load(cat, zones, accounts_path, errbuf, errsize);
+    if (st != BILLING_OK) {
+        billing_catalog_destroy(cat);
+        return st;
+    }
+    *out = cat;
+    return BILLING_OK;
 }

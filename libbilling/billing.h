@@ -44,20 +44,23 @@ typedef int64_t billing_time_t;
 
 /** Status codes returned by every fallible libbilling function. */
 typedef enum billing_status {
-    BILLING_OK = 0,               /**< success */
-    BILLING_DUPLICATE = 1,        /**< event id already rated with identical content; ignored (not an error) */
-    BILLING_ERR_NOMEM = -1,       /**< an allocation failed; retriable, nothing was changed */
-    BILLING_ERR_INVALID = -2,     /**< an argument or field is invalid (message names it) */
-    BILLING_ERR_PARSE = -3,       /**< malformed decimal, timestamp, zone data or payload */
-    BILLING_ERR_CONFLICT = -4,    /**< same event id seen before with different content */
+    BILLING_OK = 0, /**< success */
+    BILLING_DUPLICATE =
+        1, /**< event id already rated with identical content; ignored (not an error) */
+    BILLING_ERR_NOMEM = -1,           /**< an allocation failed; retriable, nothing was changed */
+    BILLING_ERR_INVALID = -2,         /**< an argument or field is invalid (message names it) */
+    BILLING_ERR_PARSE = -3,           /**< malformed decimal, timestamp, zone data or payload */
+    BILLING_ERR_CONFLICT = -4,        /**< same event id seen before with different content */
     BILLING_ERR_UNKNOWN_ACCOUNT = -5, /**< the event's account is not in the catalog */
-    BILLING_ERR_NO_PRICE = -6,    /**< no price for the event's meter, model and region at that time */
-    BILLING_ERR_ZONE = -7,        /**< unknown or unusable time zone */
-    BILLING_ERR_RANGE = -8,       /**< a value is outside the supported range */
-    BILLING_ERR_EXISTS = -9,      /**< a catalog object with that id already exists */
-    BILLING_ERR_NOT_FOUND = -10,  /**< the referenced catalog object does not exist */
-    BILLING_ERR_STATE = -11,      /**< the call is not valid in the handle's current state */
-    BILLING_ERR_TOO_LARGE = -12   /**< an input exceeds a documented size bound */
+    BILLING_ERR_NO_PRICE = -6, /**< no price for the event's meter, model and region at that time */
+    BILLING_ERR_ZONE = -7,     /**< unknown or unusable time zone */
+    BILLING_ERR_RANGE = -8,    /**< a value is outside the supported range */
+    BILLING_ERR_EXISTS = -9,   /**< a catalog object with that id already exists */
+    BILLING_ERR_NOT_FOUND = -10, /**< the referenced catalog object does not exist */
+    BILLING_ERR_STATE = -11,     /**< the call is not valid in the handle's current state */
+    BILLING_ERR_TOO_LARGE = -12, /**< an input exceeds a documented size bound */
+    BILLING_ERR_IO =
+        -13 /**< a file could not be read (libbilling-config only: the core does no I/O) */
 } billing_status;
 
 /**

@@ -39,6 +39,8 @@ const char *billing_strerror(billing_status status)
         return "not allowed in the current state";
     case BILLING_ERR_TOO_LARGE:
         return "input too large";
+    case BILLING_ERR_IO:
+        return "file could not be read";
     }
     return "unknown status";
 }
