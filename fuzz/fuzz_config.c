@@ -66,7 +66,7 @@ static void check_account(billing_rater *r, const char *account)
     char when[64];
     billing_time_t start;
     billing_status st;
-    int n = billing_rater_months(r, account, months, MONTHS_CAP);
+    int n = fz_months(r, account, months, MONTHS_CAP);
     int i;
 
     FZ_CHECK(n >= 0, "billing_rater_months('%s') = %d", account, n);

@@ -562,13 +562,17 @@ BILLING_API billing_status billing_rater_set_dedupe(billing_rater *r, int on);
  * billing_rater_remove - take back an event that billing_rater_add rated
  * (returned BILLING_OK for), exactly: aggregates are sums, so the state
  * afterwards is as if the event had never been added, whatever came in
- * between. For callers that dedupe themselves (the `billing rate` tool
- * finds repeated ids after the fact with bounded memory), so the rater's
- * own dedupe must be off. The rater cannot tell which events were added:
- * removing one that was not is refused when one of its aggregates is
- * empty (BILLING_ERR_INVALID), and otherwise corrupts the totals.
- * Returns BILLING_OK, BILLING_ERR_STATE (dedupe on), or the error that
- * billing_rater_add would give for this event; nothing changes on error.
+ * between (a usage record withdrawn by its producer, a correction). The
+ * rater checks that this very event was added, through its dedupe set, so
+ * misuse is refused rather than corrupting totals: the dedupe must be on
+ * (the default). Afterwards the id is free: adding the event again rates
+ * it again.
+ * Returns BILLING_OK; BILLING_ERR_STATE (dedupe off: the rater keeps no
+ * ids and cannot check); BILLING_ERR_NOT_FOUND (no event with this id is
+ * rated: never added, or removed already); BILLING_ERR_CONFLICT (an event
+ * with this id is rated but its content differs); or the error that
+ * billing_rater_add would give for this event. Nothing changes on error.
+ * Not thread-safe (as every call on a rater).
  */
 BILLING_API billing_status billing_rater_remove(billing_rater *r, const billing_event *ev,
                                                 char *errbuf, size_t errsize);
@@ -612,12 +616,36 @@ BILLING_API billing_status billing_rater_invoice(billing_rater *r, const char *a
                                                  size_t errsize);
 
 /**
- * billing_rater_months - list the (year, month) pairs of @account that have
- * charges, in ascending order, as year*100+month values in @out (room for
- * @cap). Returns how many exist (may exceed @cap), or -1 for an unknown
- * account.
+ * billing_months: a list of (year, month) pairs, for example the months of
+ * an account that have charges. Immutable; safe to read from several
+ * threads.
  */
-BILLING_API int billing_rater_months(billing_rater *r, const char *account, int *out, int cap);
+typedef struct billing_months billing_months;
+
+/**
+ * billing_rater_months - the local months of @account (in its time zone)
+ * that have charges (usage, fees or refunds), in ascending order: the
+ * months for which billing_rater_invoice gives lines. Returns BILLING_OK
+ * and a new list in *@out (caller frees with billing_months_destroy;
+ * possibly empty), or BILLING_ERR_UNKNOWN_ACCOUNT, BILLING_ERR_INVALID
+ * (NULL argument) or BILLING_ERR_NOMEM with a message; *@out is NULL on
+ * error. Not thread-safe (it fills the rater's caches).
+ */
+BILLING_API billing_status billing_rater_months(billing_rater *r, const char *account,
+                                                billing_months **out, char *errbuf, size_t errsize);
+
+/** billing_months_count - number of months in @months (0 for NULL). */
+BILLING_API size_t billing_months_count(const billing_months *months);
+
+/**
+ * billing_months_year / billing_months_month - the year and the month
+ * (1..12) of entry @i, for 0 <= i < billing_months_count; 0 out of range.
+ */
+BILLING_API int billing_months_year(const billing_months *months, size_t i);
+BILLING_API int billing_months_month(const billing_months *months, size_t i);
+
+/** billing_months_destroy - free a list; NULL is a no-op. */
+BILLING_API void billing_months_destroy(billing_months *months);
 
 /**
  * billing_rater_account_count / billing_rater_account_id - enumerate the
@@ -645,6 +673,13 @@ typedef enum billing_line_kind {
     BILLING_LINE_FEE = 3,          /**< the fee of plan terms starting this month */
     BILLING_LINE_REFUND = 4        /**< pro-rata refund of a cancelled refundable term (negative) */
 } billing_line_kind;
+
+/**
+ * billing_line_kind_name - "usage", "included", "fee" or "refund" (the
+ * names the billing tool prints); NULL for an unknown value. Static
+ * string; thread-safe.
+ */
+BILLING_API const char *billing_line_kind_name(billing_line_kind kind);
 
 /** billing_invoice_line_count - number of lines. */
 BILLING_API size_t billing_invoice_line_count(const billing_invoice *inv);

@@ -75,6 +75,21 @@ billing_status billing_meter_parse(const char *name, billing_meter *out)
     return BILLING_ERR_INVALID;
 }
 
+const char *billing_line_kind_name(billing_line_kind kind)
+{
+    switch (kind) {
+    case BILLING_LINE_USAGE:
+        return "usage";
+    case BILLING_LINE_INCLUDED:
+        return "included";
+    case BILLING_LINE_FEE:
+        return "fee";
+    case BILLING_LINE_REFUND:
+        return "refund";
+    }
+    return NULL;
+}
+
 billing_status bl_seterr(char *errbuf, size_t errsize, billing_status status, const char *fmt, ...)
 {
     va_list ap;
