@@ -42,8 +42,12 @@ extern "C" {
 #define BILLING_CONFIG_API
 #endif
 
-/** Largest configuration file read, in bytes (64 MiB). */
-#define BILLING_CONFIG_FILE_MAX (64u * 1024u * 1024u)
+/**
+ * Largest configuration file read, in bytes (512 MiB): a million accounts
+ * with a grant each is about 250 MB. The accounts file is parsed one array
+ * element at a time, so memory is the text plus the catalog.
+ */
+#define BILLING_CONFIG_FILE_MAX (512u * 1024u * 1024u)
 /** Longest zone name accepted (the longest IANA name is about 30 bytes). */
 #define BILLING_CONFIG_ZONE_NAME_MAX 64
 /** Largest TZif file read (libbilling's own bound). */

@@ -506,6 +506,233 @@ static int apply_accounts(cfg *c, const json_t *root)
 }
 
 /* ---------------------------------------------------------------------- */
+/* The accounts file, one element at a time                                */
+/* ---------------------------------------------------------------------- */
+
+/*
+ * A catalog of a million accounts comes from an accounts file of some
+ * 250 MB, whose jansson tree would take about 2 KB an account (2.7 GiB
+ * for 1 M, doc/performance.md "Catalog scale"). So the top-level object
+ * is scanned here without a tree, and each element of its arrays is
+ * parsed by jansson and applied on its own. Anything unusual at the top
+ * level (not an object, an unknown, repeated or escaped key, a value of
+ * the wrong type, a missing "accounts") goes to the whole-tree parser,
+ * before anything is applied, so that every message stays the one it
+ * gives. A syntax error inside an array is reported, as before, by
+ * jansson over the whole text.
+ */
+
+#define SCAN_BAD ((size_t)-1)
+#define SCAN_DEPTH_MAX 2048 /* jansson's own nesting limit */
+
+static size_t scan_ws(const char *t, size_t len, size_t i)
+{
+    while (i < len && (t[i] == ' ' || t[i] == '\t' || t[i] == '\n' || t[i] == '\r'))
+        i++;
+    return i;
+}
+
+/* @i at a '"': the offset after the closing quote, or SCAN_BAD. */
+static size_t scan_string(const char *t, size_t len, size_t i)
+{
+    for (i++; i < len; i++) {
+        if (t[i] == '"')
+            return i + 1;
+        if ((unsigned char)t[i] < 0x20)
+            return SCAN_BAD;
+        if (t[i] == '\\')
+            i++;
+    }
+    return SCAN_BAD;
+}
+
+static int scalar_char(char ch)
+{
+    return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') || ch == '-' || ch == '+' ||
+           ch == '.' || ch == 'E';
+}
+
+/*
+ * @i at the first byte of a value: the offset after it, or SCAN_BAD. Only
+ * finds where the value ends (brackets balanced outside strings); jansson
+ * checks the value itself.
+ */
+static size_t scan_value(const char *t, size_t len, size_t i)
+{
+    size_t depth = 0;
+
+    do {
+        i = scan_ws(t, len, i);
+        if (i >= len)
+            return SCAN_BAD;
+        if (t[i] == '"') {
+            i = scan_string(t, len, i);
+            if (i == SCAN_BAD)
+                return SCAN_BAD;
+        } else if (t[i] == '{' || t[i] == '[') {
+            if (++depth > SCAN_DEPTH_MAX)
+                return SCAN_BAD;
+            i++;
+        } else if (t[i] == '}' || t[i] == ']' || t[i] == ',' || t[i] == ':') {
+            if (depth == 0)
+                return SCAN_BAD;
+            depth -= t[i] == '}' || t[i] == ']';
+            i++;
+        } else if (scalar_char(t[i])) {
+            while (i < len && scalar_char(t[i]))
+                i++;
+        } else {
+            return SCAN_BAD;
+        }
+    } while (depth > 0);
+    return i;
+}
+
+/* Where the arrays of the accounts file are: offsets of their '[' and past their ']'. */
+typedef struct top_spans {
+    size_t begin[3];
+    size_t end[3];
+} top_spans;
+
+static const char *const top_arrays[3] = {"accounts", "subscriptions", "grants"};
+
+/* Whether [@t, @t + @n) is one well-formed JSON value (the one value not applied). */
+static int valid_json(const char *t, size_t n)
+{
+    json_error_t jerr;
+    json_t *v = json_loadb(t, n, JSON_DECODE_ANY, &jerr);
+
+    json_decref(v);
+    return v != NULL;
+}
+
+/* One "key": value pair at @*i; 0, or -1 when the whole-tree parser must take over. */
+static int scan_member(const char *t, size_t len, size_t *i, top_spans *sp)
+{
+    size_t key = *i + 1;
+    size_t key_end = scan_string(t, len, *i);
+    size_t v;
+    size_t k;
+
+    if (key_end == SCAN_BAD || memchr(t + key, '\\', key_end - 1 - key) != NULL)
+        return -1;
+    v = scan_ws(t, len, key_end);
+    if (v >= len || t[v] != ':')
+        return -1;
+    v = scan_ws(t, len, v + 1);
+    *i = scan_value(t, len, v);
+    if (*i == SCAN_BAD)
+        return -1;
+    if (key_end - 1 - key == strlen("description") &&
+        memcmp(t + key, "description", key_end - 1 - key) == 0)
+        return valid_json(t + v, *i - v) ? 0 : -1;
+    for (k = 0; k < 3; k++) {
+        if (key_end - 1 - key == strlen(top_arrays[k]) &&
+            memcmp(t + key, top_arrays[k], key_end - 1 - key) == 0)
+            break;
+    }
+    if (k == 3 || sp->end[k] != 0 || t[v] != '[')
+        return -1;
+    sp->begin[k] = v;
+    sp->end[k] = *i;
+    return 0;
+}
+
+/* The top-level object: 0 with the arrays' spans, or -1 for the whole-tree parser. */
+static int scan_top(const char *t, size_t len, top_spans *sp)
+{
+    size_t i = scan_ws(t, len, 0);
+
+    memset(sp, 0, sizeof(*sp));
+    if (i >= len || t[i] != '{')
+        return -1;
+    for (i = scan_ws(t, len, i + 1); i < len && t[i] == '"'; i = scan_ws(t, len, i + 1)) {
+        if (scan_member(t, len, &i, sp) != 0)
+            return -1;
+        i = scan_ws(t, len, i);
+        if (i < len && t[i] == '}')
+            break;
+        if (i >= len || t[i] != ',')
+            return -1;
+    }
+    if (i >= len || t[i] != '}' || scan_ws(t, len, i + 1) != len || sp->end[0] == 0)
+        return -1;
+    return 0;
+}
+
+/* A syntax error inside an array: jansson's message over the whole text, as before. */
+static int syntax_error(cfg *c, const char *text, size_t len, const char *path)
+{
+    json_error_t jerr;
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+
+    c->status = BILLING_ERR_PARSE;
+    if (root == NULL)
+        return bc_seterr(c->errbuf, c->errsize, "%s:%d:%d: %s", c->name, jerr.line, jerr.column,
+                         jerr.text);
+    json_decref(root);
+    return bc_seterr(c->errbuf, c->errsize, "%s: %s: malformed JSON", c->name, path);
+}
+
+/* Apply each element of the array [@begin, @end) of @text with @fn, named @key[i]. */
+static int apply_elements(cfg *c, const char *text, size_t len, size_t begin, size_t end,
+                          const char *key, item_fn fn)
+{
+    char path[PATH_MAX_LEN];
+    json_error_t jerr;
+    json_t *item;
+    size_t i = scan_ws(text, end, begin + 1);
+    size_t item_end;
+    size_t n;
+    int rc;
+
+    if (i == end - 1)
+        return 0; /* "[]": scan_value ended the array at this ']' */
+    for (n = 0;; n++) {
+        snprintf(path, sizeof(path), "%s[%zu]", key, n);
+        /* Bounded by the array's end: "[{...},]" finds its ']' here and is malformed. */
+        item_end = scan_value(text, end, i);
+        if (item_end == SCAN_BAD)
+            return syntax_error(c, text, len, path);
+        item = json_loadb(text + i, item_end - i, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
+        if (item == NULL)
+            return syntax_error(c, text, len, path);
+        rc = fn(c, item, path, NULL);
+        json_decref(item);
+        if (rc != 0)
+            return -1;
+        i = scan_ws(text, end, item_end);
+        if (i == end - 1 && text[i] == ']')
+            return 0;
+        if (i >= end - 1 || text[i] != ',')
+            return syntax_error(c, text, len, path);
+        i = scan_ws(text, end, i + 1);
+    }
+}
+
+static const item_fn top_fns[3] = {add_account, add_subscription, add_grant};
+
+/*
+ * The accounts file element by element: BILLING_OK or an error as the
+ * whole-tree parser gives; 1 when the top level needs the whole-tree
+ * parser (nothing applied yet).
+ */
+static int stream_accounts(cfg *c, const char *text, size_t len)
+{
+    top_spans sp;
+    size_t k;
+
+    if (scan_top(text, len, &sp) != 0)
+        return 1;
+    for (k = 0; k < 3; k++) {
+        if (sp.end[k] != 0 &&
+            apply_elements(c, text, len, sp.begin[k], sp.end[k], top_arrays[k], top_fns[k]) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------------- */
 /* Entry points                                                            */
 /* ---------------------------------------------------------------------- */
 
@@ -573,7 +800,16 @@ static billing_status accounts_parse(billing_catalog *cat, billing_config_zones 
     }
     c.reject = reject;
     c.reject_arg = arg;
-    return parse_with(&c, text, len, apply_accounts);
+    if (cat == NULL || text == NULL || name == NULL)
+        return parse_with(&c, text, len, apply_accounts);
+    switch (stream_accounts(&c, text, len)) {
+    case 0:
+        return BILLING_OK;
+    case 1:
+        return parse_with(&c, text, len, apply_accounts);
+    default:
+        return c.status != BILLING_OK ? c.status : BILLING_ERR_INVALID;
+    }
 }
 
 billing_status billing_config_accounts_parse(billing_catalog *cat, billing_config_zones *zones,

@@ -78,6 +78,21 @@ START_TEST(test_example_loads)
 }
 END_TEST
 
+/* Arrays in any order: grants before the accounts they name still load (applied in order). */
+START_TEST(test_accounts_any_order)
+{
+    char err[ERR] = "";
+
+    ck_assert_msg(accounts("{\"grants\":[{\"id\":\"g\",\"account\":\"a\",\"amount\":\"10.00\","
+                           "\"granted_at\":\"2026-01-01T00:00:00Z\",\"expires_at\":"
+                           "\"2026-02-01T00:00:00Z\",\"applies_to\":[\"usage\"]}],"
+                           "\"description\":\"x\",\n\"accounts\" : [ " ACCOUNT " ] }\n",
+                           err) == BILLING_OK,
+                  "%s", err);
+    ck_assert_int_eq(accounts("{\"accounts\":[]}", err), BILLING_OK);
+}
+END_TEST
+
 /* The one-call loader gives the same catalog, and says why it failed the same way. */
 START_TEST(test_catalog_load)
 {
@@ -232,6 +247,21 @@ static const bad_case bad_accounts[] = {
      "ac.json: grants[0]: ", BILLING_ERR_NOT_FOUND},
     {"{\"accounts\":[" ACCOUNT "," ACCOUNT "]}", "ac.json: accounts[1]: ", BILLING_ERR_EXISTS},
     {"{}", "ac.json: accounts: missing", BILLING_ERR_INVALID},
+    /* Streamed element by element: the same messages as the whole tree gives. */
+    {"{\"accounts\":[" ACCOUNT ",]}", "ac.json:1:", BILLING_ERR_PARSE},
+    {"{\"accounts\":[" ACCOUNT " " ACCOUNT "]}", "ac.json:1:", BILLING_ERR_PARSE},
+    {"{\"accounts\":[" ACCOUNT "]} x", "ac.json:1:", BILLING_ERR_PARSE},
+    {"{\"description\":tru,\"accounts\":[" ACCOUNT "]}", "ac.json:1:", BILLING_ERR_PARSE},
+    {"{\"accounts\":[" ACCOUNT "],\"grants\":[{\"id\":\"g\",x}]}", "ac.json:1:", BILLING_ERR_PARSE},
+    {"{\"accounts\":[" ACCOUNT "],\"accounts\":[]}", "duplicate object key", BILLING_ERR_PARSE},
+    {"{\"accounts\":[" ACCOUNT "],\"grant\":[]}", "ac.json: unknown field 'grant'",
+     BILLING_ERR_INVALID},
+    {"{\"accounts\":{}}", "ac.json: accounts: must be an array, not an object",
+     BILLING_ERR_INVALID},
+    {"{\"accounts\":[" ACCOUNT ",{\"id\":\"b\",\"id\":\"c\"}]}", "duplicate object key",
+     BILLING_ERR_PARSE},
+    {"{\"accounts\":[" ACCOUNT ",7]}", "ac.json: accounts[1]: must be an object, not a number",
+     BILLING_ERR_INVALID},
 };
 
 START_TEST(test_bad_accounts)
@@ -386,6 +416,7 @@ static Suite *configfile_suite(void)
 
     tcase_add_test(tc, test_example_loads);
     tcase_add_test(tc, test_catalog_load);
+    tcase_add_test(tc, test_accounts_any_order);
     tcase_add_loop_test(tc, test_bad_pricebook, 0,
                         (int)(sizeof(bad_pricebooks) / sizeof(bad_pricebooks[0])));
     tcase_add_loop_test(tc, test_bad_accounts, 0,
