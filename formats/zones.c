@@ -92,11 +92,9 @@ static billing_status zone_fail(char *errbuf, size_t errsize, billing_status st,
 {
     va_list ap;
 
-    if (errbuf != NULL && errsize > 0) {
-        va_start(ap, fmt);
-        vsnprintf(errbuf, errsize, fmt, ap);
-        va_end(ap);
-    }
+    va_start(ap, fmt);
+    bc_vseterr(errbuf, errsize, fmt, ap);
+    va_end(ap);
     return st;
 }
 

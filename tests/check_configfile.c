@@ -53,9 +53,17 @@ static billing_status accounts(const char *text, char *err)
     return rc;
 }
 
-START_TEST(test_example_loads)
+/* The paths of the shipped example's price book and accounts files. */
+static void example_paths(char *pb, char *ac, size_t size)
 {
     const char *src = getenv("top_srcdir");
+
+    snprintf(pb, size, "%s/examples/gpu-cloud/pricebook.json", src ? src : "..");
+    snprintf(ac, size, "%s/examples/gpu-cloud/accounts.json", src ? src : "..");
+}
+
+START_TEST(test_example_loads)
+{
     char pb[512];
     char ac[512];
     char err[ERR] = "";
@@ -63,8 +71,7 @@ START_TEST(test_example_loads)
     billing_config_zones *zones = billing_config_zones_new();
     billing_rater *r;
 
-    snprintf(pb, sizeof(pb), "%s/examples/gpu-cloud/pricebook.json", src ? src : "..");
-    snprintf(ac, sizeof(ac), "%s/examples/gpu-cloud/accounts.json", src ? src : "..");
+    example_paths(pb, ac, sizeof(pb));
     ck_assert_msg(billing_config_pricebook_load(cat, pb, err, sizeof(err)) == BILLING_OK, "%s",
                   err);
     ck_assert_msg(billing_config_accounts_load(cat, zones, ac, err, sizeof(err)) == BILLING_OK,
@@ -96,7 +103,6 @@ END_TEST
 /* The one-call loader gives the same catalog, and says why it failed the same way. */
 START_TEST(test_catalog_load)
 {
-    const char *src = getenv("top_srcdir");
     char pb[512];
     char ac[512];
     char err[ERR] = "";
@@ -104,8 +110,7 @@ START_TEST(test_catalog_load)
     billing_catalog *cat = NULL;
     billing_rater *r;
 
-    snprintf(pb, sizeof(pb), "%s/examples/gpu-cloud/pricebook.json", src ? src : "..");
-    snprintf(ac, sizeof(ac), "%s/examples/gpu-cloud/accounts.json", src ? src : "..");
+    example_paths(pb, ac, sizeof(pb));
     ck_assert_int_eq(billing_config_catalog_load(pb, ac, zones, &cat, err, sizeof(err)),
                      BILLING_OK);
     r = billing_rater_new(cat, err, sizeof(err));
