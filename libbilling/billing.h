@@ -407,6 +407,12 @@ BILLING_API billing_status billing_catalog_add_grant(billing_catalog *cat, const
  * billing_rater_add, billing_event_reset it, fill it again. Not
  * thread-safe; use one per thread.
  *
+ * A setter that refuses its value (its status is not BILLING_OK) marks
+ * that field refused instead of leaving the previous value in place, so
+ * that a refilled event is never rated with a stale field:
+ * billing_rater_add then refuses the event (BILLING_ERR_INVALID, naming
+ * the field) until the field is set successfully or the event is reset.
+ *
  * Field bounds: id 1..128 bytes, account/resource 1..128, model/region
  * 0..64; the setters return BILLING_ERR_TOO_LARGE past them.
  * Field names used in messages: "id", "account", "resource", "meter",
