@@ -24,6 +24,12 @@
 #include "util.h"
 
 #define MSG_MAX 1024
+/*
+ * Largest file `billing load` reads: it keeps the JSON tree of the whole
+ * file (about 10 times the text) to write the rows, so it keeps the bound
+ * it had, below libbilling-config's (which reads element by element).
+ */
+#define LOAD_FILE_MAX (64u * 1024u * 1024u)
 #define TIME_TEXT 48
 #define NUM_TEXT 32
 
@@ -239,7 +245,7 @@ static bs_status read_checked(const char *path, billing_catalog *cat, billing_co
     size_t len;
     int rc;
 
-    if (bc_read_file(path, BILLING_CONFIG_FILE_MAX, &text, &len, msg, sizeof(msg)) != 0)
+    if (bc_read_file(path, LOAD_FILE_MAX, &text, &len, msg, sizeof(msg)) != 0)
         return bs_error_set(err, BS_ERR_INVALID, "%s", msg);
     if (zones == NULL)
         rc = billing_config_pricebook_parse(cat, text, len, path, msg, sizeof(msg));
