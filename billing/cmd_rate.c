@@ -11,7 +11,7 @@
  * a bounded external sort (billing/dedupe.h) by id and place. After the
  * last file, the later occurrences of each id are read again from their
  * files (or from the sort, for stdin and pipes) and taken back out of the
- * rater (billing_rater_remove): counted as duplicates when identical to
+ * rater (bl_rater_take_back, libbilling/takeback.h): counted as duplicates when identical to
  * the first, rejected as conflicts otherwise.
  */
 #include "config.h"
@@ -27,11 +27,11 @@
 
 #include "billing.h"
 #include "cli.h"
-#include "configfile.h"
+#include "billing_config.h"
 #include "dedupe.h"
 #include "eventio.h"
 #include "render.h"
-#include "zones.h"
+#include "takeback.h"
 
 #define ERR_MAX 1024
 #define PATH_LEN 4096
@@ -81,7 +81,7 @@ typedef struct rate_ctx {
     rate_opts opts;
     rate_counts counts;
     billing_catalog *cat;
-    bc_zones *zones;
+    billing_config_zones *zones;
     billing_rater *rater;
     billing_event *ev;
     bc_dedupe *dedupe;
@@ -472,16 +472,17 @@ static int setup(rate_ctx *c)
     int i;
 
     c->cat = billing_catalog_new();
-    c->zones = bc_zones_new();
+    c->zones = billing_config_zones_new();
     c->ev = billing_event_new();
     if (c->cat == NULL || c->zones == NULL || c->ev == NULL) {
         cli_error("out of memory");
         return CLI_EXIT_INTERNAL;
     }
     /* The price book first, so that each subscription is checked against it when added. */
-    if (bc_pricebook_load(c->cat, c->opts.pricebook, err, sizeof(err)) != 0 ||
-        bc_accounts_load_rejecting(c->cat, c->zones, c->opts.accounts, reject_subscription, c, err,
-                                   sizeof(err)) != 0) {
+    if (billing_config_pricebook_load(c->cat, c->opts.pricebook, err, sizeof(err)) != BILLING_OK ||
+        billing_config_accounts_load_rejecting(c->cat, c->zones, c->opts.accounts,
+                                               reject_subscription, c, err,
+                                               sizeof(err)) != BILLING_OK) {
         cli_error("%s", err);
         return CLI_EXIT_INPUT;
     }
@@ -529,7 +530,7 @@ static void teardown(rate_ctx *c)
     bc_dedupe_destroy(c->dedupe);
     billing_rater_destroy(c->rater);
     billing_catalog_destroy(c->cat);
-    bc_zones_destroy(c->zones);
+    billing_config_zones_destroy(c->zones);
     billing_event_destroy(c->ev);
 }
 
@@ -719,7 +720,7 @@ static int take_back(void *arg, const bc_dedupe_hit *hit)
     bc_location_format(where, sizeof(where), c->srcs[hit->where.src].name,
                        c->srcs[hit->where.src].format, hit->where.pos);
     if (billing_event_decode(c->ev, hit->event, hit->event_len, err, sizeof(err)) != BILLING_OK ||
-        billing_rater_remove(c->rater, c->ev, err, sizeof(err)) != BILLING_OK) {
+        bl_rater_take_back(c->rater, c->ev, err, sizeof(err)) != BILLING_OK) {
         cli_error("%s: internal error taking back a repeated event: %s", where, err);
         return HIT_STOP_INTERNAL;
     }
@@ -802,28 +803,22 @@ static int32_t *range_months(const rate_opts *o, size_t *n)
 /* The months of @account with charges, within the range (NULL when out of memory). */
 static int32_t *charged_months(rate_ctx *c, const char *account, size_t *n)
 {
-    int count = billing_rater_months(c->rater, account, NULL, 0);
-    int *ym;
+    billing_months *list = NULL;
     int32_t *months;
-    int i;
+    size_t count;
+    size_t i;
 
     *n = 0;
-    if (count < 0)
+    if (billing_rater_months(c->rater, account, &list, NULL, 0) != BILLING_OK)
         return NULL;
-    ym = malloc(((size_t)count + 1) * sizeof(*ym));
-    months = malloc(((size_t)count + 1) * sizeof(*months));
-    if (ym == NULL || months == NULL) {
-        free(ym);
-        free(months);
-        return NULL;
-    }
-    count = billing_rater_months(c->rater, account, ym, count);
-    for (i = 0; i < count; i++) {
-        months[*n] = (ym[i] / 100) * 12 + ym[i] % 100 - 1;
+    count = billing_months_count(list);
+    months = malloc((count + 1) * sizeof(*months));
+    for (i = 0; months != NULL && i < count; i++) {
+        months[*n] = billing_months_year(list, i) * 12 + billing_months_month(list, i) - 1;
         if (in_range(&c->opts, months[*n]))
             (*n)++;
     }
-    free(ym);
+    billing_months_destroy(list);
     return months;
 }
 
