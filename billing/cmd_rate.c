@@ -11,7 +11,7 @@
  * a bounded external sort (billing/dedupe.h) by id and place. After the
  * last file, the later occurrences of each id are read again from their
  * files (or from the sort, for stdin and pipes) and taken back out of the
- * rater (billing_rater_remove): counted as duplicates when identical to
+ * rater (bl_rater_take_back, libbilling/takeback.h): counted as duplicates when identical to
  * the first, rejected as conflicts otherwise.
  */
 #include "config.h"
@@ -25,7 +25,7 @@
 
 #include "billing.h"
 #include "cli.h"
-#include "configfile.h"
+#include "billing_config.h"
 #include "rate.h"
 
 /* ---------------------------------------------------------------------- */
@@ -457,8 +457,8 @@ static int load_book(rate_ctx *c, rate_book *b)
         return CLI_EXIT_INTERNAL;
     }
     /* The price book first, so that each subscription is checked against it when added. */
-    if (bc_pricebook_load(b->cat, b->path, err, sizeof(err)) != 0 ||
-        bc_accounts_load_book(b->cat, c->zones, c->opts.accounts, b->id, reject_subscription, c,
+    if (billing_config_pricebook_load(b->cat, b->path, err, sizeof(err)) != 0 ||
+        billing_config_accounts_load_book(b->cat, c->zones, c->opts.accounts, b->id, reject_subscription, c,
                               err, sizeof(err)) != 0) {
         cli_error("%s", err);
         return CLI_EXIT_INPUT;
@@ -511,7 +511,7 @@ static int setup(rate_ctx *c)
     int i;
     int rc;
 
-    c->zones = bc_zones_new();
+    c->zones = billing_config_zones_new();
     c->ev = billing_event_new();
     if (c->zones == NULL || c->ev == NULL) {
         cli_error("out of memory");
@@ -582,7 +582,7 @@ static void teardown(rate_ctx *c)
         billing_catalog_destroy(c->books[i].cat);
         rate_prices_destroy(c->books[i].prices);
     }
-    bc_zones_destroy(c->zones);
+    billing_config_zones_destroy(c->zones);
     billing_event_destroy(c->ev);
 }
 

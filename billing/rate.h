@@ -23,7 +23,7 @@
 #include "rate_prices.h"
 #include "rejects.h"
 #include "render.h"
-#include "zones.h"
+#include "billing_config.h"
 
 #define ERR_MAX 1024
 #define PATH_LEN 4096
@@ -120,7 +120,7 @@ typedef struct rate_ctx {
     billing_rater *rater;
     rate_total totals[BOOKS_MAX];
     int n_totals;
-    bc_zones *zones;
+    billing_config_zones *zones;
     billing_event *ev;
     rate_accounts *accinfo;
     rate_rejects *rejects;

@@ -102,13 +102,16 @@ void rate_accounts_destroy(rate_accounts *a)
     free(a);
 }
 
-const billing_zone *rate_accounts_zone(const rate_accounts *a, bc_zones *zones,
+const billing_zone *rate_accounts_zone(const rate_accounts *a, billing_config_zones *zones,
                                        const char *account)
 {
     const char *name = json_string_value(json_object_get(a->zones, account));
+    const billing_zone *zone = NULL;
     char err[256];
 
-    return name != NULL ? bc_zones_get(zones, name, err, sizeof(err)) : NULL;
+    if (name == NULL || billing_config_zones_get(zones, name, &zone, err, sizeof(err)) != BILLING_OK)
+        return NULL;
+    return zone;
 }
 
 const char *rate_accounts_book(const rate_accounts *a, const char *account)

@@ -3,7 +3,7 @@
  * file beyond the catalog: each account's time zone (for invoices shown
  * on its calendar) and the months its grants expire in (an expiry is
  * shown on that month's invoice even when the month has no charges).
- * The file has been checked by bc_accounts_load first: this reader
+ * The file has been checked by billing_config_accounts_load first: this reader
  * trusts its shape and only skips what it does not understand.
  */
 #ifndef BILLING_RATE_ACCOUNTS_H
@@ -13,12 +13,12 @@
 #include <stdint.h>
 
 #include "billing.h"
-#include "zones.h"
+#include "billing_config.h"
 
 typedef struct rate_accounts rate_accounts;
 
 /*
- * rate_accounts_load - read @path (an accounts file bc_accounts_load
+ * rate_accounts_load - read @path (an accounts file billing_config_accounts_load
  * accepted). Returns a new handle (free with rate_accounts_destroy), or
  * NULL with a message in @err.
  */
@@ -31,7 +31,7 @@ void rate_accounts_destroy(rate_accounts *a);
  * rate_accounts_zone - the zone of @account from @zones (loaded once),
  * or NULL when the account is unknown or its zone cannot be loaded.
  */
-const billing_zone *rate_accounts_zone(const rate_accounts *a, bc_zones *zones,
+const billing_zone *rate_accounts_zone(const rate_accounts *a, billing_config_zones *zones,
                                        const char *account);
 
 /* rate_accounts_book - the price book @account names ("book"), or NULL. */

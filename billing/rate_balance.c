@@ -93,30 +93,38 @@ static void valid_grants(rate_ctx *c, balance *b)
 /* Walk the invoices up to the month of the instant, oldest first. */
 static int grants_left(rate_ctx *c, balance *b)
 {
-    int count = billing_rater_months(c->rater, b->account, NULL, 0);
-    int *ym;
+    billing_months *list = NULL;
+    billing_status st;
+    size_t count;
+    size_t i;
+    int ym;
     int now;
     int year;
     int month;
-    int i;
     int rc = CLI_EXIT_OK;
 
     valid_grants(c, b);
-    if (b->n_grants == 0 || count < 0)
+    if (b->n_grants == 0)
         return CLI_EXIT_OK;
-    ym = malloc(((size_t)count + 1) * sizeof(*ym));
-    if (ym == NULL) {
+    st = billing_rater_months(c->rater, b->account, &list, NULL, 0);
+    if (st == BILLING_ERR_NOMEM) {
         cli_error("out of memory");
         return CLI_EXIT_INTERNAL;
     }
-    count = billing_rater_months(c->rater, b->account, ym, count);
+    if (st != BILLING_OK)
+        return CLI_EXIT_OK;
+    count = billing_months_count(list);
     billing_zone_year_month(b->zone, c->opts.at, &year, &month);
     now = year * 100 + month;
-    for (i = 0; rc == CLI_EXIT_OK && i < count && ym[i] < now; i++)
-        rc = apply_invoice(c, b, ym[i]);
+    for (i = 0; rc == CLI_EXIT_OK && i < count; i++) {
+        ym = billing_months_year(list, i) * 100 + billing_months_month(list, i);
+        if (ym >= now)
+            break;
+        rc = apply_invoice(c, b, ym);
+    }
     if (rc == CLI_EXIT_OK)
         rc = apply_invoice(c, b, now);
-    free(ym);
+    billing_months_destroy(list);
     return rc;
 }
 

@@ -39,28 +39,22 @@ static int32_t *range_months(const rate_opts *o, size_t *n)
 /* The months of @account with charges, within the range (NULL when out of memory). */
 static int32_t *charged_months(rate_ctx *c, const char *account, size_t *n)
 {
-    int count = billing_rater_months(c->rater, account, NULL, 0);
-    int *ym;
+    billing_months *list = NULL;
     int32_t *months;
-    int i;
+    size_t count;
+    size_t i;
 
     *n = 0;
-    if (count < 0)
+    if (billing_rater_months(c->rater, account, &list, NULL, 0) != BILLING_OK)
         return NULL;
-    ym = malloc(((size_t)count + 1) * sizeof(*ym));
-    months = malloc(((size_t)count + 1) * sizeof(*months));
-    if (ym == NULL || months == NULL) {
-        free(ym);
-        free(months);
-        return NULL;
-    }
-    count = billing_rater_months(c->rater, account, ym, count);
-    for (i = 0; i < count; i++) {
-        months[*n] = (ym[i] / 100) * 12 + ym[i] % 100 - 1;
+    count = billing_months_count(list);
+    months = malloc((count + 1) * sizeof(*months));
+    for (i = 0; months != NULL && i < count; i++) {
+        months[*n] = billing_months_year(list, i) * 12 + billing_months_month(list, i) - 1;
         if (in_range(&c->opts, months[*n]))
             (*n)++;
     }
-    free(ym);
+    billing_months_destroy(list);
     return months;
 }
 

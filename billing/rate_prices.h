@@ -2,7 +2,7 @@
  * rate_prices.h - unit prices and plan fees as a price book writes them
  * ("0.60", "2599.00", "0.0125"), for the table form: libbilling keeps
  * each price as an exact value and gives it back canonical ("0.6").
- * The file has been checked by bc_pricebook_load first.
+ * The file has been checked by billing_config_pricebook_load first.
  */
 #ifndef BILLING_RATE_PRICES_H
 #define BILLING_RATE_PRICES_H

@@ -16,6 +16,7 @@
 
 #include "cli.h"
 #include "rate.h"
+#include "takeback.h"
 
 /* ---------------------------------------------------------------------- */
 /* Reading and rating                                                      */
@@ -297,7 +298,7 @@ static int take_back(void *arg, const bc_dedupe_hit *hit)
     st = billing_event_decode(c->ev, hit->event, hit->event_len, err, sizeof(err));
     if (st == BILLING_OK) {
         rate_use_account(c, billing_event_account(c->ev));
-        st = billing_rater_remove(c->rater, c->ev, err, sizeof(err));
+        st = bl_rater_take_back(c->rater, c->ev, err, sizeof(err));
     }
     if (st != BILLING_OK) {
         cli_error("%s: internal error taking back a repeated event: %s", where, err);

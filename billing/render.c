@@ -107,17 +107,9 @@ static const struct line_column {
 
 const char *render_kind_name(billing_line_kind kind)
 {
-    switch (kind) {
-    case BILLING_LINE_USAGE:
-        return "usage";
-    case BILLING_LINE_INCLUDED:
-        return "included";
-    case BILLING_LINE_FEE:
-        return "fee";
-    case BILLING_LINE_REFUND:
-        return "refund";
-    }
-    return "unknown";
+    const char *name = billing_line_kind_name(kind);
+
+    return name != NULL ? name : "unknown";
 }
 
 /* ---------------------------------------------------------------------- */

@@ -16,6 +16,7 @@
 #include "alerts.h"
 #include "billing/v1/credit_alert.pb-c.h"
 #include "log.h"
+#include "takeback.h"
 
 #define MSG_MAX 512
 #define AMOUNT_MAX 256
@@ -309,7 +310,8 @@ static void remove_batch_events(billing_rater *r, const bs_record *recs,
             billing_event_decode(ev, recs[i].data, recs[i].len, NULL, 0) != BILLING_OK ||
             strcmp(billing_event_account(ev), account) != 0)
             continue;
-        billing_rater_remove(r, ev, NULL, 0);
+        /* Stored as new by this batch, so in @r's aggregates: unchecked take-back. */
+        bl_rater_take_back(r, ev, NULL, 0);
     }
 }
 

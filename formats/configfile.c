@@ -13,8 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "billing.h"
-#include "configfile.h"
+#include "billing_config.h"
 #include "util.h"
 
 /* Room for a JSON path such as "versions[12].plan_fees[3]". */
@@ -26,8 +25,9 @@ typedef struct cfg {
     char *errbuf;
     size_t errsize;
     billing_catalog *cat;
-    bc_zones *zones;
-    bc_reject_fn reject;   /* NULL: a refused subscription fails the whole file */
+    billing_config_zones *zones;
+    billing_status status;           /* why the last failure failed; BILLING_OK until one */
+    billing_config_reject_fn reject; /* NULL: a refused subscription fails the whole file */
     void *reject_arg;
     const char *book;      /* load only the accounts of this price book; NULL: every one */
     json_t *taken;         /* with @book: ids of the accounts loaded (a set) */
@@ -49,12 +49,22 @@ static int cfg_fail(cfg *c, const char *path, const char *key, const char *fmt, 
     int has_path = path != NULL && path[0] != '\0';
     int has_key = key != NULL && key[0] != '\0';
 
+    if (c->status == BILLING_OK)
+        c->status = BILLING_ERR_INVALID;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     return bc_seterr(c->errbuf, c->errsize, "%s: %s%s%s%s%s", c->name, has_path ? path : "",
                      has_path && has_key ? "." : "", has_key ? key : "",
                      has_path || has_key ? ": " : "", msg);
+}
+
+/* Keep the status of a library call that failed, for the caller. */
+static billing_status lib(cfg *c, billing_status st)
+{
+    if (st != BILLING_OK && st != BILLING_DUPLICATE)
+        c->status = st;
+    return st;
 }
 
 /* A library call failed at @path: its message follows the location. */
@@ -141,7 +151,7 @@ static int get_time(cfg *c, const json_t *obj, const char *path, const char *key
         return -1;
     if (s == NULL)
         return 0;
-    if (billing_time_parse(s, out, c->liberr, sizeof(c->liberr)) != BILLING_OK)
+    if (lib(c, billing_time_parse(s, out, c->liberr, sizeof(c->liberr))) != BILLING_OK)
         return cfg_fail(c, path, key, "%s", c->liberr);
     return 0;
 }
@@ -259,8 +269,8 @@ static int add_plan(cfg *c, const json_t *item, const char *path, void *arg)
         get_bool(c, item, path, "refundable", 0, &refundable) != 0 ||
         parse_period(c, path, period, &p) != 0)
         return -1;
-    if (billing_catalog_add_plan(c->cat, id, p, model, region, refundable, c->liberr,
-                                 sizeof(c->liberr)) != BILLING_OK)
+    if (lib(c, billing_catalog_add_plan(c->cat, id, p, model, region, refundable, c->liberr,
+                                        sizeof(c->liberr))) != BILLING_OK)
         return lib_fail(c, path);
     return 0;
 }
@@ -284,8 +294,8 @@ static int add_rate(cfg *c, const json_t *item, const char *path, void *arg)
         return cfg_fail(c, path, "meter",
                         "'%.32s' is not \"gpu\", \"gpuless\", \"storage\" or \"traffic\"",
                         meter_name);
-    if (billing_catalog_set_rate(c->cat, version, meter, model, region, price, c->liberr,
-                                 sizeof(c->liberr)) != BILLING_OK)
+    if (lib(c, billing_catalog_set_rate(c->cat, version, meter, model, region, price, c->liberr,
+                                        sizeof(c->liberr))) != BILLING_OK)
         return lib_fail(c, path);
     return 0;
 }
@@ -300,8 +310,8 @@ static int add_fee(cfg *c, const json_t *item, const char *path, void *arg)
         get_string(c, item, path, "plan", 0, &plan) != 0 ||
         get_string(c, item, path, "fee", 0, &fee) != 0)
         return -1;
-    if (billing_catalog_set_plan_fee(c->cat, version, plan, fee, c->liberr, sizeof(c->liberr)) !=
-        BILLING_OK)
+    if (lib(c, billing_catalog_set_plan_fee(c->cat, version, plan, fee, c->liberr,
+                                            sizeof(c->liberr))) != BILLING_OK)
         return lib_fail(c, path);
     return 0;
 }
@@ -316,7 +326,7 @@ static int add_version(cfg *c, const json_t *item, const char *path, void *arg)
         get_string(c, item, path, "id", 0, &id) != 0 ||
         get_time(c, item, path, "effective_from", 0, &from) != 0)
         return -1;
-    if (billing_catalog_add_price_version(c->cat, id, from, c->liberr, sizeof(c->liberr)) !=
+    if (lib(c, billing_catalog_add_price_version(c->cat, id, from, c->liberr, sizeof(c->liberr))) !=
         BILLING_OK)
         return lib_fail(c, path);
     /* The setters copy the version id, so borrowing jansson's string is safe. */
@@ -338,8 +348,8 @@ static int apply_currency(cfg *c, const json_t *root)
         return cfg_fail(c, "", "rounding",
                         "'%.32s' is not half-up, half-even, down, up, floor or ceiling",
                         rounding_name);
-    if (billing_catalog_set_currency(c->cat, currency, rounding, c->liberr, sizeof(c->liberr)) !=
-        BILLING_OK)
+    if (lib(c, billing_catalog_set_currency(c->cat, currency, rounding, c->liberr,
+                                            sizeof(c->liberr))) != BILLING_OK)
         return cfg_fail(c, "", "currency", "%s", c->liberr);
     return 0;
 }
@@ -391,14 +401,16 @@ static int add_account(cfg *c, const json_t *item, const char *path, void *arg)
     if (c->book != NULL) {
         if (book == NULL || strcmp(book, c->book) != 0)
             return 0;
-        if (json_object_set_new(c->taken, id, json_true()) != 0)
+        if (json_object_set_new(c->taken, id, json_true()) != 0) {
+            c->status = BILLING_ERR_NOMEM;
             return bc_seterr(c->errbuf, c->errsize, "%s: out of memory", c->name);
+        }
     }
-    zone = bc_zones_get(c->zones, zone_name, c->liberr, sizeof(c->liberr));
-    if (zone == NULL)
+    if (lib(c, billing_config_zones_get(c->zones, zone_name, &zone, c->liberr,
+                                        sizeof(c->liberr))) != BILLING_OK)
         return cfg_fail(c, path, "time_zone", "%s", c->liberr);
-    if (billing_catalog_add_account(c->cat, id, currency, zone, tax, c->liberr,
-                                    sizeof(c->liberr)) != BILLING_OK)
+    if (lib(c, billing_catalog_add_account(c->cat, id, currency, zone, tax, c->liberr,
+                                           sizeof(c->liberr))) != BILLING_OK)
         return lib_fail(c, path);
     return 0;
 }
@@ -446,8 +458,10 @@ static int add_subscription(cfg *c, const json_t *item, const char *path, void *
                                           sizeof(c->liberr));
     if (st == BILLING_OK)
         return 0;
-    if (c->reject == NULL || st == BILLING_ERR_NOMEM)
+    if (c->reject == NULL || st == BILLING_ERR_NOMEM) {
+        lib(c, st);
         return lib_fail(c, path);
+    }
     /* One refused subscription must not stop the rating of every other account. */
     snprintf(msg, sizeof(msg), "%s: %s: %s", c->name, path, c->liberr);
     c->reject(c->reject_arg, msg);
@@ -503,8 +517,9 @@ static int add_grant(cfg *c, const json_t *item, const char *path, void *arg)
         return -1;
     if (!taken(c, account))
         return 0;
-    if (billing_catalog_add_grant(c->cat, id, account, amount, granted, expires, kinds,
-                                  (int)priority, c->liberr, sizeof(c->liberr)) != BILLING_OK)
+    if (lib(c, billing_catalog_add_grant(c->cat, id, account, amount, granted, expires, kinds,
+                                         (int)priority, c->liberr, sizeof(c->liberr))) !=
+        BILLING_OK)
         return lib_fail(c, path);
     return 0;
 }
@@ -519,35 +534,271 @@ static int apply_accounts(cfg *c, const json_t *root)
 }
 
 /* ---------------------------------------------------------------------- */
+/* The accounts file, one element at a time                                */
+/* ---------------------------------------------------------------------- */
+
+/*
+ * A catalog of a million accounts comes from an accounts file of some
+ * 250 MB, whose jansson tree would take about 2 KB an account (2.7 GiB
+ * for 1 M, doc/performance.md "Catalog scale"). So the top-level object
+ * is scanned here without a tree, and each element of its arrays is
+ * parsed by jansson and applied on its own. Anything unusual at the top
+ * level (not an object, an unknown, repeated or escaped key, a value of
+ * the wrong type, a missing "accounts") goes to the whole-tree parser,
+ * before anything is applied, so that every message stays the one it
+ * gives. A syntax error inside an array is reported, as before, by
+ * jansson over the whole text.
+ */
+
+#define SCAN_BAD ((size_t)-1)
+#define SCAN_DEPTH_MAX 2048 /* jansson's own nesting limit */
+
+static size_t scan_ws(const char *t, size_t len, size_t i)
+{
+    while (i < len && (t[i] == ' ' || t[i] == '\t' || t[i] == '\n' || t[i] == '\r'))
+        i++;
+    return i;
+}
+
+/* @i at a '"': the offset after the closing quote, or SCAN_BAD. */
+static size_t scan_string(const char *t, size_t len, size_t i)
+{
+    for (i++; i < len; i++) {
+        if (t[i] == '"')
+            return i + 1;
+        if ((unsigned char)t[i] < 0x20)
+            return SCAN_BAD;
+        if (t[i] == '\\')
+            i++;
+    }
+    return SCAN_BAD;
+}
+
+static int scalar_char(char ch)
+{
+    return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') || ch == '-' || ch == '+' ||
+           ch == '.' || ch == 'E';
+}
+
+/*
+ * @i at the first byte of a value: the offset after it, or SCAN_BAD. Only
+ * finds where the value ends (brackets balanced outside strings); jansson
+ * checks the value itself.
+ */
+static size_t scan_value(const char *t, size_t len, size_t i)
+{
+    size_t depth = 0;
+
+    do {
+        i = scan_ws(t, len, i);
+        if (i >= len)
+            return SCAN_BAD;
+        if (t[i] == '"') {
+            i = scan_string(t, len, i);
+            if (i == SCAN_BAD)
+                return SCAN_BAD;
+        } else if (t[i] == '{' || t[i] == '[') {
+            if (++depth > SCAN_DEPTH_MAX)
+                return SCAN_BAD;
+            i++;
+        } else if (t[i] == '}' || t[i] == ']' || t[i] == ',' || t[i] == ':') {
+            if (depth == 0)
+                return SCAN_BAD;
+            depth -= t[i] == '}' || t[i] == ']';
+            i++;
+        } else if (scalar_char(t[i])) {
+            while (i < len && scalar_char(t[i]))
+                i++;
+        } else {
+            return SCAN_BAD;
+        }
+    } while (depth > 0);
+    return i;
+}
+
+/* Where the arrays of the accounts file are: offsets of their '[' and past their ']'. */
+typedef struct top_spans {
+    size_t begin[3];
+    size_t end[3];
+} top_spans;
+
+static const char *const top_arrays[3] = {"accounts", "subscriptions", "grants"};
+
+/* Whether [@t, @t + @n) is one well-formed JSON value (the one value not applied). */
+static int valid_json(const char *t, size_t n)
+{
+    json_error_t jerr;
+    json_t *v = json_loadb(t, n, JSON_DECODE_ANY, &jerr);
+
+    json_decref(v);
+    return v != NULL;
+}
+
+/* One "key": value pair at @*i; 0, or -1 when the whole-tree parser must take over. */
+static int scan_member(const char *t, size_t len, size_t *i, top_spans *sp)
+{
+    size_t key = *i + 1;
+    size_t key_end = scan_string(t, len, *i);
+    size_t v;
+    size_t k;
+
+    if (key_end == SCAN_BAD || memchr(t + key, '\\', key_end - 1 - key) != NULL)
+        return -1;
+    v = scan_ws(t, len, key_end);
+    if (v >= len || t[v] != ':')
+        return -1;
+    v = scan_ws(t, len, v + 1);
+    *i = scan_value(t, len, v);
+    if (*i == SCAN_BAD)
+        return -1;
+    if (key_end - 1 - key == strlen("description") &&
+        memcmp(t + key, "description", key_end - 1 - key) == 0)
+        return valid_json(t + v, *i - v) ? 0 : -1;
+    for (k = 0; k < 3; k++) {
+        if (key_end - 1 - key == strlen(top_arrays[k]) &&
+            memcmp(t + key, top_arrays[k], key_end - 1 - key) == 0)
+            break;
+    }
+    if (k == 3 || sp->end[k] != 0 || t[v] != '[')
+        return -1;
+    sp->begin[k] = v;
+    sp->end[k] = *i;
+    return 0;
+}
+
+/* The top-level object: 0 with the arrays' spans, or -1 for the whole-tree parser. */
+static int scan_top(const char *t, size_t len, top_spans *sp)
+{
+    size_t i = scan_ws(t, len, 0);
+
+    memset(sp, 0, sizeof(*sp));
+    if (i >= len || t[i] != '{')
+        return -1;
+    for (i = scan_ws(t, len, i + 1); i < len && t[i] == '"'; i = scan_ws(t, len, i + 1)) {
+        if (scan_member(t, len, &i, sp) != 0)
+            return -1;
+        i = scan_ws(t, len, i);
+        if (i < len && t[i] == '}')
+            break;
+        if (i >= len || t[i] != ',')
+            return -1;
+    }
+    if (i >= len || t[i] != '}' || scan_ws(t, len, i + 1) != len || sp->end[0] == 0)
+        return -1;
+    return 0;
+}
+
+/* A syntax error inside an array: jansson's message over the whole text, as before. */
+static int syntax_error(cfg *c, const char *text, size_t len, const char *path)
+{
+    json_error_t jerr;
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+
+    c->status = BILLING_ERR_PARSE;
+    if (root == NULL)
+        return bc_seterr(c->errbuf, c->errsize, "%s:%d:%d: %s", c->name, jerr.line, jerr.column,
+                         jerr.text);
+    json_decref(root);
+    return bc_seterr(c->errbuf, c->errsize, "%s: %s: malformed JSON", c->name, path);
+}
+
+/* Apply each element of the array [@begin, @end) of @text with @fn, named @key[i]. */
+static int apply_elements(cfg *c, const char *text, size_t len, size_t begin, size_t end,
+                          const char *key, item_fn fn)
+{
+    char path[PATH_MAX_LEN];
+    json_error_t jerr;
+    json_t *item;
+    size_t i = scan_ws(text, end, begin + 1);
+    size_t item_end;
+    size_t n;
+    int rc;
+
+    if (i == end - 1)
+        return 0; /* "[]": scan_value ended the array at this ']' */
+    for (n = 0;; n++) {
+        snprintf(path, sizeof(path), "%s[%zu]", key, n);
+        /* Bounded by the array's end: "[{...},]" finds its ']' here and is malformed. */
+        item_end = scan_value(text, end, i);
+        if (item_end == SCAN_BAD)
+            return syntax_error(c, text, len, path);
+        item = json_loadb(text + i, item_end - i, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
+        if (item == NULL)
+            return syntax_error(c, text, len, path);
+        rc = fn(c, item, path, NULL);
+        json_decref(item);
+        if (rc != 0)
+            return -1;
+        i = scan_ws(text, end, item_end);
+        if (i == end - 1 && text[i] == ']')
+            return 0;
+        if (i >= end - 1 || text[i] != ',')
+            return syntax_error(c, text, len, path);
+        i = scan_ws(text, end, i + 1);
+    }
+}
+
+static const item_fn top_fns[3] = {add_account, add_subscription, add_grant};
+
+/*
+ * The accounts file element by element: BILLING_OK or an error as the
+ * whole-tree parser gives; 1 when the top level needs the whole-tree
+ * parser (nothing applied yet).
+ */
+static int stream_accounts(cfg *c, const char *text, size_t len)
+{
+    top_spans sp;
+    size_t k;
+
+    if (scan_top(text, len, &sp) != 0)
+        return 1;
+    for (k = 0; k < 3; k++) {
+        if (sp.end[k] != 0 &&
+            apply_elements(c, text, len, sp.begin[k], sp.end[k], top_arrays[k], top_fns[k]) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------------- */
 /* Entry points                                                            */
 /* ---------------------------------------------------------------------- */
 
 typedef int (*apply_fn)(cfg *c, const json_t *root);
 
-static int parse_with(cfg *c, const char *text, size_t len, apply_fn apply)
+static billing_status parse_with(cfg *c, const char *text, size_t len, apply_fn apply)
 {
     json_error_t jerr;
     json_t *root;
     int rc;
 
+    if (c->cat == NULL || text == NULL || c->name == NULL) {
+        bc_seterr(c->errbuf, c->errsize, "%s: NULL argument", c->name ? c->name : "configuration");
+        return BILLING_ERR_INVALID;
+    }
     /* Duplicate keys would make one of two values silently win. */
     root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
-    if (root == NULL)
-        return bc_seterr(c->errbuf, c->errsize, "%s:%d:%d: %s", c->name, jerr.line, jerr.column,
-                         jerr.text);
+    if (root == NULL) {
+        bc_seterr(c->errbuf, c->errsize, "%s:%d:%d: %s", c->name, jerr.line, jerr.column,
+                  jerr.text);
+        return BILLING_ERR_PARSE;
+    }
     rc = apply(c, root);
     json_decref(root);
-    return rc;
+    if (rc == 0)
+        return BILLING_OK;
+    return c->status != BILLING_OK ? c->status : BILLING_ERR_INVALID;
 }
 
-static void cfg_init(cfg *c, billing_catalog *cat, bc_zones *zones, const char *name, char *errbuf,
-                     size_t errsize)
+static void cfg_init(cfg *c, billing_catalog *cat, billing_config_zones *zones, const char *name,
+                     char *errbuf, size_t errsize)
 {
     c->name = name;
     c->errbuf = errbuf;
     c->errsize = errsize;
     c->cat = cat;
     c->zones = zones;
+    c->status = BILLING_OK;
     c->reject = NULL;
     c->reject_arg = NULL;
     c->book = NULL;
@@ -555,8 +806,8 @@ static void cfg_init(cfg *c, billing_catalog *cat, bc_zones *zones, const char *
     c->liberr[0] = '\0';
 }
 
-int bc_pricebook_parse(billing_catalog *cat, const char *text, size_t len, const char *name,
-                       char *errbuf, size_t errsize)
+billing_status billing_config_pricebook_parse(billing_catalog *cat, const char *text, size_t len,
+                                              const char *name, char *errbuf, size_t errsize)
 {
     cfg c;
 
@@ -564,66 +815,138 @@ int bc_pricebook_parse(billing_catalog *cat, const char *text, size_t len, const
     return parse_with(&c, text, len, apply_pricebook);
 }
 
-static int accounts_parse(billing_catalog *cat, bc_zones *zones, const char *text, size_t len,
-                          const char *name, const char *book, bc_reject_fn reject, void *arg,
-                          char *errbuf, size_t errsize)
+/* The accounts file element by element, or as a whole tree when the top level needs it. */
+static billing_status accounts_stream_or_tree(cfg *c, const char *text, size_t len)
+{
+    if (c->cat == NULL || text == NULL || c->name == NULL)
+        return parse_with(c, text, len, apply_accounts);
+    switch (stream_accounts(c, text, len)) {
+    case 0:
+        return BILLING_OK;
+    case 1:
+        return parse_with(c, text, len, apply_accounts);
+    default:
+        return c->status != BILLING_OK ? c->status : BILLING_ERR_INVALID;
+    }
+}
+
+static billing_status accounts_parse(billing_catalog *cat, billing_config_zones *zones,
+                                     const char *text, size_t len, const char *name,
+                                     const char *book, billing_config_reject_fn reject, void *arg,
+                                     char *errbuf, size_t errsize)
 {
     cfg c;
-    int rc;
+    billing_status st;
 
     cfg_init(&c, cat, zones, name, errbuf, errsize);
+    if (zones == NULL) {
+        bc_seterr(errbuf, errsize, "%s: no zone set to load time zones with",
+                  name ? name : "accounts");
+        return BILLING_ERR_INVALID;
+    }
     c.reject = reject;
     c.reject_arg = arg;
     c.book = book;
-    if (book != NULL && (c.taken = json_object()) == NULL)
-        return bc_seterr(errbuf, errsize, "%s: out of memory", name);
-    rc = parse_with(&c, text, len, apply_accounts);
+    if (book != NULL) {
+        c.taken = json_object();
+        if (c.taken == NULL) {
+            bc_seterr(errbuf, errsize, "%s: out of memory", name ? name : "accounts");
+            return BILLING_ERR_NOMEM;
+        }
+    }
+    st = accounts_stream_or_tree(&c, text, len);
     json_decref(c.taken);
-    return rc;
+    return st;
 }
 
-int bc_accounts_parse(billing_catalog *cat, bc_zones *zones, const char *text, size_t len,
-                      const char *name, char *errbuf, size_t errsize)
+billing_status billing_config_accounts_parse(billing_catalog *cat, billing_config_zones *zones,
+                                             const char *text, size_t len, const char *name,
+                                             char *errbuf, size_t errsize)
 {
     return accounts_parse(cat, zones, text, len, name, NULL, NULL, NULL, errbuf, errsize);
 }
 
-int bc_pricebook_load(billing_catalog *cat, const char *path, char *errbuf, size_t errsize)
+static billing_status read_config(const char *path, char **text, size_t *len, char *errbuf,
+                                  size_t errsize)
 {
-    char *text;
-    size_t len;
-    int rc;
+    if (path == NULL) {
+        bc_seterr(errbuf, errsize, "configuration file: NULL path");
+        return BILLING_ERR_INVALID;
+    }
+    if (bc_read_file(path, BILLING_CONFIG_FILE_MAX, text, len, errbuf, errsize) != 0)
+        return BILLING_ERR_IO;
+    return BILLING_OK;
+}
 
-    if (bc_read_file(path, BC_CONFIG_FILE_MAX, &text, &len, errbuf, errsize) != 0)
-        return -1;
-    rc = bc_pricebook_parse(cat, text, len, path, errbuf, errsize);
+billing_status billing_config_pricebook_load(billing_catalog *cat, const char *path, char *errbuf,
+                                             size_t errsize)
+{
+    char *text = NULL;
+    size_t len = 0;
+    billing_status st;
+
+    st = read_config(path, &text, &len, errbuf, errsize);
+    if (st == BILLING_OK)
+        st = billing_config_pricebook_parse(cat, text, len, path, errbuf, errsize);
     free(text);
-    return rc;
+    return st;
 }
 
-int bc_accounts_load_book(billing_catalog *cat, bc_zones *zones, const char *path,
-                          const char *book, bc_reject_fn reject, void *arg, char *errbuf,
-                          size_t errsize)
+billing_status billing_config_accounts_load_book(billing_catalog *cat, billing_config_zones *zones,
+                                                 const char *path, const char *book,
+                                                 billing_config_reject_fn reject, void *arg,
+                                                 char *errbuf, size_t errsize)
 {
-    char *text;
-    size_t len;
-    int rc;
+    char *text = NULL;
+    size_t len = 0;
+    billing_status st;
 
-    if (bc_read_file(path, BC_CONFIG_FILE_MAX, &text, &len, errbuf, errsize) != 0)
-        return -1;
-    rc = accounts_parse(cat, zones, text, len, path, book, reject, arg, errbuf, errsize);
+    st = read_config(path, &text, &len, errbuf, errsize);
+    if (st == BILLING_OK)
+        st = accounts_parse(cat, zones, text, len, path, book, reject, arg, errbuf, errsize);
     free(text);
-    return rc;
+    return st;
 }
 
-int bc_accounts_load_rejecting(billing_catalog *cat, bc_zones *zones, const char *path,
-                               bc_reject_fn reject, void *arg, char *errbuf, size_t errsize)
+billing_status billing_config_accounts_load_rejecting(billing_catalog *cat,
+                                                      billing_config_zones *zones, const char *path,
+                                                      billing_config_reject_fn reject, void *arg,
+                                                      char *errbuf, size_t errsize)
 {
-    return bc_accounts_load_book(cat, zones, path, NULL, reject, arg, errbuf, errsize);
+    return billing_config_accounts_load_book(cat, zones, path, NULL, reject, arg, errbuf,
+                                             errsize);
 }
 
-int bc_accounts_load(billing_catalog *cat, bc_zones *zones, const char *path, char *errbuf,
-                     size_t errsize)
+billing_status billing_config_accounts_load(billing_catalog *cat, billing_config_zones *zones,
+                                            const char *path, char *errbuf, size_t errsize)
 {
-    return bc_accounts_load_rejecting(cat, zones, path, NULL, NULL, errbuf, errsize);
+    return billing_config_accounts_load_rejecting(cat, zones, path, NULL, NULL, errbuf, errsize);
+}
+
+billing_status billing_config_catalog_load(const char *pricebook_path, const char *accounts_path,
+                                           billing_config_zones *zones, billing_catalog **out,
+                                           char *errbuf, size_t errsize)
+{
+    billing_catalog *cat;
+    billing_status st;
+
+    if (out == NULL) {
+        bc_seterr(errbuf, errsize, "catalog: NULL output pointer");
+        return BILLING_ERR_INVALID;
+    }
+    *out = NULL;
+    cat = billing_catalog_new();
+    if (cat == NULL) {
+        bc_seterr(errbuf, errsize, "catalog: out of memory");
+        return BILLING_ERR_NOMEM;
+    }
+    st = billing_config_pricebook_load(cat, pricebook_path, errbuf, errsize);
+    if (st == BILLING_OK && accounts_path != NULL)
+        st = billing_config_accounts_load(cat, zones, accounts_path, errbuf, errsize);
+    if (st != BILLING_OK) {
+        billing_catalog_destroy(cat);
+        return st;
+    }
+    *out = cat;
+    return BILLING_OK;
 }

@@ -15,15 +15,20 @@
 
 #include "util.h"
 
+int bc_vseterr(char *errbuf, size_t errsize, const char *fmt, va_list ap)
+{
+    if (errbuf != NULL && errsize > 0)
+        vsnprintf(errbuf, errsize, fmt, ap);
+    return -1;
+}
+
 int bc_seterr(char *errbuf, size_t errsize, const char *fmt, ...)
 {
     va_list ap;
 
-    if (errbuf != NULL && errsize > 0) {
-        va_start(ap, fmt);
-        vsnprintf(errbuf, errsize, fmt, ap);
-        va_end(ap);
-    }
+    va_start(ap, fmt);
+    bc_vseterr(errbuf, errsize, fmt, ap);
+    va_end(ap);
     return -1;
 }
 

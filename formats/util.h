@@ -6,6 +6,7 @@
 #ifndef BC_UTIL_H
 #define BC_UTIL_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -46,5 +47,8 @@ ssize_t bc_read_full(int fd, void *buf, size_t n, int64_t offset);
  * truncating safely; returns -1 so that callers can `return bc_seterr(...)`.
  */
 int bc_seterr(char *errbuf, size_t errsize, const char *fmt, ...) BC_PRINTF(3, 4);
+
+/* bc_vseterr - bc_seterr with a va_list, for wrappers that return something else. */
+int bc_vseterr(char *errbuf, size_t errsize, const char *fmt, va_list ap) BC_PRINTF(3, 0);
 
 #endif /* BC_UTIL_H */

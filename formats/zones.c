@@ -3,17 +3,15 @@
  */
 #include "config.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "billing_config.h"
 #include "util.h"
-#include "zones.h"
 
-/* Distinct zones one set may hold: bounds memory on hostile config files. */
-#define BC_ZONES_MAX 1024
-
-struct bc_zones {
+struct billing_config_zones {
     billing_zone **zones;
     size_t len;
     size_t cap;
@@ -41,7 +39,7 @@ static int component_ok(const char *s, size_t n)
 static const char *const host_dependent[] = {"localtime", "posixrules", "Factory"};
 static const char *const host_dependent_dirs[] = {"posix", "right"};
 
-int bc_zone_host_dependent(const char *name)
+static int host_dependent_name(const char *name)
 {
     size_t i;
     size_t n;
@@ -60,7 +58,7 @@ int bc_zone_host_dependent(const char *name)
     return 0;
 }
 
-int bc_zone_name_valid(const char *name)
+int billing_config_zone_name_valid(const char *name)
 {
     size_t i;
     size_t start = 0;
@@ -68,7 +66,7 @@ int bc_zone_name_valid(const char *name)
     if (name == NULL || name[0] == '\0')
         return 0;
     for (i = 0; name[i] != '\0'; i++) {
-        if (i >= BC_ZONE_NAME_MAX || !name_char_ok(name[i]))
+        if (i >= BILLING_CONFIG_ZONE_NAME_MAX || !name_char_ok(name[i]))
             return 0;
         if (name[i] == '/') {
             if (!component_ok(name + start, i - start))
@@ -76,7 +74,7 @@ int bc_zone_name_valid(const char *name)
             start = i + 1;
         }
     }
-    return component_ok(name + start, i - start) && !bc_zone_host_dependent(name);
+    return component_ok(name + start, i - start) && !host_dependent_name(name);
 }
 
 static const char *zoneinfo_dir(void)
@@ -86,51 +84,75 @@ static const char *zoneinfo_dir(void)
     return (dir != NULL && dir[0] != '\0') ? dir : "/usr/share/zoneinfo";
 }
 
-billing_zone *bc_zone_load(const char *name, char *errbuf, size_t errsize)
+static billing_status zone_fail(char *errbuf, size_t errsize, billing_status st, const char *fmt,
+                                ...) BC_PRINTF(4, 5);
+
+static billing_status zone_fail(char *errbuf, size_t errsize, billing_status st, const char *fmt,
+                                ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    bc_vseterr(errbuf, errsize, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+static billing_status check_name(const char *name, char *errbuf, size_t errsize)
+{
+    if (host_dependent_name(name))
+        return zone_fail(errbuf, errsize, BILLING_ERR_ZONE,
+                         "time zone '%s' depends on the host's configuration: use an IANA zone "
+                         "name such as 'Asia/Shanghai'",
+                         name);
+    if (!billing_config_zone_name_valid(name))
+        return zone_fail(errbuf, errsize, BILLING_ERR_ZONE,
+                         "time zone '%.64s' is not a valid IANA zone name", name ? name : "");
+    return BILLING_OK;
+}
+
+billing_status billing_config_zone_load(const char *name, billing_zone **out, char *errbuf,
+                                        size_t errsize)
 {
     char path[4096];
     char why[256];
     char *data = NULL;
     size_t len = 0;
-    billing_zone *zone;
+    billing_status st;
     int n;
 
-    if (bc_zone_host_dependent(name)) {
-        bc_seterr(errbuf, errsize,
-                  "time zone '%s' depends on the host's configuration: use an IANA zone name "
-                  "such as 'Asia/Shanghai'",
-                  name);
-        return NULL;
+    if (out == NULL)
+        return zone_fail(errbuf, errsize, BILLING_ERR_INVALID, "time zone: NULL output pointer");
+    *out = NULL;
+    st = check_name(name, errbuf, errsize);
+    if (st != BILLING_OK)
+        return st;
+    if (strcmp(name, "UTC") == 0) {
+        *out = billing_zone_new_utc();
+        return *out != NULL ? BILLING_OK
+                            : zone_fail(errbuf, errsize, BILLING_ERR_NOMEM,
+                                        "time zone 'UTC': out of memory");
     }
-    if (!bc_zone_name_valid(name)) {
-        bc_seterr(errbuf, errsize, "time zone '%.64s' is not a valid IANA zone name",
-                  name ? name : "");
-        return NULL;
-    }
-    if (strcmp(name, "UTC") == 0)
-        return billing_zone_new_utc();
     n = snprintf(path, sizeof(path), "%s/%s", zoneinfo_dir(), name);
-    if (n < 0 || (size_t)n >= sizeof(path)) {
-        bc_seterr(errbuf, errsize, "time zone '%s': zoneinfo path too long", name);
-        return NULL;
-    }
-    if (bc_read_file(path, BC_ZONE_FILE_MAX, &data, &len, why, sizeof(why)) != 0) {
-        bc_seterr(errbuf, errsize, "time zone '%s': %s", name, why);
-        return NULL;
-    }
-    zone = billing_zone_new(name, (const unsigned char *)data, len, why, sizeof(why));
-    if (zone == NULL)
-        bc_seterr(errbuf, errsize, "time zone '%s': %s: %s", name, path, why);
+    if (n < 0 || (size_t)n >= sizeof(path))
+        return zone_fail(errbuf, errsize, BILLING_ERR_ZONE,
+                         "time zone '%s': zoneinfo path too long", name);
+    if (bc_read_file(path, BILLING_CONFIG_ZONE_FILE_MAX, &data, &len, why, sizeof(why)) != 0)
+        return zone_fail(errbuf, errsize, BILLING_ERR_ZONE, "time zone '%s': %s", name, why);
+    *out = billing_zone_new(name, (const unsigned char *)data, len, why, sizeof(why));
     free(data);
-    return zone;
+    if (*out == NULL)
+        return zone_fail(errbuf, errsize, BILLING_ERR_ZONE, "time zone '%s': %s: %s", name, path,
+                         why);
+    return BILLING_OK;
 }
 
-bc_zones *bc_zones_new(void)
+billing_config_zones *billing_config_zones_new(void)
 {
-    return calloc(1, sizeof(bc_zones));
+    return calloc(1, sizeof(billing_config_zones));
 }
 
-void bc_zones_destroy(bc_zones *set)
+void billing_config_zones_destroy(billing_config_zones *set)
 {
     size_t i;
 
@@ -142,7 +164,7 @@ void bc_zones_destroy(bc_zones *set)
     free(set);
 }
 
-static int reserve(bc_zones *set)
+static int reserve(billing_config_zones *set)
 {
     size_t ncap;
     billing_zone **p;
@@ -158,26 +180,35 @@ static int reserve(bc_zones *set)
     return 0;
 }
 
-const billing_zone *bc_zones_get(bc_zones *set, const char *name, char *errbuf, size_t errsize)
+billing_status billing_config_zones_get(billing_config_zones *set, const char *name,
+                                        const billing_zone **out, char *errbuf, size_t errsize)
 {
     size_t i;
     billing_zone *zone;
+    billing_status st;
 
+    if (set == NULL || out == NULL)
+        return zone_fail(errbuf, errsize, BILLING_ERR_INVALID, "time zone: NULL argument");
+    *out = NULL;
+    st = check_name(name, errbuf, errsize);
+    if (st != BILLING_OK)
+        return st;
     for (i = 0; i < set->len; i++) {
-        if (strcmp(billing_zone_name(set->zones[i]), name) == 0)
-            return set->zones[i];
+        if (strcmp(billing_zone_name(set->zones[i]), name) == 0) {
+            *out = set->zones[i];
+            return BILLING_OK;
+        }
     }
-    if (set->len >= BC_ZONES_MAX) {
-        bc_seterr(errbuf, errsize, "more than %d distinct time zones", BC_ZONES_MAX);
-        return NULL;
-    }
-    if (reserve(set) != 0) {
-        bc_seterr(errbuf, errsize, "time zone '%.64s': out of memory", name);
-        return NULL;
-    }
-    zone = bc_zone_load(name, errbuf, errsize);
-    if (zone == NULL)
-        return NULL;
+    if (set->len >= BILLING_CONFIG_ZONES_MAX)
+        return zone_fail(errbuf, errsize, BILLING_ERR_TOO_LARGE, "more than %d distinct time zones",
+                         BILLING_CONFIG_ZONES_MAX);
+    if (reserve(set) != 0)
+        return zone_fail(errbuf, errsize, BILLING_ERR_NOMEM, "time zone '%.64s': out of memory",
+                         name);
+    st = billing_config_zone_load(name, &zone, errbuf, errsize);
+    if (st != BILLING_OK)
+        return st;
     set->zones[set->len++] = zone;
-    return zone;
+    *out = zone;
+    return BILLING_OK;
 }

@@ -1,11 +1,11 @@
 /*
  * fuzz_config.c - fuzz target for the configuration files: the price book
- * (bc_pricebook_parse), then the accounts file (bc_accounts_parse), then
+ * (billing_config_pricebook_parse), then the accounts file (billing_config_accounts_parse), then
  * billing_rater_new, which validates and indexes (freezes) the catalog.
  *
  * The input is the price book, a NUL byte, and the accounts file; without
  * a NUL it is all price book and the accounts file is empty. Zones come
- * from $TZDIR or /usr/share/zoneinfo through one bc_zones set kept for the
+ * from $TZDIR or /usr/share/zoneinfo through one billing_config_zones set kept for the
  * whole run (zones are immutable, and the set only caches them).
  *
  * Whatever the bytes: no crash, leak or out-of-bounds access; each step
@@ -24,22 +24,21 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "configfile.h"
+#include "billing_config.h"
 #include "fuzzcommon.h"
-#include "zones.h"
 
 /* Accounts whose invoices are computed, at most, per input. */
 #define ACCOUNTS_CHECKED 4
 #define MONTHS_CAP 4096
 
-static bc_zones *zones;
+static billing_config_zones *zones;
 static int months[MONTHS_CAP];
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    zones = bc_zones_new();
+    zones = billing_config_zones_new();
     FZ_CHECK(zones != NULL, "out of memory");
     return 0;
 }
@@ -67,7 +66,7 @@ static void check_account(billing_rater *r, const char *account)
     char when[64];
     billing_time_t start;
     billing_status st;
-    int n = billing_rater_months(r, account, months, MONTHS_CAP);
+    int n = fz_months(r, account, months, MONTHS_CAP);
     int i;
 
     FZ_CHECK(n >= 0, "billing_rater_months('%s') = %d", account, n);
@@ -121,19 +120,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     billing_catalog *cat = billing_catalog_new();
     billing_rater *r = NULL;
     char err[1024] = "";
-    int rc;
+    billing_status rc;
 
     FZ_CHECK(cat != NULL, "out of memory");
-    rc = bc_pricebook_parse(cat, text, book_len, "pricebook.json", err, sizeof(err));
-    FZ_CHECK(rc == 0 || rc == -1, "bc_pricebook_parse returned %d", rc);
+    rc = billing_config_pricebook_parse(cat, text, book_len, "pricebook.json", err, sizeof(err));
+    FZ_CHECK(rc <= 0 && rc != BILLING_ERR_IO, "billing_config_pricebook_parse returned %d", rc);
     if (rc != 0) {
-        fz_check_message("bc_pricebook_parse", err, sizeof(err));
+        fz_check_message("billing_config_pricebook_parse", err, sizeof(err));
         goto out;
     }
-    rc = bc_accounts_parse(cat, zones, accounts, accounts_len, "accounts.json", err, sizeof(err));
-    FZ_CHECK(rc == 0 || rc == -1, "bc_accounts_parse returned %d", rc);
+    rc = billing_config_accounts_parse(cat, zones, accounts, accounts_len, "accounts.json", err,
+                                       sizeof(err));
+    FZ_CHECK(rc <= 0 && rc != BILLING_ERR_IO, "billing_config_accounts_parse returned %d", rc);
     if (rc != 0) {
-        fz_check_message("bc_accounts_parse", err, sizeof(err));
+        fz_check_message("billing_config_accounts_parse", err, sizeof(err));
         goto out;
     }
     r = billing_rater_new(cat, err, sizeof(err));

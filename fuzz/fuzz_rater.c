@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "fuzzcommon.h"
+#include "takeback.h"
 
 #define MAX_EVENTS 24
 #define MONTHS_CAP 256
@@ -433,7 +434,7 @@ static char *invoices(billing_rater *r, const int *extra, int n_extra)
     FZ_CHECK(text != NULL, "out of memory");
     text[0] = '\0';
     for (a = 0; a < 2; a++) {
-        n = billing_rater_months(r, accounts[a], months, MONTHS_CAP);
+        n = fz_months(r, accounts[a], months, MONTHS_CAP);
         FZ_CHECK(n >= 0, "months of %s", accounts[a]);
         for (i = 0; i < n && i < MONTHS_CAP; i++)
             invoice_figures(r, accounts[a], months[i], text, &len);
@@ -451,7 +452,7 @@ static int months_of(billing_rater *r, int *out)
     int a;
 
     for (a = 0; a < 2; a++) {
-        k = billing_rater_months(r, accounts[a], out + n, MONTHS_CAP / 2);
+        k = fz_months(r, accounts[a], out + n, MONTHS_CAP / 2);
         n += k > MONTHS_CAP / 2 ? MONTHS_CAP / 2 : k;
     }
     return n;
@@ -498,7 +499,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     before = invoices(r, extra, n_extra);
     /* One more, taken back: every invoice as before. */
     if (billing_rater_add(r, evs[n], err, sizeof(err)) == BILLING_OK) {
-        FZ_CHECK(billing_rater_remove(r, evs[n], err, sizeof(err)) == BILLING_OK, "remove: %s",
+        FZ_CHECK(bl_rater_take_back(r, evs[n], err, sizeof(err)) == BILLING_OK, "remove: %s",
                  err);
         after = invoices(r, extra, n_extra);
         FZ_CHECK(strcmp(before, after) == 0, "add-then-remove changed an invoice:\n%s\n%s", before,
@@ -508,7 +509,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* All taken back: the invoices of a rater that never saw an event. */
     for (i = n - 1; i >= 0; i--) {
         if (ok[i])
-            FZ_CHECK(billing_rater_remove(r, evs[i], err, sizeof(err)) == BILLING_OK,
+            FZ_CHECK(bl_rater_take_back(r, evs[i], err, sizeof(err)) == BILLING_OK,
                      "remove e%d: %s", i, err);
     }
     empty = billing_rater_new(cat, err, sizeof(err));

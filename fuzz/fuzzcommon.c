@@ -15,6 +15,7 @@
 
 #include "billing/v1/usage_event.pb-c.h"
 #include "fuzzcommon.h"
+#include "takeback.h"
 
 /* Room for the months billing_rater_months lists: 1900..2200 and the subscription terms. */
 #define MONTHS_CAP 8192
@@ -397,9 +398,31 @@ static int account_and_start(const billing_event *ev, char *account, size_t size
     return rc;
 }
 
+int fz_months(billing_rater *r, const char *account, int *out, int cap)
+{
+    char err[ERR_MAX] = "";
+    billing_months *list = NULL;
+    billing_status st = billing_rater_months(r, account, &list, err, sizeof(err));
+    size_t n;
+    size_t i;
+
+    FZ_CHECK(st == BILLING_OK, "billing_rater_months('%s'): %s: %s", account, billing_strerror(st),
+             err);
+    n = billing_months_count(list);
+    FZ_CHECK(n <= INT32_MAX, "billing_rater_months('%s'): %zu months", account, n);
+    for (i = 0; i < n; i++) {
+        FZ_CHECK(billing_months_month(list, i) >= 1 && billing_months_month(list, i) <= 12,
+                 "billing_rater_months('%s'): month %d", account, billing_months_month(list, i));
+        if (i < (size_t)cap)
+            out[i] = billing_months_year(list, i) * 100 + billing_months_month(list, i);
+    }
+    billing_months_destroy(list);
+    return (int)n;
+}
+
 static int list_months(billing_rater *r, const char *account, int *out)
 {
-    int n = billing_rater_months(r, account, out, MONTHS_CAP);
+    int n = fz_months(r, account, out, MONTHS_CAP);
 
     FZ_CHECK(n >= 0 && n <= MONTHS_CAP, "billing_rater_months('%s') = %d", account, n);
     return n;
@@ -433,7 +456,7 @@ static billing_rater *fresh_rater(void)
 
 /*
  * The checks once billing_rater_add has accepted @ev into @r: the state
- * with the event, then after billing_rater_remove, compared with a rater
+ * with the event, then after bl_rater_take_back (what `billing rate` uses), compared with a rater
  * that never saw it, then with the event added again.
  */
 static void check_taken_back(billing_rater *r, const billing_event *ev, const fz_account *a,
@@ -458,7 +481,7 @@ static void check_taken_back(billing_rater *r, const billing_event *ev, const fz
              a->id);
     inv1 = invoice_digest(r, a->id, year, month, digest_during);
 
-    st = billing_rater_remove(r, ev, err, sizeof(err));
+    st = bl_rater_take_back(r, ev, err, sizeof(err));
     FZ_CHECK(st == BILLING_OK, "event '%s': remove: %s: %s", id, billing_strerror(st), err);
     FZ_CHECK(billing_rater_event_count(r) == count0, "event count after remove");
 

@@ -57,6 +57,13 @@ void fz_check_message(const char *what, const char *errbuf, size_t size);
 billing_zone *fz_eastern_zone(void);
 
 /*
+ * fz_months - the months with charges of @account as year*100+month in
+ * @out (room for @cap), checked to be a valid list; returns how many
+ * there are (may exceed @cap).
+ */
+int fz_months(billing_rater *r, const char *account, int *out, int cap);
+
+/*
  * fz_events_init - build, once, the catalog the event targets rate
  * against (CNY; two price versions; accounts lab-a and lab-b in UTC and
  * lab-ny in an embedded US Eastern zone; a monthly and a daily
@@ -79,7 +86,7 @@ billing_status fz_check_roundtrip(const billing_event *ev);
  * holds the background events. If billing_rater_add refuses it, a message
  * was written and the rater is unchanged (event and aggregate counts). If
  * it accepts it: the event count grew by one and the month of its start
- * is listed for its account; billing_rater_remove takes it back, leaving
+ * is listed for its account; bl_rater_take_back takes it back, leaving
  * the event count, the account's months and the invoice of that month as
  * a rater that never saw the event has them; adding it again gives the
  * invoice it gave the first time. Returns billing_rater_add's status.

@@ -44,20 +44,23 @@ typedef int64_t billing_time_t;
 
 /** Status codes returned by every fallible libbilling function. */
 typedef enum billing_status {
-    BILLING_OK = 0,               /**< success */
-    BILLING_DUPLICATE = 1,        /**< event id already rated with identical content; ignored (not an error) */
-    BILLING_ERR_NOMEM = -1,       /**< an allocation failed; retriable, nothing was changed */
-    BILLING_ERR_INVALID = -2,     /**< an argument or field is invalid (message names it) */
-    BILLING_ERR_PARSE = -3,       /**< malformed decimal, timestamp, zone data or payload */
-    BILLING_ERR_CONFLICT = -4,    /**< same event id seen before with different content */
+    BILLING_OK = 0, /**< success */
+    BILLING_DUPLICATE =
+        1, /**< event id already rated with identical content; ignored (not an error) */
+    BILLING_ERR_NOMEM = -1,           /**< an allocation failed; retriable, nothing was changed */
+    BILLING_ERR_INVALID = -2,         /**< an argument or field is invalid (message names it) */
+    BILLING_ERR_PARSE = -3,           /**< malformed decimal, timestamp, zone data or payload */
+    BILLING_ERR_CONFLICT = -4,        /**< same event id seen before with different content */
     BILLING_ERR_UNKNOWN_ACCOUNT = -5, /**< the event's account is not in the catalog */
-    BILLING_ERR_NO_PRICE = -6,    /**< no price for the event's meter, model and region at that time */
-    BILLING_ERR_ZONE = -7,        /**< unknown or unusable time zone */
-    BILLING_ERR_RANGE = -8,       /**< a value is outside the supported range */
-    BILLING_ERR_EXISTS = -9,      /**< a catalog object with that id already exists */
-    BILLING_ERR_NOT_FOUND = -10,  /**< the referenced catalog object does not exist */
-    BILLING_ERR_STATE = -11,      /**< the call is not valid in the handle's current state */
-    BILLING_ERR_TOO_LARGE = -12   /**< an input exceeds a documented size bound */
+    BILLING_ERR_NO_PRICE = -6, /**< no price for the event's meter, model and region at that time */
+    BILLING_ERR_ZONE = -7,     /**< unknown or unusable time zone */
+    BILLING_ERR_RANGE = -8,    /**< a value is outside the supported range */
+    BILLING_ERR_EXISTS = -9,   /**< a catalog object with that id already exists */
+    BILLING_ERR_NOT_FOUND = -10, /**< the referenced catalog object does not exist */
+    BILLING_ERR_STATE = -11,     /**< the call is not valid in the handle's current state */
+    BILLING_ERR_TOO_LARGE = -12, /**< an input exceeds a documented size bound */
+    BILLING_ERR_IO =
+        -13 /**< a file could not be read (libbilling-config only: the core does no I/O) */
 } billing_status;
 
 /**
@@ -404,6 +407,12 @@ BILLING_API billing_status billing_catalog_add_grant(billing_catalog *cat, const
  * billing_rater_add, billing_event_reset it, fill it again. Not
  * thread-safe; use one per thread.
  *
+ * A setter that refuses its value (its status is not BILLING_OK) marks
+ * that field refused instead of leaving the previous value in place, so
+ * that a refilled event is never rated with a stale field:
+ * billing_rater_add then refuses the event (BILLING_ERR_INVALID, naming
+ * the field) until the field is set successfully or the event is reset.
+ *
  * Field bounds: id 1..128 bytes, account/resource 1..128, model/region
  * 0..64; the setters return BILLING_ERR_TOO_LARGE past them.
  * Field names used in messages: "id", "account", "resource", "meter",
@@ -582,13 +591,17 @@ BILLING_API billing_status billing_rater_set_dedupe(billing_rater *r, int on);
  * billing_rater_remove - take back an event that billing_rater_add rated
  * (returned BILLING_OK for), exactly: aggregates are sums, so the state
  * afterwards is as if the event had never been added, whatever came in
- * between. For callers that dedupe themselves (the `billing rate` tool
- * finds repeated ids after the fact with bounded memory), so the rater's
- * own dedupe must be off. The rater cannot tell which events were added:
- * removing one that was not is refused when one of its aggregates is
- * empty (BILLING_ERR_INVALID), and otherwise corrupts the totals.
- * Returns BILLING_OK, BILLING_ERR_STATE (dedupe on), or the error that
- * billing_rater_add would give for this event; nothing changes on error.
+ * between (a usage record withdrawn by its producer, a correction). The
+ * rater checks that this very event was added, through its dedupe set, so
+ * misuse is refused rather than corrupting totals: the dedupe must be on
+ * (the default). Afterwards the id is free: adding the event again rates
+ * it again.
+ * Returns BILLING_OK; BILLING_ERR_STATE (dedupe off: the rater keeps no
+ * ids and cannot check); BILLING_ERR_NOT_FOUND (no event with this id is
+ * rated: never added, or removed already); BILLING_ERR_CONFLICT (an event
+ * with this id is rated but its content differs); or the error that
+ * billing_rater_add would give for this event. Nothing changes on error.
+ * Not thread-safe (as every call on a rater).
  */
 BILLING_API billing_status billing_rater_remove(billing_rater *r, const billing_event *ev,
                                                 char *errbuf, size_t errsize);
@@ -699,12 +712,36 @@ BILLING_API billing_status billing_rater_invoice(billing_rater *r, const char *a
                                                  size_t errsize);
 
 /**
- * billing_rater_months - list the (year, month) pairs of @account that have
- * charges, in ascending order, as year*100+month values in @out (room for
- * @cap). Returns how many exist (may exceed @cap), or -1 for an unknown
- * account.
+ * billing_months: a list of (year, month) pairs, for example the months of
+ * an account that have charges. Immutable; safe to read from several
+ * threads.
  */
-BILLING_API int billing_rater_months(billing_rater *r, const char *account, int *out, int cap);
+typedef struct billing_months billing_months;
+
+/**
+ * billing_rater_months - the local months of @account (in its time zone)
+ * that have charges (usage, fees or refunds), in ascending order: the
+ * months for which billing_rater_invoice gives lines. Returns BILLING_OK
+ * and a new list in *@out (caller frees with billing_months_destroy;
+ * possibly empty), or BILLING_ERR_UNKNOWN_ACCOUNT, BILLING_ERR_INVALID
+ * (NULL argument) or BILLING_ERR_NOMEM with a message; *@out is NULL on
+ * error. Not thread-safe (it fills the rater's caches).
+ */
+BILLING_API billing_status billing_rater_months(billing_rater *r, const char *account,
+                                                billing_months **out, char *errbuf, size_t errsize);
+
+/** billing_months_count - number of months in @months (0 for NULL). */
+BILLING_API size_t billing_months_count(const billing_months *months);
+
+/**
+ * billing_months_year / billing_months_month - the year and the month
+ * (1..12) of entry @i, for 0 <= i < billing_months_count; 0 out of range.
+ */
+BILLING_API int billing_months_year(const billing_months *months, size_t i);
+BILLING_API int billing_months_month(const billing_months *months, size_t i);
+
+/** billing_months_destroy - free a list; NULL is a no-op. */
+BILLING_API void billing_months_destroy(billing_months *months);
 
 /**
  * billing_rater_account_count / billing_rater_account_id - enumerate the
@@ -732,6 +769,13 @@ typedef enum billing_line_kind {
     BILLING_LINE_FEE = 3,          /**< the fee of plan terms starting this month */
     BILLING_LINE_REFUND = 4        /**< pro-rata refund of a cancelled refundable term (negative) */
 } billing_line_kind;
+
+/**
+ * billing_line_kind_name - "usage", "included", "fee" or "refund" (the
+ * names the billing tool prints); NULL for an unknown value. Static
+ * string; thread-safe.
+ */
+BILLING_API const char *billing_line_kind_name(billing_line_kind kind);
 
 /** billing_invoice_line_count - number of lines. */
 BILLING_API size_t billing_invoice_line_count(const billing_invoice *inv);

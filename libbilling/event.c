@@ -28,6 +28,7 @@ void billing_event_reset(billing_event *ev)
     if (ev == NULL)
         return;
     ev->set = 0;
+    ev->refused = 0;
     ev->id_len = 0;
     ev->account_len = 0;
     ev->resource_len = 0;
@@ -42,6 +43,24 @@ void billing_event_reset(billing_event *ev)
     ev->resource[0] = '\0';
     ev->model[0] = '\0';
     ev->region[0] = '\0';
+}
+
+/*
+ * Record the outcome of a setter for field @bit. A refused value is not
+ * silently replaced by the one the reused buffer held before: the field is
+ * marked refused (and unset) until it is set successfully or the event is
+ * reset, and billing_rater_add refuses the event naming the field.
+ */
+static billing_status outcome(billing_event *ev, unsigned bit, billing_status st)
+{
+    if (st == BILLING_OK) {
+        ev->set |= bit;
+        ev->refused &= ~bit;
+    } else {
+        ev->set &= ~bit;
+        ev->refused |= bit;
+    }
+    return st;
 }
 
 /* Copy @src into @dst (room for @max bytes plus NUL); its length into *@len. */
@@ -65,38 +84,27 @@ static billing_status copy_field(char *dst, uint8_t *len, size_t max, const char
 
 billing_status billing_event_set_id(billing_event *ev, const char *id)
 {
-    billing_status st = copy_field(ev->id, &ev->id_len, BL_ID_MAX, id, 0);
-
-    if (st == BILLING_OK)
-        ev->set |= BL_EV_ID;
-    return st;
+    return outcome(ev, BL_EV_ID, copy_field(ev->id, &ev->id_len, BL_ID_MAX, id, 0));
 }
 
 billing_status billing_event_set_account(billing_event *ev, const char *account)
 {
-    billing_status st = copy_field(ev->account, &ev->account_len, BL_ID_MAX, account, 0);
-
-    if (st == BILLING_OK)
-        ev->set |= BL_EV_ACCOUNT;
-    return st;
+    return outcome(ev, BL_EV_ACCOUNT,
+                   copy_field(ev->account, &ev->account_len, BL_ID_MAX, account, 0));
 }
 
 billing_status billing_event_set_resource(billing_event *ev, const char *resource)
 {
-    billing_status st = copy_field(ev->resource, &ev->resource_len, BL_ID_MAX, resource, 0);
-
-    if (st == BILLING_OK)
-        ev->set |= BL_EV_RESOURCE;
-    return st;
+    return outcome(ev, BL_EV_RESOURCE,
+                   copy_field(ev->resource, &ev->resource_len, BL_ID_MAX, resource, 0));
 }
 
 billing_status billing_event_set_meter(billing_event *ev, billing_meter meter)
 {
     if (billing_meter_name(meter) == NULL)
-        return BILLING_ERR_INVALID;
+        return outcome(ev, BL_EV_METER, BILLING_ERR_INVALID);
     ev->meter = meter;
-    ev->set |= BL_EV_METER;
-    return BILLING_OK;
+    return outcome(ev, BL_EV_METER, BILLING_OK);
 }
 
 void billing_event_set_interval(billing_event *ev, billing_time_t start, billing_time_t end)
@@ -112,30 +120,36 @@ billing_status billing_event_set_quantity(billing_event *ev, const char *quantit
     int rc;
 
     if (quantity == NULL)
-        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID, "field 'quantity' is missing");
+        return outcome(
+            ev, BL_EV_QUANTITY,
+            bl_seterr(errbuf, errsize, BILLING_ERR_INVALID, "field 'quantity' is missing"));
     rc = bl_qty_parse(&ev->qty, quantity);
     if (rc == -3)
-        return bl_seterr(errbuf, errsize, BILLING_ERR_RANGE,
-                         "field 'quantity': '%.48s' is negative", quantity);
+        return outcome(ev, BL_EV_QUANTITY,
+                       bl_seterr(errbuf, errsize, BILLING_ERR_RANGE,
+                                 "field 'quantity': '%.48s' is negative", quantity));
     if (rc == -2)
-        return bl_seterr(errbuf, errsize, BILLING_ERR_RANGE,
-                         "field 'quantity': '%.48s' exceeds 10^18 or has more than 9 decimals",
-                         quantity);
+        return outcome(ev, BL_EV_QUANTITY,
+                       bl_seterr(errbuf, errsize, BILLING_ERR_RANGE,
+                                 "field 'quantity': '%.48s' exceeds 10^18 or has more than 9 "
+                                 "decimals",
+                                 quantity));
     if (rc != 0)
-        return bl_seterr(errbuf, errsize, BILLING_ERR_PARSE,
-                         "field 'quantity': '%.48s' is not a decimal number", quantity);
-    ev->set |= BL_EV_QUANTITY;
-    return BILLING_OK;
+        return outcome(ev, BL_EV_QUANTITY,
+                       bl_seterr(errbuf, errsize, BILLING_ERR_PARSE,
+                                 "field 'quantity': '%.48s' is not a decimal number", quantity));
+    return outcome(ev, BL_EV_QUANTITY, BILLING_OK);
 }
 
 billing_status billing_event_set_model(billing_event *ev, const char *model)
 {
-    return copy_field(ev->model, &ev->model_len, BL_ATTR_MAX, model, 1);
+    return outcome(ev, BL_EV_MODEL, copy_field(ev->model, &ev->model_len, BL_ATTR_MAX, model, 1));
 }
 
 billing_status billing_event_set_region(billing_event *ev, const char *region)
 {
-    return copy_field(ev->region, &ev->region_len, BL_ATTR_MAX, region, 1);
+    return outcome(ev, BL_EV_REGION,
+                   copy_field(ev->region, &ev->region_len, BL_ATTR_MAX, region, 1));
 }
 
 const char *billing_event_id(const billing_event *ev)
@@ -183,6 +197,24 @@ int billing_event_quantity(const billing_event *ev, char *buf, size_t size)
     if (buf == NULL)
         return -1;
     return bl_qty_to_string(ev->qty, buf, size);
+}
+
+const char *bl_event_refused_field(const billing_event *ev)
+{
+    static const struct {
+        unsigned bit;
+        const char *name;
+    } fields[] = {
+        {BL_EV_ID, "id"},        {BL_EV_ACCOUNT, "account"},   {BL_EV_RESOURCE, "resource"},
+        {BL_EV_METER, "meter"},  {BL_EV_QUANTITY, "quantity"}, {BL_EV_MODEL, "model"},
+        {BL_EV_REGION, "region"}};
+    size_t i;
+
+    for (i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+        if (ev->refused & fields[i].bit)
+            return fields[i].name;
+    }
+    return NULL;
 }
 
 uint64_t bl_event_fingerprint(const billing_event *ev)

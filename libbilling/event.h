@@ -14,9 +14,12 @@
 #define BL_EV_METER 0x08u
 #define BL_EV_INTERVAL 0x10u
 #define BL_EV_QUANTITY 0x20u
+#define BL_EV_MODEL 0x40u
+#define BL_EV_REGION 0x80u
 
 struct billing_event {
     unsigned set;
+    unsigned refused; /* fields whose last setter call failed (BL_EV_*) */
     uint8_t id_len;
     uint8_t account_len;
     uint8_t resource_len;
@@ -32,6 +35,13 @@ struct billing_event {
     char model[BL_ATTR_MAX + 1];
     char region[BL_ATTR_MAX + 1];
 };
+
+/*
+ * bl_event_refused_field - the name of the first field whose last setter
+ * call failed, or NULL: such an event is refused by billing_rater_add
+ * rather than rated with the value the buffer held before.
+ */
+const char *bl_event_refused_field(const billing_event *ev);
 
 /* bl_event_fingerprint - 64-bit hash of everything but the id. */
 uint64_t bl_event_fingerprint(const billing_event *ev);

@@ -483,22 +483,65 @@ billing_status billing_rater_invoice(billing_rater *r, const char *account, int 
     return BILLING_OK;
 }
 
-int billing_rater_months(billing_rater *r, const char *account, int *out, int cap)
-{
-    size_t ai = account ? bl_catalog_account(r->cat, account) : BL_NONE;
-    int32_t *months;
-    size_t n;
-    size_t i;
+/* Months are month indexes (year * 12 + month - 1), as bl_account_months gives them. */
+struct billing_months {
+    int32_t *index;
+    size_t len;
+};
 
+billing_status billing_rater_months(billing_rater *r, const char *account, billing_months **out,
+                                    char *errbuf, size_t errsize)
+{
+    size_t ai;
+    billing_months *list;
+
+    if (out != NULL)
+        *out = NULL;
+    if (r == NULL || out == NULL)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID, "months: NULL argument");
+    ai = account ? bl_catalog_account(r->cat, account) : BL_NONE;
     if (ai == BL_NONE)
-        return -1;
-    months = bl_account_months(r, ai, &n);
-    if (months == NULL && n != 0)
-        return -1;
-    for (i = 0; i < n && (int)i < cap; i++)
-        out[i] = (months[i] / 12) * 100 + months[i] % 12 + 1;
+        return bl_seterr(errbuf, errsize, BILLING_ERR_UNKNOWN_ACCOUNT, "account '%.140s' not found",
+                         account ? account : "(null)");
+    list = calloc(1, sizeof(*list));
+    if (list == NULL)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_NOMEM, "months of '%s': out of memory",
+                         account);
+    list->index = bl_account_months(r, ai, &list->len);
+    if (list->index == NULL && list->len != 0) {
+        free(list);
+        return bl_seterr(errbuf, errsize, BILLING_ERR_NOMEM, "months of '%s': out of memory",
+                         account);
+    }
+    *out = list;
+    return BILLING_OK;
+}
+
+size_t billing_months_count(const billing_months *months)
+{
+    return months != NULL ? months->len : 0;
+}
+
+int billing_months_year(const billing_months *months, size_t i)
+{
+    if (months == NULL || i >= months->len)
+        return 0;
+    return months->index[i] / 12;
+}
+
+int billing_months_month(const billing_months *months, size_t i)
+{
+    if (months == NULL || i >= months->len)
+        return 0;
+    return months->index[i] % 12 + 1;
+}
+
+void billing_months_destroy(billing_months *months)
+{
+    if (months == NULL)
+        return;
+    free(months->index);
     free(months);
-    return (int)n;
 }
 
 /* ---------------------------------------------------------------------- */

@@ -12,6 +12,7 @@
 #include "event.h"
 #include "invoice.h"
 #include "rater.h"
+#include "takeback.h"
 #include "zone.h"
 
 /* One piece of an event: [start, end) with everything that prices it. */
@@ -137,7 +138,12 @@ static int printable(const char *s)
 static billing_status validate(const billing_event *ev, char *errbuf, size_t errsize)
 {
     const char *id = (ev->set & BL_EV_ID) ? ev->id : "(no id)";
+    const char *refused = bl_event_refused_field(ev);
 
+    if (refused != NULL)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
+                         "event '%s': field '%s': the value given to its setter was refused", id,
+                         refused);
     if (!(ev->set & BL_EV_ID))
         return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID, "event: field 'id' is missing");
     if (!bl_valid_id(ev->id))
@@ -786,7 +792,7 @@ billing_status billing_rater_add(billing_rater *r, const billing_event *ev, char
     size_t pieces;
     uint64_t h = 0;
     uint64_t fp = 0;
-    const bl_seen *s;
+    bl_seen *s = NULL;
 
     if (r == NULL || ev == NULL)
         return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID, "rater or event is NULL");
@@ -795,11 +801,12 @@ billing_status billing_rater_add(billing_rater *r, const billing_event *ev, char
         return st;
     if (r->dedupe) {
         h = seen_hash(r, ev->id, ev->id_len);
-        fp = bl_event_fingerprint(ev);
+        /* Live entries keep the low bit set; 0 marks an id taken back (billing_rater_remove). */
+        fp = bl_event_fingerprint(ev) | 1u;
         s = seen_find(r, ev, h);
         if (s != NULL && s->fp == fp)
             return BILLING_DUPLICATE;
-        if (s != NULL)
+        if (s != NULL && s->fp != 0)
             return bl_seterr(errbuf, errsize, BILLING_ERR_CONFLICT,
                              "event '%s': id already counted with different content", ev->id);
     }
@@ -807,12 +814,31 @@ billing_status billing_rater_add(billing_rater *r, const billing_event *ev, char
     st = walk(r, ev, ai, 0, &pieces, errbuf, errsize);
     if (st != BILLING_OK)
         return st;
-    if (reserve_aggs(r, ai, pieces) != 0 || (r->dedupe && seen_reserve(r, ev->id_len) != 0))
+    if (reserve_aggs(r, ai, pieces) != 0 ||
+        (r->dedupe && s == NULL && seen_reserve(r, ev->id_len) != 0))
         return bl_seterr(errbuf, errsize, BILLING_ERR_NOMEM, "event '%s': out of memory", ev->id);
     walk(r, ev, ai, 1, &pieces, NULL, 0);
-    if (r->dedupe)
+    if (r->dedupe && s != NULL)
+        s->fp = fp;
+    else if (r->dedupe)
         seen_add(r, ev, h, fp);
     r->events++;
+    r->gen++;
+    return BILLING_OK;
+}
+
+/* Subtract @ev's pieces from the aggregates of account @ai: all or nothing. */
+static billing_status take_back(billing_rater *r, const billing_event *ev, size_t ai, char *errbuf,
+                                size_t errsize)
+{
+    billing_status st;
+    size_t pieces;
+
+    st = walk(r, ev, ai, 2, &pieces, errbuf, errsize);
+    if (st != BILLING_OK)
+        return st;
+    walk(r, ev, ai, -1, &pieces, NULL, 0);
+    r->events--;
     r->gen++;
     return BILLING_OK;
 }
@@ -822,23 +848,46 @@ billing_status billing_rater_remove(billing_rater *r, const billing_event *ev, c
 {
     billing_status st;
     size_t ai;
-    size_t pieces;
+    bl_seen *s;
+
+    if (r == NULL || ev == NULL)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID, "rater or event is NULL");
+    /* Only the dedupe set can tell that this very event was added. */
+    if (!r->dedupe)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_STATE,
+                         "event '%s': removing an event needs the rater's dedupe on",
+                         (ev->set & BL_EV_ID) ? ev->id : "(no id)");
+    st = event_account(r, ev, &ai, errbuf, errsize);
+    if (st != BILLING_OK)
+        return st;
+    s = seen_find(r, ev, seen_hash(r, ev->id, ev->id_len));
+    if (s == NULL || s->fp == 0)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_NOT_FOUND,
+                         "event '%s': not rated by this rater (never added, or removed already)",
+                         ev->id);
+    if (s->fp != (bl_event_fingerprint(ev) | 1u))
+        return bl_seterr(errbuf, errsize, BILLING_ERR_CONFLICT,
+                         "event '%s': differs from the event rated with that id", ev->id);
+    st = take_back(r, ev, ai, errbuf, errsize);
+    if (st == BILLING_OK)
+        s->fp = 0;
+    return st;
+}
+
+billing_status bl_rater_take_back(billing_rater *r, const billing_event *ev, char *errbuf,
+                                  size_t errsize)
+{
+    billing_status st;
+    size_t ai;
 
     if (r == NULL || ev == NULL)
         return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID, "rater or event is NULL");
     if (r->dedupe)
         return bl_seterr(errbuf, errsize, BILLING_ERR_STATE,
-                         "event '%s': removing events needs the rater's dedupe off",
+                         "event '%s': taking events back unchecked needs the rater's dedupe off",
                          (ev->set & BL_EV_ID) ? ev->id : "(no id)");
     st = event_account(r, ev, &ai, errbuf, errsize);
     if (st != BILLING_OK)
         return st;
-    /* Check every piece before changing anything: all or nothing, as for add. */
-    st = walk(r, ev, ai, 2, &pieces, errbuf, errsize);
-    if (st != BILLING_OK)
-        return st;
-    walk(r, ev, ai, -1, &pieces, NULL, 0);
-    r->events--;
-    r->gen++;
-    return BILLING_OK;
+    return take_back(r, ev, ai, errbuf, errsize);
 }

@@ -39,6 +39,8 @@ const char *billing_strerror(billing_status status)
         return "not allowed in the current state";
     case BILLING_ERR_TOO_LARGE:
         return "input too large";
+    case BILLING_ERR_IO:
+        return "file could not be read";
     }
     return "unknown status";
 }
@@ -71,6 +73,21 @@ billing_status billing_meter_parse(const char *name, billing_meter *out)
         }
     }
     return BILLING_ERR_INVALID;
+}
+
+const char *billing_line_kind_name(billing_line_kind kind)
+{
+    switch (kind) {
+    case BILLING_LINE_USAGE:
+        return "usage";
+    case BILLING_LINE_INCLUDED:
+        return "included";
+    case BILLING_LINE_FEE:
+        return "fee";
+    case BILLING_LINE_REFUND:
+        return "refund";
+    }
+    return NULL;
 }
 
 billing_status bl_seterr(char *errbuf, size_t errsize, billing_status status, const char *fmt, ...)

@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "billing_config.h"
 #include "dbcatalog.h"
-#include "zones.h"
 
 #define LIBERR_MAX 512
 
@@ -60,7 +60,7 @@ typedef struct version_ref {
 
 struct bs_catalog {
     billing_catalog *cat;
-    bc_zones *zones;
+    billing_config_zones *zones;
     char *book;
     char currency[4];
     billing_rounding rounding;
@@ -125,13 +125,14 @@ static billing_status add_fee(bs_catalog *bc, const PGresult *res, int row)
 
 static billing_status add_account(bs_catalog *bc, const PGresult *res, int row)
 {
-    const billing_zone *zone = bc_zones_get(bc->zones, val(res, row, 2), bc->liberr,
-                                            sizeof(bc->liberr));
-
     account_zone *az = &bc->zones_of[bc->n_zones_of];
+    const billing_zone *zone;
+    billing_status st;
 
-    if (zone == NULL)
-        return BILLING_ERR_ZONE;
+    st = billing_config_zones_get(bc->zones, val(res, row, 2), &zone, bc->liberr,
+                                  sizeof(bc->liberr));
+    if (st != BILLING_OK)
+        return st;
     az->account = strdup(val(res, row, 0));
     if (az->account == NULL)
         return BILLING_ERR_NOMEM;
@@ -256,7 +257,7 @@ bs_catalog *bs_catalog_read(bs_conn *c, const char *book_id, bs_error *err)
     bs_status st;
 
     if (bc == NULL || (bc->cat = billing_catalog_new()) == NULL ||
-        (bc->zones = bc_zones_new()) == NULL) {
+        (bc->zones = billing_config_zones_new()) == NULL) {
         bs_catalog_free(bc);
         bs_error_set(err, BS_ERR_NOMEM, "reading the catalog: out of memory");
         return NULL;
@@ -279,7 +280,7 @@ void bs_catalog_free(bs_catalog *bc)
     if (bc == NULL)
         return;
     billing_catalog_destroy(bc->cat);
-    bc_zones_destroy(bc->zones);
+    billing_config_zones_destroy(bc->zones);
     for (i = 0; i < bc->n_versions; i++)
         free(bc->versions[i].label);
     free(bc->versions);

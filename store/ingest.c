@@ -14,6 +14,7 @@
 #include "copy.h"
 #include "events.h"
 #include "ingest.h"
+#include "takeback.h"
 
 #define REASON_MAX 256
 #define REJECT_PAYLOAD_MAX (1024u * 1024u)
@@ -308,8 +309,11 @@ static bs_status store_events(bs_ingest *in, bs_conn *c, billing_rater *rt, bs_e
             in->counts.stored++;
             continue;
         }
-        /* Rated a moment ago by this rater, so taking it back cannot fail. */
-        billing_rater_remove(rt, in->slots[i].ev, NULL, 0);
+        /*
+         * Rated a moment ago by this rater (dedupe off), so the unchecked
+         * take-back is exact and cannot fail.
+         */
+        bl_rater_take_back(rt, in->slots[i].ev, NULL, 0);
         in->slots[i].rated = 0;
         if (in->row_out[j] == BS_EVENT_DUPLICATE) {
             in->res[i].outcome = BS_RECORD_DUPLICATE;

@@ -19,13 +19,18 @@
 #include <string.h>
 
 #include "billing.h"
-#include "configfile.h"
+#include "billing_config.h"
 #include "dbcatalog.h"
 #include "load.h"
 #include "util.h"
-#include "zones.h"
 
 #define MSG_MAX 1024
+/*
+ * Largest file `billing load` reads: it keeps the JSON tree of the whole
+ * file (about 10 times the text) to write the rows, so it keeps the bound
+ * it had, below libbilling-config's (which reads element by element).
+ */
+#define LOAD_FILE_MAX (64u * 1024u * 1024u)
 #define TIME_TEXT 48
 #define NUM_TEXT 32
 
@@ -235,7 +240,7 @@ static const char *or_null(const char *s)
 /* ---------------------------------------------------------------------- */
 
 /* Read @path, apply it to @cat with @apply's parser, and keep its JSON tree. */
-static bs_status read_checked(const char *path, billing_catalog *cat, bc_zones *zones,
+static bs_status read_checked(const char *path, billing_catalog *cat, billing_config_zones *zones,
                               json_t **tree, bs_error *err)
 {
     char msg[MSG_MAX];
@@ -244,12 +249,12 @@ static bs_status read_checked(const char *path, billing_catalog *cat, bc_zones *
     size_t len;
     int rc;
 
-    if (bc_read_file(path, BC_CONFIG_FILE_MAX, &text, &len, msg, sizeof(msg)) != 0)
+    if (bc_read_file(path, LOAD_FILE_MAX, &text, &len, msg, sizeof(msg)) != 0)
         return bs_error_set(err, BS_ERR_INVALID, "%s", msg);
     if (zones == NULL)
-        rc = bc_pricebook_parse(cat, text, len, path, msg, sizeof(msg));
+        rc = billing_config_pricebook_parse(cat, text, len, path, msg, sizeof(msg));
     else
-        rc = bc_accounts_parse(cat, zones, text, len, path, msg, sizeof(msg));
+        rc = billing_config_accounts_parse(cat, zones, text, len, path, msg, sizeof(msg));
     if (rc == 0) {
         *tree = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
         if (*tree == NULL)
@@ -265,7 +270,7 @@ static bs_status read_checked(const char *path, billing_catalog *cat, bc_zones *
 static bs_status validate(load_ctx *lc, bs_error *err)
 {
     billing_catalog *cat = billing_catalog_new();
-    bc_zones *zones = bc_zones_new();
+    billing_config_zones *zones = billing_config_zones_new();
     billing_rater *rater = NULL;
     char msg[MSG_MAX];
     bs_status st = BS_ERR_NOMEM;
@@ -287,7 +292,7 @@ static bs_status validate(load_ctx *lc, bs_error *err)
 done:
     billing_rater_destroy(rater);
     billing_catalog_destroy(cat);
-    bc_zones_destroy(zones);
+    billing_config_zones_destroy(zones);
     return st;
 }
 

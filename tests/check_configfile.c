@@ -13,9 +13,8 @@
 #include <unistd.h>
 
 #include "billing.h"
-#include "configfile.h"
+#include "billing_config.h"
 #include "util.h"
-#include "zones.h"
 
 #define ERR 1024
 
@@ -29,94 +28,159 @@
 #define ACCOUNT                                                                                    \
     "{\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":\"Asia/Shanghai\",\"tax_rate\":\"0\"}"
 
-static int pricebook(const char *text, char *err)
+static billing_status pricebook(const char *text, char *err)
 {
     billing_catalog *cat = billing_catalog_new();
-    int rc = bc_pricebook_parse(cat, text, strlen(text), "pb.json", err, ERR);
+    billing_status rc =
+        billing_config_pricebook_parse(cat, text, strlen(text), "pb.json", err, ERR);
 
     billing_catalog_destroy(cat);
     return rc;
 }
 
 /* The accounts @text applied after the valid PRICEBOOK. */
-static int accounts(const char *text, char *err)
+static billing_status accounts(const char *text, char *err)
 {
     billing_catalog *cat = billing_catalog_new();
-    bc_zones *zones = bc_zones_new();
-    int rc;
+    billing_config_zones *zones = billing_config_zones_new();
+    billing_status rc;
 
-    ck_assert_int_eq(bc_pricebook_parse(cat, PRICEBOOK, strlen(PRICEBOOK), "pb.json", err, ERR), 0);
-    rc = bc_accounts_parse(cat, zones, text, strlen(text), "ac.json", err, ERR);
+    ck_assert_int_eq(
+        billing_config_pricebook_parse(cat, PRICEBOOK, strlen(PRICEBOOK), "pb.json", err, ERR), 0);
+    rc = billing_config_accounts_parse(cat, zones, text, strlen(text), "ac.json", err, ERR);
     billing_catalog_destroy(cat);
-    bc_zones_destroy(zones);
+    billing_config_zones_destroy(zones);
     return rc;
+}
+
+/* The paths of the shipped example's price book and accounts files. */
+static void example_paths(char *pb, char *ac, size_t size)
+{
+    const char *src = getenv("top_srcdir");
+
+    snprintf(pb, size, "%s/examples/gpu-cloud/pricebook.json", src ? src : "..");
+    snprintf(ac, size, "%s/examples/gpu-cloud/accounts.json", src ? src : "..");
 }
 
 START_TEST(test_example_loads)
 {
-    const char *src = getenv("top_srcdir");
     char pb[512];
     char ac[512];
     char err[ERR] = "";
     billing_catalog *cat = billing_catalog_new();
-    bc_zones *zones = bc_zones_new();
+    billing_config_zones *zones = billing_config_zones_new();
     billing_rater *r;
 
-    snprintf(pb, sizeof(pb), "%s/examples/gpu-cloud/pricebook.json", src ? src : "..");
-    snprintf(ac, sizeof(ac), "%s/examples/gpu-cloud/accounts.json", src ? src : "..");
-    ck_assert_msg(bc_pricebook_load(cat, pb, err, sizeof(err)) == 0, "%s", err);
-    ck_assert_msg(bc_accounts_load(cat, zones, ac, err, sizeof(err)) == 0, "%s", err);
+    example_paths(pb, ac, sizeof(pb));
+    ck_assert_msg(billing_config_pricebook_load(cat, pb, err, sizeof(err)) == BILLING_OK, "%s",
+                  err);
+    ck_assert_msg(billing_config_accounts_load(cat, zones, ac, err, sizeof(err)) == BILLING_OK,
+                  "%s", err);
     r = billing_rater_new(cat, err, sizeof(err));
     ck_assert_msg(r != NULL, "%s", err);
     ck_assert_uint_eq(billing_rater_account_count(r), 4);
     billing_rater_destroy(r);
     billing_catalog_destroy(cat);
-    bc_zones_destroy(zones);
+    billing_config_zones_destroy(zones);
 }
 END_TEST
 
+/* Arrays in any order: grants before the accounts they name still load (applied in order). */
+START_TEST(test_accounts_any_order)
+{
+    char err[ERR] = "";
+
+    ck_assert_msg(accounts("{\"grants\":[{\"id\":\"g\",\"account\":\"a\",\"amount\":\"10.00\","
+                           "\"granted_at\":\"2026-01-01T00:00:00Z\",\"expires_at\":"
+                           "\"2026-02-01T00:00:00Z\",\"applies_to\":[\"usage\"]}],"
+                           "\"description\":\"x\",\n\"accounts\" : [ " ACCOUNT " ] }\n",
+                           err) == BILLING_OK,
+                  "%s", err);
+    ck_assert_int_eq(accounts("{\"accounts\":[]}", err), BILLING_OK);
+}
+END_TEST
+
+/* The one-call loader gives the same catalog, and says why it failed the same way. */
+START_TEST(test_catalog_load)
+{
+    char pb[512];
+    char ac[512];
+    char err[ERR] = "";
+    billing_config_zones *zones = billing_config_zones_new();
+    billing_catalog *cat = NULL;
+    billing_rater *r;
+
+    example_paths(pb, ac, sizeof(pb));
+    ck_assert_int_eq(billing_config_catalog_load(pb, ac, zones, &cat, err, sizeof(err)),
+                     BILLING_OK);
+    r = billing_rater_new(cat, err, sizeof(err));
+    ck_assert_msg(r != NULL, "%s", err);
+    ck_assert_uint_eq(billing_rater_account_count(r), 4);
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+    cat = (billing_catalog *)1;
+    ck_assert_int_eq(billing_config_catalog_load(pb, "/nonexistent/accounts.json", zones, &cat, err,
+                                                 sizeof(err)),
+                     BILLING_ERR_IO);
+    ck_assert_ptr_null(cat);
+    ck_assert_msg(strstr(err, "/nonexistent/accounts.json: No such file or directory") != NULL,
+                  "%s", err);
+    ck_assert_int_eq(billing_config_catalog_load(ac, NULL, zones, &cat, err, sizeof(err)),
+                     BILLING_ERR_INVALID);
+    ck_assert_msg(strstr(err, "accounts.json: unknown field 'accounts'") != NULL, "%s", err);
+    ck_assert_int_eq(billing_config_catalog_load(pb, ac, zones, NULL, err, sizeof(err)),
+                     BILLING_ERR_INVALID);
+    billing_config_zones_destroy(zones);
+}
+END_TEST
+
+/* What is wrong, where, and the status that says why (as the catalog setters would). */
 typedef struct bad_case {
     const char *text;
     const char *message;
+    billing_status status;
 } bad_case;
 
 static const bad_case bad_pricebooks[] = {
-    {"{", "pb.json:1:1: "},
-    {"[]", "pb.json: must be an object, not an array"},
-    {"{\"currency\":\"CNY\",\"versions\":[]}", "pb.json: versions: at least one price version"},
-    {"{\"currency\":\"CNY\",\"version\":[]}", "pb.json: unknown field 'version'"},
-    {"{\"versions\":[" PB_VERSION "]}", "pb.json: currency: missing"},
-    {"{\"currency\":\"XYZ\",\"versions\":[" PB_VERSION "]}", "pb.json: currency: currency 'XYZ'"},
+    {"{", "pb.json:1:1: ", BILLING_ERR_PARSE},
+    {"[]", "pb.json: must be an object, not an array", BILLING_ERR_INVALID},
+    {"{\"currency\":\"CNY\",\"versions\":[]}", "pb.json: versions: at least one price version",
+     BILLING_ERR_INVALID},
+    {"{\"currency\":\"CNY\",\"version\":[]}", "pb.json: unknown field 'version'",
+     BILLING_ERR_INVALID},
+    {"{\"versions\":[" PB_VERSION "]}", "pb.json: currency: missing", BILLING_ERR_INVALID},
+    {"{\"currency\":\"XYZ\",\"versions\":[" PB_VERSION "]}", "pb.json: currency: currency 'XYZ'",
+     BILLING_ERR_INVALID},
     {"{\"currency\":\"CNY\",\"rounding\":\"bankers\",\"versions\":[" PB_VERSION "]}",
-     "pb.json: rounding: 'bankers' is not half-up"},
+     "pb.json: rounding: 'bankers' is not half-up", BILLING_ERR_INVALID},
     {"{\"currency\":\"CNY\",\"currency\":\"JPY\",\"versions\":[" PB_VERSION "]}",
-     "duplicate object key"},
+     "duplicate object key", BILLING_ERR_PARSE},
     {"{\"currency\":\"CNY\",\"versions\":[{\"id\":\"v1\",\"effective_from\":\"2026-01-01\"," RATES
      "}]}",
-     "pb.json: versions[0].effective_from: timestamp '2026-01-01'"},
+     "pb.json: versions[0].effective_from: timestamp '2026-01-01'", BILLING_ERR_PARSE},
     {"{\"currency\":\"CNY\",\"versions\":[{\"id\":\"v1\",\"effective_from\":"
      "\"2026-01-01T00:00:00Z\",\"rates\":[{\"meter\":\"gpu\",\"model\":\"RTX4090\",\"region\":"
      "\"cn-east-1\",\"price\":0.60}]}]}",
-     "pb.json: versions[0].rates[0].price: must be a string, not a number"},
+     "pb.json: versions[0].rates[0].price: must be a string, not a number", BILLING_ERR_INVALID},
     {"{\"currency\":\"CNY\",\"versions\":[{\"id\":\"v1\",\"effective_from\":"
      "\"2026-01-01T00:00:00Z\",\"rates\":[{\"meter\":\"cpu\",\"model\":\"*\",\"region\":\"*\","
      "\"price\":\"1\"}]}]}",
-     "pb.json: versions[0].rates[0].meter: 'cpu' is not \"gpu\""},
+     "pb.json: versions[0].rates[0].meter: 'cpu' is not \"gpu\"", BILLING_ERR_INVALID},
     {"{\"currency\":\"CNY\",\"versions\":[{\"id\":\"v1\",\"effective_from\":"
      "\"2026-01-01T00:00:00Z\",\"rates\":[{\"meter\":\"gpu\",\"model\":\"*\",\"region\":\"*\","
      "\"price\":\"-1\"}]}]}",
-     "pb.json: versions[0].rates[0]: "},
+     "pb.json: versions[0].rates[0]: ", BILLING_ERR_PARSE},
     {"{\"currency\":\"CNY\",\"versions\":[{\"id\":\"v1\",\"effective_from\":"
      "\"2026-01-01T00:00:00Z\"," RATES ",\"plan_fees\":[{\"plan\":\"nope\",\"fee\":\"1\"}]}]}",
-     "pb.json: versions[0].plan_fees[0]: "},
+     "pb.json: versions[0].plan_fees[0]: ", BILLING_ERR_NOT_FOUND},
     {"{\"currency\":\"CNY\",\"plans\":[{\"id\":\"p\",\"period\":\"week\",\"model\":\"m\","
      "\"region\":\"r\"}],\"versions\":[" PB_VERSION "]}",
-     "pb.json: plans[0].period: 'week' is not \"day\" or \"month\""},
+     "pb.json: plans[0].period: 'week' is not \"day\" or \"month\"", BILLING_ERR_INVALID},
     {"{\"currency\":\"CNY\",\"plans\":[{\"id\":\"p\",\"period\":\"day\",\"model\":\"m\","
      "\"region\":\"r\",\"refundable\":\"yes\"}],\"versions\":[" PB_VERSION "]}",
-     "pb.json: plans[0].refundable: must be true or false, not a string"},
+     "pb.json: plans[0].refundable: must be true or false, not a string", BILLING_ERR_INVALID},
     {"{\"currency\":\"CNY\",\"plans\":{},\"versions\":[" PB_VERSION "]}",
-     "pb.json: plans: must be an array, not an object"},
+     "pb.json: plans: must be an array, not an object", BILLING_ERR_INVALID},
 };
 
 START_TEST(test_bad_pricebook)
@@ -124,7 +188,7 @@ START_TEST(test_bad_pricebook)
     const bad_case *c = &bad_pricebooks[_i];
     char err[ERR] = "";
 
-    ck_assert_int_eq(pricebook(c->text, err), -1);
+    ck_assert_int_eq(pricebook(c->text, err), c->status);
     ck_assert_msg(strstr(err, c->message) != NULL, "case %d: '%s' lacks '%s'", _i, err, c->message);
 }
 END_TEST
@@ -132,57 +196,77 @@ END_TEST
 static const bad_case bad_accounts[] = {
     {"{\"accounts\":[{\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":\"../../etc/passwd\","
      "\"tax_rate\":\"0\"}]}",
-     "ac.json: accounts[0].time_zone: time zone '../../etc/passwd' is not a valid IANA zone name"},
+     "ac.json: accounts[0].time_zone: time zone '../../etc/passwd' is not a valid IANA zone name",
+     BILLING_ERR_ZONE},
     {"{\"accounts\":[{\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":\"Mars/Olympus_Mons\","
      "\"tax_rate\":\"0\"}]}",
-     "ac.json: accounts[0].time_zone: time zone 'Mars/Olympus_Mons': "},
+     "ac.json: accounts[0].time_zone: time zone 'Mars/Olympus_Mons': ", BILLING_ERR_ZONE},
     /* Host-dependent names (issue 9 item 16): refused though the host has the file. */
     {"{\"accounts\":[{\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":\"localtime\","
      "\"tax_rate\":\"0\"}]}",
-     "ac.json: accounts[0].time_zone: time zone 'localtime' depends on the host's configuration"},
+     "ac.json: accounts[0].time_zone: time zone 'localtime' depends on the host's configuration",
+     BILLING_ERR_ZONE},
     {"{\"accounts\":[{\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":\"posixrules\","
      "\"tax_rate\":\"0\"}]}",
-     "ac.json: accounts[0].time_zone: time zone 'posixrules' depends on the host's configuration"},
+     "ac.json: accounts[0].time_zone: time zone 'posixrules' depends on the host's configuration",
+     BILLING_ERR_ZONE},
     {"{\"accounts\":[{\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":\"Factory\","
      "\"tax_rate\":\"0\"}]}",
-     "ac.json: accounts[0].time_zone: time zone 'Factory' depends on the host's configuration"},
+     "ac.json: accounts[0].time_zone: time zone 'Factory' depends on the host's configuration",
+     BILLING_ERR_ZONE},
     {"{\"accounts\":[{\"id\":\"a\",\"currency\":\"CNY\","
      "\"time_zone\":\"right/Asia/Shanghai\",\"tax_rate\":\"0\"}]}",
-     "time zone 'right/Asia/Shanghai' depends on the host's configuration"},
+     "time zone 'right/Asia/Shanghai' depends on the host's configuration", BILLING_ERR_ZONE},
     {"{\"accounts\":[{\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":\"UTC\",\"tax_rate\":0}]}",
-     "ac.json: accounts[0].tax_rate: must be a string, not a number"},
+     "ac.json: accounts[0].tax_rate: must be a string, not a number", BILLING_ERR_INVALID},
     {"{\"accounts\":[{\"id\":\"a\",\"currency\":\"USD\",\"time_zone\":\"UTC\","
      "\"tax_rate\":\"0\"}]}",
-     "ac.json: accounts[0]: "},
+     "ac.json: accounts[0]: ", BILLING_ERR_INVALID},
     {"{\"accounts\":[{\"id\":\"a\",\"currency\":\"CNY\",\"tz\":\"UTC\",\"tax_rate\":\"0\"}]}",
-     "ac.json: accounts[0]: unknown field 'tz'"},
+     "ac.json: accounts[0]: unknown field 'tz'", BILLING_ERR_INVALID},
     {"{\"accounts\":[" ACCOUNT "],\"subscriptions\":[{\"id\":\"s\",\"account\":\"a\","
      "\"resource\":\"i\",\"plan\":\"p\",\"start\":\"2026-01-01T00:00:00Z\",\"terms\":0}]}",
-     "ac.json: subscriptions[0].terms: 0 is outside 1..1200"},
+     "ac.json: subscriptions[0].terms: 0 is outside 1..1200", BILLING_ERR_INVALID},
     {"{\"accounts\":[" ACCOUNT "],\"subscriptions\":[{\"id\":\"s\",\"account\":\"a\","
      "\"resource\":\"i\",\"plan\":\"p\",\"start\":\"2026-01-01T00:00:00Z\",\"terms\":\"1\"}]}",
-     "ac.json: subscriptions[0].terms: must be an integer, not a string"},
+     "ac.json: subscriptions[0].terms: must be an integer, not a string", BILLING_ERR_INVALID},
     {"{\"accounts\":[" ACCOUNT "],\"subscriptions\":[{\"id\":\"s\",\"account\":\"a\","
      "\"resource\":\"i\",\"plan\":\"nope\",\"start\":\"2026-01-01T00:00:00Z\",\"terms\":1}]}",
-     "ac.json: subscriptions[0]: "},
+     "ac.json: subscriptions[0]: ", BILLING_ERR_NOT_FOUND},
     {"{\"accounts\":[" ACCOUNT "],\"grants\":[{\"id\":\"g\",\"account\":\"a\",\"amount\":"
      "\"10.00\",\"granted_at\":\"2026-01-01T00:00:00Z\",\"expires_at\":\"2026-02-01T00:00:00Z\","
      "\"applies_to\":[\"cash\"]}]}",
-     "ac.json: grants[0].applies_to: element 0 is not \"usage\" or \"subscription\""},
+     "ac.json: grants[0].applies_to: element 0 is not \"usage\" or \"subscription\"",
+     BILLING_ERR_INVALID},
     {"{\"accounts\":[" ACCOUNT "],\"grants\":[{\"id\":\"g\",\"account\":\"a\",\"amount\":"
      "\"10.00\",\"granted_at\":\"2026-01-01T00:00:00Z\",\"expires_at\":\"soon\","
      "\"applies_to\":[\"usage\"]}]}",
-     "ac.json: grants[0].expires_at: timestamp 'soon'"},
+     "ac.json: grants[0].expires_at: timestamp 'soon'", BILLING_ERR_PARSE},
     {"{\"accounts\":[" ACCOUNT "],\"grants\":[{\"id\":\"g\",\"account\":\"a\",\"amount\":"
      "\"10.00\",\"granted_at\":\"2026-01-01T00:00:00Z\",\"expires_at\":\"2026-02-01T00:00:00Z\","
      "\"applies_to\":[]}]}",
-     "ac.json: grants[0].applies_to: must name at least one charge kind"},
+     "ac.json: grants[0].applies_to: must name at least one charge kind", BILLING_ERR_INVALID},
     {"{\"accounts\":[" ACCOUNT "],\"grants\":[{\"id\":\"g\",\"account\":\"b\",\"amount\":"
      "\"10.00\",\"granted_at\":\"2026-01-01T00:00:00Z\",\"expires_at\":\"2026-02-01T00:00:00Z\","
      "\"applies_to\":[\"usage\"]}]}",
-     "ac.json: grants[0]: "},
-    {"{\"accounts\":[" ACCOUNT "," ACCOUNT "]}", "ac.json: accounts[1]: "},
-    {"{}", "ac.json: accounts: missing"},
+     "ac.json: grants[0]: ", BILLING_ERR_NOT_FOUND},
+    {"{\"accounts\":[" ACCOUNT "," ACCOUNT "]}", "ac.json: accounts[1]: ", BILLING_ERR_EXISTS},
+    {"{}", "ac.json: accounts: missing", BILLING_ERR_INVALID},
+    /* Streamed element by element: the same messages as the whole tree gives. */
+    {"{\"accounts\":[" ACCOUNT ",]}", "ac.json:1:", BILLING_ERR_PARSE},
+    {"{\"accounts\":[" ACCOUNT " " ACCOUNT "]}", "ac.json:1:", BILLING_ERR_PARSE},
+    {"{\"accounts\":[" ACCOUNT "]} x", "ac.json:1:", BILLING_ERR_PARSE},
+    {"{\"description\":tru,\"accounts\":[" ACCOUNT "]}", "ac.json:1:", BILLING_ERR_PARSE},
+    {"{\"accounts\":[" ACCOUNT "],\"grants\":[{\"id\":\"g\",x}]}", "ac.json:1:", BILLING_ERR_PARSE},
+    {"{\"accounts\":[" ACCOUNT "],\"accounts\":[]}", "duplicate object key", BILLING_ERR_PARSE},
+    {"{\"accounts\":[" ACCOUNT "],\"grant\":[]}", "ac.json: unknown field 'grant'",
+     BILLING_ERR_INVALID},
+    {"{\"accounts\":{}}", "ac.json: accounts: must be an array, not an object",
+     BILLING_ERR_INVALID},
+    {"{\"accounts\":[" ACCOUNT ",{\"id\":\"b\",\"id\":\"c\"}]}", "duplicate object key",
+     BILLING_ERR_PARSE},
+    {"{\"accounts\":[" ACCOUNT ",7]}", "ac.json: accounts[1]: must be an object, not a number",
+     BILLING_ERR_INVALID},
 };
 
 START_TEST(test_bad_accounts)
@@ -190,8 +274,38 @@ START_TEST(test_bad_accounts)
     const bad_case *c = &bad_accounts[_i];
     char err[ERR] = "";
 
-    ck_assert_int_eq(accounts(c->text, err), -1);
+    ck_assert_int_eq(accounts(c->text, err), c->status);
     ck_assert_msg(strstr(err, c->message) != NULL, "case %d: '%s' lacks '%s'", _i, err, c->message);
+}
+END_TEST
+
+/*
+ * The element-by-element reader and the whole-tree parser agree: the same
+ * text with its first "accounts" key spelled with an escape ("acc\u006funts",
+ * the same key to JSON) goes to the whole-tree parser; status and message
+ * must be the same, for every bad case above.
+ */
+START_TEST(test_streaming_matches_tree)
+{
+    const bad_case *c = &bad_accounts[_i];
+    const char *key = strstr(c->text, "\"accounts\"");
+    char err_stream[ERR] = "";
+    char err_tree[ERR] = "";
+    char tree_text[2048];
+    billing_status st_stream;
+    billing_status st_tree;
+
+    if (key == NULL)
+        return;
+    ck_assert_uint_lt(strlen(c->text) + 8, sizeof(tree_text));
+    snprintf(tree_text, sizeof(tree_text), "%.*s\"acc\\u006funts\"%s", (int)(key - c->text),
+             c->text, key + strlen("\"accounts\""));
+    st_stream = accounts(c->text, err_stream);
+    st_tree = accounts(tree_text, err_tree);
+    ck_assert_int_eq(st_stream, st_tree);
+    /* Syntax errors name a column, which the escape moves; the rest must match. */
+    if (st_tree != BILLING_ERR_PARSE)
+        ck_assert_str_eq(err_stream, err_tree);
 }
 END_TEST
 
@@ -220,10 +334,10 @@ START_TEST(test_zone_names)
     size_t i;
 
     for (i = 0; i < sizeof(good) / sizeof(good[0]); i++)
-        ck_assert_msg(bc_zone_name_valid(good[i]), "%s", good[i]);
+        ck_assert_msg(billing_config_zone_name_valid(good[i]), "%s", good[i]);
     for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-        ck_assert_msg(!bc_zone_name_valid(bad[i]), "%s", bad[i]);
-    ck_assert(!bc_zone_name_valid(NULL));
+        ck_assert_msg(!billing_config_zone_name_valid(bad[i]), "%s", bad[i]);
+    ck_assert(!billing_config_zone_name_valid(NULL));
 }
 END_TEST
 
@@ -239,7 +353,8 @@ START_TEST(test_zone_host_dependent_refused)
     char err[ERR];
     char *data = NULL;
     size_t len = 0;
-    bc_zones *set = bc_zones_new();
+    billing_config_zones *set = billing_config_zones_new();
+    const billing_zone *z;
     size_t i;
     FILE *f;
 
@@ -247,8 +362,9 @@ START_TEST(test_zone_host_dependent_refused)
     snprintf(path, sizeof(path), "%s/Asia/Shanghai",
              getenv("TZDIR") != NULL && getenv("TZDIR")[0] != '\0' ? getenv("TZDIR")
                                                                    : "/usr/share/zoneinfo");
-    ck_assert_msg(bc_read_file(path, BC_ZONE_FILE_MAX, &data, &len, err, sizeof(err)) == 0, "%s",
-                  err);
+    ck_assert_msg(bc_read_file(path, BILLING_CONFIG_ZONE_FILE_MAX, &data, &len, err, sizeof(err)) ==
+                      0,
+                  "%s", err);
     setenv("TZDIR", dir, 1);
     for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
@@ -256,7 +372,9 @@ START_TEST(test_zone_host_dependent_refused)
         ck_assert_ptr_nonnull(f);
         ck_assert_uint_eq(fwrite(data, 1, len, f), len);
         ck_assert_int_eq(fclose(f), 0);
-        ck_assert_ptr_null(bc_zones_get(set, names[i], err, sizeof(err)));
+        ck_assert_int_eq(billing_config_zones_get(set, names[i], &z, err, sizeof(err)),
+                         BILLING_ERR_ZONE);
+        ck_assert_ptr_null(z);
         ck_assert_msg(strstr(err, "depends on the host's configuration") != NULL, "%s", err);
         unlink(path);
     }
@@ -266,12 +384,13 @@ START_TEST(test_zone_host_dependent_refused)
     ck_assert_ptr_nonnull(f);
     ck_assert_uint_eq(fwrite(data, 1, len, f), len);
     ck_assert_int_eq(fclose(f), 0);
-    ck_assert_msg(bc_zones_get(set, "Test_Zone", err, sizeof(err)) != NULL, "%s", err);
+    ck_assert_msg(billing_config_zones_get(set, "Test_Zone", &z, err, sizeof(err)) == BILLING_OK,
+                  "%s", err);
     unsetenv("TZDIR");
     unlink(path);
     rmdir(dir);
     free(data);
-    bc_zones_destroy(set);
+    billing_config_zones_destroy(set);
 }
 END_TEST
 
@@ -282,7 +401,8 @@ START_TEST(test_zone_files)
     char path[256];
     char err[ERR];
     const billing_zone *z;
-    bc_zones *set = bc_zones_new();
+    const billing_zone *z2;
+    billing_config_zones *set = billing_config_zones_new();
     FILE *f;
 
     ck_assert_ptr_nonnull(mkdtemp(dir));
@@ -296,20 +416,26 @@ START_TEST(test_zone_files)
     ck_assert_ptr_nonnull(f);
     fclose(f);
     /* A sparse file just over the 1 MiB bound. */
-    ck_assert_int_eq(truncate(path, BC_ZONE_FILE_MAX + 1), 0);
+    ck_assert_int_eq(truncate(path, BILLING_CONFIG_ZONE_FILE_MAX + 1), 0);
     setenv("TZDIR", dir, 1);
-    ck_assert_ptr_null(bc_zones_get(set, "Bad", err, sizeof(err)));
+    ck_assert_int_eq(billing_config_zones_get(set, "Bad", &z, err, sizeof(err)), BILLING_ERR_ZONE);
+    ck_assert_ptr_null(z);
     ck_assert_msg(strstr(err, "time zone 'Bad': ") != NULL, "%s", err);
-    ck_assert_ptr_null(bc_zones_get(set, "Huge", err, sizeof(err)));
+    ck_assert_int_eq(billing_config_zones_get(set, "Huge", &z, err, sizeof(err)), BILLING_ERR_ZONE);
+    ck_assert_ptr_null(z);
     ck_assert_msg(strstr(err, "larger than 1048576 bytes") != NULL, "%s", err);
-    ck_assert_ptr_null(bc_zones_get(set, "Missing", err, sizeof(err)));
+    ck_assert_int_eq(billing_config_zones_get(set, "Missing", &z, err, sizeof(err)),
+                     BILLING_ERR_ZONE);
+    ck_assert_ptr_null(z);
     ck_assert_msg(strstr(err, "No such file or directory") != NULL, "%s", err);
-    z = bc_zones_get(set, "UTC", err, sizeof(err));
+    ck_assert_int_eq(billing_config_zones_get(set, "UTC", &z, err, sizeof(err)), BILLING_OK);
     ck_assert_ptr_nonnull(z);
-    ck_assert_ptr_eq(bc_zones_get(set, "UTC", err, sizeof(err)), z);
+    ck_assert_int_eq(billing_config_zones_get(set, "UTC", &z2, err, sizeof(err)), BILLING_OK);
+    ck_assert_ptr_eq(z2, z);
     unsetenv("TZDIR");
-    ck_assert_ptr_nonnull(bc_zones_get(set, "Asia/Shanghai", err, sizeof(err)));
-    bc_zones_destroy(set);
+    ck_assert_int_eq(billing_config_zones_get(set, "Asia/Shanghai", &z, err, sizeof(err)),
+                     BILLING_OK);
+    billing_config_zones_destroy(set);
     snprintf(path, sizeof(path), "%s/Bad", dir);
     unlink(path);
     snprintf(path, sizeof(path), "%s/Huge", dir);
@@ -319,7 +445,7 @@ START_TEST(test_zone_files)
 END_TEST
 
 /*
- * bc_accounts_load_book: one price book's accounts, with their grants (and
+ * billing_config_accounts_load_book: one price book's accounts, with their grants (and
  * subscriptions, filtered alike), and nothing of the others'; NULL loads
  * every account.
  * A "book" that is not a string is refused naming the field.
@@ -342,7 +468,7 @@ START_TEST(test_accounts_of_one_book)
     char err[ERR] = "";
     billing_catalog *cat;
     billing_rater *r;
-    bc_zones *zones = bc_zones_new();
+    billing_config_zones *zones = billing_config_zones_new();
     int fd = mkstemp(path);
     size_t i;
 
@@ -351,10 +477,10 @@ START_TEST(test_accounts_of_one_book)
     close(fd);
     for (i = 0; i < 3; i++) {
         cat = billing_catalog_new();
-        ck_assert_int_eq(bc_pricebook_parse(cat, PRICEBOOK, strlen(PRICEBOOK), "pb.json", err, ERR),
+        ck_assert_int_eq(billing_config_pricebook_parse(cat, PRICEBOOK, strlen(PRICEBOOK), "pb.json", err, ERR),
                          0);
         /* b's grant must land only where b is, or the library refuses it (unknown account). */
-        ck_assert_msg(bc_accounts_load_book(cat, zones, path, books[i], NULL, NULL, err, ERR) == 0,
+        ck_assert_msg(billing_config_accounts_load_book(cat, zones, path, books[i], NULL, NULL, err, ERR) == 0,
                       "%s", err);
         r = billing_rater_new(cat, err, sizeof(err));
         ck_assert_msg(r != NULL, "%s", err);
@@ -365,7 +491,7 @@ START_TEST(test_accounts_of_one_book)
         billing_catalog_destroy(cat);
     }
     unlink(path);
-    bc_zones_destroy(zones);
+    billing_config_zones_destroy(zones);
     ck_assert_int_ne(accounts("{\"accounts\":[{\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":"
                               "\"UTC\",\"tax_rate\":\"0\",\"book\":1}]}",
                               err),
@@ -380,6 +506,10 @@ static Suite *configfile_suite(void)
     TCase *tc = tcase_create("core");
 
     tcase_add_test(tc, test_example_loads);
+    tcase_add_test(tc, test_catalog_load);
+    tcase_add_test(tc, test_accounts_any_order);
+    tcase_add_loop_test(tc, test_streaming_matches_tree, 0,
+                        sizeof(bad_accounts) / sizeof(bad_accounts[0]));
     tcase_add_loop_test(tc, test_bad_pricebook, 0,
                         (int)(sizeof(bad_pricebooks) / sizeof(bad_pricebooks[0])));
     tcase_add_loop_test(tc, test_bad_accounts, 0,

@@ -408,7 +408,57 @@ END_TEST
  * whatever was added in between: rate the reference events interleaved
  * with others (some in months nothing else touches), take the others
  * back in another order, and compare every invoice and the month list.
+ * Then misuse is refused and changes nothing (the regression test
+ * remove_refuses_misuse below).
  */
+/*
+ * remove_refuses_misuse: removing an event that was never added, or one
+ * whose content differs from the event rated under its id, is refused and
+ * changes nothing. Before, with the dedupe off as billing_rater_remove
+ * required, both were accepted whenever the aggregates were not empty and
+ * corrupted the totals (and with the dedupe on removing was refused).
+ */
+START_TEST(test_remove_refuses_misuse)
+{
+    billing_catalog *cat = make_catalog();
+    gen_event *evs = calloc(N_EVENTS + 1, sizeof(*evs));
+    billing_event *ev = billing_event_new();
+    billing_rater *r;
+    char err[256];
+    char *before;
+    char *after;
+    int i;
+
+    rng_state = UINT64_C(4242);
+    for (i = 0; i < N_EVENTS + 1; i++)
+        gen(&evs[i], i);
+    r = billing_rater_new(cat, err, sizeof(err));
+    for (i = 0; i < N_EVENTS; i++)
+        add(r, &evs[i], ev);
+    before = all_invoices(r);
+    /* Never added; its account and month have charges, so nothing empty gives it away. */
+    evs[N_EVENTS].start = evs[0].start;
+    evs[N_EVENTS].end = evs[0].end;
+    evs[N_EVENTS].account = evs[0].account;
+    fill(&evs[N_EVENTS], ev);
+    ck_assert_int_eq(billing_rater_remove(r, ev, err, sizeof(err)), BILLING_ERR_NOT_FOUND);
+    ck_assert_ptr_nonnull(strstr(err, evs[N_EVENTS].id));
+    /* Same id as a rated event, other content. */
+    fill(&evs[N_EVENTS], ev);
+    billing_event_set_id(ev, evs[0].id);
+    ck_assert_int_eq(billing_rater_remove(r, ev, err, sizeof(err)), BILLING_ERR_CONFLICT);
+    after = all_invoices(r);
+    ck_assert_str_eq(before, after);
+    ck_assert_uint_eq(billing_rater_event_count(r), N_EVENTS);
+    free(before);
+    free(after);
+    free(evs);
+    billing_event_destroy(ev);
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
 START_TEST(test_remove_undoes_add)
 {
     billing_catalog *cat = make_catalog();
@@ -435,7 +485,6 @@ START_TEST(test_remove_undoes_add)
     }
     reference = rate_all(cat, evs, NULL, N_EVENTS);
     r = billing_rater_new(cat, err, sizeof(err));
-    ck_assert_int_eq(billing_rater_set_dedupe(r, 0), BILLING_OK);
     shuffle(order, 2 * N_EVENTS);
     for (i = 0; i < 2 * N_EVENTS; i++)
         ck_assert_int_eq(add(r, &evs[order[i]], ev), BILLING_OK);
@@ -450,23 +499,31 @@ START_TEST(test_remove_undoes_add)
     ck_assert_str_eq(reference, after);
     ck_assert_uint_eq(billing_rater_event_count(r), N_EVENTS);
     for (i = 0; i < N_ACCOUNTS; i++) {
-        n = billing_rater_months(r, accounts[i], months, 16);
+        n = tu_months(r, accounts[i], months, 16);
         ck_assert_int_gt(n, 0);
         ck_assert_int_le(months[n - 1], 202604); /* June is empty again */
     }
-    /* A June event again: its aggregates are empty, so it cannot be removed. */
+    /* Removed already: refused, whatever its aggregates hold. */
     for (i = N_EVENTS; i < 2 * N_EVENTS; i++) {
         if (i % 3 == 0 && evs[i].meter != BILLING_METER_TRAFFIC)
             break;
     }
     fill(&evs[i], ev);
-    ck_assert_int_eq(billing_rater_remove(r, ev, err, sizeof(err)), BILLING_ERR_INVALID);
+    ck_assert_int_eq(billing_rater_remove(r, ev, err, sizeof(err)), BILLING_ERR_NOT_FOUND);
     ck_assert_ptr_nonnull(strstr(err, evs[i].id));
+    /* Its id is free again: adding it rates it again, and removing it restores the state. */
+    ck_assert_int_eq(add(r, &evs[i], ev), BILLING_OK);
+    ck_assert_uint_eq(billing_rater_event_count(r), N_EVENTS + 1);
+    ck_assert_int_eq(billing_rater_remove(r, ev, err, sizeof(err)), BILLING_OK);
+    free(after);
+    after = all_invoices(r);
+    ck_assert_str_eq(reference, after);
     free(reference);
     free(after);
     billing_rater_destroy(r);
-    /* With the rater's own dedupe on, removing is refused. */
+    /* With the rater's own dedupe off, it cannot check, so removing is refused. */
     r = billing_rater_new(cat, err, sizeof(err));
+    ck_assert_int_eq(billing_rater_set_dedupe(r, 0), BILLING_OK);
     ck_assert_int_eq(add(r, &evs[0], ev), BILLING_OK);
     fill(&evs[0], ev);
     ck_assert_int_eq(billing_rater_remove(r, ev, err, sizeof(err)), BILLING_ERR_STATE);
@@ -681,6 +738,7 @@ static Suite *properties_suite(void)
     tcase_add_loop_test(tc, test_reconciliation_and_credit_bounds, 0, 3);
     tcase_add_loop_test(tc, test_replay_is_idempotent, 0, 2);
     tcase_add_loop_test(tc, test_remove_undoes_add, 0, 3);
+    tcase_add_test(tc, test_remove_refuses_misuse);
     tcase_add_loop_test(tc, test_invoice_order_and_changes, 0, 3);
     tcase_add_test(tc, test_dedupe_many_ids);
     tcase_add_loop_test(tc, test_aggregates_round_trip, 0, 3);

@@ -129,7 +129,7 @@ START_TEST(test_example_month_end_midnight)
     r = new_rater(cat);
     ADD(r, "x1", "lab-c", "i-3", "gpu", "2026-01-31T23:00:00+08:00", "2026-02-01T01:00:00+08:00",
         "8", "RTX4090");
-    ck_assert_int_eq(billing_rater_months(r, "lab-c", months, 4), 2);
+    ck_assert_int_eq(tu_months(r, "lab-c", months, 4), 2);
     ck_assert_int_eq(months[0], 202601);
     ck_assert_int_eq(months[1], 202602);
     assert_invoice(r, "lab-c", 2026, 1,
@@ -603,6 +603,106 @@ START_TEST(test_catalog_errors)
 }
 END_TEST
 
+/*
+ * reused_event_keeps_refused_value: the event is a reusable buffer; a
+ * setter that refuses its value (too long an account, a malformed
+ * quantity) used to leave the previous event's value in place, so an
+ * event refilled without a reset was rated to the previous account or at
+ * the previous quantity. Now the event is refused, naming the field,
+ * until the field is set again.
+ */
+START_TEST(test_reused_event_refused_setter)
+{
+    billing_catalog *cat = tu_gpu_cloud();
+    billing_event *ev = billing_event_new();
+    billing_rater *r;
+    char err[256];
+    char long_id[200];
+
+    tu_account(cat, "lab-a", shanghai, "0");
+    r = new_rater(cat);
+    billing_event_set_id(ev, "e1");
+    billing_event_set_account(ev, "lab-a");
+    billing_event_set_resource(ev, "i-1");
+    billing_event_set_meter(ev, BILLING_METER_GPU);
+    billing_event_set_interval(ev, tu_time("2026-01-05T10:00:00+08:00"),
+                               tu_time("2026-01-05T11:00:00+08:00"));
+    ck_assert_int_eq(billing_event_set_quantity(ev, "8", err, sizeof(err)), BILLING_OK);
+    billing_event_set_model(ev, "RTX4090");
+    billing_event_set_region(ev, "cn-east-1");
+    ck_assert_int_eq(billing_rater_add(r, ev, err, sizeof(err)), BILLING_OK);
+    /* Refilled without a reset: the new quantity is refused. */
+    billing_event_set_id(ev, "e2");
+    ck_assert_int_eq(billing_event_set_quantity(ev, "-1", err, sizeof(err)), BILLING_ERR_RANGE);
+    ck_assert_int_eq(billing_rater_add(r, ev, err, sizeof(err)), BILLING_ERR_INVALID);
+    ck_assert_msg(strstr(err, "event 'e2': field 'quantity'") != NULL, "%s", err);
+    /* A long account id is refused; the event is not rated to 'lab-a'. */
+    memset(long_id, 'x', sizeof(long_id) - 1);
+    long_id[sizeof(long_id) - 1] = '\0';
+    ck_assert_int_eq(billing_event_set_quantity(ev, "1", err, sizeof(err)), BILLING_OK);
+    ck_assert_int_eq(billing_event_set_account(ev, long_id), BILLING_ERR_TOO_LARGE);
+    ck_assert_int_eq(billing_rater_add(r, ev, err, sizeof(err)), BILLING_ERR_INVALID);
+    ck_assert_msg(strstr(err, "event 'e2': field 'account'") != NULL, "%s", err);
+    ck_assert_uint_eq(billing_rater_event_count(r), 1);
+    /* Set again successfully, the field is usable. */
+    ck_assert_int_eq(billing_event_set_account(ev, "lab-a"), BILLING_OK);
+    ck_assert_int_eq(billing_rater_add(r, ev, err, sizeof(err)), BILLING_OK);
+    assert_invoice(r, "lab-a", 2026, 1,
+                   "lab-a 2026-01 CNY\n"
+                   "line 1 gpu RTX4090 cn-east-1 plan= ver=v1 qty=9 GPU-hour @0.6 = 5.4 -> 5.40\n"
+                   "subtotal 5.40 credits 0.00 tax 0.00@0 total 5.40\n");
+    billing_event_destroy(ev);
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
+/* Every line kind has the name the tool prints; unknown values have none. */
+START_TEST(test_line_kind_names)
+{
+    ck_assert_str_eq(billing_line_kind_name(BILLING_LINE_USAGE), "usage");
+    ck_assert_str_eq(billing_line_kind_name(BILLING_LINE_INCLUDED), "included");
+    ck_assert_str_eq(billing_line_kind_name(BILLING_LINE_FEE), "fee");
+    ck_assert_str_eq(billing_line_kind_name(BILLING_LINE_REFUND), "refund");
+    ck_assert_ptr_null(billing_line_kind_name((billing_line_kind)0));
+    ck_assert_ptr_null(billing_line_kind_name((billing_line_kind)5));
+}
+END_TEST
+
+/* The month list: a proper type, errors reported as everywhere else. */
+START_TEST(test_months_list)
+{
+    billing_catalog *cat = tu_gpu_cloud();
+    billing_months *months = (billing_months *)1;
+    billing_rater *r;
+    char err[256];
+
+    tu_account(cat, "lab-c", shanghai, "0");
+    r = new_rater(cat);
+    ck_assert_int_eq(billing_rater_months(r, "lab-c", &months, err, sizeof(err)), BILLING_OK);
+    ck_assert_uint_eq(billing_months_count(months), 0);
+    billing_months_destroy(months);
+    ADD(r, "x1", "lab-c", "i-3", "gpu", "2026-12-31T23:00:00+08:00", "2027-01-01T01:00:00+08:00",
+        "8", "RTX4090");
+    ck_assert_int_eq(billing_rater_months(r, "lab-c", &months, err, sizeof(err)), BILLING_OK);
+    ck_assert_uint_eq(billing_months_count(months), 2);
+    ck_assert_int_eq(billing_months_year(months, 0), 2026);
+    ck_assert_int_eq(billing_months_month(months, 0), 12);
+    ck_assert_int_eq(billing_months_year(months, 1), 2027);
+    ck_assert_int_eq(billing_months_month(months, 1), 1);
+    ck_assert_int_eq(billing_months_year(months, 2), 0);
+    ck_assert_int_eq(billing_months_month(months, 2), 0);
+    billing_months_destroy(months);
+    ck_assert_int_eq(billing_rater_months(r, "nobody", &months, err, sizeof(err)),
+                     BILLING_ERR_UNKNOWN_ACCOUNT);
+    ck_assert_ptr_null(months);
+    ck_assert_msg(strstr(err, "'nobody'") != NULL, "%s", err);
+    billing_months_destroy(NULL);
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
 static Suite *rating_suite(void)
 {
     Suite *s = suite_create("rating");
@@ -629,6 +729,9 @@ static Suite *rating_suite(void)
     tcase_add_test(core, test_credit_order_and_carry);
     tcase_add_test(core, test_credit_window_and_expiry);
     tcase_add_test(core, test_catalog_errors);
+    tcase_add_test(core, test_reused_event_refused_setter);
+    tcase_add_test(core, test_line_kind_names);
+    tcase_add_test(core, test_months_list);
     suite_add_tcase(s, ex);
     suite_add_tcase(s, core);
     return s;

@@ -655,7 +655,7 @@ static void compare_months(billing_rater *r, ref_rater *ref, const ref_spec *s, 
 {
     int lib[256];
     int want[256];
-    int n_lib = billing_rater_months(r, s->accounts[a].id, lib, 256);
+    int n_lib = tu_months(r, s->accounts[a].id, lib, 256);
     int n_ref = ref_months(ref, a, want, 256);
     int i;
 

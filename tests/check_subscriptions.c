@@ -54,7 +54,7 @@ static void assert_months(billing_rater *r, const char *acct, const char *expect
     int months[8];
     char text[80] = "";
     size_t len = 0;
-    int n = billing_rater_months(r, acct, months, 8);
+    int n = tu_months(r, acct, months, 8);
     int i;
 
     ck_assert_int_ge(n, 0);

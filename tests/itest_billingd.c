@@ -310,7 +310,7 @@ static void names(const char *tag)
 /* The database must hold exactly what rating the stream once gives. */
 static void check_store(bs_conn *c, const its_stream *s)
 {
-    bc_zones *zones = bc_zones_new();
+    billing_config_zones *zones = billing_config_zones_new();
     billing_catalog *fcat = its_file_catalog(zones);
     billing_rater *direct;
     billing_rater *stored;
@@ -334,7 +334,7 @@ static void check_store(bs_conn *c, const its_stream *s)
     billing_rater_destroy(direct);
     bs_catalog_free(cat);
     billing_catalog_destroy(fcat);
-    bc_zones_destroy(zones);
+    billing_config_zones_destroy(zones);
 }
 
 /* Every reject reached the dead-letter topic (at least once) with its headers. */
@@ -418,7 +418,7 @@ static void create_alerts_topic(void)
  */
 static billing_time_t expected_exhaustion(const its_stream *s, int k)
 {
-    bc_zones *zones = bc_zones_new();
+    billing_config_zones *zones = billing_config_zones_new();
     billing_catalog *cat = its_file_catalog(zones);
     billing_rater *r = billing_rater_new(cat, NULL, 0);
     billing_event *ev = billing_event_new();
@@ -437,7 +437,7 @@ static billing_time_t expected_exhaustion(const its_stream *s, int k)
     billing_event_destroy(ev);
     billing_rater_destroy(r);
     billing_catalog_destroy(cat);
-    bc_zones_destroy(zones);
+    billing_config_zones_destroy(zones);
     return out;
 }
 
@@ -505,7 +505,7 @@ START_TEST(test_end_to_end)
     bs_conn *c = itdb_fresh("e2e", db, sizeof(db));
     pid_t pid;
     size_t rejects;
-    bc_zones *zones = bc_zones_new();
+    billing_config_zones *zones = billing_config_zones_new();
     billing_catalog *fcat = its_file_catalog(zones);
     billing_rater *direct;
 
@@ -533,7 +533,7 @@ START_TEST(test_end_to_end)
     check_dead_letters((long)rejects);
     billing_rater_destroy(direct);
     billing_catalog_destroy(fcat);
-    bc_zones_destroy(zones);
+    billing_config_zones_destroy(zones);
     its_free(s);
     free(s);
     itdb_drop(c, db);

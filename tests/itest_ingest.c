@@ -78,7 +78,7 @@ static bs_ingest_counts ingest_stream(bs_conn *c, bs_ingest *in, const its_strea
 START_TEST(test_stream_matches_direct_rating)
 {
     its_stream *s = calloc(1, sizeof(*s));
-    bc_zones *zones = bc_zones_new();
+    billing_config_zones *zones = billing_config_zones_new();
     billing_catalog *fcat = its_file_catalog(zones);
     bs_conn *c = itdb_fresh("stream", db, sizeof(db));
     bs_catalog *cat;
@@ -140,7 +140,7 @@ START_TEST(test_stream_matches_direct_rating)
     bs_ingest_free(in);
     bs_catalog_free(cat);
     billing_catalog_destroy(fcat);
-    bc_zones_destroy(zones);
+    billing_config_zones_destroy(zones);
     its_free(s);
     free(s);
     itdb_drop(c, db);

@@ -11,7 +11,6 @@
 
 #include <jansson.h>
 
-#include "configfile.h"
 #include "eventjson.h"
 #include "ingest.h"
 #include "itstream.h"
@@ -209,16 +208,16 @@ void its_free(its_stream *s)
     s->n = 0;
 }
 
-billing_catalog *its_file_catalog(bc_zones *zones)
+billing_catalog *its_file_catalog(billing_config_zones *zones)
 {
     char path[1024];
     char err[MSG];
     billing_catalog *cat = billing_catalog_new();
 
     its_example_path(path, sizeof(path), "pricebook.json");
-    ck_assert_msg(bc_pricebook_load(cat, path, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_msg(billing_config_pricebook_load(cat, path, err, sizeof(err)) == BILLING_OK, "%s", err);
     its_example_path(path, sizeof(path), "accounts.json");
-    ck_assert_msg(bc_accounts_load(cat, zones, path, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_msg(billing_config_accounts_load(cat, zones, path, err, sizeof(err)) == BILLING_OK, "%s", err);
     return cat;
 }
 
@@ -284,8 +283,8 @@ void its_same_invoices(billing_rater *a, billing_rater *b)
     ck_assert_uint_eq(billing_rater_account_count(a), billing_rater_account_count(b));
     for (i = 0; i < billing_rater_account_count(a); i++) {
         acct = billing_rater_account_id(a, i);
-        na = billing_rater_months(a, acct, ma, 64);
-        ck_assert_int_eq(na, billing_rater_months(b, acct, mb, 64));
+        na = tu_months(a, acct, ma, 64);
+        ck_assert_int_eq(na, tu_months(b, acct, mb, 64));
         ck_assert_int_gt(na, 0);
         for (k = 0; k < na; k++) {
             ck_assert_int_eq(ma[k], mb[k]);

@@ -12,9 +12,9 @@
 #include <stddef.h>
 
 #include "billing.h"
+#include "billing_config.h"
 #include "dbcatalog.h"
 #include "store.h"
-#include "zones.h"
 
 #define ITS_MAX_RECORDS 40000
 
@@ -48,7 +48,7 @@ void its_ghost_accounts(const char *path);
 void its_ghost_events(its_stream *s, const char *prefix);
 
 /* its_file_catalog - the example catalog as `billing rate` reads it (zones in @zones). */
-billing_catalog *its_file_catalog(bc_zones *zones);
+billing_catalog *its_file_catalog(billing_config_zones *zones);
 
 /*
  * its_rate_directly - rate @s in order with the rater's own dedupe, as

@@ -26,6 +26,10 @@ if [ "${BILLING_VALGRIND:-0}" = 1 ]; then
     BILLING_TEST_WRAP="$BILLING_TEST_WRAP --errors-for-leak-kinds=definite,indirect"
     BILLING_TEST_WRAP="$BILLING_TEST_WRAP --show-leak-kinds=definite,indirect"
 fi
+if [ "${BILLING_HELGRIND:-0}" = 1 ]; then
+    BILLING_TEST_WRAP="$(cd "${top_builddir:-..}" && pwd)/libtool --mode=execute valgrind --quiet"
+    BILLING_TEST_WRAP="$BILLING_TEST_WRAP --tool=helgrind --error-exitcode=99"
+fi
 export BILLING_TEST_WRAP
 limit=${BILLING_TEST_TIMEOUT:-600}
 if [ "${BILLING_VALGRIND:-0}" = 1 ]; then

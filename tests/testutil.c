@@ -209,3 +209,18 @@ void tu_assert_invoice(billing_rater *r, const char *acct, int y, int m, const c
     ck_assert_str_eq(text, expected);
     free(text);
 }
+
+int tu_months(billing_rater *r, const char *account, int *out, int cap)
+{
+    billing_months *list = NULL;
+    size_t n;
+    size_t i;
+
+    if (billing_rater_months(r, account, &list, NULL, 0) != BILLING_OK)
+        return -1;
+    n = billing_months_count(list);
+    for (i = 0; i < n && i < (size_t)cap; i++)
+        out[i] = billing_months_year(list, i) * 100 + billing_months_month(list, i);
+    billing_months_destroy(list);
+    return (int)n;
+}

@@ -45,6 +45,13 @@ billing_status tu_add(billing_rater *r, const char *id, const char *account, con
 /* tu_new_rater - a rater for @cat; fails the test with the message if refused. */
 billing_rater *tu_new_rater(billing_catalog *cat);
 
+/*
+ * tu_months - the months with charges of @account as year*100+month in
+ * @out (room for @cap); returns how many there are (may exceed @cap), or
+ * -1 when billing_rater_months fails. Compact for assertions only.
+ */
+int tu_months(billing_rater *r, const char *account, int *out, int cap);
+
 /* tu_assert_invoice - the invoice of @acct for @y-@m is exactly @expected (tu_invoice_text). */
 void tu_assert_invoice(billing_rater *r, const char *acct, int y, int m, const char *expected);
 
