@@ -32,6 +32,8 @@ libcairo2-dev
 fonts-dejavu-core
 fonts-droid-fallback
 poppler-utils
+jq
+python3
 "
 # postgresql: the server binaries for scripts/pg.sh (its system cluster is
 #   never used). util-linux: runuser, setsid, flock. passwd: useradd.
@@ -39,6 +41,8 @@ poppler-utils
 # libcairo2-dev (with freetype): `billing invoice export --format pdf`;
 #   fonts-dejavu-core and fonts-droid-fallback: the fonts it embeds
 #   (subset), Latin and CJK; poppler-utils: pdftotext/pdfinfo in the tests.
+# jq: the ingest script test reads billing rate's JSON; python3:
+#   scripts/mutation.sh and the example's event generator.
 # Java and Maven fetch and run Kafka (scripts/kafka.sh). This machine kind
 # may bring its own JDK and Maven; install Debian's only when missing.
 command -v java >/dev/null 2>&1 || packages="$packages openjdk-17-jre-headless"
