@@ -16,6 +16,7 @@
 #include "alerts.h"
 #include "billing/v1/credit_alert.pb-c.h"
 #include "log.h"
+#include "producer.h"
 #include "takeback.h"
 
 #define MSG_MAX 512
@@ -83,9 +84,7 @@ static int parse_thresholds(bd_alerts *a, const char *list)
 bd_alerts *bd_alerts_new(const bd_config *cfg, bs_catalog **cat)
 {
     char errstr[MSG_MAX] = "out of memory";
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
     bd_alerts *a = calloc(1, sizeof(*a));
-    size_t i;
 
     if (a == NULL)
         goto error;
@@ -95,24 +94,12 @@ bd_alerts *bd_alerts_new(const bd_config *cfg, bs_catalog **cat)
         snprintf(errstr, sizeof(errstr), "alerts.thresholds: need 1..16 percents in 1..100");
         goto error;
     }
-    for (i = 0; i < cfg->n_kafka; i++) {
-        if (rd_kafka_conf_set(conf, cfg->kafka[i].key, cfg->kafka[i].value, errstr,
-                              sizeof(errstr)) != RD_KAFKA_CONF_OK)
-            goto error;
-    }
-    if (rd_kafka_conf_set(conf, "enable.idempotence", "true", errstr, sizeof(errstr)) !=
-        RD_KAFKA_CONF_OK)
-        goto error;
-    rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);
-    rd_kafka_conf_set_opaque(conf, a);
-    /* rd_kafka_new owns @conf when it succeeds; on failure it is still ours. */
-    a->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
+    a->rk = bd_producer_new(cfg, on_delivery, a, errstr, sizeof(errstr));
     if (a->rk == NULL)
         goto error;
     return a;
 error:
     bd_log("error", "alerts_start_failed", "error=%s", bd_q(errstr));
-    rd_kafka_conf_destroy(conf);
     free(a);
     return NULL;
 }

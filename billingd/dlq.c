@@ -11,6 +11,7 @@
 
 #include "dlq.h"
 #include "log.h"
+#include "producer.h"
 
 #define MSG_MAX 512
 /* How long a batch waits for its dead letters before it is rolled back. */
@@ -36,32 +37,18 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaqu
 bd_dlq *bd_dlq_new(const bd_config *cfg)
 {
     char errstr[MSG_MAX];
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
     bd_dlq *q = calloc(1, sizeof(*q));
-    size_t i;
 
     snprintf(errstr, sizeof(errstr), "out of memory");
     if (q == NULL)
         goto error;
     q->topic = cfg->dead_letter_topic;
-    for (i = 0; i < cfg->n_kafka; i++) {
-        if (rd_kafka_conf_set(conf, cfg->kafka[i].key, cfg->kafka[i].value, errstr,
-                              sizeof(errstr)) != RD_KAFKA_CONF_OK)
-            goto error;
-    }
-    if (rd_kafka_conf_set(conf, "enable.idempotence", "true", errstr, sizeof(errstr)) !=
-        RD_KAFKA_CONF_OK)
-        goto error;
-    rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);
-    rd_kafka_conf_set_opaque(conf, q);
-    /* rd_kafka_new owns @conf when it succeeds; on failure it is still ours. */
-    q->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
+    q->rk = bd_producer_new(cfg, on_delivery, q, errstr, sizeof(errstr));
     if (q->rk == NULL)
         goto error;
     return q;
 error:
     bd_log("error", "dead_letter_start_failed", "error=%s", bd_q(errstr));
-    rd_kafka_conf_destroy(conf);
     free(q);
     return NULL;
 }
