@@ -34,6 +34,8 @@ fonts-droid-fallback
 poppler-utils
 jq
 python3
+gnuplot-nox
+curl
 "
 # postgresql: the server binaries for scripts/pg.sh (its system cluster is
 #   never used). util-linux: runuser, setsid, flock. passwd: useradd.
@@ -43,6 +45,8 @@ python3
 #   (subset), Latin and CJK; poppler-utils: pdftotext/pdfinfo in the tests.
 # jq: the ingest script test reads billing rate's JSON; python3:
 #   scripts/mutation.sh and the example's event generator.
+# gnuplot-nox: scripts/demo.sh's pictures (PNG through its cairo
+#   terminal, no X); curl: the demo reads billingd's /metrics.
 # Java and Maven fetch and run Kafka (scripts/kafka.sh). This machine kind
 # may bring its own JDK and Maven; install Debian's only when missing.
 command -v java >/dev/null 2>&1 || packages="$packages openjdk-17-jre-headless"

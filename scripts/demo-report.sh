@@ -1,0 +1,246 @@
+# demo-report.sh - the results of scripts/demo.sh, sourced by it: the
+# summary (every figure a SQL query on the demo database), a few invoices
+# exported as PDF, JSON and CSV, and two pictures drawn by gnuplot.
+# Uses demo.sh's variables: db_conninfo, topic, group, period, out,
+# build, report, http_port.
+# shellcheck shell=bash
+
+# psql with a table layout for people.
+table() { # TITLE SQL
+    printf '\n%s\n' "$1"
+    psql "$db_conninfo" -X -q -v ON_ERROR_STOP=1 -P footer=off -c "$2" | sed 's/^/   /'
+}
+
+month_filter="i.month = '$period-01' AND i.status = 'finalized'"
+
+report_summary() {
+    table "Accounts" "
+        SELECT CASE split_part(id, '-', 1) WHEN 'stu' THEN 'students (10.00 trial)'
+                    WHEN 'lab' THEN 'labs (a100x8-monthly)' WHEN 'team' THEN 'teams'
+                    ELSE split_part(id, '-', 1) END AS kind,
+               count(*) AS accounts
+        FROM billing.accounts GROUP BY 1
+        UNION ALL SELECT 'all', count(*) FROM billing.accounts ORDER BY 1"
+    table "Revenue of $period per meter and currency (finalized invoices' lines)" "
+        SELECT i.currency, l.kind AS line, coalesce(l.meter, l.plan_id) AS meter_or_plan,
+               count(*) AS lines, sum(l.amount) AS amount
+        FROM billing.invoices i JOIN billing.invoice_lines l ON l.invoice_id = i.id
+        WHERE $month_filter GROUP BY 1, 2, 3 ORDER BY 1, 2, 3"
+    table "Invoices of $period" "
+        SELECT i.currency, count(*) AS invoices, sum(i.subtotal) AS subtotal,
+               sum(i.credits) AS credits, sum(i.tax) AS tax, sum(i.total) AS total
+        FROM billing.invoices i WHERE $month_filter GROUP BY 1"
+    table "Trial credit (ledger entries of $period's invoices)" "
+        SELECT l.entry, c.code AS currency, count(*) AS entries,
+               -sum(l.amount_minor) / 10 ^ c.digits AS amount
+        FROM billing.credit_ledger l JOIN billing.invoices i ON i.id = l.invoice_id
+        JOIN billing.currencies c ON c.code = i.currency
+        WHERE $month_filter AND l.entry IN ('apply', 'expire') GROUP BY 1, 2, c.digits
+        UNION ALL
+        SELECT 'granted', a.currency, count(*), sum(g.amount)
+        FROM billing.credit_grants g JOIN billing.accounts a ON a.id = g.account_id
+        GROUP BY 2 ORDER BY 1"
+    table "Credit alerts billingd published (topic $topic-alerts, loaded into public.demo_alerts)" "
+        SELECT kind, split_part(alert_id, '/', 2) AS credit_used, threshold AS balance_threshold,
+               count(*) AS alerts,
+               count(DISTINCT account_id) AS accounts
+        FROM public.demo_alerts GROUP BY 1, 2, 3 ORDER BY 3 DESC"
+    table "Records of $topic (billing.kafka_offsets, usage_events, rejected_events)" "
+        WITH c AS (SELECT sum(next_offset) AS n FROM billing.kafka_offsets
+                   WHERE consumer_group = '$group' AND topic = '$topic'),
+             s AS (SELECT count(*) AS n FROM billing.usage_events
+                   WHERE source LIKE 'kafka:' || '$topic' || '/%'),
+             r AS (SELECT count(*) AS n FROM billing.rejected_events WHERE kafka_topic = '$topic')
+        SELECT c.n AS consumed, s.n AS stored, c.n - s.n - r.n AS duplicates, r.n AS rejected
+        FROM c, s, r"
+    table "Rejected records and why (billing rejected list)" "
+        SELECT reason_code, count(*) AS records, min(left(reason, 70)) AS example
+        FROM billing.rejected_events WHERE kafka_topic = '$topic' GROUP BY 1 ORDER BY 1"
+    table "Reconciliation" "
+        WITH t AS (SELECT sum(i.subtotal) AS subtotal, sum(i.credits) AS credits,
+                          sum(i.tax) AS tax, sum(i.total) AS total
+                   FROM billing.invoices i WHERE $month_filter),
+             l AS (SELECT sum(l.amount) AS lines FROM billing.invoices i
+                   JOIN billing.invoice_lines l ON l.invoice_id = i.id WHERE $month_filter)
+        SELECT 'lines = subtotals' AS check, l.lines || ' = ' || t.subtotal AS figures,
+               CASE WHEN l.lines = t.subtotal THEN 'ok' ELSE 'MISMATCH' END AS result FROM t, l
+        UNION ALL
+        SELECT 'subtotal - credits + tax = total', (t.subtotal - t.credits + t.tax) || ' = ' || t.total,
+               CASE WHEN t.subtotal - t.credits + t.tax = t.total THEN 'ok' ELSE 'MISMATCH' END
+        FROM t"
+    printf '\n   The generator reported %s replays and %s malformed records (%s).\n' \
+        "$(report_get replays)" "$(report_get malformed)" \
+        "$(printf '%s\n' "$report" | awk '/^malformed\./ { sub("malformed.", "", $1); printf "%s%s %s", s, $1, $2; s = ", " }')"
+}
+
+# A student, a lab and a team: the largest invoice of each.
+report_exports() {
+    local dir=$out/invoices id
+    mkdir -p "$dir"
+    printf '\nInvoices exported (PDF, JSON, CSV) into %s:\n' "$dir"
+    for id in $(q "SELECT DISTINCT ON (split_part(i.account_id, '-', 1)) i.id
+                   FROM billing.invoices i WHERE $month_filter
+                   ORDER BY split_part(i.account_id, '-', 1), i.total DESC, i.id"); do
+        for f in pdf json csv; do
+            "$build/billing/billing" invoice export "$id" --format "$f" --out "$dir" \
+                >/dev/null 2>>"$out/export.log" || billing_die "export failed ($out/export.log)"
+        done
+    done
+    (cd "$dir" && ls -1 ./*.pdf | sed 's|^\./|   |; s|\.pdf$|.{pdf,json,csv}|')
+    printf '   all invoices: %s/billing/billing invoice list --period %s\n' "$build" "$period"
+}
+
+# Usage at list price per local day and meter (subscriptions' included
+# usage left out), and each term's fee on its first day. The same
+# computation as the invoices' lines, done in SQL for the picture (the
+# rounding to cents is per invoice line there, here only in the sum).
+daily_sql="
+WITH ev AS (
+    SELECT e.meter, e.model, e.region, (e.start_time AT TIME ZONE a.time_zone)::date AS day,
+           e.quantity * extract(epoch FROM e.end_time - e.start_time)::numeric AS qs
+    FROM billing.usage_events e JOIN billing.accounts a ON a.id = e.account_id
+    WHERE NOT EXISTS (
+        SELECT 1 FROM billing.subscriptions s JOIN billing.plans p ON p.id = s.plan_id
+        WHERE s.account_id = e.account_id AND s.resource_id = e.resource_id
+          AND e.meter IN ('gpu', 'gpuless') AND e.start_time >= s.start_at
+          AND e.start_time < s.start_at + s.terms * CASE p.period WHEN 'day'
+              THEN interval '1 day' ELSE interval '1 month' END)),
+priced AS (
+    SELECT ev.day, ev.meter,
+           ev.qs * r.price / CASE ev.meter WHEN 'storage' THEN 86400 * extract(day FROM
+               date_trunc('month', ev.day) + interval '1 month - 1 day')::numeric
+               ELSE 3600 END AS amount
+    FROM ev JOIN billing.rates r ON r.meter = ev.meter AND r.model IN (ev.model, '*')
+         AND r.region IN (ev.region, '*')
+         AND r.version_id = (SELECT max(id) FROM billing.price_versions)),
+fees AS (
+    SELECT (s.start_at AT TIME ZONE a.time_zone)::date + (t * CASE p.period WHEN 'day' THEN 1
+               ELSE 0 END) AS day, f.fee AS amount
+    FROM billing.subscriptions s JOIN billing.plans p ON p.id = s.plan_id
+    JOIN billing.accounts a ON a.id = s.account_id
+    JOIN billing.plan_fees f ON f.plan_id = s.plan_id
+         AND f.version_id = (SELECT max(id) FROM billing.price_versions)
+    CROSS JOIN generate_series(0, s.terms - 1) t
+    WHERE p.period = 'day' OR t = 0)
+SELECT d::date,
+       coalesce((SELECT sum(amount) FROM priced WHERE day = d AND meter = 'gpu'), 0)::numeric(14,2),
+       coalesce((SELECT sum(amount) FROM priced WHERE day = d AND meter = 'gpuless'), 0)::numeric(14,2),
+       coalesce((SELECT sum(amount) FROM priced WHERE day = d AND meter = 'storage'), 0)::numeric(14,2),
+       coalesce((SELECT sum(amount) FROM fees WHERE day = d), 0)::numeric(14,2)
+FROM generate_series(date '$period-01', date '$period-01' + interval '1 month - 1 day',
+                     interval '1 day') d ORDER BY 1"
+
+plot_daily() {
+    local data=$out/revenue-per-day.dat
+    local fees
+    psql "$db_conninfo" -X -q -A -t -F ' ' -v ON_ERROR_STOP=1 -c "$daily_sql" >"$data"
+    fees=$(awk '{ s += $5 } END { printf "%.2f", s }' "$data")
+    gnuplot <<EOF
+set terminal pngcairo size 1100,550 font "DejaVu Sans,10"
+set output "$out/revenue-per-day.png"
+set title "Usage revenue per day of $period by meter (CNY, list price, before credit and tax; plan fees of $fees not shown)"
+set style data histograms
+set style histogram rowstacked
+set style fill solid 0.85 border -1
+set boxwidth 0.8
+set key outside right top
+set ylabel "CNY"
+set xtics rotate by -60 font ",8"
+set grid ytics
+plot "$data" using 2:xtic(stringcolumn(1)[9:10]) title "gpu", \
+     "" using 3 title "gpuless", "" using 4 title "storage"
+EOF
+    printf '   %s\n' "$out/revenue-per-day.png"
+    table "Daily chart against the invoices (usage lines; the invoices round each line to cents)" "
+        WITH d AS (SELECT * FROM (VALUES
+            ('gpu', $(awk '{ s += $2 } END { printf "%.2f", s }' "$data")),
+            ('gpuless', $(awk '{ s += $3 } END { printf "%.2f", s }' "$data")),
+            ('storage', $(awk '{ s += $4 } END { printf "%.2f", s }' "$data")),
+            ('fee', $(awk '{ s += $5 } END { printf "%.2f", s }' "$data"))) v(meter, chart)),
+        l AS (SELECT coalesce(l.meter, 'fee') AS meter, sum(l.amount) AS invoices
+              FROM billing.invoices i JOIN billing.invoice_lines l ON l.invoice_id = i.id
+              WHERE $month_filter AND l.kind IN ('usage', 'fee') GROUP BY 1)
+        SELECT d.meter, d.chart, l.invoices, d.chart - l.invoices AS difference
+        FROM d LEFT JOIN l USING (meter) ORDER BY 1"
+}
+
+# RFC 3339 in UTC, for SQL.
+utc="'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'"
+
+# One trial account's credit, exact, at its grant and at the end of each
+# of its records until the credit is gone: `billing rate --at` over its
+# events as stored (`billing account balance --at` cannot: it rates the
+# month's stored aggregates, which hold no instants).
+plot_credit() {
+    local acct data=$out/credit-burn-down.dat marks=$out/credit-alerts.dat t events left
+    acct=$(q "SELECT account_id FROM public.demo_alerts WHERE kind = 'exhausted'
+              AND account_id IN (SELECT account_id FROM public.demo_alerts GROUP BY 1
+                                 HAVING count(*) >= 2)
+              ORDER BY account_id LIMIT 1")
+    [ -n "$acct" ] || acct=$(q "SELECT account_id FROM public.demo_alerts ORDER BY 1 LIMIT 1")
+    if [ -z "$acct" ]; then
+        printf '   (no credit alert was published: no burn-down picture)\n'
+        return
+    fi
+    events=$out/$acct.events.jsonl
+    q "SELECT json_build_object('id', event_id, 'account', account_id, 'resource', resource_id,
+              'meter', meter, 'start', to_char(start_time AT TIME ZONE 'UTC', $utc),
+              'end', to_char(end_time AT TIME ZONE 'UTC', $utc), 'quantity', quantity::text,
+              'model', model, 'region', region)
+       FROM billing.usage_events WHERE account_id = '$acct' ORDER BY start_time, event_id" >"$events"
+    : >"$data"
+    for t in $(q "SELECT to_char(g.granted_at AT TIME ZONE 'UTC', $utc)
+                  FROM billing.credit_grants g WHERE g.account_id = '$acct'
+                  UNION
+                  SELECT to_char(e.end_time AT TIME ZONE 'UTC', $utc)
+                  FROM billing.usage_events e JOIN billing.credit_grants g
+                       ON g.account_id = e.account_id
+                  WHERE e.account_id = '$acct' AND e.meter <> 'traffic'
+                    AND e.end_time > g.granted_at AND e.end_time <= g.expires_at
+                  ORDER BY 1"); do
+        left=$("$build/billing/billing" rate --pricebook "$BILLING_ROOT/examples/gpu-cloud/pricebook.json" \
+            --accounts "$out/accounts.json" --account "$acct" --at "$t" --format json "$events" |
+            jq -r '.credit[0].credit_left // "0"')
+        printf '%s %s\n' "$t" "$left" >>"$data"
+        [ "$left" != 0 ] || break
+    done
+    q "SELECT to_char(crossed_at AT TIME ZONE 'UTC', $utc), balance, split_part(alert_id, '/', 2)
+       FROM public.demo_alerts WHERE account_id = '$acct' ORDER BY crossed_at, alert_id" |
+        tr '|' ' ' | sed 's/pct$/%/' >"$marks"
+    gnuplot <<EOF
+set terminal pngcairo size 1000,500 font "DejaVu Sans,10"
+set output "$out/credit-burn-down.png"
+set title "$acct: trial credit left (billing rate --at over its stored events), and billingd's alerts"
+set xdata time
+set timefmt "%Y-%m-%dT%H:%M:%SZ"
+set format x "%m-%d\n%H:%M"
+set ylabel "CNY left"
+set yrange [-0.5:11]
+set grid
+set key top right
+plot "$data" using 1:2 with steps lw 2 title "credit remaining", \
+     "$marks" using 1:2 with points pt 7 ps 1.5 title "alert (at its batch's last record)", \
+     "$marks" using 1:2:3 with labels offset 0,1 notitle
+EOF
+    printf '   %s (%s, %s balance points, %s alerts)\n' "$out/credit-burn-down.png" "$acct" \
+        "$(wc -l <"$data")" "$(wc -l <"$marks")"
+}
+
+report_look() {
+    printf '\nLook at it yourself:\n'
+    printf '   psql %s\n' "$(billing_shquote "$db_conninfo")"
+    printf '     e.g. SELECT * FROM billing.invoices ORDER BY total DESC LIMIT 5;\n'
+    printf '   curl -s http://127.0.0.1:%s/metrics   (while billingd runs: scripts/demo.sh --serve;\n' \
+        "$http_port"
+    printf '     the copy taken when it caught up: %s)\n' "$out/metrics.txt"
+    printf '   %s/billing/billing rejected list --db %s\n' "$build" "$(billing_shquote "$db_conninfo")"
+}
+
+report_all() {
+    report_summary
+    report_exports
+    printf '\nPictures:\n'
+    plot_daily
+    plot_credit
+    report_look
+}
