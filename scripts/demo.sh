@@ -32,7 +32,7 @@
 # Ctrl-C stops what this run started (billingd, the services) and nothing
 # else. Ports: BILLING_PG_PORT, BILLING_KAFKA_PORT,
 # BILLING_KAFKA_CONTROLLER_PORT as scripts/services.sh, and
-# BILLING_DEMO_HTTP_PORT (default 39094) for billingd's /metrics.
+# BILLING_DEMO_HTTP_PORT (default: the Kafka port + 2, 39094) for billingd's /metrics.
 set -eu
 
 here=$(dirname "$0")
@@ -49,7 +49,7 @@ use_env=0
 dbname=billing_demo
 fresh=0
 period=2026-01
-http_port=${BILLING_DEMO_HTTP_PORT:-39094}
+http_port=${BILLING_DEMO_HTTP_PORT:-$((${BILLING_KAFKA_PORT:-39092} + 2))}
 group=demo
 
 usage() {
@@ -135,8 +135,12 @@ step_build() {
     fi
     build=$BILLING_ROOT/_build-demo
     if [ ! -f "$build/config.status" ]; then
-        note "configuring in $build (no sanitizers)"
-        (billing_configure_build "$build" >/dev/null)
+        note "configuring in $build (no sanitizers; log $out/configure.log)"
+        mkdir -p "$out"
+        (billing_configure_build "$build") >"$out/configure.log" 2>&1 || {
+            tail -20 "$out/configure.log"
+            billing_die "configure failed (log: $out/configure.log)"
+        }
     else
         note "reusing the configured tree $build"
     fi

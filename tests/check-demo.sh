@@ -1,0 +1,151 @@
+#!/bin/sh
+# check-demo.sh - scripts/demo.sh, small (30 accounts), against the test
+# services (BILLING_PG_CONNINFO, BILLING_KAFKA_BROKERS from
+# var/services.env; without them the test FAILS, never skips), with this
+# build tree and a database of its own:
+#   - the run succeeds and its summary reconciles: the revenue per meter
+#     adds up to the finalized invoices' subtotal, subtotal - credits + tax
+#     = total, the rejected records equal the malformed records the
+#     generator reports and the duplicates its replays;
+#   - invoices are exported as PDF, JSON and CSV, two PNG pictures drawn;
+#   - a second run reuses what the first did (produced, consumed, closed)
+#     and prints the same summary;
+#   - SIGTERM (what Ctrl-C does) to a run serving /metrics stops the
+#     billingd it started and leaves the services it did not start alone.
+# Prints a Check-style summary line.
+set -u
+builddir=$(cd "${top_builddir:-..}" && pwd) || exit 99
+srcdir=$(cd "${top_srcdir:-..}" && pwd) || exit 99
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/billing-demo.XXXXXX") || exit 99
+db="billing_demo_ck_$$"
+
+checks=0
+failures=0
+check() {
+    checks=$((checks + 1))
+    if [ "$2" = ok ]; then
+        echo "ok $1"
+    else
+        failures=$((failures + 1))
+        echo "FAIL $1"
+    fi
+}
+finish() {
+    passed=$((checks - failures))
+    echo "$((passed * 100 / checks))%: Checks: $checks, Failures: $failures, Errors: 0"
+    [ $failures -eq 0 ]
+    exit $?
+}
+
+if [ -z "${BILLING_PG_CONNINFO:-}" ] || [ -z "${BILLING_KAFKA_BROKERS:-}" ]; then
+    check "BILLING_PG_CONNINFO and BILLING_KAFKA_BROKERS are set (scripts/services.sh start && . var/services.env)" fail
+    finish
+fi
+base=$BILLING_PG_CONNINFO
+trap 'rm -rf "$tmp"; psql "$base dbname=postgres" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1' EXIT
+# `make check` runs tests/ before bench/ is built.
+[ -x "$builddir/bench/demo_month" ] || make -C "$builddir/bench" demo_month >/dev/null || exit 99
+# A metrics port of its own, next to this broker's (a demo may run beside).
+kport=${BILLING_KAFKA_BROKERS##*:}
+BILLING_DEMO_HTTP_PORT=$((kport + 4))
+export BILLING_DEMO_HTTP_PORT
+
+demo() {
+    bash "$srcdir/scripts/demo.sh" --accounts 30 --seed 7 --build "$builddir" --services-env \
+        --no-install --out "$tmp/out" --database "$db" "$@"
+}
+
+# The rows of the summary table titled $2 in file $1 ("a | b | c" lines).
+rows() {
+    awk -v t="$2" 'index($0, t) == 1 { on = 1; next }
+                   on && /^ *$/ { exit }
+                   on && /\|/ && !/^ *-/ { n++; if (n > 1) print }' "$1"
+}
+field() { # FILE TITLE COLUMN: that column of the first row
+    rows "$1" "$2" | head -1 | awk -F'|' -v c="$3" '{ gsub(/ /, "", $c); print $c }'
+}
+sql() {
+    psql "$base dbname=$db" -X -Atc "$1"
+}
+
+demo --fresh >"$tmp/run1.txt" 2>&1
+rc=$?
+check "the first run succeeds (exit $rc)" "$([ $rc -eq 0 ] && echo ok)"
+[ $rc -eq 0 ] || { tail -40 "$tmp/run1.txt"; finish; }
+
+report=$(sql "SELECT report FROM public.demo_runs")
+malformed=$(printf '%s\n' "$report" | awk '$1 == "malformed" { print $2 }')
+replays=$(printf '%s\n' "$report" | awk '$1 == "replays" { print $2 }')
+rejected=$(field "$tmp/run1.txt" "Records of" 4)
+dups=$(field "$tmp/run1.txt" "Records of" 3)
+check "rejected records ($rejected) = the generator's malformed ($malformed)" \
+    "$([ -n "$rejected" ] && [ "$rejected" = "$malformed" ] && echo ok)"
+check "duplicates ($dups) = the generator's replays ($replays)" \
+    "$([ -n "$dups" ] && [ "$dups" = "$replays" ] && echo ok)"
+reasons=$(rows "$tmp/run1.txt" "Rejected records and why" | awk -F'|' '{ gsub(/ /, "", $1); print $1 }' | tr '\n' ' ')
+check "every malformed kind is rejected for its reason ($reasons)" \
+    "$([ "$reasons" = "conflict invalid no_price parse unknown_account " ] && echo ok)"
+
+# Revenue per meter (printed) against the invoices' subtotal (printed), in
+# exact numeric arithmetic.
+lines=$(rows "$tmp/run1.txt" "Revenue of" | awk -F'|' '{ gsub(/ /, "", $5); printf "%s+", $5 } END { print 0 }')
+subtotal=$(field "$tmp/run1.txt" "Invoices of" 3)
+total=$(field "$tmp/run1.txt" "Invoices of" 6)
+check "revenue per meter adds up to the invoices' subtotal ($lines = $subtotal)" \
+    "$([ "$(sql "SELECT $lines = ${subtotal:-0} AND ${subtotal:-0} > 0")" = t ] && echo ok)"
+check "the printed total is the finalized invoices' total ($total)" \
+    "$([ "$(sql "SELECT sum(total) = ${total:-0} FROM billing.invoices WHERE status = 'finalized'")" = t ] && echo ok)"
+check "the reconciliation rows are ok" \
+    "$([ "$(rows "$tmp/run1.txt" "Reconciliation" | grep -c '| ok')" = 2 ] && echo ok)"
+alerts=$(rows "$tmp/run1.txt" "Credit alerts" | awk -F'|' '{ s += $4 } END { print s + 0 }')
+check "credit alerts were published and summarized ($alerts)" \
+    "$([ "$alerts" -gt 0 ] && [ "$alerts" = "$(sql "SELECT count(*) FROM public.demo_alerts")" ] && echo ok)"
+
+n_pdf=$(ls "$tmp/out/invoices/"*.pdf 2>/dev/null | wc -l)
+ok=ok
+for f in "$tmp/out/invoices/"*.pdf; do
+    [ "$(head -c 5 "$f")" = "%PDF-" ] || ok=fail
+    jq -e '.number' "${f%.pdf}.json" >/dev/null 2>&1 || ok=fail
+    [ -s "${f%.pdf}.csv" ] || ok=fail
+done
+check "invoices exported as PDF, JSON and CSV ($n_pdf)" "$([ "$n_pdf" -ge 2 ] && echo $ok)"
+ok=ok
+for p in revenue-per-day credit-burn-down; do
+    [ "$(head -c 4 "$tmp/out/$p.png" 2>/dev/null | tail -c 3)" = PNG ] || ok=fail
+done
+check "both pictures are PNG files" $ok
+
+demo >"$tmp/run2.txt" 2>&1
+rc=$?
+n=$(grep -c "reused:" "$tmp/run2.txt")
+check "the second run succeeds and reuses the database, the production, billingd's work and the close (exit $rc, $n reused)" \
+    "$([ $rc -eq 0 ] && [ "$n" -ge 4 ] && grep -q "reused: already produced" "$tmp/run2.txt" &&
+        grep -q "reused: billingd had already committed" "$tmp/run2.txt" &&
+        grep -q "reused: 2026-01 already closed" "$tmp/run2.txt" && echo ok)"
+sed -n '/^Accounts$/,/^Invoices exported/p' "$tmp/run1.txt" >"$tmp/sum1"
+sed -n '/^Accounts$/,/^Invoices exported/p' "$tmp/run2.txt" >"$tmp/sum2"
+check "the second run prints the same summary" \
+    "$([ -s "$tmp/sum1" ] && cmp -s "$tmp/sum1" "$tmp/sum2" && echo ok)"
+
+# --serve keeps billingd running; SIGTERM stops it and nothing else.
+# Not through demo(): $! must be demo.sh itself, not a subshell around it.
+bash "$srcdir/scripts/demo.sh" --accounts 30 --seed 7 --build "$builddir" --services-env \
+    --no-install --out "$tmp/out" --database "$db" --serve >"$tmp/run3.txt" 2>&1 &
+pid=$!
+i=0
+until grep -q "Ctrl-C stops it" "$tmp/run3.txt" || ! kill -0 $pid 2>/dev/null; do
+    i=$((i + 1))
+    [ $i -lt 1200 ] || break # 60 s: a bound, not the synchronization
+    sleep 0.05
+done
+bd=$(sed -n 's/.*billingd (pid \([0-9]*\),.*/\1/p' "$tmp/run3.txt" | head -1)
+metrics=$(curl -fsS "http://127.0.0.1:$BILLING_DEMO_HTTP_PORT/metrics" 2>/dev/null | grep -c '^billingd_')
+kill -TERM $pid 2>/dev/null
+wait $pid
+alive=no
+[ -n "$bd" ] && kill -0 "$bd" 2>/dev/null && alive=yes
+check "--serve serves /metrics ($metrics series), and SIGTERM stops its billingd (pid $bd, alive: $alive)" \
+    "$([ -n "$bd" ] && [ "$metrics" -gt 0 ] && [ $alive = no ] && echo ok)"
+check "... and leaves the services it did not start running" \
+    "$([ "$(sql "SELECT 1")" = 1 ] && echo ok)"
+finish
