@@ -94,25 +94,29 @@ note() { printf '   %s\n' "$*"; }
 
 # Stop what this run started, and only that.
 cleanup() {
+    # Ctrl-C in `scripts/demo.sh | tee log` ends tee too: the first message
+    # to the dead pipe kills this shell (SIGPIPE) and the EXIT trap lands
+    # here, where a second message must not kill it before the services
+    # are stopped.
+    trap '' PIPE
     if [ -n "$bd_pid" ] && billing_pid_alive "$bd_pid"; then
         kill -TERM "$bd_pid" 2>/dev/null || true
         wait "$bd_pid" 2>/dev/null || true
     fi
     bd_pid=
     if [ "$started_services" = 1 ]; then
-        note "stopping the services this run started"
+        note "stopping the services this run started" 2>/dev/null || true
         bash "$here/services.sh" stop >/dev/null 2>&1 || true
         started_services=0
     fi
 }
 interrupted() {
-    trap - INT TERM
-    printf '\n' >&2
-    billing_log "interrupted: stopping what this run started"
+    trap '' INT TERM HUP
     cleanup
+    billing_log "interrupted: stopped what this run started" 2>/dev/null || true
     exit 130
 }
-trap interrupted INT TERM
+trap interrupted INT TERM HUP
 trap cleanup EXIT
 
 # ---------------------------------------------------------------------------
