@@ -18,17 +18,7 @@ billingd="${BILLING_TEST_WRAP:-} $builddir/billingd/billingd"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/billing-man.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT
 
-checks=0
-failures=0
-check() { # NAME ok|fail [DETAIL]
-    checks=$((checks + 1))
-    if [ "$2" = ok ]; then
-        echo "ok $1"
-    else
-        failures=$((failures + 1))
-        echo "FAIL $1${3:+: $3}"
-    fi
-}
+. "$srcdir/tests/checklib.sh"
 
 # Roff to plain text: font escapes gone, \- as -, quotes dropped.
 plain() {
@@ -94,6 +84,4 @@ check "billingd: every key of --help is in billingd(8) CONFIGURATION" \
     "$([ -s "$tmp/hkeys" ] && [ -z "$(missing "$tmp/hkeys" "$tmp/mkeys")" ] && echo ok)" \
     "missing from the man page: $(missing "$tmp/hkeys" "$tmp/mkeys")"
 
-passed=$((checks - failures))
-echo "$((passed * 100 / checks))%: Checks: $checks, Failures: $failures, Errors: 0"
-[ $failures -eq 0 ]
+finish
