@@ -255,6 +255,12 @@ committed() {
        WHERE consumer_group = '$group' AND topic = '$topic'"
 }
 
+# CPU time of process $1 so far: "user U s + sys S s" (/proc, clock ticks).
+cpu_of() {
+    awk -v hz="$(getconf CLK_TCK)" '{ sub(/.*\) /, ""); printf "user %.2f s + sys %.2f s", $12 / hz, $13 / hz }' \
+        "/proc/$1/stat" 2>/dev/null || echo "unknown"
+}
+
 step_consume() {
     say "6/8 billingd"
     local want have
@@ -282,7 +288,8 @@ step_consume() {
         sleep 0.5
     done
     t1=$(date +%s%N)
-    note "caught up: $want records committed in $(((t1 - t0) / 1000000)) ms"
+    note "caught up: $want records committed in $(((t1 - t0) / 1000000)) ms wall;" \
+        "billingd CPU $(cpu_of "$bd_pid")"
     curl -fsS "http://127.0.0.1:$http_port/metrics" >"$out/metrics.txt" 2>/dev/null ||
         note "(could not read /metrics)"
     if [ "$serve" = 0 ]; then
