@@ -27,7 +27,7 @@
  *   mid-month and billed while the instances are off.
  * - teams (65%): pay-as-you-go RTX 4090 runs, a third with daily passes
  *   (rtx4090x8-daily) overrun by an hour or two, a 500 GB disk.
- * - everyone: daily traffic records (zero-rated).
+ * - everyone: daily traffic records in bytes (zero-rated).
  * - about 0.3% of the records sent twice (identical: duplicates), and
  *   N/250 (at least 1) records of each malformed kind: bytes that are
  *   not protobuf (parse), an unknown account (unknown_account), an end
@@ -245,18 +245,18 @@ static int disk(recs *r, acct *a, int64_t from, int gb, int gb2, int resize_day)
     return 0;
 }
 
-/* Daily zero-rated traffic, a few GB with 3 decimals. */
+/* Daily zero-rated traffic: the meter counts bytes, up to 90 GB a day. */
 static int traffic(recs *r, acct *a)
 {
     char res[24];
     char qty[24];
     int64_t day;
-    int64_t mb;
+    int64_t bytes;
 
     snprintf(res, sizeof(res), "i-%05d-1", a->index + 1);
     for (day = MONTH_START; day < MONTH_END; day += DAY) {
-        mb = between(&a->rng, 1, 90000);
-        snprintf(qty, sizeof(qty), "%" PRId64 ".%03" PRId64, mb / 1000, mb % 1000);
+        bytes = between(&a->rng, 1, 90000) * INT64_C(1000000) + between(&a->rng, 0, 999999);
+        snprintf(qty, sizeof(qty), "%" PRId64, bytes);
         if (push(r, a->index, res, BILLING_METER_TRAFFIC, day, day + DAY, qty, "") != 0)
             return -1;
     }
