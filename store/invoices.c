@@ -412,6 +412,32 @@ static json_t *draft_json(const bs_draft *d)
 /* Writing drafts                                                          */
 /* ---------------------------------------------------------------------- */
 
+/*
+ * The batch is parsed once per transaction into the temporary table
+ * bs_batch (one row per draft: n, account, invoice id once known, the
+ * draft as jsonb); every later statement reads it from there. Before,
+ * each of nine statements cast the whole batch from its JSON text again,
+ * and `->>` on json re-parsed a draft for every field: most of the
+ * server's time of a close (doc/performance.md, "Month-end close").
+ *
+ * Invoices are found per draft by (account, month) or by id, never by
+ * scanning the month: the write transaction turns hash and merge joins
+ * and sequential scans off, because the planner's statistics of invoices
+ * lag behind a close that is filling the table, and with them it scanned
+ * every draft of the month for each batch (quadratic in accounts). JIT
+ * is off too: the cost penalty of a disabled plan type made every
+ * statement look expensive enough to compile, which took longer than
+ * running it.
+ */
+#define SQL_BATCH_TABLE                                                                        \
+    "CREATE TEMPORARY TABLE bs_batch (n integer PRIMARY KEY, a text NOT NULL UNIQUE,"          \
+    " id bigint, d jsonb NOT NULL) ON COMMIT DROP"
+#define SQL_BATCH_FILL                                                                         \
+    "INSERT INTO bs_batch (n, a, d) SELECT x.n - 1, x.v->>'a', x.v"                            \
+    " FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY x(v, n)"
+#define SQL_BATCH_PLANNER                                                                      \
+    "SELECT set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin',"        \
+    " 'off', true), set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true)"
 /* Accounts (a JSON array of ids) locked in hash order, so that concurrent closes cannot deadlock. */
 #define SQL_DRAFT_LOCK_IDS                                                                     \
     "SELECT count(*) FROM (SELECT pg_advisory_xact_lock(k) FROM (SELECT DISTINCT"              \
@@ -419,10 +445,14 @@ static json_t *draft_json(const bs_draft *d)
     " ORDER BY k OFFSET 0) s) t"
 #define SQL_SERIES "SELECT billing.ensure_invoice_series($1::text, $1::text || '-')"
 #define SQL_DRAFT_EXISTING                                                                     \
-    "SELECT d.n - 1, i.id, i.status, i.content_hash IS NOT DISTINCT FROM md5(d.v->>'h')"       \
-    " FROM json_array_elements($1::json) WITH ORDINALITY d(v, n) JOIN billing.invoices i"      \
-    " ON i.account_id = d.v->>'a' AND i.month = $2::date AND i.kind = 'invoice'"               \
-    " AND i.status IN ('draft', 'finalized')"
+    "SELECT b.n, i.id, i.status, i.content_hash IS NOT DISTINCT FROM md5(b.d->>'h')"           \
+    " FROM bs_batch b JOIN billing.invoices i ON i.account_id = b.a AND i.month = $1::date"    \
+    " AND i.kind = 'invoice' AND i.status IN ('draft', 'finalized')"
+/* Drafts not to write (unchanged, or their month finalized) leave the batch. */
+#define SQL_BATCH_DROP "DELETE FROM bs_batch WHERE n = ANY ($1::integer[])"
+#define SQL_BATCH_OPEN                                                                         \
+    "UPDATE bs_batch b SET id = i.id FROM billing.invoices i WHERE i.account_id = b.a"         \
+    " AND i.month = $1::date AND i.kind = 'invoice' AND i.status = 'draft'"
 #define SQL_IDS "SELECT x::bigint FROM json_array_elements_text($1::json) x"
 /*
  * A recomputed draft's ledger entries are undone per grant: what it took
@@ -449,23 +479,20 @@ static json_t *draft_json(const bs_draft *d)
     " total = (d->>'tot')::numeric, content_hash = md5(d->>'h')"
 #define SQL_DRAFT_UPDATE                                                                       \
     "UPDATE billing.invoices i SET " SQL_DRAFT_FIGURES ", updated_at = now()"                  \
-    " FROM json_array_elements($1::json) d WHERE i.account_id = d->>'a'"                       \
-    " AND i.month = $2::date AND i.kind = 'invoice' AND i.status = 'draft'"
+    " FROM bs_batch b WHERE i.id = b.id"
+/* New drafts: inserted, and their ids noted in the batch. */
 #define SQL_DRAFT_INSERT                                                                       \
-    "INSERT INTO billing.invoices (account_id, currency, month, series, period_start,"         \
-    " period_end, tax_rate, subtotal, credits, returned, account_credit, carried,"             \
-    " account_credit_left, tax, total, content_hash)"                                          \
-    " SELECT d->>'a', d->>'cur', $2::date, $3::text, (d->>'ps')::timestamptz,"                 \
+    "WITH ins AS (INSERT INTO billing.invoices (account_id, currency, month, series,"          \
+    " period_start, period_end, tax_rate, subtotal, credits, returned, account_credit,"        \
+    " carried, account_credit_left, tax, total, content_hash)"                                 \
+    " SELECT b.a, d->>'cur', $1::date, $2::text, (d->>'ps')::timestamptz,"                     \
     " (d->>'pe')::timestamptz, (d->>'tr')::numeric, (d->>'sub')::numeric,"                     \
     " (d->>'cr')::numeric, (d->>'ret')::numeric, (d->>'ac')::numeric, (d->>'car')::numeric,"   \
     " (d->>'acl')::numeric, (d->>'tax')::numeric, (d->>'tot')::numeric, md5(d->>'h')"          \
-    " FROM json_array_elements($1::json) d WHERE NOT EXISTS (SELECT 1 FROM billing.invoices i" \
-    " WHERE i.account_id = d->>'a' AND i.month = $2::date AND i.kind = 'invoice'"              \
-    " AND i.status = 'draft')"
-/* The drafts of the batch, each joined to its open invoice. */
-#define SQL_DRAFT_JOIN                                                                         \
-    " FROM json_array_elements($1::json) d JOIN billing.invoices i ON i.account_id = d->>'a'"  \
-    " AND i.month = $2::date AND i.kind = 'invoice' AND i.status = 'draft'"
+    " FROM bs_batch b WHERE b.id IS NULL RETURNING id, account_id)"                            \
+    " UPDATE bs_batch b SET id = ins.id FROM ins WHERE b.a = ins.account_id"
+/* The drafts of the batch, each joined to its invoice. */
+#define SQL_DRAFT_JOIN " FROM bs_batch b JOIN billing.invoices i ON i.id = b.id"
 /*
  * Lines name the price version by label: the book's revision in force,
  * looked up once per statement (a subquery per line over the view cost
@@ -473,22 +500,22 @@ static json_t *draft_json(const bs_draft *d)
  */
 #define SQL_DRAFT_LINES                                                                        \
     "WITH v AS (SELECT DISTINCT ON (label) label, id FROM billing.current_price_versions"       \
-    " WHERE book_id = $3::text ORDER BY label, effective_from DESC)"                           \
+    " WHERE book_id = $1::text ORDER BY label, effective_from DESC)"                           \
     " INSERT INTO billing.invoice_lines (invoice_id, line_no, kind, meter, model, region,"     \
     " plan_id, price_version_id, adjusts_month, quantity, quantity_den, unit, unit_price,"     \
-    " amount) SELECT i.id, (l->>'n')::integer, l->>'k', l->>'m', l->>'mo', l->>'r', l->>'p',"  \
+    " amount) SELECT b.id, (l->>'n')::integer, l->>'k', l->>'m', l->>'mo', l->>'r', l->>'p',"  \
     " v.id, (l->>'adj')::date, (l->>'q')::numeric, (l->>'d')::numeric, l->>'u',"               \
-    " (l->>'up')::numeric, (l->>'am')::numeric" SQL_DRAFT_JOIN                                 \
-    " CROSS JOIN LATERAL json_array_elements(d->'lines') l LEFT JOIN v ON v.label = l->>'v'"
+    " (l->>'up')::numeric, (l->>'am')::numeric FROM bs_batch b"                                \
+    " CROSS JOIN LATERAL jsonb_array_elements(b.d->'lines') l LEFT JOIN v ON v.label = l->>'v'"
 #define SQL_DRAFT_CREDITS                                                                      \
     "INSERT INTO billing.invoice_credits (invoice_id, grant_id, amount)"                       \
-    " SELECT i.id, c->>'g', (c->>'am')::numeric" SQL_DRAFT_JOIN                                \
-    " CROSS JOIN LATERAL json_array_elements(d->'credits') c"
+    " SELECT b.id, c->>'g', (c->>'am')::numeric FROM bs_batch b"                               \
+    " CROSS JOIN LATERAL jsonb_array_elements(b.d->'credits') c"
 /* Minor units: the amounts have exactly the currency's digits. */
 #define SQL_DRAFT_RETURNED_ROWS                                                                \
     "INSERT INTO billing.invoice_returned_credits (invoice_id, grant_id, amount)"              \
-    " SELECT i.id, r->>'g', (r->>'am')::numeric" SQL_DRAFT_JOIN                                \
-    " CROSS JOIN LATERAL json_array_elements(d->'returned') r"
+    " SELECT b.id, r->>'g', (r->>'am')::numeric FROM bs_batch b"                               \
+    " CROSS JOIN LATERAL jsonb_array_elements(b.d->'returned') r"
 /* Credit that refunds gave back to the grants that paid: 'reverse' entries, before the others. */
 #define SQL_DRAFT_RETURNED                                                                     \
     "INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor, invoice_id,"            \
@@ -496,15 +523,15 @@ static json_t *draft_json(const bs_draft *d)
     " trunc((r->>'am')::numeric * 10::numeric ^ cu.digits), i.id, i.period_end,"               \
     " 'billing close: refund'" SQL_DRAFT_JOIN                                                  \
     " JOIN billing.currencies cu ON cu.code = i.currency"                                      \
-    " CROSS JOIN LATERAL json_array_elements(d->'returned') r"
+    " CROSS JOIN LATERAL jsonb_array_elements(b.d->'returned') r"
 #define SQL_DRAFT_LEDGER                                                                       \
     "INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor, invoice_id,"            \
     " effective_at, note) SELECT e.c->>'g', e.entry,"                                          \
     " -trunc((e.c->>'am')::numeric * 10::numeric ^ cu.digits), i.id,"                          \
     " CASE e.entry WHEN 'apply' THEN i.period_end ELSE g.expires_at END, 'billing close'"      \
     SQL_DRAFT_JOIN " JOIN billing.currencies cu ON cu.code = i.currency"                       \
-    " CROSS JOIN LATERAL (SELECT 'apply', x FROM json_array_elements(d->'credits') x"          \
-    " UNION ALL SELECT 'expire', x FROM json_array_elements(d->'expired') x) e(entry, c)"      \
+    " CROSS JOIN LATERAL (SELECT 'apply', x FROM jsonb_array_elements(b.d->'credits') x"       \
+    " UNION ALL SELECT 'expire', x FROM jsonb_array_elements(b.d->'expired') x) e(entry, c)"   \
     " JOIN billing.credit_grants g ON g.id = e.c->>'g'"
 
 /*
@@ -514,42 +541,90 @@ static json_t *draft_json(const bs_draft *d)
  */
 #define SQL_DRAFT_STALE                                                                        \
     "SELECT coalesce(json_agg(i.id), '[]')::text FROM billing.invoices i"                      \
-    " WHERE i.account_id = ANY (ARRAY(SELECT json_array_elements_text($1::json))) AND i.month = $2::date" \
-    " AND i.kind = 'invoice' AND i.status = 'draft' AND i.account_id NOT IN"                   \
-    " (SELECT d->>'a' FROM json_array_elements($3::json) d)"
+    " WHERE i.account_id = ANY (ARRAY(SELECT json_array_elements_text($1::json)))"             \
+    " AND i.month = $2::date AND i.kind = 'invoice' AND i.status = 'draft'"                    \
+    " AND NOT EXISTS (SELECT 1 FROM bs_batch b WHERE b.a = i.account_id)"
 #define SQL_DRAFT_VOID_STALE                                                                   \
     "UPDATE billing.invoices SET status = 'void', void_reason = 'recomputed: no charges',"     \
     " voided_at = now(), subtotal = 0, credits = 0, returned = 0, account_credit = 0, carried = 0,"\
     " account_credit_left = 0, tax = 0, total = 0, content_hash = NULL,"   \
     " updated_at = now() WHERE id = ANY (ARRAY(" SQL_IDS "))"
 
+/* The parameters a statement of the write may take, by position in write_ctx.params. */
+enum { P_ACCOUNTS, P_MONTH, P_SERIES, P_BOOK, P_IDS, P_COUNT };
+
+/* A statement and the parameters it takes ($1, $2... in this order; -1 ends). */
+typedef struct write_step {
+    const char *sql;
+    int param[3];
+} write_step;
+
 typedef struct write_ctx {
-    const char *accounts; /* every account of the batch, JSON */
-    const char *book;
-    const char *month;
-    const char *series;
+    const char *params[P_COUNT]; /* accounts (JSON), month, series, book, ids (JSON) */
     json_t *all;       /* every draft of the batch */
     size_t n;
     bs_draft_outcome *out;
 } write_ctx;
 
-/*
- * classify - read the batch's existing invoices, set each outcome, and
- * collect the drafts to write into @w and the ids of drafts being
- * replaced into @ids.
- */
-static bs_status classify(bs_conn *c, write_ctx *x, const char *all_text, json_t *w, json_t *ids,
-                          bs_error *err)
+/* Run @steps in order with their parameters from @x. */
+static bs_status run_steps(bs_conn *c, const write_step *steps, size_t n, const write_ctx *x,
+                           bs_error *err)
 {
-    const char *params[2] = {all_text, x->month};
-    PGresult *res = bs_query(c, SQL_DRAFT_EXISTING, 2, params, err);
+    const char *params[3];
+    size_t i;
+    int k;
+    bs_status st;
+
+    for (i = 0; i < n; i++) {
+        for (k = 0; k < 3 && steps[i].param[k] >= 0; k++)
+            params[k] = x->params[steps[i].param[k]];
+        st = bs_command(c, steps[i].sql, k, params, NULL, err);
+        if (st != BS_OK)
+            return st;
+    }
+    return BS_OK;
+}
+
+/* Append ",@v" (or "@v" first) to the array literal @buf of @cap bytes. Returns 0 or -1. */
+static int array_add(char *buf, size_t cap, size_t *len, size_t v)
+{
+    int w = snprintf(buf + *len, cap - *len, "%s%zu", *len > 1 ? "," : "", v);
+
+    if (w < 0 || (size_t)w >= cap - *len)
+        return -1;
+    *len += (size_t)w;
+    return 0;
+}
+
+/*
+ * classify - read the batch's existing invoices, set each outcome, drop
+ * the drafts not to write from bs_batch, and collect the ids of drafts
+ * being replaced into @ids. *@writes gets how many drafts are left to write.
+ */
+static bs_status classify(bs_conn *c, write_ctx *x, json_t *ids, size_t *writes, bs_error *err)
+{
+    const char *params[1] = {x->params[P_MONTH]};
+    PGresult *res = bs_query(c, SQL_DRAFT_EXISTING, 1, params, err);
+    /* "{n,n,...}": at most CLOSE_BATCH-sized batches, 11 bytes a number. */
+    size_t cap = 16 + 12 * x->n;
+    char *drop = malloc(cap);
+    size_t len = 1;
     size_t i;
     int r;
+    bs_status st = BS_OK;
 
-    if (res == NULL)
+    if (res == NULL) {
+        free(drop);
         return err != NULL ? err->status : BS_ERR_FATAL;
+    }
+    if (drop == NULL) {
+        PQclear(res);
+        return bs_error_set(err, BS_ERR_NOMEM, "drafts: out of memory");
+    }
+    drop[0] = '{';
     for (i = 0; i < x->n; i++)
         x->out[i] = BS_DRAFT_NEW;
+    *writes = x->n;
     for (r = 0; r < PQntuples(res); r++) {
         i = (size_t)strtoull(PQgetvalue(res, r, 0), NULL, 10);
         if (i >= x->n)
@@ -561,42 +636,32 @@ static bs_status classify(bs_conn *c, write_ctx *x, const char *all_text, json_t
         else {
             x->out[i] = BS_DRAFT_UPDATED;
             json_array_append_new(ids, json_string(PQgetvalue(res, r, 1)));
+            continue;
         }
+        (*writes)--;
+        if (array_add(drop, cap, &len, i) != 0)
+            st = bs_error_set(err, BS_ERR_NOMEM, "drafts: batch too large");
     }
     PQclear(res);
-    for (i = 0; i < x->n; i++) {
-        if (x->out[i] == BS_DRAFT_NEW || x->out[i] == BS_DRAFT_UPDATED)
-            json_array_append(w, json_array_get(x->all, i));
+    drop[len++] = '}';
+    drop[len] = '\0';
+    if (st == BS_OK && len > 2) {
+        params[0] = drop;
+        st = bs_command(c, SQL_BATCH_DROP, 1, params, NULL, err);
     }
-    return BS_OK;
-}
-
-/* Run each statement of @sqls with (@p1, month, book/series) in order. */
-static bs_status run_all(bs_conn *c, const char *const *sqls, size_t n, const char *p1,
-                         const write_ctx *x, const char *third, bs_error *err)
-{
-    const char *params[3] = {p1, x->month, third};
-    size_t i;
-    bs_status st;
-
-    for (i = 0; i < n; i++) {
-        /* Each statement uses the first 1, 2 or 3 parameters. */
-        int np = strstr(sqls[i], "$3") != NULL ? 3 : strstr(sqls[i], "$2") != NULL ? 2 : 1;
-        st = bs_command(c, sqls[i], np, params, NULL, err);
-        if (st != BS_OK)
-            return st;
-    }
-    return BS_OK;
+    free(drop);
+    return st;
 }
 
 /* Void the batch's drafts that have no charges any more. */
-static bs_status void_stale(bs_conn *c, const write_ctx *x, const char *all_text, bs_error *err)
+static bs_status void_stale(bs_conn *c, write_ctx *x, bs_error *err)
 {
-    static const char *const replace[] = {SQL_DRAFT_REVERSE, SQL_DRAFT_DELETE_LINES,
-                                          SQL_DRAFT_DELETE_CREDITS, SQL_DRAFT_DELETE_RETURNED,
-                                          SQL_DRAFT_VOID_STALE};
-    const char *params[3] = {x->accounts, x->month, all_text};
-    PGresult *res = bs_query(c, SQL_DRAFT_STALE, 3, params, err);
+    static const write_step replace[] = {
+        {SQL_DRAFT_REVERSE, {P_IDS, -1}},        {SQL_DRAFT_DELETE_LINES, {P_IDS, -1}},
+        {SQL_DRAFT_DELETE_CREDITS, {P_IDS, -1}}, {SQL_DRAFT_DELETE_RETURNED, {P_IDS, -1}},
+        {SQL_DRAFT_VOID_STALE, {P_IDS, -1}}};
+    const char *params[2] = {x->params[P_ACCOUNTS], x->params[P_MONTH]};
+    PGresult *res = bs_query(c, SQL_DRAFT_STALE, 2, params, err);
     char *ids;
     bs_status st;
 
@@ -606,62 +671,80 @@ static bs_status void_stale(bs_conn *c, const write_ctx *x, const char *all_text
     PQclear(res);
     if (ids == NULL)
         return bs_error_set(err, BS_ERR_NOMEM, "drafts: out of memory");
-    st = strcmp(ids, "[]") == 0 ? BS_OK : run_all(c, replace, sizeof(replace) / sizeof(replace[0]), ids, x, NULL, err);
+    x->params[P_IDS] = ids;
+    st = strcmp(ids, "[]") == 0 ? BS_OK
+                                : run_steps(c, replace, sizeof(replace) / sizeof(replace[0]), x, err);
+    x->params[P_IDS] = NULL;
     free(ids);
+    return st;
+}
+
+/* The batch into bs_batch, the accounts locked, the series there. */
+static bs_status write_prepare(bs_conn *c, write_ctx *x, const char *all_text, bs_error *err)
+{
+    static const write_step steps[] = {
+        {SQL_BATCH_PLANNER, {-1}},
+        {SQL_BATCH_TABLE, {-1}},
+        {SQL_DRAFT_LOCK_IDS, {P_ACCOUNTS, -1}},
+        {SQL_SERIES, {P_SERIES, -1}},
+    };
+    const char *p[1] = {all_text};
+    bs_status st = run_steps(c, steps, sizeof(steps) / sizeof(steps[0]), x, err);
+
+    if (st == BS_OK)
+        st = bs_command(c, SQL_BATCH_FILL, 1, p, NULL, err);
     return st;
 }
 
 static bs_status write_tx(bs_conn *c, void *arg, bs_error *err)
 {
-    static const char *const replace[] = {SQL_DRAFT_REVERSE, SQL_DRAFT_DELETE_LINES,
-                                          SQL_DRAFT_DELETE_CREDITS, SQL_DRAFT_DELETE_RETURNED};
-    static const char *const headers[] = {SQL_DRAFT_UPDATE, SQL_DRAFT_INSERT};
+    static const write_step replace[] = {
+        {SQL_DRAFT_REVERSE, {P_IDS, -1}},
+        {SQL_DRAFT_DELETE_LINES, {P_IDS, -1}},
+        {SQL_DRAFT_DELETE_CREDITS, {P_IDS, -1}},
+        {SQL_DRAFT_DELETE_RETURNED, {P_IDS, -1}},
+        {SQL_BATCH_OPEN, {P_MONTH, -1}},
+        {SQL_DRAFT_UPDATE, {-1}},
+        {SQL_DRAFT_INSERT, {P_MONTH, P_SERIES, -1}},
+    };
     /* Returned credit goes back to the grants before the draft's own entries take from them. */
-    static const char *const children[] = {SQL_DRAFT_LINES, SQL_DRAFT_CREDITS,
-                                           SQL_DRAFT_RETURNED_ROWS, SQL_DRAFT_RETURNED,
-                                           SQL_DRAFT_LEDGER};
+    static const write_step children[] = {
+        {SQL_DRAFT_LINES, {P_BOOK, -1}},   {SQL_DRAFT_CREDITS, {-1}},
+        {SQL_DRAFT_RETURNED_ROWS, {-1}},   {SQL_DRAFT_RETURNED, {-1}},
+        {SQL_DRAFT_LEDGER, {-1}},
+    };
     write_ctx *x = arg;
-    json_t *w = json_array();
     json_t *ids = json_array();
     char *all_text = json_dumps(x->all, JSON_COMPACT);
-    char *w_text = NULL;
     char *ids_text = NULL;
-    const char *p[1];
+    size_t writes = 0;
     bs_status st = BS_ERR_NOMEM;
 
-    if (w == NULL || ids == NULL || all_text == NULL)
+    if (ids == NULL || all_text == NULL)
         goto done;
-    p[0] = x->accounts;
-    st = bs_command(c, SQL_DRAFT_LOCK_IDS, 1, p, NULL, err);
-    if (st == BS_OK) {
-        p[0] = x->series;
-        st = bs_command(c, SQL_SERIES, 1, p, NULL, err);
-    }
+    st = write_prepare(c, x, all_text, err);
     if (st == BS_OK)
-        st = void_stale(c, x, all_text, err);
+        st = void_stale(c, x, err);
     if (st == BS_OK)
-        st = classify(c, x, all_text, w, ids, err);
-    if (st != BS_OK || json_array_size(w) == 0)
+        st = classify(c, x, ids, &writes, err);
+    if (st != BS_OK || writes == 0)
         goto done;
-    w_text = json_dumps(w, JSON_COMPACT);
     ids_text = json_dumps(ids, JSON_COMPACT);
-    if (w_text == NULL || ids_text == NULL) {
+    if (ids_text == NULL) {
         st = bs_error_set(err, BS_ERR_NOMEM, "drafts: out of memory");
         goto done;
     }
-    st = run_all(c, replace, sizeof(replace) / sizeof(replace[0]), ids_text, x, NULL, err);
+    x->params[P_IDS] = ids_text;
+    st = run_steps(c, replace, sizeof(replace) / sizeof(replace[0]), x, err);
     if (st == BS_OK)
-        st = run_all(c, headers, 2, w_text, x, x->series, err);
-    if (st == BS_OK)
-        st = run_all(c, children, sizeof(children) / sizeof(children[0]), w_text, x, x->book, err);
+        st = run_steps(c, children, sizeof(children) / sizeof(children[0]), x, err);
 done:
     if (st == BS_ERR_NOMEM && (err == NULL || err->status != BS_ERR_NOMEM))
         bs_error_set(err, BS_ERR_NOMEM, "drafts: out of memory");
+    x->params[P_IDS] = NULL;
     free(ids_text);
-    free(w_text);
     free(all_text);
     json_decref(ids);
-    json_decref(w);
     return st;
 }
 
@@ -674,10 +757,10 @@ bs_status bs_drafts_write(bs_conn *c, const char *accounts, const char *book, co
     bs_status st;
 
     memset(&x, 0, sizeof(x));
-    x.accounts = accounts;
-    x.book = book;
-    x.month = month;
-    x.series = series;
+    x.params[P_ACCOUNTS] = accounts;
+    x.params[P_BOOK] = book;
+    x.params[P_MONTH] = month;
+    x.params[P_SERIES] = series;
     x.n = n;
     x.out = out;
     x.all = json_array();
