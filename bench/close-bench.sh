@@ -41,8 +41,9 @@ base=${BILLING_PG_CONNINFO:?set BILLING_PG_CONNINFO (scripts/pg.sh start && . va
 conn="$base dbname=$db"
 export PGHOST PGPORT PGUSER
 psql -q -d postgres -c "CREATE DATABASE $db"
-"$billing" db migrate --db "$conn" >/dev/null
-"$billing" load --db "$conn" --pricebook "$src/tests/golden/pricebook.json" --book default >/dev/null
+# The baseline's schema if there is one; each run migrates its own copy.
+"${BASELINE:-$billing}" db migrate --db "$conn" >/dev/null
+"${BASELINE:-$billing}" load --db "$conn" --pricebook "$src/tests/golden/pricebook.json" --book default >/dev/null
 
 stamp() { date +%s.%N; }
 since() { echo "$(stamp) - $1" | bc; }
@@ -112,12 +113,38 @@ EOF
 events=$(psql -tA -d "$db" -c "SELECT count(*) FROM billing.usage_events")
 echo "setup: $accounts accounts, $events events in $(since "$t0") s"
 
+# CPU seconds (user+sys) the PostgreSQL server has used so far, when it
+# runs on this machine and we may read its processes' /proc entries:
+# exited backends count in the postmaster's cutime/cstime, live processes
+# in their own. Empty when unknown.
+pm_pid=$(psql -tA -d postgres -c "SHOW data_directory" 2>/dev/null |
+    xargs -I{} head -n 1 {}/postmaster.pid 2>/dev/null || true)
+server_cpu() {
+    local ticks=0
+    local p
+    local f
+    [ -n "$pm_pid" ] && [ -r "/proc/$pm_pid/stat" ] || return 0
+    for p in $pm_pid $(pgrep -P "$pm_pid"); do
+        f=$(cut -d')' -f2- "/proc/$p/stat" 2>/dev/null) || continue
+        # shellcheck disable=SC2086
+        set -- $f
+        ticks=$((ticks + ${12} + ${13} + ${14} + ${15}))
+    done
+    echo "scale=2; $ticks / $(getconf CLK_TCK)" | bc
+}
+
 measure() {
     local label=$1
+    local before
     shift
+    before=$(server_cpu)
     /usr/bin/time -f "%e s wall, %U s user + %S s sys, max RSS %M KiB" -o "$work/time" "$@" \
         >"$work/out" 2>"$work/err" || { cat "$work/err"; exit 1; }
-    echo "$label: $(cat "$work/time")"
+    if [ -n "$before" ]; then
+        echo "$label: $(cat "$work/time"); server $(echo "$(server_cpu) - $before" | bc) s CPU"
+    else
+        echo "$label: $(cat "$work/time")"
+    fi
 }
 
 # The timed steps with binary $1 on a fresh copy of the set-up database,
@@ -129,6 +156,7 @@ run_steps() {
     local cconn="$base dbname=$copy"
     psql -q -d postgres -c "CREATE DATABASE $copy TEMPLATE $db"
     echo "== $name: $bin"
+    "$bin" db migrate --db "$cconn" >/dev/null
     measure "close (new drafts, -j $jobs)" "$bin" close --db "$cconn" --period 2026-11 -j "$jobs" --quiet
     grep -E "^(accounts|drafts|events|total) " "$work/out"
     measure "close again (unchanged, -j $jobs)" "$bin" close --db "$cconn" --period 2026-11 -j "$jobs" --quiet
