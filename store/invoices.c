@@ -999,12 +999,50 @@ bs_status bs_invoice_void(bs_conn *c, int64_t id, const char *reason, char *cn_n
     " WHERE ($1::date IS NULL OR i.month = $1::date) AND ($2::text IS NULL OR i.account_id"    \
     " = $2::text) AND ($3::text IS NULL OR i.status = $3::text) AND ($4::text IS NULL OR"      \
     " i.series = $4::text) ORDER BY i.month, i.account_id, i.id LIMIT $5::bigint"
+/*
+ * A grant's balance as of an invoice, in major units: its 'grant' entry
+ * and every entry of an invoice or credit note of an earlier month, or of
+ * the same month created no later (ids are in creation order: a credit
+ * note voiding this invoice comes after it, the corrected invoice after
+ * the credit note). A recomputed draft's 'reverse' entries carry its own
+ * id, so they cancel what the earlier computation took.
+ */
+#define SQL_GRANT_REMAINING                                                                    \
+    "round(coalesce((SELECT sum(l.amount_minor) FROM billing.credit_ledger l"                  \
+    " LEFT JOIN billing.invoices j ON j.id = l.invoice_id WHERE l.grant_id = g.id"             \
+    " AND (l.entry = 'grant' OR j.month < i.month OR (j.month = i.month AND j.id <= i.id))),"  \
+    " 0) / 10::numeric ^ cu.digits, cu.digits)"
+/*
+ * The grants of invoice i's account and currency granted before its
+ * period ended, each with what the invoice applied, returned (refunds)
+ * and expired of it and what is left: those with any of the four.
+ */
+#define SQL_GRANT_ROWS                                                                         \
+    "SELECT g.id AS grant_id, round(coalesce((SELECT c.amount FROM billing.invoice_credits c"  \
+    " WHERE c.invoice_id = i.id AND c.grant_id = g.id), 0), cu.digits) AS applied,"            \
+    " round(coalesce((SELECT r.amount FROM billing.invoice_returned_credits r WHERE"           \
+    " r.invoice_id = i.id AND r.grant_id = g.id), 0), cu.digits) AS returned, round(coalesce((SELECT" \
+    " -sum(l.amount_minor) FROM billing.credit_ledger l WHERE l.grant_id = g.id"               \
+    " AND l.invoice_id = i.id AND l.entry = 'expire'), 0) / 10::numeric ^ cu.digits,"          \
+    " cu.digits) AS expired, " SQL_GRANT_REMAINING " AS remaining"                             \
+    " FROM billing.credit_grants g JOIN billing.currencies cu ON cu.code = g.currency"         \
+    " WHERE g.account_id = i.account_id AND g.currency = i.currency"                           \
+    " AND g.granted_at < i.period_end"
+#define SQL_GRANTS                                                                             \
+    "SELECT r.grant_id, r.applied::text, r.returned::text, r.expired::text, r.remaining::text" \
+    " FROM billing.invoices i CROSS JOIN LATERAL (" SQL_GRANT_ROWS ") r WHERE i.id = $1::bigint" \
+    " AND (r.applied <> 0 OR r.returned <> 0 OR r.expired <> 0 OR r.remaining <> 0)"           \
+    " ORDER BY r.grant_id"
 /* Dates in the account's zone, as the customer reads them. */
 #define SQL_LOCAL(col) "to_char(" col " AT TIME ZONE a.time_zone, 'YYYY-MM-DD HH24:MI:SS')"
 #define SQL_HEADER                                                                             \
     SQL_INVOICE_COLUMNS ", " SQL_LOCAL("i.period_start") ", " SQL_LOCAL("i.period_end") ","    \
     " i.tax_rate::text, a.time_zone, coalesce(" SQL_LOCAL("i.finalized_at") ", ''),"           \
-    " coalesce(i.void_reason, ''), coalesce(a.name, a.id)" SQL_INVOICE_FROM                    \
+    " coalesce(i.void_reason, ''), coalesce(a.name, a.id), i.returned::text,"                 \
+    " i.account_credit::text, i.carried::text, i.account_credit_left::text,"                   \
+    " (i.subtotal + i.returned)::text, (i.subtotal + i.returned - i.credits"                   \
+    " - i.account_credit + i.carried)::text, coalesce((SELECT sum(r.remaining) FROM ("        \
+    SQL_GRANT_ROWS ") r), 0)::text" SQL_INVOICE_FROM                                           \
     " JOIN billing.accounts a ON a.id = i.account_id WHERE i.id = $1::bigint"
 #define SQL_LINES                                                                              \
     "SELECT l.line_no, l.kind, coalesce(l.meter, ''), l.model, l.region,"                      \
@@ -1050,4 +1088,9 @@ PGresult *bs_invoice_lines(bs_conn *c, int64_t id, bs_error *err)
 PGresult *bs_invoice_credits(bs_conn *c, int64_t id, bs_error *err)
 {
     return by_id(c, SQL_CREDITS, id, err);
+}
+
+PGresult *bs_invoice_grants(bs_conn *c, int64_t id, bs_error *err)
+{
+    return by_id(c, SQL_GRANTS, id, err);
 }

@@ -166,10 +166,25 @@ PGresult *bs_invoice_lines(bs_conn *c, int64_t id, bs_error *err);
 PGresult *bs_invoice_credits(bs_conn *c, int64_t id, bs_error *err);
 
 /*
+ * bs_invoice_grants - the credit grants of invoice @id's account and
+ * currency granted before its period ended, with what the invoice
+ * applied, returned (refunds), expired of each and the grant's remaining
+ * balance as of the invoice (after it and every invoice or credit note of
+ * earlier months), in major units; grants with all four zero left out.
+ * Columns: grant_id, applied, returned, expired, remaining. Caller PQclears.
+ */
+PGresult *bs_invoice_grants(bs_conn *c, int64_t id, bs_error *err);
+
+/*
  * bs_invoice_header - one row of bs_invoice_list's columns for invoice
  * @id, plus period_start, period_end (in the account's time zone),
- * tax_rate, time_zone, finalized_at (account zone), void_reason and the
- * account's name (its id when it has none). Caller PQclears; zero rows when there is no such invoice.
+ * tax_rate, time_zone, finalized_at (account zone), void_reason, the
+ * account's name (its id when it has none), returned (credit refunds gave
+ * back to grants), account_credit (applied), carried (to account credit),
+ * account_credit_left, before_credit (subtotal + returned), taxable
+ * (before_credit - credits - account_credit + carried; taxable + tax =
+ * total) and credit_remaining (the grants' remaining, bs_invoice_grants).
+ * Caller PQclears; zero rows when there is no such invoice.
  */
 PGresult *bs_invoice_header(bs_conn *c, int64_t id, bs_error *err);
 

@@ -50,6 +50,11 @@ static char work_dir[PATH_LEN];
 /* Databases and commands                                                  */
 /* ---------------------------------------------------------------------- */
 
+/* The CSV's first columns: the invoice's, repeated on every line row, then the line's. */
+#define CSV_HEADER                                                                             \
+    "number,account,period,status,currency,subtotal,credit_returned,before_credit,credits,"   \
+    "account_credit,carried,taxable,tax,total,credit_remaining,account_credit_left,line,kind,"
+
 static void query_text(bs_conn *c, const char *sql, char *out, size_t size)
 {
     bs_error err;
@@ -942,8 +947,8 @@ START_TEST(test_concurrent_late_void_rerate_pdf)
         len = fread(text, 1, (1 << 20) - 1, p);
         text[len] = '\0';
         fclose(p);
-        ck_assert_msg(strncmp(text, "number,account,period,status,currency,line,kind,", 48) == 0,
-                      "CSV header: %.80s", text);
+        ck_assert_msg(strncmp(text, CSV_HEADER, strlen(CSV_HEADER)) == 0, "CSV header: %.300s",
+                      text);
         {
             size_t rows = 0;
             size_t lf = 0;
@@ -961,6 +966,110 @@ START_TEST(test_concurrent_late_void_rerate_pdf)
     drop(c);
 }
 END_TEST
+
+/* Output of @cmd (a shell command) into @text (@size bytes); asserts it exits 0. */
+static void command_text(const char *cmd, char *text, size_t size)
+{
+    FILE *p = popen(cmd, "r");
+    size_t len;
+
+    ck_assert(p != NULL);
+    len = fread(text, 1, size - 1, p);
+    text[len] = '\0';
+    ck_assert_int_eq(pclose(p), 0);
+}
+
+/* @what (a figure) must be in @text on a line that has @label before it. */
+static void expect_figure(const char *text, const char *label, const char *what, const char *form)
+{
+    const char *at;
+
+    for (at = strstr(text, label); at != NULL; at = strstr(at + 1, label)) {
+        const char *fig = strstr(at, what);
+        if (fig != NULL && (size_t)(fig - at) < strcspn(at, "\n"))
+            return;
+    }
+    ck_abort_msg("%s: no line with '%s' then %s in:\n%s", form, label, what, text);
+}
+
+/*
+ * The credit figures of invoice @id as the database holds them must be on
+ * its PDF, its `invoice show` table and its CSV, and reconcile to the
+ * minor unit: subtotal + returned = before credit; before credit -
+ * credits - account credit + carried + tax = amount due; each grant's
+ * remaining is its ledger balance (no later month exists).
+ */
+static void check_credit_on_invoice(bs_conn *c, long id)
+{
+    char sql[1024];
+    char dir[PATH_LEN];
+    char cmd[2 * PATH_LEN + CONNINFO_MAX + 64];
+    char ids[32];
+    char fig[8][64];
+    const char *exp[] = {"invoice", "export", ids, "--format", "pdf", "--out", dir, NULL};
+    const char *const labels[] = {"Subtotal (lines)", "Credit returned to grants",
+                                  "Total before credit", "Credit applied",
+                                  "Taxable amount", "Tax", "Amount due"};
+    char *text = calloc(1, 1 << 20);
+    const char *form;
+    PGresult *res;
+    bs_error err;
+    int f;
+    int r;
+
+    ck_assert(text != NULL);
+    snprintf(ids, sizeof(ids), "%ld", id);
+    /* The figures, and the reconciliation checked in exact NUMERIC. */
+    snprintf(sql, sizeof(sql),
+             "SELECT subtotal::text, returned::text, (subtotal + returned)::text, CASE WHEN"
+             " credits = 0 THEN '' ELSE '-' END || credits::text, (subtotal + returned - credits - account_credit + carried)::text,"
+             " tax::text, total::text, (subtotal + returned - credits - account_credit + carried"
+             " + tax = total AND returned > 0)::text FROM billing.invoices"
+             " WHERE id = %ld",
+             id);
+    res = bs_query(c, sql, 0, NULL, &err);
+    ck_assert(res != NULL && PQntuples(res) == 1);
+    for (f = 0; f < 8; f++)
+        snprintf(fig[f], sizeof(fig[f]), "%s", PQgetvalue(res, 0, f));
+    PQclear(res);
+    ck_assert_str_eq(fig[7], "true");
+    path_of(dir, sizeof(dir), "credit");
+    ok(exp);
+    snprintf(cmd, sizeof(cmd), "pdftotext -layout '%s/draft-%ld.pdf' -", dir, id);
+    command_text(cmd, text, 1 << 20);
+    for (form = "PDF"; form != NULL; form = strcmp(form, "PDF") == 0 ? "show" : NULL) {
+        if (strcmp(form, "show") == 0) {
+            snprintf(cmd, sizeof(cmd), "%s invoice show %ld --db '%s'", billing_path(), id,
+                     conninfo);
+            command_text(cmd, text, 1 << 20);
+        }
+        for (f = 0; f < 7; f++)
+            expect_figure(text, labels[f], fig[f], form);
+        /* Every grant the invoice touched, with what is left of it: its ledger balance. */
+        snprintf(sql, sizeof(sql),
+                 "SELECT g.id, round(sum(l.amount_minor) / 100, 2)::text FROM"
+                 " billing.credit_grants g JOIN billing.credit_ledger l ON l.grant_id = g.id"
+                 " WHERE g.id IN (SELECT grant_id FROM billing.invoice_credits WHERE invoice_id"
+                 " = %ld UNION SELECT grant_id FROM billing.invoice_returned_credits WHERE"
+                 " invoice_id = %ld) GROUP BY g.id",
+                 id, id);
+        res = bs_query(c, sql, 0, NULL, &err);
+        ck_assert(res != NULL && PQntuples(res) > 0);
+        for (r = 0; r < PQntuples(res); r++)
+            expect_figure(text, PQgetvalue(res, r, 0), PQgetvalue(res, r, 1), form);
+        PQclear(res);
+    }
+    /* CSV: the same figures on the line rows. */
+    exp[4] = "csv";
+    ok(exp);
+    snprintf(cmd, sizeof(cmd), "cat '%s/draft-%ld.csv'", dir, id);
+    command_text(cmd, text, 1 << 20);
+    ck_assert_msg(strncmp(text, CSV_HEADER, strlen(CSV_HEADER)) == 0, "CSV header: %.300s", text);
+    snprintf(sql, sizeof(sql), ",%s,%s,%s,%s,", fig[0], fig[1], fig[2],
+             fig[3] + (fig[3][0] == '-'));
+    ck_assert_msg(strstr(text, sql) != NULL, "CSV: no '%s' in:\n%s", sql, text);
+    free(text);
+}
 
 /*
  * Another currency, in its own price book: JPY (no minor digits), closed
@@ -992,6 +1101,10 @@ START_TEST(test_refund_returns_credit_to_grants)
     compare_with_rate(c, "pricebook.json", 2026, 10);
     compare_with_rate(c, "pricebook.json", 2026, 11);
     check_ledger(c);
+    /* A November invoice that returned credit to a grant. */
+    check_credit_on_invoice(c, itdb_long(c, "SELECT min(i.id) FROM billing.invoices i JOIN"
+                                            " billing.invoice_returned_credits r ON"
+                                            " r.invoice_id = i.id WHERE i.month = '2026-11-01'"));
     drop(c);
 }
 END_TEST
