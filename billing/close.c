@@ -505,6 +505,70 @@ static int build_draft(batch *b, const char *id, PGresult *billed_res, int *row,
     return 1;
 }
 
+/* The credit the @n drafts @d return to grants, as bs_returned_unclosed reads it; NULL if none. */
+static char *returned_text(const bs_draft *d, size_t n)
+{
+    json_t *arr = json_array();
+    char *text = NULL;
+    size_t i;
+    size_t k;
+
+    for (i = 0; arr != NULL && i < n; i++) {
+        for (k = 0; k < billing_invoice_returned_count(d[i].inv); k++) {
+            const char *am = billing_invoice_returned_amount(d[i].inv, k);
+            if (strspn(am, "0.") == strlen(am))
+                continue;
+            json_array_append_new(arr, json_pack("{s:s, s:s, s:s}", "a",
+                                                 billing_invoice_account(d[i].inv), "g",
+                                                 billing_invoice_returned_grant(d[i].inv, k),
+                                                 "am", am));
+        }
+    }
+    if (json_array_size(arr) > 0)
+        text = json_dumps(arr, JSON_COMPACT);
+    json_decref(arr);
+    return text;
+}
+
+/*
+ * Credit a refund returns must have been applied by the month that paid
+ * the term: if that month is not closed yet, the ledger would refuse the
+ * return in the middle of the batch with a message about minor units.
+ * Refuse the close instead, naming the month to close first. Returns
+ * CLI_EXIT_OK or the exit code (message printed).
+ */
+static int check_returned(close_run_ctx *x, bs_conn *c, const bs_draft *d, size_t n)
+{
+    char *text = returned_text(d, n);
+    char *account = NULL;
+    char *grant = NULL;
+    char *open = NULL;
+    bs_error err;
+    int rc = CLI_EXIT_OK;
+
+    if (text == NULL)
+        return CLI_EXIT_OK;
+    if (bs_returned_unclosed(c, text, x->month_text, &account, &grant, &open, &err) != BS_OK)
+        rc = dbcli_fail("close", &err);
+    else if (account != NULL && open[0] != '\0') {
+        cli_error("close: account '%s': %04d-%02d returns credit to grant '%s' that an earlier "
+                  "month applied, but %s is not closed: close %s first (months that return "
+                  "credit are closed in order)",
+                  account, x->p->year, x->p->month, grant, open, open);
+        rc = CLI_EXIT_INPUT;
+    } else if (account != NULL) {
+        cli_error("close: account '%s': %04d-%02d returns more credit to grant '%s' than the "
+                  "ledger holds as applied",
+                  account, x->p->year, x->p->month, grant);
+        rc = CLI_EXIT_INPUT;
+    }
+    free(account);
+    free(grant);
+    free(open);
+    free(text);
+    return rc;
+}
+
 /* Drafts of accounts [@from, @to) of the run, written in one transaction. */
 static int write_batch(batch *b, bs_conn *c, const char *acc_text, size_t from, size_t to)
 {
@@ -534,6 +598,10 @@ static int write_batch(batch *b, bs_conn *c, const char *acc_text, size_t from, 
             goto done;
         k += (size_t)has;
     }
+    rc = check_returned(x, c, d, k);
+    if (rc != CLI_EXIT_OK)
+        goto done;
+    rc = CLI_EXIT_INTERNAL;
     if (bs_drafts_write(c, acc_text, x->p->book, x->month_text, x->series, d, k, out, &err) != BS_OK) {
         rc = dbcli_fail("close", &err);
         goto done;

@@ -778,6 +778,62 @@ bs_status bs_drafts_write(bs_conn *c, const char *accounts, const char *book, co
 }
 
 /* ---------------------------------------------------------------------- */
+/* Credit returned before the month that applied it is closed              */
+/* ---------------------------------------------------------------------- */
+
+/*
+ * What the ledger holds as taken from each grant (apply, expire) and not
+ * given back (reverse), leaving out the entries of the account's own
+ * invoices and credit notes of the month (a re-close reverses a draft's;
+ * a finalized month's invoice is left alone); then, for the first return it does not cover, the
+ * earliest month without an invoice of the account since the grant.
+ */
+#define SQL_RETURNED_UNCLOSED                                                                  \
+    "WITH r AS (SELECT x->>'a' AS a, x->>'g' AS g, sum((x->>'am')::numeric) AS am"             \
+    " FROM json_array_elements($1::json) x GROUP BY 1, 2), bad AS (SELECT r.a, r.g,"           \
+    " g.granted_at FROM r JOIN billing.credit_grants g ON g.id = r.g JOIN billing.currencies"  \
+    " cu ON cu.code = g.currency WHERE r.am * 10::numeric ^ cu.digits > coalesce((SELECT"      \
+    " -sum(l.amount_minor) FROM billing.credit_ledger l LEFT JOIN billing.invoices j"          \
+    " ON j.id = l.invoice_id WHERE l.grant_id = g.id AND l.entry IN ('apply', 'expire',"       \
+    " 'reverse') AND NOT (j.account_id IS NOT DISTINCT FROM r.a AND j.month = $2::date)), 0)"  \
+    " ORDER BY r.a, r.g LIMIT 1)"                                                              \
+    " SELECT bad.a, bad.g, coalesce((SELECT to_char(m, 'YYYY-MM') FROM generate_series("       \
+    " greatest(date_trunc('month', bad.granted_at), $2::date - interval '24 months'),"         \
+    " $2::date - interval '1 month', interval '1 month') m WHERE NOT EXISTS (SELECT 1"         \
+    " FROM billing.invoices i WHERE i.account_id = bad.a AND i.month = m::date"                \
+    " AND i.kind = 'invoice' AND i.status IN ('draft', 'finalized')) ORDER BY m LIMIT 1), '')" \
+    " FROM bad"
+
+bs_status bs_returned_unclosed(bs_conn *c, const char *returned, const char *month,
+                               char **account, char **grant, char **open, bs_error *err)
+{
+    const char *params[2] = {returned, month};
+    PGresult *res = bs_query(c, SQL_RETURNED_UNCLOSED, 2, params, err);
+    int found;
+
+    *account = NULL;
+    *grant = NULL;
+    *open = NULL;
+    if (res == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    found = PQntuples(res) == 1;
+    if (found) {
+        *account = strdup(PQgetvalue(res, 0, 0));
+        *grant = strdup(PQgetvalue(res, 0, 1));
+        *open = strdup(PQgetvalue(res, 0, 2));
+    }
+    PQclear(res);
+    if (found && (*account == NULL || *grant == NULL || *open == NULL)) {
+        free(*account);
+        free(*grant);
+        free(*open);
+        *account = *grant = *open = NULL;
+        return bs_error_set(err, BS_ERR_NOMEM, "returned credit: out of memory");
+    }
+    return BS_OK;
+}
+
+/* ---------------------------------------------------------------------- */
 /* Billed lines (for late events)                                          */
 /* ---------------------------------------------------------------------- */
 

@@ -104,6 +104,21 @@ bs_status bs_drafts_write(bs_conn *c, const char *accounts, const char *book, co
                           bs_error *err);
 
 /*
+ * bs_returned_unclosed - credit a close of @month would return to grants
+ * (refunds of terms paid with credit) that the ledger does not hold as
+ * applied: the month that applied it is not closed yet. @returned is a
+ * JSON array of {"a": account, "g": grant, "am": amount in major units}.
+ * Entries of the account's own invoices and credit notes of @month do
+ * not count (a re-close reverses a draft's). On the first such grant, *@account, *@grant
+ * and *@open (the earliest month in the 24 before @month since the grant
+ * with no invoice of the account, "YYYY-MM", or "" if every one has one)
+ * are set (the caller frees them) and BS_OK returned; all three stay NULL
+ * when every return is covered. Not thread-safe per connection.
+ */
+bs_status bs_returned_unclosed(bs_conn *c, const char *returned, const char *month,
+                               char **account, char **grant, char **open, bs_error *err);
+
+/*
  * bs_billed_lines - the usage lines billed so far, per account and month
  * in the BS_LATE_MONTHS months before @month, of every finalized invoice of the accounts in @accounts
  * (JSON array) plus the adjustment lines that refer to those months in

@@ -967,16 +967,25 @@ START_TEST(test_concurrent_late_void_rerate_pdf)
 }
 END_TEST
 
-/* Output of @cmd (a shell command) into @text (@size bytes); asserts it exits 0. */
-static void command_text(const char *cmd, char *text, size_t size)
+/* Output of @cmd (a shell command) into @text (@size bytes); returns its exit status. */
+static int command_status(const char *cmd, char *text, size_t size)
 {
     FILE *p = popen(cmd, "r");
     size_t len;
+    int status;
 
     ck_assert(p != NULL);
     len = fread(text, 1, size - 1, p);
     text[len] = '\0';
-    ck_assert_int_eq(pclose(p), 0);
+    status = pclose(p);
+    ck_assert(status != -1 && WIFEXITED(status));
+    return WEXITSTATUS(status);
+}
+
+/* command_status, asserting that @cmd succeeds. */
+static void command_text(const char *cmd, char *text, size_t size)
+{
+    ck_assert_int_eq(command_status(cmd, text, size), 0);
 }
 
 /* @what (a figure) must be in @text on a line that has @label before it. */
@@ -1109,6 +1118,40 @@ START_TEST(test_refund_returns_credit_to_grants)
 }
 END_TEST
 
+/*
+ * November returns credit that October applied; closed before October,
+ * the ledger used to refuse it mid-batch with a message about minor units
+ * (credit_ledger_reverse_applied). The close now refuses up front, naming
+ * the month to close first, and writes nothing; closed in order, it works.
+ */
+START_TEST(test_close_out_of_order_names_open_month)
+{
+    bs_conn *c = fresh("order");
+    const char *oct[] = {"close", "--period", "2026-10", "--quiet", NULL};
+    const char *nov[] = {"close", "--period", "2026-11", "--quiet", NULL};
+    char cmd[PATH_LEN + CONNINFO_MAX + 64];
+    char *text = calloc(1, 1 << 16);
+
+    ck_assert(text != NULL);
+    gen_returned = 1;
+    generate(c, 60);
+    gen_returned = 0;
+    snprintf(cmd, sizeof(cmd), "%s close --period 2026-11 --quiet --db '%s' 2>&1",
+             billing_path(), conninfo);
+    ck_assert_int_eq(command_status(cmd, text, 1 << 16), 3);
+    ck_assert_msg(strstr(text, "2026-10 is not closed: close 2026-10 first") != NULL,
+                  "the refusal does not name October:\n%s", text);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.invoices"), 0);
+    ck_assert_int_eq(run_billing(NULL, oct), 0);
+    ck_assert_int_eq(run_billing(NULL, nov), 0);
+    compare_with_rate(c, "pricebook.json", 2026, 10);
+    compare_with_rate(c, "pricebook.json", 2026, 11);
+    check_ledger(c);
+    free(text);
+    drop(c);
+}
+END_TEST
+
 START_TEST(test_close_jpy_book)
 {
     bs_conn *c = fresh("jpy");
@@ -1189,6 +1232,7 @@ static Suite *close_suite(void)
     tcase_add_test(tc, test_time_zone_check_reads_the_table);
     tcase_add_test(tc, test_close_jpy_book);
     tcase_add_test(tc, test_refund_returns_credit_to_grants);
+    tcase_add_test(tc, test_close_out_of_order_names_open_month);
     tcase_add_test(tc, test_close_as_runtime_role);
     tcase_add_test(tc, test_close_killed_then_complete_equals_rate);
     tcase_add_test(tc, test_concurrent_late_void_rerate_pdf);
