@@ -24,6 +24,9 @@
 -- aborts the statement all the same. A missing invoice on INSERT is still
 -- left to the foreign key, whose row checks run before statement triggers.
 
+SET LOCAL ROLE billing_owner;
+SET LOCAL search_path = billing, pg_catalog;
+
 -- billing.invoice_children_statement_guard: the statement's invoices,
 -- from new_rows (INSERT) or old_rows (DELETE), must all be drafts.
 CREATE FUNCTION billing.invoice_children_statement_guard() RETURNS trigger
