@@ -1152,6 +1152,85 @@ START_TEST(test_close_out_of_order_names_open_month)
 }
 END_TEST
 
+/* A grant's ledger balance in minor units. */
+static long grant_balance(bs_conn *c, const char *grant)
+{
+    char sql[256];
+
+    snprintf(sql, sizeof(sql),
+             "SELECT coalesce(sum(amount_minor), 0) FROM billing.credit_ledger WHERE grant_id = '%s'",
+             grant);
+    return itdb_long(c, sql);
+}
+
+/*
+ * Credit that expired on a finalized invoice stays expired through a void
+ * and the corrected invoice: the credit note gives back what the invoice
+ * took from the grant (applied and expired), the corrected draft takes it
+ * again, and the grant ends where it was, with the same expiry. The
+ * credit note used to give back the applied part only, and closing the
+ * month again failed on credit_ledger_nonnegative_balance.
+ */
+START_TEST(test_void_then_reclose_keeps_credit_expiry)
+{
+    bs_conn *c = fresh("expiry");
+    const char *nov[] = {"close", "--period", "2026-11", "--quiet", NULL};
+    const char *fin[] = {"close", "--period", "2026-11", "--finalize", "--grace", "0", "--quiet",
+                         NULL};
+    char number[64];
+    char grant[64];
+    char sql[512];
+    const char *voidargs[] = {"invoice", "void", number, "--reason", "expiry test", NULL};
+    long before;
+    long expired;
+    long id;
+
+    /* Trials large enough that part of each is still there when it expires mid-November. */
+    gen_trial = "5000.00";
+    generate(c, 30);
+    gen_trial = "10.00";
+    ok(nov);
+    ok(fin);
+    id = itdb_long(c, "SELECT min(l.invoice_id) FROM billing.credit_ledger l JOIN"
+                      " billing.invoices i ON i.id = l.invoice_id WHERE l.entry = 'expire'"
+                      " AND i.status = 'finalized' AND i.month = '2026-11-01'");
+    ck_assert_int_gt(id, 0);
+    snprintf(sql, sizeof(sql),
+             "SELECT min(grant_id) FROM billing.credit_ledger WHERE entry = 'expire' AND"
+             " invoice_id = %ld",
+             id);
+    query_text(c, sql, grant, sizeof(grant));
+    snprintf(sql, sizeof(sql),
+             "SELECT -amount_minor FROM billing.credit_ledger WHERE entry = 'expire' AND"
+             " invoice_id = %ld AND grant_id = '%s'",
+             id, grant);
+    expired = itdb_long(c, sql);
+    ck_assert_int_gt(expired, 0);
+    before = grant_balance(c, grant);
+    snprintf(sql, sizeof(sql),
+             "SELECT billing.invoice_number_text(s.prefix, i.number) FROM billing.invoices i"
+             " JOIN billing.invoice_series s ON s.series = i.series WHERE i.id = %ld",
+             id);
+    query_text(c, sql, number, sizeof(number));
+    ok(voidargs);
+    /* Voided: everything the invoice took is back on the grant, the expiry too. */
+    ck_assert_int_ge(grant_balance(c, grant), before + expired);
+    /* Before 0006's void_invoice, this close failed: the grant was overdrawn by the expiry. */
+    ok(nov);
+    /* The corrected draft expires the same credit again; the grant is where it was. */
+    snprintf(sql, sizeof(sql),
+             "SELECT -sum(l.amount_minor) FROM billing.credit_ledger l JOIN billing.invoices i"
+             " ON i.id = l.invoice_id WHERE l.entry = 'expire' AND l.grant_id = '%s'"
+             " AND i.status = 'draft' AND i.month = '2026-11-01'",
+             grant);
+    ck_assert_int_eq(itdb_long(c, sql), expired);
+    ck_assert_int_eq(grant_balance(c, grant), before);
+    compare_with_rate(c, "pricebook.json", 2026, 11);
+    check_ledger(c);
+    drop(c);
+}
+END_TEST
+
 START_TEST(test_close_jpy_book)
 {
     bs_conn *c = fresh("jpy");
@@ -1233,6 +1312,7 @@ static Suite *close_suite(void)
     tcase_add_test(tc, test_close_jpy_book);
     tcase_add_test(tc, test_refund_returns_credit_to_grants);
     tcase_add_test(tc, test_close_out_of_order_names_open_month);
+    tcase_add_test(tc, test_void_then_reclose_keeps_credit_expiry);
     tcase_add_test(tc, test_close_as_runtime_role);
     tcase_add_test(tc, test_close_killed_then_complete_equals_rate);
     tcase_add_test(tc, test_concurrent_late_void_rerate_pdf);
