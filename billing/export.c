@@ -13,12 +13,33 @@
 #include "invoices.h"
 
 /* Every column of bs_invoice_header, by position. */
-static const char *const header_keys[] = {
-    "id",       "number",   "account",      "kind",       "period",   "status",
-    "currency", "subtotal", "credits",      "tax",        "total",    "series",
-    "corrects", "period_start", "period_end", "tax_rate", "time_zone", "finalized_at",
-    "void_reason", "account_name", "credit_returned", "account_credit", "carried",
-    "account_credit_left", "before_credit", "taxable", "credit_remaining"};
+static const char *const header_keys[] = {"id",
+                                          "number",
+                                          "account",
+                                          "kind",
+                                          "period",
+                                          "status",
+                                          "currency",
+                                          "subtotal",
+                                          "credits",
+                                          "tax",
+                                          "total",
+                                          "series",
+                                          "corrects",
+                                          "period_start",
+                                          "period_end",
+                                          "tax_rate",
+                                          "time_zone",
+                                          "finalized_at",
+                                          "void_reason",
+                                          "account_name",
+                                          "credit_returned",
+                                          "account_credit",
+                                          "carried",
+                                          "account_credit_left",
+                                          "before_credit",
+                                          "taxable",
+                                          "credit_remaining"};
 #define N_HEADER_KEYS (sizeof(header_keys) / sizeof(header_keys[0]))
 
 /* bs_invoice_lines; the quantity is shown as quantity/den when den is not 1. */
@@ -46,11 +67,12 @@ static const export_column credit_columns[] = {
 
 /* bs_invoice_grants: what the invoice did to each grant, and what is left of it. */
 const export_column export_grant_columns[] = {
-    {"grant", "GRANT", 0, 1, 0, 0},       {"applied", "APPLIED", 1, 1, 1, 0},
-    {"returned", "RETURNED", 2, 1, 1, 0}, {"expired", "EXPIRED", 3, 1, 1, 0},
+    {"grant", "GRANT", 0, 1, 0, 0},         {"applied", "APPLIED", 1, 1, 1, 0},
+    {"returned", "RETURNED", 2, 1, 1, 0},   {"expired", "EXPIRED", 3, 1, 1, 0},
     {"remaining", "REMAINING", 4, 1, 1, 0},
 };
-const size_t export_n_grant_columns = sizeof(export_grant_columns) / sizeof(export_grant_columns[0]);
+const size_t export_n_grant_columns =
+    sizeof(export_grant_columns) / sizeof(export_grant_columns[0]);
 
 /* Longest cell printed in a table (ids and numbers are far shorter). */
 #define CELL_MAX 256
@@ -198,11 +220,11 @@ static json_t *invoice_json(const export_invoice *inv)
             goto fail;
     }
     if (o == NULL ||
-        json_object_set_new(o, "lines", rows_json(inv->lines, export_line_columns,
-                                                  export_n_line_columns)) != 0 ||
+        json_object_set_new(
+            o, "lines", rows_json(inv->lines, export_line_columns, export_n_line_columns)) != 0 ||
         json_object_set_new(o, "credits", rows_json(inv->credits, credit_columns, N_CREDIT)) != 0 ||
-        json_object_set_new(o, "grants", rows_json(inv->grants, export_grant_columns,
-                                                   export_n_grant_columns)) != 0)
+        json_object_set_new(
+            o, "grants", rows_json(inv->grants, export_grant_columns, export_n_grant_columns)) != 0)
         goto fail;
     return o;
 fail:
@@ -319,10 +341,10 @@ static void csv_field(FILE *out, const char *s, int first)
  * carried = taxable; taxable + tax = total).
  */
 static const char *const csv_invoice_keys[] = {
-    "number",         "account",  "period",          "status",        "currency",
-    "subtotal",       "credit_returned", "before_credit", "credits",   "account_credit",
-    "carried",        "taxable",  "tax",             "total",         "credit_remaining",
-    "account_credit_left"};
+    "number",   "account",        "period",           "status",
+    "currency", "subtotal",       "credit_returned",  "before_credit",
+    "credits",  "account_credit", "carried",          "taxable",
+    "tax",      "total",          "credit_remaining", "account_credit_left"};
 #define N_CSV_INVOICE (sizeof(csv_invoice_keys) / sizeof(csv_invoice_keys[0]))
 
 int export_invoice_csv(FILE *out, const export_invoice *inv)
@@ -352,12 +374,11 @@ int export_invoice_csv(FILE *out, const export_invoice *inv)
 
 int export_format_known(const char *format)
 {
-    return strcmp(format, "json") == 0 || strcmp(format, "csv") == 0 ||
-           strcmp(format, "pdf") == 0;
+    return strcmp(format, "json") == 0 || strcmp(format, "csv") == 0 || strcmp(format, "pdf") == 0;
 }
 
-int export_invoice_file(const export_invoice *inv, const char *format, const char *dir,
-                        char *path, size_t size)
+int export_invoice_file(const export_invoice *inv, const char *format, const char *dir, char *path,
+                        size_t size)
 {
     const char *number = export_field(inv, "number");
     FILE *f;

@@ -64,8 +64,8 @@ int export_format_known(const char *format);
  * after its number (drafts: "draft-ID"); the path goes to @path. Returns
  * 0, or -1 with errno set.
  */
-int export_invoice_file(const export_invoice *inv, const char *format, const char *dir,
-                        char *path, size_t size);
+int export_invoice_file(const export_invoice *inv, const char *format, const char *dir, char *path,
+                        size_t size);
 
 /*
  * export_invoice_pdf - the invoice as a PDF document at @path: seller and
