@@ -240,19 +240,20 @@ int export_invoice_json(FILE *out, const export_invoice *inv)
 /*
  * The invoice's totals in the order a customer reconciles them: what the
  * lines and refunds come to, the credit taken off, then tax and the amount
- * due (doc/invoices.md, "Credit on invoices"). Rows with a zero amount
- * whose absence cannot confuse (account credit, carried) are left out.
+ * due (doc/operations.md, "Credit on invoices"). Rows whose zero cannot
+ * confuse (returned, account credit, carried) are left out when zero;
+ * what is taken off is printed with a minus.
  */
 const export_total export_totals[] = {
-    {"subtotal", "Subtotal (lines)", 0},
-    {"credit_returned", "Credit returned to grants (refunds)", 1},
-    {"before_credit", "Total before credit", 0},
-    {"credits", "Credit applied", -1},
-    {"account_credit", "Account credit applied", 1},
-    {"carried", "Carried to account credit", 1},
-    {"taxable", "Taxable amount", 0},
-    {"tax", "Tax", 0},
-    {"total", "Amount due", 0},
+    {"subtotal", "Subtotal (lines)", 0, 0},
+    {"credit_returned", "Credit returned to grants (refunds)", 1, 0},
+    {"before_credit", "Total before credit", 0, 0},
+    {"credits", "Credit applied", 0, 1},
+    {"account_credit", "Account credit applied", 1, 1},
+    {"carried", "Carried to account credit", 1, 0},
+    {"taxable", "Taxable amount", 0, 0},
+    {"tax", "Tax", 0, 0},
+    {"total", "Amount due", 0, 0},
 };
 const size_t export_n_totals = sizeof(export_totals) / sizeof(export_totals[0]);
 
@@ -261,16 +262,16 @@ int export_total_shown(const export_invoice *inv, const export_total *t)
 {
     const char *v = export_field(inv, t->key);
 
-    return t->optional <= 0 || strspn(v, "-0.") != strlen(v);
+    return !t->hide_zero || strspn(v, "-0.") != strlen(v);
 }
 
-/* The amount of total row @t: credit applied is printed as taken off ("-12.00"). */
+/* The amount of total row @t: what is taken off is printed with a minus ("-12.00"). */
 const char *export_total_text(const export_invoice *inv, const export_total *t, char *buf,
                               size_t size)
 {
     const char *v = export_field(inv, t->key);
 
-    if (t->optional >= 0 || strspn(v, "0.") == strlen(v))
+    if (!t->taken_off || strspn(v, "0.") == strlen(v))
         return v;
     snprintf(buf, size, "-%s", v);
     return buf;

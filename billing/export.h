@@ -76,14 +76,15 @@ int export_invoice_file(const export_invoice *inv, const char *format, const cha
 int export_invoice_pdf(const export_invoice *inv, const char *path);
 
 /*
- * One row of an invoice's totals: header field, label, and @optional:
- * 1 printed only when not zero, -1 always printed and shown as taken off
- * (a leading minus), 0 always printed as it is.
+ * One row of an invoice's totals: header field, label, @hide_zero (printed
+ * only when not zero) and @taken_off (subtracted in the reconciliation:
+ * printed with a leading minus).
  */
 typedef struct export_total {
     const char *key;
     const char *label;
-    int optional;
+    int hide_zero;
+    int taken_off;
 } export_total;
 
 /* The totals in reconciliation order (export.c), for the table and the PDF. */
