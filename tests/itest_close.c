@@ -1231,6 +1231,82 @@ START_TEST(test_void_then_reclose_keeps_credit_expiry)
 }
 END_TEST
 
+/* @sql must be refused by the guard named @name; nothing it did stays. */
+static void expect_guard(bs_conn *c, const char *sql, const char *name)
+{
+    bs_error err;
+
+    ck_assert_int_eq(bs_command(c, sql, 0, NULL, NULL, &err), BS_ERR_CONSTRAINT);
+    ck_assert_msg(strcmp(err.constraint, name) == 0, "%s: refused by '%s' (%s)", sql,
+                  err.constraint, err.message);
+}
+
+/*
+ * 0006 checks lines and applied credits of non-drafts once per INSERT or
+ * DELETE statement instead of once per row: a statement that touches a
+ * draft and a finalized invoice at once is still refused as a whole, and
+ * statements on drafts alone still pass.
+ */
+START_TEST(test_children_guard_per_statement)
+{
+    bs_conn *c = fresh("guard");
+    const char *nov[] = {"close", "--period", "2026-11", "--quiet", NULL};
+    const char *fin[] = {"close", "--period", "2026-11", "--finalize", "--grace", "0", "--quiet",
+                         NULL};
+    char sql[1024];
+    long fin_id;
+    long draft_id;
+    long lines;
+
+    generate(c, 12);
+    ok(nov);
+    ok(fin);
+    /* A finalized invoice whose account has a grant the invoice did not use. */
+    fin_id = itdb_long(c, "SELECT min(i.id) FROM billing.invoices i JOIN billing.credit_grants g"
+                          " ON g.account_id = i.account_id WHERE i.status = 'finalized' AND NOT"
+                          " EXISTS (SELECT 1 FROM billing.invoice_credits x WHERE x.invoice_id ="
+                          " i.id AND x.grant_id = g.id)");
+    ck_assert_int_gt(fin_id, 0);
+    /* A draft of December, by hand. */
+    itdb_exec(c, "INSERT INTO billing.invoices (account_id, currency, month, series, period_start,"
+                 " period_end, subtotal, total) SELECT account_id, currency, '2026-12-01', series,"
+                 " '2026-12-01Z', '2027-01-01Z', 0, 0 FROM billing.invoices WHERE id ="
+                 " (SELECT min(id) FROM billing.invoices WHERE status = 'finalized')");
+    draft_id = itdb_long(c, "SELECT id FROM billing.invoices WHERE month = '2026-12-01'");
+    lines = itdb_long(c, "SELECT count(*) FROM billing.invoice_lines");
+    snprintf(sql, sizeof(sql),
+             "INSERT INTO billing.invoice_lines (invoice_id, line_no, kind, meter, quantity, unit,"
+             " unit_price, amount) VALUES (%ld, 1, 'usage', 'gpu', 1, 'GPU-hour', 0, 0),"
+             " (%ld, 99, 'usage', 'gpu', 1, 'GPU-hour', 0, 0)",
+             draft_id, fin_id);
+    expect_guard(c, sql, "invoices_finalized_immutable");
+    snprintf(sql, sizeof(sql),
+             "DELETE FROM billing.invoice_lines WHERE invoice_id IN (%ld, %ld)", draft_id, fin_id);
+    expect_guard(c, sql, "invoices_finalized_immutable");
+    snprintf(sql, sizeof(sql),
+             "INSERT INTO billing.invoice_credits (invoice_id, grant_id, amount) SELECT i.id,"
+             " min(g.id), 1 FROM billing.invoices i JOIN billing.credit_grants g ON g.account_id"
+             " = i.account_id WHERE i.id = %ld AND NOT EXISTS (SELECT 1 FROM"
+             " billing.invoice_credits x WHERE x.invoice_id = i.id AND x.grant_id = g.id)"
+             " GROUP BY i.id",
+             fin_id);
+    expect_guard(c, sql, "invoices_finalized_immutable");
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.invoice_lines"), lines);
+    /* The draft alone: both statements pass. */
+    snprintf(sql, sizeof(sql),
+             "INSERT INTO billing.invoice_lines (invoice_id, line_no, kind, meter, quantity, unit,"
+             " unit_price, amount) VALUES (%ld, 1, 'usage', 'gpu', 1, 'GPU-hour', 0, 0),"
+             " (%ld, 2, 'usage', 'gpu', 2, 'GPU-hour', 0, 0)",
+             draft_id, draft_id);
+    itdb_exec(c, sql);
+    snprintf(sql, sizeof(sql), "DELETE FROM billing.invoice_lines WHERE invoice_id = %ld",
+             draft_id);
+    itdb_exec(c, sql);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.invoice_lines"), lines);
+    drop(c);
+}
+END_TEST
+
 START_TEST(test_close_jpy_book)
 {
     bs_conn *c = fresh("jpy");
@@ -1313,6 +1389,7 @@ static Suite *close_suite(void)
     tcase_add_test(tc, test_refund_returns_credit_to_grants);
     tcase_add_test(tc, test_close_out_of_order_names_open_month);
     tcase_add_test(tc, test_void_then_reclose_keeps_credit_expiry);
+    tcase_add_test(tc, test_children_guard_per_statement);
     tcase_add_test(tc, test_close_as_runtime_role);
     tcase_add_test(tc, test_close_killed_then_complete_equals_rate);
     tcase_add_test(tc, test_concurrent_late_void_rerate_pdf);
