@@ -7,7 +7,7 @@
  * streams the batch's raw events into it, asks libbilling for each
  * account's invoice of the period, adds prior-period adjustment lines for
  * usage of finalized months that reached the store after they were
- * finalized, and writes the drafts in one transaction. Every figure on a
+ * finalized (close_late.c), and writes the drafts in one transaction. Every figure on a
  * draft is libbilling's, except where adjustments join it: then the
  * subtotal adds them and tax is recomputed on the post-credit amount as
  * libbilling computes it (doc/database.md, "Late events").
@@ -23,6 +23,7 @@
 
 #include "cli.h"
 #include "close.h"
+#include "close_late.h"
 #include "dbcatalog.h"
 #include "dbcli.h"
 #include "exact.h"
@@ -32,8 +33,6 @@
 #define MSG_MAX 1024
 /* Events libbilling refuses are printed up to this many per run; all are counted. */
 #define REJECT_PRINT_MAX 20
-/* Lines kept per account to compare with what was billed (bounded by prices, not events). */
-#define BILLED_MAX 4096
 
 /* ---------------------------------------------------------------------- */
 /* Shared state                                                            */
@@ -126,313 +125,6 @@ static int add_event(void *arg, const char *account, const char *id, const char 
 /* Late events: adjustment lines                                           */
 /* ---------------------------------------------------------------------- */
 
-/* A quantity billed (or recomputed) for one price key of one month. */
-typedef struct billed {
-    int year, month;
-    const char *meter, *model, *region, *version, *unit, *unit_price;
-    mpq_t price;
-    mpq_t qty;
-    int recomputed; /* 1: the library's figure; 0: what invoices billed */
-} billed;
-
-typedef struct account_adj {
-    billed *rows;
-    size_t n;
-    size_t cap;
-    bs_adjustment *adj;
-    size_t n_adj;
-    char **texts; /* strings the adjustments own */
-    size_t n_texts;
-    mpz_t sum;    /* adjustment amounts, minor units */
-} account_adj;
-
-/*
- * Same month and price key. Not the unit price: a price fixed after
- * finalization must not turn billed usage into adjustments (corrections
- * of finalized invoices go through credit notes); only more quantity does.
- */
-static int same_key(const billed *a, const billed *b)
-{
-    return a->year == b->year && a->month == b->month && strcmp(a->meter, b->meter) == 0 &&
-           strcmp(a->model, b->model) == 0 && strcmp(a->region, b->region) == 0 &&
-           strcmp(a->version, b->version) == 0;
-}
-
-/* Add @k's quantity (negated when billed) to its row, creating it. Returns 0 or -1. */
-static int accumulate(account_adj *a, const billed *k, const char *qty_text)
-{
-    size_t i;
-    mpq_t q;
-
-    mpq_init(q);
-    if (exact_q_set(q, qty_text) != 0) {
-        mpq_clear(q);
-        return -1;
-    }
-    if (!k->recomputed)
-        mpq_neg(q, q);
-    for (i = 0; i < a->n; i++) {
-        if (same_key(&a->rows[i], k))
-            break;
-    }
-    if (i == a->n && a->n == a->cap) {
-        size_t cap = a->cap ? 2 * a->cap : 16;
-        billed *rows = cap <= BILLED_MAX ? realloc(a->rows, cap * sizeof(*rows)) : NULL;
-        if (rows == NULL) {
-            mpq_clear(q);
-            return -1;
-        }
-        a->rows = rows;
-        a->cap = cap;
-    }
-    if (i == a->n) {
-        a->rows[i] = *k;
-        mpq_init(a->rows[i].price);
-        mpq_set(a->rows[i].price, k->price);
-        mpq_init(a->rows[i].qty);
-        a->n++;
-    }
-    mpq_add(a->rows[i].qty, a->rows[i].qty, q);
-    if (k->recomputed) {
-        /* The adjustment is priced at the month's price as computed now. */
-        mpq_set(a->rows[i].price, k->price);
-        a->rows[i].unit = k->unit;
-        a->rows[i].unit_price = k->unit_price;
-        a->rows[i].recomputed = 1;
-    }
-    mpq_clear(q);
-    return 0;
-}
-
-/* The library's usage lines of @year-@month for @account, added to @a. */
-static int add_recomputed(account_adj *a, billing_rater *r, const char *account, int year,
-                          int month, billing_invoice **keep)
-{
-    billing_invoice *inv = NULL;
-    size_t i;
-    billed k;
-
-    if (billing_rater_invoice(r, account, year, month, &inv, NULL, 0) != BILLING_OK)
-        return -1;
-    *keep = inv;
-    for (i = 0; i < billing_invoice_line_count(inv); i++) {
-        billing_line_kind kind = billing_invoice_line_kind(inv, i);
-        if (kind != BILLING_LINE_USAGE && kind != BILLING_LINE_INCLUDED)
-            continue;
-        memset(&k, 0, sizeof(k));
-        k.year = year;
-        k.month = month;
-        k.meter = billing_invoice_line_meter(inv, i);
-        k.model = billing_invoice_line_model(inv, i);
-        k.region = billing_invoice_line_region(inv, i);
-        k.version = billing_invoice_line_price_version(inv, i);
-        k.unit = billing_invoice_line_unit(inv, i);
-        k.unit_price = billing_invoice_line_unit_price(inv, i);
-        k.recomputed = 1;
-        mpq_init(k.price);
-        exact_q_set(k.price, k.unit_price);
-        if (accumulate(a, &k, billing_invoice_line_quantity(inv, i)) != 0) {
-            mpq_clear(k.price);
-            return -1;
-        }
-        mpq_clear(k.price);
-    }
-    return 0;
-}
-
-static char *keep_text(account_adj *a, char *s)
-{
-    if (s != NULL)
-        a->texts[a->n_texts++] = s;
-    return s;
-}
-
-/* Turn rows with more usage than was billed into adjustment lines. */
-static int make_adjustments(account_adj *a, int digits, billing_rounding mode)
-{
-    size_t i;
-    mpq_t amount;
-    mpz_t minor;
-    mpz_t scale;
-    char buf[128];
-
-    a->adj = calloc(a->n ? a->n : 1, sizeof(*a->adj));
-    a->texts = calloc(a->n ? 2 * a->n : 1, sizeof(char *));
-    if (a->adj == NULL || a->texts == NULL)
-        return -1;
-    mpq_init(amount);
-    mpz_init(minor);
-    mpz_init(scale);
-    mpz_ui_pow_ui(scale, 10, (unsigned long)digits);
-    for (i = 0; i < a->n; i++) {
-        billed *b = &a->rows[i];
-        bs_adjustment *j = &a->adj[a->n_adj];
-        if (!b->recomputed || mpq_sgn(b->qty) <= 0)
-            continue;
-        mpq_mul(amount, b->qty, b->price);
-        mpz_mul(mpq_numref(amount), mpq_numref(amount), scale);
-        mpq_canonicalize(amount);
-        exact_round_minor(minor, amount, mode);
-        mpz_add(a->sum, a->sum, minor);
-        exact_minor_text(buf, sizeof(buf), minor, digits);
-        j->year = b->year;
-        j->month = b->month;
-        j->meter = b->meter;
-        j->model = b->model;
-        j->region = b->region;
-        j->price_version = b->version;
-        j->unit = b->unit;
-        j->unit_price = b->unit_price;
-        j->quantity = keep_text(a, exact_q_text(b->qty));
-        j->amount = keep_text(a, strdup(buf));
-        if (j->quantity == NULL || j->amount == NULL)
-            break;
-        a->n_adj++;
-    }
-    mpz_clear(scale);
-    mpz_clear(minor);
-    mpq_clear(amount);
-    return i == a->n ? 0 : -1;
-}
-
-static void account_adj_free(account_adj *a)
-{
-    size_t i;
-
-    for (i = 0; i < a->n; i++) {
-        mpq_clear(a->rows[i].price);
-        mpq_clear(a->rows[i].qty);
-    }
-    for (i = 0; i < a->n_texts; i++)
-        free(a->texts[i]);
-    free(a->texts);
-    free(a->adj);
-    free(a->rows);
-    mpz_clear(a->sum);
-}
-
-/* ---------------------------------------------------------------------- */
-/* One account's draft                                                     */
-/* ---------------------------------------------------------------------- */
-
-typedef struct draft_slot {
-    billing_invoice *inv;
-    billing_invoice *prior[BS_LATE_MONTHS]; /* finalized months rechecked, kept for their strings */
-    size_t n_prior;
-    account_adj adj;
-    char subtotal[64], tax[64], total[64];
-} draft_slot;
-
-/* The rows of @billed for @account (sorted by account: from @*row on). */
-static int load_billed(draft_slot *d, batch *b, const char *account, PGresult *billed_res,
-                       int *row)
-{
-    int n = PQntuples(billed_res);
-    billed k;
-
-    for (; *row < n && strcmp(PQgetvalue(billed_res, *row, 0), account) == 0; (*row)++) {
-        const char *month = PQgetvalue(billed_res, *row, 1);
-        size_t i;
-        memset(&k, 0, sizeof(k));
-        k.year = atoi(month);
-        k.month = atoi(month + 5);
-        /* A finalized month: recompute it once. */
-        for (i = 0; i < d->n_prior; i++) {
-            if (billing_invoice_year(d->prior[i]) == k.year &&
-                billing_invoice_month(d->prior[i]) == k.month)
-                break;
-        }
-        if (i == d->n_prior) {
-            if (d->n_prior == sizeof(d->prior) / sizeof(d->prior[0]) ||
-                add_recomputed(&d->adj, b->r, account, k.year, k.month,
-                               &d->prior[d->n_prior]) != 0)
-                return -1;
-            d->n_prior++;
-        }
-        if (PQgetvalue(billed_res, *row, 2)[0] == '\0')
-            continue;
-        k.meter = PQgetvalue(billed_res, *row, 2);
-        k.model = PQgetvalue(billed_res, *row, 3);
-        k.region = PQgetvalue(billed_res, *row, 4);
-        k.version = PQgetvalue(billed_res, *row, 5);
-        mpq_init(k.price);
-        exact_q_set(k.price, PQgetvalue(billed_res, *row, 6));
-        /* quantity/quantity_den as "q/d" */
-        {
-            char qty[256];
-            snprintf(qty, sizeof(qty), "%s", PQgetvalue(billed_res, *row, 7));
-            if (strcmp(PQgetvalue(billed_res, *row, 8), "1") != 0) {
-                mpq_t a;
-                mpq_t den;
-                char *t;
-                mpq_init(a);
-                mpq_init(den);
-                exact_q_set(a, qty);
-                exact_q_set(den, PQgetvalue(billed_res, *row, 8));
-                mpq_div(a, a, den);
-                t = mpq_get_str(NULL, 10, a);
-                snprintf(qty, sizeof(qty), "%s", t != NULL ? t : "0");
-                free(t);
-                mpq_clear(den);
-                mpq_clear(a);
-            }
-            if (accumulate(&d->adj, &k, qty) != 0) {
-                mpq_clear(k.price);
-                return -1;
-            }
-        }
-        mpq_clear(k.price);
-    }
-    return 0;
-}
-
-/* Figures of a draft with adjustments: subtotal + adjustments, tax on the post-credit amount. */
-static void adjusted_figures(draft_slot *d, const billing_invoice *inv, int digits,
-                             billing_rounding mode)
-{
-    mpz_t sub, cred, tax, total;
-    mpq_t q;
-    mpq_t rate;
-
-    mpz_inits(sub, cred, tax, total, NULL);
-    mpq_init(q);
-    mpq_init(rate);
-    exact_minor_add(sub, billing_invoice_subtotal(inv), digits);
-    mpz_add(sub, sub, d->adj.sum);
-    exact_minor_add(cred, billing_invoice_credits(inv), digits);
-    /* libbilling's total: subtotal + returned - credits - account_credit + carried + tax. */
-    exact_minor_add(cred, billing_invoice_account_credit(inv), digits);
-    exact_minor_add(total, billing_invoice_returned(inv), digits);
-    exact_minor_add(total, billing_invoice_carried(inv), digits);
-    mpz_add(total, total, sub);
-    mpz_sub(total, total, cred);
-    exact_q_set(rate, billing_invoice_tax_rate(inv));
-    mpq_set_z(q, total);
-    mpq_mul(q, q, rate);
-    exact_round_minor(tax, q, mode);
-    mpz_add(total, total, tax);
-    exact_minor_text(d->subtotal, sizeof(d->subtotal), sub, digits);
-    exact_minor_text(d->tax, sizeof(d->tax), tax, digits);
-    exact_minor_text(d->total, sizeof(d->total), total, digits);
-    mpq_clear(rate);
-    mpq_clear(q);
-    mpz_clears(sub, cred, tax, total, NULL);
-}
-
-static void draft_slot_free(draft_slot *d)
-{
-    size_t i;
-
-    billing_invoice_destroy(d->inv);
-    for (i = 0; i < d->n_prior; i++)
-        billing_invoice_destroy(d->prior[i]);
-    account_adj_free(&d->adj);
-}
-
-/* ---------------------------------------------------------------------- */
-/* A batch                                                                 */
-/* ---------------------------------------------------------------------- */
-
 static void tally(close_run_ctx *x, const bs_draft *d, const bs_draft_outcome *out, size_t n,
                   size_t n_accounts, const batch *b)
 {
@@ -483,14 +175,14 @@ static int build_draft(batch *b, const char *id, PGresult *billed_res, int *row,
         cli_error("close: account '%s': %s", id, msg);
         return -1;
     }
-    if (load_billed(slot, b, id, billed_res, row) != 0 ||
-        make_adjustments(&slot->adj, x->s->digits, x->rounding) != 0) {
+    if (late_load_billed(slot, b->r, id, billed_res, row) != 0 ||
+        late_make_adjustments(&slot->adj, x->s->digits, x->rounding) != 0) {
         cli_error("close: account '%s': out of memory or too many price keys", id);
         return -1;
     }
     if (billing_invoice_line_count(slot->inv) == 0 && slot->adj.n_adj == 0)
         return 0;
-    adjusted_figures(slot, slot->inv, x->s->digits, x->rounding);
+    late_adjusted_figures(slot, slot->inv, x->s->digits, x->rounding);
     if (slot->adj.n_adj == 0) {
         snprintf(slot->subtotal, sizeof(slot->subtotal), "%s", billing_invoice_subtotal(slot->inv));
         snprintf(slot->tax, sizeof(slot->tax), "%s", billing_invoice_tax(slot->inv));
@@ -503,6 +195,70 @@ static int build_draft(batch *b, const char *id, PGresult *billed_res, int *row,
     d->tax = slot->tax;
     d->total = slot->total;
     return 1;
+}
+
+/* The credit the @n drafts @d return to grants, as bs_returned_unclosed reads it; NULL if none. */
+static char *returned_text(const bs_draft *d, size_t n)
+{
+    json_t *arr = json_array();
+    char *text = NULL;
+    size_t i;
+    size_t k;
+
+    for (i = 0; arr != NULL && i < n; i++) {
+        for (k = 0; k < billing_invoice_returned_count(d[i].inv); k++) {
+            const char *am = billing_invoice_returned_amount(d[i].inv, k);
+            if (strspn(am, "0.") == strlen(am))
+                continue;
+            json_array_append_new(arr, json_pack("{s:s, s:s, s:s}", "a",
+                                                 billing_invoice_account(d[i].inv), "g",
+                                                 billing_invoice_returned_grant(d[i].inv, k),
+                                                 "am", am));
+        }
+    }
+    if (json_array_size(arr) > 0)
+        text = json_dumps(arr, JSON_COMPACT);
+    json_decref(arr);
+    return text;
+}
+
+/*
+ * Credit a refund returns must have been applied by the month that paid
+ * the term: if that month is not closed yet, the ledger would refuse the
+ * return in the middle of the batch with a message about minor units.
+ * Refuse the close instead, naming the month to close first. Returns
+ * CLI_EXIT_OK or the exit code (message printed).
+ */
+static int check_returned(close_run_ctx *x, bs_conn *c, const bs_draft *d, size_t n)
+{
+    char *text = returned_text(d, n);
+    char *account = NULL;
+    char *grant = NULL;
+    char *open = NULL;
+    bs_error err;
+    int rc = CLI_EXIT_OK;
+
+    if (text == NULL)
+        return CLI_EXIT_OK;
+    if (bs_returned_unclosed(c, text, x->month_text, &account, &grant, &open, &err) != BS_OK)
+        rc = dbcli_fail("close", &err);
+    else if (account != NULL && open[0] != '\0') {
+        cli_error("close: account '%s': %04d-%02d returns credit to grant '%s' that an earlier "
+                  "month applied, but %s is not closed: close %s first (months that return "
+                  "credit are closed in order)",
+                  account, x->p->year, x->p->month, grant, open, open);
+        rc = CLI_EXIT_INPUT;
+    } else if (account != NULL) {
+        cli_error("close: account '%s': %04d-%02d returns more credit to grant '%s' than the "
+                  "ledger holds as applied",
+                  account, x->p->year, x->p->month, grant);
+        rc = CLI_EXIT_INPUT;
+    }
+    free(account);
+    free(grant);
+    free(open);
+    free(text);
+    return rc;
 }
 
 /* Drafts of accounts [@from, @to) of the run, written in one transaction. */
@@ -534,6 +290,10 @@ static int write_batch(batch *b, bs_conn *c, const char *acc_text, size_t from, 
             goto done;
         k += (size_t)has;
     }
+    rc = check_returned(x, c, d, k);
+    if (rc != CLI_EXIT_OK)
+        goto done;
+    rc = CLI_EXIT_INTERNAL;
     if (bs_drafts_write(c, acc_text, x->p->book, x->month_text, x->series, d, k, out, &err) != BS_OK) {
         rc = dbcli_fail("close", &err);
         goto done;
@@ -542,7 +302,7 @@ static int write_batch(batch *b, bs_conn *c, const char *acc_text, size_t from, 
     rc = CLI_EXIT_OK;
 done:
     for (i = 0; slots != NULL && i < n; i++)
-        draft_slot_free(&slots[i]);
+        late_draft_slot_free(&slots[i]);
     PQclear(billed_res);
     free(out);
     free(d);

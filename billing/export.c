@@ -13,11 +13,33 @@
 #include "invoices.h"
 
 /* Every column of bs_invoice_header, by position. */
-static const char *const header_keys[] = {
-    "id",       "number",   "account",      "kind",       "period",   "status",
-    "currency", "subtotal", "credits",      "tax",        "total",    "series",
-    "corrects", "period_start", "period_end", "tax_rate", "time_zone", "finalized_at",
-    "void_reason", "account_name"};
+static const char *const header_keys[] = {"id",
+                                          "number",
+                                          "account",
+                                          "kind",
+                                          "period",
+                                          "status",
+                                          "currency",
+                                          "subtotal",
+                                          "credits",
+                                          "tax",
+                                          "total",
+                                          "series",
+                                          "corrects",
+                                          "period_start",
+                                          "period_end",
+                                          "tax_rate",
+                                          "time_zone",
+                                          "finalized_at",
+                                          "void_reason",
+                                          "account_name",
+                                          "credit_returned",
+                                          "account_credit",
+                                          "carried",
+                                          "account_credit_left",
+                                          "before_credit",
+                                          "taxable",
+                                          "credit_remaining"};
 #define N_HEADER_KEYS (sizeof(header_keys) / sizeof(header_keys[0]))
 
 /* bs_invoice_lines; the quantity is shown as quantity/den when den is not 1. */
@@ -42,6 +64,15 @@ static const export_column credit_columns[] = {
     {"amount", "AMOUNT", 1, 1, 1, 0},
 };
 #define N_CREDIT (sizeof(credit_columns) / sizeof(credit_columns[0]))
+
+/* bs_invoice_grants: what the invoice did to each grant, and what is left of it. */
+const export_column export_grant_columns[] = {
+    {"grant", "GRANT", 0, 1, 0, 0},         {"applied", "APPLIED", 1, 1, 1, 0},
+    {"returned", "RETURNED", 2, 1, 1, 0},   {"expired", "EXPIRED", 3, 1, 1, 0},
+    {"remaining", "REMAINING", 4, 1, 1, 0},
+};
+const size_t export_n_grant_columns =
+    sizeof(export_grant_columns) / sizeof(export_grant_columns[0]);
 
 /* Longest cell printed in a table (ids and numbers are far shorter). */
 #define CELL_MAX 256
@@ -149,7 +180,9 @@ bs_status export_invoice_load(bs_conn *c, int64_t id, export_invoice *inv, bs_er
         inv->lines = bs_invoice_lines(c, id, err);
     if (inv->lines != NULL)
         inv->credits = bs_invoice_credits(c, id, err);
-    if (inv->credits == NULL) {
+    if (inv->credits != NULL)
+        inv->grants = bs_invoice_grants(c, id, err);
+    if (inv->grants == NULL) {
         export_invoice_free(inv);
         return err != NULL ? err->status : BS_ERR_FATAL;
     }
@@ -161,6 +194,7 @@ void export_invoice_free(export_invoice *inv)
     PQclear(inv->header);
     PQclear(inv->lines);
     PQclear(inv->credits);
+    PQclear(inv->grants);
     memset(inv, 0, sizeof(*inv));
 }
 
@@ -186,9 +220,11 @@ static json_t *invoice_json(const export_invoice *inv)
             goto fail;
     }
     if (o == NULL ||
-        json_object_set_new(o, "lines", rows_json(inv->lines, export_line_columns,
-                                                  export_n_line_columns)) != 0 ||
-        json_object_set_new(o, "credits", rows_json(inv->credits, credit_columns, N_CREDIT)) != 0)
+        json_object_set_new(
+            o, "lines", rows_json(inv->lines, export_line_columns, export_n_line_columns)) != 0 ||
+        json_object_set_new(o, "credits", rows_json(inv->credits, credit_columns, N_CREDIT)) != 0 ||
+        json_object_set_new(
+            o, "grants", rows_json(inv->grants, export_grant_columns, export_n_grant_columns)) != 0)
         goto fail;
     return o;
 fail:
@@ -201,6 +237,60 @@ int export_invoice_json(FILE *out, const export_invoice *inv)
     return dump(out, invoice_json(inv));
 }
 
+/*
+ * The invoice's totals in the order a customer reconciles them: what the
+ * lines and refunds come to, the credit taken off, then tax and the amount
+ * due (doc/operations.md, "Credit on invoices"). Rows whose zero cannot
+ * confuse (returned, account credit, carried) are left out when zero;
+ * what is taken off is printed with a minus.
+ */
+const export_total export_totals[] = {
+    {"subtotal", "Subtotal (lines)", 0, 0},
+    {"credit_returned", "Credit returned to grants (refunds)", 1, 0},
+    {"before_credit", "Total before credit", 0, 0},
+    {"credits", "Credit applied", 0, 1},
+    {"account_credit", "Account credit applied", 1, 1},
+    {"carried", "Carried to account credit", 1, 0},
+    {"taxable", "Taxable amount", 0, 0},
+    {"tax", "Tax", 0, 0},
+    {"total", "Amount due", 0, 0},
+};
+const size_t export_n_totals = sizeof(export_totals) / sizeof(export_totals[0]);
+
+/* Non-zero when total row @t of @inv is printed. */
+int export_total_shown(const export_invoice *inv, const export_total *t)
+{
+    const char *v = export_field(inv, t->key);
+
+    return !t->hide_zero || strspn(v, "-0.") != strlen(v);
+}
+
+/* The amount of total row @t: what is taken off is printed with a minus ("-12.00"). */
+const char *export_total_text(const export_invoice *inv, const export_total *t, char *buf,
+                              size_t size)
+{
+    const char *v = export_field(inv, t->key);
+
+    if (!t->taken_off || strspn(v, "0.") == strlen(v))
+        return v;
+    snprintf(buf, size, "-%s", v);
+    return buf;
+}
+
+static void table_totals(FILE *out, const export_invoice *inv)
+{
+    char buf[CELL_MAX];
+    size_t i;
+
+    fputc('\n', out);
+    for (i = 0; i < export_n_totals; i++) {
+        if (export_total_shown(inv, &export_totals[i]))
+            fprintf(out, "%-36s %16s %s\n", export_totals[i].label,
+                    export_total_text(inv, &export_totals[i], buf, sizeof(buf)),
+                    export_field(inv, "currency"));
+    }
+}
+
 int export_invoice_table(FILE *out, const export_invoice *inv)
 {
     size_t i;
@@ -208,14 +298,15 @@ int export_invoice_table(FILE *out, const export_invoice *inv)
     for (i = 0; i < N_HEADER_KEYS; i++) {
         const char *v = PQgetvalue(inv->header, 0, (int)i);
         if (v[0] != '\0')
-            fprintf(out, "%-14s %s\n", header_keys[i], v);
+            fprintf(out, "%-19s %s\n", header_keys[i], v);
     }
     fputc('\n', out);
     if (export_rows_table(out, inv->lines, export_line_columns, export_n_line_columns) != 0)
         return -1;
-    if (PQntuples(inv->credits) > 0) {
-        fputs("\ncredits applied\n", out);
-        if (export_rows_table(out, inv->credits, credit_columns, N_CREDIT) != 0)
+    table_totals(out, inv);
+    if (PQntuples(inv->grants) > 0) {
+        fputs("\ncredit grants (remaining: after this invoice)\n", out);
+        if (export_rows_table(out, inv->grants, export_grant_columns, export_n_grant_columns) != 0)
             return -1;
     }
     return ferror(out) ? -1 : 0;
@@ -244,9 +335,17 @@ static void csv_field(FILE *out, const char *s, int first)
     fputc('"', out);
 }
 
-/* Invoice fields repeated on every row, then the line's columns. */
-static const char *const csv_invoice_keys[] = {"number", "account", "period", "status",
-                                               "currency"};
+/*
+ * Invoice fields repeated on every row, then the line's columns: the
+ * totals and credit too, so that a spreadsheet of one file reconciles
+ * (lines sum to subtotal; before_credit - credits - account_credit +
+ * carried = taxable; taxable + tax = total).
+ */
+static const char *const csv_invoice_keys[] = {
+    "number",   "account",        "period",           "status",
+    "currency", "subtotal",       "credit_returned",  "before_credit",
+    "credits",  "account_credit", "carried",          "taxable",
+    "tax",      "total",          "credit_remaining", "account_credit_left"};
 #define N_CSV_INVOICE (sizeof(csv_invoice_keys) / sizeof(csv_invoice_keys[0]))
 
 int export_invoice_csv(FILE *out, const export_invoice *inv)
@@ -276,12 +375,11 @@ int export_invoice_csv(FILE *out, const export_invoice *inv)
 
 int export_format_known(const char *format)
 {
-    return strcmp(format, "json") == 0 || strcmp(format, "csv") == 0 ||
-           strcmp(format, "pdf") == 0;
+    return strcmp(format, "json") == 0 || strcmp(format, "csv") == 0 || strcmp(format, "pdf") == 0;
 }
 
-int export_invoice_file(const export_invoice *inv, const char *format, const char *dir,
-                        char *path, size_t size)
+int export_invoice_file(const export_invoice *inv, const char *format, const char *dir, char *path,
+                        size_t size)
 {
     const char *number = export_field(inv, "number");
     FILE *f;

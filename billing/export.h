@@ -33,11 +33,12 @@ int export_rows_json(FILE *out, const PGresult *res, const export_column *cols, 
 /* export_rows_table - @res as an aligned table of the @cols shown in tables. Returns 0 or -1. */
 int export_rows_table(FILE *out, const PGresult *res, const export_column *cols, size_t n);
 
-/* One stored invoice: header (bs_invoice_header), lines, credits. */
+/* One stored invoice: header (bs_invoice_header), lines, credits, grants (bs_invoice_grants). */
 typedef struct export_invoice {
     PGresult *header;
     PGresult *lines;
     PGresult *credits;
+    PGresult *grants;
 } export_invoice;
 
 /*
@@ -63,8 +64,8 @@ int export_format_known(const char *format);
  * after its number (drafts: "draft-ID"); the path goes to @path. Returns
  * 0, or -1 with errno set.
  */
-int export_invoice_file(const export_invoice *inv, const char *format, const char *dir,
-                        char *path, size_t size);
+int export_invoice_file(const export_invoice *inv, const char *format, const char *dir, char *path,
+                        size_t size);
 
 /*
  * export_invoice_pdf - the invoice as a PDF document at @path: seller and
@@ -73,6 +74,37 @@ int export_invoice_file(const export_invoice *inv, const char *format, const cha
  * (subset) so that names in Chinese render. Returns 0, or -1 with errno.
  */
 int export_invoice_pdf(const export_invoice *inv, const char *path);
+
+/*
+ * One row of an invoice's totals: header field, label, @hide_zero (printed
+ * only when not zero) and @taken_off (subtracted in the reconciliation:
+ * printed with a leading minus).
+ */
+typedef struct export_total {
+    const char *key;
+    const char *label;
+    int hide_zero;
+    int taken_off;
+} export_total;
+
+/* The totals in reconciliation order (export.c), for the table and the PDF. */
+extern const export_total export_totals[];
+extern const size_t export_n_totals;
+
+/* export_total_shown - non-zero when total row @t of @inv is printed. */
+int export_total_shown(const export_invoice *inv, const export_total *t);
+
+/*
+ * export_total_text - the amount of row @t as printed: the header field,
+ * with a minus for credit taken off (then written into @buf). The
+ * returned string lives in @inv's result or @buf.
+ */
+const char *export_total_text(const export_invoice *inv, const export_total *t, char *buf,
+                              size_t size);
+
+/* The grant columns, in the order of bs_invoice_grants. */
+extern const export_column export_grant_columns[];
+extern const size_t export_n_grant_columns;
 
 /* The line columns, in the order of bs_invoice_lines. */
 extern const export_column export_line_columns[];

@@ -293,23 +293,54 @@ static double total_row(cairo_t *cr, double y, const char *label, const char *va
     return y + ROW + 2;
 }
 
+/* The totals in reconciliation order (export_totals, as `billing invoice show` prints them). */
 static double totals(cairo_t *cr, const export_invoice *inv, double y)
 {
     const char *cur = export_field(inv, "currency");
-    char label[128];
-    int r;
+    char buf[128];
+    size_t i;
 
     rule(cr, y - ROW + 4);
-    y = total_row(cr, y, "Subtotal", export_field(inv, "subtotal"), cur, 9);
-    for (r = 0; r < PQntuples(inv->credits); r++) {
-        snprintf(label, sizeof(label), "Credit %s", PQgetvalue(inv->credits, r, 0));
-        snprintf(label + strlen(label), sizeof(label) - strlen(label), "%s", "");
-        y = total_row(cr, y, label, PQgetvalue(inv->credits, r, 1), cur, 9);
+    for (i = 0; i < export_n_totals; i++) {
+        const export_total *t = &export_totals[i];
+        if (export_total_shown(inv, t))
+            y = total_row(cr, y, t->label, export_total_text(inv, t, buf, sizeof(buf)), cur,
+                          i + 1 == export_n_totals ? 12 : 9);
     }
-    y = total_row(cr, y, "Credits", export_field(inv, "credits"), cur, 9);
-    snprintf(label, sizeof(label), "Tax (rate %s)", export_field(inv, "tax_rate"));
-    y = total_row(cr, y, label, export_field(inv, "tax"), cur, 9);
-    return total_row(cr, y, "Total", export_field(inv, "total"), cur, 12);
+    return y;
+}
+
+/* Columns of the grants block: label at X_DESC, amounts right-aligned here. */
+static const double grant_x[] = {X_DESC, X_QTY, X_PRICE - 60, X_PRICE, X_AMOUNT};
+
+/* Each credit grant: applied, returned and expired here, and what is left of it. */
+static double grants(cairo_t *cr, const export_invoice *inv, double y)
+{
+    const PGresult *g = inv->grants;
+    size_t c;
+    int r;
+
+    if (PQntuples(g) == 0)
+        return y;
+    y += ROW;
+    text(cr, X_DESC, y, "Credit grants (remaining after this invoice)", 9);
+    y += ROW;
+    for (c = 0; c < export_n_grant_columns; c++) {
+        if (c == 0)
+            text(cr, grant_x[c], y, export_grant_columns[c].header, 8);
+        else
+            text_right(cr, grant_x[c], y, export_grant_columns[c].header, 8);
+    }
+    for (r = 0; r < PQntuples(g); r++) {
+        y += ROW;
+        for (c = 0; c < export_n_grant_columns; c++) {
+            if (c == 0)
+                text(cr, grant_x[c], y, PQgetvalue(g, r, (int)c), 8);
+            else
+                text_right(cr, grant_x[c], y, PQgetvalue(g, r, (int)c), 8);
+        }
+    }
+    return y + ROW;
 }
 
 /* Draw the whole invoice, starting new pages as the lines need. */
@@ -326,11 +357,13 @@ static void draw(cairo_t *cr, const export_invoice *inv)
         }
         y = line_row(cr, inv->lines, r, y);
     }
-    if (y > PAGE_H - MARGIN - (6 + PQntuples(inv->credits)) * ROW) {
+    /* Totals and grants stay together on one page. */
+    if (y > PAGE_H - MARGIN - ((double)export_n_totals + 4 + PQntuples(inv->grants)) * (ROW + 2)) {
         cairo_show_page(cr);
         y = MARGIN + 10;
     }
-    totals(cr, inv, y + ROW);
+    y = totals(cr, inv, y + ROW);
+    grants(cr, inv, y);
     cairo_show_page(cr);
 }
 

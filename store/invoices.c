@@ -412,6 +412,32 @@ static json_t *draft_json(const bs_draft *d)
 /* Writing drafts                                                          */
 /* ---------------------------------------------------------------------- */
 
+/*
+ * The batch is parsed once per transaction into the temporary table
+ * bs_batch (one row per draft: n, account, invoice id once known, the
+ * draft as jsonb); every later statement reads it from there. Before,
+ * each of nine statements cast the whole batch from its JSON text again,
+ * and `->>` on json re-parsed a draft for every field: most of the
+ * server's time of a close (doc/performance.md, "Month-end close").
+ *
+ * Invoices are found per draft by (account, month) or by id, never by
+ * scanning the month: the write transaction turns hash and merge joins
+ * and sequential scans off, because the planner's statistics of invoices
+ * lag behind a close that is filling the table, and with them it scanned
+ * every draft of the month for each batch (quadratic in accounts). JIT
+ * is off too: the cost penalty of a disabled plan type made every
+ * statement look expensive enough to compile, which took longer than
+ * running it.
+ */
+#define SQL_BATCH_TABLE                                                                        \
+    "CREATE TEMPORARY TABLE bs_batch (n integer PRIMARY KEY, a text NOT NULL UNIQUE,"          \
+    " id bigint, d jsonb NOT NULL) ON COMMIT DROP"
+#define SQL_BATCH_FILL                                                                         \
+    "INSERT INTO bs_batch (n, a, d) SELECT x.n - 1, x.v->>'a', x.v"                            \
+    " FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY x(v, n)"
+#define SQL_BATCH_PLANNER                                                                      \
+    "SELECT set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin',"        \
+    " 'off', true), set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true)"
 /* Accounts (a JSON array of ids) locked in hash order, so that concurrent closes cannot deadlock. */
 #define SQL_DRAFT_LOCK_IDS                                                                     \
     "SELECT count(*) FROM (SELECT pg_advisory_xact_lock(k) FROM (SELECT DISTINCT"              \
@@ -419,10 +445,14 @@ static json_t *draft_json(const bs_draft *d)
     " ORDER BY k OFFSET 0) s) t"
 #define SQL_SERIES "SELECT billing.ensure_invoice_series($1::text, $1::text || '-')"
 #define SQL_DRAFT_EXISTING                                                                     \
-    "SELECT d.n - 1, i.id, i.status, i.content_hash IS NOT DISTINCT FROM md5(d.v->>'h')"       \
-    " FROM json_array_elements($1::json) WITH ORDINALITY d(v, n) JOIN billing.invoices i"      \
-    " ON i.account_id = d.v->>'a' AND i.month = $2::date AND i.kind = 'invoice'"               \
-    " AND i.status IN ('draft', 'finalized')"
+    "SELECT b.n, i.id, i.status, i.content_hash IS NOT DISTINCT FROM md5(b.d->>'h')"           \
+    " FROM bs_batch b JOIN billing.invoices i ON i.account_id = b.a AND i.month = $1::date"    \
+    " AND i.kind = 'invoice' AND i.status IN ('draft', 'finalized')"
+/* Drafts not to write (unchanged, or their month finalized) leave the batch. */
+#define SQL_BATCH_DROP "DELETE FROM bs_batch WHERE n = ANY ($1::integer[])"
+#define SQL_BATCH_OPEN                                                                         \
+    "UPDATE bs_batch b SET id = i.id FROM billing.invoices i WHERE i.account_id = b.a"         \
+    " AND i.month = $1::date AND i.kind = 'invoice' AND i.status = 'draft'"
 #define SQL_IDS "SELECT x::bigint FROM json_array_elements_text($1::json) x"
 /*
  * A recomputed draft's ledger entries are undone per grant: what it took
@@ -449,23 +479,20 @@ static json_t *draft_json(const bs_draft *d)
     " total = (d->>'tot')::numeric, content_hash = md5(d->>'h')"
 #define SQL_DRAFT_UPDATE                                                                       \
     "UPDATE billing.invoices i SET " SQL_DRAFT_FIGURES ", updated_at = now()"                  \
-    " FROM json_array_elements($1::json) d WHERE i.account_id = d->>'a'"                       \
-    " AND i.month = $2::date AND i.kind = 'invoice' AND i.status = 'draft'"
+    " FROM bs_batch b WHERE i.id = b.id"
+/* New drafts: inserted, and their ids noted in the batch. */
 #define SQL_DRAFT_INSERT                                                                       \
-    "INSERT INTO billing.invoices (account_id, currency, month, series, period_start,"         \
-    " period_end, tax_rate, subtotal, credits, returned, account_credit, carried,"             \
-    " account_credit_left, tax, total, content_hash)"                                          \
-    " SELECT d->>'a', d->>'cur', $2::date, $3::text, (d->>'ps')::timestamptz,"                 \
+    "WITH ins AS (INSERT INTO billing.invoices (account_id, currency, month, series,"          \
+    " period_start, period_end, tax_rate, subtotal, credits, returned, account_credit,"        \
+    " carried, account_credit_left, tax, total, content_hash)"                                 \
+    " SELECT b.a, d->>'cur', $1::date, $2::text, (d->>'ps')::timestamptz,"                     \
     " (d->>'pe')::timestamptz, (d->>'tr')::numeric, (d->>'sub')::numeric,"                     \
     " (d->>'cr')::numeric, (d->>'ret')::numeric, (d->>'ac')::numeric, (d->>'car')::numeric,"   \
     " (d->>'acl')::numeric, (d->>'tax')::numeric, (d->>'tot')::numeric, md5(d->>'h')"          \
-    " FROM json_array_elements($1::json) d WHERE NOT EXISTS (SELECT 1 FROM billing.invoices i" \
-    " WHERE i.account_id = d->>'a' AND i.month = $2::date AND i.kind = 'invoice'"              \
-    " AND i.status = 'draft')"
-/* The drafts of the batch, each joined to its open invoice. */
-#define SQL_DRAFT_JOIN                                                                         \
-    " FROM json_array_elements($1::json) d JOIN billing.invoices i ON i.account_id = d->>'a'"  \
-    " AND i.month = $2::date AND i.kind = 'invoice' AND i.status = 'draft'"
+    " FROM bs_batch b WHERE b.id IS NULL RETURNING id, account_id)"                            \
+    " UPDATE bs_batch b SET id = ins.id FROM ins WHERE b.a = ins.account_id"
+/* The drafts of the batch, each joined to its invoice. */
+#define SQL_DRAFT_JOIN " FROM bs_batch b JOIN billing.invoices i ON i.id = b.id"
 /*
  * Lines name the price version by label: the book's revision in force,
  * looked up once per statement (a subquery per line over the view cost
@@ -473,22 +500,22 @@ static json_t *draft_json(const bs_draft *d)
  */
 #define SQL_DRAFT_LINES                                                                        \
     "WITH v AS (SELECT DISTINCT ON (label) label, id FROM billing.current_price_versions"       \
-    " WHERE book_id = $3::text ORDER BY label, effective_from DESC)"                           \
+    " WHERE book_id = $1::text ORDER BY label, effective_from DESC)"                           \
     " INSERT INTO billing.invoice_lines (invoice_id, line_no, kind, meter, model, region,"     \
     " plan_id, price_version_id, adjusts_month, quantity, quantity_den, unit, unit_price,"     \
-    " amount) SELECT i.id, (l->>'n')::integer, l->>'k', l->>'m', l->>'mo', l->>'r', l->>'p',"  \
+    " amount) SELECT b.id, (l->>'n')::integer, l->>'k', l->>'m', l->>'mo', l->>'r', l->>'p',"  \
     " v.id, (l->>'adj')::date, (l->>'q')::numeric, (l->>'d')::numeric, l->>'u',"               \
-    " (l->>'up')::numeric, (l->>'am')::numeric" SQL_DRAFT_JOIN                                 \
-    " CROSS JOIN LATERAL json_array_elements(d->'lines') l LEFT JOIN v ON v.label = l->>'v'"
+    " (l->>'up')::numeric, (l->>'am')::numeric FROM bs_batch b"                                \
+    " CROSS JOIN LATERAL jsonb_array_elements(b.d->'lines') l LEFT JOIN v ON v.label = l->>'v'"
 #define SQL_DRAFT_CREDITS                                                                      \
     "INSERT INTO billing.invoice_credits (invoice_id, grant_id, amount)"                       \
-    " SELECT i.id, c->>'g', (c->>'am')::numeric" SQL_DRAFT_JOIN                                \
-    " CROSS JOIN LATERAL json_array_elements(d->'credits') c"
+    " SELECT b.id, c->>'g', (c->>'am')::numeric FROM bs_batch b"                               \
+    " CROSS JOIN LATERAL jsonb_array_elements(b.d->'credits') c"
 /* Minor units: the amounts have exactly the currency's digits. */
 #define SQL_DRAFT_RETURNED_ROWS                                                                \
     "INSERT INTO billing.invoice_returned_credits (invoice_id, grant_id, amount)"              \
-    " SELECT i.id, r->>'g', (r->>'am')::numeric" SQL_DRAFT_JOIN                                \
-    " CROSS JOIN LATERAL json_array_elements(d->'returned') r"
+    " SELECT b.id, r->>'g', (r->>'am')::numeric FROM bs_batch b"                               \
+    " CROSS JOIN LATERAL jsonb_array_elements(b.d->'returned') r"
 /* Credit that refunds gave back to the grants that paid: 'reverse' entries, before the others. */
 #define SQL_DRAFT_RETURNED                                                                     \
     "INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor, invoice_id,"            \
@@ -496,15 +523,15 @@ static json_t *draft_json(const bs_draft *d)
     " trunc((r->>'am')::numeric * 10::numeric ^ cu.digits), i.id, i.period_end,"               \
     " 'billing close: refund'" SQL_DRAFT_JOIN                                                  \
     " JOIN billing.currencies cu ON cu.code = i.currency"                                      \
-    " CROSS JOIN LATERAL json_array_elements(d->'returned') r"
+    " CROSS JOIN LATERAL jsonb_array_elements(b.d->'returned') r"
 #define SQL_DRAFT_LEDGER                                                                       \
     "INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor, invoice_id,"            \
     " effective_at, note) SELECT e.c->>'g', e.entry,"                                          \
     " -trunc((e.c->>'am')::numeric * 10::numeric ^ cu.digits), i.id,"                          \
     " CASE e.entry WHEN 'apply' THEN i.period_end ELSE g.expires_at END, 'billing close'"      \
     SQL_DRAFT_JOIN " JOIN billing.currencies cu ON cu.code = i.currency"                       \
-    " CROSS JOIN LATERAL (SELECT 'apply', x FROM json_array_elements(d->'credits') x"          \
-    " UNION ALL SELECT 'expire', x FROM json_array_elements(d->'expired') x) e(entry, c)"      \
+    " CROSS JOIN LATERAL (SELECT 'apply', x FROM jsonb_array_elements(b.d->'credits') x"       \
+    " UNION ALL SELECT 'expire', x FROM jsonb_array_elements(b.d->'expired') x) e(entry, c)"   \
     " JOIN billing.credit_grants g ON g.id = e.c->>'g'"
 
 /*
@@ -514,42 +541,90 @@ static json_t *draft_json(const bs_draft *d)
  */
 #define SQL_DRAFT_STALE                                                                        \
     "SELECT coalesce(json_agg(i.id), '[]')::text FROM billing.invoices i"                      \
-    " WHERE i.account_id = ANY (ARRAY(SELECT json_array_elements_text($1::json))) AND i.month = $2::date" \
-    " AND i.kind = 'invoice' AND i.status = 'draft' AND i.account_id NOT IN"                   \
-    " (SELECT d->>'a' FROM json_array_elements($3::json) d)"
+    " WHERE i.account_id = ANY (ARRAY(SELECT json_array_elements_text($1::json)))"             \
+    " AND i.month = $2::date AND i.kind = 'invoice' AND i.status = 'draft'"                    \
+    " AND NOT EXISTS (SELECT 1 FROM bs_batch b WHERE b.a = i.account_id)"
 #define SQL_DRAFT_VOID_STALE                                                                   \
     "UPDATE billing.invoices SET status = 'void', void_reason = 'recomputed: no charges',"     \
     " voided_at = now(), subtotal = 0, credits = 0, returned = 0, account_credit = 0, carried = 0,"\
     " account_credit_left = 0, tax = 0, total = 0, content_hash = NULL,"   \
     " updated_at = now() WHERE id = ANY (ARRAY(" SQL_IDS "))"
 
+/* The parameters a statement of the write may take, by position in write_ctx.params. */
+enum { P_ACCOUNTS, P_MONTH, P_SERIES, P_BOOK, P_IDS, P_COUNT };
+
+/* A statement and the parameters it takes ($1, $2... in this order; -1 ends). */
+typedef struct write_step {
+    const char *sql;
+    int param[3];
+} write_step;
+
 typedef struct write_ctx {
-    const char *accounts; /* every account of the batch, JSON */
-    const char *book;
-    const char *month;
-    const char *series;
+    const char *params[P_COUNT]; /* accounts (JSON), month, series, book, ids (JSON) */
     json_t *all;       /* every draft of the batch */
     size_t n;
     bs_draft_outcome *out;
 } write_ctx;
 
-/*
- * classify - read the batch's existing invoices, set each outcome, and
- * collect the drafts to write into @w and the ids of drafts being
- * replaced into @ids.
- */
-static bs_status classify(bs_conn *c, write_ctx *x, const char *all_text, json_t *w, json_t *ids,
-                          bs_error *err)
+/* Run @steps in order with their parameters from @x. */
+static bs_status run_steps(bs_conn *c, const write_step *steps, size_t n, const write_ctx *x,
+                           bs_error *err)
 {
-    const char *params[2] = {all_text, x->month};
-    PGresult *res = bs_query(c, SQL_DRAFT_EXISTING, 2, params, err);
+    const char *params[3];
+    size_t i;
+    int k;
+    bs_status st;
+
+    for (i = 0; i < n; i++) {
+        for (k = 0; k < 3 && steps[i].param[k] >= 0; k++)
+            params[k] = x->params[steps[i].param[k]];
+        st = bs_command(c, steps[i].sql, k, params, NULL, err);
+        if (st != BS_OK)
+            return st;
+    }
+    return BS_OK;
+}
+
+/* Append ",@v" (or "@v" first) to the array literal @buf of @cap bytes. Returns 0 or -1. */
+static int array_add(char *buf, size_t cap, size_t *len, size_t v)
+{
+    int w = snprintf(buf + *len, cap - *len, "%s%zu", *len > 1 ? "," : "", v);
+
+    if (w < 0 || (size_t)w >= cap - *len)
+        return -1;
+    *len += (size_t)w;
+    return 0;
+}
+
+/*
+ * classify - read the batch's existing invoices, set each outcome, drop
+ * the drafts not to write from bs_batch, and collect the ids of drafts
+ * being replaced into @ids. *@writes gets how many drafts are left to write.
+ */
+static bs_status classify(bs_conn *c, write_ctx *x, json_t *ids, size_t *writes, bs_error *err)
+{
+    const char *params[1] = {x->params[P_MONTH]};
+    PGresult *res = bs_query(c, SQL_DRAFT_EXISTING, 1, params, err);
+    /* "{n,n,...}": at most CLOSE_BATCH-sized batches, 11 bytes a number. */
+    size_t cap = 16 + 12 * x->n;
+    char *drop = malloc(cap);
+    size_t len = 1;
     size_t i;
     int r;
+    bs_status st = BS_OK;
 
-    if (res == NULL)
+    if (res == NULL) {
+        free(drop);
         return err != NULL ? err->status : BS_ERR_FATAL;
+    }
+    if (drop == NULL) {
+        PQclear(res);
+        return bs_error_set(err, BS_ERR_NOMEM, "drafts: out of memory");
+    }
+    drop[0] = '{';
     for (i = 0; i < x->n; i++)
         x->out[i] = BS_DRAFT_NEW;
+    *writes = x->n;
     for (r = 0; r < PQntuples(res); r++) {
         i = (size_t)strtoull(PQgetvalue(res, r, 0), NULL, 10);
         if (i >= x->n)
@@ -561,42 +636,32 @@ static bs_status classify(bs_conn *c, write_ctx *x, const char *all_text, json_t
         else {
             x->out[i] = BS_DRAFT_UPDATED;
             json_array_append_new(ids, json_string(PQgetvalue(res, r, 1)));
+            continue;
         }
+        (*writes)--;
+        if (array_add(drop, cap, &len, i) != 0)
+            st = bs_error_set(err, BS_ERR_NOMEM, "drafts: batch too large");
     }
     PQclear(res);
-    for (i = 0; i < x->n; i++) {
-        if (x->out[i] == BS_DRAFT_NEW || x->out[i] == BS_DRAFT_UPDATED)
-            json_array_append(w, json_array_get(x->all, i));
+    drop[len++] = '}';
+    drop[len] = '\0';
+    if (st == BS_OK && len > 2) {
+        params[0] = drop;
+        st = bs_command(c, SQL_BATCH_DROP, 1, params, NULL, err);
     }
-    return BS_OK;
-}
-
-/* Run each statement of @sqls with (@p1, month, book/series) in order. */
-static bs_status run_all(bs_conn *c, const char *const *sqls, size_t n, const char *p1,
-                         const write_ctx *x, const char *third, bs_error *err)
-{
-    const char *params[3] = {p1, x->month, third};
-    size_t i;
-    bs_status st;
-
-    for (i = 0; i < n; i++) {
-        /* Each statement uses the first 1, 2 or 3 parameters. */
-        int np = strstr(sqls[i], "$3") != NULL ? 3 : strstr(sqls[i], "$2") != NULL ? 2 : 1;
-        st = bs_command(c, sqls[i], np, params, NULL, err);
-        if (st != BS_OK)
-            return st;
-    }
-    return BS_OK;
+    free(drop);
+    return st;
 }
 
 /* Void the batch's drafts that have no charges any more. */
-static bs_status void_stale(bs_conn *c, const write_ctx *x, const char *all_text, bs_error *err)
+static bs_status void_stale(bs_conn *c, write_ctx *x, bs_error *err)
 {
-    static const char *const replace[] = {SQL_DRAFT_REVERSE, SQL_DRAFT_DELETE_LINES,
-                                          SQL_DRAFT_DELETE_CREDITS, SQL_DRAFT_DELETE_RETURNED,
-                                          SQL_DRAFT_VOID_STALE};
-    const char *params[3] = {x->accounts, x->month, all_text};
-    PGresult *res = bs_query(c, SQL_DRAFT_STALE, 3, params, err);
+    static const write_step replace[] = {
+        {SQL_DRAFT_REVERSE, {P_IDS, -1}},        {SQL_DRAFT_DELETE_LINES, {P_IDS, -1}},
+        {SQL_DRAFT_DELETE_CREDITS, {P_IDS, -1}}, {SQL_DRAFT_DELETE_RETURNED, {P_IDS, -1}},
+        {SQL_DRAFT_VOID_STALE, {P_IDS, -1}}};
+    const char *params[2] = {x->params[P_ACCOUNTS], x->params[P_MONTH]};
+    PGresult *res = bs_query(c, SQL_DRAFT_STALE, 2, params, err);
     char *ids;
     bs_status st;
 
@@ -606,62 +671,80 @@ static bs_status void_stale(bs_conn *c, const write_ctx *x, const char *all_text
     PQclear(res);
     if (ids == NULL)
         return bs_error_set(err, BS_ERR_NOMEM, "drafts: out of memory");
-    st = strcmp(ids, "[]") == 0 ? BS_OK : run_all(c, replace, sizeof(replace) / sizeof(replace[0]), ids, x, NULL, err);
+    x->params[P_IDS] = ids;
+    st = strcmp(ids, "[]") == 0 ? BS_OK
+                                : run_steps(c, replace, sizeof(replace) / sizeof(replace[0]), x, err);
+    x->params[P_IDS] = NULL;
     free(ids);
+    return st;
+}
+
+/* The batch into bs_batch, the accounts locked, the series there. */
+static bs_status write_prepare(bs_conn *c, write_ctx *x, const char *all_text, bs_error *err)
+{
+    static const write_step steps[] = {
+        {SQL_BATCH_PLANNER, {-1}},
+        {SQL_BATCH_TABLE, {-1}},
+        {SQL_DRAFT_LOCK_IDS, {P_ACCOUNTS, -1}},
+        {SQL_SERIES, {P_SERIES, -1}},
+    };
+    const char *p[1] = {all_text};
+    bs_status st = run_steps(c, steps, sizeof(steps) / sizeof(steps[0]), x, err);
+
+    if (st == BS_OK)
+        st = bs_command(c, SQL_BATCH_FILL, 1, p, NULL, err);
     return st;
 }
 
 static bs_status write_tx(bs_conn *c, void *arg, bs_error *err)
 {
-    static const char *const replace[] = {SQL_DRAFT_REVERSE, SQL_DRAFT_DELETE_LINES,
-                                          SQL_DRAFT_DELETE_CREDITS, SQL_DRAFT_DELETE_RETURNED};
-    static const char *const headers[] = {SQL_DRAFT_UPDATE, SQL_DRAFT_INSERT};
+    static const write_step replace[] = {
+        {SQL_DRAFT_REVERSE, {P_IDS, -1}},
+        {SQL_DRAFT_DELETE_LINES, {P_IDS, -1}},
+        {SQL_DRAFT_DELETE_CREDITS, {P_IDS, -1}},
+        {SQL_DRAFT_DELETE_RETURNED, {P_IDS, -1}},
+        {SQL_BATCH_OPEN, {P_MONTH, -1}},
+        {SQL_DRAFT_UPDATE, {-1}},
+        {SQL_DRAFT_INSERT, {P_MONTH, P_SERIES, -1}},
+    };
     /* Returned credit goes back to the grants before the draft's own entries take from them. */
-    static const char *const children[] = {SQL_DRAFT_LINES, SQL_DRAFT_CREDITS,
-                                           SQL_DRAFT_RETURNED_ROWS, SQL_DRAFT_RETURNED,
-                                           SQL_DRAFT_LEDGER};
+    static const write_step children[] = {
+        {SQL_DRAFT_LINES, {P_BOOK, -1}},   {SQL_DRAFT_CREDITS, {-1}},
+        {SQL_DRAFT_RETURNED_ROWS, {-1}},   {SQL_DRAFT_RETURNED, {-1}},
+        {SQL_DRAFT_LEDGER, {-1}},
+    };
     write_ctx *x = arg;
-    json_t *w = json_array();
     json_t *ids = json_array();
     char *all_text = json_dumps(x->all, JSON_COMPACT);
-    char *w_text = NULL;
     char *ids_text = NULL;
-    const char *p[1];
+    size_t writes = 0;
     bs_status st = BS_ERR_NOMEM;
 
-    if (w == NULL || ids == NULL || all_text == NULL)
+    if (ids == NULL || all_text == NULL)
         goto done;
-    p[0] = x->accounts;
-    st = bs_command(c, SQL_DRAFT_LOCK_IDS, 1, p, NULL, err);
-    if (st == BS_OK) {
-        p[0] = x->series;
-        st = bs_command(c, SQL_SERIES, 1, p, NULL, err);
-    }
+    st = write_prepare(c, x, all_text, err);
     if (st == BS_OK)
-        st = void_stale(c, x, all_text, err);
+        st = void_stale(c, x, err);
     if (st == BS_OK)
-        st = classify(c, x, all_text, w, ids, err);
-    if (st != BS_OK || json_array_size(w) == 0)
+        st = classify(c, x, ids, &writes, err);
+    if (st != BS_OK || writes == 0)
         goto done;
-    w_text = json_dumps(w, JSON_COMPACT);
     ids_text = json_dumps(ids, JSON_COMPACT);
-    if (w_text == NULL || ids_text == NULL) {
+    if (ids_text == NULL) {
         st = bs_error_set(err, BS_ERR_NOMEM, "drafts: out of memory");
         goto done;
     }
-    st = run_all(c, replace, sizeof(replace) / sizeof(replace[0]), ids_text, x, NULL, err);
+    x->params[P_IDS] = ids_text;
+    st = run_steps(c, replace, sizeof(replace) / sizeof(replace[0]), x, err);
     if (st == BS_OK)
-        st = run_all(c, headers, 2, w_text, x, x->series, err);
-    if (st == BS_OK)
-        st = run_all(c, children, sizeof(children) / sizeof(children[0]), w_text, x, x->book, err);
+        st = run_steps(c, children, sizeof(children) / sizeof(children[0]), x, err);
 done:
     if (st == BS_ERR_NOMEM && (err == NULL || err->status != BS_ERR_NOMEM))
         bs_error_set(err, BS_ERR_NOMEM, "drafts: out of memory");
+    x->params[P_IDS] = NULL;
     free(ids_text);
-    free(w_text);
     free(all_text);
     json_decref(ids);
-    json_decref(w);
     return st;
 }
 
@@ -674,10 +757,10 @@ bs_status bs_drafts_write(bs_conn *c, const char *accounts, const char *book, co
     bs_status st;
 
     memset(&x, 0, sizeof(x));
-    x.accounts = accounts;
-    x.book = book;
-    x.month = month;
-    x.series = series;
+    x.params[P_ACCOUNTS] = accounts;
+    x.params[P_BOOK] = book;
+    x.params[P_MONTH] = month;
+    x.params[P_SERIES] = series;
     x.n = n;
     x.out = out;
     x.all = json_array();
@@ -692,6 +775,62 @@ bs_status bs_drafts_write(bs_conn *c, const char *accounts, const char *book, co
     st = bs_transaction(c, write_tx, &x, err);
     json_decref(x.all);
     return st;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Credit returned before the month that applied it is closed              */
+/* ---------------------------------------------------------------------- */
+
+/*
+ * What the ledger holds as taken from each grant (apply, expire) and not
+ * given back (reverse), leaving out the entries of the account's own
+ * invoices and credit notes of the month (a re-close reverses a draft's;
+ * a finalized month's invoice is left alone); then, for the first return it does not cover, the
+ * earliest month without an invoice of the account since the grant.
+ */
+#define SQL_RETURNED_UNCLOSED                                                                  \
+    "WITH r AS (SELECT x->>'a' AS a, x->>'g' AS g, sum((x->>'am')::numeric) AS am"             \
+    " FROM json_array_elements($1::json) x GROUP BY 1, 2), bad AS (SELECT r.a, r.g,"           \
+    " g.granted_at FROM r JOIN billing.credit_grants g ON g.id = r.g JOIN billing.currencies"  \
+    " cu ON cu.code = g.currency WHERE r.am * 10::numeric ^ cu.digits > coalesce((SELECT"      \
+    " -sum(l.amount_minor) FROM billing.credit_ledger l LEFT JOIN billing.invoices j"          \
+    " ON j.id = l.invoice_id WHERE l.grant_id = g.id AND l.entry IN ('apply', 'expire',"       \
+    " 'reverse') AND NOT (j.account_id IS NOT DISTINCT FROM r.a AND j.month = $2::date)), 0)"  \
+    " ORDER BY r.a, r.g LIMIT 1)"                                                              \
+    " SELECT bad.a, bad.g, coalesce((SELECT to_char(m, 'YYYY-MM') FROM generate_series("       \
+    " greatest(date_trunc('month', bad.granted_at), $2::date - interval '24 months'),"         \
+    " $2::date - interval '1 month', interval '1 month') m WHERE NOT EXISTS (SELECT 1"         \
+    " FROM billing.invoices i WHERE i.account_id = bad.a AND i.month = m::date"                \
+    " AND i.kind = 'invoice' AND i.status IN ('draft', 'finalized')) ORDER BY m LIMIT 1), '')" \
+    " FROM bad"
+
+bs_status bs_returned_unclosed(bs_conn *c, const char *returned, const char *month,
+                               char **account, char **grant, char **open, bs_error *err)
+{
+    const char *params[2] = {returned, month};
+    PGresult *res = bs_query(c, SQL_RETURNED_UNCLOSED, 2, params, err);
+    int found;
+
+    *account = NULL;
+    *grant = NULL;
+    *open = NULL;
+    if (res == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    found = PQntuples(res) == 1;
+    if (found) {
+        *account = strdup(PQgetvalue(res, 0, 0));
+        *grant = strdup(PQgetvalue(res, 0, 1));
+        *open = strdup(PQgetvalue(res, 0, 2));
+    }
+    PQclear(res);
+    if (found && (*account == NULL || *grant == NULL || *open == NULL)) {
+        free(*account);
+        free(*grant);
+        free(*open);
+        *account = *grant = *open = NULL;
+        return bs_error_set(err, BS_ERR_NOMEM, "returned credit: out of memory");
+    }
+    return BS_OK;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -916,12 +1055,50 @@ bs_status bs_invoice_void(bs_conn *c, int64_t id, const char *reason, char *cn_n
     " WHERE ($1::date IS NULL OR i.month = $1::date) AND ($2::text IS NULL OR i.account_id"    \
     " = $2::text) AND ($3::text IS NULL OR i.status = $3::text) AND ($4::text IS NULL OR"      \
     " i.series = $4::text) ORDER BY i.month, i.account_id, i.id LIMIT $5::bigint"
+/*
+ * A grant's balance as of an invoice, in major units: its 'grant' entry
+ * and every entry of an invoice or credit note of an earlier month, or of
+ * the same month created no later (ids are in creation order: a credit
+ * note voiding this invoice comes after it, the corrected invoice after
+ * the credit note). A recomputed draft's 'reverse' entries carry its own
+ * id, so they cancel what the earlier computation took.
+ */
+#define SQL_GRANT_REMAINING                                                                    \
+    "round(coalesce((SELECT sum(l.amount_minor) FROM billing.credit_ledger l"                  \
+    " LEFT JOIN billing.invoices j ON j.id = l.invoice_id WHERE l.grant_id = g.id"             \
+    " AND (l.entry = 'grant' OR j.month < i.month OR (j.month = i.month AND j.id <= i.id))),"  \
+    " 0) / 10::numeric ^ cu.digits, cu.digits)"
+/*
+ * The grants of invoice i's account and currency granted before its
+ * period ended, each with what the invoice applied, returned (refunds)
+ * and expired of it and what is left: those with any of the four.
+ */
+#define SQL_GRANT_ROWS                                                                         \
+    "SELECT g.id AS grant_id, round(coalesce((SELECT c.amount FROM billing.invoice_credits c"  \
+    " WHERE c.invoice_id = i.id AND c.grant_id = g.id), 0), cu.digits) AS applied,"            \
+    " round(coalesce((SELECT r.amount FROM billing.invoice_returned_credits r WHERE"           \
+    " r.invoice_id = i.id AND r.grant_id = g.id), 0), cu.digits) AS returned, round(coalesce((SELECT" \
+    " -sum(l.amount_minor) FROM billing.credit_ledger l WHERE l.grant_id = g.id"               \
+    " AND l.invoice_id = i.id AND l.entry = 'expire'), 0) / 10::numeric ^ cu.digits,"          \
+    " cu.digits) AS expired, " SQL_GRANT_REMAINING " AS remaining"                             \
+    " FROM billing.credit_grants g JOIN billing.currencies cu ON cu.code = g.currency"         \
+    " WHERE g.account_id = i.account_id AND g.currency = i.currency"                           \
+    " AND g.granted_at < i.period_end"
+#define SQL_GRANTS                                                                             \
+    "SELECT r.grant_id, r.applied::text, r.returned::text, r.expired::text, r.remaining::text" \
+    " FROM billing.invoices i CROSS JOIN LATERAL (" SQL_GRANT_ROWS ") r WHERE i.id = $1::bigint" \
+    " AND (r.applied <> 0 OR r.returned <> 0 OR r.expired <> 0 OR r.remaining <> 0)"           \
+    " ORDER BY r.grant_id"
 /* Dates in the account's zone, as the customer reads them. */
 #define SQL_LOCAL(col) "to_char(" col " AT TIME ZONE a.time_zone, 'YYYY-MM-DD HH24:MI:SS')"
 #define SQL_HEADER                                                                             \
     SQL_INVOICE_COLUMNS ", " SQL_LOCAL("i.period_start") ", " SQL_LOCAL("i.period_end") ","    \
     " i.tax_rate::text, a.time_zone, coalesce(" SQL_LOCAL("i.finalized_at") ", ''),"           \
-    " coalesce(i.void_reason, ''), coalesce(a.name, a.id)" SQL_INVOICE_FROM                    \
+    " coalesce(i.void_reason, ''), coalesce(a.name, a.id), i.returned::text,"                 \
+    " i.account_credit::text, i.carried::text, i.account_credit_left::text,"                   \
+    " (i.subtotal + i.returned)::text, (i.subtotal + i.returned - i.credits"                   \
+    " - i.account_credit + i.carried)::text, coalesce((SELECT sum(r.remaining) FROM ("        \
+    SQL_GRANT_ROWS ") r), 0)::text" SQL_INVOICE_FROM                                           \
     " JOIN billing.accounts a ON a.id = i.account_id WHERE i.id = $1::bigint"
 #define SQL_LINES                                                                              \
     "SELECT l.line_no, l.kind, coalesce(l.meter, ''), l.model, l.region,"                      \
@@ -944,27 +1121,37 @@ PGresult *bs_invoice_list(bs_conn *c, const char *month, const char *account, co
     return bs_query(c, SQL_LIST, 5, params, err);
 }
 
-/* One statement with the invoice id as its only parameter. */
-static PGresult *by_id(bs_conn *c, const char *sql, int64_t id, bs_error *err)
+/*
+ * One statement with the invoice id as its only parameter, prepared once
+ * per connection under @name: an export reads thousands of invoices, and
+ * planning the header and grant queries (correlated subqueries per grant)
+ * took longer than running them.
+ */
+static PGresult *by_id(bs_conn *c, const char *name, const char *sql, int64_t id, bs_error *err)
 {
     char id_text[32];
     const char *params[1] = {id_text};
 
     snprintf(id_text, sizeof(id_text), "%lld", (long long)id);
-    return bs_query(c, sql, 1, params, err);
+    return bs_query_prepared(c, name, sql, 1, params, err);
 }
 
 PGresult *bs_invoice_header(bs_conn *c, int64_t id, bs_error *err)
 {
-    return by_id(c, SQL_HEADER, id, err);
+    return by_id(c, "bs_invoice_header", SQL_HEADER, id, err);
 }
 
 PGresult *bs_invoice_lines(bs_conn *c, int64_t id, bs_error *err)
 {
-    return by_id(c, SQL_LINES, id, err);
+    return by_id(c, "bs_invoice_lines", SQL_LINES, id, err);
 }
 
 PGresult *bs_invoice_credits(bs_conn *c, int64_t id, bs_error *err)
 {
-    return by_id(c, SQL_CREDITS, id, err);
+    return by_id(c, "bs_invoice_credits", SQL_CREDITS, id, err);
+}
+
+PGresult *bs_invoice_grants(bs_conn *c, int64_t id, bs_error *err)
+{
+    return by_id(c, "bs_invoice_grants", SQL_GRANTS, id, err);
 }

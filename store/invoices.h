@@ -104,6 +104,21 @@ bs_status bs_drafts_write(bs_conn *c, const char *accounts, const char *book, co
                           bs_error *err);
 
 /*
+ * bs_returned_unclosed - credit a close of @month would return to grants
+ * (refunds of terms paid with credit) that the ledger does not hold as
+ * applied: the month that applied it is not closed yet. @returned is a
+ * JSON array of {"a": account, "g": grant, "am": amount in major units}.
+ * Entries of the account's own invoices and credit notes of @month do
+ * not count (a re-close reverses a draft's). On the first such grant, *@account, *@grant
+ * and *@open (the earliest month in the 24 before @month since the grant
+ * with no invoice of the account, "YYYY-MM", or "" if every one has one)
+ * are set (the caller frees them) and BS_OK returned; all three stay NULL
+ * when every return is covered. Not thread-safe per connection.
+ */
+bs_status bs_returned_unclosed(bs_conn *c, const char *returned, const char *month,
+                               char **account, char **grant, char **open, bs_error *err);
+
+/*
  * bs_billed_lines - the usage lines billed so far, per account and month
  * in the BS_LATE_MONTHS months before @month, of every finalized invoice of the accounts in @accounts
  * (JSON array) plus the adjustment lines that refer to those months in
@@ -166,10 +181,25 @@ PGresult *bs_invoice_lines(bs_conn *c, int64_t id, bs_error *err);
 PGresult *bs_invoice_credits(bs_conn *c, int64_t id, bs_error *err);
 
 /*
+ * bs_invoice_grants - the credit grants of invoice @id's account and
+ * currency granted before its period ended, with what the invoice
+ * applied, returned (refunds), expired of each and the grant's remaining
+ * balance as of the invoice (after it and every invoice or credit note of
+ * earlier months), in major units; grants with all four zero left out.
+ * Columns: grant_id, applied, returned, expired, remaining. Caller PQclears.
+ */
+PGresult *bs_invoice_grants(bs_conn *c, int64_t id, bs_error *err);
+
+/*
  * bs_invoice_header - one row of bs_invoice_list's columns for invoice
  * @id, plus period_start, period_end (in the account's time zone),
- * tax_rate, time_zone, finalized_at (account zone), void_reason and the
- * account's name (its id when it has none). Caller PQclears; zero rows when there is no such invoice.
+ * tax_rate, time_zone, finalized_at (account zone), void_reason, the
+ * account's name (its id when it has none), returned (credit refunds gave
+ * back to grants), account_credit (applied), carried (to account credit),
+ * account_credit_left, before_credit (subtotal + returned), taxable
+ * (before_credit - credits - account_credit + carried; taxable + tax =
+ * total) and credit_remaining (the grants' remaining, bs_invoice_grants).
+ * Caller PQclears; zero rows when there is no such invoice.
  */
 PGresult *bs_invoice_header(bs_conn *c, int64_t id, bs_error *err);
 

@@ -50,6 +50,11 @@ static char work_dir[PATH_LEN];
 /* Databases and commands                                                  */
 /* ---------------------------------------------------------------------- */
 
+/* The CSV's first columns: the invoice's, repeated on every line row, then the line's. */
+#define CSV_HEADER                                                                             \
+    "number,account,period,status,currency,subtotal,credit_returned,before_credit,credits,"   \
+    "account_credit,carried,taxable,tax,total,credit_remaining,account_credit_left,line,kind,"
+
 static void query_text(bs_conn *c, const char *sql, char *out, size_t size)
 {
     bs_error err;
@@ -942,8 +947,8 @@ START_TEST(test_concurrent_late_void_rerate_pdf)
         len = fread(text, 1, (1 << 20) - 1, p);
         text[len] = '\0';
         fclose(p);
-        ck_assert_msg(strncmp(text, "number,account,period,status,currency,line,kind,", 48) == 0,
-                      "CSV header: %.80s", text);
+        ck_assert_msg(strncmp(text, CSV_HEADER, strlen(CSV_HEADER)) == 0, "CSV header: %.300s",
+                      text);
         {
             size_t rows = 0;
             size_t lf = 0;
@@ -961,6 +966,119 @@ START_TEST(test_concurrent_late_void_rerate_pdf)
     drop(c);
 }
 END_TEST
+
+/* Output of @cmd (a shell command) into @text (@size bytes); returns its exit status. */
+static int command_status(const char *cmd, char *text, size_t size)
+{
+    FILE *p = popen(cmd, "r");
+    size_t len;
+    int status;
+
+    ck_assert(p != NULL);
+    len = fread(text, 1, size - 1, p);
+    text[len] = '\0';
+    status = pclose(p);
+    ck_assert(status != -1 && WIFEXITED(status));
+    return WEXITSTATUS(status);
+}
+
+/* command_status, asserting that @cmd succeeds. */
+static void command_text(const char *cmd, char *text, size_t size)
+{
+    ck_assert_int_eq(command_status(cmd, text, size), 0);
+}
+
+/* @what (a figure) must be in @text on a line that has @label before it. */
+static void expect_figure(const char *text, const char *label, const char *what, const char *form)
+{
+    const char *at;
+
+    for (at = strstr(text, label); at != NULL; at = strstr(at + 1, label)) {
+        const char *fig = strstr(at, what);
+        if (fig != NULL && (size_t)(fig - at) < strcspn(at, "\n"))
+            return;
+    }
+    ck_abort_msg("%s: no line with '%s' then %s in:\n%s", form, label, what, text);
+}
+
+/*
+ * The credit figures of invoice @id as the database holds them must be on
+ * its PDF, its `invoice show` table and its CSV, and reconcile to the
+ * minor unit: subtotal + returned = before credit; before credit -
+ * credits - account credit + carried + tax = amount due; each grant's
+ * remaining is its ledger balance (no later month exists).
+ */
+static void check_credit_on_invoice(bs_conn *c, long id)
+{
+    char sql[1024];
+    char dir[PATH_LEN];
+    char cmd[2 * PATH_LEN + CONNINFO_MAX + 64];
+    char ids[32];
+    char fig[8][64];
+    const char *exp[] = {"invoice", "export", ids, "--format", "pdf", "--out", dir, NULL};
+    const char *const labels[] = {"Subtotal (lines)", "Credit returned to grants",
+                                  "Total before credit", "Credit applied",
+                                  "Taxable amount", "Tax", "Amount due"};
+    char *text = calloc(1, 1 << 20);
+    const char *form;
+    PGresult *res;
+    bs_error err;
+    int f;
+    int r;
+
+    ck_assert(text != NULL);
+    snprintf(ids, sizeof(ids), "%ld", id);
+    /* The figures, and the reconciliation checked in exact NUMERIC. */
+    snprintf(sql, sizeof(sql),
+             "SELECT subtotal::text, returned::text, (subtotal + returned)::text, CASE WHEN"
+             " credits = 0 THEN '' ELSE '-' END || credits::text, (subtotal + returned - credits - account_credit + carried)::text,"
+             " tax::text, total::text, (subtotal + returned - credits - account_credit + carried"
+             " + tax = total AND returned > 0)::text FROM billing.invoices"
+             " WHERE id = %ld",
+             id);
+    res = bs_query(c, sql, 0, NULL, &err);
+    ck_assert(res != NULL && PQntuples(res) == 1);
+    for (f = 0; f < 8; f++)
+        snprintf(fig[f], sizeof(fig[f]), "%s", PQgetvalue(res, 0, f));
+    PQclear(res);
+    ck_assert_str_eq(fig[7], "true");
+    path_of(dir, sizeof(dir), "credit");
+    ok(exp);
+    snprintf(cmd, sizeof(cmd), "pdftotext -layout '%s/draft-%ld.pdf' -", dir, id);
+    command_text(cmd, text, 1 << 20);
+    for (form = "PDF"; form != NULL; form = strcmp(form, "PDF") == 0 ? "show" : NULL) {
+        if (strcmp(form, "show") == 0) {
+            snprintf(cmd, sizeof(cmd), "%s invoice show %ld --db '%s'", billing_path(), id,
+                     conninfo);
+            command_text(cmd, text, 1 << 20);
+        }
+        for (f = 0; f < 7; f++)
+            expect_figure(text, labels[f], fig[f], form);
+        /* Every grant the invoice touched, with what is left of it: its ledger balance. */
+        snprintf(sql, sizeof(sql),
+                 "SELECT g.id, round(sum(l.amount_minor) / 100, 2)::text FROM"
+                 " billing.credit_grants g JOIN billing.credit_ledger l ON l.grant_id = g.id"
+                 " WHERE g.id IN (SELECT grant_id FROM billing.invoice_credits WHERE invoice_id"
+                 " = %ld UNION SELECT grant_id FROM billing.invoice_returned_credits WHERE"
+                 " invoice_id = %ld) GROUP BY g.id",
+                 id, id);
+        res = bs_query(c, sql, 0, NULL, &err);
+        ck_assert(res != NULL && PQntuples(res) > 0);
+        for (r = 0; r < PQntuples(res); r++)
+            expect_figure(text, PQgetvalue(res, r, 0), PQgetvalue(res, r, 1), form);
+        PQclear(res);
+    }
+    /* CSV: the same figures on the line rows. */
+    exp[4] = "csv";
+    ok(exp);
+    snprintf(cmd, sizeof(cmd), "cat '%s/draft-%ld.csv'", dir, id);
+    command_text(cmd, text, 1 << 20);
+    ck_assert_msg(strncmp(text, CSV_HEADER, strlen(CSV_HEADER)) == 0, "CSV header: %.300s", text);
+    snprintf(sql, sizeof(sql), ",%s,%s,%s,%s,", fig[0], fig[1], fig[2],
+             fig[3] + (fig[3][0] == '-'));
+    ck_assert_msg(strstr(text, sql) != NULL, "CSV: no '%s' in:\n%s", sql, text);
+    free(text);
+}
 
 /*
  * Another currency, in its own price book: JPY (no minor digits), closed
@@ -992,6 +1110,199 @@ START_TEST(test_refund_returns_credit_to_grants)
     compare_with_rate(c, "pricebook.json", 2026, 10);
     compare_with_rate(c, "pricebook.json", 2026, 11);
     check_ledger(c);
+    /* A November invoice that returned credit to a grant. */
+    check_credit_on_invoice(c, itdb_long(c, "SELECT min(i.id) FROM billing.invoices i JOIN"
+                                            " billing.invoice_returned_credits r ON"
+                                            " r.invoice_id = i.id WHERE i.month = '2026-11-01'"));
+    drop(c);
+}
+END_TEST
+
+/*
+ * November returns credit that October applied; closed before October,
+ * the ledger used to refuse it mid-batch with a message about minor units
+ * (credit_ledger_reverse_applied). The close now refuses up front, naming
+ * the month to close first, and writes nothing; closed in order, it works.
+ */
+START_TEST(test_close_out_of_order_names_open_month)
+{
+    bs_conn *c = fresh("order");
+    const char *oct[] = {"close", "--period", "2026-10", "--quiet", NULL};
+    const char *nov[] = {"close", "--period", "2026-11", "--quiet", NULL};
+    char cmd[PATH_LEN + CONNINFO_MAX + 64];
+    char *text = calloc(1, 1 << 16);
+
+    ck_assert(text != NULL);
+    gen_returned = 1;
+    generate(c, 60);
+    gen_returned = 0;
+    snprintf(cmd, sizeof(cmd), "%s close --period 2026-11 --quiet --db '%s' 2>&1",
+             billing_path(), conninfo);
+    ck_assert_int_eq(command_status(cmd, text, 1 << 16), 3);
+    ck_assert_msg(strstr(text, "2026-10 is not closed: close 2026-10 first") != NULL,
+                  "the refusal does not name October:\n%s", text);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.invoices"), 0);
+    ck_assert_int_eq(run_billing(NULL, oct), 0);
+    ck_assert_int_eq(run_billing(NULL, nov), 0);
+    compare_with_rate(c, "pricebook.json", 2026, 10);
+    compare_with_rate(c, "pricebook.json", 2026, 11);
+    check_ledger(c);
+    free(text);
+    drop(c);
+}
+END_TEST
+
+/* A grant's ledger balance in minor units. */
+static long grant_balance(bs_conn *c, const char *grant)
+{
+    char sql[256];
+
+    snprintf(sql, sizeof(sql),
+             "SELECT coalesce(sum(amount_minor), 0) FROM billing.credit_ledger WHERE grant_id = '%s'",
+             grant);
+    return itdb_long(c, sql);
+}
+
+/*
+ * Credit that expired on a finalized invoice stays expired through a void
+ * and the corrected invoice: the credit note gives back what the invoice
+ * took from the grant (applied and expired), the corrected draft takes it
+ * again, and the grant ends where it was, with the same expiry. The
+ * credit note used to give back the applied part only, and closing the
+ * month again failed on credit_ledger_nonnegative_balance.
+ */
+START_TEST(test_void_then_reclose_keeps_credit_expiry)
+{
+    bs_conn *c = fresh("expiry");
+    const char *nov[] = {"close", "--period", "2026-11", "--quiet", NULL};
+    const char *fin[] = {"close", "--period", "2026-11", "--finalize", "--grace", "0", "--quiet",
+                         NULL};
+    char number[64];
+    char grant[64];
+    char sql[512];
+    const char *voidargs[] = {"invoice", "void", number, "--reason", "expiry test", NULL};
+    long before;
+    long expired;
+    long id;
+
+    /* Trials large enough that part of each is still there when it expires mid-November. */
+    gen_trial = "5000.00";
+    generate(c, 30);
+    gen_trial = "10.00";
+    ok(nov);
+    ok(fin);
+    id = itdb_long(c, "SELECT min(l.invoice_id) FROM billing.credit_ledger l JOIN"
+                      " billing.invoices i ON i.id = l.invoice_id WHERE l.entry = 'expire'"
+                      " AND i.status = 'finalized' AND i.month = '2026-11-01'");
+    ck_assert_int_gt(id, 0);
+    snprintf(sql, sizeof(sql),
+             "SELECT min(grant_id) FROM billing.credit_ledger WHERE entry = 'expire' AND"
+             " invoice_id = %ld",
+             id);
+    query_text(c, sql, grant, sizeof(grant));
+    snprintf(sql, sizeof(sql),
+             "SELECT -amount_minor FROM billing.credit_ledger WHERE entry = 'expire' AND"
+             " invoice_id = %ld AND grant_id = '%s'",
+             id, grant);
+    expired = itdb_long(c, sql);
+    ck_assert_int_gt(expired, 0);
+    before = grant_balance(c, grant);
+    snprintf(sql, sizeof(sql),
+             "SELECT billing.invoice_number_text(s.prefix, i.number) FROM billing.invoices i"
+             " JOIN billing.invoice_series s ON s.series = i.series WHERE i.id = %ld",
+             id);
+    query_text(c, sql, number, sizeof(number));
+    ok(voidargs);
+    /* Voided: everything the invoice took is back on the grant, the expiry too. */
+    ck_assert_int_ge(grant_balance(c, grant), before + expired);
+    /* Before 0006's void_invoice, this close failed: the grant was overdrawn by the expiry. */
+    ok(nov);
+    /* The corrected draft expires the same credit again; the grant is where it was. */
+    snprintf(sql, sizeof(sql),
+             "SELECT -sum(l.amount_minor) FROM billing.credit_ledger l JOIN billing.invoices i"
+             " ON i.id = l.invoice_id WHERE l.entry = 'expire' AND l.grant_id = '%s'"
+             " AND i.status = 'draft' AND i.month = '2026-11-01'",
+             grant);
+    ck_assert_int_eq(itdb_long(c, sql), expired);
+    ck_assert_int_eq(grant_balance(c, grant), before);
+    compare_with_rate(c, "pricebook.json", 2026, 11);
+    check_ledger(c);
+    drop(c);
+}
+END_TEST
+
+/* @sql must be refused by the guard named @name; nothing it did stays. */
+static void expect_guard(bs_conn *c, const char *sql, const char *name)
+{
+    bs_error err;
+
+    ck_assert_int_eq(bs_command(c, sql, 0, NULL, NULL, &err), BS_ERR_CONSTRAINT);
+    ck_assert_msg(strcmp(err.constraint, name) == 0, "%s: refused by '%s' (%s)", sql,
+                  err.constraint, err.message);
+}
+
+/*
+ * 0006 checks lines and applied credits of non-drafts once per INSERT or
+ * DELETE statement instead of once per row: a statement that touches a
+ * draft and a finalized invoice at once is still refused as a whole, and
+ * statements on drafts alone still pass.
+ */
+START_TEST(test_children_guard_per_statement)
+{
+    bs_conn *c = fresh("guard");
+    const char *nov[] = {"close", "--period", "2026-11", "--quiet", NULL};
+    const char *fin[] = {"close", "--period", "2026-11", "--finalize", "--grace", "0", "--quiet",
+                         NULL};
+    char sql[1024];
+    long fin_id;
+    long draft_id;
+    long lines;
+
+    generate(c, 12);
+    ok(nov);
+    ok(fin);
+    /* A finalized invoice whose account has a grant the invoice did not use. */
+    fin_id = itdb_long(c, "SELECT min(i.id) FROM billing.invoices i JOIN billing.credit_grants g"
+                          " ON g.account_id = i.account_id WHERE i.status = 'finalized' AND NOT"
+                          " EXISTS (SELECT 1 FROM billing.invoice_credits x WHERE x.invoice_id ="
+                          " i.id AND x.grant_id = g.id)");
+    ck_assert_int_gt(fin_id, 0);
+    /* A draft of December, by hand. */
+    itdb_exec(c, "INSERT INTO billing.invoices (account_id, currency, month, series, period_start,"
+                 " period_end, subtotal, total) SELECT account_id, currency, '2026-12-01', series,"
+                 " '2026-12-01Z', '2027-01-01Z', 0, 0 FROM billing.invoices WHERE id ="
+                 " (SELECT min(id) FROM billing.invoices WHERE status = 'finalized')");
+    draft_id = itdb_long(c, "SELECT id FROM billing.invoices WHERE month = '2026-12-01'");
+    lines = itdb_long(c, "SELECT count(*) FROM billing.invoice_lines");
+    snprintf(sql, sizeof(sql),
+             "INSERT INTO billing.invoice_lines (invoice_id, line_no, kind, meter, quantity, unit,"
+             " unit_price, amount) VALUES (%ld, 1, 'usage', 'gpu', 1, 'GPU-hour', 0, 0),"
+             " (%ld, 99, 'usage', 'gpu', 1, 'GPU-hour', 0, 0)",
+             draft_id, fin_id);
+    expect_guard(c, sql, "invoices_finalized_immutable");
+    snprintf(sql, sizeof(sql),
+             "DELETE FROM billing.invoice_lines WHERE invoice_id IN (%ld, %ld)", draft_id, fin_id);
+    expect_guard(c, sql, "invoices_finalized_immutable");
+    snprintf(sql, sizeof(sql),
+             "INSERT INTO billing.invoice_credits (invoice_id, grant_id, amount) SELECT i.id,"
+             " min(g.id), 1 FROM billing.invoices i JOIN billing.credit_grants g ON g.account_id"
+             " = i.account_id WHERE i.id = %ld AND NOT EXISTS (SELECT 1 FROM"
+             " billing.invoice_credits x WHERE x.invoice_id = i.id AND x.grant_id = g.id)"
+             " GROUP BY i.id",
+             fin_id);
+    expect_guard(c, sql, "invoices_finalized_immutable");
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.invoice_lines"), lines);
+    /* The draft alone: both statements pass. */
+    snprintf(sql, sizeof(sql),
+             "INSERT INTO billing.invoice_lines (invoice_id, line_no, kind, meter, quantity, unit,"
+             " unit_price, amount) VALUES (%ld, 1, 'usage', 'gpu', 1, 'GPU-hour', 0, 0),"
+             " (%ld, 2, 'usage', 'gpu', 2, 'GPU-hour', 0, 0)",
+             draft_id, draft_id);
+    itdb_exec(c, sql);
+    snprintf(sql, sizeof(sql), "DELETE FROM billing.invoice_lines WHERE invoice_id = %ld",
+             draft_id);
+    itdb_exec(c, sql);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.invoice_lines"), lines);
     drop(c);
 }
 END_TEST
@@ -1076,6 +1387,9 @@ static Suite *close_suite(void)
     tcase_add_test(tc, test_time_zone_check_reads_the_table);
     tcase_add_test(tc, test_close_jpy_book);
     tcase_add_test(tc, test_refund_returns_credit_to_grants);
+    tcase_add_test(tc, test_close_out_of_order_names_open_month);
+    tcase_add_test(tc, test_void_then_reclose_keeps_credit_expiry);
+    tcase_add_test(tc, test_children_guard_per_statement);
     tcase_add_test(tc, test_close_as_runtime_role);
     tcase_add_test(tc, test_close_killed_then_complete_equals_rate);
     tcase_add_test(tc, test_concurrent_late_void_rerate_pdf);
