@@ -76,7 +76,7 @@ START_TEST(test_example_loads)
                   err);
     ck_assert_msg(billing_config_accounts_load(cat, zones, ac, err, sizeof(err)) == BILLING_OK,
                   "%s", err);
-    r = billing_rater_new(cat, err, sizeof(err));
+    billing_rater_new(cat, &r, err, sizeof(err));
     ck_assert_msg(r != NULL, "%s", err);
     ck_assert_uint_eq(billing_rater_account_count(r), 4);
     billing_rater_destroy(r);
@@ -113,7 +113,7 @@ START_TEST(test_catalog_load)
     example_paths(pb, ac, sizeof(pb));
     ck_assert_int_eq(billing_config_catalog_load(pb, ac, zones, &cat, err, sizeof(err)),
                      BILLING_OK);
-    r = billing_rater_new(cat, err, sizeof(err));
+    billing_rater_new(cat, &r, err, sizeof(err));
     ck_assert_msg(r != NULL, "%s", err);
     ck_assert_uint_eq(billing_rater_account_count(r), 4);
     billing_rater_destroy(r);
@@ -482,7 +482,7 @@ START_TEST(test_accounts_of_one_book)
         /* b's grant must land only where b is, or the library refuses it (unknown account). */
         ck_assert_msg(billing_config_accounts_load_book(cat, zones, path, books[i], NULL, NULL, err, ERR) == 0,
                       "%s", err);
-        r = billing_rater_new(cat, err, sizeof(err));
+        billing_rater_new(cat, &r, err, sizeof(err));
         ck_assert_msg(r != NULL, "%s", err);
         ck_assert_uint_eq(billing_rater_account_count(r), want[i]);
         if (i == 0)
