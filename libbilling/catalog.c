@@ -338,31 +338,59 @@ nomem:
     return NULL;
 }
 
-/* The tax rate given as @given for account @id, interned: parsed and checked once per text. */
-static billing_status tax_of(billing_catalog *cat, const char *id, const char *given,
-                             const bl_decimal **out, char *errbuf, size_t errsize)
+/* What a decimal field must hold beyond its syntax: BILLING_OK or an error naming @id. */
+typedef billing_status (*decimal_check_fn)(const mpq_t q, const char *text, const char *id,
+                                           char *errbuf, size_t errsize);
+
+static billing_status check_tax(const mpq_t q, const char *text, const char *id, char *errbuf,
+                                size_t errsize)
+{
+    if (mpz_cmp(mpq_numref(q), mpq_denref(q)) > 0)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_RANGE,
+                         "account '%s': field 'tax_rate': %s is above 1", id, text);
+    return BILLING_OK;
+}
+
+static billing_status check_amount(const mpq_t q, const char *text, const char *id, char *errbuf,
+                                   size_t errsize)
+{
+    (void)text;
+    if (mpq_sgn(q) <= 0)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
+                         "credit grant '%s': field 'amount' must be positive", id);
+    return BILLING_OK;
+}
+
+/*
+ * The value of field @field given as @given for object @id, interned in
+ * @map: parsed and checked (@check) once per text. @digits: the most
+ * fractional digits, and the minor units kept, or -1 for any and none.
+ */
+static billing_status decimal_of(billing_catalog *cat, bl_strmap *map, const char *field,
+                                 int digits, decimal_check_fn check, const char *id,
+                                 const char *given, const bl_decimal **out, char *errbuf,
+                                 size_t errsize)
 {
     billing_status st;
     uint64_t hash = 0;
-    mpq_t tax;
+    mpq_t q;
     char *text = NULL;
 
-    *out = decimal_find(cat, &cat->tax_map, given, &hash);
+    *out = decimal_find(cat, map, given, &hash);
     if (*out != NULL)
         return BILLING_OK;
-    mpq_init(tax);
-    st = parse_decimal(tax, &text, "field 'tax_rate'", given, -1, errbuf, errsize);
-    if (st == BILLING_OK && mpz_cmp(mpq_numref(tax), mpq_denref(tax)) > 0)
-        st = bl_seterr(errbuf, errsize, BILLING_ERR_RANGE,
-                       "account '%s': field 'tax_rate': %s is above 1", id, text);
+    mpq_init(q);
+    st = parse_decimal(q, &text, field, given, digits, errbuf, errsize);
+    if (st == BILLING_OK)
+        st = check(q, text, id, errbuf, errsize);
     if (st != BILLING_OK) {
         free(text);
     } else {
-        *out = decimal_add(cat, &cat->tax_map, given, hash, tax, text, -1);
+        *out = decimal_add(cat, map, given, hash, q, text, digits);
         if (*out == NULL)
-            st = bl_seterr(errbuf, errsize, BILLING_ERR_NOMEM, "account '%s': out of memory", id);
+            st = bl_seterr(errbuf, errsize, BILLING_ERR_NOMEM, "'%s': out of memory", id);
     }
-    mpq_clear(tax);
+    mpq_clear(q);
     return st;
 }
 
@@ -391,7 +419,8 @@ billing_status billing_catalog_add_account(billing_catalog *cat, const char *id,
     if (zone == NULL)
         return bl_seterr(errbuf, errsize, BILLING_ERR_ZONE, "account '%s': field 'zone' is NULL",
                          id);
-    st = tax_of(cat, id, tax_rate, &tax, errbuf, errsize);
+    st = decimal_of(cat, &cat->tax_map, "field 'tax_rate'", -1, check_tax, id, tax_rate, &tax,
+                    errbuf, errsize);
     if (st != BILLING_OK)
         return st;
     a = bl_vec_push(&cat->accounts, sizeof(*a));
@@ -853,34 +882,6 @@ error:
     return st;
 }
 
-/* The amount given as @given for grant @id, interned: parsed and checked once per text. */
-static billing_status amount_of(billing_catalog *cat, const char *id, const char *given,
-                                const bl_decimal **out, char *errbuf, size_t errsize)
-{
-    billing_status st;
-    uint64_t hash = 0;
-    mpq_t q;
-    char *text = NULL;
-
-    *out = decimal_find(cat, &cat->amount_map, given, &hash);
-    if (*out != NULL)
-        return BILLING_OK;
-    mpq_init(q);
-    st = parse_decimal(q, &text, "field 'amount'", given, cat->digits, errbuf, errsize);
-    if (st == BILLING_OK && mpq_sgn(q) <= 0)
-        st = bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
-                       "credit grant '%s': field 'amount' must be positive", id);
-    if (st != BILLING_OK) {
-        free(text);
-    } else {
-        *out = decimal_add(cat, &cat->amount_map, given, hash, q, text, cat->digits);
-        if (*out == NULL)
-            st = bl_seterr(errbuf, errsize, BILLING_ERR_NOMEM, "out of memory");
-    }
-    mpq_clear(q);
-    return st;
-}
-
 billing_status billing_catalog_add_grant(billing_catalog *cat, const char *grant_id,
                                          const char *account, const char *amount,
                                          billing_time_t granted_at, billing_time_t expires_at,
@@ -914,7 +915,8 @@ billing_status billing_catalog_add_grant(billing_catalog *cat, const char *grant
                          "credit grant '%s': field 'applies_to' must name usage and/or "
                          "subscription",
                          grant_id);
-    st = amount_of(cat, grant_id, amount, &amt, errbuf, errsize);
+    st = decimal_of(cat, &cat->amount_map, "field 'amount'", cat->digits, check_amount, grant_id,
+                    amount, &amt, errbuf, errsize);
     if (st != BILLING_OK)
         return st;
     g = bl_vec_push(&cat->grants, sizeof(*g));
