@@ -936,23 +936,248 @@ static int flat_grant(cfg *c, const flat *f, const char *path)
 
 typedef int (*flat_fn)(cfg *c, const flat *f, const char *path);
 
+/*
+ * The syntax of a whole top-level value, checked without a tree before
+ * anything is applied: the whole-tree parser reports a syntax error (or a
+ * key twice) before any refusal of a value, so the element-by-element
+ * reader must know first that none will come. The check is stricter than
+ * jansson, never laxer: what it accepts jansson reads without error, and
+ * what it refuses (a syntax error, but also an escaped key, a \u0000 or a
+ * surrogate escape, an exponent, a number of more than 18 characters,
+ * more than 16 keys in an object, nesting deeper than 64) goes to the
+ * whole-tree parser, which gives its own message or reads it correctly.
+ */
+#define CHECK_DEPTH_MAX 64
+#define CHECK_KEYS_MAX 16
+#define CHECK_NUMBER_MAX 18
+
+static size_t check_value(const char *t, size_t len, size_t i, int depth);
+
+/* Length of the well-formed UTF-8 sequence at @u (@left bytes), or 0 (RFC 3629 table). */
+static size_t utf8_length(const unsigned char *u, size_t left)
+{
+    size_t n;
+    size_t k;
+    unsigned char lo = 0x80;
+    unsigned char hi = 0xbf;
+
+    if (u[0] >= 0xc2 && u[0] <= 0xdf)
+        n = 2;
+    else if (u[0] >= 0xe0 && u[0] <= 0xef)
+        n = 3;
+    else if (u[0] >= 0xf0 && u[0] <= 0xf4)
+        n = 4;
+    else
+        return 0;
+    if (u[0] == 0xe0)
+        lo = 0xa0; /* overlong */
+    else if (u[0] == 0xed)
+        hi = 0x9f; /* surrogates */
+    else if (u[0] == 0xf0)
+        lo = 0x90; /* overlong */
+    else if (u[0] == 0xf4)
+        hi = 0x8f; /* past U+10FFFF */
+    if (left < n || u[1] < lo || u[1] > hi)
+        return 0;
+    for (k = 2; k < n; k++) {
+        if (u[k] < 0x80 || u[k] > 0xbf)
+            return 0;
+    }
+    return n;
+}
+
+static int hex_value(char ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+/* The escape at @i (its '\\'): the offset after it, or SCAN_BAD. */
+static size_t check_escape(const char *t, size_t len, size_t i)
+{
+    unsigned v = 0;
+    size_t k;
+    int h;
+
+    if (i + 1 >= len)
+        return SCAN_BAD;
+    if (strchr("\"\\/bfnrt", t[i + 1]) != NULL && t[i + 1] != '\0')
+        return i + 2;
+    if (t[i + 1] != 'u' || i + 6 > len)
+        return SCAN_BAD;
+    for (k = 2; k < 6; k++) {
+        h = hex_value(t[i + k]);
+        if (h < 0)
+            return SCAN_BAD;
+        v = v * 16 + (unsigned)h;
+    }
+    /* jansson refuses \u0000 and lone surrogates: leave pairs to it too. */
+    if (v == 0 || (v >= 0xd800 && v <= 0xdfff))
+        return SCAN_BAD;
+    return i + 6;
+}
+
+/* The string at @i (its '"'): the offset after it, or SCAN_BAD; *@escaped if it has one. */
+static size_t check_string(const char *t, size_t len, size_t i, int *escaped)
+{
+    const unsigned char *u = (const unsigned char *)t;
+    size_t n;
+
+    for (i++; i < len;) {
+        if (u[i] == '"')
+            return i + 1;
+        if (u[i] >= 0x20 && u[i] < 0x80 && u[i] != '\\') {
+            i++;
+            continue;
+        }
+        if (u[i] < 0x20)
+            return SCAN_BAD;
+        if (u[i] == '\\') {
+            *escaped = 1;
+            i = check_escape(t, len, i);
+            if (i == SCAN_BAD)
+                return SCAN_BAD;
+            continue;
+        }
+        n = utf8_length(u + i, len - i);
+        if (n == 0)
+            return SCAN_BAD;
+        i += n;
+    }
+    return SCAN_BAD;
+}
+
+static int is_digit(const char *t, size_t len, size_t i)
+{
+    return i < len && t[i] >= '0' && t[i] <= '9';
+}
+
+/* A number as JSON writes it, without exponent, at most CHECK_NUMBER_MAX characters. */
+static size_t check_number(const char *t, size_t len, size_t i)
+{
+    size_t start = i;
+
+    if (t[i] == '-')
+        i++;
+    if (!is_digit(t, len, i))
+        return SCAN_BAD;
+    if (t[i] == '0')
+        i++;
+    while (is_digit(t, len, i))
+        i++;
+    if (i < len && t[i] == '.') {
+        if (!is_digit(t, len, ++i))
+            return SCAN_BAD;
+        while (is_digit(t, len, i))
+            i++;
+    }
+    if (i - start > CHECK_NUMBER_MAX || (i < len && (t[i] == 'e' || t[i] == 'E')))
+        return SCAN_BAD;
+    return i;
+}
+
+static size_t check_literal(const char *t, size_t len, size_t i)
+{
+    static const char *const words[] = {"true", "false", "null"};
+    size_t k;
+    size_t n;
+
+    for (k = 0; k < 3; k++) {
+        n = strlen(words[k]);
+        if (len - i >= n && memcmp(t + i, words[k], n) == 0)
+            return i + n;
+    }
+    return SCAN_BAD;
+}
+
+/* One "key": value of an object; @keys holds the offsets of the keys before it. */
+static size_t check_member(const char *t, size_t len, size_t i, size_t *keys, size_t n,
+                           int depth)
+{
+    size_t end;
+    size_t k;
+    int escaped = 0;
+
+    if (i >= len || t[i] != '"' || n == CHECK_KEYS_MAX)
+        return SCAN_BAD;
+    end = check_string(t, len, i, &escaped);
+    if (end == SCAN_BAD || escaped)
+        return SCAN_BAD; /* jansson compares keys decoded */
+    for (k = 0; k < n; k++) {
+        if (scan_string(t, len, keys[k]) - keys[k] == end - i &&
+            memcmp(t + keys[k], t + i, end - i) == 0)
+            return SCAN_BAD; /* a key twice: jansson words it */
+    }
+    keys[n] = i;
+    i = scan_ws(t, len, end);
+    if (i >= len || t[i] != ':')
+        return SCAN_BAD;
+    return check_value(t, len, scan_ws(t, len, i + 1), depth);
+}
+
+/* The object (@close '}') or array (']') at @i: the offset after it, or SCAN_BAD. */
+static size_t check_container(const char *t, size_t len, size_t i, char close, int depth)
+{
+    size_t keys[CHECK_KEYS_MAX];
+    size_t n = 0;
+
+    if (depth >= CHECK_DEPTH_MAX)
+        return SCAN_BAD;
+    i = scan_ws(t, len, i + 1);
+    if (i < len && t[i] == close)
+        return i + 1;
+    for (;;) {
+        if (close == '}')
+            i = check_member(t, len, i, keys, n++, depth + 1);
+        else
+            i = check_value(t, len, i, depth + 1);
+        if (i == SCAN_BAD)
+            return SCAN_BAD;
+        i = scan_ws(t, len, i);
+        if (i < len && t[i] == close)
+            return i + 1;
+        if (i >= len || t[i] != ',')
+            return SCAN_BAD;
+        i = scan_ws(t, len, i + 1);
+    }
+}
+
+/* The value at @i (its first byte): the offset after it, or SCAN_BAD. */
+static size_t check_value(const char *t, size_t len, size_t i, int depth)
+{
+    int escaped = 0;
+
+    if (i >= len)
+        return SCAN_BAD;
+    switch (t[i]) {
+    case '{':
+        return check_container(t, len, i, '}', depth);
+    case '[':
+        return check_container(t, len, i, ']', depth);
+    case '"':
+        return check_string(t, len, i, &escaped);
+    case 't':
+    case 'f':
+    case 'n':
+        return check_literal(t, len, i);
+    default:
+        return check_number(t, len, i);
+    }
+}
+
 /* Where the arrays of the accounts file are: offsets of their '[' and past their ']'. */
 typedef struct top_spans {
     size_t begin[3];
     size_t end[3];
+    int description; /* seen once already */
 } top_spans;
 
 static const char *const top_arrays[3] = {"accounts", "subscriptions", "grants"};
-
-/* Whether [@t, @t + @n) is one well-formed JSON value (the one value not applied). */
-static int valid_json(const char *t, size_t n)
-{
-    json_error_t jerr;
-    json_t *v = json_loadb(t, n, JSON_DECODE_ANY, &jerr);
-
-    json_decref(v);
-    return v != NULL;
-}
 
 /* One "key": value pair at @*i; 0, or -1 when the whole-tree parser must take over. */
 static int scan_member(const char *t, size_t len, size_t *i, top_spans *sp)
@@ -968,12 +1193,12 @@ static int scan_member(const char *t, size_t len, size_t *i, top_spans *sp)
     if (v >= len || t[v] != ':')
         return -1;
     v = scan_ws(t, len, v + 1);
-    *i = scan_value(t, len, v);
+    *i = check_value(t, len, v, 0);
     if (*i == SCAN_BAD)
         return -1;
     if (key_end - 1 - key == strlen("description") &&
         memcmp(t + key, "description", key_end - 1 - key) == 0)
-        return valid_json(t + v, *i - v) ? 0 : -1;
+        return sp->description++ == 0 ? 0 : -1;
     for (k = 0; k < 3; k++) {
         if (key_end - 1 - key == strlen(top_arrays[k]) &&
             memcmp(t + key, top_arrays[k], key_end - 1 - key) == 0)

@@ -27,6 +27,9 @@
     "\"region\":\"cn-east-1\"}],\"versions\":[" PB_VERSION "]}"
 #define ACCOUNT                                                                                    \
     "{\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":\"Asia/Shanghai\",\"tax_rate\":\"0\"}"
+/* An account refused by the library (tax above 1), in a well-formed element. */
+#define TAX_106                                                                                    \
+    "{\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":\"UTC\",\"tax_rate\":\"1.06\"}"
 /* A usage grant @id of @amount to account "a" for January 2026. */
 #define GRANT(id, amount)                                                                          \
     "{\"id\":\"" id "\",\"account\":\"a\",\"amount\":\"" amount "\","                           \
@@ -324,6 +327,25 @@ static const bad_case bad_accounts[] = {
      "\"tax_rate\":\"0\"]}", "ac.json:1:", BILLING_ERR_PARSE},
     {"{\"accounts\":[{\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":\"UTC\","
      "\"tax_rate\":\"0\",\"description\":01}]}", "ac.json:1:", BILLING_ERR_PARSE},
+    /*
+     * A refusal early and a syntax error later (found by fuzz_accounts): the
+     * syntax error wins, as when jansson reads the whole file first.
+     */
+    {"{\"accounts\":[" TAX_106 "],\"subscriptions\":[{\"id\":\"s\",\"acci-1\",,\"plan\":\"p\"}]}",
+     "ac.json:1:", BILLING_ERR_PARSE},
+    {"{\"accounts\":[" TAX_106 ",{\"id\":\"b\",\"id\":\"c\"}]}", "duplicate object key",
+     BILLING_ERR_PARSE},
+    {"{\"accounts\":[" TAX_106 "],\"grants\":[{\"id\":\"\xff\"}]}", "ac.json:1:",
+     BILLING_ERR_PARSE},
+    {"{\"accounts\":[" TAX_106 "],\"grants\":[{\"id\":\"\\ud800\"}]}", "ac.json:1:",
+     BILLING_ERR_PARSE},
+    {"{\"accounts\":[" TAX_106 "],\"grants\":[{\"id\":1e999}]}", "ac.json:1:", BILLING_ERR_PARSE},
+    {"{\"accounts\":[" TAX_106 "],\"grants\":[{\"id\":99999999999999999999}]}", "ac.json:1:",
+     BILLING_ERR_PARSE},
+    {"{\"accounts\":[" TAX_106 "],\"grants\":[{\"id\":\"a\\u0000\"}]}", "ac.json:1:",
+     BILLING_ERR_PARSE},
+    {"{\"description\":1,\"accounts\":[" ACCOUNT "],\"description\":2}", "duplicate object key",
+     BILLING_ERR_PARSE},
 };
 
 START_TEST(test_bad_accounts)
