@@ -1067,9 +1067,10 @@ static size_t check_number(const char *t, size_t len, size_t i)
     if (!is_digit(t, len, i))
         return SCAN_BAD;
     if (t[i] == '0')
-        i++;
-    while (is_digit(t, len, i))
-        i++;
+        i++; /* no digit may follow a leading zero */
+    else
+        while (is_digit(t, len, i))
+            i++;
     if (i < len && t[i] == '.') {
         if (!is_digit(t, len, ++i))
             return SCAN_BAD;

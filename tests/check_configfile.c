@@ -346,6 +346,11 @@ static const bad_case bad_accounts[] = {
      BILLING_ERR_PARSE},
     {"{\"description\":1,\"accounts\":[" ACCOUNT "],\"description\":2}", "duplicate object key",
      BILLING_ERR_PARSE},
+    /* Found by fuzz_accounts in the check itself: a number with a leading zero. */
+    {"{\"accounts\":[" TAX_106 "],\"grants\":[{\"id\":\"g\",\"ay\":03}]}", "ac.json:1:",
+     BILLING_ERR_PARSE},
+    {"{\"accounts\":[" TAX_106 "],\"grants\":[{\"id\":\"g\",\"ay\":-00}]}", "ac.json:1:",
+     BILLING_ERR_PARSE},
 };
 
 START_TEST(test_bad_accounts)
