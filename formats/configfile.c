@@ -1226,7 +1226,9 @@ static int scan_top(const char *t, size_t len, top_spans *sp)
         i = scan_ws(t, len, i);
         if (i < len && t[i] == '}')
             break;
-        if (i >= len || t[i] != ',')
+        /* A comma must be followed by a member: "{...,}" is jansson's syntax error. */
+        if (i >= len || t[i] != ',' || scan_ws(t, len, i + 1) >= len ||
+            t[scan_ws(t, len, i + 1)] != '"')
             return -1;
     }
     if (i >= len || t[i] != '}' || scan_ws(t, len, i + 1) != len || sp->end[0] == 0)

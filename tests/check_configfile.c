@@ -351,6 +351,9 @@ static const bad_case bad_accounts[] = {
      BILLING_ERR_PARSE},
     {"{\"accounts\":[" TAX_106 "],\"grants\":[{\"id\":\"g\",\"ay\":-00}]}", "ac.json:1:",
      BILLING_ERR_PARSE},
+    /* Found by fuzz_accounts: a comma after the last top-level member was accepted. */
+    {"{\"accounts\":[" ACCOUNT "],}", "ac.json:1:", BILLING_ERR_PARSE},
+    {"{\"accounts\":[" ACCOUNT "] , }", "ac.json:1:", BILLING_ERR_PARSE},
 };
 
 START_TEST(test_bad_accounts)
