@@ -662,10 +662,10 @@ static size_t scan_value(const char *t, size_t len, size_t i)
 typedef struct flat_value {
     const char *key; /* in the text, not NUL-terminated */
     size_t key_len;
-    char kind;  /* 's' string, 'i' integer, 'a' array of strings */
-    char *text; /* 's': the string; 'a': its first string, each NUL-terminated */
-    size_t count;   /* 'a': number of strings */
-    long long num;  /* 'i' */
+    char kind;     /* 's' string, 'i' integer, 'a' array of strings */
+    char *text;    /* 's': the string; 'a': its first string, each NUL-terminated */
+    size_t count;  /* 'a': number of strings */
+    long long num; /* 'i' */
 } flat_value;
 
 typedef struct flat {
@@ -724,8 +724,7 @@ static int flat_integer(flat_value *v, const char *t, size_t end, size_t *i)
     }
     if (j == start || j >= end || (t[start] == '0' && j - start > 1))
         return -1;
-    if (t[j] != ',' && t[j] != '}' && t[j] != ' ' && t[j] != '\t' && t[j] != '\n' &&
-        t[j] != '\r')
+    if (t[j] != ',' && t[j] != '}' && t[j] != ' ' && t[j] != '\t' && t[j] != '\n' && t[j] != '\r')
         return -1;
     v->kind = 'i';
     v->num = t[*i] == '-' ? -num : num;
@@ -915,8 +914,8 @@ static int flat_account(cfg *c, const flat *f, const char *path)
 
     if (!flat_keys_allowed(f, account_keys) || flat_str(f, "id", 0, &a.id) != 0 ||
         flat_str(f, "currency", 0, &a.currency) != 0 ||
-        flat_str(f, "time_zone", 0, &a.zone_name) != 0 ||
-        flat_str(f, "tax_rate", 0, &a.tax) != 0 || flat_str(f, "book", 1, &a.book) != 0)
+        flat_str(f, "time_zone", 0, &a.zone_name) != 0 || flat_str(f, "tax_rate", 0, &a.tax) != 0 ||
+        flat_str(f, "book", 1, &a.book) != 0)
         return FLAT_SLOW;
     return apply_account(c, &a, path);
 }
@@ -1097,8 +1096,7 @@ static size_t check_literal(const char *t, size_t len, size_t i)
 }
 
 /* One "key": value of an object; @keys holds the offsets of the keys before it. */
-static size_t check_member(const char *t, size_t len, size_t i, size_t *keys, size_t n,
-                           int depth)
+static size_t check_member(const char *t, size_t len, size_t i, size_t *keys, size_t n, int depth)
 {
     size_t end;
     size_t k;

@@ -32,7 +32,8 @@
 
 static const char pricebook[] =
     "{\"currency\":\"CNY\",\"plans\":["
-    "{\"id\":\"rtx4090x8-daily\",\"period\":\"day\",\"model\":\"RTX4090\",\"region\":\"cn-east-1\"},"
+    "{\"id\":\"rtx4090x8-daily\",\"period\":\"day\",\"model\":\"RTX4090\",\"region\":\"cn-east-1\"}"
+    ","
     "{\"id\":\"rtx4090x8-monthly\",\"period\":\"month\",\"model\":\"RTX4090\","
     "\"region\":\"cn-east-1\",\"refundable\":true}],"
     "\"versions\":[{\"id\":\"2026-01\",\"effective_from\":\"2026-01-01T00:00:00+08:00\","

@@ -931,8 +931,7 @@ billing_status billing_catalog_add_grant(billing_catalog *cat, const char *grant
     g->expires_at = expires_at;
     g->kinds = kinds;
     g->priority = priority;
-    if (g->id == NULL ||
-        bl_strmap_insert_hashed(&cat->grant_map, hash, cat->grants.len - 1) != 0) {
+    if (g->id == NULL || bl_strmap_insert_hashed(&cat->grant_map, hash, cat->grants.len - 1) != 0) {
         cat->grants.len--;
         goto nomem;
     }

@@ -221,8 +221,7 @@ static billing_status freeze_grants(billing_catalog *cat)
     for (i = 0; i < cat->accounts.len; i++) {
         a = BL_AT(cat->accounts, bl_account, i);
         /* One grant (the usual trial) is in order already: no sort, no allocation. */
-        if (a->n_grants > 1 &&
-            sort_indices(cat, a->grants, a->n_grants, a->grants, cmp_grant) != 0)
+        if (a->n_grants > 1 && sort_indices(cat, a->grants, a->n_grants, a->grants, cmp_grant) != 0)
             return BILLING_ERR_NOMEM;
         for (j = 0; j < a->n_grants; j++) {
             g = BL_AT(cat->grants, bl_grant, a->grants[j]);

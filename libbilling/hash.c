@@ -71,8 +71,7 @@ size_t bl_strmap_find_hashed(const bl_strmap *m, const char *key, uint64_t hash,
     return (size_t)-1;
 }
 
-size_t bl_strmap_find(const bl_strmap *m, const char *key, bl_strmap_key_fn key_of,
-                      const void *ctx)
+size_t bl_strmap_find(const bl_strmap *m, const char *key, bl_strmap_key_fn key_of, const void *ctx)
 {
     if (m->cap == 0)
         return (size_t)-1;

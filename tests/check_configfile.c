@@ -28,12 +28,11 @@
 #define ACCOUNT                                                                                    \
     "{\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":\"Asia/Shanghai\",\"tax_rate\":\"0\"}"
 /* An account refused by the library (tax above 1), in a well-formed element. */
-#define TAX_106                                                                                    \
-    "{\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":\"UTC\",\"tax_rate\":\"1.06\"}"
+#define TAX_106 "{\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":\"UTC\",\"tax_rate\":\"1.06\"}"
 /* A usage grant @id of @amount to account "a" for January 2026. */
 #define GRANT(id, amount)                                                                          \
-    "{\"id\":\"" id "\",\"account\":\"a\",\"amount\":\"" amount "\","                           \
-    "\"granted_at\":\"2026-01-01T00:00:00Z\",\"expires_at\":\"2026-02-01T00:00:00Z\","           \
+    "{\"id\":\"" id "\",\"account\":\"a\",\"amount\":\"" amount "\","                              \
+    "\"granted_at\":\"2026-01-01T00:00:00Z\",\"expires_at\":\"2026-02-01T00:00:00Z\","             \
     "\"applies_to\":[\"usage\"]}"
 
 static billing_status pricebook(const char *text, char *err)
@@ -275,7 +274,8 @@ static const bad_case bad_accounts[] = {
      BILLING_ERR_PARSE},
     {"{\"accounts\":[" ACCOUNT ",7]}", "ac.json: accounts[1]: must be an object, not a number",
      BILLING_ERR_INVALID},
-    /* Flat elements (read without jansson) that the library refuses: its message, as on jansson's. */
+    /* Flat elements (read without jansson) that the library refuses: its message, as on jansson's.
+     */
     {"{\"accounts\":[{\"id\":\"a b\",\"currency\":\"CNY\",\"time_zone\":\"UTC\","
      "\"tax_rate\":\"0\"}]}",
      "ac.json: accounts[0]: account id 'a b' must be 1 to 128 printable characters",
@@ -324,9 +324,11 @@ static const bad_case bad_accounts[] = {
      "\"tax_rate\":\"0\",\"tax_rate\":\"0\"}]}",
      "duplicate object key", BILLING_ERR_PARSE},
     {"{\"accounts\":[{\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":\"UTC\","
-     "\"tax_rate\":\"0\"]}", "ac.json:1:", BILLING_ERR_PARSE},
+     "\"tax_rate\":\"0\"]}",
+     "ac.json:1:", BILLING_ERR_PARSE},
     {"{\"accounts\":[{\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":\"UTC\","
-     "\"tax_rate\":\"0\",\"description\":01}]}", "ac.json:1:", BILLING_ERR_PARSE},
+     "\"tax_rate\":\"0\",\"description\":01}]}",
+     "ac.json:1:", BILLING_ERR_PARSE},
     /*
      * A refusal early and a syntax error later (found by fuzz_accounts): the
      * syntax error wins, as when jansson reads the whole file first.
@@ -335,22 +337,22 @@ static const bad_case bad_accounts[] = {
      "ac.json:1:", BILLING_ERR_PARSE},
     {"{\"accounts\":[" TAX_106 ",{\"id\":\"b\",\"id\":\"c\"}]}", "duplicate object key",
      BILLING_ERR_PARSE},
-    {"{\"accounts\":[" TAX_106 "],\"grants\":[{\"id\":\"\xff\"}]}", "ac.json:1:",
-     BILLING_ERR_PARSE},
-    {"{\"accounts\":[" TAX_106 "],\"grants\":[{\"id\":\"\\ud800\"}]}", "ac.json:1:",
-     BILLING_ERR_PARSE},
+    {"{\"accounts\":[" TAX_106 "],\"grants\":[{\"id\":\"\xff\"}]}",
+     "ac.json:1:", BILLING_ERR_PARSE},
+    {"{\"accounts\":[" TAX_106 "],\"grants\":[{\"id\":\"\\ud800\"}]}",
+     "ac.json:1:", BILLING_ERR_PARSE},
     {"{\"accounts\":[" TAX_106 "],\"grants\":[{\"id\":1e999}]}", "ac.json:1:", BILLING_ERR_PARSE},
-    {"{\"accounts\":[" TAX_106 "],\"grants\":[{\"id\":99999999999999999999}]}", "ac.json:1:",
-     BILLING_ERR_PARSE},
-    {"{\"accounts\":[" TAX_106 "],\"grants\":[{\"id\":\"a\\u0000\"}]}", "ac.json:1:",
-     BILLING_ERR_PARSE},
+    {"{\"accounts\":[" TAX_106 "],\"grants\":[{\"id\":99999999999999999999}]}",
+     "ac.json:1:", BILLING_ERR_PARSE},
+    {"{\"accounts\":[" TAX_106 "],\"grants\":[{\"id\":\"a\\u0000\"}]}",
+     "ac.json:1:", BILLING_ERR_PARSE},
     {"{\"description\":1,\"accounts\":[" ACCOUNT "],\"description\":2}", "duplicate object key",
      BILLING_ERR_PARSE},
     /* Found by fuzz_accounts in the check itself: a number with a leading zero. */
-    {"{\"accounts\":[" TAX_106 "],\"grants\":[{\"id\":\"g\",\"ay\":03}]}", "ac.json:1:",
-     BILLING_ERR_PARSE},
-    {"{\"accounts\":[" TAX_106 "],\"grants\":[{\"id\":\"g\",\"ay\":-00}]}", "ac.json:1:",
-     BILLING_ERR_PARSE},
+    {"{\"accounts\":[" TAX_106 "],\"grants\":[{\"id\":\"g\",\"ay\":03}]}",
+     "ac.json:1:", BILLING_ERR_PARSE},
+    {"{\"accounts\":[" TAX_106 "],\"grants\":[{\"id\":\"g\",\"ay\":-00}]}",
+     "ac.json:1:", BILLING_ERR_PARSE},
     /* Found by fuzz_accounts: a comma after the last top-level member was accepted. */
     {"{\"accounts\":[" ACCOUNT "],}", "ac.json:1:", BILLING_ERR_PARSE},
     {"{\"accounts\":[" ACCOUNT "] , }", "ac.json:1:", BILLING_ERR_PARSE},
@@ -404,11 +406,11 @@ END_TEST
  */
 static const char *const good_accounts[] = {
     "{\"grants\":[" GRANT("g1", "1.00") "," GRANT("g2", "1.0") "," GRANT("g3", "1.00") "," GRANT(
-        "g4", "0.5")
-    "],\"accounts\":[{\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":\"Asia/Shanghai\","
-    "\"tax_rate\":\"0.06\"},{\"id\":\"b\",\"currency\":\"CNY\",\"time_zone\":\"UTC\","
-    "\"tax_rate\":\"0.060\"},{\"id\":\"c\",\"currency\":\"CNY\",\"time_zone\":\"UTC\","
-    "\"tax_rate\":\"0.06\"}]}",
+        "g4",
+        "0.5") "],\"accounts\":[{\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":\"Asia/Shanghai\","
+               "\"tax_rate\":\"0.06\"},{\"id\":\"b\",\"currency\":\"CNY\",\"time_zone\":\"UTC\","
+               "\"tax_rate\":\"0.060\"},{\"id\":\"c\",\"currency\":\"CNY\",\"time_zone\":\"UTC\","
+               "\"tax_rate\":\"0.06\"}]}",
     "{ \"description\" : \"m\\u00e9lange\" ,\n \"accounts\" : [ { \"tax_rate\" : \"0.1\" ,"
     " \"time_zone\":\"UTC\", \"currency\":\"CNY\",\"id\":\"a\",\"description\":[\"x\",\"y\"]}"
     " ,\r\n{\"id\":\"b\\u0062\",\"currency\":\"CNY\",\"time_zone\":\"UTC\",\"tax_rate\":\"0\","
@@ -575,7 +577,8 @@ START_TEST(test_element_path_numbers)
                   "%s", err);
     numbered_accounts(text, sizeof(text), "UTC", 11);
     ck_assert_int_eq(accounts(text, err), BILLING_ERR_INVALID);
-    ck_assert_str_eq(err, "ac.json: grants[10]: credit grant 'g10': field 'amount' must be positive");
+    ck_assert_str_eq(err,
+                     "ac.json: grants[10]: credit grant 'g10': field 'amount' must be positive");
 }
 END_TEST
 

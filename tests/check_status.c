@@ -55,9 +55,9 @@ START_TEST(test_rater_new_reports_why)
     ck_assert_int_eq(billing_rater_new(cat, &r, err, sizeof(err)), BILLING_ERR_STATE);
     ck_assert_ptr_null(r);
     ck_assert_str_eq(err, "catalog has no currency");
-    ck_assert_int_eq(billing_catalog_set_currency(cat, "USD", BILLING_ROUND_HALF_EVEN, err,
-                                                  sizeof(err)),
-                     BILLING_OK);
+    ck_assert_int_eq(
+        billing_catalog_set_currency(cat, "USD", BILLING_ROUND_HALF_EVEN, err, sizeof(err)),
+        BILLING_OK);
     ck_assert_int_eq(billing_rater_new(cat, &r, NULL, 0), BILLING_OK);
     ck_assert_ptr_nonnull(r);
     billing_rater_destroy(r);
