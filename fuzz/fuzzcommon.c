@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "billing/v1/usage_event.pb-c.h"
+#include "billing_config.h"
 #include "fuzzcommon.h"
 #include "takeback.h"
 
@@ -67,6 +68,14 @@ static const unsigned char eastern_tzif[] = {
     '\n', 'E', 'S', 'T', '5', 'E', 'D', 'T', ',', 'M', '3', '.', '2', '.', '0', ',', 'M', '1', '1',
     '.', '1', '.', '0', '\n'};
 /* clang-format on */
+
+billing_config_zones *fz_config_zones(void)
+{
+    billing_config_zones *zones = billing_config_zones_new();
+
+    FZ_CHECK(zones != NULL, "out of memory");
+    return zones;
+}
 
 billing_zone *fz_eastern_zone(void)
 {
