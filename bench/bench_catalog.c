@@ -185,7 +185,7 @@ int main(int argc, char **argv)
            cpu_s() - c0, rss_mib(), rss_mib() - base + (long)(len >> 20), peak_mib());
     t0 = now_s();
     c0 = cpu_s();
-    r = billing_rater_new(cat, err, sizeof(err));
+    billing_rater_new(cat, &r, err, sizeof(err));
     if (r == NULL || billing_rater_set_dedupe(r, 0) != BILLING_OK) {
         fprintf(stderr, "%s\n", err);
         goto out;

@@ -82,7 +82,7 @@ static int cmp_u64(const void *a, const void *b)
 static int run(billing_catalog *cat, const spec *specs, int n_specs, long events, int dedupe)
 {
     char err[256];
-    billing_rater *r = billing_rater_new(cat, err, sizeof(err));
+    billing_rater *r = NULL;
     billing_event *ev = billing_event_new();
     uint64_t *lat = malloc(sizeof(uint64_t) * (size_t)(events / BATCH + 1));
     size_t n_lat = 0;
@@ -93,7 +93,7 @@ static int run(billing_catalog *cat, const spec *specs, int n_specs, long events
     const spec *s;
     char id[48];
 
-    if (r == NULL || ev == NULL || lat == NULL) {
+    if (billing_rater_new(cat, &r, err, sizeof(err)) != BILLING_OK || ev == NULL || lat == NULL) {
         fprintf(stderr, "bench_rate: setup failed: %s\n", err);
         return 1;
     }

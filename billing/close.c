@@ -322,7 +322,7 @@ static int run_batch(close_run_ctx *x, bs_conn *c, billing_event *ev, size_t fro
     memset(&b, 0, sizeof(b));
     b.x = x;
     b.ev = ev;
-    b.r = billing_rater_new(x->cat, NULL, 0);
+    billing_rater_new(x->cat, &b.r, NULL, 0);
     for (i = from; ids != NULL && i < to; i++)
         json_array_append(ids, json_array_get(x->accounts, i));
     acc_text = ids != NULL ? json_dumps(ids, JSON_COMPACT) : NULL;
@@ -510,7 +510,7 @@ static int prepare(close_run_ctx *x, bs_conn *c)
     snprintf(x->s->currency, sizeof(x->s->currency), "%s", bs_catalog_currency(x->stored));
     x->s->digits = billing_currency_digits(x->s->currency);
     /* The first rater freezes the catalog: before the workers share it. */
-    probe = billing_rater_new(x->cat, msg, sizeof(msg));
+    billing_rater_new(x->cat, &probe, msg, sizeof(msg));
     if (probe == NULL) {
         cli_error("close: the stored catalog is refused: %s", msg);
         return CLI_EXIT_INPUT;

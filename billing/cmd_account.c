@@ -105,7 +105,7 @@ static int show(bs_conn *c, bs_catalog *cat, const char *account, billing_time_t
     billing_status st;
     int rc = CLI_EXIT_OK;
 
-    r = billing_rater_new(bs_catalog_lib(cat), msg, sizeof(msg));
+    billing_rater_new(bs_catalog_lib(cat), &r, msg, sizeof(msg));
     if (r == NULL) {
         cli_error("account balance: catalog: %s", msg);
         return CLI_EXIT_INPUT;

@@ -463,7 +463,7 @@ static int load_book(rate_ctx *c, rate_book *b)
         cli_error("%s", err);
         return CLI_EXIT_INPUT;
     }
-    b->rater = billing_rater_new(b->cat, err, sizeof(err));
+    billing_rater_new(b->cat, &b->rater, err, sizeof(err));
     if (b->rater == NULL) {
         cli_error("%s + %s: %s", b->path, c->opts.accounts, err);
         return CLI_EXIT_INPUT;

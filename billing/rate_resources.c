@@ -36,7 +36,7 @@ static int add_rater(rate_ctx *c, rate_resources *rr, const char *resource)
         return -1;
     rr->names = names;
     rr->names[rr->n] = strdup(resource);
-    rr->raters[rr->n] = billing_rater_new(c->cat, err, sizeof(err));
+    billing_rater_new(c->cat, &rr->raters[rr->n], err, sizeof(err));
     if (rr->names[rr->n] == NULL || rr->raters[rr->n] == NULL) {
         free(rr->names[rr->n]);
         billing_rater_destroy(rr->raters[rr->n]);

@@ -331,7 +331,7 @@ static bs_status check_account(bd_alerts *a, bs_conn *c, const touched *t, const
 
     if (granted_at(c, t->account, t->last, granted, currency, err) != 0)
         return err != NULL ? err->status : BS_ERR_FATAL;
-    r = billing_rater_new(bs_catalog_lib(*a->cat), msg, sizeof(msg));
+    billing_rater_new(bs_catalog_lib(*a->cat), &r, msg, sizeof(msg));
     if (r == NULL)
         return bs_error_set(err, BS_ERR_INVALID, "alerts: %s", msg);
     billing_rater_set_dedupe(r, 0);

@@ -254,8 +254,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s (%s)\n", err, billing_strerror(st));
         goto out;
     }
-    l.rater = billing_rater_new(cat, err, sizeof(err));
-    if (l.rater == NULL) {
+    if (billing_rater_new(cat, &l.rater, err, sizeof(err)) != BILLING_OK) {
         fprintf(stderr, "%s\n", err);
         goto out;
     }

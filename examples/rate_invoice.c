@@ -171,10 +171,10 @@ int main(void)
     if (build_pricebook(cat, from) != 0 || build_account(cat, zone, from) != 0)
         goto out;
     /* Freezes the catalog: from here it may be shared by raters in several threads. */
-    r = billing_rater_new(cat, err, sizeof(err));
-    if (r == NULL) {
-        /* NULL: an inconsistent catalog or no memory; the message says which. */
-        fprintf(stderr, "rater: %s\n", err);
+    st = billing_rater_new(cat, &r, err, sizeof(err));
+    if (st != BILLING_OK) {
+        /* An inconsistent catalog or no memory: the status and the message say which. */
+        fail("rater", st, err);
         goto out;
     }
     if (rate_all(r, ev) != 0)

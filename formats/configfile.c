@@ -381,38 +381,49 @@ static const char *const grant_keys[] = {"description", "id",         "account",
                                          "amount",      "granted_at", "expires_at",
                                          "applies_to",  "priority",   NULL};
 
-static int add_account(cfg *c, const json_t *item, const char *path, void *arg)
-{
-    const char *book;
+/* An account's fields, from a jansson object or from the flat scanner below. */
+typedef struct account_fields {
     const char *id;
     const char *currency;
     const char *zone_name;
     const char *tax;
+    const char *book; /* NULL when absent */
+} account_fields;
+
+static int apply_account(cfg *c, const account_fields *f, const char *path)
+{
     const billing_zone *zone;
 
-    (void)arg;
-    if (check_object(c, item, path, account_keys) != 0 ||
-        get_string(c, item, path, "id", 0, &id) != 0 ||
-        get_string(c, item, path, "currency", 0, &currency) != 0 ||
-        get_string(c, item, path, "time_zone", 0, &zone_name) != 0 ||
-        get_string(c, item, path, "tax_rate", 0, &tax) != 0 ||
-        get_string(c, item, path, "book", 1, &book) != 0)
-        return -1;
     if (c->book != NULL) {
-        if (book == NULL || strcmp(book, c->book) != 0)
+        if (f->book == NULL || strcmp(f->book, c->book) != 0)
             return 0;
-        if (json_object_set_new(c->taken, id, json_true()) != 0) {
+        if (json_object_set_new(c->taken, f->id, json_true()) != 0) {
             c->status = BILLING_ERR_NOMEM;
             return bc_seterr(c->errbuf, c->errsize, "%s: out of memory", c->name);
         }
     }
-    if (lib(c, billing_config_zones_get(c->zones, zone_name, &zone, c->liberr,
+    if (lib(c, billing_config_zones_get(c->zones, f->zone_name, &zone, c->liberr,
                                         sizeof(c->liberr))) != BILLING_OK)
         return cfg_fail(c, path, "time_zone", "%s", c->liberr);
-    if (lib(c, billing_catalog_add_account(c->cat, id, currency, zone, tax, c->liberr,
+    if (lib(c, billing_catalog_add_account(c->cat, f->id, f->currency, zone, f->tax, c->liberr,
                                            sizeof(c->liberr))) != BILLING_OK)
         return lib_fail(c, path);
     return 0;
+}
+
+static int add_account(cfg *c, const json_t *item, const char *path, void *arg)
+{
+    account_fields f;
+
+    (void)arg;
+    if (check_object(c, item, path, account_keys) != 0 ||
+        get_string(c, item, path, "id", 0, &f.id) != 0 ||
+        get_string(c, item, path, "currency", 0, &f.currency) != 0 ||
+        get_string(c, item, path, "time_zone", 0, &f.zone_name) != 0 ||
+        get_string(c, item, path, "tax_rate", 0, &f.tax) != 0 ||
+        get_string(c, item, path, "book", 1, &f.book) != 0)
+        return -1;
+    return apply_account(c, &f, path);
 }
 
 /*
@@ -495,8 +506,8 @@ static int get_kinds(cfg *c, const json_t *item, const char *path, unsigned *kin
     return 0;
 }
 
-static int add_grant(cfg *c, const json_t *item, const char *path, void *arg)
-{
+/* A grant's fields, from a jansson object or from the flat scanner below. */
+typedef struct grant_fields {
     const char *id;
     const char *account;
     const char *amount;
@@ -504,24 +515,34 @@ static int add_grant(cfg *c, const json_t *item, const char *path, void *arg)
     billing_time_t expires;
     unsigned kinds;
     long long priority;
+} grant_fields;
+
+static int apply_grant(cfg *c, const grant_fields *f, const char *path)
+{
+    if (!taken(c, f->account))
+        return 0;
+    if (lib(c, billing_catalog_add_grant(c->cat, f->id, f->account, f->amount, f->granted,
+                                         f->expires, f->kinds, (int)f->priority, c->liberr,
+                                         sizeof(c->liberr))) != BILLING_OK)
+        return lib_fail(c, path);
+    return 0;
+}
+
+static int add_grant(cfg *c, const json_t *item, const char *path, void *arg)
+{
+    grant_fields f;
 
     (void)arg;
     if (check_object(c, item, path, grant_keys) != 0 ||
-        get_string(c, item, path, "id", 0, &id) != 0 ||
-        get_string(c, item, path, "account", 0, &account) != 0 ||
-        get_string(c, item, path, "amount", 0, &amount) != 0 ||
-        get_time(c, item, path, "granted_at", 0, &granted) != 0 ||
-        get_time(c, item, path, "expires_at", 0, &expires) != 0 ||
-        get_kinds(c, item, path, &kinds) != 0 ||
-        get_int(c, item, path, "priority", 1, -1000000, 1000000, 0, &priority) != 0)
+        get_string(c, item, path, "id", 0, &f.id) != 0 ||
+        get_string(c, item, path, "account", 0, &f.account) != 0 ||
+        get_string(c, item, path, "amount", 0, &f.amount) != 0 ||
+        get_time(c, item, path, "granted_at", 0, &f.granted) != 0 ||
+        get_time(c, item, path, "expires_at", 0, &f.expires) != 0 ||
+        get_kinds(c, item, path, &f.kinds) != 0 ||
+        get_int(c, item, path, "priority", 1, -1000000, 1000000, 0, &f.priority) != 0)
         return -1;
-    if (!taken(c, account))
-        return 0;
-    if (lib(c, billing_catalog_add_grant(c->cat, id, account, amount, granted, expires, kinds,
-                                         (int)priority, c->liberr, sizeof(c->liberr))) !=
-        BILLING_OK)
-        return lib_fail(c, path);
-    return 0;
+    return apply_grant(c, &f, path);
 }
 
 static int apply_accounts(cfg *c, const json_t *root)
@@ -616,23 +637,546 @@ static size_t scan_value(const char *t, size_t len, size_t i)
     return i;
 }
 
+/* Flat elements: the usual accounts and grants without a jansson tree. */
+
+/*
+ * A million accounts and their trial grants are two million small objects
+ * of plain strings, and a jansson tree of each costs a dozen allocations
+ * (doc/performance.md "Catalog scale"). The scanner below reads an element
+ * of that usual shape in place: an object whose values are strings of
+ * printable ASCII without escapes, integers without fraction or exponent,
+ * or arrays of such strings, with no key twice, whose fields are the ones
+ * its kind takes, with the types it takes. Anything else (an escape, a
+ * byte outside printable ASCII, a fraction, true/false/null, a nested
+ * object, a missing, unknown or repeated field, a value the field refuses,
+ * a syntax error) makes it answer FLAT_SLOW before anything is applied,
+ * and the element goes to jansson and the shape checks above, which give
+ * every message. So the scanner never words an error itself: only the
+ * library calls fail on its path, with the messages they give on jansson's.
+ */
+#define FLAT_SLOW 1
+#define FLAT_MEMBERS_MAX 10 /* more members than any kind has fields: jansson's */
+#define FLAT_TEXT_MAX 1024  /* the element's strings, copied; longer: jansson's */
+#define FLAT_DIGITS_MAX 15  /* an integer with more digits is jansson's */
+
+typedef struct flat_value {
+    const char *key; /* in the text, not NUL-terminated */
+    size_t key_len;
+    char kind;     /* 's' string, 'i' integer, 'a' array of strings */
+    char *text;    /* 's': the string; 'a': its first string, each NUL-terminated */
+    size_t count;  /* 'a': number of strings */
+    long long num; /* 'i' */
+} flat_value;
+
+typedef struct flat {
+    flat_value v[FLAT_MEMBERS_MAX];
+    size_t n;
+    size_t used;
+    char buf[FLAT_TEXT_MAX];
+} flat;
+
+/* Printable ASCII but '"' and '\\': a string byte that means itself. */
+static int plain_char(unsigned char ch)
+{
+    return ch >= 0x20 && ch < 0x7f && ch != '"' && ch != '\\';
+}
+
+/* The plain string at @*i (its '"'): its length and the offset after it, or SCAN_BAD. */
+static size_t flat_span(const char *t, size_t end, size_t *i)
+{
+    size_t s = *i + 1;
+    size_t j = s;
+
+    while (j < end && plain_char((unsigned char)t[j]))
+        j++;
+    if (j >= end || t[j] != '"')
+        return SCAN_BAD;
+    *i = j + 1;
+    return j - s;
+}
+
+/* Copy the plain string at @*i into @f's buffer; NULL when not plain or no room. */
+static char *flat_string(flat *f, const char *t, size_t end, size_t *i)
+{
+    size_t start = *i + 1;
+    size_t n = flat_span(t, end, i);
+    char *out;
+
+    if (n == SCAN_BAD || n + 1 > sizeof(f->buf) - f->used)
+        return NULL;
+    out = f->buf + f->used;
+    memcpy(out, t + start, n);
+    out[n] = '\0';
+    f->used += n + 1;
+    return out;
+}
+
+/* An integer as JSON writes it (no leading zero), followed by a delimiter. */
+static int flat_integer(flat_value *v, const char *t, size_t end, size_t *i)
+{
+    size_t j = *i + (t[*i] == '-');
+    size_t start = j;
+    long long num = 0;
+
+    while (j < end && t[j] >= '0' && t[j] <= '9' && j - start < FLAT_DIGITS_MAX) {
+        num = num * 10 + (t[j] - '0');
+        j++;
+    }
+    if (j == start || j >= end || (t[start] == '0' && j - start > 1))
+        return -1;
+    if (t[j] != ',' && t[j] != '}' && t[j] != ' ' && t[j] != '\t' && t[j] != '\n' && t[j] != '\r')
+        return -1;
+    v->kind = 'i';
+    v->num = t[*i] == '-' ? -num : num;
+    *i = j;
+    return 0;
+}
+
+/* An array of plain strings, copied one after the other. */
+static int flat_array(flat *f, flat_value *v, const char *t, size_t end, size_t *i)
+{
+    size_t j = scan_ws(t, end, *i + 1);
+
+    v->kind = 'a';
+    v->text = f->buf + f->used;
+    v->count = 0;
+    if (j < end && t[j] == ']') {
+        *i = j + 1;
+        return 0;
+    }
+    for (;;) {
+        if (j >= end || t[j] != '"' || flat_string(f, t, end, &j) == NULL)
+            return -1;
+        v->count++;
+        j = scan_ws(t, end, j);
+        if (j < end && t[j] == ']')
+            break;
+        if (j >= end || t[j] != ',')
+            return -1;
+        j = scan_ws(t, end, j + 1);
+    }
+    *i = j + 1;
+    return 0;
+}
+
+static int flat_value_at(flat *f, flat_value *v, const char *t, size_t end, size_t *i)
+{
+    if (t[*i] == '"') {
+        v->kind = 's';
+        v->text = flat_string(f, t, end, i);
+        return v->text != NULL ? 0 : -1;
+    }
+    if (t[*i] == '[')
+        return flat_array(f, v, t, end, i);
+    return flat_integer(v, t, end, i);
+}
+
+/* The member "key": value at @*i (its '"'); -1 when not flat. */
+static int flat_member(flat *f, const char *t, size_t end, size_t *i)
+{
+    flat_value *v = &f->v[f->n];
+    size_t k;
+
+    if (f->n == FLAT_MEMBERS_MAX)
+        return -1;
+    v->key = t + *i + 1;
+    v->key_len = flat_span(t, end, i);
+    if (v->key_len == SCAN_BAD)
+        return -1;
+    for (k = 0; k < f->n; k++) {
+        if (f->v[k].key_len == v->key_len && memcmp(f->v[k].key, v->key, v->key_len) == 0)
+            return -1; /* jansson words the duplicate */
+    }
+    *i = scan_ws(t, end, *i);
+    if (*i >= end || t[*i] != ':')
+        return -1;
+    *i = scan_ws(t, end, *i + 1);
+    if (*i >= end || flat_value_at(f, v, t, end, i) != 0)
+        return -1;
+    f->n++;
+    return 0;
+}
+
+/* The object at @*i: 0 with @*i past its '}', or -1 when not flat. */
+static int flat_object(flat *f, const char *t, size_t end, size_t *i)
+{
+    size_t j = *i;
+
+    f->n = 0;
+    f->used = 0;
+    if (t[j] != '{')
+        return -1;
+    for (j = scan_ws(t, end, j + 1); j < end && t[j] == '"'; j = scan_ws(t, end, j + 1)) {
+        if (flat_member(f, t, end, &j) != 0)
+            return -1;
+        j = scan_ws(t, end, j);
+        if (j < end && t[j] == '}')
+            break;
+        if (j >= end || t[j] != ',')
+            return -1;
+    }
+    if (j >= end || t[j] != '}')
+        return -1;
+    *i = j + 1;
+    return 0;
+}
+
+static const flat_value *flat_get(const flat *f, const char *key)
+{
+    size_t n = strlen(key);
+    size_t k;
+
+    for (k = 0; k < f->n; k++) {
+        if (f->v[k].key_len == n && memcmp(f->v[k].key, key, n) == 0)
+            return &f->v[k];
+    }
+    return NULL;
+}
+
+/* Whether every member of @f is in the NULL-terminated @allowed. */
+static int flat_keys_allowed(const flat *f, const char *const *allowed)
+{
+    const char *const *a;
+    size_t k;
+
+    for (k = 0; k < f->n; k++) {
+        for (a = allowed; *a != NULL; a++) {
+            if (strlen(*a) == f->v[k].key_len && memcmp(*a, f->v[k].key, f->v[k].key_len) == 0)
+                break;
+        }
+        if (*a == NULL)
+            return 0;
+    }
+    return 1;
+}
+
+/* String field @key: 0 with it (NULL when absent and @optional), -1 otherwise. */
+static int flat_str(const flat *f, const char *key, int optional, const char **out)
+{
+    const flat_value *v = flat_get(f, key);
+
+    *out = NULL;
+    if (v == NULL)
+        return optional ? 0 : -1;
+    if (v->kind != 's')
+        return -1;
+    *out = v->text;
+    return 0;
+}
+
+static int flat_time(const flat *f, const char *key, billing_time_t *out)
+{
+    const char *s;
+
+    if (flat_str(f, key, 0, &s) != 0)
+        return -1;
+    return billing_time_parse(s, out, NULL, 0) == BILLING_OK ? 0 : -1;
+}
+
+/* "applies_to" as get_kinds reads it, when every element is a kind. */
+static int flat_kinds(const flat *f, unsigned *kinds)
+{
+    const flat_value *v = flat_get(f, "applies_to");
+    const char *s;
+    size_t k;
+
+    *kinds = 0;
+    if (v == NULL || v->kind != 'a' || v->count == 0)
+        return -1;
+    for (k = 0, s = v->text; k < v->count; k++, s += strlen(s) + 1) {
+        if (strcmp(s, "usage") == 0)
+            *kinds |= BILLING_CHARGE_USAGE;
+        else if (strcmp(s, "subscription") == 0)
+            *kinds |= BILLING_CHARGE_SUBSCRIPTION;
+        else
+            return -1;
+    }
+    return 0;
+}
+
+/* Optional integer "priority" as get_int reads it. */
+static int flat_priority(const flat *f, long long *out)
+{
+    const flat_value *v = flat_get(f, "priority");
+
+    *out = 0;
+    if (v == NULL)
+        return 0;
+    if (v->kind != 'i' || v->num < -1000000 || v->num > 1000000)
+        return -1;
+    *out = v->num;
+    return 0;
+}
+
+static int flat_account(cfg *c, const flat *f, const char *path)
+{
+    account_fields a;
+
+    if (!flat_keys_allowed(f, account_keys) || flat_str(f, "id", 0, &a.id) != 0 ||
+        flat_str(f, "currency", 0, &a.currency) != 0 ||
+        flat_str(f, "time_zone", 0, &a.zone_name) != 0 || flat_str(f, "tax_rate", 0, &a.tax) != 0 ||
+        flat_str(f, "book", 1, &a.book) != 0)
+        return FLAT_SLOW;
+    return apply_account(c, &a, path);
+}
+
+static int flat_grant(cfg *c, const flat *f, const char *path)
+{
+    grant_fields g;
+
+    if (!flat_keys_allowed(f, grant_keys) || flat_str(f, "id", 0, &g.id) != 0 ||
+        flat_str(f, "account", 0, &g.account) != 0 || flat_str(f, "amount", 0, &g.amount) != 0 ||
+        flat_time(f, "granted_at", &g.granted) != 0 ||
+        flat_time(f, "expires_at", &g.expires) != 0 || flat_kinds(f, &g.kinds) != 0 ||
+        flat_priority(f, &g.priority) != 0)
+        return FLAT_SLOW;
+    return apply_grant(c, &g, path);
+}
+
+typedef int (*flat_fn)(cfg *c, const flat *f, const char *path);
+
+/*
+ * The syntax of a whole top-level value, checked without a tree before
+ * anything is applied: the whole-tree parser reports a syntax error (or a
+ * key twice) before any refusal of a value, so the element-by-element
+ * reader must know first that none will come. The check is stricter than
+ * jansson, never laxer: what it accepts jansson reads without error, and
+ * what it refuses (a syntax error, but also an escaped key, a \u0000 or a
+ * surrogate escape, an exponent, a number of more than 18 characters,
+ * more than 16 keys in an object, nesting deeper than 64) goes to the
+ * whole-tree parser, which gives its own message or reads it correctly.
+ */
+#define CHECK_DEPTH_MAX 64
+#define CHECK_KEYS_MAX 16
+#define CHECK_NUMBER_MAX 18
+
+static size_t check_value(const char *t, size_t len, size_t i, int depth);
+
+/* Length of the well-formed UTF-8 sequence at @u (@left bytes), or 0 (RFC 3629 table). */
+static size_t utf8_length(const unsigned char *u, size_t left)
+{
+    size_t n;
+    size_t k;
+    unsigned char lo = 0x80;
+    unsigned char hi = 0xbf;
+
+    if (u[0] >= 0xc2 && u[0] <= 0xdf)
+        n = 2;
+    else if (u[0] >= 0xe0 && u[0] <= 0xef)
+        n = 3;
+    else if (u[0] >= 0xf0 && u[0] <= 0xf4)
+        n = 4;
+    else
+        return 0;
+    if (u[0] == 0xe0)
+        lo = 0xa0; /* overlong */
+    else if (u[0] == 0xed)
+        hi = 0x9f; /* surrogates */
+    else if (u[0] == 0xf0)
+        lo = 0x90; /* overlong */
+    else if (u[0] == 0xf4)
+        hi = 0x8f; /* past U+10FFFF */
+    if (left < n || u[1] < lo || u[1] > hi)
+        return 0;
+    for (k = 2; k < n; k++) {
+        if (u[k] < 0x80 || u[k] > 0xbf)
+            return 0;
+    }
+    return n;
+}
+
+static int hex_value(char ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+/* The escape at @i (its '\\'): the offset after it, or SCAN_BAD. */
+static size_t check_escape(const char *t, size_t len, size_t i)
+{
+    unsigned v = 0;
+    size_t k;
+    int h;
+
+    if (i + 1 >= len)
+        return SCAN_BAD;
+    if (strchr("\"\\/bfnrt", t[i + 1]) != NULL && t[i + 1] != '\0')
+        return i + 2;
+    if (t[i + 1] != 'u' || i + 6 > len)
+        return SCAN_BAD;
+    for (k = 2; k < 6; k++) {
+        h = hex_value(t[i + k]);
+        if (h < 0)
+            return SCAN_BAD;
+        v = v * 16 + (unsigned)h;
+    }
+    /* jansson refuses \u0000 and lone surrogates: leave pairs to it too. */
+    if (v == 0 || (v >= 0xd800 && v <= 0xdfff))
+        return SCAN_BAD;
+    return i + 6;
+}
+
+/* The string at @i (its '"'): the offset after it, or SCAN_BAD; *@escaped if it has one. */
+static size_t check_string(const char *t, size_t len, size_t i, int *escaped)
+{
+    const unsigned char *u = (const unsigned char *)t;
+    size_t n;
+
+    for (i++; i < len;) {
+        if (u[i] == '"')
+            return i + 1;
+        if (u[i] >= 0x20 && u[i] < 0x80 && u[i] != '\\') {
+            i++;
+            continue;
+        }
+        if (u[i] < 0x20)
+            return SCAN_BAD;
+        if (u[i] == '\\') {
+            *escaped = 1;
+            i = check_escape(t, len, i);
+            if (i == SCAN_BAD)
+                return SCAN_BAD;
+            continue;
+        }
+        n = utf8_length(u + i, len - i);
+        if (n == 0)
+            return SCAN_BAD;
+        i += n;
+    }
+    return SCAN_BAD;
+}
+
+static int is_digit(const char *t, size_t len, size_t i)
+{
+    return i < len && t[i] >= '0' && t[i] <= '9';
+}
+
+/* A number as JSON writes it, without exponent, at most CHECK_NUMBER_MAX characters. */
+static size_t check_number(const char *t, size_t len, size_t i)
+{
+    size_t start = i;
+
+    if (t[i] == '-')
+        i++;
+    if (!is_digit(t, len, i))
+        return SCAN_BAD;
+    if (t[i] == '0')
+        i++; /* no digit may follow a leading zero */
+    else
+        while (is_digit(t, len, i))
+            i++;
+    if (i < len && t[i] == '.') {
+        if (!is_digit(t, len, ++i))
+            return SCAN_BAD;
+        while (is_digit(t, len, i))
+            i++;
+    }
+    if (i - start > CHECK_NUMBER_MAX || (i < len && (t[i] == 'e' || t[i] == 'E')))
+        return SCAN_BAD;
+    return i;
+}
+
+static size_t check_literal(const char *t, size_t len, size_t i)
+{
+    static const char *const words[] = {"true", "false", "null"};
+    size_t k;
+    size_t n;
+
+    for (k = 0; k < 3; k++) {
+        n = strlen(words[k]);
+        if (len - i >= n && memcmp(t + i, words[k], n) == 0)
+            return i + n;
+    }
+    return SCAN_BAD;
+}
+
+/* One "key": value of an object; @keys holds the offsets of the keys before it. */
+static size_t check_member(const char *t, size_t len, size_t i, size_t *keys, size_t n, int depth)
+{
+    size_t end;
+    size_t k;
+    int escaped = 0;
+
+    if (i >= len || t[i] != '"' || n == CHECK_KEYS_MAX)
+        return SCAN_BAD;
+    end = check_string(t, len, i, &escaped);
+    if (end == SCAN_BAD || escaped)
+        return SCAN_BAD; /* jansson compares keys decoded */
+    for (k = 0; k < n; k++) {
+        if (scan_string(t, len, keys[k]) - keys[k] == end - i &&
+            memcmp(t + keys[k], t + i, end - i) == 0)
+            return SCAN_BAD; /* a key twice: jansson words it */
+    }
+    keys[n] = i;
+    i = scan_ws(t, len, end);
+    if (i >= len || t[i] != ':')
+        return SCAN_BAD;
+    return check_value(t, len, scan_ws(t, len, i + 1), depth);
+}
+
+/* The object (@close '}') or array (']') at @i: the offset after it, or SCAN_BAD. */
+static size_t check_container(const char *t, size_t len, size_t i, char close, int depth)
+{
+    size_t keys[CHECK_KEYS_MAX];
+    size_t n = 0;
+
+    if (depth >= CHECK_DEPTH_MAX)
+        return SCAN_BAD;
+    i = scan_ws(t, len, i + 1);
+    if (i < len && t[i] == close)
+        return i + 1;
+    for (;;) {
+        if (close == '}')
+            i = check_member(t, len, i, keys, n++, depth + 1);
+        else
+            i = check_value(t, len, i, depth + 1);
+        if (i == SCAN_BAD)
+            return SCAN_BAD;
+        i = scan_ws(t, len, i);
+        if (i < len && t[i] == close)
+            return i + 1;
+        if (i >= len || t[i] != ',')
+            return SCAN_BAD;
+        i = scan_ws(t, len, i + 1);
+    }
+}
+
+/* The value at @i (its first byte): the offset after it, or SCAN_BAD. */
+static size_t check_value(const char *t, size_t len, size_t i, int depth)
+{
+    int escaped = 0;
+
+    if (i >= len)
+        return SCAN_BAD;
+    switch (t[i]) {
+    case '{':
+        return check_container(t, len, i, '}', depth);
+    case '[':
+        return check_container(t, len, i, ']', depth);
+    case '"':
+        return check_string(t, len, i, &escaped);
+    case 't':
+    case 'f':
+    case 'n':
+        return check_literal(t, len, i);
+    default:
+        return check_number(t, len, i);
+    }
+}
+
 /* Where the arrays of the accounts file are: offsets of their '[' and past their ']'. */
 typedef struct top_spans {
     size_t begin[3];
     size_t end[3];
+    int description; /* seen once already */
 } top_spans;
 
 static const char *const top_arrays[3] = {"accounts", "subscriptions", "grants"};
-
-/* Whether [@t, @t + @n) is one well-formed JSON value (the one value not applied). */
-static int valid_json(const char *t, size_t n)
-{
-    json_error_t jerr;
-    json_t *v = json_loadb(t, n, JSON_DECODE_ANY, &jerr);
-
-    json_decref(v);
-    return v != NULL;
-}
 
 /* One "key": value pair at @*i; 0, or -1 when the whole-tree parser must take over. */
 static int scan_member(const char *t, size_t len, size_t *i, top_spans *sp)
@@ -648,12 +1192,12 @@ static int scan_member(const char *t, size_t len, size_t *i, top_spans *sp)
     if (v >= len || t[v] != ':')
         return -1;
     v = scan_ws(t, len, v + 1);
-    *i = scan_value(t, len, v);
+    *i = check_value(t, len, v, 0);
     if (*i == SCAN_BAD)
         return -1;
     if (key_end - 1 - key == strlen("description") &&
         memcmp(t + key, "description", key_end - 1 - key) == 0)
-        return valid_json(t + v, *i - v) ? 0 : -1;
+        return sp->description++ == 0 ? 0 : -1;
     for (k = 0; k < 3; k++) {
         if (key_end - 1 - key == strlen(top_arrays[k]) &&
             memcmp(t + key, top_arrays[k], key_end - 1 - key) == 0)
@@ -680,7 +1224,9 @@ static int scan_top(const char *t, size_t len, top_spans *sp)
         i = scan_ws(t, len, i);
         if (i < len && t[i] == '}')
             break;
-        if (i >= len || t[i] != ',')
+        /* A comma must be followed by a member: "{...,}" is jansson's syntax error. */
+        if (i >= len || t[i] != ',' || scan_ws(t, len, i + 1) >= len ||
+            t[scan_ws(t, len, i + 1)] != '"')
             return -1;
     }
     if (i >= len || t[i] != '}' || scan_ws(t, len, i + 1) != len || sp->end[0] == 0)
@@ -702,32 +1248,77 @@ static int syntax_error(cfg *c, const char *text, size_t len, const char *path)
     return bc_seterr(c->errbuf, c->errsize, "%s: %s: malformed JSON", c->name, path);
 }
 
-/* Apply each element of the array [@begin, @end) of @text with @fn, named @key[i]. */
-static int apply_elements(cfg *c, const char *text, size_t len, size_t begin, size_t end,
-                          const char *key, item_fn fn)
+/* "KEY[N]" into @path (PATH_MAX_LEN bytes): once per element, so without printf. */
+static void element_path(char *path, const char *key, size_t n)
 {
-    char path[PATH_MAX_LEN];
+    char digits[24];
+    size_t k = strlen(key);
+    size_t d = 0;
+
+    do {
+        digits[d++] = (char)('0' + n % 10);
+        n /= 10;
+    } while (n > 0);
+    memcpy(path, key, k); /* keys are the three top_arrays names */
+    path[k++] = '[';
+    while (d > 0)
+        path[k++] = digits[--d];
+    path[k++] = ']';
+    path[k] = '\0';
+}
+
+/* The element at @i with jansson: 0 with *@item_end past it, -1 on failure. */
+static int tree_element(cfg *c, const char *text, size_t len, size_t end, size_t i,
+                        const char *path, item_fn fn, size_t *item_end)
+{
     json_error_t jerr;
     json_t *item;
+    int rc;
+
+    /* Bounded by the array's end: "[{...},]" finds its ']' here and is malformed. */
+    *item_end = scan_value(text, end, i);
+    if (*item_end == SCAN_BAD)
+        return syntax_error(c, text, len, path);
+    item = json_loadb(text + i, *item_end - i, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
+    if (item == NULL)
+        return syntax_error(c, text, len, path);
+    rc = fn(c, item, path, NULL);
+    json_decref(item);
+    return rc != 0 ? -1 : 0;
+}
+
+/* The element at @i: flat when it can be (@ffn non-NULL), else with jansson. */
+static int apply_element(cfg *c, const char *text, size_t len, size_t end, size_t i,
+                         const char *path, item_fn fn, flat_fn ffn, flat *f, size_t *item_end)
+{
+    int rc;
+
+    *item_end = i;
+    if (ffn != NULL && flat_object(f, text, end, item_end) == 0) {
+        rc = ffn(c, f, path);
+        if (rc != FLAT_SLOW)
+            return rc != 0 ? -1 : 0;
+    }
+    return tree_element(c, text, len, end, i, path, fn, item_end);
+}
+
+/*
+ * Apply each element of the array [@begin, @end) of @text with @ffn when
+ * flat, else @fn, named @key[i]. @f is the flat scanner's room.
+ */
+static int apply_elements(cfg *c, const char *text, size_t len, size_t begin, size_t end,
+                          const char *key, item_fn fn, flat_fn ffn, flat *f)
+{
+    char path[PATH_MAX_LEN];
     size_t i = scan_ws(text, end, begin + 1);
     size_t item_end;
     size_t n;
-    int rc;
 
     if (i == end - 1)
         return 0; /* "[]": scan_value ended the array at this ']' */
     for (n = 0;; n++) {
-        snprintf(path, sizeof(path), "%s[%zu]", key, n);
-        /* Bounded by the array's end: "[{...},]" finds its ']' here and is malformed. */
-        item_end = scan_value(text, end, i);
-        if (item_end == SCAN_BAD)
-            return syntax_error(c, text, len, path);
-        item = json_loadb(text + i, item_end - i, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
-        if (item == NULL)
-            return syntax_error(c, text, len, path);
-        rc = fn(c, item, path, NULL);
-        json_decref(item);
-        if (rc != 0)
+        element_path(path, key, n);
+        if (apply_element(c, text, len, end, i, path, fn, ffn, f, &item_end) != 0)
             return -1;
         i = scan_ws(text, end, item_end);
         if (i == end - 1 && text[i] == ']')
@@ -739,6 +1330,8 @@ static int apply_elements(cfg *c, const char *text, size_t len, size_t begin, si
 }
 
 static const item_fn top_fns[3] = {add_account, add_subscription, add_grant};
+/* Subscriptions are few beside accounts and grants: jansson reads each. */
+static const flat_fn top_flat_fns[3] = {flat_account, NULL, flat_grant};
 
 /*
  * The accounts file element by element: BILLING_OK or an error as the
@@ -748,16 +1341,24 @@ static const item_fn top_fns[3] = {add_account, add_subscription, add_grant};
 static int stream_accounts(cfg *c, const char *text, size_t len)
 {
     top_spans sp;
+    flat *f;
     size_t k;
+    int rc = 0;
 
     if (scan_top(text, len, &sp) != 0)
         return 1;
-    for (k = 0; k < 3; k++) {
-        if (sp.end[k] != 0 &&
-            apply_elements(c, text, len, sp.begin[k], sp.end[k], top_arrays[k], top_fns[k]) != 0)
-            return -1;
+    f = malloc(sizeof(*f));
+    if (f == NULL) {
+        c->status = BILLING_ERR_NOMEM;
+        return bc_seterr(c->errbuf, c->errsize, "%s: out of memory", c->name);
     }
-    return 0;
+    for (k = 0; k < 3 && rc == 0; k++) {
+        if (sp.end[k] != 0 && apply_elements(c, text, len, sp.begin[k], sp.end[k], top_arrays[k],
+                                             top_fns[k], top_flat_fns[k], f) != 0)
+            rc = -1;
+    }
+    free(f);
+    return rc;
 }
 
 /* ---------------------------------------------------------------------- */

@@ -139,10 +139,11 @@ billing_status billing_config_zone_load(const char *name, billing_zone **out, ch
                          "time zone '%s': zoneinfo path too long", name);
     if (bc_read_file(path, BILLING_CONFIG_ZONE_FILE_MAX, &data, &len, why, sizeof(why)) != 0)
         return zone_fail(errbuf, errsize, BILLING_ERR_ZONE, "time zone '%s': %s", name, why);
-    *out = billing_zone_new(name, (const unsigned char *)data, len, why, sizeof(why));
+    st = billing_zone_new(name, (const unsigned char *)data, len, out, why, sizeof(why));
     free(data);
-    if (*out == NULL)
-        return zone_fail(errbuf, errsize, BILLING_ERR_ZONE, "time zone '%s': %s: %s", name, path,
+    if (st != BILLING_OK)
+        return zone_fail(errbuf, errsize, st == BILLING_ERR_NOMEM ? st : BILLING_ERR_ZONE,
+                         "time zone '%s': %s: %s", name, path,
                          why);
     return BILLING_OK;
 }

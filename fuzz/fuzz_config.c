@@ -38,8 +38,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    zones = billing_config_zones_new();
-    FZ_CHECK(zones != NULL, "out of memory");
+    zones = fz_config_zones();
     return 0;
 }
 
@@ -89,11 +88,12 @@ static void check_account(billing_rater *r, const char *account)
 static void check_rater(billing_catalog *cat, billing_rater *r)
 {
     char err[512] = "";
-    billing_rater *r2 = billing_rater_new(cat, err, sizeof(err));
+    billing_rater *r2 = NULL;
     size_t n = billing_rater_account_count(r);
     size_t i;
 
-    FZ_CHECK(r2 != NULL, "a second rater from the frozen catalog: %s", err);
+    FZ_CHECK(billing_rater_new(cat, &r2, err, sizeof(err)) == BILLING_OK,
+             "a second rater from the frozen catalog: %s", err);
     FZ_CHECK(billing_rater_account_count(r2) == n, "the second rater has other accounts");
     billing_rater_destroy(r2);
     FZ_CHECK(billing_catalog_add_price_version(cat, "fuzz-late", 0, err, sizeof(err)) ==
@@ -136,7 +136,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fz_check_message("billing_config_accounts_parse", err, sizeof(err));
         goto out;
     }
-    r = billing_rater_new(cat, err, sizeof(err));
+    billing_rater_new(cat, &r, err, sizeof(err));
     if (r == NULL) {
         fz_check_message("billing_rater_new", err, sizeof(err));
         goto out;

@@ -477,7 +477,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     if (cat == NULL)
         return 0;
-    r = billing_rater_new(cat, err, sizeof(err));
+    billing_rater_new(cat, &r, err, sizeof(err));
     if (r == NULL) {
         fz_check_message("billing_rater_new", err, sizeof(err));
         billing_catalog_destroy(cat);
@@ -512,7 +512,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             FZ_CHECK(bl_rater_take_back(r, evs[i], err, sizeof(err)) == BILLING_OK,
                      "remove e%d: %s", i, err);
     }
-    empty = billing_rater_new(cat, err, sizeof(err));
+    billing_rater_new(cat, &empty, err, sizeof(err));
     FZ_CHECK(empty != NULL, "a second rater: %s", err);
     free(before);
     before = invoices(empty, extra, n_extra);

@@ -174,14 +174,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static const char name[] = "Fuzz/Zone";
     char err[256] = "";
-    billing_zone *z = billing_zone_new(name, data, size, err, sizeof(err));
+    billing_zone *z = NULL;
     int64_t seen[DERIVED_MAX];
     size_t n_seen = 0;
     int64_t secs;
     size_t i;
     size_t j;
 
-    if (z == NULL) {
+    if (billing_zone_new(name, data, size, &z, err, sizeof(err)) != BILLING_OK) {
+        FZ_CHECK(z == NULL, "a zone returned with a failure");
         fz_check_message("billing_zone_new", err, sizeof(err));
         return 0;
     }

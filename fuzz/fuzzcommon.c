@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "billing/v1/usage_event.pb-c.h"
+#include "billing_config.h"
 #include "fuzzcommon.h"
 #include "takeback.h"
 
@@ -68,13 +69,22 @@ static const unsigned char eastern_tzif[] = {
     '.', '1', '.', '0', '\n'};
 /* clang-format on */
 
+billing_config_zones *fz_config_zones(void)
+{
+    billing_config_zones *zones = billing_config_zones_new();
+
+    FZ_CHECK(zones != NULL, "out of memory");
+    return zones;
+}
+
 billing_zone *fz_eastern_zone(void)
 {
     char err[ERR_MAX];
-    billing_zone *z = billing_zone_new("US/Eastern-rule", eastern_tzif, sizeof(eastern_tzif), err,
-                                       sizeof(err));
+    billing_zone *z = NULL;
 
-    FZ_CHECK(z != NULL, "the embedded zone: %s", err);
+    FZ_CHECK(billing_zone_new("US/Eastern-rule", eastern_tzif, sizeof(eastern_tzif), &z, err,
+                              sizeof(err)) == BILLING_OK,
+             "the embedded zone: %s", err);
     return z;
 }
 
@@ -245,7 +255,7 @@ void fz_events_init(void)
         background("bg-ny", "lab-ny", "i-1", BILLING_METER_GPU, "2026-03-08T01:00:00-05:00",
                    "2026-03-08T05:00:00-04:00", "8", "RTX4090");
     /* Freezes the catalog and proves it consistent before any input is read. */
-    r = billing_rater_new(fz.cat, err, sizeof(err));
+    billing_rater_new(fz.cat, &r, err, sizeof(err));
     if (r == NULL)
         fz_fail(__FILE__, __LINE__, "setup: rater: %s", err);
     billing_rater_destroy(r);
@@ -443,10 +453,11 @@ static int month_listed(const int *months, int n, int year, int month)
 static billing_rater *fresh_rater(void)
 {
     char err[ERR_MAX] = "";
-    billing_rater *r = billing_rater_new(fz.cat, err, sizeof(err));
+    billing_rater *r = NULL;
     size_t i;
 
-    FZ_CHECK(r != NULL, "a second rater from a frozen catalog: %s", err);
+    FZ_CHECK(billing_rater_new(fz.cat, &r, err, sizeof(err)) == BILLING_OK,
+             "a second rater from a frozen catalog: %s", err);
     FZ_CHECK(billing_rater_set_dedupe(r, 0) == BILLING_OK, "dedupe off");
     for (i = 0; i < N_BACKGROUND; i++)
         FZ_CHECK(billing_rater_add(r, fz.background[i], err, sizeof(err)) == BILLING_OK,

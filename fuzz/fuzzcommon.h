@@ -50,6 +50,13 @@ void fz_fail(const char *file, int line, const char *fmt, ...) FZ_NORETURN FZ_PR
 void fz_check_message(const char *what, const char *errbuf, size_t size);
 
 /*
+ * fz_config_zones - a new zone set for libbilling-config's loaders, kept by
+ * the caller for the whole run (zones are immutable, and the set only
+ * caches them); aborts when out of memory.
+ */
+struct billing_config_zones *fz_config_zones(void);
+
+/*
  * fz_eastern_zone - a new zone for US Eastern time by rule (an embedded
  * TZif file: no zoneinfo needed), which the caller frees; aborts if the
  * library refuses it.

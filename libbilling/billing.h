@@ -95,12 +95,16 @@ typedef struct billing_zone billing_zone;
  * Every count and index in the data is checked before use. Files with
  * leap-second records (the "right/" zones) are rejected: instants here are
  * POSIX time, without leap seconds.
- * Returns a new zone that the caller frees with billing_zone_destroy, or
- * NULL with a message in errbuf (malformed data, NULL arguments, no memory).
+ * @out: receives the new zone, which the caller frees with
+ *        billing_zone_destroy; set to NULL on failure.
+ * Returns BILLING_OK, or with a message in errbuf: BILLING_ERR_INVALID (a
+ * NULL or invalid argument), BILLING_ERR_TOO_LARGE (over 1 MiB),
+ * BILLING_ERR_PARSE (malformed or unsupported data), BILLING_ERR_NOMEM.
  * Thread-safe.
  */
-BILLING_API billing_zone *billing_zone_new(const char *name, const unsigned char *tzif,
-                                           size_t len, char *errbuf, size_t errsize);
+BILLING_API billing_status billing_zone_new(const char *name, const unsigned char *tzif,
+                                            size_t len, billing_zone **out, char *errbuf,
+                                            size_t errsize);
 
 /**
  * billing_zone_new_utc - the UTC zone (no file needed).
@@ -554,11 +558,17 @@ typedef struct billing_rater billing_rater;
 
 /**
  * billing_rater_new - a rater for @cat, which it freezes and borrows (the
- * catalog must outlive the rater). Returns NULL with a message if the
- * catalog is inconsistent (no currency, overlapping subscriptions, a
- * subscription term without a fee in force...) or memory runs out. Free with billing_rater_destroy.
+ * catalog must outlive the rater).
+ * @out: receives the rater, which the caller frees with
+ *       billing_rater_destroy; set to NULL on failure.
+ * Returns BILLING_OK, or with a message in errbuf: BILLING_ERR_INVALID (a
+ * NULL argument, or overlapping subscriptions), BILLING_ERR_NO_PRICE (a
+ * subscription term without a fee in force), BILLING_ERR_STATE (no
+ * currency set) or BILLING_ERR_NOMEM. Not thread-safe for a catalog that is not frozen yet
+ * (the first rater freezes it); once frozen, safe from several threads.
  */
-BILLING_API billing_rater *billing_rater_new(billing_catalog *cat, char *errbuf, size_t errsize);
+BILLING_API billing_status billing_rater_new(billing_catalog *cat, billing_rater **out,
+                                             char *errbuf, size_t errsize);
 
 /** billing_rater_destroy - free a rater; NULL is a no-op. */
 BILLING_API void billing_rater_destroy(billing_rater *r);

@@ -28,6 +28,53 @@ void *bl_vec_push(bl_vec *v, size_t size)
     return (char *)v->data + (v->len - 1) * size;
 }
 
+/* Chunk of the string arena: ids are at most BL_ID_MAX + 1 bytes, so one always fits. */
+#define BL_ARENA_CHUNK ((size_t)1 << 20)
+
+const char *bl_arena_strdup(bl_arena *a, const char *s, size_t len)
+{
+    char **chunks;
+    char *p;
+    size_t ncap;
+
+    if (len >= BL_ARENA_CHUNK)
+        return NULL;
+    if (a->left < len + 1) {
+        if (a->n_chunks == a->cap_chunks) {
+            ncap = a->cap_chunks == 0 ? 16 : a->cap_chunks * 2;
+            chunks = realloc(a->chunks, ncap * sizeof(*chunks));
+            if (chunks == NULL)
+                return NULL;
+            a->chunks = chunks;
+            a->cap_chunks = ncap;
+        }
+        /* Not zeroed: every byte handed out is written first. */
+        a->at = malloc(BL_ARENA_CHUNK);
+        if (a->at == NULL) {
+            a->left = 0;
+            return NULL;
+        }
+        a->chunks[a->n_chunks++] = a->at;
+        a->left = BL_ARENA_CHUNK;
+    }
+    p = a->at;
+    memcpy(p, s, len);
+    p[len] = '\0';
+    a->at += len + 1;
+    a->left -= len + 1;
+    return p;
+}
+
+void bl_arena_free(bl_arena *a)
+{
+    size_t i;
+
+    for (i = 0; i < a->n_chunks; i++)
+        free(a->chunks[i]);
+    free(a->chunks);
+    memset(a, 0, sizeof(*a));
+}
+
 /* Key functions for the string maps. */
 static const char *account_key(const void *ctx, size_t i)
 {
@@ -59,6 +106,11 @@ static const char *grant_key(const void *ctx, size_t i)
     return BL_AT(((const billing_catalog *)ctx)->grants, bl_grant, i)->id;
 }
 
+static const char *decimal_key(const void *ctx, size_t i)
+{
+    return (*BL_AT(((const billing_catalog *)ctx)->decimals, bl_decimal *, i))->given;
+}
+
 billing_catalog *billing_catalog_new(void)
 {
     billing_catalog *cat = calloc(1, sizeof(*cat));
@@ -76,13 +128,29 @@ static void free_accounts(billing_catalog *cat)
 
     for (i = 0; i < cat->accounts.len; i++) {
         a = BL_AT(cat->accounts, bl_account, i);
-        mpq_clear(a->tax_rate);
-        free(a->tax_text);
-        free(a->grants);
-        free(a->epochs);
         free(a->subs);
     }
     free(cat->accounts.data);
+    free(cat->grant_pool);
+    free(cat->epoch_pool);
+}
+
+static void free_decimals(billing_catalog *cat)
+{
+    size_t i;
+    bl_decimal *d;
+
+    for (i = 0; i < cat->decimals.len; i++) {
+        d = *BL_AT(cat->decimals, bl_decimal *, i);
+        mpq_clear(d->value);
+        mpz_clear(d->minor);
+        free(d->given);
+        free(d->text);
+        free(d);
+    }
+    free(cat->decimals.data);
+    bl_strmap_free(&cat->tax_map);
+    bl_strmap_free(&cat->amount_map);
 }
 
 static void free_prices(billing_catalog *cat)
@@ -124,11 +192,9 @@ void billing_catalog_destroy(billing_catalog *cat)
     for (i = 0; i < cat->subs.len; i++)
         free(BL_AT(cat->subs, bl_sub, i)->bounds);
     free(cat->subs.data);
-    for (i = 0; i < cat->grants.len; i++) {
-        mpz_clear(BL_AT(cat->grants, bl_grant, i)->amount_minor);
-        free(BL_AT(cat->grants, bl_grant, i)->amount_text);
-    }
     free(cat->grants.data);
+    free_decimals(cat);
+    bl_arena_free(&cat->strings);
     bl_strmap_free(&cat->account_map);
     bl_strmap_free(&cat->version_map);
     bl_strmap_free(&cat->plan_map);
@@ -189,17 +255,143 @@ billing_status billing_catalog_set_currency(billing_catalog *cat, const char *cu
     return BILLING_OK;
 }
 
-static billing_status check_new_id(const bl_strmap *map, bl_strmap_key_fn key_of,
-                                   const billing_catalog *cat, const char *kind, const char *id,
-                                   char *errbuf, size_t errsize)
+static billing_status check_new_id_hashed(const bl_strmap *map, bl_strmap_key_fn key_of,
+                                          const billing_catalog *cat, const char *kind,
+                                          const char *id, uint64_t *hash, char *errbuf,
+                                          size_t errsize)
 {
     if (!bl_valid_id(id))
         return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
                          "%s id '%.140s' must be 1 to %d printable characters without spaces",
                          kind, id ? id : "(null)", BL_ID_MAX);
-    if (bl_strmap_find(map, id, key_of, cat) != BL_NONE)
+    *hash = bl_strmap_hash(id);
+    if (bl_strmap_find_hashed(map, id, *hash, key_of, cat) != BL_NONE)
         return bl_seterr(errbuf, errsize, BILLING_ERR_EXISTS, "%s '%s' already exists", kind, id);
     return BILLING_OK;
+}
+
+static billing_status check_new_id(const bl_strmap *map, bl_strmap_key_fn key_of,
+                                   const billing_catalog *cat, const char *kind, const char *id,
+                                   char *errbuf, size_t errsize)
+{
+    uint64_t hash;
+
+    return check_new_id_hashed(map, key_of, cat, kind, id, &hash, errbuf, errsize);
+}
+
+/* The interned decimal given as @given in @map, or NULL; *@hash receives its hash. */
+static const bl_decimal *decimal_find(const billing_catalog *cat, const bl_strmap *map,
+                                      const char *given, uint64_t *hash)
+{
+    size_t i;
+
+    if (given == NULL)
+        return NULL;
+    *hash = bl_strmap_hash(given);
+    i = bl_strmap_find_hashed(map, given, *hash, decimal_key, cat);
+    return i == BL_NONE ? NULL : *BL_AT(cat->decimals, bl_decimal *, i);
+}
+
+/*
+ * Intern @value (canonical text @text, which it takes in every case) as
+ * @given in @map; with @digits >= 0 also in minor units. NULL if out of
+ * memory.
+ */
+static const bl_decimal *decimal_add(billing_catalog *cat, bl_strmap *map, const char *given,
+                                     uint64_t hash, const mpq_t value, char *text, int digits)
+{
+    bl_decimal *d = calloc(1, sizeof(*d));
+    bl_decimal **slot;
+
+    if (d == NULL)
+        goto nomem;
+    d->text = text;
+    text = NULL;
+    d->given = strdup(given);
+    if (d->given == NULL)
+        goto nomem;
+    mpq_init(d->value);
+    mpz_init(d->minor);
+    mpq_set(d->value, value);
+    /* Exact: amounts have at most `digits` decimals. */
+    if (digits >= 0)
+        bl_q_round_minor(d->minor, value, digits, BILLING_ROUND_DOWN);
+    slot = bl_vec_push(&cat->decimals, sizeof(*slot));
+    if (slot == NULL)
+        goto nomem_value;
+    *slot = d;
+    if (bl_strmap_insert_hashed(map, hash, cat->decimals.len - 1) != 0) {
+        cat->decimals.len--;
+        goto nomem_value;
+    }
+    return d;
+nomem_value:
+    mpq_clear(d->value);
+    mpz_clear(d->minor);
+nomem:
+    if (d != NULL) {
+        free(d->given);
+        free(d->text);
+    }
+    free(d);
+    free(text);
+    return NULL;
+}
+
+/* What a decimal field must hold beyond its syntax: BILLING_OK or an error naming @id. */
+typedef billing_status (*decimal_check_fn)(const mpq_t q, const char *text, const char *id,
+                                           char *errbuf, size_t errsize);
+
+static billing_status check_tax(const mpq_t q, const char *text, const char *id, char *errbuf,
+                                size_t errsize)
+{
+    if (mpz_cmp(mpq_numref(q), mpq_denref(q)) > 0)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_RANGE,
+                         "account '%s': field 'tax_rate': %s is above 1", id, text);
+    return BILLING_OK;
+}
+
+static billing_status check_amount(const mpq_t q, const char *text, const char *id, char *errbuf,
+                                   size_t errsize)
+{
+    (void)text;
+    if (mpq_sgn(q) <= 0)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
+                         "credit grant '%s': field 'amount' must be positive", id);
+    return BILLING_OK;
+}
+
+/*
+ * The value of field @field given as @given for object @id, interned in
+ * @map: parsed and checked (@check) once per text. @digits: the most
+ * fractional digits, and the minor units kept, or -1 for any and none.
+ */
+static billing_status decimal_of(billing_catalog *cat, bl_strmap *map, const char *field,
+                                 int digits, decimal_check_fn check, const char *id,
+                                 const char *given, const bl_decimal **out, char *errbuf,
+                                 size_t errsize)
+{
+    billing_status st;
+    uint64_t hash = 0;
+    mpq_t q;
+    char *text = NULL;
+
+    *out = decimal_find(cat, map, given, &hash);
+    if (*out != NULL)
+        return BILLING_OK;
+    mpq_init(q);
+    st = parse_decimal(q, &text, field, given, digits, errbuf, errsize);
+    if (st == BILLING_OK)
+        st = check(q, text, id, errbuf, errsize);
+    if (st != BILLING_OK) {
+        free(text);
+    } else {
+        *out = decimal_add(cat, map, given, hash, q, text, digits);
+        if (*out == NULL)
+            st = bl_seterr(errbuf, errsize, BILLING_ERR_NOMEM, "'%s': out of memory", id);
+    }
+    mpq_clear(q);
+    return st;
 }
 
 billing_status billing_catalog_add_account(billing_catalog *cat, const char *id,
@@ -207,13 +399,14 @@ billing_status billing_catalog_add_account(billing_catalog *cat, const char *id,
                                            const char *tax_rate, char *errbuf, size_t errsize)
 {
     billing_status st = check_open(cat, errbuf, errsize);
+    const bl_decimal *tax;
     bl_account *a;
-    mpq_t tax;
-    char *text = NULL;
+    uint64_t hash;
 
     if (st != BILLING_OK)
         return st;
-    st = check_new_id(&cat->account_map, account_key, cat, "account", id, errbuf, errsize);
+    st = check_new_id_hashed(&cat->account_map, account_key, cat, "account", id, &hash, errbuf,
+                             errsize);
     if (st != BILLING_OK)
         return st;
     if (cat->digits < 0)
@@ -226,35 +419,26 @@ billing_status billing_catalog_add_account(billing_catalog *cat, const char *id,
     if (zone == NULL)
         return bl_seterr(errbuf, errsize, BILLING_ERR_ZONE, "account '%s': field 'zone' is NULL",
                          id);
-    mpq_init(tax);
-    st = parse_decimal(tax, &text, "field 'tax_rate'", tax_rate, -1, errbuf, errsize);
-    if (st == BILLING_OK && mpz_cmp(mpq_numref(tax), mpq_denref(tax)) > 0)
-        st = bl_seterr(errbuf, errsize, BILLING_ERR_RANGE,
-                       "account '%s': field 'tax_rate': %s is above 1", id, text);
+    st = decimal_of(cat, &cat->tax_map, "field 'tax_rate'", -1, check_tax, id, tax_rate, &tax,
+                    errbuf, errsize);
     if (st != BILLING_OK)
-        goto error;
+        return st;
     a = bl_vec_push(&cat->accounts, sizeof(*a));
     if (a == NULL)
         goto nomem;
     memset(a, 0, sizeof(*a));
-    strcpy(a->id, id);
+    a->id = bl_arena_strdup(&cat->strings, id, strlen(id));
     a->zone = zone;
-    mpq_init(a->tax_rate);
-    mpq_set(a->tax_rate, tax);
-    a->tax_text = text;
-    if (bl_strmap_insert(&cat->account_map, id, cat->accounts.len - 1, account_key, cat) != 0) {
-        mpq_clear(a->tax_rate);
+    a->tax_rate = tax->value;
+    a->tax_text = tax->text;
+    if (a->id == NULL ||
+        bl_strmap_insert_hashed(&cat->account_map, hash, cat->accounts.len - 1) != 0) {
         cat->accounts.len--;
         goto nomem;
     }
-    mpq_clear(tax);
     return BILLING_OK;
 nomem:
-    st = bl_seterr(errbuf, errsize, BILLING_ERR_NOMEM, "account '%s': out of memory", id);
-error:
-    free(text);
-    mpq_clear(tax);
-    return st;
+    return bl_seterr(errbuf, errsize, BILLING_ERR_NOMEM, "account '%s': out of memory", id);
 }
 
 billing_status billing_catalog_add_price_version(billing_catalog *cat, const char *version_id,
@@ -705,14 +889,15 @@ billing_status billing_catalog_add_grant(billing_catalog *cat, const char *grant
                                          size_t errsize)
 {
     billing_status st = check_open(cat, errbuf, errsize);
+    const bl_decimal *amt;
+    uint64_t hash;
     size_t ai;
     bl_grant *g;
-    mpq_t q;
-    char *text = NULL;
 
     if (st != BILLING_OK)
         return st;
-    st = check_new_id(&cat->grant_map, grant_key, cat, "credit grant", grant_id, errbuf, errsize);
+    st = check_new_id_hashed(&cat->grant_map, grant_key, cat, "credit grant", grant_id, &hash,
+                             errbuf, errsize);
     if (st != BILLING_OK)
         return st;
     ai = account ? bl_catalog_account(cat, account) : BL_NONE;
@@ -730,40 +915,28 @@ billing_status billing_catalog_add_grant(billing_catalog *cat, const char *grant
                          "credit grant '%s': field 'applies_to' must name usage and/or "
                          "subscription",
                          grant_id);
-    mpq_init(q);
-    st = parse_decimal(q, &text, "field 'amount'", amount, cat->digits, errbuf, errsize);
-    if (st == BILLING_OK && mpq_sgn(q) <= 0)
-        st = bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
-                       "credit grant '%s': field 'amount' must be positive", grant_id);
-    if (st != BILLING_OK) {
-        free(text);
-        mpq_clear(q);
+    st = decimal_of(cat, &cat->amount_map, "field 'amount'", cat->digits, check_amount, grant_id,
+                    amount, &amt, errbuf, errsize);
+    if (st != BILLING_OK)
         return st;
-    }
     g = bl_vec_push(&cat->grants, sizeof(*g));
     if (g == NULL)
         goto nomem;
     memset(g, 0, sizeof(*g));
-    strcpy(g->id, grant_id);
+    g->id = bl_arena_strdup(&cat->strings, grant_id, strlen(grant_id));
     g->account = ai;
-    mpz_init(g->amount_minor);
-    /* Exact: the amount has at most `digits` decimals. */
-    bl_q_round_minor(g->amount_minor, q, cat->digits, BILLING_ROUND_DOWN);
-    g->amount_text = text;
+    g->amount_minor = amt->minor;
+    g->amount_text = amt->text;
     g->granted_at = granted_at;
     g->expires_at = expires_at;
     g->kinds = kinds;
     g->priority = priority;
-    if (bl_strmap_insert(&cat->grant_map, grant_id, cat->grants.len - 1, grant_key, cat) != 0) {
-        mpz_clear(g->amount_minor);
+    if (g->id == NULL || bl_strmap_insert_hashed(&cat->grant_map, hash, cat->grants.len - 1) != 0) {
         cat->grants.len--;
         goto nomem;
     }
-    mpq_clear(q);
     return BILLING_OK;
 nomem:
-    free(text);
-    mpq_clear(q);
     return bl_seterr(errbuf, errsize, BILLING_ERR_NOMEM, "out of memory");
 }
 

@@ -13,14 +13,47 @@
 
 #define BL_NONE ((size_t)-1)
 
+/*
+ * bl_arena: strings kept for the catalog's life (account and grant ids),
+ * packed in chunks that never move, so that a million accounts cost a
+ * few hundred allocations instead of a million.
+ */
+typedef struct bl_arena {
+    char **chunks;
+    size_t n_chunks;
+    size_t cap_chunks;
+    char *at;              /* free room in the last chunk */
+    size_t left;
+} bl_arena;
+
+/* bl_arena_strdup - a copy of the @len bytes at @s plus a NUL in @a; NULL if out of memory. */
+const char *bl_arena_strdup(bl_arena *a, const char *s, size_t len);
+
+/* bl_arena_free - free every string of @a; @a is then empty. */
+void bl_arena_free(bl_arena *a);
+
+/*
+ * bl_decimal: a tax rate or grant amount, interned by the text it was given
+ * as: the accounts of a big catalog mostly share a handful of tax rates and
+ * trial amounts, parsed once through GMP and kept once. Never moves.
+ */
+typedef struct bl_decimal {
+    char *given;           /* the text as given: the intern key */
+    char *text;            /* canonical decimal */
+    mpq_t value;
+    mpz_t minor;           /* amounts: value in minor units (exact); 0 for tax rates */
+} bl_decimal;
+
 typedef struct bl_account {
-    char id[BL_ID_MAX + 1];
+    const char *id;        /* in cat->strings */
     const billing_zone *zone;
-    mpq_t tax_rate;
-    char *tax_text;        /* as given, canonical decimal */
-    size_t *grants;        /* indices into cat->grants, in application order after freeze */
+    mpq_srcptr tax_rate;   /* interned (cat->decimals), shared */
+    const char *tax_text;  /* canonical decimal */
+    size_t *grants;        /* after freeze: indices into cat->grants in application order,
+                            * a slice of cat->grant_pool */
     size_t n_grants;
-    billing_time_t *epochs; /* sorted distinct grant window bounds (after freeze) */
+    billing_time_t *epochs; /* sorted distinct grant window bounds (after freeze; a slice
+                             * of cat->epoch_pool) */
     size_t n_epochs;
     size_t *subs;          /* indices into cat->subs, kept as added; sorted by resource
                             * then start at freeze */
@@ -75,10 +108,10 @@ typedef struct bl_sub {
 } bl_sub;
 
 typedef struct bl_grant {
-    char id[BL_ID_MAX + 1];
+    const char *id;                /* in cat->strings */
     size_t account;
-    mpz_t amount_minor;            /* amount in minor units */
-    char *amount_text;
+    mpz_srcptr amount_minor;       /* amount in minor units: interned (cat->decimals), shared */
+    const char *amount_text;
     billing_time_t granted_at;
     billing_time_t expires_at;
     unsigned kinds;
@@ -109,7 +142,13 @@ struct billing_catalog {
     bl_strmap plan_map;
     bl_strmap sub_map;
     bl_strmap grant_map;
+    bl_arena strings;      /* account and grant ids */
+    bl_vec decimals;       /* bl_decimal *, tax rates and grant amounts */
+    bl_strmap tax_map;     /* text as given -> index into decimals */
+    bl_strmap amount_map;
     /* Built at freeze: */
+    size_t *grant_pool;    /* every account's grants, account by account */
+    billing_time_t *epoch_pool; /* every account's epochs, 2 per grant at most */
     size_t *vorder;        /* version indices sorted by `from` */
     billing_time_t *vfrom; /* their `from`, same order */
     size_t *aorder;        /* account indices sorted by id */

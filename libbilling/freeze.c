@@ -177,6 +177,32 @@ static billing_status freeze_subs(billing_catalog *cat, char *errbuf, size_t err
     return BILLING_OK;
 }
 
+/*
+ * Give each account its slice of the grant and epoch pools: two
+ * allocations for the whole catalog instead of two per account.
+ */
+static billing_status slice_grants(billing_catalog *cat)
+{
+    size_t i;
+    size_t at = 0;
+    bl_account *a;
+
+    cat->grant_pool = malloc((cat->grants.len ? cat->grants.len : 1) * sizeof(size_t));
+    cat->epoch_pool = malloc((cat->grants.len ? 2 * cat->grants.len : 1) * sizeof(billing_time_t));
+    if (cat->grant_pool == NULL || cat->epoch_pool == NULL)
+        return BILLING_ERR_NOMEM;
+    for (i = 0; i < cat->grants.len; i++)
+        BL_AT(cat->accounts, bl_account, BL_AT(cat->grants, bl_grant, i)->account)->n_grants++;
+    for (i = 0; i < cat->accounts.len; i++) {
+        a = BL_AT(cat->accounts, bl_account, i);
+        a->grants = cat->grant_pool + at;
+        a->epochs = cat->epoch_pool + 2 * at;
+        at += a->n_grants;
+        a->n_grants = 0;
+    }
+    return BILLING_OK;
+}
+
 /* Order each account's grants and collect its credit epochs. */
 static billing_status freeze_grants(billing_catalog *cat)
 {
@@ -186,23 +212,16 @@ static billing_status freeze_grants(billing_catalog *cat)
     bl_account *a;
     const bl_grant *g;
 
-    for (i = 0; i < cat->grants.len; i++)
-        BL_AT(cat->accounts, bl_account, BL_AT(cat->grants, bl_grant, i)->account)->n_grants++;
-    for (i = 0; i < cat->accounts.len; i++) {
-        a = BL_AT(cat->accounts, bl_account, i);
-        a->grants = malloc((a->n_grants ? a->n_grants : 1) * sizeof(size_t));
-        a->epochs = malloc((a->n_grants ? 2 * a->n_grants : 1) * sizeof(billing_time_t));
-        if (a->grants == NULL || a->epochs == NULL)
-            return BILLING_ERR_NOMEM;
-        a->n_grants = 0;
-    }
+    if (slice_grants(cat) != BILLING_OK)
+        return BILLING_ERR_NOMEM;
     for (i = 0; i < cat->grants.len; i++) {
         a = BL_AT(cat->accounts, bl_account, BL_AT(cat->grants, bl_grant, i)->account);
         a->grants[a->n_grants++] = i;
     }
     for (i = 0; i < cat->accounts.len; i++) {
         a = BL_AT(cat->accounts, bl_account, i);
-        if (sort_indices(cat, a->grants, a->n_grants, a->grants, cmp_grant) != 0)
+        /* One grant (the usual trial) is in order already: no sort, no allocation. */
+        if (a->n_grants > 1 && sort_indices(cat, a->grants, a->n_grants, a->grants, cmp_grant) != 0)
             return BILLING_ERR_NOMEM;
         for (j = 0; j < a->n_grants; j++) {
             g = BL_AT(cat->grants, bl_grant, a->grants[j]);
@@ -236,10 +255,12 @@ static void reset_index(billing_catalog *cat)
         free(BL_AT(cat->versions, bl_version, i)->plan_fee);
         BL_AT(cat->versions, bl_version, i)->plan_fee = NULL;
     }
+    free(cat->grant_pool);
+    free(cat->epoch_pool);
+    cat->grant_pool = NULL;
+    cat->epoch_pool = NULL;
     for (i = 0; i < cat->accounts.len; i++) {
         a = BL_AT(cat->accounts, bl_account, i);
-        free(a->grants);
-        free(a->epochs);
         a->grants = NULL;
         a->epochs = NULL;
         a->n_grants = 0;

@@ -46,64 +46,76 @@ void bl_strmap_init(bl_strmap *m)
 void bl_strmap_free(bl_strmap *m)
 {
     free(m->slots);
-    free(m->hashes);
     bl_strmap_init(m);
 }
 
-static uint64_t str_hash(const char *key)
+uint64_t bl_strmap_hash(const char *key)
 {
     return bl_hash_bytes(key, strlen(key), 0);
 }
 
-size_t bl_strmap_find(const bl_strmap *m, const char *key, bl_strmap_key_fn key_of,
-                      const void *ctx)
+size_t bl_strmap_find_hashed(const bl_strmap *m, const char *key, uint64_t hash,
+                             bl_strmap_key_fn key_of, const void *ctx)
 {
-    uint64_t h;
+    const bl_strslot *s;
     size_t i;
 
     if (m->cap == 0)
         return (size_t)-1;
-    h = str_hash(key);
-    i = (size_t)h & (m->cap - 1);
-    while (m->slots[i] != 0) {
-        if (m->hashes[i] == h && strcmp(key_of(ctx, m->slots[i] - 1), key) == 0)
-            return m->slots[i] - 1;
+    i = (size_t)hash & (m->cap - 1);
+    for (s = &m->slots[i]; s->index != 0; s = &m->slots[i]) {
+        if (s->hash == hash && strcmp(key_of(ctx, s->index - 1), key) == 0)
+            return s->index - 1;
         i = (i + 1) & (m->cap - 1);
     }
     return (size_t)-1;
 }
 
-static void place(size_t *slots, uint64_t *hashes, size_t cap, uint64_t h, size_t slot)
+size_t bl_strmap_find(const bl_strmap *m, const char *key, bl_strmap_key_fn key_of, const void *ctx)
+{
+    if (m->cap == 0)
+        return (size_t)-1;
+    return bl_strmap_find_hashed(m, key, bl_strmap_hash(key), key_of, ctx);
+}
+
+static void place(bl_strslot *slots, size_t cap, uint64_t h, size_t index)
 {
     size_t i = (size_t)h & (cap - 1);
 
-    while (slots[i] != 0)
+    while (slots[i].index != 0)
         i = (i + 1) & (cap - 1);
-    slots[i] = slot;
-    hashes[i] = h;
+    slots[i].hash = h;
+    slots[i].index = index;
 }
 
 static int grow(bl_strmap *m)
 {
     size_t ncap = m->cap == 0 ? 16 : m->cap * 2;
-    size_t *slots = calloc(ncap, sizeof(*slots));
-    uint64_t *hashes = calloc(ncap, sizeof(*hashes));
+    bl_strslot *slots;
     size_t i;
 
-    if (slots == NULL || hashes == NULL) {
-        free(slots);
-        free(hashes);
+    if (ncap > SIZE_MAX / sizeof(*slots))
         return -1;
-    }
+    /* Zeroed: an index of 0 marks an empty slot. */
+    slots = calloc(ncap, sizeof(*slots));
+    if (slots == NULL)
+        return -1;
     for (i = 0; i < m->cap; i++) {
-        if (m->slots[i] != 0)
-            place(slots, hashes, ncap, m->hashes[i], m->slots[i]);
+        if (m->slots[i].index != 0)
+            place(slots, ncap, m->slots[i].hash, m->slots[i].index);
     }
     free(m->slots);
-    free(m->hashes);
     m->slots = slots;
-    m->hashes = hashes;
     m->cap = ncap;
+    return 0;
+}
+
+int bl_strmap_insert_hashed(bl_strmap *m, uint64_t hash, size_t index)
+{
+    if ((m->count + 1) * 2 > m->cap && grow(m) != 0)
+        return -1;
+    place(m->slots, m->cap, hash, index + 1);
+    m->count++;
     return 0;
 }
 
@@ -112,9 +124,5 @@ int bl_strmap_insert(bl_strmap *m, const char *key, size_t index, bl_strmap_key_
 {
     (void)key_of;
     (void)ctx;
-    if ((m->count + 1) * 2 > m->cap && grow(m) != 0)
-        return -1;
-    place(m->slots, m->hashes, m->cap, str_hash(key), index + 1);
-    m->count++;
-    return 0;
+    return bl_strmap_insert_hashed(m, bl_strmap_hash(key), index);
 }

@@ -17,9 +17,14 @@ uint64_t bl_hash_bytes(const void *p, size_t len, uint64_t seed);
 /* bl_hash_mix - finalise a 64-bit value into a well-spread hash. */
 uint64_t bl_hash_mix(uint64_t x);
 
+/* One slot: the key's hash beside its index, so that a probe touches one cache line. */
+typedef struct bl_strslot {
+    uint64_t hash;
+    size_t index;         /* index + 1, 0 = empty */
+} bl_strslot;
+
 typedef struct bl_strmap {
-    size_t *slots;        /* index + 1, 0 = empty */
-    uint64_t *hashes;
+    bl_strslot *slots;
     size_t cap;           /* power of two or 0 */
     size_t count;
 } bl_strmap;
@@ -44,5 +49,14 @@ size_t bl_strmap_find(const bl_strmap *m, const char *key, bl_strmap_key_fn key_
  */
 int bl_strmap_insert(bl_strmap *m, const char *key, size_t index, bl_strmap_key_fn key_of,
                      const void *ctx);
+
+/*
+ * The same with the key's hash computed once by the caller (bl_strmap_hash),
+ * for a find followed by an insert of the same key.
+ */
+uint64_t bl_strmap_hash(const char *key);
+size_t bl_strmap_find_hashed(const bl_strmap *m, const char *key, uint64_t hash,
+                             bl_strmap_key_fn key_of, const void *ctx);
+int bl_strmap_insert_hashed(bl_strmap *m, uint64_t hash, size_t index);
 
 #endif /* BILLING_HASH_H */

@@ -22,17 +22,21 @@ typedef struct bl_piece {
     bl_aggkey key;
 } bl_piece;
 
-billing_rater *billing_rater_new(billing_catalog *cat, char *errbuf, size_t errsize)
+billing_status billing_rater_new(billing_catalog *cat, billing_rater **out, char *errbuf,
+                                 size_t errsize)
 {
-    billing_rater *r;
+    billing_rater *r = NULL;
+    billing_status st;
     size_t i;
 
-    if (cat == NULL) {
-        bl_seterr(errbuf, errsize, BILLING_ERR_INVALID, "catalog is NULL");
-        return NULL;
-    }
-    if (bl_catalog_freeze(cat, errbuf, errsize) != BILLING_OK)
-        return NULL;
+    if (out == NULL)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID, "rater: out is NULL");
+    *out = NULL;
+    if (cat == NULL)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID, "catalog is NULL");
+    st = bl_catalog_freeze(cat, errbuf, errsize);
+    if (st != BILLING_OK)
+        return st;
     r = calloc(1, sizeof(*r));
     if (r == NULL)
         goto nomem;
@@ -46,11 +50,11 @@ billing_rater *billing_rater_new(billing_catalog *cat, char *errbuf, size_t errs
         goto nomem;
     for (i = 0; i < cat->accounts.len; i++)
         r->months[i].end = r->months[i].start; /* empty: forces a lookup */
-    return r;
+    *out = r;
+    return BILLING_OK;
 nomem:
     billing_rater_destroy(r);
-    bl_seterr(errbuf, errsize, BILLING_ERR_NOMEM, "out of memory");
-    return NULL;
+    return bl_seterr(errbuf, errsize, BILLING_ERR_NOMEM, "out of memory");
 }
 
 void billing_rater_destroy(billing_rater *r)

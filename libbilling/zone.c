@@ -368,6 +368,9 @@ static int read_rest(reader *r, const tzif_header *h, char *errbuf, size_t errsi
     return 0;
 }
 
+/* What alloc_tables returns, through parse_tzif, when malloc fails (not a parse error). */
+#define TZIF_NOMEM (-2)
+
 static int alloc_tables(billing_zone *z, const tzif_header *h, char *errbuf, size_t errsize)
 {
     z->n_trans = h->timecnt;
@@ -378,7 +381,7 @@ static int alloc_tables(billing_zone *z, const tzif_header *h, char *errbuf, siz
     z->types = malloc(z->n_types * sizeof(*z->types));
     if (z->trans == NULL || z->trans_idx == NULL || z->types == NULL) {
         bl_seterr(errbuf, errsize, BILLING_ERR_NOMEM, "TZif: out of memory");
-        return -1;
+        return TZIF_NOMEM;
     }
     return 0;
 }
@@ -387,12 +390,15 @@ static int alloc_tables(billing_zone *z, const tzif_header *h, char *errbuf, siz
 static int read_block(billing_zone *z, reader *r, const tzif_header *h, unsigned tsize,
                       char *errbuf, size_t errsize)
 {
+    int rc;
+
     if (check_counts(h, errbuf, errsize) != 0)
         return -1;
     if (check_block_size(r, h, tsize, errbuf, errsize) != 0)
         return -1;
-    if (alloc_tables(z, h, errbuf, errsize) != 0)
-        return -1;
+    rc = alloc_tables(z, h, errbuf, errsize);
+    if (rc != 0)
+        return rc;
     if (read_transitions(z, r, h, tsize, errbuf, errsize) != 0)
         return -1;
     if (read_types(z, r, h, errbuf, errsize) != 0)
@@ -443,12 +449,14 @@ static int parse_tzif(billing_zone *z, reader *r, char *errbuf, size_t errsize)
 {
     tzif_header h1;
     tzif_header h2;
+    int rc;
 
     if (parse_header(r, &h1, errbuf, errsize) != 0)
         return -1;
     if (h1.version == 0) {
-        if (read_block(z, r, &h1, 4, errbuf, errsize) != 0)
-            return -1;
+        rc = read_block(z, r, &h1, 4, errbuf, errsize);
+        if (rc != 0)
+            return rc;
         if (r->left != 0) {
             bl_seterr(errbuf, errsize, BILLING_ERR_PARSE, "TZif: trailing bytes after the data");
             return -1;
@@ -463,8 +471,9 @@ static int parse_tzif(billing_zone *z, reader *r, char *errbuf, size_t errsize)
         bl_seterr(errbuf, errsize, BILLING_ERR_PARSE, "TZif: second header's version differs");
         return -1;
     }
-    if (read_block(z, r, &h2, 8, errbuf, errsize) != 0)
-        return -1;
+    rc = read_block(z, r, &h2, 8, errbuf, errsize);
+    if (rc != 0)
+        return rc;
     return read_footer(z, r, errbuf, errsize);
 }
 
@@ -495,36 +504,39 @@ static billing_zone *zone_alloc(const char *name)
     return z;
 }
 
-billing_zone *billing_zone_new(const char *name, const unsigned char *tzif, size_t len,
-                               char *errbuf, size_t errsize)
+billing_status billing_zone_new(const char *name, const unsigned char *tzif, size_t len,
+                                billing_zone **out, char *errbuf, size_t errsize)
 {
     billing_zone *z;
     reader r;
 
-    if (!bl_valid_id(name) || tzif == NULL) {
-        bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
-                  "zone: name must be 1..%d printable characters and data non-NULL",
-                  BL_ID_MAX);
-        return NULL;
-    }
-    if (len > TZIF_MAX_LEN) {
-        bl_seterr(errbuf, errsize, BILLING_ERR_TOO_LARGE,
-                  "zone '%s': TZif data of %lu bytes exceeds the %lu-byte limit", name,
-                  (unsigned long)len, (unsigned long)TZIF_MAX_LEN);
-        return NULL;
-    }
+    if (out == NULL)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID, "zone: out is NULL");
+    *out = NULL;
+    if (!bl_valid_id(name) || tzif == NULL)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
+                         "zone: name must be 1..%d printable characters and data non-NULL",
+                         BL_ID_MAX);
+    if (len > TZIF_MAX_LEN)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_TOO_LARGE,
+                         "zone '%s': TZif data of %lu bytes exceeds the %lu-byte limit", name,
+                         (unsigned long)len, (unsigned long)TZIF_MAX_LEN);
     z = zone_alloc(name);
-    if (z == NULL) {
-        bl_seterr(errbuf, errsize, BILLING_ERR_NOMEM, "zone '%s': out of memory", name);
-        return NULL;
-    }
+    if (z == NULL)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_NOMEM, "zone '%s': out of memory", name);
     r.p = tzif;
     r.left = len;
-    if (parse_tzif(z, &r, errbuf, errsize) != 0) {
+    switch (parse_tzif(z, &r, errbuf, errsize)) {
+    case 0:
+        *out = z;
+        return BILLING_OK;
+    case TZIF_NOMEM:
         billing_zone_destroy(z);
-        return NULL;
+        return BILLING_ERR_NOMEM;
+    default:
+        billing_zone_destroy(z);
+        return BILLING_ERR_PARSE;
     }
-    return z;
 }
 
 billing_zone *billing_zone_new_utc(void)

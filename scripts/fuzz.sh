@@ -5,8 +5,8 @@
 #   scripts/fuzz.sh [SECONDS-PER-TARGET] [TARGET...]
 #
 # SECONDS-PER-TARGET defaults to 60. TARGETs are fuzz_event_pb,
-# fuzz_event_json, fuzz_event_stream, fuzz_tzif, fuzz_config and
-# fuzz_rater (default: all), fuzzed one after the other on one core.
+# fuzz_event_json, fuzz_event_stream, fuzz_tzif, fuzz_config, fuzz_rater
+# and fuzz_accounts (default: all), fuzzed one after the other on one core.
 #
 #   1. scripts/install-deps.sh, then clang from Debian's packages if it is
 #      missing, then libclang-rt-N-dev (N = clang's major version) if clang
@@ -37,7 +37,7 @@ here=$(cd "$(dirname "$0")" && pwd -P)
 . "$here/lib.sh"
 cd "$BILLING_ROOT"
 
-all_targets="fuzz_event_pb fuzz_event_json fuzz_event_stream fuzz_tzif fuzz_config fuzz_rater"
+all_targets="fuzz_event_pb fuzz_event_json fuzz_event_stream fuzz_tzif fuzz_config fuzz_rater fuzz_accounts"
 seconds=60
 if [ $# -gt 0 ]; then
     case "$1" in
@@ -62,6 +62,8 @@ max_len() {
     case "$1" in
         fuzz_event_pb) echo 4112 ;;
         fuzz_event_json | fuzz_event_stream) echo 65536 ;;
+        # Each input is read twice and its first accounts invoiced: keep them small.
+        fuzz_accounts) echo 65536 ;;
         # The rater target reads a few hundred choices; more bytes are ignored.
         fuzz_rater) echo 4096 ;;
         *) echo 1048576 ;;

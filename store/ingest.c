@@ -477,7 +477,7 @@ static bs_status batch_tx(bs_conn *c, void *arg, bs_error *err)
     bs_status st;
 
     reset_attempt(in);
-    rt = billing_rater_new(bs_catalog_lib(in->cat), msg, sizeof(msg));
+    billing_rater_new(bs_catalog_lib(in->cat), &rt, msg, sizeof(msg));
     if (rt == NULL)
         return bs_error_set(err, BS_ERR_INVALID, "catalog: %s", msg);
     billing_rater_set_dedupe(rt, 0);

@@ -284,7 +284,7 @@ static bs_status validate(load_ctx *lc, bs_error *err)
         st = read_checked(lc->accounts_path, cat, zones, &lc->accounts, err);
     if (st != BS_OK)
         goto done;
-    rater = billing_rater_new(cat, msg, sizeof(msg));
+    billing_rater_new(cat, &rater, msg, sizeof(msg));
     if (rater == NULL)
         st = bs_error_set(err, BS_ERR_INVALID, "%s%s%s: %s", lc->pricebook_path,
                           lc->accounts_path != NULL ? ", " : "",

@@ -151,7 +151,7 @@ START_TEST(test_ugx_invoice_whole_shillings)
                                               256),
                      BILLING_OK);
     ck_assert_int_eq(billing_catalog_add_account(cat, "a", "UGX", utc, "0", err, 256), BILLING_OK);
-    r = billing_rater_new(cat, err, sizeof(err));
+    billing_rater_new(cat, &r, err, sizeof(err));
     ck_assert_ptr_nonnull(r);
     /* 1 GPU for 30 minutes at 2 469 per GPU-hour = 1 234.5. */
     ck_assert_int_eq(tu_add(r, "e", "a", "i", "gpu", "2026-01-05T10:00:00Z",
@@ -188,7 +188,7 @@ static void fixture_setup(void)
     fx.zone = tu_zone("Asia/Shanghai");
     fx.cat = tu_gpu_cloud();
     tu_account(fx.cat, "acct", fx.zone, "0");
-    fx.r = billing_rater_new(fx.cat, err, sizeof(err));
+    billing_rater_new(fx.cat, &fx.r, err, sizeof(err));
     ck_assert_ptr_nonnull(fx.r);
     fx.ev = billing_event_new();
     ck_assert_ptr_nonnull(fx.ev);
@@ -557,7 +557,7 @@ START_TEST(test_overflow_sum_spills)
     billing_rater *r;
 
     billing_rater_destroy(fx.r);
-    r = billing_rater_new(fx.cat, err, sizeof(err));
+    billing_rater_new(fx.cat, &r, err, sizeof(err));
     ck_assert_int_eq(billing_rater_set_dedupe(r, 0), BILLING_OK);
     fx.r = r;
     ck_assert_int_eq(add_gpu("a", "2026-01-05T10:00:00+08:00", "2026-01-05T10:01:40+08:00",

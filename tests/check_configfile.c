@@ -27,6 +27,13 @@
     "\"region\":\"cn-east-1\"}],\"versions\":[" PB_VERSION "]}"
 #define ACCOUNT                                                                                    \
     "{\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":\"Asia/Shanghai\",\"tax_rate\":\"0\"}"
+/* An account refused by the library (tax above 1), in a well-formed element. */
+#define TAX_106 "{\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":\"UTC\",\"tax_rate\":\"1.06\"}"
+/* A usage grant @id of @amount to account "a" for January 2026. */
+#define GRANT(id, amount)                                                                          \
+    "{\"id\":\"" id "\",\"account\":\"a\",\"amount\":\"" amount "\","                              \
+    "\"granted_at\":\"2026-01-01T00:00:00Z\",\"expires_at\":\"2026-02-01T00:00:00Z\","             \
+    "\"applies_to\":[\"usage\"]}"
 
 static billing_status pricebook(const char *text, char *err)
 {
@@ -76,7 +83,7 @@ START_TEST(test_example_loads)
                   err);
     ck_assert_msg(billing_config_accounts_load(cat, zones, ac, err, sizeof(err)) == BILLING_OK,
                   "%s", err);
-    r = billing_rater_new(cat, err, sizeof(err));
+    billing_rater_new(cat, &r, err, sizeof(err));
     ck_assert_msg(r != NULL, "%s", err);
     ck_assert_uint_eq(billing_rater_account_count(r), 4);
     billing_rater_destroy(r);
@@ -113,7 +120,7 @@ START_TEST(test_catalog_load)
     example_paths(pb, ac, sizeof(pb));
     ck_assert_int_eq(billing_config_catalog_load(pb, ac, zones, &cat, err, sizeof(err)),
                      BILLING_OK);
-    r = billing_rater_new(cat, err, sizeof(err));
+    billing_rater_new(cat, &r, err, sizeof(err));
     ck_assert_msg(r != NULL, "%s", err);
     ck_assert_uint_eq(billing_rater_account_count(r), 4);
     billing_rater_destroy(r);
@@ -267,6 +274,88 @@ static const bad_case bad_accounts[] = {
      BILLING_ERR_PARSE},
     {"{\"accounts\":[" ACCOUNT ",7]}", "ac.json: accounts[1]: must be an object, not a number",
      BILLING_ERR_INVALID},
+    /* Flat elements (read without jansson) that the library refuses: its message, as on jansson's.
+     */
+    {"{\"accounts\":[{\"id\":\"a b\",\"currency\":\"CNY\",\"time_zone\":\"UTC\","
+     "\"tax_rate\":\"0\"}]}",
+     "ac.json: accounts[0]: account id 'a b' must be 1 to 128 printable characters",
+     BILLING_ERR_INVALID},
+    {"{\"accounts\":[{\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":\"UTC\","
+     "\"tax_rate\":\"1.5\"}]}",
+     "ac.json: accounts[0]: account 'a': field 'tax_rate': 1.5 is above 1", BILLING_ERR_RANGE},
+    {"{\"accounts\":[" ACCOUNT "],\"grants\":[" GRANT("g", "10.001") "]}",
+     "ac.json: grants[0]: field 'amount': '10.001' is not a non-negative decimal",
+     BILLING_ERR_PARSE},
+    {"{\"accounts\":[" ACCOUNT "],\"grants\":[" GRANT("g", "1.00") "," GRANT("g", "1.00") "]}",
+     "ac.json: grants[1]: credit grant 'g' already exists", BILLING_ERR_EXISTS},
+    /* Flat in syntax, not in shape: jansson's path words it. */
+    {"{\"accounts\":[" ACCOUNT "],\"grants\":[{\"id\":\"g\",\"account\":\"a\",\"amount\":"
+     "\"1.00\",\"granted_at\":\"2026-01-01T00:00:00Z\",\"expires_at\":\"2026-02-01T00:00:00Z\","
+     "\"applies_to\":[\"usage\"],\"priority\":2000000}]}",
+     "ac.json: grants[0].priority: 2000000 is outside -1000000..1000000", BILLING_ERR_INVALID},
+    {"{\"accounts\":[" ACCOUNT "],\"grants\":[{\"id\":\"g\",\"account\":\"a\",\"amount\":"
+     "\"1.00\",\"granted_at\":\"2026-01-01T00:00:00Z\",\"expires_at\":\"2026-02-01T00:00:00Z\","
+     "\"applies_to\":[\"usage\"],\"priority\":1.5}]}",
+     "ac.json: grants[0].priority: must be an integer, not a number", BILLING_ERR_INVALID},
+    {"{\"accounts\":[" ACCOUNT "],\"grants\":[{\"id\":\"g\",\"account\":\"a\",\"amount\":"
+     "\"1.00\",\"granted_at\":\"2026-01-01T00:00:00Z\",\"expires_at\":\"2026-02-01T00:00:00Z\","
+     "\"applies_to\":\"usage\"}]}",
+     "ac.json: grants[0].applies_to: must be an array, not a string", BILLING_ERR_INVALID},
+    {"{\"accounts\":[{\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":\"UTC\"}]}",
+     "ac.json: accounts[0].tax_rate: missing", BILLING_ERR_INVALID},
+    {"{\"accounts\":[{\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":\"UTC\","
+     "\"tax_rate\":\"0\",\"description\":null,\"book\":7}]}",
+     "ac.json: accounts[0].book: must be a string, not a number", BILLING_ERR_INVALID},
+    {"{\"accounts\":[{\"id\":\"a\\u0020b\",\"currency\":\"CNY\",\"time_zone\":\"UTC\","
+     "\"tax_rate\":\"0\"}]}",
+     "ac.json: accounts[0]: account id 'a b' must be 1 to 128", BILLING_ERR_INVALID},
+    {"{\"accounts\":[{\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":\"UTC\","
+     "\"tax_rate\":\"0\",\"id\":\"b\"}]}",
+     "duplicate object key", BILLING_ERR_PARSE},
+    {"{\"accounts\":[{\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":\"UTC\","
+     "\"tax_rate\":\"0\"},{\"id\":\"\xc3\xa9\",\"currency\":\"CNY\","
+     "\"time_zone\":\"UTC\",\"tax_rate\":\"0\"}]}",
+     "ac.json: accounts[1]: account id", BILLING_ERR_INVALID},
+    {"{\"accounts\":[{\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":\"UTC\","
+     "\"tax_rate\":\"0\",\"x\":[\"y\"]}]}",
+     "ac.json: accounts[0]: unknown field 'x'", BILLING_ERR_INVALID},
+    {"{\"accounts\":[{\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":\"UTC\","
+     "\"tax_rate\":\"0\"}  ,  {\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":\"UTC\","
+     "\"tax_rate\":\"0\",\"tax_rate\":\"0\"}]}",
+     "duplicate object key", BILLING_ERR_PARSE},
+    {"{\"accounts\":[{\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":\"UTC\","
+     "\"tax_rate\":\"0\"]}",
+     "ac.json:1:", BILLING_ERR_PARSE},
+    {"{\"accounts\":[{\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":\"UTC\","
+     "\"tax_rate\":\"0\",\"description\":01}]}",
+     "ac.json:1:", BILLING_ERR_PARSE},
+    /*
+     * A refusal early and a syntax error later (found by fuzz_accounts): the
+     * syntax error wins, as when jansson reads the whole file first.
+     */
+    {"{\"accounts\":[" TAX_106 "],\"subscriptions\":[{\"id\":\"s\",\"acci-1\",,\"plan\":\"p\"}]}",
+     "ac.json:1:", BILLING_ERR_PARSE},
+    {"{\"accounts\":[" TAX_106 ",{\"id\":\"b\",\"id\":\"c\"}]}", "duplicate object key",
+     BILLING_ERR_PARSE},
+    {"{\"accounts\":[" TAX_106 "],\"grants\":[{\"id\":\"\xff\"}]}",
+     "ac.json:1:", BILLING_ERR_PARSE},
+    {"{\"accounts\":[" TAX_106 "],\"grants\":[{\"id\":\"\\ud800\"}]}",
+     "ac.json:1:", BILLING_ERR_PARSE},
+    {"{\"accounts\":[" TAX_106 "],\"grants\":[{\"id\":1e999}]}", "ac.json:1:", BILLING_ERR_PARSE},
+    {"{\"accounts\":[" TAX_106 "],\"grants\":[{\"id\":99999999999999999999}]}",
+     "ac.json:1:", BILLING_ERR_PARSE},
+    {"{\"accounts\":[" TAX_106 "],\"grants\":[{\"id\":\"a\\u0000\"}]}",
+     "ac.json:1:", BILLING_ERR_PARSE},
+    {"{\"description\":1,\"accounts\":[" ACCOUNT "],\"description\":2}", "duplicate object key",
+     BILLING_ERR_PARSE},
+    /* Found by fuzz_accounts in the check itself: a number with a leading zero. */
+    {"{\"accounts\":[" TAX_106 "],\"grants\":[{\"id\":\"g\",\"ay\":03}]}",
+     "ac.json:1:", BILLING_ERR_PARSE},
+    {"{\"accounts\":[" TAX_106 "],\"grants\":[{\"id\":\"g\",\"ay\":-00}]}",
+     "ac.json:1:", BILLING_ERR_PARSE},
+    /* Found by fuzz_accounts: a comma after the last top-level member was accepted. */
+    {"{\"accounts\":[" ACCOUNT "],}", "ac.json:1:", BILLING_ERR_PARSE},
+    {"{\"accounts\":[" ACCOUNT "] , }", "ac.json:1:", BILLING_ERR_PARSE},
 };
 
 START_TEST(test_bad_accounts)
@@ -306,6 +395,190 @@ START_TEST(test_streaming_matches_tree)
     /* Syntax errors name a column, which the escape moves; the rest must match. */
     if (st_tree != BILLING_ERR_PARSE)
         ck_assert_str_eq(err_stream, err_tree);
+}
+END_TEST
+
+/*
+ * Accounts files of valid shapes, read flat (in place), with jansson, or
+ * mixed element by element: accounts in both orders with grants, escapes,
+ * non-ASCII and null descriptions, integer priorities, two kinds, tax rates
+ * and amounts given as different texts of one value or as one text shared.
+ */
+static const char *const good_accounts[] = {
+    "{\"grants\":[" GRANT("g1", "1.00") "," GRANT("g2", "1.0") "," GRANT("g3", "1.00") "," GRANT(
+        "g4",
+        "0.5") "],\"accounts\":[{\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":\"Asia/Shanghai\","
+               "\"tax_rate\":\"0.06\"},{\"id\":\"b\",\"currency\":\"CNY\",\"time_zone\":\"UTC\","
+               "\"tax_rate\":\"0.060\"},{\"id\":\"c\",\"currency\":\"CNY\",\"time_zone\":\"UTC\","
+               "\"tax_rate\":\"0.06\"}]}",
+    "{ \"description\" : \"m\\u00e9lange\" ,\n \"accounts\" : [ { \"tax_rate\" : \"0.1\" ,"
+    " \"time_zone\":\"UTC\", \"currency\":\"CNY\",\"id\":\"a\",\"description\":[\"x\",\"y\"]}"
+    " ,\r\n{\"id\":\"b\\u0062\",\"currency\":\"CNY\",\"time_zone\":\"UTC\",\"tax_rate\":\"0\","
+    "\"description\":null},{\"id\":\"c\",\"currency\":\"CNY\",\"time_zone\":\"UTC\","
+    "\"tax_rate\":\"0.1\",\"description\":\"\xc3\xa9t\xc3\xa9\"} ],\"grants\":[{\"id\":\"g\","
+    "\"account\":\"a\",\"amount\":\"3.50\",\"granted_at\":\"2026-01-01T00:00:00+08:00\","
+    "\"expires_at\":\"2026-03-01T00:00:00Z\",\"applies_to\":[\"usage\",\"subscription\"],"
+    "\"priority\":-3},{\"id\":\"h\",\"account\":\"a\",\"amount\":\"2\",\"priority\":0,"
+    "\"granted_at\":\"2026-01-01T00:00:00Z\",\"expires_at\":\"2026-02-01T00:00:00Z\","
+    "\"applies_to\":[ \"usage\" ]},{\"id\":\"i\",\"account\":\"bb\",\"amount\":\"1.25\","
+    "\"granted_at\":\"2026-01-01T00:00:00Z\",\"expires_at\":\"2026-02-01T00:00:00Z\","
+    "\"applies_to\":[\"us\\u0061ge\"],\"priority\":12}],\"subscriptions\":[]}",
+};
+
+/* Rate an 8-GPU hour on the 5th of January for @account. */
+static void rate_one(billing_rater *r, billing_event *ev, const char *account)
+{
+    billing_time_t start = INT64_C(1767571200) * BILLING_NS_PER_SEC; /* 2026-01-05T00:00Z */
+    char err[ERR] = "";
+
+    billing_event_reset(ev);
+    ck_assert_int_eq(billing_event_set_id(ev, account), BILLING_OK);
+    ck_assert_int_eq(billing_event_set_account(ev, account), BILLING_OK);
+    ck_assert_int_eq(billing_event_set_resource(ev, "i-1"), BILLING_OK);
+    ck_assert_int_eq(billing_event_set_meter(ev, BILLING_METER_GPU), BILLING_OK);
+    billing_event_set_interval(ev, start, start + 3600 * BILLING_NS_PER_SEC);
+    ck_assert_int_eq(billing_event_set_quantity(ev, "8", err, ERR), BILLING_OK);
+    ck_assert_int_eq(billing_event_set_model(ev, "RTX4090"), BILLING_OK);
+    ck_assert_int_eq(billing_event_set_region(ev, "cn-east-1"), BILLING_OK);
+    ck_assert_msg(billing_rater_add(r, ev, err, ERR) == BILLING_OK, "%s", err);
+}
+
+/* Each account's January invoice after one event: tax rate, credits, total. */
+static void describe_account(billing_rater *r, const char *account, char *out, size_t size)
+{
+    billing_invoice *inv = NULL;
+    char err[ERR] = "";
+    size_t used;
+    size_t i;
+
+    ck_assert_msg(billing_rater_invoice(r, account, 2026, 1, &inv, err, ERR) == BILLING_OK, "%s",
+                  err);
+    used = strlen(out);
+    snprintf(out + used, size - used, "%s tax %s total %s credits", account,
+             billing_invoice_tax_rate(inv), billing_invoice_total(inv));
+    for (i = 0; i < billing_invoice_credit_count(inv); i++) {
+        used = strlen(out);
+        snprintf(out + used, size - used, " %s=%s/%s", billing_invoice_credit_grant(inv, i),
+                 billing_invoice_credit_amount(inv, i), billing_invoice_credit_remaining(inv, i));
+    }
+    used = strlen(out);
+    snprintf(out + used, size - used, "\n");
+    billing_invoice_destroy(inv);
+}
+
+/* The catalog @text gives, described account by account into @out. */
+static void describe_accounts(const char *text, char *out, size_t size)
+{
+    billing_catalog *cat = billing_catalog_new();
+    billing_config_zones *zones = billing_config_zones_new();
+    billing_event *ev = billing_event_new();
+    billing_rater *r = NULL;
+    char err[ERR] = "";
+    size_t i;
+
+    out[0] = '\0';
+    ck_assert_int_eq(
+        billing_config_pricebook_parse(cat, PRICEBOOK, strlen(PRICEBOOK), "pb.json", err, ERR), 0);
+    ck_assert_msg(billing_config_accounts_parse(cat, zones, text, strlen(text), "ac.json", err,
+                                                ERR) == BILLING_OK,
+                  "%s", err);
+    ck_assert_msg(billing_rater_new(cat, &r, err, ERR) == BILLING_OK, "%s", err);
+    for (i = 0; i < billing_rater_account_count(r); i++)
+        rate_one(r, ev, billing_rater_account_id(r, i));
+    for (i = 0; i < billing_rater_account_count(r); i++)
+        describe_account(r, billing_rater_account_id(r, i), out, size);
+    billing_rater_destroy(r);
+    billing_event_destroy(ev);
+    billing_catalog_destroy(cat);
+    billing_config_zones_destroy(zones);
+}
+
+/*
+ * The flat reader and jansson build the same catalog: the same text with
+ * its "accounts" key escaped goes to the whole-tree parser, and every
+ * account's invoice must be the same (the tax rates and amounts given as
+ * several texts of one value, or shared, included).
+ */
+START_TEST(test_flat_matches_tree)
+{
+    const char *text = good_accounts[_i];
+    const char *key = strstr(text, "\"accounts\"");
+    char tree_text[4096];
+    char flat_desc[4096];
+    char tree_desc[4096];
+
+    ck_assert_ptr_nonnull(key);
+    ck_assert_uint_lt(strlen(text) + 8, sizeof(tree_text));
+    snprintf(tree_text, sizeof(tree_text), "%.*s\"acc\\u006funts\"%s", (int)(key - text), text,
+             key + strlen("\"accounts\""));
+    describe_accounts(text, flat_desc, sizeof(flat_desc));
+    describe_accounts(tree_text, tree_desc, sizeof(tree_desc));
+    ck_assert_str_eq(flat_desc, tree_desc);
+    ck_assert_uint_gt(strlen(flat_desc), 0);
+}
+END_TEST
+
+/*
+ * Tax rates and amounts are interned by their text: one value given as
+ * "1.00" and "1.0", or one text shared by several grants or accounts,
+ * gives each its own exact figures. By hand, for good_accounts[0]: 8 GPU-h
+ * at 0.60 is 4.80; a's grants pay 1.00 + 1.00 + 1.00 + 0.50 = 3.50, tax
+ * 6% of 1.30 is 0.078 -> 0.08, total 1.38; b and c: 4.80 + 0.288 -> 5.09.
+ */
+START_TEST(test_interned_values_per_account)
+{
+    char desc[4096];
+
+    describe_accounts(good_accounts[0], desc, sizeof(desc));
+    ck_assert_str_eq(desc, "a tax 0.06 total 1.38 credits g1=1.00/0.00 g2=1.00/0.00 "
+                           "g3=1.00/0.00 g4=0.50/0.00\n"
+                           "b tax 0.06 total 5.09 credits\n"
+                           "c tax 0.06 total 5.09 credits\n");
+}
+END_TEST
+
+/* Twelve accounts a0..a11 into @text, the last in zone @last_zone, and @grants grants of a0. */
+static void numbered_accounts(char *text, size_t size, const char *last_zone, int grants)
+{
+    size_t used;
+    int i;
+
+    snprintf(text, size, "{\"accounts\":[");
+    for (i = 0; i < 12; i++) {
+        used = strlen(text);
+        snprintf(text + used, size - used,
+                 "%s{\"id\":\"a%d\",\"currency\":\"CNY\",\"time_zone\":\"%s\","
+                 "\"tax_rate\":\"0\"}",
+                 i ? "," : "", i, i == 11 ? last_zone : "UTC");
+    }
+    used = strlen(text);
+    snprintf(text + used, size - used, "],\"grants\":[");
+    for (i = 0; i < grants; i++) {
+        used = strlen(text);
+        snprintf(text + used, size - used,
+                 "%s{\"id\":\"g%d\",\"account\":\"a0\",\"amount\":\"%s\","
+                 "\"granted_at\":\"2026-01-01T00:00:00Z\","
+                 "\"expires_at\":\"2026-02-01T00:00:00Z\",\"applies_to\":[\"usage\"]}",
+                 i ? "," : "", i, i == grants - 1 ? "0" : "1");
+    }
+    used = strlen(text);
+    snprintf(text + used, size - used, "]}");
+}
+
+/* Element paths past one digit: "accounts[11]", "grants[10]" (built without printf). */
+START_TEST(test_element_path_numbers)
+{
+    char text[8192];
+    char err[ERR] = "";
+
+    numbered_accounts(text, sizeof(text), "Mars/Base", 0);
+    ck_assert_int_eq(accounts(text, err), BILLING_ERR_ZONE);
+    ck_assert_msg(strstr(err, "ac.json: accounts[11].time_zone: time zone 'Mars/Base'") != NULL,
+                  "%s", err);
+    numbered_accounts(text, sizeof(text), "UTC", 11);
+    ck_assert_int_eq(accounts(text, err), BILLING_ERR_INVALID);
+    ck_assert_str_eq(err,
+                     "ac.json: grants[10]: credit grant 'g10': field 'amount' must be positive");
 }
 END_TEST
 
@@ -482,7 +755,7 @@ START_TEST(test_accounts_of_one_book)
         /* b's grant must land only where b is, or the library refuses it (unknown account). */
         ck_assert_msg(billing_config_accounts_load_book(cat, zones, path, books[i], NULL, NULL, err, ERR) == 0,
                       "%s", err);
-        r = billing_rater_new(cat, err, sizeof(err));
+        billing_rater_new(cat, &r, err, sizeof(err));
         ck_assert_msg(r != NULL, "%s", err);
         ck_assert_uint_eq(billing_rater_account_count(r), want[i]);
         if (i == 0)
@@ -515,6 +788,10 @@ static Suite *configfile_suite(void)
     tcase_add_loop_test(tc, test_bad_accounts, 0,
                         (int)(sizeof(bad_accounts) / sizeof(bad_accounts[0])));
     tcase_add_test(tc, test_zone_names);
+    tcase_add_loop_test(tc, test_flat_matches_tree, 0,
+                        (int)(sizeof(good_accounts) / sizeof(good_accounts[0])));
+    tcase_add_test(tc, test_element_path_numbers);
+    tcase_add_test(tc, test_interned_values_per_account);
     tcase_add_test(tc, test_accounts_of_one_book);
     tcase_add_test(tc, test_zone_files);
     tcase_add_test(tc, test_zone_host_dependent_refused);

@@ -72,9 +72,9 @@ static void add_day_plan(billing_catalog *cat, const char *plan, const char *fee
 static billing_rater *new_rater(billing_catalog *cat)
 {
     char err[256];
-    billing_rater *r = billing_rater_new(cat, err, sizeof(err));
+    billing_rater *r = NULL;
 
-    ck_assert_msg(r != NULL, "%s", err);
+    ck_assert_msg(billing_rater_new(cat, &r, err, sizeof(err)) == BILLING_OK, "%s", err);
     return r;
 }
 

@@ -179,12 +179,12 @@ static char *all_invoices(billing_rater *r)
 static char *rate_all(billing_catalog *cat, const gen_event *evs, const int *order, int n)
 {
     char err[256];
-    billing_rater *r = billing_rater_new(cat, err, sizeof(err));
+    billing_rater *r = NULL;
     billing_event *ev = billing_event_new();
     char *text;
     int i;
 
-    ck_assert_ptr_nonnull(r);
+    ck_assert_msg(billing_rater_new(cat, &r, err, sizeof(err)) == BILLING_OK, "%s", err);
     for (i = 0; i < n; i++)
         add(r, &evs[order ? order[i] : i], ev);
     text = all_invoices(r);
@@ -324,7 +324,7 @@ START_TEST(test_reconciliation_and_credit_bounds)
     int m;
     int n;
 
-    r = billing_rater_new(cat, err, sizeof(err));
+    billing_rater_new(cat, &r, err, sizeof(err));
     rng_state = UINT64_C(77) + (uint64_t)_i;
     for (n = 0; n < N_EVENTS; n++) {
         gen(&g, n);
@@ -383,7 +383,7 @@ START_TEST(test_replay_is_idempotent)
     int i;
 
     rng_state = UINT64_C(4242) + (uint64_t)_i;
-    r = billing_rater_new(cat, err, sizeof(err));
+    billing_rater_new(cat, &r, err, sizeof(err));
     for (i = 0; i < N_EVENTS; i++) {
         gen(&evs[i], i);
         ck_assert_int_eq(add(r, &evs[i], ev), BILLING_OK);
@@ -432,7 +432,7 @@ START_TEST(test_remove_refuses_misuse)
     rng_state = UINT64_C(4242);
     for (i = 0; i < N_EVENTS + 1; i++)
         gen(&evs[i], i);
-    r = billing_rater_new(cat, err, sizeof(err));
+    billing_rater_new(cat, &r, err, sizeof(err));
     for (i = 0; i < N_EVENTS; i++)
         add(r, &evs[i], ev);
     before = all_invoices(r);
@@ -484,7 +484,7 @@ START_TEST(test_remove_undoes_add)
         }
     }
     reference = rate_all(cat, evs, NULL, N_EVENTS);
-    r = billing_rater_new(cat, err, sizeof(err));
+    billing_rater_new(cat, &r, err, sizeof(err));
     shuffle(order, 2 * N_EVENTS);
     for (i = 0; i < 2 * N_EVENTS; i++)
         ck_assert_int_eq(add(r, &evs[order[i]], ev), BILLING_OK);
@@ -522,7 +522,7 @@ START_TEST(test_remove_undoes_add)
     free(after);
     billing_rater_destroy(r);
     /* With the rater's own dedupe off, it cannot check, so removing is refused. */
-    r = billing_rater_new(cat, err, sizeof(err));
+    billing_rater_new(cat, &r, err, sizeof(err));
     ck_assert_int_eq(billing_rater_set_dedupe(r, 0), BILLING_OK);
     ck_assert_int_eq(add(r, &evs[0], ev), BILLING_OK);
     fill(&evs[0], ev);
@@ -556,7 +556,7 @@ START_TEST(test_invoice_order_and_changes)
     rng_state = UINT64_C(99) + (uint64_t)_i;
     for (i = 0; i < N_EVENTS; i++)
         gen(&evs[i], i);
-    fresh = billing_rater_new(cat, err, sizeof(err));
+    billing_rater_new(cat, &fresh, err, sizeof(err));
     for (i = 0; i < N_EVENTS; i++)
         add(fresh, &evs[i], ev);
     for (i = 0; i < N_ACCOUNTS * 4; i++) {
@@ -568,7 +568,7 @@ START_TEST(test_invoice_order_and_changes)
      * February invoices before any event: the memo holds the credit left
      * after January's plan fee alone (prepaid 3000.00 - 2599.00).
      */
-    r = billing_rater_new(cat, err, sizeof(err));
+    billing_rater_new(cat, &r, err, sizeof(err));
     for (i = 0; i < N_ACCOUNTS; i++) {
         got = tu_invoice_text(r, accounts[i], 2026, 2);
         ck_assert_ptr_nonnull(got);
@@ -616,7 +616,7 @@ START_TEST(test_dedupe_many_ids)
     int i;
     int pass;
 
-    r = billing_rater_new(cat, err, sizeof(err));
+    billing_rater_new(cat, &r, err, sizeof(err));
     for (pass = 0; pass < 3; pass++) {
         want = pass == 0 ? BILLING_OK : pass == 1 ? BILLING_DUPLICATE : BILLING_ERR_CONFLICT;
         for (i = 0; i < MANY_IDS; i++) {
@@ -691,11 +691,11 @@ START_TEST(test_aggregates_round_trip)
     for (i = 0; i < N_EVENTS; i++)
         gen(&evs[i], i);
     reference = rate_all(cat, evs, NULL, N_EVENTS);
-    total = billing_rater_new(cat, err, sizeof(err));
+    billing_rater_new(cat, &total, err, sizeof(err));
     ck_assert_int_eq(billing_rater_set_dedupe(total, 0), BILLING_OK);
     for (i = 0; i < N_EVENTS; i++) {
         if (batch == NULL)
-            batch = billing_rater_new(cat, err, sizeof(err));
+            billing_rater_new(cat, &batch, err, sizeof(err));
         add(batch, &evs[i], ev);
         if ((i + 1) % batch_size == 0 || i == N_EVENTS - 1) {
             copy_aggregates(batch, total);

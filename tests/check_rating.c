@@ -593,7 +593,7 @@ START_TEST(test_catalog_errors)
                                                       sizeof(err)),
                      BILLING_ERR_INVALID);
     ck_assert_ptr_nonnull(strstr(err, "overlap"));
-    r = billing_rater_new(cat, err, sizeof(err));
+    billing_rater_new(cat, &r, err, sizeof(err));
     ck_assert_ptr_nonnull(r);
     billing_rater_destroy(r);
     billing_catalog_destroy(cat);

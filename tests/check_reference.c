@@ -809,7 +809,7 @@ static void run_seed(int seed, uint64_t *counts)
     n = gen_stream(&spec, evs, &pts);
     ref = ref_new(&spec);
     cat = lib_catalog(&spec, ref, bz);
-    r = billing_rater_new(cat, err, sizeof(err));
+    billing_rater_new(cat, &r, err, sizeof(err));
     ck_assert_msg(r != NULL, "seed %d: %s", seed, err);
     for (i = 0; i < n; i++) {
         err[0] = '\0';

@@ -40,6 +40,48 @@ START_TEST(test_meter_round_trip)
 }
 END_TEST
 
+/* The constructors that can fail for several reasons say which through billing_status. */
+START_TEST(test_rater_new_reports_why)
+{
+    billing_catalog *cat = billing_catalog_new();
+    billing_rater *r = (billing_rater *)&r; /* not NULL: the call must clear it */
+    char err[256] = "";
+
+    ck_assert_ptr_nonnull(cat);
+    ck_assert_int_eq(billing_rater_new(NULL, &r, err, sizeof(err)), BILLING_ERR_INVALID);
+    ck_assert_ptr_null(r);
+    ck_assert_ptr_nonnull(strstr(err, "catalog is NULL"));
+    ck_assert_int_eq(billing_rater_new(cat, NULL, err, sizeof(err)), BILLING_ERR_INVALID);
+    ck_assert_int_eq(billing_rater_new(cat, &r, err, sizeof(err)), BILLING_ERR_STATE);
+    ck_assert_ptr_null(r);
+    ck_assert_str_eq(err, "catalog has no currency");
+    ck_assert_int_eq(
+        billing_catalog_set_currency(cat, "USD", BILLING_ROUND_HALF_EVEN, err, sizeof(err)),
+        BILLING_OK);
+    ck_assert_int_eq(billing_rater_new(cat, &r, NULL, 0), BILLING_OK);
+    ck_assert_ptr_nonnull(r);
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
+START_TEST(test_zone_new_reports_why)
+{
+    static const unsigned char junk[] = "not a TZif file at all, but long enough to have a header";
+    billing_zone *z = NULL;
+    char err[256] = "";
+
+    ck_assert_int_eq(billing_zone_new("Test/Junk", junk, sizeof(junk), &z, err, sizeof(err)),
+                     BILLING_ERR_PARSE);
+    ck_assert_ptr_null(z);
+    ck_assert_ptr_nonnull(strstr(err, "bad magic"));
+    ck_assert_int_eq(billing_zone_new("Test/Big", junk, (size_t)2 << 20, &z, err, sizeof(err)),
+                     BILLING_ERR_TOO_LARGE);
+    ck_assert_int_eq(billing_zone_new("../x y", junk, sizeof(junk), &z, err, sizeof(err)),
+                     BILLING_ERR_INVALID);
+}
+END_TEST
+
 START_TEST(test_version)
 {
     ck_assert_str_eq(billing_version(), PACKAGE_VERSION);
@@ -54,6 +96,8 @@ static Suite *status_suite(void)
     tcase_add_test(tc, test_strerror_every_code);
     tcase_add_test(tc, test_meter_round_trip);
     tcase_add_test(tc, test_version);
+    tcase_add_test(tc, test_rater_new_reports_why);
+    tcase_add_test(tc, test_zone_new_reports_why);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -123,6 +123,7 @@ START_TEST(test_term_without_fee_refused_at_freeze)
 {
     billing_catalog *cat = billing_catalog_new();
     billing_time_t start = tu_time("2026-02-05T00:00:00+08:00");
+    billing_rater *r = NULL;
     char err[256] = "";
 
     ck_assert_int_eq(billing_catalog_set_currency(cat, "CNY", BILLING_ROUND_HALF_UP, err, 256),
@@ -142,7 +143,8 @@ START_TEST(test_term_without_fee_refused_at_freeze)
     ck_assert_int_eq(billing_catalog_add_price_version(
                          cat, "v2", tu_time("2026-03-01T00:00:00+08:00"), err, 256),
                      BILLING_OK);
-    ck_assert_ptr_null(billing_rater_new(cat, err, sizeof(err)));
+    ck_assert_int_eq(billing_rater_new(cat, &r, err, sizeof(err)), BILLING_ERR_NO_PRICE);
+    ck_assert_ptr_null(r);
     ck_assert_ptr_nonnull(strstr(err, "subscription 'sub-1' (account 'lab', plan 'rtx-monthly')"));
     ck_assert_ptr_nonnull(strstr(err, "price version 'v2' sets no fee"));
     billing_catalog_destroy(cat);

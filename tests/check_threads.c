@@ -123,7 +123,7 @@ static void describe_account(billing_rater *r, billing_event *burn, const char *
 static char *rate_and_describe(unsigned seed)
 {
     char err[ERR_MAX] = "";
-    billing_rater *r = billing_rater_new(shared_cat, err, sizeof(err));
+    billing_rater *r = NULL;
     billing_event *ev = billing_event_new();
     int n = n_events();
     char *out = NULL;
@@ -133,7 +133,7 @@ static char *rate_and_describe(unsigned seed)
     int k;
     int i;
 
-    ck_assert_msg(r != NULL, "%s", err);
+    ck_assert_msg(billing_rater_new(shared_cat, &r, err, sizeof(err)) == BILLING_OK, "%s", err);
     ck_assert_ptr_nonnull(ev);
     for (k = 0; k < n; k++) {
         /* A permutation of 0..n-1: i = (k * step + seed) mod n, step odd and prime to n. */
@@ -177,7 +177,7 @@ static void setup(void)
                                               sizeof(err)) == BILLING_OK,
                   "%s", err);
     /* The first rater freezes the catalog: done before any thread reads it (billing.h). */
-    first = billing_rater_new(shared_cat, err, sizeof(err));
+    billing_rater_new(shared_cat, &first, err, sizeof(err));
     ck_assert_msg(first != NULL, "%s", err);
     billing_rater_destroy(first);
 }

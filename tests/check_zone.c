@@ -81,9 +81,10 @@ static billing_zone *load_zone(const char *name)
     size_t len;
     unsigned char *data = read_tzif(name, &len);
     char err[256] = "";
-    billing_zone *z = billing_zone_new(name, data, len, err, sizeof(err));
+    billing_zone *z = NULL;
 
-    ck_assert_msg(z != NULL, "%s: %s", name, err);
+    ck_assert_msg(billing_zone_new(name, data, len, &z, err, sizeof(err)) == BILLING_OK, "%s: %s",
+                  name, err);
     free(data);
     ck_assert_str_eq(billing_zone_name(z), name);
     return z;
@@ -240,13 +241,15 @@ static billing_zone *footer_zone(const char *footer, int32_t utoff, char *err, s
     unsigned char buf[TZIF_BUF];
     unsigned char isdst = 0;
     syn_zone s = {'2', 0, NULL, NULL, 1, NULL, NULL, NULL};
+    billing_zone *z = NULL;
     size_t len;
 
     s.utoff = &utoff;
     s.isdst = &isdst;
     s.footer = footer;
     len = build_tzif(&s, buf);
-    return billing_zone_new("Test/Footer", buf, len, err, errsize);
+    billing_zone_new("Test/Footer", buf, len, &z, err, errsize); /* z is NULL on failure */
+    return z;
 }
 
 /* Exercise every entry point on a zone that parsed from doubtful data. */
@@ -811,7 +814,7 @@ START_TEST(test_empty_footer_and_v1)
         s.version = version;
         s.footer = version == 0 ? NULL : "";
         len = build_tzif(&s, buf);
-        z = billing_zone_new("Test/Table", buf, len, err, sizeof(err));
+        billing_zone_new("Test/Table", buf, len, &z, err, sizeof(err));
         ck_assert_msg(z != NULL, "version %d: %s", version, err);
         ck_assert_int_eq(billing_zone_offset(z, 999999999 * NS), 3600);
         ck_assert_int_eq(billing_zone_offset(z, 1000000000 * NS - 1), 3600);
@@ -838,9 +841,11 @@ static void patch_count(unsigned char *buf, size_t hdr2, int which, uint32_t v)
 static void expect_error(const unsigned char *buf, size_t len, const char *fragment)
 {
     char err[256] = "";
-    billing_zone *z = billing_zone_new("Test/Bad", buf, len, err, sizeof(err));
+    billing_zone *z = NULL;
 
-    ck_assert_msg(z == NULL, "accepted data expected to fail with '%s'", fragment);
+    ck_assert_msg(billing_zone_new("Test/Bad", buf, len, &z, err, sizeof(err)) != BILLING_OK,
+                  "accepted data expected to fail with '%s'", fragment);
+    ck_assert_ptr_null(z);
     ck_assert_msg(strstr(err, fragment) != NULL, "message '%s' lacks '%s'", err, fragment);
 }
 
@@ -930,8 +935,10 @@ START_TEST(test_tzif_errors)
     /* The unmodified file parses. */
     {
         char err[256];
-        billing_zone *z = billing_zone_new("Test/Good", good, len, err, sizeof(err));
-        ck_assert_msg(z != NULL, "%s", err);
+        billing_zone *z = NULL;
+
+        ck_assert_msg(billing_zone_new("Test/Good", good, len, &z, err, sizeof(err)) == BILLING_OK,
+                      "%s", err);
         ck_assert_int_eq(billing_zone_offset(z, 1500000000 * NS), 7200);
         ck_assert_int_eq(billing_zone_offset(z, 2500000000 * NS), 3600);
         billing_zone_destroy(z);
@@ -959,7 +966,7 @@ START_TEST(test_tzif_prefixes)
             copy = malloc(n + 1);
             ck_assert_ptr_nonnull(copy);
             memcpy(copy, data, n);
-            z = billing_zone_new(names[i], copy, n, err, sizeof(err));
+            billing_zone_new(names[i], copy, n, &z, err, sizeof(err));
             if (n < len) {
                 ck_assert_msg(z == NULL, "%s: prefix %zu accepted", names[i], n);
                 ck_assert_str_ne(err, "");
@@ -992,7 +999,7 @@ START_TEST(test_tzif_flipped_bytes)
         for (k = 0; k < N_ELEMS(masks); k++) {
             memcpy(copy, data, len);
             copy[i] ^= masks[k];
-            z = billing_zone_new("Europe/London", copy, len, NULL, 0);
+            billing_zone_new("Europe/London", copy, len, &z, NULL, 0);
             if (z != NULL) {
                 accepted++;
                 exercise_zone(z);
@@ -1030,7 +1037,7 @@ START_TEST(test_tzif_random_mutations)
             buf[rng() % len] = (unsigned char)rng();
         if (rng() % 4 == 0)
             n = (size_t)(rng() % (len + 1));
-        z = billing_zone_new("Test/Fuzz", buf, n, NULL, 0);
+        billing_zone_new("Test/Fuzz", buf, n, &z, NULL, 0);
         if (z != NULL)
             exercise_zone(z);
         billing_zone_destroy(z);
@@ -1041,6 +1048,7 @@ END_TEST
 START_TEST(test_null_args)
 {
     billing_zone *utc = billing_zone_new_utc();
+    billing_zone *z = NULL;
     unsigned char byte = 0;
     char err[256];
     billing_time_t t = 0;
@@ -1048,12 +1056,17 @@ START_TEST(test_null_args)
     int y = 0;
     int m = 0;
 
-    ck_assert_ptr_null(billing_zone_new(NULL, &byte, 1, err, sizeof(err)));
+    ck_assert_int_eq(billing_zone_new(NULL, &byte, 1, &z, err, sizeof(err)), BILLING_ERR_INVALID);
+    ck_assert_ptr_null(z);
     ck_assert_ptr_nonnull(strstr(err, "name"));
-    ck_assert_ptr_null(billing_zone_new("X", NULL, 0, err, sizeof(err)));
-    ck_assert_ptr_null(billing_zone_new("", &byte, 1, err, sizeof(err)));
-    ck_assert_ptr_null(billing_zone_new("has space", &byte, 1, err, sizeof(err)));
-    ck_assert_ptr_null(billing_zone_new("X", &byte, 0, NULL, 0));
+    ck_assert_int_eq(billing_zone_new("X", NULL, 0, &z, err, sizeof(err)), BILLING_ERR_INVALID);
+    ck_assert_int_eq(billing_zone_new("", &byte, 1, &z, err, sizeof(err)), BILLING_ERR_INVALID);
+    ck_assert_int_eq(billing_zone_new("has space", &byte, 1, &z, err, sizeof(err)),
+                     BILLING_ERR_INVALID);
+    ck_assert_int_eq(billing_zone_new("X", &byte, 0, &z, NULL, 0), BILLING_ERR_PARSE);
+    ck_assert_int_eq(billing_zone_new("X", &byte, 1, NULL, err, sizeof(err)), BILLING_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(err, "out is NULL"));
+    ck_assert_ptr_null(z);
     billing_zone_destroy(NULL);
     ck_assert_ptr_null(billing_zone_name(NULL));
     ck_assert_int_eq(billing_zone_offset(NULL, 0), 0);

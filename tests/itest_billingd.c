@@ -424,12 +424,13 @@ static billing_time_t expected_exhaustion(const its_stream *s, int k)
 {
     billing_config_zones *zones = billing_config_zones_new();
     billing_catalog *cat = its_file_catalog(zones);
-    billing_rater *r = billing_rater_new(cat, NULL, 0);
+    billing_rater *r = NULL;
     billing_event *ev = billing_event_new();
     const billing_event *running[1];
     billing_time_t out = 0;
     int i;
 
+    ck_assert_int_eq(billing_rater_new(cat, &r, NULL, 0), BILLING_OK);
     for (i = 0; i <= k; i++) {
         ck_assert_int_eq(bc_event_parse_json(ev, s->rec[i], s->len[i], NULL, 0), BILLING_OK);
         ck_assert_int_eq(billing_rater_add(r, ev, NULL, 0), BILLING_OK);

@@ -224,12 +224,12 @@ billing_catalog *its_file_catalog(billing_config_zones *zones)
 billing_rater *its_rate_directly(billing_catalog *cat, const its_stream *s, size_t *rejects)
 {
     char err[MSG];
-    billing_rater *r = billing_rater_new(cat, err, sizeof(err));
+    billing_rater *r = NULL;
     billing_event *ev = billing_event_new();
     billing_status st;
     size_t i;
 
-    ck_assert_ptr_nonnull(r);
+    ck_assert_msg(billing_rater_new(cat, &r, err, sizeof(err)) == BILLING_OK, "%s", err);
     *rejects = 0;
     for (i = 0; i < s->n; i++) {
         st = s->len[i] > BS_JSON_RECORD_MAX
@@ -261,9 +261,10 @@ billing_rater *its_rate_from_store(bs_conn *c, bs_catalog *cat)
 {
     char err[MSG];
     bs_error berr;
-    billing_rater *r = billing_rater_new(bs_catalog_lib(cat), err, sizeof(err));
+    billing_rater *r = NULL;
 
-    ck_assert_msg(r != NULL, "%s", err);
+    ck_assert_msg(billing_rater_new(bs_catalog_lib(cat), &r, err, sizeof(err)) == BILLING_OK, "%s",
+                  err);
     billing_rater_set_dedupe(r, 0);
     ck_assert_msg(bs_aggregates_rate(c, cat, r, NULL, &berr) == BS_OK, "%s", berr.message);
     return r;

@@ -28,7 +28,7 @@ billing_zone *tu_zone(const char *name)
     ck_assert_ptr_nonnull(buf);
     len = fread(buf, 1, 1 << 20, f);
     fclose(f);
-    z = billing_zone_new(name, buf, len, err, sizeof(err));
+    billing_zone_new(name, buf, len, &z, err, sizeof(err));
     free(buf);
     ck_assert_msg(z != NULL, "zone %s: %s", name, err);
     return z;
@@ -195,9 +195,9 @@ char *tu_invoice_text(billing_rater *r, const char *account, int year, int month
 billing_rater *tu_new_rater(billing_catalog *cat)
 {
     char err[256];
-    billing_rater *r = billing_rater_new(cat, err, sizeof(err));
+    billing_rater *r = NULL;
 
-    ck_assert_msg(r != NULL, "%s", err);
+    ck_assert_msg(billing_rater_new(cat, &r, err, sizeof(err)) == BILLING_OK, "%s", err);
     return r;
 }
 
