@@ -56,6 +56,11 @@ stop_daemon() {
 
 now_ms() { date +%s%3N; }
 
+# billingd's CPU time so far (user + sys, ms): what it costs beside the wall time.
+cpu_ms() {
+    awk -v hz="$(getconf CLK_TCK)" '{ print int(($14 + $15) * 1000 / hz) }' "/proc/$1/stat"
+}
+
 for batch in $batches; do
     fresh_db
     topic=bench-$(date +%s%N)
@@ -73,9 +78,11 @@ for batch in $batches; do
     done
     t1=$(now_ms)
     rss=$(awk '/VmHWM/ { print int($2 / 1024) }' "/proc/$pid/status")
+    cpu=$(cpu_ms "$pid")
     stop_daemon
     rate=$(( (events - first) * 1000 / (t1 - t0 > 0 ? t1 - t0 : 1) ))
-    echo "batch=$batch events=$events events_per_s=$rate peak_rss_mib=$rss"
+    echo "batch=$batch events=$events events_per_s=$rate wall_ms=$((t1 - t0))" \
+        "billingd_cpu_ms=$cpu peak_rss_mib=$rss"
 done
 
 # Latency at a steady LAT_RATE events/s (default 10 000) for 30 s.
