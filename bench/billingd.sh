@@ -9,9 +9,10 @@
 #   2. EVENTS records of the benchmark workload produced beforehand;
 #   3. billingd started; events/s = records committed between the first
 #      and the last commit / that time; billingd's peak RSS (VmHWM).
-# Then, with BATCH = the first size, the latency run: billingd consuming a
-# topic fed at $LAT_RATE (10 000) events/s for 30 s; latency = received_at (written
-# at insert) - the send time carried in each id; p50, p99, max.
+# Then, with BATCH = $LAT_BATCH (default: the first size), the latency run:
+# billingd consuming a topic fed at $LAT_RATE (10 000) events/s for 30 s;
+# latency = received_at (written at insert) - the send time carried in each
+# id; p50, p99, max. LAT_RATE=0: no latency run.
 # Prints one line per run. Polls the committed positions (half a second).
 set -eu
 events=${1:?usage: billingd.sh EVENTS [BATCH...]}
@@ -85,10 +86,11 @@ for batch in $batches; do
         "billingd_cpu_ms=$cpu peak_rss_mib=$rss"
 done
 
-# Latency at a steady LAT_RATE events/s (default 10 000) for 30 s.
+# Latency at a steady LAT_RATE events/s (default 10 000) for 30 s; LAT_RATE=0 skips it.
 lat_rate=${LAT_RATE:-10000}
+[ "$lat_rate" -gt 0 ] || exit 0
 lat_events=$((lat_rate * 30))
-batch=${batches%% *}
+batch=${LAT_BATCH:-${batches%% *}}
 fresh_db
 topic=lat-$(date +%s%N)
 "$bin/bench/produce_events" --rate 1 "$BILLING_KAFKA_BROKERS" "$topic" 1 2>/dev/null
