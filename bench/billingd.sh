@@ -12,7 +12,8 @@
 # Then, with BATCH = $LAT_BATCH (default: the first size), the latency run:
 # billingd consuming a topic fed at $LAT_RATE (10 000) events/s for 30 s;
 # latency = received_at (written at insert) - the send time carried in each
-# id; p50, p99, max. LAT_RATE=0: no latency run.
+# id; p50, p99, max. LAT_RATE=0: no latency run. CONNECTIONS sets
+# billingd's commit.connections (default 2).
 # Prints one line per run. Polls the committed positions (half a second).
 set -eu
 events=${1:?usage: billingd.sh EVENTS [BATCH...]}
@@ -45,7 +46,8 @@ progress() {
 start_daemon() { # TOPIC BATCH
     "$bin/billingd/billingd" --set "topics=$1" --set group=bench --set "batch.size=$2" \
         --set batch.linger.ms=200 --set "kafka.bootstrap.servers=$BILLING_KAFKA_BROKERS" \
-        --set kafka.fetch.max.bytes=104857600 2>"$tmp/billingd.log" &
+        --set kafka.fetch.max.bytes=104857600 --set "commit.connections=${CONNECTIONS:-2}" \
+        2>"$tmp/billingd.log" &
     pid=$!
 }
 

@@ -4,15 +4,21 @@
  *
  * One thread consumes: librdkafka calls the rebalance callback from
  * rd_kafka_consumer_poll, so assignment and batches never run
- * concurrently. Batches overlap by one: while a committer thread runs the
+ * concurrently. Commits run on commit lanes (commit.connections): a lane
+ * owns the partitions whose number modulo the lane count is its own, and
+ * has its own database connection and committer thread, so batches of
+ * different partitions commit at once on several PostgreSQL backends.
+ * Within a lane batches overlap by one: while its committer runs the
  * transaction of batch n, this thread fills, decodes and rates batch n+1
  * (two batch buffers, each with its own bs_ingest). Batch n+1 is handed
  * over only once batch n has committed, so its positions start where n's
- * ended and commits stay in order; if n failed, n+1 is dropped and both
- * are read again from the stored positions. Everything else that uses the
- * database connection or the catalog (assignment, recovery, catalog
- * reload, shutdown) first waits for the committer (wait_committer), so the
- * connection is never used by two threads and needs no lock.
+ * ended and a partition's commits stay in order; if any batch fails, every
+ * batch being filled is dropped and all partitions are read again from
+ * their stored positions. Everything else that uses a connection or the
+ * catalog (assignment, recovery, catalog reload, shutdown) first waits for
+ * every committer (wait_all), so no connection is used by two threads.
+ * The dead-letter and alert hooks run on the committers, one at a time
+ * (hook_lock).
  */
 #include "config.h"
 
@@ -67,7 +73,22 @@ typedef struct bd_batch {
     bs_ingest_counts k;
 } bd_batch;
 
-typedef struct bd_daemon {
+#define LANES_MAX 8
+
+typedef struct bd_daemon bd_daemon;
+
+/* A commit lane: its partitions' batches, committed in order on its connection. */
+typedef struct bd_lane {
+    bd_daemon *d;
+    bs_conn *db; /* lane 0 shares the daemon's connection */
+    bd_batch batches[2];
+    bd_batch *fill;     /* the batch being filled */
+    bd_batch *inflight; /* the batch the committer runs; NULL when none */
+    pthread_t committer;
+    int committed; /* the committer has finished the batch in flight (under d->lock) */
+} bd_lane;
+
+struct bd_daemon {
     const bd_config *cfg;
     volatile sig_atomic_t *stop;
     rd_kafka_t *rk;
@@ -80,17 +101,15 @@ typedef struct bd_daemon {
     bd_part *parts;
     size_t n_parts;
     size_t cap_parts;
-    bd_batch batches[2];
-    bd_batch *fill;     /* the batch being filled */
-    bd_batch *inflight; /* the batch the committer runs; NULL when none */
-    pthread_t committer;
-    pthread_mutex_t lock; /* guards committed */
-    int committed;        /* the committer has finished the batch in flight */
+    bd_lane lanes[LANES_MAX];
+    size_t n_lanes;
+    pthread_mutex_t lock;      /* guards the lanes' committed */
+    pthread_mutex_t hook_lock; /* one hook (dead letters, alerts) at a time */
     /* Database trouble: when to try again, and the next pause. */
     int64_t retry_at_ms;
     long backoff_ms;
     bd_stats stats;
-} bd_daemon;
+};
 
 static int64_t now_ms(void)
 {
@@ -253,7 +272,8 @@ static void batch_failed(bd_daemon *d, bd_batch *b)
     bd_log("error", "batch_failed", "records=%zu retry_ms=%ld error=%s", b->n, d->backoff_ms,
            bd_q(b->err.message));
     drop_batch(b);
-    drop_batch(d->fill);
+    for (i = 0; i < d->n_lanes; i++)
+        drop_batch(d->lanes[i].fill);
     for (i = 0; i < d->n_parts; i++)
         d->parts[i].ready = 0;
     pause_parts(d, 1, 1);
@@ -309,33 +329,33 @@ static void batch_done(bd_daemon *d, bd_batch *b)
     drop_batch(b);
 }
 
-/* The committer thread: the transaction of one prepared batch. */
+/* The committer thread of a lane: the transaction of one prepared batch. */
 static void *commit_main(void *arg)
 {
-    bd_daemon *d = arg;
-    bd_batch *b = d->inflight;
+    bd_lane *l = arg;
+    bd_batch *b = l->inflight;
 
-    b->st = bs_ingest_commit(b->in, d->db, b->pos, b->np, 0, &b->k, &b->err);
+    b->st = bs_ingest_commit(b->in, l->db, b->pos, b->np, 0, &b->k, &b->err);
     if (b->st == BS_OK)
-        batch_metrics(d, b);
-    pthread_mutex_lock(&d->lock);
-    d->committed = 1;
-    pthread_mutex_unlock(&d->lock);
+        batch_metrics(l->d, b);
+    pthread_mutex_lock(&l->d->lock);
+    l->committed = 1;
+    pthread_mutex_unlock(&l->d->lock);
     return NULL;
 }
 
 /*
- * Wait for the batch in flight, if any, and account for it. Returns 0, or
- * -1 if it failed (then the batch being filled has been dropped too).
+ * Wait for lane @l's batch in flight, if any, and account for it. Returns
+ * 0, or -1 if it failed (then every batch being filled has been dropped).
  */
-static int wait_committer(bd_daemon *d)
+static int wait_committer(bd_daemon *d, bd_lane *l)
 {
-    bd_batch *b = d->inflight;
+    bd_batch *b = l->inflight;
 
     if (b == NULL)
         return 0;
-    pthread_join(d->committer, NULL);
-    d->inflight = NULL;
+    pthread_join(l->committer, NULL);
+    l->inflight = NULL;
     if (b->st != BS_OK) {
         batch_failed(d, b);
         return -1;
@@ -344,36 +364,50 @@ static int wait_committer(bd_daemon *d)
     return 0;
 }
 
-/*
- * Account for the batch in flight if it has finished, without waiting:
- * its metrics, lag and stored positions are then current even when no
- * batch follows it.
- */
-static void reap_committer(bd_daemon *d)
+/* Wait for every lane: afterwards no thread but this one uses a connection. */
+static void wait_all(bd_daemon *d)
 {
-    int committed;
+    size_t i;
 
-    if (d->inflight == NULL)
-        return;
-    pthread_mutex_lock(&d->lock);
-    committed = d->committed;
-    pthread_mutex_unlock(&d->lock);
-    if (committed)
-        wait_committer(d);
+    for (i = 0; i < d->n_lanes; i++)
+        wait_committer(d, &d->lanes[i]);
 }
 
-/* Hand the prepared batch @b to the committer, or commit it here if no thread can be made. */
-static void start_commit(bd_daemon *d, bd_batch *b)
+/*
+ * Account for the lanes' batches that have finished, without waiting:
+ * their metrics, lag and stored positions are then current even when no
+ * batch follows them.
+ */
+static void reap_committers(bd_daemon *d)
+{
+    bd_lane *l;
+    size_t i;
+    int committed;
+
+    for (i = 0; i < d->n_lanes; i++) {
+        l = &d->lanes[i];
+        if (l->inflight == NULL)
+            continue;
+        pthread_mutex_lock(&d->lock);
+        committed = l->committed;
+        pthread_mutex_unlock(&d->lock);
+        if (committed)
+            wait_committer(d, l);
+    }
+}
+
+/* Hand the prepared batch @b to @l's committer, or commit it here if no thread can be made. */
+static void start_commit(bd_daemon *d, bd_lane *l, bd_batch *b)
 {
     b->np = batch_positions(d, b);
-    d->committed = 0; /* no committer runs: no lock needed */
-    d->inflight = b;
-    d->fill = b == &d->batches[0] ? &d->batches[1] : &d->batches[0];
-    if (pthread_create(&d->committer, NULL, commit_main, d) == 0)
+    l->committed = 0; /* no committer runs on this lane: no lock needed */
+    l->inflight = b;
+    l->fill = b == &l->batches[0] ? &l->batches[1] : &l->batches[0];
+    if (pthread_create(&l->committer, NULL, commit_main, l) == 0)
         return;
     bd_log("warn", "committer_thread_failed", "records=%zu", b->n);
-    d->inflight = NULL;
-    b->st = bs_ingest_commit(b->in, d->db, b->pos, b->np, 0, &b->k, &b->err);
+    l->inflight = NULL;
+    b->st = bs_ingest_commit(b->in, l->db, b->pos, b->np, 0, &b->k, &b->err);
     if (b->st != BS_OK) {
         batch_failed(d, b);
         return;
@@ -383,40 +417,69 @@ static void start_commit(bd_daemon *d, bd_batch *b)
 }
 
 /*
- * Send the batch being filled on its way: decode and rate it while the
- * previous one commits, then, once that one is in, hand it to the
- * committer: events, aggregates, rejects, dead letters and positions at once.
+ * Send lane @l's batch being filled on its way: decode and rate it while
+ * the lane's previous one commits, then, once that one is in, hand it to
+ * the committer: events, aggregates, rejects, dead letters and positions
+ * at once.
  */
-static void flush(bd_daemon *d)
+static void flush(bd_daemon *d, bd_lane *l)
 {
-    bd_batch *b = d->fill;
+    bd_batch *b = l->fill;
 
     if (b->n == 0)
         return;
     bd_metrics_consumed(d->metrics, b->n);
     b->started = now_ms();
     b->st = bs_ingest_prepare(b->in, b->recs, b->n, b->results, &b->err);
-    if (wait_committer(d) != 0)
+    if (wait_committer(d, l) != 0)
         return;
     if (b->st != BS_OK) {
         batch_failed(d, b);
         return;
     }
-    start_commit(d, b);
+    start_commit(d, l, b);
 }
 
 /* Everything consumed is committed (or failed) when this returns. */
 static void flush_all(bd_daemon *d)
 {
-    flush(d);
-    wait_committer(d);
+    size_t i;
+
+    for (i = 0; i < d->n_lanes; i++)
+        flush(d, &d->lanes[i]);
+    wait_all(d);
+}
+
+/* The lane of @partition: a partition always commits on the same lane, in order. */
+static bd_lane *lane_of(bd_daemon *d, int32_t partition)
+{
+    return &d->lanes[(size_t)partition % d->n_lanes];
+}
+
+static int any_filled(const bd_daemon *d)
+{
+    size_t i;
+
+    for (i = 0; i < d->n_lanes; i++) {
+        if (d->lanes[i].fill->n > 0)
+            return 1;
+    }
+    return 0;
+}
+
+static void drop_fills(bd_daemon *d)
+{
+    size_t i;
+
+    for (i = 0; i < d->n_lanes; i++)
+        drop_batch(d->lanes[i].fill);
 }
 
 static void add_message(bd_daemon *d, rd_kafka_message_t *m)
 {
     const char *topic = rd_kafka_topic_name(m->rkt);
     bd_part *p = find_part(d, topic, m->partition);
-    bd_batch *b = d->fill;
+    bd_batch *b = lane_of(d, m->partition)->fill;
     bs_record *r;
 
     /* Not ours, not positioned yet, or already stored: delivered again after a seek. */
@@ -481,8 +544,8 @@ static void on_assign(bd_daemon *d, rd_kafka_topic_partition_list_t *parts)
     bd_part *p;
     int i;
 
-    /* Positions are read on the committer's connection. */
-    wait_committer(d);
+    /* Positions are read on lane 0's connection. */
+    wait_all(d);
     for (i = 0; i < parts->cnt; i++) {
         p = add_part(d, parts->elems[i].topic, parts->elems[i].partition);
         if (p == NULL)
@@ -513,7 +576,7 @@ static void on_revoke(bd_daemon *d, rd_kafka_topic_partition_list_t *parts)
     int i;
 
     flush_all(d);
-    drop_batch(d->fill);
+    drop_fills(d);
     bd_metrics_lag_clear(d->metrics);
     for (i = 0; i < parts->cnt; i++) {
         bd_log("info", "revoked", "topic=%s partition=%" PRId32, parts->elems[i].topic,
@@ -541,8 +604,8 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         on_revoke(d, parts);
     } else {
         bd_log("error", "rebalance_failed", "error=%s", bd_q(rd_kafka_err2str(err)));
-        wait_committer(d);
-        drop_batch(d->fill);
+        wait_all(d);
+        drop_fills(d);
         d->n_parts = 0;
         rd_kafka_assign(rk, NULL);
     }
@@ -562,7 +625,7 @@ static void sync_parts(bd_daemon *d)
     size_t i;
     int ok = 1;
 
-    wait_committer(d);
+    wait_all(d);
     if (PQstatus(bs_pg(d->db)) != CONNECTION_OK && bs_reconnect(d->db, &err) != BS_OK)
         ok = 0;
     for (i = 0; i < d->n_parts && ok; i++) {
@@ -635,15 +698,15 @@ static void reload_catalog(bd_daemon *d)
     bs_error err;
     size_t i;
 
-    /* The committer uses the connection, and the catalog (aggregates, alerts). */
-    wait_committer(d);
+    /* The committers use the connections, and the catalog (aggregates, alerts). */
+    wait_all(d);
     cat = bs_catalog_read(d->db, d->cfg->book, &err);
     if (cat == NULL) {
         bd_log("error", "catalog_reload_failed", "error=%s", bd_q(err.message));
         return;
     }
-    for (i = 0; i < 2; i++)
-        bs_ingest_set_catalog(d->batches[i].in, cat);
+    for (i = 0; i < 2 * d->n_lanes; i++)
+        bs_ingest_set_catalog(d->lanes[i / 2].batches[i % 2].in, cat);
     bs_catalog_free(d->cat);
     d->cat = cat;
     d->stats.reloads++;
@@ -761,11 +824,41 @@ static bs_status pre_commit(void *arg, bs_conn *c, const bs_record *recs,
     bd_daemon *d = arg;
     bs_status st = BS_OK;
 
+    /* Committers of several lanes get here at once; the producers' state is shared. */
+    pthread_mutex_lock(&d->hook_lock);
     if (d->dlq != NULL)
         st = bd_dlq_hook(d->dlq, c, recs, results, n, err);
     if (st == BS_OK && d->alerts != NULL)
         st = bd_alerts_hook(d->alerts, c, recs, results, n, err);
+    pthread_mutex_unlock(&d->hook_lock);
     return st;
+}
+
+/* The lanes: batch buffers, a bs_ingest per buffer, a connection each but lane 0's. */
+static int start_lanes(bd_daemon *d, const bs_retry *retry, bs_error *err)
+{
+    bd_lane *l;
+    size_t i;
+    int j;
+
+    d->n_lanes = (size_t)d->cfg->commit_connections;
+    for (i = 0; i < d->n_lanes; i++) {
+        l = &d->lanes[i];
+        l->d = d;
+        l->fill = &l->batches[0];
+        l->db = i == 0 ? d->db : bs_connect(bs_conninfo(d->cfg->db), retry, err);
+        if (l->db == NULL)
+            return -1;
+        for (j = 0; j < 2; j++) {
+            l->batches[j].in = bs_ingest_new(d->cat, d->cfg->group);
+            if (alloc_batch(d, &l->batches[j]) != 0 || l->batches[j].in == NULL) {
+                bs_error_set(err, BS_ERR_NOMEM, "commit lane %zu: out of memory", i);
+                return -1;
+            }
+            bs_ingest_set_hook(l->batches[j].in, pre_commit, d);
+        }
+    }
+    return 0;
 }
 
 /* Database, catalog, dead-letter producer, consumer. Returns 0 or -1 (logged). */
@@ -775,20 +868,16 @@ static int start(bd_daemon *d)
     bs_error err;
 
     d->backoff_ms = BACKOFF_FIRST_MS;
-    d->fill = &d->batches[0];
-    if (alloc_batch(d, &d->batches[0]) != 0 || alloc_batch(d, &d->batches[1]) != 0 ||
-        (d->metrics = bd_metrics_new(d->cfg->http_listen)) == NULL)
+    d->metrics = bd_metrics_new(d->cfg->http_listen);
+    if (d->metrics == NULL)
         return -1;
     d->db = bs_connect(bs_conninfo(d->cfg->db), &retry, &err);
     if (d->db == NULL || bs_event_partitions(d->db, 1, 3, NULL, &err) != BS_OK ||
-        listen_start(d) != 0 || (d->cat = bs_catalog_read(d->db, d->cfg->book, &err)) == NULL) {
+        listen_start(d) != 0 || (d->cat = bs_catalog_read(d->db, d->cfg->book, &err)) == NULL ||
+        start_lanes(d, &retry, &err) != 0) {
         bd_log("error", "start_failed", "error=%s", bd_q(err.message));
         return -1;
     }
-    d->batches[0].in = bs_ingest_new(d->cat, d->cfg->group);
-    d->batches[1].in = bs_ingest_new(d->cat, d->cfg->group);
-    if (d->batches[0].in == NULL || d->batches[1].in == NULL)
-        return -1;
     if (d->cfg->dead_letter_topic != NULL && d->cfg->dead_letter_topic[0] != '\0') {
         d->dlq = bd_dlq_new(d->cfg);
         if (d->dlq == NULL)
@@ -799,27 +888,38 @@ static int start(bd_daemon *d)
         if (d->alerts == NULL)
             return -1;
     }
-    bs_ingest_set_hook(d->batches[0].in, pre_commit, d);
-    bs_ingest_set_hook(d->batches[1].in, pre_commit, d);
     d->rk = make_consumer(d);
     if (d->rk == NULL)
         return -1;
-    bd_log("info", "started", "group=%s topics=%zu book=%s batch=%ld linger_ms=%ld",
+    bd_log("info", "started",
+           "group=%s topics=%zu book=%s batch=%ld linger_ms=%ld commit_connections=%zu",
            d->cfg->group, d->cfg->n_topics, bs_catalog_book(d->cat), d->cfg->batch_size,
-           d->cfg->linger_ms);
+           d->cfg->linger_ms, d->n_lanes);
     return 0;
+}
+
+/* How long a poll may wait: until the first lane's batch has lingered enough, at most POLL_MS. */
+static int poll_wait(const bd_daemon *d)
+{
+    int64_t now = now_ms();
+    int64_t wait = POLL_MS;
+    const bd_batch *b;
+    size_t i;
+
+    for (i = 0; i < d->n_lanes; i++) {
+        b = d->lanes[i].fill;
+        if (b->n > 0 && b->first_ms + d->cfg->linger_ms - now < wait)
+            wait = b->first_ms + d->cfg->linger_ms - now;
+    }
+    return wait > 0 ? (int)wait : 0;
 }
 
 static void poll_once(bd_daemon *d)
 {
-    bd_batch *b = d->fill;
-    rd_kafka_message_t *m;
-    int64_t now = now_ms();
-    int64_t wait = POLL_MS;
+    rd_kafka_message_t *m = rd_kafka_consumer_poll(d->rk, poll_wait(d));
+    const bd_batch *b;
+    size_t i;
 
-    if (b->n > 0 && b->first_ms + d->cfg->linger_ms - now < wait)
-        wait = b->first_ms + d->cfg->linger_ms - now;
-    m = rd_kafka_consumer_poll(d->rk, wait > 0 ? (int)wait : 0);
     if (m != NULL && m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
         add_message(d, m);
     } else if (m != NULL) {
@@ -827,35 +927,54 @@ static void poll_once(bd_daemon *d)
             bd_log("warn", "kafka_error", "error=%s", bd_q(rd_kafka_message_errstr(m)));
         rd_kafka_message_destroy(m);
     }
-    /* The poll may have run a rebalance, which flushes: look at the batch again. */
-    b = d->fill;
-    if (b->n > 0 && (b->n >= (size_t)d->cfg->batch_size || now_ms() >= b->first_ms + d->cfg->linger_ms))
-        flush(d);
+    /* The poll may have run a rebalance, which flushes: look at the batches afresh. */
+    for (i = 0; i < d->n_lanes; i++) {
+        b = d->lanes[i].fill;
+        if (b->n > 0 && (b->n >= (size_t)d->cfg->batch_size ||
+                         now_ms() >= b->first_ms + d->cfg->linger_ms))
+            flush(d, &d->lanes[i]);
+    }
+}
+
+static size_t pending(const bd_daemon *d)
+{
+    size_t n = 0;
+    size_t i;
+
+    for (i = 0; i < d->n_lanes; i++)
+        n += d->lanes[i].fill->n + (d->lanes[i].inflight ? d->lanes[i].inflight->n : 0);
+    return n;
 }
 
 static void loop(bd_daemon *d)
 {
     while (!*d->stop) {
-        reap_committer(d);
-        if (d->fill->n == 0)
+        reap_committers(d);
+        if (!any_filled(d))
             check_catalog(d);
         if (any_unready(d) && now_ms() >= d->retry_at_ms)
             sync_parts(d);
         poll_once(d);
     }
-    bd_log("info", "stopping", "pending=%zu", d->fill->n + (d->inflight ? d->inflight->n : 0));
+    bd_log("info", "stopping", "pending=%zu", pending(d));
     flush_all(d);
 }
 
 static void finish(bd_daemon *d)
 {
-    wait_committer(d);
+    size_t i;
+
+    wait_all(d);
     if (d->rk != NULL) {
-        /* Leaves the group; the revoke callback commits nothing more (batch empty). */
+        /* Leaves the group; the revoke callback commits nothing more (batches empty). */
         rd_kafka_consumer_close(d->rk);
     }
-    free_batch(&d->batches[0]);
-    free_batch(&d->batches[1]);
+    for (i = 0; i < LANES_MAX; i++) {
+        free_batch(&d->lanes[i].batches[0]);
+        free_batch(&d->lanes[i].batches[1]);
+        if (i > 0)
+            bs_close(d->lanes[i].db);
+    }
     if (d->rk != NULL)
         rd_kafka_destroy(d->rk);
     bd_dlq_free(d->dlq);
@@ -874,6 +993,7 @@ int bd_run(const bd_config *cfg, volatile sig_atomic_t *stop)
 
     memset(&d, 0, sizeof(d));
     pthread_mutex_init(&d.lock, NULL);
+    pthread_mutex_init(&d.hook_lock, NULL);
     d.cfg = cfg;
     d.stop = stop;
     if (start(&d) == 0) {
@@ -886,5 +1006,6 @@ int bd_run(const bd_config *cfg, volatile sig_atomic_t *stop)
            d.stats.batches, d.stats.db_errors);
     finish(&d);
     pthread_mutex_destroy(&d.lock);
+    pthread_mutex_destroy(&d.hook_lock);
     return rc;
 }
