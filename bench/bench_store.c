@@ -71,7 +71,7 @@ typedef struct bench {
     " ids AS (INSERT INTO billing.event_ids (event_id, start_time, fingerprint)"               \
     "  SELECT event_id, start_time, billing.event_fingerprint(account_id, resource_id, meter,"  \
     "  start_time, start_nanos, end_time, end_nanos, quantity, model, region) FROM v"          \
-    "  ON CONFLICT (event_id) DO NOTHING RETURNING event_id)"                                  \
+    "  ON CONFLICT (id_hash) DO NOTHING RETURNING event_id)"                                  \
     " INSERT INTO billing.usage_events (event_id, account_id, resource_id, meter, start_time,"  \
     " start_nanos, end_time, end_nanos, quantity, model, region, source)"                      \
     " SELECT v.* FROM v JOIN ids USING (event_id)"

@@ -9,9 +9,11 @@
 #   2. EVENTS records of the benchmark workload produced beforehand;
 #   3. billingd started; events/s = records committed between the first
 #      and the last commit / that time; billingd's peak RSS (VmHWM).
-# Then, with BATCH = the first size, the latency run: billingd consuming a
-# topic fed at $LAT_RATE (10 000) events/s for 30 s; latency = received_at (written
-# at insert) - the send time carried in each id; p50, p99, max.
+# Then, with BATCH = $LAT_BATCH (default: the first size), the latency run:
+# billingd consuming a topic fed at $LAT_RATE (10 000) events/s for 30 s;
+# latency = received_at (written at insert) - the send time carried in each
+# id; p50, p99, max. LAT_RATE=0: no latency run. CONNECTIONS sets
+# billingd's commit.connections (default 2).
 # Prints one line per run. Polls the committed positions (half a second).
 set -eu
 events=${1:?usage: billingd.sh EVENTS [BATCH...]}
@@ -44,7 +46,8 @@ progress() {
 start_daemon() { # TOPIC BATCH
     "$bin/billingd/billingd" --set "topics=$1" --set group=bench --set "batch.size=$2" \
         --set batch.linger.ms=200 --set "kafka.bootstrap.servers=$BILLING_KAFKA_BROKERS" \
-        --set kafka.fetch.max.bytes=104857600 2>"$tmp/billingd.log" &
+        --set kafka.fetch.max.bytes=104857600 --set "commit.connections=${CONNECTIONS:-2}" \
+        2>"$tmp/billingd.log" &
     pid=$!
 }
 
@@ -55,6 +58,11 @@ stop_daemon() {
 }
 
 now_ms() { date +%s%3N; }
+
+# billingd's CPU time so far (user + sys, ms): what it costs beside the wall time.
+cpu_ms() {
+    awk -v hz="$(getconf CLK_TCK)" '{ print int(($14 + $15) * 1000 / hz) }' "/proc/$1/stat"
+}
 
 for batch in $batches; do
     fresh_db
@@ -73,15 +81,18 @@ for batch in $batches; do
     done
     t1=$(now_ms)
     rss=$(awk '/VmHWM/ { print int($2 / 1024) }' "/proc/$pid/status")
+    cpu=$(cpu_ms "$pid")
     stop_daemon
     rate=$(( (events - first) * 1000 / (t1 - t0 > 0 ? t1 - t0 : 1) ))
-    echo "batch=$batch events=$events events_per_s=$rate peak_rss_mib=$rss"
+    echo "batch=$batch events=$events events_per_s=$rate wall_ms=$((t1 - t0))" \
+        "billingd_cpu_ms=$cpu peak_rss_mib=$rss"
 done
 
-# Latency at a steady LAT_RATE events/s (default 10 000) for 30 s.
+# Latency at a steady LAT_RATE events/s (default 10 000) for 30 s; LAT_RATE=0 skips it.
 lat_rate=${LAT_RATE:-10000}
+[ "$lat_rate" -gt 0 ] || exit 0
 lat_events=$((lat_rate * 30))
-batch=${batches%% *}
+batch=${LAT_BATCH:-${batches%% *}}
 fresh_db
 topic=lat-$(date +%s%N)
 "$bin/bench/produce_events" --rate 1 "$BILLING_KAFKA_BROKERS" "$topic" 1 2>/dev/null

@@ -27,9 +27,11 @@
 #define TEXT(x) TEXT_(x)
 #define DEFAULT_LIMIT 100
 
+/* Stored: under its hash in event_ids, or (another id holds the hash) in event_id_collisions. */
 #define RESOLVED                                                                               \
-    "(r.reason_code <> 'conflict' AND EXISTS (SELECT 1 FROM billing.event_ids e"              \
-    " WHERE e.event_id = r.event_id))"
+    "(r.reason_code <> 'conflict' AND (EXISTS (SELECT 1 FROM billing.event_ids e"             \
+    " WHERE e.id_hash = decode(md5(r.event_id), 'hex') AND e.event_id = r.event_id)"           \
+    " OR EXISTS (SELECT 1 FROM billing.event_id_collisions x WHERE x.event_id = r.event_id)))"
 #define SQL_LIST                                                                               \
     "SELECT r.id, to_char(r.received_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),"  \
     " r.source, coalesce(r.event_id, '-'), r.reason_code, r.reason, octet_length(r.payload),"  \

@@ -21,6 +21,7 @@ void bd_config_init(bd_config *c)
     memset(c, 0, sizeof(*c));
     c->batch_size = 5000;
     c->linger_ms = 200;
+    c->commit_connections = 2;
     c->retry_max_ms = 30000;
 }
 
@@ -154,6 +155,10 @@ static int apply(bd_config *c, const char *key, const char *value, const char **
     if (strcmp(key, "batch.linger.ms") == 0) {
         *why = "need a number in 1..60000";
         return set_long(&c->linger_ms, value, 1, 60000);
+    }
+    if (strcmp(key, "commit.connections") == 0) {
+        *why = "need a number in 1..8";
+        return set_long(&c->commit_connections, value, 1, 8);
     }
     if (strcmp(key, "retry.max.ms") == 0) {
         *why = "need a number in 100..600000";

@@ -10,6 +10,8 @@
  *   dead_letter_topic  topic for rejected records ("" : none; default none)
  *   batch.size         records per transaction, 1..50000 (default 5000)
  *   batch.linger.ms    longest wait to fill a batch, 1..60000 (default 200)
+ *   commit.connections batches committing at once, on as many connections,
+ *                      each for its own partitions, 1..8 (default 2)
  *   retry.max.ms       longest pause between database retries (default 30000)
  *   alerts.topic       topic of billing.v1.CreditAlert ("": no alerts; default none)
  *   alerts.thresholds  percents of credit used that alert, default 50,80,100
@@ -43,6 +45,7 @@ typedef struct bd_config {
     size_t n_topics;
     long batch_size;
     long linger_ms;
+    long commit_connections;
     long retry_max_ms;
     bd_kv kafka[BD_MAX_KAFKA];
     size_t n_kafka;

@@ -2,14 +2,29 @@
  * daemon.c - billingd's consumer loop. See daemon.h and
  * doc/architecture.md ("Exactly once").
  *
- * One thread does everything: librdkafka calls the rebalance callback
- * from rd_kafka_consumer_poll, so assignment, batches and database work
- * never run concurrently and need no locks.
+ * One thread consumes: librdkafka calls the rebalance callback from
+ * rd_kafka_consumer_poll, so assignment and batches never run
+ * concurrently. Commits run on commit lanes (commit.connections): a lane
+ * owns the partitions whose number modulo the lane count is its own, and
+ * has its own database connection and committer thread, so batches of
+ * different partitions commit at once on several PostgreSQL backends.
+ * Within a lane batches overlap by one: while its committer runs the
+ * transaction of batch n, this thread fills, decodes and rates batch n+1
+ * (two batch buffers, each with its own bs_ingest). Batch n+1 is handed
+ * over only once batch n has committed, so its positions start where n's
+ * ended and a partition's commits stay in order; if any batch fails, every
+ * batch being filled is dropped and all partitions are read again from
+ * their stored positions. Everything else that uses a connection or the
+ * catalog (assignment, recovery, catalog reload, shutdown) first waits for
+ * every committer (wait_all), so no connection is used by two threads.
+ * The dead-letter and alert hooks run on the committers, one at a time
+ * (hook_lock).
  */
 #include "config.h"
 
 #include <inttypes.h>
 #include <librdkafka/rdkafka.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,7 +54,41 @@ typedef struct bd_part {
     int ready;      /* stored is known and the consumer was positioned there */
 } bd_part;
 
-typedef struct bd_daemon {
+/* One batch: filled, then prepared (decoded, rated), then committed. */
+typedef struct bd_batch {
+    rd_kafka_message_t **msgs;
+    bs_record *recs;
+    bs_record_result *results;
+    char (*sources)[SOURCE_MAX];
+    bs_position *pos;
+    size_t n;
+    size_t np;
+    int64_t first_ms;
+    int64_t started;
+    int64_t ms; /* from flush to commit */
+    bs_ingest *in;
+    /* What the committer found, read once it has been joined. */
+    bs_status st;
+    bs_error err;
+    bs_ingest_counts k;
+} bd_batch;
+
+#define LANES_MAX 8
+
+typedef struct bd_daemon bd_daemon;
+
+/* A commit lane: its partitions' batches, committed in order on its connection. */
+typedef struct bd_lane {
+    bd_daemon *d;
+    bs_conn *db; /* lane 0 shares the daemon's connection */
+    bd_batch batches[2];
+    bd_batch *fill;     /* the batch being filled */
+    bd_batch *inflight; /* the batch the committer runs; NULL when none */
+    pthread_t committer;
+    int committed; /* the committer has finished the batch in flight (under d->lock) */
+} bd_lane;
+
+struct bd_daemon {
     const bd_config *cfg;
     volatile sig_atomic_t *stop;
     rd_kafka_t *rk;
@@ -48,24 +97,19 @@ typedef struct bd_daemon {
     bs_conn *db;
     bs_conn *listen; /* LISTEN billing_catalog; NULL while broken */
     bs_catalog *cat;
-    bs_ingest *in;
     bd_metrics *metrics;
     bd_part *parts;
     size_t n_parts;
     size_t cap_parts;
-    /* The batch being filled. */
-    rd_kafka_message_t **msgs;
-    bs_record *recs;
-    bs_record_result *results;
-    char (*sources)[SOURCE_MAX];
-    bs_position *pos;
-    size_t n;
-    int64_t first_ms;
+    bd_lane lanes[LANES_MAX];
+    size_t n_lanes;
+    pthread_mutex_t lock;      /* guards the lanes' committed */
+    pthread_mutex_t hook_lock; /* one hook (dead letters, alerts) at a time */
     /* Database trouble: when to try again, and the next pause. */
     int64_t retry_at_ms;
     long backoff_ms;
     bd_stats stats;
-} bd_daemon;
+};
 
 static int64_t now_ms(void)
 {
@@ -161,17 +205,17 @@ static void pause_parts(bd_daemon *d, int pause, int all)
 /* Batches                                                                 */
 /* ---------------------------------------------------------------------- */
 
-static void drop_batch(bd_daemon *d)
+static void drop_batch(bd_batch *b)
 {
     size_t i;
 
-    for (i = 0; i < d->n; i++)
-        rd_kafka_message_destroy(d->msgs[i]);
-    d->n = 0;
+    for (i = 0; i < b->n; i++)
+        rd_kafka_message_destroy(b->msgs[i]);
+    b->n = 0;
 }
 
-/* The positions the batch moves: one per partition, to after its last record. */
-static size_t batch_positions(bd_daemon *d)
+/* The positions batch @b moves: one per partition, to after its last record. */
+static size_t batch_positions(bd_daemon *d, bd_batch *b)
 {
     size_t np = 0;
     size_t i;
@@ -179,11 +223,11 @@ static size_t batch_positions(bd_daemon *d)
     const rd_kafka_message_t *m;
     bd_part *p;
 
-    for (i = 0; i < d->n; i++) {
-        m = d->msgs[i];
+    for (i = 0; i < b->n; i++) {
+        m = b->msgs[i];
         for (j = 0; j < np; j++) {
-            if (d->pos[j].partition == m->partition &&
-                strcmp(d->pos[j].topic, rd_kafka_topic_name(m->rkt)) == 0)
+            if (b->pos[j].partition == m->partition &&
+                strcmp(b->pos[j].topic, rd_kafka_topic_name(m->rkt)) == 0)
                 break;
         }
         if (j == np) {
@@ -191,39 +235,45 @@ static size_t batch_positions(bd_daemon *d)
             p = find_part(d, rd_kafka_topic_name(m->rkt), m->partition);
             if (p == NULL)
                 continue;
-            d->pos[np].topic = p->topic;
-            d->pos[np].partition = p->partition;
-            d->pos[np].expected = p->stored;
+            b->pos[np].topic = p->topic;
+            b->pos[np].partition = p->partition;
+            b->pos[np].expected = p->stored;
             np++;
         }
-        d->pos[j].next = m->offset + 1;
+        b->pos[j].next = m->offset + 1;
     }
     return np;
 }
 
 /* Tell Kafka where we are, for lag tools only (never read back). */
-static void commit_informational(bd_daemon *d, size_t np)
+static void commit_informational(bd_daemon *d, const bd_batch *b)
 {
-    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)np);
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)b->np);
     size_t i;
 
-    for (i = 0; i < np; i++)
-        rd_kafka_topic_partition_list_add(l, d->pos[i].topic, d->pos[i].partition)->offset =
-            d->pos[i].next;
+    for (i = 0; i < b->np; i++)
+        rd_kafka_topic_partition_list_add(l, b->pos[i].topic, b->pos[i].partition)->offset =
+            b->pos[i].next;
     rd_kafka_commit(d->rk, l, 1);
     rd_kafka_topic_partition_list_destroy(l);
 }
 
-/* A failed batch: stop consuming, try the database again later, resume from what it holds. */
-static void batch_failed(bd_daemon *d, const bs_error *err)
+/*
+ * A failed batch: stop consuming, try the database again later, resume
+ * from what it holds. The batch being filled follows the failed one, so
+ * it goes too: both are read again from the stored positions.
+ */
+static void batch_failed(bd_daemon *d, bd_batch *b)
 {
     size_t i;
 
     d->stats.db_errors++;
     bd_metrics_failed(d->metrics);
-    bd_log("error", "batch_failed", "records=%zu retry_ms=%ld error=%s", d->n, d->backoff_ms,
-           bd_q(err->message));
-    drop_batch(d);
+    bd_log("error", "batch_failed", "records=%zu retry_ms=%ld error=%s", b->n, d->backoff_ms,
+           bd_q(b->err.message));
+    drop_batch(b);
+    for (i = 0; i < d->n_lanes; i++)
+        drop_batch(d->lanes[i].fill);
     for (i = 0; i < d->n_parts; i++)
         d->parts[i].ready = 0;
     pause_parts(d, 1, 1);
@@ -233,32 +283,40 @@ static void batch_failed(bd_daemon *d, const bs_error *err)
 }
 
 /* Lag per partition of the batch: the cached high watermark minus the stored position. */
-static void record_lag(bd_daemon *d, size_t np)
+static void record_lag(bd_daemon *d, const bd_batch *b)
 {
     int64_t lo;
     int64_t hi;
     size_t i;
 
-    for (i = 0; i < np; i++) {
-        if (rd_kafka_get_watermark_offsets(d->rk, d->pos[i].topic, d->pos[i].partition, &lo,
+    for (i = 0; i < b->np; i++) {
+        if (rd_kafka_get_watermark_offsets(d->rk, b->pos[i].topic, b->pos[i].partition, &lo,
                                            &hi) == RD_KAFKA_RESP_ERR_NO_ERROR)
-            bd_metrics_lag(d->metrics, d->pos[i].topic, d->pos[i].partition,
-                           hi >= d->pos[i].next ? hi - d->pos[i].next : 0);
+            bd_metrics_lag(d->metrics, b->pos[i].topic, b->pos[i].partition,
+                           hi >= b->pos[i].next ? hi - b->pos[i].next : 0);
     }
 }
 
-static void batch_done(bd_daemon *d, size_t np, const bs_ingest_counts *k, int64_t started)
+/* The committed batch @b's metrics (thread-safe): counted as soon as it is in. */
+static void batch_metrics(bd_daemon *d, bd_batch *b)
 {
+    b->ms = now_ms() - b->started;
+    bd_metrics_batch(d->metrics, &b->k, b->results, b->n, b->ms);
+}
+
+static void batch_done(bd_daemon *d, bd_batch *b)
+{
+    const bs_ingest_counts *k = &b->k;
+    int64_t ms = b->ms;
     size_t i;
     bd_part *p;
 
-    for (i = 0; i < np; i++) {
-        p = find_part(d, d->pos[i].topic, d->pos[i].partition);
+    for (i = 0; i < b->np; i++) {
+        p = find_part(d, b->pos[i].topic, b->pos[i].partition);
         if (p != NULL)
-            p->stored = d->pos[i].next;
+            p->stored = b->pos[i].next;
     }
-    bd_metrics_batch(d->metrics, k, d->results, d->n, now_ms() - started);
-    record_lag(d, np);
+    record_lag(d, b);
     d->stats.batches++;
     d->stats.stored += k->stored;
     d->stats.duplicates += k->duplicates;
@@ -266,35 +324,162 @@ static void batch_done(bd_daemon *d, size_t np, const bs_ingest_counts *k, int64
     d->backoff_ms = BACKOFF_FIRST_MS;
     bd_log("info", "batch", "records=%zu stored=%zu duplicates=%zu rejected=%zu aggregates=%zu "
                             "ms=%" PRId64,
-           k->records, k->stored, k->duplicates, k->rejected, k->aggregates, now_ms() - started);
-    commit_informational(d, np);
-    drop_batch(d);
+           k->records, k->stored, k->duplicates, k->rejected, k->aggregates, ms);
+    commit_informational(d, b);
+    drop_batch(b);
 }
 
-/* Commit the batch: events, aggregates, rejects, dead letters and positions at once. */
-static void flush(bd_daemon *d)
+/* The committer thread of a lane: the transaction of one prepared batch. */
+static void *commit_main(void *arg)
 {
-    bs_ingest_counts k;
-    bs_error err;
-    int64_t started = now_ms();
-    size_t np;
+    bd_lane *l = arg;
+    bd_batch *b = l->inflight;
 
-    if (d->n == 0)
+    b->st = bs_ingest_commit(b->in, l->db, b->pos, b->np, 0, &b->k, &b->err);
+    if (b->st == BS_OK)
+        batch_metrics(l->d, b);
+    pthread_mutex_lock(&l->d->lock);
+    l->committed = 1;
+    pthread_mutex_unlock(&l->d->lock);
+    return NULL;
+}
+
+/*
+ * Wait for lane @l's batch in flight, if any, and account for it. Returns
+ * 0, or -1 if it failed (then every batch being filled has been dropped).
+ */
+static int wait_committer(bd_daemon *d, bd_lane *l)
+{
+    bd_batch *b = l->inflight;
+
+    if (b == NULL)
+        return 0;
+    pthread_join(l->committer, NULL);
+    l->inflight = NULL;
+    if (b->st != BS_OK) {
+        batch_failed(d, b);
+        return -1;
+    }
+    batch_done(d, b);
+    return 0;
+}
+
+/* Wait for every lane: afterwards no thread but this one uses a connection. */
+static void wait_all(bd_daemon *d)
+{
+    size_t i;
+
+    for (i = 0; i < d->n_lanes; i++)
+        wait_committer(d, &d->lanes[i]);
+}
+
+/*
+ * Account for the lanes' batches that have finished, without waiting:
+ * their metrics, lag and stored positions are then current even when no
+ * batch follows them.
+ */
+static void reap_committers(bd_daemon *d)
+{
+    bd_lane *l;
+    size_t i;
+    int committed;
+
+    for (i = 0; i < d->n_lanes; i++) {
+        l = &d->lanes[i];
+        if (l->inflight == NULL)
+            continue;
+        pthread_mutex_lock(&d->lock);
+        committed = l->committed;
+        pthread_mutex_unlock(&d->lock);
+        if (committed)
+            wait_committer(d, l);
+    }
+}
+
+/* Hand the prepared batch @b to @l's committer, or commit it here if no thread can be made. */
+static void start_commit(bd_daemon *d, bd_lane *l, bd_batch *b)
+{
+    b->np = batch_positions(d, b);
+    l->committed = 0; /* no committer runs on this lane: no lock needed */
+    l->inflight = b;
+    l->fill = b == &l->batches[0] ? &l->batches[1] : &l->batches[0];
+    if (pthread_create(&l->committer, NULL, commit_main, l) == 0)
         return;
-    bd_metrics_consumed(d->metrics, d->n);
-    np = batch_positions(d);
-    if (bs_ingest_batch(d->in, d->db, d->recs, d->n, d->pos, np, 0, d->results, &k, &err) !=
-        BS_OK) {
-        batch_failed(d, &err);
+    bd_log("warn", "committer_thread_failed", "records=%zu", b->n);
+    l->inflight = NULL;
+    b->st = bs_ingest_commit(b->in, l->db, b->pos, b->np, 0, &b->k, &b->err);
+    if (b->st != BS_OK) {
+        batch_failed(d, b);
         return;
     }
-    batch_done(d, np, &k, started);
+    batch_metrics(d, b);
+    batch_done(d, b);
+}
+
+/*
+ * Send lane @l's batch being filled on its way: decode and rate it while
+ * the lane's previous one commits, then, once that one is in, hand it to
+ * the committer: events, aggregates, rejects, dead letters and positions
+ * at once.
+ */
+static void flush(bd_daemon *d, bd_lane *l)
+{
+    bd_batch *b = l->fill;
+
+    if (b->n == 0)
+        return;
+    bd_metrics_consumed(d->metrics, b->n);
+    b->started = now_ms();
+    b->st = bs_ingest_prepare(b->in, b->recs, b->n, b->results, &b->err);
+    if (wait_committer(d, l) != 0)
+        return;
+    if (b->st != BS_OK) {
+        batch_failed(d, b);
+        return;
+    }
+    start_commit(d, l, b);
+}
+
+/* Everything consumed is committed (or failed) when this returns. */
+static void flush_all(bd_daemon *d)
+{
+    size_t i;
+
+    for (i = 0; i < d->n_lanes; i++)
+        flush(d, &d->lanes[i]);
+    wait_all(d);
+}
+
+/* The lane of @partition: a partition always commits on the same lane, in order. */
+static bd_lane *lane_of(bd_daemon *d, int32_t partition)
+{
+    return &d->lanes[(size_t)partition % d->n_lanes];
+}
+
+static int any_filled(const bd_daemon *d)
+{
+    size_t i;
+
+    for (i = 0; i < d->n_lanes; i++) {
+        if (d->lanes[i].fill->n > 0)
+            return 1;
+    }
+    return 0;
+}
+
+static void drop_fills(bd_daemon *d)
+{
+    size_t i;
+
+    for (i = 0; i < d->n_lanes; i++)
+        drop_batch(d->lanes[i].fill);
 }
 
 static void add_message(bd_daemon *d, rd_kafka_message_t *m)
 {
     const char *topic = rd_kafka_topic_name(m->rkt);
     bd_part *p = find_part(d, topic, m->partition);
+    bd_batch *b = lane_of(d, m->partition)->fill;
     bs_record *r;
 
     /* Not ours, not positioned yet, or already stored: delivered again after a seek. */
@@ -302,20 +487,20 @@ static void add_message(bd_daemon *d, rd_kafka_message_t *m)
         rd_kafka_message_destroy(m);
         return;
     }
-    if (d->n == 0)
-        d->first_ms = now_ms();
-    r = &d->recs[d->n];
+    if (b->n == 0)
+        b->first_ms = now_ms();
+    r = &b->recs[b->n];
     memset(r, 0, sizeof(*r));
-    snprintf(d->sources[d->n], SOURCE_MAX, "kafka:%s/%" PRId32 "@%" PRId64, topic, m->partition,
+    snprintf(b->sources[b->n], SOURCE_MAX, "kafka:%s/%" PRId32 "@%" PRId64, topic, m->partition,
              m->offset);
     r->data = m->payload != NULL ? m->payload : "";
     r->len = m->len;
     r->format = BS_RECORD_PROTOBUF;
-    r->source = d->sources[d->n];
+    r->source = b->sources[b->n];
     r->kafka_topic = p->topic;
     r->kafka_partition = m->partition;
     r->kafka_offset = m->offset;
-    d->msgs[d->n++] = m;
+    b->msgs[b->n++] = m;
     d->stats.consumed++;
 }
 
@@ -328,6 +513,29 @@ static int cooperative(rd_kafka_t *rk)
     return strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
 }
 
+/*
+ * Resume the partitions of @parts that are ready. librdkafka keeps a
+ * partition's pause across a revocation and a new assignment, so one
+ * paused by a failed batch (batch_failed pauses all) and then reassigned
+ * by a rebalance, as when the broker restarts, would stay paused forever:
+ * sync_parts resumes only partitions that were not ready.
+ */
+static void resume_ready(bd_daemon *d, const rd_kafka_topic_partition_list_t *parts)
+{
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(parts->cnt + 1);
+    const bd_part *p;
+    int i;
+
+    for (i = 0; i < parts->cnt; i++) {
+        p = find_part(d, parts->elems[i].topic, parts->elems[i].partition);
+        if (p != NULL && p->ready)
+            rd_kafka_topic_partition_list_add(l, p->topic, p->partition);
+    }
+    if (l->cnt > 0)
+        rd_kafka_resume_partitions(d->rk, l);
+    rd_kafka_topic_partition_list_destroy(l);
+}
+
 /* New partitions: start each at its stored position (or, if unreadable now, later). */
 static void on_assign(bd_daemon *d, rd_kafka_topic_partition_list_t *parts)
 {
@@ -336,6 +544,8 @@ static void on_assign(bd_daemon *d, rd_kafka_topic_partition_list_t *parts)
     bd_part *p;
     int i;
 
+    /* Positions are read on lane 0's connection. */
+    wait_all(d);
     for (i = 0; i < parts->cnt; i++) {
         p = add_part(d, parts->elems[i].topic, parts->elems[i].partition);
         if (p == NULL)
@@ -355,6 +565,7 @@ static void on_assign(bd_daemon *d, rd_kafka_topic_partition_list_t *parts)
     } else if (rerr != RD_KAFKA_RESP_ERR_NO_ERROR) {
         bd_log("error", "assign_failed", "error=%s", bd_q(rd_kafka_err2str(rerr)));
     }
+    resume_ready(d, parts);
     pause_parts(d, 1, 0);
 }
 
@@ -364,8 +575,8 @@ static void on_revoke(bd_daemon *d, rd_kafka_topic_partition_list_t *parts)
     rd_kafka_error_t *error = NULL;
     int i;
 
-    flush(d);
-    drop_batch(d);
+    flush_all(d);
+    drop_fills(d);
     bd_metrics_lag_clear(d->metrics);
     for (i = 0; i < parts->cnt; i++) {
         bd_log("info", "revoked", "topic=%s partition=%" PRId32, parts->elems[i].topic,
@@ -393,7 +604,8 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         on_revoke(d, parts);
     } else {
         bd_log("error", "rebalance_failed", "error=%s", bd_q(rd_kafka_err2str(err)));
-        drop_batch(d);
+        wait_all(d);
+        drop_fills(d);
         d->n_parts = 0;
         rd_kafka_assign(rk, NULL);
     }
@@ -413,6 +625,7 @@ static void sync_parts(bd_daemon *d)
     size_t i;
     int ok = 1;
 
+    wait_all(d);
     if (PQstatus(bs_pg(d->db)) != CONNECTION_OK && bs_reconnect(d->db, &err) != BS_OK)
         ok = 0;
     for (i = 0; i < d->n_parts && ok; i++) {
@@ -483,13 +696,17 @@ static void reload_catalog(bd_daemon *d)
 {
     bs_catalog *cat;
     bs_error err;
+    size_t i;
 
+    /* The committers use the connections, and the catalog (aggregates, alerts). */
+    wait_all(d);
     cat = bs_catalog_read(d->db, d->cfg->book, &err);
     if (cat == NULL) {
         bd_log("error", "catalog_reload_failed", "error=%s", bd_q(err.message));
         return;
     }
-    bs_ingest_set_catalog(d->in, cat);
+    for (i = 0; i < 2 * d->n_lanes; i++)
+        bs_ingest_set_catalog(d->lanes[i / 2].batches[i % 2].in, cat);
     bs_catalog_free(d->cat);
     d->cat = cat;
     d->stats.reloads++;
@@ -577,16 +794,27 @@ static rd_kafka_t *make_consumer(bd_daemon *d)
     return rk;
 }
 
-static int alloc_batch(bd_daemon *d)
+static int alloc_batch(bd_daemon *d, bd_batch *b)
 {
     size_t n = (size_t)d->cfg->batch_size;
 
-    d->msgs = calloc(n, sizeof(*d->msgs));
-    d->recs = calloc(n, sizeof(*d->recs));
-    d->results = calloc(n, sizeof(*d->results));
-    d->sources = calloc(n, sizeof(*d->sources));
-    d->pos = calloc(n, sizeof(*d->pos));
-    return d->msgs && d->recs && d->results && d->sources && d->pos ? 0 : -1;
+    b->msgs = calloc(n, sizeof(*b->msgs));
+    b->recs = calloc(n, sizeof(*b->recs));
+    b->results = calloc(n, sizeof(*b->results));
+    b->sources = calloc(n, sizeof(*b->sources));
+    b->pos = calloc(n, sizeof(*b->pos));
+    return b->msgs && b->recs && b->results && b->sources && b->pos ? 0 : -1;
+}
+
+static void free_batch(bd_batch *b)
+{
+    drop_batch(b);
+    bs_ingest_free(b->in);
+    free(b->msgs);
+    free(b->recs);
+    free(b->results);
+    free(b->sources);
+    free(b->pos);
 }
 
 /* Inside the batch's transaction, before COMMIT: dead letters, then credit alerts. */
@@ -596,11 +824,41 @@ static bs_status pre_commit(void *arg, bs_conn *c, const bs_record *recs,
     bd_daemon *d = arg;
     bs_status st = BS_OK;
 
+    /* Committers of several lanes get here at once; the producers' state is shared. */
+    pthread_mutex_lock(&d->hook_lock);
     if (d->dlq != NULL)
         st = bd_dlq_hook(d->dlq, c, recs, results, n, err);
     if (st == BS_OK && d->alerts != NULL)
         st = bd_alerts_hook(d->alerts, c, recs, results, n, err);
+    pthread_mutex_unlock(&d->hook_lock);
     return st;
+}
+
+/* The lanes: batch buffers, a bs_ingest per buffer, a connection each but lane 0's. */
+static int start_lanes(bd_daemon *d, const bs_retry *retry, bs_error *err)
+{
+    bd_lane *l;
+    size_t i;
+    int j;
+
+    d->n_lanes = (size_t)d->cfg->commit_connections;
+    for (i = 0; i < d->n_lanes; i++) {
+        l = &d->lanes[i];
+        l->d = d;
+        l->fill = &l->batches[0];
+        l->db = i == 0 ? d->db : bs_connect(bs_conninfo(d->cfg->db), retry, err);
+        if (l->db == NULL)
+            return -1;
+        for (j = 0; j < 2; j++) {
+            l->batches[j].in = bs_ingest_new(d->cat, d->cfg->group);
+            if (alloc_batch(d, &l->batches[j]) != 0 || l->batches[j].in == NULL) {
+                bs_error_set(err, BS_ERR_NOMEM, "commit lane %zu: out of memory", i);
+                return -1;
+            }
+            bs_ingest_set_hook(l->batches[j].in, pre_commit, d);
+        }
+    }
+    return 0;
 }
 
 /* Database, catalog, dead-letter producer, consumer. Returns 0 or -1 (logged). */
@@ -610,17 +868,16 @@ static int start(bd_daemon *d)
     bs_error err;
 
     d->backoff_ms = BACKOFF_FIRST_MS;
-    if (alloc_batch(d) != 0 || (d->metrics = bd_metrics_new(d->cfg->http_listen)) == NULL)
+    d->metrics = bd_metrics_new(d->cfg->http_listen);
+    if (d->metrics == NULL)
         return -1;
     d->db = bs_connect(bs_conninfo(d->cfg->db), &retry, &err);
     if (d->db == NULL || bs_event_partitions(d->db, 1, 3, NULL, &err) != BS_OK ||
-        listen_start(d) != 0 || (d->cat = bs_catalog_read(d->db, d->cfg->book, &err)) == NULL) {
+        listen_start(d) != 0 || (d->cat = bs_catalog_read(d->db, d->cfg->book, &err)) == NULL ||
+        start_lanes(d, &retry, &err) != 0) {
         bd_log("error", "start_failed", "error=%s", bd_q(err.message));
         return -1;
     }
-    d->in = bs_ingest_new(d->cat, d->cfg->group);
-    if (d->in == NULL)
-        return -1;
     if (d->cfg->dead_letter_topic != NULL && d->cfg->dead_letter_topic[0] != '\0') {
         d->dlq = bd_dlq_new(d->cfg);
         if (d->dlq == NULL)
@@ -631,25 +888,38 @@ static int start(bd_daemon *d)
         if (d->alerts == NULL)
             return -1;
     }
-    bs_ingest_set_hook(d->in, pre_commit, d);
     d->rk = make_consumer(d);
     if (d->rk == NULL)
         return -1;
-    bd_log("info", "started", "group=%s topics=%zu book=%s batch=%ld linger_ms=%ld",
+    bd_log("info", "started",
+           "group=%s topics=%zu book=%s batch=%ld linger_ms=%ld commit_connections=%zu",
            d->cfg->group, d->cfg->n_topics, bs_catalog_book(d->cat), d->cfg->batch_size,
-           d->cfg->linger_ms);
+           d->cfg->linger_ms, d->n_lanes);
     return 0;
+}
+
+/* How long a poll may wait: until the first lane's batch has lingered enough, at most POLL_MS. */
+static int poll_wait(const bd_daemon *d)
+{
+    int64_t now = now_ms();
+    int64_t wait = POLL_MS;
+    const bd_batch *b;
+    size_t i;
+
+    for (i = 0; i < d->n_lanes; i++) {
+        b = d->lanes[i].fill;
+        if (b->n > 0 && b->first_ms + d->cfg->linger_ms - now < wait)
+            wait = b->first_ms + d->cfg->linger_ms - now;
+    }
+    return wait > 0 ? (int)wait : 0;
 }
 
 static void poll_once(bd_daemon *d)
 {
-    rd_kafka_message_t *m;
-    int64_t now = now_ms();
-    int64_t wait = POLL_MS;
+    rd_kafka_message_t *m = rd_kafka_consumer_poll(d->rk, poll_wait(d));
+    const bd_batch *b;
+    size_t i;
 
-    if (d->n > 0 && d->first_ms + d->cfg->linger_ms - now < wait)
-        wait = d->first_ms + d->cfg->linger_ms - now;
-    m = rd_kafka_consumer_poll(d->rk, wait > 0 ? (int)wait : 0);
     if (m != NULL && m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
         add_message(d, m);
     } else if (m != NULL) {
@@ -657,44 +927,62 @@ static void poll_once(bd_daemon *d)
             bd_log("warn", "kafka_error", "error=%s", bd_q(rd_kafka_message_errstr(m)));
         rd_kafka_message_destroy(m);
     }
-    if (d->n > 0 &&
-        (d->n >= (size_t)d->cfg->batch_size || now_ms() >= d->first_ms + d->cfg->linger_ms))
-        flush(d);
+    /* The poll may have run a rebalance, which flushes: look at the batches afresh. */
+    for (i = 0; i < d->n_lanes; i++) {
+        b = d->lanes[i].fill;
+        if (b->n > 0 && (b->n >= (size_t)d->cfg->batch_size ||
+                         now_ms() >= b->first_ms + d->cfg->linger_ms))
+            flush(d, &d->lanes[i]);
+    }
+}
+
+static size_t pending(const bd_daemon *d)
+{
+    size_t n = 0;
+    size_t i;
+
+    for (i = 0; i < d->n_lanes; i++)
+        n += d->lanes[i].fill->n + (d->lanes[i].inflight ? d->lanes[i].inflight->n : 0);
+    return n;
 }
 
 static void loop(bd_daemon *d)
 {
     while (!*d->stop) {
-        if (d->n == 0)
+        reap_committers(d);
+        if (!any_filled(d))
             check_catalog(d);
         if (any_unready(d) && now_ms() >= d->retry_at_ms)
             sync_parts(d);
         poll_once(d);
     }
-    bd_log("info", "stopping", "pending=%zu", d->n);
-    flush(d);
+    bd_log("info", "stopping", "pending=%zu", pending(d));
+    flush_all(d);
 }
 
 static void finish(bd_daemon *d)
 {
+    size_t i;
+
+    wait_all(d);
     if (d->rk != NULL) {
-        /* Leaves the group; the revoke callback commits nothing more (batch empty). */
+        /* Leaves the group; the revoke callback commits nothing more (batches empty). */
         rd_kafka_consumer_close(d->rk);
-        rd_kafka_destroy(d->rk);
     }
-    drop_batch(d);
+    for (i = 0; i < LANES_MAX; i++) {
+        free_batch(&d->lanes[i].batches[0]);
+        free_batch(&d->lanes[i].batches[1]);
+        if (i > 0)
+            bs_close(d->lanes[i].db);
+    }
+    if (d->rk != NULL)
+        rd_kafka_destroy(d->rk);
     bd_dlq_free(d->dlq);
     bd_alerts_free(d->alerts);
     bd_metrics_free(d->metrics);
-    bs_ingest_free(d->in);
     bs_catalog_free(d->cat);
     bs_close(d->listen);
     bs_close(d->db);
-    free(d->msgs);
-    free(d->recs);
-    free(d->results);
-    free(d->sources);
-    free(d->pos);
     free(d->parts);
 }
 
@@ -704,6 +992,8 @@ int bd_run(const bd_config *cfg, volatile sig_atomic_t *stop)
     int rc = 1;
 
     memset(&d, 0, sizeof(d));
+    pthread_mutex_init(&d.lock, NULL);
+    pthread_mutex_init(&d.hook_lock, NULL);
     d.cfg = cfg;
     d.stop = stop;
     if (start(&d) == 0) {
@@ -715,5 +1005,7 @@ int bd_run(const bd_config *cfg, volatile sig_atomic_t *stop)
            d.stats.consumed, d.stats.stored, d.stats.duplicates, d.stats.rejected,
            d.stats.batches, d.stats.db_errors);
     finish(&d);
+    pthread_mutex_destroy(&d.lock);
+    pthread_mutex_destroy(&d.hook_lock);
     return rc;
 }

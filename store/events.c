@@ -10,12 +10,15 @@
 #include <string.h>
 
 #include "events.h"
+#include "load.h"
+#include "md5.h"
 
 /*
  * The staging table lives in the session; ON COMMIT DELETE ROWS empties
  * it at every commit, so it never carries rows from one batch to the
  * next. IF NOT EXISTS: it may have been created by an earlier batch of
  * this session, or lost with a rolled-back transaction or a reconnect.
+ * fp is the content fingerprint, computed here (event_fingerprint).
  */
 #define SQL_STAGE_CREATE                                                                       \
     "CREATE TEMP TABLE IF NOT EXISTS billing_event_stage ("                                    \
@@ -24,64 +27,98 @@
     " start_time timestamptz NOT NULL, start_nanos smallint NOT NULL,"                         \
     " end_time timestamptz NOT NULL, end_nanos smallint NOT NULL,"                             \
     " quantity numeric NOT NULL, model text NOT NULL, region text NOT NULL,"                   \
-    " source text NOT NULL"                                                                    \
+    " source text NOT NULL, fp bytea NOT NULL"                                                 \
     ") ON COMMIT DELETE ROWS"
 /* Empty unless an earlier batch of this transaction used it: DELETE is then cheapest. */
 #define SQL_STAGE_CLEAR "DELETE FROM pg_temp.billing_event_stage"
-#define STAGE_COLUMNS 13
+#define STAGE_COLUMNS 14
+#define STAGE_COLUMN_LIST                                                                      \
+    " (seq, event_id, account_id, resource_id, meter, start_time, start_nanos, end_time,"      \
+    " end_nanos, quantity, model, region, source, fp)"
 #define SQL_STAGE_COPY_BINARY                                                                  \
-    "COPY pg_temp.billing_event_stage (seq, event_id, account_id, resource_id, meter,"        \
-    " start_time, start_nanos, end_time, end_nanos, quantity, model, region, source)"         \
-    " FROM STDIN (FORMAT binary)"
+    "COPY pg_temp.billing_event_stage" STAGE_COLUMN_LIST " FROM STDIN (FORMAT binary)"
 #define SQL_STAGE_COPY_TEXT                                                                    \
-    "COPY pg_temp.billing_event_stage (seq, event_id, account_id, resource_id, meter,"        \
-    " start_time, start_nanos, end_time, end_nanos, quantity, model, region, source)"         \
-    " FROM STDIN (FORMAT text)"
+    "COPY pg_temp.billing_event_stage" STAGE_COLUMN_LIST " FROM STDIN (FORMAT text)"
+
+/*
+ * What the raw event tables no longer check per row (0007_lean_events.sql),
+ * checked once per batch: the account exists (a hashed anti-join instead
+ * of a foreign-key query per row; an account of billing.accounts is a
+ * valid identifier) and the lengths of the text columns. Returns the first
+ * offending row, if any, with the name of the rule it breaks.
+ */
+#define SQL_CHECK                                                                              \
+    "SELECT s.event_id, CASE"                                                                  \
+    "  WHEN octet_length(s.event_id) NOT BETWEEN 1 AND 128 THEN 'usage_events_event_id_length'" \
+    "  WHEN octet_length(s.resource_id) NOT BETWEEN 1 AND 128"                                 \
+    "   THEN 'usage_events_resource_id_length'"                                                \
+    "  WHEN octet_length(s.model) > 64 OR octet_length(s.region) > 64"                         \
+    "   THEN 'usage_events_attr_length'"                                                       \
+    "  ELSE 'usage_events_account_known' END"                                                  \
+    " FROM pg_temp.billing_event_stage s LEFT JOIN billing.accounts a ON a.id = s.account_id"  \
+    " WHERE a.id IS NULL OR octet_length(s.event_id) NOT BETWEEN 1 AND 128"                    \
+    "  OR octet_length(s.resource_id) NOT BETWEEN 1 AND 128"                                   \
+    "  OR octet_length(s.model) > 64 OR octet_length(s.region) > 64"                           \
+    " ORDER BY s.seq LIMIT 1"
 
 /*
  * received_at is the moment the row is written (clock_timestamp(), not the
  * transaction's start), so that it measures how long an event waited.
  *
  * One statement moves the batch: the first occurrence of each id claims
- * it in event_ids (ON CONFLICT DO NOTHING waits for a concurrent claimer
- * and then yields to it), and only claimed events go to usage_events. It
- * returns the staged rows that were not stored: usually none, which is
- * cheaper to find with an anti-join than by marking the stored ones. The
- * anti-join is written as a LEFT JOIN so that it is hashed: the
- * correlated NOT EXISTS over the two CTEs it replaces was planned as a
- * nested loop, quadratic in the batch (750 ms for 5 000 rows).
+ * its hash in event_ids (ON CONFLICT DO NOTHING waits for a concurrent
+ * claimer and then yields to it), and only claimed events go to
+ * usage_events. It returns the staged rows that were not stored: usually
+ * none, which is cheaper to find with an anti-join than by marking the
+ * stored ones. The anti-join is written as a LEFT JOIN so that it is
+ * hashed: the correlated NOT EXISTS over the two CTEs it replaces was
+ * planned as a nested loop, quadratic in the batch (750 ms for 5 000 rows).
+ * An id whose hash another id holds is not stored here: see SQL_NOT_STORED.
  */
-#define SQL_MOVE                                                                               \
+#define EVENT_COLUMNS                                                                          \
+    "event_id, account_id, resource_id, meter, start_time, start_nanos, end_time, end_nanos,"  \
+    " quantity, model, region, source"
+#define SQL_MOVE_FROM(ids_table, conflict, firsts_where)                                       \
     "WITH firsts AS ("                                                                         \
-    "  SELECT DISTINCT ON (event_id) seq, event_id, account_id, resource_id, meter,"          \
-    "    start_time, start_nanos, end_time, end_nanos, quantity, model, region, source,"       \
-    "    billing.event_fingerprint(account_id, resource_id, meter, start_time, start_nanos,"   \
-    "      end_time, end_nanos, quantity, model, region) AS fp"                                \
-    "  FROM pg_temp.billing_event_stage ORDER BY event_id, seq),"                              \
+    "  SELECT DISTINCT ON (event_id) seq, " EVENT_COLUMNS ", fp"                               \
+    "  FROM pg_temp.billing_event_stage " firsts_where " ORDER BY event_id, seq),"             \
     " ids AS ("                                                                                \
-    "  INSERT INTO billing.event_ids (event_id, start_time, fingerprint)"                      \
+    "  INSERT INTO billing." ids_table " (event_id, start_time, fingerprint)"                  \
     "  SELECT event_id, start_time, fp FROM firsts"                                            \
-    "  ON CONFLICT (event_id) DO NOTHING RETURNING event_id),"                                 \
+    "  ON CONFLICT (" conflict ") DO NOTHING RETURNING event_id),"                             \
     " ins AS ("                                                                                \
-    "  INSERT INTO billing.usage_events (event_id, account_id, resource_id, meter,"           \
-    "    start_time, start_nanos, end_time, end_nanos, quantity, model, region, source,"       \
-    "    received_at)"                                                                         \
-    "  SELECT f.event_id, f.account_id, f.resource_id, f.meter, f.start_time, f.start_nanos," \
-    "    f.end_time, f.end_nanos, f.quantity, f.model, f.region, f.source, clock_timestamp()"  \
-    "  FROM firsts f JOIN ids USING (event_id) RETURNING event_id)"                            \
+    "  INSERT INTO billing.usage_events (" EVENT_COLUMNS ", received_at)"                      \
+    "  SELECT " EVENT_COLUMNS ", clock_timestamp()"                                            \
+    "  FROM firsts f JOIN ids USING (event_id) RETURNING event_id)"
+#define SQL_MOVE                                                                               \
+    SQL_MOVE_FROM("event_ids", "id_hash", "")                                                  \
     " SELECT s.seq FROM pg_temp.billing_event_stage s LEFT JOIN"                               \
     " (SELECT f.seq FROM ins JOIN firsts f USING (event_id)) k USING (seq) WHERE k.seq IS NULL"
 
 /*
- * The rows not stored ($1: their seqs, an integer array): same content as
- * what is now stored under their id, or not.
+ * The rows not stored ($1: their seqs, an integer array): is their id the
+ * one that holds its hash (then the row is a duplicate if its content is
+ * the same, else a conflict), or in the collision table (same), or neither
+ * (its hash is another id's: the row must be stored as a collision)?
+ * Columns: seq, 'd'uplicate / 'c'onflict / 'n'ew collision.
  */
 #define SQL_NOT_STORED                                                                         \
-    "SELECT s.seq, e.fingerprint = billing.event_fingerprint(s.account_id, s.resource_id,"     \
-    " s.meter, s.start_time, s.start_nanos, s.end_time, s.end_nanos, s.quantity, s.model,"     \
-    " s.region)"                                                                               \
-    " FROM pg_temp.billing_event_stage s JOIN billing.event_ids e USING (event_id)"            \
+    "SELECT s.seq, CASE"                                                                       \
+    "  WHEN e.event_id = s.event_id THEN CASE WHEN e.fingerprint = s.fp THEN 'd' ELSE 'c' END" \
+    "  WHEN x.event_id IS NOT NULL THEN CASE WHEN x.fingerprint = s.fp THEN 'd' ELSE 'c' END"  \
+    "  ELSE 'n' END"                                                                           \
+    " FROM pg_temp.billing_event_stage s"                                                      \
+    " JOIN billing.event_ids e ON e.id_hash = decode(md5(s.event_id), 'hex')"                  \
+    " LEFT JOIN billing.event_id_collisions x ON x.event_id = s.event_id"                      \
     " WHERE s.seq = ANY ($1::integer[])"
+
+/* Store the colliding ids among the rows $1 as SQL_MOVE does; returns the seqs stored. */
+#define SQL_MOVE_COLLISIONS                                                                    \
+    SQL_MOVE_FROM("event_id_collisions", "event_id", "WHERE seq = ANY ($1::integer[])")        \
+    " SELECT f.seq FROM ins JOIN firsts f USING (event_id)"
+
+/* Rounds of collision storing: each stores at least one row, so a batch needs few. */
+#define COLLISION_ROUNDS_MAX 8
 
 #define SQL_REJECT                                                                             \
     "INSERT INTO billing.rejected_events (source, kafka_topic, kafka_partition, kafka_offset," \
@@ -110,9 +147,38 @@ static const char *or_empty(const char *s)
     return s != NULL ? s : "";
 }
 
-/* Write one event as a staging row. */
-static void stage_row(bs_copy *cp, const bs_event *e, size_t seq)
+/* Longest canonical content: the bounded fields (2 x 128, 2 x 64), a decimal, numbers. */
+#define CANONICAL_MAX (2 * 128 + 2 * 64 + BS_DECIMAL_MAX + 256)
+
+int bs_event_fingerprint(const bs_event *e, unsigned char fp[BS_MD5_LEN])
 {
+    char text[CANONICAL_MAX];
+    char qty[BS_DECIMAL_MAX + 2];
+    const char *model = or_empty(e->model);
+    const char *region = or_empty(e->region);
+    int len;
+
+    if (bs_decimal_canonical(e->quantity, qty, sizeof(qty)) != 0)
+        return -1;
+    /* billing.event_fingerprint's concat_ws('|', ...), field for field. */
+    len = snprintf(text, sizeof(text),
+                   "%zu|%s|%zu|%s|%s|%" PRId64 "|%d|%" PRId64 "|%d|%s|%zu|%s|%zu|%s",
+                   strlen(e->account), e->account, strlen(e->resource), e->resource, e->meter,
+                   bs_time_micros(e->start), bs_time_nanos(e->start), bs_time_micros(e->end),
+                   bs_time_nanos(e->end), qty, strlen(model), model, strlen(region), region);
+    if (len < 0 || (size_t)len >= sizeof(text))
+        return -1;
+    bs_md5(text, (size_t)len, fp);
+    return 0;
+}
+
+/* Write one event as a staging row; -1 if its content cannot be fingerprinted. */
+static int stage_row(bs_copy *cp, const bs_event *e, size_t seq)
+{
+    unsigned char fp[BS_MD5_LEN];
+
+    if (bs_event_fingerprint(e, fp) != 0)
+        return -1;
     bs_copy_row(cp);
     bs_copy_int4(cp, (int32_t)seq);
     bs_copy_text(cp, e->id);
@@ -127,6 +193,15 @@ static void stage_row(bs_copy *cp, const bs_event *e, size_t seq)
     bs_copy_text(cp, or_empty(e->model));
     bs_copy_text(cp, or_empty(e->region));
     bs_copy_text(cp, or_empty(e->source));
+    bs_copy_bytea(cp, fp, sizeof(fp));
+    return 0;
+}
+
+/* Every event has the fields the fingerprint and the staging table need. */
+static int complete(const bs_event *e)
+{
+    return e->id != NULL && e->account != NULL && e->resource != NULL && e->meter != NULL &&
+           e->quantity != NULL;
 }
 
 static bs_status stage(bs_conn *c, const bs_event *ev, size_t n, bs_copy_format format,
@@ -148,65 +223,186 @@ static bs_status stage(bs_conn *c, const bs_event *ev, size_t n, bs_copy_format 
                        STAGE_COLUMNS, format, err);
     if (cp == NULL)
         return err != NULL ? err->status : BS_ERR_FATAL;
-    for (i = 0; i < n; i++)
-        stage_row(cp, &ev[i], i);
+    for (i = 0; i < n; i++) {
+        if (!complete(&ev[i]) || stage_row(cp, &ev[i], i) != 0) {
+            bs_copy_abort(cp);
+            return bs_error_set(err, BS_ERR_INVALID,
+                                "bs_events_ingest: event %zu ('%.128s'): a field missing or"
+                                " too long, or the quantity not a decimal",
+                                i, ev[i].id != NULL ? ev[i].id : "?");
+        }
+    }
     return bs_copy_end(cp, NULL, err);
 }
 
-/*
- * seq_array - "{3,17,42}" of the seqs in column 0 of @rows: an integer
- * array literal (digits and commas only). Returns a malloc'd string or NULL.
- */
-static char *seq_array(const PGresult *rows)
+/* The batch-wide rules of SQL_CHECK: BS_ERR_CONSTRAINT naming the rule and the event. */
+static bs_status check_batch(bs_conn *c, bs_error *err)
 {
-    int n = PQntuples(rows);
-    size_t size = (size_t)n * 12 + 3;
+    PGresult *res = bs_query(c, SQL_CHECK, 0, NULL, err);
+    bs_status st = BS_OK;
+
+    if (res == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    if (PQntuples(res) > 0) {
+        st = bs_error_set(err, BS_ERR_CONSTRAINT,
+                          "event '%.128s' refused by %s (no such account, or a field too long)",
+                          PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1));
+        if (err != NULL)
+            snprintf(err->constraint, sizeof(err->constraint), "%s", PQgetvalue(res, 0, 1));
+    }
+    PQclear(res);
+    return st;
+}
+
+/*
+ * seq_array - "{3,17,42}" of the @n seqs at @seqs: an integer array
+ * literal (digits and commas only). Returns a malloc'd string or NULL.
+ */
+static char *seq_array(const long *seqs, size_t n)
+{
+    size_t size = n * 21 + 3;
     char *s = malloc(size);
     size_t len = 1;
-    int i;
+    size_t i;
 
     if (s == NULL)
         return NULL;
     s[0] = '{';
     for (i = 0; i < n; i++)
-        len += (size_t)snprintf(s + len, size - len, "%s%ld", i > 0 ? "," : "",
-                                strtol(PQgetvalue(rows, i, 0), NULL, 10));
+        len += (size_t)snprintf(s + len, size - len, "%s%ld", i > 0 ? "," : "", seqs[i]);
     snprintf(s + len, size - len, "}");
     return s;
 }
 
-/* Mark the events listed in @rows (not stored) as duplicates or conflicts. */
-static bs_status classify_rest(bs_conn *c, const PGresult *rows, size_t n, bs_event_outcome *out,
-                               bs_error *err)
+/* Run @sql with the seqs array as $1; NULL on failure (err filled). */
+static PGresult *query_seqs(bs_conn *c, const char *sql, const long *seqs, size_t n,
+                            bs_error *err)
 {
-    char *seqs = seq_array(rows);
+    char *array = seq_array(seqs, n);
     const char *params[1];
     PGresult *res;
+
+    if (array == NULL) {
+        bs_error_set(err, BS_ERR_NOMEM, "bs_events_ingest: out of memory");
+        return NULL;
+    }
+    params[0] = array;
+    res = bs_query(c, sql, 1, params, err);
+    free(array);
+    return res;
+}
+
+/* Seq of row @i (column 0) if it is one of the batch's @n, else -1. */
+static long row_seq(const PGresult *res, int i, size_t n)
+{
+    long seq = strtol(PQgetvalue(res, i, 0), NULL, 10);
+
+    return seq >= 0 && (size_t)seq < n ? seq : -1;
+}
+
+/*
+ * Classify the @k rows @seqs not stored by SQL_MOVE as duplicates or
+ * conflicts; those whose hash belongs to another id are left in @seqs
+ * (new *@k) to be stored as collisions.
+ */
+static bs_status classify(bs_conn *c, long *seqs, size_t *k, size_t n, bs_event_outcome *out,
+                          bs_error *err)
+{
+    PGresult *res = query_seqs(c, SQL_NOT_STORED, seqs, *k, err);
+    const char *kind;
     long seq;
     int i;
 
-    if (seqs == NULL)
-        return bs_error_set(err, BS_ERR_NOMEM, "bs_events_ingest: out of memory");
-    params[0] = seqs;
-    res = bs_query(c, SQL_NOT_STORED, 1, params, err);
-    free(seqs);
     if (res == NULL)
         return err != NULL ? err->status : BS_ERR_FATAL;
+    /* One row per seq: id_hash and the collision table's event_id are keys. */
+    if ((size_t)PQntuples(res) != *k) {
+        PQclear(res);
+        return bs_error_set(err, BS_ERR_FATAL, "bs_events_ingest: %zu rows neither stored nor"
+                                               " found stored", *k);
+    }
+    *k = 0;
     for (i = 0; i < PQntuples(res); i++) {
-        seq = strtol(PQgetvalue(res, i, 0), NULL, 10);
-        if (seq < 0 || (size_t)seq >= n)
+        seq = row_seq(res, i, n);
+        kind = PQgetvalue(res, i, 1);
+        if (seq < 0)
             continue;
-        out[seq] = strcmp(PQgetvalue(res, i, 1), "t") == 0 ? BS_EVENT_DUPLICATE
-                                                           : BS_EVENT_CONFLICT;
+        if (kind[0] == 'n')
+            seqs[(*k)++] = seq;
+        else
+            out[seq] = kind[0] == 'd' ? BS_EVENT_DUPLICATE : BS_EVENT_CONFLICT;
     }
     PQclear(res);
     return BS_OK;
+}
+
+/* Store the colliding ids among @seqs; drop the stored ones from @seqs (new *@k). */
+static bs_status store_collisions(bs_conn *c, long *seqs, size_t *k, size_t n, bs_error *err)
+{
+    PGresult *res = query_seqs(c, SQL_MOVE_COLLISIONS, seqs, *k, err);
+    size_t kept = 0;
+    size_t j;
+    int i;
+    int stored;
+
+    if (res == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    for (j = 0; j < *k; j++) {
+        stored = 0;
+        for (i = 0; i < PQntuples(res) && !stored; i++)
+            stored = row_seq(res, i, n) == seqs[j];
+        if (!stored)
+            seqs[kept++] = seqs[j];
+    }
+    PQclear(res);
+    *k = kept;
+    return BS_OK;
+}
+
+/*
+ * The rows SQL_MOVE did not store (@rest): duplicates, conflicts, and
+ * (only if someone made two ids with one md5) collisions, stored in rounds
+ * until every row is one or the other. *@n_new gets the rows stored.
+ */
+static bs_status settle_rest(bs_conn *c, const PGresult *rest, size_t n, bs_event_outcome *out,
+                             size_t *n_new, bs_error *err)
+{
+    size_t k = (size_t)PQntuples(rest);
+    long *seqs = malloc((k + 1) * sizeof(*seqs));
+    size_t before;
+    size_t j = 0;
+    int round;
+    int i;
+    bs_status st = BS_OK;
+
+    if (seqs == NULL)
+        return bs_error_set(err, BS_ERR_NOMEM, "bs_events_ingest: out of memory");
+    for (i = 0; i < PQntuples(rest); i++) {
+        if (row_seq(rest, i, n) >= 0)
+            seqs[j++] = row_seq(rest, i, n);
+    }
+    k = j;
+    *n_new = n - k;
+    for (round = 0; st == BS_OK && k > 0; round++) {
+        if (round == COLLISION_ROUNDS_MAX) {
+            st = bs_error_set(err, BS_ERR_FATAL, "bs_events_ingest: colliding ids unsettled");
+            break;
+        }
+        st = classify(c, seqs, &k, n, out, err);
+        before = k;
+        if (st == BS_OK && k > 0)
+            st = store_collisions(c, seqs, &k, n, err);
+        *n_new += before - k;
+    }
+    free(seqs);
+    return st;
 }
 
 bs_status bs_events_ingest(bs_conn *c, const bs_event *ev, size_t n, bs_copy_format format,
                            bs_event_outcome *out, size_t *n_new, bs_error *err)
 {
     PGresult *rest = NULL;
+    size_t stored = 0;
     size_t i;
     bs_status st;
 
@@ -221,15 +417,17 @@ bs_status bs_events_ingest(bs_conn *c, const bs_event *ev, size_t n, bs_copy_for
     for (i = 0; i < n; i++)
         out[i] = BS_EVENT_NEW;
     st = stage(c, ev, n, format, err);
+    if (st == BS_OK)
+        st = check_batch(c, err);
     if (st == BS_OK) {
         rest = bs_query(c, SQL_MOVE, 0, NULL, err);
         if (rest == NULL)
             st = err != NULL ? err->status : BS_ERR_FATAL;
     }
-    if (st == BS_OK && PQntuples(rest) > 0)
-        st = classify_rest(c, rest, n, out, err);
+    if (st == BS_OK)
+        st = settle_rest(c, rest, n, out, &stored, err);
     if (st == BS_OK && n_new != NULL)
-        *n_new = n - (size_t)PQntuples(rest);
+        *n_new = stored;
     PQclear(rest);
     return st;
 }

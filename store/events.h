@@ -43,18 +43,30 @@ typedef enum bs_event_outcome {
  * with permanent dedupe, inside the caller's open transaction (required:
  * the batch, its aggregates and its Kafka offsets commit together).
  *
- * The rows are COPYed (@format: BS_COPY_BINARY normally) into a session
- * temporary table, then moved by one set-based statement into
- * billing.event_ids (first occurrence of each id wins) and
- * billing.usage_events. Fills @out[i] (room for @n) with each event's
+ * The rows are COPYed (@format: BS_COPY_BINARY normally) with their
+ * fingerprints (bs_event_fingerprint) into a session temporary table,
+ * checked once for the whole batch (accounts exist, text lengths), then
+ * moved by one set-based statement into billing.event_ids (first
+ * occurrence of each id wins; an id whose md5 another id holds goes to
+ * billing.event_id_collisions) and billing.usage_events. Fills @out[i] (room for @n) with each event's
  * outcome and *@n_new (may be NULL) with the count stored. An event the
  * database refuses (negative quantity, end <= start, unknown account...)
- * fails the whole call with BS_ERR_CONSTRAINT naming the constraint; the
+ * fails the whole call with BS_ERR_CONSTRAINT naming the constraint or
+ * batch rule (usage_events_account_known, usage_events_*_length); the
  * transaction must then be rolled back (validate events with libbilling
  * first, and dead-letter what it rejects).
  */
 bs_status bs_events_ingest(bs_conn *c, const bs_event *ev, size_t n, bs_copy_format format,
                            bs_event_outcome *out, size_t *n_new, bs_error *err);
+
+/*
+ * bs_event_fingerprint - the md5 of @e's content (every field but the id
+ * and the source) into @fp, from the canonical bytes that SQL's
+ * billing.event_fingerprint hashes (0001_initial.sql), so that rows
+ * stored before and after 0006 compare. Returns 0, or -1 if a field is
+ * missing, too long, or the quantity not a decimal. Thread-safe.
+ */
+int bs_event_fingerprint(const bs_event *e, unsigned char fp[16]);
 
 /* A payload that could not be accepted. */
 typedef struct bs_rejection {

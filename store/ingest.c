@@ -99,6 +99,8 @@ struct bs_ingest {
     bs_ingest_counts counts;
     bs_ingest_hook hook;
     void *hook_arg;
+    /* Rated by bs_ingest_prepare for the first attempt of the transaction; NULL after. */
+    billing_rater *rated;
 };
 
 void bs_ingest_counts_add(bs_ingest_counts *total, const bs_ingest_counts *k)
@@ -129,6 +131,7 @@ void bs_ingest_free(bs_ingest *in)
         return;
     for (i = 0; i < in->cap; i++)
         billing_event_destroy(in->slots[i].ev);
+    billing_rater_destroy(in->rated);
     free(in->slots);
     free(in->rows);
     free(in->row_rec);
@@ -144,6 +147,10 @@ void bs_ingest_set_hook(bs_ingest *in, bs_ingest_hook fn, void *arg)
 
 void bs_ingest_set_catalog(bs_ingest *in, bs_catalog *cat)
 {
+    /* A batch prepared but not committed was rated against the old catalog, about to go. */
+    billing_rater_destroy(in->rated);
+    in->rated = NULL;
+    in->recs = NULL;
     in->cat = cat;
 }
 
@@ -469,19 +476,35 @@ static void reset_attempt(bs_ingest *in)
     }
 }
 
-static bs_status batch_tx(bs_conn *c, void *arg, bs_error *err)
+/* A fresh rater with every decoded record of the batch rated (or rejected) in it. */
+static bs_status rate_batch(bs_ingest *in, billing_rater **rt, bs_error *err)
 {
-    bs_ingest *in = arg;
     char msg[256];
-    billing_rater *rt;
     bs_status st;
 
     reset_attempt(in);
-    billing_rater_new(bs_catalog_lib(in->cat), &rt, msg, sizeof(msg));
-    if (rt == NULL)
+    billing_rater_new(bs_catalog_lib(in->cat), rt, msg, sizeof(msg));
+    if (*rt == NULL)
         return bs_error_set(err, BS_ERR_INVALID, "catalog: %s", msg);
-    billing_rater_set_dedupe(rt, 0);
-    st = rate_all(in, rt, err);
+    billing_rater_set_dedupe(*rt, 0);
+    st = rate_all(in, *rt, err);
+    if (st != BS_OK) {
+        billing_rater_destroy(*rt);
+        *rt = NULL;
+    }
+    return st;
+}
+
+static bs_status batch_tx(bs_conn *c, void *arg, bs_error *err)
+{
+    bs_ingest *in = arg;
+    billing_rater *rt = in->rated;
+    bs_status st = BS_OK;
+
+    /* The first attempt uses the rating done ahead; a retry starts again from the records. */
+    in->rated = NULL;
+    if (rt == NULL)
+        st = rate_batch(in, &rt, err);
     if (st == BS_OK)
         st = store_events(in, c, rt, err);
     if (st == BS_OK)
@@ -496,32 +519,62 @@ static bs_status batch_tx(bs_conn *c, void *arg, bs_error *err)
     return st;
 }
 
-bs_status bs_ingest_batch(bs_ingest *in, bs_conn *c, const bs_record *recs, size_t n,
-                          const bs_position *pos, size_t npos, int flags,
-                          bs_record_result *results, bs_ingest_counts *counts, bs_error *err)
+bs_status bs_ingest_prepare(bs_ingest *in, const bs_record *recs, size_t n,
+                            bs_record_result *results, bs_error *err)
 {
     size_t i;
-    bs_status st;
 
-    if (in == NULL || c == NULL || recs == NULL || results == NULL || n == 0 ||
-        n > BS_INGEST_BATCH_MAX || (npos > 0 && pos == NULL))
-        return bs_error_set(err, BS_ERR_INVALID, "bs_ingest_batch: 1..%d records needed",
+    if (in == NULL || recs == NULL || results == NULL || n == 0 || n > BS_INGEST_BATCH_MAX)
+        return bs_error_set(err, BS_ERR_INVALID, "bs_ingest_prepare: 1..%d records needed",
                             BS_INGEST_BATCH_MAX);
     if (reserve(in, n) != 0)
-        return bs_error_set(err, BS_ERR_NOMEM, "bs_ingest_batch: out of memory");
+        return bs_error_set(err, BS_ERR_NOMEM, "bs_ingest_prepare: out of memory");
+    billing_rater_destroy(in->rated);
+    in->rated = NULL;
     in->recs = recs;
     in->n = n;
-    in->pos = pos;
-    in->npos = npos;
-    in->flags = flags;
     in->res = results;
     memset(results, 0, n * sizeof(*results));
     for (i = 0; i < n; i++)
         decode(in, i);
+    return rate_batch(in, &in->rated, err);
+}
+
+bs_status bs_ingest_commit(bs_ingest *in, bs_conn *c, const bs_position *pos, size_t npos,
+                           int flags, bs_ingest_counts *counts, bs_error *err)
+{
+    bs_status st;
+
+    if (in == NULL || c == NULL || in->recs == NULL || (npos > 0 && pos == NULL))
+        return bs_error_set(err, BS_ERR_INVALID, "bs_ingest_commit: no prepared batch");
+    in->pos = pos;
+    in->npos = npos;
+    in->flags = flags;
     st = bs_transaction(c, batch_tx, in, err);
     if (counts != NULL)
         *counts = in->counts;
+    /* Prepared once, committed once. */
+    billing_rater_destroy(in->rated);
+    in->rated = NULL;
+    in->recs = NULL;
     return st;
+}
+
+bs_status bs_ingest_batch(bs_ingest *in, bs_conn *c, const bs_record *recs, size_t n,
+                          const bs_position *pos, size_t npos, int flags,
+                          bs_record_result *results, bs_ingest_counts *counts, bs_error *err)
+{
+    bs_status st;
+
+    if (in == NULL || c == NULL || (npos > 0 && pos == NULL))
+        return bs_error_set(err, BS_ERR_INVALID, "bs_ingest_batch: 1..%d records needed",
+                            BS_INGEST_BATCH_MAX);
+    st = bs_ingest_prepare(in, recs, n, results, err);
+    if (st != BS_OK) {
+        in->recs = NULL;
+        return st;
+    }
+    return bs_ingest_commit(in, c, pos, npos, flags, counts, err);
 }
 
 /* ---------------------------------------------------------------------- */

@@ -109,7 +109,11 @@ bs_ingest *bs_ingest_new(bs_catalog *cat, const char *group);
 /* bs_ingest_free - free; NULL is a no-op. */
 void bs_ingest_free(bs_ingest *in);
 
-/* bs_ingest_set_catalog - rate later batches against @cat (a catalog change). */
+/*
+ * bs_ingest_set_catalog - rate later batches against @cat (a catalog
+ * change). Discards a batch prepared and not committed (bs_ingest_prepare),
+ * so the old catalog may be freed once this returns.
+ */
 void bs_ingest_set_catalog(bs_ingest *in, bs_catalog *cat);
 
 /*
@@ -140,6 +144,24 @@ void bs_ingest_set_hook(bs_ingest *in, bs_ingest_hook fn, void *arg);
 bs_status bs_ingest_batch(bs_ingest *in, bs_conn *c, const bs_record *recs, size_t n,
                           const bs_position *pos, size_t npos, int flags,
                           bs_record_result *results, bs_ingest_counts *counts, bs_error *err);
+
+/*
+ * bs_ingest_prepare / bs_ingest_commit - bs_ingest_batch in two halves, so
+ * that a consumer can decode and rate batch n+1 while batch n commits.
+ * bs_ingest_prepare decodes and rates @n records (same limits and
+ * @results as bs_ingest_batch) without any connection; @recs and
+ * @results must stay valid until bs_ingest_commit returns.
+ * bs_ingest_commit runs the transaction of the prepared batch (a retry
+ * rates again from the records) and moves the @npos positions; returns as
+ * bs_ingest_batch. A prepared batch is committed at most once; preparing
+ * again discards one not committed. Not thread-safe per handle: use one
+ * bs_ingest per batch in flight (they may share a catalog, which must not
+ * be changed while either is in use).
+ */
+bs_status bs_ingest_prepare(bs_ingest *in, const bs_record *recs, size_t n,
+                            bs_record_result *results, bs_error *err);
+bs_status bs_ingest_commit(bs_ingest *in, bs_conn *c, const bs_position *pos, size_t npos,
+                           int flags, bs_ingest_counts *counts, bs_error *err);
 
 /*
  * bs_aggregates_rate - add the stored aggregates of @account (NULL: every

@@ -10,7 +10,9 @@
  *   - kill -9 at 20 random moments, restarting each time: the same
  *     database as one uninterrupted run;
  *   - two daemons, partitions moved between them by forced rebalances
- *     (one leaves and comes back, repeatedly): the same.
+ *     (one leaves and comes back, repeatedly): the same;
+ *   - the broker restarted mid-stream (scripts/kafka.sh stop, start): the
+ *     same.
  * Every wait is on committed state (the positions stored in the
  * database), never a fixed sleep.
  *
@@ -502,6 +504,21 @@ static int read_alerts(const its_stream *s, int *seen)
 /* Tests                                                                   */
 /* ---------------------------------------------------------------------- */
 
+/*
+ * The end of a run: wait until the whole stream is committed, stop the
+ * daemon cleanly, check the database against rating the stream once, and
+ * free the stream (@s, calloc'd) and the database (@c).
+ */
+static void finish_stream(bs_conn *c, its_stream *s, pid_t pid)
+{
+    wait_progress(c, (long)s->n - 1, (long)s->n, pid);
+    ck_assert_int_eq(stop_daemon(pid, SIGTERM), 0);
+    check_store(c, s);
+    its_free(s);
+    free(s);
+    itdb_drop(c, db);
+}
+
 START_TEST(test_end_to_end)
 {
     static char page[65536];
@@ -570,12 +587,7 @@ START_TEST(test_kill_9_twenty_times)
         pid = start_daemon("killed", 100);
     }
     ck_assert_int_eq(kills, KILLS);
-    wait_progress(c, (long)s->n - 1, (long)s->n, pid);
-    ck_assert_int_eq(stop_daemon(pid, SIGTERM), 0);
-    check_store(c, s);
-    its_free(s);
-    free(s);
-    itdb_drop(c, db);
+    finish_stream(c, s, pid);
 }
 END_TEST
 
@@ -812,6 +824,58 @@ START_TEST(test_database_down_pauses_and_resumes)
 }
 END_TEST
 
+/*
+ * broker - run scripts/kafka.sh @cmd ("stop" or "start") on the broker
+ * of BILLING_KAFKA_BROKERS: its port from there, its controller port from
+ * BILLING_KAFKA_CONTROLLER_PORT or else from the server.properties the
+ * script wrote (so that a restart never takes another broker's ports).
+ * `start` returns once the broker is usable, `stop` once it is gone.
+ */
+static void broker(const char *cmd)
+{
+    char sh[1024];
+    const char *src = getenv("top_srcdir");
+    int status;
+
+    ck_assert_msg(src != NULL, "top_srcdir is not set (run through make check)");
+    snprintf(sh, sizeof(sh),
+             "cd '%s' && port=${BILLING_KAFKA_BROKERS##*:} &&"
+             " ctl=${BILLING_KAFKA_CONTROLLER_PORT:-$(sed -n"
+             " 's/^controller.quorum.voters=.*:\\([0-9]*\\)$/\\1/p'"
+             " \"${BILLING_VAR:-var}/kafka/server.properties\")} &&"
+             " [ -n \"$ctl\" ] && BILLING_KAFKA_PORT=$port BILLING_KAFKA_CONTROLLER_PORT=$ctl"
+             " scripts/kafka.sh %s >/dev/null",
+             src, cmd);
+    status = system(sh);
+    ck_assert_msg(status == 0, "scripts/kafka.sh %s failed (status %d)", cmd, status);
+}
+
+/*
+ * The broker restarts mid-stream: billingd keeps running, resumes when the
+ * broker is back, and the database ends as after an uninterrupted run.
+ * Half the stream is produced before the restart and half after, so that
+ * the daemon has records to consume on both sides of it however fast it
+ * is; the stop comes once some of the first half is committed.
+ */
+START_TEST(test_broker_restart)
+{
+    its_stream *s = calloc(1, sizeof(*s));
+    bs_conn *c = itdb_fresh("broker", db, sizeof(db));
+    pid_t pid;
+
+    names("broker");
+    its_build(s, 6000, 0);
+    its_load_example(c);
+    produce_to(s, 1, 0, s->n / 2);
+    pid = start_daemon(NULL, 50);
+    wait_progress(c, 0, (long)s->n, pid);
+    broker("stop");
+    broker("start");
+    produce_to(s, 0, s->n / 2, s->n);
+    finish_stream(c, s, pid);
+}
+END_TEST
+
 static Suite *billingd_suite(void)
 {
     Suite *s = suite_create("billingd");
@@ -825,6 +889,7 @@ static Suite *billingd_suite(void)
     tcase_add_test(tc, test_database_down_pauses_and_resumes);
     tcase_add_test(tc, test_catalog_change_without_restart);
     tcase_add_test(tc, test_credit_alerts);
+    tcase_add_test(tc, test_broker_restart);
     suite_add_tcase(s, tc);
     return s;
 }

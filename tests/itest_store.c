@@ -28,6 +28,7 @@
 #include "copy.h"
 #include "events.h"
 #include "load.h"
+#include "md5.h"
 
 #define CONNINFO_MAX 2048
 #define DBNAME_MAX 64
@@ -564,20 +565,27 @@ START_TEST(test_invariants_events)
          BS_ERR_CONSTRAINT, "usage_events_meter_known"},
         {INSERT_EVENT "('e2', 'acct-1', 'r', 'gpu', '2026-01-05Z', '2026-01-06Z', 0.0000000001)",
          BS_ERR_CONSTRAINT, "usage_events_quantity_bounds"},
-        {INSERT_EVENT "('e2', 'nobody', 'r', 'gpu', '2026-01-05Z', '2026-01-06Z', 1)",
-         BS_ERR_CONSTRAINT, "usage_events_account_id_fkey"},
-        {INSERT_EVENT "('e9', 'acct-1', 'r', 'gpu', '2026-01-05Z', '2026-01-06Z', 1)",
-         BS_ERR_CONSTRAINT, "usage_events_id_registered"},
     };
-    /* Once e2 is stored: its id again, with the same start or another, forever. */
+    /*
+     * Once e2 is stored: its id again, with the same start or another,
+     * forever. (Since 0007 the account and the registration of a
+     * usage_events row are checked per batch by the one writer,
+     * bs_events_ingest: test_events_refused_batch.)
+     */
     static const refusal stored[] = {
-        {INSERT_EVENT "('e2', 'acct-1', 'r', 'gpu', '2026-01-05Z', '2026-01-06Z', 1)",
-         BS_ERR_CONSTRAINT, "usage_events_2026_01_pkey"},
-        {INSERT_EVENT "('e2', 'acct-1', 'r', 'gpu', '2026-03-05Z', '2026-03-06Z', 1)",
-         BS_ERR_CONSTRAINT, "usage_events_id_registered"},
         {"INSERT INTO billing.event_ids (event_id, start_time, fingerprint)"
          " VALUES ('e2', '2026-03-05Z', decode(md5('e2'), 'hex'))",
          BS_ERR_CONSTRAINT, "event_ids_pkey"},
+        {"INSERT INTO billing.event_ids (event_id, start_time, fingerprint, id_hash)"
+         " VALUES ('e3', '2026-03-05Z', decode(md5('e3'), 'hex'), decode(md5('e2'), 'hex'))",
+         BS_ERR_FATAL, NULL},
+        {"INSERT INTO billing.event_id_collisions (event_id, start_time, fingerprint)"
+         " VALUES ('e3', '2026-03-05Z', 'short')",
+         BS_ERR_CONSTRAINT, "event_id_collisions_fingerprint_md5"},
+        {"DELETE FROM billing.event_id_collisions",
+         BS_ERR_CONSTRAINT, "event_id_collisions_append_only"},
+        {"TRUNCATE billing.event_id_collisions",
+         BS_ERR_CONSTRAINT, "event_id_collisions_no_truncate"},
         {"UPDATE billing.usage_events SET quantity = 2",
          BS_ERR_CONSTRAINT, "usage_events_immutable"},
         {"DELETE FROM billing.event_ids",
@@ -593,6 +601,8 @@ START_TEST(test_invariants_events)
                " VALUES ('e2', '2026-01-05Z', decode(md5('e2'), 'hex'))");
     expect_all_refused(c, invalid, N_CASES(invalid));
     exec_ok(c, INSERT_EVENT "('e2', 'acct-1', 'r', 'gpu', '2026-01-05Z', '2026-01-06Z', 1)");
+    exec_ok(c, "INSERT INTO billing.event_id_collisions (event_id, start_time, fingerprint)"
+               " VALUES ('e4', '2026-01-05Z', decode(md5('e4'), 'hex'))");
     expect_all_refused(c, stored, N_CASES(stored));
     ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.usage_events"), 1);
     drop_db(c);
@@ -748,12 +758,15 @@ START_TEST(test_runtime_role)
                " VALUES ('e2', '2026-01-05Z', decode(md5('e2'), 'hex'))");
     exec_ok(c, "INSERT INTO billing.usage_events " EVENT_COLS
                " VALUES ('e2', 'acct-1', 'r', 'gpu', '2026-01-05Z', '2026-01-06Z', 1)");
+    exec_ok(c, "INSERT INTO billing.event_id_collisions (event_id, start_time, fingerprint)"
+               " VALUES ('e3', '2026-01-05Z', decode(md5('e3'), 'hex'))");
     exec_ok(c, "UPDATE billing.invoices SET updated_at = now() WHERE status = 'draft'");
     ck_assert_int_eq(finalize(c, id), 1);
     exec_ok(c, "SELECT billing.ensure_event_partitions((now() + interval '6 months')::date,"
                " (now() + interval '7 months')::date)");
     /* ...deleting events, touching numbers or finalized invoices is not. */
     expect_refused(c, "DELETE FROM billing.usage_events", BS_ERR_FATAL, NULL);
+    expect_refused(c, "DELETE FROM billing.event_id_collisions", BS_ERR_FATAL, NULL);
     expect_refused(c, "DELETE FROM billing.credit_ledger", BS_ERR_FATAL, NULL);
     expect_refused(c, "DELETE FROM billing.rejected_events", BS_ERR_FATAL, NULL);
     expect_refused(c, "UPDATE billing.invoices SET number = 5", BS_ERR_FATAL, NULL);
@@ -968,6 +981,11 @@ START_TEST(test_events_ingest)
 }
 END_TEST
 
+/* 129 bytes: one over the bound of ids and resources. */
+#define LONG_129                                                                               \
+    "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx" \
+    "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+
 START_TEST(test_events_refused_batch)
 {
     bs_conn *c = migrated_db("ingest_refused");
@@ -983,12 +1001,182 @@ START_TEST(test_events_refused_batch)
     ck_assert_int_eq(bs_transaction(c, ingest_tx, &ia, &err), BS_ERR_CONSTRAINT);
     ck_assert_str_eq(err.constraint, "usage_events_end_after_start");
     ev[1].end = ev[1].start + 1;
+    /* The rules checked once per batch since 0007, each named. */
+    ev[1].account = "nobody";
+    ck_assert_int_eq(bs_transaction(c, ingest_tx, &ia, &err), BS_ERR_CONSTRAINT);
+    ck_assert_str_eq(err.constraint, "usage_events_account_known");
+    ev[1].account = "acct-1";
+    ev[1].resource = LONG_129;
+    ck_assert_int_eq(bs_transaction(c, ingest_tx, &ia, &err), BS_ERR_CONSTRAINT);
+    ck_assert_str_eq(err.constraint, "usage_events_resource_id_length");
+    ev[1].resource = "i-1";
+    ev[1].model = LONG_129;
+    ck_assert_int_eq(bs_transaction(c, ingest_tx, &ia, &err), BS_ERR_CONSTRAINT);
+    ck_assert_str_eq(err.constraint, "usage_events_attr_length");
+    ev[1].model = NULL;
     ev[1].quantity = "1e3";
     ck_assert_int_eq(bs_transaction(c, ingest_tx, &ia, &err), BS_ERR_INVALID);
     ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.event_ids"), 0);
     /* Outside a transaction: refused before anything is sent. */
     ck_assert_int_eq(bs_events_ingest(c, ev, 1, BS_COPY_BINARY, out, NULL, &err),
                      BS_ERR_INVALID);
+    drop_db(c);
+}
+END_TEST
+
+/*
+ * The fingerprint computed in C (since 0007) must be the md5 of the bytes
+ * SQL's billing.event_fingerprint hashes, or events stored before 0007
+ * would conflict with their own replays. Every stored row is compared
+ * with the SQL function; the quantities, instants and texts are the cases
+ * where a canonical form could differ.
+ */
+START_TEST(test_fingerprint_matches_sql)
+{
+    static const char *const quantities[] = {"1.50", "007", "0.000", "0", "+2.000000001",
+                                             "1000000000000000000", "0.000000001", "12.340"};
+    /* 1969 (before the epoch), nanoseconds below the microsecond, and a round second. */
+    static const billing_time_t starts[] = {INT64_C(-86400000000001), INT64_C(1767571200123456789),
+                                            INT64_C(1767571200000000000)};
+    bs_conn *c = migrated_db("fingerprint");
+    bs_event ev[24];
+    bs_event_outcome out[24];
+    unsigned char fp[16];
+    char ids[24][16];
+    char sql[SQL_MAX];
+    char hex[64];
+    size_t n = 0;
+    size_t q;
+    size_t t;
+    int i;
+    int len;
+
+    seed(c);
+    for (q = 0; q < N_CASES(quantities); q++) {
+        for (t = 0; t < N_CASES(starts); t++) {
+            snprintf(ids[n], sizeof(ids[n]), "fp-%zu-%zu", q, t);
+            ev[n] = make_event(ids[n], quantities[q], starts[t]);
+            ev[n].resource = t == 0 ? "\xe8\xb5\x84\xe6\xba\x90 1|2" : "i-1";
+            ev[n].model = t == 1 ? NULL : ev[n].model;
+            n++;
+        }
+    }
+    ck_assert_uint_eq(ingest(c, ev, n, BS_COPY_BINARY, out), n);
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.event_ids e"
+                                   " JOIN billing.usage_events u USING (event_id)"
+                                   " WHERE e.fingerprint = billing.event_fingerprint(u.account_id,"
+                                   " u.resource_id, u.meter, u.start_time, u.start_nanos,"
+                                   " u.end_time, u.end_nanos, u.quantity, u.model, u.region)"),
+                     (long)n);
+    ck_assert_int_eq(bs_event_fingerprint(&ev[0], fp), 0);
+    ev[0].quantity = "1,5";
+    ck_assert_int_eq(bs_event_fingerprint(&ev[0], fp), -1);
+    /* The MD5 itself, across the block boundaries (55, 56, 63, 64, 119, 120 bytes). */
+    for (len = 0; len <= 130; len++) {
+        memset(sql, 'a' + len % 26, (size_t)len);
+        sql[len] = '\0';
+        bs_md5(sql, (size_t)len, fp);
+        for (i = 0; i < 16; i++)
+            snprintf(hex + 2 * i, 3, "%02x", fp[i]);
+        snprintf(sql, sizeof(sql), "SELECT md5(repeat(chr(%d), %d)) = '%s'", 'a' + len % 26, len,
+                 hex);
+        query_value(c, sql, hex, sizeof(hex));
+        ck_assert_msg(strcmp(hex, "t") == 0, "md5 of %d bytes differs from PostgreSQL's", len);
+    }
+    drop_db(c);
+}
+END_TEST
+
+/*
+ * Two ids with one md5 (made on purpose, as MD5 allows): the second is a
+ * new event, not a duplicate nor a conflict of the first, and its own
+ * replays are told apart as for any id. The collision is forged by
+ * storing 'forged' under the hash of 'victim'.
+ */
+START_TEST(test_id_hash_collision)
+{
+    bs_conn *c = migrated_db("collision");
+    billing_time_t t = INT64_C(1767571200000000000);
+    bs_event ev[4];
+    bs_event_outcome out[4];
+
+    seed(c);
+    exec_ok(c, "SET ROLE billing_owner");
+    exec_ok(c, "ALTER TABLE billing.event_ids ALTER COLUMN id_hash DROP EXPRESSION");
+    exec_ok(c, "INSERT INTO billing.event_ids (event_id, start_time, fingerprint, id_hash)"
+               " VALUES ('forged', '2026-01-05Z', decode(md5('x'), 'hex'),"
+               " decode(md5('victim'), 'hex'))");
+    /* Every other id keeps its hash as the generated column gave it. */
+    exec_ok(c, "CREATE FUNCTION pg_temp.hash_id() RETURNS trigger LANGUAGE plpgsql AS"
+               " $$BEGIN NEW.id_hash := decode(md5(NEW.event_id), 'hex'); RETURN NEW; END$$");
+    exec_ok(c, "CREATE TRIGGER hash_id BEFORE INSERT ON billing.event_ids FOR EACH ROW"
+               " EXECUTE FUNCTION pg_temp.hash_id()");
+    exec_ok(c, "RESET ROLE");
+    ev[0] = make_event("victim", "1", t);
+    ev[1] = make_event("victim", "1.0", t); /* the same content */
+    ev[2] = make_event("victim", "2", t);   /* other content */
+    ev[3] = make_event("other", "1", t);
+    ck_assert_uint_eq(ingest(c, ev, 4, BS_COPY_BINARY, out), 2);
+    ck_assert_int_eq(out[0], BS_EVENT_NEW);
+    ck_assert_int_eq(out[1], BS_EVENT_DUPLICATE);
+    ck_assert_int_eq(out[2], BS_EVENT_CONFLICT);
+    ck_assert_int_eq(out[3], BS_EVENT_NEW);
+    /* A later batch, against what is stored. */
+    ck_assert_uint_eq(ingest(c, ev, 3, BS_COPY_BINARY, out), 0);
+    ck_assert_int_eq(out[0], BS_EVENT_DUPLICATE);
+    ck_assert_int_eq(out[1], BS_EVENT_DUPLICATE);
+    ck_assert_int_eq(out[2], BS_EVENT_CONFLICT);
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.usage_events"
+                                   " WHERE event_id = 'victim'"),
+                     1);
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.event_id_collisions"
+                                   " WHERE event_id = 'victim'"),
+                     1);
+    drop_db(c);
+}
+END_TEST
+
+/*
+ * A database at 0005 with events in it, migrated past 0007: the stored
+ * events still dedupe (replays are duplicates, other content conflicts),
+ * through the C fingerprint against the SQL one they were stored with.
+ */
+START_TEST(test_migrate_0005_events_kept)
+{
+    bs_conn *c = fresh_db("lean_from_5");
+    /* make_event's instants: 2026-01-05T00:00:00.123456789Z and one hour + 7 ns later. */
+    billing_time_t t = INT64_C(1767571200123456789);
+    bs_event ev[3];
+    bs_event_outcome out[3];
+    int i;
+
+    migrate_to(c, 5, 5);
+    seed(c);
+    exec_ok(c, "SELECT billing.ensure_event_partitions('2026-01-01', '2026-01-01')");
+    for (i = 1; i <= 2; i++) {
+        exec_fmt(c, "INSERT INTO billing.event_ids (event_id, start_time, fingerprint)"
+                    " VALUES ('old%d', '2026-01-05 00:00:00.123456Z', billing.event_fingerprint("
+                    "'acct-1', 'i-1', 'gpu', '2026-01-05 00:00:00.123456Z', 789::smallint,"
+                    " '2026-01-05 01:00:00.123456Z', 796::smallint, 1.50, 'RTX4090', 'cn-east-1'))",
+                 i);
+        exec_fmt(c, "INSERT INTO billing.usage_events (event_id, account_id, resource_id, meter,"
+                    " start_time, start_nanos, end_time, end_nanos, quantity, model, region)"
+                    " VALUES ('old%d', 'acct-1', 'i-1', 'gpu', '2026-01-05 00:00:00.123456Z', 789,"
+                    " '2026-01-05 01:00:00.123456Z', 796, 1.50, 'RTX4090', 'cn-east-1')",
+                 i);
+    }
+    migrate_to(c, 0, (int)bs_migration_count - 5);
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.event_ids"
+                                   " WHERE id_hash = decode(md5(event_id), 'hex')"),
+                     2);
+    ev[0] = make_event("old1", "1.5", t); /* a replay */
+    ev[1] = make_event("old2", "2", t);   /* other content */
+    ev[2] = make_event("new1", "1.5", t);
+    ck_assert_uint_eq(ingest(c, ev, 3, BS_COPY_BINARY, out), 1);
+    ck_assert_int_eq(out[0], BS_EVENT_DUPLICATE);
+    ck_assert_int_eq(out[1], BS_EVENT_CONFLICT);
+    ck_assert_int_eq(out[2], BS_EVENT_NEW);
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.usage_events"), 3);
     drop_db(c);
 }
 END_TEST
@@ -1891,6 +2079,9 @@ static Suite *store_suite(void)
     tcase_add_test(inv, test_concurrent_finalizers);
     tcase_add_test(ev, test_events_ingest);
     tcase_add_test(ev, test_events_refused_batch);
+    tcase_add_test(ev, test_fingerprint_matches_sql);
+    tcase_add_test(ev, test_id_hash_collision);
+    tcase_add_test(mig, test_migrate_0005_events_kept);
     tcase_add_test(ev, test_event_partitions);
     tcase_add_test(ev, test_rejects_and_offsets);
     tcase_add_test(ev, test_numeric_binary_copy);

@@ -1,8 +1,5 @@
 -- 0006_close_perf.sql - month-end close at scale (issue 12; doc/performance.md,
--- "Month-end close"), and expired credit given back by a void (below). Numbered 0006 on branch close12 so that the tree
--- builds (gen-migrations.sh wants consecutive versions); the raw-event
--- migration of branch perf11 is also 0006: whichever merges second is
--- renumbered.
+-- "Month-end close"), and expired credit given back by a void (below).
 --
 -- The guard that keeps lines and applied credits of a non-draft invoice
 -- unchanged (billing.invoice_children_guard, 0001) ran once per row: a

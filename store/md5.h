@@ -1,0 +1,20 @@
+/*
+ * md5.h - MD5 (RFC 1321) of a byte string, for the one place that must
+ * agree bit for bit with PostgreSQL's md5(): the content fingerprint of a
+ * raw event (billing.event_fingerprint, doc/database.md). Not for
+ * security: the store does not rely on MD5 resisting collisions (ids that
+ * collide are handled, sql/migrations/0006_lean_events.sql).
+ *
+ * Pure functions, no state: safe from any thread.
+ */
+#ifndef BS_MD5_H
+#define BS_MD5_H
+
+#include <stddef.h>
+
+#define BS_MD5_LEN 16
+
+/* bs_md5 - the 16-byte digest of the @len bytes at @data into @out. */
+void bs_md5(const void *data, size_t len, unsigned char out[BS_MD5_LEN]);
+
+#endif /* BS_MD5_H */
