@@ -346,13 +346,16 @@ static int spill(bc_dedupe *d, char *errbuf, size_t errsize)
 /* Adding                                                                  */
 /* ---------------------------------------------------------------------- */
 
-int bc_dedupe_add(bc_dedupe *d, const billing_event *ev, const bc_dedupe_where *where, int store,
-                  char *errbuf, size_t errsize)
+/*
+ * Append a record of @id (hashed by the caller with bc_hash_bytes) and,
+ * with @ev, its encoded event. Returns 0 or -1 with a message.
+ */
+static int add_record(bc_dedupe *d, const char *id, size_t id_len, uint64_t hash,
+                      const billing_event *ev, const bc_dedupe_where *where, char *errbuf,
+                      size_t errsize)
 {
-    const char *id = billing_event_id(ev);
-    size_t id_len = strlen(id);
     size_t len = 0;
-    size_t room = sizeof(rec_hdr) + id_len + (store ? BILLING_EVENT_WIRE_MAX : 0);
+    size_t room = sizeof(rec_hdr) + id_len + (ev != NULL ? BILLING_EVENT_WIRE_MAX : 0);
     unsigned char *rec;
     rec_hdr h;
 
@@ -367,8 +370,8 @@ int bc_dedupe_add(bc_dedupe *d, const billing_event *ev, const bc_dedupe_where *
         return -1;
     rec = d->arena + d->arena_len;
     memcpy(rec + sizeof(h), id, id_len);
-    if (store && billing_event_encode(ev, rec + sizeof(h) + id_len, BILLING_EVENT_WIRE_MAX,
-                                      &len) != BILLING_OK)
+    if (ev != NULL && billing_event_encode(ev, rec + sizeof(h) + id_len, BILLING_EVENT_WIRE_MAX,
+                                           &len) != BILLING_OK)
         return bc_seterr(errbuf, errsize, "event '%s': cannot be encoded", id);
     h.pos = where->pos;
     h.offset = where->offset;
@@ -377,14 +380,30 @@ int bc_dedupe_add(bc_dedupe *d, const billing_event *ev, const bc_dedupe_where *
     h.id_len = (uint16_t)id_len;
     h.ev_len = (uint16_t)len;
     memcpy(rec, &h, sizeof(h));
-    /* A fixed hash: the output order is the same on every run. */
-    d->idx[d->n_idx].hash = bc_hash_bytes(id, id_len);
+    d->idx[d->n_idx].hash = hash;
     d->idx[d->n_idx].off = d->arena_len;
     d->n_idx++;
     d->arena_len += rec_size(&h);
     d->stats.records++;
-    d->stats.stored += store != 0;
+    d->stats.stored += ev != NULL;
     return 0;
+}
+
+int bc_dedupe_add(bc_dedupe *d, const billing_event *ev, const bc_dedupe_where *where, int store,
+                  char *errbuf, size_t errsize)
+{
+    const char *id = billing_event_id(ev);
+    size_t id_len = strlen(id);
+
+    /* A fixed hash: the output order is the same on every run. */
+    return add_record(d, id, id_len, bc_hash_bytes(id, id_len), store ? ev : NULL, where, errbuf,
+                      errsize);
+}
+
+int bc_dedupe_add_id(bc_dedupe *d, const char *id, size_t id_len, uint64_t hash,
+                     const bc_dedupe_where *where, char *errbuf, size_t errsize)
+{
+    return add_record(d, id, id_len, hash, NULL, where, errbuf, errsize);
 }
 
 /* ---------------------------------------------------------------------- */

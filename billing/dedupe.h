@@ -114,6 +114,17 @@ int bc_dedupe_add(bc_dedupe *d, const billing_event *ev, const bc_dedupe_where *
                   char *errbuf, size_t errsize);
 
 /*
+ * bc_dedupe_add_id - bc_dedupe_add for an event not stored (its source
+ * can be read again), given by its id alone: @id_len bytes at @id, not
+ * NUL-terminated, and @hash, which must be bc_hash_bytes(@id, @id_len)
+ * (computed by the caller, possibly on another thread). Same returns.
+ * Not thread-safe: a set takes its records from one thread, in the order
+ * that defines "first".
+ */
+int bc_dedupe_add_id(bc_dedupe *d, const char *id, size_t id_len, uint64_t hash,
+                     const bc_dedupe_where *where, char *errbuf, size_t errsize);
+
+/*
  * bc_dedupe_finish - merge everything and call @fn for each later
  * occurrence of an id, fetching events that were not stored through
  * @fetch (only for ids that occur more than once). Call once, after the

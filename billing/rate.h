@@ -31,6 +31,16 @@
 #define RANGE_MONTHS_MAX 1200
 #define NO_MONTH INT32_MIN
 #define DEDUPE_MEMORY_DEFAULT (64u * 1024u * 1024u)
+/* Most threads for -j: far more than the work can use, a bound on what a typo costs. */
+#define JOBS_MAX 64
+/*
+ * Bytes of input per chunk with -j: large enough that handing a chunk over
+ * costs nothing next to rating it (about 20 000 JSON events), small enough
+ * that the ids a chunk keeps for the dedupe (about 40 bytes an event) stay
+ * a few MiB. --chunk-bytes changes it (tests cut odd chunks).
+ */
+#define CHUNK_BYTES_DEFAULT ((uint64_t)4 << 20)
+#define CHUNK_BYTES_MAX ((uint64_t)1 << 30)
 
 typedef enum { OUT_JSON, OUT_TABLE, OUT_CSV } out_format;
 
@@ -64,6 +74,8 @@ typedef struct rate_opts {
     int progress;          /* progress on a terminal (--no-progress clears it) */
     int at_set;            /* --at given: print the credit report, not invoices */
     int by_resource;       /* --by resource */
+    int jobs;              /* -j: threads reading and rating (1: the sequential path) */
+    uint64_t chunk_bytes;  /* --chunk-bytes: input per chunk with -j */
     billing_time_t at;
 } rate_opts;
 
@@ -158,6 +170,21 @@ int rate_check_inputs(rate_ctx *c);
 
 /* rate_temp_dir - where temporary files go: --temp-dir, $TMPDIR or /tmp. */
 const char *rate_temp_dir(const rate_opts *o);
+
+/*
+ * rate_parallel_ok - whether the run can read and rate on c->opts.jobs
+ * threads (rate_parallel.c): more than one job, one price book, regular
+ * files only, no --strict, --at or --by resource.
+ */
+int rate_parallel_ok(const rate_ctx *c);
+
+/*
+ * rate_parallel - read and rate every event file on c->opts.jobs threads,
+ * with the messages, counts, --rejects and dedupe records one thread
+ * gives, in the same order; the threads' totals end up in the book's
+ * rater. Repeats are not yet taken back. Returns an exit code.
+ */
+int rate_parallel(rate_ctx *c);
 
 /* rate_all - read and rate every event file, then take back repeats; an exit code. */
 int rate_all(rate_ctx *c);

@@ -356,6 +356,12 @@ int rate_all(rate_ctx *c)
     int i;
     int rc = CLI_EXIT_OK;
 
+    if (rate_parallel_ok(c)) {
+        rc = rate_parallel(c);
+        if (rc != CLI_EXIT_OK)
+            return rc;
+        return c->dedupe != NULL ? take_back_repeats(c) : CLI_EXIT_OK;
+    }
     progress_start(&c->prog, stderr, c->opts.progress, c->opts.files, c->opts.n_files);
     for (i = 0; i < c->opts.n_files; i++) {
         c->src = (uint32_t)i;

@@ -564,7 +564,7 @@ static void agg_extra_add(bl_agg *a, const mpq_t q)
 }
 
 /* Add the integer @v to the aggregate, spilling into GMP on overflow. */
-static void agg_add_i128(bl_agg *a, bl_i128 v)
+void bl_agg_add_i128(bl_agg *a, bl_i128 v)
 {
     bl_i128 s;
     mpq_t q;
@@ -606,11 +606,11 @@ static void add_piece(billing_rater *r, const billing_event *ev, const bl_piece 
         return;
     }
     if (is_time_meter(ev->meter) && !__builtin_mul_overflow(ev->qty, dur, &prod)) {
-        agg_add_i128(a, sign > 0 ? prod : -prod);
+        bl_agg_add_i128(a, sign > 0 ? prod : -prod);
         return;
     }
     if (!is_time_meter(ev->meter) && p->start == ev->start && p->end == ev->end) {
-        agg_add_i128(a, sign > 0 ? ev->qty : -ev->qty);
+        bl_agg_add_i128(a, sign > 0 ? ev->qty : -ev->qty);
         return;
     }
     /* Rare: a product beyond 128 bits, or the share of a split traffic event. */
