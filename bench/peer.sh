@@ -12,7 +12,9 @@
 #   WORKDIR  where the input goes (default /tmp/billing-bench)
 #
 # Environment: BILLING_JOBS (billing rate -j, default 2), DUCKDB_THREADS
-# (default 2), BILLING_RATE_FLAGS (more flags for billing rate, e.g.
+# (default 2), BILLING (the billing program to time, default the build
+# tree's), BILLING_BASELINE (another billing program, e.g. one built from
+# main, timed in each round too, with the same flags but -j), BILLING_RATE_FLAGS (more flags for billing rate, e.g.
 # --no-dedupe), PEER_DISTINCT=1 (DuckDB keeps one row per id, as a dedupe).
 #
 # DuckDB's query is the simplified answer a data engineer would write:
@@ -43,7 +45,7 @@ venv=${BILLING_DUCKDB_VENV:-$HOME/.cache/billing/duckdb-venv}
 top=$(pwd)
 [ -x "$top/bench/gen_events" ] || top=$(cd "$(dirname "$0")/.." && pwd)
 gen="$top/bench/gen_events"
-billing="$top/billing/billing"
+billing=${BILLING:-$top/billing/billing}
 srcdir=$(sed -n 's/^abs_top_srcdir = //p' "$top/Makefile")
 pricebook="$srcdir/examples/gpu-cloud/pricebook.json"
 input="$work/events-$events.jsonl"
@@ -140,13 +142,21 @@ else
     jobs=1
 fi
 cat "$input" >/dev/null
-rm -f "$work/billing.times" "$work/duckdb.times"
+rm -f "$work/billing.times" "$work/duckdb.times" "$work/baseline.times"
 i=0
 while [ "$i" -lt "$pairs" ]; do
     # shellcheck disable=SC2086
     timed billing "$billing" rate $jflag --no-progress ${BILLING_RATE_FLAGS:-} \
         --pricebook "$pricebook" --accounts "$work/accounts.json" "$input" \
         >"$work/billing.json"
+    if [ -n "${BILLING_BASELINE:-}" ]; then
+        # shellcheck disable=SC2086
+        timed baseline "$BILLING_BASELINE" rate --no-progress ${BILLING_RATE_FLAGS:-} \
+            --pricebook "$pricebook" --accounts "$work/accounts.json" "$input" \
+            >"$work/baseline.json"
+        cmp -s "$work/baseline.json" "$work/billing.json" ||
+            echo "peer.sh: the baseline's output differs from billing's" >&2
+    fi
     if [ "$peer" = 1 ]; then
         timed duckdb "$venv/bin/python" "$work/peer.py" "$input" "$threads" \
             "$work/duckdb.totals" "${PEER_DISTINCT:-0}"
@@ -164,6 +174,11 @@ row() {
         "$(echo "$events / $w" | bc -l)"
 }
 row "billing rate -j $jobs ${BILLING_RATE_FLAGS:-}" billing
+if [ -n "${BILLING_BASELINE:-}" ]; then
+    row "baseline ${BILLING_RATE_FLAGS:-}" baseline
+    printf 'ratio baseline wall / billing wall: %.2f\n' \
+        "$(echo "$(median "$work/baseline.times" 1) / $(median "$work/billing.times" 1)" | bc -l)"
+fi
 [ "$peer" = 1 ] || exit 0
 row "duckdb threads=$threads$( [ "${PEER_DISTINCT:-0}" = 1 ] && echo ' distinct')" duckdb
 printf 'ratio DuckDB wall / billing wall: %.2f (higher is better for billing)\n' \
