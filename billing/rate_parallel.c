@@ -45,8 +45,12 @@
 #include "rate.h"
 #include "util.h"
 
-/* Chunks out (being rated or waiting to be taken back) per thread. */
-#define WINDOW_PER_JOB 3
+/*
+ * Chunks out (being rated or waiting to be taken back) per thread: room
+ * for the main thread to fall behind for a while on a busy machine without
+ * stopping the workers, at about 1 MiB of ids a chunk.
+ */
+#define WINDOW_PER_JOB 6
 /* How often a worker looks whether the run was stopped, in records. */
 #define STOP_CHECK_EVERY 1024
 /* Longest growth of a chunk's results: far above what CHUNK_BYTES of input gives. */
@@ -99,6 +103,8 @@ typedef struct worker {
     int started;
     billing_rater *rater;
     billing_event *ev;
+    bc_reader *rd;  /* kept from chunk to chunk of one file: no open and buffer each time */
+    uint32_t rd_src;
 } worker;
 
 typedef struct pool {
@@ -331,6 +337,21 @@ static int rate_record(worker *w, chunk *ch, bc_reader *rd)
     return 0;
 }
 
+/* The worker's reader, on the range of @ch; NULL with a message. */
+static bc_reader *open_chunk(worker *w, const chunk *ch, char *err, size_t errsize)
+{
+    const rate_ctx *c = w->p->c;
+
+    if (w->rd != NULL && w->rd_src == ch->src &&
+        bc_reader_set_range(w->rd, ch->start, ch->end, err, errsize) == 0)
+        return w->rd;
+    bc_reader_close(w->rd);
+    w->rd_src = ch->src;
+    w->rd = bc_reader_open_range(c->opts.files[ch->src], c->srcs[ch->src].format, ch->start,
+                                 ch->end, err, errsize);
+    return w->rd;
+}
+
 static void rate_chunk(worker *w, chunk *ch)
 {
     const rate_ctx *c = w->p->c;
@@ -339,8 +360,7 @@ static void rate_chunk(worker *w, chunk *ch)
     bc_read_result rr;
     bc_reader *rd;
 
-    rd = bc_reader_open_range(c->opts.files[ch->src], s->format, ch->start, ch->end, err,
-                              sizeof(err));
+    rd = open_chunk(w, ch, err, sizeof(err));
     if (rd == NULL) {
         chunk_fail(ch, CLI_EXIT_INPUT, NULL, err);
         return;
@@ -364,7 +384,6 @@ static void rate_chunk(worker *w, chunk *ch)
             break;
     }
     ch->lines = s->format == BC_FORMAT_JSONL ? bc_reader_position(rd) : 0;
-    bc_reader_close(rd);
 }
 
 /* Take the next chunk to rate, or NULL when there is none or the run stopped. */
@@ -514,7 +533,7 @@ static int drain_all(pool *p)
         ch->lines = 0;
         p->drained++;
         if (rc != CLI_EXIT_OK)
-            p->stop = 1;
+            __atomic_store_n(&p->stop, 1, __ATOMIC_RELAXED);
         pthread_cond_broadcast(&p->cv);
         pthread_mutex_unlock(&p->mu);
         if (rc != CLI_EXIT_OK)
@@ -562,7 +581,7 @@ static int stop_workers(pool *p, int merge)
     int i;
 
     pthread_mutex_lock(&p->mu);
-    p->stop = 1;
+    __atomic_store_n(&p->stop, 1, __ATOMIC_RELAXED);
     pthread_cond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);
     for (i = 0; i < p->n_workers; i++) {
@@ -579,6 +598,7 @@ static int stop_workers(pool *p, int merge)
         }
         billing_rater_destroy(p->workers[i].rater);
         billing_event_destroy(p->workers[i].ev);
+        bc_reader_close(p->workers[i].rd);
     }
     return rc;
 }

@@ -131,29 +131,45 @@ bc_reader *bc_reader_open(const char *path, bc_format format, char *errbuf, size
     return r;
 }
 
+int bc_reader_set_range(bc_reader *r, uint64_t start, uint64_t end, char *errbuf, size_t errsize)
+{
+    /* JSON Lines: from the byte before @start, to see whether a line starts at @start. */
+    uint64_t from = r->format == BC_FORMAT_JSONL && start > 0 ? start - 1 : start;
+
+    if (!r->own_fd || end < start)
+        return bc_seterr(errbuf, errsize, "%s: a byte range needs a file and start <= end",
+                         r->name);
+    if (lseek(r->fd, (off_t)from, SEEK_SET) == (off_t)-1)
+        return bc_seterr(errbuf, errsize, "%s: %s", r->name, strerror(errno));
+    r->pos = 0;
+    r->fill = 0;
+    r->eof = 0;
+    r->base = from;
+    r->line = 0;
+    r->offset = from;
+    r->rec_pos = 0;
+    r->rec_len = 0;
+    r->skip_bytes = 0;
+    r->limit = end;
+    /* The line running across @start (if any) is the previous range's: skip past its newline. */
+    r->skipping_line = from < start;
+    return 0;
+}
+
 bc_reader *bc_reader_open_range(const char *path, bc_format format, uint64_t start,
                                 uint64_t end, char *errbuf, size_t errsize)
 {
     bc_reader *r;
-    /* JSON Lines: from the byte before @start, to see whether a line starts at @start. */
-    uint64_t from = format == BC_FORMAT_JSONL && start > 0 ? start - 1 : start;
 
-    if (strcmp(path, "-") == 0 || end < start) {
-        bc_seterr(errbuf, errsize, "%s: a byte range needs a file and start <= end", path);
+    if (strcmp(path, "-") == 0) {
+        bc_seterr(errbuf, errsize, "%s: a byte range needs a file", path);
         return NULL;
     }
     r = bc_reader_open(path, format, errbuf, errsize);
-    if (r == NULL)
-        return NULL;
-    if (from > 0 && lseek(r->fd, (off_t)from, SEEK_SET) == (off_t)-1) {
-        bc_seterr(errbuf, errsize, "%s: %s", path, strerror(errno));
+    if (r != NULL && bc_reader_set_range(r, start, end, errbuf, errsize) != 0) {
         bc_reader_close(r);
         return NULL;
     }
-    r->base = from;
-    r->limit = end;
-    /* The line running across @start (if any) is the previous range's: skip past its newline. */
-    r->skipping_line = from < start;
     return r;
 }
 

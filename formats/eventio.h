@@ -68,6 +68,14 @@ bc_reader *bc_reader_open_range(const char *path, bc_format format, uint64_t sta
                                 uint64_t end, char *errbuf, size_t errsize);
 
 /*
+ * bc_reader_set_range - make @r, opened by bc_reader_open_range, read the
+ * range [@start, @end) of its file instead, as if just opened for it,
+ * keeping its file and buffer (a thread reading many chunks of one file).
+ * Returns 0, or -1 with a message (not a file, or a seek error).
+ */
+int bc_reader_set_range(bc_reader *r, uint64_t start, uint64_t end, char *errbuf, size_t errsize);
+
+/*
  * bc_proto_split - where to cut a length-delimited protobuf file of @size
  * bytes after the record boundary @from: the first record boundary at
  * least @at_least bytes further, found by hopping from length prefix to
