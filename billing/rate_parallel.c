@@ -496,6 +496,18 @@ static int drain_chunk(rate_ctx *c, chunk *ch, uint64_t base)
     return ch->rc;
 }
 
+/* Empty @ch for its next use, keeping its buffer. */
+static void chunk_reset(chunk *ch)
+{
+    ch->done = 0;
+    ch->len = 0;
+    ch->rc = CLI_EXIT_OK;
+    ch->fatal[0] = '\0';
+    ch->read = 0;
+    ch->rated = 0;
+    ch->lines = 0;
+}
+
 /* Wait for each chunk in turn and take it back. Returns an exit code. */
 static int drain_all(pool *p)
 {
@@ -524,13 +536,7 @@ static int drain_all(pool *p)
         base += ch->lines;
         progress_tick(&c->prog, c->counts.read, ch->end == UINT64_MAX ? 0 : ch->end);
         pthread_mutex_lock(&p->mu);
-        ch->done = 0;
-        ch->len = 0;
-        ch->rc = CLI_EXIT_OK;
-        ch->fatal[0] = '\0';
-        ch->read = 0;
-        ch->rated = 0;
-        ch->lines = 0;
+        chunk_reset(ch);
         p->drained++;
         if (rc != CLI_EXIT_OK)
             __atomic_store_n(&p->stop, 1, __ATOMIC_RELAXED);

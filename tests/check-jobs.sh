@@ -110,6 +110,24 @@ head -c 30000 c.pb >cut.pb
 case_ protobuf-cut "2:1 7:500" --pricebook "$ex/pricebook.json" --accounts accounts.json \
     a.jsonl cut.pb b.jsonl
 
+# Bad thread counts and chunk sizes are usage errors naming the option.
+for bad in "-j 0" "-j 65" "--jobs x" "--chunk-bytes 0"; do
+    checks=$((checks + 1))
+    # shellcheck disable=SC2086
+    "$billing" rate $bad --pricebook "$ex/pricebook.json" --accounts accounts.json a.jsonl \
+        >/dev/null 2>"$tmp/usage.err"
+    rc=$?
+    opt=${bad%% *}
+    [ "$opt" = -j ] && opt=--jobs
+    if [ $rc -eq 2 ] && grep -qF -- "$opt '" "$tmp/usage.err"; then
+        echo "ok usage error for $bad"
+    else
+        failures=$((failures + 1))
+        echo "FAIL $bad: exit status $rc, stderr:"
+        cat "$tmp/usage.err"
+    fi
+done
+
 passed=$((checks - failures))
 echo "$((passed * 100 / checks))%: Checks: $checks, Failures: $failures, Errors: 0"
 [ $failures -eq 0 ]
