@@ -179,12 +179,29 @@ const char *rate_temp_dir(const rate_opts *o);
 int rate_parallel_ok(const rate_ctx *c);
 
 /*
- * rate_parallel - read and rate every event file on c->opts.jobs threads,
- * with the messages, counts, --rejects and dedupe records one thread
- * gives, in the same order; the threads' totals end up in the book's
- * rater. Repeats are not yet taken back. Returns an exit code.
+ * rate_parallel - rate_all on c->opts.jobs threads: every event file read
+ * and rated, repeats taken back, with the messages, counts and --rejects
+ * one thread gives, in the same order; the threads' totals end up in the
+ * book's rater. Returns an exit code.
  */
 int rate_parallel(rate_ctx *c);
+
+/* rate_fetch - a bc_dedupe_fetch_fn (@arg: the rate_ctx): read an event again from its file. */
+int rate_fetch(void *arg, const bc_dedupe_where *w, const char *id, unsigned char *buf,
+               size_t *len, char *err, size_t errsize);
+
+/* rate_take_back - a bc_dedupe_fn (@arg: the rate_ctx): take a later occurrence back. */
+int rate_take_back(void *arg, const bc_dedupe_hit *hit);
+
+/*
+ * rate_take_back_repeats - after the last file, find every id rated more
+ * than once among the records of @sets and keep only its first
+ * occurrence, through @fetch and @fn (rate_fetch and rate_take_back, or
+ * wrappers of them) with @arg; with --verbose, say how the dedupe went.
+ * Returns an exit code.
+ */
+int rate_take_back_repeats(rate_ctx *c, bc_dedupe *const *sets, size_t n_sets,
+                           bc_dedupe_fetch_fn fetch, bc_dedupe_fn fn, void *arg);
 
 /* rate_all - read and rate every event file, then take back repeats; an exit code. */
 int rate_all(rate_ctx *c);

@@ -56,22 +56,9 @@
 /* Longest growth of a chunk's results: far above what CHUNK_BYTES of input gives. */
 #define ITEMS_MAX ((size_t)1 << 30)
 
-/* What a chunk keeps for the main thread, in record order. */
-enum { ITEM_ID = 1, ITEM_REJECT = 2 };
-
-/* A rated event's id for the dedupe; the id and a NUL follow. */
-typedef struct item_id {
-    uint32_t kind;
-    uint32_t id_len;
-    uint64_t pos;    /* line in the chunk (JSON Lines) or file offset (protobuf) */
-    uint64_t offset; /* file offset of the record */
-    uint64_t check;  /* bc_reader_record_hash */
-    uint64_t hash;   /* bc_hash_bytes of the id, for the dedupe's order */
-} item_id;
-
+/* What a chunk keeps for the main thread, in record order: its rejected records. */
 /* A rejected record; its reason, a NUL, and its bytes follow. */
 typedef struct item_reject {
-    uint32_t kind;
     uint32_t reason_len;
     uint64_t pos;
     uint64_t rec_len;
@@ -79,6 +66,7 @@ typedef struct item_reject {
 } item_reject;
 
 typedef struct chunk {
+    uint64_t index;     /* its place in the input's order */
     uint32_t src;
     uint64_t start;
     uint64_t end;
@@ -105,6 +93,7 @@ typedef struct worker {
     billing_event *ev;
     bc_reader *rd;  /* kept from chunk to chunk of one file: no open and buffer each time */
     uint32_t rd_src;
+    bc_dedupe *dd;  /* its share of the dedupe: the ids of its chunks, in input order */
 } worker;
 
 typedef struct pool {
@@ -125,6 +114,10 @@ typedef struct pool {
     int fd;           /* protobuf: the file, to find record boundaries */
     worker *workers;
     int n_workers;
+    /* JSON Lines: the lines before each chunk, by chunk index (for the dedupe's places). */
+    uint64_t *bases;
+    size_t n_bases;
+    size_t cap_bases;
 } pool;
 
 /* ---------------------------------------------------------------------- */
@@ -224,6 +217,7 @@ static int plan_next(pool *p, chunk *ch)
                     : -1;
         p->file_ready = 1;
     }
+    ch->index = p->planned;
     ch->src = (uint32_t)p->file;
     ch->start = p->offset;
     ch->end = chunk_end(p, s->format);
@@ -259,25 +253,30 @@ static int reserve(chunk *ch, size_t n)
     return 0;
 }
 
-static int keep_id(chunk *ch, bc_reader *rd, const billing_event *ev)
+/*
+ * A JSON line's place for the dedupe: the line is known only within its
+ * chunk until the chunks before are counted, so the chunk's index goes in
+ * the high half and the line in the chunk in the low half (a chunk of at
+ * most CHUNK_BYTES_MAX bytes has fewer than 2^32 lines); fix_place turns
+ * it into the line in the file. Protobuf places are file offsets already.
+ */
+static uint64_t dedupe_place(const chunk *ch, bc_format format, uint64_t pos)
 {
-    const char *id = billing_event_id(ev);
-    size_t n = strlen(id);
-    item_id it;
+    return format == BC_FORMAT_JSONL ? ch->index << 32 | pos : pos;
+}
 
-    if (reserve(ch, sizeof(it) + n + 1) != 0)
-        return -1;
-    memset(&it, 0, sizeof(it));
-    it.kind = ITEM_ID;
-    it.id_len = (uint32_t)n;
-    it.pos = bc_reader_position(rd);
-    it.offset = bc_reader_offset(rd);
-    it.check = bc_reader_record_hash(rd);
-    it.hash = bc_hash_bytes(id, n);
-    memcpy(ch->items + ch->len, &it, sizeof(it));
-    memcpy(ch->items + ch->len + sizeof(it), id, n + 1);
-    ch->len += sizeof(it) + n + 1;
-    return 0;
+/* Hand the event just rated to the worker's share of the dedupe; 0, or -1 with a message. */
+static int remember(worker *w, chunk *ch, bc_reader *rd, char *err, size_t errsize)
+{
+    const char *id = billing_event_id(w->ev);
+    size_t n = strlen(id);
+    bc_dedupe_where where;
+
+    where.src = ch->src;
+    where.pos = dedupe_place(ch, w->p->c->srcs[ch->src].format, bc_reader_position(rd));
+    where.offset = bc_reader_offset(rd);
+    where.check = bc_reader_record_hash(rd);
+    return bc_dedupe_add_id(w->dd, id, n, bc_hash_bytes(id, n), &where, err, errsize);
 }
 
 static int keep_reject(chunk *ch, bc_reader *rd, const char *reason)
@@ -290,7 +289,6 @@ static int keep_reject(chunk *ch, bc_reader *rd, const char *reason)
     if (reserve(ch, sizeof(it) + rlen + 1 + len) != 0)
         return -1;
     memset(&it, 0, sizeof(it));
-    it.kind = ITEM_REJECT;
     it.reason_len = (uint32_t)rlen;
     it.pos = bc_reader_position(rd);
     it.rec_len = len;
@@ -319,8 +317,8 @@ static int rate_record(worker *w, chunk *ch, bc_reader *rd)
 
     if (st == BILLING_OK) {
         ch->rated++;
-        if (w->p->c->dedupe != NULL && keep_id(ch, rd, w->ev) != 0) {
-            chunk_fail(ch, CLI_EXIT_INTERNAL, rd, "out of memory");
+        if (w->dd != NULL && remember(w, ch, rd, err, sizeof(err)) != 0) {
+            chunk_fail(ch, CLI_EXIT_INTERNAL, rd, err);
             return -1;
         }
         return 0;
@@ -442,46 +440,18 @@ static void emit_reject(rate_ctx *c, const struct source *s, const item_reject *
                       it->kept ? rec : NULL, (size_t)it->rec_len, s->format);
 }
 
-static int emit_id(rate_ctx *c, const struct source *s, const item_id *it, const char *id,
-                   uint64_t base)
-{
-    char err[ERR_MAX];
-    char where[PATH_LEN + 32];
-    bc_dedupe_where w;
-
-    w.pos = base + it->pos;
-    w.offset = it->offset;
-    w.check = it->check;
-    w.src = (uint32_t)(s - c->srcs);
-    if (bc_dedupe_add_id(c->dedupe, id, it->id_len, it->hash, &w, err, sizeof(err)) == 0)
-        return 0;
-    bc_location_format(where, sizeof(where), s->name, s->format, w.pos);
-    cli_error("%s: %s", where, err);
-    return -1;
-}
-
 /* Say and count what chunk @ch kept, in record order. Returns an exit code. */
 static int drain_chunk(rate_ctx *c, chunk *ch, uint64_t base)
 {
     const struct source *s = &c->srcs[ch->src];
     char where[PATH_LEN + 32];
-    item_id id;
     item_reject rej;
-    uint32_t kind;
     size_t at = 0;
 
     while (at < ch->len) {
-        memcpy(&kind, ch->items + at, sizeof(kind));
-        if (kind == ITEM_ID) {
-            memcpy(&id, ch->items + at, sizeof(id));
-            if (emit_id(c, s, &id, (const char *)ch->items + at + sizeof(id), base) != 0)
-                return CLI_EXIT_INTERNAL;
-            at += sizeof(id) + id.id_len + 1;
-        } else {
-            memcpy(&rej, ch->items + at, sizeof(rej));
-            emit_reject(c, s, &rej, (const char *)ch->items + at + sizeof(rej), base);
-            at += sizeof(rej) + rej.reason_len + 1 + (size_t)rej.rec_len;
-        }
+        memcpy(&rej, ch->items + at, sizeof(rej));
+        emit_reject(c, s, &rej, (const char *)ch->items + at + sizeof(rej), base);
+        at += sizeof(rej) + rej.reason_len + 1 + (size_t)rej.rec_len;
     }
     c->counts.read += ch->read;
     c->counts.rated += ch->rated;
@@ -508,6 +478,25 @@ static void chunk_reset(chunk *ch)
     ch->lines = 0;
 }
 
+/* Keep the lines before the next chunk in its file (JSON Lines), for fix_place. Returns an exit code. */
+static int note_base(pool *p, uint64_t base)
+{
+    size_t cap = p->cap_bases ? p->cap_bases * 2 : 1024;
+    uint64_t *q;
+
+    if (p->n_bases == p->cap_bases) {
+        q = realloc(p->bases, cap * sizeof(*q));
+        if (q == NULL) {
+            cli_error("out of memory");
+            return CLI_EXIT_INTERNAL;
+        }
+        p->bases = q;
+        p->cap_bases = cap;
+    }
+    p->bases[p->n_bases++] = base;
+    return CLI_EXIT_OK;
+}
+
 /* Wait for each chunk in turn and take it back. Returns an exit code. */
 static int drain_all(pool *p)
 {
@@ -532,7 +521,9 @@ static int drain_all(pool *p)
             progress_file_done(&c->prog, (uint64_t)c->srcs[src].st.st_size);
             base = 0;
         }
-        rc = drain_chunk(c, ch, base);
+        rc = note_base(p, base);
+        if (rc == CLI_EXIT_OK)
+            rc = drain_chunk(c, ch, base);
         base += ch->lines;
         progress_tick(&c->prog, c->counts.read, ch->end == UINT64_MAX ? 0 : ch->end);
         pthread_mutex_lock(&p->mu);
@@ -554,6 +545,14 @@ static int drain_all(pool *p)
 /* The run                                                                 */
 /* ---------------------------------------------------------------------- */
 
+/* Each thread's share of --dedupe-memory, so that together they keep to it. */
+static size_t dedupe_share(const rate_ctx *c)
+{
+    size_t share = c->opts.dedupe_memory / (size_t)c->opts.jobs;
+
+    return share < BC_DEDUPE_MEMORY_MIN ? BC_DEDUPE_MEMORY_MIN : share;
+}
+
 static int start_workers(pool *p)
 {
     char err[ERR_MAX];
@@ -568,6 +567,11 @@ static int start_workers(pool *p)
         if (w->ev == NULL || w->rater == NULL ||
             billing_rater_set_dedupe(w->rater, 0) != BILLING_OK) {
             cli_error("-j: a rater per thread: %s", w->rater == NULL ? err : "out of memory");
+            return CLI_EXIT_INTERNAL;
+        }
+        if (p->c->dedupe != NULL && (w->dd = bc_dedupe_new(dedupe_share(p->c), rate_temp_dir(&p->c->opts),
+                                                           err, sizeof(err))) == NULL) {
+            cli_error("%s", err);
             return CLI_EXIT_INTERNAL;
         }
         if (pthread_create(&w->tid, NULL, worker_main, w) != 0) {
@@ -609,10 +613,60 @@ static int stop_workers(pool *p, int merge)
     return rc;
 }
 
+/* A place kept by the workers' dedupe (dedupe_place) as the line or offset in the file. */
+static void fix_place(const pool *p, bc_dedupe_where *w)
+{
+    uint64_t index = w->pos >> 32;
+
+    if (p->c->srcs[w->src].format == BC_FORMAT_JSONL && index < p->n_bases)
+        w->pos = p->bases[index] + (w->pos & UINT32_MAX);
+}
+
+static int fetch_in_file(void *arg, const bc_dedupe_where *w, const char *id, unsigned char *buf,
+                         size_t *len, char *err, size_t errsize)
+{
+    const pool *p = arg;
+
+    return rate_fetch(p->c, w, id, buf, len, err, errsize);
+}
+
+/* A later occurrence, its places as one thread gives them, taken back as one thread does. */
+static int take_back_in_file(void *arg, const bc_dedupe_hit *hit)
+{
+    const pool *p = arg;
+    bc_dedupe_hit h = *hit;
+
+    fix_place(p, &h.where);
+    fix_place(p, &h.first);
+    return rate_take_back(p->c, &h);
+}
+
+/* After the last chunk: the workers' shares of the dedupe merged, repeats taken back. */
+static int take_back_repeats(pool *p)
+{
+    bc_dedupe **sets = calloc((size_t)p->n_workers, sizeof(*sets));
+    int rc;
+    int i;
+
+    if (sets == NULL) {
+        cli_error("out of memory");
+        return CLI_EXIT_INTERNAL;
+    }
+    for (i = 0; i < p->n_workers; i++)
+        sets[i] = p->workers[i].dd;
+    rc = rate_take_back_repeats(p->c, sets, (size_t)p->n_workers, fetch_in_file,
+                                take_back_in_file, p);
+    free(sets);
+    return rc;
+}
+
 static void pool_free(pool *p)
 {
     size_t i;
 
+    for (i = 0; p->workers != NULL && i < (size_t)p->n_workers; i++)
+        bc_dedupe_destroy(p->workers[i].dd);
+    free(p->bases);
     for (i = 0; p->ring != NULL && i < p->window; i++)
         free(p->ring[i].items);
     free(p->ring);
@@ -649,6 +703,9 @@ int rate_parallel(rate_ctx *c)
         rc = drain_all(&p);
     rc2 = stop_workers(&p, rc == CLI_EXIT_OK);
     progress_end(&c->prog);
+    rc = rc != CLI_EXIT_OK ? rc : rc2;
+    if (rc == CLI_EXIT_OK && c->dedupe != NULL)
+        rc = take_back_repeats(&p);
     pool_free(&p);
-    return rc != CLI_EXIT_OK ? rc : rc2;
+    return rc;
 }
