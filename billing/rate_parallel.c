@@ -12,16 +12,19 @@
  * shareable), and keeps what the run must say about it: rejected records
  * (place, reason, bytes) and the ids of the events rated, in record order.
  *
- * The main thread takes the chunks back in their order and does, chunk
- * by chunk, what one thread would have done record by record: rejected
- * records on stderr and in --rejects, ids into the bounded dedupe (whose
- * "first occurrence" is the order of its adds, hence the input order
- * whatever N), counts, line numbers (a chunk's lines count from its
- * start; the lines of the chunks before are added here). At most
- * WINDOW_PER_JOB chunks a thread are out at once, so memory stays bounded
- * whatever the input size. At the end the workers' raters are merged into
- * the book's rater (exact sums: bl_rater_merge) and repeats are taken back
- * as with one thread. So the output, the messages and their order do not
+ * Each worker also adds the ids of the events it rated to its own share
+ * of the bounded dedupe (--dedupe-memory / N), in input order, since it
+ * takes chunks in that order. The main thread takes the chunks back in
+ * their order and does, chunk by chunk, what one thread would have done
+ * record by record: rejected records on stderr and in --rejects, counts,
+ * line numbers (a chunk's lines count from its start; the lines of the
+ * chunks before are added here). At most WINDOW_PER_JOB chunks a thread
+ * are out at once, so memory stays bounded whatever the input size. At
+ * the end the workers' raters are merged into the book's rater (exact
+ * sums: bl_rater_merge), and their dedupe shares are merged together
+ * (bc_dedupe_finish_many: the first occurrence of an id is the one with
+ * the lowest file and offset, the input's first), repeats being taken
+ * back as with one thread. So the output, the messages and their order do not
  * depend on N or on where the chunks are cut (tests/check-jobs.sh).
  *
  * Only the common case runs in parallel: one price book, files (not
