@@ -346,13 +346,16 @@ static int spill(bc_dedupe *d, char *errbuf, size_t errsize)
 /* Adding                                                                  */
 /* ---------------------------------------------------------------------- */
 
-int bc_dedupe_add(bc_dedupe *d, const billing_event *ev, const bc_dedupe_where *where, int store,
-                  char *errbuf, size_t errsize)
+/*
+ * Append a record of @id (hashed by the caller with bc_hash_bytes) and,
+ * with @ev, its encoded event. Returns 0 or -1 with a message.
+ */
+static int add_record(bc_dedupe *d, const char *id, size_t id_len, uint64_t hash,
+                      const billing_event *ev, const bc_dedupe_where *where, char *errbuf,
+                      size_t errsize)
 {
-    const char *id = billing_event_id(ev);
-    size_t id_len = strlen(id);
     size_t len = 0;
-    size_t room = sizeof(rec_hdr) + id_len + (store ? BILLING_EVENT_WIRE_MAX : 0);
+    size_t room = sizeof(rec_hdr) + id_len + (ev != NULL ? BILLING_EVENT_WIRE_MAX : 0);
     unsigned char *rec;
     rec_hdr h;
 
@@ -367,8 +370,8 @@ int bc_dedupe_add(bc_dedupe *d, const billing_event *ev, const bc_dedupe_where *
         return -1;
     rec = d->arena + d->arena_len;
     memcpy(rec + sizeof(h), id, id_len);
-    if (store && billing_event_encode(ev, rec + sizeof(h) + id_len, BILLING_EVENT_WIRE_MAX,
-                                      &len) != BILLING_OK)
+    if (ev != NULL && billing_event_encode(ev, rec + sizeof(h) + id_len, BILLING_EVENT_WIRE_MAX,
+                                           &len) != BILLING_OK)
         return bc_seterr(errbuf, errsize, "event '%s': cannot be encoded", id);
     h.pos = where->pos;
     h.offset = where->offset;
@@ -377,14 +380,30 @@ int bc_dedupe_add(bc_dedupe *d, const billing_event *ev, const bc_dedupe_where *
     h.id_len = (uint16_t)id_len;
     h.ev_len = (uint16_t)len;
     memcpy(rec, &h, sizeof(h));
-    /* A fixed hash: the output order is the same on every run. */
-    d->idx[d->n_idx].hash = bc_hash_bytes(id, id_len);
+    d->idx[d->n_idx].hash = hash;
     d->idx[d->n_idx].off = d->arena_len;
     d->n_idx++;
     d->arena_len += rec_size(&h);
     d->stats.records++;
-    d->stats.stored += store != 0;
+    d->stats.stored += ev != NULL;
     return 0;
+}
+
+int bc_dedupe_add(bc_dedupe *d, const billing_event *ev, const bc_dedupe_where *where, int store,
+                  char *errbuf, size_t errsize)
+{
+    const char *id = billing_event_id(ev);
+    size_t id_len = strlen(id);
+
+    /* A fixed hash: the output order is the same on every run. */
+    return add_record(d, id, id_len, bc_hash_bytes(id, id_len), store ? ev : NULL, where, errbuf,
+                      errsize);
+}
+
+int bc_dedupe_add_id(bc_dedupe *d, const char *id, size_t id_len, uint64_t hash,
+                     const bc_dedupe_where *where, char *errbuf, size_t errsize)
+{
+    return add_record(d, id, id_len, hash, NULL, where, errbuf, errsize);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -419,11 +438,26 @@ static int cursor_next(cursor *c)
     return 1;
 }
 
+/*
+ * Ties (one id) go to the record that came first: in one set, by arrival
+ * (runs by creation, the arena last: what `age` says); across the sets of
+ * bc_dedupe_finish_many, by source, then offset, which is the input's
+ * order whichever set took the record (each set got its records in that
+ * order, so the two agree).
+ */
 static int cursor_less(const cursor *a, const cursor *b)
 {
     int c = id_cmp(a->hash, a->body, a->h.id_len, b->hash, b->body, b->h.id_len);
 
-    return c < 0 || (c == 0 && a->age < b->age);
+    if (c != 0)
+        return c < 0;
+    if (a->d == b->d)
+        return a->age < b->age;
+    if (a->h.src != b->h.src)
+        return a->h.src < b->h.src;
+    if (a->h.offset != b->h.offset)
+        return a->h.offset < b->h.offset;
+    return a->age < b->age;
 }
 
 static void heap_down(cursor **heap, size_t n, size_t i)
@@ -451,35 +485,47 @@ static void heap_down(cursor **heap, size_t n, size_t i)
 typedef int (*visit_fn)(void *arg, const cursor *c);
 
 /*
- * Merge the runs (and the arena's records when @with_memory) in order,
- * calling @visit on each record. Returns 0, -1 for a read error (message
- * written), or what @visit returned.
+ * Merge the runs of the @n_sets sets (and their arenas' records when
+ * @with_memory) in order, calling @visit on each record. Returns 0, -1 for
+ * a read error or no memory (message written), or what @visit returned.
  */
-static int merge(bc_dedupe *d, int with_memory, visit_fn visit, void *arg, char *errbuf,
-                 size_t errsize)
+static int merge_sets(bc_dedupe *const *sets, size_t n_sets, int with_memory, visit_fn visit,
+                      void *arg, char *errbuf, size_t errsize)
 {
-    cursor cur[BC_DEDUPE_FANIN + 1];
-    cursor *heap[BC_DEDUPE_FANIN + 1];
+    size_t total = 0;
+    cursor *cur;
+    cursor **heap;
     size_t n = 0;
     size_t k = 0;
     size_t i;
+    size_t s;
     int rc = 0;
     int more;
 
-    memset(cur, 0, sizeof(cur));
-    for (i = 0; i < d->n_runs + (with_memory ? 1 : 0); i++) {
-        cur[k].d = d;
-        cur[k].age = k;
-        cur[k].f = i < d->n_runs ? d->runs[i].f : NULL;
-        if (cur[k].f != NULL) {
-            cur[k].buf = malloc(BC_DEDUPE_ID_MAX + BILLING_EVENT_WIRE_MAX);
-            if (cur[k].buf == NULL) {
-                bc_seterr(errbuf, errsize, "dedupe: out of memory");
-                rc = -1;
-                goto done;
+    for (s = 0; s < n_sets; s++)
+        total += sets[s]->n_runs + (with_memory ? 1 : 0);
+    cur = calloc(total + 1, sizeof(*cur));
+    heap = calloc(total + 1, sizeof(*heap));
+    if (cur == NULL || heap == NULL) {
+        bc_seterr(errbuf, errsize, "dedupe: out of memory");
+        rc = -1;
+        goto done;
+    }
+    for (s = 0; s < n_sets; s++) {
+        for (i = 0; i < sets[s]->n_runs + (with_memory ? 1 : 0); i++) {
+            cur[k].d = sets[s];
+            cur[k].age = k;
+            cur[k].f = i < sets[s]->n_runs ? sets[s]->runs[i].f : NULL;
+            if (cur[k].f != NULL) {
+                cur[k].buf = malloc(BC_DEDUPE_ID_MAX + BILLING_EVENT_WIRE_MAX);
+                if (cur[k].buf == NULL) {
+                    bc_seterr(errbuf, errsize, "dedupe: out of memory");
+                    rc = -1;
+                    goto done;
+                }
             }
+            k++;
         }
-        k++;
     }
     for (i = 0; i < k; i++) {
         more = cursor_next(&cur[i]);
@@ -503,12 +549,21 @@ static int merge(bc_dedupe *d, int with_memory, visit_fn visit, void *arg, char 
     }
     goto done;
 read_error:
-    bc_seterr(errbuf, errsize, "reading a temporary file in %s: %s", d->tmpdir, strerror(errno));
+    bc_seterr(errbuf, errsize, "reading a temporary file in %s: %s", sets[0]->tmpdir,
+              strerror(errno));
     rc = -1;
 done:
-    for (i = 0; i < k; i++)
+    for (i = 0; cur != NULL && i < k; i++)
         free(cur[i].buf);
+    free(cur);
+    free(heap);
     return rc;
+}
+
+static int merge(bc_dedupe *d, int with_memory, visit_fn visit, void *arg, char *errbuf,
+                 size_t errsize)
+{
+    return merge_sets(&d, 1, with_memory, visit, arg, errbuf, errsize);
 }
 
 typedef struct write_ctx {
@@ -650,29 +705,39 @@ static int visit_group(void *arg, const cursor *c)
     return g->fn(g->arg, &hit);
 }
 
-int bc_dedupe_finish(bc_dedupe *d, bc_dedupe_fetch_fn fetch, bc_dedupe_fn fn, void *arg,
-                     char *errbuf, size_t errsize)
+int bc_dedupe_finish_many(bc_dedupe *const *sets, size_t n_sets, bc_dedupe_fetch_fn fetch,
+                          bc_dedupe_fn fn, void *arg, char *errbuf, size_t errsize)
 {
     group_ctx *g;
+    size_t i;
     int rc;
 
-    if (d->finished)
-        return bc_seterr(errbuf, errsize, "dedupe: finished twice");
-    d->finished = 1;
-    if (d->failed)
-        return bc_seterr(errbuf, errsize, "dedupe: finish after an error");
-    /* The records still in memory join the merge directly, not through a run. */
-    sort_memory(d);
+    for (i = 0; i < n_sets; i++) {
+        if (sets[i]->finished)
+            return bc_seterr(errbuf, errsize, "dedupe: finished twice");
+        sets[i]->finished = 1;
+        if (sets[i]->failed)
+            return bc_seterr(errbuf, errsize, "dedupe: finish after an error");
+        /* The records still in memory join the merge directly, not through a run. */
+        sort_memory(sets[i]);
+    }
     g = calloc(1, sizeof(*g));
     if (g == NULL)
         return bc_seterr(errbuf, errsize, "dedupe: out of memory");
-    g->d = d;
+    /* Fetches are counted in the first set's statistics. */
+    g->d = sets[0];
     g->fetch = fetch;
     g->fn = fn;
     g->arg = arg;
     g->errbuf = errbuf;
     g->errsize = errsize;
-    rc = merge(d, 1, visit_group, g, errbuf, errsize);
+    rc = merge_sets(sets, n_sets, 1, visit_group, g, errbuf, errsize);
     free(g);
     return rc;
+}
+
+int bc_dedupe_finish(bc_dedupe *d, bc_dedupe_fetch_fn fetch, bc_dedupe_fn fn, void *arg,
+                     char *errbuf, size_t errsize)
+{
+    return bc_dedupe_finish_many(&d, 1, fetch, fn, arg, errbuf, errsize);
 }

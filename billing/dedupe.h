@@ -114,6 +114,17 @@ int bc_dedupe_add(bc_dedupe *d, const billing_event *ev, const bc_dedupe_where *
                   char *errbuf, size_t errsize);
 
 /*
+ * bc_dedupe_add_id - bc_dedupe_add for an event not stored (its source
+ * can be read again), given by its id alone: @id_len bytes at @id, not
+ * NUL-terminated, and @hash, which must be bc_hash_bytes(@id, @id_len)
+ * (computed by the caller, possibly on another thread). Same returns.
+ * Not thread-safe: a set takes its records from one thread, in the order
+ * that defines "first".
+ */
+int bc_dedupe_add_id(bc_dedupe *d, const char *id, size_t id_len, uint64_t hash,
+                     const bc_dedupe_where *where, char *errbuf, size_t errsize);
+
+/*
  * bc_dedupe_finish - merge everything and call @fn for each later
  * occurrence of an id, fetching events that were not stored through
  * @fetch (only for ids that occur more than once). Call once, after the
@@ -122,6 +133,17 @@ int bc_dedupe_add(bc_dedupe *d, const billing_event *ev, const bc_dedupe_where *
  */
 int bc_dedupe_finish(bc_dedupe *d, bc_dedupe_fetch_fn fetch, bc_dedupe_fn fn, void *arg,
                      char *errbuf, size_t errsize);
+
+/*
+ * bc_dedupe_finish_many - bc_dedupe_finish over the records of @n_sets
+ * sets (n_sets >= 1) together, as if one set had been given them all:
+ * "first" is then the record with the lowest (where.src, where.offset),
+ * which must be the order in which each set was given its records (several threads, each adding the records of its chunks of
+ * the input, in order). Finishes every set. Same returns; fetches are
+ * counted in the first set's statistics.
+ */
+int bc_dedupe_finish_many(bc_dedupe *const *sets, size_t n_sets, bc_dedupe_fetch_fn fetch,
+                          bc_dedupe_fn fn, void *arg, char *errbuf, size_t errsize);
 
 /* bc_dedupe_get_stats - what the set did so far. */
 void bc_dedupe_get_stats(const bc_dedupe *d, bc_dedupe_stats *out);

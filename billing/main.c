@@ -52,18 +52,39 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
     return CLI_EXIT_USAGE;
 }
 
+/*
+ * The short options of @options: those whose value is a letter (-j for
+ * {"jobs", ..., 'j'}), after a ':' that makes a missing argument ':'
+ * rather than '?'.
+ */
+static void short_options(const struct option *options, char *out, size_t size)
+{
+    size_t n = 0;
+
+    out[n++] = ':';
+    for (; options->name != NULL && n + 3 < size; options++) {
+        if (options->flag != NULL || options->val > 'z' || options->val < 'A')
+            continue;
+        out[n++] = (char)options->val;
+        if (options->has_arg == required_argument)
+            out[n++] = ':';
+    }
+    out[n] = '\0';
+}
+
 int cli_getopt(const char *cmd, int argc, char **argv, const struct option *options,
                cli_option_fn take, void *ctx, int *first_arg)
 {
+    char shorts[64];
     int opt;
     int rc;
 
     /* Reset getopt's global state: a subcommand may run after another parse. */
     optind = 1;
     opterr = 0;
+    short_options(options, shorts, sizeof(shorts));
     for (;;) {
-        /* The leading ':' makes a missing argument ':' rather than '?'. */
-        opt = getopt_long(argc, argv, ":", options, NULL);
+        opt = getopt_long(argc, argv, shorts, options, NULL);
         if (opt == -1)
             break;
         if (opt == ':')

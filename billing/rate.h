@@ -31,6 +31,16 @@
 #define RANGE_MONTHS_MAX 1200
 #define NO_MONTH INT32_MIN
 #define DEDUPE_MEMORY_DEFAULT (64u * 1024u * 1024u)
+/* Most threads for -j: far more than the work can use, a bound on what a typo costs. */
+#define JOBS_MAX 64
+/*
+ * Bytes of input per chunk with -j: large enough that handing a chunk over
+ * costs nothing next to rating it (about 20 000 JSON events), small enough
+ * that the ids a chunk keeps for the dedupe (about 40 bytes an event) stay
+ * a few MiB. --chunk-bytes changes it (tests cut odd chunks).
+ */
+#define CHUNK_BYTES_DEFAULT ((uint64_t)4 << 20)
+#define CHUNK_BYTES_MAX ((uint64_t)1 << 30)
 
 typedef enum { OUT_JSON, OUT_TABLE, OUT_CSV } out_format;
 
@@ -64,6 +74,8 @@ typedef struct rate_opts {
     int progress;          /* progress on a terminal (--no-progress clears it) */
     int at_set;            /* --at given: print the credit report, not invoices */
     int by_resource;       /* --by resource */
+    int jobs;              /* -j: threads reading and rating (1: the sequential path) */
+    uint64_t chunk_bytes;  /* --chunk-bytes: input per chunk with -j */
     billing_time_t at;
 } rate_opts;
 
@@ -158,6 +170,38 @@ int rate_check_inputs(rate_ctx *c);
 
 /* rate_temp_dir - where temporary files go: --temp-dir, $TMPDIR or /tmp. */
 const char *rate_temp_dir(const rate_opts *o);
+
+/*
+ * rate_parallel_ok - whether the run can read and rate on c->opts.jobs
+ * threads (rate_parallel.c): more than one job, one price book, regular
+ * files only, no --strict, --at or --by resource.
+ */
+int rate_parallel_ok(const rate_ctx *c);
+
+/*
+ * rate_parallel - rate_all on c->opts.jobs threads: every event file read
+ * and rated, repeats taken back, with the messages, counts and --rejects
+ * one thread gives, in the same order; the threads' totals end up in the
+ * book's rater. Returns an exit code.
+ */
+int rate_parallel(rate_ctx *c);
+
+/* rate_fetch - a bc_dedupe_fetch_fn (@arg: the rate_ctx): read an event again from its file. */
+int rate_fetch(void *arg, const bc_dedupe_where *w, const char *id, unsigned char *buf,
+               size_t *len, char *err, size_t errsize);
+
+/* rate_take_back - a bc_dedupe_fn (@arg: the rate_ctx): take a later occurrence back. */
+int rate_take_back(void *arg, const bc_dedupe_hit *hit);
+
+/*
+ * rate_take_back_repeats - after the last file, find every id rated more
+ * than once among the records of @sets and keep only its first
+ * occurrence, through @fetch and @fn (rate_fetch and rate_take_back, or
+ * wrappers of them) with @arg; with --verbose, say how the dedupe went.
+ * Returns an exit code.
+ */
+int rate_take_back_repeats(rate_ctx *c, bc_dedupe *const *sets, size_t n_sets,
+                           bc_dedupe_fetch_fn fetch, bc_dedupe_fn fn, void *arg);
 
 /* rate_all - read and rate every event file, then take back repeats; an exit code. */
 int rate_all(rate_ctx *c);

@@ -227,8 +227,8 @@ static int fetch_fd(rate_ctx *c, uint32_t src, char *err, size_t errsize)
  * Read an event again from its file (a bc_dedupe_fetch_fn), check that
  * its bytes are those rated, and encode it.
  */
-static int fetch(void *arg, const bc_dedupe_where *w, const char *id, unsigned char *buf,
-                 size_t *len, char *err, size_t errsize)
+int rate_fetch(void *arg, const bc_dedupe_where *w, const char *id, unsigned char *buf,
+               size_t *len, char *err, size_t errsize)
 {
     rate_ctx *c = arg;
     const struct source *s = &c->srcs[w->src];
@@ -285,7 +285,7 @@ static void keep_conflict(rate_ctx *c, const bc_dedupe_hit *hit, const char *rea
 }
 
 /* A later occurrence of an id (a bc_dedupe_fn): take it back out of the rater. */
-static int take_back(void *arg, const bc_dedupe_hit *hit)
+int rate_take_back(void *arg, const bc_dedupe_hit *hit)
 {
     rate_ctx *c = arg;
     char err[ERR_MAX + 2 * PATH_LEN];
@@ -324,24 +324,38 @@ static int take_back(void *arg, const bc_dedupe_hit *hit)
     return c->opts.strict ? HIT_STOP_REJECTED : 0;
 }
 
-/*
- * After the last file: find every id rated more than once and keep only
- * its first occurrence. Returns an exit code.
- */
-static int take_back_repeats(rate_ctx *c)
+/* With --verbose: how the dedupe went, summed over its sets. */
+static void say_dedupe_stats(const rate_ctx *c, bc_dedupe *const *sets, size_t n_sets)
+{
+    bc_dedupe_stats st;
+    bc_dedupe_stats one;
+    size_t i;
+
+    memset(&st, 0, sizeof(st));
+    for (i = 0; i < n_sets; i++) {
+        bc_dedupe_get_stats(sets[i], &one);
+        st.records += one.records;
+        st.stored += one.stored;
+        st.fetched += one.fetched;
+        st.runs += one.runs;
+        st.merges += one.merges;
+        st.spilled += one.spilled;
+    }
+    cli_error("dedupe: %" PRIu64 " events remembered (%" PRIu64 " kept whole, %" PRIu64
+              " read again) in %zu KiB of memory; %" PRIu64 " runs, %" PRIu64
+              " merges, %" PRIu64 " bytes written to temporary files in %s",
+              st.records, st.stored, st.fetched, c->opts.dedupe_memory >> 10, st.runs, st.merges,
+              st.spilled, rate_temp_dir(&c->opts));
+}
+
+int rate_take_back_repeats(rate_ctx *c, bc_dedupe *const *sets, size_t n_sets,
+                           bc_dedupe_fetch_fn fetch, bc_dedupe_fn fn, void *arg)
 {
     char err[ERR_MAX];
-    int rc = bc_dedupe_finish(c->dedupe, fetch, take_back, c, err, sizeof(err));
-    bc_dedupe_stats st;
+    int rc = bc_dedupe_finish_many(sets, n_sets, fetch, fn, arg, err, sizeof(err));
 
-    if (c->opts.verbose) {
-        bc_dedupe_get_stats(c->dedupe, &st);
-        cli_error("dedupe: %" PRIu64 " events remembered (%" PRIu64 " kept whole, %" PRIu64
-                  " read again) in %zu KiB of memory; %" PRIu64 " runs, %" PRIu64
-                  " merges, %" PRIu64 " bytes written to temporary files in %s",
-                  st.records, st.stored, st.fetched, c->opts.dedupe_memory >> 10, st.runs,
-                  st.merges, st.spilled, rate_temp_dir(&c->opts));
-    }
+    if (c->opts.verbose)
+        say_dedupe_stats(c, sets, n_sets);
     if (rc == 0)
         return CLI_EXIT_OK;
     if (rc == HIT_STOP_REJECTED)
@@ -356,6 +370,8 @@ int rate_all(rate_ctx *c)
     int i;
     int rc = CLI_EXIT_OK;
 
+    if (rate_parallel_ok(c))
+        return rate_parallel(c);
     progress_start(&c->prog, stderr, c->opts.progress, c->opts.files, c->opts.n_files);
     for (i = 0; i < c->opts.n_files; i++) {
         c->src = (uint32_t)i;
@@ -366,7 +382,9 @@ int rate_all(rate_ctx *c)
     progress_end(&c->prog);
     if (rc != CLI_EXIT_OK)
         return rc;
-    return c->dedupe != NULL ? take_back_repeats(c) : CLI_EXIT_OK;
+    if (c->dedupe == NULL)
+        return CLI_EXIT_OK;
+    return rate_take_back_repeats(c, &c->dedupe, 1, rate_fetch, rate_take_back, c);
 }
 
 /* Close the --rejects file and say where the rejected records went. Returns an exit code. */

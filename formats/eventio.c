@@ -20,6 +20,8 @@
 #define READ_BUFFER_SIZE (1024u * 1024u)
 #define VARINT_MAX 10
 #define WHERE_MAX 4200
+/* What a range reader reads beyond its end at once, to finish its last record. */
+#define RANGE_SLACK (16u * 1024u)
 
 struct bc_reader {
     int fd;
@@ -35,6 +37,7 @@ struct bc_reader {
     uint64_t offset;     /* byte offset of the last record (protobuf: of its length prefix) */
     size_t rec_pos;      /* the last event's bytes in buf (valid until the next call) */
     size_t rec_len;
+    uint64_t limit;      /* no record starting at or after this input offset is read */
     int skipping_line;   /* JSONL: discarding the rest of an over-long line */
     uint64_t skip_bytes; /* protobuf: bytes of an oversized message still to discard */
     char where[WHERE_MAX];
@@ -111,6 +114,7 @@ bc_reader *bc_reader_open(const char *path, bc_format format, char *errbuf, size
     }
     r->fd = -1;
     r->format = format;
+    r->limit = UINT64_MAX;
     r->name = strdup(strcmp(path, "-") == 0 ? "(stdin)" : path);
     r->buf = malloc(READ_BUFFER_SIZE);
     if (r->name == NULL || r->buf == NULL) {
@@ -124,6 +128,48 @@ bc_reader *bc_reader_open(const char *path, bc_format format, char *errbuf, size
         return NULL;
     }
     r->own_fd = r->fd != STDIN_FILENO;
+    return r;
+}
+
+int bc_reader_set_range(bc_reader *r, uint64_t start, uint64_t end, char *errbuf, size_t errsize)
+{
+    /* JSON Lines: from the byte before @start, to see whether a line starts at @start. */
+    uint64_t from = r->format == BC_FORMAT_JSONL && start > 0 ? start - 1 : start;
+
+    if (!r->own_fd || end < start)
+        return bc_seterr(errbuf, errsize, "%s: a byte range needs a file and start <= end",
+                         r->name);
+    if (lseek(r->fd, (off_t)from, SEEK_SET) == (off_t)-1)
+        return bc_seterr(errbuf, errsize, "%s: %s", r->name, strerror(errno));
+    r->pos = 0;
+    r->fill = 0;
+    r->eof = 0;
+    r->base = from;
+    r->line = 0;
+    r->offset = from;
+    r->rec_pos = 0;
+    r->rec_len = 0;
+    r->skip_bytes = 0;
+    r->limit = end;
+    /* The line running across @start (if any) is the previous range's: skip past its newline. */
+    r->skipping_line = from < start;
+    return 0;
+}
+
+bc_reader *bc_reader_open_range(const char *path, bc_format format, uint64_t start,
+                                uint64_t end, char *errbuf, size_t errsize)
+{
+    bc_reader *r;
+
+    if (strcmp(path, "-") == 0) {
+        bc_seterr(errbuf, errsize, "%s: a byte range needs a file", path);
+        return NULL;
+    }
+    r = bc_reader_open(path, format, errbuf, errsize);
+    if (r != NULL && bc_reader_set_range(r, start, end, errbuf, errsize) != 0) {
+        bc_reader_close(r);
+        return NULL;
+    }
     return r;
 }
 
@@ -142,6 +188,8 @@ void bc_reader_close(bc_reader *r)
 static int refill(bc_reader *r)
 {
     ssize_t n;
+    size_t want;
+    uint64_t end;
 
     if (r->pos > 0) {
         memmove(r->buf, r->buf + r->pos, r->fill - r->pos);
@@ -149,8 +197,16 @@ static int refill(bc_reader *r)
         r->fill -= r->pos;
         r->pos = 0;
     }
+    want = READ_BUFFER_SIZE - r->fill;
+    /* A range reads little past its end: the rest of its last record, in small steps. */
+    end = r->base + r->fill;
+    if (r->limit != UINT64_MAX && end < r->limit && want > RANGE_SLACK &&
+        r->limit - end < want - RANGE_SLACK)
+        want = (size_t)(r->limit - end) + RANGE_SLACK;
+    else if (r->limit != UINT64_MAX && end >= r->limit)
+        want = want < RANGE_SLACK ? want : RANGE_SLACK;
     do {
-        n = read(r->fd, r->buf + r->fill, READ_BUFFER_SIZE - r->fill);
+        n = read(r->fd, r->buf + r->fill, want);
     } while (n < 0 && errno == EINTR);
     if (n < 0)
         return -1;
@@ -267,6 +323,8 @@ static bc_read_result next_line(bc_reader *r, const unsigned char **start, size_
                 return read_error(r, errbuf, errsize);
             continue;
         }
+        if (r->base + r->pos >= r->limit)
+            return BC_READ_EOF;
         avail = r->fill - r->pos;
         nl = memchr(r->buf + r->pos, '\n', avail);
         if (nl == NULL && avail > BC_JSONL_LINE_MAX)
@@ -377,6 +435,8 @@ static bc_read_result frame_proto(bc_reader *r, char *errbuf, size_t errsize)
 
     if (r->skip_bytes > 0 && skip_message(r) != 0)
         return framing_error(r, errbuf, errsize, "input ends inside an oversized message");
+    if (r->base + r->pos >= r->limit)
+        return BC_READ_EOF;
     if (want(r, VARINT_MAX) != 0)
         return read_error(r, errbuf, errsize);
     if (r->pos == r->fill)
@@ -444,6 +504,48 @@ bc_read_result bc_reader_next(bc_reader *r, billing_event *ev, char *errbuf, siz
     if (r->format == BC_FORMAT_PROTOBUF)
         return next_proto(r, ev, errbuf, errsize);
     return next_json(r, ev, errbuf, errsize);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Splitting a protobuf stream                                             */
+/* ---------------------------------------------------------------------- */
+
+/* Bytes read at once while hopping from one length prefix to the next. */
+#define SPLIT_BUFFER (256u * 1024u)
+
+int bc_proto_split(int fd, uint64_t from, uint64_t at_least, uint64_t size, uint64_t *out)
+{
+    unsigned char *buf = malloc(SPLIT_BUFFER);
+    uint64_t pos = from;
+    uint64_t bufpos = 0;
+    uint64_t len;
+    size_t have = 0;
+    size_t used;
+    ssize_t n;
+
+    if (buf == NULL)
+        return -1;
+    *out = size;
+    while (pos < size && pos - from < at_least) {
+        if (pos < bufpos || pos + VARINT_MAX > bufpos + have) {
+            n = bc_read_full(fd, buf, SPLIT_BUFFER, (int64_t)pos);
+            if (n < 0) {
+                free(buf);
+                return -1;
+            }
+            bufpos = pos;
+            have = (size_t)n;
+        }
+        /* A prefix that cannot be read is left to the reader, which reports it. */
+        if (parse_length(buf + (pos - bufpos), have - (size_t)(pos - bufpos), &len, &used) != 0 ||
+            len > size - pos - used)
+            break;
+        pos += used + len;
+    }
+    if (pos < size && pos - from >= at_least)
+        *out = pos;
+    free(buf);
+    return 0;
 }
 
 /* ---------------------------------------------------------------------- */

@@ -52,6 +52,41 @@ typedef struct bc_reader bc_reader;
  */
 bc_reader *bc_reader_open(const char *path, bc_format format, char *errbuf, size_t errsize);
 
+/*
+ * bc_reader_open_range - read the records of the regular file @path that
+ * start at an input offset in [@start, @end): a chunk, so that several
+ * readers can share one file. JSON Lines: a record starts at offset 0 or
+ * after a newline, so ranges may be cut anywhere and every line belongs
+ * to exactly one range; line numbers (bc_reader_position) count from 1
+ * at the range's first line, and the caller adds the lines of the ranges
+ * before. Protobuf: @start must be where a length prefix starts (0, or a
+ * boundary from bc_proto_split); offsets stay those of the file. Returns a
+ * reader (bc_reader_close) or NULL with a message. Thread-safe (one reader
+ * per thread).
+ */
+bc_reader *bc_reader_open_range(const char *path, bc_format format, uint64_t start,
+                                uint64_t end, char *errbuf, size_t errsize);
+
+/*
+ * bc_reader_set_range - make @r, opened by bc_reader_open_range, read the
+ * range [@start, @end) of its file instead, as if just opened for it,
+ * keeping its file and buffer (a thread reading many chunks of one file).
+ * Returns 0, or -1 with a message (not a file, or a seek error).
+ */
+int bc_reader_set_range(bc_reader *r, uint64_t start, uint64_t end, char *errbuf, size_t errsize);
+
+/*
+ * bc_proto_split - where to cut a length-delimited protobuf file of @size
+ * bytes after the record boundary @from: the first record boundary at
+ * least @at_least bytes further, found by hopping from length prefix to
+ * length prefix (the messages themselves are not decoded). *@out is @size
+ * when there is none, or when a prefix cannot be read or points past the
+ * end: the rest of the file is then one range, and its reader reports the
+ * framing error where it is. Returns 0, or -1 on a read error or when out
+ * of memory.
+ */
+int bc_proto_split(int fd, uint64_t from, uint64_t at_least, uint64_t size, uint64_t *out);
+
 /* bc_reader_close - close the file (not stdin) and free the reader; NULL is a no-op. */
 void bc_reader_close(bc_reader *r);
 

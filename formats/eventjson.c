@@ -97,6 +97,16 @@ static billing_status syntax(const jparse *jp, const char *what)
 /* Tokens                                                                  */
 /* ---------------------------------------------------------------------- */
 
+/* Characters a string holds as they are: printable ASCII but '"' and '\\'. */
+#define PLAIN16(c) PLAIN1(c), PLAIN1(c + 1), PLAIN1(c + 2), PLAIN1(c + 3), PLAIN1(c + 4), \
+    PLAIN1(c + 5), PLAIN1(c + 6), PLAIN1(c + 7), PLAIN1(c + 8), PLAIN1(c + 9), PLAIN1(c + 10), \
+    PLAIN1(c + 11), PLAIN1(c + 12), PLAIN1(c + 13), PLAIN1(c + 14), PLAIN1(c + 15)
+#define PLAIN1(c) ((c) >= 0x20 && (c) <= 0x7e && (c) != '"' && (c) != '\\')
+static const unsigned char plain_char[256] = {
+    PLAIN16(0x00), PLAIN16(0x10), PLAIN16(0x20), PLAIN16(0x30), PLAIN16(0x40), PLAIN16(0x50),
+    PLAIN16(0x60), PLAIN16(0x70),
+};
+
 static void skip_ws(jparse *jp)
 {
     while (jp->p < jp->end && (*jp->p == ' ' || *jp->p == '\t' || *jp->p == '\n' || *jp->p == '\r'))
@@ -157,6 +167,21 @@ static int read_string(jparse *jp, char *out, size_t max, size_t *len, billing_s
     const char *end = jp->end;
     size_t n = 0;
     int c;
+
+    /* Nearly every value is plain: find its end, then copy it at once. */
+    while (p < end && plain_char[(unsigned char)*p])
+        p++;
+    n = (size_t)(p - (jp->p + 1));
+    if (p < end && *p == '"' && n <= max) {
+        memcpy(out, jp->p + 1, n);
+        out[n] = '\0';
+        *len = n;
+        jp->p = p + 1;
+        return 0;
+    }
+    /* Otherwise (escapes, a control or non-ASCII byte, too long, no end) one character at a time. */
+    p = jp->p + 1;
+    n = 0;
 
     while (p < end && *p != '"') {
         c = (unsigned char)*p++;

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "catalog.h"
+#include "merge.h"
 #include "rater.h"
 
 /* Longest sum accepted by billing_rater_add_aggregate, in characters. */
@@ -268,5 +269,59 @@ billing_status billing_rater_add_aggregate(billing_rater *r, const char *account
     bl_rater_agg_add_q(a, q);
     mpq_clear(q);
     r->gen++;
+    return BILLING_OK;
+}
+
+/* The index in @dst of the (model, region) pair of @src's aggregate @from (the rest of the key is
+ * the catalog's, shared by both). */
+static billing_status merge_attrs(billing_rater *dst, const billing_rater *src, const bl_agg *from,
+                                  uint32_t *out, char *errbuf, size_t errsize)
+{
+    const bl_attrs *a;
+
+    if (from->key.attrs == BL_ATTRS_NONE) {
+        *out = BL_ATTRS_NONE;
+        return BILLING_OK;
+    }
+    a = BL_AT(src->attrs, bl_attrs, from->key.attrs);
+    return bl_rater_attrs_intern(dst, a->model, strlen(a->model), a->region, strlen(a->region),
+                                 "aggregate of",
+                                 BL_AT(src->cat->accounts, bl_account, from->key.account)->id, out,
+                                 errbuf, errsize);
+}
+
+billing_status bl_rater_merge(billing_rater *dst, const billing_rater *src, char *errbuf,
+                              size_t errsize)
+{
+    const bl_agg *from;
+    bl_aggkey key;
+    bl_agg *to;
+    billing_status st;
+    size_t i;
+
+    if (dst == NULL || src == NULL || dst->cat != src->cat)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
+                         "merge: two raters of the same catalog needed");
+    if (dst->dedupe || src->dedupe)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_STATE, "merge: needs the dedupe off");
+    /* In @src's arrival order: @dst's order then depends on the order of merges only. */
+    for (i = 0; i < src->n_aggs; i++) {
+        from = &src->aggs[i];
+        if (from->pieces == 0)
+            continue;
+        key = from->key;
+        st = merge_attrs(dst, src, from, &key.attrs, errbuf, errsize);
+        if (st != BILLING_OK)
+            return st;
+        if (bl_rater_reserve_aggs(dst, key.account, 1) != 0)
+            return bl_seterr(errbuf, errsize, BILLING_ERR_NOMEM, "merge: out of memory");
+        to = bl_rater_agg_get(dst, &key);
+        to->pieces += from->pieces;
+        bl_agg_add_i128(to, from->sum);
+        if (from->has_extra)
+            bl_rater_agg_add_q(to, from->extra);
+    }
+    dst->events += src->events;
+    dst->gen++;
     return BILLING_OK;
 }

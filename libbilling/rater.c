@@ -15,6 +15,9 @@
 #include "takeback.h"
 #include "zone.h"
 
+/* Pieces of an event kept while splitting it, so that they are not looked up twice. */
+#define FEW_PIECES 8
+
 /* One piece of an event: [start, end) with everything that prices it. */
 typedef struct bl_piece {
     billing_time_t start;
@@ -568,7 +571,7 @@ static void agg_extra_add(bl_agg *a, const mpq_t q)
 }
 
 /* Add the integer @v to the aggregate, spilling into GMP on overflow. */
-static void agg_add_i128(bl_agg *a, bl_i128 v)
+void bl_agg_add_i128(bl_agg *a, bl_i128 v)
 {
     bl_i128 s;
     mpq_t q;
@@ -610,11 +613,11 @@ static void add_piece(billing_rater *r, const billing_event *ev, const bl_piece 
         return;
     }
     if (is_time_meter(ev->meter) && !__builtin_mul_overflow(ev->qty, dur, &prod)) {
-        agg_add_i128(a, sign > 0 ? prod : -prod);
+        bl_agg_add_i128(a, sign > 0 ? prod : -prod);
         return;
     }
     if (!is_time_meter(ev->meter) && p->start == ev->start && p->end == ev->end) {
-        agg_add_i128(a, sign > 0 ? ev->qty : -ev->qty);
+        bl_agg_add_i128(a, sign > 0 ? ev->qty : -ev->qty);
         return;
     }
     /* Rare: a product beyond 128 bits, or the share of a split traffic event. */
@@ -772,6 +775,33 @@ static billing_status walk(billing_rater *r, const billing_event *ev, size_t ai,
     return BILLING_OK;
 }
 
+/*
+ * Walk the event's pieces once, keeping them in @few when there are at
+ * most FEW_PIECES (nearly always one): adding them then needs no second
+ * walk, which would look the month, price version, epoch and rate up
+ * again. Their count into *@count. Returns BILLING_OK or the error of the
+ * first piece that cannot be priced.
+ */
+static billing_status split(billing_rater *r, const billing_event *ev, size_t ai, bl_piece *few,
+                            size_t *count, char *errbuf, size_t errsize)
+{
+    billing_time_t t = ev->start;
+    bl_piece p;
+    billing_status st;
+
+    *count = 0;
+    while (t < ev->end) {
+        st = next_piece(r, ev, ai, t, &p, errbuf, errsize);
+        if (st != BILLING_OK)
+            return st;
+        if (*count < FEW_PIECES)
+            few[*count] = p;
+        (*count)++;
+        t = p.end;
+    }
+    return BILLING_OK;
+}
+
 /* Validate @ev and find its account; BILLING_OK or an error naming the field. */
 static billing_status event_account(const billing_rater *r, const billing_event *ev, size_t *ai,
                                     char *errbuf, size_t errsize)
@@ -791,8 +821,10 @@ static billing_status event_account(const billing_rater *r, const billing_event 
 billing_status billing_rater_add(billing_rater *r, const billing_event *ev, char *errbuf,
                                  size_t errsize)
 {
+    bl_piece few[FEW_PIECES];
     billing_status st;
     size_t ai;
+    size_t i;
     size_t pieces;
     uint64_t h = 0;
     uint64_t fp = 0;
@@ -815,13 +847,18 @@ billing_status billing_rater_add(billing_rater *r, const billing_event *ev, char
                              "event '%s': id already counted with different content", ev->id);
     }
     /* Validate every piece before changing anything: an event is all or nothing. */
-    st = walk(r, ev, ai, 0, &pieces, errbuf, errsize);
+    st = split(r, ev, ai, few, &pieces, errbuf, errsize);
     if (st != BILLING_OK)
         return st;
     if (reserve_aggs(r, ai, pieces) != 0 ||
         (r->dedupe && s == NULL && seen_reserve(r, ev->id_len) != 0))
         return bl_seterr(errbuf, errsize, BILLING_ERR_NOMEM, "event '%s': out of memory", ev->id);
-    walk(r, ev, ai, 1, &pieces, NULL, 0);
+    if (pieces <= FEW_PIECES) {
+        for (i = 0; i < pieces; i++)
+            add_piece(r, ev, &few[i], 1);
+    } else {
+        walk(r, ev, ai, 1, &pieces, NULL, 0);
+    }
     if (r->dedupe && s != NULL)
         s->fp = fp;
     else if (r->dedupe)

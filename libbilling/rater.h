@@ -140,5 +140,7 @@ billing_status bl_rater_attrs_intern(billing_rater *r, const char *model, size_t
                                      const char *region, size_t region_len, const char *what,
                                      const char *id, uint32_t *out, char *errbuf, size_t errsize);
 void bl_rater_agg_add_q(bl_agg *a, const mpq_t q);
+/* bl_agg_add_i128 - add the integer @v (nano-units) to @a exactly, spilling into GMP on overflow. */
+void bl_agg_add_i128(bl_agg *a, bl_i128 v);
 
 #endif /* BILLING_RATER_H */
