@@ -566,7 +566,8 @@ static int start_workers(pool *p)
         w = &p->workers[i];
         w->p = p;
         w->ev = billing_event_new();
-        w->rater = billing_rater_new(p->c->books[0].cat, err, sizeof(err));
+        if (billing_rater_new(p->c->books[0].cat, &w->rater, err, sizeof(err)) != BILLING_OK)
+            w->rater = NULL;
         if (w->ev == NULL || w->rater == NULL ||
             billing_rater_set_dedupe(w->rater, 0) != BILLING_OK) {
             cli_error("-j: a rater per thread: %s", w->rater == NULL ? err : "out of memory");
