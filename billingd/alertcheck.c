@@ -31,6 +31,19 @@
     " FROM billing.credit_grants g JOIN billing.accounts a ON a.id = g.account_id"                 \
     " WHERE g.account_id = ANY($1::text[]) ORDER BY g.account_id COLLATE \"C\""
 
+#define MEMO_SLOTS (1u << 17)
+
+/* An account that has used all of @granted (slot empty: NULL account). */
+typedef struct memo_slot {
+    char *account;
+    char *granted;
+} memo_slot;
+
+struct bd_alert_memo {
+    memo_slot *slots;
+    size_t used;
+};
+
 /* A new record of the batch and its account (decoded once to sort). */
 typedef struct rec_ref {
     char *account;
@@ -51,8 +64,10 @@ typedef struct acct {
 
 typedef struct check {
     billing_rater *r;
+    bd_alert_memo *memo;
     const int *pcts;
     size_t n_pcts;
+    int max_pct;
     bd_crossing_fn fn;
     void *arg;
     mpq_t before;
@@ -126,6 +141,98 @@ static void q_decimal(const mpq_t q, char *buf, size_t size)
     free(s);
     mpz_clear(scaled);
     mpz_clear(scale);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Memo of exhausted accounts                                              */
+/* ---------------------------------------------------------------------- */
+
+bd_alert_memo *bd_alert_memo_new(void)
+{
+    bd_alert_memo *m = calloc(1, sizeof(*m));
+
+    if (m == NULL)
+        return NULL;
+    m->slots = calloc(MEMO_SLOTS, sizeof(*m->slots));
+    if (m->slots == NULL) {
+        free(m);
+        return NULL;
+    }
+    return m;
+}
+
+void bd_alert_memo_clear(bd_alert_memo *m)
+{
+    size_t i;
+
+    for (i = 0; m != NULL && i < MEMO_SLOTS; i++) {
+        free(m->slots[i].account);
+        free(m->slots[i].granted);
+        m->slots[i].account = NULL;
+        m->slots[i].granted = NULL;
+    }
+    if (m != NULL)
+        m->used = 0;
+}
+
+void bd_alert_memo_free(bd_alert_memo *m)
+{
+    if (m == NULL)
+        return;
+    bd_alert_memo_clear(m);
+    free(m->slots);
+    free(m);
+}
+
+/* The slot of @account: its own, or the empty one where it would go (linear probing). */
+static memo_slot *memo_slot_of(bd_alert_memo *m, const char *account)
+{
+    uint64_t h = UINT64_C(14695981039346656037);
+    const unsigned char *p;
+    size_t i;
+
+    for (p = (const unsigned char *)account; *p != '\0'; p++)
+        h = (h ^ *p) * UINT64_C(1099511628211);
+    /* Never full (BD_MEMO_MAX < MEMO_SLOTS): the probe ends on an empty slot. */
+    for (i = (size_t)(h & (MEMO_SLOTS - 1));; i = (i + 1) & (MEMO_SLOTS - 1)) {
+        if (m->slots[i].account == NULL || strcmp(m->slots[i].account, account) == 0)
+            return &m->slots[i];
+    }
+}
+
+/* Has @account used all of @granted already? */
+static int memo_exhausted(bd_alert_memo *m, const char *account, const char *granted)
+{
+    memo_slot *s;
+
+    if (m == NULL)
+        return 0;
+    s = memo_slot_of(m, account);
+    return s->account != NULL && strcmp(s->granted, granted) == 0;
+}
+
+/* Remember that @account has used all of @granted (silently not when full or out of memory). */
+static void memo_note(bd_alert_memo *m, const char *account, const char *granted)
+{
+    memo_slot *s;
+    char *g;
+
+    if (m == NULL)
+        return;
+    s = memo_slot_of(m, account);
+    if (s->account == NULL) {
+        if (m->used == BD_MEMO_MAX)
+            return;
+        s->account = strdup(account);
+        if (s->account == NULL)
+            return;
+        m->used++;
+    }
+    g = strdup(granted);
+    if (g == NULL)
+        return;
+    free(s->granted);
+    s->granted = g;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -332,6 +439,13 @@ out:
     return rc;
 }
 
+/* The balance at which @pct% of the credit is used: total * (100 - pct) / 100, in k->level. */
+static void level_of(check *k, int pct)
+{
+    mpq_set_ui(k->level, (unsigned long)(100 - pct), 100);
+    mpq_mul(k->level, k->level, k->total);
+}
+
 /* Rate segment [@from, @to) of @a (read at @now) and report each threshold it crosses. */
 static int check_segment(check *k, const acct *a, size_t from, size_t to, billing_time_t now)
 {
@@ -345,12 +459,31 @@ static int check_segment(check *k, const acct *a, size_t from, size_t to, billin
     if (balance(k, a, now, k->after, NULL) != 0)
         return -1;
     for (i = 0; i < k->n_pcts; i++) {
-        /* The balance at which pct% of the credit is used: total * (100 - pct) / 100. */
-        mpq_set_ui(k->level, (unsigned long)(100 - k->pcts[i]), 100);
-        mpq_mul(k->level, k->level, k->total);
+        level_of(k, k->pcts[i]);
         if (mpq_cmp(k->before, k->level) > 0 && mpq_cmp(k->after, k->level) <= 0 &&
             report(k, a, from, to, now, k->pcts[i]) != 0)
             return -1;
+    }
+    level_of(k, k->max_pct);
+    if (mpq_cmp(k->after, k->level) <= 0)
+        memo_note(k->memo, a->id, k->granted);
+    return 0;
+}
+
+/*
+ * Can the batch's events of @a cross anything? Not when no credit is
+ * valid at any of them (expired or future grants only), nor when the
+ * memo says every threshold of the credit valid at each was crossed.
+ */
+static int can_cross(check *k, const acct *a)
+{
+    size_t i;
+
+    for (i = 0; i < a->m; i++) {
+        if (granted_at(k, a, seen_at(a->evs[i])) != 0)
+            return 1;
+        if (mpq_sgn(k->total) > 0 && !memo_exhausted(k->memo, a->id, k->granted))
+            return 1;
     }
     return 0;
 }
@@ -525,10 +658,17 @@ static bs_status one_account(check *k, bs_conn *c, bs_catalog *cat, const PGresu
     a.zone = bs_catalog_zone(cat, a.id);
     if (a.zone == NULL)
         return BS_OK;
+    st = BS_OK;
+    if (decode_events(&a, recs, refs, m) != 0) {
+        st = bs_error_set(err, BS_ERR_NOMEM, "alerts: out of memory");
+        goto out;
+    }
+    if (!can_cross(k, &a))
+        goto out;
     st = bs_aggregates_rate(c, cat, k->r, a.id, err);
     if (st != BS_OK)
         goto out;
-    if (decode_events(&a, recs, refs, m) != 0 || check_account(k, &a) != 0)
+    if (check_account(k, &a) != 0)
         st = bs_error_set(err, BS_ERR_FATAL, "alerts: account '%s': cannot compute its balance",
                           a.id);
 out:
@@ -558,9 +698,9 @@ static bs_status all_accounts(check *k, bs_conn *c, bs_catalog *cat, const PGres
     return st;
 }
 
-bs_status bd_alerts_check(bs_conn *c, bs_catalog *cat, const int *pcts, size_t n,
-                          const bs_record *recs, const bs_record_result *results, size_t n_recs,
-                          bd_crossing_fn fn, void *arg, bs_error *err)
+bs_status bd_alerts_check(bs_conn *c, bs_catalog *cat, bd_alert_memo *memo, const int *pcts,
+                          size_t n, const bs_record *recs, const bs_record_result *results,
+                          size_t n_recs, bd_crossing_fn fn, void *arg, bs_error *err)
 {
     char msg[MSG_MAX];
     const char *params[1];
@@ -568,6 +708,7 @@ bs_status bd_alerts_check(bs_conn *c, bs_catalog *cat, const int *pcts, size_t n
     rec_ref *refs;
     char *array = NULL;
     size_t n_refs = 0;
+    size_t i;
     check k;
     bs_status st;
 
@@ -599,8 +740,11 @@ bs_status bd_alerts_check(bs_conn *c, bs_catalog *cat, const int *pcts, size_t n
         goto out;
     }
     billing_rater_set_dedupe(k.r, 0);
+    k.memo = memo;
     k.pcts = pcts;
     k.n_pcts = n;
+    for (i = 0; i < n; i++)
+        k.max_pct = pcts[i] > k.max_pct ? pcts[i] : k.max_pct;
     k.fn = fn;
     k.arg = arg;
     mpq_inits(k.before, k.after, k.level, k.total, k.q, NULL);

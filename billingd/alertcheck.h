@@ -44,6 +44,28 @@ typedef struct bd_crossing {
     billing_time_t exhausted; /* projected zero with that event running; INT64_MAX: never */
 } bd_crossing;
 
+/*
+ * bd_alert_memo: the accounts known to have used every threshold of
+ * their credit (balance at or below the lowest level) and for which
+ * credit total: their later batches need no balance at all (usage only
+ * lowers it) until their valid credit changes (a new grant, an expiry).
+ * At most BD_MEMO_MAX accounts are remembered (the rest are only not
+ * skipped). Not thread-safe.
+ */
+typedef struct bd_alert_memo bd_alert_memo;
+
+/* Most accounts a memo holds: 2^17 slots at 60% load, a few MiB. */
+#define BD_MEMO_MAX 78643
+
+/* bd_alert_memo_new - an empty memo, or NULL when out of memory. Free with bd_alert_memo_free. */
+bd_alert_memo *bd_alert_memo_new(void);
+
+/* bd_alert_memo_clear - forget every account (after a batch that did not commit its alerts). */
+void bd_alert_memo_clear(bd_alert_memo *m);
+
+/* bd_alert_memo_free - free; NULL is a no-op. */
+void bd_alert_memo_free(bd_alert_memo *m);
+
 /* Called once per crossing, in arrival order per account; non-zero stops with BS_ERR_FATAL. */
 typedef int (*bd_crossing_fn)(void *arg, const bd_crossing *x);
 
@@ -53,10 +75,12 @@ typedef int (*bd_crossing_fn)(void *arg, const bd_crossing *x);
  * bs_ingest_hook gets), read inside the batch's transaction on @c: the
  * accounts' stored aggregates (which hold the batch) and credit grants.
  * Every account of the batch that has credit is checked, however many.
- * Calls @fn for each crossing. Returns BS_OK or the error (in @err).
+ * Calls @fn for each crossing. @memo (may be NULL) skips the accounts
+ * that can cross nothing and learns new ones; clear it when the batch's
+ * alerts were not delivered. Returns BS_OK or the error (in @err).
  */
-bs_status bd_alerts_check(bs_conn *c, bs_catalog *cat, const int *pcts, size_t n,
-                          const bs_record *recs, const bs_record_result *results, size_t n_recs,
-                          bd_crossing_fn fn, void *arg, bs_error *err);
+bs_status bd_alerts_check(bs_conn *c, bs_catalog *cat, bd_alert_memo *memo, const int *pcts,
+                          size_t n, const bs_record *recs, const bs_record_result *results,
+                          size_t n_recs, bd_crossing_fn fn, void *arg, bs_error *err);
 
 #endif

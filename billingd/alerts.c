@@ -28,6 +28,7 @@ struct bd_alerts {
     size_t n_thresholds;
     int failed;
     int queued;
+    bd_alert_memo *memo;
 };
 
 static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
@@ -72,12 +73,17 @@ bd_alerts *bd_alerts_new(const bd_config *cfg, bs_catalog **cat)
         snprintf(errstr, sizeof(errstr), "alerts.thresholds: need 1..16 percents in 1..100");
         goto error;
     }
+    a->memo = bd_alert_memo_new();
+    if (a->memo == NULL)
+        goto error;
     a->rk = bd_producer_new(cfg, on_delivery, a, errstr, sizeof(errstr));
     if (a->rk == NULL)
         goto error;
     return a;
 error:
     bd_log("error", "alerts_start_failed", "error=%s", bd_q(errstr));
+    if (a != NULL)
+        bd_alert_memo_free(a->memo);
     free(a);
     return NULL;
 }
@@ -88,6 +94,7 @@ void bd_alerts_free(bd_alerts *a)
         return;
     rd_kafka_flush(a->rk, FLUSH_MS);
     rd_kafka_destroy(a->rk);
+    bd_alert_memo_free(a->memo);
     free(a);
 }
 
@@ -162,17 +169,16 @@ bs_status bd_alerts_hook(void *arg, bs_conn *c, const bs_record *recs,
 
     a->failed = 0;
     a->queued = 0;
-    st = bd_alerts_check(c, *a->cat, a->thresholds, a->n_thresholds, recs, results, n, publish, a,
-                         err);
-    if (st != BS_OK && a->queued == 0)
-        return st;
+    st = bd_alerts_check(c, *a->cat, a->memo, a->thresholds, a->n_thresholds, recs, results, n,
+                         publish, a, err);
     /* Even on error: what was queued is delivered, so a rolled-back batch repeats it (same id). */
-    e = rd_kafka_flush(a->rk, FLUSH_MS);
+    e = a->queued > 0 ? rd_kafka_flush(a->rk, FLUSH_MS) : RD_KAFKA_RESP_ERR_NO_ERROR;
+    if (st == BS_OK && (e != RD_KAFKA_RESP_ERR_NO_ERROR || a->failed > 0))
+        st =
+            bs_error_set(err, BS_ERR_FATAL, "alerts topic %s: %s", a->topic,
+                         e != RD_KAFKA_RESP_ERR_NO_ERROR ? rd_kafka_err2str(e) : "delivery failed");
+    /* The memo learnt from alerts that may not have gone out: the replayed batch must check. */
     if (st != BS_OK)
-        return st;
-    if (e != RD_KAFKA_RESP_ERR_NO_ERROR || a->failed > 0)
-        return bs_error_set(err, BS_ERR_FATAL, "alerts topic %s: %s", a->topic,
-                            e != RD_KAFKA_RESP_ERR_NO_ERROR ? rd_kafka_err2str(e)
-                                                            : "delivery failed");
-    return BS_OK;
+        bd_alert_memo_clear(a->memo);
+    return st;
 }

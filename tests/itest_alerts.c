@@ -55,6 +55,7 @@ typedef struct seen_alert {
 
 typedef struct collector {
     bs_catalog *cat;
+    bd_alert_memo *memo; /* billingd's, kept over the batches of one run */
     seen_alert alerts[ALERTS_MAX];
     size_t n;
 } collector;
@@ -84,7 +85,7 @@ static bs_status hook(void *arg, bs_conn *c, const bs_record *recs, const bs_rec
 {
     collector *col = arg;
 
-    return bd_alerts_check(c, col->cat, pcts, 3, recs, results, n, collect, col, err);
+    return bd_alerts_check(c, col->cat, col->memo, pcts, 3, recs, results, n, collect, col, err);
 }
 
 /* @n ten-minute records of 8 RTX 4090 (4.80 CNY an hour) for @account from @t0 (seconds). */
@@ -136,6 +137,8 @@ static void ingest(bs_conn *c, collector *col, const its_stream *s, size_t batch
         recs[i].source = "test";
     }
     in = bs_ingest_new(col->cat, NULL);
+    col->memo = bd_alert_memo_new();
+    ck_assert_ptr_nonnull(col->memo);
     bs_ingest_set_hook(in, hook, col);
     for (i = 0; i < s->n; i += n) {
         n = s->n - i < batch ? s->n - i : batch;
@@ -143,6 +146,8 @@ static void ingest(bs_conn *c, collector *col, const its_stream *s, size_t batch
                       "batch at %zu: %s", i, err.message);
     }
     bs_ingest_free(in);
+    bd_alert_memo_free(col->memo);
+    col->memo = NULL;
     billing_event_destroy(ev);
 }
 
