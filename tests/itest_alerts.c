@@ -10,7 +10,9 @@
  *     batch;
  *   - crossed_at is the instant the balance that libbilling computes
  *     over the events cut there (what `billing rate --at` does) reaches
- *     the threshold: at or below it then, above it a nanosecond before.
+ *     the threshold: at or below it then, above it a nanosecond before;
+ *   - an account remembered as exhausted is checked again when its credit
+ *     changes (a top-up): its new thresholds raise alerts.
  *
  * Needs BILLING_PG_CONNINFO; without it every test FAILS, never skips.
  */
@@ -56,6 +58,7 @@ typedef struct seen_alert {
 typedef struct collector {
     bs_catalog *cat;
     bd_alert_memo *memo; /* billingd's, kept over the batches of one run */
+    int keep_memo;       /* keep it over several ingest() calls too */
     seen_alert alerts[ALERTS_MAX];
     size_t n;
 } collector;
@@ -137,7 +140,8 @@ static void ingest(bs_conn *c, collector *col, const its_stream *s, size_t batch
         recs[i].source = "test";
     }
     in = bs_ingest_new(col->cat, NULL);
-    col->memo = bd_alert_memo_new();
+    if (col->memo == NULL)
+        col->memo = bd_alert_memo_new();
     ck_assert_ptr_nonnull(col->memo);
     bs_ingest_set_hook(in, hook, col);
     for (i = 0; i < s->n; i += n) {
@@ -146,8 +150,10 @@ static void ingest(bs_conn *c, collector *col, const its_stream *s, size_t batch
                       "batch at %zu: %s", i, err.message);
     }
     bs_ingest_free(in);
-    bd_alert_memo_free(col->memo);
-    col->memo = NULL;
+    if (!col->keep_memo) {
+        bd_alert_memo_free(col->memo);
+        col->memo = NULL;
+    }
     billing_event_destroy(ev);
 }
 
@@ -387,6 +393,73 @@ START_TEST(test_alert_crossed_at_is_when_the_balance_crosses)
 }
 END_TEST
 
+/* The example's accounts with a 20.00 CNY top-up for student-b from 2026-01-12, into @path. */
+static void topup_accounts(const char *path)
+{
+    char src[1024];
+    json_error_t jerr;
+    json_t *root;
+
+    its_example_path(src, sizeof(src), "accounts.json");
+    root = json_load_file(src, 0, &jerr);
+    ck_assert_msg(root != NULL, "%s: %s", src, jerr.text);
+    json_array_append_new(json_object_get(root, "grants"),
+                          json_pack("{s:s, s:s, s:s, s:s, s:s, s:[s], s:i}", "id",
+                                    "topup-student-b", "account", "student-b", "amount", "20.00",
+                                    "granted_at", "2026-01-12T00:00:00Z", "expires_at",
+                                    "2026-03-01T00:00:00Z", "applies_to", "usage", "priority", 0));
+    ck_assert_int_eq(json_dump_file(root, path, 0), 0);
+    json_decref(root);
+}
+
+/*
+ * student-b burns its 10.00 trial (three alerts), then gets a 20.00
+ * top-up and burns on: the three thresholds of the new total (30.00) are
+ * crossed too, although billingd remembered the account as exhausted
+ * (the memo is per credit total, and the total changed).
+ */
+START_TEST(test_alerts_again_after_a_top_up)
+{
+    its_stream *s = calloc(1, sizeof(*s));
+    its_stream *more = calloc(1, sizeof(*more));
+    collector *col = calloc(1, sizeof(*col));
+    bs_conn *c = fresh("topup", col);
+    char book[1024];
+    char accounts[256];
+    bs_load_counts k;
+    bs_error err;
+    size_t i;
+
+    col->keep_memo = 1;
+    burn(s, "student-b", "trial-", JAN_11, 15);
+    ingest(c, col, s, 4);
+    ck_assert_uint_eq(col->n, 3);
+    its_example_path(book, sizeof(book), "pricebook.json");
+    snprintf(accounts, sizeof(accounts), "itest_alerts-topup-%ld.json", (long)getpid());
+    topup_accounts(accounts);
+    ck_assert_msg(bs_load_catalog(c, "gpu", book, accounts, &k, &err) == BS_OK, "%s", err.message);
+    remove(accounts);
+    bs_catalog_free(col->cat);
+    col->cat = bs_catalog_read(c, NULL, &err);
+    ck_assert_msg(col->cat != NULL, "%s", err.message);
+    /* 30 records (24.00) from 01-12: the top-up's 20.00 runs out at the 25th. */
+    burn(more, "student-b", "topup-", JAN_11 + 86400, 30);
+    ingest(c, col, more, 4);
+    ck_assert_uint_eq(col->n, 6);
+    for (i = 3; i < 6; i++)
+        ck_assert_int_eq(col->alerts[i].pct, pcts[i - 3]);
+    ck_assert_str_eq(col->alerts[5].event_id, "topup-24");
+    bd_alert_memo_free(col->memo);
+    bs_catalog_free(col->cat);
+    its_free(s);
+    its_free(more);
+    free(s);
+    free(more);
+    free(col);
+    itdb_drop(c, db);
+}
+END_TEST
+
 static Suite *alerts_suite(void)
 {
     Suite *s = suite_create("alerts");
@@ -396,6 +469,7 @@ static Suite *alerts_suite(void)
     tcase_add_test(tc, test_alerts_past_256_accounts_in_one_batch);
     tcase_add_test(tc, test_alerts_same_for_every_batch_size);
     tcase_add_test(tc, test_alert_crossed_at_is_when_the_balance_crosses);
+    tcase_add_test(tc, test_alerts_again_after_a_top_up);
     suite_add_tcase(s, tc);
     return s;
 }
