@@ -1,18 +1,18 @@
 /*
  * alerts.h - live credit alerts: after each batch, for every account of
- * the batch that has credit, the exact balance before and after the
- * batch (libbilling, from the stored aggregates, inside the batch's
- * transaction) is compared with the configured thresholds of credit used
- * (alerts.thresholds, percent, default 50,80,100). Each threshold crossed
- * by the batch publishes one billing.v1.CreditAlert to alerts.topic,
- * keyed by its alert_id, with the exact balance and, for resources
- * running now (the account's records ending last in the batch), the
- * instant libbilling computes for the credit to reach zero.
+ * the batch that has credit (however many), the thresholds of credit
+ * used (alerts.thresholds, percent, default 50,80,100) that the batch's
+ * events cross are found by alertcheck.h (exact libbilling balances, from
+ * the stored aggregates, inside the batch's transaction; the same alerts
+ * whatever the batch sizes). Each publishes one billing.v1.CreditAlert to
+ * alerts.topic, keyed by its alert_id, with the exact balance after the
+ * crossing event, crossed_at the instant libbilling's balance reaches the
+ * threshold inside that event, and exhausted_at the instant libbilling
+ * computes for the credit to reach zero with that event's usage running.
  *
- * Once per crossing: a batch crosses a threshold only if the balance
- * before it was above and after it at or below; a batch replayed after a
- * crash before its COMMIT publishes the same alert_id again (account,
- * threshold, granted total), by which consumers tell the repeat.
+ * Once per crossing: a batch replayed after a crash before its COMMIT
+ * publishes the same alert_id again (account, threshold, granted total),
+ * by which consumers tell the repeat.
  */
 #ifndef BILLINGD_ALERTS_H
 #define BILLINGD_ALERTS_H

@@ -8,6 +8,8 @@
 #     nothing is left unresolved;
 #   - every account's January figures from `account balance` equal the
 #     totals of `billing rate` over the same events, to the last digit;
+#   - `account balance --at T` inside a month counts the usage before T
+#     only: its credit_remaining equals `billing rate --at T`'s credit_left;
 #   - ingesting the same file again stores nothing.
 # Prints a Check-style summary line.
 set -u
@@ -86,6 +88,20 @@ for acct in lab-a new-d student-b team-c; do
     [ -n "$want" ] && [ "$want" = "$got" ] && r=ok || r=fail
     check "account balance $acct equals billing rate: $got" $r
     [ $r = ok ] || echo "  billing rate: $want"
+done
+
+# --at inside the month: only the usage before the instant counts, as
+# `billing rate --at` cuts it (the stored month held all of January's).
+for pair in student-b@2026-01-10T12:00:00Z new-d@2026-01-25T03:00:00Z lab-a@2026-01-02T03:30:00Z \
+    student-b@2026-01-10T11:00:00.5Z; do
+    acct=${pair%@*}
+    at=${pair#*@}
+    want=$($billing rate --at "$at" --format json --pricebook "$ex/pricebook.json" \
+        --accounts "$ex/accounts.json" "$ex/events.jsonl" 2>/dev/null |
+        jq -r --arg a "$acct" '.credit[] | select(.account == $a) | .credit_left')
+    got=$($billing account balance "$acct" --at "$at" | sed -n 's/^credit_remaining=//p')
+    [ -n "$want" ] && [ "$want" = "$got" ] && r=ok || r=fail
+    check "account balance $acct --at $at: credit_remaining=$got, billing rate --at: $want" $r
 done
 
 $billing ingest --quiet "$ex/events.jsonl" >"$tmp/again.out" 2>&1

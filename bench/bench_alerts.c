@@ -1,0 +1,252 @@
+/*
+ * bench_alerts.c - the cost of billingd's credit alert check
+ * (billingd/alertcheck.c) in the ingest pipeline: ACCOUNTS trial accounts
+ * (10.00 CNY each) run one RTX 4090 for HOURS hourly records (0.60 an
+ * hour: every threshold crossed), interleaved by hour as a cloud's meters
+ * report them, ingested as protobuf in batches of BATCH, with the check
+ * in each batch's transaction ("on") or without it ("off").
+ *
+ * Usage: bench_alerts on|off DBNAME [ACCOUNTS [HOURS [BATCH]]]
+ *        (defaults 1000 24 5000; DBNAME is created and must not exist;
+ *        BILLING_PG_CONNINFO names the server; top_srcdir the example)
+ * Prints the records, alerts, wall time, this process's CPU (user+sys)
+ * and the PostgreSQL backend's CPU (from /proc, same machine).
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "alertcheck.h"
+#include "dbcatalog.h"
+#include "ingest.h"
+#include "load.h"
+#include "migrate.h"
+
+#define MSG 512
+/* 2026-01-11T00:00:00Z, inside the trials. */
+#define T0 INT64_C(1768089600)
+
+static const int pcts[] = {50, 80, 100};
+
+typedef struct bench {
+    bs_catalog *cat;
+    bd_alert_memo *memo;
+    size_t alerts;
+} bench;
+
+static int count(void *arg, const bd_crossing *x)
+{
+    (void)x;
+    ((bench *)arg)->alerts++;
+    return 0;
+}
+
+static bs_status hook(void *arg, bs_conn *c, const bs_record *recs, const bs_record_result *results,
+                      size_t n, bs_error *err)
+{
+    bench *b = arg;
+
+    return bd_alerts_check(c, b->cat, b->memo, pcts, 3, recs, results, n, count, b, err);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static double cpu_s(void)
+{
+    struct rusage ru;
+
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+/* utime + stime of process @pid in seconds (fields 14 and 15 of /proc/PID/stat). */
+static double proc_cpu_s(int pid)
+{
+    char path[64];
+    char buf[1024];
+    unsigned long ut = 0;
+    unsigned long st = 0;
+    char *p;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+    f = fopen(path, "r");
+    if (f == NULL || fgets(buf, sizeof(buf), f) == NULL) {
+        if (f != NULL)
+            fclose(f);
+        return 0;
+    }
+    fclose(f);
+    p = strrchr(buf, ')');
+    if (p == NULL ||
+        sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+        return 0;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+static void die(const char *what, const bs_error *err)
+{
+    fprintf(stderr, "bench_alerts: %s: %s\n", what, err != NULL ? err->message : "failed");
+    exit(1);
+}
+
+/* The example's accounts plus @n trial accounts, as an accounts file at @path. */
+static void write_accounts(const char *path, int n)
+{
+    FILE *f = fopen(path, "w");
+    int i;
+
+    if (f == NULL)
+        die(path, NULL);
+    fputs("{\"accounts\": [", f);
+    for (i = 0; i < n; i++)
+        fprintf(f,
+                "%s{\"id\": \"b-%05d\", \"currency\": \"CNY\", \"time_zone\": "
+                "\"Asia/Shanghai\", \"tax_rate\": \"0\"}",
+                i > 0 ? "," : "", i);
+    fputs("], \"subscriptions\": [], \"grants\": [", f);
+    for (i = 0; i < n; i++)
+        fprintf(f,
+                "%s{\"id\": \"trial-%05d\", \"account\": \"b-%05d\", \"amount\": \"10.00\", "
+                "\"granted_at\": \"2026-01-10T00:00:00Z\", \"expires_at\": "
+                "\"2026-02-10T00:00:00Z\", \"applies_to\": [\"usage\"], \"priority\": 0}",
+                i > 0 ? "," : "", i, i);
+    fputs("]}\n", f);
+    fclose(f);
+}
+
+static bs_conn *fresh_db(const char *name, int accounts)
+{
+    char conninfo[1024];
+    char sql[256];
+    char book[1024];
+    char path[256];
+    const char *top = getenv("top_srcdir");
+    bs_load_counts k;
+    bs_error err;
+    bs_conn *admin = bs_connect(bs_conninfo(NULL), NULL, &err);
+    bs_conn *c;
+
+    if (admin == NULL)
+        die("connect", &err);
+    snprintf(sql, sizeof(sql), "CREATE DATABASE \"%s\"", name);
+    if (bs_command(admin, sql, 0, NULL, NULL, &err) != BS_OK)
+        die(sql, &err);
+    bs_close(admin);
+    snprintf(conninfo, sizeof(conninfo), "%s dbname=%s", bs_conninfo(NULL), name);
+    c = bs_connect(conninfo, NULL, &err);
+    if (c == NULL || bs_migrate(c, 0, NULL, NULL, NULL, &err) != BS_OK)
+        die("migrate", &err);
+    snprintf(book, sizeof(book), "%s/examples/gpu-cloud/pricebook.json", top ? top : "..");
+    snprintf(path, sizeof(path), "bench_alerts-%d.json", (int)getpid());
+    write_accounts(path, accounts);
+    if (bs_load_catalog(c, "gpu", book, path, &k, &err) != BS_OK)
+        die("load", &err);
+    remove(path);
+    return c;
+}
+
+/* Record @i: hour i / accounts of account i % accounts, as protobuf into @buf. */
+static size_t make_record(billing_event *ev, int i, int accounts, unsigned char *buf)
+{
+    char id[32];
+    char account[16];
+    billing_time_t start = (T0 + (int64_t)(i / accounts) * 3600) * BILLING_NS_PER_SEC;
+    size_t len = 0;
+
+    snprintf(id, sizeof(id), "e-%d", i);
+    snprintf(account, sizeof(account), "b-%05d", i % accounts);
+    billing_event_reset(ev);
+    billing_event_set_id(ev, id);
+    billing_event_set_account(ev, account);
+    billing_event_set_resource(ev, account);
+    billing_event_set_meter(ev, BILLING_METER_GPU);
+    billing_event_set_interval(ev, start, start + 3600 * BILLING_NS_PER_SEC);
+    billing_event_set_quantity(ev, "1", NULL, 0);
+    billing_event_set_model(ev, "RTX4090");
+    billing_event_set_region(ev, "cn-east-1");
+    billing_event_encode(ev, buf, BILLING_EVENT_WIRE_MAX, &len);
+    return len;
+}
+
+int main(int argc, char **argv)
+{
+    int accounts = argc > 3 ? atoi(argv[3]) : 1000;
+    int hours = argc > 4 ? atoi(argv[4]) : 24;
+    size_t batch = argc > 5 ? (size_t)atol(argv[5]) : 5000;
+    size_t n = (size_t)accounts * (size_t)hours;
+    unsigned char *bufs;
+    bs_record *recs;
+    bs_record_result *res;
+    billing_event *ev = billing_event_new();
+    bench b;
+    bs_conn *c;
+    bs_ingest *in;
+    bs_error err;
+    size_t i;
+    size_t m;
+    double wall;
+    double cpu;
+    double pg;
+
+    if (argc < 3 || (strcmp(argv[1], "on") != 0 && strcmp(argv[1], "off") != 0) || accounts < 1 ||
+        hours < 1 || batch < 1 || batch > BS_INGEST_BATCH_MAX) {
+        fputs("usage: bench_alerts on|off DBNAME [ACCOUNTS [HOURS [BATCH]]]\n", stderr);
+        return 2;
+    }
+    bufs = malloc(n * BILLING_EVENT_WIRE_MAX);
+    recs = calloc(n, sizeof(*recs));
+    res = calloc(n, sizeof(*res));
+    if (bufs == NULL || recs == NULL || res == NULL || ev == NULL)
+        die("out of memory", NULL);
+    c = fresh_db(argv[2], accounts);
+    b.cat = bs_catalog_read(c, NULL, &err);
+    b.alerts = 0;
+    b.memo = bd_alert_memo_new();
+    if (b.cat == NULL || b.memo == NULL)
+        die("catalog", &err);
+    for (i = 0; i < n; i++) {
+        recs[i].data = bufs + i * BILLING_EVENT_WIRE_MAX;
+        recs[i].len = make_record(ev, (int)i, accounts, bufs + i * BILLING_EVENT_WIRE_MAX);
+        recs[i].format = BS_RECORD_PROTOBUF;
+        recs[i].source = "bench";
+    }
+    in = bs_ingest_new(b.cat, NULL);
+    if (strcmp(argv[1], "on") == 0)
+        bs_ingest_set_hook(in, hook, &b);
+    wall = now_s();
+    cpu = cpu_s();
+    pg = proc_cpu_s(PQbackendPID(bs_pg(c)));
+    for (i = 0; i < n; i += m) {
+        m = n - i < batch ? n - i : batch;
+        if (bs_ingest_batch(in, c, &recs[i], m, NULL, 0, 0, &res[i], NULL, &err) != BS_OK)
+            die("batch", &err);
+    }
+    wall = now_s() - wall;
+    cpu = cpu_s() - cpu;
+    pg = proc_cpu_s(PQbackendPID(bs_pg(c))) - pg;
+    printf("alerts=%s records=%zu accounts=%d batch=%zu alerts_raised=%zu wall_s=%.2f "
+           "cpu_s=%.2f pg_backend_cpu_s=%.2f\n",
+           argv[1], n, accounts, batch, b.alerts, wall, cpu, pg);
+    bs_ingest_free(in);
+    bs_catalog_free(b.cat);
+    bd_alert_memo_free(b.memo);
+    bs_close(c);
+    billing_event_destroy(ev);
+    free(bufs);
+    free(recs);
+    free(res);
+    return 0;
+}

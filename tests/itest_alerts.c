@@ -1,0 +1,487 @@
+/*
+ * itest_alerts.c - billingd's credit threshold checks (billingd/alertcheck.h)
+ * against the real PostgreSQL of scripts/pg.sh, without a broker: the
+ * ingest pipeline runs the checker in each batch's transaction, as
+ * billingd does, and the test collects what billingd would publish.
+ *   - a batch with more than 256 accounts with credit, each crossing a
+ *     threshold: exactly one alert each (none skipped);
+ *   - the same events in batches of 1, 2, 3, 5, 8 and all at once: the
+ *     same alerts, also when a trial expires between two records of one
+ *     batch;
+ *   - crossed_at is the instant the balance that libbilling computes
+ *     over the events cut there (what `billing rate --at` does) reaches
+ *     the threshold: at or below it then, above it a nanosecond before;
+ *   - an account remembered as exhausted is checked again when its credit
+ *     changes (a top-up): its new thresholds raise alerts.
+ *
+ * Needs BILLING_PG_CONNINFO; without it every test FAILS, never skips.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <gmp.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "alertcheck.h"
+#include "dbcatalog.h"
+#include "eventjson.h"
+#include "ingest.h"
+#include "itestdb.h"
+#include "itstream.h"
+#include "load.h"
+
+#define MSG 512
+#define ALERTS_MAX 4096
+#define MANY_ACCOUNTS 300
+/* 2026-01-11T00:00:00Z: student-b's trial (from 01-10T10:00Z) is valid. */
+#define JAN_11 INT64_C(1768089600)
+/* 2026-02-09T10:00:00Z: student-b's trial expires. */
+#define TRIAL_END INT64_C(1770631200)
+
+static char db[64];
+
+/* One alert as billingd would publish it. */
+typedef struct seen_alert {
+    char account[64];
+    char event_id[64];
+    char balance[64];
+    char threshold[64];
+    int pct;
+    billing_time_t crossed_at;
+    billing_time_t exhausted;
+} seen_alert;
+
+typedef struct collector {
+    bs_catalog *cat;
+    bd_alert_memo *memo; /* billingd's, kept over the batches of one run */
+    int keep_memo;       /* keep it over several ingest() calls too */
+    seen_alert alerts[ALERTS_MAX];
+    size_t n;
+} collector;
+
+static const int pcts[] = {50, 80, 100};
+
+static int collect(void *arg, const bd_crossing *x)
+{
+    collector *col = arg;
+    seen_alert *a;
+
+    ck_assert_uint_lt(col->n, ALERTS_MAX);
+    a = &col->alerts[col->n++];
+    snprintf(a->account, sizeof(a->account), "%s", x->account);
+    snprintf(a->event_id, sizeof(a->event_id), "%s", x->event_id);
+    snprintf(a->balance, sizeof(a->balance), "%s", x->balance);
+    snprintf(a->threshold, sizeof(a->threshold), "%s", x->threshold);
+    a->pct = x->pct;
+    a->crossed_at = x->crossed_at;
+    a->exhausted = x->exhausted;
+    return 0;
+}
+
+/* The bs_ingest_hook billingd installs, collecting instead of publishing. */
+static bs_status hook(void *arg, bs_conn *c, const bs_record *recs, const bs_record_result *results,
+                      size_t n, bs_error *err)
+{
+    collector *col = arg;
+
+    return bd_alerts_check(c, col->cat, col->memo, pcts, 3, recs, results, n, collect, col, err);
+}
+
+/* @n ten-minute records of 8 RTX 4090 (4.80 CNY an hour) for @account from @t0 (seconds). */
+static void burn(its_stream *s, const char *account, const char *prefix, int64_t t0, int n)
+{
+    char line[512];
+    char start[40];
+    char end[40];
+    int i;
+
+    for (i = 0; i < n; i++) {
+        billing_time_t t = (t0 + i * 600) * BILLING_NS_PER_SEC;
+
+        billing_time_format(t, start, sizeof(start));
+        billing_time_format(t + 600 * BILLING_NS_PER_SEC, end, sizeof(end));
+        snprintf(line, sizeof(line),
+                 "{\"id\":\"%s%02d\",\"account\":\"%s\",\"resource\":\"i-%s\","
+                 "\"meter\":\"gpu\",\"start\":\"%s\",\"end\":\"%s\",\"quantity\":\"8\","
+                 "\"model\":\"RTX4090\",\"region\":\"cn-east-1\"}",
+                 prefix, i, account, account, start, end);
+        ck_assert_uint_lt(s->n, ITS_MAX_RECORDS);
+        s->rec[s->n] = strdup(line);
+        s->len[s->n] = strlen(line);
+        s->key[s->n++] = account;
+    }
+}
+
+/* Ingest @s as billingd's protobuf records, @batch at a time, with the alert hook. */
+static void ingest(bs_conn *c, collector *col, const its_stream *s, size_t batch)
+{
+    static unsigned char bufs[ITS_MAX_RECORDS][BILLING_EVENT_WIRE_MAX];
+    static bs_record recs[ITS_MAX_RECORDS];
+    static bs_record_result res[ITS_MAX_RECORDS];
+    char err_text[MSG];
+    billing_event *ev = billing_event_new();
+    bs_ingest *in;
+    bs_error err;
+    size_t i;
+    size_t n;
+
+    for (i = 0; i < s->n; i++) {
+        memset(&recs[i], 0, sizeof(recs[i]));
+        ck_assert_int_eq(bc_event_parse_json(ev, s->rec[i], s->len[i], err_text, sizeof(err_text)),
+                         BILLING_OK);
+        ck_assert_int_eq(billing_event_encode(ev, bufs[i], sizeof(bufs[i]), &recs[i].len),
+                         BILLING_OK);
+        recs[i].data = bufs[i];
+        recs[i].format = BS_RECORD_PROTOBUF;
+        recs[i].source = "test";
+    }
+    in = bs_ingest_new(col->cat, NULL);
+    if (col->memo == NULL)
+        col->memo = bd_alert_memo_new();
+    ck_assert_ptr_nonnull(col->memo);
+    bs_ingest_set_hook(in, hook, col);
+    for (i = 0; i < s->n; i += n) {
+        n = s->n - i < batch ? s->n - i : batch;
+        ck_assert_msg(bs_ingest_batch(in, c, &recs[i], n, NULL, 0, 0, &res[i], NULL, &err) == BS_OK,
+                      "batch at %zu: %s", i, err.message);
+    }
+    bs_ingest_free(in);
+    if (!col->keep_memo) {
+        bd_alert_memo_free(col->memo);
+        col->memo = NULL;
+    }
+    billing_event_destroy(ev);
+}
+
+/* A fresh database with the example catalog, and @col reading it. */
+static bs_conn *fresh(const char *tag, collector *col)
+{
+    bs_conn *c = itdb_fresh(tag, db, sizeof(db));
+    bs_error err;
+
+    its_load_example(c);
+    memset(col, 0, sizeof(*col));
+    col->cat = bs_catalog_read(c, NULL, &err);
+    ck_assert_msg(col->cat != NULL, "%s", err.message);
+    return c;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Tests                                                                   */
+/* ---------------------------------------------------------------------- */
+
+/* The example accounts plus @n trial accounts "many-N" with 10.00 CNY each, into @path. */
+static void many_accounts(const char *path, int n)
+{
+    char src[1024];
+    char id[64];
+    char grant[64];
+    json_error_t jerr;
+    json_t *root;
+    int i;
+
+    its_example_path(src, sizeof(src), "accounts.json");
+    root = json_load_file(src, 0, &jerr);
+    ck_assert_msg(root != NULL, "%s: %s", src, jerr.text);
+    for (i = 0; i < n; i++) {
+        snprintf(id, sizeof(id), "many-%03d", i);
+        snprintf(grant, sizeof(grant), "trial-many-%03d", i);
+        json_array_append_new(json_object_get(root, "accounts"),
+                              json_pack("{s:s, s:s, s:s, s:s}", "id", id, "currency", "CNY",
+                                        "time_zone", "Asia/Shanghai", "tax_rate", "0"));
+        json_array_append_new(
+            json_object_get(root, "grants"),
+            json_pack("{s:s, s:s, s:s, s:s, s:s, s:[s], s:i}", "id", grant, "account", id, "amount",
+                      "10.00", "granted_at", "2026-01-10T00:00:00Z", "expires_at",
+                      "2026-02-10T00:00:00Z", "applies_to", "usage", "priority", 0));
+    }
+    ck_assert_int_eq(json_dump_file(root, path, 0), 0);
+    json_decref(root);
+}
+
+/*
+ * 300 accounts with credit in one batch, each using 56% of its credit
+ * (seven ten-minute records at 4.80 an hour: 5.60 of 10.00): one 50%
+ * alert each. billingd used to check 256 accounts per batch and skip the
+ * rest silently.
+ */
+START_TEST(test_alerts_past_256_accounts_in_one_batch)
+{
+    static char ids[MANY_ACCOUNTS][16];
+    its_stream *s = calloc(1, sizeof(*s));
+    collector *col = calloc(1, sizeof(*col));
+    bs_conn *c = itdb_fresh("many", db, sizeof(db));
+    char book[1024];
+    char accounts[256];
+    bs_load_counts k;
+    bs_error err;
+    size_t i;
+    int per[MANY_ACCOUNTS];
+
+    its_example_path(book, sizeof(book), "pricebook.json");
+    snprintf(accounts, sizeof(accounts), "itest_alerts-%ld.json", (long)getpid());
+    many_accounts(accounts, MANY_ACCOUNTS);
+    ck_assert_msg(bs_load_catalog(c, "gpu", book, accounts, &k, &err) == BS_OK, "%s", err.message);
+    remove(accounts);
+    col->cat = bs_catalog_read(c, NULL, &err);
+    ck_assert_msg(col->cat != NULL, "%s", err.message);
+    for (i = 0; i < MANY_ACCOUNTS; i++) {
+        snprintf(ids[i], sizeof(ids[i]), "many-%03zu", i);
+        burn(s, ids[i], ids[i], JAN_11, 7);
+        per[i] = 0;
+    }
+    ingest(c, col, s, s->n);
+    for (i = 0; i < col->n; i++) {
+        ck_assert_int_eq(col->alerts[i].pct, 50);
+        ck_assert_str_eq(col->alerts[i].balance, "4.4");
+        per[atoi(col->alerts[i].account + strlen("many-"))]++;
+    }
+    for (i = 0; i < MANY_ACCOUNTS; i++)
+        ck_assert_msg(per[i] == 1, "account many-%03zu: %d alerts, not 1", i, per[i]);
+    ck_assert_uint_eq(col->n, MANY_ACCOUNTS);
+    bs_catalog_free(col->cat);
+    its_free(s);
+    free(s);
+    free(col);
+    itdb_drop(c, db);
+}
+END_TEST
+
+/*
+ * student-b's stream: 4.00 used early in its trial, then, on the trial's
+ * last day, two records that take it past 50% (4.80, then 5.60), the
+ * second ending ten minutes before the trial expires at 10:00Z, then
+ * usage after the expiry. Every batch size gives the same alerts. Before
+ * the fix the balances were read at the batch's last end: a batch
+ * holding late-01 and records after the expiry read both after it (no
+ * credit) and lost the 50% alert that batches of one raised (the demo's
+ * 182 vs 183 "50% used" alerts).
+ */
+static void expiry_stream(its_stream *s)
+{
+    burn(s, "student-b", "early-", JAN_11, 5);
+    burn(s, "student-b", "late-", TRIAL_END - 1800, 2);
+    burn(s, "student-b", "after-", TRIAL_END, 6);
+}
+
+static void same_alerts(const collector *a, const collector *b, size_t batch)
+{
+    size_t i;
+
+    ck_assert_msg(a->n == b->n, "batches of %zu: %zu alerts, not %zu", batch, b->n, a->n);
+    for (i = 0; i < a->n; i++) {
+        ck_assert_str_eq(a->alerts[i].event_id, b->alerts[i].event_id);
+        ck_assert_int_eq(a->alerts[i].pct, b->alerts[i].pct);
+        ck_assert_str_eq(a->alerts[i].balance, b->alerts[i].balance);
+        ck_assert_int_eq(a->alerts[i].crossed_at, b->alerts[i].crossed_at);
+        ck_assert_int_eq(a->alerts[i].exhausted, b->alerts[i].exhausted);
+    }
+}
+
+START_TEST(test_alerts_same_for_every_batch_size)
+{
+    static const size_t sizes[] = {2, 3, 5, 8, 14};
+    its_stream *s = calloc(1, sizeof(*s));
+    collector *one = calloc(1, sizeof(*one));
+    collector *other = calloc(1, sizeof(*other));
+    bs_conn *c = fresh("batches", one);
+    size_t i;
+
+    expiry_stream(s);
+    ingest(c, one, s, 1);
+    /* 50% crossed by the second late record, before the expiry; 80%, 100% never. */
+    ck_assert_uint_eq(one->n, 1);
+    ck_assert_int_eq(one->alerts[0].pct, 50);
+    ck_assert_str_eq(one->alerts[0].event_id, "late-01");
+    bs_catalog_free(one->cat);
+    itdb_drop(c, db);
+    for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        c = fresh("batches", other);
+        ingest(c, other, s, sizes[i]);
+        same_alerts(one, other, sizes[i]);
+        bs_catalog_free(other->cat);
+        itdb_drop(c, db);
+    }
+    its_free(s);
+    free(s);
+    free(one);
+    free(other);
+}
+END_TEST
+
+/* An exact decimal ("4.4", "0", "-1.25") into @q. */
+static void decimal_q(mpq_t q, const char *text)
+{
+    char digits[256];
+    const char *dot = strchr(text, '.');
+    size_t frac = dot != NULL ? strlen(dot + 1) : 0;
+
+    ck_assert_uint_lt(strlen(text), sizeof(digits));
+    snprintf(digits, sizeof(digits), "%.*s%s",
+             (int)(dot != NULL ? (size_t)(dot - text) : strlen(text)), text,
+             dot != NULL ? dot + 1 : "");
+    ck_assert_int_eq(mpz_set_str(mpq_numref(q), digits, 10), 0);
+    mpz_ui_pow_ui(mpq_denref(q), 10, (unsigned long)frac);
+    mpq_canonicalize(q);
+}
+
+/* The balance libbilling gives over @s cut at @at (what `billing rate --at` does). */
+static void balance_at(const its_stream *s, billing_time_t at, mpq_t out)
+{
+    billing_config_zones *zones = billing_config_zones_new();
+    billing_catalog *cat = its_file_catalog(zones);
+    billing_rater *r = NULL;
+    billing_event *ev = billing_event_new();
+    char text[256];
+    size_t i;
+
+    ck_assert_int_eq(billing_rater_new(cat, &r, NULL, 0), BILLING_OK);
+    for (i = 0; i < s->n; i++) {
+        ck_assert_int_eq(bc_event_parse_json(ev, s->rec[i], s->len[i], NULL, 0), BILLING_OK);
+        if (billing_event_start(ev) >= at)
+            continue;
+        if (billing_event_end(ev) > at)
+            billing_event_set_interval(ev, billing_event_start(ev), at);
+        ck_assert_int_eq(billing_rater_add(r, ev, NULL, 0), BILLING_OK);
+    }
+    ck_assert_int_eq(billing_rater_credit_balance(r, "student-b", at, text, sizeof(text)),
+                     BILLING_OK);
+    decimal_q(out, text);
+    billing_event_destroy(ev);
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+    billing_config_zones_destroy(zones);
+}
+
+/*
+ * The 30-record burn of student-b's 10.00 CNY, in batches of 7: each
+ * alert's crossed_at is the first nanosecond at which the balance over
+ * the events cut there is at or below the threshold. Before the fix it
+ * was the end of the batch's last record, up to an hour late.
+ */
+START_TEST(test_alert_crossed_at_is_when_the_balance_crosses)
+{
+    its_stream *s = calloc(1, sizeof(*s));
+    collector *col = calloc(1, sizeof(*col));
+    bs_conn *c = fresh("crossed", col);
+    mpq_t level;
+    mpq_t at;
+    mpq_t before;
+    size_t i;
+
+    mpq_inits(level, at, before, NULL);
+    burn(s, "student-b", "burn-", JAN_11, 30);
+    ingest(c, col, s, 7);
+    ck_assert_uint_eq(col->n, 3);
+    for (i = 0; i < col->n; i++) {
+        decimal_q(level, col->alerts[i].threshold);
+        balance_at(s, col->alerts[i].crossed_at, at);
+        balance_at(s, col->alerts[i].crossed_at - 1, before);
+        ck_assert_msg(mpq_cmp(at, level) <= 0 && mpq_cmp(before, level) > 0,
+                      "alert %d%%: crossed_at is not when the balance reaches %s",
+                      col->alerts[i].pct, col->alerts[i].threshold);
+    }
+    mpq_clears(level, at, before, NULL);
+    bs_catalog_free(col->cat);
+    its_free(s);
+    free(s);
+    free(col);
+    itdb_drop(c, db);
+}
+END_TEST
+
+/* The example's accounts with a 20.00 CNY top-up for student-b from 2026-01-12, into @path. */
+static void topup_accounts(const char *path)
+{
+    char src[1024];
+    json_error_t jerr;
+    json_t *root;
+
+    its_example_path(src, sizeof(src), "accounts.json");
+    root = json_load_file(src, 0, &jerr);
+    ck_assert_msg(root != NULL, "%s: %s", src, jerr.text);
+    json_array_append_new(json_object_get(root, "grants"),
+                          json_pack("{s:s, s:s, s:s, s:s, s:s, s:[s], s:i}", "id",
+                                    "topup-student-b", "account", "student-b", "amount", "20.00",
+                                    "granted_at", "2026-01-12T00:00:00Z", "expires_at",
+                                    "2026-03-01T00:00:00Z", "applies_to", "usage", "priority", 0));
+    ck_assert_int_eq(json_dump_file(root, path, 0), 0);
+    json_decref(root);
+}
+
+/*
+ * student-b burns its 10.00 trial (three alerts), then gets a 20.00
+ * top-up and burns on: the three thresholds of the new total (30.00) are
+ * crossed too, although billingd remembered the account as exhausted
+ * (the memo is per credit total, and the total changed).
+ */
+START_TEST(test_alerts_again_after_a_top_up)
+{
+    its_stream *s = calloc(1, sizeof(*s));
+    its_stream *more = calloc(1, sizeof(*more));
+    collector *col = calloc(1, sizeof(*col));
+    bs_conn *c = fresh("topup", col);
+    char book[1024];
+    char accounts[256];
+    bs_load_counts k;
+    bs_error err;
+    size_t i;
+
+    col->keep_memo = 1;
+    burn(s, "student-b", "trial-", JAN_11, 15);
+    ingest(c, col, s, 4);
+    ck_assert_uint_eq(col->n, 3);
+    its_example_path(book, sizeof(book), "pricebook.json");
+    snprintf(accounts, sizeof(accounts), "itest_alerts-topup-%ld.json", (long)getpid());
+    topup_accounts(accounts);
+    ck_assert_msg(bs_load_catalog(c, "gpu", book, accounts, &k, &err) == BS_OK, "%s", err.message);
+    remove(accounts);
+    bs_catalog_free(col->cat);
+    col->cat = bs_catalog_read(c, NULL, &err);
+    ck_assert_msg(col->cat != NULL, "%s", err.message);
+    /* 30 records (24.00) from 01-12: the top-up's 20.00 runs out at the 25th. */
+    burn(more, "student-b", "topup-", JAN_11 + 86400, 30);
+    ingest(c, col, more, 4);
+    ck_assert_uint_eq(col->n, 6);
+    for (i = 3; i < 6; i++)
+        ck_assert_int_eq(col->alerts[i].pct, pcts[i - 3]);
+    ck_assert_str_eq(col->alerts[5].event_id, "topup-24");
+    bd_alert_memo_free(col->memo);
+    bs_catalog_free(col->cat);
+    its_free(s);
+    its_free(more);
+    free(s);
+    free(more);
+    free(col);
+    itdb_drop(c, db);
+}
+END_TEST
+
+static Suite *alerts_suite(void)
+{
+    Suite *s = suite_create("alerts");
+    TCase *tc = tcase_create("postgresql");
+
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_alerts_past_256_accounts_in_one_batch);
+    tcase_add_test(tc, test_alerts_same_for_every_batch_size);
+    tcase_add_test(tc, test_alert_crossed_at_is_when_the_balance_crosses);
+    tcase_add_test(tc, test_alerts_again_after_a_top_up);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(alerts_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
