@@ -557,7 +557,7 @@ static int create_topic(rd_kafka_t *rk, const char *topic, int partitions)
     ev = rd_kafka_queue_poll(q, TIMEOUT_MS);
     cr = ev != NULL ? rd_kafka_event_CreateTopics_result(ev) : NULL;
     res = cr != NULL ? rd_kafka_CreateTopics_result_topics(cr, &n) : NULL;
-    if (n == 1)
+    if (res != NULL && n == 1)
         e = rd_kafka_topic_result_error(res[0]);
     if (ev != NULL)
         rd_kafka_event_destroy(ev);
