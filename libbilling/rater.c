@@ -133,19 +133,10 @@ void bl_agg_value(const bl_agg *a, mpq_t out)
 /* Validation                                                              */
 /* ---------------------------------------------------------------------- */
 
-static int printable(const char *s)
-{
-    for (; *s != '\0'; s++) {
-        if (*s < ' ' || *s > '~')
-            return 0;
-    }
-    return 1;
-}
-
 static billing_status validate(const billing_event *ev, char *errbuf, size_t errsize)
 {
     const char *id = (ev->set & BL_EV_ID) ? ev->id : "(no id)";
-    const char *refused = bl_event_refused_field(ev);
+    const char *refused = ev->refused ? bl_event_refused_field(ev) : NULL;
 
     if (refused != NULL)
         return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
@@ -153,14 +144,14 @@ static billing_status validate(const billing_event *ev, char *errbuf, size_t err
                          refused);
     if (!(ev->set & BL_EV_ID))
         return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID, "event: field 'id' is missing");
-    if (!bl_valid_id(ev->id))
+    if (!bl_valid_id_n(ev->id, ev->id_len))
         return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
                          "event '%s': field 'id' must be printable ASCII without spaces", id);
-    if (!(ev->set & BL_EV_ACCOUNT) || !bl_valid_id(ev->account))
+    if (!(ev->set & BL_EV_ACCOUNT) || !bl_valid_id_n(ev->account, ev->account_len))
         return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
                          "event '%s': field 'account' is %s", id,
                          (ev->set & BL_EV_ACCOUNT) ? "not a valid id" : "missing");
-    if (!(ev->set & BL_EV_RESOURCE) || !bl_valid_id(ev->resource))
+    if (!(ev->set & BL_EV_RESOURCE) || !bl_valid_id_n(ev->resource, ev->resource_len))
         return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
                          "event '%s': field 'resource' is %s", id,
                          (ev->set & BL_EV_RESOURCE) ? "not a valid id" : "missing");
@@ -180,10 +171,10 @@ static billing_status validate(const billing_event *ev, char *errbuf, size_t err
     if (!(ev->set & BL_EV_QUANTITY))
         return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
                          "event '%s': field 'quantity' is missing", id);
-    if (!printable(ev->model) || !printable(ev->region))
+    if (!bl_printable_n(ev->model, ev->model_len) || !bl_printable_n(ev->region, ev->region_len))
         return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
                          "event '%s': field '%s' has non-printable characters", id,
-                         printable(ev->model) ? "region" : "model");
+                         bl_printable_n(ev->model, ev->model_len) ? "region" : "model");
     return BILLING_OK;
 }
 
@@ -810,7 +801,7 @@ static billing_status event_account(const billing_rater *r, const billing_event 
 
     if (st != BILLING_OK)
         return st;
-    *ai = bl_catalog_account(r->cat, ev->account);
+    *ai = bl_catalog_account_n(r->cat, ev->account, ev->account_len);
     if (*ai == BL_NONE)
         return bl_seterr(errbuf, errsize, BILLING_ERR_UNKNOWN_ACCOUNT,
                          "event '%s': field 'account': '%s' is not a known account", ev->id,
