@@ -56,14 +56,17 @@ static void quote_text(tparse *tp)
     tp->quoted[i] = '\0';
 }
 
+/* Messages quote the input; quoted only then, since nearly every timestamp parses. */
 static billing_status perr(tparse *tp, billing_status status, const char *what)
 {
+    quote_text(tp);
     return bl_seterr(tp->errbuf, tp->errsize, status, "timestamp '%s': %s", tp->quoted, what);
 }
 
 /* A field outside its range: "month 13 out of range (1..12)". */
 static billing_status range_err(tparse *tp, const char *field, int value, int lo, int hi)
 {
+    quote_text(tp);
     return bl_seterr(tp->errbuf, tp->errsize, BILLING_ERR_PARSE,
                      "timestamp '%s': %s %d out of range (%d..%d)", tp->quoted, field, value, lo,
                      hi);
@@ -246,7 +249,6 @@ billing_status billing_time_parse(const char *text, billing_time_t *out, char *e
     tp.pos = 0;
     tp.errbuf = errbuf;
     tp.errsize = errsize;
-    quote_text(&tp);
     /* strnlen bound first: the digit readers stop at NUL, so this only caps messages and work. */
     if (strnlen(text, TIME_TEXT_MAX + 1) > TIME_TEXT_MAX)
         return perr(&tp, BILLING_ERR_PARSE, "too long");
