@@ -48,6 +48,7 @@ typedef struct jparse {
     const char *p;
     const char *end;
     unsigned present;
+    int next; /* field after the last one read: writers keep schema order */
     char text[F_COUNT][VALUE_MAX + 1];
     char *errbuf;
     size_t errsize;
@@ -310,7 +311,11 @@ static int plain_key(jparse *jp)
         p++;
     if (p >= jp->end || *p != '"')
         return -1;
-    f = field_index(k, (size_t)(p - k));
+    f = jp->next;
+    /* Most lines list the fields in schema order: try the expected one first. */
+    if (f >= F_COUNT || (size_t)(p - k) != field_len[f] ||
+        memcmp(k, field_names[f], field_len[f]) != 0)
+        f = field_index(k, (size_t)(p - k));
     if (f >= 0)
         jp->p = p + 1;
     return f;
@@ -347,6 +352,7 @@ static billing_status read_member(jparse *jp)
     st = read_value(jp, f);
     if (st == BILLING_OK)
         jp->present |= 1u << f;
+    jp->next = f + 1;
     return st;
 }
 
@@ -481,6 +487,7 @@ billing_status bc_event_parse_json(billing_event *ev, const char *text, size_t l
     jp.p = text;
     jp.end = text + len;
     jp.present = 0;
+    jp.next = 0;
     jp.errbuf = errbuf;
     jp.errsize = errsize;
     for (f = 0; f < F_COUNT; f++)
