@@ -139,17 +139,22 @@ static int bytes_in_range(const char *s, size_t n, unsigned lo, unsigned hi)
 {
     uint64_t w;
 
-    while (n >= 8) {
+    if (n < 8) {
+        if (n == 0)
+            return 1;
+        /* The bytes, the missing high ones set to @lo, which is in range. */
+        w = bl_load_tail(s, n) | (BL_BYTES(lo) & ~((UINT64_C(1) << (8 * n)) - 1));
+        return !word_out_of_range(w, lo, hi);
+    }
+    while (n > 8) {
         memcpy(&w, s, 8);
         if (word_out_of_range(w, lo, hi))
             return 0;
         s += 8;
         n -= 8;
     }
-    if (n == 0)
-        return 1;
-    /* The tail, its missing high bytes set to @lo, which is in range. */
-    w = bl_load_tail(s, n) | (BL_BYTES(lo) & ~((UINT64_C(1) << (8 * n)) - 1));
+    /* The last 1..8 bytes as the word that ends there: bytes already checked do no harm. */
+    memcpy(&w, s + n - 8, 8);
     return !word_out_of_range(w, lo, hi);
 }
 
