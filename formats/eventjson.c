@@ -48,6 +48,7 @@ typedef struct jparse {
     const char *p;
     const char *end;
     unsigned present;
+    int next; /* field after the last one read: writers keep schema order */
     char text[F_COUNT][VALUE_MAX + 1];
     char *errbuf;
     size_t errsize;
@@ -294,21 +295,50 @@ static int field_index(const char *key, size_t len)
     return -1;
 }
 
+/*
+ * The field named by the key at jp->p (its opening quote), matched where
+ * it lies and jp->p moved past it; or -1, jp->p unmoved, when the key is
+ * not a plain known name (escapes, unknown): read_member then reads it
+ * the general way, which also writes the message. Saves a copy a member.
+ */
+static int plain_key(jparse *jp)
+{
+    const char *k = jp->p + 1;
+    const char *p = k;
+    int f;
+
+    while (p < jp->end && plain_char[(unsigned char)*p])
+        p++;
+    if (p >= jp->end || *p != '"')
+        return -1;
+    f = jp->next;
+    /* Most lines list the fields in schema order: try the expected one first. */
+    if (f >= F_COUNT || (size_t)(p - k) != field_len[f] ||
+        memcmp(k, field_names[f], field_len[f]) != 0)
+        f = field_index(k, (size_t)(p - k));
+    if (f >= 0)
+        jp->p = p + 1;
+    return f;
+}
+
 /* One "key": value member. */
 static billing_status read_member(jparse *jp)
 {
     char key[KEY_MAX + 1];
     size_t len;
     billing_status st = BILLING_OK;
-    int rc;
+    int rc = 0;
     int f;
 
     if (jp->p >= jp->end || *jp->p != '"')
         return syntax(jp, "expected a field name in double quotes");
-    rc = read_string(jp, key, KEY_MAX, &len, &st);
-    if (rc == -1)
-        return st;
-    f = rc == 0 ? field_index(key, len) : -1;
+    f = plain_key(jp);
+    if (f < 0) {
+        rc = read_string(jp, key, KEY_MAX, &len, &st);
+        if (rc == -1)
+            return st;
+        f = rc == 0 ? field_index(key, len) : -1;
+    }
     if (f < 0)
         return jfail(jp, BILLING_ERR_INVALID, "unknown field '%s'",
                      rc == 0 ? key : "(long or non-ASCII name)");
@@ -322,6 +352,7 @@ static billing_status read_member(jparse *jp)
     st = read_value(jp, f);
     if (st == BILLING_OK)
         jp->present |= 1u << f;
+    jp->next = f + 1;
     return st;
 }
 
@@ -456,6 +487,7 @@ billing_status bc_event_parse_json(billing_event *ev, const char *text, size_t l
     jp.p = text;
     jp.end = text + len;
     jp.present = 0;
+    jp.next = 0;
     jp.errbuf = errbuf;
     jp.errsize = errsize;
     for (f = 0; f < F_COUNT; f++)

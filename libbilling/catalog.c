@@ -945,6 +945,11 @@ size_t bl_catalog_account(const billing_catalog *cat, const char *id)
     return bl_strmap_find(&cat->account_map, id, account_key, cat);
 }
 
+size_t bl_catalog_account_n(const billing_catalog *cat, const char *id, size_t len)
+{
+    return bl_strmap_find_n(&cat->account_map, id, len, account_key, cat);
+}
+
 size_t bl_catalog_version_at(const billing_catalog *cat, billing_time_t t)
 {
     size_t lo = 0;

@@ -169,6 +169,9 @@ billing_status bl_catalog_freeze(billing_catalog *cat, char *errbuf, size_t errs
 /* bl_catalog_account - index of account @id or BL_NONE. */
 size_t bl_catalog_account(const billing_catalog *cat, const char *id);
 
+/* The same for the @len bytes at @id (an event's account, whose length is known). */
+size_t bl_catalog_account_n(const billing_catalog *cat, const char *id, size_t len);
+
 /*
  * bl_catalog_version_at - index (in sorted order) of the version in force
  * at @t, or BL_NONE if @t is before every version.

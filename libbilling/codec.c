@@ -300,12 +300,13 @@ static billing_status set_id_field(billing_event *ev, id_setter set, const char 
                                    const char *value, char *errbuf, size_t errsize)
 {
     billing_status st;
+    /* Bounded length first, then the word-at-a-time check (bl_valid_id goes byte by byte). */
+    size_t n = strnlen(value, BL_ID_MAX + 1);
 
-    if (value[0] == '\0')
+    if (n == 0)
         return fail(ev, errbuf, errsize, BILLING_ERR_INVALID, "field '%s' is missing", name);
-    if (!bl_valid_id(value))
-        return fail(ev, errbuf, errsize,
-                    strlen(value) > BL_ID_MAX ? BILLING_ERR_TOO_LARGE : BILLING_ERR_INVALID,
+    if (!bl_valid_id_n(value, n))
+        return fail(ev, errbuf, errsize, n > BL_ID_MAX ? BILLING_ERR_TOO_LARGE : BILLING_ERR_INVALID,
                     "field '%s' must be 1..%d bytes of printable ASCII without spaces", name,
                     BL_ID_MAX);
     st = set(ev, value);

@@ -32,9 +32,7 @@ uint64_t bl_hash_bytes(const void *p, size_t len, uint64_t seed)
         b += 8;
         len -= 8;
     }
-    w = 0;
-    if (len > 0)
-        memcpy(&w, b, len);
+    w = bl_load_tail(b, len);
     return bl_hash_mix(h ^ w ^ ((uint64_t)len << 56));
 }
 
@@ -76,6 +74,31 @@ size_t bl_strmap_find(const bl_strmap *m, const char *key, bl_strmap_key_fn key_
     if (m->cap == 0)
         return (size_t)-1;
     return bl_strmap_find_hashed(m, key, bl_strmap_hash(key), key_of, ctx);
+}
+
+size_t bl_strmap_find_n(const bl_strmap *m, const char *key, size_t len, bl_strmap_key_fn key_of,
+                       const void *ctx)
+{
+    uint64_t hash;
+    const bl_strslot *s;
+    const char *k;
+    size_t i;
+
+    if (m->cap == 0)
+        return (size_t)-1;
+    /* The hash bl_strmap_hash gives the same string, without its strlen;
+       strncmp stops at the end of a shorter stored key. */
+    hash = bl_hash_bytes(key, len, 0);
+    i = (size_t)hash & (m->cap - 1);
+    for (s = &m->slots[i]; s->index != 0; s = &m->slots[i]) {
+        if (s->hash == hash) {
+            k = key_of(ctx, s->index - 1);
+            if (strncmp(k, key, len) == 0 && k[len] == '\0')
+                return s->index - 1;
+        }
+        i = (i + 1) & (m->cap - 1);
+    }
+    return (size_t)-1;
 }
 
 static void place(bl_strslot *slots, size_t cap, uint64_t h, size_t index)

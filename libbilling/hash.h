@@ -11,6 +11,39 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <string.h>
+
+/*
+ * bl_load_tail - the @len (< 8) bytes at @p as a little-endian word, high
+ * bytes zero: what memcpy into a zeroed word gives on x86, but with
+ * fixed-size loads that compile to moves instead of a call to memcpy,
+ * which dominated the hashing of short ids.
+ */
+static inline uint64_t bl_load_tail(const void *p, size_t len)
+{
+    const unsigned char *b = p;
+    uint64_t w = 0;
+    uint32_t w4;
+    uint16_t w2;
+    unsigned shift = 0;
+
+    if (len & 4) {
+        memcpy(&w4, b, 4);
+        w = w4;
+        b += 4;
+        shift = 32;
+    }
+    if (len & 2) {
+        memcpy(&w2, b, 2);
+        w |= (uint64_t)w2 << shift;
+        b += 2;
+        shift += 16;
+    }
+    if (len & 1)
+        w |= (uint64_t)*b << shift;
+    return w;
+}
+
 /* bl_hash_bytes - 64-bit hash of @len bytes at @p, mixed with @seed. */
 uint64_t bl_hash_bytes(const void *p, size_t len, uint64_t seed);
 
@@ -42,6 +75,13 @@ void bl_strmap_free(bl_strmap *m);
  */
 size_t bl_strmap_find(const bl_strmap *m, const char *key, bl_strmap_key_fn key_of,
                       const void *ctx);
+
+/*
+ * bl_strmap_find_n - the same for the @len bytes at @key (no NUL needed),
+ * for callers that know the length.
+ */
+size_t bl_strmap_find_n(const bl_strmap *m, const char *key, size_t len, bl_strmap_key_fn key_of,
+                        const void *ctx);
 
 /*
  * bl_strmap_insert - remember that @key lives at @index (the key must not

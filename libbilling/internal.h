@@ -38,6 +38,15 @@ billing_status bl_seterr(char *errbuf, size_t errsize, billing_status status, co
 int bl_valid_id(const char *s);
 
 /*
+ * bl_valid_id_n - the same for the @n bytes at @s, whose length is known
+ * (an event's fields): eight bytes at a time, for the per-event path.
+ * bl_printable_n - non-zero if the @n bytes at @s are printable ASCII
+ * (spaces allowed).
+ */
+int bl_valid_id_n(const char *s, size_t n);
+int bl_printable_n(const char *s, size_t n);
+
+/*
  * bl_upper_bound - the number of elements of the ascending array @v (@n
  * long) that are <= @t: the index of the first one after @t.
  */

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "hash.h"
 #include "internal.h"
 
 const char *billing_strerror(billing_status status)
@@ -115,4 +116,54 @@ int bl_valid_id(const char *s)
             return 0;
     }
     return n > 0;
+}
+
+/* The 64-bit word whose every byte is @b. */
+#define BL_BYTES(b) (UINT64_C(0x0101010101010101) * (b))
+
+/*
+ * Non-zero if some byte of @w is below @lo (at most 0x80) or above @hi
+ * (at most 0x7f), unsigned; exact for the word as a whole (the classic
+ * "hasless" and "hasmore" tests), so eight bytes are checked at once.
+ */
+static int word_out_of_range(uint64_t w, unsigned lo, unsigned hi)
+{
+    uint64_t below = (w - BL_BYTES(lo)) & ~w & BL_BYTES(0x80);
+    uint64_t above = ((w + BL_BYTES(127 - hi)) | w) & BL_BYTES(0x80);
+
+    return (below | above) != 0;
+}
+
+/* Non-zero if all @n bytes at @s are within @lo..@hi. */
+static int bytes_in_range(const char *s, size_t n, unsigned lo, unsigned hi)
+{
+    uint64_t w;
+
+    if (n < 8) {
+        if (n == 0)
+            return 1;
+        /* The bytes, the missing high ones set to @lo, which is in range. */
+        w = bl_load_tail(s, n) | (BL_BYTES(lo) & ~((UINT64_C(1) << (8 * n)) - 1));
+        return !word_out_of_range(w, lo, hi);
+    }
+    while (n > 8) {
+        memcpy(&w, s, 8);
+        if (word_out_of_range(w, lo, hi))
+            return 0;
+        s += 8;
+        n -= 8;
+    }
+    /* The last 1..8 bytes as the word that ends there: bytes already checked do no harm. */
+    memcpy(&w, s + n - 8, 8);
+    return !word_out_of_range(w, lo, hi);
+}
+
+int bl_valid_id_n(const char *s, size_t n)
+{
+    return n > 0 && n <= BL_ID_MAX && bytes_in_range(s, n, 0x21, 0x7e);
+}
+
+int bl_printable_n(const char *s, size_t n)
+{
+    return bytes_in_range(s, n, 0x20, 0x7e);
 }

@@ -56,14 +56,17 @@ static void quote_text(tparse *tp)
     tp->quoted[i] = '\0';
 }
 
+/* Messages quote the input; quoted only then, since nearly every timestamp parses. */
 static billing_status perr(tparse *tp, billing_status status, const char *what)
 {
+    quote_text(tp);
     return bl_seterr(tp->errbuf, tp->errsize, status, "timestamp '%s': %s", tp->quoted, what);
 }
 
 /* A field outside its range: "month 13 out of range (1..12)". */
 static billing_status range_err(tparse *tp, const char *field, int value, int lo, int hi)
 {
+    quote_text(tp);
     return bl_seterr(tp->errbuf, tp->errsize, BILLING_ERR_PARSE,
                      "timestamp '%s': %s %d out of range (%d..%d)", tp->quoted, field, value, lo,
                      hi);
@@ -232,6 +235,49 @@ static billing_status parse_fields(tparse *tp, tfields *f)
     return BILLING_OK;
 }
 
+/* The two digits at @p as a number, or -1. */
+static int two_digits(const char *p)
+{
+    if (p[0] < '0' || p[0] > '9' || p[1] < '0' || p[1] > '9')
+        return -1;
+    return (p[0] - '0') * 10 + (p[1] - '0');
+}
+
+/*
+ * The form nearly every event carries, "YYYY-MM-DDTHH:MM:SSZ" and nothing
+ * after it, read at fixed places: 0 with @f filled when it is exactly that
+ * form with every field in range, else -1 and the general parser runs,
+ * which also writes the message. Saves the field-by-field walk (about a
+ * quarter of the JSON decoder's time went to timestamps).
+ */
+static int parse_common_utc(const char *t, tfields *f)
+{
+    int hi;
+    int lo;
+
+    /* Exactly 20 bytes first: the fixed places below are then all inside the text. */
+    if (strnlen(t, 21) != 20)
+        return -1;
+    hi = two_digits(t);
+    lo = two_digits(t + 2);
+    if (hi < 0 || lo < 0 || t[4] != '-' || t[7] != '-' || t[10] != 'T' || t[13] != ':' ||
+        t[16] != ':' || t[19] != 'Z')
+        return -1;
+    f->year = hi * 100 + lo;
+    f->month = two_digits(t + 5);
+    f->day = two_digits(t + 8);
+    f->hour = two_digits(t + 11);
+    f->minute = two_digits(t + 14);
+    f->second = two_digits(t + 17);
+    f->nsec = 0;
+    f->offset = 0;
+    if (f->month < 1 || f->month > 12 || f->day < 1 ||
+        f->day > bl_days_in_month(f->year, f->month) || f->hour < 0 || f->hour > 23 ||
+        f->minute < 0 || f->minute > 59 || f->second < 0 || f->second > 59)
+        return -1;
+    return 0;
+}
+
 billing_status billing_time_parse(const char *text, billing_time_t *out, char *errbuf,
                                   size_t errsize)
 {
@@ -246,13 +292,14 @@ billing_status billing_time_parse(const char *text, billing_time_t *out, char *e
     tp.pos = 0;
     tp.errbuf = errbuf;
     tp.errsize = errsize;
-    quote_text(&tp);
-    /* strnlen bound first: the digit readers stop at NUL, so this only caps messages and work. */
-    if (strnlen(text, TIME_TEXT_MAX + 1) > TIME_TEXT_MAX)
-        return perr(&tp, BILLING_ERR_PARSE, "too long");
-    st = parse_fields(&tp, &f);
-    if (st != BILLING_OK)
-        return st;
+    if (parse_common_utc(text, &f) != 0) {
+        /* strnlen bound first: the digit readers stop at NUL, so this only caps messages and work. */
+        if (strnlen(text, TIME_TEXT_MAX + 1) > TIME_TEXT_MAX)
+            return perr(&tp, BILLING_ERR_PARSE, "too long");
+        st = parse_fields(&tp, &f);
+        if (st != BILLING_OK)
+            return st;
+    }
     secs = bl_days_from_civil(f.year, f.month, f.day) * 86400 + f.hour * 3600 + f.minute * 60 +
            f.second - f.offset;
     if (secs < BL_TIME_MIN / NS || secs > BL_TIME_MAX / NS ||

@@ -779,6 +779,63 @@ START_TEST(test_property_qty_round_trip)
 END_TEST
 
 /* ------------------------------------------------------------------ */
+/* The word-at-a-time id checks (status.c) against byte-by-byte ones   */
+/* ------------------------------------------------------------------ */
+
+/* Reference: every byte of the @n at @s within @lo..@hi, one at a time. */
+static int ref_in_range(const char *s, size_t n, unsigned lo, unsigned hi)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        if ((unsigned char)s[i] < lo || (unsigned char)s[i] > hi)
+            return 0;
+    }
+    return 1;
+}
+
+/*
+ * Every byte value at every position of ids of 1 to 20 bytes (both sides
+ * of the 8-byte words and of the tail's 4, 2 and 1-byte loads): the fast
+ * checks agree with bl_valid_id and with a byte loop.
+ */
+START_TEST(test_valid_id_n_every_byte)
+{
+    char s[24];
+    size_t n;
+    size_t pos;
+    unsigned b;
+
+    for (n = 1; n <= 20; n++) {
+        for (pos = 0; pos < n; pos++) {
+            for (b = 1; b <= 255; b++) {
+                memset(s, 'a', sizeof(s));
+                s[n] = '\0';
+                s[pos] = (char)b;
+                ck_assert_int_eq(!!bl_valid_id_n(s, n), !!bl_valid_id(s));
+                ck_assert_int_eq(!!bl_valid_id_n(s, n), ref_in_range(s, n, 0x21, 0x7e));
+                ck_assert_int_eq(!!bl_printable_n(s, n), ref_in_range(s, n, 0x20, 0x7e));
+            }
+        }
+    }
+}
+END_TEST
+
+START_TEST(test_valid_id_n_bounds)
+{
+    char s[BL_ID_MAX + 2];
+
+    memset(s, 'x', sizeof(s));
+    ck_assert(!bl_valid_id_n(s, 0));
+    ck_assert(bl_valid_id_n(s, BL_ID_MAX));
+    ck_assert(!bl_valid_id_n(s, BL_ID_MAX + 1));
+    ck_assert(bl_printable_n(s, 0));
+    ck_assert(bl_printable_n(" a ~", 4));
+    ck_assert(!bl_valid_id_n(" a ~", 4));
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
 
 static Suite *decimal_suite(void)
 {
@@ -801,6 +858,8 @@ static Suite *decimal_suite(void)
     tcase_add_loop_test(tables, test_currency_digits, 0, N_ELEMS(currency_cases));
     tcase_add_test(tables, test_currency_every_code);
     tcase_add_test(tables, test_rounding_names);
+    tcase_add_test(tables, test_valid_id_n_every_byte);
+    tcase_add_test(tables, test_valid_id_n_bounds);
     suite_add_tcase(s, tables);
 
     tcase_add_test(properties, test_property_rounding);

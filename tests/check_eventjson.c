@@ -78,6 +78,9 @@ static const good_case good_cases[] = {
     {"{\"id\":\"\\u0065\\u0031\"," BASE_KEYS ",\"quantity\":\"8\",\"model\":\"RTX\\u0034090\","
      "\"region\":\"cn\\/east\"}",
      "8", "RTX4090", "cn/east"},
+    /* Escapes in field names: not matched in place, read and decoded first. */
+    {"{\"\\u0069d\":\"e1\"," BASE_KEYS ",\"quantity\":\"8\",\"mod\\u0065l\":\"RTX4090\"}", "8",
+     "RTX4090", ""},
 };
 
 START_TEST(test_accept)
@@ -212,6 +215,52 @@ START_TEST(test_length_bound)
 }
 END_TEST
 
+/*
+ * Strings are scanned eight bytes at a time: a special byte at every
+ * position of ids of 1 to 24 bytes (inside a word, in the tail, on either
+ * side of a word edge) is still seen. An escape decodes, a quote ends the
+ * id early (then the line is malformed), other bytes are refused.
+ */
+START_TEST(test_special_byte_every_position)
+{
+    static const char specials[] = "\x01\x1f\x7f\x80\xff\"\\";
+    char line[512];
+    char id[64];
+    char want[32];
+    billing_event *ev = billing_event_new();
+    char err[ERR];
+    size_t n;
+    size_t pos;
+    size_t k;
+    billing_status st;
+
+    for (n = 1; n <= 24; n++) {
+        for (pos = 0; pos < n; pos++) {
+            /* "\u0041" at @pos: the same id with an 'A' there. */
+            memset(want, 'i', n);
+            want[n] = '\0';
+            want[pos] = 'A';
+            snprintf(id, sizeof(id), "%.*s\\u0041%s", (int)pos, want, want + pos + 1);
+            snprintf(line, sizeof(line), "{\"id\":\"%s\"," BASE_KEYS ",\"quantity\":\"1\"}", id);
+            ck_assert_int_eq(bc_event_parse_json(ev, line, strlen(line), err, sizeof(err)),
+                             BILLING_OK);
+            ck_assert_str_eq(billing_event_id(ev), want);
+            for (k = 0; k < sizeof(specials) - 1; k++) {
+                memset(id, 'i', n);
+                id[n] = '\0';
+                id[pos] = specials[k];
+                snprintf(line, sizeof(line), "{\"id\":\"%s\"," BASE_KEYS ",\"quantity\":\"1\"}",
+                         id);
+                st = bc_event_parse_json(ev, line, strlen(line), err, sizeof(err));
+                ck_assert_msg(st != BILLING_OK, "byte 0x%02x at %zu of %zu accepted",
+                              (unsigned char)specials[k], pos, n);
+            }
+        }
+    }
+    billing_event_destroy(ev);
+}
+END_TEST
+
 static uint64_t rng = UINT64_C(0x2545f4914f6cdd1d);
 
 /* Random corruptions of a good line: the parser accepts or names a reason, never crashes. */
@@ -248,6 +297,7 @@ static Suite *eventjson_suite(void)
     tcase_add_loop_test(tc, test_reject, 0, (int)(sizeof(bad_cases) / sizeof(bad_cases[0])));
     tcase_add_test(tc, test_id_bound);
     tcase_add_test(tc, test_length_bound);
+    tcase_add_test(tc, test_special_byte_every_position);
     tcase_add_test(tc, test_random_input);
     suite_add_tcase(s, tc);
     return s;

@@ -1683,6 +1683,51 @@ START_TEST(test_time_round_trip)
 }
 END_TEST
 
+/*
+ * "YYYY-MM-DDTHH:MM:SSZ" is read by a fixed-place fast path; the same
+ * text with "+00:00" for "Z" goes through the general parser. Fields are
+ * drawn around and beyond their bounds (month 0..13, day 0..32, hour
+ * 0..25, minute and second 0..61, years past both ends of the range), a
+ * byte is sometimes replaced or the text cut: both forms give the same
+ * status and the same instant, and shorter texts never read past the NUL
+ * (the sanitizer build checks that).
+ */
+START_TEST(test_time_parse_common_form)
+{
+    char fast[64];
+    char slow[64];
+    char *cut;
+    billing_time_t a;
+    billing_time_t b;
+    billing_status sa;
+    billing_status sb;
+    char err[256];
+    int i;
+
+    for (i = 0; i < 200000; i++) {
+        snprintf(fast, sizeof(fast), "%04d-%02d-%02dT%02d:%02d:%02dZ", 1898 + (int)(rng() % 305),
+                 (int)(rng() % 14), (int)(rng() % 33), (int)(rng() % 26), (int)(rng() % 62),
+                 (int)(rng() % 62));
+        if (i % 5 == 0)
+            fast[rng() % 20] = "0123456789-:TZ t/"[rng() % 17];
+        if (i % 7 == 0)
+            fast[rng() % 21] = '\0';
+        snprintf(slow, sizeof(slow), "%s", fast);
+        cut = strrchr(slow, 'Z');
+        if (cut != NULL && cut[1] == '\0')
+            strcpy(cut, "+00:00");
+        a = -1;
+        b = -1;
+        sa = billing_time_parse(fast, &a, err, sizeof(err));
+        sb = billing_time_parse(slow, &b, err, sizeof(err));
+        if (strcmp(fast, slow) != 0) {
+            CHECK_MSG(sa == sb, "%s: %d, %s: %d", fast, (int)sa, slow, (int)sb);
+            CHECK_MSG(sa != BILLING_OK || a == b, "%s", fast);
+        }
+    }
+}
+END_TEST
+
 /* ------------------------------------------------------------------ */
 /* Suite                                                               */
 /* ------------------------------------------------------------------ */
@@ -1733,6 +1778,7 @@ static Suite *zone_suite(void)
     tcase_add_test(text, test_time_parse_rejected);
     tcase_add_test(text, test_time_format);
     tcase_add_test(text, test_time_round_trip);
+    tcase_add_test(text, test_time_parse_common_form);
     /* Generous: the brute-force and fuzz cases also run under valgrind. */
     tcase_set_timeout(zones, 300);
     tcase_set_timeout(tzif, 300);
