@@ -20,23 +20,7 @@ ex="$srcdir/examples/gpu-cloud"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/billing-ingest.XXXXXX") || exit 99
 db="billing_ck_$$"
 
-checks=0
-failures=0
-check() {
-    checks=$((checks + 1))
-    if [ "$2" = ok ]; then
-        echo "ok $1"
-    else
-        failures=$((failures + 1))
-        echo "FAIL $1"
-    fi
-}
-finish() {
-    passed=$((checks - failures))
-    echo "$((passed * 100 / checks))%: Checks: $checks, Failures: $failures, Errors: 0"
-    [ $failures -eq 0 ]
-    exit $?
-}
+. "$srcdir/tests/checklib.sh"
 
 if [ -z "${BILLING_PG_CONNINFO:-}" ]; then
     check "BILLING_PG_CONNINFO is set (scripts/services.sh start && . var/services.env)" fail

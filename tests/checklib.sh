@@ -1,5 +1,5 @@
 # checklib.sh - the Check-style reporting of the script tests, sourced by
-# check-demo.sh and check-manpages.sh:
+# check-demo.sh, check-manpages.sh and check-ingest.sh:
 #   check NAME ok|fail [DETAIL]   one line "ok NAME" or "FAIL NAME: DETAIL"
 #   finish                        the summary line
 #   "100%: Checks: N, Failures: F, Errors: 0"; exits 0 only without failures
