@@ -335,7 +335,55 @@ static int digits_value(const char *s, size_t n, bl_i128 limit, bl_i128 *out)
     return 0;
 }
 
+/*
+ * qty_parse_short - the short form nearly every event carries, "+"
+ * optional, 1 to 9 integer digits, optionally '.' and 1 to 9 fraction
+ * digits, computed in 64 bits: its value is below 10^18 nano-units, far
+ * inside every limit, so it needs none of the general checks. Returns 0,
+ * or -1 for anything else (left to bl_qty_parse_general, which decides).
+ */
+static int qty_parse_short(bl_i128 *out, const char *s)
+{
+    uint64_t whole = 0;
+    uint64_t frac = 0;
+    int n = 0;
+    int f = 0;
+
+    if (*s == '+')
+        s++;
+    while (n <= 9 && s[n] >= '0' && s[n] <= '9') {
+        whole = whole * 10 + (uint64_t)(s[n] - '0');
+        n++;
+    }
+    if (n == 0 || n > 9)
+        return -1;
+    s += n;
+    if (*s == '.') {
+        s++;
+        while (f <= 9 && s[f] >= '0' && s[f] <= '9') {
+            frac = frac * 10 + (uint64_t)(s[f] - '0');
+            f++;
+        }
+        if (f == 0 || f > 9)
+            return -1;
+        s += f;
+    }
+    if (*s != '\0')
+        return -1;
+    for (; f < BL_QTY_SCALE_DIGITS; f++)
+        frac *= 10;
+    *out = (bl_i128)(whole * (uint64_t)BL_QTY_SCALE + frac);
+    return 0;
+}
+
 int bl_qty_parse(bl_i128 *out, const char *s)
+{
+    if (s != NULL && qty_parse_short(out, s) == 0)
+        return 0;
+    return bl_qty_parse_general(out, s);
+}
+
+int bl_qty_parse_general(bl_i128 *out, const char *s)
 {
     dec_parts p;
     bl_i128 whole;

@@ -68,6 +68,13 @@ void bl_minor_to_q(mpq_t out, const mpz_t minor, int digits);
  */
 int bl_qty_parse(bl_i128 *out, const char *s);
 
+/*
+ * bl_qty_parse_general - the same parser without bl_qty_parse's fast path
+ * for short quantities ("8", "0.5", at most 9 + 9 digits): same answers
+ * for every input; tests compare the two.
+ */
+int bl_qty_parse_general(bl_i128 *out, const char *s);
+
 /* bl_mpz_set_i128 - set @out to @v exactly, INT128_MIN included. */
 void bl_mpz_set_i128(mpz_t out, bl_i128 v);
 

@@ -441,6 +441,90 @@ START_TEST(test_qty_parse)
 }
 END_TEST
 
+/* Both parsers on @text: same status, same value, nothing written on failure. */
+static void assert_qty_parsers_agree(const char *text)
+{
+    bl_i128 fast = -42;
+    bl_i128 general = -42;
+    int rc_fast = bl_qty_parse(&fast, text);
+    int rc_general = bl_qty_parse_general(&general, text);
+
+    ck_assert_msg(rc_fast == rc_general, "\"%s\": fast path %d, general parser %d", text, rc_fast,
+                  rc_general);
+    ck_assert_msg(fast == general, "\"%s\": fast path and general parser differ", text);
+}
+
+/*
+ * bl_qty_parse's fast path (at most 9 integer and 9 fraction digits)
+ * against the general parser: around its length limits, with signs and
+ * stray characters, and every string of up to 6 characters over a small
+ * alphabet.
+ */
+START_TEST(test_qty_parse_fast_path)
+{
+    static const char *const edges[] = {
+        "0", "+0", "-0", "9", "999999999", "+999999999", "1000000000", "9999999999",
+        "0000000000", "000000000", "999999999.999999999", "999999999.9999999999",
+        "9999999999.999999999", "0.000000001", "0.0000000001", "1.000000000", "1.0000000000",
+        "123456789.123456789", "+123456789.123456789", "-123456789.123456789", "1.", ".1", "+.1",
+        "1..1", "1.1.1", "1.1x", "1x", "x1", "", "+", "-", "+-1", "++1", "1 ", " 1", "1e3",
+        "000000001.000000001", "999999999.", "999999999.x", "00000000000000000001",
+    };
+    static const char alphabet[] = "09.+-x";
+    char text[8];
+    size_t i;
+    unsigned long n;
+    unsigned long k;
+    int len;
+
+    for (i = 0; i < N_ELEMS(edges); i++)
+        assert_qty_parsers_agree(edges[i]);
+    for (len = 1; len <= 6; len++) {
+        unsigned long total = 1;
+
+        for (k = 0; k < (unsigned long)len; k++)
+            total *= sizeof(alphabet) - 1;
+        for (n = 0; n < total; n++) {
+            unsigned long v = n;
+
+            for (k = 0; k < (unsigned long)len; k++) {
+                text[k] = alphabet[v % (sizeof(alphabet) - 1)];
+                v /= sizeof(alphabet) - 1;
+            }
+            text[len] = '\0';
+            assert_qty_parsers_agree(text);
+        }
+    }
+}
+END_TEST
+
+/* Every length of integer and fraction digits around the fast path's limits. */
+START_TEST(test_qty_parse_fast_path_lengths)
+{
+    char text[40];
+    int ilen;
+    int flen;
+    int d;
+
+    for (d = 0; d < 3; d++) {
+        char digit = "091"[d];
+
+        for (ilen = 0; ilen <= 12; ilen++) {
+            for (flen = -1; flen <= 12; flen++) {
+                memset(text, digit, (size_t)ilen);
+                text[ilen] = '\0';
+                if (flen >= 0) {
+                    text[ilen] = '.';
+                    memset(text + ilen + 1, '7', (size_t)flen);
+                    text[ilen + 1 + flen] = '\0';
+                }
+                assert_qty_parsers_agree(text);
+            }
+        }
+    }
+}
+END_TEST
+
 START_TEST(test_qty_parse_null)
 {
     bl_i128 got;
@@ -852,6 +936,8 @@ static Suite *decimal_suite(void)
     tcase_add_loop_test(tables, test_minor_to_string, 0, N_ELEMS(minor_cases));
     tcase_add_loop_test(tables, test_qty_parse, 0, N_ELEMS(qty_cases));
     tcase_add_test(tables, test_qty_parse_null);
+    tcase_add_test(tables, test_qty_parse_fast_path);
+    tcase_add_test(tables, test_qty_parse_fast_path_lengths);
     tcase_add_loop_test(tables, test_qty_to_string, 0, N_ELEMS(qty_text_cases));
     tcase_add_loop_test(tables, test_mpz_set_i128, 0, N_ELEMS(i128_cases));
     tcase_add_test(tables, test_i128_extremes);
