@@ -22,8 +22,229 @@
 typedef struct bl_piece {
     billing_time_t start;
     billing_time_t end;
+    billing_time_t lo;   /* [lo, hi): around the piece, where its key stays the same */
+    billing_time_t hi;   /* (kept in the memo unless a subscription could cover it) */
+    int memo;            /* non-zero if the piece may be kept in the memo */
     bl_aggkey key;
 } bl_piece;
+
+/* ---------------------------------------------------------------------- */
+/* Interning                                                               */
+/* ---------------------------------------------------------------------- */
+
+/* Non-zero if the @n bytes at @a and @b are equal: word loads, no call. */
+static inline int bytes_eq(const char *a, const char *b, size_t n)
+{
+    uint64_t x;
+    uint64_t y;
+
+    while (n >= 8) {
+        memcpy(&x, a, 8);
+        memcpy(&y, b, 8);
+        if (x != y)
+            return 0;
+        a += 8;
+        b += 8;
+        n -= 8;
+    }
+    return bl_load_tail(a, n) == bl_load_tail(b, n);
+}
+
+static void intern_free(bl_intern *t, int owns_keys)
+{
+    size_t i;
+
+    for (i = 0; owns_keys && i < t->cap; i++)
+        free((char *)t->slots[i].key);
+    free(t->slots);
+    memset(t, 0, sizeof(*t));
+}
+
+/*
+ * The value interned for the bytes @a (@alen) followed by @b (@blen), of
+ * hash @h, or UINT32_MAX when absent.
+ */
+static inline uint32_t intern_find(const bl_intern *t, uint64_t h, const char *a, size_t alen,
+                                   const char *b, size_t blen)
+{
+    uint32_t len = (uint32_t)(alen << 8 | blen);
+    size_t i;
+    const bl_intern_slot *s;
+
+    if (t->cap == 0)
+        return UINT32_MAX;
+    for (i = (size_t)h & (t->cap - 1); (s = &t->slots[i])->key != NULL;
+         i = (i + 1) & (t->cap - 1)) {
+        if (s->hash == h && s->len == len && bytes_eq(s->key, a, alen) &&
+            bytes_eq(s->key + alen, b, blen))
+            return s->value;
+    }
+    return UINT32_MAX;
+}
+
+static void intern_place(bl_intern_slot *slots, size_t cap, const bl_intern_slot *from)
+{
+    size_t i = (size_t)from->hash & (cap - 1);
+
+    while (slots[i].key != NULL)
+        i = (i + 1) & (cap - 1);
+    slots[i] = *from;
+}
+
+/*
+ * Remember that @key (lengths packed as in bl_intern_slot), of hash @h,
+ * is @value; the key is not present. Returns 0, or -1 when out of memory
+ * (table unchanged: interning is only a shortcut).
+ */
+static int intern_add(bl_intern *t, uint64_t h, const char *key, uint32_t len, uint32_t value)
+{
+    size_t ncap;
+    size_t i;
+    bl_intern_slot *slots;
+    bl_intern_slot s;
+
+    if ((t->count + 1) * 2 > t->cap) {
+        ncap = t->cap ? t->cap * 2 : 64;
+        slots = calloc(ncap, sizeof(*slots));
+        if (slots == NULL)
+            return -1;
+        for (i = 0; i < t->cap; i++) {
+            if (t->slots[i].key != NULL)
+                intern_place(slots, ncap, &t->slots[i]);
+        }
+        free(t->slots);
+        t->slots = slots;
+        t->cap = ncap;
+    }
+    s.hash = h;
+    s.key = key;
+    s.len = len;
+    s.value = value;
+    intern_place(t->slots, t->cap, &s);
+    t->count++;
+    return 0;
+}
+
+static uint64_t account_hash(const billing_rater *r, const billing_event *ev)
+{
+    return bl_hash_bytes(ev->account, ev->account_len, r->seed);
+}
+
+static uint64_t pair_hash(const billing_rater *r, const billing_event *ev)
+{
+    return bl_hash_bytes(ev->region, ev->region_len,
+                         bl_hash_bytes(ev->model, ev->model_len, r->seed ^ 1u));
+}
+
+/* The pair number of @ev's model and region, interned on first sight; BL_PAIR_NONE past the cap. */
+static uint32_t pair_intern(billing_rater *r, const billing_event *ev, uint64_t h)
+{
+    uint32_t v = intern_find(&r->pair_ids, h, ev->model, ev->model_len, ev->region,
+                             ev->region_len);
+    char *key;
+
+    if (v != UINT32_MAX)
+        return v;
+    if (r->pair_ids.count >= BL_PAIRS_MAX)
+        return BL_PAIR_NONE;
+    key = malloc((size_t)ev->model_len + ev->region_len + 1);
+    if (key == NULL)
+        return BL_PAIR_NONE;
+    memcpy(key, ev->model, ev->model_len);
+    memcpy(key + ev->model_len, ev->region, ev->region_len);
+    v = (uint32_t)r->pair_ids.count;
+    if (intern_add(&r->pair_ids, h, key, (uint32_t)ev->model_len << 8 | ev->region_len, v) != 0) {
+        free(key);
+        return BL_PAIR_NONE;
+    }
+    return v;
+}
+
+/* ---------------------------------------------------------------------- */
+/* The memo                                                                */
+/* ---------------------------------------------------------------------- */
+
+/* The first of the two entries where (@ai, @pair, @meter) may be kept. */
+static inline size_t memo_bucket(const billing_rater *r, size_t ai, uint32_t pair,
+                                 billing_meter meter)
+{
+    uint64_t k = ((uint64_t)ai << 16 | (uint64_t)pair << 2 | (uint64_t)meter) *
+                 UINT64_C(0x9e3779b97f4a7c15);
+
+    return (size_t)(k >> r->memo_shift) & ~(size_t)1;
+}
+
+static inline int memo_is(const bl_memo *m, size_t ai, uint32_t pair, billing_meter meter)
+{
+    return m->account == (uint32_t)ai + 1 && m->pair == pair && m->meter == (uint32_t)meter;
+}
+
+/* The memo entry whose aggregate takes all of @ev, or NULL. */
+static inline bl_memo *memo_find(const billing_rater *r, const billing_event *ev, size_t ai,
+                                 uint32_t pair)
+{
+    bl_memo *m;
+    size_t b;
+    int i;
+
+    if (r->memo_cap == 0 || pair == BL_PAIR_NONE)
+        return NULL;
+    b = memo_bucket(r, ai, pair, ev->meter);
+    for (i = 0; i < 2; i++) {
+        m = &r->memo[b + (size_t)i];
+        if (memo_is(m, ai, pair, ev->meter))
+            return ev->start >= m->lo && ev->end <= m->hi ? m : NULL;
+    }
+    return NULL;
+}
+
+/* Size the memo for the aggregates there are (emptying it), if it can grow. */
+static void memo_size(billing_rater *r)
+{
+    size_t cap = BL_MEMO_MIN;
+    unsigned bits = 10;
+    bl_memo *memo;
+
+    if (r->memo_cap >= BL_MEMO_MAX || r->n_aggs * 4 <= r->memo_cap)
+        return;
+    while (cap < r->n_aggs * 4 && cap < BL_MEMO_MAX) {
+        cap *= 2;
+        bits++;
+    }
+    memo = calloc(cap, sizeof(*memo));
+    if (memo == NULL)
+        return;
+    free(r->memo);
+    r->memo = memo;
+    r->memo_cap = cap;
+    r->memo_shift = 64 - bits;
+}
+
+/* Keep piece @p of @ev (account @ai, pair @pair), added to aggregate @agg, in the memo. */
+static void memo_put(billing_rater *r, const billing_event *ev, size_t ai, uint32_t pair,
+                     const bl_piece *p, const bl_agg *agg)
+{
+    bl_memo *m;
+    size_t b;
+
+    if (!p->memo || pair == BL_PAIR_NONE)
+        return;
+    memo_size(r);
+    if (r->memo_cap == 0)
+        return;
+    b = memo_bucket(r, ai, pair, ev->meter);
+    m = &r->memo[b];
+    if (memo_is(&r->memo[b + 1], ai, pair, ev->meter))
+        m = &r->memo[b + 1];
+    else if (!memo_is(m, ai, pair, ev->meter))
+        r->memo[b + 1] = *m; /* a new key goes first, the older entry second */
+    m->lo = p->lo;
+    m->hi = p->hi;
+    m->account = (uint32_t)ai + 1;
+    m->agg = (uint32_t)(agg - r->aggs);
+    m->pair = pair;
+    m->meter = (uint32_t)ev->meter;
+}
 
 billing_status billing_rater_new(billing_catalog *cat, billing_rater **out, char *errbuf,
                                  size_t errsize)
@@ -75,6 +296,9 @@ void billing_rater_destroy(billing_rater *r)
             free(r->by_account[i].data);
     }
     bl_credit_memo_free(r);
+    intern_free(&r->account_ids, 0);
+    intern_free(&r->pair_ids, 1);
+    free(r->memo);
     bl_strmap_free(&r->attr_map);
     free(r->attrs.data);
     free(r->by_account);
@@ -318,6 +542,11 @@ static billing_time_t min_time(billing_time_t a, billing_time_t b)
     return a < b ? a : b;
 }
 
+static billing_time_t max_time(billing_time_t a, billing_time_t b)
+{
+    return a > b ? a : b;
+}
+
 /* @t as "2025-12-02 10:00:00 +08:00 Asia/Shanghai", the account's wall clock. */
 static void format_local(const billing_zone *zone, billing_time_t t, char *buf, size_t size)
 {
@@ -397,6 +626,18 @@ static billing_status next_piece(billing_rater *r, const billing_event *ev, size
     }
     p->start = t;
     p->end = end;
+    p->lo = mc->start;
+    p->hi = mc->end;
+    if (vpos > 0)
+        p->lo = max_time(p->lo, cat->vfrom[vpos - 1]);
+    if (vpos < cat->versions.len)
+        p->hi = min_time(p->hi, cat->vfrom[vpos]);
+    if (epoch > 0)
+        p->lo = max_time(p->lo, a->epochs[epoch - 1]);
+    if (epoch < a->n_epochs)
+        p->hi = min_time(p->hi, a->epochs[epoch]);
+    p->memo = !(a->n_subs > 0 &&
+                (ev->meter == BILLING_METER_GPU || ev->meter == BILLING_METER_GPULESS));
     memset(&p->key, 0, sizeof(p->key));
     p->key.account = (uint32_t)ai;
     p->key.month = mc->month;
@@ -587,32 +828,31 @@ void bl_agg_add_i128(bl_agg *a, bl_i128 v)
 }
 
 /*
- * Add (@sign 1) or take away (@sign -1) the piece @p of @ev. Quantities
- * and durations are never negative, so negating a product cannot overflow.
- * Taking away needs the aggregate to exist (billing_rater_remove checks).
+ * Add (@sign 1) or take away (@sign -1) the usage of @ev in [@start, @end)
+ * to the sum of @a. Quantities and durations are never negative, so
+ * negating a product cannot overflow. A quantity below 2^63 times a
+ * duration (below 2^64 ns) is a 64 x 64 -> 128-bit product below 2^127,
+ * which cannot overflow; larger ones are checked.
  */
-static void add_piece(billing_rater *r, const billing_event *ev, const bl_piece *p, int sign)
+static void agg_add_usage(bl_agg *a, const billing_event *ev, billing_time_t start,
+                          billing_time_t end, int sign)
 {
-    bl_agg *a = sign > 0 ? agg_get(r, &p->key) : agg_find(r, &p->key);
-    bl_i128 dur = (bl_i128)(p->end - p->start);
+    uint64_t dur64 = (uint64_t)(end - start);
+    bl_i128 dur = (bl_i128)dur64;
     bl_i128 prod;
     mpz_t z;
     mpq_t q;
 
-    if (sign > 0) {
-        a->pieces++;
-    } else if (--a->pieces == 0) {
-        /* Everything in it was taken away: it is exactly zero. */
-        a->sum = 0;
-        if (a->has_extra)
-            mpq_set_ui(a->extra, 0, 1);
+    if (is_time_meter(ev->meter) && (ev->qty >> 63) == 0) {
+        prod = (bl_i128)((unsigned __int128)(uint64_t)ev->qty * dur64);
+        bl_agg_add_i128(a, sign > 0 ? prod : -prod);
         return;
     }
     if (is_time_meter(ev->meter) && !__builtin_mul_overflow(ev->qty, dur, &prod)) {
         bl_agg_add_i128(a, sign > 0 ? prod : -prod);
         return;
     }
-    if (!is_time_meter(ev->meter) && p->start == ev->start && p->end == ev->end) {
+    if (!is_time_meter(ev->meter) && start == ev->start && end == ev->end) {
         bl_agg_add_i128(a, sign > 0 ? ev->qty : -ev->qty);
         return;
     }
@@ -634,6 +874,28 @@ static void add_piece(billing_rater *r, const billing_event *ev, const bl_piece 
     agg_extra_add(a, q);
     mpq_clear(q);
     mpz_clear(z);
+}
+
+/*
+ * Add (@sign 1) or take away (@sign -1) the piece @p of @ev; returns its
+ * aggregate. Taking away needs the aggregate to exist (billing_rater_remove
+ * checks).
+ */
+static bl_agg *add_piece(billing_rater *r, const billing_event *ev, const bl_piece *p, int sign)
+{
+    bl_agg *a = sign > 0 ? agg_get(r, &p->key) : agg_find(r, &p->key);
+
+    if (sign > 0) {
+        a->pieces++;
+    } else if (--a->pieces == 0) {
+        /* Everything in it was taken away: it is exactly zero. */
+        a->sum = 0;
+        if (a->has_extra)
+            mpq_set_ui(a->extra, 0, 1);
+        return a;
+    }
+    agg_add_usage(a, ev, p->start, p->end, sign);
+    return a;
 }
 
 int bl_rater_reserve_aggs(billing_rater *r, uint32_t account, size_t extra)
@@ -814,6 +1076,67 @@ static billing_status event_account(const billing_rater *r, const billing_event 
     return BILLING_OK;
 }
 
+/* Every field an event must have. */
+#define EV_REQUIRED (BL_EV_ID | BL_EV_ACCOUNT | BL_EV_RESOURCE | BL_EV_METER | BL_EV_INTERVAL | \
+                     BL_EV_QUANTITY)
+
+/*
+ * The checks of validate() that interning does not answer: an interned
+ * account is a known valid id, an interned pair is printable.
+ */
+static int valid_but_interned(const billing_event *ev)
+{
+    return ev->refused == 0 && (ev->set & EV_REQUIRED) == EV_REQUIRED && ev->end > ev->start &&
+           ev->start >= BL_TIME_MIN && ev->end <= BL_TIME_MAX &&
+           bl_valid_id_n(ev->id, ev->id_len) && bl_valid_id_n(ev->resource, ev->resource_len);
+}
+
+/*
+ * Validate @ev, its account into *@ai and its pair number into *@pair
+ * (BL_PAIR_NONE past BL_PAIRS_MAX). Seen before, the account and pair are
+ * found by their bytes; otherwise validate() and the catalog decide, with
+ * the same messages, and the rater interns them for next time.
+ */
+static billing_status event_ids(billing_rater *r, const billing_event *ev, size_t *ai,
+                                uint32_t *pair, char *errbuf, size_t errsize)
+{
+    uint32_t acc = UINT32_MAX;
+    uint64_t ha = 0;
+    uint64_t hp = 0;
+    billing_status st;
+
+    if (valid_but_interned(ev)) {
+        ha = account_hash(r, ev);
+        hp = pair_hash(r, ev);
+        acc = intern_find(&r->account_ids, ha, ev->account, ev->account_len, "", 0);
+        *pair = intern_find(&r->pair_ids, hp, ev->model, ev->model_len, ev->region,
+                            ev->region_len);
+        if (acc != UINT32_MAX && *pair != UINT32_MAX) {
+            *ai = acc;
+            return BILLING_OK;
+        }
+    }
+    st = event_account(r, ev, ai, errbuf, errsize);
+    if (st != BILLING_OK)
+        return st;
+    ha = account_hash(r, ev);
+    hp = pair_hash(r, ev);
+    if (acc == UINT32_MAX)
+        intern_add(&r->account_ids, ha, BL_AT(r->cat->accounts, bl_account, *ai)->id,
+                   (uint32_t)ev->account_len << 8, (uint32_t)*ai);
+    *pair = pair_intern(r, ev, hp);
+    return BILLING_OK;
+}
+
+/* Rate @ev through the memo entry @m: one piece, its aggregate known. */
+static void add_memo(billing_rater *r, const billing_event *ev, const bl_memo *m)
+{
+    bl_agg *a = &r->aggs[m->agg];
+
+    a->pieces++;
+    agg_add_usage(a, ev, ev->start, ev->end, 1);
+}
+
 billing_status billing_rater_add(billing_rater *r, const billing_event *ev, char *errbuf,
                                  size_t errsize)
 {
@@ -821,14 +1144,17 @@ billing_status billing_rater_add(billing_rater *r, const billing_event *ev, char
     billing_status st;
     size_t ai;
     size_t i;
-    size_t pieces;
+    size_t pieces = 0;
     uint64_t h = 0;
     uint64_t fp = 0;
     bl_seen *s = NULL;
+    uint32_t pair;
+    const bl_memo *m;
+    bl_agg *a;
 
     if (r == NULL || ev == NULL)
         return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID, "rater or event is NULL");
-    st = event_account(r, ev, &ai, errbuf, errsize);
+    st = event_ids(r, ev, &ai, &pair, errbuf, errsize);
     if (st != BILLING_OK)
         return st;
     if (r->dedupe) {
@@ -842,16 +1168,23 @@ billing_status billing_rater_add(billing_rater *r, const billing_event *ev, char
             return bl_seterr(errbuf, errsize, BILLING_ERR_CONFLICT,
                              "event '%s': id already counted with different content", ev->id);
     }
-    /* Validate every piece before changing anything: an event is all or nothing. */
-    st = split(r, ev, ai, few, &pieces, errbuf, errsize);
-    if (st != BILLING_OK)
-        return st;
-    if (reserve_aggs(r, ai, pieces) != 0 ||
+    m = memo_find(r, ev, ai, pair);
+    if (m == NULL) {
+        /* Validate every piece before changing anything: an event is all or nothing. */
+        st = split(r, ev, ai, few, &pieces, errbuf, errsize);
+        if (st != BILLING_OK)
+            return st;
+    }
+    if ((m == NULL && reserve_aggs(r, ai, pieces) != 0) ||
         (r->dedupe && s == NULL && seen_reserve(r, ev->id_len) != 0))
         return bl_seterr(errbuf, errsize, BILLING_ERR_NOMEM, "event '%s': out of memory", ev->id);
-    if (pieces <= FEW_PIECES) {
-        for (i = 0; i < pieces; i++)
-            add_piece(r, ev, &few[i], 1);
+    if (m != NULL) {
+        add_memo(r, ev, m);
+    } else if (pieces <= FEW_PIECES) {
+        for (i = 0; i < pieces; i++) {
+            a = add_piece(r, ev, &few[i], 1);
+            memo_put(r, ev, ai, pair, &few[i], a);
+        }
     } else {
         walk(r, ev, ai, 1, &pieces, NULL, 0);
     }

@@ -77,6 +77,55 @@ typedef struct bl_seen_slot {
     uint32_t tag;      /* high half of the id's hash: most misses skip the arena */
 } bl_seen_slot;
 
+/*
+ * Interning: an event's account and its (model, region) pair become small
+ * numbers once per rater, found again by their bytes (hash, then an
+ * exact comparison), with no allocation per event. Open addressing on a
+ * power-of-two table kept at most half full.
+ */
+typedef struct bl_intern_slot {
+    uint64_t hash;
+    const char *key;   /* the bytes: an account id (the catalog's) or model then region
+                        * (owned); NULL = empty slot */
+    uint32_t len;      /* first length << 8 | second length */
+    uint32_t value;    /* account index or pair number */
+} bl_intern_slot;
+
+typedef struct bl_intern {
+    bl_intern_slot *slots;
+    size_t cap;        /* power of two or 0 */
+    size_t count;
+} bl_intern;
+
+/*
+ * Most distinct (model, region) pairs one rater interns: events name them
+ * freely; past it, events of new pairs take the general path (slower,
+ * same result).
+ */
+#define BL_PAIRS_MAX 4096
+#define BL_PAIR_NONE UINT32_MAX
+
+/*
+ * The memo: for (account, meter, pair), the aggregate its last piece went
+ * to and the interval [lo, hi) around it in which the local month, price
+ * version, credit epoch and so the rate do not change. An event of the
+ * same account, meter and pair inside that interval goes straight to the
+ * aggregate. Only kept where no subscription can cover the piece. A
+ * cache: two-way, sized from the number of aggregates (at most
+ * BL_MEMO_MAX entries of 32 bytes), emptied when it grows.
+ */
+#define BL_MEMO_MIN 1024
+#define BL_MEMO_MAX (1u << 18)
+
+typedef struct bl_memo {
+    billing_time_t lo;
+    billing_time_t hi;
+    uint32_t account;  /* account index + 1; 0 = empty */
+    uint32_t agg;      /* index into r->aggs */
+    uint32_t pair;
+    uint32_t meter;
+} bl_memo;
+
 struct bl_credit_memo; /* invoice.c */
 
 typedef struct bl_u32vec {
@@ -101,6 +150,11 @@ struct billing_rater {
     bl_rate_cache rates;   /* recent rate lookups */
     bl_vec attrs;          /* bl_attrs of included usage, at most BL_ATTRS_MAX */
     bl_strmap attr_map;    /* their keys -> index */
+    bl_intern account_ids; /* account bytes -> catalog index */
+    bl_intern pair_ids;    /* model and region bytes -> pair number */
+    bl_memo *memo;         /* see bl_memo */
+    size_t memo_cap;       /* power of two or 0 */
+    unsigned memo_shift;   /* 64 - log2(memo_cap) */
     uint64_t gen;          /* changes whenever an event is added or removed */
     struct bl_credit_memo *credit_memo; /* per account, for invoices (invoice.c) */
     /* Dedupe. */
