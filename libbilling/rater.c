@@ -32,29 +32,58 @@ typedef struct bl_piece {
 /* Interning                                                               */
 /* ---------------------------------------------------------------------- */
 
-/* Non-zero if the @n bytes at @a and @b are equal: word loads, no call. */
-static inline int bytes_eq(const char *a, const char *b, size_t n)
-{
-    uint64_t x;
-    uint64_t y;
+/*
+ * Interned keys are compared and hashed a word at a time. An event's
+ * fields are arrays of BL_ID_MAX + 1 or BL_ATTR_MAX + 1 bytes, so the
+ * words covering a field's @n bytes can always be read; the bytes past @n
+ * are masked off. Interned copies are zero-padded to whole words.
+ */
+#define WORDS(n) (((n) + 7) / 8)
 
-    while (n >= 8) {
-        memcpy(&x, a, 8);
-        memcpy(&y, b, 8);
-        if (x != y)
-            return 0;
-        a += 8;
-        b += 8;
-        n -= 8;
-    }
-    return bl_load_tail(a, n) == bl_load_tail(b, n);
+/* Word @i of the @n bytes at @s, the bytes past @n zero (in memory order, any endianness). */
+static inline uint64_t field_word(const char *s, size_t i, size_t n)
+{
+    static const unsigned char ones[16] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+    size_t left = n - 8 * i;
+    uint64_t w;
+    uint64_t mask;
+
+    memcpy(&w, s + 8 * i, 8);
+    if (left >= 8)
+        return w;
+    memcpy(&mask, ones + 8 - left, 8);
+    return w & mask;
 }
 
-static void intern_free(bl_intern *t, int owns_keys)
+/* Hash of the @n bytes at @s (readable to a whole word), continuing @h. */
+static inline uint64_t field_hash(const char *s, size_t n, uint64_t h)
 {
     size_t i;
 
-    for (i = 0; owns_keys && i < t->cap; i++)
+    for (i = 0; i < WORDS(n); i++)
+        h = (h ^ field_word(s, i, n)) * UINT64_C(0x9e3779b97f4a7c15) + n;
+    return h ^ (h >> 29);
+}
+
+/* Non-zero if the @n bytes at @s equal the zero-padded copy @key. */
+static inline int field_eq(const char *key, const char *s, size_t n)
+{
+    size_t i;
+    uint64_t k;
+
+    for (i = 0; i < WORDS(n); i++) {
+        memcpy(&k, key + 8 * i, 8);
+        if (k != field_word(s, i, n))
+            return 0;
+    }
+    return 1;
+}
+
+static void intern_free(bl_intern *t)
+{
+    size_t i;
+
+    for (i = 0; i < t->cap; i++)
         free((char *)t->slots[i].key);
     free(t->slots);
     memset(t, 0, sizeof(*t));
@@ -75,8 +104,8 @@ static inline uint32_t intern_find(const bl_intern *t, uint64_t h, const char *a
         return UINT32_MAX;
     for (i = (size_t)h & (t->cap - 1); (s = &t->slots[i])->key != NULL;
          i = (i + 1) & (t->cap - 1)) {
-        if (s->hash == h && s->len == len && bytes_eq(s->key, a, alen) &&
-            bytes_eq(s->key + alen, b, blen))
+        if (s->hash == h && s->len == len && field_eq(s->key, a, alen) &&
+            field_eq(s->key + 8 * WORDS(alen), b, blen))
             return s->value;
     }
     return UINT32_MAX;
@@ -127,13 +156,34 @@ static int intern_add(bl_intern *t, uint64_t h, const char *key, uint32_t len, u
 
 static uint64_t account_hash(const billing_rater *r, const billing_event *ev)
 {
-    return bl_hash_bytes(ev->account, ev->account_len, r->seed);
+    return bl_hash_mix(field_hash(ev->account, ev->account_len, r->seed));
 }
 
 static uint64_t pair_hash(const billing_rater *r, const billing_event *ev)
 {
-    return bl_hash_bytes(ev->region, ev->region_len,
-                         bl_hash_bytes(ev->model, ev->model_len, r->seed ^ 1u));
+    return bl_hash_mix(field_hash(ev->region, ev->region_len,
+                                  field_hash(ev->model, ev->model_len, r->seed ^ 1u)));
+}
+
+/*
+ * Intern the bytes @a (@alen) and @b (@blen), of hash @h, as @value in a
+ * zero-padded copy. Returns 0, or -1 when out of memory (nothing kept:
+ * interning is only a shortcut).
+ */
+static int intern_copy(bl_intern *t, uint64_t h, const char *a, size_t alen, const char *b,
+                       size_t blen, uint32_t value)
+{
+    char *key = calloc(WORDS(alen) + WORDS(blen) + 1, 8);
+
+    if (key == NULL)
+        return -1;
+    memcpy(key, a, alen);
+    memcpy(key + 8 * WORDS(alen), b, blen);
+    if (intern_add(t, h, key, (uint32_t)(alen << 8 | blen), value) != 0) {
+        free(key);
+        return -1;
+    }
+    return 0;
 }
 
 /* The pair number of @ev's model and region, interned on first sight; BL_PAIR_NONE past the cap. */
@@ -141,22 +191,13 @@ static uint32_t pair_intern(billing_rater *r, const billing_event *ev, uint64_t 
 {
     uint32_t v = intern_find(&r->pair_ids, h, ev->model, ev->model_len, ev->region,
                              ev->region_len);
-    char *key;
 
     if (v != UINT32_MAX)
         return v;
-    if (r->pair_ids.count >= BL_PAIRS_MAX)
-        return BL_PAIR_NONE;
-    key = malloc((size_t)ev->model_len + ev->region_len + 1);
-    if (key == NULL)
-        return BL_PAIR_NONE;
-    memcpy(key, ev->model, ev->model_len);
-    memcpy(key + ev->model_len, ev->region, ev->region_len);
     v = (uint32_t)r->pair_ids.count;
-    if (intern_add(&r->pair_ids, h, key, (uint32_t)ev->model_len << 8 | ev->region_len, v) != 0) {
-        free(key);
+    if (v >= BL_PAIRS_MAX ||
+        intern_copy(&r->pair_ids, h, ev->model, ev->model_len, ev->region, ev->region_len, v) != 0)
         return BL_PAIR_NONE;
-    }
     return v;
 }
 
@@ -296,8 +337,8 @@ void billing_rater_destroy(billing_rater *r)
             free(r->by_account[i].data);
     }
     bl_credit_memo_free(r);
-    intern_free(&r->account_ids, 0);
-    intern_free(&r->pair_ids, 1);
+    intern_free(&r->account_ids);
+    intern_free(&r->pair_ids);
     free(r->memo);
     bl_strmap_free(&r->attr_map);
     free(r->attrs.data);
@@ -1122,8 +1163,7 @@ static billing_status event_ids(billing_rater *r, const billing_event *ev, size_
     ha = account_hash(r, ev);
     hp = pair_hash(r, ev);
     if (acc == UINT32_MAX)
-        intern_add(&r->account_ids, ha, BL_AT(r->cat->accounts, bl_account, *ai)->id,
-                   (uint32_t)ev->account_len << 8, (uint32_t)*ai);
+        intern_copy(&r->account_ids, ha, ev->account, ev->account_len, "", 0, (uint32_t)*ai);
     *pair = pair_intern(r, ev, hp);
     return BILLING_OK;
 }

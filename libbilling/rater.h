@@ -85,8 +85,8 @@ typedef struct bl_seen_slot {
  */
 typedef struct bl_intern_slot {
     uint64_t hash;
-    const char *key;   /* the bytes: an account id (the catalog's) or model then region
-                        * (owned); NULL = empty slot */
+    const char *key;   /* the bytes, owned, each part zero-padded to whole words: an
+                        * account id, or model then region; NULL = empty slot */
     uint32_t len;      /* first length << 8 | second length */
     uint32_t value;    /* account index or pair number */
 } bl_intern_slot;
