@@ -41,7 +41,15 @@
 /* Under valgrind (20-50 times slower) a few seeds check memory; the rules are checked above. */
 #define SEEDS_VALGRIND 3
 #define N_BASE_EVENTS 160
-#define N_EVENTS (N_BASE_EVENTS * 2 + REF_MAX_SUBS)
+/*
+ * Dense streams: many short records of few keys around a few instants
+ * (the rater's memo and interning paths, with boundaries in between).
+ */
+#define DENSE_SEEDS 16
+#define DENSE_SEEDS_VALGRIND 2
+#define N_DENSE_EVENTS 1024
+#define N_HOT 3
+#define N_EVENTS (N_DENSE_EVENTS * 2 + REF_MAX_SUBS)
 #define FIRST_MONTH (2023 * 12 + 5)
 #define LAST_MONTH (2029 * 12 + 11)
 #define N_MONTHS (LAST_MONTH - FIRST_MONTH + 1)
@@ -62,6 +70,9 @@ static const struct {
 } currencies[] = {{"CNY", 2}, {"JPY", 0}, {"KWD", 3}};
 
 static uint64_t rng;
+/* Non-zero while a dense stream is generated; its instants. */
+static int dense;
+static billing_time_t hot[N_HOT];
 
 static uint64_t rnd(void)
 {
@@ -423,6 +434,26 @@ static billing_time_t gen_duration(void)
     }
 }
 
+/*
+ * Make @ev one of a dense stream: a one-minute record (or up to two hours)
+ * within two hours of a hot instant, on two models and one region, so
+ * that most events repeat an earlier key in the same month, version and
+ * epoch, and some start, end or cross exactly at a boundary.
+ */
+static void gen_dense(ref_event *ev)
+{
+    static const char *const models[] = {"RTX4090", "A100-80G"};
+
+    ev->start = hot[pick(N_HOT)];
+    if (pick(4) != 0)
+        ev->start += (pick64(240) - 120) * 60 * NS;
+    ev->end = ev->start + (pick(4) != 0 ? 60 * NS : 1 + pick64(2 * HOUR));
+    if (pick(8) == 0)
+        ev->start -= 60 * NS; /* ends exactly at the hot instant, or crosses it */
+    snprintf(ev->model, REF_ID, "%s", models[pick(2)]);
+    snprintf(ev->region, REF_ID, "%s", "cn-east-1");
+}
+
 static void gen_event(ref_event *ev, int i, const points *pts)
 {
     static const char *const models[] = {"RTX4090", "A100-80G", "H100", ""};
@@ -445,6 +476,8 @@ static void gen_event(ref_event *ev, int i, const points *pts)
     gen_quantity(ev->qty, ev->meter);
     snprintf(ev->model, REF_ID, "%s", models[pick(4)]);
     snprintf(ev->region, REF_ID, "%s", regions[pick(3)]);
+    if (dense)
+        gen_dense(ev);
 }
 
 /* An hour of an unsubscribed instance either side of each cancellation. */
@@ -475,16 +508,19 @@ static int gen_cancel_usage(const ref_spec *s, ref_event *evs)
 /* Base events, usage at cancellations, exact and conflicting repeats, shuffled. */
 static int gen_stream(const ref_spec *s, ref_event *evs, const points *pts)
 {
-    int n = N_BASE_EVENTS;
+    int base = dense ? N_DENSE_EVENTS : N_BASE_EVENTS;
+    int n = base;
     int i;
     int j;
     ref_event t;
 
-    for (i = 0; i < N_BASE_EVENTS; i++)
+    for (i = 0; i < N_HOT; i++)
+        hot[i] = pts->v[pick(pts->n)];
+    for (i = 0; i < base; i++)
         gen_event(&evs[i], i, pts);
     n += gen_cancel_usage(s, evs + n);
-    for (i = 0; i < N_BASE_EVENTS / 8; i++) {
-        evs[n] = evs[pick(N_BASE_EVENTS)];
+    for (i = 0; i < base / 8; i++) {
+        evs[n] = evs[pick(base)];
         if (pick(3) == 0)
             evs[n].end += NS; /* same id, other content: a conflict */
         n++;
@@ -784,7 +820,7 @@ static void compare_exhaustion(billing_rater *r, ref_rater *ref, const ref_spec 
         billing_event_destroy(lib[i]);
 }
 
-static void run_seed(int seed, uint64_t *counts)
+static void run_seed(int seed, int dense_stream, uint64_t *counts)
 {
     static ref_spec spec;
     static ref_event evs[N_EVENTS];
@@ -802,6 +838,7 @@ static void run_seed(int seed, uint64_t *counts)
     int i;
 
     rng = UINT64_C(0x9e3779b97f4a7c15) * (uint64_t)(seed + 1);
+    dense = dense_stream;
     pts.n = 0;
     trans.n = 0;
     gen_catalog(&spec, &pts, &trans);
@@ -837,9 +874,20 @@ START_TEST(test_reference_streams)
 {
     uint64_t counts[16] = {0};
 
-    run_seed(_i, counts);
+    run_seed(_i, 0, counts);
     /* The stream must exercise what it claims to: rated, repeated, refused. */
     ck_assert_uint_gt(counts[BILLING_OK], N_BASE_EVENTS / 2);
+    ck_assert_uint_gt(counts[BILLING_DUPLICATE] + counts[-BILLING_ERR_CONFLICT + 1], 0);
+}
+END_TEST
+
+/* Dense streams: the rater's shortcuts for repeated keys against the reference. */
+START_TEST(test_reference_dense_streams)
+{
+    uint64_t counts[16] = {0};
+
+    run_seed(_i, 1, counts);
+    ck_assert_uint_gt(counts[BILLING_OK], N_DENSE_EVENTS / 2);
     ck_assert_uint_gt(counts[BILLING_DUPLICATE] + counts[-BILLING_ERR_CONFLICT + 1], 0);
 }
 END_TEST
@@ -906,7 +954,7 @@ START_TEST(test_reference_found_seeds)
 {
     uint64_t counts[16] = {0};
 
-    run_seed(found_seeds[_i], counts);
+    run_seed(found_seeds[_i], 0, counts);
 }
 END_TEST
 
@@ -920,6 +968,8 @@ static Suite *reference_suite(void)
     tcase_add_test(tc, test_reference_worked_example);
     tcase_add_loop_test(tc, test_reference_streams, 0,
                         vg != NULL && strcmp(vg, "1") == 0 ? SEEDS_VALGRIND : SEEDS);
+    tcase_add_loop_test(tc, test_reference_dense_streams, 0,
+                        vg != NULL && strcmp(vg, "1") == 0 ? DENSE_SEEDS_VALGRIND : DENSE_SEEDS);
     tcase_add_loop_test(tc, test_reference_found_seeds, 0,
                         (int)(sizeof(found_seeds) / sizeof(found_seeds[0])));
     suite_add_tcase(s, tc);
