@@ -726,6 +726,177 @@ START_TEST(test_aggregates_round_trip)
 }
 END_TEST
 
+/* ---------------------------------------------------------------------- */
+/* Dense streams: the rater's memo and interning against the general path  */
+/* ---------------------------------------------------------------------- */
+
+#define N_DENSE 2000
+#define N_DENSE_ACCOUNTS (N_ACCOUNTS + 1)
+
+/* The catalog's accounts and one more without subscriptions or grants. */
+static const char *const dense_accounts[N_DENSE_ACCOUNTS] = {"acct-sh", "acct-ny", "acct-utc",
+                                                             "acct-plain"};
+
+/*
+ * One-minute records (a quarter up to two hours long) of few keys within
+ * two hours of an instant where a price version, a credit epoch, a
+ * subscription or a local month starts: most repeat an earlier key in the
+ * same interval, some touch or cross its bound.
+ */
+static void gen_dense(gen_event *ev, int i)
+{
+    static const char *const hot[] = {"2026-02-14T05:00:00Z", "2026-02-01T00:00:00Z",
+                                      "2026-01-31T16:00:00Z", "2026-02-01T05:00:00Z",
+                                      "2026-01-15T00:00:00Z", "2026-01-20T03:00:00Z",
+                                      "2026-02-02T00:00:00Z"};
+    static const billing_meter meters[4] = {BILLING_METER_GPU, BILLING_METER_GPULESS,
+                                            BILLING_METER_STORAGE, BILLING_METER_TRAFFIC};
+    billing_time_t minute = 60 * BILLING_NS_PER_SEC;
+
+    gen(ev, i);
+    snprintf(ev->id, sizeof(ev->id), "dense-%d", i);
+    ev->account = dense_accounts[rnd() % N_DENSE_ACCOUNTS];
+    ev->meter = meters[rnd() % 4];
+    ev->start = tu_time(hot[rnd() % (sizeof(hot) / sizeof(hot[0]))]) +
+                ((billing_time_t)(rnd() % 240) - 120) * minute;
+    ev->end = ev->start + (rnd() % 4 ? minute : 1 + (billing_time_t)(rnd() % (120 * minute)));
+    if (ev->meter == BILLING_METER_TRAFFIC)
+        snprintf(ev->qty, sizeof(ev->qty), "%" PRIu64, rnd() % UINT64_C(100000000000));
+    else
+        snprintf(ev->qty, sizeof(ev->qty), "%d", 1 + (int)(rnd() % 8));
+}
+
+/* Every invoice of the dense accounts, Jan..Mar 2026, as one string. */
+static char *dense_invoices(billing_rater *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    char *one;
+    size_t n;
+    int a;
+    int m;
+
+    for (a = 0; a < N_DENSE_ACCOUNTS; a++) {
+        for (m = 1; m <= 3; m++) {
+            one = tu_invoice_text(r, dense_accounts[a], 2026, m);
+            ck_assert_ptr_nonnull(one);
+            n = strlen(one);
+            out = realloc(out, len + n + 1);
+            memcpy(out + len, one, n + 1);
+            len += n;
+            free(one);
+        }
+    }
+    return out;
+}
+
+/* @got equals @want; else fail naming the first differing line (whole texts are too long for Check). */
+static void assert_same_invoices(const char *want, const char *got, const char *what)
+{
+    size_t i = 0;
+    size_t line = 0;
+
+    while (want[i] != '\0' && want[i] == got[i])
+        i++;
+    while (line < i && want[i - line - 1] != '\n')
+        line++;
+    ck_assert_msg(want[i] == got[i], "%s: invoices differ from the general path's at\n%.200s\n"
+                  "general path:\n%.200s", what, got + i - line, want + i - line);
+}
+
+static int by_account_then_start(const void *a, const void *b)
+{
+    const gen_event *x = a;
+    const gen_event *y = b;
+    int c = strcmp(x->account, y->account);
+
+    if (c != 0)
+        return c;
+    return (x->start > y->start) - (x->start < y->start);
+}
+
+/* Rate @evs in one rater, where nearly every event takes the memo. */
+static char *dense_one_rater(billing_catalog *cat, const gen_event *evs, int n)
+{
+    char err[256];
+    billing_rater *r = NULL;
+    billing_event *ev = billing_event_new();
+    char *text;
+    int i;
+
+    ck_assert_msg(billing_rater_new(cat, &r, err, sizeof(err)) == BILLING_OK, "%s", err);
+    for (i = 0; i < n; i++)
+        ck_assert_int_eq(add(r, &evs[i], ev), BILLING_OK);
+    text = dense_invoices(r);
+    billing_event_destroy(ev);
+    billing_rater_destroy(r);
+    return text;
+}
+
+/* Rate each event in a rater of its own (the general path only), summing their aggregates. */
+static char *dense_general_path(billing_catalog *cat, const gen_event *evs, int n)
+{
+    char err[256];
+    billing_rater *total = NULL;
+    billing_rater *one = NULL;
+    billing_event *ev = billing_event_new();
+    char *text;
+    int i;
+
+    ck_assert_msg(billing_rater_new(cat, &total, err, sizeof(err)) == BILLING_OK, "%s", err);
+    ck_assert_int_eq(billing_rater_set_dedupe(total, 0), BILLING_OK);
+    for (i = 0; i < n; i++) {
+        ck_assert_msg(billing_rater_new(cat, &one, err, sizeof(err)) == BILLING_OK, "%s", err);
+        ck_assert_int_eq(add(one, &evs[i], ev), BILLING_OK);
+        copy_aggregates(one, total);
+        billing_rater_destroy(one);
+    }
+    text = dense_invoices(total);
+    billing_event_destroy(ev);
+    billing_rater_destroy(total);
+    return text;
+}
+
+/*
+ * A dense stream gives the same invoices interleaved across accounts,
+ * grouped by account in time order (one account at a time), and rated
+ * event by event in raters of their own, where the memo and the interned
+ * ids are never reused.
+ */
+START_TEST(test_dense_memo_matches_general_path)
+{
+    billing_catalog *cat = make_catalog();
+    gen_event *evs = calloc(N_DENSE, sizeof(*evs));
+    char err[256];
+    char *interleaved;
+    char *grouped;
+    char *general;
+    int i;
+
+    ck_assert_int_eq(billing_catalog_add_account(cat, dense_accounts[N_ACCOUNTS], "CNY", zones[2],
+                                                 "0.06", err, sizeof(err)),
+                     BILLING_OK);
+    rng_state = UINT64_C(0x5eed) + (uint64_t)_i;
+    for (i = 0; i < N_DENSE; i++)
+        gen_dense(&evs[i], i);
+    interleaved = dense_one_rater(cat, evs, N_DENSE);
+    general = dense_general_path(cat, evs, N_DENSE);
+    assert_same_invoices(general, interleaved, "interleaved");
+    qsort(evs, N_DENSE, sizeof(*evs), by_account_then_start);
+    grouped = dense_one_rater(cat, evs, N_DENSE);
+    assert_same_invoices(general, grouped, "grouped by account");
+    /* Every kind of line and both versions appear, for the plain account too. */
+    ck_assert_ptr_nonnull(strstr(general, "acct-plain 2026-02"));
+    ck_assert_ptr_nonnull(strstr(general, "line 1 gpu"));
+    ck_assert_ptr_nonnull(strstr(general, "ver=v2"));
+    free(interleaved);
+    free(grouped);
+    free(general);
+    free(evs);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
 static Suite *properties_suite(void)
 {
     Suite *s = suite_create("properties");
@@ -742,6 +913,7 @@ static Suite *properties_suite(void)
     tcase_add_loop_test(tc, test_invoice_order_and_changes, 0, 3);
     tcase_add_test(tc, test_dedupe_many_ids);
     tcase_add_loop_test(tc, test_aggregates_round_trip, 0, 3);
+    tcase_add_loop_test(tc, test_dense_memo_matches_general_path, 0, 3);
     suite_add_tcase(s, tc);
     return s;
 }
