@@ -40,6 +40,13 @@ typedef struct bl_piece {
  */
 #define WORDS(n) (((n) + 7) / 8)
 
+/* The word-wide reads below rely on the event's fields being arrays of whole words. */
+#define EV_FIELD_SIZE(f) sizeof(((const billing_event *)NULL)->f)
+_Static_assert(EV_FIELD_SIZE(account) >= 8 * WORDS(BL_ID_MAX) &&
+                   EV_FIELD_SIZE(model) >= 8 * WORDS(BL_ATTR_MAX) &&
+                   EV_FIELD_SIZE(region) >= 8 * WORDS(BL_ATTR_MAX),
+               "event fields too small for word-wide reads");
+
 /* Word @i of the @n bytes at @s, the bytes past @n zero (in memory order, any endianness). */
 static inline uint64_t field_word(const char *s, size_t i, size_t n)
 {
