@@ -335,6 +335,19 @@ static int digits_value(const char *s, size_t n, bl_i128 limit, bl_i128 *out)
     return 0;
 }
 
+/* The value of the digits at @s into *@v, and their count, stopping after 10. */
+static int short_digits(const char *s, uint64_t *v)
+{
+    int n = 0;
+
+    *v = 0;
+    while (n <= 9 && s[n] >= '0' && s[n] <= '9') {
+        *v = *v * 10 + (uint64_t)(s[n] - '0');
+        n++;
+    }
+    return n;
+}
+
 /*
  * qty_parse_short - the short form nearly every event carries, "+"
  * optional, 1 to 9 integer digits, optionally '.' and 1 to 9 fraction
@@ -344,29 +357,22 @@ static int digits_value(const char *s, size_t n, bl_i128 limit, bl_i128 *out)
  */
 static int qty_parse_short(bl_i128 *out, const char *s)
 {
-    uint64_t whole = 0;
+    uint64_t whole;
     uint64_t frac = 0;
-    int n = 0;
+    int n;
     int f = 0;
 
     if (*s == '+')
         s++;
-    while (n <= 9 && s[n] >= '0' && s[n] <= '9') {
-        whole = whole * 10 + (uint64_t)(s[n] - '0');
-        n++;
-    }
+    n = short_digits(s, &whole);
     if (n == 0 || n > 9)
         return -1;
     s += n;
     if (*s == '.') {
-        s++;
-        while (f <= 9 && s[f] >= '0' && s[f] <= '9') {
-            frac = frac * 10 + (uint64_t)(s[f] - '0');
-            f++;
-        }
+        f = short_digits(s + 1, &frac);
         if (f == 0 || f > 9)
             return -1;
-        s += f;
+        s += 1 + f;
     }
     if (*s != '\0')
         return -1;

@@ -152,31 +152,39 @@ static billing_status add(billing_rater *r, const gen_event *g, billing_event *e
     return st;
 }
 
-/* Every invoice of every account, Jan..Apr 2026, as one string. */
-static char *all_invoices(billing_rater *r)
+/* Every invoice of the @n accounts @names, January to @months 2026, as one string. */
+static char *invoices_of(billing_rater *r, const char *const *names, int n, int months)
 {
     char *out = NULL;
     size_t len = 0;
     char *one;
-    size_t n;
+    size_t size;
     int a;
     int m;
 
-    for (a = 0; a < N_ACCOUNTS; a++) {
-        for (m = 1; m <= 4; m++) {
-            one = tu_invoice_text(r, accounts[a], 2026, m);
+    for (a = 0; a < n; a++) {
+        for (m = 1; m <= months; m++) {
+            one = tu_invoice_text(r, names[a], 2026, m);
             ck_assert_ptr_nonnull(one);
-            n = strlen(one);
-            out = realloc(out, len + n + 1);
-            memcpy(out + len, one, n + 1);
-            len += n;
+            size = strlen(one);
+            out = realloc(out, len + size + 1);
+            memcpy(out + len, one, size + 1);
+            len += size;
             free(one);
         }
     }
     return out;
 }
 
-static char *rate_all(billing_catalog *cat, const gen_event *evs, const int *order, int n)
+/* Every invoice of every account, Jan..Apr 2026, as one string. */
+static char *all_invoices(billing_rater *r)
+{
+    return invoices_of(r, accounts, N_ACCOUNTS, 4);
+}
+
+/* Rate @evs (in @order, if not NULL) in one rater; its invoices as @invoices prints them. */
+static char *rate_with(billing_catalog *cat, const gen_event *evs, const int *order, int n,
+                       char *(*invoices)(billing_rater *))
 {
     char err[256];
     billing_rater *r = NULL;
@@ -187,10 +195,15 @@ static char *rate_all(billing_catalog *cat, const gen_event *evs, const int *ord
     ck_assert_msg(billing_rater_new(cat, &r, err, sizeof(err)) == BILLING_OK, "%s", err);
     for (i = 0; i < n; i++)
         add(r, &evs[order ? order[i] : i], ev);
-    text = all_invoices(r);
+    text = invoices(r);
     billing_event_destroy(ev);
     billing_rater_destroy(r);
     return text;
+}
+
+static char *rate_all(billing_catalog *cat, const gen_event *evs, const int *order, int n)
+{
+    return rate_with(cat, evs, order, n, all_invoices);
 }
 
 static void shuffle(int *v, int n)
@@ -769,25 +782,7 @@ static void gen_dense(gen_event *ev, int i)
 /* Every invoice of the dense accounts, Jan..Mar 2026, as one string. */
 static char *dense_invoices(billing_rater *r)
 {
-    char *out = NULL;
-    size_t len = 0;
-    char *one;
-    size_t n;
-    int a;
-    int m;
-
-    for (a = 0; a < N_DENSE_ACCOUNTS; a++) {
-        for (m = 1; m <= 3; m++) {
-            one = tu_invoice_text(r, dense_accounts[a], 2026, m);
-            ck_assert_ptr_nonnull(one);
-            n = strlen(one);
-            out = realloc(out, len + n + 1);
-            memcpy(out + len, one, n + 1);
-            len += n;
-            free(one);
-        }
-    }
-    return out;
+    return invoices_of(r, dense_accounts, N_DENSE_ACCOUNTS, 3);
 }
 
 /* @got equals @want; else fail naming the first differing line (whole texts are too long for Check). */
@@ -813,24 +808,6 @@ static int by_account_then_start(const void *a, const void *b)
     if (c != 0)
         return c;
     return (x->start > y->start) - (x->start < y->start);
-}
-
-/* Rate @evs in one rater, where nearly every event takes the memo. */
-static char *dense_one_rater(billing_catalog *cat, const gen_event *evs, int n)
-{
-    char err[256];
-    billing_rater *r = NULL;
-    billing_event *ev = billing_event_new();
-    char *text;
-    int i;
-
-    ck_assert_msg(billing_rater_new(cat, &r, err, sizeof(err)) == BILLING_OK, "%s", err);
-    for (i = 0; i < n; i++)
-        ck_assert_int_eq(add(r, &evs[i], ev), BILLING_OK);
-    text = dense_invoices(r);
-    billing_event_destroy(ev);
-    billing_rater_destroy(r);
-    return text;
 }
 
 /* Rate each event in a rater of its own (the general path only), summing their aggregates. */
@@ -879,11 +856,12 @@ START_TEST(test_dense_memo_matches_general_path)
     rng_state = UINT64_C(0x5eed) + (uint64_t)_i;
     for (i = 0; i < N_DENSE; i++)
         gen_dense(&evs[i], i);
-    interleaved = dense_one_rater(cat, evs, N_DENSE);
+    /* In one rater, nearly every event takes the memo. */
+    interleaved = rate_with(cat, evs, NULL, N_DENSE, dense_invoices);
     general = dense_general_path(cat, evs, N_DENSE);
     assert_same_invoices(general, interleaved, "interleaved");
     qsort(evs, N_DENSE, sizeof(*evs), by_account_then_start);
-    grouped = dense_one_rater(cat, evs, N_DENSE);
+    grouped = rate_with(cat, evs, NULL, N_DENSE, dense_invoices);
     assert_same_invoices(general, grouped, "grouped by account");
     /* Every kind of line and both versions appear, for the plain account too. */
     ck_assert_ptr_nonnull(strstr(general, "acct-plain 2026-02"));
