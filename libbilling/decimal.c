@@ -357,6 +357,8 @@ static int short_digits(const char *s, uint64_t *v)
  */
 static int qty_parse_short(bl_i128 *out, const char *s)
 {
+    static const uint64_t scale[BL_QTY_SCALE_DIGITS + 1] = {
+        1000000000, 100000000, 10000000, 1000000, 100000, 10000, 1000, 100, 10, 1};
     uint64_t whole;
     uint64_t frac = 0;
     int n;
@@ -376,9 +378,8 @@ static int qty_parse_short(bl_i128 *out, const char *s)
     }
     if (*s != '\0')
         return -1;
-    for (; f < BL_QTY_SCALE_DIGITS; f++)
-        frac *= 10;
-    *out = (bl_i128)(whole * (uint64_t)BL_QTY_SCALE + frac);
+    /* f tenths, hundredths...: scaled up to nano-units. */
+    *out = (bl_i128)(whole * (uint64_t)BL_QTY_SCALE + frac * scale[f]);
     return 0;
 }
 
