@@ -47,18 +47,15 @@ _Static_assert(EV_FIELD_SIZE(account) >= 8 * WORDS(BL_ID_MAX) &&
                    EV_FIELD_SIZE(region) >= 8 * WORDS(BL_ATTR_MAX),
                "event fields too small for word-wide reads");
 
-/* Word @i of the @n bytes at @s, the bytes past @n zero (in memory order, any endianness). */
-static inline uint64_t field_word(const char *s, size_t i, size_t n)
+/* The word at @s with only its first @n (1..7) bytes kept, in memory order (any endianness). */
+static inline uint64_t word_head(const char *s, size_t n)
 {
     static const unsigned char ones[16] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
-    size_t left = n - 8 * i;
     uint64_t w;
     uint64_t mask;
 
-    memcpy(&w, s + 8 * i, 8);
-    if (left >= 8)
-        return w;
-    memcpy(&mask, ones + 8 - left, 8);
+    memcpy(&w, s, 8);
+    memcpy(&mask, ones + 8 - n, 8);
     return w & mask;
 }
 
@@ -66,9 +63,14 @@ static inline uint64_t field_word(const char *s, size_t i, size_t n)
 static inline uint64_t field_hash(const char *s, size_t n, uint64_t h)
 {
     size_t i;
+    uint64_t w;
 
-    for (i = 0; i < WORDS(n); i++)
-        h = (h ^ field_word(s, i, n)) * UINT64_C(0x9e3779b97f4a7c15) + n;
+    for (i = 0; i + 8 <= n; i += 8) {
+        memcpy(&w, s + i, 8);
+        h = (h ^ w) * UINT64_C(0x9e3779b97f4a7c15) + n;
+    }
+    if (i < n)
+        h = (h ^ word_head(s + i, n - i)) * UINT64_C(0x9e3779b97f4a7c15) + n;
     return h ^ (h >> 29);
 }
 
@@ -77,13 +79,16 @@ static inline int field_eq(const char *key, const char *s, size_t n)
 {
     size_t i;
     uint64_t k;
+    uint64_t w;
 
-    for (i = 0; i < WORDS(n); i++) {
-        memcpy(&k, key + 8 * i, 8);
-        if (k != field_word(s, i, n))
+    for (i = 0; i + 8 <= n; i += 8) {
+        memcpy(&k, key + i, 8);
+        memcpy(&w, s + i, 8);
+        if (k != w)
             return 0;
     }
-    return 1;
+    memcpy(&k, key + i, 8);
+    return i == n || k == word_head(s + i, n - i);
 }
 
 static void intern_free(bl_intern *t)
