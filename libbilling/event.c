@@ -63,15 +63,10 @@ static billing_status outcome(billing_event *ev, unsigned bit, billing_status st
     return st;
 }
 
-/* Copy @src into @dst (room for @max bytes plus NUL); its length into *@len. */
-static billing_status copy_field(char *dst, uint8_t *len, size_t max, const char *src,
-                                 int allow_empty)
+/* Copy the @n bytes at @src into @dst (room for @max bytes plus NUL); @n into *@len. */
+static billing_status copy_field_n(char *dst, uint8_t *len, size_t max, const char *src, size_t n,
+                                   int allow_empty)
 {
-    size_t n;
-
-    if (src == NULL)
-        return BILLING_ERR_INVALID;
-    n = strnlen(src, max + 1);
     if (n > max)
         return BILLING_ERR_TOO_LARGE;
     if (n == 0 && !allow_empty)
@@ -80,6 +75,15 @@ static billing_status copy_field(char *dst, uint8_t *len, size_t max, const char
     dst[n] = '\0';
     *len = (uint8_t)n;
     return BILLING_OK;
+}
+
+/* Copy the string @src into @dst (room for @max bytes plus NUL); its length into *@len. */
+static billing_status copy_field(char *dst, uint8_t *len, size_t max, const char *src,
+                                 int allow_empty)
+{
+    if (src == NULL)
+        return BILLING_ERR_INVALID;
+    return copy_field_n(dst, len, max, src, strnlen(src, max + 1), allow_empty);
 }
 
 billing_status billing_event_set_id(billing_event *ev, const char *id)
@@ -139,6 +143,51 @@ billing_status billing_event_set_quantity(billing_event *ev, const char *quantit
                        bl_seterr(errbuf, errsize, BILLING_ERR_PARSE,
                                  "field 'quantity': '%.48s' is not a decimal number", quantity));
     return outcome(ev, BL_EV_QUANTITY, BILLING_OK);
+}
+
+billing_status billing_event_set_text(billing_event *ev, billing_event_text field,
+                                      const char *text, size_t len)
+{
+    char *dst;
+    uint8_t *dst_len;
+    unsigned bit;
+    size_t max = BL_ID_MAX;
+
+    switch (field) {
+    case BILLING_TEXT_ID:
+        dst = ev->id;
+        dst_len = &ev->id_len;
+        bit = BL_EV_ID;
+        break;
+    case BILLING_TEXT_ACCOUNT:
+        dst = ev->account;
+        dst_len = &ev->account_len;
+        bit = BL_EV_ACCOUNT;
+        break;
+    case BILLING_TEXT_RESOURCE:
+        dst = ev->resource;
+        dst_len = &ev->resource_len;
+        bit = BL_EV_RESOURCE;
+        break;
+    case BILLING_TEXT_MODEL:
+        dst = ev->model;
+        dst_len = &ev->model_len;
+        bit = BL_EV_MODEL;
+        max = BL_ATTR_MAX;
+        break;
+    case BILLING_TEXT_REGION:
+        dst = ev->region;
+        dst_len = &ev->region_len;
+        bit = BL_EV_REGION;
+        max = BL_ATTR_MAX;
+        break;
+    default:
+        return BILLING_ERR_INVALID;
+    }
+    /* A NUL would end the string early for every reader of the field. */
+    if (text == NULL || memchr(text, '\0', len < max + 1 ? len : max + 1) != NULL)
+        return outcome(ev, bit, BILLING_ERR_INVALID);
+    return outcome(ev, bit, copy_field_n(dst, dst_len, max, text, len, max == BL_ATTR_MAX));
 }
 
 billing_status billing_event_set_model(billing_event *ev, const char *model)

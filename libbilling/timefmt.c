@@ -310,6 +310,26 @@ billing_status billing_time_parse(const char *text, billing_time_t *out, char *e
     return BILLING_OK;
 }
 
+/*
+ * The bytes are copied out with a NUL: every timestamp accepted fits in
+ * TIME_TEXT_MAX, and one byte more is enough for billing_time_parse to
+ * refuse a longer one as too long, quoting the same first characters.
+ */
+billing_status billing_time_parse_n(const char *text, size_t len, billing_time_t *out,
+                                    char *errbuf, size_t errsize)
+{
+    char buf[TIME_TEXT_MAX + 2];
+    size_t n = len < TIME_TEXT_MAX + 1 ? len : TIME_TEXT_MAX + 1;
+
+    if (text == NULL || out == NULL)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID, "timestamp: NULL argument");
+    if (memchr(text, '\0', n) != NULL)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_PARSE, "timestamp: contains a NUL byte");
+    memcpy(buf, text, n);
+    buf[n] = '\0';
+    return billing_time_parse(buf, out, errbuf, errsize);
+}
+
 /* ".5", ".000000001": the fraction without trailing zeros, or "" for none. */
 static void format_fraction(int32_t nsec, char *buf)
 {
