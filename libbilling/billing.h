@@ -554,10 +554,14 @@ BILLING_API int billing_event_quantity(const billing_event *ev, char *buf, size_
  * Returns BILLING_OK; BILLING_ERR_TOO_LARGE if @len exceeds
  * BILLING_EVENT_WIRE_MAX; BILLING_ERR_PARSE for malformed bytes;
  * BILLING_ERR_INVALID or BILLING_ERR_RANGE for a bad field;
- * BILLING_ERR_NOMEM. On error @ev holds a partial event that must not be
- * rated. Safe on any input. Decodes into a stack arena: nothing is
- * allocated on the heap unless a message repeats fields hundreds of times
- * (then freed before returning). Thread-safe for distinct @ev.
+ * BILLING_ERR_NOMEM (never returned since the decoder reads the wire bytes
+ * itself; kept for compatibility). On error @ev holds a partial event that
+ * must not be rated. Safe on any input. It accepts what protobuf-c's unpack
+ * accepts, except strings that are not printable ASCII and field numbers
+ * outside 1..2^29-1: a key or length prefix padded past 5 bytes is refused
+ * (BILLING_ERR_PARSE, "malformed message"), and a Timestamp given twice
+ * replaces the first whole. Allocates nothing. Thread-safe for distinct
+ * @ev.
  */
 BILLING_API billing_status billing_event_decode(billing_event *ev, const unsigned char *buf,
                                                 size_t len, char *errbuf, size_t errsize);
