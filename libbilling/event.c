@@ -3,6 +3,7 @@
  */
 #include "config.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -145,49 +146,39 @@ billing_status billing_event_set_quantity(billing_event *ev, const char *quantit
     return outcome(ev, BL_EV_QUANTITY, BILLING_OK);
 }
 
+/* Where each billing_event_text field lives, indexed by billing_event_text. */
+static const struct text_field {
+    size_t text;
+    size_t len;
+    unsigned bit;
+    size_t max;
+} text_fields[] = {
+    {offsetof(billing_event, id), offsetof(billing_event, id_len), BL_EV_ID, BL_ID_MAX},
+    {offsetof(billing_event, account), offsetof(billing_event, account_len), BL_EV_ACCOUNT,
+     BL_ID_MAX},
+    {offsetof(billing_event, resource), offsetof(billing_event, resource_len), BL_EV_RESOURCE,
+     BL_ID_MAX},
+    {offsetof(billing_event, model), offsetof(billing_event, model_len), BL_EV_MODEL, BL_ATTR_MAX},
+    {offsetof(billing_event, region), offsetof(billing_event, region_len), BL_EV_REGION,
+     BL_ATTR_MAX},
+};
+
 billing_status billing_event_set_text(billing_event *ev, billing_event_text field,
                                       const char *text, size_t len)
 {
-    char *dst;
-    uint8_t *dst_len;
-    unsigned bit;
-    size_t max = BL_ID_MAX;
+    const struct text_field *f;
+    size_t max;
 
-    switch (field) {
-    case BILLING_TEXT_ID:
-        dst = ev->id;
-        dst_len = &ev->id_len;
-        bit = BL_EV_ID;
-        break;
-    case BILLING_TEXT_ACCOUNT:
-        dst = ev->account;
-        dst_len = &ev->account_len;
-        bit = BL_EV_ACCOUNT;
-        break;
-    case BILLING_TEXT_RESOURCE:
-        dst = ev->resource;
-        dst_len = &ev->resource_len;
-        bit = BL_EV_RESOURCE;
-        break;
-    case BILLING_TEXT_MODEL:
-        dst = ev->model;
-        dst_len = &ev->model_len;
-        bit = BL_EV_MODEL;
-        max = BL_ATTR_MAX;
-        break;
-    case BILLING_TEXT_REGION:
-        dst = ev->region;
-        dst_len = &ev->region_len;
-        bit = BL_EV_REGION;
-        max = BL_ATTR_MAX;
-        break;
-    default:
+    if ((unsigned)field >= sizeof(text_fields) / sizeof(text_fields[0]))
         return BILLING_ERR_INVALID;
-    }
+    f = &text_fields[field];
+    max = f->max;
     /* A NUL would end the string early for every reader of the field. */
     if (text == NULL || memchr(text, '\0', len < max + 1 ? len : max + 1) != NULL)
-        return outcome(ev, bit, BILLING_ERR_INVALID);
-    return outcome(ev, bit, copy_field_n(dst, dst_len, max, text, len, max == BL_ATTR_MAX));
+        return outcome(ev, f->bit, BILLING_ERR_INVALID);
+    return outcome(ev, f->bit,
+                   copy_field_n((char *)ev + f->text, (uint8_t *)((char *)ev + f->len), max, text,
+                                len, max == BL_ATTR_MAX));
 }
 
 billing_status billing_event_set_model(billing_event *ev, const char *model)
