@@ -7,10 +7,12 @@
  * Builds EVENTS (default 1 000 000) of bench_rate's workload (workload.h)
  * once as JSON Lines lines (gen_events's form) and once as protobuf
  * UsageEvent messages, then decodes every line with bc_event_parse_json
- * and every message with billing_event_decode, ROUNDS times (default 3),
- * (or only the format named), and prints the best round of each as events per CPU-second of this
- * process (an extra first round, not timed, checks them). A checksum of the decoded fields is printed too: a build of an
- * older tree must print the same one for the same arguments.
+ * and every message with billing_event_decode (or only the format named),
+ * ROUNDS times (default 3), and prints the best round of each as events
+ * per CPU-second of this process. An extra first round, not timed, checks
+ * every event and prints a checksum of the decoded fields: a build of an
+ * older tree must print the same one for the same arguments
+ * (bench/decode-compare.sh builds and runs both).
  */
 #include "config.h"
 
