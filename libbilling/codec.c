@@ -17,7 +17,6 @@
 
 #include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "billing/v1/usage_event.pb-c.h"
@@ -328,6 +327,9 @@ static billing_status store_field(wire_event *m, const scan_field *f, uint64_t v
     case PB_END:
         return read_time(sub, f, &m->end, errbuf, errsize);
     default:
+        /* A field added to the schema but not read here is skipped like an unknown one. */
+        if (f->number >= EVENT_FIELD_COUNT || f->fd->type != PROTOBUF_C_TYPE_STRING)
+            return BILLING_OK;
         m->text[f->number].p = sub->p;
         m->text[f->number].len = (size_t)v;
         return check_string(f, sub->p, (size_t)v, errbuf, errsize);
