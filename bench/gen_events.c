@@ -22,18 +22,12 @@ static uint64_t rng_state = UINT64_C(88172645463325252);
 
 static int write_json(const spec *s)
 {
-    char start[40];
-    char end[40];
+    char line[512];
+    int n = bench_format_json(s, line, sizeof(line));
 
-    billing_time_format(s->start, start, sizeof(start));
-    billing_time_format(s->end, end, sizeof(end));
-    return printf("{\"id\":\"%s\",\"account\":\"%s\",\"resource\":\"%s\",\"meter\":\"%s\","
-                  "\"start\":\"%s\",\"end\":\"%s\",\"quantity\":\"%s\",\"model\":\"%s\","
-                  "\"region\":\"cn-east-1\"}\n",
-                  s->id, s->account, s->resource, billing_meter_name(s->meter), start, end, s->qty,
-                  s->model) < 0
-               ? -1
-               : 0;
+    if (n < 0 || (size_t)n >= sizeof(line))
+        return -1;
+    return fwrite(line, 1, (size_t)n, stdout) == (size_t)n ? 0 : -1;
 }
 
 /* A varint length prefix, then the message (length-delimited framing). */

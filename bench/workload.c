@@ -53,3 +53,18 @@ void bench_fill_event(billing_event *ev, const spec *s, const char *id)
     billing_event_set_model(ev, s->model);
     billing_event_set_region(ev, "cn-east-1");
 }
+
+int bench_format_json(const spec *s, char *buf, size_t size)
+{
+    char start[40];
+    char end[40];
+
+    billing_time_format(s->start, start, sizeof(start));
+    billing_time_format(s->end, end, sizeof(end));
+    return snprintf(buf, size,
+                    "{\"id\":\"%s\",\"account\":\"%s\",\"resource\":\"%s\",\"meter\":\"%s\","
+                    "\"start\":\"%s\",\"end\":\"%s\",\"quantity\":\"%s\",\"model\":\"%s\","
+                    "\"region\":\"cn-east-1\"}\n",
+                    s->id, s->account, s->resource, billing_meter_name(s->meter), start, end,
+                    s->qty, s->model);
+}

@@ -8,6 +8,7 @@
 #ifndef BENCH_WORKLOAD_H
 #define BENCH_WORKLOAD_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "billing.h"
@@ -34,5 +35,11 @@ void bench_make_spec(spec *s, uint64_t *rng, int accounts);
 
 /* bench_fill_event - reset @ev and set it from @s, with id @id. */
 void bench_fill_event(billing_event *ev, const spec *s, const char *id);
+
+/*
+ * bench_format_json - @s as one JSON Lines line (newline included) into
+ * @buf of @size bytes; snprintf's result.
+ */
+int bench_format_json(const spec *s, char *buf, size_t size);
 
 #endif /* BENCH_WORKLOAD_H */

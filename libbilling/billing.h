@@ -168,6 +168,15 @@ BILLING_API billing_status billing_time_parse(const char *text, billing_time_t *
                                               char *errbuf, size_t errsize);
 
 /**
+ * billing_time_parse_n - billing_time_parse of the @len bytes at @text,
+ * which need no terminating NUL (for decoders that find a timestamp in
+ * their input). Same results and messages; a NUL byte among the @len
+ * bytes is BILLING_ERR_PARSE. Allocates nothing; thread-safe.
+ */
+BILLING_API billing_status billing_time_parse_n(const char *text, size_t len, billing_time_t *out,
+                                                char *errbuf, size_t errsize);
+
+/**
  * billing_time_format - write @t as RFC 3339 in UTC ("...Z"), with only
  * as many fractional digits as needed, into @buf of @size bytes (at least
  * 36; the longest output is 30 characters). Every int64 instant can be
@@ -468,6 +477,28 @@ BILLING_API billing_status billing_event_set_model(billing_event *ev, const char
 /** billing_event_set_region - the region attribute; may be empty. */
 BILLING_API billing_status billing_event_set_region(billing_event *ev, const char *region);
 
+/** The text fields billing_event_set_text sets, named as in messages. */
+typedef enum billing_event_text {
+    BILLING_TEXT_ID,       /**< "id": as billing_event_set_id */
+    BILLING_TEXT_ACCOUNT,  /**< "account": as billing_event_set_account */
+    BILLING_TEXT_RESOURCE, /**< "resource": as billing_event_set_resource */
+    BILLING_TEXT_MODEL,    /**< "model": as billing_event_set_model */
+    BILLING_TEXT_REGION    /**< "region": as billing_event_set_region */
+} billing_event_text;
+
+/**
+ * billing_event_set_text - set text field @field from the @len bytes at
+ * @text, which need no terminating NUL (decoders pass a slice of their
+ * input instead of copying it out first). Same bounds and outcome as the
+ * field's own setter given those bytes as a string; in addition
+ * BILLING_ERR_INVALID if @text is NULL, if the bytes hold a NUL or if
+ * @field is not a billing_event_text (the field, if any, is then marked
+ * refused). Copies the bytes; allocates nothing. Thread-safe for
+ * distinct @ev.
+ */
+BILLING_API billing_status billing_event_set_text(billing_event *ev, billing_event_text field,
+                                                  const char *text, size_t len);
+
 /** billing_event_id - the event's id as set (empty string if unset). */
 BILLING_API const char *billing_event_id(const billing_event *ev);
 
@@ -523,10 +554,14 @@ BILLING_API int billing_event_quantity(const billing_event *ev, char *buf, size_
  * Returns BILLING_OK; BILLING_ERR_TOO_LARGE if @len exceeds
  * BILLING_EVENT_WIRE_MAX; BILLING_ERR_PARSE for malformed bytes;
  * BILLING_ERR_INVALID or BILLING_ERR_RANGE for a bad field;
- * BILLING_ERR_NOMEM. On error @ev holds a partial event that must not be
- * rated. Safe on any input. Decodes into a stack arena: nothing is
- * allocated on the heap unless a message repeats fields hundreds of times
- * (then freed before returning). Thread-safe for distinct @ev.
+ * BILLING_ERR_NOMEM (never returned since the decoder reads the wire bytes
+ * itself; kept for compatibility). On error @ev holds a partial event that
+ * must not be rated. Safe on any input. It accepts what protobuf-c's unpack
+ * accepts, except strings that are not printable ASCII and field numbers
+ * outside 1..2^29-1: a key or length prefix padded past 5 bytes is refused
+ * (BILLING_ERR_PARSE, "malformed message"), and a Timestamp given twice
+ * replaces the first whole. Allocates nothing. Thread-safe for distinct
+ * @ev.
  */
 BILLING_API billing_status billing_event_decode(billing_event *ev, const unsigned char *buf,
                                                 size_t len, char *errbuf, size_t errsize);

@@ -1,20 +1,22 @@
 /*
  * codec.c - billing.v1.UsageEvent bytes <-> billing_event.
  *
- * Decoding is two passes over at most BILLING_EVENT_WIRE_MAX bytes:
- *  1. a scan of the wire format driven by the generated descriptor, which
- *     protobuf-c cannot replace: its unpack returns NULL without saying
- *     why, and it silently truncates a string at an embedded NUL byte;
- *  2. protobuf-c's unpack into a stack arena (no heap allocation for
- *     ordinary messages), then the setters and the catalog-free checks.
- * Messages use billing_event's field names, not the proto names, so that
- * a bad event reads the same whether it came as JSON or protobuf.
+ * Decoding reads the wire bytes once, by hand: keys, varints and
+ * length-delimited values bounds-checked, fields unknown to this schema
+ * skipped as the protobuf spec says, strings left in place. It accepts
+ * exactly what protobuf-c's unpack accepts (fuzz/fuzz_event_pb.c compares
+ * the two on every input), which is also why a key or length prefix over
+ * 5 bytes is refused and a repeated Timestamp replaces the earlier one
+ * whole. Unlike unpack it says why a message is refused, and it never
+ * silently truncates a string at an embedded NUL: strings are printable
+ * ASCII. Then the fields go through the setters in a fixed order, id
+ * first. Messages use billing_event's field names, not the proto names,
+ * so that a bad event reads the same whether it came as JSON or protobuf.
  */
 #include "config.h"
 
 #include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "billing/v1/usage_event.pb-c.h"
@@ -34,21 +36,61 @@ static const billing_meter proto_meters[] = {
 };
 #define PROTO_METER_COUNT (sizeof(proto_meters) / sizeof(proto_meters[0]))
 
-/* The schema nests Timestamp in UsageEvent, no deeper. */
-#define SCAN_DEPTH_MAX 2
+/* ---------------------------------------------------------------------- */
+/* The wire format                                                         */
+/* ---------------------------------------------------------------------- */
 
-/* ---------------------------------------------------------------------- */
-/* Pass 1: the wire format                                                 */
-/* ---------------------------------------------------------------------- */
+/* UsageEvent field numbers (proto/billing/v1/usage_event.proto). */
+enum {
+    PB_ID = 1,
+    PB_ACCOUNT = 2,
+    PB_RESOURCE = 3,
+    PB_METER = 4,
+    PB_START = 5,
+    PB_END = 6,
+    PB_QUANTITY = 7,
+    PB_MODEL = 8,
+    PB_REGION = 9
+};
+
+/* Timestamp field numbers. */
+enum { PB_SECONDS = 1, PB_NANOS = 2 };
+
+/*
+ * protobuf-c's unpack reads a key or a length prefix of at most 5 bytes
+ * and refuses a longer one, even a valid varint with padding.
+ */
+#define PBC_PREFIX_MAX 5
 
 typedef struct wire {
     const unsigned char *base;
     const unsigned char *p;
     const unsigned char *end;
+    int *refused; /* set when the bytes are valid but protobuf-c's unpack refuses them */
 } wire;
 
+/* Where a string field's bytes lie in the message (proto3: absent is empty). */
+typedef struct wire_text {
+    const unsigned char *p;
+    size_t len;
+} wire_text;
+
+typedef struct wire_time {
+    int present;
+    int64_t seconds;
+    int32_t nanos;
+} wire_time;
+
+/* The fields of a UsageEvent as read, before any check of their values. */
+typedef struct wire_event {
+    wire_text text[EVENT_FIELD_COUNT]; /* by field number; used for the string fields */
+    int32_t meter;
+    wire_time start;
+    wire_time end;
+} wire_event;
+
 /* Read a varint of at most 10 bytes; 0 on success, -1 if malformed. */
-static int wire_varint(wire *w, uint64_t *out)
+static int wire_varint_long(wire *w, uint64_t *out)
 {
     uint64_t v = 0;
     unsigned shift = 0;
@@ -64,6 +106,16 @@ static int wire_varint(wire *w, uint64_t *out)
         shift += 7;
     }
     return -1;
+}
+
+/* Most keys, lengths and values fit in one byte. */
+static inline int wire_varint(wire *w, uint64_t *out)
+{
+    if (w->p < w->end && *w->p < 0x80) {
+        *out = *w->p++;
+        return 0;
+    }
+    return wire_varint_long(w, out);
 }
 
 /* The wire type a field of this descriptor is written with. */
@@ -87,7 +139,19 @@ static unsigned expected_wire_type(const ProtobufCFieldDescriptor *fd)
     }
 }
 
-/* The field being scanned; its printable name is built only for a message. */
+/* The descriptor of field @number, or NULL if unknown to this schema. */
+static const ProtobufCFieldDescriptor *field_of(const ProtobufCMessageDescriptor *desc,
+                                                uint64_t number)
+{
+    /* Both messages number their fields 1..n, and the generated array is sorted by number. */
+    if (number >= 1 && number <= desc->n_fields && desc->fields[number - 1].id == number)
+        return &desc->fields[number - 1];
+    if (number > 536870911u)
+        return NULL;
+    return protobuf_c_message_descriptor_get_field(desc, (unsigned)number);
+}
+
+/* The field being read; its printable name is built only for a message. */
 typedef struct scan_field {
     const struct scan_field *outer;     /* enclosing field, NULL at top level */
     const ProtobufCFieldDescriptor *fd; /* NULL for a field unknown to this schema */
@@ -136,133 +200,161 @@ static billing_status check_string(const scan_field *f, const unsigned char *s, 
 {
     size_t i;
 
+    if (bl_printable_n((const char *)s, len))
+        return BILLING_OK;
     for (i = 0; i < len; i++) {
         if (s[i] < 0x20 || s[i] > 0x7e)
+            break;
+    }
+    return scan_fail(f, errbuf, errsize, "byte 0x%02x at position %zu is not printable ASCII", s[i],
+                     i);
+}
+
+/*
+ * Read the key at w->p into @f (number and descriptor from @desc) and its
+ * wire type into *@type, checked against the field's if it is known.
+ */
+static billing_status read_key(wire *w, const ProtobufCMessageDescriptor *desc, scan_field *f,
+                               unsigned *type, char *errbuf, size_t errsize)
+{
+    const unsigned char *at = w->p;
+    size_t pos = (size_t)(at - w->base);
+    uint64_t key;
+
+    if (wire_varint(w, &key) != 0 || (key >> 3) == 0 || (key >> 3) > 536870911u) {
+        if (f->outer != NULL)
+            return scan_fail(f->outer, errbuf, errsize, "malformed field key at byte %zu", pos);
+        return bl_seterr(errbuf, errsize, BILLING_ERR_PARSE,
+                         "event: malformed field key at byte %zu", pos);
+    }
+    if (w->p - at > PBC_PREFIX_MAX)
+        *w->refused = 1;
+    f->number = key >> 3;
+    *type = (unsigned)(key & 7);
+    f->fd = field_of(desc, f->number);
+    if (f->fd != NULL && *type != expected_wire_type(f->fd))
+        return scan_fail(f, errbuf, errsize, "wire type %u at byte %zu, expected %u", *type, pos,
+                         expected_wire_type(f->fd));
+    return BILLING_OK;
+}
+
+/*
+ * Read the value of field @f, whose key has just been read: a varint into
+ * *@v, a length-delimited value's bytes into @sub (its length into *@v);
+ * fixed-size values are skipped.
+ */
+static billing_status read_value(wire *w, const scan_field *f, unsigned type, uint64_t *v,
+                                 wire *sub, char *errbuf, size_t errsize)
+{
+    const unsigned char *at = w->p;
+    size_t pos = (size_t)(at - w->base);
+    size_t size;
+
+    switch (type) {
+    case PROTOBUF_C_WIRE_TYPE_VARINT:
+        if (wire_varint(w, v) != 0)
+            return scan_fail(f, errbuf, errsize, "truncated varint at byte %zu", pos);
+        return BILLING_OK;
+    case PROTOBUF_C_WIRE_TYPE_64BIT:
+    case PROTOBUF_C_WIRE_TYPE_32BIT:
+        size = type == PROTOBUF_C_WIRE_TYPE_64BIT ? 8 : 4;
+        if ((size_t)(w->end - w->p) < size)
+            return scan_fail(f, errbuf, errsize, "truncated fixed-size value at byte %zu", pos);
+        w->p += size;
+        return BILLING_OK;
+    case PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED:
+        if (wire_varint(w, v) != 0 || *v > (uint64_t)(w->end - w->p))
             return scan_fail(f, errbuf, errsize,
-                             "byte 0x%02x at position %zu is not printable ASCII", s[i], i);
+                             "length at byte %zu runs past the end of the message", pos);
+        if (w->p - at > PBC_PREFIX_MAX)
+            *w->refused = 1;
+        sub->base = w->base;
+        sub->p = w->p;
+        sub->end = w->p + *v;
+        sub->refused = w->refused;
+        w->p = sub->end;
+        return BILLING_OK;
+    default:
+        return scan_fail(f, errbuf, errsize, "unsupported wire type %u at byte %zu", type, pos);
+    }
+}
+
+/*
+ * A Timestamp: an occurrence replaces an earlier one whole (protobuf-c
+ * merges repeated messages, but a proto3 scalar of the later one always
+ * wins, zero included).
+ */
+static billing_status read_time(wire *w, const scan_field *outer, wire_time *t, char *errbuf,
+                                size_t errsize)
+{
+    scan_field f;
+    unsigned type;
+    uint64_t v = 0;
+    wire sub;
+    billing_status st;
+
+    t->present = 1;
+    t->seconds = 0;
+    t->nanos = 0;
+    f.outer = outer;
+    while (w->p < w->end) {
+        st = read_key(w, &billing__v1__timestamp__descriptor, &f, &type, errbuf, errsize);
+        if (st == BILLING_OK)
+            st = read_value(w, &f, type, &v, &sub, errbuf, errsize);
+        if (st != BILLING_OK)
+            return st;
+        if (f.fd == NULL)
+            continue;
+        /* int64 and int32 keep the low bits of the varint, as unpack does. */
+        if (f.number == PB_SECONDS)
+            t->seconds = (int64_t)v;
+        else if (f.number == PB_NANOS)
+            t->nanos = (int32_t)(uint32_t)v;
     }
     return BILLING_OK;
 }
 
-static billing_status scan_message(const ProtobufCMessageDescriptor *desc, const scan_field *outer,
-                                   wire *w, int depth, char *errbuf, size_t errsize);
-
-/* Check the value of one field, whose key has just been read. */
-static billing_status scan_value(const scan_field *f, unsigned type, wire *w, int depth,
-                                 char *errbuf, size_t errsize)
+/* Store the value of known field @f of a UsageEvent, checking strings. */
+static billing_status store_field(wire_event *m, const scan_field *f, uint64_t v, wire *sub,
+                                  char *errbuf, size_t errsize)
 {
-    uint64_t v;
-    size_t left = (size_t)(w->end - w->p);
-    size_t at = (size_t)(w->p - w->base);
-    wire sub;
-
-    if (type == PROTOBUF_C_WIRE_TYPE_VARINT) {
-        if (wire_varint(w, &v) != 0)
-            return scan_fail(f, errbuf, errsize, "truncated varint at byte %zu", at);
+    switch (f->number) {
+    case PB_METER:
+        m->meter = (int32_t)(uint32_t)v;
         return BILLING_OK;
+    case PB_START:
+        return read_time(sub, f, &m->start, errbuf, errsize);
+    case PB_END:
+        return read_time(sub, f, &m->end, errbuf, errsize);
+    default:
+        /* A field added to the schema but not read here is skipped like an unknown one. */
+        if (f->number >= EVENT_FIELD_COUNT || f->fd->type != PROTOBUF_C_TYPE_STRING)
+            return BILLING_OK;
+        m->text[f->number].p = sub->p;
+        m->text[f->number].len = (size_t)v;
+        return check_string(f, sub->p, (size_t)v, errbuf, errsize);
     }
-    if (type == PROTOBUF_C_WIRE_TYPE_64BIT || type == PROTOBUF_C_WIRE_TYPE_32BIT) {
-        v = type == PROTOBUF_C_WIRE_TYPE_64BIT ? 8 : 4;
-        if (left < v)
-            return scan_fail(f, errbuf, errsize, "truncated fixed-size value at byte %zu", at);
-        w->p += v;
-        return BILLING_OK;
-    }
-    if (type != PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED)
-        return scan_fail(f, errbuf, errsize, "unsupported wire type %u at byte %zu", type, at);
-    if (wire_varint(w, &v) != 0 || v > (uint64_t)(w->end - w->p))
-        return scan_fail(f, errbuf, errsize, "length at byte %zu runs past the end of the message",
-                         at);
-    sub.base = w->base;
-    sub.p = w->p;
-    sub.end = w->p + v;
-    w->p = sub.end;
-    if (f->fd != NULL && f->fd->type == PROTOBUF_C_TYPE_STRING)
-        return check_string(f, sub.p, (size_t)v, errbuf, errsize);
-    if (f->fd == NULL || f->fd->type != PROTOBUF_C_TYPE_MESSAGE)
-        return BILLING_OK;
-    return scan_message(f->fd->descriptor, f, &sub, depth + 1, errbuf, errsize);
 }
 
-static billing_status scan_message(const ProtobufCMessageDescriptor *desc, const scan_field *outer,
-                                   wire *w, int depth, char *errbuf, size_t errsize)
+static billing_status read_event(wire *w, wire_event *m, char *errbuf, size_t errsize)
 {
-    uint64_t key;
-    unsigned type;
-    size_t at;
     scan_field f;
+    unsigned type;
+    uint64_t v = 0;
+    wire sub;
     billing_status st;
 
-    if (depth > SCAN_DEPTH_MAX)
-        return scan_fail(outer, errbuf, errsize, "nests too deep");
-    f.outer = outer;
+    f.outer = NULL;
     while (w->p < w->end) {
-        at = (size_t)(w->p - w->base);
-        if (wire_varint(w, &key) != 0 || (key >> 3) == 0 || (key >> 3) > 536870911u) {
-            if (outer != NULL)
-                return scan_fail(outer, errbuf, errsize, "malformed field key at byte %zu", at);
-            return bl_seterr(errbuf, errsize, BILLING_ERR_PARSE,
-                             "event: malformed field key at byte %zu", at);
-        }
-        f.number = key >> 3;
-        type = (unsigned)(key & 7);
-        f.fd = protobuf_c_message_descriptor_get_field(desc, (unsigned)f.number);
-        if (f.fd != NULL && type != expected_wire_type(f.fd))
-            return scan_fail(&f, errbuf, errsize, "wire type %u at byte %zu, expected %u", type, at,
-                             expected_wire_type(f.fd));
-        st = scan_value(&f, type, w, depth, errbuf, errsize);
+        st = read_key(w, &billing__v1__usage_event__descriptor, &f, &type, errbuf, errsize);
+        if (st == BILLING_OK)
+            st = read_value(w, &f, type, &v, &sub, errbuf, errsize);
+        if (st == BILLING_OK && f.fd != NULL)
+            st = store_field(m, &f, v, &sub, errbuf, errsize);
         if (st != BILLING_OK)
             return st;
     }
     return BILLING_OK;
-}
-
-/* ---------------------------------------------------------------------- */
-/* Pass 2: unpack into an arena                                            */
-/* ---------------------------------------------------------------------- */
-
-/*
- * Room for the message, its two timestamps and its strings: an ordinary
- * event never touches the heap. Unusual messages (many unknown fields)
- * overflow to malloc and are freed with free_unpacked.
- */
-#define ARENA_SIZE (2 * BILLING_EVENT_WIRE_MAX)
-
-typedef struct arena {
-    unsigned char *base;
-    size_t used;
-    size_t heap; /* live heap blocks */
-    int failed;  /* a heap allocation failed */
-} arena;
-
-static void *arena_alloc(void *data, size_t size)
-{
-    arena *a = data;
-    size_t rounded = (size + 15u) & ~(size_t)15u;
-    void *p;
-
-    if (size <= ARENA_SIZE && rounded <= ARENA_SIZE - a->used) {
-        p = a->base + a->used;
-        a->used += rounded;
-        return p;
-    }
-    p = malloc(size);
-    if (p == NULL)
-        a->failed = 1;
-    else
-        a->heap++;
-    return p;
-}
-
-static void arena_free(void *data, void *p)
-{
-    arena *a = data;
-    uintptr_t u = (uintptr_t)p;
-
-    if (p == NULL || (u >= (uintptr_t)a->base && u < (uintptr_t)a->base + ARENA_SIZE))
-        return;
-    a->heap--;
-    free(p);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -293,15 +385,13 @@ static billing_status fail(const billing_event *ev, char *errbuf, size_t errsize
     return status;
 }
 
-typedef billing_status (*id_setter)(billing_event *ev, const char *value);
-
 /* A required identifier: present, bounded, printable without spaces. */
-static billing_status set_id_field(billing_event *ev, id_setter set, const char *name,
-                                   const char *value, char *errbuf, size_t errsize)
+static billing_status set_id_field(billing_event *ev, billing_event_text field, const char *name,
+                                   const wire_text *t, char *errbuf, size_t errsize)
 {
     billing_status st;
-    /* Bounded length first, then the word-at-a-time check (bl_valid_id goes byte by byte). */
-    size_t n = strnlen(value, BL_ID_MAX + 1);
+    const char *value = (const char *)t->p;
+    size_t n = t->len < BL_ID_MAX + 1 ? t->len : BL_ID_MAX + 1;
 
     if (n == 0)
         return fail(ev, errbuf, errsize, BILLING_ERR_INVALID, "field '%s' is missing", name);
@@ -309,26 +399,28 @@ static billing_status set_id_field(billing_event *ev, id_setter set, const char 
         return fail(ev, errbuf, errsize, n > BL_ID_MAX ? BILLING_ERR_TOO_LARGE : BILLING_ERR_INVALID,
                     "field '%s' must be 1..%d bytes of printable ASCII without spaces", name,
                     BL_ID_MAX);
-    st = set(ev, value);
+    st = billing_event_set_text(ev, field, value, n);
     if (st != BILLING_OK)
         return fail(ev, errbuf, errsize, st, "field '%s' is invalid", name);
     return BILLING_OK;
 }
 
 /* An optional attribute (model, region): at most BL_ATTR_MAX bytes. */
-static billing_status set_attr_field(billing_event *ev, id_setter set, const char *name,
-                                     const char *value, char *errbuf, size_t errsize)
+static billing_status set_attr_field(billing_event *ev, billing_event_text field, const char *name,
+                                     const wire_text *t, char *errbuf, size_t errsize)
 {
-    if (set(ev, value) != BILLING_OK)
+    const char *value = t->p != NULL ? (const char *)t->p : "";
+
+    if (billing_event_set_text(ev, field, value, t->len) != BILLING_OK)
         return fail(ev, errbuf, errsize, BILLING_ERR_TOO_LARGE,
                     "field '%s' is longer than %d bytes", name, BL_ATTR_MAX);
     return BILLING_OK;
 }
 
-static billing_status get_time(const billing_event *ev, const Billing__V1__Timestamp *ts,
-                               const char *name, billing_time_t *out, char *errbuf, size_t errsize)
+static billing_status get_time(const billing_event *ev, const wire_time *ts, const char *name,
+                               billing_time_t *out, char *errbuf, size_t errsize)
 {
-    if (ts == NULL)
+    if (!ts->present)
         return fail(ev, errbuf, errsize, BILLING_ERR_INVALID, "field '%s' is missing", name);
     if (ts->nanos < 0 || ts->nanos >= BILLING_NS_PER_SEC)
         return fail(ev, errbuf, errsize, BILLING_ERR_RANGE,
@@ -356,17 +448,17 @@ static billing_status set_meter_field(billing_event *ev, int value, char *errbuf
     return BILLING_OK;
 }
 
-static billing_status set_interval_fields(billing_event *ev, const Billing__V1__UsageEvent *m,
-                                          char *errbuf, size_t errsize)
+static billing_status set_interval_fields(billing_event *ev, const wire_event *m, char *errbuf,
+                                          size_t errsize)
 {
     billing_time_t start;
     billing_time_t end;
     billing_status st;
 
-    st = get_time(ev, m->start, "start", &start, errbuf, errsize);
+    st = get_time(ev, &m->start, "start", &start, errbuf, errsize);
     if (st != BILLING_OK)
         return st;
-    st = get_time(ev, m->end, "end", &end, errbuf, errsize);
+    st = get_time(ev, &m->end, "end", &end, errbuf, errsize);
     if (st != BILLING_OK)
         return st;
     if (end <= start)
@@ -375,42 +467,48 @@ static billing_status set_interval_fields(billing_event *ev, const Billing__V1__
     return BILLING_OK;
 }
 
-static billing_status set_quantity_field(billing_event *ev, const char *value, char *errbuf,
+static billing_status set_quantity_field(billing_event *ev, const wire_text *t, char *errbuf,
                                          size_t errsize)
 {
+    /* The quantity parser wants a string; the message bounds the copy. */
+    char value[BILLING_EVENT_WIRE_MAX + 1];
     char why[128];
     billing_status st;
 
-    if (value[0] == '\0')
+    if (t->len == 0)
         return fail(ev, errbuf, errsize, BILLING_ERR_INVALID, "field 'quantity' is missing");
+    memcpy(value, t->p, t->len);
+    value[t->len] = '\0';
     st = billing_event_set_quantity(ev, value, why, sizeof(why));
     if (st != BILLING_OK)
         return fail(ev, errbuf, errsize, st, "%s", why);
     return BILLING_OK;
 }
 
-/* Fill @ev from an unpacked message, in field order once the id is known. */
-static billing_status fill_event(billing_event *ev, const Billing__V1__UsageEvent *m, char *errbuf,
+/* Fill @ev from the fields read, in field order once the id is known. */
+static billing_status fill_event(billing_event *ev, const wire_event *m, char *errbuf,
                                  size_t errsize)
 {
     billing_status st;
 
-    st = set_id_field(ev, billing_event_set_id, "id", m->event_id, errbuf, errsize);
+    st = set_id_field(ev, BILLING_TEXT_ID, "id", &m->text[PB_ID], errbuf, errsize);
     if (st == BILLING_OK)
-        st = set_id_field(ev, billing_event_set_account, "account", m->account_id, errbuf, errsize);
+        st = set_id_field(ev, BILLING_TEXT_ACCOUNT, "account", &m->text[PB_ACCOUNT], errbuf,
+                          errsize);
     if (st == BILLING_OK)
-        st = set_id_field(ev, billing_event_set_resource, "resource", m->resource_id, errbuf,
+        st = set_id_field(ev, BILLING_TEXT_RESOURCE, "resource", &m->text[PB_RESOURCE], errbuf,
                           errsize);
     if (st == BILLING_OK)
         st = set_meter_field(ev, (int)m->meter, errbuf, errsize);
     if (st == BILLING_OK)
         st = set_interval_fields(ev, m, errbuf, errsize);
     if (st == BILLING_OK)
-        st = set_quantity_field(ev, m->quantity, errbuf, errsize);
+        st = set_quantity_field(ev, &m->text[PB_QUANTITY], errbuf, errsize);
     if (st == BILLING_OK)
-        st = set_attr_field(ev, billing_event_set_model, "model", m->gpu_model, errbuf, errsize);
+        st = set_attr_field(ev, BILLING_TEXT_MODEL, "model", &m->text[PB_MODEL], errbuf, errsize);
     if (st == BILLING_OK)
-        st = set_attr_field(ev, billing_event_set_region, "region", m->region, errbuf, errsize);
+        st = set_attr_field(ev, BILLING_TEXT_REGION, "region", &m->text[PB_REGION], errbuf,
+                            errsize);
     return st;
 }
 
@@ -421,14 +519,9 @@ static billing_status fill_event(billing_event *ev, const Billing__V1__UsageEven
 billing_status billing_event_decode(billing_event *ev, const unsigned char *buf, size_t len,
                                     char *errbuf, size_t errsize)
 {
-    union {
-        max_align_t align;
-        unsigned char bytes[ARENA_SIZE];
-    } mem;
-    arena a = {mem.bytes, 0, 0, 0};
-    ProtobufCAllocator alloc = {arena_alloc, arena_free, &a};
-    Billing__V1__UsageEvent *m;
+    wire_event m;
     wire w;
+    int refused = 0;
     billing_status st;
 
     if (ev == NULL || (buf == NULL && len > 0))
@@ -438,20 +531,18 @@ billing_status billing_event_decode(billing_event *ev, const unsigned char *buf,
         return bl_seterr(errbuf, errsize, BILLING_ERR_TOO_LARGE,
                          "event: message of %zu bytes exceeds the %d-byte limit", len,
                          BILLING_EVENT_WIRE_MAX);
+    memset(&m, 0, sizeof(m));
     w.base = buf;
     w.p = buf;
     w.end = buf + len;
-    st = scan_message(&billing__v1__usage_event__descriptor, NULL, &w, 1, errbuf, errsize);
+    w.refused = &refused;
+    st = read_event(&w, &m, errbuf, errsize);
     if (st != BILLING_OK)
         return st;
-    m = billing__v1__usage_event__unpack(&alloc, len, buf);
-    if (m == NULL)
-        return bl_seterr(errbuf, errsize, a.failed ? BILLING_ERR_NOMEM : BILLING_ERR_PARSE,
-                         a.failed ? "event: out of memory" : "event: malformed message");
-    st = fill_event(ev, m, errbuf, errsize);
-    if (a.heap > 0)
-        billing__v1__usage_event__free_unpacked(m, &alloc);
-    return st;
+    /* Valid protobuf, but not as protobuf-c reads it: refused as unpack refused it. */
+    if (refused)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_PARSE, "event: malformed message");
+    return fill_event(ev, &m, errbuf, errsize);
 }
 
 /* Split an instant into Timestamp seconds and non-negative nanos. */

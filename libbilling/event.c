@@ -3,6 +3,7 @@
  */
 #include "config.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,15 +64,10 @@ static billing_status outcome(billing_event *ev, unsigned bit, billing_status st
     return st;
 }
 
-/* Copy @src into @dst (room for @max bytes plus NUL); its length into *@len. */
-static billing_status copy_field(char *dst, uint8_t *len, size_t max, const char *src,
-                                 int allow_empty)
+/* Copy the @n bytes at @src into @dst (room for @max bytes plus NUL); @n into *@len. */
+static billing_status copy_field_n(char *dst, uint8_t *len, size_t max, const char *src, size_t n,
+                                   int allow_empty)
 {
-    size_t n;
-
-    if (src == NULL)
-        return BILLING_ERR_INVALID;
-    n = strnlen(src, max + 1);
     if (n > max)
         return BILLING_ERR_TOO_LARGE;
     if (n == 0 && !allow_empty)
@@ -80,6 +76,15 @@ static billing_status copy_field(char *dst, uint8_t *len, size_t max, const char
     dst[n] = '\0';
     *len = (uint8_t)n;
     return BILLING_OK;
+}
+
+/* Copy the string @src into @dst (room for @max bytes plus NUL); its length into *@len. */
+static billing_status copy_field(char *dst, uint8_t *len, size_t max, const char *src,
+                                 int allow_empty)
+{
+    if (src == NULL)
+        return BILLING_ERR_INVALID;
+    return copy_field_n(dst, len, max, src, strnlen(src, max + 1), allow_empty);
 }
 
 billing_status billing_event_set_id(billing_event *ev, const char *id)
@@ -139,6 +144,41 @@ billing_status billing_event_set_quantity(billing_event *ev, const char *quantit
                        bl_seterr(errbuf, errsize, BILLING_ERR_PARSE,
                                  "field 'quantity': '%.48s' is not a decimal number", quantity));
     return outcome(ev, BL_EV_QUANTITY, BILLING_OK);
+}
+
+/* Where each billing_event_text field lives, indexed by billing_event_text. */
+static const struct text_field {
+    size_t text;
+    size_t len;
+    unsigned bit;
+    size_t max;
+} text_fields[] = {
+    {offsetof(billing_event, id), offsetof(billing_event, id_len), BL_EV_ID, BL_ID_MAX},
+    {offsetof(billing_event, account), offsetof(billing_event, account_len), BL_EV_ACCOUNT,
+     BL_ID_MAX},
+    {offsetof(billing_event, resource), offsetof(billing_event, resource_len), BL_EV_RESOURCE,
+     BL_ID_MAX},
+    {offsetof(billing_event, model), offsetof(billing_event, model_len), BL_EV_MODEL, BL_ATTR_MAX},
+    {offsetof(billing_event, region), offsetof(billing_event, region_len), BL_EV_REGION,
+     BL_ATTR_MAX},
+};
+
+billing_status billing_event_set_text(billing_event *ev, billing_event_text field,
+                                      const char *text, size_t len)
+{
+    const struct text_field *f;
+    size_t max;
+
+    if ((unsigned)field >= sizeof(text_fields) / sizeof(text_fields[0]))
+        return BILLING_ERR_INVALID;
+    f = &text_fields[field];
+    max = f->max;
+    /* A NUL would end the string early for every reader of the field. */
+    if (text == NULL || memchr(text, '\0', len < max + 1 ? len : max + 1) != NULL)
+        return outcome(ev, f->bit, BILLING_ERR_INVALID);
+    return outcome(ev, f->bit,
+                   copy_field_n((char *)ev + f->text, (uint8_t *)((char *)ev + f->len), max, text,
+                                len, max == BL_ATTR_MAX));
 }
 
 billing_status billing_event_set_model(billing_event *ev, const char *model)

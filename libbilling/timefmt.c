@@ -250,13 +250,13 @@ static int two_digits(const char *p)
  * which also writes the message. Saves the field-by-field walk (about a
  * quarter of the JSON decoder's time went to timestamps).
  */
-static int parse_common_utc(const char *t, tfields *f)
+static int parse_common_utc(const char *t, size_t len, tfields *f)
 {
     int hi;
     int lo;
 
     /* Exactly 20 bytes first: the fixed places below are then all inside the text. */
-    if (strnlen(t, 21) != 20)
+    if (len != 20)
         return -1;
     hi = two_digits(t);
     lo = two_digits(t + 2);
@@ -278,13 +278,25 @@ static int parse_common_utc(const char *t, tfields *f)
     return 0;
 }
 
+/* The instant of @f into *@out: 0, or -1 outside 1900..2200. */
+static int to_instant(const tfields *f, billing_time_t *out)
+{
+    int64_t secs = bl_days_from_civil(f->year, f->month, f->day) * 86400 + f->hour * 3600 +
+                   f->minute * 60 + f->second - f->offset;
+
+    if (secs < BL_TIME_MIN / NS || secs > BL_TIME_MAX / NS ||
+        (secs == BL_TIME_MAX / NS && f->nsec > 0))
+        return -1;
+    *out = secs * NS + f->nsec;
+    return 0;
+}
+
 billing_status billing_time_parse(const char *text, billing_time_t *out, char *errbuf,
                                   size_t errsize)
 {
     tparse tp;
     tfields f;
     billing_status st;
-    int64_t secs;
 
     if (text == NULL || out == NULL)
         return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID, "timestamp: NULL argument");
@@ -292,7 +304,7 @@ billing_status billing_time_parse(const char *text, billing_time_t *out, char *e
     tp.pos = 0;
     tp.errbuf = errbuf;
     tp.errsize = errsize;
-    if (parse_common_utc(text, &f) != 0) {
+    if (parse_common_utc(text, strnlen(text, 21), &f) != 0) {
         /* strnlen bound first: the digit readers stop at NUL, so this only caps messages and work. */
         if (strnlen(text, TIME_TEXT_MAX + 1) > TIME_TEXT_MAX)
             return perr(&tp, BILLING_ERR_PARSE, "too long");
@@ -300,14 +312,34 @@ billing_status billing_time_parse(const char *text, billing_time_t *out, char *e
         if (st != BILLING_OK)
             return st;
     }
-    secs = bl_days_from_civil(f.year, f.month, f.day) * 86400 + f.hour * 3600 + f.minute * 60 +
-           f.second - f.offset;
-    if (secs < BL_TIME_MIN / NS || secs > BL_TIME_MAX / NS ||
-        (secs == BL_TIME_MAX / NS && f.nsec > 0))
+    if (to_instant(&f, out) != 0)
         return perr(&tp, BILLING_ERR_RANGE,
                     "outside the supported range 1900-01-01T00:00:00Z..2200-01-01T00:00:00Z");
-    *out = secs * NS + f.nsec;
     return BILLING_OK;
+}
+
+/*
+ * The common form is read in place. Anything else is copied out with a
+ * NUL: every timestamp accepted fits in TIME_TEXT_MAX, and one byte more
+ * is enough for billing_time_parse to refuse a longer one as too long,
+ * quoting the same first characters.
+ */
+billing_status billing_time_parse_n(const char *text, size_t len, billing_time_t *out,
+                                    char *errbuf, size_t errsize)
+{
+    char buf[TIME_TEXT_MAX + 2];
+    size_t n = len < TIME_TEXT_MAX + 1 ? len : TIME_TEXT_MAX + 1;
+    tfields f;
+
+    if (text == NULL || out == NULL)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID, "timestamp: NULL argument");
+    if (parse_common_utc(text, len, &f) == 0 && to_instant(&f, out) == 0)
+        return BILLING_OK;
+    if (memchr(text, '\0', n) != NULL)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_PARSE, "timestamp: contains a NUL byte");
+    memcpy(buf, text, n);
+    buf[n] = '\0';
+    return billing_time_parse(buf, out, errbuf, errsize);
 }
 
 /* ".5", ".000000001": the fraction without trailing zeros, or "" for none. */

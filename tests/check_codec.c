@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -338,7 +339,7 @@ START_TEST(test_oversize)
 }
 END_TEST
 
-/* Fields unknown to this schema version are skipped, however many (heap fallback). */
+/* Fields unknown to this schema version are skipped, however many. */
 START_TEST(test_unknown_fields_skipped)
 {
     msg x;
@@ -406,6 +407,148 @@ START_TEST(test_truncations)
 }
 END_TEST
 
+/*
+ * Keys and length prefixes padded past 5 bytes are valid varints, but
+ * protobuf-c's unpack refuses them, and so does the decoder (it accepted
+ * what unpack accepted before reading the wire itself). A wire error
+ * later in the message is still the one reported.
+ */
+START_TEST(test_prefix_over_five_bytes)
+{
+    /* The meter's key (field 4, varint) in 1 to 6 bytes, then METER_GPU. */
+    static const unsigned char keys[6][7] = {
+        {0x20, 0x01},
+        {0xa0, 0x00, 0x01},
+        {0xa0, 0x80, 0x00, 0x01},
+        {0xa0, 0x80, 0x80, 0x00, 0x01},
+        {0xa0, 0x80, 0x80, 0x80, 0x00, 0x01},
+        {0xa0, 0x80, 0x80, 0x80, 0x80, 0x00, 0x01},
+    };
+    msg x;
+    unsigned char buf[512];
+    size_t len;
+    size_t k;
+    char err[ERR];
+
+    msg_init(&x);
+    x.m.meter = BILLING__V1__METER__METER_UNSPECIFIED;
+    len = pack(&x, buf, sizeof(buf));
+    for (k = 0; k < 6; k++) {
+        memcpy(buf + len, keys[k], k + 2);
+        err[0] = '\0';
+        if (k < 5) {
+            ck_assert_msg(decode(buf, len + k + 2, err) == BILLING_OK, "%zu-byte key: %s", k + 1,
+                          err);
+            continue;
+        }
+        expect(buf, len + k + 2, BILLING_ERR_PARSE, "event: malformed message");
+        /* A truncated field after it: the wire error wins. */
+        memcpy(buf + len + k + 2, "\x0a\x05", 2);
+        expect(buf, len + k + 4, BILLING_ERR_PARSE, "field 'id': length at byte");
+    }
+}
+END_TEST
+
+START_TEST(test_length_prefix_over_five_bytes)
+{
+    /* id "e" with its length 1 written in 5, then 6 bytes. */
+    static const unsigned char five[] = {0x0a, 0x81, 0x80, 0x80, 0x80, 0x00, 'e'};
+    static const unsigned char six[] = {0x0a, 0x81, 0x80, 0x80, 0x80, 0x80, 0x00, 'e'};
+
+    expect(five, sizeof(five), BILLING_ERR_INVALID, "event 'e': field 'account' is missing");
+    expect(six, sizeof(six), BILLING_ERR_PARSE, "event: malformed message");
+}
+END_TEST
+
+/* A repeated Timestamp replaces the earlier one whole, as protobuf-c's unpack does. */
+START_TEST(test_repeated_timestamp_replaces)
+{
+    msg x;
+    unsigned char buf[512];
+    size_t len;
+    billing_event *ev = billing_event_new();
+    char err[ERR];
+    /* start { seconds: 1767578460 } again, without nanos: 2026-01-05T10:01:00+08:00. */
+    static const unsigned char again[] = {0x2a, 0x06, 0x08, 0xdc, 0xb6, 0xec, 0xca, 0x06};
+
+    msg_init(&x);
+    x.start.nanos = 5;
+    len = pack(&x, buf, sizeof(buf));
+    memcpy(buf + len, again, sizeof(again));
+    len += sizeof(again);
+    ck_assert_int_eq(billing_event_decode(ev, buf, len, err, sizeof(err)), BILLING_OK);
+    ck_assert_int_eq(billing_event_start(ev), INT64_C(1767578460) * BILLING_NS_PER_SEC);
+    billing_event_destroy(ev);
+}
+END_TEST
+
+/* billing_event_set_text: the bytes given, no NUL needed, the setters' bounds and outcome. */
+START_TEST(test_set_text)
+{
+    static const char line[] = "lab-a,i-1;RTX4090";
+    char id[130];
+    billing_event *ev = billing_event_new();
+
+    ck_assert_int_eq(billing_event_set_text(ev, BILLING_TEXT_ACCOUNT, line, 5), BILLING_OK);
+    ck_assert_str_eq(billing_event_account(ev), "lab-a");
+    ck_assert_int_eq(billing_event_set_text(ev, BILLING_TEXT_RESOURCE, line + 6, 3), BILLING_OK);
+    ck_assert_str_eq(billing_event_resource(ev), "i-1");
+    ck_assert_int_eq(billing_event_set_text(ev, BILLING_TEXT_MODEL, line + 10, 7), BILLING_OK);
+    ck_assert_str_eq(billing_event_model(ev), "RTX4090");
+    ck_assert_int_eq(billing_event_set_text(ev, BILLING_TEXT_REGION, line, 0), BILLING_OK);
+    ck_assert_str_eq(billing_event_region(ev), "");
+    memset(id, 'i', sizeof(id));
+    ck_assert_int_eq(billing_event_set_text(ev, BILLING_TEXT_ID, id, 128), BILLING_OK);
+    ck_assert_uint_eq(strlen(billing_event_id(ev)), 128);
+    ck_assert_int_eq(billing_event_set_text(ev, BILLING_TEXT_ID, id, 129), BILLING_ERR_TOO_LARGE);
+    ck_assert_int_eq(billing_event_set_text(ev, BILLING_TEXT_MODEL, id, 65), BILLING_ERR_TOO_LARGE);
+    ck_assert_int_eq(billing_event_set_text(ev, BILLING_TEXT_ACCOUNT, line, 0),
+                     BILLING_ERR_INVALID);
+    ck_assert_int_eq(billing_event_set_text(ev, BILLING_TEXT_RESOURCE, "i\0x", 3),
+                     BILLING_ERR_INVALID);
+    ck_assert_int_eq(billing_event_set_text(ev, BILLING_TEXT_REGION, NULL, 0), BILLING_ERR_INVALID);
+    ck_assert_int_eq(billing_event_set_text(ev, (billing_event_text)99, line, 1),
+                     BILLING_ERR_INVALID);
+    billing_event_destroy(ev);
+}
+END_TEST
+
+/* billing_time_parse_n: what billing_time_parse says of the same bytes as a string. */
+START_TEST(test_time_parse_n)
+{
+    static const char *const texts[] = {
+        "2026-01-05T10:00:00Z",      "2026-01-05T10:00:00.5+08:00", "2026-01-05T10:00:00",
+        "2300-01-01T00:00:00Z",      "2026-02-30T00:00:00Z",        "",
+        "2026-01-05T10:00:00Zjunk",  "1900-01-01T00:00:00Z",        "2026-01-05t10:00:00z",
+        "2026-01-05T10:00:00.123456789012345678901234567890123456789012345678901234567890Z",
+    };
+    char buf[128];
+    char err_n[256];
+    char err_s[256];
+    billing_time_t t_n;
+    billing_time_t t_s;
+    billing_status st_n;
+    billing_status st_s;
+    size_t i;
+
+    for (i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+        /* The text followed by more digits, which @len excludes. */
+        snprintf(buf, sizeof(buf), "%s99", texts[i]);
+        err_n[0] = err_s[0] = '\0';
+        t_n = t_s = -1;
+        st_n = billing_time_parse_n(buf, strlen(texts[i]), &t_n, err_n, sizeof(err_n));
+        st_s = billing_time_parse(texts[i], &t_s, err_s, sizeof(err_s));
+        ck_assert_msg(st_n == st_s, "'%s': %d, want %d", texts[i], st_n, st_s);
+        ck_assert_str_eq(err_n, err_s);
+        ck_assert_int_eq(t_n, t_s);
+    }
+    ck_assert_int_eq(billing_time_parse_n("2026-01-05\0T10:00:00Z", 21, &t_n, err_n,
+                                          sizeof(err_n)),
+                     BILLING_ERR_PARSE);
+    ck_assert_str_eq(err_n, "timestamp: contains a NUL byte");
+}
+END_TEST
+
 static uint64_t rng = UINT64_C(0x9e3779b97f4a7c15);
 
 /* Random bytes and random corruptions of a valid message: decode stays safe. */
@@ -456,6 +599,11 @@ static Suite *codec_suite(void)
     tcase_add_test(tc, test_oversize);
     tcase_add_test(tc, test_unknown_fields_skipped);
     tcase_add_test(tc, test_last_value_wins);
+    tcase_add_test(tc, test_prefix_over_five_bytes);
+    tcase_add_test(tc, test_length_prefix_over_five_bytes);
+    tcase_add_test(tc, test_repeated_timestamp_replaces);
+    tcase_add_test(tc, test_set_text);
+    tcase_add_test(tc, test_time_parse_n);
     tcase_add_test(tc, test_truncations);
     tcase_add_test(tc, test_random_input);
     suite_add_tcase(s, tc);

@@ -163,6 +163,11 @@ static const bad_case bad_cases[] = {
      "\"start\":\"2026-01-05T10:00:00Z\",\"end\":\"2026-01-05 13:00\",\"quantity\":\"1\"}",
      BILLING_ERR_PARSE, "event 'e1': field 'end': timestamp '2026-01-05 13:00'"},
     {"{\"" LONG64 "\":1}", BILLING_ERR_INVALID, "event: unknown field '(long or non-ASCII name)'"},
+    /* An id with escapes names the event unescaped. */
+    {"{\"id\":\"\\u0065\\u0031\"}", BILLING_ERR_INVALID, "event 'e1': field 'account' is missing"},
+    /* A long plain key that is not a field: named in full. */
+    {"{\"id\":\"e1\",\"resource_id_x\":1}", BILLING_ERR_INVALID,
+     "event 'e1': unknown field 'resource_id_x'"},
 };
 
 START_TEST(test_reject)
@@ -216,9 +221,9 @@ START_TEST(test_length_bound)
 END_TEST
 
 /*
- * Strings are scanned eight bytes at a time: a special byte at every
- * position of ids of 1 to 24 bytes (inside a word, in the tail, on either
- * side of a word edge) is still seen. An escape decodes, a quote ends the
+ * Strings are scanned 16 bytes at a time (SSE2): a special byte at every
+ * position of ids of 1 to 40 bytes (inside a block, in the tail, on either
+ * side of a block edge) is still seen. An escape decodes, a quote ends the
  * id early (then the line is malformed), other bytes are refused.
  */
 START_TEST(test_special_byte_every_position)
@@ -226,7 +231,7 @@ START_TEST(test_special_byte_every_position)
     static const char specials[] = "\x01\x1f\x7f\x80\xff\"\\";
     char line[512];
     char id[64];
-    char want[32];
+    char want[48];
     billing_event *ev = billing_event_new();
     char err[ERR];
     size_t n;
@@ -234,7 +239,7 @@ START_TEST(test_special_byte_every_position)
     size_t k;
     billing_status st;
 
-    for (n = 1; n <= 24; n++) {
+    for (n = 1; n <= 40; n++) {
         for (pos = 0; pos < n; pos++) {
             /* "\u0041" at @pos: the same id with an 'A' there. */
             memset(want, 'i', n);
@@ -256,6 +261,37 @@ START_TEST(test_special_byte_every_position)
                               (unsigned char)specials[k], pos, n);
             }
         }
+    }
+    billing_event_destroy(ev);
+}
+END_TEST
+
+/*
+ * A string running to the end of the input, in a buffer of exactly its
+ * length (so that a sanitizer sees any read past it): every length up to
+ * three blocks is reported unterminated, nothing after the end is read.
+ */
+START_TEST(test_unterminated_at_end)
+{
+    static const char head[] = "{\"id\":\"";
+    billing_event *ev = billing_event_new();
+    char want[96];
+    char err[ERR];
+    char *line;
+    size_t n;
+    size_t len;
+
+    for (n = 0; n <= 48; n++) {
+        len = strlen(head) + n;
+        line = malloc(len);
+        ck_assert_ptr_nonnull(line);
+        memcpy(line, head, strlen(head));
+        memset(line + strlen(head), 'i', n);
+        ck_assert_int_eq(bc_event_parse_json(ev, line, len, err, sizeof(err)), BILLING_ERR_PARSE);
+        snprintf(want, sizeof(want),
+                 "event: column %zu: unterminated string, found the end of the line", len + 1);
+        ck_assert_str_eq(err, want);
+        free(line);
     }
     billing_event_destroy(ev);
 }
@@ -298,6 +334,7 @@ static Suite *eventjson_suite(void)
     tcase_add_test(tc, test_id_bound);
     tcase_add_test(tc, test_length_bound);
     tcase_add_test(tc, test_special_byte_every_position);
+    tcase_add_test(tc, test_unterminated_at_end);
     tcase_add_test(tc, test_random_input);
     suite_add_tcase(s, tc);
     return s;
