@@ -108,6 +108,16 @@ check "the same file again stores nothing" $r
 jq -c '., (.id += "-2"), (.id += "-3"), (.id += "-4" | .account = "ghost"),
     (select(.id | test("1$")) | .quantity = "12345"), (select(.id | test("2$")))' \
     "$ex/events.jsonl" >"$tmp/many.jsonl"
+# 16 000 models of usage inside lab-a's subscription, over a rater's cap of
+# 4 096: which ones are refused depends on the order, so -j 2 must rate
+# such a batch on one rater (batches of 10 000: each slice over the cap;
+# then 6 000: slices under it, too many together).
+awk 'BEGIN { for (i = 0; i < 16000; i++) {
+    t = sprintf("2026-01-10T10:%02d", i % 60)
+    printf "{\"id\":\"attr-%d\",\"account\":\"lab-a\",\"resource\":\"i-a1\",", i
+    printf "\"meter\":\"gpu\",\"start\":\"%s:00+08:00\",\"end\":\"%s:30+08:00\",", t, t
+    printf "\"quantity\":\"1\",\"model\":\"M%d\",\"region\":\"cn-east-1\"}\n", i } }' \
+    >"$tmp/models.jsonl"
 # Every row the pipeline writes, as text, without the time it was written.
 dump_sql="SELECT (to_jsonb(t) - 'received_at' - 'first_seen' - 'updated_at')::text"
 for j in 1 2; do
@@ -119,6 +129,9 @@ for j in 1 2; do
     BILLING_PG_CONNINFO=$conn $billing ingest -j $j --batch 1000 --quiet "$tmp/many.jsonl" \
         >"$tmp/j$j.out" 2>&1
     echo "exit $?" >>"$tmp/j$j.out"
+    BILLING_PG_CONNINFO=$conn $billing ingest -j $j --batch 10000 --quiet "$tmp/models.jsonl" \
+        >>"$tmp/j$j.out" 2>&1
+    echo "exit $?" >>"$tmp/j$j.out"
     for t in usage_aggregates usage_events event_ids rejected_events; do
         psql "$conn" -Atqc "$dump_sql FROM billing.$t t ORDER BY 1"
     done >"$tmp/j$j.rows"
@@ -126,7 +139,8 @@ done
 n=$(wc -l <"$tmp/many.jsonl")
 cmp -s "$tmp/j1.out" "$tmp/j2.out" && cmp -s "$tmp/j1.rows" "$tmp/j2.rows" &&
     grep -q "^$n records: .* stored, [1-9][0-9]* duplicates, [1-9][0-9]* rejected" "$tmp/j1.out" &&
+    grep -q "^16000 records: 8192 stored, 0 duplicates, 7808 rejected" "$tmp/j1.out" &&
     [ "$n" -gt 1000 ] && r=ok || r=fail
-check "ingest -j 2 stores exactly what -j 1 stores ($(head -1 "$tmp/j2.out"))" $r
+check "ingest -j 2 stores exactly what -j 1 stores ($(grep records "$tmp/j2.out" | tr '\n' ' '))" $r
 [ $r = ok ] || diff "$tmp/j1.out" "$tmp/j2.out"
 finish
