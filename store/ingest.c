@@ -586,7 +586,10 @@ static bs_status rate_slices(bs_ingest *in, size_t nslices, billing_rater **rt, 
     size_t k;
 
     *serial = 0;
-    /* Made here, not on the threads: the first rater freezes the catalog, unsafe to share before. */
+    /*
+     * Made here, not on the threads: the first rater freezes the catalog,
+     * which is not safe to share before.
+     */
     st = new_raters(in, nslices, err);
     if (st == BS_OK) {
         bs_parallel_slices(in->n, nslices, prepare_slice, in);
