@@ -13,7 +13,8 @@
 # billingd consuming a topic fed at $LAT_RATE (10 000) events/s for 30 s;
 # latency = received_at (written at insert) - the send time carried in each
 # id; p50, p99, max. LAT_RATE=0: no latency run. CONNECTIONS sets
-# billingd's commit.connections (default 2).
+# billingd's commit.connections (default 2); RATE_THREADS its rate.threads
+# (unset: the key is not passed, so that builds older than it run too).
 # Prints one line per run. Polls the committed positions (half a second).
 set -eu
 events=${1:?usage: billingd.sh EVENTS [BATCH...]}
@@ -47,7 +48,7 @@ start_daemon() { # TOPIC BATCH
     "$bin/billingd/billingd" --set "topics=$1" --set group=bench --set "batch.size=$2" \
         --set batch.linger.ms=200 --set "kafka.bootstrap.servers=$BILLING_KAFKA_BROKERS" \
         --set kafka.fetch.max.bytes=104857600 --set "commit.connections=${CONNECTIONS:-2}" \
-        2>"$tmp/billingd.log" &
+        ${RATE_THREADS:+--set "rate.threads=$RATE_THREADS"} 2>"$tmp/billingd.log" &
     pid=$!
 }
 
@@ -84,8 +85,8 @@ for batch in $batches; do
     cpu=$(cpu_ms "$pid")
     stop_daemon
     rate=$(( (events - first) * 1000 / (t1 - t0 > 0 ? t1 - t0 : 1) ))
-    echo "batch=$batch events=$events events_per_s=$rate wall_ms=$((t1 - t0))" \
-        "billingd_cpu_ms=$cpu peak_rss_mib=$rss"
+    echo "batch=$batch rate_threads=${RATE_THREADS:-default} events=$events events_per_s=$rate" \
+        "wall_ms=$((t1 - t0)) billingd_cpu_ms=$cpu peak_rss_mib=$rss"
 done
 
 # Latency at a steady LAT_RATE events/s (default 10 000) for 30 s; LAT_RATE=0 skips it.

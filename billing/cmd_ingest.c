@@ -30,6 +30,7 @@ typedef struct ingest_opts {
     const char *book;
     const char *format; /* NULL: guessed per file */
     long batch;
+    long jobs;
     int quiet;
 } ingest_opts;
 
@@ -68,6 +69,8 @@ static void usage(FILE *out)
           "  --format jsonl|protobuf  input format (default: from the file name; stdin\n"
           "                         is JSON Lines)\n"
           "  --batch N              records per transaction (1.." "50000, default 5000)\n"
+          "  -j, --jobs N           decode and rate each batch on N threads (1..64,\n"
+          "                         default 1); what is stored is the same for every N\n"
           "  --book ID              price book to rate with (default: the only one)\n"
           "  --quiet                do not list rejected records on stderr\n" DBCLI_DB_HELP
           "  --help                 print this help\n"
@@ -80,11 +83,14 @@ static void usage(FILE *out)
 }
 
 enum { OPT_DB = 256, OPT_BOOK, OPT_FORMAT, OPT_BATCH, OPT_QUIET, OPT_HELP };
+/* Options with a short form too: their letter (cli_getopt makes "j:" of it). */
+enum { OPT_JOBS = 'j' };
 
 static const struct option long_options[] = {
     {"db", required_argument, NULL, OPT_DB},       {"book", required_argument, NULL, OPT_BOOK},
     {"format", required_argument, NULL, OPT_FORMAT}, {"batch", required_argument, NULL, OPT_BATCH},
-    {"quiet", no_argument, NULL, OPT_QUIET},       {"help", no_argument, NULL, OPT_HELP},
+    {"quiet", no_argument, NULL, OPT_QUIET},       {"jobs", required_argument, NULL, OPT_JOBS},
+    {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
 
@@ -112,6 +118,12 @@ static int take_option(void *ctx, int opt, const char *arg)
             return cli_usage_error("ingest", "--batch: '%s' is not a number in 1..%d", arg,
                                    BATCH_MAX);
         return CLI_EXIT_OK;
+    case OPT_JOBS:
+        o->jobs = strtol(arg, &end, 10);
+        if (*arg == '\0' || *end != '\0' || o->jobs < 1 || o->jobs > BS_INGEST_THREADS_MAX)
+            return cli_usage_error("ingest", "--jobs: '%s' is not a number of threads in 1..%d",
+                                   arg, BS_INGEST_THREADS_MAX);
+        return CLI_EXIT_OK;
     case OPT_QUIET:
         o->quiet = 1;
         return CLI_EXIT_OK;
@@ -128,6 +140,7 @@ static int parse_args(ingest_opts *o, int argc, char **argv, int *first)
 
     memset(o, 0, sizeof(*o));
     o->batch = DEFAULT_BATCH;
+    o->jobs = 1;
     rc = cli_getopt("ingest", argc, argv, long_options, take_option, o, first);
     if (rc != CLI_EXIT_OK)
         return rc;
@@ -304,7 +317,12 @@ int cmd_ingest(int argc, char **argv)
         goto out;
     }
     run.in = bs_ingest_new(cat, NULL);
-    rc = run.in ? run_files(&run, argc, argv, first) : CLI_EXIT_INTERNAL;
+    if (run.in == NULL || bs_ingest_set_threads(run.in, (int)o.jobs) != 0) {
+        cli_error("ingest: out of memory");
+        rc = CLI_EXIT_INTERNAL;
+        goto out;
+    }
+    rc = run_files(&run, argc, argv, first);
 out:
     bs_ingest_free(run.in);
     bs_catalog_free(cat);

@@ -22,6 +22,7 @@ void bd_config_init(bd_config *c)
     c->batch_size = 5000;
     c->linger_ms = 200;
     c->commit_connections = 2;
+    c->rate_threads = 1;
     c->retry_max_ms = 30000;
 }
 
@@ -159,6 +160,10 @@ static int apply(bd_config *c, const char *key, const char *value, const char **
     if (strcmp(key, "commit.connections") == 0) {
         *why = "need a number in 1..8";
         return set_long(&c->commit_connections, value, 1, 8);
+    }
+    if (strcmp(key, "rate.threads") == 0) {
+        *why = "need a number in 1..64";
+        return set_long(&c->rate_threads, value, 1, 64);
     }
     if (strcmp(key, "retry.max.ms") == 0) {
         *why = "need a number in 100..600000";

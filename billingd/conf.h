@@ -12,6 +12,7 @@
  *   batch.linger.ms    longest wait to fill a batch, 1..60000 (default 200)
  *   commit.connections batches committing at once, on as many connections,
  *                      each for its own partitions, 1..8 (default 2)
+ *   rate.threads       threads decoding and rating each batch, 1..64 (default 1)
  *   retry.max.ms       longest pause between database retries (default 30000)
  *   alerts.topic       topic of billing.v1.CreditAlert ("": no alerts; default none)
  *   alerts.thresholds  percents of credit used that alert, default 50,80,100
@@ -46,6 +47,7 @@ typedef struct bd_config {
     long batch_size;
     long linger_ms;
     long commit_connections;
+    long rate_threads;
     long retry_max_ms;
     bd_kv kafka[BD_MAX_KAFKA];
     size_t n_kafka;

@@ -10,7 +10,8 @@
  * different partitions commit at once on several PostgreSQL backends.
  * Within a lane batches overlap by one: while its committer runs the
  * transaction of batch n, this thread fills, decodes and rates batch n+1
- * (two batch buffers, each with its own bs_ingest). Batch n+1 is handed
+ * (two batch buffers, each with its own bs_ingest), on rate.threads
+ * threads of its own (bs_ingest_set_threads). Batch n+1 is handed
  * over only once batch n has committed, so its positions start where n's
  * ended and a partition's commits stay in order; if any batch fails, every
  * batch being filled is dropped and all partitions are read again from
@@ -851,7 +852,8 @@ static int start_lanes(bd_daemon *d, const bs_retry *retry, bs_error *err)
             return -1;
         for (j = 0; j < 2; j++) {
             l->batches[j].in = bs_ingest_new(d->cat, d->cfg->group);
-            if (alloc_batch(d, &l->batches[j]) != 0 || l->batches[j].in == NULL) {
+            if (alloc_batch(d, &l->batches[j]) != 0 || l->batches[j].in == NULL ||
+                bs_ingest_set_threads(l->batches[j].in, (int)d->cfg->rate_threads) != 0) {
                 bs_error_set(err, BS_ERR_NOMEM, "commit lane %zu: out of memory", i);
                 return -1;
             }
@@ -892,9 +894,10 @@ static int start(bd_daemon *d)
     if (d->rk == NULL)
         return -1;
     bd_log("info", "started",
-           "group=%s topics=%zu book=%s batch=%ld linger_ms=%ld commit_connections=%zu",
+           "group=%s topics=%zu book=%s batch=%ld linger_ms=%ld commit_connections=%zu"
+           " rate_threads=%ld",
            d->cfg->group, d->cfg->n_topics, bs_catalog_book(d->cat), d->cfg->batch_size,
-           d->cfg->linger_ms, d->n_lanes);
+           d->cfg->linger_ms, d->n_lanes, d->cfg->rate_threads);
     return 0;
 }
 

@@ -14,10 +14,14 @@
 #include "copy.h"
 #include "events.h"
 #include "ingest.h"
+#include "merge.h"
+#include "parallel.h"
 #include "takeback.h"
 
 #define REASON_MAX 256
 #define REJECT_PAYLOAD_MAX (1024u * 1024u)
+/* Fewest records a slice of a batch gets: a thread costs more than rating fewer. */
+#define SLICE_MIN 256
 
 /*
  * A batch's aggregates are COPYed into a session staging table and added
@@ -81,9 +85,20 @@ typedef struct slot {
     char reason[REASON_MAX];
 } slot;
 
+/* What one slice of a batch rated, on its thread (rate_slices). */
+typedef struct share {
+    billing_rater *rt;
+    bs_status st;
+    bs_error err;
+    int refused; /* a record refused for the rater's state: its cap on model and region pairs */
+} share;
+
 struct bs_ingest {
     bs_catalog *cat;
     const char *group;
+    size_t threads;
+    share *shares; /* one per thread */
+    int decoding;  /* the slices decode their records before rating them (not on a retry) */
     slot *slots;
     size_t cap;
     bs_event *rows;           /* events offered to the store, in record order */
@@ -118,9 +133,30 @@ bs_ingest *bs_ingest_new(bs_catalog *cat, const char *group)
 
     if (in == NULL)
         return NULL;
+    in->shares = calloc(1, sizeof(*in->shares));
+    if (in->shares == NULL) {
+        free(in);
+        return NULL;
+    }
     in->cat = cat;
     in->group = group;
+    in->threads = 1;
     return in;
+}
+
+int bs_ingest_set_threads(bs_ingest *in, int n)
+{
+    share *sh;
+
+    if (n < 1 || n > BS_INGEST_THREADS_MAX)
+        return -1;
+    sh = calloc((size_t)n, sizeof(*sh));
+    if (sh == NULL)
+        return -1;
+    free(in->shares);
+    in->shares = sh;
+    in->threads = (size_t)n;
+    return 0;
 }
 
 void bs_ingest_free(bs_ingest *in)
@@ -136,6 +172,7 @@ void bs_ingest_free(bs_ingest *in)
     free(in->rows);
     free(in->row_rec);
     free(in->row_out);
+    free(in->shares);
     free(in);
 }
 
@@ -252,21 +289,26 @@ static void decode(bs_ingest *in, size_t i)
     in->res[i].event_id = billing_event_id(s->ev);
 }
 
-/* Rate every decoded record into @rt; rejections are the record's, other errors the batch's. */
-static bs_status rate_all(bs_ingest *in, billing_rater *rt, bs_error *err)
+/*
+ * Rate the decoded records [@begin, @end) into @sh's rater; rejections are
+ * the record's, other errors the batch's.
+ */
+static bs_status rate_range(bs_ingest *in, share *sh, size_t begin, size_t end)
 {
     slot *s;
     billing_status st;
     size_t i;
 
-    for (i = 0; i < in->n; i++) {
+    for (i = begin; i < end; i++) {
         s = &in->slots[i];
         s->rated = 0;
         if (!s->decoded)
             continue;
-        st = billing_rater_add(rt, s->ev, s->reason, sizeof(s->reason));
+        st = billing_rater_add(sh->rt, s->ev, s->reason, sizeof(s->reason));
         if (st == BILLING_ERR_NOMEM)
-            return bs_error_set(err, BS_ERR_NOMEM, "%s", s->reason);
+            return bs_error_set(&sh->err, BS_ERR_NOMEM, "%s", s->reason);
+        if (st == BILLING_ERR_TOO_LARGE)
+            sh->refused = 1;
         if (st != BILLING_OK) {
             reject(in, i, reason_code(st) ? reason_code(st) : "invalid");
             continue;
@@ -460,14 +502,12 @@ static bs_status store_positions(bs_ingest *in, bs_conn *c, bs_error *err)
     return st;
 }
 
-/* Reset what a transaction attempt decides (decoding is kept). */
-static void reset_attempt(bs_ingest *in)
+/* Reset what a transaction attempt decides for records [@begin, @end) (decoding is kept). */
+static void reset_attempt(bs_ingest *in, size_t begin, size_t end)
 {
     size_t i;
 
-    memset(&in->counts, 0, sizeof(in->counts));
-    in->counts.records = in->n;
-    for (i = 0; i < in->n; i++) {
+    for (i = begin; i < end; i++) {
         if (!in->slots[i].decoded)
             continue;
         in->res[i].outcome = BS_RECORD_NEW;
@@ -476,22 +516,114 @@ static void reset_attempt(bs_ingest *in)
     }
 }
 
-/* A fresh rater with every decoded record of the batch rated (or rejected) in it. */
-static bs_status rate_batch(bs_ingest *in, billing_rater **rt, bs_error *err)
+/* Slice @k of the batch, on its thread (a bs_slice_fn): decode if asked, then rate. */
+static void prepare_slice(void *arg, size_t k, size_t begin, size_t end)
+{
+    bs_ingest *in = arg;
+    share *sh = &in->shares[k];
+    size_t i;
+
+    for (i = begin; i < end && in->decoding; i++)
+        decode(in, i);
+    reset_attempt(in, begin, end);
+    sh->st = rate_range(in, sh, begin, end);
+}
+
+/* New raters for the first @nslices shares. */
+static bs_status new_raters(bs_ingest *in, size_t nslices, bs_error *err)
 {
     char msg[256];
-    bs_status st;
+    size_t k;
 
-    reset_attempt(in);
-    billing_rater_new(bs_catalog_lib(in->cat), rt, msg, sizeof(msg));
-    if (*rt == NULL)
-        return bs_error_set(err, BS_ERR_INVALID, "catalog: %s", msg);
-    billing_rater_set_dedupe(*rt, 0);
-    st = rate_all(in, *rt, err);
-    if (st != BS_OK) {
-        billing_rater_destroy(*rt);
-        *rt = NULL;
+    for (k = 0; k < nslices; k++) {
+        memset(&in->shares[k], 0, sizeof(in->shares[k]));
+        billing_rater_new(bs_catalog_lib(in->cat), &in->shares[k].rt, msg, sizeof(msg));
+        if (in->shares[k].rt == NULL)
+            return bs_error_set(err, BS_ERR_INVALID, "catalog: %s", msg);
+        billing_rater_set_dedupe(in->shares[k].rt, 0);
     }
+    return BS_OK;
+}
+
+/*
+ * The slices' raters added into the first, in slice order; sets *@serial
+ * when they cannot be (their model and region pairs together over the cap).
+ */
+static bs_status merge_raters(bs_ingest *in, size_t nslices, int *serial, bs_error *err)
+{
+    char msg[256];
+    billing_status st;
+    size_t k;
+
+    for (k = 0; k < nslices; k++) {
+        if (in->shares[k].st != BS_OK) {
+            if (err != NULL)
+                *err = in->shares[k].err;
+            return in->shares[k].st;
+        }
+        *serial |= nslices > 1 && in->shares[k].refused;
+    }
+    for (k = 1; k < nslices && !*serial; k++) {
+        st = bl_rater_merge(in->shares[0].rt, in->shares[k].rt, msg, sizeof(msg));
+        if (st == BILLING_ERR_NOMEM)
+            return bs_error_set(err, BS_ERR_NOMEM, "merging the batch's raters: %s", msg);
+        *serial = st != BILLING_OK;
+    }
+    return BS_OK;
+}
+
+/*
+ * Rate the batch in @nslices slices on as many threads, each into a rater
+ * of its own, merged into *@rt. Sets *@serial, leaving *@rt NULL, when a
+ * record was refused for a rater's state: which records a full rater
+ * refuses depends on what it saw before, so only one rater over the whole
+ * batch refuses the ones one thread would.
+ */
+static bs_status rate_slices(bs_ingest *in, size_t nslices, billing_rater **rt, int *serial,
+                             bs_error *err)
+{
+    bs_status st;
+    size_t k;
+
+    *serial = 0;
+    /*
+     * Made here, not on the threads: the first rater freezes the catalog,
+     * which is not safe to share before.
+     */
+    st = new_raters(in, nslices, err);
+    if (st == BS_OK) {
+        bs_parallel_slices(in->n, nslices, prepare_slice, in);
+        st = merge_raters(in, nslices, serial, err);
+    }
+    if (st == BS_OK && !*serial) {
+        *rt = in->shares[0].rt;
+        in->shares[0].rt = NULL;
+    }
+    for (k = 0; k < nslices; k++) {
+        billing_rater_destroy(in->shares[k].rt);
+        in->shares[k].rt = NULL;
+    }
+    return st;
+}
+
+/*
+ * A fresh rater with every decoded record of the batch rated (or rejected)
+ * in it, on up to in->threads threads: the same rater and the same results
+ * whatever their number (aggregates are exact sums; each record's result
+ * is its own).
+ */
+static bs_status rate_batch(bs_ingest *in, billing_rater **rt, bs_error *err)
+{
+    bs_status st;
+    int serial;
+
+    memset(&in->counts, 0, sizeof(in->counts));
+    in->counts.records = in->n;
+    *rt = NULL;
+    st = rate_slices(in, bs_slice_count(in->n, in->threads, SLICE_MIN), rt, &serial, err);
+    in->decoding = 0;
+    if (st == BS_OK && serial)
+        st = rate_slices(in, 1, rt, &serial, err);
     return st;
 }
 
@@ -522,8 +654,6 @@ static bs_status batch_tx(bs_conn *c, void *arg, bs_error *err)
 bs_status bs_ingest_prepare(bs_ingest *in, const bs_record *recs, size_t n,
                             bs_record_result *results, bs_error *err)
 {
-    size_t i;
-
     if (in == NULL || recs == NULL || results == NULL || n == 0 || n > BS_INGEST_BATCH_MAX)
         return bs_error_set(err, BS_ERR_INVALID, "bs_ingest_prepare: 1..%d records needed",
                             BS_INGEST_BATCH_MAX);
@@ -535,8 +665,7 @@ bs_status bs_ingest_prepare(bs_ingest *in, const bs_record *recs, size_t n,
     in->n = n;
     in->res = results;
     memset(results, 0, n * sizeof(*results));
-    for (i = 0; i < n; i++)
-        decode(in, i);
+    in->decoding = 1;
     return rate_batch(in, &in->rated, err);
 }
 

@@ -19,7 +19,8 @@
  *   no_price         no price for the meter, model and region at that time
  *   conflict         the id was stored before with other content
  *
- * Not thread-safe: one bs_ingest per thread, with its own connection.
+ * Not thread-safe: one bs_ingest per thread, with its own connection
+ * (bs_ingest_set_threads makes threads of its own inside one call).
  */
 #ifndef BS_STOREINGEST_H
 #define BS_STOREINGEST_H
@@ -108,6 +109,22 @@ bs_ingest *bs_ingest_new(bs_catalog *cat, const char *group);
 
 /* bs_ingest_free - free; NULL is a no-op. */
 void bs_ingest_free(bs_ingest *in);
+
+/* Most threads a bs_ingest decodes and rates on. */
+#define BS_INGEST_THREADS_MAX 64
+
+/*
+ * bs_ingest_set_threads - decode and rate later batches on up to @n
+ * threads (1..BS_INGEST_THREADS_MAX; 1, the default, uses only the
+ * caller's): a batch is cut into contiguous slices of at least 256
+ * records, one per thread, each rated into a rater of its own against the
+ * shared catalog, and the raters are added together in slice order. The
+ * results, counts and everything stored are the same for every @n.
+ * The threads live for one bs_ingest_prepare, which returns once they are
+ * joined; the hook is never called on them. Returns 0, or -1 (@n out of
+ * range, or out of memory: the setting is unchanged).
+ */
+int bs_ingest_set_threads(bs_ingest *in, int n);
 
 /*
  * bs_ingest_set_catalog - rate later batches against @cat (a catalog

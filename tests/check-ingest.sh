@@ -10,7 +10,10 @@
 #     totals of `billing rate` over the same events, to the last digit;
 #   - `account balance --at T` inside a month counts the usage before T
 #     only: its credit_remaining equals `billing rate --at T`'s credit_left;
-#   - ingesting the same file again stores nothing.
+#   - ingesting the same file again stores nothing;
+#   - `billing ingest -j 2` stores exactly what -j 1 stores (every row of
+#     the tables it writes, ids included) from a file whose batches are cut
+#     in two slices, with duplicates, conflicts and unknown accounts.
 # Prints a Check-style summary line.
 set -u
 builddir=$(cd "${top_builddir:-..}" && pwd) || exit 99
@@ -27,7 +30,12 @@ if [ -z "${BILLING_PG_CONNINFO:-}" ]; then
     finish
 fi
 base=$BILLING_PG_CONNINFO
-trap 'rm -rf "$tmp"; psql "$base dbname=postgres" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1' EXIT
+drop_dbs() {
+    for d in $db ${db}_j1 ${db}_j2; do
+        psql "$base dbname=postgres" -qc "DROP DATABASE IF EXISTS $d WITH (FORCE)" >/dev/null 2>&1
+    done
+}
+trap 'rm -rf "$tmp"; drop_dbs' EXIT
 psql "$base dbname=postgres" -qc "CREATE DATABASE $db" >/dev/null || exit 99
 # A repeated keyword in a conninfo string: the last one wins.
 BILLING_PG_CONNINFO="$base dbname=$db"
@@ -92,4 +100,47 @@ $billing ingest --quiet "$ex/events.jsonl" >"$tmp/again.out" 2>&1
 grep -q ": 0 stored" "$tmp/again.out" && r=ok || r=fail
 check "the same file again stores nothing" $r
 [ $r = ok ] || cat "$tmp/again.out"
+
+# -j 2 against -j 1: the example's events four times over under other ids,
+# a fourth of them for an account that does not exist, conflicts (an id
+# again with another quantity) and replays, in batches of 1 000 records
+# (two slices of 500 on two threads).
+jq -c '., (.id += "-2"), (.id += "-3"), (.id += "-4" | .account = "ghost"),
+    (select(.id | test("1$")) | .quantity = "12345"), (select(.id | test("2$")))' \
+    "$ex/events.jsonl" >"$tmp/many.jsonl"
+# 16 000 models of usage inside lab-a's subscription, over a rater's cap of
+# 4 096: which ones are refused depends on the order, so -j 2 must rate
+# such a batch on one rater (batches of 10 000: each slice over the cap;
+# then 6 000: slices under it, too many together).
+awk 'BEGIN { for (i = 0; i < 16000; i++) {
+    t = sprintf("2026-01-10T10:%02d", i % 60)
+    printf "{\"id\":\"attr-%d\",\"account\":\"lab-a\",\"resource\":\"i-a1\",", i
+    printf "\"meter\":\"gpu\",\"start\":\"%s:00+08:00\",\"end\":\"%s:30+08:00\",", t, t
+    printf "\"quantity\":\"1\",\"model\":\"M%d\",\"region\":\"cn-east-1\"}\n", i } }' \
+    >"$tmp/models.jsonl"
+# Every row the pipeline writes, as text, without the time it was written.
+dump_sql="SELECT (to_jsonb(t) - 'received_at' - 'first_seen' - 'updated_at')::text"
+for j in 1 2; do
+    psql "$base dbname=postgres" -qc "CREATE DATABASE ${db}_j$j" >/dev/null || exit 99
+    conn="$base dbname=${db}_j$j"
+    BILLING_PG_CONNINFO=$conn $billing db migrate >/dev/null || exit 99
+    BILLING_PG_CONNINFO=$conn $billing load --pricebook "$ex/pricebook.json" \
+        --accounts "$ex/accounts.json" >/dev/null || exit 99
+    BILLING_PG_CONNINFO=$conn $billing ingest -j $j --batch 1000 --quiet "$tmp/many.jsonl" \
+        >"$tmp/j$j.out" 2>&1
+    echo "exit $?" >>"$tmp/j$j.out"
+    BILLING_PG_CONNINFO=$conn $billing ingest -j $j --batch 10000 --quiet "$tmp/models.jsonl" \
+        >>"$tmp/j$j.out" 2>&1
+    echo "exit $?" >>"$tmp/j$j.out"
+    for t in usage_aggregates usage_events event_ids rejected_events; do
+        psql "$conn" -Atqc "$dump_sql FROM billing.$t t ORDER BY 1"
+    done >"$tmp/j$j.rows"
+done
+n=$(wc -l <"$tmp/many.jsonl")
+cmp -s "$tmp/j1.out" "$tmp/j2.out" && cmp -s "$tmp/j1.rows" "$tmp/j2.rows" &&
+    grep -q "^$n records: .* stored, [1-9][0-9]* duplicates, [1-9][0-9]* rejected" "$tmp/j1.out" &&
+    grep -q "^16000 records: 8192 stored, 0 duplicates, 7808 rejected" "$tmp/j1.out" &&
+    [ "$n" -gt 1000 ] && r=ok || r=fail
+check "ingest -j 2 stores exactly what -j 1 stores ($(grep records "$tmp/j2.out" | tr '\n' ' '))" $r
+[ $r = ok ] || diff "$tmp/j1.out" "$tmp/j2.out"
 finish

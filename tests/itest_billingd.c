@@ -12,7 +12,9 @@
  *   - two daemons, partitions moved between them by forced rebalances
  *     (one leaves and comes back, repeatedly): the same;
  *   - the broker restarted mid-stream (scripts/kafka.sh stop, start): the
- *     same.
+ *     same;
+ *   - rate.threads=2 stores the same events, aggregates and rejects as
+ *     rate.threads=1.
  * Every wait is on committed state (the positions stored in the
  * database), never a fixed sleep.
  *
@@ -57,6 +59,8 @@ static char group[96];
 static char http_listen[64];
 /* The alerts topic in the test that reads it; "" elsewhere. */
 static char alerts_topic[96];
+/* billingd's rate.threads: 1 but in the test comparing thread counts. */
+static int rate_threads = 1;
 
 static const char *brokers(void)
 {
@@ -190,7 +194,7 @@ static pid_t start_daemon(const char *instance, int batch)
 {
     char path[1024];
     char conninfo[2048];
-    char args[10][256];
+    char args[11][256];
     char log[256];
     pid_t pid;
     int fd;
@@ -207,6 +211,7 @@ static pid_t start_daemon(const char *instance, int batch)
     snprintf(args[7], sizeof(args[7]), "batch.linger.ms=%d", 50);
     snprintf(args[8], sizeof(args[8]), "http.listen=%s", http_listen);
     snprintf(args[9], sizeof(args[9]), "alerts.topic=%s", alerts_topic);
+    snprintf(args[10], sizeof(args[10]), "rate.threads=%d", rate_threads);
     snprintf(log, sizeof(log), "billingd-%s-%d.log", group, ++starts);
     snprintf(last_log, sizeof(last_log), "%s", log);
     pid = fork();
@@ -220,11 +225,11 @@ static pid_t start_daemon(const char *instance, int batch)
     if (instance != NULL)
         execl(path, "billingd", "--set", args[0], "--set", args[1], "--set", args[2], "--set",
               args[3], "--set", args[4], "--set", args[5], "--set", args[6], "--set", args[7],
-              "--set", args[8], "--set", args[9], (char *)NULL);
+              "--set", args[8], "--set", args[9], "--set", args[10], (char *)NULL);
     else
         execl(path, "billingd", "--set", args[0], "--set", args[1], "--set", args[2], "--set",
               args[3], "--set", args[4], "--set", args[6], "--set", args[7], "--set", args[8],
-              "--set", args[9], (char *)NULL);
+              "--set", args[9], "--set", args[10], (char *)NULL);
     _exit(127);
 }
 
@@ -876,6 +881,47 @@ START_TEST(test_broker_restart)
 }
 END_TEST
 
+/*
+ * Consume the produced stream @s on @threads rating threads into a fresh
+ * database; its tables into @out without identity ids: billingd cuts its
+ * batches where its timing falls, and the ids of aggregates and rejects
+ * follow the batches; their contents may not.
+ */
+static void consume_on_threads(const its_stream *s, int threads, char *out[ITS_TABLES])
+{
+    bs_conn *c = itdb_fresh(threads == 1 ? "threads1" : "threadsn", db, sizeof(db));
+    pid_t pid;
+
+    its_load_example(c);
+    snprintf(group, sizeof(group), "g-%s-%d", topic, threads);
+    rate_threads = threads;
+    /* Batches of up to 2 000 records: cut in slices of at least 256 on each thread. */
+    pid = start_daemon(NULL, 2000);
+    rate_threads = 1;
+    wait_progress(c, (long)s->n - 1, (long)s->n, pid);
+    ck_assert_int_eq(stop_daemon(pid, SIGTERM), 0);
+    check_store(c, s);
+    its_dump(c, 0, out);
+    itdb_drop(c, db);
+}
+
+START_TEST(test_rate_threads_store_the_same)
+{
+    its_stream *s = calloc(1, sizeof(*s));
+    char *one[ITS_TABLES];
+    char *two[ITS_TABLES];
+
+    names("threads");
+    its_build(s, 12000, 0);
+    produce(s);
+    consume_on_threads(s, 1, one);
+    consume_on_threads(s, 2, two);
+    its_same_dump(one, two, "with rate.threads=2");
+    its_free(s);
+    free(s);
+}
+END_TEST
+
 static Suite *billingd_suite(void)
 {
     Suite *s = suite_create("billingd");
@@ -890,6 +936,11 @@ static Suite *billingd_suite(void)
     tcase_add_test(tc, test_catalog_change_without_restart);
     tcase_add_test(tc, test_credit_alerts);
     tcase_add_test(tc, test_broker_restart);
+    suite_add_tcase(s, tc);
+    /* Its own case, to run alone: CK_RUN_CASE=threads. */
+    tc = tcase_create("threads");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_rate_threads_store_the_same);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -5,7 +5,8 @@
  * leaves aggregates from which libbilling computes every invoice exactly
  * as a rater that saw the stream directly (what `billing rate` does);
  * a second pass stores nothing; a batch whose position check fails
- * commits nothing; split traffic keeps exact fractions.
+ * commits nothing; split traffic keeps exact fractions; decoding and
+ * rating on several threads stores exactly what one thread stores.
  *
  * Needs BILLING_PG_CONNINFO; without it every test FAILS, never skips.
  */
@@ -20,6 +21,7 @@
 #include "ingest.h"
 #include "itestdb.h"
 #include "itstream.h"
+#include "parallel.h"
 #include "testrng.h"
 
 static char db[64];
@@ -197,6 +199,123 @@ START_TEST(test_failed_position_commits_nothing)
 }
 END_TEST
 
+/*
+ * Ingest @s on @threads threads into a fresh database, twice; its tables
+ * into @out, identity ids included: the same batches must store the same
+ * rows byte for byte.
+ */
+static void ingest_on_threads(const its_stream *s, int threads, char *out[ITS_TABLES],
+                              bs_ingest_counts *first)
+{
+    bs_conn *c = itdb_fresh("threads", db, sizeof(db));
+    bs_catalog *cat;
+    bs_ingest *in;
+    bs_ingest_counts again;
+    bs_error err;
+
+    its_load_example(c);
+    cat = bs_catalog_read(c, NULL, &err);
+    ck_assert_msg(cat != NULL, "%s", err.message);
+    in = bs_ingest_new(cat, NULL);
+    ck_assert_int_eq(bs_ingest_set_threads(in, 0), -1);
+    ck_assert_int_eq(bs_ingest_set_threads(in, BS_INGEST_THREADS_MAX + 1), -1);
+    ck_assert_int_eq(bs_ingest_set_threads(in, threads), 0);
+    /* Batches of up to 3 000 records: cut in up to 4 slices of at least 256. */
+    *first = ingest_stream(c, in, s, UINT64_C(0x7e57), 3000);
+    again = ingest_stream(c, in, s, UINT64_C(0xa9a1), 3000);
+    ck_assert_uint_eq(again.stored, 0);
+    ck_assert_uint_eq(again.duplicates, first->stored + first->duplicates);
+    its_dump(c, 1, out);
+    bs_ingest_free(in);
+    bs_catalog_free(cat);
+    itdb_drop(c, db);
+}
+
+/* One thread and four store the same rows, ids included, and count alike. */
+START_TEST(test_threads_store_the_same)
+{
+    its_stream *s = calloc(1, sizeof(*s));
+    char *one[ITS_TABLES];
+    char *four[ITS_TABLES];
+    bs_ingest_counts k1;
+    bs_ingest_counts k4;
+
+    its_build(s, 12000, 1);
+    ingest_on_threads(s, 1, one, &k1);
+    ingest_on_threads(s, 4, four, &k4);
+    ck_assert_uint_eq(k1.records, s->n);
+    ck_assert_uint_gt(k1.stored, 12000);
+    ck_assert_uint_gt(k1.rejected, 0);
+    ck_assert_uint_eq(k4.stored, k1.stored);
+    ck_assert_uint_eq(k4.duplicates, k1.duplicates);
+    ck_assert_uint_eq(k4.rejected, k1.rejected);
+    ck_assert_uint_eq(k4.aggregates, k1.aggregates);
+    its_same_dump(one, four, "on 4 threads");
+    its_free(s);
+    free(s);
+}
+END_TEST
+
+/* The slices of a batch: contiguous, in order, covering it once, as even as can be. */
+START_TEST(test_slices_cover_the_batch)
+{
+    size_t begin;
+    size_t end;
+    size_t next;
+    size_t n;
+    size_t k;
+    size_t m;
+
+    ck_assert_uint_eq(bs_slice_count(0, 4, 256), 1);
+    ck_assert_uint_eq(bs_slice_count(511, 4, 256), 1);
+    ck_assert_uint_eq(bs_slice_count(512, 4, 256), 2);
+    ck_assert_uint_eq(bs_slice_count(100000, 4, 256), 4);
+    ck_assert_uint_eq(bs_slice_count(100000, 1000, 1), BS_SLICES_MAX);
+    for (n = 0; n < 300; n += 7) {
+        for (m = 1; m <= 9; m++) {
+            next = 0;
+            for (k = 0; k < m; k++) {
+                bs_slice_bounds(n, m, k, &begin, &end);
+                ck_assert_uint_eq(begin, next);
+                ck_assert_uint_ge(end, begin);
+                ck_assert_uint_le(end - begin, n / m + 1);
+                ck_assert_uint_ge(end - begin, n / m);
+                next = end;
+            }
+            ck_assert_uint_eq(next, n);
+        }
+    }
+}
+END_TEST
+
+/* Each slice's job runs once, with its own bounds, whatever the count. */
+static void mark_slice(void *arg, size_t k, size_t begin, size_t end)
+{
+    int *seen = arg;
+    size_t i;
+
+    for (i = begin; i < end; i++)
+        seen[i] += (int)k + 1;
+}
+
+START_TEST(test_parallel_slices_run_each_once)
+{
+    static int seen[1000];
+    size_t begin;
+    size_t end;
+    size_t k;
+    size_t i;
+
+    memset(seen, 0, sizeof(seen));
+    ck_assert_uint_eq(bs_parallel_slices(1000, 7, mark_slice, seen), 6);
+    for (k = 0; k < 7; k++) {
+        bs_slice_bounds(1000, 7, k, &begin, &end);
+        for (i = begin; i < end; i++)
+            ck_assert_int_eq(seen[i], (int)k + 1);
+    }
+}
+END_TEST
+
 static Suite *ingest_suite(void)
 {
     Suite *s = suite_create("ingest");
@@ -205,6 +324,11 @@ static Suite *ingest_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_stream_matches_direct_rating, 0, 2);
     tcase_add_test(tc, test_failed_position_commits_nothing);
+    tcase_add_test(tc, test_threads_store_the_same);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("slices");
+    tcase_add_test(tc, test_slices_cover_the_batch);
+    tcase_add_test(tc, test_parallel_slices_run_each_once);
     suite_add_tcase(s, tc);
     return s;
 }

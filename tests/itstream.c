@@ -13,6 +13,7 @@
 
 #include "eventjson.h"
 #include "ingest.h"
+#include "itestdb.h"
 #include "itstream.h"
 #include "load.h"
 #include "testutil.h"
@@ -297,5 +298,36 @@ void its_same_invoices(billing_rater *a, billing_rater *b)
             free(ta);
             free(tb);
         }
+    }
+}
+
+/* Tables of its_dump; rows as jsonb text without the times of writing. */
+static const char *const dumped[ITS_TABLES] = {"usage_aggregates", "usage_events", "event_ids",
+                                               "rejected_events", "kafka_offsets"};
+
+void its_dump(bs_conn *c, int ids, char *out[ITS_TABLES])
+{
+    char sql[512];
+    size_t i;
+
+    for (i = 0; i < ITS_TABLES; i++) {
+        snprintf(sql, sizeof(sql),
+                 "SELECT (to_jsonb(t) - 'received_at' - 'first_seen' - 'updated_at'%s)::text"
+                 " FROM billing.%s t ORDER BY 1",
+                 ids ? "" : " - 'id' - 'consumer_group'", dumped[i]);
+        out[i] = itdb_text(c, sql);
+    }
+}
+
+void its_same_dump(char *a[ITS_TABLES], char *b[ITS_TABLES], const char *what)
+{
+    size_t i;
+
+    /* An empty aggregates or events table would make the comparison vacuous. */
+    ck_assert_msg(strlen(a[0]) > 0 && strlen(a[1]) > 0, "nothing stored");
+    for (i = 0; i < ITS_TABLES; i++) {
+        ck_assert_msg(strcmp(a[i], b[i]) == 0, "billing.%s differs %s", dumped[i], what);
+        free(a[i]);
+        free(b[i]);
     }
 }

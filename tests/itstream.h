@@ -65,4 +65,22 @@ billing_rater *its_rate_from_store(bs_conn *c, bs_catalog *cat);
 /* its_same_invoices - every invoice of every account and month of @a equals @b's. */
 void its_same_invoices(billing_rater *a, billing_rater *b);
 
+/* The tables the pipeline writes, in its_dump's order. */
+#define ITS_TABLES 5
+
+/*
+ * its_dump - every row of usage_aggregates, usage_events, event_ids,
+ * rejected_events and kafka_offsets, as text, without the times of
+ * writing; without the identity ids and the consumer group too unless
+ * @ids (runs whose batches were cut alike give the same ids). Into @out
+ * (the caller frees each, or its_same_dump does).
+ */
+void its_dump(bs_conn *c, int ids, char *out[ITS_TABLES]);
+
+/*
+ * its_same_dump - @a and @b (its_dump) equal table by table, with
+ * aggregates and events in them; frees both. @what names @b's run.
+ */
+void its_same_dump(char *a[ITS_TABLES], char *b[ITS_TABLES], const char *what);
+
 #endif
