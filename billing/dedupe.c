@@ -161,6 +161,48 @@ static size_t rec_size(const rec_hdr *h)
 }
 
 /* ---------------------------------------------------------------------- */
+/* The check hash                                                          */
+/* ---------------------------------------------------------------------- */
+
+#define CHECK_M1 UINT64_C(0xbf58476d1ce4e5b9)
+#define CHECK_M2 UINT64_C(0x94d049bb133111eb)
+
+/* One lane's step: mix the 8 bytes at @p into @h. */
+static uint64_t check_step(uint64_t h, const unsigned char *p)
+{
+    uint64_t w;
+
+    memcpy(&w, p, 8);
+    h = (h ^ w) * CHECK_M1;
+    return h ^ (h >> 31);
+}
+
+uint64_t bc_hash_check(const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    uint64_t a = UINT64_C(0x9e3779b97f4a7c15) ^ ((uint64_t)n * CHECK_M2);
+    uint64_t b = UINT64_C(0x6a09e667f3bcc909);
+    uint64_t c = UINT64_C(0xbb67ae8584caa73b);
+    uint64_t e = UINT64_C(0x3c6ef372fe94f82b);
+    uint64_t w = 0;
+
+    for (; n >= 32; p += 32, n -= 32) {
+        a = check_step(a, p);
+        b = check_step(b, p + 8);
+        c = check_step(c, p + 16);
+        e = check_step(e, p + 24);
+    }
+    for (; n >= 8; p += 8, n -= 8)
+        a = check_step(a, p);
+    memcpy(&w, p, n);
+    a ^= (b << 1 | b >> 63) ^ (c << 7 | c >> 57) ^ (e << 13 | e >> 51);
+    a = (a ^ w) * CHECK_M2;
+    a ^= a >> 29;
+    a *= CHECK_M1;
+    return a ^ (a >> 32);
+}
+
+/* ---------------------------------------------------------------------- */
 /* Set                                                                     */
 /* ---------------------------------------------------------------------- */
 
