@@ -361,10 +361,57 @@ json_t *rate_summary_json(const rate_ctx *c)
     return s;
 }
 
+/*
+ * JSON output gathered in blocks: jansson hands its dump over a token at
+ * a time (json_dumpf makes an fwrite of each), a few bytes each.
+ */
+#define OUT_BLOCK (64u * 1024u)
+
+typedef struct out_block {
+    FILE *f;
+    size_t len;
+    char buf[OUT_BLOCK];
+} out_block;
+
+/* Write out what @o holds; 0 or -1. */
+static int out_flush(out_block *o)
+{
+    size_t n = o->len;
+
+    o->len = 0;
+    return fwrite(o->buf, 1, n, o->f) == n ? 0 : -1;
+}
+
+/* A json_dump_callback_t: append @n bytes at @p to the block. */
+static int out_put(const char *p, size_t n, void *arg)
+{
+    out_block *o = arg;
+
+    if (n > OUT_BLOCK - o->len && out_flush(o) != 0)
+        return -1;
+    if (n >= OUT_BLOCK)
+        return fwrite(p, 1, n, o->f) == n ? 0 : -1;
+    memcpy(o->buf + o->len, p, n);
+    o->len += n;
+    return 0;
+}
+
 int rate_dump_json(json_t *root)
 {
-    if (json_dumpf(root, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0 ||
-        fputc('\n', stdout) == EOF) {
+    out_block *o = malloc(sizeof(*o));
+    int rc = -1;
+
+    if (o == NULL) {
+        cli_error("out of memory");
+        return CLI_EXIT_INTERNAL;
+    }
+    o->f = stdout;
+    o->len = 0;
+    if (json_dump_callback(root, out_put, o, JSON_INDENT(2) | JSON_PRESERVE_ORDER) == 0 &&
+        out_put("\n", 1, o) == 0)
+        rc = out_flush(o);
+    free(o);
+    if (rc != 0) {
         cli_error("writing the output failed");
         return CLI_EXIT_INTERNAL;
     }
