@@ -167,14 +167,17 @@ static size_t rec_size(const rec_hdr *h)
 #define CHECK_M1 UINT64_C(0xbf58476d1ce4e5b9)
 #define CHECK_M2 UINT64_C(0x94d049bb133111eb)
 
-/* One lane's step: mix the 8 bytes at @p into @h. */
+/*
+ * One lane's step: add the 8 bytes at @p and multiply by an odd constant,
+ * a bijection of the lane for each word, so that changing one word always
+ * changes the lane (the final mixing spreads it to every bit).
+ */
 static uint64_t check_step(uint64_t h, const unsigned char *p)
 {
     uint64_t w;
 
     memcpy(&w, p, 8);
-    h = (h ^ w) * CHECK_M1;
-    return h ^ (h >> 31);
+    return (h + w) * CHECK_M1;
 }
 
 uint64_t bc_hash_check(const void *data, size_t n)
