@@ -273,6 +273,21 @@ void bc_dedupe_get_stats(const bc_dedupe *d, bc_dedupe_stats *out)
     *out = d->stats;
 }
 
+void bc_dedupe_get_stats_many(bc_dedupe *const *sets, size_t n_sets, bc_dedupe_stats *out)
+{
+    size_t i;
+
+    memset(out, 0, sizeof(*out));
+    for (i = 0; i < n_sets; i++) {
+        out->records += sets[i]->stats.records;
+        out->stored += sets[i]->stats.stored;
+        out->fetched += sets[i]->stats.fetched;
+        out->runs += sets[i]->stats.runs;
+        out->merges += sets[i]->stats.merges;
+        out->spilled += sets[i]->stats.spilled;
+    }
+}
+
 /* ---------------------------------------------------------------------- */
 /* Runs                                                                    */
 /* ---------------------------------------------------------------------- */
@@ -553,20 +568,19 @@ static int cursor_fill(cursor *c, size_t need)
     memmove(c->buf, c->buf + c->b_pos, c->b_len - c->b_pos);
     c->b_len -= c->b_pos;
     c->b_pos = 0;
-    while (c->b_len < need && c->at < c->end) {
+    if (c->b_len < need && c->at < c->end) {
         want = BLOCK - c->b_len;
         if (want > c->end - c->at)
             want = (size_t)(c->end - c->at);
-        k = pread(c->fd, c->buf + c->b_len, want, (off_t)c->at);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0) {
-            if (k == 0)
+        /* The run has those bytes: a short read means it was damaged. */
+        k = bc_read_full(c->fd, c->buf + c->b_len, want, (int64_t)c->at);
+        if (k != (ssize_t)want) {
+            if (k >= 0)
                 errno = EIO;
             return -1;
         }
-        c->b_len += (size_t)k;
-        c->at += (uint64_t)k;
+        c->b_len += want;
+        c->at += want;
     }
     if (c->b_len >= need)
         return 1;

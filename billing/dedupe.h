@@ -158,6 +158,9 @@ uint64_t bc_hash_check(const void *data, size_t n);
 /* bc_dedupe_get_stats - what the set did so far. */
 void bc_dedupe_get_stats(const bc_dedupe *d, bc_dedupe_stats *out);
 
+/* bc_dedupe_get_stats_many - what the @n_sets sets did so far, summed. */
+void bc_dedupe_get_stats_many(bc_dedupe *const *sets, size_t n_sets, bc_dedupe_stats *out);
+
 /* bc_dedupe_destroy - close the temporary files and free the set; NULL is a no-op. */
 void bc_dedupe_destroy(bc_dedupe *d);
 

@@ -352,19 +352,8 @@ int rate_take_back(void *arg, const bc_dedupe_hit *hit)
 static void say_dedupe_stats(const rate_ctx *c, bc_dedupe *const *sets, size_t n_sets)
 {
     bc_dedupe_stats st;
-    bc_dedupe_stats one;
-    size_t i;
 
-    memset(&st, 0, sizeof(st));
-    for (i = 0; i < n_sets; i++) {
-        bc_dedupe_get_stats(sets[i], &one);
-        st.records += one.records;
-        st.stored += one.stored;
-        st.fetched += one.fetched;
-        st.runs += one.runs;
-        st.merges += one.merges;
-        st.spilled += one.spilled;
-    }
+    bc_dedupe_get_stats_many(sets, n_sets, &st);
     cli_error("dedupe: %" PRIu64 " events remembered (%" PRIu64 " kept whole, %" PRIu64
               " read again) in %zu KiB of memory; %" PRIu64 " runs, %" PRIu64
               " merges, %" PRIu64 " bytes written to temporary files in %s",
