@@ -23,8 +23,9 @@
  * occur more than once. So a record is 32 bytes plus the id (plus
  * about 90 for a stored event).
  *
- * Memory: the budget, plus about 70 KiB per merge input (at most
- * BC_DEDUPE_FANIN + 1 of them). Disk: the records, in the temporary
+ * Memory: the budget, plus a 64 KiB block per merge input (at most
+ * BC_DEDUPE_FANIN + 1 of them per set; twice that in the two halves of
+ * bc_dedupe_finish_many). Disk: the records, in the temporary
  * directory, freed by bc_dedupe_destroy or process exit.
  */
 #ifndef BC_DEDUPE_H
@@ -138,9 +139,12 @@ int bc_dedupe_finish(bc_dedupe *d, bc_dedupe_fetch_fn fetch, bc_dedupe_fn fn, vo
  * bc_dedupe_finish_many - bc_dedupe_finish over the records of @n_sets
  * sets (n_sets >= 1) together, as if one set had been given them all:
  * "first" is then the record with the lowest (where.src, where.offset),
- * which must be the order in which each set was given its records (several threads, each adding the records of its chunks of
- * the input, in order). Finishes every set. Same returns; fetches are
- * counted in the first set's statistics.
+ * which must be the order in which each set was given its records
+ * (several threads, each adding the records of its chunks of the input,
+ * in order). Finishes every set. With two sets or more, the merge runs
+ * on two threads (the halves of the hash space); @fetch and @fn are
+ * still called on the calling thread only, in the same order as one
+ * merge. Same returns; fetches are counted in the first set's statistics.
  */
 int bc_dedupe_finish_many(bc_dedupe *const *sets, size_t n_sets, bc_dedupe_fetch_fn fetch,
                           bc_dedupe_fn fn, void *arg, char *errbuf, size_t errsize);
