@@ -7,10 +7,17 @@
  * id are adjacent and the first to arrive comes first. Arrival is not
  * stored: the in-memory sort is stable, runs are merged oldest first on
  * ties, and a merge of runs replaces them in place.
+ *
+ * Runs are written and read back in BLOCK-sized pieces with write and
+ * pread (no stdio: a record is some 45 bytes, and a call per record cost
+ * more than the copy). Each run remembers where its records of the upper
+ * half of the hash space begin, so that the final merge of several sets
+ * can run in two halves on two threads (finish_halves).
  */
 #include "config.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +26,12 @@
 #include "dedupe.h"
 #include "util.h"
 
-#define RUN_BUFFER (64u * 1024u)
+/* Runs are written and read in blocks of this size (a record is far smaller: REC_MAX). */
+#define BLOCK (64u * 1024u)
+/* The final merge's upper half: records whose id hash is at least this. */
+#define HALF (UINT64_C(1) << 63)
+/* Records ahead of the one being copied whose bytes are fetched into the cache. */
+#define PREFETCH_AHEAD 8
 /*
  * Share of the budget for the sort index (two arrays of 16 bytes per
  * record), in fifths; the rest holds the records. A record of an event
@@ -36,11 +48,26 @@ typedef struct rec_hdr {
     uint16_t ev_len; /* 0: the event is not stored */
 } rec_hdr;
 
-/* A run: a temporary file and its stdio buffer (freed after fclose). */
+/* Largest record: header, longest id, largest stored event. */
+#define REC_MAX (sizeof(rec_hdr) + BC_DEDUPE_ID_MAX + BILLING_EVENT_WIRE_MAX)
+
+/* A run: an unlinked temporary file of records in order. */
 typedef struct run {
-    FILE *f;
-    char *buf;
+    int fd;
+    uint64_t size;  /* bytes */
+    uint64_t split; /* offset of the first record of the upper half (HALF), size if none */
 } run;
+
+/* A run being written, through a BLOCK buffer. */
+typedef struct writer {
+    run r;
+    unsigned char *buf;
+    size_t len;
+    int split_set;
+} writer;
+
+/* Which records a merge takes: all, or those of one half of the hash space. */
+typedef enum half { HALF_ALL, HALF_LOW, HALF_HIGH } half;
 
 /* One record in memory: its sort key and where it is in the arena. */
 typedef struct mem_idx {
@@ -69,16 +96,21 @@ struct bc_dedupe {
     bc_dedupe_stats stats;
 };
 
-/* A sorted stream of records: the memory arena or a run. */
+/* A sorted stream of records: the memory arena or a part of a run. */
 typedef struct cursor {
     const bc_dedupe *d;
-    FILE *f;       /* NULL: the arena, through d->idx */
-    size_t next;   /* arena: next index entry */
+    int fd;        /* -1: the arena, through d->idx */
+    size_t next;   /* arena: next index entry ... */
+    size_t stop;   /* ... up to this one */
+    uint64_t at;   /* run: next byte to read ... */
+    uint64_t end;  /* ... up to this one */
+    unsigned char *buf; /* run: BLOCK bytes read ahead */
+    size_t b_pos;  /* the next record in buf */
+    size_t b_len;
     size_t age;    /* ties go to the older stream: runs by creation, the arena last */
     uint64_t hash;
     rec_hdr h;
-    const unsigned char *body; /* id then encoded event */
-    unsigned char *buf;        /* runs: the current record's body */
+    const unsigned char *body; /* id then encoded event; valid until the next move */
 } cursor;
 
 /* ---------------------------------------------------------------------- */
@@ -129,23 +161,67 @@ static size_t rec_size(const rec_hdr *h)
 }
 
 /* ---------------------------------------------------------------------- */
+/* The check hash                                                          */
+/* ---------------------------------------------------------------------- */
+
+#define CHECK_M1 UINT64_C(0xbf58476d1ce4e5b9)
+#define CHECK_M2 UINT64_C(0x94d049bb133111eb)
+
+/*
+ * One lane's step: add the 8 bytes at @p and multiply by an odd constant,
+ * a bijection of the lane for each word, so that changing one word always
+ * changes the lane (the final mixing spreads it to every bit).
+ */
+static uint64_t check_step(uint64_t h, const unsigned char *p)
+{
+    uint64_t w;
+
+    memcpy(&w, p, 8);
+    return (h + w) * CHECK_M1;
+}
+
+uint64_t bc_hash_check(const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    uint64_t a = UINT64_C(0x9e3779b97f4a7c15) ^ ((uint64_t)n * CHECK_M2);
+    uint64_t b = UINT64_C(0x6a09e667f3bcc909);
+    uint64_t c = UINT64_C(0xbb67ae8584caa73b);
+    uint64_t e = UINT64_C(0x3c6ef372fe94f82b);
+    uint64_t w = 0;
+
+    for (; n >= 32; p += 32, n -= 32) {
+        a = check_step(a, p);
+        b = check_step(b, p + 8);
+        c = check_step(c, p + 16);
+        e = check_step(e, p + 24);
+    }
+    for (; n >= 8; p += 8, n -= 8)
+        a = check_step(a, p);
+    memcpy(&w, p, n);
+    a ^= (b << 1 | b >> 63) ^ (c << 7 | c >> 57) ^ (e << 13 | e >> 51);
+    a = (a ^ w) * CHECK_M2;
+    a ^= a >> 29;
+    a *= CHECK_M1;
+    return a ^ (a >> 32);
+}
+
+/* ---------------------------------------------------------------------- */
 /* Set                                                                     */
 /* ---------------------------------------------------------------------- */
 
-static int run_open(bc_dedupe *d, run *r, char *errbuf, size_t errsize);
+static int run_open(const bc_dedupe *d, int *fd, char *errbuf, size_t errsize);
 
 static void run_close(run *r)
 {
-    fclose(r->f);
-    free(r->buf);
-    r->f = NULL;
-    r->buf = NULL;
+    if (r->fd >= 0)
+        close(r->fd);
+    r->fd = -1;
 }
 
 bc_dedupe *bc_dedupe_new(size_t memory, const char *tmpdir, char *errbuf, size_t errsize)
 {
     bc_dedupe *d;
-    run probe;
+    int probe;
 
     if (memory < BC_DEDUPE_MEMORY_MIN || memory > BC_DEDUPE_MEMORY_MAX) {
         bc_seterr(errbuf, errsize, "dedupe memory: %u bytes to %llu GiB", BC_DEDUPE_MEMORY_MIN,
@@ -169,7 +245,7 @@ bc_dedupe *bc_dedupe_new(size_t memory, const char *tmpdir, char *errbuf, size_t
         bc_dedupe_destroy(d);
         return NULL;
     }
-    run_close(&probe);
+    close(probe);
     return d;
 nomem:
     bc_dedupe_destroy(d);
@@ -197,38 +273,36 @@ void bc_dedupe_get_stats(const bc_dedupe *d, bc_dedupe_stats *out)
     *out = d->stats;
 }
 
+void bc_dedupe_get_stats_many(bc_dedupe *const *sets, size_t n_sets, bc_dedupe_stats *out)
+{
+    size_t i;
+
+    memset(out, 0, sizeof(*out));
+    for (i = 0; i < n_sets; i++) {
+        out->records += sets[i]->stats.records;
+        out->stored += sets[i]->stats.stored;
+        out->fetched += sets[i]->stats.fetched;
+        out->runs += sets[i]->stats.runs;
+        out->merges += sets[i]->stats.merges;
+        out->spilled += sets[i]->stats.spilled;
+    }
+}
+
 /* ---------------------------------------------------------------------- */
 /* Runs                                                                    */
 /* ---------------------------------------------------------------------- */
 
-/* A new unlinked temporary file in @r, buffered for sequential access. Returns 0 or -1. */
-static int run_open(bc_dedupe *d, run *r, char *errbuf, size_t errsize)
+/* A new unlinked temporary file in *@fd. Returns 0 or -1 with a message. */
+static int run_open(const bc_dedupe *d, int *fd, char *errbuf, size_t errsize)
 {
     char path[4096];
-    int fd;
-    FILE *f;
-    char *buf;
 
     if (snprintf(path, sizeof(path), "%s/billing-dedupe-XXXXXX", d->tmpdir) >= (int)sizeof(path))
         return bc_seterr(errbuf, errsize, "temporary directory %s: path too long", d->tmpdir);
-    fd = mkstemp(path);
-    if (fd < 0)
+    *fd = mkstemp(path);
+    if (*fd < 0)
         return bc_seterr(errbuf, errsize, "temporary file in %s: %s", d->tmpdir, strerror(errno));
     unlink(path);
-    f = fdopen(fd, "w+");
-    if (f == NULL) {
-        close(fd);
-        return bc_seterr(errbuf, errsize, "temporary file in %s: %s", d->tmpdir, strerror(errno));
-    }
-    /* glibc ignores the size unless given the buffer; it lives until the file is closed. */
-    buf = malloc(RUN_BUFFER);
-    if (buf == NULL || setvbuf(f, buf, _IOFBF, RUN_BUFFER) != 0) {
-        fclose(f);
-        free(buf);
-        return bc_seterr(errbuf, errsize, "temporary file in %s: out of memory", d->tmpdir);
-    }
-    r->f = f;
-    r->buf = buf;
     return 0;
 }
 
@@ -239,16 +313,83 @@ static int write_error(const bc_dedupe *d, char *errbuf, size_t errsize)
     return -1;
 }
 
-/* Flush the run @r and rewind it for reading; closes it on error. */
-static int run_end_write(bc_dedupe *d, run *r, char *errbuf, size_t errsize)
+/* A new run to write into @w. Returns 0 or -1 with a message. */
+static int writer_open(const bc_dedupe *d, writer *w, char *errbuf, size_t errsize)
 {
-    errno = 0;
-    if (fflush(r->f) != 0 || ferror(r->f) || fseek(r->f, 0, SEEK_SET) != 0) {
-        write_error(d, errbuf, errsize);
-        run_close(r);
+    memset(w, 0, sizeof(*w));
+    w->r.fd = -1;
+    w->buf = malloc(BLOCK);
+    if (w->buf == NULL)
+        return bc_seterr(errbuf, errsize, "dedupe: out of memory");
+    if (run_open(d, &w->r.fd, errbuf, errsize) != 0) {
+        free(w->buf);
+        w->buf = NULL;
         return -1;
     }
-    d->stats.runs++;
+    return 0;
+}
+
+/* Write out the buffer of @w. Returns 0, or -1 with errno set. */
+static int writer_flush(writer *w)
+{
+    size_t done = 0;
+    ssize_t k;
+
+    while (done < w->len) {
+        k = write(w->r.fd, w->buf + done, w->len - done);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            if (k == 0)
+                errno = EIO;
+            return -1;
+        }
+        done += (size_t)k;
+    }
+    w->r.size += w->len;
+    w->len = 0;
+    return 0;
+}
+
+/* Append a record (id hash @hash, header @h, @body) to @w. Returns 0, or -1 with errno set. */
+static int writer_put(writer *w, uint64_t hash, const rec_hdr *h, const unsigned char *body)
+{
+    size_t body_len = (size_t)h->id_len + h->ev_len;
+
+    if (w->len + sizeof(*h) + body_len > BLOCK && writer_flush(w) != 0)
+        return -1;
+    if (!w->split_set && hash >= HALF) {
+        w->r.split = w->r.size + w->len;
+        w->split_set = 1;
+    }
+    memcpy(w->buf + w->len, h, sizeof(*h));
+    memcpy(w->buf + w->len + sizeof(*h), body, body_len);
+    w->len += sizeof(*h) + body_len;
+    return 0;
+}
+
+/* Give up the run being written. */
+static void writer_abort(writer *w)
+{
+    run_close(&w->r);
+    free(w->buf);
+    w->buf = NULL;
+}
+
+/* Finish the run of @w into *@out. Returns 0, or -1 with a message (the run closed). */
+static int writer_end(bc_dedupe *d, writer *w, run *out, char *errbuf, size_t errsize)
+{
+    errno = 0;
+    if (writer_flush(w) != 0) {
+        write_error(d, errbuf, errsize);
+        writer_abort(w);
+        return -1;
+    }
+    if (!w->split_set)
+        w->r.split = w->r.size;
+    free(w->buf);
+    w->buf = NULL;
+    *out = w->r;
     return 0;
 }
 
@@ -310,9 +451,8 @@ static int merge_runs(bc_dedupe *d, char *errbuf, size_t errsize);
 /* Sort the records in memory into a new run and empty the arena. */
 static int spill(bc_dedupe *d, char *errbuf, size_t errsize)
 {
-    run r;
+    writer w;
     size_t i;
-    size_t n;
     const unsigned char *rec;
     rec_hdr h;
 
@@ -320,23 +460,26 @@ static int spill(bc_dedupe *d, char *errbuf, size_t errsize)
         d->failed = 1;
         return -1;
     }
-    if (run_open(d, &r, errbuf, errsize) != 0)
+    if (writer_open(d, &w, errbuf, errsize) != 0)
         return -1;
     sort_memory(d);
     errno = 0;
     for (i = 0; i < d->n_idx; i++) {
+        /* In hash order the records are scattered over the arena: fetch ahead. */
+        if (i + PREFETCH_AHEAD < d->n_idx)
+            __builtin_prefetch(d->arena + d->idx[i + PREFETCH_AHEAD].off);
         rec = d->arena + d->idx[i].off;
         memcpy(&h, rec, sizeof(h));
-        n = rec_size(&h);
-        if (fwrite(rec, 1, n, r.f) != n) {
-            run_close(&r);
+        if (writer_put(&w, d->idx[i].hash, &h, rec + sizeof(h)) != 0) {
+            writer_abort(&w);
             return write_error(d, errbuf, errsize);
         }
-        d->stats.spilled += n;
     }
-    if (run_end_write(d, &r, errbuf, errsize) != 0)
+    if (writer_end(d, &w, &d->runs[d->n_runs], errbuf, errsize) != 0)
         return -1;
-    d->runs[d->n_runs++] = r;
+    d->stats.spilled += d->runs[d->n_runs].size;
+    d->stats.runs++;
+    d->n_runs++;
     d->n_idx = 0;
     d->arena_len = 0;
     return 0;
@@ -410,32 +553,119 @@ int bc_dedupe_add_id(bc_dedupe *d, const char *id, size_t id_len, uint64_t hash,
 /* Merging                                                                 */
 /* ---------------------------------------------------------------------- */
 
-/* Move @c to its next record. Returns 1 (a record), 0 (the end) or -1 (read error). */
-static int cursor_next(cursor *c)
+/*
+ * Make @need bytes of @c's run available at c->buf + c->b_pos, reading on
+ * from the file. Returns 1, 0 at the end of its range with no byte left,
+ * or -1 (read error, or a record cut short: errno EIO).
+ */
+static int cursor_fill(cursor *c, size_t need)
+{
+    size_t want;
+    ssize_t k;
+
+    if (c->b_len - c->b_pos >= need)
+        return 1;
+    memmove(c->buf, c->buf + c->b_pos, c->b_len - c->b_pos);
+    c->b_len -= c->b_pos;
+    c->b_pos = 0;
+    if (c->b_len < need && c->at < c->end) {
+        want = BLOCK - c->b_len;
+        if (want > c->end - c->at)
+            want = (size_t)(c->end - c->at);
+        /* The run has those bytes: a short read means it was damaged. */
+        k = bc_read_full(c->fd, c->buf + c->b_len, want, (int64_t)c->at);
+        if (k != (ssize_t)want) {
+            if (k >= 0)
+                errno = EIO;
+            return -1;
+        }
+        c->b_len += want;
+        c->at += want;
+    }
+    if (c->b_len >= need)
+        return 1;
+    if (c->b_len == 0)
+        return 0;
+    errno = EIO;
+    return -1;
+}
+
+/* The next record of a run. Returns 1, 0 (the end) or -1 (read error). */
+static int run_next(cursor *c)
 {
     size_t body;
-    const unsigned char *rec;
+    int rc = cursor_fill(c, sizeof(c->h));
 
-    if (c->f == NULL) {
-        if (c->next == c->d->n_idx)
-            return 0;
-        c->hash = c->d->idx[c->next].hash;
-        rec = c->d->arena + c->d->idx[c->next++].off;
-        memcpy(&c->h, rec, sizeof(c->h));
-        c->body = rec + sizeof(c->h);
-        return 1;
-    }
-    if (fread(&c->h, sizeof(c->h), 1, c->f) != 1)
-        return ferror(c->f) ? -1 : 0;
+    if (rc <= 0)
+        return rc;
+    memcpy(&c->h, c->buf + c->b_pos, sizeof(c->h));
     body = (size_t)c->h.id_len + c->h.ev_len;
     if (c->h.id_len == 0 || c->h.id_len > BC_DEDUPE_ID_MAX ||
-        c->h.ev_len > BILLING_EVENT_WIRE_MAX || fread(c->buf, 1, body, c->f) != body) {
+        c->h.ev_len > BILLING_EVENT_WIRE_MAX || cursor_fill(c, sizeof(c->h) + body) != 1) {
         errno = EIO; /* a run we wrote ourselves came back short or damaged */
         return -1;
     }
-    c->body = c->buf;
-    c->hash = bc_hash_bytes(c->buf, c->h.id_len);
+    c->body = c->buf + c->b_pos + sizeof(c->h);
+    c->b_pos += sizeof(c->h) + body;
+    c->hash = bc_hash_bytes(c->body, c->h.id_len);
     return 1;
+}
+
+/* Move @c to its next record. Returns 1 (a record), 0 (the end) or -1 (read error). */
+static int cursor_next(cursor *c)
+{
+    const bc_dedupe *d = c->d;
+    const unsigned char *rec;
+
+    if (c->fd >= 0)
+        return run_next(c);
+    if (c->next == c->stop)
+        return 0;
+    /* The merge takes the arena in hash order, all over it: fetch ahead. */
+    if (c->next + PREFETCH_AHEAD < c->stop)
+        __builtin_prefetch(d->arena + d->idx[c->next + PREFETCH_AHEAD].off);
+    c->hash = d->idx[c->next].hash;
+    rec = d->arena + d->idx[c->next++].off;
+    memcpy(&c->h, rec, sizeof(c->h));
+    c->body = rec + sizeof(c->h);
+    return 1;
+}
+
+/* The first entry of the sorted index of @d whose hash is at least HALF. */
+static size_t idx_split(const bc_dedupe *d)
+{
+    size_t lo = 0;
+    size_t hi = d->n_idx;
+    size_t mid;
+
+    while (lo < hi) {
+        mid = lo + (hi - lo) / 2;
+        if (d->idx[mid].hash < HALF)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/*
+ * Set @c on the records of @which half of run @i of @d (i == d->n_runs:
+ * its sorted arena). Returns 0, or -1 when out of memory.
+ */
+static int cursor_init(cursor *c, const bc_dedupe *d, size_t i, half which)
+{
+    c->d = d;
+    c->fd = -1;
+    if (i == d->n_runs) {
+        c->next = which == HALF_HIGH ? idx_split(d) : 0;
+        c->stop = which == HALF_LOW ? idx_split(d) : d->n_idx;
+        return 0;
+    }
+    c->fd = d->runs[i].fd;
+    c->at = which == HALF_HIGH ? d->runs[i].split : 0;
+    c->end = which == HALF_LOW ? d->runs[i].split : d->runs[i].size;
+    c->buf = malloc(BLOCK);
+    return c->buf != NULL ? 0 : -1;
 }
 
 /*
@@ -486,11 +716,13 @@ typedef int (*visit_fn)(void *arg, const cursor *c);
 
 /*
  * Merge the runs of the @n_sets sets (and their arenas' records when
- * @with_memory) in order, calling @visit on each record. Returns 0, -1 for
- * a read error or no memory (message written), or what @visit returned.
+ * @with_memory), the records of @which half of the hash space, in order,
+ * calling @visit on each record. Returns 0, -1 for a read error or no
+ * memory (message written), or what @visit returned. Only reads the sets:
+ * two merges of different halves may run at once.
  */
-static int merge_sets(bc_dedupe *const *sets, size_t n_sets, int with_memory, visit_fn visit,
-                      void *arg, char *errbuf, size_t errsize)
+static int merge_sets(bc_dedupe *const *sets, size_t n_sets, int with_memory, half which,
+                      visit_fn visit, void *arg, char *errbuf, size_t errsize)
 {
     size_t total = 0;
     cursor *cur;
@@ -506,25 +738,13 @@ static int merge_sets(bc_dedupe *const *sets, size_t n_sets, int with_memory, vi
         total += sets[s]->n_runs + (with_memory ? 1 : 0);
     cur = calloc(total + 1, sizeof(*cur));
     heap = calloc(total + 1, sizeof(*heap));
-    if (cur == NULL || heap == NULL) {
-        bc_seterr(errbuf, errsize, "dedupe: out of memory");
-        rc = -1;
-        goto done;
-    }
+    if (cur == NULL || heap == NULL)
+        goto nomem;
     for (s = 0; s < n_sets; s++) {
         for (i = 0; i < sets[s]->n_runs + (with_memory ? 1 : 0); i++) {
-            cur[k].d = sets[s];
             cur[k].age = k;
-            cur[k].f = i < sets[s]->n_runs ? sets[s]->runs[i].f : NULL;
-            if (cur[k].f != NULL) {
-                cur[k].buf = malloc(BC_DEDUPE_ID_MAX + BILLING_EVENT_WIRE_MAX);
-                if (cur[k].buf == NULL) {
-                    bc_seterr(errbuf, errsize, "dedupe: out of memory");
-                    rc = -1;
-                    goto done;
-                }
-            }
-            k++;
+            if (cursor_init(&cur[k++], sets[s], i, which) != 0)
+                goto nomem;
         }
     }
     for (i = 0; i < k; i++) {
@@ -548,6 +768,10 @@ static int merge_sets(bc_dedupe *const *sets, size_t n_sets, int with_memory, vi
         heap_down(heap, n, 0);
     }
     goto done;
+nomem:
+    bc_seterr(errbuf, errsize, "dedupe: out of memory");
+    rc = -1;
+    goto done;
 read_error:
     bc_seterr(errbuf, errsize, "reading a temporary file in %s: %s", sets[0]->tmpdir,
               strerror(errno));
@@ -560,27 +784,10 @@ done:
     return rc;
 }
 
-static int merge(bc_dedupe *d, int with_memory, visit_fn visit, void *arg, char *errbuf,
-                 size_t errsize)
-{
-    return merge_sets(&d, 1, with_memory, visit, arg, errbuf, errsize);
-}
-
-typedef struct write_ctx {
-    run out;
-    bc_dedupe *d;
-} write_ctx;
-
+/* A merge that writes every record into a run (a bc_dedupe visit_fn); -2 on a write error. */
 static int write_record(void *arg, const cursor *c)
 {
-    write_ctx *w = arg;
-    size_t body_len = (size_t)c->h.id_len + c->h.ev_len;
-
-    if (fwrite(&c->h, sizeof(c->h), 1, w->out.f) != 1 ||
-        fwrite(c->body, 1, body_len, w->out.f) != body_len)
-        return -2;
-    w->d->stats.spilled += sizeof(c->h) + body_len;
-    return 0;
+    return writer_put(arg, c->hash, &c->h, c->body) != 0 ? -2 : 0;
 }
 
 /*
@@ -591,27 +798,29 @@ static int write_record(void *arg, const cursor *c)
  */
 static int merge_runs(bc_dedupe *d, char *errbuf, size_t errsize)
 {
-    write_ctx w;
+    writer w;
+    run out;
     size_t i;
     int rc;
 
-    w.d = d;
-    if (run_open(d, &w.out, errbuf, errsize) != 0)
+    if (writer_open(d, &w, errbuf, errsize) != 0)
         return -1;
     errno = 0;
-    rc = merge(d, 0, write_record, &w, errbuf, errsize);
+    rc = merge_sets(&d, 1, 0, HALF_ALL, write_record, &w, errbuf, errsize);
     if (rc == -2)
         rc = write_error(d, errbuf, errsize);
     if (rc != 0) {
-        run_close(&w.out);
+        writer_abort(&w);
         return -1;
     }
-    if (run_end_write(d, &w.out, errbuf, errsize) != 0)
+    if (writer_end(d, &w, &out, errbuf, errsize) != 0)
         return -1;
     for (i = 0; i < d->n_runs; i++)
         run_close(&d->runs[i]);
-    d->runs[0] = w.out;
+    d->runs[0] = out;
     d->n_runs = 1;
+    d->stats.spilled += out.size;
+    d->stats.runs++;
     d->stats.merges++;
     return 0;
 }
@@ -705,6 +914,126 @@ static int visit_group(void *arg, const cursor *c)
     return g->fn(g->arg, &hit);
 }
 
+/*
+ * The upper half of a two-half finish: merges its records on a thread of
+ * its own and keeps only those of ids seen more than once, in merge
+ * order, in a run (`groups`), for visit_group on the calling thread after
+ * the lower half. Finding repeats is the merge's whole cost; the rest
+ * (reading events again, taking them back) stays on one thread, in order.
+ */
+typedef struct upper_half {
+    bc_dedupe *const *sets;
+    size_t n_sets;
+    writer groups;
+    int stop;      /* set by the lower half when it stops early */
+    int rc;
+    char err[256];
+    int have_prev; /* the previous record, kept for comparison ... */
+    int prev_kept; /* ... and whether it went into groups already */
+    uint64_t prev_hash;
+    rec_hdr prev;
+    unsigned char prev_body[BC_DEDUPE_ID_MAX + BILLING_EVENT_WIRE_MAX];
+} upper_half;
+
+/* A visit_fn: keep the records of repeated ids in u->groups; -2 on a write error. */
+static int keep_repeats(void *arg, const cursor *c)
+{
+    upper_half *u = arg;
+
+    if (__atomic_load_n(&u->stop, __ATOMIC_RELAXED))
+        return 1;
+    if (u->have_prev &&
+        id_cmp(u->prev_hash, u->prev_body, u->prev.id_len, c->hash, c->body, c->h.id_len) == 0) {
+        if (!u->prev_kept && writer_put(&u->groups, u->prev_hash, &u->prev, u->prev_body) != 0)
+            return -2;
+        u->prev_kept = 1;
+        return writer_put(&u->groups, c->hash, &c->h, c->body) != 0 ? -2 : 0;
+    }
+    u->have_prev = 1;
+    u->prev_kept = 0;
+    u->prev_hash = c->hash;
+    u->prev = c->h;
+    memcpy(u->prev_body, c->body, (size_t)c->h.id_len + c->h.ev_len);
+    return 0;
+}
+
+static void *upper_half_main(void *arg)
+{
+    upper_half *u = arg;
+    run out;
+
+    errno = 0;
+    u->rc = merge_sets(u->sets, u->n_sets, 1, HALF_HIGH, keep_repeats, u, u->err,
+                       sizeof(u->err));
+    if (u->rc == -2)
+        u->rc = write_error(u->sets[0], u->err, sizeof(u->err));
+    if (u->rc != 0) {
+        writer_abort(&u->groups);
+        return NULL;
+    }
+    if (writer_end(u->sets[0], &u->groups, &out, u->err, sizeof(u->err)) != 0)
+        u->rc = -1;
+    else
+        u->groups.r = out;
+    return NULL;
+}
+
+/* Visit the records of the run @r in order with visit_group. Returns as merge_sets. */
+static int visit_run(group_ctx *g, const run *r, char *errbuf, size_t errsize)
+{
+    bc_dedupe one;
+    bc_dedupe *set = &one;
+
+    /* A set of that one run, its arena empty. */
+    memset(&one, 0, sizeof(one));
+    one.tmpdir = g->d->tmpdir;
+    one.runs[0] = *r;
+    one.n_runs = 1;
+    return merge_sets(&set, 1, 0, HALF_ALL, visit_group, g, errbuf, errsize);
+}
+
+/*
+ * Find the repeats of several sets on two threads: the lower half of the
+ * hash space here, the upper half (upper_half) at the same time on
+ * another thread, then the upper half's repeats here. The hits are those
+ * of one merge, in the same order (every hash of the lower half comes
+ * before those of the upper one), and the callbacks run on this thread
+ * only.
+ */
+static int finish_halves(bc_dedupe *const *sets, size_t n_sets, group_ctx *g, char *errbuf,
+                         size_t errsize)
+{
+    upper_half *u = calloc(1, sizeof(*u));
+    pthread_t tid;
+    int started;
+    int rc;
+
+    if (u == NULL)
+        return bc_seterr(errbuf, errsize, "dedupe: out of memory");
+    u->sets = sets;
+    u->n_sets = n_sets;
+    if (writer_open(sets[0], &u->groups, errbuf, errsize) != 0) {
+        free(u);
+        return -1;
+    }
+    started = pthread_create(&tid, NULL, upper_half_main, u) == 0;
+    if (!started)
+        upper_half_main(u); /* no thread: one after the other, the same result */
+    rc = merge_sets(sets, n_sets, 1, HALF_LOW, visit_group, g, errbuf, errsize);
+    if (rc != 0)
+        __atomic_store_n(&u->stop, 1, __ATOMIC_RELAXED);
+    if (started)
+        pthread_join(tid, NULL);
+    if (rc == 0 && u->rc != 0)
+        rc = bc_seterr(errbuf, errsize, "%s", u->err);
+    if (rc == 0)
+        rc = visit_run(g, &u->groups.r, errbuf, errsize);
+    if (u->rc == 0)
+        run_close(&u->groups.r);
+    free(u);
+    return rc;
+}
+
 int bc_dedupe_finish_many(bc_dedupe *const *sets, size_t n_sets, bc_dedupe_fetch_fn fetch,
                           bc_dedupe_fn fn, void *arg, char *errbuf, size_t errsize)
 {
@@ -731,7 +1060,10 @@ int bc_dedupe_finish_many(bc_dedupe *const *sets, size_t n_sets, bc_dedupe_fetch
     g->arg = arg;
     g->errbuf = errbuf;
     g->errsize = errsize;
-    rc = merge_sets(sets, n_sets, 1, visit_group, g, errbuf, errsize);
+    if (n_sets > 1)
+        rc = finish_halves(sets, n_sets, g, errbuf, errsize);
+    else
+        rc = merge_sets(sets, n_sets, 1, HALF_ALL, visit_group, g, errbuf, errsize);
     free(g);
     return rc;
 }

@@ -23,8 +23,9 @@
  * occur more than once. So a record is 32 bytes plus the id (plus
  * about 90 for a stored event).
  *
- * Memory: the budget, plus about 70 KiB per merge input (at most
- * BC_DEDUPE_FANIN + 1 of them). Disk: the records, in the temporary
+ * Memory: the budget, plus a 64 KiB block per merge input (at most
+ * BC_DEDUPE_FANIN + 1 of them per set; twice that in the two halves of
+ * bc_dedupe_finish_many). Disk: the records, in the temporary
  * directory, freed by bc_dedupe_destroy or process exit.
  */
 #ifndef BC_DEDUPE_H
@@ -138,15 +139,31 @@ int bc_dedupe_finish(bc_dedupe *d, bc_dedupe_fetch_fn fetch, bc_dedupe_fn fn, vo
  * bc_dedupe_finish_many - bc_dedupe_finish over the records of @n_sets
  * sets (n_sets >= 1) together, as if one set had been given them all:
  * "first" is then the record with the lowest (where.src, where.offset),
- * which must be the order in which each set was given its records (several threads, each adding the records of its chunks of
- * the input, in order). Finishes every set. Same returns; fetches are
- * counted in the first set's statistics.
+ * which must be the order in which each set was given its records
+ * (several threads, each adding the records of its chunks of the input,
+ * in order). Finishes every set. With two sets or more, the merge runs
+ * on two threads (the halves of the hash space); @fetch and @fn are
+ * still called on the calling thread only, in the same order as one
+ * merge. Same returns; fetches are counted in the first set's statistics.
  */
 int bc_dedupe_finish_many(bc_dedupe *const *sets, size_t n_sets, bc_dedupe_fetch_fn fetch,
                           bc_dedupe_fn fn, void *arg, char *errbuf, size_t errsize);
 
+/*
+ * bc_hash_check - a fixed 64-bit hash of @n bytes at @data, for the
+ * `check` of a bc_dedupe_where: that a record read again is the one
+ * rated. Four independent lanes, so that a line of some 200 bytes costs
+ * a quarter of the serial chain of bc_hash_bytes (which orders the ids
+ * and must not change: the output's order of repeats depends on it).
+ * Not for ids; thread-safe.
+ */
+uint64_t bc_hash_check(const void *data, size_t n);
+
 /* bc_dedupe_get_stats - what the set did so far. */
 void bc_dedupe_get_stats(const bc_dedupe *d, bc_dedupe_stats *out);
+
+/* bc_dedupe_get_stats_many - what the @n_sets sets did so far, summed. */
+void bc_dedupe_get_stats_many(bc_dedupe *const *sets, size_t n_sets, bc_dedupe_stats *out);
 
 /* bc_dedupe_destroy - close the temporary files and free the set; NULL is a no-op. */
 void bc_dedupe_destroy(bc_dedupe *d);

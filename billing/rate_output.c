@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -319,7 +320,162 @@ static int add_by_resource(rate_ctx *c, const billing_invoice *inv, json_t *item
     return rc;
 }
 
-static int add_json_invoice(rate_ctx *c, const billing_invoice *inv, void *arg)
+/* ---------------------------------------------------------------------- */
+/* Invoices as JSON text, written on a second thread                       */
+/* ---------------------------------------------------------------------- */
+
+/*
+ * The invoices' JSON trees are built on the calling thread (the rater
+ * is not thread-safe) and handed to a writer thread, which dumps each
+ * as text and frees it: dumping and freeing cost as much as building,
+ * and the run waits for all three after the events are rated. The text
+ * is kept until the end, so that the summary comes first and a failure
+ * prints nothing, as with one tree dumped at once; it is smaller than
+ * the tree was.
+ */
+#define DUMP_QUEUE 64
+/* An invoice's lines inside {"invoices": [...]}: two levels of JSON_INDENT(2) deeper. */
+#define ITEM_INDENT "\n    "
+#define ITEM_SEP "," ITEM_INDENT
+#define JSON_FLAGS (JSON_INDENT(2) | JSON_PRESERVE_ORDER)
+
+typedef struct text {
+    char *p;
+    size_t len;
+    size_t cap;
+} text;
+
+typedef struct dumper {
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* broadcast on every change: one producer, one consumer */
+    json_t *queue[DUMP_QUEUE];
+    size_t head;
+    size_t n;
+    int done;     /* no more invoices */
+    int threaded; /* 0: dumped as they come, on the calling thread */
+    int failed;   /* out of memory: the text is incomplete */
+    size_t items;
+    text out;     /* the invoices, separated and indented as inside the document */
+} dumper;
+
+/* Append @n bytes at @p to @t; 0, or -1 when out of memory. */
+static int text_put(text *t, const char *p, size_t n)
+{
+    size_t cap = t->cap ? t->cap : 65536;
+    char *q;
+
+    if (n > t->cap - t->len) {
+        while (cap - t->len < n) {
+            if (cap > SIZE_MAX / 2)
+                return -1;
+            cap *= 2;
+        }
+        q = realloc(t->p, cap);
+        if (q == NULL)
+            return -1;
+        t->p = q;
+        t->cap = cap;
+    }
+    memcpy(t->p + t->len, p, n);
+    t->len += n;
+    return 0;
+}
+
+/* A json_dump_callback_t: append to a text. */
+static int text_put_cb(const char *p, size_t n, void *arg)
+{
+    return text_put(arg, p, n);
+}
+
+/* A json_dump_callback_t for an invoice: its text, every line but the first indented. */
+static int item_put(const char *p, size_t n, void *arg)
+{
+    text *t = arg;
+    const char *nl;
+
+    /* JSON strings have no raw newline: each is one of the dump's line breaks. */
+    while ((nl = memchr(p, '\n', n)) != NULL) {
+        if (text_put(t, p, (size_t)(nl - p)) != 0 ||
+            text_put(t, ITEM_INDENT, sizeof(ITEM_INDENT) - 1) != 0)
+            return -1;
+        n -= (size_t)(nl - p) + 1;
+        p = nl + 1;
+    }
+    return text_put(t, p, n);
+}
+
+/* Dump @item after the ones before and free it. */
+static void dump_item(dumper *d, json_t *item)
+{
+    if (!d->failed && ((d->items > 0 && text_put(&d->out, ITEM_SEP, sizeof(ITEM_SEP) - 1) != 0) ||
+                       json_dump_callback(item, item_put, &d->out, JSON_FLAGS) != 0))
+        d->failed = 1;
+    d->items++;
+    json_decref(item);
+}
+
+static void *dumper_main(void *arg)
+{
+    dumper *d = arg;
+    json_t *item;
+
+    for (;;) {
+        pthread_mutex_lock(&d->mu);
+        while (d->n == 0 && !d->done)
+            pthread_cond_wait(&d->cv, &d->mu);
+        if (d->n == 0) {
+            pthread_mutex_unlock(&d->mu);
+            return NULL;
+        }
+        item = d->queue[d->head];
+        d->head = (d->head + 1) % DUMP_QUEUE;
+        d->n--;
+        pthread_cond_broadcast(&d->cv);
+        pthread_mutex_unlock(&d->mu);
+        dump_item(d, item);
+    }
+}
+
+/* Hand @item (its reference) to the writer. */
+static void dumper_push(dumper *d, json_t *item)
+{
+    if (!d->threaded) {
+        dump_item(d, item);
+        return;
+    }
+    pthread_mutex_lock(&d->mu);
+    while (d->n == DUMP_QUEUE)
+        pthread_cond_wait(&d->cv, &d->mu);
+    d->queue[(d->head + d->n) % DUMP_QUEUE] = item;
+    d->n++;
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+}
+
+/* Start the writer thread, or dump on this thread when there is none. */
+static void dumper_start(dumper *d, pthread_t *tid)
+{
+    pthread_mutex_init(&d->mu, NULL);
+    pthread_cond_init(&d->cv, NULL);
+    d->threaded = pthread_create(tid, NULL, dumper_main, d) == 0;
+}
+
+/* Wait for the writer to dump every invoice handed over. */
+static void dumper_finish(dumper *d, pthread_t tid)
+{
+    if (d->threaded) {
+        pthread_mutex_lock(&d->mu);
+        d->done = 1;
+        pthread_cond_broadcast(&d->cv);
+        pthread_mutex_unlock(&d->mu);
+        pthread_join(tid, NULL);
+    }
+    pthread_mutex_destroy(&d->mu);
+    pthread_cond_destroy(&d->cv);
+}
+
+/* An invoice_fn: the invoice's JSON (with --by resource, its shares) to the writer. */
+static int queue_invoice(rate_ctx *c, const billing_invoice *inv, void *arg)
 {
     json_t *item = render_invoice_json(inv);
 
@@ -327,10 +483,11 @@ static int add_json_invoice(rate_ctx *c, const billing_invoice *inv, void *arg)
         json_decref(item);
         return CLI_EXIT_INTERNAL;
     }
-    if (item == NULL || json_array_append_new(arg, item) != 0) {
+    if (item == NULL) {
         cli_error("out of memory");
         return CLI_EXIT_INTERNAL;
     }
+    dumper_push(arg, item);
     return CLI_EXIT_OK;
 }
 
@@ -361,10 +518,57 @@ json_t *rate_summary_json(const rate_ctx *c)
     return s;
 }
 
+/*
+ * JSON output gathered in blocks: jansson hands its dump over a token at
+ * a time (json_dumpf makes an fwrite of each), a few bytes each.
+ */
+#define OUT_BLOCK (64u * 1024u)
+
+typedef struct out_block {
+    FILE *f;
+    size_t len;
+    char buf[OUT_BLOCK];
+} out_block;
+
+/* Write out what @o holds; 0 or -1. */
+static int out_flush(out_block *o)
+{
+    size_t n = o->len;
+
+    o->len = 0;
+    return fwrite(o->buf, 1, n, o->f) == n ? 0 : -1;
+}
+
+/* A json_dump_callback_t: append @n bytes at @p to the block. */
+static int out_put(const char *p, size_t n, void *arg)
+{
+    out_block *o = arg;
+
+    if (n > OUT_BLOCK - o->len && out_flush(o) != 0)
+        return -1;
+    if (n >= OUT_BLOCK)
+        return fwrite(p, 1, n, o->f) == n ? 0 : -1;
+    memcpy(o->buf + o->len, p, n);
+    o->len += n;
+    return 0;
+}
+
 int rate_dump_json(json_t *root)
 {
-    if (json_dumpf(root, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0 ||
-        fputc('\n', stdout) == EOF) {
+    out_block *o = malloc(sizeof(*o));
+    int rc = -1;
+
+    if (o == NULL) {
+        cli_error("out of memory");
+        return CLI_EXIT_INTERNAL;
+    }
+    o->f = stdout;
+    o->len = 0;
+    if (json_dump_callback(root, out_put, o, JSON_INDENT(2) | JSON_PRESERVE_ORDER) == 0 &&
+        out_put("\n", 1, o) == 0)
+        rc = out_flush(o);
+    free(o);
+    if (rc != 0) {
         cli_error("writing the output failed");
         return CLI_EXIT_INTERNAL;
     }
@@ -408,27 +612,73 @@ static void print_totals(FILE *out, const rate_ctx *c)
     }
 }
 
+/*
+ * Write @root, whose last member is an empty "invoices" array, with the
+ * invoices' text @items (of @n_items invoices) in that array: the bytes
+ * rate_dump_json would write for the whole tree. Returns an exit code.
+ */
+static int write_document(json_t *root, const text *items, size_t n_items)
+{
+    static const char tail[] = "[]\n}";
+    text head = {NULL, 0, 0};
+    size_t at;
+    int ok;
+
+    if (json_dump_callback(root, text_put_cb, &head, JSON_FLAGS) != 0 ||
+        head.len < sizeof(tail) - 1 ||
+        memcmp(head.p + head.len - (sizeof(tail) - 1), tail, sizeof(tail) - 1) != 0) {
+        free(head.p);
+        cli_error("out of memory");
+        return CLI_EXIT_INTERNAL;
+    }
+    at = head.len - (sizeof(tail) - 1) + 1; /* just after the array's '[' */
+    if (n_items == 0)
+        ok = fwrite(head.p, 1, head.len, stdout) == head.len;
+    else
+        ok = fwrite(head.p, 1, at, stdout) == at &&
+             fwrite(ITEM_INDENT, 1, sizeof(ITEM_INDENT) - 1, stdout) == sizeof(ITEM_INDENT) - 1 &&
+             fwrite(items->p, 1, items->len, stdout) == items->len &&
+             fputs("\n  ]\n}", stdout) != EOF;
+    free(head.p);
+    if (!ok || fputc('\n', stdout) == EOF) {
+        cli_error("writing the output failed");
+        return CLI_EXIT_INTERNAL;
+    }
+    return CLI_EXIT_OK;
+}
+
 static int print_json(rate_ctx *c)
 {
+    dumper *d = calloc(1, sizeof(*d));
     json_t *root = json_object();
     json_t *invoices = json_array();
+    pthread_t tid;
     int rc = CLI_EXIT_INTERNAL;
 
-    if (root == NULL || invoices == NULL ||
+    if (d == NULL || root == NULL || invoices == NULL ||
         json_object_set_new(root, "summary", rate_summary_json(c)) != 0 ||
         json_object_set(root, "invoices", invoices) != 0) {
         cli_error("out of memory");
         goto done;
     }
-    rc = for_each_invoice(c, add_json_invoice, invoices);
+    dumper_start(d, &tid);
+    rc = for_each_invoice(c, queue_invoice, d);
+    dumper_finish(d, tid);
+    if (rc == CLI_EXIT_OK && d->failed) {
+        cli_error("out of memory");
+        rc = CLI_EXIT_INTERNAL;
+    }
     if (rc == CLI_EXIT_OK && c->n_books > 1 &&
         json_object_set_new(json_object_get(root, "summary"), "currencies", totals_json(c)) != 0) {
         cli_error("out of memory");
         rc = CLI_EXIT_INTERNAL;
     }
     if (rc == CLI_EXIT_OK)
-        rc = rate_dump_json(root);
+        rc = write_document(root, &d->out, d->items);
 done:
+    if (d != NULL)
+        free(d->out.p);
+    free(d);
     json_decref(invoices);
     json_decref(root);
     return rc;

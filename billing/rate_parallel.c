@@ -273,12 +273,14 @@ static int remember(worker *w, chunk *ch, bc_reader *rd, char *err, size_t errsi
 {
     const char *id = billing_event_id(w->ev);
     size_t n = strlen(id);
+    size_t len;
+    const unsigned char *rec = bc_reader_record(rd, &len);
     bc_dedupe_where where;
 
     where.src = ch->src;
     where.pos = dedupe_place(ch, w->p->c->srcs[ch->src].format, bc_reader_position(rd));
     where.offset = bc_reader_offset(rd);
-    where.check = bc_reader_record_hash(rd);
+    where.check = bc_hash_check(rec, len);
     return bc_dedupe_add_id(w->dd, id, n, bc_hash_bytes(id, n), &where, err, errsize);
 }
 

@@ -17,6 +17,7 @@
 #include "cli.h"
 #include "rate.h"
 #include "takeback.h"
+#include "util.h"
 
 /* ---------------------------------------------------------------------- */
 /* Reading and rating                                                      */
@@ -26,11 +27,13 @@
 static int remember(rate_ctx *c, bc_reader *rd, char *err, size_t errsize)
 {
     bc_dedupe_where w;
+    size_t len;
+    const unsigned char *rec = bc_reader_record(rd, &len);
 
     w.src = c->src;
     w.pos = bc_reader_position(rd);
     w.offset = bc_reader_offset(rd);
-    w.check = bc_reader_record_hash(rd);
+    w.check = bc_hash_check(rec, len);
     return bc_dedupe_add(c->dedupe, c->ev, &w, !c->srcs[c->src].reread, err, errsize);
 }
 
@@ -224,6 +227,31 @@ static int fetch_fd(rate_ctx *c, uint32_t src, char *err, size_t errsize)
 }
 
 /*
+ * Read the event at @w again from @fd into c->ev, as it was rated: its
+ * bytes have the check taken when it was rated (bc_hash_check), and the
+ * event parsed is read from those same bytes (bc_event_read_at's own hash
+ * of what it parsed equals theirs). Returns 0 or -1.
+ */
+static int read_again(rate_ctx *c, int fd, const struct source *s, const bc_dedupe_where *w,
+                      const char *id)
+{
+    unsigned char *bytes = malloc(BC_JSONL_LINE_MAX + 1);
+    uint64_t parsed = 0;
+    size_t n = 0;
+    char e[ERR_MAX];
+    int ok;
+
+    ok = bytes != NULL &&
+         bc_record_bytes_at(fd, s->format, w->offset, bytes, BC_JSONL_LINE_MAX + 1, &n) == 0 &&
+         bc_hash_check(bytes, n) == w->check &&
+         bc_event_read_at(fd, s->format, w->offset, c->ev, &parsed, e, sizeof(e)) ==
+             BC_READ_EVENT &&
+         parsed == bc_hash_bytes(bytes, n) && strcmp(billing_event_id(c->ev), id) == 0;
+    free(bytes);
+    return ok ? 0 : -1;
+}
+
+/*
  * Read an event again from its file (a bc_dedupe_fetch_fn), check that
  * its bytes are those rated, and encode it.
  */
@@ -232,17 +260,13 @@ int rate_fetch(void *arg, const bc_dedupe_where *w, const char *id, unsigned cha
 {
     rate_ctx *c = arg;
     const struct source *s = &c->srcs[w->src];
-    uint64_t check = 0;
     billing_time_t start;
     billing_time_t end;
-    char e[ERR_MAX];
     int fd = fetch_fd(c, w->src, err, errsize);
 
     if (fd < 0)
         return -1;
-    if (bc_event_read_at(fd, s->format, w->offset, c->ev, &check, e, sizeof(e)) !=
-            BC_READ_EVENT ||
-        check != w->check || strcmp(billing_event_id(c->ev), id) != 0) {
+    if (read_again(c, fd, s, w, id) != 0) {
         snprintf(err, errsize, "%s: changed while being rated (event '%s' is not as it was)",
                  s->name, id);
         return -1;
@@ -328,19 +352,8 @@ int rate_take_back(void *arg, const bc_dedupe_hit *hit)
 static void say_dedupe_stats(const rate_ctx *c, bc_dedupe *const *sets, size_t n_sets)
 {
     bc_dedupe_stats st;
-    bc_dedupe_stats one;
-    size_t i;
 
-    memset(&st, 0, sizeof(st));
-    for (i = 0; i < n_sets; i++) {
-        bc_dedupe_get_stats(sets[i], &one);
-        st.records += one.records;
-        st.stored += one.stored;
-        st.fetched += one.fetched;
-        st.runs += one.runs;
-        st.merges += one.merges;
-        st.spilled += one.spilled;
-    }
+    bc_dedupe_get_stats_many(sets, n_sets, &st);
     cli_error("dedupe: %" PRIu64 " events remembered (%" PRIu64 " kept whole, %" PRIu64
               " read again) in %zu KiB of memory; %" PRIu64 " runs, %" PRIu64
               " merges, %" PRIu64 " bytes written to temporary files in %s",

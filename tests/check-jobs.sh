@@ -128,6 +128,29 @@ for bad in "-j 0" "-j 65" "--jobs x" "--chunk-bytes 0"; do
     fi
 done
 
+# Output that cannot be written (a full device) fails the run with a message,
+# whether the JSON fits in one block of billing/rate_output.c (some 50 KB
+# for 20 accounts) or not (about 400 KB for 200).
+full() {
+    checks=$((checks + 1))
+    "$billing" rate "$@" --no-progress --pricebook "$ex/pricebook.json" >/dev/full \
+        2>"$tmp/full.err"
+    rc=$?
+    if [ $rc -eq 4 ] && grep -q "writing the output failed" "$tmp/full.err"; then
+        echo "ok output to a full device fails ($*)"
+    else
+        failures=$((failures + 1))
+        echo "FAIL output to a full device ($*): exit status $rc, stderr:"
+        cat "$tmp/full.err"
+    fi
+}
+if [ -w /dev/full ]; then
+    "$gen" --accounts 200 --accounts-json >"$tmp/accounts-200.json" || exit 99
+    "$gen" --accounts 200 3000 >"$tmp/big.jsonl" || exit 99
+    full -j 1 --accounts accounts.json a.jsonl
+    full -j 2 --accounts accounts-200.json big.jsonl
+fi
+
 passed=$((checks - failures))
 echo "$((passed * 100 / checks))%: Checks: $checks, Failures: $failures, Errors: 0"
 [ $failures -eq 0 ]

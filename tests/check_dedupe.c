@@ -31,6 +31,7 @@
 
 #include "billing.h"
 #include "dedupe.h"
+#include "util.h"
 #include "testrng.h"
 
 #define ERR 512
@@ -175,12 +176,17 @@ static void alter(gen *g, unsigned field)
 /* Places and store modes                                                  */
 /* ---------------------------------------------------------------------- */
 
-/* The place of element @i of a stream: source i % 3, position i, offset i * 1000 + 7. */
+/*
+ * The place of element @i of a stream: source i / SRC_SPAN, position i,
+ * offset i * 1000 + 7, so that places grow with i as (source, offset),
+ * the order bc_dedupe_finish_many takes for "first" across sets.
+ */
+#define SRC_SPAN 20000
 static bc_dedupe_where place(size_t i)
 {
     bc_dedupe_where w;
 
-    w.src = (uint32_t)(i % 3);
+    w.src = (uint32_t)(i / SRC_SPAN);
     w.pos = i;
     w.offset = (uint64_t)i * 1000 + 7;
     return w;
@@ -189,7 +195,7 @@ static bc_dedupe_where place(size_t i)
 /* Whether @w is the place of element @i. */
 static int place_is(const bc_dedupe_where *w, size_t i)
 {
-    return w->src == i % 3 && w->pos == i && w->offset == (uint64_t)i * 1000 + 7;
+    return w->src == i / SRC_SPAN && w->pos == i && w->offset == (uint64_t)i * 1000 + 7;
 }
 
 /* The element of a stream of @n read at @offset, or SIZE_MAX. */
@@ -366,8 +372,28 @@ static int oracle_hit(void *arg, const bc_dedupe_hit *hit)
  * not stored and whose id repeats fetched exactly once, no other. Writes
  * the hits to @hits (n slots) and returns the statistics.
  */
+/* Sets of run_oracle_sets: element i goes to set (i / SET_CHUNK) % n_sets, like -j chunks. */
+#define SET_CHUNK 700
+#define SETS_MAX 3
+
+static bc_dedupe_stats run_oracle_sets(const gen *stream, size_t n, size_t n_bases, size_t memory,
+                                       store_mode mode, size_t n_sets, hit_rec *hits,
+                                       size_t *n_hits);
+
 static bc_dedupe_stats run_oracle(const gen *stream, size_t n, size_t n_bases, size_t memory,
                                   store_mode mode, hit_rec *hits, size_t *n_hits)
+{
+    return run_oracle_sets(stream, n, n_bases, memory, mode, 1, hits, n_hits);
+}
+
+/*
+ * run_oracle over @n_sets sets (1 to SETS_MAX), each given its elements
+ * in order and @memory bytes, finished together (bc_dedupe_finish_many);
+ * the statistics are their sums.
+ */
+static bc_dedupe_stats run_oracle_sets(const gen *stream, size_t n, size_t n_bases, size_t memory,
+                                       store_mode mode, size_t n_sets, hit_rec *hits,
+                                       size_t *n_hits)
 {
     size_t *first = malloc(n_bases * sizeof(*first));
     size_t *occurs = calloc(n_bases, sizeof(*occurs));
@@ -378,12 +404,16 @@ static bc_dedupe_stats run_oracle(const gen *stream, size_t n, size_t n_bases, s
     size_t want_stored = 0;
     size_t i;
     char err[ERR];
+    bc_dedupe *sets[SETS_MAX];
     bc_dedupe *d;
     bc_dedupe_where w;
     bc_dedupe_stats st;
+    bc_dedupe_stats one;
+    size_t k;
     int rc;
 
     ck_assert(first != NULL && occurs != NULL && o != NULL && ev != NULL);
+    ck_assert(n_sets >= 1 && n_sets <= SETS_MAX);
     for (i = 0; i < n_bases; i++)
         first[i] = SIZE_MAX;
     for (i = 0; i < n; i++) {
@@ -412,19 +442,30 @@ static bc_dedupe_stats run_oracle(const gen *stream, size_t n, size_t n_bases, s
     ck_assert(o->seen != NULL && o->fetched != NULL && o->closed != NULL && o->ev != NULL &&
               o->fetch_ev != NULL);
 
-    d = bc_dedupe_new(memory, tmpdir(), err, sizeof(err));
-    ck_assert_msg(d != NULL, "%s", err);
+    for (k = 0; k < n_sets; k++) {
+        sets[k] = bc_dedupe_new(memory, tmpdir(), err, sizeof(err));
+        ck_assert_msg(sets[k] != NULL, "%s", err);
+    }
     for (i = 0; i < n; i++) {
+        d = sets[i / SET_CHUNK % n_sets];
         fill(ev, &stream[i]);
         w = place(i);
         want_stored += stored(mode, i) != 0;
         rc = bc_dedupe_add(d, ev, &w, stored(mode, i), err, sizeof(err));
         CHECK(rc == 0, "add %zu: %s", i, err);
     }
-    rc = bc_dedupe_finish(d, oracle_fetch, oracle_hit, o, err, sizeof(err));
-    ck_assert_msg(rc == 0, "finish (%s): %d %s", store_names[mode], rc, err);
-    bc_dedupe_get_stats(d, &st);
-    bc_dedupe_destroy(d);
+    if (n_sets == 1)
+        rc = bc_dedupe_finish(sets[0], oracle_fetch, oracle_hit, o, err, sizeof(err));
+    else
+        rc = bc_dedupe_finish_many(sets, n_sets, oracle_fetch, oracle_hit, o, err, sizeof(err));
+    ck_assert_msg(rc == 0, "finish (%s, %zu sets): %d %s", store_names[mode], n_sets, rc, err);
+    bc_dedupe_get_stats_many(sets, n_sets, &st);
+    if (n_sets == 1) {
+        bc_dedupe_get_stats(sets[0], &one);
+        ck_assert(memcmp(&one, &st, sizeof(st)) == 0);
+    }
+    for (k = 0; k < n_sets; k++)
+        bc_dedupe_destroy(sets[k]);
 
     ck_assert_uint_eq(st.records, n);
     ck_assert_uint_eq(st.stored, want_stored);
@@ -463,6 +504,28 @@ static int same_place(const bc_dedupe_where *a, const bc_dedupe_where *b)
     return a->src == b->src && a->pos == b->pos && a->offset == b->offset;
 }
 
+/* The hits @cur[0..n_cur) are @ref[0..n_ref), in the same order; the rest names the run. */
+static void same_hits(const hit_rec *ref, size_t n_ref, const hit_rec *cur, size_t n_cur,
+                      size_t memory, const char *mode, size_t n_sets)
+{
+    const hit_rec *a;
+    const hit_rec *b;
+    size_t i;
+
+    ck_assert_msg(n_cur == n_ref, "memory %zu, %s, %zu sets: %zu hits, want %zu", memory, mode,
+                  n_sets, n_cur, n_ref);
+    for (i = 0; i < n_ref; i++) {
+        a = &ref[i];
+        b = &cur[i];
+        CHECK(a->kind == b->kind && same_place(&a->where, &b->where) &&
+                  same_place(&a->first, &b->first) && a->id_len == b->id_len &&
+                  a->id_hash == b->id_hash && a->ev_len == b->ev_len && a->ev_hash == b->ev_hash,
+              "memory %zu, %s, %zu sets: hit %zu is element %" PRIu64 " (kind %d), want %" PRIu64
+              " (kind %d)",
+              memory, mode, n_sets, i, b->where.pos, (int)b->kind, a->where.pos, (int)a->kind);
+    }
+}
+
 /*
  * Check @stream with the smallest budget and with everything in memory,
  * in every store mode: all must give the same hits (kind, id, places,
@@ -478,10 +541,7 @@ static void check_all(const gen *stream, size_t n, size_t n_bases, int many)
     size_t n_ref = 0;
     size_t n_cur;
     size_t m;
-    size_t i;
     int s;
-    const hit_rec *a;
-    const hit_rec *b;
     bc_dedupe_stats st;
 
     ck_assert(ref != NULL && cur != NULL);
@@ -502,20 +562,7 @@ static void check_all(const gen *stream, size_t n, size_t n_bases, int many)
             }
             if (m == 0 && s == 0)
                 continue;
-            ck_assert_msg(n_cur == n_ref, "memory %zu, %s: %zu hits, want %zu", memories[m],
-                          store_names[s], n_cur, n_ref);
-            for (i = 0; i < n_ref; i++) {
-                a = &ref[i];
-                b = &cur[i];
-                CHECK(a->kind == b->kind && same_place(&a->where, &b->where) &&
-                          same_place(&a->first, &b->first) && a->id_len == b->id_len &&
-                          a->id_hash == b->id_hash && a->ev_len == b->ev_len &&
-                          a->ev_hash == b->ev_hash,
-                      "memory %zu, %s: hit %zu is element %" PRIu64 " (kind %d), want %" PRIu64
-                      " (kind %d)",
-                      memories[m], store_names[s], i, b->where.pos, (int)b->kind, a->where.pos,
-                      (int)a->kind);
-            }
+            same_hits(ref, n_ref, cur, n_cur, memories[m], store_names[s], 1);
         }
     }
     free(ref);
@@ -543,8 +590,12 @@ static void base_id(char *id, size_t i)
     }
 }
 
-/* Property: random streams of repeats against the oracle. */
-START_TEST(test_oracle)
+/*
+ * A random stream of repeats from seed @seed (at least STREAM_MIN
+ * elements, malloc'd): base events with 1 to 4 occurrences, byte-identical
+ * or with one field changed, shuffled. Its length in *@n, its ids in *@n_bases.
+ */
+static gen *random_stream(uint64_t seed, size_t *n_out, size_t *n_bases_out)
 {
     gen *stream = malloc((STREAM_MIN + 4) * sizeof(*stream));
     size_t n = 0;
@@ -558,7 +609,7 @@ START_TEST(test_oracle)
     gen t;
 
     ck_assert_ptr_nonnull(stream);
-    rng_state = UINT64_C(0x9e3779b97f4a7c15) * (uint64_t)(_i + 1);
+    rng_state = seed;
     while (n < STREAM_MIN) {
         gen *b = &stream[n];
 
@@ -584,8 +635,108 @@ START_TEST(test_oracle)
         stream[i] = stream[j];
         stream[j] = t;
     }
+    *n_out = n;
+    *n_bases_out = n_bases;
+    return stream;
+}
+
+/* Property: random streams of repeats against the oracle. */
+START_TEST(test_oracle)
+{
+    size_t n;
+    size_t n_bases;
+    gen *stream = random_stream(UINT64_C(0x9e3779b97f4a7c15) * (uint64_t)(_i + 1), &n, &n_bases);
+
     check_all(stream, n, n_bases, 1);
     free(stream);
+}
+END_TEST
+
+/*
+ * bc_dedupe_finish_many over 2 and 3 sets (each given its chunks of the
+ * stream in order, as -j workers are) merges the two halves of the hash
+ * space on two threads: the hits must be those of one set holding
+ * everything, in the same order, spilled to runs or all in memory, events
+ * stored or read again.
+ */
+START_TEST(test_halves)
+{
+    static const size_t memories[] = {BC_DEDUPE_MEMORY_MIN, BIG_MEMORY};
+    static const store_mode modes[] = {STORE_MIXED, STORE_NONE};
+    size_t n;
+    size_t n_bases;
+    gen *stream = random_stream(UINT64_C(0x2545f4914f6cdd1d), &n, &n_bases);
+    hit_rec *ref = malloc(n * sizeof(*ref));
+    hit_rec *cur = malloc(n * sizeof(*cur));
+    size_t n_ref = 0;
+    size_t n_cur = 0;
+    size_t sets;
+    size_t m;
+    size_t k;
+    bc_dedupe_stats st;
+
+    ck_assert(ref != NULL && cur != NULL);
+    run_oracle(stream, n, n_bases, BIG_MEMORY, STORE_MIXED, ref, &n_ref);
+    ck_assert_uint_gt(n_ref, 1000);
+    for (sets = 2; sets <= SETS_MAX; sets++) {
+        for (m = 0; m < 2; m++) {
+            for (k = 0; k < 2; k++) {
+                st = run_oracle_sets(stream, n, n_bases, memories[m], modes[k], sets, cur,
+                                     &n_cur);
+                if (m == 0)
+                    ck_assert_uint_gt(st.runs, sets);
+                same_hits(ref, n_ref, cur, n_cur, memories[m], store_names[modes[k]], sets);
+            }
+        }
+    }
+    free(ref);
+    free(cur);
+    free(stream);
+}
+END_TEST
+
+/*
+ * The id hash orders the repeats the tool reports (and so its messages):
+ * it must not change. The check hash is pinned too, and every one-byte
+ * change of a record changes it.
+ */
+START_TEST(test_id_hash_pinned)
+{
+    static const struct {
+        const char *s;
+        uint64_t id;
+        uint64_t check;
+    } pins[] = {
+        {"", UINT64_C(0x0a3f46e79293b578), UINT64_C(0x06a02cc91276624f)},
+        {"a", UINT64_C(0x939b6fa9740d20c2), UINT64_C(0x75964b18977963be)},
+        {"ev-1", UINT64_C(0xa6cc933e38a7daf4), UINT64_C(0x5fe85a8317ee8178)},
+        {"evt-00000000000000000001", UINT64_C(0x5175bd9e6dd01e70),
+         UINT64_C(0x0e31dd23e593fab2)},
+        {"0123456789abcdef0123456789abcdef0123456789abcdefX", UINT64_C(0xef7ab2ba1a82fb0a),
+         UINT64_C(0x416fd16f0cfc7820)},
+    };
+    unsigned char rec[256];
+    uint64_t h;
+    size_t len;
+    size_t i;
+    size_t n;
+
+    for (i = 0; i < sizeof(pins) / sizeof(pins[0]); i++) {
+        n = strlen(pins[i].s);
+        ck_assert_msg(bc_hash_bytes(pins[i].s, n) == pins[i].id, "id hash of '%s'", pins[i].s);
+        ck_assert_msg(bc_hash_check(pins[i].s, n) == pins[i].check, "check of '%s'", pins[i].s);
+    }
+    for (i = 0; i < sizeof(rec); i++)
+        rec[i] = (unsigned char)('a' + i % 26);
+    for (len = 1; len <= sizeof(rec); len++) {
+        h = bc_hash_check(rec, len);
+        CHECK(h != bc_hash_check(rec, len - 1), "length %zu and %zu", len, len - 1);
+        for (i = 0; i < len; i++) {
+            rec[i] ^= 0x20;
+            CHECK(bc_hash_check(rec, len) != h, "byte %zu of %zu", i, len);
+            rec[i] ^= 0x20;
+        }
+    }
 }
 END_TEST
 
@@ -891,6 +1042,39 @@ static size_t n_stored(size_t n, store_mode mode)
         k += stored(mode, i) != 0;
     return k;
 }
+
+/* Stopping in either half of a two-set finish: the value comes back, no hit after it. */
+START_TEST(test_halves_stop)
+{
+    enum { N = 20000, DISTINCT = 5000 };
+    char err[ERR];
+    counter c;
+    billing_event *ev = billing_event_new();
+    bc_dedupe *sets[2];
+    size_t stops[3] = {1, N - DISTINCT - 1, N - DISTINCT};
+    size_t i;
+    size_t t;
+
+    counter_init(&c);
+    for (t = 0; t < 3; t++) {
+        for (i = 0; i < 2; i++) {
+            sets[i] = bc_dedupe_new(BC_DEDUPE_MEMORY_MIN, tmpdir(), err, sizeof(err));
+            ck_assert_msg(sets[i] != NULL, "%s", err);
+        }
+        filled_setup(N, DISTINCT, STORE_MIXED, 29);
+        for (i = 0; i < N; i++)
+            CHECK(filled_add(sets[i / SET_CHUNK % 2], ev, i, err) == 0, "add %zu: %s", i, err);
+        counter_reset(&c, stops[t], 7);
+        ck_assert_int_eq(
+            bc_dedupe_finish_many(sets, 2, fetch_filled, count_hit, &c, err, sizeof(err)), 7);
+        ck_assert_uint_eq(c.calls, stops[t]);
+        bc_dedupe_destroy(sets[0]);
+        bc_dedupe_destroy(sets[1]);
+    }
+    billing_event_destroy(ev);
+    counter_done(&c);
+}
+END_TEST
 
 /* A positive callback result stops the finish, which returns it; in memory and spilled. */
 START_TEST(test_callback_stop)
@@ -1280,6 +1464,9 @@ static Suite *dedupe_suite(void)
 
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_oracle, 0, SEEDS);
+    tcase_add_test(tc, test_halves);
+    tcase_add_test(tc, test_halves_stop);
+    tcase_add_test(tc, test_id_hash_pinned);
     tcase_add_test(tc, test_similar_ids);
     tcase_add_test(tc, test_callback_stop);
     tcase_add_test(tc, test_fetch_fails);
