@@ -19,6 +19,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "event.h"
 #include "eventjson.h"
 #include "util.h"
 
@@ -118,7 +119,7 @@ static const unsigned char plain_char[256] = {
 };
 
 /* The first byte at or after @p that is not plain (see plain_char), or @end. */
-static const char *scan_plain(const char *p, const char *end)
+static inline const char *scan_plain(const char *p, const char *end)
 {
 #ifdef __SSE2__
     /* Signed bytes: below ' ' also catches 0x80..0xff; 0x7f, '"' and '\\' by equality. */
@@ -528,7 +529,7 @@ static billing_status apply_fields(const jparse *jp, billing_event *ev)
     return BILLING_OK;
 }
 
-billing_status bc_event_parse_json(billing_event *ev, const char *text, size_t len, char *errbuf,
+billing_status bc_event_parse_json_general(billing_event *ev, const char *text, size_t len, char *errbuf,
                                    size_t errsize)
 {
     jparse jp;
@@ -552,4 +553,187 @@ billing_status bc_event_parse_json(billing_event *ev, const char *text, size_t l
     if (st != BILLING_OK)
         return st;
     return apply_fields(&jp, ev);
+}
+
+/* ---------------------------------------------------------------------- */
+/* The usual line, in one pass                                             */
+/* ---------------------------------------------------------------------- */
+
+/*
+ * Nearly every line is what our writers and generators produce: the
+ * members in schema order, model and region optional, no whitespace,
+ * every value a plain string, everything valid. Such a line is read in
+ * one pass: keys matched as fixed text, each value scanned once and
+ * copied straight into the event. Any other line, valid or not, goes to
+ * the general parser from its start, which alone writes messages; the
+ * fuzz target checks that both give the same event on the lines the
+ * usual path takes.
+ */
+
+/* Non-zero if the @n bytes of @lit are at @p, before @end (constant @n: compiled to word compares). */
+static inline int literal_at(const char *p, const char *end, const char *lit, size_t n)
+{
+    return (size_t)(end - p) >= n && memcmp(p, lit, n) == 0;
+}
+
+/*
+ * The member whose text from the previous value's closing quote up to
+ * this value's opening quote is @key (@klen bytes), at @p: field @f's
+ * value noted in @jp (plain, 1..field_max[f] bytes, or 0.. if @empty_ok)
+ * and its closing quote returned, or NULL.
+ */
+static inline const char *usual_member(jparse *jp, const char *p, const char *key, size_t klen,
+                                       int f, int empty_ok)
+{
+    const char *q;
+    size_t n;
+
+    if (!literal_at(p, jp->end, key, klen))
+        return NULL;
+    p += klen;
+    q = scan_plain(p, jp->end);
+    n = (size_t)(q - p);
+    if (q >= jp->end || *q != '"' || n > field_max[f] || (n == 0 && !empty_ok))
+        return NULL;
+    jp->val[f] = p;
+    jp->len[f] = n;
+    return q;
+}
+
+#define MEMBER(jp, p, key, f, empty_ok) usual_member(jp, p, key, sizeof(key) - 1, f, empty_ok)
+
+/* The members of a usual line into @jp: 0, or -1 for any other line. */
+static int usual_members(jparse *jp)
+{
+    const char *p = jp->base;
+
+    p = MEMBER(jp, p, "{\"id\":\"", F_ID, 0);
+    if (p != NULL)
+        p = MEMBER(jp, p, "\",\"account\":\"", F_ACCOUNT, 0);
+    if (p != NULL)
+        p = MEMBER(jp, p, "\",\"resource\":\"", F_RESOURCE, 0);
+    if (p != NULL)
+        p = MEMBER(jp, p, "\",\"meter\":\"", F_METER, 0);
+    if (p != NULL)
+        p = MEMBER(jp, p, "\",\"start\":\"", F_START, 0);
+    if (p != NULL)
+        p = MEMBER(jp, p, "\",\"end\":\"", F_END, 0);
+    if (p != NULL)
+        p = MEMBER(jp, p, "\",\"quantity\":\"", F_QUANTITY, 0);
+    if (p == NULL)
+        return -1;
+    if (literal_at(p, jp->end, "\",\"model\":\"", 11))
+        p = MEMBER(jp, p, "\",\"model\":\"", F_MODEL, 1);
+    if (p != NULL && literal_at(p, jp->end, "\",\"region\":\"", 12))
+        p = MEMBER(jp, p, "\",\"region\":\"", F_REGION, 1);
+    if (p == NULL || jp->end - p != 2 || p[1] != '}')
+        return -1;
+    return 0;
+}
+
+/* The meter named by field F_METER's text, or -1 (the general path names the problem). */
+static int usual_meter(const jparse *jp)
+{
+    const char *t = jp->val[F_METER];
+
+    switch (jp->len[F_METER]) {
+    case 3:
+        return memcmp(t, "gpu", 3) == 0 ? (int)BILLING_METER_GPU : -1;
+    case 7:
+        if (memcmp(t, "gpuless", 7) == 0)
+            return BILLING_METER_GPULESS;
+        if (memcmp(t, "storage", 7) == 0)
+            return BILLING_METER_STORAGE;
+        return memcmp(t, "traffic", 7) == 0 ? (int)BILLING_METER_TRAFFIC : -1;
+    default:
+        return -1;
+    }
+}
+
+/* 1..9 digits at @p (before @end) into *@v: their count, or 0. */
+static int usual_digits(const char *p, const char *end, uint64_t *v)
+{
+    int n = 0;
+
+    *v = 0;
+    while (p + n < end && n < 10 && p[n] >= '0' && p[n] <= '9') {
+        *v = *v * 10 + (uint64_t)(p[n] - '0');
+        n++;
+    }
+    return n <= 9 ? n : 0;
+}
+
+/*
+ * The quantity of the form billing_event_set_quantity reads in 64 bits,
+ * 1..9 digits and optionally '.' and 1..9 digits, in nano-units: 0, or -1
+ * for any other text (then the general path decides).
+ */
+static int usual_quantity(const jparse *jp, bl_i128 *out)
+{
+    static const uint64_t scale[BL_QTY_SCALE_DIGITS + 1] = {
+        1000000000, 100000000, 10000000, 1000000, 100000, 10000, 1000, 100, 10, 1};
+    const char *p = jp->val[F_QUANTITY];
+    const char *end = p + jp->len[F_QUANTITY];
+    uint64_t whole;
+    uint64_t frac = 0;
+    int n;
+    int f = 0;
+
+    n = usual_digits(p, end, &whole);
+    if (n == 0)
+        return -1;
+    p += n;
+    if (p < end && *p == '.') {
+        f = usual_digits(p + 1, end, &frac);
+        if (f == 0)
+            return -1;
+        p += 1 + f;
+    }
+    if (p != end)
+        return -1;
+    *out = (bl_i128)(whole * (uint64_t)BL_QTY_SCALE + frac * scale[f]);
+    return 0;
+}
+
+billing_status bc_event_parse_json_usual(billing_event *ev, const char *text, size_t len)
+{
+    jparse jp;
+    billing_time_t start;
+    billing_time_t end;
+    bl_i128 qty;
+    int meter;
+
+    jp.base = text;
+    jp.end = text + len;
+    jp.val[F_MODEL] = "";
+    jp.len[F_MODEL] = 0;
+    jp.val[F_REGION] = "";
+    jp.len[F_REGION] = 0;
+    if (usual_members(&jp) != 0)
+        return BILLING_ERR_PARSE;
+    meter = usual_meter(&jp);
+    if (meter < 0 || usual_quantity(&jp, &qty) != 0 ||
+        billing_time_parse_n(jp.val[F_START], jp.len[F_START], &start, NULL, 0) != BILLING_OK ||
+        billing_time_parse_n(jp.val[F_END], jp.len[F_END], &end, NULL, 0) != BILLING_OK)
+        return BILLING_ERR_PARSE;
+    bl_event_put_text(ev->id, &ev->id_len, jp.val[F_ID], jp.len[F_ID]);
+    bl_event_put_text(ev->account, &ev->account_len, jp.val[F_ACCOUNT], jp.len[F_ACCOUNT]);
+    bl_event_put_text(ev->resource, &ev->resource_len, jp.val[F_RESOURCE], jp.len[F_RESOURCE]);
+    bl_event_put_text(ev->model, &ev->model_len, jp.val[F_MODEL], jp.len[F_MODEL]);
+    bl_event_put_text(ev->region, &ev->region_len, jp.val[F_REGION], jp.len[F_REGION]);
+    ev->meter = (billing_meter)meter;
+    ev->start = start;
+    ev->end = end;
+    ev->qty = qty;
+    ev->set = BL_EV_ALL;
+    ev->refused = 0;
+    return BILLING_OK;
+}
+
+billing_status bc_event_parse_json(billing_event *ev, const char *text, size_t len, char *errbuf,
+                                   size_t errsize)
+{
+    if (ev != NULL && text != NULL && bc_event_parse_json_usual(ev, text, len) == BILLING_OK)
+        return BILLING_OK;
+    return bc_event_parse_json_general(ev, text, len, errbuf, errsize);
 }

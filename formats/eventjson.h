@@ -33,4 +33,22 @@
 billing_status bc_event_parse_json(billing_event *ev, const char *text, size_t len, char *errbuf,
                                    size_t errsize);
 
+/*
+ * bc_event_parse_json_usual - the usual line only: the members in schema
+ * order (model and region optional), no whitespace, every value a plain
+ * string, every field valid. Fills @ev (every field, as the general parser
+ * would) and returns BILLING_OK; for any other line returns
+ * BILLING_ERR_PARSE, writes no message and leaves @ev partly written.
+ * bc_event_parse_json tries it first. For tests and the fuzz target.
+ */
+billing_status bc_event_parse_json_usual(billing_event *ev, const char *text, size_t len);
+
+/*
+ * bc_event_parse_json_general - bc_event_parse_json without the usual-line
+ * path: every line read member by member. Same contract; for tests and the
+ * fuzz target, which check that both paths agree.
+ */
+billing_status bc_event_parse_json_general(billing_event *ev, const char *text, size_t len,
+                                           char *errbuf, size_t errsize);
+
 #endif /* BC_EVENTJSON_H */
