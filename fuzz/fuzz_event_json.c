@@ -12,9 +12,15 @@
  *    or out of range too; if the decoder takes it, the rater may only
  *    refuse it for an unknown account or a missing price;
  *  - once rated, is taken back exactly (fz_check_rating in fuzzcommon.c).
+ * And the usual-line path (bc_event_parse_json_usual, tried first) agrees
+ * with the general parser on every input: same status, same message, same
+ * event, field by field.
  */
 #include "config.h"
 
+#include <string.h>
+
+#include "event.h"
 #include "eventjson.h"
 #include "fuzzcommon.h"
 
@@ -26,6 +32,40 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
+/* Non-zero if the text fields of @a and @b hold the same bytes up to their lengths. */
+static int same_texts(const billing_event *a, const billing_event *b)
+{
+    return a->id_len == b->id_len && memcmp(a->id, b->id, a->id_len + 1u) == 0 &&
+           a->account_len == b->account_len &&
+           memcmp(a->account, b->account, a->account_len + 1u) == 0 &&
+           a->resource_len == b->resource_len &&
+           memcmp(a->resource, b->resource, a->resource_len + 1u) == 0 &&
+           a->model_len == b->model_len && memcmp(a->model, b->model, a->model_len + 1u) == 0 &&
+           a->region_len == b->region_len && memcmp(a->region, b->region, a->region_len + 1u) == 0;
+}
+
+/* bc_event_parse_json (usual path first) against the general parser alone. */
+static void check_paths_agree(const billing_event *ev, billing_status st, const char *err,
+                              const uint8_t *data, size_t size)
+{
+    billing_event *gen = billing_event_new();
+    char gerr[256] = "";
+    billing_status gst;
+
+    FZ_CHECK(gen != NULL, "out of memory");
+    gst = bc_event_parse_json_general(gen, (const char *)data, size, gerr, sizeof(gerr));
+    FZ_CHECK(st == gst, "bc_event_parse_json says %s, the general parser %s",
+             billing_strerror(st), billing_strerror(gst));
+    FZ_CHECK(strcmp(err, gerr) == 0, "messages differ: '%s', general '%s'", err, gerr);
+    if (st == BILLING_OK)
+        FZ_CHECK(ev->set == gen->set && ev->refused == gen->refused && ev->meter == gen->meter &&
+                     ev->start == gen->start && ev->end == gen->end && ev->qty == gen->qty &&
+                     same_texts(ev, gen),
+                 "event '%s': the usual path and the general parser decode it differently",
+                 billing_event_id(ev));
+    billing_event_destroy(gen);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     billing_event *ev = billing_event_new();
@@ -35,6 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     FZ_CHECK(ev != NULL, "out of memory");
     st = bc_event_parse_json(ev, (const char *)data, size, err, sizeof(err));
+    check_paths_agree(ev, st, err, data, size);
     if (st != BILLING_OK) {
         fz_check_message("bc_event_parse_json", err, sizeof(err));
         billing_event_destroy(ev);

@@ -324,6 +324,189 @@ START_TEST(test_random_input)
 }
 END_TEST
 
+/* ---------------------------------------------------------------------- */
+/* The usual-line path against the general parser                          */
+/* ---------------------------------------------------------------------- */
+
+#define USUAL_HEAD                                                                                 \
+    "{\"id\":\"ev-0\",\"account\":\"acct-000512\",\"resource\":\"i-000512-3\",\"meter\":\"gpu\","   \
+    "\"start\":\"2026-01-05T23:33:00Z\",\"end\":\"2026-01-05T23:34:00Z\",\"quantity\":\"8\""
+#define USUAL USUAL_HEAD ",\"model\":\"RTX4090\",\"region\":\"cn-east-1\"}"
+#define USUAL_WITH(meter, start, end, quantity)                                                    \
+    "{\"id\":\"e\",\"account\":\"a\",\"resource\":\"r\",\"meter\":\"" meter "\",\"start\":\"" start \
+    "\",\"end\":\"" end "\",\"quantity\":\"" quantity "\"}"
+#define T0 "2026-01-05T23:33:00Z"
+#define T1 "2026-01-05T23:34:00Z"
+#define ID128                                                                                      \
+    LONG64 LONG64
+
+/* bc_event_parse_json (usual path first) and the general parser: same status, message and event. */
+static void assert_paths_agree(const char *line, size_t len)
+{
+    billing_event *a = billing_event_new();
+    billing_event *b = billing_event_new();
+    char ea[ERR] = "";
+    char eb[ERR] = "";
+    unsigned char x[BILLING_EVENT_WIRE_MAX];
+    unsigned char y[BILLING_EVENT_WIRE_MAX];
+    size_t nx = 0;
+    size_t ny = 0;
+    billing_status sa = bc_event_parse_json(a, line, len, ea, sizeof(ea));
+    billing_status sb = bc_event_parse_json_general(b, line, len, eb, sizeof(eb));
+
+    ck_assert_msg(sa == sb, "'%.*s': %d, general %d", (int)len, line, sa, sb);
+    ck_assert_str_eq(ea, eb);
+    if (sa == BILLING_OK) {
+        ck_assert_int_eq(billing_event_encode(a, x, sizeof(x), &nx),
+                         billing_event_encode(b, y, sizeof(y), &ny));
+        ck_assert_uint_eq(nx, ny);
+        ck_assert_mem_eq(x, y, nx);
+        ck_assert_str_eq(billing_event_id(a), billing_event_id(b));
+        ck_assert_str_eq(billing_event_model(a), billing_event_model(b));
+        ck_assert_str_eq(billing_event_region(a), billing_event_region(b));
+    }
+    billing_event_destroy(a);
+    billing_event_destroy(b);
+}
+
+typedef struct usual_case {
+    const char *line;
+    int taken; /* non-zero if the usual path reads it */
+} usual_case;
+
+static const usual_case usual_cases[] = {
+    {USUAL, 1},
+    {USUAL_HEAD "}", 1},
+    {USUAL_HEAD ",\"model\":\"RTX4090\"}", 1},
+    {USUAL_HEAD ",\"region\":\"cn-east-1\"}", 1},
+    {USUAL_HEAD ",\"model\":\"\",\"region\":\"\"}", 1},
+    {USUAL_WITH("gpuless", T0, T1, "1"), 1},
+    {USUAL_WITH("storage", T0, T1, "0.5"), 1},
+    {USUAL_WITH("traffic", T0, T1, "123456789.123456789"), 1},
+    {USUAL_WITH("gpu", T0, T1, "000000000.1"), 1},
+    {USUAL_WITH("gpu", "2024-02-29T00:00:00Z", "2199-12-31T23:59:59Z", "1"), 1},
+    {USUAL_WITH("gpu", "1900-01-01T00:00:00Z", "2000-02-29T12:00:00Z", "1"), 1},
+    /* Other timestamp forms: read by the general timestamp parser, the line still usual. */
+    {USUAL_WITH("gpu", "2026-01-05T10:00:00+08:00", "2026-01-05 13:00:00.5z", "1"), 1},
+    {USUAL_WITH("gpu", "2200-01-01T00:00:00Z", T1, "1"), 1},
+    {"{\"id\":\"" ID128 "\",\"account\":\"a\",\"resource\":\"r\",\"meter\":\"gpu\",\"start\":\"" T0
+     "\",\"end\":\"" T1 "\",\"quantity\":\"1\",\"model\":\"" LONG64 "\"}",
+     1},
+    /* Everything else goes to the general parser. */
+    {"{\"id\":\"" ID128 "m\",\"account\":\"a\",\"resource\":\"r\",\"meter\":\"gpu\",\"start\":\"" T0
+     "\",\"end\":\"" T1 "\",\"quantity\":\"1\"}",
+     0},
+    {"{\"id\":\"\",\"account\":\"a\",\"resource\":\"r\",\"meter\":\"gpu\",\"start\":\"" T0
+     "\",\"end\":\"" T1 "\",\"quantity\":\"1\"}",
+     0},
+    {USUAL_WITH("gpus", T0, T1, "1"), 0},
+    {USUAL_WITH("Gpu", T0, T1, "1"), 0},
+    {USUAL_WITH("storagE", T0, T1, "1"), 0},
+    {USUAL_WITH("gpu", "1899-12-31T23:59:59Z", T1, "1"), 0},
+    {USUAL_WITH("gpu", "2023-02-29T00:00:00Z", T1, "1"), 0},
+    {USUAL_WITH("gpu", "2026-13-01T00:00:00Z", T1, "1"), 0},
+    {USUAL_WITH("gpu", "2026-01-00T00:00:00Z", T1, "1"), 0},
+    {USUAL_WITH("gpu", "2026-01-05T24:00:00Z", T1, "1"), 0},
+    {USUAL_WITH("gpu", "2026-01-05T23:60:00Z", T1, "1"), 0},
+    {USUAL_WITH("gpu", "2026-01-05T23:59:60Z", T1, "1"), 0},
+    {USUAL_WITH("gpu", "2026-01-05T23:5a:00Z", T1, "1"), 0},
+    {USUAL_WITH("gpu", T0, T1, "1234567890"), 0},
+    {USUAL_WITH("gpu", T0, T1, "1.1234567890"), 0},
+    {USUAL_WITH("gpu", T0, T1, "+1"), 0},
+    {USUAL_WITH("gpu", T0, T1, "1."), 0},
+    {USUAL_WITH("gpu", T0, T1, ".5"), 0},
+    {USUAL_WITH("gpu", T0, T1, "-1"), 0},
+    {USUAL_WITH("gpu", T0, T1, "1e3"), 0},
+    {USUAL_WITH("gpu", T0, T1, ""), 0},
+    {USUAL_HEAD "} ", 0},
+    {USUAL_HEAD "}\r", 0},
+    {USUAL_HEAD "}}", 0},
+    {USUAL_HEAD, 0},
+    {USUAL_HEAD ",\"model\":null}", 0},
+    {USUAL_HEAD ",\"region\":\"a\",\"model\":\"b\"}", 0},
+    {USUAL_HEAD ",\"model\":\"a\",\"model\":\"b\"}", 0},
+    {USUAL_HEAD ",\"id\":\"x\"}", 0},
+    {USUAL_HEAD ",\"model\":\"R\\u0054X\"}", 0},
+    {USUAL_HEAD ",\"model\":\"R\tX\"}", 0},
+    {USUAL_HEAD ",\"model\":\"" LONG64 "m\"}", 0},
+    {USUAL_HEAD ", \"model\":\"RTX\"}", 0},
+    {" " USUAL, 0},
+    {"{\"account\":\"a\",\"id\":\"e\",\"resource\":\"r\",\"meter\":\"gpu\",\"start\":\"" T0
+     "\",\"end\":\"" T1 "\",\"quantity\":\"1\"}",
+     0},
+    {"{\"id\":\"e\",\"account\":\"a\",\"resource\":\"r\",\"meter\":\"gpu\",\"start\":\"" T0
+     "\",\"end\":\"" T1 "\",\"quantity\":1}",
+     0},
+};
+
+START_TEST(test_usual_path)
+{
+    const usual_case *c = &usual_cases[_i];
+    billing_event *ev = billing_event_new();
+    billing_status st = bc_event_parse_json_usual(ev, c->line, strlen(c->line));
+
+    ck_assert_msg((st == BILLING_OK) == (c->taken != 0), "case %d: usual path %s", _i,
+                  st == BILLING_OK ? "took it" : "left it");
+    assert_paths_agree(c->line, strlen(c->line));
+    billing_event_destroy(ev);
+}
+END_TEST
+
+/* Random corruptions of a usual line: the two paths agree on every one. */
+START_TEST(test_usual_random)
+{
+    static const char good[] = USUAL;
+    static const char alphabet[] = "{}:,\"\\u0123456789.-+eTZ: \t\x01\xff\x7fgstr";
+    char line[sizeof(good)];
+    size_t len;
+    int i;
+    int j;
+
+    for (i = 0; i < 20000; i++) {
+        memcpy(line, good, sizeof(good));
+        len = sizeof(good) - 1 - (size_t)(test_rnd(&rng) % 4 == 0 ? test_rnd(&rng) % 8 : 0);
+        for (j = 0; j < 1 + (int)(test_rnd(&rng) % 2); j++)
+            line[test_rnd(&rng) % len] = alphabet[test_rnd(&rng) % (sizeof(alphabet) - 1)];
+        assert_paths_agree(line, len);
+    }
+}
+END_TEST
+
+/* Every day of 1899..2201 (and days that do not exist): the fixed-place UTC form reads as the general one. */
+START_TEST(test_utc_timestamps)
+{
+    static const char *const clocks[] = {"00:00:00", "23:59:59", "12:34:56"};
+    char z[32];
+    char off[40];
+    billing_time_t tz;
+    billing_time_t to;
+    billing_status sz;
+    billing_status so;
+    int y;
+    int m;
+    int d;
+    size_t c;
+
+    for (y = 1899; y <= 2201; y++) {
+        for (m = 0; m <= 13; m++) {
+            for (d = 0; d <= 32; d++) {
+                for (c = 0; c < sizeof(clocks) / sizeof(clocks[0]); c++) {
+                    snprintf(z, sizeof(z), "%04d-%02d-%02dT%sZ", y, m, d, clocks[c]);
+                    snprintf(off, sizeof(off), "%04d-%02d-%02dT%s+00:00", y, m, d, clocks[c]);
+                    tz = -1;
+                    to = -2;
+                    sz = billing_time_parse_n(z, strlen(z), &tz, NULL, 0);
+                    so = billing_time_parse(off, &to, NULL, 0);
+                    ck_assert_msg(sz == so, "%s: %d, %s: %d", z, sz, off, so);
+                    if (sz == BILLING_OK)
+                        ck_assert_msg(tz == to, "%s", z);
+                }
+            }
+        }
+    }
+}
+END_TEST
+
 static Suite *eventjson_suite(void)
 {
     Suite *s = suite_create("eventjson");
@@ -336,6 +519,9 @@ static Suite *eventjson_suite(void)
     tcase_add_test(tc, test_special_byte_every_position);
     tcase_add_test(tc, test_unterminated_at_end);
     tcase_add_test(tc, test_random_input);
+    tcase_add_loop_test(tc, test_usual_path, 0, (int)(sizeof(usual_cases) / sizeof(usual_cases[0])));
+    tcase_add_test(tc, test_usual_random);
+    tcase_add_test(tc, test_utc_timestamps);
     suite_add_tcase(s, tc);
     return s;
 }
