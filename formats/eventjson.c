@@ -45,6 +45,13 @@ static const size_t field_len[F_COUNT] = {2, 7, 8, 5, 5, 3, 8, 5, 6};
 /* Longest value per field, as billing.h bounds them (timestamps and decimals: 64). */
 static const size_t field_max[F_COUNT] = {128, 128, 128, 16, 64, 64, 64, 64, 64};
 
+/* For the usual-line path: constant keys must reach memcmp, which then compiles to word compares. */
+#ifdef __GNUC__
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define ALWAYS_INLINE inline
+#endif
+
 #define VALUE_MAX 128
 #define KEY_MAX 16
 #define REQUIRED_FIELDS                                                                            \
@@ -118,28 +125,46 @@ static const unsigned char plain_char[256] = {
     PLAIN16(0x60), PLAIN16(0x70),
 };
 
-/* The first byte at or after @p that is not plain (see plain_char), or @end. */
-static inline const char *scan_plain(const char *p, const char *end)
-{
 #ifdef __SSE2__
+/* The bits of the bytes of @v that are not plain. */
+static ALWAYS_INLINE int stop_mask(__m128i v)
+{
     /* Signed bytes: below ' ' also catches 0x80..0xff; 0x7f, '"' and '\\' by equality. */
     const __m128i space = _mm_set1_epi8(' ');
     const __m128i del = _mm_set1_epi8(0x7f);
     const __m128i quote = _mm_set1_epi8('"');
     const __m128i backslash = _mm_set1_epi8('\\');
-    __m128i v;
-    __m128i stop;
+    __m128i stop = _mm_or_si128(_mm_or_si128(_mm_cmplt_epi8(v, space), _mm_cmpeq_epi8(v, del)),
+                                _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)));
+
+    return _mm_movemask_epi8(stop);
+}
+#endif
+
+/*
+ * The first byte at or after @p that is not plain (see plain_char), or
+ * @end. The line starts at @base (<= @p): the last bytes are read as the
+ * 16 that end the line when it has that many, rather than one at a time.
+ */
+static ALWAYS_INLINE const char *scan_plain(const char *p, const char *end, const char *base)
+{
+#ifdef __SSE2__
     int mask;
 
     while (end - p >= 16) {
-        v = _mm_loadu_si128((const __m128i *)(const void *)p);
-        stop = _mm_or_si128(_mm_or_si128(_mm_cmplt_epi8(v, space), _mm_cmpeq_epi8(v, del)),
-                            _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)));
-        mask = _mm_movemask_epi8(stop);
+        mask = stop_mask(_mm_loadu_si128((const __m128i *)(const void *)p));
         if (mask != 0)
             return p + __builtin_ctz((unsigned)mask);
         p += 16;
     }
+    if (end - base >= 16 && p < end) {
+        /* Bit i is the byte end - 16 + i: p's is bit 16 - (end - p). */
+        mask = stop_mask(_mm_loadu_si128((const __m128i *)(const void *)(end - 16))) >>
+               (16 - (end - p));
+        return mask != 0 ? p + __builtin_ctz((unsigned)mask) : end;
+    }
+#else
+    (void)base;
 #endif
     while (p < end && plain_char[(unsigned char)*p])
         p++;
@@ -210,7 +235,7 @@ static int read_string(jparse *jp, char *out, size_t max, const char **text, siz
     int c;
 
     /* Nearly every value is plain: find its end and point at it. */
-    p = scan_plain(p, end);
+    p = scan_plain(p, end, jp->base);
     n = (size_t)(p - (jp->p + 1));
     if (p < end && *p == '"' && n <= max) {
         *text = jp->p + 1;
@@ -346,7 +371,7 @@ static int plain_key(jparse *jp)
     const char *p = k;
     int f;
 
-    p = scan_plain(p, jp->end);
+    p = scan_plain(p, jp->end, jp->base);
     if (p >= jp->end || *p != '"')
         return -1;
     f = jp->next;
@@ -570,10 +595,27 @@ billing_status bc_event_parse_json_general(billing_event *ev, const char *text, 
  * usual path takes.
  */
 
-/* Non-zero if the @n bytes of @lit are at @p, before @end (constant @n: compiled to word compares). */
-static inline int literal_at(const char *p, const char *end, const char *lit, size_t n)
+/*
+ * Non-zero if the @n (1..16) bytes of @lit are at @p, before @end. Two
+ * overlapping words for n >= 8: @n and @lit are constants, so this
+ * compiles to a few loads and compares (memcmp stays a call past 8 bytes).
+ */
+static ALWAYS_INLINE int literal_at(const char *p, const char *end, const char *lit, size_t n)
 {
-    return (size_t)(end - p) >= n && memcmp(p, lit, n) == 0;
+    uint64_t a;
+    uint64_t b;
+    uint64_t c;
+    uint64_t d;
+
+    if ((size_t)(end - p) < n)
+        return 0;
+    if (n < 8)
+        return memcmp(p, lit, n) == 0;
+    memcpy(&a, p, 8);
+    memcpy(&b, lit, 8);
+    memcpy(&c, p + n - 8, 8);
+    memcpy(&d, lit + n - 8, 8);
+    return ((a ^ b) | (c ^ d)) == 0;
 }
 
 /*
@@ -582,7 +624,7 @@ static inline int literal_at(const char *p, const char *end, const char *lit, si
  * value noted in @jp (plain, 1..field_max[f] bytes, or 0.. if @empty_ok)
  * and its closing quote returned, or NULL.
  */
-static inline const char *usual_member(jparse *jp, const char *p, const char *key, size_t klen,
+static ALWAYS_INLINE const char *usual_member(jparse *jp, const char *p, const char *key, size_t klen,
                                        int f, int empty_ok)
 {
     const char *q;
@@ -591,7 +633,7 @@ static inline const char *usual_member(jparse *jp, const char *p, const char *ke
     if (!literal_at(p, jp->end, key, klen))
         return NULL;
     p += klen;
-    q = scan_plain(p, jp->end);
+    q = scan_plain(p, jp->end, jp->base);
     n = (size_t)(q - p);
     if (q >= jp->end || *q != '"' || n > field_max[f] || (n == 0 && !empty_ok))
         return NULL;
