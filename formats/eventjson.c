@@ -21,6 +21,7 @@
 
 #include "event.h"
 #include "eventjson.h"
+#include "utc20.h"
 #include "util.h"
 
 enum {
@@ -737,6 +738,39 @@ static int usual_quantity(const jparse *jp, bl_i128 *out)
     return 0;
 }
 
+/*
+ * The interval: both timestamps in the fixed-place UTC form, the date read
+ * once when they share it (nearly every event), or else each read by
+ * billing_time_parse_n. 0, or -1 if either is not a valid timestamp.
+ */
+static int usual_interval(const jparse *jp, billing_time_t *start, billing_time_t *end)
+{
+    const char *s = jp->val[F_START];
+    const char *e = jp->val[F_END];
+    int64_t sday;
+    int64_t eday;
+    int32_t ssec;
+    int32_t esec;
+
+    if (jp->len[F_START] == 20 && jp->len[F_END] == 20 && bl_utc20_date(s, &sday) == 0) {
+        ssec = bl_utc20_clock(s);
+        esec = bl_utc20_clock(e);
+        if (memcmp(s, e, 10) == 0)
+            eday = sday;
+        else if (bl_utc20_date(e, &eday) != 0)
+            esec = -1;
+        if (ssec >= 0 && esec >= 0) {
+            *start = (sday * 86400 + ssec) * BILLING_NS_PER_SEC;
+            *end = (eday * 86400 + esec) * BILLING_NS_PER_SEC;
+            return 0;
+        }
+    }
+    if (billing_time_parse_n(s, jp->len[F_START], start, NULL, 0) != BILLING_OK ||
+        billing_time_parse_n(e, jp->len[F_END], end, NULL, 0) != BILLING_OK)
+        return -1;
+    return 0;
+}
+
 billing_status bc_event_parse_json_usual(billing_event *ev, const char *text, size_t len)
 {
     jparse jp;
@@ -754,9 +788,7 @@ billing_status bc_event_parse_json_usual(billing_event *ev, const char *text, si
     if (usual_members(&jp) != 0)
         return BILLING_ERR_PARSE;
     meter = usual_meter(&jp);
-    if (meter < 0 || usual_quantity(&jp, &qty) != 0 ||
-        billing_time_parse_n(jp.val[F_START], jp.len[F_START], &start, NULL, 0) != BILLING_OK ||
-        billing_time_parse_n(jp.val[F_END], jp.len[F_END], &end, NULL, 0) != BILLING_OK)
+    if (meter < 0 || usual_quantity(&jp, &qty) != 0 || usual_interval(&jp, &start, &end) != 0)
         return BILLING_ERR_PARSE;
     bl_event_put_text(ev->id, &ev->id_len, jp.val[F_ID], jp.len[F_ID]);
     bl_event_put_text(ev->account, &ev->account_len, jp.val[F_ACCOUNT], jp.len[F_ACCOUNT]);

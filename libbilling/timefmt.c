@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "utc20.h"
 #include "zone.h"
 
 /* Longest accepted input: date, time, 9 fraction digits, offset, and slack. */
@@ -235,64 +236,6 @@ static billing_status parse_fields(tparse *tp, tfields *f)
     return BILLING_OK;
 }
 
-/* The value of the two digits at @p, or a value above 99 if either is not a digit. */
-static inline unsigned two_digits(const char *p)
-{
-    unsigned hi = (unsigned)(unsigned char)p[0] - '0';
-    unsigned lo = (unsigned)(unsigned char)p[1] - '0';
-
-    /* Bitwise, not ||: no branch per digit pair on this path. */
-    return ((hi > 9) | (lo > 9)) ? 100u : hi * 10 + lo;
-}
-
-/*
- * The form nearly every event carries, "YYYY-MM-DDTHH:MM:SSZ" and nothing
- * after it, with a year in 1900..2199 (all inside the supported range),
- * read at fixed places with the day count computed inline: 0 with *@out
- * set, else -1 and the general parser runs, which also writes the
- * message. About a quarter of the JSON decoder's time went to timestamps.
- */
-static int parse_common_utc(const char *t, size_t len, billing_time_t *out)
-{
-    /* Days before each month of a common year; February's leap day is added apart. */
-    static const uint16_t before[13] = {0, 0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334};
-    static const uint8_t dim[13] = {0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-    unsigned century;
-    unsigned yy;
-    unsigned year;
-    unsigned month;
-    unsigned day;
-    unsigned hour;
-    unsigned minute;
-    unsigned second;
-    unsigned leap;
-    int64_t days;
-
-    /* Exactly 20 bytes first: the fixed places below are then all inside the text. */
-    if (len != 20 || t[4] != '-' || t[7] != '-' || t[10] != 'T' || t[13] != ':' ||
-        t[16] != ':' || t[19] != 'Z')
-        return -1;
-    century = two_digits(t);
-    yy = two_digits(t + 2);
-    year = century * 100 + yy;
-    month = two_digits(t + 5);
-    day = two_digits(t + 8);
-    hour = two_digits(t + 11);
-    minute = two_digits(t + 14);
-    second = two_digits(t + 17);
-    if (year < 1900 || year > 2199 || yy > 99 || month - 1 > 11 || hour > 23 ||
-        minute > 59 || second > 59)
-        return -1;
-    leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
-    if (day - 1 >= (unsigned)dim[month] + (month == 2 && leap))
-        return -1;
-    /* Days since 1970-01-01: 477 leap years fall before 1970. */
-    days = ((int64_t)year - 1970) * 365 + (int64_t)((year - 1) / 4 - (year - 1) / 100 + (year - 1) / 400) -
-           477 + before[month] + (month > 2 && leap) + day - 1;
-    *out = (days * 86400 + hour * 3600 + minute * 60 + second) * NS;
-    return 0;
-}
-
 /* The instant of @f into *@out: 0, or -1 outside 1900..2200. */
 static int to_instant(const tfields *f, billing_time_t *out)
 {
@@ -319,7 +262,7 @@ billing_status billing_time_parse(const char *text, billing_time_t *out, char *e
     tp.pos = 0;
     tp.errbuf = errbuf;
     tp.errsize = errsize;
-    if (parse_common_utc(text, strnlen(text, 21), out) == 0)
+    if (bl_utc20_parse(text, strnlen(text, 21), out) == 0)
         return BILLING_OK;
     /* strnlen bound first: the digit readers stop at NUL, so this only caps messages and work. */
     if (strnlen(text, TIME_TEXT_MAX + 1) > TIME_TEXT_MAX)
@@ -347,7 +290,7 @@ billing_status billing_time_parse_n(const char *text, size_t len, billing_time_t
 
     if (text == NULL || out == NULL)
         return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID, "timestamp: NULL argument");
-    if (parse_common_utc(text, len, out) == 0)
+    if (bl_utc20_parse(text, len, out) == 0)
         return BILLING_OK;
     if (memchr(text, '\0', n) != NULL)
         return bl_seterr(errbuf, errsize, BILLING_ERR_PARSE, "timestamp: contains a NUL byte");

@@ -386,6 +386,12 @@ static const usual_case usual_cases[] = {
     {USUAL_WITH("gpu", T0, T1, "000000000.1"), 1},
     {USUAL_WITH("gpu", "2024-02-29T00:00:00Z", "2199-12-31T23:59:59Z", "1"), 1},
     {USUAL_WITH("gpu", "1900-01-01T00:00:00Z", "2000-02-29T12:00:00Z", "1"), 1},
+    /* Dates that differ in the day only, or in the month: each read. */
+    {USUAL_WITH("gpu", "2026-01-05T23:00:00Z", "2026-01-06T01:00:00Z", "1"), 1},
+    {USUAL_WITH("gpu", "2026-01-31T23:59:00Z", "2026-02-01T00:01:00Z", "1"), 1},
+    {USUAL_WITH("gpu", "2026-01-05T23:00:00Z", "2026-01-05T01:00:00Z", "1"), 1},
+    {USUAL_WITH("gpu", "2026-01-05T23:00:00Z", "2026-01-32T01:00:00Z", "1"), 0},
+    {USUAL_WITH("gpu", "2026-01-05T23:00:00Z", "2026-01-05T01:00:00+01:00", "1"), 1},
     /* Other timestamp forms: read by the general timestamp parser, the line still usual. */
     {USUAL_WITH("gpu", "2026-01-05T10:00:00+08:00", "2026-01-05 13:00:00.5z", "1"), 1},
     {USUAL_WITH("gpu", "2200-01-01T00:00:00Z", T1, "1"), 1},
@@ -507,6 +513,49 @@ START_TEST(test_utc_timestamps)
 }
 END_TEST
 
+/*
+ * Every byte value at every place of a fixed-place UTC timestamp: read as
+ * the general parser reads the same text with ' ' for 'T' (or 'z' for
+ * 'Z'), which the fixed-place reader leaves to it.
+ */
+START_TEST(test_utc_every_byte)
+{
+    static const char *const stamps[] = {"2024-02-29T23:59:59Z", "1900-01-01T00:00:00Z",
+                                         "2199-12-31T12:30:45Z"};
+    char z[21];
+    char ref[21];
+    billing_time_t tz;
+    billing_time_t tr;
+    billing_status sz;
+    billing_status sr;
+    size_t s;
+    int pos;
+    int b;
+
+    for (s = 0; s < sizeof(stamps) / sizeof(stamps[0]); s++) {
+        for (pos = 0; pos < 20; pos++) {
+            for (b = 0; b < 256; b++) {
+                memcpy(z, stamps[s], 21);
+                z[pos] = (char)b;
+                memcpy(ref, z, 21);
+                if (pos == 10)
+                    ref[19] = 'z';
+                else
+                    ref[10] = ' ';
+                tz = -1;
+                tr = -2;
+                sz = billing_time_parse_n(z, 20, &tz, NULL, 0);
+                sr = billing_time_parse_n(ref, 20, &tr, NULL, 0);
+                ck_assert_msg(sz == sr, "'%s' byte %d at %d: %d, general %d", stamps[s], b, pos,
+                              sz, sr);
+                if (sz == BILLING_OK)
+                    ck_assert_msg(tz == tr, "'%s' byte %d at %d", stamps[s], b, pos);
+            }
+        }
+    }
+}
+END_TEST
+
 static Suite *eventjson_suite(void)
 {
     Suite *s = suite_create("eventjson");
@@ -522,6 +571,7 @@ static Suite *eventjson_suite(void)
     tcase_add_loop_test(tc, test_usual_path, 0, (int)(sizeof(usual_cases) / sizeof(usual_cases[0])));
     tcase_add_test(tc, test_usual_random);
     tcase_add_test(tc, test_utc_timestamps);
+    tcase_add_test(tc, test_utc_every_byte);
     suite_add_tcase(s, tc);
     return s;
 }
