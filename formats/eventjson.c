@@ -597,9 +597,8 @@ billing_status bc_event_parse_json_general(billing_event *ev, const char *text, 
  */
 
 /*
- * Non-zero if the @n (1..16) bytes of @lit are at @p, before @end. Two
- * overlapping words for n >= 8: @n and @lit are constants, so this
- * compiles to a few loads and compares (memcmp stays a call past 8 bytes).
+ * Non-zero if the @n (4..16) bytes of @lit are at @p, before @end: two
+ * overlapping words compared, no memcmp call.
  */
 static ALWAYS_INLINE int literal_at(const char *p, const char *end, const char *lit, size_t n)
 {
@@ -607,11 +606,20 @@ static ALWAYS_INLINE int literal_at(const char *p, const char *end, const char *
     uint64_t b;
     uint64_t c;
     uint64_t d;
+    uint32_t e;
+    uint32_t g;
+    uint32_t h;
+    uint32_t k;
 
     if ((size_t)(end - p) < n)
         return 0;
-    if (n < 8)
-        return memcmp(p, lit, n) == 0;
+    if (n < 8) {
+        memcpy(&e, p, 4);
+        memcpy(&g, lit, 4);
+        memcpy(&h, p + n - 4, 4);
+        memcpy(&k, lit + n - 4, 4);
+        return ((e ^ g) | (h ^ k)) == 0;
+    }
     memcpy(&a, p, 8);
     memcpy(&b, lit, 8);
     memcpy(&c, p + n - 8, 8);
@@ -620,56 +628,58 @@ static ALWAYS_INLINE int literal_at(const char *p, const char *end, const char *
 }
 
 /*
- * The member whose text from the previous value's closing quote up to
- * this value's opening quote is @key (@klen bytes), at @p: field @f's
- * value noted in @jp (plain, 1..field_max[f] bytes, or 0.. if @empty_ok)
- * and its closing quote returned, or NULL.
+ * What lies between values on a usual line, indexed by field: from the
+ * previous value's closing quote (or the line's start) to this value's
+ * opening quote.
  */
-static ALWAYS_INLINE const char *usual_member(jparse *jp, const char *p, const char *key, size_t klen,
-                                       int f, int empty_ok)
+static const struct usual_key {
+    char text[16];
+    size_t len;
+} usual_keys[F_COUNT] = {
+    {"{\"id\":\"", 7},          {"\",\"account\":\"", 13}, {"\",\"resource\":\"", 14},
+    {"\",\"meter\":\"", 11},    {"\",\"start\":\"", 11},   {"\",\"end\":\"", 9},
+    {"\",\"quantity\":\"", 14}, {"\",\"model\":\"", 11},   {"\",\"region\":\"", 12},
+};
+
+/*
+ * Field @f's member at @p (its key as usual_keys has it, which the caller
+ * has checked): its value noted in @jp (plain, 1..field_max[f] bytes, or
+ * 0.. for model and region) and its closing quote returned, or NULL.
+ */
+static ALWAYS_INLINE const char *usual_value(jparse *jp, const char *p, int f)
 {
     const char *q;
     size_t n;
 
-    if (!literal_at(p, jp->end, key, klen))
-        return NULL;
-    p += klen;
+    p += usual_keys[f].len;
     q = scan_plain(p, jp->end, jp->base);
     n = (size_t)(q - p);
-    if (q >= jp->end || *q != '"' || n > field_max[f] || (n == 0 && !empty_ok))
+    if (q >= jp->end || *q != '"' || n > field_max[f] || (n == 0 && f < F_MODEL))
         return NULL;
     jp->val[f] = p;
     jp->len[f] = n;
     return q;
 }
 
-#define MEMBER(jp, p, key, f, empty_ok) usual_member(jp, p, key, sizeof(key) - 1, f, empty_ok)
-
 /* The members of a usual line into @jp: 0, or -1 for any other line. */
 static int usual_members(jparse *jp)
 {
     const char *p = jp->base;
+    int f;
 
-    p = MEMBER(jp, p, "{\"id\":\"", F_ID, 0);
-    if (p != NULL)
-        p = MEMBER(jp, p, "\",\"account\":\"", F_ACCOUNT, 0);
-    if (p != NULL)
-        p = MEMBER(jp, p, "\",\"resource\":\"", F_RESOURCE, 0);
-    if (p != NULL)
-        p = MEMBER(jp, p, "\",\"meter\":\"", F_METER, 0);
-    if (p != NULL)
-        p = MEMBER(jp, p, "\",\"start\":\"", F_START, 0);
-    if (p != NULL)
-        p = MEMBER(jp, p, "\",\"end\":\"", F_END, 0);
-    if (p != NULL)
-        p = MEMBER(jp, p, "\",\"quantity\":\"", F_QUANTITY, 0);
-    if (p == NULL)
-        return -1;
-    if (literal_at(p, jp->end, "\",\"model\":\"", 11))
-        p = MEMBER(jp, p, "\",\"model\":\"", F_MODEL, 1);
-    if (p != NULL && literal_at(p, jp->end, "\",\"region\":\"", 12))
-        p = MEMBER(jp, p, "\",\"region\":\"", F_REGION, 1);
-    if (p == NULL || jp->end - p != 2 || p[1] != '}')
+    /* Unrolled, the keys and their lengths become constants. */
+#if defined(__GNUC__)
+#pragma GCC unroll 9
+#endif
+    for (f = 0; f < F_COUNT; f++) {
+        if (literal_at(p, jp->end, usual_keys[f].text, usual_keys[f].len))
+            p = usual_value(jp, p, f);
+        else if (f < F_MODEL)
+            return -1;
+        if (p == NULL)
+            return -1;
+    }
+    if (jp->end - p != 2 || p[1] != '}')
         return -1;
     return 0;
 }
