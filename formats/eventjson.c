@@ -9,6 +9,12 @@
  * time (SSE2) and never copied until their setter copies them into the
  * event. Nothing is allocated. No value is converted through floating
  * point: quantities stay text.
+ *
+ * Before all that, the usual line (members in schema order, no
+ * whitespace, plain valid values: nearly every line) is read in one pass
+ * and written into the event in place; any other line goes to the
+ * general parser from its start, which alone writes messages. See "The
+ * usual line" below.
  */
 #include "config.h"
 
