@@ -1277,6 +1277,41 @@ START_TEST(test_events_claim_race)
 END_TEST
 
 /*
+ * bs_text_array: what PostgreSQL reads back from the literal is exactly
+ * the strings given, whatever they hold of the literal's own syntax
+ * (quotes, backslashes, commas, braces, blanks, NULL spelled out, "").
+ */
+START_TEST(test_text_array)
+{
+    static const char *const items[] = {"a", "b\"c", "d\\e", "f,g", "{h}", " i ", "NULL", "",
+                                        "\\\"", "acct-1"};
+    bs_conn *c = migrated_db("text_array");
+    const char *params[1];
+    char *array = bs_text_array(items, N_CASES(items));
+    bs_error err;
+    PGresult *res;
+    size_t i;
+
+    ck_assert_ptr_nonnull(array);
+    params[0] = array;
+    res = bs_query(c, "SELECT x, x IS NULL FROM unnest($1::text[]) WITH ORDINALITY u (x, i)"
+                      " ORDER BY i", 1, params, &err);
+    ck_assert_msg(res != NULL, "%s", err.message);
+    ck_assert_int_eq(PQntuples(res), (int)N_CASES(items));
+    for (i = 0; i < N_CASES(items); i++) {
+        ck_assert_str_eq(PQgetvalue(res, (int)i, 0), items[i]);
+        ck_assert_str_eq(PQgetvalue(res, (int)i, 1), "f");
+    }
+    PQclear(res);
+    free(array);
+    array = bs_text_array(items, 0);
+    ck_assert_str_eq(array, "{}");
+    free(array);
+    drop_db(c);
+}
+END_TEST
+
+/*
  * A database at 0005 with events in it, migrated past 0007: the stored
  * events still dedupe (replays are duplicates, other content conflicts),
  * through the C fingerprint against the SQL one they were stored with.
@@ -2222,6 +2257,7 @@ static Suite *store_suite(void)
     tcase_add_test(ev, test_fingerprint_matches_sql);
     tcase_add_test(ev, test_id_hash_collision);
     tcase_add_test(ev, test_events_claim_race);
+    tcase_add_test(ev, test_text_array);
     tcase_add_test(mig, test_migrate_0005_events_kept);
     tcase_add_test(ev, test_event_partitions);
     tcase_add_test(ev, test_rejects_and_offsets);
