@@ -65,6 +65,7 @@ cpu_ms() {
     awk -v hz="$(getconf CLK_TCK)" '{ print int(($14 + $15) * 1000 / hz) }' "/proc/$1/stat"
 }
 
+psql "$base dbname=postgres" -Atc "SELECT 'postgresql ' || string_agg(name || '=' || current_setting(name), ' ' ORDER BY name) FROM pg_settings WHERE name IN ('shared_buffers', 'synchronous_commit', 'fsync', 'wal_level', 'max_wal_size', 'checkpoint_timeout', 'wal_compression', 'work_mem')"
 for batch in $batches; do
     fresh_db
     topic=bench-$(date +%s%N)

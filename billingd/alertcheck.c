@@ -31,6 +31,9 @@
     " FROM billing.credit_grants g JOIN billing.accounts a ON a.id = g.account_id"                 \
     " WHERE g.account_id = ANY($1::text[]) ORDER BY g.account_id COLLATE \"C\""
 
+/* Prepared once per connection: it runs in every batch's transaction. */
+#define STMT_GRANTS "bd_alert_grants"
+
 #define MEMO_SLOTS (1u << 17)
 
 /* An account that has used all of @granted (slot empty: NULL account). */
@@ -574,38 +577,22 @@ static void refs_free(rec_ref *refs, size_t n)
     free(refs);
 }
 
-/* The batch's distinct accounts as a PostgreSQL text[] literal (malloc'd). */
+/* The batch's distinct accounts (@refs sorted) as a PostgreSQL text[] literal (malloc'd). */
 static char *accounts_array(const rec_ref *refs, size_t n)
 {
-    size_t size = 3;
+    const char **names = malloc(n * sizeof(*names));
+    size_t k = 0;
     size_t i;
     char *out;
-    char *p;
-    const char *s;
 
-    for (i = 0; i < n; i++)
-        size += 2 * strlen(refs[i].account) + 3;
-    out = malloc(size);
-    if (out == NULL)
+    if (names == NULL)
         return NULL;
-    p = out;
-    *p++ = '{';
     for (i = 0; i < n; i++) {
-        if (i > 0 && strcmp(refs[i].account, refs[i - 1].account) == 0)
-            continue;
-        if (p > out + 1)
-            *p++ = ',';
-        *p++ = '"';
-        /* Array literal quoting: backslash before '"' and '\'. */
-        for (s = refs[i].account; *s != '\0'; s++) {
-            if (*s == '"' || *s == '\\')
-                *p++ = '\\';
-            *p++ = *s;
-        }
-        *p++ = '"';
+        if (k == 0 || strcmp(refs[i].account, names[k - 1]) != 0)
+            names[k++] = refs[i].account;
     }
-    *p++ = '}';
-    *p = '\0';
+    out = bs_text_array(names, k);
+    free(names);
     return out;
 }
 
@@ -726,7 +713,7 @@ bs_status bd_alerts_check(bs_conn *c, bs_catalog *cat, bd_alert_memo *memo, cons
         goto out;
     }
     params[0] = array;
-    grants = bs_query(c, SQL_GRANTS, 1, params, err);
+    grants = bs_query_prepared(c, STMT_GRANTS, SQL_GRANTS, 1, params, err);
     if (grants == NULL) {
         st = err != NULL ? err->status : BS_ERR_FATAL;
         goto out;

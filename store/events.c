@@ -172,15 +172,9 @@ int bs_event_fingerprint(const bs_event *e, unsigned char fp[BS_MD5_LEN])
     return 0;
 }
 
-/* Write one event as a staging row; -1 if its content cannot be fingerprinted. */
-static int stage_row(bs_copy *cp, const bs_event *e, size_t seq)
+/* The EVENT_COLUMNS of @e, in their order (a row already begun). */
+static void copy_event_columns(bs_copy *cp, const bs_event *e)
 {
-    unsigned char fp[BS_MD5_LEN];
-
-    if (bs_event_fingerprint(e, fp) != 0)
-        return -1;
-    bs_copy_row(cp);
-    bs_copy_int4(cp, (int32_t)seq);
     bs_copy_text(cp, e->id);
     bs_copy_text(cp, e->account);
     bs_copy_text(cp, e->resource);
@@ -193,6 +187,18 @@ static int stage_row(bs_copy *cp, const bs_event *e, size_t seq)
     bs_copy_text(cp, or_empty(e->model));
     bs_copy_text(cp, or_empty(e->region));
     bs_copy_text(cp, or_empty(e->source));
+}
+
+/* Write one event as a staging row; -1 if its content cannot be fingerprinted. */
+static int stage_row(bs_copy *cp, const bs_event *e, size_t seq)
+{
+    unsigned char fp[BS_MD5_LEN];
+
+    if (bs_event_fingerprint(e, fp) != 0)
+        return -1;
+    bs_copy_row(cp);
+    bs_copy_int4(cp, (int32_t)seq);
+    copy_event_columns(cp, e);
     bs_copy_bytea(cp, fp, sizeof(fp));
     return 0;
 }
@@ -398,11 +404,295 @@ static bs_status settle_rest(bs_conn *c, const PGresult *rest, size_t n, bs_even
     return st;
 }
 
+/* ---------------------------------------------------------------------- */
+/* The optimistic claim                                                    */
+/* ---------------------------------------------------------------------- */
+
+/*
+ * Nearly every batch billingd stores is new ids only. Such a batch needs
+ * none of the staging path's work (staging table, first-occurrence sort,
+ * ON CONFLICT, anti-join): its first occurrences are COPYed straight into
+ * event_ids and usage_events, and repeats within the batch are told apart
+ * here, by the md5 of their id (sorting by it also claims the keys in one
+ * order on every connection, so two claimers wait for each other but never
+ * deadlock). Any id already claimed - a replay, a concurrent claimer that
+ * committed first, an md5 collision - makes the COPY fail on event_ids'
+ * key: the claim is rolled back to the savepoint taken before it and the
+ * batch takes the staging path, which sorts all of that out. So does a
+ * batch that the once-per-batch rules (SQL_CHECK) would refuse, so that
+ * one path names the rule.
+ */
+#define SQL_CLAIM_SAVEPOINT "SAVEPOINT bs_events_claim"
+#define SQL_CLAIM_RELEASE "RELEASE SAVEPOINT bs_events_claim"
+#define SQL_CLAIM_UNDO "ROLLBACK TO SAVEPOINT bs_events_claim"
+/* The rows are the batch's distinct accounts ($1, a text array) not in billing.accounts. */
+#define SQL_UNKNOWN_ACCOUNTS                                                                   \
+    "SELECT 1 FROM unnest($1::text[]) a (id)"                                                  \
+    " WHERE NOT EXISTS (SELECT 1 FROM billing.accounts x WHERE x.id = a.id)"
+#define IDS_COLUMNS 3
+#define SQL_IDS_COPY(fmt)                                                                      \
+    "COPY billing.event_ids (event_id, start_time, fingerprint) FROM STDIN (FORMAT " fmt ")"
+#define EVENTS_COLUMNS 12
+/* received_at: its default, clock_timestamp() since 0008, as SQL_MOVE writes it. */
+#define SQL_EVENTS_COPY(fmt)                                                                   \
+    "COPY billing.usage_events (" EVENT_COLUMNS ") FROM STDIN (FORMAT " fmt ")"
+/* The server errors that send a claim to the staging path: an id taken, a deadlock. */
+#define SQLSTATE_UNIQUE "23505"
+#define SQLSTATE_DEADLOCK "40P01"
+
+/* An event of the batch: the md5 of its id, its fingerprint, its place. */
+typedef struct claim {
+    unsigned char id_hash[BS_MD5_LEN];
+    unsigned char fp[BS_MD5_LEN];
+    size_t seq;
+} claim;
+
+/* The first rows a claim writes are those sorted first: by id hash, then arrival. */
+static int claim_order(const void *a, const void *b)
+{
+    const claim *x = a;
+    const claim *y = b;
+    int d = memcmp(x->id_hash, y->id_hash, BS_MD5_LEN);
+
+    if (d != 0)
+        return d;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static int string_order(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* A text of @lo..@hi bytes (NULL counting as ""). */
+static int length_within(const char *s, size_t lo, size_t hi)
+{
+    size_t len = strlen(or_empty(s));
+
+    return len >= lo && len <= hi;
+}
+
+/*
+ * Every rule SQL_CHECK and stage() apply that C can see (the account's
+ * existence is asked of the database): a failure sends the batch to the
+ * staging path, which reports it. An account that could be in
+ * billing.accounts is 1..128 printable ASCII bytes (billing.ident).
+ */
+static int claimable(const bs_event *e, claim *cl, size_t seq)
+{
+    const char *a;
+
+    if (!complete(e) || !length_within(e->id, 1, 128) || !length_within(e->resource, 1, 128) ||
+        !length_within(e->model, 0, 64) || !length_within(e->region, 0, 64) ||
+        !length_within(e->account, 1, 128) || bs_event_fingerprint(e, cl->fp) != 0)
+        return 0;
+    for (a = e->account; *a != '\0'; a++) {
+        if (*a < '!' || *a > '~')
+            return 0;
+    }
+    bs_md5(e->id, strlen(e->id), cl->id_hash);
+    cl->seq = seq;
+    return 1;
+}
+
+/*
+ * Sort the batch into @cl by id hash; mark each repeat of an id in @out
+ * (duplicate or conflict of its first occurrence). Returns 1, or 0 if the
+ * batch must take the staging path (a rule broken, two ids of one md5).
+ */
+static int plan_claim(const bs_event *ev, size_t n, claim *cl, bs_event_outcome *out)
+{
+    size_t first = 0;
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        if (!claimable(&ev[i], &cl[i], i))
+            return 0;
+    }
+    qsort(cl, n, sizeof(*cl), claim_order);
+    for (i = 1; i < n; i++) {
+        if (memcmp(cl[i].id_hash, cl[first].id_hash, BS_MD5_LEN) != 0) {
+            first = i;
+            continue;
+        }
+        if (strcmp(ev[cl[i].seq].id, ev[cl[first].seq].id) != 0)
+            return 0;
+        out[cl[i].seq] = memcmp(cl[i].fp, cl[first].fp, BS_MD5_LEN) == 0 ? BS_EVENT_DUPLICATE
+                                                                         : BS_EVENT_CONFLICT;
+    }
+    return 1;
+}
+
+/* The batch's distinct accounts as a text[] literal (malloc'd), or NULL. */
+static char *batch_accounts(const bs_event *ev, size_t n)
+{
+    const char **acc = malloc(n * sizeof(*acc));
+    size_t k = 0;
+    size_t i;
+    char *array;
+
+    if (acc == NULL)
+        return NULL;
+    for (i = 0; i < n; i++)
+        acc[i] = ev[i].account;
+    qsort(acc, n, sizeof(*acc), string_order);
+    for (i = 0; i < n; i++) {
+        if (k == 0 || strcmp(acc[i], acc[k - 1]) != 0)
+            acc[k++] = acc[i];
+    }
+    array = bs_text_array(acc, k);
+    free(acc);
+    return array;
+}
+
+/* Take the savepoint and count the batch's unknown accounts, in one round trip. */
+static bs_status claim_begin(bs_conn *c, const bs_event *ev, size_t n, int64_t *unknown,
+                             bs_error *err)
+{
+    char *array = batch_accounts(ev, n);
+    const char *params[1];
+    bs_status st;
+
+    if (array == NULL)
+        return bs_error_set(err, BS_ERR_NOMEM, "bs_events_ingest: out of memory");
+    params[0] = array;
+    st = bs_pipeline_begin(c, err);
+    if (st == BS_OK) {
+        bs_pipeline_send(c, NULL, SQL_CLAIM_SAVEPOINT, 0, NULL, NULL, NULL);
+        bs_pipeline_send(c, NULL, SQL_UNKNOWN_ACCOUNTS, 1, params, unknown, NULL);
+        st = bs_pipeline_end(c, err);
+    }
+    free(array);
+    return st;
+}
+
+/* COPY the first occurrences (out[] still BS_EVENT_NEW) into event_ids, in @cl's order. */
+static bs_status copy_ids(bs_conn *c, const bs_event *ev, size_t n, const claim *cl,
+                          const bs_event_outcome *out, bs_copy_format format, bs_error *err)
+{
+    bs_copy *cp = bs_copy_begin(c, format == BS_COPY_TEXT ? SQL_IDS_COPY("text")
+                                                          : SQL_IDS_COPY("binary"),
+                                IDS_COLUMNS, format, err);
+    size_t i;
+
+    if (cp == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    for (i = 0; i < n; i++) {
+        if (out[cl[i].seq] != BS_EVENT_NEW)
+            continue;
+        bs_copy_row(cp);
+        bs_copy_text(cp, ev[cl[i].seq].id);
+        bs_copy_timestamptz(cp, ev[cl[i].seq].start);
+        bs_copy_bytea(cp, cl[i].fp, BS_MD5_LEN);
+    }
+    return bs_copy_end(cp, NULL, err);
+}
+
+/* COPY the first occurrences into usage_events, in arrival order. */
+static bs_status copy_events(bs_conn *c, const bs_event *ev, size_t n,
+                             const bs_event_outcome *out, bs_copy_format format, bs_error *err)
+{
+    bs_copy *cp = bs_copy_begin(c, format == BS_COPY_TEXT ? SQL_EVENTS_COPY("text")
+                                                          : SQL_EVENTS_COPY("binary"),
+                                EVENTS_COLUMNS, format, err);
+    size_t i;
+
+    if (cp == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    for (i = 0; i < n; i++) {
+        if (out[i] != BS_EVENT_NEW)
+            continue;
+        bs_copy_row(cp);
+        copy_event_columns(cp, &ev[i]);
+    }
+    return bs_copy_end(cp, NULL, err);
+}
+
+/* An error after which the staging path can still store the batch. */
+static int claim_lost(const bs_error *e)
+{
+    return strcmp(e->sqlstate, SQLSTATE_UNIQUE) == 0 || strcmp(e->sqlstate, SQLSTATE_DEADLOCK) == 0;
+}
+
+/* Roll the claim back to its savepoint and leave it; BS_OK if the transaction is usable. */
+static bs_status claim_undo(bs_conn *c, bs_error *err)
+{
+    bs_status st = bs_pipeline_begin(c, err);
+
+    if (st != BS_OK)
+        return st;
+    bs_pipeline_send(c, NULL, SQL_CLAIM_UNDO, 0, NULL, NULL, NULL);
+    bs_pipeline_send(c, NULL, SQL_CLAIM_RELEASE, 0, NULL, NULL, NULL);
+    return bs_pipeline_end(c, err);
+}
+
+/* The two COPYs, between the savepoint and its release. */
+static bs_status claim_copy(bs_conn *c, const bs_event *ev, size_t n, const claim *cl,
+                            bs_copy_format format, const bs_event_outcome *out, int *lost,
+                            bs_error *err)
+{
+    bs_error e;
+    bs_status st;
+
+    memset(&e, 0, sizeof(e));
+    st = copy_ids(c, ev, n, cl, out, format, &e);
+    if (st == BS_OK)
+        st = copy_events(c, ev, n, out, format, &e);
+    if (st == BS_OK)
+        return bs_command(c, SQL_CLAIM_RELEASE, 0, NULL, NULL, err);
+    if (claim_lost(&e) && PQstatus(bs_pg(c)) == CONNECTION_OK) {
+        *lost = 1;
+        return claim_undo(c, err);
+    }
+    if (err != NULL)
+        *err = e;
+    return st;
+}
+
+/*
+ * claim - store the batch by the optimistic claim. Returns BS_OK with
+ * *@done set if it did (@out and *@n_new filled), BS_OK with *@done 0 if
+ * the batch must take the staging path (nothing stored, the transaction
+ * as it was), or an error (the transaction must be rolled back).
+ */
+static bs_status claim_batch(bs_conn *c, const bs_event *ev, size_t n, bs_copy_format format,
+                             bs_event_outcome *out, size_t *n_new, int *done, bs_error *err)
+{
+    claim *cl = malloc(n * sizeof(*cl));
+    int64_t unknown = -1;
+    int lost = 0;
+    size_t i;
+    bs_status st = BS_OK;
+
+    *done = 0;
+    if (cl == NULL)
+        return bs_error_set(err, BS_ERR_NOMEM, "bs_events_ingest: out of memory");
+    if (!plan_claim(ev, n, cl, out))
+        goto out;
+    st = claim_begin(c, ev, n, &unknown, err);
+    if (st == BS_OK && unknown != 0)
+        st = bs_command(c, SQL_CLAIM_RELEASE, 0, NULL, NULL, err);
+    else if (st == BS_OK)
+        st = claim_copy(c, ev, n, cl, format, out, &lost, err);
+    if (st == BS_OK && unknown == 0 && !lost) {
+        *done = 1;
+        *n_new = 0;
+        for (i = 0; i < n; i++)
+            *n_new += out[i] == BS_EVENT_NEW;
+    }
+out:
+    free(cl);
+    for (i = 0; i < n && !*done; i++)
+        out[i] = BS_EVENT_NEW;
+    return st;
+}
+
 bs_status bs_events_ingest(bs_conn *c, const bs_event *ev, size_t n, bs_copy_format format,
                            bs_event_outcome *out, size_t *n_new, bs_error *err)
 {
     PGresult *rest = NULL;
     size_t stored = 0;
+    int claimed = 0;
     size_t i;
     bs_status st;
 
@@ -416,6 +706,12 @@ bs_status bs_events_ingest(bs_conn *c, const bs_event *ev, size_t n, bs_copy_for
                             "bs_events_ingest must run inside a transaction");
     for (i = 0; i < n; i++)
         out[i] = BS_EVENT_NEW;
+    st = claim_batch(c, ev, n, format, out, &stored, &claimed, err);
+    if (st != BS_OK || claimed) {
+        if (st == BS_OK && n_new != NULL)
+            *n_new = stored;
+        return st;
+    }
     st = stage(c, ev, n, format, err);
     if (st == BS_OK)
         st = check_batch(c, err);

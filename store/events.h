@@ -43,12 +43,19 @@ typedef enum bs_event_outcome {
  * with permanent dedupe, inside the caller's open transaction (required:
  * the batch, its aggregates and its Kafka offsets commit together).
  *
- * The rows are COPYed (@format: BS_COPY_BINARY normally) with their
- * fingerprints (bs_event_fingerprint) into a session temporary table,
+ * First, optimistically, the first occurrence of each id is COPYed
+ * (@format: BS_COPY_BINARY normally) with its fingerprint
+ * (bs_event_fingerprint) straight into billing.event_ids and
+ * billing.usage_events under a savepoint; later occurrences in the batch
+ * are duplicates or conflicts of it. If an id is already stored (or
+ * being stored by another transaction, which this call then waits for),
+ * or the batch breaks a rule below, that is rolled back and the staging
+ * path runs: the rows are COPYed into a session temporary table,
  * checked once for the whole batch (accounts exist, text lengths), then
  * moved by one set-based statement into billing.event_ids (first
  * occurrence of each id wins; an id whose md5 another id holds goes to
- * billing.event_id_collisions) and billing.usage_events. Fills @out[i] (room for @n) with each event's
+ * billing.event_id_collisions) and billing.usage_events. Either way the
+ * outcome is the same. Fills @out[i] (room for @n) with each event's
  * outcome and *@n_new (may be NULL) with the count stored. An event the
  * database refuses (negative quantity, end <= start, unknown account...)
  * fails the whole call with BS_ERR_CONSTRAINT naming the constraint or

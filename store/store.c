@@ -449,6 +449,43 @@ bs_status bs_command(bs_conn *c, const char *sql, int nparams, const char *const
     return BS_OK;
 }
 
+char *bs_text_array(const char *const *items, size_t n)
+{
+    size_t size = 3;
+    size_t len;
+    size_t i;
+    char *out;
+    char *p;
+    const char *s;
+
+    /* Worst case: every byte escaped, plus quotes and a comma per element. */
+    for (i = 0; i < n; i++) {
+        len = strlen(items[i]);
+        if (len > BS_TEXT_ARRAY_MAX / 2 - 2 || size > BS_TEXT_ARRAY_MAX - 2 * len - 3)
+            return NULL;
+        size += 2 * len + 3;
+    }
+    out = malloc(size);
+    if (out == NULL)
+        return NULL;
+    p = out;
+    *p++ = '{';
+    for (i = 0; i < n; i++) {
+        if (i > 0)
+            *p++ = ',';
+        *p++ = '"';
+        for (s = items[i]; *s != '\0'; s++) {
+            if (*s == '"' || *s == '\\')
+                *p++ = '\\';
+            *p++ = *s;
+        }
+        *p++ = '"';
+    }
+    *p++ = '}';
+    *p = '\0';
+    return out;
+}
+
 bs_status bs_exec_script(bs_conn *c, const char *sql, bs_error *err)
 {
     PGresult *res;

@@ -146,6 +146,16 @@ bs_status bs_command(bs_conn *c, const char *sql, int nparams, const char *const
                      int64_t *affected, bs_error *err);
 
 /*
+ * bs_text_array - the @n strings of @items as a PostgreSQL text[] literal
+ * ("{\"a\",\"b\"}", each element quoted, '"' and '\\' escaped), to pass as
+ * one parameter. Returns a malloc'd string (caller frees) or NULL when out
+ * of memory or when the literal would exceed BS_TEXT_ARRAY_MAX bytes.
+ * Thread-safe.
+ */
+#define BS_TEXT_ARRAY_MAX (64u * 1024 * 1024)
+char *bs_text_array(const char *const *items, size_t n);
+
+/*
  * bs_exec_script - run a multi-statement script without parameters
  * (simple query protocol). Only for constant SQL shipped with the program
  * (the embedded migrations); never for text built from input.

@@ -1137,6 +1137,181 @@ START_TEST(test_id_hash_collision)
 END_TEST
 
 /*
+ * Two connections claim overlapping ids at once. Claimer A stores ids
+ * <p>000..<p>099 and keeps its transaction open; claimer B (a child
+ * process, its own connection) offers <p>050..<p>149, of which 050..074
+ * have A's content and 075..099 other content, and blocks on A's
+ * uncommitted claims. Once B is seen waiting for the lock, A commits
+ * (round 'r') or rolls back (round 's'). Exactly one claimer wins each
+ * id: after a commit B stores 50 new ids and counts 25 duplicates and 25
+ * conflicts; after a rollback B stores all 100. Each id has one row.
+ */
+#define RACE_IDS 100
+#define RACE_WAIT_MS 30000
+
+/* The @n events of ids <@prefix><from>.. into @ev (ids in @ids); quantity 2 from @other on. */
+static void race_events(bs_event *ev, char (*ids)[16], char prefix, int from, int n, int other)
+{
+    billing_time_t t = INT64_C(1767571200000000000);
+    int i;
+
+    for (i = 0; i < n; i++) {
+        snprintf(ids[i], sizeof(ids[i]), "%c%03d", prefix, from + i);
+        ev[i] = make_event(ids[i], from + i >= other ? "2" : "1",
+                           t + (from + i) * BILLING_NS_PER_SEC);
+    }
+}
+
+/* Claimer B: offers 050..149, writes "status new duplicates conflicts" to @fd. */
+static int race_child(int fd, char prefix)
+{
+    bs_event ev[RACE_IDS];
+    bs_event_outcome out[RACE_IDS];
+    char ids[RACE_IDS][16];
+    char line[64];
+    size_t stored = 0;
+    int counts[3] = {0, 0, 0};
+    bs_conn *c = child_connect();
+    bs_error err;
+    bs_status st;
+    int i;
+
+    if (c == NULL)
+        return 1;
+    race_events(ev, ids, prefix, 50, RACE_IDS, 75);
+    st = bs_begin(c, &err);
+    if (st == BS_OK)
+        st = bs_events_ingest(c, ev, RACE_IDS, BS_COPY_BINARY, out, &stored, &err);
+    if (st == BS_OK)
+        st = bs_commit(c, &err);
+    if (st != BS_OK)
+        fprintf(stderr, "race child: %s\n", err.message);
+    for (i = 0; i < RACE_IDS; i++)
+        counts[out[i]]++;
+    snprintf(line, sizeof(line), "%d %zu %d %d", (int)st, stored, counts[BS_EVENT_DUPLICATE],
+             counts[BS_EVENT_CONFLICT]);
+    if (write(fd, line, strlen(line)) != (ssize_t)strlen(line))
+        return 1;
+    bs_close(c);
+    return 0;
+}
+
+/* Wait until another backend of this database waits for a lock. */
+static void wait_for_blocked(bs_conn *watch)
+{
+    int waited;
+
+    for (waited = 0; waited < RACE_WAIT_MS; waited += 5) {
+        if (query_long(watch, "SELECT count(*) FROM pg_stat_activity WHERE datname ="
+                              " current_database() AND wait_event_type = 'Lock'") > 0)
+            return;
+        bs_sleep_ms(5);
+    }
+    ck_abort_msg("the second claimer never waited for the first");
+}
+
+/* One round: A claims, B blocks on it, A commits (@commit) or rolls back; B's result in @line. */
+static void race_round(bs_conn *a, bs_conn *watch, char prefix, int commit, char *line,
+                       size_t size)
+{
+    bs_event ev[RACE_IDS];
+    bs_event_outcome out[RACE_IDS];
+    char ids[RACE_IDS][16];
+    size_t stored = 0;
+    bs_error err;
+    int fds[2];
+    int status;
+    pid_t pid;
+    ssize_t got;
+
+    race_events(ev, ids, prefix, 0, RACE_IDS, RACE_IDS);
+    ck_assert_int_eq(bs_begin(a, &err), BS_OK);
+    ck_assert_int_eq(bs_events_ingest(a, ev, RACE_IDS, BS_COPY_BINARY, out, &stored, &err),
+                     BS_OK);
+    ck_assert_uint_eq(stored, RACE_IDS);
+    ck_assert_int_eq(pipe(fds), 0);
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(fds[0]);
+        _exit(race_child(fds[1], prefix));
+    }
+    close(fds[1]);
+    wait_for_blocked(watch);
+    if (commit)
+        ck_assert_msg(bs_commit(a, &err) == BS_OK, "commit: %s", err.message);
+    else
+        bs_rollback(a);
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "race child failed (%d)",
+                  status);
+    got = read(fds[0], line, size - 1);
+    close(fds[0]);
+    ck_assert_int_gt(got, 0);
+    line[got] = '\0';
+}
+
+START_TEST(test_events_claim_race)
+{
+    bs_conn *c = migrated_db("claim_race");
+    bs_conn *watch = connect_db(db_name);
+    char line[64];
+
+    seed(c);
+    race_round(c, watch, 'r', 1, line, sizeof(line));
+    ck_assert_str_eq(line, "0 50 25 25");
+    race_round(c, watch, 's', 0, line, sizeof(line));
+    ck_assert_str_eq(line, "0 100 0 0");
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.event_ids"), 250);
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.usage_events"), 250);
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM (SELECT event_id FROM"
+                                   " billing.usage_events GROUP BY 1 HAVING count(*) > 1) d"),
+                     0);
+    /* The conflicting ids kept the first claimer's content. */
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.usage_events"
+                                   " WHERE event_id BETWEEN 'r075' AND 'r099' AND quantity = 1"),
+                     25);
+    bs_close(watch);
+    drop_db(c);
+}
+END_TEST
+
+/*
+ * bs_text_array: what PostgreSQL reads back from the literal is exactly
+ * the strings given, whatever they hold of the literal's own syntax
+ * (quotes, backslashes, commas, braces, blanks, NULL spelled out, "").
+ */
+START_TEST(test_text_array)
+{
+    static const char *const items[] = {"a", "b\"c", "d\\e", "f,g", "{h}", " i ", "NULL", "",
+                                        "\\\"", "acct-1"};
+    bs_conn *c = migrated_db("text_array");
+    const char *params[1];
+    char *array = bs_text_array(items, N_CASES(items));
+    bs_error err;
+    PGresult *res;
+    size_t i;
+
+    ck_assert_ptr_nonnull(array);
+    params[0] = array;
+    res = bs_query(c, "SELECT x, x IS NULL FROM unnest($1::text[]) WITH ORDINALITY u (x, i)"
+                      " ORDER BY i", 1, params, &err);
+    ck_assert_msg(res != NULL, "%s", err.message);
+    ck_assert_int_eq(PQntuples(res), (int)N_CASES(items));
+    for (i = 0; i < N_CASES(items); i++) {
+        ck_assert_str_eq(PQgetvalue(res, (int)i, 0), items[i]);
+        ck_assert_str_eq(PQgetvalue(res, (int)i, 1), "f");
+    }
+    PQclear(res);
+    free(array);
+    array = bs_text_array(items, 0);
+    ck_assert_str_eq(array, "{}");
+    free(array);
+    drop_db(c);
+}
+END_TEST
+
+/*
  * A database at 0005 with events in it, migrated past 0007: the stored
  * events still dedupe (replays are duplicates, other content conflicts),
  * through the C fingerprint against the SQL one they were stored with.
@@ -2081,6 +2256,8 @@ static Suite *store_suite(void)
     tcase_add_test(ev, test_events_refused_batch);
     tcase_add_test(ev, test_fingerprint_matches_sql);
     tcase_add_test(ev, test_id_hash_collision);
+    tcase_add_test(ev, test_events_claim_race);
+    tcase_add_test(ev, test_text_array);
     tcase_add_test(mig, test_migrate_0005_events_kept);
     tcase_add_test(ev, test_event_partitions);
     tcase_add_test(ev, test_rejects_and_offsets);
