@@ -15,6 +15,9 @@
 # id; p50, p99, max. LAT_RATE=0: no latency run. CONNECTIONS sets
 # billingd's commit.connections (default 2); RATE_THREADS its rate.threads
 # (unset: the key is not passed, so that builds older than it run too).
+# HTTP_LISTEN sets http.listen (default empty: no endpoint, so that a
+# billingd already running here, with its /metrics port, does not clash).
+# The script stops with billingd's log if billingd exits before the end.
 # Prints one line per run. Polls the committed positions (half a second).
 set -eu
 events=${1:?usage: billingd.sh EVENTS [BATCH...]}
@@ -48,6 +51,7 @@ start_daemon() { # TOPIC BATCH
     "$bin/billingd/billingd" --set "topics=$1" --set group=bench --set "batch.size=$2" \
         --set batch.linger.ms=200 --set "kafka.bootstrap.servers=$BILLING_KAFKA_BROKERS" \
         --set kafka.fetch.max.bytes=104857600 --set "commit.connections=${CONNECTIONS:-2}" \
+        --set "http.listen=${HTTP_LISTEN:-}" \
         ${RATE_THREADS:+--set "rate.threads=$RATE_THREADS"} 2>"$tmp/billingd.log" &
     pid=$!
 }
@@ -59,6 +63,15 @@ stop_daemon() {
 }
 
 now_ms() { date +%s%3N; }
+
+# Stop, with its log, when billingd is gone before the work is done.
+alive() {
+    kill -0 "$pid" 2>/dev/null && return 0
+    echo "billingd.sh: billingd exited early; its log:" >&2
+    cat "$tmp/billingd.log" >&2
+    pid=
+    exit 1
+}
 
 # billingd's CPU time so far (user + sys, ms): what it costs beside the wall time.
 cpu_ms() {
@@ -75,6 +88,7 @@ for batch in $batches; do
     p=0
     while [ "$p" -lt "$events" ]; do
         sleep 0.5 # the poll interval of a measurement, not a synchronization
+        alive
         p=$(progress)
         if [ "$first" = 0 ] && [ "$p" -gt 0 ]; then
             first=$p
@@ -99,10 +113,10 @@ fresh_db
 topic=lat-$(date +%s%N)
 "$bin/bench/produce_events" --rate 1 "$BILLING_KAFKA_BROKERS" "$topic" 1 2>/dev/null
 start_daemon "$topic" "$batch"
-until grep -q "event=assigned" "$tmp/billingd.log"; do sleep 0.2; done
+until grep -q "event=assigned" "$tmp/billingd.log"; do alive; sleep 0.2; done
 "$bin/bench/produce_events" --rate "$lat_rate" "$BILLING_KAFKA_BROKERS" "$topic" "$lat_events" \
     2>"$tmp/produce.log"
-until [ "$(progress)" -ge $((lat_events + 1)) ]; do sleep 0.5; done
+until [ "$(progress)" -ge $((lat_events + 1)) ]; do alive; sleep 0.5; done
 rss=$(awk '/VmHWM/ { print int($2 / 1024) }' "/proc/$pid/status")
 stop_daemon
 psql "$BILLING_PG_CONNINFO" -Atc "

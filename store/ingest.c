@@ -743,7 +743,9 @@ bs_status bs_aggregates_rate(bs_conn *c, const bs_catalog *cat, billing_rater *r
 
     params[0] = bs_catalog_book(cat);
     params[1] = account;
-    res = bs_query(c, SQL_AGG_READ, 2, params, err);
+    /* Prepared once per connection: the alert check runs it for every
+     * affected account with credit, after every batch. */
+    res = bs_query_prepared(c, "bs_agg_read", SQL_AGG_READ, 2, params, err);
     if (res == NULL)
         return err != NULL ? err->status : BS_ERR_FATAL;
     for (i = 0; i < PQntuples(res) && st == BS_OK; i++)
