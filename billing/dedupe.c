@@ -48,8 +48,10 @@ typedef struct rec_hdr {
     uint16_t ev_len; /* 0: the event is not stored */
 } rec_hdr;
 
-/* Largest record: header, longest id, largest stored event. */
-#define REC_MAX (sizeof(rec_hdr) + BC_DEDUPE_ID_MAX + BILLING_EVENT_WIRE_MAX)
+/* A record in a run: its id hash, then the header, the id and the stored event. */
+#define RUN_HDR (sizeof(uint64_t) + sizeof(rec_hdr))
+/* Largest record in a run: hash and header, longest id, largest stored event. */
+#define REC_MAX (RUN_HDR + BC_DEDUPE_ID_MAX + BILLING_EVENT_WIRE_MAX)
 
 /* A run: an unlinked temporary file of records in order. */
 typedef struct run {
@@ -75,10 +77,17 @@ typedef struct mem_idx {
     size_t off;
 } mem_idx;
 
-/* Radix sort of the index: RADIX_PASSES digits of RADIX_BITS, from the top of the hash. */
+/*
+ * Radix sort of the index: RADIX_PASSES digits of RADIX_BITS, from the
+ * top of the hash. A run has some 10^5 to 10^6 records, so that 22 bits
+ * leave groups of equal top bits of one or two records (a third pass
+ * cost more than sorting those); groups of up to INSERTION_MAX records
+ * are sorted by insertion, larger ones (ids chosen to collide) by qsort.
+ */
 #define RADIX_BITS 11
-#define RADIX_PASSES 3
+#define RADIX_PASSES 2
 #define RADIX_SHIFT (64 - RADIX_BITS * RADIX_PASSES)
+#define INSERTION_MAX 16
 
 struct bc_dedupe {
     char *tmpdir;
@@ -351,20 +360,28 @@ static int writer_flush(writer *w)
     return 0;
 }
 
-/* Append a record (id hash @hash, header @h, @body) to @w. Returns 0, or -1 with errno set. */
+/*
+ * Append a record (id hash @hash, header @h, @body) to @w, its hash
+ * first: reading the run back then costs no hashing of the id (8 bytes
+ * more a record to write and read are cheaper than hashing it again).
+ * Returns 0, or -1 with errno set.
+ */
 static int writer_put(writer *w, uint64_t hash, const rec_hdr *h, const unsigned char *body)
 {
     size_t body_len = (size_t)h->id_len + h->ev_len;
+    unsigned char *at;
 
-    if (w->len + sizeof(*h) + body_len > BLOCK && writer_flush(w) != 0)
+    if (w->len + RUN_HDR + body_len > BLOCK && writer_flush(w) != 0)
         return -1;
     if (!w->split_set && hash >= HALF) {
         w->r.split = w->r.size + w->len;
         w->split_set = 1;
     }
-    memcpy(w->buf + w->len, h, sizeof(*h));
-    memcpy(w->buf + w->len + sizeof(*h), body, body_len);
-    w->len += sizeof(*h) + body_len;
+    at = w->buf + w->len;
+    memcpy(at, &hash, sizeof(hash));
+    memcpy(at + sizeof(hash), h, sizeof(*h));
+    memcpy(at + RUN_HDR, body, body_len);
+    w->len += RUN_HDR + body_len;
     return 0;
 }
 
@@ -391,6 +408,21 @@ static int writer_end(bc_dedupe *d, writer *w, run *out, char *errbuf, size_t er
     w->buf = NULL;
     *out = w->r;
     return 0;
+}
+
+/* Sort @n index entries (a few) into idx_order, in place. */
+static void insertion_sort(mem_idx *a, size_t n, const unsigned char *base)
+{
+    size_t i;
+    size_t j;
+    mem_idx x;
+
+    for (i = 1; i < n; i++) {
+        x = a[i];
+        for (j = i; j > 0 && idx_order(&a[j - 1], &x, (void *)base) > 0; j--)
+            a[j] = a[j - 1];
+        a[j] = x;
+    }
 }
 
 /*
@@ -438,10 +470,12 @@ static void sort_memory(bc_dedupe *d)
     for (i = 0; i < n; i = j) {
         for (j = i + 1; j < n && (src[j].hash >> RADIX_SHIFT) == (src[i].hash >> RADIX_SHIFT); j++)
             ;
-        if (j - i > 1)
+        if (j - i > INSERTION_MAX)
             qsort_r(src + i, j - i, sizeof(mem_idx), idx_order, d->arena);
+        else if (j - i > 1)
+            insertion_sort(src + i, j - i, d->arena);
     }
-    /* An odd number of passes leaves the result in the other buffer. */
+    /* The passes alternate the two buffers: the result is in src. */
     d->idx_tmp = dst;
     d->idx = src;
 }
@@ -594,20 +628,20 @@ static int cursor_fill(cursor *c, size_t need)
 static int run_next(cursor *c)
 {
     size_t body;
-    int rc = cursor_fill(c, sizeof(c->h));
+    int rc = cursor_fill(c, RUN_HDR);
 
     if (rc <= 0)
         return rc;
-    memcpy(&c->h, c->buf + c->b_pos, sizeof(c->h));
+    memcpy(&c->hash, c->buf + c->b_pos, sizeof(c->hash));
+    memcpy(&c->h, c->buf + c->b_pos + sizeof(c->hash), sizeof(c->h));
     body = (size_t)c->h.id_len + c->h.ev_len;
     if (c->h.id_len == 0 || c->h.id_len > BC_DEDUPE_ID_MAX ||
-        c->h.ev_len > BILLING_EVENT_WIRE_MAX || cursor_fill(c, sizeof(c->h) + body) != 1) {
+        c->h.ev_len > BILLING_EVENT_WIRE_MAX || cursor_fill(c, RUN_HDR + body) != 1) {
         errno = EIO; /* a run we wrote ourselves came back short or damaged */
         return -1;
     }
-    c->body = c->buf + c->b_pos + sizeof(c->h);
-    c->b_pos += sizeof(c->h) + body;
-    c->hash = bc_hash_bytes(c->body, c->h.id_len);
+    c->body = c->buf + c->b_pos + RUN_HDR;
+    c->b_pos += RUN_HDR + body;
     return 1;
 }
 
@@ -690,6 +724,14 @@ static int cursor_less(const cursor *a, const cursor *b)
     return a->age < b->age;
 }
 
+/* cursor_less, its usual case (different hashes) decided inline. */
+static inline int cursor_before(const cursor *a, const cursor *b)
+{
+    if (a->hash != b->hash)
+        return a->hash < b->hash;
+    return cursor_less(a, b);
+}
+
 static void heap_down(cursor **heap, size_t n, size_t i)
 {
     size_t l;
@@ -699,9 +741,9 @@ static void heap_down(cursor **heap, size_t n, size_t i)
     for (;;) {
         l = 2 * i + 1;
         m = i;
-        if (l < n && cursor_less(heap[l], heap[m]))
+        if (l < n && cursor_before(heap[l], heap[m]))
             m = l;
-        if (l + 1 < n && cursor_less(heap[l + 1], heap[m]))
+        if (l + 1 < n && cursor_before(heap[l + 1], heap[m]))
             m = l + 1;
         if (m == i)
             return;
