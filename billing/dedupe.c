@@ -117,6 +117,7 @@ typedef struct cursor {
     size_t b_pos;  /* the next record in buf */
     size_t b_len;
     size_t age;    /* ties go to the older stream: runs by creation, the arena last */
+    int done;      /* no record left (the merge then puts it last) */
     uint64_t hash;
     rec_hdr h;
     const unsigned char *body; /* id then encoded event; valid until the next move */
@@ -724,34 +725,87 @@ static int cursor_less(const cursor *a, const cursor *b)
     return a->age < b->age;
 }
 
-/* cursor_less, its usual case (different hashes) decided inline. */
-static inline int cursor_before(const cursor *a, const cursor *b)
+/*
+ * The merge's order as a tournament ("loser tree"): each inner node of a
+ * complete binary tree over the k inputs keeps the input that lost there,
+ * the winner (the least record) apart. Taking the winner's next record
+ * costs one comparison per level, where a binary heap costs two, and
+ * nearly always a comparison of two hashes. cursor_less is a total order,
+ * so the records come out in the same order as with a heap.
+ */
+typedef struct tourney {
+    cursor *cur;   /* the inputs; an exhausted one is done, its hash UINT64_MAX */
+    size_t k;
+    size_t *loser; /* loser[1..k-1]: the inner nodes */
+    size_t winner;
+} tourney;
+
+/* comes_first on equal hashes: an exhausted input comes last. */
+static int comes_first_tie(const cursor *x, const cursor *y)
 {
-    if (a->hash != b->hash)
-        return a->hash < b->hash;
-    return cursor_less(a, b);
+    if (y->done)
+        return !x->done || x->age < y->age;
+    if (x->done)
+        return 0;
+    return cursor_less(x, y);
 }
 
-static void heap_down(cursor **heap, size_t n, size_t i)
+/* Whether input @a's record comes before input @b's. */
+static inline int comes_first(const tourney *t, size_t a, size_t b)
+{
+    const cursor *x = &t->cur[a];
+    const cursor *y = &t->cur[b];
+
+    if (x->hash != y->hash)
+        return x->hash < y->hash;
+    return comes_first_tie(x, y);
+}
+
+/* Play the matches below @node; returns the winner there. */
+static size_t tourney_build(tourney *t, size_t node)
 {
     size_t l;
-    size_t m;
-    cursor *t;
+    size_t r;
 
-    for (;;) {
-        l = 2 * i + 1;
-        m = i;
-        if (l < n && cursor_before(heap[l], heap[m]))
-            m = l;
-        if (l + 1 < n && cursor_before(heap[l + 1], heap[m]))
-            m = l + 1;
-        if (m == i)
-            return;
-        t = heap[i];
-        heap[i] = heap[m];
-        heap[m] = t;
-        i = m;
+    if (node >= t->k)
+        return node - t->k;
+    l = tourney_build(t, 2 * node);
+    r = tourney_build(t, 2 * node + 1);
+    if (comes_first(t, l, r)) {
+        t->loser[node] = r;
+        return l;
     }
+    t->loser[node] = l;
+    return r;
+}
+
+/* The winner moved on: replay its matches up to the root. */
+static void tourney_replay(tourney *t)
+{
+    size_t w = t->winner;
+    size_t node = (w + t->k) / 2;
+    size_t x;
+
+    for (; node >= 1; node /= 2) {
+        x = t->loser[node];
+        if (comes_first(t, x, w)) {
+            t->loser[node] = w;
+            w = x;
+        }
+    }
+    t->winner = w;
+}
+
+/* Move input @i of @t on: 1, 0 (exhausted: it comes last from now on) or -1 (read error). */
+static int tourney_next(tourney *t, size_t i)
+{
+    int more = cursor_next(&t->cur[i]);
+
+    if (more == 0) {
+        t->cur[i].done = 1;
+        t->cur[i].hash = UINT64_MAX;
+    }
+    return more;
 }
 
 typedef int (*visit_fn)(void *arg, const cursor *c);
@@ -768,19 +822,17 @@ static int merge_sets(bc_dedupe *const *sets, size_t n_sets, int with_memory, ha
 {
     size_t total = 0;
     cursor *cur;
-    cursor **heap;
-    size_t n = 0;
+    tourney t;
     size_t k = 0;
     size_t i;
     size_t s;
     int rc = 0;
-    int more;
 
     for (s = 0; s < n_sets; s++)
         total += sets[s]->n_runs + (with_memory ? 1 : 0);
     cur = calloc(total + 1, sizeof(*cur));
-    heap = calloc(total + 1, sizeof(*heap));
-    if (cur == NULL || heap == NULL)
+    t.loser = calloc(total + 1, sizeof(*t.loser));
+    if (cur == NULL || t.loser == NULL)
         goto nomem;
     for (s = 0; s < n_sets; s++) {
         for (i = 0; i < sets[s]->n_runs + (with_memory ? 1 : 0); i++) {
@@ -789,25 +841,22 @@ static int merge_sets(bc_dedupe *const *sets, size_t n_sets, int with_memory, ha
                 goto nomem;
         }
     }
+    t.cur = cur;
+    t.k = k;
     for (i = 0; i < k; i++) {
-        more = cursor_next(&cur[i]);
-        if (more < 0)
+        if (tourney_next(&t, i) < 0)
             goto read_error;
-        if (more)
-            heap[n++] = &cur[i];
     }
-    for (i = n; i-- > 0;)
-        heap_down(heap, n, i);
-    while (n > 0) {
-        rc = visit(arg, heap[0]);
+    if (k == 0)
+        goto done;
+    t.winner = tourney_build(&t, 1);
+    while (!cur[t.winner].done) {
+        rc = visit(arg, &cur[t.winner]);
         if (rc != 0)
             goto done;
-        more = cursor_next(heap[0]);
-        if (more < 0)
+        if (tourney_next(&t, t.winner) < 0)
             goto read_error;
-        if (!more)
-            heap[0] = heap[--n];
-        heap_down(heap, n, 0);
+        tourney_replay(&t);
     }
     goto done;
 nomem:
@@ -822,7 +871,7 @@ done:
     for (i = 0; cur != NULL && i < k; i++)
         free(cur[i].buf);
     free(cur);
-    free(heap);
+    free(t.loser);
     return rc;
 }
 
