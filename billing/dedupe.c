@@ -528,7 +528,7 @@ static int spill(bc_dedupe *d, char *errbuf, size_t errsize)
  * Append a record of @id (hashed by the caller with bc_hash_bytes) and,
  * with @ev, its encoded event. Returns 0 or -1 with a message.
  */
-static int add_record(bc_dedupe *d, const char *id, size_t id_len, uint64_t hash,
+static inline int add_record(bc_dedupe *d, const char *id, size_t id_len, uint64_t hash,
                       const billing_event *ev, const bc_dedupe_where *where, char *errbuf,
                       size_t errsize)
 {
@@ -734,7 +734,8 @@ static int cursor_less(const cursor *a, const cursor *b)
  * so the records come out in the same order as with a heap.
  */
 typedef struct tourney {
-    cursor *cur;   /* the inputs; an exhausted one is done, its hash UINT64_MAX */
+    cursor *cur;   /* the inputs; an exhausted one is done */
+    uint64_t *key; /* key[i]: cur[i].hash, UINT64_MAX once done (compact: one load a match) */
     size_t k;
     size_t *loser; /* loser[1..k-1]: the inner nodes */
     size_t winner;
@@ -753,12 +754,9 @@ static int comes_first_tie(const cursor *x, const cursor *y)
 /* Whether input @a's record comes before input @b's. */
 static inline int comes_first(const tourney *t, size_t a, size_t b)
 {
-    const cursor *x = &t->cur[a];
-    const cursor *y = &t->cur[b];
-
-    if (x->hash != y->hash)
-        return x->hash < y->hash;
-    return comes_first_tie(x, y);
+    if (t->key[a] != t->key[b])
+        return t->key[a] < t->key[b];
+    return comes_first_tie(&t->cur[a], &t->cur[b]);
 }
 
 /* Play the matches below @node; returns the winner there. */
@@ -801,10 +799,8 @@ static int tourney_next(tourney *t, size_t i)
 {
     int more = cursor_next(&t->cur[i]);
 
-    if (more == 0) {
-        t->cur[i].done = 1;
-        t->cur[i].hash = UINT64_MAX;
-    }
+    t->cur[i].done = more == 0;
+    t->key[i] = more == 1 ? t->cur[i].hash : UINT64_MAX;
     return more;
 }
 
@@ -832,7 +828,8 @@ static int merge_sets(bc_dedupe *const *sets, size_t n_sets, int with_memory, ha
         total += sets[s]->n_runs + (with_memory ? 1 : 0);
     cur = calloc(total + 1, sizeof(*cur));
     t.loser = calloc(total + 1, sizeof(*t.loser));
-    if (cur == NULL || t.loser == NULL)
+    t.key = calloc(total + 1, sizeof(*t.key));
+    if (cur == NULL || t.loser == NULL || t.key == NULL)
         goto nomem;
     for (s = 0; s < n_sets; s++) {
         for (i = 0; i < sets[s]->n_runs + (with_memory ? 1 : 0); i++) {
@@ -872,6 +869,7 @@ done:
         free(cur[i].buf);
     free(cur);
     free(t.loser);
+    free(t.key);
     return rc;
 }
 
