@@ -777,19 +777,31 @@ static size_t tourney_build(tourney *t, size_t node)
     return r;
 }
 
-/* The winner moved on: replay its matches up to the root. */
+/*
+ * The winner moved on: replay its matches up to the root. With random
+ * hashes each match goes either way by chance, so a branch on it would
+ * be mispredicted half the time: the usual case (different hashes) picks
+ * winner and loser with a mask instead.
+ */
 static void tourney_replay(tourney *t)
 {
     size_t w = t->winner;
     size_t node = (w + t->k) / 2;
     size_t x;
+    size_t lo;
+    size_t mask;
+    int first;
 
     for (; node >= 1; node /= 2) {
         x = t->loser[node];
-        if (comes_first(t, x, w)) {
-            t->loser[node] = w;
-            w = x;
-        }
+        if (__builtin_expect(t->key[x] == t->key[w], 0))
+            first = comes_first_tie(&t->cur[x], &t->cur[w]);
+        else
+            first = t->key[x] < t->key[w];
+        mask = (size_t)0 - (size_t)first; /* all ones when x comes first */
+        lo = (w & mask) | (x & ~mask);
+        w = (x & mask) | (w & ~mask);
+        t->loser[node] = lo;
     }
     t->winner = w;
 }
