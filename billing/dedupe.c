@@ -31,7 +31,7 @@
 /* The final merge's upper half: records whose id hash is at least this. */
 #define HALF (UINT64_C(1) << 63)
 /* Records ahead of the one being copied whose bytes are fetched into the cache. */
-#define PREFETCH_AHEAD 8
+#define PREFETCH_AHEAD 16
 /*
  * Share of the budget for the sort index (two arrays of 16 bytes per
  * record), in fifths; the rest holds the records. A record of an event
@@ -483,6 +483,18 @@ static void sort_memory(bc_dedupe *d)
 
 static int merge_runs(bc_dedupe *d, char *errbuf, size_t errsize);
 
+/*
+ * Fetch into the cache the record of index entry @i: its header and the
+ * start of its id, which straddle two cache lines one time in two.
+ */
+static inline void prefetch_record(const bc_dedupe *d, size_t i)
+{
+    const unsigned char *rec = d->arena + d->idx[i].off;
+
+    __builtin_prefetch(rec);
+    __builtin_prefetch(rec + sizeof(rec_hdr) + 8);
+}
+
 /* Sort the records in memory into a new run and empty the arena. */
 static int spill(bc_dedupe *d, char *errbuf, size_t errsize)
 {
@@ -502,7 +514,7 @@ static int spill(bc_dedupe *d, char *errbuf, size_t errsize)
     for (i = 0; i < d->n_idx; i++) {
         /* In hash order the records are scattered over the arena: fetch ahead. */
         if (i + PREFETCH_AHEAD < d->n_idx)
-            __builtin_prefetch(d->arena + d->idx[i + PREFETCH_AHEAD].off);
+            prefetch_record(d, i + PREFETCH_AHEAD);
         rec = d->arena + d->idx[i].off;
         memcpy(&h, rec, sizeof(h));
         if (writer_put(&w, d->idx[i].hash, &h, rec + sizeof(h)) != 0) {
@@ -658,7 +670,7 @@ static int cursor_next(cursor *c)
         return 0;
     /* The merge takes the arena in hash order, all over it: fetch ahead. */
     if (c->next + PREFETCH_AHEAD < c->stop)
-        __builtin_prefetch(d->arena + d->idx[c->next + PREFETCH_AHEAD].off);
+        prefetch_record(d, c->next + PREFETCH_AHEAD);
     c->hash = d->idx[c->next].hash;
     rec = d->arena + d->idx[c->next++].off;
     memcpy(&c->h, rec, sizeof(c->h));
