@@ -2,17 +2,19 @@
  * dedupe.c - bounded-memory dedupe by external sort; see dedupe.h.
  *
  * A record is a fixed header, the id and (when stored) the encoded event,
- * contiguous in the memory arena and in runs alike. Order: id hash, then
+ * contiguous in the memory arena and in runs alike (in a run, after its
+ * id hash, so that reading it back hashes nothing). Order: id hash, then
  * id length and bytes (exact), then arrival, so that all records of one
  * id are adjacent and the first to arrive comes first. Arrival is not
  * stored: the in-memory sort is stable, runs are merged oldest first on
  * ties, and a merge of runs replaces them in place.
  *
  * Runs are written and read back in BLOCK-sized pieces with write and
- * pread (no stdio: a record is some 45 bytes, and a call per record cost
+ * pread (no stdio: a record is some 50 bytes, and a call per record cost
  * more than the copy). Each run remembers where its records of the upper
  * half of the hash space begin, so that the final merge of several sets
- * can run in two halves on two threads (finish_halves).
+ * can run in two halves on two threads (finish_halves). The merge takes
+ * its inputs through a loser tree (tourney).
  */
 #include "config.h"
 
