@@ -428,6 +428,13 @@ static void insertion_sort(mem_idx *a, size_t n, const unsigned char *base)
     }
 }
 
+/* Digit @pass of @hash for the radix sort (pass 0: the lowest one sorted on). */
+static inline size_t radix_digit(uint64_t hash, int pass)
+{
+    return (size_t)(hash >> (RADIX_SHIFT + (unsigned)pass * RADIX_BITS)) &
+           ((1u << RADIX_BITS) - 1);
+}
+
 /*
  * Sort the records in memory. The hashes are uniform, so a stable LSD
  * radix sort on their top bits leaves only rare runs of equal top bits,
@@ -436,7 +443,8 @@ static void insertion_sort(mem_idx *a, size_t n, const unsigned char *base)
  */
 static void sort_memory(bc_dedupe *d)
 {
-    uint32_t count[1u << RADIX_BITS];
+    uint32_t counts[RADIX_PASSES][1u << RADIX_BITS];
+    uint32_t *count;
     mem_idx *src = d->idx;
     mem_idx *dst = d->idx_tmp;
     mem_idx *t;
@@ -446,21 +454,23 @@ static void sort_memory(bc_dedupe *d)
     size_t k;
     uint32_t sum;
     uint32_t c;
-    unsigned shift;
     int pass;
 
+    /* Every pass's digit counted in one read of the index. */
+    memset(counts, 0, sizeof(counts));
+    for (i = 0; i < n; i++) {
+        for (pass = 0; pass < RADIX_PASSES; pass++)
+            counts[pass][radix_digit(src[i].hash, pass)]++;
+    }
     for (pass = 0; pass < RADIX_PASSES; pass++) {
-        shift = RADIX_SHIFT + (unsigned)pass * RADIX_BITS;
-        memset(count, 0, sizeof(count));
-        for (i = 0; i < n; i++)
-            count[(src[i].hash >> shift) & ((1u << RADIX_BITS) - 1)]++;
+        count = counts[pass];
         for (sum = 0, k = 0; k < (1u << RADIX_BITS); k++) {
             c = count[k];
             count[k] = sum;
             sum += c;
         }
         for (i = 0; i < n; i++)
-            dst[count[(src[i].hash >> shift) & ((1u << RADIX_BITS) - 1)]++] = src[i];
+            dst[count[radix_digit(src[i].hash, pass)]++] = src[i];
         t = src;
         src = dst;
         dst = t;
