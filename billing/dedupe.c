@@ -2,17 +2,19 @@
  * dedupe.c - bounded-memory dedupe by external sort; see dedupe.h.
  *
  * A record is a fixed header, the id and (when stored) the encoded event,
- * contiguous in the memory arena and in runs alike. Order: id hash, then
+ * contiguous in the memory arena and in runs alike (in a run, after its
+ * id hash, so that reading it back hashes nothing). Order: id hash, then
  * id length and bytes (exact), then arrival, so that all records of one
  * id are adjacent and the first to arrive comes first. Arrival is not
  * stored: the in-memory sort is stable, runs are merged oldest first on
  * ties, and a merge of runs replaces them in place.
  *
  * Runs are written and read back in BLOCK-sized pieces with write and
- * pread (no stdio: a record is some 45 bytes, and a call per record cost
+ * pread (no stdio: a record is some 50 bytes, and a call per record cost
  * more than the copy). Each run remembers where its records of the upper
  * half of the hash space begin, so that the final merge of several sets
- * can run in two halves on two threads (finish_halves).
+ * can run in two halves on two threads (finish_halves). The merge takes
+ * its inputs through a loser tree (tourney).
  */
 #include "config.h"
 
@@ -31,7 +33,7 @@
 /* The final merge's upper half: records whose id hash is at least this. */
 #define HALF (UINT64_C(1) << 63)
 /* Records ahead of the one being copied whose bytes are fetched into the cache. */
-#define PREFETCH_AHEAD 8
+#define PREFETCH_AHEAD 16
 /*
  * Share of the budget for the sort index (two arrays of 16 bytes per
  * record), in fifths; the rest holds the records. A record of an event
@@ -48,8 +50,10 @@ typedef struct rec_hdr {
     uint16_t ev_len; /* 0: the event is not stored */
 } rec_hdr;
 
-/* Largest record: header, longest id, largest stored event. */
-#define REC_MAX (sizeof(rec_hdr) + BC_DEDUPE_ID_MAX + BILLING_EVENT_WIRE_MAX)
+/* A record in a run: its id hash, then the header, the id and the stored event. */
+#define RUN_HDR (sizeof(uint64_t) + sizeof(rec_hdr))
+/* Largest record in a run: hash and header, longest id, largest stored event. */
+#define REC_MAX (RUN_HDR + BC_DEDUPE_ID_MAX + BILLING_EVENT_WIRE_MAX)
 
 /* A run: an unlinked temporary file of records in order. */
 typedef struct run {
@@ -75,10 +79,17 @@ typedef struct mem_idx {
     size_t off;
 } mem_idx;
 
-/* Radix sort of the index: RADIX_PASSES digits of RADIX_BITS, from the top of the hash. */
+/*
+ * Radix sort of the index: RADIX_PASSES digits of RADIX_BITS, from the
+ * top of the hash. A run has some 10^5 to 10^6 records, so that 22 bits
+ * leave groups of equal top bits of one or two records (a third pass
+ * cost more than sorting those); groups of up to INSERTION_MAX records
+ * are sorted by insertion, larger ones (ids chosen to collide) by qsort.
+ */
 #define RADIX_BITS 11
-#define RADIX_PASSES 3
+#define RADIX_PASSES 2
 #define RADIX_SHIFT (64 - RADIX_BITS * RADIX_PASSES)
+#define INSERTION_MAX 16
 
 struct bc_dedupe {
     char *tmpdir;
@@ -108,6 +119,7 @@ typedef struct cursor {
     size_t b_pos;  /* the next record in buf */
     size_t b_len;
     size_t age;    /* ties go to the older stream: runs by creation, the arena last */
+    int done;      /* no record left (the merge then puts it last) */
     uint64_t hash;
     rec_hdr h;
     const unsigned char *body; /* id then encoded event; valid until the next move */
@@ -351,20 +363,28 @@ static int writer_flush(writer *w)
     return 0;
 }
 
-/* Append a record (id hash @hash, header @h, @body) to @w. Returns 0, or -1 with errno set. */
+/*
+ * Append a record (id hash @hash, header @h, @body) to @w, its hash
+ * first: reading the run back then costs no hashing of the id (8 bytes
+ * more a record to write and read are cheaper than hashing it again).
+ * Returns 0, or -1 with errno set.
+ */
 static int writer_put(writer *w, uint64_t hash, const rec_hdr *h, const unsigned char *body)
 {
     size_t body_len = (size_t)h->id_len + h->ev_len;
+    unsigned char *at;
 
-    if (w->len + sizeof(*h) + body_len > BLOCK && writer_flush(w) != 0)
+    if (w->len + RUN_HDR + body_len > BLOCK && writer_flush(w) != 0)
         return -1;
     if (!w->split_set && hash >= HALF) {
         w->r.split = w->r.size + w->len;
         w->split_set = 1;
     }
-    memcpy(w->buf + w->len, h, sizeof(*h));
-    memcpy(w->buf + w->len + sizeof(*h), body, body_len);
-    w->len += sizeof(*h) + body_len;
+    at = w->buf + w->len;
+    memcpy(at, &hash, sizeof(hash));
+    memcpy(at + sizeof(hash), h, sizeof(*h));
+    memcpy(at + RUN_HDR, body, body_len);
+    w->len += RUN_HDR + body_len;
     return 0;
 }
 
@@ -393,6 +413,28 @@ static int writer_end(bc_dedupe *d, writer *w, run *out, char *errbuf, size_t er
     return 0;
 }
 
+/* Sort @n index entries (a few) into idx_order, in place. */
+static void insertion_sort(mem_idx *a, size_t n, const unsigned char *base)
+{
+    size_t i;
+    size_t j;
+    mem_idx x;
+
+    for (i = 1; i < n; i++) {
+        x = a[i];
+        for (j = i; j > 0 && idx_order(&a[j - 1], &x, (void *)base) > 0; j--)
+            a[j] = a[j - 1];
+        a[j] = x;
+    }
+}
+
+/* Digit @pass of @hash for the radix sort (pass 0: the lowest one sorted on). */
+static inline size_t radix_digit(uint64_t hash, int pass)
+{
+    return (size_t)(hash >> (RADIX_SHIFT + (unsigned)pass * RADIX_BITS)) &
+           ((1u << RADIX_BITS) - 1);
+}
+
 /*
  * Sort the records in memory. The hashes are uniform, so a stable LSD
  * radix sort on their top bits leaves only rare runs of equal top bits,
@@ -401,7 +443,8 @@ static int writer_end(bc_dedupe *d, writer *w, run *out, char *errbuf, size_t er
  */
 static void sort_memory(bc_dedupe *d)
 {
-    uint32_t count[1u << RADIX_BITS];
+    uint32_t counts[RADIX_PASSES][1u << RADIX_BITS];
+    uint32_t *count;
     mem_idx *src = d->idx;
     mem_idx *dst = d->idx_tmp;
     mem_idx *t;
@@ -411,21 +454,23 @@ static void sort_memory(bc_dedupe *d)
     size_t k;
     uint32_t sum;
     uint32_t c;
-    unsigned shift;
     int pass;
 
+    /* Every pass's digit counted in one read of the index. */
+    memset(counts, 0, sizeof(counts));
+    for (i = 0; i < n; i++) {
+        for (pass = 0; pass < RADIX_PASSES; pass++)
+            counts[pass][radix_digit(src[i].hash, pass)]++;
+    }
     for (pass = 0; pass < RADIX_PASSES; pass++) {
-        shift = RADIX_SHIFT + (unsigned)pass * RADIX_BITS;
-        memset(count, 0, sizeof(count));
-        for (i = 0; i < n; i++)
-            count[(src[i].hash >> shift) & ((1u << RADIX_BITS) - 1)]++;
+        count = counts[pass];
         for (sum = 0, k = 0; k < (1u << RADIX_BITS); k++) {
             c = count[k];
             count[k] = sum;
             sum += c;
         }
         for (i = 0; i < n; i++)
-            dst[count[(src[i].hash >> shift) & ((1u << RADIX_BITS) - 1)]++] = src[i];
+            dst[count[radix_digit(src[i].hash, pass)]++] = src[i];
         t = src;
         src = dst;
         dst = t;
@@ -438,15 +483,29 @@ static void sort_memory(bc_dedupe *d)
     for (i = 0; i < n; i = j) {
         for (j = i + 1; j < n && (src[j].hash >> RADIX_SHIFT) == (src[i].hash >> RADIX_SHIFT); j++)
             ;
-        if (j - i > 1)
+        if (j - i > INSERTION_MAX)
             qsort_r(src + i, j - i, sizeof(mem_idx), idx_order, d->arena);
+        else if (j - i > 1)
+            insertion_sort(src + i, j - i, d->arena);
     }
-    /* An odd number of passes leaves the result in the other buffer. */
+    /* The passes alternate the two buffers: the result is in src. */
     d->idx_tmp = dst;
     d->idx = src;
 }
 
 static int merge_runs(bc_dedupe *d, char *errbuf, size_t errsize);
+
+/*
+ * Fetch into the cache the record of index entry @i: its header and the
+ * start of its id, which straddle two cache lines one time in two.
+ */
+static inline void prefetch_record(const bc_dedupe *d, size_t i)
+{
+    const unsigned char *rec = d->arena + d->idx[i].off;
+
+    __builtin_prefetch(rec);
+    __builtin_prefetch(rec + sizeof(rec_hdr) + 8);
+}
 
 /* Sort the records in memory into a new run and empty the arena. */
 static int spill(bc_dedupe *d, char *errbuf, size_t errsize)
@@ -467,7 +526,7 @@ static int spill(bc_dedupe *d, char *errbuf, size_t errsize)
     for (i = 0; i < d->n_idx; i++) {
         /* In hash order the records are scattered over the arena: fetch ahead. */
         if (i + PREFETCH_AHEAD < d->n_idx)
-            __builtin_prefetch(d->arena + d->idx[i + PREFETCH_AHEAD].off);
+            prefetch_record(d, i + PREFETCH_AHEAD);
         rec = d->arena + d->idx[i].off;
         memcpy(&h, rec, sizeof(h));
         if (writer_put(&w, d->idx[i].hash, &h, rec + sizeof(h)) != 0) {
@@ -493,7 +552,7 @@ static int spill(bc_dedupe *d, char *errbuf, size_t errsize)
  * Append a record of @id (hashed by the caller with bc_hash_bytes) and,
  * with @ev, its encoded event. Returns 0 or -1 with a message.
  */
-static int add_record(bc_dedupe *d, const char *id, size_t id_len, uint64_t hash,
+static inline int add_record(bc_dedupe *d, const char *id, size_t id_len, uint64_t hash,
                       const billing_event *ev, const bc_dedupe_where *where, char *errbuf,
                       size_t errsize)
 {
@@ -594,20 +653,20 @@ static int cursor_fill(cursor *c, size_t need)
 static int run_next(cursor *c)
 {
     size_t body;
-    int rc = cursor_fill(c, sizeof(c->h));
+    int rc = cursor_fill(c, RUN_HDR);
 
     if (rc <= 0)
         return rc;
-    memcpy(&c->h, c->buf + c->b_pos, sizeof(c->h));
+    memcpy(&c->hash, c->buf + c->b_pos, sizeof(c->hash));
+    memcpy(&c->h, c->buf + c->b_pos + sizeof(c->hash), sizeof(c->h));
     body = (size_t)c->h.id_len + c->h.ev_len;
     if (c->h.id_len == 0 || c->h.id_len > BC_DEDUPE_ID_MAX ||
-        c->h.ev_len > BILLING_EVENT_WIRE_MAX || cursor_fill(c, sizeof(c->h) + body) != 1) {
+        c->h.ev_len > BILLING_EVENT_WIRE_MAX || cursor_fill(c, RUN_HDR + body) != 1) {
         errno = EIO; /* a run we wrote ourselves came back short or damaged */
         return -1;
     }
-    c->body = c->buf + c->b_pos + sizeof(c->h);
-    c->b_pos += sizeof(c->h) + body;
-    c->hash = bc_hash_bytes(c->body, c->h.id_len);
+    c->body = c->buf + c->b_pos + RUN_HDR;
+    c->b_pos += RUN_HDR + body;
     return 1;
 }
 
@@ -623,7 +682,7 @@ static int cursor_next(cursor *c)
         return 0;
     /* The merge takes the arena in hash order, all over it: fetch ahead. */
     if (c->next + PREFETCH_AHEAD < c->stop)
-        __builtin_prefetch(d->arena + d->idx[c->next + PREFETCH_AHEAD].off);
+        prefetch_record(d, c->next + PREFETCH_AHEAD);
     c->hash = d->idx[c->next].hash;
     rec = d->arena + d->idx[c->next++].off;
     memcpy(&c->h, rec, sizeof(c->h));
@@ -690,26 +749,95 @@ static int cursor_less(const cursor *a, const cursor *b)
     return a->age < b->age;
 }
 
-static void heap_down(cursor **heap, size_t n, size_t i)
+/*
+ * The merge's order as a tournament ("loser tree"): each inner node of a
+ * complete binary tree over the k inputs keeps the input that lost there,
+ * the winner (the least record) apart. Taking the winner's next record
+ * costs one comparison per level, where a binary heap costs two, and
+ * nearly always a comparison of two hashes. cursor_less is a total order,
+ * so the records come out in the same order as with a heap.
+ */
+typedef struct tourney {
+    cursor *cur;   /* the inputs; an exhausted one is done */
+    uint64_t *key; /* key[i]: cur[i].hash, UINT64_MAX once done (compact: one load a match) */
+    size_t k;
+    size_t *loser; /* loser[1..k-1]: the inner nodes */
+    size_t winner;
+} tourney;
+
+/* comes_first on equal hashes: an exhausted input comes last. */
+static int comes_first_tie(const cursor *x, const cursor *y)
+{
+    if (y->done)
+        return !x->done || x->age < y->age;
+    if (x->done)
+        return 0;
+    return cursor_less(x, y);
+}
+
+/* Whether input @a's record comes before input @b's. */
+static inline int comes_first(const tourney *t, size_t a, size_t b)
+{
+    if (t->key[a] != t->key[b])
+        return t->key[a] < t->key[b];
+    return comes_first_tie(&t->cur[a], &t->cur[b]);
+}
+
+/* Play the matches below @node; returns the winner there. */
+static size_t tourney_build(tourney *t, size_t node)
 {
     size_t l;
-    size_t m;
-    cursor *t;
+    size_t r;
 
-    for (;;) {
-        l = 2 * i + 1;
-        m = i;
-        if (l < n && cursor_less(heap[l], heap[m]))
-            m = l;
-        if (l + 1 < n && cursor_less(heap[l + 1], heap[m]))
-            m = l + 1;
-        if (m == i)
-            return;
-        t = heap[i];
-        heap[i] = heap[m];
-        heap[m] = t;
-        i = m;
+    if (node >= t->k)
+        return node - t->k;
+    l = tourney_build(t, 2 * node);
+    r = tourney_build(t, 2 * node + 1);
+    if (comes_first(t, l, r)) {
+        t->loser[node] = r;
+        return l;
     }
+    t->loser[node] = l;
+    return r;
+}
+
+/*
+ * The winner moved on: replay its matches up to the root. With random
+ * hashes each match goes either way by chance, so a branch on it would
+ * be mispredicted half the time: the usual case (different hashes) picks
+ * winner and loser with a mask instead.
+ */
+static void tourney_replay(tourney *t)
+{
+    size_t w = t->winner;
+    size_t node = (w + t->k) / 2;
+    size_t x;
+    size_t lo;
+    size_t mask;
+    int first;
+
+    for (; node >= 1; node /= 2) {
+        x = t->loser[node];
+        if (__builtin_expect(t->key[x] == t->key[w], 0))
+            first = comes_first_tie(&t->cur[x], &t->cur[w]);
+        else
+            first = t->key[x] < t->key[w];
+        mask = (size_t)0 - (size_t)first; /* all ones when x comes first */
+        lo = (w & mask) | (x & ~mask);
+        w = (x & mask) | (w & ~mask);
+        t->loser[node] = lo;
+    }
+    t->winner = w;
+}
+
+/* Move input @i of @t on: 1, 0 (exhausted: it comes last from now on) or -1 (read error). */
+static int tourney_next(tourney *t, size_t i)
+{
+    int more = cursor_next(&t->cur[i]);
+
+    t->cur[i].done = more == 0;
+    t->key[i] = more == 1 ? t->cur[i].hash : UINT64_MAX;
+    return more;
 }
 
 typedef int (*visit_fn)(void *arg, const cursor *c);
@@ -726,19 +854,18 @@ static int merge_sets(bc_dedupe *const *sets, size_t n_sets, int with_memory, ha
 {
     size_t total = 0;
     cursor *cur;
-    cursor **heap;
-    size_t n = 0;
+    tourney t;
     size_t k = 0;
     size_t i;
     size_t s;
     int rc = 0;
-    int more;
 
     for (s = 0; s < n_sets; s++)
         total += sets[s]->n_runs + (with_memory ? 1 : 0);
     cur = calloc(total + 1, sizeof(*cur));
-    heap = calloc(total + 1, sizeof(*heap));
-    if (cur == NULL || heap == NULL)
+    t.loser = calloc(total + 1, sizeof(*t.loser));
+    t.key = calloc(total + 1, sizeof(*t.key));
+    if (cur == NULL || t.loser == NULL || t.key == NULL)
         goto nomem;
     for (s = 0; s < n_sets; s++) {
         for (i = 0; i < sets[s]->n_runs + (with_memory ? 1 : 0); i++) {
@@ -747,25 +874,22 @@ static int merge_sets(bc_dedupe *const *sets, size_t n_sets, int with_memory, ha
                 goto nomem;
         }
     }
+    t.cur = cur;
+    t.k = k;
     for (i = 0; i < k; i++) {
-        more = cursor_next(&cur[i]);
-        if (more < 0)
+        if (tourney_next(&t, i) < 0)
             goto read_error;
-        if (more)
-            heap[n++] = &cur[i];
     }
-    for (i = n; i-- > 0;)
-        heap_down(heap, n, i);
-    while (n > 0) {
-        rc = visit(arg, heap[0]);
+    if (k == 0)
+        goto done;
+    t.winner = tourney_build(&t, 1);
+    while (!cur[t.winner].done) {
+        rc = visit(arg, &cur[t.winner]);
         if (rc != 0)
             goto done;
-        more = cursor_next(heap[0]);
-        if (more < 0)
+        if (tourney_next(&t, t.winner) < 0)
             goto read_error;
-        if (!more)
-            heap[0] = heap[--n];
-        heap_down(heap, n, 0);
+        tourney_replay(&t);
     }
     goto done;
 nomem:
@@ -780,7 +904,8 @@ done:
     for (i = 0; cur != NULL && i < k; i++)
         free(cur[i].buf);
     free(cur);
-    free(heap);
+    free(t.loser);
+    free(t.key);
     return rc;
 }
 

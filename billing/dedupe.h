@@ -20,8 +20,8 @@
  * A record holds the id and where the event was read. The event itself
  * is stored only when the caller cannot read it again (stdin, a pipe);
  * otherwise it is read again through a callback, and only for ids that
- * occur more than once. So a record is 32 bytes plus the id (plus
- * about 90 for a stored event).
+ * occur more than once. So a record is 32 bytes plus the id in memory,
+ * 40 plus the id in a temporary file (plus about 90 for a stored event).
  *
  * Memory: the budget, plus a 64 KiB block per merge input (at most
  * BC_DEDUPE_FANIN + 1 of them per set; twice that in the two halves of

@@ -696,6 +696,52 @@ START_TEST(test_halves)
 END_TEST
 
 /*
+ * The merge's tournament (loser tree) over every number of inputs from 1
+ * (the records in memory alone) to more than 8 (runs plus memory, one set
+ * or two): the hits must be those of one set holding everything in
+ * memory, in the same order. Budgets between those of test_oracle give
+ * odd and even numbers of runs.
+ */
+START_TEST(test_merge_inputs)
+{
+    static const size_t budgets[] = {2, 3, 4, 5, 7, 9, 13};
+    size_t n;
+    size_t n_bases;
+    gen *stream = random_stream(UINT64_C(0x6a09e667f3bcc909), &n, &n_bases);
+    hit_rec *ref = malloc(n * sizeof(*ref));
+    hit_rec *cur = malloc(n * sizeof(*cur));
+    size_t n_ref = 0;
+    size_t n_cur = 0;
+    size_t memory;
+    size_t sets;
+    size_t b;
+    uint64_t seen = 0;
+    bc_dedupe_stats st;
+
+    ck_assert(ref != NULL && cur != NULL);
+    st = run_oracle(stream, n, n_bases, BIG_MEMORY, STORE_NONE, ref, &n_ref);
+    ck_assert_uint_eq(st.runs, 0);
+    ck_assert_uint_gt(n_ref, 1000);
+    for (b = 0; b < sizeof(budgets) / sizeof(budgets[0]); b++) {
+        memory = BC_DEDUPE_MEMORY_MIN * budgets[b] * 4;
+        for (sets = 1; sets <= 2; sets++) {
+            st = run_oracle_sets(stream, n, n_bases, memory, STORE_NONE, sets, cur, &n_cur);
+            ck_assert_uint_lt(st.runs, BC_DEDUPE_FANIN);
+            seen |= UINT64_C(1) << st.runs;
+            same_hits(ref, n_ref, cur, n_cur, memory, store_names[STORE_NONE], sets);
+        }
+    }
+    /* Both parities of the number of inputs, and more than 8 of them. */
+    ck_assert_uint_ne(seen & UINT64_C(0x5555555555555555), 0);
+    ck_assert_uint_ne(seen & UINT64_C(0xaaaaaaaaaaaaaaaa), 0);
+    ck_assert_uint_gt(seen, UINT64_C(1) << 8);
+    free(ref);
+    free(cur);
+    free(stream);
+}
+END_TEST
+
+/*
  * The id hash orders the repeats the tool reports (and so its messages):
  * it must not change. The check hash is pinned too, and every one-byte
  * change of a record changes it.
@@ -1465,6 +1511,7 @@ static Suite *dedupe_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_oracle, 0, SEEDS);
     tcase_add_test(tc, test_halves);
+    tcase_add_test(tc, test_merge_inputs);
     tcase_add_test(tc, test_halves_stop);
     tcase_add_test(tc, test_id_hash_pinned);
     tcase_add_test(tc, test_similar_ids);
