@@ -752,7 +752,8 @@ static char *bytea_hex(const void *data, size_t len)
     return s;
 }
 
-bs_status bs_reject(bs_conn *c, const bs_rejection *r, bs_error *err)
+/* Run @r's INSERT now (@pipelined 0) or queue it in @c's pipeline (1). */
+static bs_status reject_run(bs_conn *c, const bs_rejection *r, int pipelined, bs_error *err)
 {
     char partition[16];
     char offset[24];
@@ -777,9 +778,23 @@ bs_status bs_reject(bs_conn *c, const bs_rejection *r, bs_error *err)
     params[5] = r->reason_code;
     params[6] = r->reason;
     params[7] = payload;
-    st = bs_command(c, SQL_REJECT, 8, params, NULL, err);
+    /* libpq copies the parameters into its output buffer: @payload may go at once. */
+    if (pipelined)
+        st = bs_pipeline_send(c, NULL, SQL_REJECT, 8, params, NULL, err);
+    else
+        st = bs_command(c, SQL_REJECT, 8, params, NULL, err);
     free(payload);
     return st;
+}
+
+bs_status bs_reject(bs_conn *c, const bs_rejection *r, bs_error *err)
+{
+    return reject_run(c, r, 0, err);
+}
+
+bs_status bs_reject_send(bs_conn *c, const bs_rejection *r, bs_error *err)
+{
+    return reject_run(c, r, 1, err);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -810,15 +825,17 @@ bs_status bs_offset_get(bs_conn *c, const char *group, const char *topic, int32_
     return BS_OK;
 }
 
-bs_status bs_offset_put(bs_conn *c, const char *group, const char *topic, int32_t partition,
-                        int64_t expected, int64_t next, bs_error *err)
+/* Run the move of a position now (@pipelined 0) or queue it in @c's pipeline (1). */
+static bs_status offset_run(bs_conn *c, const char *group, const char *topic, int32_t partition,
+                            int64_t expected, int64_t next, int64_t *affected, int pipelined,
+                            bs_error *err)
 {
     char part[16];
     char next_s[24];
     char expected_s[24];
     const char *params[5];
-    int64_t affected = 0;
-    bs_status st;
+    const char *sql = expected < 0 ? SQL_OFFSET_INSERT : SQL_OFFSET_UPDATE;
+    int nparams = expected < 0 ? 4 : 5;
 
     snprintf(part, sizeof(part), "%" PRId32, partition);
     snprintf(next_s, sizeof(next_s), "%" PRId64, next);
@@ -828,18 +845,38 @@ bs_status bs_offset_put(bs_conn *c, const char *group, const char *topic, int32_
     params[2] = part;
     params[3] = next_s;
     params[4] = expected_s;
-    if (expected < 0)
-        st = bs_command(c, SQL_OFFSET_INSERT, 4, params, &affected, err);
-    else
-        st = bs_command(c, SQL_OFFSET_UPDATE, 5, params, &affected, err);
-    if (st != BS_OK)
-        return st;
-    if (affected != 1)
+    if (pipelined)
+        return bs_pipeline_send(c, NULL, sql, nparams, params, affected, err);
+    return bs_command(c, sql, nparams, params, affected, err);
+}
+
+bs_status bs_offset_moved(const char *group, const char *topic, int32_t partition,
+                          int64_t expected, int64_t moved, bs_error *err)
+{
+    if (moved != 1)
         return bs_error_set(err, BS_ERR_RETRY,
                             "position of %s/%s/%" PRId32 " is no longer %" PRId64
                             ": another consumer moved it",
                             group, topic, partition, expected);
     return BS_OK;
+}
+
+bs_status bs_offset_put(bs_conn *c, const char *group, const char *topic, int32_t partition,
+                        int64_t expected, int64_t next, bs_error *err)
+{
+    int64_t affected = 0;
+    bs_status st = offset_run(c, group, topic, partition, expected, next, &affected, 0, err);
+
+    if (st != BS_OK)
+        return st;
+    return bs_offset_moved(group, topic, partition, expected, affected, err);
+}
+
+bs_status bs_offset_send(bs_conn *c, const char *group, const char *topic, int32_t partition,
+                         int64_t expected, int64_t next, int64_t *moved, bs_error *err)
+{
+    *moved = 0;
+    return offset_run(c, group, topic, partition, expected, next, moved, 1, err);
 }
 
 /* ---------------------------------------------------------------------- */

@@ -109,6 +109,22 @@ bs_status bs_offset_put(bs_conn *c, const char *group, const char *topic, int32_
                         int64_t expected, int64_t next, bs_error *err);
 
 /*
+ * bs_reject_send / bs_offset_send - bs_reject and bs_offset_put queued in
+ * the open pipeline of @c (bs_pipeline_begin), so that a batch's rejects
+ * and positions cost one round trip: their database errors are reported
+ * by bs_pipeline_end (bs_reject_send reports a bad @r at once).
+ * bs_offset_send sets *@moved to the rows the statement moved once
+ * bs_pipeline_end has returned (so *@moved must stay valid until then);
+ * bs_offset_moved then returns what bs_offset_put would have: BS_OK when
+ * @moved is 1, BS_ERR_RETRY when another consumer moved the position.
+ */
+bs_status bs_reject_send(bs_conn *c, const bs_rejection *r, bs_error *err);
+bs_status bs_offset_send(bs_conn *c, const char *group, const char *topic, int32_t partition,
+                         int64_t expected, int64_t next, int64_t *moved, bs_error *err);
+bs_status bs_offset_moved(const char *group, const char *topic, int32_t partition,
+                          int64_t expected, int64_t moved, bs_error *err);
+
+/*
  * bs_event_partitions - make sure usage_events has its monthly partitions
  * from @months_back months before the current UTC month to @months_ahead
  * after it (each 0..60), moving events that had landed in the default

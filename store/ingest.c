@@ -109,6 +109,7 @@ struct bs_ingest {
     size_t n;
     const bs_position *pos;
     size_t npos;
+    int64_t *moved; /* rows each position's move changed (store_tail), room for npos */
     int flags;
     bs_record_result *res;
     bs_ingest_counts counts;
@@ -172,6 +173,7 @@ void bs_ingest_free(bs_ingest *in)
     free(in->rows);
     free(in->row_rec);
     free(in->row_out);
+    free(in->moved);
     free(in->shares);
     free(in);
 }
@@ -419,15 +421,19 @@ static int stage_aggregate(const bs_ingest *in, const billing_rater *rt, size_t 
     return 0;
 }
 
-/* Add the batch's aggregates to usage_aggregates: COPY, then one upsert. */
-static bs_status store_aggregates(bs_ingest *in, bs_conn *c, const billing_rater *rt,
-                                  bs_error *err)
+/*
+ * Stage the batch's aggregates (COPY); *@merge is set when there are some,
+ * for the upsert that store_tail sends.
+ */
+static bs_status stage_aggregates(bs_ingest *in, bs_conn *c, const billing_rater *rt,
+                                  int *merge, bs_error *err)
 {
     size_t n = billing_rater_aggregate_count(rt);
     bs_copy *cp;
     size_t i;
     bs_status st;
 
+    *merge = 0;
     if (n == 0)
         return BS_OK;
     st = bs_pipeline_begin(c, err);
@@ -446,12 +452,12 @@ static bs_status store_aggregates(bs_ingest *in, bs_conn *c, const billing_rater
             in->counts.aggregates++;
     }
     st = bs_copy_end(cp, NULL, err);
-    if (st == BS_OK)
-        st = bs_command(c, SQL_AGG_MERGE, 0, NULL, NULL, err);
+    *merge = st == BS_OK;
     return st;
 }
 
-static bs_status store_rejects(bs_ingest *in, bs_conn *c, bs_error *err)
+/* Queue the batch's rejected records in the pipeline (none with BS_INGEST_KEEP_REJECTS). */
+static bs_status send_rejects(bs_ingest *in, bs_conn *c, bs_error *err)
 {
     bs_rejection rj;
     const bs_record *r;
@@ -476,29 +482,91 @@ static bs_status store_rejects(bs_ingest *in, bs_conn *c, bs_error *err)
         rj.payload = r->data;
         /* The table keeps 1 MiB; a larger record is too_large and its head is kept. */
         rj.payload_len = r->len > REJECT_PAYLOAD_MAX ? REJECT_PAYLOAD_MAX : r->len;
-        st = bs_reject(c, &rj, err);
+        st = bs_reject_send(c, &rj, err);
     }
     return st;
 }
 
-static bs_status store_positions(bs_ingest *in, bs_conn *c, bs_error *err)
+/* The positions only move forward: records before a stored one were counted already. */
+static bs_status check_positions(const bs_ingest *in, bs_error *err)
 {
     size_t i;
-    bs_status st = BS_OK;
 
     if (in->npos > 0 && in->group == NULL)
         return bs_error_set(err, BS_ERR_INVALID, "positions given without a consumer group");
-    for (i = 0; i < in->npos && st == BS_OK; i++) {
-        /* A position only moves forward: records before the stored one were counted already. */
+    for (i = 0; i < in->npos; i++) {
         if (in->pos[i].next <= in->pos[i].expected)
             return bs_error_set(err, BS_ERR_INVALID,
                                 "position of %s/%" PRId32 " would move back from %" PRId64
                                 " to %" PRId64,
                                 in->pos[i].topic, in->pos[i].partition, in->pos[i].expected,
                                 in->pos[i].next);
-        st = bs_offset_put(c, in->group, in->pos[i].topic, in->pos[i].partition,
-                           in->pos[i].expected, in->pos[i].next, err);
     }
+    return BS_OK;
+}
+
+/* Queue the moves of the positions; in->moved[i] gets each one's row count. */
+static bs_status send_positions(bs_ingest *in, bs_conn *c, bs_error *err)
+{
+    const bs_position *p;
+    size_t i;
+    bs_status st = BS_OK;
+
+    for (i = 0; i < in->npos && st == BS_OK; i++) {
+        p = &in->pos[i];
+        st = bs_offset_send(c, in->group, p->topic, p->partition, p->expected, p->next,
+                            &in->moved[i], err);
+    }
+    return st;
+}
+
+/* BS_ERR_RETRY if another consumer moved one of the positions (bs_offset_put). */
+static bs_status positions_moved(const bs_ingest *in, bs_error *err)
+{
+    const bs_position *p;
+    size_t i;
+    bs_status st = BS_OK;
+
+    for (i = 0; i < in->npos && st == BS_OK; i++) {
+        p = &in->pos[i];
+        st = bs_offset_moved(in->group, p->topic, p->partition, p->expected, in->moved[i], err);
+    }
+    return st;
+}
+
+/*
+ * The statements after the COPYs, which need none of each other's
+ * results, in one pipeline (one round trip for a usual batch instead of
+ * 2 + positions + rejects): the aggregate upsert (@merge), the rejected
+ * records, the positions. The first error wins; the pipeline is always
+ * ended, so the transaction can be rolled back.
+ */
+static bs_status store_tail(bs_ingest *in, bs_conn *c, int merge, bs_error *err)
+{
+    int64_t *moved;
+    bs_status st = check_positions(in, err);
+    bs_status end;
+
+    if (st != BS_OK)
+        return st;
+    moved = realloc(in->moved, (in->npos > 0 ? in->npos : 1) * sizeof(*moved));
+    if (moved == NULL)
+        return bs_error_set(err, BS_ERR_NOMEM, "bs_ingest: out of memory");
+    in->moved = moved;
+    st = bs_pipeline_begin(c, err);
+    if (st != BS_OK)
+        return st;
+    if (merge)
+        st = bs_pipeline_send(c, NULL, SQL_AGG_MERGE, 0, NULL, NULL, err);
+    if (st == BS_OK)
+        st = send_rejects(in, c, err);
+    if (st == BS_OK)
+        st = send_positions(in, c, err);
+    end = bs_pipeline_end(c, st == BS_OK ? err : NULL);
+    if (st == BS_OK)
+        st = end;
+    if (st == BS_OK)
+        st = positions_moved(in, err);
     return st;
 }
 
@@ -631,6 +699,7 @@ static bs_status batch_tx(bs_conn *c, void *arg, bs_error *err)
 {
     bs_ingest *in = arg;
     billing_rater *rt = in->rated;
+    int merge = 0;
     bs_status st = BS_OK;
 
     /* The first attempt uses the rating done ahead; a retry starts again from the records. */
@@ -640,11 +709,9 @@ static bs_status batch_tx(bs_conn *c, void *arg, bs_error *err)
     if (st == BS_OK)
         st = store_events(in, c, rt, err);
     if (st == BS_OK)
-        st = store_aggregates(in, c, rt, err);
+        st = stage_aggregates(in, c, rt, &merge, err);
     if (st == BS_OK)
-        st = store_rejects(in, c, err);
-    if (st == BS_OK)
-        st = store_positions(in, c, err);
+        st = store_tail(in, c, merge, err);
     if (st == BS_OK && in->hook != NULL)
         st = in->hook(in->hook_arg, c, in->recs, in->res, in->n, err);
     billing_rater_destroy(rt);

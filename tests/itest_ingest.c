@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "dbcatalog.h"
+#include "events.h"
 #include "ingest.h"
 #include "itestdb.h"
 #include "itstream.h"
@@ -200,6 +201,64 @@ START_TEST(test_failed_position_commits_nothing)
 END_TEST
 
 /*
+ * The batch's tail is one pipeline (aggregates, rejects, positions): when
+ * the last of several positions was moved by someone else, the reject,
+ * the aggregates and the other positions sent before it are not kept.
+ */
+START_TEST(test_failed_last_position_commits_nothing)
+{
+    bs_conn *c = itdb_fresh("lastpos", db, sizeof(db));
+    bs_catalog *cat;
+    bs_ingest *in;
+    bs_record rec[2];
+    bs_record_result res[2];
+    bs_position pos[2] = {{"usage", 0, -1, 1}, {"usage", 1, -1, 1}};
+    bs_ingest_counts k;
+    bs_error err;
+
+    its_load_example(c);
+    cat = bs_catalog_read(c, NULL, &err);
+    ck_assert_msg(cat != NULL, "%s", err.message);
+    in = bs_ingest_new(cat, "g1");
+    memset(rec, 0, sizeof(rec));
+    rec[0].data = EVENT_1;
+    rec[0].len = strlen(EVENT_1);
+    rec[0].format = BS_RECORD_JSON;
+    rec[0].source = "kafka:usage/0@0";
+    rec[0].kafka_topic = "usage";
+    rec[1].data = "{x";
+    rec[1].len = 2;
+    rec[1].format = BS_RECORD_JSON;
+    rec[1].source = "kafka:usage/1@0";
+    rec[1].kafka_topic = "usage";
+    rec[1].kafka_partition = 1;
+    /* Partition 1's position is stored already: the batch believes it unset. */
+    ck_assert_int_eq(bs_offset_put(c, "g1", "usage", 1, -1, 5, &err), BS_OK);
+    ck_assert_int_eq(bs_ingest_batch(in, c, rec, 2, pos, 2, 0, res, &k, &err), BS_ERR_RETRY);
+    ck_assert_ptr_nonnull(strstr(err.message, "usage/1 is no longer -1"));
+    ck_assert_int_eq(res[1].outcome, BS_RECORD_REJECTED);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.usage_events"), 0);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.usage_aggregates"), 0);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.rejected_events"), 0);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.kafka_offsets"), 1);
+    /* With the right expectation all of it is stored, once. */
+    pos[1].expected = 5;
+    pos[1].next = 6;
+    rec[1].kafka_offset = 5;
+    ck_assert_int_eq(bs_ingest_batch(in, c, rec, 2, pos, 2, 0, res, &k, &err), BS_OK);
+    ck_assert_int_eq(k.stored, 1);
+    ck_assert_int_eq(k.rejected, 1);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.usage_events"), 1);
+    ck_assert_int_gt(itdb_long(c, "SELECT count(*) FROM billing.usage_aggregates"), 0);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.rejected_events"), 1);
+    ck_assert_int_eq(itdb_long(c, "SELECT sum(next_offset) FROM billing.kafka_offsets"), 7);
+    bs_ingest_free(in);
+    bs_catalog_free(cat);
+    itdb_drop(c, db);
+}
+END_TEST
+
+/*
  * Ingest @s on @threads threads into a fresh database, twice; its tables
  * into @out, identity ids included: the same batches must store the same
  * rows byte for byte.
@@ -324,6 +383,7 @@ static Suite *ingest_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_stream_matches_direct_rating, 0, 2);
     tcase_add_test(tc, test_failed_position_commits_nothing);
+    tcase_add_test(tc, test_failed_last_position_commits_nothing);
     tcase_add_test(tc, test_threads_store_the_same);
     suite_add_tcase(s, tc);
     tc = tcase_create("slices");

@@ -1446,6 +1446,71 @@ START_TEST(test_rejects_and_offsets)
 }
 END_TEST
 
+/*
+ * The pipelined forms (one round trip for a batch's rejects and
+ * positions): each position's row count comes back from
+ * bs_pipeline_end, a stale one is told apart by bs_offset_moved, and a
+ * reject that fails in the pipeline makes bs_pipeline_end fail.
+ */
+START_TEST(test_rejects_and_offsets_pipelined)
+{
+    bs_conn *c = migrated_db("rejpipe");
+    bs_rejection r;
+    bs_error err;
+    int64_t moved[3] = {-7, -7, -7};
+    int64_t next;
+    int found;
+
+    memset(&r, 0, sizeof(r));
+    r.source = "kafka:usage/1@5";
+    r.kafka_topic = "usage";
+    r.kafka_partition = 1;
+    r.kafka_offset = 5;
+    r.reason_code = "parse";
+    r.reason = "not JSON";
+    r.payload = "{x";
+    r.payload_len = 2;
+    ck_assert_int_eq(bs_offset_put(c, "g", "usage", 2, -1, 10, &err), BS_OK);
+    ck_assert_int_eq(bs_begin(c, &err), BS_OK);
+    ck_assert_int_eq(bs_pipeline_begin(c, &err), BS_OK);
+    ck_assert_int_eq(bs_reject_send(c, &r, &err), BS_OK);
+    ck_assert_int_eq(bs_offset_send(c, "g", "usage", 1, -1, 6, &moved[0], &err), BS_OK);
+    /* Partition 2 is at 10, not 4: another consumer moved it. */
+    ck_assert_int_eq(bs_offset_send(c, "g", "usage", 2, 4, 12, &moved[1], &err), BS_OK);
+    ck_assert_int_eq(bs_offset_send(c, "g", "usage", 2, 10, 11, &moved[2], &err), BS_OK);
+    ck_assert_int_eq(bs_pipeline_end(c, &err), BS_OK);
+    ck_assert_int_eq(moved[0], 1);
+    ck_assert_int_eq(moved[1], 0);
+    ck_assert_int_eq(moved[2], 1);
+    ck_assert_int_eq(bs_offset_moved("g", "usage", 1, -1, moved[0], &err), BS_OK);
+    ck_assert_int_eq(bs_offset_moved("g", "usage", 2, 4, moved[1], &err), BS_ERR_RETRY);
+    ck_assert_ptr_nonnull(strstr(err.message, "another consumer moved it"));
+    ck_assert_int_eq(bs_commit(c, &err), BS_OK);
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.rejected_events WHERE payload"
+                                   " = '\\x7b78'::bytea AND kafka_offset = 5"),
+                     1);
+    ck_assert_int_eq(bs_offset_get(c, "g", "usage", 1, &next, &found, &err), BS_OK);
+    ck_assert_int_eq(next, 6);
+    ck_assert_int_eq(bs_offset_get(c, "g", "usage", 2, &next, &found, &err), BS_OK);
+    ck_assert_int_eq(next, 11);
+    /* A reject the table refuses fails the pipeline, and its transaction with it. */
+    r.reason_code = "Not A Code";
+    ck_assert_int_eq(bs_begin(c, &err), BS_OK);
+    ck_assert_int_eq(bs_pipeline_begin(c, &err), BS_OK);
+    ck_assert_int_eq(bs_offset_send(c, "g", "usage", 1, 6, 9, &moved[0], &err), BS_OK);
+    bs_reject_send(c, &r, &err);
+    ck_assert_int_eq(bs_pipeline_end(c, &err), BS_ERR_CONSTRAINT);
+    bs_rollback(c);
+    ck_assert_int_eq(bs_offset_get(c, "g", "usage", 1, &next, &found, &err), BS_OK);
+    ck_assert_int_eq(next, 6);
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.rejected_events"), 1);
+    /* An incomplete rejection is refused before anything is sent. */
+    r.reason = NULL;
+    ck_assert_int_eq(bs_reject_send(c, &r, &err), BS_ERR_INVALID);
+    drop_db(c);
+}
+END_TEST
+
 /* Pipelines: many windows, row counts, and a failure in the middle. */
 START_TEST(test_pipeline)
 {
@@ -2261,6 +2326,7 @@ static Suite *store_suite(void)
     tcase_add_test(mig, test_migrate_0005_events_kept);
     tcase_add_test(ev, test_event_partitions);
     tcase_add_test(ev, test_rejects_and_offsets);
+    tcase_add_test(ev, test_rejects_and_offsets_pipelined);
     tcase_add_test(ev, test_numeric_binary_copy);
     tcase_add_test(ev, test_pipeline);
     tcase_add_test(ld, test_load_idempotent);
