@@ -581,17 +581,14 @@ static void refs_free(rec_ref *refs, size_t n)
 static char *accounts_array(const rec_ref *refs, size_t n)
 {
     const char **names = malloc(n * sizeof(*names));
-    size_t k = 0;
     size_t i;
     char *out;
 
     if (names == NULL)
         return NULL;
-    for (i = 0; i < n; i++) {
-        if (k == 0 || strcmp(refs[i].account, names[k - 1]) != 0)
-            names[k++] = refs[i].account;
-    }
-    out = bs_text_array(names, k);
+    for (i = 0; i < n; i++)
+        names[i] = refs[i].account;
+    out = bs_text_array_distinct(names, n);
     free(names);
     return out;
 }

@@ -527,7 +527,6 @@ static int plan_claim(const bs_event *ev, size_t n, claim *cl, bs_event_outcome 
 static char *batch_accounts(const bs_event *ev, size_t n)
 {
     const char **acc = malloc(n * sizeof(*acc));
-    size_t k = 0;
     size_t i;
     char *array;
 
@@ -536,11 +535,7 @@ static char *batch_accounts(const bs_event *ev, size_t n)
     for (i = 0; i < n; i++)
         acc[i] = ev[i].account;
     qsort(acc, n, sizeof(*acc), string_order);
-    for (i = 0; i < n; i++) {
-        if (k == 0 || strcmp(acc[i], acc[k - 1]) != 0)
-            acc[k++] = acc[i];
-    }
-    array = bs_text_array(acc, k);
+    array = bs_text_array_distinct(acc, n);
     free(acc);
     return array;
 }

@@ -486,6 +486,18 @@ char *bs_text_array(const char *const *items, size_t n)
     return out;
 }
 
+char *bs_text_array_distinct(const char **items, size_t n)
+{
+    size_t k = 0;
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        if (k == 0 || strcmp(items[i], items[k - 1]) != 0)
+            items[k++] = items[i];
+    }
+    return bs_text_array(items, k);
+}
+
 bs_status bs_exec_script(bs_conn *c, const char *sql, bs_error *err)
 {
     PGresult *res;

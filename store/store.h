@@ -156,6 +156,14 @@ bs_status bs_command(bs_conn *c, const char *sql, int nparams, const char *const
 char *bs_text_array(const char *const *items, size_t n);
 
 /*
+ * bs_text_array_distinct - bs_text_array of the distinct strings of the
+ * @n sorted @items (equal strings adjacent): repeats are first dropped by
+ * compacting @items in place. Returns a malloc'd string or NULL, as
+ * bs_text_array.
+ */
+char *bs_text_array_distinct(const char **items, size_t n);
+
+/*
  * bs_exec_script - run a multi-statement script without parameters
  * (simple query protocol). Only for constant SQL shipped with the program
  * (the embedded migrations); never for text built from input.

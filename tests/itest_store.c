@@ -1307,6 +1307,17 @@ START_TEST(test_text_array)
     array = bs_text_array(items, 0);
     ck_assert_str_eq(array, "{}");
     free(array);
+    {
+        /* Sorted, with repeats at the start, the middle and the end. */
+        const char *sorted[] = {"a", "a", "b", "b\"c", "b\"c", "c", "c"};
+
+        array = bs_text_array_distinct(sorted, N_CASES(sorted));
+        ck_assert_str_eq(array, "{\"a\",\"b\",\"b\\\"c\",\"c\"}");
+        free(array);
+        array = bs_text_array_distinct(sorted, 0);
+        ck_assert_str_eq(array, "{}");
+        free(array);
+    }
     drop_db(c);
 }
 END_TEST
