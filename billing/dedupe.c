@@ -11,10 +11,12 @@
  *
  * Runs are written and read back in BLOCK-sized pieces with write and
  * pread (no stdio: a record is some 50 bytes, and a call per record cost
- * more than the copy). Each run remembers where its records of the upper
- * half of the hash space begin, so that the final merge of several sets
- * can run in two halves on two threads (finish_halves). The merge takes
- * its inputs through a loser tree (tourney).
+ * more than the copy). Each run remembers where the records of each
+ * slice of the hash space begin (SLICES, by the top bits of the hash).
+ * So the final pass can take one slice from every run at once, keep
+ * only the records whose hash occurs more than once (find_range), and
+ * run in two halves on two threads (finish_halves). Merges of runs, and
+ * slices too large for memory, go through a loser tree (tourney).
  */
 #include "config.h"
 
@@ -30,8 +32,15 @@
 
 /* Runs are written and read in blocks of this size (a record is far smaller: REC_MAX). */
 #define BLOCK (64u * 1024u)
-/* The final merge's upper half: records whose id hash is at least this. */
-#define HALF (UINT64_C(1) << 63)
+/*
+ * Slices of the hash space by its top SLICE_BITS bits: each run knows
+ * where each slice's records begin, so that the final merge can take the
+ * records of one slice from every run at once (find_range) and run in
+ * two halves (SLICES / 2) on two threads. 2048 slices leave some 5 000
+ * records a slice at 10^7 events, which fit in the caches.
+ */
+#define SLICE_BITS 11
+#define SLICES ((size_t)1 << SLICE_BITS)
 /* Records ahead of the one being copied whose bytes are fetched into the cache. */
 #define PREFETCH_AHEAD 16
 /*
@@ -58,8 +67,8 @@ typedef struct rec_hdr {
 /* A run: an unlinked temporary file of records in order. */
 typedef struct run {
     int fd;
-    uint64_t size;  /* bytes */
-    uint64_t split; /* offset of the first record of the upper half (HALF), size if none */
+    uint64_t size;   /* bytes */
+    uint64_t *slice; /* slice[s]: offset of slice s's first record (SLICES + 1, the last: size) */
 } run;
 
 /* A run being written, through a BLOCK buffer. */
@@ -67,11 +76,8 @@ typedef struct writer {
     run r;
     unsigned char *buf;
     size_t len;
-    int split_set;
+    size_t next_slice; /* the first slice whose start is not yet known */
 } writer;
-
-/* Which records a merge takes: all, or those of one half of the hash space. */
-typedef enum half { HALF_ALL, HALF_LOW, HALF_HIGH } half;
 
 /* One record in memory: its sort key and where it is in the arena. */
 typedef struct mem_idx {
@@ -223,11 +229,19 @@ uint64_t bc_hash_check(const void *data, size_t n)
 
 static int run_open(const bc_dedupe *d, int *fd, char *errbuf, size_t errsize);
 
+/* The slice of the hash @hash. */
+static inline size_t slice_of(uint64_t hash)
+{
+    return (size_t)(hash >> (64 - SLICE_BITS));
+}
+
 static void run_close(run *r)
 {
     if (r->fd >= 0)
         close(r->fd);
     r->fd = -1;
+    free(r->slice);
+    r->slice = NULL;
 }
 
 bc_dedupe *bc_dedupe_new(size_t memory, const char *tmpdir, char *errbuf, size_t errsize)
@@ -331,11 +345,19 @@ static int writer_open(const bc_dedupe *d, writer *w, char *errbuf, size_t errsi
     memset(w, 0, sizeof(*w));
     w->r.fd = -1;
     w->buf = malloc(BLOCK);
-    if (w->buf == NULL)
+    w->r.slice = malloc((SLICES + 1) * sizeof(*w->r.slice));
+    if (w->buf == NULL || w->r.slice == NULL) {
+        free(w->buf);
+        free(w->r.slice);
+        w->buf = NULL;
+        w->r.slice = NULL;
         return bc_seterr(errbuf, errsize, "dedupe: out of memory");
+    }
     if (run_open(d, &w->r.fd, errbuf, errsize) != 0) {
         free(w->buf);
+        free(w->r.slice);
         w->buf = NULL;
+        w->r.slice = NULL;
         return -1;
     }
     return 0;
@@ -372,14 +394,14 @@ static int writer_flush(writer *w)
 static int writer_put(writer *w, uint64_t hash, const rec_hdr *h, const unsigned char *body)
 {
     size_t body_len = (size_t)h->id_len + h->ev_len;
+    size_t s = slice_of(hash);
     unsigned char *at;
 
     if (w->len + RUN_HDR + body_len > BLOCK && writer_flush(w) != 0)
         return -1;
-    if (!w->split_set && hash >= HALF) {
-        w->r.split = w->r.size + w->len;
-        w->split_set = 1;
-    }
+    /* Records come in hash order: this one starts every slice up to its own. */
+    while (w->next_slice <= s)
+        w->r.slice[w->next_slice++] = w->r.size + w->len;
     at = w->buf + w->len;
     memcpy(at, &hash, sizeof(hash));
     memcpy(at + sizeof(hash), h, sizeof(*h));
@@ -405,8 +427,8 @@ static int writer_end(bc_dedupe *d, writer *w, run *out, char *errbuf, size_t er
         writer_abort(w);
         return -1;
     }
-    if (!w->split_set)
-        w->r.split = w->r.size;
+    while (w->next_slice <= SLICES)
+        w->r.slice[w->next_slice++] = w->r.size;
     free(w->buf);
     w->buf = NULL;
     *out = w->r;
@@ -690,16 +712,18 @@ static int cursor_next(cursor *c)
     return 1;
 }
 
-/* The first entry of the sorted index of @d whose hash is at least HALF. */
-static size_t idx_split(const bc_dedupe *d)
+/* The first entry of the sorted index of @d in slice @s or after (SLICES: the end). */
+static size_t idx_slice(const bc_dedupe *d, size_t s)
 {
     size_t lo = 0;
     size_t hi = d->n_idx;
     size_t mid;
 
+    if (s >= SLICES)
+        return d->n_idx;
     while (lo < hi) {
         mid = lo + (hi - lo) / 2;
-        if (d->idx[mid].hash < HALF)
+        if (slice_of(d->idx[mid].hash) < s)
             lo = mid + 1;
         else
             hi = mid;
@@ -708,21 +732,21 @@ static size_t idx_split(const bc_dedupe *d)
 }
 
 /*
- * Set @c on the records of @which half of run @i of @d (i == d->n_runs:
- * its sorted arena). Returns 0, or -1 when out of memory.
+ * Set @c on the records of slices @lo to @hi (excluded) of run @i of @d
+ * (i == d->n_runs: its sorted arena). Returns 0, or -1 when out of memory.
  */
-static int cursor_init(cursor *c, const bc_dedupe *d, size_t i, half which)
+static int cursor_init(cursor *c, const bc_dedupe *d, size_t i, size_t lo, size_t hi)
 {
     c->d = d;
     c->fd = -1;
     if (i == d->n_runs) {
-        c->next = which == HALF_HIGH ? idx_split(d) : 0;
-        c->stop = which == HALF_LOW ? idx_split(d) : d->n_idx;
+        c->next = idx_slice(d, lo);
+        c->stop = idx_slice(d, hi);
         return 0;
     }
     c->fd = d->runs[i].fd;
-    c->at = which == HALF_HIGH ? d->runs[i].split : 0;
-    c->end = which == HALF_LOW ? d->runs[i].split : d->runs[i].size;
+    c->at = d->runs[i].slice[lo];
+    c->end = d->runs[i].slice[hi];
     c->buf = malloc(BLOCK);
     return c->buf != NULL ? 0 : -1;
 }
@@ -844,13 +868,13 @@ typedef int (*visit_fn)(void *arg, const cursor *c);
 
 /*
  * Merge the runs of the @n_sets sets (and their arenas' records when
- * @with_memory), the records of @which half of the hash space, in order,
+ * @with_memory), the records of slices @lo to @hi (excluded), in order,
  * calling @visit on each record. Returns 0, -1 for a read error or no
  * memory (message written), or what @visit returned. Only reads the sets:
- * two merges of different halves may run at once.
+ * two merges of different slices may run at once.
  */
-static int merge_sets(bc_dedupe *const *sets, size_t n_sets, int with_memory, half which,
-                      visit_fn visit, void *arg, char *errbuf, size_t errsize)
+static int merge_sets(bc_dedupe *const *sets, size_t n_sets, int with_memory, size_t lo,
+                      size_t hi, visit_fn visit, void *arg, char *errbuf, size_t errsize)
 {
     size_t total = 0;
     cursor *cur;
@@ -870,7 +894,7 @@ static int merge_sets(bc_dedupe *const *sets, size_t n_sets, int with_memory, ha
     for (s = 0; s < n_sets; s++) {
         for (i = 0; i < sets[s]->n_runs + (with_memory ? 1 : 0); i++) {
             cur[k].age = k;
-            if (cursor_init(&cur[k++], sets[s], i, which) != 0)
+            if (cursor_init(&cur[k++], sets[s], i, lo, hi) != 0)
                 goto nomem;
         }
     }
@@ -909,6 +933,266 @@ done:
     return rc;
 }
 
+/*
+ * Finding repeats slice by slice (find_range). The records of one slice,
+ * from every run (one read each: a run's slice is contiguous) and every
+ * arena, usually fit in the memory the sort index no longer needs: there
+ * a table of hashes finds the records whose hash occurs more than once,
+ * and only those are sorted (hash, id, then first arrival, as
+ * cursor_less orders) and visited. A record whose hash occurs once has no
+ * repeat, and visit_group and keep_repeats need to see only the others:
+ * the same hits, in the same order, as a merge of every record, for the
+ * cost of a table insert a record instead of a tournament. Slices that do
+ * not fit (a small budget, ids chosen to share a slice) are merged as
+ * before (merge_sets).
+ */
+
+/* A record of the slice: its hash, its header (and body after it), its input, its place there. */
+typedef struct batch_ent {
+    uint64_t hash;
+    const unsigned char *rec;
+    uint32_t age; /* the merge input, numbered as merge_sets does */
+    uint32_t seq; /* the record's place in the slice; REPEAT: its hash occurs again */
+} batch_ent;
+
+#define REPEAT (UINT32_C(1) << 31)
+
+/* How slice @s lays out in the memory of find_range: entries, then the hash table, then the bytes. */
+typedef struct slice_plan {
+    size_t bytes; /* of its records in the runs */
+    size_t n_max; /* records at most */
+    size_t table; /* slots of the hash table, a power of two */
+} slice_plan;
+
+/* Plan slice @s of @sets in @cap bytes; 1 if it fits. */
+static int slice_fits(bc_dedupe *const *sets, size_t n_sets, size_t s, size_t cap,
+                      slice_plan *p)
+{
+    size_t t;
+    size_t i;
+    size_t in_memory = 0;
+
+    p->bytes = 0;
+    for (t = 0; t < n_sets; t++) {
+        for (i = 0; i < sets[t]->n_runs; i++)
+            p->bytes += (size_t)(sets[t]->runs[i].slice[s + 1] - sets[t]->runs[i].slice[s]);
+        in_memory += idx_slice(sets[t], s + 1) - idx_slice(sets[t], s);
+    }
+    if (p->bytes > cap)
+        return 0;
+    p->n_max = p->bytes / (RUN_HDR + 1) + in_memory;
+    for (p->table = 16; p->table < 2 * p->n_max; p->table *= 2)
+        ;
+    return p->n_max <= cap / sizeof(batch_ent) &&
+           p->n_max * sizeof(batch_ent) + p->table * sizeof(uint32_t) + p->bytes <= cap;
+}
+
+/* qsort_r order of the repeated records of a slice: as cursor_less (@arg: each input's set). */
+static int ent_order(const void *x, const void *y, void *arg)
+{
+    const batch_ent *a = x;
+    const batch_ent *b = y;
+    const uint32_t *set_of = arg;
+    rec_hdr ha;
+    rec_hdr hb;
+    int c;
+
+    if (a->hash != b->hash)
+        return a->hash < b->hash ? -1 : 1;
+    memcpy(&ha, a->rec, sizeof(ha));
+    memcpy(&hb, b->rec, sizeof(hb));
+    c = id_cmp(a->hash, a->rec + sizeof(ha), ha.id_len, b->hash, b->rec + sizeof(hb),
+               hb.id_len);
+    if (c != 0)
+        return c;
+    if (set_of[a->age] != set_of[b->age]) {
+        if (ha.src != hb.src)
+            return ha.src < hb.src ? -1 : 1;
+        if (ha.offset != hb.offset)
+            return ha.offset < hb.offset ? -1 : 1;
+    }
+    if (a->age != b->age)
+        return a->age < b->age ? -1 : 1;
+    return (a->seq > b->seq) - (a->seq < b->seq);
+}
+
+/*
+ * Read the run bytes at @at, @len of them, into @buf and add their
+ * records (all of slice @s) to @ent. Returns 0, or -1 (read error, or a
+ * damaged run: errno EIO).
+ */
+static int slice_read(const run *r, size_t s, unsigned char *buf, uint32_t age, batch_ent *ent,
+                      size_t *n)
+{
+    uint64_t at = r->slice[s];
+    size_t len = (size_t)(r->slice[s + 1] - at);
+    ssize_t k = bc_read_full(r->fd, buf, len, (int64_t)at);
+    const unsigned char *q = buf;
+    const unsigned char *end = buf + len;
+    uint64_t hash;
+    rec_hdr h;
+
+    if (k != (ssize_t)len) {
+        if (k >= 0)
+            errno = EIO;
+        return -1;
+    }
+    while (q < end) {
+        if ((size_t)(end - q) < RUN_HDR)
+            break;
+        memcpy(&hash, q, sizeof(hash));
+        memcpy(&h, q + sizeof(hash), sizeof(h));
+        if (h.id_len == 0 || h.id_len > BC_DEDUPE_ID_MAX || h.ev_len > BILLING_EVENT_WIRE_MAX ||
+            (size_t)(end - q) - RUN_HDR < (size_t)h.id_len + h.ev_len || slice_of(hash) != s)
+            break;
+        ent[*n].hash = hash;
+        ent[*n].rec = q + sizeof(hash);
+        ent[*n].age = age;
+        ent[*n].seq = (uint32_t)*n;
+        (*n)++;
+        q += RUN_HDR + h.id_len + h.ev_len;
+    }
+    if (q == end)
+        return 0;
+    errno = EIO; /* a run we wrote ourselves came back damaged */
+    return -1;
+}
+
+/*
+ * Mark the records of @ent whose hash occurs more than once, and move
+ * them, in their order, to the front; returns how many there are.
+ */
+static size_t keep_shared_hashes(batch_ent *ent, size_t n, uint32_t *table, size_t slots)
+{
+    size_t i;
+    size_t m = 0;
+    size_t x;
+    uint32_t j;
+
+    memset(table, 0, slots * sizeof(*table));
+    for (i = 0; i < n; i++) {
+        /* Every hash of the slice shares its top bits: the table takes the mixed whole. */
+        for (x = (size_t)((ent[i].hash * UINT64_C(0x9e3779b97f4a7c15)) >> 32) & (slots - 1);
+             (j = table[x]) != 0; x = (x + 1) & (slots - 1)) {
+            if (ent[j - 1].hash == ent[i].hash) {
+                ent[j - 1].seq |= REPEAT;
+                ent[i].seq |= REPEAT;
+                break;
+            }
+        }
+        if (j == 0)
+            table[x] = (uint32_t)i + 1;
+    }
+    for (i = 0; i < n; i++) {
+        if (ent[i].seq & REPEAT) {
+            ent[m] = ent[i];
+            ent[m++].seq &= ~REPEAT;
+        }
+    }
+    return m;
+}
+
+/*
+ * Visit, in order, the records of slice @s whose hash occurs more than
+ * once, the slice laid out in @mem as @p says. Returns 0, -1 for a read
+ * error (message written), or what @visit returned.
+ */
+static int find_slice(bc_dedupe *const *sets, size_t n_sets, size_t s, const slice_plan *p,
+                      void *mem, uint32_t *set_of, visit_fn visit, void *arg, char *errbuf,
+                      size_t errsize)
+{
+    batch_ent *ent = mem;
+    uint32_t *table = (uint32_t *)(ent + p->n_max);
+    unsigned char *bytes = (unsigned char *)(table + p->table);
+    const bc_dedupe *d;
+    size_t n = 0;
+    size_t m;
+    size_t t;
+    size_t i;
+    size_t j;
+    size_t stop;
+    uint32_t age = 0;
+    cursor c;
+    int rc;
+
+    for (t = 0; t < n_sets; t++) {
+        d = sets[t];
+        for (i = 0; i < d->n_runs; i++, age++) {
+            if (slice_read(&d->runs[i], s, bytes, age, ent, &n) != 0)
+                return bc_seterr(errbuf, errsize, "reading a temporary file in %s: %s",
+                                 d->tmpdir, strerror(errno));
+            bytes += d->runs[i].slice[s + 1] - d->runs[i].slice[s];
+        }
+        for (j = idx_slice(d, s), stop = idx_slice(d, s + 1); j < stop; j++, n++) {
+            ent[n].hash = d->idx[j].hash;
+            ent[n].rec = d->arena + d->idx[j].off;
+            ent[n].age = age;
+            ent[n].seq = (uint32_t)n;
+        }
+        age++;
+    }
+    m = keep_shared_hashes(ent, n, table, p->table);
+    if (m > 1)
+        qsort_r(ent, m, sizeof(*ent), ent_order, set_of);
+    memset(&c, 0, sizeof(c));
+    c.fd = -1;
+    for (i = 0; i < m; i++) {
+        c.d = sets[set_of[ent[i].age]];
+        c.hash = ent[i].hash;
+        memcpy(&c.h, ent[i].rec, sizeof(c.h));
+        c.body = ent[i].rec + sizeof(c.h);
+        rc = visit(arg, &c);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/*
+ * Visit, in order, the records of slices @lo to @hi (excluded) of the
+ * @n_sets sets (runs and arenas) that visit_group and keep_repeats need
+ * to see, using the @cap bytes at @mem (free, and left undefined), slice
+ * by slice where a slice fits there, by merge_sets otherwise. Returns as
+ * merge_sets. Only reads the sets: two calls on different slices may
+ * run at once, with different @mem.
+ */
+static int find_range(bc_dedupe *const *sets, size_t n_sets, size_t lo, size_t hi, void *mem,
+                      size_t cap, visit_fn visit, void *arg, char *errbuf, size_t errsize)
+{
+    size_t n_inputs = 0;
+    uint32_t *set_of;
+    slice_plan p = {0, 0, 0};
+    size_t s;
+    size_t e;
+    size_t t;
+    size_t i;
+    size_t k = 0;
+    int rc = 0;
+
+    for (t = 0; t < n_sets; t++)
+        n_inputs += sets[t]->n_runs + 1;
+    set_of = malloc(n_inputs * sizeof(*set_of));
+    if (set_of == NULL)
+        return bc_seterr(errbuf, errsize, "dedupe: out of memory");
+    for (t = 0; t < n_sets; t++) {
+        for (i = 0; i <= sets[t]->n_runs; i++)
+            set_of[k++] = (uint32_t)t;
+    }
+    for (s = lo; s < hi && rc == 0; s = e) {
+        /* Slices that do not fit, one merge for them all. */
+        for (e = s; e < hi && !slice_fits(sets, n_sets, e, cap, &p); e++)
+            ;
+        if (e > s) {
+            rc = merge_sets(sets, n_sets, 1, s, e, visit, arg, errbuf, errsize);
+            continue;
+        }
+        rc = find_slice(sets, n_sets, s, &p, mem, set_of, visit, arg, errbuf, errsize);
+        e = s + 1;
+    }
+    free(set_of);
+    return rc;
+}
+
 /* A merge that writes every record into a run (a bc_dedupe visit_fn); -2 on a write error. */
 static int write_record(void *arg, const cursor *c)
 {
@@ -931,7 +1215,7 @@ static int merge_runs(bc_dedupe *d, char *errbuf, size_t errsize)
     if (writer_open(d, &w, errbuf, errsize) != 0)
         return -1;
     errno = 0;
-    rc = merge_sets(&d, 1, 0, HALF_ALL, write_record, &w, errbuf, errsize);
+    rc = merge_sets(&d, 1, 0, 0, SLICES, write_record, &w, errbuf, errsize);
     if (rc == -2)
         rc = write_error(d, errbuf, errsize);
     if (rc != 0) {
@@ -1088,7 +1372,8 @@ static void *upper_half_main(void *arg)
     run out;
 
     errno = 0;
-    u->rc = merge_sets(u->sets, u->n_sets, 1, HALF_HIGH, keep_repeats, u, u->err,
+    u->rc = find_range(u->sets, u->n_sets, SLICES / 2, SLICES, u->sets[1]->idx_tmp,
+                       u->sets[1]->idx_cap * sizeof(mem_idx), keep_repeats, u, u->err,
                        sizeof(u->err));
     if (u->rc == -2)
         u->rc = write_error(u->sets[0], u->err, sizeof(u->err));
@@ -1114,7 +1399,7 @@ static int visit_run(group_ctx *g, const run *r, char *errbuf, size_t errsize)
     one.tmpdir = g->d->tmpdir;
     one.runs[0] = *r;
     one.n_runs = 1;
-    return merge_sets(&set, 1, 0, HALF_ALL, visit_group, g, errbuf, errsize);
+    return merge_sets(&set, 1, 0, 0, SLICES, visit_group, g, errbuf, errsize);
 }
 
 /*
@@ -1144,7 +1429,8 @@ static int finish_halves(bc_dedupe *const *sets, size_t n_sets, group_ctx *g, ch
     started = pthread_create(&tid, NULL, upper_half_main, u) == 0;
     if (!started)
         upper_half_main(u); /* no thread: one after the other, the same result */
-    rc = merge_sets(sets, n_sets, 1, HALF_LOW, visit_group, g, errbuf, errsize);
+    rc = find_range(sets, n_sets, 0, SLICES / 2, sets[0]->idx_tmp,
+                    sets[0]->idx_cap * sizeof(mem_idx), visit_group, g, errbuf, errsize);
     if (rc != 0)
         __atomic_store_n(&u->stop, 1, __ATOMIC_RELAXED);
     if (started)
@@ -1188,7 +1474,8 @@ int bc_dedupe_finish_many(bc_dedupe *const *sets, size_t n_sets, bc_dedupe_fetch
     if (n_sets > 1)
         rc = finish_halves(sets, n_sets, g, errbuf, errsize);
     else
-        rc = merge_sets(sets, n_sets, 1, HALF_ALL, visit_group, g, errbuf, errsize);
+        rc = find_range(sets, n_sets, 0, SLICES, sets[0]->idx_tmp,
+                        sets[0]->idx_cap * sizeof(mem_idx), visit_group, g, errbuf, errsize);
     free(g);
     return rc;
 }

@@ -23,7 +23,8 @@
  * occur more than once. So a record is 32 bytes plus the id in memory,
  * 40 plus the id in a temporary file (plus about 90 for a stored event).
  *
- * Memory: the budget, plus a 64 KiB block per merge input (at most
+ * Memory: the budget, plus 16 KiB per run (where its slices of the hash
+ * space begin), plus a 64 KiB block per merge input (at most
  * BC_DEDUPE_FANIN + 1 of them per set; twice that in the two halves of
  * bc_dedupe_finish_many). Disk: the records, in the temporary
  * directory, freed by bc_dedupe_destroy or process exit.
