@@ -631,6 +631,8 @@ static void teardown(rate_ctx *c)
     }
     free(c->srcs);
     rejects_close(c->rejects, err, sizeof(err));
+    if (c->reaper_started)
+        pthread_join(c->reaper, NULL);
     bc_dedupe_destroy(c->dedupe);
     rate_accounts_destroy(c->accinfo);
     running_destroy(c->running);

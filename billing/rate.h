@@ -10,6 +10,7 @@
 #ifndef BILLING_RATE_H
 #define BILLING_RATE_H
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -143,6 +144,9 @@ typedef struct rate_ctx {
     render_view view;
     char thousands[8];
     bc_dedupe *dedupe;
+    /* -j: the thread closing the workers' dedupe files while invoices are written (teardown joins it) */
+    pthread_t reaper;
+    int reaper_started;
     uint32_t src;          /* index of the file being read */
     struct source *srcs;   /* per file */
     int open_fds;          /* files open to read events again */
