@@ -25,6 +25,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "dedupe.h"
@@ -1060,9 +1062,14 @@ static int slice_read(const run *r, size_t s, unsigned char *buf, uint32_t age, 
 
 /*
  * Mark the records of @ent whose hash occurs more than once, and move
- * them, in their order, to the front; returns how many there are.
+ * them, in their order, to the front; returns how many there are. The
+ * table's slots are chosen by the hash mixed with @seed, random for the
+ * process: the id hash has no key, so ids could be chosen to fall on one
+ * slot, and probing them would then cost the square of their number.
+ * Where a record lands in the table changes nothing else.
  */
-static size_t keep_shared_hashes(batch_ent *ent, size_t n, uint32_t *table, size_t slots)
+static size_t keep_shared_hashes(batch_ent *ent, size_t n, uint32_t *table, size_t slots,
+                                 uint64_t seed)
 {
     size_t i;
     size_t m = 0;
@@ -1072,7 +1079,8 @@ static size_t keep_shared_hashes(batch_ent *ent, size_t n, uint32_t *table, size
     memset(table, 0, slots * sizeof(*table));
     for (i = 0; i < n; i++) {
         /* Every hash of the slice shares its top bits: the table takes the mixed whole. */
-        for (x = (size_t)((ent[i].hash * UINT64_C(0x9e3779b97f4a7c15)) >> 32) & (slots - 1);
+        for (x = (size_t)(((ent[i].hash ^ seed) * UINT64_C(0x9e3779b97f4a7c15)) >> 32) &
+                 (slots - 1);
              (j = table[x]) != 0; x = (x + 1) & (slots - 1)) {
             if (ent[j - 1].hash == ent[i].hash) {
                 ent[j - 1].seq |= REPEAT;
@@ -1090,6 +1098,22 @@ static size_t keep_shared_hashes(batch_ent *ent, size_t n, uint32_t *table, size
         }
     }
     return m;
+}
+
+/* A random seed for keep_shared_hashes, the same for the whole process. */
+static uint64_t table_seed(void)
+{
+    static uint64_t seed;
+    uint64_t s = __atomic_load_n(&seed, __ATOMIC_RELAXED);
+    int stack;
+
+    if (s != 0)
+        return s;
+    if (getrandom(&s, sizeof(s), GRND_NONBLOCK) != (ssize_t)sizeof(s))
+        s = (uint64_t)time(NULL) * UINT64_C(0x9e3779b97f4a7c15) ^ (uint64_t)(uintptr_t)&stack;
+    s |= 1u; /* never 0, the mark of no seed yet */
+    __atomic_store_n(&seed, s, __ATOMIC_RELAXED);
+    return s;
 }
 
 /*
@@ -1131,7 +1155,7 @@ static int find_slice(bc_dedupe *const *sets, size_t n_sets, size_t s, const sli
         }
         age++;
     }
-    m = keep_shared_hashes(ent, n, table, p->table);
+    m = keep_shared_hashes(ent, n, table, p->table, table_seed());
     if (m > 1)
         qsort_r(ent, m, sizeof(*ent), ent_order, set_of);
     memset(&c, 0, sizeof(c));
