@@ -3,8 +3,9 @@
 # equivalent query over the same generated JSON Lines file, alternated
 # pair by pair, with wall time, CPU time (user + sys) and peak RSS of
 # each, the ratio of the medians (and of the least wall times, which a
-# machine shared with other jobs disturbs least), and a check that both
-# agree on what they both compute.
+# machine shared with other jobs disturbs least, and the median of the
+# ratios within each pair, which a slow spell of the machine disturbs
+# least), and a check that both agree on what they both compute.
 #
 #   bench/peer.sh [EVENTS] [PAIRS] [WORKDIR]     (run from the build tree)
 #
@@ -135,6 +136,16 @@ median() {
     sort -n -k"$2" "$1" | awk -v k="$2" '{ v[NR] = $k } END { print v[int((NR + 1) / 2)] }'
 }
 
+# The median over the pairs of (wall time in file $1) / (wall time in file
+# $2), line by line: the two runs of a pair are next to each other in
+# time, so a slow spell of the machine weighs on both (the ratio of the
+# medians mixes runs minutes apart).
+pair_ratio() {
+    paste "$work/$1.times" "$work/$2.times" |
+        awk '{ printf "%.4f\n", $1 / $4 }' | sort -n |
+        awk '{ v[NR] = $1 } END { printf "%.2f", v[int((NR + 1) / 2)] }'
+}
+
 # The smallest value of column $2 of file $1: on a machine shared with other
 # jobs, the run that was disturbed least.
 best() {
@@ -185,15 +196,17 @@ row() {
 row "billing rate -j $jobs ${BILLING_RATE_FLAGS:-}" billing
 if [ -n "${BILLING_BASELINE:-}" ]; then
     row "baseline ${BILLING_RATE_FLAGS:-}" baseline
-    printf 'ratio baseline wall / billing wall: %.2f (best: %.2f)\n' \
+    printf 'ratio baseline wall / billing wall: %.2f (best: %.2f; median of the pairs: %s)\n' \
         "$(echo "$(median "$work/baseline.times" 1) / $(median "$work/billing.times" 1)" | bc -l)" \
-        "$(echo "$(best "$work/baseline.times" 1) / $(best "$work/billing.times" 1)" | bc -l)"
+        "$(echo "$(best "$work/baseline.times" 1) / $(best "$work/billing.times" 1)" | bc -l)" \
+        "$(pair_ratio baseline billing)"
 fi
 [ "$peer" = 1 ] || exit 0
 row "duckdb threads=$threads$( [ "${PEER_DISTINCT:-0}" = 1 ] && echo ' distinct')" duckdb
-printf 'ratio DuckDB wall / billing wall: %.2f (best: %.2f; higher is better for billing)\n' \
+printf 'ratio DuckDB wall / billing wall: %.2f (best: %.2f; median of the pairs: %s; higher is better for billing)\n' \
     "$(echo "$(median "$work/duckdb.times" 1) / $(median "$work/billing.times" 1)" | bc -l)" \
-    "$(echo "$(best "$work/duckdb.times" 1) / $(best "$work/billing.times" 1)" | bc -l)"
+    "$(echo "$(best "$work/duckdb.times" 1) / $(best "$work/billing.times" 1)" | bc -l)" \
+    "$(pair_ratio duckdb billing)"
 
 "$venv/bin/python" "$work/billing-totals.py" "$work/billing.json" >"$work/billing.totals"
 if cmp -s "$work/billing.totals" "$work/duckdb.totals"; then
