@@ -11,6 +11,7 @@
 #define BILLING_CLI_H
 
 #include <getopt.h>
+#include <stdint.h>
 #include <stdio.h>
 
 /* Exit codes of every subcommand; billing(1) documents them. */
@@ -42,6 +43,17 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+
+/*
+ * cli_count - the argument @arg of option @name (as "--jobs") of
+ * subcommand @cmd as a whole number from 1 to @max (at most 10^18):
+ * decimal digits only, no sign, space or suffix, so that every command
+ * takes the same spellings. Returns CLI_EXIT_OK with the number in *@out,
+ * or CLI_EXIT_USAGE after a message naming the option and saying what it
+ * wants (@what: "a number of threads", "a size in bytes", ...).
+ */
+int cli_count(const char *cmd, const char *name, const char *arg, uint64_t max, const char *what,
+              uint64_t *out);
 
 /*
  * cli_option_fn - handle one option of a subcommand: @opt is the value

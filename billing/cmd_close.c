@@ -114,8 +114,8 @@ static int64_t parse_duration(const char *s)
 static int take_option(void *ctx, int opt, const char *arg)
 {
     close_opts *o = ctx;
-    char *end;
-    long v;
+    uint64_t n = 0;
+    int rc;
 
     switch (opt) {
     case OPT_DB:
@@ -128,11 +128,9 @@ static int take_option(void *ctx, int opt, const char *arg)
         o->period = arg;
         return CLI_EXIT_OK;
     case OPT_JOBS:
-        v = strtol(arg, &end, 10);
-        if (*end != '\0' || v < 1 || v > CLOSE_JOBS_MAX)
-            return cli_usage_error("close", "--jobs '%s': expected 1..%d", arg, CLOSE_JOBS_MAX);
-        o->p.jobs = (int)v;
-        return CLI_EXIT_OK;
+        rc = cli_count("close", "--jobs", arg, CLOSE_JOBS_MAX, "a number of connections", &n);
+        o->p.jobs = (int)n;
+        return rc;
     case OPT_FINALIZE:
         o->finalize = 1;
         return CLI_EXIT_OK;

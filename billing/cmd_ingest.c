@@ -98,7 +98,8 @@ static int take_option(void *ctx, int opt, const char *arg)
 {
     ingest_opts *o = ctx;
     bc_format f;
-    char *end;
+    uint64_t n = 0;
+    int rc;
 
     switch (opt) {
     case OPT_DB:
@@ -113,17 +114,13 @@ static int take_option(void *ctx, int opt, const char *arg)
         o->format = arg;
         return CLI_EXIT_OK;
     case OPT_BATCH:
-        o->batch = strtol(arg, &end, 10);
-        if (*arg == '\0' || *end != '\0' || o->batch < 1 || o->batch > BATCH_MAX)
-            return cli_usage_error("ingest", "--batch: '%s' is not a number in 1..%d", arg,
-                                   BATCH_MAX);
-        return CLI_EXIT_OK;
+        rc = cli_count("ingest", "--batch", arg, BATCH_MAX, "a number of records", &n);
+        o->batch = (long)n;
+        return rc;
     case OPT_JOBS:
-        o->jobs = strtol(arg, &end, 10);
-        if (*arg == '\0' || *end != '\0' || o->jobs < 1 || o->jobs > BS_INGEST_THREADS_MAX)
-            return cli_usage_error("ingest", "--jobs: '%s' is not a number of threads in 1..%d",
-                                   arg, BS_INGEST_THREADS_MAX);
-        return CLI_EXIT_OK;
+        rc = cli_count("ingest", "--jobs", arg, BS_INGEST_THREADS_MAX, "a number of threads", &n);
+        o->jobs = (long)n;
+        return rc;
     case OPT_QUIET:
         o->quiet = 1;
         return CLI_EXIT_OK;

@@ -21,6 +21,8 @@
 #include "migrate.h"
 
 #define DEFAULT_LIMIT 1000
+/* The most invoices --limit may ask for (and an export of a whole period takes). */
+#define LIMIT_MAX 100000000L
 #define PATH_MAX_LEN 4096
 
 /* Columns of the header rows of bs_invoice_list / bs_invoice_header. */
@@ -109,7 +111,7 @@ static const struct option long_options[] = {
 static int take_option(void *ctx, int opt, const char *arg)
 {
     invoice_opts *o = ctx;
-    char *end;
+    uint64_t n = 0;
 
     switch (opt) {
     case OPT_DB:
@@ -141,9 +143,10 @@ static int take_option(void *ctx, int opt, const char *arg)
         o->reason = arg;
         break;
     case OPT_LIMIT:
-        o->limit = strtol(arg, &end, 10);
-        if (*end != '\0' || o->limit < 1 || o->limit > 100000000L)
-            return cli_usage_error("invoice", "--limit '%s': expected 1..100000000", arg);
+        if (cli_count("invoice", "--limit", arg, LIMIT_MAX, "a number of invoices", &n) !=
+            CLI_EXIT_OK)
+            return CLI_EXIT_USAGE;
+        o->limit = (long)n;
         o->limit_set = 1;
         break;
     case OPT_HELP:
@@ -272,7 +275,7 @@ static int export_cmd(bs_conn *c, const invoice_opts *o, const char *ref)
             rc = export_one(c, id, o, &count);
     } else {
         res = bs_invoice_list(c, m, o->account, o->status, o->series,
-                              o->limit_set ? o->limit : 100000000L, &err);
+                              o->limit_set ? o->limit : LIMIT_MAX, &err);
         if (res == NULL)
             return dbcli_fail("invoice export", &err);
         for (i = 0; rc == CLI_EXIT_OK && i < PQntuples(res); i++)

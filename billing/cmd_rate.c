@@ -282,31 +282,12 @@ bad:
 /* -j N: a thread count from 1 to JOBS_MAX. */
 static int jobs_option(const char *arg, int *out)
 {
-    int n = 0;
-    const char *p;
+    uint64_t n;
+    int rc = cli_count("rate", "--jobs", arg, JOBS_MAX, "a number of threads", &n);
 
-    for (p = arg; *p >= '0' && *p <= '9' && n <= JOBS_MAX; p++)
-        n = n * 10 + (*p - '0');
-    if (p == arg || *p != '\0' || n < 1 || n > JOBS_MAX)
-        return cli_usage_error("rate", "--jobs '%s': expected a number of threads from 1 to %d",
-                               arg, JOBS_MAX);
-    *out = n;
-    return CLI_EXIT_OK;
-}
-
-/* --chunk-bytes N: from 1 byte to 1 GiB. */
-static int chunk_option(const char *arg, uint64_t *out)
-{
-    uint64_t n = 0;
-    const char *p;
-
-    for (p = arg; *p >= '0' && *p <= '9' && n <= CHUNK_BYTES_MAX; p++)
-        n = n * 10 + (uint64_t)(*p - '0');
-    if (p == arg || *p != '\0' || n < 1 || n > CHUNK_BYTES_MAX)
-        return cli_usage_error("rate", "--chunk-bytes '%s': expected a size in bytes from 1 to %llu",
-                               arg, (unsigned long long)CHUNK_BYTES_MAX);
-    *out = n;
-    return CLI_EXIT_OK;
+    if (rc == CLI_EXIT_OK)
+        *out = (int)n;
+    return rc;
 }
 
 /* The default of -j: the processors online, within 1..JOBS_MAX. */
@@ -392,7 +373,8 @@ static int take_option(void *ctx, int opt, const char *arg)
     case OPT_JOBS:
         return jobs_option(arg, &o->jobs);
     case OPT_CHUNK_BYTES:
-        return chunk_option(arg, &o->chunk_bytes);
+        return cli_count("rate", "--chunk-bytes", arg, CHUNK_BYTES_MAX, "a size in bytes",
+                         &o->chunk_bytes);
     case OPT_HELP:
         return -1;
     default:

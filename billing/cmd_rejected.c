@@ -26,6 +26,8 @@
 #define TEXT_(x) #x
 #define TEXT(x) TEXT_(x)
 #define DEFAULT_LIMIT 100
+/* The most rows --limit may ask for. */
+#define LIMIT_MAX 100000000L
 
 /* Stored: under its hash in event_ids, or (another id holds the hash) in event_id_collisions. */
 #define RESOLVED                                                                               \
@@ -91,7 +93,8 @@ static const struct option long_options[] = {
 static int take_option(void *ctx, int opt, const char *arg)
 {
     rejected_opts *o = ctx;
-    char *end;
+    uint64_t n = 0;
+    int rc;
 
     switch (opt) {
     case OPT_DB:
@@ -107,10 +110,9 @@ static int take_option(void *ctx, int opt, const char *arg)
         o->reason = arg;
         return CLI_EXIT_OK;
     case OPT_LIMIT:
-        o->limit = strtol(arg, &end, 10);
-        if (*arg == '\0' || *end != '\0' || o->limit < 1)
-            return cli_usage_error("rejected", "--limit: '%s' is not a positive number", arg);
-        return CLI_EXIT_OK;
+        rc = cli_count("rejected", "--limit", arg, LIMIT_MAX, "a number of rows", &n);
+        o->limit = (long)n;
+        return rc;
     case OPT_ALL:
         o->all = 1;
         return CLI_EXIT_OK;

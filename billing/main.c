@@ -40,6 +40,21 @@ void cli_error(const char *fmt, ...)
     fputc('\n', stderr);
 }
 
+int cli_count(const char *cmd, const char *name, const char *arg, uint64_t max, const char *what,
+              uint64_t *out)
+{
+    uint64_t n = 0;
+    const char *p;
+
+    for (p = arg; *p >= '0' && *p <= '9' && n <= max; p++)
+        n = n * 10 + (uint64_t)(*p - '0');
+    if (p == arg || *p != '\0' || n < 1 || n > max)
+        return cli_usage_error(cmd, "%s '%s': expected %s from 1 to %llu", name, arg, what,
+                               (unsigned long long)max);
+    *out = n;
+    return CLI_EXIT_OK;
+}
+
 int cli_usage_error(const char *cmd, const char *fmt, ...)
 {
     va_list ap;

@@ -1,0 +1,78 @@
+#!/bin/sh
+# check-options.sh - every numeric option of the `billing` tool takes the
+# same spellings (cli_count, billing/main.c): decimal digits only, from 1
+# to the option's maximum. Anything else (0, past the maximum, a sign, a
+# space, a suffix, nothing, a number past 64 bits) is a usage error: exit
+# status 2 and a message naming the option and the value. The smallest and
+# largest accepted values get past the option parsing: `billing rate`
+# rates the example; the database commands go on to connect and fail on
+# the unreachable server (status 5), not on the option. Needs no server.
+# Prints a Check-style summary line.
+set -u
+builddir=$(cd "${top_builddir:-..}" && pwd) || exit 99
+srcdir=$(cd "${top_srcdir:-..}" && pwd) || exit 99
+billing="$builddir/billing/billing"
+ex="$srcdir/examples/gpu-cloud"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/billing-options.XXXXXX") || exit 99
+trap 'rm -rf "$tmp"' EXIT
+. "$srcdir/tests/checklib.sh"
+
+# A server that cannot be there: a socket directory that does not exist.
+nodb="host=$tmp/no-such-dir"
+: >"$tmp/empty.jsonl"
+
+# Run billing with the words "$@" (before: the subcommand and its
+# other arguments, in $pre; after: in $post); status into $tmp/rc.
+run() {
+    # shellcheck disable=SC2086
+    # A value let through by mistake may make a run loop (chunks of 0
+    # bytes): a bounded wait turns that into a failure (status 124).
+    timeout 300 ${BILLING_TEST_WRAP:-} "$billing" $pre "$@" $post >"$tmp/out" 2>"$tmp/err"
+    echo $? >"$tmp/rc"
+}
+
+# Option $1 with maximum $2 of the command in $pre/$post; accepted values
+# end with status $3.
+option() {
+    opt=$1
+    max=$2
+    good_rc=$3
+    over=$((max + 1))
+    for bad in 0 "$over" +2 -1 " 2" 2x "" 0x10 99999999999999999999999; do
+        run "$opt" "$bad"
+        rc=$(cat "$tmp/rc")
+        if [ "$rc" -eq 2 ] && grep -qF -- "$opt '$bad': expected " "$tmp/err"; then
+            check "$pre $opt '$bad' refused" ok
+        else
+            check "$pre $opt '$bad' refused" fail "status $rc: $(head -c 300 "$tmp/err")"
+        fi
+    done
+    for good in 1 "$max"; do
+        run "$opt" "$good"
+        rc=$(cat "$tmp/rc")
+        if [ "$rc" -eq "$good_rc" ] && ! grep -qF -- "$opt '" "$tmp/err"; then
+            check "$pre $opt $good accepted" ok
+        else
+            check "$pre $opt $good accepted" fail "status $rc: $(head -c 300 "$tmp/err")"
+        fi
+    done
+}
+
+pre="rate --no-progress"
+post="--pricebook $ex/pricebook.json --accounts $ex/accounts.json $ex/events.jsonl"
+option --jobs 64 0
+option --chunk-bytes 1073741824 0
+pre=ingest
+post="--db $nodb $tmp/empty.jsonl"
+option --jobs 64 5
+option --batch 50000 5
+pre="close --period 2026-01"
+post="--db $nodb"
+option --jobs 64 5
+pre="invoice list"
+post="--db $nodb"
+option --limit 100000000 5
+pre="rejected list"
+post="--db $nodb"
+option --limit 100000000 5
+finish
