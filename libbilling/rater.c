@@ -87,26 +87,16 @@ static inline int field_eq(const char *key, const char *s, size_t n)
         if (k != w)
             return 0;
     }
-    if (i == n)
-        return 1;
     memcpy(&k, key + i, 8);
-    return k == word_head(s + i, n - i);
-}
-
-/* The bytes of the used slot @s. */
-static inline const char *slot_key(const bl_intern_slot *s)
-{
-    return (s->len & BL_SLOT_INLINE) ? s->key.inl : s->key.ptr;
+    return i == n || k == word_head(s + i, n - i);
 }
 
 static void intern_free(bl_intern *t)
 {
     size_t i;
 
-    for (i = 0; i < t->cap; i++) {
-        if ((t->slots[i].len & (BL_SLOT_USED | BL_SLOT_INLINE)) == BL_SLOT_USED)
-            free((char *)t->slots[i].key.ptr);
-    }
+    for (i = 0; i < t->cap; i++)
+        free((char *)t->slots[i].key);
     free(t->slots);
     memset(t, 0, sizeof(*t));
 }
@@ -121,16 +111,13 @@ static inline uint32_t intern_find(const bl_intern *t, uint64_t h, const char *a
     uint32_t len = (uint32_t)(alen << 8 | blen);
     size_t i;
     const bl_intern_slot *s;
-    const char *key;
 
     if (t->cap == 0)
         return UINT32_MAX;
-    for (i = (size_t)h & (t->cap - 1); (s = &t->slots[i])->len != 0;
+    for (i = (size_t)h & (t->cap - 1); (s = &t->slots[i])->key != NULL;
          i = (i + 1) & (t->cap - 1)) {
-        if (s->hash != h || (s->len & BL_SLOT_LEN) != len)
-            continue;
-        key = slot_key(s);
-        if (field_eq(key, a, alen) && field_eq(key + 8 * WORDS(alen), b, blen))
+        if (s->hash == h && s->len == len && field_eq(s->key, a, alen) &&
+            field_eq(s->key + 8 * WORDS(alen), b, blen))
             return s->value;
     }
     return UINT32_MAX;
@@ -140,37 +127,41 @@ static void intern_place(bl_intern_slot *slots, size_t cap, const bl_intern_slot
 {
     size_t i = (size_t)from->hash & (cap - 1);
 
-    while (slots[i].len != 0)
+    while (slots[i].key != NULL)
         i = (i + 1) & (cap - 1);
     slots[i] = *from;
 }
 
 /*
- * Remember that the slot @s (all but its hash place) is there; its key is
- * not present. Returns 0, or -1 when out of memory (table unchanged:
- * interning is only a shortcut).
+ * Remember that @key (lengths packed as in bl_intern_slot), of hash @h,
+ * is @value; the key is not present. Returns 0, or -1 when out of memory
+ * (table unchanged: interning is only a shortcut).
  */
-static int intern_add(bl_intern *t, const bl_intern_slot *s)
+static int intern_add(bl_intern *t, uint64_t h, const char *key, uint32_t len, uint32_t value)
 {
     size_t ncap;
     size_t i;
     bl_intern_slot *slots;
+    bl_intern_slot s;
 
     if ((t->count + 1) * 2 > t->cap) {
         ncap = t->cap ? t->cap * 2 : 64;
-        /* Aligned to cache lines: a slot is half of one, never across two. */
-        if (posix_memalign((void **)&slots, 64, ncap * sizeof(*slots)) != 0)
+        slots = calloc(ncap, sizeof(*slots));
+        if (slots == NULL)
             return -1;
-        memset(slots, 0, ncap * sizeof(*slots));
         for (i = 0; i < t->cap; i++) {
-            if (t->slots[i].len != 0)
+            if (t->slots[i].key != NULL)
                 intern_place(slots, ncap, &t->slots[i]);
         }
         free(t->slots);
         t->slots = slots;
         t->cap = ncap;
     }
-    intern_place(t->slots, t->cap, s);
+    s.hash = h;
+    s.key = key;
+    s.len = len;
+    s.value = value;
+    intern_place(t->slots, t->cap, &s);
     t->count++;
     return 0;
 }
@@ -188,32 +179,19 @@ static uint64_t pair_hash(const billing_rater *r, const billing_event *ev)
 
 /*
  * Intern the bytes @a (@alen) and @b (@blen), of hash @h, as @value in a
- * zero-padded copy, in the slot when it fits. Returns 0, or -1 when out
- * of memory (nothing kept: interning is only a shortcut).
+ * zero-padded copy. Returns 0, or -1 when out of memory (nothing kept:
+ * interning is only a shortcut).
  */
 static int intern_copy(bl_intern *t, uint64_t h, const char *a, size_t alen, const char *b,
                        size_t blen, uint32_t value)
 {
-    bl_intern_slot s;
-    char *key;
+    char *key = calloc(WORDS(alen) + WORDS(blen) + 1, 8);
 
-    memset(&s, 0, sizeof(s));
-    s.hash = h;
-    s.len = (uint32_t)(alen << 8 | blen) | BL_SLOT_USED;
-    s.value = value;
-    if (8 * (WORDS(alen) + WORDS(blen)) <= sizeof(s.key.inl)) {
-        memcpy(s.key.inl, a, alen);
-        memcpy(s.key.inl + 8 * WORDS(alen), b, blen);
-        s.len |= BL_SLOT_INLINE;
-        return intern_add(t, &s);
-    }
-    key = calloc(WORDS(alen) + WORDS(blen) + 1, 8);
     if (key == NULL)
         return -1;
     memcpy(key, a, alen);
     memcpy(key + 8 * WORDS(alen), b, blen);
-    s.key.ptr = key;
-    if (intern_add(t, &s) != 0) {
+    if (intern_add(t, h, key, (uint32_t)(alen << 8 | blen), value) != 0) {
         free(key);
         return -1;
     }

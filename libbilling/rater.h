@@ -85,24 +85,11 @@ typedef struct bl_seen_slot {
  */
 typedef struct bl_intern_slot {
     uint64_t hash;
-    uint32_t len;      /* first length << 8 | second length, with BL_SLOT_USED and
-                        * BL_SLOT_INLINE; 0 = empty slot */
+    const char *key;   /* the bytes, owned, each part zero-padded to whole words: an
+                        * account id, or model then region; NULL = empty slot */
+    uint32_t len;      /* first length << 8 | second length */
     uint32_t value;    /* account index or pair number */
-    /*
-     * The bytes, each part zero-padded to whole words (an account id, or
-     * model then region): in the slot when they fit (BL_SLOT_INLINE), so
-     * that a lookup reads one cache line; else owned, at ptr.
-     */
-    union {
-        const char *ptr;
-        char inl[16];
-    } key;
 } bl_intern_slot;
-
-#define BL_SLOT_USED (UINT32_C(1) << 31)
-#define BL_SLOT_INLINE (UINT32_C(1) << 30)
-#define BL_SLOT_LEN (BL_SLOT_INLINE - 1)
-_Static_assert(sizeof(bl_intern_slot) == 32, "an intern slot is half a cache line");
 
 typedef struct bl_intern {
     bl_intern_slot *slots;
