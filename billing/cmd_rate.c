@@ -279,17 +279,6 @@ bad:
                            name, arg);
 }
 
-/* -j N: a thread count from 1 to JOBS_MAX. */
-static int jobs_option(const char *arg, int *out)
-{
-    uint64_t n;
-    int rc = cli_count("rate", "--jobs", arg, JOBS_MAX, "a number of threads", &n);
-
-    if (rc == CLI_EXIT_OK)
-        *out = (int)n;
-    return rc;
-}
-
 /* The default of -j: the processors online, within 1..JOBS_MAX. */
 static int default_jobs(void)
 {
@@ -304,6 +293,8 @@ static int default_jobs(void)
 static int take_option(void *ctx, int opt, const char *arg)
 {
     rate_opts *o = ctx;
+    uint64_t n = 0;
+    int rc;
 
     switch (opt) {
     case OPT_PRICEBOOK:
@@ -371,7 +362,9 @@ static int take_option(void *ctx, int opt, const char *arg)
                                    arg);
         return CLI_EXIT_OK;
     case OPT_JOBS:
-        return jobs_option(arg, &o->jobs);
+        rc = cli_count("rate", "--jobs", arg, JOBS_MAX, "a number of threads", &n);
+        o->jobs = (int)n;
+        return rc;
     case OPT_CHUNK_BYTES:
         return cli_count("rate", "--chunk-bytes", arg, CHUNK_BYTES_MAX, "a size in bytes",
                          &o->chunk_bytes);

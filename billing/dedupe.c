@@ -754,25 +754,31 @@ static int cursor_init(cursor *c, const bc_dedupe *d, size_t i, size_t lo, size_
 }
 
 /*
- * Ties (one id) go to the record that came first: in one set, by arrival
- * (runs by creation, the arena last: what `age` says); across the sets of
- * bc_dedupe_finish_many, by source, then offset, which is the input's
+ * Ties (one id): which of records @a and @b, from merge inputs @a_age and
+ * @b_age, came first (negative: @a). In one set (@same_set), by arrival
+ * (runs by creation, the arena last: what the age says); across the sets
+ * of bc_dedupe_finish_many, by source, then offset, which is the input's
  * order whichever set took the record (each set got its records in that
- * order, so the two agree).
+ * order, so the two agree). 0 for records of one input: their order there
+ * decides. The merge (cursor_less) and the slices (ent_order) share it.
  */
+static int first_came(int same_set, const rec_hdr *a, size_t a_age, const rec_hdr *b,
+                      size_t b_age)
+{
+    if (!same_set && a->src != b->src)
+        return a->src < b->src ? -1 : 1;
+    if (!same_set && a->offset != b->offset)
+        return a->offset < b->offset ? -1 : 1;
+    return (a_age > b_age) - (a_age < b_age);
+}
+
 static int cursor_less(const cursor *a, const cursor *b)
 {
     int c = id_cmp(a->hash, a->body, a->h.id_len, b->hash, b->body, b->h.id_len);
 
     if (c != 0)
         return c < 0;
-    if (a->d == b->d)
-        return a->age < b->age;
-    if (a->h.src != b->h.src)
-        return a->h.src < b->h.src;
-    if (a->h.offset != b->h.offset)
-        return a->h.offset < b->h.offset;
-    return a->age < b->age;
+    return first_came(a->d == b->d, &a->h, a->age, &b->h, b->age) < 0;
 }
 
 /*
@@ -1005,16 +1011,10 @@ static int ent_order(const void *x, const void *y, void *arg)
     memcpy(&hb, b->rec, sizeof(hb));
     c = id_cmp(a->hash, a->rec + sizeof(ha), ha.id_len, b->hash, b->rec + sizeof(hb),
                hb.id_len);
+    if (c == 0)
+        c = first_came(set_of[a->age] == set_of[b->age], &ha, a->age, &hb, b->age);
     if (c != 0)
         return c;
-    if (set_of[a->age] != set_of[b->age]) {
-        if (ha.src != hb.src)
-            return ha.src < hb.src ? -1 : 1;
-        if (ha.offset != hb.offset)
-            return ha.offset < hb.offset ? -1 : 1;
-    }
-    if (a->age != b->age)
-        return a->age < b->age ? -1 : 1;
     return (a->seq > b->seq) - (a->seq < b->seq);
 }
 

@@ -695,21 +695,19 @@ static void free_dedupe_sets(pool *p)
     reap *r = calloc(1, sizeof(*r));
     size_t i;
 
-    if (r != NULL)
+    if (r != NULL && p->workers != NULL)
         r->sets = calloc((size_t)p->n_workers, sizeof(*r->sets));
-    for (i = 0; p->workers != NULL && i < (size_t)p->n_workers; i++) {
-        if (r != NULL && r->sets != NULL)
-            r->sets[r->n++] = p->workers[i].dd;
-        else
+    if (r == NULL || r->sets == NULL) {
+        for (i = 0; p->workers != NULL && i < (size_t)p->n_workers; i++)
             bc_dedupe_destroy(p->workers[i].dd);
-        p->workers[i].dd = NULL;
-    }
-    if (r != NULL && r->n > 0 && !p->c->reaper_started &&
-        pthread_create(&p->c->reaper, NULL, reap_main, r) == 0) {
-        p->c->reaper_started = 1;
+        free(r);
         return;
     }
-    if (r != NULL)
+    for (i = 0; i < (size_t)p->n_workers; i++)
+        r->sets[r->n++] = p->workers[i].dd;
+    if (!p->c->reaper_started && pthread_create(&p->c->reaper, NULL, reap_main, r) == 0)
+        p->c->reaper_started = 1;
+    else
         reap_main(r);
 }
 
