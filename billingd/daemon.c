@@ -39,6 +39,7 @@
 #include "ingest.h"
 #include "log.h"
 #include "metrics.h"
+#include "migrate.h"
 
 #define POLL_MS 100
 #define SEEK_TIMEOUT_MS 10000
@@ -46,6 +47,11 @@
 #define TOPIC_MAX 249
 #define MSG_MAX 512
 #define BACKOFF_FIRST_MS 200
+/* How often, while consumption is paused, the lag is asked of the broker; and how long a query may take. */
+#define LAG_REFRESH_MS 1000
+#define LAG_QUERY_MS 1000
+/* How long to wait for the broker's metadata at start, per attempt. */
+#define METADATA_MS 10000
 
 /* One assigned partition. */
 typedef struct bd_part {
@@ -87,6 +93,7 @@ typedef struct bd_lane {
     bd_batch *inflight; /* the batch the committer runs; NULL when none */
     pthread_t committer;
     int committed; /* the committer has finished the batch in flight (under d->lock) */
+    unsigned long schema_session; /* the session of db whose schema was checked (committer) */
 } bd_lane;
 
 struct bd_daemon {
@@ -109,6 +116,12 @@ struct bd_daemon {
     /* Database trouble: when to try again, and the next pause. */
     int64_t retry_at_ms;
     long backoff_ms;
+    /* The catalog may be stale (a reload failed, or LISTEN was lost): no batch is rated until
+       a reload succeeds. */
+    int stale;
+    unsigned long db_schema_session; /* the session of db whose schema was checked */
+    int64_t lag_at_ms;               /* next lag refresh while paused */
+    int exit_code;                   /* non-zero: stop and exit with it (BD_EXIT_SCHEMA) */
     bd_stats stats;
 };
 
@@ -264,15 +277,15 @@ static void commit_informational(bd_daemon *d, const bd_batch *b)
  * from what it holds. The batch being filled follows the failed one, so
  * it goes too: both are read again from the stored positions.
  */
-static void batch_failed(bd_daemon *d, bd_batch *b)
+/*
+ * Stop consuming: drop every batch being filled, pause every partition
+ * and read each again from its stored position once sync_parts runs,
+ * no sooner than the backoff.
+ */
+static void stall(bd_daemon *d)
 {
     size_t i;
 
-    d->stats.db_errors++;
-    bd_metrics_failed(d->metrics);
-    bd_log("error", "batch_failed", "records=%zu retry_ms=%ld error=%s", b->n, d->backoff_ms,
-           bd_q(b->err.message));
-    drop_batch(b);
     for (i = 0; i < d->n_lanes; i++)
         drop_batch(d->lanes[i].fill);
     for (i = 0; i < d->n_parts; i++)
@@ -281,6 +294,22 @@ static void batch_failed(bd_daemon *d, bd_batch *b)
     d->retry_at_ms = now_ms() + d->backoff_ms;
     d->backoff_ms = d->backoff_ms * 2 > d->cfg->retry_max_ms ? d->cfg->retry_max_ms
                                                             : d->backoff_ms * 2;
+}
+
+static void batch_failed(bd_daemon *d, bd_batch *b)
+{
+
+    d->stats.db_errors++;
+    bd_metrics_failed(d->metrics);
+    bd_log("error", "batch_failed", "records=%zu retry_ms=%ld error=%s", b->n, d->backoff_ms,
+           bd_q(b->err.message));
+    if (b->err.status == BS_ERR_SCHEMA) {
+        /* Found on a reconnected session: nothing was committed; stop rather than retry. */
+        bd_log("error", "schema_mismatch", "error=%s", bd_q(b->err.message));
+        d->exit_code = BD_EXIT_SCHEMA;
+    }
+    drop_batch(b);
+    stall(d);
 }
 
 /* Lag per partition of the batch: the cached high watermark minus the stored position. */
@@ -423,11 +452,20 @@ static void start_commit(bd_daemon *d, bd_lane *l, bd_batch *b)
  * the committer: events, aggregates, rejects, dead letters and positions
  * at once.
  */
+static int check_catalog(bd_daemon *d);
+
 static void flush(bd_daemon *d, bd_lane *l)
 {
     bd_batch *b = l->fill;
 
     if (b->n == 0)
+        return;
+    /*
+     * A catalog change announced before these records were produced is
+     * applied before they are rated; a catalog that may be stale drops
+     * the batch (check_catalog stalls consumption) instead of rating it.
+     */
+    if (check_catalog(d) != 0 || b->n == 0)
         return;
     bd_metrics_consumed(d->metrics, b->n);
     b->started = now_ms();
@@ -616,6 +654,29 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 /* Recovering from database trouble                                        */
 /* ---------------------------------------------------------------------- */
 
+/*
+ * Lane 0's connection, reconnected if broken, its schema checked once per
+ * server session (at start and after every reconnect). Returns 0, or -1
+ * with @err (a schema this billingd does not know also sets exit_code).
+ * Only when no committer runs.
+ */
+static int db_usable(bd_daemon *d, bs_error *err)
+{
+    if (PQstatus(bs_pg(d->db)) != CONNECTION_OK && bs_reconnect(d->db, err) != BS_OK)
+        return -1;
+    if (bs_sessions(d->db) == d->db_schema_session)
+        return 0;
+    if (bs_schema_require(d->db, err) != BS_OK) {
+        if (err->status == BS_ERR_SCHEMA) {
+            bd_log("error", "schema_mismatch", "error=%s", bd_q(err->message));
+            d->exit_code = BD_EXIT_SCHEMA;
+        }
+        return -1;
+    }
+    d->db_schema_session = bs_sessions(d->db);
+    return 0;
+}
+
 /* Seek every partition that is not ready to its stored position and resume it. */
 static void sync_parts(bd_daemon *d)
 {
@@ -627,7 +688,7 @@ static void sync_parts(bd_daemon *d)
     int ok = 1;
 
     wait_all(d);
-    if (PQstatus(bs_pg(d->db)) != CONNECTION_OK && bs_reconnect(d->db, &err) != BS_OK)
+    if (db_usable(d, &err) != 0)
         ok = 0;
     for (i = 0; i < d->n_parts && ok; i++) {
         if (!d->parts[i].ready)
@@ -679,10 +740,12 @@ static int any_unready(const bd_daemon *d)
 
 static int listen_start(bd_daemon *d)
 {
+    /* Short: the consumer thread waits meanwhile; a failure is retried after the backoff. */
+    bs_retry retry = {2, 100, 500};
     bs_error err;
 
     if (d->listen == NULL)
-        d->listen = bs_connect(bs_conninfo(d->cfg->db), NULL, &err);
+        d->listen = bs_connect(bs_conninfo(d->cfg->db), &retry, &err);
     if (d->listen == NULL ||
         bs_command(d->listen, "LISTEN " BS_CATALOG_CHANNEL, 0, NULL, NULL, &err) != BS_OK) {
         bd_log("error", "listen_failed", "error=%s", bd_q(err.message));
@@ -693,7 +756,41 @@ static int listen_start(bd_daemon *d)
     return 0;
 }
 
-static void reload_catalog(bd_daemon *d)
+/*
+ * The catalog may be stale: rate nothing until a reload succeeds (the
+ * loop retries it after the backoff). Batches being filled are dropped
+ * and read again from the stored positions afterwards.
+ */
+static void mark_stale(bd_daemon *d, const char *why)
+{
+    if (!d->stale)
+        bd_log("error", "catalog_stale", "reason=%s retry_ms=%ld", bd_q(why), d->backoff_ms);
+    d->stale = 1;
+    bd_metrics_unhealthy(d->metrics, "the catalog may be stale (reload failed), retrying");
+    stall(d);
+}
+
+/*
+ * Read the catalog on lane 0's connection. A server restart shows only
+ * when the connection is used: a read that finds it closed reconnects
+ * and reads once more.
+ */
+static bs_catalog *read_catalog(bd_daemon *d, bs_error *err)
+{
+    bs_catalog *cat;
+
+    if (db_usable(d, err) != 0)
+        return NULL;
+    cat = bs_catalog_read(d->db, d->cfg->book, err);
+    if (cat != NULL || err->status != BS_ERR_RETRY)
+        return cat;
+    if (bs_reconnect(d->db, err) != BS_OK || db_usable(d, err) != 0)
+        return NULL;
+    return bs_catalog_read(d->db, d->cfg->book, err);
+}
+
+/* Reload the catalog. Returns 0, or -1: then it is marked stale and consumption stalls. */
+static int reload_catalog(bd_daemon *d)
 {
     bs_catalog *cat;
     bs_error err;
@@ -701,10 +798,11 @@ static void reload_catalog(bd_daemon *d)
 
     /* The committers use the connections, and the catalog (aggregates, alerts). */
     wait_all(d);
-    cat = bs_catalog_read(d->db, d->cfg->book, &err);
+    cat = read_catalog(d, &err);
     if (cat == NULL) {
         bd_log("error", "catalog_reload_failed", "error=%s", bd_q(err.message));
-        return;
+        mark_stale(d, err.message);
+        return -1;
     }
     for (i = 0; i < 2 * d->n_lanes; i++)
         bs_ingest_set_catalog(d->lanes[i / 2].batches[i % 2].in, cat);
@@ -713,32 +811,94 @@ static void reload_catalog(bd_daemon *d)
     d->stats.reloads++;
     bd_metrics_reload(d->metrics);
     bd_log("info", "catalog_reloaded", "book=%s", bs_catalog_book(cat));
+    if (d->stale) {
+        /* The partitions stalled with it resume in sync_parts, right away. */
+        d->stale = 0;
+        d->retry_at_ms = now_ms();
+    }
+    return 0;
 }
 
-/* Between batches: reload the catalog when `billing load` said it changed. */
-static void check_catalog(bd_daemon *d)
+/* LISTEN again and reload: changes made while we were not listening are unknown. */
+static int relisten(bd_daemon *d)
+{
+    if (listen_start(d) != 0) {
+        mark_stale(d, "cannot LISTEN " BS_CATALOG_CHANNEL);
+        return -1;
+    }
+    return reload_catalog(d);
+}
+
+/*
+ * Between batches and before rating one: reload the catalog when `billing
+ * load` said it changed, or when changes may have been missed (LISTEN
+ * lost). Returns 0 when the catalog is current as far as anyone said, -1
+ * when it may be stale (consumption stalled until the loop reloads it).
+ */
+static int check_catalog(bd_daemon *d)
 {
     PGnotify *note;
     int changed = 0;
 
-    if (d->listen == NULL) {
-        /* Changes made while we were not listening are unknown: reload once back. */
-        if (listen_start(d) == 0)
-            reload_catalog(d);
-        return;
-    }
-    if (PQconsumeInput(bs_pg(d->listen)) == 0) {
+    if (d->stale)
+        return -1;
+    if (d->listen == NULL)
+        return relisten(d);
+    if (PQconsumeInput(bs_pg(d->listen)) == 0 || PQstatus(bs_pg(d->listen)) != CONNECTION_OK) {
         bd_log("warn", "listen_lost", "error=%s", bd_q(PQerrorMessage(bs_pg(d->listen))));
         bs_close(d->listen);
         d->listen = NULL;
-        return;
+        return relisten(d);
     }
     while ((note = PQnotifies(bs_pg(d->listen))) != NULL) {
         changed = 1;
         PQfreemem(note);
     }
-    if (changed)
-        reload_catalog(d);
+    return changed ? reload_catalog(d) : 0;
+}
+
+/* A stale catalog, after the backoff: LISTEN (if lost) and reload. */
+static void retry_catalog(bd_daemon *d)
+{
+    if (d->listen == NULL && listen_start(d) != 0) {
+        d->retry_at_ms = now_ms() + d->backoff_ms;
+        d->backoff_ms = d->backoff_ms * 2 > d->cfg->retry_max_ms ? d->cfg->retry_max_ms
+                                                                : d->backoff_ms * 2;
+        return;
+    }
+    reload_catalog(d);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Lag                                                                     */
+/* ---------------------------------------------------------------------- */
+
+/*
+ * While consumption is paused (database trouble, a stale catalog) no batch
+ * brings the lag and the cached watermarks stop moving: ask the broker
+ * for each partition's high watermark, at most every LAG_REFRESH_MS, and
+ * count from the stored position (the beginning when none is known).
+ * Stops at the first query that fails (broker down): tried again later.
+ */
+static void refresh_lag(bd_daemon *d)
+{
+    int64_t lo;
+    int64_t hi;
+    int64_t from;
+    size_t i;
+
+    if (!any_unready(d) || now_ms() < d->lag_at_ms)
+        return;
+    d->lag_at_ms = now_ms() + LAG_REFRESH_MS;
+    for (i = 0; i < d->n_parts; i++) {
+        if (rd_kafka_query_watermark_offsets(d->rk, d->parts[i].topic, d->parts[i].partition,
+                                             &lo, &hi, LAG_QUERY_MS) !=
+            RD_KAFKA_RESP_ERR_NO_ERROR)
+            return;
+        from = d->parts[i].stored >= 0 ? d->parts[i].stored : lo;
+        bd_metrics_lag(d->metrics, d->parts[i].topic, d->parts[i].partition,
+                       hi > from ? hi - from : 0);
+    }
 }
 
 /* ---------------------------------------------------------------------- */
@@ -818,12 +978,38 @@ static void free_batch(bd_batch *b)
     free(b->pos);
 }
 
-/* Inside the batch's transaction, before COMMIT: dead letters, then credit alerts. */
+/*
+ * A lane's connection, reconnected inside its transaction since its schema
+ * was last checked, may now reach another server: check it before the
+ * batch commits there (once per session; on the committer's thread).
+ */
+static bs_status check_lane_schema(bd_daemon *d, bs_conn *c, bs_error *err)
+{
+    bd_lane *l = NULL;
+    bs_status st;
+    size_t i;
+
+    for (i = 0; i < d->n_lanes && l == NULL; i++) {
+        if (d->lanes[i].db == c)
+            l = &d->lanes[i];
+    }
+    if (l == NULL || l->schema_session == bs_sessions(c))
+        return BS_OK;
+    st = bs_schema_require(c, err);
+    if (st == BS_OK)
+        l->schema_session = bs_sessions(c);
+    return st;
+}
+
+/* Inside the batch's transaction, before COMMIT: the schema, dead letters, then credit alerts. */
 static bs_status pre_commit(void *arg, bs_conn *c, const bs_record *recs,
                             const bs_record_result *results, size_t n, bs_error *err)
 {
     bd_daemon *d = arg;
-    bs_status st = BS_OK;
+    bs_status st = check_lane_schema(d, c, err);
+
+    if (st != BS_OK)
+        return st;
 
     /* Committers of several lanes get here at once; the producers' state is shared. */
     pthread_mutex_lock(&d->hook_lock);
@@ -863,36 +1049,101 @@ static int start_lanes(bd_daemon *d, const bs_retry *retry, bs_error *err)
     return 0;
 }
 
-/* Database, catalog, dead-letter producer, consumer. Returns 0 or -1 (logged). */
+/*
+ * Every topic billingd reads or writes must exist: a missing one would
+ * consume nothing, or fail every batch with rejects (dead letters) or
+ * alerts, while billingd looked started. Asks the broker's metadata,
+ * waiting while the broker does not answer. Returns 0, BD_EXIT_TOPIC
+ * (logged, naming the topic), or BD_EXIT_START if stopped while waiting.
+ */
+static int check_topics(bd_daemon *d)
+{
+    const char *names[BD_MAX_TOPICS + 2];
+    const char *roles[BD_MAX_TOPICS + 2];
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_resp_err_t e;
+    size_t n = 0;
+    size_t i;
+    int j;
+    int missing = 0;
+
+    for (i = 0; i < d->cfg->n_topics; i++) {
+        roles[n] = "topics";
+        names[n++] = d->cfg->topics[i];
+    }
+    if (d->cfg->dead_letter_topic != NULL && d->cfg->dead_letter_topic[0] != '\0') {
+        roles[n] = "dead_letter_topic";
+        names[n++] = d->cfg->dead_letter_topic;
+    }
+    if (d->cfg->alerts_topic != NULL && d->cfg->alerts_topic[0] != '\0') {
+        roles[n] = "alerts.topic";
+        names[n++] = d->cfg->alerts_topic;
+    }
+    while ((e = rd_kafka_metadata(d->rk, 1, NULL, &md, METADATA_MS)) !=
+           RD_KAFKA_RESP_ERR_NO_ERROR) {
+        bd_log("warn", "kafka_unreachable", "error=%s retry=yes", bd_q(rd_kafka_err2str(e)));
+        if (*d->stop)
+            return BD_EXIT_START;
+    }
+    for (i = 0; i < n; i++) {
+        for (j = 0; j < md->topic_cnt; j++) {
+            if (strcmp(md->topics[j].topic, names[i]) == 0 &&
+                md->topics[j].err == RD_KAFKA_RESP_ERR_NO_ERROR)
+                break;
+        }
+        if (j == md->topic_cnt) {
+            bd_log("error", "topic_missing", "%s=%s error=\"no such topic on the broker: "
+                                             "create it, or fix the configuration\"",
+                   roles[i], bd_q(names[i]));
+            missing++;
+        }
+    }
+    rd_kafka_metadata_destroy(md);
+    return missing > 0 ? BD_EXIT_TOPIC : 0;
+}
+
+/*
+ * Database (its schema checked), catalog, dead-letter producer, consumer,
+ * topics. Returns 0 or the exit status (logged): BD_EXIT_START,
+ * BD_EXIT_SCHEMA, BD_EXIT_TOPIC.
+ */
 static int start(bd_daemon *d)
 {
     bs_retry retry = {5, 200, 2000};
     bs_error err;
+    int rc;
 
     d->backoff_ms = BACKOFF_FIRST_MS;
     d->metrics = bd_metrics_new(d->cfg->http_listen);
     if (d->metrics == NULL)
-        return -1;
+        return BD_EXIT_START;
     d->db = bs_connect(bs_conninfo(d->cfg->db), &retry, &err);
+    if (d->db != NULL && db_usable(d, &err) != 0) {
+        bd_log("error", "start_failed", "error=%s", bd_q(err.message));
+        return d->exit_code != 0 ? d->exit_code : BD_EXIT_START;
+    }
     if (d->db == NULL || bs_event_partitions(d->db, 1, 3, NULL, &err) != BS_OK ||
         listen_start(d) != 0 || (d->cat = bs_catalog_read(d->db, d->cfg->book, &err)) == NULL ||
         start_lanes(d, &retry, &err) != 0) {
         bd_log("error", "start_failed", "error=%s", bd_q(err.message));
-        return -1;
+        return BD_EXIT_START;
     }
     if (d->cfg->dead_letter_topic != NULL && d->cfg->dead_letter_topic[0] != '\0') {
-        d->dlq = bd_dlq_new(d->cfg);
+        d->dlq = bd_dlq_new(d->cfg, d->metrics);
         if (d->dlq == NULL)
-            return -1;
+            return BD_EXIT_START;
     }
     if (d->cfg->alerts_topic != NULL && d->cfg->alerts_topic[0] != '\0') {
         d->alerts = bd_alerts_new(d->cfg, &d->cat);
         if (d->alerts == NULL)
-            return -1;
+            return BD_EXIT_START;
     }
     d->rk = make_consumer(d);
     if (d->rk == NULL)
-        return -1;
+        return BD_EXIT_START;
+    rc = check_topics(d);
+    if (rc != 0)
+        return rc;
     bd_log("info", "started",
            "group=%s topics=%zu book=%s batch=%ld linger_ms=%ld commit_connections=%zu"
            " rate_threads=%ld",
@@ -951,12 +1202,15 @@ static size_t pending(const bd_daemon *d)
 
 static void loop(bd_daemon *d)
 {
-    while (!*d->stop) {
+    while (!*d->stop && d->exit_code == 0) {
         reap_committers(d);
         if (!any_filled(d))
             check_catalog(d);
-        if (any_unready(d) && now_ms() >= d->retry_at_ms)
+        if (d->stale && now_ms() >= d->retry_at_ms)
+            retry_catalog(d);
+        if (!d->stale && any_unready(d) && now_ms() >= d->retry_at_ms)
             sync_parts(d);
+        refresh_lag(d);
         poll_once(d);
     }
     bd_log("info", "stopping", "pending=%zu", pending(d));
@@ -992,16 +1246,17 @@ static void finish(bd_daemon *d)
 int bd_run(const bd_config *cfg, volatile sig_atomic_t *stop)
 {
     bd_daemon d;
-    int rc = 1;
+    int rc;
 
     memset(&d, 0, sizeof(d));
     pthread_mutex_init(&d.lock, NULL);
     pthread_mutex_init(&d.hook_lock, NULL);
     d.cfg = cfg;
     d.stop = stop;
-    if (start(&d) == 0) {
+    rc = start(&d);
+    if (rc == 0) {
         loop(&d);
-        rc = 0;
+        rc = d.exit_code;
     }
     bd_log("info", "stopped", "consumed=%" PRIu64 " stored=%" PRIu64 " duplicates=%" PRIu64
                               " rejected=%" PRIu64 " batches=%" PRIu64 " db_errors=%" PRIu64,

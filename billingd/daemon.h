@@ -28,11 +28,21 @@ typedef struct bd_stats {
     uint64_t reloads;    /* catalog reloads */
 } bd_stats;
 
+/* bd_run's exit statuses besides 0 (see billingd(8), EXIT STATUS). */
+enum {
+    BD_EXIT_START = 1,  /* could not start: database, catalog, Kafka configuration */
+    BD_EXIT_TOPIC = 4,  /* a configured topic does not exist on the broker */
+    BD_EXIT_SCHEMA = 5  /* the database schema is not the one this billingd needs */
+};
+
 /*
  * bd_run - consume until *@stop becomes non-zero (set by a signal
  * handler), then commit the batch in flight, leave the group and return
- * 0; or return 1 after logging why it could not start (bad Kafka
- * property, database unreachable at start, no catalog). Blocks.
+ * 0. Returns BD_EXIT_START, BD_EXIT_TOPIC or BD_EXIT_SCHEMA after logging
+ * why it could not start (bad Kafka property, database unreachable at
+ * start, no catalog, a missing topic, a schema at another version), and
+ * BD_EXIT_SCHEMA when a reconnected session finds such a schema (nothing
+ * is committed on it). Blocks.
  */
 int bd_run(const bd_config *cfg, volatile sig_atomic_t *stop);
 

@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
@@ -12,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
 
 #include "log.h"
 #include "metrics.h"
@@ -21,6 +24,21 @@
 #define LAG_MAX 1024
 #define TOPIC_MAX 249
 #define PAGE_MAX (256u * 1024u)
+#define REASON_MAX 160
+#define MHD_MSG_MAX 256
+
+/*
+ * The HTTP server's bounds. Connections at once, and from one client
+ * address, so that one client cannot take them all; and the longest a
+ * request may take from its connection (or the end of the previous
+ * request on it) to its answer, whatever the client trickles: MHD's own
+ * timeout only bounds the silence between two reads.
+ */
+#define HTTP_CONNECTIONS 16
+#define HTTP_PER_IP 8
+#define HTTP_IDLE_S 5
+#define HTTP_REQUEST_MS 5000
+#define WATCH_MS 100
 
 /* Histogram bounds (upper, inclusive): batch sizes in records, commit times in ms. */
 static const uint64_t size_bounds[] = {10, 100, 1000, 5000, 10000, 50000};
@@ -37,11 +55,21 @@ typedef struct lag_entry {
     int64_t lag;
 } lag_entry;
 
+/* A connection of the HTTP server, watched for its whole-request bound. */
+typedef struct http_slot {
+    int used;
+    int cut;       /* shut down by the watchdog already */
+    int fd;
+    int64_t since; /* connection, or end of its last request, ms (monotonic) */
+} http_slot;
+
 struct bd_metrics {
     pthread_mutex_t lock;
     struct MHD_Daemon *http;
     int healthy;
-    uint64_t consumed, stored, duplicates, batches, failures, reloads;
+    char reason[REASON_MAX]; /* why not healthy */
+    char mhd_msg[MHD_MSG_MAX]; /* MHD's last message while starting */
+    uint64_t consumed, stored, duplicates, batches, failures, reloads, dl_dropped, http_cut;
     uint64_t rejected[REASONS];
     uint64_t size_buckets[N_SIZE + 1];
     uint64_t size_sum;
@@ -49,7 +77,20 @@ struct bd_metrics {
     uint64_t ms_sum;
     lag_entry lags[LAG_MAX];
     size_t n_lags;
+    /* The watchdog: its thread, its slots (under lock), and when to stop. */
+    pthread_t watchdog;
+    int watching;
+    int stopping;
+    http_slot slots[HTTP_CONNECTIONS];
 };
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 /* A growing page with a hard cap: rendering stops adding at PAGE_MAX. */
 typedef struct page {
@@ -112,6 +153,12 @@ static void render(bd_metrics *m, page *p)
             m->failures);
     counter(p, "billingd_catalog_reloads_total", "Catalog reloads after billing load.",
             m->reloads);
+    counter(p, "billingd_dead_letters_dropped_total",
+            "Rejected records the dead-letter topic refused for good (kept in "
+            "billing.rejected_events).",
+            m->dl_dropped);
+    counter(p, "billingd_http_requests_cut_total",
+            "HTTP connections closed for taking longer than the request bound.", m->http_cut);
     histogram(p, "billingd_batch_size", "Records per committed batch.", size_bounds, N_SIZE,
               m->size_buckets, m->size_sum);
     histogram(p, "billingd_commit_latency_ms", "Time to run and commit a batch, ms.", ms_bounds,
@@ -151,7 +198,7 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
     if (strcmp(url, "/metrics") == 0) {
         render(m, &p);
     } else if (strcmp(url, "/healthz") == 0) {
-        emit(&p, "%s\n", m->healthy ? "ok" : "unhealthy: batches failing, retrying");
+        emit(&p, "%s%s\n", m->healthy ? "ok" : "unhealthy: ", m->healthy ? "" : m->reason);
         status = m->healthy ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE;
     } else {
         emit(&p, "not found: /metrics or /healthz\n");
@@ -190,10 +237,112 @@ static int parse_listen(const char *listen, struct sockaddr_in *sa)
     return inet_pton(AF_INET, host, &sa->sin_addr) == 1 ? 0 : -1;
 }
 
+/* Connections come and go (MHD's thread): a slot each, watched by the watchdog. */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    bd_metrics *m = cls;
+    const union MHD_ConnectionInfo *fd;
+    http_slot *s = *socket_context;
+    size_t i;
+
+    pthread_mutex_lock(&m->lock);
+    if (code == MHD_CONNECTION_NOTIFY_CLOSED && s != NULL) {
+        /* Before MHD closes the socket: the watchdog never shuts down a reused number. */
+        s->used = 0;
+        *socket_context = NULL;
+    } else if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        fd = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        for (i = 0; fd != NULL && i < HTTP_CONNECTIONS && m->slots[i].used; i++)
+            ;
+        if (fd != NULL && i < HTTP_CONNECTIONS) {
+            m->slots[i].used = 1;
+            m->slots[i].cut = 0;
+            m->slots[i].fd = fd->connect_fd;
+            m->slots[i].since = now_ms();
+            *socket_context = &m->slots[i];
+        }
+    }
+    pthread_mutex_unlock(&m->lock);
+}
+
+/* A request answered: the bound of the next one on the connection starts now. */
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    bd_metrics *m = cls;
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    http_slot *s = info != NULL ? info->socket_context : NULL;
+
+    (void)con_cls;
+    (void)toe;
+    pthread_mutex_lock(&m->lock);
+    if (s != NULL && s->used)
+        s->since = now_ms();
+    pthread_mutex_unlock(&m->lock);
+}
+
+/*
+ * The whole-request bound: shut down (not close: the socket stays MHD's)
+ * every connection older than HTTP_REQUEST_MS; MHD then reads its end
+ * and closes it.
+ */
+static void *watchdog(void *arg)
+{
+    bd_metrics *m = arg;
+    struct timespec tick = {0, WATCH_MS * 1000000L};
+    int64_t now;
+    size_t i;
+
+    for (;;) {
+        pthread_mutex_lock(&m->lock);
+        if (m->stopping) {
+            pthread_mutex_unlock(&m->lock);
+            return NULL;
+        }
+        now = now_ms();
+        for (i = 0; i < HTTP_CONNECTIONS; i++) {
+            if (m->slots[i].used && !m->slots[i].cut &&
+                now - m->slots[i].since > HTTP_REQUEST_MS) {
+                shutdown(m->slots[i].fd, SHUT_RDWR);
+                m->slots[i].cut = 1;
+                m->http_cut++;
+            }
+        }
+        pthread_mutex_unlock(&m->lock);
+        nanosleep(&tick, NULL); /* the watchdog's period */
+    }
+}
+
+/* MHD's messages while it starts: the reason a bind fails. */
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    bd_metrics *m = cls;
+    size_t len;
+
+    vsnprintf(m->mhd_msg, sizeof(m->mhd_msg), fmt, ap);
+    len = strlen(m->mhd_msg);
+    while (len > 0 && (m->mhd_msg[len - 1] == '\n' || m->mhd_msg[len - 1] == '\r'))
+        m->mhd_msg[--len] = '\0';
+}
+
+static struct MHD_Daemon *start_http(bd_metrics *m, struct sockaddr_in *sa)
+{
+    return MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, ntohs(sa->sin_port), NULL, NULL,
+        answer, m, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)sa, MHD_OPTION_EXTERNAL_LOGGER,
+        on_mhd_log, m, MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONNECTIONS,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)HTTP_PER_IP, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)HTTP_IDLE_S, MHD_OPTION_NOTIFY_CONNECTION, on_connection, m,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, m, MHD_OPTION_END);
+}
+
 bd_metrics *bd_metrics_new(const char *listen)
 {
     bd_metrics *m = calloc(1, sizeof(*m));
     struct sockaddr_in sa;
+    int e;
 
     if (m == NULL)
         return NULL;
@@ -206,15 +355,22 @@ bd_metrics *bd_metrics_new(const char *listen)
         bd_metrics_free(m);
         return NULL;
     }
-    m->http = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD, ntohs(sa.sin_port), NULL, NULL,
-                               answer, m, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)16,
-                               MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_END);
+    errno = 0;
+    m->http = start_http(m, &sa);
+    e = errno;
     if (m->http == NULL) {
-        bd_log("error", "http_start_failed", "http.listen=%s", listen);
+        bd_log("error", "http_start_failed", "http.listen=%s error=%s reason=%s", listen,
+               bd_q(e != 0 ? strerror(e) : "unknown"), bd_q(m->mhd_msg));
         bd_metrics_free(m);
         return NULL;
     }
+    if (pthread_create(&m->watchdog, NULL, watchdog, m) != 0) {
+        bd_log("error", "http_start_failed", "http.listen=%s error=\"no watchdog thread\"",
+               listen);
+        bd_metrics_free(m);
+        return NULL;
+    }
+    m->watching = 1;
     bd_log("info", "http_listening", "http.listen=%s", listen);
     return m;
 }
@@ -223,6 +379,12 @@ void bd_metrics_free(bd_metrics *m)
 {
     if (m == NULL)
         return;
+    if (m->watching) {
+        pthread_mutex_lock(&m->lock);
+        m->stopping = 1;
+        pthread_mutex_unlock(&m->lock);
+        pthread_join(m->watchdog, NULL);
+    }
     if (m->http != NULL)
         MHD_stop_daemon(m->http);
     pthread_mutex_destroy(&m->lock);
@@ -275,6 +437,22 @@ void bd_metrics_failed(bd_metrics *m)
     pthread_mutex_lock(&m->lock);
     m->failures++;
     m->healthy = 0;
+    snprintf(m->reason, sizeof(m->reason), "batches failing, retrying");
+    pthread_mutex_unlock(&m->lock);
+}
+
+void bd_metrics_unhealthy(bd_metrics *m, const char *reason)
+{
+    pthread_mutex_lock(&m->lock);
+    m->healthy = 0;
+    snprintf(m->reason, sizeof(m->reason), "%s", reason);
+    pthread_mutex_unlock(&m->lock);
+}
+
+void bd_metrics_dead_letters_dropped(bd_metrics *m, uint64_t n)
+{
+    pthread_mutex_lock(&m->lock);
+    m->dl_dropped += n;
     pthread_mutex_unlock(&m->lock);
 }
 

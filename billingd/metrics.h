@@ -3,7 +3,8 @@
  * /healthz over libmicrohttpd, on a loopback address by default
  * (http.listen; "" turns it off).
  *
- * The consumer thread records; the server's own thread renders. Every
+ * Every function is thread-safe. The consumer thread records; the
+ * server's own thread renders. Every
  * update and the rendering take one mutex, held for a few hundred
  * nanoseconds per batch: the consumer never waits on a slow scraper for
  * longer than one rendering.
@@ -20,8 +21,12 @@ typedef struct bd_metrics bd_metrics;
 
 /*
  * bd_metrics_new - counters, and a server on @listen ("127.0.0.1:9464";
- * NULL or "" for no server). Returns NULL (logged) if the address is bad
- * or the port cannot be bound.
+ * NULL or "" for no server). Returns NULL (logged with the system's and
+ * libmicrohttpd's reason) if the address is bad or the port cannot be
+ * bound. The server takes 16 connections at once, 8 from one address,
+ * and closes a connection whose request has not been answered within
+ * 5 s of its start (or of the previous answer on it), however slowly
+ * the client keeps sending: a watchdog thread enforces that bound.
  */
 bd_metrics *bd_metrics_new(const char *listen);
 
@@ -34,6 +39,12 @@ void bd_metrics_batch(bd_metrics *m, const bs_ingest_counts *k, const bs_record_
 
 /* A batch rolled back (database or dead-letter trouble): unhealthy until bd_metrics_ok. */
 void bd_metrics_failed(bd_metrics *m);
+
+/* Not consuming normally for @reason (copied; shown by /healthz) until bd_metrics_ok. */
+void bd_metrics_unhealthy(bd_metrics *m, const char *reason);
+
+/* Dead letters the topic refused for good (the records are in billing.rejected_events). */
+void bd_metrics_dead_letters_dropped(bd_metrics *m, uint64_t n);
 
 /* Consumption runs normally again. */
 void bd_metrics_ok(bd_metrics *m);

@@ -33,6 +33,7 @@ struct bs_conn {
     size_t queued;               /* statements sent since the last sync */
     pipe_slot slots[BS_PIPELINE_WINDOW];
     bs_error pipe_err;           /* first failure, status BS_OK if none */
+    unsigned long sessions;      /* sessions set up: 1 after connecting, +1 per reconnect */
 };
 
 /* ---------------------------------------------------------------------- */
@@ -223,6 +224,7 @@ static bs_status setup_session(bs_conn *c, bs_error *err)
         return st;
     }
     PQclear(res);
+    c->sessions++;
     return BS_OK;
 }
 
@@ -331,6 +333,11 @@ void bs_close(bs_conn *c)
 PGconn *bs_pg(bs_conn *c)
 {
     return c->pg;
+}
+
+unsigned long bs_sessions(const bs_conn *c)
+{
+    return c->sessions;
 }
 
 bs_status bs_reconnect(bs_conn *c, bs_error *err)

@@ -114,6 +114,15 @@ PGconn *bs_pg(bs_conn *c);
  */
 bs_status bs_reconnect(bs_conn *c, bs_error *err);
 
+/*
+ * bs_sessions - how many server sessions @c has had: 1 once connected,
+ * one more after each reconnect (bs_reconnect, or the reconnect inside
+ * bs_transaction). A change tells a caller that whatever it checked on
+ * the old session (the schema version, LISTEN) must be checked again.
+ * Not thread-safe with a thread using @c.
+ */
+unsigned long bs_sessions(const bs_conn *c);
+
 /* Most parameters in one statement (the protocol's own limit is 65535). */
 #define BS_MAX_PARAMS 32767
 
