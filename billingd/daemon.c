@@ -25,6 +25,7 @@
 
 #include <inttypes.h>
 #include <librdkafka/rdkafka.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +51,8 @@
 /* How often, while consumption is paused, the lag is asked of the broker; and how long a query may take. */
 #define LAG_REFRESH_MS 1000
 #define LAG_QUERY_MS 1000
+/* Reads of the LISTEN connection per check, at most (each takes what has arrived). */
+#define LISTEN_READS 8
 /* How long to wait for the broker's metadata at start, per attempt. */
 #define METADATA_MS 10000
 
@@ -830,6 +833,30 @@ static int relisten(bd_daemon *d)
 }
 
 /*
+ * Whether the LISTEN connection is gone. A terminated backend sends an
+ * error (which libpq takes as a notice) and then its end: one read sees
+ * the first only, so read until nothing more is waiting, and the end of
+ * a connection closed before now is always seen.
+ */
+static int listen_broken(bd_daemon *d)
+{
+    PGconn *pg = bs_pg(d->listen);
+    struct pollfd p;
+    int rounds;
+
+    for (rounds = 0; rounds < LISTEN_READS; rounds++) {
+        if (PQconsumeInput(pg) == 0 || PQstatus(pg) != CONNECTION_OK)
+            return 1;
+        p.fd = PQsocket(pg);
+        p.events = POLLIN;
+        p.revents = 0;
+        if (poll(&p, 1, 0) <= 0)
+            return 0;
+    }
+    return 0;
+}
+
+/*
  * Between batches and before rating one: reload the catalog when `billing
  * load` said it changed, or when changes may have been missed (LISTEN
  * lost). Returns 0 when the catalog is current as far as anyone said, -1
@@ -844,7 +871,7 @@ static int check_catalog(bd_daemon *d)
         return -1;
     if (d->listen == NULL)
         return relisten(d);
-    if (PQconsumeInput(bs_pg(d->listen)) == 0 || PQstatus(bs_pg(d->listen)) != CONNECTION_OK) {
+    if (listen_broken(d)) {
         bd_log("warn", "listen_lost", "error=%s", bd_q(PQerrorMessage(bs_pg(d->listen))));
         bs_close(d->listen);
         d->listen = NULL;

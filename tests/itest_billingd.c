@@ -27,8 +27,10 @@
 #include <errno.h>
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <librdkafka/rdkafka.h>
 #include <signal.h>
 #include <stdio.h>
@@ -61,6 +63,9 @@ static char http_listen[64];
 static char alerts_topic[96];
 /* billingd's rate.threads: 1 but in the test comparing thread counts. */
 static int rate_threads = 1;
+/* The dead-letter topic's max.message.bytes when set; whether produce() creates that topic. */
+static const char *dlq_max_bytes;
+static int dlq_create = 1;
 
 static const char *brokers(void)
 {
@@ -90,7 +95,9 @@ static rd_kafka_conf_t *kconf(void)
     return conf;
 }
 
-static void create_topic(rd_kafka_t *rk, const char *name, int partitions)
+/* Create topic @name; with @key, the topic config @key=@value. */
+static void create_topic_with(rd_kafka_t *rk, const char *name, int partitions, const char *key,
+                              const char *value)
 {
     char errstr[MSG];
     rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
@@ -100,6 +107,9 @@ static void create_topic(rd_kafka_t *rk, const char *name, int partitions)
     size_t n = 0;
 
     ck_assert_msg(nt != NULL, "%s", errstr);
+    if (key != NULL)
+        ck_assert_int_eq(rd_kafka_NewTopic_set_config(nt, key, value),
+                         RD_KAFKA_RESP_ERR_NO_ERROR);
     rd_kafka_CreateTopics(rk, &nt, 1, NULL, q);
     rd_kafka_NewTopic_destroy(nt);
     ev = rd_kafka_queue_poll(q, TIMEOUT_MS);
@@ -112,6 +122,11 @@ static void create_topic(rd_kafka_t *rk, const char *name, int partitions)
                   name, rd_kafka_topic_result_error_string(res[0]));
     rd_kafka_event_destroy(ev);
     rd_kafka_queue_destroy(q);
+}
+
+static void create_topic(rd_kafka_t *rk, const char *name, int partitions)
+{
+    create_topic_with(rk, name, partitions, NULL, NULL);
 }
 
 /* The record as produced: JSON events as protobuf, anything undecodable as is. */
@@ -149,7 +164,9 @@ static void produce_to(const its_stream *s, int create, size_t from, size_t to)
     ck_assert_msg(rk != NULL, "%s", errstr);
     if (create) {
         create_topic(rk, topic, PARTITIONS);
-        create_topic(rk, dlq_topic, 1);
+        if (dlq_create)
+            create_topic_with(rk, dlq_topic, 1, dlq_max_bytes ? "max.message.bytes" : NULL,
+                              dlq_max_bytes);
     }
     for (i = from; i < to; i++) {
         encode(s, i, ev, buf, sizeof(buf), &data, &len);
@@ -233,8 +250,8 @@ static pid_t start_daemon(const char *instance, int batch)
     _exit(127);
 }
 
-/* Wait until the log @path of a running daemon has a line with @needle. */
-static void wait_log(const char *path, const char *needle, pid_t child)
+/* Wait until the log @path of a running daemon has a line with @needle or @other (may be NULL). */
+static void wait_log_any(const char *path, const char *needle, const char *other, pid_t child)
 {
     char line[4096];
     int64_t deadline = now_ms() + WAIT_MS;
@@ -245,7 +262,7 @@ static void wait_log(const char *path, const char *needle, pid_t child)
     for (;;) {
         f = fopen(path, "r");
         while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
-            if (strstr(line, needle) != NULL) {
+            if (strstr(line, needle) != NULL || (other != NULL && strstr(line, other) != NULL)) {
                 fclose(f);
                 return;
             }
@@ -257,6 +274,11 @@ static void wait_log(const char *path, const char *needle, pid_t child)
                       status);
         nanosleep(&tick, NULL); /* the poll interval, not a wait for an outcome */
     }
+}
+
+static void wait_log(const char *path, const char *needle, pid_t child)
+{
+    wait_log_any(path, needle, NULL, child);
 }
 
 static int stop_daemon(pid_t pid, int sig)
@@ -813,7 +835,8 @@ START_TEST(test_database_down_pauses_and_resumes)
              db);
     itdb_long(admin, sql);
     bs_close(c);
-    wait_log(log, "event=batch_failed", pid);
+    /* Stalled: by a failed batch, or by the lost LISTEN connection (the catalog may be stale). */
+    wait_log_any(log, "event=batch_failed", "event=catalog_stale", pid);
     /* Up again. */
     snprintf(sql, sizeof(sql), "ALTER DATABASE %s ALLOW_CONNECTIONS true", db);
     itdb_exec(admin, sql);
@@ -922,6 +945,585 @@ START_TEST(test_rate_threads_store_the_same)
 }
 END_TEST
 
+/* ---------------------------------------------------------------------- */
+/* Faults of issue 23                                                      */
+/* ---------------------------------------------------------------------- */
+
+/* One record @data of @len bytes to the topic, keyed @key. */
+static void produce_raw(const char *key, const void *data, size_t len)
+{
+    char errstr[MSG];
+    rd_kafka_conf_t *conf = kconf();
+    rd_kafka_t *rk;
+
+    ck_assert(rd_kafka_conf_set(conf, "message.max.bytes", "2000000", errstr, sizeof(errstr)) ==
+              RD_KAFKA_CONF_OK);
+    rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
+    ck_assert_msg(rk != NULL, "%s", errstr);
+    ck_assert_int_eq(rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic),
+                                       RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                       RD_KAFKA_V_KEY(key, strlen(key)),
+                                       RD_KAFKA_V_VALUE((void *)data, len), RD_KAFKA_V_END),
+                     RD_KAFKA_RESP_ERR_NO_ERROR);
+    ck_assert_int_eq(rd_kafka_flush(rk, WAIT_MS), RD_KAFKA_RESP_ERR_NO_ERROR);
+    rd_kafka_destroy(rk);
+}
+
+/* Whether the log @path has a line with @needle. */
+static int log_has(const char *path, const char *needle)
+{
+    char line[4096];
+    FILE *f = fopen(path, "r");
+    int found = 0;
+
+    while (f != NULL && !found && fgets(line, sizeof(line), f) != NULL)
+        found = strstr(line, needle) != NULL;
+    if (f != NULL)
+        fclose(f);
+    return found;
+}
+
+/* Wait for @pid to exit within @ms; its exit status, or -1 (then it was killed). */
+static int wait_exit(pid_t pid, int ms)
+{
+    int64_t deadline = now_ms() + ms;
+    struct timespec tick = {0, 20 * 1000 * 1000};
+    int status;
+
+    while (now_ms() < deadline) {
+        if (waitpid(pid, &status, WNOHANG) == pid)
+            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        nanosleep(&tick, NULL); /* the poll interval, not a wait for an outcome */
+    }
+    stop_daemon(pid, SIGKILL);
+    return -1;
+}
+
+/* The sum of the values of the /metrics lines starting with @prefix. */
+static long metric_sum(const char *page, const char *prefix)
+{
+    const char *p = page;
+    const char *sp;
+    long sum = 0;
+
+    while ((p = strstr(p, prefix)) != NULL) {
+        if (p == page || p[-1] == '\n') {
+            sp = strchr(p, ' ');
+            if (sp != NULL)
+                sum += atol(sp + 1);
+        }
+        p += strlen(prefix);
+    }
+    return sum;
+}
+
+static void listen_port(void)
+{
+    snprintf(http_listen, sizeof(http_listen), "127.0.0.1:%d", 40000 + (int)(getpid() % 20000));
+}
+
+/* The dead letter of the record at @offset of partition @partition: value length and headers. */
+static int find_dead_letter(int32_t partition, int64_t offset, size_t *vlen, char *length,
+                            char *md5)
+{
+    char errstr[MSG];
+    char want[24];
+    rd_kafka_conf_t *conf = kconf();
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_message_t *m;
+    rd_kafka_headers_t *h;
+    rd_kafka_t *rk;
+    const void *v;
+    size_t n;
+    int found = 0;
+    int done = 0;
+
+    snprintf(want, sizeof(want), "%" PRId64, offset);
+    rd_kafka_conf_set(conf, "group.id", dlq_topic, errstr, sizeof(errstr));
+    rd_kafka_conf_set(conf, "enable.partition.eof", "true", errstr, sizeof(errstr));
+    rd_kafka_conf_set(conf, "fetch.max.bytes", "2000000", errstr, sizeof(errstr));
+    rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof(errstr));
+    ck_assert_msg(rk != NULL, "%s", errstr);
+    rd_kafka_topic_partition_list_add(l, dlq_topic, 0)->offset = RD_KAFKA_OFFSET_BEGINNING;
+    ck_assert_int_eq(rd_kafka_assign(rk, l), RD_KAFKA_RESP_ERR_NO_ERROR);
+    while (!done) {
+        m = rd_kafka_consumer_poll(rk, WAIT_MS);
+        ck_assert_msg(m != NULL, "no end of the dead-letter topic within %d ms", WAIT_MS);
+        if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+            done = 1;
+        } else if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR &&
+                   rd_kafka_message_headers(m, &h) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+                   rd_kafka_header_get_last(h, "billing.source.offset", &v, &n) ==
+                       RD_KAFKA_RESP_ERR_NO_ERROR &&
+                   n == strlen(want) && memcmp(v, want, n) == 0) {
+            rd_kafka_header_get_last(h, "billing.source.partition", &v, &n);
+            if (atoi(v) == partition) {
+                found = 1;
+                *vlen = m->len;
+                ck_assert_int_eq(rd_kafka_header_get_last(h, "billing.original_length", &v, &n),
+                                 RD_KAFKA_RESP_ERR_NO_ERROR);
+                snprintf(length, 24, "%.*s", (int)n, (const char *)v);
+                ck_assert_int_eq(rd_kafka_header_get_last(h, "billing.md5", &v, &n),
+                                 RD_KAFKA_RESP_ERR_NO_ERROR);
+                snprintf(md5, 33, "%.*s", (int)n, (const char *)v);
+            }
+        }
+        rd_kafka_message_destroy(m);
+    }
+    rd_kafka_topic_partition_list_destroy(l);
+    rd_kafka_consumer_close(rk);
+    rd_kafka_destroy(rk);
+    return found;
+}
+
+#define HUGE_LEN 1040000
+
+/*
+ * A record of about 1 MB (under the broker's limit) among normal ones:
+ * it is rejected, kept whole in billing.rejected_events, its dead letter
+ * is a 64 KiB head with its length and md5 in headers, and every
+ * partition goes on.
+ */
+START_TEST(test_huge_record_does_not_stop_billingd)
+{
+    its_stream *s = calloc(1, sizeof(*s));
+    bs_conn *c = itdb_fresh("huge", db, sizeof(db));
+    unsigned char *huge = malloc(HUGE_LEN);
+    char sql[512];
+    char length[24];
+    char md5[33];
+    char *want_md5;
+    size_t vlen = 0;
+    long partition;
+    long offset;
+    pid_t pid;
+
+    names("huge");
+    memset(huge, 0xff, HUGE_LEN); /* not protobuf: a parse reject */
+    its_build(s, 2000, 0);
+    its_load_example(c);
+    produce_to(s, 1, 0, 0);
+    produce_raw("garbage", huge, HUGE_LEN);
+    produce_more(s);
+    pid = start_daemon(NULL, 500);
+    wait_progress(c, (long)s->n, (long)s->n + 1, pid);
+    ck_assert_int_eq(stop_daemon(pid, SIGTERM), 0);
+    ck_assert_int_eq(progress(c), (long)s->n + 1);
+    /* The table keeps the record whole. */
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.rejected_events"
+                                  " WHERE octet_length(payload) = 1040000"),
+                     1);
+    partition = itdb_long(c, "SELECT kafka_partition FROM billing.rejected_events"
+                             " WHERE octet_length(payload) = 1040000");
+    offset = itdb_long(c, "SELECT kafka_offset FROM billing.rejected_events"
+                          " WHERE octet_length(payload) = 1040000");
+    /* Its dead letter: a head, the original length and the digest of the whole. */
+    ck_assert(find_dead_letter((int32_t)partition, offset, &vlen, length, md5));
+    ck_assert_uint_eq(vlen, 65536);
+    ck_assert_str_eq(length, "1040000");
+    snprintf(sql, sizeof(sql),
+             "SELECT md5(payload) FROM billing.rejected_events WHERE octet_length(payload) ="
+             " 1040000");
+    want_md5 = itdb_text(c, sql);
+    want_md5[strcspn(want_md5, "\n")] = '\0';
+    ck_assert_str_eq(md5, want_md5);
+    free(want_md5);
+    free(huge);
+    its_free(s);
+    free(s);
+    itdb_drop(c, db);
+}
+END_TEST
+
+/*
+ * A dead-letter topic that refuses a dead letter for good (larger than its
+ * max.message.bytes): the batch goes on, the record stays in the table,
+ * the refusal is logged with the record's partition and offset and
+ * counted in billingd_dead_letters_dropped_total.
+ */
+START_TEST(test_dead_letter_refused_for_good)
+{
+    static char page[65536];
+    its_stream *s = calloc(1, sizeof(*s));
+    bs_conn *c = itdb_fresh("dlqsmall", db, sizeof(db));
+    char big[3000];
+    char log[256];
+    pid_t pid;
+    long dropped;
+
+    names("dlqsmall");
+    memset(big, '#', sizeof(big)); /* not protobuf: a parse reject, too big for the topic */
+    its_build(s, 1000, 0);
+    its_load_example(c);
+    dlq_max_bytes = "1000";
+    produce_to(s, 1, 0, s->n / 2);
+    dlq_max_bytes = NULL;
+    produce_raw("garbage", big, sizeof(big));
+    produce_to(s, 0, s->n / 2, s->n);
+    listen_port();
+    pid = start_daemon(NULL, 200);
+    snprintf(log, sizeof(log), "%s", last_log);
+    wait_progress(c, (long)s->n, (long)s->n + 1, pid);
+    http_get("/metrics", page, sizeof(page));
+    dropped = metric_sum(page, "billingd_dead_letters_dropped_total");
+    ck_assert_int_eq(stop_daemon(pid, SIGTERM), 0);
+    http_listen[0] = '\0';
+    ck_assert_int_ge(dropped, 1);
+    ck_assert(log_has(log, "event=dead_letter_dropped"));
+    ck_assert_int_eq(progress(c), (long)s->n + 1);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.rejected_events"
+                                  " WHERE octet_length(payload) = 3000"),
+                     1);
+    its_free(s);
+    free(s);
+    itdb_drop(c, db);
+}
+END_TEST
+
+/* A missing dead-letter topic: billingd says which and exits 4, never "started". */
+START_TEST(test_missing_topic_refuses_to_start)
+{
+    its_stream *s = calloc(1, sizeof(*s));
+    bs_conn *c = itdb_fresh("notopic", db, sizeof(db));
+    char log[256];
+    char want[256];
+    pid_t pid;
+
+    names("notopic");
+    its_build(s, 10, 0);
+    its_load_example(c);
+    dlq_create = 0;
+    produce(s);
+    dlq_create = 1;
+    pid = start_daemon(NULL, 100);
+    snprintf(log, sizeof(log), "%s", last_log);
+    ck_assert_int_eq(wait_exit(pid, 30000), 4);
+    snprintf(want, sizeof(want), "event=topic_missing dead_letter_topic=%s", dlq_topic);
+    ck_assert_msg(log_has(log, want), "no '%s' in %s", want, log);
+    ck_assert(!log_has(log, "event=started"));
+    ck_assert_int_eq(progress(c), 0);
+    its_free(s);
+    free(s);
+    itdb_drop(c, db);
+}
+END_TEST
+
+/*
+ * What a PostgreSQL restart looks like to billingd: every backend of it
+ * terminated. An account loaded afterwards (its NOTIFY may be lost with
+ * the LISTEN connection) is used for the events that follow.
+ */
+START_TEST(test_catalog_reloaded_after_postgresql_restart)
+{
+    its_stream *s = calloc(1, sizeof(*s));
+    its_stream *late = calloc(1, sizeof(*late));
+    bs_conn *c = itdb_fresh("pgrestart", db, sizeof(db));
+    char book[1024];
+    char accounts[1024];
+    char log[256];
+    char sql[512];
+    bs_load_counts k;
+    bs_error err;
+    pid_t pid;
+    long first;
+
+    names("pgrestart");
+    its_build(s, 400, 0);
+    its_load_example(c);
+    produce(s);
+    pid = start_daemon(NULL, 100);
+    snprintf(log, sizeof(log), "%s", last_log);
+    wait_progress(c, (long)s->n - 1, (long)s->n, pid);
+    first = itdb_long(c, "SELECT count(*) FROM billing.rejected_events WHERE reason_code ="
+                         " 'unknown_account'");
+    ck_assert_int_gt(first, 0);
+    snprintf(sql, sizeof(sql),
+             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+             " WHERE datname = '%s' AND pid <> pg_backend_pid()",
+             db);
+    ck_assert_int_ge(itdb_long(c, sql), 2);
+    its_example_path(book, sizeof(book), "pricebook.json");
+    snprintf(accounts, sizeof(accounts), "%s.ghosts.json", group);
+    its_ghost_accounts(accounts);
+    ck_assert_msg(bs_load_catalog(c, "gpu", book, accounts, &k, &err) == BS_OK, "%s",
+                  err.message);
+    its_ghost_events(late, "late-");
+    produce_more(late);
+    wait_progress(c, (long)(s->n + late->n) - 1, (long)(s->n + late->n), pid);
+    ck_assert_int_eq(stop_daemon(pid, SIGTERM), 0);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.usage_events WHERE event_id"
+                                  " LIKE 'late-%'"),
+                     (long)late->n);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.rejected_events WHERE reason_code"
+                                  " = 'unknown_account'"),
+                     first);
+    remove(accounts);
+    its_free(s);
+    its_free(late);
+    free(s);
+    free(late);
+    itdb_drop(c, db);
+}
+END_TEST
+
+/* A database whose latest schema version is not recorded: billingd refuses to start (5). */
+START_TEST(test_schema_checked_at_start)
+{
+    its_stream *s = calloc(1, sizeof(*s));
+    bs_conn *c = itdb_fresh("schemastart", db, sizeof(db));
+    char log[256];
+    pid_t pid;
+
+    names("schemastart");
+    its_build(s, 10, 0);
+    its_load_example(c);
+    produce(s);
+    itdb_exec(c, "DELETE FROM billing.schema_version WHERE version = (SELECT max(version)"
+                 " FROM billing.schema_version)");
+    pid = start_daemon(NULL, 100);
+    snprintf(log, sizeof(log), "%s", last_log);
+    ck_assert_int_eq(wait_exit(pid, 30000), 5);
+    ck_assert(log_has(log, "event=schema_mismatch"));
+    ck_assert_int_eq(progress(c), 0);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.usage_events"), 0);
+    its_free(s);
+    free(s);
+    itdb_drop(c, db);
+}
+END_TEST
+
+/*
+ * The schema becomes newer while billingd runs, and its connections are
+ * cut: the reconnected sessions find it, nothing more is committed, and
+ * billingd exits 5.
+ */
+START_TEST(test_schema_checked_after_reconnect)
+{
+    its_stream *s = calloc(1, sizeof(*s));
+    bs_conn *c = itdb_fresh("schemare", db, sizeof(db));
+    char sql[512];
+    char log[256];
+    long events;
+    pid_t pid;
+
+    names("schemare");
+    its_build(s, 2000, 0);
+    its_load_example(c);
+    produce_to(s, 1, 0, s->n / 2);
+    pid = start_daemon(NULL, 100);
+    snprintf(log, sizeof(log), "%s", last_log);
+    wait_progress(c, (long)(s->n / 2) - 1, (long)(s->n / 2), pid);
+    events = itdb_long(c, "SELECT count(*) FROM billing.usage_events");
+    itdb_exec(c, "INSERT INTO billing.schema_version (version, name, checksum) SELECT"
+                 " max(version) + 1, 'from_the_future', md5('x') FROM billing.schema_version");
+    snprintf(sql, sizeof(sql),
+             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+             " WHERE datname = '%s' AND pid <> pg_backend_pid()",
+             db);
+    itdb_long(c, sql);
+    produce_to(s, 0, s->n / 2, s->n);
+    ck_assert_int_eq(wait_exit(pid, WAIT_MS), 5);
+    ck_assert(log_has(log, "event=schema_mismatch"));
+    ck_assert_int_eq(progress(c), (long)(s->n / 2));
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.usage_events"), events);
+    its_free(s);
+    free(s);
+    itdb_drop(c, db);
+}
+END_TEST
+
+/*
+ * PostgreSQL down while records keep coming: billingd_consumer_lag shows
+ * them (the broker's high watermark minus the stored positions).
+ */
+START_TEST(test_lag_during_database_outage)
+{
+    static char page[65536];
+    its_stream *s = calloc(1, sizeof(*s));
+    bs_conn *c = itdb_fresh("lagout", db, sizeof(db));
+    bs_conn *admin = itdb_connect("postgres");
+    char sql[256];
+    char log[256];
+    struct timespec tick = {0, 100 * 1000 * 1000};
+    int64_t deadline;
+    long lag = 0;
+    size_t half;
+    pid_t pid;
+
+    names("lagout");
+    its_build(s, 2000, 0);
+    half = s->n / 2;
+    its_load_example(c);
+    produce_to(s, 1, 0, half);
+    listen_port();
+    pid = start_daemon(NULL, 100);
+    snprintf(log, sizeof(log), "%s", last_log);
+    wait_progress(c, (long)half - 1, (long)half, pid);
+    snprintf(sql, sizeof(sql), "ALTER DATABASE %s ALLOW_CONNECTIONS false", db);
+    itdb_exec(admin, sql);
+    snprintf(sql, sizeof(sql),
+             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = '%s'",
+             db);
+    itdb_long(admin, sql);
+    bs_close(c);
+    produce_to(s, 0, half, s->n);
+    wait_log_any(log, "event=batch_failed", "event=catalog_stale", pid);
+    deadline = now_ms() + 30000;
+    while (lag != (long)(s->n - half) && now_ms() < deadline) {
+        nanosleep(&tick, NULL); /* the poll interval, not a wait for an outcome */
+        http_get("/metrics", page, sizeof(page));
+        lag = metric_sum(page, "billingd_consumer_lag{");
+    }
+    ck_assert_int_eq(lag, (long)(s->n - half));
+    snprintf(sql, sizeof(sql), "ALTER DATABASE %s ALLOW_CONNECTIONS true", db);
+    itdb_exec(admin, sql);
+    c = itdb_connect(db);
+    wait_progress(c, (long)s->n - 1, (long)s->n, pid);
+    ck_assert_int_eq(stop_daemon(pid, SIGTERM), 0);
+    http_listen[0] = '\0';
+    check_store(c, s);
+    bs_close(admin);
+    its_free(s);
+    free(s);
+    itdb_drop(c, db);
+}
+END_TEST
+
+/* A connection to billingd's HTTP server from @source (a loopback address); -1 if refused. */
+static int http_connect(const char *source)
+{
+    struct sockaddr_in sa;
+    struct timeval tv = {2, 0};
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    const char *colon = strrchr(http_listen, ':');
+
+    ck_assert_int_ge(fd, 0);
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    inet_pton(AF_INET, source, &sa.sin_addr);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    sa.sin_port = htons((uint16_t)atoi(colon + 1));
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+#define SLOW_CLIENTS 16
+/* billingd's whole-request bound (metrics.c, HTTP_REQUEST_MS), and a margin for a loaded machine. */
+#define REQUEST_BOUND_MS 5000
+#define MARGIN_MS 3000
+
+/*
+ * Sixteen clients trickling header lines (each line resets MHD's own
+ * timeout): a 17th client from another address gets /healthz at once, and
+ * every trickling connection is closed within the whole-request bound.
+ */
+START_TEST(test_http_slow_clients)
+{
+    its_stream *s = calloc(1, sizeof(*s));
+    bs_conn *c = itdb_fresh("slowhttp", db, sizeof(db));
+    int slow[SLOW_CLIENTS];
+    int open_ = 0;
+    char buf[4096];
+    struct timespec tick = {0, 200 * 1000 * 1000};
+    int64_t started;
+    size_t len;
+    ssize_t r;
+    pid_t pid;
+    int fd;
+    int i;
+
+    names("slowhttp");
+    its_build(s, 10, 0);
+    its_load_example(c);
+    produce(s);
+    listen_port();
+    pid = start_daemon(NULL, 100);
+    wait_log(last_log, "event=started", pid);
+    started = now_ms();
+    for (i = 0; i < SLOW_CLIENTS; i++) {
+        slow[i] = http_connect("127.0.0.1");
+        if (slow[i] >= 0 && send(slow[i], "GET /healthz HTTP/1.1\r\n", 23, MSG_NOSIGNAL) != 23) {
+            close(slow[i]);
+            slow[i] = -1;
+        }
+    }
+    /* A normal client, now: served while the others trickle. */
+    fd = http_connect("127.0.0.2");
+    ck_assert_int_ge(fd, 0);
+    ck_assert(write(fd, "GET /healthz HTTP/1.0\r\n\r\n", 25) == 25);
+    len = 0;
+    while (len + 1 < sizeof(buf) && (r = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0)
+        len += (size_t)r;
+    buf[len] = '\0';
+    close(fd);
+    ck_assert_msg(strstr(buf, "200 OK") != NULL, "no answer to the 17th client: '%s'", buf);
+    /* Trickle a header line per tick: every slow connection is cut within the bound. */
+    do {
+        nanosleep(&tick, NULL); /* the trickle's pace, part of the attack */
+        open_ = 0;
+        for (i = 0; i < SLOW_CLIENTS; i++) {
+            if (slow[i] < 0)
+                continue;
+            /* A closed connection fails the write (EPIPE, no signal) or has its end to read. */
+            if (send(slow[i], "X-Slow: 1\r\n", 11, MSG_NOSIGNAL) != 11 ||
+                recv(slow[i], buf, sizeof(buf), MSG_DONTWAIT) == 0) {
+                close(slow[i]);
+                slow[i] = -1;
+                continue;
+            }
+            open_++;
+        }
+    } while (open_ > 0 && now_ms() - started < REQUEST_BOUND_MS + MARGIN_MS);
+    ck_assert_msg(open_ == 0, "%d trickling connections still open after %d ms", open_,
+                  REQUEST_BOUND_MS + MARGIN_MS);
+    ck_assert_int_eq(stop_daemon(pid, SIGTERM), 0);
+    http_listen[0] = '\0';
+    its_free(s);
+    free(s);
+    itdb_drop(c, db);
+}
+END_TEST
+
+/* A port that cannot be bound: billingd exits 1 and says why. */
+START_TEST(test_http_bind_failure_says_why)
+{
+    its_stream *s = calloc(1, sizeof(*s));
+    bs_conn *c = itdb_fresh("bindfail", db, sizeof(db));
+    struct sockaddr_in sa;
+    socklen_t sl = sizeof(sa);
+    char log[256];
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    pid_t pid;
+
+    names("bindfail");
+    its_build(s, 10, 0);
+    its_load_example(c);
+    produce(s);
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    ck_assert_int_eq(listen(fd, 1), 0);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
+    snprintf(http_listen, sizeof(http_listen), "127.0.0.1:%d", ntohs(sa.sin_port));
+    pid = start_daemon(NULL, 100);
+    snprintf(log, sizeof(log), "%s", last_log);
+    ck_assert_int_eq(wait_exit(pid, 30000), 1);
+    http_listen[0] = '\0';
+    close(fd);
+    ck_assert(log_has(log, "event=http_start_failed"));
+    ck_assert_msg(log_has(log, "Address already in use"), "no reason in %s", log);
+    its_free(s);
+    free(s);
+    itdb_drop(c, db);
+}
+END_TEST
+
 static Suite *billingd_suite(void)
 {
     Suite *s = suite_create("billingd");
@@ -936,6 +1538,19 @@ static Suite *billingd_suite(void)
     tcase_add_test(tc, test_catalog_change_without_restart);
     tcase_add_test(tc, test_credit_alerts);
     tcase_add_test(tc, test_broker_restart);
+    suite_add_tcase(s, tc);
+    /* The faults of issue 23, to run alone: CK_RUN_CASE=faults. */
+    tc = tcase_create("faults");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_huge_record_does_not_stop_billingd);
+    tcase_add_test(tc, test_dead_letter_refused_for_good);
+    tcase_add_test(tc, test_missing_topic_refuses_to_start);
+    tcase_add_test(tc, test_catalog_reloaded_after_postgresql_restart);
+    tcase_add_test(tc, test_schema_checked_at_start);
+    tcase_add_test(tc, test_schema_checked_after_reconnect);
+    tcase_add_test(tc, test_lag_during_database_outage);
+    tcase_add_test(tc, test_http_slow_clients);
+    tcase_add_test(tc, test_http_bind_failure_says_why);
     suite_add_tcase(s, tc);
     /* Its own case, to run alone: CK_RUN_CASE=threads. */
     tc = tcase_create("threads");
