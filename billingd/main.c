@@ -53,7 +53,8 @@ static void usage(FILE *out)
           "Logs key=value lines on stderr. SIGTERM or SIGINT: commit the batch in\n"
           "flight, leave the group, exit 0.\n"
           "Exit status: 0 stopped by a signal; 1 could not start; 2 usage error;\n"
-          "3 invalid configuration.\n",
+          "3 invalid configuration; 4 a configured topic does not exist; 5 the\n"
+          "database schema is not the version this billingd needs.\n",
           out);
 }
 
