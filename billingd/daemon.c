@@ -303,7 +303,7 @@ static void batch_failed(bd_daemon *d, bd_batch *b)
 {
 
     d->stats.db_errors++;
-    bd_metrics_failed(d->metrics);
+    bd_metrics_failed(d->metrics, b->err.message);
     bd_log("error", "batch_failed", "records=%zu retry_ms=%ld error=%s", b->n, d->backoff_ms,
            bd_q(b->err.message));
     if (b->err.status == BS_ERR_SCHEMA) {

@@ -24,7 +24,7 @@
 #define LAG_MAX 1024
 #define TOPIC_MAX 249
 #define PAGE_MAX (256u * 1024u)
-#define REASON_MAX 160
+#define REASON_MAX 400
 #define MHD_MSG_MAX 256
 
 /*
@@ -432,12 +432,13 @@ void bd_metrics_batch(bd_metrics *m, const bs_ingest_counts *k, const bs_record_
     pthread_mutex_unlock(&m->lock);
 }
 
-void bd_metrics_failed(bd_metrics *m)
+void bd_metrics_failed(bd_metrics *m, const char *why)
 {
     pthread_mutex_lock(&m->lock);
     m->failures++;
     m->healthy = 0;
-    snprintf(m->reason, sizeof(m->reason), "batches failing, retrying");
+    snprintf(m->reason, sizeof(m->reason), "batches failing, retrying: %s",
+             why != NULL ? why : "");
     pthread_mutex_unlock(&m->lock);
 }
 

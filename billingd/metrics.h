@@ -37,8 +37,11 @@ void bd_metrics_free(bd_metrics *m);
 void bd_metrics_batch(bd_metrics *m, const bs_ingest_counts *k, const bs_record_result *res,
                       size_t n, int64_t commit_ms);
 
-/* A batch rolled back (database or dead-letter trouble): unhealthy until bd_metrics_ok. */
-void bd_metrics_failed(bd_metrics *m);
+/*
+ * A batch rolled back (database or dead-letter trouble; @why, copied and
+ * cut to fit, is shown by /healthz): unhealthy until bd_metrics_ok.
+ */
+void bd_metrics_failed(bd_metrics *m, const char *why);
 
 /* Not consuming normally for @reason (copied; shown by /healthz) until bd_metrics_ok. */
 void bd_metrics_unhealthy(bd_metrics *m, const char *reason);

@@ -1375,6 +1375,9 @@ START_TEST(test_lag_during_database_outage)
         lag = metric_sum(page, "billingd_consumer_lag{");
     }
     ck_assert_int_eq(lag, (long)(s->n - half));
+    /* Unhealthy, saying why. */
+    http_get("/healthz", page, sizeof(page));
+    ck_assert_msg(strstr(page, "503") != NULL && strstr(page, "unhealthy: ") != NULL, "%s", page);
     snprintf(sql, sizeof(sql), "ALTER DATABASE %s ALLOW_CONNECTIONS true", db);
     itdb_exec(admin, sql);
     c = itdb_connect(db);
