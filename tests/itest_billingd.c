@@ -14,7 +14,13 @@
  *   - the broker restarted mid-stream (scripts/kafka.sh stop, start): the
  *     same;
  *   - rate.threads=2 stores the same events, aggregates and rejects as
- *     rate.threads=1.
+ *     rate.threads=1;
+ *   - the faults of issue 23 (case "faults"): a 1 MB record and a
+ *     dead-letter topic refusing a record for good stop nothing; a missing
+ *     topic or a schema at another version stops billingd at start (or
+ *     after a reconnect); a load after a PostgreSQL restart is used; the
+ *     lag grows during a database outage; slow HTTP clients are cut at the
+ *     request bound; a failed bind says why.
  * Every wait is on committed state (the positions stored in the
  * database), never a fixed sleep.
  *
