@@ -33,6 +33,7 @@
 #include "itestdb.h"
 #include "itstream.h"
 #include "load.h"
+#include "sentalerts.h"
 
 #define MSG 512
 #define ALERTS_MAX 4096
@@ -46,6 +47,7 @@ static char db[64];
 
 /* One alert as billingd would publish it. */
 typedef struct seen_alert {
+    char alert_id[BS_ALERT_ID_MAX];
     char account[64];
     char event_id[64];
     char balance[64];
@@ -57,8 +59,6 @@ typedef struct seen_alert {
 
 typedef struct collector {
     bs_catalog *cat;
-    bd_alert_memo *memo; /* billingd's, kept over the batches of one run */
-    int keep_memo;       /* keep it over several ingest() calls too */
     seen_alert alerts[ALERTS_MAX];
     size_t n;
 } collector;
@@ -72,6 +72,7 @@ static int collect(void *arg, const bd_crossing *x)
 
     ck_assert_uint_lt(col->n, ALERTS_MAX);
     a = &col->alerts[col->n++];
+    snprintf(a->alert_id, sizeof(a->alert_id), "%s", x->alert_id);
     snprintf(a->account, sizeof(a->account), "%s", x->account);
     snprintf(a->event_id, sizeof(a->event_id), "%s", x->event_id);
     snprintf(a->balance, sizeof(a->balance), "%s", x->balance);
@@ -88,7 +89,7 @@ static bs_status hook(void *arg, bs_conn *c, const bs_record *recs, const bs_rec
 {
     collector *col = arg;
 
-    return bd_alerts_check(c, col->cat, col->memo, pcts, 3, recs, results, n, collect, col, err);
+    return bd_alerts_check(c, col->cat, pcts, 3, recs, results, n, collect, col, err);
 }
 
 /* @n ten-minute records of 8 RTX 4090 (4.80 CNY an hour) for @account from @t0 (seconds). */
@@ -140,9 +141,6 @@ static void ingest(bs_conn *c, collector *col, const its_stream *s, size_t batch
         recs[i].source = "test";
     }
     in = bs_ingest_new(col->cat, NULL);
-    if (col->memo == NULL)
-        col->memo = bd_alert_memo_new();
-    ck_assert_ptr_nonnull(col->memo);
     bs_ingest_set_hook(in, hook, col);
     for (i = 0; i < s->n; i += n) {
         n = s->n - i < batch ? s->n - i : batch;
@@ -150,10 +148,6 @@ static void ingest(bs_conn *c, collector *col, const its_stream *s, size_t batch
                       "batch at %zu: %s", i, err.message);
     }
     bs_ingest_free(in);
-    if (!col->keep_memo) {
-        bd_alert_memo_free(col->memo);
-        col->memo = NULL;
-    }
     billing_event_destroy(ev);
 }
 
@@ -431,7 +425,6 @@ START_TEST(test_alerts_again_after_a_top_up)
     bs_error err;
     size_t i;
 
-    col->keep_memo = 1;
     burn(s, "student-b", "trial-", JAN_11, 15);
     ingest(c, col, s, 4);
     ck_assert_uint_eq(col->n, 3);
@@ -450,7 +443,6 @@ START_TEST(test_alerts_again_after_a_top_up)
     for (i = 3; i < 6; i++)
         ck_assert_int_eq(col->alerts[i].pct, pcts[i - 3]);
     ck_assert_str_eq(col->alerts[5].event_id, "topup-24");
-    bd_alert_memo_free(col->memo);
     bs_catalog_free(col->cat);
     its_free(s);
     its_free(more);
