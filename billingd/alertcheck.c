@@ -89,10 +89,12 @@ typedef struct wev {
     billing_time_t end;
 } wev;
 
-/* The stored events of one epoch [lo, hi). */
+/* The stored events of a span [lo, hi) of one epoch, read month by month from its end. */
 typedef struct window {
     billing_time_t lo;
     billing_time_t hi;
+    billing_time_t from; /* the part being read: [from, to) */
+    billing_time_t to;
     wev *items;
     size_t n;
     size_t cap;
@@ -441,7 +443,8 @@ static billing_status event_set(billing_event *ev, const char *account, const ch
     return st;
 }
 
-/* A bs_event_fn: a stored event of the epoch, cut to it (the rest is in other epochs). */
+/* A bs_event_fn: a stored event, cut to the part read (the rest is read with another part or
+ * is in the aggregates of another epoch). */
 static int window_add(void *arg, const char *account, const char *id, const char *resource,
                       const char *meter, billing_time_t start, billing_time_t end,
                       const char *quantity, const char *model, const char *region)
@@ -462,8 +465,8 @@ static int window_add(void *arg, const char *account, const char *id, const char
     if (it->ev == NULL)
         return -1;
     w->n++;
-    it->start = start > w->lo ? start : w->lo;
-    it->end = end < w->hi ? end : w->hi;
+    it->start = start > w->from ? start : w->from;
+    it->end = end < w->to ? end : w->to;
     billing_event_set_interval(it->ev, it->start, it->end);
     return event_set(it->ev, account, id, resource, meter, quantity, model, region) == BILLING_OK
                ? 0
@@ -483,30 +486,45 @@ static int end_cmp(const void *x, const void *y)
     return strcmp(billing_event_id(a->ev), billing_event_id(b->ev));
 }
 
-/* Read the stored events of epoch @e of @a into @w, by end in w->by_end. */
-static bs_status window_read(check *k, const acct *a, unsigned e, window *w, bs_error *err)
+/*
+ * Read the stored events of [@from, w->lo) into @w, take them out of the
+ * rater (they are in its aggregates) and start @w at @from. 1 when they
+ * are more than BD_EPOCH_EVENTS_MAX with those read before (nothing
+ * read then), 0, or -1 (k->st set).
+ */
+static int window_extend(check *k, const acct *a, window *w, billing_time_t from)
 {
-    bs_status st;
+    size_t before = w->n;
+    size_t i;
+    int more = 0;
+
+    w->from = from;
+    w->to = w->lo;
+    k->st = bs_events_window(k->c, a->id, from, w->lo, BD_EPOCH_EVENTS_MAX - (long)w->n,
+                             window_add, w, &more, k->err);
+    if (k->st != BS_OK)
+        return -1;
+    if (more)
+        return 1;
+    w->lo = from;
+    /* Each is in the stored aggregates the rater holds: unchecked take-back. */
+    for (i = before; i < w->n; i++)
+        bl_rater_take_back(k->r, w->items[i].ev, NULL, 0);
+    return 0;
+}
+
+/* @w's events by end, start and id in w->by_end; 0 or -1. */
+static int window_sort(window *w)
+{
     size_t i;
 
-    memset(w, 0, sizeof(*w));
-    w->lo = epoch_start(a, e);
-    w->hi = epoch_end(a, e);
-    st = bs_events_window(k->c, a->id, w->lo, w->hi, BD_EPOCH_EVENTS_MAX, window_add, w, err);
-    if (st != BS_OK)
-        return st;
-    if (w->n == 0)
-        return bs_error_set(err, BS_ERR_INVALID,
-                            "alerts: account '%s': usage aggregated in a credit epoch without "
-                            "stored events",
-                            a->id);
-    w->by_end = malloc(w->n * sizeof(*w->by_end));
+    w->by_end = malloc((w->n + 1) * sizeof(*w->by_end));
     if (w->by_end == NULL)
-        return bs_error_set(err, BS_ERR_NOMEM, "alerts: out of memory");
+        return -1;
     for (i = 0; i < w->n; i++)
         w->by_end[i] = &w->items[i];
     qsort(w->by_end, w->n, sizeof(*w->by_end), end_cmp);
-    return BS_OK;
+    return 0;
 }
 
 /* Rate @items[0..@n) as they are (cut to the epoch); 0 or -1. */
@@ -709,7 +727,7 @@ static int send_one(check *k, const acct *a, const credit *cr, size_t i, billing
     rec.threshold = threshold;
     rec.balance = k->balance_text;
     rec.crossed_at = at;
-    rec.event_id = billing_event_id(by->ev);
+    rec.event_id = by != NULL ? billing_event_id(by->ev) : "";
     k->st = bs_sent_alert_record(k->c, &rec, &inserted, k->err);
     if (k->st != BS_OK)
         return -1;
@@ -734,51 +752,109 @@ static int send_one(check *k, const acct *a, const credit *cr, size_t i, billing
 }
 
 /*
- * The new alerts of epoch @e (k->fresh[0..n) flags which thresholds):
- * the epoch's stored events replace its aggregates in the rater, the
- * instant each threshold was reached is searched, the events are put
- * back, and each alert is recorded and reported. 0 or -1 (k->st set).
+ * The epoch's stored events from where the search must start into @w,
+ * taken out of the rater: from @now (in the latest month with usage) back
+ * a month at a time, until the usage before them leaves the balance above
+ * the highest level to find (@pct, the lowest percent due), or to the
+ * epoch's start. 1 when that is more than BD_EPOCH_EVENTS_MAX events,
+ * 0, or -1 (k->st set).
  */
-static int send_epoch(check *k, const acct *a, unsigned e, const credit *cr, const int *fresh)
+static int window_fill(check *k, const acct *a, unsigned e, billing_time_t now, int pct, window *w)
+{
+    billing_time_t from = now;
+    int year;
+    int month;
+    int rc;
+
+    memset(w, 0, sizeof(*w));
+    w->lo = epoch_end(a, e);
+    w->hi = w->lo;
+    for (;;) {
+        rc = window_extend(k, a, w, from);
+        if (rc != 0 || w->lo == epoch_start(a, e))
+            return rc;
+        level_of(k, pct);
+        if (balance(k, a, w->lo - 1, k->q, NULL) != 0) {
+            k->st = bs_error_set(k->err, BS_ERR_FATAL,
+                                 "alerts: account '%s': cannot compute its balance", a->id);
+            return -1;
+        }
+        if (mpq_cmp(k->q, k->level) > 0)
+            return 0;
+        billing_zone_year_month(a->zone, w->lo - 1, &year, &month);
+        if (billing_zone_month_start(a->zone, year, month, &from) != BILLING_OK ||
+            from < epoch_start(a, e))
+            from = epoch_start(a, e);
+    }
+}
+
+/* When and by which event each threshold due was reached, over @w's events; 0 or -1. */
+static int search_all(check *k, const acct *a, const window *w, const int *fresh,
+                      billing_time_t *at, const wev **by)
+{
+    size_t i;
+
+    for (i = 0; i < k->n_pcts; i++) {
+        if (!fresh[i])
+            continue;
+        level_of(k, k->pcts[i]);
+        if (reached_at(k, a, w, &at[i]) != 0)
+            return -1;
+        by[i] = reached_by(w, at[i]);
+    }
+    return 0;
+}
+
+/*
+ * The new alerts of epoch @e (@fresh flags which thresholds), its balance
+ * read at @now: the epoch's stored events from where the search must
+ * start replace its aggregates in the rater, the instant each threshold
+ * was reached is searched, the events are put back, and each alert is
+ * recorded and reported. Beyond BD_EPOCH_EVENTS_MAX events there is no
+ * search: crossed_at is @now and no event is named. 0 or -1 (k->st set).
+ */
+static int send_epoch(check *k, const acct *a, unsigned e, billing_time_t now, const credit *cr,
+                      const int *fresh)
 {
     const billing_event **running = NULL;
     billing_time_t at[BD_PCTS_MAX];
     const wev *by[BD_PCTS_MAX];
     billing_time_t exhausted = INT64_MAX;
-    billing_time_t last;
     window w;
     size_t n_running = 0;
     size_t i;
-    int rc = -1;
+    int searched;
+    int pct = 0;
+    int rc;
 
-    k->st = window_read(k, a, e, &w, k->err);
-    if (k->st != BS_OK)
+    for (i = k->n_pcts; i > 0; i--)
+        pct = fresh[i - 1] && (pct == 0 || k->pcts[i - 1] < pct) ? k->pcts[i - 1] : pct;
+    rc = window_fill(k, a, e, now, pct, &w);
+    if (rc < 0)
         goto out;
-    last = w.by_end[w.n - 1]->end;
-    take_back_all(k, w.by_end, w.n);
-    for (i = 0; i < k->n_pcts; i++) {
-        if (!fresh[i])
-            continue;
-        level_of(k, k->pcts[i]);
-        if (reached_at(k, a, &w, &at[i]) != 0)
-            break;
-        by[i] = reached_by(&w, at[i]);
-    }
-    if (i < k->n_pcts || add_all(k, w.by_end, w.n) != 0) {
+    /* Too many events to search (rc 1), or none (aggregates without events): no search. */
+    searched = rc == 0 && w.n > 0;
+    rc = -1;
+    if (window_sort(&w) != 0 || (searched && search_all(k, a, &w, fresh, at, by) != 0) ||
+        add_all(k, w.by_end, w.n) != 0) {
         k->st = bs_error_set(k->err, BS_ERR_FATAL,
                              "alerts: account '%s': cannot compute its balance", a->id);
         goto out;
     }
-    running = malloc(w.n * sizeof(*running));
+    running = malloc((w.n + 1) * sizeof(*running));
     if (running == NULL) {
         k->st = bs_error_set(k->err, BS_ERR_NOMEM, "alerts: out of memory");
         goto out;
     }
-    for (i = w.n; i > 0 && w.by_end[i - 1]->end == last; i--)
+    /* The events ending last are what is running at the epoch's latest usage. */
+    for (i = w.n; i > 0 && w.by_end[i - 1]->end == w.by_end[w.n - 1]->end; i--)
         running[n_running++] = w.by_end[i - 1]->ev;
-    billing_rater_credit_exhaustion(k->r, a->id, last, running, n_running, &exhausted, NULL, 0);
+    if (n_running > 0)
+        billing_rater_credit_exhaustion(k->r, a->id, w.by_end[w.n - 1]->end, running, n_running,
+                                        &exhausted, NULL, 0);
     for (i = 0; i < k->n_pcts; i++) {
-        if (fresh[i] && send_one(k, a, cr, i, at[i], by[i], exhausted) != 0)
+        if (fresh[i] && send_one(k, a, cr, i, searched ? at[i] : now, searched ? by[i] : NULL,
+                                 exhausted) != 0)
             goto out;
     }
     rc = 0;
@@ -830,7 +906,7 @@ static int on_epoch(void *arg, unsigned e, int year, int month)
         fresh[i] = mpq_cmp(k->balance, k->level) <= 0 && !bs_sent_alerts_has(k->sent, id);
         any |= fresh[i];
     }
-    rc = any ? send_epoch(k, a, e, &cr, fresh) : 0;
+    rc = any ? send_epoch(k, a, e, now, &cr, fresh) : 0;
     credit_clear(&cr);
     return rc;
 fail:

@@ -155,7 +155,7 @@ static int feed_row(const PGresult *res, int i, const char *account, billing_tim
 }
 
 bs_status bs_events_window(bs_conn *c, const char *account, billing_time_t from,
-                           billing_time_t to, long max_rows, bs_event_fn fn, void *arg,
+                           billing_time_t to, long max_rows, bs_event_fn fn, void *arg, int *more,
                            bs_error *err)
 {
     char to_us[32];
@@ -177,18 +177,12 @@ bs_status bs_events_window(bs_conn *c, const char *account, billing_time_t from,
     res = bs_query_prepared(c, "bs_events_window", SQL_WINDOW, 4, params, err);
     if (res == NULL)
         return err != NULL ? err->status : BS_ERR_FATAL;
-    if (PQntuples(res) > max_rows) {
-        st = bs_error_set(err, BS_ERR_INVALID,
-                          "account '%.128s': more than %ld stored events in one credit epoch",
-                          account, max_rows);
-        goto out;
-    }
-    for (i = 0; i < PQntuples(res) && st == BS_OK; i++) {
+    *more = PQntuples(res) > max_rows;
+    for (i = 0; !*more && i < PQntuples(res) && st == BS_OK; i++) {
         if (feed_row(res, i, account, from, to, fn, arg) != 0)
             st = bs_error_set(err, BS_ERR_INVALID, "event '%.128s' was not accepted",
                               PQgetvalue(res, i, 0));
     }
-out:
     PQclear(res);
     return st;
 }

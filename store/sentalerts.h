@@ -60,12 +60,13 @@ bs_status bs_sent_alert_record(bs_conn *c, const bs_sent_alert *a, int *inserted
  * bs_events_window - every stored raw event of @account that overlaps
  * [@from, @to) (starts before @to, ends after @from), handed to @fn in no
  * particular order, read in the current transaction (so it sees the
- * batch's own events). At most @max_rows are read: more fails with
- * BS_ERR_INVALID (the caller's bound on memory and time). Returns BS_OK,
- * BS_ERR_INVALID when @fn stopped, or a database error.
+ * batch's own events). When there are more than @max_rows (the caller's
+ * bound on memory and time), none is handed and *@more is set to 1 (else
+ * 0). Returns BS_OK, BS_ERR_INVALID when @fn stopped, or a database
+ * error.
  */
 bs_status bs_events_window(bs_conn *c, const char *account, billing_time_t from,
-                           billing_time_t to, long max_rows, bs_event_fn fn, void *arg,
+                           billing_time_t to, long max_rows, bs_event_fn fn, void *arg, int *more,
                            bs_error *err);
 
 #endif /* BS_SENTALERTS_H */

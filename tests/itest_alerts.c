@@ -56,10 +56,12 @@ typedef struct seen_alert {
     int pct;
     billing_time_t crossed_at;
     billing_time_t exhausted;
+    size_t stored; /* records ingested when it was sent (the batch's included) */
 } seen_alert;
 
 typedef struct collector {
     bs_catalog *cat;
+    size_t stored; /* records ingested by the end of the batch in progress */
     seen_alert alerts[ALERTS_MAX];
     size_t n;
 } collector;
@@ -81,6 +83,7 @@ static int collect(void *arg, const bd_crossing *x)
     a->pct = x->pct;
     a->crossed_at = x->crossed_at;
     a->exhausted = x->exhausted;
+    a->stored = col->stored;
     return 0;
 }
 
@@ -148,6 +151,7 @@ static void ingest_sized(bs_conn *c, collector *col, const its_stream *s, const 
     for (i = 0; i < s->n; i += n) {
         n = s->n - i < sizes[b % n_sizes] ? s->n - i : sizes[b % n_sizes];
         b++;
+        col->stored = i + n;
         ck_assert_msg(bs_ingest_batch(in, c, &recs[i], n, NULL, 0, 0, &res[i], NULL, &err) == BS_OK,
                       "batch at %zu: %s", i, err.message);
     }
@@ -593,29 +597,30 @@ static billing_catalog *file_catalog(billing_config_zones *zones, const char *bo
 }
 
 /*
- * Each alert of @col reached its threshold at crossed_at over @s: the
- * usage before it leaves the balance (read at its last nanosecond before)
- * at or below the threshold, the usage before one nanosecond earlier
- * above it.
+ * Alert @x reached its threshold at crossed_at over @s (the events stored
+ * when it was decided): the usage before it leaves the balance (read at
+ * its last nanosecond before) at or below the threshold, the usage before
+ * one nanosecond earlier above it. When crossed_at is where its credit
+ * became valid (@at_bound), the balance was that low from the start: only
+ * the first half holds.
  */
-static void crossed_when_reached(billing_catalog *cat, const char *account, const its_stream *s,
-                                 const collector *col)
+static void crossed_when_reached(billing_catalog *cat, const its_stream *s, const seen_alert *x,
+                                 int at_bound)
 {
-    billing_time_t t;
+    billing_time_t t = x->crossed_at;
     mpq_t level;
     mpq_t at;
     mpq_t before;
-    size_t i;
 
     mpq_inits(level, at, before, NULL);
-    for (i = 0; i < col->n; i++) {
-        t = col->alerts[i].crossed_at;
-        decimal_q(level, col->alerts[i].threshold);
-        cut_balance(cat, account, s, t, t - 1, at);
-        cut_balance(cat, account, s, t - 1, t - 2, before);
-        ck_assert_msg(mpq_cmp(at, level) <= 0 && mpq_cmp(before, level) > 0,
-                      "alert %s: crossed_at is not when the balance reaches %s",
-                      col->alerts[i].alert_id, col->alerts[i].threshold);
+    decimal_q(level, x->threshold);
+    cut_balance(cat, x->account, s, t, at_bound ? t : t - 1, at);
+    ck_assert_msg(mpq_cmp(at, level) <= 0, "alert %s: not at or below %s at crossed_at",
+                  x->alert_id, x->threshold);
+    if (!at_bound) {
+        cut_balance(cat, x->account, s, t - 1, t - 2, before);
+        ck_assert_msg(mpq_cmp(before, level) > 0, "alert %s: already at or below %s before",
+                      x->alert_id, x->threshold);
     }
     mpq_clears(level, at, before, NULL);
 }
@@ -671,7 +676,8 @@ START_TEST(test_alerts_once_each_when_months_arrive_out_of_order)
         if (batches[b] == 4) {
             zones = billing_config_zones_new();
             cat = file_catalog(zones, book, accounts);
-            crossed_when_reached(cat, "ooo", s, col);
+            for (i = 0; i < col->n; i++)
+                crossed_when_reached(cat, s, &col->alerts[i], 0);
             billing_catalog_destroy(cat);
             billing_config_zones_destroy(zones);
         }
@@ -806,6 +812,38 @@ static size_t expected_alerts(billing_catalog *cat, const its_stream *s, char ou
     mpq_clears(bal, level, NULL);
     return n_out;
 }
+/* Is @t a bound of one of prop_grants? */
+static int prop_bound(billing_time_t t)
+{
+    billing_time_t from;
+    billing_time_t to;
+    size_t g;
+
+    for (g = 0; g < PROP_GRANTS; g++) {
+        grant_window(g, &from, &to);
+        if (t == from || t == to)
+            return 1;
+    }
+    return 0;
+}
+
+/* crossed_when_reached over the first x->stored records of @s: those stored when it was sent. */
+static void crossed_over_prefix(billing_catalog *cat, const its_stream *s, const seen_alert *x)
+{
+    its_stream *prefix = calloc(1, sizeof(*prefix));
+    size_t i;
+
+    ck_assert_ptr_nonnull(prefix);
+    for (i = 0; i < x->stored; i++) {
+        prefix->rec[i] = s->rec[i];
+        prefix->len[i] = s->len[i];
+        prefix->key[i] = s->key[i];
+    }
+    prefix->n = x->stored;
+    crossed_when_reached(cat, prefix, x, prop_bound(x->crossed_at));
+    free(prefix); /* the records are @s's */
+}
+
 /* Rounds of the property test: each a fresh database. */
 #define PROP_ROUNDS 10
 
@@ -903,6 +941,10 @@ START_TEST(test_alerts_same_for_any_order_and_batches)
                           round, ids[i], expected[i]);
         ck_assert_msg(n == n_expected, "round %zu: %zu alerts, expected %zu", round, n, n_expected);
         ids_free(ids, n);
+        cat = file_catalog(zones, book, accounts);
+        for (i = 0; i < col->n; i++)
+            crossed_over_prefix(cat, perm, &col->alerts[i]);
+        billing_catalog_destroy(cat);
         its_free(perm);
         bs_catalog_free(col->cat);
         itdb_drop(c, db);
