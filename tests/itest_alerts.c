@@ -61,6 +61,7 @@ typedef struct seen_alert {
 
 typedef struct collector {
     bs_catalog *cat;
+    int fail_once; /* the hook fails its next call after the check (BS_ERR_RETRY) */
     size_t stored; /* records ingested by the end of the batch in progress */
     seen_alert alerts[ALERTS_MAX];
     size_t n;
@@ -92,8 +93,14 @@ static bs_status hook(void *arg, bs_conn *c, const bs_record *recs, const bs_rec
                       size_t n, bs_error *err)
 {
     collector *col = arg;
+    bs_status st = bd_alerts_check(c, col->cat, pcts, 3, recs, results, n, collect, col, err);
 
-    return bd_alerts_check(c, col->cat, pcts, 3, recs, results, n, collect, col, err);
+    /* As billingd when the COMMIT fails after the alerts went out: the batch runs again. */
+    if (st == BS_OK && col->fail_once) {
+        col->fail_once = 0;
+        return bs_error_set(err, BS_ERR_RETRY, "test: the batch fails once after its alerts");
+    }
+    return st;
 }
 
 /* @n ten-minute records of 8 RTX 4090 (4.80 CNY an hour) for @account from @t0 (seconds). */
@@ -625,6 +632,15 @@ static void crossed_when_reached(billing_catalog *cat, const its_stream *s, cons
     mpq_clears(level, at, before, NULL);
 }
 
+/* The four events (Jan 60, Dec 27.50, Dec 55, Jan 72) for @account. */
+static void out_of_order_events(its_stream *s, const char *account)
+{
+    gpu_event(s, "jan-60", account, "2026-01-10T00:00:00Z", 60, "100");
+    gpu_event(s, "dec-27.50", account, "2025-12-10T00:00:00Z", 50, "55");
+    gpu_event(s, "dec-55", account, "2025-12-20T00:00:00Z", 100, "55");
+    gpu_event(s, "jan-72", account, "2026-01-20T00:00:00Z", 60, "120");
+}
+
 /*
  * The issue's account: 100.00 of credit, no tax; 60.00 used in January,
  * then 27.50 and 55.00 in December, then 72.00 in January: the credit is
@@ -652,10 +668,7 @@ START_TEST(test_alerts_once_each_when_months_arrive_out_of_order)
     size_t b;
     size_t i;
 
-    gpu_event(s, "jan-60", "ooo", "2026-01-10T00:00:00Z", 60, "100");
-    gpu_event(s, "dec-27.50", "ooo", "2025-12-10T00:00:00Z", 50, "55");
-    gpu_event(s, "dec-55", "ooo", "2025-12-20T00:00:00Z", 100, "55");
-    gpu_event(s, "jan-72", "ooo", "2026-01-20T00:00:00Z", 60, "120");
+    out_of_order_events(s, "ooo");
     for (b = 0; b < sizeof(batches) / sizeof(batches[0]); b++) {
         c = itdb_fresh("ooo", db, sizeof(db));
         own_catalog(c, "ooo", &grant, 1, book, accounts);
@@ -690,6 +703,60 @@ START_TEST(test_alerts_once_each_when_months_arrive_out_of_order)
     its_free(s);
     free(s);
     free(col);
+}
+END_TEST
+
+/*
+ * billing.credit_alerts is written by the runtime role in the batch's
+ * transaction: a batch that fails after its alerts went out leaves no row
+ * (its rerun sends the same alert_ids again: the documented repeat), a
+ * committed one leaves one row per alert, and replaying the events sends
+ * nothing. The role can append and read, not change or delete.
+ */
+START_TEST(test_alerts_recorded_with_their_batch)
+{
+    static const test_grant grant = {"g100", "100.00", "2025-12-01T00:00:00Z",
+                                     "2026-03-01T00:00:00Z"};
+    its_stream *s = calloc(1, sizeof(*s));
+    collector *col = calloc(1, sizeof(*col));
+    bs_conn *c = itdb_fresh("recorded", db, sizeof(db));
+    char book[256];
+    char accounts[256];
+    bs_error err;
+    size_t i;
+
+    out_of_order_events(s, "ooo");
+    own_catalog(c, "ooo", &grant, 1, book, accounts);
+    remove(book);
+    remove(accounts);
+    col->cat = bs_catalog_read(c, NULL, &err);
+    ck_assert_msg(col->cat != NULL, "%s", err.message);
+    itdb_exec(c, "GRANT billing_app TO CURRENT_USER");
+    itdb_exec(c, "SET ROLE billing_app");
+    col->fail_once = 1;
+    ingest(c, col, s, 4);
+    /* Three alerts, sent twice: by the failed run and by the committed one. */
+    ck_assert_uint_eq(col->n, 6);
+    for (i = 0; i < 3; i++)
+        ck_assert_str_eq(col->alerts[i].alert_id, col->alerts[i + 3].alert_id);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.credit_alerts"), 3);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.credit_alerts WHERE"
+                                  " alert_id = 'ooo/100pct/100/g100' AND balance = 0"
+                                  " AND grants = '{g100}' AND event_id <> ''"),
+                     1);
+    col->n = 0;
+    ingest(c, col, s, 1);
+    ck_assert_uint_eq(col->n, 0);
+    ck_assert_int_ne(bs_command(c, "DELETE FROM billing.credit_alerts", 0, NULL, NULL, &err),
+                     BS_OK);
+    ck_assert_int_ne(bs_command(c, "UPDATE billing.credit_alerts SET pct = 1", 0, NULL, NULL, &err),
+                     BS_OK);
+    itdb_exec(c, "RESET ROLE");
+    bs_catalog_free(col->cat);
+    its_free(s);
+    free(s);
+    free(col);
+    itdb_drop(c, db);
 }
 END_TEST
 
@@ -971,6 +1038,7 @@ static Suite *alerts_suite(void)
     tcase_add_test(tc, test_alerts_again_after_a_top_up);
     tcase_add_test(tc, test_alerts_once_each_when_months_arrive_out_of_order);
     tcase_add_test(tc, test_alerts_same_for_any_order_and_batches);
+    tcase_add_test(tc, test_alerts_recorded_with_their_batch);
     suite_add_tcase(s, tc);
     return s;
 }
