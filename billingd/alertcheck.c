@@ -1,13 +1,15 @@
 /*
- * alertcheck.c - credit threshold crossings of a batch. See alertcheck.h.
+ * alertcheck.c - the credit alerts a batch makes due. See alertcheck.h.
  *
  * Cost per batch: each record is decoded twice (once to find its account,
- * once to rate it), one query reads the grants of every account of the
- * batch, one rater serves them all, and the stored aggregates are read
- * per account with credit (bs_aggregates_rate); balances are computed
- * twice per segment (usually one per account and batch), and the
- * crossing instant is searched only for a threshold actually crossed.
- * Amounts are exact GMP rationals; nothing is rounded.
+ * once for the first epoch it touches), one query reads the grants of
+ * every account of the batch and one the alerts already sent for them,
+ * one rater serves them all; per account that can still raise an alert,
+ * one query reads its stored aggregates, added epoch by epoch, with one
+ * balance per epoch from the batch's first on. Only an alert actually due
+ * costs more: its epoch's stored events of the latest months (one query)
+ * for the crossing instant, and one INSERT. Amounts are exact GMP
+ * rationals; nothing is rounded.
  */
 #include "config.h"
 
@@ -260,52 +262,46 @@ static void credit_clear(credit *cr)
 }
 
 /*
- * The key of a set of grant ids (@ids, @n, sorted): joined by '+', or when
- * that would not fit, "md5-" and the md5 of the joined ids in hex.
- * Into @key (BD_KEY_MAX bytes).
+ * The key of a set of grant ids (@ids, @n, sorted) into @key (BD_KEY_MAX
+ * bytes): joined by '+', or when that does not fit, "md5-" and the md5 of
+ * the joined ids in hex. 0, or -1 when out of memory.
  */
-static void credit_key(const char *const *ids, size_t n, char *key)
+static int credit_key(const char *const *ids, size_t n, char *key)
 {
     static const char hex[] = "0123456789abcdef";
-    const size_t room = BD_KEY_MAX - 1;
     unsigned char digest[BS_MD5_LEN];
-    size_t len = 0;
+    char *joined;
+    size_t len = 1;
+    size_t at = 0;
     size_t i;
     int j;
 
-    key[0] = '\0';
     for (i = 0; i < n; i++)
         len += strlen(ids[i]) + 1;
-    if (len <= room) {
-        for (i = 0; i < n; i++) {
-            if (i > 0)
-                strcat(key, "+");
-            strcat(key, ids[i]);
-        }
-        return;
-    }
-    {
-        char *joined = malloc(len + 1);
-        size_t at = 0;
-
-        if (joined == NULL) {
-            snprintf(key, BD_KEY_MAX, "md5-?");
-            return;
-        }
-        for (i = 0; i < n; i++) {
-            memcpy(joined + at, ids[i], strlen(ids[i]));
-            at += strlen(ids[i]);
+    joined = malloc(len);
+    if (joined == NULL)
+        return -1;
+    for (i = 0; i < n; i++) {
+        if (i > 0)
             joined[at++] = '+';
-        }
-        bs_md5(joined, at - 1, digest);
-        free(joined);
+        memcpy(joined + at, ids[i], strlen(ids[i]));
+        at += strlen(ids[i]);
     }
+    joined[at] = '\0';
+    if (at < BD_KEY_MAX) {
+        memcpy(key, joined, at + 1);
+        free(joined);
+        return 0;
+    }
+    bs_md5(joined, at, digest);
+    free(joined);
     memcpy(key, "md5-", 4);
     for (j = 0; j < BS_MD5_LEN; j++) {
         key[4 + 2 * j] = hex[digest[j] >> 4];
         key[5 + 2 * j] = hex[digest[j] & 15];
     }
     key[4 + 2 * BS_MD5_LEN] = '\0';
+    return 0;
 }
 
 /*
@@ -337,9 +333,8 @@ static int credit_of(check *k, const acct *a, unsigned e, credit *cr)
         return 0;
     q_decimal(k->total, cr->granted, sizeof(cr->granted));
     cr->grants = bs_text_array(ids, n);
-    if (cr->grants == NULL)
+    if (cr->grants == NULL || credit_key(ids, n, cr->key) != 0)
         return -1;
-    credit_key(ids, n, cr->key);
     return 1;
 }
 
