@@ -765,6 +765,8 @@ static const test_grant prop_grants[] = {
     {"ga", "50.00", "2025-12-01T00:00:00Z", "2026-02-01T00:00:00Z"},
     {"gb", "30.00", "2026-01-15T00:00:00Z", "2026-03-15T00:00:00Z"},
     {"gc", "40.00", "2026-02-10T00:00:00Z", "2026-04-01T00:00:00Z"},
+    /* Inside gb's and gc's windows: gb+gc is valid before it and again after it. */
+    {"gd", "20.00", "2026-03-05T00:00:00Z", "2026-03-10T00:00:00Z"},
 };
 #define PROP_GRANTS (sizeof(prop_grants) / sizeof(prop_grants[0]))
 
@@ -928,6 +930,8 @@ static void prop_events(its_stream *s)
     gpu_event(s, "feb-09", "prop", "2026-02-09T23:00:00Z", 120, "5");
     gpu_event(s, "feb-12", "prop", "2026-02-12T00:00:00Z", 60, "20");
     gpu_event(s, "mar-01", "prop", "2026-03-01T00:00:00Z", 60, "30");
+    gpu_event(s, "mar-07", "prop", "2026-03-07T00:00:00Z", 60, "10");
+    gpu_event(s, "mar-12", "prop", "2026-03-12T00:00:00Z", 60, "10");
     gpu_event(s, "mar-20", "prop", "2026-03-20T00:00:00Z", 60, "15");
     gpu_event(s, "mar-25", "prop", "2026-03-25T00:00:00Z", 60, "40");
 }
@@ -957,8 +961,8 @@ static void shuffled(const its_stream *s, its_stream *out, uint64_t *rng)
 }
 
 /*
- * Property: "prop"'s events (several months, three grants whose windows
- * overlap, events across their bounds) in random orders and random batch
+ * Property: "prop"'s events (several months, four grants whose windows
+ * overlap, events across their bounds, a credit valid in two epochs) in random orders and random batch
  * sizes always send the same alerts, each once, and exactly those that
  * libbilling's balances imply: per span with the same grants valid, each
  * threshold at or above the balance at its latest usage. Before, the
