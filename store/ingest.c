@@ -853,7 +853,8 @@ bs_status bs_aggregates_rate_by_epoch(bs_conn *c, const bs_catalog *cat, billing
     for (i = 0; i < n && st == BS_OK; i++) {
         st = add_stored(res, i, r, err);
         /* Not the epoch's last row yet (rows by epoch, then month: the last has the latest). */
-        if (st != BS_OK || (i + 1 < n && strcmp(PQgetvalue(res, i, 8), PQgetvalue(res, i + 1, 8)) == 0))
+        if (st != BS_OK ||
+            (i + 1 < n && strcmp(PQgetvalue(res, i, 8), PQgetvalue(res, i + 1, 8)) == 0))
             continue;
         if (fn(arg, (unsigned)strtoul(PQgetvalue(res, i, 8), NULL, 10), atoi(PQgetvalue(res, i, 1)),
                atoi(PQgetvalue(res, i, 2))) != 0)

@@ -11,8 +11,17 @@
  *   - crossed_at is the instant the balance that libbilling computes
  *     over the events cut there (what `billing rate --at` does) reaches
  *     the threshold: at or below it then, above it a nanosecond before;
- *   - an account remembered as exhausted is checked again when its credit
- *     changes (a top-up): its new thresholds raise alerts.
+ *   - an account that used up its credit is checked again when its credit
+ *     changes (a top-up): its new thresholds raise alerts;
+ *   - events arriving out of month order (the issue 23 account: Jan 60,
+ *     Dec 27.50, Dec 55, Jan 72 of 100.00): one 50%, 80% and 100% alert
+ *     each, in batches of 1 and 4;
+ *   - property: random orders and batch sizes of an account with four
+ *     overlapping grants give exactly the alerts libbilling's balances
+ *     imply, each once;
+ *   - billing.credit_alerts is written with the batch, by the runtime
+ *     role: a failed batch's rerun repeats the same alert_ids, a committed
+ *     alert is never repeated.
  *
  * Needs BILLING_PG_CONNINFO; without it every test FAILS, never skips.
  */
@@ -444,8 +453,8 @@ static void topup_accounts(const char *path)
 /*
  * student-b burns its 10.00 trial (three alerts), then gets a 20.00
  * top-up and burns on: the three thresholds of the new total (30.00) are
- * crossed too, although billingd remembered the account as exhausted
- * (the memo is per credit total, and the total changed).
+ * crossed too, although every threshold of the trial is recorded as sent
+ * (the trial and the top-up valid together are another credit).
  */
 START_TEST(test_alerts_again_after_a_top_up)
 {
@@ -962,11 +971,13 @@ static void shuffled(const its_stream *s, its_stream *out, uint64_t *rng)
 
 /*
  * Property: "prop"'s events (several months, four grants whose windows
- * overlap, events across their bounds, a credit valid in two epochs) in random orders and random batch
- * sizes always send the same alerts, each once, and exactly those that
- * libbilling's balances imply: per span with the same grants valid, each
- * threshold at or above the balance at its latest usage. Before, the
- * alerts depended on the order (a threshold lost or sent twice).
+ * overlap, events across their bounds, a credit valid in two epochs) in
+ * random orders and random batch sizes always send the same alerts, each
+ * once, and exactly those that libbilling's balances imply: per span
+ * with the same grants valid, each threshold at or above the balance at
+ * its latest usage; each crossed_at is when the events stored then reach
+ * its threshold. Before, the alerts depended on the order (a threshold
+ * lost or sent twice).
  */
 START_TEST(test_alerts_same_for_any_order_and_batches)
 {

@@ -23,7 +23,8 @@ SET LOCAL ROLE billing_owner;
 SET LOCAL search_path = billing, pg_catalog;
 
 CREATE TABLE billing.credit_alerts (
-    alert_id text PRIMARY KEY CONSTRAINT credit_alerts_id_length CHECK (octet_length(alert_id) BETWEEN 1 AND 512),
+    alert_id text PRIMARY KEY
+        CONSTRAINT credit_alerts_id_length CHECK (octet_length(alert_id) BETWEEN 1 AND 512),
     account_id billing.ident NOT NULL,
     pct smallint NOT NULL CONSTRAINT credit_alerts_pct_range CHECK (pct BETWEEN 1 AND 100),
     granted billing.finite NOT NULL CONSTRAINT credit_alerts_granted_positive CHECK (granted > 0),
