@@ -27,7 +27,11 @@
  * valid); event_id the event running then that started last; balance the
  * epoch's balance at its latest stored usage; exhausted the instant
  * libbilling computes for the credit to reach zero with the epoch's last
- * events still running.
+ * events still running. The search reads the epoch's stored events from
+ * its latest month back, a month at a time, until the balance before
+ * them is above the threshold; past BD_EPOCH_EVENTS_MAX (alertcheck.c)
+ * it is skipped: crossed_at is then the instant the balance was read and
+ * event_id is "".
  *
  * Not thread-safe: one call at a time per connection and catalog.
  */
