@@ -35,7 +35,6 @@ static const int pcts[] = {50, 80, 100};
 
 typedef struct bench {
     bs_catalog *cat;
-    bd_alert_memo *memo;
     size_t alerts;
 } bench;
 
@@ -51,7 +50,7 @@ static bs_status hook(void *arg, bs_conn *c, const bs_record *recs, const bs_rec
 {
     bench *b = arg;
 
-    return bd_alerts_check(c, b->cat, b->memo, pcts, 3, recs, results, n, count, b, err);
+    return bd_alerts_check(c, b->cat, pcts, 3, recs, results, n, count, b, err);
 }
 
 static double now_s(void)
@@ -214,8 +213,7 @@ int main(int argc, char **argv)
     c = fresh_db(argv[2], accounts);
     b.cat = bs_catalog_read(c, NULL, &err);
     b.alerts = 0;
-    b.memo = bd_alert_memo_new();
-    if (b.cat == NULL || b.memo == NULL)
+    if (b.cat == NULL)
         die("catalog", &err);
     for (i = 0; i < n; i++) {
         recs[i].data = bufs + i * BILLING_EVENT_WIRE_MAX;
@@ -242,7 +240,6 @@ int main(int argc, char **argv)
            argv[1], n, accounts, batch, b.alerts, wall, cpu, pg);
     bs_ingest_free(in);
     bs_catalog_free(b.cat);
-    bd_alert_memo_free(b.memo);
     bs_close(c);
     billing_event_destroy(ev);
     free(bufs);

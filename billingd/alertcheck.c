@@ -1,13 +1,15 @@
 /*
- * alertcheck.c - credit threshold crossings of a batch. See alertcheck.h.
+ * alertcheck.c - the credit alerts a batch makes due. See alertcheck.h.
  *
  * Cost per batch: each record is decoded twice (once to find its account,
- * once to rate it), one query reads the grants of every account of the
- * batch, one rater serves them all, and the stored aggregates are read
- * per account with credit (bs_aggregates_rate); balances are computed
- * twice per segment (usually one per account and batch), and the
- * crossing instant is searched only for a threshold actually crossed.
- * Amounts are exact GMP rationals; nothing is rounded.
+ * once for the first epoch it touches), one query reads the grants of
+ * every account of the batch and one the alerts already sent for them,
+ * one rater serves them all; per account that can still raise an alert,
+ * one query reads its stored aggregates, added epoch by epoch, with one
+ * balance per epoch from the batch's first on. Only an alert actually due
+ * costs more: its epoch's stored events of the latest months (one query)
+ * for the crossing instant, and one INSERT. Amounts are exact GMP
+ * rationals; nothing is rounded.
  */
 #include "config.h"
 
@@ -19,6 +21,8 @@
 
 #include "alertcheck.h"
 #include "eventjson.h"
+#include "md5.h"
+#include "sentalerts.h"
 #include "takeback.h"
 
 #define MSG_MAX 512
@@ -27,25 +31,32 @@
 #define SQL_GRANTS                                                                                 \
     "SELECT g.account_id, g.amount::text,"                                                         \
     " (extract(epoch FROM g.granted_at) * 1000000)::bigint,"                                       \
-    " (extract(epoch FROM g.expires_at) * 1000000)::bigint, a.currency"                            \
+    " (extract(epoch FROM g.expires_at) * 1000000)::bigint, a.currency, g.id"                      \
     " FROM billing.credit_grants g JOIN billing.accounts a ON a.id = g.account_id"                 \
-    " WHERE g.account_id = ANY($1::text[]) ORDER BY g.account_id COLLATE \"C\""
+    " WHERE g.account_id = ANY($1::text[])"                                                        \
+    " ORDER BY g.account_id COLLATE \"C\", g.id COLLATE \"C\""
 
 /* Prepared once per connection: it runs in every batch's transaction. */
-#define STMT_GRANTS "bd_alert_grants"
+#define STMT_GRANTS "bd_alert_grants_ids"
 
-#define MEMO_SLOTS (1u << 17)
+/* Most grants valid together that a credit key names. */
+#define BD_GRANTS_MAX 4096
 
-/* An account that has used all of @granted (slot empty: NULL account). */
-typedef struct memo_slot {
-    char *account;
-    char *granted;
-} memo_slot;
+/*
+ * Room for the credit key in an alert_id: with an account (128 bytes), the
+ * percent and a total (64 bytes at most in one) it fits BS_ALERT_ID_MAX.
+ */
+#define BD_KEY_MAX 256
 
-struct bd_alert_memo {
-    memo_slot *slots;
-    size_t used;
-};
+/* Most thresholds (alerts.thresholds takes 16). */
+#define BD_PCTS_MAX 100
+
+/*
+ * Most stored events of one credit epoch read to find when a threshold
+ * was reached (once per alert): bounds the memory and the time of the
+ * search (a few hundred MB of events and rater at most).
+ */
+#define BD_EPOCH_EVENTS_MAX 1000000L
 
 /* A new record of the batch and its account (decoded once to sort). */
 typedef struct rec_ref {
@@ -53,7 +64,7 @@ typedef struct rec_ref {
     size_t index;
 } rec_ref;
 
-/* One account with credit and its events of the batch, in arrival order. */
+/* One account with credit: its grants, their bounds, and where the batch starts. */
 typedef struct acct {
     const char *id;
     const char *currency;
@@ -61,24 +72,53 @@ typedef struct acct {
     int row0;
     int rows;
     const billing_zone *zone;
-    billing_event **evs;
-    size_t m;
+    billing_time_t *bounds;
+    size_t n_bounds;
+    unsigned first_epoch; /* the lowest epoch the batch's events touch */
 } acct;
 
+/* The credit of an epoch: the grants valid in it. */
+typedef struct credit {
+    char granted[BD_AMOUNT_MAX]; /* their total, exact decimal */
+    char *grants;                /* their ids, a text[] literal (malloc'd) */
+    char key[BD_KEY_MAX];        /* their ids in the alert_id */
+} credit;
+
+/* A stored event of an epoch, cut to it (the interval it is rated with, whole). */
+typedef struct wev {
+    billing_event *ev;
+    billing_time_t start;
+    billing_time_t end;
+} wev;
+
+/* The stored events of a span [lo, hi) of one epoch, read month by month from its end. */
+typedef struct window {
+    billing_time_t lo;
+    billing_time_t hi;
+    billing_time_t from; /* the part being read: [from, to) */
+    billing_time_t to;
+    wev *items;
+    size_t n;
+    size_t cap;
+    wev **by_end; /* items by end, start, id */
+} window;
+
 typedef struct check {
+    bs_conn *c;
     billing_rater *r;
-    bd_alert_memo *memo;
+    const bs_sent_alerts *sent;
     const int *pcts;
     size_t n_pcts;
-    int max_pct;
     bd_crossing_fn fn;
     void *arg;
-    mpq_t before;
-    mpq_t after;
+    const acct *a;   /* the account walked */
+    bs_status st;    /* why the walk stopped */
+    bs_error *err;
+    mpq_t balance;
     mpq_t level;
     mpq_t total;
     mpq_t q;
-    char granted[BD_AMOUNT_MAX];
+    char balance_text[BD_AMOUNT_MAX];
 } check;
 
 /* ---------------------------------------------------------------------- */
@@ -147,99 +187,7 @@ static void q_decimal(const mpq_t q, char *buf, size_t size)
 }
 
 /* ---------------------------------------------------------------------- */
-/* Memo of exhausted accounts                                              */
-/* ---------------------------------------------------------------------- */
-
-bd_alert_memo *bd_alert_memo_new(void)
-{
-    bd_alert_memo *m = calloc(1, sizeof(*m));
-
-    if (m == NULL)
-        return NULL;
-    m->slots = calloc(MEMO_SLOTS, sizeof(*m->slots));
-    if (m->slots == NULL) {
-        free(m);
-        return NULL;
-    }
-    return m;
-}
-
-void bd_alert_memo_clear(bd_alert_memo *m)
-{
-    size_t i;
-
-    for (i = 0; m != NULL && i < MEMO_SLOTS; i++) {
-        free(m->slots[i].account);
-        free(m->slots[i].granted);
-        m->slots[i].account = NULL;
-        m->slots[i].granted = NULL;
-    }
-    if (m != NULL)
-        m->used = 0;
-}
-
-void bd_alert_memo_free(bd_alert_memo *m)
-{
-    if (m == NULL)
-        return;
-    bd_alert_memo_clear(m);
-    free(m->slots);
-    free(m);
-}
-
-/* The slot of @account: its own, or the empty one where it would go (linear probing). */
-static memo_slot *memo_slot_of(bd_alert_memo *m, const char *account)
-{
-    uint64_t h = UINT64_C(14695981039346656037);
-    const unsigned char *p;
-    size_t i;
-
-    for (p = (const unsigned char *)account; *p != '\0'; p++)
-        h = (h ^ *p) * UINT64_C(1099511628211);
-    /* Never full (BD_MEMO_MAX < MEMO_SLOTS): the probe ends on an empty slot. */
-    for (i = (size_t)(h & (MEMO_SLOTS - 1));; i = (i + 1) & (MEMO_SLOTS - 1)) {
-        if (m->slots[i].account == NULL || strcmp(m->slots[i].account, account) == 0)
-            return &m->slots[i];
-    }
-}
-
-/* Has @account used all of @granted already? */
-static int memo_exhausted(bd_alert_memo *m, const char *account, const char *granted)
-{
-    memo_slot *s;
-
-    if (m == NULL)
-        return 0;
-    s = memo_slot_of(m, account);
-    return s->account != NULL && strcmp(s->granted, granted) == 0;
-}
-
-/* Remember that @account has used all of @granted (silently not when full or out of memory). */
-static void memo_note(bd_alert_memo *m, const char *account, const char *granted)
-{
-    memo_slot *s;
-    char *g;
-
-    if (m == NULL)
-        return;
-    s = memo_slot_of(m, account);
-    if (s->account == NULL) {
-        if (m->used == BD_MEMO_MAX)
-            return;
-        s->account = strdup(account);
-        if (s->account == NULL)
-            return;
-        m->used++;
-    }
-    g = strdup(granted);
-    if (g == NULL)
-        return;
-    free(s->granted);
-    s->granted = g;
-}
-
-/* ---------------------------------------------------------------------- */
-/* Segments: same month, same grants valid                                 */
+/* Credit epochs: spans with the same grants valid                         */
 /* ---------------------------------------------------------------------- */
 
 static billing_time_t grant_time(const acct *a, int row, int col)
@@ -247,51 +195,190 @@ static billing_time_t grant_time(const acct *a, int row, int col)
     return (billing_time_t)strtoll(PQgetvalue(a->grants, a->row0 + row, col), NULL, 10) * 1000;
 }
 
-static int grant_valid(const acct *a, int row, billing_time_t t)
+static int time_cmp(const void *x, const void *y)
 {
-    return grant_time(a, row, 2) <= t && t < grant_time(a, row, 3);
+    billing_time_t a = *(const billing_time_t *)x;
+    billing_time_t b = *(const billing_time_t *)y;
+
+    return a < b ? -1 : a > b;
 }
 
-static int same_segment(const acct *a, billing_time_t t1, billing_time_t t2)
+/* The grants' bounds, sorted and distinct, as libbilling numbers its epochs; 0 or -1. */
+static int bounds_of(acct *a)
 {
-    int y1;
-    int m1;
-    int y2;
-    int m2;
+    size_t n = 0;
+    size_t i;
     int row;
 
-    billing_zone_year_month(a->zone, t1, &y1, &m1);
-    billing_zone_year_month(a->zone, t2, &y2, &m2);
-    if (y1 != y2 || m1 != m2)
-        return 0;
+    a->bounds = malloc((2 * (size_t)a->rows + 1) * sizeof(*a->bounds));
+    if (a->bounds == NULL)
+        return -1;
     for (row = 0; row < a->rows; row++) {
-        if (grant_valid(a, row, t1) != grant_valid(a, row, t2))
-            return 0;
+        a->bounds[n++] = grant_time(a, row, 2);
+        a->bounds[n++] = grant_time(a, row, 3);
     }
-    return 1;
-}
-
-/* The credit granted and valid at @t into k->total and k->granted; 0 or -1. */
-static int granted_at(check *k, const acct *a, billing_time_t t)
-{
-    int row;
-
-    mpq_set_ui(k->total, 0, 1);
-    for (row = 0; row < a->rows; row++) {
-        if (!grant_valid(a, row, t))
-            continue;
-        if (q_parse(k->q, PQgetvalue(a->grants, a->row0 + row, 1)) != 0)
-            return -1;
-        mpq_add(k->total, k->total, k->q);
+    qsort(a->bounds, n, sizeof(*a->bounds), time_cmp);
+    a->n_bounds = 0;
+    for (i = 0; i < n; i++) {
+        if (a->n_bounds == 0 || a->bounds[a->n_bounds - 1] != a->bounds[i])
+            a->bounds[a->n_bounds++] = a->bounds[i];
     }
-    q_decimal(k->total, k->granted, sizeof(k->granted));
     return 0;
 }
 
-/* The instant at which a segment is read: an event's last nanosecond. */
-static billing_time_t seen_at(const billing_event *ev)
+/* The epoch of instant @t: how many bounds are at or before it (libbilling's numbering). */
+static unsigned epoch_of(const acct *a, billing_time_t t)
 {
-    return billing_event_end(ev) - 1;
+    size_t lo = 0;
+    size_t hi = a->n_bounds;
+    size_t mid;
+
+    while (lo < hi) {
+        mid = lo + (hi - lo) / 2;
+        if (a->bounds[mid] <= t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return (unsigned)lo;
+}
+
+/* First instant of epoch @e (>= 1). */
+static billing_time_t epoch_start(const acct *a, unsigned e)
+{
+    return a->bounds[e - 1];
+}
+
+/* The instant after epoch @e (INT64_MAX for the last, open one). */
+static billing_time_t epoch_end(const acct *a, unsigned e)
+{
+    return e < a->n_bounds ? a->bounds[e] : INT64_MAX;
+}
+
+static void credit_clear(credit *cr)
+{
+    free(cr->grants);
+    memset(cr, 0, sizeof(*cr));
+}
+
+/*
+ * The key of a set of grant ids (@ids, @n, sorted) into @key (BD_KEY_MAX
+ * bytes): joined by '+', or when that does not fit, "md5-" and the md5 of
+ * the joined ids in hex. 0, or -1 when out of memory.
+ */
+static int credit_key(const char *const *ids, size_t n, char *key)
+{
+    static const char hex[] = "0123456789abcdef";
+    unsigned char digest[BS_MD5_LEN];
+    char *joined;
+    size_t len = 1;
+    size_t at = 0;
+    size_t i;
+    int j;
+
+    for (i = 0; i < n; i++)
+        len += strlen(ids[i]) + 1;
+    joined = malloc(len);
+    if (joined == NULL)
+        return -1;
+    for (i = 0; i < n; i++) {
+        if (i > 0)
+            joined[at++] = '+';
+        memcpy(joined + at, ids[i], strlen(ids[i]));
+        at += strlen(ids[i]);
+    }
+    joined[at] = '\0';
+    if (at < BD_KEY_MAX) {
+        memcpy(key, joined, at + 1);
+        free(joined);
+        return 0;
+    }
+    bs_md5(joined, at, digest);
+    free(joined);
+    memcpy(key, "md5-", 4);
+    for (j = 0; j < BS_MD5_LEN; j++) {
+        key[4 + 2 * j] = hex[digest[j] >> 4];
+        key[5 + 2 * j] = hex[digest[j] & 15];
+    }
+    key[4 + 2 * BS_MD5_LEN] = '\0';
+    return 0;
+}
+
+/*
+ * The credit of epoch @e of @a: the grants valid in it (at its start),
+ * their total in k->total and @cr. Returns 1 when there is credit, 0 when
+ * none (epoch 0, past the last bound, or no grant valid), -1 on error.
+ */
+static int credit_of(check *k, const acct *a, unsigned e, credit *cr)
+{
+    const char *ids[BD_GRANTS_MAX];
+    billing_time_t t;
+    size_t n = 0;
+    int row;
+
+    credit_clear(cr);
+    mpq_set_ui(k->total, 0, 1);
+    if (e == 0 || e > a->n_bounds)
+        return 0;
+    t = epoch_start(a, e);
+    for (row = 0; row < a->rows; row++) {
+        if (grant_time(a, row, 2) > t || t >= grant_time(a, row, 3))
+            continue;
+        if (n == BD_GRANTS_MAX || q_parse(k->q, PQgetvalue(a->grants, a->row0 + row, 1)) != 0)
+            return -1;
+        mpq_add(k->total, k->total, k->q);
+        ids[n++] = PQgetvalue(a->grants, a->row0 + row, 5);
+    }
+    if (n == 0 || mpq_sgn(k->total) <= 0)
+        return 0;
+    q_decimal(k->total, cr->granted, sizeof(cr->granted));
+    cr->grants = bs_text_array(ids, n);
+    if (cr->grants == NULL || credit_key(ids, n, cr->key) != 0)
+        return -1;
+    return 1;
+}
+
+/* The alert_id of @pct of credit @cr of @a into @id (BS_ALERT_ID_MAX bytes). */
+static void alert_id(const acct *a, int pct, const credit *cr, char *id)
+{
+    /* Ids are at most 128 bytes (billing.ident); a total in 64 digits is 10^64. */
+    snprintf(id, BS_ALERT_ID_MAX, "%.128s/%dpct/%.64s/%s", a->id, pct, cr->granted, cr->key);
+}
+
+/* The balance at which @pct% of the credit (k->total) is used: total * (100 - pct) / 100. */
+static void level_of(check *k, int pct)
+{
+    mpq_set_ui(k->level, (unsigned long)(100 - pct), 100);
+    mpq_mul(k->level, k->level, k->total);
+}
+
+/*
+ * Can the batch's events of @a raise an alert? Only the epochs from the
+ * first the batch touches on can change (a balance depends on the usage
+ * of its epoch and the earlier ones), and only those with credit and a
+ * threshold not yet sent. 1 yes, 0 no, -1 error.
+ */
+static int can_cross(check *k, const acct *a)
+{
+    char id[BS_ALERT_ID_MAX];
+    credit cr;
+    unsigned e;
+    size_t i;
+    int has;
+    int rc = 0;
+
+    memset(&cr, 0, sizeof(cr));
+    for (e = a->first_epoch; e <= a->n_bounds && rc == 0; e++) {
+        has = credit_of(k, a, e, &cr);
+        if (has < 0)
+            rc = -1;
+        for (i = 0; has > 0 && i < k->n_pcts && rc == 0; i++) {
+            alert_id(a, k->pcts[i], &cr, id);
+            rc = !bs_sent_alerts_has(k->sent, id);
+        }
+    }
+    credit_clear(&cr);
+    return rc;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -310,206 +397,519 @@ static int balance(check *k, const acct *a, billing_time_t now, mpq_t q, char *t
     return q_parse(q, buf);
 }
 
-/* Is the balance at @now at or below k->level? -1 on error. */
-static int at_or_below(check *k, const acct *a, billing_time_t now)
-{
-    if (balance(k, a, now, k->q, NULL) != 0)
-        return -1;
-    return mpq_cmp(k->q, k->level) <= 0;
-}
+/* ---------------------------------------------------------------------- */
+/* The stored events of an epoch, and when a threshold was reached         */
+/* ---------------------------------------------------------------------- */
 
-/* Rate or take back events [@from, @to) of @a. */
-static int add_events(check *k, const acct *a, size_t from, size_t to)
+static void window_clear(window *w)
 {
     size_t i;
 
-    for (i = from; i < to; i++) {
-        if (billing_rater_add(k->r, a->evs[i], NULL, 0) != BILLING_OK)
+    for (i = 0; i < w->n; i++)
+        billing_event_destroy(w->items[i].ev);
+    free(w->items);
+    free(w->by_end);
+    memset(w, 0, sizeof(*w));
+}
+
+/* Set @ev from the stored fields; BILLING_OK or the error. */
+static billing_status event_set(billing_event *ev, const char *account, const char *id,
+                                const char *resource, const char *meter, const char *quantity,
+                                const char *model, const char *region)
+{
+    billing_meter m;
+    billing_status st;
+
+    st = billing_meter_parse(meter, &m);
+    if (st == BILLING_OK)
+        st = billing_event_set_id(ev, id);
+    if (st == BILLING_OK)
+        st = billing_event_set_account(ev, account);
+    if (st == BILLING_OK)
+        st = billing_event_set_resource(ev, resource);
+    if (st == BILLING_OK)
+        st = billing_event_set_meter(ev, m);
+    if (st == BILLING_OK)
+        st = billing_event_set_quantity(ev, quantity, NULL, 0);
+    if (st == BILLING_OK)
+        st = billing_event_set_model(ev, model);
+    if (st == BILLING_OK)
+        st = billing_event_set_region(ev, region);
+    return st;
+}
+
+/* A bs_event_fn: a stored event, cut to the part read (the rest is read with another part or
+ * is in the aggregates of another epoch). */
+static int window_add(void *arg, const char *account, const char *id, const char *resource,
+                      const char *meter, billing_time_t start, billing_time_t end,
+                      const char *quantity, const char *model, const char *region)
+{
+    window *w = arg;
+    wev *grown;
+    wev *it;
+
+    if (w->n == w->cap) {
+        w->cap = w->cap ? 2 * w->cap : 64;
+        grown = realloc(w->items, w->cap * sizeof(*grown));
+        if (grown == NULL)
             return -1;
+        w->items = grown;
+    }
+    it = &w->items[w->n];
+    it->ev = billing_event_new();
+    if (it->ev == NULL)
+        return -1;
+    w->n++;
+    it->start = start > w->from ? start : w->from;
+    it->end = end < w->to ? end : w->to;
+    billing_event_set_interval(it->ev, it->start, it->end);
+    return event_set(it->ev, account, id, resource, meter, quantity, model, region) == BILLING_OK
+               ? 0
+               : -1;
+}
+
+/* By end, then start, then id: a total order of the stored events. */
+static int end_cmp(const void *x, const void *y)
+{
+    const wev *a = *(wev *const *)x;
+    const wev *b = *(wev *const *)y;
+
+    if (a->end != b->end)
+        return a->end < b->end ? -1 : 1;
+    if (a->start != b->start)
+        return a->start < b->start ? -1 : 1;
+    return strcmp(billing_event_id(a->ev), billing_event_id(b->ev));
+}
+
+/*
+ * Read the stored events of [@from, w->lo) into @w, take them out of the
+ * rater (they are in its aggregates) and start @w at @from. 1 when they
+ * are more than BD_EPOCH_EVENTS_MAX with those read before (nothing
+ * read then), 0, or -1 (k->st set).
+ */
+static int window_extend(check *k, const acct *a, window *w, billing_time_t from)
+{
+    size_t before = w->n;
+    size_t i;
+    int more = 0;
+
+    w->from = from;
+    w->to = w->lo;
+    k->st = bs_events_window(k->c, a->id, from, w->lo, BD_EPOCH_EVENTS_MAX - (long)w->n,
+                             window_add, w, &more, k->err);
+    if (k->st != BS_OK)
+        return -1;
+    if (more)
+        return 1;
+    w->lo = from;
+    /* Each is in the stored aggregates the rater holds: unchecked take-back. */
+    for (i = before; i < w->n; i++)
+        bl_rater_take_back(k->r, w->items[i].ev, NULL, 0);
+    return 0;
+}
+
+/* @w's events by end, start and id in w->by_end; 0 or -1. */
+static int window_sort(window *w)
+{
+    size_t i;
+
+    w->by_end = malloc((w->n + 1) * sizeof(*w->by_end));
+    if (w->by_end == NULL)
+        return -1;
+    for (i = 0; i < w->n; i++)
+        w->by_end[i] = &w->items[i];
+    qsort(w->by_end, w->n, sizeof(*w->by_end), end_cmp);
+    return 0;
+}
+
+/* Rate @items[0..@n) as they are (cut to the epoch); 0 or -1. */
+static int add_all(check *k, wev *const *items, size_t n)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        if (billing_rater_add(k->r, items[i]->ev, NULL, 0) != BILLING_OK) {
+            while (i > 0)
+                bl_rater_take_back(k->r, items[--i]->ev, NULL, 0);
+            return -1;
+        }
     }
     return 0;
 }
 
-static void take_back_events(check *k, const acct *a, size_t from, size_t to)
+static void take_back_all(check *k, wev *const *items, size_t n)
 {
     size_t i;
 
-    /* Each was rated (stored by the batch or added here): unchecked take-back. */
-    for (i = to; i > from; i--)
-        bl_rater_take_back(k->r, a->evs[i - 1], NULL, 0);
+    /* Each was rated (stored, so in the aggregates, or added here): unchecked take-back. */
+    for (i = n; i > 0; i--)
+        bl_rater_take_back(k->r, items[i - 1]->ev, NULL, 0);
 }
 
 /*
- * With events before @c rated, the first instant in (start, end] of @c
- * at which @c rated from its start up to it leaves the balance at @now at
- * or below the level (it is at end). Binary search: the balance only
- * falls as the interval grows.
+ * With @items[0..@n) rated up to @t (those starting before it, cut there)
+ * on top of what the rater holds, is the balance at or below k->level?
+ * Read at @t's last nanosecond before (at the epoch's start for @t ==
+ * start): the usage before @t, in the epoch's credit. 1, 0, or -1 on
+ * error. Leaves the rater and the events as they were.
  */
-static int crossing_instant(check *k, const acct *a, size_t c, billing_time_t now,
-                            billing_time_t *out)
+static int below_at(check *k, const acct *a, const window *w, wev *const *items, size_t n,
+                    billing_time_t t)
 {
-    billing_event *ev = a->evs[c];
-    billing_time_t start = billing_event_start(ev);
-    billing_time_t end = billing_event_end(ev);
-    billing_time_t lo = start;
-    billing_time_t hi = end;
-    billing_time_t mid;
-    int below;
+    size_t added = 0;
+    size_t i;
+    int rc = -1;
 
+    for (i = 0; i < n; i++) {
+        if (items[i]->start >= t)
+            continue;
+        billing_event_set_interval(items[i]->ev, items[i]->start,
+                                   items[i]->end < t ? items[i]->end : t);
+        if (billing_rater_add(k->r, items[i]->ev, NULL, 0) != BILLING_OK) {
+            billing_event_set_interval(items[i]->ev, items[i]->start, items[i]->end);
+            goto out;
+        }
+        added = i + 1;
+    }
+    if (balance(k, a, t > w->lo ? t - 1 : w->lo, k->q, NULL) == 0)
+        rc = mpq_cmp(k->q, k->level) <= 0;
+out:
+    for (i = added; i > 0; i--) {
+        if (items[i - 1]->start >= t)
+            continue;
+        bl_rater_take_back(k->r, items[i - 1]->ev, NULL, 0);
+        billing_event_set_interval(items[i - 1]->ev, items[i - 1]->start, items[i - 1]->end);
+    }
+    return rc;
+}
+
+/* The candidate instant @j: the epoch's start (0), then the events' ends (w->by_end). */
+static billing_time_t candidate(const window *w, size_t j)
+{
+    return j == 0 ? w->lo : w->by_end[j - 1]->end;
+}
+
+/*
+ * The first instant at which the usage before it leaves the balance at or
+ * below k->level, over the epoch's events (the rater holding the earlier
+ * epochs only): first among the epoch's start and the events' ends, then
+ * to the nanosecond between the last candidate above and the first at or
+ * below, where only the events running then change. Binary searches: the
+ * balance only falls as the instant grows. 0 or -1.
+ */
+static int reached_at(check *k, const acct *a, const window *w, billing_time_t *out)
+{
+    wev **running = NULL;
+    billing_time_t lo;
+    billing_time_t hi;
+    billing_time_t mid;
+    size_t jlo = 0;
+    size_t jhi = w->n;
+    size_t base;
+    size_t m = 0;
+    size_t j;
+    int below = below_at(k, a, w, w->by_end, w->n, w->lo);
+
+    if (below != 0) {
+        *out = w->lo;
+        return below < 0 ? -1 : 0;
+    }
+    /* candidate(jlo) above; candidate(jhi), the epoch's last usage, at or below. */
+    while (jhi - jlo > 1) {
+        j = jlo + (jhi - jlo) / 2;
+        below = below_at(k, a, w, w->by_end, w->n, candidate(w, j));
+        if (below < 0)
+            return -1;
+        if (below)
+            jhi = j;
+        else
+            jlo = j;
+    }
+    lo = candidate(w, jlo);
+    hi = candidate(w, jhi);
+    /* Events ending at or before lo count whole; the others starting before hi are cut. */
+    for (base = 0; base < w->n && w->by_end[base]->end <= lo; base++)
+        ;
+    running = malloc((w->n - base + 1) * sizeof(*running));
+    if (running == NULL || add_all(k, w->by_end, base) != 0) {
+        free(running);
+        return -1;
+    }
+    for (j = base; j < w->n; j++) {
+        if (w->by_end[j]->start < hi)
+            running[m++] = w->by_end[j];
+    }
     while (hi - lo > 1) {
         mid = lo + (hi - lo) / 2;
-        billing_event_set_interval(ev, start, mid);
-        if (billing_rater_add(k->r, ev, NULL, 0) != BILLING_OK)
-            goto error;
-        below = at_or_below(k, a, now);
-        bl_rater_take_back(k->r, ev, NULL, 0);
+        below = below_at(k, a, w, running, m, mid);
         if (below < 0)
-            goto error;
+            break;
         if (below)
             hi = mid;
         else
             lo = mid;
     }
-    billing_event_set_interval(ev, start, end);
+    take_back_all(k, w->by_end, base);
+    free(running);
     *out = hi;
-    return 0;
-error:
-    billing_event_set_interval(ev, start, end);
-    return -1;
+    return below < 0 ? -1 : 0;
 }
 
-/* The events of [@from, @c] that end with @c: the usage running when @c ends. */
-static size_t running_with(const acct *a, size_t from, size_t c, const billing_event **out)
+/* Is @x's id before @y's? The tie rule among events that start together. */
+static int id_before(const wev *x, const wev *y)
 {
-    size_t n = 0;
-    size_t i;
-
-    for (i = from; i <= c; i++) {
-        if (billing_event_end(a->evs[i]) == billing_event_end(a->evs[c]))
-            out[n++] = a->evs[i];
-    }
-    return n;
+    return strcmp(billing_event_id(x->ev), billing_event_id(y->ev)) < 0;
 }
 
 /*
- * Segment [@from, @to) of @a crosses k->level (all of it rated, the
- * balance at @now at or below, above before it): find the event that
- * crosses and when, report it, and leave the segment rated.
+ * The event that reached the level at @t: of those running then (start
+ * before @t, end at or after it), the one that started last (ties: the
+ * smallest id); when none is (the credit was already that low when it
+ * became valid), the epoch's first event (ties: the smallest id).
  */
-static int report(check *k, const acct *a, size_t from, size_t to, billing_time_t now, int pct)
+static const wev *reached_by(const window *w, billing_time_t t)
 {
-    char balance_text[BD_AMOUNT_MAX];
-    char threshold[BD_AMOUNT_MAX];
-    const billing_event **running = NULL;
-    bd_crossing x;
-    size_t c = to - 1;
-    int below;
-    int rc = -1;
+    const wev *best = NULL;
+    const wev *it;
+    size_t i;
 
-    /* Take events back from the last until the balance is above the level again. */
-    for (;;) {
-        bl_rater_take_back(k->r, a->evs[c], NULL, 0);
-        below = at_or_below(k, a, now);
-        if (below <= 0 || c == from)
-            break;
-        c--;
+    for (i = 0; i < w->n; i++) {
+        it = &w->items[i];
+        if (it->start >= t || it->end < t)
+            continue;
+        if (best == NULL || it->start > best->start ||
+            (it->start == best->start && id_before(it, best)))
+            best = it;
     }
-    if (below < 0)
-        goto out;
-    memset(&x, 0, sizeof(x));
-    if (crossing_instant(k, a, c, now, &x.crossed_at) != 0 || add_events(k, a, c, c + 1) != 0 ||
-        balance(k, a, now, k->q, balance_text) != 0)
-        goto out;
-    running = calloc(c - from + 1, sizeof(*running));
-    if (running == NULL)
-        goto out;
-    x.exhausted = INT64_MAX;
-    billing_rater_credit_exhaustion(k->r, a->id, billing_event_end(a->evs[c]), running,
-                                    running_with(a, from, c, running), &x.exhausted, NULL, 0);
+    if (best != NULL)
+        return best;
+    for (i = 0; i < w->n; i++) {
+        it = &w->items[i];
+        if (best == NULL || it->start < best->start ||
+            (it->start == best->start && id_before(it, best)))
+            best = it;
+    }
+    return best;
+}
+
+/* ---------------------------------------------------------------------- */
+/* The epochs of an account                                                */
+/* ---------------------------------------------------------------------- */
+
+/*
+ * Record and report the alert of k->pcts[@i] for credit @cr, reached at
+ * @at by @by, the epoch's balance in k->balance_text. Not reported when
+ * another transaction recorded it first. 0 or -1 (k->st set).
+ */
+static int send_one(check *k, const acct *a, const credit *cr, size_t i, billing_time_t at,
+                    const wev *by, billing_time_t exhausted)
+{
+    char id[BS_ALERT_ID_MAX];
+    char threshold[BD_AMOUNT_MAX];
+    bs_sent_alert rec;
+    bd_crossing x;
+    int inserted = 0;
+
+    alert_id(a, k->pcts[i], cr, id);
+    level_of(k, k->pcts[i]);
     q_decimal(k->level, threshold, sizeof(threshold));
+    memset(&rec, 0, sizeof(rec));
+    rec.alert_id = id;
+    rec.account = a->id;
+    rec.pct = k->pcts[i];
+    rec.granted = cr->granted;
+    rec.grants = cr->grants;
+    rec.threshold = threshold;
+    rec.balance = k->balance_text;
+    rec.crossed_at = at;
+    rec.event_id = by != NULL ? billing_event_id(by->ev) : "";
+    k->st = bs_sent_alert_record(k->c, &rec, &inserted, k->err);
+    if (k->st != BS_OK)
+        return -1;
+    if (!inserted)
+        return 0;
+    memset(&x, 0, sizeof(x));
+    x.alert_id = id;
     x.account = a->id;
     x.currency = a->currency;
-    x.granted = k->granted;
-    x.balance = balance_text;
+    x.granted = cr->granted;
+    x.balance = k->balance_text;
     x.threshold = threshold;
-    x.event_id = billing_event_id(a->evs[c]);
-    x.pct = pct;
-    if (k->fn(k->arg, &x) != 0)
+    x.event_id = rec.event_id;
+    x.pct = k->pcts[i];
+    x.crossed_at = at;
+    x.exhausted = exhausted;
+    if (k->fn(k->arg, &x) != 0) {
+        k->st = bs_error_set(k->err, BS_ERR_FATAL, "alerts: account '%s': %s not sent", a->id, id);
+        return -1;
+    }
+    return 0;
+}
+
+/*
+ * The epoch's stored events from where the search must start into @w,
+ * taken out of the rater: from @now (in the latest month with usage) back
+ * a month at a time, until the usage before them leaves the balance above
+ * the highest level to find (@pct, the lowest percent due), or to the
+ * epoch's start. 1 when that is more than BD_EPOCH_EVENTS_MAX events,
+ * 0, or -1 (k->st set).
+ */
+static int window_fill(check *k, const acct *a, unsigned e, billing_time_t now, int pct, window *w)
+{
+    billing_time_t from = now;
+    int year;
+    int month;
+    int rc;
+
+    memset(w, 0, sizeof(*w));
+    w->lo = epoch_end(a, e);
+    w->hi = w->lo;
+    for (;;) {
+        rc = window_extend(k, a, w, from);
+        if (rc != 0 || w->lo == epoch_start(a, e))
+            return rc;
+        level_of(k, pct);
+        if (balance(k, a, w->lo - 1, k->q, NULL) != 0) {
+            k->st = bs_error_set(k->err, BS_ERR_FATAL,
+                                 "alerts: account '%s': cannot compute its balance", a->id);
+            return -1;
+        }
+        if (mpq_cmp(k->q, k->level) > 0)
+            return 0;
+        billing_zone_year_month(a->zone, w->lo - 1, &year, &month);
+        if (billing_zone_month_start(a->zone, year, month, &from) != BILLING_OK ||
+            from < epoch_start(a, e))
+            from = epoch_start(a, e);
+    }
+}
+
+/* When and by which event each threshold due was reached, over @w's events; 0 or -1. */
+static int search_all(check *k, const acct *a, const window *w, const int *fresh,
+                      billing_time_t *at, const wev **by)
+{
+    size_t i;
+
+    for (i = 0; i < k->n_pcts; i++) {
+        if (!fresh[i])
+            continue;
+        level_of(k, k->pcts[i]);
+        if (reached_at(k, a, w, &at[i]) != 0)
+            return -1;
+        by[i] = reached_by(w, at[i]);
+    }
+    return 0;
+}
+
+/*
+ * The new alerts of epoch @e (@fresh flags which thresholds), its balance
+ * read at @now: the epoch's stored events from where the search must
+ * start replace its aggregates in the rater, the instant each threshold
+ * was reached is searched, the events are put back, and each alert is
+ * recorded and reported. Beyond BD_EPOCH_EVENTS_MAX events there is no
+ * search: crossed_at is @now and no event is named. 0 or -1 (k->st set).
+ */
+static int send_epoch(check *k, const acct *a, unsigned e, billing_time_t now, const credit *cr,
+                      const int *fresh)
+{
+    const billing_event **running = NULL;
+    billing_time_t at[BD_PCTS_MAX];
+    const wev *by[BD_PCTS_MAX];
+    billing_time_t exhausted = INT64_MAX;
+    window w;
+    size_t n_running = 0;
+    size_t i;
+    int searched;
+    int pct = 0;
+    int rc;
+
+    for (i = k->n_pcts; i > 0; i--)
+        pct = fresh[i - 1] && (pct == 0 || k->pcts[i - 1] < pct) ? k->pcts[i - 1] : pct;
+    rc = window_fill(k, a, e, now, pct, &w);
+    if (rc < 0)
         goto out;
-    rc = add_events(k, a, c + 1, to);
+    /* Too many events to search (rc 1), or none (aggregates without events): no search. */
+    searched = rc == 0 && w.n > 0;
+    rc = -1;
+    if (window_sort(&w) != 0 || (searched && search_all(k, a, &w, fresh, at, by) != 0) ||
+        add_all(k, w.by_end, w.n) != 0) {
+        k->st = bs_error_set(k->err, BS_ERR_FATAL,
+                             "alerts: account '%s': cannot compute its balance", a->id);
+        goto out;
+    }
+    running = malloc((w.n + 1) * sizeof(*running));
+    if (running == NULL) {
+        k->st = bs_error_set(k->err, BS_ERR_NOMEM, "alerts: out of memory");
+        goto out;
+    }
+    /* The events ending last are what is running at the epoch's latest usage. */
+    for (i = w.n; i > 0 && w.by_end[i - 1]->end == w.by_end[w.n - 1]->end; i--)
+        running[n_running++] = w.by_end[i - 1]->ev;
+    if (n_running > 0)
+        billing_rater_credit_exhaustion(k->r, a->id, w.by_end[w.n - 1]->end, running, n_running,
+                                        &exhausted, NULL, 0);
+    for (i = 0; i < k->n_pcts; i++) {
+        if (fresh[i] && send_one(k, a, cr, i, searched ? at[i] : now, searched ? by[i] : NULL,
+                                 exhausted) != 0)
+            goto out;
+    }
+    rc = 0;
 out:
     free(running);
+    window_clear(&w);
     return rc;
 }
 
-/* The balance at which @pct% of the credit is used: total * (100 - pct) / 100, in k->level. */
-static void level_of(check *k, int pct)
+/*
+ * A bs_epoch_fn: the rater holds the stored usage of epochs up to @e,
+ * which is where its credit is lowest (usage only lowers it). Read the
+ * balance there, in the latest month with usage; every threshold at or
+ * above it not yet sent is a new alert.
+ */
+static int on_epoch(void *arg, unsigned e, int year, int month)
 {
-    mpq_set_ui(k->level, (unsigned long)(100 - pct), 100);
-    mpq_mul(k->level, k->level, k->total);
-}
-
-/* Rate segment [@from, @to) of @a (read at @now) and report each threshold it crosses. */
-static int check_segment(check *k, const acct *a, size_t from, size_t to, billing_time_t now)
-{
+    check *k = arg;
+    const acct *a = k->a;
+    char id[BS_ALERT_ID_MAX];
+    int fresh[BD_PCTS_MAX];
+    billing_time_t now;
+    credit cr;
     size_t i;
+    int any = 0;
+    int has;
+    int rc = -1;
 
-    if (granted_at(k, a, now) != 0 || balance(k, a, now, k->before, NULL) != 0 ||
-        add_events(k, a, from, to) != 0)
-        return -1;
-    if (mpq_sgn(k->total) <= 0)
+    memset(&cr, 0, sizeof(cr));
+    if (e < a->first_epoch)
         return 0;
-    if (balance(k, a, now, k->after, NULL) != 0)
-        return -1;
+    has = credit_of(k, a, e, &cr);
+    if (has <= 0) {
+        if (has < 0)
+            k->st = bs_error_set(k->err, BS_ERR_NOMEM, "alerts: account '%s': grants", a->id);
+        credit_clear(&cr);
+        return has < 0 ? -1 : 0;
+    }
+    /* An instant of the epoch in that month: the month's start, or the epoch's when later. */
+    if (billing_zone_month_start(a->zone, year, month, &now) != BILLING_OK)
+        goto fail;
+    if (now < epoch_start(a, e))
+        now = epoch_start(a, e);
+    if (balance(k, a, now, k->balance, k->balance_text) != 0)
+        goto fail;
     for (i = 0; i < k->n_pcts; i++) {
         level_of(k, k->pcts[i]);
-        if (mpq_cmp(k->before, k->level) > 0 && mpq_cmp(k->after, k->level) <= 0 &&
-            report(k, a, from, to, now, k->pcts[i]) != 0)
-            return -1;
+        alert_id(a, k->pcts[i], &cr, id);
+        fresh[i] = mpq_cmp(k->balance, k->level) <= 0 && !bs_sent_alerts_has(k->sent, id);
+        any |= fresh[i];
     }
-    level_of(k, k->max_pct);
-    if (mpq_cmp(k->after, k->level) <= 0)
-        memo_note(k->memo, a->id, k->granted);
-    return 0;
+    rc = any ? send_epoch(k, a, e, now, &cr, fresh) : 0;
+    credit_clear(&cr);
+    return rc;
+fail:
+    k->st = bs_error_set(k->err, BS_ERR_FATAL, "alerts: account '%s': cannot compute its balance",
+                         a->id);
+    credit_clear(&cr);
+    return -1;
 }
-
-/*
- * Can the batch's events of @a cross anything? Not when no credit is
- * valid at any of them (expired or future grants only), nor when the
- * memo says every threshold of the credit valid at each was crossed.
- */
-static int can_cross(check *k, const acct *a)
-{
-    size_t i;
-
-    for (i = 0; i < a->m; i++) {
-        if (granted_at(k, a, seen_at(a->evs[i])) != 0)
-            return 1;
-        if (mpq_sgn(k->total) > 0 && !memo_exhausted(k->memo, a->id, k->granted))
-            return 1;
-    }
-    return 0;
-}
-
-/* Every segment of @a's events, from the state before the batch. */
-static int check_account(check *k, const acct *a)
-{
-    size_t from = 0;
-    size_t to;
-    billing_time_t now;
-
-    take_back_events(k, a, 0, a->m);
-    while (from < a->m) {
-        now = seen_at(a->evs[from]);
-        for (to = from + 1; to < a->m && same_segment(a, now, seen_at(a->evs[to])); to++)
-            ;
-        if (check_segment(k, a, from, to, now) != 0)
-            return -1;
-        from = to;
-    }
-    return 0;
-}
-
 /* ---------------------------------------------------------------------- */
 /* The batch                                                               */
 /* ---------------------------------------------------------------------- */
@@ -593,43 +993,34 @@ static char *accounts_array(const rec_ref *refs, size_t n)
     return out;
 }
 
-/* Decode the @m records of @refs into a->evs; 0 or -1. */
-static int decode_events(acct *a, const bs_record *recs, const rec_ref *refs, size_t m)
+/* The lowest epoch the @m records of @refs touch (each from its start on); 0 or -1. */
+static int first_epoch(acct *a, const bs_record *recs, const rec_ref *refs, size_t m)
 {
+    billing_event *ev = billing_event_new();
+    unsigned e;
     size_t i;
 
-    a->evs = calloc(m, sizeof(*a->evs));
-    if (a->evs == NULL)
+    if (ev == NULL)
         return -1;
-    for (a->m = 0; a->m < m; a->m++) {
-        a->evs[a->m] = billing_event_new();
-        if (a->evs[a->m] == NULL)
-            return -1;
-        i = refs[a->m].index;
-        if (decode_record(a->evs[a->m], &recs[i]) != 0)
-            return -1;
+    a->first_epoch = (unsigned)a->n_bounds + 1;
+    for (i = 0; i < m; i++) {
+        if (decode_record(ev, &recs[refs[i].index]) != 0)
+            continue; /* decoded before (sorted_refs): cannot fail */
+        e = epoch_of(a, billing_event_start(ev));
+        if (e < a->first_epoch)
+            a->first_epoch = e;
     }
+    billing_event_destroy(ev);
     return 0;
 }
 
-static void acct_clear(acct *a)
-{
-    size_t i;
-
-    for (i = 0; a->evs != NULL && i < a->m; i++)
-        billing_event_destroy(a->evs[i]);
-    free(a->evs);
-    a->evs = NULL;
-    a->m = 0;
-}
-
 /* Check the account of refs[0..m) whose grants start at @row0 of @grants. */
-static bs_status one_account(check *k, bs_conn *c, bs_catalog *cat, const PGresult *grants,
-                             int row0, const bs_record *recs, const rec_ref *refs, size_t m,
-                             bs_error *err)
+static bs_status one_account(check *k, bs_catalog *cat, const PGresult *grants, int row0,
+                             const bs_record *recs, const rec_ref *refs, size_t m, bs_error *err)
 {
     acct a;
-    bs_status st;
+    bs_status st = BS_OK;
+    int can;
 
     memset(&a, 0, sizeof(a));
     a.id = refs[0].account;
@@ -642,26 +1033,31 @@ static bs_status one_account(check *k, bs_conn *c, bs_catalog *cat, const PGresu
     a.zone = bs_catalog_zone(cat, a.id);
     if (a.zone == NULL)
         return BS_OK;
-    st = BS_OK;
-    if (decode_events(&a, recs, refs, m) != 0) {
+    if (bounds_of(&a) != 0 || first_epoch(&a, recs, refs, m) != 0) {
         st = bs_error_set(err, BS_ERR_NOMEM, "alerts: out of memory");
         goto out;
     }
-    if (!can_cross(k, &a))
+    can = can_cross(k, &a);
+    if (can <= 0) {
+        if (can < 0)
+            st = bs_error_set(err, BS_ERR_NOMEM, "alerts: account '%s': grants", a.id);
         goto out;
-    st = bs_aggregates_rate(c, cat, k->r, a.id, err);
-    if (st != BS_OK)
-        goto out;
-    if (check_account(k, &a) != 0)
-        st = bs_error_set(err, BS_ERR_FATAL, "alerts: account '%s': cannot compute its balance",
-                          a.id);
+    }
+    k->a = &a;
+    k->st = BS_OK;
+    k->err = err;
+    st = bs_aggregates_rate_by_epoch(k->c, cat, k->r, a.id, on_epoch, k, err);
+    /* Stopped by on_epoch: its own status and message. */
+    if (st == BS_ERR_INVALID && k->st != BS_OK)
+        st = k->st;
+    k->a = NULL;
 out:
-    acct_clear(&a);
+    free(a.bounds);
     return st;
 }
 
 /* Walk the accounts of @refs and the rows of @grants (both in strcmp order) together. */
-static bs_status all_accounts(check *k, bs_conn *c, bs_catalog *cat, const PGresult *grants,
+static bs_status all_accounts(check *k, bs_catalog *cat, const PGresult *grants,
                               const bs_record *recs, const rec_ref *refs, size_t n, bs_error *err)
 {
     size_t from = 0;
@@ -676,34 +1072,58 @@ static bs_status all_accounts(check *k, bs_conn *c, bs_catalog *cat, const PGres
                strcmp(PQgetvalue(grants, row, 0), refs[from].account) < 0)
             row++;
         if (row < PQntuples(grants) && strcmp(PQgetvalue(grants, row, 0), refs[from].account) == 0)
-            st = one_account(k, c, cat, grants, row, recs, &refs[from], to - from, err);
+            st = one_account(k, cat, grants, row, recs, &refs[from], to - from, err);
         from = to;
     }
     return st;
 }
 
-bs_status bd_alerts_check(bs_conn *c, bs_catalog *cat, bd_alert_memo *memo, const int *pcts,
-                          size_t n, const bs_record *recs, const bs_record_result *results,
-                          size_t n_recs, bd_crossing_fn fn, void *arg, bs_error *err)
+/* The rater and the sent alerts of the accounts of @array, then every account. */
+static bs_status run(check *k, bs_catalog *cat, const char *array, const PGresult *grants,
+                     const bs_record *recs, const rec_ref *refs, size_t n_refs, bs_error *err)
 {
     char msg[MSG_MAX];
+    bs_sent_alerts *sent = NULL;
+    bs_status st;
+
+    st = bs_sent_alerts_read(k->c, array, &sent, err);
+    if (st != BS_OK)
+        return st;
+    if (billing_rater_new(bs_catalog_lib(cat), &k->r, msg, sizeof(msg)) != BILLING_OK) {
+        bs_sent_alerts_free(sent);
+        return bs_error_set(err, BS_ERR_INVALID, "alerts: %s", msg);
+    }
+    billing_rater_set_dedupe(k->r, 0);
+    k->sent = sent;
+    mpq_inits(k->balance, k->level, k->total, k->q, NULL);
+    st = all_accounts(k, cat, grants, recs, refs, n_refs, err);
+    mpq_clears(k->balance, k->level, k->total, k->q, NULL);
+    billing_rater_destroy(k->r);
+    k->r = NULL;
+    bs_sent_alerts_free(sent);
+    return st;
+}
+
+bs_status bd_alerts_check(bs_conn *c, bs_catalog *cat, const int *pcts, size_t n,
+                          const bs_record *recs, const bs_record_result *results, size_t n_recs,
+                          bd_crossing_fn fn, void *arg, bs_error *err)
+{
     const char *params[1];
     PGresult *grants = NULL;
     rec_ref *refs;
     char *array = NULL;
     size_t n_refs = 0;
-    size_t i;
     check k;
-    bs_status st;
+    bs_status st = BS_OK;
 
+    if (n > BD_PCTS_MAX)
+        return bs_error_set(err, BS_ERR_INVALID, "alerts: more than %d thresholds", BD_PCTS_MAX);
     memset(&k, 0, sizeof(k));
     refs = sorted_refs(recs, results, n_recs, &n_refs);
     if (refs == NULL)
         return bs_error_set(err, BS_ERR_NOMEM, "alerts: out of memory");
-    if (n_refs == 0) {
-        refs_free(refs, n_refs);
-        return BS_OK;
-    }
+    if (n_refs == 0)
+        goto out;
     array = accounts_array(refs, n_refs);
     if (array == NULL) {
         st = bs_error_set(err, BS_ERR_NOMEM, "alerts: out of memory");
@@ -715,25 +1135,14 @@ bs_status bd_alerts_check(bs_conn *c, bs_catalog *cat, bd_alert_memo *memo, cons
         st = err != NULL ? err->status : BS_ERR_FATAL;
         goto out;
     }
-    st = BS_OK;
     if (PQntuples(grants) == 0)
         goto out;
-    if (billing_rater_new(bs_catalog_lib(cat), &k.r, msg, sizeof(msg)) != BILLING_OK) {
-        st = bs_error_set(err, BS_ERR_INVALID, "alerts: %s", msg);
-        goto out;
-    }
-    billing_rater_set_dedupe(k.r, 0);
-    k.memo = memo;
+    k.c = c;
     k.pcts = pcts;
     k.n_pcts = n;
-    for (i = 0; i < n; i++)
-        k.max_pct = pcts[i] > k.max_pct ? pcts[i] : k.max_pct;
     k.fn = fn;
     k.arg = arg;
-    mpq_inits(k.before, k.after, k.level, k.total, k.q, NULL);
-    st = all_accounts(&k, c, cat, grants, recs, refs, n_refs, err);
-    mpq_clears(k.before, k.after, k.level, k.total, k.q, NULL);
-    billing_rater_destroy(k.r);
+    st = run(&k, cat, array, grants, recs, refs, n_refs, err);
 out:
     PQclear(grants);
     free(array);

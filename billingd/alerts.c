@@ -28,7 +28,6 @@ struct bd_alerts {
     size_t n_thresholds;
     int failed;
     int queued;
-    bd_alert_memo *memo;
 };
 
 static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
@@ -73,17 +72,12 @@ bd_alerts *bd_alerts_new(const bd_config *cfg, bs_catalog **cat)
         snprintf(errstr, sizeof(errstr), "alerts.thresholds: need 1..16 percents in 1..100");
         goto error;
     }
-    a->memo = bd_alert_memo_new();
-    if (a->memo == NULL)
-        goto error;
     a->rk = bd_producer_new(cfg, on_delivery, a, errstr, sizeof(errstr));
     if (a->rk == NULL)
         goto error;
     return a;
 error:
     bd_log("error", "alerts_start_failed", "error=%s", bd_q(errstr));
-    if (a != NULL)
-        bd_alert_memo_free(a->memo);
     free(a);
     return NULL;
 }
@@ -94,7 +88,6 @@ void bd_alerts_free(bd_alerts *a)
         return;
     rd_kafka_flush(a->rk, FLUSH_MS);
     rd_kafka_destroy(a->rk);
-    bd_alert_memo_free(a->memo);
     free(a);
 }
 
@@ -120,13 +113,12 @@ static int publish(void *arg, const bd_crossing *x)
     Billing__V1__Timestamp crossed;
     Billing__V1__Timestamp exhausted;
     bd_alerts *a = arg;
-    char id[512];
+    const char *id = x->alert_id;
     uint8_t *buf;
     size_t len;
     rd_kafka_resp_err_t e;
 
-    snprintf(id, sizeof(id), "%s/%dpct/%s", x->account, x->pct, x->granted);
-    m.alert_id = id;
+    m.alert_id = (char *)id;
     m.account_id = (char *)x->account;
     m.kind = x->pct >= 100 ? BILLING__V1__ALERT_KIND__ALERT_KIND_EXHAUSTED
                            : BILLING__V1__ALERT_KIND__ALERT_KIND_LOW;
@@ -169,16 +161,14 @@ bs_status bd_alerts_hook(void *arg, bs_conn *c, const bs_record *recs,
 
     a->failed = 0;
     a->queued = 0;
-    st = bd_alerts_check(c, *a->cat, a->memo, a->thresholds, a->n_thresholds, recs, results, n,
-                         publish, a, err);
-    /* Even on error: what was queued is delivered, so a rolled-back batch repeats it (same id). */
+    st = bd_alerts_check(c, *a->cat, a->thresholds, a->n_thresholds, recs, results, n, publish, a,
+                         err);
+    /* Even on error: what was queued is delivered, so a rolled-back batch (its rows in
+     * billing.credit_alerts with it) repeats it, with the same id. */
     e = a->queued > 0 ? rd_kafka_flush(a->rk, FLUSH_MS) : RD_KAFKA_RESP_ERR_NO_ERROR;
     if (st == BS_OK && (e != RD_KAFKA_RESP_ERR_NO_ERROR || a->failed > 0))
         st =
             bs_error_set(err, BS_ERR_FATAL, "alerts topic %s: %s", a->topic,
                          e != RD_KAFKA_RESP_ERR_NO_ERROR ? rd_kafka_err2str(e) : "delivery failed");
-    /* The memo learnt from alerts that may not have gone out: the replayed batch must check. */
-    if (st != BS_OK)
-        bd_alert_memo_clear(a->memo);
     return st;
 }

@@ -1,18 +1,18 @@
 /*
  * alerts.h - live credit alerts: after each batch, for every account of
  * the batch that has credit (however many), the thresholds of credit
- * used (alerts.thresholds, percent, default 50,80,100) that the batch's
- * events cross are found by alertcheck.h (exact libbilling balances, from
- * the stored aggregates, inside the batch's transaction; the same alerts
- * whatever the batch sizes). Each publishes one billing.v1.CreditAlert to
- * alerts.topic, keyed by its alert_id, with the exact balance after the
- * crossing event, crossed_at the instant libbilling's balance reaches the
- * threshold inside that event, and exhausted_at the instant libbilling
- * computes for the credit to reach zero with that event's usage running.
+ * used (alerts.thresholds, percent, default 50,80,100) that the stored
+ * events make due are found by alertcheck.h (exact libbilling balances
+ * per credit epoch, from the stored aggregates, inside the batch's
+ * transaction; the same alerts whatever the order of arrival and the
+ * batch sizes, each recorded in billing.credit_alerts and sent once).
+ * Each publishes one billing.v1.CreditAlert to alerts.topic, keyed by its
+ * alert_id, with the fields alertcheck.h describes.
  *
- * Once per crossing: a batch replayed after a crash before its COMMIT
- * publishes the same alert_id again (account, threshold, granted total),
- * by which consumers tell the repeat.
+ * Once per alert: a batch replayed after a crash before its COMMIT (its
+ * records rolled back) publishes the same alert_id again (account,
+ * threshold, credit total and grant ids), by which consumers tell the
+ * repeat.
  */
 #ifndef BILLINGD_ALERTS_H
 #define BILLINGD_ALERTS_H

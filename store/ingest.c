@@ -76,6 +76,18 @@
     " WHERE ($2::text IS NULL OR a.account_id = $2::text) AND a.event_count > 0"               \
     " ORDER BY a.id"
 
+/* SQL_AGG_READ for one account, by credit epoch then month (bs_aggregates_rate_by_epoch). */
+#define SQL_AGG_READ_EPOCHS                                                                    \
+    "SELECT a.account_id, extract(year FROM a.month)::integer,"                                \
+    " extract(month FROM a.month)::integer, a.meter, v.label, a.rate_model, a.rate_region,"    \
+    " a.subscription_id, a.epoch, a.quantity::text || '/' || a.quantity_den::text,"           \
+    " a.event_count FROM billing.usage_aggregates a"                                           \
+    " JOIN billing.accounts ac ON ac.id = a.account_id"                                        \
+    " JOIN billing.price_books b ON b.currency = ac.currency AND b.id = $1::text"              \
+    " LEFT JOIN billing.price_versions v ON v.id = a.price_version_id"                         \
+    " WHERE a.account_id = $2::text AND a.event_count > 0"                                     \
+    " ORDER BY a.epoch, a.month, a.id"
+
 /* Per record of the batch. */
 typedef struct slot {
     billing_event *ev;    /* decoded event; reused across batches */
@@ -817,6 +829,38 @@ bs_status bs_aggregates_rate(bs_conn *c, const bs_catalog *cat, billing_rater *r
         return err != NULL ? err->status : BS_ERR_FATAL;
     for (i = 0; i < PQntuples(res) && st == BS_OK; i++)
         st = add_stored(res, i, r, err);
+    PQclear(res);
+    return st;
+}
+
+bs_status bs_aggregates_rate_by_epoch(bs_conn *c, const bs_catalog *cat, billing_rater *r,
+                                      const char *account, bs_epoch_fn fn, void *arg,
+                                      bs_error *err)
+{
+    const char *params[2];
+    PGresult *res;
+    bs_status st = BS_OK;
+    int n;
+    int i;
+
+    params[0] = bs_catalog_book(cat);
+    params[1] = account;
+    /* Prepared once per connection: the alert check runs it after every batch. */
+    res = bs_query_prepared(c, "bs_agg_read_epochs", SQL_AGG_READ_EPOCHS, 2, params, err);
+    if (res == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    n = PQntuples(res);
+    for (i = 0; i < n && st == BS_OK; i++) {
+        st = add_stored(res, i, r, err);
+        /* Not the epoch's last row yet (rows by epoch, then month: the last has the latest). */
+        if (st != BS_OK ||
+            (i + 1 < n && strcmp(PQgetvalue(res, i, 8), PQgetvalue(res, i + 1, 8)) == 0))
+            continue;
+        if (fn(arg, (unsigned)strtoul(PQgetvalue(res, i, 8), NULL, 10), atoi(PQgetvalue(res, i, 1)),
+               atoi(PQgetvalue(res, i, 2))) != 0)
+            st = bs_error_set(err, BS_ERR_INVALID, "account '%.128s': epoch %s: stopped", account,
+                              PQgetvalue(res, i, 8));
+    }
     PQclear(res);
     return st;
 }

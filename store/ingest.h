@@ -190,4 +190,25 @@ bs_status bs_ingest_commit(bs_ingest *in, bs_conn *c, const bs_position *pos, si
 bs_status bs_aggregates_rate(bs_conn *c, const bs_catalog *cat, billing_rater *r,
                              const char *account, bs_error *err);
 
+/*
+ * bs_epoch_fn - called by bs_aggregates_rate_by_epoch once per credit
+ * epoch with usage, when the rater holds every stored aggregate of that
+ * epoch and the earlier ones (and none of a later one); @year, @month:
+ * the latest local month with usage in the epoch. Non-zero stops the walk
+ * (BS_ERR_INVALID; the caller keeps its own error).
+ */
+typedef int (*bs_epoch_fn)(void *arg, unsigned epoch, int year, int month);
+
+/*
+ * bs_aggregates_rate_by_epoch - bs_aggregates_rate for one @account, the
+ * aggregates added in credit epoch order (libbilling's epoch numbers:
+ * grant bounds at or before the usage), calling @fn after each epoch's.
+ * The credit left at the end of an epoch is then read from @r with no
+ * usage of a later epoch counted. One query. Returns BS_OK, the error of
+ * bs_aggregates_rate, or BS_ERR_INVALID when @fn stopped.
+ */
+bs_status bs_aggregates_rate_by_epoch(bs_conn *c, const bs_catalog *cat, billing_rater *r,
+                                      const char *account, bs_epoch_fn fn, void *arg,
+                                      bs_error *err);
+
 #endif /* BS_STOREINGEST_H */

@@ -11,8 +11,17 @@
  *   - crossed_at is the instant the balance that libbilling computes
  *     over the events cut there (what `billing rate --at` does) reaches
  *     the threshold: at or below it then, above it a nanosecond before;
- *   - an account remembered as exhausted is checked again when its credit
- *     changes (a top-up): its new thresholds raise alerts.
+ *   - an account that used up its credit is checked again when its credit
+ *     changes (a top-up): its new thresholds raise alerts;
+ *   - events arriving out of month order (the issue 23 account: Jan 60,
+ *     Dec 27.50, Dec 55, Jan 72 of 100.00): one 50%, 80% and 100% alert
+ *     each, in batches of 1 and 4;
+ *   - property: random orders and batch sizes of an account with four
+ *     overlapping grants give exactly the alerts libbilling's balances
+ *     imply, each once;
+ *   - billing.credit_alerts is written with the batch, by the runtime
+ *     role: a failed batch's rerun repeats the same alert_ids, a committed
+ *     alert is never repeated.
  *
  * Needs BILLING_PG_CONNINFO; without it every test FAILS, never skips.
  */
@@ -33,6 +42,8 @@
 #include "itestdb.h"
 #include "itstream.h"
 #include "load.h"
+#include "sentalerts.h"
+#include "testrng.h"
 
 #define MSG 512
 #define ALERTS_MAX 4096
@@ -46,6 +57,7 @@ static char db[64];
 
 /* One alert as billingd would publish it. */
 typedef struct seen_alert {
+    char alert_id[BS_ALERT_ID_MAX];
     char account[64];
     char event_id[64];
     char balance[64];
@@ -53,12 +65,13 @@ typedef struct seen_alert {
     int pct;
     billing_time_t crossed_at;
     billing_time_t exhausted;
+    size_t stored; /* records ingested when it was sent (the batch's included) */
 } seen_alert;
 
 typedef struct collector {
     bs_catalog *cat;
-    bd_alert_memo *memo; /* billingd's, kept over the batches of one run */
-    int keep_memo;       /* keep it over several ingest() calls too */
+    int fail_once; /* the hook fails its next call after the check (BS_ERR_RETRY) */
+    size_t stored; /* records ingested by the end of the batch in progress */
     seen_alert alerts[ALERTS_MAX];
     size_t n;
 } collector;
@@ -72,6 +85,7 @@ static int collect(void *arg, const bd_crossing *x)
 
     ck_assert_uint_lt(col->n, ALERTS_MAX);
     a = &col->alerts[col->n++];
+    snprintf(a->alert_id, sizeof(a->alert_id), "%s", x->alert_id);
     snprintf(a->account, sizeof(a->account), "%s", x->account);
     snprintf(a->event_id, sizeof(a->event_id), "%s", x->event_id);
     snprintf(a->balance, sizeof(a->balance), "%s", x->balance);
@@ -79,6 +93,7 @@ static int collect(void *arg, const bd_crossing *x)
     a->pct = x->pct;
     a->crossed_at = x->crossed_at;
     a->exhausted = x->exhausted;
+    a->stored = col->stored;
     return 0;
 }
 
@@ -87,8 +102,14 @@ static bs_status hook(void *arg, bs_conn *c, const bs_record *recs, const bs_rec
                       size_t n, bs_error *err)
 {
     collector *col = arg;
+    bs_status st = bd_alerts_check(c, col->cat, pcts, 3, recs, results, n, collect, col, err);
 
-    return bd_alerts_check(c, col->cat, col->memo, pcts, 3, recs, results, n, collect, col, err);
+    /* As billingd when the COMMIT fails after the alerts went out: the batch runs again. */
+    if (st == BS_OK && col->fail_once) {
+        col->fail_once = 0;
+        return bs_error_set(err, BS_ERR_RETRY, "test: the batch fails once after its alerts");
+    }
+    return st;
 }
 
 /* @n ten-minute records of 8 RTX 4090 (4.80 CNY an hour) for @account from @t0 (seconds). */
@@ -116,8 +137,9 @@ static void burn(its_stream *s, const char *account, const char *prefix, int64_t
     }
 }
 
-/* Ingest @s as billingd's protobuf records, @batch at a time, with the alert hook. */
-static void ingest(bs_conn *c, collector *col, const its_stream *s, size_t batch)
+/* Ingest @s as billingd's protobuf records with the alert hook, in batches of @sizes (cycled). */
+static void ingest_sized(bs_conn *c, collector *col, const its_stream *s, const size_t *sizes,
+                         size_t n_sizes)
 {
     static unsigned char bufs[ITS_MAX_RECORDS][BILLING_EVENT_WIRE_MAX];
     static bs_record recs[ITS_MAX_RECORDS];
@@ -126,6 +148,7 @@ static void ingest(bs_conn *c, collector *col, const its_stream *s, size_t batch
     billing_event *ev = billing_event_new();
     bs_ingest *in;
     bs_error err;
+    size_t b = 0;
     size_t i;
     size_t n;
 
@@ -140,21 +163,35 @@ static void ingest(bs_conn *c, collector *col, const its_stream *s, size_t batch
         recs[i].source = "test";
     }
     in = bs_ingest_new(col->cat, NULL);
-    if (col->memo == NULL)
-        col->memo = bd_alert_memo_new();
-    ck_assert_ptr_nonnull(col->memo);
     bs_ingest_set_hook(in, hook, col);
     for (i = 0; i < s->n; i += n) {
-        n = s->n - i < batch ? s->n - i : batch;
+        n = s->n - i < sizes[b % n_sizes] ? s->n - i : sizes[b % n_sizes];
+        b++;
+        col->stored = i + n;
         ck_assert_msg(bs_ingest_batch(in, c, &recs[i], n, NULL, 0, 0, &res[i], NULL, &err) == BS_OK,
                       "batch at %zu: %s", i, err.message);
     }
     bs_ingest_free(in);
-    if (!col->keep_memo) {
-        bd_alert_memo_free(col->memo);
-        col->memo = NULL;
-    }
     billing_event_destroy(ev);
+}
+
+/* Ingest @s, @batch records at a time. */
+static void ingest(bs_conn *c, collector *col, const its_stream *s, size_t batch)
+{
+    ingest_sized(c, col, s, &batch, 1);
+}
+
+static int time_cmp(const void *x, const void *y)
+{
+    billing_time_t a = *(const billing_time_t *)x;
+    billing_time_t b = *(const billing_time_t *)y;
+
+    return a < b ? -1 : a > b;
+}
+
+static int str_cmp(const void *x, const void *y)
+{
+    return strcmp(*(char *const *)x, *(char *const *)y);
 }
 
 /* A fresh database with the example catalog, and @col reading it. */
@@ -416,8 +453,8 @@ static void topup_accounts(const char *path)
 /*
  * student-b burns its 10.00 trial (three alerts), then gets a 20.00
  * top-up and burns on: the three thresholds of the new total (30.00) are
- * crossed too, although billingd remembered the account as exhausted
- * (the memo is per credit total, and the total changed).
+ * crossed too, although every threshold of the trial is recorded as sent
+ * (the trial and the top-up valid together are another credit).
  */
 START_TEST(test_alerts_again_after_a_top_up)
 {
@@ -431,7 +468,6 @@ START_TEST(test_alerts_again_after_a_top_up)
     bs_error err;
     size_t i;
 
-    col->keep_memo = 1;
     burn(s, "student-b", "trial-", JAN_11, 15);
     ingest(c, col, s, 4);
     ck_assert_uint_eq(col->n, 3);
@@ -450,7 +486,6 @@ START_TEST(test_alerts_again_after_a_top_up)
     for (i = 3; i < 6; i++)
         ck_assert_int_eq(col->alerts[i].pct, pcts[i - 3]);
     ck_assert_str_eq(col->alerts[5].event_id, "topup-24");
-    bd_alert_memo_free(col->memo);
     bs_catalog_free(col->cat);
     its_free(s);
     its_free(more);
@@ -458,6 +493,551 @@ START_TEST(test_alerts_again_after_a_top_up)
     free(more);
     free(col);
     itdb_drop(c, db);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------- */
+/* Events out of month order                                               */
+/* ---------------------------------------------------------------------- */
+
+/* A grant of the accounts file own_catalog writes. */
+typedef struct test_grant {
+    const char *id;
+    const char *amount;
+    const char *from;
+    const char *to;
+} test_grant;
+
+/*
+ * The example's price book with its prices in force from 2025-11-01Z (so
+ * that December 2025 has prices) into @book, and one account @account
+ * (UTC, no tax) with @grants into @accounts; both loaded into @c.
+ */
+static void own_catalog(bs_conn *c, const char *account, const test_grant *grants, size_t n,
+                        char *book, char *accounts)
+{
+    char src[1024];
+    json_error_t jerr;
+    json_t *root;
+    json_t *list;
+    bs_load_counts k;
+    bs_error err;
+    size_t i;
+
+    snprintf(book, 256, "itest_alerts-book-%ld.json", (long)getpid());
+    snprintf(accounts, 256, "itest_alerts-own-%ld.json", (long)getpid());
+    its_example_path(src, sizeof(src), "pricebook.json");
+    root = json_load_file(src, 0, &jerr);
+    ck_assert_msg(root != NULL, "%s: %s", src, jerr.text);
+    json_object_set_new(json_array_get(json_object_get(root, "versions"), 0), "effective_from",
+                        json_string("2025-11-01T00:00:00Z"));
+    ck_assert_int_eq(json_dump_file(root, book, 0), 0);
+    json_decref(root);
+    root = json_pack("{s:[{s:s, s:s, s:s, s:s}], s:[]}", "accounts", "id", account, "currency",
+                     "CNY", "time_zone", "UTC", "tax_rate", "0", "grants");
+    ck_assert_ptr_nonnull(root);
+    list = json_object_get(root, "grants");
+    for (i = 0; i < n; i++)
+        json_array_append_new(list, json_pack("{s:s, s:s, s:s, s:s, s:s, s:[s], s:i}", "id",
+                                              grants[i].id, "account", account, "amount",
+                                              grants[i].amount, "granted_at", grants[i].from,
+                                              "expires_at", grants[i].to, "applies_to", "usage",
+                                              "priority", 0));
+    ck_assert_int_eq(json_dump_file(root, accounts, 0), 0);
+    json_decref(root);
+    ck_assert_msg(bs_load_catalog(c, "gpu", book, accounts, &k, &err) == BS_OK, "%s", err.message);
+}
+
+/* A record of @qty RTX 4090 (0.60 CNY per GPU-hour) for @account over [@start, +@minutes). */
+static void gpu_event(its_stream *s, const char *id, const char *account, const char *start,
+                      int minutes, const char *qty)
+{
+    char line[512];
+    char end[40];
+    billing_time_t t;
+
+    ck_assert_int_eq(billing_time_parse(start, &t, NULL, 0), BILLING_OK);
+    billing_time_format(t + (billing_time_t)minutes * 60 * BILLING_NS_PER_SEC, end, sizeof(end));
+    snprintf(line, sizeof(line),
+             "{\"id\":\"%s\",\"account\":\"%s\",\"resource\":\"i-%s\",\"meter\":\"gpu\","
+             "\"start\":\"%s\",\"end\":\"%s\",\"quantity\":\"%s\",\"model\":\"RTX4090\","
+             "\"region\":\"cn-east-1\"}",
+             id, account, id, start, end, qty);
+    ck_assert_uint_lt(s->n, ITS_MAX_RECORDS);
+    s->rec[s->n] = strdup(line);
+    s->len[s->n] = strlen(line);
+    s->key[s->n++] = account;
+}
+
+/* @col's alerts as a sorted, distinct list of alert_ids; count in *@n. Fails on a repeat. */
+static char **alert_ids(const collector *col, size_t *n)
+{
+    char **ids = calloc(col->n + 1, sizeof(*ids));
+    size_t i;
+
+    ck_assert_ptr_nonnull(ids);
+    for (i = 0; i < col->n; i++)
+        ids[i] = strdup(col->alerts[i].alert_id);
+    qsort(ids, col->n, sizeof(*ids), str_cmp);
+    for (i = 1; i < col->n; i++)
+        ck_assert_msg(strcmp(ids[i - 1], ids[i]) != 0, "alert %s sent twice", ids[i]);
+    *n = col->n;
+    return ids;
+}
+
+static void ids_free(char **ids, size_t n)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++)
+        free(ids[i]);
+    free(ids);
+}
+
+static void cut_balance(billing_catalog *cat, const char *account, const its_stream *s,
+                        billing_time_t at, billing_time_t read, mpq_t out);
+
+/* The catalog of @book and @accounts as `billing rate` reads it (zones in @zones). */
+static billing_catalog *file_catalog(billing_config_zones *zones, const char *book,
+                                     const char *accounts)
+{
+    char err[MSG];
+    billing_catalog *cat = billing_catalog_new();
+
+    ck_assert_msg(billing_config_pricebook_load(cat, book, err, sizeof(err)) == BILLING_OK, "%s",
+                  err);
+    ck_assert_msg(billing_config_accounts_load(cat, zones, accounts, err, sizeof(err)) ==
+                      BILLING_OK,
+                  "%s", err);
+    return cat;
+}
+
+/*
+ * Alert @x reached its threshold at crossed_at over @s (the events stored
+ * when it was decided): the usage before it leaves the balance (read at
+ * its last nanosecond before) at or below the threshold, the usage before
+ * one nanosecond earlier above it. When crossed_at is where its credit
+ * became valid (@at_bound), the balance was that low from the start: only
+ * the first half holds.
+ */
+static void crossed_when_reached(billing_catalog *cat, const its_stream *s, const seen_alert *x,
+                                 int at_bound)
+{
+    billing_time_t t = x->crossed_at;
+    mpq_t level;
+    mpq_t at;
+    mpq_t before;
+
+    mpq_inits(level, at, before, NULL);
+    decimal_q(level, x->threshold);
+    cut_balance(cat, x->account, s, t, at_bound ? t : t - 1, at);
+    ck_assert_msg(mpq_cmp(at, level) <= 0, "alert %s: not at or below %s at crossed_at",
+                  x->alert_id, x->threshold);
+    if (!at_bound) {
+        cut_balance(cat, x->account, s, t - 1, t - 2, before);
+        ck_assert_msg(mpq_cmp(before, level) > 0, "alert %s: already at or below %s before",
+                      x->alert_id, x->threshold);
+    }
+    mpq_clears(level, at, before, NULL);
+}
+
+/* The issue's four events (Jan 60, Dec 27.50, Dec 55, Jan 72) for @account. */
+static void out_of_order_events(its_stream *s, const char *account)
+{
+    gpu_event(s, "jan-60", account, "2026-01-10T00:00:00Z", 60, "100");
+    gpu_event(s, "dec-27.50", account, "2025-12-10T00:00:00Z", 50, "55");
+    gpu_event(s, "dec-55", account, "2025-12-20T00:00:00Z", 100, "55");
+    gpu_event(s, "jan-72", account, "2026-01-20T00:00:00Z", 60, "120");
+}
+
+/*
+ * The issue's account: 100.00 of credit, no tax; 60.00 used in January,
+ * then 27.50 and 55.00 in December, then 72.00 in January: the credit is
+ * used up (`billing rate --at 2026-01-31` shows 0). Batches of 1 and of 4
+ * both send exactly one 50%, one 80% and one 100% alert. Before, the
+ * events were read in arrival order each at its own instant: December,
+ * read after January, saw the balance go back up (50% sent again, with
+ * another balance) and the last January event started from 0 (no 100%).
+ */
+START_TEST(test_alerts_once_each_when_months_arrive_out_of_order)
+{
+    static const test_grant grant = {"g100", "100.00", "2025-12-01T00:00:00Z",
+                                     "2026-03-01T00:00:00Z"};
+    static const size_t batches[] = {1, 4};
+    its_stream *s = calloc(1, sizeof(*s));
+    collector *col = calloc(1, sizeof(*col));
+    billing_config_zones *zones;
+    billing_catalog *cat;
+    char book[256];
+    char accounts[256];
+    char **ids;
+    bs_conn *c;
+    bs_error err;
+    size_t n;
+    size_t b;
+    size_t i;
+
+    out_of_order_events(s, "ooo");
+    for (b = 0; b < sizeof(batches) / sizeof(batches[0]); b++) {
+        c = itdb_fresh("ooo", db, sizeof(db));
+        own_catalog(c, "ooo", &grant, 1, book, accounts);
+        memset(col, 0, sizeof(*col));
+        col->cat = bs_catalog_read(c, NULL, &err);
+        ck_assert_msg(col->cat != NULL, "%s", err.message);
+        ingest(c, col, s, batches[b]);
+        ids = alert_ids(col, &n);
+        ck_assert_msg(n == 3, "batches of %zu: %zu alerts, not 3", batches[b], n);
+        ck_assert_str_eq(ids[0], "ooo/100pct/100/g100");
+        ck_assert_str_eq(ids[1], "ooo/50pct/100/g100");
+        ck_assert_str_eq(ids[2], "ooo/80pct/100/g100");
+        for (i = 0; i < col->n; i++) {
+            if (col->alerts[i].pct == 100)
+                ck_assert_str_eq(col->alerts[i].balance, "0");
+        }
+        /* All four stored when decided: crossed_at is when they reach each level. */
+        if (batches[b] == 4) {
+            zones = billing_config_zones_new();
+            cat = file_catalog(zones, book, accounts);
+            for (i = 0; i < col->n; i++)
+                crossed_when_reached(cat, s, &col->alerts[i], 0);
+            billing_catalog_destroy(cat);
+            billing_config_zones_destroy(zones);
+        }
+        ids_free(ids, n);
+        bs_catalog_free(col->cat);
+        itdb_drop(c, db);
+        remove(book);
+        remove(accounts);
+    }
+    its_free(s);
+    free(s);
+    free(col);
+}
+END_TEST
+
+/*
+ * billing.credit_alerts is written by the runtime role in the batch's
+ * transaction: a batch that fails after its alerts went out leaves no row
+ * (its rerun sends the same alert_ids again: the documented repeat), a
+ * committed one leaves one row per alert, and replaying the events sends
+ * nothing. The role can append and read, not change or delete.
+ */
+START_TEST(test_alerts_recorded_with_their_batch)
+{
+    static const test_grant grant = {"g100", "100.00", "2025-12-01T00:00:00Z",
+                                     "2026-03-01T00:00:00Z"};
+    its_stream *s = calloc(1, sizeof(*s));
+    collector *col = calloc(1, sizeof(*col));
+    bs_conn *c = itdb_fresh("recorded", db, sizeof(db));
+    char book[256];
+    char accounts[256];
+    bs_error err;
+    size_t i;
+
+    out_of_order_events(s, "ooo");
+    own_catalog(c, "ooo", &grant, 1, book, accounts);
+    remove(book);
+    remove(accounts);
+    col->cat = bs_catalog_read(c, NULL, &err);
+    ck_assert_msg(col->cat != NULL, "%s", err.message);
+    itdb_exec(c, "GRANT billing_app TO CURRENT_USER");
+    itdb_exec(c, "SET ROLE billing_app");
+    col->fail_once = 1;
+    ingest(c, col, s, 4);
+    /* Three alerts, sent twice: by the failed run and by the committed one. */
+    ck_assert_uint_eq(col->n, 6);
+    for (i = 0; i < 3; i++)
+        ck_assert_str_eq(col->alerts[i].alert_id, col->alerts[i + 3].alert_id);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.credit_alerts"), 3);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.credit_alerts WHERE"
+                                  " alert_id = 'ooo/100pct/100/g100' AND balance = 0"
+                                  " AND grants = '{g100}' AND event_id <> ''"),
+                     1);
+    col->n = 0;
+    ingest(c, col, s, 1);
+    ck_assert_uint_eq(col->n, 0);
+    ck_assert_int_ne(bs_command(c, "DELETE FROM billing.credit_alerts", 0, NULL, NULL, &err),
+                     BS_OK);
+    ck_assert_int_ne(bs_command(c, "UPDATE billing.credit_alerts SET pct = 1", 0, NULL, NULL, &err),
+                     BS_OK);
+    itdb_exec(c, "RESET ROLE");
+    bs_catalog_free(col->cat);
+    its_free(s);
+    free(s);
+    free(col);
+    itdb_drop(c, db);
+}
+END_TEST
+
+/* The grants of the property test: windows that overlap, start and end inside usage. */
+static const test_grant prop_grants[] = {
+    {"ga", "50.00", "2025-12-01T00:00:00Z", "2026-02-01T00:00:00Z"},
+    {"gb", "30.00", "2026-01-15T00:00:00Z", "2026-03-15T00:00:00Z"},
+    {"gc", "40.00", "2026-02-10T00:00:00Z", "2026-04-01T00:00:00Z"},
+    /* Inside gb's and gc's windows: gb+gc is valid before it and again after it. */
+    {"gd", "20.00", "2026-03-05T00:00:00Z", "2026-03-10T00:00:00Z"},
+};
+#define PROP_GRANTS (sizeof(prop_grants) / sizeof(prop_grants[0]))
+
+/* Grant @g's bounds. */
+static void grant_window(size_t g, billing_time_t *from, billing_time_t *to)
+{
+    ck_assert_int_eq(billing_time_parse(prop_grants[g].from, from, NULL, 0), BILLING_OK);
+    ck_assert_int_eq(billing_time_parse(prop_grants[g].to, to, NULL, 0), BILLING_OK);
+}
+
+/* libbilling's balance of @account over @s cut at @at, read at @read: `billing rate --at`. */
+static void cut_balance(billing_catalog *cat, const char *account, const its_stream *s,
+                        billing_time_t at, billing_time_t read, mpq_t out)
+{
+    billing_rater *r = NULL;
+    billing_event *ev = billing_event_new();
+    char text[256];
+    size_t i;
+
+    ck_assert_int_eq(billing_rater_new(cat, &r, NULL, 0), BILLING_OK);
+    for (i = 0; i < s->n; i++) {
+        ck_assert_int_eq(bc_event_parse_json(ev, s->rec[i], s->len[i], NULL, 0), BILLING_OK);
+        if (billing_event_start(ev) >= at)
+            continue;
+        if (billing_event_end(ev) > at)
+            billing_event_set_interval(ev, billing_event_start(ev), at);
+        ck_assert_int_eq(billing_rater_add(r, ev, NULL, 0), BILLING_OK);
+    }
+    ck_assert_int_eq(billing_rater_credit_balance(r, account, read, text, sizeof(text)),
+                     BILLING_OK);
+    decimal_q(out, text);
+    billing_event_destroy(ev);
+    billing_rater_destroy(r);
+}
+
+static int row_cmp(const void *x, const void *y)
+{
+    return strcmp(x, y);
+}
+
+/*
+ * The alerts @s implies, straight from libbilling: for each span with the
+ * same grants valid (credit epoch), the balance at its latest usage
+ * instant (`billing rate --at` there, the epoch's lowest); each threshold
+ * of its credit at or above it is one alert. Sorted alert_ids in @out.
+ */
+static size_t expected_alerts(billing_catalog *cat, const its_stream *s, char out[][128])
+{
+    billing_time_t bounds[2 * PROP_GRANTS];
+    billing_event *ev = billing_event_new();
+    char ids[128];
+    billing_time_t lo;
+    billing_time_t hi;
+    billing_time_t last;
+    billing_time_t from;
+    billing_time_t to;
+    size_t n_out = 0;
+    size_t e;
+    size_t g;
+    size_t i;
+    size_t p;
+    int total;
+    mpq_t bal;
+    mpq_t level;
+
+    mpq_inits(bal, level, NULL);
+    for (g = 0; g < PROP_GRANTS; g++)
+        grant_window(g, &bounds[2 * g], &bounds[2 * g + 1]);
+    qsort(bounds, 2 * PROP_GRANTS, sizeof(bounds[0]), time_cmp);
+    for (e = 0; e + 1 < 2 * PROP_GRANTS; e++) {
+        lo = bounds[e];
+        hi = bounds[e + 1];
+        last = lo;
+        for (i = 0; i < s->n; i++) {
+            ck_assert_int_eq(bc_event_parse_json(ev, s->rec[i], s->len[i], NULL, 0), BILLING_OK);
+            if (billing_event_start(ev) < hi && billing_event_end(ev) > lo) {
+                to = billing_event_end(ev) < hi ? billing_event_end(ev) : hi;
+                last = to > last ? to : last;
+            }
+        }
+        if (last == lo || lo == hi)
+            continue; /* no usage in this epoch */
+        total = 0;
+        ids[0] = '\0';
+        for (g = 0; g < PROP_GRANTS; g++) {
+            grant_window(g, &from, &to);
+            if (from <= lo && lo < to) {
+                total += atoi(prop_grants[g].amount);
+                snprintf(ids + strlen(ids), sizeof(ids) - strlen(ids), "%s%s",
+                         ids[0] != '\0' ? "+" : "", prop_grants[g].id);
+            }
+        }
+        if (total == 0)
+            continue;
+        cut_balance(cat, "prop", s, last, last - 1, bal);
+        for (p = 0; p < 3; p++) {
+            mpq_set_ui(level, (unsigned long)(total * (100 - pcts[p])), 100);
+            if (mpq_cmp(bal, level) <= 0) {
+                ck_assert_uint_lt(n_out, 64);
+                snprintf(out[n_out++], 128, "prop/%dpct/%d/%s", pcts[p], total, ids);
+            }
+        }
+    }
+    qsort(out, n_out, 128, row_cmp);
+    /* The same credit valid again later is the same alert. */
+    for (i = 0, p = 0; i < n_out; i++) {
+        if (p == 0 || strcmp(out[i], out[p - 1]) != 0)
+            memmove(out[p++], out[i], 128);
+    }
+    n_out = p;
+    billing_event_destroy(ev);
+    mpq_clears(bal, level, NULL);
+    return n_out;
+}
+/* Is @t a bound of one of prop_grants? */
+static int prop_bound(billing_time_t t)
+{
+    billing_time_t from;
+    billing_time_t to;
+    size_t g;
+
+    for (g = 0; g < PROP_GRANTS; g++) {
+        grant_window(g, &from, &to);
+        if (t == from || t == to)
+            return 1;
+    }
+    return 0;
+}
+
+/* crossed_when_reached over the first x->stored records of @s: those stored when it was sent. */
+static void crossed_over_prefix(billing_catalog *cat, const its_stream *s, const seen_alert *x)
+{
+    its_stream *prefix = calloc(1, sizeof(*prefix));
+    size_t i;
+
+    ck_assert_ptr_nonnull(prefix);
+    for (i = 0; i < x->stored; i++) {
+        prefix->rec[i] = s->rec[i];
+        prefix->len[i] = s->len[i];
+        prefix->key[i] = s->key[i];
+    }
+    prefix->n = x->stored;
+    crossed_when_reached(cat, prefix, x, prop_bound(x->crossed_at));
+    free(prefix); /* the records are @s's */
+}
+
+/* Rounds of the property test: each a fresh database. */
+#define PROP_ROUNDS 10
+
+/* "prop"'s events: several months, some across a grant's bound or a month's, one without credit. */
+static void prop_events(its_stream *s)
+{
+    gpu_event(s, "nov-20", "prop", "2025-11-20T00:00:00Z", 60, "5");
+    gpu_event(s, "dec-05", "prop", "2025-12-05T00:00:00Z", 60, "20");
+    gpu_event(s, "dec-20", "prop", "2025-12-20T00:00:00Z", 60, "25");
+    gpu_event(s, "jan-10", "prop", "2026-01-10T00:00:00Z", 60, "10");
+    gpu_event(s, "jan-14", "prop", "2026-01-14T23:00:00Z", 120, "10");
+    gpu_event(s, "jan-20", "prop", "2026-01-20T00:00:00Z", 60, "30");
+    gpu_event(s, "jan-31", "prop", "2026-01-31T23:30:00Z", 60, "10");
+    gpu_event(s, "feb-05", "prop", "2026-02-05T00:00:00Z", 60, "10");
+    gpu_event(s, "feb-09", "prop", "2026-02-09T23:00:00Z", 120, "5");
+    gpu_event(s, "feb-12", "prop", "2026-02-12T00:00:00Z", 60, "20");
+    gpu_event(s, "mar-01", "prop", "2026-03-01T00:00:00Z", 60, "30");
+    gpu_event(s, "mar-07", "prop", "2026-03-07T00:00:00Z", 60, "10");
+    gpu_event(s, "mar-12", "prop", "2026-03-12T00:00:00Z", 60, "10");
+    gpu_event(s, "mar-20", "prop", "2026-03-20T00:00:00Z", 60, "15");
+    gpu_event(s, "mar-25", "prop", "2026-03-25T00:00:00Z", 60, "40");
+}
+
+/* @s in the order of a random permutation into @out. */
+static void shuffled(const its_stream *s, its_stream *out, uint64_t *rng)
+{
+    size_t idx[ITS_MAX_RECORDS];
+    size_t i;
+    size_t j;
+    size_t t;
+
+    for (i = 0; i < s->n; i++)
+        idx[i] = i;
+    for (i = s->n; i > 1; i--) {
+        j = (size_t)(test_rnd(rng) % i);
+        t = idx[i - 1];
+        idx[i - 1] = idx[j];
+        idx[j] = t;
+    }
+    for (i = 0; i < s->n; i++) {
+        out->rec[i] = strdup(s->rec[idx[i]]);
+        out->len[i] = s->len[idx[i]];
+        out->key[i] = s->key[idx[i]];
+    }
+    out->n = s->n;
+}
+
+/*
+ * Property: "prop"'s events (several months, four grants whose windows
+ * overlap, events across their bounds, a credit valid in two epochs) in
+ * random orders and random batch sizes always send the same alerts, each
+ * once, and exactly those that libbilling's balances imply: per span
+ * with the same grants valid, each threshold at or above the balance at
+ * its latest usage; each crossed_at is when the events stored then reach
+ * its threshold. Before, the alerts depended on the order (a threshold
+ * lost or sent twice).
+ */
+START_TEST(test_alerts_same_for_any_order_and_batches)
+{
+    static char expected[64][128];
+    its_stream *s = calloc(1, sizeof(*s));
+    its_stream *perm = calloc(1, sizeof(*perm));
+    collector *col = calloc(1, sizeof(*col));
+    billing_config_zones *zones = billing_config_zones_new();
+    billing_catalog *cat;
+    uint64_t rng = UINT64_C(0x9e3779b97f4a7c15);
+    size_t sizes[ITS_MAX_RECORDS];
+    char book[256];
+    char accounts[256];
+    size_t n_expected;
+    size_t round;
+    size_t n;
+    size_t i;
+    char **ids;
+    bs_conn *c;
+    bs_error err;
+
+    prop_events(s);
+    for (round = 0; round < PROP_ROUNDS; round++) {
+        c = itdb_fresh("prop", db, sizeof(db));
+        own_catalog(c, "prop", prop_grants, PROP_GRANTS, book, accounts);
+        if (round == 0) {
+            cat = file_catalog(zones, book, accounts);
+            n_expected = expected_alerts(cat, s, expected);
+            billing_catalog_destroy(cat);
+            /* Thresholds of several credits, not all of each: the property has teeth. */
+            ck_assert_uint_ge(n_expected, 6);
+        }
+        memset(col, 0, sizeof(*col));
+        col->cat = bs_catalog_read(c, NULL, &err);
+        ck_assert_msg(col->cat != NULL, "%s", err.message);
+        shuffled(s, perm, &rng);
+        for (i = 0; i < perm->n; i++)
+            sizes[i] = 1 + (size_t)(test_rnd(&rng) % (round % 2 == 0 ? 3 : perm->n));
+        ingest_sized(c, col, perm, sizes, perm->n);
+        ids = alert_ids(col, &n);
+        for (i = 0; i < n && i < n_expected; i++)
+            ck_assert_msg(strcmp(ids[i], expected[i]) == 0, "round %zu: alert %s, expected %s",
+                          round, ids[i], expected[i]);
+        ck_assert_msg(n == n_expected, "round %zu: %zu alerts, expected %zu", round, n, n_expected);
+        ids_free(ids, n);
+        cat = file_catalog(zones, book, accounts);
+        for (i = 0; i < col->n; i++)
+            crossed_over_prefix(cat, perm, &col->alerts[i]);
+        billing_catalog_destroy(cat);
+        its_free(perm);
+        bs_catalog_free(col->cat);
+        itdb_drop(c, db);
+        remove(book);
+        remove(accounts);
+    }
+    billing_config_zones_destroy(zones);
+    its_free(s);
+    free(s);
+    free(perm);
+    free(col);
 }
 END_TEST
 
@@ -471,6 +1051,9 @@ static Suite *alerts_suite(void)
     tcase_add_test(tc, test_alerts_same_for_every_batch_size);
     tcase_add_test(tc, test_alert_crossed_at_is_when_the_balance_crosses);
     tcase_add_test(tc, test_alerts_again_after_a_top_up);
+    tcase_add_test(tc, test_alerts_once_each_when_months_arrive_out_of_order);
+    tcase_add_test(tc, test_alerts_same_for_any_order_and_batches);
+    tcase_add_test(tc, test_alerts_recorded_with_their_batch);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,0 +1,188 @@
+/*
+ * sentalerts.c - the credit alerts already sent, and the raw events of a
+ * window, in a batch's transaction. See sentalerts.h.
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sentalerts.h"
+
+/* $1: the accounts (text[]). C collation: the order strcmp searches in. */
+#define SQL_SENT_READ                                                                              \
+    "SELECT alert_id FROM billing.credit_alerts WHERE account_id = ANY($1::text[])"                \
+    " ORDER BY alert_id COLLATE \"C\""
+
+/* Instants as whole microseconds since the epoch plus nanoseconds: exact both ways. */
+#define SQL_SENT_INSERT                                                                            \
+    "INSERT INTO billing.credit_alerts (alert_id, account_id, pct, granted, grants, threshold,"    \
+    " balance, crossed_at, crossed_nanos, event_id) VALUES ($1, $2, $3::smallint, $4::numeric,"    \
+    " $5::text[], $6::numeric, $7::numeric,"                                                       \
+    " 'epoch'::timestamptz + $8::bigint * interval '1 microsecond', $9::smallint, $10)"            \
+    " ON CONFLICT (alert_id) DO NOTHING"
+
+#define SQL_WINDOW                                                                                 \
+    "SELECT event_id, resource_id, meter,"                                                         \
+    " (extract(epoch FROM start_time) * 1000000)::bigint, start_nanos,"                            \
+    " (extract(epoch FROM end_time) * 1000000)::bigint, end_nanos, quantity::text, model, region"  \
+    " FROM billing.usage_events WHERE account_id = $1"                                             \
+    " AND start_time < 'epoch'::timestamptz + $2::bigint * interval '1 microsecond'"               \
+    " AND end_time >= 'epoch'::timestamptz + $3::bigint * interval '1 microsecond'"                \
+    " LIMIT $4::bigint"
+
+struct bs_sent_alerts {
+    char **ids;
+    size_t n;
+};
+
+bs_status bs_sent_alerts_read(bs_conn *c, const char *accounts, bs_sent_alerts **out,
+                              bs_error *err)
+{
+    const char *params[1];
+    bs_sent_alerts *s;
+    PGresult *res;
+    int i;
+
+    *out = NULL;
+    params[0] = accounts;
+    /* Prepared once per connection: it runs in every batch's transaction. */
+    res = bs_query_prepared(c, "bs_sent_alerts", SQL_SENT_READ, 1, params, err);
+    if (res == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    s = calloc(1, sizeof(*s));
+    if (s != NULL)
+        s->ids = calloc((size_t)PQntuples(res) + 1, sizeof(*s->ids));
+    if (s == NULL || s->ids == NULL)
+        goto nomem;
+    for (i = 0; i < PQntuples(res); i++) {
+        s->ids[s->n] = strdup(PQgetvalue(res, i, 0));
+        if (s->ids[s->n] == NULL)
+            goto nomem;
+        s->n++;
+    }
+    PQclear(res);
+    *out = s;
+    return BS_OK;
+nomem:
+    PQclear(res);
+    bs_sent_alerts_free(s);
+    return bs_error_set(err, BS_ERR_NOMEM, "credit alerts: out of memory");
+}
+
+int bs_sent_alerts_has(const bs_sent_alerts *s, const char *alert_id)
+{
+    size_t lo = 0;
+    size_t hi = s != NULL ? s->n : 0;
+    size_t mid;
+    int cmp;
+
+    while (lo < hi) {
+        mid = lo + (hi - lo) / 2;
+        cmp = strcmp(s->ids[mid], alert_id);
+        if (cmp == 0)
+            return 1;
+        if (cmp < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return 0;
+}
+
+void bs_sent_alerts_free(bs_sent_alerts *s)
+{
+    size_t i;
+
+    if (s == NULL)
+        return;
+    for (i = 0; i < s->n; i++)
+        free(s->ids[i]);
+    free(s->ids);
+    free(s);
+}
+
+/* Floor of @t / 1000 (instants before 1970 round down too). */
+static int64_t micros_floor(billing_time_t t)
+{
+    return t / 1000 - (t % 1000 < 0);
+}
+
+bs_status bs_sent_alert_record(bs_conn *c, const bs_sent_alert *a, int *inserted, bs_error *err)
+{
+    char pct[16];
+    char micros[32];
+    char nanos[8];
+    const char *params[10];
+    int64_t us = micros_floor(a->crossed_at);
+    int64_t affected = 0;
+    bs_status st;
+
+    snprintf(pct, sizeof(pct), "%d", a->pct);
+    snprintf(micros, sizeof(micros), "%" PRId64, us);
+    snprintf(nanos, sizeof(nanos), "%d", (int)(a->crossed_at - us * 1000));
+    params[0] = a->alert_id;
+    params[1] = a->account;
+    params[2] = pct;
+    params[3] = a->granted;
+    params[4] = a->grants;
+    params[5] = a->threshold;
+    params[6] = a->balance;
+    params[7] = micros;
+    params[8] = nanos;
+    params[9] = a->event_id;
+    st = bs_command(c, SQL_SENT_INSERT, 10, params, &affected, err);
+    *inserted = st == BS_OK && affected == 1;
+    return st;
+}
+
+/* One row of SQL_WINDOW to @fn, when it overlaps [@from, @to) exactly; 0 or -1 (stopped). */
+static int feed_row(const PGresult *res, int i, const char *account, billing_time_t from,
+                    billing_time_t to, bs_event_fn fn, void *arg)
+{
+    billing_time_t start = strtoll(PQgetvalue(res, i, 3), NULL, 10) * 1000 +
+                           strtoll(PQgetvalue(res, i, 4), NULL, 10);
+    billing_time_t end = strtoll(PQgetvalue(res, i, 5), NULL, 10) * 1000 +
+                         strtoll(PQgetvalue(res, i, 6), NULL, 10);
+
+    /* The query's bounds are whole microseconds, wider than the window. */
+    if (start >= to || end <= from)
+        return 0;
+    return fn(arg, account, PQgetvalue(res, i, 0), PQgetvalue(res, i, 1), PQgetvalue(res, i, 2),
+              start, end, PQgetvalue(res, i, 7), PQgetvalue(res, i, 8), PQgetvalue(res, i, 9));
+}
+
+bs_status bs_events_window(bs_conn *c, const char *account, billing_time_t from,
+                           billing_time_t to, long max_rows, bs_event_fn fn, void *arg, int *more,
+                           bs_error *err)
+{
+    char to_us[32];
+    char from_us[32];
+    char limit[32];
+    const char *params[4];
+    PGresult *res;
+    bs_status st = BS_OK;
+    int i;
+
+    /* to rounded up, from down: every event of the window is read. */
+    snprintf(to_us, sizeof(to_us), "%" PRId64, micros_floor(to - 1) + 1);
+    snprintf(from_us, sizeof(from_us), "%" PRId64, micros_floor(from));
+    snprintf(limit, sizeof(limit), "%ld", max_rows + 1);
+    params[0] = account;
+    params[1] = to_us;
+    params[2] = from_us;
+    params[3] = limit;
+    res = bs_query_prepared(c, "bs_events_window", SQL_WINDOW, 4, params, err);
+    if (res == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    *more = PQntuples(res) > max_rows;
+    for (i = 0; !*more && i < PQntuples(res) && st == BS_OK; i++) {
+        if (feed_row(res, i, account, from, to, fn, arg) != 0)
+            st = bs_error_set(err, BS_ERR_INVALID, "event '%.128s' was not accepted",
+                              PQgetvalue(res, i, 0));
+    }
+    PQclear(res);
+    return st;
+}

@@ -1,0 +1,72 @@
+/*
+ * sentalerts.h - what billingd's credit alert check reads and writes in a
+ * batch's transaction besides the aggregates: the credit alerts already
+ * sent (billing.credit_alerts, migration 0009) and the raw events of one
+ * account inside a time window. doc/database.md, doc/operations.md
+ * ("Credit alerts").
+ *
+ * Not thread-safe: one call at a time per connection.
+ */
+#ifndef BS_SENTALERTS_H
+#define BS_SENTALERTS_H
+
+#include <stddef.h>
+
+#include "invoices.h"
+#include "store.h"
+
+/* Longest alert_id the table takes (its CHECK). */
+#define BS_ALERT_ID_MAX 512
+
+/* One alert to record as sent; everything borrowed for the call. */
+typedef struct bs_sent_alert {
+    const char *alert_id;  /* identity: 1..BS_ALERT_ID_MAX bytes */
+    const char *account;
+    int pct;               /* 1..100 */
+    const char *granted;   /* the credit total, exact decimal, > 0 */
+    const char *grants;    /* the ids of the grants valid, a text[] literal (bs_text_array) */
+    const char *threshold; /* exact decimal */
+    const char *balance;   /* exact decimal */
+    billing_time_t crossed_at;
+    const char *event_id;
+} bs_sent_alert;
+
+/* The alert ids already sent for some accounts: a sorted set. */
+typedef struct bs_sent_alerts bs_sent_alerts;
+
+/*
+ * bs_sent_alerts_read - the alert ids recorded for the accounts of
+ * @accounts (a text[] literal, bs_text_array), one query, into *@out
+ * (free with bs_sent_alerts_free). Returns BS_OK or the error.
+ */
+bs_status bs_sent_alerts_read(bs_conn *c, const char *accounts, bs_sent_alerts **out,
+                              bs_error *err);
+
+/* bs_sent_alerts_has - 1 when @alert_id is in @s, else 0. */
+int bs_sent_alerts_has(const bs_sent_alerts *s, const char *alert_id);
+
+/* bs_sent_alerts_free - free; NULL is a no-op. */
+void bs_sent_alerts_free(bs_sent_alerts *s);
+
+/*
+ * bs_sent_alert_record - insert @a into billing.credit_alerts in the
+ * current transaction. *@inserted is 1 when the row is new, 0 when the
+ * alert_id was there already (committed by another transaction since the
+ * read: then it must not be sent again). Returns BS_OK or the error.
+ */
+bs_status bs_sent_alert_record(bs_conn *c, const bs_sent_alert *a, int *inserted, bs_error *err);
+
+/*
+ * bs_events_window - every stored raw event of @account that overlaps
+ * [@from, @to) (starts before @to, ends after @from), handed to @fn in no
+ * particular order, read in the current transaction (so it sees the
+ * batch's own events). When there are more than @max_rows (the caller's
+ * bound on memory and time), none is handed and *@more is set to 1 (else
+ * 0). Returns BS_OK, BS_ERR_INVALID when @fn stopped, or a database
+ * error.
+ */
+bs_status bs_events_window(bs_conn *c, const char *account, billing_time_t from,
+                           billing_time_t to, long max_rows, bs_event_fn fn, void *arg, int *more,
+                           bs_error *err);
+
+#endif /* BS_SENTALERTS_H */
