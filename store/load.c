@@ -208,8 +208,9 @@ static const char *str(const json_t *obj, const char *key)
 
 /*
  * time_text - instant string @key of @obj as RFC 3339 UTC into @out, or
- * "" when absent. Refuses sub-microsecond digits, which timestamptz would
- * round away.
+ * "" when absent. The file reader (libbilling-config) has already refused
+ * sub-microsecond digits, for `billing rate` too, with the file's name and
+ * the element; the check stays so that timestamptz never rounds one away.
  */
 static bs_status time_text(const json_t *obj, const char *key, char *out, bs_error *err)
 {

@@ -2302,6 +2302,135 @@ START_TEST(test_password_sources)
 END_TEST
 
 /* ---------------------------------------------------------------------- */
+/* Issue 23, items 11-13                                                   */
+/* ---------------------------------------------------------------------- */
+
+/*
+ * The line of file @path that contains @text, from @from on (the part
+ * after the program's own prefix), into @out; asserts there is one.
+ */
+static void message_from(const char *path, const char *text, const char *from, char *out,
+                         size_t size)
+{
+    char buf[8192];
+    char *at;
+    char *start;
+    size_t n;
+    FILE *f = fopen(path, "r");
+
+    ck_assert_ptr_nonnull(f);
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    at = strstr(buf, text);
+    ck_assert_msg(at != NULL, "no '%s' in: %s", text, buf);
+    while (at > buf && at[-1] != '\n')
+        at--;
+    start = strstr(at, from);
+    ck_assert_msg(start != NULL, "no '%s' in: %s", from, at);
+    n = strcspn(start, "\n");
+    ck_assert_uint_lt(n, size);
+    memcpy(out, start, n);
+    out[n] = '\0';
+}
+
+/*
+ * Item 11: `billing rate` billed catalogs with instants finer than the
+ * microsecond that `billing load` then refused (the store keeps
+ * microseconds), with a message naming neither the file nor the element.
+ * Now both refuse, with one message naming file, element and field: a
+ * subscription's cancellation (the element-by-element reader's slow
+ * path), a grant's start (its fast path), a price version's start.
+ */
+START_TEST(test_catalog_precision_one_rule)
+{
+    static const char events[] =
+        "{\"id\":\"e1\",\"account\":\"a1\",\"resource\":\"r\",\"meter\":\"gpu\","
+        "\"start\":\"2026-01-05T00:00:00Z\",\"end\":\"2026-01-05T01:00:00Z\",\"quantity\":\"1\","
+        "\"model\":\"RTX4090\",\"region\":\"r1\"}\n";
+    static const char grant_tmpl[] =
+        "{\"accounts\": [{\"id\": \"a1\", \"currency\": \"CNY\", \"time_zone\": \"UTC\","
+        " \"tax_rate\": \"0\"}],\n"
+        " \"grants\": [{\"id\": \"g1\", \"account\": \"a1\", \"amount\": \"1\","
+        " \"granted_at\": \"2026-01-02T10:00:00.000000001Z\","
+        " \"expires_at\": \"2026-02-01T10:00:00Z\", \"applies_to\": [\"usage\"]}]}\n";
+    static const struct {
+        const char *file;  /* which file is bad: 'p'rice book or 'a'ccounts */
+        const char *where; /* the message names it */
+        const char *value;
+    } cases[] = {
+        {"a", "subscriptions[0].cancelled_at", "2026-11-10T03:44:28.58978158Z"},
+        {"g", "grants[0].granted_at", "2026-01-02T10:00:00.000000001Z"},
+        {"p", "versions[0].effective_from", "2026-01-01T00:00:00.0000005+08:00"},
+    };
+    bs_conn *c = migrated_db("precision");
+    const char *none[] = {NULL};
+    char conninfo[CONNINFO_MAX];
+    char ev_path[256];
+    char rate_out[256];
+    char load_out[256];
+    char rate_msg[1024];
+    char load_msg[1024];
+    char quoted[128];
+    const char *rate_argv[] = {"billing", "rate", "--pricebook", NULL, "--accounts", NULL, NULL, NULL};
+    const char *load_argv[] = {"billing", "load", "--db", conninfo, "--pricebook", NULL,
+                               "--accounts", NULL, "--book", "book", NULL};
+    catalog_files cf;
+    size_t i;
+
+    conninfo_for(db_name, conninfo, sizeof(conninfo));
+    snprintf(ev_path, sizeof(ev_path), "/tmp/itest_store_%ld_events.jsonl", (long)getpid());
+    snprintf(rate_out, sizeof(rate_out), "/tmp/itest_store_%ld_rate.txt", (long)getpid());
+    snprintf(load_out, sizeof(load_out), "/tmp/itest_store_%ld_load.txt", (long)getpid());
+    write_file(ev_path, events, none);
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char cancel[96];
+        const char *path;
+
+        snprintf(cancel, sizeof(cancel), "\"%s\"", cases[i].value);
+        write_catalog(&cf, "0.60", "0", cases[i].file[0] == 'a' ? cancel : "null", "10.00");
+        if (cases[i].file[0] == 'g')
+            write_file(cf.accounts, grant_tmpl, none);
+        if (cases[i].file[0] == 'p') {
+            const char *pb[] = {"@PRICE@", "0.60", "2026-01-01T00:00:00+08:00", cases[i].value,
+                                NULL};
+
+            write_file(cf.pricebook, pricebook_json, pb);
+        }
+        path = cases[i].file[0] == 'p' ? cf.pricebook : cf.accounts;
+        rate_argv[3] = cf.pricebook;
+        rate_argv[5] = cf.accounts;
+        rate_argv[6] = ev_path;
+        load_argv[5] = cf.pricebook;
+        load_argv[7] = cf.accounts;
+        ck_assert_int_eq(run_billing(rate_argv, rate_out), 3);
+        ck_assert_int_eq(run_billing(load_argv, load_out), 3);
+        message_from(rate_out, "finer than a microsecond", path, rate_msg, sizeof(rate_msg));
+        message_from(load_out, "finer than a microsecond", path, load_msg, sizeof(load_msg));
+        ck_assert_str_eq(rate_msg, load_msg);
+        ck_assert_msg(strstr(rate_msg, cases[i].where) != NULL, "%s", rate_msg);
+        snprintf(quoted, sizeof(quoted), "'%s'", cases[i].value);
+        ck_assert_msg(strstr(rate_msg, quoted) != NULL, "%s", rate_msg);
+    }
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.price_versions"), 0);
+    /* Nanosecond digits that are whole microseconds are fine on both paths. */
+    write_catalog(&cf, "0.60", "0", "\"2026-02-10T00:00:00.123456000Z\"", "10.00");
+    rate_argv[6] = ev_path;
+    ck_assert_int_eq(run_billing(rate_argv, rate_out), 0);
+    ck_assert_int_eq(run_billing(load_argv, load_out), 0);
+    ck_assert_int_eq(query_long(c, "SELECT extract(microseconds FROM cancelled_at)::bigint % 1000000"
+                                   " FROM billing.subscriptions"),
+                     123456);
+    unlink(cf.pricebook);
+    unlink(cf.accounts);
+    unlink(ev_path);
+    unlink(rate_out);
+    unlink(load_out);
+    drop_db(c);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------- */
 
 static Suite *store_suite(void)
 {
@@ -2354,6 +2483,8 @@ static Suite *store_suite(void)
     tcase_add_test(guards, test_password_sources);
     suite_add_tcase(s, ld);
     suite_add_tcase(s, guards);
+    /* Issue 23. */
+    tcase_add_test(ld, test_catalog_precision_one_rule);
     return s;
 }
 
