@@ -2116,7 +2116,10 @@ START_TEST(test_schema_gap_refused)
     catalog_files cf;
     bs_error err;
 
+    /* Only the maintenance path (migration 0010) can remove a recorded version. */
+    exec_ok(c, "SET billing.maintenance = on");
     exec_ok(c, "DELETE FROM billing.schema_version WHERE version = 2");
+    exec_ok(c, "RESET billing.maintenance");
     ck_assert_int_eq(bs_schema_inspect(c, &st, &err), BS_OK);
     ck_assert_int_eq(st->gaps, 1);
     bs_schema_status_free(st);
@@ -2430,6 +2433,304 @@ START_TEST(test_catalog_precision_one_rule)
 }
 END_TEST
 
+/* A migrated database with the test catalog loaded, a dead letter, a Kafka position, an aggregate. */
+static bs_conn *history_db(const char *tag, catalog_files *cf)
+{
+    bs_conn *c = migrated_db(tag);
+    bs_load_counts k;
+    bs_error err;
+
+    write_catalog(cf, "0.60", "0.06", "null", "10.00");
+    ck_assert_msg(load(c, cf, &k, &err) == BS_OK, "%s", err.message);
+    exec_ok(c, "INSERT INTO billing.rejected_events (source, reason_code, reason, payload)"
+               " VALUES ('file:x:1', 'invalid', 'test', '\\x00')");
+    exec_ok(c, "INSERT INTO billing.kafka_offsets (consumer_group, topic, partition, next_offset)"
+               " VALUES ('g', 't', 0, 42)");
+    exec_ok(c, "INSERT INTO billing.usage_aggregates (account_id, month, meter, rate_kind)"
+               " VALUES ('a1', '2026-01-01', 'traffic', 'zero')");
+    return c;
+}
+
+/*
+ * Item 13: as billing_owner (any migrator) TRUNCATE passed on rates,
+ * rejected_events, schema_version, usage_aggregates and kafka_offsets, and
+ * DELETE on rejected_events: TRUNCATE billing.rates then a close billed
+ * drafts at 0.00. Since 0010 every table of the schema refuses TRUNCATE,
+ * and history refuses DELETE, for the owner and superusers alike; only a
+ * superuser that sets billing.maintenance = on passes the new guards.
+ */
+START_TEST(test_history_refuses_truncate_and_delete)
+{
+    static const refusal deletes[] = {
+        {"DELETE FROM billing.rejected_events", BS_ERR_CONSTRAINT, "rejected_events_no_delete"},
+        {"DELETE FROM billing.kafka_offsets", BS_ERR_CONSTRAINT, "kafka_offsets_no_delete"},
+        {"DELETE FROM billing.usage_aggregates", BS_ERR_CONSTRAINT, "usage_aggregates_no_delete"},
+        {"DELETE FROM billing.schema_version WHERE version = 1", BS_ERR_CONSTRAINT,
+         "schema_version_append_only"},
+        {"UPDATE billing.schema_version SET checksum = md5('x')", BS_ERR_CONSTRAINT,
+         "schema_version_append_only"},
+        {"DELETE FROM billing.accounts WHERE id = 'a2'", BS_ERR_CONSTRAINT, "accounts_no_delete"},
+        {"UPDATE billing.price_books SET rounding = 'down'", BS_ERR_CONSTRAINT,
+         "price_books_append_only"},
+        {"TRUNCATE billing.rates", BS_ERR_CONSTRAINT, "rates_no_truncate"},
+        {"TRUNCATE billing.rejected_events", BS_ERR_CONSTRAINT, "rejected_events_no_truncate"},
+        {"TRUNCATE billing.schema_version", BS_ERR_CONSTRAINT, "schema_version_no_truncate"},
+        {"TRUNCATE billing.usage_aggregates", BS_ERR_CONSTRAINT, "usage_aggregates_no_truncate"},
+        {"TRUNCATE billing.kafka_offsets", BS_ERR_CONSTRAINT, "kafka_offsets_no_truncate"},
+        {"TRUNCATE billing.plan_fees", BS_ERR_CONSTRAINT, "plan_fees_no_truncate"},
+        {"TRUNCATE billing.invoice_returned_credits", BS_ERR_CONSTRAINT,
+         "invoice_returned_credits_no_truncate"},
+    };
+    static const char *const roles[] = {"RESET ROLE", "SET ROLE billing_owner"};
+    catalog_files cf;
+    bs_conn *c = history_db("history", &cf);
+    PGresult *res;
+    bs_error err;
+    char sql[SQL_MAX];
+    size_t r;
+    int i;
+
+    for (r = 0; r < sizeof(roles) / sizeof(roles[0]); r++) {
+        exec_ok(c, roles[r]);
+        expect_all_refused(c, deletes, sizeof(deletes) / sizeof(deletes[0]));
+        /* Every table, whatever references it: CASCADE reaches a guard every time. */
+        res = bs_query(c, "SELECT c.relname FROM pg_class c JOIN pg_namespace n"
+                          " ON n.oid = c.relnamespace WHERE n.nspname = 'billing'"
+                          " AND c.relkind IN ('r', 'p') ORDER BY 1", 0, NULL, &err);
+        ck_assert_msg(res != NULL, "%s", err.message);
+        ck_assert_int_ge(PQntuples(res), 20);
+        for (i = 0; i < PQntuples(res); i++) {
+            snprintf(sql, sizeof(sql), "TRUNCATE billing.%s CASCADE", PQgetvalue(res, i, 0));
+            expect_refused(c, sql, BS_ERR_CONSTRAINT, NULL);
+        }
+        PQclear(res);
+        /* Setting the variable does nothing for a role that is not a superuser. */
+        if (r == 1) {
+            exec_ok(c, "SET billing.maintenance = on");
+            expect_all_refused(c, deletes, sizeof(deletes) / sizeof(deletes[0]));
+            exec_ok(c, "RESET billing.maintenance");
+        }
+    }
+    exec_ok(c, "RESET ROLE");
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.rejected_events"), 1);
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.rates"), 2);
+    /* The maintenance path: a superuser purges dead letters in one transaction. */
+    exec_ok(c, "BEGIN");
+    exec_ok(c, "SET LOCAL billing.maintenance = on");
+    exec_ok(c, "DELETE FROM billing.rejected_events");
+    exec_ok(c, "COMMIT");
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.rejected_events"), 0);
+    expect_refused(c, "TRUNCATE billing.kafka_offsets", BS_ERR_CONSTRAINT,
+                   "kafka_offsets_no_truncate");
+    unlink(cf.pricebook);
+    unlink(cf.accounts);
+    drop_db(c);
+}
+END_TEST
+
+/*
+ * Item 13: credit returned on a finalized invoice could be deleted or
+ * changed (0005 gave invoice_returned_credits no draft guard); now it
+ * changes only while its invoice is a draft, like lines and credits.
+ */
+START_TEST(test_returned_credits_frozen_when_finalized)
+{
+    catalog_files cf;
+    bs_conn *c = history_db("returned_frozen", &cf);
+    long id = draft(c, "a1", "2026-01-01");
+
+    exec_fmt(c, "INSERT INTO billing.invoice_returned_credits (invoice_id, grant_id, amount)"
+                " VALUES (%ld, 'g1', 1.00)", id);
+    exec_fmt(c, "UPDATE billing.invoices SET returned = 1.00, total = 11.60 WHERE id = %ld", id);
+    ck_assert_int_eq(finalize(c, id), 1);
+    expect_refused(c, "DELETE FROM billing.invoice_returned_credits", BS_ERR_CONSTRAINT,
+                   "invoices_finalized_immutable");
+    expect_refused(c, "UPDATE billing.invoice_returned_credits SET amount = 2.00",
+                   BS_ERR_CONSTRAINT, "invoices_finalized_immutable");
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.invoice_returned_credits"), 1);
+    unlink(cf.pricebook);
+    unlink(cf.accounts);
+    drop_db(c);
+}
+END_TEST
+
+/*
+ * Item 13: `billing load` trusted the content hash recorded with a price
+ * version: with its rates gone (TRUNCATE billing.rates, then possible),
+ * a reload of the same files said "0 changed" and the close went on
+ * billing at 0.00. It now compares the stored rows, and repairs a
+ * version that differs from its file with a new revision.
+ */
+START_TEST(test_load_repairs_lost_rates)
+{
+    catalog_files cf;
+    bs_conn *c = history_db("load_repair", &cf);
+    bs_load_counts k;
+    bs_error err;
+
+    /* Lost through the maintenance path (before 0010: any owner's TRUNCATE). */
+    exec_ok(c, "BEGIN");
+    exec_ok(c, "SET LOCAL billing.maintenance = on");
+    exec_ok(c, "TRUNCATE billing.rates");
+    exec_ok(c, "COMMIT");
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.rates"), 0);
+    ck_assert_msg(load(c, &cf, &k, &err) == BS_OK, "%s", err.message);
+    ck_assert_uint_eq(k.changed[BS_LOAD_VERSIONS], 1);
+    ck_assert_uint_eq(total_changed(&k), 1);
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.current_price_versions v"
+                                   " JOIN billing.rates r ON r.version_id = v.id"),
+                     2);
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.current_price_versions v"
+                                   " JOIN billing.plan_fees f ON f.version_id = v.id"),
+                     1);
+    /* Repaired: stable again. */
+    ck_assert_msg(load(c, &cf, &k, &err) == BS_OK, "%s", err.message);
+    ck_assert_uint_eq(total_changed(&k), 0);
+    /* A rate added by hand to the version in force (the runtime role may insert rates). */
+    exec_ok(c, "INSERT INTO billing.rates (version_id, meter, model, region, price)"
+               " SELECT id, 'storage', '*', '*', 9 FROM billing.current_price_versions");
+    ck_assert_msg(load(c, &cf, &k, &err) == BS_OK, "%s", err.message);
+    ck_assert_uint_eq(k.changed[BS_LOAD_VERSIONS], 1);
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.current_price_versions v"
+                                   " JOIN billing.rates r ON r.version_id = v.id"),
+                     2);
+    ck_assert_int_eq(query_long(c, "SELECT max(revision) FROM billing.price_versions"), 3);
+    unlink(cf.pricebook);
+    unlink(cf.accounts);
+    drop_db(c);
+}
+END_TEST
+
+/* The text of @rel under the source tree (top_srcdir), malloc'd; asserts it is read. */
+static char *source_text(const char *rel)
+{
+    const char *top = getenv("top_srcdir");
+    char path[512];
+    char *text;
+    size_t n;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/%s", top != NULL ? top : "..", rel);
+    f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "%s: cannot open", path);
+    text = malloc(1 << 20);
+    ck_assert_ptr_nonnull(text);
+    n = fread(text, 1, (1 << 20) - 1, f);
+    ck_assert_msg(feof(f), "%s: larger than 1 MiB", path);
+    fclose(f);
+    text[n] = '\0';
+    return text;
+}
+
+/* Does the migrated schema define @name: constraint, trigger, table or index, or a guard's name? */
+static int schema_names(bs_conn *c, const char *name)
+{
+    const char *params[1];
+    PGresult *res;
+    bs_error err;
+    int found;
+
+    params[0] = name;
+    res = bs_query(c,
+                   "SELECT EXISTS (SELECT 1 FROM pg_constraint WHERE conname = $1)"
+                   " OR EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = $1 AND NOT tgisinternal)"
+                   " OR EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n"
+                   "  ON n.oid = c.relnamespace WHERE n.nspname = 'billing' AND c.relname = $1)"
+                   " OR EXISTS (SELECT 1 FROM pg_proc p JOIN pg_namespace n"
+                   "  ON n.oid = p.pronamespace WHERE n.nspname = 'billing'"
+                   "  AND (p.proname = $1 OR strpos(p.prosrc, quote_literal($1)) > 0))",
+                   1, params, &err);
+    ck_assert_msg(res != NULL, "%s", err.message);
+    found = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+    PQclear(res);
+    return found;
+}
+
+/*
+ * Item 12: doc/database.md listed subscriptions_cancel_after_start, which
+ * migration 0004 dropped. Every name in the "enforced by" column of its
+ * table of invariants must exist after all migrations (as a constraint,
+ * trigger, table, index or the name a guard function raises; the batch
+ * checks of bs_events_ingest in store/events.c), and every test of its
+ * "test" column in this file.
+ */
+START_TEST(test_doc_invariants_exist)
+{
+    bs_conn *c = migrated_db("doc_names");
+    char *doc = source_text("doc/database.md");
+    char *events_c = source_text("store/events.c");
+    char *tests_c = source_text("tests/itest_store.c");
+    char *section = strstr(doc, "\n## Invariants the database enforces");
+    char *end;
+    char *line;
+    char *next;
+    char token[128];
+    char want[160];
+    int names = 0;
+    int tests = 0;
+
+    ck_assert_ptr_nonnull(section);
+    end = strstr(section + 1, "\n## ");
+    ck_assert_ptr_nonnull(end);
+    *end = '\0';
+    for (line = section + 1; line != NULL; line = next) {
+        char *cell[4] = {NULL, NULL, NULL, NULL};
+        char *p;
+        int col = 0;
+
+        next = strchr(line, '\n');
+        if (next != NULL)
+            *next++ = '\0';
+        if (strncmp(line, "| ", 2) != 0 || strncmp(line, "| never", 7) == 0)
+            continue;
+        for (p = line; *p != '\0' && col < 4; p++) {
+            if (*p == '|')
+                cell[col++] = p + 1;
+        }
+        ck_assert_msg(col == 4, "not a row of three cells: %s", line);
+        for (col = 1; col <= 2; col++) {
+            for (p = strchr(cell[col], '`'); p != NULL && p < cell[col + 1];
+                 p = strchr(p + 1, '`')) {
+                char *close = strchr(p + 1, '`');
+                size_t n;
+
+                ck_assert_ptr_nonnull(close);
+                n = (size_t)(close - p - 1);
+                p = close;
+                if (n >= sizeof(token))
+                    continue;
+                memcpy(token, close - n, n);
+                token[n] = '\0';
+                /* Names only: not "_delete" (a suffix), "usage_events_*_length", "bs_error.constraint". */
+                if (strspn(token, "abcdefghijklmnopqrstuvwxyz0123456789_") != n ||
+                    strchr(token, '_') == NULL || token[0] == '_')
+                    continue;
+                if (col == 1) {
+                    ck_assert_msg(schema_names(c, token) || strstr(events_c, token) != NULL,
+                                  "doc/database.md names '%s', which the schema after "
+                                  "migration %zu does not have",
+                                  token, bs_migration_count);
+                    names++;
+                } else if (strncmp(token, "test_", 5) == 0) {
+                    snprintf(want, sizeof(want), "START_TEST(%s)", token);
+                    ck_assert_msg(strstr(tests_c, want) != NULL,
+                                  "doc/database.md names test '%s', which tests/itest_store.c "
+                                  "does not have",
+                                  token);
+                    tests++;
+                }
+            }
+        }
+    }
+    ck_assert_int_ge(names, 40);
+    ck_assert_int_ge(tests, 10);
+    free(doc);
+    free(events_c);
+    free(tests_c);
+    drop_db(c);
+}
+END_TEST
+
 /* ---------------------------------------------------------------------- */
 
 static Suite *store_suite(void)
@@ -2485,6 +2786,10 @@ static Suite *store_suite(void)
     suite_add_tcase(s, guards);
     /* Issue 23. */
     tcase_add_test(ld, test_catalog_precision_one_rule);
+    tcase_add_test(guards, test_history_refuses_truncate_and_delete);
+    tcase_add_test(guards, test_returned_credits_frozen_when_finalized);
+    tcase_add_test(ld, test_load_repairs_lost_rates);
+    tcase_add_test(mig, test_doc_invariants_exist);
     return s;
 }
 
