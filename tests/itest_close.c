@@ -1378,6 +1378,117 @@ START_TEST(test_time_zone_check_reads_the_table)
 }
 END_TEST
 
+/* ---------------------------------------------------------------------- */
+/* Issue 23, item 14                                                       */
+/* ---------------------------------------------------------------------- */
+
+/*
+ * Whether every cell of the CSV text @csv that begins with = + - @ tab or
+ * CR (after its opening quote) is a plain number, -?[0-9]+(.[0-9]+)?.
+ * Sets *@bad to the first offending cell.
+ */
+static int csv_inert(const char *csv, const char **bad)
+{
+    const char *p = csv;
+    const char *cell;
+    size_t n;
+
+    while (*p != '\0') {
+        cell = p + (*p == '"');
+        if (*p == '"') {
+            for (p++; *p != '\0' && !(p[0] == '"' && p[1] != '"'); p += p[0] == '"' ? 2 : 1)
+                ;
+            p += *p == '"';
+        } else {
+            p += strcspn(p, ",\r\n");
+        }
+        if (strchr("=+-@\t\r", *cell) != NULL && *cell != '\0' && cell < p) {
+            n = strspn(cell + (*cell == '-'), "0123456789");
+            if (*cell != '-' || n == 0) {
+                *bad = cell;
+                return 0;
+            }
+            cell += 1 + n;
+            if (*cell == '.')
+                cell += 1 + strspn(cell + 1, "0123456789");
+            if (cell != p) {
+                *bad = cell;
+                return 0;
+            }
+        }
+        p += strspn(p, ",\r\n");
+    }
+    return 1;
+}
+
+/*
+ * Item 14: account ids such as =HYPERLINK(...), +cmd|'/C_calc'!A0 and
+ * @SUM(1+1) are valid, and `billing invoice export --format csv` wrote
+ * them as they are: a spreadsheet opening the file ran them. Each is now
+ * quoted with a leading single quote; numbers stay as they are.
+ */
+START_TEST(test_export_csv_formulas_inert)
+{
+    static const char *const ids[] = {"=HYPERLINK(\\\"http://evil.example\\\",\\\"x\\\")",
+                                      "+cmd|'/C_calc'!A0", "@SUM(1+1)"};
+    static const char *const cells[] = {"\"'=HYPERLINK(\"\"http://evil.example\"\",\"\"x\"\")\"",
+                                        "\"'+cmd|'/C_calc'!A0\"", "\"'@SUM(1+1)\""};
+    bs_conn *c = fresh("csv");
+    char pb[PATH_LEN];
+    char acc[PATH_LEN];
+    char ev[PATH_LEN];
+    char dir[PATH_LEN];
+    char cmd[PATH_LEN * 2];
+    const char *load[] = {"load", "--pricebook", pb, "--accounts", acc, NULL};
+    const char *ingest_args[] = {"ingest", "--quiet", ev, NULL};
+    const char *close_args[] = {"close", "--period", "2026-11", "--quiet", NULL};
+    const char *exp[] = {"invoice", "export", "--period", "2026-11", "--format", "csv",
+                         "--out", dir, NULL};
+    const char *bad = NULL;
+    char *text = calloc(1, 1 << 16);
+    FILE *f;
+    size_t i;
+
+    ck_assert(text != NULL);
+    write_pricebook("pricebook.json", "0.60");
+    path_of(pb, sizeof(pb), "pricebook.json");
+    path_of(acc, sizeof(acc), "accounts.json");
+    path_of(ev, sizeof(ev), "events.jsonl");
+    path_of(dir, sizeof(dir), "csv");
+    f = fopen(acc, "w");
+    ck_assert(f != NULL);
+    fputs("{\"accounts\": [", f);
+    for (i = 0; i < 3; i++)
+        fprintf(f, "%s{\"id\": \"%s\", \"currency\": \"CNY\", \"time_zone\": \"UTC\","
+                   " \"tax_rate\": \"0\"}",
+                i > 0 ? ", " : "", ids[i]);
+    fputs("]}\n", f);
+    ck_assert_int_eq(fclose(f), 0);
+    f = fopen(ev, "w");
+    ck_assert(f != NULL);
+    for (i = 0; i < 3; i++)
+        fprintf(f, "{\"id\": \"csv-%zu\", \"account\": \"%s\", \"resource\": \"i-%zu\","
+                   " \"meter\": \"gpu\", \"start\": \"2026-11-05T00:00:00Z\","
+                   " \"end\": \"2026-11-05T10:00:00Z\", \"quantity\": \"1\","
+                   " \"model\": \"RTX4090\", \"region\": \"cn-east-1\"}\n",
+                i, ids[i], i);
+    ck_assert_int_eq(fclose(f), 0);
+    ok(load);
+    ok(ingest_args);
+    ok(close_args);
+    ok(exp);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.invoices WHERE total = 6.00"), 3);
+    snprintf(cmd, sizeof(cmd), "cat '%s'/*.csv", dir);
+    ck_assert_int_eq(command_status(cmd, text, 1 << 16), 0);
+    for (i = 0; i < 3; i++)
+        ck_assert_msg(strstr(text, cells[i]) != NULL, "no %s in:\n%s", cells[i], text);
+    ck_assert_msg(strstr(text, ",6.00,") != NULL, "no plain total 6.00 in:\n%s", text);
+    ck_assert_msg(csv_inert(text, &bad), "a cell starts a formula: %.40s\n%s", bad, text);
+    free(text);
+    drop(c);
+}
+END_TEST
+
 static Suite *close_suite(void)
 {
     Suite *s = suite_create("close");
@@ -1393,6 +1504,8 @@ static Suite *close_suite(void)
     tcase_add_test(tc, test_close_as_runtime_role);
     tcase_add_test(tc, test_close_killed_then_complete_equals_rate);
     tcase_add_test(tc, test_concurrent_late_void_rerate_pdf);
+    /* Issue 23. */
+    tcase_add_test(tc, test_export_csv_formulas_inert);
     suite_add_tcase(s, tc);
     return s;
 }
