@@ -2622,7 +2622,7 @@ static char *source_text(const char *rel)
     return text;
 }
 
-/* Does the migrated schema define @name: constraint, trigger, table or index, or a guard's name? */
+/* Does the migrated schema define @name: constraint, trigger, table, index, column, or a guard's name? */
 static int schema_names(bs_conn *c, const char *name)
 {
     const char *params[1];
@@ -2636,6 +2636,9 @@ static int schema_names(bs_conn *c, const char *name)
                    " OR EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = $1 AND NOT tgisinternal)"
                    " OR EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n"
                    "  ON n.oid = c.relnamespace WHERE n.nspname = 'billing' AND c.relname = $1)"
+                   " OR EXISTS (SELECT 1 FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid"
+                   "  JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'billing'"
+                   "  AND a.attname = $1 AND a.attnum > 0 AND NOT a.attisdropped)"
                    " OR EXISTS (SELECT 1 FROM pg_proc p JOIN pg_namespace n"
                    "  ON n.oid = p.pronamespace WHERE n.nspname = 'billing'"
                    "  AND (p.proname = $1 OR strpos(p.prosrc, quote_literal($1)) > 0))",
@@ -2646,30 +2649,54 @@ static int schema_names(bs_conn *c, const char *name)
     return found;
 }
 
-/*
- * Item 12: doc/database.md listed subscriptions_cancel_after_start, which
- * migration 0004 dropped. Every name in the "enforced by" column of its
- * table of invariants must exist after all migrations (as a constraint,
- * trigger, table, index or the name a guard function raises; the batch
- * checks of bs_events_ingest in store/events.c), and every test of its
- * "test" column in this file.
- */
-START_TEST(test_doc_invariants_exist)
+/* What check_doc_table looks at, and what it counted. */
+typedef struct doc_check {
+    bs_conn *c;
+    const char *events_c; /* store/events.c: the batch checks of bs_events_ingest */
+    const char *tests_c;  /* this file */
+    int names;
+    int tests;
+} doc_check;
+
+/* Check backquoted name @token of a cell: a schema object if @col is @name_col, a test if @test_col. */
+static void check_doc_token(doc_check *dc, const char *token, int col, int name_col, int test_col)
 {
-    bs_conn *c = migrated_db("doc_names");
-    char *doc = source_text("doc/database.md");
-    char *events_c = source_text("store/events.c");
-    char *tests_c = source_text("tests/itest_store.c");
-    char *section = strstr(doc, "\n## Invariants the database enforces");
+    char want[160];
+
+    /* Names only: not "_delete" (a suffix), "usage_events_*_length", "bs_error.constraint". */
+    if (token[strspn(token, "abcdefghijklmnopqrstuvwxyz0123456789_")] != '\0' ||
+        strchr(token, '_') == NULL || token[0] == '_')
+        return;
+    if (col == name_col) {
+        ck_assert_msg(schema_names(dc->c, token) || strstr(dc->events_c, token) != NULL,
+                      "doc/database.md names '%s', which the schema after migration %zu "
+                      "does not have",
+                      token, bs_migration_count);
+        dc->names++;
+    } else if (col == test_col && strncmp(token, "test_", 5) == 0) {
+        snprintf(want, sizeof(want), "START_TEST(%s)", token);
+        ck_assert_msg(strstr(dc->tests_c, want) != NULL,
+                      "doc/database.md names test '%s', which tests/itest_store.c does not have",
+                      token);
+        dc->tests++;
+    }
+}
+
+/*
+ * The table (rows "| a | b | c |") under heading @heading of @doc (which
+ * is modified): backquoted names in cell @name_col (0-based) must exist
+ * in the schema, tests in cell @test_col (-1: none) in this file.
+ */
+static void check_doc_table(doc_check *dc, char *doc, const char *heading, int name_col,
+                            int test_col)
+{
+    char *section = strstr(doc, heading);
     char *end;
     char *line;
     char *next;
     char token[128];
-    char want[160];
-    int names = 0;
-    int tests = 0;
 
-    ck_assert_ptr_nonnull(section);
+    ck_assert_msg(section != NULL, "doc/database.md has no '%s'", heading);
     end = strstr(section + 1, "\n## ");
     ck_assert_ptr_nonnull(end);
     *end = '\0';
@@ -2681,14 +2708,14 @@ START_TEST(test_doc_invariants_exist)
         next = strchr(line, '\n');
         if (next != NULL)
             *next++ = '\0';
-        if (strncmp(line, "| ", 2) != 0 || strncmp(line, "| never", 7) == 0)
+        if (strncmp(line, "| ", 2) != 0 || strstr(line, "|---") != NULL)
             continue;
         for (p = line; *p != '\0' && col < 4; p++) {
             if (*p == '|')
                 cell[col++] = p + 1;
         }
         ck_assert_msg(col == 4, "not a row of three cells: %s", line);
-        for (col = 1; col <= 2; col++) {
+        for (col = 0; col < 3; col++) {
             for (p = strchr(cell[col], '`'); p != NULL && p < cell[col + 1];
                  p = strchr(p + 1, '`')) {
                 char *close = strchr(p + 1, '`');
@@ -2701,33 +2728,43 @@ START_TEST(test_doc_invariants_exist)
                     continue;
                 memcpy(token, close - n, n);
                 token[n] = '\0';
-                /* Names only: not "_delete" (a suffix), "usage_events_*_length", "bs_error.constraint". */
-                if (strspn(token, "abcdefghijklmnopqrstuvwxyz0123456789_") != n ||
-                    strchr(token, '_') == NULL || token[0] == '_')
-                    continue;
-                if (col == 1) {
-                    ck_assert_msg(schema_names(c, token) || strstr(events_c, token) != NULL,
-                                  "doc/database.md names '%s', which the schema after "
-                                  "migration %zu does not have",
-                                  token, bs_migration_count);
-                    names++;
-                } else if (strncmp(token, "test_", 5) == 0) {
-                    snprintf(want, sizeof(want), "START_TEST(%s)", token);
-                    ck_assert_msg(strstr(tests_c, want) != NULL,
-                                  "doc/database.md names test '%s', which tests/itest_store.c "
-                                  "does not have",
-                                  token);
-                    tests++;
-                }
+                check_doc_token(dc, token, col, name_col, test_col);
             }
         }
     }
-    ck_assert_int_ge(names, 40);
-    ck_assert_int_ge(tests, 10);
+    *end = '\n';
+}
+
+/*
+ * Item 12: doc/database.md listed subscriptions_cancel_after_start, which
+ * migration 0004 dropped. Every name in the "enforced by" column of its
+ * table of invariants and in the "notable rules" of its table of tables
+ * must exist after all migrations (as a constraint, trigger, table,
+ * index, column or the name a guard function raises; the batch checks of
+ * bs_events_ingest in store/events.c), and every test the invariants name
+ * in this file.
+ */
+START_TEST(test_doc_invariants_exist)
+{
+    doc_check dc;
+    char *doc = source_text("doc/database.md");
+    char *events_c = source_text("store/events.c");
+    char *tests_c = source_text("tests/itest_store.c");
+
+    dc.c = migrated_db("doc_names");
+    dc.events_c = events_c;
+    dc.tests_c = tests_c;
+    dc.names = 0;
+    dc.tests = 0;
+    check_doc_table(&dc, doc, "\n## Invariants the database enforces", 1, 2);
+    ck_assert_int_ge(dc.names, 40);
+    ck_assert_int_ge(dc.tests, 10);
+    check_doc_table(&dc, doc, "\n| table | what | notable rules |", 2, -1);
+    ck_assert_int_ge(dc.names, 45);
     free(doc);
     free(events_c);
     free(tests_c);
-    drop_db(c);
+    drop_db(dc.c);
 }
 END_TEST
 
