@@ -21,7 +21,8 @@ static const struct cell_case {
     const char *want; /* the cell's bytes */
 } cell_cases[] = {
     /* Formula injection: every starting character OWASP names. */
-    {"=HYPERLINK(\"http://evil.example\",\"x\")", "\"'=HYPERLINK(\"\"http://evil.example\"\",\"\"x\"\")\""},
+    {"=HYPERLINK(\"http://evil.example\",\"x\")",
+     "\"'=HYPERLINK(\"\"http://evil.example\"\",\"\"x\"\")\""},
     {"+cmd|'/C_calc'!A0", "\"'+cmd|'/C_calc'!A0\""},
     {"@SUM(1+1)", "\"'@SUM(1+1)\""},
     {"-2+3", "\"'-2+3\""},

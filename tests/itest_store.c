@@ -2375,7 +2375,8 @@ START_TEST(test_catalog_precision_one_rule)
     char rate_msg[1024];
     char load_msg[1024];
     char quoted[128];
-    const char *rate_argv[] = {"billing", "rate", "--pricebook", NULL, "--accounts", NULL, NULL, NULL};
+    const char *rate_argv[] = {"billing",    "rate", "--pricebook", NULL,
+                               "--accounts", NULL,   NULL,          NULL};
     const char *load_argv[] = {"billing", "load", "--db", conninfo, "--pricebook", NULL,
                                "--accounts", NULL, "--book", "book", NULL};
     catalog_files cf;
@@ -2421,8 +2422,8 @@ START_TEST(test_catalog_precision_one_rule)
     rate_argv[6] = ev_path;
     ck_assert_int_eq(run_billing(rate_argv, rate_out), 0);
     ck_assert_int_eq(run_billing(load_argv, load_out), 0);
-    ck_assert_int_eq(query_long(c, "SELECT extract(microseconds FROM cancelled_at)::bigint % 1000000"
-                                   " FROM billing.subscriptions"),
+    ck_assert_int_eq(query_long(c, "SELECT extract(microseconds FROM cancelled_at)::bigint"
+                                   " % 1000000 FROM billing.subscriptions"),
                      123456);
     unlink(cf.pricebook);
     unlink(cf.accounts);
@@ -2433,7 +2434,7 @@ START_TEST(test_catalog_precision_one_rule)
 }
 END_TEST
 
-/* A migrated database with the test catalog loaded, a dead letter, a Kafka position, an aggregate. */
+/* A migrated database with the test catalog, a dead letter, a Kafka position, an aggregate. */
 static bs_conn *history_db(const char *tag, catalog_files *cf)
 {
     bs_conn *c = migrated_db(tag);
@@ -2622,7 +2623,7 @@ static char *source_text(const char *rel)
     return text;
 }
 
-/* Does the migrated schema define @name: constraint, trigger, table, index, column, or a guard's name? */
+/* Does the schema define @name: constraint, trigger, table, index, column, or guard's name? */
 static int schema_names(bs_conn *c, const char *name)
 {
     const char *params[1];
@@ -2658,7 +2659,7 @@ typedef struct doc_check {
     int tests;
 } doc_check;
 
-/* Check backquoted name @token of a cell: a schema object if @col is @name_col, a test if @test_col. */
+/* Backquoted @token of cell @col: a schema name if @col is @name_col, a test if @test_col. */
 static void check_doc_token(doc_check *dc, const char *token, int col, int name_col, int test_col)
 {
     char want[160];
