@@ -1489,6 +1489,84 @@ START_TEST(test_export_csv_formulas_inert)
 }
 END_TEST
 
+/*
+ * Issue 23 item 13, end to end: on a closed month, TRUNCATE billing.rates
+ * then a close billed drafts at 0.00 and voided others, and `billing
+ * load` of the same files said "0 changed", so no reload could repair the
+ * catalog. TRUNCATE is now refused (migration 0010) but for a superuser in
+ * maintenance, which stands in here for the rates lost; the reload repairs
+ * the price version ("1 changed") and the next close gives back the same
+ * drafts, line by line, as before the loss.
+ */
+START_TEST(test_lost_rates_repaired_by_reload)
+{
+    bs_conn *c = fresh("lost_rates");
+    char pb[PATH_LEN];
+    char acc[PATH_LEN];
+    char out[PATH_LEN];
+    const char *load[] = {"load", "--pricebook", pb, "--accounts", acc, NULL};
+    const char *nov[] = {"close", "--period", "2026-11", "--quiet", NULL};
+    const char *drafts_sql =
+        "SELECT string_agg(concat_ws('|', i.account_id, i.subtotal, i.credits, i.tax, i.total,"
+        " l.line_no, l.kind, l.quantity, l.amount), E'\\n' ORDER BY i.account_id, l.line_no)"
+        " FROM billing.invoices i JOIN billing.invoice_lines l ON l.invoice_id = i.id"
+        " WHERE i.month = '2026-11-01' AND i.status = 'draft'";
+    const char *total_sql = "SELECT coalesce(sum(total * 100), 0)::bigint FROM billing.invoices"
+                            " WHERE month = '2026-11-01' AND status = 'draft'";
+    /*
+     * What each grant holds. Not check_ledger: the broken close expired
+     * credit that the repaired one applies, and a recomputed draft undoes
+     * an 'expire' with a 'reverse', which check_ledger counts as applied.
+     */
+    const char *balances_sql = "SELECT string_agg(grant_id || ' ' || balance_minor, ','"
+                               " ORDER BY grant_id) FROM billing.credit_balances";
+    char *before;
+    char *after;
+    char *balances;
+    char *balances_after;
+    long billed;
+    FILE *f;
+    char text[4096];
+    size_t len;
+
+    generate(c, 60);
+    path_of(pb, sizeof(pb), "pricebook.json");
+    path_of(acc, sizeof(acc), "accounts.json");
+    path_of(out, sizeof(out), "load.txt");
+    ok(nov);
+    compare_with_rate(c, "pricebook.json", 2026, 11);
+    before = itdb_text(c, drafts_sql);
+    balances = itdb_text(c, balances_sql);
+    billed = itdb_long(c, total_sql);
+    itdb_exec(c, "BEGIN");
+    itdb_exec(c, "SET LOCAL billing.maintenance = on");
+    itdb_exec(c, "TRUNCATE billing.rates");
+    itdb_exec(c, "COMMIT");
+    /* Events without a price now: refused (exit 1), their drafts billed less or voided. */
+    ck_assert_int_eq(run_billing(NULL, nov), 1);
+    ck_assert_int_lt(itdb_long(c, total_sql), billed);
+    ck_assert_int_eq(run_billing(out, load), 0);
+    f = fopen(out, "r");
+    ck_assert(f != NULL);
+    len = fread(text, 1, sizeof(text) - 1, f);
+    fclose(f);
+    text[len] = '\0';
+    ck_assert_msg(strstr(text, "\n1 changed\n") != NULL, "the reload repaired nothing:\n%s",
+                  text);
+    ok(nov);
+    after = itdb_text(c, drafts_sql);
+    ck_assert_str_eq(after, before);
+    ck_assert_int_eq(itdb_long(c, total_sql), billed);
+    balances_after = itdb_text(c, balances_sql);
+    ck_assert_str_eq(balances_after, balances);
+    free(before);
+    free(after);
+    free(balances);
+    free(balances_after);
+    drop(c);
+}
+END_TEST
+
 static Suite *close_suite(void)
 {
     Suite *s = suite_create("close");
@@ -1506,6 +1584,7 @@ static Suite *close_suite(void)
     tcase_add_test(tc, test_concurrent_late_void_rerate_pdf);
     /* Issue 23. */
     tcase_add_test(tc, test_export_csv_formulas_inert);
+    tcase_add_test(tc, test_lost_rates_repaired_by_reload);
     suite_add_tcase(s, tc);
     return s;
 }
