@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "csv.h"
 #include "export.h"
 #include "invoices.h"
 
@@ -316,23 +317,12 @@ int export_invoice_table(FILE *out, const export_invoice *inv)
 /* CSV (RFC 4180): CRLF line ends, fields with comma, quote, CR or LF quoted */
 /* ---------------------------------------------------------------------- */
 
+/* One cell (csv.h: quoted, formulas made inert), after a comma unless @first. */
 static void csv_field(FILE *out, const char *s, int first)
 {
-    const char *p;
-
     if (!first)
         fputc(',', out);
-    if (strpbrk(s, ",\"\r\n") == NULL) {
-        fputs(s, out);
-        return;
-    }
-    fputc('"', out);
-    for (p = s; *p != '\0'; p++) {
-        if (*p == '"')
-            fputc('"', out);
-        fputc(*p, out);
-    }
-    fputc('"', out);
+    csv_cell(out, s);
 }
 
 /*

@@ -6,6 +6,7 @@
 
 #include <string.h>
 
+#include "csv.h"
 #include "numfmt.h"
 #include "render.h"
 
@@ -615,25 +616,11 @@ int render_resource_table(FILE *out, const billing_invoice *inv, const char *res
 /* CSV (RFC 4180)                                                          */
 /* ---------------------------------------------------------------------- */
 
-/* One field, quoted when it holds a comma, a quote or a line end; @sep before it. */
+/* One cell (csv.h: quoted, formulas made inert), @sep before it. */
 static void csv_field(FILE *out, const char *sep, const char *v)
 {
-    const char *p;
-
     fputs(sep, out);
-    if (v == NULL)
-        return;
-    if (strpbrk(v, ",\"\r\n") == NULL) {
-        fputs(v, out);
-        return;
-    }
-    fputc('"', out);
-    for (p = v; *p != '\0'; p++) {
-        if (*p == '"')
-            fputc('"', out);
-        fputc(*p, out);
-    }
-    fputc('"', out);
+    csv_cell(out, v);
 }
 
 void render_csv_header(FILE *out)

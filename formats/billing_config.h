@@ -119,10 +119,13 @@ BILLING_CONFIG_API billing_status billing_config_zones_get(billing_config_zones 
  * @name (a file name or any label) starts every message. The parser is
  * strict: an unknown key, a missing required key, a value of the wrong
  * type, a duplicate key, or a number where an exact decimal string is
- * expected is an error. Returns BILLING_OK or an error (see the top of
- * this file); @cat may then hold part of the file and should be
- * destroyed. Allocates nothing that outlives the call besides what @cat
- * holds.
+ * expected is an error. So is an instant finer than a microsecond (here
+ * effective_from; in accounts files subscription start and cancelled_at,
+ * grant granted_at and expires_at): catalog instants are whole
+ * microseconds, as the store keeps them (doc/formats.md). Returns
+ * BILLING_OK or an error (see the top of this file); @cat may then hold
+ * part of the file and should be destroyed. Allocates nothing that
+ * outlives the call besides what @cat holds.
  */
 BILLING_CONFIG_API billing_status billing_config_pricebook_parse(billing_catalog *cat,
                                                                  const char *text, size_t len,

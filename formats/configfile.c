@@ -141,6 +141,15 @@ static int get_string(cfg *c, const json_t *obj, const char *path, const char *k
     return 0;
 }
 
+/*
+ * Catalog instants (version starts, subscription starts and cancellations,
+ * grant validity) are whole microseconds: the store keeps them in
+ * timestamptz, which stops at the microsecond, and `billing rate` must
+ * bill only what `billing load` can store (doc/formats.md, "Instants").
+ * Events keep their nanoseconds; they are not read here.
+ */
+#define CATALOG_TICK 1000 /* nanoseconds in the finest catalog unit */
+
 static int get_time(cfg *c, const json_t *obj, const char *path, const char *key, int optional,
                     billing_time_t *out)
 {
@@ -153,6 +162,11 @@ static int get_time(cfg *c, const json_t *obj, const char *path, const char *key
         return 0;
     if (lib(c, billing_time_parse(s, out, c->liberr, sizeof(c->liberr))) != BILLING_OK)
         return cfg_fail(c, path, key, "%s", c->liberr);
+    if (*out % CATALOG_TICK != 0)
+        return cfg_fail(c, path, key,
+                        "'%.64s' is finer than a microsecond: catalog instants are whole "
+                        "microseconds, as the store keeps them",
+                        s);
     return 0;
 }
 
@@ -870,7 +884,10 @@ static int flat_time(const flat *f, const char *key, billing_time_t *out)
 
     if (flat_str(f, key, 0, &s) != 0)
         return -1;
-    return billing_time_parse(s, out, NULL, 0) == BILLING_OK ? 0 : -1;
+    /* A refusal (sub-microsecond digits too) is worded by get_time. */
+    if (billing_time_parse(s, out, NULL, 0) != BILLING_OK || *out % CATALOG_TICK != 0)
+        return -1;
+    return 0;
 }
 
 /* "applies_to" as get_kinds reads it, when every element is a kind. */

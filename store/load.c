@@ -79,12 +79,30 @@
     " WHERE (p.period, p.model, p.region, p.refundable)"                                       \
     " IS DISTINCT FROM (r.p2, r.p3, r.p4, r.p5::boolean)"
 
-/* A new revision unless the latest one of that start has the same content. */
+/*
+ * A new revision unless the latest one of that start holds the same
+ * content: the md5 of its stored label, rates and fees in the canonical
+ * text of version_content (trim_scale gives bs_decimal_canonical's form;
+ * COLLATE "C" sorts as strcmp), not the content_hash recorded when it was
+ * loaded. Rates lost since (a TRUNCATE before migration 0010, a trigger
+ * disabled) or rows added by hand make the stored version differ from
+ * its file, and the load repairs it with a new revision instead of
+ * reporting "0 changed".
+ */
 #define SQL_VERSION_INSERT                                                                     \
-    "INSERT INTO billing.price_versions (book_id, label, effective_from, revision, content_hash)" \
-    " SELECT $1::text, $2::text, $3::timestamptz, coalesce(max(revision), 0) + 1, md5($4::text)" \
-    " FROM billing.price_versions WHERE book_id = $1::text AND effective_from = $3::timestamptz" \
-    " HAVING md5($4::text) IS DISTINCT FROM (array_agg(content_hash ORDER BY revision DESC))[1]" \
+    "WITH latest AS (SELECT id, label, revision FROM billing.price_versions"                   \
+    " WHERE book_id = $1::text AND effective_from = $3::timestamptz"                           \
+    " ORDER BY revision DESC LIMIT 1),"                                                        \
+    " stored AS (SELECT md5('label|' || l.label || E'\\n' || coalesce((SELECT"                 \
+    " string_agg(x.line || E'\\n', '' ORDER BY x.line COLLATE \"C\") FROM ("                  \
+    " SELECT 'rate|' || r.meter || '|' || r.model || '|' || r.region || '|'"                  \
+    " || trim_scale(r.price)::text AS line FROM billing.rates r WHERE r.version_id = l.id"    \
+    " UNION ALL SELECT 'fee|' || f.plan_id || '|' || trim_scale(f.fee)::text"                 \
+    " FROM billing.plan_fees f WHERE f.version_id = l.id) x), '')) AS hash FROM latest l)"    \
+    " INSERT INTO billing.price_versions (book_id, label, effective_from, revision, content_hash)" \
+    " SELECT $1::text, $2::text, $3::timestamptz,"                                             \
+    " coalesce((SELECT revision FROM latest), 0) + 1, md5($4::text)"                           \
+    " WHERE md5($4::text) IS DISTINCT FROM (SELECT hash FROM stored)"                          \
     " RETURNING id, revision"
 #define SQL_RATE_INSERT                                                                        \
     "INSERT INTO billing.rates (version_id, meter, model, region, price)"                      \
@@ -208,8 +226,9 @@ static const char *str(const json_t *obj, const char *key)
 
 /*
  * time_text - instant string @key of @obj as RFC 3339 UTC into @out, or
- * "" when absent. Refuses sub-microsecond digits, which timestamptz would
- * round away.
+ * "" when absent. The file reader (libbilling-config) has already refused
+ * sub-microsecond digits, for `billing rate` too, with the file's name and
+ * the element; the check stays so that timestamptz never rounds one away.
  */
 static bs_status time_text(const json_t *obj, const char *key, char *out, bs_error *err)
 {

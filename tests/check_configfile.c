@@ -188,6 +188,12 @@ static const bad_case bad_pricebooks[] = {
      "pb.json: plans[0].refundable: must be true or false, not a string", BILLING_ERR_INVALID},
     {"{\"currency\":\"CNY\",\"plans\":{},\"versions\":[" PB_VERSION "]}",
      "pb.json: plans: must be an array, not an object", BILLING_ERR_INVALID},
+    /* Issue 23 item 11: a version start finer than the microsecond the store keeps. */
+    {"{\"currency\":\"CNY\",\"versions\":[{\"id\":\"v1\","
+     "\"effective_from\":\"2026-01-01T00:00:00.000000999+08:00\"," RATES "}]}",
+     "pb.json: versions[0].effective_from: '2026-01-01T00:00:00.000000999+08:00' is finer than a "
+     "microsecond",
+     BILLING_ERR_INVALID},
 };
 
 START_TEST(test_bad_pricebook)
@@ -356,6 +362,22 @@ static const bad_case bad_accounts[] = {
     /* Found by fuzz_accounts: a comma after the last top-level member was accepted. */
     {"{\"accounts\":[" ACCOUNT "],}", "ac.json:1:", BILLING_ERR_PARSE},
     {"{\"accounts\":[" ACCOUNT "] , }", "ac.json:1:", BILLING_ERR_PARSE},
+    /*
+     * Issue 23 item 11: catalog instants are whole microseconds, as the
+     * store keeps them; `billing rate` billed what `billing load` refused.
+     * A grant (the element-by-element path) and a subscription.
+     */
+    {"{\"accounts\":[" ACCOUNT "],\"grants\":[{\"id\":\"g\",\"account\":\"a\",\"amount\":"
+     "\"1.00\",\"granted_at\":\"2026-01-01T00:00:00.0000001Z\","
+     "\"expires_at\":\"2026-02-01T00:00:00Z\",\"applies_to\":[\"usage\"]}]}",
+     "ac.json: grants[0].granted_at: '2026-01-01T00:00:00.0000001Z' is finer than a microsecond",
+     BILLING_ERR_INVALID},
+    {"{\"accounts\":[" ACCOUNT "],\"subscriptions\":[{\"id\":\"s\",\"account\":\"a\","
+     "\"resource\":\"i\",\"plan\":\"p\",\"start\":\"2026-01-01T00:00:00Z\",\"terms\":1,"
+     "\"cancelled_at\":\"2026-11-10T03:44:28.58978158Z\"}]}",
+     "ac.json: subscriptions[0].cancelled_at: '2026-11-10T03:44:28.58978158Z' is finer than a "
+     "microsecond: catalog instants are whole microseconds",
+     BILLING_ERR_INVALID},
 };
 
 START_TEST(test_bad_accounts)

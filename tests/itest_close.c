@@ -1378,6 +1378,195 @@ START_TEST(test_time_zone_check_reads_the_table)
 }
 END_TEST
 
+/* ---------------------------------------------------------------------- */
+/* Issue 23, item 14                                                       */
+/* ---------------------------------------------------------------------- */
+
+/*
+ * Whether every cell of the CSV text @csv that begins with = + - @ tab or
+ * CR (after its opening quote) is a plain number, -?[0-9]+(.[0-9]+)?.
+ * Sets *@bad to the first offending cell.
+ */
+static int csv_inert(const char *csv, const char **bad)
+{
+    const char *p = csv;
+    const char *cell;
+    size_t n;
+
+    while (*p != '\0') {
+        cell = p + (*p == '"');
+        if (*p == '"') {
+            for (p++; *p != '\0' && !(p[0] == '"' && p[1] != '"'); p += p[0] == '"' ? 2 : 1)
+                ;
+            p += *p == '"';
+        } else {
+            p += strcspn(p, ",\r\n");
+        }
+        if (strchr("=+-@\t\r", *cell) != NULL && *cell != '\0' && cell < p) {
+            n = strspn(cell + (*cell == '-'), "0123456789");
+            if (*cell != '-' || n == 0) {
+                *bad = cell;
+                return 0;
+            }
+            cell += 1 + n;
+            if (*cell == '.')
+                cell += 1 + strspn(cell + 1, "0123456789");
+            if (cell != p) {
+                *bad = cell;
+                return 0;
+            }
+        }
+        p += strspn(p, ",\r\n");
+    }
+    return 1;
+}
+
+/*
+ * Item 14: account ids such as =HYPERLINK(...), +cmd|'/C_calc'!A0 and
+ * @SUM(1+1) are valid, and `billing invoice export --format csv` wrote
+ * them as they are: a spreadsheet opening the file ran them. Each is now
+ * quoted with a leading single quote; numbers stay as they are.
+ */
+START_TEST(test_export_csv_formulas_inert)
+{
+    static const char *const ids[] = {"=HYPERLINK(\\\"http://evil.example\\\",\\\"x\\\")",
+                                      "+cmd|'/C_calc'!A0", "@SUM(1+1)"};
+    static const char *const cells[] = {"\"'=HYPERLINK(\"\"http://evil.example\"\",\"\"x\"\")\"",
+                                        "\"'+cmd|'/C_calc'!A0\"", "\"'@SUM(1+1)\""};
+    bs_conn *c = fresh("csv");
+    char pb[PATH_LEN];
+    char acc[PATH_LEN];
+    char ev[PATH_LEN];
+    char dir[PATH_LEN];
+    char cmd[PATH_LEN * 2];
+    const char *load[] = {"load", "--pricebook", pb, "--accounts", acc, NULL};
+    const char *ingest_args[] = {"ingest", "--quiet", ev, NULL};
+    const char *close_args[] = {"close", "--period", "2026-11", "--quiet", NULL};
+    const char *exp[] = {"invoice", "export", "--period", "2026-11", "--format", "csv",
+                         "--out", dir, NULL};
+    const char *bad = NULL;
+    char *text = calloc(1, 1 << 16);
+    FILE *f;
+    size_t i;
+
+    ck_assert(text != NULL);
+    write_pricebook("pricebook.json", "0.60");
+    path_of(pb, sizeof(pb), "pricebook.json");
+    path_of(acc, sizeof(acc), "accounts.json");
+    path_of(ev, sizeof(ev), "events.jsonl");
+    path_of(dir, sizeof(dir), "csv");
+    f = fopen(acc, "w");
+    ck_assert(f != NULL);
+    fputs("{\"accounts\": [", f);
+    for (i = 0; i < 3; i++)
+        fprintf(f, "%s{\"id\": \"%s\", \"currency\": \"CNY\", \"time_zone\": \"UTC\","
+                   " \"tax_rate\": \"0\"}",
+                i > 0 ? ", " : "", ids[i]);
+    fputs("]}\n", f);
+    ck_assert_int_eq(fclose(f), 0);
+    f = fopen(ev, "w");
+    ck_assert(f != NULL);
+    for (i = 0; i < 3; i++)
+        fprintf(f, "{\"id\": \"csv-%zu\", \"account\": \"%s\", \"resource\": \"i-%zu\","
+                   " \"meter\": \"gpu\", \"start\": \"2026-11-05T00:00:00Z\","
+                   " \"end\": \"2026-11-05T10:00:00Z\", \"quantity\": \"1\","
+                   " \"model\": \"RTX4090\", \"region\": \"cn-east-1\"}\n",
+                i, ids[i], i);
+    ck_assert_int_eq(fclose(f), 0);
+    ok(load);
+    ok(ingest_args);
+    ok(close_args);
+    ok(exp);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.invoices WHERE total = 6.00"), 3);
+    snprintf(cmd, sizeof(cmd), "cat '%s'/*.csv", dir);
+    ck_assert_int_eq(command_status(cmd, text, 1 << 16), 0);
+    for (i = 0; i < 3; i++)
+        ck_assert_msg(strstr(text, cells[i]) != NULL, "no %s in:\n%s", cells[i], text);
+    ck_assert_msg(strstr(text, ",6.00,") != NULL, "no plain total 6.00 in:\n%s", text);
+    ck_assert_msg(csv_inert(text, &bad), "a cell starts a formula: %.40s\n%s", bad, text);
+    free(text);
+    drop(c);
+}
+END_TEST
+
+/*
+ * Issue 23 item 13, end to end: on a closed month, TRUNCATE billing.rates
+ * then a close billed drafts at 0.00 and voided others, and `billing
+ * load` of the same files said "0 changed", so no reload could repair the
+ * catalog. TRUNCATE is now refused (migration 0010) but for a superuser in
+ * maintenance, which stands in here for the rates lost; the reload repairs
+ * the price version ("1 changed") and the next close gives back the same
+ * drafts, line by line, as before the loss.
+ */
+START_TEST(test_lost_rates_repaired_by_reload)
+{
+    bs_conn *c = fresh("lost_rates");
+    char pb[PATH_LEN];
+    char acc[PATH_LEN];
+    char out[PATH_LEN];
+    const char *load[] = {"load", "--pricebook", pb, "--accounts", acc, NULL};
+    const char *nov[] = {"close", "--period", "2026-11", "--quiet", NULL};
+    const char *drafts_sql =
+        "SELECT string_agg(concat_ws('|', i.account_id, i.subtotal, i.credits, i.tax, i.total,"
+        " l.line_no, l.kind, l.quantity, l.amount), E'\\n' ORDER BY i.account_id, l.line_no)"
+        " FROM billing.invoices i JOIN billing.invoice_lines l ON l.invoice_id = i.id"
+        " WHERE i.month = '2026-11-01' AND i.status = 'draft'";
+    const char *total_sql = "SELECT coalesce(sum(total * 100), 0)::bigint FROM billing.invoices"
+                            " WHERE month = '2026-11-01' AND status = 'draft'";
+    /*
+     * What each grant holds. Not check_ledger: the broken close expired
+     * credit that the repaired one applies, and a recomputed draft undoes
+     * an 'expire' with a 'reverse', which check_ledger counts as applied.
+     */
+    const char *balances_sql = "SELECT string_agg(grant_id || ' ' || balance_minor, ','"
+                               " ORDER BY grant_id) FROM billing.credit_balances";
+    char *before;
+    char *after;
+    char *balances;
+    char *balances_after;
+    long billed;
+    FILE *f;
+    char text[4096];
+    size_t len;
+
+    generate(c, 60);
+    path_of(pb, sizeof(pb), "pricebook.json");
+    path_of(acc, sizeof(acc), "accounts.json");
+    path_of(out, sizeof(out), "load.txt");
+    ok(nov);
+    compare_with_rate(c, "pricebook.json", 2026, 11);
+    before = itdb_text(c, drafts_sql);
+    balances = itdb_text(c, balances_sql);
+    billed = itdb_long(c, total_sql);
+    itdb_exec(c, "BEGIN");
+    itdb_exec(c, "SET LOCAL billing.maintenance = on");
+    itdb_exec(c, "TRUNCATE billing.rates");
+    itdb_exec(c, "COMMIT");
+    /* Events without a price now: refused (exit 1), their drafts billed less or voided. */
+    ck_assert_int_eq(run_billing(NULL, nov), 1);
+    ck_assert_int_lt(itdb_long(c, total_sql), billed);
+    ck_assert_int_eq(run_billing(out, load), 0);
+    f = fopen(out, "r");
+    ck_assert(f != NULL);
+    len = fread(text, 1, sizeof(text) - 1, f);
+    fclose(f);
+    text[len] = '\0';
+    ck_assert_msg(strstr(text, "\n1 changed\n") != NULL, "the reload repaired nothing:\n%s",
+                  text);
+    ok(nov);
+    after = itdb_text(c, drafts_sql);
+    ck_assert_str_eq(after, before);
+    ck_assert_int_eq(itdb_long(c, total_sql), billed);
+    balances_after = itdb_text(c, balances_sql);
+    ck_assert_str_eq(balances_after, balances);
+    free(before);
+    free(after);
+    free(balances);
+    free(balances_after);
+    drop(c);
+}
+END_TEST
+
 static Suite *close_suite(void)
 {
     Suite *s = suite_create("close");
@@ -1393,6 +1582,9 @@ static Suite *close_suite(void)
     tcase_add_test(tc, test_close_as_runtime_role);
     tcase_add_test(tc, test_close_killed_then_complete_equals_rate);
     tcase_add_test(tc, test_concurrent_late_void_rerate_pdf);
+    /* Issue 23. */
+    tcase_add_test(tc, test_export_csv_formulas_inert);
+    tcase_add_test(tc, test_lost_rates_repaired_by_reload);
     suite_add_tcase(s, tc);
     return s;
 }

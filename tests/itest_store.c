@@ -2116,7 +2116,10 @@ START_TEST(test_schema_gap_refused)
     catalog_files cf;
     bs_error err;
 
+    /* Only the maintenance path (migration 0010) can remove a recorded version. */
+    exec_ok(c, "SET billing.maintenance = on");
     exec_ok(c, "DELETE FROM billing.schema_version WHERE version = 2");
+    exec_ok(c, "RESET billing.maintenance");
     ck_assert_int_eq(bs_schema_inspect(c, &st, &err), BS_OK);
     ck_assert_int_eq(st->gaps, 1);
     bs_schema_status_free(st);
@@ -2302,6 +2305,471 @@ START_TEST(test_password_sources)
 END_TEST
 
 /* ---------------------------------------------------------------------- */
+/* Issue 23, items 11-13                                                   */
+/* ---------------------------------------------------------------------- */
+
+/*
+ * The line of file @path that contains @text, from @from on (the part
+ * after the program's own prefix), into @out; asserts there is one.
+ */
+static void message_from(const char *path, const char *text, const char *from, char *out,
+                         size_t size)
+{
+    char buf[8192];
+    char *at;
+    char *start;
+    size_t n;
+    FILE *f = fopen(path, "r");
+
+    ck_assert_ptr_nonnull(f);
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    at = strstr(buf, text);
+    ck_assert_msg(at != NULL, "no '%s' in: %s", text, buf);
+    while (at > buf && at[-1] != '\n')
+        at--;
+    start = strstr(at, from);
+    ck_assert_msg(start != NULL, "no '%s' in: %s", from, at);
+    n = strcspn(start, "\n");
+    ck_assert_uint_lt(n, size);
+    memcpy(out, start, n);
+    out[n] = '\0';
+}
+
+/*
+ * Item 11: `billing rate` billed catalogs with instants finer than the
+ * microsecond that `billing load` then refused (the store keeps
+ * microseconds), with a message naming neither the file nor the element.
+ * Now both refuse, with one message naming file, element and field: a
+ * subscription's cancellation (the element-by-element reader's slow
+ * path), a grant's start (its fast path), a price version's start.
+ */
+START_TEST(test_catalog_precision_one_rule)
+{
+    static const char events[] =
+        "{\"id\":\"e1\",\"account\":\"a1\",\"resource\":\"r\",\"meter\":\"gpu\","
+        "\"start\":\"2026-01-05T00:00:00Z\",\"end\":\"2026-01-05T01:00:00Z\",\"quantity\":\"1\","
+        "\"model\":\"RTX4090\",\"region\":\"r1\"}\n";
+    static const char grant_tmpl[] =
+        "{\"accounts\": [{\"id\": \"a1\", \"currency\": \"CNY\", \"time_zone\": \"UTC\","
+        " \"tax_rate\": \"0\"}],\n"
+        " \"grants\": [{\"id\": \"g1\", \"account\": \"a1\", \"amount\": \"1\","
+        " \"granted_at\": \"2026-01-02T10:00:00.000000001Z\","
+        " \"expires_at\": \"2026-02-01T10:00:00Z\", \"applies_to\": [\"usage\"]}]}\n";
+    static const struct {
+        const char *file;  /* which file is bad: 'p'rice book or 'a'ccounts */
+        const char *where; /* the message names it */
+        const char *value;
+    } cases[] = {
+        {"a", "subscriptions[0].cancelled_at", "2026-11-10T03:44:28.58978158Z"},
+        {"g", "grants[0].granted_at", "2026-01-02T10:00:00.000000001Z"},
+        {"p", "versions[0].effective_from", "2026-01-01T00:00:00.0000005+08:00"},
+    };
+    bs_conn *c = migrated_db("precision");
+    const char *none[] = {NULL};
+    char conninfo[CONNINFO_MAX];
+    char ev_path[256];
+    char rate_out[256];
+    char load_out[256];
+    char rate_msg[1024];
+    char load_msg[1024];
+    char quoted[128];
+    const char *rate_argv[] = {"billing",    "rate", "--pricebook", NULL,
+                               "--accounts", NULL,   NULL,          NULL};
+    const char *load_argv[] = {"billing", "load", "--db", conninfo, "--pricebook", NULL,
+                               "--accounts", NULL, "--book", "book", NULL};
+    catalog_files cf;
+    size_t i;
+
+    conninfo_for(db_name, conninfo, sizeof(conninfo));
+    snprintf(ev_path, sizeof(ev_path), "/tmp/itest_store_%ld_events.jsonl", (long)getpid());
+    snprintf(rate_out, sizeof(rate_out), "/tmp/itest_store_%ld_rate.txt", (long)getpid());
+    snprintf(load_out, sizeof(load_out), "/tmp/itest_store_%ld_load.txt", (long)getpid());
+    write_file(ev_path, events, none);
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char cancel[96];
+        const char *path;
+
+        snprintf(cancel, sizeof(cancel), "\"%s\"", cases[i].value);
+        write_catalog(&cf, "0.60", "0", cases[i].file[0] == 'a' ? cancel : "null", "10.00");
+        if (cases[i].file[0] == 'g')
+            write_file(cf.accounts, grant_tmpl, none);
+        if (cases[i].file[0] == 'p') {
+            const char *pb[] = {"@PRICE@", "0.60", "2026-01-01T00:00:00+08:00", cases[i].value,
+                                NULL};
+
+            write_file(cf.pricebook, pricebook_json, pb);
+        }
+        path = cases[i].file[0] == 'p' ? cf.pricebook : cf.accounts;
+        rate_argv[3] = cf.pricebook;
+        rate_argv[5] = cf.accounts;
+        rate_argv[6] = ev_path;
+        load_argv[5] = cf.pricebook;
+        load_argv[7] = cf.accounts;
+        ck_assert_int_eq(run_billing(rate_argv, rate_out), 3);
+        ck_assert_int_eq(run_billing(load_argv, load_out), 3);
+        message_from(rate_out, "finer than a microsecond", path, rate_msg, sizeof(rate_msg));
+        message_from(load_out, "finer than a microsecond", path, load_msg, sizeof(load_msg));
+        ck_assert_str_eq(rate_msg, load_msg);
+        ck_assert_msg(strstr(rate_msg, cases[i].where) != NULL, "%s", rate_msg);
+        snprintf(quoted, sizeof(quoted), "'%s'", cases[i].value);
+        ck_assert_msg(strstr(rate_msg, quoted) != NULL, "%s", rate_msg);
+    }
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.price_versions"), 0);
+    /* Nanosecond digits that are whole microseconds are fine on both paths. */
+    write_catalog(&cf, "0.60", "0", "\"2026-02-10T00:00:00.123456000Z\"", "10.00");
+    rate_argv[6] = ev_path;
+    ck_assert_int_eq(run_billing(rate_argv, rate_out), 0);
+    ck_assert_int_eq(run_billing(load_argv, load_out), 0);
+    ck_assert_int_eq(query_long(c, "SELECT extract(microseconds FROM cancelled_at)::bigint"
+                                   " % 1000000 FROM billing.subscriptions"),
+                     123456);
+    unlink(cf.pricebook);
+    unlink(cf.accounts);
+    unlink(ev_path);
+    unlink(rate_out);
+    unlink(load_out);
+    drop_db(c);
+}
+END_TEST
+
+/* A migrated database with the test catalog, a dead letter, a Kafka position, an aggregate. */
+static bs_conn *history_db(const char *tag, catalog_files *cf)
+{
+    bs_conn *c = migrated_db(tag);
+    bs_load_counts k;
+    bs_error err;
+
+    write_catalog(cf, "0.60", "0.06", "null", "10.00");
+    ck_assert_msg(load(c, cf, &k, &err) == BS_OK, "%s", err.message);
+    exec_ok(c, "INSERT INTO billing.rejected_events (source, reason_code, reason, payload)"
+               " VALUES ('file:x:1', 'invalid', 'test', '\\x00')");
+    exec_ok(c, "INSERT INTO billing.kafka_offsets (consumer_group, topic, partition, next_offset)"
+               " VALUES ('g', 't', 0, 42)");
+    exec_ok(c, "INSERT INTO billing.usage_aggregates (account_id, month, meter, rate_kind)"
+               " VALUES ('a1', '2026-01-01', 'traffic', 'zero')");
+    return c;
+}
+
+/*
+ * Item 13: as billing_owner (any migrator) TRUNCATE passed on rates,
+ * rejected_events, schema_version, usage_aggregates and kafka_offsets, and
+ * DELETE on rejected_events: TRUNCATE billing.rates then a close billed
+ * drafts at 0.00. Since 0010 every table of the schema refuses TRUNCATE,
+ * and history refuses DELETE, for the owner and superusers alike; only a
+ * superuser that sets billing.maintenance = on passes the new guards.
+ */
+START_TEST(test_history_refuses_truncate_and_delete)
+{
+    static const refusal deletes[] = {
+        {"DELETE FROM billing.rejected_events", BS_ERR_CONSTRAINT, "rejected_events_no_delete"},
+        {"DELETE FROM billing.kafka_offsets", BS_ERR_CONSTRAINT, "kafka_offsets_no_delete"},
+        {"DELETE FROM billing.usage_aggregates", BS_ERR_CONSTRAINT, "usage_aggregates_no_delete"},
+        {"DELETE FROM billing.schema_version WHERE version = 1", BS_ERR_CONSTRAINT,
+         "schema_version_append_only"},
+        {"UPDATE billing.schema_version SET checksum = md5('x')", BS_ERR_CONSTRAINT,
+         "schema_version_append_only"},
+        {"DELETE FROM billing.accounts WHERE id = 'a2'", BS_ERR_CONSTRAINT, "accounts_no_delete"},
+        {"UPDATE billing.price_books SET rounding = 'down'", BS_ERR_CONSTRAINT,
+         "price_books_append_only"},
+        {"TRUNCATE billing.rates", BS_ERR_CONSTRAINT, "rates_no_truncate"},
+        {"TRUNCATE billing.rejected_events", BS_ERR_CONSTRAINT, "rejected_events_no_truncate"},
+        {"TRUNCATE billing.schema_version", BS_ERR_CONSTRAINT, "schema_version_no_truncate"},
+        {"TRUNCATE billing.usage_aggregates", BS_ERR_CONSTRAINT, "usage_aggregates_no_truncate"},
+        {"TRUNCATE billing.kafka_offsets", BS_ERR_CONSTRAINT, "kafka_offsets_no_truncate"},
+        {"TRUNCATE billing.plan_fees", BS_ERR_CONSTRAINT, "plan_fees_no_truncate"},
+        {"TRUNCATE billing.invoice_returned_credits", BS_ERR_CONSTRAINT,
+         "invoice_returned_credits_no_truncate"},
+    };
+    static const char *const roles[] = {"RESET ROLE", "SET ROLE billing_owner"};
+    catalog_files cf;
+    bs_conn *c = history_db("history", &cf);
+    PGresult *res;
+    bs_error err;
+    char sql[SQL_MAX];
+    size_t r;
+    int i;
+
+    for (r = 0; r < sizeof(roles) / sizeof(roles[0]); r++) {
+        exec_ok(c, roles[r]);
+        expect_all_refused(c, deletes, sizeof(deletes) / sizeof(deletes[0]));
+        /* Every table, whatever references it: CASCADE reaches a guard every time. */
+        res = bs_query(c, "SELECT c.relname FROM pg_class c JOIN pg_namespace n"
+                          " ON n.oid = c.relnamespace WHERE n.nspname = 'billing'"
+                          " AND c.relkind IN ('r', 'p') ORDER BY 1", 0, NULL, &err);
+        ck_assert_msg(res != NULL, "%s", err.message);
+        ck_assert_int_ge(PQntuples(res), 20);
+        for (i = 0; i < PQntuples(res); i++) {
+            snprintf(sql, sizeof(sql), "TRUNCATE billing.%s CASCADE", PQgetvalue(res, i, 0));
+            expect_refused(c, sql, BS_ERR_CONSTRAINT, NULL);
+        }
+        PQclear(res);
+        /* Setting the variable does nothing for a role that is not a superuser. */
+        if (r == 1) {
+            exec_ok(c, "SET billing.maintenance = on");
+            expect_all_refused(c, deletes, sizeof(deletes) / sizeof(deletes[0]));
+            exec_ok(c, "RESET billing.maintenance");
+        }
+    }
+    exec_ok(c, "RESET ROLE");
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.rejected_events"), 1);
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.rates"), 2);
+    /* The maintenance path: a superuser purges dead letters in one transaction. */
+    exec_ok(c, "BEGIN");
+    exec_ok(c, "SET LOCAL billing.maintenance = on");
+    exec_ok(c, "DELETE FROM billing.rejected_events");
+    exec_ok(c, "COMMIT");
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.rejected_events"), 0);
+    expect_refused(c, "TRUNCATE billing.kafka_offsets", BS_ERR_CONSTRAINT,
+                   "kafka_offsets_no_truncate");
+    unlink(cf.pricebook);
+    unlink(cf.accounts);
+    drop_db(c);
+}
+END_TEST
+
+/*
+ * Item 13: credit returned on a finalized invoice could be deleted or
+ * changed (0005 gave invoice_returned_credits no draft guard); now it
+ * changes only while its invoice is a draft, like lines and credits.
+ */
+START_TEST(test_returned_credits_frozen_when_finalized)
+{
+    catalog_files cf;
+    bs_conn *c = history_db("returned_frozen", &cf);
+    long id = draft(c, "a1", "2026-01-01");
+
+    exec_fmt(c, "INSERT INTO billing.invoice_returned_credits (invoice_id, grant_id, amount)"
+                " VALUES (%ld, 'g1', 1.00)", id);
+    exec_fmt(c, "UPDATE billing.invoices SET returned = 1.00, total = 11.60 WHERE id = %ld", id);
+    ck_assert_int_eq(finalize(c, id), 1);
+    expect_refused(c, "DELETE FROM billing.invoice_returned_credits", BS_ERR_CONSTRAINT,
+                   "invoices_finalized_immutable");
+    expect_refused(c, "UPDATE billing.invoice_returned_credits SET amount = 2.00",
+                   BS_ERR_CONSTRAINT, "invoices_finalized_immutable");
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.invoice_returned_credits"), 1);
+    unlink(cf.pricebook);
+    unlink(cf.accounts);
+    drop_db(c);
+}
+END_TEST
+
+/*
+ * Item 13: `billing load` trusted the content hash recorded with a price
+ * version: with its rates gone (TRUNCATE billing.rates, then possible),
+ * a reload of the same files said "0 changed" and the close went on
+ * billing at 0.00. It now compares the stored rows, and repairs a
+ * version that differs from its file with a new revision.
+ */
+START_TEST(test_load_repairs_lost_rates)
+{
+    catalog_files cf;
+    bs_conn *c = history_db("load_repair", &cf);
+    bs_load_counts k;
+    bs_error err;
+
+    /* Lost through the maintenance path (before 0010: any owner's TRUNCATE). */
+    exec_ok(c, "BEGIN");
+    exec_ok(c, "SET LOCAL billing.maintenance = on");
+    exec_ok(c, "TRUNCATE billing.rates");
+    exec_ok(c, "COMMIT");
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.rates"), 0);
+    ck_assert_msg(load(c, &cf, &k, &err) == BS_OK, "%s", err.message);
+    ck_assert_uint_eq(k.changed[BS_LOAD_VERSIONS], 1);
+    ck_assert_uint_eq(total_changed(&k), 1);
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.current_price_versions v"
+                                   " JOIN billing.rates r ON r.version_id = v.id"),
+                     2);
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.current_price_versions v"
+                                   " JOIN billing.plan_fees f ON f.version_id = v.id"),
+                     1);
+    /* Repaired: stable again. */
+    ck_assert_msg(load(c, &cf, &k, &err) == BS_OK, "%s", err.message);
+    ck_assert_uint_eq(total_changed(&k), 0);
+    /* A rate added by hand to the version in force (the runtime role may insert rates). */
+    exec_ok(c, "INSERT INTO billing.rates (version_id, meter, model, region, price)"
+               " SELECT id, 'storage', '*', '*', 9 FROM billing.current_price_versions");
+    ck_assert_msg(load(c, &cf, &k, &err) == BS_OK, "%s", err.message);
+    ck_assert_uint_eq(k.changed[BS_LOAD_VERSIONS], 1);
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.current_price_versions v"
+                                   " JOIN billing.rates r ON r.version_id = v.id"),
+                     2);
+    ck_assert_int_eq(query_long(c, "SELECT max(revision) FROM billing.price_versions"), 3);
+    unlink(cf.pricebook);
+    unlink(cf.accounts);
+    drop_db(c);
+}
+END_TEST
+
+/* The text of @rel under the source tree (top_srcdir), malloc'd; asserts it is read. */
+static char *source_text(const char *rel)
+{
+    const char *top = getenv("top_srcdir");
+    char path[512];
+    char *text;
+    size_t n;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/%s", top != NULL ? top : "..", rel);
+    f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "%s: cannot open", path);
+    text = malloc(1 << 20);
+    ck_assert_ptr_nonnull(text);
+    n = fread(text, 1, (1 << 20) - 1, f);
+    ck_assert_msg(feof(f), "%s: larger than 1 MiB", path);
+    fclose(f);
+    text[n] = '\0';
+    return text;
+}
+
+/* Does the schema define @name: constraint, trigger, table, index, column, or guard's name? */
+static int schema_names(bs_conn *c, const char *name)
+{
+    const char *params[1];
+    PGresult *res;
+    bs_error err;
+    int found;
+
+    params[0] = name;
+    res = bs_query(c,
+                   "SELECT EXISTS (SELECT 1 FROM pg_constraint WHERE conname = $1)"
+                   " OR EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = $1 AND NOT tgisinternal)"
+                   " OR EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n"
+                   "  ON n.oid = c.relnamespace WHERE n.nspname = 'billing' AND c.relname = $1)"
+                   " OR EXISTS (SELECT 1 FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid"
+                   "  JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'billing'"
+                   "  AND a.attname = $1 AND a.attnum > 0 AND NOT a.attisdropped)"
+                   " OR EXISTS (SELECT 1 FROM pg_proc p JOIN pg_namespace n"
+                   "  ON n.oid = p.pronamespace WHERE n.nspname = 'billing'"
+                   "  AND (p.proname = $1 OR strpos(p.prosrc, quote_literal($1)) > 0))",
+                   1, params, &err);
+    ck_assert_msg(res != NULL, "%s", err.message);
+    found = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+    PQclear(res);
+    return found;
+}
+
+/* What check_doc_table looks at, and what it counted. */
+typedef struct doc_check {
+    bs_conn *c;
+    const char *events_c; /* store/events.c: the batch checks of bs_events_ingest */
+    const char *tests_c;  /* this file */
+    int names;
+    int tests;
+} doc_check;
+
+/* Backquoted @token of cell @col: a schema name if @col is @name_col, a test if @test_col. */
+static void check_doc_token(doc_check *dc, const char *token, int col, int name_col, int test_col)
+{
+    char want[160];
+
+    /* Names only: not "_delete" (a suffix), "usage_events_*_length", "bs_error.constraint". */
+    if (token[strspn(token, "abcdefghijklmnopqrstuvwxyz0123456789_")] != '\0' ||
+        strchr(token, '_') == NULL || token[0] == '_')
+        return;
+    if (col == name_col) {
+        ck_assert_msg(schema_names(dc->c, token) || strstr(dc->events_c, token) != NULL,
+                      "doc/database.md names '%s', which the schema after migration %zu "
+                      "does not have",
+                      token, bs_migration_count);
+        dc->names++;
+    } else if (col == test_col && strncmp(token, "test_", 5) == 0) {
+        snprintf(want, sizeof(want), "START_TEST(%s)", token);
+        ck_assert_msg(strstr(dc->tests_c, want) != NULL,
+                      "doc/database.md names test '%s', which tests/itest_store.c does not have",
+                      token);
+        dc->tests++;
+    }
+}
+
+/*
+ * The table (rows "| a | b | c |") under heading @heading of @doc (which
+ * is modified): backquoted names in cell @name_col (0-based) must exist
+ * in the schema, tests in cell @test_col (-1: none) in this file.
+ */
+static void check_doc_table(doc_check *dc, char *doc, const char *heading, int name_col,
+                            int test_col)
+{
+    char *section = strstr(doc, heading);
+    char *end;
+    char *line;
+    char *next;
+    char token[128];
+
+    ck_assert_msg(section != NULL, "doc/database.md has no '%s'", heading);
+    end = strstr(section + 1, "\n## ");
+    ck_assert_ptr_nonnull(end);
+    *end = '\0';
+    for (line = section + 1; line != NULL; line = next) {
+        char *cell[4] = {NULL, NULL, NULL, NULL};
+        char *p;
+        int col = 0;
+
+        next = strchr(line, '\n');
+        if (next != NULL)
+            *next++ = '\0';
+        if (strncmp(line, "| ", 2) != 0 || strstr(line, "|---") != NULL)
+            continue;
+        for (p = line; *p != '\0' && col < 4; p++) {
+            if (*p == '|')
+                cell[col++] = p + 1;
+        }
+        ck_assert_msg(col == 4, "not a row of three cells: %s", line);
+        for (col = 0; col < 3; col++) {
+            for (p = strchr(cell[col], '`'); p != NULL && p < cell[col + 1];
+                 p = strchr(p + 1, '`')) {
+                char *close = strchr(p + 1, '`');
+                size_t n;
+
+                ck_assert_ptr_nonnull(close);
+                n = (size_t)(close - p - 1);
+                p = close;
+                if (n >= sizeof(token))
+                    continue;
+                memcpy(token, close - n, n);
+                token[n] = '\0';
+                check_doc_token(dc, token, col, name_col, test_col);
+            }
+        }
+    }
+    *end = '\n';
+}
+
+/*
+ * Item 12: doc/database.md listed subscriptions_cancel_after_start, which
+ * migration 0004 dropped. Every name in the "enforced by" column of its
+ * table of invariants and in the "notable rules" of its table of tables
+ * must exist after all migrations (as a constraint, trigger, table,
+ * index, column or the name a guard function raises; the batch checks of
+ * bs_events_ingest in store/events.c), and every test the invariants name
+ * in this file.
+ */
+START_TEST(test_doc_invariants_exist)
+{
+    doc_check dc;
+    char *doc = source_text("doc/database.md");
+    char *events_c = source_text("store/events.c");
+    char *tests_c = source_text("tests/itest_store.c");
+
+    dc.c = migrated_db("doc_names");
+    dc.events_c = events_c;
+    dc.tests_c = tests_c;
+    dc.names = 0;
+    dc.tests = 0;
+    check_doc_table(&dc, doc, "\n## Invariants the database enforces", 1, 2);
+    ck_assert_int_ge(dc.names, 40);
+    ck_assert_int_ge(dc.tests, 10);
+    check_doc_table(&dc, doc, "\n| table | what | notable rules |", 2, -1);
+    ck_assert_int_ge(dc.names, 45);
+    free(doc);
+    free(events_c);
+    free(tests_c);
+    drop_db(dc.c);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------- */
 
 static Suite *store_suite(void)
 {
@@ -2354,6 +2822,12 @@ static Suite *store_suite(void)
     tcase_add_test(guards, test_password_sources);
     suite_add_tcase(s, ld);
     suite_add_tcase(s, guards);
+    /* Issue 23. */
+    tcase_add_test(ld, test_catalog_precision_one_rule);
+    tcase_add_test(guards, test_history_refuses_truncate_and_delete);
+    tcase_add_test(guards, test_returned_credits_frozen_when_finalized);
+    tcase_add_test(ld, test_load_repairs_lost_rates);
+    tcase_add_test(mig, test_doc_invariants_exist);
     return s;
 }
 
