@@ -180,7 +180,13 @@ static int build_draft(batch *b, const char *id, PGresult *billed_res, int *row,
         cli_error("close: account '%s': out of memory or too many price keys", id);
         return -1;
     }
-    if (billing_invoice_line_count(slot->inv) == 0 && slot->adj.n_adj == 0)
+    /*
+     * A month whose only figure is a grant expiring with a remainder has an
+     * invoice too, as `billing rate` prints it (doc/formats.md): without it
+     * the ledger never got the 'expire' and the grant kept its remainder.
+     */
+    if (billing_invoice_line_count(slot->inv) == 0 && slot->adj.n_adj == 0 &&
+        billing_invoice_expired_count(slot->inv) == 0)
         return 0;
     late_adjusted_figures(slot, slot->inv, x->s->digits, x->rounding);
     if (slot->adj.n_adj == 0) {

@@ -1072,16 +1072,27 @@ bs_status bs_invoice_void(bs_conn *c, int64_t id, const char *reason, char *cn_n
  * The grants of invoice i's account and currency granted before its
  * period ended, each with what the invoice applied, returned (refunds)
  * and expired of it and what is left: those with any of the four.
+ *
+ * What expired is read from the net of the invoice's ledger entries on
+ * the grant, never from its 'expire' entries alone: a recomputed draft
+ * keeps the 'expire' entries of every earlier computation, each undone by
+ * a 'reverse' (SQL_DRAFT_REVERSE), so summing them counted the expiry once
+ * per computation. The net of an invoice's entries is what its current
+ * computation took, -(applied + expired - returned); a credit note's is
+ * the opposite of the invoice it voids, whose figures it repeats.
  */
 #define SQL_GRANT_ROWS                                                                         \
-    "SELECT g.id AS grant_id, round(coalesce((SELECT c.amount FROM billing.invoice_credits c"  \
-    " WHERE c.invoice_id = i.id AND c.grant_id = g.id), 0), cu.digits) AS applied,"            \
-    " round(coalesce((SELECT r.amount FROM billing.invoice_returned_credits r WHERE"           \
-    " r.invoice_id = i.id AND r.grant_id = g.id), 0), cu.digits) AS returned, round(coalesce((SELECT" \
-    " -sum(l.amount_minor) FROM billing.credit_ledger l WHERE l.grant_id = g.id"               \
-    " AND l.invoice_id = i.id AND l.entry = 'expire'), 0) / 10::numeric ^ cu.digits,"          \
+    "SELECT g.id AS grant_id, round(x.applied, cu.digits) AS applied,"                         \
+    " round(x.returned, cu.digits) AS returned, round(CASE WHEN i.kind = 'credit_note'"        \
+    " THEN 1 ELSE -1 END * x.net / 10::numeric ^ cu.digits - x.applied + x.returned,"          \
     " cu.digits) AS expired, " SQL_GRANT_REMAINING " AS remaining"                             \
     " FROM billing.credit_grants g JOIN billing.currencies cu ON cu.code = g.currency"         \
+    " CROSS JOIN LATERAL (SELECT coalesce((SELECT c.amount FROM billing.invoice_credits c"     \
+    " WHERE c.invoice_id = i.id AND c.grant_id = g.id), 0) AS applied, coalesce((SELECT"       \
+    " r.amount FROM billing.invoice_returned_credits r WHERE r.invoice_id = i.id"              \
+    " AND r.grant_id = g.id), 0) AS returned, coalesce((SELECT sum(l.amount_minor)"            \
+    " FROM billing.credit_ledger l WHERE l.grant_id = g.id AND l.invoice_id = i.id), 0)"       \
+    " AS net) x"                                                                               \
     " WHERE g.account_id = i.account_id AND g.currency = i.currency"                           \
     " AND g.granted_at < i.period_end"
 #define SQL_GRANTS                                                                             \
