@@ -27,6 +27,7 @@
 #include "dbcatalog.h"
 #include "dbcli.h"
 #include "exact.h"
+#include "history.h"
 #include "invoices.h"
 #include "migrate.h"
 
@@ -161,15 +162,59 @@ static void tally(close_run_ctx *x, const bs_draft *d, const bs_draft_outcome *o
     pthread_mutex_unlock(&x->lock);
 }
 
+/* Grants pinned per account at most: a bound on what one account's rows may ask for. */
+#define PIN_GRANTS_MAX 4096
+
+/*
+ * Credit of a finalized month is history: late events of it (adjustment
+ * lines, close_late.c) or an invoice voided and issued again must not
+ * change what later months may use. The rows of @history
+ * (bs_credit_history) for account @id, from *@row on, pin the rater's
+ * credit state after the account's latest finalized month to what the
+ * ledger holds (history.h). Returns 0, or -1 with a message printed.
+ */
+static int pin_history(batch *b, const char *id, PGresult *history, int *row)
+{
+    const char *grants[PIN_GRANTS_MAX];
+    const char *remaining[PIN_GRANTS_MAX];
+    const char *month = NULL;
+    const char *account_credit = NULL;
+    char msg[MSG_MAX];
+    size_t n = 0;
+    int rows = PQntuples(history);
+
+    for (; *row < rows && strcmp(PQgetvalue(history, *row, 0), id) == 0; (*row)++) {
+        if (n == PIN_GRANTS_MAX) {
+            cli_error("close: account '%s': more than %d credit grants", id, PIN_GRANTS_MAX);
+            return -1;
+        }
+        month = PQgetvalue(history, *row, 1);
+        grants[n] = PQgetvalue(history, *row, 2);
+        remaining[n] = PQgetvalue(history, *row, 3);
+        account_credit = PQgetisnull(history, *row, 4) ? NULL : PQgetvalue(history, *row, 4);
+        n++;
+    }
+    if (month == NULL)
+        return 0;
+    if (bl_rater_credit_pin(b->r, id, atoi(month), atoi(month + 5), n, grants, remaining,
+                            account_credit, msg, sizeof(msg)) != BILLING_OK) {
+        cli_error("close: account '%s': the ledger's credit after %s: %s", id, month, msg);
+        return -1;
+    }
+    return 0;
+}
+
 /* The draft of account @id into @slot/@d; 1 if there is one, 0 if none, -1 on failure. */
-static int build_draft(batch *b, const char *id, PGresult *billed_res, int *row, draft_slot *slot,
-                       bs_draft *d)
+static int build_draft(batch *b, const char *id, PGresult *billed_res, int *row,
+                       PGresult *history, int *hrow, draft_slot *slot, bs_draft *d)
 {
     close_run_ctx *x = b->x;
     char msg[MSG_MAX];
 
     memset(slot, 0, sizeof(*slot));
     mpz_init(slot->adj.sum);
+    if (pin_history(b, id, history, hrow) != 0)
+        return -1;
     if (billing_rater_invoice(b->r, id, x->p->year, x->p->month, &slot->inv, msg, sizeof(msg)) !=
         BILLING_OK) {
         cli_error("close: account '%s': %s", id, msg);
@@ -276,22 +321,26 @@ static int write_batch(batch *b, bs_conn *c, const char *acc_text, size_t from, 
     bs_draft *d = calloc(n, sizeof(*d));
     bs_draft_outcome *out = calloc(n, sizeof(*out));
     PGresult *billed_res = NULL;
+    PGresult *history = NULL;
     size_t k = 0;
     size_t i;
     int row = 0;
+    int hrow = 0;
     int rc = CLI_EXIT_INTERNAL;
     bs_error err;
 
     if (slots == NULL || d == NULL || out == NULL)
         goto done;
     billed_res = bs_billed_lines(c, acc_text, x->month_text, &err);
-    if (billed_res == NULL) {
+    if (billed_res != NULL)
+        history = bs_credit_history(c, acc_text, x->month_text, &err);
+    if (billed_res == NULL || history == NULL) {
         rc = dbcli_fail("close", &err);
         goto done;
     }
     for (i = 0; i < n; i++) {
         const char *id = json_string_value(json_array_get(x->accounts, from + i));
-        int has = build_draft(b, id, billed_res, &row, &slots[i], &d[k]);
+        int has = build_draft(b, id, billed_res, &row, history, &hrow, &slots[i], &d[k]);
         if (has < 0)
             goto done;
         k += (size_t)has;
@@ -310,6 +359,7 @@ done:
     for (i = 0; slots != NULL && i < n; i++)
         late_draft_slot_free(&slots[i]);
     PQclear(billed_res);
+    PQclear(history);
     free(out);
     free(d);
     free(slots);

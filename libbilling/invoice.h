@@ -149,6 +149,14 @@ typedef struct bl_credit_memo {
     uint64_t gen;
     int32_t month;          /* the state is after every month before this one */
     bl_credit c;
+    /* bl_rater_credit_pin (history.h): the state after pin_month as issued. */
+    int pinned;
+    int32_t pin_month;
+    size_t pin_n;           /* grants of the account */
+    mpz_t *pin_remaining;   /* per grant, where pin_has is set */
+    unsigned char *pin_has;
+    int pin_has_balance;
+    mpz_t pin_balance;
 } bl_credit_memo;
 
 /* bl_credit_memo_free - free the rater's memos (billing_rater_destroy). */

@@ -129,6 +129,20 @@ bs_status bs_returned_unclosed(bs_conn *c, const char *returned, const char *mon
  * meter, model, region, version label, unit_price, quantity,
  * quantity_den. Caller PQclears. NULL with @err on failure.
  */
+/*
+ * bs_credit_history - the credit each account of @accounts (JSON array)
+ * holds as issued before month @month ("YYYY-MM-01"): for an account with
+ * a finalized invoice of an earlier month, the latest such month, and per
+ * grant of the account's currency the ledger balance after it: its grant
+ * entry and every entry except those of open drafts of later months (they
+ * are recomputed; finalized, void invoices and credit notes of any month
+ * are history). Accounts without an earlier finalized month have no rows.
+ * Result columns: account_id, month (YYYY-MM), grant_id, remaining (minor
+ * units), account credit left after that month (minor units), in the
+ * order of @accounts. Caller PQclears. NULL with @err on failure.
+ */
+PGresult *bs_credit_history(bs_conn *c, const char *accounts, const char *month, bs_error *err);
+
 /* How many months back a close looks for late usage of finalized months. */
 #define BS_LATE_MONTHS 24
 

@@ -1460,6 +1460,125 @@ START_TEST(test_expiry_only_month_has_invoice)
 }
 END_TEST
 
+/* Output and exit status of `billing ARGS --db CONNINFO 2>&1` (a shell command line). */
+static int billing_status_text(const char *args, char *text, size_t size)
+{
+    char cmd[PATH_LEN + CONNINFO_MAX + 256];
+
+    ck_assert(snprintf(cmd, sizeof(cmd), "%s %s --db '%s' 2>&1", billing_path(), args, conninfo) <
+              (int)sizeof(cmd));
+    return command_status(cmd, text, size);
+}
+
+/*
+ * The JPY scenario of issue 23, 7: RTX4090 at 0.1 and A100 at 100 per
+ * GPU-hour, grant g1 of 1000 valid from Oct 23 to Nov 22 (+08:00);
+ * RTX4090 4 h on Oct 20 and 5 h on Oct 25 (October's line, 0.9, rounds to
+ * 1, cut at Oct 23 at 0.4, which rounds to 0: g1 pays 1), A100 20 h on
+ * Nov 2 (2000: g1 pays its 999). October is finalized.
+ */
+static void late_credit_scenario(void)
+{
+    const char *oct[] = {"close", "--period", "2026-10", "--finalize", "--grace", "0", "--quiet",
+                         NULL};
+    char ev[TEXT_MAX] = "";
+
+    small_catalog("JPY", "0.1", "100",
+                  "[{\"id\": \"g1\", \"account\": \"a\", \"amount\": \"1000\", \"granted_at\":"
+                  " \"2026-10-23T00:00:00+08:00\", \"expires_at\": \"2026-11-22T00:00:00+08:00\","
+                  " \"applies_to\": [\"usage\"], \"priority\": 0}]");
+    add_gpu_event(ev, sizeof(ev), "e1", "RTX4090", "2026-10-20T10:00:00+08:00",
+                  "2026-10-20T14:00:00+08:00");
+    add_gpu_event(ev, sizeof(ev), "e2", "RTX4090", "2026-10-25T10:00:00+08:00",
+                  "2026-10-25T15:00:00+08:00");
+    add_gpu_event(ev, sizeof(ev), "e3", "A100", "2026-11-02T00:00:00+08:00",
+                  "2026-11-02T20:00:00+08:00");
+    ingest_text(ev);
+    ok(oct);
+}
+
+/*
+ * The late event: RTX4090 2 h on Oct 15. Re-rated with it, October's line
+ * is 1.1, cut at Oct 23 at 0.6: rounds to 1 before the window and 1 in
+ * all, so g1 would pay 0 of October and have 1000 for November.
+ */
+static void late_october_event(void)
+{
+    char ev[TEXT_MAX] = "";
+
+    add_gpu_event(ev, sizeof(ev), "e4", "RTX4090", "2026-10-15T10:00:00+08:00",
+                  "2026-10-15T12:00:00+08:00");
+    ingest_text(ev);
+}
+
+/*
+ * Regression (issue 23, 7): a late event of a finalized month changed,
+ * through the re-rating of that month, the credit the next month's draft
+ * asked the ledger for: closing November again failed for good (exit 3,
+ * credit_ledger_nonnegative_balance: 1000 asked, 999 held). The
+ * finalized month's credit is history: November keeps 999, the late
+ * usage is an adjustment line, and the close succeeds.
+ */
+START_TEST(test_late_event_keeps_finalized_credit)
+{
+    bs_conn *c = fresh("latecredit");
+    char *text = calloc(1, 1 << 16);
+
+    ck_assert(text != NULL);
+    late_credit_scenario();
+    ck_assert_int_eq(billing_status_text("close --period 2026-11 --quiet", text, 1 << 16), 0);
+    ck_assert_int_eq(itdb_long(c, "SELECT credits FROM billing.invoices WHERE month = '2026-11-01'"),
+                     999);
+    late_october_event();
+    ck_assert_msg(billing_status_text("close --period 2026-11 --quiet", text, 1 << 16) == 0,
+                  "closing November after a late October event:\n%s", text);
+    ck_assert_int_eq(itdb_long(c, "SELECT credits FROM billing.invoices WHERE month = '2026-11-01'"
+                                  " AND status = 'draft'"),
+                     999);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.invoice_lines l JOIN"
+                                  " billing.invoices i ON i.id = l.invoice_id WHERE i.month ="
+                                  " '2026-11-01' AND l.kind = 'adjustment' AND l.adjusts_month ="
+                                  " '2026-10-01'"),
+                     1);
+    ck_assert_int_eq(grant_balance(c, "g1"), 0);
+    check_ledger(c);
+    free(text);
+    drop(c);
+}
+END_TEST
+
+/*
+ * Regression (issue 23, 7, the other way in): October and November
+ * finalized, a late October event, November voided and issued again: the
+ * re-issued November asked for 1000 while the ledger held 999 after the
+ * credit note. It takes 999 again.
+ */
+START_TEST(test_reissue_after_late_event_keeps_finalized_credit)
+{
+    bs_conn *c = fresh("latereissue");
+    const char *nov[] = {"close", "--period", "2026-11", "--finalize", "--grace", "0", "--quiet",
+                         NULL};
+    char *text = calloc(1, 1 << 16);
+
+    ck_assert(text != NULL);
+    late_credit_scenario();
+    ok(nov);
+    late_october_event();
+    ck_assert_int_eq(billing_status_text("invoice void INV-2026-000002 --reason late", text,
+                                         1 << 16),
+                     0);
+    ck_assert_msg(billing_status_text("close --period 2026-11 --quiet", text, 1 << 16) == 0,
+                  "closing November again after its void:\n%s", text);
+    ck_assert_int_eq(itdb_long(c, "SELECT credits FROM billing.invoices WHERE month = '2026-11-01'"
+                                  " AND kind = 'invoice' AND status = 'draft'"),
+                     999);
+    ck_assert_int_eq(grant_balance(c, "g1"), 0);
+    check_ledger(c);
+    free(text);
+    drop(c);
+}
+END_TEST
+
 /* @sql must be refused by the guard named @name; nothing it did stays. */
 static void expect_guard(bs_conn *c, const char *sql, const char *name)
 {
@@ -1628,6 +1747,8 @@ static Suite *close_suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_recomputed_draft_expiry_counted_once);
     tcase_add_test(tc, test_expiry_only_month_has_invoice);
+    tcase_add_test(tc, test_late_event_keeps_finalized_credit);
+    tcase_add_test(tc, test_reissue_after_late_event_keeps_finalized_credit);
     suite_add_tcase(s, tc);
     return s;
 }
