@@ -162,46 +162,54 @@ static void tally(close_run_ctx *x, const bs_draft *d, const bs_draft_outcome *o
     pthread_mutex_unlock(&x->lock);
 }
 
-/* Grants pinned per account at most: a bound on what one account's rows may ask for. */
-#define PIN_GRANTS_MAX 4096
+/* Rows of issued credit per account at most (months x grants): bounds what one account may ask. */
+#define ISSUED_ROWS_MAX 65536
 
 /*
- * Credit of a finalized month is history: late events of it (adjustment
- * lines, close_late.c) or an invoice voided and issued again must not
+ * Credit of a finalized month is history: re-rating it with a late event
+ * (which reaches the draft as an adjustment line, close_late.c) must not
  * change what later months may use. The rows of @history
- * (bs_credit_history) for account @id, from *@row on, pin the rater's
- * credit state after the account's latest finalized month to what the
- * ledger holds (history.h). Returns 0, or -1 with a message printed.
+ * (bs_credit_history) for account @id, from *@row on, tell the rater what
+ * each finalized month took from each grant, as the ledger holds it
+ * (history.h). Returns 0, or -1 with a message printed.
  */
-static int pin_history(batch *b, const char *id, PGresult *history, int *row)
+static int give_history(batch *b, const char *id, PGresult *history, int *row)
 {
-    const char *grants[PIN_GRANTS_MAX];
-    const char *remaining[PIN_GRANTS_MAX];
-    const char *month = NULL;
-    const char *account_credit = NULL;
+    bl_issued_row *rows = NULL;
     char msg[MSG_MAX];
     size_t n = 0;
-    int rows = PQntuples(history);
+    int first = *row;
+    int total = PQntuples(history);
+    int rc = 0;
 
-    for (; *row < rows && strcmp(PQgetvalue(history, *row, 0), id) == 0; (*row)++) {
-        if (n == PIN_GRANTS_MAX) {
-            cli_error("close: account '%s': more than %d credit grants", id, PIN_GRANTS_MAX);
-            return -1;
-        }
-        month = PQgetvalue(history, *row, 1);
-        grants[n] = PQgetvalue(history, *row, 2);
-        remaining[n] = PQgetvalue(history, *row, 3);
-        account_credit = PQgetisnull(history, *row, 4) ? NULL : PQgetvalue(history, *row, 4);
-        n++;
-    }
-    if (month == NULL)
+    while (*row < total && strcmp(PQgetvalue(history, *row, 0), id) == 0)
+        (*row)++;
+    if (*row == first)
         return 0;
-    if (bl_rater_credit_pin(b->r, id, atoi(month), atoi(month + 5), n, grants, remaining,
-                            account_credit, msg, sizeof(msg)) != BILLING_OK) {
-        cli_error("close: account '%s': the ledger's credit after %s: %s", id, month, msg);
+    if (*row - first > ISSUED_ROWS_MAX) {
+        cli_error("close: account '%s': more than %d months x grants of issued credit", id,
+                  ISSUED_ROWS_MAX);
         return -1;
     }
-    return 0;
+    rows = calloc((size_t)(*row - first), sizeof(*rows));
+    if (rows == NULL) {
+        cli_error("close: out of memory");
+        return -1;
+    }
+    for (n = 0; n < (size_t)(*row - first); n++) {
+        const char *month = PQgetvalue(history, first + (int)n, 1);
+        const char *grant = PQgetvalue(history, first + (int)n, 2);
+        rows[n].year = atoi(month);
+        rows[n].month = atoi(month + 5);
+        rows[n].grant = grant[0] != '\0' ? grant : NULL;
+        rows[n].amount = PQgetvalue(history, first + (int)n, 3);
+    }
+    if (bl_rater_credit_issued(b->r, id, n, rows, msg, sizeof(msg)) != BILLING_OK) {
+        cli_error("close: account '%s': the ledger's credit of finalized months: %s", id, msg);
+        rc = -1;
+    }
+    free(rows);
+    return rc;
 }
 
 /* The draft of account @id into @slot/@d; 1 if there is one, 0 if none, -1 on failure. */
@@ -213,7 +221,7 @@ static int build_draft(batch *b, const char *id, PGresult *billed_res, int *row,
 
     memset(slot, 0, sizeof(*slot));
     mpz_init(slot->adj.sum);
-    if (pin_history(b, id, history, hrow) != 0)
+    if (give_history(b, id, history, hrow) != 0)
         return -1;
     if (billing_rater_invoice(b->r, id, x->p->year, x->p->month, &slot->inv, msg, sizeof(msg)) !=
         BILLING_OK) {

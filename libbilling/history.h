@@ -6,9 +6,9 @@
  * Invoices replay credit from an account's first month with charges. The
  * store's close computes a month whose earlier months were issued already:
  * their credit is history, held by the ledger, and a late event of such a
- * month (or a month voided and issued again) must not change what credit
- * later months may use. The close therefore gives the rater the state the
- * ledger holds before the month it closes, and the replay takes it there.
+ * month must not change what credit later months may use. The close
+ * therefore tells the rater what each issued month took, and the replay
+ * takes that instead of re-rating them; months never issued are replayed.
  */
 #ifndef BILLING_HISTORY_H
 #define BILLING_HISTORY_H
@@ -17,22 +17,31 @@
 
 #include "billing.h"
 
+/* One figure of an issued month: what it took from a grant, or the account credit after it. */
+typedef struct bl_issued_row {
+    int year;
+    int month;          /* local month of the account */
+    const char *grant;  /* a grant of the account; NULL: @amount is the account credit left */
+    const char *amount; /* minor units, a decimal integer (a grant's may be negative) */
+} bl_issued_row;
+
 /*
- * bl_rater_credit_pin - the credit state of @account after local month
- * @year-@month, as issued: grant @grants[i] has @remaining[i] minor units
- * left (a decimal integer, >= 0) for i < @n, and the account credit is
- * @account_credit minor units (NULL: as the replay computes it). Invoices
- * of later months replay up to that month as always (refunds still find
- * what credit paid of a fee), then continue from this state; grants not
- * named keep the replay's remainder. Replaces an earlier pin of the
- * account. Returns BILLING_OK; BILLING_ERR_UNKNOWN_ACCOUNT,
- * BILLING_ERR_INVALID (an unknown grant or a malformed amount, named in
- * @errbuf), BILLING_ERR_RANGE (month) or BILLING_ERR_NOMEM, with nothing
- * changed. Not thread-safe per rater (like every rater call).
+ * bl_rater_credit_issued - the months of @account whose invoices were
+ * issued, and what each took from the account's grants (apply and expire,
+ * less what its refunds gave back: the net of its ledger entries) and
+ * left of the account credit, as @n rows in any order. When invoices
+ * replay credit, each such month takes from the grants what is given
+ * (every grant not named took nothing; a remainder never goes below
+ * zero) instead of what re-rating it now would, and the account credit
+ * after it is the given one when a row names it; months not named are
+ * replayed as always (refunds still find what credit paid of a fee).
+ * Replaces what an earlier call gave for the account (@n 0: none).
+ * Returns BILLING_OK; BILLING_ERR_UNKNOWN_ACCOUNT, BILLING_ERR_INVALID (an
+ * unknown grant or a malformed amount, named in @errbuf), BILLING_ERR_RANGE
+ * (a month) or BILLING_ERR_NOMEM, with nothing given. Not thread-safe
+ * per rater (like every rater call).
  */
-billing_status bl_rater_credit_pin(billing_rater *r, const char *account, int year, int month,
-                                   size_t n, const char *const *grants,
-                                   const char *const *remaining, const char *account_credit,
-                                   char *errbuf, size_t errsize);
+billing_status bl_rater_credit_issued(billing_rater *r, const char *account, size_t n,
+                                      const bl_issued_row *rows, char *errbuf, size_t errsize);
 
 #endif /* BILLING_HISTORY_H */

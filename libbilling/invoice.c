@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "history.h"
 #include "invoice.h"
 #include "zone.h"
 
@@ -325,23 +324,6 @@ static int fill_totals(const billing_catalog *cat, const bl_account *a, const bl
                : -1;
 }
 
-/* Forget the pin of @memo. */
-static void pin_clear(bl_credit_memo *memo)
-{
-    size_t i;
-
-    if (!memo->pinned)
-        return;
-    for (i = 0; i < memo->pin_n; i++)
-        mpz_clear(memo->pin_remaining[i]);
-    mpz_clear(memo->pin_balance);
-    free(memo->pin_remaining);
-    free(memo->pin_has);
-    memo->pin_remaining = NULL;
-    memo->pin_has = NULL;
-    memo->pinned = 0;
-}
-
 void bl_credit_memo_free(billing_rater *r)
 {
     size_t i;
@@ -351,14 +333,13 @@ void bl_credit_memo_free(billing_rater *r)
     for (i = 0; i < r->cat->accounts.len; i++) {
         if (r->credit_memo[i].valid)
             bl_credit_clear(&r->credit_memo[i].c);
-        pin_clear(&r->credit_memo[i]);
+        bl_issued_free(&r->credit_memo[i]);
     }
     free(r->credit_memo);
     r->credit_memo = NULL;
 }
 
-/* The memo of account @ai (NULL when out of memory: replay from the start). */
-static bl_credit_memo *memo_of(billing_rater *r, size_t ai)
+bl_credit_memo *bl_credit_memo_of(billing_rater *r, size_t ai)
 {
     if (r->credit_memo == NULL)
         r->credit_memo = calloc(r->cat->accounts.len ? r->cat->accounts.len : 1,
@@ -386,69 +367,57 @@ static int carries_credit(const billing_catalog *cat, size_t ai)
     return a->n_grants > 0;
 }
 
-/* The issued state of @memo's pin into @c (history.h). */
-static void pin_apply(const bl_credit_memo *memo, bl_credit *c)
-{
-    size_t i;
-
-    for (i = 0; i < c->n && i < memo->pin_n; i++) {
-        if (memo->pin_has[i])
-            mpz_set(c->remaining[i], memo->pin_remaining[i]);
-    }
-    if (memo->pin_has_balance)
-        mpz_set(c->balance, memo->pin_balance);
-}
-
-/* Whether the pin of @memo is to be applied before month @month (once: *@done). */
-static int pin_due(const bl_credit_memo *memo, int32_t month, const int *done)
-{
-    return memo != NULL && memo->pinned && !*done && month > memo->pin_month;
-}
-
 /*
  * Apply credit to every month with charges before @target, in order,
  * starting from the memo when it is still valid and not past @target, and
- * leave the memo at @target. A pin (history.h) replaces the state once
- * the months up to it are replayed.
+ * leave the memo at @target. Months whose invoices were issued take what
+ * they took then (history.h), with or without charges now.
  */
 static billing_status replay_months(billing_rater *r, size_t ai, int32_t target, bl_credit *c)
 {
     bl_credit_memo *memo;
     int32_t *months;
     int32_t from = INT32_MIN;
+    mpz_t *before = NULL;
     size_t n;
     size_t i;
+    size_t k;
+    int issued;
     bl_month m;
-    int pinned = 0;
     billing_status st = BILLING_OK;
 
     if (!carries_credit(r->cat, ai))
         return BILLING_OK; /* earlier months change nothing */
-    memo = memo_of(r, ai);
+    memo = bl_credit_memo_of(r, ai);
     if (memo != NULL && memo->valid && memo->gen == r->gen && memo->month <= target) {
         if (bl_credit_copy(c, &memo->c) != 0)
             return BILLING_ERR_NOMEM;
         from = memo->month;
-        pinned = memo->pinned && from > memo->pin_month; /* the memo has it already */
     }
     months = bl_account_months(r, ai, &n);
     if (months == NULL && n != 0)
         return BILLING_ERR_NOMEM;
+    if (memo != NULL && memo->n_issued > 0 && (before = bl_issued_snapshot_new(c)) == NULL)
+        st = BILLING_ERR_NOMEM;
+    k = bl_issued_from(memo, from);
     for (i = 0; i < n && months[i] < target && st == BILLING_OK; i++) {
         if (months[i] < from)
             continue;
-        if (pin_due(memo, months[i], &pinned)) {
-            pin_apply(memo, c);
-            pinned = 1;
-        }
+        k = bl_issued_until(memo, k, months[i], c);
+        issued = bl_issued_at(memo, k, months[i]);
+        if (issued)
+            bl_issued_snapshot(before, c);
         st = bl_month_compute(r, ai, months[i], &m);
         if (st == BILLING_OK && bl_credit_apply(r->cat, ai, &m, c) != 0)
             st = BILLING_ERR_NOMEM;
         bl_month_clear(&m);
+        if (issued)
+            bl_issued_take(&memo->issued[k++], c, before);
     }
+    if (st == BILLING_OK)
+        bl_issued_until(memo, k, target, c);
+    bl_issued_snapshot_free(before, c);
     free(months);
-    if (st == BILLING_OK && pin_due(memo, target, &pinned))
-        pin_apply(memo, c);
     if (st != BILLING_OK || memo == NULL)
         return st;
     if (!memo->valid) {
@@ -743,95 +712,4 @@ const char *billing_invoice_tax(const billing_invoice *inv)
 const char *billing_invoice_total(const billing_invoice *inv)
 {
     return inv->total;
-}
-
-/* ---------------------------------------------------------------------- */
-/* Credit as issued (history.h)                                            */
-/* ---------------------------------------------------------------------- */
-
-/* @text as a whole number of minor units >= 0 into @out. Returns 0 or -1. */
-static int minor_parse(mpz_t out, const char *text)
-{
-    size_t len = text != NULL ? strlen(text) : 0;
-
-    if (len == 0 || len > 64 || strspn(text, "0123456789") != len)
-        return -1;
-    return mpz_set_str(out, text, 10);
-}
-
-/* Fill @memo's pin arrays from the caller's; the pin is set only when all parse. */
-static billing_status pin_fill(const billing_catalog *cat, const bl_account *a, bl_credit_memo *memo,
-                               size_t n, const char *const *grants, const char *const *remaining,
-                               const char *account_credit, char *errbuf, size_t errsize)
-{
-    size_t i;
-    size_t g;
-
-    for (i = 0; i < n; i++) {
-        for (g = 0; g < a->n_grants; g++) {
-            if (strcmp(BL_AT(cat->grants, bl_grant, a->grants[g])->id, grants[i]) == 0)
-                break;
-        }
-        if (g == a->n_grants)
-            return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
-                             "grant '%.140s' is not a grant of the account", grants[i]);
-        if (minor_parse(memo->pin_remaining[g], remaining[i]) != 0)
-            return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
-                             "grant '%.140s': remainder '%.64s' is not a number of minor units",
-                             grants[i], remaining[i]);
-        memo->pin_has[g] = 1;
-    }
-    if (account_credit != NULL && minor_parse(memo->pin_balance, account_credit) != 0)
-        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
-                         "account credit '%.64s' is not a number of minor units", account_credit);
-    memo->pin_has_balance = account_credit != NULL;
-    return BILLING_OK;
-}
-
-billing_status bl_rater_credit_pin(billing_rater *r, const char *account, int year, int month,
-                                   size_t n, const char *const *grants,
-                                   const char *const *remaining, const char *account_credit,
-                                   char *errbuf, size_t errsize)
-{
-    size_t ai = account ? bl_catalog_account(r->cat, account) : BL_NONE;
-    const bl_account *a;
-    bl_credit_memo *memo;
-    size_t i;
-    billing_status st;
-
-    if (ai == BL_NONE)
-        return bl_seterr(errbuf, errsize, BILLING_ERR_UNKNOWN_ACCOUNT, "account '%.140s' not found",
-                         account ? account : "(null)");
-    if (year < 1900 || year > 2199 || month < 1 || month > 12)
-        return bl_seterr(errbuf, errsize, BILLING_ERR_RANGE, "month %04d-%02d out of range", year,
-                         month);
-    a = BL_AT(r->cat->accounts, bl_account, ai);
-    memo = memo_of(r, ai);
-    if (memo == NULL)
-        return bl_seterr(errbuf, errsize, BILLING_ERR_NOMEM, "out of memory");
-    pin_clear(memo);
-    memo->pin_remaining = malloc((a->n_grants ? a->n_grants : 1) * sizeof(mpz_t));
-    memo->pin_has = calloc(a->n_grants ? a->n_grants : 1, 1);
-    if (memo->pin_remaining == NULL || memo->pin_has == NULL) {
-        free(memo->pin_remaining);
-        free(memo->pin_has);
-        memo->pin_remaining = NULL;
-        memo->pin_has = NULL;
-        return bl_seterr(errbuf, errsize, BILLING_ERR_NOMEM, "out of memory");
-    }
-    for (i = 0; i < a->n_grants; i++)
-        mpz_init(memo->pin_remaining[i]);
-    mpz_init(memo->pin_balance);
-    memo->pin_n = a->n_grants;
-    memo->pin_month = bl_month_index(year, month);
-    memo->pinned = 1;
-    st = pin_fill(r->cat, a, memo, n, grants, remaining, account_credit, errbuf, errsize);
-    if (st != BILLING_OK)
-        pin_clear(memo);
-    /* A memo computed without this pin is stale. */
-    if (memo->valid) {
-        bl_credit_clear(&memo->c);
-        memo->valid = 0;
-    }
-    return st;
 }

@@ -874,27 +874,23 @@ PGresult *bs_billed_lines(bs_conn *c, const char *accounts, const char *month, b
 /* ---------------------------------------------------------------------- */
 
 /*
- * Per account of $1 with a finalized month before $2, the latest one, and
- * per grant its balance after it: every ledger entry but those of open
- * drafts of later months (an expiry without an invoice counts too).
+ * Per account of $1, each month before $2 with a finalized invoice: the
+ * account credit left after it, then per grant the net its ledger entries
+ * took (entries of every invoice and credit note of the month: a voided
+ * invoice and its credit note cancel).
  */
 #define SQL_CREDIT_HISTORY                                                                     \
-    "WITH a AS (SELECT x.id, x.n, (SELECT max(f.month) FROM billing.invoices f"                \
-    " WHERE f.account_id = x.id AND f.kind = 'invoice' AND f.status = 'finalized'"             \
-    " AND f.month < $2::date) AS pin FROM json_array_elements_text($1::json)"                  \
-    " WITH ORDINALITY x(id, n))"                                                               \
-    " SELECT a.id, to_char(a.pin, 'YYYY-MM'), g.id, coalesce(sum(l.amount_minor) FILTER"       \
-    " (WHERE l.entry = 'grant' OR l.invoice_id IS NULL OR j.month <= a.pin"                    \
-    " OR NOT (j.kind = 'invoice' AND j.status = 'draft')), 0)::text,"                          \
-    " (SELECT round(f.account_credit_left * 10::numeric ^ cu.digits)::text"                    \
-    " FROM billing.invoices f WHERE f.account_id = a.id AND f.month = a.pin"                   \
-    " AND f.kind = 'invoice' AND f.status = 'finalized')"                                      \
-    " FROM a JOIN billing.accounts acc ON acc.id = a.id"                                       \
-    " JOIN billing.currencies cu ON cu.code = acc.currency"                                    \
-    " JOIN billing.credit_grants g ON g.account_id = a.id AND g.currency = acc.currency"       \
-    " LEFT JOIN billing.credit_ledger l ON l.grant_id = g.id"                                  \
-    " LEFT JOIN billing.invoices j ON j.id = l.invoice_id"                                     \
-    " WHERE a.pin IS NOT NULL GROUP BY a.id, a.n, a.pin, g.id, cu.digits ORDER BY a.n, g.id"
+    "WITH a AS (SELECT x.id, x.n FROM json_array_elements_text($1::json) WITH ORDINALITY"      \
+    " x(id, n)), f AS (SELECT a.id, a.n, i.month, round(i.account_credit_left * 10::numeric"   \
+    " ^ cu.digits) AS acl FROM a JOIN billing.invoices i ON i.account_id = a.id"               \
+    " AND i.kind = 'invoice' AND i.status = 'finalized' AND i.month < $2::date"                \
+    " JOIN billing.currencies cu ON cu.code = i.currency)"                                     \
+    " SELECT id, to_char(month, 'YYYY-MM'), g, am FROM (SELECT f.id, f.n, f.month, '' AS g,"   \
+    " f.acl::text AS am FROM f UNION ALL SELECT f.id, f.n, f.month, l.grant_id,"               \
+    " (-sum(l.amount_minor))::text FROM f JOIN billing.invoices j ON j.account_id = f.id"      \
+    " AND j.month = f.month JOIN billing.credit_ledger l ON l.invoice_id = j.id"               \
+    " GROUP BY f.id, f.n, f.month, l.grant_id HAVING sum(l.amount_minor) <> 0) r"              \
+    " ORDER BY n, month, g"
 
 PGresult *bs_credit_history(bs_conn *c, const char *accounts, const char *month, bs_error *err)
 {

@@ -130,16 +130,17 @@ bs_status bs_returned_unclosed(bs_conn *c, const char *returned, const char *mon
  * quantity_den. Caller PQclears. NULL with @err on failure.
  */
 /*
- * bs_credit_history - the credit each account of @accounts (JSON array)
- * holds as issued before month @month ("YYYY-MM-01"): for an account with
- * a finalized invoice of an earlier month, the latest such month, and per
- * grant of the account's currency the ledger balance after it: its grant
- * entry and every entry except those of open drafts of later months (they
- * are recomputed; finalized, void invoices and credit notes of any month
- * are history). Accounts without an earlier finalized month have no rows.
- * Result columns: account_id, month (YYYY-MM), grant_id, remaining (minor
- * units), account credit left after that month (minor units), in the
- * order of @accounts. Caller PQclears. NULL with @err on failure.
+ * bs_credit_history - the credit the issued months of the accounts of
+ * @accounts (JSON array) took, for the close of month @month
+ * ("YYYY-MM-01"): for each month before it with a finalized invoice of
+ * the account, one row with an empty grant and the account credit left
+ * after that invoice, and one row per grant whose ledger entries of that
+ * month's invoices and credit notes (a voided invoice and its credit note
+ * cancel) do not net to zero, with what they took (minor units, net of
+ * credit given back by refunds). Result columns: account_id, month
+ * (YYYY-MM), grant_id ("" for the account credit row), amount (minor
+ * units), in the order of @accounts, then month. Caller PQclears. NULL
+ * with @err on failure.
  */
 PGresult *bs_credit_history(bs_conn *c, const char *accounts, const char *month, bs_error *err);
 

@@ -621,8 +621,47 @@ static void store_text(bs_conn *c, const char *account, const char *month, char 
  * line to the minor unit, and there are no other drafts. Returns how
  * many invoices were compared.
  */
+static size_t compare_with_rate_skip(bs_conn *c, const char *pricebook, int year, int month,
+                                     int skip_history);
+
 static size_t compare_with_rate(bs_conn *c, const char *pricebook, int year, int month)
 {
+    return compare_with_rate_skip(c, pricebook, year, month, 0);
+}
+
+/*
+ * Whether a finalized invoice of an earlier month than @month applied or
+ * expired credit of @account: the close then starts from that credit as
+ * issued, which `billing rate` over a fixed price book re-rates.
+ */
+static int credit_history(bs_conn *c, const char *account, const char *month)
+{
+    const char *params[2] = {account, month};
+    bs_error err;
+    PGresult *res = bs_query(c, "SELECT count(*) FROM billing.credit_ledger l JOIN billing.invoices"
+                                " i ON i.id = l.invoice_id WHERE i.account_id = $1 AND i.month <"
+                                " $2::date AND i.status = 'finalized' AND l.entry IN ('apply',"
+                                " 'expire')",
+                             2, params, &err);
+    int n;
+
+    ck_assert_msg(res != NULL, "%s", err.message);
+    n = atoi(PQgetvalue(res, 0, 0));
+    PQclear(res);
+    return n > 0;
+}
+
+/*
+ * compare_with_rate_skip - compare_with_rate, leaving out (with
+ * @skip_history) the accounts whose credit a finalized earlier month used:
+ * after a price fix, `billing rate` re-rates that month at the new price,
+ * the close keeps its credit as issued (doc/database.md, "Credit as
+ * issued"). Returns how many invoices were compared.
+ */
+static size_t compare_with_rate_skip(bs_conn *c, const char *pricebook, int year, int month,
+                                     int skip_history)
+{
+    size_t skipped = 0;
     char out[PATH_LEN];
     char pb[PATH_LEN];
     char acc[PATH_LEN];
@@ -654,6 +693,10 @@ static size_t compare_with_rate(bs_conn *c, const char *pricebook, int year, int
     for (i = 0; i < json_array_size(invs); i++) {
         const json_t *inv = json_array_get(invs, i);
         const char *account = json_string_value(json_object_get(inv, "account"));
+        if (skip_history && credit_history(c, account, month_date)) {
+            skipped++;
+            continue;
+        }
         /* Invoices without lines too: a month with only a grant's expiry has one. */
         rate_text(inv, want);
         store_text(c, account, month_date, got);
@@ -665,7 +708,7 @@ static size_t compare_with_rate(bs_conn *c, const char *pricebook, int year, int
              "SELECT count(*) FROM billing.invoices WHERE month = '%s' AND kind = 'invoice'"
              " AND status <> 'void'",
              month_date);
-    ck_assert_int_eq(itdb_long(c, sql), (long)compared);
+    ck_assert_int_eq(itdb_long(c, sql), (long)(compared + skipped));
     json_decref(root);
     free(got);
     free(want);
@@ -914,7 +957,8 @@ START_TEST(test_concurrent_late_void_rerate_pdf)
     query_text(c, "SELECT sum(total)::text FROM billing.invoices WHERE status = 'finalized'",
                after, sizeof(after));
     ck_assert_str_eq(after, before);
-    compare_with_rate(c, "pricebook2.json", 2026, 11);
+    /* October's credit stays as issued at the old price (issue 23, 7): those accounts differ. */
+    ck_assert_uint_gt(compare_with_rate_skip(c, "pricebook2.json", 2026, 11, 1), 100);
     check_ledger(c);
 
     /* PDF of a finalized invoice: number, every line's amount and the total, no warnings. */
