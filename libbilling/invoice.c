@@ -234,10 +234,26 @@ static const mpz_t *expiring(const bl_account *a, const bl_grant *g, const bl_mo
     return mpz_sgn(c->returned[i]) > 0 ? (const mpz_t *)&c->returned[i] : NULL;
 }
 
-/* Credit given back by refunds this month, with its total. */
-static int fill_returned(const billing_catalog *cat, const bl_account *a, const bl_credit *c,
-                         billing_invoice *inv)
+/*
+ * What is left of grant @i on this invoice, before what expires on it: its
+ * remainder; for a grant that expired in an earlier month, only what
+ * refunds gave back to it this month (what it had left then expired on
+ * that month's invoice, though the replay keeps it in the remainder). The
+ * ledger holds the same (doc/pricing.md, "Expiry").
+ */
+static const mpz_t *left_on(const bl_account *a, const bl_grant *g, const bl_month *m,
+                            const bl_credit *c, size_t i)
 {
+    if (g->expires_at <= m->start && month_of_instant(a->zone, g->expires_at - 1) < m->month)
+        return (const mpz_t *)&c->returned[i];
+    return (const mpz_t *)&c->remaining[i];
+}
+
+/* Credit given back by refunds this month, with its total. */
+static int fill_returned(const billing_catalog *cat, const bl_account *a, const bl_month *m,
+                         const bl_credit *c, billing_invoice *inv)
+{
+    const bl_grant *g;
     size_t i;
 
     inv->returned = calloc(c->n ? c->n : 1, sizeof(inv_credit));
@@ -245,10 +261,10 @@ static int fill_returned(const billing_catalog *cat, const bl_account *a, const 
     if (inv->returned == NULL || inv->returned_total == NULL)
         return -1;
     for (i = 0; i < c->n; i++) {
+        g = BL_AT(cat->grants, bl_grant, a->grants[i]);
         if (mpz_sgn(c->returned[i]) > 0 &&
-            add_entry(inv->returned, &inv->n_returned,
-                      BL_AT(cat->grants, bl_grant, a->grants[i])->id, c->returned[i],
-                      (const mpz_t *)&c->remaining[i], cat->digits) != 0)
+            add_entry(inv->returned, &inv->n_returned, g->id, c->returned[i],
+                      left_on(a, g, m, c, i), cat->digits) != 0)
             return -1;
     }
     return 0;
@@ -265,7 +281,7 @@ static int fill_credits(const billing_catalog *cat, const bl_account *a, const b
 
     inv->credits = calloc(c->n ? c->n : 1, sizeof(inv_credit));
     inv->expired = calloc(c->n ? c->n : 1, sizeof(inv_credit));
-    if (inv->credits == NULL || inv->expired == NULL || fill_returned(cat, a, c, inv) != 0)
+    if (inv->credits == NULL || inv->expired == NULL || fill_returned(cat, a, m, c, inv) != 0)
         return -1;
     for (i = 0; i < c->n && rc == 0; i++) {
         g = BL_AT(cat->grants, bl_grant, a->grants[i]);

@@ -624,6 +624,94 @@ static void store_text(bs_conn *c, const char *account, const char *month, char 
 static size_t compare_with_rate_skip(bs_conn *c, const char *pricebook, int year, int month,
                                      int skip_history);
 
+/* Append "PREFIX grant amount [remaining]" of each nonzero entry of @arr, in its order. */
+static void add_credit_list(char *t, const json_t *arr, const char *prefix, int with_left)
+{
+    size_t i;
+
+    for (i = 0; i < json_array_size(arr); i++) {
+        const json_t *e = json_array_get(arr, i);
+        const char *am = json_string_value(json_object_get(e, "amount"));
+        ck_assert_msg(am != NULL, "%s entry without an amount", prefix);
+        if (strspn(am, "0.") == strlen(am))
+            continue;
+        addf(t, "%s %s %s", prefix, json_string_value(json_object_get(e, "grant")), am);
+        if (with_left)
+            addf(t, " left %s", json_string_value(json_object_get(e, "remaining")));
+        addf(t, "\n");
+    }
+}
+
+/*
+ * Every figure of an invoice in JSON, as canonical text: lines, the
+ * credit per grant in the listed order (applied and what is left, expired,
+ * returned and what is left), the totals. @rate: `billing rate`'s keys
+ * (account credit as one object, absent members zero), else `billing
+ * invoice export`'s (issue 23, 10: the two must read the same).
+ */
+static void figures_text(const json_t *inv, int rate, char *t)
+{
+    const json_t *lines = json_object_get(inv, "lines");
+    const json_t *ac = json_object_get(inv, "account_credit");
+    char zero[64];
+    size_t i;
+
+    t[0] = '\0';
+    zero_like(zero, sizeof(zero), json_string_value(json_object_get(inv, "subtotal")));
+    for (i = 0; i < json_array_size(lines); i++) {
+        const json_t *l = json_array_get(lines, i);
+#define F(k) json_string_value(json_object_get(l, k))
+        if (!rate && strcmp(F("kind"), "adjustment") == 0)
+            continue; /* the store's own lines: billing rate has no finalized months */
+        addf(t, "%s|%s|%s|%s|%s|%s|%s|%s|%s\n", F("kind"), F("meter"), F("model"), F("region"),
+             F("plan"), F("quantity"), F("unit"), F("unit_price"), F("amount"));
+#undef F
+    }
+    add_credit_list(t, json_object_get(inv, "credits"), "credit", 1);
+    add_credit_list(t, json_object_get(inv, "expired_credits"), "expired", 0);
+    add_credit_list(t, json_object_get(inv, "returned_credits"), "returned", 1);
+    addf(t, "subtotal %s returned %s credits %s", json_string_value(json_object_get(inv, "subtotal")),
+         or_zero(json_object_get(inv, "returned_total"), zero),
+         json_string_value(json_object_get(inv, "credits_total")));
+    if (rate)
+        addf(t, " account credit %s carried %s left %s", or_zero(json_object_get(ac, "applied"), zero),
+             or_zero(json_object_get(ac, "carried"), zero), or_zero(json_object_get(ac, "left"), zero));
+    else
+        addf(t, " account credit %s carried %s left %s", json_string_value(ac),
+             json_string_value(json_object_get(inv, "carried")),
+             json_string_value(json_object_get(inv, "account_credit_left")));
+    addf(t, " tax %s total %s\n", json_string_value(json_object_get(inv, "tax")),
+         json_string_value(json_object_get(inv, "total")));
+}
+
+/* The export (in @dir) of the store's invoice of @account for @month, parsed. */
+static json_t *exported_invoice(bs_conn *c, const char *dir, const char *account,
+                                const char *month)
+{
+    const char *params[2] = {account, month};
+    char path[2 * PATH_LEN];
+    bs_error err;
+    json_error_t jerr;
+    json_t *root;
+    PGresult *res = bs_query(c, "SELECT i.id, CASE WHEN i.number IS NULL THEN '' ELSE"
+                                " billing.invoice_number_text(s.prefix, i.number) END FROM"
+                                " billing.invoices i JOIN billing.invoice_series s ON s.series ="
+                                " i.series WHERE i.account_id = $1 AND i.month = $2::date AND"
+                                " i.kind = 'invoice' AND i.status <> 'void'",
+                             2, params, &err);
+
+    ck_assert_msg(res != NULL && PQntuples(res) == 1, "%s %s: %s", account, month,
+                  res == NULL ? err.message : "not one invoice");
+    if (PQgetvalue(res, 0, 1)[0] != '\0')
+        snprintf(path, sizeof(path), "%s/%s.json", dir, PQgetvalue(res, 0, 1));
+    else
+        snprintf(path, sizeof(path), "%s/draft-%s.json", dir, PQgetvalue(res, 0, 0));
+    PQclear(res);
+    root = json_load_file(path, 0, &jerr);
+    ck_assert_msg(root != NULL, "%s: %s", path, jerr.text);
+    return root;
+}
+
 static size_t compare_with_rate(bs_conn *c, const char *pricebook, int year, int month)
 {
     return compare_with_rate_skip(c, pricebook, year, month, 0);
@@ -662,6 +750,10 @@ static size_t compare_with_rate_skip(bs_conn *c, const char *pricebook, int year
                                      int skip_history)
 {
     size_t skipped = 0;
+    char dir[PATH_LEN];
+    const char *exp[] = {"invoice", "export", "--period", NULL, "--format", "json", "--out", dir,
+                         NULL};
+    json_t *exported;
     char out[PATH_LEN];
     char pb[PATH_LEN];
     char acc[PATH_LEN];
@@ -686,7 +778,13 @@ static size_t compare_with_rate_skip(bs_conn *c, const char *pricebook, int year
     path_of(ev, sizeof(ev), "events.jsonl");
     snprintf(period, sizeof(period), "%04d-%02d", year, month);
     snprintf(month_date, sizeof(month_date), "%04d-%02d-01", year, month);
+    exp[3] = period;
     ck_assert_int_eq(run_billing(out, args), 0);
+    path_of(dir, sizeof(dir), "export-compare");
+    ck_assert(snprintf(sql, sizeof(sql), "rm -rf '%s' && mkdir -p '%s'", dir, dir) <
+              (int)sizeof(sql));
+    ck_assert_int_eq(system(sql), 0);
+    ck_assert_int_eq(run_billing(NULL, exp), 0);
     root = json_load_file(out, 0, &jerr);
     ck_assert_msg(root != NULL, "rate output: %s", jerr.text);
     invs = json_object_get(root, "invoices");
@@ -701,6 +799,14 @@ static size_t compare_with_rate_skip(bs_conn *c, const char *pricebook, int year
         rate_text(inv, want);
         store_text(c, account, month_date, got);
         ck_assert_msg(strcmp(want, got) == 0, "account %s %s:\nbilling rate:\n%s\nstored:\n%s",
+                      account, period, want, got);
+        /* Every figure, in order, as billing invoice export writes it. */
+        figures_text(inv, 1, want);
+        exported = exported_invoice(c, dir, account, month_date);
+        figures_text(exported, 0, got);
+        json_decref(exported);
+        ck_assert_msg(strcmp(want, got) == 0,
+                      "account %s %s:\nbilling rate --format json:\n%s\ninvoice export:\n%s",
                       account, period, want, got);
         compared++;
     }
@@ -1623,6 +1729,51 @@ START_TEST(test_reissue_after_late_event_keeps_finalized_credit)
 }
 END_TEST
 
+/*
+ * Regression (issue 23, 10): the same invoice read differently from
+ * `billing rate --format json` and `billing invoice export --format json`:
+ * the store listed credits by grant id, rate in application order; the
+ * store's "remaining" was the ledger balance, which lacks what a month
+ * never closed (September here) took, where rate replays it; the
+ * export's credit total was lost under the credits list. Grant z-first
+ * (priority 0, 5.00, Sep 1 - Nov 10) pays 2.00 in September and 1.00 in
+ * November, 2.00 left expires; a-late (priority 1) pays November's usage
+ * after Nov 10. compare_with_rate compares every figure of the export.
+ */
+START_TEST(test_export_reads_as_rate)
+{
+    bs_conn *c = fresh("asrate");
+    const char *nov[] = {"close", "--period", "2026-11", "--quiet", NULL};
+    char ev[TEXT_MAX] = "";
+    json_t *doc;
+    json_t *cr;
+
+    small_catalog("CNY", "1.00", "1.00",
+                  "[{\"id\": \"z-first\", \"account\": \"a\", \"amount\": \"5.00\", \"granted_at\":"
+                  " \"2026-09-01T00:00:00+08:00\", \"expires_at\": \"2026-11-10T00:00:00+08:00\","
+                  " \"applies_to\": [\"usage\"], \"priority\": 0},"
+                  " {\"id\": \"a-late\", \"account\": \"a\", \"amount\": \"100.00\", \"granted_at\":"
+                  " \"2026-09-01T00:00:00+08:00\", \"expires_at\": \"2027-01-01T00:00:00+08:00\","
+                  " \"applies_to\": [\"usage\"], \"priority\": 1}]");
+    add_gpu_event(ev, sizeof(ev), "e1", "RTX4090", "2026-09-20T10:00:00+08:00",
+                  "2026-09-20T12:00:00+08:00");
+    add_gpu_event(ev, sizeof(ev), "e2", "RTX4090", "2026-11-02T10:00:00+08:00",
+                  "2026-11-02T11:00:00+08:00");
+    add_gpu_event(ev, sizeof(ev), "e3", "RTX4090", "2026-11-20T10:00:00+08:00",
+                  "2026-11-20T13:00:00+08:00");
+    ingest_text(ev);
+    ok(nov);
+    ck_assert_uint_eq(compare_with_rate(c, "pricebook.json", 2026, 11), 1);
+    doc = export_json(itdb_long(c, "SELECT id FROM billing.invoices WHERE month = '2026-11-01'"));
+    ck_assert_str_eq(json_string_value(json_object_get(doc, "credits_total")), "4.00");
+    cr = json_array_get(json_object_get(doc, "credits"), 0);
+    ck_assert_str_eq(json_string_value(json_object_get(cr, "grant")), "z-first");
+    ck_assert_str_eq(json_string_value(json_object_get(cr, "remaining")), "2.00");
+    json_decref(doc);
+    drop(c);
+}
+END_TEST
+
 /* @sql must be refused by the guard named @name; nothing it did stays. */
 static void expect_guard(bs_conn *c, const char *sql, const char *name)
 {
@@ -1793,6 +1944,7 @@ static Suite *close_suite(void)
     tcase_add_test(tc, test_expiry_only_month_has_invoice);
     tcase_add_test(tc, test_late_event_keeps_finalized_credit);
     tcase_add_test(tc, test_reissue_after_late_event_keeps_finalized_credit);
+    tcase_add_test(tc, test_export_reads_as_rate);
     suite_add_tcase(s, tc);
     return s;
 }
