@@ -9,6 +9,8 @@
 -- the two differed. The close now stores libbilling's figure beside
 -- each applied and each returned credit; rows written before this
 -- migration have none (NULL) and are read from the ledger as before.
+-- The figure is part of a draft's content hash: the first close after
+-- this migration recomputes the open drafts once (same figures, plus it).
 --
 -- Applied by `billing db migrate` in one transaction; never edit it once
 -- released (see 0001_initial.sql).
