@@ -1181,7 +1181,8 @@ static void expect_figure(const char *text, const char *label, const char *what,
  * its PDF, its `invoice show` table and its CSV, and reconcile to the
  * minor unit: subtotal + returned = before credit; before credit -
  * credits - account credit + carried + tax = amount due; each grant's
- * remaining is its ledger balance (no later month exists).
+ * remaining is its ledger balance (no later month exists, every earlier
+ * one is closed and the grants do not expire in the month).
  */
 static void check_credit_on_invoice(bs_conn *c, long id)
 {
