@@ -335,7 +335,9 @@ int export_invoice_table(FILE *out, const export_invoice *inv)
         return -1;
     table_totals(out, inv);
     if (PQntuples(inv->grants) > 0) {
-        fputs("\ncredit grants (in application order; remaining: on this invoice, before what expires)\n", out);
+        fputs("\ncredit grants (in application order; remaining: on this invoice, before what "
+              "expires)\n",
+              out);
         if (export_rows_table(out, inv->grants, export_grant_columns, export_n_grant_columns) != 0)
             return -1;
     }
