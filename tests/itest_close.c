@@ -179,6 +179,8 @@ static const char *gen_trial = "10.00";
 static const char *gen_promo = "50.00";
 /* Non-zero: also terms paid with credit in October and cancelled in November (sub-r, fees-). */
 static int gen_returned;
+/* Non-zero: the grants are random (gen_random_grants), drawn from this seed. */
+static uint64_t gen_grants_seed;
 
 static void path_of(char *out, size_t size, const char *name)
 {
@@ -213,6 +215,36 @@ static void write_pricebook(const char *name, const char *gpu_price)
             " {\"plan\": \"rtx-monthly\", \"fee\": \"2599.00\"}]}]}\n",
             gen_currency, gpu_price);
     ck_assert_int_eq(fclose(f), 0);
+}
+
+/*
+ * 0 to 3 random grants of account @i: ids in no particular order against
+ * application order, priority 0-2, 1.00 to 60.00, valid from a random
+ * instant of Sep 20 - Nov 20 for 5 to 60 days, paying usage, fees or both:
+ * expiries land in every month, some before refunds return credit.
+ */
+static void gen_random_grants(FILE *f, uint64_t *rng, int i, const char **sep)
+{
+    static const char *const kinds[] = {"[\"usage\"]", "[\"subscription\"]",
+                                        "[\"usage\", \"subscription\"]"};
+    int k;
+    int n = (int)(test_rnd(rng) % 4);
+
+    for (k = 0; k < n; k++) {
+        uint64_t r = test_rnd(rng);
+        int64_t from = INT64_C(1789862400) + (int64_t)((r >> 8) % (61 * 86400)); /* Sep 20 */
+        int64_t until = from + (int64_t)(5 + (r >> 32) % 56) * 86400;
+        char a[48];
+        char b[48];
+        billing_time_format(from * BILLING_NS_PER_SEC, a, sizeof(a));
+        billing_time_format(until * BILLING_NS_PER_SEC, b, sizeof(b));
+        fprintf(f, "%s{\"id\": \"%c%d-%d\", \"account\": \"acct-%05d\", \"amount\": \"%d.%02d\","
+                   " \"granted_at\": \"%s\", \"expires_at\": \"%s\", \"applies_to\": %s,"
+                   " \"priority\": %d}",
+                *sep, 'a' + (int)(r % 26), i, k, i, 1 + (int)((r >> 16) % 60), (int)((r >> 24) % 100),
+                a, b, kinds[(r >> 40) % 3], (int)((r >> 44) % 3));
+        *sep = ",";
+    }
 }
 
 /* @n accounts in several zones; monthly and daily (cancelled) plans; credit grants. */
@@ -257,7 +289,9 @@ static void write_accounts(int n)
     }
     fputs("], \"grants\": [", f);
     sep = "";
-    for (i = 0; i < n; i++) {
+    for (i = 0; gen_grants_seed != 0 && i < n; i++)
+        gen_random_grants(f, &gen_grants_seed, i, &sep);
+    for (i = 0; gen_grants_seed == 0 && i < n; i++) {
         if (i % 3 == 0) {
             fprintf(f, "%s{\"id\": \"trial-%d\", \"account\": \"acct-%05d\", \"amount\": \"%s\","
                        " \"granted_at\": \"2026-10-01T00:00:00Z\", \"expires_at\":"
@@ -582,14 +616,25 @@ static void add_store_expired(bs_conn *c, const char *account, const char *month
 
     ck_assert_msg(res != NULL, "%s", err.message);
     if (PQntuples(res) == 1) {
+        char lines[64][160];
+        const char *sorted[64];
+        size_t n = 0;
+        size_t k;
         g = bs_invoice_grants(c, strtoll(PQgetvalue(res, 0, 0), NULL, 10), &err);
-        ck_assert_msg(g != NULL, "%s", err.message);
+        ck_assert_msg(g != NULL && PQntuples(g) < 64, "%s", g == NULL ? err.message : "grants");
         for (r = 0; r < PQntuples(g); r++) {
             const char *am = PQgetvalue(g, r, 3);
-            if (strspn(am, "0.") != strlen(am))
-                addf(t, "expired %s %s\n", PQgetvalue(g, r, 0), am);
+            if (strspn(am, "0.") == strlen(am))
+                continue;
+            snprintf(lines[n], sizeof(lines[n]), "expired %s %s", PQgetvalue(g, r, 0), am);
+            sorted[n] = lines[n];
+            n++;
         }
         PQclear(g);
+        /* Sorted like rate_text's (the order is figures_text's to compare). */
+        qsort(sorted, n, sizeof(sorted[0]), cmp_str);
+        for (k = 0; k < n; k++)
+            addf(t, "%s\n", sorted[k]);
     }
     PQclear(res);
 }
@@ -1775,6 +1820,43 @@ START_TEST(test_export_reads_as_rate)
 }
 END_TEST
 
+/*
+ * Issue 23, 10 on random scenarios: every figure of every invoice of
+ * October, November and December, as `billing invoice export --format
+ * json` writes it, equals `billing rate --format json` over the same
+ * files (compare_with_rate), with random grants (gen_random_grants),
+ * refunds that return credit, months closed in order and October
+ * finalized.
+ */
+START_TEST(test_export_equals_rate_random)
+{
+    bs_conn *c;
+    char tag[32];
+    const char *oct[] = {"close", "--period", "2026-10", "--finalize", "--grace", "0", "--quiet",
+                         NULL};
+    const char *nov[] = {"close", "--period", "2026-11", "--quiet", NULL};
+    const char *dec[] = {"close", "--period", "2026-12", "--quiet", NULL};
+
+    snprintf(tag, sizeof(tag), "random%d", _i);
+    c = fresh(tag);
+    gen_grants_seed = 0x51ed2701ULL + (uint64_t)_i * 0x9e3779b97f4a7c15ULL;
+    gen_returned = 1;
+    gen_from = GEN_FROM - MONTH_EARLIER;
+    generate(c, 80);
+    gen_from = GEN_FROM;
+    gen_returned = 0;
+    gen_grants_seed = 0;
+    ok(oct);
+    ok(nov);
+    ok(dec);
+    ck_assert_uint_gt(compare_with_rate(c, "pricebook.json", 2026, 10), 40);
+    ck_assert_uint_gt(compare_with_rate(c, "pricebook.json", 2026, 11), 40);
+    compare_with_rate(c, "pricebook.json", 2026, 12);
+    check_ledger(c);
+    drop(c);
+}
+END_TEST
+
 /* @sql must be refused by the guard named @name; nothing it did stays. */
 static void expect_guard(bs_conn *c, const char *sql, const char *name)
 {
@@ -1946,6 +2028,7 @@ static Suite *close_suite(void)
     tcase_add_test(tc, test_late_event_keeps_finalized_credit);
     tcase_add_test(tc, test_reissue_after_late_event_keeps_finalized_credit);
     tcase_add_test(tc, test_export_reads_as_rate);
+    tcase_add_loop_test(tc, test_export_equals_rate_random, 0, 4);
     suite_add_tcase(s, tc);
     return s;
 }
