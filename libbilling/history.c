@@ -76,6 +76,22 @@ size_t bl_issued_until(const bl_credit_memo *memo, size_t k, int32_t month, bl_c
     return k;
 }
 
+void bl_issued_later(const bl_credit_memo *memo, int32_t month, bl_credit *c)
+{
+    size_t k;
+    size_t g;
+
+    for (k = bl_issued_from(memo, month); memo != NULL && k < memo->n_issued; k++) {
+        if (memo->issued[k].month == month)
+            continue;
+        for (g = 0; g < c->n; g++) {
+            mpz_sub(c->remaining[g], c->remaining[g], memo->issued[k].taken[g]);
+            if (mpz_sgn(c->remaining[g]) < 0)
+                mpz_set_ui(c->remaining[g], 0);
+        }
+    }
+}
+
 mpz_t *bl_issued_snapshot_new(const bl_credit *c)
 {
     mpz_t *snap = malloc((c->n ? c->n : 1) * sizeof(mpz_t));

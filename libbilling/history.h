@@ -34,7 +34,9 @@ typedef struct bl_issued_row {
  * (every grant not named took nothing; a remainder never goes below
  * zero) instead of what re-rating it now would, and the account credit
  * after it is the given one when a row names it; months not named are
- * replayed as always (refunds still find what credit paid of a fee).
+ * replayed as always (refunds still find what credit paid of a fee). The
+ * invoice of a month before an issued one (a month issued again after
+ * later months were) may spend only what the later issued months left.
  * Replaces what an earlier call gave for the account (@n 0: none).
  * Returns BILLING_OK; BILLING_ERR_UNKNOWN_ACCOUNT, BILLING_ERR_INVALID (an
  * unknown grant or a malformed amount, named in @errbuf), BILLING_ERR_RANGE

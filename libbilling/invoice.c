@@ -464,6 +464,8 @@ static billing_status build(billing_rater *r, size_t ai, int32_t target, billing
         return BILLING_ERR_NOMEM;
     mpz_init(credit_total);
     st = replay_months(r, ai, target, &c);
+    if (st == BILLING_OK) /* not in the memo: it holds for @target only */
+        bl_issued_later(bl_credit_memo_of(r, ai), target, &c);
     if (st == BILLING_OK)
         st = bl_month_compute(r, ai, target, &m);
     else

@@ -185,6 +185,13 @@ size_t bl_issued_from(const bl_credit_memo *memo, int32_t month);
 size_t bl_issued_until(const bl_credit_memo *memo, size_t k, int32_t month, bl_credit *c);
 int bl_issued_at(const bl_credit_memo *memo, size_t k, int32_t month);
 void bl_issued_take(const bl_issued_month *im, bl_credit *c, mpz_t *before);
+/*
+ * bl_issued_later - what issued months after @month took is not @c's to
+ * spend on @month: each grant's remainder less it (never below zero). A
+ * month issued again after later months were issued takes only what they
+ * left (the ledger holds no more).
+ */
+void bl_issued_later(const bl_credit_memo *memo, int32_t month, bl_credit *c);
 mpz_t *bl_issued_snapshot_new(const bl_credit *c);
 void bl_issued_snapshot(mpz_t *snap, const bl_credit *c);
 void bl_issued_snapshot_free(mpz_t *snap, const bl_credit *c);

@@ -881,7 +881,7 @@ PGresult *bs_billed_lines(bs_conn *c, const char *accounts, const char *month, b
 /* ---------------------------------------------------------------------- */
 
 /*
- * Per account of $1, each month before $2 with a finalized invoice: the
+ * Per account of $1, each month but $2 with a finalized invoice: the
  * account credit left after it, then per grant the net its ledger entries
  * took (entries of every invoice and credit note of the month: a voided
  * invoice and its credit note cancel).
@@ -890,7 +890,7 @@ PGresult *bs_billed_lines(bs_conn *c, const char *accounts, const char *month, b
     "WITH a AS (SELECT x.id, x.n FROM json_array_elements_text($1::json) WITH ORDINALITY"      \
     " x(id, n)), f AS (SELECT a.id, a.n, i.month, round(i.account_credit_left * 10::numeric"   \
     " ^ cu.digits) AS acl FROM a JOIN billing.invoices i ON i.account_id = a.id"               \
-    " AND i.kind = 'invoice' AND i.status = 'finalized' AND i.month < $2::date"                \
+    " AND i.kind = 'invoice' AND i.status = 'finalized' AND i.month <> $2::date"               \
     " JOIN billing.currencies cu ON cu.code = i.currency)"                                     \
     " SELECT id, to_char(month, 'YYYY-MM'), g, am FROM (SELECT f.id, f.n, f.month, '' AS g,"   \
     " f.acl::text AS am FROM f UNION ALL SELECT f.id, f.n, f.month, l.grant_id,"               \

@@ -132,7 +132,7 @@ bs_status bs_returned_unclosed(bs_conn *c, const char *returned, const char *mon
 /*
  * bs_credit_history - the credit the issued months of the accounts of
  * @accounts (JSON array) took, for the close of month @month
- * ("YYYY-MM-01"): for each month before it with a finalized invoice of
+ * ("YYYY-MM-01"): for each other month with a finalized invoice of
  * the account, one row with an empty grant and the account credit left
  * after that invoice, and one row per grant whose ledger entries of that
  * month's invoices and credit notes (a voided invoice and its credit note

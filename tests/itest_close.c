@@ -1776,6 +1776,46 @@ START_TEST(test_reissue_after_late_event_keeps_finalized_credit)
 END_TEST
 
 /*
+ * Regression (issue 23, 7, a void and re-issue): October and November
+ * finalized (g1: 1 and 999), then a late October event inside g1's window
+ * (RTX4090 20 h on Oct 26: October's line becomes 2.9, rounds to 3, all
+ * of it after the bound) and October voided. The re-issued October asked
+ * g1 for 3 while the ledger held 1 (November's 999 is history) and the
+ * close failed; it takes the 1 that is left.
+ */
+START_TEST(test_reissue_earlier_month_after_later_finalized)
+{
+    bs_conn *c = fresh("reissueoct");
+    const char *nov[] = {"close", "--period", "2026-11", "--finalize", "--grace", "0", "--quiet",
+                         NULL};
+    char ev[TEXT_MAX] = "";
+    char *text = calloc(1, 1 << 16);
+
+    ck_assert(text != NULL);
+    late_credit_scenario();
+    ok(nov);
+    add_gpu_event(ev, sizeof(ev), "e5", "RTX4090", "2026-10-26T00:00:00+08:00",
+                  "2026-10-26T20:00:00+08:00");
+    ingest_text(ev);
+    ck_assert_int_eq(billing_status_text("invoice void INV-2026-000001 --reason late", text,
+                                         1 << 16),
+                     0);
+    ck_assert_msg(billing_status_text("close --period 2026-10 --quiet", text, 1 << 16) == 0,
+                  "closing October again after its void:\n%s", text);
+    ck_assert_int_eq(itdb_long(c, "SELECT credits FROM billing.invoices WHERE month = '2026-10-01'"
+                                  " AND kind = 'invoice' AND status = 'draft'"),
+                     1);
+    ck_assert_int_eq(itdb_long(c, "SELECT subtotal FROM billing.invoices WHERE month = '2026-10-01'"
+                                  " AND kind = 'invoice' AND status = 'draft'"),
+                     3);
+    ck_assert_int_eq(grant_balance(c, "g1"), 0);
+    check_ledger(c);
+    free(text);
+    drop(c);
+}
+END_TEST
+
+/*
  * Regression (issue 23, 10): the same invoice read differently from
  * `billing rate --format json` and `billing invoice export --format json`:
  * the store listed credits by grant id, rate in application order; the
@@ -2027,6 +2067,7 @@ static Suite *close_suite(void)
     tcase_add_test(tc, test_expiry_only_month_has_invoice);
     tcase_add_test(tc, test_late_event_keeps_finalized_credit);
     tcase_add_test(tc, test_reissue_after_late_event_keeps_finalized_credit);
+    tcase_add_test(tc, test_reissue_earlier_month_after_later_finalized);
     tcase_add_test(tc, test_export_reads_as_rate);
     tcase_add_loop_test(tc, test_export_equals_rate_random, 0, 4);
     suite_add_tcase(s, tc);
