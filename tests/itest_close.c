@@ -241,8 +241,8 @@ static void gen_random_grants(FILE *f, uint64_t *rng, int i, const char **sep)
         fprintf(f, "%s{\"id\": \"%c%d-%d\", \"account\": \"acct-%05d\", \"amount\": \"%d.%02d\","
                    " \"granted_at\": \"%s\", \"expires_at\": \"%s\", \"applies_to\": %s,"
                    " \"priority\": %d}",
-                *sep, 'a' + (int)(r % 26), i, k, i, 1 + (int)((r >> 16) % 60), (int)((r >> 24) % 100),
-                a, b, kinds[(r >> 40) % 3], (int)((r >> 44) % 3));
+                *sep, 'a' + (int)(r % 26), i, k, i, 1 + (int)((r >> 16) % 60),
+                (int)((r >> 24) % 100), a, b, kinds[(r >> 40) % 3], (int)((r >> 44) % 3));
         *sep = ",";
     }
 }
@@ -715,12 +715,15 @@ static void figures_text(const json_t *inv, int rate, char *t)
     add_credit_list(t, json_object_get(inv, "credits"), "credit", 1);
     add_credit_list(t, json_object_get(inv, "expired_credits"), "expired", 0);
     add_credit_list(t, json_object_get(inv, "returned_credits"), "returned", 1);
-    addf(t, "subtotal %s returned %s credits %s", json_string_value(json_object_get(inv, "subtotal")),
+    addf(t, "subtotal %s returned %s credits %s",
+         json_string_value(json_object_get(inv, "subtotal")),
          or_zero(json_object_get(inv, "returned_total"), zero),
          json_string_value(json_object_get(inv, "credits_total")));
     if (rate)
-        addf(t, " account credit %s carried %s left %s", or_zero(json_object_get(ac, "applied"), zero),
-             or_zero(json_object_get(ac, "carried"), zero), or_zero(json_object_get(ac, "left"), zero));
+        addf(t, " account credit %s carried %s left %s",
+             or_zero(json_object_get(ac, "applied"), zero),
+             or_zero(json_object_get(ac, "carried"), zero),
+             or_zero(json_object_get(ac, "left"), zero));
     else
         addf(t, " account credit %s carried %s left %s", json_string_value(ac),
              json_string_value(json_object_get(inv, "carried")),
@@ -1596,8 +1599,8 @@ START_TEST(test_recomputed_draft_expiry_counted_once)
                   "2026-11-20T11:00:00+08:00");
     ingest_text(ev);
     ok(nov);
-    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.credit_ledger WHERE entry = 'expire'"),
-                     2);
+    ck_assert_int_eq(
+        itdb_long(c, "SELECT count(*) FROM billing.credit_ledger WHERE entry = 'expire'"), 2);
     id = itdb_long(c, "SELECT id FROM billing.invoices WHERE month = '2026-11-01'");
     stored_grant_figure(c, id, "g1", 3, fig, sizeof(fig));
     ck_assert_str_eq(fig, "9.00");
@@ -1723,8 +1726,8 @@ START_TEST(test_late_event_keeps_finalized_credit)
     ck_assert(text != NULL);
     late_credit_scenario();
     ck_assert_int_eq(billing_status_text("close --period 2026-11 --quiet", text, 1 << 16), 0);
-    ck_assert_int_eq(itdb_long(c, "SELECT credits FROM billing.invoices WHERE month = '2026-11-01'"),
-                     999);
+    ck_assert_int_eq(
+        itdb_long(c, "SELECT credits FROM billing.invoices WHERE month = '2026-11-01'"), 999);
     late_october_event();
     ck_assert_msg(billing_status_text("close --period 2026-11 --quiet", text, 1 << 16) == 0,
                   "closing November after a late October event:\n%s", text);
@@ -1838,7 +1841,8 @@ START_TEST(test_export_reads_as_rate)
                   "[{\"id\": \"z-first\", \"account\": \"a\", \"amount\": \"5.00\", \"granted_at\":"
                   " \"2026-09-01T00:00:00+08:00\", \"expires_at\": \"2026-11-10T00:00:00+08:00\","
                   " \"applies_to\": [\"usage\"], \"priority\": 0},"
-                  " {\"id\": \"a-late\", \"account\": \"a\", \"amount\": \"100.00\", \"granted_at\":"
+                  " {\"id\": \"a-late\", \"account\": \"a\", \"amount\": \"100.00\","
+                  " \"granted_at\":"
                   " \"2026-09-01T00:00:00+08:00\", \"expires_at\": \"2027-01-01T00:00:00+08:00\","
                   " \"applies_to\": [\"usage\"], \"priority\": 1}]");
     add_gpu_event(ev, sizeof(ev), "e1", "RTX4090", "2026-09-20T10:00:00+08:00",
