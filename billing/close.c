@@ -27,6 +27,7 @@
 #include "dbcatalog.h"
 #include "dbcli.h"
 #include "exact.h"
+#include "history.h"
 #include "invoices.h"
 #include "migrate.h"
 
@@ -161,15 +162,67 @@ static void tally(close_run_ctx *x, const bs_draft *d, const bs_draft_outcome *o
     pthread_mutex_unlock(&x->lock);
 }
 
+/* Rows of issued credit per account at most (months x grants): bounds what one account may ask. */
+#define ISSUED_ROWS_MAX 65536
+
+/*
+ * Credit of a finalized month is history: re-rating it with a late event
+ * (which reaches the draft as an adjustment line, close_late.c) must not
+ * change what later months may use. The rows of @history
+ * (bs_credit_history) for account @id, from *@row on, tell the rater what
+ * each finalized month took from each grant, as the ledger holds it
+ * (history.h). Returns 0, or -1 with a message printed.
+ */
+static int give_history(batch *b, const char *id, PGresult *history, int *row)
+{
+    bl_issued_row *rows = NULL;
+    char msg[MSG_MAX];
+    size_t n = 0;
+    int first = *row;
+    int total = PQntuples(history);
+    int rc = 0;
+
+    while (*row < total && strcmp(PQgetvalue(history, *row, 0), id) == 0)
+        (*row)++;
+    if (*row == first)
+        return 0;
+    if (*row - first > ISSUED_ROWS_MAX) {
+        cli_error("close: account '%s': more than %d months x grants of issued credit", id,
+                  ISSUED_ROWS_MAX);
+        return -1;
+    }
+    rows = calloc((size_t)(*row - first), sizeof(*rows));
+    if (rows == NULL) {
+        cli_error("close: out of memory");
+        return -1;
+    }
+    for (n = 0; n < (size_t)(*row - first); n++) {
+        const char *month = PQgetvalue(history, first + (int)n, 1);
+        const char *grant = PQgetvalue(history, first + (int)n, 2);
+        rows[n].year = atoi(month);
+        rows[n].month = atoi(month + 5);
+        rows[n].grant = grant[0] != '\0' ? grant : NULL;
+        rows[n].amount = PQgetvalue(history, first + (int)n, 3);
+    }
+    if (bl_rater_credit_issued(b->r, id, n, rows, msg, sizeof(msg)) != BILLING_OK) {
+        cli_error("close: account '%s': the ledger's credit of finalized months: %s", id, msg);
+        rc = -1;
+    }
+    free(rows);
+    return rc;
+}
+
 /* The draft of account @id into @slot/@d; 1 if there is one, 0 if none, -1 on failure. */
-static int build_draft(batch *b, const char *id, PGresult *billed_res, int *row, draft_slot *slot,
-                       bs_draft *d)
+static int build_draft(batch *b, const char *id, PGresult *billed_res, int *row,
+                       PGresult *history, int *hrow, draft_slot *slot, bs_draft *d)
 {
     close_run_ctx *x = b->x;
     char msg[MSG_MAX];
 
     memset(slot, 0, sizeof(*slot));
     mpz_init(slot->adj.sum);
+    if (give_history(b, id, history, hrow) != 0)
+        return -1;
     if (billing_rater_invoice(b->r, id, x->p->year, x->p->month, &slot->inv, msg, sizeof(msg)) !=
         BILLING_OK) {
         cli_error("close: account '%s': %s", id, msg);
@@ -180,7 +233,13 @@ static int build_draft(batch *b, const char *id, PGresult *billed_res, int *row,
         cli_error("close: account '%s': out of memory or too many price keys", id);
         return -1;
     }
-    if (billing_invoice_line_count(slot->inv) == 0 && slot->adj.n_adj == 0)
+    /*
+     * A month whose only figure is a grant expiring with a remainder has an
+     * invoice too, as `billing rate` prints it (doc/formats.md): without it
+     * the ledger never got the 'expire' and the grant kept its remainder.
+     */
+    if (billing_invoice_line_count(slot->inv) == 0 && slot->adj.n_adj == 0 &&
+        billing_invoice_expired_count(slot->inv) == 0)
         return 0;
     late_adjusted_figures(slot, slot->inv, x->s->digits, x->rounding);
     if (slot->adj.n_adj == 0) {
@@ -270,22 +329,26 @@ static int write_batch(batch *b, bs_conn *c, const char *acc_text, size_t from, 
     bs_draft *d = calloc(n, sizeof(*d));
     bs_draft_outcome *out = calloc(n, sizeof(*out));
     PGresult *billed_res = NULL;
+    PGresult *history = NULL;
     size_t k = 0;
     size_t i;
     int row = 0;
+    int hrow = 0;
     int rc = CLI_EXIT_INTERNAL;
     bs_error err;
 
     if (slots == NULL || d == NULL || out == NULL)
         goto done;
     billed_res = bs_billed_lines(c, acc_text, x->month_text, &err);
-    if (billed_res == NULL) {
+    if (billed_res != NULL)
+        history = bs_credit_history(c, acc_text, x->month_text, &err);
+    if (billed_res == NULL || history == NULL) {
         rc = dbcli_fail("close", &err);
         goto done;
     }
     for (i = 0; i < n; i++) {
         const char *id = json_string_value(json_array_get(x->accounts, from + i));
-        int has = build_draft(b, id, billed_res, &row, &slots[i], &d[k]);
+        int has = build_draft(b, id, billed_res, &row, history, &hrow, &slots[i], &d[k]);
         if (has < 0)
             goto done;
         k += (size_t)has;
@@ -304,6 +367,7 @@ done:
     for (i = 0; slots != NULL && i < n; i++)
         late_draft_slot_free(&slots[i]);
     PQclear(billed_res);
+    PQclear(history);
     free(out);
     free(d);
     free(slots);

@@ -60,12 +60,6 @@ const export_column export_line_columns[] = {
 };
 const size_t export_n_line_columns = sizeof(export_line_columns) / sizeof(export_line_columns[0]);
 
-static const export_column credit_columns[] = {
-    {"grant", "GRANT", 0, 1, 0, 0},
-    {"amount", "AMOUNT", 1, 1, 1, 0},
-};
-#define N_CREDIT (sizeof(credit_columns) / sizeof(credit_columns[0]))
-
 /* bs_invoice_grants: what the invoice did to each grant, and what is left of it. */
 const export_column export_grant_columns[] = {
     {"grant", "GRANT", 0, 1, 0, 0},         {"applied", "APPLIED", 1, 1, 1, 0},
@@ -180,8 +174,6 @@ bs_status export_invoice_load(bs_conn *c, int64_t id, export_invoice *inv, bs_er
     if (inv->header != NULL)
         inv->lines = bs_invoice_lines(c, id, err);
     if (inv->lines != NULL)
-        inv->credits = bs_invoice_credits(c, id, err);
-    if (inv->credits != NULL)
         inv->grants = bs_invoice_grants(c, id, err);
     if (inv->grants == NULL) {
         export_invoice_free(inv);
@@ -194,7 +186,6 @@ void export_invoice_free(export_invoice *inv)
 {
     PQclear(inv->header);
     PQclear(inv->lines);
-    PQclear(inv->credits);
     PQclear(inv->grants);
     memset(inv, 0, sizeof(*inv));
 }
@@ -210,6 +201,40 @@ const char *export_field(const export_invoice *inv, const char *key)
     return "";
 }
 
+/*
+ * The invoice's credit per grant as `billing rate` writes it (doc/formats.md):
+ * one array per figure, each of the grants rows (application order) whose
+ * figure is not zero, with {"grant", "amount"} and, when @with_left, the
+ * grant's "remaining" on the invoice (before what expires on it).
+ */
+static json_t *grant_list_json(const PGresult *grants, int col, int with_left)
+{
+    json_t *arr = json_array();
+    int r;
+
+    for (r = 0; arr != NULL && r < PQntuples(grants); r++) {
+        const char *am = PQgetvalue(grants, r, col);
+        json_t *e;
+        if (strspn(am, "0.") == strlen(am))
+            continue;
+        e = with_left ? json_pack("{s:s, s:s, s:s}", "grant", PQgetvalue(grants, r, 0), "amount",
+                                  am, "remaining", PQgetvalue(grants, r, 4))
+                      : json_pack("{s:s, s:s}", "grant", PQgetvalue(grants, r, 0), "amount", am);
+        if (json_array_append_new(arr, e) != 0) {
+            json_decref(arr);
+            return NULL;
+        }
+    }
+    return arr;
+}
+
+/*
+ * Every header field; "credits" is the total in the header but the
+ * grants' list in JSON (as in `billing rate`), so the total is also
+ * "credits_total" and the returned credit "returned_total": the figures
+ * of `billing rate --format json` under the same keys (account credit
+ * apart: `account_credit`, `carried`, `account_credit_left` here).
+ */
 static json_t *invoice_json(const export_invoice *inv)
 {
     json_t *o = json_object();
@@ -221,9 +246,14 @@ static json_t *invoice_json(const export_invoice *inv)
             goto fail;
     }
     if (o == NULL ||
+        json_object_set_new(o, "credits_total", json_string(export_field(inv, "credits"))) != 0 ||
+        json_object_set_new(o, "returned_total",
+                            json_string(export_field(inv, "credit_returned"))) != 0 ||
         json_object_set_new(
             o, "lines", rows_json(inv->lines, export_line_columns, export_n_line_columns)) != 0 ||
-        json_object_set_new(o, "credits", rows_json(inv->credits, credit_columns, N_CREDIT)) != 0 ||
+        json_object_set_new(o, "credits", grant_list_json(inv->grants, 1, 1)) != 0 ||
+        json_object_set_new(o, "expired_credits", grant_list_json(inv->grants, 3, 0)) != 0 ||
+        json_object_set_new(o, "returned_credits", grant_list_json(inv->grants, 2, 1)) != 0 ||
         json_object_set_new(
             o, "grants", rows_json(inv->grants, export_grant_columns, export_n_grant_columns)) != 0)
         goto fail;
@@ -306,7 +336,9 @@ int export_invoice_table(FILE *out, const export_invoice *inv)
         return -1;
     table_totals(out, inv);
     if (PQntuples(inv->grants) > 0) {
-        fputs("\ncredit grants (remaining: after this invoice)\n", out);
+        fputs("\ncredit grants (in application order; remaining: on this invoice, before what "
+              "expires)\n",
+              out);
         if (export_rows_table(out, inv->grants, export_grant_columns, export_n_grant_columns) != 0)
             return -1;
     }

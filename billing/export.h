@@ -33,11 +33,14 @@ int export_rows_json(FILE *out, const PGresult *res, const export_column *cols, 
 /* export_rows_table - @res as an aligned table of the @cols shown in tables. Returns 0 or -1. */
 int export_rows_table(FILE *out, const PGresult *res, const export_column *cols, size_t n);
 
-/* One stored invoice: header (bs_invoice_header), lines, credits, grants (bs_invoice_grants). */
+/*
+ * One stored invoice: header (bs_invoice_header), lines, grants
+ * (bs_invoice_grants, in application order: what the invoice applied,
+ * returned and expired of each, and what is left).
+ */
 typedef struct export_invoice {
     PGresult *header;
     PGresult *lines;
-    PGresult *credits;
     PGresult *grants;
 } export_invoice;
 

@@ -323,7 +323,7 @@ static double grants(cairo_t *cr, const export_invoice *inv, double y)
     if (PQntuples(g) == 0)
         return y;
     y += ROW;
-    text(cr, X_DESC, y, "Credit grants (remaining after this invoice)", 9);
+    text(cr, X_DESC, y, "Credit grants (remaining on this invoice, before what expires)", 9);
     y += ROW;
     for (c = 0; c < export_n_grant_columns; c++) {
         if (c == 0)

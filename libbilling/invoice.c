@@ -234,10 +234,26 @@ static const mpz_t *expiring(const bl_account *a, const bl_grant *g, const bl_mo
     return mpz_sgn(c->returned[i]) > 0 ? (const mpz_t *)&c->returned[i] : NULL;
 }
 
-/* Credit given back by refunds this month, with its total. */
-static int fill_returned(const billing_catalog *cat, const bl_account *a, const bl_credit *c,
-                         billing_invoice *inv)
+/*
+ * What is left of grant @i on this invoice, before what expires on it: its
+ * remainder; for a grant that expired in an earlier month, only what
+ * refunds gave back to it this month (what it had left then expired on
+ * that month's invoice, though the replay keeps it in the remainder). The
+ * ledger holds the same (doc/pricing.md, "Expiry").
+ */
+static const mpz_t *left_on(const bl_account *a, const bl_grant *g, const bl_month *m,
+                            const bl_credit *c, size_t i)
 {
+    if (g->expires_at <= m->start && month_of_instant(a->zone, g->expires_at - 1) < m->month)
+        return (const mpz_t *)&c->returned[i];
+    return (const mpz_t *)&c->remaining[i];
+}
+
+/* Credit given back by refunds this month, with its total. */
+static int fill_returned(const billing_catalog *cat, const bl_account *a, const bl_month *m,
+                         const bl_credit *c, billing_invoice *inv)
+{
+    const bl_grant *g;
     size_t i;
 
     inv->returned = calloc(c->n ? c->n : 1, sizeof(inv_credit));
@@ -245,10 +261,10 @@ static int fill_returned(const billing_catalog *cat, const bl_account *a, const 
     if (inv->returned == NULL || inv->returned_total == NULL)
         return -1;
     for (i = 0; i < c->n; i++) {
+        g = BL_AT(cat->grants, bl_grant, a->grants[i]);
         if (mpz_sgn(c->returned[i]) > 0 &&
-            add_entry(inv->returned, &inv->n_returned,
-                      BL_AT(cat->grants, bl_grant, a->grants[i])->id, c->returned[i],
-                      (const mpz_t *)&c->remaining[i], cat->digits) != 0)
+            add_entry(inv->returned, &inv->n_returned, g->id, c->returned[i],
+                      left_on(a, g, m, c, i), cat->digits) != 0)
             return -1;
     }
     return 0;
@@ -265,7 +281,7 @@ static int fill_credits(const billing_catalog *cat, const bl_account *a, const b
 
     inv->credits = calloc(c->n ? c->n : 1, sizeof(inv_credit));
     inv->expired = calloc(c->n ? c->n : 1, sizeof(inv_credit));
-    if (inv->credits == NULL || inv->expired == NULL || fill_returned(cat, a, c, inv) != 0)
+    if (inv->credits == NULL || inv->expired == NULL || fill_returned(cat, a, m, c, inv) != 0)
         return -1;
     for (i = 0; i < c->n && rc == 0; i++) {
         g = BL_AT(cat->grants, bl_grant, a->grants[i]);
@@ -333,13 +349,13 @@ void bl_credit_memo_free(billing_rater *r)
     for (i = 0; i < r->cat->accounts.len; i++) {
         if (r->credit_memo[i].valid)
             bl_credit_clear(&r->credit_memo[i].c);
+        bl_issued_free(&r->credit_memo[i]);
     }
     free(r->credit_memo);
     r->credit_memo = NULL;
 }
 
-/* The memo of account @ai (NULL when out of memory: replay from the start). */
-static bl_credit_memo *memo_of(billing_rater *r, size_t ai)
+bl_credit_memo *bl_credit_memo_of(billing_rater *r, size_t ai)
 {
     if (r->credit_memo == NULL)
         r->credit_memo = calloc(r->cat->accounts.len ? r->cat->accounts.len : 1,
@@ -370,21 +386,25 @@ static int carries_credit(const billing_catalog *cat, size_t ai)
 /*
  * Apply credit to every month with charges before @target, in order,
  * starting from the memo when it is still valid and not past @target, and
- * leave the memo at @target.
+ * leave the memo at @target. Months whose invoices were issued take what
+ * they took then (history.h), with or without charges now.
  */
 static billing_status replay_months(billing_rater *r, size_t ai, int32_t target, bl_credit *c)
 {
     bl_credit_memo *memo;
     int32_t *months;
     int32_t from = INT32_MIN;
+    mpz_t *before = NULL;
     size_t n;
     size_t i;
+    size_t k;
+    int issued;
     bl_month m;
     billing_status st = BILLING_OK;
 
     if (!carries_credit(r->cat, ai))
         return BILLING_OK; /* earlier months change nothing */
-    memo = memo_of(r, ai);
+    memo = bl_credit_memo_of(r, ai);
     if (memo != NULL && memo->valid && memo->gen == r->gen && memo->month <= target) {
         if (bl_credit_copy(c, &memo->c) != 0)
             return BILLING_ERR_NOMEM;
@@ -393,14 +413,26 @@ static billing_status replay_months(billing_rater *r, size_t ai, int32_t target,
     months = bl_account_months(r, ai, &n);
     if (months == NULL && n != 0)
         return BILLING_ERR_NOMEM;
+    if (memo != NULL && memo->n_issued > 0 && (before = bl_issued_snapshot_new(c)) == NULL)
+        st = BILLING_ERR_NOMEM;
+    k = bl_issued_from(memo, from);
     for (i = 0; i < n && months[i] < target && st == BILLING_OK; i++) {
         if (months[i] < from)
             continue;
+        k = bl_issued_until(memo, k, months[i], c);
+        issued = bl_issued_at(memo, k, months[i]);
+        if (issued)
+            bl_issued_snapshot(before, c);
         st = bl_month_compute(r, ai, months[i], &m);
         if (st == BILLING_OK && bl_credit_apply(r->cat, ai, &m, c) != 0)
             st = BILLING_ERR_NOMEM;
         bl_month_clear(&m);
+        if (issued)
+            bl_issued_take(&memo->issued[k++], c, before);
     }
+    if (st == BILLING_OK)
+        bl_issued_until(memo, k, target, c);
+    bl_issued_snapshot_free(before, c);
     free(months);
     if (st != BILLING_OK || memo == NULL)
         return st;
@@ -432,6 +464,8 @@ static billing_status build(billing_rater *r, size_t ai, int32_t target, billing
         return BILLING_ERR_NOMEM;
     mpz_init(credit_total);
     st = replay_months(r, ai, target, &c);
+    if (st == BILLING_OK) /* not in the memo: it holds for @target only */
+        bl_issued_later(bl_credit_memo_of(r, ai), target, &c);
     if (st == BILLING_OK)
         st = bl_month_compute(r, ai, target, &m);
     else

@@ -138,6 +138,18 @@ typedef struct bl_credit {
 } bl_credit;
 
 /*
+ * A month whose invoice was issued (history.h): what it took from each
+ * grant of the account (minor units, net of what its refunds gave back;
+ * zero for grants it did not touch), and the account credit after it.
+ */
+typedef struct bl_issued_month {
+    int32_t month;
+    mpz_t *taken;           /* per grant of the account, in application order */
+    int has_balance;
+    mpz_t balance;
+} bl_issued_month;
+
+/*
  * Invoices replay credit from an account's first month with charges, so
  * that each month sees what earlier months used. bl_credit_memo keeps,
  * per account, the state after the last replay, so that invoices asked
@@ -149,7 +161,43 @@ typedef struct bl_credit_memo {
     uint64_t gen;
     int32_t month;          /* the state is after every month before this one */
     bl_credit c;
+    /* bl_rater_credit_issued (history.h): months whose credit use is given, ascending. */
+    struct bl_issued_month *issued;
+    size_t n_issued;
+    size_t c_grants;        /* grants of the account when they were given */
 } bl_credit_memo;
+
+/* bl_credit_memo_of - the memo of account @ai (NULL when out of memory: replay from the start). */
+bl_credit_memo *bl_credit_memo_of(billing_rater *r, size_t ai);
+
+/*
+ * Issued months in the replay (history.c). bl_issued_from: the first of
+ * @memo's issued months at or after @month (0 for a NULL memo).
+ * bl_issued_until: take every issued month from index @k that is before
+ * @month (no charges now, or replayed without them) into @c; returns the
+ * index after them. bl_issued_at: whether issued month @k is @month.
+ * bl_issued_take: @c after issued month @im: each grant's remainder
+ * @before it less what it took (never below zero), the account credit as
+ * issued (@before NULL: @c's remainders are those before it).
+ * Snapshots hold @c's remainders (NULL when out of memory).
+ */
+size_t bl_issued_from(const bl_credit_memo *memo, int32_t month);
+size_t bl_issued_until(const bl_credit_memo *memo, size_t k, int32_t month, bl_credit *c);
+int bl_issued_at(const bl_credit_memo *memo, size_t k, int32_t month);
+void bl_issued_take(const bl_issued_month *im, bl_credit *c, mpz_t *before);
+/*
+ * bl_issued_later - what issued months after @month took is not @c's to
+ * spend on @month: each grant's remainder less it (never below zero). A
+ * month issued again after later months were issued takes only what they
+ * left (the ledger holds no more).
+ */
+void bl_issued_later(const bl_credit_memo *memo, int32_t month, bl_credit *c);
+mpz_t *bl_issued_snapshot_new(const bl_credit *c);
+void bl_issued_snapshot(mpz_t *snap, const bl_credit *c);
+void bl_issued_snapshot_free(mpz_t *snap, const bl_credit *c);
+
+/* bl_issued_free - forget @memo's issued months. */
+void bl_issued_free(bl_credit_memo *memo);
 
 /* bl_credit_memo_free - free the rater's memos (billing_rater_destroy). */
 void bl_credit_memo_free(billing_rater *r);

@@ -328,7 +328,12 @@ static json_t *credits_json(const billing_invoice *inv, int expired)
                                  : billing_invoice_credit_amount(inv, i);
         if (strspn(am, "0.") == strlen(am))
             continue;
-        if (json_array_append_new(arr, json_pack("{s:s, s:s}", "g", g, "am", am)) != 0) {
+        /* What is left of an applied grant, as libbilling gives it (0011). */
+        if (json_array_append_new(arr, expired ? json_pack("{s:s, s:s}", "g", g, "am", am)
+                                               : json_pack("{s:s, s:s, s:s}", "g", g, "am", am,
+                                                           "rem",
+                                                           billing_invoice_credit_remaining(
+                                                               inv, i))) != 0) {
             json_decref(arr);
             return NULL;
         }
@@ -347,9 +352,11 @@ static json_t *returned_json(const billing_invoice *inv)
         const char *am = billing_invoice_returned_amount(inv, i);
         if (strspn(am, "0.") == strlen(am))
             continue;
-        if (json_array_append_new(arr, json_pack("{s:s, s:s}", "g",
+        if (json_array_append_new(arr, json_pack("{s:s, s:s, s:s}", "g",
                                                  billing_invoice_returned_grant(inv, i), "am",
-                                                 am)) != 0) {
+                                                 am, "rem",
+                                                 billing_invoice_returned_remaining(inv, i))) !=
+            0) {
             json_decref(arr);
             return NULL;
         }
@@ -508,13 +515,13 @@ static json_t *draft_json(const bs_draft *d)
     " (l->>'up')::numeric, (l->>'am')::numeric FROM bs_batch b"                                \
     " CROSS JOIN LATERAL jsonb_array_elements(b.d->'lines') l LEFT JOIN v ON v.label = l->>'v'"
 #define SQL_DRAFT_CREDITS                                                                      \
-    "INSERT INTO billing.invoice_credits (invoice_id, grant_id, amount)"                       \
-    " SELECT b.id, c->>'g', (c->>'am')::numeric FROM bs_batch b"                               \
+    "INSERT INTO billing.invoice_credits (invoice_id, grant_id, amount, remaining)"            \
+    " SELECT b.id, c->>'g', (c->>'am')::numeric, (c->>'rem')::numeric FROM bs_batch b"         \
     " CROSS JOIN LATERAL jsonb_array_elements(b.d->'credits') c"
 /* Minor units: the amounts have exactly the currency's digits. */
 #define SQL_DRAFT_RETURNED_ROWS                                                                \
-    "INSERT INTO billing.invoice_returned_credits (invoice_id, grant_id, amount)"              \
-    " SELECT b.id, r->>'g', (r->>'am')::numeric FROM bs_batch b"                               \
+    "INSERT INTO billing.invoice_returned_credits (invoice_id, grant_id, amount, remaining)"   \
+    " SELECT b.id, r->>'g', (r->>'am')::numeric, (r->>'rem')::numeric FROM bs_batch b"         \
     " CROSS JOIN LATERAL jsonb_array_elements(b.d->'returned') r"
 /* Credit that refunds gave back to the grants that paid: 'reverse' entries, before the others. */
 #define SQL_DRAFT_RETURNED                                                                     \
@@ -870,6 +877,36 @@ PGresult *bs_billed_lines(bs_conn *c, const char *accounts, const char *month, b
 }
 
 /* ---------------------------------------------------------------------- */
+/* Credit as issued (for late events and re-issued invoices)               */
+/* ---------------------------------------------------------------------- */
+
+/*
+ * Per account of $1, each month but $2 with a finalized invoice: the
+ * account credit left after it, then per grant the net its ledger entries
+ * took (entries of every invoice and credit note of the month: a voided
+ * invoice and its credit note cancel).
+ */
+#define SQL_CREDIT_HISTORY                                                                     \
+    "WITH a AS (SELECT x.id, x.n FROM json_array_elements_text($1::json) WITH ORDINALITY"      \
+    " x(id, n)), f AS (SELECT a.id, a.n, i.month, round(i.account_credit_left * 10::numeric"   \
+    " ^ cu.digits) AS acl FROM a JOIN billing.invoices i ON i.account_id = a.id"               \
+    " AND i.kind = 'invoice' AND i.status = 'finalized' AND i.month <> $2::date"               \
+    " JOIN billing.currencies cu ON cu.code = i.currency)"                                     \
+    " SELECT id, to_char(month, 'YYYY-MM'), g, am FROM (SELECT f.id, f.n, f.month, '' AS g,"   \
+    " f.acl::text AS am FROM f UNION ALL SELECT f.id, f.n, f.month, l.grant_id,"               \
+    " (-sum(l.amount_minor))::text FROM f JOIN billing.invoices j ON j.account_id = f.id"      \
+    " AND j.month = f.month JOIN billing.credit_ledger l ON l.invoice_id = j.id"               \
+    " GROUP BY f.id, f.n, f.month, l.grant_id HAVING sum(l.amount_minor) <> 0) r"              \
+    " ORDER BY n, month, g"
+
+PGresult *bs_credit_history(bs_conn *c, const char *accounts, const char *month, bs_error *err)
+{
+    const char *params[2] = {accounts, month};
+
+    return bs_query(c, SQL_CREDIT_HISTORY, 2, params, err);
+}
+
+/* ---------------------------------------------------------------------- */
 /* Finalizing                                                              */
 /* ---------------------------------------------------------------------- */
 
@@ -1068,27 +1105,51 @@ bs_status bs_invoice_void(bs_conn *c, int64_t id, const char *reason, char *cn_n
     " LEFT JOIN billing.invoices j ON j.id = l.invoice_id WHERE l.grant_id = g.id"             \
     " AND (l.entry = 'grant' OR j.month < i.month OR (j.month = i.month AND j.id <= i.id))),"  \
     " 0) / 10::numeric ^ cu.digits, cu.digits)"
+/* What invoice i expired of grant g (x: the lateral of SQL_GRANT_ROWS), in major units. */
+#define SQL_GRANT_EXPIRED                                                                      \
+    "CASE WHEN i.kind = 'credit_note' THEN 1 ELSE -1 END * x.net / 10::numeric ^ cu.digits"    \
+    " - x.applied + x.returned"
 /*
  * The grants of invoice i's account and currency granted before its
  * period ended, each with what the invoice applied, returned (refunds)
- * and expired of it and what is left: those with any of the four.
+ * and expired of it and what is left: those with any of the four. What
+ * is left is what the grant holds on the invoice before what expires on
+ * it (doc/pricing.md, "Expiry": "credit trial 2599.00 (401.00 left),
+ * expired trial 401.00"), as billing rate gives it: the ledger balance
+ * as of the invoice plus what the invoice expired.
+ *
+ * What expired is read from the net of the invoice's ledger entries on
+ * the grant, never from its 'expire' entries alone: a recomputed draft
+ * keeps the 'expire' entries of every earlier computation, each undone by
+ * a 'reverse' (SQL_DRAFT_REVERSE), so summing them counted the expiry once
+ * per computation. The net of an invoice's entries is what its current
+ * computation took, -(applied + expired - returned); a credit note's is
+ * the opposite of the invoice it voids, whose figures it repeats.
  */
 #define SQL_GRANT_ROWS                                                                         \
-    "SELECT g.id AS grant_id, round(coalesce((SELECT c.amount FROM billing.invoice_credits c"  \
-    " WHERE c.invoice_id = i.id AND c.grant_id = g.id), 0), cu.digits) AS applied,"            \
-    " round(coalesce((SELECT r.amount FROM billing.invoice_returned_credits r WHERE"           \
-    " r.invoice_id = i.id AND r.grant_id = g.id), 0), cu.digits) AS returned, round(coalesce((SELECT" \
-    " -sum(l.amount_minor) FROM billing.credit_ledger l WHERE l.grant_id = g.id"               \
-    " AND l.invoice_id = i.id AND l.entry = 'expire'), 0) / 10::numeric ^ cu.digits,"          \
-    " cu.digits) AS expired, " SQL_GRANT_REMAINING " AS remaining"                             \
+    "SELECT g.id AS grant_id, g.priority, g.expires_at, g.granted_at,"                         \
+    " round(x.applied, cu.digits) AS applied, round(x.returned, cu.digits) AS returned,"       \
+    " round(" SQL_GRANT_EXPIRED ", cu.digits) AS expired, round(coalesce(x.left_applied,"      \
+    " x.left_returned, CASE WHEN i.kind = 'credit_note' THEN " SQL_GRANT_REMAINING " ELSE "    \
+    SQL_GRANT_REMAINING " + round(" SQL_GRANT_EXPIRED ", cu.digits) END), cu.digits)"          \
+    " AS remaining"                                                                            \
     " FROM billing.credit_grants g JOIN billing.currencies cu ON cu.code = g.currency"         \
+    " CROSS JOIN LATERAL (SELECT coalesce(c.amount, 0) AS applied, c.remaining AS"             \
+    " left_applied, coalesce(r.amount, 0) AS returned, r.remaining AS left_returned,"          \
+    " coalesce((SELECT sum(l.amount_minor)"                                                    \
+    " FROM billing.credit_ledger l WHERE l.grant_id = g.id AND l.invoice_id = i.id), 0)"       \
+    " AS net FROM (SELECT 1) one LEFT JOIN billing.invoice_credits c ON c.invoice_id = i.id"   \
+    " AND c.grant_id = g.id LEFT JOIN billing.invoice_returned_credits r"                      \
+    " ON r.invoice_id = i.id AND r.grant_id = g.id) x"                                         \
     " WHERE g.account_id = i.account_id AND g.currency = i.currency"                           \
     " AND g.granted_at < i.period_end"
+/* Application order (doc/pricing.md, "Order"), as libbilling lists grants; ids byte-wise. */
+#define SQL_GRANT_ORDER "priority, expires_at, granted_at, grant_id COLLATE \"C\""
 #define SQL_GRANTS                                                                             \
     "SELECT r.grant_id, r.applied::text, r.returned::text, r.expired::text, r.remaining::text" \
     " FROM billing.invoices i CROSS JOIN LATERAL (" SQL_GRANT_ROWS ") r WHERE i.id = $1::bigint" \
     " AND (r.applied <> 0 OR r.returned <> 0 OR r.expired <> 0 OR r.remaining <> 0)"           \
-    " ORDER BY r.grant_id"
+    " ORDER BY r." SQL_GRANT_ORDER
 /* Dates in the account's zone, as the customer reads them. */
 #define SQL_LOCAL(col) "to_char(" col " AT TIME ZONE a.time_zone, 'YYYY-MM-DD HH24:MI:SS')"
 #define SQL_HEADER                                                                             \
@@ -1108,8 +1169,9 @@ bs_status bs_invoice_void(bs_conn *c, int64_t id, const char *reason, char *cn_n
     " FROM billing.invoice_lines l LEFT JOIN billing.price_versions v"                         \
     " ON v.id = l.price_version_id WHERE l.invoice_id = $1::bigint ORDER BY l.line_no"
 #define SQL_CREDITS                                                                            \
-    "SELECT grant_id, amount::text FROM billing.invoice_credits WHERE invoice_id = $1::bigint" \
-    " ORDER BY grant_id"
+    "SELECT c.grant_id, c.amount::text FROM billing.invoice_credits c JOIN"                    \
+    " billing.credit_grants g ON g.id = c.grant_id WHERE c.invoice_id = $1::bigint"            \
+    " ORDER BY g.priority, g.expires_at, g.granted_at, g.id COLLATE \"C\""
 
 PGresult *bs_invoice_list(bs_conn *c, const char *month, const char *account, const char *status,
                           const char *series, long limit, bs_error *err)

@@ -129,6 +129,21 @@ bs_status bs_returned_unclosed(bs_conn *c, const char *returned, const char *mon
  * meter, model, region, version label, unit_price, quantity,
  * quantity_den. Caller PQclears. NULL with @err on failure.
  */
+/*
+ * bs_credit_history - the credit the issued months of the accounts of
+ * @accounts (JSON array) took, for the close of month @month
+ * ("YYYY-MM-01"): for each other month with a finalized invoice of
+ * the account, one row with an empty grant and the account credit left
+ * after that invoice, and one row per grant whose ledger entries of that
+ * month's invoices and credit notes (a voided invoice and its credit note
+ * cancel) do not net to zero, with what they took (minor units, net of
+ * credit given back by refunds). Result columns: account_id, month
+ * (YYYY-MM), grant_id ("" for the account credit row), amount (minor
+ * units), in the order of @accounts, then month. Caller PQclears. NULL
+ * with @err on failure.
+ */
+PGresult *bs_credit_history(bs_conn *c, const char *accounts, const char *month, bs_error *err);
+
 /* How many months back a close looks for late usage of finalized months. */
 #define BS_LATE_MONTHS 24
 

@@ -452,8 +452,9 @@ START_TEST(test_refund_to_expired_grant_expires)
                        "credit trial 2599.00 left 401.00\n"
                        "expired trial 401.00\n"
                        "subtotal 2599.00 credits 2599.00 tax 0.00@0 total 0.00\n");
+    /* Left: only what came back (issue 23, 10); January's 401.00 expired on January's invoice. */
     assert_credit_part(r, "uz", 2026, 2,
-                       "returned trial 335.35 left 736.35\n"
+                       "returned trial 335.35 left 335.35\n"
                        "expired trial 335.35\n"
                        "subtotal -335.35 credits 0.00 tax 0.00@0 total 0.00\n");
     assert_balance(r, "uz", "2026-02-03T00:00:00+08:00", "0");
