@@ -1044,12 +1044,13 @@ END_TEST
  * Rule: the fees a grant's part is counted from are those of the
  * refunded term's month AND credit epoch (the span between two grant
  * bounds that holds the term's start). Two 2599.00 terms start in
- * January, on the 5th (inside A's window, Jan 1-10) and the 15th (after
- * it). A pays all of the first and nothing of the second, so it gets back
- * all of the first term's refund (335.35), not half of it as it would if
- * the month's fees were one pool. A expired in January (its 401.00 was
- * listed then), so what it gets back expires at once; "left" is its
- * remainder, the 401.00 that expired included, as for any grant.
+ * January: x on the 5th, paid by A (fees, Jan 1-10), and y on the 15th,
+ * paid by B (fees, Jan 10-31). y is cancelled on Feb 1 (14 of its 31 days
+ * unused: 2599 x 14/31 = 1173.74). All of it goes back to B, which paid
+ * all of y's epoch; none to A, which paid the same month's other epoch
+ * (one pool for the month would give each half). Both grants expired in
+ * January, so what B gets back expires at once; "left" is its remainder,
+ * the 401.00 that expired in January included, as for any grant.
  */
 START_TEST(test_returned_credit_counts_fees_of_the_term_start_epoch)
 {
@@ -1059,16 +1060,19 @@ START_TEST(test_returned_credit_counts_fees_of_the_term_start_epoch)
     tu_account(cat, "ue", shanghai, "0");
     add_grant(cat, "A", "ue", "3000.00", "2026-01-01T00:00:00+08:00", "2026-01-10T00:00:00+08:00",
               BILLING_CHARGE_SUBSCRIPTION, 0);
-    add_sub_id(cat, "x", "ue", "rtx-monthly", "2026-01-05T00:00:00+08:00",
+    add_grant(cat, "B", "ue", "3000.00", "2026-01-10T00:00:00+08:00", "2026-01-31T00:00:00+08:00",
+              BILLING_CHARGE_SUBSCRIPTION, 0);
+    add_sub_id(cat, "x", "ue", "rtx-monthly", "2026-01-05T00:00:00+08:00", NULL);
+    add_sub_id(cat, "y", "ue", "rtx-monthly", "2026-01-15T00:00:00+08:00",
                "2026-02-01T00:00:00+08:00");
-    add_sub_id(cat, "y", "ue", "rtx-monthly", "2026-01-15T00:00:00+08:00", NULL);
     r = new_rater(cat);
     assert_credit_part(r, "ue", 2026, 1,
-                       "credit A 2599.00 left 401.00\nexpired A 401.00\n"
-                       "subtotal 5198.00 credits 2599.00 tax 0.00@0 total 2599.00\n");
+                       "credit A 2599.00 left 401.00\ncredit B 2599.00 left 401.00\n"
+                       "expired A 401.00\nexpired B 401.00\n"
+                       "subtotal 5198.00 credits 5198.00 tax 0.00@0 total 0.00\n");
     assert_credit_part(r, "ue", 2026, 2,
-                       "returned A 335.35 left 736.35\nexpired A 335.35\n"
-                       "subtotal -335.35 credits 0.00 tax 0.00@0 total 0.00\n");
+                       "returned B 1173.74 left 1574.74\nexpired B 1173.74\n"
+                       "subtotal -1173.74 credits 0.00 tax 0.00@0 total 0.00\n");
     billing_rater_destroy(r);
     billing_catalog_destroy(cat);
 }
