@@ -53,7 +53,7 @@ while [ $# -gt 0 ]; do
         --list) list=$(billing_abs "$2"); shift 2 ;;
         --reasons) reasons=$(billing_abs "$2"); shift 2 ;;
         --universal) universal=1; shift ;;
-        -h | --help) sed -n '2,40p' "$0"; exit 0 ;;
+        -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0"; exit 0 ;;
         -*) billing_log "unknown option $1"; exit 2 ;;
         *) break ;;
     esac
