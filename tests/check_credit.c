@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include <check.h>
+#include <gmp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1247,6 +1248,107 @@ START_TEST(test_grant_window_must_not_be_empty)
 }
 END_TEST
 
+/*
+ * Property of the running sum (random cases, every rounding mode in
+ * turn): 2 to 6 fees grants whose amounts add up to exactly a monthly
+ * fee of 2599.00 (from Jan 20 03:00 UTC, 31 days) pay it in January; the
+ * term is cancelled at a random nanosecond of February before its end.
+ * On February's invoice the grants together get back exactly the refund
+ * line (the line's rounded amount, negated), each grant's part is at
+ * least 0 and within 2 minor units of its exact share (amount x unused /
+ * term), and nothing is carried to the account credit.
+ */
+START_TEST(test_returned_credit_adds_up_to_the_refund_line)
+{
+    static const billing_rounding modes[] = {BILLING_ROUND_HALF_UP, BILLING_ROUND_HALF_EVEN,
+                                             BILLING_ROUND_DOWN,    BILLING_ROUND_UP,
+                                             BILLING_ROUND_FLOOR,   BILLING_ROUND_CEILING};
+    const billing_time_t term = INT64_C(31) * 86400 * BILLING_NS_PER_SEC;
+    billing_time_t start = tu_time("2026-01-20T03:00:00Z");
+    billing_time_t feb;
+    billing_time_t cancel;
+    billing_zone *utc = tu_zone("UTC");
+    billing_catalog *cat = tu_gpu_cloud();
+    billing_invoice *inv;
+    billing_rater *r;
+    uint64_t rng = UINT64_C(0x9e3779b97f4a7c15) ^ (uint64_t)(_i + 1) * 2654435761u;
+    long cut[6];
+    long amount[6];
+    long returned;
+    long part;
+    int n = 2 + (int)(test_rnd(&rng) % 5);
+    int g;
+    int h;
+    char id[16];
+    char text[32];
+    char err[256];
+    mpq_t share;
+    mpq_t diff;
+
+    ck_assert_int_eq(billing_catalog_set_currency(cat, "CNY", modes[_i % 6], err, sizeof(err)),
+                     BILLING_OK);
+    tu_account(cat, "up", utc, "0");
+    /* n - 1 distinct cut points in (0, 259900) cents, sorted: the amounts between them. */
+    for (g = 0; g < n - 1; g++) {
+        do {
+            cut[g] = 1 + (long)(test_rnd(&rng) % 259899);
+            for (h = 0; h < g && cut[h] != cut[g]; h++)
+                ;
+        } while (h < g);
+        for (h = g; h > 0 && cut[h - 1] > cut[h]; h--) {
+            long t = cut[h];
+            cut[h] = cut[h - 1];
+            cut[h - 1] = t;
+        }
+    }
+    for (g = 0; g < n; g++) {
+        amount[g] = (g == n - 1 ? 259900 : cut[g]) - (g == 0 ? 0 : cut[g - 1]);
+        snprintf(id, sizeof(id), "g%d", g);
+        snprintf(text, sizeof(text), "%ld.%02ld", amount[g] / 100, amount[g] % 100);
+        add_grant(cat, id, "up", text, "2026-01-01T00:00:00Z", "2026-03-01T00:00:00Z",
+                  BILLING_CHARGE_SUBSCRIPTION, g);
+    }
+    feb = tu_time("2026-02-01T00:00:00Z");
+    cancel = feb + (billing_time_t)(test_rnd(&rng) % (uint64_t)(start + term - feb));
+    ck_assert_int_eq(billing_catalog_add_subscription(cat, "s", "up", "i-s", "rtx-monthly", start,
+                                                      1, &cancel, err, sizeof(err)),
+                     BILLING_OK);
+    r = new_rater(cat);
+    ck_assert_int_eq(billing_rater_invoice(r, "up", 2026, 2, &inv, err, sizeof(err)), BILLING_OK);
+    ck_assert_uint_eq(billing_invoice_line_count(inv), 1);
+    ck_assert_uint_eq(billing_invoice_returned_count(inv), (size_t)n);
+    mpq_init(share);
+    mpq_init(diff);
+    returned = 0;
+    for (g = 0; g < n; g++) {
+        snprintf(id, sizeof(id), "g%d", g);
+        ck_assert_str_eq(billing_invoice_returned_grant(inv, (size_t)g), id);
+        part = cents_of(billing_invoice_returned_amount(inv, (size_t)g));
+        ck_assert_int_ge(part, 0);
+        returned += part;
+        /* |part - amount x unused / term| < 2 cents */
+        mpq_set_si(share, amount[g], 1);
+        mpz_mul_si(mpq_numref(share), mpq_numref(share), (long)(start + term - cancel));
+        mpz_set_si(mpq_denref(share), (long)term);
+        mpq_canonicalize(share);
+        mpq_set_si(diff, part, 1);
+        mpq_sub(diff, diff, share);
+        mpq_abs(diff, diff);
+        ck_assert_msg(mpq_cmp_si(diff, 2, 1) < 0, "grant g%d: %ld cents", g, part);
+    }
+    ck_assert_int_eq(returned, -cents_of(billing_invoice_line_amount_rounded(inv, 0)));
+    ck_assert_int_eq(cents_of(billing_invoice_returned(inv)), returned);
+    ck_assert_int_eq(cents_of(billing_invoice_carried(inv)), 0);
+    ck_assert_int_eq(cents_of(billing_invoice_total(inv)), 0);
+    mpq_clear(share);
+    mpq_clear(diff);
+    billing_invoice_destroy(inv);
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+    billing_zone_destroy(utc);
+}
+END_TEST
+
 static Suite *credit_suite(void)
 {
     Suite *s = suite_create("credit");
@@ -1269,6 +1371,7 @@ static Suite *credit_suite(void)
     tcase_add_test(inv, test_credit_at_exact_window_bounds);
     tcase_add_loop_test(inv, test_returned_credit_is_a_running_sum_in_every_mode, 0,
                         (int)(sizeof(mode_cases) / sizeof(mode_cases[0])));
+    tcase_add_loop_test(inv, test_returned_credit_adds_up_to_the_refund_line, 0, 60);
     tcase_add_test(inv, test_account_credit_without_any_grant);
     tcase_add_test(inv, test_returned_credit_counts_fees_not_usage);
     tcase_add_test(inv, test_returned_credit_counts_fees_of_the_term_start_epoch);
