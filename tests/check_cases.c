@@ -419,6 +419,47 @@ START_TEST(test_event_refused)
 }
 END_TEST
 
+/*
+ * The same refusals on the rater's fast path: once an event of the
+ * account and of the (model, region) pair has been rated, their ids are
+ * interned and a later event skips the general validation when
+ * valid_but_interned() passes it. That check must refuse exactly what
+ * validate() refuses (end == start first of all), with the same message,
+ * counting nothing. test_event_refused above is the general path (the
+ * account's first event).
+ */
+START_TEST(test_event_refused_known_account)
+{
+    const bad_case *c = &bad_cases[_i];
+    char err[512];
+    billing_status st;
+    size_t aggs;
+    char *inv;
+
+    valid_event(fx.ev, "e-ok");
+    ck_assert_int_eq(billing_rater_add(fx.r, fx.ev, err, sizeof(err)), BILLING_OK);
+    aggs = billing_rater_aggregate_count(fx.r);
+    valid_event(fx.ev, "e-bad");
+    c->spoil(fx.ev);
+    err[0] = '\0';
+    st = billing_rater_add(fx.r, fx.ev, err, sizeof(err));
+    ck_assert_msg(st == c->status, "%s: status %d, expected %d (%s)", c->what, st, c->status, err);
+    ck_assert_msg(strcmp(err, c->message) == 0, "%s: message '%s', expected '%s'", c->what, err,
+                  c->message);
+    ck_assert_uint_eq(billing_rater_event_count(fx.r), 1);
+    ck_assert_uint_eq(billing_rater_aggregate_count(fx.r), aggs);
+    inv = tu_invoice_text(fx.r, "acct", 2026, 1);
+    ck_assert_ptr_nonnull(strstr(inv, "qty=24 GPU-hour @0.6 = 14.4 -> 14.40"));
+    free(inv);
+    /* Nothing was remembered: the id is free for a valid event. */
+    valid_event(fx.ev, "e-bad");
+    ck_assert_int_eq(billing_rater_add(fx.r, fx.ev, err, sizeof(err)), BILLING_OK);
+    inv = tu_invoice_text(fx.r, "acct", 2026, 1);
+    ck_assert_ptr_nonnull(strstr(inv, "qty=48 GPU-hour @0.6 = 28.8 -> 28.80"));
+    free(inv);
+}
+END_TEST
+
 START_TEST(test_event_conflict_and_duplicate)
 {
     char err[256];
@@ -593,6 +634,7 @@ static Suite *cases_suite(void)
     suite_add_tcase(s, iso);
     tcase_add_checked_fixture(ev, fixture_setup, fixture_teardown);
     tcase_add_loop_test(ev, test_event_refused, 0, N_BAD);
+    tcase_add_loop_test(ev, test_event_refused_known_account, 0, N_BAD);
     tcase_add_test(ev, test_event_conflict_and_duplicate);
     tcase_add_test(ev, test_event_quantity_refused);
     tcase_add_test(ev, test_event_field_bounds);

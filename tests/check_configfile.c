@@ -263,6 +263,13 @@ static const bad_case bad_accounts[] = {
      "\"10.00\",\"granted_at\":\"2026-01-01T00:00:00Z\",\"expires_at\":\"2026-02-01T00:00:00Z\","
      "\"applies_to\":[\"usage\"]}]}",
      "ac.json: grants[0]: ", BILLING_ERR_NOT_FOUND},
+    /* A catalog boundary, the refused side (test_catalog_boundaries_accepted: the other). */
+    {"{\"accounts\":[" ACCOUNT "],\"grants\":[{\"id\":\"g\",\"account\":\"a\",\"amount\":"
+     "\"10.00\",\"granted_at\":\"2026-01-01T00:00:00Z\",\"expires_at\":\"2026-01-01T00:00:00Z\","
+     "\"applies_to\":[\"usage\"]}]}",
+     "ac.json: grants[0]: credit grant 'g': field 'expires_at' must be after 'granted_at' and both "
+     "in range",
+     BILLING_ERR_INVALID},
     {"{\"accounts\":[" ACCOUNT "," ACCOUNT "]}", "ac.json: accounts[1]: ", BILLING_ERR_EXISTS},
     {"{}", "ac.json: accounts: missing", BILLING_ERR_INVALID},
     /* Streamed element by element: the same messages as the whole tree gives. */
@@ -387,6 +394,24 @@ START_TEST(test_bad_accounts)
 
     ck_assert_int_eq(accounts(c->text, err), c->status);
     ck_assert_msg(strstr(err, c->message) != NULL, "case %d: '%s' lacks '%s'", _i, err, c->message);
+}
+END_TEST
+
+/*
+ * Catalog boundary, the accepted side: a grant whose window is 1 ns long
+ * (granted_at == expires_at is refused, in bad_accounts). Subscriptions
+ * back to back: check_subscriptions (this price book has no fees).
+ */
+START_TEST(test_catalog_boundaries_accepted)
+{
+    char err[ERR] = "";
+
+    ck_assert_msg(accounts("{\"accounts\":[" ACCOUNT "],\"grants\":[{\"id\":\"g\",\"account\":"
+                           "\"a\",\"amount\":\"10.00\",\"granted_at\":\"2026-01-01T00:00:00Z\","
+                           "\"expires_at\":\"2026-01-01T00:00:00.000000001Z\",\"applies_to\":["
+                           "\"usage\"]}]}",
+                           err) == BILLING_OK,
+                  "%s", err);
 }
 END_TEST
 
@@ -809,6 +834,7 @@ static Suite *configfile_suite(void)
                         (int)(sizeof(bad_pricebooks) / sizeof(bad_pricebooks[0])));
     tcase_add_loop_test(tc, test_bad_accounts, 0,
                         (int)(sizeof(bad_accounts) / sizeof(bad_accounts[0])));
+    tcase_add_test(tc, test_catalog_boundaries_accepted);
     tcase_add_test(tc, test_zone_names);
     tcase_add_loop_test(tc, test_flat_matches_tree, 0,
                         (int)(sizeof(good_accounts) / sizeof(good_accounts[0])));

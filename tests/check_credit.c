@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include <check.h>
+#include <gmp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -871,6 +872,484 @@ START_TEST(test_allocation_is_maximal_and_in_order)
 }
 END_TEST
 
+/* ---------------------------------------------------------------------- */
+/* Issue 23: the rules of doc/pricing.md that verification had to guess   */
+/* ---------------------------------------------------------------------- */
+
+/* Subscription @id of one term on its own resource (named after it). */
+static void add_sub_id(billing_catalog *cat, const char *id, const char *acct, const char *plan,
+                       const char *start, const char *cancelled)
+{
+    char err[256];
+    billing_time_t when = cancelled ? tu_time(cancelled) : 0;
+
+    ck_assert_msg(billing_catalog_add_subscription(cat, id, acct, id, plan, tu_time(start), 1,
+                                                   cancelled ? &when : NULL, err,
+                                                   sizeof(err)) == BILLING_OK,
+                  "%s", err);
+}
+
+/* The invoice's whole text contains @needle. */
+static void assert_invoice_has(billing_rater *r, const char *acct, int y, int m, const char *needle)
+{
+    char *text = tu_invoice_text(r, acct, y, m);
+
+    ck_assert_ptr_nonnull(text);
+    ck_assert_msg(strstr(text, needle) != NULL, "'%s' not in:\n%s", needle, text);
+    free(text);
+}
+
+/*
+ * Returned credit over three grants, in every rounding mode. Three fees
+ * grants of 10.00 each pay a refundable 30.00 day pass from Jan 31 12:00
+ * (one third each); it is cancelled 28 804 s before its end, so February
+ * refunds 30 x 28804/86400 = 10.00138... and each grant's exact share is
+ * a third of that, 3.333796... The grants get the running sum of the
+ * negative shares, rounded with the line's mode, in application order
+ * (g1, g2, g3: priorities 0, 1, 2, though added as g3, g1, g2), so
+ * together exactly the refund line. Rounding each share alone would give
+ * 9.99 (half-up, half-even, down, ceiling) or 10.02 (up, floor).
+ */
+typedef struct mode_case {
+    billing_rounding mode;
+    const char *line; /* the refund line, rounded */
+    const char *february;
+} mode_case;
+
+#define RETURNED_FEB(a, b, c, line)                                                                \
+    "returned g1 " a " left " a "\nreturned g2 " b " left " b "\nreturned g3 " c " left " c        \
+    "\nexpired g1 " a "\nexpired g2 " b "\nexpired g3 " c "\nsubtotal " line                       \
+    " credits 0.00 tax 0.00@0 total 0.00\n"
+
+static const mode_case mode_cases[] = {
+    {BILLING_ROUND_HALF_UP, "-10.00", RETURNED_FEB("3.33", "3.34", "3.33", "-10.00")},
+    {BILLING_ROUND_HALF_EVEN, "-10.00", RETURNED_FEB("3.33", "3.34", "3.33", "-10.00")},
+    {BILLING_ROUND_DOWN, "-10.00", RETURNED_FEB("3.33", "3.33", "3.34", "-10.00")},
+    {BILLING_ROUND_UP, "-10.01", RETURNED_FEB("3.34", "3.33", "3.34", "-10.01")},
+    {BILLING_ROUND_FLOOR, "-10.01", RETURNED_FEB("3.34", "3.33", "3.34", "-10.01")},
+    {BILLING_ROUND_CEILING, "-10.00", RETURNED_FEB("3.33", "3.33", "3.34", "-10.00")},
+};
+
+START_TEST(test_returned_credit_is_a_running_sum_in_every_mode)
+{
+    const mode_case *mc = &mode_cases[_i];
+    billing_catalog *cat = tu_gpu_cloud();
+    billing_rater *r;
+    char err[256];
+    char needle[64];
+
+    ck_assert_int_eq(billing_catalog_set_currency(cat, "CNY", mc->mode, err, sizeof(err)),
+                     BILLING_OK);
+    add_day_plan(cat, "day30", "30.00", 1);
+    tu_account(cat, "ug", shanghai, "0");
+    add_grant(cat, "g3", "ug", "10.00", "2026-01-01T00:00:00+08:00", "2026-03-01T00:00:00+08:00",
+              BILLING_CHARGE_SUBSCRIPTION, 2);
+    add_grant(cat, "g1", "ug", "10.00", "2026-01-01T00:00:00+08:00", "2026-03-01T00:00:00+08:00",
+              BILLING_CHARGE_SUBSCRIPTION, 0);
+    add_grant(cat, "g2", "ug", "10.00", "2026-01-01T00:00:00+08:00", "2026-03-01T00:00:00+08:00",
+              BILLING_CHARGE_SUBSCRIPTION, 1);
+    add_sub(cat, "ug", "day30", "2026-01-31T12:00:00+08:00", "2026-02-01T03:59:56+08:00");
+    r = new_rater(cat);
+    assert_credit_part(r, "ug", 2026, 1,
+                       "credit g1 10.00 left 0.00\ncredit g2 10.00 left 0.00\n"
+                       "credit g3 10.00 left 0.00\n"
+                       "subtotal 30.00 credits 30.00 tax 0.00@0 total 0.00\n");
+    snprintf(needle, sizeof(needle), "qty=28804 second @ = -7201/720 -> %s\n", mc->line);
+    assert_invoice_has(r, "ug", 2026, 2, needle);
+    assert_credit_part(r, "ug", 2026, 2, mc->february);
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
+/*
+ * Account credit on an account without any grant: February's refund
+ * (1299.50) is larger than its usage (48.00), so 1251.50 is carried;
+ * March and April each spend 4.80 of it. April is asked for first, so
+ * that it replays February and March itself.
+ */
+START_TEST(test_account_credit_without_any_grant)
+{
+    billing_catalog *cat = tu_gpu_cloud();
+    billing_rater *r;
+    billing_event *evs[1];
+
+    tu_account(cat, "u0", shanghai, "0.06");
+    add_sub(cat, "u0", "rtx-monthly", "2026-01-31T10:00:00+08:00", "2026-02-14T10:00:00+08:00");
+    r = new_rater(cat);
+    ADD(r, "f1", "u0", "i-x", "gpu", "2026-02-20T00:00:00+08:00", "2026-02-20T10:00:00+08:00",
+        "8");
+    ADD(r, "m1", "u0", "i-x", "gpu", "2026-03-05T00:00:00+08:00", "2026-03-05T01:00:00+08:00",
+        "8");
+    ADD(r, "a1", "u0", "i-x", "gpu", "2026-04-05T00:00:00+08:00", "2026-04-05T01:00:00+08:00",
+        "8");
+    assert_credit_part(r, "u0", 2026, 4,
+                       "account credit 4.80 carried 0.00 left 1241.90\n"
+                       "subtotal 4.80 credits 0.00 tax 0.00@0.06 total 0.00\n");
+    assert_credit_part(r, "u0", 2026, 1,
+                       "subtotal 2599.00 credits 0.00 tax 155.94@0.06 total 2754.94\n");
+    assert_credit_part(r, "u0", 2026, 2,
+                       "account credit 0.00 carried 1251.50 left 1251.50\n"
+                       "subtotal -1251.50 credits 0.00 tax 0.00@0.06 total 0.00\n");
+    assert_credit_part(r, "u0", 2026, 3,
+                       "account credit 4.80 carried 0.00 left 1246.70\n"
+                       "subtotal 4.80 credits 0.00 tax 0.00@0.06 total 0.00\n");
+    assert_balance(r, "u0", "2026-02-13T00:00:00+08:00", "1251.5");
+    assert_balance(r, "u0", "2026-03-06T00:00:00+08:00", "1246.7");
+    /* 1246.70 at 4.80 an hour lasts 259 h 43 min 45 s. */
+    evs[0] = running(BILLING_METER_GPU, "8");
+    ck_assert(exhaustion(r, "u0", "2026-03-06T00:00:00+08:00", evs, 1) ==
+              tu_time("2026-03-16T19:43:45+08:00"));
+    billing_event_destroy(evs[0]);
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
+/*
+ * Rule: a grant's part of a refund counts only what it paid of FEES, not
+ * of usage. A (usage and fees, 1000.00, priority 0) and B (fees only,
+ * 3000.00, priority 1) pay January's 600.00 of usage and the 2599.00
+ * fee: A pays the usage (which B cannot) and 400.00 of the fee, B
+ * 2199.00. The fee refunded in February (4/31 of it, 10396/31 = 335.35)
+ * goes back 400/2599 to A (1600/31 = 51.61) and the rest, 283.74, to B;
+ * A's 1000.00 of all charges does not count.
+ */
+START_TEST(test_returned_credit_counts_fees_not_usage)
+{
+    billing_catalog *cat = tu_gpu_cloud();
+    billing_rater *r;
+
+    tu_account(cat, "uf", shanghai, "0");
+    add_grant(cat, "A", "uf", "1000.00", "2026-01-01T00:00:00+08:00", "2026-02-15T00:00:00+08:00",
+              BILLING_CHARGE_USAGE | BILLING_CHARGE_SUBSCRIPTION, 0);
+    add_grant(cat, "B", "uf", "3000.00", "2026-01-01T00:00:00+08:00", "2026-02-15T00:00:00+08:00",
+              BILLING_CHARGE_SUBSCRIPTION, 1);
+    add_cancelled_monthly(cat, "uf");
+    r = new_rater(cat);
+    /* 1000 GPU-hour x 0.60 = 600.00 */
+    ADD(r, "u1", "uf", "i-x", "gpu", "2026-01-10T00:00:00+08:00", "2026-01-15T05:00:00+08:00",
+        "8");
+    assert_credit_part(r, "uf", 2026, 1,
+                       "credit A 1000.00 left 0.00\ncredit B 2199.00 left 801.00\n"
+                       "subtotal 3199.00 credits 3199.00 tax 0.00@0 total 0.00\n");
+    assert_credit_part(r, "uf", 2026, 2,
+                       "returned A 51.61 left 51.61\nreturned B 283.74 left 1084.74\n"
+                       "expired A 51.61\nexpired B 1084.74\n"
+                       "subtotal -335.35 credits 0.00 tax 0.00@0 total 0.00\n");
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
+/*
+ * Rule: the fees a grant's part is counted from are those of the
+ * refunded term's month AND credit epoch (the span between two grant
+ * bounds that holds the term's start). Two 2599.00 terms start in
+ * January: x on the 5th, paid by A (fees, Jan 1-10), and y on the 15th,
+ * paid by B (fees, Jan 10-31). y is cancelled on Feb 1 (14 of its 31 days
+ * unused: 2599 x 14/31 = 1173.74). All of it goes back to B, which paid
+ * all of y's epoch; none to A, which paid the same month's other epoch
+ * (one pool for the month would give each half). Both grants expired in
+ * January, so what B gets back expires at once; "left" is its remainder,
+ * the 401.00 that expired in January included, as for any grant.
+ */
+START_TEST(test_returned_credit_counts_fees_of_the_term_start_epoch)
+{
+    billing_catalog *cat = tu_gpu_cloud();
+    billing_rater *r;
+
+    tu_account(cat, "ue", shanghai, "0");
+    add_grant(cat, "A", "ue", "3000.00", "2026-01-01T00:00:00+08:00", "2026-01-10T00:00:00+08:00",
+              BILLING_CHARGE_SUBSCRIPTION, 0);
+    add_grant(cat, "B", "ue", "3000.00", "2026-01-10T00:00:00+08:00", "2026-01-31T00:00:00+08:00",
+              BILLING_CHARGE_SUBSCRIPTION, 0);
+    add_sub_id(cat, "x", "ue", "rtx-monthly", "2026-01-05T00:00:00+08:00", NULL);
+    add_sub_id(cat, "y", "ue", "rtx-monthly", "2026-01-15T00:00:00+08:00",
+               "2026-02-01T00:00:00+08:00");
+    r = new_rater(cat);
+    assert_credit_part(r, "ue", 2026, 1,
+                       "credit A 2599.00 left 401.00\ncredit B 2599.00 left 401.00\n"
+                       "expired A 401.00\nexpired B 401.00\n"
+                       "subtotal 5198.00 credits 5198.00 tax 0.00@0 total 0.00\n");
+    assert_credit_part(r, "ue", 2026, 2,
+                       "returned B 1173.74 left 1574.74\nexpired B 1173.74\n"
+                       "subtotal -1173.74 credits 0.00 tax 0.00@0 total 0.00\n");
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
+/*
+ * Rule: the fees of the term's start are counted AFTER netting that
+ * invoice's own refunds. January has two 2599.00 terms from Jan 5; x is
+ * cancelled on Jan 22 (14 of 31 days unused: 2599 x 14/31 = 1173.74
+ * refunded in January), y on Feb 1 (335.35 in February). The fees pool
+ * of January is 5198.00 - 1173.74 = 4024.26, of which G paid 1000.00, so
+ * G gets back 10396/31 x 1000/4024.26 = 83.333... -> 83.33, and 252.02 is
+ * the customer's; counted before netting (1000/5198) it would be 64.52.
+ */
+START_TEST(test_returned_credit_counts_fees_after_netting)
+{
+    billing_catalog *cat = tu_gpu_cloud();
+    billing_rater *r;
+
+    tu_account(cat, "uq", shanghai, "0");
+    add_grant(cat, "G", "uq", "1000.00", "2026-01-01T00:00:00+08:00", "2026-01-31T00:00:00+08:00",
+              BILLING_CHARGE_SUBSCRIPTION, 0);
+    add_sub_id(cat, "x", "uq", "rtx-monthly", "2026-01-05T00:00:00+08:00",
+               "2026-01-22T00:00:00+08:00");
+    add_sub_id(cat, "y", "uq", "rtx-monthly", "2026-01-05T00:00:00+08:00",
+               "2026-02-01T00:00:00+08:00");
+    r = new_rater(cat);
+    assert_credit_part(r, "uq", 2026, 1,
+                       "credit G 1000.00 left 0.00\n"
+                       "subtotal 4024.26 credits 1000.00 tax 0.00@0 total 3024.26\n");
+    assert_credit_part(r, "uq", 2026, 2,
+                       "returned G 83.33 left 83.33\nexpired G 83.33\n"
+                       "account credit 0.00 carried 252.02 left 252.02\n"
+                       "subtotal -335.35 credits 0.00 tax 0.00@0 total 0.00\n");
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
+/*
+ * Rule: "already expired" means expired before the refund's month. A
+ * grant that expired EARLIER IN the refund's own month (the trial ends
+ * Feb 10, the cancellation is on Feb 14) gets its part back into its
+ * remainder on that month's invoice, where it pays that month's charges
+ * inside its window (48.00 of usage on Feb 5), before the rest expires
+ * on the same invoice. The trial paid the whole 2599.00 fee in January;
+ * February refunds 14/28 of it, 1299.50; the usage of Feb 20 is after
+ * the window and is the customer's: total 48.00.
+ */
+START_TEST(test_returned_to_grant_expired_earlier_in_the_month)
+{
+    billing_catalog *cat = tu_gpu_cloud();
+    billing_rater *r;
+
+    tu_account(cat, "ux", shanghai, "0");
+    add_grant(cat, "trial", "ux", "2599.00", "2026-01-01T00:00:00+08:00",
+              "2026-02-10T00:00:00+08:00", BILLING_CHARGE_USAGE | BILLING_CHARGE_SUBSCRIPTION, 0);
+    add_sub(cat, "ux", "rtx-monthly", "2026-01-31T10:00:00+08:00", "2026-02-14T10:00:00+08:00");
+    r = new_rater(cat);
+    ADD(r, "f5", "ux", "i-x", "gpu", "2026-02-05T00:00:00+08:00", "2026-02-05T10:00:00+08:00", "8");
+    ADD(r, "f20", "ux", "i-x", "gpu", "2026-02-20T00:00:00+08:00", "2026-02-20T10:00:00+08:00",
+        "8");
+    assert_credit_part(r, "ux", 2026, 1,
+                       "credit trial 2599.00 left 0.00\n"
+                       "subtotal 2599.00 credits 2599.00 tax 0.00@0 total 0.00\n");
+    assert_credit_part(r, "ux", 2026, 2,
+                       "credit trial 48.00 left 1251.50\n"
+                       "returned trial 1299.50 left 1251.50\n"
+                       "expired trial 1251.50\n"
+                       "subtotal -1203.50 credits 48.00 tax 0.00@0 total 48.00\n");
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
+/*
+ * Rule: "the month in which it expires" is the month of the grant's last
+ * valid instant (expires_at - 1 ns). A grant expiring exactly at the
+ * local start of March is listed as expired on FEBRUARY's invoice; one
+ * expiring 1 ns later, on March's. (The library's months are the months
+ * with charges; `billing rate` adds the invoice of a month whose only
+ * news is an expiry.)
+ */
+START_TEST(test_grant_expiring_at_month_start_expires_in_month_before)
+{
+    billing_catalog *cat = tu_gpu_cloud();
+    billing_rater *r;
+
+    tu_account(cat, "ua", shanghai, "0");
+    tu_account(cat, "ub", shanghai, "0");
+    add_grant(cat, "ga", "ua", "10.00", "2026-02-01T00:00:00+08:00", "2026-03-01T00:00:00+08:00",
+              BILLING_CHARGE_USAGE, 0);
+    add_grant(cat, "gb", "ub", "10.00", "2026-02-01T00:00:00+08:00",
+              "2026-03-01T00:00:00.000000001+08:00", BILLING_CHARGE_USAGE, 0);
+    r = new_rater(cat);
+    ADD(r, "a1", "ua", "i-1", "gpu", "2026-02-10T00:00:00+08:00", "2026-02-10T01:00:00+08:00", "8");
+    ADD(r, "b1", "ub", "i-1", "gpu", "2026-02-10T00:00:00+08:00", "2026-02-10T01:00:00+08:00", "8");
+    assert_credit_part(r, "ua", 2026, 2,
+                       "credit ga 4.80 left 5.20\nexpired ga 5.20\n"
+                       "subtotal 4.80 credits 4.80 tax 0.00@0 total 0.00\n");
+    assert_credit_part(r, "ua", 2026, 3, "subtotal 0.00 credits 0.00 tax 0.00@0 total 0.00\n");
+    assert_credit_part(r, "ub", 2026, 2,
+                       "credit gb 4.80 left 5.20\n"
+                       "subtotal 4.80 credits 4.80 tax 0.00@0 total 0.00\n");
+    assert_credit_part(r, "ub", 2026, 3,
+                       "expired gb 5.20\n"
+                       "subtotal 0.00 credits 0.00 tax 0.00@0 total 0.00\n");
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
+/*
+ * Rule: a line cut at the bounds of several grants' windows at once is
+ * cut at the rounded running sums of its parts in time order. A pays
+ * usage in [10:00, 11:00), B in [11:00, 12:00): 11:00 is a bound of both.
+ * One GPU from 09:59:20 to 11:00:40 is 0.00666... + 0.60 + 0.00666... =
+ * 0.61333..., shown as 0.61. The running sums round to 0.01, 0.61, 0.61,
+ * so the parts are 0.01 (before A), 0.60 (A) and 0.00 (B): A pays 0.60,
+ * B nothing, the customer 0.01. Rounding each part alone would give
+ * 0.01 + 0.60 + 0.01 = 0.62, more than the line.
+ */
+START_TEST(test_line_cut_at_several_grant_bounds_at_once)
+{
+    billing_catalog *cat = tu_gpu_cloud();
+    billing_rater *r;
+
+    tu_account(cat, "uc", shanghai, "0");
+    add_grant(cat, "A", "uc", "10.00", "2026-01-05T10:00:00+08:00", "2026-01-05T11:00:00+08:00",
+              BILLING_CHARGE_USAGE, 0);
+    add_grant(cat, "B", "uc", "10.00", "2026-01-05T11:00:00+08:00", "2026-01-05T12:00:00+08:00",
+              BILLING_CHARGE_USAGE, 0);
+    r = new_rater(cat);
+    ADD(r, "c1", "uc", "i-1", "gpu", "2026-01-05T09:59:20+08:00", "2026-01-05T11:00:40+08:00", "1");
+    assert_invoice_has(r, "uc", 2026, 1, "= 46/75 -> 0.61\n");
+    assert_credit_part(r, "uc", 2026, 1,
+                       "credit A 0.60 left 9.40\nexpired A 9.40\nexpired B 10.00\n"
+                       "subtotal 0.61 credits 0.60 tax 0.00@0 total 0.01\n");
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
+/*
+ * Catalog boundary: a grant's window must be at least 1 ns long.
+ * granted_at == expires_at is refused, naming the grant; expires_at 1 ns
+ * later is accepted (and pays the 1 ns of usage inside it: 0.00).
+ */
+START_TEST(test_grant_window_must_not_be_empty)
+{
+    billing_catalog *cat = tu_gpu_cloud();
+    billing_rater *r;
+    billing_time_t t = tu_time("2026-01-05T10:00:00+08:00");
+    char err[256] = "";
+
+    tu_account(cat, "uw", shanghai, "0");
+    ck_assert_int_eq(billing_catalog_add_grant(cat, "empty", "uw", "10.00", t, t,
+                                               BILLING_CHARGE_USAGE, 0, err, sizeof(err)),
+                     BILLING_ERR_INVALID);
+    ck_assert_str_eq(err, "credit grant 'empty': field 'expires_at' must be after 'granted_at' "
+                          "and both in range");
+    ck_assert_int_eq(billing_catalog_add_grant(cat, "tiny", "uw", "10.00", t, t + 1,
+                                               BILLING_CHARGE_USAGE, 0, err, sizeof(err)),
+                     BILLING_OK);
+    r = new_rater(cat);
+    ADD(r, "w1", "uw", "i-1", "gpu", "2026-01-05T10:00:00+08:00", "2026-01-05T11:00:00+08:00", "1");
+    assert_credit_part(r, "uw", 2026, 1,
+                       "expired tiny 10.00\n"
+                       "subtotal 0.60 credits 0.00 tax 0.00@0 total 0.60\n");
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
+/*
+ * Property of the running sum (random cases, every rounding mode in
+ * turn): 2 to 6 fees grants whose amounts add up to exactly a monthly
+ * fee of 2599.00 (from Jan 20 03:00 UTC, 31 days) pay it in January; the
+ * term is cancelled at a random nanosecond of February before its end.
+ * On February's invoice the grants together get back exactly the refund
+ * line (the line's rounded amount, negated), each grant's part is at
+ * least 0 and within 2 minor units of its exact share (amount x unused /
+ * term), and nothing is carried to the account credit.
+ */
+START_TEST(test_returned_credit_adds_up_to_the_refund_line)
+{
+    static const billing_rounding modes[] = {BILLING_ROUND_HALF_UP, BILLING_ROUND_HALF_EVEN,
+                                             BILLING_ROUND_DOWN,    BILLING_ROUND_UP,
+                                             BILLING_ROUND_FLOOR,   BILLING_ROUND_CEILING};
+    const billing_time_t term = INT64_C(31) * 86400 * BILLING_NS_PER_SEC;
+    billing_time_t start = tu_time("2026-01-20T03:00:00Z");
+    billing_time_t feb;
+    billing_time_t cancel;
+    billing_zone *utc = tu_zone("UTC");
+    billing_catalog *cat = tu_gpu_cloud();
+    billing_invoice *inv;
+    billing_rater *r;
+    uint64_t rng = UINT64_C(0x9e3779b97f4a7c15) ^ (uint64_t)(_i + 1) * 2654435761u;
+    long cut[6];
+    long amount[6];
+    long returned;
+    long part;
+    int n = 2 + (int)(test_rnd(&rng) % 5);
+    int g;
+    int h;
+    char id[16];
+    char text[32];
+    char err[256];
+    mpq_t share;
+    mpq_t diff;
+
+    ck_assert_int_eq(billing_catalog_set_currency(cat, "CNY", modes[_i % 6], err, sizeof(err)),
+                     BILLING_OK);
+    tu_account(cat, "up", utc, "0");
+    /* n - 1 distinct cut points in (0, 259900) cents, sorted: the amounts between them. */
+    for (g = 0; g < n - 1; g++) {
+        do {
+            cut[g] = 1 + (long)(test_rnd(&rng) % 259899);
+            for (h = 0; h < g && cut[h] != cut[g]; h++)
+                ;
+        } while (h < g);
+        for (h = g; h > 0 && cut[h - 1] > cut[h]; h--) {
+            long t = cut[h];
+            cut[h] = cut[h - 1];
+            cut[h - 1] = t;
+        }
+    }
+    for (g = 0; g < n; g++) {
+        amount[g] = (g == n - 1 ? 259900 : cut[g]) - (g == 0 ? 0 : cut[g - 1]);
+        snprintf(id, sizeof(id), "g%d", g);
+        snprintf(text, sizeof(text), "%ld.%02ld", amount[g] / 100, amount[g] % 100);
+        add_grant(cat, id, "up", text, "2026-01-01T00:00:00Z", "2026-03-01T00:00:00Z",
+                  BILLING_CHARGE_SUBSCRIPTION, g);
+    }
+    feb = tu_time("2026-02-01T00:00:00Z");
+    cancel = feb + (billing_time_t)(test_rnd(&rng) % (uint64_t)(start + term - feb));
+    ck_assert_int_eq(billing_catalog_add_subscription(cat, "s", "up", "i-s", "rtx-monthly", start,
+                                                      1, &cancel, err, sizeof(err)),
+                     BILLING_OK);
+    r = new_rater(cat);
+    ck_assert_int_eq(billing_rater_invoice(r, "up", 2026, 2, &inv, err, sizeof(err)), BILLING_OK);
+    ck_assert_uint_eq(billing_invoice_line_count(inv), 1);
+    ck_assert_uint_eq(billing_invoice_returned_count(inv), (size_t)n);
+    mpq_init(share);
+    mpq_init(diff);
+    returned = 0;
+    for (g = 0; g < n; g++) {
+        snprintf(id, sizeof(id), "g%d", g);
+        ck_assert_str_eq(billing_invoice_returned_grant(inv, (size_t)g), id);
+        part = cents_of(billing_invoice_returned_amount(inv, (size_t)g));
+        ck_assert_int_ge(part, 0);
+        returned += part;
+        /* |part - amount x unused / term| < 2 cents */
+        mpq_set_si(share, amount[g], 1);
+        mpz_mul_si(mpq_numref(share), mpq_numref(share), (long)(start + term - cancel));
+        mpz_set_si(mpq_denref(share), (long)term);
+        mpq_canonicalize(share);
+        mpq_set_si(diff, part, 1);
+        mpq_sub(diff, diff, share);
+        mpq_abs(diff, diff);
+        ck_assert_msg(mpq_cmp_si(diff, 2, 1) < 0, "grant g%d: %ld cents", g, part);
+    }
+    ck_assert_int_eq(returned, -cents_of(billing_invoice_line_amount_rounded(inv, 0)));
+    ck_assert_int_eq(cents_of(billing_invoice_returned(inv)), returned);
+    ck_assert_int_eq(cents_of(billing_invoice_carried(inv)), 0);
+    ck_assert_int_eq(cents_of(billing_invoice_total(inv)), 0);
+    mpq_clear(share);
+    mpq_clear(diff);
+    billing_invoice_destroy(inv);
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+    billing_zone_destroy(utc);
+}
+END_TEST
+
 static Suite *credit_suite(void)
 {
     Suite *s = suite_create("credit");
@@ -891,6 +1370,17 @@ static Suite *credit_suite(void)
     tcase_add_test(inv, test_refund_to_expired_grant_expires);
     tcase_add_test(inv, test_same_month_refund_nets_with_its_fee);
     tcase_add_test(inv, test_credit_at_exact_window_bounds);
+    tcase_add_loop_test(inv, test_returned_credit_is_a_running_sum_in_every_mode, 0,
+                        (int)(sizeof(mode_cases) / sizeof(mode_cases[0])));
+    tcase_add_loop_test(inv, test_returned_credit_adds_up_to_the_refund_line, 0, 60);
+    tcase_add_test(inv, test_account_credit_without_any_grant);
+    tcase_add_test(inv, test_returned_credit_counts_fees_not_usage);
+    tcase_add_test(inv, test_returned_credit_counts_fees_of_the_term_start_epoch);
+    tcase_add_test(inv, test_returned_credit_counts_fees_after_netting);
+    tcase_add_test(inv, test_returned_to_grant_expired_earlier_in_the_month);
+    tcase_add_test(inv, test_grant_expiring_at_month_start_expires_in_month_before);
+    tcase_add_test(inv, test_line_cut_at_several_grant_bounds_at_once);
+    tcase_add_test(inv, test_grant_window_must_not_be_empty);
     tcase_add_test(live, test_exhaustion_at_expiry_instant);
     tcase_add_test(live, test_exhaustion_rounds_down_to_the_nanosecond);
     tcase_add_test(live, test_exhaustion_across_month_start_with_storage);

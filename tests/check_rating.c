@@ -359,6 +359,48 @@ START_TEST(test_traffic_zero_rated)
 }
 END_TEST
 
+/*
+ * Traffic is spread evenly over its event's interval: a piece cut at a
+ * local month start or a price version gets bytes x its duration / the
+ * event's duration, exactly. v2 (from Feb 1 02:00 +08:00) prices traffic
+ * at 0.90 per GB; before it traffic is zero-rated. e1: 3 GB from Jan 31
+ * 22:00 to Feb 1 04:00 (6 h): 1 GB in January, 1 GB in February before
+ * v2, 1 GB after. e2: 1 GB from Feb 1 01:00 to 04:00: 1/3 GB before v2,
+ * 2/3 GB after. February: 4/3 GB at 0 and 5/3 GB x 0.90 = 1.50.
+ */
+START_TEST(test_traffic_split_pro_rata)
+{
+    billing_catalog *cat = tu_gpu_cloud();
+    billing_rater *r;
+    char err[256];
+
+    ck_assert_int_eq(billing_catalog_add_price_version(cat, "v2",
+                                                       tu_time("2026-02-01T02:00:00+08:00"), err,
+                                                       sizeof(err)),
+                     BILLING_OK);
+    ck_assert_int_eq(billing_catalog_set_rate(cat, "v2", BILLING_METER_TRAFFIC, "*", "*", "0.90",
+                                              err, sizeof(err)),
+                     BILLING_OK);
+    tu_account(cat, "lab-t", shanghai, "0");
+    r = new_rater(cat);
+    ADD(r, "e1", "lab-t", "i-7", "traffic", "2026-01-31T22:00:00+08:00",
+        "2026-02-01T04:00:00+08:00", "3000000000", NULL);
+    ADD(r, "e2", "lab-t", "i-7", "traffic", "2026-02-01T01:00:00+08:00",
+        "2026-02-01T04:00:00+08:00", "1000000000", NULL);
+    assert_invoice(r, "lab-t", 2026, 1,
+                   "lab-t 2026-01 CNY\n"
+                   "line 1 traffic * * plan= ver= qty=1 GB @0 = 0 -> 0.00\n"
+                   "subtotal 0.00 credits 0.00 tax 0.00@0 total 0.00\n");
+    assert_invoice(r, "lab-t", 2026, 2,
+                   "lab-t 2026-02 CNY\n"
+                   "line 1 traffic * * plan= ver=v2 qty=5/3 GB @0.9 = 1.5 -> 1.50\n"
+                   "line 1 traffic * * plan= ver= qty=4/3 GB @0 = 0 -> 0.00\n"
+                   "subtotal 1.50 credits 0.00 tax 0.00@0 total 1.50\n");
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
 /* Invalid events are refused with the event id and the field named. */
 START_TEST(test_invalid_events_named)
 {
@@ -723,6 +765,7 @@ static Suite *rating_suite(void)
     tcase_add_test(core, test_cancel_refund_pro_rata);
     tcase_add_test(core, test_cancel_daily_no_refund);
     tcase_add_test(core, test_traffic_zero_rated);
+    tcase_add_test(core, test_traffic_split_pro_rata);
     tcase_add_test(core, test_invalid_events_named);
     tcase_add_test(core, test_event_setters_bounds);
     tcase_add_test(core, test_duplicates_and_conflicts);

@@ -518,6 +518,55 @@ START_TEST(test_cancel_after_end_is_refused)
 }
 END_TEST
 
+/* Add a subscription that must be refused as overlapping @other. */
+static void assert_overlap(billing_catalog *cat, const char *id, billing_time_t start,
+                           const char *other)
+{
+    char err[256] = "";
+    char expected[256];
+
+    ck_assert_int_eq(billing_catalog_add_subscription(cat, id, "lab", "i-1", "rtx-daily", start, 1,
+                                                      NULL, err, sizeof(err)),
+                     BILLING_ERR_INVALID);
+    snprintf(expected, sizeof(expected),
+             "subscription '%s' (account 'lab', plan 'rtx-daily'): field 'start': its terms "
+             "overlap those of subscription '%s' of resource 'i-1'",
+             id, other);
+    ck_assert_str_eq(err, expected);
+}
+
+/*
+ * Subscriptions of one resource exactly back to back are accepted on both
+ * sides, 1 ns of overlap is refused on both sides. "mid" is a day pass
+ * [Jan 10, Jan 11) UTC: one starting at Jan 11 00:00 (its end) is
+ * accepted, one starting 1 ns before is refused; one ending exactly at
+ * Jan 10 00:00 (its start) is accepted, one ending 1 ns after is refused.
+ * The rater accepts the three back to back passes: 3 x 99.00.
+ */
+START_TEST(test_back_to_back_subscriptions)
+{
+    billing_catalog *cat = tu_gpu_cloud();
+    billing_time_t jan9 = tu_time("2026-01-09T00:00:00Z");
+    billing_time_t jan11 = tu_time("2026-01-11T00:00:00Z");
+    billing_rater *r;
+
+    tu_account(cat, "lab", utc, "0");
+    add_sub(cat, "mid", "lab", "i-1", "rtx-daily", "2026-01-10T00:00:00Z", 1, NULL);
+    assert_overlap(cat, "after-1ns", jan11 - 1, "mid");
+    add_sub(cat, "after", "lab", "i-1", "rtx-daily", "2026-01-11T00:00:00Z", 1, NULL);
+    assert_overlap(cat, "before-1ns", jan9 + 1, "mid");
+    add_sub(cat, "before", "lab", "i-1", "rtx-daily", "2026-01-09T00:00:00Z", 1, NULL);
+    r = new_rater(cat);
+    assert_invoice(r, "lab", 2026, 1,
+                   "lab 2026-01 CNY\n"
+                   "line 3  RTX4090 cn-east-1 plan=rtx-daily ver=v1 qty=3 term @99 = 297 -> "
+                   "297.00\n"
+                   "subtotal 297.00 credits 0.00 tax 0.00@0 total 297.00\n");
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
 static Suite *subscriptions_suite(void)
 {
     Suite *s = suite_create("subscriptions");
@@ -537,6 +586,7 @@ static Suite *subscriptions_suite(void)
     tcase_add_test(tc, test_cancel_after_end_is_refused);
     tcase_add_test(tc, test_included_pairs_are_bounded);
     tcase_add_test(tc, test_overlap_refused_when_added);
+    tcase_add_test(tc, test_back_to_back_subscriptions);
     suite_add_tcase(s, tc);
     return s;
 }
