@@ -398,8 +398,9 @@ START_TEST(test_bad_accounts)
 END_TEST
 
 /*
- * Catalog boundary, the accepted side: a grant whose window is 1 ns long
- * (granted_at == expires_at is refused, in bad_accounts). Subscriptions
+ * Catalog boundary, the accepted side: a grant whose window is 1 us long,
+ * the shortest a catalog instant allows (granted_at == expires_at is
+ * refused, in bad_accounts; catalog instants are whole microseconds). Subscriptions
  * back to back: check_subscriptions (this price book has no fees).
  */
 START_TEST(test_catalog_boundaries_accepted)
@@ -408,7 +409,7 @@ START_TEST(test_catalog_boundaries_accepted)
 
     ck_assert_msg(accounts("{\"accounts\":[" ACCOUNT "],\"grants\":[{\"id\":\"g\",\"account\":"
                            "\"a\",\"amount\":\"10.00\",\"granted_at\":\"2026-01-01T00:00:00Z\","
-                           "\"expires_at\":\"2026-01-01T00:00:00.000000001Z\",\"applies_to\":["
+                           "\"expires_at\":\"2026-01-01T00:00:00.000001Z\",\"applies_to\":["
                            "\"usage\"]}]}",
                            err) == BILLING_OK,
                   "%s", err);

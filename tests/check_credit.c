@@ -1051,8 +1051,8 @@ END_TEST
  * unused: 2599 x 14/31 = 1173.74). All of it goes back to B, which paid
  * all of y's epoch; none to A, which paid the same month's other epoch
  * (one pool for the month would give each half). Both grants expired in
- * January, so what B gets back expires at once; "left" is its remainder,
- * the 401.00 that expired in January included, as for any grant.
+ * January, so what B gets back expires at once; "left" is only what came
+ * back this month (issue 23, 10): the 401.00 expired on January's invoice.
  */
 START_TEST(test_returned_credit_counts_fees_of_the_term_start_epoch)
 {
@@ -1073,7 +1073,7 @@ START_TEST(test_returned_credit_counts_fees_of_the_term_start_epoch)
                        "expired A 401.00\nexpired B 401.00\n"
                        "subtotal 5198.00 credits 5198.00 tax 0.00@0 total 0.00\n");
     assert_credit_part(r, "ue", 2026, 2,
-                       "returned B 1173.74 left 1574.74\nexpired B 1173.74\n"
+                       "returned B 1173.74 left 1173.74\nexpired B 1173.74\n"
                        "subtotal -1173.74 credits 0.00 tax 0.00@0 total 0.00\n");
     billing_rater_destroy(r);
     billing_catalog_destroy(cat);
