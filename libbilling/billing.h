@@ -186,6 +186,18 @@ BILLING_API billing_status billing_time_parse_n(const char *text, size_t len, bi
  */
 BILLING_API int billing_time_format(billing_time_t t, char *buf, size_t size);
 
+/**
+ * billing_civil_days - days from 1970-01-01 to @year-@month-@day of the
+ * proleptic Gregorian calendar (negative before 1970), the calendar every
+ * billing_time_t is read in; for callers that build instants from a date
+ * they parsed themselves (a database's timestamp text). Any int year
+ * works. Returns BILLING_OK and stores the count in *@days;
+ * BILLING_ERR_RANGE if @month is not 1..12 or @day is not a day of that
+ * month; BILLING_ERR_INVALID if @days is NULL. *@days is unchanged on
+ * error. Allocates nothing; thread-safe. (Since libbilling 4:0:2.)
+ */
+BILLING_API billing_status billing_civil_days(int year, int month, int day, int64_t *days);
+
 /* ===================================================================== */
 /* Meters, currencies, rounding                                           */
 /* ===================================================================== */
