@@ -23,7 +23,6 @@
 #include "eventjson.h"
 #include "md5.h"
 #include "sentalerts.h"
-#include "takeback.h"
 
 #define MSG_MAX 512
 
@@ -504,7 +503,7 @@ static int window_extend(check *k, const acct *a, window *w, billing_time_t from
     w->lo = from;
     /* Each is in the stored aggregates the rater holds: unchecked take-back. */
     for (i = before; i < w->n; i++)
-        bl_rater_take_back(k->r, w->items[i].ev, NULL, 0);
+        billing_rater_take_back(k->r, w->items[i].ev, NULL, 0);
     return 0;
 }
 
@@ -530,7 +529,7 @@ static int add_all(check *k, wev *const *items, size_t n)
     for (i = 0; i < n; i++) {
         if (billing_rater_add(k->r, items[i]->ev, NULL, 0) != BILLING_OK) {
             while (i > 0)
-                bl_rater_take_back(k->r, items[--i]->ev, NULL, 0);
+                billing_rater_take_back(k->r, items[--i]->ev, NULL, 0);
             return -1;
         }
     }
@@ -543,7 +542,7 @@ static void take_back_all(check *k, wev *const *items, size_t n)
 
     /* Each was rated (stored, so in the aggregates, or added here): unchecked take-back. */
     for (i = n; i > 0; i--)
-        bl_rater_take_back(k->r, items[i - 1]->ev, NULL, 0);
+        billing_rater_take_back(k->r, items[i - 1]->ev, NULL, 0);
 }
 
 /*
@@ -577,7 +576,7 @@ out:
     for (i = added; i > 0; i--) {
         if (items[i - 1]->start >= t)
             continue;
-        bl_rater_take_back(k->r, items[i - 1]->ev, NULL, 0);
+        billing_rater_take_back(k->r, items[i - 1]->ev, NULL, 0);
         billing_event_set_interval(items[i - 1]->ev, items[i - 1]->start, items[i - 1]->end);
     }
     return rc;
