@@ -70,7 +70,24 @@ typedef enum billing_status {
 BILLING_API const char *billing_strerror(billing_status status);
 
 /**
- * billing_version - the library version as "MAJOR.MINOR.PATCH".
+ * Compile-time version of this header, for embedders that must build
+ * against several releases (`#if BILLING_VERSION_NUMBER >= 0x000200`).
+ * The one place the version is written: configure reads it from here, so
+ * PACKAGE_VERSION, billing_version() and pkg-config's version agree.
+ * BILLING_VERSION_NUMBER is 0xMMmmpp (major, minor, patch, each 0..255),
+ * so versions compare as integers. billing_version() gives the version of
+ * the library loaded at run time, which may be newer than the header
+ * (same soname).
+ */
+#define BILLING_VERSION_MAJOR 0
+#define BILLING_VERSION_MINOR 1
+#define BILLING_VERSION_PATCH 0
+#define BILLING_VERSION_NUMBER \
+    ((BILLING_VERSION_MAJOR << 16) | (BILLING_VERSION_MINOR << 8) | BILLING_VERSION_PATCH)
+
+/**
+ * billing_version - the library version as "MAJOR.MINOR.PATCH", that of
+ * the library loaded at run time (BILLING_VERSION_* are the header's).
  * Returns a static string. Thread-safe.
  */
 BILLING_API const char *billing_version(void);
