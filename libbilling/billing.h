@@ -272,6 +272,52 @@ BILLING_API const char *billing_rounding_name(billing_rounding mode);
 BILLING_API int billing_currency_digits(const char *code);
 
 /* ===================================================================== */
+/* Exact decimals (GMP)                                                   */
+/* ===================================================================== */
+
+/*
+ * Declared only when <gmp.h> was included before this header (as gmp.h
+ * itself declares its FILE functions only after <stdio.h>), so that an
+ * embedder who does not use them needs no GMP headers. For programs that
+ * do their own exact arithmetic on amounts and quantities libbilling
+ * gives as text, with libbilling's syntax and rounding rather than a copy.
+ */
+#if defined(__GNU_MP__)
+
+/** Longest text billing_decimal_parse reads, in bytes (a bound on outside input). */
+#define BILLING_DECIMAL_TEXT_MAX 1024
+
+/**
+ * billing_decimal_parse - the exact value of @text into @out (initialised
+ * by the caller, who clears it): a decimal "[+-]digits[.digits]" ("12",
+ * "-0.5", "+3.25"; not ".5", "1.", "1e3" or spaces), or a rational
+ * "[-]digits/digits" with a non-zero denominator ("7/3"), as libbilling
+ * writes amounts that are not finite decimals. Any number of digits up to
+ * BILLING_DECIMAL_TEXT_MAX bytes of text. Returns BILLING_OK;
+ * BILLING_ERR_PARSE (not one of these forms; the message quotes it);
+ * BILLING_ERR_TOO_LARGE (longer than BILLING_DECIMAL_TEXT_MAX);
+ * BILLING_ERR_INVALID (@text NULL). @out is unspecified on error.
+ * Thread-safe. (Since libbilling 4:0:2.)
+ */
+BILLING_API billing_status billing_decimal_parse(mpq_t out, const char *text, char *errbuf,
+                                                 size_t errsize);
+
+/**
+ * billing_decimal_round - round @q to a whole number of 10^-@digits units
+ * with @mode, the rounding libbilling applies at its rounding points, and
+ * store the count of those units in @out (initialised by the caller; may
+ * be @q's numerator): q = 12.345, digits 2, BILLING_ROUND_HALF_UP -> 1235;
+ * digits 0 rounds an amount already in minor units. Give @digits as
+ * billing_currency_digits says for the currency. Returns BILLING_OK;
+ * BILLING_ERR_RANGE (@digits not 0..9) or BILLING_ERR_INVALID (an unknown
+ * @mode), @out unchanged. Thread-safe. (Since libbilling 4:0:2.)
+ */
+BILLING_API billing_status billing_decimal_round(mpz_t out, const mpq_t q, int digits,
+                                                 billing_rounding mode);
+
+#endif /* __GNU_MP__ */
+
+/* ===================================================================== */
 /* Catalog: accounts, price book, plans, subscriptions, credit grants     */
 /* ===================================================================== */
 
