@@ -27,7 +27,6 @@
 #include "dbcatalog.h"
 #include "dbcli.h"
 #include "exact.h"
-#include "history.h"
 #include "invoices.h"
 #include "migrate.h"
 
@@ -171,11 +170,11 @@ static void tally(close_run_ctx *x, const bs_draft *d, const bs_draft_outcome *o
  * change what later months may use. The rows of @history
  * (bs_credit_history) for account @id, from *@row on, tell the rater what
  * each finalized month took from each grant, as the ledger holds it
- * (history.h). Returns 0, or -1 with a message printed.
+ * (billing_rater_credit_issued). Returns 0, or -1 with a message printed.
  */
 static int give_history(batch *b, const char *id, PGresult *history, int *row)
 {
-    bl_issued_row *rows = NULL;
+    billing_issued_row *rows = NULL;
     char msg[MSG_MAX];
     size_t n = 0;
     int first = *row;
@@ -204,7 +203,7 @@ static int give_history(batch *b, const char *id, PGresult *history, int *row)
         rows[n].grant = grant[0] != '\0' ? grant : NULL;
         rows[n].amount = PQgetvalue(history, first + (int)n, 3);
     }
-    if (bl_rater_credit_issued(b->r, id, n, rows, msg, sizeof(msg)) != BILLING_OK) {
+    if (billing_rater_credit_issued(b->r, id, n, rows, msg, sizeof(msg)) != BILLING_OK) {
         cli_error("close: account '%s': the ledger's credit of finalized months: %s", id, msg);
         rc = -1;
     }

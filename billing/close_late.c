@@ -7,6 +7,7 @@
  */
 #include "config.h"
 
+#include <gmp.h> /* before billing.h: its exact decimal functions */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,7 +38,7 @@ static int accumulate(account_adj *a, const billed *k, const char *qty_text)
     mpq_t q;
 
     mpq_init(q);
-    if (exact_q_set(q, qty_text) != 0) {
+    if (billing_decimal_parse(q, qty_text, NULL, 0) != BILLING_OK) {
         mpq_clear(q);
         return -1;
     }
@@ -102,7 +103,7 @@ static int add_recomputed(account_adj *a, billing_rater *r, const char *account,
         k.unit_price = billing_invoice_line_unit_price(inv, i);
         k.recomputed = 1;
         mpq_init(k.price);
-        exact_q_set(k.price, k.unit_price);
+        billing_decimal_parse(k.price, k.unit_price, NULL, 0);
         if (accumulate(a, &k, billing_invoice_line_quantity(inv, i)) != 0) {
             mpq_clear(k.price);
             return -1;
@@ -144,7 +145,7 @@ int late_make_adjustments(account_adj *a, int digits, billing_rounding mode)
         mpq_mul(amount, b->qty, b->price);
         mpz_mul(mpq_numref(amount), mpq_numref(amount), scale);
         mpq_canonicalize(amount);
-        exact_round_minor(minor, amount, mode);
+        billing_decimal_round(minor, amount, 0, mode);
         mpz_add(a->sum, a->sum, minor);
         exact_minor_text(buf, sizeof(buf), minor, digits);
         j->year = b->year;
@@ -219,7 +220,7 @@ int late_load_billed(draft_slot *d, billing_rater *r, const char *account, PGres
         k.region = PQgetvalue(billed_res, *row, 4);
         k.version = PQgetvalue(billed_res, *row, 5);
         mpq_init(k.price);
-        exact_q_set(k.price, PQgetvalue(billed_res, *row, 6));
+        billing_decimal_parse(k.price, PQgetvalue(billed_res, *row, 6), NULL, 0);
         /* quantity/quantity_den as "q/d" */
         {
             char qty[256];
@@ -230,8 +231,8 @@ int late_load_billed(draft_slot *d, billing_rater *r, const char *account, PGres
                 char *t;
                 mpq_init(a);
                 mpq_init(den);
-                exact_q_set(a, qty);
-                exact_q_set(den, PQgetvalue(billed_res, *row, 8));
+                billing_decimal_parse(a, qty, NULL, 0);
+                billing_decimal_parse(den, PQgetvalue(billed_res, *row, 8), NULL, 0);
                 mpq_div(a, a, den);
                 t = mpq_get_str(NULL, 10, a);
                 snprintf(qty, sizeof(qty), "%s", t != NULL ? t : "0");
@@ -269,10 +270,10 @@ void late_adjusted_figures(draft_slot *d, const billing_invoice *inv, int digits
     exact_minor_add(total, billing_invoice_carried(inv), digits);
     mpz_add(total, total, sub);
     mpz_sub(total, total, cred);
-    exact_q_set(rate, billing_invoice_tax_rate(inv));
+    billing_decimal_parse(rate, billing_invoice_tax_rate(inv), NULL, 0);
     mpq_set_z(q, total);
     mpq_mul(q, q, rate);
-    exact_round_minor(tax, q, mode);
+    billing_decimal_round(tax, q, 0, mode);
     mpz_add(total, total, tax);
     exact_minor_text(d->subtotal, sizeof(d->subtotal), sub, digits);
     exact_minor_text(d->tax, sizeof(d->tax), tax, digits);

@@ -11,7 +11,7 @@
  * a bounded external sort (billing/dedupe.h) by id and place. After the
  * last file, the later occurrences of each id are read again from their
  * files (or from the sort, for stdin and pipes) and taken back out of the
- * rater (bl_rater_take_back, libbilling/takeback.h): counted as duplicates when identical to
+ * rater (billing_rater_take_back, unchecked: the rater keeps no ids): counted as duplicates when identical to
  * the first, rejected as conflicts otherwise.
  */
 #include "config.h"

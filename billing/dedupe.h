@@ -10,7 +10,7 @@
  * BC_DEDUPE_FANIN runs exist they are merged into one. bc_dedupe_finish
  * merges what is left and reports every later occurrence of an id, with
  * its encoded event, so that the caller can take it back
- * (bl_rater_take_back, libbilling/takeback.h):
+ * (billing_rater_take_back, billing.h: unchecked, the rater keeps no ids):
  *   - a duplicate when its content (the encoded event) equals the first
  *     occurrence's byte for byte;
  *   - a conflict otherwise.

@@ -1,39 +1,16 @@
 /*
  * exact.c - exact decimal and rational helpers of the close (exact.h):
- * GMP, never floating point.
+ * GMP, never floating point. Parsing and rounding are libbilling's
+ * (billing_decimal_parse, billing_decimal_round), not copies.
  */
 #include "config.h"
 
+#include <gmp.h> /* before billing.h: its exact decimal functions */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "exact.h"
-
-/* exact_q_set - @s ("12.5", "-3", "7/3") into @q. Returns 0 or -1. */
-int exact_q_set(mpq_t q, const char *s)
-{
-    const char *dot = strchr(s, '.');
-    char buf[128];
-    size_t frac;
-
-    if (strchr(s, '/') != NULL) {
-        if (mpq_set_str(q, s, 10) != 0 || mpz_sgn(mpq_denref(q)) == 0)
-            return -1;
-        mpq_canonicalize(q);
-        return 0;
-    }
-    if (strlen(s) >= sizeof(buf))
-        return -1;
-    frac = dot != NULL ? strlen(dot + 1) : 0;
-    snprintf(buf, sizeof(buf), "%.*s%s", dot != NULL ? (int)(dot - s) : (int)strlen(s), s,
-             dot != NULL ? dot + 1 : "");
-    if (mpz_set_str(mpq_numref(q), buf, 10) != 0)
-        return -1;
-    mpz_ui_pow_ui(mpq_denref(q), 10, frac);
-    mpq_canonicalize(q);
-    return 0;
-}
 
 /* exact_minor_add - add decimal @s with @digits fraction digits to @acc as minor units. */
 void exact_minor_add(mpz_t acc, const char *s, int digits)
@@ -41,7 +18,7 @@ void exact_minor_add(mpz_t acc, const char *s, int digits)
     mpq_t q;
 
     mpq_init(q);
-    if (exact_q_set(q, s) == 0) {
+    if (billing_decimal_parse(q, s, NULL, 0) == BILLING_OK) {
         mpz_t scale;
         mpz_init(scale);
         mpz_ui_pow_ui(scale, 10, (unsigned long)digits);
@@ -51,48 +28,6 @@ void exact_minor_add(mpz_t acc, const char *s, int digits)
         mpz_clear(scale);
     }
     mpq_clear(q);
-}
-
-/* exact_round_minor - @q (in minor units) to an integer by @mode, into @out. */
-void exact_round_minor(mpz_t out, const mpq_t q, billing_rounding mode)
-{
-    mpz_t r;
-    mpz_t twice;
-    int cmp;
-    int neg = mpq_sgn(q) < 0;
-
-    mpz_init(r);
-    mpz_init(twice);
-    switch (mode) {
-    case BILLING_ROUND_DOWN:
-        mpz_tdiv_q(out, mpq_numref(q), mpq_denref(q));
-        break;
-    case BILLING_ROUND_UP:
-        if (neg)
-            mpz_fdiv_q(out, mpq_numref(q), mpq_denref(q));
-        else
-            mpz_cdiv_q(out, mpq_numref(q), mpq_denref(q));
-        break;
-    case BILLING_ROUND_FLOOR:
-        mpz_fdiv_q(out, mpq_numref(q), mpq_denref(q));
-        break;
-    case BILLING_ROUND_CEILING:
-        mpz_cdiv_q(out, mpq_numref(q), mpq_denref(q));
-        break;
-    default:
-        /* Halves: compare twice the remainder of |q| with the denominator. */
-        mpz_abs(twice, mpq_numref(q));
-        mpz_tdiv_qr(out, r, twice, mpq_denref(q));
-        mpz_mul_2exp(twice, r, 1);
-        cmp = mpz_cmp(twice, mpq_denref(q));
-        if (cmp > 0 || (cmp == 0 && (mode == BILLING_ROUND_HALF_UP || mpz_odd_p(out))))
-            mpz_add_ui(out, out, 1);
-        if (neg)
-            mpz_neg(out, out);
-        break;
-    }
-    mpz_clear(twice);
-    mpz_clear(r);
 }
 
 /* exact_minor_text - @minor minor units as a decimal with @digits digits into @buf. */

@@ -21,7 +21,7 @@
  * chunks before are added here). At most WINDOW_PER_JOB chunks a thread
  * are out at once, so memory stays bounded whatever the input size. At
  * the end the workers' raters are merged into the book's rater (exact
- * sums: bl_rater_merge), and their dedupe shares are merged together
+ * sums: billing_rater_merge), and their dedupe shares are merged together
  * (bc_dedupe_finish_many: the first occurrence of an id is the one with
  * the lowest file and offset, the input's first), repeats being taken
  * back as with one thread. So the output, the messages and their order do not
@@ -44,7 +44,6 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "merge.h"
 #include "rate.h"
 #include "util.h"
 
@@ -607,7 +606,7 @@ static int stop_workers(pool *p, int merge)
     /* In thread order: the merged rater is the same for the same chunks and threads. */
     for (i = 0; i < p->n_workers; i++) {
         if (merge && rc == CLI_EXIT_OK &&
-            bl_rater_merge(p->c->books[0].rater, p->workers[i].rater, err, sizeof(err)) !=
+            billing_rater_merge(p->c->books[0].rater, p->workers[i].rater, err, sizeof(err)) !=
                 BILLING_OK) {
             cli_error("-j: merging the threads' totals: %s", err);
             rc = CLI_EXIT_INTERNAL;

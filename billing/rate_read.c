@@ -16,7 +16,6 @@
 
 #include "cli.h"
 #include "rate.h"
-#include "takeback.h"
 #include "util.h"
 
 /* ---------------------------------------------------------------------- */
@@ -322,7 +321,7 @@ int rate_take_back(void *arg, const bc_dedupe_hit *hit)
     st = billing_event_decode(c->ev, hit->event, hit->event_len, err, sizeof(err));
     if (st == BILLING_OK) {
         rate_use_account(c, billing_event_account(c->ev));
-        st = bl_rater_take_back(c->rater, c->ev, err, sizeof(err));
+        st = billing_rater_take_back(c->rater, c->ev, err, sizeof(err));
     }
     if (st != BILLING_OK) {
         cli_error("%s: internal error taking back a repeated event: %s", where, err);

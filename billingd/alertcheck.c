@@ -23,7 +23,6 @@
 #include "eventjson.h"
 #include "md5.h"
 #include "sentalerts.h"
-#include "takeback.h"
 
 #define MSG_MAX 512
 
@@ -124,33 +123,6 @@ typedef struct check {
 /* ---------------------------------------------------------------------- */
 /* Exact amounts                                                           */
 /* ---------------------------------------------------------------------- */
-
-/* "12.5", "-3", "7/3" into @q; 0 or -1. */
-static int q_parse(mpq_t q, const char *text)
-{
-    char digits[BD_AMOUNT_MAX];
-    const char *dot = strchr(text, '.');
-    size_t frac;
-    size_t n;
-
-    if (strchr(text, '/') != NULL || dot == NULL) {
-        if (mpq_set_str(q, text, 10) != 0)
-            return -1;
-        mpq_canonicalize(q);
-        return 0;
-    }
-    n = (size_t)(dot - text);
-    frac = strlen(dot + 1);
-    if (n + frac + 1 > sizeof(digits))
-        return -1;
-    memcpy(digits, text, n);
-    memcpy(digits + n, dot + 1, frac + 1);
-    if (mpz_set_str(mpq_numref(q), digits, 10) != 0)
-        return -1;
-    mpz_ui_pow_ui(mpq_denref(q), 10, frac);
-    mpq_canonicalize(q);
-    return 0;
-}
 
 /* @q (a finite decimal) as text, at most 12 fraction digits, into @buf. */
 static void q_decimal(const mpq_t q, char *buf, size_t size)
@@ -324,7 +296,7 @@ static int credit_of(check *k, const acct *a, unsigned e, credit *cr)
     for (row = 0; row < a->rows; row++) {
         if (grant_time(a, row, 2) > t || t >= grant_time(a, row, 3))
             continue;
-        if (n == BD_GRANTS_MAX || q_parse(k->q, PQgetvalue(a->grants, a->row0 + row, 1)) != 0)
+        if (n == BD_GRANTS_MAX || billing_decimal_parse(k->q, PQgetvalue(a->grants, a->row0 + row, 1), NULL, 0) != BILLING_OK)
             return -1;
         mpq_add(k->total, k->total, k->q);
         ids[n++] = PQgetvalue(a->grants, a->row0 + row, 5);
@@ -394,7 +366,7 @@ static int balance(check *k, const acct *a, billing_time_t now, mpq_t q, char *t
         return -1;
     if (text != NULL)
         snprintf(text, BD_AMOUNT_MAX, "%s", buf);
-    return q_parse(q, buf);
+    return billing_decimal_parse(q, buf, NULL, 0) == BILLING_OK ? 0 : -1;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -504,7 +476,7 @@ static int window_extend(check *k, const acct *a, window *w, billing_time_t from
     w->lo = from;
     /* Each is in the stored aggregates the rater holds: unchecked take-back. */
     for (i = before; i < w->n; i++)
-        bl_rater_take_back(k->r, w->items[i].ev, NULL, 0);
+        billing_rater_take_back(k->r, w->items[i].ev, NULL, 0);
     return 0;
 }
 
@@ -530,7 +502,7 @@ static int add_all(check *k, wev *const *items, size_t n)
     for (i = 0; i < n; i++) {
         if (billing_rater_add(k->r, items[i]->ev, NULL, 0) != BILLING_OK) {
             while (i > 0)
-                bl_rater_take_back(k->r, items[--i]->ev, NULL, 0);
+                billing_rater_take_back(k->r, items[--i]->ev, NULL, 0);
             return -1;
         }
     }
@@ -543,7 +515,7 @@ static void take_back_all(check *k, wev *const *items, size_t n)
 
     /* Each was rated (stored, so in the aggregates, or added here): unchecked take-back. */
     for (i = n; i > 0; i--)
-        bl_rater_take_back(k->r, items[i - 1]->ev, NULL, 0);
+        billing_rater_take_back(k->r, items[i - 1]->ev, NULL, 0);
 }
 
 /*
@@ -577,7 +549,7 @@ out:
     for (i = added; i > 0; i--) {
         if (items[i - 1]->start >= t)
             continue;
-        bl_rater_take_back(k->r, items[i - 1]->ev, NULL, 0);
+        billing_rater_take_back(k->r, items[i - 1]->ev, NULL, 0);
         billing_event_set_interval(items[i - 1]->ev, items[i - 1]->start, items[i - 1]->end);
     }
     return rc;

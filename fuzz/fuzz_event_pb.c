@@ -10,7 +10,7 @@
  *  - pass every check billing_rater_add makes without the catalog (the
  *    decoder claims to make them all), so the rater may only refuse it
  *    for an unknown account or a missing price;
- *  - once rated, be taken back exactly by bl_rater_take_back
+ *  - once rated, be taken back exactly by billing_rater_take_back
  *    (fz_check_rating in fuzzcommon.c).
  *
  * Differential: billing_event_decode reads the wire bytes by hand, so

@@ -26,7 +26,6 @@
 #include <string.h>
 
 #include "fuzzcommon.h"
-#include "takeback.h"
 
 #define MAX_EVENTS 24
 #define MONTHS_CAP 256
@@ -499,7 +498,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     before = invoices(r, extra, n_extra);
     /* One more, taken back: every invoice as before. */
     if (billing_rater_add(r, evs[n], err, sizeof(err)) == BILLING_OK) {
-        FZ_CHECK(bl_rater_take_back(r, evs[n], err, sizeof(err)) == BILLING_OK, "remove: %s",
+        FZ_CHECK(billing_rater_take_back(r, evs[n], err, sizeof(err)) == BILLING_OK, "remove: %s",
                  err);
         after = invoices(r, extra, n_extra);
         FZ_CHECK(strcmp(before, after) == 0, "add-then-remove changed an invoice:\n%s\n%s", before,
@@ -509,7 +508,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* All taken back: the invoices of a rater that never saw an event. */
     for (i = n - 1; i >= 0; i--) {
         if (ok[i])
-            FZ_CHECK(bl_rater_take_back(r, evs[i], err, sizeof(err)) == BILLING_OK,
+            FZ_CHECK(billing_rater_take_back(r, evs[i], err, sizeof(err)) == BILLING_OK,
                      "remove e%d: %s", i, err);
     }
     billing_rater_new(cat, &empty, err, sizeof(err));

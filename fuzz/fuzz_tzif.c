@@ -64,7 +64,13 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
-/* Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil). */
+/*
+ * Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's
+ * days_from_civil). A copy of libbilling's civil.c on purpose: this target
+ * checks the library's month starts against it, an oracle that must not
+ * share the code under test (billing_civil_days would agree with a
+ * broken bl_days_from_civil).
+ */
 static int64_t days_from_civil(int64_t y, int m, int d)
 {
     int64_t era;

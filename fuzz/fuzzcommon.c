@@ -16,7 +16,6 @@
 #include "billing/v1/usage_event.pb-c.h"
 #include "billing_config.h"
 #include "fuzzcommon.h"
-#include "takeback.h"
 
 /* Room for the months billing_rater_months lists: 1900..2200 and the subscription terms. */
 #define MONTHS_CAP 8192
@@ -467,7 +466,7 @@ static billing_rater *fresh_rater(void)
 
 /*
  * The checks once billing_rater_add has accepted @ev into @r: the state
- * with the event, then after bl_rater_take_back (what `billing rate` uses), compared with a rater
+ * with the event, then after billing_rater_take_back (what `billing rate` uses), compared with a rater
  * that never saw it, then with the event added again.
  */
 static void check_taken_back(billing_rater *r, const billing_event *ev, const fz_account *a,
@@ -492,7 +491,7 @@ static void check_taken_back(billing_rater *r, const billing_event *ev, const fz
              a->id);
     inv1 = invoice_digest(r, a->id, year, month, digest_during);
 
-    st = bl_rater_take_back(r, ev, err, sizeof(err));
+    st = billing_rater_take_back(r, ev, err, sizeof(err));
     FZ_CHECK(st == BILLING_OK, "event '%s': remove: %s: %s", id, billing_strerror(st), err);
     FZ_CHECK(billing_rater_event_count(r) == count0, "event count after remove");
 

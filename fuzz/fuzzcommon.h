@@ -93,7 +93,7 @@ billing_status fz_check_roundtrip(const billing_event *ev);
  * holds the background events. If billing_rater_add refuses it, a message
  * was written and the rater is unchanged (event and aggregate counts). If
  * it accepts it: the event count grew by one and the month of its start
- * is listed for its account; bl_rater_take_back takes it back, leaving
+ * is listed for its account; billing_rater_take_back takes it back, leaving
  * the event count, the account's months and the invoice of that month as
  * a rater that never saw the event has them; adding it again gives the
  * invoice it gave the first time. Returns billing_rater_add's status.

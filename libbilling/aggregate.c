@@ -14,7 +14,6 @@
 #include <string.h>
 
 #include "catalog.h"
-#include "merge.h"
 #include "rater.h"
 
 /* Longest sum accepted by billing_rater_add_aggregate, in characters. */
@@ -290,7 +289,7 @@ static billing_status merge_attrs(billing_rater *dst, const billing_rater *src, 
                                  errbuf, errsize);
 }
 
-billing_status bl_rater_merge(billing_rater *dst, const billing_rater *src, char *errbuf,
+billing_status billing_rater_merge(billing_rater *dst, const billing_rater *src, char *errbuf,
                               size_t errsize)
 {
     const bl_agg *from;

@@ -70,7 +70,24 @@ typedef enum billing_status {
 BILLING_API const char *billing_strerror(billing_status status);
 
 /**
- * billing_version - the library version as "MAJOR.MINOR.PATCH".
+ * Compile-time version of this header, for embedders that must build
+ * against several releases (`#if BILLING_VERSION_NUMBER >= 0x000200`).
+ * The one place the version is written: configure reads it from here, so
+ * PACKAGE_VERSION, billing_version() and pkg-config's version agree.
+ * BILLING_VERSION_NUMBER is 0xMMmmpp (major, minor, patch, each 0..255),
+ * so versions compare as integers. billing_version() gives the version of
+ * the library loaded at run time, which may be newer than the header
+ * (same soname).
+ */
+#define BILLING_VERSION_MAJOR 0
+#define BILLING_VERSION_MINOR 1
+#define BILLING_VERSION_PATCH 0
+#define BILLING_VERSION_NUMBER \
+    ((BILLING_VERSION_MAJOR << 16) | (BILLING_VERSION_MINOR << 8) | BILLING_VERSION_PATCH)
+
+/**
+ * billing_version - the library version as "MAJOR.MINOR.PATCH", that of
+ * the library loaded at run time (BILLING_VERSION_* are the header's).
  * Returns a static string. Thread-safe.
  */
 BILLING_API const char *billing_version(void);
@@ -186,6 +203,18 @@ BILLING_API billing_status billing_time_parse_n(const char *text, size_t len, bi
  */
 BILLING_API int billing_time_format(billing_time_t t, char *buf, size_t size);
 
+/**
+ * billing_civil_days - days from 1970-01-01 to @year-@month-@day of the
+ * proleptic Gregorian calendar (negative before 1970), the calendar every
+ * billing_time_t is read in; for callers that build instants from a date
+ * they parsed themselves (a database's timestamp text). Any int year
+ * works. Returns BILLING_OK and stores the count in *@days;
+ * BILLING_ERR_RANGE if @month is not 1..12 or @day is not a day of that
+ * month; BILLING_ERR_INVALID if @days is NULL. *@days is unchanged on
+ * error. Allocates nothing; thread-safe. (Since libbilling 4:0:2.)
+ */
+BILLING_API billing_status billing_civil_days(int year, int month, int day, int64_t *days);
+
 /* ===================================================================== */
 /* Meters, currencies, rounding                                           */
 /* ===================================================================== */
@@ -241,6 +270,52 @@ BILLING_API const char *billing_rounding_name(billing_rounding mode);
  * the code is not a known ISO 4217 currency. Thread-safe.
  */
 BILLING_API int billing_currency_digits(const char *code);
+
+/* ===================================================================== */
+/* Exact decimals (GMP)                                                   */
+/* ===================================================================== */
+
+/*
+ * Declared only when <gmp.h> was included before this header (as gmp.h
+ * itself declares its FILE functions only after <stdio.h>), so that an
+ * embedder who does not use them needs no GMP headers. For programs that
+ * do their own exact arithmetic on amounts and quantities libbilling
+ * gives as text, with libbilling's syntax and rounding rather than a copy.
+ */
+#if defined(__GNU_MP__)
+
+/** Longest text billing_decimal_parse reads, in bytes (a bound on outside input). */
+#define BILLING_DECIMAL_TEXT_MAX 1024
+
+/**
+ * billing_decimal_parse - the exact value of @text into @out (initialised
+ * by the caller, who clears it): a decimal "[+-]digits[.digits]" ("12",
+ * "-0.5", "+3.25"; not ".5", "1.", "1e3" or spaces), or a rational
+ * "[-]digits/digits" with a non-zero denominator ("7/3"), as libbilling
+ * writes amounts that are not finite decimals. Any number of digits up to
+ * BILLING_DECIMAL_TEXT_MAX bytes of text. Returns BILLING_OK;
+ * BILLING_ERR_PARSE (not one of these forms; the message quotes it);
+ * BILLING_ERR_TOO_LARGE (longer than BILLING_DECIMAL_TEXT_MAX);
+ * BILLING_ERR_INVALID (@text NULL). @out is unspecified on error.
+ * Thread-safe. (Since libbilling 4:0:2.)
+ */
+BILLING_API billing_status billing_decimal_parse(mpq_t out, const char *text, char *errbuf,
+                                                 size_t errsize);
+
+/**
+ * billing_decimal_round - round @q to a whole number of 10^-@digits units
+ * with @mode, the rounding libbilling applies at its rounding points, and
+ * store the count of those units in @out (initialised by the caller; may
+ * be @q's numerator): q = 12.345, digits 2, BILLING_ROUND_HALF_UP -> 1235;
+ * digits 0 rounds an amount already in minor units. Give @digits as
+ * billing_currency_digits says for the currency. Returns BILLING_OK;
+ * BILLING_ERR_RANGE (@digits not 0..9) or BILLING_ERR_INVALID (an unknown
+ * @mode), @out unchanged. Thread-safe. (Since libbilling 4:0:2.)
+ */
+BILLING_API billing_status billing_decimal_round(mpz_t out, const mpq_t q, int digits,
+                                                 billing_rounding mode);
+
+#endif /* __GNU_MP__ */
 
 /* ===================================================================== */
 /* Catalog: accounts, price book, plans, subscriptions, credit grants     */
@@ -651,6 +726,49 @@ BILLING_API billing_status billing_rater_set_dedupe(billing_rater *r, int on);
 BILLING_API billing_status billing_rater_remove(billing_rater *r, const billing_event *ev,
                                                 char *errbuf, size_t errsize);
 
+/**
+ * billing_rater_take_back - take back @ev, which billing_rater_add rated
+ * (returned BILLING_OK for) on @r with the dedupe off, exactly: the state
+ * afterwards is as if it had never been added. For a caller that keeps no
+ * ids in the rater (billing_rater_set_dedupe off, to bound memory) and
+ * finds repeated or withdrawn events itself, as `billing rate`, the store
+ * and billingd do. What is checked: the arguments, the dedupe being off,
+ * and everything billing_rater_add checks of @ev. What is NOT checked,
+ * since the rater keeps no ids: that @ev was added. Taking back an event
+ * that was not added is refused only when one of its aggregates is empty
+ * (BILLING_ERR_INVALID); otherwise it silently corrupts the totals, so
+ * call it only for events the caller knows it added. With the dedupe on,
+ * use billing_rater_remove, which checks.
+ * Returns BILLING_OK; BILLING_ERR_INVALID (@r or @ev NULL);
+ * BILLING_ERR_STATE (dedupe on); or the error billing_rater_add would
+ * give for @ev. Nothing changes on error. Allocates nothing that the
+ * caller frees. Not thread-safe (as every call on a rater).
+ * (Since libbilling 4:0:2.)
+ */
+BILLING_API billing_status billing_rater_take_back(billing_rater *r, const billing_event *ev,
+                                                   char *errbuf, size_t errsize);
+
+/**
+ * billing_rater_merge - add every aggregate of @src (its sums, and its
+ * pieces, so that events can still be taken back from @dst) and its event
+ * count to @dst. Aggregates are exact sums, so the merged rater holds
+ * exactly what one rater given every event of both would hold, and gives
+ * the same invoices: rate the parts of an input on several threads, one
+ * rater each against one shared catalog, and merge at the end. What is
+ * checked: both raters were made from the same catalog, both have their
+ * dedupe off (an id set cannot be merged exactly this way). What is not:
+ * that no event was added to both (it would be counted twice).
+ * @src is left unchanged. Returns BILLING_OK; BILLING_ERR_INVALID (a NULL
+ * rater, or another catalog); BILLING_ERR_STATE (a dedupe on);
+ * BILLING_ERR_TOO_LARGE (more than 4096 model and region pairs together,
+ * as billing_rater_add) or BILLING_ERR_NOMEM; on an error after the
+ * checks @dst holds part of @src and must be destroyed. Not thread-safe
+ * for @dst: nothing else may use it meanwhile; @src may be read by other
+ * merges at the same time. (Since libbilling 4:0:2.)
+ */
+BILLING_API billing_status billing_rater_merge(billing_rater *dst, const billing_rater *src,
+                                               char *errbuf, size_t errsize);
+
 /** billing_rater_event_count - events accepted so far (duplicates excluded). */
 BILLING_API uint64_t billing_rater_event_count(const billing_rater *r);
 
@@ -969,6 +1087,49 @@ BILLING_API billing_status billing_rater_credit_exhaustion(billing_rater *r, con
                                                            const billing_event *const *events,
                                                            size_t n_events, billing_time_t *out,
                                                            char *errbuf, size_t errsize);
+
+/**
+ * billing_issued_row - one figure of an account's month whose invoice was
+ * issued, input to billing_rater_credit_issued. Filled by the caller in an
+ * array it owns; the rater copies what it needs. Its layout is part of
+ * the ABI and will not change: a new figure would come with a new
+ * function, not a new member.
+ */
+typedef struct billing_issued_row {
+    int year;
+    int month;          /**< local month of the account, 1..12 */
+    const char *grant;  /**< a grant of the account; NULL: @amount is the account credit left */
+    const char *amount; /**< minor units, a decimal integer (a grant's may be negative) */
+} billing_issued_row;
+
+/**
+ * billing_rater_credit_issued - pin the credit history of @account: the
+ * months whose invoices were issued, what each took from the account's
+ * grants (apply and expire, less what its refunds gave back: the net of
+ * its ledger entries) and left of the account credit, as @n @rows in any
+ * order. Invoices replay credit from an account's first month with
+ * charges; a month issued already is history (held by the caller's
+ * ledger), and a late event of such a month must not change what credit
+ * later months may use. So when invoices replay credit, each such month
+ * takes from the grants what is given here (a grant not named took
+ * nothing; a remainder never goes below zero) instead of what re-rating
+ * it now would, and the account credit after it is the given one when a
+ * row names it; months not named are replayed as always (refunds still
+ * find what credit paid of a fee). The invoice of a month before an
+ * issued one (a month issued again after later months were) may spend
+ * only what the later issued months left. Replaces what an earlier call
+ * gave for the account (@n 0: none). What is checked: the account, each
+ * grant belongs to it, each month is in 1900..2199, each amount is an
+ * integer. What is not: that the figures agree with the rater's events.
+ * Returns BILLING_OK; BILLING_ERR_UNKNOWN_ACCOUNT, BILLING_ERR_INVALID (an
+ * unknown grant or a malformed amount, named in @errbuf),
+ * BILLING_ERR_RANGE (a month) or BILLING_ERR_NOMEM, with nothing given.
+ * @rows is only read during the call. Not thread-safe (as every call on
+ * a rater). (Since libbilling 4:0:2.)
+ */
+BILLING_API billing_status billing_rater_credit_issued(billing_rater *r, const char *account,
+                                                       size_t n, const billing_issued_row *rows,
+                                                       char *errbuf, size_t errsize);
 
 #ifdef __cplusplus
 }

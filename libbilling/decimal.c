@@ -9,6 +9,7 @@
  */
 #include "config.h"
 
+#include <gmp.h> /* before billing.h (via internal.h): its decimal functions need it */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -298,6 +299,79 @@ void bl_q_round_minor(mpz_t out, const mpq_t q, int digits, billing_rounding mod
     mpz_swap(out, scaled);
     mpz_clear(rem);
     mpz_clear(scaled);
+}
+
+/* "[-]digits/digits" with a non-zero denominator into @out; 0 or -1. */
+static int parse_ratio(mpq_t out, const char *s, const char *slash)
+{
+    const char *num = *s == '-' ? s + 1 : s;
+    size_t num_len = count_digits(num);
+
+    if (num_len == 0 || num + num_len != slash)
+        return -1;
+    if (count_digits(slash + 1) == 0 || slash[1 + count_digits(slash + 1)] != '\0')
+        return -1;
+    if (mpq_set_str(out, s, 10) != 0 || mpz_sgn(mpq_denref(out)) == 0)
+        return -1;
+    mpq_canonicalize(out);
+    return 0;
+}
+
+/* A decimal of any length (bounded by the caller) into @out; 0 or -1. */
+static int parse_long_decimal(mpq_t out, const char *s)
+{
+    dec_parts p;
+    char *digits;
+
+    if (split_decimal(s, &p) != 0)
+        return -1;
+    digits = malloc(p.int_len + p.frac_len + 1);
+    if (digits == NULL)
+        return -2;
+    memcpy(digits, p.int_digits, p.int_len);
+    memcpy(digits + p.int_len, p.frac_digits, p.frac_len);
+    digits[p.int_len + p.frac_len] = '\0';
+    if (mpz_set_str(mpq_numref(out), digits, 10) != 0) {
+        free(digits);
+        return -1;
+    }
+    free(digits);
+    if (p.negative)
+        mpz_neg(mpq_numref(out), mpq_numref(out));
+    mpz_ui_pow_ui(mpq_denref(out), 10, p.frac_len);
+    mpq_canonicalize(out);
+    return 0;
+}
+
+billing_status billing_decimal_parse(mpq_t out, const char *text, char *errbuf, size_t errsize)
+{
+    const char *slash;
+    int rc;
+
+    if (text == NULL || out == NULL)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID, "decimal text is NULL");
+    if (strnlen(text, BILLING_DECIMAL_TEXT_MAX + 1) > BILLING_DECIMAL_TEXT_MAX)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_TOO_LARGE,
+                         "decimal '%.32s...' is longer than %d bytes", text,
+                         BILLING_DECIMAL_TEXT_MAX);
+    slash = strchr(text, '/');
+    rc = slash != NULL ? parse_ratio(out, text, slash) : parse_long_decimal(out, text);
+    if (rc == -2)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_NOMEM, "out of memory");
+    if (rc != 0)
+        return bl_seterr(errbuf, errsize, BILLING_ERR_PARSE,
+                         "'%.64s' is not an exact decimal or p/q", text);
+    return BILLING_OK;
+}
+
+billing_status billing_decimal_round(mpz_t out, const mpq_t q, int digits, billing_rounding mode)
+{
+    if (digits < 0 || digits > 9)
+        return BILLING_ERR_RANGE;
+    if ((int)mode < BILLING_ROUND_HALF_UP || (int)mode > BILLING_ROUND_CEILING)
+        return BILLING_ERR_INVALID;
+    bl_q_round_minor(out, q, digits, mode);
+    return BILLING_OK;
 }
 
 char *bl_minor_to_string(const mpz_t minor, int digits)

@@ -1,13 +1,12 @@
 /*
  * history.c - months whose invoices were issued, taken as issued when
- * invoices replay credit (history.h; the replay is invoice.c's).
+ * invoices replay credit (billing_rater_credit_issued, billing.h; the replay is invoice.c's).
  */
 #include "config.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "history.h"
 #include "invoice.h"
 
 /* Issued months per account at most: a close gives its finalized months (decades of them fit). */
@@ -189,10 +188,10 @@ static int month_cmp(const void *x, const void *y)
 
 /* @rows into a new sorted array *@out of *@n months. */
 static billing_status rows_read(const billing_catalog *cat, const bl_account *a, size_t n_rows,
-                                const bl_issued_row *rows, bl_issued_month **out, size_t *n,
+                                const billing_issued_row *rows, bl_issued_month **out, size_t *n,
                                 char *errbuf, size_t errsize)
 {
-    const bl_issued_row *row;
+    const billing_issued_row *row;
     bl_issued_month *im;
     size_t g;
     size_t i;
@@ -221,16 +220,19 @@ static billing_status rows_read(const billing_catalog *cat, const bl_account *a,
     return BILLING_OK;
 }
 
-billing_status bl_rater_credit_issued(billing_rater *r, const char *account, size_t n,
-                                      const bl_issued_row *rows, char *errbuf, size_t errsize)
+billing_status billing_rater_credit_issued(billing_rater *r, const char *account, size_t n,
+                                      const billing_issued_row *rows, char *errbuf, size_t errsize)
 {
-    size_t ai = account ? bl_catalog_account(r->cat, account) : BL_NONE;
+    size_t ai;
     const bl_account *a;
     bl_credit_memo *memo;
     bl_issued_month *months = NULL;
     size_t n_months = 0;
     billing_status st;
 
+    if (r == NULL || (rows == NULL && n > 0))
+        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID, "rater or rows are NULL");
+    ai = account ? bl_catalog_account(r->cat, account) : BL_NONE;
     if (ai == BL_NONE)
         return bl_seterr(errbuf, errsize, BILLING_ERR_UNKNOWN_ACCOUNT, "account '%.140s' not found",
                          account ? account : "(null)");

@@ -387,7 +387,7 @@ static int carries_credit(const billing_catalog *cat, size_t ai)
  * Apply credit to every month with charges before @target, in order,
  * starting from the memo when it is still valid and not past @target, and
  * leave the memo at @target. Months whose invoices were issued take what
- * they took then (history.h), with or without charges now.
+ * they took then (billing_rater_credit_issued), with or without charges now.
  */
 static billing_status replay_months(billing_rater *r, size_t ai, int32_t target, bl_credit *c)
 {

@@ -138,7 +138,7 @@ typedef struct bl_credit {
 } bl_credit;
 
 /*
- * A month whose invoice was issued (history.h): what it took from each
+ * A month whose invoice was issued (billing_rater_credit_issued): what it took from each
  * grant of the account (minor units, net of what its refunds gave back;
  * zero for grants it did not touch), and the account credit after it.
  */
@@ -161,7 +161,7 @@ typedef struct bl_credit_memo {
     uint64_t gen;
     int32_t month;          /* the state is after every month before this one */
     bl_credit c;
-    /* bl_rater_credit_issued (history.h): months whose credit use is given, ascending. */
+    /* billing_rater_credit_issued: months whose credit use is given, ascending. */
     struct bl_issued_month *issued;
     size_t n_issued;
     size_t c_grants;        /* grants of the account when they were given */

@@ -12,7 +12,6 @@
 #include "event.h"
 #include "invoice.h"
 #include "rater.h"
-#include "takeback.h"
 #include "zone.h"
 
 /* Pieces of an event kept while splitting it, so that they are not looked up twice. */
@@ -1296,7 +1295,7 @@ billing_status billing_rater_remove(billing_rater *r, const billing_event *ev, c
     return st;
 }
 
-billing_status bl_rater_take_back(billing_rater *r, const billing_event *ev, char *errbuf,
+billing_status billing_rater_take_back(billing_rater *r, const billing_event *ev, char *errbuf,
                                   size_t errsize)
 {
     billing_status st;

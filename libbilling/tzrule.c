@@ -6,9 +6,9 @@
  */
 #include "config.h"
 
+#include "civil.h"
 #include "internal.h"
 #include "tzrule.h"
-#include "zone.h"
 
 /* POSIX's default transition time of day: 02:00:00 local. */
 #define DEFAULT_RULE_TIME 7200

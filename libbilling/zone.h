@@ -1,5 +1,6 @@
 /*
- * zone.h - time zones (TZif), civil calendar arithmetic and plan terms.
+ * zone.h - time zones (TZif), local wall-clock times and plan terms (the
+ * civil calendar itself is civil.h, which this includes).
  * Internal to libbilling. A billing_zone is immutable after
  * billing_zone_new, so every function here is thread-safe.
  */
@@ -9,6 +10,7 @@
 #include <stdint.h>
 
 #include "billing.h"
+#include "civil.h"
 
 /* Supported range of instants: 1900-01-01 .. 2200-01-01 UTC. */
 #define BL_TIME_MIN (INT64_C(-2208988800) * BILLING_NS_PER_SEC)
@@ -24,21 +26,6 @@ typedef struct bl_civil {
     int second;  /* 0..59 */
     int32_t nsec; /* 0..999999999 */
 } bl_civil;
-
-/*
- * bl_days_from_civil - days since 1970-01-01 of proleptic Gregorian y-m-d
- * (Howard Hinnant's algorithm; exact for every int year, month 1..12).
- */
-int64_t bl_days_from_civil(int year, int month, int day);
-
-/*
- * bl_civil_from_days - inverse of bl_days_from_civil. @days is clamped to
- * +-7e11 so that the year fits in an int.
- */
-void bl_civil_from_days(int64_t days, int *year, int *month, int *day);
-
-/* bl_days_in_month - 28..31, or 0 if @month is not 1..12. */
-int bl_days_in_month(int year, int month);
 
 /*
  * bl_zone_to_civil - local wall-clock time of instant @t in @zone (NULL:

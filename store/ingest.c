@@ -14,9 +14,7 @@
 #include "copy.h"
 #include "events.h"
 #include "ingest.h"
-#include "merge.h"
 #include "parallel.h"
-#include "takeback.h"
 
 #define REASON_MAX 256
 #define REJECT_PAYLOAD_MAX (1024u * 1024u)
@@ -376,7 +374,7 @@ static bs_status store_events(bs_ingest *in, bs_conn *c, billing_rater *rt, bs_e
          * Rated a moment ago by this rater (dedupe off), so the unchecked
          * take-back is exact and cannot fail.
          */
-        bl_rater_take_back(rt, in->slots[i].ev, NULL, 0);
+        billing_rater_take_back(rt, in->slots[i].ev, NULL, 0);
         in->slots[i].rated = 0;
         if (in->row_out[j] == BS_EVENT_DUPLICATE) {
             in->res[i].outcome = BS_RECORD_DUPLICATE;
@@ -644,7 +642,7 @@ static bs_status merge_raters(bs_ingest *in, size_t nslices, int *serial, bs_err
         *serial |= nslices > 1 && in->shares[k].refused;
     }
     for (k = 1; k < nslices && !*serial; k++) {
-        st = bl_rater_merge(in->shares[0].rt, in->shares[k].rt, msg, sizeof(msg));
+        st = billing_rater_merge(in->shares[0].rt, in->shares[k].rt, msg, sizeof(msg));
         if (st == BILLING_ERR_NOMEM)
             return bs_error_set(err, BS_ERR_NOMEM, "merging the batch's raters: %s", msg);
         *serial = st != BILLING_OK;

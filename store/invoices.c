@@ -95,20 +95,6 @@ static int64_t digits(const char *s, int n)
     return v;
 }
 
-/* Days from 1970-01-01 to @y-@m-@d of the proleptic Gregorian calendar. */
-static int64_t days_from_civil(int64_t y, int64_t m, int64_t d)
-{
-    int64_t era;
-    int64_t yoe;
-    int64_t doy;
-
-    y -= m <= 2;
-    era = (y >= 0 ? y : y - 399) / 400;
-    yoe = y - era * 400;
-    doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-    return era * 146097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719468;
-}
-
 /*
  * parse_utc - "YYYY-MM-DD HH:MM:SS[.ffffff]+00" (timestamptz text in a UTC,
  * ISO session) plus @nanos into *@out. Returns 0, or -1 for anything else.
@@ -120,6 +106,7 @@ static int parse_utc(const char *s, const char *nanos, billing_time_t *out)
     size_t len = strlen(s);
     size_t i = 19;
     int64_t scale = 100000;
+    int64_t days;
 
     if (len < 22 || s[4] != '-' || s[7] != '-' || s[10] != ' ' || s[13] != ':' || s[16] != ':')
         return -1;
@@ -136,7 +123,9 @@ static int parse_utc(const char *s, const char *nanos, billing_time_t *out)
     if (f[0] < 0 || f[1] < 1 || f[1] > 12 || f[2] < 1 || f[3] < 0 || f[4] < 0 || f[5] < 0 ||
         strcmp(s + i, "+00") != 0)
         return -1;
-    *out = ((days_from_civil(f[0], f[1], f[2]) * 86400 + f[3] * 3600 + f[4] * 60 + f[5]) *
+    if (billing_civil_days((int)f[0], (int)f[1], (int)f[2], &days) != BILLING_OK)
+        return -1;
+    *out = ((days * 86400 + f[3] * 3600 + f[4] * 60 + f[5]) *
                 INT64_C(1000000) +
             us) * 1000 +
            strtoll(nanos, NULL, 10);

@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "takeback.h"
 #include "testutil.h"
 
 /* ---------------------------------------------------------------------- */
@@ -612,7 +611,7 @@ START_TEST(test_overflow_sum_spills)
                               "100000000000000000/3 -> 33333333333333333.33") != NULL,
                   "%s", inv);
     free(inv);
-    ck_assert_int_eq(bl_rater_take_back(fx.r, fx.ev, err, sizeof(err)), BILLING_OK);
+    ck_assert_int_eq(billing_rater_take_back(fx.r, fx.ev, err, sizeof(err)), BILLING_OK);
     inv = tu_invoice_text(fx.r, "acct", 2026, 1);
     ck_assert_msg(strstr(inv, "qty=250000000000000000/9 GPU-hour @0.6 = "
                               "50000000000000000/3 -> 16666666666666666.67") != NULL,

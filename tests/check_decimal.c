@@ -309,6 +309,10 @@ START_TEST(test_round_minor)
         ck_assert_int_eq(mpz_set_str(want, c->minor[mode], 10), 0);
         ck_assert_msg(mpz_cmp(got, want) == 0, "%s at %d digits, %s: expected %s", c->value,
                       c->digits, billing_rounding_name((billing_rounding)mode), c->minor[mode]);
+        /* The public rounder (billing/exact.c's replacement) gives the same. */
+        ck_assert_int_eq(billing_decimal_round(got, q, c->digits, (billing_rounding)mode),
+                         BILLING_OK);
+        ck_assert_int_eq(mpz_cmp(got, want), 0);
     }
     mpz_clear(want);
     mpz_clear(got);
@@ -325,6 +329,69 @@ START_TEST(test_round_minor_aliased)
     q_set(q, "-1/8");
     bl_q_round_minor(mpq_numref(q), q, 2, BILLING_ROUND_HALF_UP);
     ck_assert_int_eq(mpz_cmp_si(mpq_numref(q), -13), 0);
+    mpq_clear(q);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* billing_decimal_parse, billing_decimal_round (public)               */
+/* ------------------------------------------------------------------ */
+
+/* Every form the close and billingd read (the store's numeric text, libbilling's p/q). */
+START_TEST(test_public_parse)
+{
+    static const char *const ok[][2] = {
+        {"12.5", "25/2"}, {"-3", "-3"}, {"+3.25", "13/4"}, {"7/3", "7/3"}, {"-14/6", "-7/3"},
+        {"0.000", "0"}, {"1234567890123456789012345678901234567890123456789.5",
+                         "2469135780246913578024691357802469135780246913579/2"}};
+    static const char *const bad[] = {"", ".5", "1.", "1e3", " 1", "1 ", "7/0", "7/", "/3",
+                                      "7/-3", "+7/3", "1.5/2", "abc", "--1", "0x10"};
+    char err[256];
+    char *text;
+    mpq_t q;
+    size_t i;
+
+    mpq_init(q);
+    for (i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        ck_assert_int_eq(billing_decimal_parse(q, ok[i][0], err, sizeof(err)), BILLING_OK);
+        text = mpq_get_str(NULL, 10, q);
+        ck_assert_str_eq(text, ok[i][1]);
+        free(text);
+    }
+    for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        ck_assert_msg(billing_decimal_parse(q, bad[i], err, sizeof(err)) == BILLING_ERR_PARSE,
+                      "'%s' accepted", bad[i]);
+        ck_assert_ptr_nonnull(strstr(err, "not an exact decimal"));
+    }
+    ck_assert_int_eq(billing_decimal_parse(q, NULL, err, sizeof(err)), BILLING_ERR_INVALID);
+    text = malloc(BILLING_DECIMAL_TEXT_MAX + 2);
+    ck_assert_ptr_nonnull(text);
+    memset(text, '9', BILLING_DECIMAL_TEXT_MAX);
+    text[BILLING_DECIMAL_TEXT_MAX] = '\0';
+    ck_assert_int_eq(billing_decimal_parse(q, text, err, sizeof(err)), BILLING_OK);
+    text[BILLING_DECIMAL_TEXT_MAX] = '9';
+    text[BILLING_DECIMAL_TEXT_MAX + 1] = '\0';
+    ck_assert_int_eq(billing_decimal_parse(q, text, err, sizeof(err)), BILLING_ERR_TOO_LARGE);
+    free(text);
+    mpq_clear(q);
+}
+END_TEST
+
+/* The public rounder refuses digits out of 0..9 and unknown modes, leaving @out. */
+START_TEST(test_public_round_refusals)
+{
+    mpq_t q;
+    mpz_t got;
+
+    mpq_init(q);
+    mpz_init_set_ui(got, 42);
+    mpq_set_ui(q, 1, 8);
+    ck_assert_int_eq(billing_decimal_round(got, q, 10, BILLING_ROUND_DOWN), BILLING_ERR_RANGE);
+    ck_assert_int_eq(billing_decimal_round(got, q, -1, BILLING_ROUND_DOWN), BILLING_ERR_RANGE);
+    ck_assert_int_eq(billing_decimal_round(got, q, 2, (billing_rounding)N_MODES),
+                     BILLING_ERR_INVALID);
+    ck_assert_int_eq(mpz_cmp_ui(got, 42), 0);
+    mpz_clear(got);
     mpq_clear(q);
 }
 END_TEST
@@ -933,6 +1000,8 @@ static Suite *decimal_suite(void)
     tcase_add_loop_test(tables, test_to_string, 0, N_ELEMS(to_string_cases));
     tcase_add_loop_test(tables, test_round_minor, 0, N_ELEMS(round_cases));
     tcase_add_test(tables, test_round_minor_aliased);
+    tcase_add_test(tables, test_public_parse);
+    tcase_add_test(tables, test_public_round_refusals);
     tcase_add_loop_test(tables, test_minor_to_string, 0, N_ELEMS(minor_cases));
     tcase_add_loop_test(tables, test_qty_parse, 0, N_ELEMS(qty_cases));
     tcase_add_test(tables, test_qty_parse_null);

@@ -1,10 +1,10 @@
 /*
- * check_merge.c - bl_rater_merge (libbilling/merge.h), on which
+ * check_merge.c - billing_rater_merge (billing.h), on which
  * `billing rate -j N` relies: raters given the parts of a stream, merged,
  * give every invoice one rater given the whole stream gives, whatever the
  * cut; an event can still be taken back from the merged rater; and the
- * merge refuses what it cannot do exactly. Linked statically: the merge
- * and the take-back are not exported.
+ * merge refuses what it cannot do exactly. Through the shared library,
+ * as the tool and the store use them.
  */
 #include "config.h"
 
@@ -13,8 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "merge.h"
-#include "takeback.h"
 #include "testutil.h"
 
 #define N_EVENTS 300
@@ -139,7 +137,7 @@ static void check_cut(int parts, uint64_t seed)
                          BILLING_OK);
     }
     for (i = 0; i < parts; i++)
-        ck_assert_int_eq(bl_rater_merge(merged, part[i], err, sizeof(err)), BILLING_OK);
+        ck_assert_int_eq(billing_rater_merge(merged, part[i], err, sizeof(err)), BILLING_OK);
     ck_assert_uint_eq(billing_rater_event_count(merged), N_EVENTS);
     ck_assert_uint_eq(billing_rater_aggregate_count(merged), billing_rater_aggregate_count(whole));
     a = all_invoices(whole);
@@ -184,13 +182,13 @@ START_TEST(test_take_back_after_merge)
         if (i % 2 == 1)
             ck_assert_int_eq(billing_rater_add(rest, ev, err, sizeof(err)), BILLING_OK);
     }
-    ck_assert_int_eq(bl_rater_merge(merged, part[0], err, sizeof(err)), BILLING_OK);
-    ck_assert_int_eq(bl_rater_merge(merged, part[1], err, sizeof(err)), BILLING_OK);
+    ck_assert_int_eq(billing_rater_merge(merged, part[0], err, sizeof(err)), BILLING_OK);
+    ck_assert_int_eq(billing_rater_merge(merged, part[1], err, sizeof(err)), BILLING_OK);
     rng_state = 42;
     for (i = 0; i < N_EVENTS; i++) {
         gen(ev, i);
         if (i % 2 == 0)
-            ck_assert_int_eq(bl_rater_take_back(merged, ev, err, sizeof(err)), BILLING_OK);
+            ck_assert_int_eq(billing_rater_take_back(merged, ev, err, sizeof(err)), BILLING_OK);
     }
     a = all_invoices(rest);
     b = all_invoices(merged);
@@ -216,13 +214,47 @@ START_TEST(test_merge_refuses_dedupe_and_other_catalogs)
     tu_account(other, "acct-x", zones[1], "0");
     c = tu_new_rater(other);
     ck_assert_int_eq(billing_rater_set_dedupe(c, 0), BILLING_OK);
-    ck_assert_int_eq(bl_rater_merge(b, a, err, sizeof(err)), BILLING_ERR_STATE);
-    ck_assert_int_eq(bl_rater_merge(b, c, err, sizeof(err)), BILLING_ERR_INVALID);
-    ck_assert_int_eq(bl_rater_merge(NULL, b, err, sizeof(err)), BILLING_ERR_INVALID);
+    ck_assert_int_eq(billing_rater_merge(b, a, err, sizeof(err)), BILLING_ERR_STATE);
+    ck_assert_int_eq(billing_rater_merge(b, c, err, sizeof(err)), BILLING_ERR_INVALID);
+    ck_assert_int_eq(billing_rater_merge(NULL, b, err, sizeof(err)), BILLING_ERR_INVALID);
     billing_rater_destroy(a);
     billing_rater_destroy(b);
     billing_rater_destroy(c);
     billing_catalog_destroy(other);
+}
+END_TEST
+
+/*
+ * billing_rater_credit_issued's stated checks, through the public API: a
+ * NULL rater or rows are refused (not a crash), and an unknown account,
+ * a month out of range or an amount that is not an integer give nothing.
+ */
+START_TEST(test_credit_issued_refusals)
+{
+    billing_rater *r = new_rater();
+    billing_issued_row row = {2026, 3, NULL, "1200"};
+    char err[256];
+
+    ck_assert_int_eq(billing_rater_credit_issued(NULL, "acct-sh", 1, &row, err, sizeof(err)),
+                     BILLING_ERR_INVALID);
+    ck_assert_int_eq(billing_rater_credit_issued(r, "acct-sh", 1, NULL, err, sizeof(err)),
+                     BILLING_ERR_INVALID);
+    ck_assert_int_eq(billing_rater_credit_issued(r, "nobody", 1, &row, err, sizeof(err)),
+                     BILLING_ERR_UNKNOWN_ACCOUNT);
+    row.month = 13;
+    ck_assert_int_eq(billing_rater_credit_issued(r, "acct-sh", 1, &row, err, sizeof(err)),
+                     BILLING_ERR_RANGE);
+    row.month = 3;
+    row.amount = "12.5";
+    ck_assert_int_eq(billing_rater_credit_issued(r, "acct-sh", 1, &row, err, sizeof(err)),
+                     BILLING_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(err, "12.5"));
+    row.amount = "1200";
+    ck_assert_int_eq(billing_rater_credit_issued(r, "acct-sh", 1, &row, err, sizeof(err)),
+                     BILLING_OK);
+    ck_assert_int_eq(billing_rater_credit_issued(r, "acct-sh", 0, NULL, err, sizeof(err)),
+                     BILLING_OK);
+    billing_rater_destroy(r);
 }
 END_TEST
 
@@ -235,6 +267,7 @@ static Suite *merge_suite(void)
     tcase_add_loop_test(tc, test_merge_equals_one_rater, 0, 4);
     tcase_add_test(tc, test_take_back_after_merge);
     tcase_add_test(tc, test_merge_refuses_dedupe_and_other_catalogs);
+    tcase_add_test(tc, test_credit_issued_refusals);
     suite_add_tcase(s, tc);
     return s;
 }

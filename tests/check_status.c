@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -82,9 +83,25 @@ START_TEST(test_zone_new_reports_why)
 }
 END_TEST
 
+/* The header's version macros work in #if, as an embedder uses them. */
+#if !defined(BILLING_VERSION_NUMBER) || BILLING_VERSION_NUMBER < 0x000100
+#error "BILLING_VERSION_NUMBER missing or below 0.1.0"
+#endif
+
 START_TEST(test_version)
 {
+    char text[32];
+
     ck_assert_str_eq(billing_version(), PACKAGE_VERSION);
+    snprintf(text, sizeof(text), "%d.%d.%d", BILLING_VERSION_MAJOR, BILLING_VERSION_MINOR,
+             BILLING_VERSION_PATCH);
+    /* configure took PACKAGE_VERSION from the macros, and the library is this tree's. */
+    ck_assert_str_eq(text, PACKAGE_VERSION);
+    ck_assert_str_eq(text, billing_version());
+    ck_assert_int_eq(BILLING_VERSION_NUMBER, (BILLING_VERSION_MAJOR << 16) |
+                                                 (BILLING_VERSION_MINOR << 8) |
+                                                 BILLING_VERSION_PATCH);
+    ck_assert(BILLING_VERSION_MINOR <= 255 && BILLING_VERSION_PATCH <= 255);
 }
 END_TEST
 

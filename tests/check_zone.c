@@ -356,6 +356,26 @@ START_TEST(test_days_in_month)
 }
 END_TEST
 
+/* The public calendar (what store/invoices.c reads timestamp text with) agrees and range-checks. */
+START_TEST(test_billing_civil_days)
+{
+    int64_t days = 42;
+
+    ck_assert_int_eq(billing_civil_days(1970, 1, 1, &days), BILLING_OK);
+    ck_assert_int_eq(days, 0);
+    ck_assert_int_eq(billing_civil_days(2024, 2, 29, &days), BILLING_OK);
+    ck_assert_int_eq(days, bl_days_from_civil(2024, 2, 29));
+    ck_assert_int_eq(billing_civil_days(1899, 12, 31, &days), BILLING_OK);
+    ck_assert_int_eq(days, -25568);
+    days = 42;
+    ck_assert_int_eq(billing_civil_days(2026, 2, 29, &days), BILLING_ERR_RANGE);
+    ck_assert_int_eq(billing_civil_days(2026, 13, 1, &days), BILLING_ERR_RANGE);
+    ck_assert_int_eq(billing_civil_days(2026, 4, 0, &days), BILLING_ERR_RANGE);
+    ck_assert_int_eq(days, 42);
+    ck_assert_int_eq(billing_civil_days(2026, 4, 1, NULL), BILLING_ERR_INVALID);
+}
+END_TEST
+
 /* Civil days far outside the supported range stay defined (clamped, no overflow). */
 START_TEST(test_civil_from_days_extremes)
 {
@@ -1745,6 +1765,7 @@ static Suite *zone_suite(void)
     tcase_add_test(civil, test_days_every_day);
     tcase_add_test(civil, test_days_in_month);
     tcase_add_test(civil, test_civil_from_days_extremes);
+    tcase_add_test(civil, test_billing_civil_days);
     tcase_add_test(civil, test_to_civil_negative);
     tcase_add_test(zones, test_utc);
     tcase_add_test(zones, test_shanghai);
