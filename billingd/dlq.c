@@ -198,31 +198,11 @@ static rd_kafka_resp_err_t publish(bd_dlq *q, const bs_record *r, const bs_recor
     return RD_KAFKA_RESP_ERR_NO_ERROR;
 }
 
-/*
- * An idempotent producer that hit a fatal error (librdkafka: a sequence
- * or epoch the broker refuses, ...) fails every produce from then on:
- * log the cause, replace it by a new producer. Returns 1 if it was
- * fatal (the batch fails, and is retried on the new producer), else 0.
- */
+/* A producer in a fatal state is replaced (producer.h); 1 if it was: the batch fails. */
 static int renew_if_fatal(bd_dlq *q)
 {
-    char cause[MSG_MAX];
-    char errstr[MSG_MAX];
-    rd_kafka_resp_err_t e = rd_kafka_fatal_error(q->rk, cause, sizeof(cause));
-    rd_kafka_t *rk;
-
-    if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
-        return 0;
-    rk = bd_producer_new(q->cfg, on_delivery, q, errstr, sizeof(errstr));
-    bd_log("error", "dead_letter_producer_fatal", "error=%s cause=%s renewed=%s", bd_q(cause),
-           bd_q(rd_kafka_err2name(e)), rk != NULL ? "yes" : bd_q(errstr));
-    if (rk == NULL)
-        return 1; /* kept: tried again with the next batch */
-    /* Its queued dead letters are lost with it: they belong to the failed batch. */
-    rd_kafka_purge(q->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
-    rd_kafka_destroy(q->rk);
-    q->rk = rk;
-    return 1;
+    return bd_producer_renew_if_fatal(&q->rk, q->cfg, on_delivery, q,
+                                      "dead_letter_producer_fatal");
 }
 
 bs_status bd_dlq_hook(void *arg, bs_conn *c, const bs_record *recs,
