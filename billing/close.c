@@ -171,8 +171,10 @@ static void tally(close_run_ctx *x, const bs_draft *d, const bs_draft_outcome *o
  * (bs_credit_history) for account @id, from *@row on, tell the rater what
  * each finalized month took from each grant, as the ledger holds it
  * (billing_rater_credit_issued). Returns 0, or -1 with a message printed.
+ * Also used by `billing account balance` (close.h).
  */
-static int give_history(batch *b, const char *id, PGresult *history, int *row)
+int close_give_history(billing_rater *r, const char *cmd, const char *id, PGresult *history,
+                       int *row)
 {
     billing_issued_row *rows = NULL;
     char msg[MSG_MAX];
@@ -186,13 +188,13 @@ static int give_history(batch *b, const char *id, PGresult *history, int *row)
     if (*row == first)
         return 0;
     if (*row - first > ISSUED_ROWS_MAX) {
-        cli_error("close: account '%s': more than %d months x grants of issued credit", id,
+        cli_error("%s: account '%s': more than %d months x grants of issued credit", cmd, id,
                   ISSUED_ROWS_MAX);
         return -1;
     }
     rows = calloc((size_t)(*row - first), sizeof(*rows));
     if (rows == NULL) {
-        cli_error("close: out of memory");
+        cli_error("%s: out of memory", cmd);
         return -1;
     }
     for (n = 0; n < (size_t)(*row - first); n++) {
@@ -203,8 +205,8 @@ static int give_history(batch *b, const char *id, PGresult *history, int *row)
         rows[n].grant = grant[0] != '\0' ? grant : NULL;
         rows[n].amount = PQgetvalue(history, first + (int)n, 3);
     }
-    if (billing_rater_credit_issued(b->r, id, n, rows, msg, sizeof(msg)) != BILLING_OK) {
-        cli_error("close: account '%s': the ledger's credit of finalized months: %s", id, msg);
+    if (billing_rater_credit_issued(r, id, n, rows, msg, sizeof(msg)) != BILLING_OK) {
+        cli_error("%s: account '%s': the ledger's credit of finalized months: %s", cmd, id, msg);
         rc = -1;
     }
     free(rows);
@@ -220,7 +222,7 @@ static int build_draft(batch *b, const char *id, PGresult *billed_res, int *row,
 
     memset(slot, 0, sizeof(*slot));
     mpz_init(slot->adj.sum);
-    if (give_history(b, id, history, hrow) != 0)
+    if (close_give_history(b->r, "close", id, history, hrow) != 0)
         return -1;
     if (billing_rater_invoice(b->r, id, x->p->year, x->p->month, &slot->inv, msg, sizeof(msg)) !=
         BILLING_OK) {

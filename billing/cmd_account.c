@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "close.h"
 #include "dbcli.h"
 #include "ingest.h"
 #include "invoices.h"
@@ -194,6 +195,48 @@ static int rate_usage(bs_conn *c, bs_catalog *cat, billing_rater *r, const char 
     return CLI_EXIT_OK;
 }
 
+/*
+ * Finalized months' credit as the ledger holds it (billing_rater_credit_issued), as the
+ * next close takes it: a late event of a finalized month changes neither
+ * the balance nor the month's credits here, as it changes neither on the
+ * next draft. Every finalized month but the one containing @at counts.
+ */
+static int give_history(bs_conn *c, billing_rater *r, const char *account, billing_time_t at,
+                        const billing_zone *zone)
+{
+    json_t *list = json_pack("[s]", account);
+    char *text = list != NULL ? json_dumps(list, JSON_COMPACT) : NULL;
+    char month[16];
+    PGresult *history = NULL;
+    bs_error err;
+    int year;
+    int mon;
+    int row = 0;
+    int rc = CLI_EXIT_OK;
+
+    if (zone == NULL)
+        goto out; /* an unknown account: the balance says so */
+    if (text == NULL) {
+        cli_error("account balance: out of memory");
+        rc = CLI_EXIT_INTERNAL;
+        goto out;
+    }
+    billing_zone_year_month(zone, at, &year, &mon);
+    snprintf(month, sizeof(month), "%04d-%02d-01", year, mon);
+    history = bs_credit_history(c, text, month, &err);
+    if (history == NULL) {
+        rc = dbcli_fail("account balance", &err);
+        goto out;
+    }
+    if (close_give_history(r, "account balance", account, history, &row) != 0)
+        rc = CLI_EXIT_INPUT;
+out:
+    PQclear(history);
+    free(text);
+    json_decref(list);
+    return rc;
+}
+
 static int show(bs_conn *c, bs_catalog *cat, const char *account, billing_time_t at, int at_set)
 {
     char msg[MSG_MAX];
@@ -210,6 +253,8 @@ static int show(bs_conn *c, bs_catalog *cat, const char *account, billing_time_t
     }
     billing_rater_set_dedupe(r, 0);
     rc = rate_usage(c, cat, r, account, at_set ? &at : NULL);
+    if (rc == CLI_EXIT_OK)
+        rc = give_history(c, r, account, at, bs_catalog_zone(cat, account));
     if (rc != CLI_EXIT_OK)
         goto out;
     st = billing_rater_credit_balance(r, account, at, balance, sizeof(balance));

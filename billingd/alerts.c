@@ -22,6 +22,7 @@
 
 struct bd_alerts {
     rd_kafka_t *rk;
+    const bd_config *cfg; /* to make the producer again after a fatal error */
     const char *topic;
     bs_catalog **cat;
     int thresholds[THRESHOLDS_MAX];
@@ -72,6 +73,7 @@ bd_alerts *bd_alerts_new(const bd_config *cfg, bs_catalog **cat)
         snprintf(errstr, sizeof(errstr), "alerts.thresholds: need 1..16 percents in 1..100");
         goto error;
     }
+    a->cfg = cfg;
     a->rk = bd_producer_new(cfg, on_delivery, a, errstr, sizeof(errstr));
     if (a->rk == NULL)
         goto error;
@@ -161,11 +163,16 @@ bs_status bd_alerts_hook(void *arg, bs_conn *c, const bs_record *recs,
 
     a->failed = 0;
     a->queued = 0;
+    if (bd_producer_renew_if_fatal(&a->rk, a->cfg, on_delivery, a, "alerts_producer_fatal"))
+        return bs_error_set(err, BS_ERR_RETRY, "alerts topic %s: the producer had a fatal error;"
+                            " made again", a->topic);
     st = bd_alerts_check(c, *a->cat, a->thresholds, a->n_thresholds, recs, results, n, publish, a,
                          err);
     /* Even on error: what was queued is delivered, so a rolled-back batch (its rows in
      * billing.credit_alerts with it) repeats it, with the same id. */
     e = a->queued > 0 ? rd_kafka_flush(a->rk, FLUSH_MS) : RD_KAFKA_RESP_ERR_NO_ERROR;
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
+        bd_producer_renew_if_fatal(&a->rk, a->cfg, on_delivery, a, "alerts_producer_fatal");
     if (st == BS_OK && (e != RD_KAFKA_RESP_ERR_NO_ERROR || a->failed > 0))
         st =
             bs_error_set(err, BS_ERR_FATAL, "alerts topic %s: %s", a->topic,

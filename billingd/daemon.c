@@ -55,6 +55,9 @@
 #define LISTEN_READS 8
 /* How long to wait for the broker's metadata at start, per attempt. */
 #define METADATA_MS 10000
+/* Topics deleted while running: how often the metadata is asked, and how long it may take. */
+#define TOPIC_WATCH_MS 2000
+#define TOPIC_QUERY_MS 1000
 
 /* One assigned partition. */
 typedef struct bd_part {
@@ -125,6 +128,8 @@ struct bd_daemon {
     unsigned long db_schema_session; /* the session of db whose schema was checked */
     int64_t lag_at_ms;               /* next lag refresh while paused */
     int exit_code;                   /* non-zero: stop and exit with it (BD_EXIT_SCHEMA) */
+    int64_t topics_at_ms;            /* next look for deleted topics */
+    char topics_missing[MSG_MAX];    /* those found missing last time, "role=name ..." */
     bd_stats stats;
 };
 
@@ -310,6 +315,13 @@ static void batch_failed(bd_daemon *d, bd_batch *b)
         /* Found on a reconnected session: nothing was committed; stop rather than retry. */
         bd_log("error", "schema_mismatch", "error=%s", bd_q(b->err.message));
         d->exit_code = BD_EXIT_SCHEMA;
+    } else if (bs_sqlstate_schema_suspect(b->err.sqlstate)) {
+        /* A statement found a table or column that is not as ours, on a session whose schema
+           was checked when it began (no reconnect, so the in-transaction check did not run):
+           check the version again before resuming (db_usable in sync_parts); another version
+           stops billingd (exit 5), the same one is retried as any failure. */
+        bd_log("warn", "schema_suspect", "sqlstate=%s recheck=yes", b->err.sqlstate);
+        d->db_schema_session = 0;
     }
     drop_batch(b);
     stall(d);
@@ -1076,23 +1088,11 @@ static int start_lanes(bd_daemon *d, const bs_retry *retry, bs_error *err)
     return 0;
 }
 
-/*
- * Every topic billingd reads or writes must exist: a missing one would
- * consume nothing, or fail every batch with rejects (dead letters) or
- * alerts, while billingd looked started. Asks the broker's metadata,
- * waiting while the broker does not answer. Returns 0, BD_EXIT_TOPIC
- * (logged, naming the topic), or BD_EXIT_START if stopped while waiting.
- */
-static int check_topics(bd_daemon *d)
+/* The topics billingd reads or writes, each with the configuration key naming it. */
+static size_t topic_list(const bd_daemon *d, const char **names, const char **roles)
 {
-    const char *names[BD_MAX_TOPICS + 2];
-    const char *roles[BD_MAX_TOPICS + 2];
-    const struct rd_kafka_metadata *md = NULL;
-    rd_kafka_resp_err_t e;
     size_t n = 0;
     size_t i;
-    int j;
-    int missing = 0;
 
     for (i = 0; i < d->cfg->n_topics; i++) {
         roles[n] = "topics";
@@ -1106,27 +1106,102 @@ static int check_topics(bd_daemon *d)
         roles[n] = "alerts.topic";
         names[n++] = d->cfg->alerts_topic;
     }
-    while ((e = rd_kafka_metadata(d->rk, 1, NULL, &md, METADATA_MS)) !=
-           RD_KAFKA_RESP_ERR_NO_ERROR) {
-        bd_log("warn", "kafka_unreachable", "error=%s retry=yes", bd_q(rd_kafka_err2str(e)));
-        if (*d->stop)
-            return BD_EXIT_START;
-    }
+    return n;
+}
+
+/*
+ * The configured topics @md lacks (or reports with an error): their
+ * count, and "role=name ..." in @which (cut to @size). @log_level: log
+ * each as `topic_missing` at start, NULL to log nothing.
+ */
+static int missing_topics(const bd_daemon *d, const struct rd_kafka_metadata *md, char *which,
+                          size_t size, const char *log_level)
+{
+    const char *names[BD_MAX_TOPICS + 2];
+    const char *roles[BD_MAX_TOPICS + 2];
+    size_t n = topic_list(d, names, roles);
+    size_t used = 0;
+    size_t i;
+    int j;
+    int missing = 0;
+
+    which[0] = '\0';
     for (i = 0; i < n; i++) {
         for (j = 0; j < md->topic_cnt; j++) {
             if (strcmp(md->topics[j].topic, names[i]) == 0 &&
                 md->topics[j].err == RD_KAFKA_RESP_ERR_NO_ERROR)
                 break;
         }
-        if (j == md->topic_cnt) {
-            bd_log("error", "topic_missing", "%s=%s error=\"no such topic on the broker: "
-                                             "create it, or fix the configuration\"",
+        if (j < md->topic_cnt)
+            continue;
+        missing++;
+        if (used < size)
+            used += (size_t)snprintf(which + used, size - used, "%s%s=%s", used > 0 ? " " : "",
+                                     roles[i], names[i]);
+        if (log_level != NULL)
+            bd_log(log_level, "topic_missing", "%s=%s error=\"no such topic on the broker: "
+                                               "create it, or fix the configuration\"",
                    roles[i], bd_q(names[i]));
-            missing++;
-        }
     }
+    return missing;
+}
+
+/*
+ * Every topic billingd reads or writes must exist: a missing one would
+ * consume nothing, or fail every batch with rejects (dead letters) or
+ * alerts, while billingd looked started. Asks the broker's metadata,
+ * waiting while the broker does not answer. Returns 0, BD_EXIT_TOPIC
+ * (logged, naming the topic), or BD_EXIT_START if stopped while waiting.
+ */
+static int check_topics(bd_daemon *d)
+{
+    const struct rd_kafka_metadata *md = NULL;
+    char which[MSG_MAX];
+    rd_kafka_resp_err_t e;
+    int missing;
+
+    while ((e = rd_kafka_metadata(d->rk, 1, NULL, &md, METADATA_MS)) !=
+           RD_KAFKA_RESP_ERR_NO_ERROR) {
+        bd_log("warn", "kafka_unreachable", "error=%s retry=yes", bd_q(rd_kafka_err2str(e)));
+        if (*d->stop)
+            return BD_EXIT_START;
+    }
+    missing = missing_topics(d, md, which, sizeof(which), "error");
     rd_kafka_metadata_destroy(md);
+    d->topics_at_ms = now_ms() + TOPIC_WATCH_MS;
     return missing > 0 ? BD_EXIT_TOPIC : 0;
+}
+
+/*
+ * While running, a topic deleted on the broker would only show as
+ * kafka_error lines (consumed topic) or failing batches (dead letters,
+ * alerts): every TOPIC_WATCH_MS ask the metadata again and make /healthz
+ * 503 naming the missing topics until they exist again. A broker that
+ * does not answer changes nothing (the lag and the batches say so).
+ */
+static void watch_topics(bd_daemon *d)
+{
+    const struct rd_kafka_metadata *md = NULL;
+    char which[MSG_MAX];
+    int missing;
+
+    if (now_ms() < d->topics_at_ms)
+        return;
+    d->topics_at_ms = now_ms() + TOPIC_WATCH_MS;
+    if (rd_kafka_metadata(d->rk, 1, NULL, &md, TOPIC_QUERY_MS) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        return;
+    missing = missing_topics(d, md, which, sizeof(which), NULL);
+    rd_kafka_metadata_destroy(md);
+    if (strcmp(which, d->topics_missing) == 0)
+        return;
+    if (missing > 0)
+        bd_log("error", "topic_lost", "missing=%d %s error=\"deleted on the broker: create it"
+                                      " again\"",
+               missing, which);
+    else
+        bd_log("info", "topic_restored", "was=%s", bd_q(d->topics_missing));
+    snprintf(d->topics_missing, sizeof(d->topics_missing), "%s", which);
+    bd_metrics_topics_missing(d->metrics, missing, which);
 }
 
 /*
@@ -1238,6 +1313,7 @@ static void loop(bd_daemon *d)
         if (!d->stale && any_unready(d) && now_ms() >= d->retry_at_ms)
             sync_parts(d);
         refresh_lag(d);
+        watch_topics(d);
         poll_once(d);
     }
     bd_log("info", "stopping", "pending=%zu", pending(d));

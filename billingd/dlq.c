@@ -24,6 +24,7 @@
 
 struct bd_dlq {
     rd_kafka_t *rk;
+    const bd_config *cfg; /* to make the producer again after a fatal error */
     const char *topic;
     bd_metrics *metrics;
     int failed;  /* deliveries that failed and may pass, since the last batch */
@@ -101,6 +102,11 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaqu
            bd_q(rd_kafka_err2str(m->err)));
 }
 
+rd_kafka_t *bd_dlq_producer(bd_dlq *q)
+{
+    return q->rk;
+}
+
 bd_dlq *bd_dlq_new(const bd_config *cfg, bd_metrics *metrics)
 {
     char errstr[MSG_MAX];
@@ -109,6 +115,7 @@ bd_dlq *bd_dlq_new(const bd_config *cfg, bd_metrics *metrics)
     snprintf(errstr, sizeof(errstr), "out of memory");
     if (q == NULL)
         goto error;
+    q->cfg = cfg;
     q->topic = cfg->dead_letter_topic;
     q->metrics = metrics;
     q->rk = bd_producer_new(cfg, on_delivery, q, errstr, sizeof(errstr));
@@ -191,6 +198,13 @@ static rd_kafka_resp_err_t publish(bd_dlq *q, const bs_record *r, const bs_recor
     return RD_KAFKA_RESP_ERR_NO_ERROR;
 }
 
+/* A producer in a fatal state is replaced (producer.h); 1 if it was: the batch fails. */
+static int renew_if_fatal(bd_dlq *q)
+{
+    return bd_producer_renew_if_fatal(&q->rk, q->cfg, on_delivery, q,
+                                      "dead_letter_producer_fatal");
+}
+
 bs_status bd_dlq_hook(void *arg, bs_conn *c, const bs_record *recs,
                       const bs_record_result *results, size_t n, bs_error *err)
 {
@@ -202,6 +216,9 @@ bs_status bd_dlq_hook(void *arg, bs_conn *c, const bs_record *recs,
     (void)c;
     q->failed = 0;
     q->dropped = 0;
+    if (renew_if_fatal(q))
+        return bs_error_set(err, BS_ERR_RETRY, "dead-letter topic %s: the producer had a fatal "
+                            "error; made again", q->topic);
     for (i = 0; i < n && e == RD_KAFKA_RESP_ERR_NO_ERROR; i++) {
         if (results[i].outcome != BS_RECORD_REJECTED)
             continue;
@@ -210,6 +227,9 @@ bs_status bd_dlq_hook(void *arg, bs_conn *c, const bs_record *recs,
     }
     if (sent > 0 && e == RD_KAFKA_RESP_ERR_NO_ERROR)
         e = rd_kafka_flush(q->rk, FLUSH_MS);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR && renew_if_fatal(q))
+        return bs_error_set(err, BS_ERR_RETRY, "dead-letter topic %s: the producer had a fatal "
+                            "error (%s); made again", q->topic, rd_kafka_err2str(e));
     if (q->dropped > 0)
         bd_metrics_dead_letters_dropped(q->metrics, (uint64_t)q->dropped);
     if (e == RD_KAFKA_RESP_ERR_NO_ERROR && q->failed > 0)

@@ -28,6 +28,8 @@
 #ifndef BILLINGD_DLQ_H
 #define BILLINGD_DLQ_H
 
+#include <librdkafka/rdkafka.h>
+
 #include "conf.h"
 #include "ingest.h"
 #include "metrics.h"
@@ -48,6 +50,13 @@ typedef struct bd_dlq bd_dlq;
  */
 bd_dlq *bd_dlq_new(const bd_config *cfg, bd_metrics *metrics);
 
+/*
+ * bd_dlq_producer - the producer in use (owned by @q; replaced, and the
+ * old one destroyed, by the next bd_dlq_hook after a fatal error). For
+ * tests that inject faults.
+ */
+rd_kafka_t *bd_dlq_producer(bd_dlq *q);
+
 /* bd_dlq_free - flush and free; NULL is a no-op. */
 void bd_dlq_free(bd_dlq *q);
 
@@ -55,8 +64,11 @@ void bd_dlq_free(bd_dlq *q);
  * bd_dlq_hook - a bs_ingest_hook publishing the rejected records of a
  * batch (@arg: bd_dlq). Returns BS_OK when every dead letter was
  * delivered or failed for good (logged, counted), or BS_ERR_RETRY when
- * one failed in a way that may pass (the batch is rolled back). One
- * caller at a time.
+ * one failed in a way that may pass (the batch is rolled back). A
+ * producer in a fatal state (rd_kafka_fatal_error: the idempotent
+ * producer's sequence broken) is replaced by a new one, logged
+ * (`dead_letter_producer_fatal`, the cause), and the batch fails with
+ * BS_ERR_RETRY. One caller at a time.
  */
 bs_status bd_dlq_hook(void *arg, bs_conn *c, const bs_record *recs,
                       const bs_record_result *results, size_t n, bs_error *err);

@@ -68,6 +68,8 @@ struct bd_metrics {
     struct MHD_Daemon *http;
     int healthy;
     char reason[REASON_MAX]; /* why not healthy */
+    int topics_missing;       /* configured topics the broker's metadata lacks */
+    char missing[REASON_MAX]; /* which, "role=name ..."; "" when none */
     char mhd_msg[MHD_MSG_MAX]; /* MHD's last message while starting */
     uint64_t consumed, stored, duplicates, batches, failures, reloads, dl_dropped, http_cut;
     uint64_t rejected[REASONS];
@@ -170,9 +172,26 @@ static void render(bd_metrics *m, page *p)
             emit(p, "billingd_consumer_lag{topic=\"%s\",partition=\"%" PRId32 "\"} %" PRId64 "\n",
                  m->lags[i].topic, m->lags[i].partition, m->lags[i].lag);
     }
+    emit(p, "# HELP billingd_topics_missing Configured topics the broker does not have.\n"
+            "# TYPE billingd_topics_missing gauge\nbillingd_topics_missing %d\n",
+         m->topics_missing);
     emit(p, "# HELP billingd_up 1 while consuming normally.\n# TYPE billingd_up gauge\n"
             "billingd_up %d\n",
-         m->healthy);
+         m->healthy && m->topics_missing == 0);
+}
+
+/* /healthz: "ok", or each reason for 503 on a line (a missing topic, failing batches). */
+static void health(const bd_metrics *m, page *p, unsigned *status)
+{
+    if (m->healthy && m->topics_missing == 0) {
+        emit(p, "ok\n");
+        return;
+    }
+    *status = MHD_HTTP_SERVICE_UNAVAILABLE;
+    if (m->topics_missing > 0)
+        emit(p, "unhealthy: topic missing on the broker: %s\n", m->missing);
+    if (!m->healthy)
+        emit(p, "unhealthy: %s\n", m->reason);
 }
 
 static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char *url,
@@ -198,8 +217,7 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
     if (strcmp(url, "/metrics") == 0) {
         render(m, &p);
     } else if (strcmp(url, "/healthz") == 0) {
-        emit(&p, "%s%s\n", m->healthy ? "ok" : "unhealthy: ", m->healthy ? "" : m->reason);
-        status = m->healthy ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE;
+        health(m, &p, &status);
     } else {
         emit(&p, "not found: /metrics or /healthz\n");
         status = MHD_HTTP_NOT_FOUND;
@@ -454,6 +472,14 @@ void bd_metrics_dead_letters_dropped(bd_metrics *m, uint64_t n)
 {
     pthread_mutex_lock(&m->lock);
     m->dl_dropped += n;
+    pthread_mutex_unlock(&m->lock);
+}
+
+void bd_metrics_topics_missing(bd_metrics *m, int n, const char *which)
+{
+    pthread_mutex_lock(&m->lock);
+    m->topics_missing = n;
+    snprintf(m->missing, sizeof(m->missing), "%s", n > 0 && which != NULL ? which : "");
     pthread_mutex_unlock(&m->lock);
 }
 

@@ -49,6 +49,14 @@ void bd_metrics_unhealthy(bd_metrics *m, const char *reason);
 /* Dead letters the topic refused for good (the records are in billing.rejected_events). */
 void bd_metrics_dead_letters_dropped(bd_metrics *m, uint64_t n);
 
+/*
+ * The configured topics the broker's metadata lacks: @n of them, named
+ * in @which ("role=name ...", copied and cut to fit). While @n > 0,
+ * /healthz is 503 naming them and billingd_up is 0, whatever else
+ * bd_metrics_ok says; @n == 0 clears it. Thread-safe, like every call here.
+ */
+void bd_metrics_topics_missing(bd_metrics *m, int n, const char *which);
+
 /* Consumption runs normally again. */
 void bd_metrics_ok(bd_metrics *m);
 

@@ -5,6 +5,10 @@
 
 #include "producer.h"
 
+#include "log.h"
+
+#define MSG_MAX 512
+
 rd_kafka_t *bd_producer_new(const bd_config *cfg,
                             void (*dr_cb)(rd_kafka_t *, const rd_kafka_message_t *, void *),
                             void *opaque, char *errstr, size_t errsize)
@@ -30,4 +34,26 @@ rd_kafka_t *bd_producer_new(const bd_config *cfg,
 error:
     rd_kafka_conf_destroy(conf);
     return NULL;
+}
+
+int bd_producer_renew_if_fatal(rd_kafka_t **rk, const bd_config *cfg,
+                               void (*dr_cb)(rd_kafka_t *, const rd_kafka_message_t *, void *),
+                               void *opaque, const char *event)
+{
+    char cause[MSG_MAX];
+    char errstr[MSG_MAX];
+    rd_kafka_resp_err_t e = rd_kafka_fatal_error(*rk, cause, sizeof(cause));
+    rd_kafka_t *fresh;
+
+    if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
+        return 0;
+    fresh = bd_producer_new(cfg, dr_cb, opaque, errstr, sizeof(errstr));
+    bd_log("error", event, "error=%s cause=%s renewed=%s", bd_q(cause), bd_q(rd_kafka_err2name(e)),
+           fresh != NULL ? "yes" : bd_q(errstr));
+    if (fresh == NULL)
+        return 1;
+    rd_kafka_purge(*rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+    rd_kafka_destroy(*rk);
+    *rk = fresh;
+    return 1;
 }

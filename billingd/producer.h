@@ -20,4 +20,17 @@ rd_kafka_t *bd_producer_new(const bd_config *cfg,
                             void (*dr_cb)(rd_kafka_t *, const rd_kafka_message_t *, void *),
                             void *opaque, char *errstr, size_t errsize);
 
+/*
+ * bd_producer_renew_if_fatal - if the producer *@rk is in a fatal state
+ * (rd_kafka_fatal_error: the idempotent producer's sequence or epoch
+ * broken; every produce fails from then on), log @event with the cause,
+ * drop what it still queues (the batch that needed it fails) and replace
+ * it by a new one made as bd_producer_new makes it. Returns 1 if it was
+ * fatal (replaced, or kept when a new one could not be made: logged, and
+ * tried again on the next call), 0 if not. Not thread-safe per producer.
+ */
+int bd_producer_renew_if_fatal(rd_kafka_t **rk, const bd_config *cfg,
+                               void (*dr_cb)(rd_kafka_t *, const rd_kafka_message_t *, void *),
+                               void *opaque, const char *event);
+
 #endif

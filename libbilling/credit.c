@@ -604,26 +604,34 @@ static billing_status live_credit(billing_rater *r, size_t ai, billing_time_t no
 {
     const bl_account *a = BL_AT(r->cat->accounts, bl_account, ai);
     int32_t *months;
+    int32_t target;
     size_t n;
     size_t i;
     int year;
     int month;
     bl_month m;
-    billing_status st = BILLING_OK;
+    billing_status st;
 
     if (bl_credit_init(c, r->cat, ai) != 0)
         return BILLING_ERR_NOMEM;
+    billing_zone_year_month(a->zone, now, &year, &month);
+    target = bl_month_index(year, month);
+    /* The months before, as invoices see them: issued months take what the ledger holds
+       (billing_rater_credit_issued), so the balance agrees with the next close after a late event. */
+    st = bl_replay_months(r, ai, target, c);
+    if (st != BILLING_OK)
+        return st;
+    bl_issued_later(bl_credit_memo_of(r, ai), target, c);
     months = bl_account_months(r, ai, &n);
     if (months == NULL && n != 0)
         return BILLING_ERR_NOMEM;
-    billing_zone_year_month(a->zone, now, &year, &month);
-    for (i = 0; i < n && months[i] <= bl_month_index(year, month); i++) {
+    for (i = 0; i < n && months[i] <= target; i++) {
+        if (months[i] < target)
+            continue;
         st = bl_month_compute(r, ai, months[i], &m);
         if (st == BILLING_OK && bl_credit_apply(r->cat, ai, &m, c) != 0)
             st = BILLING_ERR_NOMEM;
         bl_month_clear(&m);
-        if (st != BILLING_OK)
-            break;
     }
     free(months);
     return st;

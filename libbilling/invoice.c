@@ -389,7 +389,7 @@ static int carries_credit(const billing_catalog *cat, size_t ai)
  * leave the memo at @target. Months whose invoices were issued take what
  * they took then (billing_rater_credit_issued), with or without charges now.
  */
-static billing_status replay_months(billing_rater *r, size_t ai, int32_t target, bl_credit *c)
+billing_status bl_replay_months(billing_rater *r, size_t ai, int32_t target, bl_credit *c)
 {
     bl_credit_memo *memo;
     int32_t *months;
@@ -463,7 +463,7 @@ static billing_status build(billing_rater *r, size_t ai, int32_t target, billing
     if (bl_credit_init(&c, cat, ai) != 0)
         return BILLING_ERR_NOMEM;
     mpz_init(credit_total);
-    st = replay_months(r, ai, target, &c);
+    st = bl_replay_months(r, ai, target, &c);
     if (st == BILLING_OK) /* not in the memo: it holds for @target only */
         bl_issued_later(bl_credit_memo_of(r, ai), target, &c);
     if (st == BILLING_OK)

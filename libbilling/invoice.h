@@ -167,6 +167,17 @@ typedef struct bl_credit_memo {
     size_t c_grants;        /* grants of the account when they were given */
 } bl_credit_memo;
 
+/*
+ * bl_replay_months - apply credit to @c (initialised by the caller) for
+ * every month of account @ai with charges before @target, in order;
+ * months whose invoices were issued take what they took then
+ * (billing_rater_credit_issued). Leaves the memo at @target.
+ * Used by invoices and by the live balance (credit.c), so that both see
+ * issued months as the ledger holds them. BILLING_OK or
+ * BILLING_ERR_NOMEM / a rating error. Not thread-safe per rater.
+ */
+billing_status bl_replay_months(billing_rater *r, size_t ai, int32_t target, bl_credit *c);
+
 /* bl_credit_memo_of - the memo of account @ai (NULL when out of memory: replay from the start). */
 bl_credit_memo *bl_credit_memo_of(billing_rater *r, size_t ai);
 

@@ -90,6 +90,16 @@ bs_status bs_classify_sqlstate(const char *sqlstate)
     return BS_ERR_FATAL;
 }
 
+int bs_sqlstate_schema_suspect(const char *sqlstate)
+{
+    if (sqlstate == NULL || strlen(sqlstate) != 5)
+        return 0;
+    /* Class 42: an undefined table, column, function or object (42P01, 42703, 42883, 42704),
+       or a privilege gone; 3F: no such schema; 0A000: a cached plan whose table changed. */
+    return strncmp(sqlstate, "42", 2) == 0 || strncmp(sqlstate, "3F", 2) == 0 ||
+           strcmp(sqlstate, "0A000") == 0;
+}
+
 static void copy_field(char *dst, size_t size, const char *src)
 {
     if (src == NULL)

@@ -65,6 +65,17 @@ const char *bs_strerror(bs_status st);
  */
 bs_status bs_classify_sqlstate(const char *sqlstate);
 
+/*
+ * bs_sqlstate_schema_suspect - 1 if a server error with @sqlstate may
+ * come from a schema other than the one this program was built for (an
+ * undefined table, column, function or object, a missing schema, a
+ * cached plan whose table changed: SQLSTATE class 42, class 3F, 0A000),
+ * else 0 (NULL or "" give 0). Such errors are BS_ERR_FATAL for the
+ * statement; a caller that retries should check the schema version
+ * (bs_schema_require) before it does. Pure.
+ */
+int bs_sqlstate_schema_suspect(const char *sqlstate);
+
 /* bs_error_set - fill @err (may be NULL); returns @st. printf-style. */
 bs_status bs_error_set(bs_error *err, bs_status st, const char *fmt, ...)
 #if defined(__GNUC__)

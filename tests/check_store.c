@@ -13,6 +13,29 @@
 #include "copy.h"
 #include "load.h"
 
+/* Errors after which billingd checks the schema version again (issue 23 leftover A3). */
+START_TEST(test_schema_suspect_sqlstates)
+{
+    static const struct {
+        const char *state;
+        int want;
+    } cases[] = {
+        {"42P01", 1}, /* undefined_table */
+        {"42703", 1}, /* undefined_column */
+        {"42883", 1}, /* undefined_function */
+        {"42704", 1}, /* undefined_object */
+        {"3F000", 1}, /* invalid_schema_name */
+        {"0A000", 1}, /* feature_not_supported: cached plan must not change result type */
+        {"23505", 0}, {"08006", 0}, {"22023", 0}, {"", 0}, {"427", 0}, {NULL, 0},
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        ck_assert_msg(bs_sqlstate_schema_suspect(cases[i].state) == cases[i].want, "%s",
+                      cases[i].state != NULL ? cases[i].state : "NULL");
+}
+END_TEST
+
 START_TEST(test_classify_sqlstate)
 {
     static const struct {
@@ -166,6 +189,7 @@ static Suite *store_suite(void)
     TCase *tc = tcase_create("core");
 
     tcase_add_test(tc, test_classify_sqlstate);
+    tcase_add_test(tc, test_schema_suspect_sqlstates);
     tcase_add_test(tc, test_numeric_encoding);
     tcase_add_test(tc, test_numeric_length_bound);
     tcase_add_test(tc, test_decimal_canonical);

@@ -1342,6 +1342,44 @@ START_TEST(test_schema_checked_after_reconnect)
 END_TEST
 
 /*
+ * The schema changed under a session that never reconnects (a table
+ * renamed, a version recorded): the in-transaction check does not run,
+ * the batch fails on the missing table; billingd checks the version
+ * again before it resumes and exits 5 instead of retrying for ever.
+ */
+START_TEST(test_schema_change_without_reconnect_exits_5)
+{
+    its_stream *s = calloc(1, sizeof(*s));
+    bs_conn *c = itdb_fresh("schemanore", db, sizeof(db));
+    char log[256];
+    long events;
+    pid_t pid;
+
+    names("schemanore");
+    its_build(s, 2000, 0);
+    its_load_example(c);
+    produce_to(s, 1, 0, s->n / 2);
+    pid = start_daemon(NULL, 100);
+    snprintf(log, sizeof(log), "%s", last_log);
+    wait_progress(c, (long)(s->n / 2) - 1, (long)(s->n / 2), pid);
+    events = itdb_long(c, "SELECT count(*) FROM billing.usage_events");
+    itdb_exec(c, "ALTER TABLE billing.usage_aggregates RENAME TO usage_aggregates_moved");
+    itdb_exec(c, "INSERT INTO billing.schema_version (version, name, checksum) SELECT"
+                 " max(version) + 1, 'from_the_future', md5('x') FROM billing.schema_version");
+    produce_to(s, 0, s->n / 2, s->n);
+    wait_log(log, "event=batch_failed", pid);
+    ck_assert_int_eq(wait_exit(pid, 30000), 5);
+    ck_assert(log_has(log, "event=schema_suspect"));
+    ck_assert(log_has(log, "event=schema_mismatch"));
+    ck_assert_int_eq(progress(c), (long)(s->n / 2));
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.usage_events"), events);
+    its_free(s);
+    free(s);
+    itdb_drop(c, db);
+}
+END_TEST
+
+/*
  * PostgreSQL down while records keep coming: billingd_consumer_lag shows
  * them (the broker's high watermark minus the stored positions).
  */
@@ -1395,6 +1433,98 @@ START_TEST(test_lag_during_database_outage)
     http_listen[0] = '\0';
     check_store(c, s);
     bs_close(admin);
+    its_free(s);
+    free(s);
+    itdb_drop(c, db);
+}
+END_TEST
+
+/* Delete topic @name on the broker. */
+static void delete_topic(const char *name)
+{
+    char errstr[MSG];
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, kconf(), errstr, sizeof(errstr));
+    rd_kafka_queue_t *q;
+    rd_kafka_DeleteTopic_t *dt;
+    rd_kafka_event_t *ev;
+
+    ck_assert_msg(rk != NULL, "%s", errstr);
+    q = rd_kafka_queue_new(rk);
+    dt = rd_kafka_DeleteTopic_new(name);
+    rd_kafka_DeleteTopics(rk, &dt, 1, NULL, q);
+    rd_kafka_DeleteTopic_destroy(dt);
+    ev = rd_kafka_queue_poll(q, TIMEOUT_MS);
+    ck_assert_msg(ev != NULL, "no answer from Kafka at %s", brokers());
+    ck_assert_msg(rd_kafka_event_error(ev) == RD_KAFKA_RESP_ERR_NO_ERROR, "%s",
+                  rd_kafka_event_error_string(ev));
+    rd_kafka_event_destroy(ev);
+    rd_kafka_queue_destroy(q);
+    rd_kafka_destroy(rk);
+}
+
+/* Poll /healthz until its page has @needle (within 30 s); returns it in @page. */
+static void wait_health(const char *needle, char *page, size_t size)
+{
+    struct timespec tick = {0, 100 * 1000 * 1000};
+    int64_t deadline = now_ms() + 30000;
+
+    for (;;) {
+        http_get("/healthz", page, size);
+        if (strstr(page, needle) != NULL)
+            return;
+        ck_assert_msg(now_ms() < deadline, "/healthz never had '%s': %s", needle, page);
+        nanosleep(&tick, NULL); /* the poll interval, not a wait for an outcome */
+    }
+}
+
+/*
+ * The dead-letter topic deleted while billingd runs: /healthz 503 naming
+ * it (billingd_topics_missing 1, a topic_lost line), 200 again once it
+ * exists again; then every record is stored exactly once.
+ */
+START_TEST(test_deleted_topic_makes_healthz_503)
+{
+    static char page[65536];
+    its_stream *s = calloc(1, sizeof(*s));
+    bs_conn *c = itdb_fresh("topicgone", db, sizeof(db));
+    char want[256];
+    char log[256];
+    rd_kafka_t *rk;
+    char errstr[MSG];
+    size_t half;
+    pid_t pid;
+
+    names("topicgone");
+    its_build(s, 2000, 0);
+    half = s->n / 2;
+    its_load_example(c);
+    produce_to(s, 1, 0, half);
+    listen_port();
+    pid = start_daemon(NULL, 100);
+    snprintf(log, sizeof(log), "%s", last_log);
+    wait_progress(c, (long)half - 1, (long)half, pid);
+    wait_health("200 OK", page, sizeof(page));
+    delete_topic(dlq_topic);
+    snprintf(want, sizeof(want), "topic missing on the broker: dead_letter_topic=%s", dlq_topic);
+    wait_health(want, page, sizeof(page));
+    ck_assert_msg(strstr(page, "503") != NULL, "%s", page);
+    http_get("/metrics", page, sizeof(page));
+    ck_assert_int_eq(metric_sum(page, "billingd_topics_missing "), 1);
+    ck_assert_int_eq(metric_sum(page, "billingd_up "), 0);
+    snprintf(want, sizeof(want), "event=topic_lost missing=1 dead_letter_topic=%s", dlq_topic);
+    ck_assert_msg(log_has(log, want), "no '%s' in %s", want, log);
+    ck_assert_int_eq(progress(c), (long)half);
+    rk = rd_kafka_new(RD_KAFKA_PRODUCER, kconf(), errstr, sizeof(errstr));
+    ck_assert_msg(rk != NULL, "%s", errstr);
+    create_topic(rk, dlq_topic, 1);
+    rd_kafka_destroy(rk);
+    wait_health("200 OK", page, sizeof(page));
+    ck_assert(log_has(log, "event=topic_restored"));
+    produce_to(s, 0, half, s->n);
+    wait_progress(c, (long)s->n - 1, (long)s->n, pid);
+    ck_assert_int_eq(stop_daemon(pid, SIGTERM), 0);
+    http_listen[0] = '\0';
+    check_store(c, s);
     its_free(s);
     free(s);
     itdb_drop(c, db);
@@ -1560,7 +1690,9 @@ static Suite *billingd_suite(void)
     tcase_add_test(tc, test_catalog_reloaded_after_postgresql_restart);
     tcase_add_test(tc, test_schema_checked_at_start);
     tcase_add_test(tc, test_schema_checked_after_reconnect);
+    tcase_add_test(tc, test_schema_change_without_reconnect_exits_5);
     tcase_add_test(tc, test_lag_during_database_outage);
+    tcase_add_test(tc, test_deleted_topic_makes_healthz_503);
     tcase_add_test(tc, test_http_slow_clients);
     tcase_add_test(tc, test_http_bind_failure_says_why);
     suite_add_tcase(s, tc);

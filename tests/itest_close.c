@@ -1747,6 +1747,47 @@ START_TEST(test_late_event_keeps_finalized_credit)
 END_TEST
 
 /*
+ * Regression (issue 23 leftover B): `billing account balance` replayed a
+ * finalized month from the aggregates, so after a late October event it
+ * saw g1 pay 0 of October (1000 left on Nov 1) and 1000 of November,
+ * while the ledger holds October's 1 and the next close drafts 999. The
+ * balance now reads the same history: the credit left on Nov 1 is g1's
+ * ledger balance after October, November's credits are the draft's, and
+ * the credit left after them is g1's ledger balance after the draft.
+ */
+START_TEST(test_balance_agrees_with_close_after_late_event)
+{
+    bs_conn *c = fresh("latebalance");
+    char *text = calloc(1, 1 << 16);
+    char *nov = calloc(1, 1 << 16);
+    char want[128];
+
+    ck_assert(text != NULL && nov != NULL);
+    late_credit_scenario();
+    late_october_event();
+    ck_assert_int_eq(billing_status_text("account balance a --at 2026-11-01T12:00:00+08:00",
+                                         text, 1 << 16),
+                     0);
+    snprintf(want, sizeof(want), "\ncredit_remaining=%ld\n", grant_balance(c, "g1"));
+    ck_assert_msg(strstr(text, want) != NULL, "balance:\n%s\nnot the ledger's%s", text, want);
+    ck_assert_int_eq(billing_status_text("account balance a --at 2026-11-21T00:00:00+08:00",
+                                         nov, 1 << 16),
+                     0);
+    ck_assert_int_eq(billing_status_text("close --period 2026-11 --quiet", text, 1 << 16), 0);
+    snprintf(want, sizeof(want), "\ncredits=%ld\n",
+             itdb_long(c, "SELECT credits FROM billing.invoices WHERE month = '2026-11-01'"
+                          " AND status = 'draft'"));
+    ck_assert_msg(strstr(nov, "month=2026-11\n") != NULL && strstr(nov, want) != NULL,
+                  "balance:\n%s\nnot the November draft's%s", nov, want);
+    snprintf(want, sizeof(want), "\ncredit_remaining=%ld\n", grant_balance(c, "g1"));
+    ck_assert_msg(strstr(nov, want) != NULL, "balance:\n%s\nnot the ledger's%s", nov, want);
+    free(nov);
+    free(text);
+    drop(c);
+}
+END_TEST
+
+/*
  * Regression (issue 23, 7, the other way in): October and November
  * finalized, a late October event, November voided and issued again: the
  * re-issued November asked for 1000 while the ledger held 999 after the
@@ -2262,6 +2303,7 @@ static Suite *close_suite(void)
     tcase_add_test(tc, test_recomputed_draft_expiry_counted_once);
     tcase_add_test(tc, test_expiry_only_month_has_invoice);
     tcase_add_test(tc, test_late_event_keeps_finalized_credit);
+    tcase_add_test(tc, test_balance_agrees_with_close_after_late_event);
     tcase_add_test(tc, test_reissue_after_late_event_keeps_finalized_credit);
     tcase_add_test(tc, test_reissue_earlier_month_after_later_finalized);
     tcase_add_test(tc, test_export_reads_as_rate);
