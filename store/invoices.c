@@ -882,14 +882,19 @@ PGresult *bs_billed_lines(bs_conn *c, const char *accounts, const char *month, b
 
 /*
  * Per account of $1, each month but $2 with a finalized invoice: the
- * account credit left after it, then per grant the net its ledger entries
+ * account credit left after it less what was refunded out of band
+ * against the month (billing.refund_invoice, 0012: paid back, so no later
+ * month spends it; never below zero, should a re-issued month leave less
+ * than was refunded), then per grant the net its ledger entries
  * took (entries of every invoice and credit note of the month: a voided
  * invoice and its credit note cancel).
  */
 #define SQL_CREDIT_HISTORY                                                                     \
     "WITH a AS (SELECT x.id, x.n FROM json_array_elements_text($1::json) WITH ORDINALITY"      \
-    " x(id, n)), f AS (SELECT a.id, a.n, i.month, round(i.account_credit_left * 10::numeric"   \
-    " ^ cu.digits) AS acl FROM a JOIN billing.invoices i ON i.account_id = a.id"               \
+    " x(id, n)), f AS (SELECT a.id, a.n, i.month, round(greatest(i.account_credit_left"        \
+    " - coalesce((SELECT sum(r.amount) FROM billing.invoice_refunds r JOIN billing.invoices k" \
+    " ON k.id = r.invoice_id WHERE r.account_id = a.id AND k.month = i.month), 0), 0)"         \
+    " * 10::numeric ^ cu.digits) AS acl FROM a JOIN billing.invoices i ON i.account_id = a.id" \
     " AND i.kind = 'invoice' AND i.status = 'finalized' AND i.month <> $2::date"               \
     " JOIN billing.currencies cu ON cu.code = i.currency)"                                     \
     " SELECT id, to_char(month, 'YYYY-MM'), g, am FROM (SELECT f.id, f.n, f.month, '' AS g,"   \
@@ -1076,6 +1081,89 @@ bs_status bs_invoice_void(bs_conn *c, int64_t id, const char *reason, char *cn_n
     x.reason = reason;
     x.cn_number = cn_number;
     return bs_transaction(c, void_tx, &x, err);
+}
+
+#define SQL_REFUND                                                                             \
+    "SELECT billing.refund_invoice($1::bigint, $2::numeric, $3::text, $4::text, $5::text)"
+/* Whether the account of invoice $1 had used reference $2 before (a retry). */
+#define SQL_REFUND_SEEN                                                                        \
+    "SELECT count(*) FROM billing.invoice_refunds r JOIN billing.invoices i"                   \
+    " ON i.account_id = r.account_id WHERE i.id = $1::bigint AND r.reference = $2::text"
+
+typedef struct refund_ctx {
+    const char *id;
+    const char *amount;
+    const char *reason;
+    const char *reference;
+    char *cn_number;
+    int *replayed;
+} refund_ctx;
+
+static bs_status refund_tx(bs_conn *c, void *arg, bs_error *err)
+{
+    refund_ctx *x = arg;
+    const char *params[5];
+    char series[32];
+    char cn_id[32];
+    PGresult *res = bs_query(c, SQL_CN_SERIES, 0, NULL, err);
+
+    if (res == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    snprintf(series, sizeof(series), "%s", PQgetvalue(res, 0, 0));
+    PQclear(res);
+    params[0] = series;
+    if (bs_command(c, SQL_SERIES, 1, params, NULL, err) != BS_OK)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    params[0] = x->id;
+    params[1] = x->reference;
+    res = bs_query(c, SQL_REFUND_SEEN, 2, params, err);
+    if (res == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    *x->replayed = strcmp(PQgetvalue(res, 0, 0), "0") != 0;
+    PQclear(res);
+    params[1] = x->amount;
+    params[2] = x->reason;
+    params[3] = x->reference;
+    params[4] = series;
+    res = bs_query(c, SQL_REFUND, 5, params, err);
+    if (res == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    snprintf(cn_id, sizeof(cn_id), "%s", PQgetvalue(res, 0, 0));
+    PQclear(res);
+    params[0] = cn_id;
+    res = bs_query(c, SQL_NUMBER_OF, 1, params, err);
+    if (res == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    snprintf(x->cn_number, BS_NUMBER_TEXT_MAX, "%s",
+             PQntuples(res) == 1 ? PQgetvalue(res, 0, 0) : "");
+    PQclear(res);
+    return BS_OK;
+}
+
+bs_status bs_invoice_refund(bs_conn *c, int64_t id, const char *amount, const char *reason,
+                            const char *reference, char *cn_number, int *replayed,
+                            bs_error *err)
+{
+    char id_text[32];
+    refund_ctx x;
+
+    if (reason == NULL || reason[0] == '\0' || strlen(reason) > 1024)
+        return bs_error_set(err, BS_ERR_INVALID, "--reason must be 1..1024 bytes");
+    if (reference == NULL || reference[0] == '\0' || strlen(reference) > 256)
+        return bs_error_set(err, BS_ERR_INVALID, "--reference must be 1..256 bytes");
+    if (amount == NULL || amount[0] == '\0' || strlen(amount) > 40 ||
+        strspn(amount, "0123456789.") != strlen(amount) || strchr(amount, '.') != strrchr(amount, '.'))
+        return bs_error_set(err, BS_ERR_INVALID, "--amount '%.64s': expected a decimal such as "
+                                                 "1251.50", amount != NULL ? amount : "");
+    snprintf(id_text, sizeof(id_text), "%lld", (long long)id);
+    x.id = id_text;
+    x.amount = amount;
+    x.reason = reason;
+    x.reference = reference;
+    x.cn_number = cn_number;
+    x.replayed = replayed;
+    *replayed = 0;
+    return bs_transaction(c, refund_tx, &x, err);
 }
 
 #define SQL_INVOICE_COLUMNS                                                                    \
