@@ -1247,8 +1247,11 @@ bs_status bs_invoice_refund(bs_conn *c, int64_t id, const char *amount, const ch
     " i.account_credit::text, i.carried::text, i.account_credit_left::text,"                   \
     " (i.subtotal + i.returned)::text, (i.subtotal + i.returned - i.credits"                   \
     " - i.account_credit + i.carried)::text, coalesce((SELECT sum(r.remaining) FROM ("        \
-    SQL_GRANT_ROWS ") r), 0)::text" SQL_INVOICE_FROM                                           \
-    " JOIN billing.accounts a ON a.id = i.account_id WHERE i.id = $1::bigint"
+    SQL_GRANT_ROWS ") r), 0)::text, coalesce(rf.amount::text, ''), coalesce(rf.tax::text, ''),"  \
+    " coalesce(rf.total::text, ''), coalesce(rf.method, ''), coalesce(rf.reason, ''),"         \
+    " coalesce(rf.reference, '')" SQL_INVOICE_FROM                                             \
+    " JOIN billing.accounts a ON a.id = i.account_id"                                          \
+    " LEFT JOIN billing.invoice_refunds rf ON rf.credit_note_id = i.id WHERE i.id = $1::bigint"
 #define SQL_LINES                                                                              \
     "SELECT l.line_no, l.kind, coalesce(l.meter, ''), l.model, l.region,"                      \
     " coalesce(l.plan_id, ''), coalesce(v.label, ''),"                                         \

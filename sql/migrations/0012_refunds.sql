@@ -30,8 +30,12 @@ CREATE TABLE billing.invoice_refunds (
     credit_note_id bigint PRIMARY KEY REFERENCES billing.invoices (id),
     invoice_id bigint NOT NULL REFERENCES billing.invoices (id),
     account_id billing.ident NOT NULL REFERENCES billing.accounts (id),
+    -- The account credit paid back (before tax, as account credit is),
+    -- the tax on it at the invoice's rate, and what the customer gets.
     amount billing.finite NOT NULL
         CONSTRAINT invoice_refunds_amount_positive CHECK (amount > 0),
+    tax billing.finite NOT NULL CONSTRAINT invoice_refunds_tax_nonnegative CHECK (tax >= 0),
+    total billing.finite NOT NULL,
     method text NOT NULL
         CONSTRAINT invoice_refunds_method_known CHECK (method IN ('out_of_band')),
     reason text NOT NULL
@@ -40,7 +44,8 @@ CREATE TABLE billing.invoice_refunds (
         CONSTRAINT invoice_refunds_reference_length
             CHECK (octet_length(reference) BETWEEN 1 AND 256),
     created_at timestamptz NOT NULL DEFAULT now(),
-    CONSTRAINT invoice_refunds_reference_unique UNIQUE (account_id, reference)
+    CONSTRAINT invoice_refunds_reference_unique UNIQUE (account_id, reference),
+    CONSTRAINT invoice_refunds_total_reconciles CHECK (total = amount + tax)
 );
 CREATE INDEX invoice_refunds_invoice ON billing.invoice_refunds (invoice_id);
 GRANT SELECT ON billing.invoice_refunds TO billing_app;
@@ -52,10 +57,32 @@ CREATE TRIGGER invoice_refunds_append_only BEFORE UPDATE OR DELETE ON billing.in
 CREATE TRIGGER invoice_refunds_no_truncate BEFORE TRUNCATE ON billing.invoice_refunds
     FOR EACH STATEMENT EXECUTE FUNCTION billing.refuse_unless_maintenance();
 
+-- billing.round_minor: nonnegative @p_value rounded to @p_digits decimals
+-- with a price book's rounding mode (0001's price_books.rounding), as
+-- libbilling rounds tax; for a nonnegative value floor is down and
+-- ceiling is up.
+CREATE FUNCTION billing.round_minor(p_value numeric, p_digits integer, p_mode text)
+RETURNS numeric
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN CASE
+    WHEN p_mode IN ('down', 'floor') THEN trunc(p_value, p_digits)
+    WHEN p_mode IN ('up', 'ceiling') THEN -trunc(-p_value * 10::numeric ^ p_digits)
+                                          / 10::numeric ^ p_digits
+    WHEN p_mode = 'half-even'
+         AND p_value * 10::numeric ^ p_digits - trunc(p_value * 10::numeric ^ p_digits) = 0.5
+        THEN (trunc(p_value * 10::numeric ^ p_digits)
+              + mod(trunc(p_value * 10::numeric ^ p_digits), 2)) / 10::numeric ^ p_digits
+    ELSE round(p_value, p_digits)
+END;
+
 -- billing.refund_invoice: record that @p_amount of the account credit left
 -- after finalized invoice @p_invoice was refunded to the payment method
 -- out of band, for @p_reason, under the operator's @p_reference (unique per
--- account). Issues in series @p_cn_series a credit note referencing the
+-- account), with the tax on it at the invoice's tax rate (rounded as the
+-- price book that priced the invoice rounds; half-up when none did): the
+-- customer paid that tax on the refunded fee, and account credit, an
+-- amount before tax, would have given it back as tax not charged later.
+-- Issues in series @p_cn_series a credit note referencing the
 -- invoice: no lines, totals zero, account_credit_left the account credit
 -- after the refund. Returns the credit note's id; a retry with the same
 -- reference, invoice and amount returns the first one's id and records
@@ -82,6 +109,8 @@ DECLARE
     v_refunded numeric;
     v_available numeric;
     v_later date;
+    v_mode text;
+    v_tax numeric;
     v_cn bigint;
 BEGIN
     SELECT * INTO v_inv FROM billing.invoices WHERE id = p_invoice;
@@ -133,6 +162,16 @@ BEGIN
                    v_inv.currency, greatest(v_available, 0), v_inv.account_credit_left,
                    v_refunded), '23514');
     END IF;
+    SELECT coalesce((SELECT b.rounding FROM billing.invoice_lines l
+                         JOIN billing.price_versions v ON v.id = l.price_version_id
+                         JOIN billing.price_books b ON b.id = v.book_id
+                         WHERE l.invoice_id = p_invoice ORDER BY l.line_no LIMIT 1),
+                    (SELECT min(b.rounding) FROM billing.price_books b
+                         WHERE b.currency = v_inv.currency
+                         HAVING count(DISTINCT b.rounding) = 1),
+                    'half-up')
+        INTO v_mode;
+    v_tax := billing.round_minor(p_amount * v_inv.tax_rate, v_digits, v_mode);
     INSERT INTO billing.invoices (account_id, currency, kind, corrects_invoice_id, month,
                                   period_start, period_end, series, subtotal, credits, returned,
                                   account_credit, carried, account_credit_left, tax_rate,
@@ -141,10 +180,10 @@ BEGIN
                 v_inv.period_start, v_inv.period_end, p_cn_series, 0, 0, 0, 0, 0,
                 v_available - p_amount, v_inv.tax_rate, 0, 0)
         RETURNING id INTO v_cn;
-    INSERT INTO billing.invoice_refunds (credit_note_id, invoice_id, account_id, amount, method,
-                                         reason, reference)
-        VALUES (v_cn, p_invoice, v_inv.account_id, p_amount, 'out_of_band', p_reason,
-                p_reference);
+    INSERT INTO billing.invoice_refunds (credit_note_id, invoice_id, account_id, amount, tax,
+                                         total, method, reason, reference)
+        VALUES (v_cn, p_invoice, v_inv.account_id, p_amount, v_tax, p_amount + v_tax,
+                'out_of_band', p_reason, p_reference);
     PERFORM billing.finalize_invoice(v_cn);
     RETURN v_cn;
 END
