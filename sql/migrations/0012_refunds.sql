@@ -64,7 +64,7 @@ CREATE TRIGGER invoice_refunds_no_truncate BEFORE TRUNCATE ON billing.invoice_re
 CREATE FUNCTION billing.round_minor(p_value numeric, p_digits integer, p_mode text)
 RETURNS numeric
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-RETURN CASE
+RETURN round(CASE
     WHEN p_mode IN ('down', 'floor') THEN trunc(p_value, p_digits)
     WHEN p_mode IN ('up', 'ceiling') THEN -trunc(-p_value * 10::numeric ^ p_digits)
                                           / 10::numeric ^ p_digits
@@ -72,8 +72,8 @@ RETURN CASE
          AND p_value * 10::numeric ^ p_digits - trunc(p_value * 10::numeric ^ p_digits) = 0.5
         THEN (trunc(p_value * 10::numeric ^ p_digits)
               + mod(trunc(p_value * 10::numeric ^ p_digits), 2)) / 10::numeric ^ p_digits
-    ELSE round(p_value, p_digits)
-END;
+    ELSE p_value
+END, p_digits);
 
 -- billing.refund_invoice: record that @p_amount of the account credit left
 -- after finalized invoice @p_invoice was refunded to the payment method
@@ -111,6 +111,7 @@ DECLARE
     v_later date;
     v_mode text;
     v_tax numeric;
+    v_zero numeric;
     v_cn bigint;
 BEGIN
     SELECT * INTO v_inv FROM billing.invoices WHERE id = p_invoice;
@@ -172,13 +173,14 @@ BEGIN
                     'half-up')
         INTO v_mode;
     v_tax := billing.round_minor(p_amount * v_inv.tax_rate, v_digits, v_mode);
+    v_zero := round(0::numeric, v_digits); -- "0.00" as the invoices' figures read
     INSERT INTO billing.invoices (account_id, currency, kind, corrects_invoice_id, month,
                                   period_start, period_end, series, subtotal, credits, returned,
                                   account_credit, carried, account_credit_left, tax_rate,
                                   tax, total)
         VALUES (v_inv.account_id, v_inv.currency, 'credit_note', p_invoice, v_inv.month,
-                v_inv.period_start, v_inv.period_end, p_cn_series, 0, 0, 0, 0, 0,
-                v_available - p_amount, v_inv.tax_rate, 0, 0)
+                v_inv.period_start, v_inv.period_end, p_cn_series, v_zero, v_zero, v_zero,
+                v_zero, v_zero, v_available - p_amount, v_inv.tax_rate, v_zero, v_zero)
         RETURNING id INTO v_cn;
     INSERT INTO billing.invoice_refunds (credit_note_id, invoice_id, account_id, amount, tax,
                                          total, method, reason, reference)
