@@ -66,7 +66,7 @@ RETURNS numeric
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN round(CASE
     WHEN p_mode IN ('down', 'floor') THEN trunc(p_value, p_digits)
-    WHEN p_mode IN ('up', 'ceiling') THEN -trunc(-p_value * 10::numeric ^ p_digits)
+    WHEN p_mode IN ('up', 'ceiling') THEN ceil(p_value * 10::numeric ^ p_digits)
                                           / 10::numeric ^ p_digits
     WHEN p_mode = 'half-even'
          AND p_value * 10::numeric ^ p_digits - trunc(p_value * 10::numeric ^ p_digits) = 0.5
