@@ -168,12 +168,9 @@ static void tally(close_run_ctx *x, const bs_draft *d, const bs_draft_outcome *o
 /*
  * Credit of a finalized month is history: re-rating it with a late event
  * (which reaches the draft as an adjustment line, close_late.c) must not
- * change what later months may use. The rows of @history
- * (bs_credit_history) for account @id, from *@row on, tell the rater what
- * each finalized month took from each grant, as the ledger holds it
- * (history.h). Returns 0, or -1 with a message printed.
+ * change what later months may use (close.h).
  */
-static int give_history(batch *b, const char *id, PGresult *history, int *row)
+int close_give_history(billing_rater *r, const char *id, PGresult *history, int *row)
 {
     bl_issued_row *rows = NULL;
     char msg[MSG_MAX];
@@ -204,7 +201,7 @@ static int give_history(batch *b, const char *id, PGresult *history, int *row)
         rows[n].grant = grant[0] != '\0' ? grant : NULL;
         rows[n].amount = PQgetvalue(history, first + (int)n, 3);
     }
-    if (bl_rater_credit_issued(b->r, id, n, rows, msg, sizeof(msg)) != BILLING_OK) {
+    if (bl_rater_credit_issued(r, id, n, rows, msg, sizeof(msg)) != BILLING_OK) {
         cli_error("close: account '%s': the ledger's credit of finalized months: %s", id, msg);
         rc = -1;
     }
@@ -221,7 +218,7 @@ static int build_draft(batch *b, const char *id, PGresult *billed_res, int *row,
 
     memset(slot, 0, sizeof(*slot));
     mpz_init(slot->adj.sum);
-    if (give_history(b, id, history, hrow) != 0)
+    if (close_give_history(b->r, id, history, hrow) != 0)
         return -1;
     if (billing_rater_invoice(b->r, id, x->p->year, x->p->month, &slot->inv, msg, sizeof(msg)) !=
         BILLING_OK) {

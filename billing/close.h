@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <libpq-fe.h>
+
 #include "billing.h"
 
 /* Most worker threads (each holds one database connection). */
@@ -57,6 +59,16 @@ void close_summary_clear(close_summary *s);
 
 /* close_summary_print - the summary on @out, as `billing close` prints it. */
 void close_summary_print(FILE *out, const close_params *p, const close_summary *s);
+
+/*
+ * close_give_history - the rows of @history (bs_credit_history, one
+ * result for many accounts, grouped by account) for account @id, from
+ * *@row on, to rater @r: what each finalized month took from each grant,
+ * as the ledger holds it, and the account credit after it less what was
+ * refunded out of band (history.h). Advances *@row past them. Returns 0,
+ * or -1 with a message printed. Not thread-safe per rater.
+ */
+int close_give_history(billing_rater *r, const char *id, PGresult *history, int *row);
 
 /*
  * close_parse_period - "YYYY-MM" into *@year, *@month. Returns 0, or -1

@@ -598,14 +598,23 @@ int bl_credit_apply(const billing_catalog *cat, size_t ai, bl_month *m, bl_credi
 
 /*
  * Apply credit, as invoices do, to every month up to the one containing
- * @now, with the charges rated so far. Clear @c even on error.
+ * @now, with the charges rated so far. Months whose invoices were issued
+ * (history.h) take what they took then and leave the account credit they
+ * left, as replaying for an invoice does: the live balance is what the
+ * next invoice starts from. Clear @c even on error.
  */
 static billing_status live_credit(billing_rater *r, size_t ai, billing_time_t now, bl_credit *c)
 {
     const bl_account *a = BL_AT(r->cat->accounts, bl_account, ai);
+    /* Issued months, if any were given (not bl_credit_memo_of: nothing to allocate here). */
+    const bl_credit_memo *memo = r->credit_memo != NULL ? &r->credit_memo[ai] : NULL;
+    mpz_t *before = NULL;
     int32_t *months;
+    int32_t target;
     size_t n;
     size_t i;
+    size_t k;
+    int issued;
     int year;
     int month;
     bl_month m;
@@ -616,15 +625,30 @@ static billing_status live_credit(billing_rater *r, size_t ai, billing_time_t no
     months = bl_account_months(r, ai, &n);
     if (months == NULL && n != 0)
         return BILLING_ERR_NOMEM;
+    if (memo != NULL && memo->n_issued > 0 && (before = bl_issued_snapshot_new(c)) == NULL) {
+        free(months);
+        return BILLING_ERR_NOMEM;
+    }
     billing_zone_year_month(a->zone, now, &year, &month);
-    for (i = 0; i < n && months[i] <= bl_month_index(year, month); i++) {
+    target = bl_month_index(year, month);
+    k = bl_issued_from(memo, INT32_MIN);
+    for (i = 0; i < n && months[i] <= target; i++) {
+        k = bl_issued_until(memo, k, months[i], c);
+        issued = bl_issued_at(memo, k, months[i]);
+        if (issued)
+            bl_issued_snapshot(before, c);
         st = bl_month_compute(r, ai, months[i], &m);
         if (st == BILLING_OK && bl_credit_apply(r->cat, ai, &m, c) != 0)
             st = BILLING_ERR_NOMEM;
         bl_month_clear(&m);
         if (st != BILLING_OK)
             break;
+        if (issued)
+            bl_issued_take(&memo->issued[k++], c, before);
     }
+    if (st == BILLING_OK && target < INT32_MAX)
+        bl_issued_until(memo, k, target + 1, c); /* issued months without charges now */
+    bl_issued_snapshot_free(before, c);
     free(months);
     return st;
 }

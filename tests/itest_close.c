@@ -2391,6 +2391,13 @@ START_TEST(test_refund_out_of_band_worked_example)
     command_text(cmd, text, 1 << 20);
     expect_figure(text, "Refunded to the payment method", "1060.00", "PDF");
     expect_figure(text, "Reason:", "customer asked for the credit back", "PDF");
+    /* The live balance in March starts from what is left too (the grant expired Mar 1). */
+    ck_assert_int_eq(billing_status_text("account balance a --at 2026-03-31T12:00:00+08:00", text,
+                                         1 << 20),
+                     0);
+    ck_assert_msg(strstr(text, "credit_remaining=246.7\n") != NULL &&
+                      strstr(text, "account_credit=4.80\naccount_credit_left=246.70\n") != NULL,
+                  "account balance:\n%s", text);
     /* March spends what is left: 4.80 of 251.50. */
     ok(mar);
     fig = month_figures(c, "2026-03-01");
