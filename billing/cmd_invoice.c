@@ -339,6 +339,7 @@ static int void_cmd(bs_conn *c, const invoice_opts *o, const char *ref)
 static int refund_cmd(bs_conn *c, const invoice_opts *o, const char *ref)
 {
     char cn[BS_NUMBER_TEXT_MAX];
+    char stale[256];
     bs_error err;
     int64_t id;
     int replayed = 0;
@@ -350,12 +351,17 @@ static int refund_cmd(bs_conn *c, const invoice_opts *o, const char *ref)
     rc = find(c, ref, &id);
     if (rc != CLI_EXIT_OK)
         return rc;
-    if (bs_invoice_refund(c, id, o->amount, o->reason, o->reference, cn, &replayed, &err) !=
-        BS_OK)
+    if (bs_invoice_refund(c, id, o->amount, o->reason, o->reference, cn, &replayed, stale,
+                          sizeof(stale), &err) != BS_OK)
         return dbcli_fail("invoice refund", &err);
     printf("%s %s of the account credit after %s to the payment method (out of band); "
            "credit note %s\n",
            replayed ? "already refunded" : "refunded", o->amount, ref, cn);
+    /* Not an error: the draft is right once closed again (`close --finalize` closes first). */
+    if (stale[0] != '\0')
+        fprintf(stderr, "billing: invoice refund: the draft of %s spends the account credit as it "
+                        "was: close that month again before finalizing it\n",
+                stale);
     return CLI_EXIT_OK;
 }
 

@@ -1085,10 +1085,24 @@ bs_status bs_invoice_void(bs_conn *c, int64_t id, const char *reason, char *cn_n
 
 #define SQL_REFUND                                                                             \
     "SELECT billing.refund_invoice($1::bigint, $2::numeric, $3::text, $4::text, $5::text)"
-/* Whether the account of invoice $1 had used reference $2 before (a retry). */
-#define SQL_REFUND_SEEN                                                                        \
-    "SELECT count(*) FROM billing.invoice_refunds r JOIN billing.invoices i"                   \
-    " ON i.account_id = r.account_id WHERE i.id = $1::bigint AND r.reference = $2::text"
+/*
+ * The credit note $1's number, and whether its refund was recorded by an
+ * earlier transaction (a retry: rows of this one have created_at = now()).
+ */
+#define SQL_REFUND_NOTE                                                                        \
+    "SELECT " SQL_NUMBER_TEXT ", (r.created_at <> now())::text FROM billing.invoices i JOIN"   \
+    " billing.invoice_series s ON s.series = i.series JOIN billing.invoice_refunds r"          \
+    " ON r.credit_note_id = i.id WHERE i.id = $1::bigint"
+
+/*
+ * Later months of invoice $1's account with a draft: written before the
+ * refund, they spend the account credit as it was until closed again.
+ */
+#define SQL_REFUND_STALE                                                                       \
+    "SELECT coalesce(string_agg(to_char(d.month, 'YYYY-MM'), ' ' ORDER BY d.month), '')"       \
+    " FROM billing.invoices i JOIN billing.invoices d ON d.account_id = i.account_id"          \
+    " AND d.kind = 'invoice' AND d.status = 'draft' AND d.month > i.month"                     \
+    " WHERE i.id = $1::bigint"
 
 typedef struct refund_ctx {
     const char *id;
@@ -1097,6 +1111,8 @@ typedef struct refund_ctx {
     const char *reference;
     char *cn_number;
     int *replayed;
+    char *stale;
+    size_t stale_size;
 } refund_ctx;
 
 static bs_status refund_tx(bs_conn *c, void *arg, bs_error *err)
@@ -1115,12 +1131,6 @@ static bs_status refund_tx(bs_conn *c, void *arg, bs_error *err)
     if (bs_command(c, SQL_SERIES, 1, params, NULL, err) != BS_OK)
         return err != NULL ? err->status : BS_ERR_FATAL;
     params[0] = x->id;
-    params[1] = x->reference;
-    res = bs_query(c, SQL_REFUND_SEEN, 2, params, err);
-    if (res == NULL)
-        return err != NULL ? err->status : BS_ERR_FATAL;
-    *x->replayed = strcmp(PQgetvalue(res, 0, 0), "0") != 0;
-    PQclear(res);
     params[1] = x->amount;
     params[2] = x->reason;
     params[3] = x->reference;
@@ -1131,18 +1141,26 @@ static bs_status refund_tx(bs_conn *c, void *arg, bs_error *err)
     snprintf(cn_id, sizeof(cn_id), "%s", PQgetvalue(res, 0, 0));
     PQclear(res);
     params[0] = cn_id;
-    res = bs_query(c, SQL_NUMBER_OF, 1, params, err);
+    res = bs_query(c, SQL_REFUND_NOTE, 1, params, err);
     if (res == NULL)
         return err != NULL ? err->status : BS_ERR_FATAL;
-    snprintf(x->cn_number, BS_NUMBER_TEXT_MAX, "%s",
-             PQntuples(res) == 1 ? PQgetvalue(res, 0, 0) : "");
+    if (PQntuples(res) == 1) {
+        snprintf(x->cn_number, BS_NUMBER_TEXT_MAX, "%s", PQgetvalue(res, 0, 0));
+        *x->replayed = strcmp(PQgetvalue(res, 0, 1), "true") == 0;
+    }
+    PQclear(res);
+    params[0] = x->id;
+    res = bs_query(c, SQL_REFUND_STALE, 1, params, err);
+    if (res == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    snprintf(x->stale, x->stale_size, "%s", PQgetvalue(res, 0, 0));
     PQclear(res);
     return BS_OK;
 }
 
 bs_status bs_invoice_refund(bs_conn *c, int64_t id, const char *amount, const char *reason,
-                            const char *reference, char *cn_number, int *replayed,
-                            bs_error *err)
+                            const char *reference, char *cn_number, int *replayed, char *stale,
+                            size_t stale_size, bs_error *err)
 {
     char id_text[32];
     refund_ctx x;
@@ -1162,7 +1180,12 @@ bs_status bs_invoice_refund(bs_conn *c, int64_t id, const char *amount, const ch
     x.reference = reference;
     x.cn_number = cn_number;
     x.replayed = replayed;
+    x.stale = stale;
+    x.stale_size = stale_size;
     *replayed = 0;
+    cn_number[0] = '\0';
+    if (stale_size > 0)
+        stale[0] = '\0';
     return bs_transaction(c, refund_tx, &x, err);
 }
 

@@ -185,7 +185,10 @@ bs_status bs_invoice_void(bs_conn *c, int64_t id, const char *reason, char *cn_n
  * series "CN-YYYY" whose number goes into @cn_number
  * (BS_NUMBER_TEXT_MAX bytes); *@replayed is 1 when the reference had
  * been recorded already. Later closes start from the account credit less
- * the refund (doc/pricing.md, "Account credit: keep it or refund it").
+ * the refund (doc/pricing.md, "Account credit: keep it or refund it");
+ * the later months of the account that have a draft, written before it,
+ * go into @stale ("YYYY-MM YYYY-MM", empty when none; @stale_size bytes,
+ * cut to fit).
  * Returns BS_OK, BS_ERR_INVALID (bad argument), BS_ERR_CONSTRAINT (not a
  * finalized invoice, not the account's last finalized month, more than
  * the account credit available, a reference reused; the message names
@@ -193,8 +196,8 @@ bs_status bs_invoice_void(bs_conn *c, int64_t id, const char *reason, char *cn_n
  * close lock. Not thread-safe on one connection.
  */
 bs_status bs_invoice_refund(bs_conn *c, int64_t id, const char *amount, const char *reason,
-                            const char *reference, char *cn_number, int *replayed,
-                            bs_error *err);
+                            const char *reference, char *cn_number, int *replayed, char *stale,
+                            size_t stale_size, bs_error *err);
 
 /*
  * bs_invoice_list - invoices matching the filters (NULL: any): @month

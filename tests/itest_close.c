@@ -2506,6 +2506,9 @@ START_TEST(test_refund_not_spent_by_later_month)
     /* March's draft before the refund spends the account credit... */
     ck_assert_int_eq(billing_status_text("close --period 2026-03 --quiet", text, 1 << 16), 0);
     ck_assert_int_eq(refund_feb("1251.50", "rf-all", text, 1 << 16), 0);
+    ck_assert_msg(strstr(text, "the draft of 2026-03 spends the account credit as it was") !=
+                      NULL,
+                  "%s", text);
     ck_assert_int_eq(itdb_long(c, "SELECT round(tax * 100) FROM billing.invoice_refunds"), 7509);
     /* ...and the close after it (finalizing) does not. */
     ok(mar);
