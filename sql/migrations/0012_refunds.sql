@@ -113,6 +113,7 @@ DECLARE
     v_tax numeric;
     v_zero numeric;
     v_cn bigint;
+    v_name text; -- the invoice as messages name it: its number, else its id
 BEGIN
     SELECT * INTO v_inv FROM billing.invoices WHERE id = p_invoice;
     IF NOT FOUND THEN
@@ -120,6 +121,8 @@ BEGIN
     END IF;
     PERFORM pg_advisory_xact_lock(hashtextextended(v_inv.account_id, 7091318301203063141));
     SELECT * INTO v_inv FROM billing.invoices WHERE id = p_invoice FOR UPDATE;
+    SELECT coalesce(billing.invoice_number_text(s.prefix, v_inv.number), 'id ' || p_invoice)
+        INTO v_name FROM billing.invoice_series s WHERE s.series = v_inv.series;
     SELECT * INTO v_old FROM billing.invoice_refunds
         WHERE account_id = v_inv.account_id AND reference = p_reference;
     IF FOUND THEN
@@ -128,13 +131,15 @@ BEGIN
         END IF;
         PERFORM billing.violation('invoice_refunds_reference_reused', 'invoice_refunds',
             format('invoice %s: reference %s of account %s was already used for a refund of '
-                   '%s on invoice %s', p_invoice, p_reference, v_inv.account_id,
-                   v_old.amount, v_old.invoice_id));
+                   '%s on invoice %s', v_name, p_reference, v_inv.account_id, v_old.amount,
+                   (SELECT billing.invoice_number_text(s.prefix, o.number)
+                        FROM billing.invoices o JOIN billing.invoice_series s
+                        ON s.series = o.series WHERE o.id = v_old.invoice_id)));
     END IF;
     IF v_inv.status <> 'finalized' OR v_inv.kind <> 'invoice' THEN
         PERFORM billing.violation('invoice_refunds_finalized_only', 'invoices',
             format('invoice %s is a %s %s: only a finalized invoice''s account credit can be '
-                   'refunded', p_invoice, v_inv.status, replace(v_inv.kind, '_', ' ')));
+                   'refunded', v_name, v_inv.status, replace(v_inv.kind, '_', ' ')));
     END IF;
     SELECT max(month) INTO v_later FROM billing.invoices
         WHERE account_id = v_inv.account_id AND kind = 'invoice' AND status = 'finalized'
@@ -142,7 +147,7 @@ BEGIN
     IF v_later IS NOT NULL THEN
         PERFORM billing.violation('invoice_refunds_latest_month', 'invoices',
             format('invoice %s is of %s, but account %s has a finalized invoice of %s: refund '
-                   'the account credit left after that one', p_invoice,
+                   'the account credit left after that one', v_name,
                    to_char(v_inv.month, 'YYYY-MM'), v_inv.account_id,
                    to_char(v_later, 'YYYY-MM')));
     END IF;
@@ -150,7 +155,7 @@ BEGIN
     IF p_amount IS NULL OR p_amount <= 0 OR p_amount <> round(p_amount, v_digits) THEN
         PERFORM billing.violation('invoice_refunds_amount_exact', 'invoice_refunds',
             format('invoice %s: refund amount %s must be positive, in whole minor units of %s '
-                   '(%s decimals)', p_invoice, p_amount, v_inv.currency, v_digits), '23514');
+                   '(%s decimals)', v_name, p_amount, v_inv.currency, v_digits), '23514');
     END IF;
     SELECT coalesce(sum(r.amount), 0) INTO v_refunded
         FROM billing.invoice_refunds r JOIN billing.invoices j ON j.id = r.invoice_id
@@ -159,7 +164,7 @@ BEGIN
     IF p_amount > v_available THEN
         PERFORM billing.violation('invoice_refunds_within_account_credit', 'invoice_refunds',
             format('invoice %s: refund of %s %s exceeds the account credit available, %s '
-                   '(%s left after the invoice, %s refunded already)', p_invoice, p_amount,
+                   '(%s left after the invoice, %s refunded already)', v_name, p_amount,
                    v_inv.currency, greatest(v_available, 0), v_inv.account_credit_left,
                    v_refunded), '23514');
     END IF;
