@@ -1,8 +1,9 @@
 /*
  * cmd_invoice.c - `billing invoice list|show|export|void|refund`: stored
  * invoices as tables, JSON, CSV (RFC 4180) or PDF (export.c), voids with
- * credit notes, and account credit refunded out of band (credit notes too). One table of columns per kind of row drives every
- * output form, so that they cannot drift apart.
+ * credit notes, and account credit refunded out of band (credit notes
+ * too). One table of columns per kind of row drives every output form,
+ * so that they cannot drift apart.
  */
 #include "config.h"
 

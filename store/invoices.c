@@ -1169,8 +1169,10 @@ bs_status bs_invoice_refund(bs_conn *c, int64_t id, const char *amount, const ch
         return bs_error_set(err, BS_ERR_INVALID, "--reason must be 1..1024 bytes");
     if (reference == NULL || reference[0] == '\0' || strlen(reference) > 256)
         return bs_error_set(err, BS_ERR_INVALID, "--reference must be 1..256 bytes");
+    /* Digits and at most one point; the database checks the minor unit and the sign. */
     if (amount == NULL || amount[0] == '\0' || strlen(amount) > 40 ||
-        strspn(amount, "0123456789.") != strlen(amount) || strchr(amount, '.') != strrchr(amount, '.'))
+        strspn(amount, "0123456789.") != strlen(amount) ||
+        strchr(amount, '.') != strrchr(amount, '.'))
         return bs_error_set(err, BS_ERR_INVALID, "--amount '%.64s': expected a decimal such as "
                                                  "1251.50", amount != NULL ? amount : "");
     snprintf(id_text, sizeof(id_text), "%lld", (long long)id);
