@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <libpq-fe.h>
+
 #include "billing.h"
 #include <libpq-fe.h>
 
@@ -67,7 +69,8 @@ int close_parse_period(const char *text, int *year, int *month);
 
 /*
  * close_give_history - tell rater @r what each finalized month of account
- * @id took from each grant, as the ledger holds it: the rows of @history
+ * @id took from each grant, as the ledger holds it, and the account credit
+ * after it less what was refunded out of band: the rows of @history
  * (bs_credit_history, store/invoices.h) for @id from *@row on; *@row is
  * left after them. Returns 0, or -1 with a message printed (prefixed
  * @cmd). Not thread-safe per rater.

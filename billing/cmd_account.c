@@ -1,6 +1,7 @@
 /*
  * cmd_account.c - `billing account balance ACCOUNT`: the live credit
- * balance and the month's charges of an account, computed by libbilling
+ * balance and the month's charges of an account (finalized months as
+ * issued, close.h's close_give_history), computed by libbilling
  * from the aggregates stored by the ingest pipeline (the figures billingd
  * alerts on), so they match what `billing rate` gives for the same events.
  * With --at, the aggregates hold whole months, usage after the instant
@@ -40,15 +41,18 @@ static void usage(FILE *out)
           "the account's local month containing TIME, from the usage stored by billingd\n"
           "or `billing ingest` and the catalog loaded with `billing load`. With --at, the\n"
           "usage before TIME only (events running then cut there, as `billing rate --at`\n"
-          "does); without it, all the usage stored.\n"
+          "does); without it, all the usage stored. Months already finalized count as\n"
+          "issued (what they took of each grant, and the account credit they left less\n"
+          "any refunded out of band), as `billing close` counts them.\n"
           "\n"
           "Options:\n"
           "  --at TIME              RFC 3339 instant (default: now)\n"
           "  --book ID              price book (default: the only one)\n" DBCLI_DB_HELP
           "  --help                 print this help\n"
           "\n"
-          "Prints `credit_remaining`, then the month's `subtotal`, `credits`, `tax` and\n"
-          "`total` as key=value lines.\n"
+          "Prints `credit_remaining` (grants and account credit), then the month's\n"
+          "`subtotal`, `credits`, `tax`, `total`, `currency`, `account_credit` (spent)\n"
+          "and `account_credit_left` as key=value lines.\n"
           "Exit status: 0 shown; 2 usage error; 3 unknown account or invalid stored\n"
           "data; 4 internal error; 5 database error.\n",
           out);
@@ -101,6 +105,8 @@ static int print_month(billing_rater *r, const char *account, billing_time_t at,
     printf("month=%04d-%02d\nsubtotal=%s\ncredits=%s\ntax=%s\ntotal=%s\ncurrency=%s\n", year, month,
            billing_invoice_subtotal(inv), billing_invoice_credits(inv), billing_invoice_tax(inv),
            billing_invoice_total(inv), billing_invoice_currency(inv));
+    printf("account_credit=%s\naccount_credit_left=%s\n", billing_invoice_account_credit(inv),
+           billing_invoice_account_credit_left(inv));
     billing_invoice_destroy(inv);
     return CLI_EXIT_OK;
 }
@@ -199,7 +205,8 @@ static int rate_usage(bs_conn *c, bs_catalog *cat, billing_rater *r, const char 
  * Finalized months' credit as the ledger holds it (billing_rater_credit_issued), as the
  * next close takes it: a late event of a finalized month changes neither
  * the balance nor the month's credits here, as it changes neither on the
- * next draft. Every finalized month but the one containing @at counts.
+ * next draft (less account credit refunded out of band, billing invoice
+ * refund). Every finalized month but the one containing @at counts.
  */
 static int give_history(bs_conn *c, billing_rater *r, const char *account, billing_time_t at,
                         const billing_zone *zone)

@@ -1,8 +1,9 @@
 /*
- * cmd_invoice.c - `billing invoice list|show|export|void`: stored
- * invoices as tables, JSON, CSV (RFC 4180) or PDF (export.c), and voids
- * with credit notes. One table of columns per kind of row drives every
- * output form, so that they cannot drift apart.
+ * cmd_invoice.c - `billing invoice list|show|export|void|refund`: stored
+ * invoices as tables, JSON, CSV (RFC 4180) or PDF (export.c), voids with
+ * credit notes, and account credit refunded out of band (credit notes
+ * too). One table of columns per kind of row drives every output form,
+ * so that they cannot drift apart.
  */
 #include "config.h"
 
@@ -52,6 +53,8 @@ typedef struct invoice_opts {
     const char *format;
     const char *out_dir;
     const char *reason;
+    const char *amount;
+    const char *reference;
     long limit;
     int limit_set; /* --limit given: export only that many of a period */
 } invoice_opts;
@@ -64,6 +67,8 @@ static void usage(FILE *out)
           "       billing invoice export (NUMBER|ID | --period YYYY-MM [--limit N])\n"
           "                              --format json|csv|pdf --out DIR\n"
           "       billing invoice void NUMBER|ID --reason TEXT\n"
+          "       billing invoice refund NUMBER|ID --amount X --reason TEXT --reference KEY\n"
+          "                              [--method out_of_band]\n"
           "\n"
           "list: invoices and credit notes, by month and account (status draft,\n"
           "finalized or void). show: one invoice with its lines and credits.\n"
@@ -72,12 +77,19 @@ static void usage(FILE *out)
           "drafts as draft-ID). void: a finalized invoice keeps its number and is\n"
           "marked void; a credit note (CN-YYYY-NNNNNN) that references it is issued,\n"
           "and the credit it used goes back to its grants. Close the month again to\n"
-          "issue the corrected invoice.\n"
+          "issue the corrected invoice. refund: X of the account credit left after\n"
+          "the account's last finalized invoice was paid back to the customer's\n"
+          "payment method outside billing (--method out_of_band, the only one); a\n"
+          "credit note (CN-YYYY-NNNNNN) records it and later months no longer spend\n"
+          "it. --reference KEY is unique per account: the same command run again\n"
+          "prints the first credit note and records nothing. Without a refund,\n"
+          "account credit stays on the account for later charges.\n"
           "\n"
           "Options:\n" DBCLI_DB_HELP "  --help                 print this help\n"
           "\n"
           "Exit status: 0 done; 2 usage error; 3 no such invoice, or a change the\n"
-          "database refuses (voiding a draft); 4 internal error; 5 database error.\n",
+          "database refuses (voiding a draft, refunding more than the account\n"
+          "credit); 4 internal error; 5 database error.\n",
           out);
 }
 
@@ -90,6 +102,9 @@ enum {
     OPT_FORMAT,
     OPT_OUT,
     OPT_REASON,
+    OPT_AMOUNT,
+    OPT_REFERENCE,
+    OPT_METHOD,
     OPT_LIMIT,
     OPT_HELP
 };
@@ -103,6 +118,9 @@ static const struct option long_options[] = {
     {"format", required_argument, NULL, OPT_FORMAT},
     {"out", required_argument, NULL, OPT_OUT},
     {"reason", required_argument, NULL, OPT_REASON},
+    {"amount", required_argument, NULL, OPT_AMOUNT},
+    {"reference", required_argument, NULL, OPT_REFERENCE},
+    {"method", required_argument, NULL, OPT_METHOD},
     {"limit", required_argument, NULL, OPT_LIMIT},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
@@ -141,6 +159,17 @@ static int take_option(void *ctx, int opt, const char *arg)
         break;
     case OPT_REASON:
         o->reason = arg;
+        break;
+    case OPT_AMOUNT:
+        o->amount = arg;
+        break;
+    case OPT_REFERENCE:
+        o->reference = arg;
+        break;
+    case OPT_METHOD:
+        /* The one way there is; a named option so that a second (a processor's API) can join. */
+        if (strcmp(arg, "out_of_band") != 0)
+            return cli_usage_error("invoice", "--method '%s': expected out_of_band", arg);
         break;
     case OPT_LIMIT:
         if (cli_count("invoice", "--limit", arg, LIMIT_MAX, "a number of invoices", &n) !=
@@ -304,6 +333,39 @@ static int void_cmd(bs_conn *c, const invoice_opts *o, const char *ref)
     return CLI_EXIT_OK;
 }
 
+/*
+ * refund: the account credit paid back out of band. A retry with the same
+ * --reference prints the credit note the first run issued.
+ */
+static int refund_cmd(bs_conn *c, const invoice_opts *o, const char *ref)
+{
+    char cn[BS_NUMBER_TEXT_MAX];
+    char stale[256];
+    bs_error err;
+    int64_t id;
+    int replayed = 0;
+    int rc;
+
+    if (o->amount == NULL || o->reason == NULL || o->reference == NULL)
+        return cli_usage_error("invoice", "refund needs --amount X, --reason TEXT and "
+                                          "--reference KEY");
+    rc = find(c, ref, &id);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    if (bs_invoice_refund(c, id, o->amount, o->reason, o->reference, cn, &replayed, stale,
+                          sizeof(stale), &err) != BS_OK)
+        return dbcli_fail("invoice refund", &err);
+    printf("%s %s of the account credit after %s to the payment method (out of band); "
+           "credit note %s\n",
+           replayed ? "already refunded" : "refunded", o->amount, ref, cn);
+    /* Not an error: the draft is right once closed again (`close --finalize` closes first). */
+    if (stale[0] != '\0')
+        fprintf(stderr, "billing: invoice refund: the draft of %s spends the account credit as it "
+                        "was: close that month again before finalizing it\n",
+                stale);
+    return CLI_EXIT_OK;
+}
+
 /* ---------------------------------------------------------------------- */
 /* Dispatch                                                                */
 /* ---------------------------------------------------------------------- */
@@ -318,6 +380,8 @@ static int dispatch(bs_conn *c, const char *action, const invoice_opts *o, const
         return show(c, ref, json);
     if (strcmp(action, "export") == 0)
         return export_cmd(c, o, ref);
+    if (strcmp(action, "refund") == 0)
+        return refund_cmd(c, o, ref);
     return void_cmd(c, o, ref);
 }
 
@@ -341,17 +405,19 @@ int cmd_invoice(int argc, char **argv)
     if (rc != CLI_EXIT_OK)
         return rc;
     if (first >= argc)
-        return cli_usage_error("invoice", "say list, show, export or void");
+        return cli_usage_error("invoice", "say list, show, export, void or refund");
     action = argv[first++];
     if (strcmp(action, "list") != 0 && strcmp(action, "show") != 0 &&
-        strcmp(action, "export") != 0 && strcmp(action, "void") != 0)
-        return cli_usage_error("invoice", "unknown action '%s' (list, show, export, void)",
-                               action);
+        strcmp(action, "export") != 0 && strcmp(action, "void") != 0 &&
+        strcmp(action, "refund") != 0)
+        return cli_usage_error("invoice",
+                               "unknown action '%s' (list, show, export, void, refund)", action);
     if (first < argc)
         ref = argv[first++];
     if (first < argc)
         return cli_usage_error("invoice", "unexpected argument '%s'", argv[first]);
-    if (ref == NULL && (strcmp(action, "show") == 0 || strcmp(action, "void") == 0))
+    if (ref == NULL && (strcmp(action, "show") == 0 || strcmp(action, "void") == 0 ||
+                        strcmp(action, "refund") == 0))
         return cli_usage_error("invoice", "%s needs an invoice NUMBER or ID", action);
     if (o.format != NULL && strcmp(action, "export") != 0 && strcmp(o.format, "json") != 0 &&
         strcmp(o.format, "table") != 0)

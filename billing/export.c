@@ -40,7 +40,13 @@ static const char *const header_keys[] = {"id",
                                           "account_credit_left",
                                           "before_credit",
                                           "taxable",
-                                          "credit_remaining"};
+                                          "credit_remaining",
+                                          "account_credit_refunded",
+                                          "refund_tax",
+                                          "refunded_total",
+                                          "refund_method",
+                                          "refund_reason",
+                                          "refund_reference"};
 #define N_HEADER_KEYS (sizeof(header_keys) / sizeof(header_keys[0]))
 
 /* bs_invoice_lines; the quantity is shown as quantity/den when den is not 1. */
@@ -285,6 +291,10 @@ const export_total export_totals[] = {
     {"taxable", "Taxable amount", 0, 0},
     {"tax", "Tax", 0, 0},
     {"total", "Amount due", 0, 0},
+    /* A credit note of account credit refunded out of band (billing.refund_invoice). */
+    {"account_credit_refunded", "Account credit refunded", 1, 0},
+    {"refund_tax", "Tax on it refunded", 1, 0},
+    {"refunded_total", "Refunded to the payment method", 1, 0},
 };
 const size_t export_n_totals = sizeof(export_totals) / sizeof(export_totals[0]);
 
@@ -370,9 +380,34 @@ static const char *const csv_invoice_keys[] = {
     "tax",      "total",          "credit_remaining", "account_credit_left"};
 #define N_CSV_INVOICE (sizeof(csv_invoice_keys) / sizeof(csv_invoice_keys[0]))
 
-int export_invoice_csv(FILE *out, const export_invoice *inv)
+/*
+ * What a credit note of account credit refunded out of band refunds, and
+ * why: after the line columns (empty on other invoices), so that the
+ * columns before them stay where they were.
+ */
+static const char *const csv_refund_keys[] = {"account_credit_refunded", "refund_tax",
+                                              "refunded_total", "refund_method",
+                                              "refund_reason", "refund_reference"};
+#define N_CSV_REFUND (sizeof(csv_refund_keys) / sizeof(csv_refund_keys[0]))
+
+/* One row: the invoice's fields, line @r's (none when @r < 0), the refund's. */
+static void csv_row(FILE *out, const export_invoice *inv, int r)
 {
     char buf[CELL_MAX];
+    size_t i;
+
+    for (i = 0; i < N_CSV_INVOICE; i++)
+        csv_field(out, export_field(inv, csv_invoice_keys[i]), i == 0);
+    for (i = 0; i < export_n_line_columns; i++)
+        csv_field(out, r < 0 ? "" : cell(inv->lines, r, &export_line_columns[i], buf, sizeof(buf)),
+                  0);
+    for (i = 0; i < N_CSV_REFUND; i++)
+        csv_field(out, export_field(inv, csv_refund_keys[i]), 0);
+    fputs("\r\n", out);
+}
+
+int export_invoice_csv(FILE *out, const export_invoice *inv)
+{
     size_t i;
     int r;
 
@@ -380,14 +415,14 @@ int export_invoice_csv(FILE *out, const export_invoice *inv)
         csv_field(out, csv_invoice_keys[i], i == 0);
     for (i = 0; i < export_n_line_columns; i++)
         csv_field(out, export_line_columns[i].key, 0);
+    for (i = 0; i < N_CSV_REFUND; i++)
+        csv_field(out, csv_refund_keys[i], 0);
     fputs("\r\n", out);
-    for (r = 0; r < PQntuples(inv->lines); r++) {
-        for (i = 0; i < N_CSV_INVOICE; i++)
-            csv_field(out, export_field(inv, csv_invoice_keys[i]), i == 0);
-        for (i = 0; i < export_n_line_columns; i++)
-            csv_field(out, cell(inv->lines, r, &export_line_columns[i], buf, sizeof(buf)), 0);
-        fputs("\r\n", out);
-    }
+    for (r = 0; r < PQntuples(inv->lines); r++)
+        csv_row(out, inv, r);
+    /* A credit note of a refund has no lines: one row says what it refunds. */
+    if (PQntuples(inv->lines) == 0 && export_field(inv, "refund_method")[0] != '\0')
+        csv_row(out, inv, -1);
     return ferror(out) ? -1 : 0;
 }
 

@@ -221,6 +221,16 @@ static double header(cairo_t *cr, const export_invoice *inv)
         text(cr, MARGIN, y, buf, 9);
         y += ROW;
     }
+    if (export_field(inv, "refund_method")[0] != '\0') {
+        snprintf(buf, sizeof(buf), "Account credit refunded to the payment method (%s), "
+                                   "reference %.100s", export_field(inv, "refund_method"),
+                 export_field(inv, "refund_reference"));
+        text(cr, MARGIN, y, buf, 9);
+        y += ROW;
+        snprintf(buf, sizeof(buf), "Reason: %.300s", export_field(inv, "refund_reason"));
+        text(cr, MARGIN, y, buf, 9);
+        y += ROW;
+    }
     return y + ROW;
 }
 

@@ -871,14 +871,19 @@ PGresult *bs_billed_lines(bs_conn *c, const char *accounts, const char *month, b
 
 /*
  * Per account of $1, each month but $2 with a finalized invoice: the
- * account credit left after it, then per grant the net its ledger entries
+ * account credit left after it less what was refunded out of band
+ * against the month (billing.refund_invoice, 0012: paid back, so no later
+ * month spends it; never below zero, should a re-issued month leave less
+ * than was refunded), then per grant the net its ledger entries
  * took (entries of every invoice and credit note of the month: a voided
  * invoice and its credit note cancel).
  */
 #define SQL_CREDIT_HISTORY                                                                     \
     "WITH a AS (SELECT x.id, x.n FROM json_array_elements_text($1::json) WITH ORDINALITY"      \
-    " x(id, n)), f AS (SELECT a.id, a.n, i.month, round(i.account_credit_left * 10::numeric"   \
-    " ^ cu.digits) AS acl FROM a JOIN billing.invoices i ON i.account_id = a.id"               \
+    " x(id, n)), f AS (SELECT a.id, a.n, i.month, round(greatest(i.account_credit_left"        \
+    " - coalesce((SELECT sum(r.amount) FROM billing.invoice_refunds r JOIN billing.invoices k" \
+    " ON k.id = r.invoice_id WHERE r.account_id = a.id AND k.month = i.month), 0), 0)"         \
+    " * 10::numeric ^ cu.digits) AS acl FROM a JOIN billing.invoices i ON i.account_id = a.id" \
     " AND i.kind = 'invoice' AND i.status = 'finalized' AND i.month <> $2::date"               \
     " JOIN billing.currencies cu ON cu.code = i.currency)"                                     \
     " SELECT id, to_char(month, 'YYYY-MM'), g, am FROM (SELECT f.id, f.n, f.month, '' AS g,"   \
@@ -1067,6 +1072,114 @@ bs_status bs_invoice_void(bs_conn *c, int64_t id, const char *reason, char *cn_n
     return bs_transaction(c, void_tx, &x, err);
 }
 
+#define SQL_REFUND                                                                             \
+    "SELECT billing.refund_invoice($1::bigint, $2::numeric, $3::text, $4::text, $5::text)"
+/*
+ * The credit note $1's number, and whether its refund was recorded by an
+ * earlier transaction (a retry: rows of this one have created_at = now()).
+ */
+#define SQL_REFUND_NOTE                                                                        \
+    "SELECT " SQL_NUMBER_TEXT ", (r.created_at <> now())::text FROM billing.invoices i JOIN"   \
+    " billing.invoice_series s ON s.series = i.series JOIN billing.invoice_refunds r"          \
+    " ON r.credit_note_id = i.id WHERE i.id = $1::bigint"
+
+/*
+ * Later months of invoice $1's account with a draft: written before the
+ * refund, they spend the account credit as it was until closed again.
+ */
+#define SQL_REFUND_STALE                                                                       \
+    "SELECT coalesce(string_agg(to_char(d.month, 'YYYY-MM'), ' ' ORDER BY d.month), '')"       \
+    " FROM billing.invoices i JOIN billing.invoices d ON d.account_id = i.account_id"          \
+    " AND d.kind = 'invoice' AND d.status = 'draft' AND d.month > i.month"                     \
+    " WHERE i.id = $1::bigint"
+
+typedef struct refund_ctx {
+    const char *id;
+    const char *amount;
+    const char *reason;
+    const char *reference;
+    char *cn_number;
+    int *replayed;
+    char *stale;
+    size_t stale_size;
+} refund_ctx;
+
+static bs_status refund_tx(bs_conn *c, void *arg, bs_error *err)
+{
+    refund_ctx *x = arg;
+    const char *params[5];
+    char series[32];
+    char cn_id[32];
+    PGresult *res = bs_query(c, SQL_CN_SERIES, 0, NULL, err);
+
+    if (res == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    snprintf(series, sizeof(series), "%s", PQgetvalue(res, 0, 0));
+    PQclear(res);
+    params[0] = series;
+    if (bs_command(c, SQL_SERIES, 1, params, NULL, err) != BS_OK)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    params[0] = x->id;
+    params[1] = x->amount;
+    params[2] = x->reason;
+    params[3] = x->reference;
+    params[4] = series;
+    res = bs_query(c, SQL_REFUND, 5, params, err);
+    if (res == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    snprintf(cn_id, sizeof(cn_id), "%s", PQgetvalue(res, 0, 0));
+    PQclear(res);
+    params[0] = cn_id;
+    res = bs_query(c, SQL_REFUND_NOTE, 1, params, err);
+    if (res == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    if (PQntuples(res) == 1) {
+        snprintf(x->cn_number, BS_NUMBER_TEXT_MAX, "%s", PQgetvalue(res, 0, 0));
+        *x->replayed = strcmp(PQgetvalue(res, 0, 1), "true") == 0;
+    }
+    PQclear(res);
+    params[0] = x->id;
+    res = bs_query(c, SQL_REFUND_STALE, 1, params, err);
+    if (res == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    snprintf(x->stale, x->stale_size, "%s", PQgetvalue(res, 0, 0));
+    PQclear(res);
+    return BS_OK;
+}
+
+bs_status bs_invoice_refund(bs_conn *c, int64_t id, const char *amount, const char *reason,
+                            const char *reference, char *cn_number, int *replayed, char *stale,
+                            size_t stale_size, bs_error *err)
+{
+    char id_text[32];
+    refund_ctx x;
+
+    if (reason == NULL || reason[0] == '\0' || strlen(reason) > 1024)
+        return bs_error_set(err, BS_ERR_INVALID, "--reason must be 1..1024 bytes");
+    if (reference == NULL || reference[0] == '\0' || strlen(reference) > 256)
+        return bs_error_set(err, BS_ERR_INVALID, "--reference must be 1..256 bytes");
+    /* Digits and at most one point; the database checks the minor unit and the sign. */
+    if (amount == NULL || amount[0] == '\0' || strlen(amount) > 40 ||
+        strspn(amount, "0123456789.") != strlen(amount) ||
+        strchr(amount, '.') != strrchr(amount, '.'))
+        return bs_error_set(err, BS_ERR_INVALID, "--amount '%.64s': expected a decimal such as "
+                                                 "1251.50", amount != NULL ? amount : "");
+    snprintf(id_text, sizeof(id_text), "%lld", (long long)id);
+    x.id = id_text;
+    x.amount = amount;
+    x.reason = reason;
+    x.reference = reference;
+    x.cn_number = cn_number;
+    x.replayed = replayed;
+    x.stale = stale;
+    x.stale_size = stale_size;
+    *replayed = 0;
+    cn_number[0] = '\0';
+    if (stale_size > 0)
+        stale[0] = '\0';
+    return bs_transaction(c, refund_tx, &x, err);
+}
+
 #define SQL_INVOICE_COLUMNS                                                                    \
     "SELECT i.id, CASE WHEN i.number IS NULL THEN '' ELSE " SQL_NUMBER_TEXT " END,"            \
     " i.account_id, i.kind, to_char(i.month, 'YYYY-MM'), i.status, i.currency,"                \
@@ -1148,8 +1261,11 @@ bs_status bs_invoice_void(bs_conn *c, int64_t id, const char *reason, char *cn_n
     " i.account_credit::text, i.carried::text, i.account_credit_left::text,"                   \
     " (i.subtotal + i.returned)::text, (i.subtotal + i.returned - i.credits"                   \
     " - i.account_credit + i.carried)::text, coalesce((SELECT sum(r.remaining) FROM ("        \
-    SQL_GRANT_ROWS ") r), 0)::text" SQL_INVOICE_FROM                                           \
-    " JOIN billing.accounts a ON a.id = i.account_id WHERE i.id = $1::bigint"
+    SQL_GRANT_ROWS ") r), 0)::text, coalesce(rf.amount::text, ''), coalesce(rf.tax::text, ''),"  \
+    " coalesce(rf.total::text, ''), coalesce(rf.method, ''), coalesce(rf.reason, ''),"         \
+    " coalesce(rf.reference, '')" SQL_INVOICE_FROM                                             \
+    " JOIN billing.accounts a ON a.id = i.account_id"                                          \
+    " LEFT JOIN billing.invoice_refunds rf ON rf.credit_note_id = i.id WHERE i.id = $1::bigint"
 #define SQL_LINES                                                                              \
     "SELECT l.line_no, l.kind, coalesce(l.meter, ''), l.model, l.region,"                      \
     " coalesce(l.plan_id, ''), coalesce(v.label, ''),"                                         \

@@ -176,6 +176,30 @@ bs_status bs_invoice_void(bs_conn *c, int64_t id, const char *reason, char *cn_n
                           bs_error *err);
 
 /*
+ * bs_invoice_refund - record that @amount (major units, as text: exact to
+ * the currency's minor unit) of the account credit left after finalized
+ * invoice @id was refunded to the payment method out of band, for
+ * @reason (1..1024 bytes), under @reference (1..256 bytes, unique per
+ * account: a retry with the same reference, invoice and amount records
+ * nothing and returns the first credit note). Issues a credit note in
+ * series "CN-YYYY" whose number goes into @cn_number
+ * (BS_NUMBER_TEXT_MAX bytes); *@replayed is 1 when the reference had
+ * been recorded already. Later closes start from the account credit less
+ * the refund (doc/pricing.md, "Account credit: keep it or refund it");
+ * the later months of the account that have a draft, written before it,
+ * go into @stale ("YYYY-MM YYYY-MM", empty when none; @stale_size bytes,
+ * cut to fit).
+ * Returns BS_OK, BS_ERR_INVALID (bad argument), BS_ERR_CONSTRAINT (not a
+ * finalized invoice, not the account's last finalized month, more than
+ * the account credit available, a reference reused; the message names
+ * the invoice and the figures), or an error. Blocks on the account's
+ * close lock. Not thread-safe on one connection.
+ */
+bs_status bs_invoice_refund(bs_conn *c, int64_t id, const char *amount, const char *reason,
+                            const char *reference, char *cn_number, int *replayed, char *stale,
+                            size_t stale_size, bs_error *err);
+
+/*
  * bs_invoice_list - invoices matching the filters (NULL: any): @month
  * "YYYY-MM-01", @account, @status, @series; ordered by month, account,
  * id; at most @limit rows. Columns: id, number, account_id, kind, month,

@@ -2278,6 +2278,291 @@ START_TEST(test_lost_rates_repaired_by_reload)
 }
 END_TEST
 
+/* ---------------------------------------------------------------------- */
+/* Account credit refunded out of band (issue 23, the refund policy)       */
+/* ---------------------------------------------------------------------- */
+
+/*
+ * doc/pricing.md's worked example ("Account credit"), account "a" (CNY,
+ * Asia/Shanghai, 6% tax): a refundable monthly term of 2 599.00 from Jan
+ * 31 10:00, cancelled Feb 14 10:00 (refund 1 299.50); 48.00 of usage in
+ * February (48 GPU-hours at 1.00) and a 100.00 usage grant expiring Mar
+ * 1; 4.80 of usage in March. January and February closed and finalized:
+ * February carries 1 251.50 to the account credit.
+ */
+static void refund_scenario(void)
+{
+    const char *jan[] = {"close", "--period", "2026-01", "--finalize", "--grace", "0", "--quiet",
+                         NULL};
+    const char *feb[] = {"close", "--period", "2026-02", "--finalize", "--grace", "0", "--quiet",
+                         NULL};
+    char pb[PATH_LEN];
+    char acc[PATH_LEN];
+    const char *load[] = {"load", "--pricebook", pb, "--accounts", acc, NULL};
+    char ev[TEXT_MAX] = "";
+
+    write_text("pricebook.json",
+               "{\"currency\": \"CNY\", \"rounding\": \"half-up\", \"plans\": [{\"id\":"
+               " \"rtx-monthly\", \"period\": \"month\", \"model\": \"RTX4090\", \"region\":"
+               " \"r\", \"refundable\": true}], \"versions\": [{\"id\": \"v1\","
+               " \"effective_from\": \"2026-01-01T00:00:00Z\", \"rates\": [{\"meter\": \"gpu\","
+               " \"model\": \"RTX4090\", \"region\": \"r\", \"price\": \"1.00\"}], \"plan_fees\":"
+               " [{\"plan\": \"rtx-monthly\", \"fee\": \"2599.00\"}]}]}\n");
+    write_text("accounts.json",
+               "{\"accounts\": [{\"id\": \"a\", \"currency\": \"CNY\", \"time_zone\":"
+               " \"Asia/Shanghai\", \"tax_rate\": \"0.06\"}], \"subscriptions\": [{\"id\":"
+               " \"sub-r\", \"account\": \"a\", \"resource\": \"i-sub\", \"plan\": \"rtx-monthly\","
+               " \"start\": \"2026-01-31T10:00:00+08:00\", \"terms\": 3, \"cancelled_at\":"
+               " \"2026-02-14T10:00:00+08:00\"}], \"grants\": [{\"id\": \"g1\", \"account\": \"a\","
+               " \"amount\": \"100.00\", \"granted_at\": \"2026-02-01T00:00:00+08:00\","
+               " \"expires_at\": \"2026-03-01T00:00:00+08:00\", \"applies_to\": [\"usage\"],"
+               " \"priority\": 0}]}\n");
+    path_of(pb, sizeof(pb), "pricebook.json");
+    path_of(acc, sizeof(acc), "accounts.json");
+    ok(load);
+    add_gpu_event(ev, sizeof(ev), "e1", "RTX4090", "2026-02-02T00:00:00+08:00",
+                  "2026-02-04T00:00:00+08:00");
+    add_gpu_event(ev, sizeof(ev), "e2", "RTX4090", "2026-03-02T10:00:00+08:00",
+                  "2026-03-02T14:48:00+08:00");
+    ingest_text(ev);
+    ok(jan);
+    ok(feb);
+}
+
+/* The figures of account a's finalized invoice of @month, '|'-separated (caller frees). */
+static char *month_figures(bs_conn *c, const char *month)
+{
+    char sql[512];
+
+    snprintf(sql, sizeof(sql),
+             "SELECT subtotal, credits, account_credit, carried, account_credit_left, tax, total"
+             " FROM billing.invoices WHERE account_id = 'a' AND kind = 'invoice' AND status ="
+             " 'finalized' AND month = '%s'",
+             month);
+    return itdb_text(c, sql);
+}
+
+/* `billing invoice refund` of February's invoice; its output in @text, its exit status. */
+static int refund_feb(const char *amount, const char *reference, char *text, size_t size)
+{
+    char args[512];
+
+    snprintf(args, sizeof(args),
+             "invoice refund INV-2026-000002 --amount %s --reason 'customer asked for the"
+             " credit back' --reference %s --method out_of_band",
+             amount, reference);
+    return billing_status_text(args, text, size);
+}
+
+/*
+ * The worked example of doc/pricing.md, "Refunding account credit out of
+ * band": February carries 1 251.50; 1 000.00 of it is refunded to the
+ * card (with 60.00 of tax on it: 1 060.00) by credit note; 251.50 is
+ * left, and March's 4.80 leaves 246.70. The credit note reads the same in
+ * `invoice show`, JSON, CSV and PDF.
+ */
+START_TEST(test_refund_out_of_band_worked_example)
+{
+    bs_conn *c = fresh("refundex");
+    const char *mar[] = {"close", "--period", "2026-03", "--finalize", "--grace", "0", "--quiet",
+                         NULL};
+    char *text = calloc(1, 1 << 20);
+    char *fig;
+    char dir[PATH_LEN];
+    char cmd[2 * PATH_LEN + CONNINFO_MAX + 64];
+    char path[2 * PATH_LEN];
+    const char *exp[] = {"invoice", "export", "", "--format", "json", "--out", dir, NULL};
+    json_error_t jerr;
+    json_t *doc;
+    char cn[64];
+    char *row;
+
+    ck_assert(text != NULL);
+    refund_scenario();
+    fig = month_figures(c, "2026-02-01");
+    ck_assert_str_eq(fig, "-1251.50|0.00|0.00|1251.50|1251.50|0.00|0.00\n");
+    free(fig);
+    ck_assert_msg(refund_feb("1000.00", "rf-1", text, 1 << 20) == 0, "refund: %s", text);
+    ck_assert_msg(strstr(text, "refunded 1000.00") != NULL, "%s", text);
+    row = itdb_text(c, "SELECT r.amount, r.tax, r.total, r.method, i.kind, i.status,"
+                       " i.account_credit_left, i.total, o.month FROM billing.invoice_refunds r"
+                       " JOIN billing.invoices i ON i.id = r.credit_note_id JOIN billing.invoices o"
+                       " ON o.id = r.invoice_id");
+    ck_assert_str_eq(row, "1000.00|60.00|1060.00|out_of_band|credit_note|finalized|251.50|0.00|"
+                          "2026-02-01\n");
+    free(row);
+    row = itdb_text(c, "SELECT billing.invoice_number_text(s.prefix, i.number) FROM"
+                       " billing.invoices i JOIN billing.invoice_series s ON s.series = i.series"
+                       " WHERE i.kind = 'credit_note'");
+    snprintf(cn, sizeof(cn), "%.*s", (int)strcspn(row, "\n"), row);
+    free(row);
+    ck_assert_msg(strncmp(cn, "CN-", 3) == 0, "credit note number %s", cn);
+    /* What the credit note refunds and why, in every form. */
+    snprintf(cmd, sizeof(cmd), "%s invoice show %s --db '%s'", billing_path(), cn, conninfo);
+    command_text(cmd, text, 1 << 20);
+    expect_figure(text, "Account credit refunded", "1000.00", "show");
+    expect_figure(text, "Tax on it refunded", "60.00", "show");
+    expect_figure(text, "Refunded to the payment method", "1060.00", "show");
+    expect_figure(text, "refund_reason", "customer asked for the credit back", "show");
+    expect_figure(text, "corrects", "INV-2026-000002", "show");
+    path_of(dir, sizeof(dir), "refund");
+    exp[2] = cn;
+    ok(exp);
+    snprintf(path, sizeof(path), "%s/%s.json", dir, cn);
+    doc = json_load_file(path, 0, &jerr);
+    ck_assert_msg(doc != NULL, "%s: %s", path, jerr.text);
+    ck_assert_str_eq(json_string_value(json_object_get(doc, "account_credit_refunded")), "1000.00");
+    ck_assert_str_eq(json_string_value(json_object_get(doc, "refund_tax")), "60.00");
+    ck_assert_str_eq(json_string_value(json_object_get(doc, "refunded_total")), "1060.00");
+    ck_assert_str_eq(json_string_value(json_object_get(doc, "refund_method")), "out_of_band");
+    ck_assert_str_eq(json_string_value(json_object_get(doc, "refund_reference")), "rf-1");
+    ck_assert_str_eq(json_string_value(json_object_get(doc, "account_credit_left")), "251.50");
+    json_decref(doc);
+    exp[4] = "csv";
+    ok(exp);
+    snprintf(cmd, sizeof(cmd), "cat '%s/%s.csv'", dir, cn);
+    command_text(cmd, text, 1 << 20);
+    ck_assert_msg(strncmp(text, CSV_HEADER, strlen(CSV_HEADER)) == 0, "CSV header: %.300s", text);
+    ck_assert_msg(strstr(text, ",1000.00,60.00,1060.00,out_of_band,customer asked for the credit"
+                               " back,rf-1\r\n") != NULL,
+                  "CSV: no refund row in:\n%s", text);
+    exp[4] = "pdf";
+    ok(exp);
+    snprintf(cmd, sizeof(cmd), "pdftotext -layout '%s/%s.pdf' -", dir, cn);
+    command_text(cmd, text, 1 << 20);
+    expect_figure(text, "Refunded to the payment method", "1060.00", "PDF");
+    expect_figure(text, "Reason:", "customer asked for the credit back", "PDF");
+    /* The live balance in March starts from what is left too (the grant expired Mar 1). */
+    ck_assert_int_eq(billing_status_text("account balance a --at 2026-03-31T12:00:00+08:00", text,
+                                         1 << 20),
+                     0);
+    ck_assert_msg(strstr(text, "credit_remaining=246.7\n") != NULL &&
+                      strstr(text, "account_credit=4.80\naccount_credit_left=246.70\n") != NULL,
+                  "account balance:\n%s", text);
+    /* March spends what is left: 4.80 of 251.50. */
+    ok(mar);
+    fig = month_figures(c, "2026-03-01");
+    ck_assert_str_eq(fig, "4.80|0.00|4.80|0.00|246.70|0.00|0.00\n");
+    free(fig);
+    check_ledger(c);
+    free(text);
+    drop(c);
+}
+END_TEST
+
+/*
+ * More than the account credit is refused, naming the invoice and the
+ * figures, and writes nothing; so are an amount finer than a fen and a
+ * month that is no longer the account's last finalized one.
+ */
+START_TEST(test_refund_more_than_account_credit_refused)
+{
+    bs_conn *c = fresh("refundmax");
+    const char *mar[] = {"close", "--period", "2026-03", "--finalize", "--grace", "0", "--quiet",
+                         NULL};
+    char *text = calloc(1, 1 << 16);
+
+    ck_assert(text != NULL);
+    refund_scenario();
+    ck_assert_int_eq(refund_feb("1251.51", "rf-big", text, 1 << 16), 3);
+    ck_assert_msg(strstr(text, "invoice INV-2026-000002: refund of 1251.51 CNY exceeds the"
+                               " account credit available, 1251.50") != NULL,
+                  "%s", text);
+    ck_assert_int_eq(refund_feb("1000.00", "rf-1", text, 1 << 16), 0);
+    ck_assert_int_eq(refund_feb("251.51", "rf-2", text, 1 << 16), 3);
+    ck_assert_msg(strstr(text, "refund of 251.51 CNY exceeds the account credit available, 251.50"
+                               " (1251.50 left after the invoice, 1000.00 refunded already)") !=
+                      NULL,
+                  "%s", text);
+    ck_assert_int_eq(refund_feb("0.001", "rf-3", text, 1 << 16), 3);
+    ck_assert_msg(strstr(text, "whole minor units") != NULL, "%s", text);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.invoice_refunds"), 1);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.invoices WHERE kind ="
+                                  " 'credit_note'"),
+                     1);
+    /* All that is left may go; then nothing. */
+    ck_assert_int_eq(refund_feb("251.50", "rf-4", text, 1 << 16), 0);
+    ck_assert_int_eq(refund_feb("0.01", "rf-5", text, 1 << 16), 3);
+    /* Once March is finalized, the account credit is March's. */
+    ok(mar);
+    ck_assert_int_eq(refund_feb("0.01", "rf-6", text, 1 << 16), 3);
+    ck_assert_msg(strstr(text, "has a finalized invoice of 2026-03") != NULL, "%s", text);
+    free(text);
+    drop(c);
+}
+END_TEST
+
+/*
+ * The same command run twice (a retry after a lost connection) refunds
+ * once and prints the first credit note; the reference reused for
+ * another amount is refused.
+ */
+START_TEST(test_refund_retry_not_doubled)
+{
+    bs_conn *c = fresh("refundretry");
+    char *first = calloc(1, 1 << 16);
+    char *text = calloc(1, 1 << 16);
+    const char *cn;
+
+    ck_assert(first != NULL && text != NULL);
+    refund_scenario();
+    ck_assert_int_eq(refund_feb("1000.00", "rf-1", first, 1 << 16), 0);
+    ck_assert_int_eq(refund_feb("1000.00", "rf-1", text, 1 << 16), 0);
+    ck_assert_msg(strstr(text, "already refunded") != NULL, "%s", text);
+    cn = strstr(first, "credit note ");
+    ck_assert(cn != NULL);
+    ck_assert_msg(strstr(text, cn) != NULL, "retry: '%s', first: '%s'", text, first);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.invoice_refunds"), 1);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.invoices WHERE kind ="
+                                  " 'credit_note'"),
+                     1);
+    ck_assert_int_eq(refund_feb("500.00", "rf-1", text, 1 << 16), 3);
+    ck_assert_msg(strstr(text, "reference rf-1 of account a was already used for a refund of"
+                               " 1000.00 on invoice INV-2026-000002") != NULL,
+                  "%s", text);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.invoice_refunds"), 1);
+    /* The account credit is lowered once: 251.50 can still go, no more. */
+    ck_assert_int_eq(refund_feb("251.51", "rf-2", text, 1 << 16), 3);
+    ck_assert_int_eq(refund_feb("251.50", "rf-2", text, 1 << 16), 0);
+    free(first);
+    free(text);
+    drop(c);
+}
+END_TEST
+
+/*
+ * All of February's account credit refunded: March's 4.80 is charged
+ * (with tax 0.29) instead of being spent from credit the customer already
+ * got back. Kept as account credit (no refund), March spends it.
+ */
+START_TEST(test_refund_not_spent_by_later_month)
+{
+    bs_conn *c = fresh("refundlater");
+    const char *mar[] = {"close", "--period", "2026-03", "--finalize", "--grace", "0", "--quiet",
+                         NULL};
+    char *text = calloc(1, 1 << 16);
+    char *fig;
+
+    ck_assert(text != NULL);
+    refund_scenario();
+    /* March's draft before the refund spends the account credit... */
+    ck_assert_int_eq(billing_status_text("close --period 2026-03 --quiet", text, 1 << 16), 0);
+    ck_assert_int_eq(refund_feb("1251.50", "rf-all", text, 1 << 16), 0);
+    ck_assert_msg(strstr(text, "the draft of 2026-03 spends the account credit as it was") !=
+                      NULL,
+                  "%s", text);
+    ck_assert_int_eq(itdb_long(c, "SELECT round(tax * 100) FROM billing.invoice_refunds"), 7509);
+    /* ...and the close after it (finalizing) does not. */
+    ok(mar);
+    fig = month_figures(c, "2026-03-01");
+    ck_assert_str_eq(fig, "4.80|0.00|0.00|0.00|0.00|0.29|5.09\n");
+    free(fig);
+    check_ledger(c);
+    free(text);
+    drop(c);
+}
+END_TEST
+
 static Suite *close_suite(void)
 {
     Suite *s = suite_create("close");
@@ -2308,6 +2593,14 @@ static Suite *close_suite(void)
     tcase_add_test(tc, test_reissue_earlier_month_after_later_finalized);
     tcase_add_test(tc, test_export_reads_as_rate);
     tcase_add_loop_test(tc, test_export_equals_rate_random, 0, 4);
+    suite_add_tcase(s, tc);
+    /* Account credit refunded out of band (CK_RUN_CASE=refund runs them alone). */
+    tc = tcase_create("refund");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_refund_out_of_band_worked_example);
+    tcase_add_test(tc, test_refund_more_than_account_credit_refused);
+    tcase_add_test(tc, test_refund_retry_not_doubled);
+    tcase_add_test(tc, test_refund_not_spent_by_later_month);
     suite_add_tcase(s, tc);
     return s;
 }
