@@ -1019,6 +1019,24 @@ bs_status bs_invoice_find(bs_conn *c, const char *ref, int64_t *id, bs_error *er
     "SELECT " SQL_NUMBER_TEXT " FROM billing.invoices i JOIN billing.invoice_series s"         \
     " ON s.series = i.series WHERE i.id = $1::bigint"
 
+/*
+ * cn_series - this year's credit note series ("CN-2026") into @series,
+ * its numbering row made if missing: what a void and a refund number
+ * their credit note in. Returns BS_OK or the error.
+ */
+static bs_status cn_series(bs_conn *c, char *series, size_t size, bs_error *err)
+{
+    const char *params[1];
+    PGresult *res = bs_query(c, SQL_CN_SERIES, 0, NULL, err);
+
+    if (res == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    snprintf(series, size, "%s", PQgetvalue(res, 0, 0));
+    PQclear(res);
+    params[0] = series;
+    return bs_command(c, SQL_SERIES, 1, params, NULL, err);
+}
+
 typedef struct void_ctx {
     const char *id;
     const char *reason;
@@ -1031,14 +1049,9 @@ static bs_status void_tx(bs_conn *c, void *arg, bs_error *err)
     const char *params[3];
     char series[32];
     char cn_id[32];
-    PGresult *res = bs_query(c, SQL_CN_SERIES, 0, NULL, err);
+    PGresult *res;
 
-    if (res == NULL)
-        return err != NULL ? err->status : BS_ERR_FATAL;
-    snprintf(series, sizeof(series), "%s", PQgetvalue(res, 0, 0));
-    PQclear(res);
-    params[0] = series;
-    if (bs_command(c, SQL_SERIES, 1, params, NULL, err) != BS_OK)
+    if (cn_series(c, series, sizeof(series), err) != BS_OK)
         return err != NULL ? err->status : BS_ERR_FATAL;
     params[0] = x->id;
     params[1] = x->reason;
@@ -1110,14 +1123,9 @@ static bs_status refund_tx(bs_conn *c, void *arg, bs_error *err)
     const char *params[5];
     char series[32];
     char cn_id[32];
-    PGresult *res = bs_query(c, SQL_CN_SERIES, 0, NULL, err);
+    PGresult *res;
 
-    if (res == NULL)
-        return err != NULL ? err->status : BS_ERR_FATAL;
-    snprintf(series, sizeof(series), "%s", PQgetvalue(res, 0, 0));
-    PQclear(res);
-    params[0] = series;
-    if (bs_command(c, SQL_SERIES, 1, params, NULL, err) != BS_OK)
+    if (cn_series(c, series, sizeof(series), err) != BS_OK)
         return err != NULL ? err->status : BS_ERR_FATAL;
     params[0] = x->id;
     params[1] = x->amount;
