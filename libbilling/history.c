@@ -216,7 +216,8 @@ static billing_status rows_read(const billing_catalog *cat, const bl_account *a,
         if (row->grant == NULL)
             im->has_balance = 1;
     }
-    qsort(*out, *n, sizeof(**out), month_cmp);
+    if (*n > 1) /* no rows: *out is NULL, which qsort must not be given */
+        qsort(*out, *n, sizeof(**out), month_cmp);
     return BILLING_OK;
 }
 
