@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "balance.h"
 #include "cli.h"
 #include "close.h"
 #include "close_late.h"
@@ -161,69 +162,21 @@ static void tally(close_run_ctx *x, const bs_draft *d, const bs_draft_outcome *o
     pthread_mutex_unlock(&x->lock);
 }
 
-/* Rows of issued credit per account at most (months x grants): bounds what one account may ask. */
-#define ISSUED_ROWS_MAX 65536
-
-/*
- * Credit of a finalized month is history: re-rating it with a late event
- * (which reaches the draft as an adjustment line, close_late.c) must not
- * change what later months may use. The rows of @history
- * (bs_credit_history) for account @id, from *@row on, tell the rater what
- * each finalized month took from each grant, as the ledger holds it
- * (billing_rater_credit_issued). Returns 0, or -1 with a message printed.
- * Also used by `billing account balance` (close.h).
- */
-int close_give_history(billing_rater *r, const char *cmd, const char *id, PGresult *history,
-                       int *row)
-{
-    billing_issued_row *rows = NULL;
-    char msg[MSG_MAX];
-    size_t n = 0;
-    int first = *row;
-    int total = PQntuples(history);
-    int rc = 0;
-
-    while (*row < total && strcmp(PQgetvalue(history, *row, 0), id) == 0)
-        (*row)++;
-    if (*row == first)
-        return 0;
-    if (*row - first > ISSUED_ROWS_MAX) {
-        cli_error("%s: account '%s': more than %d months x grants of issued credit", cmd, id,
-                  ISSUED_ROWS_MAX);
-        return -1;
-    }
-    rows = calloc((size_t)(*row - first), sizeof(*rows));
-    if (rows == NULL) {
-        cli_error("%s: out of memory", cmd);
-        return -1;
-    }
-    for (n = 0; n < (size_t)(*row - first); n++) {
-        const char *month = PQgetvalue(history, first + (int)n, 1);
-        const char *grant = PQgetvalue(history, first + (int)n, 2);
-        rows[n].year = atoi(month);
-        rows[n].month = atoi(month + 5);
-        rows[n].grant = grant[0] != '\0' ? grant : NULL;
-        rows[n].amount = PQgetvalue(history, first + (int)n, 3);
-    }
-    if (billing_rater_credit_issued(r, id, n, rows, msg, sizeof(msg)) != BILLING_OK) {
-        cli_error("%s: account '%s': the ledger's credit of finalized months: %s", cmd, id, msg);
-        rc = -1;
-    }
-    free(rows);
-    return rc;
-}
-
 /* The draft of account @id into @slot/@d; 1 if there is one, 0 if none, -1 on failure. */
 static int build_draft(batch *b, const char *id, PGresult *billed_res, int *row,
-                       PGresult *history, int *hrow, draft_slot *slot, bs_draft *d)
+                       bs_history *history, draft_slot *slot, bs_draft *d)
 {
     close_run_ctx *x = b->x;
     char msg[MSG_MAX];
 
     memset(slot, 0, sizeof(*slot));
     mpz_init(slot->adj.sum);
-    if (close_give_history(b->r, "close", id, history, hrow) != 0)
+    bs_error err;
+
+    if (bs_history_give(history, b->r, id, &err) != BS_OK) {
+        dbcli_fail("close", &err);
         return -1;
+    }
     if (billing_rater_invoice(b->r, id, x->p->year, x->p->month, &slot->inv, msg, sizeof(msg)) !=
         BILLING_OK) {
         cli_error("close: account '%s': %s", id, msg);
@@ -330,26 +283,24 @@ static int write_batch(batch *b, bs_conn *c, const char *acc_text, size_t from, 
     bs_draft *d = calloc(n, sizeof(*d));
     bs_draft_outcome *out = calloc(n, sizeof(*out));
     PGresult *billed_res = NULL;
-    PGresult *history = NULL;
+    bs_history *history = NULL;
     size_t k = 0;
     size_t i;
     int row = 0;
-    int hrow = 0;
     int rc = CLI_EXIT_INTERNAL;
     bs_error err;
 
     if (slots == NULL || d == NULL || out == NULL)
         goto done;
     billed_res = bs_billed_lines(c, acc_text, x->month_text, &err);
-    if (billed_res != NULL)
-        history = bs_credit_history(c, acc_text, x->month_text, &err);
-    if (billed_res == NULL || history == NULL) {
+    if (billed_res == NULL ||
+        bs_history_read(c, acc_text, x->month_text, &history, &err) != BS_OK) {
         rc = dbcli_fail("close", &err);
         goto done;
     }
     for (i = 0; i < n; i++) {
         const char *id = json_string_value(json_array_get(x->accounts, from + i));
-        int has = build_draft(b, id, billed_res, &row, history, &hrow, &slots[i], &d[k]);
+        int has = build_draft(b, id, billed_res, &row, history, &slots[i], &d[k]);
         if (has < 0)
             goto done;
         k += (size_t)has;
@@ -368,7 +319,7 @@ done:
     for (i = 0; slots != NULL && i < n; i++)
         late_draft_slot_free(&slots[i]);
     PQclear(billed_res);
-    PQclear(history);
+    bs_history_free(history);
     free(out);
     free(d);
     free(slots);

@@ -67,15 +67,5 @@ void close_summary_print(FILE *out, const close_params *p, const close_summary *
  */
 int close_parse_period(const char *text, int *year, int *month);
 
-/*
- * close_give_history - tell rater @r what each finalized month of account
- * @id took from each grant, as the ledger holds it, and the account credit
- * after it less what was refunded out of band: the rows of @history
- * (bs_credit_history, store/invoices.h) for @id from *@row on; *@row is
- * left after them. Returns 0, or -1 with a message printed (prefixed
- * @cmd). Not thread-safe per rater.
- */
-int close_give_history(billing_rater *r, const char *cmd, const char *id, PGresult *history,
-                       int *row);
 
 #endif /* BILLING_CLOSE_H */

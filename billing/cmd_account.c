@@ -1,27 +1,23 @@
 /*
  * cmd_account.c - `billing account balance ACCOUNT`: the live credit
- * balance and the month's charges of an account (finalized months as
- * issued, close.h's close_give_history), computed by libbilling
- * from the aggregates stored by the ingest pipeline (the figures billingd
- * alerts on), so they match what `billing rate` gives for the same events.
- * With --at, the aggregates hold whole months, usage after the instant
- * too: the account's stored raw events are rated instead, each cut at
- * the instant as `billing rate --at` cuts it.
+ * balance and the month's charges of an account, computed by libbilling
+ * from what the store holds (store/balance.h, bs_balance_rater: the
+ * aggregates stored by the ingest pipeline, or with --at the raw events
+ * cut at the instant, and finalized months as issued), so they match what
+ * `billing rate` gives for the same events and what `billing close`
+ * starts from.
  */
 #include "config.h"
 
 #include <getopt.h>
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "balance.h"
 #include "cli.h"
-#include "close.h"
 #include "dbcli.h"
-#include "ingest.h"
-#include "invoices.h"
 #include "migrate.h"
 
 #define MSG_MAX 512
@@ -111,159 +107,17 @@ static int print_month(billing_rater *r, const char *account, billing_time_t at,
     return CLI_EXIT_OK;
 }
 
-/* What rate_cut receives. */
-typedef struct cut_ctx {
-    billing_rater *r;
-    billing_event *ev;
-    billing_time_t at;
-    char msg[MSG_MAX];
-} cut_ctx;
-
-/* A bs_event_fn: rate a stored event up to the instant (it starts before it). */
-static int rate_cut(void *arg, const char *account, const char *id, const char *resource,
-                    const char *meter, billing_time_t start, billing_time_t end,
-                    const char *quantity, const char *model, const char *region)
-{
-    cut_ctx *k = arg;
-    billing_meter m;
-    billing_status st;
-
-    billing_event_reset(k->ev);
-    st = billing_meter_parse(meter, &m);
-    if (st == BILLING_OK)
-        st = billing_event_set_id(k->ev, id);
-    if (st == BILLING_OK)
-        st = billing_event_set_account(k->ev, account);
-    if (st == BILLING_OK)
-        st = billing_event_set_resource(k->ev, resource);
-    if (st == BILLING_OK)
-        st = billing_event_set_meter(k->ev, m);
-    if (st == BILLING_OK)
-        st = billing_event_set_quantity(k->ev, quantity, k->msg, sizeof(k->msg));
-    if (st == BILLING_OK)
-        st = billing_event_set_model(k->ev, model);
-    if (st == BILLING_OK)
-        st = billing_event_set_region(k->ev, region);
-    /* A level (GPUs, instances, GB) priced per unit of time: the part before the instant. */
-    billing_event_set_interval(k->ev, start, end < k->at ? end : k->at);
-    if (st == BILLING_OK)
-        st = billing_rater_add(k->r, k->ev, k->msg, sizeof(k->msg));
-    if (st == BILLING_OK)
-        return 0;
-    if (k->msg[0] == '\0')
-        snprintf(k->msg, sizeof(k->msg), "stored event '%.128s': %s", id, billing_strerror(st));
-    return -1;
-}
-
-/* The stored raw events of @account starting before @at, cut there, into @r. */
-static int rate_events_before(bs_conn *c, billing_rater *r, const char *account, billing_time_t at)
-{
-    json_t *list = json_pack("[s]", account);
-    char *text = list != NULL ? json_dumps(list, JSON_COMPACT) : NULL;
-    cut_ctx k;
-    bs_error err;
-    bs_status st;
-    int rc = CLI_EXIT_OK;
-
-    memset(&k, 0, sizeof(k));
-    k.r = r;
-    k.at = at;
-    k.ev = billing_event_new();
-    if (text == NULL || k.ev == NULL) {
-        cli_error("account balance: out of memory");
-        rc = CLI_EXIT_INTERNAL;
-        goto out;
-    }
-    st = bs_events_fetch(c, text, at, rate_cut, &k, &err);
-    if (st == BS_ERR_INVALID && k.msg[0] != '\0') {
-        cli_error("account balance: %s", k.msg);
-        rc = CLI_EXIT_INPUT;
-    } else if (st != BS_OK) {
-        rc = dbcli_fail("account balance", &err);
-    }
-out:
-    billing_event_destroy(k.ev);
-    free(text);
-    json_decref(list);
-    return rc;
-}
-
-/* The usage of @account into @r: every stored aggregate, or with --at the events before it. */
-static int rate_usage(bs_conn *c, bs_catalog *cat, billing_rater *r, const char *account,
-                      const billing_time_t *at)
-{
-    bs_error err;
-
-    if (at != NULL)
-        return rate_events_before(c, r, account, *at);
-    if (bs_aggregates_rate(c, cat, r, account, &err) != BS_OK)
-        return dbcli_fail("account balance", &err);
-    return CLI_EXIT_OK;
-}
-
-/*
- * Finalized months' credit as the ledger holds it (billing_rater_credit_issued), as the
- * next close takes it: a late event of a finalized month changes neither
- * the balance nor the month's credits here, as it changes neither on the
- * next draft (less account credit refunded out of band, billing invoice
- * refund). Every finalized month but the one containing @at counts.
- */
-static int give_history(bs_conn *c, billing_rater *r, const char *account, billing_time_t at,
-                        const billing_zone *zone)
-{
-    json_t *list = json_pack("[s]", account);
-    char *text = list != NULL ? json_dumps(list, JSON_COMPACT) : NULL;
-    char month[16];
-    PGresult *history = NULL;
-    bs_error err;
-    int year;
-    int mon;
-    int row = 0;
-    int rc = CLI_EXIT_OK;
-
-    if (zone == NULL)
-        goto out; /* an unknown account: the balance says so */
-    if (text == NULL) {
-        cli_error("account balance: out of memory");
-        rc = CLI_EXIT_INTERNAL;
-        goto out;
-    }
-    billing_zone_year_month(zone, at, &year, &mon);
-    snprintf(month, sizeof(month), "%04d-%02d-01", year, mon);
-    history = bs_credit_history(c, text, month, &err);
-    if (history == NULL) {
-        rc = dbcli_fail("account balance", &err);
-        goto out;
-    }
-    if (close_give_history(r, "account balance", account, history, &row) != 0)
-        rc = CLI_EXIT_INPUT;
-out:
-    PQclear(history);
-    free(text);
-    json_decref(list);
-    return rc;
-}
-
 static int show(bs_conn *c, bs_catalog *cat, const char *account, billing_time_t at, int at_set)
 {
-    char msg[MSG_MAX];
     char balance[AMOUNT_MAX];
     char when[40];
-    billing_rater *r;
+    billing_rater *r = NULL;
     billing_status st;
+    bs_error err;
     int rc = CLI_EXIT_OK;
 
-    billing_rater_new(bs_catalog_lib(cat), &r, msg, sizeof(msg));
-    if (r == NULL) {
-        cli_error("account balance: catalog: %s", msg);
-        return CLI_EXIT_INPUT;
-    }
-    billing_rater_set_dedupe(r, 0);
-    rc = rate_usage(c, cat, r, account, at_set ? &at : NULL);
-    if (rc == CLI_EXIT_OK)
-        rc = give_history(c, r, account, at, bs_catalog_zone(cat, account));
-    if (rc != CLI_EXIT_OK)
-        goto out;
+    if (bs_balance_rater(c, cat, account, at_set ? &at : NULL, at, &r, &err) != BS_OK)
+        return dbcli_fail("account balance", &err);
     st = billing_rater_credit_balance(r, account, at, balance, sizeof(balance));
     if (st != BILLING_OK) {
         cli_error("account balance: account '%s': %s", account, billing_strerror(st));
