@@ -88,27 +88,9 @@ static int add_event(void *arg, const char *account, const char *id, const char 
 {
     batch *b = arg;
     char msg[MSG_MAX];
-    billing_meter m;
-    billing_status st;
+    billing_status st = bs_event_set(b->ev, account, id, resource, meter, start, end, quantity,
+                                     model, region, msg, sizeof(msg));
 
-    billing_event_reset(b->ev);
-    msg[0] = '\0';
-    st = billing_meter_parse(meter, &m);
-    if (st == BILLING_OK)
-        st = billing_event_set_id(b->ev, id);
-    if (st == BILLING_OK)
-        st = billing_event_set_account(b->ev, account);
-    if (st == BILLING_OK)
-        st = billing_event_set_resource(b->ev, resource);
-    if (st == BILLING_OK)
-        st = billing_event_set_meter(b->ev, m);
-    if (st == BILLING_OK)
-        st = billing_event_set_quantity(b->ev, quantity, msg, sizeof(msg));
-    if (st == BILLING_OK)
-        st = billing_event_set_model(b->ev, model);
-    if (st == BILLING_OK)
-        st = billing_event_set_region(b->ev, region);
-    billing_event_set_interval(b->ev, start, end);
     if (st == BILLING_OK)
         st = billing_rater_add(b->r, b->ev, msg, sizeof(msg));
     if (st == BILLING_OK || st == BILLING_DUPLICATE) {

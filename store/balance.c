@@ -90,33 +90,46 @@ typedef struct cut_ctx {
     char msg[MSG_MAX];
 } cut_ctx;
 
+billing_status bs_event_set(billing_event *ev, const char *account, const char *id,
+                            const char *resource, const char *meter, billing_time_t start,
+                            billing_time_t end, const char *quantity, const char *model,
+                            const char *region, char *msg, size_t msgsize)
+{
+    billing_meter m;
+    billing_status st;
+
+    billing_event_reset(ev);
+    msg[0] = '\0';
+    st = billing_meter_parse(meter, &m);
+    if (st == BILLING_OK)
+        st = billing_event_set_id(ev, id);
+    if (st == BILLING_OK)
+        st = billing_event_set_account(ev, account);
+    if (st == BILLING_OK)
+        st = billing_event_set_resource(ev, resource);
+    if (st == BILLING_OK)
+        st = billing_event_set_meter(ev, m);
+    if (st == BILLING_OK)
+        st = billing_event_set_quantity(ev, quantity, msg, msgsize);
+    if (st == BILLING_OK)
+        st = billing_event_set_model(ev, model);
+    if (st == BILLING_OK)
+        st = billing_event_set_region(ev, region);
+    billing_event_set_interval(ev, start, end);
+    return st;
+}
+
 /* A bs_event_fn: rate a stored event up to the instant (it starts before it). */
 static int rate_cut(void *arg, const char *account, const char *id, const char *resource,
                     const char *meter, billing_time_t start, billing_time_t end,
                     const char *quantity, const char *model, const char *region)
 {
     cut_ctx *k = arg;
-    billing_meter m;
-    billing_status st;
-
-    billing_event_reset(k->ev);
-    st = billing_meter_parse(meter, &m);
-    if (st == BILLING_OK)
-        st = billing_event_set_id(k->ev, id);
-    if (st == BILLING_OK)
-        st = billing_event_set_account(k->ev, account);
-    if (st == BILLING_OK)
-        st = billing_event_set_resource(k->ev, resource);
-    if (st == BILLING_OK)
-        st = billing_event_set_meter(k->ev, m);
-    if (st == BILLING_OK)
-        st = billing_event_set_quantity(k->ev, quantity, k->msg, sizeof(k->msg));
-    if (st == BILLING_OK)
-        st = billing_event_set_model(k->ev, model);
-    if (st == BILLING_OK)
-        st = billing_event_set_region(k->ev, region);
     /* A level (GPUs, instances, GB) priced per unit of time: the part before the instant. */
-    billing_event_set_interval(k->ev, start, end < k->at ? end : k->at);
+    billing_status st = bs_event_set(k->ev, account, id, resource, meter, start,
+                                     end < k->at ? end : k->at, quantity, model, region, k->msg,
+                                     sizeof(k->msg));
+
     if (st == BILLING_OK)
         st = billing_rater_add(k->r, k->ev, k->msg, sizeof(k->msg));
     if (st == BILLING_OK)

@@ -50,6 +50,17 @@ bs_status bs_history_give(bs_history *h, billing_rater *r, const char *id, bs_er
 void bs_history_free(bs_history *h);
 
 /*
+ * bs_event_set - reset @ev and fill it with a stored event's fields, as
+ * bs_event_fn (invoices.h) receives them, the interval [@start, @end).
+ * Returns BILLING_OK or libbilling's refusal of a field (for the
+ * quantity with a message in @msg; @msg is "" otherwise).
+ */
+billing_status bs_event_set(billing_event *ev, const char *account, const char *id,
+                            const char *resource, const char *meter, billing_time_t start,
+                            billing_time_t end, const char *quantity, const char *model,
+                            const char *region, char *msg, size_t msgsize);
+
+/*
  * bs_balance_rater - a new rater of @cat's catalog (dedupe off) holding
  * what the store knows of @account: every stored aggregate, or with @at
  * non-NULL the stored raw events starting before *@at, each cut there (as
