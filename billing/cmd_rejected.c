@@ -7,11 +7,12 @@
  * A rejected row is never changed (the table is append-only): it counts
  * as resolved once its event id is stored, unless it was a conflict (the
  * id stored is the other content). Replaying a record that fails again
- * adds no second row.
+ * adds no second row. The SQL is the store's (store/rejected.h).
  */
 #include "config.h"
 
 #include <getopt.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,31 +21,11 @@
 #include "dbcli.h"
 #include "ingest.h"
 #include "migrate.h"
+#include "rejected.h"
 
-/* Rejected rows replayed per transaction. */
-#define PAGE 2000
-#define TEXT_(x) #x
-#define TEXT(x) TEXT_(x)
 #define DEFAULT_LIMIT 100
 /* The most rows --limit may ask for. */
 #define LIMIT_MAX 100000000L
-
-/* Stored: under its hash in event_ids, or (another id holds the hash) in event_id_collisions. */
-#define RESOLVED                                                                               \
-    "(r.reason_code <> 'conflict' AND (EXISTS (SELECT 1 FROM billing.event_ids e"             \
-    " WHERE e.id_hash = decode(md5(r.event_id), 'hex') AND e.event_id = r.event_id)"           \
-    " OR EXISTS (SELECT 1 FROM billing.event_id_collisions x WHERE x.event_id = r.event_id)))"
-#define SQL_LIST                                                                               \
-    "SELECT r.id, to_char(r.received_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),"  \
-    " r.source, coalesce(r.event_id, '-'), r.reason_code, r.reason, octet_length(r.payload),"  \
-    " " RESOLVED " FROM billing.rejected_events r"                                            \
-    " WHERE ($1::text IS NULL OR r.reason_code = $1::text) AND ($3::boolean OR NOT " RESOLVED  \
-    ") ORDER BY r.id LIMIT $2::bigint"
-#define SQL_PENDING                                                                            \
-    "SELECT r.id, r.source, r.kafka_topic, r.kafka_partition, r.kafka_offset,"                 \
-    " encode(r.payload, 'hex') FROM billing.rejected_events r WHERE r.id > $1::bigint"         \
-    " AND ($2::text IS NULL OR r.reason_code = $2::text) AND NOT " RESOLVED                    \
-    " ORDER BY r.id LIMIT " TEXT(PAGE)
 
 typedef struct rejected_opts {
     const char *db;
@@ -123,107 +104,67 @@ static int take_option(void *ctx, int opt, const char *arg)
     }
 }
 
+/* A bs_reject_fn: one line per rejected record. */
+static int print_row(void *arg, const bs_reject_row *row)
+{
+    (void)arg;
+    printf("%" PRId64 " %s %s event=%s %s%s %" PRId64 "B: %s\n", row->id, row->received_at,
+           row->source, row->event_id, row->reason_code, row->resolved ? " (resolved)" : "",
+           row->size, row->reason);
+    return 0;
+}
+
 static int list(bs_conn *c, const rejected_opts *o)
 {
-    char limit[24];
-    const char *params[3];
     bs_error err;
-    PGresult *res;
-    int i;
 
-    snprintf(limit, sizeof(limit), "%ld", o->limit);
-    params[0] = o->reason;
-    params[1] = limit;
-    params[2] = o->all ? "true" : "false";
-    res = bs_query(c, SQL_LIST, 3, params, &err);
-    if (res == NULL)
+    if (bs_rejects_list(c, o->reason, o->limit, o->all, print_row, NULL, &err) != BS_OK)
         return dbcli_fail("rejected list", &err);
-    for (i = 0; i < PQntuples(res); i++)
-        printf("%s %s %s event=%s %s%s %sB: %s\n", PQgetvalue(res, i, 0), PQgetvalue(res, i, 1),
-               PQgetvalue(res, i, 2), PQgetvalue(res, i, 3), PQgetvalue(res, i, 4),
-               strcmp(PQgetvalue(res, i, 7), "t") == 0 ? " (resolved)" : "",
-               PQgetvalue(res, i, 6), PQgetvalue(res, i, 5));
-    PQclear(res);
     return CLI_EXIT_OK;
-}
-
-static int hexval(char h)
-{
-    return h <= '9' ? h - '0' : h - 'a' + 10;
-}
-
-/* Decode the hex of @hex in place; returns the byte count. */
-static size_t unhex(char *hex)
-{
-    size_t n = strlen(hex) / 2;
-    size_t i;
-
-    for (i = 0; i < n; i++)
-        hex[i] = (char)(hexval(hex[2 * i]) << 4 | hexval(hex[2 * i + 1]));
-    return n;
-}
-
-/* Row @i of a SQL_PENDING page as a record (its texts stay in @res). */
-static void to_record(PGresult *res, int i, bs_record *rec)
-{
-    char *payload = PQgetvalue(res, i, 5);
-
-    memset(rec, 0, sizeof(*rec));
-    rec->len = unhex(payload);
-    rec->data = payload;
-    /* Our protobuf messages start with a field tag, never '{' (field 15, wire type 3). */
-    rec->format = rec->len > 0 && payload[0] == '{' ? BS_RECORD_JSON : BS_RECORD_PROTOBUF;
-    rec->source = PQgetvalue(res, i, 1);
-    if (!PQgetisnull(res, i, 2)) {
-        rec->kafka_topic = PQgetvalue(res, i, 2);
-        rec->kafka_partition = (int32_t)atol(PQgetvalue(res, i, 3));
-        rec->kafka_offset = strtoll(PQgetvalue(res, i, 4), NULL, 10);
-    }
 }
 
 /* Replay one page; *@last gets the highest rejected id seen, *@n the rows (0: done). */
-static int replay_page(bs_conn *c, bs_ingest *in, const rejected_opts *o, char *last,
-                       size_t lastsize, bs_ingest_counts *total, int *n)
+static int replay_page(bs_conn *c, bs_ingest *in, const rejected_opts *o, int64_t *last,
+                       bs_ingest_counts *total, size_t *n)
 {
-    static bs_record recs[PAGE];
-    static bs_record_result results[PAGE];
-    const char *params[2] = {last, o->reason};
+    static bs_record_result results[BS_REJECTS_PAGE];
+    bs_reject_page page;
     bs_ingest_counts k;
     bs_error err;
-    PGresult *res = bs_query(c, SQL_PENDING, 2, params, &err);
-    int i;
+    size_t i;
+    int rc = CLI_EXIT_OK;
 
-    if (res == NULL)
+    *n = 0;
+    if (bs_rejects_pending(c, *last, o->reason, &page, &err) != BS_OK)
         return dbcli_fail("rejected replay", &err);
-    *n = PQntuples(res);
-    for (i = 0; i < *n; i++)
-        to_record(res, i, &recs[i]);
-    if (*n > 0 && bs_ingest_batch(in, c, recs, (size_t)*n, NULL, 0, BS_INGEST_KEEP_REJECTS,
-                                  results, &k, &err) != BS_OK) {
-        PQclear(res);
-        return dbcli_fail("rejected replay", &err);
+    if (page.n > 0 && bs_ingest_batch(in, c, page.records, page.n, NULL, 0,
+                                      BS_INGEST_KEEP_REJECTS, results, &k, &err) != BS_OK) {
+        rc = dbcli_fail("rejected replay", &err);
+        goto out;
     }
-    for (i = 0; i < *n; i++) {
+    for (i = 0; i < page.n; i++) {
         if (results[i].outcome == BS_RECORD_REJECTED)
-            cli_error("rejected %s (%s): still %s: %s", PQgetvalue(res, i, 0), recs[i].source,
-                      results[i].reason_code, results[i].reason);
+            cli_error("rejected %" PRId64 " (%s): still %s: %s", page.ids[i],
+                      page.records[i].source, results[i].reason_code, results[i].reason);
     }
-    if (*n > 0) {
-        snprintf(last, lastsize, "%s", PQgetvalue(res, *n - 1, 0));
+    if (page.n > 0) {
+        *last = page.ids[page.n - 1];
         bs_ingest_counts_add(total, &k);
     }
-    PQclear(res);
-    return CLI_EXIT_OK;
+    *n = page.n;
+out:
+    bs_reject_page_free(&page);
+    return rc;
 }
 
 static int replay(bs_conn *c, const rejected_opts *o)
 {
-    char last[24] = "0";
+    int64_t last = 0;
     bs_ingest_counts total;
     bs_catalog *cat;
     bs_ingest *in;
     bs_error err;
-    int n = 1;
+    size_t n = 1;
     int rc = CLI_EXIT_OK;
 
     memset(&total, 0, sizeof(total));
@@ -234,7 +175,7 @@ static int replay(bs_conn *c, const rejected_opts *o)
     if (in == NULL)
         rc = CLI_EXIT_INTERNAL;
     while (rc == CLI_EXIT_OK && n > 0)
-        rc = replay_page(c, in, o, last, sizeof(last), &total, &n);
+        rc = replay_page(c, in, o, &last, &total, &n);
     if (rc == CLI_EXIT_OK)
         printf("%zu replayed: %zu stored, %zu duplicates, %zu still rejected\n", total.records,
                total.stored, total.duplicates, total.rejected);

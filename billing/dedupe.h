@@ -29,8 +29,8 @@
  * bc_dedupe_finish_many). Disk: the records, in the temporary
  * directory, freed by bc_dedupe_destroy or process exit.
  */
-#ifndef BC_DEDUPE_H
-#define BC_DEDUPE_H
+#ifndef BILLING_DEDUPE_H
+#define BILLING_DEDUPE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -169,4 +169,4 @@ void bc_dedupe_get_stats_many(bc_dedupe *const *sets, size_t n_sets, bc_dedupe_s
 /* bc_dedupe_destroy - close the temporary files and free the set; NULL is a no-op. */
 void bc_dedupe_destroy(bc_dedupe *d);
 
-#endif /* BC_DEDUPE_H */
+#endif /* BILLING_DEDUPE_H */

@@ -3,8 +3,8 @@
  * credit-alert publishers share: the config's kafka.* properties, then
  * enable.idempotence, a delivery callback and its opaque.
  */
-#ifndef BD_PRODUCER_H
-#define BD_PRODUCER_H
+#ifndef BILLINGD_PRODUCER_H
+#define BILLINGD_PRODUCER_H
 
 #include <librdkafka/rdkafka.h>
 

@@ -8,8 +8,8 @@
  * a JSON line is at most BC_JSONL_LINE_MAX bytes and a message at most
  * BILLING_EVENT_WIRE_MAX; longer ones are rejected and skipped.
  */
-#ifndef BC_EVENTIO_H
-#define BC_EVENTIO_H
+#ifndef BILLING_FORMATS_EVENTIO_H
+#define BILLING_FORMATS_EVENTIO_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -187,4 +187,4 @@ bc_read_result bc_event_read_at(int fd, bc_format format, uint64_t offset, billi
 int bc_record_bytes_at(int fd, bc_format format, uint64_t offset, unsigned char *buf, size_t cap,
                        size_t *len);
 
-#endif /* BC_EVENTIO_H */
+#endif /* BILLING_FORMATS_EVENTIO_H */

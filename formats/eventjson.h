@@ -12,8 +12,8 @@
  * exponent) and "model"/"region" may be null; unknown or repeated keys
  * are errors; strings must be printable ASCII (escapes allowed).
  */
-#ifndef BC_EVENTJSON_H
-#define BC_EVENTJSON_H
+#ifndef BILLING_FORMATS_EVENTJSON_H
+#define BILLING_FORMATS_EVENTJSON_H
 
 #include <stddef.h>
 
@@ -51,4 +51,4 @@ billing_status bc_event_parse_json_usual(billing_event *ev, const char *text, si
 billing_status bc_event_parse_json_general(billing_event *ev, const char *text, size_t len,
                                            char *errbuf, size_t errsize);
 
-#endif /* BC_EVENTJSON_H */
+#endif /* BILLING_FORMATS_EVENTJSON_H */

@@ -3,8 +3,8 @@
  * store code: bounded file reading and error formatting. Names are
  * prefixed bc_ ("billing common").
  */
-#ifndef BC_UTIL_H
-#define BC_UTIL_H
+#ifndef BILLING_FORMATS_UTIL_H
+#define BILLING_FORMATS_UTIL_H
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -51,4 +51,4 @@ int bc_seterr(char *errbuf, size_t errsize, const char *fmt, ...) BC_PRINTF(3, 4
 /* bc_vseterr - bc_seterr with a va_list, for wrappers that return something else. */
 int bc_vseterr(char *errbuf, size_t errsize, const char *fmt, va_list ap) BC_PRINTF(3, 0);
 
-#endif /* BC_UTIL_H */
+#endif /* BILLING_FORMATS_UTIL_H */

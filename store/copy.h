@@ -20,8 +20,8 @@
  *
  * Not thread-safe; the connection is busy until bs_copy_end/abort.
  */
-#ifndef BS_STORECOPY_H
-#define BS_STORECOPY_H
+#ifndef BILLING_STORE_COPY_H
+#define BILLING_STORE_COPY_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -104,4 +104,4 @@ int bs_time_nanos(billing_time_t t);
  */
 long bs_numeric_encode(const char *decimal, unsigned char *out, size_t size);
 
-#endif /* BS_STORECOPY_H */
+#endif /* BILLING_STORE_COPY_H */

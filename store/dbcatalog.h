@@ -10,8 +10,8 @@
  * force of each (book, effective_from) is the one read, and its database
  * id is what usage_aggregates.price_version_id records.
  */
-#ifndef BS_STORECATALOG_H
-#define BS_STORECATALOG_H
+#ifndef BILLING_STORE_DBCATALOG_H
+#define BILLING_STORE_DBCATALOG_H
 
 #include <stdint.h>
 
@@ -65,4 +65,4 @@ const billing_zone *bs_catalog_zone(const bs_catalog *cat, const char *account);
 /* Channel on which `billing load` announces a catalog change (LISTEN billing_catalog). */
 #define BS_CATALOG_CHANNEL "billing_catalog"
 
-#endif /* BS_STORECATALOG_H */
+#endif /* BILLING_STORE_DBCATALOG_H */

@@ -4,8 +4,8 @@
  * consuming is exactly once (events + aggregates + offsets commit
  * together or not at all).
  */
-#ifndef BS_STOREEVENTS_H
-#define BS_STOREEVENTS_H
+#ifndef BILLING_STORE_EVENTS_H
+#define BILLING_STORE_EVENTS_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -137,4 +137,4 @@ bs_status bs_offset_moved(const char *group, const char *topic, int32_t partitio
 bs_status bs_event_partitions(bs_conn *c, int months_back, int months_ahead, int *created,
                               bs_error *err);
 
-#endif /* BS_STOREEVENTS_H */
+#endif /* BILLING_STORE_EVENTS_H */

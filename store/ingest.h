@@ -22,8 +22,8 @@
  * Not thread-safe: one bs_ingest per thread, with its own connection
  * (bs_ingest_set_threads makes threads of its own inside one call).
  */
-#ifndef BS_STOREINGEST_H
-#define BS_STOREINGEST_H
+#ifndef BILLING_STORE_INGEST_H
+#define BILLING_STORE_INGEST_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -211,4 +211,4 @@ bs_status bs_aggregates_rate_by_epoch(bs_conn *c, const bs_catalog *cat, billing
                                       const char *account, bs_epoch_fn fn, void *arg,
                                       bs_error *err);
 
-#endif /* BS_STOREINGEST_H */
+#endif /* BILLING_STORE_INGEST_H */

@@ -196,21 +196,6 @@ bs_status bs_events_fetch(bs_conn *c, const char *accounts, billing_time_t befor
 /* Drafts as JSON                                                          */
 /* ---------------------------------------------------------------------- */
 
-static const char *kind_text(billing_line_kind kind)
-{
-    switch (kind) {
-    case BILLING_LINE_USAGE:
-        return "usage";
-    case BILLING_LINE_INCLUDED:
-        return "included";
-    case BILLING_LINE_FEE:
-        return "fee";
-    case BILLING_LINE_REFUND:
-        return "refund";
-    }
-    return "?";
-}
-
 /* A string, or null for NULL or "". */
 static json_t *str_or_null(const char *s)
 {
@@ -241,7 +226,8 @@ static json_t *line_json(const billing_invoice *inv, size_t i, int line_no)
     if (o == NULL)
         return NULL;
     failed = json_object_set_new(o, "n", json_integer(line_no)) |
-             json_object_set_new(o, "k", json_string(kind_text(billing_invoice_line_kind(inv, i)))) |
+             json_object_set_new(o, "k",
+                                 json_string(billing_line_kind_name(billing_invoice_line_kind(inv, i)))) |
              json_object_set_new(o, "m", str_or_null(billing_invoice_line_meter(inv, i))) |
              json_object_set_new(o, "mo", json_string(billing_invoice_line_model(inv, i))) |
              json_object_set_new(o, "r", json_string(billing_invoice_line_region(inv, i))) |

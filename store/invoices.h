@@ -7,8 +7,8 @@
  * Every function takes a connection that is not shared with another
  * thread (store.h). Strings handed in are borrowed for the call.
  */
-#ifndef BS_INVOICES_H
-#define BS_INVOICES_H
+#ifndef BILLING_STORE_INVOICES_H
+#define BILLING_STORE_INVOICES_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -242,4 +242,4 @@ PGresult *bs_invoice_grants(bs_conn *c, int64_t id, bs_error *err);
  */
 PGresult *bs_invoice_header(bs_conn *c, int64_t id, bs_error *err);
 
-#endif /* BS_INVOICES_H */
+#endif /* BILLING_STORE_INVOICES_H */

@@ -9,8 +9,8 @@
  * cancellation; accounts take their new currency, zone and tax rate.
  * Everything is one transaction: on any error nothing is loaded.
  */
-#ifndef BS_STORELOAD_H
-#define BS_STORELOAD_H
+#ifndef BILLING_STORE_LOAD_H
+#define BILLING_STORE_LOAD_H
 
 #include <stddef.h>
 
@@ -60,4 +60,4 @@ bs_status bs_load_catalog(bs_conn *c, const char *book_id, const char *pricebook
  */
 int bs_decimal_canonical(const char *in, char *out, size_t size);
 
-#endif /* BS_STORELOAD_H */
+#endif /* BILLING_STORE_LOAD_H */

@@ -7,8 +7,8 @@
  *
  * Pure functions, no state: safe from any thread.
  */
-#ifndef BS_MD5_H
-#define BS_MD5_H
+#ifndef BILLING_STORE_MD5_H
+#define BILLING_STORE_MD5_H
 
 #include <stddef.h>
 
@@ -17,4 +17,4 @@
 /* bs_md5 - the 16-byte digest of the @len bytes at @data into @out. */
 void bs_md5(const void *data, size_t len, unsigned char out[BS_MD5_LEN]);
 
-#endif /* BS_MD5_H */
+#endif /* BILLING_STORE_MD5_H */

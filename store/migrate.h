@@ -11,8 +11,8 @@
  *    or with a version missing below its highest (a gap): nothing is
  *    applied then, and bs_schema_require refuses it.
  */
-#ifndef BS_MIGRATE_H
-#define BS_MIGRATE_H
+#ifndef BILLING_STORE_MIGRATE_H
+#define BILLING_STORE_MIGRATE_H
 
 #include <stddef.h>
 
@@ -94,4 +94,4 @@ bs_status bs_schema_require(bs_conn *c, bs_error *err);
  */
 bs_status bs_time_zones_refresh(bs_conn *c, int *added, bs_error *err);
 
-#endif /* BS_MIGRATE_H */
+#endif /* BILLING_STORE_MIGRATE_H */

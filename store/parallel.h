@@ -5,8 +5,8 @@
  * the caller merges the slices' results in slice order, so that what it
  * stores does not depend on N.
  */
-#ifndef BS_PARALLEL_H
-#define BS_PARALLEL_H
+#ifndef BILLING_STORE_PARALLEL_H
+#define BILLING_STORE_PARALLEL_H
 
 #include <stddef.h>
 
@@ -45,4 +45,4 @@ void bs_slice_bounds(size_t n, size_t nslices, size_t k, size_t *begin, size_t *
  */
 size_t bs_parallel_slices(size_t n, size_t nslices, bs_slice_fn fn, void *arg);
 
-#endif /* BS_PARALLEL_H */
+#endif /* BILLING_STORE_PARALLEL_H */

@@ -7,8 +7,8 @@
  *
  * Not thread-safe: one call at a time per connection.
  */
-#ifndef BS_SENTALERTS_H
-#define BS_SENTALERTS_H
+#ifndef BILLING_STORE_SENTALERTS_H
+#define BILLING_STORE_SENTALERTS_H
 
 #include <stddef.h>
 
@@ -69,4 +69,4 @@ bs_status bs_events_window(bs_conn *c, const char *account, billing_time_t from,
                            billing_time_t to, long max_rows, bs_event_fn fn, void *arg, int *more,
                            bs_error *err);
 
-#endif /* BS_SENTALERTS_H */
+#endif /* BILLING_STORE_SENTALERTS_H */

@@ -16,8 +16,8 @@
  *
  * Names are prefixed bs_ ("billing store").
  */
-#ifndef BS_STORE_H
-#define BS_STORE_H
+#ifndef BILLING_STORE_STORE_H
+#define BILLING_STORE_STORE_H
 
 #include <libpq-fe.h>
 #include <stddef.h>
@@ -241,4 +241,4 @@ bs_status bs_pipeline_end(bs_conn *c, bs_error *err);
 /* bs_sleep_ms - pause (used by the retry loops; exposed for tests and tools). */
 void bs_sleep_ms(int ms);
 
-#endif /* BS_STORE_H */
+#endif /* BILLING_STORE_STORE_H */
