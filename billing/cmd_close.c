@@ -72,7 +72,9 @@ static void usage(FILE *out, const char *cmd)
           out);
 }
 
-enum { OPT_DB = 256, OPT_BOOK, OPT_PERIOD, OPT_JOBS, OPT_FINALIZE, OPT_GRACE, OPT_QUIET, OPT_HELP };
+enum { OPT_DB = 256, OPT_BOOK, OPT_PERIOD, OPT_FINALIZE, OPT_GRACE, OPT_QUIET, OPT_HELP };
+/* Options with a short form too: their letter (cli_getopt makes "j:" of it). */
+enum { OPT_JOBS = 'j' };
 
 static const struct option long_options[] = {
     {"db", required_argument, NULL, OPT_DB},
@@ -150,17 +152,6 @@ static int take_option(void *ctx, int opt, const char *arg)
     return cli_usage_error("close", "bad option");
 }
 
-/* "-j N" is the one short option: rewrite it as --jobs before getopt_long. */
-static void short_jobs(int argc, char **argv)
-{
-    int i;
-
-    for (i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "-j") == 0)
-            argv[i] = (char *)"--jobs";
-    }
-}
-
 static int parse_args(close_opts *o, const char *cmd, int argc, char **argv)
 {
     int first;
@@ -170,7 +161,6 @@ static int parse_args(close_opts *o, const char *cmd, int argc, char **argv)
     o->p.book = DEFAULT_BOOK;
     o->p.jobs = 1;
     o->grace = DEFAULT_GRACE_SECONDS;
-    short_jobs(argc, argv);
     rc = cli_getopt(cmd, argc, argv, long_options, take_option, o, &first);
     if (rc != CLI_EXIT_OK)
         return rc;

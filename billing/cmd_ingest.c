@@ -7,6 +7,7 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -266,6 +267,33 @@ static int ingest_file(ingest_run *run, const char *path)
     return rc;
 }
 
+/*
+ * Every input readable and of a known format before anything is stored:
+ * a typo in the last name must not leave the first files half a backfill.
+ */
+static int check_inputs(const ingest_opts *o, int argc, char **argv, int first)
+{
+    bc_format f;
+    FILE *fp;
+    int i;
+
+    for (i = first; i < argc; i++) {
+        if (strcmp(argv[i], "-") == 0)
+            continue;
+        if (o->format == NULL && bc_format_guess(argv[i], &f) != 0)
+            return cli_usage_error("ingest", "%s: cannot tell the format from the name: use "
+                                             "--format",
+                                   argv[i]);
+        fp = fopen(argv[i], "rb");
+        if (fp == NULL) {
+            cli_error("ingest: %s: %s (nothing stored)", argv[i], strerror(errno));
+            return CLI_EXIT_INPUT;
+        }
+        fclose(fp);
+    }
+    return CLI_EXIT_OK;
+}
+
 static int run_files(ingest_run *run, int argc, char **argv, int first)
 {
     int rc = CLI_EXIT_OK;
@@ -273,10 +301,11 @@ static int run_files(ingest_run *run, int argc, char **argv, int first)
 
     for (i = first; i < argc && rc == CLI_EXIT_OK; i++)
         rc = ingest_file(run, argv[i]);
-    if (rc != CLI_EXIT_OK)
-        return rc;
+    /* What was stored before a failure is stored: say so. */
     printf("%zu records: %zu stored, %zu duplicates, %zu rejected\n", run->total.records,
            run->total.stored, run->total.duplicates, run->total.rejected);
+    if (rc != CLI_EXIT_OK)
+        return rc;
     return run->total.rejected > 0 ? CLI_EXIT_REJECTED : CLI_EXIT_OK;
 }
 
@@ -293,6 +322,8 @@ int cmd_ingest(int argc, char **argv)
         usage(stdout);
         return CLI_EXIT_OK;
     }
+    if (rc == CLI_EXIT_OK)
+        rc = check_inputs(&o, argc, argv, first);
     if (rc != CLI_EXIT_OK)
         return rc;
     memset(&run, 0, sizeof(run));

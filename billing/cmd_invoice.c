@@ -276,6 +276,40 @@ static int export_one(bs_conn *c, int64_t id, const invoice_opts *o, size_t *cou
     return rc == 0 ? CLI_EXIT_OK : CLI_EXIT_INPUT;
 }
 
+/*
+ * Before the first file: the fonts of a PDF export (a bad BILLING_PDF_FONT
+ * is the configuration's fault, not the output file's), and --out DIR
+ * created with its parents, as `mkdir -p` would.
+ */
+static int export_prepare(const char *format, const char *dir)
+{
+    char why[PATH_MAX_LEN + 128];
+    char path[PATH_MAX_LEN];
+    size_t i;
+    size_t n = strlen(dir);
+
+    if (strcmp(format, "pdf") == 0 && export_pdf_fonts(why, sizeof(why)) != 0) {
+        cli_error("invoice export: %s", why);
+        return CLI_EXIT_INPUT;
+    }
+    if (n >= sizeof(path)) {
+        cli_error("invoice export: --out '%s': %s", dir, strerror(ENAMETOOLONG));
+        return CLI_EXIT_INPUT;
+    }
+    memcpy(path, dir, n + 1);
+    for (i = 1; i <= n; i++) {
+        if (path[i] != '/' && path[i] != '\0')
+            continue;
+        path[i] = '\0';
+        if (mkdir(path, 0777) != 0 && errno != EEXIST) {
+            cli_error("invoice export: cannot create '%s': %s", path, strerror(errno));
+            return CLI_EXIT_INPUT;
+        }
+        path[i] = dir[i];
+    }
+    return CLI_EXIT_OK;
+}
+
 static int export_cmd(bs_conn *c, const invoice_opts *o, const char *ref)
 {
     char month[32];
@@ -294,10 +328,9 @@ static int export_cmd(bs_conn *c, const invoice_opts *o, const char *ref)
         return cli_usage_error("invoice", "export needs --format json|csv|pdf and --out DIR");
     if ((ref == NULL) == (m == NULL))
         return cli_usage_error("invoice", "export one invoice (NUMBER|ID) or a --period");
-    if (mkdir(o->out_dir, 0777) != 0 && errno != EEXIST) {
-        cli_error("invoice export: cannot create '%s': %s", o->out_dir, strerror(errno));
-        return CLI_EXIT_INPUT;
-    }
+    rc = export_prepare(o->format, o->out_dir);
+    if (rc != CLI_EXIT_OK)
+        return rc;
     if (ref != NULL) {
         rc = find(c, ref, &id);
         if (rc == CLI_EXIT_OK)
@@ -315,6 +348,43 @@ static int export_cmd(bs_conn *c, const invoice_opts *o, const char *ref)
     return rc;
 }
 
+/*
+ * A void the database would refuse with a bare constraint error (voided
+ * already, a draft, a credit note): said with the invoice's number.
+ */
+static int void_refused(bs_conn *c, int64_t id)
+{
+    export_invoice inv;
+    bs_error err;
+    const char *number;
+    const char *status;
+    int rc = CLI_EXIT_OK;
+
+    if (export_invoice_load(c, id, &inv, &err) != BS_OK)
+        return dbcli_fail("invoice void", &err);
+    number = export_field(&inv, "number");
+    status = export_field(&inv, "status");
+    if (number[0] == '\0')
+        number = export_field(&inv, "id");
+    if (strcmp(status, "void") == 0) {
+        cli_error("invoice void: %s is void already (reason: %s); nothing changed", number,
+                  export_field(&inv, "void_reason"));
+        rc = CLI_EXIT_INPUT;
+    } else if (strcmp(status, "draft") == 0) {
+        cli_error("invoice void: %s is a draft: only finalized invoices are voided (a new "
+                  "close replaces a draft)",
+                  number);
+        rc = CLI_EXIT_INPUT;
+    } else if (strcmp(export_field(&inv, "kind"), "invoice") != 0) {
+        cli_error("invoice void: %s is not an invoice but a %s: it cannot be voided", number,
+                  strcmp(export_field(&inv, "kind"), "credit_note") == 0 ? "credit note"
+                                                                          : export_field(&inv, "kind"));
+        rc = CLI_EXIT_INPUT;
+    }
+    export_invoice_free(&inv);
+    return rc;
+}
+
 static int void_cmd(bs_conn *c, const invoice_opts *o, const char *ref)
 {
     char cn[BS_NUMBER_TEXT_MAX];
@@ -325,6 +395,8 @@ static int void_cmd(bs_conn *c, const invoice_opts *o, const char *ref)
     if (o->reason == NULL)
         return cli_usage_error("invoice", "void needs --reason TEXT");
     rc = find(c, ref, &id);
+    if (rc == CLI_EXIT_OK)
+        rc = void_refused(c, id);
     if (rc != CLI_EXIT_OK)
         return rc;
     if (bs_invoice_void(c, id, o->reason, cn, &err) != BS_OK)

@@ -1,0 +1,99 @@
+#!/bin/sh
+# check-tools.sh - the operator's side of the `billing` tool (issue 27),
+# against the private PostgreSQL (BILLING_PG_CONNINFO; without it the test
+# FAILS, never skips):
+#   - -j N, -jN and --jobs=N are taken by close, rerate, rate and ingest;
+#     an unknown option or a bad value is named as the user typed it;
+#   - `ingest good nosuch` stores nothing and says which file; a failure
+#     after some files are stored still prints the summary;
+#   - `invoice export --out DIR` creates DIR with its parents; a bad
+#     BILLING_PDF_FONT names the variable and the path, and no file is made;
+#   - voiding twice names the invoice, never a SQLSTATE.
+# Prints a Check-style summary line.
+set -u
+builddir=$(cd "${top_builddir:-..}" && pwd) || exit 99
+srcdir=$(cd "${top_srcdir:-..}" && pwd) || exit 99
+billing="${BILLING_TEST_WRAP:-} $builddir/billing/billing"
+ex="$srcdir/examples/gpu-cloud"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/billing-tools.XXXXXX") || exit 99
+db="billing_tools_$$"
+
+. "$srcdir/tests/checklib.sh"
+
+if [ -z "${BILLING_PG_CONNINFO:-}" ]; then
+    check "BILLING_PG_CONNINFO is set (scripts/services.sh start && . var/services.env)" fail
+    finish
+fi
+base=$BILLING_PG_CONNINFO
+trap 'rm -rf "$tmp"; psql "$base dbname=postgres" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1' EXIT
+psql "$base dbname=postgres" -qc "CREATE DATABASE $db" >/dev/null || exit 99
+BILLING_PG_CONNINFO="$base dbname=$db"
+export BILLING_PG_CONNINFO
+$billing db migrate >/dev/null || exit 99
+$billing load --pricebook "$ex/pricebook.json" --accounts "$ex/accounts.json" >/dev/null || exit 99
+
+# expect NAME STATUS PATTERN CMD...: CMD exits STATUS and its output has PATTERN (grep -E).
+expect() {
+    name=$1
+    want=$2
+    pat=$3
+    shift 3
+    "$@" >"$tmp/out" 2>&1
+    rc=$?
+    if [ "$rc" -eq "$want" ] && grep -qE -- "$pat" "$tmp/out"; then
+        check "$name" ok
+    else
+        check "$name" fail "status $rc (want $want): $(head -c 400 "$tmp/out")"
+    fi
+}
+
+# ---- 1. bugs ---------------------------------------------------------------
+expect "ingest good nosuch: refused before storing, naming the file" 3 \
+    "nosuch.jsonl: No such file" $billing ingest "$ex/events.jsonl" "$tmp/nosuch.jsonl"
+n=$(psql "$BILLING_PG_CONNINFO" -Atc "SELECT count(*) FROM billing.event_ids" 2>/dev/null)
+[ "$n" = 0 ] && r=ok || r=fail
+check "ingest good nosuch stored nothing ($n events)" $r
+printf '{"broken' >"$tmp/bad.jsonl"
+$billing ingest -j2 "$ex/events.jsonl" "$tmp/bad.jsonl" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -ne 0 ] && grep -qE "^[0-9]+ records: [0-9]+ stored" "$tmp/out" && r=ok || r=fail
+check "ingest failing in its second file still prints its summary (exit $rc)" $r
+
+for j in "-j4" "-j 4" "--jobs=4" "--jobs 4"; do
+    # shellcheck disable=SC2086
+    expect "close --period 2026-01 $j" 0 "^total " $billing close --period 2026-01 $j --quiet
+    # shellcheck disable=SC2086
+    expect "rerate --period 2026-01 $j" 0 "^total " $billing rerate --period 2026-01 $j
+done
+expect "rate -j2 (short option) rates" 0 '"invoices"' $billing rate --no-progress -j2 \
+    --pricebook "$ex/pricebook.json" --accounts "$ex/accounts.json" "$ex/events.jsonl"
+expect "close -j0 names -j as typed" 2 "^billing: -j/--jobs '0': expected" \
+    $billing close --period 2026-01 -j0
+expect "close -jx names -j, not the period" 2 "^billing: -j/--jobs 'x': expected" \
+    $billing close --period 2026-01 -jx
+expect "an unknown short option is named, not the argument before it" 2 \
+    "unknown or ambiguous option '-x'" $billing close --period 2026-01 -x
+expect "--jobs=0 names --jobs" 2 "^billing: --jobs '0': expected" \
+    $billing close --period 2026-01 --jobs=0
+
+expect "close --finalize numbers the drafts" 0 "^finalized +4 " \
+    $billing close --period 2026-01 --finalize --grace 0
+BILLING_PDF_FONT="$tmp/no-font.ttf" $billing invoice export --format pdf --out "$tmp/pdf" \
+    --period 2026-01 >"$tmp/out" 2>&1
+rc=$?
+[ $rc -eq 3 ] && grep -qF "BILLING_PDF_FONT '$tmp/no-font.ttf'" "$tmp/out" && [ ! -e "$tmp/pdf" ] \
+    && r=ok || r=fail
+check "a bad BILLING_PDF_FONT names the variable and path, before any file (exit $rc)" $r
+[ $r = ok ] || cat "$tmp/out"
+expect "invoice export --out DIR creates DIR with its parents" 0 "4 file\\(s\\) written" \
+    $billing invoice export --format json --out "$tmp/invoices/2026-01" --period 2026-01
+[ -f "$tmp/invoices/2026-01/INV-2026-000001.json" ] && r=ok || r=fail
+check "the exported files are in the new directory" $r
+expect "void" 0 "^voided INV-2026-000002; credit note CN-" \
+    $billing invoice void INV-2026-000002 --reason "test"
+expect "voiding twice names the invoice" 3 "INV-2026-000002 is void already" \
+    $billing invoice void INV-2026-000002 --reason "again"
+grep -q SQLSTATE "$tmp/out" && r=fail || r=ok
+check "voiding twice shows no SQLSTATE" $r
+
+finish
