@@ -29,6 +29,7 @@
 #include "exact.h"
 #include "invoices.h"
 #include "migrate.h"
+#include "progress.h"
 
 #define MSG_MAX 1024
 /* Events libbilling refuses are printed up to this many per run; all are counted. */
@@ -461,44 +462,25 @@ static void *worker(void *arg)
 /* Progress                                                                */
 /* ---------------------------------------------------------------------- */
 
-static double now_s(void)
+/* Progress through progress.c; ", N events" after the accounts. */
+static void show_progress(close_run_ctx *x, progress_meter *m, int final)
 {
-    struct timespec ts;
+    char extra[64];
 
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9; /* display only, never money */
+    snprintf(extra, sizeof(extra), ", %llu events", (unsigned long long)x->s->events);
+    if (final)
+        progress_meter_end(m, x->done, extra, 1);
+    else
+        progress_meter_update(m, x->done, extra);
 }
 
-static void show_progress(const close_run_ctx *x, double started, int final)
-{
-    double elapsed = now_s() - started;
-    double rate = elapsed > 0 ? (double)x->done / elapsed : 0;
-    double eta = rate > 0 ? (double)(x->n_accounts - x->done) / rate : 0;
-    size_t pct = x->n_accounts ? x->done * 100 / x->n_accounts : 100;
-    char bar[31];
-    size_t i;
-
-    if (x->p->progress == 2) {
-        for (i = 0; i < 30; i++)
-            bar[i] = i < pct * 30 / 100 ? '#' : '.';
-        bar[30] = '\0';
-        fprintf(stderr, "\r[%s] %3zu%% %zu/%zu accounts  %.0f/s  ETA %02d:%02d%s", bar, pct,
-                x->done, x->n_accounts, rate, (int)eta / 60, (int)eta % 60, final ? "\n" : "");
-    } else {
-        fprintf(stderr, "billing: close: %zu/%zu accounts (%zu%%), %llu events, %.0f accounts/s\n",
-                x->done, x->n_accounts, pct, (unsigned long long)x->s->events, rate);
-    }
-    fflush(stderr);
-}
-
-/* Wait for the workers, showing progress every @interval seconds. */
+/* Wait for the workers, showing progress (progress.h says how often). */
 static void wait_workers(close_run_ctx *x)
 {
-    double started = now_s();
-    double last = started;
-    double interval = x->p->progress == 2 ? 0.25 : 5.0;
+    progress_meter m;
     struct timespec until;
 
+    progress_meter_start(&m, stderr, x->p->progress, "close", "accounts", x->n_accounts);
     pthread_mutex_lock(&x->lock);
     while (x->running > 0) {
         clock_gettime(CLOCK_REALTIME, &until);
@@ -508,13 +490,9 @@ static void wait_workers(close_run_ctx *x)
             until.tv_nsec -= 1000000000L;
         }
         pthread_cond_timedwait(&x->changed, &x->lock, &until);
-        if (x->p->progress != 0 && now_s() - last >= interval) {
-            show_progress(x, started, 0);
-            last = now_s();
-        }
+        show_progress(x, &m, 0);
     }
-    if (x->p->progress != 0)
-        show_progress(x, started, 1);
+    show_progress(x, &m, 1);
     pthread_mutex_unlock(&x->lock);
 }
 

@@ -29,7 +29,7 @@ typedef struct close_params {
     int year, month;    /* the period */
     int jobs;           /* 1..CLOSE_JOBS_MAX */
     int drafts_only;    /* rerate: only accounts that have a draft of the period */
-    int progress;       /* 0 none, 1 log lines on stderr, 2 a bar (terminal) */
+    int progress;       /* PROGRESS_OFF, _LINES or _TERMINAL (progress.h) on stderr */
 } close_params;
 
 /* What a run did; amounts in minor units of @currency. */

@@ -8,13 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli.h"
 #include "close.h"
 #include "dbcli.h"
 #include "invoices.h"
 #include "migrate.h"
+#include "progress.h"
 
 #define DEFAULT_BOOK "default"
 /* Default grace period before drafts may be finalized: 3 days. */
@@ -65,10 +65,11 @@ static void usage(FILE *out, const char *cmd)
     fputs("  --book ID              the price book (default: " DEFAULT_BOOK ")\n" DBCLI_DB_HELP
           "  --help                 print this help\n"
           "\n"
-          "Progress goes to stderr (a bar on a terminal, a line every 5 s otherwise); the\n"
-          "summary to stdout. Exit status: 0 done; 1 some stored events were refused by\n"
-          "the rating library (listed; the rest is closed); 2 usage error; 3 invalid\n"
-          "catalog or a change the database refuses; 4 internal error; 5 database error.\n",
+          "Progress goes to stderr (a bar on a terminal, otherwise a line every\n"
+          "BILLING_PROGRESS_INTERVAL seconds, default 5); the summary to stdout.\n"
+          "Exit status: 0 done; 1 some stored events were refused by the rating\n"
+          "library (listed; the rest is closed); 2 usage error; 3 invalid catalog or a\n"
+          "change the database refuses; 4 internal error; 5 database error.\n",
           out);
 }
 
@@ -174,7 +175,7 @@ static int parse_args(close_opts *o, const char *cmd, int argc, char **argv)
     if (strcmp(cmd, "rerate") == 0 && (o->finalize || o->quiet))
         return cli_usage_error(cmd, "--finalize belongs to `billing close`");
     o->p.drafts_only = strcmp(cmd, "rerate") == 0;
-    o->p.progress = o->quiet ? 0 : isatty(STDERR_FILENO) ? 2 : 1;
+    o->p.progress = progress_mode(stderr, o->quiet);
     return CLI_EXIT_OK;
 }
 

@@ -18,6 +18,7 @@
 #include "eventio.h"
 #include "ingest.h"
 #include "migrate.h"
+#include "progress.h"
 
 #define DEFAULT_BATCH 5000
 #define BATCH_MAX 50000
@@ -51,6 +52,9 @@ typedef struct ingest_run {
     bs_ingest *in;
     batch *b;
     bs_ingest_counts total;
+    progress_meter meter; /* bytes of the inputs */
+    uint64_t bytes_done;  /* of the inputs finished */
+    uint64_t offset;      /* into the current input */
 } ingest_run;
 
 static void usage(FILE *out)
@@ -73,10 +77,14 @@ static void usage(FILE *out)
           "  -j, --jobs N           decode and rate each batch on N threads (1..64,\n"
           "                         default 1); what is stored is the same for every N\n"
           "  --book ID              price book to rate with (default: the only one)\n"
-          "  --quiet                do not list rejected records on stderr\n" DBCLI_DB_HELP
+          "  --quiet                no progress, and no rejected records listed on\n"
+          "                         stderr (the summary is still printed)\n" DBCLI_DB_HELP
           "  --help                 print this help\n"
           "\n"
-          "Prints \"N records: S stored, D duplicates, R rejected\".\n"
+          "Progress goes to stderr (a bar on a terminal, otherwise a line every\n"
+          "BILLING_PROGRESS_INTERVAL seconds, default 5). Every file is checked to be\n"
+          "readable before anything is stored. Prints \"N records: S stored,\n"
+          "D duplicates, R rejected\", also after a failure (what it counts is stored).\n"
           "Exit status: 0 all stored or duplicates; 1 some records rejected; 2 usage\n"
           "error; 3 unreadable file or invalid stored catalog; 4 internal error;\n"
           "5 database unreachable, failed, or not migrated.\n",
@@ -175,6 +183,14 @@ static void report_rejects(const ingest_run *run)
     }
 }
 
+static void show_progress(ingest_run *run)
+{
+    char extra[64];
+
+    snprintf(extra, sizeof(extra), ", %zu records", run->total.records);
+    progress_meter_update(&run->meter, run->bytes_done + run->offset, extra);
+}
+
 static int flush(ingest_run *run)
 {
     bs_ingest_counts k;
@@ -187,6 +203,7 @@ static int flush(ingest_run *run)
         return dbcli_fail("ingest", &err);
     report_rejects(run);
     bs_ingest_counts_add(&run->total, &k);
+    show_progress(run);
     run->b->n = 0;
     run->b->used = 0;
     return CLI_EXIT_OK;
@@ -256,6 +273,7 @@ static int ingest_file(ingest_run *run, const char *path)
             rc = CLI_EXIT_INPUT;
             break;
         }
+        run->offset = bc_reader_offset(r);
         rc = add_record(run, r, f, data, len, rr == BC_READ_REJECT ? msg : NULL);
         if (rc != CLI_EXIT_OK)
             break;
@@ -263,6 +281,10 @@ static int ingest_file(ingest_run *run, const char *path)
     /* Records of this file must be stored before its reader (and their names) go. */
     if (rc == CLI_EXIT_OK)
         rc = flush(run);
+    run->bytes_done += progress_file_sizes((char *const *)&path, 1) != PROGRESS_UNKNOWN
+                           ? progress_file_sizes((char *const *)&path, 1)
+                           : run->offset;
+    run->offset = 0;
     bc_reader_close(r);
     return rc;
 }
@@ -299,8 +321,11 @@ static int run_files(ingest_run *run, int argc, char **argv, int first)
     int rc = CLI_EXIT_OK;
     int i;
 
+    progress_meter_start(&run->meter, stderr, progress_mode(stderr, run->o->quiet), "ingest", NULL,
+                         progress_file_sizes(argv + first, argc - first));
     for (i = first; i < argc && rc == CLI_EXIT_OK; i++)
         rc = ingest_file(run, argv[i]);
+    progress_meter_end(&run->meter, run->bytes_done, NULL, 0);
     /* What was stored before a failure is stored: say so. */
     printf("%zu records: %zu stored, %zu duplicates, %zu rejected\n", run->total.records,
            run->total.stored, run->total.duplicates, run->total.rejected);

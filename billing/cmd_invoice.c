@@ -20,6 +20,7 @@
 #include "export.h"
 #include "invoices.h"
 #include "migrate.h"
+#include "progress.h"
 
 #define DEFAULT_LIMIT 1000
 /* The most invoices --limit may ask for (and an export of a whole period takes). */
@@ -57,6 +58,7 @@ typedef struct invoice_opts {
     const char *reference;
     long limit;
     int limit_set; /* --limit given: export only that many of a period */
+    progress_meter *meter; /* export of a period: files written */
 } invoice_opts;
 
 static void usage(FILE *out)
@@ -272,6 +274,7 @@ static int export_one(bs_conn *c, int64_t id, const invoice_opts *o, size_t *cou
         cli_error("invoice export: %s: %s", path, strerror(errno != 0 ? errno : EIO));
     else
         (*count)++;
+    progress_meter_add(o->meter, 1);
     export_invoice_free(&inv);
     return rc == 0 ? CLI_EXIT_OK : CLI_EXIT_INPUT;
 }
@@ -340,8 +343,11 @@ static int export_cmd(bs_conn *c, const invoice_opts *o, const char *ref)
                               o->limit_set ? o->limit : LIMIT_MAX, &err);
         if (res == NULL)
             return dbcli_fail("invoice export", &err);
+        progress_meter_start(o->meter, stderr, progress_mode(stderr, 0), "invoice export",
+                             "invoices", (uint64_t)PQntuples(res));
         for (i = 0; rc == CLI_EXIT_OK && i < PQntuples(res); i++)
             rc = export_one(c, strtoll(PQgetvalue(res, i, 0), NULL, 10), o, &count);
+        progress_meter_end(o->meter, count, NULL, 0);
         PQclear(res);
     }
     fprintf(stderr, "billing: invoice export: %zu file(s) written to %s\n", count, o->out_dir);
@@ -460,6 +466,7 @@ static int dispatch(bs_conn *c, const char *action, const invoice_opts *o, const
 int cmd_invoice(int argc, char **argv)
 {
     invoice_opts o;
+    progress_meter meter;
     const char *action;
     const char *ref = NULL;
     bs_error err;
@@ -468,6 +475,8 @@ int cmd_invoice(int argc, char **argv)
     int rc;
 
     memset(&o, 0, sizeof(o));
+    memset(&meter, 0, sizeof(meter));
+    o.meter = &meter;
     o.limit = DEFAULT_LIMIT;
     rc = cli_getopt("invoice", argc, argv, long_options, take_option, &o, &first);
     if (rc < 0) {

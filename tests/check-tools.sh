@@ -8,7 +8,11 @@
 #     after some files are stored still prints the summary;
 #   - `invoice export --out DIR` creates DIR with its parents; a bad
 #     BILLING_PDF_FONT names the variable and the path, and no file is made;
-#   - voiding twice names the invoice, never a SQLSTATE.
+#   - voiding twice names the invoice, never a SQLSTATE;
+#   - progress (billing/progress.c): ingest, load, invoice export and close
+#     print "billing: CMD: done/total ..." lines every
+#     BILLING_PROGRESS_INTERVAL seconds (0 here: at every update, so the
+#     test waits on no clock); --quiet and a long interval print none.
 # Prints a Check-style summary line.
 set -u
 builddir=$(cd "${top_builddir:-..}" && pwd) || exit 99
@@ -75,6 +79,35 @@ expect "an unknown short option is named, not the argument before it" 2 \
     "unknown or ambiguous option '-x'" $billing close --period 2026-01 -x
 expect "--jobs=0 names --jobs" 2 "^billing: --jobs '0': expected" \
     $billing close --period 2026-01 --jobs=0
+
+# ---- 2. progress -------------------------------------------------------------
+BILLING_PROGRESS_INTERVAL=0 $billing ingest --batch 100 "$ex/events.jsonl" >"$tmp/out" 2>"$tmp/err"
+n=$(grep -cE "^billing: ingest: [0-9]+/[0-9]+ kB \([0-9]+%\), [0-9]+00 records, [0-9]+ kB/s$" "$tmp/err")
+[ "$n" -ge 4 ] && r=ok || r=fail
+check "ingest prints a progress line per batch with BILLING_PROGRESS_INTERVAL=0 ($n)" $r
+[ $r = ok ] || cat "$tmp/err"
+BILLING_PROGRESS_INTERVAL=0 $billing ingest --quiet --batch 100 "$ex/events.jsonl" >"$tmp/out" 2>"$tmp/err"
+[ ! -s "$tmp/err" ] && r=ok || r=fail
+check "ingest --quiet prints no progress" $r
+BILLING_PROGRESS_INTERVAL=3600 $billing ingest --batch 100 "$ex/events.jsonl" >"$tmp/out" 2>"$tmp/err"
+[ ! -s "$tmp/err" ] && r=ok || r=fail
+check "no progress line before the interval has passed" $r
+BILLING_PROGRESS_INTERVAL=0 $billing load --pricebook "$ex/pricebook.json" \
+    --accounts "$ex/accounts.json" >/dev/null 2>"$tmp/err"
+grep -qE "^billing: load: 14/14 rows \(100%\), [0-9]+ rows/s$" "$tmp/err" && r=ok || r=fail
+check "load prints progress in rows" $r
+[ $r = ok ] || cat "$tmp/err"
+BILLING_PROGRESS_INTERVAL=0 $billing close --period 2026-01 >/dev/null 2>"$tmp/err"
+grep -qE "^billing: close: 4/4 accounts \(100%\), 425 events, [0-9]+ accounts/s$" "$tmp/err" \
+    && r=ok || r=fail
+check "close's progress line keeps its format" $r
+[ $r = ok ] || cat "$tmp/err"
+BILLING_PROGRESS_INTERVAL=0 $billing invoice export --format csv --out "$tmp/csv" \
+    --period 2026-01 >/dev/null 2>"$tmp/err"
+n=$(grep -cE "^billing: invoice export: [1-4]/4 invoices \([0-9]+%\), [0-9]+ invoices/s$" "$tmp/err")
+[ "$n" -eq 4 ] && r=ok || r=fail
+check "invoice export prints a progress line per file ($n)" $r
+[ $r = ok ] || cat "$tmp/err"
 
 expect "close --finalize numbers the drafts" 0 "^finalized +4 " \
     $billing close --period 2026-01 --finalize --grace 0
