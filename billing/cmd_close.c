@@ -53,9 +53,10 @@ static void usage(FILE *out, const char *cmd)
               "then numbered gaplessly (INV-YYYY-NNNNNN) and frozen.\n",
               out);
     }
-    fputs("\nOptions:\n"
-          "  --period YYYY-MM       the month to close (required)\n"
-          "  -j, --jobs N           worker threads, each with a connection (1..64, default 1)\n",
+    fputs("\nOptions:\n", out);
+    fprintf(out, "  --period YYYY-MM       the month to %s (required)\n",
+            strcmp(cmd, "rerate") == 0 ? "recompute" : "close");
+    fputs("  -j, --jobs N           worker threads, each with a connection (1..64, default 1)\n",
           out);
     if (strcmp(cmd, "close") == 0)
         fputs("  --finalize             then number and freeze the drafts past their grace\n"

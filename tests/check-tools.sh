@@ -12,7 +12,11 @@
 #   - progress (billing/progress.c): ingest, load, invoice export and close
 #     print "billing: CMD: done/total ..." lines every
 #     BILLING_PROGRESS_INTERVAL seconds (0 here: at every update, so the
-#     test waits on no clock); --quiet and a long interval print none.
+#     test waits on no clock); --quiet and a long interval print none;
+#   - every command (from `billing --help`) takes -h and --help: usage on
+#     stdout, exit 0; rerate's help says what rerate does;
+#   - an unknown time zone is named with the closest known names; a JSON
+#     trailing comma is called that, at the comma's line and column.
 # Prints a Check-style summary line.
 set -u
 builddir=$(cd "${top_builddir:-..}" && pwd) || exit 99
@@ -108,6 +112,31 @@ n=$(grep -cE "^billing: invoice export: [1-4]/4 invoices \([0-9]+%\), [0-9]+ inv
 [ "$n" -eq 4 ] && r=ok || r=fail
 check "invoice export prints a progress line per file ($n)" $r
 [ $r = ok ] || cat "$tmp/err"
+
+# ---- 3. help and messages ------------------------------------------------------
+cmds=$($billing --help | awk '/^Commands:/ { on = 1; next } on && /^  [a-z]/ { print $1 }')
+[ "$(echo "$cmds" | wc -w)" -ge 9 ] && r=ok || r=fail
+check "billing --help lists the commands ($(echo $cmds))" $r
+for c in $cmds; do
+    for h in -h --help; do
+        $billing "$c" $h >"$tmp/out" 2>"$tmp/err"
+        rc=$?
+        [ $rc -eq 0 ] && head -1 "$tmp/out" | grep -q "^Usage: billing $c" && [ ! -s "$tmp/err" ] \
+            && r=ok || r=fail
+        check "billing $c $h: usage on stdout, exit 0 ($rc)" $r
+    done
+done
+$billing rerate --help >"$tmp/out"
+grep -q "the month to recompute" "$tmp/out" && ! grep -q "month to close" "$tmp/out" && r=ok || r=fail
+check "rerate --help says it recomputes, not closes" $r
+jq '.accounts[0].time_zone = "Asia/Shangai"' "$ex/accounts.json" >"$tmp/tz.json"
+expect "an unknown time zone is named, with the closest known one" 3 \
+    "time zone 'Asia/Shangai': .*No such file or directory; did you mean 'Asia/Shanghai'\?" \
+    $billing rate --pricebook "$ex/pricebook.json" --accounts "$tmp/tz.json" "$ex/events.jsonl"
+printf '{\n  "accounts": [\n    {"id": "a"},\n  ]\n}\n' >"$tmp/comma.json"
+expect "a JSON trailing comma is named with its line and column" 3 \
+    "comma.json:3:16: trailing comma before '\]'" \
+    $billing rate --pricebook "$ex/pricebook.json" --accounts "$tmp/comma.json" "$ex/events.jsonl"
 
 expect "close --finalize numbers the drafts" 0 "^finalized +4 " \
     $billing close --period 2026-01 --finalize --grace 0
