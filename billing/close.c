@@ -64,8 +64,11 @@ typedef struct batch {
     close_run_ctx *x;
     billing_rater *r;
     billing_event *ev;
-    uint64_t events;
+    uint64_t events;      /* events inside their account's period */
     uint64_t rejected;
+    char period_of[160];  /* the account whose period is below ("" none) */
+    billing_time_t period_start, period_end; /* the month in that account's zone */
+    int period_known;     /* its zone is known */
 } batch;
 
 /* ---------------------------------------------------------------------- */
@@ -79,6 +82,30 @@ static void print_rejection(close_run_ctx *x, const char *msg)
         cli_error("close: %s", msg);
     x->s->rejected++;
     pthread_mutex_unlock(&x->lock);
+}
+
+/*
+ * Whether the event [@start, @end) of @account falls in the month closed,
+ * in the account's zone: events of other months are rated (for credit and
+ * history) but not counted as the period's. Cached per account: a batch
+ * reads the events account by account.
+ */
+static int in_period(batch *b, const char *account, billing_time_t start, billing_time_t end)
+{
+    const close_params *p = b->x->p;
+    const billing_zone *z;
+
+    if (strncmp(b->period_of, account, sizeof(b->period_of)) != 0) {
+        snprintf(b->period_of, sizeof(b->period_of), "%s", account);
+        z = bs_catalog_zone(b->x->stored, account);
+        b->period_known =
+            z != NULL && billing_zone_month_start(z, p->year, p->month, &b->period_start) == BILLING_OK &&
+            billing_zone_month_start(z, p->month == 12 ? p->year + 1 : p->year,
+                                     p->month == 12 ? 1 : p->month + 1, &b->period_end) == BILLING_OK;
+    }
+    if (!b->period_known)
+        return 1;
+    return start < b->period_end && (end > b->period_start || start >= b->period_start);
 }
 
 /* A bs_event_fn: rate one stored event. Refusals are counted, not fatal. */
@@ -112,7 +139,8 @@ static int add_event(void *arg, const char *account, const char *id, const char 
     if (st == BILLING_OK)
         st = billing_rater_add(b->r, b->ev, msg, sizeof(msg));
     if (st == BILLING_OK || st == BILLING_DUPLICATE) {
-        b->events++;
+        if (in_period(b, account, start, end))
+            b->events++;
         return 0;
     }
     if (msg[0] == '\0')
@@ -147,6 +175,8 @@ static void tally(close_run_ctx *x, const bs_draft *d, const bs_draft_outcome *o
         for (l = 0; l < billing_invoice_line_count(inv); l++) {
             if (billing_meter_parse(billing_invoice_line_meter(inv, l), &m) == BILLING_OK)
                 exact_minor_add(s->by_meter[m], billing_invoice_line_amount_rounded(inv, l), s->digits);
+            else /* a plan's fee or refund: no meter */
+                exact_minor_add(s->fees, billing_invoice_line_amount_rounded(inv, l), s->digits);
         }
         for (l = 0; l < d[i].n_adj; l++)
             exact_minor_add(s->adjusted, d[i].adj[l].amount, s->digits);
@@ -518,7 +548,7 @@ static void summary_init(close_summary *s)
     memset(s, 0, sizeof(*s));
     for (i = 0; i < BILLING_METER_COUNT; i++)
         mpz_init(s->by_meter[i]);
-    mpz_inits(s->adjusted, s->subtotal, s->credits, s->expired, s->tax, s->total, NULL);
+    mpz_inits(s->fees, s->adjusted, s->subtotal, s->credits, s->expired, s->tax, s->total, NULL);
 }
 
 void close_summary_clear(close_summary *s)
@@ -527,7 +557,7 @@ void close_summary_clear(close_summary *s)
 
     for (i = 0; i < BILLING_METER_COUNT; i++)
         mpz_clear(s->by_meter[i]);
-    mpz_clears(s->adjusted, s->subtotal, s->credits, s->expired, s->tax, s->total, NULL);
+    mpz_clears(s->fees, s->adjusted, s->subtotal, s->credits, s->expired, s->tax, s->total, NULL);
 }
 
 /* Load and freeze the catalog, list the accounts. Returns a CLI_EXIT_* code. */
@@ -668,6 +698,7 @@ void close_summary_print(FILE *out, const close_params *p, const close_summary *
         snprintf(label, sizeof(label), "charges %s", billing_meter_name((billing_meter)m));
         print_amount(out, label, s->by_meter[m], s);
     }
+    print_amount(out, "charges fees", s->fees, s);
     fprintf(out, "adjustment lines       %zu\n", s->adjustments);
     print_amount(out, "adjustments", s->adjusted, s);
     print_amount(out, "subtotal", s->subtotal, s);

@@ -44,6 +44,7 @@ typedef struct close_summary {
     uint64_t rejected;        /* events libbilling refused */
     int64_t dead_letters;     /* rejected_events received since the period began (anywhere) */
     mpz_t by_meter[BILLING_METER_COUNT]; /* line amounts per meter */
+    mpz_t fees;               /* plan fee and refund lines (no meter) */
     mpz_t adjusted;           /* adjustment line amounts */
     mpz_t subtotal, credits, expired, tax, total;
 } close_summary;

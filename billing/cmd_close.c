@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli.h"
 #include "close.h"
@@ -201,6 +202,23 @@ static int finalize(const close_opts *o)
     return rc;
 }
 
+/*
+ * A month that has not begun (UTC, today's clock) has no usage yet: closing
+ * it is allowed (fees of plans paid ahead) but rarely meant.
+ */
+static void warn_future(const char *cmd, const close_opts *o)
+{
+    time_t now = time(NULL);
+    struct tm t;
+
+    if (gmtime_r(&now, &t) == NULL)
+        return;
+    if (o->p.year * 12 + o->p.month > (t.tm_year + 1900) * 12 + t.tm_mon + 1)
+        cli_error("%s: warning: %s has not begun (today is %04d-%02d-%02d UTC): its drafts "
+                  "have no usage yet",
+                  cmd, o->period, t.tm_year + 1900, t.tm_mon + 1, t.tm_mday);
+}
+
 static int run(const char *cmd, int argc, char **argv)
 {
     close_opts o;
@@ -213,6 +231,7 @@ static int run(const char *cmd, int argc, char **argv)
     }
     if (rc != CLI_EXIT_OK)
         return rc;
+    warn_future(cmd, &o);
     rc = close_run(&o.p, &s);
     if (rc == CLI_EXIT_OK || rc == CLI_EXIT_REJECTED)
         close_summary_print(stdout, &o.p, &s);

@@ -16,7 +16,10 @@
 #   - every command (from `billing --help`) takes -h and --help: usage on
 #     stdout, exit 0; rerate's help says what rerate does;
 #   - an unknown time zone is named with the closest known names; a JSON
-#     trailing comma is called that, at the comma's line and column.
+#     trailing comma is called that, at the comma's line and column;
+#   - close's summary: its charge rows (fees included) and adjustments sum
+#     to the subtotal; events of other months are not counted as the
+#     period's; a month that has not begun is warned about.
 # Prints a Check-style summary line.
 set -u
 builddir=$(cd "${top_builddir:-..}" && pwd) || exit 99
@@ -137,6 +140,20 @@ printf '{\n  "accounts": [\n    {"id": "a"},\n  ]\n}\n' >"$tmp/comma.json"
 expect "a JSON trailing comma is named with its line and column" 3 \
     "comma.json:3:16: trailing comma before '\]'" \
     $billing rate --pricebook "$ex/pricebook.json" --accounts "$tmp/comma.json" "$ex/events.jsonl"
+
+# ---- 4. summaries ---------------------------------------------------------------
+$billing close --period 2026-01 --quiet >"$tmp/sum" 2>"$tmp/err"
+sums=$(awk '/^(charges |adjustments )/ { n = $(NF - 1); gsub(/\./, "", n); s += n }
+            /^subtotal / { t = $(NF - 1); gsub(/\./, "", t) } END { print s + 0, t + 0 }' "$tmp/sum")
+[ "${sums% *}" = "${sums#* }" ] && grep -q "^charges fees " "$tmp/sum" && r=ok || r=fail
+check "close's rows sum to its subtotal, fees included (rows, subtotal: $sums)" $r
+[ $r = ok ] || cat "$tmp/sum"
+grep -q "^events  *425 rated" "$tmp/sum" && r=ok || r=fail
+check "close counts the month's 425 events" $r
+expect "close of a month without events counts none of the others'" 0 "^events +0 rated" \
+    $billing close --period 2026-03 --quiet
+expect "closing a month that has not begun warns" 0 "warning: 2199-12 has not begun" \
+    $billing close --period 2199-12 --quiet
 
 expect "close --finalize numbers the drafts" 0 "^finalized +4 " \
     $billing close --period 2026-01 --finalize --grace 0
