@@ -37,7 +37,9 @@ static const export_column header_columns[] = {
     {"status", "STATUS", 5, 1, 0, 0},
     {"currency", "CUR", 6, 1, 0, 0},
     {"subtotal", "SUBTOTAL", 7, 1, 1, 0},
-    {"credits", "CREDITS", 8, 1, 1, 0},
+    {"credits_total", "CREDITS", 8, 1, 1, 0},
+    /* So that the row adds up: SUBTOTAL - CREDITS + ACCT CREDIT + TAX = TOTAL. */
+    {"account_credit_net", "ACCT CREDIT", 13, 1, 1, 0},
     {"tax", "TAX", 9, 1, 1, 0},
     {"total", "TOTAL", 10, 1, 1, 0},
     {"series", "SERIES", 11, 0, 0, 0},

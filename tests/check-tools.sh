@@ -19,7 +19,10 @@
 #     trailing comma is called that, at the comma's line and column;
 #   - close's summary: its charge rows (fees included) and adjustments sum
 #     to the subtotal; events of other months are not counted as the
-#     period's; a month that has not begun is warned about.
+#     period's; a month that has not begun is warned about;
+#   - invoice list: every row adds up (SUBTOTAL - CREDITS + ACCT CREDIT +
+#     TAX = TOTAL); JSON credits_total is a string in list and show, and
+#     list has no "credits" of another type; stored instants carry an offset.
 # Prints a Check-style summary line.
 set -u
 builddir=$(cd "${top_builddir:-..}" && pwd) || exit 99
@@ -174,5 +177,22 @@ expect "voiding twice names the invoice" 3 "INV-2026-000002 is void already" \
     $billing invoice void INV-2026-000002 --reason "again"
 grep -q SQLSTATE "$tmp/out" && r=fail || r=ok
 check "voiding twice shows no SQLSTATE" $r
+
+$billing invoice list >"$tmp/list"
+bad=$(awk 'NR > 1 { t = NF; c = $(t - 3); gsub(/\./, "", c); a = $(t - 2); gsub(/\./, "", a);
+        x = $(t - 1); gsub(/\./, "", x); s = $(t - 4); gsub(/\./, "", s); o = $t; gsub(/\./, "", o);
+        if (s - c + a + x != o) print }' "$tmp/list")
+[ -z "$bad" ] && grep -q "ACCT CREDIT" "$tmp/list" && r=ok || r=fail
+check "invoice list rows add up with the account credit column" $r "$bad"
+$billing invoice list --format json >"$tmp/list.json"
+$billing invoice show INV-2026-000001 --format json >"$tmp/show.json"
+[ "$(jq -r '.[0].credits_total | type' "$tmp/list.json")" = string ] &&
+    [ "$(jq -r '.credits_total | type' "$tmp/show.json")" = string ] &&
+    [ "$(jq -r '.[0] | has("credits")' "$tmp/list.json")" = false ] && r=ok || r=fail
+check "JSON credits_total is a string in list and show" $r
+jq -r '.finalized_at, .period_start' "$tmp/show.json" >"$tmp/times"
+grep -cE '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}([+-][0-9]{2}:[0-9]{2}|Z)$' "$tmp/times" |
+    grep -qx 2 && r=ok || r=fail
+check "stored instants print as RFC 3339 with an offset ($(tr '\n' ' ' <"$tmp/times"))" $r
 
 finish
