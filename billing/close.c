@@ -634,6 +634,45 @@ static int start_workers(close_run_ctx *x, pthread_t *threads, int *started)
     return *started > 0 ? 0 : -1;
 }
 
+/*
+ * Accounts whose month was finalized before are left alone, but the
+ * summary shows the period's money: add what their invoices billed, as
+ * stored, so that a second `close --finalize` does not print 0.00.
+ */
+static int add_finalized(close_run_ctx *x, bs_conn *c)
+{
+    close_summary *s = x->s;
+    PGresult *lines;
+    PGresult *totals;
+    billing_meter m;
+    bs_error err;
+    int r;
+
+    if (s->outcome[BS_DRAFT_FINALIZED] == 0)
+        return CLI_EXIT_OK;
+    if (bs_invoice_finalized_sums(c, x->month_text, s->currency, &lines, &totals, &err) != BS_OK)
+        return dbcli_fail("close", &err);
+    for (r = 0; r < PQntuples(lines); r++) {
+        const char *kind = PQgetvalue(lines, r, 0);
+        const char *amount = PQgetvalue(lines, r, 1);
+        if (strcmp(kind, "adjustment") == 0) {
+            exact_minor_add(s->adjusted, amount, s->digits);
+            s->adjustments += (size_t)strtoull(PQgetvalue(lines, r, 2), NULL, 10);
+        } else if (billing_meter_parse(kind, &m) == BILLING_OK) {
+            exact_minor_add(s->by_meter[m], amount, s->digits);
+        } else {
+            exact_minor_add(s->fees, amount, s->digits);
+        }
+    }
+    exact_minor_add(s->subtotal, PQgetvalue(totals, 0, 0), s->digits);
+    exact_minor_add(s->credits, PQgetvalue(totals, 0, 1), s->digits);
+    exact_minor_add(s->tax, PQgetvalue(totals, 0, 2), s->digits);
+    exact_minor_add(s->total, PQgetvalue(totals, 0, 3), s->digits);
+    PQclear(lines);
+    PQclear(totals);
+    return CLI_EXIT_OK;
+}
+
 int close_run(const close_params *p, close_summary *s)
 {
     close_run_ctx x;
@@ -653,13 +692,15 @@ int close_run(const close_params *p, close_summary *s)
     snprintf(x.series, sizeof(x.series), "INV-%04d", p->year);
     c = dbcli_connect(p->db);
     rc = c == NULL ? CLI_EXIT_DATABASE : prepare(&x, c);
-    bs_close(c);
     if (rc == CLI_EXIT_OK && start_workers(&x, threads, &started) == 0)
         wait_workers(&x);
     for (i = 0; i < started; i++)
         pthread_join(threads[i], NULL);
     if (rc == CLI_EXIT_OK && x.failed)
         rc = x.exit_code;
+    if (rc == CLI_EXIT_OK)
+        rc = add_finalized(&x, c);
+    bs_close(c);
     if (rc == CLI_EXIT_OK && s->rejected > 0)
         rc = CLI_EXIT_REJECTED;
     json_decref(x.accounts);

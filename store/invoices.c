@@ -1306,6 +1306,35 @@ PGresult *bs_invoice_list(bs_conn *c, const char *month, const char *account, co
     return bs_query(c, SQL_LIST, 5, params, err);
 }
 
+#define SQL_FINALIZED_WHERE                                                                    \
+    " WHERE i.month = $1::date AND i.currency = $2::text AND i.kind = 'invoice'"                 \
+    " AND i.status = 'finalized'"
+#define SQL_FINALIZED_LINES                                                                    \
+    "SELECT CASE WHEN l.kind = 'adjustment' THEN 'adjustment' ELSE coalesce(l.meter, '') END,"   \
+    " sum(l.amount)::text, count(*) FROM billing.invoice_lines l JOIN billing.invoices i"        \
+    " ON i.id = l.invoice_id" SQL_FINALIZED_WHERE " GROUP BY 1 ORDER BY 1"
+#define SQL_FINALIZED_TOTALS                                                                   \
+    "SELECT coalesce(sum(i.subtotal), 0)::text, coalesce(sum(i.credits), 0)::text,"             \
+    " coalesce(sum(i.tax), 0)::text, coalesce(sum(i.total), 0)::text"                           \
+    " FROM billing.invoices i" SQL_FINALIZED_WHERE
+
+bs_status bs_invoice_finalized_sums(bs_conn *c, const char *month, const char *currency,
+                                    PGresult **lines, PGresult **totals, bs_error *err)
+{
+    const char *params[2] = {month, currency};
+
+    *totals = NULL;
+    *lines = bs_query(c, SQL_FINALIZED_LINES, 2, params, err);
+    if (*lines != NULL)
+        *totals = bs_query(c, SQL_FINALIZED_TOTALS, 2, params, err);
+    if (*totals == NULL) {
+        PQclear(*lines);
+        *lines = NULL;
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    }
+    return BS_OK;
+}
+
 /*
  * One statement with the invoice id as its only parameter, prepared once
  * per connection under @name: an export reads thousands of invoices, and

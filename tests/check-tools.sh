@@ -19,7 +19,8 @@
 #     trailing comma is called that, at the comma's line and column;
 #   - close's summary: its charge rows (fees included) and adjustments sum
 #     to the subtotal; events of other months are not counted as the
-#     period's; a month that has not begun is warned about;
+#     period's; a month that has not begun is warned about; a second
+#     --finalize shows what the finalized invoices billed, not 0.00;
 #   - invoice list: every row adds up (SUBTOTAL - CREDITS + ACCT CREDIT +
 #     TAX = TOTAL); JSON credits_total is a string in list and show, and
 #     list has no "credits" of another type; stored instants carry an offset.
@@ -160,6 +161,13 @@ expect "closing a month that has not begun warns" 0 "warning: 2199-12 has not be
 
 expect "close --finalize numbers the drafts" 0 "^finalized +4 " \
     $billing close --period 2026-01 --finalize --grace 0
+first_total=$(awk '/^total / { print $2 }' "$tmp/out")
+$billing close --period 2026-01 --finalize --grace 0 --quiet >"$tmp/again" 2>&1
+again_total=$(awk '/^total / { print $2 }' "$tmp/again")
+grep -q "^finalized (left alone) 4" "$tmp/again" && [ -n "$first_total" ] &&
+    [ "$first_total" = "$again_total" ] && ! grep -q "^charges fees  *0.00" "$tmp/again" && r=ok || r=fail
+check "a second --finalize shows the stored money, not 0.00 ($first_total, $again_total)" $r
+[ $r = ok ] || cat "$tmp/again"
 BILLING_PDF_FONT="$tmp/no-font.ttf" $billing invoice export --format pdf --out "$tmp/pdf" \
     --period 2026-01 >"$tmp/out" 2>&1
 rc=$?
