@@ -12,11 +12,13 @@
 
 #include "progress.h"
 
-/* Events between two looks at the clock in `billing rate`: a clock read costs ~20 ns, an event ~1 us. */
+/* Events between two looks at the clock in `billing rate`: a clock read costs ~20 ns, an event ~1
+ * us. */
 #define TICK_EVENTS 4096
 /* Least time between two terminal redraws: 250 ms. */
 #define REDRAW_NS 250000000LL
-/* Default seconds between two plain lines, and the most BILLING_PROGRESS_INTERVAL may say (a day). */
+/* Default seconds between two plain lines, and the most BILLING_PROGRESS_INTERVAL may say (a day).
+ */
 #define DEFAULT_INTERVAL_S 5
 #define MAX_INTERVAL_S 86400
 #define BAR_WIDTH 30
@@ -53,8 +55,8 @@ static int64_t interval_s(void)
     return n;
 }
 
-void progress_meter_start(progress_meter *m, FILE *out, int mode, const char *cmd,
-                          const char *unit, uint64_t total)
+void progress_meter_start(progress_meter *m, FILE *out, int mode, const char *cmd, const char *unit,
+                          uint64_t total)
 {
     memset(m, 0, sizeof(*m));
     pthread_mutex_init(&m->lock, NULL);

@@ -28,16 +28,16 @@
 enum { PROGRESS_OFF = 0, PROGRESS_LINES = 1, PROGRESS_TERMINAL = 2 };
 
 typedef struct progress_meter {
-    FILE *out;           /* where lines go; NULL when off */
-    int mode;            /* PROGRESS_* */
-    const char *cmd;     /* "close", "ingest", "invoice export" */
-    const char *unit;    /* "accounts"; NULL: bytes, shown in kB or MB */
-    uint64_t total;      /* units to do, or PROGRESS_UNKNOWN */
-    uint64_t done;       /* for progress_meter_add */
-    int64_t start_ns;    /* monotonic clock at the start */
-    int64_t last_ns;     /* ... at the last line */
-    int64_t interval_ns; /* least time between two lines */
-    int shown;           /* a terminal line is on the screen */
+    FILE *out;            /* where lines go; NULL when off */
+    int mode;             /* PROGRESS_* */
+    const char *cmd;      /* "close", "ingest", "invoice export" */
+    const char *unit;     /* "accounts"; NULL: bytes, shown in kB or MB */
+    uint64_t total;       /* units to do, or PROGRESS_UNKNOWN */
+    uint64_t done;        /* for progress_meter_add */
+    int64_t start_ns;     /* monotonic clock at the start */
+    int64_t last_ns;      /* ... at the last line */
+    int64_t interval_ns;  /* least time between two lines */
+    int shown;            /* a terminal line is on the screen */
     pthread_mutex_t lock; /* progress_meter_add */
 } progress_meter;
 
@@ -50,12 +50,11 @@ int progress_mode(FILE *out, int quiet);
 
 /*
  * progress_meter_start - start @m on @out in @mode for @total units of
- * @unit (NULL: bytes; @total may be PROGRESS_UNKNOWN) of command @cmd (all strings must outlive @m). The
- * plain-line interval is read from BILLING_PROGRESS_INTERVAL (whole
- * seconds, default 5).
+ * @unit (NULL: bytes; @total may be PROGRESS_UNKNOWN) of command @cmd (all strings must outlive
+ * @m). The plain-line interval is read from BILLING_PROGRESS_INTERVAL (whole seconds, default 5).
  */
-void progress_meter_start(progress_meter *m, FILE *out, int mode, const char *cmd,
-                          const char *unit, uint64_t total);
+void progress_meter_start(progress_meter *m, FILE *out, int mode, const char *cmd, const char *unit,
+                          uint64_t total);
 
 /*
  * progress_meter_update - @done units of the total are done; @extra is
@@ -80,7 +79,7 @@ void progress_meter_end(progress_meter *m, uint64_t done, const char *extra, int
 /* `billing rate`'s progress: events read over the bytes of its inputs, on a terminal only. */
 typedef struct progress {
     progress_meter m;
-    uint64_t done;       /* bytes of the inputs finished */
+    uint64_t done; /* bytes of the inputs finished */
 } progress;
 
 /*
@@ -103,7 +102,8 @@ void progress_file_done(progress *p, uint64_t size);
 /* progress_end - clear the line, so that what follows starts clean. */
 void progress_end(progress *p);
 
-/* progress_file_sizes - the bytes of @n regular files; PROGRESS_UNKNOWN when one is not (stdin, a pipe). */
+/* progress_file_sizes - the bytes of @n regular files; PROGRESS_UNKNOWN when one is not (stdin, a
+ * pipe). */
 uint64_t progress_file_sizes(char *const *files, int n);
 
 #endif /* BILLING_PROGRESS_H */
