@@ -50,10 +50,19 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
  * decimal digits only, no sign, space or suffix, so that every command
  * takes the same spellings. Returns CLI_EXIT_OK with the number in *@out,
  * or CLI_EXIT_USAGE after a message naming the option and saying what it
- * wants (@what: "a number of threads", "a size in bytes", ...).
+ * wants (@what: "a number of threads", "a size in bytes", ...). Inside a
+ * cli_getopt callback the message names the option as the user typed it
+ * ("-j/--jobs" for -j0, "--jobs" for --jobs=0).
  */
 int cli_count(const char *cmd, const char *name, const char *arg, uint64_t max, const char *what,
               uint64_t *out);
+
+/*
+ * cli_option_typed - inside a cli_getopt callback, the option being
+ * handled as the user typed it ("-j/--jobs" or "--jobs"; a static buffer valid
+ * until the callback returns); @dflt elsewhere.
+ */
+const char *cli_option_typed(const char *dflt);
 
 /*
  * cli_option_fn - handle one option of a subcommand: @opt is the value
@@ -64,8 +73,8 @@ typedef int (*cli_option_fn)(void *ctx, int opt, const char *arg);
 
 /*
  * cli_getopt - the getopt_long loop every subcommand needs: long options
- * only, from argv[1] (argv[0] is the subcommand's name), each handed to
- * @take. Returns CLI_EXIT_OK with the index of the first operand in
+ * (and the short ones whose value is a letter: -j N, -jN), from argv[1]
+ * (argv[0] is the subcommand's name), each handed to @take; -h is --help. Returns CLI_EXIT_OK with the index of the first operand in
  * *@first_arg, CLI_EXIT_USAGE for an unknown or malformed option, or -1
  * when @take asked for --help.
  */

@@ -30,6 +30,7 @@
 #include "exact.h"
 #include "invoices.h"
 #include "migrate.h"
+#include "progress.h"
 
 #define MSG_MAX 1024
 /* Events libbilling refuses are printed up to this many per run; all are counted. */
@@ -64,8 +65,11 @@ typedef struct batch {
     close_run_ctx *x;
     billing_rater *r;
     billing_event *ev;
-    uint64_t events;
+    uint64_t events;      /* events inside their account's period */
     uint64_t rejected;
+    char period_of[160];  /* the account whose period is below ("" none) */
+    billing_time_t period_start, period_end; /* the month in that account's zone */
+    int period_known;     /* its zone is known */
 } batch;
 
 /* ---------------------------------------------------------------------- */
@@ -81,6 +85,30 @@ static void print_rejection(close_run_ctx *x, const char *msg)
     pthread_mutex_unlock(&x->lock);
 }
 
+/*
+ * Whether the event [@start, @end) of @account falls in the month closed,
+ * in the account's zone: events of other months are rated (for credit and
+ * history) but not counted as the period's. Cached per account: a batch
+ * reads the events account by account.
+ */
+static int in_period(batch *b, const char *account, billing_time_t start, billing_time_t end)
+{
+    const close_params *p = b->x->p;
+    const billing_zone *z;
+
+    if (strncmp(b->period_of, account, sizeof(b->period_of)) != 0) {
+        snprintf(b->period_of, sizeof(b->period_of), "%s", account);
+        z = bs_catalog_zone(b->x->stored, account);
+        b->period_known =
+            z != NULL && billing_zone_month_start(z, p->year, p->month, &b->period_start) == BILLING_OK &&
+            billing_zone_month_start(z, p->month == 12 ? p->year + 1 : p->year,
+                                     p->month == 12 ? 1 : p->month + 1, &b->period_end) == BILLING_OK;
+    }
+    if (!b->period_known)
+        return 1;
+    return start < b->period_end && (end > b->period_start || start >= b->period_start);
+}
+
 /* A bs_event_fn: rate one stored event. Refusals are counted, not fatal. */
 static int add_event(void *arg, const char *account, const char *id, const char *resource,
                      const char *meter, billing_time_t start, billing_time_t end,
@@ -94,7 +122,8 @@ static int add_event(void *arg, const char *account, const char *id, const char 
     if (st == BILLING_OK)
         st = billing_rater_add(b->r, b->ev, msg, sizeof(msg));
     if (st == BILLING_OK || st == BILLING_DUPLICATE) {
-        b->events++;
+        if (in_period(b, account, start, end))
+            b->events++;
         return 0;
     }
     if (msg[0] == '\0')
@@ -129,6 +158,8 @@ static void tally(close_run_ctx *x, const bs_draft *d, const bs_draft_outcome *o
         for (l = 0; l < billing_invoice_line_count(inv); l++) {
             if (billing_meter_parse(billing_invoice_line_meter(inv, l), &m) == BILLING_OK)
                 exact_minor_add(s->by_meter[m], billing_invoice_line_amount_rounded(inv, l), s->digits);
+            else /* a plan's fee or refund: no meter */
+                exact_minor_add(s->fees, billing_invoice_line_amount_rounded(inv, l), s->digits);
         }
         for (l = 0; l < d[i].n_adj; l++)
             exact_minor_add(s->adjusted, d[i].adj[l].amount, s->digits);
@@ -394,44 +425,25 @@ static void *worker(void *arg)
 /* Progress                                                                */
 /* ---------------------------------------------------------------------- */
 
-static double now_s(void)
+/* Progress through progress.c; ", N events" after the accounts. */
+static void show_progress(close_run_ctx *x, progress_meter *m, int final)
 {
-    struct timespec ts;
+    char extra[64];
 
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9; /* display only, never money */
+    snprintf(extra, sizeof(extra), ", %llu events", (unsigned long long)x->s->events);
+    if (final)
+        progress_meter_end(m, x->done, extra, 1);
+    else
+        progress_meter_update(m, x->done, extra);
 }
 
-static void show_progress(const close_run_ctx *x, double started, int final)
-{
-    double elapsed = now_s() - started;
-    double rate = elapsed > 0 ? (double)x->done / elapsed : 0;
-    double eta = rate > 0 ? (double)(x->n_accounts - x->done) / rate : 0;
-    size_t pct = x->n_accounts ? x->done * 100 / x->n_accounts : 100;
-    char bar[31];
-    size_t i;
-
-    if (x->p->progress == 2) {
-        for (i = 0; i < 30; i++)
-            bar[i] = i < pct * 30 / 100 ? '#' : '.';
-        bar[30] = '\0';
-        fprintf(stderr, "\r[%s] %3zu%% %zu/%zu accounts  %.0f/s  ETA %02d:%02d%s", bar, pct,
-                x->done, x->n_accounts, rate, (int)eta / 60, (int)eta % 60, final ? "\n" : "");
-    } else {
-        fprintf(stderr, "billing: close: %zu/%zu accounts (%zu%%), %llu events, %.0f accounts/s\n",
-                x->done, x->n_accounts, pct, (unsigned long long)x->s->events, rate);
-    }
-    fflush(stderr);
-}
-
-/* Wait for the workers, showing progress every @interval seconds. */
+/* Wait for the workers, showing progress (progress.h says how often). */
 static void wait_workers(close_run_ctx *x)
 {
-    double started = now_s();
-    double last = started;
-    double interval = x->p->progress == 2 ? 0.25 : 5.0;
+    progress_meter m;
     struct timespec until;
 
+    progress_meter_start(&m, stderr, x->p->progress, "close", "accounts", x->n_accounts);
     pthread_mutex_lock(&x->lock);
     while (x->running > 0) {
         clock_gettime(CLOCK_REALTIME, &until);
@@ -441,13 +453,9 @@ static void wait_workers(close_run_ctx *x)
             until.tv_nsec -= 1000000000L;
         }
         pthread_cond_timedwait(&x->changed, &x->lock, &until);
-        if (x->p->progress != 0 && now_s() - last >= interval) {
-            show_progress(x, started, 0);
-            last = now_s();
-        }
+        show_progress(x, &m, 0);
     }
-    if (x->p->progress != 0)
-        show_progress(x, started, 1);
+    show_progress(x, &m, 1);
     pthread_mutex_unlock(&x->lock);
 }
 
@@ -473,7 +481,7 @@ static void summary_init(close_summary *s)
     memset(s, 0, sizeof(*s));
     for (i = 0; i < BILLING_METER_COUNT; i++)
         mpz_init(s->by_meter[i]);
-    mpz_inits(s->adjusted, s->subtotal, s->credits, s->expired, s->tax, s->total, NULL);
+    mpz_inits(s->fees, s->adjusted, s->subtotal, s->credits, s->expired, s->tax, s->total, NULL);
 }
 
 void close_summary_clear(close_summary *s)
@@ -482,7 +490,7 @@ void close_summary_clear(close_summary *s)
 
     for (i = 0; i < BILLING_METER_COUNT; i++)
         mpz_clear(s->by_meter[i]);
-    mpz_clears(s->adjusted, s->subtotal, s->credits, s->expired, s->tax, s->total, NULL);
+    mpz_clears(s->fees, s->adjusted, s->subtotal, s->credits, s->expired, s->tax, s->total, NULL);
 }
 
 /* Load and freeze the catalog, list the accounts. Returns a CLI_EXIT_* code. */
@@ -559,6 +567,45 @@ static int start_workers(close_run_ctx *x, pthread_t *threads, int *started)
     return *started > 0 ? 0 : -1;
 }
 
+/*
+ * Accounts whose month was finalized before are left alone, but the
+ * summary shows the period's money: add what their invoices billed, as
+ * stored, so that a second `close --finalize` does not print 0.00.
+ */
+static int add_finalized(close_run_ctx *x, bs_conn *c)
+{
+    close_summary *s = x->s;
+    PGresult *lines;
+    PGresult *totals;
+    billing_meter m;
+    bs_error err;
+    int r;
+
+    if (s->outcome[BS_DRAFT_FINALIZED] == 0)
+        return CLI_EXIT_OK;
+    if (bs_invoice_finalized_sums(c, x->month_text, s->currency, &lines, &totals, &err) != BS_OK)
+        return dbcli_fail("close", &err);
+    for (r = 0; r < PQntuples(lines); r++) {
+        const char *kind = PQgetvalue(lines, r, 0);
+        const char *amount = PQgetvalue(lines, r, 1);
+        if (strcmp(kind, "adjustment") == 0) {
+            exact_minor_add(s->adjusted, amount, s->digits);
+            s->adjustments += (size_t)strtoull(PQgetvalue(lines, r, 2), NULL, 10);
+        } else if (billing_meter_parse(kind, &m) == BILLING_OK) {
+            exact_minor_add(s->by_meter[m], amount, s->digits);
+        } else {
+            exact_minor_add(s->fees, amount, s->digits);
+        }
+    }
+    exact_minor_add(s->subtotal, PQgetvalue(totals, 0, 0), s->digits);
+    exact_minor_add(s->credits, PQgetvalue(totals, 0, 1), s->digits);
+    exact_minor_add(s->tax, PQgetvalue(totals, 0, 2), s->digits);
+    exact_minor_add(s->total, PQgetvalue(totals, 0, 3), s->digits);
+    PQclear(lines);
+    PQclear(totals);
+    return CLI_EXIT_OK;
+}
+
 int close_run(const close_params *p, close_summary *s)
 {
     close_run_ctx x;
@@ -578,13 +625,15 @@ int close_run(const close_params *p, close_summary *s)
     snprintf(x.series, sizeof(x.series), "INV-%04d", p->year);
     c = dbcli_connect(p->db);
     rc = c == NULL ? CLI_EXIT_DATABASE : prepare(&x, c);
-    bs_close(c);
     if (rc == CLI_EXIT_OK && start_workers(&x, threads, &started) == 0)
         wait_workers(&x);
     for (i = 0; i < started; i++)
         pthread_join(threads[i], NULL);
     if (rc == CLI_EXIT_OK && x.failed)
         rc = x.exit_code;
+    if (rc == CLI_EXIT_OK)
+        rc = add_finalized(&x, c);
+    bs_close(c);
     if (rc == CLI_EXIT_OK && s->rejected > 0)
         rc = CLI_EXIT_REJECTED;
     json_decref(x.accounts);
@@ -623,6 +672,7 @@ void close_summary_print(FILE *out, const close_params *p, const close_summary *
         snprintf(label, sizeof(label), "charges %s", billing_meter_name((billing_meter)m));
         print_amount(out, label, s->by_meter[m], s);
     }
+    print_amount(out, "charges fees", s->fees, s);
     fprintf(out, "adjustment lines       %zu\n", s->adjustments);
     print_amount(out, "adjustments", s->adjusted, s);
     print_amount(out, "subtotal", s->subtotal, s);

@@ -29,7 +29,7 @@ typedef struct close_params {
     int year, month;    /* the period */
     int jobs;           /* 1..CLOSE_JOBS_MAX */
     int drafts_only;    /* rerate: only accounts that have a draft of the period */
-    int progress;       /* 0 none, 1 log lines on stderr, 2 a bar (terminal) */
+    int progress;       /* PROGRESS_OFF, _LINES or _TERMINAL (progress.h) on stderr */
 } close_params;
 
 /* What a run did; amounts in minor units of @currency. */
@@ -44,6 +44,7 @@ typedef struct close_summary {
     uint64_t rejected;        /* events libbilling refused */
     int64_t dead_letters;     /* rejected_events received since the period began (anywhere) */
     mpz_t by_meter[BILLING_METER_COUNT]; /* line amounts per meter */
+    mpz_t fees;               /* plan fee and refund lines (no meter) */
     mpz_t adjusted;           /* adjustment line amounts */
     mpz_t subtotal, credits, expired, tax, total;
 } close_summary;

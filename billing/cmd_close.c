@@ -8,13 +8,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
+#include <time.h>
 
 #include "cli.h"
 #include "close.h"
 #include "dbcli.h"
 #include "invoices.h"
 #include "migrate.h"
+#include "progress.h"
 
 #define DEFAULT_BOOK "default"
 /* Default grace period before drafts may be finalized: 3 days. */
@@ -53,9 +54,10 @@ static void usage(FILE *out, const char *cmd)
               "then numbered gaplessly (INV-YYYY-NNNNNN) and frozen.\n",
               out);
     }
-    fputs("\nOptions:\n"
-          "  --period YYYY-MM       the month to close (required)\n"
-          "  -j, --jobs N           worker threads, each with a connection (1..64, default 1)\n",
+    fputs("\nOptions:\n", out);
+    fprintf(out, "  --period YYYY-MM       the month to %s (required)\n",
+            strcmp(cmd, "rerate") == 0 ? "recompute" : "close");
+    fputs("  -j, --jobs N           worker threads, each with a connection (1..64, default 1)\n",
           out);
     if (strcmp(cmd, "close") == 0)
         fputs("  --finalize             then number and freeze the drafts past their grace\n"
@@ -65,14 +67,17 @@ static void usage(FILE *out, const char *cmd)
     fputs("  --book ID              the price book (default: " DEFAULT_BOOK ")\n" DBCLI_DB_HELP
           "  --help                 print this help\n"
           "\n"
-          "Progress goes to stderr (a bar on a terminal, a line every 5 s otherwise); the\n"
-          "summary to stdout. Exit status: 0 done; 1 some stored events were refused by\n"
-          "the rating library (listed; the rest is closed); 2 usage error; 3 invalid\n"
-          "catalog or a change the database refuses; 4 internal error; 5 database error.\n",
+          "Progress goes to stderr (a bar on a terminal, otherwise a line every\n"
+          "BILLING_PROGRESS_INTERVAL seconds, default 5); the summary to stdout.\n"
+          "Exit status: 0 done; 1 some stored events were refused by the rating\n"
+          "library (listed; the rest is closed); 2 usage error; 3 invalid catalog or a\n"
+          "change the database refuses; 4 internal error; 5 database error.\n",
           out);
 }
 
-enum { OPT_DB = 256, OPT_BOOK, OPT_PERIOD, OPT_JOBS, OPT_FINALIZE, OPT_GRACE, OPT_QUIET, OPT_HELP };
+enum { OPT_DB = 256, OPT_BOOK, OPT_PERIOD, OPT_FINALIZE, OPT_GRACE, OPT_QUIET, OPT_HELP };
+/* Options with a short form too: their letter (cli_getopt makes "j:" of it). */
+enum { OPT_JOBS = 'j' };
 
 static const struct option long_options[] = {
     {"db", required_argument, NULL, OPT_DB},
@@ -150,17 +155,6 @@ static int take_option(void *ctx, int opt, const char *arg)
     return cli_usage_error("close", "bad option");
 }
 
-/* "-j N" is the one short option: rewrite it as --jobs before getopt_long. */
-static void short_jobs(int argc, char **argv)
-{
-    int i;
-
-    for (i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "-j") == 0)
-            argv[i] = (char *)"--jobs";
-    }
-}
-
 static int parse_args(close_opts *o, const char *cmd, int argc, char **argv)
 {
     int first;
@@ -170,7 +164,6 @@ static int parse_args(close_opts *o, const char *cmd, int argc, char **argv)
     o->p.book = DEFAULT_BOOK;
     o->p.jobs = 1;
     o->grace = DEFAULT_GRACE_SECONDS;
-    short_jobs(argc, argv);
     rc = cli_getopt(cmd, argc, argv, long_options, take_option, o, &first);
     if (rc != CLI_EXIT_OK)
         return rc;
@@ -184,7 +177,7 @@ static int parse_args(close_opts *o, const char *cmd, int argc, char **argv)
     if (strcmp(cmd, "rerate") == 0 && (o->finalize || o->quiet))
         return cli_usage_error(cmd, "--finalize belongs to `billing close`");
     o->p.drafts_only = strcmp(cmd, "rerate") == 0;
-    o->p.progress = o->quiet ? 0 : isatty(STDERR_FILENO) ? 2 : 1;
+    o->p.progress = progress_mode(stderr, o->quiet);
     return CLI_EXIT_OK;
 }
 
@@ -209,6 +202,23 @@ static int finalize(const close_opts *o)
     return rc;
 }
 
+/*
+ * A month that has not begun (UTC, today's clock) has no usage yet: closing
+ * it is allowed (fees of plans paid ahead) but rarely meant.
+ */
+static void warn_future(const char *cmd, const close_opts *o)
+{
+    time_t now = time(NULL);
+    struct tm t;
+
+    if (gmtime_r(&now, &t) == NULL)
+        return;
+    if (o->p.year * 12 + o->p.month > (t.tm_year + 1900) * 12 + t.tm_mon + 1)
+        cli_error("%s: warning: %s has not begun (today is %04d-%02d-%02d UTC): its drafts "
+                  "have no usage yet",
+                  cmd, o->period, t.tm_year + 1900, t.tm_mon + 1, t.tm_mday);
+}
+
 static int run(const char *cmd, int argc, char **argv)
 {
     close_opts o;
@@ -221,6 +231,7 @@ static int run(const char *cmd, int argc, char **argv)
     }
     if (rc != CLI_EXIT_OK)
         return rc;
+    warn_future(cmd, &o);
     rc = close_run(&o.p, &s);
     if (rc == CLI_EXIT_OK || rc == CLI_EXIT_REJECTED)
         close_summary_print(stdout, &o.p, &s);

@@ -7,6 +7,7 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 #include "eventio.h"
 #include "ingest.h"
 #include "migrate.h"
+#include "progress.h"
 
 #define DEFAULT_BATCH 5000
 #define BATCH_MAX 50000
@@ -50,6 +52,9 @@ typedef struct ingest_run {
     bs_ingest *in;
     batch *b;
     bs_ingest_counts total;
+    progress_meter meter; /* bytes of the inputs */
+    uint64_t bytes_done;  /* of the inputs finished */
+    uint64_t offset;      /* into the current input */
 } ingest_run;
 
 static void usage(FILE *out)
@@ -72,10 +77,14 @@ static void usage(FILE *out)
           "  -j, --jobs N           decode and rate each batch on N threads (1..64,\n"
           "                         default 1); what is stored is the same for every N\n"
           "  --book ID              price book to rate with (default: the only one)\n"
-          "  --quiet                do not list rejected records on stderr\n" DBCLI_DB_HELP
+          "  --quiet                no progress, and no rejected records listed on\n"
+          "                         stderr (the summary is still printed)\n" DBCLI_DB_HELP
           "  --help                 print this help\n"
           "\n"
-          "Prints \"N records: S stored, D duplicates, R rejected\".\n"
+          "Progress goes to stderr (a bar on a terminal, otherwise a line every\n"
+          "BILLING_PROGRESS_INTERVAL seconds, default 5). Every file is checked to be\n"
+          "readable before anything is stored. Prints \"N records: S stored,\n"
+          "D duplicates, R rejected\", also after a failure (what it counts is stored).\n"
           "Exit status: 0 all stored or duplicates; 1 some records rejected; 2 usage\n"
           "error; 3 unreadable file or invalid stored catalog; 4 internal error;\n"
           "5 database unreachable, failed, or not migrated.\n",
@@ -174,6 +183,14 @@ static void report_rejects(const ingest_run *run)
     }
 }
 
+static void show_progress(ingest_run *run)
+{
+    char extra[64];
+
+    snprintf(extra, sizeof(extra), ", %zu records", run->total.records);
+    progress_meter_update(&run->meter, run->bytes_done + run->offset, extra);
+}
+
 static int flush(ingest_run *run)
 {
     bs_ingest_counts k;
@@ -186,6 +203,7 @@ static int flush(ingest_run *run)
         return dbcli_fail("ingest", &err);
     report_rejects(run);
     bs_ingest_counts_add(&run->total, &k);
+    show_progress(run);
     run->b->n = 0;
     run->b->used = 0;
     return CLI_EXIT_OK;
@@ -255,6 +273,7 @@ static int ingest_file(ingest_run *run, const char *path)
             rc = CLI_EXIT_INPUT;
             break;
         }
+        run->offset = bc_reader_offset(r);
         rc = add_record(run, r, f, data, len, rr == BC_READ_REJECT ? msg : NULL);
         if (rc != CLI_EXIT_OK)
             break;
@@ -262,8 +281,39 @@ static int ingest_file(ingest_run *run, const char *path)
     /* Records of this file must be stored before its reader (and their names) go. */
     if (rc == CLI_EXIT_OK)
         rc = flush(run);
+    run->bytes_done += progress_file_sizes((char *const *)&path, 1) != PROGRESS_UNKNOWN
+                           ? progress_file_sizes((char *const *)&path, 1)
+                           : run->offset;
+    run->offset = 0;
     bc_reader_close(r);
     return rc;
+}
+
+/*
+ * Every input readable and of a known format before anything is stored:
+ * a typo in the last name must not leave the first files half a backfill.
+ */
+static int check_inputs(const ingest_opts *o, int argc, char **argv, int first)
+{
+    bc_format f;
+    FILE *fp;
+    int i;
+
+    for (i = first; i < argc; i++) {
+        if (strcmp(argv[i], "-") == 0)
+            continue;
+        if (o->format == NULL && bc_format_guess(argv[i], &f) != 0)
+            return cli_usage_error("ingest", "%s: cannot tell the format from the name: use "
+                                             "--format",
+                                   argv[i]);
+        fp = fopen(argv[i], "rb");
+        if (fp == NULL) {
+            cli_error("ingest: %s: %s (nothing stored)", argv[i], strerror(errno));
+            return CLI_EXIT_INPUT;
+        }
+        fclose(fp);
+    }
+    return CLI_EXIT_OK;
 }
 
 static int run_files(ingest_run *run, int argc, char **argv, int first)
@@ -271,12 +321,16 @@ static int run_files(ingest_run *run, int argc, char **argv, int first)
     int rc = CLI_EXIT_OK;
     int i;
 
+    progress_meter_start(&run->meter, stderr, progress_mode(stderr, run->o->quiet), "ingest", NULL,
+                         progress_file_sizes(argv + first, argc - first));
     for (i = first; i < argc && rc == CLI_EXIT_OK; i++)
         rc = ingest_file(run, argv[i]);
-    if (rc != CLI_EXIT_OK)
-        return rc;
+    progress_meter_end(&run->meter, run->bytes_done, NULL, 0);
+    /* What was stored before a failure is stored: say so. */
     printf("%zu records: %zu stored, %zu duplicates, %zu rejected\n", run->total.records,
            run->total.stored, run->total.duplicates, run->total.rejected);
+    if (rc != CLI_EXIT_OK)
+        return rc;
     return run->total.rejected > 0 ? CLI_EXIT_REJECTED : CLI_EXIT_OK;
 }
 
@@ -293,6 +347,8 @@ int cmd_ingest(int argc, char **argv)
         usage(stdout);
         return CLI_EXIT_OK;
     }
+    if (rc == CLI_EXIT_OK)
+        rc = check_inputs(&o, argc, argv, first);
     if (rc != CLI_EXIT_OK)
         return rc;
     memset(&run, 0, sizeof(run));

@@ -20,6 +20,7 @@
 #include "export.h"
 #include "invoices.h"
 #include "migrate.h"
+#include "progress.h"
 
 #define DEFAULT_LIMIT 1000
 /* The most invoices --limit may ask for (and an export of a whole period takes). */
@@ -36,7 +37,9 @@ static const export_column header_columns[] = {
     {"status", "STATUS", 5, 1, 0, 0},
     {"currency", "CUR", 6, 1, 0, 0},
     {"subtotal", "SUBTOTAL", 7, 1, 1, 0},
-    {"credits", "CREDITS", 8, 1, 1, 0},
+    {"credits_total", "CREDITS", 8, 1, 1, 0},
+    /* So that the row adds up: SUBTOTAL - CREDITS + ACCT CREDIT + TAX = TOTAL. */
+    {"account_credit_net", "ACCT CREDIT", 13, 1, 1, 0},
     {"tax", "TAX", 9, 1, 1, 0},
     {"total", "TOTAL", 10, 1, 1, 0},
     {"series", "SERIES", 11, 0, 0, 0},
@@ -57,6 +60,7 @@ typedef struct invoice_opts {
     const char *reference;
     long limit;
     int limit_set; /* --limit given: export only that many of a period */
+    progress_meter *meter; /* export of a period: files written */
 } invoice_opts;
 
 static void usage(FILE *out)
@@ -272,8 +276,43 @@ static int export_one(bs_conn *c, int64_t id, const invoice_opts *o, size_t *cou
         cli_error("invoice export: %s: %s", path, strerror(errno != 0 ? errno : EIO));
     else
         (*count)++;
+    progress_meter_add(o->meter, 1);
     export_invoice_free(&inv);
     return rc == 0 ? CLI_EXIT_OK : CLI_EXIT_INPUT;
+}
+
+/*
+ * Before the first file: the fonts of a PDF export (a bad BILLING_PDF_FONT
+ * is the configuration's fault, not the output file's), and --out DIR
+ * created with its parents, as `mkdir -p` would.
+ */
+static int export_prepare(const char *format, const char *dir)
+{
+    char why[PATH_MAX_LEN + 128];
+    char path[PATH_MAX_LEN];
+    size_t i;
+    size_t n = strlen(dir);
+
+    if (strcmp(format, "pdf") == 0 && export_pdf_fonts(why, sizeof(why)) != 0) {
+        cli_error("invoice export: %s", why);
+        return CLI_EXIT_INPUT;
+    }
+    if (n >= sizeof(path)) {
+        cli_error("invoice export: --out '%s': %s", dir, strerror(ENAMETOOLONG));
+        return CLI_EXIT_INPUT;
+    }
+    memcpy(path, dir, n + 1);
+    for (i = 1; i <= n; i++) {
+        if (path[i] != '/' && path[i] != '\0')
+            continue;
+        path[i] = '\0';
+        if (mkdir(path, 0777) != 0 && errno != EEXIST) {
+            cli_error("invoice export: cannot create '%s': %s", path, strerror(errno));
+            return CLI_EXIT_INPUT;
+        }
+        path[i] = dir[i];
+    }
+    return CLI_EXIT_OK;
 }
 
 static int export_cmd(bs_conn *c, const invoice_opts *o, const char *ref)
@@ -294,10 +333,9 @@ static int export_cmd(bs_conn *c, const invoice_opts *o, const char *ref)
         return cli_usage_error("invoice", "export needs --format json|csv|pdf and --out DIR");
     if ((ref == NULL) == (m == NULL))
         return cli_usage_error("invoice", "export one invoice (NUMBER|ID) or a --period");
-    if (mkdir(o->out_dir, 0777) != 0 && errno != EEXIST) {
-        cli_error("invoice export: cannot create '%s': %s", o->out_dir, strerror(errno));
-        return CLI_EXIT_INPUT;
-    }
+    rc = export_prepare(o->format, o->out_dir);
+    if (rc != CLI_EXIT_OK)
+        return rc;
     if (ref != NULL) {
         rc = find(c, ref, &id);
         if (rc == CLI_EXIT_OK)
@@ -307,11 +345,51 @@ static int export_cmd(bs_conn *c, const invoice_opts *o, const char *ref)
                               o->limit_set ? o->limit : LIMIT_MAX, &err);
         if (res == NULL)
             return dbcli_fail("invoice export", &err);
+        progress_meter_start(o->meter, stderr, progress_mode(stderr, 0), "invoice export",
+                             "invoices", (uint64_t)PQntuples(res));
         for (i = 0; rc == CLI_EXIT_OK && i < PQntuples(res); i++)
             rc = export_one(c, strtoll(PQgetvalue(res, i, 0), NULL, 10), o, &count);
+        progress_meter_end(o->meter, count, NULL, 0);
         PQclear(res);
     }
     fprintf(stderr, "billing: invoice export: %zu file(s) written to %s\n", count, o->out_dir);
+    return rc;
+}
+
+/*
+ * A void the database would refuse with a bare constraint error (voided
+ * already, a draft, a credit note): said with the invoice's number.
+ */
+static int void_refused(bs_conn *c, int64_t id)
+{
+    export_invoice inv;
+    bs_error err;
+    const char *number;
+    const char *status;
+    int rc = CLI_EXIT_OK;
+
+    if (export_invoice_load(c, id, &inv, &err) != BS_OK)
+        return dbcli_fail("invoice void", &err);
+    number = export_field(&inv, "number");
+    status = export_field(&inv, "status");
+    if (number[0] == '\0')
+        number = export_field(&inv, "id");
+    if (strcmp(status, "void") == 0) {
+        cli_error("invoice void: %s is void already (reason: %s); nothing changed", number,
+                  export_field(&inv, "void_reason"));
+        rc = CLI_EXIT_INPUT;
+    } else if (strcmp(status, "draft") == 0) {
+        cli_error("invoice void: %s is a draft: only finalized invoices are voided (a new "
+                  "close replaces a draft)",
+                  number);
+        rc = CLI_EXIT_INPUT;
+    } else if (strcmp(export_field(&inv, "kind"), "invoice") != 0) {
+        cli_error("invoice void: %s is not an invoice but a %s: it cannot be voided", number,
+                  strcmp(export_field(&inv, "kind"), "credit_note") == 0 ? "credit note"
+                                                                          : export_field(&inv, "kind"));
+        rc = CLI_EXIT_INPUT;
+    }
+    export_invoice_free(&inv);
     return rc;
 }
 
@@ -325,6 +403,8 @@ static int void_cmd(bs_conn *c, const invoice_opts *o, const char *ref)
     if (o->reason == NULL)
         return cli_usage_error("invoice", "void needs --reason TEXT");
     rc = find(c, ref, &id);
+    if (rc == CLI_EXIT_OK)
+        rc = void_refused(c, id);
     if (rc != CLI_EXIT_OK)
         return rc;
     if (bs_invoice_void(c, id, o->reason, cn, &err) != BS_OK)
@@ -388,6 +468,7 @@ static int dispatch(bs_conn *c, const char *action, const invoice_opts *o, const
 int cmd_invoice(int argc, char **argv)
 {
     invoice_opts o;
+    progress_meter meter;
     const char *action;
     const char *ref = NULL;
     bs_error err;
@@ -396,6 +477,8 @@ int cmd_invoice(int argc, char **argv)
     int rc;
 
     memset(&o, 0, sizeof(o));
+    memset(&meter, 0, sizeof(meter));
+    o.meter = &meter;
     o.limit = DEFAULT_LIMIT;
     rc = cli_getopt("invoice", argc, argv, long_options, take_option, &o, &first);
     if (rc < 0) {

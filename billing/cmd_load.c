@@ -13,6 +13,7 @@
 #include "dbcli.h"
 #include "migrate.h"
 #include "load.h"
+#include "progress.h"
 
 #define DEFAULT_BOOK "default"
 
@@ -143,8 +144,17 @@ static void print_counts(const bs_load_counts *k)
     printf("%zu changed\n", changed);
 }
 
+static void show_progress(void *arg, size_t done, size_t total)
+{
+    progress_meter *m = arg;
+
+    m->total = total;
+    progress_meter_update(m, done, NULL);
+}
+
 int cmd_load(int argc, char **argv)
 {
+    progress_meter meter;
     load_opts o;
     bs_load_counts counts;
     bs_error err;
@@ -162,10 +172,16 @@ int cmd_load(int argc, char **argv)
         return CLI_EXIT_DATABASE;
     if (bs_schema_require(c, &err) != BS_OK)
         rc = dbcli_fail("load", &err);
-    else if (bs_load_catalog(c, o.book, o.pricebook, o.accounts, &counts, &err) != BS_OK)
-        rc = dbcli_fail("load", &err);
-    else
-        print_counts(&counts);
+    else {
+        progress_meter_start(&meter, stderr, progress_mode(stderr, 0), "load", "rows",
+                             PROGRESS_UNKNOWN);
+        if (bs_load_catalog_progress(c, o.book, o.pricebook, o.accounts, &counts, show_progress,
+                                     &meter, &err) != BS_OK)
+            rc = dbcli_fail("load", &err);
+        progress_meter_end(&meter, 0, NULL, 0);
+        if (rc == CLI_EXIT_OK)
+            print_counts(&counts);
+    }
     bs_close(c);
     return rc;
 }

@@ -79,6 +79,14 @@ int export_invoice_file(const export_invoice *inv, const char *format, const cha
 int export_invoice_pdf(const export_invoice *inv, const char *path);
 
 /*
+ * export_pdf_fonts - load the fonts export_invoice_pdf needs (once per
+ * process; thread-safe), so that a bad BILLING_PDF_FONT or
+ * BILLING_PDF_CJK_FONT is found before any file is created. Returns 0, or
+ * -1 with a message naming the variable and the path in @why.
+ */
+int export_pdf_fonts(char *why, size_t size);
+
+/*
  * One row of an invoice's totals: header field, label, @hide_zero (printed
  * only when not zero) and @taken_off (subtracted in the reconciliation:
  * printed with a leading minus).

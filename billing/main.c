@@ -40,11 +40,25 @@ void cli_error(const char *fmt, ...)
     fputc('\n', stderr);
 }
 
+/*
+ * The option being handled, as the user typed it ("-j/--jobs" or "--jobs"),
+ * while cli_getopt runs a callback; "" otherwise. Messages name it so that
+ * a user who typed -j0 is told about -j.
+ */
+static char typed_option[48];
+
+const char *cli_option_typed(const char *dflt)
+{
+    return typed_option[0] != '\0' ? typed_option : dflt;
+}
+
 int cli_count(const char *cmd, const char *name, const char *arg, uint64_t max, const char *what,
               uint64_t *out)
 {
     uint64_t n = 0;
     const char *p;
+
+    name = cli_option_typed(name);
 
     for (p = arg; *p >= '0' && *p <= '9' && n <= max; p++)
         n = n * 10 + (uint64_t)(*p - '0');
@@ -77,6 +91,7 @@ static void short_options(const struct option *options, char *out, size_t size)
     size_t n = 0;
 
     out[n++] = ':';
+    out[n++] = 'h';
     for (; options->name != NULL && n + 3 < size; options++) {
         if (options->flag != NULL || options->val > 'z' || options->val < 'A')
             continue;
@@ -87,10 +102,49 @@ static void short_options(const struct option *options, char *out, size_t size)
     out[n] = '\0';
 }
 
+/*
+ * The option getopt_long just refused, as typed: a short option inside a
+ * cluster ("-x" of "-jx") is not argv[optind - 1], which may be the
+ * previous option's argument.
+ */
+static void refused_option(char **argv, char *out, size_t size)
+{
+    const char *arg = argv[optind - 1];
+
+    if (optopt > 0 && optopt < 128 && !(arg[0] == '-' && arg[1] == '-'))
+        snprintf(out, size, "-%c", optopt);
+    else
+        snprintf(out, size, "%s", arg);
+}
+
+/*
+ * Set typed_option for the option getopt_long returned as @opt: "--jobs",
+ * or "-j/--jobs" for the short form (both, so that the message reads the
+ * same to a script that looks for the long name).
+ */
+static void set_typed(const struct option *options, int opt, int longindex)
+{
+    const struct option *o;
+
+    if (longindex >= 0) {
+        snprintf(typed_option, sizeof(typed_option), "--%s", options[longindex].name);
+        return;
+    }
+    snprintf(typed_option, sizeof(typed_option), "-%c", opt);
+    for (o = options; o->name != NULL; o++) {
+        if (o->flag == NULL && o->val == opt) {
+            snprintf(typed_option, sizeof(typed_option), "-%c/--%s", opt, o->name);
+            return;
+        }
+    }
+}
+
 int cli_getopt(const char *cmd, int argc, char **argv, const struct option *options,
                cli_option_fn take, void *ctx, int *first_arg)
 {
     char shorts[64];
+    char bad[48];
+    int longindex;
     int opt;
     int rc;
 
@@ -99,14 +153,23 @@ int cli_getopt(const char *cmd, int argc, char **argv, const struct option *opti
     opterr = 0;
     short_options(options, shorts, sizeof(shorts));
     for (;;) {
-        opt = getopt_long(argc, argv, shorts, options, NULL);
+        longindex = -1;
+        optopt = 0;
+        opt = getopt_long(argc, argv, shorts, options, &longindex);
         if (opt == -1)
             break;
-        if (opt == ':')
-            return cli_usage_error(cmd, "option '%s' needs an argument", argv[optind - 1]);
-        if (opt == '?')
-            return cli_usage_error(cmd, "unknown or ambiguous option '%s'", argv[optind - 1]);
+        if (opt == ':' || opt == '?') {
+            refused_option(argv, bad, sizeof(bad));
+            if (opt == ':')
+                return cli_usage_error(cmd, "option '%s' needs an argument", bad);
+            return cli_usage_error(cmd, "unknown or ambiguous option '%s'", bad);
+        }
+        /* -h is --help in every command. */
+        if (opt == 'h' && longindex < 0)
+            return -1;
+        set_typed(options, opt, longindex);
         rc = take(ctx, opt, optarg);
+        typed_option[0] = '\0';
         if (rc != CLI_EXIT_OK)
             return rc;
     }
@@ -121,7 +184,7 @@ int cli_verb_getopt(const char *cmd, const char *const *verbs, int argc, char **
     int rc;
     int i;
 
-    if (argc >= 2 && strcmp(argv[1], "--help") == 0)
+    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0))
         return -1;
     for (i = 0; argc >= 2 && verbs[i] != NULL; i++) {
         if (strcmp(argv[1], verbs[i]) == 0)

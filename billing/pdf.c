@@ -64,28 +64,59 @@ static const char *env_or(const char *name, const char *def)
     return v != NULL && v[0] != '\0' ? v : def;
 }
 
-/* Load both faces on first use. Returns 0 or -1 (errno ENOENT: a font is missing). */
-static int faces(void)
+/*
+ * Load both faces on first use. Returns 0, or -1 (errno ENOENT: a font is
+ * missing) with the variable and path of the font that failed in @why
+ * when @why is not NULL.
+ */
+static int faces_why(char *why, size_t size)
 {
+    const char *var = NULL;
+    const char *path = NULL;
     int rc = 0;
 
     pthread_mutex_lock(&faces_lock);
     if (latin_face == NULL) {
         if (ft == NULL && FT_Init_FreeType(&ft) != 0)
             rc = -1;
-        if (rc == 0)
-            latin_face = load_face(env_or("BILLING_PDF_FONT", LATIN_FONT));
-        if (rc == 0 && latin_face != NULL)
-            cjk_face = load_face(env_or("BILLING_PDF_CJK_FONT", CJK_FONT));
+        if (rc == 0) {
+            var = "BILLING_PDF_FONT";
+            path = env_or(var, LATIN_FONT);
+            latin_face = load_face(path);
+        }
+        if (rc == 0 && latin_face != NULL) {
+            var = "BILLING_PDF_CJK_FONT";
+            path = env_or(var, CJK_FONT);
+            cjk_face = load_face(path);
+        }
         if (latin_face == NULL || cjk_face == NULL) {
             latin_face = NULL;
             rc = -1;
         }
     }
     pthread_mutex_unlock(&faces_lock);
+    if (rc != 0 && why != NULL) {
+        if (path == NULL)
+            snprintf(why, size, "cannot start FreeType");
+        else
+            snprintf(why, size, "%s '%s': not a font FreeType can load%s", var, path,
+                     getenv(var) == NULL || getenv(var)[0] == '\0' ? " (the default path; set "
+                                                                     "the variable)"
+                                                                   : "");
+    }
     if (rc != 0)
         errno = ENOENT;
     return rc;
+}
+
+static int faces(void)
+{
+    return faces_why(NULL, 0);
+}
+
+int export_pdf_fonts(char *why, size_t size)
+{
+    return faces_why(why, size);
 }
 
 /* The code point starting at @s and its length in bytes (1 for malformed bytes). */

@@ -1251,6 +1251,44 @@ static int scan_top(const char *t, size_t len, top_spans *sp)
     return 0;
 }
 
+/*
+ * jansson's syntax error as "NAME:LINE:COLUMN: TEXT" in c->errbuf; a comma
+ * before a closing ']' or '}' (which JSON forbids and people write) is
+ * named as such, at the comma's line and column.
+ */
+static void json_syntax_message(cfg *c, const char *text, size_t len, const json_error_t *jerr)
+{
+    size_t at = (size_t)jerr->position;
+    size_t i;
+    size_t comma;
+    int line = 1;
+    int col = 1;
+
+    if (at > 0 && at <= len && (text[at - 1] == ']' || text[at - 1] == '}')) {
+        i = at - 1;
+        while (i > 0 && (text[i - 1] == ' ' || text[i - 1] == '\t' || text[i - 1] == '\n' ||
+                         text[i - 1] == '\r'))
+            i--;
+        if (i > 0 && text[i - 1] == ',') {
+            comma = i - 1;
+            for (i = 0; i < comma; i++) {
+                if (text[i] == '\n') {
+                    line++;
+                    col = 1;
+                } else if (((unsigned char)text[i] & 0xC0) != 0x80) {
+                    col++;
+                }
+            }
+            bc_seterr(c->errbuf, c->errsize, "%s:%d:%d: trailing comma before '%c' (JSON allows "
+                      "none: remove the comma)",
+                      c->name, line, col, text[at - 1]);
+            return;
+        }
+    }
+    bc_seterr(c->errbuf, c->errsize, "%s:%d:%d: %s", c->name, jerr->line, jerr->column,
+              jerr->text);
+}
+
 /* A syntax error inside an array: jansson's message over the whole text, as before. */
 static int syntax_error(cfg *c, const char *text, size_t len, const char *path)
 {
@@ -1258,9 +1296,10 @@ static int syntax_error(cfg *c, const char *text, size_t len, const char *path)
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
 
     c->status = BILLING_ERR_PARSE;
-    if (root == NULL)
-        return bc_seterr(c->errbuf, c->errsize, "%s:%d:%d: %s", c->name, jerr.line, jerr.column,
-                         jerr.text);
+    if (root == NULL) {
+        json_syntax_message(c, text, len, &jerr);
+        return -1;
+    }
     json_decref(root);
     return bc_seterr(c->errbuf, c->errsize, "%s: %s: malformed JSON", c->name, path);
 }
@@ -1397,8 +1436,7 @@ static billing_status parse_with(cfg *c, const char *text, size_t len, apply_fn 
     /* Duplicate keys would make one of two values silently win. */
     root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
     if (root == NULL) {
-        bc_seterr(c->errbuf, c->errsize, "%s:%d:%d: %s", c->name, jerr.line, jerr.column,
-                  jerr.text);
+        json_syntax_message(c, text, len, &jerr);
         return BILLING_ERR_PARSE;
     }
     rc = apply(c, root);

@@ -3,10 +3,12 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "billing_config.h"
 #include "util.h"
@@ -111,11 +113,121 @@ static billing_status check_name(const char *name, char *errbuf, size_t errsize)
     return BILLING_OK;
 }
 
+/* Longest zone name compared, and most bytes of a zone.tab read, for suggestions. */
+#define SUGGEST_NAME_MAX 64
+#define ZONE_TAB_MAX (1u << 20)
+#define N_SUGGEST 3
+
+/* Edit distance between @a and @b (ASCII case folded), both at most SUGGEST_NAME_MAX bytes. */
+static size_t distance(const char *a, size_t na, const char *b, size_t nb)
+{
+    size_t row[SUGGEST_NAME_MAX + 1];
+    size_t i;
+    size_t j;
+
+    for (j = 0; j <= nb; j++)
+        row[j] = j;
+    for (i = 1; i <= na; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (j = 1; j <= nb; j++) {
+            size_t up = row[j];
+            int same = (a[i - 1] | 0x20) == (b[j - 1] | 0x20);
+            size_t best = diag + (same ? 0 : 1);
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[nb];
+}
+
+/*
+ * The names of zone.tab (third column) closest to @name, as "; did you
+ * mean 'A' or 'B'?" in @out; "" when none is close (at most a quarter of
+ * the name, and 3, edits away) or the table cannot be read.
+ */
+static void suggest_zones(const char *name, char *out, size_t size)
+{
+    char path[4096];
+    char why[64];
+    char *data = NULL;
+    size_t len = 0;
+    size_t nn = strlen(name);
+    size_t limit = nn / 4 > 3 ? 3 : (nn / 4 < 1 ? 1 : nn / 4);
+    const char *best[N_SUGGEST];
+    size_t best_len[N_SUGGEST];
+    size_t best_d[N_SUGGEST];
+    size_t n_best = 0;
+    char *line;
+    char *save = NULL;
+    size_t i;
+    size_t used;
+
+    out[0] = '\0';
+    if (nn > SUGGEST_NAME_MAX)
+        return;
+    snprintf(path, sizeof(path), "%s/zone1970.tab", zoneinfo_dir());
+    if (bc_read_file(path, ZONE_TAB_MAX, &data, &len, why, sizeof(why)) != 0)
+        return;
+    for (line = strtok_r(data, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
+        char *zone;
+        size_t zl;
+        size_t d;
+        size_t k;
+
+        if (line[0] == '#')
+            continue;
+        zone = strchr(line, '\t');
+        zone = zone != NULL ? strchr(zone + 1, '\t') : NULL;
+        if (zone == NULL)
+            continue;
+        zone++;
+        zl = strcspn(zone, "\t");
+        if (zl == 0 || zl > SUGGEST_NAME_MAX)
+            continue;
+        d = distance(name, nn, zone, zl);
+        if (d > limit)
+            continue;
+        /* Insert by distance, keeping the N_SUGGEST closest. */
+        for (k = n_best; k > 0 && best_d[k - 1] > d; k--) {
+            if (k < N_SUGGEST) {
+                best[k] = best[k - 1];
+                best_len[k] = best_len[k - 1];
+                best_d[k] = best_d[k - 1];
+            }
+        }
+        if (k < N_SUGGEST) {
+            best[k] = zone;
+            best_len[k] = zl;
+            best_d[k] = d;
+            if (n_best < N_SUGGEST)
+                n_best++;
+        }
+    }
+    used = 0;
+    for (i = 0; i < n_best && used < size; i++) {
+        int w = snprintf(out + used, size - used, "%s'%.*s'",
+                         i == 0 ? "; did you mean " : i + 1 == n_best ? " or " : ", ",
+                         (int)best_len[i], best[i]);
+        if (w < 0)
+            break;
+        used += (size_t)w;
+    }
+    if (n_best > 0 && used < size)
+        snprintf(out + used, size - used, "?");
+    free(data);
+}
+
 billing_status billing_config_zone_load(const char *name, billing_zone **out, char *errbuf,
                                         size_t errsize)
 {
     char path[4096];
     char why[256];
+    char hint[256];
     char *data = NULL;
     size_t len = 0;
     billing_status st;
@@ -137,8 +249,13 @@ billing_status billing_config_zone_load(const char *name, billing_zone **out, ch
     if (n < 0 || (size_t)n >= sizeof(path))
         return zone_fail(errbuf, errsize, BILLING_ERR_ZONE,
                          "time zone '%s': zoneinfo path too long", name);
-    if (bc_read_file(path, BILLING_CONFIG_ZONE_FILE_MAX, &data, &len, why, sizeof(why)) != 0)
-        return zone_fail(errbuf, errsize, BILLING_ERR_ZONE, "time zone '%s': %s", name, why);
+    if (bc_read_file(path, BILLING_CONFIG_ZONE_FILE_MAX, &data, &len, why, sizeof(why)) != 0) {
+        if (access(path, F_OK) == 0 || errno != ENOENT)
+            return zone_fail(errbuf, errsize, BILLING_ERR_ZONE, "time zone '%s': %s", name, why);
+        suggest_zones(name, hint, sizeof(hint));
+        return zone_fail(errbuf, errsize, BILLING_ERR_ZONE, "time zone '%s': %s%s", name, why,
+                         hint);
+    }
     st = billing_zone_new(name, (const unsigned char *)data, len, out, why, sizeof(why));
     free(data);
     if (st != BILLING_OK)

@@ -1184,7 +1184,7 @@ bs_status bs_invoice_refund(bs_conn *c, int64_t id, const char *amount, const ch
     " LEFT JOIN billing.invoices o ON o.id = i.corrects_invoice_id"                            \
     " LEFT JOIN billing.invoice_series os ON os.series = o.series"
 #define SQL_LIST                                                                               \
-    SQL_INVOICE_COLUMNS SQL_INVOICE_FROM                                                       \
+    SQL_INVOICE_COLUMNS ", (i.returned - i.account_credit + i.carried)::text" SQL_INVOICE_FROM                                                       \
     " WHERE ($1::date IS NULL OR i.month = $1::date) AND ($2::text IS NULL OR i.account_id"    \
     " = $2::text) AND ($3::text IS NULL OR i.status = $3::text) AND ($4::text IS NULL OR"      \
     " i.series = $4::text) ORDER BY i.month, i.account_id, i.id LIMIT $5::bigint"
@@ -1247,7 +1247,17 @@ bs_status bs_invoice_refund(bs_conn *c, int64_t id, const char *amount, const ch
     " AND (r.applied <> 0 OR r.returned <> 0 OR r.expired <> 0 OR r.remaining <> 0)"           \
     " ORDER BY r." SQL_GRANT_ORDER
 /* Dates in the account's zone, as the customer reads them. */
-#define SQL_LOCAL(col) "to_char(" col " AT TIME ZONE a.time_zone, 'YYYY-MM-DD HH24:MI:SS')"
+/*
+ * An instant in the account's zone as RFC 3339 with its offset ("Z" for
+ * UTC), as `billing rate` writes instants: "2026-01-01T00:00:00+08:00".
+ */
+#define SQL_OFFSET(col)                                                                        \
+    "(SELECT CASE WHEN o = 0 THEN 'Z' ELSE CASE WHEN o < 0 THEN '-' ELSE '+' END"                \
+    " || to_char(abs(o) / 3600, 'FM00') || ':' || to_char(abs(o) % 3600 / 60, 'FM00') END"        \
+    " FROM (SELECT extract(epoch FROM (" col " AT TIME ZONE a.time_zone) - (" col                 \
+    " AT TIME ZONE 'UTC'))::int AS o) off)"
+#define SQL_LOCAL(col)                                                                         \
+    "(to_char(" col " AT TIME ZONE a.time_zone, 'YYYY-MM-DD\"T\"HH24:MI:SS') || " SQL_OFFSET(col) ")"
 #define SQL_HEADER                                                                             \
     SQL_INVOICE_COLUMNS ", " SQL_LOCAL("i.period_start") ", " SQL_LOCAL("i.period_end") ","    \
     " i.tax_rate::text, a.time_zone, coalesce(" SQL_LOCAL("i.finalized_at") ", ''),"           \
@@ -1280,6 +1290,35 @@ PGresult *bs_invoice_list(bs_conn *c, const char *month, const char *account, co
 
     snprintf(limit_text, sizeof(limit_text), "%ld", limit);
     return bs_query(c, SQL_LIST, 5, params, err);
+}
+
+#define SQL_FINALIZED_WHERE                                                                    \
+    " WHERE i.month = $1::date AND i.currency = $2::text AND i.kind = 'invoice'"                 \
+    " AND i.status = 'finalized'"
+#define SQL_FINALIZED_LINES                                                                    \
+    "SELECT CASE WHEN l.kind = 'adjustment' THEN 'adjustment' ELSE coalesce(l.meter, '') END,"   \
+    " sum(l.amount)::text, count(*) FROM billing.invoice_lines l JOIN billing.invoices i"        \
+    " ON i.id = l.invoice_id" SQL_FINALIZED_WHERE " GROUP BY 1 ORDER BY 1"
+#define SQL_FINALIZED_TOTALS                                                                   \
+    "SELECT coalesce(sum(i.subtotal), 0)::text, coalesce(sum(i.credits), 0)::text,"             \
+    " coalesce(sum(i.tax), 0)::text, coalesce(sum(i.total), 0)::text"                           \
+    " FROM billing.invoices i" SQL_FINALIZED_WHERE
+
+bs_status bs_invoice_finalized_sums(bs_conn *c, const char *month, const char *currency,
+                                    PGresult **lines, PGresult **totals, bs_error *err)
+{
+    const char *params[2] = {month, currency};
+
+    *totals = NULL;
+    *lines = bs_query(c, SQL_FINALIZED_LINES, 2, params, err);
+    if (*lines != NULL)
+        *totals = bs_query(c, SQL_FINALIZED_TOTALS, 2, params, err);
+    if (*totals == NULL) {
+        PQclear(*lines);
+        *lines = NULL;
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    }
+    return BS_OK;
 }
 
 /*

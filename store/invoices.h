@@ -200,11 +200,24 @@ bs_status bs_invoice_refund(bs_conn *c, int64_t id, const char *amount, const ch
                             size_t stale_size, bs_error *err);
 
 /*
+ * bs_invoice_finalized_sums - what the finalized invoices of @month
+ * ("YYYY-MM-01") in @currency billed, for a close that left them alone:
+ * *@lines has one row per kind of line (meter name, '' for plan fees and
+ * refunds, 'adjustment'), its amount sum and line count; *@totals one row:
+ * subtotal, credits, tax, total. Caller PQclears both. Returns BS_OK, or
+ * an error with both NULL.
+ */
+bs_status bs_invoice_finalized_sums(bs_conn *c, const char *month, const char *currency,
+                                    PGresult **lines, PGresult **totals, bs_error *err);
+
+/*
  * bs_invoice_list - invoices matching the filters (NULL: any): @month
  * "YYYY-MM-01", @account, @status, @series; ordered by month, account,
  * id; at most @limit rows. Columns: id, number, account_id, kind, month,
- * status, currency, subtotal, credits, tax, total, series, corrects.
- * Caller PQclears; NULL with @err.
+ * status, currency, subtotal, credits, tax, total, series, corrects,
+ * account_credit_net (credit returned to grants, minus account credit
+ * applied, plus what was carried to account credit: subtotal - credits +
+ * account_credit_net + tax = total). Caller PQclears; NULL with @err.
  */
 PGresult *bs_invoice_list(bs_conn *c, const char *month, const char *account, const char *status,
                           const char *series, long limit, bs_error *err);

@@ -167,7 +167,32 @@ typedef struct load_ctx {
     json_t *book;     /* the price book file, checked */
     json_t *accounts; /* the accounts file, checked; NULL if none */
     bs_load_counts *counts;
+    bs_load_progress_fn progress; /* NULL: none */
+    void *progress_arg;
+    size_t rows_done;  /* rows written so far in this attempt */
+    size_t rows_total; /* rows of both files */
 } load_ctx;
+
+/* @n more rows written: tell the caller's progress function. */
+static void rows_written(load_ctx *lc, size_t n)
+{
+    lc->rows_done += n;
+    if (lc->progress != NULL)
+        lc->progress(lc->progress_arg, lc->rows_done, lc->rows_total);
+}
+
+/* Rows the load writes: plans, versions, accounts, subscriptions, grants. */
+static size_t count_rows(const load_ctx *lc)
+{
+    size_t n = json_array_size(json_object_get(lc->book, "plans")) +
+               json_array_size(json_object_get(lc->book, "versions"));
+
+    if (lc->accounts != NULL)
+        n += json_array_size(json_object_get(lc->accounts, "accounts")) +
+             json_array_size(json_object_get(lc->accounts, "subscriptions")) +
+             json_array_size(json_object_get(lc->accounts, "grants"));
+    return n;
+}
 
 const char *bs_load_kind_name(bs_load_kind kind)
 {
@@ -558,9 +583,11 @@ static bs_status load_rows(bs_conn *c, load_ctx *lc, const json_t *file, const r
 
     if (counts == NULL)
         return bs_error_set(err, BS_ERR_NOMEM, "loading %s: out of memory", k->array);
-    for (i = 0; i < n && st == BS_OK; i += LOAD_CHUNK_ROWS)
+    for (i = 0; i < n && st == BS_OK; i += LOAD_CHUNK_ROWS) {
         st = load_chunk(c, k, items, i, n - i < LOAD_CHUNK_ROWS ? n - i : LOAD_CHUNK_ROWS, counts,
                         err);
+        rows_written(lc, n - i < LOAD_CHUNK_ROWS ? n - i : LOAD_CHUNK_ROWS);
+    }
     for (i = 0; i < n && st == BS_OK; i++)
         st = tally_row(lc->counts, k, json_array_get(items, i), &counts[i * ROW_STMTS], err);
     free(counts);
@@ -742,8 +769,10 @@ static bs_status load_versions(bs_conn *c, load_ctx *lc, bs_error *err)
     size_t i;
     bs_status st = BS_OK;
 
-    for (i = 0; i < json_array_size(versions) && st == BS_OK; i++)
+    for (i = 0; i < json_array_size(versions) && st == BS_OK; i++) {
         st = load_version(c, lc, json_array_get(versions, i), err);
+        rows_written(lc, 1);
+    }
     return st;
 }
 
@@ -758,6 +787,7 @@ static bs_status load_tx(bs_conn *c, void *arg, bs_error *err)
     bs_status st;
 
     memset(lc->counts, 0, sizeof(*lc->counts));
+    lc->rows_done = 0;
     st = bs_command(c, SQL_LOCK, 0, NULL, NULL, err);
     if (st == BS_OK)
         st = load_book(c, lc, err);
@@ -780,6 +810,15 @@ static bs_status load_tx(bs_conn *c, void *arg, bs_error *err)
 bs_status bs_load_catalog(bs_conn *c, const char *book_id, const char *pricebook_path,
                           const char *accounts_path, bs_load_counts *counts, bs_error *err)
 {
+    return bs_load_catalog_progress(c, book_id, pricebook_path, accounts_path, counts, NULL, NULL,
+                                    err);
+}
+
+bs_status bs_load_catalog_progress(bs_conn *c, const char *book_id, const char *pricebook_path,
+                                   const char *accounts_path, bs_load_counts *counts,
+                                   bs_load_progress_fn progress, void *progress_arg,
+                                   bs_error *err)
+{
     load_ctx lc;
     bs_status st;
 
@@ -794,7 +833,10 @@ bs_status bs_load_catalog(bs_conn *c, const char *book_id, const char *pricebook
     lc.pricebook_path = pricebook_path;
     lc.accounts_path = accounts_path;
     lc.counts = counts;
+    lc.progress = progress;
+    lc.progress_arg = progress_arg;
     st = validate(&lc, err);
+    lc.rows_total = st == BS_OK ? count_rows(&lc) : 0;
     if (st == BS_OK)
         st = bs_transaction(c, load_tx, &lc, err);
     json_decref(lc.book);

@@ -53,6 +53,23 @@ bs_status bs_load_catalog(bs_conn *c, const char *book_id, const char *pricebook
                           const char *accounts_path, bs_load_counts *counts, bs_error *err);
 
 /*
+ * bs_load_progress_fn - called by bs_load_catalog_progress after each
+ * chunk of rows with the rows written so far and the rows of both files
+ * (from the start again when the transaction is retried); in the calling
+ * thread.
+ */
+typedef void (*bs_load_progress_fn)(void *arg, size_t done, size_t total);
+
+/*
+ * bs_load_catalog_progress - bs_load_catalog, calling @progress (if not
+ * NULL) with @progress_arg as rows are written.
+ */
+bs_status bs_load_catalog_progress(bs_conn *c, const char *book_id, const char *pricebook_path,
+                                   const char *accounts_path, bs_load_counts *counts,
+                                   bs_load_progress_fn progress, void *progress_arg,
+                                   bs_error *err);
+
+/*
  * bs_decimal_canonical - @in ("+012.500") in canonical form ("12.5") into
  * @out (@size bytes): no '+', no leading zeros, no trailing fraction
  * zeros, "-0" as "0". Returns 0, or -1 if @in is not "[+-]digits[.digits]"

@@ -4,6 +4,9 @@
 #     --help` names (--long, and -x short) is in the man page's section
 #     "BILLING CMD...", and every option that section defines (a .TP item)
 #     is in the --help;
+#   - billing(1)'s SYNOPSIS: every option of `billing CMD --help` is in
+#     the SYNOPSIS lines of CMD, and every option those lines name is in
+#     the --help;
 #   - billingd: every option of `billingd --help` is in billingd(8) and
 #     every option of its OPTIONS section in the --help; every key of its
 #     CONFIGURATION section is named by the --help's "Keys:" paragraph and
@@ -65,6 +68,16 @@ for c in $cmds; do
     section "$man1" "\"$title" >"$tmp/sec"
     check "billing(1) has a section $title" "$([ -s "$tmp/sec" ] && echo ok)"
     both_ways "billing $c" "$tmp/help" "$tmp/sec"
+    # The SYNOPSIS lines of the command (each of its verbs), to the next .br or .PP.
+    section "$man1" SYNOPSIS | awk -v c="$c" '/^\.(br|PP)/ { on = 0 }
+        $0 ~ "^\\.B billing " c "( |$)" { on = 1 } on' | plain | opts >"$tmp/syn"
+    opts <"$tmp/help" | grep -vx -e '--help' -e '-h' >"$tmp/h"
+    check "billing $c: every --help option is in the SYNOPSIS" \
+        "$([ -s "$tmp/h" ] && [ -z "$(missing "$tmp/h" "$tmp/syn")" ] && echo ok)" \
+        "missing from the SYNOPSIS: $(missing "$tmp/h" "$tmp/syn")"
+    check "billing $c: every SYNOPSIS option is in --help" \
+        "$([ -z "$(missing "$tmp/syn" "$tmp/h")" ] && echo ok)" \
+        "missing from --help: $(missing "$tmp/syn" "$tmp/h")"
 done
 
 man8=$srcdir/doc/billingd.8.in
