@@ -74,16 +74,22 @@
     " WHERE ($2::text IS NULL OR a.account_id = $2::text) AND a.event_count > 0"               \
     " ORDER BY a.id"
 
-/* SQL_AGG_READ for some accounts, by account, credit epoch, month (bs_aggregates_rate_by_epoch). */
+/*
+ * SQL_AGG_READ for some accounts ($2, distinct), by account, credit epoch, month
+ * (bs_aggregates_rate_by_epoch). The accounts are a relation joined on the
+ * index, not an = ANY() filter, which PostgreSQL may test against every
+ * element for every row (a batch's 2 000 accounts: 4 M comparisons).
+ */
 #define SQL_AGG_READ_EPOCHS                                                                    \
     "SELECT a.account_id, extract(year FROM a.month)::integer,"                                \
     " extract(month FROM a.month)::integer, a.meter, v.label, a.rate_model, a.rate_region,"    \
     " a.subscription_id, a.epoch, a.quantity::text || '/' || a.quantity_den::text,"           \
-    " a.event_count FROM billing.usage_aggregates a"                                           \
+    " a.event_count FROM unnest($2::text[]) AS q (id)"                                         \
+    " JOIN billing.usage_aggregates a ON a.account_id = q.id"                                  \
     " JOIN billing.accounts ac ON ac.id = a.account_id"                                        \
     " JOIN billing.price_books b ON b.currency = ac.currency AND b.id = $1::text"              \
     " LEFT JOIN billing.price_versions v ON v.id = a.price_version_id"                         \
-    " WHERE a.account_id = ANY($2::text[]) AND a.event_count > 0"                              \
+    " WHERE a.event_count > 0"                                                                 \
     " ORDER BY a.account_id COLLATE \"C\", a.epoch, a.month, a.id"
 
 /* Per record of the batch. */

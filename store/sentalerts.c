@@ -14,8 +14,8 @@
 
 /* $1: the accounts (text[]). C collation: the order strcmp searches in. */
 #define SQL_SENT_READ                                                                              \
-    "SELECT alert_id FROM billing.credit_alerts WHERE account_id = ANY($1::text[])"                \
-    " ORDER BY alert_id COLLATE \"C\""
+    "SELECT s.alert_id FROM unnest($1::text[]) AS q (id)"                                         \
+    " JOIN billing.credit_alerts s ON s.account_id = q.id ORDER BY s.alert_id COLLATE \"C\""
 
 /* Instants as whole microseconds since the epoch plus nanoseconds: exact both ways. */
 #define SQL_SENT_INSERT                                                                            \
@@ -39,8 +39,8 @@
     "SELECT g.account_id, g.amount::text,"                                                         \
     " (extract(epoch FROM g.granted_at) * 1000000)::bigint,"                                       \
     " (extract(epoch FROM g.expires_at) * 1000000)::bigint, a.currency, g.id"                      \
-    " FROM billing.credit_grants g JOIN billing.accounts a ON a.id = g.account_id"                 \
-    " WHERE g.account_id = ANY($1::text[])"                                                        \
+    " FROM unnest($1::text[]) AS q (id) JOIN billing.credit_grants g ON g.account_id = q.id"       \
+    " JOIN billing.accounts a ON a.id = g.account_id"                                              \
     " ORDER BY g.account_id COLLATE \"C\", g.id COLLATE \"C\""
 
 struct bs_account_grants {
