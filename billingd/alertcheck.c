@@ -1,15 +1,15 @@
 /*
  * alertcheck.c - the credit alerts a batch makes due. See alertcheck.h.
  *
- * Cost per batch: each record is decoded twice (once to find its account,
- * once for the first epoch it touches), one query reads the grants of
- * every account of the batch and one the alerts already sent for them,
- * one rater serves them all; per account that can still raise an alert,
- * one query reads its stored aggregates, added epoch by epoch, with one
- * balance per epoch from the batch's first on. Only an alert actually due
- * costs more: its epoch's stored events of the latest months (one query)
- * for the crossing instant, and one INSERT. Amounts are exact GMP
- * rationals; nothing is rounded.
+ * Cost per batch: no record is decoded again (the ingest's decoded events
+ * come with the results); one query reads the grants of every account of
+ * the batch and one the alerts already sent for them; one query reads the
+ * stored aggregates of every account that can still raise an alert, added
+ * to one rater account by account and epoch by epoch, with one balance per
+ * epoch from the batch's first on. Only an alert actually due costs more:
+ * its epoch's stored events of the latest months (one query) for the
+ * crossing instant, and one INSERT. Amounts are exact GMP rationals;
+ * nothing is rounded.
  */
 #include "config.h"
 
