@@ -6,11 +6,15 @@
  * report them, ingested as protobuf in batches of BATCH, with the check
  * in each batch's transaction ("on") or without it ("off").
  *
- * Usage: bench_alerts on|off DBNAME [ACCOUNTS [HOURS [BATCH]]]
- *        (defaults 1000 24 5000; DBNAME is created and must not exist;
+ * Usage: bench_alerts on|off DBNAME [ACCOUNTS [HOURS [BATCH [STORED]]]]
+ *        (defaults 1000 24 5000 0; DBNAME is created and must not exist;
  *        BILLING_PG_CONNINFO names the server; top_srcdir the example)
- * Prints the records, alerts, wall time, this process's CPU (user+sys)
- * and the PostgreSQL backend's CPU (from /proc, same machine).
+ * STORED other trial accounts ("s-00000"...) with 10 hourly records each
+ * are stored first, unmeasured: the check's cost must not grow with them
+ * (issue 28), only with the accounts a batch touches.
+ * Prints the records, alerts, wall time, this process's CPU (user+sys),
+ * the PostgreSQL backend's CPU (from /proc, same machine) and the time of
+ * the check per batch (median and max, ms; "on" only).
  */
 #include "config.h"
 
@@ -33,10 +37,18 @@
 
 static const int pcts[] = {50, 80, 100};
 
+/* Records of the stored accounts per account (STORED). */
+#define STORED_HOURS 10
+
 typedef struct bench {
     bs_catalog *cat;
     size_t alerts;
+    double *check_ms; /* per batch */
+    size_t checks;
+    size_t checks_cap;
 } bench;
+
+static double now_s(void);
 
 static int count(void *arg, const bd_crossing *x)
 {
@@ -49,8 +61,13 @@ static bs_status hook(void *arg, bs_conn *c, const bs_record *recs, const bs_rec
                       size_t n, bs_error *err)
 {
     bench *b = arg;
+    double t = now_s();
+    bs_status st = bd_alerts_check(c, b->cat, pcts, 3, recs, results, n, count, b, err);
 
-    return bd_alerts_check(c, b->cat, pcts, 3, recs, results, n, count, b, err);
+    /* A retried batch overwrites its own slot: one figure per batch. */
+    if (b->checks < b->checks_cap)
+        b->check_ms[b->checks] = (now_s() - t) * 1000;
+    return st;
 }
 
 static double now_s(void)
@@ -101,8 +118,26 @@ static void die(const char *what, const bs_error *err)
     exit(1);
 }
 
-/* The example's accounts plus @n trial accounts, as an accounts file at @path. */
-static void write_accounts(const char *path, int n)
+/* One trial account (10.00 CNY, January 2026) named @prefix-@i, as JSON. */
+static void account(FILE *f, const char *prefix, int i, int first)
+{
+    fprintf(f,
+            "%s{\"id\": \"%s-%05d\", \"currency\": \"CNY\", \"time_zone\": "
+            "\"Asia/Shanghai\", \"tax_rate\": \"0\"}",
+            first ? "" : ",", prefix, i);
+}
+
+static void grant(FILE *f, const char *prefix, int i, int first)
+{
+    fprintf(f,
+            "%s{\"id\": \"trial-%s-%05d\", \"account\": \"%s-%05d\", \"amount\": \"10.00\", "
+            "\"granted_at\": \"2026-01-10T00:00:00Z\", \"expires_at\": "
+            "\"2026-02-10T00:00:00Z\", \"applies_to\": [\"usage\"], \"priority\": 0}",
+            first ? "" : ",", prefix, i, prefix, i);
+}
+
+/* @n trial accounts "b-..." and @stored "s-...", as an accounts file at @path. */
+static void write_accounts(const char *path, int n, int stored)
 {
     FILE *f = fopen(path, "w");
     int i;
@@ -111,22 +146,19 @@ static void write_accounts(const char *path, int n)
         die(path, NULL);
     fputs("{\"accounts\": [", f);
     for (i = 0; i < n; i++)
-        fprintf(f,
-                "%s{\"id\": \"b-%05d\", \"currency\": \"CNY\", \"time_zone\": "
-                "\"Asia/Shanghai\", \"tax_rate\": \"0\"}",
-                i > 0 ? "," : "", i);
+        account(f, "b", i, i == 0);
+    for (i = 0; i < stored; i++)
+        account(f, "s", i, n == 0 && i == 0);
     fputs("], \"subscriptions\": [], \"grants\": [", f);
     for (i = 0; i < n; i++)
-        fprintf(f,
-                "%s{\"id\": \"trial-%05d\", \"account\": \"b-%05d\", \"amount\": \"10.00\", "
-                "\"granted_at\": \"2026-01-10T00:00:00Z\", \"expires_at\": "
-                "\"2026-02-10T00:00:00Z\", \"applies_to\": [\"usage\"], \"priority\": 0}",
-                i > 0 ? "," : "", i, i);
+        grant(f, "b", i, i == 0);
+    for (i = 0; i < stored; i++)
+        grant(f, "s", i, n == 0 && i == 0);
     fputs("]}\n", f);
     fclose(f);
 }
 
-static bs_conn *fresh_db(const char *name, int accounts)
+static bs_conn *fresh_db(const char *name, int accounts, int stored)
 {
     char conninfo[1024];
     char sql[256];
@@ -150,23 +182,24 @@ static bs_conn *fresh_db(const char *name, int accounts)
         die("migrate", &err);
     snprintf(book, sizeof(book), "%s/examples/gpu-cloud/pricebook.json", top ? top : "..");
     snprintf(path, sizeof(path), "bench_alerts-%d.json", (int)getpid());
-    write_accounts(path, accounts);
+    write_accounts(path, accounts, stored);
     if (bs_load_catalog(c, "gpu", book, path, &k, &err) != BS_OK)
         die("load", &err);
     remove(path);
     return c;
 }
 
-/* Record @i: hour i / accounts of account i % accounts, as protobuf into @buf. */
-static size_t make_record(billing_event *ev, int i, int accounts, unsigned char *buf)
+/* Record @i: hour i / accounts of account @who-(i % accounts), as protobuf into @buf. */
+static size_t make_record(billing_event *ev, const char *who, int i, int accounts,
+                          unsigned char *buf)
 {
     char id[32];
     char account[16];
     billing_time_t start = (T0 + (int64_t)(i / accounts) * 3600) * BILLING_NS_PER_SEC;
     size_t len = 0;
 
-    snprintf(id, sizeof(id), "e-%d", i);
-    snprintf(account, sizeof(account), "b-%05d", i % accounts);
+    snprintf(id, sizeof(id), "%s-e-%d", who, i);
+    snprintf(account, sizeof(account), "%s-%05d", who, i % accounts);
     billing_event_reset(ev);
     billing_event_set_id(ev, id);
     billing_event_set_account(ev, account);
@@ -180,11 +213,51 @@ static size_t make_record(billing_event *ev, int i, int accounts, unsigned char 
     return len;
 }
 
+/* Store STORED_HOURS records of each of @stored accounts "s-...", without the check. */
+static void store_others(bs_catalog *cat, bs_conn *c, int stored, unsigned char *bufs,
+                         bs_record *recs, bs_record_result *res, size_t room)
+{
+    billing_event *ev = billing_event_new();
+    bs_ingest *in = bs_ingest_new(cat, NULL);
+    size_t n = (size_t)stored * STORED_HOURS;
+    size_t i;
+    size_t m;
+    size_t j;
+    bs_error err;
+
+    if (ev == NULL || in == NULL)
+        die("out of memory", NULL);
+    for (i = 0; i < n; i += m) {
+        m = n - i < room ? n - i : room;
+        for (j = 0; j < m; j++) {
+            memset(&recs[j], 0, sizeof(recs[j]));
+            recs[j].data = bufs + j * BILLING_EVENT_WIRE_MAX;
+            recs[j].len =
+                make_record(ev, "s", (int)(i + j), stored, bufs + j * BILLING_EVENT_WIRE_MAX);
+            recs[j].format = BS_RECORD_PROTOBUF;
+            recs[j].source = "bench";
+        }
+        if (bs_ingest_batch(in, c, recs, m, NULL, 0, 0, res, NULL, &err) != BS_OK)
+            die("stored batch", &err);
+    }
+    bs_ingest_free(in);
+    billing_event_destroy(ev);
+}
+
+static int ms_cmp(const void *x, const void *y)
+{
+    double a = *(const double *)x;
+    double b = *(const double *)y;
+
+    return a < b ? -1 : a > b;
+}
+
 int main(int argc, char **argv)
 {
     int accounts = argc > 3 ? atoi(argv[3]) : 1000;
     int hours = argc > 4 ? atoi(argv[4]) : 24;
     size_t batch = argc > 5 ? (size_t)atol(argv[5]) : 5000;
+    int stored = argc > 6 ? atoi(argv[6]) : 0;
     size_t n = (size_t)accounts * (size_t)hours;
     unsigned char *bufs;
     bs_record *recs;
@@ -201,8 +274,8 @@ int main(int argc, char **argv)
     double pg;
 
     if (argc < 3 || (strcmp(argv[1], "on") != 0 && strcmp(argv[1], "off") != 0) || accounts < 1 ||
-        hours < 1 || batch < 1 || batch > BS_INGEST_BATCH_MAX) {
-        fputs("usage: bench_alerts on|off DBNAME [ACCOUNTS [HOURS [BATCH]]]\n", stderr);
+        hours < 1 || batch < 1 || batch > BS_INGEST_BATCH_MAX || stored < 0) {
+        fputs("usage: bench_alerts on|off DBNAME [ACCOUNTS [HOURS [BATCH [STORED]]]]\n", stderr);
         return 2;
     }
     bufs = malloc(n * BILLING_EVENT_WIRE_MAX);
@@ -210,14 +283,19 @@ int main(int argc, char **argv)
     res = calloc(n, sizeof(*res));
     if (bufs == NULL || recs == NULL || res == NULL || ev == NULL)
         die("out of memory", NULL);
-    c = fresh_db(argv[2], accounts);
+    c = fresh_db(argv[2], accounts, stored);
+    memset(&b, 0, sizeof(b));
     b.cat = bs_catalog_read(c, NULL, &err);
-    b.alerts = 0;
     if (b.cat == NULL)
         die("catalog", &err);
+    b.checks_cap = n / batch + 1;
+    b.check_ms = calloc(b.checks_cap, sizeof(*b.check_ms));
+    if (b.check_ms == NULL)
+        die("out of memory", NULL);
+    store_others(b.cat, c, stored, bufs, recs, res, n < batch ? n : batch);
     for (i = 0; i < n; i++) {
         recs[i].data = bufs + i * BILLING_EVENT_WIRE_MAX;
-        recs[i].len = make_record(ev, (int)i, accounts, bufs + i * BILLING_EVENT_WIRE_MAX);
+        recs[i].len = make_record(ev, "b", (int)i, accounts, bufs + i * BILLING_EVENT_WIRE_MAX);
         recs[i].format = BS_RECORD_PROTOBUF;
         recs[i].source = "bench";
     }
@@ -231,13 +309,18 @@ int main(int argc, char **argv)
         m = n - i < batch ? n - i : batch;
         if (bs_ingest_batch(in, c, &recs[i], m, NULL, 0, 0, &res[i], NULL, &err) != BS_OK)
             die("batch", &err);
+        b.checks += b.checks < b.checks_cap;
     }
     wall = now_s() - wall;
     cpu = cpu_s() - cpu;
     pg = proc_cpu_s(PQbackendPID(bs_pg(c))) - pg;
-    printf("alerts=%s records=%zu accounts=%d batch=%zu alerts_raised=%zu wall_s=%.2f "
-           "cpu_s=%.2f pg_backend_cpu_s=%.2f\n",
-           argv[1], n, accounts, batch, b.alerts, wall, cpu, pg);
+    qsort(b.check_ms, b.checks, sizeof(*b.check_ms), ms_cmp);
+    printf("alerts=%s records=%zu accounts=%d stored_accounts=%d batch=%zu alerts_raised=%zu "
+           "wall_s=%.2f cpu_s=%.2f pg_backend_cpu_s=%.2f check_ms_p50=%.1f check_ms_max=%.1f\n",
+           argv[1], n, accounts, stored, batch, b.alerts, wall, cpu, pg,
+           b.checks > 0 ? b.check_ms[b.checks / 2] : 0.0,
+           b.checks > 0 ? b.check_ms[b.checks - 1] : 0.0);
+    free(b.check_ms);
     bs_ingest_free(in);
     bs_catalog_free(b.cat);
     bs_close(c);

@@ -3,16 +3,34 @@
 # with the broker and PostgreSQL of scripts/services.sh (. var/services.env).
 # Run from the build tree (a build without sanitizers): ../bench/billingd.sh
 #
+# WORKLOAD=business (the default, the business's own workload, issue 28):
+# every account has a 10.00 CNY trial credit for January, every tenth a
+# monthly RTX 4090 plan, and billingd publishes credit alerts (50, 80 and
+# 100 %) to a topic of their own. WORKLOAD=plain: accounts without grants
+# or plans, no alerts (the benchmark before issue 28).
+#
 # For each BATCH size (default 5000):
 #   1. a fresh database "bench_billingd" (migrated, example price book,
 #      gen_events accounts), a fresh 4-partition topic;
 #   2. EVENTS records of the benchmark workload produced beforehand;
 #   3. billingd started; events/s = records committed between the first
-#      and the last commit / that time; billingd's peak RSS (VmHWM).
+#      and the last commit / that time; billingd's peak RSS (VmHWM); the
+#      alerts it raised.
 # Then, with BATCH = $LAT_BATCH (default: the first size), the latency run:
 # billingd consuming a topic fed at $LAT_RATE (10 000) events/s for 30 s;
 # latency = received_at (written at insert) - the send time carried in each
-# id; p50, p99, max. LAT_RATE=0: no latency run. CONNECTIONS sets
+# id; p50, p99, max. With alerts, the alert latency too: from the send of
+# the event that made an alert due (the newest of its account in the batch
+# that raised it) to the alert's row, written in that batch's transaction
+# just before the alert is published and the batch commits.
+# REFERENCE=1 adds the physical reference after the throughput runs: the
+# same EVENTS events (as JSON lines, produce_events --json) from a topic
+# into PostgreSQL by the plainest pipeline, kcat into psql's \copy of a
+# table with a unique index on the event id, no rating; it needs kcat
+# (apt-get install kcat). Report billingd / reference.
+# BILLINGD names the billingd to measure (default: this build's), so that
+# an older build runs against the same tools and services in one session.
+# LAT_RATE=0: no latency run. CONNECTIONS sets
 # billingd's commit.connections (default 2); RATE_THREADS its rate.threads
 # (unset: the key is not passed, so that builds older than it run too).
 # HTTP_LISTEN sets http.listen (default empty: no endpoint, so that a
@@ -23,6 +41,9 @@ set -eu
 events=${1:?usage: billingd.sh EVENTS [BATCH...]}
 shift
 batches=${*:-5000}
+workload=${WORKLOAD:-business}
+billingd=${BILLINGD:-$(pwd)/billingd/billingd}
+case $workload in business | plain) ;; *) echo "billingd.sh: WORKLOAD=business|plain" >&2; exit 2 ;; esac
 : "${BILLING_PG_CONNINFO:?load var/services.env}"
 : "${BILLING_KAFKA_BROKERS:?load var/services.env}"
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -37,7 +58,11 @@ fresh_db() {
     psql "$base dbname=postgres" -qc "CREATE DATABASE $db" >/dev/null
     export BILLING_PG_CONNINFO="$base dbname=$db"
     "$bin/billing/billing" db migrate >/dev/null
-    "$bin/bench/gen_events" --accounts-json --accounts 1000 >"$tmp/accounts.json"
+    if [ "$workload" = business ]; then
+        "$bin/bench/gen_events" --accounts-json --accounts 1000 --grants 10.00 --plans 10
+    else
+        "$bin/bench/gen_events" --accounts-json --accounts 1000
+    fi >"$tmp/accounts.json"
     "$bin/billing/billing" load --pricebook "$src/examples/gpu-cloud/pricebook.json" \
         --accounts "$tmp/accounts.json" >/dev/null
     psql "$BILLING_PG_CONNINFO" -qc "SELECT billing.ensure_event_partitions('2026-01-01', '2026-02-01')" >/dev/null
@@ -48,12 +73,21 @@ progress() {
 }
 
 start_daemon() { # TOPIC BATCH
-    "$bin/billingd/billingd" --set "topics=$1" --set group=bench --set "batch.size=$2" \
+    local alerts=()
+    if [ "$workload" = business ]; then
+        "$bin/bench/demo_month" topic --partitions 1 "$BILLING_KAFKA_BROKERS" "$1-alerts" >/dev/null
+        alerts=(--set "alerts.topic=$1-alerts" --set alerts.thresholds=50,80,100)
+    fi
+    "$billingd" --set "topics=$1" --set group=bench --set "batch.size=$2" \
         --set batch.linger.ms=200 --set "kafka.bootstrap.servers=$BILLING_KAFKA_BROKERS" \
         --set kafka.fetch.max.bytes=104857600 --set "commit.connections=${CONNECTIONS:-2}" \
-        --set "http.listen=${HTTP_LISTEN:-}" \
+        --set "http.listen=${HTTP_LISTEN:-}" "${alerts[@]}" \
         ${RATE_THREADS:+--set "rate.threads=$RATE_THREADS"} 2>"$tmp/billingd.log" &
     pid=$!
+}
+
+alerts_raised() {
+    psql "$BILLING_PG_CONNINFO" -Atc "SELECT count(*) FROM billing.credit_alerts"
 }
 
 stop_daemon() {
@@ -100,9 +134,31 @@ for batch in $batches; do
     cpu=$(cpu_ms "$pid")
     stop_daemon
     rate=$(( (events - first) * 1000 / (t1 - t0 > 0 ? t1 - t0 : 1) ))
-    echo "batch=$batch rate_threads=${RATE_THREADS:-default} events=$events events_per_s=$rate" \
-        "wall_ms=$((t1 - t0)) billingd_cpu_ms=$cpu peak_rss_mib=$rss"
+    echo "workload=$workload batch=$batch rate_threads=${RATE_THREADS:-default} events=$events" \
+        "events_per_s=$rate wall_ms=$((t1 - t0)) billingd_cpu_ms=$cpu peak_rss_mib=$rss" \
+        "alerts=$(alerts_raised)"
 done
+
+# The physical reference: the same events as JSON lines, kcat into \copy.
+if [ "${REFERENCE:-0}" = 1 ]; then
+    if ! command -v kcat >/dev/null; then
+        echo "reference skipped: kcat is not installed (apt-get install kcat)"
+    else
+        fresh_db
+        topic=ref-$(date +%s%N)
+        "$bin/bench/produce_events" --json "$BILLING_KAFKA_BROKERS" "$topic" "$events" \
+            2>"$tmp/produce.log"
+        psql "$BILLING_PG_CONNINFO" -qc "CREATE TABLE public.reference (doc jsonb NOT NULL)" \
+            -c "CREATE UNIQUE INDEX reference_id ON public.reference ((doc->>'id'))"
+        t0=$(now_ms)
+        kcat -C -b "$BILLING_KAFKA_BROKERS" -t "$topic" -o beginning -e -q -f '%s\n' |
+            psql "$BILLING_PG_CONNINFO" -qc "\\copy public.reference (doc) FROM pstdin"
+        t1=$(now_ms)
+        n=$(psql "$BILLING_PG_CONNINFO" -Atc "SELECT count(*) FROM public.reference")
+        echo "reference=kcat+copy events=$n events_per_s=$((n * 1000 / (t1 - t0 > 0 ? t1 - t0 : 1)))" \
+            "wall_ms=$((t1 - t0))"
+    fi
+fi
 
 # Latency at a steady LAT_RATE events/s (default 10 000) for 30 s; LAT_RATE=0 skips it.
 lat_rate=${LAT_RATE:-10000}
@@ -123,7 +179,24 @@ psql "$BILLING_PG_CONNINFO" -Atc "
     WITH l AS (SELECT extract(epoch FROM received_at) * 1000
                       - split_part(event_id, '-', 2)::bigint AS ms
                FROM billing.usage_events WHERE event_id LIKE 'lat-%')
-    SELECT 'batch=$batch rate=$lat_rate/s events=' || count(*)
+    SELECT 'workload=$workload batch=$batch rate=$lat_rate/s events=' || count(*)
            || ' p50_ms=' || round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms))
            || ' p99_ms=' || round(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms))
            || ' max_ms=' || round(max(ms)) || ' peak_rss_mib=$rss' FROM l"
+[ "$workload" = business ] || exit 0
+# An alert's trigger: the newest event of its account in the batch that raised
+# it (the batch's transaction began at its events' received_at, before the
+# alert's sent_at; the latest such batch of the account).
+psql "$BILLING_PG_CONNINFO" -Atc "
+    WITH a AS (SELECT c.alert_id, c.sent_at,
+                      (SELECT max(split_part(e.event_id, '-', 2)::bigint) FROM billing.usage_events e
+                        WHERE e.account_id = c.account_id AND e.event_id LIKE 'lat-%'
+                          AND e.received_at = (SELECT max(x.received_at) FROM billing.usage_events x
+                                                WHERE x.account_id = c.account_id
+                                                  AND x.received_at <= c.sent_at)) AS sent_ms
+               FROM billing.credit_alerts c),
+         l AS (SELECT extract(epoch FROM sent_at) * 1000 - sent_ms AS ms FROM a WHERE sent_ms IS NOT NULL)
+    SELECT 'alerts=' || count(*)
+           || ' alert_p50_ms=' || coalesce(round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms))::text, '-')
+           || ' alert_p99_ms=' || coalesce(round(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms))::text, '-')
+           || ' alert_max_ms=' || coalesce(round(max(ms))::text, '-') FROM l"

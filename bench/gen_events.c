@@ -2,12 +2,15 @@
  * gen_events.c - deterministic usage events for benchmarking `billing rate`.
  *
  *   gen_events [--protobuf] [--accounts N] EVENTS > events.{jsonl,pb}
- *   gen_events --accounts-json [--accounts N] > accounts.json
+ *   gen_events --accounts-json [--accounts N] [--grants AMOUNT] [--plans K] > accounts.json
  *
  * Events are bench_rate's workload (workload.h) of N accounts
  * ("acct-000000"...), so that they rate against
  * examples/gpu-cloud/pricebook.json and the --accounts-json output.
  * Ids are "ev-<n>", all distinct. The same arguments give the same bytes.
+ * --grants gives every account a trial credit of AMOUNT (CNY) for January
+ * 2026, --plans every K-th account a monthly RTX 4090 plan on its
+ * resource i-<n>-0 for January: the business's workload (issue 28).
  */
 #include "config.h"
 
@@ -50,8 +53,10 @@ static int write_proto(const spec *s, billing_event *ev)
     return 0;
 }
 
-static int write_accounts(int accounts)
+/* The accounts file: --grants @amount (NULL: none) and --plans @plans (0: none). */
+static int write_accounts(int accounts, const char *amount, int plans)
 {
+    const char *sep = "";
     int a;
 
     printf("{\n  \"description\": \"gen_events --accounts-json --accounts %d\",\n"
@@ -61,7 +66,24 @@ static int write_accounts(int accounts)
         printf("    {\"id\": \"acct-%06d\", \"currency\": \"CNY\", \"time_zone\": "
                "\"Asia/Shanghai\", \"tax_rate\": \"0.06\"}%s\n",
                a, a + 1 < accounts ? "," : "");
-    printf("  ]\n}\n");
+    printf("  ],\n  \"subscriptions\": [\n");
+    for (a = 0; plans > 0 && a < accounts; a += plans) {
+        printf("%s    {\"id\": \"plan-%06d\", \"account\": \"acct-%06d\", \"resource\": "
+               "\"i-%06d-0\", \"plan\": \"rtx4090x8-monthly\", \"start\": "
+               "\"2026-01-01T00:00:00+08:00\", \"terms\": 1, \"cancelled_at\": null}",
+               sep, a, a, a);
+        sep = ",\n";
+    }
+    printf("\n  ],\n  \"grants\": [\n");
+    sep = "";
+    for (a = 0; amount != NULL && a < accounts; a++) {
+        printf("%s    {\"id\": \"trial-%06d\", \"account\": \"acct-%06d\", \"amount\": \"%s\", "
+               "\"granted_at\": \"2026-01-01T00:00:00+08:00\", \"expires_at\": "
+               "\"2026-02-01T00:00:00+08:00\", \"applies_to\": [\"usage\"], \"priority\": 0}",
+               sep, a, a, amount);
+        sep = ",\n";
+    }
+    printf("\n  ]\n}\n");
     return fflush(stdout) == 0 ? 0 : 1;
 }
 
@@ -90,7 +112,8 @@ static int write_events(long events, int accounts, int protobuf)
 static int usage(void)
 {
     fprintf(stderr, "usage: gen_events [--protobuf] [--accounts N] EVENTS\n"
-                    "       gen_events --accounts-json [--accounts N]\n");
+                    "       gen_events --accounts-json [--accounts N] [--grants AMOUNT] "
+                    "[--plans K]\n");
     return 2;
 }
 
@@ -100,6 +123,8 @@ int main(int argc, char **argv)
     long events = -1;
     int protobuf = 0;
     int accounts_json = 0;
+    const char *grants = NULL;
+    int plans = 0;
     int i;
 
     for (i = 1; i < argc; i++) {
@@ -109,15 +134,20 @@ int main(int argc, char **argv)
             accounts_json = 1;
         else if (strcmp(argv[i], "--accounts") == 0 && i + 1 < argc)
             accounts = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--grants") == 0 && i + 1 < argc)
+            grants = argv[++i];
+        else if (strcmp(argv[i], "--plans") == 0 && i + 1 < argc)
+            plans = atoi(argv[++i]);
         else if (argv[i][0] != '-' && events < 0)
             events = atol(argv[i]);
         else
             return usage();
     }
-    if (accounts <= 0 || accounts > 1000000)
+    if (accounts <= 0 || accounts > 1000000 || plans < 0 ||
+        (grants != NULL && strspn(grants, "0123456789.") != strlen(grants)))
         return usage();
     if (accounts_json)
-        return write_accounts(accounts);
+        return write_accounts(accounts, grants, plans);
     if (events < 0)
         return usage();
     return write_events(events, accounts, protobuf);

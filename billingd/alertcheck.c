@@ -1,15 +1,15 @@
 /*
  * alertcheck.c - the credit alerts a batch makes due. See alertcheck.h.
  *
- * Cost per batch: each record is decoded twice (once to find its account,
- * once for the first epoch it touches), one query reads the grants of
- * every account of the batch and one the alerts already sent for them,
- * one rater serves them all; per account that can still raise an alert,
- * one query reads its stored aggregates, added epoch by epoch, with one
- * balance per epoch from the batch's first on. Only an alert actually due
- * costs more: its epoch's stored events of the latest months (one query)
- * for the crossing instant, and one INSERT. Amounts are exact GMP
- * rationals; nothing is rounded.
+ * Cost per batch: no record is decoded again (the ingest's decoded events
+ * come with the results); one query reads the grants of every account of
+ * the batch and one the alerts already sent for them; one query reads the
+ * stored aggregates of every account that can still raise an alert, added
+ * to one rater account by account and epoch by epoch, with one balance per
+ * epoch from the batch's first on. Only an alert actually due costs more:
+ * its epoch's stored events of the latest months (one query) for the
+ * crossing instant, and one INSERT. Amounts are exact GMP rationals;
+ * nothing is rounded.
  */
 #include "config.h"
 
@@ -20,23 +20,11 @@
 #include <string.h>
 
 #include "alertcheck.h"
-#include "eventjson.h"
+#include "balance.h"
 #include "md5.h"
 #include "sentalerts.h"
 
 #define MSG_MAX 512
-
-/* $1: the batch's accounts; instants as microseconds since the epoch, exact (numeric). */
-#define SQL_GRANTS                                                                                 \
-    "SELECT g.account_id, g.amount::text,"                                                         \
-    " (extract(epoch FROM g.granted_at) * 1000000)::bigint,"                                       \
-    " (extract(epoch FROM g.expires_at) * 1000000)::bigint, a.currency, g.id"                      \
-    " FROM billing.credit_grants g JOIN billing.accounts a ON a.id = g.account_id"                 \
-    " WHERE g.account_id = ANY($1::text[])"                                                        \
-    " ORDER BY g.account_id COLLATE \"C\", g.id COLLATE \"C\""
-
-/* Prepared once per connection: it runs in every batch's transaction. */
-#define STMT_GRANTS "bd_alert_grants_ids"
 
 /* Most grants valid together that a credit key names. */
 #define BD_GRANTS_MAX 4096
@@ -57,9 +45,9 @@
  */
 #define BD_EPOCH_EVENTS_MAX 1000000L
 
-/* A new record of the batch and its account (decoded once to sort). */
+/* A new record of the batch and its account. */
 typedef struct rec_ref {
-    char *account;
+    const char *account; /* the decoded event's, owned by the ingest */
     size_t index;
 } rec_ref;
 
@@ -67,9 +55,9 @@ typedef struct rec_ref {
 typedef struct acct {
     const char *id;
     const char *currency;
-    const PGresult *grants;
-    int row0;
-    int rows;
+    const bs_account_grants *grants; /* the batch's, from row0 on */
+    size_t row0;
+    size_t rows;
     const billing_zone *zone;
     billing_time_t *bounds;
     size_t n_bounds;
@@ -110,7 +98,9 @@ typedef struct check {
     size_t n_pcts;
     bd_crossing_fn fn;
     void *arg;
-    const acct *a;   /* the account walked */
+    acct *accts;     /* the accounts that can raise an alert, bytewise */
+    size_t n_accts;
+    size_t cur;      /* the account the walk is at */
     bs_status st;    /* why the walk stopped */
     bs_error *err;
     mpq_t balance;
@@ -162,9 +152,10 @@ static void q_decimal(const mpq_t q, char *buf, size_t size)
 /* Credit epochs: spans with the same grants valid                         */
 /* ---------------------------------------------------------------------- */
 
-static billing_time_t grant_time(const acct *a, int row, int col)
+/* Grant @row of @a. */
+static const bs_account_grant *grant_of(const acct *a, size_t row)
 {
-    return (billing_time_t)strtoll(PQgetvalue(a->grants, a->row0 + row, col), NULL, 10) * 1000;
+    return bs_account_grants_at(a->grants, a->row0 + row);
 }
 
 static int time_cmp(const void *x, const void *y)
@@ -180,14 +171,14 @@ static int bounds_of(acct *a)
 {
     size_t n = 0;
     size_t i;
-    int row;
+    size_t row;
 
-    a->bounds = malloc((2 * (size_t)a->rows + 1) * sizeof(*a->bounds));
+    a->bounds = malloc((2 * a->rows + 1) * sizeof(*a->bounds));
     if (a->bounds == NULL)
         return -1;
     for (row = 0; row < a->rows; row++) {
-        a->bounds[n++] = grant_time(a, row, 2);
-        a->bounds[n++] = grant_time(a, row, 3);
+        a->bounds[n++] = grant_of(a, row)->granted_at;
+        a->bounds[n++] = grant_of(a, row)->expires_at;
     }
     qsort(a->bounds, n, sizeof(*a->bounds), time_cmp);
     a->n_bounds = 0;
@@ -284,9 +275,10 @@ static int credit_key(const char *const *ids, size_t n, char *key)
 static int credit_of(check *k, const acct *a, unsigned e, credit *cr)
 {
     const char *ids[BD_GRANTS_MAX];
+    const bs_account_grant *g;
     billing_time_t t;
     size_t n = 0;
-    int row;
+    size_t row;
 
     credit_clear(cr);
     mpq_set_ui(k->total, 0, 1);
@@ -294,12 +286,13 @@ static int credit_of(check *k, const acct *a, unsigned e, credit *cr)
         return 0;
     t = epoch_start(a, e);
     for (row = 0; row < a->rows; row++) {
-        if (grant_time(a, row, 2) > t || t >= grant_time(a, row, 3))
+        g = grant_of(a, row);
+        if (g->granted_at > t || t >= g->expires_at)
             continue;
-        if (n == BD_GRANTS_MAX || billing_decimal_parse(k->q, PQgetvalue(a->grants, a->row0 + row, 1), NULL, 0) != BILLING_OK)
+        if (n == BD_GRANTS_MAX || billing_decimal_parse(k->q, g->amount, NULL, 0) != BILLING_OK)
             return -1;
         mpq_add(k->total, k->total, k->q);
-        ids[n++] = PQgetvalue(a->grants, a->row0 + row, 5);
+        ids[n++] = g->id;
     }
     if (n == 0 || mpq_sgn(k->total) <= 0)
         return 0;
@@ -384,32 +377,6 @@ static void window_clear(window *w)
     memset(w, 0, sizeof(*w));
 }
 
-/* Set @ev from the stored fields; BILLING_OK or the error. */
-static billing_status event_set(billing_event *ev, const char *account, const char *id,
-                                const char *resource, const char *meter, const char *quantity,
-                                const char *model, const char *region)
-{
-    billing_meter m;
-    billing_status st;
-
-    st = billing_meter_parse(meter, &m);
-    if (st == BILLING_OK)
-        st = billing_event_set_id(ev, id);
-    if (st == BILLING_OK)
-        st = billing_event_set_account(ev, account);
-    if (st == BILLING_OK)
-        st = billing_event_set_resource(ev, resource);
-    if (st == BILLING_OK)
-        st = billing_event_set_meter(ev, m);
-    if (st == BILLING_OK)
-        st = billing_event_set_quantity(ev, quantity, NULL, 0);
-    if (st == BILLING_OK)
-        st = billing_event_set_model(ev, model);
-    if (st == BILLING_OK)
-        st = billing_event_set_region(ev, region);
-    return st;
-}
-
 /* A bs_event_fn: a stored event, cut to the part read (the rest is read with another part or
  * is in the aggregates of another epoch). */
 static int window_add(void *arg, const char *account, const char *id, const char *resource,
@@ -417,6 +384,7 @@ static int window_add(void *arg, const char *account, const char *id, const char
                       const char *quantity, const char *model, const char *region)
 {
     window *w = arg;
+    char msg[MSG_MAX];
     wev *grown;
     wev *it;
 
@@ -434,8 +402,8 @@ static int window_add(void *arg, const char *account, const char *id, const char
     w->n++;
     it->start = start > w->from ? start : w->from;
     it->end = end < w->to ? end : w->to;
-    billing_event_set_interval(it->ev, it->start, it->end);
-    return event_set(it->ev, account, id, resource, meter, quantity, model, region) == BILLING_OK
+    return bs_event_set(it->ev, account, id, resource, meter, it->start, it->end, quantity, model,
+                        region, msg, sizeof(msg)) == BILLING_OK
                ? 0
                : -1;
 }
@@ -837,10 +805,10 @@ out:
  * balance there, in the latest month with usage; every threshold at or
  * above it not yet sent is a new alert.
  */
-static int on_epoch(void *arg, unsigned e, int year, int month)
+static int on_epoch(void *arg, const char *account, unsigned e, int year, int month)
 {
     check *k = arg;
-    const acct *a = k->a;
+    const acct *a;
     char id[BS_ALERT_ID_MAX];
     int fresh[BD_PCTS_MAX];
     billing_time_t now;
@@ -851,6 +819,12 @@ static int on_epoch(void *arg, unsigned e, int year, int month)
     int rc = -1;
 
     memset(&cr, 0, sizeof(cr));
+    /* The accounts of the walk come in the order of k->accts (both bytewise). */
+    while (k->cur < k->n_accts && strcmp(k->accts[k->cur].id, account) < 0)
+        k->cur++;
+    if (k->cur == k->n_accts || strcmp(k->accts[k->cur].id, account) != 0)
+        return 0;
+    a = &k->accts[k->cur];
     if (e < a->first_epoch)
         return 0;
     has = credit_of(k, a, e, &cr);
@@ -886,18 +860,6 @@ fail:
 /* The batch                                                               */
 /* ---------------------------------------------------------------------- */
 
-/* Decode a record in its format (protobuf from Kafka, JSON from files); 0 or -1. */
-static int decode_record(billing_event *ev, const bs_record *rec)
-{
-    billing_status st;
-
-    if (rec->format == BS_RECORD_PROTOBUF)
-        st = billing_event_decode(ev, rec->data, rec->len, NULL, 0);
-    else
-        st = bc_event_parse_json(ev, rec->data, rec->len, NULL, 0);
-    return st == BILLING_OK ? 0 : -1;
-}
-
 static int ref_cmp(const void *x, const void *y)
 {
     const rec_ref *a = x;
@@ -909,154 +871,164 @@ static int ref_cmp(const void *x, const void *y)
     return a->index < b->index ? -1 : a->index > b->index;
 }
 
-/* The batch's new records by account, then arrival; count in *@n_refs. */
-static rec_ref *sorted_refs(const bs_record *recs, const bs_record_result *res, size_t n,
-                            size_t *n_refs)
+/*
+ * The batch's new records by account, then arrival, from the events the
+ * ingest decoded (never decoded again); count in *@n_refs.
+ */
+static rec_ref *sorted_refs(const bs_record_result *res, size_t n, size_t *n_refs)
 {
     rec_ref *refs = calloc(n > 0 ? n : 1, sizeof(*refs));
-    billing_event *ev = billing_event_new();
     size_t k = 0;
     size_t i;
 
-    if (refs == NULL || ev == NULL)
-        goto error;
+    if (refs == NULL)
+        return NULL;
     for (i = 0; i < n; i++) {
-        if (res[i].outcome != BS_RECORD_NEW || decode_record(ev, &recs[i]) != 0)
+        if (res[i].outcome != BS_RECORD_NEW || res[i].event == NULL)
             continue;
-        refs[k].account = strdup(billing_event_account(ev));
-        refs[k].index = i;
-        if (refs[k++].account == NULL)
-            goto error;
+        refs[k].account = billing_event_account(res[i].event);
+        refs[k++].index = i;
     }
     qsort(refs, k, sizeof(*refs), ref_cmp);
-    billing_event_destroy(ev);
     *n_refs = k;
     return refs;
-error:
-    while (refs != NULL && k > 0)
-        free(refs[--k].account);
-    free(refs);
-    billing_event_destroy(ev);
-    return NULL;
 }
 
-static void refs_free(rec_ref *refs, size_t n)
+/* The distinct accounts of @refs (sorted) or of @accts, as a PostgreSQL text[] literal. */
+static char *accounts_array(const rec_ref *refs, const acct *accts, size_t n)
 {
-    size_t i;
-
-    for (i = 0; refs != NULL && i < n; i++)
-        free(refs[i].account);
-    free(refs);
-}
-
-/* The batch's distinct accounts (@refs sorted) as a PostgreSQL text[] literal (malloc'd). */
-static char *accounts_array(const rec_ref *refs, size_t n)
-{
-    const char **names = malloc(n * sizeof(*names));
+    const char **names = malloc((n > 0 ? n : 1) * sizeof(*names));
     size_t i;
     char *out;
 
     if (names == NULL)
         return NULL;
     for (i = 0; i < n; i++)
-        names[i] = refs[i].account;
+        names[i] = refs != NULL ? refs[i].account : accts[i].id;
     out = bs_text_array_distinct(names, n);
     free(names);
     return out;
 }
 
-/* The lowest epoch the @m records of @refs touch (each from its start on); 0 or -1. */
-static int first_epoch(acct *a, const bs_record *recs, const rec_ref *refs, size_t m)
+/* The lowest epoch the @m records of @refs touch (each from its start on). */
+static void first_epoch(acct *a, const bs_record_result *res, const rec_ref *refs, size_t m)
 {
-    billing_event *ev = billing_event_new();
     unsigned e;
     size_t i;
 
-    if (ev == NULL)
-        return -1;
     a->first_epoch = (unsigned)a->n_bounds + 1;
     for (i = 0; i < m; i++) {
-        if (decode_record(ev, &recs[refs[i].index]) != 0)
-            continue; /* decoded before (sorted_refs): cannot fail */
-        e = epoch_of(a, billing_event_start(ev));
+        e = epoch_of(a, billing_event_start(res[refs[i].index].event));
         if (e < a->first_epoch)
             a->first_epoch = e;
     }
-    billing_event_destroy(ev);
-    return 0;
 }
 
-/* Check the account of refs[0..m) whose grants start at @row0 of @grants. */
-static bs_status one_account(check *k, bs_catalog *cat, const PGresult *grants, int row0,
-                             const bs_record *recs, const rec_ref *refs, size_t m, bs_error *err)
+/*
+ * Set up @a for the account of refs[0..m), whose grants start at @row0 of
+ * @grants. 1 when its batch can raise an alert (@a then holds its bounds:
+ * free them), 0 when not, -1 (@err set).
+ */
+static int one_account(check *k, bs_catalog *cat, const bs_account_grants *grants, size_t row0,
+                       const bs_record_result *res, const rec_ref *refs, size_t m, acct *a,
+                       bs_error *err)
 {
-    acct a;
-    bs_status st = BS_OK;
     int can;
 
-    memset(&a, 0, sizeof(a));
-    a.id = refs[0].account;
-    a.currency = PQgetvalue(grants, row0, 4);
-    a.grants = grants;
-    a.row0 = row0;
-    while (row0 + a.rows < PQntuples(grants) &&
-           strcmp(PQgetvalue(grants, row0 + a.rows, 0), a.id) == 0)
-        a.rows++;
-    a.zone = bs_catalog_zone(cat, a.id);
-    if (a.zone == NULL)
-        return BS_OK;
-    if (bounds_of(&a) != 0 || first_epoch(&a, recs, refs, m) != 0) {
-        st = bs_error_set(err, BS_ERR_NOMEM, "alerts: out of memory");
-        goto out;
+    memset(a, 0, sizeof(*a));
+    a->id = refs[0].account;
+    a->currency = bs_account_grants_at(grants, row0)->currency;
+    a->grants = grants;
+    a->row0 = row0;
+    while (row0 + a->rows < bs_account_grants_count(grants) &&
+           strcmp(bs_account_grants_at(grants, row0 + a->rows)->account, a->id) == 0)
+        a->rows++;
+    a->zone = bs_catalog_zone(cat, a->id);
+    if (a->zone == NULL)
+        return 0;
+    if (bounds_of(a) != 0) {
+        bs_error_set(err, BS_ERR_NOMEM, "alerts: out of memory");
+        return -1;
     }
-    can = can_cross(k, &a);
+    first_epoch(a, res, refs, m);
+    can = can_cross(k, a);
+    if (can < 0)
+        bs_error_set(err, BS_ERR_NOMEM, "alerts: account '%s': grants", a->id);
     if (can <= 0) {
-        if (can < 0)
-            st = bs_error_set(err, BS_ERR_NOMEM, "alerts: account '%s': grants", a.id);
-        goto out;
+        free(a->bounds);
+        a->bounds = NULL;
     }
-    k->a = &a;
-    k->st = BS_OK;
-    k->err = err;
-    st = bs_aggregates_rate_by_epoch(k->c, cat, k->r, a.id, on_epoch, k, err);
-    /* Stopped by on_epoch: its own status and message. */
-    if (st == BS_ERR_INVALID && k->st != BS_OK)
-        st = k->st;
-    k->a = NULL;
-out:
-    free(a.bounds);
-    return st;
+    return can;
 }
 
-/* Walk the accounts of @refs and the rows of @grants (both in strcmp order) together. */
-static bs_status all_accounts(check *k, bs_catalog *cat, const PGresult *grants,
-                              const bs_record *recs, const rec_ref *refs, size_t n, bs_error *err)
+/*
+ * The accounts of @refs that can raise an alert, into k->accts: the
+ * accounts and the rows of @grants are walked together (both in strcmp
+ * order). BS_OK or the error.
+ */
+static bs_status can_alert(check *k, bs_catalog *cat, const bs_account_grants *grants,
+                           const bs_record_result *res, const rec_ref *refs, size_t n,
+                           bs_error *err)
 {
     size_t from = 0;
     size_t to;
-    int row = 0;
-    bs_status st = BS_OK;
+    size_t row = 0;
+    size_t n_grants = bs_account_grants_count(grants);
+    int can;
 
-    while (from < n && st == BS_OK) {
+    k->accts = calloc(n > 0 ? n : 1, sizeof(*k->accts));
+    if (k->accts == NULL)
+        return bs_error_set(err, BS_ERR_NOMEM, "alerts: out of memory");
+    while (from < n) {
         for (to = from + 1; to < n && strcmp(refs[to].account, refs[from].account) == 0; to++)
             ;
-        while (row < PQntuples(grants) &&
-               strcmp(PQgetvalue(grants, row, 0), refs[from].account) < 0)
+        while (row < n_grants &&
+               strcmp(bs_account_grants_at(grants, row)->account, refs[from].account) < 0)
             row++;
-        if (row < PQntuples(grants) && strcmp(PQgetvalue(grants, row, 0), refs[from].account) == 0)
-            st = one_account(k, cat, grants, row, recs, &refs[from], to - from, err);
+        if (row < n_grants &&
+            strcmp(bs_account_grants_at(grants, row)->account, refs[from].account) == 0) {
+            can = one_account(k, cat, grants, row, res, &refs[from], to - from,
+                              &k->accts[k->n_accts], err);
+            if (can < 0)
+                return err->status;
+            k->n_accts += (size_t)can;
+        }
         from = to;
     }
+    return BS_OK;
+}
+
+/*
+ * The accounts that can raise an alert, walked over their stored
+ * aggregates in one query (on_epoch per account and epoch).
+ */
+static bs_status walk(check *k, bs_catalog *cat, bs_error *err)
+{
+    char *array = accounts_array(NULL, k->accts, k->n_accts);
+    bs_status st;
+
+    if (array == NULL)
+        return bs_error_set(err, BS_ERR_NOMEM, "alerts: out of memory");
+    k->st = BS_OK;
+    k->err = err;
+    k->cur = 0;
+    st = bs_aggregates_rate_by_epoch(k->c, cat, k->r, array, on_epoch, k, err);
+    /* Stopped by on_epoch: its own status and message. */
+    if (st == BS_ERR_INVALID && k->st != BS_OK)
+        st = k->st;
+    free(array);
     return st;
 }
 
-/* The rater and the sent alerts of the accounts of @array, then every account. */
-static bs_status run(check *k, bs_catalog *cat, const char *array, const PGresult *grants,
-                     const bs_record *recs, const rec_ref *refs, size_t n_refs, bs_error *err)
+/* The rater and the sent alerts of the accounts of @array, then the accounts that can alert. */
+static bs_status run(check *k, bs_catalog *cat, const char *array, const bs_account_grants *grants,
+                     const bs_record_result *res, const rec_ref *refs, size_t n_refs,
+                     bs_error *err)
 {
     char msg[MSG_MAX];
     bs_sent_alerts *sent = NULL;
     bs_status st;
+    size_t i;
 
     st = bs_sent_alerts_read(k->c, array, &sent, err);
     if (st != BS_OK)
@@ -1068,7 +1040,14 @@ static bs_status run(check *k, bs_catalog *cat, const char *array, const PGresul
     billing_rater_set_dedupe(k->r, 0);
     k->sent = sent;
     mpq_inits(k->balance, k->level, k->total, k->q, NULL);
-    st = all_accounts(k, cat, grants, recs, refs, n_refs, err);
+    st = can_alert(k, cat, grants, res, refs, n_refs, err);
+    if (st == BS_OK && k->n_accts > 0)
+        st = walk(k, cat, err);
+    for (i = 0; i < k->n_accts; i++)
+        free(k->accts[i].bounds);
+    free(k->accts);
+    k->accts = NULL;
+    k->n_accts = 0;
     mpq_clears(k->balance, k->level, k->total, k->q, NULL);
     billing_rater_destroy(k->r);
     k->r = NULL;
@@ -1080,44 +1059,39 @@ bs_status bd_alerts_check(bs_conn *c, bs_catalog *cat, const int *pcts, size_t n
                           const bs_record *recs, const bs_record_result *results, size_t n_recs,
                           bd_crossing_fn fn, void *arg, bs_error *err)
 {
-    const char *params[1];
-    PGresult *grants = NULL;
+    bs_account_grants *grants = NULL;
     rec_ref *refs;
     char *array = NULL;
     size_t n_refs = 0;
     check k;
     bs_status st = BS_OK;
 
+    (void)recs; /* the ingest decoded them: results[i].event */
     if (n > BD_PCTS_MAX)
         return bs_error_set(err, BS_ERR_INVALID, "alerts: more than %d thresholds", BD_PCTS_MAX);
     memset(&k, 0, sizeof(k));
-    refs = sorted_refs(recs, results, n_recs, &n_refs);
+    refs = sorted_refs(results, n_recs, &n_refs);
     if (refs == NULL)
         return bs_error_set(err, BS_ERR_NOMEM, "alerts: out of memory");
     if (n_refs == 0)
         goto out;
-    array = accounts_array(refs, n_refs);
+    array = accounts_array(refs, NULL, n_refs);
     if (array == NULL) {
         st = bs_error_set(err, BS_ERR_NOMEM, "alerts: out of memory");
         goto out;
     }
-    params[0] = array;
-    grants = bs_query_prepared(c, STMT_GRANTS, SQL_GRANTS, 1, params, err);
-    if (grants == NULL) {
-        st = err != NULL ? err->status : BS_ERR_FATAL;
-        goto out;
-    }
-    if (PQntuples(grants) == 0)
+    st = bs_account_grants_read(c, array, &grants, err);
+    if (st != BS_OK || bs_account_grants_count(grants) == 0)
         goto out;
     k.c = c;
     k.pcts = pcts;
     k.n_pcts = n;
     k.fn = fn;
     k.arg = arg;
-    st = run(&k, cat, array, grants, recs, refs, n_refs, err);
+    st = run(&k, cat, array, grants, results, refs, n_refs, err);
 out:
-    PQclear(grants);
+    bs_account_grants_free(grants);
     free(array);
-    refs_free(refs, n_refs);
+    free(refs);
     return st;
 }

@@ -70,9 +70,11 @@ typedef int (*bd_crossing_fn)(void *arg, const bd_crossing *x);
  * found is inserted there before @fn is called for it). Every account of
  * the batch that has credit is checked, however many; one whose epochs
  * from the batch's on have every threshold recorded is skipped without
- * reading its aggregates. Queries per batch: the grants and the sent
- * alerts of its accounts, the aggregates of each account that can still
- * raise one, and per alert its epoch's stored events and an INSERT.
+ * reading its aggregates. The records are not decoded again: each new
+ * record's decoded event is in @results (bs_record_result.event).
+ * Queries per batch, whatever its size: the grants and the sent alerts of
+ * its accounts, the aggregates of the accounts that can still raise one;
+ * and per alert its epoch's stored events and an INSERT.
  * If the batch rolls back, so do the rows: its replay reports the same
  * alerts (same alert_id) again. Returns BS_OK or the error (in @err).
  */

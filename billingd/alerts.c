@@ -179,3 +179,8 @@ bs_status bd_alerts_hook(void *arg, bs_conn *c, const bs_record *recs,
                          e != RD_KAFKA_RESP_ERR_NO_ERROR ? rd_kafka_err2str(e) : "delivery failed");
     return st;
 }
+
+int bd_alerts_published(const bd_alerts *a)
+{
+    return a->queued - a->failed;
+}

@@ -33,4 +33,7 @@ void bd_alerts_free(bd_alerts *a);
 bs_status bd_alerts_hook(void *arg, bs_conn *c, const bs_record *recs,
                          const bs_record_result *results, size_t n, bs_error *err);
 
+/* bd_alerts_published - the alerts the last bd_alerts_hook call published. */
+int bd_alerts_published(const bd_alerts *a);
+
 #endif

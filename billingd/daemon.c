@@ -1046,6 +1046,7 @@ static bs_status pre_commit(void *arg, bs_conn *c, const bs_record *recs,
 {
     bd_daemon *d = arg;
     bs_status st = check_lane_schema(d, c, err);
+    int64_t started;
 
     if (st != BS_OK)
         return st;
@@ -1054,8 +1055,12 @@ static bs_status pre_commit(void *arg, bs_conn *c, const bs_record *recs,
     pthread_mutex_lock(&d->hook_lock);
     if (d->dlq != NULL)
         st = bd_dlq_hook(d->dlq, c, recs, results, n, err);
-    if (st == BS_OK && d->alerts != NULL)
+    if (st == BS_OK && d->alerts != NULL) {
+        started = now_ms();
         st = bd_alerts_hook(d->alerts, c, recs, results, n, err);
+        bd_metrics_alert_check(d->metrics, now_ms() - started,
+                               (uint64_t)bd_alerts_published(d->alerts));
+    }
     pthread_mutex_unlock(&d->hook_lock);
     return st;
 }

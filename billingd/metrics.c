@@ -77,6 +77,9 @@ struct bd_metrics {
     uint64_t size_sum;
     uint64_t ms_buckets[N_MS + 1];
     uint64_t ms_sum;
+    uint64_t check_buckets[N_MS + 1]; /* the alert check of a batch, ms */
+    uint64_t check_sum;
+    uint64_t alerts;
     lag_entry lags[LAG_MAX];
     size_t n_lags;
     /* The watchdog: its thread, its slots (under lock), and when to stop. */
@@ -165,6 +168,12 @@ static void render(bd_metrics *m, page *p)
               m->size_buckets, m->size_sum);
     histogram(p, "billingd_commit_latency_ms", "Time to run and commit a batch, ms.", ms_bounds,
               N_MS, m->ms_buckets, m->ms_sum);
+    histogram(p, "billingd_alert_check_ms",
+              "Time of a batch's credit alert check, publishing included, ms.", ms_bounds, N_MS,
+              m->check_buckets, m->check_sum);
+    counter(p, "billingd_alerts_published_total",
+            "Credit alerts published (again when their batch rolled back and ran again).",
+            m->alerts);
     emit(p, "# HELP billingd_consumer_lag Records behind the high watermark, per partition.\n"
             "# TYPE billingd_consumer_lag gauge\n");
     for (i = 0; i < m->n_lags; i++) {
@@ -447,6 +456,17 @@ void bd_metrics_batch(bd_metrics *m, const bs_ingest_counts *k, const bs_record_
     m->size_sum += n;
     m->ms_buckets[bucket(ms_bounds, N_MS, ms)]++;
     m->ms_sum += ms;
+    pthread_mutex_unlock(&m->lock);
+}
+
+void bd_metrics_alert_check(bd_metrics *m, int64_t check_ms, uint64_t published)
+{
+    uint64_t ms = check_ms > 0 ? (uint64_t)check_ms : 0;
+
+    pthread_mutex_lock(&m->lock);
+    m->check_buckets[bucket(ms_bounds, N_MS, ms)]++;
+    m->check_sum += ms;
+    m->alerts += published;
     pthread_mutex_unlock(&m->lock);
 }
 

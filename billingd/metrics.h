@@ -38,6 +38,13 @@ void bd_metrics_batch(bd_metrics *m, const bs_ingest_counts *k, const bs_record_
                       size_t n, int64_t commit_ms);
 
 /*
+ * One run of a batch's credit alert check (bd_alerts_hook): its time,
+ * @check_ms, and the alerts it published. A batch that rolls back and
+ * runs again is checked (and its alerts published) again.
+ */
+void bd_metrics_alert_check(bd_metrics *m, int64_t check_ms, uint64_t published);
+
+/*
  * A batch rolled back (database or dead-letter trouble; @why, copied and
  * cut to fit, is shown by /healthz): unhealthy until bd_metrics_ok.
  */

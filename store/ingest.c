@@ -74,17 +74,23 @@
     " WHERE ($2::text IS NULL OR a.account_id = $2::text) AND a.event_count > 0"               \
     " ORDER BY a.id"
 
-/* SQL_AGG_READ for one account, by credit epoch then month (bs_aggregates_rate_by_epoch). */
+/*
+ * SQL_AGG_READ for some accounts ($2, distinct), by account, credit epoch, month
+ * (bs_aggregates_rate_by_epoch). The accounts are a relation joined on the
+ * index, not an = ANY() filter, which PostgreSQL may test against every
+ * element for every row (a batch's 2 000 accounts: 4 M comparisons).
+ */
 #define SQL_AGG_READ_EPOCHS                                                                    \
     "SELECT a.account_id, extract(year FROM a.month)::integer,"                                \
     " extract(month FROM a.month)::integer, a.meter, v.label, a.rate_model, a.rate_region,"    \
     " a.subscription_id, a.epoch, a.quantity::text || '/' || a.quantity_den::text,"           \
-    " a.event_count FROM billing.usage_aggregates a"                                           \
+    " a.event_count FROM unnest($2::text[]) AS q (id)"                                         \
+    " JOIN billing.usage_aggregates a ON a.account_id = q.id"                                  \
     " JOIN billing.accounts ac ON ac.id = a.account_id"                                        \
     " JOIN billing.price_books b ON b.currency = ac.currency AND b.id = $1::text"              \
     " LEFT JOIN billing.price_versions v ON v.id = a.price_version_id"                         \
-    " WHERE a.account_id = $2::text AND a.event_count > 0"                                     \
-    " ORDER BY a.epoch, a.month, a.id"
+    " WHERE a.event_count > 0"                                                                 \
+    " ORDER BY a.account_id COLLATE \"C\", a.epoch, a.month, a.id"
 
 /* Per record of the batch. */
 typedef struct slot {
@@ -299,6 +305,7 @@ static void decode(bs_ingest *in, size_t i)
     }
     s->decoded = 1;
     in->res[i].event_id = billing_event_id(s->ev);
+    in->res[i].event = s->ev;
 }
 
 /*
@@ -831,8 +838,16 @@ bs_status bs_aggregates_rate(bs_conn *c, const bs_catalog *cat, billing_rater *r
     return st;
 }
 
+/* Is row @i of @res the last of its account's epoch (rows by account, epoch, month)? */
+static int epoch_ends(const PGresult *res, int i)
+{
+    return i + 1 == PQntuples(res) ||
+           strcmp(PQgetvalue(res, i, 0), PQgetvalue(res, i + 1, 0)) != 0 ||
+           strcmp(PQgetvalue(res, i, 8), PQgetvalue(res, i + 1, 8)) != 0;
+}
+
 bs_status bs_aggregates_rate_by_epoch(bs_conn *c, const bs_catalog *cat, billing_rater *r,
-                                      const char *account, bs_epoch_fn fn, void *arg,
+                                      const char *accounts, bs_epoch_fn fn, void *arg,
                                       bs_error *err)
 {
     const char *params[2];
@@ -842,7 +857,7 @@ bs_status bs_aggregates_rate_by_epoch(bs_conn *c, const bs_catalog *cat, billing
     int i;
 
     params[0] = bs_catalog_book(cat);
-    params[1] = account;
+    params[1] = accounts;
     /* Prepared once per connection: the alert check runs it after every batch. */
     res = bs_query_prepared(c, "bs_agg_read_epochs", SQL_AGG_READ_EPOCHS, 2, params, err);
     if (res == NULL)
@@ -850,14 +865,12 @@ bs_status bs_aggregates_rate_by_epoch(bs_conn *c, const bs_catalog *cat, billing
     n = PQntuples(res);
     for (i = 0; i < n && st == BS_OK; i++) {
         st = add_stored(res, i, r, err);
-        /* Not the epoch's last row yet (rows by epoch, then month: the last has the latest). */
-        if (st != BS_OK ||
-            (i + 1 < n && strcmp(PQgetvalue(res, i, 8), PQgetvalue(res, i + 1, 8)) == 0))
+        if (st != BS_OK || !epoch_ends(res, i))
             continue;
-        if (fn(arg, (unsigned)strtoul(PQgetvalue(res, i, 8), NULL, 10), atoi(PQgetvalue(res, i, 1)),
-               atoi(PQgetvalue(res, i, 2))) != 0)
-            st = bs_error_set(err, BS_ERR_INVALID, "account '%.128s': epoch %s: stopped", account,
-                              PQgetvalue(res, i, 8));
+        if (fn(arg, PQgetvalue(res, i, 0), (unsigned)strtoul(PQgetvalue(res, i, 8), NULL, 10),
+               atoi(PQgetvalue(res, i, 1)), atoi(PQgetvalue(res, i, 2))) != 0)
+            st = bs_error_set(err, BS_ERR_INVALID, "account '%.128s': epoch %s: stopped",
+                              PQgetvalue(res, i, 0), PQgetvalue(res, i, 8));
     }
     PQclear(res);
     return st;

@@ -70,6 +70,7 @@ typedef enum bs_record_outcome {
 typedef struct bs_record_result {
     bs_record_outcome outcome;
     const char *event_id;    /* NULL if it could not be decoded; owned by the handle */
+    const billing_event *event; /* the decoded event (NULL if not decoded); owned by the handle */
     const char *reason_code; /* static string, NULL unless rejected */
     const char *reason;      /* message naming event, field and cause; owned by the handle */
 } bs_record_result;
@@ -191,24 +192,27 @@ bs_status bs_aggregates_rate(bs_conn *c, const bs_catalog *cat, billing_rater *r
                              const char *account, bs_error *err);
 
 /*
- * bs_epoch_fn - called by bs_aggregates_rate_by_epoch once per credit
- * epoch with usage, when the rater holds every stored aggregate of that
- * epoch and the earlier ones (and none of a later one); @year, @month:
- * the latest local month with usage in the epoch. Non-zero stops the walk
- * (BS_ERR_INVALID; the caller keeps its own error).
+ * bs_epoch_fn - called by bs_aggregates_rate_by_epoch once per account
+ * and credit epoch with usage, when the rater holds every stored
+ * aggregate of that account's epoch and its earlier ones (and none of a
+ * later one); @year, @month: the latest local month with usage in the
+ * epoch. Non-zero stops the walk (BS_ERR_INVALID; the caller keeps its
+ * own error).
  */
-typedef int (*bs_epoch_fn)(void *arg, unsigned epoch, int year, int month);
+typedef int (*bs_epoch_fn)(void *arg, const char *account, unsigned epoch, int year, int month);
 
 /*
- * bs_aggregates_rate_by_epoch - bs_aggregates_rate for one @account, the
- * aggregates added in credit epoch order (libbilling's epoch numbers:
- * grant bounds at or before the usage), calling @fn after each epoch's.
- * The credit left at the end of an epoch is then read from @r with no
- * usage of a later epoch counted. One query. Returns BS_OK, the error of
+ * bs_aggregates_rate_by_epoch - bs_aggregates_rate for the accounts of
+ * @accounts (a text[] literal, bs_text_array), in one query: account by
+ * account in bytewise (strcmp) order, each account's aggregates added in
+ * credit epoch order (libbilling's epoch numbers: grant bounds at or
+ * before the usage), calling @fn after each epoch's. The credit left at
+ * the end of an epoch is then read from @r with no usage of a later epoch
+ * of that account counted. Returns BS_OK, the error of
  * bs_aggregates_rate, or BS_ERR_INVALID when @fn stopped.
  */
 bs_status bs_aggregates_rate_by_epoch(bs_conn *c, const bs_catalog *cat, billing_rater *r,
-                                      const char *account, bs_epoch_fn fn, void *arg,
+                                      const char *accounts, bs_epoch_fn fn, void *arg,
                                       bs_error *err);
 
 #endif /* BILLING_STORE_INGEST_H */

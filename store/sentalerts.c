@@ -1,6 +1,7 @@
 /*
- * sentalerts.c - the credit alerts already sent, and the raw events of a
- * window, in a batch's transaction. See sentalerts.h.
+ * sentalerts.c - the credit alerts already sent, the grants of a batch's
+ * accounts, the raw events of a window, and an account's usage version,
+ * in a batch's transaction. See sentalerts.h.
  */
 #include "config.h"
 
@@ -13,8 +14,8 @@
 
 /* $1: the accounts (text[]). C collation: the order strcmp searches in. */
 #define SQL_SENT_READ                                                                              \
-    "SELECT alert_id FROM billing.credit_alerts WHERE account_id = ANY($1::text[])"                \
-    " ORDER BY alert_id COLLATE \"C\""
+    "SELECT s.alert_id FROM unnest($1::text[]) AS q (id)"                                         \
+    " JOIN billing.credit_alerts s ON s.account_id = q.id ORDER BY s.alert_id COLLATE \"C\""
 
 /* Instants as whole microseconds since the epoch plus nanoseconds: exact both ways. */
 #define SQL_SENT_INSERT                                                                            \
@@ -32,6 +33,21 @@
     " AND start_time < 'epoch'::timestamptz + $2::bigint * interval '1 microsecond'"               \
     " AND end_time >= 'epoch'::timestamptz + $3::bigint * interval '1 microsecond'"                \
     " LIMIT $4::bigint"
+
+/* $1: the accounts; instants as microseconds since the epoch, exact (numeric). */
+#define SQL_GRANTS                                                                                 \
+    "SELECT g.account_id, g.amount::text,"                                                         \
+    " (extract(epoch FROM g.granted_at) * 1000000)::bigint,"                                       \
+    " (extract(epoch FROM g.expires_at) * 1000000)::bigint, a.currency, g.id"                      \
+    " FROM unnest($1::text[]) AS q (id) JOIN billing.credit_grants g ON g.account_id = q.id"       \
+    " JOIN billing.accounts a ON a.id = g.account_id"                                              \
+    " ORDER BY g.account_id COLLATE \"C\", g.id COLLATE \"C\""
+
+struct bs_account_grants {
+    PGresult *res; /* owns the strings */
+    bs_account_grant *rows;
+    size_t n;
+};
 
 struct bs_sent_alerts {
     char **ids;
@@ -185,4 +201,66 @@ bs_status bs_events_window(bs_conn *c, const char *account, billing_time_t from,
     }
     PQclear(res);
     return st;
+}
+
+/* A microsecond column of SQL_GRANTS, in nanoseconds. */
+static billing_time_t grant_nanos(const PGresult *res, int i, int col)
+{
+    return (billing_time_t)strtoll(PQgetvalue(res, i, col), NULL, 10) * 1000;
+}
+
+bs_status bs_account_grants_read(bs_conn *c, const char *accounts, bs_account_grants **out,
+                                 bs_error *err)
+{
+    const char *params[1];
+    bs_account_grants *g;
+    bs_account_grant *r;
+    int i;
+
+    *out = NULL;
+    g = calloc(1, sizeof(*g));
+    if (g == NULL)
+        return bs_error_set(err, BS_ERR_NOMEM, "credit grants: out of memory");
+    params[0] = accounts;
+    /* Prepared once per connection: it runs in every batch's transaction. */
+    g->res = bs_query_prepared(c, "bs_account_grants", SQL_GRANTS, 1, params, err);
+    if (g->res == NULL) {
+        free(g);
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    }
+    g->rows = calloc((size_t)PQntuples(g->res) + 1, sizeof(*g->rows));
+    if (g->rows == NULL) {
+        bs_account_grants_free(g);
+        return bs_error_set(err, BS_ERR_NOMEM, "credit grants: out of memory");
+    }
+    for (i = 0; i < PQntuples(g->res); i++) {
+        r = &g->rows[g->n++];
+        r->account = PQgetvalue(g->res, i, 0);
+        r->amount = PQgetvalue(g->res, i, 1);
+        r->granted_at = grant_nanos(g->res, i, 2);
+        r->expires_at = grant_nanos(g->res, i, 3);
+        r->currency = PQgetvalue(g->res, i, 4);
+        r->id = PQgetvalue(g->res, i, 5);
+    }
+    *out = g;
+    return BS_OK;
+}
+
+size_t bs_account_grants_count(const bs_account_grants *g)
+{
+    return g != NULL ? g->n : 0;
+}
+
+const bs_account_grant *bs_account_grants_at(const bs_account_grants *g, size_t i)
+{
+    return &g->rows[i];
+}
+
+void bs_account_grants_free(bs_account_grants *g)
+{
+    if (g == NULL)
+        return;
+    PQclear(g->res);
+    free(g->rows);
+    free(g);
 }

@@ -1,9 +1,9 @@
 /*
  * sentalerts.h - what billingd's credit alert check reads and writes in a
  * batch's transaction besides the aggregates: the credit alerts already
- * sent (billing.credit_alerts, migration 0009) and the raw events of one
- * account inside a time window. doc/database.md, doc/operations.md
- * ("Credit alerts").
+ * sent (billing.credit_alerts, migration 0009), the credit grants of the
+ * batch's accounts and the raw events of one account inside a time
+ * window. doc/database.md, doc/operations.md ("Credit alerts").
  *
  * Not thread-safe: one call at a time per connection.
  */
@@ -11,6 +11,7 @@
 #define BILLING_STORE_SENTALERTS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "invoices.h"
 #include "store.h"
@@ -68,5 +69,37 @@ bs_status bs_sent_alert_record(bs_conn *c, const bs_sent_alert *a, int *inserted
 bs_status bs_events_window(bs_conn *c, const char *account, billing_time_t from,
                            billing_time_t to, long max_rows, bs_event_fn fn, void *arg, int *more,
                            bs_error *err);
+
+/* One credit grant of an account; strings owned by the bs_account_grants it came from. */
+typedef struct bs_account_grant {
+    const char *account;
+    const char *id;
+    const char *amount;        /* exact decimal, > 0 */
+    const char *currency;      /* the account's currency */
+    billing_time_t granted_at; /* whole microseconds, as nanoseconds */
+    billing_time_t expires_at;
+} bs_account_grant;
+
+/* The credit grants of some accounts, by account then id (strcmp order). */
+typedef struct bs_account_grants bs_account_grants;
+
+/*
+ * bs_account_grants_read - every credit grant of the accounts of
+ * @accounts (a text[] literal, bs_text_array), one query (prepared once
+ * per connection), read in the current transaction, into *@out (free with
+ * bs_account_grants_free; NULL on error). Ordered by account, then grant
+ * id, bytewise. Returns BS_OK, BS_ERR_NOMEM, or a database error.
+ */
+bs_status bs_account_grants_read(bs_conn *c, const char *accounts, bs_account_grants **out,
+                                 bs_error *err);
+
+/* bs_account_grants_count - how many grants @g holds (0 for NULL). */
+size_t bs_account_grants_count(const bs_account_grants *g);
+
+/* bs_account_grants_at - grant @i (< count) of @g, valid until @g is freed. */
+const bs_account_grant *bs_account_grants_at(const bs_account_grants *g, size_t i);
+
+/* bs_account_grants_free - free @g and its strings; NULL is a no-op. */
+void bs_account_grants_free(bs_account_grants *g);
 
 #endif /* BILLING_STORE_SENTALERTS_H */

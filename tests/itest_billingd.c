@@ -765,8 +765,23 @@ END_TEST
  * one alert per threshold (50, 80, 100% used), each with the exhaustion
  * instant the library computes for the usage running at that point.
  */
+/* The value of the sample @name (no labels) on a /metrics @page; -1 when absent. */
+static long metric(const char *page, const char *name)
+{
+    const char *at = page;
+    size_t len = strlen(name);
+
+    while ((at = strstr(at, name)) != NULL) {
+        if ((at == page || at[-1] == '\n') && at[len] == ' ')
+            return strtol(at + len + 1, NULL, 10);
+        at += len;
+    }
+    return -1;
+}
+
 START_TEST(test_credit_alerts)
 {
+    static char page[65536];
     its_stream *s = calloc(1, sizeof(*s));
     bs_conn *c = itdb_fresh("alerts", db, sizeof(db));
     char line[512];
@@ -796,9 +811,15 @@ START_TEST(test_credit_alerts)
     its_load_example(c);
     produce(s);
     create_alerts_topic();
+    snprintf(http_listen, sizeof(http_listen), "127.0.0.1:%d", 40000 + (int)(getpid() % 20000));
     pid = start_daemon(NULL, 1);
     wait_progress(c, (long)s->n - 1, (long)s->n, pid);
+    /* /metrics: the check ran once per batch (30 of one record), and published the alerts. */
+    http_get("/metrics", page, sizeof(page));
+    ck_assert_int_ge(metric(page, "billingd_alert_check_ms_count"), 30);
+    ck_assert_int_ge(metric(page, "billingd_alerts_published_total"), 3);
     ck_assert_int_eq(stop_daemon(pid, SIGTERM), 0);
+    http_listen[0] = '\0';
     total = read_alerts(s, seen);
     ck_assert_int_eq(seen[0], 1);
     ck_assert_int_eq(seen[1], 1);
