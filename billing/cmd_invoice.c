@@ -29,6 +29,12 @@
 #define PATH_MAX_LEN 4096
 /* Most export workers (-j): each holds a connection, as `billing close -j` does. */
 #define EXPORT_JOBS_MAX 64
+/*
+ * Invoices an export worker reads at once, in three statements for them
+ * all instead of three each (at most BS_INVOICE_SET_MAX): the per-statement
+ * cost on both sides was a third of an export's CPU.
+ */
+#define EXPORT_CHUNK 64
 
 /* Columns of the header rows of bs_invoice_list / bs_invoice_header. */
 static const export_column header_columns[] = {
@@ -278,27 +284,35 @@ static int show(bs_conn *c, const char *ref, int json)
 /* export and void                                                         */
 /* ---------------------------------------------------------------------- */
 
-static int export_one(bs_conn *c, int64_t id, const invoice_opts *o, size_t *count)
+/* Write @inv's file; count it in *@count and on the meter. */
+static int export_write(const export_invoice *inv, const invoice_opts *o, size_t *count)
 {
-    export_invoice inv;
-    bs_error err;
     char path[PATH_MAX_LEN];
-    int rc;
+    int rc = export_invoice_file(inv, o->format, o->out_dir, path, sizeof(path));
 
-    if (export_invoice_load(c, id, &inv, &err) != BS_OK)
-        return dbcli_fail("invoice export", &err);
-    rc = export_invoice_file(&inv, o->format, o->out_dir, path, sizeof(path));
     if (rc != 0)
         cli_error("invoice export: %s: %s", path, strerror(errno != 0 ? errno : EIO));
     else
         (*count)++;
     progress_meter_add(o->meter, 1);
-    export_invoice_free(&inv);
     return rc == 0 ? CLI_EXIT_OK : CLI_EXIT_INPUT;
 }
 
+static int export_one(bs_conn *c, int64_t id, const invoice_opts *o, size_t *count)
+{
+    export_invoice inv;
+    bs_error err;
+    int rc;
+
+    if (export_invoice_load(c, id, &inv, &err) != BS_OK)
+        return dbcli_fail("invoice export", &err);
+    rc = export_write(&inv, o, count);
+    export_invoice_free(&inv);
+    return rc;
+}
+
 /*
- * A period's export on -j N workers: each takes the next invoice of the
+ * A period's export on -j N workers: each takes the next chunk of the
  * list until none is left or one of them failed, so that every invoice is
  * written once, by one worker, into the file it would have at -j 1 (a
  * file depends on its invoice alone). The list is only read (a PGresult
@@ -318,17 +332,45 @@ typedef struct export_worker {
     int rc;
 } export_worker;
 
-/* Export invoices of @w's run on @c until none is left or a worker failed. */
+/*
+ * Rows [@first, @first + @n) of the run's list: read in three statements
+ * for them all (export_invoices_load), then written one by one until a
+ * worker fails.
+ */
+static int export_chunk(bs_conn *c, export_run *x, int first, int n, size_t *count)
+{
+    export_invoice invs[EXPORT_CHUNK];
+    int64_t ids[EXPORT_CHUNK] = {0};
+    bs_error err;
+    int rc = CLI_EXIT_OK;
+    int i;
+
+    for (i = 0; i < n; i++)
+        ids[i] = strtoll(PQgetvalue(x->list, first + i, 0), NULL, 10);
+    if (export_invoices_load(c, ids, (size_t)n, invs, &err) != BS_OK)
+        return dbcli_fail("invoice export", &err);
+    for (i = 0; i < n; i++) {
+        if (rc == CLI_EXIT_OK && !__atomic_load_n(&x->stop, __ATOMIC_RELAXED))
+            rc = export_write(&invs[i], x->o, count);
+        export_invoice_free(&invs[i]);
+    }
+    return rc;
+}
+
+/* Export chunks of @w's run on @c until none is left or a worker failed. */
 static void export_rows(bs_conn *c, export_worker *w)
 {
     export_run *x = w->run;
     int i;
 
     while (w->rc == CLI_EXIT_OK && !__atomic_load_n(&x->stop, __ATOMIC_RELAXED)) {
-        i = __atomic_fetch_add(&x->next, 1, __ATOMIC_RELAXED);
+        i = __atomic_fetch_add(&x->next, EXPORT_CHUNK, __ATOMIC_RELAXED);
         if (i >= PQntuples(x->list))
             break;
-        w->rc = export_one(c, strtoll(PQgetvalue(x->list, i, 0), NULL, 10), x->o, &w->count);
+        w->rc = export_chunk(c, x, i,
+                             PQntuples(x->list) - i < EXPORT_CHUNK ? PQntuples(x->list) - i
+                                                                   : EXPORT_CHUNK,
+                             &w->count);
     }
     if (w->rc != CLI_EXIT_OK)
         __atomic_store_n(&x->stop, 1, __ATOMIC_RELAXED);
