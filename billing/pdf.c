@@ -149,7 +149,11 @@ static unsigned decode(const unsigned char *s, size_t *len)
     return 0xFFFD;
 }
 
-/* Width of @text when drawn at @size; draws it at (x, y) when @draw. */
+/*
+ * Width of @text at @size; when @draw, draws it at (x, y) instead and
+ * returns how far its runs before the last reach: the last run is not
+ * measured, as nothing follows it (measuring was a tenth of a PDF's CPU).
+ */
 static double text_run(cairo_t *cr, double x, double y, const char *text, double size, int draw)
 {
     const unsigned char *p = (const unsigned char *)text;
@@ -170,13 +174,15 @@ static double text_run(cairo_t *cr, double x, double y, const char *text, double
         memcpy(run, p, n);
         run[n] = '\0';
         cairo_set_font_face(cr, cjk ? cjk_face : latin_face);
-        cairo_text_extents(cr, run, &ext);
         if (draw) {
             cairo_move_to(cr, x + w, y);
             cairo_show_text(cr, run);
         }
-        w += ext.x_advance;
         p += n;
+        if (!draw || *p != '\0') {
+            cairo_text_extents(cr, run, &ext);
+            w += ext.x_advance;
+        }
     }
     return w;
 }
