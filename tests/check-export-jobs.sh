@@ -3,9 +3,10 @@
 # same files as -j 1, byte for byte (cmp), in PDF, JSON and CSV, for
 # several N (more workers than invoices too), against the private
 # PostgreSQL (BILLING_PG_CONNINFO; without it the test FAILS, never
-# skips). The month: the example's four accounts copied six times (24
+# skips). The month: the example's four accounts copied 20 times (80
 # finalized invoices, one account named in Chinese, one voided with its
-# credit note: 25 files). PDFs carry SOURCE_DATE_EPOCH as their creation
+# credit note: 81 files; more than one chunk of 64, so that the workers
+# share them). PDFs carry SOURCE_DATE_EPOCH as their creation
 # date: without it they differ by the second they were written. Also: a
 # worker that cannot write stops the export with status 3, as -j 1 does.
 # Prints a Check-style summary line.
@@ -32,12 +33,12 @@ SOURCE_DATE_EPOCH=1767225600
 export SOURCE_DATE_EPOCH
 
 # Copy K of the example: every account, grant, subscription and event id gets "-K".
-jq '[range(1; 7) as $k | .accounts[] | .id += "-\($k)"] as $a
-    | [range(1; 7) as $k | .grants[] | .id += "-\($k)" | .account += "-\($k)"] as $g
-    | [range(1; 7) as $k | .subscriptions[] | .id += "-\($k)" | .account += "-\($k)"] as $s
+jq '[range(1; 21) as $k | .accounts[] | .id += "-\($k)"] as $a
+    | [range(1; 21) as $k | .grants[] | .id += "-\($k)" | .account += "-\($k)"] as $g
+    | [range(1; 21) as $k | .subscriptions[] | .id += "-\($k)" | .account += "-\($k)"] as $s
     | .accounts = $a | .grants = $g | .subscriptions = $s' "$ex/accounts.json" >"$tmp/accounts.json" ||
     exit 99
-for k in 1 2 3 4 5 6; do
+for k in $(seq 1 20); do
     jq -c --arg k "$k" '.id += "-" + $k | .account += "-" + $k' "$ex/events.jsonl"
 done >"$tmp/events.jsonl" || exit 99
 {
@@ -60,9 +61,9 @@ for format in pdf json csv; do
         cp "$tmp/out" "$tmp/out-$format-$j"
     done
     n=$(ls "$tmp/$format-1" | wc -l)
-    grep -q "^billing: invoice export: 25 file(s) written" "$tmp/out-$format-1" && [ "$n" -eq 25 ] &&
+    grep -q "^billing: invoice export: 81 file(s) written" "$tmp/out-$format-1" && [ "$n" -eq 81 ] &&
         [ "$(cat "$tmp/rc-$format-1")" -eq 0 ] && r=ok || r=fail
-    check "$format -j 1: 25 files, status 0 ($n)" $r "$(cat "$tmp/out-$format-1")"
+    check "$format -j 1: 81 files, status 0 ($n)" $r "$(cat "$tmp/out-$format-1")"
     for j in 2 3 64; do
         diff=""
         for f in "$tmp/$format-1"/*; do
@@ -70,10 +71,22 @@ for format in pdf json csv; do
         done
         m=$(ls "$tmp/$format-$j" | wc -l)
         [ -z "$diff" ] && [ "$m" -eq "$n" ] && [ "$(cat "$tmp/rc-$format-$j")" -eq 0 ] &&
-            grep -q "^billing: invoice export: 25 file(s) written" "$tmp/out-$format-$j" && r=ok || r=fail
+            grep -q "^billing: invoice export: 81 file(s) written" "$tmp/out-$format-$j" && r=ok || r=fail
         check "$format -j $j: the same $m files as -j 1, byte for byte" $r "differ:$diff; $(cat "$tmp/out-$format-$j")"
     done
 done
+# The chunked reads give each invoice the rows its own read gives it:
+# every 8th file (and the credit note) exported alone, by its number.
+diff=""
+for f in $(ls "$tmp/pdf-1" | awk 'NR % 8 == 1 || /^CN-/'); do
+    num=${f%.pdf}
+    for format in pdf json csv; do
+        $billing invoice export "$num" --format $format --out "$tmp/one" >/dev/null 2>&1 &&
+            cmp -s "$tmp/one/$num.$format" "$tmp/$format-2/$num.$format" || diff="$diff $num.$format"
+    done
+done
+[ -z "$diff" ] && [ -n "$(ls "$tmp/one")" ] && r=ok || r=fail
+check "invoices exported alone are the files of the period's export ($(ls "$tmp/one" | wc -l))" $r "differ:$diff"
 grep -lq "清华大学" "$tmp/json-2/"*.json && r=ok || r=fail
 check "the Chinese name is in an exported invoice" $r
 
