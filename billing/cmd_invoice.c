@@ -394,8 +394,8 @@ static void *export_thread(void *arg)
 
 /*
  * Every invoice of @list: on the main thread with @c, and on o->jobs - 1
- * more threads (no more than there are invoices; fewer if a thread cannot
- * start). Returns the first failing worker's exit code, else CLI_EXIT_OK;
+ * more threads (no more than there are chunks of invoices; fewer if a
+ * thread cannot start). Returns the first failing worker's exit code, else CLI_EXIT_OK;
  * the files written go to *@count.
  */
 static int export_list(bs_conn *c, const PGresult *list, const invoice_opts *o, size_t *count)
@@ -408,8 +408,9 @@ static int export_list(bs_conn *c, const PGresult *list, const invoice_opts *o, 
     int i;
 
     memset(w, 0, sizeof(w));
-    if (jobs > PQntuples(list))
-        jobs = PQntuples(list);
+    /* A worker beyond the list's chunks would only connect. */
+    if (jobs > (PQntuples(list) + EXPORT_CHUNK - 1) / EXPORT_CHUNK)
+        jobs = (PQntuples(list) + EXPORT_CHUNK - 1) / EXPORT_CHUNK;
     for (started = 1; started < jobs; started++) {
         w[started].run = &x;
         if (pthread_create(&w[started].tid, NULL, export_thread, &w[started]) != 0)
