@@ -214,19 +214,22 @@ static int rows_with(const PGresult *res, int col, int row, int64_t id)
     return n;
 }
 
+/* Most columns rows_copy copies (the header has 33). */
+#define COPY_COLS_MAX 64
+
 /*
  * Rows [@first, @first + @n) and the first @ncols columns of @res as a
  * result of their own, as a query for one invoice returns it. NULL when
- * out of memory.
+ * out of memory (or past COPY_COLS_MAX columns, which no read has).
  */
 static PGresult *rows_copy(const PGresult *res, int first, int n, int ncols)
 {
-    PGresAttDesc att[64];
+    PGresAttDesc att[COPY_COLS_MAX];
     PGresult *out;
     int r;
     int f;
 
-    if (ncols > 64)
+    if (ncols > COPY_COLS_MAX)
         return NULL;
     for (f = 0; f < ncols; f++) {
         att[f].name = PQfname(res, f);
