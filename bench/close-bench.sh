@@ -5,7 +5,11 @@
 #   billing close --period 2026-11 -j JOBS   (first run: every draft new)
 #   the same again                            (nothing changes)
 #   billing close --finalize --grace 0
-#   billing invoice export --period 2026-11 --format pdf (PDF_COUNT invoices)
+#   billing invoice export --period 2026-11 --format pdf (PDF_COUNT invoices),
+#     once per -j of PDF_JOBS (default "1 2") when the binary takes -j,
+#     else once; each export into a directory of its own (PDF files removed
+#     just before would make ext4 search its inode bitmap for every new
+#     file), with invoices/s
 # Peak memory is the maximum resident set size from /usr/bin/time.
 #
 #   BILLING_PG_CONNINFO=... bench/close-bench.sh [ACCOUNTS [EVENTS_PER_ACCOUNT [JOBS]]]
@@ -25,6 +29,7 @@ accounts=${1:-100000}
 per=${2:-100}
 jobs=${3:-2}
 pdf_count=${PDF_COUNT:-1000}
+pdf_jobs=${PDF_JOBS:-1 2}
 billing=${BILLING:-./billing/billing}
 db=billing_bench_close_$$
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -157,13 +162,25 @@ run_steps() {
         ON l.invoice_id = i.id WHERE i.month = '2026-11-01'"
     measure "finalize" "$bin" close --db "$cconn" --period 2026-11 -j "$jobs" --quiet --finalize --grace 0
     tail -n 1 "$work/out"
-    rm -rf "$work/pdf"
-    mkdir -p "$work/pdf"
-    measure "export $pdf_count PDF (--period, the first $pdf_count by --limit)" \
-        "$bin" invoice export --db "$cconn" --period 2026-11 --format pdf --out "$work/pdf" --limit "$pdf_count"
-    n=$(ls "$work/pdf" | wc -l)
-    size=$(du -sk "$work/pdf" | cut -f1)
-    echo "PDF: $n files, $size KiB"
+    # A binary from before `invoice export -j` exports once, on one thread.
+    local js="$pdf_jobs"
+    "$bin" invoice --help | grep -q -- "--jobs" || js=old
+    for j in $js; do
+        local dir="$work/pdf-$name-$j"
+        local opt=""
+        [ "$j" = old ] || opt="-j $j"
+        local t0
+        t0=$(stamp)
+        # shellcheck disable=SC2086
+        measure "export $pdf_count PDF (--period, the first $pdf_count by --limit) ${opt:-(no -j)}" \
+            "$bin" invoice export --db "$cconn" --period 2026-11 --format pdf --out "$dir" \
+            --limit "$pdf_count" $opt
+        local secs
+        secs=$(since "$t0")
+        n=$(ls "$dir" | wc -l)
+        size=$(du -sk "$dir" | cut -f1)
+        echo "PDF ${opt:-(no -j)}: $n files, $size KiB, $(echo "$n / $secs" | bc) invoices/s"
+    done
     psql -q -d postgres -c "DROP DATABASE $copy WITH (FORCE)"
 }
 

@@ -188,6 +188,120 @@ bs_status export_invoice_load(bs_conn *c, int64_t id, export_invoice *inv, bs_er
     return BS_OK;
 }
 
+/* The first row of @res (ordered by the id in column @col) whose id is not below @id. */
+static int first_row(const PGresult *res, int col, int64_t id)
+{
+    int lo = 0;
+    int hi = PQntuples(res);
+
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (strtoll(PQgetvalue(res, mid, col), NULL, 10) < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* How many rows of @res from @row on have the id @id in column @col. */
+static int rows_with(const PGresult *res, int col, int row, int64_t id)
+{
+    int n = 0;
+
+    while (row + n < PQntuples(res) && strtoll(PQgetvalue(res, row + n, col), NULL, 10) == id)
+        n++;
+    return n;
+}
+
+/* Most columns rows_copy copies (the header has 33). */
+#define COPY_COLS_MAX 64
+
+/*
+ * Rows [@first, @first + @n) and the first @ncols columns of @res as a
+ * result of their own, as a query for one invoice returns it. NULL when
+ * out of memory (or past COPY_COLS_MAX columns, which no read has).
+ */
+static PGresult *rows_copy(const PGresult *res, int first, int n, int ncols)
+{
+    PGresAttDesc att[COPY_COLS_MAX];
+    PGresult *out;
+    int r;
+    int f;
+
+    if (ncols > COPY_COLS_MAX)
+        return NULL;
+    for (f = 0; f < ncols; f++) {
+        att[f].name = PQfname(res, f);
+        att[f].tableid = PQftable(res, f);
+        att[f].columnid = PQftablecol(res, f);
+        att[f].format = PQfformat(res, f);
+        att[f].typid = PQftype(res, f);
+        att[f].typlen = PQfsize(res, f);
+        att[f].atttypmod = PQfmod(res, f);
+    }
+    out = PQmakeEmptyPGresult(NULL, PGRES_TUPLES_OK);
+    if (out == NULL || !PQsetResultAttrs(out, ncols, att))
+        goto fail;
+    for (r = 0; r < n; r++) {
+        for (f = 0; f < ncols; f++) {
+            int null = PQgetisnull(res, first + r, f);
+            if (!PQsetvalue(out, r, f, null ? NULL : PQgetvalue(res, first + r, f),
+                            null ? -1 : PQgetlength(res, first + r, f)))
+                goto fail;
+        }
+    }
+    return out;
+fail:
+    PQclear(out);
+    return NULL;
+}
+
+/* Invoice @id's rows of the set reads @h, @l and @g, into @inv. */
+static bs_status split(export_invoice *inv, int64_t id, const PGresult *h, const PGresult *l,
+                       const PGresult *g, bs_error *err)
+{
+    int hr = first_row(h, 0, id);
+    int lr = first_row(l, PQnfields(l) - 1, id);
+    int gr = first_row(g, PQnfields(g) - 1, id);
+
+    if (rows_with(h, 0, hr, id) != 1)
+        return bs_error_set(err, BS_ERR_INVALID, "no invoice with id %lld", (long long)id);
+    inv->header = rows_copy(h, hr, 1, PQnfields(h));
+    inv->lines = rows_copy(l, lr, rows_with(l, PQnfields(l) - 1, lr, id), PQnfields(l) - 1);
+    inv->grants = rows_copy(g, gr, rows_with(g, PQnfields(g) - 1, gr, id), PQnfields(g) - 1);
+    if (inv->header == NULL || inv->lines == NULL || inv->grants == NULL)
+        return bs_error_set(err, BS_ERR_NOMEM, "out of memory");
+    return BS_OK;
+}
+
+bs_status export_invoices_load(bs_conn *c, const int64_t *ids, size_t n, export_invoice *invs,
+                               bs_error *err)
+{
+    PGresult *h;
+    PGresult *l = NULL;
+    PGresult *g = NULL;
+    bs_status st = BS_OK;
+    size_t i;
+
+    memset(invs, 0, n * sizeof(*invs));
+    h = bs_invoice_headers(c, ids, n, err);
+    if (h != NULL)
+        l = bs_invoice_lines_of_set(c, ids, n, err);
+    if (l != NULL)
+        g = bs_invoice_grants_of_set(c, ids, n, err);
+    if (g == NULL)
+        st = err != NULL ? err->status : BS_ERR_FATAL;
+    for (i = 0; st == BS_OK && i < n; i++)
+        st = split(&invs[i], ids[i], h, l, g, err);
+    for (i = 0; st != BS_OK && i < n; i++)
+        export_invoice_free(&invs[i]);
+    PQclear(h);
+    PQclear(l);
+    PQclear(g);
+    return st;
+}
+
 void export_invoice_free(export_invoice *inv)
 {
     PQclear(inv->header);

@@ -51,6 +51,16 @@ typedef struct export_invoice {
 bs_status export_invoice_load(bs_conn *c, int64_t id, export_invoice *inv, bs_error *err);
 void export_invoice_free(export_invoice *inv);
 
+/*
+ * export_invoices_load - read the @n invoices @ids (at most
+ * BS_INVOICE_SET_MAX) into @invs[0..n), in three statements for them all:
+ * each as export_invoice_load reads it, row for row. Returns BS_OK, or
+ * BS_ERR_INVALID when one of them does not exist, or a database error
+ * (then every @invs is empty). Free each with export_invoice_free.
+ */
+bs_status export_invoices_load(bs_conn *c, const int64_t *ids, size_t n, export_invoice *invs,
+                               bs_error *err);
+
 /* Header fields by name, as the header columns call them ("number", "total", ...). */
 const char *export_field(const export_invoice *inv, const char *key);
 

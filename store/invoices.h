@@ -255,4 +255,29 @@ PGresult *bs_invoice_grants(bs_conn *c, int64_t id, bs_error *err);
  */
 PGresult *bs_invoice_header(bs_conn *c, int64_t id, bs_error *err);
 
+/* Most invoices bs_invoice_headers and the other set reads take at once. */
+#define BS_INVOICE_SET_MAX 256
+
+/*
+ * bs_invoice_headers - bs_invoice_header's row for each of the @n (at
+ * most BS_INVOICE_SET_MAX) invoices @ids that exists, ordered by id: one
+ * statement for a chunk of an export. Caller PQclears; NULL with @err
+ * (BS_ERR_INVALID for more than BS_INVOICE_SET_MAX ids).
+ */
+PGresult *bs_invoice_headers(bs_conn *c, const int64_t *ids, size_t n, bs_error *err);
+
+/*
+ * bs_invoice_lines_of_set - bs_invoice_lines's columns for every line of
+ * the invoices @ids, then the line's invoice id; ordered by invoice id,
+ * then line. As bs_invoice_headers otherwise.
+ */
+PGresult *bs_invoice_lines_of_set(bs_conn *c, const int64_t *ids, size_t n, bs_error *err);
+
+/*
+ * bs_invoice_grants_of_set - bs_invoice_grants's columns for each of the
+ * invoices @ids, then the invoice id; ordered by invoice id, then in
+ * application order. As bs_invoice_headers otherwise.
+ */
+PGresult *bs_invoice_grants_of_set(bs_conn *c, const int64_t *ids, size_t n, bs_error *err);
+
 #endif /* BILLING_STORE_INVOICES_H */

@@ -6,7 +6,8 @@
 # status 2 and a message naming the option and the value. The smallest and
 # largest accepted values get past the option parsing: `billing rate`
 # rates the example; the database commands go on to connect and fail on
-# the unreachable server (status 5), not on the option. -jN, -j N and
+# the unreachable server (status 5), not on the option (invoice export:
+# before it creates its --out directory). -jN, -j N and
 # --jobs=N are refused naming the option as typed. Needs no server.
 # Prints a Check-style summary line.
 set -u
@@ -70,9 +71,13 @@ option --batch 50000 5
 pre="close --period 2026-01"
 post="--db $nodb"
 option --jobs 64 5
+pre="invoice export --period 2026-01 --format pdf --out $tmp/pdf"
+post="--db $nodb"
+option --jobs 64 5
 # The short form in its three spellings (-jN, -j N, and --jobs=N for the
 # long one): refused values are named as typed.
-for cmd in "rate --no-progress" ingest "close --period 2026-01" "rerate --period 2026-01"; do
+for cmd in "rate --no-progress" ingest "close --period 2026-01" "rerate --period 2026-01" \
+    "invoice export --period 2026-01 --format pdf --out $tmp/pdf"; do
     for spelled in "-j0:-j/--jobs '0'" "-j 0:-j/--jobs '0'" "--jobs=0:--jobs '0'" "-jx:-j/--jobs 'x'"; do
         # shellcheck disable=SC2086
         timeout 300 ${BILLING_TEST_WRAP:-} "$billing" $cmd ${spelled%%:*} --db "$nodb" \
