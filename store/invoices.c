@@ -896,12 +896,11 @@ PGresult *bs_credit_history(bs_conn *c, const char *accounts, const char *month,
  * takes them (a close recomputing one of them finishes first, and a
  * finalizer never numbers a draft a close is rewriting; two finalizers
  * queue on the same locks without deadlock), then numbers the batch in
- * account order. The batch is bounded by the shared lock table, which
- * holds the advisory locks until commit.
+ * account order. The batch (500 drafts) is bounded by the shared lock
+ * table, which holds the advisory locks until commit.
  */
-#define FINALIZE_BATCH "500"
 #define SQL_FINALIZE_BATCH                                                                     \
-    "SELECT picked, numbered FROM billing.finalize_invoices($1::date, $2::bigint, " FINALIZE_BATCH ")"
+    "SELECT picked, numbered FROM billing.finalize_invoices($1::date, $2::bigint, 500)"
 #define SQL_FINALIZE_WAITING                                                                   \
     "SELECT count(*) FROM billing.invoices WHERE month = $1::date AND kind = 'invoice'"        \
     " AND status = 'draft' AND period_end + make_interval(secs => $2::bigint) > now()"
