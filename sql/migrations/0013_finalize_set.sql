@@ -86,6 +86,7 @@ CREATE OR REPLACE FUNCTION billing.invoices_guard() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
     v_next bigint;
+    v_in_block boolean;
     v_lines numeric;
     v_credits numeric;
 BEGIN
@@ -114,13 +115,18 @@ BEGIN
             format('invoice %s: id, account and kind never change', OLD.id));
     END IF;
     IF NEW.status = 'finalized' THEN
-        SELECT next_number INTO v_next FROM billing.invoice_series WHERE series = NEW.series;
-        IF NEW.number IS NOT DISTINCT FROM v_next - 1 THEN
-            NULL;
-        ELSIF NEW.number IS NOT NULL
-              AND billing.invoice_number_in_block(NEW.series, NEW.number, v_next, false) THEN
+        -- One query per row: finalize_invoices runs this for every draft.
+        SELECT s.next_number,
+               NEW.number IS NOT NULL AND NEW.number <> s.next_number - 1
+               AND EXISTS (SELECT 1 FROM billing.invoice_number_blocks b
+                           WHERE b.xact = txid_current() AND b.series = s.series
+                           AND b.last_number = s.next_number - 1
+                           AND NEW.number BETWEEN b.first_number AND b.last_number)
+            INTO v_next, v_in_block
+            FROM billing.invoice_series s WHERE s.series = NEW.series;
+        IF v_in_block THEN
             RETURN NEW;
-        ELSE
+        ELSIF NEW.number IS DISTINCT FROM v_next - 1 THEN
             PERFORM billing.violation('invoices_number_from_series', TG_TABLE_NAME,
                 format('invoice %s: number %s was not just assigned by series %s',
                        OLD.id, NEW.number, NEW.series));
@@ -185,18 +191,21 @@ BEGIN
     IF v_ids IS NULL THEN
         RETURN;
     END IF;
-    -- The lines check finalize_invoice made per draft, for the batch at once;
-    -- the first draft (in numbering order) that fails names itself.
-    SELECT i.id, i.subtotal, i.credits, coalesce(l.s, 0) AS lines, coalesce(c.s, 0) AS creds
-        INTO v_bad
-        FROM billing.invoices i
-        LEFT JOIN (SELECT invoice_id, sum(amount) AS s FROM billing.invoice_lines
-                   WHERE invoice_id = ANY (v_ids) GROUP BY invoice_id) l ON l.invoice_id = i.id
-        LEFT JOIN (SELECT invoice_id, sum(amount) AS s FROM billing.invoice_credits
-                   WHERE invoice_id = ANY (v_ids) GROUP BY invoice_id) c ON c.invoice_id = i.id
-        WHERE i.id = ANY (v_ids)
-        AND (coalesce(l.s, 0) <> i.subtotal OR coalesce(c.s, 0) <> i.credits)
-        ORDER BY i.account_id LIMIT 1;
+    -- The lines check finalize_invoice made per draft, for the batch at once
+    -- (each draft's lines and credits by their primary keys; OFFSET 0 keeps
+    -- the drafts found by id, not by walking the account index for the
+    -- ORDER BY); the first draft (in numbering order) that fails names itself.
+    SELECT r.id, r.subtotal, r.credits, r.lines, r.creds INTO v_bad
+        FROM (SELECT i.id, i.account_id, i.subtotal, i.credits,
+                     coalesce(l.s, 0) AS lines, coalesce(c.s, 0) AS creds
+              FROM billing.invoices i
+              LEFT JOIN LATERAL (SELECT sum(x.amount) AS s FROM billing.invoice_lines x
+                                 WHERE x.invoice_id = i.id) l ON true
+              LEFT JOIN LATERAL (SELECT sum(x.amount) AS s FROM billing.invoice_credits x
+                                 WHERE x.invoice_id = i.id) c ON true
+              WHERE i.id = ANY (v_ids) OFFSET 0) r
+        WHERE r.lines <> r.subtotal OR r.creds <> r.credits
+        ORDER BY r.account_id LIMIT 1;
     IF FOUND THEN
         PERFORM billing.violation('invoices_lines_reconcile', 'invoices',
             format('invoice %s: subtotal %s and credits %s do not match lines %s and credits %s',
