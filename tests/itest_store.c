@@ -792,8 +792,9 @@ END_TEST
 #define DRAFTS_EACH 50
 
 typedef struct finalize_arg {
-    long invoice;
+    long invoice; /* with batch: gets how many drafts finalize_invoices picked */
     int rollback; /* finalize, then roll back: the number must be reused */
+    int batch;    /* > 0: billing.finalize_invoices of January, this many drafts */
 } finalize_arg;
 
 static bs_status finalize_tx(bs_conn *c, void *arg, bs_error *err)
@@ -803,12 +804,20 @@ static bs_status finalize_tx(bs_conn *c, void *arg, bs_error *err)
     const char *params[1];
     PGresult *res;
 
-    snprintf(id, sizeof(id), "%ld", fa->invoice);
+    snprintf(id, sizeof(id), "%ld", fa->batch > 0 ? (long)fa->batch : fa->invoice);
     params[0] = id;
-    res = bs_query_prepared(c, "finalize", "SELECT billing.finalize_invoice($1::bigint)", 1,
-                            params, err);
+    if (fa->batch > 0)
+        res = bs_query_prepared(c, "finalize_set",
+                                "SELECT picked FROM billing.finalize_invoices('2026-01-01', 0,"
+                                " $1::integer)",
+                                1, params, err);
+    else
+        res = bs_query_prepared(c, "finalize", "SELECT billing.finalize_invoice($1::bigint)", 1,
+                                params, err);
     if (res == NULL)
         return err->status;
+    if (fa->batch > 0)
+        fa->invoice = strtol(PQgetvalue(res, 0, 0), NULL, 10);
     PQclear(res);
     if (fa->rollback)
         return bs_error_set(err, BS_ERR_FATAL, "rolled back on purpose");
@@ -819,7 +828,7 @@ static bs_status finalize_tx(bs_conn *c, void *arg, bs_error *err)
 static int finalize_child(int i)
 {
     bs_conn *c = child_connect();
-    finalize_arg fa;
+    finalize_arg fa = {0, 0, 0};
     bs_error err;
     char sql[256];
     PGresult *res;
@@ -897,27 +906,11 @@ END_TEST
 #define SET_ACCOUNTS 120
 #define SET_SINGLES 30
 
-static bs_status finalize_set_tx(bs_conn *c, void *arg, bs_error *err)
-{
-    finalize_arg *fa = arg;
-    PGresult *res;
-
-    res = bs_query(c, "SELECT picked FROM billing.finalize_invoices('2026-01-01', 0, 7)", 0, NULL,
-                   err);
-    if (res == NULL)
-        return err->status;
-    fa->invoice = strtol(PQgetvalue(res, 0, 0), NULL, 10);
-    PQclear(res);
-    if (fa->rollback)
-        return bs_error_set(err, BS_ERR_FATAL, "rolled back on purpose");
-    return BS_OK;
-}
-
 /* Children 0-3 number January in batches; child 4 numbers February one by one. */
 static int finalize_set_child(int i)
 {
     bs_conn *c = child_connect();
-    finalize_arg fa;
+    finalize_arg fa = {0, 0, 0};
     bs_error err;
     PGresult *res;
     int k;
@@ -946,12 +939,13 @@ static int finalize_set_child(int i)
         bs_close(c);
         return rc;
     }
+    fa.batch = 7;
     for (k = 0; rc == 0; k++) {
         fa.rollback = k % 3 == 1;
-        if (fa.rollback && bs_transaction(c, finalize_set_tx, &fa, &err) != BS_ERR_FATAL)
+        if (fa.rollback && bs_transaction(c, finalize_tx, &fa, &err) != BS_ERR_FATAL)
             rc = 1;
         fa.rollback = 0;
-        if (rc == 0 && bs_transaction(c, finalize_set_tx, &fa, &err) != BS_OK) {
+        if (rc == 0 && bs_transaction(c, finalize_tx, &fa, &err) != BS_OK) {
             fprintf(stderr, "child %d: finalize_invoices: %s\n", i, err.message);
             rc = 1;
         }
