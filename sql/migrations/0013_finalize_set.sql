@@ -48,18 +48,14 @@ CREATE TRIGGER invoice_number_blocks_append_only
 CREATE TRIGGER invoice_number_blocks_no_truncate BEFORE TRUNCATE ON billing.invoice_number_blocks
     FOR EACH STATEMENT EXECUTE FUNCTION billing.refuse_unless_maintenance();
 
--- True if the current transaction recorded a block of @p_series ending at
--- @p_next - 1 (the series stands right after it) that starts at @p_number
--- (@p_whole: the series guard, the move is the whole block) or contains
--- @p_number (the invoices guard).
-CREATE FUNCTION billing.invoice_number_in_block(p_series text, p_number bigint,
-                                                p_next bigint, p_whole boolean)
+-- True if the current transaction recorded the block of @p_series that
+-- starts at @p_first and ends at @p_next - 1: a move of the series from
+-- @p_first to @p_next that finalize_invoices made.
+CREATE FUNCTION billing.invoice_number_block_taken(p_series text, p_first bigint, p_next bigint)
 RETURNS boolean LANGUAGE sql STABLE AS $$
     SELECT EXISTS (SELECT 1 FROM billing.invoice_number_blocks b
                    WHERE b.xact = txid_current() AND b.series = p_series
-                   AND b.last_number = p_next - 1
-                   AND CASE WHEN p_whole THEN b.first_number = p_number
-                            ELSE p_number BETWEEN b.first_number AND b.last_number END)
+                   AND b.first_number = p_first AND b.last_number = p_next - 1)
 $$;
 
 -- billing.invoice_series_guard, replacing 0001's: a series moves by one,
@@ -69,8 +65,8 @@ LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'DELETE' OR NEW.series <> OLD.series
        OR (NEW.next_number <> OLD.next_number + 1
-           AND NOT billing.invoice_number_in_block(OLD.series, OLD.next_number,
-                                                   NEW.next_number, true)) THEN
+           AND NOT billing.invoice_number_block_taken(OLD.series, OLD.next_number,
+                                                      NEW.next_number)) THEN
         PERFORM billing.violation('invoice_series_gapless', TG_TABLE_NAME,
             format('invoice series %s: numbers only advance one at a time', OLD.series));
     END IF;
