@@ -4,7 +4,8 @@
 # November 2026, stored in a fresh database, then timed:
 #   billing close --period 2026-11 -j JOBS   (first run: every draft new)
 #   the same again                            (nothing changes)
-#   billing close --finalize --grace 0
+#   billing close --finalize --grace 0        (and, read back, the numbering
+#                                            alone: first to last batch start)
 #   billing invoice export --period 2026-11 --format pdf (PDF_COUNT invoices),
 #     once per -j of PDF_JOBS (default "1 2") when the binary takes -j,
 #     else once; each export into a directory of its own (PDF files removed
@@ -162,6 +163,14 @@ run_steps() {
         ON l.invoice_id = i.id WHERE i.month = '2026-11-01'"
     measure "finalize" "$bin" close --db "$cconn" --period 2026-11 -j "$jobs" --quiet --finalize --grace 0
     tail -n 1 "$work/out"
+    # The numbering alone (the step closes first): finalized_at is each
+    # batch's transaction start, so the span from the first to the last is
+    # the numbering less its last batch (of 500). The digest of the numbers
+    # must be equal between the baseline and the new build.
+    psql -tA -d "$copy" -c "SELECT 'numbering: ' || count(*) || ' invoices in ' || count(DISTINCT finalized_at)
+        || ' batches, first to last batch start ' || round(extract(epoch FROM max(finalized_at) - min(finalized_at)), 2)
+        || ' s; digest of the numbers: ' || md5(string_agg(account_id || ':' || series || ':' || number || ':' || status,
+        ',' ORDER BY account_id)) FROM billing.invoices WHERE month = '2026-11-01' AND kind = 'invoice'"
     # A binary from before `invoice export -j` exports once, on one thread.
     local js="$pdf_jobs"
     "$bin" invoice --help | grep -q -- "--jobs" || js=old

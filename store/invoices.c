@@ -891,23 +891,16 @@ PGresult *bs_credit_history(bs_conn *c, const char *accounts, const char *month,
 /* ---------------------------------------------------------------------- */
 
 /*
- * A batch of drafts to finalize, their accounts' advisory locks taken in
- * the same hash order as a close takes them: a close recomputing one of
- * them finishes first (and a finalizer never numbers a draft a close is
- * rewriting); two finalizers queue on the same locks without deadlock.
+ * One batch of drafts numbered set-based by billing.finalize_invoices
+ * (0013): it takes the accounts' advisory locks in the hash order a close
+ * takes them (a close recomputing one of them finishes first, and a
+ * finalizer never numbers a draft a close is rewriting; two finalizers
+ * queue on the same locks without deadlock), then numbers the batch in
+ * account order. The batch (500 drafts) is bounded by the shared lock
+ * table, which holds the advisory locks until commit.
  */
-#define SQL_FINALIZE_PICK                                                                      \
-    "SELECT coalesce(json_agg(id), '[]')::text, count(*) FROM (SELECT id,"                     \
-    " pg_advisory_xact_lock(k) FROM (SELECT id, k FROM (SELECT id,"                            \
-    " hashtextextended(account_id, 7091318301203063141) AS k FROM billing.invoices"            \
-    " WHERE month = $1::date AND kind = 'invoice' AND status = 'draft'"                        \
-    " AND period_end + make_interval(secs => $2::bigint) <= now()"                             \
-    " ORDER BY account_id LIMIT 500) p0 ORDER BY k OFFSET 0) p1) p2"
-/* Those still drafts once the locks are held (another finalizer may have numbered them). */
 #define SQL_FINALIZE_BATCH                                                                     \
-    "SELECT billing.finalize_invoice(id) FROM (SELECT id FROM billing.invoices"                \
-    " WHERE id = ANY (ARRAY(SELECT x::bigint FROM json_array_elements_text($1::json) x))"      \
-    " AND status = 'draft' ORDER BY account_id FOR UPDATE) s"
+    "SELECT picked, numbered FROM billing.finalize_invoices($1::date, $2::bigint, 500)"
 #define SQL_FINALIZE_WAITING                                                                   \
     "SELECT count(*) FROM billing.invoices WHERE month = $1::date AND kind = 'invoice'"        \
     " AND status = 'draft' AND period_end + make_interval(secs => $2::bigint) > now()"
@@ -921,22 +914,14 @@ typedef struct finalize_ctx {
 static bs_status finalize_tx(bs_conn *c, void *arg, bs_error *err)
 {
     finalize_ctx *x = arg;
-    PGresult *res = bs_query(c, SQL_FINALIZE_PICK, 2, x->params, err);
-    const char *ids[1];
-    bs_status st;
-    char *picked;
+    PGresult *res = bs_query(c, SQL_FINALIZE_BATCH, 2, x->params, err);
 
     if (res == NULL)
         return err != NULL ? err->status : BS_ERR_FATAL;
-    x->picked = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
-    picked = strdup(PQgetvalue(res, 0, 0));
+    x->picked = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+    x->done = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
     PQclear(res);
-    if (picked == NULL)
-        return bs_error_set(err, BS_ERR_NOMEM, "finalize: out of memory");
-    ids[0] = picked;
-    st = x->picked > 0 ? bs_command(c, SQL_FINALIZE_BATCH, 1, ids, &x->done, err) : BS_OK;
-    free(picked);
-    return st;
+    return BS_OK;
 }
 
 bs_status bs_finalize_month(bs_conn *c, const char *month, int64_t grace_seconds, size_t *done,

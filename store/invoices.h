@@ -152,9 +152,12 @@ PGresult *bs_billed_lines(bs_conn *c, const char *accounts, const char *month, b
 /*
  * bs_finalize_month - number and freeze every draft invoice of @month
  * whose period ended at least @grace_seconds ago, in batches of 500 per
- * transaction, drafts locked by another finalizer skipped (it numbers
- * them). *@done gets how many this call finalized, *@waiting how many
- * drafts are still in their grace period. Returns BS_OK or an error.
+ * transaction, each numbered by one call of billing.finalize_invoices
+ * (migration 0013; numbers per series in account order, gapless). A
+ * draft another finalizer or a close holds is waited for, and left alone
+ * if it was numbered meanwhile. *@done gets how many this call finalized,
+ * *@waiting how many drafts are still in their grace period. Returns
+ * BS_OK or an error.
  */
 bs_status bs_finalize_month(bs_conn *c, const char *month, int64_t grace_seconds, size_t *done,
                             size_t *waiting, bs_error *err);

@@ -792,8 +792,9 @@ END_TEST
 #define DRAFTS_EACH 50
 
 typedef struct finalize_arg {
-    long invoice;
+    long invoice; /* with batch: gets how many drafts finalize_invoices picked */
     int rollback; /* finalize, then roll back: the number must be reused */
+    int batch;    /* > 0: billing.finalize_invoices of January, this many drafts */
 } finalize_arg;
 
 static bs_status finalize_tx(bs_conn *c, void *arg, bs_error *err)
@@ -803,12 +804,20 @@ static bs_status finalize_tx(bs_conn *c, void *arg, bs_error *err)
     const char *params[1];
     PGresult *res;
 
-    snprintf(id, sizeof(id), "%ld", fa->invoice);
+    snprintf(id, sizeof(id), "%ld", fa->batch > 0 ? (long)fa->batch : fa->invoice);
     params[0] = id;
-    res = bs_query_prepared(c, "finalize", "SELECT billing.finalize_invoice($1::bigint)", 1,
-                            params, err);
+    if (fa->batch > 0)
+        res = bs_query_prepared(c, "finalize_set",
+                                "SELECT picked FROM billing.finalize_invoices('2026-01-01', 0,"
+                                " $1::integer)",
+                                1, params, err);
+    else
+        res = bs_query_prepared(c, "finalize", "SELECT billing.finalize_invoice($1::bigint)", 1,
+                                params, err);
     if (res == NULL)
         return err->status;
+    if (fa->batch > 0)
+        fa->invoice = strtol(PQgetvalue(res, 0, 0), NULL, 10);
     PQclear(res);
     if (fa->rollback)
         return bs_error_set(err, BS_ERR_FATAL, "rolled back on purpose");
@@ -819,7 +828,7 @@ static bs_status finalize_tx(bs_conn *c, void *arg, bs_error *err)
 static int finalize_child(int i)
 {
     bs_conn *c = child_connect();
-    finalize_arg fa;
+    finalize_arg fa = {0, 0, 0};
     bs_error err;
     char sql[256];
     PGresult *res;
@@ -882,6 +891,113 @@ START_TEST(test_concurrent_finalizers)
     ck_assert_int_eq(query_long(c, "SELECT next_number FROM billing.invoice_series"
                                    " WHERE series = 'INV'"),
                      FINALIZERS * DRAFTS_EACH + 1);
+    drop_db(c);
+}
+END_TEST
+
+/*
+ * Issue 28: billing.finalize_invoices (0013) numbers a batch of drafts at
+ * once. Four children number the drafts of one month in batches of 7 (every
+ * third batch rolled back first: its block must be taken again), while the
+ * parent's drafts of another month in the same series are numbered one at
+ * a time by finalize_invoice from a fifth child. Numbers stay 1..N, each
+ * once, in a batch in account order, and every block is recorded.
+ */
+#define SET_ACCOUNTS 120
+#define SET_SINGLES 30
+
+/* Children 0-3 number January in batches; child 4 numbers February one by one. */
+static int finalize_set_child(int i)
+{
+    bs_conn *c = child_connect();
+    finalize_arg fa = {0, 0, 0};
+    bs_error err;
+    PGresult *res;
+    int k;
+    int rc = 0;
+
+    if (c == NULL)
+        return 1;
+    if (i == FINALIZERS) {
+        res = bs_query(c,
+                       "SELECT id FROM billing.invoices WHERE month = '2026-02-01'"
+                       " ORDER BY id",
+                       0, NULL, &err);
+        if (res == NULL || PQntuples(res) != SET_SINGLES) {
+            fprintf(stderr, "child %d: drafts: %s\n", i, res == NULL ? err.message : "count");
+            return 1;
+        }
+        for (k = 0; k < SET_SINGLES && rc == 0; k++) {
+            fa.invoice = strtol(PQgetvalue(res, k, 0), NULL, 10);
+            fa.rollback = 0;
+            if (bs_transaction(c, finalize_tx, &fa, &err) != BS_OK) {
+                fprintf(stderr, "child %d: finalize %ld: %s\n", i, fa.invoice, err.message);
+                rc = 1;
+            }
+        }
+        PQclear(res);
+        bs_close(c);
+        return rc;
+    }
+    fa.batch = 7;
+    for (k = 0; rc == 0; k++) {
+        fa.rollback = k % 3 == 1;
+        if (fa.rollback && bs_transaction(c, finalize_tx, &fa, &err) != BS_ERR_FATAL)
+            rc = 1;
+        fa.rollback = 0;
+        if (rc == 0 && bs_transaction(c, finalize_tx, &fa, &err) != BS_OK) {
+            fprintf(stderr, "child %d: finalize_invoices: %s\n", i, err.message);
+            rc = 1;
+        }
+        if (fa.invoice == 0)
+            break;
+    }
+    bs_close(c);
+    return rc;
+}
+
+START_TEST(test_concurrent_set_finalizers)
+{
+    bs_conn *c = migrated_db("set_finalizers");
+    char sql[SQL_MAX];
+    int k;
+
+    seed(c);
+    /* Accounts inserted out of order: the numbers follow account_id, not id. */
+    for (k = 0; k < SET_ACCOUNTS; k++) {
+        snprintf(sql, sizeof(sql), "set-%03d", (k * 7) % SET_ACCOUNTS);
+        exec_fmt(c, "INSERT INTO billing.accounts (id, currency) VALUES ('%s', 'CNY')", sql);
+        draft(c, sql, "2026-01-01");
+        if (k < SET_SINGLES)
+            draft(c, sql, "2026-02-01");
+    }
+    run_children(FINALIZERS + 1, finalize_set_child);
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.invoices"
+                                   " WHERE status = 'finalized'"),
+                     SET_ACCOUNTS + SET_SINGLES);
+    ck_assert_int_eq(query_long(c, "SELECT count(DISTINCT number) FROM billing.invoices"),
+                     SET_ACCOUNTS + SET_SINGLES);
+    ck_assert_int_eq(query_long(c, "SELECT min(number) FROM billing.invoices"), 1);
+    ck_assert_int_eq(query_long(c, "SELECT max(number) FROM billing.invoices"),
+                     SET_ACCOUNTS + SET_SINGLES);
+    ck_assert_int_eq(query_long(c, "SELECT next_number FROM billing.invoice_series"
+                                   " WHERE series = 'INV'"),
+                     SET_ACCOUNTS + SET_SINGLES + 1);
+    /* Each committed block: its numbers are January's, in account order, and nothing else's. */
+    ck_assert_int_eq(query_long(c, "SELECT coalesce(sum(last_number - first_number + 1), 0)"
+                                   " FROM billing.invoice_number_blocks"),
+                     SET_ACCOUNTS);
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.invoice_number_blocks b"
+                                   " WHERE (SELECT array_agg(i.number ORDER BY i.account_id)"
+                                   " FROM billing.invoices i WHERE i.month = '2026-01-01'"
+                                   " AND i.number BETWEEN b.first_number AND b.last_number)"
+                                   " IS DISTINCT FROM ARRAY(SELECT generate_series(b.first_number,"
+                                   " b.last_number))"),
+                     0);
+    expect_refused(c, "DELETE FROM billing.invoice_number_blocks", BS_ERR_CONSTRAINT,
+                   "invoice_number_blocks_append_only");
+    expect_refused(c, "UPDATE billing.invoice_series SET next_number = next_number + 2",
+                   BS_ERR_CONSTRAINT, "invoice_series_gapless");
     drop_db(c);
 }
 END_TEST
@@ -2796,6 +2912,7 @@ static Suite *store_suite(void)
     tcase_add_test(inv, test_invariants_ledger);
     tcase_add_test(inv, test_runtime_role);
     tcase_add_test(inv, test_concurrent_finalizers);
+    tcase_add_test(inv, test_concurrent_set_finalizers);
     tcase_add_test(ev, test_events_ingest);
     tcase_add_test(ev, test_events_refused_batch);
     tcase_add_test(ev, test_fingerprint_matches_sql);
