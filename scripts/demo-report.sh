@@ -150,9 +150,13 @@ FROM generate_series(date '$period-01', date '$period-01' + interval '1 month - 
 
 plot_daily() {
     local data=$out/revenue-per-day.dat
-    local fees
+    local fees days
     psql "$db_conninfo" -X -q -A -t -F ' ' -v ON_ERROR_STOP=1 -c "$daily_sql" >"$data"
-    fees=$(awk '{ s += $5 } END { printf "%.2f", s }' "$data")
+    # The day rows again as SQL, summed there: exact, where awk's sums
+    # would be floating point.
+    days="(VALUES $(awk '{ printf "%s(%s, %s, %s, %s)", (NR > 1 ? ", " : ""), $2, $3, $4, $5 }' "$data"))
+          v(gpu, gpuless, storage, fee)"
+    fees=$(q "SELECT sum(fee) FROM $days")
     gnuplot <<EOF
 set terminal pngcairo size 1100,550 font "DejaVu Sans,10"
 set output "$out/revenue-per-day.png"
@@ -170,11 +174,10 @@ plot "$data" using 2:xtic(stringcolumn(1)[9:10]) title "gpu", \
 EOF
     printf '   %s\n' "$out/revenue-per-day.png"
     table "Daily chart against the invoices (usage lines; the invoices round each line to cents)" "
-        WITH d AS (SELECT * FROM (VALUES
-            ('gpu', $(awk '{ s += $2 } END { printf "%.2f", s }' "$data")),
-            ('gpuless', $(awk '{ s += $3 } END { printf "%.2f", s }' "$data")),
-            ('storage', $(awk '{ s += $4 } END { printf "%.2f", s }' "$data")),
-            ('fee', $(awk '{ s += $5 } END { printf "%.2f", s }' "$data"))) v(meter, chart)),
+        WITH d AS (SELECT 'gpu' AS meter, sum(gpu) AS chart FROM $days
+                   UNION ALL SELECT 'gpuless', sum(gpuless) FROM $days
+                   UNION ALL SELECT 'storage', sum(storage) FROM $days
+                   UNION ALL SELECT 'fee', sum(fee) FROM $days),
         l AS (SELECT coalesce(l.meter, 'fee') AS meter, sum(l.amount) AS invoices
               FROM billing.invoices i JOIN billing.invoice_lines l ON l.invoice_id = i.id
               WHERE $month_filter AND l.kind IN ('usage', 'fee') GROUP BY 1)
