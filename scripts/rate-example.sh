@@ -17,7 +17,8 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd -P)
 . "$here/lib.sh"
 cd "$BILLING_ROOT"
-build="$BILLING_ROOT/_build-run"
+# BILLING_RATE_EXAMPLE_BUILD: another build directory (tests/check-rate-example.sh).
+build=${BILLING_RATE_EXAMPLE_BUILD:-$BILLING_ROOT/_build-run}
 
 mkdir -p "$build"
 
