@@ -11,6 +11,15 @@ table() { # TITLE SQL
     psql "$db_conninfo" -X -q -v ON_ERROR_STOP=1 -P footer=off -c "$2" | sed 's/^/   /'
 }
 
+# shorten_sql EXPR N: SQL for the text EXPR whole if it has at most N
+# characters, else cut after its last word that fits N - 3 and "..." added
+# (a word longer than that is cut where it must be).
+shorten_sql() {
+    local e=$1 n=$2
+    printf "CASE WHEN length(%s) <= %d THEN %s ELSE coalesce(substring(left(%s, %d) FROM '^(.*\\S)\\s'), left(%s, %d)) || '...' END" \
+        "$e" "$n" "$e" "$e" "$((n - 2))" "$e" "$((n - 3))"
+}
+
 month_filter="i.month = '$period-01' AND i.status = 'finalized'"
 
 report_summary() {
@@ -32,14 +41,15 @@ report_summary() {
         FROM billing.invoices i WHERE $month_filter GROUP BY 1"
     table "Trial credit (ledger entries of $period's invoices)" "
         SELECT l.entry, c.code AS currency, count(*) AS entries,
-               -sum(l.amount_minor) / 10 ^ c.digits AS amount
+               round(-sum(l.amount_minor) / 10::numeric ^ c.digits, c.digits) AS amount
         FROM billing.credit_ledger l JOIN billing.invoices i ON i.id = l.invoice_id
         JOIN billing.currencies c ON c.code = i.currency
         WHERE $month_filter AND l.entry IN ('apply', 'expire') GROUP BY 1, 2, c.digits
         UNION ALL
-        SELECT 'granted', a.currency, count(*), sum(g.amount)
+        SELECT 'granted', a.currency, count(*), round(sum(g.amount), c.digits)
         FROM billing.credit_grants g JOIN billing.accounts a ON a.id = g.account_id
-        GROUP BY 2 ORDER BY 1"
+        JOIN billing.currencies c ON c.code = a.currency
+        GROUP BY 2, c.digits ORDER BY 1"
     table "Credit alerts billingd published (topic $topic-alerts, loaded into public.demo_alerts)" "
         SELECT kind, split_part(alert_id, '/', 2) AS credit_used, threshold AS balance_threshold,
                count(*) AS alerts,
@@ -54,7 +64,7 @@ report_summary() {
         SELECT c.n AS consumed, s.n AS stored, c.n - s.n - r.n AS duplicates, r.n AS rejected
         FROM c, s, r"
     table "Rejected records and why (billing rejected list)" "
-        SELECT reason_code, count(*) AS records, min(left(reason, 70)) AS example
+        SELECT reason_code, count(*) AS records, $(shorten_sql 'min(reason)' 70) AS example
         FROM billing.rejected_events WHERE kafka_topic = '$topic' GROUP BY 1 ORDER BY 1"
     table "Reconciliation" "
         WITH t AS (SELECT sum(i.subtotal) AS subtotal, sum(i.credits) AS credits,
@@ -73,17 +83,25 @@ report_summary() {
         "$(printf '%s\n' "$report" | awk '/^malformed\./ { sub("malformed.", "", $1); printf "%s%s %s", s, $1, $2; s = ", " }')"
 }
 
-# A student, a lab and a team: the largest invoice of each.
+# A student, a lab and a team: the largest invoice of each. export.log
+# says which file each export wrote (a line per file, this run's only).
 report_exports() {
-    local dir=$out/invoices id
+    local dir=$out/invoices log=$out/export.log id number f file msg
     mkdir -p "$dir"
+    : >"$log"
     printf '\nInvoices exported (PDF, JSON, CSV) into %s:\n' "$dir"
     for id in $(q "SELECT DISTINCT ON (split_part(i.account_id, '-', 1)) i.id
                    FROM billing.invoices i WHERE $month_filter
                    ORDER BY split_part(i.account_id, '-', 1), i.total DESC, i.id"); do
+        number=$("$build/billing/billing" invoice show "$id" --format json | jq -r .number)
         for f in pdf json csv; do
-            "$build/billing/billing" invoice export "$id" --format "$f" --out "$dir" \
-                >/dev/null 2>>"$out/export.log" || billing_die "export failed ($out/export.log)"
+            file=$dir/$number.$f
+            msg=$("$build/billing/billing" invoice export "$id" --format "$f" --out "$dir" 2>&1 >/dev/null) &&
+                [ -s "$file" ] || {
+                printf '%s: export failed: %s\n' "$file" "$msg" >>"$log"
+                billing_die "export of $file failed ($log)"
+            }
+            printf '%s: written (invoice id %s)\n' "$file" "$id" >>"$log"
         done
     done
     (cd "$dir" && ls -1 ./*.pdf | sed 's|^\./|   |; s|\.pdf$|.{pdf,json,csv}|')
@@ -132,9 +150,13 @@ FROM generate_series(date '$period-01', date '$period-01' + interval '1 month - 
 
 plot_daily() {
     local data=$out/revenue-per-day.dat
-    local fees
+    local fees days
     psql "$db_conninfo" -X -q -A -t -F ' ' -v ON_ERROR_STOP=1 -c "$daily_sql" >"$data"
-    fees=$(awk '{ s += $5 } END { printf "%.2f", s }' "$data")
+    # The day rows again as SQL, summed there: exact, where awk's sums
+    # would be floating point.
+    days="(VALUES $(awk '{ printf "%s(%s, %s, %s, %s)", (NR > 1 ? ", " : ""), $2, $3, $4, $5 }' "$data"))
+          v(gpu, gpuless, storage, fee)"
+    fees=$(q "SELECT sum(fee) FROM $days")
     gnuplot <<EOF
 set terminal pngcairo size 1100,550 font "DejaVu Sans,10"
 set output "$out/revenue-per-day.png"
@@ -152,11 +174,10 @@ plot "$data" using 2:xtic(stringcolumn(1)[9:10]) title "gpu", \
 EOF
     printf '   %s\n' "$out/revenue-per-day.png"
     table "Daily chart against the invoices (usage lines; the invoices round each line to cents)" "
-        WITH d AS (SELECT * FROM (VALUES
-            ('gpu', $(awk '{ s += $2 } END { printf "%.2f", s }' "$data")),
-            ('gpuless', $(awk '{ s += $3 } END { printf "%.2f", s }' "$data")),
-            ('storage', $(awk '{ s += $4 } END { printf "%.2f", s }' "$data")),
-            ('fee', $(awk '{ s += $5 } END { printf "%.2f", s }' "$data"))) v(meter, chart)),
+        WITH d AS (SELECT 'gpu' AS meter, sum(gpu) AS chart FROM $days
+                   UNION ALL SELECT 'gpuless', sum(gpuless) FROM $days
+                   UNION ALL SELECT 'storage', sum(storage) FROM $days
+                   UNION ALL SELECT 'fee', sum(fee) FROM $days),
         l AS (SELECT coalesce(l.meter, 'fee') AS meter, sum(l.amount) AS invoices
               FROM billing.invoices i JOIN billing.invoice_lines l ON l.invoice_id = i.id
               WHERE $month_filter AND l.kind IN ('usage', 'fee') GROUP BY 1)
@@ -167,12 +188,42 @@ EOF
 # RFC 3339 in UTC, for SQL.
 utc="'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'"
 
+# place_labels FIRST LAST (epoch seconds of the picture's x range): the
+# alert marks "TIME BALANCE LABEL EPOCH" on stdin, in time order, out as
+# "TIME BALANCE LABEL LABEL_Y": each label half a unit (about a line) above
+# its point, and raised further while it would touch an earlier label. Two
+# labels touch when their centres are closer than their half widths plus
+# a margin across (7 px a character, the 1000 px picture's plot at least
+# 850 px wide) and closer than 0.6 CNY up and down (at least 18 px, a line
+# of the 10 pt font being 14). Alerts crossed in one batch, or minutes
+# apart, thus stack instead of printing "80%" over "100%".
+place_labels() {
+    awk -v first="$1" -v last="$2" '
+        BEGIN { span = last > first ? last - first : 1 }
+        {
+            x[NR] = ($4 - first) / span * 850; w[NR] = length($3) * 7
+            y[NR] = $2 + 0.5
+            do {
+                moved = 0
+                for (j = 1; j < NR; j++) {
+                    dx = x[NR] - x[j]; dy = y[NR] - y[j]
+                    if (dx < 0) dx = -dx
+                    if (dy < 0) dy = -dy
+                    if (dx < (w[NR] + w[j]) / 2 + 7 && dy < 0.6) {
+                        y[NR] = y[j] + 0.6; moved = 1
+                    }
+                }
+            } while (moved)
+            printf "%s %s %s %.2f\n", $1, $2, $3, y[NR]
+        }'
+}
+
 # One trial account's credit, exact, at its grant and at the end of each
 # of its records until the credit is gone: `billing rate --at` over its
 # events as stored (`billing account balance --at` cannot: it rates the
 # month's stored aggregates, which hold no instants).
 plot_credit() {
-    local acct data=$out/credit-burn-down.dat marks=$out/credit-alerts.dat t events left
+    local acct data=$out/credit-burn-down.dat marks=$out/credit-alerts.dat t events left t0 t1
     acct=$(q "SELECT account_id FROM public.demo_alerts WHERE kind = 'exhausted'
               AND account_id IN (SELECT account_id FROM public.demo_alerts GROUP BY 1
                                  HAVING count(*) >= 2)
@@ -204,9 +255,14 @@ plot_credit() {
         printf '%s %s\n' "$t" "$left" >>"$data"
         [ "$left" != 0 ] || break
     done
-    q "SELECT to_char(crossed_at AT TIME ZONE 'UTC', $utc), balance, split_part(alert_id, '/', 2)
+    q "SELECT to_char(crossed_at AT TIME ZONE 'UTC', $utc), balance, regexp_replace(split_part(alert_id, '/', 2), 'pct$', '%'),
+              extract(epoch FROM crossed_at)::bigint
        FROM public.demo_alerts WHERE account_id = '$acct' ORDER BY crossed_at, alert_id" |
-        tr '|' ' ' | sed 's/pct$/%/' >"$marks"
+        tr '|' ' ' >"$marks.tmp"
+    t0=$(head -1 "$data" | cut -d' ' -f1)
+    t1=$(tail -1 "$data" | cut -d' ' -f1)
+    place_labels "$(date -u -d "$t0" +%s)" "$(date -u -d "$t1" +%s)" <"$marks.tmp" >"$marks"
+    rm -f "$marks.tmp"
     gnuplot <<EOF
 set terminal pngcairo size 1000,500 font "DejaVu Sans,10"
 set output "$out/credit-burn-down.png"
@@ -215,12 +271,13 @@ set xdata time
 set timefmt "%Y-%m-%dT%H:%M:%SZ"
 set format x "%m-%d\n%H:%M"
 set ylabel "CNY left"
+set xrange ["$t0":"$t1"]
 set yrange [-0.5:11]
 set grid
 set key top right
 plot "$data" using 1:2 with steps lw 2 title "credit remaining", \
      "$marks" using 1:2 with points pt 7 ps 1.5 title "alert (at its batch's last record)", \
-     "$marks" using 1:2:3 with labels offset 0,1 notitle
+     "$marks" using 1:4:3 with labels notitle
 EOF
     printf '   %s (%s, %s balance points, %s alerts)\n' "$out/credit-burn-down.png" "$acct" \
         "$(wc -l <"$data")" "$(wc -l <"$marks")"

@@ -181,6 +181,12 @@ step_services() {
 base_conninfo=
 db_conninfo=
 
+# Every psql of the demo without NOTICEs ("relation ... already exists,
+# skipping" of IF NOT EXISTS on a second run); warnings and errors still show.
+psql() {
+    PGOPTIONS="${PGOPTIONS:+$PGOPTIONS }-c client_min_messages=warning" command psql "$@"
+}
+
 q() { # SQL -> unaligned rows, fields separated by '|'
     psql "$db_conninfo" -X -q -A -t -v ON_ERROR_STOP=1 -c "$1"
 }

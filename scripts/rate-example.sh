@@ -6,29 +6,56 @@
 # invoices as tables. Extra arguments go to `billing rate`
 # (e.g. `--format json`, `--account lab-a`); tables stay the default
 # unless they choose a --format.
+#
+# Standard output is `billing rate`'s alone. The installation and the build
+# are quiet: their output goes to logs in _build-run/ (install-deps.log,
+# configure.out, make.log), and only a failure shows a log's tail. The
+# script's own standard error is one line (what it rates, where the man page
+# is), plus a "building" line on a terminal that is erased once built.
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd -P)
 . "$here/lib.sh"
 cd "$BILLING_ROOT"
-build="$BILLING_ROOT/_build-run"
+# BILLING_RATE_EXAMPLE_BUILD: another build directory (tests/check-rate-example.sh).
+build=${BILLING_RATE_EXAMPLE_BUILD:-$BILLING_ROOT/_build-run}
 
-bash scripts/install-deps.sh >&2
+mkdir -p "$build"
+
+# quietly LOG CMD...: CMD's output into LOG; on failure its tail and exit.
+quietly() {
+    local log=$1
+    shift
+    "$@" >"$log" 2>&1 || {
+        [ -z "$building" ] || printf '\n' >&2
+        tail -20 "$log" >&2
+        billing_die "$1 failed (log: $log)"
+    }
+}
+
+building=
+if [ -t 2 ]; then
+    building="rate-example.sh: installing and building (log: ${build#"$BILLING_ROOT"/}/make.log)..."
+    printf '%s' "$building" >&2
+fi
+quietly "$build/install-deps.log" bash scripts/install-deps.sh
 if [ -f config.status ]; then
     # An in-tree configuration already exists: use that build.
-    make -j2 >&2
+    quietly "$build/make.log" make -j2
     bin="$BILLING_ROOT/billing/billing"
 else
     if [ ! -f configure ]; then
-        ./autogen.sh >&2
+        quietly "$build/autogen.log" ./autogen.sh
     fi
-    mkdir -p "$build"
     if [ ! -f "$build/config.status" ]; then
         (cd "$build" && "$BILLING_ROOT/configure" >configure.out 2>&1) ||
-            { cat "$build/configure.out" >&2; billing_die "configure failed"; }
+            { tail -20 "$build/configure.out" >&2; billing_die "configure failed (log: $build/configure.out)"; }
     fi
-    make -C "$build" -j2 >&2
+    quietly "$build/make.log" make -C "$build" -j2
     bin="$build/billing/billing"
+fi
+if [ -n "$building" ]; then
+    printf '\r%*s\r' "${#building}" '' >&2
 fi
 # Tables unless the arguments choose a format; the example's own files
 # unless they name inputs, and then stdin is not taken for events.
@@ -55,8 +82,15 @@ done
 if [ -n "$format" ]; then
     set -- --format table "$@"
 fi
-echo "man page: $(dirname "$bin")/billing.1 (man -l to read it)" >&2
+man="$(dirname "$bin")/billing.1"
+man=${man#"$BILLING_ROOT"/}
 if [ -z "$inputs" ]; then
-    exec "$bin" rate "$@" </dev/null
+    # The example named here rather than found by `billing rate`, which
+    # would say so in a line of three absolute paths.
+    example=examples/gpu-cloud
+    echo "rate-example.sh: rating $example/ (man page: man -l $man)" >&2
+    exec "$bin" rate "$@" --pricebook "$example/pricebook.json" \
+        --accounts "$example/accounts.json" "$example/events.jsonl" </dev/null
 fi
+echo "rate-example.sh: man page: man -l $man" >&2
 exec "$bin" rate "$@"

@@ -10,6 +10,9 @@
 #   - invoices are exported as PDF, JSON and CSV, two PNG pictures drawn;
 #   - a second run reuses what the first did (produced, consumed, closed)
 #     and prints the same summary;
+#   - issue 27: trial credit amounts with the currency's decimals, reject
+#     examples whole or cut at a word, export.log naming each file once,
+#     burn-down labels stacked apart, no psql NOTICE on either run;
 #   - SIGTERM (what Ctrl-C does) to a run serving /metrics stops the
 #     billingd it started and leaves the services it did not start alone.
 # Prints a Check-style summary line.
@@ -99,6 +102,56 @@ for p in revenue-per-day credit-burn-down; do
 done
 check "both pictures are PNG files" $ok
 
+# Issue 27's demo fixes, each checked on this run's output.
+digits=$(sql "SELECT digits FROM billing.currencies WHERE code = 'CNY'")
+amounts=$(rows "$tmp/run1.txt" "Trial credit" | awk -F'|' '{ gsub(/ /, "", $4); print $4 }')
+check "trial credit amounts have the currency's $digits decimals ($(echo $amounts))" \
+    "$([ -n "$amounts" ] && [ "$digits" -gt 0 ] &&
+        ! printf '%s\n' "$amounts" | grep -qvE "^-?[0-9]+\.[0-9]{$digits}\$" && echo ok)"
+rows "$tmp/run1.txt" "Rejected records and why" |
+    awk -F'|' '{ sub(/^ /, "", $3); sub(/ *$/, "", $3); print $3 }' >"$tmp/examples"
+ok=ok
+cut=0
+while IFS= read -r ex; do
+    [ ${#ex} -le 70 ] || ok=fail
+    case $ex in
+    *...) cut=$((cut + 1)) whole=${ex%...} sep=' ' ;;
+    *) whole=$ex sep= ;;
+    esac
+    # Whole, or cut after a word: the reason goes on with a space there.
+    n=$(printf "SELECT count(*) FROM billing.rejected_events WHERE reason = :'w' || :'s'
+                OR (:'s' <> '' AND left(reason, length(:'w') + 1) = :'w' || :'s')\n" |
+        psql "$base dbname=$db" -X -At -v w="$whole" -v s="$sep")
+    [ "${n:-0}" -gt 0 ] || ok=fail
+done <"$tmp/examples"
+check "reject examples are whole or cut at a word with '...', within 70 characters ($cut cut)" \
+    "$([ -s "$tmp/examples" ] && [ $cut -gt 0 ] && echo $ok)"
+ok=ok
+while IFS= read -r line; do
+    f=${line%%: *}
+    case $f in "$tmp/out/invoices/"*) [ -s "$f" ] || ok=fail ;; *) ok=fail ;; esac
+done <"$tmp/out/export.log"
+check "export.log: a line per file written, naming it, no line twice ($(wc -l <"$tmp/out/export.log") lines)" \
+    "$([ "$(wc -l <"$tmp/out/export.log")" = $((3 * n_pdf)) ] &&
+        [ "$(sort -u "$tmp/out/export.log" | wc -l)" = $((3 * n_pdf)) ] && echo $ok)"
+# Burn-down labels: two labels closer than 5 % of the time axis are at
+# least 0.6 CNY apart up and down (the chart's are 25 minutes apart).
+span=$(($(date -u -d "$(tail -1 "$tmp/out/credit-burn-down.dat" | cut -d' ' -f1)" +%s) -
+    $(date -u -d "$(head -1 "$tmp/out/credit-burn-down.dat" | cut -d' ' -f1)" +%s)))
+while read -r t b label y; do
+    echo "$(date -u -d "$t" +%s) $y $label"
+done <"$tmp/out/credit-alerts.dat" >"$tmp/labels"
+close=$(awk -v span="$span" '{ x[NR] = $1; y[NR] = $2; ok[NR] = NF == 3 }
+    END { for (i = 1; i <= NR; i++) for (j = i + 1; j <= NR; j++) {
+              if (!ok[i] || !ok[j]) { print "bad"; exit }
+              dy = y[i] - y[j]; if (dy < 0) dy = -dy
+              if ((x[j] - x[i]) * 20 < span) { n++; if (dy < 0.6) { print "bad"; exit } } }
+          print n + 0 }' "$tmp/labels")
+check "burn-down chart: labels of alerts close in time are stacked apart ($close close pairs)" \
+    "$([ "$close" != bad ] && [ "$close" -gt 0 ] && echo ok)"
+n=$(grep -c NOTICE "$tmp/run1.txt")
+check "the first run prints no NOTICE ($n)" "$([ "$n" = 0 ] && echo ok)"
+
 demo >"$tmp/run2.txt" 2>&1
 rc=$?
 n=$(grep -c "reused:" "$tmp/run2.txt")
@@ -110,6 +163,10 @@ sed -n '/^Accounts$/,/^Invoices exported/p' "$tmp/run1.txt" >"$tmp/sum1"
 sed -n '/^Accounts$/,/^Invoices exported/p' "$tmp/run2.txt" >"$tmp/sum2"
 check "the second run prints the same summary" \
     "$([ -s "$tmp/sum1" ] && cmp -s "$tmp/sum1" "$tmp/sum2" && echo ok)"
+n=$(grep -c NOTICE "$tmp/run2.txt")
+check "the second run prints no NOTICE either ($n)" "$([ "$n" = 0 ] && echo ok)"
+check "... and its export.log has no line twice" \
+    "$([ "$(sort "$tmp/out/export.log" | uniq -d | wc -l)" = 0 ] && [ -s "$tmp/out/export.log" ] && echo ok)"
 
 # --serve keeps billingd running; SIGTERM stops it and nothing else.
 # Not through demo(): $! must be demo.sh itself, not a subshell around it.
