@@ -58,6 +58,8 @@
 /* Topics deleted while running: how often the metadata is asked, and how long it may take. */
 #define TOPIC_WATCH_MS 2000
 #define TOPIC_QUERY_MS 1000
+/* Rejected records logged a second at most (log_rejected). */
+#define REJECT_LOG_PER_S 10
 
 /* One assigned partition. */
 typedef struct bd_part {
@@ -130,6 +132,10 @@ struct bd_daemon {
     int exit_code;                   /* non-zero: stop and exit with it (BD_EXIT_SCHEMA) */
     int64_t topics_at_ms;            /* next look for deleted topics */
     char topics_missing[MSG_MAX];    /* those found missing last time, "role=name ..." */
+    /* Rejected records logged: at most REJECT_LOG_PER_S a second, the rest counted. */
+    int64_t reject_second;
+    unsigned reject_logged;
+    uint64_t reject_suppressed;
     bd_stats stats;
 };
 
@@ -342,6 +348,43 @@ static void record_lag(bd_daemon *d, const bd_batch *b)
     }
 }
 
+/*
+ * Log the rejected records of committed batch @b, each with its source and
+ * reason (what billing.rejected_events and the dead-letter topic keep),
+ * at most REJECT_LOG_PER_S lines a second: a flood of bad records must
+ * not drown the log. The lines left out are counted, and the count is
+ * logged (event=rejected_suppressed) before the first rejected record of a
+ * later second.
+ */
+static void log_rejected(bd_daemon *d, const bd_batch *b)
+{
+    int64_t second = now_ms() / 1000;
+    size_t i;
+
+    for (i = 0; i < b->n; i++) {
+        if (b->results[i].outcome != BS_RECORD_REJECTED)
+            continue;
+        if (second != d->reject_second) {
+            if (d->reject_suppressed > 0)
+                bd_log("warn", "rejected_suppressed", "count=%" PRIu64 " per_s=%d",
+                       d->reject_suppressed, REJECT_LOG_PER_S);
+            d->reject_second = second;
+            d->reject_logged = 0;
+            d->reject_suppressed = 0;
+        }
+        if (d->reject_logged >= REJECT_LOG_PER_S) {
+            d->reject_suppressed++;
+            continue;
+        }
+        d->reject_logged++;
+        bd_log("warn", "rejected", "source=%s event_id=%s reason_code=%s reason=%s",
+               bd_q(b->recs[i].source),
+               bd_q(b->results[i].event_id != NULL ? b->results[i].event_id : "-"),
+               bd_q(b->results[i].reason_code != NULL ? b->results[i].reason_code : "-"),
+               bd_q(b->results[i].reason != NULL ? b->results[i].reason : ""));
+    }
+}
+
 /* The committed batch @b's metrics (thread-safe): counted as soon as it is in. */
 static void batch_metrics(bd_daemon *d, bd_batch *b)
 {
@@ -370,6 +413,8 @@ static void batch_done(bd_daemon *d, bd_batch *b)
     bd_log("info", "batch", "records=%zu stored=%zu duplicates=%zu rejected=%zu aggregates=%zu "
                             "ms=%" PRId64,
            k->records, k->stored, k->duplicates, k->rejected, k->aggregates, ms);
+    if (k->rejected > 0)
+        log_rejected(d, b);
     commit_informational(d, b);
     drop_batch(b);
 }

@@ -13,8 +13,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "metrics.h"
@@ -139,6 +142,115 @@ static void histogram(page *p, const char *name, const char *help, const uint64_
          name, cum, name, sum, name, cum);
 }
 
+/* @ms milliseconds as seconds, exactly ("2.5", "0.005", "12"), into @buf. */
+static void seconds_text(uint64_t ms, char *buf, size_t size)
+{
+    char frac[4];
+    int len = 3;
+
+    snprintf(frac, sizeof(frac), "%03" PRIu64, ms % 1000);
+    while (len > 0 && frac[len - 1] == '0')
+        frac[--len] = '\0';
+    snprintf(buf, size, "%" PRIu64 "%s%s", ms / 1000, len > 0 ? "." : "", frac);
+}
+
+/*
+ * A histogram of durations kept in milliseconds, shown in seconds
+ * (Prometheus's base unit): bounds and sum exact decimals of seconds.
+ */
+static void histogram_seconds(page *p, const char *name, const char *help,
+                              const uint64_t *bounds_ms, size_t n, const uint64_t *buckets,
+                              uint64_t sum_ms)
+{
+    char le[32];
+    char sum[32];
+    uint64_t cum = 0;
+    size_t i;
+
+    emit(p, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    for (i = 0; i < n; i++) {
+        cum += buckets[i];
+        seconds_text(bounds_ms[i], le, sizeof(le));
+        emit(p, "%s_bucket{le=\"%s\"} %" PRIu64 "\n", name, le, cum);
+    }
+    cum += buckets[n];
+    seconds_text(sum_ms, sum, sizeof(sum));
+    emit(p, "%s_bucket{le=\"+Inf\"} %" PRIu64 "\n%s_sum %s\n%s_count %" PRIu64 "\n", name, cum,
+         name, sum, name, cum);
+}
+
+/*
+ * The standard process_* metrics of the Prometheus client libraries, from
+ * /proc/self (Linux): CPU time, memory, open and allowed descriptors,
+ * start time. A figure /proc does not give is left out.
+ */
+static void process_metrics(page *p)
+{
+    char buf[1024];
+    char cpu[32];
+    unsigned long utime = 0;
+    unsigned long stime = 0;
+    unsigned long long start = 0;
+    unsigned long vsize = 0;
+    long rss = 0;
+    long tick = sysconf(_SC_CLK_TCK);
+    long pagesize = sysconf(_SC_PAGESIZE);
+    unsigned long long boot = 0;
+    struct rlimit rl;
+    struct dirent *e;
+    DIR *fds;
+    FILE *f;
+    char *at;
+    long n = 0;
+
+    f = fopen("/proc/self/stat", "r");
+    if (f != NULL && fgets(buf, sizeof(buf), f) != NULL && (at = strrchr(buf, ')')) != NULL &&
+        sscanf(at + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %*d %*d %*d %*d %*d "
+                       "%*d %llu %lu %ld",
+               &utime, &stime, &start, &vsize, &rss) == 5 && tick > 0) {
+        /* Ticks to seconds, exactly as a decimal of milliseconds. */
+        seconds_text((uint64_t)(utime + stime) * 1000 / (uint64_t)tick, cpu, sizeof(cpu));
+        emit(p, "# HELP process_cpu_seconds_total User and system CPU time, seconds.\n"
+                "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total %s\n",
+             cpu);
+        emit(p, "# HELP process_virtual_memory_bytes Virtual memory size, bytes.\n"
+                "# TYPE process_virtual_memory_bytes gauge\nprocess_virtual_memory_bytes %lu\n",
+             vsize);
+        emit(p, "# HELP process_resident_memory_bytes Resident memory size, bytes.\n"
+                "# TYPE process_resident_memory_bytes gauge\n"
+                "process_resident_memory_bytes %lld\n",
+             (long long)rss * pagesize);
+    }
+    if (f != NULL)
+        fclose(f);
+    f = fopen("/proc/stat", "r");
+    while (f != NULL && fgets(buf, sizeof(buf), f) != NULL) {
+        if (sscanf(buf, "btime %llu", &boot) == 1)
+            break;
+    }
+    if (f != NULL)
+        fclose(f);
+    if (boot > 0 && start > 0 && tick > 0)
+        emit(p, "# HELP process_start_time_seconds Start time since the Unix epoch, seconds.\n"
+                "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds %llu\n",
+             boot + start / (unsigned long long)tick);
+    fds = opendir("/proc/self/fd");
+    while (fds != NULL && (e = readdir(fds)) != NULL) {
+        if (e->d_name[0] != '.')
+            n++;
+    }
+    if (fds != NULL) {
+        closedir(fds);
+        emit(p, "# HELP process_open_fds Open file descriptors.\n"
+                "# TYPE process_open_fds gauge\nprocess_open_fds %ld\n",
+             n - 1); /* the directory's own */
+    }
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+        emit(p, "# HELP process_max_fds Most open file descriptors.\n"
+                "# TYPE process_max_fds gauge\nprocess_max_fds %llu\n",
+             (unsigned long long)rl.rlim_cur);
+}
+
 static void render(bd_metrics *m, page *p)
 {
     size_t i;
@@ -166,11 +278,11 @@ static void render(bd_metrics *m, page *p)
             "HTTP connections closed for taking longer than the request bound.", m->http_cut);
     histogram(p, "billingd_batch_size", "Records per committed batch.", size_bounds, N_SIZE,
               m->size_buckets, m->size_sum);
-    histogram(p, "billingd_commit_latency_ms", "Time to run and commit a batch, ms.", ms_bounds,
-              N_MS, m->ms_buckets, m->ms_sum);
-    histogram(p, "billingd_alert_check_ms",
-              "Time of a batch's credit alert check, publishing included, ms.", ms_bounds, N_MS,
-              m->check_buckets, m->check_sum);
+    histogram_seconds(p, "billingd_commit_latency_seconds", "Time to run and commit a batch.",
+                      ms_bounds, N_MS, m->ms_buckets, m->ms_sum);
+    histogram_seconds(p, "billingd_alert_check_seconds",
+                      "Time of a batch's credit alert check, publishing included.", ms_bounds,
+                      N_MS, m->check_buckets, m->check_sum);
     counter(p, "billingd_alerts_published_total",
             "Credit alerts published (again when their batch rolled back and ran again).",
             m->alerts);
@@ -187,6 +299,7 @@ static void render(bd_metrics *m, page *p)
     emit(p, "# HELP billingd_up 1 while consuming normally.\n# TYPE billingd_up gauge\n"
             "billingd_up %d\n",
          m->healthy && m->topics_missing == 0);
+    process_metrics(p);
 }
 
 /* /healthz: "ok", or each reason for 503 on a line (a missing topic, failing batches). */

@@ -36,6 +36,7 @@ jq
 python3
 gnuplot-nox
 curl
+systemd
 "
 # postgresql: the server binaries for scripts/pg.sh (its system cluster is
 #   never used). util-linux: runuser, setsid, flock. passwd: useradd.
@@ -47,6 +48,8 @@ curl
 #   scripts/mutation.sh and the example's event generator.
 # gnuplot-nox: scripts/demo.sh's pictures (PNG through its cairo
 #   terminal, no X); curl: the demo reads billingd's /metrics.
+# systemd: systemd-analyze, which rates billingd.service in the tests
+#   (tests/check-unit.sh); nothing is started with it.
 # Java and Maven fetch and run Kafka (scripts/kafka.sh). This machine kind
 # may bring its own JDK and Maven; install Debian's only when missing.
 command -v java >/dev/null 2>&1 || packages="$packages openjdk-17-jre-headless"

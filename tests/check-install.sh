@@ -73,6 +73,10 @@ protodir=$(in_root "$($pkgconfig --variable=protodir libbilling)")
 test -f "$protodir/billing/v1/usage_event.proto" &&
     test -f "$protodir/billing/v1/credit_alert.proto"
 ok $? "billing/v1/*.proto in protodir $protodir"
+# The systemd unit, with the installed program's path in it.
+service=$(find "$root" -path '*/systemd/system/billingd.service' | head -n 1)
+test -n "$service" && grep -q "^ExecStart=/.*/billingd --config /" "$service"
+ok $? "billingd.service installed into systemd's unit directory (${service#"$root"})"
 
 # Out of tree: the source alone, the installed headers and libraries, the
 # configure's sanitizer flags (the installed libraries carry them), and

@@ -416,6 +416,24 @@ static void check_dead_letters(long rejects)
 }
 
 /* GET @path from billingd's HTTP server into @out (headers and body). */
+/* The sum of the values of the /metrics lines starting with @prefix. */
+static long metric_sum(const char *page, const char *prefix)
+{
+    const char *p = page;
+    const char *sp;
+    long sum = 0;
+
+    while ((p = strstr(p, prefix)) != NULL) {
+        if (p == page || p[-1] == '\n') {
+            sp = strchr(p, ' ');
+            if (sp != NULL)
+                sum += atol(sp + 1);
+        }
+        p += strlen(prefix);
+    }
+    return sum;
+}
+
 static void http_get(const char *path, char *out, size_t size)
 {
     struct sockaddr_in sa;
@@ -552,14 +570,45 @@ static void finish_stream(bs_conn *c, its_stream *s, pid_t pid)
     itdb_drop(c, db);
 }
 
+/*
+ * The rejected records billingd's log @path names (event=rejected lines,
+ * each checked to carry its source, code and reason) into *@logged, and
+ * those it counted instead (event=rejected_suppressed) into *@suppressed.
+ */
+static void rejected_in_log(const char *path, long *logged, long *suppressed)
+{
+    char line[4096];
+    FILE *f = fopen(path, "r");
+    const char *at;
+
+    *logged = 0;
+    *suppressed = 0;
+    ck_assert_msg(f != NULL, "no log %s", path);
+    while (fgets(line, sizeof(line), f) != NULL) {
+        if (strstr(line, " event=rejected ") != NULL) {
+            ck_assert_msg(strstr(line, " source=kafka:") != NULL &&
+                              strstr(line, " reason_code=-") == NULL &&
+                              strstr(line, " reason_code=") != NULL && strstr(line, " reason=") != NULL,
+                          "incomplete: %s", line);
+            (*logged)++;
+        } else if ((at = strstr(line, " event=rejected_suppressed count=")) != NULL) {
+            *suppressed += strtol(at + strlen(" event=rejected_suppressed count="), NULL, 10);
+        }
+    }
+    fclose(f);
+}
+
 START_TEST(test_end_to_end)
 {
     static char page[65536];
     char want[128];
     its_stream *s = calloc(1, sizeof(*s));
     bs_conn *c = itdb_fresh("e2e", db, sizeof(db));
+    char log[256];
     pid_t pid;
     size_t rejects;
+    long logged;
+    long suppressed;
     billing_config_zones *zones = billing_config_zones_new();
     billing_catalog *fcat = its_file_catalog(zones);
     billing_rater *direct;
@@ -570,6 +619,7 @@ START_TEST(test_end_to_end)
     produce(s);
     snprintf(http_listen, sizeof(http_listen), "127.0.0.1:%d", 40000 + (int)(getpid() % 20000));
     pid = start_daemon(NULL, 500);
+    snprintf(log, sizeof(log), "%s", last_log);
     wait_progress(c, (long)s->n - 1, (long)s->n, pid);
     /* /metrics counts what was committed; /healthz says ok. */
     snprintf(want, sizeof(want), "billingd_events_stored_total %ld",
@@ -577,7 +627,13 @@ START_TEST(test_end_to_end)
     http_get("/metrics", page, sizeof(page));
     ck_assert_msg(strstr(page, want) != NULL, "no '%s' in /metrics:\n%s", want, page);
     ck_assert_ptr_nonnull(strstr(page, "billingd_events_rejected_total{reason=\"parse\"}"));
-    ck_assert_ptr_nonnull(strstr(page, "billingd_commit_latency_ms_bucket{le=\"+Inf\"}"));
+    ck_assert_ptr_nonnull(strstr(page, "billingd_commit_latency_seconds_bucket{le=\"+Inf\"}"));
+    /* Seconds, Prometheus's base unit: the 5 ms bound is 0.005. */
+    ck_assert_ptr_nonnull(strstr(page, "billingd_commit_latency_seconds_bucket{le=\"0.005\"}"));
+    ck_assert_int_gt(metric_sum(page, "process_resident_memory_bytes"), 0);
+    ck_assert_int_gt(metric_sum(page, "process_open_fds"), 2);
+    ck_assert_int_gt(metric_sum(page, "process_start_time_seconds"), 1700000000);
+    ck_assert_ptr_nonnull(strstr(page, "\nprocess_cpu_seconds_total "));
     ck_assert_ptr_nonnull(strstr(page, "billingd_consumer_lag{topic="));
     http_get("/healthz", page, sizeof(page));
     ck_assert_ptr_nonnull(strstr(page, "200 OK"));
@@ -586,6 +642,10 @@ START_TEST(test_end_to_end)
     check_store(c, s);
     direct = its_rate_directly(fcat, s, &rejects);
     check_dead_letters((long)rejects);
+    /* Each rejected record named in the log with its reason, or counted as left out. */
+    rejected_in_log(log, &logged, &suppressed);
+    ck_assert_int_ge(logged, 1);
+    ck_assert_int_le(logged + suppressed, (long)rejects);
     billing_rater_destroy(direct);
     billing_catalog_destroy(fcat);
     billing_config_zones_destroy(zones);
@@ -765,20 +825,6 @@ END_TEST
  * one alert per threshold (50, 80, 100% used), each with the exhaustion
  * instant the library computes for the usage running at that point.
  */
-/* The value of the sample @name (no labels) on a /metrics @page; -1 when absent. */
-static long metric(const char *page, const char *name)
-{
-    const char *at = page;
-    size_t len = strlen(name);
-
-    while ((at = strstr(at, name)) != NULL) {
-        if ((at == page || at[-1] == '\n') && at[len] == ' ')
-            return strtol(at + len + 1, NULL, 10);
-        at += len;
-    }
-    return -1;
-}
-
 START_TEST(test_credit_alerts)
 {
     static char page[65536];
@@ -816,8 +862,8 @@ START_TEST(test_credit_alerts)
     wait_progress(c, (long)s->n - 1, (long)s->n, pid);
     /* /metrics: the check ran once per batch (30 of one record), and published the alerts. */
     http_get("/metrics", page, sizeof(page));
-    ck_assert_int_ge(metric(page, "billingd_alert_check_ms_count"), 30);
-    ck_assert_int_ge(metric(page, "billingd_alerts_published_total"), 3);
+    ck_assert_int_ge(metric_sum(page, "billingd_alert_check_seconds_count"), 30);
+    ck_assert_int_ge(metric_sum(page, "billingd_alerts_published_total"), 3);
     ck_assert_int_eq(stop_daemon(pid, SIGTERM), 0);
     http_listen[0] = '\0';
     total = read_alerts(s, seen);
@@ -1024,24 +1070,6 @@ static int wait_exit(pid_t pid, int ms)
     }
     stop_daemon(pid, SIGKILL);
     return -1;
-}
-
-/* The sum of the values of the /metrics lines starting with @prefix. */
-static long metric_sum(const char *page, const char *prefix)
-{
-    const char *p = page;
-    const char *sp;
-    long sum = 0;
-
-    while ((p = strstr(p, prefix)) != NULL) {
-        if (p == page || p[-1] == '\n') {
-            sp = strchr(p, ' ');
-            if (sp != NULL)
-                sum += atol(sp + 1);
-        }
-        p += strlen(prefix);
-    }
-    return sum;
 }
 
 static void listen_port(void)
