@@ -255,7 +255,11 @@ plot_credit() {
         printf '%s %s\n' "$t" "$left" >>"$data"
         [ "$left" != 0 ] || break
     done
-    q "SELECT to_char(crossed_at AT TIME ZONE 'UTC', $utc), balance, regexp_replace(split_part(alert_id, '/', 2), 'pct$', '%'),
+    # Each alert at its crossing: the threshold the credit reached at
+    # crossed_at, which lies on the burn-down line. (Its balance field is
+    # the credit left after the batch that raised it: 0 for every alert of
+    # an account whose whole month came in one batch.)
+    q "SELECT to_char(crossed_at AT TIME ZONE 'UTC', $utc), threshold, regexp_replace(split_part(alert_id, '/', 2), 'pct$', '%'),
               extract(epoch FROM crossed_at)::bigint
        FROM public.demo_alerts WHERE account_id = '$acct' ORDER BY crossed_at, alert_id" |
         tr '|' ' ' >"$marks.tmp"
@@ -276,7 +280,7 @@ set yrange [-0.5:11]
 set grid
 set key top right
 plot "$data" using 1:2 with steps lw 2 title "credit remaining", \
-     "$marks" using 1:2 with points pt 7 ps 1.5 title "alert (at its batch's last record)", \
+     "$marks" using 1:2 with points pt 7 ps 1.5 title "alert (its threshold, at crossed_at)", \
      "$marks" using 1:4:3 with labels notitle
 EOF
     printf '   %s (%s, %s balance points, %s alerts)\n' "$out/credit-burn-down.png" "$acct" \

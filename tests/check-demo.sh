@@ -149,6 +149,23 @@ close=$(awk -v span="$span" '{ x[NR] = $1; y[NR] = $2; ok[NR] = NF == 3 }
           print n + 0 }' "$tmp/labels")
 check "burn-down chart: labels of alerts close in time are stacked apart ($close close pairs)" \
     "$([ "$close" != bad ] && [ "$close" -gt 0 ] && echo ok)"
+# Each alert lies on the burn-down that `billing rate --at` computed on its
+# own: before its crossed_at the credit was above its threshold, from the
+# next second on at or below it (points in the same second are skipped).
+while read -r t left; do
+    echo "$(date -u -d "$t" +%s) $left"
+done <"$tmp/out/credit-burn-down.dat" >"$tmp/burn"
+while read -r t level label y; do
+    echo "$(date -u -d "$t" +%s) $level $label"
+done <"$tmp/out/credit-alerts.dat" >"$tmp/marks"
+agree=$(awk 'NR == FNR { bt[NR] = $1; bl[NR] = $2; nb = NR; next }
+    { for (i = 1; i <= nb; i++) {
+          if (bt[i] < $1 && bl[i] + 0 <= $2 + 0) { print "bad " $3 " above " bt[i]; exit }
+          if (bt[i] > $1 && bl[i] + 0 > $2 + 0) { print "bad " $3 " below " bt[i]; exit } }
+      n++ }
+    END { print n + 0 }' "$tmp/burn" "$tmp/marks")
+check "each alert's threshold is crossed at its crossed_at on billing rate --at's burn-down ($agree alerts)" \
+    "$(case $agree in bad*) ;; *) [ "$agree" -gt 0 ] && echo ok ;; esac)"
 n=$(grep -c NOTICE "$tmp/run1.txt")
 check "the first run prints no NOTICE ($n)" "$([ "$n" = 0 ] && echo ok)"
 
