@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "numfmt.h"
@@ -687,23 +689,42 @@ done:
 static int print_table_resource(rate_ctx *c, const billing_invoice *ri, const char *resource,
                                 void *arg)
 {
-    (void)arg;
-    return render_resource_table(stdout, ri, resource, &c->view) == 0 ? CLI_EXIT_OK
-                                                                       : CLI_EXIT_INTERNAL;
+    return render_resource_table(arg, ri, resource, &c->view) == 0 ? CLI_EXIT_OK
+                                                                    : CLI_EXIT_INTERNAL;
 }
 
+/* One invoice's table (and its resources with --by resource) on @arg, a FILE *. */
 static int print_table_invoice(rate_ctx *c, const billing_invoice *inv, void *arg)
 {
-    (void)arg;
-    if (render_invoice_table(stdout, inv, &c->view) != 0)
+    FILE *out = arg;
+
+    if (render_invoice_table(out, inv, &c->view) != 0)
         return CLI_EXIT_INTERNAL;
     if (c->kept == NULL)
         return CLI_EXIT_OK;
-    fputs("  By resource (each share rounded on its own):\n", stdout);
-    if (for_each_resource(c, inv, print_table_resource, NULL) != CLI_EXIT_OK)
+    fputs("  By resource (each share rounded on its own):\n", out);
+    if (for_each_resource(c, inv, print_table_resource, out) != CLI_EXIT_OK)
         return CLI_EXIT_INTERNAL;
-    fputc('\n', stdout);
+    fputc('\n', out);
     return CLI_EXIT_OK;
+}
+
+/* The widest line of @doc (@len bytes), in characters (UTF-8 lead bytes). */
+static size_t widest_line(const char *doc, size_t len)
+{
+    size_t widest = 0;
+    size_t width = 0;
+    size_t i;
+
+    for (i = 0; i < len; i++) {
+        if (doc[i] == '\n') {
+            widest = width > widest ? width : widest;
+            width = 0;
+        } else if (((unsigned char)doc[i] & 0xC0) != 0x80) {
+            width++;
+        }
+    }
+    return width > widest ? width : widest;
 }
 
 void rate_print_counts(FILE *out, const rate_counts *n)
@@ -718,10 +739,37 @@ void rate_print_counts(FILE *out, const rate_counts *n)
         fprintf(out, "Subscriptions: %" PRIu64 " rejected\n", n->subs_rejected);
 }
 
+/*
+ * The tables. On a terminal they are first written to memory to be
+ * measured: wider than the terminal, a line on stderr says so and how to
+ * read them (the tables themselves are the same bytes either way).
+ */
 static int print_table(rate_ctx *c)
 {
-    int rc = for_each_invoice(c, print_table_invoice, NULL);
+    struct winsize ws;
+    char *doc = NULL;
+    size_t len = 0;
+    size_t widest;
+    FILE *mem = NULL;
+    int rc;
 
+    memset(&ws, 0, sizeof(ws));
+    if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+        mem = open_memstream(&doc, &len);
+    rc = for_each_invoice(c, print_table_invoice, mem != NULL ? mem : stdout);
+    if (mem != NULL) {
+        fclose(mem);
+        fwrite(doc, 1, len, stdout);
+        widest = widest_line(doc, len);
+        free(doc);
+        if (widest > ws.ws_col) {
+            fflush(stdout);
+            fprintf(stderr,
+                    "billing rate: the tables are %zu columns wide, the terminal %u: widen it,"
+                    " or read them with | less -S, or use --format csv\n",
+                    widest, (unsigned)ws.ws_col);
+        }
+    }
     if (rc != CLI_EXIT_OK)
         return rc;
     rate_print_counts(stdout, &c->counts);

@@ -24,6 +24,7 @@
 #   - invoice list: every row adds up (SUBTOTAL - CREDITS + ACCT CREDIT +
 #     TAX = TOTAL); JSON credits_total is a string in list and show, and
 #     list has no "credits" of another type; stored instants carry an offset.
+# billing rate's tables wider than the terminal are said so (script(1)).
 # Prints a Check-style summary line.
 set -u
 builddir=$(cd "${top_builddir:-..}" && pwd) || exit 99
@@ -144,6 +145,27 @@ printf '{\n  "accounts": [\n    {"id": "a"},\n  ]\n}\n' >"$tmp/comma.json"
 expect "a JSON trailing comma is named with its line and column" 3 \
     "comma.json:3:16: trailing comma before '\]'" \
     $billing rate --pricebook "$ex/pricebook.json" --accounts "$tmp/comma.json" "$ex/events.jsonl"
+
+# A table wider than the terminal is said so on stderr (a pseudo-terminal of 80
+# columns from script(1)); on a wide one, and through a pipe, nothing is said.
+rate_on_tty() { # COLUMNS: stdout and stderr of billing rate --format table on a terminal
+    script -qec "stty cols $1; $billing rate --format table --pricebook '$ex/pricebook.json' \
+        --accounts '$ex/accounts.json' '$ex/events.jsonl'" /dev/null 2>&1 </dev/null
+}
+if command -v script >/dev/null 2>&1; then
+    rate_on_tty 80 >"$tmp/tty80"
+    grep -aq "billing rate: the tables are [0-9]* columns wide, the terminal 80" "$tmp/tty80" &&
+        r=ok || r=fail
+    check "billing rate --format table on an 80-column terminal says the tables are wider" $r
+    rate_on_tty 300 >"$tmp/tty300"
+    grep -aq "columns wide, the terminal" "$tmp/tty300" && r=fail || r=ok
+    grep -aq "^Invoice lab-a 2026-01" "$tmp/tty300" || r=fail
+    check "... and on a 300-column one says nothing" $r
+    $billing rate --format table --pricebook "$ex/pricebook.json" --accounts "$ex/accounts.json" \
+        "$ex/events.jsonl" 2>"$tmp/err" >/dev/null
+    grep -q "columns wide" "$tmp/err" && r=fail || r=ok
+    check "... nor through a pipe" $r
+fi
 
 # ---- 4. summaries ---------------------------------------------------------------
 $billing close --period 2026-01 --quiet >"$tmp/sum" 2>"$tmp/err"
