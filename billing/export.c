@@ -12,6 +12,7 @@
 #include "csv.h"
 #include "export.h"
 #include "invoices.h"
+#include "numfmt.h"
 
 /* Every column of bs_invoice_header, by position. */
 static const char *const header_keys[] = {"id",
@@ -420,6 +421,25 @@ int export_total_shown(const export_invoice *inv, const export_total *t)
     return !t->hide_zero || strspn(v, "-0.") != strlen(v);
 }
 
+const char *export_total_label(const export_invoice *inv, const export_total *t, char *buf,
+                               size_t size)
+{
+    char pct[64];
+
+    if (strcmp(t->key, "tax") == 0 && export_field(inv, "tax_rate")[0] != '\0' &&
+        numfmt_percent(export_field(inv, "tax_rate"), pct, sizeof(pct)) == 0) {
+        snprintf(buf, size, "Tax at %s", pct);
+        return buf;
+    }
+    if (strcmp(t->key, "total") != 0)
+        return t->label;
+    if (strcmp(export_field(inv, "kind"), "credit_note") == 0)
+        return "Total credited";
+    if (strcmp(export_field(inv, "status"), "void") == 0)
+        return "Amount due (void: nothing to pay)";
+    return t->label;
+}
+
 /* The amount of total row @t: what is taken off is printed with a minus ("-12.00"). */
 const char *export_total_text(const export_invoice *inv, const export_total *t, char *buf,
                               size_t size)
@@ -434,13 +454,15 @@ const char *export_total_text(const export_invoice *inv, const export_total *t, 
 
 static void table_totals(FILE *out, const export_invoice *inv)
 {
+    char label[CELL_MAX];
     char buf[CELL_MAX];
     size_t i;
 
     fputc('\n', out);
     for (i = 0; i < export_n_totals; i++) {
         if (export_total_shown(inv, &export_totals[i]))
-            fprintf(out, "%-36s %16s %s\n", export_totals[i].label,
+            fprintf(out, "%-36s %16s %s\n",
+                    export_total_label(inv, &export_totals[i], label, sizeof(label)),
                     export_total_text(inv, &export_totals[i], buf, sizeof(buf)),
                     export_field(inv, "currency"));
     }

@@ -116,6 +116,16 @@ extern const size_t export_n_totals;
 int export_total_shown(const export_invoice *inv, const export_total *t);
 
 /*
+ * export_total_label - the label of row @t for @inv: the tax row names
+ * the rate ("Tax at 6%"), and the last row says what the document's total
+ * is: "Amount due" on an invoice, "Total credited" on a credit note,
+ * "Amount due (void: nothing to pay)" on a voided invoice. The returned
+ * string is @t's label or @buf.
+ */
+const char *export_total_label(const export_invoice *inv, const export_total *t, char *buf,
+                               size_t size);
+
+/*
  * export_total_text - the amount of row @t as printed: the header field,
  * with a minus for credit taken off (then written into @buf). The
  * returned string lives in @inv's result or @buf.

@@ -263,6 +263,12 @@ static double header(cairo_t *cr, const export_invoice *inv)
         text(cr, MARGIN, y, buf, 9);
         y += ROW;
     }
+    if (export_field(inv, "void_reason")[0] != '\0') {
+        /* Cut like the refund's reason: the line must stay on the page. */
+        snprintf(buf, sizeof(buf), "Voided: %.300s", export_field(inv, "void_reason"));
+        text(cr, MARGIN, y, buf, 9);
+        y += ROW;
+    }
     if (export_field(inv, "refund_method")[0] != '\0') {
         snprintf(buf, sizeof(buf), "Account credit refunded to the payment method (%s), "
                                    "reference %.100s", export_field(inv, "refund_method"),
@@ -349,6 +355,7 @@ static double total_row(cairo_t *cr, double y, const char *label, const char *va
 static double totals(cairo_t *cr, const export_invoice *inv, double y)
 {
     const char *cur = export_field(inv, "currency");
+    char label[128];
     char buf[128];
     size_t i;
 
@@ -356,7 +363,8 @@ static double totals(cairo_t *cr, const export_invoice *inv, double y)
     for (i = 0; i < export_n_totals; i++) {
         const export_total *t = &export_totals[i];
         if (export_total_shown(inv, t))
-            y = total_row(cr, y, t->label, export_total_text(inv, t, buf, sizeof(buf)), cur,
+            y = total_row(cr, y, export_total_label(inv, t, label, sizeof(label)),
+                          export_total_text(inv, t, buf, sizeof(buf)), cur,
                           i + 1 == export_n_totals ? 12 : 9);
     }
     return y;

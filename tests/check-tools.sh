@@ -205,6 +205,18 @@ expect "void" 0 "^voided INV-2026-000002; credit note CN-" \
     $billing invoice void INV-2026-000002 --reason "test"
 expect "voiding twice names the invoice" 3 "INV-2026-000002 is void already" \
     $billing invoice void INV-2026-000002 --reason "again"
+# What each document's last row says it is, and the tax row its rate.
+$billing invoice show INV-2026-000002 >"$tmp/void.txt" 2>&1
+grep -q "^Amount due (void: nothing to pay) " "$tmp/void.txt" && grep -q "^Tax at [0-9.]*% " "$tmp/void.txt" &&
+    r=ok || r=fail
+check "a voided invoice's total row says there is nothing to pay; the tax row names its rate" $r
+cn=$($billing invoice list --format json 2>/dev/null | jq -r '[.[] | select(.kind == "credit_note")][0].number')
+$billing invoice show "$cn" >"$tmp/cn.txt" 2>&1
+grep -q "^Total credited " "$tmp/cn.txt" && ! grep -q "^Amount due" "$tmp/cn.txt" && r=ok || r=fail
+check "a credit note's total row is 'Total credited', not 'Amount due' ($cn)" $r
+$billing invoice export INV-2026-000002 --format pdf --out "$tmp/voidpdf" >/dev/null 2>&1
+pdftotext "$tmp/voidpdf/"*.pdf - 2>/dev/null | grep -q "Voided: test" && r=ok || r=fail
+check "a voided invoice's PDF gives the reason" $r
 grep -q SQLSTATE "$tmp/out" && r=fail || r=ok
 check "voiding twice shows no SQLSTATE" $r
 
