@@ -741,5 +741,16 @@ bs_status bs_pipeline_end(bs_conn *c, bs_error *err)
     if (PQexitPipelineMode(c->pg) != 1 && c->pipe_err.status == BS_OK)
         pipe_fail(c, NULL, "leaving pipeline mode");
     c->in_pipeline = 0;
+    /*
+     * Results left unread (the server cut the session in the middle, its
+     * end of file not seen yet): libpq stays in pipeline mode and refuses
+     * every later query on this connection while its status still reads
+     * OK, so nobody would ever reconnect it (billingd's catalog reloads
+     * failed that way for good). A new session is the only way out; if it
+     * cannot be had now, the connection is left broken for the next
+     * caller's reconnect.
+     */
+    if (PQpipelineStatus(c->pg) != PQ_PIPELINE_OFF)
+        connect_with_retry(c, NULL, NULL);
     return pipe_report(c, err);
 }

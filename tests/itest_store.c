@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "migrate.h"
@@ -1686,6 +1687,64 @@ START_TEST(test_pipeline)
 }
 END_TEST
 
+/*
+ * The server cuts the session while a pipeline's results are unread (an
+ * administrator's pg_terminate_backend, a restart): the connection must
+ * not stay in libpq's pipeline mode, where every later query fails while
+ * its status still reads OK and nobody reconnects it (billingd's catalog
+ * reloads failed that way for good, and it stalled). The cut comes from a
+ * child process once the pipeline's first statement is seen running.
+ */
+START_TEST(test_pipeline_session_cut)
+{
+    bs_conn *c = fresh_db("pipecut");
+    static char big[100 * 1024];
+    const char *params[1] = {big};
+    char sql[SQL_MAX];
+    bs_error err;
+    long sessions = (long)bs_sessions(c);
+    int pid = PQbackendPID(bs_pg(c));
+    int status;
+    pid_t child;
+    int i;
+
+    memset(big, 'x', sizeof(big) - 1);
+    child = fork();
+    ck_assert_int_ge(child, 0);
+    if (child == 0) {
+        bs_conn *admin = connect_db(db_name);
+        struct timespec tick = {0, 10 * 1000 * 1000};
+        time_t deadline = time(NULL) + 60;
+
+        snprintf(sql, sizeof(sql),
+                 "SELECT count(*) FROM pg_stat_activity WHERE pid = %d AND state = 'active'"
+                 " AND query LIKE 'SELECT pg_sleep%%'",
+                 pid);
+        while (query_long(admin, sql) == 0 && time(NULL) < deadline)
+            nanosleep(&tick, NULL); /* the poll's pace, not a wait for the other side */
+        snprintf(sql, sizeof(sql), "SELECT count(pg_terminate_backend(%d))", pid);
+        _exit(query_long(admin, sql) == 1 ? 0 : 1);
+    }
+    ck_assert_int_eq(bs_begin(c, &err), BS_OK);
+    ck_assert_int_eq(bs_pipeline_begin(c, &err), BS_OK);
+    bs_pipeline_send(c, NULL, "SELECT pg_sleep(60)", 0, NULL, NULL, NULL);
+    /* Statements past libpq's output threshold: it sends them, the sleep starts. */
+    for (i = 0; i < 5; i++)
+        bs_pipeline_send(c, NULL, "SELECT length($1)", 1, params, NULL, NULL);
+    /* Cut before the pipeline's end: its sync then meets a closed session. */
+    ck_assert_int_eq(waitpid(child, &status, 0), child);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the cut did not happen");
+    ck_assert_int_ne(bs_pipeline_end(c, &err), BS_OK);
+    bs_rollback(c);
+    /* Out of pipeline mode, on a new session that answers. */
+    ck_assert_int_eq(PQpipelineStatus(bs_pg(c)), PQ_PIPELINE_OFF);
+    ck_assert_int_gt((long)bs_sessions(c), sessions);
+    ck_assert_int_ne(PQbackendPID(bs_pg(c)), pid);
+    ck_assert_int_eq(query_long(c, "SELECT 7"), 7);
+    drop_db(c);
+}
+END_TEST
+
 /* Binary NUMERIC encoding against PostgreSQL's own parser, value by value. */
 START_TEST(test_numeric_binary_copy)
 {
@@ -2925,6 +2984,7 @@ static Suite *store_suite(void)
     tcase_add_test(ev, test_rejects_and_offsets_pipelined);
     tcase_add_test(ev, test_numeric_binary_copy);
     tcase_add_test(ev, test_pipeline);
+    tcase_add_test(ev, test_pipeline_session_cut);
     tcase_add_test(ld, test_load_idempotent);
     tcase_add_test(ld, test_load_refuses_rewriting_history);
     suite_add_tcase(s, mig);
