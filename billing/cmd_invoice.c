@@ -36,23 +36,24 @@
  */
 #define EXPORT_CHUNK 64
 
-/* Columns of the header rows of bs_invoice_list / bs_invoice_header. */
+#define SUMMARY(f) offsetof(bs_invoice_summary, f)
+/* Columns of the rows of bs_invoice_list. */
 static const export_column header_columns[] = {
-    {"id", "ID", 0, 1, 1, 0},
-    {"number", "NUMBER", 1, 1, 0, 0},
-    {"account", "ACCOUNT", 2, 1, 0, 0},
-    {"kind", "KIND", 3, 1, 0, 0},
-    {"period", "PERIOD", 4, 1, 0, 0},
-    {"status", "STATUS", 5, 1, 0, 0},
-    {"currency", "CUR", 6, 1, 0, 0},
-    {"subtotal", "SUBTOTAL", 7, 1, 1, 0},
-    {"credits_total", "CREDITS", 8, 1, 1, 0},
+    {"id", "ID", SUMMARY(id), 1, 1, 0},
+    {"number", "NUMBER", SUMMARY(number), 1, 0, 0},
+    {"account", "ACCOUNT", SUMMARY(account), 1, 0, 0},
+    {"kind", "KIND", SUMMARY(kind), 1, 0, 0},
+    {"period", "PERIOD", SUMMARY(period), 1, 0, 0},
+    {"status", "STATUS", SUMMARY(status), 1, 0, 0},
+    {"currency", "CUR", SUMMARY(currency), 1, 0, 0},
+    {"subtotal", "SUBTOTAL", SUMMARY(subtotal), 1, 1, 0},
+    {"credits_total", "CREDITS", SUMMARY(credits), 1, 1, 0},
     /* So that the row adds up: SUBTOTAL - CREDITS + ACCT CREDIT + TAX = TOTAL. */
-    {"account_credit_net", "ACCT CREDIT", 13, 1, 1, 0},
-    {"tax", "TAX", 9, 1, 1, 0},
-    {"total", "TOTAL", 10, 1, 1, 0},
-    {"series", "SERIES", 11, 0, 0, 0},
-    {"corrects", "CORRECTS", 12, 0, 0, 0},
+    {"account_credit_net", "ACCT CREDIT", SUMMARY(account_credit_net), 1, 1, 0},
+    {"tax", "TAX", SUMMARY(tax), 1, 1, 0},
+    {"total", "TOTAL", SUMMARY(total), 1, 1, 0},
+    {"series", "SERIES", SUMMARY(series), 0, 0, 0},
+    {"corrects", "CORRECTS", SUMMARY(corrects), 0, 0, 0},
 };
 #define N_HEADER (sizeof(header_columns) / sizeof(header_columns[0]))
 
@@ -241,17 +242,17 @@ static int list(bs_conn *c, const invoice_opts *o, int json)
     int bad;
     const char *m = month_param(o->period, month, sizeof(month), &bad);
     bs_error err;
-    PGresult *res;
+    bs_invoice_summary *rows;
+    size_t n;
     int rc;
 
     if (bad)
         return cli_usage_error("invoice", "--period '%s': expected YYYY-MM", o->period);
-    res = bs_invoice_list(c, m, o->account, o->status, o->series, o->limit, &err);
-    if (res == NULL)
+    if (bs_invoice_list(c, m, o->account, o->status, o->series, o->limit, &rows, &n, &err) != BS_OK)
         return dbcli_fail("invoice list", &err);
-    rc = json ? export_rows_json(stdout, res, header_columns, N_HEADER)
-              : export_rows_table(stdout, res, header_columns, N_HEADER);
-    PQclear(res);
+    rc = json ? export_rows_json(stdout, rows, sizeof(*rows), n, header_columns, N_HEADER)
+              : export_rows_table(stdout, rows, sizeof(*rows), n, header_columns, N_HEADER);
+    free(rows);
     return rc == 0 ? CLI_EXIT_OK : CLI_EXIT_INTERNAL;
 }
 
@@ -266,17 +267,17 @@ static int find(bs_conn *c, const char *ref, int64_t *id)
 
 static int show(bs_conn *c, const char *ref, int json)
 {
-    export_invoice inv;
+    doc_invoice inv;
     int64_t id;
     bs_error err;
     int rc = find(c, ref, &id);
 
     if (rc != CLI_EXIT_OK)
         return rc;
-    if (export_invoice_load(c, id, &inv, &err) != BS_OK)
+    if (doc_load(c, id, &inv, &err) != BS_OK)
         return dbcli_fail("invoice show", &err);
     rc = json ? export_invoice_json(stdout, &inv) : export_invoice_table(stdout, &inv);
-    export_invoice_free(&inv);
+    doc_free(&inv);
     return rc == 0 ? CLI_EXIT_OK : CLI_EXIT_INTERNAL;
 }
 
@@ -285,7 +286,7 @@ static int show(bs_conn *c, const char *ref, int json)
 /* ---------------------------------------------------------------------- */
 
 /* Write @inv's file; count it in *@count and on the meter. */
-static int export_write(const export_invoice *inv, const invoice_opts *o, size_t *count)
+static int export_write(const doc_invoice *inv, const invoice_opts *o, size_t *count)
 {
     char path[PATH_MAX_LEN];
     int rc = export_invoice_file(inv, o->format, o->out_dir, path, sizeof(path));
@@ -300,14 +301,14 @@ static int export_write(const export_invoice *inv, const invoice_opts *o, size_t
 
 static int export_one(bs_conn *c, int64_t id, const invoice_opts *o, size_t *count)
 {
-    export_invoice inv;
+    doc_invoice inv;
     bs_error err;
     int rc;
 
-    if (export_invoice_load(c, id, &inv, &err) != BS_OK)
+    if (doc_load(c, id, &inv, &err) != BS_OK)
         return dbcli_fail("invoice export", &err);
     rc = export_write(&inv, o, count);
-    export_invoice_free(&inv);
+    doc_free(&inv);
     return rc;
 }
 
@@ -315,12 +316,13 @@ static int export_one(bs_conn *c, int64_t id, const invoice_opts *o, size_t *cou
  * A period's export on -j N workers: each takes the next chunk of the
  * list until none is left or one of them failed, so that every invoice is
  * written once, by one worker, into the file it would have at -j 1 (a
- * file depends on its invoice alone). The list is only read (a PGresult
+ * file depends on its invoice alone). The list is only read (the summaries
  * may be read from several threads).
  */
 typedef struct export_run {
     const invoice_opts *o;
-    const PGresult *list; /* bs_invoice_list: the id in column 0 */
+    const bs_invoice_summary *list; /* bs_invoice_list */
+    int n_list;
     int next;             /* the next row to take (atomic) */
     int stop;             /* a worker failed: the others take no more (atomic) */
 } export_run;
@@ -339,20 +341,20 @@ typedef struct export_worker {
  */
 static int export_chunk(bs_conn *c, export_run *x, int first, int n, size_t *count)
 {
-    export_invoice invs[EXPORT_CHUNK];
+    doc_invoice invs[EXPORT_CHUNK];
     int64_t ids[EXPORT_CHUNK] = {0};
     bs_error err;
     int rc = CLI_EXIT_OK;
     int i;
 
     for (i = 0; i < n; i++)
-        ids[i] = strtoll(PQgetvalue(x->list, first + i, 0), NULL, 10);
-    if (export_invoices_load(c, ids, (size_t)n, invs, &err) != BS_OK)
+        ids[i] = strtoll(x->list[first + i].id, NULL, 10);
+    if (doc_load_set(c, ids, (size_t)n, invs, &err) != BS_OK)
         return dbcli_fail("invoice export", &err);
     for (i = 0; i < n; i++) {
         if (rc == CLI_EXIT_OK && !__atomic_load_n(&x->stop, __ATOMIC_RELAXED))
             rc = export_write(&invs[i], x->o, count);
-        export_invoice_free(&invs[i]);
+        doc_free(&invs[i]);
     }
     return rc;
 }
@@ -365,11 +367,9 @@ static void export_rows(bs_conn *c, export_worker *w)
 
     while (w->rc == CLI_EXIT_OK && !__atomic_load_n(&x->stop, __ATOMIC_RELAXED)) {
         i = __atomic_fetch_add(&x->next, EXPORT_CHUNK, __ATOMIC_RELAXED);
-        if (i >= PQntuples(x->list))
+        if (i >= x->n_list)
             break;
-        w->rc = export_chunk(c, x, i,
-                             PQntuples(x->list) - i < EXPORT_CHUNK ? PQntuples(x->list) - i
-                                                                   : EXPORT_CHUNK,
+        w->rc = export_chunk(c, x, i, x->n_list - i < EXPORT_CHUNK ? x->n_list - i : EXPORT_CHUNK,
                              &w->count);
     }
     if (w->rc != CLI_EXIT_OK)
@@ -398,10 +398,11 @@ static void *export_thread(void *arg)
  * thread cannot start). Returns the first failing worker's exit code, else CLI_EXIT_OK;
  * the files written go to *@count.
  */
-static int export_list(bs_conn *c, const PGresult *list, const invoice_opts *o, size_t *count)
+static int export_list(bs_conn *c, const bs_invoice_summary *list, int n_list,
+                       const invoice_opts *o, size_t *count)
 {
     export_worker w[EXPORT_JOBS_MAX];
-    export_run x = {o, list, 0, 0};
+    export_run x = {o, list, n_list, 0, 0};
     int jobs = o->jobs > 1 ? o->jobs : 1;
     int started;
     int rc = CLI_EXIT_OK;
@@ -409,8 +410,8 @@ static int export_list(bs_conn *c, const PGresult *list, const invoice_opts *o, 
 
     memset(w, 0, sizeof(w));
     /* A worker beyond the list's chunks would only connect. */
-    if (jobs > (PQntuples(list) + EXPORT_CHUNK - 1) / EXPORT_CHUNK)
-        jobs = (PQntuples(list) + EXPORT_CHUNK - 1) / EXPORT_CHUNK;
+    if (jobs > (n_list + EXPORT_CHUNK - 1) / EXPORT_CHUNK)
+        jobs = (n_list + EXPORT_CHUNK - 1) / EXPORT_CHUNK;
     for (started = 1; started < jobs; started++) {
         w[started].run = &x;
         if (pthread_create(&w[started].tid, NULL, export_thread, &w[started]) != 0)
@@ -467,7 +468,8 @@ static int export_cmd(bs_conn *c, const invoice_opts *o, const char *ref)
     char month[32];
     int bad;
     const char *m = month_param(o->period, month, sizeof(month), &bad);
-    PGresult *res = NULL;
+    bs_invoice_summary *list = NULL;
+    size_t n_list = 0;
     bs_error err;
     size_t count = 0;
     int64_t id;
@@ -487,15 +489,14 @@ static int export_cmd(bs_conn *c, const invoice_opts *o, const char *ref)
         if (rc == CLI_EXIT_OK)
             rc = export_one(c, id, o, &count);
     } else {
-        res = bs_invoice_list(c, m, o->account, o->status, o->series,
-                              o->limit_set ? o->limit : LIMIT_MAX, &err);
-        if (res == NULL)
+        if (bs_invoice_list(c, m, o->account, o->status, o->series,
+                            o->limit_set ? o->limit : LIMIT_MAX, &list, &n_list, &err) != BS_OK)
             return dbcli_fail("invoice export", &err);
         progress_meter_start(o->meter, stderr, progress_mode(stderr, 0), "invoice export",
-                             "invoices", (uint64_t)PQntuples(res));
-        rc = export_list(c, res, o, &count);
+                             "invoices", (uint64_t)n_list);
+        rc = export_list(c, list, (int)n_list, o, &count);
         progress_meter_end(o->meter, count, NULL, 0);
-        PQclear(res);
+        free(list);
     }
     fprintf(stderr, "billing: invoice export: %zu file(s) written to %s\n", count, o->out_dir);
     return rc;
@@ -507,34 +508,34 @@ static int export_cmd(bs_conn *c, const invoice_opts *o, const char *ref)
  */
 static int void_refused(bs_conn *c, int64_t id)
 {
-    export_invoice inv;
+    doc_invoice inv;
     bs_error err;
     const char *number;
     const char *status;
     int rc = CLI_EXIT_OK;
 
-    if (export_invoice_load(c, id, &inv, &err) != BS_OK)
+    if (doc_load(c, id, &inv, &err) != BS_OK)
         return dbcli_fail("invoice void", &err);
-    number = export_field(&inv, "number");
-    status = export_field(&inv, "status");
+    number = doc_field(&inv, "number");
+    status = doc_field(&inv, "status");
     if (number[0] == '\0')
-        number = export_field(&inv, "id");
+        number = doc_field(&inv, "id");
     if (strcmp(status, "void") == 0) {
         cli_error("invoice void: %s is void already (reason: %s); nothing changed", number,
-                  export_field(&inv, "void_reason"));
+                  doc_field(&inv, "void_reason"));
         rc = CLI_EXIT_INPUT;
     } else if (strcmp(status, "draft") == 0) {
         cli_error("invoice void: %s is a draft: only finalized invoices are voided (a new "
                   "close replaces a draft)",
                   number);
         rc = CLI_EXIT_INPUT;
-    } else if (strcmp(export_field(&inv, "kind"), "invoice") != 0) {
+    } else if (strcmp(doc_field(&inv, "kind"), "invoice") != 0) {
         cli_error("invoice void: %s is not an invoice but a %s: it cannot be voided", number,
-                  strcmp(export_field(&inv, "kind"), "credit_note") == 0 ? "credit note"
-                                                                          : export_field(&inv, "kind"));
+                  strcmp(doc_field(&inv, "kind"), "credit_note") == 0 ? "credit note"
+                                                                          : doc_field(&inv, "kind"));
         rc = CLI_EXIT_INPUT;
     }
-    export_invoice_free(&inv);
+    doc_free(&inv);
     return rc;
 }
 

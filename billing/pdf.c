@@ -201,13 +201,13 @@ static void text_right(cairo_t *cr, double right, double y, const char *s, doubl
 /* Layout                                                                  */
 /* ---------------------------------------------------------------------- */
 
-static const char *title(const export_invoice *inv)
+static const char *title(const doc_invoice *inv)
 {
-    if (strcmp(export_field(inv, "kind"), "credit_note") == 0)
+    if (strcmp(doc_field(inv, "kind"), "credit_note") == 0)
         return "CREDIT NOTE";
-    if (strcmp(export_field(inv, "status"), "draft") == 0)
+    if (strcmp(doc_field(inv, "status"), "draft") == 0)
         return "DRAFT INVOICE (not issued)";
-    if (strcmp(export_field(inv, "status"), "void") == 0)
+    if (strcmp(doc_field(inv, "status"), "void") == 0)
         return "INVOICE (VOID)";
     return "INVOICE";
 }
@@ -230,7 +230,7 @@ static void seller_block(cairo_t *cr, double y)
 }
 
 /* Header: title, seller and customer, number, dates. Returns the next y. */
-static double header(cairo_t *cr, const export_invoice *inv)
+static double header(cairo_t *cr, const doc_invoice *inv)
 {
     char buf[512];
     double y = MARGIN + 10;
@@ -239,43 +239,43 @@ static double header(cairo_t *cr, const export_invoice *inv)
     y += 2 * ROW;
     seller_block(cr, y);
     text(cr, 330, y, "Bill to", 9);
-    text(cr, 330, y + ROW, export_field(inv, "account_name"), 11);
-    snprintf(buf, sizeof(buf), "Account %s", export_field(inv, "account"));
+    text(cr, 330, y + ROW, doc_field(inv, "account_name"), 11);
+    snprintf(buf, sizeof(buf), "Account %s", doc_field(inv, "account"));
     text(cr, 330, y + 2 * ROW, buf, 9);
-    snprintf(buf, sizeof(buf), "Time zone %s, currency %s", export_field(inv, "time_zone"),
-             export_field(inv, "currency"));
+    snprintf(buf, sizeof(buf), "Time zone %s, currency %s", doc_field(inv, "time_zone"),
+             doc_field(inv, "currency"));
     text(cr, 330, y + 3 * ROW, buf, 9);
     y += 6 * ROW;
     snprintf(buf, sizeof(buf), "Number: %s",
-             export_field(inv, "number")[0] != '\0' ? export_field(inv, "number") : "(draft)");
+             doc_field(inv, "number")[0] != '\0' ? doc_field(inv, "number") : "(draft)");
     text(cr, MARGIN, y, buf, 10);
-    if (export_field(inv, "corrects")[0] != '\0') {
-        snprintf(buf, sizeof(buf), "Credits invoice %s", export_field(inv, "corrects"));
+    if (doc_field(inv, "corrects")[0] != '\0') {
+        snprintf(buf, sizeof(buf), "Credits invoice %s", doc_field(inv, "corrects"));
         text(cr, 330, y, buf, 10);
     }
     y += ROW;
-    snprintf(buf, sizeof(buf), "Period: %s (%s to %s)", export_field(inv, "period"),
-             export_field(inv, "period_start"), export_field(inv, "period_end"));
+    snprintf(buf, sizeof(buf), "Period: %s (%s to %s)", doc_field(inv, "period"),
+             doc_field(inv, "period_start"), doc_field(inv, "period_end"));
     text(cr, MARGIN, y, buf, 9);
     y += ROW;
-    if (export_field(inv, "finalized_at")[0] != '\0') {
-        snprintf(buf, sizeof(buf), "Issued: %s", export_field(inv, "finalized_at"));
+    if (doc_field(inv, "finalized_at")[0] != '\0') {
+        snprintf(buf, sizeof(buf), "Issued: %s", doc_field(inv, "finalized_at"));
         text(cr, MARGIN, y, buf, 9);
         y += ROW;
     }
-    if (export_field(inv, "void_reason")[0] != '\0') {
+    if (doc_field(inv, "void_reason")[0] != '\0') {
         /* Cut like the refund's reason: the line must stay on the page. */
-        snprintf(buf, sizeof(buf), "Voided: %.300s", export_field(inv, "void_reason"));
+        snprintf(buf, sizeof(buf), "Voided: %.300s", doc_field(inv, "void_reason"));
         text(cr, MARGIN, y, buf, 9);
         y += ROW;
     }
-    if (export_field(inv, "refund_method")[0] != '\0') {
+    if (doc_field(inv, "refund_method")[0] != '\0') {
         snprintf(buf, sizeof(buf), "Account credit refunded to the payment method (%s), "
-                                   "reference %.100s", export_field(inv, "refund_method"),
-                 export_field(inv, "refund_reference"));
+                                   "reference %.100s", doc_field(inv, "refund_method"),
+                 doc_field(inv, "refund_reference"));
         text(cr, MARGIN, y, buf, 9);
         y += ROW;
-        snprintf(buf, sizeof(buf), "Reason: %.300s", export_field(inv, "refund_reason"));
+        snprintf(buf, sizeof(buf), "Reason: %.300s", doc_field(inv, "refund_reason"));
         text(cr, MARGIN, y, buf, 9);
         y += ROW;
     }
@@ -310,33 +310,32 @@ static double table_head(cairo_t *cr, double y)
     return y + ROW + 2;
 }
 
-/* "gpu RTX4090 cn-east-1, plan x, version v1, adjusts 2026-10" for line @r. */
-static void description(const PGresult *l, int r, char *buf, size_t size)
+/* "gpu RTX4090 cn-east-1, plan x, version v1, adjusts 2026-10" for line @l. */
+static void description(const bs_invoice_line *l, char *buf, size_t size)
 {
-    int n = snprintf(buf, size, "%s %s %s %s", PQgetvalue(l, r, 1), PQgetvalue(l, r, 2),
-                     PQgetvalue(l, r, 3), PQgetvalue(l, r, 4));
+    int n = snprintf(buf, size, "%s %s %s %s", l->kind, l->meter, l->model, l->region);
 
-    if (n >= 0 && (size_t)n < size && PQgetvalue(l, r, 5)[0] != '\0')
-        n += snprintf(buf + n, size - (size_t)n, ", plan %s", PQgetvalue(l, r, 5));
-    if (n >= 0 && (size_t)n < size && PQgetvalue(l, r, 7)[0] != '\0')
-        snprintf(buf + n, size - (size_t)n, ", for %s", PQgetvalue(l, r, 7));
+    if (n >= 0 && (size_t)n < size && l->plan[0] != '\0')
+        n += snprintf(buf + n, size - (size_t)n, ", plan %s", l->plan);
+    if (n >= 0 && (size_t)n < size && l->adjusts_period[0] != '\0')
+        snprintf(buf + n, size - (size_t)n, ", for %s", l->adjusts_period);
 }
 
-static double line_row(cairo_t *cr, const PGresult *l, int r, double y)
+static double line_row(cairo_t *cr, const bs_invoice_line *l, double y)
 {
     char buf[512];
 
-    text(cr, X_NO, y, PQgetvalue(l, r, 0), 8);
-    description(l, r, buf, sizeof(buf));
+    text(cr, X_NO, y, l->line, 8);
+    description(l, buf, sizeof(buf));
     text(cr, X_DESC, y, buf, 8);
-    if (strcmp(PQgetvalue(l, r, 9), "1") == 0)
-        snprintf(buf, sizeof(buf), "%.40s", PQgetvalue(l, r, 8));
+    if (strcmp(l->quantity_den, "1") == 0)
+        snprintf(buf, sizeof(buf), "%.40s", l->quantity);
     else
-        snprintf(buf, sizeof(buf), "%.20s/%.20s", PQgetvalue(l, r, 8), PQgetvalue(l, r, 9));
+        snprintf(buf, sizeof(buf), "%.20s/%.20s", l->quantity, l->quantity_den);
     text_right(cr, X_QTY, y, buf, 8);
-    text(cr, X_UNIT, y, PQgetvalue(l, r, 10), 8);
-    text_right(cr, X_PRICE, y, PQgetvalue(l, r, 11), 8);
-    text_right(cr, X_AMOUNT, y, PQgetvalue(l, r, 12), 8);
+    text(cr, X_UNIT, y, l->unit, 8);
+    text_right(cr, X_PRICE, y, l->unit_price, 8);
+    text_right(cr, X_AMOUNT, y, l->amount, 8);
     return y + ROW;
 }
 
@@ -351,21 +350,21 @@ static double total_row(cairo_t *cr, double y, const char *label, const char *va
     return y + ROW + 2;
 }
 
-/* The totals in reconciliation order (export_totals, as `billing invoice show` prints them). */
-static double totals(cairo_t *cr, const export_invoice *inv, double y)
+/* The totals in reconciliation order (doc_totals, as `billing invoice show` prints them). */
+static double totals(cairo_t *cr, const doc_invoice *inv, double y)
 {
-    const char *cur = export_field(inv, "currency");
+    const char *cur = doc_field(inv, "currency");
     char label[128];
     char buf[128];
     size_t i;
 
     rule(cr, y - ROW + 4);
-    for (i = 0; i < export_n_totals; i++) {
-        const export_total *t = &export_totals[i];
-        if (export_total_shown(inv, t))
-            y = total_row(cr, y, export_total_label(inv, t, label, sizeof(label)),
-                          export_total_text(inv, t, buf, sizeof(buf)), cur,
-                          i + 1 == export_n_totals ? 12 : 9);
+    for (i = 0; i < doc_n_totals; i++) {
+        const doc_total *t = &doc_totals[i];
+        if (doc_total_shown(inv, t))
+            y = total_row(cr, y, doc_total_label(inv, t, label, sizeof(label)),
+                          doc_total_text(inv, t, buf, sizeof(buf)), cur,
+                          i + 1 == doc_n_totals ? 12 : 9);
     }
     return y;
 }
@@ -374,13 +373,13 @@ static double totals(cairo_t *cr, const export_invoice *inv, double y)
 static const double grant_x[] = {X_DESC, X_QTY, X_PRICE - 60, X_PRICE, X_AMOUNT};
 
 /* Each credit grant: applied, returned and expired here, and what is left of it. */
-static double grants(cairo_t *cr, const export_invoice *inv, double y)
+static double grants(cairo_t *cr, const doc_invoice *inv, double y)
 {
-    const PGresult *g = inv->grants;
+    char buf[64];
     size_t c;
-    int r;
+    size_t r;
 
-    if (PQntuples(g) == 0)
+    if (inv->rows->n_grants == 0)
         return y;
     y += ROW;
     text(cr, X_DESC, y, "Credit grants (remaining on this invoice, before what expires)", 9);
@@ -391,34 +390,36 @@ static double grants(cairo_t *cr, const export_invoice *inv, double y)
         else
             text_right(cr, grant_x[c], y, export_grant_columns[c].header, 8);
     }
-    for (r = 0; r < PQntuples(g); r++) {
+    for (r = 0; r < inv->rows->n_grants; r++) {
+        const bs_invoice_grant *g = &inv->rows->grants[r];
         y += ROW;
         for (c = 0; c < export_n_grant_columns; c++) {
+            const char *v = export_cell(g, &export_grant_columns[c], buf, sizeof(buf));
             if (c == 0)
-                text(cr, grant_x[c], y, PQgetvalue(g, r, (int)c), 8);
+                text(cr, grant_x[c], y, v, 8);
             else
-                text_right(cr, grant_x[c], y, PQgetvalue(g, r, (int)c), 8);
+                text_right(cr, grant_x[c], y, v, 8);
         }
     }
     return y + ROW;
 }
 
 /* Draw the whole invoice, starting new pages as the lines need. */
-static void draw(cairo_t *cr, const export_invoice *inv)
+static void draw(cairo_t *cr, const doc_invoice *inv)
 {
     double y = header(cr, inv);
-    int r;
+    size_t r;
 
     y = table_head(cr, y);
-    for (r = 0; r < PQntuples(inv->lines); r++) {
+    for (r = 0; r < inv->rows->n_lines; r++) {
         if (y > PAGE_H - MARGIN - 6 * ROW) {
             cairo_show_page(cr);
             y = table_head(cr, MARGIN + 10);
         }
-        y = line_row(cr, inv->lines, r, y);
+        y = line_row(cr, &inv->rows->lines[r], y);
     }
     /* Totals and grants stay together on one page. */
-    if (y > PAGE_H - MARGIN - ((double)export_n_totals + 4 + PQntuples(inv->grants)) * (ROW + 2)) {
+    if (y > PAGE_H - MARGIN - ((double)doc_n_totals + 4 + (double)inv->rows->n_grants) * (ROW + 2)) {
         cairo_show_page(cr);
         y = MARGIN + 10;
     }
@@ -447,7 +448,7 @@ static const char *source_date(char *buf, size_t size)
     return buf;
 }
 
-int export_invoice_pdf(const export_invoice *inv, const char *path)
+int export_invoice_pdf(const doc_invoice *inv, const char *path)
 {
     char date[32];
     cairo_surface_t *s;

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "invoices.h"
+#include "rowtext.h"
 
 #define MSG_MAX 1024
 #define TIME_TEXT 48
@@ -1160,16 +1161,18 @@ bs_status bs_invoice_refund(bs_conn *c, int64_t id, const char *amount, const ch
 }
 
 #define SQL_INVOICE_COLUMNS                                                                    \
-    "SELECT i.id, CASE WHEN i.number IS NULL THEN '' ELSE " SQL_NUMBER_TEXT " END,"            \
-    " i.account_id, i.kind, to_char(i.month, 'YYYY-MM'), i.status, i.currency,"                \
-    " i.subtotal::text, i.credits::text, i.tax::text, i.total::text, i.series,"                \
-    " coalesce(billing.invoice_number_text(os.prefix, o.number), '')"
+    "SELECT i.id, CASE WHEN i.number IS NULL THEN '' ELSE " SQL_NUMBER_TEXT " END AS number,"  \
+    " i.account_id AS account, i.kind, to_char(i.month, 'YYYY-MM') AS period, i.status,"       \
+    " i.currency, i.subtotal::text AS subtotal, i.credits::text AS credits, i.tax::text AS tax,"\
+    " i.total::text AS total, i.series,"                                                       \
+    " coalesce(billing.invoice_number_text(os.prefix, o.number), '') AS corrects"
 #define SQL_INVOICE_FROM                                                                       \
     " FROM billing.invoices i JOIN billing.invoice_series s ON s.series = i.series"            \
     " LEFT JOIN billing.invoices o ON o.id = i.corrects_invoice_id"                            \
     " LEFT JOIN billing.invoice_series os ON os.series = o.series"
 #define SQL_LIST                                                                               \
-    SQL_INVOICE_COLUMNS ", (i.returned - i.account_credit + i.carried)::text" SQL_INVOICE_FROM                                                       \
+    SQL_INVOICE_COLUMNS ", (i.returned - i.account_credit + i.carried)::text AS account_credit_net"   \
+    SQL_INVOICE_FROM                                                       \
     " WHERE ($1::date IS NULL OR i.month = $1::date) AND ($2::text IS NULL OR i.account_id"    \
     " = $2::text) AND ($3::text IS NULL OR i.status = $3::text) AND ($4::text IS NULL OR"      \
     " i.series = $4::text) ORDER BY i.month, i.account_id, i.id LIMIT $5::bigint"
@@ -1227,7 +1230,8 @@ bs_status bs_invoice_refund(bs_conn *c, int64_t id, const char *amount, const ch
 /* Application order (doc/pricing.md, "Order"), as libbilling lists grants; ids byte-wise. */
 #define SQL_GRANT_ORDER "priority, expires_at, granted_at, grant_id COLLATE \"C\""
 #define SQL_GRANT_COLUMNS                                                                      \
-    "SELECT r.grant_id, r.applied::text, r.returned::text, r.expired::text, r.remaining::text"
+    "SELECT r.grant_id AS grant, r.applied::text AS applied, r.returned::text AS returned,"    \
+    " r.expired::text AS expired, r.remaining::text AS remaining"
 #define SQL_GRANTS_FROM                                                                        \
     " FROM billing.invoices i CROSS JOIN LATERAL (" SQL_GRANT_ROWS ") r"
 #define SQL_GRANTS_SHOWN                                                                       \
@@ -1237,7 +1241,7 @@ bs_status bs_invoice_refund(bs_conn *c, int64_t id, const char *amount, const ch
     " ORDER BY r." SQL_GRANT_ORDER
 /* The grants of a set of invoices, by invoice, then in application order; the invoice's id last. */
 #define SQL_GRANTS_OF_SET                                                                      \
-    SQL_GRANT_COLUMNS ", i.id" SQL_GRANTS_FROM " WHERE i.id = ANY($1::bigint[])"               \
+    SQL_GRANT_COLUMNS ", i.id AS invoice_id" SQL_GRANTS_FROM " WHERE i.id = ANY($1::bigint[])"               \
     SQL_GRANTS_SHOWN " ORDER BY i.id, r." SQL_GRANT_ORDER
 /* Dates in the account's zone, as the customer reads them. */
 /*
@@ -1251,26 +1255,49 @@ bs_status bs_invoice_refund(bs_conn *c, int64_t id, const char *amount, const ch
     " AT TIME ZONE 'UTC'))::int AS o) off)"
 #define SQL_LOCAL(col)                                                                         \
     "(to_char(" col " AT TIME ZONE a.time_zone, 'YYYY-MM-DD\"T\"HH24:MI:SS') || " SQL_OFFSET(col) ")"
+/* The price book of invoice i: its lines' (or those of the invoice it credits), else the only book. */
+#define SQL_INVOICE_BOOK                                                                       \
+    " LEFT JOIN LATERAL (SELECT coalesce(min(v.book_id), (SELECT min(b.id)"                    \
+    " FROM billing.price_books b HAVING count(*) = 1)) AS id FROM billing.invoice_lines bl"    \
+    " JOIN billing.price_versions v ON v.id = bl.price_version_id"                             \
+    " WHERE bl.invoice_id IN (i.id, coalesce(i.corrects_invoice_id, i.id))) bk ON true"        \
+    " LEFT JOIN billing.issuers iss ON iss.book_id = bk.id"
+/* A date of the account's zone, "" for NULL. */
+#define SQL_LOCAL_DAY(expr) "coalesce(to_char(" expr ", 'YYYY-MM-DD'), '')"
 #define SQL_HEADER_FROM                                                                        \
-    SQL_INVOICE_COLUMNS ", " SQL_LOCAL("i.period_start") ", " SQL_LOCAL("i.period_end") ","    \
-    " i.tax_rate::text, a.time_zone, coalesce(" SQL_LOCAL("i.finalized_at") ", ''),"           \
-    " coalesce(i.void_reason, ''), coalesce(a.name, a.id), i.returned::text,"                 \
-    " i.account_credit::text, i.carried::text, i.account_credit_left::text,"                   \
-    " (i.subtotal + i.returned)::text, (i.subtotal + i.returned - i.credits"                   \
-    " - i.account_credit + i.carried)::text, coalesce((SELECT sum(r.remaining) FROM ("        \
-    SQL_GRANT_ROWS ") r), 0)::text, coalesce(rf.amount::text, ''), coalesce(rf.tax::text, ''),"  \
-    " coalesce(rf.total::text, ''), coalesce(rf.method, ''), coalesce(rf.reason, ''),"         \
-    " coalesce(rf.reference, '')" SQL_INVOICE_FROM                                             \
+    SQL_INVOICE_COLUMNS ", " SQL_LOCAL("i.period_start") " AS period_start, "                  \
+    SQL_LOCAL("i.period_end") " AS period_end,"                                                \
+    " i.tax_rate::text AS tax_rate, a.time_zone, coalesce(" SQL_LOCAL("i.finalized_at")        \
+    ", '') AS finalized_at, coalesce(i.void_reason, '') AS void_reason,"                       \
+    " coalesce(a.name, a.id) AS account_name, i.returned::text AS credit_returned,"            \
+    " i.account_credit::text AS account_credit, i.carried::text AS carried,"                   \
+    " i.account_credit_left::text AS account_credit_left,"                                     \
+    " (i.subtotal + i.returned)::text AS before_credit, (i.subtotal + i.returned - i.credits"  \
+    " - i.account_credit + i.carried)::text AS taxable, coalesce((SELECT sum(r.remaining)"     \
+    " FROM (" SQL_GRANT_ROWS ") r), 0)::text AS credit_remaining,"                             \
+    " coalesce(rf.amount::text, '') AS account_credit_refunded,"                               \
+    " coalesce(rf.tax::text, '') AS refund_tax, coalesce(rf.total::text, '') AS refunded_total,"\
+    " coalesce(rf.method, '') AS refund_method, coalesce(rf.reason, '') AS refund_reason,"     \
+    " coalesce(rf.reference, '') AS refund_reference,"                                         \
+    " coalesce(o.void_reason, '') AS corrects_reason,"                                         \
+    " " SQL_LOCAL_DAY("i.period_start AT TIME ZONE a.time_zone") " AS period_first,"           \
+    " " SQL_LOCAL_DAY("(i.period_end AT TIME ZONE a.time_zone) - interval '1 day'")            \
+    " AS period_last, " SQL_LOCAL_DAY("i.finalized_at AT TIME ZONE a.time_zone")              \
+    " AS issue_date, " SQL_LOCAL_DAY("(i.finalized_at AT TIME ZONE a.time_zone)::date"         \
+    " + coalesce(iss.payment_terms_days, 30)") " AS due_date, coalesce(bk.id, '') AS book,"    \
+    " coalesce(a.email, '') AS email, coalesce(a.billing_address, '') AS billing_address,"     \
+    " coalesce(a.tax_id, '') AS customer_tax_id, a.language" SQL_INVOICE_FROM                   \
     " JOIN billing.accounts a ON a.id = i.account_id"                                          \
-    " LEFT JOIN billing.invoice_refunds rf ON rf.credit_note_id = i.id"
+    " LEFT JOIN billing.invoice_refunds rf ON rf.credit_note_id = i.id" SQL_INVOICE_BOOK
 #define SQL_HEADER SQL_HEADER_FROM " WHERE i.id = $1::bigint"
 /* The headers of a set of invoices ($1: bigint[]), by id. */
 #define SQL_HEADERS SQL_HEADER_FROM " WHERE i.id = ANY($1::bigint[]) ORDER BY i.id"
 #define SQL_LINE_COLUMNS                                                                       \
-    "SELECT l.line_no, l.kind, coalesce(l.meter, ''), l.model, l.region,"                      \
-    " coalesce(l.plan_id, ''), coalesce(v.label, ''),"                                         \
-    " coalesce(to_char(l.adjusts_month, 'YYYY-MM'), ''), l.quantity::text,"                    \
-    " l.quantity_den::text, l.unit, l.unit_price::text, l.amount::text"
+    "SELECT l.line_no AS line, l.kind, coalesce(l.meter, '') AS meter, l.model, l.region,"     \
+    " coalesce(l.plan_id, '') AS plan, coalesce(v.label, '') AS price_version,"                \
+    " coalesce(to_char(l.adjusts_month, 'YYYY-MM'), '') AS adjusts_period,"                    \
+    " l.quantity::text AS quantity, l.quantity_den::text AS quantity_den, l.unit,"             \
+    " l.unit_price::text AS unit_price, l.amount::text AS amount"
 #define SQL_LINES_FROM                                                                         \
     " FROM billing.invoice_lines l LEFT JOIN billing.price_versions v"                         \
     " ON v.id = l.price_version_id"
@@ -1278,21 +1305,55 @@ bs_status bs_invoice_refund(bs_conn *c, int64_t id, const char *amount, const ch
     SQL_LINE_COLUMNS SQL_LINES_FROM " WHERE l.invoice_id = $1::bigint ORDER BY l.line_no"
 /* The lines of a set of invoices, by invoice and line, with the invoice's id last. */
 #define SQL_LINES_OF_SET                                                                       \
-    SQL_LINE_COLUMNS ", l.invoice_id" SQL_LINES_FROM                                           \
+    SQL_LINE_COLUMNS ", l.invoice_id AS invoice_id" SQL_LINES_FROM                                           \
     " WHERE l.invoice_id = ANY($1::bigint[]) ORDER BY l.invoice_id, l.line_no"
 #define SQL_CREDITS                                                                            \
     "SELECT c.grant_id, c.amount::text FROM billing.invoice_credits c JOIN"                    \
     " billing.credit_grants g ON g.id = c.grant_id WHERE c.invoice_id = $1::bigint"            \
     " ORDER BY g.priority, g.expires_at, g.granted_at, g.id COLLATE \"C\""
 
-PGresult *bs_invoice_list(bs_conn *c, const char *month, const char *account, const char *status,
-                          const char *series, long limit, bs_error *err)
+#define SUMMARY(f) BS_ROWTEXT(bs_invoice_summary, f)
+static const bs_rowtext_field summary_fields[] = {
+    SUMMARY(id),       SUMMARY(number), SUMMARY(account), SUMMARY(kind),     SUMMARY(period),
+    SUMMARY(status),   SUMMARY(currency), SUMMARY(subtotal), SUMMARY(credits), SUMMARY(tax),
+    SUMMARY(total),    SUMMARY(series), SUMMARY(corrects), SUMMARY(account_credit_net),
+};
+#define N_SUMMARY (sizeof(summary_fields) / sizeof(summary_fields[0]))
+
+bs_status bs_invoice_list(bs_conn *c, const char *month, const char *account, const char *status,
+                          const char *series, long limit, bs_invoice_summary **out, size_t *n,
+                          bs_error *err)
 {
     char limit_text[32];
     const char *params[5] = {month, account, status, series, limit_text};
+    PGresult *res;
+    size_t size = 0;
+    char *arena;
+    int r;
 
+    *out = NULL;
+    *n = 0;
     snprintf(limit_text, sizeof(limit_text), "%ld", limit);
-    return bs_query(c, SQL_LIST, 5, params, err);
+    res = bs_query(c, SQL_LIST, 5, params, err);
+    if (res == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    if (bs_rowtext_check(res, summary_fields, N_SUMMARY) != 0) {
+        PQclear(res);
+        return bs_error_set(err, BS_ERR_FATAL, "invoice list: a column is missing from the query");
+    }
+    for (r = 0; r < PQntuples(res); r++)
+        size += bs_rowtext_size(res, r, summary_fields, N_SUMMARY);
+    *out = malloc((size_t)PQntuples(res) * sizeof(**out) + size + 1);
+    if (*out == NULL) {
+        PQclear(res);
+        return bs_error_set(err, BS_ERR_NOMEM, "out of memory");
+    }
+    arena = (char *)(*out + PQntuples(res));
+    for (r = 0; r < PQntuples(res); r++)
+        arena = bs_rowtext_fill(res, r, summary_fields, N_SUMMARY, &(*out)[r], arena);
+    *n = (size_t)PQntuples(res);
+    PQclear(res);
+    return BS_OK;
 }
 
 #define SQL_FINALIZED_WHERE                                                                    \
@@ -1339,11 +1400,6 @@ static PGresult *by_id(bs_conn *c, const char *name, const char *sql, int64_t id
     return bs_query_prepared(c, name, sql, 1, params, err);
 }
 
-PGresult *bs_invoice_header(bs_conn *c, int64_t id, bs_error *err)
-{
-    return by_id(c, "bs_invoice_header", SQL_HEADER, id, err);
-}
-
 PGresult *bs_invoice_lines(bs_conn *c, int64_t id, bs_error *err)
 {
     return by_id(c, "bs_invoice_lines", SQL_LINES, id, err);
@@ -1386,17 +1442,197 @@ static PGresult *by_ids(bs_conn *c, const char *name, const char *sql, const int
     return bs_query_prepared(c, name, sql, 1, params, err);
 }
 
-PGresult *bs_invoice_headers(bs_conn *c, const int64_t *ids, size_t n, bs_error *err)
+/* ---------------------------------------------------------------------- */
+/* Typed reads: the rows above as structs, fields found by column name     */
+/* ---------------------------------------------------------------------- */
+
+#define HEAD(f) BS_ROWTEXT(bs_invoice_head, f)
+static const bs_rowtext_field head_fields[] = {
+    HEAD(id), HEAD(number), HEAD(account), HEAD(kind), HEAD(period), HEAD(status),
+    HEAD(currency), HEAD(subtotal), HEAD(credits), HEAD(tax), HEAD(total), HEAD(series),
+    HEAD(corrects), HEAD(period_start), HEAD(period_end), HEAD(tax_rate), HEAD(time_zone),
+    HEAD(finalized_at), HEAD(void_reason), HEAD(account_name), HEAD(credit_returned),
+    HEAD(account_credit), HEAD(carried), HEAD(account_credit_left), HEAD(before_credit),
+    HEAD(taxable), HEAD(credit_remaining), HEAD(account_credit_refunded), HEAD(refund_tax),
+    HEAD(refunded_total), HEAD(refund_method), HEAD(refund_reason), HEAD(refund_reference),
+    HEAD(corrects_reason), HEAD(period_first), HEAD(period_last), HEAD(issue_date),
+    HEAD(due_date), HEAD(book),
+    {"account", offsetof(bs_invoice_head, customer.account)},
+    {"account_name", offsetof(bs_invoice_head, customer.name)},
+    {"email", offsetof(bs_invoice_head, customer.email)},
+    {"billing_address", offsetof(bs_invoice_head, customer.billing_address)},
+    {"customer_tax_id", offsetof(bs_invoice_head, customer.tax_id)},
+    {"language", offsetof(bs_invoice_head, customer.language)},
+};
+#define N_HEAD (sizeof(head_fields) / sizeof(head_fields[0]))
+
+#define LINE(f) BS_ROWTEXT(bs_invoice_line, f)
+static const bs_rowtext_field line_fields[] = {
+    LINE(line),           LINE(kind),     LINE(meter),        LINE(model), LINE(region),
+    LINE(plan),           LINE(price_version), LINE(adjusts_period), LINE(quantity),
+    LINE(quantity_den),   LINE(unit),     LINE(unit_price),   LINE(amount),
+};
+#define N_LINE (sizeof(line_fields) / sizeof(line_fields[0]))
+
+#define GRANT(f) BS_ROWTEXT(bs_invoice_grant, f)
+static const bs_rowtext_field grant_fields[] = {
+    GRANT(grant), GRANT(applied), GRANT(returned), GRANT(expired), GRANT(remaining),
+};
+#define N_GRANT (sizeof(grant_fields) / sizeof(grant_fields[0]))
+
+/* The rows of one invoice in three results: header row @hr, @nl lines from @lr, @ng grants from @gr. */
+typedef struct rows_src {
+    const PGresult *h, *l, *g;
+    int hr, lr, nl, gr, ng;
+} rows_src;
+
+static bs_invoice_rows *rows_build(const rows_src *s)
 {
-    return by_ids(c, "bs_invoice_headers", SQL_HEADERS, ids, n, err);
+    size_t size = sizeof(bs_invoice_rows) + (size_t)s->nl * sizeof(bs_invoice_line) +
+                  (size_t)s->ng * sizeof(bs_invoice_grant);
+    bs_invoice_line *lines;
+    bs_invoice_grant *grants;
+    bs_invoice_rows *rows;
+    char *arena;
+    int r;
+
+    size += bs_rowtext_size(s->h, s->hr, head_fields, N_HEAD);
+    for (r = 0; r < s->nl; r++)
+        size += bs_rowtext_size(s->l, s->lr + r, line_fields, N_LINE);
+    for (r = 0; r < s->ng; r++)
+        size += bs_rowtext_size(s->g, s->gr + r, grant_fields, N_GRANT);
+    rows = calloc(1, size);
+    if (rows == NULL)
+        return NULL;
+    lines = (bs_invoice_line *)(rows + 1);
+    grants = (bs_invoice_grant *)(lines + s->nl);
+    arena = (char *)(grants + s->ng);
+    arena = bs_rowtext_fill(s->h, s->hr, head_fields, N_HEAD, &rows->head, arena);
+    for (r = 0; r < s->nl; r++)
+        arena = bs_rowtext_fill(s->l, s->lr + r, line_fields, N_LINE, &lines[r], arena);
+    for (r = 0; r < s->ng; r++)
+        arena = bs_rowtext_fill(s->g, s->gr + r, grant_fields, N_GRANT, &grants[r], arena);
+    rows->lines = lines;
+    rows->n_lines = (size_t)s->nl;
+    rows->grants = grants;
+    rows->n_grants = (size_t)s->ng;
+    return rows;
 }
 
-PGresult *bs_invoice_lines_of_set(bs_conn *c, const int64_t *ids, size_t n, bs_error *err)
+/* BS_OK when the three results have every column the structs need. */
+static bs_status rows_check(const PGresult *h, const PGresult *l, const PGresult *g,
+                            bs_error *err)
 {
-    return by_ids(c, "bs_invoice_lines_of_set", SQL_LINES_OF_SET, ids, n, err);
+    if (bs_rowtext_check(h, head_fields, N_HEAD) != 0 ||
+        bs_rowtext_check(l, line_fields, N_LINE) != 0 ||
+        bs_rowtext_check(g, grant_fields, N_GRANT) != 0)
+        return bs_error_set(err, BS_ERR_FATAL, "invoice read: a column is missing from a query");
+    return BS_OK;
 }
 
-PGresult *bs_invoice_grants_of_set(bs_conn *c, const int64_t *ids, size_t n, bs_error *err)
+bs_status bs_invoice_read(bs_conn *c, int64_t id, bs_invoice_rows **out, bs_error *err)
 {
-    return by_ids(c, "bs_invoice_grants_of_set", SQL_GRANTS_OF_SET, ids, n, err);
+    PGresult *h;
+    PGresult *l = NULL;
+    PGresult *g = NULL;
+    bs_status st = BS_OK;
+
+    *out = NULL;
+    h = by_id(c, "bs_invoice_header", SQL_HEADER, id, err);
+    if (h != NULL && PQntuples(h) != 1)
+        st = bs_error_set(err, BS_ERR_INVALID, "no invoice with id %lld", (long long)id);
+    else if (h != NULL)
+        l = bs_invoice_lines(c, id, err);
+    if (l != NULL)
+        g = bs_invoice_grants(c, id, err);
+    if (st == BS_OK && g == NULL)
+        st = err != NULL ? err->status : BS_ERR_FATAL;
+    if (st == BS_OK)
+        st = rows_check(h, l, g, err);
+    if (st == BS_OK) {
+        rows_src s = {h, l, g, 0, 0, PQntuples(l), 0, PQntuples(g)};
+        *out = rows_build(&s);
+        if (*out == NULL)
+            st = bs_error_set(err, BS_ERR_NOMEM, "out of memory");
+    }
+    PQclear(h);
+    PQclear(l);
+    PQclear(g);
+    return st;
+}
+
+/* The first row of @res (ordered by the id in column @col) whose id is not below @id. */
+static int first_row(const PGresult *res, int col, int64_t id)
+{
+    int lo = 0;
+    int hi = PQntuples(res);
+
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (strtoll(PQgetvalue(res, mid, col), NULL, 10) < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* How many rows of @res from @row on have the id @id in column @col. */
+static int rows_with(const PGresult *res, int col, int row, int64_t id)
+{
+    int n = 0;
+
+    while (row + n < PQntuples(res) && strtoll(PQgetvalue(res, row + n, col), NULL, 10) == id)
+        n++;
+    return n;
+}
+
+bs_status bs_invoice_read_set(bs_conn *c, const int64_t *ids, size_t n, bs_invoice_rows **out,
+                              bs_error *err)
+{
+    PGresult *h;
+    PGresult *l = NULL;
+    PGresult *g = NULL;
+    bs_status st = BS_OK;
+    size_t i;
+
+    memset(out, 0, n * sizeof(*out));
+    h = by_ids(c, "bs_invoice_headers", SQL_HEADERS, ids, n, err);
+    if (h != NULL)
+        l = by_ids(c, "bs_invoice_lines_of_set", SQL_LINES_OF_SET, ids, n, err);
+    if (l != NULL)
+        g = by_ids(c, "bs_invoice_grants_of_set", SQL_GRANTS_OF_SET, ids, n, err);
+    if (g == NULL)
+        st = err != NULL ? err->status : BS_ERR_FATAL;
+    if (st == BS_OK)
+        st = rows_check(h, l, g, err);
+    for (i = 0; st == BS_OK && i < n; i++) {
+        int hc = PQfnumber(h, "id");
+        int lc = PQfnumber(l, "invoice_id");
+        int gc = PQfnumber(g, "invoice_id");
+        rows_src s = {h, l, g, first_row(h, hc, ids[i]), first_row(l, lc, ids[i]), 0,
+                      first_row(g, gc, ids[i]), 0};
+        if (rows_with(h, hc, s.hr, ids[i]) != 1) {
+            st = bs_error_set(err, BS_ERR_INVALID, "no invoice with id %lld", (long long)ids[i]);
+            break;
+        }
+        s.nl = rows_with(l, lc, s.lr, ids[i]);
+        s.ng = rows_with(g, gc, s.gr, ids[i]);
+        out[i] = rows_build(&s);
+        if (out[i] == NULL)
+            st = bs_error_set(err, BS_ERR_NOMEM, "out of memory");
+    }
+    for (i = 0; st != BS_OK && i < n; i++) {
+        bs_invoice_rows_free(out[i]);
+        out[i] = NULL;
+    }
+    PQclear(h);
+    PQclear(l);
+    PQclear(g);
+    return st;
+}
+
+void bs_invoice_rows_free(bs_invoice_rows *rows)
+{
+    free(rows);
 }

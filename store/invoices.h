@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "billing.h"
+#include "parties.h"
 #include "store.h"
 
 /* Longest text of an invoice number ("INV-2026-000123"): prefix 32 + 20 digits. */
@@ -213,17 +214,27 @@ bs_status bs_invoice_refund(bs_conn *c, int64_t id, const char *amount, const ch
 bs_status bs_invoice_finalized_sums(bs_conn *c, const char *month, const char *currency,
                                     PGresult **lines, PGresult **totals, bs_error *err);
 
+/* One row of bs_invoice_list: an invoice's figures, as text. */
+typedef struct bs_invoice_summary {
+    const char *id, *number, *account, *kind, *period, *status, *currency;
+    const char *subtotal, *credits, *tax, *total, *series, *corrects;
+    /*
+     * Credit returned to grants, minus account credit applied, plus what
+     * was carried to account credit: subtotal - credits +
+     * account_credit_net + tax = total.
+     */
+    const char *account_credit_net;
+} bs_invoice_summary;
+
 /*
  * bs_invoice_list - invoices matching the filters (NULL: any): @month
  * "YYYY-MM-01", @account, @status, @series; ordered by month, account,
- * id; at most @limit rows. Columns: id, number, account_id, kind, month,
- * status, currency, subtotal, credits, tax, total, series, corrects,
- * account_credit_net (credit returned to grants, minus account credit
- * applied, plus what was carried to account credit: subtotal - credits +
- * account_credit_net + tax = total). Caller PQclears; NULL with @err.
+ * id; at most @limit rows, into *@out[0..*@n) (one allocation: the
+ * caller frees it with free()). Returns BS_OK or an error (*@out NULL).
  */
-PGresult *bs_invoice_list(bs_conn *c, const char *month, const char *account, const char *status,
-                          const char *series, long limit, bs_error *err);
+bs_status bs_invoice_list(bs_conn *c, const char *month, const char *account, const char *status,
+                          const char *series, long limit, bs_invoice_summary **out, size_t *n,
+                          bs_error *err);
 
 /*
  * bs_invoice_lines - lines of invoice @id in order. Columns: line_no,
@@ -245,42 +256,74 @@ PGresult *bs_invoice_credits(bs_conn *c, int64_t id, bs_error *err);
  */
 PGresult *bs_invoice_grants(bs_conn *c, int64_t id, bs_error *err);
 
-/*
- * bs_invoice_header - one row of bs_invoice_list's columns for invoice
- * @id, plus period_start, period_end (in the account's time zone),
- * tax_rate, time_zone, finalized_at (account zone), void_reason, the
- * account's name (its id when it has none), returned (credit refunds gave
- * back to grants), account_credit (applied), carried (to account credit),
- * account_credit_left, before_credit (subtotal + returned), taxable
- * (before_credit - credits - account_credit + carried; taxable + tax =
- * total) and credit_remaining (the grants' remaining, bs_invoice_grants).
- * Caller PQclears; zero rows when there is no such invoice.
- */
-PGresult *bs_invoice_header(bs_conn *c, int64_t id, bs_error *err);
-
-/* Most invoices bs_invoice_headers and the other set reads take at once. */
+/* Most invoices bs_invoice_read_set takes at once. */
 #define BS_INVOICE_SET_MAX 256
 
-/*
- * bs_invoice_headers - bs_invoice_header's row for each of the @n (at
- * most BS_INVOICE_SET_MAX) invoices @ids that exists, ordered by id: one
- * statement for a chunk of an export. Caller PQclears; NULL with @err
- * (BS_ERR_INVALID for more than BS_INVOICE_SET_MAX ids).
- */
-PGresult *bs_invoice_headers(bs_conn *c, const int64_t *ids, size_t n, bs_error *err);
+/* ---------------------------------------------------------------------- */
+/* Typed reads of stored invoices, for their documents (billing/document.h) */
+/* ---------------------------------------------------------------------- */
 
 /*
- * bs_invoice_lines_of_set - bs_invoice_lines's columns for every line of
- * the invoices @ids, then the line's invoice id; ordered by invoice id,
- * then line. As bs_invoice_headers otherwise.
+ * One stored invoice's header: every field as text, "" when it has none.
+ * Amounts in major units with the currency's digits; instants in the
+ * account's zone as RFC 3339 with offset; dates "YYYY-MM-DD".
  */
-PGresult *bs_invoice_lines_of_set(bs_conn *c, const int64_t *ids, size_t n, bs_error *err);
+typedef struct bs_invoice_head {
+    const char *id, *number, *account, *kind, *period, *status, *currency;
+    const char *subtotal, *credits, *tax, *total, *series;
+    const char *corrects;          /* number of the invoice a credit note credits */
+    const char *period_start, *period_end; /* instants, end exclusive */
+    const char *tax_rate, *time_zone, *finalized_at, *void_reason, *account_name;
+    const char *credit_returned, *account_credit, *carried, *account_credit_left;
+    const char *before_credit, *taxable, *credit_remaining;
+    const char *account_credit_refunded, *refund_tax, *refunded_total; /* refund credit notes */
+    const char *refund_method, *refund_reason, *refund_reference;
+    const char *corrects_reason;   /* void reason of the invoice a credit note credits */
+    const char *period_first, *period_last; /* the period's first and last day, account zone */
+    const char *issue_date;        /* day of finalization, account zone ("" for drafts) */
+    const char *due_date;          /* issue_date + the issuer's payment terms (30 without one) */
+    const char *book;              /* price book of its lines (the only book when none) */
+    bs_party customer;             /* store/parties.h: the account as its documents name it */
+} bs_invoice_head;
+
+/* One line of a stored invoice (text as bs_invoice_lines returns it). */
+typedef struct bs_invoice_line {
+    const char *line, *kind, *meter, *model, *region, *plan, *price_version, *adjusts_period;
+    const char *quantity, *quantity_den; /* exact: numerator and denominator */
+    const char *unit, *unit_price, *amount;
+} bs_invoice_line;
+
+/* What an invoice did to a credit grant, and what is left of it (bs_invoice_grants). */
+typedef struct bs_invoice_grant {
+    const char *grant, *applied, *returned, *expired, *remaining;
+} bs_invoice_grant;
+
+/* A stored invoice: header, lines in order, grants in application order. One allocation. */
+typedef struct bs_invoice_rows {
+    bs_invoice_head head;
+    const bs_invoice_line *lines;
+    size_t n_lines;
+    const bs_invoice_grant *grants;
+    size_t n_grants;
+} bs_invoice_rows;
 
 /*
- * bs_invoice_grants_of_set - bs_invoice_grants's columns for each of the
- * invoices @ids, then the invoice id; ordered by invoice id, then in
- * application order. As bs_invoice_headers otherwise.
+ * bs_invoice_read - invoice @id into *@out (free with bs_invoice_rows_free).
+ * Returns BS_OK, BS_ERR_INVALID when there is none, or a database error
+ * (*@out NULL).
  */
-PGresult *bs_invoice_grants_of_set(bs_conn *c, const int64_t *ids, size_t n, bs_error *err);
+bs_status bs_invoice_read(bs_conn *c, int64_t id, bs_invoice_rows **out, bs_error *err);
+
+/*
+ * bs_invoice_read_set - the @n invoices @ids (at most BS_INVOICE_SET_MAX)
+ * into @out[0..n), in three statements for them all, each as
+ * bs_invoice_read reads it. Returns BS_OK, or BS_ERR_INVALID when one of
+ * them does not exist, or a database error (then every @out is NULL).
+ */
+bs_status bs_invoice_read_set(bs_conn *c, const int64_t *ids, size_t n, bs_invoice_rows **out,
+                              bs_error *err);
+
+/* bs_invoice_rows_free - free a result of bs_invoice_read (NULL allowed). */
+void bs_invoice_rows_free(bs_invoice_rows *rows);
 
 #endif /* BILLING_STORE_INVOICES_H */
