@@ -167,19 +167,19 @@ void doc_free(doc_invoice *d)
  * what is taken off is printed with a minus.
  */
 const doc_total doc_totals[] = {
-    {"subtotal", "Subtotal (lines)", 0, 0},
-    {"credit_returned", "Credit returned to grants (refunds)", 1, 0},
-    {"before_credit", "Total before credit", 0, 0},
-    {"credits", "Credit applied", 0, 1},
-    {"account_credit", "Account credit applied", 1, 1},
-    {"carried", "Carried to account credit", 1, 0},
-    {"taxable", "Taxable amount", 0, 0},
-    {"tax", "Tax", 0, 0},
-    {"total", "Amount due", 0, 0},
+    {"subtotal", "Subtotal (lines)", "小计（明细）", 0, 0},
+    {"credit_returned", "Credit returned to grants (refunds)", "退回赠金（退款）", 1, 0},
+    {"before_credit", "Total before credit", "抵扣前合计", 0, 0},
+    {"credits", "Credit applied", "赠金抵扣", 0, 1},
+    {"account_credit", "Account credit applied", "账户余额抵扣", 1, 1},
+    {"carried", "Carried to account credit", "转入账户余额", 1, 0},
+    {"taxable", "Taxable amount", "应税金额", 0, 0},
+    {"tax", "Tax", "税额", 0, 0},
+    {"total", "Amount due", "应付金额", 0, 0},
     /* A credit note of account credit refunded out of band (billing.refund_invoice). */
-    {"account_credit_refunded", "Account credit refunded", 1, 0},
-    {"refund_tax", "Tax on it refunded", 1, 0},
-    {"refunded_total", "Refunded to the payment method", 1, 0},
+    {"account_credit_refunded", "Account credit refunded", "已退账户余额", 1, 0},
+    {"refund_tax", "Tax on it refunded", "已退税额", 1, 0},
+    {"refunded_total", "Refunded to the payment method", "退回支付方式", 1, 0},
 };
 const size_t doc_n_totals = sizeof(doc_totals) / sizeof(doc_totals[0]);
 
@@ -192,20 +192,21 @@ int doc_total_shown(const doc_invoice *d, const doc_total *t)
 
 const char *doc_total_label(const doc_invoice *d, const doc_total *t, char *buf, size_t size)
 {
+    int zh = doc_language(d) == DOC_ZH;
     char pct[64];
 
     if (strcmp(t->key, "tax") == 0 && doc_field(d, "tax_rate")[0] != '\0' &&
         numfmt_percent(doc_field(d, "tax_rate"), pct, sizeof(pct)) == 0) {
-        snprintf(buf, size, "Tax at %s", pct);
+        snprintf(buf, size, zh ? "税额（税率 %s）" : "Tax at %s", pct);
         return buf;
     }
     if (strcmp(t->key, "total") != 0)
-        return t->label;
+        return zh ? t->label_zh : t->label;
     if (strcmp(doc_field(d, "kind"), "credit_note") == 0)
-        return "Total credited";
+        return zh ? "贷记合计" : "Total credited";
     if (strcmp(doc_field(d, "status"), "void") == 0)
-        return "Amount due (void: nothing to pay)";
-    return t->label;
+        return zh ? "应付金额（已作废：无需支付）" : "Amount due (void: nothing to pay)";
+    return zh ? t->label_zh : t->label;
 }
 
 const char *doc_total_text(const doc_invoice *d, const doc_total *t, char *buf, size_t size)
@@ -216,4 +217,161 @@ const char *doc_total_text(const doc_invoice *d, const doc_total *t, char *buf, 
         return v;
     snprintf(buf, size, "-%s", v);
     return buf;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Labels, descriptions, quantities                                        */
+/* ---------------------------------------------------------------------- */
+
+doc_lang doc_language(const doc_invoice *d)
+{
+    return strcmp(DOC_HEAD(d)->customer.language, "zh-Hans") == 0 ? DOC_ZH : DOC_EN;
+}
+
+/* The fixed texts, by doc_text_id: English, Simplified Chinese. */
+static const char *const texts[DOC_T_COUNT][2] = {
+    [DOC_T_INVOICE] = {"INVOICE", "发票"},
+    [DOC_T_CREDIT_NOTE] = {"CREDIT NOTE", "贷记单"},
+    [DOC_T_DRAFT] = {"DRAFT INVOICE (not issued)", "发票草稿（未开具）"},
+    [DOC_T_VOID] = {"INVOICE (VOID)", "发票（已作废）"},
+    [DOC_T_FROM] = {"From", "开票方"},
+    [DOC_T_BILL_TO] = {"Bill to", "收票方"},
+    [DOC_T_ACCOUNT] = {"Account", "账户"},
+    [DOC_T_TAX_ID] = {"Tax ID", "税号"},
+    [DOC_T_NUMBER] = {"Number", "编号"},
+    [DOC_T_PERIOD] = {"Period", "账期"},
+    [DOC_T_ISSUED] = {"Issue date", "开具日期"},
+    [DOC_T_DUE] = {"Due date", "到期日"},
+    [DOC_T_CREDITS_INVOICE] = {"Credits invoice", "冲销发票"},
+    [DOC_T_REASON] = {"Reason", "原因"},
+    [DOC_T_VOIDED] = {"Voided", "已作废"},
+    [DOC_T_DESCRIPTION] = {"Description", "项目"},
+    [DOC_T_QUANTITY] = {"Quantity", "数量"},
+    [DOC_T_UNIT] = {"Unit", "单位"},
+    [DOC_T_UNIT_PRICE] = {"Unit price", "单价"},
+    [DOC_T_AMOUNT] = {"Amount", "金额"},
+    [DOC_T_CREDIT_LEFT] = {"Account credit left after this invoice", "本发票后账户余额"},
+    [DOC_T_PAY] = {"Payment", "付款方式"},
+    [DOC_T_GRANTS] = {"Credit grants (remaining on this invoice, before what expires)",
+                      "赠金（本发票后剩余，未扣除到期部分）"},
+    [DOC_T_TIME_ZONE] = {"Time zone", "时区"},
+};
+
+const char *doc_text(const doc_invoice *d, doc_text_id id)
+{
+    return texts[id][doc_language(d)];
+}
+
+const char *doc_title(const doc_invoice *d)
+{
+    if (strcmp(DOC_HEAD(d)->kind, "credit_note") == 0)
+        return doc_text(d, DOC_T_CREDIT_NOTE);
+    if (strcmp(DOC_HEAD(d)->status, "draft") == 0)
+        return doc_text(d, DOC_T_DRAFT);
+    if (strcmp(DOC_HEAD(d)->status, "void") == 0)
+        return doc_text(d, DOC_T_VOID);
+    return doc_text(d, DOC_T_INVOICE);
+}
+
+int doc_unit_digits(const char *unit)
+{
+    if (strcmp(unit, "term") == 0)
+        return 0;
+    if (strcmp(unit, "second") == 0)
+        return -1;
+    return 3;
+}
+
+/* Seconds @q (a whole number, as refunds store them) as "4 d 0 h" (minutes when not whole hours). */
+static void duration(const char *q, char *buf, size_t size)
+{
+    char whole[NUMFMT_MAX];
+    unsigned long long s;
+
+    if (numfmt_decimal(q, 0, 0, "", whole, sizeof(whole)) != 0 ||
+        strspn(whole, "0123456789") != strlen(whole) || strlen(whole) > 15) {
+        snprintf(buf, size, "%s s", q);
+        return;
+    }
+    s = strtoull(whole, NULL, 10);
+    if (s % 3600 == 0)
+        snprintf(buf, size, "%llu d %llu h", s / 86400, s % 86400 / 3600);
+    else
+        snprintf(buf, size, "%llu d %llu h %llu min", s / 86400, s % 86400 / 3600,
+                 s % 3600 / 60);
+}
+
+void doc_line_quantity(const bs_invoice_line *l, char *buf, size_t size)
+{
+    char exact[2 * NUMFMT_MAX];
+    int digits = doc_unit_digits(l->unit);
+
+    if (strcmp(l->quantity_den, "1") == 0)
+        snprintf(exact, sizeof(exact), "%s", l->quantity);
+    else
+        snprintf(exact, sizeof(exact), "%s/%s", l->quantity, l->quantity_den);
+    if (digits < 0) {
+        duration(exact, buf, size);
+        return;
+    }
+    if (numfmt_decimal(exact, digits, digits, ",", buf, size) != 0)
+        snprintf(buf, size, "%s", exact);
+}
+
+/* A model or region worth printing: not empty and not the wildcard "*". */
+static int named(const char *s)
+{
+    return s[0] != '\0' && strcmp(s, "*") != 0;
+}
+
+/* ", model, region" of @l (the parts that are named) appended to @buf at @n. */
+static void where(const bs_invoice_line *l, char *buf, size_t size, int n)
+{
+    if (n >= 0 && (size_t)n < size && named(l->model))
+        n += snprintf(buf + n, size - (size_t)n, ", %s", l->model);
+    if (n >= 0 && (size_t)n < size && named(l->region))
+        snprintf(buf + n, size - (size_t)n, ", %s", l->region);
+}
+
+/* What meter @meter measures, in language @zh. */
+static const char *meter_name(const char *meter, int zh)
+{
+    if (strcmp(meter, "gpu") == 0)
+        return zh ? "GPU 时长" : "GPU time";
+    if (strcmp(meter, "gpuless") == 0)
+        return zh ? "无 GPU 实例时长" : "GPU-less instance time";
+    if (strcmp(meter, "storage") == 0)
+        return zh ? "云硬盘" : "Persistent disk";
+    if (strcmp(meter, "traffic") == 0)
+        return zh ? "流量" : "Traffic";
+    return meter;
+}
+
+void doc_line_description(const doc_invoice *d, const bs_invoice_line *l, char *buf,
+                          size_t size)
+{
+    int zh = doc_language(d) == DOC_ZH;
+    int free_ = strspn(l->amount, "-0.") == strlen(l->amount);
+    char q[64];
+    int n;
+
+    if (strcmp(l->kind, "fee") == 0) {
+        n = snprintf(buf, size, zh ? "套餐 %s" : "Plan %s", l->plan);
+    } else if (strcmp(l->kind, "refund") == 0) {
+        duration(l->quantity, q, sizeof(q));
+        n = snprintf(buf, size, zh ? "套餐 %2$s 未使用的 %1$s" : "Unused %s of plan %s", q,
+                     l->plan);
+    } else if (strcmp(l->kind, "included") == 0) {
+        n = snprintf(buf, size, zh ? "%s（含于套餐 %s）" : "%s, included in plan %s",
+                     meter_name(l->meter, zh), l->plan);
+    } else {
+        n = snprintf(buf, size, "%s%s", meter_name(l->meter, zh),
+                     free_ && strcmp(l->kind, "usage") == 0 ? (zh ? "（免费）" : " (free)")
+                                                            : "");
+    }
+    where(l, buf, size, n);
+    n = (int)strlen(buf);
+    if (strcmp(l->kind, "adjustment") == 0 && (size_t)n < size)
+        snprintf(buf + n, size - (size_t)n, zh ? "（%s 的迟到用量）" : " (late usage of %s)",
+                 l->adjusts_period);
 }

@@ -71,6 +71,7 @@ const char *doc_field(const doc_invoice *d, const char *key);
 typedef struct doc_total {
     const char *key;
     const char *label;
+    const char *label_zh; /* the label in Simplified Chinese */
     int hide_zero;
     int taken_off;
 } doc_total;
@@ -97,5 +98,54 @@ const char *doc_total_label(const doc_invoice *d, const doc_total *t, char *buf,
  * returned string lives in @d or @buf.
  */
 const char *doc_total_text(const doc_invoice *d, const doc_total *t, char *buf, size_t size);
+
+/* ---------------------------------------------------------------------- */
+/* What a customer reads: labels, descriptions, quantities                 */
+/* ---------------------------------------------------------------------- */
+
+/* The language of a document: the account's (billing.accounts.language). */
+typedef enum doc_lang { DOC_EN = 0, DOC_ZH = 1 } doc_lang;
+
+/* doc_language - DOC_ZH for an account whose language is "zh-Hans", else DOC_EN. */
+doc_lang doc_language(const doc_invoice *d);
+
+/* The fixed texts of a document, each in English and Simplified Chinese. */
+typedef enum doc_text_id {
+    DOC_T_INVOICE, DOC_T_CREDIT_NOTE, DOC_T_DRAFT, DOC_T_VOID, DOC_T_FROM, DOC_T_BILL_TO,
+    DOC_T_ACCOUNT, DOC_T_TAX_ID, DOC_T_NUMBER, DOC_T_PERIOD, DOC_T_ISSUED, DOC_T_DUE,
+    DOC_T_CREDITS_INVOICE, DOC_T_REASON, DOC_T_VOIDED, DOC_T_DESCRIPTION, DOC_T_QUANTITY,
+    DOC_T_UNIT, DOC_T_UNIT_PRICE, DOC_T_AMOUNT, DOC_T_CREDIT_LEFT, DOC_T_PAY,
+    DOC_T_GRANTS, DOC_T_TIME_ZONE, DOC_T_COUNT
+} doc_text_id;
+
+/* doc_text - fixed text @id in @d's language. */
+const char *doc_text(const doc_invoice *d, doc_text_id id);
+
+/* doc_title - "INVOICE", "CREDIT NOTE", "DRAFT INVOICE (not issued)" or "INVOICE (VOID)". */
+const char *doc_title(const doc_invoice *d);
+
+/*
+ * doc_unit_digits - the fraction digits a quantity of @unit is shown with
+ * (doc/formats.md, "Invoice documents"): 3 for GPU-hour, instance-hour,
+ * GB-month and GB, 0 for term; -1 for "second" (shown as a duration).
+ */
+int doc_unit_digits(const char *unit);
+
+/*
+ * doc_line_quantity - line @l's quantity as a customer reads it: a
+ * decimal rounded (half away from zero) to doc_unit_digits of its unit
+ * ("1935.484"), or for seconds a duration ("4 d 0 h"). The exact value
+ * stays in JSON and CSV. Writes into @buf.
+ */
+void doc_line_quantity(const bs_invoice_line *l, char *buf, size_t size);
+
+/*
+ * doc_line_description - line @l described per meter, model and region in
+ * @d's language ("GPU time, RTX4090, cn-east-1", "GPU-less instance time",
+ * "Persistent disk", "Traffic (free)", "Plan rtx4090x8-monthly",
+ * "Unused 4 d 0 h of plan rtx4090x8-monthly"). Writes into @buf.
+ */
+void doc_line_description(const doc_invoice *d, const bs_invoice_line *l, char *buf,
+                          size_t size);
 
 #endif /* BILLING_DOCUMENT_H */

@@ -222,9 +222,61 @@ fail:
     return NULL;
 }
 
+/* Each line's "description" and "quantity_shown" as the PDF prints them (document.h). */
+static int lines_readable(json_t *lines, const doc_invoice *inv)
+{
+    char buf[512];
+    size_t r;
+
+    for (r = 0; r < inv->rows->n_lines; r++) {
+        json_t *o = json_array_get(lines, r);
+        doc_line_description(inv, &inv->rows->lines[r], buf, sizeof(buf));
+        if (o == NULL || json_object_set_new(o, "description", json_string(buf)) != 0)
+            return -1;
+        doc_line_quantity(&inv->rows->lines[r], buf, sizeof(buf));
+        if (json_object_set_new(o, "quantity_shown", json_string(buf)) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The seller (null without an issuer row) and the customer, as the PDF names them. */
+static int parties_json(json_t *o, const doc_invoice *inv)
+{
+    const bs_invoice_head *h = DOC_HEAD(inv);
+    const bs_issuer *is = inv->issuer;
+    json_t *seller = json_null();
+
+    if (is != NULL)
+        seller = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "legal_name", is->legal_name,
+                           "address", is->address, "tax_id", is->tax_id, "contact", is->contact,
+                           "payment_instructions", is->payment_instructions, "footer",
+                           is->footer, "payment_terms_days", is->payment_terms_days);
+    return json_object_set_new(o, "issue_date", json_string(h->issue_date)) |
+           json_object_set_new(o, "due_date", json_string(h->due_date)) |
+           json_object_set_new(o, "period_first", json_string(h->period_first)) |
+           json_object_set_new(o, "period_last", json_string(h->period_last)) |
+           json_object_set_new(o, "corrects_reason", json_string(h->corrects_reason)) |
+           json_object_set_new(o, "price_book", json_string(h->book)) |
+           json_object_set_new(o, "seller", seller) |
+           json_object_set_new(o, "customer",
+                               json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "account",
+                                         h->customer.account, "name", h->customer.name, "email",
+                                         h->customer.email, "billing_address",
+                                         h->customer.billing_address, "tax_id",
+                                         h->customer.tax_id, "language", h->customer.language));
+}
+
 int export_invoice_json(FILE *out, const doc_invoice *inv)
 {
-    return dump(out, invoice_json(inv));
+    json_t *o = invoice_json(inv);
+
+    if (o != NULL && (lines_readable(json_object_get(o, "lines"), inv) != 0 ||
+                      parties_json(o, inv) != 0)) {
+        json_decref(o);
+        o = NULL;
+    }
+    return dump(out, o);
 }
 
 static void table_totals(FILE *out, const doc_invoice *inv)
@@ -304,7 +356,7 @@ static const char *const csv_refund_keys[] = {"account_credit_refunded", "refund
 /* One row: the invoice's fields, line @r's (none when @r < 0), the refund's. */
 static void csv_row(FILE *out, const doc_invoice *inv, long r)
 {
-    char buf[CELL_MAX];
+    char buf[512];
     size_t i;
 
     for (i = 0; i < N_CSV_INVOICE; i++)
@@ -317,6 +369,15 @@ static void csv_row(FILE *out, const doc_invoice *inv, long r)
                   0);
     for (i = 0; i < N_CSV_REFUND; i++)
         csv_field(out, doc_field(inv, csv_refund_keys[i]), 0);
+    /* The line as the PDF reads it (document.h), last: the columns before stay put. */
+    buf[0] = '\0';
+    if (r >= 0)
+        doc_line_description(inv, &inv->rows->lines[r], buf, sizeof(buf));
+    csv_field(out, buf, 0);
+    buf[0] = '\0';
+    if (r >= 0)
+        doc_line_quantity(&inv->rows->lines[r], buf, sizeof(buf));
+    csv_field(out, buf, 0);
     fputs("\r\n", out);
 }
 
@@ -331,6 +392,8 @@ int export_invoice_csv(FILE *out, const doc_invoice *inv)
         csv_field(out, export_line_columns[i].key, 0);
     for (i = 0; i < N_CSV_REFUND; i++)
         csv_field(out, csv_refund_keys[i], 0);
+    csv_field(out, "description", 0);
+    csv_field(out, "quantity_shown", 0);
     fputs("\r\n", out);
     for (r = 0; r < inv->rows->n_lines; r++)
         csv_row(out, inv, (long)r);

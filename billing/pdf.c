@@ -7,10 +7,11 @@
  * and Droid Sans Fallback (fonts-droid-fallback) for CJK, which has no
  * Latin letters; text is drawn in runs, each in the font that has it.
  * Paths can be changed with BILLING_PDF_FONT and BILLING_PDF_CJK_FONT.
- * The seller block comes from BILLING_PDF_SELLER (lines separated by
- * "\n"), by default the package name. The creation date in the document
- * information is the time of writing, or SOURCE_DATE_EPOCH (seconds since
- * 1970, as reproducible builds set it) when that is set: then a file
+ * The seller block comes from billing.issuers (the invoice's price
+ * book), else BILLING_PDF_SELLER (lines separated by "\n"), by default
+ * the package name. Labels are in the account's language (document.h).
+ * The creation date in the document information is the time of writing,
+ * or SOURCE_DATE_EPOCH (seconds since 1970, as reproducible builds set it) when that is set: then a file
  * depends on its invoice alone, byte for byte, whichever run or worker
  * (-j) wrote it.
  */
@@ -201,82 +202,183 @@ static void text_right(cairo_t *cr, double right, double y, const char *s, doubl
 /* Layout                                                                  */
 /* ---------------------------------------------------------------------- */
 
-static const char *title(const doc_invoice *inv)
+/*
+ * A page being laid out: with @cr NULL nothing is drawn and only pages are
+ * counted (the first pass, for "Page n of N"); the layout depends on the
+ * invoice alone, never on text widths, so both passes break alike.
+ */
+typedef struct page {
+    cairo_t *cr;
+    const doc_invoice *inv;
+    int no;    /* this page, from 1 */
+    int total; /* pages of the document (0 in the counting pass) */
+} page;
+
+static void put(page *p, double x, double y, const char *s, double size)
 {
-    if (strcmp(doc_field(inv, "kind"), "credit_note") == 0)
-        return "CREDIT NOTE";
-    if (strcmp(doc_field(inv, "status"), "draft") == 0)
-        return "DRAFT INVOICE (not issued)";
-    if (strcmp(doc_field(inv, "status"), "void") == 0)
-        return "INVOICE (VOID)";
-    return "INVOICE";
+    if (p->cr != NULL)
+        text(p->cr, x, y, s, size);
 }
 
-static void seller_block(cairo_t *cr, double y)
+static void put_right(page *p, double right, double y, const char *s, double size)
 {
-    const char *seller = env_or("BILLING_PDF_SELLER", PACKAGE_NAME);
+    if (p->cr != NULL)
+        text_right(p->cr, right, y, s, size);
+}
+
+/* The foot of the page: the issuer's footer and "Page n of N". */
+static void foot(page *p)
+{
+    char buf[1100];
+    const bs_issuer *is = p->inv->issuer;
+
+    if (p->cr == NULL)
+        return;
+    if (is != NULL && is->footer[0] != '\0') {
+        snprintf(buf, sizeof(buf), "%.1000s", is->footer);
+        buf[strcspn(buf, "\n")] = '\0';
+        text(p->cr, MARGIN, PAGE_H - MARGIN + 20, buf, 7);
+    }
+    if (doc_language(p->inv) == DOC_ZH)
+        snprintf(buf, sizeof(buf), "第 %d 页，共 %d 页", p->no, p->total);
+    else
+        snprintf(buf, sizeof(buf), "Page %d of %d", p->no, p->total);
+    text_right(p->cr, PAGE_W - MARGIN, PAGE_H - MARGIN + 20, buf, 8);
+}
+
+/* End this page, start the next. */
+static void next_page(page *p)
+{
+    foot(p);
+    if (p->cr != NULL)
+        cairo_show_page(p->cr);
+    p->no++;
+}
+
+/* Up to @max lines of @s (lines separated by "\n") at (x, y). Returns the next y. */
+static double lines_of(page *p, double x, double y, const char *s, int max, double size)
+{
     char line[256];
-    const char *p = seller;
     int i;
 
-    for (i = 0; i < 5 && *p != '\0'; i++) {
-        size_t n = strcspn(p, "\n");
-        snprintf(line, sizeof(line), "%.*s", (int)(n < 255 ? n : 255), p);
-        text(cr, MARGIN, y + i * ROW, line, i == 0 ? 11 : 9);
-        p += n;
-        if (*p == '\n')
-            p++;
+    for (i = 0; i < max && *s != '\0'; i++) {
+        size_t n = strcspn(s, "\n");
+        snprintf(line, sizeof(line), "%.*s", (int)(n < 255 ? n : 255), s);
+        put(p, x, y, line, size);
+        y += ROW;
+        s += n;
+        if (*s == '\n')
+            s++;
     }
+    return y;
 }
 
-/* Header: title, seller and customer, number, dates. Returns the next y. */
-static double header(cairo_t *cr, const doc_invoice *inv)
+/*
+ * The seller: billing.issuers of the invoice's price book; without one,
+ * BILLING_PDF_SELLER (lines separated by "\n"), by default the package name.
+ */
+static double seller_block(page *p, double y)
+{
+    const bs_issuer *is = p->inv->issuer;
+    char buf[256];
+    double y0 = y;
+
+    put(p, MARGIN, y, doc_text(p->inv, DOC_T_FROM), 8);
+    y += ROW;
+    if (is == NULL)
+        return lines_of(p, MARGIN, y, env_or("BILLING_PDF_SELLER", PACKAGE_NAME), 5, 9);
+    put(p, MARGIN, y, is->legal_name, 11);
+    y = lines_of(p, MARGIN, y + ROW, is->address, 4, 9);
+    if (is->tax_id[0] != '\0') {
+        snprintf(buf, sizeof(buf), "%s %s", doc_text(p->inv, DOC_T_TAX_ID), is->tax_id);
+        put(p, MARGIN, y, buf, 9);
+        y += ROW;
+    }
+    y = lines_of(p, MARGIN, y, is->contact, 2, 9);
+    return y > y0 ? y : y0;
+}
+
+/* The customer: name, billing address, tax id, e-mail, account. */
+static double customer_block(page *p, double y)
+{
+    const bs_party *cu = &DOC_HEAD(p->inv)->customer;
+    char buf[512];
+
+    put(p, 330, y, doc_text(p->inv, DOC_T_BILL_TO), 8);
+    put(p, 330, y + ROW, cu->name, 11);
+    y = lines_of(p, 330, y + 2 * ROW, cu->billing_address, 4, 9);
+    if (cu->tax_id[0] != '\0') {
+        snprintf(buf, sizeof(buf), "%s %s", doc_text(p->inv, DOC_T_TAX_ID), cu->tax_id);
+        put(p, 330, y, buf, 9);
+        y += ROW;
+    }
+    if (cu->email[0] != '\0') {
+        put(p, 330, y, cu->email, 9);
+        y += ROW;
+    }
+    snprintf(buf, sizeof(buf), "%s %s", doc_text(p->inv, DOC_T_ACCOUNT), cu->account);
+    put(p, 330, y, buf, 9);
+    y += ROW;
+    snprintf(buf, sizeof(buf), "%s %s, %s", doc_text(p->inv, DOC_T_TIME_ZONE),
+             DOC_HEAD(p->inv)->time_zone, DOC_HEAD(p->inv)->currency);
+    put(p, 330, y, buf, 9);
+    return y + ROW;
+}
+
+/* "Label: value" at (x, y) when @value is not empty. Returns the next y. */
+static double field(page *p, double x, double y, doc_text_id label, const char *value)
 {
     char buf[512];
-    double y = MARGIN + 10;
 
-    text(cr, MARGIN, y, title(inv), 18);
+    if (value[0] == '\0')
+        return y;
+    snprintf(buf, sizeof(buf), "%s: %.400s", doc_text(p->inv, label), value);
+    put(p, x, y, buf, 9);
+    return y + ROW;
+}
+
+/* Header: title, VOID, seller and customer, number, dates, what a credit note credits. */
+static double header(page *p)
+{
+    const doc_invoice *inv = p->inv;
+    const bs_invoice_head *h = DOC_HEAD(inv);
+    int note = strcmp(h->kind, "credit_note") == 0;
+    char buf[512];
+    double y = MARGIN + 10;
+    double ys;
+    double yc;
+
+    put(p, MARGIN, y, doc_title(inv), 18);
+    if (strcmp(h->status, "void") == 0 && p->cr != NULL) {
+        cairo_set_source_rgb(p->cr, 0.8, 0, 0);
+        text_right(p->cr, PAGE_W - MARGIN, y + 6, "VOID", 28);
+        cairo_set_source_rgb(p->cr, 0, 0, 0);
+    }
     y += 2 * ROW;
-    seller_block(cr, y);
-    text(cr, 330, y, "Bill to", 9);
-    text(cr, 330, y + ROW, doc_field(inv, "account_name"), 11);
-    snprintf(buf, sizeof(buf), "Account %s", doc_field(inv, "account"));
-    text(cr, 330, y + 2 * ROW, buf, 9);
-    snprintf(buf, sizeof(buf), "Time zone %s, currency %s", doc_field(inv, "time_zone"),
-             doc_field(inv, "currency"));
-    text(cr, 330, y + 3 * ROW, buf, 9);
-    y += 6 * ROW;
-    snprintf(buf, sizeof(buf), "Number: %s",
-             doc_field(inv, "number")[0] != '\0' ? doc_field(inv, "number") : "(draft)");
-    text(cr, MARGIN, y, buf, 10);
-    if (doc_field(inv, "corrects")[0] != '\0') {
-        snprintf(buf, sizeof(buf), "Credits invoice %s", doc_field(inv, "corrects"));
-        text(cr, 330, y, buf, 10);
-    }
+    ys = seller_block(p, y);
+    yc = customer_block(p, y);
+    y = (ys > yc ? ys : yc) + ROW;
+    snprintf(buf, sizeof(buf), "%s: %s", doc_text(inv, DOC_T_NUMBER),
+             h->number[0] != '\0' ? h->number : "(draft)");
+    put(p, MARGIN, y, buf, 10);
     y += ROW;
-    snprintf(buf, sizeof(buf), "Period: %s (%s to %s)", doc_field(inv, "period"),
-             doc_field(inv, "period_start"), doc_field(inv, "period_end"));
-    text(cr, MARGIN, y, buf, 9);
+    snprintf(buf, sizeof(buf), "%s: %s (%s – %s)", doc_text(inv, DOC_T_PERIOD), h->period,
+             h->period_first, h->period_last);
+    put(p, MARGIN, y, buf, 9);
     y += ROW;
-    if (doc_field(inv, "finalized_at")[0] != '\0') {
-        snprintf(buf, sizeof(buf), "Issued: %s", doc_field(inv, "finalized_at"));
-        text(cr, MARGIN, y, buf, 9);
-        y += ROW;
-    }
-    if (doc_field(inv, "void_reason")[0] != '\0') {
-        /* Cut like the refund's reason: the line must stay on the page. */
-        snprintf(buf, sizeof(buf), "Voided: %.300s", doc_field(inv, "void_reason"));
-        text(cr, MARGIN, y, buf, 9);
-        y += ROW;
-    }
-    if (doc_field(inv, "refund_method")[0] != '\0') {
+    y = field(p, MARGIN, y, DOC_T_ISSUED, h->issue_date);
+    if (!note && strcmp(h->status, "finalized") == 0)
+        y = field(p, MARGIN, y, DOC_T_DUE, h->due_date);
+    y = field(p, MARGIN, y, DOC_T_CREDITS_INVOICE, h->corrects);
+    if (note)
+        y = field(p, MARGIN, y, DOC_T_REASON,
+                  h->corrects_reason[0] != '\0' ? h->corrects_reason : h->refund_reason);
+    /* Cut like the refund's reason: the line must stay on the page. */
+    y = field(p, MARGIN, y, DOC_T_VOIDED, h->void_reason);
+    if (h->refund_method[0] != '\0') {
         snprintf(buf, sizeof(buf), "Account credit refunded to the payment method (%s), "
-                                   "reference %.100s", doc_field(inv, "refund_method"),
-                 doc_field(inv, "refund_reference"));
-        text(cr, MARGIN, y, buf, 9);
-        y += ROW;
-        snprintf(buf, sizeof(buf), "Reason: %.300s", doc_field(inv, "refund_reason"));
-        text(cr, MARGIN, y, buf, 9);
+                                   "reference %.100s", h->refund_method, h->refund_reference);
+        put(p, MARGIN, y, buf, 9);
         y += ROW;
     }
     return y + ROW;
@@ -290,82 +392,79 @@ static double header(cairo_t *cr, const doc_invoice *inv)
 #define X_PRICE 490.0
 #define X_AMOUNT (PAGE_W - MARGIN)
 
-static void rule(cairo_t *cr, double y)
+static void rule(page *p, double y)
 {
-    cairo_move_to(cr, MARGIN, y);
-    cairo_line_to(cr, PAGE_W - MARGIN, y);
-    cairo_set_line_width(cr, 0.5);
-    cairo_stroke(cr);
+    if (p->cr == NULL)
+        return;
+    cairo_move_to(p->cr, MARGIN, y);
+    cairo_line_to(p->cr, PAGE_W - MARGIN, y);
+    cairo_set_line_width(p->cr, 0.5);
+    cairo_stroke(p->cr);
 }
 
-static double table_head(cairo_t *cr, double y)
+static double table_head(page *p, double y)
 {
-    text(cr, X_NO, y, "#", 8);
-    text(cr, X_DESC, y, "Description", 8);
-    text_right(cr, X_QTY, y, "Quantity", 8);
-    text(cr, X_UNIT, y, "Unit", 8);
-    text_right(cr, X_PRICE, y, "Unit price", 8);
-    text_right(cr, X_AMOUNT, y, "Amount", 8);
-    rule(cr, y + 4);
+    put(p, X_NO, y, "#", 8);
+    put(p, X_DESC, y, doc_text(p->inv, DOC_T_DESCRIPTION), 8);
+    put_right(p, X_QTY, y, doc_text(p->inv, DOC_T_QUANTITY), 8);
+    put(p, X_UNIT, y, doc_text(p->inv, DOC_T_UNIT), 8);
+    put_right(p, X_PRICE, y, doc_text(p->inv, DOC_T_UNIT_PRICE), 8);
+    put_right(p, X_AMOUNT, y, doc_text(p->inv, DOC_T_AMOUNT), 8);
+    rule(p, y + 4);
     return y + ROW + 2;
 }
 
-/* "gpu RTX4090 cn-east-1, plan x, version v1, adjusts 2026-10" for line @l. */
-static void description(const bs_invoice_line *l, char *buf, size_t size)
-{
-    int n = snprintf(buf, size, "%s %s %s %s", l->kind, l->meter, l->model, l->region);
-
-    if (n >= 0 && (size_t)n < size && l->plan[0] != '\0')
-        n += snprintf(buf + n, size - (size_t)n, ", plan %s", l->plan);
-    if (n >= 0 && (size_t)n < size && l->adjusts_period[0] != '\0')
-        snprintf(buf + n, size - (size_t)n, ", for %s", l->adjusts_period);
-}
-
-static double line_row(cairo_t *cr, const bs_invoice_line *l, double y)
+static double line_row(page *p, const bs_invoice_line *l, double y)
 {
     char buf[512];
 
-    text(cr, X_NO, y, l->line, 8);
-    description(l, buf, sizeof(buf));
-    text(cr, X_DESC, y, buf, 8);
-    if (strcmp(l->quantity_den, "1") == 0)
-        snprintf(buf, sizeof(buf), "%.40s", l->quantity);
-    else
-        snprintf(buf, sizeof(buf), "%.20s/%.20s", l->quantity, l->quantity_den);
-    text_right(cr, X_QTY, y, buf, 8);
-    text(cr, X_UNIT, y, l->unit, 8);
-    text_right(cr, X_PRICE, y, l->unit_price, 8);
-    text_right(cr, X_AMOUNT, y, l->amount, 8);
+    if (p->cr == NULL)
+        return y + ROW;
+    put(p, X_NO, y, l->line, 8);
+    doc_line_description(p->inv, l, buf, sizeof(buf));
+    put(p, X_DESC, y, buf, 8);
+    doc_line_quantity(l, buf, sizeof(buf));
+    put_right(p, X_QTY, y, buf, 8);
+    put(p, X_UNIT, y, strcmp(l->unit, "second") == 0 ? "" : l->unit, 8);
+    put_right(p, X_PRICE, y, l->unit_price, 8);
+    put_right(p, X_AMOUNT, y, l->amount, 8);
     return y + ROW;
 }
 
-static double total_row(cairo_t *cr, double y, const char *label, const char *value,
+static double total_row(page *p, double y, const char *label, const char *value,
                         const char *currency, double size)
 {
     char buf[128];
 
-    text_right(cr, X_PRICE - 60, y, label, size);
+    put_right(p, X_PRICE - 60, y, label, size);
     snprintf(buf, sizeof(buf), "%s %s", value, currency);
-    text_right(cr, X_AMOUNT, y, buf, size);
+    put_right(p, X_AMOUNT, y, buf, size);
     return y + ROW + 2;
 }
 
-/* The totals in reconciliation order (doc_totals, as `billing invoice show` prints them). */
-static double totals(cairo_t *cr, const doc_invoice *inv, double y)
+/*
+ * The totals in reconciliation order (doc_totals, as `billing invoice show`
+ * prints them), then the account credit left after the invoice.
+ */
+static double totals(page *p, double y)
 {
-    const char *cur = doc_field(inv, "currency");
+    const doc_invoice *inv = p->inv;
+    const char *cur = DOC_HEAD(inv)->currency;
     char label[128];
     char buf[128];
     size_t i;
 
-    rule(cr, y - ROW + 4);
+    rule(p, y - ROW + 4);
     for (i = 0; i < doc_n_totals; i++) {
         const doc_total *t = &doc_totals[i];
         if (doc_total_shown(inv, t))
-            y = total_row(cr, y, doc_total_label(inv, t, label, sizeof(label)),
+            y = total_row(p, y, doc_total_label(inv, t, label, sizeof(label)),
                           doc_total_text(inv, t, buf, sizeof(buf)), cur,
-                          i + 1 == doc_n_totals ? 12 : 9);
+                          strcmp(t->key, "total") == 0 ? 12 : 9);
     }
+    if (strcmp(DOC_HEAD(inv)->kind, "invoice") == 0)
+        y = total_row(p, y, doc_text(inv, DOC_T_CREDIT_LEFT), DOC_HEAD(inv)->account_credit_left,
+                      cur, 9);
     return y;
 }
 
@@ -373,8 +472,9 @@ static double totals(cairo_t *cr, const doc_invoice *inv, double y)
 static const double grant_x[] = {X_DESC, X_QTY, X_PRICE - 60, X_PRICE, X_AMOUNT};
 
 /* Each credit grant: applied, returned and expired here, and what is left of it. */
-static double grants(cairo_t *cr, const doc_invoice *inv, double y)
+static double grants(page *p, double y)
 {
+    const doc_invoice *inv = p->inv;
     char buf[64];
     size_t c;
     size_t r;
@@ -382,13 +482,13 @@ static double grants(cairo_t *cr, const doc_invoice *inv, double y)
     if (inv->rows->n_grants == 0)
         return y;
     y += ROW;
-    text(cr, X_DESC, y, "Credit grants (remaining on this invoice, before what expires)", 9);
+    put(p, X_DESC, y, doc_text(inv, DOC_T_GRANTS), 9);
     y += ROW;
     for (c = 0; c < export_n_grant_columns; c++) {
         if (c == 0)
-            text(cr, grant_x[c], y, export_grant_columns[c].header, 8);
+            put(p, grant_x[c], y, export_grant_columns[c].header, 8);
         else
-            text_right(cr, grant_x[c], y, export_grant_columns[c].header, 8);
+            put_right(p, grant_x[c], y, export_grant_columns[c].header, 8);
     }
     for (r = 0; r < inv->rows->n_grants; r++) {
         const bs_invoice_grant *g = &inv->rows->grants[r];
@@ -396,36 +496,65 @@ static double grants(cairo_t *cr, const doc_invoice *inv, double y)
         for (c = 0; c < export_n_grant_columns; c++) {
             const char *v = export_cell(g, &export_grant_columns[c], buf, sizeof(buf));
             if (c == 0)
-                text(cr, grant_x[c], y, v, 8);
+                put(p, grant_x[c], y, v, 8);
             else
-                text_right(cr, grant_x[c], y, v, 8);
+                put_right(p, grant_x[c], y, v, 8);
         }
     }
     return y + ROW;
 }
 
-/* Draw the whole invoice, starting new pages as the lines need. */
-static void draw(cairo_t *cr, const doc_invoice *inv)
+/* The issuer's payment instructions, on invoices that are to be paid. */
+static double payment(page *p, double y)
 {
-    double y = header(cr, inv);
+    const bs_issuer *is = p->inv->issuer;
+
+    if (is == NULL || is->payment_instructions[0] == '\0' ||
+        strcmp(DOC_HEAD(p->inv)->kind, "invoice") != 0 ||
+        strcmp(DOC_HEAD(p->inv)->status, "void") == 0)
+        return y;
+    y += ROW;
+    put(p, X_DESC, y, doc_text(p->inv, DOC_T_PAY), 9);
+    return lines_of(p, X_DESC, y + ROW, is->payment_instructions, 6, 8);
+}
+
+/* Lines the closing block (totals, credit left, grants, payment) needs. */
+static double closing_rows(const doc_invoice *inv)
+{
+    return (double)doc_n_totals + 12 + (double)inv->rows->n_grants;
+}
+
+/*
+ * Lay out the whole invoice, starting new pages as the lines need (the
+ * table's head repeated on each), with "Page n of N" at every foot.
+ * Returns the number of pages.
+ */
+static int draw(cairo_t *cr, const doc_invoice *inv, int total)
+{
+    page p = {cr, inv, 1, total};
+    double y = header(&p);
     size_t r;
 
-    y = table_head(cr, y);
+    y = table_head(&p, y);
     for (r = 0; r < inv->rows->n_lines; r++) {
-        if (y > PAGE_H - MARGIN - 6 * ROW) {
-            cairo_show_page(cr);
-            y = table_head(cr, MARGIN + 10);
+        if (y > PAGE_H - MARGIN - 2 * ROW) {
+            next_page(&p);
+            y = table_head(&p, MARGIN + 10);
         }
-        y = line_row(cr, &inv->rows->lines[r], y);
+        y = line_row(&p, &inv->rows->lines[r], y);
     }
-    /* Totals and grants stay together on one page. */
-    if (y > PAGE_H - MARGIN - ((double)doc_n_totals + 4 + (double)inv->rows->n_grants) * (ROW + 2)) {
-        cairo_show_page(cr);
+    /* The closing block stays together on one page. */
+    if (y > PAGE_H - MARGIN - closing_rows(inv) * (ROW + 2)) {
+        next_page(&p);
         y = MARGIN + 10;
     }
-    y = totals(cr, inv, y + ROW);
-    grants(cr, inv, y);
-    cairo_show_page(cr);
+    y = totals(&p, y + ROW);
+    y = grants(&p, y);
+    payment(&p, y);
+    foot(&p);
+    if (cr != NULL)
+        cairo_show_page(cr);
+    return p.no;
 }
 
 /*
@@ -463,13 +592,13 @@ int export_invoice_pdf(const doc_invoice *inv, const char *path)
         errno = EIO;
         return -1;
     }
-    cairo_pdf_surface_set_metadata(s, CAIRO_PDF_METADATA_TITLE, title(inv));
+    cairo_pdf_surface_set_metadata(s, CAIRO_PDF_METADATA_TITLE, doc_title(inv));
     cairo_pdf_surface_set_metadata(s, CAIRO_PDF_METADATA_CREATOR, PACKAGE_STRING);
     if (source_date(date, sizeof(date)) != NULL)
         cairo_pdf_surface_set_metadata(s, CAIRO_PDF_METADATA_CREATE_DATE, date);
     cr = cairo_create(s);
     cairo_set_source_rgb(cr, 0, 0, 0);
-    draw(cr, inv);
+    draw(cr, inv, draw(NULL, inv, 0));
     st = cairo_status(cr);
     cairo_destroy(cr);
     cairo_surface_finish(s);
