@@ -362,8 +362,8 @@ void doc_line_description(const doc_invoice *d, const bs_invoice_line *l, char *
         n = snprintf(buf, size, zh ? "套餐 %2$s 未使用的 %1$s" : "Unused %s of plan %s", q,
                      l->plan);
     } else if (strcmp(l->kind, "included") == 0) {
-        n = snprintf(buf, size, zh ? "%s（含于套餐 %s）" : "%s, included in plan %s",
-                     meter_name(l->meter, zh), l->plan);
+        n = snprintf(buf, size, zh ? "%s（套餐内含）" : "%s (included in plan)",
+                     meter_name(l->meter, zh));
     } else {
         n = snprintf(buf, size, "%s%s", meter_name(l->meter, zh),
                      free_ && strcmp(l->kind, "usage") == 0 ? (zh ? "（免费）" : " (free)")

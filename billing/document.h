@@ -142,7 +142,8 @@ void doc_line_quantity(const bs_invoice_line *l, char *buf, size_t size);
 /*
  * doc_line_description - line @l described per meter, model and region in
  * @d's language ("GPU time, RTX4090, cn-east-1", "GPU-less instance time",
- * "Persistent disk", "Traffic (free)", "Plan rtx4090x8-monthly",
+ * "Persistent disk", "Traffic (free)", "GPU time (included in plan)",
+ * "Plan rtx4090x8-monthly",
  * "Unused 4 d 0 h of plan rtx4090x8-monthly"). Writes into @buf.
  */
 void doc_line_description(const doc_invoice *d, const bs_invoice_line *l, char *buf,
