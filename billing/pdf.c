@@ -337,6 +337,82 @@ static double field(page *p, double x, double y, doc_text_id label, const char *
     return y + ROW;
 }
 
+/* A PNG in memory, read by cairo. */
+typedef struct png_src {
+    const unsigned char *p;
+    size_t left;
+} png_src;
+
+static cairo_status_t png_read(void *arg, unsigned char *data, unsigned int length)
+{
+    png_src *src = arg;
+
+    if (length > src->left)
+        return CAIRO_STATUS_READ_ERROR;
+    memcpy(data, src->p, length);
+    src->p += length;
+    src->left -= length;
+    return CAIRO_STATUS_SUCCESS;
+}
+
+static int hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
+}
+
+/* Longest logo drawn (billing.issuers bounds it to 1 MiB). */
+#define LOGO_MAX (1024 * 1024)
+/* The box the logo is scaled into, at the top right. */
+#define LOGO_W 140.0
+#define LOGO_H 48.0
+
+/*
+ * The issuer's logo (PNG, hex from the store) scaled into the top right
+ * box, keeping its proportions. A logo cairo cannot read is left out: the
+ * document is still complete without it.
+ */
+static void logo(page *p)
+{
+    const bs_issuer *is = p->inv->issuer;
+    size_t n = is != NULL ? strlen(is->logo_hex) / 2 : 0;
+    unsigned char *bytes;
+    cairo_surface_t *img;
+    png_src src;
+    double w, h, k;
+    size_t i;
+
+    if (p->cr == NULL || n == 0 || n > LOGO_MAX || (bytes = malloc(n)) == NULL)
+        return;
+    for (i = 0; i < n; i++) {
+        int hi = hex_digit(is->logo_hex[2 * i]);
+        int lo = hex_digit(is->logo_hex[2 * i + 1]);
+        if (hi < 0 || lo < 0)
+            break;
+        bytes[i] = (unsigned char)(hi << 4 | lo);
+    }
+    src.p = bytes;
+    src.left = i;
+    img = cairo_image_surface_create_from_png_stream(png_read, &src);
+    free(bytes);
+    if (cairo_surface_status(img) == CAIRO_STATUS_SUCCESS &&
+        cairo_image_surface_get_width(img) > 0 && cairo_image_surface_get_height(img) > 0) {
+        w = cairo_image_surface_get_width(img);
+        h = cairo_image_surface_get_height(img);
+        k = LOGO_W / w < LOGO_H / h ? LOGO_W / w : LOGO_H / h;
+        cairo_save(p->cr);
+        cairo_translate(p->cr, PAGE_W - MARGIN - w * k, MARGIN - 14);
+        cairo_scale(p->cr, k, k);
+        cairo_set_source_surface(p->cr, img, 0, 0);
+        cairo_paint(p->cr);
+        cairo_restore(p->cr);
+    }
+    cairo_surface_destroy(img);
+}
+
 /* Header: title, VOID, seller and customer, number, dates, what a credit note credits. */
 static double header(page *p)
 {
@@ -349,9 +425,10 @@ static double header(page *p)
     double yc;
 
     put(p, MARGIN, y, doc_title(inv), 18);
+    logo(p);
     if (strcmp(h->status, "void") == 0 && p->cr != NULL) {
         cairo_set_source_rgb(p->cr, 0.8, 0, 0);
-        text_right(p->cr, PAGE_W - MARGIN, y + 6, "VOID", 28);
+        text(p->cr, PAGE_W / 2 - 20, y + 6, "VOID", 28);
         cairo_set_source_rgb(p->cr, 0, 0, 0);
     }
     y += 2 * ROW;

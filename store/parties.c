@@ -25,7 +25,8 @@ static const bs_rowtext_field party_fields[] = {
     "SELECT book_id AS book, legal_name, coalesce(address, '') AS address,"                    \
     " coalesce(tax_id, '') AS tax_id, coalesce(contact, '') AS contact,"                       \
     " coalesce(payment_instructions, '') AS payment_instructions,"                             \
-    " coalesce(footer, '') AS footer, payment_terms_days::text AS payment_terms_days"          \
+    " coalesce(footer, '') AS footer, payment_terms_days::text AS payment_terms_days,"         \
+    " coalesce(encode(logo_png, 'hex'), '') AS logo_hex"                                       \
     " FROM billing.issuers WHERE book_id = $1::text"
 
 static const bs_rowtext_field issuer_fields[] = {
@@ -33,6 +34,7 @@ static const bs_rowtext_field issuer_fields[] = {
     BS_ROWTEXT(bs_issuer, address),       BS_ROWTEXT(bs_issuer, tax_id),
     BS_ROWTEXT(bs_issuer, contact),       BS_ROWTEXT(bs_issuer, payment_instructions),
     BS_ROWTEXT(bs_issuer, footer),        BS_ROWTEXT(bs_issuer, payment_terms_days),
+    BS_ROWTEXT(bs_issuer, logo_hex),
 };
 
 /* Row 0 of @res as a struct of @size bytes with its text behind it, or NULL. */

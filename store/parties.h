@@ -33,6 +33,7 @@ typedef struct bs_issuer {
     const char *payment_instructions;
     const char *footer;
     const char *payment_terms_days;   /* days from issue to due date, "0".."365" */
+    const char *logo_hex;             /* the logo's PNG bytes in hex ("" for none) */
 } bs_issuer;
 
 /*

@@ -4,7 +4,7 @@
 # FAILS, never skips). Closes the example month, fills the parties with
 # SQL (loading them is `billing load`'s), exports PDF, CSV and JSON and
 # reads the PDFs' text with pdftotext:
-#   - the seller block comes from billing.issuers of the price book, the
+#   - the seller block (and logo) comes from billing.issuers of the price book, the
 #     customer block from the account (name, address, tax id, e-mail);
 #   - lines are described per meter, model and region, quantities shown
 #     with the digits of their unit (doc/formats.md, "Invoice documents");
@@ -41,7 +41,8 @@ $billing db migrate >/dev/null || exit 99
 $billing load --pricebook "$ex/pricebook.json" --accounts "$ex/accounts.json" >/dev/null || exit 99
 $billing ingest "$ex/events.jsonl" >/dev/null 2>&1 || exit 99
 
-# The parties, as `billing load` would write them.
+# The parties, as `billing load` would write them; any PNG serves as the logo.
+logo=$(od -An -v -tx1 "$srcdir/doc/credit-note-example.png" | tr -d ' \n')
 sql <<'SQL' || exit 99
 INSERT INTO billing.issuers (book_id, legal_name, address, tax_id, contact, payment_instructions,
                              footer, payment_terms_days)
@@ -53,6 +54,7 @@ UPDATE billing.accounts SET name = 'Lab A Research', email = 'ap@lab-a.example',
        billing_address = E'7 Campus Way\nHangzhou 310000', tax_id = 'LABA-TAX-42' WHERE id = 'lab-a';
 UPDATE billing.accounts SET name = '学生乙', language = 'zh-Hans' WHERE id = 'student-b';
 SQL
+sql -c "UPDATE billing.issuers SET logo_png = decode('$logo', 'hex')" || exit 99
 $billing close --period 2026-01 --finalize --grace 0 --quiet >/dev/null 2>&1 || exit 99
 $billing invoice void INV-2026-000002 --reason "wrong rate applied" >/dev/null 2>&1 || exit 99
 for f in pdf json csv; do
@@ -99,6 +101,8 @@ check "JSON due_date is the PDF's" $r
 has "account credit left and payment instructions" "$A" \
     "Account credit left after this invoice" "Bank transfer to ICBC 6222 0000 1111" \
     "Page 1 of 1" "Example GPU Cloud Ltd. - questions"
+[ "$(pdfimages -list "$tmp/pdf/$a.pdf" 2>/dev/null | awk 'NR > 2' | wc -l)" -ge 1 ] && r=ok || r=fail
+check "the issuer's logo is drawn" $r
 has "a credit note says what it credits and why ($cn)" "$tmp/pdf/$cn.txt" "CREDIT NOTE" \
     "Credits invoice: $v" "Reason: wrong rate applied" "Total credited"
 grep -q "Due date" "$tmp/pdf/$cn.txt" && r=fail || r=ok
