@@ -436,7 +436,9 @@ static double header(page *p)
     yc = customer_block(p, y);
     y = (ys > yc ? ys : yc) + ROW;
     snprintf(buf, sizeof(buf), "%s: %s", doc_text(inv, DOC_T_NUMBER),
-             h->number[0] != '\0' ? h->number : "(draft)");
+             h->number[0] != '\0'                ? h->number
+             : doc_language(inv) == DOC_ZH ? "（草稿）"
+                                           : "(draft)");
     put(p, MARGIN, y, buf, 10);
     y += ROW;
     snprintf(buf, sizeof(buf), "%s: %s (%s – %s)", doc_text(inv, DOC_T_PERIOD), h->period,
