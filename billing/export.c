@@ -295,6 +295,29 @@ static void table_totals(FILE *out, const doc_invoice *inv)
     }
 }
 
+/* The dates and parties the PDF prints, under the JSON's keys (not empty ones). */
+static void table_parties(FILE *out, const doc_invoice *inv)
+{
+    const bs_invoice_head *h = DOC_HEAD(inv);
+    const char *rows[][2] = {
+        {"issue_date", h->issue_date},
+        {"due_date", h->due_date},
+        {"period_first", h->period_first},
+        {"period_last", h->period_last},
+        {"price_book", h->book},
+        {"seller", inv->issuer != NULL ? inv->issuer->legal_name : ""},
+        {"customer_email", h->customer.email},
+        {"customer_tax_id", h->customer.tax_id},
+        {"language", h->customer.language},
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        if (rows[i][1][0] != '\0')
+            fprintf(out, "%-19s %s\n", rows[i][0], rows[i][1]);
+    }
+}
+
 int export_invoice_table(FILE *out, const doc_invoice *inv)
 {
     size_t i;
@@ -304,6 +327,7 @@ int export_invoice_table(FILE *out, const doc_invoice *inv)
         if (v[0] != '\0')
             fprintf(out, "%-19s %s\n", doc_header_keys[i].key, v);
     }
+    table_parties(out, inv);
     fputc('\n', out);
     if (export_rows_table(out, LINES(inv), export_line_columns, export_n_line_columns) != 0)
         return -1;
