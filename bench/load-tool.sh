@@ -16,7 +16,7 @@ set -eu
 accounts=${1:-100000}
 work=${2:-/tmp/billing-bench}
 top=$(pwd) # the build tree
-billing="$top/billing/billing"
+billing=${BILLING:-"$top/billing/billing"} # BILLING=PATH: another build (before/after)
 srcdir=$(sed -n 's/^abs_top_srcdir = //p' "$top/Makefile")
 pricebook="$srcdir/examples/gpu-cloud/pricebook.json"
 db=billing_bench_load_$$

@@ -242,11 +242,87 @@ static int for_each(cfg *c, const json_t *obj, const char *path, const char *key
 }
 
 /* ---------------------------------------------------------------------- */
+/* Parties                                                                 */
+/* ---------------------------------------------------------------------- */
+
+/*
+ * Parties (issue 27): texts printed on invoices, bounded as the database
+ * bounds them (migrations 0005 and 0014). Lengths are in characters
+ * (UTF-8 code points; jansson has checked the encoding) except the
+ * account's name, which 0005 bounds in bytes.
+ */
+#define ACCOUNT_NAME_BYTES_MAX 256
+#define EMAIL_CHARS_MAX 254
+#define ADDRESS_CHARS_MAX 1000
+#define TAX_ID_CHARS_MAX 64
+#define LEGAL_NAME_CHARS_MAX 200
+#define CONTACT_CHARS_MAX 500
+#define PAYMENT_CHARS_MAX 2000
+#define FOOTER_CHARS_MAX 1000
+#define PAYMENT_TERMS_DAYS_MAX 365
+
+/* Code points of the UTF-8 string @s. */
+static size_t utf8_chars(const char *s)
+{
+    size_t n = 0;
+
+    for (; *s != '\0'; s++)
+        n += ((unsigned char)*s & 0xc0) != 0x80;
+    return n;
+}
+
+/* Optional text @s of field @key: NULL, or 1..@max characters. */
+static int check_text(cfg *c, const char *path, const char *key, const char *s, size_t max)
+{
+    size_t n;
+
+    if (s == NULL)
+        return 0;
+    n = utf8_chars(s);
+    if (n == 0)
+        return cfg_fail(c, path, key, "must not be empty (leave it out instead)");
+    if (n > max)
+        return cfg_fail(c, path, key, "%zu characters, more than the %zu allowed", n, max);
+    return 0;
+}
+
+static int space_char(char ch)
+{
+    return ch == ' ' || (ch >= '\t' && ch <= '\r');
+}
+
+/* "local@domain": no space, exactly one '@', something on each side (as 0014). */
+static int check_email(cfg *c, const char *path, const char *s)
+{
+    const char *at;
+    const char *p;
+
+    if (s == NULL)
+        return 0;
+    if (utf8_chars(s) > EMAIL_CHARS_MAX)
+        return cfg_fail(c, path, "email", "more than %d characters", EMAIL_CHARS_MAX);
+    at = strchr(s, '@');
+    for (p = s; *p != '\0' && !space_char(*p); p++)
+        ;
+    if (at == NULL || at == s || at[1] == '\0' || strchr(at + 1, '@') != NULL || *p != '\0')
+        return cfg_fail(c, path, "email",
+                        "'%.64s' is not an address of the form local@domain (one '@', no "
+                        "spaces)",
+                        s);
+    return 0;
+}
+
+/* ---------------------------------------------------------------------- */
 /* Price book                                                              */
 /* ---------------------------------------------------------------------- */
 
-static const char *const pricebook_keys[] = {"description", "currency", "rounding",
-                                             "plans",       "versions", NULL};
+static const char *const pricebook_keys[] = {"description", "currency", "rounding", "plans",
+                                             "versions",    "issuer",   NULL};
+static const char *const issuer_keys[] = {"description", "legal_name",
+                                          "address",     "tax_id",
+                                          "contact",     "payment_instructions",
+                                          "footer",      "logo",
+                                          "payment_terms_days", NULL};
 static const char *const plan_keys[] = {"description", "id",         "period", "model",
                                         "region",      "refundable", NULL};
 static const char *const version_keys[] = {"description", "id",        "effective_from",
@@ -368,11 +444,58 @@ static int apply_currency(cfg *c, const json_t *root)
     return 0;
 }
 
+/* The logo file, read and checked (signature, size) where the price book says. */
+static int check_logo(cfg *c, const char *logo)
+{
+    char resolved[4096];
+    char *bytes;
+    size_t len;
+
+    if (bc_read_logo(c->name, logo, resolved, sizeof(resolved), &bytes, &len, c->liberr,
+                     sizeof(c->liberr)) != 0)
+        return cfg_fail(c, "issuer", "logo", "%s", c->liberr);
+    free(bytes);
+    return 0;
+}
+
+/* The seller of the book's invoices: optional; none of it rates. */
+static int check_issuer(cfg *c, const json_t *root)
+{
+    const json_t *v = json_object_get(root, "issuer");
+    const char *t[7];
+    long long days;
+
+    if (v == NULL)
+        return 0;
+    if (check_object(c, v, "issuer", issuer_keys) != 0 ||
+        get_string(c, v, "issuer", "legal_name", 0, &t[0]) != 0 ||
+        get_string(c, v, "issuer", "address", 1, &t[1]) != 0 ||
+        get_string(c, v, "issuer", "tax_id", 1, &t[2]) != 0 ||
+        get_string(c, v, "issuer", "contact", 1, &t[3]) != 0 ||
+        get_string(c, v, "issuer", "payment_instructions", 1, &t[4]) != 0 ||
+        get_string(c, v, "issuer", "footer", 1, &t[5]) != 0 ||
+        get_string(c, v, "issuer", "logo", 1, &t[6]) != 0 ||
+        get_int(c, v, "issuer", "payment_terms_days", 1, 0, PAYMENT_TERMS_DAYS_MAX, 30, &days) !=
+            0)
+        return -1;
+    if (check_text(c, "issuer", "legal_name", t[0], LEGAL_NAME_CHARS_MAX) != 0 ||
+        check_text(c, "issuer", "address", t[1], ADDRESS_CHARS_MAX) != 0 ||
+        check_text(c, "issuer", "tax_id", t[2], TAX_ID_CHARS_MAX) != 0 ||
+        check_text(c, "issuer", "contact", t[3], CONTACT_CHARS_MAX) != 0 ||
+        check_text(c, "issuer", "payment_instructions", t[4], PAYMENT_CHARS_MAX) != 0 ||
+        check_text(c, "issuer", "footer", t[5], FOOTER_CHARS_MAX) != 0)
+        return -1;
+    if (t[6] != NULL && t[6][0] == '\0')
+        return cfg_fail(c, "issuer", "logo", "must not be empty (leave it out instead)");
+    return t[6] != NULL ? check_logo(c, t[6]) : 0;
+}
+
 static int apply_pricebook(cfg *c, const json_t *root)
 {
     const json_t *versions;
 
-    if (check_object(c, root, "", pricebook_keys) != 0 || apply_currency(c, root) != 0 ||
+    if (check_object(c, root, "", pricebook_keys) != 0 || check_issuer(c, root) != 0 ||
+        apply_currency(c, root) != 0 ||
         for_each(c, root, "", "plans", 1, add_plan, NULL) != 0 ||
         get_array(c, root, "", "versions", 0, &versions) != 0)
         return -1;
@@ -387,8 +510,9 @@ static int apply_pricebook(cfg *c, const json_t *root)
 
 static const char *const accounts_keys[] = {"description", "accounts", "subscriptions", "grants",
                                             NULL};
-static const char *const account_keys[] = {"description", "id",       "currency",
-                                           "time_zone",   "tax_rate", "book", NULL};
+static const char *const account_keys[] = {
+    "description", "id",    "currency",        "time_zone", "tax_rate", "book",
+    "name",        "email", "billing_address", "tax_id",    "language", NULL};
 static const char *const sub_keys[] = {"description", "id",    "account",      "resource", "plan",
                                        "start",       "terms", "cancelled_at", NULL};
 static const char *const grant_keys[] = {"description", "id",         "account",
@@ -402,12 +526,36 @@ typedef struct account_fields {
     const char *zone_name;
     const char *tax;
     const char *book; /* NULL when absent */
+    /* The customer on its invoices (none rates): NULL when absent. */
+    const char *name;
+    const char *email;
+    const char *billing_address;
+    const char *tax_id;
+    const char *language;
 } account_fields;
+
+static int check_account_parties(cfg *c, const account_fields *f, const char *path)
+{
+    if (f->name != NULL && (f->name[0] == '\0' || strlen(f->name) > ACCOUNT_NAME_BYTES_MAX))
+        return cfg_fail(c, path, "name", "must be 1 to %d bytes of UTF-8 (%zu given)",
+                        ACCOUNT_NAME_BYTES_MAX, strlen(f->name));
+    if (check_email(c, path, f->email) != 0 ||
+        check_text(c, path, "billing_address", f->billing_address, ADDRESS_CHARS_MAX) != 0 ||
+        check_text(c, path, "tax_id", f->tax_id, TAX_ID_CHARS_MAX) != 0)
+        return -1;
+    if (f->language != NULL && strcmp(f->language, "en") != 0 &&
+        strcmp(f->language, "zh-Hans") != 0)
+        return cfg_fail(c, path, "language", "'%.32s' is not \"en\" or \"zh-Hans\"",
+                        f->language);
+    return 0;
+}
 
 static int apply_account(cfg *c, const account_fields *f, const char *path)
 {
     const billing_zone *zone;
 
+    if (check_account_parties(c, f, path) != 0)
+        return -1;
     if (c->book != NULL) {
         if (f->book == NULL || strcmp(f->book, c->book) != 0)
             return 0;
@@ -435,7 +583,12 @@ static int add_account(cfg *c, const json_t *item, const char *path, void *arg)
         get_string(c, item, path, "currency", 0, &f.currency) != 0 ||
         get_string(c, item, path, "time_zone", 0, &f.zone_name) != 0 ||
         get_string(c, item, path, "tax_rate", 0, &f.tax) != 0 ||
-        get_string(c, item, path, "book", 1, &f.book) != 0)
+        get_string(c, item, path, "book", 1, &f.book) != 0 ||
+        get_string(c, item, path, "name", 1, &f.name) != 0 ||
+        get_string(c, item, path, "email", 1, &f.email) != 0 ||
+        get_string(c, item, path, "billing_address", 1, &f.billing_address) != 0 ||
+        get_string(c, item, path, "tax_id", 1, &f.tax_id) != 0 ||
+        get_string(c, item, path, "language", 1, &f.language) != 0)
         return -1;
     return apply_account(c, &f, path);
 }
@@ -932,7 +1085,10 @@ static int flat_account(cfg *c, const flat *f, const char *path)
     if (!flat_keys_allowed(f, account_keys) || flat_str(f, "id", 0, &a.id) != 0 ||
         flat_str(f, "currency", 0, &a.currency) != 0 ||
         flat_str(f, "time_zone", 0, &a.zone_name) != 0 || flat_str(f, "tax_rate", 0, &a.tax) != 0 ||
-        flat_str(f, "book", 1, &a.book) != 0)
+        flat_str(f, "book", 1, &a.book) != 0 || flat_str(f, "name", 1, &a.name) != 0 ||
+        flat_str(f, "email", 1, &a.email) != 0 ||
+        flat_str(f, "billing_address", 1, &a.billing_address) != 0 ||
+        flat_str(f, "tax_id", 1, &a.tax_id) != 0 || flat_str(f, "language", 1, &a.language) != 0)
         return FLAT_SLOW;
     return apply_account(c, &a, path);
 }

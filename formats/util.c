@@ -133,3 +133,27 @@ done:
     close(fd);
     return rc;
 }
+
+int bc_read_logo(const char *book, const char *logo, char *resolved, size_t rsize, char **out,
+                 size_t *len, char *errbuf, size_t errsize)
+{
+    static const unsigned char png[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    const char *slash = strrchr(book, '/');
+    int dir_len = logo[0] != '/' && slash != NULL ? (int)(slash - book) + 1 : 0;
+    int n;
+
+    *out = NULL;
+    *len = 0;
+    n = snprintf(resolved, rsize, "%.*s%s", dir_len, book, logo);
+    if (n < 0 || (size_t)n >= rsize)
+        return bc_seterr(errbuf, errsize, "%s: path too long", logo);
+    if (bc_read_file(resolved, BC_LOGO_MAX, out, len, errbuf, errsize) != 0)
+        return -1;
+    if (*len < sizeof(png) || memcmp(*out, png, sizeof(png)) != 0) {
+        free(*out);
+        *out = NULL;
+        *len = 0;
+        return bc_seterr(errbuf, errsize, "%s: not a PNG file (no PNG signature)", resolved);
+    }
+    return 0;
+}

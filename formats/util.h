@@ -42,6 +42,20 @@ uint64_t bc_hash_bytes(const void *data, size_t n);
  */
 ssize_t bc_read_full(int fd, void *buf, size_t n, int64_t offset);
 
+/* Largest issuer logo (a PNG file named by a price book): 1 MiB, as migration 0014. */
+#define BC_LOGO_MAX (1024u * 1024u)
+
+/*
+ * bc_read_logo - read the PNG logo @logo that the price book file @book
+ * names: @logo is taken relative to @book's directory unless absolute.
+ * Returns 0 with the bytes in a malloc'd *@out (caller frees; *@len bytes)
+ * and the path read in @resolved (@rsize bytes), or -1 with a reason in
+ * @errbuf that starts with that path (cannot read, not a regular file,
+ * larger than BC_LOGO_MAX, not a PNG: no PNG signature).
+ */
+int bc_read_logo(const char *book, const char *logo, char *resolved, size_t rsize, char **out,
+                 size_t *len, char *errbuf, size_t errsize);
+
 /*
  * bc_seterr - format a message into @errbuf (NULL or 0 allowed),
  * truncating safely; returns -1 so that callers can `return bc_seterr(...)`.

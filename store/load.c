@@ -48,9 +48,27 @@
     " AND (currency, rounding) IS DISTINCT FROM ($2::char(3), $3::text)"
 
 /*
+ * The seller of the book's invoices (migration 0014): added, or updated
+ * when any field differs; returns a row when it wrote one, "t" if added.
+ */
+#define SQL_ISSUER_UPSERT                                                                      \
+    "INSERT INTO billing.issuers AS i (book_id, legal_name, address, tax_id, contact,"         \
+    " payment_instructions, footer, logo_png, payment_terms_days) VALUES ($1::text, $2::text," \
+    " $3::text, $4::text, $5::text, $6::text, $7::text, $8::bytea, $9::integer)"               \
+    " ON CONFLICT (book_id) DO UPDATE SET legal_name = EXCLUDED.legal_name,"                   \
+    " address = EXCLUDED.address, tax_id = EXCLUDED.tax_id, contact = EXCLUDED.contact,"       \
+    " payment_instructions = EXCLUDED.payment_instructions, footer = EXCLUDED.footer,"         \
+    " logo_png = EXCLUDED.logo_png, payment_terms_days = EXCLUDED.payment_terms_days,"         \
+    " updated_at = now() WHERE (i.legal_name, i.address, i.tax_id, i.contact,"                 \
+    " i.payment_instructions, i.footer, i.logo_png, i.payment_terms_days) IS DISTINCT FROM"   \
+    " (EXCLUDED.legal_name, EXCLUDED.address, EXCLUDED.tax_id, EXCLUDED.contact,"              \
+    " EXCLUDED.payment_instructions, EXCLUDED.footer, EXCLUDED.logo_png,"                      \
+    " EXCLUDED.payment_terms_days) RETURNING (i.xmax = 0)::text"
+
+/*
  * Rows of plans, accounts, subscriptions and grants are written a chunk at
  * a time: $1 is a JSON array of rows, each an array of up to ROW_PARAMS
- * strings or nulls (p1..p7, in the order of the kind's params function),
+ * strings or nulls (p1..p9, in the order of the kind's params function),
  * and every statement returns the ordinals (n, from 1) of the rows it
  * added, changed or found different. One statement per chunk instead of
  * one per row: a reload of 100,000 accounts that changes nothing is a few
@@ -58,7 +76,7 @@
  */
 #define SQL_ROWS                                                                               \
     "WITH r AS (SELECT e->>0 AS p1, e->>1 AS p2, e->>2 AS p3, e->>3 AS p4, e->>4 AS p5,"       \
-    " e->>5 AS p6, e->>6 AS p7, n FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY"        \
+    " e->>5 AS p6, e->>6 AS p7, e->>7 AS p8, e->>8 AS p9, n FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY"        \
     " AS t (e, n))"
 /*
  * Rows whose id is not stored yet: the others never reach the INSERT, whose
@@ -112,15 +130,18 @@
     " VALUES ($1::bigint, $2::text, $3::numeric)"
 
 #define SQL_ACCOUNT_INSERT                                                                     \
-    SQL_ROWS ", w AS (INSERT INTO billing.accounts (id, currency, time_zone, tax_rate)"        \
-    " SELECT p1, p2, p3, p4::numeric FROM r WHERE" SQL_ROWS_NEW("accounts")                  \
+    SQL_ROWS ", w AS (INSERT INTO billing.accounts (id, currency, time_zone, tax_rate, name,"  \
+    " email, billing_address, tax_id, language)"                                               \
+    " SELECT p1, p2, p3, p4::numeric, p5, p6, p7, p8, p9 FROM r WHERE" SQL_ROWS_NEW("accounts") \
     " ON CONFLICT (id) DO NOTHING RETURNING id)"                                               \
     SQL_ROWS_DONE
 #define SQL_ACCOUNT_UPDATE                                                                     \
     SQL_ROWS ", w AS (UPDATE billing.accounts a SET currency = r.p2::char(3),"                 \
-    " time_zone = r.p3, tax_rate = r.p4::numeric, updated_at = now() FROM r"                   \
-    " WHERE a.id = r.p1 AND (a.currency, a.time_zone, a.tax_rate)"                             \
-    " IS DISTINCT FROM (r.p2::char(3), r.p3, r.p4::numeric) RETURNING a.id)" SQL_ROWS_DONE
+    " time_zone = r.p3, tax_rate = r.p4::numeric, name = r.p5, email = r.p6,"                  \
+    " billing_address = r.p7, tax_id = r.p8, language = r.p9, updated_at = now() FROM r"       \
+    " WHERE a.id = r.p1 AND (a.currency, a.time_zone, a.tax_rate, a.name, a.email,"            \
+    " a.billing_address, a.tax_id, a.language) IS DISTINCT FROM (r.p2::char(3), r.p3,"         \
+    " r.p4::numeric, r.p5, r.p6, r.p7, r.p8, r.p9) RETURNING a.id)" SQL_ROWS_DONE
 
 #define SQL_SUB_INSERT                                                                         \
     SQL_ROWS ", w AS (INSERT INTO billing.subscriptions (id, account_id, resource_id, plan_id," \
@@ -197,7 +218,8 @@ static size_t count_rows(const load_ctx *lc)
 const char *bs_load_kind_name(bs_load_kind kind)
 {
     static const char *const names[BS_LOAD_KINDS] = {
-        "price books", "plans", "price versions", "accounts", "subscriptions", "credit grants"};
+        "price books", "plans", "price versions", "accounts", "subscriptions", "credit grants",
+        "issuers"};
 
     if ((unsigned)kind >= BS_LOAD_KINDS)
         return "?";
@@ -344,7 +366,7 @@ done:
 /* Rows of one kind, pipelined                                             */
 /* ---------------------------------------------------------------------- */
 
-#define ROW_PARAMS 7
+#define ROW_PARAMS 9
 #define ROW_STMTS 3
 
 /* Text that the parameters of one row point into. */
@@ -399,6 +421,11 @@ static bs_status account_params(const json_t *a, const char **params, row_buf *b
     params[1] = str(a, "currency");
     params[2] = str(a, "time_zone");
     params[3] = str(a, "tax_rate");
+    params[4] = str(a, "name");
+    params[5] = str(a, "email");
+    params[6] = str(a, "billing_address");
+    params[7] = str(a, "tax_id");
+    params[8] = str(a, "language") != NULL ? str(a, "language") : "en";
     return BS_OK;
 }
 
@@ -464,7 +491,7 @@ static const row_kind plan_rows = {
     "is stored with another definition: plans never change, give the new one a new id"};
 
 static const row_kind account_rows = {
-    BS_LOAD_ACCOUNTS, "accounts", account_params, 4,
+    BS_LOAD_ACCOUNTS, "accounts", account_params, 9,
     {SQL_ACCOUNT_INSERT, SQL_ACCOUNT_UPDATE, NULL},
     0, 1, -1, "account", ""};
 
@@ -624,6 +651,76 @@ static bs_status load_book(bs_conn *c, load_ctx *lc, bs_error *err)
     else
         lc->counts->unchanged[BS_LOAD_BOOKS]++;
     return BS_OK;
+}
+
+/* @n bytes as bytea's hex input ("\\x89504e..."); malloc'd, NULL when out of memory. */
+static char *bytea_hex(const char *bytes, size_t n)
+{
+    static const char digits[] = "0123456789abcdef";
+    char *out = malloc(2 * n + 3);
+    size_t i;
+
+    if (out == NULL)
+        return NULL;
+    out[0] = '\\';
+    out[1] = 'x';
+    for (i = 0; i < n; i++) {
+        out[2 + 2 * i] = digits[(unsigned char)bytes[i] >> 4];
+        out[3 + 2 * i] = digits[(unsigned char)bytes[i] & 15];
+    }
+    out[2 + 2 * n] = '\0';
+    return out;
+}
+
+/* The book's issuer, when the file has one (a file without leaves the stored one). */
+static bs_status load_issuer(bs_conn *c, load_ctx *lc, bs_error *err)
+{
+    const json_t *is = json_object_get(lc->book, "issuer");
+    const json_t *days = json_object_get(is, "payment_terms_days");
+    char resolved[4096];
+    char msg[MSG_MAX];
+    char num[NUM_TEXT];
+    const char *params[9];
+    char *logo = NULL;
+    char *hex = NULL;
+    size_t len = 0;
+    PGresult *res;
+    bs_status st = BS_OK;
+
+    if (is == NULL)
+        return BS_OK;
+    if (str(is, "logo") != NULL) {
+        if (bc_read_logo(lc->pricebook_path, str(is, "logo"), resolved, sizeof(resolved), &logo,
+                         &len, msg, sizeof(msg)) != 0)
+            return bs_error_set(err, BS_ERR_INVALID, "%s: issuer.logo: %s", lc->pricebook_path,
+                                msg);
+        hex = bytea_hex(logo, len);
+        free(logo);
+        if (hex == NULL)
+            return bs_error_set(err, BS_ERR_NOMEM, "issuer logo: out of memory");
+    }
+    snprintf(num, sizeof(num), "%lld", days != NULL ? (long long)json_integer_value(days) : 30LL);
+    params[0] = lc->book_id;
+    params[1] = str(is, "legal_name");
+    params[2] = str(is, "address");
+    params[3] = str(is, "tax_id");
+    params[4] = str(is, "contact");
+    params[5] = str(is, "payment_instructions");
+    params[6] = str(is, "footer");
+    params[7] = hex;
+    params[8] = num;
+    res = bs_query(c, SQL_ISSUER_UPSERT, 9, params, err);
+    free(hex);
+    if (res == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    if (PQntuples(res) == 0)
+        lc->counts->unchanged[BS_LOAD_ISSUERS]++;
+    else if (strcmp(PQgetvalue(res, 0, 0), "true") == 0)
+        lc->counts->added[BS_LOAD_ISSUERS]++;
+    else
+        lc->counts->changed[BS_LOAD_ISSUERS]++;
+    PQclear(res);
+    return st;
 }
 
 static int compare_lines(const void *a, const void *b)
@@ -791,6 +888,8 @@ static bs_status load_tx(bs_conn *c, void *arg, bs_error *err)
     st = bs_command(c, SQL_LOCK, 0, NULL, NULL, err);
     if (st == BS_OK)
         st = load_book(c, lc, err);
+    if (st == BS_OK)
+        st = load_issuer(c, lc, err);
     if (st == BS_OK)
         st = load_rows(c, lc, lc->book, &plan_rows, err);
     if (st == BS_OK)

@@ -6,7 +6,9 @@
  * never rewritten: a price version whose content changed becomes a new
  * revision (the old one stays, with what was rated against it); a plan or
  * credit grant that changed is refused; a subscription may only gain a
- * cancellation; accounts take their new currency, zone and tax rate.
+ * cancellation; accounts take their new currency, zone, tax rate and
+ * parties (name, e-mail, billing address, tax id, language), the price
+ * book's issuer its new fields and logo.
  * Everything is one transaction: on any error nothing is loaded.
  */
 #ifndef BILLING_STORE_LOAD_H
@@ -24,6 +26,7 @@ typedef enum bs_load_kind {
     BS_LOAD_ACCOUNTS,
     BS_LOAD_SUBSCRIPTIONS, /* "changed" = cancelled since the last load */
     BS_LOAD_GRANTS,
+    BS_LOAD_ISSUERS, /* the seller of the book's invoices; "changed" = a field changed */
     BS_LOAD_KINDS
 } bs_load_kind;
 

@@ -194,6 +194,29 @@ static const bad_case bad_pricebooks[] = {
      "pb.json: versions[0].effective_from: '2026-01-01T00:00:00.000000999+08:00' is finer than a "
      "microsecond",
      BILLING_ERR_INVALID},
+    /* The issuer (issue 27): bounded as migration 0014 bounds it. */
+    {"{\"currency\":\"CNY\",\"issuer\":{\"address\":\"x\"},\"versions\":[" PB_VERSION "]}",
+     "pb.json: issuer.legal_name: missing", BILLING_ERR_INVALID},
+    {"{\"currency\":\"CNY\",\"issuer\":\"Acme\",\"versions\":[" PB_VERSION "]}",
+     "pb.json: issuer: must be an object, not a string", BILLING_ERR_INVALID},
+    {"{\"currency\":\"CNY\",\"issuer\":{\"legal_name\":\"A\",\"vat\":\"1\"},"
+     "\"versions\":[" PB_VERSION "]}",
+     "pb.json: issuer: unknown field 'vat'", BILLING_ERR_INVALID},
+    {"{\"currency\":\"CNY\",\"issuer\":{\"legal_name\":\"\"},\"versions\":[" PB_VERSION "]}",
+     "pb.json: issuer.legal_name: must not be empty", BILLING_ERR_INVALID},
+    {"{\"currency\":\"CNY\",\"issuer\":{\"legal_name\":\"A\",\"payment_terms_days\":366},"
+     "\"versions\":[" PB_VERSION "]}",
+     "pb.json: issuer.payment_terms_days: 366 is outside 0..365", BILLING_ERR_INVALID},
+    {"{\"currency\":\"CNY\",\"issuer\":{\"legal_name\":\"A\",\"payment_terms_days\":-1},"
+     "\"versions\":[" PB_VERSION "]}",
+     "pb.json: issuer.payment_terms_days: -1 is outside 0..365", BILLING_ERR_INVALID},
+    {"{\"currency\":\"CNY\",\"issuer\":{\"legal_name\":\"A\",\"tax_id\":"
+     "\"12345678901234567890123456789012345678901234567890123456789012345\"},"
+     "\"versions\":[" PB_VERSION "]}",
+     "pb.json: issuer.tax_id: 65 characters, more than the 64 allowed", BILLING_ERR_INVALID},
+    {"{\"currency\":\"CNY\",\"issuer\":{\"legal_name\":\"A\",\"logo\":"
+     "\"nosuch-logo.png\"},\"versions\":[" PB_VERSION "]}",
+     "pb.json: issuer.logo: nosuch-logo.png: ", BILLING_ERR_INVALID},
 };
 
 START_TEST(test_bad_pricebook)
@@ -385,6 +408,36 @@ static const bad_case bad_accounts[] = {
      "ac.json: subscriptions[0].cancelled_at: '2026-11-10T03:44:28.58978158Z' is finer than a "
      "microsecond: catalog instants are whole microseconds",
      BILLING_ERR_INVALID},
+    /* Parties (issue 27): the bounds of migrations 0005 and 0014. */
+    {"{\"accounts\":[{\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":\"UTC\","
+     "\"tax_rate\":\"0\",\"language\":\"fr\"}]}",
+     "ac.json: accounts[0].language: 'fr' is not \"en\" or \"zh-Hans\"", BILLING_ERR_INVALID},
+    {"{\"accounts\":[{\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":\"UTC\","
+     "\"tax_rate\":\"0\",\"email\":\"a b@example.com\"}]}",
+     "ac.json: accounts[0].email: 'a b@example.com' is not an address", BILLING_ERR_INVALID},
+    {"{\"accounts\":[{\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":\"UTC\","
+     "\"tax_rate\":\"0\",\"email\":\"nobody.example.com\"}]}",
+     "ac.json: accounts[0].email: 'nobody.example.com' is not an address", BILLING_ERR_INVALID},
+    {"{\"accounts\":[{\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":\"UTC\","
+     "\"tax_rate\":\"0\",\"email\":\"a@b@c\"}]}",
+     "ac.json: accounts[0].email: 'a@b@c' is not an address", BILLING_ERR_INVALID},
+    {"{\"accounts\":[{\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":\"UTC\","
+     "\"tax_rate\":\"0\",\"name\":\"\"}]}",
+     "ac.json: accounts[0].name: must be 1 to 256 bytes", BILLING_ERR_INVALID},
+    {"{\"accounts\":[{\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":\"UTC\","
+     "\"tax_rate\":\"0\",\"name\":7}]}",
+     "ac.json: accounts[0].name: must be a string, not a number", BILLING_ERR_INVALID},
+    {"{\"accounts\":[{\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":\"UTC\","
+     "\"tax_rate\":\"0\",\"billing_address\":\"\"}]}",
+     "ac.json: accounts[0].billing_address: must not be empty", BILLING_ERR_INVALID},
+    {"{\"accounts\":[{\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":\"UTC\","
+     "\"tax_rate\":\"0\",\"tax_id\":"
+     "\"\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e"
+     "\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e"
+     "\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e"
+     "\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e"
+     "\u7a0e\"}]}",
+     "ac.json: accounts[0].tax_id: 65 characters, more than the 64 allowed", BILLING_ERR_INVALID},
 };
 
 START_TEST(test_bad_accounts)
@@ -471,6 +524,12 @@ static const char *const good_accounts[] = {
     "\"applies_to\":[ \"usage\" ]},{\"id\":\"i\",\"account\":\"bb\",\"amount\":\"1.25\","
     "\"granted_at\":\"2026-01-01T00:00:00Z\",\"expires_at\":\"2026-02-01T00:00:00Z\","
     "\"applies_to\":[\"us\\u0061ge\"],\"priority\":12}],\"subscriptions\":[]}",
+    /* Parties (issue 27): none of them rates; ASCII ones take the flat path. */
+    "{\"accounts\":[{\"id\":\"a\",\"name\":\"Lab A\",\"email\":\"a@lab.example\","
+    "\"billing_address\":\"1 Road\\nCity\",\"tax_id\":\"T-1\",\"language\":\"en\","
+    "\"currency\":\"CNY\",\"time_zone\":\"UTC\",\"tax_rate\":\"0.06\"},{\"id\":\"b\","
+    "\"name\":\"\xe7\x8e\x8b\xe5\xb0\x8f\xe6\x98\x8e\",\"language\":\"zh-Hans\",\"currency\":\"CNY\","
+    "\"time_zone\":\"Asia/Shanghai\",\"tax_rate\":\"0\"}]}",
 };
 
 /* Rate an 8-GPU hour on the 5th of January for @account. */
@@ -821,6 +880,73 @@ START_TEST(test_accounts_of_one_book)
 }
 END_TEST
 
+/* @n bytes of @data into file @name of directory @dir. */
+static void put_file(const char *dir, const char *name, const void *data, size_t n)
+{
+    char path[512];
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(data, 1, n, f), n);
+    fclose(f);
+}
+
+/*
+ * The issuer's logo is a PNG file named relative to the price book (issue
+ * 27): a PNG beside the book loads; a file without the PNG signature and
+ * one over 1 MiB are refused naming the field and the file.
+ */
+START_TEST(test_issuer_logo)
+{
+    static const char png[] = "\x89PNG\r\n\x1a\n\0\0\0\rIHDR";
+    static const char *const logos[] = {"logo.png", "text.png", "big.png"};
+    static const char *const want[] = {NULL, "text.png: not a PNG file", "big.png: larger than"};
+    char dir[] = "/tmp/check_logo.XXXXXX";
+    char book[512];
+    char text[1024];
+    char err[ERR] = "";
+    char *big = calloc(1, BC_LOGO_MAX + 1);
+    billing_catalog *cat;
+    billing_status st;
+    size_t i;
+
+    ck_assert_ptr_nonnull(big);
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    memcpy(big, png, sizeof(png) - 1);
+    put_file(dir, "logo.png", png, sizeof(png) - 1);
+    put_file(dir, "text.png", "GIF89a not a png", 16);
+    put_file(dir, "big.png", big, BC_LOGO_MAX + 1);
+    snprintf(book, sizeof(book), "%s/pb.json", dir);
+    for (i = 0; i < 3; i++) {
+        snprintf(text, sizeof(text),
+                 "{\"currency\":\"CNY\",\"issuer\":{\"legal_name\":\"\xe7\xa4\xba\xe4\xbe\x8b Co.\","
+                 "\"logo\":\"%s\",\"payment_terms_days\":0},\"versions\":[" PB_VERSION "]}",
+                 logos[i]);
+        put_file(dir, "pb.json", text, strlen(text));
+        cat = billing_catalog_new();
+        st = billing_config_pricebook_load(cat, book, err, ERR);
+        billing_catalog_destroy(cat);
+        if (want[i] == NULL) {
+            ck_assert_msg(st == BILLING_OK, "%s", err);
+        } else {
+            ck_assert_int_eq(st, BILLING_ERR_INVALID);
+            ck_assert_msg(strstr(err, "pb.json: issuer.logo: ") != NULL &&
+                              strstr(err, want[i]) != NULL,
+                          "'%s' lacks '%s'", err, want[i]);
+        }
+    }
+    for (i = 0; i < 3; i++) {
+        snprintf(text, sizeof(text), "%s/%s", dir, logos[i]);
+        unlink(text);
+    }
+    unlink(book);
+    rmdir(dir);
+    free(big);
+}
+END_TEST
+
 static Suite *configfile_suite(void)
 {
     Suite *s = suite_create("configfile");
@@ -844,6 +970,7 @@ static Suite *configfile_suite(void)
     tcase_add_test(tc, test_accounts_of_one_book);
     tcase_add_test(tc, test_zone_files);
     tcase_add_test(tc, test_zone_host_dependent_refused);
+    tcase_add_test(tc, test_issuer_logo);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1881,6 +1881,90 @@ static bs_status load(bs_conn *c, const catalog_files *cf, bs_load_counts *k, bs
     return bs_load_catalog(c, "book", cf->pricebook, cf->accounts, k, err);
 }
 
+/*
+ * Parties (issue 27): the issuer of the price book (with its PNG logo,
+ * named relative to the book) and the accounts' names, e-mail, address,
+ * tax id and language are stored and read back; a reload changes nothing;
+ * a changed name or issuer field is an update, counted as changed.
+ */
+START_TEST(test_load_parties)
+{
+    static const char png[] = "\x89PNG\r\n\x1a\n\0\0\0\rIHDR";
+    static const char issuer[] =
+        "{\"currency\": \"CNY\", \"issuer\": {\"legal_name\": \"@ISSUER@\","
+        " \"address\": \"1 Road\\nShanghai\", \"tax_id\": \"T-9\", \"contact\": \"b@x.example\","
+        " \"payment_instructions\": \"Bank 1\", \"footer\": \"Thanks\", \"logo\": \"logo.png\","
+        " \"payment_terms_days\": 15},\n"
+        " \"versions\": [{\"id\": \"v1\", \"effective_from\": \"2026-01-01T00:00:00Z\","
+        " \"rates\": [{\"meter\": \"gpu\", \"model\": \"*\", \"region\": \"*\", \"price\": \"1\"}]}]}\n";
+    static const char parties[] =
+        "{\"accounts\": [{\"id\": \"a1\", \"name\": \"@NAME@\", \"email\": \"a1@x.example\","
+        " \"billing_address\": \"2 Street\", \"tax_id\": \"A-1\", \"language\": \"zh-Hans\","
+        " \"currency\": \"CNY\", \"time_zone\": \"UTC\", \"tax_rate\": \"0\"},\n"
+        " {\"id\": \"a2\", \"currency\": \"CNY\", \"time_zone\": \"UTC\", \"tax_rate\": \"0\"}]}\n";
+    const char *names1[] = {"@NAME@", "\xe7\x8e\x8b\xe5\xb0\x8f\xe6\x98\x8e", NULL};
+    const char *names2[] = {"@NAME@", "Wang Xiaoming", NULL};
+    const char *issuer1[] = {"@ISSUER@", "Seller Co.", NULL};
+    const char *issuer2[] = {"@ISSUER@", "Seller Co., Ltd.", NULL};
+    char dir[] = "/tmp/itest_parties.XXXXXX";
+    catalog_files cf;
+    char logo[512];
+    char value[512];
+    bs_conn *c = migrated_db("parties");
+    bs_load_counts k;
+    bs_error err;
+    FILE *f;
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(logo, sizeof(logo), "%s/logo.png", dir);
+    f = fopen(logo, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(png, 1, sizeof(png) - 1, f), sizeof(png) - 1);
+    fclose(f);
+    snprintf(cf.pricebook, sizeof(cf.pricebook), "%s/pb.json", dir);
+    snprintf(cf.accounts, sizeof(cf.accounts), "%s/ac.json", dir);
+    write_file(cf.pricebook, issuer, issuer1);
+    write_file(cf.accounts, parties, names1);
+    ck_assert_msg(load(c, &cf, &k, &err) == BS_OK, "%s", err.message);
+    ck_assert_uint_eq(k.added[BS_LOAD_ISSUERS], 1);
+    query_value(c, "SELECT name || '|' || email || '|' || billing_address || '|' || tax_id"
+                   " || '|' || language FROM billing.accounts WHERE id = 'a1'",
+                value, sizeof(value));
+    ck_assert_str_eq(value, "\xe7\x8e\x8b\xe5\xb0\x8f\xe6\x98\x8e|a1@x.example|2 Street|A-1|zh-Hans");
+    query_value(c, "SELECT coalesce(name, '-') || '|' || language FROM billing.accounts"
+                   " WHERE id = 'a2'",
+                value, sizeof(value));
+    ck_assert_str_eq(value, "-|en");
+    query_value(c, "SELECT legal_name || '|' || address || '|' || tax_id || '|' || contact"
+                   " || '|' || payment_instructions || '|' || footer || '|'"
+                   " || encode(logo_png, 'hex') || '|' || payment_terms_days"
+                   " FROM billing.issuers WHERE book_id = 'book'",
+                value, sizeof(value));
+    ck_assert_str_eq(value, "Seller Co.|1 Road\nShanghai|T-9|b@x.example|Bank 1|Thanks|"
+                            "89504e470d0a1a0a0000000d49484452|15");
+    /* Again: nothing changes. */
+    ck_assert_msg(load(c, &cf, &k, &err) == BS_OK, "%s", err.message);
+    ck_assert_uint_eq(total_changed(&k), 0);
+    ck_assert_uint_eq(k.unchanged[BS_LOAD_ISSUERS], 1);
+    /* A new name and a new legal name: updates. */
+    write_file(cf.pricebook, issuer, issuer2);
+    write_file(cf.accounts, parties, names2);
+    ck_assert_msg(load(c, &cf, &k, &err) == BS_OK, "%s", err.message);
+    ck_assert_uint_eq(k.changed[BS_LOAD_ISSUERS], 1);
+    ck_assert_uint_eq(k.changed[BS_LOAD_ACCOUNTS], 1);
+    ck_assert_uint_eq(total_changed(&k), 2);
+    query_value(c, "SELECT name FROM billing.accounts WHERE id = 'a1'", value, sizeof(value));
+    ck_assert_str_eq(value, "Wang Xiaoming");
+    query_value(c, "SELECT legal_name FROM billing.issuers", value, sizeof(value));
+    ck_assert_str_eq(value, "Seller Co., Ltd.");
+    unlink(logo);
+    unlink(cf.pricebook);
+    unlink(cf.accounts);
+    rmdir(dir);
+    drop_db(c);
+}
+END_TEST
+
 START_TEST(test_load_idempotent)
 {
     bs_conn *c = migrated_db("load");
@@ -2986,6 +3070,7 @@ static Suite *store_suite(void)
     tcase_add_test(ev, test_pipeline);
     tcase_add_test(ev, test_pipeline_session_cut);
     tcase_add_test(ld, test_load_idempotent);
+    tcase_add_test(ld, test_load_parties);
     tcase_add_test(ld, test_load_refuses_rewriting_history);
     suite_add_tcase(s, mig);
     suite_add_tcase(s, inv);
