@@ -8,7 +8,8 @@
  * to one rater account by account and epoch by epoch, with one balance per
  * epoch from the batch's first on. Only an alert actually due costs more:
  * its epoch's stored events of the latest months (one query) for the
- * crossing instant, and one INSERT. Amounts are exact GMP rationals;
+ * crossing instant (libbilling's billing_rater_credit_crossing searches
+ * it, exactly, without text), and one INSERT. Amounts are exact GMP rationals;
  * nothing is rounded.
  */
 #include "config.h"
@@ -477,161 +478,6 @@ static int add_all(check *k, wev *const *items, size_t n)
     return 0;
 }
 
-static void take_back_all(check *k, wev *const *items, size_t n)
-{
-    size_t i;
-
-    /* Each was rated (stored, so in the aggregates, or added here): unchecked take-back. */
-    for (i = n; i > 0; i--)
-        billing_rater_take_back(k->r, items[i - 1]->ev, NULL, 0);
-}
-
-/*
- * With @items[0..@n) rated up to @t (those starting before it, cut there)
- * on top of what the rater holds, is the balance at or below k->level?
- * Read at @t's last nanosecond before (at the epoch's start for @t ==
- * start): the usage before @t, in the epoch's credit. 1, 0, or -1 on
- * error. Leaves the rater and the events as they were.
- */
-static int below_at(check *k, const acct *a, const window *w, wev *const *items, size_t n,
-                    billing_time_t t)
-{
-    size_t added = 0;
-    size_t i;
-    int rc = -1;
-
-    for (i = 0; i < n; i++) {
-        if (items[i]->start >= t)
-            continue;
-        billing_event_set_interval(items[i]->ev, items[i]->start,
-                                   items[i]->end < t ? items[i]->end : t);
-        if (billing_rater_add(k->r, items[i]->ev, NULL, 0) != BILLING_OK) {
-            billing_event_set_interval(items[i]->ev, items[i]->start, items[i]->end);
-            goto out;
-        }
-        added = i + 1;
-    }
-    if (balance(k, a, t > w->lo ? t - 1 : w->lo, k->q, NULL) == 0)
-        rc = mpq_cmp(k->q, k->level) <= 0;
-out:
-    for (i = added; i > 0; i--) {
-        if (items[i - 1]->start >= t)
-            continue;
-        billing_rater_take_back(k->r, items[i - 1]->ev, NULL, 0);
-        billing_event_set_interval(items[i - 1]->ev, items[i - 1]->start, items[i - 1]->end);
-    }
-    return rc;
-}
-
-/* The candidate instant @j: the epoch's start (0), then the events' ends (w->by_end). */
-static billing_time_t candidate(const window *w, size_t j)
-{
-    return j == 0 ? w->lo : w->by_end[j - 1]->end;
-}
-
-/*
- * The first instant at which the usage before it leaves the balance at or
- * below k->level, over the epoch's events (the rater holding the earlier
- * epochs only): first among the epoch's start and the events' ends, then
- * to the nanosecond between the last candidate above and the first at or
- * below, where only the events running then change. Binary searches: the
- * balance only falls as the instant grows. 0 or -1.
- */
-static int reached_at(check *k, const acct *a, const window *w, billing_time_t *out)
-{
-    wev **running = NULL;
-    billing_time_t lo;
-    billing_time_t hi;
-    billing_time_t mid;
-    size_t jlo = 0;
-    size_t jhi = w->n;
-    size_t base;
-    size_t m = 0;
-    size_t j;
-    int below = below_at(k, a, w, w->by_end, w->n, w->lo);
-
-    if (below != 0) {
-        *out = w->lo;
-        return below < 0 ? -1 : 0;
-    }
-    /* candidate(jlo) above; candidate(jhi), the epoch's last usage, at or below. */
-    while (jhi - jlo > 1) {
-        j = jlo + (jhi - jlo) / 2;
-        below = below_at(k, a, w, w->by_end, w->n, candidate(w, j));
-        if (below < 0)
-            return -1;
-        if (below)
-            jhi = j;
-        else
-            jlo = j;
-    }
-    lo = candidate(w, jlo);
-    hi = candidate(w, jhi);
-    /* Events ending at or before lo count whole; the others starting before hi are cut. */
-    for (base = 0; base < w->n && w->by_end[base]->end <= lo; base++)
-        ;
-    running = malloc((w->n - base + 1) * sizeof(*running));
-    if (running == NULL || add_all(k, w->by_end, base) != 0) {
-        free(running);
-        return -1;
-    }
-    for (j = base; j < w->n; j++) {
-        if (w->by_end[j]->start < hi)
-            running[m++] = w->by_end[j];
-    }
-    while (hi - lo > 1) {
-        mid = lo + (hi - lo) / 2;
-        below = below_at(k, a, w, running, m, mid);
-        if (below < 0)
-            break;
-        if (below)
-            hi = mid;
-        else
-            lo = mid;
-    }
-    take_back_all(k, w->by_end, base);
-    free(running);
-    *out = hi;
-    return below < 0 ? -1 : 0;
-}
-
-/* Is @x's id before @y's? The tie rule among events that start together. */
-static int id_before(const wev *x, const wev *y)
-{
-    return strcmp(billing_event_id(x->ev), billing_event_id(y->ev)) < 0;
-}
-
-/*
- * The event that reached the level at @t: of those running then (start
- * before @t, end at or after it), the one that started last (ties: the
- * smallest id); when none is (the credit was already that low when it
- * became valid), the epoch's first event (ties: the smallest id).
- */
-static const wev *reached_by(const window *w, billing_time_t t)
-{
-    const wev *best = NULL;
-    const wev *it;
-    size_t i;
-
-    for (i = 0; i < w->n; i++) {
-        it = &w->items[i];
-        if (it->start >= t || it->end < t)
-            continue;
-        if (best == NULL || it->start > best->start ||
-            (it->start == best->start && id_before(it, best)))
-            best = it;
-    }
-    if (best != NULL)
-        return best;
-    for (i = 0; i < w->n; i++) {
-        it = &w->items[i];
-        if (best == NULL || it->start < best->start ||
-            (it->start == best->start && id_before(it, best)))
-            best = it;
-    }
-    return best;
-}
-
 /* ---------------------------------------------------------------------- */
 /* The epochs of an account                                                */
 /* ---------------------------------------------------------------------- */
@@ -723,21 +569,35 @@ static int window_fill(check *k, const acct *a, unsigned e, billing_time_t now, 
     }
 }
 
-/* When and by which event each threshold due was reached, over @w's events; 0 or -1. */
+/*
+ * When and by which event each threshold due was reached, over @w's
+ * events (the rater holding the usage before them): libbilling's
+ * crossing search. 0 or -1.
+ */
 static int search_all(check *k, const acct *a, const window *w, const int *fresh,
                       billing_time_t *at, const wev **by)
 {
+    const billing_event **evs = malloc((w->n + 1) * sizeof(*evs));
+    size_t index;
     size_t i;
+    int rc = 0;
 
-    for (i = 0; i < k->n_pcts; i++) {
+    if (evs == NULL)
+        return -1;
+    for (i = 0; i < w->n; i++)
+        evs[i] = w->items[i].ev;
+    for (i = 0; i < k->n_pcts && rc == 0; i++) {
         if (!fresh[i])
             continue;
         level_of(k, k->pcts[i]);
-        if (reached_at(k, a, w, &at[i]) != 0)
-            return -1;
-        by[i] = reached_by(w, at[i]);
+        if (billing_rater_credit_crossing(k->r, a->id, evs, w->n, w->lo, k->level, &index, &at[i],
+                                          NULL, 0) != BILLING_OK)
+            rc = -1;
+        else
+            by[i] = index < w->n ? &w->items[index] : NULL;
     }
-    return 0;
+    free(evs);
+    return rc;
 }
 
 /*

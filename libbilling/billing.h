@@ -1088,6 +1088,48 @@ BILLING_API billing_status billing_rater_credit_exhaustion(billing_rater *r, con
                                                            size_t n_events, billing_time_t *out,
                                                            char *errbuf, size_t errsize);
 
+#if defined(__GNU_MP__)
+/**
+ * billing_rater_credit_crossing - when @account's credit balance crossed
+ * @level (exact, usually a percent of a credit's total), over a span of
+ * its usage: the first instant t >= @from at which the @n @events, each
+ * cut to end at t (those starting at or after t left out), rated on top
+ * of what @r holds, leave the live balance (billing_rater_credit_balance,
+ * read at t's last nanosecond before, at @from for t == @from) at or
+ * below @level; into *@at, to the nanosecond. Into *@index the event that
+ * took it there: of the events running at *@at (start before it, end at
+ * or after it) the one that started last (ties: the smallest id), or when
+ * none is (the balance was already that low at @from) the span's first
+ * event (ties: the smallest id); SIZE_MAX when @n is 0.
+ * Meant for a credit alert: @r holds the account's usage before the span
+ * (the span's own events taken back or never added), @events are its
+ * events from @from on (each starting at or after @from, ending after its
+ * start, of @account), whole. The caller knows the balance is at or below
+ * @level once the span's events are all rated (it read it, for example
+ * with billing_rater_credit_balance); otherwise *@at is the span's latest
+ * event end. The balance only falls as usage grows, so the search is
+ * binary: about n log n adds and take-backs of the events, and a few
+ * dozen more for the events running at the crossing. Nothing is parsed
+ * or written as text.
+ * @r must have its dedupe off (billing_rater_set_dedupe): the events are
+ * added and taken back, and @r is left as it was, error or not. @events
+ * and @level are only read during the call; nothing is allocated that the
+ * caller frees. Returns BILLING_OK; BILLING_ERR_INVALID (a NULL argument,
+ * or an event outside the span or of another account, its position
+ * named); BILLING_ERR_UNKNOWN_ACCOUNT; BILLING_ERR_STATE (dedupe on);
+ * BILLING_ERR_NOMEM; or the error billing_rater_add gives for an event
+ * (named in @errbuf). *@at and *@index are set on BILLING_OK only. Not
+ * thread-safe (as every call on a rater). Declared when <gmp.h> was
+ * included first, as billing_decimal_parse. (Since libbilling 4:0:2.)
+ */
+BILLING_API billing_status billing_rater_credit_crossing(billing_rater *r, const char *account,
+                                                         const billing_event *const *events,
+                                                         size_t n, billing_time_t from,
+                                                         const mpq_t level, size_t *index,
+                                                         billing_time_t *at, char *errbuf,
+                                                         size_t errsize);
+#endif /* __GNU_MP__ */
+
 /**
  * billing_issued_row - one figure of an account's month whose invoice was
  * issued, input to billing_rater_credit_issued. Filled by the caller in an

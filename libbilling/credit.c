@@ -642,35 +642,46 @@ static int grant_live(const bl_grant *g, billing_time_t now)
     return g->granted_at <= now && now < g->expires_at;
 }
 
-billing_status billing_rater_credit_balance(billing_rater *r, const char *account,
-                                            billing_time_t now, char *buf, size_t size)
+billing_status bl_credit_balance_q(billing_rater *r, size_t ai, billing_time_t now, mpq_t out)
 {
-    size_t ai = account ? bl_catalog_account(r->cat, account) : BL_NONE;
-    const bl_account *a;
+    const bl_account *a = BL_AT(r->cat->accounts, bl_account, ai);
     bl_credit c;
-    mpq_t total;
     mpz_t sum;
-    char *text;
     size_t i;
     billing_status st;
 
-    if (ai == BL_NONE)
-        return BILLING_ERR_UNKNOWN_ACCOUNT;
-    a = BL_AT(r->cat->accounts, bl_account, ai);
     st = live_credit(r, ai, now, &c);
     if (st != BILLING_OK) {
         bl_credit_clear(&c);
         return st;
     }
-    mpq_init(total);
     mpz_init_set(sum, c.balance);
     for (i = 0; i < c.n; i++) {
         if (grant_live(BL_AT(r->cat->grants, bl_grant, a->grants[i]), now))
             mpz_add(sum, sum, c.remaining[i]);
     }
-    bl_minor_to_q(total, sum, r->cat->digits);
+    bl_minor_to_q(out, sum, r->cat->digits);
     mpz_clear(sum);
     bl_credit_clear(&c);
+    return BILLING_OK;
+}
+
+billing_status billing_rater_credit_balance(billing_rater *r, const char *account,
+                                            billing_time_t now, char *buf, size_t size)
+{
+    size_t ai = account ? bl_catalog_account(r->cat, account) : BL_NONE;
+    mpq_t total;
+    char *text;
+    billing_status st;
+
+    if (ai == BL_NONE)
+        return BILLING_ERR_UNKNOWN_ACCOUNT;
+    mpq_init(total);
+    st = bl_credit_balance_q(r, ai, now, total);
+    if (st != BILLING_OK) {
+        mpq_clear(total);
+        return st;
+    }
     text = bl_q_to_string(total);
     mpq_clear(total);
     if (text == NULL)

@@ -227,6 +227,13 @@ int bl_credit_copy(bl_credit *dst, const bl_credit *src);
 void bl_credit_clear(bl_credit *c);
 
 /*
+ * bl_credit_balance_q - the live credit balance of account @ai at @now,
+ * exactly as billing_rater_credit_balance writes it, into @out
+ * (initialised by the caller). BILLING_OK or BILLING_ERR_NOMEM.
+ */
+billing_status bl_credit_balance_q(billing_rater *r, size_t ai, billing_time_t now, mpq_t out);
+
+/*
  * bl_credit_apply - spend the account's grants, then its balance, on
  * month @m. First, refunds of fees that grants paid in earlier months give
  * each grant back its share (the fee's part it paid, pro rata; rounded

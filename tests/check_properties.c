@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include <check.h>
+#include <gmp.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -875,6 +876,292 @@ START_TEST(test_dense_memo_matches_general_path)
 }
 END_TEST
 
+/*
+ * The oracle for billing_rater_credit_crossing: the crossing search
+ * billingd's alert check ran before it moved into libbilling, kept as it
+ * was (public calls only: events cut in place, added and taken back, the
+ * balance read as text and parsed back).
+ */
+typedef struct cx_ev {
+    billing_event *ev;
+    billing_time_t start;
+    billing_time_t end;
+} cx_ev;
+
+typedef struct cx_oracle {
+    billing_rater *r;
+    const char *account;
+    billing_time_t lo;
+    cx_ev *items;
+    cx_ev **by_end;
+    size_t n;
+    mpq_t level;
+    mpq_t q;
+} cx_oracle;
+
+static int cx_end_cmp(const void *x, const void *y)
+{
+    const cx_ev *a = *(cx_ev *const *)x;
+    const cx_ev *b = *(cx_ev *const *)y;
+
+    if (a->end != b->end)
+        return a->end < b->end ? -1 : 1;
+    if (a->start != b->start)
+        return a->start < b->start ? -1 : 1;
+    return strcmp(billing_event_id(a->ev), billing_event_id(b->ev));
+}
+
+static int cx_below_at(cx_oracle *o, cx_ev *const *items, size_t n, billing_time_t t)
+{
+    char buf[256];
+    size_t i;
+    int rc;
+
+    for (i = 0; i < n; i++) {
+        if (items[i]->start >= t)
+            continue;
+        billing_event_set_interval(items[i]->ev, items[i]->start,
+                                   items[i]->end < t ? items[i]->end : t);
+        ck_assert_int_eq(billing_rater_add(o->r, items[i]->ev, NULL, 0), BILLING_OK);
+    }
+    ck_assert_int_eq(billing_rater_credit_balance(o->r, o->account, t > o->lo ? t - 1 : o->lo, buf,
+                                                  sizeof(buf)),
+                     BILLING_OK);
+    ck_assert_int_eq(billing_decimal_parse(o->q, buf, NULL, 0), BILLING_OK);
+    rc = mpq_cmp(o->q, o->level) <= 0;
+    for (i = n; i > 0; i--) {
+        if (items[i - 1]->start >= t)
+            continue;
+        ck_assert_int_eq(billing_rater_take_back(o->r, items[i - 1]->ev, NULL, 0), BILLING_OK);
+        billing_event_set_interval(items[i - 1]->ev, items[i - 1]->start, items[i - 1]->end);
+    }
+    return rc;
+}
+
+static billing_time_t cx_candidate(const cx_oracle *o, size_t j)
+{
+    return j == 0 ? o->lo : o->by_end[j - 1]->end;
+}
+
+static billing_time_t cx_reached_at(cx_oracle *o)
+{
+    cx_ev **running = malloc((o->n + 1) * sizeof(*running));
+    billing_time_t lo;
+    billing_time_t hi;
+    billing_time_t mid;
+    size_t jlo = 0;
+    size_t jhi = o->n;
+    size_t base;
+    size_t m = 0;
+    size_t j;
+
+    if (cx_below_at(o, o->by_end, o->n, o->lo)) {
+        free(running);
+        return o->lo;
+    }
+    while (jhi - jlo > 1) {
+        j = jlo + (jhi - jlo) / 2;
+        if (cx_below_at(o, o->by_end, o->n, cx_candidate(o, j)))
+            jhi = j;
+        else
+            jlo = j;
+    }
+    lo = cx_candidate(o, jlo);
+    hi = cx_candidate(o, jhi);
+    for (base = 0; base < o->n && o->by_end[base]->end <= lo; base++)
+        ck_assert_int_eq(billing_rater_add(o->r, o->by_end[base]->ev, NULL, 0), BILLING_OK);
+    for (j = base; j < o->n; j++) {
+        if (o->by_end[j]->start < hi)
+            running[m++] = o->by_end[j];
+    }
+    while (hi - lo > 1) {
+        mid = lo + (hi - lo) / 2;
+        if (cx_below_at(o, running, m, mid))
+            hi = mid;
+        else
+            lo = mid;
+    }
+    for (j = base; j > 0; j--)
+        ck_assert_int_eq(billing_rater_take_back(o->r, o->by_end[j - 1]->ev, NULL, 0), BILLING_OK);
+    free(running);
+    return hi;
+}
+
+static size_t cx_reached_by(const cx_oracle *o, billing_time_t t)
+{
+    const cx_ev *it;
+    size_t best = SIZE_MAX;
+    size_t i;
+
+    for (i = 0; i < o->n; i++) {
+        it = &o->items[i];
+        if (it->start >= t || it->end < t)
+            continue;
+        if (best == SIZE_MAX || it->start > o->items[best].start ||
+            (it->start == o->items[best].start &&
+             strcmp(billing_event_id(it->ev), billing_event_id(o->items[best].ev)) < 0))
+            best = i;
+    }
+    if (best != SIZE_MAX)
+        return best;
+    for (i = 0; i < o->n; i++) {
+        it = &o->items[i];
+        if (best == SIZE_MAX || it->start < o->items[best].start ||
+            (it->start == o->items[best].start &&
+             strcmp(billing_event_id(it->ev), billing_event_id(o->items[best].ev)) < 0))
+            best = i;
+    }
+    return best;
+}
+
+#define CX_SPAN_EVENTS 48
+#define CX_LEVELS 12
+
+/*
+ * billing_rater_credit_crossing gives what the former search gave: random
+ * usage before a span start and random events in the span (overlapping,
+ * ties in ends and starts), random levels between above the balance at
+ * the span's start and below the one after it (including the crossing at
+ * the start, and levels the span never reaches): the same instant and
+ * the same event, and the rater left as it was.
+ */
+START_TEST(test_credit_crossing_matches_former_search)
+{
+    billing_catalog *cat = make_catalog();
+    const char *account = accounts[_i % N_ACCOUNTS];
+    billing_event *ev = billing_event_new();
+    const billing_event *evs[CX_SPAN_EVENTS];
+    cx_ev *sorted[CX_SPAN_EVENTS];
+    cx_ev items[CX_SPAN_EVENTS];
+    gen_event g;
+    cx_oracle o;
+    char err[256];
+    char buf[256];
+    char *before;
+    char *after;
+    billing_time_t bounds[4];
+    billing_time_t at;
+    billing_time_t want_at;
+    size_t index;
+    size_t want_index;
+    size_t n = 0;
+    mpq_t start_bal;
+    mpq_t end_bal;
+    mpq_t span;
+    int round;
+    int i;
+
+    rng_state = UINT64_C(4242) + (uint64_t)_i;
+    bounds[0] = tu_time("2026-01-15T00:00:00Z");
+    bounds[1] = tu_time("2026-02-02T00:00:00Z");
+    bounds[2] = tu_time("2026-02-01T00:00:00Z");
+    bounds[3] = tu_time("2026-01-31T16:00:00Z"); /* Shanghai's February */
+    memset(&o, 0, sizeof(o));
+    ck_assert_int_eq(billing_rater_new(cat, &o.r, err, sizeof(err)), BILLING_OK);
+    ck_assert_int_eq(billing_rater_set_dedupe(o.r, 0), BILLING_OK);
+    o.account = account;
+    /* The span starts somewhere in 2026-01-10 .. 2026-02-09 (inside and across the grants). */
+    o.lo = tu_time("2026-01-10T00:00:00Z") +
+           (billing_time_t)(rnd() % (30ULL * 86400)) * BILLING_NS_PER_SEC +
+           (billing_time_t)(rnd() % 1000000000ULL);
+    /* Usage before it, held by the rater (in billingd: the stored aggregates). */
+    for (i = 0; i < 60; i++) {
+        gen(&g, 10000 + i);
+        g.account = account;
+        if (g.start >= o.lo)
+            continue;
+        if (g.end > o.lo)
+            g.end = o.lo;
+        fill(&g, ev);
+        ck_assert_msg(billing_rater_add(o.r, ev, err, sizeof(err)) == BILLING_OK, "%s", err);
+    }
+    /* The span's events: from its start on, some sharing starts and ends. */
+    for (i = 0; i < CX_SPAN_EVENTS; i++) {
+        gen(&g, i);
+        g.account = account;
+        g.start = o.lo + (billing_time_t)(rnd() % (12ULL * 86400 * BILLING_NS_PER_SEC));
+        if (i > 0 && rnd() % 4 == 0)
+            g.start = items[rnd() % (unsigned)i].start;
+        g.end = g.start + 1 + (billing_time_t)(rnd() % (2ULL * 86400 * BILLING_NS_PER_SEC));
+        if (i > 0 && rnd() % 4 == 0 && items[i - 1].end > g.start)
+            g.end = items[i - 1].end;
+        /* Some end exactly at a grant's bound or a month's start (the balance read before). */
+        if (rnd() % 5 == 0 && bounds[i % 4] > g.start)
+            g.end = bounds[i % 4];
+        items[i].ev = billing_event_new();
+        fill(&g, items[i].ev);
+        items[i].start = g.start;
+        items[i].end = g.end;
+        evs[i] = items[i].ev;
+        sorted[i] = &items[i];
+        n++;
+    }
+    o.items = items;
+    o.n = n;
+    qsort(sorted, n, sizeof(*sorted), cx_end_cmp);
+    o.by_end = sorted;
+    mpq_inits(o.level, o.q, start_bal, end_bal, span, NULL);
+    /* The balance at the span's start, and after all of it. */
+    ck_assert_int_eq(billing_rater_credit_balance(o.r, account, o.lo, buf, sizeof(buf)), BILLING_OK);
+    ck_assert_int_eq(billing_decimal_parse(start_bal, buf, NULL, 0), BILLING_OK);
+    for (i = 0; i < (int)n; i++)
+        ck_assert_int_eq(billing_rater_add(o.r, evs[i], NULL, 0), BILLING_OK);
+    ck_assert_int_eq(billing_rater_credit_balance(o.r, account, sorted[n - 1]->end - 1, buf,
+                                                  sizeof(buf)),
+                     BILLING_OK);
+    ck_assert_int_eq(billing_decimal_parse(end_bal, buf, NULL, 0), BILLING_OK);
+    for (i = (int)n; i > 0; i--)
+        ck_assert_int_eq(billing_rater_take_back(o.r, evs[i - 1], NULL, 0), BILLING_OK);
+    before = invoices_of(o.r, &account, 1, 4);
+    mpq_sub(span, start_bal, end_bal);
+    for (round = 0; round < CX_LEVELS; round++) {
+        /* level = end - span/8 + span * k/1000, k in 0..1249: from below the end to above the
+           start, with a random odd denominator now and then (not a finite decimal). */
+        mpq_set_ui(o.level, (unsigned long)(rnd() % 1250), 1000);
+        mpq_mul(o.level, o.level, span);
+        mpq_add(o.level, o.level, end_bal);
+        mpq_set_ui(o.q, 1, 8);
+        mpq_mul(o.q, o.q, span);
+        mpq_sub(o.level, o.level, o.q);
+        if (round % 3 == 2) {
+            mpq_set_ui(o.q, 1, 3 + 2 * (unsigned long)(rnd() % 50));
+            mpq_add(o.level, o.level, o.q);
+        }
+        want_at = cx_reached_at(&o);
+        want_index = cx_reached_by(&o, want_at);
+        ck_assert_msg(billing_rater_credit_crossing(o.r, account, evs, n, o.lo, o.level, &index,
+                                                    &at, err, sizeof(err)) == BILLING_OK,
+                      "%s", err);
+        ck_assert_msg(at == want_at, "round %d: crossing at %" PRId64 ", former search %" PRId64,
+                      round, (int64_t)at, (int64_t)want_at);
+        ck_assert_uint_eq(index, want_index);
+    }
+    /* The rater is as it was. */
+    after = invoices_of(o.r, &account, 1, 4);
+    ck_assert_str_eq(before, after);
+    /* Refused: dedupe on, an event before the span, another account's. */
+    ck_assert_int_eq(billing_rater_credit_crossing(o.r, account, evs, n, items[0].start + 1,
+                                                   o.level, &index, &at, err, sizeof(err)),
+                     BILLING_ERR_INVALID);
+    ck_assert_int_eq(billing_rater_credit_crossing(o.r, accounts[(_i + 1) % N_ACCOUNTS], evs, n,
+                                                   o.lo, o.level, &index, &at, err, sizeof(err)),
+                     BILLING_ERR_INVALID);
+    free(before);
+    free(after);
+    billing_rater_destroy(o.r);
+    ck_assert_int_eq(billing_rater_new(cat, &o.r, err, sizeof(err)), BILLING_OK);
+    ck_assert_int_eq(billing_rater_credit_crossing(o.r, account, evs, n, o.lo, o.level, &index,
+                                                   &at, err, sizeof(err)),
+                     BILLING_ERR_STATE);
+    billing_rater_destroy(o.r);
+    mpq_clears(o.level, o.q, start_bal, end_bal, span, NULL);
+    for (i = 0; i < (int)n; i++)
+        billing_event_destroy(items[i].ev);
+    billing_event_destroy(ev);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
 static Suite *properties_suite(void)
 {
     Suite *s = suite_create("properties");
@@ -892,6 +1179,7 @@ static Suite *properties_suite(void)
     tcase_add_test(tc, test_dedupe_many_ids);
     tcase_add_loop_test(tc, test_aggregates_round_trip, 0, 3);
     tcase_add_loop_test(tc, test_dense_memo_matches_general_path, 0, 3);
+    tcase_add_loop_test(tc, test_credit_crossing_matches_former_search, 0, 6);
     suite_add_tcase(s, tc);
     return s;
 }
