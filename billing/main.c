@@ -15,9 +15,12 @@
 #include "billing.h"
 #include "cli.h"
 
+int cmd_apikey(int argc, char **argv); /* cmd_apikey.c */
+
 /* One line per subcommand; keep it sorted by name. */
 static const cli_command commands[] = {
     {"account", cmd_account, "show an account's live credit balance and month from PostgreSQL"},
+    {"apikey", cmd_apikey, "create, list or revoke keys of billingd's HTTP API"},
     {"close", cmd_close, "close a month: draft invoices in PostgreSQL; --finalize numbers them"},
     {"db", cmd_db, "migrate the PostgreSQL schema, or show its version"},
     {"ingest", cmd_ingest, "store usage event files in PostgreSQL (the billingd pipeline)"},

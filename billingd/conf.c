@@ -24,6 +24,10 @@ void bd_config_init(bd_config *c)
     c->commit_connections = 2;
     c->rate_threads = 1;
     c->retry_max_ms = 30000;
+    c->api_body_max = 16777216;
+    c->api_request_ms = 30000;
+    c->api_connections_per_ip = 64;
+    c->api_rate = 1000;
 }
 
 void bd_config_free(bd_config *c)
@@ -35,6 +39,9 @@ void bd_config_free(bd_config *c)
     free(c->group);
     free(c->dead_letter_topic);
     free(c->http_listen);
+    free(c->api_listen);
+    free(c->api_tls_cert);
+    free(c->api_tls_key);
     free(c->alerts_topic);
     free(c->alerts_thresholds);
     for (i = 0; i < c->n_topics; i++)
@@ -141,6 +148,28 @@ static int apply(bd_config *c, const char *key, const char *value, const char **
         return set_string(&c->dead_letter_topic, value);
     if (strcmp(key, "http.listen") == 0)
         return set_string(&c->http_listen, value);
+    if (strcmp(key, "api.listen") == 0)
+        return set_string(&c->api_listen, value);
+    if (strcmp(key, "api.tls_cert") == 0)
+        return set_string(&c->api_tls_cert, value);
+    if (strcmp(key, "api.tls_key") == 0)
+        return set_string(&c->api_tls_key, value);
+    if (strcmp(key, "api.body_max") == 0) {
+        *why = "need a number in 1024..268435456";
+        return set_long(&c->api_body_max, value, 1024, 268435456);
+    }
+    if (strcmp(key, "api.request_ms") == 0) {
+        *why = "need a number in 100..600000";
+        return set_long(&c->api_request_ms, value, 100, 600000);
+    }
+    if (strcmp(key, "api.connections_per_ip") == 0) {
+        *why = "need a number in 1..1024";
+        return set_long(&c->api_connections_per_ip, value, 1, 1024);
+    }
+    if (strcmp(key, "api.rate") == 0) {
+        *why = "need a number in 1..1000000";
+        return set_long(&c->api_rate, value, 1, 1000000);
+    }
     if (strcmp(key, "alerts.topic") == 0)
         return set_string(&c->alerts_topic, value);
     if (strcmp(key, "alerts.thresholds") == 0)
@@ -247,8 +276,15 @@ int bd_config_check(bd_config *c, char *errbuf, size_t errsize)
         snprintf(errbuf, errsize, "out of memory");
         return -1;
     }
-    if (c->n_topics == 0) {
-        snprintf(errbuf, errsize, "no topics: set 'topics' in the file or --set topics=...");
+    if ((c->api_tls_cert == NULL || *c->api_tls_cert == '\0') !=
+        (c->api_tls_key == NULL || *c->api_tls_key == '\0')) {
+        snprintf(errbuf, errsize, "api.tls_cert and api.tls_key go together");
+        return -1;
+    }
+    if (c->n_topics == 0 && (c->api_listen == NULL || *c->api_listen == '\0')) {
+        snprintf(errbuf, errsize,
+                 "no topics: set 'topics' in the file or --set topics=... (or api.listen to "
+                 "serve the HTTP API alone)");
         return -1;
     }
     return 0;

@@ -17,6 +17,12 @@
  *   alerts.topic       topic of billing.v1.CreditAlert ("": no alerts; default none)
  *   alerts.thresholds  percents of credit used that alert, default 50,80,100
  *   http.listen        /metrics and /healthz address (default 127.0.0.1:9464; "": off)
+ *   api.listen         the HTTP API's address (default "": off; doc/http-api.md)
+ *   api.tls_cert, api.tls_key  PEM files: serve the API over TLS (GnuTLS)
+ *   api.body_max       largest request body in bytes, 1024..268435456 (default 16777216)
+ *   api.request_ms     longest time for a whole request, 100..600000 (default 30000)
+ *   api.connections_per_ip  connections from one address, 1..1024 (default 64)
+ *   api.rate           requests per second per key (and burst), 1..1000000 (default 1000)
  *   kafka.PROPERTY     any librdkafka property, passed through (bootstrap.servers...)
  *
  * Errors name the file, the line and the key.
@@ -40,6 +46,13 @@ typedef struct bd_config {
     char *group;
     char *dead_letter_topic;
     char *http_listen;
+    char *api_listen;
+    char *api_tls_cert;
+    char *api_tls_key;
+    long api_body_max;
+    long api_request_ms;
+    long api_connections_per_ip;
+    long api_rate;
     char *alerts_topic;
     char *alerts_thresholds;
     char *topics[BD_MAX_TOPICS];
@@ -74,7 +87,8 @@ int bd_config_set(bd_config *c, const char *assignment, const char *where, char 
 
 /*
  * bd_config_check - after everything is applied: required keys, and the
- * defaults of keys left unset. 0 or -1 with a message.
+ * defaults of keys left unset. Topics may be left out when api.listen is
+ * set (billingd then serves the API alone). 0 or -1 with a message.
  */
 int bd_config_check(bd_config *c, char *errbuf, size_t errsize);
 

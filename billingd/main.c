@@ -10,11 +10,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "api.h"
 #include "billing.h"
 #include "conf.h"
 #include "daemon.h"
 #include "log.h"
+#include "metrics.h"
 
 #define MSG_MAX 1024
 
@@ -47,7 +50,10 @@ static void usage(FILE *out)
           "Keys: db, book, group (billingd), topics (required), dead_letter_topic,\n"
           "batch.size (5000), batch.linger.ms (200), retry.max.ms (30000),\n"
           "commit.connections (2), rate.threads (1), alerts.topic,\n"
-          "alerts.thresholds (50,80,100), http.listen (/metrics and /healthz), and\n"
+          "alerts.thresholds (50,80,100), http.listen (/metrics and /healthz),\n"
+          "api.listen (the HTTP API; with it, topics may be left out), api.tls_cert,\n"
+          "api.tls_key, api.body_max (16777216), api.request_ms (30000),\n"
+          "api.connections_per_ip (64), api.rate (1000), and\n"
           "kafka.* passed to librdkafka (kafka.bootstrap.servers=...). See billingd(8).\n"
           "\n"
           "Logs key=value lines on stderr. SIGTERM or SIGINT: commit the batch in\n"
@@ -105,10 +111,26 @@ bad:
     return EXIT_CONFIG;
 }
 
+/* No topics: serve the HTTP API (and /metrics, /healthz) alone until a signal. */
+static int serve_api_only(const bd_config *cfg)
+{
+    struct timespec tick = {0, 100 * 1000000L};
+    bd_metrics *m = bd_metrics_new(cfg->http_listen);
+
+    if (m == NULL)
+        return BD_EXIT_START;
+    bd_log("info", "started", "mode=api-only");
+    while (!stop_requested)
+        nanosleep(&tick, NULL); /* the signal handler only sets the flag */
+    bd_metrics_free(m);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     struct sigaction sa;
     bd_config cfg;
+    bd_api *api = NULL;
     int rc;
 
     bd_config_init(&cfg);
@@ -131,7 +153,17 @@ int main(int argc, char **argv)
     sa.sa_handler = on_signal;
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
-    rc = bd_run(&cfg, &stop_requested);
+    if (cfg.api_listen != NULL && cfg.api_listen[0] != '\0') {
+        api = bd_api_new(&cfg);
+        if (api == NULL) {
+            bd_config_free(&cfg);
+            return BD_EXIT_START;
+        }
+        bd_metrics_extra(bd_api_metrics, api);
+    }
+    rc = cfg.n_topics == 0 ? serve_api_only(&cfg) : bd_run(&cfg, &stop_requested);
+    /* Stops accepting, answers the requests in flight. */
+    bd_api_free(api);
     bd_config_free(&cfg);
     return rc;
 }

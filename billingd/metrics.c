@@ -251,6 +251,16 @@ static void process_metrics(page *p)
              (unsigned long long)rl.rlim_cur);
 }
 
+/* The extra renderer of bd_metrics_extra, and its argument. */
+static size_t (*extra_fn)(void *arg, char *buf, size_t size);
+static void *extra_arg;
+
+void bd_metrics_extra(size_t (*fn)(void *arg, char *buf, size_t size), void *arg)
+{
+    extra_fn = fn;
+    extra_arg = arg;
+}
+
 static void render(bd_metrics *m, page *p)
 {
     size_t i;
@@ -300,6 +310,8 @@ static void render(bd_metrics *m, page *p)
             "billingd_up %d\n",
          m->healthy && m->topics_missing == 0);
     process_metrics(p);
+    if (extra_fn != NULL && p->len < PAGE_MAX - 1)
+        p->len += extra_fn(extra_arg, p->buf + p->len, PAGE_MAX - p->len);
 }
 
 /* /healthz: "ok", or each reason for 503 on a line (a missing topic, failing batches). */

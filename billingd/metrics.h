@@ -30,6 +30,15 @@ typedef struct bd_metrics bd_metrics;
  */
 bd_metrics *bd_metrics_new(const char *listen);
 
+/*
+ * bd_metrics_extra - a renderer whose text every /metrics page ends with
+ * (the HTTP API's counters, api.h): @fn writes at most @size bytes into
+ * @buf and returns how many. Set it before bd_metrics_new, for every
+ * server made afterwards; NULL for none. Not thread-safe with a server
+ * running.
+ */
+void bd_metrics_extra(size_t (*fn)(void *arg, char *buf, size_t size), void *arg);
+
 /* bd_metrics_free - stop the server and free; NULL is a no-op. */
 void bd_metrics_free(bd_metrics *m);
 

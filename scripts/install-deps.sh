@@ -19,6 +19,7 @@ protobuf-c-compiler
 libprotobuf-c-dev
 librdkafka-dev
 libmicrohttpd-dev
+libsodium-dev
 check
 libjansson-dev
 postgresql
@@ -34,6 +35,8 @@ fonts-droid-fallback
 poppler-utils
 jq
 python3
+python3-jsonschema
+python3-yaml
 gnuplot-nox
 curl
 systemd
@@ -46,6 +49,9 @@ systemd
 #   (subset), Latin and CJK; poppler-utils: pdftotext/pdfinfo in the tests.
 # jq: the ingest script test reads billing rate's JSON; python3:
 #   scripts/mutation.sh and the example's event generator.
+# libsodium-dev: the HTTP API's keys (random secrets, BLAKE2b hash).
+# python3-jsonschema, python3-yaml: tests/check-api.sh checks every
+#   answer against doc/openapi.yaml.
 # gnuplot-nox: scripts/demo.sh's pictures (PNG through its cairo
 #   terminal, no X); curl: the demo reads billingd's /metrics.
 # systemd: systemd-analyze, which rates billingd.service in the tests

@@ -1,0 +1,1360 @@
+/*
+ * api.c - billingd's HTTP API (api.h): routing, keys and scopes, limits,
+ * problem details, metrics, and the handlers. Every figure comes from the
+ * store and libbilling through the functions the command line uses
+ * (bs_balance_rater as `billing account balance`, bs_ingest_batch as
+ * `billing ingest`); nothing is computed twice.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "api.h"
+#include "apikeys.h"
+#include "apiread.h"
+#include "balance.h"
+#include "billing.h"
+#include "dbcatalog.h"
+#include "ingest.h"
+#include "invoices.h"
+#include "log.h"
+#include "migrate.h"
+#include "store.h"
+
+/* Threads serving requests, each with its own connection, catalog and pipeline. */
+#define API_THREADS 4
+/* Connections open at once. */
+#define API_CONNECTIONS 256
+/* Most events in one POST /v1/events (documented; BS_INGEST_BATCH_MAX bounds it too). */
+#define API_EVENTS_MAX 10000
+/* Grants listed per balance at most. */
+#define GRANTS_MAX 256
+/* Token buckets (keys) tracked; beyond, a key is not limited. */
+#define BUCKETS 4096
+#define MSG_MAX 512
+#define AMOUNT_MAX 256
+
+enum route {
+    R_BALANCE,
+    R_GRANTS,
+    R_SUBSCRIPTIONS,
+    R_EVENTS,
+    R_PRICE_BOOKS,
+    R_PLANS,
+    R_OTHER,
+    N_ROUTES
+};
+static const char *const route_names[N_ROUTES] = {
+    "/v1/accounts/{id}/balance", "/v1/accounts/{id}/grants", "/v1/accounts/{id}/subscriptions",
+    "/v1/events",                "/v1/price-books",          "/v1/plans",
+    "other"};
+
+static const unsigned statuses[] = {200, 400, 401, 403, 404, 405, 408, 413, 415, 429, 500, 503};
+#define N_STATUSES (sizeof(statuses) / sizeof(statuses[0]))
+/* Duration buckets, microseconds. */
+static const int64_t us_bounds[] = {1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000,
+                                    1000000, 5000000};
+#define N_US (sizeof(us_bounds) / sizeof(us_bounds[0]))
+
+/* What one serving thread owns while it answers a request. */
+typedef struct api_slot {
+    bs_conn *conn;
+    unsigned long sessions; /* bs_sessions when the catalog was read and LISTEN sent */
+    bs_catalog *cat;
+    bs_ingest *in;
+    int busy;
+} api_slot;
+
+/* A key's token bucket, in nano-tokens: one request costs 1e9. */
+typedef struct bucket {
+    int64_t key;
+    int64_t tokens;
+    int64_t at_ns;
+} bucket;
+
+struct bd_api {
+    struct MHD_Daemon *http;
+    char *conninfo;
+    char *book;
+    char *cert;
+    char *key;
+    size_t body_max;
+    int64_t request_ms;
+    int64_t rate; /* requests per second per key (also the burst) */
+    pthread_mutex_t lock;
+    pthread_cond_t freed;
+    api_slot slots[API_THREADS];
+    bucket buckets[BUCKETS];
+    uint64_t count[N_ROUTES][N_STATUSES + 1];
+    uint64_t dur[N_ROUTES][N_US + 1];
+    int64_t dur_sum_us[N_ROUTES];
+};
+
+/* One request being read: its start, route, body. */
+typedef struct req {
+    int64_t start_ns;
+    enum route route;
+    char *body;
+    size_t len;
+    size_t cap;
+    int answered; /* a limit answered it while its body arrived */
+} req;
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Answers                                                                 */
+/* ---------------------------------------------------------------------- */
+
+static void count(bd_api *api, enum route r, unsigned status, int64_t start_ns)
+{
+    int64_t us = (mono_ns() - start_ns) / 1000;
+    size_t i;
+    size_t b;
+
+    for (i = 0; i < N_STATUSES && statuses[i] != status; i++)
+        ;
+    for (b = 0; b < N_US && us > us_bounds[b]; b++)
+        ;
+    pthread_mutex_lock(&api->lock);
+    api->count[r][i]++;
+    api->dur[r][b]++;
+    api->dur_sum_us[r] += us;
+    pthread_mutex_unlock(&api->lock);
+}
+
+/* Queue @text (taken: freed by MHD) with @status and @type; NULL @text is out of memory. */
+static enum MHD_Result send_text(bd_api *api, struct MHD_Connection *conn, req *q,
+                                 unsigned status, const char *type, char *text,
+                                 const char *retry_after)
+{
+    struct MHD_Response *r;
+    enum MHD_Result ret;
+
+    if (text == NULL)
+        return MHD_NO;
+    r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+    if (r == NULL) {
+        free(text);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", type);
+    MHD_add_response_header(r, "Cache-Control", "no-store");
+    if (retry_after != NULL)
+        MHD_add_response_header(r, "Retry-After", retry_after);
+    if (status == MHD_HTTP_UNAUTHORIZED)
+        MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"billing\"");
+    ret = MHD_queue_response(conn, status, r);
+    MHD_destroy_response(r);
+    count(api, q->route, status, q->start_ns);
+    q->answered = 1;
+    return ret;
+}
+
+static enum MHD_Result send_json(bd_api *api, struct MHD_Connection *conn, req *q,
+                                 unsigned status, json_t *body)
+{
+    char *text;
+
+    if (body == NULL)
+        return MHD_NO;
+    text = json_dumps(body, JSON_COMPACT | JSON_ENSURE_ASCII);
+    json_decref(body);
+    return send_text(api, conn, q, status, "application/json", text, NULL);
+}
+
+/* Problem slugs and titles (RFC 9457 "type" is urn:billing:problem:<slug>). */
+static const char *title_of(unsigned status)
+{
+    switch (status) {
+    case 400: return "Bad request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not found";
+    case 405: return "Method not allowed";
+    case 408: return "Request timeout";
+    case 413: return "Content too large";
+    case 415: return "Unsupported media type";
+    case 429: return "Too many requests";
+    case 503: return "Service unavailable";
+    default: return "Internal error";
+    }
+}
+
+/*
+ * An RFC 9457 problem: @slug names its type, @field (may be NULL) the
+ * input it is about, @retry_after (may be NULL) the Retry-After header.
+ */
+static enum MHD_Result problem(bd_api *api, struct MHD_Connection *conn, req *q,
+                               unsigned status, const char *slug, const char *field,
+                               const char *retry_after, const char *fmt, ...)
+    __attribute__((format(printf, 8, 9)));
+static enum MHD_Result problem(bd_api *api, struct MHD_Connection *conn, req *q,
+                               unsigned status, const char *slug, const char *field,
+                               const char *retry_after, const char *fmt, ...)
+{
+    char detail[MSG_MAX];
+    char type[96];
+    va_list ap;
+    json_t *o;
+    char *text;
+
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof(detail), fmt, ap);
+    va_end(ap);
+    snprintf(type, sizeof(type), "urn:billing:problem:%s", slug);
+    o = json_pack("{s:s, s:s, s:i, s:s}", "type", type, "title", title_of(status), "status",
+                  (int)status, "detail", detail);
+    if (o != NULL && field != NULL)
+        json_object_set_new(o, "field", json_string(field));
+    if (o == NULL)
+        return MHD_NO;
+    text = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII);
+    json_decref(o);
+    return send_text(api, conn, q, status, "application/problem+json", text, retry_after);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Threads' store connections                                              */
+/* ---------------------------------------------------------------------- */
+
+static api_slot *slot_take(bd_api *api)
+{
+    api_slot *s = NULL;
+    size_t i;
+
+    pthread_mutex_lock(&api->lock);
+    for (;;) {
+        for (i = 0; i < API_THREADS && api->slots[i].busy; i++)
+            ;
+        if (i < API_THREADS)
+            break;
+        pthread_cond_wait(&api->freed, &api->lock);
+    }
+    s = &api->slots[i];
+    s->busy = 1;
+    pthread_mutex_unlock(&api->lock);
+    return s;
+}
+
+static void slot_give(bd_api *api, api_slot *s)
+{
+    pthread_mutex_lock(&api->lock);
+    s->busy = 0;
+    pthread_cond_signal(&api->freed);
+    pthread_mutex_unlock(&api->lock);
+}
+
+static bs_status slot_reload(bd_api *api, api_slot *s, bs_error *err)
+{
+    bs_catalog *cat = bs_catalog_read(s->conn, api->book, err);
+
+    if (cat == NULL)
+        return err->status;
+    if (s->in == NULL) {
+        s->in = bs_ingest_new(cat, NULL);
+        if (s->in == NULL) {
+            bs_catalog_free(cat);
+            return bs_error_set(err, BS_ERR_NOMEM, "out of memory");
+        }
+    } else {
+        bs_ingest_set_catalog(s->in, cat);
+    }
+    bs_catalog_free(s->cat);
+    s->cat = cat;
+    return BS_OK;
+}
+
+/*
+ * Make @s usable: connected (again, after a lost connection), the schema
+ * ours, LISTENing for catalog changes, and the catalog current as far as
+ * `billing load` announced.
+ */
+static bs_status slot_ready(bd_api *api, api_slot *s, bs_error *err)
+{
+    bs_retry retry = {2, 100, 500};
+    PGnotify *note;
+    int changed = 0;
+
+    if (s->conn == NULL) {
+        s->conn = bs_connect(api->conninfo, &retry, err);
+        if (s->conn == NULL)
+            return err->status;
+        s->sessions = 0;
+    } else if (PQstatus(bs_pg(s->conn)) != CONNECTION_OK &&
+               bs_reconnect(s->conn, err) != BS_OK) {
+        return err->status;
+    }
+    if (bs_sessions(s->conn) != s->sessions || s->cat == NULL) {
+        if (bs_schema_require(s->conn, err) != BS_OK ||
+            bs_command(s->conn, "LISTEN " BS_CATALOG_CHANNEL, 0, NULL, NULL, err) != BS_OK ||
+            slot_reload(api, s, err) != BS_OK)
+            return err->status;
+        s->sessions = bs_sessions(s->conn);
+        return BS_OK;
+    }
+    PQconsumeInput(bs_pg(s->conn));
+    while ((note = PQnotifies(bs_pg(s->conn))) != NULL) {
+        changed = 1;
+        PQfreemem(note);
+    }
+    return changed ? slot_reload(api, s, err) : BS_OK;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Keys                                                                    */
+/* ---------------------------------------------------------------------- */
+
+/* Take a token from key @id's bucket: 0, or the seconds to wait (>= 1). */
+static int64_t bucket_take(bd_api *api, int64_t id)
+{
+    const int64_t cost = 1000000000;
+    const int64_t cap = api->rate * cost;
+    int64_t now = mono_ns();
+    int64_t wait = 0;
+    bucket *b = NULL;
+    size_t i;
+    size_t h = (size_t)id % BUCKETS;
+
+    pthread_mutex_lock(&api->lock);
+    for (i = 0; i < BUCKETS; i++) {
+        bucket *c = &api->buckets[(h + i) % BUCKETS];
+
+        if (c->key == id || c->key == 0) {
+            b = c;
+            break;
+        }
+    }
+    if (b != NULL) {
+        if (b->key == 0) {
+            b->key = id;
+            b->tokens = cap;
+        } else {
+            /* elapsed * rate nano-tokens, bounded so that the product cannot overflow */
+            int64_t elapsed = now - b->at_ns;
+
+            if (elapsed > 1000000000LL * 3600)
+                elapsed = 1000000000LL * 3600;
+            b->tokens += elapsed * api->rate;
+            if (b->tokens > cap)
+                b->tokens = cap;
+        }
+        b->at_ns = now;
+        if (b->tokens >= cost)
+            b->tokens -= cost;
+        else
+            wait = ((cost - b->tokens) / api->rate + 999999999) / 1000000000;
+    }
+    pthread_mutex_unlock(&api->lock);
+    return wait > 0 ? wait : 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Routes                                                                  */
+/* ---------------------------------------------------------------------- */
+
+/* Route of @method @url; @account gets the {id} (at most 128 bytes) of account routes. */
+static enum route route_of(const char *url, char *account, size_t size, int *bad_account)
+{
+    static const struct {
+        const char *suffix;
+        enum route r;
+    } tails[] = {{"/balance", R_BALANCE},
+                 {"/grants", R_GRANTS},
+                 {"/subscriptions", R_SUBSCRIPTIONS}};
+    const char *p;
+    const char *slash;
+    size_t n;
+    size_t i;
+
+    *bad_account = 0;
+    if (strcmp(url, "/v1/events") == 0)
+        return R_EVENTS;
+    if (strcmp(url, "/v1/price-books") == 0)
+        return R_PRICE_BOOKS;
+    if (strcmp(url, "/v1/plans") == 0)
+        return R_PLANS;
+    if (strncmp(url, "/v1/accounts/", 13) != 0)
+        return R_OTHER;
+    p = url + 13;
+    slash = strchr(p, '/');
+    if (slash == NULL)
+        return R_OTHER;
+    for (i = 0; i < sizeof(tails) / sizeof(tails[0]); i++) {
+        if (strcmp(slash, tails[i].suffix) != 0)
+            continue;
+        n = (size_t)(slash - p);
+        if (n < 1 || n >= size) {
+            *bad_account = 1;
+        } else {
+            memcpy(account, p, n);
+            account[n] = '\0';
+        }
+        return tails[i].r;
+    }
+    return R_OTHER;
+}
+
+static unsigned scope_needed(enum route r)
+{
+    switch (r) {
+    case R_EVENTS: return BS_SCOPE_EVENTS_WRITE;
+    default: return BS_SCOPE_ACCOUNTS_READ;
+    }
+}
+
+static enum MHD_Result db_problem(bd_api *api, struct MHD_Connection *conn, req *q,
+                                  const bs_error *err)
+{
+    bd_log("error", "api_database", "route=%s error=%s", bd_q(route_names[q->route]),
+           bd_q(err->message));
+    if (err->status == BS_ERR_RETRY || err->status == BS_ERR_SCHEMA)
+        return problem(api, conn, q, 503, "unavailable", NULL, "5",
+                       "the database is not available now; retry");
+    return problem(api, conn, q, 500, "internal", NULL, NULL, "internal error");
+}
+
+/* A bs_api_row_fn: the row as a JSON object appended to the array @arg. */
+static int row_json(void *arg, const bs_api_row *row)
+{
+    json_t *o = json_object();
+    json_t *v;
+    int i;
+
+    if (o == NULL)
+        return 1;
+    for (i = 0; i < row->n; i++) {
+        const char *name = row->names[i];
+        const char *val = row->values[i];
+
+        if (val == NULL)
+            v = json_null();
+        else if (strcmp(name, "versions") == 0 || strcmp(name, "fees") == 0)
+            v = json_loads(val, 0, NULL);
+        else if (strcmp(name, "refundable") == 0)
+            v = json_boolean(strcmp(val, "true") == 0 || strcmp(val, "t") == 0);
+        else if (strcmp(name, "terms") == 0 || strcmp(name, "priority") == 0 ||
+                 strcmp(name, "kinds") == 0)
+            v = json_integer(strtoll(val, NULL, 10));
+        else
+            v = json_string(val);
+        if (v == NULL || json_object_set_new(o, name, v) != 0) {
+            json_decref(o);
+            return 1;
+        }
+    }
+    return json_array_append_new(arg, o) != 0;
+}
+
+static enum MHD_Result list_rows(bd_api *api, struct MHD_Connection *conn, req *q,
+                                 api_slot *s, bs_api_list what, const char *account)
+{
+    json_t *arr = json_array();
+    bs_error err;
+
+    if (arr == NULL)
+        return MHD_NO;
+    if (bs_api_read(s->conn, what, account, row_json, arr, &err) != BS_OK) {
+        json_decref(arr);
+        return db_problem(api, conn, q, &err);
+    }
+    return send_json(api, conn, q, 200, json_pack("{s:o}", "data", arr));
+}
+
+/* ---------------------------------------------------------------------- */
+/* Balance                                                                 */
+/* ---------------------------------------------------------------------- */
+
+typedef struct grant_row {
+    char id[129];
+    char remaining[AMOUNT_MAX];
+    char expires[40];
+} grant_row;
+
+typedef struct grant_list {
+    grant_row rows[GRANTS_MAX];
+    size_t n;
+    billing_time_t at;
+} grant_list;
+
+/* A bs_api_row_fn: the grants valid at the instant, each with its whole amount. */
+static int grant_valid(void *arg, const bs_api_row *row)
+{
+    grant_list *g = arg;
+    billing_time_t from;
+    billing_time_t to;
+    grant_row *r;
+
+    if (g->n == GRANTS_MAX)
+        return 1;
+    if (billing_time_parse(row->values[3], &from, NULL, 0) != BILLING_OK ||
+        billing_time_parse(row->values[4], &to, NULL, 0) != BILLING_OK)
+        return 1;
+    if (from > g->at || to <= g->at)
+        return 0;
+    r = &g->rows[g->n++];
+    snprintf(r->id, sizeof(r->id), "%s", row->values[0]);
+    snprintf(r->remaining, sizeof(r->remaining), "%s", row->values[2]);
+    billing_time_format(to, r->expires, sizeof(r->expires));
+    return 0;
+}
+
+static void grant_set(grant_list *g, const char *id, const char *left)
+{
+    size_t i;
+
+    for (i = 0; i < g->n; i++)
+        if (strcmp(g->rows[i].id, id) == 0)
+            snprintf(g->rows[i].remaining, sizeof(g->rows[i].remaining), "%s", left);
+}
+
+/* What the invoices up to the instant's month leave of each grant (as `billing rate --at`). */
+static int grants_left(billing_rater *r, const char *account, int now_ym, grant_list *g)
+{
+    billing_months *list = NULL;
+    billing_invoice *inv;
+    size_t count_;
+    size_t i;
+    size_t k;
+    int ym;
+    int done = 0;
+
+    if (billing_rater_months(r, account, &list, NULL, 0) != BILLING_OK)
+        return 0;
+    count_ = billing_months_count(list);
+    for (i = 0; i <= count_ && !done; i++) {
+        if (i < count_)
+            ym = billing_months_year(list, i) * 100 + billing_months_month(list, i);
+        else
+            ym = now_ym;
+        if (ym >= now_ym) {
+            ym = now_ym;
+            done = 1;
+        }
+        if (billing_rater_invoice(r, account, ym / 100, ym % 100, &inv, NULL, 0) != BILLING_OK)
+            continue;
+        for (k = 0; k < billing_invoice_credit_count(inv); k++)
+            grant_set(g, billing_invoice_credit_grant(inv, k),
+                      billing_invoice_credit_remaining(inv, k));
+        for (k = 0; k < billing_invoice_returned_count(inv); k++)
+            grant_set(g, billing_invoice_returned_grant(inv, k),
+                      billing_invoice_returned_remaining(inv, k));
+        billing_invoice_destroy(inv);
+    }
+    billing_months_destroy(list);
+    return 0;
+}
+
+/* The events running at an instant, for the exhaustion estimate. */
+typedef struct running {
+    billing_event **evs;
+    size_t n;
+    size_t cap;
+    billing_time_t at;
+} running;
+
+/* A bs_event_fn: keep the events running at the instant. */
+static int keep_running(void *arg, const char *account, const char *id, const char *resource,
+                        const char *meter, billing_time_t start, billing_time_t end,
+                        const char *quantity, const char *model, const char *region)
+{
+    running *run = arg;
+    billing_event *ev;
+    billing_event **grown;
+
+    if (end <= run->at || start > run->at)
+        return 0;
+    if (run->n == run->cap) {
+        size_t cap = run->cap ? 2 * run->cap : 16;
+
+        if (cap > 100000)
+            return 0;
+        grown = realloc(run->evs, cap * sizeof(*grown));
+        if (grown == NULL)
+            return 1;
+        run->evs = grown;
+        run->cap = cap;
+    }
+    ev = billing_event_new();
+    if (ev == NULL || bs_event_set(ev, account, id, resource, meter, start, end, quantity, model,
+                                   region, NULL, 0) != BILLING_OK) {
+        billing_event_destroy(ev);
+        return ev == NULL;
+    }
+    run->evs[run->n++] = ev;
+    return 0;
+}
+
+static enum MHD_Result balance(bd_api *api, struct MHD_Connection *conn, req *q, api_slot *s,
+                               const char *account)
+{
+    char left[AMOUNT_MAX];
+    char when[40];
+    char month[16];
+    char *accounts = NULL;
+    char msg[MSG_MAX];
+    billing_time_t now = (billing_time_t)time(NULL) * BILLING_NS_PER_SEC;
+    billing_time_t zero = INT64_MAX;
+    const billing_zone *zone = bs_catalog_zone(s->cat, account);
+    billing_invoice *inv = NULL;
+    billing_rater *r = NULL;
+    grant_list *g = NULL;
+    running run;
+    json_t *grants = NULL;
+    json_t *o = NULL;
+    bs_error err;
+    enum MHD_Result ret;
+    int year;
+    int mon;
+    size_t i;
+    json_t *name;
+
+    memset(&run, 0, sizeof(run));
+    run.at = now;
+    if (zone == NULL)
+        return problem(api, conn, q, 404, "not-found", "account", NULL, "no account '%s'",
+                       account);
+    if (bs_balance_rater(s->conn, s->cat, account, NULL, now, &r, &err) != BS_OK)
+        return db_problem(api, conn, q, &err);
+    if (billing_rater_credit_balance(r, account, now, left, sizeof(left)) != BILLING_OK) {
+        ret = problem(api, conn, q, 404, "not-found", "account", NULL, "no account '%s'", account);
+        goto out;
+    }
+    billing_zone_year_month(zone, now, &year, &mon);
+    if (billing_rater_invoice(r, account, year, mon, &inv, msg, sizeof(msg)) != BILLING_OK) {
+        ret = problem(api, conn, q, 500, "internal", NULL, NULL, "account balance: %s", msg);
+        goto out;
+    }
+    g = calloc(1, sizeof(*g));
+    if (g == NULL) {
+        ret = MHD_NO;
+        goto out;
+    }
+    g->at = now;
+    if (bs_api_read(s->conn, BS_API_GRANTS, account, grant_valid, g, &err) != BS_OK) {
+        ret = db_problem(api, conn, q, &err);
+        goto out;
+    }
+    grants_left(r, account, year * 100 + mon, g);
+    /* The burn: the account's stored events running now. */
+    name = json_pack("[s]", account);
+    accounts = name != NULL ? json_dumps(name, JSON_COMPACT) : NULL;
+    json_decref(name);
+    if (accounts == NULL) {
+        ret = MHD_NO;
+        goto out;
+    }
+    if (bs_events_fetch(s->conn, accounts, now + 1, keep_running, &run, &err) != BS_OK) {
+        ret = db_problem(api, conn, q, &err);
+        goto out;
+    }
+    if (billing_rater_credit_exhaustion(r, account, now, (const billing_event *const *)run.evs,
+                                        run.n, &zero, msg, sizeof(msg)) != BILLING_OK)
+        zero = INT64_MAX;
+    grants = json_array();
+    for (i = 0; grants != NULL && i < g->n; i++)
+        json_array_append_new(grants,
+                              json_pack("{s:s, s:s, s:s}", "grant", g->rows[i].id, "remaining",
+                                        g->rows[i].remaining, "expires_at", g->rows[i].expires));
+    billing_time_format(now, when, sizeof(when));
+    snprintf(month, sizeof(month), "%04d-%02d", year % 10000, mon % 100);
+    o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:O}", "account",
+                  account, "at", when, "currency", billing_invoice_currency(inv),
+                  "credit_remaining", left, "month", month, "subtotal",
+                  billing_invoice_subtotal(inv), "credits", billing_invoice_credits(inv), "tax",
+                  billing_invoice_tax(inv), "total", billing_invoice_total(inv),
+                  "account_credit", billing_invoice_account_credit(inv), "account_credit_left",
+                  billing_invoice_account_credit_left(inv), "grants",
+                  grants != NULL ? grants : json_null());
+    if (o != NULL) {
+        if (zero == INT64_MAX) {
+            json_object_set_new(o, "exhausts_at", json_null());
+        } else {
+            billing_time_format(zero, when, sizeof(when));
+            json_object_set_new(o, "exhausts_at", json_string(when));
+        }
+        json_object_set_new(o, "running_events", json_integer((json_int_t)run.n));
+    }
+    ret = send_json(api, conn, q, 200, o);
+out:
+    for (i = 0; i < run.n; i++)
+        billing_event_destroy(run.evs[i]);
+    free(run.evs);
+    free(accounts);
+    json_decref(grants);
+    free(g);
+    billing_invoice_destroy(inv);
+    billing_rater_destroy(r);
+    return ret;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Events                                                                  */
+/* ---------------------------------------------------------------------- */
+
+/* A CloudEvents 1.0 event as our event object: id, time->start, subject->account, type->meter. */
+static json_t *from_cloudevent(json_t *ce, const char **why)
+{
+    json_t *data = json_object_get(ce, "data");
+    json_t *ev;
+    const char *key;
+    json_t *v;
+
+    *why = NULL;
+    if (!json_is_object(ce) || !json_is_string(json_object_get(ce, "specversion"))) {
+        *why = "not a CloudEvent: specversion missing";
+        return NULL;
+    }
+    if (strcmp(json_string_value(json_object_get(ce, "specversion")), "1.0") != 0) {
+        *why = "specversion: only 1.0";
+        return NULL;
+    }
+    if (data != NULL && !json_is_object(data)) {
+        *why = "data: must be an object (resource, end, quantity, model, region)";
+        return NULL;
+    }
+    ev = data != NULL ? json_deep_copy(data) : json_object();
+    if (ev == NULL)
+        return NULL;
+    if ((v = json_object_get(ce, "id")) != NULL)
+        json_object_set(ev, "id", v);
+    if ((v = json_object_get(ce, "subject")) != NULL)
+        json_object_set(ev, "account", v);
+    if ((v = json_object_get(ce, "type")) != NULL)
+        json_object_set(ev, "meter", v);
+    if ((v = json_object_get(ce, "time")) != NULL && json_object_get(ev, "start") == NULL)
+        json_object_set(ev, "start", v);
+    (void)key;
+    return ev;
+}
+
+typedef struct batch {
+    bs_record *recs;
+    char **texts;
+    char **sources;
+    size_t n;
+} batch;
+
+static void batch_free(batch *b)
+{
+    size_t i;
+
+    for (i = 0; i < b->n; i++) {
+        free(b->texts[i]);
+        free(b->sources[i]);
+    }
+    free(b->recs);
+    free(b->texts);
+    free(b->sources);
+}
+
+/* Add the record @text (taken) of element @i; @bad_code/@bad_reason reject it as read. */
+static int batch_add(batch *b, int64_t key, char *text, const char *bad_code,
+                     const char *bad_reason)
+{
+    char src[64];
+    bs_record *r = &b->recs[b->n];
+
+    snprintf(src, sizeof(src), "api:key%" PRId64 ":%zu", key, b->n);
+    b->sources[b->n] = strdup(src);
+    b->texts[b->n] = text != NULL ? text : strdup("");
+    if (b->sources[b->n] == NULL || b->texts[b->n] == NULL) {
+        free(b->sources[b->n]);
+        free(b->texts[b->n]);
+        return -1;
+    }
+    memset(r, 0, sizeof(*r));
+    r->data = b->texts[b->n];
+    r->len = strlen(b->texts[b->n]);
+    r->format = BS_RECORD_JSON;
+    r->source = b->sources[b->n];
+    r->reject_code = bad_code;
+    r->reject_reason = bad_reason;
+    b->n++;
+    return 0;
+}
+
+/* Add JSON value @v (an event, or a CloudEvent when @ce). */
+static int batch_add_json(batch *b, int64_t key, json_t *v, int ce)
+{
+    const char *why = NULL;
+    json_t *ev = ce ? from_cloudevent(v, &why) : json_incref(v);
+    char *text;
+
+    if (ev == NULL && why == NULL)
+        return -1;
+    if (ev == NULL)
+        return batch_add(b, key, json_dumps(v, JSON_COMPACT), "invalid", why);
+    if (!json_is_object(ev)) {
+        json_decref(ev);
+        return batch_add(b, key, json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY), "invalid",
+                         "an event must be a JSON object");
+    }
+    text = json_dumps(ev, JSON_COMPACT);
+    json_decref(ev);
+    return text != NULL ? batch_add(b, key, text, NULL, NULL) : -1;
+}
+
+/* Parse the body as @type into records; 0, or an HTTP status with a message in @msg. */
+static unsigned parse_events(const char *type, const char *body, size_t len, int64_t key,
+                             batch *b, char *msg, size_t msgsize)
+{
+    int ce = 0;
+    int lines = 0;
+    json_error_t jerr;
+    json_t *doc = NULL;
+    size_t n = 0;
+    size_t i;
+    const char *p;
+
+    if (type == NULL)
+        type = "application/json";
+    if (strncmp(type, "application/cloudevents-batch+json", 34) == 0) {
+        ce = 1;
+    } else if (strncmp(type, "application/cloudevents+json", 28) == 0) {
+        ce = 2;
+    } else if (strncmp(type, "application/x-ndjson", 20) == 0 ||
+               strncmp(type, "application/jsonl", 17) == 0) {
+        lines = 1;
+    } else if (strncmp(type, "application/json", 16) != 0) {
+        snprintf(msg, msgsize,
+                 "Content-Type '%.64s': expected application/json, application/x-ndjson, "
+                 "application/cloudevents+json or application/cloudevents-batch+json",
+                 type);
+        return 415;
+    }
+    if (lines) {
+        for (p = body; p < body + len; p++)
+            n += *p == '\n';
+        n++;
+    } else {
+        doc = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+        if (doc == NULL) {
+            snprintf(msg, msgsize, "body: line %d column %d: %s", jerr.line, jerr.column,
+                     jerr.text);
+            return 400;
+        }
+        if (ce == 2) {
+            n = 1;
+        } else if (!json_is_array(doc)) {
+            json_decref(doc);
+            snprintf(msg, msgsize, "body: expected a JSON array of events");
+            return 400;
+        } else {
+            n = json_array_size(doc);
+        }
+    }
+    if (n > API_EVENTS_MAX) {
+        json_decref(doc);
+        snprintf(msg, msgsize, "body: %zu events, at most %d per request", n, API_EVENTS_MAX);
+        return 413;
+    }
+    b->recs = calloc(n ? n : 1, sizeof(*b->recs));
+    b->texts = calloc(n ? n : 1, sizeof(*b->texts));
+    b->sources = calloc(n ? n : 1, sizeof(*b->sources));
+    if (b->recs == NULL || b->texts == NULL || b->sources == NULL)
+        goto nomem;
+    if (lines) {
+        const char *end = body + len;
+
+        for (p = body; p < end;) {
+            const char *nl = memchr(p, '\n', (size_t)(end - p));
+            size_t l = nl != NULL ? (size_t)(nl - p) : (size_t)(end - p);
+            char *text;
+
+            if (l > 0 && p[l - 1] == '\r')
+                l--;
+            if (l > 0) {
+                text = strndup(p, l);
+                if (text == NULL || batch_add(b, key, text, NULL, NULL) != 0)
+                    goto nomem;
+            }
+            p = nl != NULL ? nl + 1 : end;
+        }
+    } else if (ce == 2) {
+        if (batch_add_json(b, key, doc, 1) != 0)
+            goto nomem;
+    } else {
+        for (i = 0; i < n; i++)
+            if (batch_add_json(b, key, json_array_get(doc, i), ce) != 0)
+                goto nomem;
+    }
+    json_decref(doc);
+    if (b->n == 0) {
+        snprintf(msg, msgsize, "body: no events");
+        return 400;
+    }
+    return 0;
+nomem:
+    json_decref(doc);
+    snprintf(msg, msgsize, "out of memory");
+    return 500;
+}
+
+static enum MHD_Result post_events(bd_api *api, struct MHD_Connection *conn, req *q,
+                                   api_slot *s, int64_t key, const char *bound)
+{
+    char msg[MSG_MAX];
+    const char *type = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type");
+    bs_record_result *res = NULL;
+    bs_ingest_counts k;
+    json_t *results = NULL;
+    json_t *o;
+    bs_error err;
+    batch b;
+    unsigned status;
+    enum MHD_Result ret;
+    size_t i;
+
+    memset(&b, 0, sizeof(b));
+    memset(&k, 0, sizeof(k));
+    status = parse_events(type, q->body != NULL ? q->body : "", q->len, key, &b, msg, sizeof(msg));
+    if (status != 0) {
+        batch_free(&b);
+        return problem(api, conn, q, status,
+                       status == 415 ? "media-type" : status == 413 ? "too-many" : "body",
+                       "body", NULL, "%s", msg);
+    }
+    if (bound != NULL) {
+        /* A bound key sends events of its account only: the others are rejected as invalid. */
+        for (i = 0; i < b.n; i++) {
+            json_t *ev = b.recs[i].reject_code == NULL ? json_loads(b.texts[i], 0, NULL) : NULL;
+            json_t *acc = json_object_get(ev, "account");
+
+            if (ev != NULL && json_is_string(acc) && strcmp(json_string_value(acc), bound) != 0) {
+                b.recs[i].reject_code = "invalid";
+                b.recs[i].reject_reason = "account: this key may send events of its own account only";
+            }
+            json_decref(ev);
+        }
+    }
+    res = calloc(b.n, sizeof(*res));
+    if (res == NULL) {
+        batch_free(&b);
+        return MHD_NO;
+    }
+    if (bs_ingest_batch(s->in, s->conn, b.recs, b.n, NULL, 0, 0, res, &k, &err) != BS_OK) {
+        ret = db_problem(api, conn, q, &err);
+        goto out;
+    }
+    results = json_array();
+    for (i = 0; results != NULL && i < b.n; i++) {
+        const char *st = res[i].outcome == BS_RECORD_NEW         ? "accepted"
+                         : res[i].outcome == BS_RECORD_DUPLICATE ? "duplicate"
+                         : strcmp(res[i].reason_code, "conflict") == 0 ? "conflict"
+                                                                       : "rejected";
+
+        o = json_pack("{s:i, s:s}", "index", (json_int_t)i, "status", st);
+        if (o != NULL && res[i].event_id != NULL)
+            json_object_set_new(o, "id", json_string(res[i].event_id));
+        if (o != NULL && res[i].outcome == BS_RECORD_REJECTED) {
+            json_object_set_new(o, "reason_code", json_string(res[i].reason_code));
+            json_object_set_new(o, "reason", json_string(res[i].reason));
+        }
+        json_array_append_new(results, o);
+    }
+    ret = send_json(api, conn, q, 200,
+                    json_pack("{s:i, s:i, s:i, s:i, s:o}", "events", (json_int_t)k.records,
+                              "accepted", (json_int_t)k.stored, "duplicates",
+                              (json_int_t)k.duplicates, "rejected", (json_int_t)k.rejected,
+                              "results", results != NULL ? results : json_array()));
+out:
+    free(res);
+    batch_free(&b);
+    return ret;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Dispatch                                                                */
+/* ---------------------------------------------------------------------- */
+
+static enum MHD_Result dispatch(bd_api *api, struct MHD_Connection *conn, req *q,
+                                const char *method, const char *account)
+{
+    const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+    int is_post = strcmp(method, "POST") == 0;
+    bs_apikey_auth key;
+    char retry[24];
+    api_slot *s;
+    bs_error err;
+    enum MHD_Result ret;
+    int64_t wait;
+    int valid = 0;
+
+    if (q->route == R_OTHER)
+        return problem(api, conn, q, 404, "not-found", NULL, NULL, "no such route");
+    if ((q->route == R_EVENTS) != is_post || (!is_post && strcmp(method, "GET") != 0))
+        return problem(api, conn, q, 405, "method", NULL, NULL, "%s is not allowed here",
+                       method);
+    if (auth == NULL || strncmp(auth, "Bearer ", 7) != 0)
+        return problem(api, conn, q, 401, "unauthorized", NULL, NULL,
+                       "an API key is needed: Authorization: Bearer <key>");
+    s = slot_take(api);
+    if (slot_ready(api, s, &err) != BS_OK) {
+        ret = db_problem(api, conn, q, &err);
+        goto out;
+    }
+    if (bs_apikey_check(s->conn, auth + 7, &key, &valid, &err) != BS_OK) {
+        ret = db_problem(api, conn, q, &err);
+        goto out;
+    }
+    if (!valid) {
+        ret = problem(api, conn, q, 401, "unauthorized", NULL, NULL,
+                      "the API key is unknown, malformed or revoked");
+        goto out;
+    }
+    wait = bucket_take(api, key.id);
+    if (wait > 0) {
+        snprintf(retry, sizeof(retry), "%" PRId64, wait);
+        ret = problem(api, conn, q, 429, "rate-limited", NULL, retry,
+                      "key %" PRId64 ": more than %" PRId64 " requests per second", key.id,
+                      api->rate);
+        goto out;
+    }
+    if ((key.scopes & (scope_needed(q->route) | BS_SCOPE_ADMIN)) == 0) {
+        ret = problem(api, conn, q, 403, "scope", NULL, NULL, "this key lacks the scope %s",
+                      bs_apikey_scope_name(scope_needed(q->route)));
+        goto out;
+    }
+    if (account != NULL && key.bound && strcmp(account, key.account) != 0) {
+        /* Every other account is not found, as if it did not exist. */
+        ret = problem(api, conn, q, 404, "not-found", "account", NULL, "no account '%s'",
+                      account);
+        goto out;
+    }
+    switch (q->route) {
+    case R_BALANCE:
+        ret = balance(api, conn, q, s, account);
+        break;
+    case R_GRANTS:
+    case R_SUBSCRIPTIONS:
+        if (bs_catalog_zone(s->cat, account) == NULL) {
+            ret = problem(api, conn, q, 404, "not-found", "account", NULL, "no account '%s'",
+                          account);
+            break;
+        }
+        ret = list_rows(api, conn, q, s, q->route == R_GRANTS ? BS_API_GRANTS
+                                                              : BS_API_SUBSCRIPTIONS,
+                        account);
+        break;
+    case R_PRICE_BOOKS:
+    case R_PLANS:
+        if (key.bound && (key.scopes & BS_SCOPE_ADMIN) == 0) {
+            ret = problem(api, conn, q, 403, "scope", NULL, NULL,
+                          "the catalog is for admin keys and keys of every account");
+            break;
+        }
+        ret = list_rows(api, conn, q, s, q->route == R_PLANS ? BS_API_PLANS : BS_API_PRICE_BOOKS,
+                        NULL);
+        break;
+    case R_EVENTS:
+        ret = post_events(api, conn, q, s, key.id, key.bound ? key.account : NULL);
+        break;
+    default:
+        ret = problem(api, conn, q, 404, "not-found", NULL, NULL, "no such route");
+        break;
+    }
+out:
+    slot_give(api, s);
+    return ret;
+}
+
+static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char *url,
+                              const char *method, const char *version, const char *upload,
+                              size_t *upload_size, void **con_cls)
+{
+    bd_api *api = cls;
+    req *q = *con_cls;
+    char account[129];
+    const char *cl;
+    int bad_account = 0;
+    enum route r;
+    char *grown;
+
+    (void)version;
+    account[0] = '\0';
+    if (q == NULL) {
+        q = calloc(1, sizeof(*q));
+        if (q == NULL)
+            return MHD_NO;
+        q->start_ns = mono_ns();
+        q->route = route_of(url, account, sizeof(account), &bad_account);
+        *con_cls = q;
+        cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+        if (cl != NULL && strtoull(cl, NULL, 10) > api->body_max)
+            return problem(api, conn, q, 413, "too-large", "body", NULL,
+                           "the body is over %zu bytes (api.body_max)", api->body_max);
+        return MHD_YES;
+    }
+    if (*upload_size > 0) {
+        size_t n = *upload_size;
+
+        *upload_size = 0;
+        if (q->answered)
+            return MHD_YES;
+        if ((mono_ns() - q->start_ns) / 1000000 > api->request_ms)
+            return problem(api, conn, q, 408, "timeout", NULL, NULL,
+                           "the request took over %" PRId64 " ms (api.request_ms)",
+                           api->request_ms);
+        if (q->len + n > api->body_max)
+            return problem(api, conn, q, 413, "too-large", "body", NULL,
+                           "the body is over %zu bytes (api.body_max)", api->body_max);
+        if (q->len + n + 1 > q->cap) {
+            size_t cap = q->cap ? q->cap : 65536;
+
+            while (cap < q->len + n + 1)
+                cap *= 2;
+            grown = realloc(q->body, cap);
+            if (grown == NULL)
+                return MHD_NO;
+            q->body = grown;
+            q->cap = cap;
+        }
+        memcpy(q->body + q->len, upload, n);
+        q->len += n;
+        q->body[q->len] = '\0';
+        return MHD_YES;
+    }
+    if (q->answered)
+        return MHD_YES;
+    if ((mono_ns() - q->start_ns) / 1000000 > api->request_ms)
+        return problem(api, conn, q, 408, "timeout", NULL, NULL,
+                       "the request took over %" PRId64 " ms (api.request_ms)", api->request_ms);
+    r = route_of(url, account, sizeof(account), &bad_account);
+    if (bad_account)
+        return problem(api, conn, q, 404, "not-found", "account", NULL,
+                       "an account id has 1 to 128 bytes");
+    return dispatch(api, conn, q, method, r == R_BALANCE || r == R_GRANTS || r == R_SUBSCRIPTIONS
+                                              ? account
+                                              : NULL);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    req *q = *con_cls;
+
+    (void)cls;
+    (void)conn;
+    (void)toe;
+    if (q != NULL) {
+        free(q->body);
+        free(q);
+        *con_cls = NULL;
+    }
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    char msg[MSG_MAX];
+    size_t len;
+
+    (void)cls;
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    len = strlen(msg);
+    while (len > 0 && (msg[len - 1] == '\n' || msg[len - 1] == '\r'))
+        msg[--len] = '\0';
+    bd_log("warn", "api_http", "message=%s", bd_q(msg));
+}
+
+/* "HOST:PORT" (IPv4) into @sa; 0 or -1. */
+static int parse_listen(const char *listen, struct sockaddr_in *sa)
+{
+    char host[64];
+    const char *colon = strrchr(listen, ':');
+    char *end;
+    long port;
+
+    if (colon == NULL || (size_t)(colon - listen) >= sizeof(host))
+        return -1;
+    memcpy(host, listen, (size_t)(colon - listen));
+    host[colon - listen] = '\0';
+    port = strtol(colon + 1, &end, 10);
+    if (*end != '\0' || port < 0 || port > 65535)
+        return -1;
+    memset(sa, 0, sizeof(*sa));
+    sa->sin_family = AF_INET;
+    sa->sin_port = htons((uint16_t)port);
+    return inet_pton(AF_INET, host[0] ? host : "127.0.0.1", &sa->sin_addr) == 1 ? 0 : -1;
+}
+
+static char *read_file(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char *buf;
+    size_t n;
+
+    if (f == NULL)
+        return NULL;
+    buf = malloc(1024 * 1024 + 1);
+    if (buf == NULL) {
+        fclose(f);
+        return NULL;
+    }
+    n = fread(buf, 1, 1024 * 1024, f);
+    fclose(f);
+    buf[n] = '\0';
+    return buf;
+}
+
+bd_api *bd_api_new(const bd_config *cfg)
+{
+    struct sockaddr_in sa;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+    bd_api *api;
+
+    if (parse_listen(cfg->api_listen, &sa) != 0) {
+        bd_log("error", "api_listen_invalid", "listen=%s", bd_q(cfg->api_listen));
+        return NULL;
+    }
+    if (bs_apikey_init() != 0) {
+        bd_log("error", "api_start_failed", "error=%s", bd_q("libsodium cannot start"));
+        return NULL;
+    }
+    api = calloc(1, sizeof(*api));
+    if (api == NULL)
+        return NULL;
+    pthread_mutex_init(&api->lock, NULL);
+    pthread_cond_init(&api->freed, NULL);
+    api->conninfo = strdup(bs_conninfo(cfg->db));
+    api->book = cfg->book != NULL ? strdup(cfg->book) : NULL;
+    api->body_max = (size_t)cfg->api_body_max;
+    api->request_ms = cfg->api_request_ms;
+    api->rate = cfg->api_rate;
+    if (cfg->api_tls_cert != NULL && cfg->api_tls_cert[0] != '\0') {
+        api->cert = read_file(cfg->api_tls_cert);
+        api->key = read_file(cfg->api_tls_key != NULL ? cfg->api_tls_key : "");
+        if (api->cert == NULL || api->key == NULL) {
+            bd_log("error", "api_tls_unreadable", "cert=%s key=%s", bd_q(cfg->api_tls_cert),
+                   bd_q(cfg->api_tls_key != NULL ? cfg->api_tls_key : ""));
+            bd_api_free(api);
+            return NULL;
+        }
+        flags |= MHD_USE_TLS;
+    }
+    if (api->conninfo == NULL) {
+        bd_api_free(api);
+        return NULL;
+    }
+    if (api->cert != NULL)
+        api->http = MHD_start_daemon(
+            flags, ntohs(sa.sin_port), NULL, NULL, answer, api, MHD_OPTION_EXTERNAL_LOGGER,
+            on_mhd_log, api, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+            MHD_OPTION_HTTPS_MEM_CERT, api->cert, MHD_OPTION_HTTPS_MEM_KEY, api->key,
+            MHD_OPTION_THREAD_POOL_SIZE, (unsigned)API_THREADS, MHD_OPTION_CONNECTION_LIMIT,
+            (unsigned)API_CONNECTIONS, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+            (unsigned)cfg->api_connections_per_ip, MHD_OPTION_CONNECTION_TIMEOUT,
+            (unsigned)((cfg->api_request_ms + 999) / 1000), MHD_OPTION_NOTIFY_COMPLETED,
+            on_completed, api, MHD_OPTION_END);
+    else
+        api->http = MHD_start_daemon(
+            flags, ntohs(sa.sin_port), NULL, NULL, answer, api, MHD_OPTION_EXTERNAL_LOGGER,
+            on_mhd_log, api, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+            MHD_OPTION_THREAD_POOL_SIZE, (unsigned)API_THREADS, MHD_OPTION_CONNECTION_LIMIT,
+            (unsigned)API_CONNECTIONS, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+            (unsigned)cfg->api_connections_per_ip, MHD_OPTION_CONNECTION_TIMEOUT,
+            (unsigned)((cfg->api_request_ms + 999) / 1000), MHD_OPTION_NOTIFY_COMPLETED,
+            on_completed, api, MHD_OPTION_END);
+    if (api->http == NULL) {
+        bd_log("error", "api_listen_failed", "listen=%s error=%s", bd_q(cfg->api_listen),
+               bd_q(strerror(errno)));
+        bd_api_free(api);
+        return NULL;
+    }
+    bd_log("info", "api_listening", "listen=%s tls=%d", bd_q(cfg->api_listen),
+           api->cert != NULL);
+    return api;
+}
+
+void bd_api_free(bd_api *api)
+{
+    size_t i;
+
+    if (api == NULL)
+        return;
+    if (api->http != NULL)
+        MHD_stop_daemon(api->http); /* joins its threads: requests in flight are answered */
+    for (i = 0; i < API_THREADS; i++) {
+        bs_ingest_free(api->slots[i].in);
+        bs_catalog_free(api->slots[i].cat);
+        bs_close(api->slots[i].conn);
+    }
+    pthread_cond_destroy(&api->freed);
+    pthread_mutex_destroy(&api->lock);
+    free(api->conninfo);
+    free(api->book);
+    free(api->cert);
+    free(api->key);
+    free(api);
+}
+
+size_t bd_api_metrics(void *arg, char *buf, size_t size)
+{
+    bd_api *api = arg;
+    size_t len = 0;
+    size_t r;
+    size_t i;
+    uint64_t cum;
+    int w;
+
+#define EMIT(...)                                                                              \
+    do {                                                                                       \
+        if (len < size) {                                                                      \
+            w = snprintf(buf + len, size - len, __VA_ARGS__);                                  \
+            len += w > 0 ? ((size_t)w < size - len ? (size_t)w : size - len - 1) : 0;         \
+        }                                                                                      \
+    } while (0)
+
+    if (size == 0)
+        return 0;
+    buf[0] = '\0';
+    pthread_mutex_lock(&api->lock);
+    EMIT("# HELP billingd_api_requests_total HTTP API requests answered, by route and status.\n"
+         "# TYPE billingd_api_requests_total counter\n");
+    for (r = 0; r < N_ROUTES; r++)
+        for (i = 0; i <= N_STATUSES; i++)
+            if (api->count[r][i] > 0)
+                EMIT("billingd_api_requests_total{route=\"%s\",status=\"%u\"} %" PRIu64 "\n",
+                     route_names[r], i < N_STATUSES ? statuses[i] : 0u, api->count[r][i]);
+    EMIT("# HELP billingd_api_request_duration_seconds Time to answer an HTTP API request.\n"
+         "# TYPE billingd_api_request_duration_seconds histogram\n");
+    for (r = 0; r < N_ROUTES; r++) {
+        cum = 0;
+        for (i = 0; i < N_US; i++) {
+            cum += api->dur[r][i];
+            EMIT("billingd_api_request_duration_seconds_bucket{route=\"%s\",le=\"%" PRId64
+                 ".%06" PRId64 "\"} %" PRIu64 "\n",
+                 route_names[r], us_bounds[i] / 1000000, us_bounds[i] % 1000000, cum);
+        }
+        cum += api->dur[r][N_US];
+        EMIT("billingd_api_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %" PRIu64
+             "\n",
+             route_names[r], cum);
+        EMIT("billingd_api_request_duration_seconds_sum{route=\"%s\"} %" PRId64 ".%06" PRId64
+             "\n",
+             route_names[r], api->dur_sum_us[r] / 1000000, api->dur_sum_us[r] % 1000000);
+        EMIT("billingd_api_request_duration_seconds_count{route=\"%s\"} %" PRIu64 "\n",
+             route_names[r], cum);
+    }
+    pthread_mutex_unlock(&api->lock);
+#undef EMIT
+    return len;
+}

@@ -1,0 +1,45 @@
+/*
+ * apiread.h - the catalog as billingd's HTTP API reads it (doc/http-api.md):
+ * price books, plans, an account's credit grants and subscriptions, and
+ * whether an account exists. Rows are handed over as named text cells
+ * (NULL for SQL NULL), amounts as PostgreSQL prints NUMERIC: exact
+ * decimal strings, never floating point. Instants are RFC 3339 UTC.
+ */
+#ifndef BILLING_STORE_APIREAD_H
+#define BILLING_STORE_APIREAD_H
+
+#include <stddef.h>
+
+#include "store.h"
+
+/* What bs_api_read lists. */
+typedef enum bs_api_list {
+    BS_API_PRICE_BOOKS = 0,   /* id, currency, rounding, versions (JSON array text) */
+    BS_API_PLANS = 1,         /* id, period, model, region, refundable ("t"/"f"), fees (JSON) */
+    BS_API_GRANTS = 2,        /* id, currency, amount, granted_at, expires_at, kinds, priority */
+    BS_API_SUBSCRIPTIONS = 3  /* id, resource_id, plan_id, start_at, terms, cancelled_at */
+} bs_api_list;
+
+/* One row: @n cells named @names, @values[i] NULL for SQL NULL; valid during the callback. */
+typedef struct bs_api_row {
+    int n;
+    const char *const *names;
+    const char *const *values;
+} bs_api_row;
+
+/* bs_api_row_fn - receives each row; non-zero stops. */
+typedef int (*bs_api_row_fn)(void *arg, const bs_api_row *row);
+
+/*
+ * bs_api_read - the rows of @what, in id order; @account (required for
+ * grants and subscriptions, ignored otherwise) selects the account's.
+ * Returns BS_OK (also when @fn stopped), BS_ERR_INVALID without an
+ * account where one is needed, or a database error.
+ */
+bs_status bs_api_read(bs_conn *c, bs_api_list what, const char *account, bs_api_row_fn fn,
+                      void *arg, bs_error *err);
+
+/* bs_account_exists - *@found 1 if account @id is stored, else 0. Returns BS_OK or an error. */
+bs_status bs_account_exists(bs_conn *c, const char *id, int *found, bs_error *err);
+
+#endif
