@@ -11,6 +11,12 @@
  * draft is libbilling's, except where adjustments join it: then the
  * subtotal adds them and tax is recomputed on the post-credit amount as
  * libbilling computes it (doc/database.md, "Late events").
+ *
+ * Before anything is read, each account's close mark (store/closemarks.h:
+ * a digest of its event tallies, catalog rows and other invoices, kept by
+ * the database) is compared with the one stored with its draft: only the
+ * accounts whose mark changed are re-rated (all with --full), the others
+ * add their stored drafts to the summary.
  */
 #include "config.h"
 
@@ -25,6 +31,7 @@
 #include "cli.h"
 #include "close.h"
 #include "close_late.h"
+#include "closemarks.h"
 #include "dbcatalog.h"
 #include "dbcli.h"
 #include "exact.h"
@@ -33,6 +40,8 @@
 #include "progress.h"
 
 #define MSG_MAX 1024
+/* What a close mark depends on besides the data: the program that rates. */
+#define CLOSE_MARK_VERSION "close-mark-1 " PACKAGE_VERSION
 /* Events libbilling refuses are printed up to this many per run; all are counted. */
 #define REJECT_PRINT_MAX 20
 
@@ -45,8 +54,11 @@ typedef struct close_run_ctx {
     bs_catalog *stored;   /* the catalog read back from the store (dbcatalog.h) */
     billing_catalog *cat; /* its library catalog, frozen before the workers start */
     billing_rounding rounding;
-    json_t *accounts;     /* every account id, in order */
+    json_t *accounts;     /* every account id to re-rate, in order */
     size_t n_accounts;
+    bs_close_marks *marks; /* every account examined, with its mark now */
+    const char **todo_mark; /* the mark of each of @accounts */
+    json_t *skipped;      /* the accounts not re-rated (mark unchanged) */
     char month_text[16];  /* YYYY-MM-01 */
     char series[32];      /* INV-YYYY */
     billing_time_t before; /* events starting from here cannot reach the period */
@@ -67,6 +79,11 @@ typedef struct batch {
     billing_event *ev;
     uint64_t events;      /* events inside their account's period */
     uint64_t rejected;
+    json_t *index;        /* account id -> its position in the batch */
+    const char *last;     /* the account of the last event, at position @last_at */
+    size_t last_at;
+    uint64_t acc_events[CLOSE_BATCH];   /* per account of the batch, for its mark */
+    uint64_t acc_rejected[CLOSE_BATCH];
     char period_of[160];  /* the account whose period is below ("" none) */
     billing_time_t period_start, period_end; /* the month in that account's zone */
     int period_known;     /* its zone is known */
@@ -109,6 +126,19 @@ static int in_period(batch *b, const char *account, billing_time_t start, billin
     return start < b->period_end && (end > b->period_start || start >= b->period_start);
 }
 
+/* The position of @account in the batch (events come account by account, mostly). */
+static size_t batch_pos(batch *b, const char *account)
+{
+    json_t *v;
+
+    if (b->last == NULL || strcmp(b->last, account) != 0) {
+        v = json_object_get(b->index, account);
+        b->last = json_object_iter_key(json_object_iter_at(b->index, account));
+        b->last_at = v != NULL ? (size_t)json_integer_value(v) : 0;
+    }
+    return b->last_at;
+}
+
 /* A bs_event_fn: rate one stored event. Refusals are counted, not fatal. */
 static int add_event(void *arg, const char *account, const char *id, const char *resource,
                      const char *meter, billing_time_t start, billing_time_t end,
@@ -122,13 +152,16 @@ static int add_event(void *arg, const char *account, const char *id, const char 
     if (st == BILLING_OK)
         st = billing_rater_add(b->r, b->ev, msg, sizeof(msg));
     if (st == BILLING_OK || st == BILLING_DUPLICATE) {
-        if (in_period(b, account, start, end))
+        if (in_period(b, account, start, end)) {
             b->events++;
+            b->acc_events[batch_pos(b, account)]++;
+        }
         return 0;
     }
     if (msg[0] == '\0')
         snprintf(msg, sizeof(msg), "event '%.128s': %s", id, billing_strerror(st));
     b->rejected++;
+    b->acc_rejected[batch_pos(b, account)]++;
     print_rejection(b->x, msg);
     return 0;
 }
@@ -287,6 +320,42 @@ static int check_returned(close_run_ctx *x, bs_conn *c, const bs_draft *d, size_
     return rc;
 }
 
+/*
+ * The close marks of accounts [@from, @to) as bs_close_marks_put takes
+ * them, with what the batch rated for each; @has[i]: account i has a draft
+ * in @slots. NULL if out of memory.
+ */
+static char *marks_text(batch *b, size_t from, size_t to, const draft_slot *slots,
+                        const int *has)
+{
+    close_run_ctx *x = b->x;
+    json_t *arr = json_array();
+    char text[128];
+    mpz_t expired;
+    char *out = NULL;
+    size_t i;
+    size_t l;
+
+    mpz_init(expired);
+    for (i = 0; arr != NULL && i < to - from; i++) {
+        mpz_set_ui(expired, 0);
+        for (l = 0; has[i] && l < billing_invoice_expired_count(slots[i].inv); l++)
+            exact_minor_add(expired, billing_invoice_expired_amount(slots[i].inv, l), x->s->digits);
+        exact_minor_text(text, sizeof(text), expired, x->s->digits);
+        if (json_array_append_new(
+                arr, json_pack("{s:O, s:s, s:I, s:I, s:s}", "a", json_array_get(x->accounts, from + i),
+                               "m", x->todo_mark[from + i], "e", (json_int_t)b->acc_events[i], "r",
+                               (json_int_t)b->acc_rejected[i], "x", text)) != 0)
+            goto done;
+    }
+    if (arr != NULL)
+        out = json_dumps(arr, JSON_COMPACT);
+done:
+    mpz_clear(expired);
+    json_decref(arr);
+    return out;
+}
+
 /* Drafts of accounts [@from, @to) of the run, written in one transaction. */
 static int write_batch(batch *b, bs_conn *c, const char *acc_text, size_t from, size_t to)
 {
@@ -295,6 +364,8 @@ static int write_batch(batch *b, bs_conn *c, const char *acc_text, size_t from, 
     draft_slot *slots = calloc(n, sizeof(*slots));
     bs_draft *d = calloc(n, sizeof(*d));
     bs_draft_outcome *out = calloc(n, sizeof(*out));
+    int *has = calloc(n, sizeof(*has));
+    char *marks = NULL;
     PGresult *billed_res = NULL;
     bs_history *history = NULL;
     size_t k = 0;
@@ -303,7 +374,7 @@ static int write_batch(batch *b, bs_conn *c, const char *acc_text, size_t from, 
     int rc = CLI_EXIT_INTERNAL;
     bs_error err;
 
-    if (slots == NULL || d == NULL || out == NULL)
+    if (slots == NULL || d == NULL || out == NULL || has == NULL)
         goto done;
     billed_res = bs_billed_lines(c, acc_text, x->month_text, &err);
     if (billed_res == NULL ||
@@ -313,16 +384,20 @@ static int write_batch(batch *b, bs_conn *c, const char *acc_text, size_t from, 
     }
     for (i = 0; i < n; i++) {
         const char *id = json_string_value(json_array_get(x->accounts, from + i));
-        int has = build_draft(b, id, billed_res, &row, history, &slots[i], &d[k]);
-        if (has < 0)
+        has[i] = build_draft(b, id, billed_res, &row, history, &slots[i], &d[k]);
+        if (has[i] < 0)
             goto done;
-        k += (size_t)has;
+        k += (size_t)has[i];
     }
     rc = check_returned(x, c, d, k);
     if (rc != CLI_EXIT_OK)
         goto done;
     rc = CLI_EXIT_INTERNAL;
-    if (bs_drafts_write(c, acc_text, x->p->book, x->month_text, x->series, d, k, out, &err) != BS_OK) {
+    marks = marks_text(b, from, to, slots, has);
+    if (marks == NULL)
+        goto done;
+    if (bs_drafts_write(c, acc_text, x->p->book, x->month_text, x->series, d, k, marks, out,
+                        &err) != BS_OK) {
         rc = dbcli_fail("close", &err);
         goto done;
     }
@@ -333,6 +408,8 @@ done:
         late_draft_slot_free(&slots[i]);
     PQclear(billed_res);
     bs_history_free(history);
+    free(marks);
+    free(has);
     free(out);
     free(d);
     free(slots);
@@ -351,11 +428,16 @@ static int run_batch(close_run_ctx *x, bs_conn *c, billing_event *ev, size_t fro
     memset(&b, 0, sizeof(b));
     b.x = x;
     b.ev = ev;
+    b.index = json_object();
     billing_rater_new(x->cat, &b.r, NULL, 0);
-    for (i = from; ids != NULL && i < to; i++)
+    for (i = from; ids != NULL && b.index != NULL && i < to; i++) {
         json_array_append(ids, json_array_get(x->accounts, i));
+        json_object_set_new(b.index, json_string_value(json_array_get(x->accounts, i)),
+                            json_integer((json_int_t)(i - from)));
+    }
     acc_text = ids != NULL ? json_dumps(ids, JSON_COMPACT) : NULL;
-    if (b.r == NULL || acc_text == NULL || billing_rater_set_dedupe(b.r, 0) != BILLING_OK)
+    if (b.r == NULL || acc_text == NULL || b.index == NULL ||
+        billing_rater_set_dedupe(b.r, 0) != BILLING_OK)
         goto done;
     if (bs_events_fetch(c, acc_text, x->before, add_event, &b, &err) != BS_OK) {
         rc = dbcli_fail("close: reading events", &err);
@@ -367,6 +449,7 @@ done:
         cli_error("close: out of memory");
     free(acc_text);
     json_decref(ids);
+    json_decref(b.index);
     billing_rater_destroy(b.r);
     return rc;
 }
@@ -493,6 +576,35 @@ void close_summary_clear(close_summary *s)
     mpz_clears(s->fees, s->adjusted, s->subtotal, s->credits, s->expired, s->tax, s->total, NULL);
 }
 
+/*
+ * The accounts to re-rate into x->accounts (every one with --full or for
+ * rerate, else those whose mark changed), the others into x->skipped.
+ * Returns 0, or -1 if out of memory.
+ */
+static int select_accounts(close_run_ctx *x)
+{
+    const bs_close_marks *m = x->marks;
+    int all = x->p->full || x->p->drafts_only;
+    size_t i;
+
+    x->accounts = json_array();
+    x->skipped = json_array();
+    x->todo_mark = calloc(m->n + 1, sizeof(*x->todo_mark));
+    if (x->accounts == NULL || x->skipped == NULL || x->todo_mark == NULL)
+        return -1;
+    for (i = 0; i < m->n; i++) {
+        if (all || !m->same[i]) {
+            x->todo_mark[json_array_size(x->accounts)] = m->mark[i];
+            if (json_array_append_new(x->accounts, json_string(m->id[i])) != 0)
+                return -1;
+        } else if (json_array_append_new(x->skipped, json_string(m->id[i])) != 0) {
+            return -1;
+        }
+    }
+    x->n_accounts = json_array_size(x->accounts);
+    return 0;
+}
+
 /* Load and freeze the catalog, list the accounts. Returns a CLI_EXIT_* code. */
 static int prepare(close_run_ctx *x, bs_conn *c)
 {
@@ -500,12 +612,14 @@ static int prepare(close_run_ctx *x, bs_conn *c)
     billing_rater *probe;
     billing_zone *utc;
     billing_time_t since;
-    char *acc = NULL;
     char msg[MSG_MAX];
     bs_error err;
-    json_error_t jerr;
 
     if (bs_schema_require(c, &err) != BS_OK)
+        return dbcli_fail("close", &err);
+    /* Marks first: whatever changes from here on makes them older than the drafts. */
+    if (bs_close_marks_read(c, p->book, x->month_text, CLOSE_MARK_VERSION, p->drafts_only,
+                            &x->marks, &err) != BS_OK)
         return dbcli_fail("close", &err);
     /* The same catalog reader as billingd and `billing ingest` (store/dbcatalog.c). */
     x->stored = bs_catalog_read(c, p->book, &err);
@@ -522,13 +636,8 @@ static int prepare(close_run_ctx *x, bs_conn *c)
         return CLI_EXIT_INPUT;
     }
     billing_rater_destroy(probe);
-    if (bs_close_accounts(c, x->s->currency, x->month_text, p->drafts_only, &acc, &err) != BS_OK)
-        return dbcli_fail("close", &err);
-    x->accounts = json_loads(acc, 0, &jerr);
-    free(acc);
-    if (x->accounts == NULL)
+    if (select_accounts(x) != 0)
         return CLI_EXIT_INTERNAL;
-    x->n_accounts = json_array_size(x->accounts);
     /* Zones are at most 14 h ahead of UTC: two days past the UTC month covers every zone. */
     utc = billing_zone_new_utc();
     if (utc == NULL)
@@ -565,6 +674,63 @@ static int start_workers(close_run_ctx *x, pthread_t *threads, int *started)
         (*started)++;
     }
     return *started > 0 ? 0 : -1;
+}
+
+/* A bs_kind_sum_fn: a kind of line of the drafts not re-rated, into the summary. */
+static void add_kind(void *arg, const char *kind, const char *amount, int64_t lines)
+{
+    close_summary *s = arg;
+    billing_meter m;
+
+    if (strcmp(kind, "adjustment") == 0) {
+        exact_minor_add(s->adjusted, amount, s->digits);
+        s->adjustments += (size_t)lines;
+    } else if (billing_meter_parse(kind, &m) == BILLING_OK) {
+        exact_minor_add(s->by_meter[m], amount, s->digits);
+    } else {
+        exact_minor_add(s->fees, amount, s->digits);
+    }
+}
+
+/*
+ * The accounts not re-rated (their mark unchanged) keep their drafts: the
+ * summary adds what those hold, and what their last re-rating counted.
+ */
+static int add_skipped(close_run_ctx *x, bs_conn *c)
+{
+    close_summary *s = x->s;
+    char *ids;
+    bs_mark_sums sums;
+    bs_error err;
+    bs_status st;
+
+    s->skipped = json_array_size(x->skipped);
+    if (s->skipped == 0)
+        return CLI_EXIT_OK;
+    ids = json_dumps(x->skipped, JSON_COMPACT);
+    if (ids == NULL)
+        return CLI_EXIT_INTERNAL;
+    st = bs_close_marks_sums(c, ids, x->month_text, add_kind, s, &sums, &err);
+    free(ids);
+    if (st != BS_OK)
+        return dbcli_fail("close", &err);
+    s->accounts += s->skipped;
+    s->invoices += (size_t)(sums.drafts + sums.finalized);
+    s->outcome[BS_DRAFT_UNCHANGED] += (size_t)sums.drafts;
+    s->outcome[BS_DRAFT_FINALIZED] += (size_t)sums.finalized;
+    s->events += (uint64_t)sums.events;
+    exact_minor_add(s->expired, sums.expired, s->digits);
+    exact_minor_add(s->subtotal, sums.subtotal, s->digits);
+    exact_minor_add(s->credits, sums.credits, s->digits);
+    exact_minor_add(s->tax, sums.tax, s->digits);
+    exact_minor_add(s->total, sums.total, s->digits);
+    if (sums.rejected > 0) {
+        cli_error("close: %lld stored events of accounts not re-rated (unchanged since their "
+                  "draft) were refused when they were rated: `billing close --full` lists them",
+                  (long long)sums.rejected);
+        s->rejected += (uint64_t)sums.rejected;
+    }
+    return CLI_EXIT_OK;
 }
 
 /*
@@ -632,11 +798,16 @@ int close_run(const close_params *p, close_summary *s)
     if (rc == CLI_EXIT_OK && x.failed)
         rc = x.exit_code;
     if (rc == CLI_EXIT_OK)
+        rc = add_skipped(&x, c);
+    if (rc == CLI_EXIT_OK)
         rc = add_finalized(&x, c);
     bs_close(c);
     if (rc == CLI_EXIT_OK && s->rejected > 0)
         rc = CLI_EXIT_REJECTED;
     json_decref(x.accounts);
+    json_decref(x.skipped);
+    free(x.todo_mark);
+    bs_close_marks_free(x.marks);
     bs_catalog_free(x.stored);
     pthread_cond_destroy(&x.changed);
     pthread_mutex_destroy(&x.lock);
@@ -666,6 +837,7 @@ void close_summary_print(FILE *out, const close_params *p, const close_summary *
     fprintf(out, "drafts                 %zu new, %zu recomputed, %zu unchanged\n",
             s->outcome[BS_DRAFT_NEW], s->outcome[BS_DRAFT_UPDATED], s->outcome[BS_DRAFT_UNCHANGED]);
     fprintf(out, "finalized (left alone) %zu\n", s->outcome[BS_DRAFT_FINALIZED]);
+    fprintf(out, "not re-rated           %zu (close mark unchanged)\n", s->skipped);
     fprintf(out, "events                 %llu rated, %llu refused\n",
             (unsigned long long)s->events, (unsigned long long)s->rejected);
     for (m = 0; m < BILLING_METER_COUNT; m++) {

@@ -29,6 +29,7 @@ typedef struct close_params {
     int year, month;    /* the period */
     int jobs;           /* 1..CLOSE_JOBS_MAX */
     int drafts_only;    /* rerate: only accounts that have a draft of the period */
+    int full;           /* re-rate every account, even those whose close mark is unchanged */
     int progress;       /* PROGRESS_OFF, _LINES or _TERMINAL (progress.h) on stderr */
 } close_params;
 
@@ -39,6 +40,7 @@ typedef struct close_summary {
     size_t accounts;          /* accounts examined */
     size_t invoices;          /* accounts with an invoice for the period */
     size_t outcome[4];        /* by bs_draft_outcome */
+    size_t skipped;           /* accounts not re-rated: close mark unchanged (in outcome too) */
     size_t adjustments;       /* prior-period adjustment lines written */
     uint64_t events;          /* events rated */
     uint64_t rejected;        /* events libbilling refused */

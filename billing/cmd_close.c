@@ -40,7 +40,7 @@ static void usage(FILE *out, const char *cmd)
               "`billing invoice void` and a new close, or with adjustments.\n",
               out);
     } else {
-        fputs("Usage: billing close --period YYYY-MM [-j N] [--finalize [--grace DURATION]]\n"
+        fputs("Usage: billing close --period YYYY-MM [-j N] [--full] [--finalize [--grace DURATION]]\n"
               "                     [--book ID] [--db CONNINFO] [--quiet]\n"
               "\n"
               "Build every account's invoice of the month (in the account's time zone) as\n"
@@ -49,6 +49,8 @@ static void usage(FILE *out, const char *cmd)
               "totals. Usage of finalized earlier months that arrived after they were\n"
               "finalized becomes prior-period adjustment lines. Idempotent: a second run\n"
               "changes nothing; an interrupted run is completed by running it again.\n"
+              "An account whose events, catalog rows and other invoices are unchanged\n"
+              "since its draft was computed (its close mark) is not re-rated.\n"
               "\n"
               "With --finalize, drafts of the period whose grace period has passed are\n"
               "then numbered gaplessly (INV-YYYY-NNNNNN) and frozen.\n",
@@ -60,7 +62,8 @@ static void usage(FILE *out, const char *cmd)
     fputs("  -j, --jobs N           worker threads, each with a connection (1..64, default 1)\n",
           out);
     if (strcmp(cmd, "close") == 0)
-        fputs("  --finalize             then number and freeze the drafts past their grace\n"
+        fputs("  --full                 re-rate every account, changed or not\n"
+              "  --finalize             then number and freeze the drafts past their grace\n"
               "  --grace DURATION       grace after the month ends: 3d (default), 12h, 0\n"
               "  --quiet                no progress (the summary is still printed)\n",
               out);
@@ -75,7 +78,7 @@ static void usage(FILE *out, const char *cmd)
           out);
 }
 
-enum { OPT_DB = 256, OPT_BOOK, OPT_PERIOD, OPT_FINALIZE, OPT_GRACE, OPT_QUIET, OPT_HELP };
+enum { OPT_DB = 256, OPT_BOOK, OPT_PERIOD, OPT_FINALIZE, OPT_GRACE, OPT_QUIET, OPT_HELP, OPT_FULL };
 /* Options with a short form too: their letter (cli_getopt makes "j:" of it). */
 enum { OPT_JOBS = 'j' };
 
@@ -85,6 +88,7 @@ static const struct option long_options[] = {
     {"period", required_argument, NULL, OPT_PERIOD},
     {"jobs", required_argument, NULL, OPT_JOBS},
     {"finalize", no_argument, NULL, OPT_FINALIZE},
+    {"full", no_argument, NULL, OPT_FULL},
     {"grace", required_argument, NULL, OPT_GRACE},
     {"quiet", no_argument, NULL, OPT_QUIET},
     {"help", no_argument, NULL, OPT_HELP},
@@ -149,6 +153,9 @@ static int take_option(void *ctx, int opt, const char *arg)
     case OPT_QUIET:
         o->quiet = 1;
         return CLI_EXIT_OK;
+    case OPT_FULL:
+        o->p.full = 1;
+        return CLI_EXIT_OK;
     case OPT_HELP:
         return -1;
     }
@@ -174,7 +181,7 @@ static int parse_args(close_opts *o, const char *cmd, int argc, char **argv)
     if (close_parse_period(o->period, &o->p.year, &o->p.month) != 0)
         return cli_usage_error(cmd, "--period '%s': expected YYYY-MM (1900-01..2199-12)",
                                o->period);
-    if (strcmp(cmd, "rerate") == 0 && (o->finalize || o->quiet))
+    if (strcmp(cmd, "rerate") == 0 && (o->finalize || o->quiet || o->p.full))
         return cli_usage_error(cmd, "--finalize belongs to `billing close`");
     o->p.drafts_only = strcmp(cmd, "rerate") == 0;
     o->p.progress = progress_mode(stderr, o->quiet);

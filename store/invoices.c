@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "closemarks.h"
 #include "invoices.h"
 #include "rowtext.h"
 
@@ -545,6 +546,7 @@ typedef struct write_step {
 typedef struct write_ctx {
     const char *params[P_COUNT]; /* accounts (JSON), month, series, book, ids (JSON) */
     json_t *all;       /* every draft of the batch */
+    const char *marks; /* close marks to record (closemarks.h), or NULL */
     size_t n;
     bs_draft_outcome *out;
 } write_ctx;
@@ -711,7 +713,7 @@ static bs_status write_tx(bs_conn *c, void *arg, bs_error *err)
     if (st == BS_OK)
         st = classify(c, x, ids, &writes, err);
     if (st != BS_OK || writes == 0)
-        goto done;
+        goto marks;
     ids_text = json_dumps(ids, JSON_COMPACT);
     if (ids_text == NULL) {
         st = bs_error_set(err, BS_ERR_NOMEM, "drafts: out of memory");
@@ -721,6 +723,10 @@ static bs_status write_tx(bs_conn *c, void *arg, bs_error *err)
     st = run_steps(c, replace, sizeof(replace) / sizeof(replace[0]), x, err);
     if (st == BS_OK)
         st = run_steps(c, children, sizeof(children) / sizeof(children[0]), x, err);
+marks:
+    /* Last: each mark notes the invoice the batch left. */
+    if (st == BS_OK && x->marks != NULL)
+        st = bs_close_marks_put(c, x->marks, x->params[P_MONTH], err);
 done:
     if (st == BS_ERR_NOMEM && (err == NULL || err->status != BS_ERR_NOMEM))
         bs_error_set(err, BS_ERR_NOMEM, "drafts: out of memory");
@@ -732,8 +738,8 @@ done:
 }
 
 bs_status bs_drafts_write(bs_conn *c, const char *accounts, const char *book, const char *month,
-                          const char *series, const bs_draft *d, size_t n, bs_draft_outcome *out,
-                          bs_error *err)
+                          const char *series, const bs_draft *d, size_t n, const char *marks,
+                          bs_draft_outcome *out, bs_error *err)
 {
     write_ctx x;
     size_t i;
@@ -745,6 +751,7 @@ bs_status bs_drafts_write(bs_conn *c, const char *accounts, const char *book, co
     x.params[P_MONTH] = month;
     x.params[P_SERIES] = series;
     x.n = n;
+    x.marks = marks;
     x.out = out;
     x.all = json_array();
     if (x.all == NULL)

@@ -97,12 +97,14 @@ typedef enum bs_draft_outcome {
  * when its content hash is unchanged or the month is finalized. Writes
  * lines, applied credits, and ledger entries: 'apply' per grant used,
  * 'expire' per grant that expired in the month. Drafts are numbered in
- * series @series (created if missing, prefix "@series-"). Fills @out[i].
+ * series @series (created if missing, prefix "@series-"). With @marks
+ * (JSON, bs_close_marks_put) not NULL, the accounts' close marks are
+ * recorded last in the same transaction. Fills @out[i].
  * Returns BS_OK or an error (nothing written).
  */
 bs_status bs_drafts_write(bs_conn *c, const char *accounts, const char *book, const char *month,
-                          const char *series, const bs_draft *d, size_t n, bs_draft_outcome *out,
-                          bs_error *err);
+                          const char *series, const bs_draft *d, size_t n, const char *marks,
+                          bs_draft_outcome *out, bs_error *err);
 
 /*
  * bs_returned_unclosed - credit a close of @month would return to grants
