@@ -41,7 +41,8 @@ $billing db migrate >/dev/null || exit 99
 $billing load --pricebook "$ex/pricebook.json" --accounts "$ex/accounts.json" >/dev/null || exit 99
 $billing ingest "$ex/events.jsonl" >/dev/null 2>&1 || exit 99
 
-# The parties, as `billing load` would write them; any PNG serves as the logo.
+# The parties (the example's issuer, loaded above, is overwritten with
+# these figures); any PNG serves as the logo.
 logo=$(od -An -v -tx1 "$srcdir/doc/credit-note-example.png" | tr -d ' \n')
 sql <<'SQL' || exit 99
 INSERT INTO billing.issuers (book_id, legal_name, address, tax_id, contact, payment_instructions,
@@ -49,7 +50,11 @@ INSERT INTO billing.issuers (book_id, legal_name, address, tax_id, contact, paym
 SELECT id, 'Example GPU Cloud Ltd.', E'1 Compute Road\nShanghai 200000', 'CN91310000EX',
        'billing@gpu.example', E'Bank transfer to ICBC 6222 0000 1111\nReference: the invoice number',
        'Example GPU Cloud Ltd. - questions: billing@gpu.example', 15
-FROM billing.price_books;
+FROM billing.price_books
+ON CONFLICT (book_id) DO UPDATE SET legal_name = EXCLUDED.legal_name, address = EXCLUDED.address,
+       tax_id = EXCLUDED.tax_id, contact = EXCLUDED.contact,
+       payment_instructions = EXCLUDED.payment_instructions, footer = EXCLUDED.footer,
+       payment_terms_days = EXCLUDED.payment_terms_days;
 UPDATE billing.accounts SET name = 'Lab A Research', email = 'ap@lab-a.example',
        billing_address = E'7 Campus Way\nHangzhou 310000', tax_id = 'LABA-TAX-42' WHERE id = 'lab-a';
 UPDATE billing.accounts SET name = '学生乙', language = 'zh-Hans' WHERE id = 'student-b';

@@ -17,6 +17,8 @@
 #     stdout, exit 0; rerate's help says what rerate does;
 #   - an unknown time zone is named with the closest known names; a JSON
 #     trailing comma is called that, at the comma's line and column;
+#   - close marks: a re-close re-rates only the accounts whose events or
+#     catalog changed, and leaves the drafts a full re-close leaves;
 #   - close's summary: its charge rows (fees included) and adjustments sum
 #     to the subtotal; events of other months are not counted as the
 #     period's; a month that has not begun is warned about; a second
@@ -109,7 +111,9 @@ BILLING_PROGRESS_INTERVAL=0 $billing load --pricebook "$ex/pricebook.json" \
 grep -qE "^billing: load: 14/14 rows \(100%\), [0-9]+ rows/s$" "$tmp/err" && r=ok || r=fail
 check "load prints progress in rows" $r
 [ $r = ok ] || cat "$tmp/err"
-BILLING_PROGRESS_INTERVAL=0 $billing close --period 2026-01 >/dev/null 2>"$tmp/err"
+# --full: the closes above left every close mark unchanged, so a plain
+# re-close would re-rate no account.
+BILLING_PROGRESS_INTERVAL=0 $billing close --period 2026-01 --full >/dev/null 2>"$tmp/err"
 grep -qE "^billing: close: 4/4 accounts \(100%\), 425 events, [0-9]+ accounts/s$" "$tmp/err" \
     && r=ok || r=fail
 check "close's progress line keeps its format" $r
@@ -236,5 +240,41 @@ jq -r '.finalized_at, .period_start' "$tmp/show.json" >"$tmp/times"
 grep -cE '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}([+-][0-9]{2}:[0-9]{2}|Z)$' "$tmp/times" |
     grep -qx 2 && r=ok || r=fail
 check "stored instants print as RFC 3339 with an offset ($(tr '\n' ' ' <"$tmp/times"))" $r
+
+# ---- 5. close marks (issue 28) ----------------------------------------------
+# In a database of its own: with nothing changed a re-close re-rates no
+# account and keeps every draft; one late event re-rates its account alone,
+# and that re-close leaves the same drafts as a full one.
+db2="${db}_marks"
+trap 'rm -rf "$tmp"; psql "$base dbname=postgres" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1;
+      psql "$base dbname=postgres" -qc "DROP DATABASE IF EXISTS $db2 WITH (FORCE)" >/dev/null 2>&1' EXIT
+psql "$base dbname=postgres" -qc "CREATE DATABASE $db2" >/dev/null || exit 99
+BILLING_PG_CONNINFO="$base dbname=$db2" sh -c '
+    b=$1; ex=$2; tmp=$3
+    $b db migrate >/dev/null &&
+    $b load --pricebook "$ex/pricebook.json" --accounts "$ex/accounts.json" >/dev/null &&
+    $b ingest --quiet "$ex/events.jsonl" >/dev/null 2>&1 &&
+    $b close --period 2026-01 >"$tmp/m1" 2>&1 &&
+    $b close --period 2026-01 >"$tmp/m2" 2>&1 &&
+    printf "%s\n" "{\"id\":\"mark-late-1\",\"account\":\"team-c\",\"resource\":\"d-c1\",\"meter\":\"storage\",\"start\":\"2026-01-20T00:00:00+08:00\",\"end\":\"2026-01-21T00:00:00+08:00\",\"quantity\":\"1000\",\"model\":\"\",\"region\":\"cn-east-1\"}" >"$tmp/late.jsonl" &&
+    $b ingest --quiet "$tmp/late.jsonl" >/dev/null 2>&1 &&
+    $b close --period 2026-01 >"$tmp/m3" 2>&1 &&
+    $b invoice list --format json >"$tmp/m3.json" &&
+    $b close --period 2026-01 --full >"$tmp/m4" 2>&1 &&
+    $b invoice list --format json >"$tmp/m4.json"' sh "$billing" "$ex" "$tmp" || exit 99
+grep -qE "^not re-rated +4 \(close mark unchanged\)$" "$tmp/m2" &&
+    [ "$(grep -E '^total ' "$tmp/m1")" = "$(grep -E '^total ' "$tmp/m2")" ] && r=ok || r=fail
+check "a re-close with nothing changed re-rates no account and keeps the total" $r
+[ $r = ok ] || cat "$tmp/m1" "$tmp/m2"
+grep -qE "^not re-rated +3 \(close mark unchanged\)$" "$tmp/m3" && grep -qE "^events +426 rated" "$tmp/m3" &&
+    [ "$(grep -E '^total ' "$tmp/m2")" != "$(grep -E '^total ' "$tmp/m3")" ] && r=ok || r=fail
+check "a late event re-rates its account alone and changes the total" $r
+[ $r = ok ] || cat "$tmp/m3"
+strip='[.[] | del(.created_at, .updated_at, .id)] | sort_by(.account)'
+[ "$(grep -E '^total ' "$tmp/m3")" = "$(grep -E '^total ' "$tmp/m4")" ] &&
+    jq -S "$strip" "$tmp/m3.json" >"$tmp/m3.s" && jq -S "$strip" "$tmp/m4.json" >"$tmp/m4.s" &&
+    cmp -s "$tmp/m3.s" "$tmp/m4.s" && r=ok || r=fail
+check "that re-close leaves the drafts a full re-close leaves" $r
+[ $r = ok ] || { cat "$tmp/m3" "$tmp/m4"; diff "$tmp/m3.s" "$tmp/m4.s"; }
 
 finish
