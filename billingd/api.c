@@ -100,7 +100,26 @@ struct bd_api {
     uint64_t count[N_ROUTES][N_STATUSES + 1];
     uint64_t dur[N_ROUTES][N_US + 1];
     int64_t dur_sum_us[N_ROUTES];
+    struct watch *watched; /* open connections (on_connection), under lock */
+    pthread_t reaper;      /* closes connections whose headers take over request_ms */
+    int reaping;
+    int stopping;
+    pthread_cond_t wake;
 };
+
+/*
+ * An open connection, watched from its start (or its last request's end)
+ * until its next request's headers are in: libmicrohttpd's own timeout is
+ * reset by every byte, so a client sending a header line now and then
+ * would hold the connection forever; the reaper closes it once
+ * api.request_ms has passed.
+ */
+typedef struct watch {
+    struct watch *next;
+    struct watch *prev;
+    int fd;
+    int64_t since_ns; /* 0 while a request is answered */
+} watch;
 
 /* One request being read: its start, route, body. */
 typedef struct req {
@@ -110,6 +129,7 @@ typedef struct req {
     size_t len;
     size_t cap;
     int answered; /* a limit answered it while its body arrived */
+    int too_large; /* the body went over api.body_max: the rest is read and dropped */
 } req;
 
 static int64_t mono_ns(void)
@@ -577,6 +597,7 @@ static int keep_running(void *arg, const char *account, const char *id, const ch
                         const char *quantity, const char *model, const char *region)
 {
     running *run = arg;
+    char msg[MSG_MAX];
     billing_event *ev;
     billing_event **grown;
 
@@ -595,7 +616,7 @@ static int keep_running(void *arg, const char *account, const char *id, const ch
     }
     ev = billing_event_new();
     if (ev == NULL || bs_event_set(ev, account, id, resource, meter, start, end, quantity, model,
-                                   region, NULL, 0) != BILLING_OK) {
+                                   region, msg, sizeof(msg)) != BILLING_OK) {
         billing_event_destroy(ev);
         return ev == NULL;
     }
@@ -1077,6 +1098,94 @@ out:
     return ret;
 }
 
+/* Watch @conn from @since_ns on (0: not, while its request is answered). */
+static void watch_set(bd_api *api, struct MHD_Connection *conn, int64_t since_ns)
+{
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    watch *w = info != NULL ? info->socket_context : NULL;
+
+    if (w == NULL)
+        return;
+    pthread_mutex_lock(&api->lock);
+    w->since_ns = since_ns;
+    pthread_mutex_unlock(&api->lock);
+}
+
+/* MHD_OPTION_NOTIFY_CONNECTION: watch each connection from its start to its close. */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    bd_api *api = cls;
+    const union MHD_ConnectionInfo *info;
+    watch *w = *socket_context;
+
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        info = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        w = calloc(1, sizeof(*w));
+        if (w == NULL || info == NULL) {
+            free(w);
+            return;
+        }
+        w->fd = info->connect_fd;
+        w->since_ns = mono_ns();
+        pthread_mutex_lock(&api->lock);
+        w->next = api->watched;
+        if (w->next != NULL)
+            w->next->prev = w;
+        api->watched = w;
+        pthread_mutex_unlock(&api->lock);
+        *socket_context = w;
+        return;
+    }
+    if (w == NULL)
+        return;
+    /* Called before libmicrohttpd closes the socket: the reaper never sees a reused fd. */
+    pthread_mutex_lock(&api->lock);
+    if (w->prev != NULL)
+        w->prev->next = w->next;
+    else
+        api->watched = w->next;
+    if (w->next != NULL)
+        w->next->prev = w->prev;
+    pthread_mutex_unlock(&api->lock);
+    free(w);
+    *socket_context = NULL;
+}
+
+/* The reaper: shut down the connections waiting for headers over api.request_ms. */
+static void *reap(void *arg)
+{
+    bd_api *api = arg;
+    struct timespec until;
+    watch *w;
+    int64_t now;
+    size_t timeout = 0;
+    int64_t tick_ms = api->request_ms / 4 > 0 ? api->request_ms / 4 : 1;
+
+    while (timeout < N_STATUSES && statuses[timeout] != 408)
+        timeout++;
+    pthread_mutex_lock(&api->lock);
+    while (!api->stopping) {
+        now = mono_ns();
+        for (w = api->watched; w != NULL; w = w->next) {
+            if (w->since_ns == 0 || (now - w->since_ns) / 1000000 <= api->request_ms)
+                continue;
+            /* The socket stays libmicrohttpd's: it sees the end and closes it. */
+            shutdown(w->fd, SHUT_RDWR);
+            w->since_ns = 0;
+            api->count[R_OTHER][timeout]++;
+        }
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += (long)(tick_ms % 1000) * 1000000L;
+        until.tv_sec += (time_t)(tick_ms / 1000) + until.tv_nsec / 1000000000L;
+        until.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&api->wake, &api->lock, &until);
+    }
+    pthread_mutex_unlock(&api->lock);
+    return NULL;
+}
+
 static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char *url,
                               const char *method, const char *version, const char *upload,
                               size_t *upload_size, void **con_cls)
@@ -1098,6 +1207,7 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
         q->start_ns = mono_ns();
         q->route = route_of(url, account, sizeof(account), &bad_account);
         *con_cls = q;
+        watch_set(api, conn, 0);
         cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
         if (cl != NULL && strtoull(cl, NULL, 10) > api->body_max)
             return problem(api, conn, q, 413, "too-large", "body", NULL,
@@ -1110,13 +1220,19 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
         *upload_size = 0;
         if (q->answered)
             return MHD_YES;
-        if ((mono_ns() - q->start_ns) / 1000000 > api->request_ms)
-            return problem(api, conn, q, 408, "timeout", NULL, NULL,
-                           "the request took over %" PRId64 " ms (api.request_ms)",
-                           api->request_ms);
-        if (q->len + n > api->body_max)
-            return problem(api, conn, q, 413, "too-large", "body", NULL,
-                           "the body is over %zu bytes (api.body_max)", api->body_max);
+        if ((mono_ns() - q->start_ns) / 1000000 > api->request_ms) {
+            /* No answer can be queued while a body arrives: the connection is closed. */
+            bd_log("warn", "api_request_timeout", "route=%s request_ms=%" PRId64,
+                   bd_q(route_names[q->route]), api->request_ms);
+            count(api, q->route, 408, q->start_ns);
+            q->answered = 1;
+            return MHD_NO;
+        }
+        if (q->too_large || q->len + n > api->body_max) {
+            /* Answered 413 once the body is in (no answer can be queued before). */
+            q->too_large = 1;
+            return MHD_YES;
+        }
         if (q->len + n + 1 > q->cap) {
             size_t cap = q->cap ? q->cap : 65536;
 
@@ -1135,6 +1251,9 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
     }
     if (q->answered)
         return MHD_YES;
+    if (q->too_large)
+        return problem(api, conn, q, 413, "too-large", "body", NULL,
+                       "the body is over %zu bytes (api.body_max)", api->body_max);
     if ((mono_ns() - q->start_ns) / 1000000 > api->request_ms)
         return problem(api, conn, q, 408, "timeout", NULL, NULL,
                        "the request took over %" PRId64 " ms (api.request_ms)", api->request_ms);
@@ -1152,9 +1271,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 {
     req *q = *con_cls;
 
-    (void)cls;
-    (void)conn;
     (void)toe;
+    watch_set(cls, conn, mono_ns());
     if (q != NULL) {
         free(q->body);
         free(q);
@@ -1219,6 +1337,7 @@ bd_api *bd_api_new(const bd_config *cfg)
 {
     struct sockaddr_in sa;
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+    const union MHD_DaemonInfo *info;
     bd_api *api;
 
     if (parse_listen(cfg->api_listen, &sa) != 0) {
@@ -1234,6 +1353,7 @@ bd_api *bd_api_new(const bd_config *cfg)
         return NULL;
     pthread_mutex_init(&api->lock, NULL);
     pthread_cond_init(&api->freed, NULL);
+    pthread_cond_init(&api->wake, NULL);
     api->conninfo = strdup(bs_conninfo(cfg->db));
     api->book = cfg->book != NULL ? strdup(cfg->book) : NULL;
     api->body_max = (size_t)cfg->api_body_max;
@@ -1263,7 +1383,7 @@ bd_api *bd_api_new(const bd_config *cfg)
             (unsigned)API_CONNECTIONS, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
             (unsigned)cfg->api_connections_per_ip, MHD_OPTION_CONNECTION_TIMEOUT,
             (unsigned)((cfg->api_request_ms + 999) / 1000), MHD_OPTION_NOTIFY_COMPLETED,
-            on_completed, api, MHD_OPTION_END);
+            on_completed, api, MHD_OPTION_NOTIFY_CONNECTION, on_connection, api, MHD_OPTION_END);
     else
         api->http = MHD_start_daemon(
             flags, ntohs(sa.sin_port), NULL, NULL, answer, api, MHD_OPTION_EXTERNAL_LOGGER,
@@ -1272,15 +1392,23 @@ bd_api *bd_api_new(const bd_config *cfg)
             (unsigned)API_CONNECTIONS, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
             (unsigned)cfg->api_connections_per_ip, MHD_OPTION_CONNECTION_TIMEOUT,
             (unsigned)((cfg->api_request_ms + 999) / 1000), MHD_OPTION_NOTIFY_COMPLETED,
-            on_completed, api, MHD_OPTION_END);
+            on_completed, api, MHD_OPTION_NOTIFY_CONNECTION, on_connection, api, MHD_OPTION_END);
     if (api->http == NULL) {
         bd_log("error", "api_listen_failed", "listen=%s error=%s", bd_q(cfg->api_listen),
                bd_q(strerror(errno)));
         bd_api_free(api);
         return NULL;
     }
-    bd_log("info", "api_listening", "listen=%s tls=%d", bd_q(cfg->api_listen),
-           api->cert != NULL);
+    if (pthread_create(&api->reaper, NULL, reap, api) != 0) {
+        bd_log("error", "api_start_failed", "error=%s", bd_q("no reaper thread"));
+        bd_api_free(api);
+        return NULL;
+    }
+    api->reaping = 1;
+    /* With port 0 the system picks one: log the port bound, for the clients to find. */
+    info = MHD_get_daemon_info(api->http, MHD_DAEMON_INFO_BIND_PORT);
+    bd_log("info", "api_listening", "listen=%s port=%u tls=%d", bd_q(cfg->api_listen),
+           info != NULL ? (unsigned)info->port : (unsigned)ntohs(sa.sin_port), api->cert != NULL);
     return api;
 }
 
@@ -1290,6 +1418,13 @@ void bd_api_free(bd_api *api)
 
     if (api == NULL)
         return;
+    if (api->reaping) {
+        pthread_mutex_lock(&api->lock);
+        api->stopping = 1;
+        pthread_cond_signal(&api->wake);
+        pthread_mutex_unlock(&api->lock);
+        pthread_join(api->reaper, NULL);
+    }
     if (api->http != NULL)
         MHD_stop_daemon(api->http); /* joins its threads: requests in flight are answered */
     for (i = 0; i < API_THREADS; i++) {
@@ -1298,6 +1433,7 @@ void bd_api_free(bd_api *api)
         bs_close(api->slots[i].conn);
     }
     pthread_cond_destroy(&api->freed);
+    pthread_cond_destroy(&api->wake);
     pthread_mutex_destroy(&api->lock);
     free(api->conninfo);
     free(api->book);
