@@ -97,6 +97,8 @@ key_of() {
 admin=$(key_of --scope admin --label "check-api admin")
 writer=$(key_of --scope events:write)
 reader=$(key_of --scope accounts:read --account lab-a)
+console=$(key_of --scope events:write --account lab-a)
+spare=$(key_of --scope admin --label "a bucket of its own")
 gone=$(key_of --scope admin)
 gone_id=$(echo "$gone" | cut -d_ -f2)
 $billing apikey revoke "$gone_id" >/dev/null || exit 99
@@ -212,6 +214,16 @@ else
     check "the rejection's reason is the text billing rejected list shows" fail \
         "'$reason' vs $(cat "$tmp/rejected")"
 fi
+sed 's/"account":"lab-a"/"account":"team-c"/; s/"meter":"nosuch"/"meter":"gpu"/; s/bad-1/other-1/' \
+    "$tmp/bad.json" >"$tmp/other.json"
+api "an event of another account from a bound key" 200 POST /v1/events "$console" \
+    -H "Content-Type: application/json" --data-binary "@$tmp/other.json"
+expect_eq "an event of another account from a bound key is rejected, and not stored" \
+    "$(jv 'd["results"][0]["status"], d["results"][0]["reason"]')/$(sql "SELECT count(*) FROM billing.usage_events WHERE event_id = 'other-1'")" \
+    "('rejected', 'account: this key may send events of its own account only')/0"
+python3 -c "import sys; sys.stdout.write('[' + ','.join(['{}'] * 10001) + ']')" >"$tmp/many.json"
+api "10001 events in one request" 413 POST /v1/events "$writer" -H "Content-Type: application/json" \
+    --data-binary "@$tmp/many.json"
 
 # CloudEvents: the same events as JSON, single and batch.
 cat >"$tmp/ce.json" <<'EOF'
@@ -310,7 +322,8 @@ for want in 'billingd_api_requests_total{route="/v1/events",status="200"}' \
 done
 
 # ---- limits --------------------------------------------------------------------
-start limits --set http.listen= --set api.body_max=1024 --set api.rate=3 --set api.request_ms=1000
+start limits --set http.listen= --set api.body_max=1024 --set api.rate=3 --set api.request_ms=1000 \
+    --set api.connections_per_ip=2
 python3 -c "import sys; sys.stdout.write('[' + ','.join(['{}'] * 600) + ']')" >"$tmp/big.json"
 api "a body over api.body_max" 413 POST /v1/events "$writer" -H "Content-Type: application/json" \
     --data-binary "@$tmp/big.json"
@@ -340,6 +353,25 @@ if [ $? -eq 0 ] && python3 "$srcdir/tests/openapi-check.py" "$spec" GET /v1/plan
 else
     check "a burst past api.rate: 429 with Retry-After, as doc/openapi.yaml says" fail "$(cat "$tmp/err")"
 fi
+# api.connections_per_ip (2): a third connection at once is closed unanswered
+# (a key whose bucket the burst did not empty).
+third=$(python3 - "$url" "$spare" <<'EOF'
+import socket, sys, urllib.parse
+u = urllib.parse.urlsplit(sys.argv[1])
+req = ("GET /v1/plans HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n" % sys.argv[2]).encode()
+socks = [socket.create_connection((u.hostname, u.port), timeout=5) for _ in range(3)]
+out = []
+for s in socks:
+    try:
+        s.sendall(req)
+        got = s.recv(12)
+        out.append(got[9:12].decode() if got else "closed")
+    except OSError:
+        out.append("closed")
+print(" ".join(out))
+EOF
+)
+expect_eq "api.connections_per_ip: the third connection at once is closed" "$third" "200 200 closed"
 # Headers sent slowly, one line every 0.2 s: api.request_ms (1 s) bounds
 # the whole request, not the time between two lines.
 slow=$(python3 - "$url" "$tmp/hdr" "$tmp/body" <<'EOF'
