@@ -813,6 +813,89 @@ static int batch_add(batch *b, int64_t key, char *text, const char *bad_code,
     return 0;
 }
 
+/* Add the protobuf message of @len bytes at @data. */
+static int batch_add_proto(batch *b, int64_t key, const unsigned char *data, size_t len)
+{
+    char *copy = malloc(len + 1);
+
+    if (copy == NULL)
+        return -1;
+    memcpy(copy, data, len);
+    copy[len] = '\0';
+    if (batch_add(b, key, copy, NULL, NULL) != 0)
+        return -1;
+    b->recs[b->n - 1].len = len;
+    b->recs[b->n - 1].format = BS_RECORD_PROTOBUF;
+    return 0;
+}
+
+/* A base-128 varint of at most 5 bytes at @p (@avail bytes): its bytes, or 0 if malformed. */
+static size_t varint(const unsigned char *p, size_t avail, uint64_t *v)
+{
+    size_t i;
+
+    *v = 0;
+    for (i = 0; i < avail && i < 5; i++) {
+        *v |= (uint64_t)(p[i] & 0x7f) << (7 * i);
+        if ((p[i] & 0x80) == 0)
+            return i + 1;
+    }
+    return 0;
+}
+
+/*
+ * Length-delimited billing.v1.UsageEvent messages (each preceded by its
+ * length as a varint, as Java's writeDelimitedTo and Go's protodelim
+ * write them) into records; 0, or an HTTP status with a message.
+ */
+static unsigned parse_proto(const unsigned char *body, size_t len, int64_t key, batch *b,
+                            char *msg, size_t msgsize)
+{
+    size_t n = 0;
+    size_t off;
+    size_t used;
+    uint64_t mlen;
+    int pass;
+
+    for (pass = 0; pass < 2; pass++) {
+        if (pass == 1) {
+            if (n > API_EVENTS_MAX) {
+                snprintf(msg, msgsize, "body: %zu events, at most %d per request", n,
+                         API_EVENTS_MAX);
+                return 413;
+            }
+            b->recs = calloc(n ? n : 1, sizeof(*b->recs));
+            b->texts = calloc(n ? n : 1, sizeof(*b->texts));
+            b->sources = calloc(n ? n : 1, sizeof(*b->sources));
+            if (b->recs == NULL || b->texts == NULL || b->sources == NULL) {
+                snprintf(msg, msgsize, "out of memory");
+                return 500;
+            }
+        }
+        for (off = 0; off < len; off += (size_t)mlen) {
+            used = varint(body + off, len - off, &mlen);
+            if (used == 0 || mlen > len - off - used) {
+                snprintf(msg, msgsize,
+                         "body: offset %zu: %s (length-delimited billing.v1.UsageEvent expected)",
+                         off, used == 0 ? "malformed length prefix" : "message past the end");
+                return 400;
+            }
+            off += used;
+            if (pass == 0)
+                n++;
+            else if (batch_add_proto(b, key, body + off, (size_t)mlen) != 0) {
+                snprintf(msg, msgsize, "out of memory");
+                return 500;
+            }
+        }
+    }
+    if (b->n == 0) {
+        snprintf(msg, msgsize, "body: no events");
+        return 400;
+    }
+    return 0;
+}
+
 /* Add JSON value @v (an event, or a CloudEvent when @ce). */
 static int batch_add_json(batch *b, int64_t key, json_t *v, int ce)
 {
@@ -855,10 +938,14 @@ static unsigned parse_events(const char *type, const char *body, size_t len, int
     } else if (strncmp(type, "application/x-ndjson", 20) == 0 ||
                strncmp(type, "application/jsonl", 17) == 0) {
         lines = 1;
+    } else if (strncmp(type, "application/x-protobuf", 22) == 0 ||
+               strncmp(type, "application/protobuf", 20) == 0) {
+        return parse_proto((const unsigned char *)body, len, key, b, msg, msgsize);
     } else if (strncmp(type, "application/json", 16) != 0) {
         snprintf(msg, msgsize,
                  "Content-Type '%.64s': expected application/json, application/x-ndjson, "
-                 "application/cloudevents+json or application/cloudevents-batch+json",
+                 "application/cloudevents+json, application/cloudevents-batch+json or "
+                 "application/x-protobuf",
                  type);
         return 415;
     }
@@ -956,16 +1043,32 @@ static enum MHD_Result post_events(bd_api *api, struct MHD_Connection *conn, req
     }
     if (bound != NULL) {
         /* A bound key sends events of its account only: the others are rejected as invalid. */
-        for (i = 0; i < b.n; i++) {
-            json_t *ev = b.recs[i].reject_code == NULL ? json_loads(b.texts[i], 0, NULL) : NULL;
-            json_t *acc = json_object_get(ev, "account");
+        billing_event *pev = billing_event_new();
 
-            if (ev != NULL && json_is_string(acc) && strcmp(json_string_value(acc), bound) != 0) {
+        if (pev == NULL) {
+            batch_free(&b);
+            return MHD_NO;
+        }
+        for (i = 0; i < b.n; i++) {
+            int proto = b.recs[i].format == BS_RECORD_PROTOBUF;
+            json_t *ev = b.recs[i].reject_code == NULL && !proto
+                             ? json_loads(b.texts[i], 0, NULL)
+                             : NULL;
+            json_t *acc = json_object_get(ev, "account");
+            const char *account = json_is_string(acc) ? json_string_value(acc) : NULL;
+
+            /* A message that does not decode is rejected by the pipeline, with its reason. */
+            if (proto && b.recs[i].reject_code == NULL &&
+                billing_event_decode(pev, b.recs[i].data, b.recs[i].len, msg, sizeof(msg)) ==
+                    BILLING_OK)
+                account = billing_event_account(pev);
+            if (account != NULL && strcmp(account, bound) != 0) {
                 b.recs[i].reject_code = "invalid";
                 b.recs[i].reject_reason = "account: this key may send events of its own account only";
             }
             json_decref(ev);
         }
+        billing_event_destroy(pev);
     }
     res = calloc(b.n, sizeof(*res));
     if (res == NULL) {

@@ -9,8 +9,9 @@
 #     changed event with a used id is a "conflict" naming the id; an
 #     invalid event is "rejected" with the reason text `billing rejected
 #     list` shows;
-#   - CloudEvents single and batch are stored as the same events sent as
-#     JSON (id, time, subject, type, data mapped as documented);
+#   - CloudEvents single and batch, and length-delimited protobuf, are
+#     stored as the same events sent as JSON (id, time, subject, type, data
+#     mapped as documented);
 #   - the balance of an account with a grant equals, figure for figure,
 #     `billing account balance` (the same store, the same instant's month);
 #   - no key 401, a revoked or malformed key 401, a missing scope 403, a
@@ -255,6 +256,51 @@ if [ "$(wc -l <"$tmp/ce.rows")" -eq 3 ] && cmp -s "$tmp/ce.rows" "$tmp/js.rows";
 else
     check "CloudEvents are stored as the same events sent as JSON" fail "$(cat "$tmp/ce.rows") vs $(cat "$tmp/js.rows")"
 fi
+# Length-delimited protobuf (billing.v1.UsageEvent, proto/billing/v1), the
+# same events again under other ids.
+python3 - "$tmp/js.json" "$tmp/events.pb" "$tmp/truncated.pb" <<'EOF' || exit 99
+import calendar, json, sys, time
+def varint(n):
+    out = b""
+    while True:
+        b, n = n & 0x7F, n >> 7
+        out += bytes([b | (0x80 if n else 0)])
+        if not n:
+            return out
+def text(num, s):
+    data = s.encode()
+    return varint(num << 3 | 2) + varint(len(data)) + data
+def stamp(num, s):
+    inner = varint(1 << 3) + varint(calendar.timegm(time.strptime(s, "%Y-%m-%dT%H:%M:%SZ")))
+    return varint(num << 3 | 2) + varint(len(inner)) + inner
+meters = {"gpu": 1, "gpuless": 2, "storage": 3, "traffic": 4}
+body = b""
+for e in json.load(open(sys.argv[1])):
+    m = (text(1, e["id"].replace("js-", "pb-")) + text(2, e["account"]) + text(3, e["resource"])
+         + varint(4 << 3) + varint(meters[e["meter"]]) + stamp(5, e["start"]) + stamp(6, e["end"])
+         + text(7, e["quantity"]) + (text(8, e["model"]) if e.get("model") else b"")
+         + text(9, e["region"]))
+    body += varint(len(m)) + m
+open(sys.argv[2], "wb").write(body)
+open(sys.argv[3], "wb").write(body[:-3])
+EOF
+api "protobuf, length-delimited" 200 POST /v1/events "$writer" -H "Content-Type: application/x-protobuf" \
+    --data-binary "@$tmp/events.pb"
+expect_eq "protobuf: every message accepted under its id" \
+    "$(jv 'd["accepted"], [r["id"] for r in d["results"]]')" "(3, ['pb-1', 'pb-2', 'pb-3'])"
+sql "$rows WHERE event_id LIKE 'pb-%' ORDER BY event_id" >"$tmp/pb.rows"
+cmp -s "$tmp/pb.rows" "$tmp/js.rows" && r=ok || r=fail
+check "protobuf events are stored as the same events sent as JSON" $r "$(cat "$tmp/pb.rows")"
+api "the same protobuf again" 200 POST /v1/events "$writer" -H "Content-Type: application/x-protobuf" \
+    --data-binary "@$tmp/events.pb"
+expect_eq "the same protobuf again: duplicates" "$(jv 'd["accepted"], d["duplicates"]')" "(0, 3)"
+api "protobuf cut short" 400 POST /v1/events "$writer" -H "Content-Type: application/x-protobuf" \
+    --data-binary "@$tmp/truncated.pb"
+api "protobuf of another account from a bound key" 200 POST /v1/events "$console" \
+    -H "Content-Type: application/x-protobuf" --data-binary "@$tmp/events.pb"
+expect_eq "protobuf of another account from a bound key: rejected" \
+    "$(jv 'sorted(set(r["status"] + ": " + r.get("reason", "") for r in d["results"]))')" \
+    "['rejected: account: this key may send events of its own account only']"
 api "a CloudEvent of another specversion" 200 POST /v1/events "$writer" \
     -H "Content-Type: application/cloudevents+json" --data-binary '{"specversion":"0.3","id":"x"}'
 expect_eq "a CloudEvent of another specversion is rejected" "$(jv 'd["results"][0]["status"]')" rejected
