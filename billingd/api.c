@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -236,10 +237,15 @@ static enum MHD_Result problem(bd_api *api, struct MHD_Connection *conn, req *q,
     va_list ap;
     json_t *o;
     char *text;
+    char *c;
 
     va_start(ap, fmt);
     vsnprintf(detail, sizeof(detail), fmt, ap);
     va_end(ap);
+    /* What the client sent (an account id, a header) may be any bytes: JSON needs UTF-8. */
+    for (c = detail; *c != '\0'; c++)
+        if ((unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e)
+            *c = '?';
     snprintf(type, sizeof(type), "urn:billing:problem:%s", slug);
     o = json_pack("{s:s, s:s, s:i, s:s}", "type", type, "title", title_of(status), "status",
                   (int)status, "detail", detail);
@@ -988,9 +994,14 @@ static unsigned parse_events(const char *type, const char *body, size_t len, int
             size_t l = nl != NULL ? (size_t)(nl - p) : (size_t)(end - p);
             char *text;
 
+            size_t k;
+
             if (l > 0 && p[l - 1] == '\r')
                 l--;
-            if (l > 0) {
+            /* Blank lines (spaces, tabs, CR only) carry nothing, as in `billing ingest`. */
+            for (k = 0; k < l && (p[k] == ' ' || p[k] == '\t' || p[k] == '\r'); k++)
+                ;
+            if (k < l) {
                 text = strndup(p, l);
                 if (text == NULL || batch_add(b, key, text, NULL, NULL) != 0)
                     goto nomem;
@@ -1128,7 +1139,8 @@ static enum MHD_Result dispatch(bd_api *api, struct MHD_Connection *conn, req *q
     if ((q->route == R_EVENTS) != is_post || (!is_post && strcmp(method, "GET") != 0))
         return problem(api, conn, q, 405, "method", NULL, NULL, "%s is not allowed here",
                        method);
-    if (auth == NULL || strncmp(auth, "Bearer ", 7) != 0)
+    /* The scheme is case-insensitive (RFC 9110). */
+    if (auth == NULL || strncasecmp(auth, "Bearer ", 7) != 0)
         return problem(api, conn, q, 401, "unauthorized", NULL, NULL,
                        "an API key is needed: Authorization: Bearer <key>");
     s = slot_take(api);

@@ -356,6 +356,16 @@ done
 api "a wrong method" 405 DELETE /v1/plans "$admin"
 api "GET on events" 405 GET /v1/events "$admin"
 api "an unknown route" 404 GET /v1/nosuch "$admin"
+api "an account id that is not UTF-8" 404 GET "/v1/accounts/%FF/balance" "$admin"
+api "a Content-Type that is not UTF-8" 415 POST /v1/events "$writer" \
+    -H "$(printf 'Content-Type: text/\377')" --data-binary x
+api "the scheme bearer in lower case" 200 GET /v1/accounts/lab-a/grants "" \
+    -H "Authorization: bearer $reader"
+printf '\n  \n\t\r\n{"id":\n' >"$tmp/blank.jsonl"
+api "JSON Lines with blank lines" 200 POST /v1/events "$writer" -H "Content-Type: application/x-ndjson" \
+    --data-binary "@$tmp/blank.jsonl"
+expect_eq "JSON Lines: lines of spaces, tabs and CR are skipped" "$(jv 'd["events"], d["results"][0]["reason_code"]')" \
+    "(1, 'parse')"
 
 # ---- metrics -----------------------------------------------------------------
 curl -sS "http://127.0.0.1:$mport/metrics" >"$tmp/metrics" 2>&1
