@@ -20,6 +20,7 @@
 #   - a body over api.body_max 413, a burst past api.rate 429 with
 #     Retry-After, headers sent slowly past api.request_ms: closed (or
 #     408); a wrong method 405, a wrong media type 415;
+#   - TLS (a certificate openssl makes): HTTPS answers, plain HTTP not;
 #   - /metrics counts the requests by route and status.
 # billingd's readiness is its log line (event=api_listening port=N, with
 # api.listen on port 0), polled in a bounded loop. Prints a Check-style
@@ -376,6 +377,23 @@ for want in 'billingd_api_requests_total{route="/v1/events",status="200"}' \
     grep -qF "$want" "$tmp/metrics" && r=ok || r=fail
     check "/metrics has $want" $r
 done
+
+# ---- TLS (api.tls_cert, api.tls_key) --------------------------------------------
+if openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 \
+    -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 -keyout "$tmp/tls.key" \
+    -out "$tmp/tls.crt" >/dev/null 2>&1; then
+    start tls --set http.listen= --set "api.tls_cert=$tmp/tls.crt" --set "api.tls_key=$tmp/tls.key"
+    grep -q 'event=api_listening .*tls=1' "$tmp/billingd-tls.log" && r=ok || r=fail
+    check "TLS: billingd says it serves TLS" $r
+    url="https://${url#http://}"
+    api "TLS" 200 GET /v1/plans "$admin" --cacert "$tmp/tls.crt"
+    code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $admin" \
+        "http://${url#https://}/v1/plans")
+    [ "$code" != 200 ] && r=ok || r=fail
+    check "TLS: plain HTTP is not answered ($code)" $r
+else
+    check "openssl makes a test certificate" fail
+fi
 
 # ---- limits --------------------------------------------------------------------
 start limits --set http.listen= --set api.body_max=1024 --set api.rate=3 --set api.request_ms=1000 \

@@ -24,8 +24,12 @@ import urllib.parse
 
 import jsonschema
 import yaml
-from referencing import Registry, Resource
-from referencing.jsonschema import DRAFT202012
+
+try:
+    from referencing import Registry, Resource
+    from referencing.jsonschema import DRAFT202012
+except ImportError:  # jsonschema before 4.18 (Debian 12): its RefResolver
+    Registry = None
 
 BASE = "urn:billing:openapi"
 
@@ -99,8 +103,16 @@ def main(argv):
         return 2
     spec = copy.deepcopy(spec)
     absolute_refs(spec)
-    registry = Registry().with_resource(
-        BASE, Resource.from_contents(spec, default_specification=DRAFT202012))
+    if Registry is not None:
+        registry = Registry().with_resource(
+            BASE, Resource.from_contents(spec, default_specification=DRAFT202012))
+
+        def validator(schema):
+            return jsonschema.Draft202012Validator(schema, registry=registry)
+    else:
+        def validator(schema):
+            return jsonschema.Draft202012Validator(
+                schema, resolver=jsonschema.RefResolver(BASE, spec))
     problems = []
     where = "%s %s" % (method, path)
     template, op = find_operation(spec, method, path)
@@ -134,8 +146,7 @@ def main(argv):
             problems.append("status %d: header %s missing" % (status, name))
         elif name.lower() in headers and "schema" in h:
             try:
-                jsonschema.Draft202012Validator(h["schema"], registry=registry).validate(
-                    headers[name.lower()])
+                validator(h["schema"]).validate(headers[name.lower()])
             except jsonschema.ValidationError as e:
                 problems.append("header %s: %s" % (name, e.message))
     content = answer.get("content")
@@ -152,7 +163,7 @@ def main(argv):
                 problems.append("status %d: the body is not JSON: %s" % (status, e))
                 schema = None
             if schema is not None:
-                v = jsonschema.Draft202012Validator(schema, registry=registry)
+                v = validator(schema)
                 for e in sorted(v.iter_errors(doc), key=lambda e: list(e.absolute_path)):
                     problems.append("status %d: body%s: %s" % (
                         status, "".join("[%r]" % p for p in e.absolute_path), e.message))
