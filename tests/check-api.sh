@@ -491,4 +491,20 @@ esac
 [ "${took%%.*}" -lt 5 ] || r=fail
 check "headers sent slowly past api.request_ms: 408 or closed within it ($slow)" $r "$(cat "$tmp/err" 2>/dev/null)"
 
+# SIGTERM: every billingd stops with status 0, and no sanitizer (a
+# --enable-sanitizers build) reported anything in its log.
+for p in $pids; do
+    kill "$p" 2>/dev/null
+    wait "$p"
+    rc=$?
+    [ $rc -eq 0 ] && r=ok || r=fail
+    check "billingd (pid $p) stops on SIGTERM with status 0" $r "status $rc"
+done
+pids=""
+if grep -lE "runtime error|AddressSanitizer|LeakSanitizer|ThreadSanitizer" "$tmp"/billingd-*.log >"$tmp/san"; then
+    check "no sanitizer report in billingd's logs" fail "$(cat "$tmp/san")"
+else
+    check "no sanitizer report in billingd's logs" ok
+fi
+
 finish
