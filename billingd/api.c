@@ -21,6 +21,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "api.h"
 #include "apikeys.h"
@@ -1451,7 +1452,7 @@ static char *read_file(const char *path)
 bd_api *bd_api_new(const bd_config *cfg)
 {
     struct sockaddr_in sa;
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | MHD_USE_ITC;
     const union MHD_DaemonInfo *info;
     bd_api *api;
 
@@ -1527,12 +1528,48 @@ bd_api *bd_api_new(const bd_config *cfg)
     return api;
 }
 
+/*
+ * Stop accepting, close the connections waiting for a request, and wait
+ * (at most api.request_ms) for the requests in flight to be answered;
+ * each connection is closed once its answer is sent.
+ */
+static void drain(bd_api *api)
+{
+    struct timespec tick = {0, 10 * 1000000L};
+    int64_t until = mono_ns() + api->request_ms * 1000000;
+    MHD_socket listen_fd = MHD_quiesce_daemon(api->http);
+    size_t busy;
+    watch *w;
+
+    if (listen_fd != MHD_INVALID_SOCKET)
+        close(listen_fd);
+    bd_log("info", "api_stopping", "request_ms=%" PRId64, api->request_ms);
+    for (;;) {
+        busy = 0;
+        pthread_mutex_lock(&api->lock);
+        for (w = api->watched; w != NULL; w = w->next) {
+            if (w->since_ns != 0) {
+                shutdown(w->fd, SHUT_RDWR);
+                w->since_ns = 0;
+            }
+            busy++;
+        }
+        pthread_mutex_unlock(&api->lock);
+        if (busy == 0 || mono_ns() > until)
+            break;
+        nanosleep(&tick, NULL);
+    }
+    bd_log("info", "api_stopped", "connections_left=%zu", busy);
+}
+
 void bd_api_free(bd_api *api)
 {
     size_t i;
 
     if (api == NULL)
         return;
+    if (api->http != NULL)
+        drain(api);
     if (api->reaping) {
         pthread_mutex_lock(&api->lock);
         api->stopping = 1;

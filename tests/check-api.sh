@@ -21,7 +21,9 @@
 #     Retry-After, headers sent slowly past api.request_ms: closed (or
 #     408); a wrong method 405, a wrong media type 415;
 #   - TLS (a certificate openssl makes): HTTPS answers, plain HTTP not;
-#   - /metrics counts the requests by route and status.
+#   - /metrics counts the requests by route and status;
+#   - SIGTERM with a request in flight (headers in, body not yet sent):
+#     answered in full; every billingd exits 0; no sanitizer report.
 # billingd's readiness is its log line (event=api_listening port=N, with
 # api.listen on port 0), polled in a bounded loop. Prints a Check-style
 # summary line.
@@ -176,6 +178,7 @@ expect_eq() {
 mport=$(python3 -c "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
 start main --set "http.listen=127.0.0.1:$mport"
 main_url=$url
+main_pid=$pid
 
 # ---- events ----------------------------------------------------------------
 # The example repeats 2 of its events (a retried send): 2 duplicates.
@@ -490,6 +493,60 @@ case "$slow" in
 esac
 [ "${took%%.*}" -lt 5 ] || r=fail
 check "headers sent slowly past api.request_ms: 408 or closed within it ($slow)" $r "$(cat "$tmp/err" 2>/dev/null)"
+
+# SIGTERM with a request in flight: its headers are in (the server sent
+# 100 Continue), SIGTERM, billingd says it is stopping (api_stopping),
+# then the body: the request is answered in full.
+mkfifo "$tmp/to-client" "$tmp/from-client" || exit 99
+python3 - "$main_url" "$writer" "$tmp/js.json" "$tmp/to-client" "$tmp/from-client" >"$tmp/inflight" <<'EOF' &
+import json, socket, sys, urllib.parse
+u = urllib.parse.urlsplit(sys.argv[1])
+body = json.dumps([dict(e, id=e["id"].replace("js-", "term-")) for e in json.load(open(sys.argv[3]))]).encode()
+s = socket.create_connection((u.hostname, u.port), timeout=30)
+s.sendall(b"POST /v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+          b"Content-Type: application/json\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n"
+          % (sys.argv[2].encode(), len(body)))
+got = b""
+while b"\r\n\r\n" not in got:
+    b = s.recv(1)
+    if not b:
+        break
+    got += b
+with open(sys.argv[5], "w") as f:
+    f.write(got.split(b"\r\n")[0].decode("latin-1") + "\n")
+open(sys.argv[4]).read()
+s.sendall(body)
+got = b""
+try:
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        got += b
+        head, _, rest = got.partition(b"\r\n\r\n")
+        if rest and len(rest) >= int(dict(l.split(b": ", 1) for l in head.split(b"\r\n")[1:]).get(b"Content-Length", b"0")):
+            break
+except OSError:
+    pass
+print(got.split(b"\r\n")[0].decode("latin-1") if got else "closed")
+print(got.partition(b"\r\n\r\n")[2].decode("latin-1"))
+EOF
+client=$!
+read -r cont <"$tmp/from-client"
+kill "$main_pid"
+i=0
+while [ $i -lt 600 ] && ! grep -q 'event=api_stopping' "$tmp/billingd-main.log"; do
+    i=$((i + 1))
+    sleep 0.05
+done
+echo go >"$tmp/to-client"
+wait $client
+case "$cont" in *" 100 "*) r=ok ;; *) r=fail ;; esac
+check "a request in flight: the server asked for its body (100 Continue)" $r "$cont"
+status=$(head -1 "$tmp/inflight")
+accepted=$(tail -n +2 "$tmp/inflight" | python3 -c "import json, sys; print(json.load(sys.stdin)['accepted'])" 2>/dev/null)
+[ "$status" = "HTTP/1.1 200 OK" ] && [ "$accepted" = 3 ] && r=ok || r=fail
+check "SIGTERM with a request in flight: it is answered in full" $r "$(cat "$tmp/inflight")"
 
 # SIGTERM: every billingd stops with status 0, and no sanitizer (a
 # --enable-sanitizers build) reported anything in its log.
