@@ -83,6 +83,9 @@ iso = lambda t: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 d["grants"].append({"id": "api-lab-a", "account": "lab-a", "amount": "10000.00",
                     "granted_at": iso(now - 7200), "expires_at": "2100-01-01T00:00:00Z",
                     "applies_to": ["usage"], "priority": 0})
+d["grants"].append({"id": "api-lab-a-small", "account": "lab-a", "amount": "0.50",
+                    "granted_at": iso(now - 7200), "expires_at": "2099-01-01T00:00:00Z",
+                    "applies_to": ["usage"], "priority": 0})
 json.dump(d, open(sys.argv[2], "w"))
 with open(sys.argv[3], "w") as f:
     f.write(json.dumps({"id": "now-1", "account": "lab-a", "resource": "i-now", "meter": "gpu",
@@ -326,13 +329,15 @@ else
     check "the balance equals billing account balance, figure for figure" fail \
         "$(tr '\n' ' ' <"$tmp/api.balance") vs $(tr '\n' ' ' <"$tmp/cli.balance")"
 fi
-expect_eq "the balance lists the grant valid now with what it has left" \
-    "$(jv '[(g["grant"], __import__("decimal").Decimal(g["remaining"]) == __import__("decimal").Decimal(d["credit_remaining"])) for g in d["grants"]]')" \
-    "[('api-lab-a', True)]"
+# The small grant expires first: it is spent first, wholly.
+expect_eq "the balance lists the grants valid now; what they have left adds up to the credit left" \
+    "$(jv 'sorted((g["grant"], g["remaining"]) for g in d["grants"])[1:], sum(__import__("decimal").Decimal(g["remaining"]) for g in d["grants"]) == __import__("decimal").Decimal(d["credit_remaining"])')" \
+    "([('api-lab-a-small', '0.00')], True)"
 expect_eq "the balance says when the credit runs out at the running event's burn" \
     "$(jv 'd["running_events"], d["exhausts_at"] is not None')" "(1, True)"
 api "grants" 200 GET /v1/accounts/lab-a/grants "$reader"
-expect_eq "grants: the account's two grants" "$(jv '[g["id"] for g in d["data"]]')" "['api-lab-a', 'trial-lab-a']"
+expect_eq "grants: the account's three grants" "$(jv '[g["id"] for g in d["data"]]')" \
+    "['api-lab-a', 'api-lab-a-small', 'trial-lab-a']"
 api "subscriptions" 200 GET /v1/accounts/lab-a/subscriptions "$admin"
 expect_eq "subscriptions: as loaded" "$(jv 'len(d["data"])')" \
     "$(sql "SELECT count(*) FROM billing.subscriptions WHERE account_id = 'lab-a'")"
