@@ -132,6 +132,8 @@ typedef struct req {
     size_t cap;
     int answered; /* a limit answered it while its body arrived */
     int too_large; /* the body went over api.body_max: the rest is read and dropped */
+    const char *method; /* libmicrohttpd's, valid for the request */
+    int64_t key;        /* the key's id once checked, else 0 */
 } req;
 
 static int64_t mono_ns(void)
@@ -163,6 +165,23 @@ static void count(bd_api *api, enum route r, unsigned status, int64_t start_ns)
     pthread_mutex_unlock(&api->lock);
 }
 
+/* The access log: one line per answer, the route's template (no account id), never the key's secret. */
+static void access_log(struct MHD_Connection *conn, const req *q, unsigned status)
+{
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    char client[INET6_ADDRSTRLEN] = "-";
+    const struct sockaddr *sa = info != NULL ? info->client_addr : NULL;
+
+    if (sa != NULL && sa->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, client,
+                  sizeof(client));
+    bd_log("info", "api_request",
+           "method=%s route=%s status=%u ms=%" PRId64 " key=%" PRId64 " client=%s",
+           bd_q(q->method != NULL ? q->method : "-"), bd_q(route_names[q->route]), status,
+           (mono_ns() - q->start_ns) / 1000000, q->key, client);
+}
+
 /* Queue @text (taken: freed by MHD) with @status and @type; NULL @text is out of memory. */
 static enum MHD_Result send_text(bd_api *api, struct MHD_Connection *conn, req *q,
                                  unsigned status, const char *type, char *text,
@@ -187,6 +206,7 @@ static enum MHD_Result send_text(bd_api *api, struct MHD_Connection *conn, req *
     ret = MHD_queue_response(conn, status, r);
     MHD_destroy_response(r);
     count(api, q->route, status, q->start_ns);
+    access_log(conn, q, status);
     q->answered = 1;
     return ret;
 }
@@ -1158,6 +1178,7 @@ static enum MHD_Result dispatch(bd_api *api, struct MHD_Connection *conn, req *q
                       "the API key is unknown, malformed or revoked");
         goto out;
     }
+    q->key = key.id;
     wait = bucket_take(api, key.id);
     if (wait > 0) {
         snprintf(retry, sizeof(retry), "%" PRId64, wait);
@@ -1321,6 +1342,7 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
         if (q == NULL)
             return MHD_NO;
         q->start_ns = mono_ns();
+        q->method = method;
         q->route = route_of(url, account, sizeof(account), &bad_account);
         *con_cls = q;
         watch_set(api, conn, 0);

@@ -376,6 +376,12 @@ api "JSON Lines with blank lines" 200 POST /v1/events "$writer" -H "Content-Type
 expect_eq "JSON Lines: lines of spaces, tabs and CR are skipped" "$(jv 'd["events"], d["results"][0]["reason_code"]')" \
     "(1, 'parse')"
 
+grep -qE 'event=api_request method=GET route=/v1/accounts/\{id\}/balance status=404 ms=[0-9]+ key=[1-9][0-9]* client=127\.0\.0\.1' \
+    "$tmp/billingd-main.log" && r=ok || r=fail
+check "the access log has a line per answer (method, route, status, ms, key, client)" $r
+grep -q "$(echo "$admin" | cut -d_ -f3)" "$tmp/billingd-main.log" && r=fail || r=ok
+check "the log never shows a key's secret" $r
+
 # ---- metrics -----------------------------------------------------------------
 curl -sS "http://127.0.0.1:$mport/metrics" >"$tmp/metrics" 2>&1
 for want in 'billingd_api_requests_total{route="/v1/events",status="200"}' \
