@@ -1014,7 +1014,6 @@ static unsigned parse_events(const char *type, const char *body, size_t len, int
             const char *nl = memchr(p, '\n', (size_t)(end - p));
             size_t l = nl != NULL ? (size_t)(nl - p) : (size_t)(end - p);
             char *text;
-
             size_t k;
 
             if (l > 0 && p[l - 1] == '\r')
@@ -1297,11 +1296,8 @@ static void *reap(void *arg)
     struct timespec until;
     watch *w;
     int64_t now;
-    size_t timeout = 0;
     int64_t tick_ms = api->request_ms / 4 > 0 ? api->request_ms / 4 : 1;
 
-    while (timeout < N_STATUSES && statuses[timeout] != 408)
-        timeout++;
     pthread_mutex_lock(&api->lock);
     while (!api->stopping) {
         now = mono_ns();
@@ -1311,7 +1307,6 @@ static void *reap(void *arg)
             /* The socket stays libmicrohttpd's: it sees the end and closes it. */
             shutdown(w->fd, SHUT_RDWR);
             w->since_ns = 0;
-            api->count[R_OTHER][timeout]++;
         }
         clock_gettime(CLOCK_REALTIME, &until);
         until.tv_nsec += (long)(tick_ms % 1000) * 1000000L;
