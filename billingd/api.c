@@ -18,8 +18,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "api.h"
 #include "apikeys.h"
@@ -100,7 +102,26 @@ struct bd_api {
     uint64_t count[N_ROUTES][N_STATUSES + 1];
     uint64_t dur[N_ROUTES][N_US + 1];
     int64_t dur_sum_us[N_ROUTES];
+    struct watch *watched; /* open connections (on_connection), under lock */
+    pthread_t reaper;      /* closes connections whose headers take over request_ms */
+    int reaping;
+    int stopping;
+    pthread_cond_t wake;
 };
+
+/*
+ * An open connection, watched from its start (or its last request's end)
+ * until its next request's headers are in: libmicrohttpd's own timeout is
+ * reset by every byte, so a client sending a header line now and then
+ * would hold the connection forever; the reaper closes it once
+ * api.request_ms has passed.
+ */
+typedef struct watch {
+    struct watch *next;
+    struct watch *prev;
+    int fd;
+    int64_t since_ns; /* 0 while a request is answered */
+} watch;
 
 /* One request being read: its start, route, body. */
 typedef struct req {
@@ -110,6 +131,9 @@ typedef struct req {
     size_t len;
     size_t cap;
     int answered; /* a limit answered it while its body arrived */
+    int too_large; /* the body went over api.body_max: the rest is read and dropped */
+    const char *method; /* libmicrohttpd's, valid for the request */
+    int64_t key;        /* the key's id once checked, else 0 */
 } req;
 
 static int64_t mono_ns(void)
@@ -141,6 +165,23 @@ static void count(bd_api *api, enum route r, unsigned status, int64_t start_ns)
     pthread_mutex_unlock(&api->lock);
 }
 
+/* The access log: one line per answer, the route's template (no account id), never the key's secret. */
+static void access_log(struct MHD_Connection *conn, const req *q, unsigned status)
+{
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    char client[INET6_ADDRSTRLEN] = "-";
+    const struct sockaddr *sa = info != NULL ? info->client_addr : NULL;
+
+    if (sa != NULL && sa->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, client,
+                  sizeof(client));
+    bd_log("info", "api_request",
+           "method=%s route=%s status=%u ms=%" PRId64 " key=%" PRId64 " client=%s",
+           bd_q(q->method != NULL ? q->method : "-"), bd_q(route_names[q->route]), status,
+           (mono_ns() - q->start_ns) / 1000000, q->key, client);
+}
+
 /* Queue @text (taken: freed by MHD) with @status and @type; NULL @text is out of memory. */
 static enum MHD_Result send_text(bd_api *api, struct MHD_Connection *conn, req *q,
                                  unsigned status, const char *type, char *text,
@@ -165,6 +206,7 @@ static enum MHD_Result send_text(bd_api *api, struct MHD_Connection *conn, req *
     ret = MHD_queue_response(conn, status, r);
     MHD_destroy_response(r);
     count(api, q->route, status, q->start_ns);
+    access_log(conn, q, status);
     q->answered = 1;
     return ret;
 }
@@ -216,10 +258,15 @@ static enum MHD_Result problem(bd_api *api, struct MHD_Connection *conn, req *q,
     va_list ap;
     json_t *o;
     char *text;
+    char *c;
 
     va_start(ap, fmt);
     vsnprintf(detail, sizeof(detail), fmt, ap);
     va_end(ap);
+    /* What the client sent (an account id, a header) may be any bytes: JSON needs UTF-8. */
+    for (c = detail; *c != '\0'; c++)
+        if ((unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e)
+            *c = '?';
     snprintf(type, sizeof(type), "urn:billing:problem:%s", slug);
     o = json_pack("{s:s, s:s, s:i, s:s}", "type", type, "title", title_of(status), "status",
                   (int)status, "detail", detail);
@@ -577,6 +624,7 @@ static int keep_running(void *arg, const char *account, const char *id, const ch
                         const char *quantity, const char *model, const char *region)
 {
     running *run = arg;
+    char msg[MSG_MAX];
     billing_event *ev;
     billing_event **grown;
 
@@ -595,7 +643,7 @@ static int keep_running(void *arg, const char *account, const char *id, const ch
     }
     ev = billing_event_new();
     if (ev == NULL || bs_event_set(ev, account, id, resource, meter, start, end, quantity, model,
-                                   region, NULL, 0) != BILLING_OK) {
+                                   region, msg, sizeof(msg)) != BILLING_OK) {
         billing_event_destroy(ev);
         return ev == NULL;
     }
@@ -792,6 +840,89 @@ static int batch_add(batch *b, int64_t key, char *text, const char *bad_code,
     return 0;
 }
 
+/* Add the protobuf message of @len bytes at @data. */
+static int batch_add_proto(batch *b, int64_t key, const unsigned char *data, size_t len)
+{
+    char *copy = malloc(len + 1);
+
+    if (copy == NULL)
+        return -1;
+    memcpy(copy, data, len);
+    copy[len] = '\0';
+    if (batch_add(b, key, copy, NULL, NULL) != 0)
+        return -1;
+    b->recs[b->n - 1].len = len;
+    b->recs[b->n - 1].format = BS_RECORD_PROTOBUF;
+    return 0;
+}
+
+/* A base-128 varint of at most 5 bytes at @p (@avail bytes): its bytes, or 0 if malformed. */
+static size_t varint(const unsigned char *p, size_t avail, uint64_t *v)
+{
+    size_t i;
+
+    *v = 0;
+    for (i = 0; i < avail && i < 5; i++) {
+        *v |= (uint64_t)(p[i] & 0x7f) << (7 * i);
+        if ((p[i] & 0x80) == 0)
+            return i + 1;
+    }
+    return 0;
+}
+
+/*
+ * Length-delimited billing.v1.UsageEvent messages (each preceded by its
+ * length as a varint, as Java's writeDelimitedTo and Go's protodelim
+ * write them) into records; 0, or an HTTP status with a message.
+ */
+static unsigned parse_proto(const unsigned char *body, size_t len, int64_t key, batch *b,
+                            char *msg, size_t msgsize)
+{
+    size_t n = 0;
+    size_t off;
+    size_t used;
+    uint64_t mlen;
+    int pass;
+
+    for (pass = 0; pass < 2; pass++) {
+        if (pass == 1) {
+            if (n > API_EVENTS_MAX) {
+                snprintf(msg, msgsize, "body: %zu events, at most %d per request", n,
+                         API_EVENTS_MAX);
+                return 413;
+            }
+            b->recs = calloc(n ? n : 1, sizeof(*b->recs));
+            b->texts = calloc(n ? n : 1, sizeof(*b->texts));
+            b->sources = calloc(n ? n : 1, sizeof(*b->sources));
+            if (b->recs == NULL || b->texts == NULL || b->sources == NULL) {
+                snprintf(msg, msgsize, "out of memory");
+                return 500;
+            }
+        }
+        for (off = 0; off < len; off += (size_t)mlen) {
+            used = varint(body + off, len - off, &mlen);
+            if (used == 0 || mlen > len - off - used) {
+                snprintf(msg, msgsize,
+                         "body: offset %zu: %s (length-delimited billing.v1.UsageEvent expected)",
+                         off, used == 0 ? "malformed length prefix" : "message past the end");
+                return 400;
+            }
+            off += used;
+            if (pass == 0)
+                n++;
+            else if (batch_add_proto(b, key, body + off, (size_t)mlen) != 0) {
+                snprintf(msg, msgsize, "out of memory");
+                return 500;
+            }
+        }
+    }
+    if (b->n == 0) {
+        snprintf(msg, msgsize, "body: no events");
+        return 400;
+    }
+    return 0;
+}
+
 /* Add JSON value @v (an event, or a CloudEvent when @ce). */
 static int batch_add_json(batch *b, int64_t key, json_t *v, int ce)
 {
@@ -834,10 +965,14 @@ static unsigned parse_events(const char *type, const char *body, size_t len, int
     } else if (strncmp(type, "application/x-ndjson", 20) == 0 ||
                strncmp(type, "application/jsonl", 17) == 0) {
         lines = 1;
+    } else if (strncmp(type, "application/x-protobuf", 22) == 0 ||
+               strncmp(type, "application/protobuf", 20) == 0) {
+        return parse_proto((const unsigned char *)body, len, key, b, msg, msgsize);
     } else if (strncmp(type, "application/json", 16) != 0) {
         snprintf(msg, msgsize,
                  "Content-Type '%.64s': expected application/json, application/x-ndjson, "
-                 "application/cloudevents+json or application/cloudevents-batch+json",
+                 "application/cloudevents+json, application/cloudevents-batch+json or "
+                 "application/x-protobuf",
                  type);
         return 415;
     }
@@ -879,10 +1014,14 @@ static unsigned parse_events(const char *type, const char *body, size_t len, int
             const char *nl = memchr(p, '\n', (size_t)(end - p));
             size_t l = nl != NULL ? (size_t)(nl - p) : (size_t)(end - p);
             char *text;
+            size_t k;
 
             if (l > 0 && p[l - 1] == '\r')
                 l--;
-            if (l > 0) {
+            /* Blank lines (spaces, tabs, CR only) carry nothing, as in `billing ingest`. */
+            for (k = 0; k < l && (p[k] == ' ' || p[k] == '\t' || p[k] == '\r'); k++)
+                ;
+            if (k < l) {
                 text = strndup(p, l);
                 if (text == NULL || batch_add(b, key, text, NULL, NULL) != 0)
                     goto nomem;
@@ -935,16 +1074,32 @@ static enum MHD_Result post_events(bd_api *api, struct MHD_Connection *conn, req
     }
     if (bound != NULL) {
         /* A bound key sends events of its account only: the others are rejected as invalid. */
-        for (i = 0; i < b.n; i++) {
-            json_t *ev = b.recs[i].reject_code == NULL ? json_loads(b.texts[i], 0, NULL) : NULL;
-            json_t *acc = json_object_get(ev, "account");
+        billing_event *pev = billing_event_new();
 
-            if (ev != NULL && json_is_string(acc) && strcmp(json_string_value(acc), bound) != 0) {
+        if (pev == NULL) {
+            batch_free(&b);
+            return MHD_NO;
+        }
+        for (i = 0; i < b.n; i++) {
+            int proto = b.recs[i].format == BS_RECORD_PROTOBUF;
+            json_t *ev = b.recs[i].reject_code == NULL && !proto
+                             ? json_loads(b.texts[i], 0, NULL)
+                             : NULL;
+            json_t *acc = json_object_get(ev, "account");
+            const char *account = json_is_string(acc) ? json_string_value(acc) : NULL;
+
+            /* A message that does not decode is rejected by the pipeline, with its reason. */
+            if (proto && b.recs[i].reject_code == NULL &&
+                billing_event_decode(pev, b.recs[i].data, b.recs[i].len, msg, sizeof(msg)) ==
+                    BILLING_OK)
+                account = billing_event_account(pev);
+            if (account != NULL && strcmp(account, bound) != 0) {
                 b.recs[i].reject_code = "invalid";
                 b.recs[i].reject_reason = "account: this key may send events of its own account only";
             }
             json_decref(ev);
         }
+        billing_event_destroy(pev);
     }
     res = calloc(b.n, sizeof(*res));
     if (res == NULL) {
@@ -1004,7 +1159,8 @@ static enum MHD_Result dispatch(bd_api *api, struct MHD_Connection *conn, req *q
     if ((q->route == R_EVENTS) != is_post || (!is_post && strcmp(method, "GET") != 0))
         return problem(api, conn, q, 405, "method", NULL, NULL, "%s is not allowed here",
                        method);
-    if (auth == NULL || strncmp(auth, "Bearer ", 7) != 0)
+    /* The scheme is case-insensitive (RFC 9110). */
+    if (auth == NULL || strncasecmp(auth, "Bearer ", 7) != 0)
         return problem(api, conn, q, 401, "unauthorized", NULL, NULL,
                        "an API key is needed: Authorization: Bearer <key>");
     s = slot_take(api);
@@ -1021,6 +1177,7 @@ static enum MHD_Result dispatch(bd_api *api, struct MHD_Connection *conn, req *q
                       "the API key is unknown, malformed or revoked");
         goto out;
     }
+    q->key = key.id;
     wait = bucket_take(api, key.id);
     if (wait > 0) {
         snprintf(retry, sizeof(retry), "%" PRId64, wait);
@@ -1077,6 +1234,90 @@ out:
     return ret;
 }
 
+/* Watch @conn from @since_ns on (0: not, while its request is answered). */
+static void watch_set(bd_api *api, struct MHD_Connection *conn, int64_t since_ns)
+{
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    watch *w = info != NULL ? info->socket_context : NULL;
+
+    if (w == NULL)
+        return;
+    pthread_mutex_lock(&api->lock);
+    w->since_ns = since_ns;
+    pthread_mutex_unlock(&api->lock);
+}
+
+/* MHD_OPTION_NOTIFY_CONNECTION: watch each connection from its start to its close. */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    bd_api *api = cls;
+    const union MHD_ConnectionInfo *info;
+    watch *w = *socket_context;
+
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        info = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        w = calloc(1, sizeof(*w));
+        if (w == NULL || info == NULL) {
+            free(w);
+            return;
+        }
+        w->fd = info->connect_fd;
+        w->since_ns = mono_ns();
+        pthread_mutex_lock(&api->lock);
+        w->next = api->watched;
+        if (w->next != NULL)
+            w->next->prev = w;
+        api->watched = w;
+        pthread_mutex_unlock(&api->lock);
+        *socket_context = w;
+        return;
+    }
+    if (w == NULL)
+        return;
+    /* Called before libmicrohttpd closes the socket: the reaper never sees a reused fd. */
+    pthread_mutex_lock(&api->lock);
+    if (w->prev != NULL)
+        w->prev->next = w->next;
+    else
+        api->watched = w->next;
+    if (w->next != NULL)
+        w->next->prev = w->prev;
+    pthread_mutex_unlock(&api->lock);
+    free(w);
+    *socket_context = NULL;
+}
+
+/* The reaper: shut down the connections waiting for headers over api.request_ms. */
+static void *reap(void *arg)
+{
+    bd_api *api = arg;
+    struct timespec until;
+    watch *w;
+    int64_t now;
+    int64_t tick_ms = api->request_ms / 4 > 0 ? api->request_ms / 4 : 1;
+
+    pthread_mutex_lock(&api->lock);
+    while (!api->stopping) {
+        now = mono_ns();
+        for (w = api->watched; w != NULL; w = w->next) {
+            if (w->since_ns == 0 || (now - w->since_ns) / 1000000 <= api->request_ms)
+                continue;
+            /* The socket stays libmicrohttpd's: it sees the end and closes it. */
+            shutdown(w->fd, SHUT_RDWR);
+            w->since_ns = 0;
+        }
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += (long)(tick_ms % 1000) * 1000000L;
+        until.tv_sec += (time_t)(tick_ms / 1000) + until.tv_nsec / 1000000000L;
+        until.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&api->wake, &api->lock, &until);
+    }
+    pthread_mutex_unlock(&api->lock);
+    return NULL;
+}
+
 static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char *url,
                               const char *method, const char *version, const char *upload,
                               size_t *upload_size, void **con_cls)
@@ -1096,8 +1337,10 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
         if (q == NULL)
             return MHD_NO;
         q->start_ns = mono_ns();
+        q->method = method;
         q->route = route_of(url, account, sizeof(account), &bad_account);
         *con_cls = q;
+        watch_set(api, conn, 0);
         cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
         if (cl != NULL && strtoull(cl, NULL, 10) > api->body_max)
             return problem(api, conn, q, 413, "too-large", "body", NULL,
@@ -1110,13 +1353,19 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
         *upload_size = 0;
         if (q->answered)
             return MHD_YES;
-        if ((mono_ns() - q->start_ns) / 1000000 > api->request_ms)
-            return problem(api, conn, q, 408, "timeout", NULL, NULL,
-                           "the request took over %" PRId64 " ms (api.request_ms)",
-                           api->request_ms);
-        if (q->len + n > api->body_max)
-            return problem(api, conn, q, 413, "too-large", "body", NULL,
-                           "the body is over %zu bytes (api.body_max)", api->body_max);
+        if ((mono_ns() - q->start_ns) / 1000000 > api->request_ms) {
+            /* No answer can be queued while a body arrives: the connection is closed. */
+            bd_log("warn", "api_request_timeout", "route=%s request_ms=%" PRId64,
+                   bd_q(route_names[q->route]), api->request_ms);
+            count(api, q->route, 408, q->start_ns);
+            q->answered = 1;
+            return MHD_NO;
+        }
+        if (q->too_large || q->len + n > api->body_max) {
+            /* Answered 413 once the body is in (no answer can be queued before). */
+            q->too_large = 1;
+            return MHD_YES;
+        }
         if (q->len + n + 1 > q->cap) {
             size_t cap = q->cap ? q->cap : 65536;
 
@@ -1135,6 +1384,9 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
     }
     if (q->answered)
         return MHD_YES;
+    if (q->too_large)
+        return problem(api, conn, q, 413, "too-large", "body", NULL,
+                       "the body is over %zu bytes (api.body_max)", api->body_max);
     if ((mono_ns() - q->start_ns) / 1000000 > api->request_ms)
         return problem(api, conn, q, 408, "timeout", NULL, NULL,
                        "the request took over %" PRId64 " ms (api.request_ms)", api->request_ms);
@@ -1152,9 +1404,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 {
     req *q = *con_cls;
 
-    (void)cls;
-    (void)conn;
     (void)toe;
+    watch_set(cls, conn, mono_ns());
     if (q != NULL) {
         free(q->body);
         free(q);
@@ -1218,7 +1469,8 @@ static char *read_file(const char *path)
 bd_api *bd_api_new(const bd_config *cfg)
 {
     struct sockaddr_in sa;
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | MHD_USE_ITC;
+    const union MHD_DaemonInfo *info;
     bd_api *api;
 
     if (parse_listen(cfg->api_listen, &sa) != 0) {
@@ -1234,6 +1486,7 @@ bd_api *bd_api_new(const bd_config *cfg)
         return NULL;
     pthread_mutex_init(&api->lock, NULL);
     pthread_cond_init(&api->freed, NULL);
+    pthread_cond_init(&api->wake, NULL);
     api->conninfo = strdup(bs_conninfo(cfg->db));
     api->book = cfg->book != NULL ? strdup(cfg->book) : NULL;
     api->body_max = (size_t)cfg->api_body_max;
@@ -1263,7 +1516,7 @@ bd_api *bd_api_new(const bd_config *cfg)
             (unsigned)API_CONNECTIONS, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
             (unsigned)cfg->api_connections_per_ip, MHD_OPTION_CONNECTION_TIMEOUT,
             (unsigned)((cfg->api_request_ms + 999) / 1000), MHD_OPTION_NOTIFY_COMPLETED,
-            on_completed, api, MHD_OPTION_END);
+            on_completed, api, MHD_OPTION_NOTIFY_CONNECTION, on_connection, api, MHD_OPTION_END);
     else
         api->http = MHD_start_daemon(
             flags, ntohs(sa.sin_port), NULL, NULL, answer, api, MHD_OPTION_EXTERNAL_LOGGER,
@@ -1272,16 +1525,58 @@ bd_api *bd_api_new(const bd_config *cfg)
             (unsigned)API_CONNECTIONS, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
             (unsigned)cfg->api_connections_per_ip, MHD_OPTION_CONNECTION_TIMEOUT,
             (unsigned)((cfg->api_request_ms + 999) / 1000), MHD_OPTION_NOTIFY_COMPLETED,
-            on_completed, api, MHD_OPTION_END);
+            on_completed, api, MHD_OPTION_NOTIFY_CONNECTION, on_connection, api, MHD_OPTION_END);
     if (api->http == NULL) {
         bd_log("error", "api_listen_failed", "listen=%s error=%s", bd_q(cfg->api_listen),
                bd_q(strerror(errno)));
         bd_api_free(api);
         return NULL;
     }
-    bd_log("info", "api_listening", "listen=%s tls=%d", bd_q(cfg->api_listen),
-           api->cert != NULL);
+    if (pthread_create(&api->reaper, NULL, reap, api) != 0) {
+        bd_log("error", "api_start_failed", "error=%s", bd_q("no reaper thread"));
+        bd_api_free(api);
+        return NULL;
+    }
+    api->reaping = 1;
+    /* With port 0 the system picks one: log the port bound, for the clients to find. */
+    info = MHD_get_daemon_info(api->http, MHD_DAEMON_INFO_BIND_PORT);
+    bd_log("info", "api_listening", "listen=%s port=%u tls=%d", bd_q(cfg->api_listen),
+           info != NULL ? (unsigned)info->port : (unsigned)ntohs(sa.sin_port), api->cert != NULL);
     return api;
+}
+
+/*
+ * Stop accepting, close the connections waiting for a request, and wait
+ * (at most api.request_ms) for the requests in flight to be answered;
+ * each connection is closed once its answer is sent.
+ */
+static void drain(bd_api *api)
+{
+    struct timespec tick = {0, 10 * 1000000L};
+    int64_t until = mono_ns() + api->request_ms * 1000000;
+    MHD_socket listen_fd = MHD_quiesce_daemon(api->http);
+    size_t busy;
+    watch *w;
+
+    if (listen_fd != MHD_INVALID_SOCKET)
+        close(listen_fd);
+    bd_log("info", "api_stopping", "request_ms=%" PRId64, api->request_ms);
+    for (;;) {
+        busy = 0;
+        pthread_mutex_lock(&api->lock);
+        for (w = api->watched; w != NULL; w = w->next) {
+            if (w->since_ns != 0) {
+                shutdown(w->fd, SHUT_RDWR);
+                w->since_ns = 0;
+            }
+            busy++;
+        }
+        pthread_mutex_unlock(&api->lock);
+        if (busy == 0 || mono_ns() > until)
+            break;
+        nanosleep(&tick, NULL);
+    }
+    bd_log("info", "api_stopped", "connections_left=%zu", busy);
 }
 
 void bd_api_free(bd_api *api)
@@ -1291,6 +1586,15 @@ void bd_api_free(bd_api *api)
     if (api == NULL)
         return;
     if (api->http != NULL)
+        drain(api);
+    if (api->reaping) {
+        pthread_mutex_lock(&api->lock);
+        api->stopping = 1;
+        pthread_cond_signal(&api->wake);
+        pthread_mutex_unlock(&api->lock);
+        pthread_join(api->reaper, NULL);
+    }
+    if (api->http != NULL)
         MHD_stop_daemon(api->http); /* joins its threads: requests in flight are answered */
     for (i = 0; i < API_THREADS; i++) {
         bs_ingest_free(api->slots[i].in);
@@ -1298,6 +1602,7 @@ void bd_api_free(bd_api *api)
         bs_close(api->slots[i].conn);
     }
     pthread_cond_destroy(&api->freed);
+    pthread_cond_destroy(&api->wake);
     pthread_mutex_destroy(&api->lock);
     free(api->conninfo);
     free(api->book);

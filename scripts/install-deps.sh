@@ -40,6 +40,7 @@ python3-yaml
 gnuplot-nox
 curl
 systemd
+openssl
 "
 # postgresql: the server binaries for scripts/pg.sh (its system cluster is
 #   never used). util-linux: runuser, setsid, flock. passwd: useradd.
@@ -51,7 +52,7 @@ systemd
 #   scripts/mutation.sh and the example's event generator.
 # libsodium-dev: the HTTP API's keys (random secrets, BLAKE2b hash).
 # python3-jsonschema, python3-yaml: tests/check-api.sh checks every
-#   answer against doc/openapi.yaml.
+#   answer against doc/openapi.yaml; openssl makes its TLS test certificate.
 # gnuplot-nox: scripts/demo.sh's pictures (PNG through its cairo
 #   terminal, no X); curl: the demo reads billingd's /metrics.
 # systemd: systemd-analyze, which rates billingd.service in the tests

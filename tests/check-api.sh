@@ -1,0 +1,621 @@
+#!/bin/sh
+# check-api.sh - billingd's HTTP API (issue 25) with a real client (curl)
+# against the real server in API-only mode and the private PostgreSQL
+# (BILLING_PG_CONNINFO, a database of its own; without it the test FAILS,
+# never skips). Every answer's status and body is checked against
+# doc/openapi.yaml (tests/openapi-check.py), and:
+#   - the example's events posted as JSON Lines, then again as a JSON
+#     array: the second time all "duplicate", nothing stored twice; a
+#     changed event with a used id is a "conflict" naming the id; an
+#     invalid event is "rejected" with the reason text `billing rejected
+#     list` shows;
+#   - CloudEvents single and batch, and length-delimited protobuf, are
+#     stored as the same events sent as JSON (id, time, subject, type, data
+#     mapped as documented);
+#   - the balance of an account with a grant equals, figure for figure,
+#     `billing account balance` (the same store, the same instant's month);
+#   - no key 401, a revoked or malformed key 401, a missing scope 403, a
+#     key bound to an account gets 404 for every other account, with the
+#     body an unknown account gets;
+#   - a body over api.body_max 413, a burst past api.rate 429 with
+#     Retry-After, headers sent slowly past api.request_ms: closed (or
+#     408); a wrong method 405, a wrong media type 415;
+#   - TLS (a certificate openssl makes): HTTPS answers, plain HTTP not;
+#   - /metrics counts the requests by route and status;
+#   - SIGTERM with a request in flight (headers in, body not yet sent):
+#     answered in full; every billingd exits 0; no sanitizer report.
+# billingd's readiness is its log line (event=api_listening port=N, with
+# api.listen on port 0), polled in a bounded loop. Prints a Check-style
+# summary line.
+set -u
+builddir=$(cd "${top_builddir:-..}" && pwd) || exit 99
+srcdir=$(cd "${top_srcdir:-..}" && pwd) || exit 99
+billing="${BILLING_TEST_WRAP:-} $builddir/billing/billing"
+billingd="$builddir/billingd/billingd"
+ex="$srcdir/examples/gpu-cloud"
+spec="$srcdir/doc/openapi.yaml"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/billing-api.XXXXXX") || exit 99
+db="billing_api_$$"
+pids=""
+
+. "$srcdir/tests/checklib.sh"
+
+if [ -z "${BILLING_PG_CONNINFO:-}" ]; then
+    check "BILLING_PG_CONNINFO is set (scripts/services.sh start && . var/services.env)" fail
+    finish
+fi
+if ! command -v curl >/dev/null || ! python3 -c "import jsonschema, yaml" 2>/dev/null; then
+    check "curl, python3-jsonschema and python3-yaml are installed (scripts/install-deps.sh)" fail
+    finish
+fi
+base=$BILLING_PG_CONNINFO
+cleanup() {
+    if [ "$failures" -gt 0 ]; then
+        for f in "$tmp"/billingd-*.log; do
+            [ -f "$f" ] && echo "---- $(basename "$f") (last lines)" && tail -40 "$f"
+        done
+    fi
+    for p in $pids; do
+        kill "$p" 2>/dev/null
+    done
+    for p in $pids; do
+        wait "$p" 2>/dev/null
+    done
+    psql "$base dbname=postgres" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 99' INT TERM
+psql "$base dbname=postgres" -qc "CREATE DATABASE $db" >/dev/null || exit 99
+BILLING_PG_CONNINFO="$base dbname=$db"
+export BILLING_PG_CONNINFO
+sql() {
+    psql "$BILLING_PG_CONNINFO" -XAtc "$1"
+}
+
+# The example's accounts with one more grant for lab-a, valid now, and
+# usage of lab-a now: a balance with credit left and a burn.
+python3 - "$ex/accounts.json" "$tmp/accounts.json" "$tmp/now.jsonl" <<'EOF' || exit 99
+import json, sys, time
+d = json.load(open(sys.argv[1]))
+now = int(time.time()) // 3600 * 3600
+iso = lambda t: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+d["grants"].append({"id": "api-lab-a", "account": "lab-a", "amount": "10000.00",
+                    "granted_at": iso(now - 7200), "expires_at": "2100-01-01T00:00:00Z",
+                    "applies_to": ["usage"], "priority": 0})
+d["grants"].append({"id": "api-lab-a-small", "account": "lab-a", "amount": "0.50",
+                    "granted_at": iso(now - 7200), "expires_at": "2099-01-01T00:00:00Z",
+                    "applies_to": ["usage"], "priority": 0})
+json.dump(d, open(sys.argv[2], "w"))
+with open(sys.argv[3], "w") as f:
+    f.write(json.dumps({"id": "now-1", "account": "lab-a", "resource": "i-now", "meter": "gpu",
+                        "start": iso(now - 3600), "end": iso(now + 3600), "quantity": "1",
+                        "model": "RTX4090", "region": "cn-east-1"}) + "\n")
+EOF
+$billing db migrate >/dev/null || exit 99
+$billing load --pricebook "$ex/pricebook.json" --accounts "$tmp/accounts.json" >/dev/null || exit 99
+
+key_of() {
+    $billing apikey create "$@" 2>"$tmp/err" || {
+        cat "$tmp/err" >&2
+        exit 99
+    }
+}
+admin=$(key_of --scope admin --label "check-api admin")
+writer=$(key_of --scope events:write)
+reader=$(key_of --scope accounts:read --account lab-a)
+console=$(key_of --scope events:write --account lab-a)
+spare=$(key_of --scope admin --label "a bucket of its own")
+gone=$(key_of --scope admin)
+gone_id=$(echo "$gone" | cut -d_ -f2)
+$billing apikey revoke "$gone_id" >/dev/null || exit 99
+
+# start NAME SETTING...: billingd in API-only mode on a port the system
+# picks; sets $url. Waits (bounded) for its api_listening line.
+start() {
+    name=$1
+    shift
+    log="$tmp/billingd-$name.log"
+    : >"$log"
+    # shellcheck disable=SC2086
+    ${BILLING_TEST_WRAP:-} "$billingd" --set "db=$BILLING_PG_CONNINFO" --set api.listen=127.0.0.1:0 \
+        "$@" 2>"$log" &
+    pid=$!
+    pids="$pids $pid"
+    port=""
+    i=0
+    while [ $i -lt 600 ] && [ -z "$port" ]; do
+        port=$(sed -n 's/.*event=api_listening .*port=\([0-9][0-9]*\).*/\1/p' "$log")
+        if [ -z "$port" ]; then
+            kill -0 "$pid" 2>/dev/null || break
+            i=$((i + 1))
+            sleep 0.05
+        fi
+    done
+    if [ -z "$port" ]; then
+        check "billingd ($name) serves the API" fail "$(tail -5 "$log")"
+        finish
+    fi
+    url="http://127.0.0.1:$port"
+}
+
+# api NAME STATUS METHOD PATH KEY [CURL-ARGS...]: one request; the answer
+# (in $tmp/hdr, $tmp/body) has STATUS and matches doc/openapi.yaml.
+api() {
+    name=$1
+    want=$2
+    method=$3
+    path=$4
+    key=$5
+    shift 5
+    if [ -n "$key" ]; then
+        set -- -H "Authorization: Bearer $key" "$@"
+    fi
+    curl -sS -X "$method" -D "$tmp/hdr" -o "$tmp/body" "$@" "$url$path" 2>"$tmp/err"
+    got=$(sed -n 's/^HTTP\/[0-9.]* \([0-9]*\).*/\1/p' "$tmp/hdr" | tail -1)
+    if [ "$got" != "$want" ]; then
+        check "$name: $method $path is $want" fail "got '$got': $(head -c 400 "$tmp/body") $(cat "$tmp/err")"
+    elif ! python3 "$srcdir/tests/openapi-check.py" "$spec" "$method" "$path" "$tmp/hdr" \
+        "$tmp/body" 2>"$tmp/err"; then
+        check "$name: $method $path is $want" fail "not as doc/openapi.yaml says: $(cat "$tmp/err")"
+    else
+        check "$name: $method $path is $want, as doc/openapi.yaml says" ok
+    fi
+}
+
+# jv EXPR: EXPR (Python, over the JSON body as d) printed.
+jv() {
+    python3 -c "import json, sys; d = json.load(open(sys.argv[1])); r = ($1); print(r)" "$tmp/body"
+}
+
+# expect_eq NAME GOT WANT
+expect_eq() {
+    if [ "$2" = "$3" ]; then
+        check "$1" ok
+    else
+        check "$1" fail "got '$2', want '$3'"
+    fi
+}
+
+# /metrics (http.listen) logs no port it was given: a free one, found by binding port 0.
+mport=$(python3 -c "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+# The description itself: every schema valid JSON Schema, every $ref found,
+# and every route billingd/api.c serves (route_names) described in
+# doc/openapi*.yaml.
+python3 - "$srcdir/billingd/api.c" "$srcdir"/doc/openapi*.yaml >"$tmp/lint" 2>&1 <<'EOF'
+import re, sys
+import jsonschema, yaml
+bad = []
+paths = set()
+for f in sys.argv[2:]:
+    doc = yaml.safe_load(open(f))
+    paths |= set(doc.get("paths", {}))
+    for name, s in doc.get("components", {}).get("schemas", {}).items():
+        try:
+            jsonschema.Draft202012Validator.check_schema(s)
+        except jsonschema.SchemaError as e:
+            bad.append("%s: schema %s: %s" % (f, name, e.message))
+    def walk(node):
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str):
+                try:
+                    t = doc
+                    for part in ref[2:].split("/"):
+                        t = t[part]
+                except (KeyError, TypeError):
+                    bad.append("%s: $ref %s not found" % (f, ref))
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+    walk(doc)
+src = open(sys.argv[1]).read()
+names = re.search(r"route_names\[N_ROUTES\] = \{(.*?)\};", src, re.S).group(1)
+for route in re.findall(r'"(/[^"]*)"', names):
+    if route not in paths:
+        bad.append("billingd/api.c serves %s, which no doc/openapi*.yaml describes" % route)
+print("\n".join(bad))
+sys.exit(1 if bad else 0)
+EOF
+[ $? -eq 0 ] && r=ok || r=fail
+check "doc/openapi.yaml: valid schemas, every \$ref found, every route of api.c described" $r "$(cat "$tmp/lint")"
+
+start main --set "http.listen=127.0.0.1:$mport"
+main_url=$url
+main_pid=$pid
+
+# ---- events ----------------------------------------------------------------
+# The example repeats 2 of its events (a retried send): 2 duplicates.
+lines=$(grep -c . "$ex/events.jsonl")
+ids=$(python3 -c "import json, sys; print(len({json.loads(l)['id'] for l in open(sys.argv[1]) if l.strip()}))" \
+    "$ex/events.jsonl")
+api "JSON Lines" 200 POST /v1/events "$writer" -H "Content-Type: application/x-ndjson" \
+    --data-binary "@$ex/events.jsonl"
+expect_eq "JSON Lines: every event accepted once" \
+    "$(jv 'd["events"], d["accepted"], d["duplicates"], d["rejected"], len(d["results"])')" \
+    "($lines, $ids, $((lines - ids)), 0, $lines)"
+stored=$(sql "SELECT count(*) FROM billing.usage_events")
+expect_eq "JSON Lines: one stored row per event id" "$stored" "$ids"
+python3 -c "import json, sys; print(json.dumps([json.loads(l) for l in open(sys.argv[1]) if l.strip()]))" \
+    "$ex/events.jsonl" >"$tmp/events.json"
+api "the same events as a JSON array" 200 POST /v1/events "$writer" \
+    -H "Content-Type: application/json" --data-binary "@$tmp/events.json"
+expect_eq "the same events again: every one a duplicate" \
+    "$(jv '(d["accepted"], d["duplicates"], sorted(set(r["status"] for r in d["results"])))')" \
+    "(0, $lines, ['duplicate'])"
+expect_eq "the same events again: nothing stored twice" "$(sql "SELECT count(*) FROM billing.usage_events")" "$ids"
+python3 -c "import json, sys; e = json.loads(open(sys.argv[1]).readline()); e['quantity'] = '999'; print(json.dumps([e]))" \
+    "$ex/events.jsonl" >"$tmp/changed.json"
+first_id=$(python3 -c "import json, sys; print(json.loads(open(sys.argv[1]).readline())['id'])" "$ex/events.jsonl")
+api "a changed event with a used id" 200 POST /v1/events "$writer" -H "Content-Type: application/json" \
+    --data-binary "@$tmp/changed.json"
+expect_eq "a changed event with a used id is a conflict naming the id" \
+    "$(jv 'd["results"][0]["status"], d["results"][0]["id"]')" "('conflict', '$first_id')"
+printf '[{"id":"bad-1","account":"lab-a","resource":"i-1","meter":"nosuch","start":"2026-01-05T10:00:00Z","end":"2026-01-05T11:00:00Z","quantity":"1"}]' >"$tmp/bad.json"
+api "an invalid event" 200 POST /v1/events "$writer" -H "Content-Type: application/json" \
+    --data-binary "@$tmp/bad.json"
+expect_eq "an invalid event is rejected" "$(jv 'd["results"][0]["status"], d["rejected"]')" "('rejected', 1)"
+reason=$(jv 'd["results"][0]["reason"]')
+$billing rejected list >"$tmp/rejected" 2>&1
+if [ -n "$reason" ] && grep -F -- "bad-1" "$tmp/rejected" | grep -qF -- "$reason"; then
+    check "the rejection's reason is the text billing rejected list shows" ok
+else
+    check "the rejection's reason is the text billing rejected list shows" fail \
+        "'$reason' vs $(cat "$tmp/rejected")"
+fi
+sed 's/"account":"lab-a"/"account":"team-c"/; s/"meter":"nosuch"/"meter":"gpu"/; s/bad-1/other-1/' \
+    "$tmp/bad.json" >"$tmp/other.json"
+api "an event of another account from a bound key" 200 POST /v1/events "$console" \
+    -H "Content-Type: application/json" --data-binary "@$tmp/other.json"
+expect_eq "an event of another account from a bound key is rejected, and not stored" \
+    "$(jv 'd["results"][0]["status"], d["results"][0]["reason"]')/$(sql "SELECT count(*) FROM billing.usage_events WHERE event_id = 'other-1'")" \
+    "('rejected', 'account: this key may send events of its own account only')/0"
+python3 -c "import sys; sys.stdout.write('[' + ','.join(['{}'] * 10001) + ']')" >"$tmp/many.json"
+api "10001 events in one request" 413 POST /v1/events "$writer" -H "Content-Type: application/json" \
+    --data-binary "@$tmp/many.json"
+
+# CloudEvents: the same events as JSON, single and batch.
+cat >"$tmp/ce.json" <<'EOF'
+{"specversion":"1.0","id":"ce-1","source":"check-api","type":"gpu","subject":"team-c","time":"2026-01-05T10:00:00Z","datacontenttype":"application/json","data":{"resource":"i-ce","end":"2026-01-05T12:00:00Z","quantity":"8","model":"RTX4090","region":"cn-east-1"}}
+EOF
+cat >"$tmp/ce-batch.json" <<'EOF'
+[{"specversion":"1.0","id":"ce-2","source":"check-api","type":"gpu","subject":"team-c","time":"2026-01-06T10:00:00Z","data":{"resource":"i-ce","end":"2026-01-06T10:30:00Z","quantity":"2.5","model":"A100-80G","region":"cn-east-1"}},
+ {"specversion":"1.0","id":"ce-3","source":"check-api","type":"storage","subject":"team-c","time":"2026-01-07T00:00:00Z","data":{"resource":"d-ce","end":"2026-01-08T00:00:00Z","quantity":"100","region":"cn-east-1"}}]
+EOF
+cat >"$tmp/js.json" <<'EOF'
+[{"id":"js-1","account":"team-c","resource":"i-ce","meter":"gpu","start":"2026-01-05T10:00:00Z","end":"2026-01-05T12:00:00Z","quantity":"8","model":"RTX4090","region":"cn-east-1"},
+ {"id":"js-2","account":"team-c","resource":"i-ce","meter":"gpu","start":"2026-01-06T10:00:00Z","end":"2026-01-06T10:30:00Z","quantity":"2.5","model":"A100-80G","region":"cn-east-1"},
+ {"id":"js-3","account":"team-c","resource":"d-ce","meter":"storage","start":"2026-01-07T00:00:00Z","end":"2026-01-08T00:00:00Z","quantity":"100","region":"cn-east-1"}]
+EOF
+api "a CloudEvent" 200 POST /v1/events "$writer" -H "Content-Type: application/cloudevents+json" \
+    --data-binary "@$tmp/ce.json"
+expect_eq "a CloudEvent is accepted under its id" "$(jv 'd["accepted"], d["results"][0]["id"]')" "(1, 'ce-1')"
+api "a CloudEvents batch" 200 POST /v1/events "$writer" \
+    -H "Content-Type: application/cloudevents-batch+json" --data-binary "@$tmp/ce-batch.json"
+expect_eq "a CloudEvents batch is accepted" "$(jv 'd["accepted"], [r["id"] for r in d["results"]]')" \
+    "(2, ['ce-2', 'ce-3'])"
+api "the same events as JSON" 200 POST /v1/events "$admin" -H "Content-Type: application/json" \
+    --data-binary "@$tmp/js.json"
+rows="SELECT account_id, resource_id, meter, start_time, start_nanos, end_time, end_nanos, quantity, model, region FROM billing.usage_events"
+sql "$rows WHERE event_id LIKE 'ce-%' ORDER BY event_id" >"$tmp/ce.rows"
+sql "$rows WHERE event_id LIKE 'js-%' ORDER BY event_id" >"$tmp/js.rows"
+if [ "$(wc -l <"$tmp/ce.rows")" -eq 3 ] && cmp -s "$tmp/ce.rows" "$tmp/js.rows"; then
+    check "CloudEvents are stored as the same events sent as JSON" ok
+else
+    check "CloudEvents are stored as the same events sent as JSON" fail "$(cat "$tmp/ce.rows") vs $(cat "$tmp/js.rows")"
+fi
+# Length-delimited protobuf (billing.v1.UsageEvent, proto/billing/v1), the
+# same events again under other ids.
+python3 - "$tmp/js.json" "$tmp/events.pb" "$tmp/truncated.pb" <<'EOF' || exit 99
+import calendar, json, sys, time
+def varint(n):
+    out = b""
+    while True:
+        b, n = n & 0x7F, n >> 7
+        out += bytes([b | (0x80 if n else 0)])
+        if not n:
+            return out
+def text(num, s):
+    data = s.encode()
+    return varint(num << 3 | 2) + varint(len(data)) + data
+def stamp(num, s):
+    inner = varint(1 << 3) + varint(calendar.timegm(time.strptime(s, "%Y-%m-%dT%H:%M:%SZ")))
+    return varint(num << 3 | 2) + varint(len(inner)) + inner
+meters = {"gpu": 1, "gpuless": 2, "storage": 3, "traffic": 4}
+body = b""
+for e in json.load(open(sys.argv[1])):
+    m = (text(1, e["id"].replace("js-", "pb-")) + text(2, e["account"]) + text(3, e["resource"])
+         + varint(4 << 3) + varint(meters[e["meter"]]) + stamp(5, e["start"]) + stamp(6, e["end"])
+         + text(7, e["quantity"]) + (text(8, e["model"]) if e.get("model") else b"")
+         + text(9, e["region"]))
+    body += varint(len(m)) + m
+open(sys.argv[2], "wb").write(body)
+open(sys.argv[3], "wb").write(body[:-3])
+EOF
+api "protobuf, length-delimited" 200 POST /v1/events "$writer" -H "Content-Type: application/x-protobuf" \
+    --data-binary "@$tmp/events.pb"
+expect_eq "protobuf: every message accepted under its id" \
+    "$(jv 'd["accepted"], [r["id"] for r in d["results"]]')" "(3, ['pb-1', 'pb-2', 'pb-3'])"
+sql "$rows WHERE event_id LIKE 'pb-%' ORDER BY event_id" >"$tmp/pb.rows"
+cmp -s "$tmp/pb.rows" "$tmp/js.rows" && r=ok || r=fail
+check "protobuf events are stored as the same events sent as JSON" $r "$(cat "$tmp/pb.rows")"
+api "the same protobuf again" 200 POST /v1/events "$writer" -H "Content-Type: application/x-protobuf" \
+    --data-binary "@$tmp/events.pb"
+expect_eq "the same protobuf again: duplicates" "$(jv 'd["accepted"], d["duplicates"]')" "(0, 3)"
+api "protobuf cut short" 400 POST /v1/events "$writer" -H "Content-Type: application/x-protobuf" \
+    --data-binary "@$tmp/truncated.pb"
+api "protobuf of another account from a bound key" 200 POST /v1/events "$console" \
+    -H "Content-Type: application/x-protobuf" --data-binary "@$tmp/events.pb"
+expect_eq "protobuf of another account from a bound key: rejected" \
+    "$(jv 'sorted(set(r["status"] + ": " + r.get("reason", "") for r in d["results"]))')" \
+    "['rejected: account: this key may send events of its own account only']"
+api "a CloudEvent of another specversion" 200 POST /v1/events "$writer" \
+    -H "Content-Type: application/cloudevents+json" --data-binary '{"specversion":"0.3","id":"x"}'
+expect_eq "a CloudEvent of another specversion is rejected" "$(jv 'd["results"][0]["status"]')" rejected
+api "a body that is not JSON" 400 POST /v1/events "$writer" -H "Content-Type: application/json" \
+    --data-binary '[{"id":'
+api "an unknown media type" 415 POST /v1/events "$writer" -H "Content-Type: text/plain" \
+    --data-binary 'x'
+
+# ---- balance ---------------------------------------------------------------
+api "usage now" 200 POST /v1/events "$writer" -H "Content-Type: application/x-ndjson" \
+    --data-binary "@$tmp/now.jsonl"
+api "balance" 200 GET /v1/accounts/lab-a/balance "$reader"
+jv '"\n".join("%s=%s" % (k, d[k]) for k in ("account", "credit_remaining", "month", "subtotal", "credits", "tax", "total", "currency", "account_credit", "account_credit_left"))' >"$tmp/api.balance"
+$billing account balance lab-a | grep -v '^at=' >"$tmp/cli.balance"
+if cmp -s "$tmp/api.balance" "$tmp/cli.balance" && grep -q '^subtotal=[1-9]' "$tmp/cli.balance" &&
+    grep -q '^credit_remaining=99[0-9][0-9]\.' "$tmp/cli.balance"; then
+    check "the balance equals billing account balance, figure for figure" ok
+else
+    check "the balance equals billing account balance, figure for figure" fail \
+        "$(tr '\n' ' ' <"$tmp/api.balance") vs $(tr '\n' ' ' <"$tmp/cli.balance")"
+fi
+# The small grant expires first: it is spent first, wholly.
+expect_eq "the balance lists the grants valid now; what they have left adds up to the credit left" \
+    "$(jv 'sorted((g["grant"], g["remaining"]) for g in d["grants"])[1:], sum(__import__("decimal").Decimal(g["remaining"]) for g in d["grants"]) == __import__("decimal").Decimal(d["credit_remaining"])')" \
+    "([('api-lab-a-small', '0.00')], True)"
+expect_eq "the balance says when the credit runs out at the running event's burn" \
+    "$(jv 'd["running_events"], d["exhausts_at"] is not None')" "(1, True)"
+api "grants" 200 GET /v1/accounts/lab-a/grants "$reader"
+expect_eq "grants: the account's three grants" "$(jv '[g["id"] for g in d["data"]]')" \
+    "['api-lab-a', 'api-lab-a-small', 'trial-lab-a']"
+api "subscriptions" 200 GET /v1/accounts/lab-a/subscriptions "$admin"
+expect_eq "subscriptions: as loaded" "$(jv 'len(d["data"])')" \
+    "$(sql "SELECT count(*) FROM billing.subscriptions WHERE account_id = 'lab-a'")"
+api "price books" 200 GET /v1/price-books "$admin"
+api "plans" 200 GET /v1/plans "$admin"
+
+# ---- keys and scopes ---------------------------------------------------------
+api "no key" 401 GET /v1/accounts/lab-a/balance ""
+grep -qi '^WWW-Authenticate: Bearer' "$tmp/hdr" && r=ok || r=fail
+check "no key: WWW-Authenticate says Bearer" $r
+api "a revoked key" 401 GET /v1/accounts/lab-a/balance "$gone"
+api "a malformed key" 401 GET /v1/accounts/lab-a/balance "bk_1_nope"
+api "a key without accounts:read" 403 GET /v1/accounts/lab-a/balance "$writer"
+api "a key without events:write" 403 POST /v1/events "$reader" -H "Content-Type: application/json" \
+    --data-binary "@$tmp/js.json"
+api "a bound key on the catalog" 403 GET /v1/plans "$reader"
+for route in balance grants subscriptions; do
+    api "a bound key on another account's $route" 404 GET "/v1/accounts/team-c/$route" "$reader"
+    sed 's/team-c/ACCOUNT/g' "$tmp/body" >"$tmp/other"
+    api "an unknown account's $route" 404 GET "/v1/accounts/nosuch/$route" "$admin"
+    sed 's/nosuch/ACCOUNT/g' "$tmp/body" >"$tmp/unknown"
+    cmp -s "$tmp/other" "$tmp/unknown" && r=ok || r=fail
+    check "another account's $route answers as an unknown account" $r "$(cat "$tmp/other") vs $(cat "$tmp/unknown")"
+done
+api "a wrong method" 405 DELETE /v1/plans "$admin"
+api "GET on events" 405 GET /v1/events "$admin"
+api "an unknown route" 404 GET /v1/nosuch "$admin"
+api "an account id that is not UTF-8" 404 GET "/v1/accounts/%FF/balance" "$admin"
+api "a Content-Type that is not UTF-8" 415 POST /v1/events "$writer" \
+    -H "$(printf 'Content-Type: text/\377')" --data-binary x
+api "the scheme bearer in lower case" 200 GET /v1/accounts/lab-a/grants "" \
+    -H "Authorization: bearer $reader"
+printf '\n  \n\t\r\n{"id":\n' >"$tmp/blank.jsonl"
+api "JSON Lines with blank lines" 200 POST /v1/events "$writer" -H "Content-Type: application/x-ndjson" \
+    --data-binary "@$tmp/blank.jsonl"
+expect_eq "JSON Lines: lines of spaces, tabs and CR are skipped" "$(jv 'd["events"], d["results"][0]["reason_code"]')" \
+    "(1, 'parse')"
+
+grep -qE 'event=api_request method=GET route=/v1/accounts/\{id\}/balance status=404 ms=[0-9]+ key=[1-9][0-9]* client=127\.0\.0\.1' \
+    "$tmp/billingd-main.log" && r=ok || r=fail
+check "the access log has a line per answer (method, route, status, ms, key, client)" $r
+grep -q "$(echo "$admin" | cut -d_ -f3)" "$tmp/billingd-main.log" && r=fail || r=ok
+check "the log never shows a key's secret" $r
+
+# ---- metrics -----------------------------------------------------------------
+curl -sS "http://127.0.0.1:$mport/metrics" >"$tmp/metrics" 2>&1
+for want in 'billingd_api_requests_total{route="/v1/events",status="200"}' \
+    'billingd_api_requests_total{route="/v1/accounts/{id}/balance",status="401"}' \
+    'billingd_api_requests_total{route="/v1/plans",status="403"}' \
+    'billingd_api_request_duration_seconds_count{route="/v1/accounts/{id}/balance"}'; do
+    grep -qF "$want" "$tmp/metrics" && r=ok || r=fail
+    check "/metrics has $want" $r
+done
+
+# ---- TLS (api.tls_cert, api.tls_key) --------------------------------------------
+if openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 \
+    -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 -keyout "$tmp/tls.key" \
+    -out "$tmp/tls.crt" >/dev/null 2>&1; then
+    start tls --set http.listen= --set "api.tls_cert=$tmp/tls.crt" --set "api.tls_key=$tmp/tls.key"
+    grep -q 'event=api_listening .*tls=1' "$tmp/billingd-tls.log" && r=ok || r=fail
+    check "TLS: billingd says it serves TLS" $r
+    url="https://${url#http://}"
+    api "TLS" 200 GET /v1/plans "$admin" --cacert "$tmp/tls.crt"
+    code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $admin" \
+        "http://${url#https://}/v1/plans")
+    [ "$code" != 200 ] && r=ok || r=fail
+    check "TLS: plain HTTP is not answered ($code)" $r
+else
+    check "openssl makes a test certificate" fail
+fi
+
+# ---- limits --------------------------------------------------------------------
+start limits --set http.listen= --set api.body_max=1024 --set api.rate=3 --set api.request_ms=1000 \
+    --set api.connections_per_ip=2
+python3 -c "import sys; sys.stdout.write('[' + ','.join(['{}'] * 600) + ']')" >"$tmp/big.json"
+api "a body over api.body_max" 413 POST /v1/events "$writer" -H "Content-Type: application/json" \
+    --data-binary "@$tmp/big.json"
+api "a chunked body over api.body_max" 413 POST /v1/events "$writer" -H "Content-Type: application/json" \
+    -H "Transfer-Encoding: chunked" --data-binary "@$tmp/big.json"
+# A burst of requests on one connection past api.rate (3 a second).
+python3 - "$url" "$admin" "$tmp/hdr" "$tmp/body" <<'EOF'
+import http.client, sys, urllib.parse
+u = urllib.parse.urlsplit(sys.argv[1])
+c = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+for i in range(20):
+    c.request("GET", "/v1/plans", headers={"Authorization": "Bearer " + sys.argv[2]})
+    r = c.getresponse()
+    body = r.read()
+    if r.status == 429:
+        with open(sys.argv[3], "w") as f:
+            f.write("HTTP/1.1 %d %s\r\n" % (r.status, r.reason))
+            for k, v in r.getheaders():
+                f.write("%s: %s\r\n" % (k, v))
+            f.write("\r\n")
+        open(sys.argv[4], "wb").write(body)
+        sys.exit(0)
+sys.exit(1)
+EOF
+if [ $? -eq 0 ] && python3 "$srcdir/tests/openapi-check.py" "$spec" GET /v1/plans "$tmp/hdr" "$tmp/body" 2>"$tmp/err"; then
+    check "a burst past api.rate: 429 with Retry-After, as doc/openapi.yaml says" ok
+else
+    check "a burst past api.rate: 429 with Retry-After, as doc/openapi.yaml says" fail "$(cat "$tmp/err")"
+fi
+# api.connections_per_ip (2): a third connection at once is closed unanswered
+# (a key whose bucket the burst did not empty).
+third=$(python3 - "$url" "$spare" <<'EOF'
+import socket, sys, urllib.parse
+u = urllib.parse.urlsplit(sys.argv[1])
+req = ("GET /v1/plans HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n" % sys.argv[2]).encode()
+socks = [socket.create_connection((u.hostname, u.port), timeout=5) for _ in range(3)]
+out = []
+for s in socks:
+    try:
+        s.sendall(req)
+        got = s.recv(12)
+        out.append(got[9:12].decode() if got else "closed")
+    except OSError:
+        out.append("closed")
+print(" ".join(out))
+EOF
+)
+expect_eq "api.connections_per_ip: the third connection at once is closed" "$third" "200 200 closed"
+# Headers sent slowly, one line every 0.2 s: api.request_ms (1 s) bounds
+# the whole request, not the time between two lines.
+slow=$(python3 - "$url" "$tmp/hdr" "$tmp/body" <<'EOF'
+import socket, sys, time, urllib.parse
+u = urllib.parse.urlsplit(sys.argv[1])
+s = socket.create_connection((u.hostname, u.port), timeout=10)
+start = time.monotonic()
+s.sendall(b"GET /v1/plans HTTP/1.1\r\nHost: x\r\n")
+got = b""
+try:
+    for i in range(50):
+        s.sendall(b"X-Slow-%d: x\r\n" % i)
+        time.sleep(0.2)
+except OSError:
+    pass
+s.settimeout(3)
+try:
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        got += b
+except OSError:
+    pass
+took = time.monotonic() - start
+head, _, body = got.partition(b"\r\n\r\n")
+open(sys.argv[2], "wb").write(head + b"\r\n\r\n")
+open(sys.argv[3], "wb").write(body)
+print("%.1f %s" % (took, head.split(b"\r\n")[0].decode("latin-1") if head else "closed"))
+EOF
+)
+took=${slow%% *}
+case "$slow" in
+*" HTTP/1.1 408"*)
+    if python3 "$srcdir/tests/openapi-check.py" "$spec" GET /v1/plans "$tmp/hdr" "$tmp/body" 2>"$tmp/err"; then
+        r=ok
+    else
+        r=fail
+    fi ;;
+*" closed") r=ok ;;
+*) r=fail ;;
+esac
+[ "${took%%.*}" -lt 5 ] || r=fail
+check "headers sent slowly past api.request_ms: 408 or closed within it ($slow)" $r "$(cat "$tmp/err" 2>/dev/null)"
+
+# SIGTERM with a request in flight: its headers are in (the server sent
+# 100 Continue), SIGTERM, billingd says it is stopping (api_stopping),
+# then the body: the request is answered in full.
+mkfifo "$tmp/to-client" "$tmp/from-client" || exit 99
+python3 - "$main_url" "$writer" "$tmp/js.json" "$tmp/to-client" "$tmp/from-client" >"$tmp/inflight" <<'EOF' &
+import json, socket, sys, urllib.parse
+u = urllib.parse.urlsplit(sys.argv[1])
+body = json.dumps([dict(e, id=e["id"].replace("js-", "term-")) for e in json.load(open(sys.argv[3]))]).encode()
+s = socket.create_connection((u.hostname, u.port), timeout=30)
+s.sendall(b"POST /v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+          b"Content-Type: application/json\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n"
+          % (sys.argv[2].encode(), len(body)))
+got = b""
+while b"\r\n\r\n" not in got:
+    b = s.recv(1)
+    if not b:
+        break
+    got += b
+with open(sys.argv[5], "w") as f:
+    f.write(got.split(b"\r\n")[0].decode("latin-1") + "\n")
+open(sys.argv[4]).read()
+s.sendall(body)
+got = b""
+try:
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        got += b
+        head, _, rest = got.partition(b"\r\n\r\n")
+        if rest and len(rest) >= int(dict(l.split(b": ", 1) for l in head.split(b"\r\n")[1:]).get(b"Content-Length", b"0")):
+            break
+except OSError:
+    pass
+print(got.split(b"\r\n")[0].decode("latin-1") if got else "closed")
+print(got.partition(b"\r\n\r\n")[2].decode("latin-1"))
+EOF
+client=$!
+read -r cont <"$tmp/from-client"
+kill "$main_pid"
+i=0
+while [ $i -lt 600 ] && ! grep -q 'event=api_stopping' "$tmp/billingd-main.log"; do
+    i=$((i + 1))
+    sleep 0.05
+done
+echo go >"$tmp/to-client"
+wait $client
+case "$cont" in *" 100 "*) r=ok ;; *) r=fail ;; esac
+check "a request in flight: the server asked for its body (100 Continue)" $r "$cont"
+status=$(head -1 "$tmp/inflight")
+accepted=$(tail -n +2 "$tmp/inflight" | python3 -c "import json, sys; print(json.load(sys.stdin)['accepted'])" 2>/dev/null)
+[ "$status" = "HTTP/1.1 200 OK" ] && [ "$accepted" = 3 ] && r=ok || r=fail
+check "SIGTERM with a request in flight: it is answered in full" $r "$(cat "$tmp/inflight")"
+
+# SIGTERM: every billingd stops with status 0, and no sanitizer (a
+# --enable-sanitizers build) reported anything in its log.
+for p in $pids; do
+    kill "$p" 2>/dev/null
+    wait "$p"
+    rc=$?
+    [ $rc -eq 0 ] && r=ok || r=fail
+    check "billingd (pid $p) stops on SIGTERM with status 0" $r "status $rc"
+done
+pids=""
+if grep -lE "runtime error|AddressSanitizer|LeakSanitizer|ThreadSanitizer" "$tmp"/billingd-*.log >"$tmp/san"; then
+    check "no sanitizer report in billingd's logs" fail "$(cat "$tmp/san")"
+else
+    check "no sanitizer report in billingd's logs" ok
+fi
+
+finish
