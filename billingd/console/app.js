@@ -248,9 +248,11 @@
             'aria-label': 'Credit burn-down: ' + left + ' of ' + total + ' ' + b.currency + ' left' });
         s.appendChild(svg('line', { 'class': 'axis', x1: L, y1: y(0), x2: W - R, y2: y(0) }));
         s.appendChild(svg('line', { 'class': 'axis', x1: L, y1: T, x2: L, y2: y(0) }));
-        [500, 200, 100].forEach(function (t) {
+        /* billingd's default alerts.thresholds: 50% and 80% of the credit used (100%: the axis). */
+        [50, 80].forEach(function (used) {
+            var t = 1000 - used * 10;
             s.appendChild(svg('line', { 'class': 'threshold', x1: L, y1: y(t), x2: W - R, y2: y(t) }));
-            s.appendChild(svg('text', { x: W - R, y: y(t) - 3, 'text-anchor': 'end' }, (t / 10) + '%'));
+            s.appendChild(svg('text', { x: W - R, y: y(t) - 3, 'text-anchor': 'end' }, used + '% used'));
         });
         s.appendChild(svg('text', { x: L - 4, y: T + 4, 'text-anchor': 'end' }, total));
         s.appendChild(svg('text', { x: L - 4, y: y(0), 'text-anchor': 'end' }, '0'));
@@ -368,7 +370,7 @@
                 el('section', { 'class': 'card', id: 'burn' }, el('h2', null, 'Credit burn-down'),
                     burnChart(b, grants),
                     el('p', { 'class': 'muted' }, 'Solid: used so far; dashed: the predicted burn to zero; ' +
-                        'amber: 50%, 20% and 10% of the credit granted.')),
+                        'amber: the alert thresholds, 50% and 80% of the credit granted used.')),
                 el('section', { 'class': 'card', id: 'grants' }, el('h2', null, 'Credit in force'),
                     (b.grants || []).length ? table([
                         ['grant', 'Grant'],
@@ -388,7 +390,7 @@
                 optional('Usage', '/v1/accounts/' + enc + '/usage', 'usage'),
                 optional('Invoices', '/v1/invoices?account=' + enc, 'invoices')
             ]);
-            $('main').focus();
+            $('main').focus({ preventScroll: true });
         });
     }
 
