@@ -129,6 +129,12 @@ def main():
         check('sign out forgets the key', d.execute_script(
             'return sessionStorage.length') == 0, 'sessionStorage not empty')
 
+        # The keyboard: Tab goes from the key to the sign-in button.
+        d.find_element(By.ID, 'key').click()
+        d.switch_to.active_element.send_keys(Keys.TAB)
+        focused = d.switch_to.active_element.get_attribute('id')
+        check('keyboard: Tab moves from the key to Sign in', focused == 'signin-button', focused)
+
         # 3. An operator key finds an account by (part of) its name.
         sign_in(d, a.url, a.operator)
         wait.until(EC.presence_of_element_located((By.ID, 'search')))

@@ -391,6 +391,8 @@
                 optional('Invoices', '/v1/invoices?account=' + enc, 'invoices')
             ]);
             $('main').focus({ preventScroll: true });
+            /* For bench/console.sh: the account page is interactive from here. */
+            performance.mark('console-account-ready');
         });
     }
 
