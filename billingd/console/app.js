@@ -14,7 +14,7 @@
 
 (function () {
     var KEY = 'billing.console.key';
-    var state = { key: null, bound: false, accounts: {} };
+    var state = { key: null, bound: false, accounts: {}, prefetch: {} };
 
     /* ------------------------------------------------------------------ */
     /* DOM                                                                 */
@@ -84,6 +84,11 @@
 
     /* GET @path: a promise of {status, body} (body null when not JSON). */
     function api(path) {
+        var p = state.prefetch[path];
+        if (p) {
+            delete state.prefetch[path];
+            return p;
+        }
         return fetch(path, {
             headers: { 'Authorization': 'Bearer ' + state.key, 'Accept': 'application/json' },
             cache: 'no-store', credentials: 'omit', redirect: 'error'
@@ -323,12 +328,17 @@
         return box;
     }
 
+    /* The requests of account @id's page (bar the optional ones). */
+    function accountPaths(id) {
+        var enc = encodeURIComponent(id);
+        return ['/v1/accounts/' + enc + '/balance', '/v1/accounts/' + enc + '/grants',
+            '/v1/accounts/' + enc + '/subscriptions', '/v1/accounts?limit=1&q=' + enc];
+    }
+
     function accountPage(id) {
         show(el('p', { 'class': 'muted' }, 'Loading ' + id + '\u2026'));
         var enc = encodeURIComponent(id);
-        Promise.all([api('/v1/accounts/' + enc + '/balance'), api('/v1/accounts/' + enc + '/grants'),
-            api('/v1/accounts/' + enc + '/subscriptions'),
-            api('/v1/accounts?limit=1&q=' + enc)]).then(function (r) {
+        Promise.all(accountPaths(id).map(api)).then(function (r) {
             var bal = r[0];
             if (bal.status !== 200) {
                 errorPage(bal.status === 404 ? 'Not found' : 'Error', problemText(bal));
@@ -464,6 +474,14 @@
         });
         window.addEventListener('hashchange', route);
         var saved = sessionStorage.getItem(KEY);
+        var m = /^#\/account\/(.+)$/.exec(location.hash || '');
+        if (saved && m) {
+            /* A reload of an account page: its requests go out with the key's check. */
+            state.key = saved;
+            accountPaths(decodeURIComponent(m[1])).forEach(function (p) {
+                state.prefetch[p] = api(p);
+            });
+        }
         if (saved)
             signIn(saved).then(function (ok) { if (ok) route(); });
         else
