@@ -95,8 +95,9 @@ int bd_console_path(const char *url)
     return strcmp(url, "/console") == 0 || strncmp(url, "/console/", 9) == 0;
 }
 
-static enum MHD_Result send_file(struct MHD_Connection *conn, unsigned status, const char *type,
-                            const void *body, size_t len, const char *location)
+static enum MHD_Result send_file(struct MHD_Connection *conn, unsigned status,
+                                 const char *type, const void *body, size_t len,
+                                 const char *location)
 {
     struct MHD_Response *r;
     enum MHD_Result ret;
@@ -129,11 +130,11 @@ enum MHD_Result bd_console_answer(const bd_console *c, struct MHD_Connection *co
     size_t i;
 
     if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
-        return send_file(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain; charset=utf-8", bad_method,
-                    sizeof(bad_method) - 1, NULL);
+        return send_file(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain; charset=utf-8",
+                         bad_method, sizeof(bad_method) - 1, NULL);
     if (strcmp(url, "/console") == 0)
         return send_file(conn, MHD_HTTP_MOVED_PERMANENTLY, "text/plain; charset=utf-8", moved,
-                    sizeof(moved) - 1, "/console/");
+                         sizeof(moved) - 1, "/console/");
     name = url + 9;
     if (*name == '\0')
         name = "index.html";
@@ -142,5 +143,5 @@ enum MHD_Result bd_console_answer(const bd_console *c, struct MHD_Connection *co
         if (strcmp(name, files[i].name) == 0 && c->data[i] != NULL)
             return send_file(conn, MHD_HTTP_OK, files[i].type, c->data[i], c->len[i], NULL);
     return send_file(conn, MHD_HTTP_NOT_FOUND, "text/plain; charset=utf-8", not_found,
-                sizeof(not_found) - 1, NULL);
+                     sizeof(not_found) - 1, NULL);
 }
