@@ -159,6 +159,8 @@
         return (neg ? '-' : '') + out;
     }
 
+    var formats = {};
+
     /* An RFC 3339 instant on the account's clock, with its offset ("2026-01-02 10:00 +08:00"). */
     function local(instant, zone) {
         if (!instant)
@@ -167,10 +169,12 @@
         if (isNaN(d.getTime()) || !zone)
             return '';
         try {
-            var parts = new Intl.DateTimeFormat('en-CA', {
+            /* One formatter per zone: making one costs more than the rest of the page. */
+            var f = formats[zone] || (formats[zone] = new Intl.DateTimeFormat('en-CA', {
                 timeZone: zone, year: 'numeric', month: '2-digit', day: '2-digit',
                 hour: '2-digit', minute: '2-digit', hourCycle: 'h23', timeZoneName: 'longOffset'
-            }).formatToParts(d);
+            }));
+            var parts = f.formatToParts(d);
             var p = {};
             parts.forEach(function (x) { p[x.type] = x.value; });
             var off = (p.timeZoneName || '').replace('GMT', '') || '+00:00';
