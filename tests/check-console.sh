@@ -80,8 +80,12 @@ PY
 $billing db migrate >/dev/null || exit 99
 $billing load --pricebook "$ex/pricebook.json" --accounts "$tmp/accounts.json" >/dev/null || exit 99
 $billing ingest "$tmp/events.jsonl" >/dev/null 2>&1 || exit 99
-bound=$($billing apikey create --scope accounts:read --account student-b --label console 2>/dev/null) || exit 99
-operator=$($billing apikey create --scope accounts:read --label console 2>/dev/null) || exit 99
+bound=$($billing apikey create --scope accounts:read --scope invoices:read --account student-b \
+    --label console 2>/dev/null) || exit 99
+operator=$($billing apikey create --scope accounts:read --scope invoices:read --label console \
+    2>/dev/null) || exit 99
+# January's invoices, for the invoice pages (when the API has them).
+$billing close --period 2026-01 --finalize --grace 0 --quiet >/dev/null 2>&1 || exit 99
 $billing account balance student-b >"$tmp/balance.txt" || exit 99
 
 # billingd, API only, on a free loopback port; ready when the console answers.
@@ -144,9 +148,20 @@ code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $bound" 
 check "the API: a bound key does not find another account (404)" \
     "$([ "$code" = 404 ] && echo ok)" "got $code"
 
+# The invoice pages appear when the API has GET /v1/invoices: then one of
+# lab-a's invoices is compared with `billing invoice export --format json`.
+invoice=
+code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $operator" "$url/v1/invoices")
+if [ "$code" = 200 ]; then
+    $billing invoice export --format json --out "$tmp/json" --period 2026-01 >/dev/null 2>&1 || exit 99
+    invoice=$(grep -l '"account": *"lab-a"' "$tmp"/json/*.json | head -1)
+    [ -n "$invoice" ] || { check "billing invoice export wrote lab-a's invoice" fail; finish; }
+fi
+
 # The browser.
 $py "$srcdir/tests/console-check.py" --url "$url" --bound "$bound" --operator "$operator" \
-    --balance "$tmp/balance.txt" --shots "${CONSOLE_SHOTS:-$tmp}" >"$tmp/browser.out" 2>&1
+    --balance "$tmp/balance.txt" --shots "${CONSOLE_SHOTS:-$tmp}" --downloads "$tmp/downloads" \
+    ${invoice:+--invoice "$invoice"} >"$tmp/browser.out" 2>&1
 rc=$?
 while IFS= read -r line; do
     case $line in

@@ -39,7 +39,7 @@ def check(name, ok, detail=''):
         print('FAIL %s: %s' % (name, str(detail).replace('\n', ' ')[:400]), flush=True)
 
 
-def browser():
+def browser(downloads):
     opts = webdriver.ChromeOptions()
     for a in ('--headless=new', '--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage',
               '--window-size=1280,1000', '--no-first-run', '--disable-extensions',
@@ -48,7 +48,11 @@ def browser():
         opts.add_argument(a)
     opts.binary_location = '/usr/bin/chromium'
     opts.set_capability('goog:loggingPrefs', {'browser': 'ALL'})
-    return webdriver.Chrome(service=Service('/usr/bin/chromedriver'), options=opts)
+    opts.add_experimental_option('prefs', {'download.default_directory': downloads,
+                                           'download.prompt_for_download': False})
+    d = webdriver.Chrome(service=Service('/usr/bin/chromedriver'), options=opts)
+    d.execute_cdp_cmd('Page.setDownloadBehavior', {'behavior': 'allow', 'downloadPath': downloads})
+    return d
 
 
 def field(d, name):
@@ -76,12 +80,16 @@ def main():
     ap.add_argument('--operator', required=True)
     ap.add_argument('--balance', required=True, help='`billing account balance` output')
     ap.add_argument('--shots', required=True)
+    ap.add_argument('--downloads', required=True, help='where the browser saves files')
+    ap.add_argument('--invoice', help='`billing invoice export --format json` of an invoice of lab-a;'
+                    ' without it the API has no invoices and their section stays hidden')
     a = ap.parse_args()
     os.makedirs(a.shots, exist_ok=True)
     cli = dict(l.split('=', 1) for l in open(a.balance).read().split('\n') if '=' in l)
     check('the CLI balance has credit left to compare (not 0)',
           cli.get('credit_remaining', '0') not in ('0', '0.00'), cli)
-    d = browser()
+    os.makedirs(a.downloads, exist_ok=True)
+    d = browser(a.downloads)
     try:
         wait = WebDriverWait(d, WAIT)
 
@@ -176,7 +184,47 @@ def main():
               (d.find_element(By.ID, 'account-name').text, alert, injected))
         check('... and in the accounts list', listed == HOSTILE, listed)
 
-        # 5. Every request stayed on this server; no JavaScript error.
+        # 5. The invoices: lab-a's list, one invoice figure for figure, its PDF.
+        d.execute_script("location.hash = '#/account/lab-a'")
+        wait.until(EC.text_to_be_present_in_element((By.ID, 'account-id'), 'lab-a'))
+        if a.invoice:
+            doc = json.load(open(a.invoice))
+            num = doc['number']
+            wait.until(EC.visibility_of_element_located(
+                (By.CSS_SELECTOR, '#invoices tr[data-row="%s"] a.invoice-link' % num)))
+            d.find_element(By.CSS_SELECTOR,
+                           '#invoices tr[data-row="%s"] a.invoice-link' % num).send_keys(Keys.ENTER)
+            wait.until(EC.text_to_be_present_in_element((By.ID, 'invoice-number'), num))
+            wrong = {}
+            for f in ('subtotal', 'credits_total', 'tax', 'total', 'status', 'currency'):
+                if field(d, f) != doc[f]:
+                    wrong[f] = (field(d, f), doc[f])
+            for line in doc['lines']:
+                row = d.find_elements(By.CSS_SELECTOR, '#lines tr[data-row="%s"]' % line['line'])
+                for f in ('quantity', 'unit_price', 'amount', 'meter', 'model', 'region'):
+                    got = row[0].find_element(By.CSS_SELECTOR, '[data-field="%s"]' % f).text \
+                        if row else None
+                    if got != line[f]:
+                        wrong['line %s %s' % (line['line'], f)] = (got, line[f])
+            check('an invoice shows every figure as `billing invoice export --format json`',
+                  not wrong and doc['lines'], wrong or 'no lines')
+            d.save_screenshot(os.path.join(a.shots, 'console-invoice.png'))
+            d.find_element(By.CSS_SELECTOR, '#invoice button[data-download="pdf"]').click()
+            path = os.path.join(a.downloads, num + '.pdf')
+            try:
+                WebDriverWait(d, WAIT).until(lambda d: os.path.exists(path))
+                head = open(path, 'rb').read(5)
+            except TimeoutException:
+                head = os.listdir(a.downloads)
+            check('the invoice downloads as a PDF', head == b'%PDF-', head)
+        else:
+            wait.until(lambda d: d.execute_script(
+                "return performance.getEntriesByType('resource')"
+                ".some(e => e.name.indexOf('/v1/invoices?account=lab-a') >= 0)"))
+            check('no invoices route: the invoices section stays hidden',
+                  d.find_element(By.ID, 'invoices').get_attribute('hidden') is not None, 'shown')
+
+        # 6. Every request stayed on this server; no JavaScript error.
         names = d.execute_script(
             "return performance.getEntriesByType('resource').map(e => e.name)"
             ".concat(performance.getEntriesByType('navigation').map(e => e.name))")

@@ -321,15 +321,100 @@
     }
 
     /* An optional section: shown only when its route answers 200 (routes added later). */
-    function optional(title, path, id) {
+    function optional(title, path, id, render) {
         var box = el('section', { 'class': 'card', id: id, hidden: '' }, el('h2', null, title));
         api(path).then(function (res) {
             if (res.status === 200) {
-                append(box, genericTable(res.body));
+                append(box, (render || genericTable)(res.body));
                 box.removeAttribute('hidden');
             }
         });
         return box;
+    }
+
+    /* A document of GET /v1/invoices/REF.EXT saved as a file (the key goes in a header). */
+    function download(ref, ext) {
+        var b = el('button', { type: 'button', 'class': 'download', 'data-download': ext },
+            ext.toUpperCase());
+        b.addEventListener('click', function () {
+            fetch('/v1/invoices/' + encodeURIComponent(ref) + '.' + ext, {
+                headers: { 'Authorization': 'Bearer ' + state.key }, cache: 'no-store',
+                credentials: 'omit'
+            }).then(function (r) {
+                if (r.status !== 200)
+                    throw new Error('HTTP ' + r.status);
+                return r.blob();
+            }).then(function (blob) {
+                var a = el('a', { href: URL.createObjectURL(blob), download: ref + '.' + ext });
+                document.body.appendChild(a);
+                a.click();
+                setTimeout(function () {
+                    URL.revokeObjectURL(a.href);
+                    a.remove();
+                }, 10000);
+            }).catch(function (e) { b.textContent = ext.toUpperCase() + ': ' + e.message; });
+        });
+        return b;
+    }
+
+    /* The reference of an invoice row: its number, or its id while a draft has none. */
+    function invoiceRef(r) { return r.number ? r.number : String(r.id); }
+
+    /* GET /v1/invoices rows (billing invoice list's). */
+    function invoiceTable(body) {
+        var rows = body && Array.isArray(body.data) ? body.data : [];
+        if (!rows.length)
+            return el('p', { 'class': 'muted' }, 'None.');
+        return table([
+            ['number', 'Invoice', false, function (r) {
+                return el('a', { href: '#/invoice/' + encodeURIComponent(invoiceRef(r)),
+                    'class': 'invoice-link' }, r.number || 'draft ' + r.id);
+            }],
+            ['kind', 'Kind'], ['period', 'Period'], ['status', 'Status'],
+            ['subtotal', 'Subtotal', true], ['credits_total', 'Credits', true], ['tax', 'Tax', true],
+            ['total', 'Total', true], ['currency', ''],
+            ['files', 'Files', false, function (r) {
+                return [download(invoiceRef(r), 'pdf'), ' ', download(invoiceRef(r), 'csv')];
+            }]], rows, 'number');
+    }
+
+    /* One invoice as its document model (GET /v1/invoices/REF.json). */
+    function invoicePage(ref) {
+        show(el('p', { 'class': 'muted' }, 'Loading ' + ref + '\u2026'));
+        api('/v1/invoices/' + encodeURIComponent(ref) + '.json').then(function (res) {
+            if (res.status !== 200) {
+                errorPage(res.status === 404 ? 'Not found' : 'Error', problemText(res));
+                return;
+            }
+            var v = res.body;
+            var lines = Array.isArray(v.lines) ? v.lines : [];
+            var credits = Array.isArray(v.credits) ? v.credits : [];
+            show([
+                el('p', null, el('a', { href: '#/account/' + encodeURIComponent(v.account) },
+                    '\u2190 ' + text(v.account))),
+                el('section', { 'class': 'card', id: 'invoice' },
+                    el('h1', null, el('span', { id: 'invoice-number' }, text(v.number || 'draft ' + v.id))),
+                    el('p', { 'class': 'muted' }, text(v.kind), ' \u00b7 ', text(v.period), ' \u00b7 ',
+                        el('span', { 'data-field': 'status' }, text(v.status)), ' \u00b7 ',
+                        el('span', { 'data-field': 'currency' }, text(v.currency))),
+                    el('div', { 'class': 'figures' },
+                        figure('Subtotal', v.subtotal, 'subtotal', v.currency),
+                        figure('Credits', v.credits_total, 'credits_total', v.currency),
+                        figure('Tax', v.tax, 'tax', v.currency),
+                        figure('Total', v.total, 'total', v.currency)),
+                    el('p', null, download(ref, 'pdf'), ' ', download(ref, 'csv'))),
+                el('section', { 'class': 'card', id: 'lines' }, el('h2', null, 'Lines'),
+                    lines.length ? table([['line', '#', true], ['kind', 'Kind'], ['meter', 'Meter'],
+                        ['model', 'Model'], ['region', 'Region'], ['quantity', 'Quantity', true],
+                        ['unit', 'Unit'], ['unit_price', 'Unit price', true], ['amount', 'Amount', true]],
+                    lines, 'line') : el('p', { 'class': 'muted' }, 'None.')),
+                el('section', { 'class': 'card', id: 'credits' }, el('h2', null, 'Credits'),
+                    credits.length ? table([['grant', 'Grant'], ['amount', 'Applied', true],
+                        ['remaining', 'Left', true]], credits, 'grant') :
+                        el('p', { 'class': 'muted' }, 'None.'))
+            ]);
+            $('main').focus({ preventScroll: true });
+        });
     }
 
     /* The requests of account @id's page (bar the optional ones). */
@@ -401,8 +486,10 @@
                     subs.length ? table([['id', 'Subscription'], ['resource_id', 'Resource'],
                         ['plan_id', 'Plan'], ['start_at', 'Start'], ['terms', 'Terms', true],
                         ['cancelled_at', 'Cancelled']], subs, 'id') : el('p', { 'class': 'muted' }, 'None.')),
-                optional('Usage', '/v1/accounts/' + enc + '/usage', 'usage'),
-                optional('Invoices', '/v1/invoices?account=' + enc, 'invoices')
+                optional('Usage this month by meter', '/v1/accounts/' + enc + '/usage', 'usage'),
+                optional('Usage this month by model', '/v1/accounts/' + enc + '/usage?group_by=model',
+                    'usage-model'),
+                optional('Invoices', '/v1/invoices?account=' + enc, 'invoices', invoiceTable)
             ]);
             $('main').focus({ preventScroll: true });
             /* For bench/console.sh: the account page is interactive from here. */
@@ -452,6 +539,8 @@
             return;
         if ((m = /^#\/account\/(.+)$/.exec(h)))
             accountPage(decodeURIComponent(m[1]));
+        else if ((m = /^#\/invoice\/(.+)$/.exec(h)))
+            invoicePage(decodeURIComponent(m[1]));
         else if (!state.bound && (m = /^#\/accounts(?:\?q=(.*))?$/.exec(h)))
             accountsPage(decodeURIComponent(m[1] || ''));
         else if (h !== state.home)
