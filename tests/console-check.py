@@ -217,12 +217,25 @@ def main():
             except TimeoutException:
                 head = os.listdir(a.downloads)
             check('the invoice downloads as a PDF', head == b'%PDF-', head)
+            check('the Invoices link is shown (the API has them)',
+                  d.find_element(By.ID, 'nav-invoices').is_displayed(), 'hidden')
+            d.execute_script("location.hash = '#/invoices?period=2026-01&status=finalized'")
+            wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, '#invoice-results tbody tr'))
+            rows = d.find_elements(By.CSS_SELECTOR, '#invoice-results tbody tr')
+            seen = [(r.get_attribute('data-row'),
+                     r.find_element(By.CSS_SELECTOR, '[data-field="period"]').text,
+                     r.find_element(By.CSS_SELECTOR, '[data-field="status"]').text) for r in rows]
+            check('the invoices page filters by period and status',
+                  num in [x[0] for x in seen] and
+                  all(x[1] == '2026-01' and x[2] == 'finalized' for x in seen), seen)
         else:
             wait.until(lambda d: d.execute_script(
                 "return performance.getEntriesByType('resource')"
                 ".some(e => e.name.indexOf('/v1/invoices?account=lab-a') >= 0)"))
             check('no invoices route: the invoices section stays hidden',
                   d.find_element(By.ID, 'invoices').get_attribute('hidden') is not None, 'shown')
+            check('no invoices route: no Invoices link',
+                  not d.find_element(By.ID, 'nav-invoices').is_displayed(), 'shown')
 
         # 6. Every request stayed on this server; no JavaScript error.
         names = d.execute_script(

@@ -370,12 +370,70 @@
                 return el('a', { href: '#/invoice/' + encodeURIComponent(invoiceRef(r)),
                     'class': 'invoice-link' }, r.number || 'draft ' + r.id);
             }],
+            ['account', 'Account', false, function (r) {
+                return el('a', { href: '#/account/' + encodeURIComponent(r.account) }, text(r.account));
+            }],
             ['kind', 'Kind'], ['period', 'Period'], ['status', 'Status'],
             ['subtotal', 'Subtotal', true], ['credits_total', 'Credits', true], ['tax', 'Tax', true],
             ['total', 'Total', true], ['currency', ''],
             ['files', 'Files', false, function (r) {
                 return [download(invoiceRef(r), 'pdf'), ' ', download(invoiceRef(r), 'csv')];
             }]], rows, 'number');
+    }
+
+    /* Invoices across accounts, filtered (GET /v1/invoices), a page at a time. */
+    function invoicesPage(query) {
+        var q = new URLSearchParams(query);
+        var inputs = {};
+        function input(name, label, attrs) {
+            inputs[name] = el('input', Object.assign({ id: 'f-' + name, name: name,
+                value: q.get(name) || '' }, attrs));
+            return el('div', null, el('label', { 'for': 'f-' + name }, label), inputs[name]);
+        }
+        var status = el('select', { id: 'f-status', name: 'status' },
+            ['', 'draft', 'finalized', 'void'].map(function (v) {
+                var o = el('option', { value: v }, v || 'any');
+                if (v === (q.get('status') || ''))
+                    o.selected = true;
+                return o;
+            }));
+        var form = el('form', { 'class': 'filters', id: 'invoice-filters' },
+            input('period', 'Period', { placeholder: 'YYYY-MM', pattern: '[0-9]{4}-[0-9]{2}' }),
+            el('div', null, el('label', { 'for': 'f-status' }, 'Status'), status),
+            state.bound ? null : input('account', 'Account', { placeholder: 'id' }),
+            el('button', { type: 'submit' }, 'Filter'));
+        var results = el('div', { id: 'invoice-results' }, el('p', { 'class': 'muted' }, 'Loading\u2026'));
+        form.addEventListener('submit', function (e) {
+            e.preventDefault();
+            var p = new URLSearchParams();
+            Object.keys(inputs).forEach(function (k) {
+                if (inputs[k].value)
+                    p.set(k, inputs[k].value);
+            });
+            if (status.value)
+                p.set('status', status.value);
+            location.hash = '#/invoices?' + p.toString();
+        });
+        show(el('section', { 'class': 'card' }, el('h1', null, 'Invoices'), form, results));
+        var ask = new URLSearchParams();
+        ['period', 'status', 'account', 'after'].forEach(function (k) {
+            if (q.get(k))
+                ask.set(k, q.get(k));
+        });
+        ask.set('limit', '100');
+        api('/v1/invoices?' + ask.toString()).then(function (res) {
+            clear(results);
+            if (res.status !== 200) {
+                append(results, el('p', { 'class': 'error' }, problemText(res)));
+                return;
+            }
+            append(results, invoiceTable(res.body));
+            if (res.body.next_after) {
+                q.set('after', res.body.next_after);
+                append(results, el('p', null, el('a', { href: '#/invoices?' + q.toString(),
+                    id: 'next-page' }, 'Next page \u2192')));
+            }
+        });
     }
 
     /* One invoice as its document model (GET /v1/invoices/REF.json). */
@@ -506,6 +564,7 @@
         sessionStorage.removeItem(KEY);
         $('signin').hidden = false;
         $('signout').hidden = true;
+        $('nav').hidden = true;
         $('who').textContent = '';
         clear($('view'));
         $('signin-error').textContent = message || '';
@@ -515,7 +574,8 @@
     /* Check the key: it lists accounts; a bound key lists one and may not read the catalog. */
     function signIn(key) {
         state.key = key;
-        return Promise.all([api('/v1/accounts?limit=2'), api('/v1/price-books')]).then(function (r) {
+        return Promise.all([api('/v1/accounts?limit=2'), api('/v1/price-books'),
+            api('/v1/invoices?limit=1')]).then(function (r) {
             if (r[0].status !== 200) {
                 signedOut(r[0].status === 401 ? 'This key is unknown or revoked.' : problemText(r[0]));
                 return false;
@@ -527,6 +587,11 @@
             r[0].body.data.forEach(function (a) { state.accounts[a.id] = a; });
             $('signin').hidden = true;
             $('signout').hidden = false;
+            $('nav').hidden = false;
+            $('nav-home').setAttribute('href', state.home);
+            $('nav-home').textContent = state.bound ? 'Account' : 'Accounts';
+            /* The invoices page, when the API has it and the key may read invoices. */
+            $('nav-invoices').hidden = r[2].status !== 200;
             $('who').textContent = state.bound ? 'Customer view' : 'Operator view';
             return true;
         });
@@ -541,6 +606,8 @@
             accountPage(decodeURIComponent(m[1]));
         else if ((m = /^#\/invoice\/(.+)$/.exec(h)))
             invoicePage(decodeURIComponent(m[1]));
+        else if ((m = /^#\/invoices(?:\?(.*))?$/.exec(h)))
+            invoicesPage(m[1] || '');
         else if (!state.bound && (m = /^#\/accounts(?:\?q=(.*))?$/.exec(h)))
             accountsPage(decodeURIComponent(m[1] || ''));
         else if (h !== state.home)
