@@ -8,6 +8,7 @@ check: "ok NAME" or "FAIL NAME: DETAIL". Waits on page state
 the checks said), non-zero if the browser could not be driven.
 """
 import argparse
+import datetime
 import json
 import os
 import sys
@@ -109,6 +110,13 @@ def main():
         want = {g['grant']: (g['remaining'], g['expires_at']) for g in bal['grants']}
         check('each grant in force: remaining and expiry as the API gives them',
               ui == want and 'console-trial' in ui, 'shown %r, API %r' % (ui, want))
+        name = d.find_element(By.ID, 'account-name').text
+        check('a Chinese name is shown as stored', name == '\u738b\u5c0f\u660e', name)
+        at = d.find_element(By.CSS_SELECTOR, '#balance [data-field="at"]').text
+        sub = d.find_element(By.CSS_SELECTOR, '#balance [data-field="at"] + .sub').text
+        local = datetime.datetime.strptime(at, '%Y-%m-%dT%H:%M:%SZ') + datetime.timedelta(hours=8)
+        check('an instant on the account\'s clock with its offset',
+              sub == local.strftime('%Y-%m-%d %H:%M') + ' +08:00 (Asia/Shanghai)', (at, sub))
         check('the burn-down chart is drawn (SVG)',
               len(d.find_elements(By.CSS_SELECTOR, '#burn svg polyline.burn')) == 1, 'no polyline')
         check('the customer view has no accounts list',
