@@ -209,8 +209,8 @@ static void tally(close_run_ctx *x, const bs_draft *d, const bs_draft_outcome *o
 }
 
 /* The draft of account @id into @slot/@d; 1 if there is one, 0 if none, -1 on failure. */
-static int build_draft(batch *b, const char *id, PGresult *billed_res, int *row,
-                       bs_history *history, draft_slot *slot, bs_draft *d)
+static int build_draft(batch *b, const char *id, const bs_billed_line *lines, size_t n_lines,
+                       size_t *row, bs_history *history, draft_slot *slot, bs_draft *d)
 {
     close_run_ctx *x = b->x;
     char msg[MSG_MAX];
@@ -228,7 +228,7 @@ static int build_draft(batch *b, const char *id, PGresult *billed_res, int *row,
         cli_error("close: account '%s': %s", id, msg);
         return -1;
     }
-    if (late_load_billed(slot, b->r, id, billed_res, row) != 0 ||
+    if (late_load_billed(slot, b->r, id, lines, n_lines, row) != 0 ||
         late_make_adjustments(&slot->adj, x->s->digits, x->rounding) != 0) {
         cli_error("close: account '%s': out of memory or too many price keys", id);
         return -1;
@@ -366,25 +366,25 @@ static int write_batch(batch *b, bs_conn *c, const char *acc_text, size_t from, 
     bs_draft_outcome *out = calloc(n, sizeof(*out));
     int *has = calloc(n, sizeof(*has));
     char *marks = NULL;
-    PGresult *billed_res = NULL;
+    bs_billed_line *lines = NULL;
+    size_t n_lines = 0;
     bs_history *history = NULL;
     size_t k = 0;
     size_t i;
-    int row = 0;
+    size_t row = 0;
     int rc = CLI_EXIT_INTERNAL;
     bs_error err;
 
     if (slots == NULL || d == NULL || out == NULL || has == NULL)
         goto done;
-    billed_res = bs_billed_lines(c, acc_text, x->month_text, &err);
-    if (billed_res == NULL ||
+    if (bs_billed_lines(c, acc_text, x->month_text, &lines, &n_lines, &err) != BS_OK ||
         bs_history_read(c, acc_text, x->month_text, &history, &err) != BS_OK) {
         rc = dbcli_fail("close", &err);
         goto done;
     }
     for (i = 0; i < n; i++) {
         const char *id = json_string_value(json_array_get(x->accounts, from + i));
-        has[i] = build_draft(b, id, billed_res, &row, history, &slots[i], &d[k]);
+        has[i] = build_draft(b, id, lines, n_lines, &row, history, &slots[i], &d[k]);
         if (has[i] < 0)
             goto done;
         k += (size_t)has[i];
@@ -406,7 +406,7 @@ static int write_batch(batch *b, bs_conn *c, const char *acc_text, size_t from, 
 done:
     for (i = 0; slots != NULL && i < n; i++)
         late_draft_slot_free(&slots[i]);
-    PQclear(billed_res);
+    free(lines);
     bs_history_free(history);
     free(marks);
     free(has);
@@ -741,34 +741,19 @@ static int add_skipped(close_run_ctx *x, bs_conn *c)
 static int add_finalized(close_run_ctx *x, bs_conn *c)
 {
     close_summary *s = x->s;
-    PGresult *lines;
-    PGresult *totals;
-    billing_meter m;
+    bs_money_totals *totals;
     bs_error err;
-    int r;
 
     if (s->outcome[BS_DRAFT_FINALIZED] == 0)
         return CLI_EXIT_OK;
-    if (bs_invoice_finalized_sums(c, x->month_text, s->currency, &lines, &totals, &err) != BS_OK)
+    if (bs_invoice_finalized_sums(c, x->month_text, s->currency, add_kind, s, &totals, &err) !=
+        BS_OK)
         return dbcli_fail("close", &err);
-    for (r = 0; r < PQntuples(lines); r++) {
-        const char *kind = PQgetvalue(lines, r, 0);
-        const char *amount = PQgetvalue(lines, r, 1);
-        if (strcmp(kind, "adjustment") == 0) {
-            exact_minor_add(s->adjusted, amount, s->digits);
-            s->adjustments += (size_t)strtoull(PQgetvalue(lines, r, 2), NULL, 10);
-        } else if (billing_meter_parse(kind, &m) == BILLING_OK) {
-            exact_minor_add(s->by_meter[m], amount, s->digits);
-        } else {
-            exact_minor_add(s->fees, amount, s->digits);
-        }
-    }
-    exact_minor_add(s->subtotal, PQgetvalue(totals, 0, 0), s->digits);
-    exact_minor_add(s->credits, PQgetvalue(totals, 0, 1), s->digits);
-    exact_minor_add(s->tax, PQgetvalue(totals, 0, 2), s->digits);
-    exact_minor_add(s->total, PQgetvalue(totals, 0, 3), s->digits);
-    PQclear(lines);
-    PQclear(totals);
+    exact_minor_add(s->subtotal, totals->subtotal, s->digits);
+    exact_minor_add(s->credits, totals->credits, s->digits);
+    exact_minor_add(s->tax, totals->tax, s->digits);
+    exact_minor_add(s->total, totals->total, s->digits);
+    free(totals);
     return CLI_EXIT_OK;
 }
 

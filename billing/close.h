@@ -13,10 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <libpq-fe.h>
-
 #include "billing.h"
-#include <libpq-fe.h>
 
 /* Most worker threads (each holds one database connection). */
 #define CLOSE_JOBS_MAX 64

@@ -188,19 +188,18 @@ static void account_adj_free(account_adj *a)
 /* One account's draft                                                     */
 /* ---------------------------------------------------------------------- */
 
-/* The rows of @billed for @account (sorted by account: from @*row on). */
-int late_load_billed(draft_slot *d, billing_rater *r, const char *account, PGresult *billed_res,
-                     int *row)
+/* The rows of @lines for @account (sorted by account: from @*row on). */
+int late_load_billed(draft_slot *d, billing_rater *r, const char *account,
+                     const bs_billed_line *lines, size_t n, size_t *row)
 {
-    int n = PQntuples(billed_res);
     billed k;
 
-    for (; *row < n && strcmp(PQgetvalue(billed_res, *row, 0), account) == 0; (*row)++) {
-        const char *month = PQgetvalue(billed_res, *row, 1);
+    for (; *row < n && strcmp(lines[*row].account, account) == 0; (*row)++) {
+        const bs_billed_line *b = &lines[*row];
         size_t i;
         memset(&k, 0, sizeof(k));
-        k.year = atoi(month);
-        k.month = atoi(month + 5);
+        k.year = atoi(b->month);
+        k.month = atoi(b->month + 5);
         /* A finalized month: recompute it once. */
         for (i = 0; i < d->n_prior; i++) {
             if (billing_invoice_year(d->prior[i]) == k.year &&
@@ -213,26 +212,26 @@ int late_load_billed(draft_slot *d, billing_rater *r, const char *account, PGres
                 return -1;
             d->n_prior++;
         }
-        if (PQgetvalue(billed_res, *row, 2)[0] == '\0')
+        if (b->meter[0] == '\0')
             continue;
-        k.meter = PQgetvalue(billed_res, *row, 2);
-        k.model = PQgetvalue(billed_res, *row, 3);
-        k.region = PQgetvalue(billed_res, *row, 4);
-        k.version = PQgetvalue(billed_res, *row, 5);
+        k.meter = b->meter;
+        k.model = b->model;
+        k.region = b->region;
+        k.version = b->version;
         mpq_init(k.price);
-        billing_decimal_parse(k.price, PQgetvalue(billed_res, *row, 6), NULL, 0);
+        billing_decimal_parse(k.price, b->unit_price, NULL, 0);
         /* quantity/quantity_den as "q/d" */
         {
             char qty[256];
-            snprintf(qty, sizeof(qty), "%s", PQgetvalue(billed_res, *row, 7));
-            if (strcmp(PQgetvalue(billed_res, *row, 8), "1") != 0) {
+            snprintf(qty, sizeof(qty), "%s", b->quantity);
+            if (strcmp(b->quantity_den, "1") != 0) {
                 mpq_t a;
                 mpq_t den;
                 char *t;
                 mpq_init(a);
                 mpq_init(den);
                 billing_decimal_parse(a, qty, NULL, 0);
-                billing_decimal_parse(den, PQgetvalue(billed_res, *row, 8), NULL, 0);
+                billing_decimal_parse(den, b->quantity_den, NULL, 0);
                 mpq_div(a, a, den);
                 t = mpq_get_str(NULL, 10, a);
                 snprintf(qty, sizeof(qty), "%s", t != NULL ? t : "0");

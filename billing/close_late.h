@@ -8,7 +8,6 @@
 #define BILLING_CLOSE_LATE_H
 
 #include <gmp.h>
-#include <libpq-fe.h>
 
 #include "billing.h"
 #include "invoices.h"
@@ -46,13 +45,13 @@ typedef struct draft_slot {
 } draft_slot;
 
 /*
- * late_load_billed - the rows of @billed_res (bs_billed_lines, sorted by
- * account) for @account, from *@row on, into @d: each finalized month is
- * recomputed once with @r and what was billed is subtracted. Returns 0 or
- * -1 (out of memory, too many price keys or months).
+ * late_load_billed - the rows of @lines[0..@n) (bs_billed_lines, sorted
+ * by account) for @account, from *@row on, into @d: each finalized month
+ * is recomputed once with @r and what was billed is subtracted. Returns 0
+ * or -1 (out of memory, too many price keys or months).
  */
-int late_load_billed(draft_slot *d, billing_rater *r, const char *account, PGresult *billed_res,
-                     int *row);
+int late_load_billed(draft_slot *d, billing_rater *r, const char *account,
+                     const bs_billed_line *lines, size_t n, size_t *row);
 
 /* late_make_adjustments - rows with more usage than was billed as adjustment lines of @a. Returns 0
  * or -1. */

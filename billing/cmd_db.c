@@ -155,14 +155,14 @@ static int run_status(bs_conn *c)
 {
     bs_schema_status *st;
     bs_error err;
+    char where[512];
     size_t i;
     int rc = CLI_EXIT_OK;
 
     if (bs_schema_inspect(c, &st, &err) != BS_OK)
         return dbcli_fail("status", &err);
-    printf("database %s on %s port %s (PostgreSQL %d.%d)\n", PQdb(bs_pg(c)), PQhost(bs_pg(c)),
-           PQport(bs_pg(c)), PQserverVersion(bs_pg(c)) / 10000,
-           PQserverVersion(bs_pg(c)) % 10000);
+    bs_where(c, where, sizeof(where));
+    printf("%s\n", where);
     for (i = 0; i < st->count; i++)
         printf("  %04d %-32s %s%s%s\n", st->entries[i].version, st->entries[i].name,
                entry_state(&st->entries[i], st->current), st->entries[i].applied ? " " : "",

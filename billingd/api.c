@@ -295,32 +295,32 @@ static bs_status slot_reload(bd_api *api, api_slot *s, bs_error *err)
 static bs_status slot_ready(bd_api *api, api_slot *s, bs_error *err)
 {
     bs_retry retry = {2, 100, 500};
-    PGnotify *note;
-    int changed = 0;
+    int changed;
 
     if (s->conn == NULL) {
         s->conn = bs_connect(api->conninfo, &retry, err);
         if (s->conn == NULL)
             return err->status;
         s->sessions = 0;
-    } else if (PQstatus(bs_pg(s->conn)) != CONNECTION_OK &&
-               bs_reconnect(s->conn, err) != BS_OK) {
+    } else if (!bs_up(s->conn) && bs_reconnect(s->conn, err) != BS_OK) {
         return err->status;
     }
     if (bs_sessions(s->conn) != s->sessions || s->cat == NULL) {
         if (bs_schema_require(s->conn, err) != BS_OK ||
-            bs_command(s->conn, "LISTEN " BS_CATALOG_CHANNEL, 0, NULL, NULL, err) != BS_OK ||
+            bs_listen(s->conn, BS_CATALOG_CHANNEL, err) != BS_OK ||
             slot_reload(api, s, err) != BS_OK)
             return err->status;
         s->sessions = bs_sessions(s->conn);
         return BS_OK;
     }
-    PQconsumeInput(bs_pg(s->conn));
-    while ((note = PQnotifies(bs_pg(s->conn))) != NULL) {
-        changed = 1;
-        PQfreemem(note);
+    changed = bs_notified(s->conn);
+    if (changed < 0) {
+        /* Lost: reconnected, the session changed, so the branch above LISTENs and reloads. */
+        if (bs_reconnect(s->conn, err) != BS_OK)
+            return err->status;
+        return slot_ready(api, s, err);
     }
-    return changed ? slot_reload(api, s, err) : BS_OK;
+    return changed > 0 ? slot_reload(api, s, err) : BS_OK;
 }
 
 /* ---------------------------------------------------------------------- */

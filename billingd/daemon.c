@@ -51,8 +51,6 @@
 /* How often, while consumption is paused, the lag is asked of the broker; and how long a query may take. */
 #define LAG_REFRESH_MS 1000
 #define LAG_QUERY_MS 1000
-/* Reads of the LISTEN connection per check, at most (each takes what has arrived). */
-#define LISTEN_READS 8
 /* How long to wait for the broker's metadata at start, per attempt. */
 #define METADATA_MS 10000
 /* Topics deleted while running: how often the metadata is asked, and how long it may take. */
@@ -722,7 +720,7 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
  */
 static int db_usable(bd_daemon *d, bs_error *err)
 {
-    if (PQstatus(bs_pg(d->db)) != CONNECTION_OK && bs_reconnect(d->db, err) != BS_OK)
+    if (!bs_up(d->db) && bs_reconnect(d->db, err) != BS_OK)
         return -1;
     if (bs_sessions(d->db) == d->db_schema_session)
         return 0;
@@ -807,7 +805,7 @@ static int listen_start(bd_daemon *d)
     if (d->listen == NULL)
         d->listen = bs_connect(bs_conninfo(d->cfg->db), &retry, &err);
     if (d->listen == NULL ||
-        bs_command(d->listen, "LISTEN " BS_CATALOG_CHANNEL, 0, NULL, NULL, &err) != BS_OK) {
+        bs_listen(d->listen, BS_CATALOG_CHANNEL, &err) != BS_OK) {
         bd_log("error", "listen_failed", "error=%s", bd_q(err.message));
         bs_close(d->listen);
         d->listen = NULL;
@@ -890,30 +888,6 @@ static int relisten(bd_daemon *d)
 }
 
 /*
- * Whether the LISTEN connection is gone. A terminated backend sends an
- * error (which libpq takes as a notice) and then its end: one read sees
- * the first only, so read until nothing more is waiting, and the end of
- * a connection closed before now is always seen.
- */
-static int listen_broken(bd_daemon *d)
-{
-    PGconn *pg = bs_pg(d->listen);
-    struct pollfd p;
-    int rounds;
-
-    for (rounds = 0; rounds < LISTEN_READS; rounds++) {
-        if (PQconsumeInput(pg) == 0 || PQstatus(pg) != CONNECTION_OK)
-            return 1;
-        p.fd = PQsocket(pg);
-        p.events = POLLIN;
-        p.revents = 0;
-        if (poll(&p, 1, 0) <= 0)
-            return 0;
-    }
-    return 0;
-}
-
-/*
  * Between batches and before rating one: reload the catalog when `billing
  * load` said it changed, or when changes may have been missed (LISTEN
  * lost). Returns 0 when the catalog is current as far as anyone said, -1
@@ -921,24 +895,20 @@ static int listen_broken(bd_daemon *d)
  */
 static int check_catalog(bd_daemon *d)
 {
-    PGnotify *note;
-    int changed = 0;
+    int changed;
 
     if (d->stale)
         return -1;
     if (d->listen == NULL)
         return relisten(d);
-    if (listen_broken(d)) {
-        bd_log("warn", "listen_lost", "error=%s", bd_q(PQerrorMessage(bs_pg(d->listen))));
+    changed = bs_notified(d->listen);
+    if (changed < 0) {
+        bd_log("warn", "listen_lost", "error=%s", bd_q(bs_conn_message(d->listen)));
         bs_close(d->listen);
         d->listen = NULL;
         return relisten(d);
     }
-    while ((note = PQnotifies(bs_pg(d->listen))) != NULL) {
-        changed = 1;
-        PQfreemem(note);
-    }
-    return changed ? reload_catalog(d) : 0;
+    return changed > 0 ? reload_catalog(d) : 0;
 }
 
 /* A stale catalog, after the backoff: LISTEN (if lost) and reload. */

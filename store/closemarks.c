@@ -117,17 +117,11 @@ bs_status bs_close_marks_sums(bs_conn *c, const char *accounts, const char *mont
 {
     const char *params[2] = {accounts, month};
     PGresult *res;
-    int r;
     int bad;
 
     memset(out, 0, sizeof(*out));
-    res = bs_query(c, SQL_SUMS_LINES, 2, params, err);
-    if (res == NULL)
+    if (bs_kind_sums(c, SQL_SUMS_LINES, 2, params, fn, arg, err) != BS_OK)
         return err != NULL ? err->status : BS_ERR_FATAL;
-    for (r = 0; r < PQntuples(res); r++)
-        fn(arg, PQgetvalue(res, r, 0), PQgetvalue(res, r, 1),
-           strtoll(PQgetvalue(res, r, 2), NULL, 10));
-    PQclear(res);
     res = bs_query(c, SQL_SUMS_TOTALS, 2, params, err);
     if (res == NULL)
         return err != NULL ? err->status : BS_ERR_FATAL;

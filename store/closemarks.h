@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "invoices.h"
 #include "store.h"
 
 /* A mark as text: 32 hex digits and the terminator. */
@@ -53,9 +54,6 @@ void bs_close_marks_free(bs_close_marks *m);
  * Returns BS_OK or the error.
  */
 bs_status bs_close_marks_put(bs_conn *c, const char *marks, const char *month, bs_error *err);
-
-/* One kind of line of bs_close_marks_sums: meter name, '' (fees, refunds) or 'adjustment'. */
-typedef void (*bs_kind_sum_fn)(void *arg, const char *kind, const char *amount, int64_t lines);
 
 /* What the drafts of accounts a close did not re-rate hold. */
 typedef struct bs_mark_sums {

@@ -832,9 +832,11 @@ bs_status bs_returned_unclosed(bs_conn *c, const char *returned, const char *mon
 #define STR(x) STR_(x)
 #define BS_LATE_MONTHS_TEXT STR(BS_LATE_MONTHS)
 #define SQL_BILLED                                                                             \
-    "SELECT b.* FROM (SELECT i.account_id, to_char(coalesce(l.adjusts_month, i.month), 'YYYY-MM-DD'), l.meter," \
-    " l.model, l.region, coalesce(v.label, ''), l.unit_price::text, l.quantity::text,"         \
-    " l.quantity_den::text FROM billing.invoices i"                                            \
+    "SELECT b.* FROM (SELECT i.account_id AS account, to_char(coalesce(l.adjusts_month,"       \
+    " i.month), 'YYYY-MM-DD') AS month, l.meter AS meter, l.model AS model, l.region AS region," \
+    " coalesce(v.label, '') AS version, l.unit_price::text AS unit_price,"                     \
+    " l.quantity::text AS quantity, l.quantity_den::text AS quantity_den"                      \
+    " FROM billing.invoices i"                                                                 \
     " JOIN billing.invoice_lines l ON l.invoice_id = i.id"                                     \
     " LEFT JOIN billing.price_versions v ON v.id = l.price_version_id"                         \
     " WHERE i.account_id = ANY (ARRAY(SELECT json_array_elements_text($1::json))) AND i.kind = 'invoice'" \
@@ -849,14 +851,29 @@ bs_status bs_returned_unclosed(bs_conn *c, const char *returned, const char *mon
     " (ARRAY(SELECT json_array_elements_text($1::json))) AND f.kind = 'invoice'"                      \
     " AND f.status = 'finalized' AND f.month < $2::date"                                       \
     " AND f.month >= $2::date - interval '" BS_LATE_MONTHS_TEXT " months') b"                  \
-    " JOIN json_array_elements_text($1::json) WITH ORDINALITY a(id, n) ON a.id = b.account_id" \
+    " JOIN json_array_elements_text($1::json) WITH ORDINALITY a(id, n) ON a.id = b.account" \
     " ORDER BY a.n"
 
-PGresult *bs_billed_lines(bs_conn *c, const char *accounts, const char *month, bs_error *err)
+static const bs_rowtext_field billed_fields[] = {
+    BS_ROWTEXT(bs_billed_line, account),    BS_ROWTEXT(bs_billed_line, month),
+    BS_ROWTEXT(bs_billed_line, meter),      BS_ROWTEXT(bs_billed_line, model),
+    BS_ROWTEXT(bs_billed_line, region),     BS_ROWTEXT(bs_billed_line, version),
+    BS_ROWTEXT(bs_billed_line, unit_price), BS_ROWTEXT(bs_billed_line, quantity),
+    BS_ROWTEXT(bs_billed_line, quantity_den),
+};
+
+bs_status bs_billed_lines(bs_conn *c, const char *accounts, const char *month,
+                          bs_billed_line **out, size_t *n, bs_error *err)
 {
     const char *params[2] = {accounts, month};
+    void *rows;
+    bs_status st;
 
-    return bs_query(c, SQL_BILLED, 2, params, err);
+    st = bs_rowtext_query(c, SQL_BILLED, 2, params, billed_fields,
+                          sizeof(billed_fields) / sizeof(billed_fields[0]), sizeof(**out),
+                          "billed lines", &rows, n, err);
+    *out = rows;
+    return st;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -1333,34 +1350,14 @@ bs_status bs_invoice_list(bs_conn *c, const char *month, const char *account, co
 {
     char limit_text[32];
     const char *params[5] = {month, account, status, series, limit_text};
-    PGresult *res;
-    size_t size = 0;
-    char *arena;
-    int r;
+    void *rows;
+    bs_status st;
 
-    *out = NULL;
-    *n = 0;
     snprintf(limit_text, sizeof(limit_text), "%ld", limit);
-    res = bs_query(c, SQL_LIST, 5, params, err);
-    if (res == NULL)
-        return err != NULL ? err->status : BS_ERR_FATAL;
-    if (bs_rowtext_check(res, summary_fields, N_SUMMARY) != 0) {
-        PQclear(res);
-        return bs_error_set(err, BS_ERR_FATAL, "invoice list: a column is missing from the query");
-    }
-    for (r = 0; r < PQntuples(res); r++)
-        size += bs_rowtext_size(res, r, summary_fields, N_SUMMARY);
-    *out = malloc((size_t)PQntuples(res) * sizeof(**out) + size + 1);
-    if (*out == NULL) {
-        PQclear(res);
-        return bs_error_set(err, BS_ERR_NOMEM, "out of memory");
-    }
-    arena = (char *)(*out + PQntuples(res));
-    for (r = 0; r < PQntuples(res); r++)
-        arena = bs_rowtext_fill(res, r, summary_fields, N_SUMMARY, &(*out)[r], arena);
-    *n = (size_t)PQntuples(res);
-    PQclear(res);
-    return BS_OK;
+    st = bs_rowtext_query(c, SQL_LIST, 5, params, summary_fields, N_SUMMARY, sizeof(**out),
+                          "invoice list", &rows, n, err);
+    *out = rows;
+    return st;
 }
 
 #define SQL_FINALIZED_WHERE                                                                    \
@@ -1371,25 +1368,54 @@ bs_status bs_invoice_list(bs_conn *c, const char *month, const char *account, co
     " sum(l.amount)::text, count(*) FROM billing.invoice_lines l JOIN billing.invoices i"        \
     " ON i.id = l.invoice_id" SQL_FINALIZED_WHERE " GROUP BY 1 ORDER BY 1"
 #define SQL_FINALIZED_TOTALS                                                                   \
-    "SELECT coalesce(sum(i.subtotal), 0)::text, coalesce(sum(i.credits), 0)::text,"             \
-    " coalesce(sum(i.tax), 0)::text, coalesce(sum(i.total), 0)::text"                           \
+    "SELECT coalesce(sum(i.subtotal), 0)::text AS subtotal,"                                   \
+    " coalesce(sum(i.credits), 0)::text AS credits, coalesce(sum(i.tax), 0)::text AS tax,"     \
+    " coalesce(sum(i.total), 0)::text AS total"                                                \
     " FROM billing.invoices i" SQL_FINALIZED_WHERE
 
+bs_status bs_kind_sums(bs_conn *c, const char *sql, int nparams, const char *const *params,
+                       bs_kind_sum_fn fn, void *arg, bs_error *err)
+{
+    PGresult *res = bs_query(c, sql, nparams, params, err);
+    int r;
+
+    if (res == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    for (r = 0; r < PQntuples(res); r++)
+        fn(arg, PQgetvalue(res, r, 0), PQgetvalue(res, r, 1),
+           strtoll(PQgetvalue(res, r, 2), NULL, 10));
+    PQclear(res);
+    return BS_OK;
+}
+
+static const bs_rowtext_field totals_fields[] = {
+    BS_ROWTEXT(bs_money_totals, subtotal),
+    BS_ROWTEXT(bs_money_totals, credits),
+    BS_ROWTEXT(bs_money_totals, tax),
+    BS_ROWTEXT(bs_money_totals, total),
+};
+
 bs_status bs_invoice_finalized_sums(bs_conn *c, const char *month, const char *currency,
-                                    PGresult **lines, PGresult **totals, bs_error *err)
+                                    bs_kind_sum_fn fn, void *arg, bs_money_totals **totals,
+                                    bs_error *err)
 {
     const char *params[2] = {month, currency};
+    void *rows = NULL;
+    size_t n = 0;
+    bs_status st;
 
     *totals = NULL;
-    *lines = bs_query(c, SQL_FINALIZED_LINES, 2, params, err);
-    if (*lines != NULL)
-        *totals = bs_query(c, SQL_FINALIZED_TOTALS, 2, params, err);
-    if (*totals == NULL) {
-        PQclear(*lines);
-        *lines = NULL;
-        return err != NULL ? err->status : BS_ERR_FATAL;
+    st = bs_kind_sums(c, SQL_FINALIZED_LINES, 2, params, fn, arg, err);
+    if (st == BS_OK)
+        st = bs_rowtext_query(c, SQL_FINALIZED_TOTALS, 2, params, totals_fields,
+                              sizeof(totals_fields) / sizeof(totals_fields[0]), sizeof(**totals),
+                              "finalized sums", &rows, &n, err);
+    if (st == BS_OK && n != 1) {
+        free(rows);
+        return bs_error_set(err, BS_ERR_FATAL, "finalized sums: %zu rows, not one", n);
     }
-    return BS_OK;
+    *totals = rows;
+    return st;
 }
 
 /*

@@ -122,17 +122,6 @@ bs_status bs_returned_unclosed(bs_conn *c, const char *returned, const char *mon
                                char **account, char **grant, char **open, bs_error *err);
 
 /*
- * bs_billed_lines - the usage lines billed so far, per account and month
- * in the BS_LATE_MONTHS months before @month, of every finalized invoice of the accounts in @accounts
- * (JSON array) plus the adjustment lines that refer to those months in
- * finalized invoices or in drafts of other months than @month (the
- * draft being rebuilt does not count). Also one row with an empty meter
- * per finalized month, so that a month whose invoice has no usage line
- * is still checked. Result columns: account_id, month (YYYY-MM-01),
- * meter, model, region, version label, unit_price, quantity,
- * quantity_den. Caller PQclears. NULL with @err on failure.
- */
-/*
  * bs_credit_history - the credit the issued months of the accounts of
  * @accounts (JSON array) took, for the close of month @month
  * ("YYYY-MM-01"): for each other month with a finalized invoice of
@@ -150,7 +139,27 @@ PGresult *bs_credit_history(bs_conn *c, const char *accounts, const char *month,
 /* How many months back a close looks for late usage of finalized months. */
 #define BS_LATE_MONTHS 24
 
-PGresult *bs_billed_lines(bs_conn *c, const char *accounts, const char *month, bs_error *err);
+/* One row of bs_billed_lines, as text (an empty meter: a finalized month without lines). */
+typedef struct bs_billed_line {
+    const char *account, *month, *meter, *model, *region, *version;
+    const char *unit_price, *quantity, *quantity_den;
+} bs_billed_line;
+
+/*
+ * bs_billed_lines - the usage lines billed so far, per account and month
+ * in the BS_LATE_MONTHS months before @month, of every finalized invoice of the accounts in @accounts
+ * (JSON array) plus the adjustment lines that refer to those months in
+ * finalized invoices or in drafts of other months than @month (the
+ * draft being rebuilt does not count). Also one row with an empty meter
+ * per finalized month, so that a month whose invoice has no usage line
+ * is still checked. Result columns: account_id, month (YYYY-MM-01),
+ * meter, model, region, version label, unit_price, quantity,
+ * quantity_den, as the fields of bs_billed_line, in the order of
+ * @accounts: *@out[0..*@n) in one allocation (the caller frees it with
+ * free()). Returns BS_OK or an error (*@out NULL).
+ */
+bs_status bs_billed_lines(bs_conn *c, const char *accounts, const char *month,
+                          bs_billed_line **out, size_t *n, bs_error *err);
 
 /*
  * bs_finalize_month - number and freeze every draft invoice of @month
@@ -206,15 +215,35 @@ bs_status bs_invoice_refund(bs_conn *c, int64_t id, const char *amount, const ch
                             size_t stale_size, bs_error *err);
 
 /*
+ * One kind of line and its sums: the meter's name, '' (plan fees and
+ * refunds) or 'adjustment'; the amount (major units, exact text) and the
+ * number of lines.
+ */
+typedef void (*bs_kind_sum_fn)(void *arg, const char *kind, const char *amount, int64_t lines);
+
+/*
+ * bs_kind_sums - for store modules: run @sql, whose rows are (kind,
+ * amount, line count), and hand each row to @fn. Returns BS_OK or the
+ * error.
+ */
+bs_status bs_kind_sums(bs_conn *c, const char *sql, int nparams, const char *const *params,
+                       bs_kind_sum_fn fn, void *arg, bs_error *err);
+
+/* Money sums of a set of invoices, exact text in major units. */
+typedef struct bs_money_totals {
+    const char *subtotal, *credits, *tax, *total;
+} bs_money_totals;
+
+/*
  * bs_invoice_finalized_sums - what the finalized invoices of @month
  * ("YYYY-MM-01") in @currency billed, for a close that left them alone:
- * *@lines has one row per kind of line (meter name, '' for plan fees and
- * refunds, 'adjustment'), its amount sum and line count; *@totals one row:
- * subtotal, credits, tax, total. Caller PQclears both. Returns BS_OK, or
- * an error with both NULL.
+ * @fn gets each kind of line with its sums; *@totals (one struct, freed
+ * with free()) the subtotal, credits, tax and total. Returns BS_OK, or an
+ * error with *@totals NULL.
  */
 bs_status bs_invoice_finalized_sums(bs_conn *c, const char *month, const char *currency,
-                                    PGresult **lines, PGresult **totals, bs_error *err);
+                                    bs_kind_sum_fn fn, void *arg, bs_money_totals **totals,
+                                    bs_error *err);
 
 /* One row of bs_invoice_list: an invoice's figures, as text. */
 typedef struct bs_invoice_summary {

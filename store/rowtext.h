@@ -10,6 +10,8 @@
 #include <libpq-fe.h>
 #include <stddef.h>
 
+#include "store.h"
+
 /* One field: the column name and the offset of a `const char *` in the struct. */
 typedef struct bs_rowtext_field {
     const char *column;
@@ -34,5 +36,17 @@ size_t bs_rowtext_size(const PGresult *res, int row, const bs_rowtext_field *map
  */
 char *bs_rowtext_fill(const PGresult *res, int row, const bs_rowtext_field *map, size_t n,
                       void *dst, char *arena);
+
+/*
+ * bs_rowtext_query - run @sql with its @nparams text parameters and hand
+ * its rows back as an array of structs of @size bytes, each filled through
+ * @map (@n fields), in one allocation: *@out (the caller frees it with
+ * free(); NULL when there are no rows is not guaranteed: free it anyway),
+ * *@rows rows. @what names the read in the errors. Returns BS_OK, or an
+ * error with *@out NULL and *@rows 0.
+ */
+bs_status bs_rowtext_query(bs_conn *c, const char *sql, int nparams, const char *const *params,
+                           const bs_rowtext_field *map, size_t n, size_t size, const char *what,
+                           void **out, size_t *rows, bs_error *err);
 
 #endif /* BILLING_STORE_ROWTEXT_H */

@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -343,6 +344,63 @@ void bs_close(bs_conn *c)
 PGconn *bs_pg(bs_conn *c)
 {
     return c->pg;
+}
+
+int bs_up(bs_conn *c)
+{
+    return PQstatus(c->pg) == CONNECTION_OK;
+}
+
+void bs_where(bs_conn *c, char *buf, size_t size)
+{
+    int v = PQserverVersion(c->pg);
+
+    snprintf(buf, size, "database %s on %s port %s (PostgreSQL %d.%d)", PQdb(c->pg),
+             PQhost(c->pg), PQport(c->pg), v / 10000, v % 10000);
+}
+
+const char *bs_conn_message(bs_conn *c)
+{
+    const char *m = PQerrorMessage(c->pg);
+
+    return m != NULL ? m : "";
+}
+
+bs_status bs_listen(bs_conn *c, const char *channel, bs_error *err)
+{
+    char sql[128];
+
+    if (channel[0] == '\0' || strlen(channel) > 63 ||
+        strspn(channel, "abcdefghijklmnopqrstuvwxyz0123456789_") != strlen(channel))
+        return bs_error_set(err, BS_ERR_FATAL, "LISTEN: bad channel name '%s'", channel);
+    snprintf(sql, sizeof(sql), "LISTEN %s", channel);
+    return bs_command(c, sql, 0, NULL, NULL, err);
+}
+
+/* Reads of bs_notified at most (each takes what has arrived). */
+#define NOTIFY_READS 8
+
+int bs_notified(bs_conn *c)
+{
+    PGnotify *note;
+    struct pollfd p;
+    int rounds;
+    int n = 0;
+
+    for (rounds = 0; rounds < NOTIFY_READS; rounds++) {
+        if (PQconsumeInput(c->pg) == 0 || PQstatus(c->pg) != CONNECTION_OK)
+            return -1;
+        p.fd = PQsocket(c->pg);
+        p.events = POLLIN;
+        p.revents = 0;
+        if (poll(&p, 1, 0) <= 0)
+            break;
+    }
+    while ((note = PQnotifies(c->pg)) != NULL) {
+        n++;
+        PQfreemem(note);
+    }
+    return n;
 }
 
 unsigned long bs_sessions(const bs_conn *c)

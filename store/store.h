@@ -113,10 +113,38 @@ bs_conn *bs_connect(const char *conninfo, const bs_retry *retry, bs_error *err);
 void bs_close(bs_conn *c);
 
 /*
- * bs_pg - the underlying libpq connection, for what this API does not
- * cover (tests, LISTEN). Owned by @c; valid until bs_close or a reconnect.
+ * bs_pg - the underlying libpq connection, for store modules and tests
+ * (tests/check-links.sh refuses it in billing/ and billingd/). Owned by @c; valid until bs_close or a reconnect.
  */
 PGconn *bs_pg(bs_conn *c);
+
+/* bs_up - whether @c's connection is up, as far as libpq knows (no round trip). */
+int bs_up(bs_conn *c);
+
+/*
+ * bs_where - "database D on H port P (PostgreSQL M.m)" for @c, into @buf
+ * (@size bytes, truncated to fit).
+ */
+void bs_where(bs_conn *c, char *buf, size_t size);
+
+/* bs_conn_message - libpq's last message on @c (never NULL; valid until the next call on @c). */
+const char *bs_conn_message(bs_conn *c);
+
+/*
+ * bs_listen - LISTEN on the notification channel @channel (an identifier
+ * of letters, digits and underscores, else BS_ERR_FATAL), so that
+ * bs_notified sees what is sent on it. Returns BS_OK or the error.
+ */
+bs_status bs_listen(bs_conn *c, const char *channel, bs_error *err);
+
+/*
+ * bs_notified - take what the server sent on @c without blocking and drop
+ * the notifications received: their count (0 when none), or -1 when the
+ * connection is gone. Reads until nothing more is waiting (at most a few
+ * reads), because a terminated backend sends an error and then its end
+ * and one read may see the first only.
+ */
+int bs_notified(bs_conn *c);
 
 /*
  * bs_reconnect - re-establish a broken connection (PQreset) with the

@@ -6,7 +6,10 @@
 # Makefile.am there links with -static (which was the way to reach the
 # unexported functions of those headers), and the built billing and
 # billingd load the shared libbilling (a NEEDED entry) instead of holding
-# a copy of it. tests/ and fuzz/ are exempt: unit suites and fuzz targets
+# a copy of it. The programs talk to PostgreSQL through the store's typed
+# API alone: no file of billing/ or billingd/ includes libpq-fe.h or names
+# a libpq function or type (PQ..., PGresult, PGconn, PGnotify) or bs_pg.
+# tests/ and fuzz/ are exempt: unit suites and fuzz targets
 # test internal modules directly on purpose.
 #
 # One known exception, listed below with its reason, until it moves:
@@ -73,8 +76,21 @@ check_needed() {
     fi
 }
 
+# check_no_libpq: no libpq above the store (issue 24: typed store API only).
+check_no_libpq() {
+    checks=$((checks + 1))
+    for dir in billing billingd; do
+        for f in "$src/$dir"/*.c "$src/$dir"/*.h; do
+            [ -f "$f" ] || continue
+            hits=$(grep -nE '#include [<"]libpq-fe\.h|\<PQ[a-z][A-Za-z]*\(|\<PG(result|conn|notify)\>|\<bs_pg\(' "$f" | head -3)
+            [ -z "$hits" ] || fail "$dir/$(basename "$f") uses libpq above the store: $hits"
+        done
+    done
+}
+
 check_includes
 check_static
+check_no_libpq
 check_needed billing/billing
 check_needed billingd/billingd
 if [ "$failures" -eq 0 ]; then

@@ -158,5 +158,14 @@ BEGIN ATOMIC
     LEFT JOIN cur ON cur.account_id = m.id
     ORDER BY m.id;
 END;
+-- History guards (as 0010): the tallies only grow (a truncated or deleted
+-- tally could climb back to a sum a stored mark holds and hide a change),
+-- and the marks go with the drafts they describe.
+CREATE TRIGGER close_tallies_no_truncate BEFORE TRUNCATE ON billing.close_tallies
+    FOR EACH STATEMENT EXECUTE FUNCTION billing.refuse_unless_maintenance();
+CREATE TRIGGER close_tallies_no_delete BEFORE DELETE ON billing.close_tallies
+    FOR EACH ROW EXECUTE FUNCTION billing.refuse_unless_maintenance();
+CREATE TRIGGER close_marks_no_truncate BEFORE TRUNCATE ON billing.close_marks
+    FOR EACH STATEMENT EXECUTE FUNCTION billing.refuse_unless_maintenance();
 GRANT EXECUTE ON FUNCTION billing.close_catalog_digest(text, text) TO billing_app;
 GRANT EXECUTE ON FUNCTION billing.close_marks_compare(text, date, text, boolean) TO billing_app;
