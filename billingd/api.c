@@ -23,6 +23,7 @@
 
 #include "api.h"
 #include "api_accounts.h"
+#include "api_ops.h"
 #include "apikeys.h"
 #include "apiread.h"
 #include "balance.h"
@@ -56,13 +57,14 @@ enum route {
     R_PRICE_BOOKS,
     R_PLANS,
     R_ACCOUNTS,
+    R_REJECTED,
     R_OTHER,
     N_ROUTES
 };
 static const char *const route_names[N_ROUTES] = {
     "/v1/accounts/{id}/balance", "/v1/accounts/{id}/grants", "/v1/accounts/{id}/subscriptions",
     "/v1/events",                "/v1/price-books",          "/v1/plans",
-    "/v1/accounts",              "other"};
+    "/v1/accounts",              "/v1/rejected",             "other"};
 
 static const unsigned statuses[] = {200, 400, 401, 403, 404, 405, 408, 413, 415, 429, 500, 503};
 #define N_STATUSES (sizeof(statuses) / sizeof(statuses[0]))
@@ -398,6 +400,8 @@ static enum route route_of(const char *url, char *account, size_t size, int *bad
         return R_PLANS;
     if (strcmp(url, "/v1/accounts") == 0)
         return R_ACCOUNTS;
+    if (strcmp(url, "/v1/rejected") == 0)
+        return R_REJECTED;
     if (strncmp(url, "/v1/accounts/", 13) != 0)
         return R_OTHER;
     p = url + 13;
@@ -1080,6 +1084,22 @@ static enum MHD_Result dispatch(bd_api *api, struct MHD_Connection *conn, req *q
         ret = st == 0     ? db_problem(api, conn, q, &err)
               : st == 200 ? send_json(api, conn, q, 200, body)
                           : problem(api, conn, q, st, "query", "q", NULL, "%s", msg);
+        break;
+    }
+    case R_REJECTED: {
+        char msg[MSG_MAX];
+        json_t *body = NULL;
+        unsigned st;
+
+        if (key.bound || (key.scopes & BS_SCOPE_ADMIN) == 0) {
+            ret = problem(api, conn, q, 403, "scope", NULL, NULL,
+                          "rejected events are for admin keys of every account");
+            break;
+        }
+        st = bd_api_rejected(s->conn, conn, &body, msg, sizeof(msg), &err);
+        ret = st == 0     ? db_problem(api, conn, q, &err)
+              : st == 200 ? send_json(api, conn, q, 200, body)
+                          : problem(api, conn, q, st, "query", NULL, NULL, "%s", msg);
         break;
     }
     case R_EVENTS:

@@ -76,14 +76,22 @@ with open(tmp + '/events.jsonl', 'w') as f:
         f.write(json.dumps({'id': 'console-gpu-%d' % i, 'account': 'student-b', 'resource': 'i-b9',
             'meter': 'gpu', 'start': iso(s), 'end': iso(s + datetime.timedelta(minutes=15)),
             'quantity': '8', 'model': 'RTX4090', 'region': 'cn-east-1'}) + '\n')
+with open(tmp + '/bad.jsonl', 'w') as f:
+    f.write(json.dumps({'id': 'console-bad-0', 'account': 'nobody', 'resource': 'i-x',
+        'meter': 'gpu', 'start': iso(now - datetime.timedelta(hours=2)),
+        'end': iso(now - datetime.timedelta(hours=1)), 'quantity': '1', 'model': 'RTX4090',
+        'region': 'cn-east-1'}) + '\n')
 PY
 $billing db migrate >/dev/null || exit 99
 $billing load --pricebook "$ex/pricebook.json" --accounts "$tmp/accounts.json" >/dev/null || exit 99
 $billing ingest "$tmp/events.jsonl" >/dev/null 2>&1 || exit 99
+# One record refused (unknown account), for the rejected events page: exit 1.
+$billing ingest "$tmp/bad.jsonl" >/dev/null 2>&1
+[ $? = 1 ] || exit 99
 bound=$($billing apikey create --scope accounts:read --scope invoices:read --account student-b \
     --label console 2>/dev/null) || exit 99
-operator=$($billing apikey create --scope accounts:read --scope invoices:read --label console \
-    2>/dev/null) || exit 99
+operator=$($billing apikey create --scope accounts:read --scope invoices:read --scope admin \
+    --label console 2>/dev/null) || exit 99
 # January's invoices, for the invoice pages (when the API has them).
 $billing close --period 2026-01 --finalize --grace 0 --quiet >/dev/null 2>&1 || exit 99
 $billing account balance student-b >"$tmp/balance.txt" || exit 99
@@ -157,6 +165,12 @@ if [ "$code" = 200 ]; then
     invoice=$(grep -l '"account": *"lab-a"' "$tmp"/json/*.json | head -1)
     [ -n "$invoice" ] || { check "billing invoice export wrote lab-a's invoice" fail; finish; }
 fi
+
+out=$(get "$operator" "/v1/rejected")
+check "GET /v1/rejected lists the refused record with its reason" \
+    "$(echo "$out" | grep -q '"event_id":"console-bad-0","reason_code":"unknown_account"' && echo ok)" "$out"
+code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $bound" "$url/v1/rejected")
+check "a bound key may not list rejected events (403)" "$([ "$code" = 403 ] && echo ok)" "got $code"
 
 # The browser.
 $py "$srcdir/tests/console-check.py" --url "$url" --bound "$bound" --operator "$operator" \

@@ -245,7 +245,18 @@ def main():
             check('no invoices route: no Invoices link',
                   not d.find_element(By.ID, 'nav-invoices').is_displayed(), 'shown')
 
-        # 6. Every request stayed on this server; no JavaScript error.
+        # 6. The operations page: the record ingest refused, with its reason.
+        check('the Rejected link is shown to an admin key',
+              d.find_element(By.ID, 'nav-rejected').is_displayed(), 'hidden')
+        d.find_element(By.ID, 'nav-rejected').click()
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, '#rejected-results tbody tr'))
+        rows = [(r.find_element(By.CSS_SELECTOR, '[data-field="event_id"]').text,
+                 r.find_element(By.CSS_SELECTOR, '[data-field="reason_code"]').text)
+                for r in d.find_elements(By.CSS_SELECTOR, '#rejected-results tbody tr')]
+        check('the rejected events page shows the refused record and its reason',
+              rows == [('console-bad-0', 'unknown_account')], rows)
+
+        # 7. Every request stayed on this server; no JavaScript error.
         names = d.execute_script(
             "return performance.getEntriesByType('resource').map(e => e.name)"
             ".concat(performance.getEntriesByType('navigation').map(e => e.name))")

@@ -436,6 +436,48 @@
         });
     }
 
+    /* The records ingest refused (GET /v1/rejected, admin keys), oldest first. */
+    function rejectedPage(query) {
+        var q = new URLSearchParams(query);
+        var reason = el('input', { id: 'f-reason', name: 'reason', value: q.get('reason') || '',
+            placeholder: 'unknown_account' });
+        var all = el('input', { id: 'f-all', type: 'checkbox', name: 'all' });
+        all.checked = q.get('all') === '1';
+        var form = el('form', { 'class': 'filters', id: 'rejected-filters' },
+            el('div', null, el('label', { 'for': 'f-reason' }, 'Reason code'), reason),
+            el('div', null, el('label', { 'for': 'f-all' }, 'Resolved too'), all),
+            el('button', { type: 'submit' }, 'Filter'));
+        var results = el('div', { id: 'rejected-results' }, el('p', { 'class': 'muted' }, 'Loading\u2026'));
+        form.addEventListener('submit', function (e) {
+            e.preventDefault();
+            var p = new URLSearchParams();
+            if (reason.value)
+                p.set('reason', reason.value);
+            if (all.checked)
+                p.set('all', '1');
+            location.hash = '#/rejected?' + p.toString();
+        });
+        show(el('section', { 'class': 'card' }, el('h1', null, 'Rejected events'), form, results));
+        var ask = new URLSearchParams();
+        if (q.get('reason'))
+            ask.set('reason', q.get('reason'));
+        ask.set('all', all.checked ? '1' : '0');
+        ask.set('limit', '500');
+        api('/v1/rejected?' + ask.toString()).then(function (res) {
+            clear(results);
+            if (res.status !== 200) {
+                append(results, el('p', { 'class': 'error' }, problemText(res)));
+                return;
+            }
+            var rows = res.body.data;
+            append(results, rows.length ? table([['id', '#', true], ['received_at', 'Received'],
+                ['source', 'Source'], ['event_id', 'Event'], ['reason_code', 'Code'],
+                ['reason', 'Reason'], ['size', 'Bytes', true],
+                ['resolved', 'Resolved', false, function (r) { return r.resolved ? 'yes' : 'no'; }]],
+            rows, 'id') : el('p', { 'class': 'muted', id: 'no-rejected' }, 'None.'));
+        });
+    }
+
     /* One invoice as its document model (GET /v1/invoices/REF.json). */
     function invoicePage(ref) {
         show(el('p', { 'class': 'muted' }, 'Loading ' + ref + '\u2026'));
@@ -575,7 +617,7 @@
     function signIn(key) {
         state.key = key;
         return Promise.all([api('/v1/accounts?limit=2'), api('/v1/price-books'),
-            api('/v1/invoices?limit=1')]).then(function (r) {
+            api('/v1/invoices?limit=1'), api('/v1/rejected?limit=1')]).then(function (r) {
             if (r[0].status !== 200) {
                 signedOut(r[0].status === 401 ? 'This key is unknown or revoked.' : problemText(r[0]));
                 return false;
@@ -592,6 +634,8 @@
             $('nav-home').textContent = state.bound ? 'Account' : 'Accounts';
             /* The invoices page, when the API has it and the key may read invoices. */
             $('nav-invoices').hidden = r[2].status !== 200;
+            /* The rejected events, for admin keys. */
+            $('nav-rejected').hidden = r[3].status !== 200;
             $('who').textContent = state.bound ? 'Customer view' : 'Operator view';
             return true;
         });
@@ -608,6 +652,8 @@
             invoicePage(decodeURIComponent(m[1]));
         else if ((m = /^#\/invoices(?:\?(.*))?$/.exec(h)))
             invoicesPage(m[1] || '');
+        else if (!state.bound && (m = /^#\/rejected(?:\?(.*))?$/.exec(h)))
+            rejectedPage(m[1] || '');
         else if (!state.bound && (m = /^#\/accounts(?:\?q=(.*))?$/.exec(h)))
             accountsPage(decodeURIComponent(m[1] || ''));
         else if (h !== state.home)
