@@ -24,10 +24,13 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "api_accounts.h"
+#include "api_ops.h"
 #include "apikeys.h"
 #include "apiread.h"
 #include "balance.h"
 #include "billing.h"
+#include "console.h"
 #include "dbcatalog.h"
 #include "ingest.h"
 #include "invoices.h"
@@ -55,13 +58,15 @@ enum route {
     R_EVENTS,
     R_PRICE_BOOKS,
     R_PLANS,
+    R_ACCOUNTS,
+    R_REJECTED,
     R_OTHER,
     N_ROUTES
 };
 static const char *const route_names[N_ROUTES] = {
     "/v1/accounts/{id}/balance", "/v1/accounts/{id}/grants", "/v1/accounts/{id}/subscriptions",
     "/v1/events",                "/v1/price-books",          "/v1/plans",
-    "other"};
+    "/v1/accounts",              "/v1/rejected",             "other"};
 
 static const unsigned statuses[] = {200, 400, 401, 403, 404, 405, 408, 413, 415, 429, 500, 503};
 #define N_STATUSES (sizeof(statuses) / sizeof(statuses[0]))
@@ -95,6 +100,7 @@ struct bd_api {
     size_t body_max;
     int64_t request_ms;
     int64_t rate; /* requests per second per key (also the burst) */
+    bd_console *console; /* the web console's files, under /console/ */
     pthread_mutex_t lock;
     pthread_cond_t freed;
     api_slot slots[API_THREADS];
@@ -439,6 +445,10 @@ static enum route route_of(const char *url, char *account, size_t size, int *bad
         return R_PRICE_BOOKS;
     if (strcmp(url, "/v1/plans") == 0)
         return R_PLANS;
+    if (strcmp(url, "/v1/accounts") == 0)
+        return R_ACCOUNTS;
+    if (strcmp(url, "/v1/rejected") == 0)
+        return R_REJECTED;
     if (strncmp(url, "/v1/accounts/", 13) != 0)
         return R_OTHER;
     p = url + 13;
@@ -1222,6 +1232,33 @@ static enum MHD_Result dispatch(bd_api *api, struct MHD_Connection *conn, req *q
         ret = list_rows(api, conn, q, s, q->route == R_PLANS ? BS_API_PLANS : BS_API_PRICE_BOOKS,
                         NULL);
         break;
+    case R_ACCOUNTS: {
+        char msg[MSG_MAX];
+        json_t *body = NULL;
+        unsigned st = bd_api_accounts(s->conn, conn, key.bound ? key.account : NULL, &body, msg,
+                                      sizeof(msg), &err);
+
+        ret = st == 0     ? db_problem(api, conn, q, &err)
+              : st == 200 ? send_json(api, conn, q, 200, body)
+                          : problem(api, conn, q, st, "query", "q", NULL, "%s", msg);
+        break;
+    }
+    case R_REJECTED: {
+        char msg[MSG_MAX];
+        json_t *body = NULL;
+        unsigned st;
+
+        if (key.bound || (key.scopes & BS_SCOPE_ADMIN) == 0) {
+            ret = problem(api, conn, q, 403, "scope", NULL, NULL,
+                          "rejected events are for admin keys of every account");
+            break;
+        }
+        st = bd_api_rejected(s->conn, conn, &body, msg, sizeof(msg), &err);
+        ret = st == 0     ? db_problem(api, conn, q, &err)
+              : st == 200 ? send_json(api, conn, q, 200, body)
+                          : problem(api, conn, q, st, "query", NULL, NULL, "%s", msg);
+        break;
+    }
     case R_EVENTS:
         ret = post_events(api, conn, q, s, key.id, key.bound ? key.account : NULL);
         break;
@@ -1387,6 +1424,8 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
     if (q->too_large)
         return problem(api, conn, q, 413, "too-large", "body", NULL,
                        "the body is over %zu bytes (api.body_max)", api->body_max);
+    if (bd_console_path(url))
+        return bd_console_answer(api->console, conn, url, method);
     if ((mono_ns() - q->start_ns) / 1000000 > api->request_ms)
         return problem(api, conn, q, 408, "timeout", NULL, NULL,
                        "the request took over %" PRId64 " ms (api.request_ms)", api->request_ms);
@@ -1492,6 +1531,8 @@ bd_api *bd_api_new(const bd_config *cfg)
     api->body_max = (size_t)cfg->api_body_max;
     api->request_ms = cfg->api_request_ms;
     api->rate = cfg->api_rate;
+    api->console = bd_console_new(cfg->api_console_dir != NULL ? cfg->api_console_dir
+                                                               : BD_CONSOLE_DIR);
     if (cfg->api_tls_cert != NULL && cfg->api_tls_cert[0] != '\0') {
         api->cert = read_file(cfg->api_tls_cert);
         api->key = read_file(cfg->api_tls_key != NULL ? cfg->api_tls_key : "");
@@ -1604,6 +1645,7 @@ void bd_api_free(bd_api *api)
     pthread_cond_destroy(&api->freed);
     pthread_cond_destroy(&api->wake);
     pthread_mutex_destroy(&api->lock);
+    bd_console_free(api->console);
     free(api->conninfo);
     free(api->book);
     free(api->cert);

@@ -9,7 +9,9 @@
  *   GET  /v1/accounts/{id}/grants         accounts:read
  *   GET  /v1/accounts/{id}/subscriptions  accounts:read
  *   GET  /v1/accounts/{id}/usage          accounts:read
+ *   GET  /v1/accounts?q=&limit=           accounts:read (api_accounts.h; a bound key: its own)
  *   POST /v1/events                       events:write
+ *   GET  /v1/rejected?reason=&limit=&all= admin, unbound (api_ops.h)
  *   GET  /v1/price-books, /v1/plans       admin, or an unbound accounts:read key
  *
  * Keys are `billing apikey`'s (store/apikeys.h), sent as
@@ -17,7 +19,8 @@
  * (404). Limits: body size (413), the whole request's time (408),
  * connections per client address, a token bucket per key (429 with
  * Retry-After). Errors are RFC 9457 problem details. Each request is
- * counted by route and status in /metrics (bd_api_metrics).
+ * counted by route and status in /metrics (bd_api_metrics). The web
+ * console's static files are served under /console/ (console.h).
  */
 #ifndef BILLINGD_API_H
 #define BILLINGD_API_H

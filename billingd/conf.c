@@ -40,6 +40,7 @@ void bd_config_free(bd_config *c)
     free(c->dead_letter_topic);
     free(c->http_listen);
     free(c->api_listen);
+    free(c->api_console_dir);
     free(c->api_tls_cert);
     free(c->api_tls_key);
     free(c->alerts_topic);
@@ -170,6 +171,8 @@ static int apply(bd_config *c, const char *key, const char *value, const char **
         *why = "need a number in 1..1000000";
         return set_long(&c->api_rate, value, 1, 1000000);
     }
+    if (strcmp(key, "api.console_dir") == 0)
+        return set_string(&c->api_console_dir, value);
     if (strcmp(key, "alerts.topic") == 0)
         return set_string(&c->alerts_topic, value);
     if (strcmp(key, "alerts.thresholds") == 0)

@@ -53,6 +53,7 @@ typedef struct bd_config {
     long api_request_ms;
     long api_connections_per_ip;
     long api_rate;
+    char *api_console_dir; /* the console's files (NULL: the installed ones) */
     char *alerts_topic;
     char *alerts_thresholds;
     char *topics[BD_MAX_TOPICS];

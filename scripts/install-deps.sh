@@ -41,6 +41,9 @@ gnuplot-nox
 curl
 systemd
 openssl
+chromium
+chromium-driver
+python3-selenium
 "
 # postgresql: the server binaries for scripts/pg.sh (its system cluster is
 #   never used). util-linux: runuser, setsid, flock. passwd: useradd.
@@ -57,6 +60,9 @@ openssl
 #   terminal, no X); curl: the demo reads billingd's /metrics.
 # systemd: systemd-analyze, which rates billingd.service in the tests
 #   (tests/check-unit.sh); nothing is started with it.
+# chromium, chromium-driver, python3-selenium: tests/check-console.sh
+#   drives the web console in a real headless browser (Debian's, no
+#   browser download at run time).
 # Java and Maven fetch and run Kafka (scripts/kafka.sh). This machine kind
 # may bring its own JDK and Maven; install Debian's only when missing.
 command -v java >/dev/null 2>&1 || packages="$packages openjdk-17-jre-headless"

@@ -4,7 +4,9 @@
 #include "config.h"
 
 #include <libpq-fe.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "apiread.h"
 
@@ -80,6 +82,50 @@ bs_status bs_account_exists(bs_conn *c, const char *id, int *found, bs_error *er
     if (res == NULL)
         return err->status;
     *found = PQntuples(res) == 1;
+    PQclear(res);
+    return BS_OK;
+}
+
+bs_status bs_api_accounts(bs_conn *c, const char *query, const char *bound, int limit,
+                          bs_api_row_fn fn, void *arg, bs_error *err)
+{
+    static const char *const cols[] = {"id", "name", "currency", "time_zone", "status"};
+    char lim[16];
+    const char *params[3];
+    const char *values[5];
+    bs_api_row row;
+    PGresult *res;
+    int i;
+    int j;
+
+    if (query == NULL)
+        query = "";
+    if (limit < 1 || limit > BS_API_ACCOUNTS_MAX || strlen(query) > BS_API_QUERY_MAX)
+        return bs_error_set(err, BS_ERR_INVALID, "accounts: limit 1..%d, query at most %d bytes",
+                            BS_API_ACCOUNTS_MAX, BS_API_QUERY_MAX);
+    snprintf(lim, sizeof(lim), "%d", limit);
+    params[0] = query;
+    params[1] = bound;
+    params[2] = lim;
+    res = bs_query_prepared(
+        c, "bs_api_accounts",
+        "SELECT a.id, a.name, a.currency::text, a.time_zone, a.status FROM billing.accounts a"
+        " WHERE ($2::text IS NULL OR a.id = $2::text)"
+        " AND ($1::text = '' OR strpos(lower(a.id), lower($1::text)) > 0"
+        " OR strpos(lower(coalesce(a.name, '')), lower($1::text)) > 0)"
+        " ORDER BY a.id LIMIT $3::int",
+        3, params, err);
+    if (res == NULL)
+        return err->status;
+    row.n = PQnfields(res) < 5 ? PQnfields(res) : 5;
+    row.names = cols;
+    row.values = values;
+    for (i = 0; i < PQntuples(res); i++) {
+        for (j = 0; j < row.n; j++)
+            values[j] = PQgetisnull(res, i, j) ? NULL : PQgetvalue(res, i, j);
+        if (fn(arg, &row) != 0)
+            break;
+    }
     PQclear(res);
     return BS_OK;
 }

@@ -39,6 +39,22 @@ typedef int (*bs_api_row_fn)(void *arg, const bs_api_row *row);
 bs_status bs_api_read(bs_conn *c, bs_api_list what, const char *account, bs_api_row_fn fn,
                       void *arg, bs_error *err);
 
+/* Most accounts bs_api_accounts lists. */
+#define BS_API_ACCOUNTS_MAX 100
+/* Longest search text of bs_api_accounts, in bytes. */
+#define BS_API_QUERY_MAX 128
+
+/*
+ * bs_api_accounts - the accounts whose id or name contains @query (case
+ * insensitive; "" or NULL: every account), in id order, at most @limit
+ * (1..BS_API_ACCOUNTS_MAX); with @bound non-NULL only that account can
+ * be listed. Rows: id, name (NULL when none), currency, time_zone,
+ * status. Returns BS_OK, BS_ERR_INVALID for a bad limit or a query over
+ * BS_API_QUERY_MAX bytes, or a database error.
+ */
+bs_status bs_api_accounts(bs_conn *c, const char *query, const char *bound, int limit,
+                          bs_api_row_fn fn, void *arg, bs_error *err);
+
 /* bs_account_exists - *@found 1 if account @id is stored, else 0. Returns BS_OK or an error. */
 bs_status bs_account_exists(bs_conn *c, const char *id, int *found, bs_error *err);
 

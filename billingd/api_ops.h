@@ -1,0 +1,31 @@
+/*
+ * api_ops.h - GET /v1/rejected?reason=CODE&limit=N&all=1 of billingd's
+ * HTTP API, for the web console's operations page: the records the
+ * ingest pipeline refused (billing.rejected_events, as `billing rejected
+ * list` shows them), oldest first. For admin keys not bound to an account.
+ */
+#ifndef BILLINGD_API_OPS_H
+#define BILLINGD_API_OPS_H
+
+#include <jansson.h>
+#include <microhttpd.h>
+#include <stddef.h>
+
+#include "store.h"
+
+/* Most rows of one GET /v1/rejected. */
+#define BD_REJECTED_MAX 1000
+
+/*
+ * bd_api_rejected - answer the request on @conn (its reason, limit and
+ * all arguments) with the store connection @c. Returns 200 with *@body
+ * set to {"data": [{"id", "received_at", "source", "event_id",
+ * "reason_code", "reason", "size", "resolved"}...]} (id and size
+ * integers, resolved a boolean; unresolved rows only unless all=1), 400
+ * with the reason in @msg (limit outside 1..BD_REJECTED_MAX, default 100;
+ * a reason over 64 bytes), or 0 for a database error in @err.
+ */
+unsigned bd_api_rejected(bs_conn *c, struct MHD_Connection *conn, json_t **body, char *msg,
+                         size_t msgsize, bs_error *err);
+
+#endif
