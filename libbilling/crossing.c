@@ -285,7 +285,8 @@ static int probe(cx *x, billing_time_t t)
 
 /*
  * Can the balance rise inside the span [from, @last]? When a grant starts
- * in it (its credit counts from then on), or a cancellation of the month
+ * after from in it (its credit counts from then on; one starting at from
+ * counts at every probe), or a cancellation of the month
  * of from or later refunds a fee. Then the answer is the former search's.
  */
 static int may_rise(const cx *x, billing_time_t last)
@@ -301,7 +302,7 @@ static int may_rise(const cx *x, billing_time_t last)
 
     for (i = 0; i < a->n_grants; i++) {
         g = BL_AT(cat->grants, bl_grant, a->grants[i]);
-        if (g->granted_at >= x->from && g->granted_at <= last)
+        if (g->granted_at > x->from && g->granted_at <= last)
             return 1;
     }
     billing_zone_year_month(a->zone, x->from > BL_TIME_MIN ? x->from - 1 : x->from, &year,
