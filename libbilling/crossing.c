@@ -10,10 +10,11 @@
  * balance is at or below the level while the instant before's is above.
  * It is found in three steps, each probe rating the events starting before
  * the instant, cut there, on top of what the rater holds (no text):
- *  1. a binary search among the span's start and the events' ends, the
- *     rater moved from probe to probe (only the events between the two
- *     instants and those running are added or taken back: O(n) in all,
- *     not O(n log n));
+ *  1. a search among the span's start and the events' ends, each probe
+ *     where the balance would reach the level if it fell evenly between
+ *     the two bounds known (halfway when that did not halve what is
+ *     left), the rater moved from probe to probe (only the events between
+ *     the two instants and those running are added or taken back);
  *  2. between the last end above the level and the first at or below,
  *     the instant solved for, not searched: while the events running do
  *     not change (up to the next start, month, credit epoch, price
@@ -528,6 +529,92 @@ out:
 /* The most stretches solved for before the plain binary search takes over. */
 #define CX_SOLVES 4
 
+/*
+ * Where the balance (exact, @f_lo at candidate @jlo above the level,
+ * @f_hi at @jhi at or below) would reach the level if it fell evenly over
+ * time: the first candidate strictly between them at or after that
+ * instant, or the last one before @jhi.
+ */
+static size_t interpolate(const cx *x, size_t jlo, size_t jhi, mpq_srcptr f_lo, mpq_srcptr f_hi)
+{
+    billing_time_t lo = candidate(x, x->by_end, jlo);
+    billing_time_t hi = candidate(x, x->by_end, jhi);
+    billing_time_t t;
+    size_t j;
+    mpq_t num;
+    mpq_t den;
+    mpz_t z;
+
+    mpq_inits(num, den, NULL);
+    mpz_init(z);
+    mpq_sub(num, f_lo, x->level);
+    mpq_sub(den, f_lo, f_hi);
+    if (mpq_sgn(den) > 0) {
+        mpq_div(num, num, den);
+        mpz_set_si(z, hi - lo);
+        mpz_mul(mpq_numref(num), mpq_numref(num), z);
+        mpz_fdiv_q(z, mpq_numref(num), mpq_denref(num));
+    }
+    t = mpq_sgn(den) > 0 && mpz_cmp_si(z, hi - lo) < 0 ? lo + mpz_get_si(z) : hi;
+    mpq_clears(num, den, NULL);
+    mpz_clear(z);
+    for (j = jlo + 1; j + 1 < jhi && candidate(x, x->by_end, j) < t; j++)
+        ;
+    return j;
+}
+
+/*
+ * Step 1: candidates @*jlo (above the level) and @*jhi (at or below, or
+ * the last) next to each other. The balance at the last candidate is read
+ * first; then each probe is where the balance would reach the level if it
+ * fell evenly between the two bounds (usage at a steady rate: one or two
+ * probes), or halfway when that did not halve the candidates left (never
+ * more than twice the probes of a binary search). 0 or -1. Expects x->q
+ * to hold the balance at candidate 0.
+ */
+static int step1(cx *x, size_t *jlo, size_t *jhi)
+{
+    mpq_t f_lo;
+    mpq_t f_hi;
+    size_t left;
+    size_t j;
+    int halve = 0;
+    int below;
+    int rc = -1;
+
+    mpq_inits(f_lo, f_hi, NULL);
+    mpq_set(f_lo, x->q);
+    *jlo = 0;
+    *jhi = x->n;
+    if (x->n > 1) {
+        below = probe(x, candidate(x, x->by_end, x->n));
+        if (below < 0)
+            goto out;
+        mpq_set(f_hi, x->q);
+        if (!below)
+            *jlo = x->n - 1; /* never reached: the last stretch, as the former search ends */
+    }
+    while (*jhi - *jlo > 1) {
+        left = *jhi - *jlo;
+        j = halve ? *jlo + left / 2 : interpolate(x, *jlo, *jhi, f_lo, f_hi);
+        below = probe(x, candidate(x, x->by_end, j));
+        if (below < 0)
+            goto out;
+        if (below) {
+            *jhi = j;
+            mpq_set(f_hi, x->q);
+        } else {
+            *jlo = j;
+            mpq_set(f_lo, x->q);
+        }
+        halve = !halve && 2 * (*jhi - *jlo) > left;
+    }
+    rc = 0;
+out:
+    mpq_clears(f_lo, f_hi, NULL);
+    return rc;
+}
+
 /* Steps 1 to 3 (see the file's comment); 0 or -1. The rater still holds what x records. */
 static int reached_at_solved(cx *x, billing_time_t *out)
 {
@@ -538,7 +625,6 @@ static int reached_at_solved(cx *x, billing_time_t *out)
     billing_time_t g;
     size_t jlo = 0;
     size_t jhi = x->n;
-    size_t j;
     int solves;
     int beyond;
     int below = probe(x, x->from);
@@ -548,16 +634,8 @@ static int reached_at_solved(cx *x, billing_time_t *out)
         return below < 0 ? -1 : 0;
     }
     /* Step 1. */
-    while (jhi - jlo > 1) {
-        j = jlo + (jhi - jlo) / 2;
-        below = probe(x, candidate(x, b, j));
-        if (below < 0)
-            return -1;
-        if (below)
-            jhi = j;
-        else
-            jlo = j;
-    }
+    if (step1(x, &jlo, &jhi) != 0)
+        return -1;
     lo = candidate(x, b, jlo);
     hi = candidate(x, b, jhi);
     /* Steps 2 and 3: the first instant in (lo, hi] at or below, or hi when none is. */
