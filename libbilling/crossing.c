@@ -570,10 +570,12 @@ static size_t interpolate(const cx *x, size_t jlo, size_t jhi, mpq_srcptr f_lo, 
  * fell evenly between the two bounds (usage at a steady rate: one or two
  * probes), or halfway when that did not halve the candidates left (never
  * more than twice the probes of a binary search). 0 or -1. Expects x->q
- * to hold the balance at candidate 0.
+ * to hold the balance at candidate 0; leaves there the one at *@jlo when
+ * it read it (*@lo_known then 1).
  */
-static int step1(cx *x, size_t *jlo, size_t *jhi)
+static int step1(cx *x, size_t *jlo, size_t *jhi, int *lo_known)
 {
+    int known = 1;
     mpq_t f_lo;
     mpq_t f_hi;
     size_t left;
@@ -591,8 +593,10 @@ static int step1(cx *x, size_t *jlo, size_t *jhi)
         if (below < 0)
             goto out;
         mpq_set(f_hi, x->q);
-        if (!below)
+        if (!below) {
             *jlo = x->n - 1; /* never reached: the last stretch, as the former search ends */
+            known = 0;
+        }
     }
     while (*jhi - *jlo > 1) {
         left = *jhi - *jlo;
@@ -610,8 +614,11 @@ static int step1(cx *x, size_t *jlo, size_t *jhi)
         halve = !halve && 2 * (*jhi - *jlo) > left;
     }
     rc = 0;
+    if (known)
+        mpq_set(x->q, f_lo);
 out:
     mpq_clears(f_lo, f_hi, NULL);
+    *lo_known = known && rc == 0;
     return rc;
 }
 
@@ -627,6 +634,7 @@ static int reached_at_solved(cx *x, billing_time_t *out)
     size_t jhi = x->n;
     int solves;
     int beyond;
+    int lo_known;
     int below = probe(x, x->from);
 
     if (below != 0) {
@@ -634,14 +642,16 @@ static int reached_at_solved(cx *x, billing_time_t *out)
         return below < 0 ? -1 : 0;
     }
     /* Step 1. */
-    if (step1(x, &jlo, &jhi) != 0)
+    if (step1(x, &jlo, &jhi, &lo_known) != 0)
         return -1;
     lo = candidate(x, b, jlo);
     hi = candidate(x, b, jhi);
     /* Steps 2 and 3: the first instant in (lo, hi] at or below, or hi when none is. */
     for (solves = 0; solves < CX_SOLVES && hi - lo > 1; solves++) {
-        if (probe(x, lo) < 0)
+        /* The balance at lo: read by step 1 (the rater only moved back there) or now. */
+        if ((lo_known ? move_to(x, lo) : probe(x, lo)) < 0)
             return -1;
+        lo_known = 0;
         t1 = stretch_end(x, lo, hi);
         if (solve(x, lo, t1, &g, &beyond) != 0)
             return -1;
@@ -650,6 +660,7 @@ static int reached_at_solved(cx *x, billing_time_t *out)
             return -1;
         if (!below) {
             lo = g;
+            lo_known = 1; /* x->q holds its balance */
             continue;
         }
         hi = g;
