@@ -8,8 +8,8 @@
  * to one rater account by account and epoch by epoch, with one balance per
  * epoch from the batch's first on. Only an alert actually due costs more:
  * its epoch's stored events of the latest months (one query) for the
- * crossing instant (libbilling's billing_rater_credit_crossing searches
- * it, exactly, without text), and one INSERT. Amounts are exact GMP rationals;
+ * crossing instant (libbilling's billing_rater_credit_crossing solves
+ * for it, exactly, without text), and one INSERT. Amounts are exact GMP rationals;
  * nothing is rounded.
  */
 #include "config.h"

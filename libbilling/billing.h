@@ -1107,10 +1107,16 @@ BILLING_API billing_status billing_rater_credit_exhaustion(billing_rater *r, con
  * start, of @account), whole. The caller knows the balance is at or below
  * @level once the span's events are all rated (it read it, for example
  * with billing_rater_credit_balance); otherwise *@at is the span's latest
- * event end. The balance only falls as usage grows, so the search is
- * binary: about n log n adds and take-backs of the events, and a few
- * dozen more for the events running at the crossing. Nothing is parsed
- * or written as text.
+ * event end. Cost: when nothing in the span can raise the balance (no
+ * grant starts after @from in it, no cancellation refunds a fee), a few
+ * balance reads among the events' ends (each where the balance would
+ * reach @level if it fell evenly), the instant between two ends solved
+ * from the invoice lines (their exact amounts grow linearly while the
+ * same events run; rounded as invoices round them) and checked with two
+ * reads, a binary search only when that check fails; about n adds and
+ * take-backs of the events in all. Otherwise a binary search among the
+ * ends, then to the nanosecond. Either way the same instant and event.
+ * Nothing is parsed or written as text.
  * @r must have its dedupe off (billing_rater_set_dedupe): the events are
  * added and taken back, and @r is left as it was, error or not. @events
  * and @level are only read during the call; nothing is allocated that the

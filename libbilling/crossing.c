@@ -4,23 +4,42 @@
  * live balance at or below the level, and the event that took it there.
  * See billing_rater_credit_crossing in billing.h.
  *
- * The balance only falls as the instant grows (usage only lowers it), so
- * the instant is found by two binary searches: first among the span's
- * start and the events' ends, then to the nanosecond between the last
- * candidate above the level and the first at or below, where only the
- * events running then change. Each probe rates the events starting
- * before the instant, cut there, on top of what the rater holds, reads
- * the exact balance (no text) and takes them back: the rater is left as
- * it was. Cost: O(n log n) adds and take-backs for the first search and
- * O(running * 63) for the second.
+ * When nothing in the span can raise the balance (no grant starts in it,
+ * no cancellation refunds a fee from its month on), the balance only
+ * falls as the instant grows, so the answer is the one instant whose
+ * balance is at or below the level while the instant before's is above.
+ * It is found in three steps, each probe rating the events starting before
+ * the instant, cut there, on top of what the rater holds (no text):
+ *  1. a search among the span's start and the events' ends, each probe
+ *     where the balance would reach the level if it fell evenly between
+ *     the two bounds known (halfway when that did not halve what is
+ *     left), the rater moved from probe to probe (only the events between
+ *     the two instants and those running are added or taken back);
+ *  2. between the last end above the level and the first at or below,
+ *     the instant solved for, not searched: while the events running do
+ *     not change (up to the next start, month, credit epoch, price
+ *     version or plan term), each invoice line's exact amount is linear
+ *     in the instant, so the instant its rounded amounts have lowered the
+ *     balance by the minor units needed is computed from the lines at
+ *     both ends of that stretch (GMP, exact);
+ *  3. that instant checked with two probes (it and the one before): the
+ *     answer when they agree; otherwise (credit that does not pay the
+ *     whole line, lines that round together) a binary search between the
+ *     bounds found so far, as the former search did.
+ * When the balance may rise in the span, the former search runs as it
+ * was (bisection over ends, then to the nanosecond). Either way the rater
+ * is left as it was.
  */
 #include "config.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "catalog.h"
 #include "event.h"
+#include "internal.h"
 #include "invoice.h"
+#include "zone.h"
 
 /* An event of the span, and its index in the caller's array. */
 typedef struct cx_item {
@@ -39,6 +58,13 @@ typedef struct cx {
     billing_event cut; /* an event whose end is cut at the probe's instant */
     char *errbuf;
     size_t errsize;
+    /* The probes that move the rater (steps 1 to 3): what it holds of the span. */
+    const cx_item *by_end;
+    size_t n;
+    billing_time_t t_cur; /* the instant its events are cut at (from: none added) */
+    size_t n_whole;       /* by_end[0..n_whole) added whole (they end at or before t_cur) */
+    size_t *cuts;         /* the indices in by_end of those added cut at t_cur */
+    size_t n_cuts;
 } cx;
 
 /* By end, then start, then id: a total order of the span's events. */
@@ -180,6 +206,489 @@ static int reached_at(cx *x, const cx_item *by_end, size_t n, billing_time_t *ou
     return below < 0 ? -1 : 0;
 }
 
+/* ---------------------------------------------------------------------- */
+/* Probes that move the rater from instant to instant                      */
+/* ---------------------------------------------------------------------- */
+
+/* Take back what x holds of the span's events cut at x->t_cur (they were added: unchecked). */
+static void take_back_cuts(cx *x)
+{
+    while (x->n_cuts > 0) {
+        x->n_cuts--;
+        billing_rater_take_back(x->r, cut_at(x, x->by_end[x->cuts[x->n_cuts]].ev, x->t_cur),
+                                NULL, 0);
+    }
+}
+
+/*
+ * Make the rater hold the span's events starting before @t, cut there:
+ * those ending at or before @t whole (a prefix of by_end), the others
+ * cut. Only what differs from the instant held is added or taken back.
+ * 0, or -1 (x->st set; what the rater holds is still recorded in @x).
+ */
+static int move_to(cx *x, billing_time_t t)
+{
+    const cx_item *b = x->by_end;
+    size_t k = x->n_whole;
+    size_t j;
+
+    take_back_cuts(x);
+    while (k < x->n && b[k].ev->end <= t)
+        k++;
+    while (k > 0 && b[k - 1].ev->end > t)
+        k--;
+    while (x->n_whole > k) {
+        x->n_whole--;
+        billing_rater_take_back(x->r, b[x->n_whole].ev, NULL, 0);
+    }
+    x->t_cur = t;
+    for (; x->n_whole < k; x->n_whole++) {
+        x->st = billing_rater_add(x->r, b[x->n_whole].ev, x->errbuf, x->errsize);
+        if (x->st != BILLING_OK)
+            return -1;
+    }
+    for (j = k; j < x->n; j++) {
+        if (b[j].ev->start >= t)
+            continue;
+        x->st = billing_rater_add(x->r, cut_at(x, b[j].ev, t), x->errbuf, x->errsize);
+        if (x->st != BILLING_OK)
+            return -1;
+        x->cuts[x->n_cuts++] = j;
+    }
+    return 0;
+}
+
+/* Take back all that x holds of the span: the rater as it was. */
+static void move_out(cx *x)
+{
+    take_back_cuts(x);
+    while (x->n_whole > 0) {
+        x->n_whole--;
+        billing_rater_take_back(x->r, x->by_end[x->n_whole].ev, NULL, 0);
+    }
+}
+
+/* below_at's answer at @t, the rater moved there; the balance stays in x->q. 1, 0 or -1. */
+static int probe(cx *x, billing_time_t t)
+{
+    billing_status st;
+
+    if (move_to(x, t) != 0)
+        return -1;
+    st = bl_credit_balance_q(x->r, x->ai, t > x->from ? t - 1 : x->from, x->q);
+    if (st != BILLING_OK) {
+        x->st = bl_seterr(x->errbuf, x->errsize, st, "account '%s': cannot compute its balance",
+                          x->account);
+        return -1;
+    }
+    return mpq_cmp(x->q, x->level) <= 0;
+}
+
+/*
+ * Can the balance rise inside the span [from, @last]? When a grant starts
+ * after from in it (its credit counts from then on; one starting at from
+ * counts at every probe), or a cancellation of the month
+ * of from or later refunds a fee. Then the answer is the former search's.
+ */
+static int may_rise(const cx *x, billing_time_t last)
+{
+    const billing_catalog *cat = x->r->cat;
+    const bl_account *a = BL_AT(cat->accounts, bl_account, x->ai);
+    const bl_grant *g;
+    const bl_sub *s;
+    billing_time_t month0;
+    int year;
+    int month;
+    size_t i;
+
+    for (i = 0; i < a->n_grants; i++) {
+        g = BL_AT(cat->grants, bl_grant, a->grants[i]);
+        if (g->granted_at > x->from && g->granted_at <= last)
+            return 1;
+    }
+    billing_zone_year_month(a->zone, x->from > BL_TIME_MIN ? x->from - 1 : x->from, &year,
+                            &month);
+    if (billing_zone_month_start(a->zone, year, month, &month0) != BILLING_OK)
+        return 1;
+    for (i = 0; i < a->n_subs; i++) {
+        s = BL_AT(cat->subs, bl_sub, a->subs[i]);
+        if (s->cancelled && s->cancelled_at >= month0)
+            return 1;
+    }
+    return 0;
+}
+
+/* @t lowered to @limit when @limit is after @lo and before it. */
+static billing_time_t cap_after(billing_time_t t, billing_time_t lo, billing_time_t limit)
+{
+    return limit > lo && limit < t ? limit : t;
+}
+
+/*
+ * The end of the stretch from @lo (before @hi) over which each line's
+ * exact amount is linear in the instant: the next start of a span event,
+ * or end, month start, credit epoch bound, price version or plan term
+ * bound after @lo, or @hi.
+ */
+static billing_time_t stretch_end(const cx *x, billing_time_t lo, billing_time_t hi)
+{
+    const billing_catalog *cat = x->r->cat;
+    const bl_account *a = BL_AT(cat->accounts, bl_account, x->ai);
+    const bl_sub *s;
+    billing_time_t t = hi;
+    size_t i;
+    int k;
+
+    for (i = 0; i < x->n; i++) {
+        t = cap_after(t, lo, x->by_end[i].ev->start);
+        t = cap_after(t, lo, x->by_end[i].ev->end);
+    }
+    t = cap_after(t, lo, bl_zone_next_month_start(a->zone, lo));
+    i = bl_upper_bound(a->epochs, a->n_epochs, lo);
+    if (i < a->n_epochs)
+        t = cap_after(t, lo, a->epochs[i]);
+    for (i = 0; i < cat->versions.len; i++)
+        t = cap_after(t, lo, BL_AT(cat->versions, bl_version, i)->from);
+    for (i = 0; i < a->n_subs; i++) {
+        s = BL_AT(cat->subs, bl_sub, a->subs[i]);
+        for (k = 0; k <= s->terms; k++)
+            t = cap_after(t, lo, s->bounds[k]);
+        if (s->cancelled)
+            t = cap_after(t, lo, s->cancelled_at);
+    }
+    return t;
+}
+
+/* Whether two lines are one line (month.c's identity). */
+static int line_same(const bl_line *a, const bl_line *b)
+{
+    return a->kind == b->kind && a->meter == b->meter && a->rate == b->rate &&
+           a->attrs == b->attrs && a->plan == b->plan && a->version == b->version &&
+           a->sub == b->sub;
+}
+
+/* A line whose exact amount grows over a stretch: at its start, and its growth over it. */
+typedef struct cx_line {
+    mpq_t a0;
+    mpq_t da;
+    mpz_t r0; /* a0 rounded, minor units */
+} cx_line;
+
+typedef struct cx_model {
+    cx_line *lines;
+    size_t n;
+    billing_time_t lo;
+    billing_time_t len; /* the stretch's length, > 0 */
+    mpz_t need;         /* the minor units the balance must fall by, >= 1 */
+    mpq_t a;
+    mpz_t r;
+    mpz_t sum;
+} cx_model;
+
+/* Has the balance fallen by m->need at @t, if the credit pays every line's increase? */
+static int model_reached(cx_model *m, const billing_catalog *cat, billing_time_t t)
+{
+    mpq_t a;
+    mpz_t r;
+    size_t i;
+    int rc;
+
+    mpq_init(a);
+    mpz_init(r);
+    mpz_set_ui(m->sum, 0);
+    for (i = 0; i < m->n; i++) {
+        mpz_set_si(mpq_numref(a), t - m->lo);
+        mpz_set_si(mpq_denref(a), m->len);
+        mpq_canonicalize(a);
+        mpq_mul(a, a, m->lines[i].da);
+        mpq_add(a, a, m->lines[i].a0);
+        bl_q_round_minor(r, a, cat->digits, cat->rounding);
+        mpz_sub(r, r, m->lines[i].r0);
+        mpz_add(m->sum, m->sum, r);
+    }
+    rc = mpz_cmp(m->sum, m->need) >= 0;
+    mpq_clear(a);
+    mpz_clear(r);
+    return rc;
+}
+
+/*
+ * The lines of @m0 (at the stretch's start) and @m1 (at its end) that grow,
+ * into @m; 0 or -1 (out of memory).
+ */
+static int model_lines(cx_model *m, const bl_month *m0, const bl_month *m1)
+{
+    const bl_line *before;
+    size_t i;
+    size_t j;
+
+    m->lines = malloc((m1->n_lines + 1) * sizeof(*m->lines));
+    if (m->lines == NULL)
+        return -1;
+    for (i = 0; i < m1->n_lines; i++) {
+        before = NULL;
+        for (j = 0; j < m0->n_lines && before == NULL; j++) {
+            if (line_same(&m0->lines[j], &m1->lines[i]))
+                before = &m0->lines[j];
+        }
+        if (before != NULL && mpq_equal(before->amount, m1->lines[i].amount))
+            continue;
+        mpq_init(m->lines[m->n].a0);
+        mpq_init(m->lines[m->n].da);
+        mpz_init(m->lines[m->n].r0);
+        if (before != NULL) {
+            mpq_set(m->lines[m->n].a0, before->amount);
+            mpz_set(m->lines[m->n].r0, before->rounded);
+        }
+        mpq_sub(m->lines[m->n].da, m1->lines[i].amount, m->lines[m->n].a0);
+        m->n++;
+    }
+    return 0;
+}
+
+static void model_clear(cx_model *m)
+{
+    size_t i;
+
+    for (i = 0; i < m->n; i++) {
+        mpq_clear(m->lines[i].a0);
+        mpq_clear(m->lines[i].da);
+        mpz_clear(m->lines[i].r0);
+    }
+    free(m->lines);
+    mpz_clears(m->need, m->r, m->sum, NULL);
+    mpq_clear(m->a);
+}
+
+/*
+ * Step 2: the instant in (@lo, @t1] the lines' rounded amounts have
+ * lowered the balance at @lo (x->q, above the level) to the level or
+ * below, from the lines of @lo's month with the rater at @lo and at @t1
+ * (a stretch: no line bends inside it). Into *@guess; *@beyond set when
+ * not even @t1 is enough. 0, or -1 (x->st set). The rater is left at @t1.
+ */
+static int solve(cx *x, billing_time_t lo, billing_time_t t1, billing_time_t *guess, int *beyond)
+{
+    const billing_catalog *cat = x->r->cat;
+    const bl_account *a = BL_AT(cat->accounts, bl_account, x->ai);
+    cx_model m;
+    bl_month m0;
+    bl_month m1;
+    billing_time_t b_lo;
+    billing_time_t b_hi;
+    billing_time_t mid;
+    int32_t month;
+    int year;
+    int mon;
+    int rc = -1;
+
+    memset(&m, 0, sizeof(m));
+    memset(&m0, 0, sizeof(m0));
+    memset(&m1, 0, sizeof(m1));
+    mpz_inits(m.need, m.r, m.sum, NULL);
+    mpq_init(m.a);
+    m.lo = lo;
+    m.len = t1 - lo;
+    /* need = ceil((balance - level) * 10^digits): the minor units to fall by. */
+    mpq_sub(m.a, x->q, x->level);
+    mpz_ui_pow_ui(m.r, 10, (unsigned long)cat->digits);
+    mpz_mul(mpq_numref(m.a), mpq_numref(m.a), m.r);
+    mpq_canonicalize(m.a);
+    mpz_cdiv_q(m.need, mpq_numref(m.a), mpq_denref(m.a));
+    billing_zone_year_month(a->zone, lo, &year, &mon);
+    month = bl_month_index(year, mon);
+    if (bl_month_compute(x->r, x->ai, month, &m0) != BILLING_OK || move_to(x, t1) != 0 ||
+        bl_month_compute(x->r, x->ai, month, &m1) != BILLING_OK || model_lines(&m, &m0, &m1) != 0) {
+        if (x->st == BILLING_OK)
+            x->st = bl_seterr(x->errbuf, x->errsize, BILLING_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    rc = 0;
+    *beyond = !model_reached(&m, cat, t1);
+    *guess = t1;
+    if (*beyond)
+        goto out;
+    /* Not reached at b_lo, reached at b_hi: arithmetic only, no rating. */
+    b_lo = lo;
+    b_hi = t1;
+    while (b_hi - b_lo > 1) {
+        mid = b_lo + (b_hi - b_lo) / 2;
+        if (model_reached(&m, cat, mid))
+            b_hi = mid;
+        else
+            b_lo = mid;
+    }
+    *guess = b_hi;
+out:
+    bl_month_clear(&m0);
+    bl_month_clear(&m1);
+    model_clear(&m);
+    return rc;
+}
+
+/* The most stretches solved for before the plain binary search takes over. */
+#define CX_SOLVES 4
+
+/*
+ * Where the balance (exact, @f_lo at candidate @jlo above the level,
+ * @f_hi at @jhi at or below) would reach the level if it fell evenly over
+ * time: the first candidate strictly between them at or after that
+ * instant, or the last one before @jhi.
+ */
+static size_t interpolate(const cx *x, size_t jlo, size_t jhi, mpq_srcptr f_lo, mpq_srcptr f_hi)
+{
+    billing_time_t lo = candidate(x, x->by_end, jlo);
+    billing_time_t hi = candidate(x, x->by_end, jhi);
+    billing_time_t t;
+    size_t j;
+    mpq_t num;
+    mpq_t den;
+    mpz_t z;
+
+    mpq_inits(num, den, NULL);
+    mpz_init(z);
+    mpq_sub(num, f_lo, x->level);
+    mpq_sub(den, f_lo, f_hi);
+    if (mpq_sgn(den) > 0) {
+        mpq_div(num, num, den);
+        mpz_set_si(z, hi - lo);
+        mpz_mul(mpq_numref(num), mpq_numref(num), z);
+        mpz_fdiv_q(z, mpq_numref(num), mpq_denref(num));
+    }
+    t = mpq_sgn(den) > 0 && mpz_cmp_si(z, hi - lo) < 0 ? lo + mpz_get_si(z) : hi;
+    mpq_clears(num, den, NULL);
+    mpz_clear(z);
+    for (j = jlo + 1; j + 1 < jhi && candidate(x, x->by_end, j) < t; j++)
+        ;
+    return j;
+}
+
+/*
+ * Step 1: candidates @*jlo (above the level) and @*jhi (at or below, or
+ * the last) next to each other. The balance at the last candidate is read
+ * first; then each probe is where the balance would reach the level if it
+ * fell evenly between the two bounds (usage at a steady rate: one or two
+ * probes), or halfway when that did not halve the candidates left (never
+ * more than twice the probes of a binary search). 0 or -1. Expects x->q
+ * to hold the balance at candidate 0; leaves there the one at *@jlo when
+ * it read it (*@lo_known then 1).
+ */
+static int step1(cx *x, size_t *jlo, size_t *jhi, int *lo_known)
+{
+    int known = 1;
+    mpq_t f_lo;
+    mpq_t f_hi;
+    size_t left;
+    size_t j;
+    int halve = 0;
+    int below;
+    int rc = -1;
+
+    mpq_inits(f_lo, f_hi, NULL);
+    mpq_set(f_lo, x->q);
+    *jlo = 0;
+    *jhi = x->n;
+    if (x->n > 1) {
+        below = probe(x, candidate(x, x->by_end, x->n));
+        if (below < 0)
+            goto out;
+        mpq_set(f_hi, x->q);
+        if (!below) {
+            *jlo = x->n - 1; /* never reached: the last stretch, as the former search ends */
+            known = 0;
+        }
+    }
+    while (*jhi - *jlo > 1) {
+        left = *jhi - *jlo;
+        j = halve ? *jlo + left / 2 : interpolate(x, *jlo, *jhi, f_lo, f_hi);
+        below = probe(x, candidate(x, x->by_end, j));
+        if (below < 0)
+            goto out;
+        if (below) {
+            *jhi = j;
+            mpq_set(f_hi, x->q);
+        } else {
+            *jlo = j;
+            mpq_set(f_lo, x->q);
+        }
+        halve = !halve && 2 * (*jhi - *jlo) > left;
+    }
+    rc = 0;
+    if (known)
+        mpq_set(x->q, f_lo);
+out:
+    mpq_clears(f_lo, f_hi, NULL);
+    *lo_known = known && rc == 0;
+    return rc;
+}
+
+/* Steps 1 to 3 (see the file's comment); 0 or -1. The rater still holds what x records. */
+static int reached_at_solved(cx *x, billing_time_t *out)
+{
+    const cx_item *b = x->by_end;
+    billing_time_t lo;
+    billing_time_t hi;
+    billing_time_t t1;
+    billing_time_t g;
+    size_t jlo = 0;
+    size_t jhi = x->n;
+    int solves;
+    int beyond;
+    int lo_known;
+    int below = probe(x, x->from);
+
+    if (below != 0) {
+        *out = x->from;
+        return below < 0 ? -1 : 0;
+    }
+    /* Step 1. */
+    if (step1(x, &jlo, &jhi, &lo_known) != 0)
+        return -1;
+    lo = candidate(x, b, jlo);
+    hi = candidate(x, b, jhi);
+    /* Steps 2 and 3: the first instant in (lo, hi] at or below, or hi when none is. */
+    for (solves = 0; solves < CX_SOLVES && hi - lo > 1; solves++) {
+        /* The balance at lo: read by step 1 (the rater only moved back there) or now. */
+        if ((lo_known ? move_to(x, lo) : probe(x, lo)) < 0)
+            return -1;
+        lo_known = 0;
+        t1 = stretch_end(x, lo, hi);
+        if (solve(x, lo, t1, &g, &beyond) != 0)
+            return -1;
+        below = probe(x, g);
+        if (below < 0)
+            return -1;
+        if (!below) {
+            lo = g;
+            lo_known = 1; /* x->q holds its balance */
+            continue;
+        }
+        hi = g;
+        if (beyond || hi - lo <= 1)
+            break;
+        below = probe(x, g - 1);
+        if (below < 0)
+            return -1;
+        if (below)
+            hi = g - 1;
+        else
+            lo = g - 1;
+        break;
+    }
+    while (hi - lo > 1) {
+        g = lo + (hi - lo) / 2;
+        below = probe(x, g);
+        if (below < 0)
+            return -1;
+        if (below)
+            hi = g;
+        else
+            lo = g;
+    }
+    *out = hi;
+    return 0;
+}
+
 /* Is @x's id before @y's? The tie rule among events that start together. */
 static int id_before(const billing_event *x, const billing_event *y)
 {
@@ -262,9 +771,23 @@ billing_status billing_rater_credit_crossing(billing_rater *r, const char *accou
     x.st = BILLING_OK;
     x.errbuf = errbuf;
     x.errsize = errsize;
+    x.by_end = by_end;
+    x.n = n;
+    x.t_cur = from;
+    x.cuts = malloc((n + 1) * sizeof(*x.cuts));
+    if (x.cuts == NULL) {
+        free(by_end);
+        return bl_seterr(errbuf, errsize, BILLING_ERR_NOMEM, "out of memory");
+    }
     mpq_init(x.q);
-    rc = reached_at(&x, by_end, n, at);
+    if (n > 0 && !may_rise(&x, by_end[n - 1].ev->end)) {
+        rc = reached_at_solved(&x, at);
+        move_out(&x);
+    } else {
+        rc = reached_at(&x, by_end, n, at);
+    }
     mpq_clear(x.q);
+    free(x.cuts);
     free(by_end);
     if (rc != 0)
         return x.st;

@@ -1015,15 +1015,20 @@ static size_t cx_reached_by(const cx_oracle *o, billing_time_t t)
 }
 
 #define CX_SPAN_EVENTS 48
-#define CX_LEVELS 12
+#define CX_LEVELS 16
 
 /*
  * billing_rater_credit_crossing gives what the former search gave: random
  * usage before a span start and random events in the span (overlapping,
  * ties in ends and starts), random levels between above the balance at
  * the span's start and below the one after it (including the crossing at
- * the start, and levels the span never reaches): the same instant and
- * the same event, and the rater left as it was.
+ * the start, and levels the span never reaches), and levels exactly at a
+ * balance the span passes through (a rounded line's step, where the
+ * solved instant must be exact): the same instant and the same event, and
+ * the rater left as it was. The spans start before, inside and after a
+ * grant's start (the former search kept where the balance may rise) and
+ * across a grant's expiry and month starts, with two grants, overlapping
+ * events of four meters at several rates and two price versions.
  */
 START_TEST(test_credit_crossing_matches_former_search)
 {
@@ -1127,6 +1132,17 @@ START_TEST(test_credit_crossing_matches_former_search)
             mpq_set_ui(o.q, 1, 3 + 2 * (unsigned long)(rnd() % 50));
             mpq_add(o.level, o.level, o.q);
         }
+        /* A rounding edge: exactly the balance at a random instant of the span (where a line's
+           rounded amount steps), or one minor unit above it. */
+        if (round % 4 == 1) {
+            cx_below_at(&o, o.by_end, o.n,
+                        o.lo + 1 + (billing_time_t)(rnd() % (uint64_t)(sorted[n - 1]->end - o.lo)));
+            mpq_set(o.level, o.q);
+            if (rnd() % 2 == 0) {
+                mpq_set_ui(o.q, 1, 100);
+                mpq_add(o.level, o.level, o.q);
+            }
+        }
         want_at = cx_reached_at(&o);
         want_index = cx_reached_by(&o, want_at);
         ck_assert_msg(billing_rater_credit_crossing(o.r, account, evs, n, o.lo, o.level, &index,
@@ -1179,7 +1195,7 @@ static Suite *properties_suite(void)
     tcase_add_test(tc, test_dedupe_many_ids);
     tcase_add_loop_test(tc, test_aggregates_round_trip, 0, 3);
     tcase_add_loop_test(tc, test_dense_memo_matches_general_path, 0, 3);
-    tcase_add_loop_test(tc, test_credit_crossing_matches_former_search, 0, 6);
+    tcase_add_loop_test(tc, test_credit_crossing_matches_former_search, 0, 12);
     suite_add_tcase(s, tc);
     return s;
 }
