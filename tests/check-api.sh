@@ -487,7 +487,7 @@ python3 - "$url" "$admin" "$tmp/hdr" "$tmp/body" <<'EOF'
 import http.client, sys, urllib.parse
 u = urllib.parse.urlsplit(sys.argv[1])
 c = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
-for i in range(20):
+for i in range(60):
     c.request("GET", "/v1/plans", headers={"Authorization": "Bearer " + sys.argv[2]})
     r = c.getresponse()
     body = r.read()
