@@ -21,6 +21,7 @@
 #     Retry-After, headers sent slowly past api.request_ms: closed (or
 #     408); a wrong method 405, a wrong media type 415;
 #   - TLS (a certificate openssl makes): HTTPS answers, plain HTTP not;
+#   - `billing load` of a new account while billingd runs: seen at once;
 #   - /metrics counts the requests by route and status;
 #   - SIGTERM with a request in flight (headers in, body not yet sent):
 #     answered in full; every billingd exits 0; no sanitizer report.
@@ -387,6 +388,27 @@ expect_eq "subscriptions: as loaded" "$(jv 'len(d["data"])')" \
 api "price books" 200 GET /v1/price-books "$admin"
 api "plans" 200 GET /v1/plans "$admin"
 
+# `billing load` of a new account while billingd runs: every serving
+# thread sees it at its next request (LISTEN/NOTIFY), no restart.
+api "a new account before billing load" 404 GET /v1/accounts/new-e/grants "$admin"
+python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+a = dict(d['accounts'][0], id='new-e')
+d['accounts'].append(a)
+json.dump(d, open(sys.argv[2], 'w'))" "$tmp/accounts.json" "$tmp/accounts-new.json" || exit 99
+$billing load --pricebook "$ex/pricebook.json" --accounts "$tmp/accounts-new.json" >/dev/null || exit 99
+codes=""
+for i in 1 2 3 4 5 6 7 8; do
+    codes="$codes $(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $admin" \
+        "$url/v1/accounts/new-e/grants")"
+done
+expect_eq "after billing load, every request sees the new account" "$codes" " 200 200 200 200 200 200 200 200"
+printf '[{"id":"new-e-1","account":"new-e","resource":"i-e","meter":"gpu","start":"2026-01-05T10:00:00Z","end":"2026-01-05T11:00:00Z","quantity":"1","model":"RTX4090","region":"cn-east-1"}]' >"$tmp/new.json"
+api "an event of the new account" 200 POST /v1/events "$writer" -H "Content-Type: application/json" \
+    --data-binary "@$tmp/new.json"
+expect_eq "an event of the new account is accepted" "$(jv 'd["accepted"]')" 1
+
 # ---- keys and scopes ---------------------------------------------------------
 api "no key" 401 GET /v1/accounts/lab-a/balance ""
 grep -qi '^WWW-Authenticate: Bearer' "$tmp/hdr" && r=ok || r=fail
@@ -465,7 +487,7 @@ python3 - "$url" "$admin" "$tmp/hdr" "$tmp/body" <<'EOF'
 import http.client, sys, urllib.parse
 u = urllib.parse.urlsplit(sys.argv[1])
 c = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
-for i in range(20):
+for i in range(60):
     c.request("GET", "/v1/plans", headers={"Authorization": "Bearer " + sys.argv[2]})
     r = c.getresponse()
     body = r.read()
