@@ -1,0 +1,823 @@
+/*
+ * api_documents.c - the HTTP API's invoices, usage and quotes
+ * (api_documents.h). Invoices are written by the very writers of `billing
+ * invoice export` (billing/export.h) into memory; usage and quotes are
+ * rated by libbilling on a rater of the account's stored state
+ * (bs_balance_rater), never by arithmetic of their own on money.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <gmp.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "api_documents.h"
+#include "balance.h"
+#include "billing.h"
+#include "document.h"
+#include "export.h"
+#include "invoices.h"
+#include "md5.h"
+
+/* Longest query parameter taken. */
+#define PARAM_MAX 128
+
+/* Make @a the problem @status @slug about @field. Returns 0. */
+static int fail(bd_answer *a, unsigned status, const char *slug, const char *field,
+                const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static int fail(bd_answer *a, unsigned status, const char *slug, const char *field,
+                const char *fmt, ...)
+{
+    va_list ap;
+
+    a->status = status;
+    a->slug = slug;
+    a->field = field;
+    va_start(ap, fmt);
+    vsnprintf(a->detail, sizeof(a->detail), fmt, ap);
+    va_end(ap);
+    return 0;
+}
+
+/* A database error (or BS_ERR_INVALID from the store: a 400 about nothing in particular). */
+static int db_fail(bd_answer *a, const bs_error *err)
+{
+    if (err->status == BS_ERR_INVALID)
+        return fail(a, 400, "invalid", NULL, "%s", err->message);
+    a->db = 1;
+    a->err = *err;
+    return 0;
+}
+
+/* Answer @text (taken) as JSON. Returns 0. */
+static int ok_text(bd_answer *a, char *text, const char *type)
+{
+    if (text == NULL)
+        return fail(a, 500, "internal", NULL, "out of memory");
+    a->status = 200;
+    a->type = type;
+    a->body = text;
+    a->len = strlen(text);
+    a->cache = "no-store";
+    return 0;
+}
+
+static int ok_json(bd_answer *a, json_t *o)
+{
+    char *text = o != NULL ? json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+
+    json_decref(o);
+    return ok_text(a, text, "application/json");
+}
+
+/*
+ * Query parameter @name of @conn: NULL when absent, else its value; a
+ * value over PARAM_MAX bytes sets *@bad.
+ */
+static const char *param(struct MHD_Connection *conn, const char *name, int *bad)
+{
+    const char *v = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, name);
+
+    if (v != NULL && strlen(v) > PARAM_MAX)
+        *bad = 1;
+    return v != NULL && v[0] != '\0' ? v : NULL;
+}
+
+/* "YYYY-MM" into @year, @month; 0 or -1. */
+static int parse_month(const char *v, int *year, int *month)
+{
+    if (strlen(v) != 7 || v[4] != '-' || strspn(v, "0123456789-") != 7)
+        return -1;
+    *year = atoi(v);
+    *month = atoi(v + 5);
+    return *year >= 1 && *month >= 1 && *month <= 12 ? 0 : -1;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Invoices                                                                */
+/* ---------------------------------------------------------------------- */
+
+int bd_doc_invoices(bs_conn *c, struct MHD_Connection *conn, const char *bound, bd_answer *a)
+{
+    static const char *const statuses[] = {"draft", "finalized", "void"};
+    static const char *const kinds[] = {"invoice", "credit_note"};
+    bs_invoice_filter f;
+    bs_invoice_summary *rows = NULL;
+    char month[16];
+    char *end;
+    const char *v;
+    char *text = NULL;
+    size_t size = 0;
+    FILE *out;
+    json_t *data;
+    json_t *o;
+    size_t n = 0;
+    size_t i;
+    int bad = 0;
+    int year;
+    int mon;
+    int rc;
+
+    memset(&f, 0, sizeof(f));
+    f.account = param(conn, "account", &bad);
+    f.status = param(conn, "status", &bad);
+    f.kind = param(conn, "kind", &bad);
+    f.number = param(conn, "number", &bad);
+    if (bad)
+        return fail(a, 400, "invalid", NULL, "a query parameter is over %d bytes", PARAM_MAX);
+    if (bound != NULL) {
+        if (f.account != NULL && strcmp(f.account, bound) != 0)
+            return fail(a, 404, "not-found", "account", "no account '%s'", f.account);
+        f.account = bound;
+    }
+    if (f.status != NULL) {
+        for (i = 0; i < 3 && strcmp(f.status, statuses[i]) != 0; i++)
+            ;
+        if (i == 3)
+            return fail(a, 400, "invalid", "status",
+                        "status '%s': expected draft, finalized or void", f.status);
+    }
+    if (f.kind != NULL) {
+        for (i = 0; i < 2 && strcmp(f.kind, kinds[i]) != 0; i++)
+            ;
+        if (i == 2)
+            return fail(a, 400, "invalid", "kind", "kind '%s': expected invoice or credit_note",
+                        f.kind);
+    }
+    v = param(conn, "period", &bad);
+    if (v != NULL) {
+        if (parse_month(v, &year, &mon) != 0)
+            return fail(a, 400, "invalid", "period", "period '%s': expected YYYY-MM", v);
+        snprintf(month, sizeof(month), "%04d-%02d-01", year % 10000, mon);
+        f.month = month;
+    }
+    f.limit = BD_INVOICES_PAGE;
+    v = param(conn, "limit", &bad);
+    if (v != NULL) {
+        errno = 0;
+        f.limit = strtol(v, &end, 10);
+        if (errno != 0 || *end != '\0' || f.limit < 1 || f.limit > BD_INVOICES_PAGE_MAX)
+            return fail(a, 400, "invalid", "limit", "limit '%s': expected 1 to %d", v,
+                        BD_INVOICES_PAGE_MAX);
+    }
+    v = param(conn, "after", &bad);
+    if (v != NULL) {
+        errno = 0;
+        f.after = strtoll(v, &end, 10);
+        if (errno != 0 || *end != '\0' || f.after < 0)
+            return fail(a, 400, "invalid", "after", "after '%s': expected an invoice id", v);
+    }
+    f.limit++; /* one more: is there a next page? */
+    if (bs_invoice_search(c, &f, &rows, &n, &a->err) != BS_OK)
+        return db_fail(a, &a->err);
+    f.limit--;
+    out = open_memstream(&text, &size);
+    if (out == NULL) {
+        free(rows);
+        return fail(a, 500, "internal", NULL, "out of memory");
+    }
+    rc = export_rows_json(out, rows, sizeof(*rows), n > (size_t)f.limit ? (size_t)f.limit : n,
+                          export_summary_columns, export_n_summary_columns);
+    if (fclose(out) != 0)
+        rc = -1;
+    data = rc == 0 ? json_loads(text, 0, NULL) : NULL;
+    free(text);
+    if (data == NULL) {
+        free(rows);
+        return fail(a, 500, "internal", NULL, "out of memory");
+    }
+    o = json_pack("{s:o}", "data", data);
+    if (o != NULL)
+        json_object_set_new(o, "next_after", n > (size_t)f.limit
+                                                 ? json_string(rows[f.limit - 1].id)
+                                                 : json_null());
+    free(rows);
+    return ok_json(a, o);
+}
+
+/* The forms of one invoice. */
+typedef enum doc_form { FORM_JSON, FORM_PDF, FORM_CSV } doc_form;
+
+/* Cut a ".json", ".pdf" or ".csv" off @ref into @form; else the Accept header says. */
+static void form_of(struct MHD_Connection *conn, char *ref, doc_form *form)
+{
+    size_t n = strlen(ref);
+    const char *accept;
+
+    *form = FORM_JSON;
+    if (n > 4 && strcmp(ref + n - 4, ".pdf") == 0) {
+        *form = FORM_PDF;
+        ref[n - 4] = '\0';
+    } else if (n > 4 && strcmp(ref + n - 4, ".csv") == 0) {
+        *form = FORM_CSV;
+        ref[n - 4] = '\0';
+    } else if (n > 5 && strcmp(ref + n - 5, ".json") == 0) {
+        ref[n - 5] = '\0';
+    } else {
+        accept = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept");
+        if (accept != NULL && strstr(accept, "application/pdf") != NULL)
+            *form = FORM_PDF;
+        else if (accept != NULL && strstr(accept, "text/csv") != NULL)
+            *form = FORM_CSV;
+    }
+}
+
+/*
+ * The creation date of a finalized document's PDF: its finalization
+ * ("2026-02-01T00:00:05+08:00", fraction of a second dropped), so that
+ * its bytes, and so its ETag, do not change from one request to the next.
+ */
+static const char *pdf_created(const doc_invoice *d, char *buf, size_t size)
+{
+    const char *at = doc_field(d, "finalized_at");
+    const char *zone;
+
+    if (strlen(at) < 19)
+        return NULL;
+    zone = at + 19;
+    if (*zone == '.')
+        zone += strspn(zone + 1, "0123456789") + 1;
+    snprintf(buf, size, "%.19s%s", at, zone);
+    return buf;
+}
+
+/* Does If-None-Match of @conn name @etag (or "*")? */
+static int not_modified(struct MHD_Connection *conn, const char *etag)
+{
+    const char *inm = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "If-None-Match");
+
+    if (inm == NULL)
+        return 0;
+    inm += strspn(inm, " \t");
+    return strstr(inm, etag) != NULL || strcmp(inm, "*") == 0;
+}
+
+int bd_doc_invoice(bs_conn *c, struct MHD_Connection *conn, const char *ref, const char *bound,
+                   bd_answer *a)
+{
+    char name[PARAM_MAX + 8];
+    char created[48];
+    unsigned char digest[BS_MD5_LEN];
+    doc_invoice d;
+    doc_form form;
+    int draft;
+    FILE *out;
+    char *bytes = NULL;
+    size_t len = 0;
+    int64_t id;
+    size_t i;
+    int rc;
+
+    snprintf(name, sizeof(name), "%s", ref);
+    form_of(conn, name, &form);
+    if (bs_invoice_find(c, name, &id, &a->err) != BS_OK) {
+        if (a->err.status == BS_ERR_INVALID)
+            return fail(a, 404, "not-found", "number", "no invoice '%s'", name);
+        return db_fail(a, &a->err);
+    }
+    if (doc_load(c, id, &d, &a->err) != BS_OK) {
+        if (a->err.status == BS_ERR_INVALID)
+            return fail(a, 404, "not-found", "number", "no invoice '%s'", name);
+        return db_fail(a, &a->err);
+    }
+    if (bound != NULL && strcmp(DOC_HEAD(&d)->account, bound) != 0) {
+        doc_free(&d);
+        return fail(a, 404, "not-found", "number", "no invoice '%s'", name);
+    }
+    draft = strcmp(DOC_HEAD(&d)->status, "draft") == 0;
+    if (form == FORM_PDF) {
+        rc = export_invoice_pdf_mem(&d, draft ? NULL : pdf_created(&d, created, sizeof(created)),
+                                    &bytes, &len);
+        a->type = "application/pdf";
+    } else {
+        out = open_memstream(&bytes, &len);
+        if (out == NULL) {
+            rc = -1;
+        } else {
+            rc = form == FORM_CSV ? export_invoice_csv(out, &d) : export_invoice_json(out, &d);
+            if (fclose(out) != 0)
+                rc = -1;
+        }
+        a->type = form == FORM_CSV ? "text/csv; charset=utf-8" : "application/json";
+    }
+    doc_free(&d);
+    if (rc != 0) {
+        free(bytes);
+        return fail(a, 500, "internal", NULL, "invoice '%s': the document could not be written",
+                    name);
+    }
+    a->status = 200;
+    a->body = bytes;
+    a->len = len;
+    a->cache = "no-store";
+    if (!draft) {
+        /* Finalized and void: the bytes change only when the document does (voided). */
+        bs_md5(bytes, len, digest);
+        a->etag[0] = '"';
+        for (i = 0; i < BS_MD5_LEN; i++)
+            snprintf(a->etag + 1 + 2 * i, 3, "%02x", digest[i]);
+        a->etag[1 + 2 * BS_MD5_LEN] = '"';
+        a->etag[2 + 2 * BS_MD5_LEN] = '\0';
+        a->cache = "private, no-cache";
+        if (not_modified(conn, a->etag)) {
+            free(a->body);
+            a->body = NULL;
+            a->len = 0;
+            a->status = 304;
+        }
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Exact sums                                                              */
+/* ---------------------------------------------------------------------- */
+
+/* Longest exact value read or written. */
+#define EXACT_MAX 200
+
+/* "-12.345" or "p/q" (as libbilling writes them) into @q. Returns 0 or -1. */
+static int exact_read(mpq_t q, const char *s)
+{
+    char digits[EXACT_MAX + 1];
+    const char *dot = strchr(s, '.');
+    size_t len = strlen(s);
+    size_t ip;
+
+    if (len == 0 || len > EXACT_MAX)
+        return -1;
+    if (dot == NULL) {
+        if (mpq_set_str(q, s, 10) != 0 || mpz_sgn(mpq_denref(q)) == 0)
+            return -1;
+        mpq_canonicalize(q);
+        return 0;
+    }
+    ip = (size_t)(dot - s);
+    memcpy(digits, s, ip);
+    memcpy(digits + ip, dot + 1, len - ip);
+    if (strchr(digits, '/') != NULL || mpz_set_str(mpq_numref(q), digits, 10) != 0)
+        return -1;
+    mpz_ui_pow_ui(mpq_denref(q), 10, len - ip - 1);
+    mpq_canonicalize(q);
+    return 0;
+}
+
+/* Fraction digits of the decimal @v ("12.50": 2). */
+static int scale_of(const char *v)
+{
+    const char *dot = strchr(v, '.');
+
+    return dot != NULL ? (int)strlen(dot + 1) : 0;
+}
+
+/*
+ * @q as a JSON string: a decimal when its denominator divides a power of
+ * ten up to 10^60 (trailing zeros trimmed down to @min_scale fraction
+ * digits: an amount keeps its currency's digits), else "p/q".
+ */
+static json_t *exact_json(const mpq_t q, int min_scale)
+{
+    char *text = NULL;
+    char *digits = NULL;
+    json_t *v;
+    mpz_t scaled;
+    mpz_t pow;
+    size_t len;
+    unsigned k;
+
+    mpz_init(scaled);
+    mpz_init(pow);
+    for (k = 0; k <= 60; k++) {
+        mpz_ui_pow_ui(pow, 10, k);
+        if (mpz_divisible_p(pow, mpq_denref(q)))
+            break;
+    }
+    if (k > 60) {
+        text = mpq_get_str(NULL, 10, q);
+    } else {
+        mpz_divexact(pow, pow, mpq_denref(q));
+        mpz_mul(scaled, mpq_numref(q), pow);
+        if ((int)k < min_scale) {
+            mpz_ui_pow_ui(pow, 10, (unsigned long)min_scale - k);
+            mpz_mul(scaled, scaled, pow);
+            k = (unsigned)min_scale;
+        }
+        mpz_abs(pow, scaled);
+        digits = mpz_get_str(NULL, 10, pow);
+        text = digits != NULL ? malloc(strlen(digits) + k + 3) : NULL;
+        if (text != NULL) {
+            size_t nd = strlen(digits);
+            size_t pad = nd <= k ? k + 1 - nd : 0;
+
+            len = 0;
+            if (mpz_sgn(scaled) < 0)
+                text[len++] = '-';
+            memset(text + len, '0', pad);
+            len += pad;
+            memcpy(text + len, digits, nd);
+            len += nd;
+            text[len] = '\0';
+            if (k > 0) {
+                /* the point k digits from the end, then trailing zeros trimmed */
+                memmove(text + len - k + 1, text + len - k, k + 1);
+                text[len - k] = '.';
+                len++;
+                while (text[len - 1] == '0' && text[len - 1 - min_scale] != '.')
+                    text[--len] = '\0';
+                if (text[len - 1] == '.')
+                    text[--len] = '\0';
+            }
+        }
+        free(digits);
+    }
+    v = text != NULL ? json_string(text) : NULL;
+    free(text);
+    mpz_clear(scaled);
+    mpz_clear(pow);
+    return v;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Usage                                                                   */
+/* ---------------------------------------------------------------------- */
+
+/* Groups of one usage answer at most. */
+#define GROUPS_MAX 4096
+/* Months one usage answer covers at most. */
+#define USAGE_MONTHS_MAX 36
+
+/* One group: its key (meter, model, region or month) and unit, exact sums. */
+typedef struct usage_group {
+    char key[160];
+    char meter[32];
+    char unit[32];
+    mpq_t quantity;
+    mpq_t amount;
+    int scale; /* the currency's fraction digits, as the lines' amounts have them */
+    int64_t lines;
+} usage_group;
+
+typedef enum group_by { BY_METER, BY_MODEL, BY_REGION, BY_MONTH } group_by;
+
+int bd_doc_usage(bs_conn *c, bs_catalog *cat, struct MHD_Connection *conn, const char *account,
+                 bd_answer *a)
+{
+    static const char *const bys[] = {"meter", "model", "region", "month"};
+    billing_time_t now = (billing_time_t)time(NULL) * BILLING_NS_PER_SEC;
+    const billing_zone *zone = bs_catalog_zone(cat, account);
+    const char *from = NULL;
+    const char *to = NULL;
+    const char *by_text;
+    billing_rater *r = NULL;
+    billing_invoice *inv = NULL;
+    usage_group *groups = NULL;
+    char msg[512];
+    char key[160];
+    char month[16];
+    json_t *rows = NULL;
+    json_t *o = NULL;
+    mpq_t v;
+    size_t n = 0;
+    size_t i;
+    size_t g;
+    group_by by = BY_METER;
+    int bad = 0;
+    int y0;
+    int m0;
+    int y1;
+    int m1;
+    int ym;
+    int rc = 0;
+
+    if (zone == NULL)
+        return fail(a, 404, "not-found", "account", "no account '%s'", account);
+    billing_zone_year_month(zone, now, &y0, &m0);
+    y1 = y0;
+    m1 = m0;
+    from = param(conn, "from", &bad);
+    to = param(conn, "to", &bad);
+    by_text = param(conn, "group_by", &bad);
+    if (bad)
+        return fail(a, 400, "invalid", NULL, "a query parameter is over %d bytes", PARAM_MAX);
+    if (from != NULL && parse_month(from, &y0, &m0) != 0)
+        return fail(a, 400, "invalid", "from", "from '%s': expected YYYY-MM", from);
+    if (to != NULL && parse_month(to, &y1, &m1) != 0)
+        return fail(a, 400, "invalid", "to", "to '%s': expected YYYY-MM", to);
+    if (from != NULL && to == NULL) {
+        y1 = y0;
+        m1 = m0;
+    }
+    if (y1 * 12 + m1 < y0 * 12 + m0 || y1 * 12 + m1 - (y0 * 12 + m0) >= USAGE_MONTHS_MAX)
+        return fail(a, 400, "invalid", "to", "from %04d-%02d to %04d-%02d: expected 1 to %d months",
+                    y0, m0, y1, m1, USAGE_MONTHS_MAX);
+    if (by_text != NULL) {
+        for (i = 0; i < 4 && strcmp(by_text, bys[i]) != 0; i++)
+            ;
+        if (i == 4)
+            return fail(a, 400, "invalid", "group_by",
+                        "group_by '%s': expected meter, model, region or month (the stored "
+                        "aggregates keep neither resources nor days)",
+                        by_text);
+        by = (group_by)i;
+    }
+    if (bs_balance_rater(c, cat, account, NULL, now, &r, &a->err) != BS_OK)
+        return db_fail(a, &a->err);
+    groups = calloc(GROUPS_MAX, sizeof(*groups));
+    mpq_init(v);
+    if (groups == NULL) {
+        rc = fail(a, 500, "internal", NULL, "out of memory");
+        goto out;
+    }
+    for (ym = y0 * 12 + m0 - 1; ym <= y1 * 12 + m1 - 1; ym++) {
+        if (billing_rater_invoice(r, account, ym / 12, ym % 12 + 1, &inv, msg, sizeof(msg)) !=
+            BILLING_OK) {
+            rc = fail(a, 500, "internal", NULL, "usage of '%s': %s", account, msg);
+            goto out;
+        }
+        snprintf(month, sizeof(month), "%04d-%02d", (ym / 12) % 10000, ym % 12 + 1);
+        for (i = 0; i < billing_invoice_line_count(inv); i++) {
+            billing_line_kind kind = billing_invoice_line_kind(inv, i);
+            const char *meter = billing_invoice_line_meter(inv, i);
+            const char *unit = billing_invoice_line_unit(inv, i);
+
+            if (kind != BILLING_LINE_USAGE && kind != BILLING_LINE_INCLUDED)
+                continue;
+            snprintf(key, sizeof(key), "%s",
+                     by == BY_METER   ? meter
+                     : by == BY_MODEL ? billing_invoice_line_model(inv, i)
+                     : by == BY_REGION ? billing_invoice_line_region(inv, i)
+                                       : month);
+            for (g = 0; g < n; g++)
+                if (strcmp(groups[g].key, key) == 0 && strcmp(groups[g].meter, meter) == 0 &&
+                    strcmp(groups[g].unit, unit) == 0)
+                    break;
+            if (g == n) {
+                if (n == GROUPS_MAX) {
+                    rc = fail(a, 400, "invalid", "group_by", "more than %d groups", GROUPS_MAX);
+                    goto out;
+                }
+                snprintf(groups[g].key, sizeof(groups[g].key), "%s", key);
+                snprintf(groups[g].meter, sizeof(groups[g].meter), "%s", meter);
+                snprintf(groups[g].unit, sizeof(groups[g].unit), "%s", unit);
+                mpq_init(groups[g].quantity);
+                mpq_init(groups[g].amount);
+                n++;
+            }
+            if (exact_read(v, billing_invoice_line_quantity(inv, i)) != 0) {
+                rc = fail(a, 500, "internal", NULL, "usage of '%s': a quantity is not a number",
+                          account);
+                goto out;
+            }
+            mpq_add(groups[g].quantity, groups[g].quantity, v);
+            if (scale_of(billing_invoice_line_amount_rounded(inv, i)) > groups[g].scale)
+                groups[g].scale = scale_of(billing_invoice_line_amount_rounded(inv, i));
+            if (exact_read(v, billing_invoice_line_amount_rounded(inv, i)) != 0) {
+                rc = fail(a, 500, "internal", NULL, "usage of '%s': an amount is not a number",
+                          account);
+                goto out;
+            }
+            mpq_add(groups[g].amount, groups[g].amount, v);
+            groups[g].lines++;
+        }
+        if (ym == y1 * 12 + m1 - 1)
+            break;
+        billing_invoice_destroy(inv);
+        inv = NULL;
+    }
+    rows = json_array();
+    for (g = 0; rows != NULL && g < n; g++) {
+        json_t *row = json_pack("{s:s, s:s, s:o, s:s, s:o, s:I}", "meter", groups[g].meter,
+                                bys[by], groups[g].key, "quantity",
+                                exact_json(groups[g].quantity, 0), "unit", groups[g].unit,
+                                "amount", exact_json(groups[g].amount, groups[g].scale), "lines",
+                                (json_int_t)groups[g].lines);
+
+        if (row == NULL || json_array_append_new(rows, row) != 0) {
+            rc = fail(a, 500, "internal", NULL, "out of memory");
+            goto out;
+        }
+    }
+    snprintf(key, sizeof(key), "%04d-%02d", y0 % 10000, m0);
+    snprintf(month, sizeof(month), "%04d-%02d", y1 % 10000, m1);
+    o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:O}", "account", account, "from", key, "to", month,
+                  "group_by", bys[by], "currency",
+                  inv != NULL ? billing_invoice_currency(inv) : "", "data",
+                  rows != NULL ? rows : json_null());
+    rc = ok_json(a, o);
+out:
+    for (g = 0; g < n; g++) {
+        mpq_clear(groups[g].quantity);
+        mpq_clear(groups[g].amount);
+    }
+    mpq_clear(v);
+    free(groups);
+    json_decref(rows);
+    billing_invoice_destroy(inv);
+    billing_rater_destroy(r);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Quotes                                                                  */
+/* ---------------------------------------------------------------------- */
+
+/* Longest quote: a year of usage. */
+#define QUOTE_SECONDS_MAX (366 * 86400LL)
+
+/* The figures of a quote summed over its months. */
+typedef struct quote_sums {
+    mpq_t subtotal, credits, tax, total;
+    int scale; /* the currency's fraction digits */
+} quote_sums;
+
+/* The invoices of @account's months @ym0..@ym1 (year*12 + month-1) summed into @s. */
+static int quote_sum(billing_rater *r, const char *account, int ym0, int ym1, quote_sums *s,
+                     char *msg, size_t size)
+{
+    billing_invoice *inv;
+    mpq_t v;
+    int ym;
+    int rc = 0;
+
+    mpq_init(v);
+    for (ym = ym0; ym <= ym1 && rc == 0; ym++) {
+        if (billing_rater_invoice(r, account, ym / 12, ym % 12 + 1, &inv, msg, size) !=
+            BILLING_OK)
+            rc = -1;
+        else if (exact_read(v, billing_invoice_subtotal(inv)) != 0 ||
+                 (mpq_add(s->subtotal, s->subtotal, v), exact_read(v, billing_invoice_credits(inv))) != 0 ||
+                 (mpq_add(s->credits, s->credits, v), exact_read(v, billing_invoice_tax(inv))) != 0 ||
+                 (mpq_add(s->tax, s->tax, v), exact_read(v, billing_invoice_total(inv))) != 0)
+            rc = -1;
+        else
+            mpq_add(s->total, s->total, v);
+        if (rc == 0 && scale_of(billing_invoice_total(inv)) > s->scale)
+            s->scale = scale_of(billing_invoice_total(inv));
+        if (rc == 0)
+            billing_invoice_destroy(inv);
+    }
+    mpq_clear(v);
+    return rc;
+}
+
+/* A string member @key of @o, or @dflt; a member that is not a string sets *@bad. */
+static const char *member(json_t *o, const char *key, const char *dflt, int *bad)
+{
+    json_t *v = json_object_get(o, key);
+
+    if (v == NULL || json_is_null(v))
+        return dflt;
+    if (!json_is_string(v) || strlen(json_string_value(v)) > PARAM_MAX) {
+        *bad = 1;
+        return dflt;
+    }
+    return json_string_value(v);
+}
+
+int bd_doc_quote(bs_conn *c, bs_catalog *cat, const char *body, size_t len, const char *bound,
+                 bd_answer *a)
+{
+    billing_time_t now = (billing_time_t)time(NULL) * BILLING_NS_PER_SEC;
+    const billing_zone *zone;
+    const char *account;
+    const char *meter;
+    const char *model;
+    const char *region;
+    const char *quantity;
+    const char *text;
+    billing_time_t start = now;
+    billing_time_t end;
+    billing_rater *r = NULL;
+    billing_event *ev = NULL;
+    quote_sums before;
+    quote_sums after;
+    json_error_t jerr;
+    json_t *in;
+    json_t *seconds;
+    json_t *o;
+    char msg[512];
+    char when[40];
+    char until[40];
+    int bad = 0;
+    int y;
+    int m;
+    int ym0;
+    int ym1;
+    int rc = 0;
+
+    in = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (in == NULL || !json_is_object(in)) {
+        json_decref(in);
+        return fail(a, 400, "invalid", "body", "the body is not a JSON object%s%s",
+                    in == NULL ? ": " : "", in == NULL ? jerr.text : "");
+    }
+    account = member(in, "account", NULL, &bad);
+    meter = member(in, "meter", "gpu", &bad);
+    model = member(in, "model", "", &bad);
+    region = member(in, "region", "", &bad);
+    quantity = member(in, "quantity", "1", &bad);
+    if (bad) {
+        rc = fail(a, 400, "invalid", "body",
+                  "account, meter, model, region, quantity, start and end are strings of at "
+                  "most %d bytes",
+                  PARAM_MAX);
+        goto done;
+    }
+    if (account == NULL) {
+        rc = fail(a, 400, "invalid", "account", "account: missing");
+        goto done;
+    }
+    zone = bs_catalog_zone(cat, account);
+    if (zone == NULL || (bound != NULL && strcmp(account, bound) != 0)) {
+        rc = fail(a, 404, "not-found", "account", "no account '%s'", account);
+        goto done;
+    }
+    text = member(in, "start", NULL, &bad);
+    if (text != NULL && billing_time_parse(text, &start, msg, sizeof(msg)) != BILLING_OK) {
+        rc = fail(a, 400, "invalid", "start", "start '%s': %s", text, msg);
+        goto done;
+    }
+    seconds = json_object_get(in, "seconds");
+    text = member(in, "end", NULL, &bad);
+    if (text != NULL) {
+        if (billing_time_parse(text, &end, msg, sizeof(msg)) != BILLING_OK) {
+            rc = fail(a, 400, "invalid", "end", "end '%s': %s", text, msg);
+            goto done;
+        }
+    } else if (seconds != NULL && json_is_integer(seconds) && json_integer_value(seconds) > 0 &&
+               json_integer_value(seconds) <= QUOTE_SECONDS_MAX) {
+        end = start + (billing_time_t)json_integer_value(seconds) * BILLING_NS_PER_SEC;
+    } else {
+        rc = fail(a, 400, "invalid", "seconds",
+                  "give end (RFC 3339) or seconds (1 to %lld)", QUOTE_SECONDS_MAX);
+        goto done;
+    }
+    if (end <= start || end - start > QUOTE_SECONDS_MAX * BILLING_NS_PER_SEC) {
+        rc = fail(a, 400, "invalid", "end", "end must be after start, by at most %lld seconds",
+                  QUOTE_SECONDS_MAX);
+        goto done;
+    }
+    ev = billing_event_new();
+    if (ev == NULL) {
+        rc = fail(a, 500, "internal", NULL, "out of memory");
+        goto done;
+    }
+    if (bs_event_set(ev, account, "quote", "quote", meter, start, end, quantity, model, region,
+                     msg, sizeof(msg)) != BILLING_OK) {
+        rc = fail(a, 400, "invalid", "body", "quote: %s",
+                  msg[0] != '\0' ? msg : "an unknown meter (gpu, gpuless, storage, traffic)");
+        goto done;
+    }
+    billing_zone_year_month(zone, start, &y, &m);
+    ym0 = y * 12 + m - 1;
+    billing_zone_year_month(zone, end - 1, &y, &m);
+    ym1 = y * 12 + m - 1;
+    /* A copy of the account's state: its stored usage and issued credit, then the quote. */
+    if (bs_balance_rater(c, cat, account, NULL, now, &r, &a->err) != BS_OK) {
+        rc = db_fail(a, &a->err);
+        goto done;
+    }
+    before.scale = 0;
+    after.scale = 0;
+    mpq_inits(before.subtotal, before.credits, before.tax, before.total, after.subtotal,
+              after.credits, after.tax, after.total, NULL);
+    if (quote_sum(r, account, ym0, ym1, &before, msg, sizeof(msg)) != 0) {
+        rc = fail(a, 500, "internal", NULL, "quote: %s", msg);
+        goto out;
+    }
+    if (billing_rater_add(r, ev, msg, sizeof(msg)) != BILLING_OK) {
+        rc = fail(a, 400, "invalid", "body", "quote: %s", msg);
+        goto out;
+    }
+    if (quote_sum(r, account, ym0, ym1, &after, msg, sizeof(msg)) != 0) {
+        rc = fail(a, 500, "internal", NULL, "quote: %s", msg);
+        goto out;
+    }
+    mpq_sub(after.subtotal, after.subtotal, before.subtotal);
+    mpq_sub(after.credits, after.credits, before.credits);
+    mpq_sub(after.tax, after.tax, before.tax);
+    mpq_sub(after.total, after.total, before.total);
+    billing_time_format(start, when, sizeof(when));
+    billing_time_format(end, until, sizeof(until));
+    o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:o}", "account", account,
+                  "meter", meter, "model", model, "region", region, "quantity", quantity,
+                  "start", when, "end", until, "charge", exact_json(after.subtotal, after.scale),
+                  "credit", exact_json(after.credits, after.scale), "tax",
+                  exact_json(after.tax, after.scale), "amount_due",
+                  exact_json(after.total, after.scale));
+    rc = ok_json(a, o);
+out:
+    mpq_clears(before.subtotal, before.credits, before.tax, before.total, after.subtotal,
+               after.credits, after.tax, after.total, NULL);
+done:
+    billing_event_destroy(ev);
+    billing_rater_destroy(r);
+    json_decref(in);
+    return rc;
+}
