@@ -24,6 +24,7 @@
 #include "export.h"
 #include "invoices.h"
 #include "md5.h"
+#include "numfmt.h"
 
 /* Longest query parameter taken. */
 #define PARAM_MAX 128
@@ -339,35 +340,6 @@ int bd_doc_invoice(bs_conn *c, struct MHD_Connection *conn, const char *ref, con
 /* Exact sums                                                              */
 /* ---------------------------------------------------------------------- */
 
-/* Longest exact value read or written. */
-#define EXACT_MAX 200
-
-/* "-12.345" or "p/q" (as libbilling writes them) into @q. Returns 0 or -1. */
-static int exact_read(mpq_t q, const char *s)
-{
-    char digits[EXACT_MAX + 1];
-    const char *dot = strchr(s, '.');
-    size_t len = strlen(s);
-    size_t ip;
-
-    if (len == 0 || len > EXACT_MAX)
-        return -1;
-    if (dot == NULL) {
-        if (mpq_set_str(q, s, 10) != 0 || mpz_sgn(mpq_denref(q)) == 0)
-            return -1;
-        mpq_canonicalize(q);
-        return 0;
-    }
-    ip = (size_t)(dot - s);
-    memcpy(digits, s, ip);
-    memcpy(digits + ip, dot + 1, len - ip);
-    if (strchr(digits, '/') != NULL || mpz_set_str(mpq_numref(q), digits, 10) != 0)
-        return -1;
-    mpz_ui_pow_ui(mpq_denref(q), 10, len - ip - 1);
-    mpq_canonicalize(q);
-    return 0;
-}
-
 /* Fraction digits of the decimal @v ("12.50": 2). */
 static int scale_of(const char *v)
 {
@@ -569,7 +541,7 @@ int bd_doc_usage(bs_conn *c, bs_catalog *cat, struct MHD_Connection *conn, const
                 mpq_init(groups[g].amount);
                 n++;
             }
-            if (exact_read(v, billing_invoice_line_quantity(inv, i)) != 0) {
+            if (numfmt_parse(v, billing_invoice_line_quantity(inv, i)) != 0) {
                 rc = fail(a, 500, "internal", NULL, "usage of '%s': a quantity is not a number",
                           account);
                 goto out;
@@ -577,7 +549,7 @@ int bd_doc_usage(bs_conn *c, bs_catalog *cat, struct MHD_Connection *conn, const
             mpq_add(groups[g].quantity, groups[g].quantity, v);
             if (scale_of(billing_invoice_line_amount_rounded(inv, i)) > groups[g].scale)
                 groups[g].scale = scale_of(billing_invoice_line_amount_rounded(inv, i));
-            if (exact_read(v, billing_invoice_line_amount_rounded(inv, i)) != 0) {
+            if (numfmt_parse(v, billing_invoice_line_amount_rounded(inv, i)) != 0) {
                 rc = fail(a, 500, "internal", NULL, "usage of '%s': an amount is not a number",
                           account);
                 goto out;
@@ -640,27 +612,36 @@ typedef struct quote_sums {
 static int quote_sum(billing_rater *r, const char *account, int ym0, int ym1, quote_sums *s,
                      char *msg, size_t size)
 {
+    mpq_ptr sum[4] = {s->subtotal, s->credits, s->tax, s->total};
+    const char *fig[4];
     billing_invoice *inv;
     mpq_t v;
+    size_t k;
     int ym;
     int rc = 0;
 
     mpq_init(v);
     for (ym = ym0; ym <= ym1 && rc == 0; ym++) {
         if (billing_rater_invoice(r, account, ym / 12, ym % 12 + 1, &inv, msg, size) !=
-            BILLING_OK)
+            BILLING_OK) {
             rc = -1;
-        else if (exact_read(v, billing_invoice_subtotal(inv)) != 0 ||
-                 (mpq_add(s->subtotal, s->subtotal, v), exact_read(v, billing_invoice_credits(inv))) != 0 ||
-                 (mpq_add(s->credits, s->credits, v), exact_read(v, billing_invoice_tax(inv))) != 0 ||
-                 (mpq_add(s->tax, s->tax, v), exact_read(v, billing_invoice_total(inv))) != 0)
-            rc = -1;
-        else
-            mpq_add(s->total, s->total, v);
-        if (rc == 0 && scale_of(billing_invoice_total(inv)) > s->scale)
-            s->scale = scale_of(billing_invoice_total(inv));
-        if (rc == 0)
-            billing_invoice_destroy(inv);
+            break;
+        }
+        fig[0] = billing_invoice_subtotal(inv);
+        fig[1] = billing_invoice_credits(inv);
+        fig[2] = billing_invoice_tax(inv);
+        fig[3] = billing_invoice_total(inv);
+        for (k = 0; k < 4 && rc == 0; k++) {
+            if (numfmt_parse(v, fig[k]) != 0) {
+                snprintf(msg, size, "a figure of the invoice is not a number: '%s'", fig[k]);
+                rc = -1;
+            } else {
+                mpq_add(sum[k], sum[k], v);
+            }
+        }
+        if (scale_of(fig[3]) > s->scale)
+            s->scale = scale_of(fig[3]);
+        billing_invoice_destroy(inv);
     }
     mpq_clear(v);
     return rc;
