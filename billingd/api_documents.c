@@ -423,8 +423,10 @@ static json_t *exact_json(const mpq_t q, int min_scale)
 #define GROUPS_MAX 4096
 /* Months one usage answer covers at most. */
 #define USAGE_MONTHS_MAX 36
+/* Resources of one group_by=resource answer at most (a rater each). */
+#define RESOURCES_MAX 256
 
-/* One group: its key (meter, model, region or month) and unit, exact sums. */
+/* One group: its key (meter, model, region, month or resource) and unit, exact sums. */
 typedef struct usage_group {
     char key[160];
     char meter[32];
@@ -435,38 +437,224 @@ typedef struct usage_group {
     int64_t lines;
 } usage_group;
 
-typedef enum group_by { BY_METER, BY_MODEL, BY_REGION, BY_MONTH } group_by;
+typedef enum group_by { BY_METER, BY_MODEL, BY_REGION, BY_MONTH, BY_RESOURCE } group_by;
+static const char *const group_names[] = {"meter", "model", "region", "month", "resource"};
+#define N_GROUP_BY (sizeof(group_names) / sizeof(group_names[0]))
+
+/* What one usage answer gathers. */
+typedef struct usage {
+    usage_group *groups; /* GROUPS_MAX */
+    size_t n;
+    group_by by;
+    char currency[16];
+    char msg[512];
+} usage;
+
+/*
+ * The usage and included lines of @r's invoices of @account for months
+ * @ym0..@ym1 (year*12 + month-1) into @u's groups, keyed per u->by (or
+ * @key when not NULL). Returns 0, or -1 with a message in u->msg.
+ */
+static int usage_lines(usage *u, billing_rater *r, const char *account, int ym0, int ym1,
+                       const char *key)
+{
+    billing_invoice *inv;
+    char month[16];
+    char k[160];
+    mpq_t v;
+    size_t i;
+    size_t g;
+    int ym;
+    int rc = 0;
+
+    mpq_init(v);
+    for (ym = ym0; ym <= ym1 && rc == 0; ym++) {
+        if (billing_rater_invoice(r, account, ym / 12, ym % 12 + 1, &inv, u->msg,
+                                  sizeof(u->msg)) != BILLING_OK) {
+            rc = -1;
+            break;
+        }
+        snprintf(u->currency, sizeof(u->currency), "%s", billing_invoice_currency(inv));
+        snprintf(month, sizeof(month), "%04d-%02d", (ym / 12) % 10000, ym % 12 + 1);
+        for (i = 0; i < billing_invoice_line_count(inv) && rc == 0; i++) {
+            billing_line_kind kind = billing_invoice_line_kind(inv, i);
+            const char *meter = billing_invoice_line_meter(inv, i);
+            const char *unit = billing_invoice_line_unit(inv, i);
+            const char *amount = billing_invoice_line_amount_rounded(inv, i);
+
+            if (kind != BILLING_LINE_USAGE && kind != BILLING_LINE_INCLUDED)
+                continue;
+            snprintf(k, sizeof(k), "%s",
+                     key != NULL          ? key
+                     : u->by == BY_METER  ? meter
+                     : u->by == BY_MODEL  ? billing_invoice_line_model(inv, i)
+                     : u->by == BY_REGION ? billing_invoice_line_region(inv, i)
+                                          : month);
+            for (g = 0; g < u->n; g++)
+                if (strcmp(u->groups[g].key, k) == 0 && strcmp(u->groups[g].meter, meter) == 0 &&
+                    strcmp(u->groups[g].unit, unit) == 0)
+                    break;
+            if (g == u->n) {
+                if (u->n == GROUPS_MAX) {
+                    snprintf(u->msg, sizeof(u->msg), "more than %d groups", GROUPS_MAX);
+                    rc = -1;
+                    break;
+                }
+                snprintf(u->groups[g].key, sizeof(u->groups[g].key), "%s", k);
+                snprintf(u->groups[g].meter, sizeof(u->groups[g].meter), "%s", meter);
+                snprintf(u->groups[g].unit, sizeof(u->groups[g].unit), "%s", unit);
+                mpq_init(u->groups[g].quantity);
+                mpq_init(u->groups[g].amount);
+                u->n++;
+            }
+            if (scale_of(amount) > u->groups[g].scale)
+                u->groups[g].scale = scale_of(amount);
+            if (numfmt_parse(v, billing_invoice_line_quantity(inv, i)) != 0) {
+                snprintf(u->msg, sizeof(u->msg), "a quantity of '%s' is not a number", account);
+                rc = -1;
+                break;
+            }
+            mpq_add(u->groups[g].quantity, u->groups[g].quantity, v);
+            if (numfmt_parse(v, amount) != 0) {
+                snprintf(u->msg, sizeof(u->msg), "an amount of '%s' is not a number", account);
+                rc = -1;
+                break;
+            }
+            mpq_add(u->groups[g].amount, u->groups[g].amount, v);
+            u->groups[g].lines++;
+        }
+        billing_invoice_destroy(inv);
+    }
+    mpq_clear(v);
+    return rc;
+}
+
+/* One resource's rater (group_by=resource). */
+typedef struct by_resource {
+    char resource[129];
+    billing_rater *r;
+} by_resource;
+
+/* What resource_event receives. */
+typedef struct resource_walk {
+    bs_catalog *cat;
+    billing_event *ev;
+    by_resource *res; /* RESOURCES_MAX */
+    size_t n;
+    billing_time_t from; /* the first month's start: earlier events are left out */
+    char msg[512];
+} resource_walk;
+
+/* A bs_event_fn: the stored raw event into its resource's rater. */
+static int resource_event(void *arg, const char *account, const char *id, const char *resource,
+                          const char *meter, billing_time_t start, billing_time_t end,
+                          const char *quantity, const char *model, const char *region)
+{
+    resource_walk *w = arg;
+    size_t i;
+
+    if (end <= w->from)
+        return 0;
+    for (i = 0; i < w->n && strcmp(w->res[i].resource, resource) != 0; i++)
+        ;
+    if (i == w->n) {
+        if (w->n == RESOURCES_MAX) {
+            snprintf(w->msg, sizeof(w->msg), "more than %d resources: ask for fewer months",
+                     RESOURCES_MAX);
+            return 1;
+        }
+        snprintf(w->res[i].resource, sizeof(w->res[i].resource), "%s", resource);
+        if (billing_rater_new(bs_catalog_lib(w->cat), &w->res[i].r, w->msg, sizeof(w->msg)) !=
+            BILLING_OK)
+            return 1;
+        billing_rater_set_dedupe(w->res[i].r, 0);
+        w->n++;
+    }
+    if (bs_event_set(w->ev, account, id, resource, meter, start, end, quantity, model, region,
+                     w->msg, sizeof(w->msg)) != BILLING_OK ||
+        billing_rater_add(w->res[i].r, w->ev, w->msg, sizeof(w->msg)) != BILLING_OK) {
+        if (w->msg[0] == '\0')
+            snprintf(w->msg, sizeof(w->msg), "stored event '%.128s' cannot be rated", id);
+        return 1;
+    }
+    return 0;
+}
+
+/*
+ * group_by=resource: the stored raw events of @account (the aggregates
+ * keep no resource) before the end of month @ym1, each resource on a
+ * rater of its own, their lines of months @ym0..@ym1 into @u.
+ */
+static int usage_by_resource(bs_conn *c, bs_catalog *cat, const char *account,
+                             const billing_zone *zone, int ym0, int ym1, usage *u, bd_answer *a)
+{
+    billing_time_t before;
+    resource_walk w;
+    json_t *ids = json_pack("[s]", account);
+    char *list = ids != NULL ? json_dumps(ids, JSON_COMPACT) : NULL;
+    bs_status st;
+    size_t i;
+    int rc = 0;
+
+    memset(&w, 0, sizeof(w));
+    w.cat = cat;
+    w.ev = billing_event_new();
+    w.res = calloc(RESOURCES_MAX, sizeof(*w.res));
+    if (list == NULL || w.ev == NULL || w.res == NULL ||
+        billing_zone_month_start(zone, ym0 / 12, ym0 % 12 + 1, &w.from) != BILLING_OK ||
+        billing_zone_month_start(zone, (ym1 + 1) / 12, (ym1 + 1) % 12 + 1, &before) !=
+            BILLING_OK) {
+        rc = fail(a, 500, "internal", NULL, "usage of '%s': out of memory", account);
+        goto out;
+    }
+    st = bs_events_fetch(c, list, before, resource_event, &w, &a->err);
+    if (st == BS_ERR_INVALID) {
+        rc = fail(a, 400, "invalid", "group_by", "usage of '%s' by resource: %s", account, w.msg);
+        goto out;
+    }
+    if (st != BS_OK) {
+        rc = db_fail(a, &a->err);
+        goto out;
+    }
+    for (i = 0; i < w.n; i++)
+        if (usage_lines(u, w.res[i].r, account, ym0, ym1, w.res[i].resource) != 0) {
+            rc = fail(a, 400, "invalid", "group_by", "usage of '%s': %s", account, u->msg);
+            goto out;
+        }
+out:
+    for (i = 0; w.res != NULL && i < w.n; i++)
+        billing_rater_destroy(w.res[i].r);
+    free(w.res);
+    billing_event_destroy(w.ev);
+    free(list);
+    json_decref(ids);
+    return rc;
+}
 
 int bd_doc_usage(bs_conn *c, bs_catalog *cat, struct MHD_Connection *conn, const char *account,
                  bd_answer *a)
 {
-    static const char *const bys[] = {"meter", "model", "region", "month"};
     billing_time_t now = (billing_time_t)time(NULL) * BILLING_NS_PER_SEC;
     const billing_zone *zone = bs_catalog_zone(cat, account);
     const char *from = NULL;
     const char *to = NULL;
     const char *by_text;
     billing_rater *r = NULL;
-    billing_invoice *inv = NULL;
-    usage_group *groups = NULL;
-    char msg[512];
-    char key[160];
-    char month[16];
+    usage u;
+    char first[16];
+    char last[16];
     json_t *rows = NULL;
-    json_t *o = NULL;
-    mpq_t v;
-    size_t n = 0;
+    json_t *o;
     size_t i;
     size_t g;
-    group_by by = BY_METER;
     int bad = 0;
     int y0;
     int m0;
     int y1;
     int m1;
-    int ym;
     int rc = 0;
 
+    memset(&u, 0, sizeof(u));
     if (zone == NULL)
         return fail(a, 404, "not-found", "account", "no account '%s'", account);
     billing_zone_year_month(zone, now, &y0, &m0);
@@ -489,108 +677,58 @@ int bd_doc_usage(bs_conn *c, bs_catalog *cat, struct MHD_Connection *conn, const
         return fail(a, 400, "invalid", "to", "from %04d-%02d to %04d-%02d: expected 1 to %d months",
                     y0, m0, y1, m1, USAGE_MONTHS_MAX);
     if (by_text != NULL) {
-        for (i = 0; i < 4 && strcmp(by_text, bys[i]) != 0; i++)
+        for (i = 0; i < N_GROUP_BY && strcmp(by_text, group_names[i]) != 0; i++)
             ;
-        if (i == 4)
+        if (i == N_GROUP_BY)
             return fail(a, 400, "invalid", "group_by",
-                        "group_by '%s': expected meter, model, region or month (the stored "
-                        "aggregates keep neither resources nor days)",
+                        "group_by '%s': expected meter, model, region, month or resource (days "
+                        "are not kept: the aggregates are monthly)",
                         by_text);
-        by = (group_by)i;
+        u.by = (group_by)i;
     }
-    if (bs_balance_rater(c, cat, account, NULL, now, &r, &a->err) != BS_OK)
-        return db_fail(a, &a->err);
-    groups = calloc(GROUPS_MAX, sizeof(*groups));
-    mpq_init(v);
-    if (groups == NULL) {
-        rc = fail(a, 500, "internal", NULL, "out of memory");
-        goto out;
-    }
-    for (ym = y0 * 12 + m0 - 1; ym <= y1 * 12 + m1 - 1; ym++) {
-        if (billing_rater_invoice(r, account, ym / 12, ym % 12 + 1, &inv, msg, sizeof(msg)) !=
-            BILLING_OK) {
-            rc = fail(a, 500, "internal", NULL, "usage of '%s': %s", account, msg);
+    u.groups = calloc(GROUPS_MAX, sizeof(*u.groups));
+    if (u.groups == NULL)
+        return fail(a, 500, "internal", NULL, "out of memory");
+    if (u.by == BY_RESOURCE) {
+        usage_by_resource(c, cat, account, zone, y0 * 12 + m0 - 1, y1 * 12 + m1 - 1, &u, a);
+        if (a->slug != NULL || a->db)
+            goto out;
+    } else {
+        if (bs_balance_rater(c, cat, account, NULL, now, &r, &a->err) != BS_OK) {
+            rc = db_fail(a, &a->err);
             goto out;
         }
-        snprintf(month, sizeof(month), "%04d-%02d", (ym / 12) % 10000, ym % 12 + 1);
-        for (i = 0; i < billing_invoice_line_count(inv); i++) {
-            billing_line_kind kind = billing_invoice_line_kind(inv, i);
-            const char *meter = billing_invoice_line_meter(inv, i);
-            const char *unit = billing_invoice_line_unit(inv, i);
-
-            if (kind != BILLING_LINE_USAGE && kind != BILLING_LINE_INCLUDED)
-                continue;
-            snprintf(key, sizeof(key), "%s",
-                     by == BY_METER   ? meter
-                     : by == BY_MODEL ? billing_invoice_line_model(inv, i)
-                     : by == BY_REGION ? billing_invoice_line_region(inv, i)
-                                       : month);
-            for (g = 0; g < n; g++)
-                if (strcmp(groups[g].key, key) == 0 && strcmp(groups[g].meter, meter) == 0 &&
-                    strcmp(groups[g].unit, unit) == 0)
-                    break;
-            if (g == n) {
-                if (n == GROUPS_MAX) {
-                    rc = fail(a, 400, "invalid", "group_by", "more than %d groups", GROUPS_MAX);
-                    goto out;
-                }
-                snprintf(groups[g].key, sizeof(groups[g].key), "%s", key);
-                snprintf(groups[g].meter, sizeof(groups[g].meter), "%s", meter);
-                snprintf(groups[g].unit, sizeof(groups[g].unit), "%s", unit);
-                mpq_init(groups[g].quantity);
-                mpq_init(groups[g].amount);
-                n++;
-            }
-            if (numfmt_parse(v, billing_invoice_line_quantity(inv, i)) != 0) {
-                rc = fail(a, 500, "internal", NULL, "usage of '%s': a quantity is not a number",
-                          account);
-                goto out;
-            }
-            mpq_add(groups[g].quantity, groups[g].quantity, v);
-            if (scale_of(billing_invoice_line_amount_rounded(inv, i)) > groups[g].scale)
-                groups[g].scale = scale_of(billing_invoice_line_amount_rounded(inv, i));
-            if (numfmt_parse(v, billing_invoice_line_amount_rounded(inv, i)) != 0) {
-                rc = fail(a, 500, "internal", NULL, "usage of '%s': an amount is not a number",
-                          account);
-                goto out;
-            }
-            mpq_add(groups[g].amount, groups[g].amount, v);
-            groups[g].lines++;
+        if (usage_lines(&u, r, account, y0 * 12 + m0 - 1, y1 * 12 + m1 - 1, NULL) != 0) {
+            rc = fail(a, 500, "internal", NULL, "usage of '%s': %s", account, u.msg);
+            goto out;
         }
-        if (ym == y1 * 12 + m1 - 1)
-            break;
-        billing_invoice_destroy(inv);
-        inv = NULL;
     }
     rows = json_array();
-    for (g = 0; rows != NULL && g < n; g++) {
-        json_t *row = json_pack("{s:s, s:s, s:o, s:s, s:o, s:I}", "meter", groups[g].meter,
-                                bys[by], groups[g].key, "quantity",
-                                exact_json(groups[g].quantity, 0), "unit", groups[g].unit,
-                                "amount", exact_json(groups[g].amount, groups[g].scale), "lines",
-                                (json_int_t)groups[g].lines);
+    for (g = 0; rows != NULL && g < u.n; g++) {
+        json_t *row = json_pack("{s:s, s:s, s:o, s:s, s:o, s:I}", "meter", u.groups[g].meter,
+                                group_names[u.by], u.groups[g].key, "quantity",
+                                exact_json(u.groups[g].quantity, 0), "unit", u.groups[g].unit,
+                                "amount", exact_json(u.groups[g].amount, u.groups[g].scale),
+                                "lines", (json_int_t)u.groups[g].lines);
 
         if (row == NULL || json_array_append_new(rows, row) != 0) {
             rc = fail(a, 500, "internal", NULL, "out of memory");
             goto out;
         }
     }
-    snprintf(key, sizeof(key), "%04d-%02d", y0 % 10000, m0);
-    snprintf(month, sizeof(month), "%04d-%02d", y1 % 10000, m1);
-    o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:O}", "account", account, "from", key, "to", month,
-                  "group_by", bys[by], "currency",
-                  inv != NULL ? billing_invoice_currency(inv) : "", "data",
+    snprintf(first, sizeof(first), "%04d-%02d", y0 % 10000, m0);
+    snprintf(last, sizeof(last), "%04d-%02d", y1 % 10000, m1);
+    o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:O}", "account", account, "from", first, "to", last,
+                  "group_by", group_names[u.by], "currency", u.currency, "data",
                   rows != NULL ? rows : json_null());
     rc = ok_json(a, o);
 out:
-    for (g = 0; g < n; g++) {
-        mpq_clear(groups[g].quantity);
-        mpq_clear(groups[g].amount);
+    for (g = 0; g < u.n; g++) {
+        mpq_clear(u.groups[g].quantity);
+        mpq_clear(u.groups[g].amount);
     }
-    mpq_clear(v);
-    free(groups);
+    free(u.groups);
     json_decref(rows);
-    billing_invoice_destroy(inv);
     billing_rater_destroy(r);
     return rc;
 }

@@ -283,10 +283,36 @@ for by in model region month; do
     validate GET "/v1/accounts/{id}/usage" 200 "$tmp/u"
     check "usage group_by=$by" $r "$code"
 done
-code=$(get "$admin" "/v1/accounts/lab-a/usage?group_by=resource" "$tmp/u")
+for acct in lab-a student-b team-c; do
+    get "$admin" "/v1/accounts/$acct/usage?from=2026-01&group_by=meter" "$tmp/um" >/dev/null
+    code=$(get "$admin" "/v1/accounts/$acct/usage?from=2026-01&group_by=resource" "$tmp/ur")
+    validate GET "/v1/accounts/{id}/usage" 200 "$tmp/ur"
+    python3 - "$tmp/um" "$tmp/ur" <<'EOF' && r=ok || r=fail
+import json, sys
+from collections import defaultdict
+from decimal import Decimal
+from fractions import Fraction
+def exact(v):
+    if "/" in v:
+        n, d = v.split("/")
+        return Fraction(int(n), int(d))
+    return Fraction(Decimal(v))
+by_meter = {r["meter"]: exact(r["quantity"]) for r in json.load(open(sys.argv[1]))["data"]}
+rows = json.load(open(sys.argv[2]))["data"]
+summed = defaultdict(Fraction)
+for r in rows:
+    summed[r["meter"]] += exact(r["quantity"])
+ok = dict(summed) == by_meter and len({r["resource"] for r in rows}) > 1
+if not ok:
+    print(by_meter, dict(summed))
+sys.exit(0 if ok else 1)
+EOF
+    check "$acct: usage by resource (raw events) sums per meter to the aggregates' quantities" $r "$code"
+done
+code=$(get "$admin" "/v1/accounts/lab-a/usage?group_by=day" "$tmp/u")
 [ "$code" = 400 ] && r=ok || r=fail
 validate GET "/v1/accounts/{id}/usage" 400 "$tmp/u"
-check "usage group_by=resource: 400 (the aggregates keep no resource)" $r "$code"
+check "usage group_by=day: 400 (the aggregates are monthly)" $r "$code"
 code=$(get "$admin" "/v1/accounts/nobody/usage" "$tmp/u")
 [ "$code" = 404 ] && r=ok || r=fail
 check "usage of an unknown account: 404" $r "$code"
