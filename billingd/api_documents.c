@@ -739,6 +739,8 @@ out:
 
 /* Longest quote: a year of usage. */
 #define QUOTE_SECONDS_MAX (366 * 86400LL)
+/* Most terms of a quoted plan. */
+#define QUOTE_TERMS_MAX 366
 
 /* The figures of a quote summed over its months. */
 typedef struct quote_sums {
@@ -812,8 +814,11 @@ int bd_doc_quote(bs_conn *c, bs_catalog *cat, const char *body, size_t len, cons
     const char *text;
     billing_time_t start = now;
     billing_time_t end;
+    const char *plan;
     billing_rater *r = NULL;
     billing_event *ev = NULL;
+    bs_catalog *with_plan = NULL;
+    json_t *terms;
     quote_sums before;
     quote_sums after;
     json_error_t jerr;
@@ -841,9 +846,10 @@ int bd_doc_quote(bs_conn *c, bs_catalog *cat, const char *body, size_t len, cons
     model = member(in, "model", "", &bad);
     region = member(in, "region", "", &bad);
     quantity = member(in, "quantity", "1", &bad);
+    plan = member(in, "plan", NULL, &bad);
     if (bad) {
         rc = fail(a, 400, "invalid", "body",
-                  "account, meter, model, region, quantity, start and end are strings of at "
+                  "account, meter, model, region, quantity, plan, start and end are strings of at "
                   "most %d bytes",
                   PARAM_MAX);
         goto done;
@@ -897,6 +903,31 @@ int bd_doc_quote(bs_conn *c, bs_catalog *cat, const char *body, size_t len, cons
     ym0 = y * 12 + m - 1;
     billing_zone_year_month(zone, end - 1, &y, &m);
     ym1 = y * 12 + m - 1;
+    if (plan != NULL) {
+        /*
+         * A hypothetical subscription of the usage's resource to @plan from
+         * its start: on a catalog of its own, read for this quote (the
+         * shared one is frozen), for "terms" terms (default 1).
+         */
+        terms = json_object_get(in, "terms");
+        if (terms != NULL && (!json_is_integer(terms) || json_integer_value(terms) < 1 ||
+                              json_integer_value(terms) > QUOTE_TERMS_MAX)) {
+            rc = fail(a, 400, "invalid", "terms", "terms: expected 1 to %d", QUOTE_TERMS_MAX);
+            goto done;
+        }
+        with_plan = bs_catalog_read(c, bs_catalog_book(cat), &a->err);
+        if (with_plan == NULL) {
+            rc = db_fail(a, &a->err);
+            goto done;
+        }
+        if (billing_catalog_add_subscription(bs_catalog_lib(with_plan), "quote", account, "quote",
+                                             plan, start,
+                                             terms != NULL ? (int)json_integer_value(terms) : 1,
+                                             NULL, msg, sizeof(msg)) != BILLING_OK) {
+            rc = fail(a, 400, "invalid", "plan", "plan '%s': %s", plan, msg);
+            goto done;
+        }
+    }
     /* A copy of the account's state: its stored usage and issued credit, then the quote. */
     if (bs_balance_rater(c, cat, account, NULL, now, &r, &a->err) != BS_OK) {
         rc = db_fail(a, &a->err);
@@ -909,6 +940,17 @@ int bd_doc_quote(bs_conn *c, bs_catalog *cat, const char *body, size_t len, cons
     if (quote_sum(r, account, ym0, ym1, &before, msg, sizeof(msg)) != 0) {
         rc = fail(a, 500, "internal", NULL, "quote: %s", msg);
         goto out;
+    }
+    if (with_plan != NULL) {
+        /* The same state with the subscription: its fees and what it includes count. */
+        billing_rater_destroy(r);
+        r = NULL;
+        if (bs_balance_rater(c, with_plan, account, NULL, now, &r, &a->err) != BS_OK) {
+            rc = a->err.status == BS_ERR_INVALID
+                     ? fail(a, 400, "invalid", "plan", "plan '%s': %s", plan, a->err.message)
+                     : db_fail(a, &a->err);
+            goto out;
+        }
     }
     if (billing_rater_add(r, ev, msg, sizeof(msg)) != BILLING_OK) {
         rc = fail(a, 400, "invalid", "body", "quote: %s", msg);
@@ -924,8 +966,9 @@ int bd_doc_quote(bs_conn *c, bs_catalog *cat, const char *body, size_t len, cons
     mpq_sub(after.total, after.total, before.total);
     billing_time_format(start, when, sizeof(when));
     billing_time_format(end, until, sizeof(until));
-    o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:o}", "account", account,
-                  "meter", meter, "model", model, "region", region, "quantity", quantity,
+    o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:s, s:s, s:o, s:o, s:o, s:o}", "account",
+                  account, "meter", meter, "model", model, "region", region, "quantity", quantity,
+                  "plan", plan != NULL ? json_string(plan) : json_null(),
                   "start", when, "end", until, "charge", exact_json(after.subtotal, after.scale),
                   "credit", exact_json(after.credits, after.scale), "tax",
                   exact_json(after.tax, after.scale), "amount_due",
@@ -937,6 +980,7 @@ out:
 done:
     billing_event_destroy(ev);
     billing_rater_destroy(r);
+    bs_catalog_free(with_plan);
     json_decref(in);
     return rc;
 }

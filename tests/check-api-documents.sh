@@ -344,6 +344,14 @@ code=$(quote "$admin" "$tmp/q3" '{"account":"lab-a","model":"RTX4090","region":"
 [ "$code" = 200 ] && r=ok || r=fail
 validate POST /v1/quote 200 "$tmp/q3"
 check "a quote of lab-a inside its plan's term" $r "$code $(cat "$tmp/q3")"
+fee=$(python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); print([f["fee"] for f in p["versions"][-1]["plan_fees"] if f["plan"]=="rtx4090x8-daily"][0])' "$ex/pricebook.json")
+code=$(quote "$admin" "$tmp/qp" '{"account":"team-c","model":"RTX4090","region":"cn-east-1","quantity":"8","start":"2026-03-02T00:00:00+08:00","seconds":3600,"plan":"rtx4090x8-daily"}')
+validate POST /v1/quote 200 "$tmp/qp"
+python3 -c 'import json,sys; q=json.load(open(sys.argv[1])); sys.exit(0 if q["charge"]==sys.argv[2] and q["plan"]=="rtx4090x8-daily" else 1)' "$tmp/qp" "$fee" && r=ok || r=fail
+check "eight GPUs for an hour on plan rtx4090x8-daily: the day's fee ($fee), the usage included" $r "$code $(cat "$tmp/qp")"
+code=$(quote "$admin" "$tmp/qn" '{"account":"team-c","seconds":3600,"plan":"no-such-plan"}')
+[ "$code" = 400 ] && grep -q "no-such-plan" "$tmp/qn" && r=ok || r=fail
+check "a quote with an unknown plan: 400 naming it" $r "$code $(cat "$tmp/qn")"
 [ "$(counts)" = "$before" ] && r=ok || r=fail
 check "quotes store nothing (events, aggregates, invoices, lines, ledger, dead letters)" $r "$before vs $(counts)"
 code=$(quote "$lab" "$tmp/q4" '{"account":"team-c","seconds":3600}')
