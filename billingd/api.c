@@ -67,7 +67,8 @@ static const char *const route_names[N_ROUTES] = {
     "/v1/invoices",              "/v1/invoices/{number}",    "/v1/accounts/{id}/usage",
     "/v1/quote",                 "other"};
 
-static const unsigned statuses[] = {200, 304, 400, 401, 403, 404, 405, 408, 413, 415, 429, 500, 503};
+static const unsigned statuses[] = {200, 304, 400, 401, 403, 404, 405,
+                                    408, 413, 415, 429, 500, 503};
 #define N_STATUSES (sizeof(statuses) / sizeof(statuses[0]))
 /* Duration buckets, microseconds. */
 static const int64_t us_bounds[] = {1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000,
@@ -1053,7 +1054,8 @@ static enum MHD_Result dispatch(bd_api *api, struct MHD_Connection *conn, req *q
 
     if (q->route == R_OTHER)
         return problem(api, conn, q, 404, "not-found", NULL, NULL, "no such route");
-    if ((q->route == R_EVENTS || q->route == R_QUOTE) != is_post || (!is_post && strcmp(method, "GET") != 0))
+    if ((q->route == R_EVENTS || q->route == R_QUOTE) != is_post ||
+        (!is_post && strcmp(method, "GET") != 0))
         return problem(api, conn, q, 405, "method", NULL, NULL, "%s is not allowed here",
                        method);
     if (auth == NULL || strncmp(auth, "Bearer ", 7) != 0)
