@@ -36,26 +36,6 @@
  */
 #define EXPORT_CHUNK 64
 
-#define SUMMARY(f) offsetof(bs_invoice_summary, f)
-/* Columns of the rows of bs_invoice_list. */
-static const export_column header_columns[] = {
-    {"id", "ID", SUMMARY(id), 1, 1, 0},
-    {"number", "NUMBER", SUMMARY(number), 1, 0, 0},
-    {"account", "ACCOUNT", SUMMARY(account), 1, 0, 0},
-    {"kind", "KIND", SUMMARY(kind), 1, 0, 0},
-    {"period", "PERIOD", SUMMARY(period), 1, 0, 0},
-    {"status", "STATUS", SUMMARY(status), 1, 0, 0},
-    {"currency", "CUR", SUMMARY(currency), 1, 0, 0},
-    {"subtotal", "SUBTOTAL", SUMMARY(subtotal), 1, 1, 0},
-    {"credits_total", "CREDITS", SUMMARY(credits), 1, 1, 0},
-    /* So that the row adds up: SUBTOTAL - CREDITS + ACCT CREDIT + TAX = TOTAL. */
-    {"account_credit_net", "ACCT CREDIT", SUMMARY(account_credit_net), 1, 1, 0},
-    {"tax", "TAX", SUMMARY(tax), 1, 1, 0},
-    {"total", "TOTAL", SUMMARY(total), 1, 1, 0},
-    {"series", "SERIES", SUMMARY(series), 0, 0, 0},
-    {"corrects", "CORRECTS", SUMMARY(corrects), 0, 0, 0},
-};
-#define N_HEADER (sizeof(header_columns) / sizeof(header_columns[0]))
 
 typedef struct invoice_opts {
     const char *db;
@@ -250,8 +230,10 @@ static int list(bs_conn *c, const invoice_opts *o, int json)
         return cli_usage_error("invoice", "--period '%s': expected YYYY-MM", o->period);
     if (bs_invoice_list(c, m, o->account, o->status, o->series, o->limit, &rows, &n, &err) != BS_OK)
         return dbcli_fail("invoice list", &err);
-    rc = json ? export_rows_json(stdout, rows, sizeof(*rows), n, header_columns, N_HEADER)
-              : export_rows_table(stdout, rows, sizeof(*rows), n, header_columns, N_HEADER);
+    rc = json ? export_rows_json(stdout, rows, sizeof(*rows), n, export_summary_columns,
+                                 export_n_summary_columns)
+              : export_rows_table(stdout, rows, sizeof(*rows), n, export_summary_columns,
+                                  export_n_summary_columns);
     free(rows);
     return rc == 0 ? CLI_EXIT_OK : CLI_EXIT_INTERNAL;
 }

@@ -31,6 +31,28 @@ const export_column export_line_columns[] = {
 };
 const size_t export_n_line_columns = sizeof(export_line_columns) / sizeof(export_line_columns[0]);
 
+#define SUMMARY(f) offsetof(bs_invoice_summary, f)
+/* Columns of the rows of bs_invoice_list. */
+const export_column export_summary_columns[] = {
+    {"id", "ID", SUMMARY(id), 1, 1, 0},
+    {"number", "NUMBER", SUMMARY(number), 1, 0, 0},
+    {"account", "ACCOUNT", SUMMARY(account), 1, 0, 0},
+    {"kind", "KIND", SUMMARY(kind), 1, 0, 0},
+    {"period", "PERIOD", SUMMARY(period), 1, 0, 0},
+    {"status", "STATUS", SUMMARY(status), 1, 0, 0},
+    {"currency", "CUR", SUMMARY(currency), 1, 0, 0},
+    {"subtotal", "SUBTOTAL", SUMMARY(subtotal), 1, 1, 0},
+    {"credits_total", "CREDITS", SUMMARY(credits), 1, 1, 0},
+    /* So that the row adds up: SUBTOTAL - CREDITS + ACCT CREDIT + TAX = TOTAL. */
+    {"account_credit_net", "ACCT CREDIT", SUMMARY(account_credit_net), 1, 1, 0},
+    {"tax", "TAX", SUMMARY(tax), 1, 1, 0},
+    {"total", "TOTAL", SUMMARY(total), 1, 1, 0},
+    {"series", "SERIES", SUMMARY(series), 0, 0, 0},
+    {"corrects", "CORRECTS", SUMMARY(corrects), 0, 0, 0},
+};
+const size_t export_n_summary_columns =
+    sizeof(export_summary_columns) / sizeof(export_summary_columns[0]);
+
 #define GRANT(f) offsetof(bs_invoice_grant, f)
 /* What the invoice did to each grant, and what is left of it. */
 const export_column export_grant_columns[] = {

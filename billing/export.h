@@ -63,12 +63,26 @@ int export_invoice_file(const doc_invoice *inv, const char *format, const char *
 int export_invoice_pdf(const doc_invoice *inv, const char *path);
 
 /*
+ * export_invoice_pdf_mem - the same PDF as export_invoice_pdf, into a
+ * buffer *@out of *@len bytes (caller frees with free()). Its creation
+ * date is SOURCE_DATE_EPOCH when set, else @created (cairo's ISO 8601
+ * form, "2026-02-01T00:00:00Z"), else (NULL) the time of writing: with a
+ * fixed @created, the bytes depend on the invoice alone. Returns 0, or -1
+ * with errno.
+ */
+int export_invoice_pdf_mem(const doc_invoice *inv, const char *created, char **out, size_t *len);
+
+/*
  * export_pdf_fonts - load the fonts export_invoice_pdf needs (once per
  * process; thread-safe), so that a bad BILLING_PDF_FONT or
  * BILLING_PDF_CJK_FONT is found before any file is created. Returns 0, or
  * -1 with a message naming the variable and the path in @why.
  */
 int export_pdf_fonts(char *why, size_t size);
+
+/* The columns of a bs_invoice_summary (`billing invoice list`, GET /v1/invoices). */
+extern const export_column export_summary_columns[];
+extern const size_t export_n_summary_columns;
 
 /* The grant columns (bs_invoice_grant). */
 extern const export_column export_grant_columns[];

@@ -12,8 +12,7 @@
 /* Longest input accepted: libbilling's decimals have at most 40 significant digits. */
 #define INPUT_MAX 200
 
-/* "-12.345" or "p/q" into @q. Returns 0 or -1. */
-static int parse_exact(mpq_t q, const char *s)
+int numfmt_parse(mpq_t q, const char *s)
 {
     char digits[INPUT_MAX + 1];
     const char *dot = strchr(s, '.');
@@ -130,7 +129,7 @@ int numfmt_decimal(const char *exact, int min_scale, int max_scale, const char *
         goto cut;
     mpq_init(q);
     mpz_init(v);
-    if (parse_exact(q, exact) == 0) {
+    if (numfmt_parse(q, exact) == 0) {
         scaled_round(v, q, max_scale);
         rc = layout(v, mpq_sgn(q) < 0, max_scale, min_scale, sep, buf, size);
     }
@@ -153,7 +152,7 @@ int numfmt_percent(const char *rate, char *buf, size_t size)
 
     mpq_init(q);
     mpz_init(v);
-    if (parse_exact(q, rate) == 0) {
+    if (numfmt_parse(q, rate) == 0) {
         /* A decimal rate times 100 is exact at the rate's own scale (at most 40 digits). */
         mpz_mul_ui(mpq_numref(q), mpq_numref(q), 100);
         mpq_canonicalize(q);
@@ -178,7 +177,7 @@ int numfmt_add(const char *a, const char *b, int scale, char *out, size_t size)
 
     mpq_init(x);
     mpq_init(y);
-    if (parse_exact(x, a) == 0 && parse_exact(y, b) == 0) {
+    if (numfmt_parse(x, a) == 0 && numfmt_parse(y, b) == 0) {
         mpq_add(x, x, y);
         sum = mpq_get_str(NULL, 10, x);
     }

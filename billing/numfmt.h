@@ -7,10 +7,18 @@
 #ifndef BILLING_NUMFMT_H
 #define BILLING_NUMFMT_H
 
+#include <gmp.h>
 #include <stddef.h>
 
 /* Longest number these functions write, with separators and sign. */
 #define NUMFMT_MAX 160
+
+/*
+ * numfmt_parse - the exact value @s ("-12.345" or "p/q", at most 200
+ * bytes, as libbilling writes them) into @q (initialized). Returns 0, or
+ * -1 when @s is not such a number.
+ */
+int numfmt_parse(mpq_t q, const char *s);
 
 /*
  * numfmt_decimal - @exact as a decimal with at most @max_scale and at

@@ -656,16 +656,18 @@ static const char *source_date(char *buf, size_t size)
     return buf;
 }
 
-int export_invoice_pdf(const doc_invoice *inv, const char *path)
+/*
+ * Draw @inv on the PDF surface @s (taken: destroyed here), created at
+ * @created (cairo's ISO 8601 date) unless SOURCE_DATE_EPOCH says
+ * otherwise; NULL: the time of writing. Returns 0, or -1 with errno.
+ */
+static int render(cairo_surface_t *s, const doc_invoice *inv, const char *created)
 {
     char date[32];
-    cairo_surface_t *s;
+    const char *when = source_date(date, sizeof(date));
     cairo_t *cr;
     cairo_status_t st;
 
-    if (faces() != 0)
-        return -1;
-    s = cairo_pdf_surface_create(path, PAGE_W, PAGE_H);
     if (cairo_surface_status(s) != CAIRO_STATUS_SUCCESS) {
         cairo_surface_destroy(s);
         errno = EIO;
@@ -673,8 +675,10 @@ int export_invoice_pdf(const doc_invoice *inv, const char *path)
     }
     cairo_pdf_surface_set_metadata(s, CAIRO_PDF_METADATA_TITLE, doc_title(inv));
     cairo_pdf_surface_set_metadata(s, CAIRO_PDF_METADATA_CREATOR, PACKAGE_STRING);
-    if (source_date(date, sizeof(date)) != NULL)
-        cairo_pdf_surface_set_metadata(s, CAIRO_PDF_METADATA_CREATE_DATE, date);
+    if (when == NULL)
+        when = created;
+    if (when != NULL)
+        cairo_pdf_surface_set_metadata(s, CAIRO_PDF_METADATA_CREATE_DATE, when);
     cr = cairo_create(s);
     cairo_set_source_rgb(cr, 0, 0, 0);
     draw(cr, inv, draw(NULL, inv, 0));
@@ -688,5 +692,58 @@ int export_invoice_pdf(const doc_invoice *inv, const char *path)
         errno = EIO;
         return -1;
     }
+    return 0;
+}
+
+int export_invoice_pdf(const doc_invoice *inv, const char *path)
+{
+    if (faces() != 0)
+        return -1;
+    return render(cairo_pdf_surface_create(path, PAGE_W, PAGE_H), inv, NULL);
+}
+
+/* A growing buffer cairo writes a PDF into. */
+typedef struct pdf_buf {
+    char *data;
+    size_t len;
+    size_t cap;
+} pdf_buf;
+
+static cairo_status_t buf_write(void *closure, const unsigned char *data, unsigned int length)
+{
+    pdf_buf *b = closure;
+    char *grown;
+    size_t cap;
+
+    if (b->len + length > b->cap) {
+        cap = b->cap ? b->cap : 65536;
+        while (cap < b->len + length)
+            cap *= 2;
+        grown = realloc(b->data, cap);
+        if (grown == NULL)
+            return CAIRO_STATUS_NO_MEMORY;
+        b->data = grown;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, data, length);
+    b->len += length;
+    return CAIRO_STATUS_SUCCESS;
+}
+
+int export_invoice_pdf_mem(const doc_invoice *inv, const char *created, char **out, size_t *len)
+{
+    pdf_buf b = {NULL, 0, 0};
+
+    *out = NULL;
+    *len = 0;
+    if (faces() != 0)
+        return -1;
+    if (render(cairo_pdf_surface_create_for_stream(buf_write, &b, PAGE_W, PAGE_H), inv,
+               created) != 0) {
+        free(b.data);
+        return -1;
+    }
+    *out = b.data;
+    *len = b.len;
     return 0;
 }

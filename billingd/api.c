@@ -26,6 +26,7 @@
 #include "api.h"
 #include "api_accounts.h"
 #include "api_ops.h"
+#include "api_documents.h"
 #include "apikeys.h"
 #include "apiread.h"
 #include "balance.h"
@@ -60,15 +61,22 @@ enum route {
     R_PLANS,
     R_ACCOUNTS,
     R_REJECTED,
+    R_INVOICES,
+    R_INVOICE,
+    R_USAGE,
+    R_QUOTE,
     R_OTHER,
     N_ROUTES
 };
 static const char *const route_names[N_ROUTES] = {
     "/v1/accounts/{id}/balance", "/v1/accounts/{id}/grants", "/v1/accounts/{id}/subscriptions",
     "/v1/events",                "/v1/price-books",          "/v1/plans",
-    "/v1/accounts",              "/v1/rejected",             "other"};
+    "/v1/accounts",              "/v1/rejected",             "/v1/invoices",
+    "/v1/invoices/{number}",     "/v1/accounts/{id}/usage",  "/v1/quote",
+    "other"};
 
-static const unsigned statuses[] = {200, 400, 401, 403, 404, 405, 408, 413, 415, 429, 500, 503};
+static const unsigned statuses[] = {200, 304, 400, 401, 403, 404, 405,
+                                    408, 413, 415, 429, 500, 503};
 #define N_STATUSES (sizeof(statuses) / sizeof(statuses[0]))
 /* Duration buckets, microseconds. */
 static const int64_t us_bounds[] = {1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000,
@@ -432,7 +440,8 @@ static enum route route_of(const char *url, char *account, size_t size, int *bad
         enum route r;
     } tails[] = {{"/balance", R_BALANCE},
                  {"/grants", R_GRANTS},
-                 {"/subscriptions", R_SUBSCRIPTIONS}};
+                 {"/subscriptions", R_SUBSCRIPTIONS},
+                 {"/usage", R_USAGE}};
     const char *p;
     const char *slash;
     size_t n;
@@ -449,6 +458,19 @@ static enum route route_of(const char *url, char *account, size_t size, int *bad
         return R_ACCOUNTS;
     if (strcmp(url, "/v1/rejected") == 0)
         return R_REJECTED;
+    if (strcmp(url, "/v1/invoices") == 0)
+        return R_INVOICES;
+    if (strcmp(url, "/v1/quote") == 0)
+        return R_QUOTE;
+    if (strncmp(url, "/v1/invoices/", 13) == 0) {
+        /* {number}: the invoice's number or id, maybe with .json, .pdf or .csv */
+        n = strlen(url + 13);
+        if (n < 1 || n >= size || strchr(url + 13, '/') != NULL)
+            *bad_account = 1;
+        else
+            memcpy(account, url + 13, n + 1);
+        return R_INVOICE;
+    }
     if (strncmp(url, "/v1/accounts/", 13) != 0)
         return R_OTHER;
     p = url + 13;
@@ -474,6 +496,8 @@ static unsigned scope_needed(enum route r)
 {
     switch (r) {
     case R_EVENTS: return BS_SCOPE_EVENTS_WRITE;
+    case R_INVOICES:
+    case R_INVOICE: return BS_SCOPE_INVOICES_READ;
     default: return BS_SCOPE_ACCOUNTS_READ;
     }
 }
@@ -1151,11 +1175,41 @@ out:
 /* Dispatch                                                                */
 /* ---------------------------------------------------------------------- */
 
+/* Send what an api_documents.c handler answered (its body taken). */
+static enum MHD_Result send_answer(bd_api *api, struct MHD_Connection *conn, req *q,
+                                   bd_answer *a)
+{
+    struct MHD_Response *r;
+    enum MHD_Result ret;
+
+    if (a->db)
+        return db_problem(api, conn, q, &a->err);
+    if (a->slug != NULL)
+        return problem(api, conn, q, a->status, a->slug, a->field, NULL, "%s", a->detail);
+    r = MHD_create_response_from_buffer(a->len, a->body, MHD_RESPMEM_MUST_FREE);
+    if (r == NULL) {
+        free(a->body);
+        return MHD_NO;
+    }
+    a->body = NULL;
+    if (a->status != 304)
+        MHD_add_response_header(r, "Content-Type", a->type);
+    MHD_add_response_header(r, "Cache-Control", a->cache);
+    if (a->etag[0] != '\0')
+        MHD_add_response_header(r, "ETag", a->etag);
+    ret = MHD_queue_response(conn, a->status, r);
+    MHD_destroy_response(r);
+    count(api, q->route, a->status, q->start_ns);
+    q->answered = 1;
+    return ret;
+}
+
 static enum MHD_Result dispatch(bd_api *api, struct MHD_Connection *conn, req *q,
-                                const char *method, const char *account)
+                                const char *method, const char *account, const char *ref)
 {
     const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
     int is_post = strcmp(method, "POST") == 0;
+    bd_answer doc;
     bs_apikey_auth key;
     char retry[24];
     api_slot *s;
@@ -1166,7 +1220,8 @@ static enum MHD_Result dispatch(bd_api *api, struct MHD_Connection *conn, req *q
 
     if (q->route == R_OTHER)
         return problem(api, conn, q, 404, "not-found", NULL, NULL, "no such route");
-    if ((q->route == R_EVENTS) != is_post || (!is_post && strcmp(method, "GET") != 0))
+    if ((q->route == R_EVENTS || q->route == R_QUOTE) != is_post ||
+        (!is_post && strcmp(method, "GET") != 0))
         return problem(api, conn, q, 405, "method", NULL, NULL, "%s is not allowed here",
                        method);
     /* The scheme is case-insensitive (RFC 9110). */
@@ -1261,6 +1316,23 @@ static enum MHD_Result dispatch(bd_api *api, struct MHD_Connection *conn, req *q
     }
     case R_EVENTS:
         ret = post_events(api, conn, q, s, key.id, key.bound ? key.account : NULL);
+        break;
+    case R_INVOICES:
+    case R_INVOICE:
+    case R_USAGE:
+    case R_QUOTE:
+        memset(&doc, 0, sizeof(doc));
+        if (q->route == R_INVOICES)
+            bd_doc_invoices(s->conn, conn, key.bound ? key.account : NULL, &doc);
+        else if (q->route == R_INVOICE)
+            bd_doc_invoice(s->conn, conn, ref, key.bound ? key.account : NULL, &doc);
+        else if (q->route == R_USAGE)
+            bd_doc_usage(s->conn, s->cat, conn, account, &doc);
+        else
+            bd_doc_quote(s->conn, s->cat, q->body != NULL ? q->body : "", q->len,
+                         key.bound ? key.account : NULL, &doc);
+        ret = send_answer(api, conn, q, &doc);
+        free(doc.body);
         break;
     default:
         ret = problem(api, conn, q, 404, "not-found", NULL, NULL, "no such route");
@@ -1431,11 +1503,14 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
                        "the request took over %" PRId64 " ms (api.request_ms)", api->request_ms);
     r = route_of(url, account, sizeof(account), &bad_account);
     if (bad_account)
-        return problem(api, conn, q, 404, "not-found", "account", NULL,
-                       "an account id has 1 to 128 bytes");
-    return dispatch(api, conn, q, method, r == R_BALANCE || r == R_GRANTS || r == R_SUBSCRIPTIONS
-                                              ? account
-                                              : NULL);
+        return problem(api, conn, q, 404, "not-found", r == R_INVOICE ? "number" : "account",
+                       NULL, r == R_INVOICE ? "an invoice number has 1 to 128 bytes"
+                                            : "an account id has 1 to 128 bytes");
+    return dispatch(api, conn, q, method,
+                    r == R_BALANCE || r == R_GRANTS || r == R_SUBSCRIPTIONS || r == R_USAGE
+                        ? account
+                        : NULL,
+                    r == R_INVOICE ? account : NULL);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,

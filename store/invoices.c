@@ -10,6 +10,7 @@
  */
 #include "config.h"
 
+#include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1344,20 +1345,49 @@ static const bs_rowtext_field summary_fields[] = {
 };
 #define N_SUMMARY (sizeof(summary_fields) / sizeof(summary_fields[0]))
 
+/* The rows of @sql (summary columns) with @n_params @params into *@out[0..*@n). */
+static bs_status summaries(bs_conn *c, const char *sql, int n_params, const char *const *params,
+                           bs_invoice_summary **out, size_t *n, bs_error *err)
+{
+    void *rows;
+    bs_status st;
+
+    st = bs_rowtext_query(c, sql, n_params, params, summary_fields, N_SUMMARY, sizeof(**out),
+                          "invoice list", &rows, n, err);
+    *out = rows;
+    return st;
+}
+
 bs_status bs_invoice_list(bs_conn *c, const char *month, const char *account, const char *status,
                           const char *series, long limit, bs_invoice_summary **out, size_t *n,
                           bs_error *err)
 {
     char limit_text[32];
     const char *params[5] = {month, account, status, series, limit_text};
-    void *rows;
-    bs_status st;
 
     snprintf(limit_text, sizeof(limit_text), "%ld", limit);
-    st = bs_rowtext_query(c, SQL_LIST, 5, params, summary_fields, N_SUMMARY, sizeof(**out),
-                          "invoice list", &rows, n, err);
-    *out = rows;
-    return st;
+    return summaries(c, SQL_LIST, 5, params, out, n, err);
+}
+
+/* bs_invoice_search: the filters of bs_invoice_filter, then the page after an id. */
+#define SQL_SEARCH                                                                             \
+    SQL_INVOICE_COLUMNS ", (i.returned - i.account_credit + i.carried)::text AS account_credit_net" \
+    SQL_INVOICE_FROM                                                                           \
+    " WHERE ($1::date IS NULL OR i.month = $1::date) AND ($2::text IS NULL OR i.account_id"    \
+    " = $2::text) AND ($3::text IS NULL OR i.status = $3::text) AND ($4::text IS NULL OR"      \
+    " i.kind = $4::text) AND ($5::text IS NULL OR (i.number IS NOT NULL AND " SQL_NUMBER_TEXT   \
+    " = $5::text)) AND i.id > $6::bigint ORDER BY i.id LIMIT $7::bigint"
+
+bs_status bs_invoice_search(bs_conn *c, const bs_invoice_filter *f, bs_invoice_summary **out,
+                            size_t *n, bs_error *err)
+{
+    char after[32];
+    char limit[32];
+    const char *params[7] = {f->month, f->account, f->status, f->kind, f->number, after, limit};
+
+    snprintf(after, sizeof(after), "%" PRId64, f->after);
+    snprintf(limit, sizeof(limit), "%ld", f->limit);
+    return summaries(c, SQL_SEARCH, 7, params, out, n, err);
 }
 
 #define SQL_FINALIZED_WHERE                                                                    \

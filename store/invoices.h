@@ -267,6 +267,25 @@ bs_status bs_invoice_list(bs_conn *c, const char *month, const char *account, co
                           const char *series, long limit, bs_invoice_summary **out, size_t *n,
                           bs_error *err);
 
+/* What bs_invoice_search selects: NULL (or 0) for any. */
+typedef struct bs_invoice_filter {
+    const char *month;   /* "YYYY-MM-01" */
+    const char *account;
+    const char *status;  /* draft, finalized, void */
+    const char *kind;    /* invoice, credit_note */
+    const char *number;  /* as printed ("INV-2026-000123") */
+    int64_t after;       /* only ids above it (paging; 0: from the first) */
+    long limit;          /* at most this many rows */
+} bs_invoice_filter;
+
+/*
+ * bs_invoice_search - invoices matching @f, in id order, into
+ * *@out[0..*@n) as bs_invoice_list returns them (one allocation: the
+ * caller frees it with free()). Returns BS_OK or an error (*@out NULL).
+ */
+bs_status bs_invoice_search(bs_conn *c, const bs_invoice_filter *f, bs_invoice_summary **out,
+                            size_t *n, bs_error *err);
+
 /*
  * bs_invoice_lines - lines of invoice @id in order. Columns: line_no,
  * kind, meter, model, region, plan_id, version label, adjusts_month,
