@@ -1178,6 +1178,89 @@ START_TEST(test_credit_crossing_matches_former_search)
 }
 END_TEST
 
+/*
+ * Where the balance rises inside the span (a grant starting in it), the
+ * former search's answer is kept even though the balance is at or below
+ * the level at more than one stretch: trial credit spent before the
+ * prepaid grant starts, the prepaid credit spent after it. A search that
+ * looked for the first instant at or below would answer the early
+ * stretch differently from the former binary search's probes.
+ */
+START_TEST(test_credit_crossing_rise_keeps_former_search)
+{
+    static const struct {
+        const char *model;
+        const char *qty;
+        const char *start;
+        const char *end;
+    } spec[] = {
+        {"A100-80G", "1", "2026-01-10T00:00:00Z", "2026-01-11T00:00:00Z"},
+        {"RTX4090", "1", "2026-01-11T00:00:00Z", "2026-01-12T00:00:00Z"},
+        {"RTX4090", "1", "2026-01-12T00:00:00Z", "2026-01-13T00:00:00Z"},
+        {"RTX4090", "1", "2026-01-16T00:00:00Z", "2026-01-17T00:00:00Z"},
+        {"RTX4090", "1", "2026-01-17T00:00:00Z", "2026-01-18T00:00:00Z"},
+        {"A100-80G", "32", "2026-01-20T00:00:00Z", "2026-01-24T00:00:00Z"},
+    };
+    enum { N = sizeof(spec) / sizeof(spec[0]) };
+    billing_catalog *cat = make_catalog();
+    const char *account = accounts[2];
+    const billing_event *evs[N];
+    cx_ev *sorted[N];
+    cx_ev items[N];
+    gen_event g;
+    cx_oracle o;
+    char err[256];
+    billing_time_t at;
+    billing_time_t want_at;
+    size_t index;
+    int i;
+
+    memset(&o, 0, sizeof(o));
+    ck_assert_int_eq(billing_rater_new(cat, &o.r, err, sizeof(err)), BILLING_OK);
+    ck_assert_int_eq(billing_rater_set_dedupe(o.r, 0), BILLING_OK);
+    o.account = account;
+    o.lo = tu_time("2026-01-10T00:00:00Z");
+    for (i = 0; i < N; i++) {
+        memset(&g, 0, sizeof(g));
+        snprintf(g.id, sizeof(g.id), "rise-%d", i);
+        g.account = account;
+        snprintf(g.resource, sizeof(g.resource), "r9");
+        g.meter = BILLING_METER_GPU;
+        g.start = tu_time(spec[i].start);
+        g.end = tu_time(spec[i].end);
+        snprintf(g.qty, sizeof(g.qty), "%s", spec[i].qty);
+        g.model = spec[i].model;
+        items[i].ev = billing_event_new();
+        fill(&g, items[i].ev);
+        items[i].start = g.start;
+        items[i].end = g.end;
+        evs[i] = items[i].ev;
+        sorted[i] = &items[i];
+    }
+    o.items = items;
+    o.n = N;
+    qsort(sorted, N, sizeof(*sorted), cx_end_cmp);
+    o.by_end = sorted;
+    mpq_inits(o.level, o.q, NULL);
+    mpq_set_ui(o.level, 5, 1);
+    /* Below at the end of the first event (trial spent), above at the fourth (prepaid). */
+    ck_assert(cx_below_at(&o, o.by_end, o.n, items[0].end));
+    ck_assert(!cx_below_at(&o, o.by_end, o.n, items[3].end));
+    ck_assert(cx_below_at(&o, o.by_end, o.n, items[N - 1].end));
+    want_at = cx_reached_at(&o);
+    ck_assert_msg(billing_rater_credit_crossing(o.r, account, evs, N, o.lo, o.level, &index, &at,
+                                                err, sizeof(err)) == BILLING_OK,
+                  "%s", err);
+    ck_assert_int_eq(at, want_at);
+    ck_assert_uint_eq(index, cx_reached_by(&o, want_at));
+    mpq_clears(o.level, o.q, NULL);
+    billing_rater_destroy(o.r);
+    for (i = 0; i < N; i++)
+        billing_event_destroy(items[i].ev);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
 static Suite *properties_suite(void)
 {
     Suite *s = suite_create("properties");
@@ -1196,6 +1279,7 @@ static Suite *properties_suite(void)
     tcase_add_loop_test(tc, test_aggregates_round_trip, 0, 3);
     tcase_add_loop_test(tc, test_dense_memo_matches_general_path, 0, 3);
     tcase_add_loop_test(tc, test_credit_crossing_matches_former_search, 0, 12);
+    tcase_add_test(tc, test_credit_crossing_rise_keeps_former_search);
     suite_add_tcase(s, tc);
     return s;
 }
