@@ -629,7 +629,7 @@ static int reached_at_solved(cx *x, billing_time_t *out)
     billing_time_t lo;
     billing_time_t hi;
     billing_time_t t1;
-    billing_time_t g;
+    billing_time_t g = 0;
     size_t jlo = 0;
     size_t jhi = x->n;
     int solves;
