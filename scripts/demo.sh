@@ -23,16 +23,19 @@
 #     public.demo_runs), so a second run does not produce it again;
 #  6. billingd runs until its positions in billing.kafka_offsets reach the
 #     produced end offsets, then stops (--serve: keeps running, with its
-#     /metrics, until Ctrl-C);
+#     /metrics, its HTTP API and the web console, until Ctrl-C);
 #  7. the credit alerts billingd published are read from their topic into
 #     public.demo_alerts; `billing close --finalize` closes the month;
 #  8. the summary (every figure a SQL query), invoices exported as PDF,
-#     JSON and CSV, and two PNG pictures (gnuplot) into DIR (demo-out/).
+#     JSON and CSV, and two PNG pictures (gnuplot) into DIR (demo-out/);
+#     with --serve, the console's address and an operator key made for it
+#     (`billing apikey create --scope admin`).
 #
 # Ctrl-C stops what this run started (billingd, the services) and nothing
 # else. Ports: BILLING_PG_PORT, BILLING_KAFKA_PORT,
 # BILLING_KAFKA_CONTROLLER_PORT as scripts/services.sh, and
-# BILLING_DEMO_HTTP_PORT (default: the Kafka port + 2, 39094) for billingd's /metrics.
+# BILLING_DEMO_HTTP_PORT (default: the Kafka port + 2, 39094) for billingd's /metrics,
+# BILLING_DEMO_API_PORT (default: that port + 1) for its API and console (--serve).
 set -eu
 
 here=$(dirname "$0")
@@ -50,10 +53,11 @@ dbname=billing_demo
 fresh=0
 period=2026-01
 http_port=${BILLING_DEMO_HTTP_PORT:-$((${BILLING_KAFKA_PORT:-39092} + 2))}
+api_port=${BILLING_DEMO_API_PORT:-$((http_port + 1))}
 group=demo
 
 usage() {
-    sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -276,9 +280,13 @@ step_consume() {
         note "reused: billingd had already committed all $want records of $topic"
         return
     fi
+    local api=()
+    # --serve: the HTTP API and the console too, the console's files from the source tree.
+    [ "$serve" = 0 ] || api=(--set "api.listen=127.0.0.1:$api_port"
+        --set "api.console_dir=$BILLING_ROOT/billingd/console")
     "$build/billingd/billingd" --set "topics=$topic" --set "group=$group" \
         --set "alerts.topic=$topic-alerts" --set "dead_letter_topic=$topic-dead" \
-        --set "http.listen=127.0.0.1:$http_port" \
+        --set "http.listen=127.0.0.1:$http_port" "${api[@]}" \
         --set "kafka.bootstrap.servers=$BILLING_KAFKA_BROKERS" 2>"$out/billingd.log" &
     bd_pid=$!
     note "billingd (pid $bd_pid, log $out/billingd.log) consuming $want records from offset sum $have"
@@ -342,6 +350,13 @@ main() {
     say "8/8 results"
     report_all
     if [ "$serve" = 1 ] && [ -n "$bd_pid" ]; then
+        local key
+        key=$("$build/billing/billing" apikey create --scope admin --label demo-console \
+            --db "$db_conninfo" | sed -n 's/.*\(bk_[A-Za-z0-9_-]*\).*/\1/p' | head -1)
+        [ -n "$key" ] || billing_die "billing apikey create gave no key"
+        printf '\nThe web console: http://127.0.0.1:%s/console/\n' "$api_port"
+        printf '   sign in with the operator key %s\n' "$key"
+        printf '   (made now by billing apikey create --scope admin; doc/console.md)\n'
         note "billingd keeps running (--serve): curl -s http://127.0.0.1:$http_port/metrics;" \
             "Ctrl-C stops it"
         wait "$bd_pid" || true

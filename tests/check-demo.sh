@@ -35,7 +35,8 @@ trap 'rm -rf "$tmp"; psql "$base dbname=postgres" -qc "DROP DATABASE IF EXISTS $
 # A metrics port of its own, next to this broker's (a demo may run beside).
 kport=${BILLING_KAFKA_BROKERS##*:}
 BILLING_DEMO_HTTP_PORT=$((kport + 4))
-export BILLING_DEMO_HTTP_PORT
+BILLING_DEMO_API_PORT=$((kport + 5))
+export BILLING_DEMO_HTTP_PORT BILLING_DEMO_API_PORT
 
 demo() {
     bash "$srcdir/scripts/demo.sh" --accounts 30 --seed 7 --build "$builddir" --services-env \
@@ -198,12 +199,20 @@ until grep -q "Ctrl-C stops it" "$tmp/run3.txt" || ! kill -0 $pid 2>/dev/null; d
 done
 bd=$(sed -n 's/.*billingd (pid \([0-9]*\),.*/\1/p' "$tmp/run3.txt" | head -1)
 metrics=$(curl -fsS "http://127.0.0.1:$BILLING_DEMO_HTTP_PORT/metrics" 2>/dev/null | grep -c '^billingd_')
+# The console's address and key the run printed, and that key reading the accounts.
+url=$(sed -n 's|^The web console: \(http://127.0.0.1:[0-9]*/console/\)$|\1|p' "$tmp/run3.txt")
+key=$(sed -n 's/^   sign in with the operator key \(bk_[A-Za-z0-9_-]*\)$/\1/p' "$tmp/run3.txt")
+page=$(curl -fsS "$url" 2>/dev/null | grep -c '<script src=')
+accounts=$(curl -fsS -H "Authorization: Bearer $key" \
+    "http://127.0.0.1:$BILLING_DEMO_API_PORT/v1/accounts?limit=100" 2>/dev/null | jq '.data | length')
 kill -TERM $pid 2>/dev/null
 wait $pid
 alive=no
 [ -n "$bd" ] && kill -0 "$bd" 2>/dev/null && alive=yes
 check "--serve serves /metrics ($metrics series), and SIGTERM stops its billingd (pid $bd, alive: $alive)" \
     "$([ -n "$bd" ] && [ "$metrics" -gt 0 ] && [ $alive = no ] && echo ok)"
+check "--serve prints the console's address and an operator key that reads the accounts ($url, $accounts accounts)" \
+    "$([ -n "$url" ] && [ -n "$key" ] && [ "$page" -ge 1 ] && [ "${accounts:-0}" -ge 30 ] && echo ok)"
 check "... and leaves the services it did not start running" \
     "$([ "$(sql "SELECT 1")" = 1 ] && echo ok)"
 finish
