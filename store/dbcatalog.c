@@ -73,6 +73,12 @@ struct bs_catalog {
 
 typedef billing_status (*row_fn)(bs_catalog *bc, const PGresult *res, int row);
 
+/* Account zones by id, in byte order. */
+static int zone_of_cmp(const void *a, const void *b)
+{
+    return strcmp(((const account_zone *)a)->account, ((const account_zone *)b)->account);
+}
+
 static const char *val(const PGresult *res, int row, int col)
 {
     return PQgetvalue(res, row, col);
@@ -195,6 +201,9 @@ static bs_status read_rows(bs_conn *c, bs_catalog *bc, const char *sql, row_fn f
     PQclear(res);
     if (lst != BILLING_OK)
         return lst == BILLING_ERR_NOMEM ? BS_ERR_NOMEM : BS_ERR_INVALID;
+    /* Sorted by id (byte order, not the database's collation) for bs_catalog_zone's search. */
+    if (fn == add_account)
+        qsort(bc->zones_of, bc->n_zones_of, sizeof(*bc->zones_of), zone_of_cmp);
     return BS_OK;
 }
 
@@ -335,11 +344,17 @@ const char *bs_catalog_version_label(const bs_catalog *bc, int64_t id)
 
 const billing_zone *bs_catalog_zone(const bs_catalog *bc, const char *account)
 {
-    size_t i;
+    account_zone key;
+    const account_zone *az;
 
-    for (i = 0; i < bc->n_zones_of; i++) {
-        if (strcmp(bc->zones_of[i].account, account) == 0)
-            return bc->zones_of[i].zone;
-    }
-    return NULL;
+    /*
+     * A binary search: the close asks once per account of its batches and
+     * a linear one made a close of 100 000 accounts quadratic (5 * 10^9
+     * string comparisons).
+     */
+    key.account = (char *)account;
+    az = bc->n_zones_of == 0 ? NULL
+                             : bsearch(&key, bc->zones_of, bc->n_zones_of, sizeof(*bc->zones_of),
+                                       zone_of_cmp);
+    return az != NULL ? az->zone : NULL;
 }
