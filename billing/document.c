@@ -359,8 +359,13 @@ void doc_line_description(const doc_invoice *d, const bs_invoice_line *l, char *
         n = snprintf(buf, size, zh ? "套餐 %s" : "Plan %s", l->plan);
     } else if (strcmp(l->kind, "refund") == 0) {
         duration(l->quantity, q, sizeof(q));
-        n = snprintf(buf, size, zh ? "套餐 %2$s 未使用的 %1$s" : "Unused %s of plan %s", q,
-                     l->plan);
+        if (l->unused_from_local[0] != '\0')
+            n = snprintf(buf, size,
+                         zh ? "套餐 %2$s 自 %3$s 起未使用的 %1$s" : "Unused %s of plan %s from %s", q,
+                         l->plan, l->unused_from_local);
+        else
+            n = snprintf(buf, size, zh ? "套餐 %2$s 未使用的 %1$s" : "Unused %s of plan %s", q,
+                         l->plan);
     } else if (strcmp(l->kind, "included") == 0) {
         n = snprintf(buf, size, zh ? "%s（套餐内含）" : "%s (included in plan)",
                      meter_name(l->meter, zh));

@@ -28,6 +28,9 @@ const export_column export_line_columns[] = {
     {"unit", "UNIT", LINE(unit), 1, 0, 0},
     {"unit_price", "UNIT PRICE", LINE(unit_price), 1, 1, 0},
     {"amount", "AMOUNT", LINE(amount), 1, 1, 0},
+    /* A refund's unused span (JSON and CSV; the description says it in the table). */
+    {"unused_from", "UNUSED FROM", LINE(unused_from), 0, 0, 0},
+    {"unused_to", "UNUSED TO", LINE(unused_to), 0, 0, 0},
 };
 const size_t export_n_line_columns = sizeof(export_line_columns) / sizeof(export_line_columns[0]);
 

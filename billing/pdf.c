@@ -493,21 +493,60 @@ static double table_head(page *p, double y)
     return y + ROW + 2;
 }
 
+/*
+ * Columns of a description's line in the table: 8 pt text between X_DESC
+ * and the widest quantity ("20 d 11 h 30 min"), a wide character (CJK)
+ * counting two. Counted in characters, not measured, so that both passes
+ * of the layout break alike.
+ */
+#define DESC_COLUMNS 54
+
+/*
+ * Where @s's first line ends: its whole length when it fits DESC_COLUMNS,
+ * else the last space that does (or the last character that does, for a
+ * word longer than a line).
+ */
+static size_t desc_break(const char *s)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0, space = 0, cols = 0, len;
+
+    while (u[i] != '\0') {
+        unsigned cp = decode(u + i, &len);
+        cols += cp >= CJK_FIRST ? 2 : 1;
+        if (cols > DESC_COLUMNS)
+            return space > 0 ? space : i;
+        if (cp == ' ')
+            space = i;
+        i += len;
+    }
+    return i;
+}
+
 static double line_row(page *p, const bs_invoice_line *l, double y)
 {
     char buf[512];
+    size_t cut;
+    double y_next;
 
-    if (p->cr == NULL)
-        return y + ROW;
-    put(p, X_NO, y, l->line, 8);
     doc_line_description(p->inv, l, buf, sizeof(buf));
+    cut = desc_break(buf);
+    /* A description too long for its column goes on over a second line. */
+    y_next = buf[cut] != '\0' ? y + 2 * ROW : y + ROW;
+    if (p->cr == NULL)
+        return y_next;
+    put(p, X_NO, y, l->line, 8);
+    if (buf[cut] != '\0') {
+        put(p, X_DESC + 8, y + ROW, buf + cut + (buf[cut] == ' '), 8);
+        buf[cut] = '\0';
+    }
     put(p, X_DESC, y, buf, 8);
     doc_line_quantity(l, buf, sizeof(buf));
     put_right(p, X_QTY, y, buf, 8);
     put(p, X_UNIT, y, strcmp(l->unit, "second") == 0 ? "" : l->unit, 8);
     put_right(p, X_PRICE, y, l->unit_price, 8);
     put_right(p, X_AMOUNT, y, l->amount, 8);
-    return y + ROW;
+    return y_next;
 }
 
 static double total_row(page *p, double y, const char *label, const char *value,
@@ -600,7 +639,11 @@ static double payment(page *p, double y)
 /* Lines the closing block (totals, credit left, grants, payment) needs. */
 static double closing_rows(const doc_invoice *inv)
 {
-    return (double)doc_n_totals + 12 + (double)inv->rows->n_grants;
+    size_t i, shown = 0;
+
+    for (i = 0; i < doc_n_totals; i++)
+        shown += doc_total_shown(inv, &doc_totals[i]) != 0;
+    return (double)shown + 12 + (double)inv->rows->n_grants;
 }
 
 /*

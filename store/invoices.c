@@ -221,6 +221,26 @@ static int put_quantity(json_t *o, const char *q)
     return json_object_set_new(o, "q", num) | json_object_set_new(o, "d", json_string(slash + 1));
 }
 
+/*
+ * put_span - a refund line's unused span [cancellation, end of the term)
+ * as "uf" and "ut" (RFC 3339, UTC) of @o; null for any other line.
+ * Returns 0 or -1.
+ */
+static int put_span(json_t *o, const billing_invoice *inv, size_t i)
+{
+    billing_time_t t[2];
+    char from[40], to[40];
+
+    if (!billing_invoice_line_span(inv, i, &t[0], &t[1]))
+        return json_object_set_new(o, "uf", json_null()) |
+               json_object_set_new(o, "ut", json_null());
+    if (billing_time_format(t[0], from, sizeof(from)) < 0 ||
+        billing_time_format(t[1], to, sizeof(to)) < 0)
+        return -1;
+    return json_object_set_new(o, "uf", json_string(from)) |
+           json_object_set_new(o, "ut", json_string(to));
+}
+
 static json_t *line_json(const billing_invoice *inv, size_t i, int line_no)
 {
     json_t *o = json_object();
@@ -240,7 +260,8 @@ static json_t *line_json(const billing_invoice *inv, size_t i, int line_no)
              put_quantity(o, billing_invoice_line_quantity(inv, i)) |
              json_object_set_new(o, "u", json_string(billing_invoice_line_unit(inv, i))) |
              json_object_set_new(o, "up", str_or_null(billing_invoice_line_unit_price(inv, i))) |
-             json_object_set_new(o, "am", json_string(billing_invoice_line_amount_rounded(inv, i)));
+             json_object_set_new(o, "am", json_string(billing_invoice_line_amount_rounded(inv, i))) |
+             put_span(o, inv, i);
     if (failed) {
         json_decref(o);
         return NULL;
@@ -488,9 +509,10 @@ static json_t *draft_json(const bs_draft *d)
     " WHERE book_id = $1::text ORDER BY label, effective_from DESC)"                           \
     " INSERT INTO billing.invoice_lines (invoice_id, line_no, kind, meter, model, region,"     \
     " plan_id, price_version_id, adjusts_month, quantity, quantity_den, unit, unit_price,"     \
-    " amount) SELECT b.id, (l->>'n')::integer, l->>'k', l->>'m', l->>'mo', l->>'r', l->>'p',"  \
-    " v.id, (l->>'adj')::date, (l->>'q')::numeric, (l->>'d')::numeric, l->>'u',"               \
-    " (l->>'up')::numeric, (l->>'am')::numeric FROM bs_batch b"                                \
+    " amount, unused_from, unused_to) SELECT b.id, (l->>'n')::integer, l->>'k', l->>'m',"      \
+    " l->>'mo', l->>'r', l->>'p', v.id, (l->>'adj')::date, (l->>'q')::numeric,"               \
+    " (l->>'d')::numeric, l->>'u', (l->>'up')::numeric, (l->>'am')::numeric,"                 \
+    " (l->>'uf')::timestamptz, (l->>'ut')::timestamptz FROM bs_batch b"                       \
     " CROSS JOIN LATERAL jsonb_array_elements(b.d->'lines') l LEFT JOIN v ON v.label = l->>'v'"
 #define SQL_DRAFT_CREDITS                                                                      \
     "INSERT INTO billing.invoice_credits (invoice_id, grant_id, amount, remaining)"            \
@@ -1317,15 +1339,27 @@ bs_status bs_invoice_refund(bs_conn *c, int64_t id, const char *amount, const ch
 #define SQL_HEADER SQL_HEADER_FROM " WHERE i.id = $1::bigint"
 /* The headers of a set of invoices ($1: bigint[]), by id. */
 #define SQL_HEADERS SQL_HEADER_FROM " WHERE i.id = ANY($1::bigint[]) ORDER BY i.id"
+/*
+ * An instant of a refund's span as billing_time_format writes it (UTC, "Z",
+ * only the fractional digits needed), so that the stored line reads as
+ * `billing rate` prints it; "" for NULL.
+ */
+#define SPAN_TEXT(col)                                                                         \
+    "coalesce(rtrim(rtrim(to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US'),"  \
+    " '0'), '.') || 'Z', '')"
 #define SQL_LINE_COLUMNS                                                                       \
     "SELECT l.line_no AS line, l.kind, coalesce(l.meter, '') AS meter, l.model, l.region,"     \
     " coalesce(l.plan_id, '') AS plan, coalesce(v.label, '') AS price_version,"                \
     " coalesce(to_char(l.adjusts_month, 'YYYY-MM'), '') AS adjusts_period,"                    \
     " l.quantity::text AS quantity, l.quantity_den::text AS quantity_den, l.unit,"             \
-    " l.unit_price::text AS unit_price, l.amount::text AS amount"
+    " l.unit_price::text AS unit_price, l.amount::text AS amount,"                             \
+    " " SPAN_TEXT("l.unused_from") " AS unused_from, " SPAN_TEXT("l.unused_to") " AS unused_to," \
+    " coalesce(to_char(l.unused_from AT TIME ZONE la.time_zone, 'YYYY-MM-DD HH24:MI'), '')"    \
+    " AS unused_from_local"
 #define SQL_LINES_FROM                                                                         \
     " FROM billing.invoice_lines l LEFT JOIN billing.price_versions v"                         \
-    " ON v.id = l.price_version_id"
+    " ON v.id = l.price_version_id JOIN billing.invoices li ON li.id = l.invoice_id"           \
+    " JOIN billing.accounts la ON la.id = li.account_id"
 #define SQL_LINES                                                                              \
     SQL_LINE_COLUMNS SQL_LINES_FROM " WHERE l.invoice_id = $1::bigint ORDER BY l.line_no"
 /* The lines of a set of invoices, by invoice and line, with the invoice's id last. */
@@ -1534,6 +1568,7 @@ static const bs_rowtext_field line_fields[] = {
     LINE(line),           LINE(kind),     LINE(meter),        LINE(model), LINE(region),
     LINE(plan),           LINE(price_version), LINE(adjusts_period), LINE(quantity),
     LINE(quantity_den),   LINE(unit),     LINE(unit_price),   LINE(amount),
+    LINE(unused_from),    LINE(unused_to), LINE(unused_from_local),
 };
 #define N_LINE (sizeof(line_fields) / sizeof(line_fields[0]))
 

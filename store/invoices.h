@@ -341,6 +341,9 @@ typedef struct bs_invoice_line {
     const char *line, *kind, *meter, *model, *region, *plan, *price_version, *adjusts_period;
     const char *quantity, *quantity_den; /* exact: numerator and denominator */
     const char *unit, *unit_price, *amount;
+    /* A refund's unused span, RFC 3339 UTC as billing_time_format writes it; "" otherwise. */
+    const char *unused_from, *unused_to;
+    const char *unused_from_local; /* unused_from in the account's zone, "YYYY-MM-DD HH:MM"; "" */
 } bs_invoice_line;
 
 /* What an invoice did to a credit grant, and what is left of it (bs_invoice_grants). */

@@ -58,6 +58,11 @@ ON CONFLICT (book_id) DO UPDATE SET legal_name = EXCLUDED.legal_name, address = 
 UPDATE billing.accounts SET name = 'Lab A Research', email = 'ap@lab-a.example',
        billing_address = E'7 Campus Way\nHangzhou 310000', tax_id = 'LABA-TAX-42' WHERE id = 'lab-a';
 UPDATE billing.accounts SET name = '学生乙', language = 'zh-Hans' WHERE id = 'student-b';
+-- A refundable monthly term on an idle instance, cancelled inside it: a
+-- fee and a refund line of the unused span on lab-a's January invoice.
+INSERT INTO billing.subscriptions (id, account_id, resource_id, plan_id, start_at, terms, cancelled_at)
+VALUES ('sub-doc-refund', 'lab-a', 'i-idle', 'rtx4090x8-monthly', '2026-01-10T00:00:00+08:00', 1,
+        '2026-01-20T12:30:00+08:00');
 SQL
 sql -c "UPDATE billing.issuers SET logo_png = decode('$logo', 'hex')" || exit 99
 $billing close --period 2026-01 --finalize --grace 0 --quiet >/dev/null 2>&1 || exit 99
@@ -97,6 +102,18 @@ has "readable lines: described per meter, model and region" "$A" \
 has "quantities with the digits of their unit" "$A" "1,935.484" "4,355.420" "100.000"
 grep -qE "60000/31|4355\.420304723" "$A" && r=fail || r=ok
 check "no raw fractions or long decimals in the PDF" $r
+# The refund says what it refunds: the unused span of the term, from the
+# cancellation (in the account's zone), and JSON/CSV keep the exact span.
+has "a refund line names its unused span and where it starts" "$A" \
+    "Unused 20 d 11 h 30 min of plan rtx4090x8-monthly" "from 2026-01-20 12:30, RTX4090, cn-east-1"
+r=$(jq -r '.lines[] | select(.kind == "refund") | .unused_from + " " + .unused_to' "$tmp/json/$a.json")
+[ "$r" = "2026-01-20T04:30:00Z 2026-02-09T16:00:00Z" ] && r=ok || r="fail"
+check "JSON refund line: unused_from and unused_to as billing rate writes them" $r
+r=$(jq -r '[.lines[] | select(.kind != "refund") | .unused_from + .unused_to] | join("")' "$tmp/json/$a.json")
+[ -z "$r" ] && r=ok || r=fail
+check "JSON: no unused span on other lines" $r
+grep -q '2026-01-20T04:30:00Z,2026-02-09T16:00:00Z' "$tmp/csv/$a.csv" && r=ok || r=fail
+check "CSV refund line has its unused span" $r
 issue=$(jq -r .issue_date "$tmp/json/$a.json")
 due=$(date -u -d "$issue + 15 days" +%Y-%m-%d)
 has "issue date, period in the account's zone, due date = issue + 15 days ($due)" "$A" \
