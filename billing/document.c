@@ -324,13 +324,19 @@ static int named(const char *s)
     return s[0] != '\0' && strcmp(s, "*") != 0;
 }
 
+/* What a document calls catalog key @key: its display name @name when the catalog has one. */
+static const char *shown(const char *name, const char *key)
+{
+    return name != NULL && name[0] != '\0' ? name : key;
+}
+
 /* ", model, region" of @l (the parts that are named) appended to @buf at @n. */
 static void where(const bs_invoice_line *l, char *buf, size_t size, int n)
 {
     if (n >= 0 && (size_t)n < size && named(l->model))
-        n += snprintf(buf + n, size - (size_t)n, ", %s", l->model);
+        n += snprintf(buf + n, size - (size_t)n, ", %s", shown(l->model_name, l->model));
     if (n >= 0 && (size_t)n < size && named(l->region))
-        snprintf(buf + n, size - (size_t)n, ", %s", l->region);
+        snprintf(buf + n, size - (size_t)n, ", %s", shown(l->region_name, l->region));
 }
 
 /* What meter @meter measures, in language @zh. */
@@ -356,16 +362,16 @@ void doc_line_description(const doc_invoice *d, const bs_invoice_line *l, char *
     int n;
 
     if (strcmp(l->kind, "fee") == 0) {
-        n = snprintf(buf, size, zh ? "套餐 %s" : "Plan %s", l->plan);
+        n = snprintf(buf, size, zh ? "套餐 %s" : "Plan %s", shown(l->plan_name, l->plan));
     } else if (strcmp(l->kind, "refund") == 0) {
         duration(l->quantity, q, sizeof(q));
         if (l->unused_from_local[0] != '\0')
             n = snprintf(buf, size,
                          zh ? "套餐 %2$s 自 %3$s 起未使用的 %1$s" : "Unused %s of plan %s from %s", q,
-                         l->plan, l->unused_from_local);
+                         shown(l->plan_name, l->plan), l->unused_from_local);
         else
             n = snprintf(buf, size, zh ? "套餐 %2$s 未使用的 %1$s" : "Unused %s of plan %s", q,
-                         l->plan);
+                         shown(l->plan_name, l->plan));
     } else if (strcmp(l->kind, "included") == 0) {
         n = snprintf(buf, size, zh ? "%s（套餐内含）" : "%s (included in plan)",
                      meter_name(l->meter, zh));

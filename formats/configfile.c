@@ -256,6 +256,9 @@ static int for_each(cfg *c, const json_t *obj, const char *path, const char *key
 #define ADDRESS_CHARS_MAX 1000
 #define TAX_ID_CHARS_MAX 64
 #define LEGAL_NAME_CHARS_MAX 200
+/* A display name of a model, region or plan, and how many a book may give (migration 0018). */
+#define DISPLAY_NAME_CHARS_MAX 100
+#define DISPLAY_NAMES_MAX 10000
 #define CONTACT_CHARS_MAX 500
 #define PAYMENT_CHARS_MAX 2000
 #define FOOTER_CHARS_MAX 1000
@@ -317,7 +320,10 @@ static int check_email(cfg *c, const char *path, const char *s)
 /* ---------------------------------------------------------------------- */
 
 static const char *const pricebook_keys[] = {"description", "currency", "rounding", "plans",
-                                             "versions",    "issuer",   NULL};
+                                             "versions",    "issuer",   "names",    NULL};
+/* "names": display names per kind (migration 0018), each a text or one per language. */
+static const char *const names_keys[] = {"description", "models", "regions", "plans", NULL};
+static const char *const name_languages[] = {"en", "zh-Hans", NULL};
 static const char *const issuer_keys[] = {"description", "legal_name",
                                           "address",     "tax_id",
                                           "contact",     "payment_instructions",
@@ -490,11 +496,80 @@ static int check_issuer(cfg *c, const json_t *root)
     return t[6] != NULL ? check_logo(c, t[6]) : 0;
 }
 
+/* One display name: 1..DISPLAY_NAME_CHARS_MAX characters of text. */
+static int check_name(cfg *c, const char *path, const char *key, const json_t *v)
+{
+    if (!json_is_string(v))
+        return cfg_fail(c, path, key, "must be a text, not %s", type_name(v));
+    return check_text(c, path, key, json_string_value(v), DISPLAY_NAME_CHARS_MAX);
+}
+
+/*
+ * The display names of one kind ("names.models"...): an object from a
+ * catalog key to a name, or to {"en": name, "zh-Hans": name}.
+ */
+static int check_names_of(cfg *c, const json_t *names, const char *kind, size_t *count)
+{
+    const json_t *v = json_object_get(names, kind);
+    char path[64];
+    const char *key;
+    json_t *name;
+
+    if (v == NULL)
+        return 0;
+    snprintf(path, sizeof(path), "names.%s", kind);
+    if (!json_is_object(v))
+        return cfg_fail(c, "names", kind, "must be an object, not %s", type_name(v));
+    json_object_foreach((json_t *)v, key, name)
+    {
+        char sub[64 + 160];
+        const char *lang;
+        json_t *text;
+
+        if (key[0] == '\0' || strlen(key) > 128)
+            return cfg_fail(c, path, NULL, "'%.64s': a key is 1 to 128 bytes", key);
+        if (++*count > DISPLAY_NAMES_MAX)
+            return cfg_fail(c, "names", NULL, "more than %d names", DISPLAY_NAMES_MAX);
+        if (!json_is_object(name)) {
+            if (check_name(c, path, key, name) != 0)
+                return -1;
+            continue;
+        }
+        snprintf(sub, sizeof(sub), "%s.%.128s", path, key);
+        if (check_object(c, name, sub, name_languages) != 0)
+            return -1;
+        if (json_object_get(name, "en") == NULL)
+            return cfg_fail(c, sub, "en", "missing (the name every language falls back to)");
+        json_object_foreach(name, lang, text)
+        {
+            if (check_name(c, sub, lang, text) != 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+/* The book's display names: optional; none of it rates. */
+static int check_names(cfg *c, const json_t *root)
+{
+    const json_t *v = json_object_get(root, "names");
+    size_t count = 0;
+
+    if (v == NULL)
+        return 0;
+    if (check_object(c, v, "names", names_keys) != 0 ||
+        check_names_of(c, v, "models", &count) != 0 ||
+        check_names_of(c, v, "regions", &count) != 0 || check_names_of(c, v, "plans", &count) != 0)
+        return -1;
+    return 0;
+}
+
 static int apply_pricebook(cfg *c, const json_t *root)
 {
     const json_t *versions;
 
     if (check_object(c, root, "", pricebook_keys) != 0 || check_issuer(c, root) != 0 ||
+        check_names(c, root) != 0 ||
         apply_currency(c, root) != 0 ||
         for_each(c, root, "", "plans", 1, add_plan, NULL) != 0 ||
         get_array(c, root, "", "versions", 0, &versions) != 0)

@@ -1347,6 +1347,14 @@ bs_status bs_invoice_refund(bs_conn *c, int64_t id, const char *amount, const ch
 #define SPAN_TEXT(col)                                                                         \
     "coalesce(rtrim(rtrim(to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US'),"  \
     " '0'), '.') || 'Z', '')"
+/*
+ * The display name of catalog key @col of kind @kind (migration 0018) in
+ * the account's language, else in English, else "".
+ */
+#define SQL_NAME(kind, col)                                                                    \
+    "coalesce((SELECT n.name FROM billing.display_names n WHERE n.kind = '" kind "'"            \
+    " AND n.key = " col " AND n.language IN (la.language, 'en')"                               \
+    " ORDER BY n.language = la.language DESC LIMIT 1), '')"
 #define SQL_LINE_COLUMNS                                                                       \
     "SELECT l.line_no AS line, l.kind, coalesce(l.meter, '') AS meter, l.model, l.region,"     \
     " coalesce(l.plan_id, '') AS plan, coalesce(v.label, '') AS price_version,"                \
@@ -1355,7 +1363,9 @@ bs_status bs_invoice_refund(bs_conn *c, int64_t id, const char *amount, const ch
     " l.unit_price::text AS unit_price, l.amount::text AS amount,"                             \
     " " SPAN_TEXT("l.unused_from") " AS unused_from, " SPAN_TEXT("l.unused_to") " AS unused_to," \
     " coalesce(to_char(l.unused_from AT TIME ZONE la.time_zone, 'YYYY-MM-DD HH24:MI'), '')"    \
-    " AS unused_from_local"
+    " AS unused_from_local, " SQL_NAME("model", "l.model") " AS model_name, "                 \
+    SQL_NAME("region", "l.region") " AS region_name, " SQL_NAME("plan", "l.plan_id")           \
+    " AS plan_name"
 #define SQL_LINES_FROM                                                                         \
     " FROM billing.invoice_lines l LEFT JOIN billing.price_versions v"                         \
     " ON v.id = l.price_version_id JOIN billing.invoices li ON li.id = l.invoice_id"           \
@@ -1569,6 +1579,7 @@ static const bs_rowtext_field line_fields[] = {
     LINE(plan),           LINE(price_version), LINE(adjusts_period), LINE(quantity),
     LINE(quantity_den),   LINE(unit),     LINE(unit_price),   LINE(amount),
     LINE(unused_from),    LINE(unused_to), LINE(unused_from_local),
+    LINE(model_name),     LINE(region_name), LINE(plan_name),
 };
 #define N_LINE (sizeof(line_fields) / sizeof(line_fields[0]))
 

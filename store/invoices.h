@@ -344,6 +344,8 @@ typedef struct bs_invoice_line {
     /* A refund's unused span, RFC 3339 UTC as billing_time_format writes it; "" otherwise. */
     const char *unused_from, *unused_to;
     const char *unused_from_local; /* unused_from in the account's zone, "YYYY-MM-DD HH:MM"; "" */
+    /* Display names (migration 0018) in the account's language, else English; "" for none. */
+    const char *model_name, *region_name, *plan_name;
 } bs_invoice_line;
 
 /* What an invoice did to a credit grant, and what is left of it (bs_invoice_grants). */

@@ -66,6 +66,20 @@
     " EXCLUDED.payment_terms_days) RETURNING (i.xmax = 0)::text"
 
 /*
+ * The book's display names (migration 0018), $1 a JSON array of [kind,
+ * key, language, name]: added, or renamed when the name differs. Returns
+ * the rows given, added and renamed.
+ */
+#define SQL_NAMES_UPSERT                                                                       \
+    "WITH r AS (SELECT x->>0 AS kind, x->>1 AS key, x->>2 AS language, x->>3 AS name"          \
+    " FROM json_array_elements($1::json) x), up AS (INSERT INTO billing.display_names AS n"    \
+    " (kind, key, language, name) SELECT kind, key, language, name FROM r"                     \
+    " ON CONFLICT (kind, key, language) DO UPDATE SET name = EXCLUDED.name, updated_at = now()"\
+    " WHERE n.name IS DISTINCT FROM EXCLUDED.name RETURNING (n.xmax = 0) AS added)"            \
+    " SELECT (SELECT count(*) FROM r)::text, count(*) FILTER (WHERE added)::text,"             \
+    " count(*) FILTER (WHERE NOT added)::text FROM up"
+
+/*
  * Rows of plans, accounts, subscriptions and grants are written a chunk at
  * a time: $1 is a JSON array of rows, each an array of up to ROW_PARAMS
  * strings or nulls (p1..p9, in the order of the kind's params function),
@@ -219,7 +233,7 @@ const char *bs_load_kind_name(bs_load_kind kind)
 {
     static const char *const names[BS_LOAD_KINDS] = {
         "price books", "plans", "price versions", "accounts", "subscriptions", "credit grants",
-        "issuers"};
+        "issuers", "display names"};
 
     if ((unsigned)kind >= BS_LOAD_KINDS)
         return "?";
@@ -672,6 +686,67 @@ static char *bytea_hex(const char *bytes, size_t n)
     return out;
 }
 
+/* The [kind, key, language, name] rows of "names" @kind of the book onto @rows. */
+static int name_rows(const json_t *names, const char *kind, const char *as, json_t *rows)
+{
+    const char *key;
+    json_t *v;
+
+    json_object_foreach(json_object_get(names, kind), key, v)
+    {
+        const char *lang;
+        json_t *text;
+
+        if (json_is_string(v)) {
+            if (json_array_append_new(rows, json_pack("[s,s,s,O]", as, key, "en", v)) != 0)
+                return -1;
+            continue;
+        }
+        json_object_foreach(v, lang, text)
+        {
+            if (json_array_append_new(rows, json_pack("[s,s,s,O]", as, key, lang, text)) != 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+/* The book's display names, when the file has them (names it leaves out stay stored). */
+static bs_status load_names(bs_conn *c, load_ctx *lc, bs_error *err)
+{
+    const json_t *names = json_object_get(lc->book, "names");
+    const char *params[1];
+    json_t *rows;
+    char *text = NULL;
+    PGresult *res;
+    size_t given, added, renamed;
+
+    if (names == NULL)
+        return BS_OK;
+    rows = json_array();
+    if (rows == NULL || name_rows(names, "models", "model", rows) != 0 ||
+        name_rows(names, "regions", "region", rows) != 0 ||
+        name_rows(names, "plans", "plan", rows) != 0 ||
+        (text = json_dumps(rows, JSON_COMPACT)) == NULL) {
+        json_decref(rows);
+        return bs_error_set(err, BS_ERR_NOMEM, "display names: out of memory");
+    }
+    json_decref(rows);
+    params[0] = text;
+    res = bs_query(c, SQL_NAMES_UPSERT, 1, params, err);
+    free(text);
+    if (res == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    given = strtoul(PQgetvalue(res, 0, 0), NULL, 10);
+    added = strtoul(PQgetvalue(res, 0, 1), NULL, 10);
+    renamed = strtoul(PQgetvalue(res, 0, 2), NULL, 10);
+    PQclear(res);
+    lc->counts->added[BS_LOAD_NAMES] += added;
+    lc->counts->changed[BS_LOAD_NAMES] += renamed;
+    lc->counts->unchanged[BS_LOAD_NAMES] += given - added - renamed;
+    return BS_OK;
+}
+
 /* The book's issuer, when the file has one (a file without leaves the stored one). */
 static bs_status load_issuer(bs_conn *c, load_ctx *lc, bs_error *err)
 {
@@ -890,6 +965,8 @@ static bs_status load_tx(bs_conn *c, void *arg, bs_error *err)
         st = load_book(c, lc, err);
     if (st == BS_OK)
         st = load_issuer(c, lc, err);
+    if (st == BS_OK)
+        st = load_names(c, lc, err);
     if (st == BS_OK)
         st = load_rows(c, lc, lc->book, &plan_rows, err);
     if (st == BS_OK)

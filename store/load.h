@@ -8,7 +8,7 @@
  * credit grant that changed is refused; a subscription may only gain a
  * cancellation; accounts take their new currency, zone, tax rate and
  * parties (name, e-mail, billing address, tax id, language), the price
- * book's issuer its new fields and logo.
+ * book's issuer its new fields and logo, display names their new text.
  * Everything is one transaction: on any error nothing is loaded.
  */
 #ifndef BILLING_STORE_LOAD_H
@@ -27,6 +27,7 @@ typedef enum bs_load_kind {
     BS_LOAD_SUBSCRIPTIONS, /* "changed" = cancelled since the last load */
     BS_LOAD_GRANTS,
     BS_LOAD_ISSUERS, /* the seller of the book's invoices; "changed" = a field changed */
+    BS_LOAD_NAMES,   /* display names of models, regions, plans; "changed" = renamed */
     BS_LOAD_KINDS
 } bs_load_kind;
 

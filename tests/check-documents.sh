@@ -97,15 +97,15 @@ has "seller block from billing.issuers ($a)" "$A" "Example GPU Cloud Ltd." "1 Co
 has "customer block: name, address, tax id, e-mail" "$A" "Lab A Research" "7 Campus Way" \
     "Hangzhou 310000" "Tax ID LABA-TAX-42" "ap@lab-a.example" "Account lab-a"
 has "readable lines: described per meter, model and region" "$A" \
-    "GPU time, A100-80G, cn-east-1" "GPU-less instance time" "Persistent disk, cn-east-1" \
-    "Traffic (free)" "Plan rtx4090x8-monthly"
+    "GPU time, A100 80GB, cn-east-1" "GPU-less instance time" "Persistent disk, cn-east-1" \
+    "Traffic (free)" "Plan 8×RTX 4090 monthly, RTX 4090, cn-east-1"
 has "quantities with the digits of their unit" "$A" "1,935.484" "4,355.420" "100.000"
 grep -qE "60000/31|4355\.420304723" "$A" && r=fail || r=ok
 check "no raw fractions or long decimals in the PDF" $r
 # The refund says what it refunds: the unused span of the term, from the
 # cancellation (in the account's zone), and JSON/CSV keep the exact span.
 has "a refund line names its unused span and where it starts" "$A" \
-    "Unused 20 d 11 h 30 min of plan rtx4090x8-monthly" "from 2026-01-20 12:30, RTX4090, cn-east-1"
+    "Unused 20 d 11 h 30 min of plan 8×RTX 4090 monthly" "from 2026-01-20 12:30, RTX 4090, cn-east-1"
 r=$(jq -r '.lines[] | select(.kind == "refund") | .unused_from + " " + .unused_to' "$tmp/json/$a.json")
 [ "$r" = "2026-01-20T04:30:00Z 2026-02-09T16:00:00Z" ] && r=ok || r="fail"
 check "JSON refund line: unused_from and unused_to as billing rate writes them" $r
@@ -135,6 +135,28 @@ has "Chinese labels for a zh-Hans account ($b)" "$tmp/pdf/$b.txt" "发票" "学�
     "应付金额" "第 1 页，共 1 页"
 grep -q "Amount due" "$tmp/pdf/$b.txt" && r=fail || r=ok
 check "no English labels on the Chinese invoice" $r
+has "display names in the account's language, English ones as fallback ($b)" "$tmp/pdf/$b.txt" \
+    "GPU 时长, RTX 4090, 华东一区（上海）"
+
+# Display names are loaded with the price book: a reload changes nothing, a
+# renamed model is one change and shows on the next export; a bad name is
+# refused naming its field.
+$billing load --pricebook "$ex/pricebook.json" > "$tmp/load1.out" 2>&1
+grep -q '^display names   0 added, 0 changed, 12 unchanged$' "$tmp/load1.out" && r=ok || r=fail
+check "reloading the display names changes nothing" $r "$(cat "$tmp/load1.out")"
+jq '.names.models["A100-80G"] = "NVIDIA A100 80 GB"' "$ex/pricebook.json" > "$tmp/renamed.json"
+cp "$ex/logo.png" "$tmp/logo.png"
+$billing load --pricebook "$tmp/renamed.json" > "$tmp/load2.out" 2>&1
+grep -q '^display names   0 added, 1 changed, 11 unchanged$' "$tmp/load2.out" && r=ok || r=fail
+check "a renamed model is one change" $r "$(cat "$tmp/load2.out")"
+$billing invoice export --format pdf --out "$tmp/pdf2" "$a" >/dev/null 2>&1 &&
+    pdftotext -layout "$tmp/pdf2/$a.pdf" - | grep -qF "GPU time, NVIDIA A100 80 GB, cn-east-1" &&
+    r=ok || r=fail
+check "the new name shows on the next export" $r
+jq '.names.plans["a100x8-daily"] = {"zh-Hans": "包日"}' "$ex/pricebook.json" > "$tmp/bad.json"
+$billing load --pricebook "$tmp/bad.json" > "$tmp/load3.out" 2>&1
+grep -q 'names.plans.a100x8-daily.en: missing' "$tmp/load3.out" && r=ok || r=fail
+check "a display name without English is refused, naming the field" $r "$(cat "$tmp/load3.out")"
 
 # Every figure of the PDF is the JSON's: amounts, shown quantities, totals.
 bad=
@@ -148,7 +170,7 @@ done
 [ -z "$bad" ] && r=ok || r=fail
 check "every amount and quantity of the JSON is in the PDF" $r "$bad"
 head -1 "$tmp/csv/$a.csv" | grep -q ',description,quantity_shown' &&
-    grep -qF 'GPU time, A100-80G, cn-east-1' "$tmp/csv/$a.csv" && r=ok || r=fail
+    grep -qF 'GPU time, A100 80GB, cn-east-1' "$tmp/csv/$a.csv" && r=ok || r=fail
 check "CSV has the description and shown quantity" $r
 
 # A 500-line invoice (a draft written as a close would) flows over pages.
