@@ -54,9 +54,10 @@ source_of() {
 }
 
 # symbols PART: "FILE d SYMBOL" and "FILE u SYMBOL" lines for every object
-# of the part (a source compiled into several targets: the union).
+# of the part (a source compiled into several targets: the union; libtool
+# keeps its PIC objects in .libs/, alone there with --disable-static).
 symbols() {
-    for obj in "$build/$1"/*.o; do
+    for obj in "$build/$1"/*.o "$build/$1"/.libs/*.o; do
         [ -f "$obj" ] || continue
         c=$(source_of "$1" "$obj")
         [ -n "$c" ] || continue
