@@ -1,6 +1,7 @@
 /*
  * history.c - months whose invoices were issued, taken as issued when
- * invoices replay credit (billing_rater_credit_issued, billing.h; the replay is invoice.c's).
+ * invoices replay credit (billing_rater_credit_issued, billing.h; the replay is invoice.c's),
+ * and the per-account credit memo that holds them with the replay's state.
  */
 #include "config.h"
 
@@ -39,6 +40,35 @@ void bl_issued_free(bl_credit_memo *memo)
     months_free(memo->issued, memo->n_issued, memo->c_grants);
     memo->issued = NULL;
     memo->n_issued = 0;
+}
+
+/* Free the rater's memos (billing_rater_destroy, through r->credit_memo_free). */
+static void credit_memo_free(billing_rater *r)
+{
+    size_t i;
+
+    if (r->credit_memo == NULL)
+        return;
+    for (i = 0; i < r->cat->accounts.len; i++) {
+        if (r->credit_memo[i].valid)
+            bl_credit_clear(&r->credit_memo[i].c);
+        bl_issued_free(&r->credit_memo[i]);
+    }
+    free(r->credit_memo);
+    r->credit_memo = NULL;
+}
+
+bl_credit_memo *bl_credit_memo_of(billing_rater *r, size_t ai)
+{
+    if (r->credit_memo == NULL) {
+        r->credit_memo = calloc(r->cat->accounts.len ? r->cat->accounts.len : 1,
+                                sizeof(bl_credit_memo));
+        /* The rater frees the memos through this pointer: it lies below this file. */
+        r->credit_memo_free = credit_memo_free;
+    }
+    if (r->credit_memo == NULL)
+        return NULL;
+    return &r->credit_memo[ai];
 }
 
 size_t bl_issued_from(const bl_credit_memo *memo, int32_t month)

@@ -340,31 +340,6 @@ static int fill_totals(const billing_catalog *cat, const bl_account *a, const bl
                : -1;
 }
 
-void bl_credit_memo_free(billing_rater *r)
-{
-    size_t i;
-
-    if (r->credit_memo == NULL)
-        return;
-    for (i = 0; i < r->cat->accounts.len; i++) {
-        if (r->credit_memo[i].valid)
-            bl_credit_clear(&r->credit_memo[i].c);
-        bl_issued_free(&r->credit_memo[i]);
-    }
-    free(r->credit_memo);
-    r->credit_memo = NULL;
-}
-
-bl_credit_memo *bl_credit_memo_of(billing_rater *r, size_t ai)
-{
-    if (r->credit_memo == NULL)
-        r->credit_memo = calloc(r->cat->accounts.len ? r->cat->accounts.len : 1,
-                                sizeof(bl_credit_memo));
-    if (r->credit_memo == NULL)
-        return NULL;
-    return &r->credit_memo[ai];
-}
-
 /*
  * Earlier months matter to an invoice through the account's grants, and
  * through refunds that take an invoice below zero (account credit).

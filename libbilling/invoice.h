@@ -1,6 +1,9 @@
 /*
  * invoice.h - an account-month's charges before and after credit.
- * Internal to libbilling; shared by invoice.c and credit.c.
+ * Internal to libbilling; shared by month.c (lines and pools), credit.c
+ * (spending grants), history.c (issued months, the credit memo),
+ * invoice.c (the replay, the public invoice), balance.c (the live
+ * balance) and crossing.c, in that order: each uses only those before it.
  */
 #ifndef BILLING_INVOICE_H
 #define BILLING_INVOICE_H
@@ -172,13 +175,17 @@ typedef struct bl_credit_memo {
  * every month of account @ai with charges before @target, in order;
  * months whose invoices were issued take what they took then
  * (billing_rater_credit_issued). Leaves the memo at @target.
- * Used by invoices and by the live balance (credit.c), so that both see
+ * Used by invoices and by the live balance (balance.c), so that both see
  * issued months as the ledger holds them. BILLING_OK or
  * BILLING_ERR_NOMEM / a rating error. Not thread-safe per rater.
  */
 billing_status bl_replay_months(billing_rater *r, size_t ai, int32_t target, bl_credit *c);
 
-/* bl_credit_memo_of - the memo of account @ai (NULL when out of memory: replay from the start). */
+/*
+ * bl_credit_memo_of - the memo of account @ai (NULL when out of memory:
+ * replay from the start). The first call allocates every account's memo
+ * and sets r->credit_memo_free (history.c).
+ */
 bl_credit_memo *bl_credit_memo_of(billing_rater *r, size_t ai);
 
 /*
@@ -210,8 +217,6 @@ void bl_issued_snapshot_free(mpz_t *snap, const bl_credit *c);
 /* bl_issued_free - forget @memo's issued months. */
 void bl_issued_free(bl_credit_memo *memo);
 
-/* bl_credit_memo_free - free the rater's memos (billing_rater_destroy). */
-void bl_credit_memo_free(billing_rater *r);
 
 /* bl_credit_init - full grants for account @ai. Returns 0 or -1 (no memory). */
 int bl_credit_init(bl_credit *c, const billing_catalog *cat, size_t ai);

@@ -411,3 +411,100 @@ int32_t *bl_account_months(billing_rater *r, size_t ai, size_t *n)
     }
     return out;
 }
+
+/* ---------------------------------------------------------------------- */
+/* Pools: the invoice's rounded figures by epoch                           */
+/* ---------------------------------------------------------------------- */
+
+/* Add line @l's rounded amount to the pools of kind @k, cut by epoch. */
+static void spread_line(const billing_catalog *cat, const bl_line *l, size_t k, bl_month *m)
+{
+    mpq_t sum;
+    mpz_t upto;
+    mpz_t before;
+    size_t i;
+    size_t e;
+
+    mpq_init(sum);
+    mpz_init(upto);
+    mpz_init(before);
+    for (i = 0; i < l->n_parts; i++) {
+        e = l->parts[i].epoch;
+        /* The rounded running sum ends at the line's rounded amount. */
+        mpq_add(sum, sum, l->parts[i].amount);
+        bl_q_round_minor(upto, sum, cat->digits, cat->rounding);
+        mpz_add(m->pools[e * 2 + k], m->pools[e * 2 + k], upto);
+        mpz_sub(m->pools[e * 2 + k], m->pools[e * 2 + k], before);
+        mpz_set(before, upto);
+    }
+    mpq_clear(sum);
+    mpz_clear(upto);
+    mpz_clear(before);
+}
+
+void bl_month_pools(const billing_catalog *cat, bl_month *m)
+{
+    const bl_line *l;
+    size_t i;
+
+    for (i = 0; i < m->n_lines; i++) {
+        l = &m->lines[i];
+        spread_line(cat, l, (l->kind == BILLING_LINE_FEE || l->kind == BILLING_LINE_REFUND) ? 1 : 0,
+                    m);
+    }
+    for (i = 0; i < 2 * m->n_pools; i++) {
+        if (mpz_sgn(m->pools[i]) < 0)
+            mpz_set_ui(m->pools[i], 0); /* a refund is never credit to spend */
+    }
+}
+
+int bl_line_part_add(bl_line *l, size_t epoch, const mpq_t amount)
+{
+    bl_line_part *p;
+    size_t i = 0;
+
+    while (i < l->n_parts && l->parts[i].epoch < epoch)
+        i++;
+    if (i < l->n_parts && l->parts[i].epoch == epoch) {
+        mpq_add(l->parts[i].amount, l->parts[i].amount, amount);
+        return 0;
+    }
+    p = realloc(l->parts, (l->n_parts + 1) * sizeof(*p));
+    if (p == NULL)
+        return -1;
+    l->parts = p;
+    /* GMP values may move: their limbs stay where they are. */
+    memmove(&p[i + 1], &p[i], (l->n_parts - i) * sizeof(*p));
+    l->n_parts++;
+    p[i].epoch = epoch;
+    mpq_init(p[i].amount);
+    mpq_set(p[i].amount, amount);
+    return 0;
+}
+
+int bl_refund_source(bl_month *m, bl_line *l, int32_t fee_month, size_t fee_epoch,
+                     const mpq_t refund)
+{
+    bl_refund_part *p;
+    mpq_t back;
+    int rc;
+
+    if (fee_month == m->month) {
+        /* The fee is on this invoice: credit pays the two netted. */
+        mpq_init(back);
+        mpq_neg(back, refund);
+        rc = bl_line_part_add(l, fee_epoch, back);
+        mpq_clear(back);
+        return rc;
+    }
+    p = realloc(l->sources, (l->n_sources + 1) * sizeof(*p));
+    if (p == NULL)
+        return -1;
+    l->sources = p;
+    p = &l->sources[l->n_sources++];
+    p->month = fee_month;
+    p->epoch = fee_epoch;
+    mpq_init(p->amount);
+    mpq_set(p->amount, refund);
+    return 0;
+}

@@ -347,7 +347,8 @@ void billing_rater_destroy(billing_rater *r)
         for (i = 0; i < r->cat->accounts.len; i++)
             free(r->by_account[i].data);
     }
-    bl_credit_memo_free(r);
+    if (r->credit_memo_free != NULL)
+        r->credit_memo_free(r);
     intern_free(&r->account_ids);
     intern_free(&r->pair_ids);
     free(r->memo);

@@ -126,7 +126,7 @@ typedef struct bl_memo {
     uint32_t meter;
 } bl_memo;
 
-struct bl_credit_memo; /* invoice.c */
+struct bl_credit_memo; /* invoice.h, history.c */
 
 typedef struct bl_u32vec {
     uint32_t *data;
@@ -156,7 +156,13 @@ struct billing_rater {
     size_t memo_cap;       /* power of two or 0 */
     unsigned memo_shift;   /* 64 - log2(memo_cap) */
     uint64_t gen;          /* changes whenever an event is added or removed */
-    struct bl_credit_memo *credit_memo; /* per account, for invoices (invoice.c) */
+    struct bl_credit_memo *credit_memo; /* per account, for invoices (history.c) */
+    /*
+     * Frees credit_memo (NULL while there is none): set by history.c, which
+     * owns the memos, so that billing_rater_destroy needs none of the
+     * invoice code above the rater (no circle between the files).
+     */
+    void (*credit_memo_free)(billing_rater *r);
     /* Dedupe. */
     bl_seen *seen;         /* entries, in arrival order */
     size_t seen_count;

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "invoices.h"
+#include "kindsums.h"
 #include "store.h"
 
 /* A mark as text: 32 hex digits and the terminator. */

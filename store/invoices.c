@@ -18,6 +18,7 @@
 
 #include "closemarks.h"
 #include "invoices.h"
+#include "kindsums.h"
 #include "rowtext.h"
 
 #define MSG_MAX 1024
@@ -1446,21 +1447,6 @@ bs_status bs_invoice_search(bs_conn *c, const bs_invoice_filter *f, bs_invoice_s
     " coalesce(sum(i.credits), 0)::text AS credits, coalesce(sum(i.tax), 0)::text AS tax,"     \
     " coalesce(sum(i.total), 0)::text AS total"                                                \
     " FROM billing.invoices i" SQL_FINALIZED_WHERE
-
-bs_status bs_kind_sums(bs_conn *c, const char *sql, int nparams, const char *const *params,
-                       bs_kind_sum_fn fn, void *arg, bs_error *err)
-{
-    PGresult *res = bs_query(c, sql, nparams, params, err);
-    int r;
-
-    if (res == NULL)
-        return err != NULL ? err->status : BS_ERR_FATAL;
-    for (r = 0; r < PQntuples(res); r++)
-        fn(arg, PQgetvalue(res, r, 0), PQgetvalue(res, r, 1),
-           strtoll(PQgetvalue(res, r, 2), NULL, 10));
-    PQclear(res);
-    return BS_OK;
-}
 
 static const bs_rowtext_field totals_fields[] = {
     BS_ROWTEXT(bs_money_totals, subtotal),

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "billing.h"
+#include "kindsums.h"
 #include "parties.h"
 #include "store.h"
 
@@ -213,21 +214,6 @@ bs_status bs_invoice_void(bs_conn *c, int64_t id, const char *reason, char *cn_n
 bs_status bs_invoice_refund(bs_conn *c, int64_t id, const char *amount, const char *reason,
                             const char *reference, char *cn_number, int *replayed, char *stale,
                             size_t stale_size, bs_error *err);
-
-/*
- * One kind of line and its sums: the meter's name, '' (plan fees and
- * refunds) or 'adjustment'; the amount (major units, exact text) and the
- * number of lines.
- */
-typedef void (*bs_kind_sum_fn)(void *arg, const char *kind, const char *amount, int64_t lines);
-
-/*
- * bs_kind_sums - for store modules: run @sql, whose rows are (kind,
- * amount, line count), and hand each row to @fn. Returns BS_OK or the
- * error.
- */
-bs_status bs_kind_sums(bs_conn *c, const char *sql, int nparams, const char *const *params,
-                       bs_kind_sum_fn fn, void *arg, bs_error *err);
 
 /* Money sums of a set of invoices, exact text in major units. */
 typedef struct bs_money_totals {
