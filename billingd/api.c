@@ -906,10 +906,9 @@ static enum MHD_Result queue_events(bd_api *api, struct MHD_Connection *conn, re
         reasons[i] = strdup(res[i].reason != NULL ? res[i].reason : "");
         if (reasons[i] == NULL)
             goto out;
-        rej[nrej] = b->recs[i];
-        rej[nrej].reject_code = codes[i];
-        rej[nrej].reject_reason = reasons[i];
-        nrej++;
+        /* Stored as the pipeline rejects it again: the same catalog (this slot's for the
+         * whole request), the same reason, and its event id read. */
+        rej[nrej++] = b->recs[i];
     }
     pthread_rwlock_rdlock(&api->rk_lock);
     for (i = 0; i < b->n; i++) {
@@ -956,6 +955,10 @@ static enum MHD_Result queue_events(bd_api *api, struct MHD_Connection *conn, re
     if (nrej > 0 && bs_ingest_batch(s->in, s->conn, rej, nrej, NULL, 0, 0, rejres, NULL, &err) !=
                         BS_OK)
         dberr = 1;
+    for (i = 0; !dberr && i < nrej; i++)
+        if (rejres[i].outcome != BS_RECORD_REJECTED)
+            bd_log("error", "api_reject_stored", "source=%s outcome=%d", bd_q(rej[i].source),
+                   (int)rejres[i].outcome);
     results = json_array();
     not_queued = json_array();
     if (results == NULL || not_queued == NULL)
