@@ -1095,7 +1095,6 @@ static enum MHD_Result dispatch(bd_api *api, struct MHD_Connection *conn, req *q
                                 const char *method, const char *account, const char *ref)
 {
     const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
-    int is_post = strcmp(method, "POST") == 0;
     bd_answer doc;
     bs_apikey_auth key;
     char retry[24];
@@ -1107,8 +1106,7 @@ static enum MHD_Result dispatch(bd_api *api, struct MHD_Connection *conn, req *q
 
     if (q->route == R_OTHER)
         return problem(api, conn, q, 404, "not-found", NULL, NULL, "no such route");
-    if ((q->route == R_EVENTS || q->route == R_QUOTE) != is_post ||
-        (!is_post && strcmp(method, "GET") != 0))
+    if (!bd_route_method_ok(q->route, method))
         return problem(api, conn, q, 405, "method", NULL, NULL, "%s is not allowed here",
                        method);
     /* The scheme is case-insensitive (RFC 9110). */

@@ -75,6 +75,11 @@ enum route bd_route_of(const char *url, char *account, size_t size, int *bad_acc
     return R_OTHER;
 }
 
+int bd_route_method_ok(enum route r, const char *method)
+{
+    return strcmp(method, r == R_EVENTS || r == R_QUOTE ? "POST" : "GET") == 0;
+}
+
 /* A CloudEvents 1.0 event as our event object: id, time->start, subject->account, type->meter. */
 static json_t *from_cloudevent(json_t *ce, const char **why)
 {

@@ -43,6 +43,12 @@ enum route {
  */
 enum route bd_route_of(const char *url, char *account, size_t size, int *bad_account);
 
+/*
+ * bd_route_method_ok - non-zero if @method is the one route @r has: POST
+ * for R_EVENTS and R_QUOTE, GET for the others (else 405).
+ */
+int bd_route_method_ok(enum route r, const char *method);
+
 /* The records of one POST /v1/events, in the body's order. */
 typedef struct bd_events {
     bs_record *recs;
