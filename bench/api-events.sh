@@ -74,14 +74,20 @@ echo "baseline: billing ingest of $base_n events (JSON Lines): $base_eps events/
 
 # serve MODE SETTING...: billingd with the API on a free port; sets $port and $dpid.
 serve() {
+    name=$1
+    shift
     port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
     "$billingd" --set "db=$BILLING_PG_CONNINFO" --set "api.listen=127.0.0.1:$port" \
-        --set http.listen= --set api.rate=1000000 "$@" >"$tmp/billingd-$1.log" 2>&1 &
+        --set http.listen= --set api.rate=1000000 "$@" >"$tmp/billingd-$name.log" 2>&1 &
     dpid=$!
     i=0
     until [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/v1/plans")" = 401 ]; do
         i=$((i + 1))
-        [ $i -lt 300 ] || { echo "billingd did not start" >&2; tail "$tmp"/billingd-*.log >&2; exit 1; }
+        if [ $i -ge 300 ] || ! kill -0 "$dpid" 2>/dev/null; then
+            echo "billingd did not start" >&2
+            tail "$tmp"/billingd-*.log >&2
+            exit 1
+        fi
         sleep 0.1
     done
 }

@@ -31,7 +31,7 @@
 #define EVENT_MAX 320
 #define ANSWER_MAX (4 * 1024 * 1024)
 
-static const char *const accounts[] = {"lab-a", "lab-b", "team-c"};
+static const char *const accounts[] = {"lab-a", "student-b", "team-c"};
 
 typedef struct opts {
     const char *host;
