@@ -6,7 +6,8 @@
 # and serves the API (api.events defaults to kafka then):
 #   - valid events are answered 202 "queued" (as doc/openapi.yaml says),
 #     an invalid one "rejected" with the pipeline's reason, kept at once
-#     in the dead-letter table (source api:key<ID>:<index>);
+#     in the dead-letter table (source api:key<ID>:<index>) and on the
+#     dead-letter topic (read back with Kafka's console consumer);
 #   - the consumer stores the queued events exactly once (waited for by
 #     polling the database, bounded), and the account's balance moves by
 #     their charge;
@@ -190,6 +191,25 @@ expect_eq "202: two queued, the invalid one rejected with the pipeline's reason"
 expect_eq "the invalid event is in the dead-letter table at once, with its source" \
     "$(sql "SELECT source, event_id, reason_code FROM billing.rejected_events")" \
     "api:key$writer_id:2|k-3|invalid"
+# The dead-letter topic holds it too, with the reason in its headers: read
+# with Kafka's own console consumer, from the jars scripts/kafka.sh runs
+# the broker from.
+cache=${BILLING_CACHE:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/billing}
+libs=$(ls -d "$cache"/kafka-*/libs 2>/dev/null | tail -1)
+if [ -z "$libs" ] || ! command -v java >/dev/null; then
+    check "the dead-letter topic has the invalid event" fail "no Kafka jars in $cache (scripts/kafka.sh start)"
+else
+    timeout -k 5 90 java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -cp "$libs/*" \
+        org.apache.kafka.tools.consumer.ConsoleConsumer --bootstrap-server "$BILLING_KAFKA_BROKERS" \
+        --topic "$topic-dead" --from-beginning --max-messages 1 --timeout-ms 60000 \
+        --property print.headers=true >"$tmp/dead" 2>"$tmp/dead.err"
+    if grep -q 'billing.reason_code:invalid' "$tmp/dead" && grep -q '"k-3"' "$tmp/dead"; then
+        check "the dead-letter topic has the invalid event, its reason in the headers" ok
+    else
+        check "the dead-letter topic has the invalid event, its reason in the headers" fail \
+            "$(head -c 600 "$tmp/dead") $(tail -3 "$tmp/dead.err")"
+    fi
+fi
 until_sql "the consumer stored the queued events" \
     "SELECT count(*) FROM billing.usage_events WHERE event_id IN ('k-1', 'k-2')" 2
 after=$(subtotal)
