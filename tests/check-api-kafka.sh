@@ -175,6 +175,15 @@ with open(sys.argv[2], "w") as f:
     f.write(json.dumps(ev(4, "team-c", 1)) + "\n")
 EOF
 
+# Bad settings stop billingd at start (status 3), naming the key.
+"$billingd" --set "db=$BILLING_PG_CONNINFO" --set api.listen=127.0.0.1:0 --set api.events=files \
+    >/dev/null 2>"$tmp/err"
+expect_eq "api.events=files refused" "$?:$(grep -c "key 'api.events': need store or kafka" "$tmp/err")" "3:1"
+"$billingd" --set "db=$BILLING_PG_CONNINFO" --set api.listen=127.0.0.1:0 --set api.events=kafka \
+    >/dev/null 2>"$tmp/err"
+expect_eq "api.events=kafka without a topic refused" \
+    "$?:$(grep -c "api.events=kafka: set api.events_topic (or topics)" "$tmp/err")" "3:1"
+
 start consumer --set "topics=$topic" --set "group=api-kafka-$$" --set "dead_letter_topic=$topic-dead" \
     --set "kafka.bootstrap.servers=$BILLING_KAFKA_BROKERS" --set batch.linger.ms=20
 consumer_url=$url
