@@ -13,7 +13,8 @@
 #     their charge;
 #   - the same POST again: 202 again, and once the consumer has read past
 #     those records (its committed offset, polled) nothing is stored twice
-#     and the balance has not moved;
+#     and the balance has not moved; a used id with other content is
+#     queued, then the consumer's conflict in the dead-letter table;
 #   - a second billingd whose broker cannot be reached (an unreachable
 #     bootstrap, api.produce_ms=1500): 503 with Retry-After, every valid
 #     event listed in not_queued, the invalid one still in the dead-letter
@@ -233,6 +234,17 @@ until_sql "the consumer read the repeated records" \
 expect_eq "the same events again: nothing stored twice" \
     "$(sql "SELECT count(*) FROM billing.usage_events WHERE event_id IN ('k-1', 'k-2')")" 2
 expect_eq "the same events again: the charges did not move" "$(subtotal)" "$after"
+
+# A used id with other content: queued (the API cannot know), then the
+# consumer's conflict, in the dead-letter table with its kafka: source.
+head -1 "$tmp/events.jsonl" | sed 's/"quantity": "1"/"quantity": "7"/' >"$tmp/changed.jsonl"
+api "a used id with other content" 202 /v1/events "$writer" -H "Content-Type: application/x-ndjson" \
+    --data-binary "@$tmp/changed.jsonl"
+until_sql "a used id with other content: the consumer's conflict, in the dead-letter table" \
+    "SELECT reason_code || ' ' || (source LIKE 'kafka:$topic/%') FROM billing.rejected_events WHERE event_id = 'k-1'" \
+    "conflict true"
+expect_eq "a used id with other content: stored nothing" \
+    "$(sql "SELECT count(*) FROM billing.usage_events WHERE event_id = 'k-1'")" 1
 
 api "a bound key sending another account's event" 202 /v1/events "$bound" \
     -H "Content-Type: application/x-ndjson" --data-binary "@$tmp/other.jsonl"
