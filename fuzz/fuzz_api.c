@@ -7,15 +7,21 @@
  * pipeline's own decoders, as the ingest pipeline and api.events=kafka
  * read them. No network, no libmicrohttpd, no database.
  *
- * The input is three lines and a body: the method, the URL (a query
- * string after '?' is cut off as libmicrohttpd does), the Content-Type
- * ("-": none), then the body's bytes.
+ * The input is three lines and a body: the method, the URL (its query
+ * string after '?' decoded into arguments as libmicrohttpd does, and cut
+ * off), the Content-Type ("-": none), then the body's bytes. The query's
+ * handlers (GET /v1/accounts: api_accounts.c, GET /v1/rejected:
+ * api_ops.c) run against a connection of this file (the arguments) and a
+ * store of this file that records what it was asked.
  *
  * Whatever the bytes:
  *  - bd_route_of leaves a NUL-terminated {id} shorter than its buffer,
  *    with no '/', for the account and invoice routes, or says it is bad;
  *    a route other than the known paths is R_OTHER; the method check
  *    allows exactly POST for events and quotes and GET for the others;
+ *  - GET /v1/accounts and /v1/rejected answer 200 or 400 (with a
+ *    message); on 200 the store was asked once, with the limit, text and
+ *    flags in their documented ranges; on 400 it was not asked;
  *  - bd_events_parse answers 0, 400, 413, 415 or 500 (with a message),
  *    and on 0 holds 1..BD_EVENTS_MAX records, each with its bytes, a
  *    source "api:key<ID>:<index>", and a reason when already refused;
@@ -31,14 +37,19 @@
 #include "config.h"
 
 #include <jansson.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "api_accounts.h"
+#include "api_ops.h"
 #include "api_parse.h"
+#include "apiread.h"
 #include "event.h"
 #include "eventjson.h"
 #include "fuzzcommon.h"
+#include "rejected.h"
 
 /* Records checked through the decoders per input (rating is the slow part). */
 #define DECODE_MAX 16
@@ -49,6 +60,159 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     (void)argv;
     fz_events_init();
     return 0;
+}
+
+/* ---- a connection and a store of this file, for the query's handlers ---- */
+
+/* The request's query arguments, decoded ("%XX", '+'), in order. */
+struct MHD_Connection {
+    char *keys[16];
+    char *values[16];
+    int n;
+};
+
+const char *MHD_lookup_connection_value(struct MHD_Connection *connection,
+                                        enum MHD_ValueKind kind, const char *key)
+{
+    int i;
+
+    if (kind != MHD_GET_ARGUMENT_KIND)
+        return NULL;
+    for (i = 0; i < connection->n; i++)
+        if (strcmp(connection->keys[i], key) == 0)
+            return connection->values[i];
+    return NULL;
+}
+
+/* What the store was asked. */
+static struct {
+    int calls;
+    const char *text;
+    long limit;
+    int all;
+} asked;
+
+bs_status bs_error_set(bs_error *err, bs_status st, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (err != NULL) {
+        err->status = st;
+        va_start(ap, fmt);
+        vsnprintf(err->message, sizeof(err->message), fmt, ap);
+        va_end(ap);
+    }
+    return st;
+}
+
+bs_status bs_api_accounts(bs_conn *c, const char *query, const char *bound, int limit,
+                          bs_api_row_fn fn, void *arg, bs_error *err)
+{
+    (void)c;
+    (void)bound;
+    (void)fn;
+    (void)arg;
+    (void)err;
+    asked.calls++;
+    asked.text = query;
+    asked.limit = limit;
+    return BS_OK;
+}
+
+bs_status bs_rejects_list(bs_conn *c, const char *reason, long limit, int all, bs_reject_fn fn,
+                          void *arg, bs_error *err)
+{
+    (void)c;
+    (void)fn;
+    (void)arg;
+    (void)err;
+    asked.calls++;
+    asked.text = reason;
+    asked.limit = limit;
+    asked.all = all;
+    return BS_OK;
+}
+
+static int hex(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+/* "%XX" and '+' decoded in place, as libmicrohttpd decodes an argument. */
+static void unescape(char *s)
+{
+    char *w = s;
+
+    for (; *s != '\0'; s++) {
+        if (*s == '+') {
+            *w++ = ' ';
+        } else if (*s == '%' && hex(s[1]) >= 0 && hex(s[2]) >= 0) {
+            *w++ = (char)(hex(s[1]) * 16 + hex(s[2]));
+            s += 2;
+        } else {
+            *w++ = *s;
+        }
+    }
+    *w = '\0';
+}
+
+/* @query ("a=1&b=2", written into) into @conn's arguments. */
+static void arguments(struct MHD_Connection *conn, char *query)
+{
+    char *save = NULL;
+    char *kv;
+    char *eq;
+
+    conn->n = 0;
+    for (kv = strtok_r(query, "&", &save); kv != NULL && conn->n < 16;
+         kv = strtok_r(NULL, "&", &save)) {
+        eq = strchr(kv, '=');
+        if (eq != NULL)
+            *eq++ = '\0';
+        unescape(kv);
+        if (eq != NULL)
+            unescape(eq);
+        conn->keys[conn->n] = kv;
+        conn->values[conn->n++] = eq != NULL ? eq : kv + strlen(kv);
+    }
+}
+
+/* GET /v1/accounts and /v1/rejected: their arguments checked before the store is asked. */
+static void check_query(enum route r, struct MHD_Connection *conn)
+{
+    char msg[512] = "";
+    json_t *body = NULL;
+    bs_error err;
+    unsigned st;
+
+    memset(&asked, 0, sizeof(asked));
+    memset(&err, 0, sizeof(err));
+    if (r == R_ACCOUNTS)
+        st = bd_api_accounts(NULL, conn, NULL, &body, msg, sizeof(msg), &err);
+    else
+        st = bd_api_rejected(NULL, conn, &body, msg, sizeof(msg), &err);
+    FZ_CHECK(st == 200 || st == 400, "route %d: status %u", (int)r, st);
+    if (st == 400) {
+        fz_check_message("the query's handler", msg, sizeof(msg));
+        FZ_CHECK(asked.calls == 0 && body == NULL, "route %d: 400 after asking the store", (int)r);
+        return;
+    }
+    FZ_CHECK(asked.calls == 1 && json_is_array(json_object_get(body, "data")),
+             "route %d: 200 with %d calls", (int)r, asked.calls);
+    if (r == R_ACCOUNTS) {
+        FZ_CHECK(asked.limit >= 1 && asked.limit <= BS_API_ACCOUNTS_MAX, "limit %ld", asked.limit);
+        FZ_CHECK(asked.text == NULL || strlen(asked.text) <= BS_API_QUERY_MAX, "q of %zu bytes",
+                 strlen(asked.text));
+    } else {
+        FZ_CHECK(asked.limit >= 1 && asked.limit <= BD_REJECTED_MAX, "limit %ld", asked.limit);
+        FZ_CHECK(asked.text == NULL || (asked.text[0] != '\0' && strlen(asked.text) <= 64),
+                 "reason of %zu bytes", strlen(asked.text));
+        FZ_CHECK(asked.all == 0 || asked.all == 1, "all %d", asked.all);
+    }
+    json_decref(body);
 }
 
 /* The next line of @data (up to '\n', which is skipped) as a new string. */
@@ -210,10 +374,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char *url = line(&data, &size);
     char *type = line(&data, &size);
     char *q = strchr(url, '?');
+    struct MHD_Connection conn;
+    char account[129];
+    int bad = 0;
+    enum route r;
 
-    if (q != NULL)
+    memset(&conn, 0, sizeof(conn));
+    if (q != NULL) {
         *q = '\0'; /* libmicrohttpd gives the handler the path alone */
+        arguments(&conn, q + 1);
+    }
     check_route(url, method);
+    r = bd_route_of(url, account, sizeof(account), &bad);
+    if (r == R_ACCOUNTS || r == R_REJECTED)
+        check_query(r, &conn);
     check_events(strcmp(type, "-") == 0 ? NULL : type, (const char *)data, size);
     free(method);
     free(url);
