@@ -171,7 +171,12 @@ static void *run(void *arg)
         w->lat_us[r] = now_us() - t0;
         if (st < 0)
             goto fail;
-        w->status[st == 200 ? 0 : st == 202 ? 1 : st < 500 ? 2 : st == 503 ? 3 : st < 600 ? 4 : 5]++;
+        w->status[st == 200   ? 0
+                  : st == 202 ? 1
+                  : st < 500  ? 2
+                  : st == 503 ? 3
+                  : st < 600  ? 4
+                              : 5]++;
     }
     close(fd);
     free(req);

@@ -54,7 +54,7 @@
 #define MSG_MAX 512
 #define AMOUNT_MAX 256
 
-
+/* The metrics' route label of each route (api_parse.h). */
 static const char *const route_names[N_ROUTES] = {
     "/v1/accounts/{id}/balance", "/v1/accounts/{id}/grants", "/v1/accounts/{id}/subscriptions",
     "/v1/events",                "/v1/price-books",          "/v1/plans",
@@ -334,7 +334,10 @@ static void slot_give(bd_api *api, api_slot *s)
     pthread_mutex_unlock(&api->lock);
 }
 
-/* A bs_ingest_hook: the rejects of api.events=kafka to the dead-letter topic, as billingd's consumer publishes its own. */
+/*
+ * A bs_ingest_hook: the rejects of api.events=kafka to the dead-letter
+ * topic, as billingd's consumer publishes its own.
+ */
 static bs_status dlq_hook(void *arg, bs_conn *c, const bs_record *recs,
                           const bs_record_result *results, size_t n, bs_error *err)
 {

@@ -260,8 +260,8 @@ static int batch_add_json(bd_events *b, int64_t key, json_t *v, int ce)
 }
 
 /* Parse the body as @type into records; 0, or an HTTP status with a message in @msg. */
-unsigned bd_events_parse(const char *type, const char *body, size_t len, int64_t key,
-                         bd_events *b, char *msg, size_t msgsize)
+unsigned bd_events_parse(const char *type, const char *body, size_t len, int64_t key, bd_events *b,
+                         char *msg, size_t msgsize)
 {
     int ce = 0;
     int lines = 0;
@@ -373,8 +373,8 @@ int bd_events_bind(bd_events *b, const char *bound)
         return -1;
     for (i = 0; i < b->n; i++) {
         int proto = b->recs[i].format == BS_RECORD_PROTOBUF;
-        json_t *ev = b->recs[i].reject_code == NULL && !proto ? json_loads(b->texts[i], 0, NULL)
-                                                              : NULL;
+        json_t *ev =
+            b->recs[i].reject_code == NULL && !proto ? json_loads(b->texts[i], 0, NULL) : NULL;
         json_t *acc = json_object_get(ev, "account");
         const char *account = json_is_string(acc) ? json_string_value(acc) : NULL;
 

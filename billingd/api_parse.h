@@ -68,8 +68,8 @@ typedef struct bd_events {
  * length prefix malformed or past the end (the offset named), 413 over
  * BD_EVENTS_MAX events, 500 out of memory.
  */
-unsigned bd_events_parse(const char *type, const char *body, size_t len, int64_t key,
-                         bd_events *b, char *msg, size_t msgsize);
+unsigned bd_events_parse(const char *type, const char *body, size_t len, int64_t key, bd_events *b,
+                         char *msg, size_t msgsize);
 
 /*
  * bd_events_bind - reject ("invalid") every record of @b whose account is

@@ -71,8 +71,8 @@ struct MHD_Connection {
     int n;
 };
 
-const char *MHD_lookup_connection_value(struct MHD_Connection *connection,
-                                        enum MHD_ValueKind kind, const char *key)
+const char *MHD_lookup_connection_value(struct MHD_Connection *connection, enum MHD_ValueKind kind,
+                                        const char *key)
 {
     int i;
 
@@ -135,7 +135,7 @@ bs_status bs_rejects_list(bs_conn *c, const char *reason, long limit, int all, b
 
 static int hex(char c)
 {
-    return c >= '0' && c <= '9' ? c - '0'
+    return c >= '0' && c <= '9'   ? c - '0'
            : c >= 'a' && c <= 'f' ? c - 'a' + 10
            : c >= 'A' && c <= 'F' ? c - 'A' + 10
                                   : -1;
@@ -232,8 +232,8 @@ static char *line(const uint8_t **data, size_t *size)
 
 static void check_route(const char *url, const char *method)
 {
-    static const char *const exact[] = {"/v1/events", "/v1/price-books", "/v1/plans",
-                                        "/v1/accounts", "/v1/rejected", "/v1/invoices",
+    static const char *const exact[] = {"/v1/events",   "/v1/price-books", "/v1/plans",
+                                        "/v1/accounts", "/v1/rejected",    "/v1/invoices",
                                         "/v1/quote"};
     char account[129];
     int bad = 0;
@@ -255,8 +255,8 @@ static void check_route(const char *url, const char *method)
     if (strncmp(url, "/v1/accounts/", 13) != 0 && strncmp(url, "/v1/invoices/", 13) != 0) {
         for (i = 0; i < sizeof(exact) / sizeof(exact[0]) && strcmp(url, exact[i]) != 0; i++)
             ;
-        FZ_CHECK((i < sizeof(exact) / sizeof(exact[0])) == (r != R_OTHER),
-                 "'%s' routed to %d", url, (int)r);
+        FZ_CHECK((i < sizeof(exact) / sizeof(exact[0])) == (r != R_OTHER), "'%s' routed to %d", url,
+                 (int)r);
     }
     FZ_CHECK(bd_route_method_ok(r, method) ==
                  (strcmp(method, r == R_EVENTS || r == R_QUOTE ? "POST" : "GET") == 0),
@@ -356,8 +356,7 @@ static void check_events(const char *type, const char *body, size_t len)
         st = b.recs[i].format == BS_RECORD_JSON
                  ? (b.recs[i].len > BS_JSON_RECORD_MAX
                         ? BILLING_ERR_TOO_LARGE
-                        : bc_event_parse_json(ev, b.recs[i].data, b.recs[i].len, err,
-                                              sizeof(err)))
+                        : bc_event_parse_json(ev, b.recs[i].data, b.recs[i].len, err, sizeof(err)))
                  : billing_event_decode(ev, b.recs[i].data, b.recs[i].len, err, sizeof(err));
         if (st == BILLING_OK)
             FZ_CHECK(strcmp(billing_event_account(ev), "lab-a") == 0,
