@@ -12,8 +12,9 @@
 # The load client (bench/api_load.c) holds CONNECTIONS keep-alive
 # connections, each sending its requests one after the other: batches of
 # 1 (500 requests a connection), 100 (50) and 1000 (10) new events as
-# JSON Lines. For each mode and batch it prints the events per second,
-# the ratio to `billing ingest`, the latency of a request (p50, p99) and
+# JSON Lines. For each mode and batch it prints the ratio of its events
+# per second to `billing ingest`'s, the events per second, the latency of
+# a request (p50, p99) and
 # billingd's peak RSS so far (VmHWM). In Kafka mode it then waits
 # (bounded) for the consumer to have stored every event, and prints how
 # long that took after the last answer.
@@ -96,7 +97,7 @@ stop() {
     wait "$dpid" || true
     dpid=
 }
-printf '%-6s %6s %5s %8s %10s %10s %8s %8s %9s\n' mode batch conns events events/s "x ingest" p50_ms p99_ms rss_MiB
+printf '%-6s %6s %10s %5s %8s %10s %8s %8s %9s\n' mode batch "x ingest" conns events events/s p50_ms p99_ms rss_MiB
 run_mode() {
     mode=$1
     for batch in 1 100 1000; do
@@ -108,8 +109,8 @@ import sys
 f = dict(kv.split("=") for kv in sys.stdin.read().split())
 mode, batch, conns, base, rss = sys.argv[1:6]
 eps = float(f["events_per_s"])
-print("%-6s %6s %5s %8s %10.0f %10.2f %8s %8s %9s" % (mode, batch, conns, f["events"], eps,
-      eps / float(base), f["p50_ms"], f["p99_ms"], rss))' "$mode" "$batch" "$conns" "$base_eps" "$rss"
+print("%-6s %6s %10.2f %5s %8s %10.0f %8s %8s %9s" % (mode, batch, eps / float(base), conns,
+      f["events"], eps, f["p50_ms"], f["p99_ms"], rss))' "$mode" "$batch" "$conns" "$base_eps" "$rss"
         total=$((total + batch * conns * $(requests "$batch")))
     done
 }
