@@ -21,7 +21,8 @@
 #     table; the same body sent to the first billingd afterwards: stored
 #     once (nothing lost);
 #   - events of another account from a key bound to one: rejected, never
-#     produced;
+#     produced; length-delimited protobuf through Kafka stored as the
+#     same events as JSON;
 #   - every billingd exits 0 on SIGTERM; no sanitizer report.
 # Prints a Check-style summary line.
 set -u
@@ -275,6 +276,41 @@ api "the same events once the broker is back" 202 /v1/events "$writer" \
     -H "Content-Type: application/x-ndjson" --data-binary "@$tmp/new.jsonl"
 until_sql "nothing lost: the events stored once" \
     "SELECT count(*) FROM billing.usage_events WHERE event_id IN ('n-1', 'n-2')" 2
+
+# Length-delimited protobuf through Kafka: k-1 and k-2 again under ids
+# p-1 and p-2, stored as the same events (the rows compared).
+python3 - "$tmp/events.jsonl" "$tmp/events.pb" <<'EOF' || exit 99
+import calendar, json, sys, time
+def varint(n):
+    out = b""
+    while True:
+        b, n = n & 0x7F, n >> 7
+        out += bytes([b | (0x80 if n else 0)])
+        if not n:
+            return out
+def text(num, s):
+    data = s.encode()
+    return varint(num << 3 | 2) + varint(len(data)) + data
+def stamp(num, s):
+    inner = varint(1 << 3) + varint(calendar.timegm(time.strptime(s, "%Y-%m-%dT%H:%M:%SZ")))
+    return varint(num << 3 | 2) + varint(len(inner)) + inner
+body = b""
+for line in open(sys.argv[1]).readlines()[:2]:
+    e = json.loads(line)
+    m = (text(1, e["id"].replace("k-", "p-")) + text(2, e["account"]) + text(3, e["resource"])
+         + varint(4 << 3) + varint(1) + stamp(5, e["start"]) + stamp(6, e["end"])
+         + text(7, e["quantity"]) + text(8, e["model"]) + text(9, e["region"]))
+    body += varint(len(m)) + m
+open(sys.argv[2], "wb").write(body)
+EOF
+api "protobuf through Kafka" 202 /v1/events "$writer" -H "Content-Type: application/x-protobuf" \
+    --data-binary "@$tmp/events.pb"
+until_sql "protobuf through Kafka: stored as the same events as JSON" \
+    "SELECT count(*) FROM billing.usage_events p JOIN billing.usage_events k
+       ON k.event_id = replace(p.event_id, 'p-', 'k-') AND (k.account_id, k.resource_id, k.meter,
+          k.start_time, k.end_time, k.quantity) = (p.account_id, p.resource_id, p.meter,
+          p.start_time, p.end_time, p.quantity)
+     WHERE p.event_id IN ('p-1', 'p-2')" 2
 
 for p in $pids; do
     kill "$p" 2>/dev/null
