@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <librdkafka/rdkafka.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -27,24 +28,25 @@
 #include "api_accounts.h"
 #include "api_ops.h"
 #include "api_documents.h"
+#include "api_parse.h"
 #include "apikeys.h"
 #include "apiread.h"
 #include "balance.h"
 #include "billing.h"
 #include "console.h"
+#include "dlq.h"
 #include "dbcatalog.h"
 #include "ingest.h"
 #include "invoices.h"
 #include "log.h"
 #include "migrate.h"
+#include "producer.h"
 #include "store.h"
 
 /* Threads serving requests, each with its own connection, catalog and pipeline. */
 #define API_THREADS 4
 /* Connections open at once. */
 #define API_CONNECTIONS 256
-/* Most events in one POST /v1/events (documented; BS_INGEST_BATCH_MAX bounds it too). */
-#define API_EVENTS_MAX 10000
 /* Grants listed per balance at most. */
 #define GRANTS_MAX 256
 /* Token buckets (keys) tracked; beyond, a key is not limited. */
@@ -52,22 +54,7 @@
 #define MSG_MAX 512
 #define AMOUNT_MAX 256
 
-enum route {
-    R_BALANCE,
-    R_GRANTS,
-    R_SUBSCRIPTIONS,
-    R_EVENTS,
-    R_PRICE_BOOKS,
-    R_PLANS,
-    R_ACCOUNTS,
-    R_REJECTED,
-    R_INVOICES,
-    R_INVOICE,
-    R_USAGE,
-    R_QUOTE,
-    R_OTHER,
-    N_ROUTES
-};
+/* The metrics' route label of each route (api_parse.h). */
 static const char *const route_names[N_ROUTES] = {
     "/v1/accounts/{id}/balance", "/v1/accounts/{id}/grants", "/v1/accounts/{id}/subscriptions",
     "/v1/events",                "/v1/price-books",          "/v1/plans",
@@ -75,7 +62,7 @@ static const char *const route_names[N_ROUTES] = {
     "/v1/invoices/{number}",     "/v1/accounts/{id}/usage",  "/v1/quote",
     "other"};
 
-static const unsigned statuses[] = {200, 304, 400, 401, 403, 404, 405,
+static const unsigned statuses[] = {200, 202, 304, 400, 401, 403, 404, 405,
                                     408, 413, 415, 429, 500, 503};
 #define N_STATUSES (sizeof(statuses) / sizeof(statuses[0]))
 /* Duration buckets, microseconds. */
@@ -121,7 +108,30 @@ struct bd_api {
     int reaping;
     int stopping;
     pthread_cond_t wake;
+    /* api.events=kafka: POST /v1/events produces to @topic (NULL: stores at once). */
+    char *topic;
+    const bd_config *cfg;     /* to renew the producer after a fatal error */
+    rd_kafka_t *rk;
+    pthread_rwlock_t rk_lock; /* read: producing; write: the poller renewing @rk */
+    pthread_mutex_t dr_lock;  /* the deliveries in flight */
+    pthread_cond_t dr_done;
+    pthread_t poller;         /* serves @rk's delivery reports */
+    int polling;
+    int poll_stop;            /* under dr_lock */
+    bd_dlq *dlq;              /* dead_letter_topic's producer, or NULL */
+    pthread_mutex_t dlq_lock; /* bd_dlq_hook: one caller at a time */
 };
+
+/* The delivery reports of one request's messages, under bd_api.dr_lock. */
+typedef struct delivery {
+    size_t pending;
+} delivery;
+
+/* One message produced: its report (the message's opaque). */
+typedef struct dmsg {
+    delivery *d;
+    rd_kafka_resp_err_t err;
+} dmsg;
 
 /*
  * An open connection, watched from its start (or its last request's end)
@@ -324,6 +334,22 @@ static void slot_give(bd_api *api, api_slot *s)
     pthread_mutex_unlock(&api->lock);
 }
 
+/*
+ * A bs_ingest_hook: the rejects of api.events=kafka to the dead-letter
+ * topic, as billingd's consumer publishes its own.
+ */
+static bs_status dlq_hook(void *arg, bs_conn *c, const bs_record *recs,
+                          const bs_record_result *results, size_t n, bs_error *err)
+{
+    bd_api *api = arg;
+    bs_status st;
+
+    pthread_mutex_lock(&api->dlq_lock);
+    st = bd_dlq_hook(api->dlq, c, recs, results, n, err);
+    pthread_mutex_unlock(&api->dlq_lock);
+    return st;
+}
+
 static bs_status slot_reload(bd_api *api, api_slot *s, bs_error *err)
 {
     bs_catalog *cat = bs_catalog_read(s->conn, api->book, err);
@@ -336,6 +362,8 @@ static bs_status slot_reload(bd_api *api, api_slot *s, bs_error *err)
             bs_catalog_free(cat);
             return bs_error_set(err, BS_ERR_NOMEM, "out of memory");
         }
+        if (api->dlq != NULL)
+            bs_ingest_set_hook(s->in, dlq_hook, api);
     } else {
         bs_ingest_set_catalog(s->in, cat);
     }
@@ -431,66 +459,6 @@ static int64_t bucket_take(bd_api *api, int64_t id)
 /* ---------------------------------------------------------------------- */
 /* Routes                                                                  */
 /* ---------------------------------------------------------------------- */
-
-/* Route of @method @url; @account gets the {id} (at most 128 bytes) of account routes. */
-static enum route route_of(const char *url, char *account, size_t size, int *bad_account)
-{
-    static const struct {
-        const char *suffix;
-        enum route r;
-    } tails[] = {{"/balance", R_BALANCE},
-                 {"/grants", R_GRANTS},
-                 {"/subscriptions", R_SUBSCRIPTIONS},
-                 {"/usage", R_USAGE}};
-    const char *p;
-    const char *slash;
-    size_t n;
-    size_t i;
-
-    *bad_account = 0;
-    if (strcmp(url, "/v1/events") == 0)
-        return R_EVENTS;
-    if (strcmp(url, "/v1/price-books") == 0)
-        return R_PRICE_BOOKS;
-    if (strcmp(url, "/v1/plans") == 0)
-        return R_PLANS;
-    if (strcmp(url, "/v1/accounts") == 0)
-        return R_ACCOUNTS;
-    if (strcmp(url, "/v1/rejected") == 0)
-        return R_REJECTED;
-    if (strcmp(url, "/v1/invoices") == 0)
-        return R_INVOICES;
-    if (strcmp(url, "/v1/quote") == 0)
-        return R_QUOTE;
-    if (strncmp(url, "/v1/invoices/", 13) == 0) {
-        /* {number}: the invoice's number or id, maybe with .json, .pdf or .csv */
-        n = strlen(url + 13);
-        if (n < 1 || n >= size || strchr(url + 13, '/') != NULL)
-            *bad_account = 1;
-        else
-            memcpy(account, url + 13, n + 1);
-        return R_INVOICE;
-    }
-    if (strncmp(url, "/v1/accounts/", 13) != 0)
-        return R_OTHER;
-    p = url + 13;
-    slash = strchr(p, '/');
-    if (slash == NULL)
-        return R_OTHER;
-    for (i = 0; i < sizeof(tails) / sizeof(tails[0]); i++) {
-        if (strcmp(slash, tails[i].suffix) != 0)
-            continue;
-        n = (size_t)(slash - p);
-        if (n < 1 || n >= size) {
-            *bad_account = 1;
-        } else {
-            memcpy(account, p, n);
-            account[n] = '\0';
-        }
-        return tails[i].r;
-    }
-    return R_OTHER;
-}
 
 static unsigned scope_needed(enum route r)
 {
@@ -792,294 +760,269 @@ out:
 /* Events                                                                  */
 /* ---------------------------------------------------------------------- */
 
-/* A CloudEvents 1.0 event as our event object: id, time->start, subject->account, type->meter. */
-static json_t *from_cloudevent(json_t *ce, const char **why)
+/* The answer's entry for record @i of outcome @st ("accepted", "queued", ...). */
+static json_t *event_result(size_t i, const char *st, const char *id, const char *code,
+                            const char *reason)
 {
-    json_t *data = json_object_get(ce, "data");
-    json_t *ev;
-    const char *key;
-    json_t *v;
+    json_t *o = json_pack("{s:i, s:s}", "index", (json_int_t)i, "status", st);
 
-    *why = NULL;
-    if (!json_is_object(ce) || !json_is_string(json_object_get(ce, "specversion"))) {
-        *why = "not a CloudEvent: specversion missing";
-        return NULL;
+    if (o != NULL && id != NULL)
+        json_object_set_new(o, "id", json_string(id));
+    if (o != NULL && code != NULL) {
+        json_object_set_new(o, "reason_code", json_string(code));
+        json_object_set_new(o, "reason", json_string(reason != NULL ? reason : ""));
     }
-    if (strcmp(json_string_value(json_object_get(ce, "specversion")), "1.0") != 0) {
-        *why = "specversion: only 1.0";
-        return NULL;
-    }
-    if (data != NULL && !json_is_object(data)) {
-        *why = "data: must be an object (resource, end, quantity, model, region)";
-        return NULL;
-    }
-    ev = data != NULL ? json_deep_copy(data) : json_object();
-    if (ev == NULL)
-        return NULL;
-    if ((v = json_object_get(ce, "id")) != NULL)
-        json_object_set(ev, "id", v);
-    if ((v = json_object_get(ce, "subject")) != NULL)
-        json_object_set(ev, "account", v);
-    if ((v = json_object_get(ce, "type")) != NULL)
-        json_object_set(ev, "meter", v);
-    if ((v = json_object_get(ce, "time")) != NULL && json_object_get(ev, "start") == NULL)
-        json_object_set(ev, "start", v);
-    (void)key;
-    return ev;
+    return o;
 }
 
-typedef struct batch {
-    bs_record *recs;
-    char **texts;
-    char **sources;
-    size_t n;
-} batch;
-
-static void batch_free(batch *b)
+/* Stored at once, through the pipeline of `billing ingest` (api.events=store). */
+static enum MHD_Result store_events(bd_api *api, struct MHD_Connection *conn, req *q,
+                                    api_slot *s, bd_events *b, bs_record_result *res)
 {
+    bs_ingest_counts k;
+    json_t *results;
+    bs_error err;
     size_t i;
 
-    for (i = 0; i < b->n; i++) {
-        free(b->texts[i]);
-        free(b->sources[i]);
+    memset(&k, 0, sizeof(k));
+    if (bs_ingest_batch(s->in, s->conn, b->recs, b->n, NULL, 0, 0, res, &k, &err) != BS_OK)
+        return db_problem(api, conn, q, &err);
+    results = json_array();
+    for (i = 0; results != NULL && i < b->n; i++) {
+        const char *st = res[i].outcome == BS_RECORD_NEW         ? "accepted"
+                         : res[i].outcome == BS_RECORD_DUPLICATE ? "duplicate"
+                         : strcmp(res[i].reason_code, "conflict") == 0 ? "conflict"
+                                                                       : "rejected";
+        int rejected = res[i].outcome == BS_RECORD_REJECTED;
+
+        json_array_append_new(results,
+                              event_result(i, st, res[i].event_id,
+                                           rejected ? res[i].reason_code : NULL,
+                                           rejected ? res[i].reason : NULL));
     }
-    free(b->recs);
-    free(b->texts);
-    free(b->sources);
+    return send_json(api, conn, q, 200,
+                     json_pack("{s:i, s:i, s:i, s:i, s:o}", "events", (json_int_t)k.records,
+                               "accepted", (json_int_t)k.stored, "duplicates",
+                               (json_int_t)k.duplicates, "rejected", (json_int_t)k.rejected,
+                               "results", results != NULL ? results : json_array()));
 }
 
-/* Add the record @text (taken) of element @i; @bad_code/@bad_reason reject it as read. */
-static int batch_add(batch *b, int64_t key, char *text, const char *bad_code,
-                     const char *bad_reason)
+/* librdkafka's delivery report of a message of the API's producer (on the poller). */
+static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 {
-    char src[64];
-    bs_record *r = &b->recs[b->n];
+    bd_api *api = opaque;
+    dmsg *x = m->_private;
 
-    snprintf(src, sizeof(src), "api:key%" PRId64 ":%zu", key, b->n);
-    b->sources[b->n] = strdup(src);
-    b->texts[b->n] = text != NULL ? text : strdup("");
-    if (b->sources[b->n] == NULL || b->texts[b->n] == NULL) {
-        free(b->sources[b->n]);
-        free(b->texts[b->n]);
-        return -1;
-    }
-    memset(r, 0, sizeof(*r));
-    r->data = b->texts[b->n];
-    r->len = strlen(b->texts[b->n]);
-    r->format = BS_RECORD_JSON;
-    r->source = b->sources[b->n];
-    r->reject_code = bad_code;
-    r->reject_reason = bad_reason;
-    b->n++;
-    return 0;
+    (void)rk;
+    if (x == NULL)
+        return;
+    pthread_mutex_lock(&api->dr_lock);
+    x->err = m->err;
+    x->d->pending--;
+    pthread_cond_broadcast(&api->dr_done);
+    pthread_mutex_unlock(&api->dr_lock);
 }
 
-/* Add the protobuf message of @len bytes at @data. */
-static int batch_add_proto(batch *b, int64_t key, const unsigned char *data, size_t len)
+/* The poller: serve the producer's delivery reports; renew it after a fatal error. */
+static void *poll_producer(void *arg)
 {
-    char *copy = malloc(len + 1);
+    bd_api *api = arg;
+    char errstr[MSG_MAX];
+    int stop;
 
-    if (copy == NULL)
-        return -1;
-    memcpy(copy, data, len);
-    copy[len] = '\0';
-    if (batch_add(b, key, copy, NULL, NULL) != 0)
-        return -1;
-    b->recs[b->n - 1].len = len;
-    b->recs[b->n - 1].format = BS_RECORD_PROTOBUF;
-    return 0;
-}
-
-/* A base-128 varint of at most 5 bytes at @p (@avail bytes): its bytes, or 0 if malformed. */
-static size_t varint(const unsigned char *p, size_t avail, uint64_t *v)
-{
-    size_t i;
-
-    *v = 0;
-    for (i = 0; i < avail && i < 5; i++) {
-        *v |= (uint64_t)(p[i] & 0x7f) << (7 * i);
-        if ((p[i] & 0x80) == 0)
-            return i + 1;
+    for (;;) {
+        pthread_rwlock_rdlock(&api->rk_lock);
+        rd_kafka_poll(api->rk, 50);
+        errstr[0] = '\0';
+        stop = rd_kafka_fatal_error(api->rk, errstr, sizeof(errstr)) != RD_KAFKA_RESP_ERR_NO_ERROR;
+        pthread_rwlock_unlock(&api->rk_lock);
+        if (stop) {
+            /* Every message still queued fails (its request answers 503); a new producer
+             * takes the next ones. */
+            pthread_rwlock_wrlock(&api->rk_lock);
+            rd_kafka_purge(api->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+            rd_kafka_flush(api->rk, 1000);
+            bd_producer_renew_if_fatal(&api->rk, api->cfg, on_delivery, api,
+                                       "api_producer_fatal");
+            pthread_rwlock_unlock(&api->rk_lock);
+        }
+        pthread_mutex_lock(&api->dr_lock);
+        stop = api->poll_stop;
+        pthread_mutex_unlock(&api->dr_lock);
+        if (stop)
+            return NULL;
     }
-    return 0;
 }
 
 /*
- * Length-delimited billing.v1.UsageEvent messages (each preceded by its
- * length as a varint, as Java's writeDelimitedTo and Go's protodelim
- * write them) into records; 0, or an HTTP status with a message.
+ * api.events=kafka: validate as the pipeline does (no database), produce
+ * the valid events to the usage topic keyed by account, wait for the
+ * broker's acknowledgement of every one (acks=all, idempotent), store the
+ * rejected ones in the dead-letter table (and topic) as the consumer
+ * would, and answer 202 with every event "queued" or "rejected"; 503 with
+ * Retry-After, naming the events not queued, when the broker did not
+ * acknowledge them all within api.produce_ms.
  */
-static unsigned parse_proto(const unsigned char *body, size_t len, int64_t key, batch *b,
-                            char *msg, size_t msgsize)
+static enum MHD_Result queue_events(bd_api *api, struct MHD_Connection *conn, req *q,
+                                    api_slot *s, bd_events *b, bs_record_result *res)
 {
-    size_t n = 0;
-    size_t off;
-    size_t used;
-    uint64_t mlen;
-    int pass;
-
-    for (pass = 0; pass < 2; pass++) {
-        if (pass == 1) {
-            if (n > API_EVENTS_MAX) {
-                snprintf(msg, msgsize, "body: %zu events, at most %d per request", n,
-                         API_EVENTS_MAX);
-                return 413;
-            }
-            b->recs = calloc(n ? n : 1, sizeof(*b->recs));
-            b->texts = calloc(n ? n : 1, sizeof(*b->texts));
-            b->sources = calloc(n ? n : 1, sizeof(*b->sources));
-            if (b->recs == NULL || b->texts == NULL || b->sources == NULL) {
-                snprintf(msg, msgsize, "out of memory");
-                return 500;
-            }
-        }
-        for (off = 0; off < len; off += (size_t)mlen) {
-            used = varint(body + off, len - off, &mlen);
-            if (used == 0 || mlen > len - off - used) {
-                snprintf(msg, msgsize,
-                         "body: offset %zu: %s (length-delimited billing.v1.UsageEvent expected)",
-                         off, used == 0 ? "malformed length prefix" : "message past the end");
-                return 400;
-            }
-            off += used;
-            if (pass == 0)
-                n++;
-            else if (batch_add_proto(b, key, body + off, (size_t)mlen) != 0) {
-                snprintf(msg, msgsize, "out of memory");
-                return 500;
-            }
-        }
-    }
-    if (b->n == 0) {
-        snprintf(msg, msgsize, "body: no events");
-        return 400;
-    }
-    return 0;
-}
-
-/* Add JSON value @v (an event, or a CloudEvent when @ce). */
-static int batch_add_json(batch *b, int64_t key, json_t *v, int ce)
-{
-    const char *why = NULL;
-    json_t *ev = ce ? from_cloudevent(v, &why) : json_incref(v);
-    char *text;
-
-    if (ev == NULL && why == NULL)
-        return -1;
-    if (ev == NULL)
-        return batch_add(b, key, json_dumps(v, JSON_COMPACT), "invalid", why);
-    if (!json_is_object(ev)) {
-        json_decref(ev);
-        return batch_add(b, key, json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY), "invalid",
-                         "an event must be a JSON object");
-    }
-    text = json_dumps(ev, JSON_COMPACT);
-    json_decref(ev);
-    return text != NULL ? batch_add(b, key, text, NULL, NULL) : -1;
-}
-
-/* Parse the body as @type into records; 0, or an HTTP status with a message in @msg. */
-static unsigned parse_events(const char *type, const char *body, size_t len, int64_t key,
-                             batch *b, char *msg, size_t msgsize)
-{
-    int ce = 0;
-    int lines = 0;
-    json_error_t jerr;
-    json_t *doc = NULL;
-    size_t n = 0;
+    unsigned char wire[BILLING_EVENT_WIRE_MAX];
+    char **reasons = NULL;
+    const char **codes = NULL;
+    char **ids = NULL;
+    bs_record *rej = NULL;
+    bs_record_result *rejres = NULL;
+    dmsg *msgs = NULL;
+    delivery d = {0};
+    json_t *results = NULL;
+    json_t *not_queued = NULL;
+    json_t *o;
+    bs_error err;
+    enum MHD_Result ret = MHD_NO;
+    size_t nrej = 0;
+    size_t queued = 0;
+    size_t failed = 0;
+    size_t len;
     size_t i;
-    const char *p;
+    int dberr = 0;
 
-    if (type == NULL)
-        type = "application/json";
-    if (strncmp(type, "application/cloudevents-batch+json", 34) == 0) {
-        ce = 1;
-    } else if (strncmp(type, "application/cloudevents+json", 28) == 0) {
-        ce = 2;
-    } else if (strncmp(type, "application/x-ndjson", 20) == 0 ||
-               strncmp(type, "application/jsonl", 17) == 0) {
-        lines = 1;
-    } else if (strncmp(type, "application/x-protobuf", 22) == 0 ||
-               strncmp(type, "application/protobuf", 20) == 0) {
-        return parse_proto((const unsigned char *)body, len, key, b, msg, msgsize);
-    } else if (strncmp(type, "application/json", 16) != 0) {
-        snprintf(msg, msgsize,
-                 "Content-Type '%.64s': expected application/json, application/x-ndjson, "
-                 "application/cloudevents+json, application/cloudevents-batch+json or "
-                 "application/x-protobuf",
-                 type);
-        return 415;
+    if (bs_ingest_prepare(s->in, b->recs, b->n, res, &err) != BS_OK)
+        return db_problem(api, conn, q, &err);
+    msgs = calloc(b->n, sizeof(*msgs));
+    reasons = calloc(b->n, sizeof(*reasons));
+    codes = calloc(b->n, sizeof(*codes));
+    ids = calloc(b->n, sizeof(*ids));
+    rej = calloc(b->n, sizeof(*rej));
+    rejres = calloc(b->n, sizeof(*rejres));
+    if (msgs == NULL || reasons == NULL || codes == NULL || ids == NULL || rej == NULL ||
+        rejres == NULL)
+        goto out;
+    /* What the answer needs of the prepared batch: the next pipeline call reuses it. */
+    for (i = 0; i < b->n; i++) {
+        msgs[i].d = &d;
+        msgs[i].err = RD_KAFKA_RESP_ERR_NO_ERROR;
+        if (res[i].event_id != NULL && (ids[i] = strdup(res[i].event_id)) == NULL)
+            goto out;
+        if (res[i].outcome != BS_RECORD_REJECTED)
+            continue;
+        codes[i] = res[i].reason_code;
+        reasons[i] = strdup(res[i].reason != NULL ? res[i].reason : "");
+        if (reasons[i] == NULL)
+            goto out;
+        /* Stored as the pipeline rejects it again: the same catalog (this slot's for the
+         * whole request), the same reason, and its event id read. */
+        rej[nrej++] = b->recs[i];
     }
-    if (lines) {
-        for (p = body; p < body + len; p++)
-            n += *p == '\n';
-        n++;
-    } else {
-        doc = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
-        if (doc == NULL) {
-            snprintf(msg, msgsize, "body: line %d column %d: %s", jerr.line, jerr.column,
-                     jerr.text);
-            return 400;
+    pthread_rwlock_rdlock(&api->rk_lock);
+    for (i = 0; i < b->n; i++) {
+        rd_kafka_resp_err_t e;
+        const char *account;
+        int tries = 0;
+
+        if (codes[i] != NULL)
+            continue;
+        if (billing_event_encode(res[i].event, wire, sizeof(wire), &len) != BILLING_OK) {
+            msgs[i].err = RD_KAFKA_RESP_ERR__BAD_MSG;
+            continue;
         }
-        if (ce == 2) {
-            n = 1;
-        } else if (!json_is_array(doc)) {
-            json_decref(doc);
-            snprintf(msg, msgsize, "body: expected a JSON array of events");
-            return 400;
-        } else {
-            n = json_array_size(doc);
-        }
-    }
-    if (n > API_EVENTS_MAX) {
-        json_decref(doc);
-        snprintf(msg, msgsize, "body: %zu events, at most %d per request", n, API_EVENTS_MAX);
-        return 413;
-    }
-    b->recs = calloc(n ? n : 1, sizeof(*b->recs));
-    b->texts = calloc(n ? n : 1, sizeof(*b->texts));
-    b->sources = calloc(n ? n : 1, sizeof(*b->sources));
-    if (b->recs == NULL || b->texts == NULL || b->sources == NULL)
-        goto nomem;
-    if (lines) {
-        const char *end = body + len;
+        account = billing_event_account(res[i].event);
+        pthread_mutex_lock(&api->dr_lock);
+        d.pending++;
+        pthread_mutex_unlock(&api->dr_lock);
+        do {
+            e = rd_kafka_producev(api->rk, RD_KAFKA_V_TOPIC(api->topic),
+                                  RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                  RD_KAFKA_V_KEY(account, strlen(account)),
+                                  RD_KAFKA_V_VALUE(wire, len), RD_KAFKA_V_OPAQUE(&msgs[i]),
+                                  RD_KAFKA_V_END);
+            if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+                struct timespec tick = {0, 1000000L};
 
-        for (p = body; p < end;) {
-            const char *nl = memchr(p, '\n', (size_t)(end - p));
-            size_t l = nl != NULL ? (size_t)(nl - p) : (size_t)(end - p);
-            char *text;
-            size_t k;
-
-            if (l > 0 && p[l - 1] == '\r')
-                l--;
-            /* Blank lines (spaces, tabs, CR only) carry nothing, as in `billing ingest`. */
-            for (k = 0; k < l && (p[k] == ' ' || p[k] == '\t' || p[k] == '\r'); k++)
-                ;
-            if (k < l) {
-                text = strndup(p, l);
-                if (text == NULL || batch_add(b, key, text, NULL, NULL) != 0)
-                    goto nomem;
+                nanosleep(&tick, NULL); /* the poller frees room */
             }
-            p = nl != NULL ? nl + 1 : end;
+        } while (e == RD_KAFKA_RESP_ERR__QUEUE_FULL && ++tries < 10000);
+        if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+            pthread_mutex_lock(&api->dr_lock);
+            d.pending--;
+            msgs[i].err = e;
+            pthread_mutex_unlock(&api->dr_lock);
         }
-    } else if (ce == 2) {
-        if (batch_add_json(b, key, doc, 1) != 0)
-            goto nomem;
+    }
+    pthread_rwlock_unlock(&api->rk_lock);
+    /* Every message gets its report within message.timeout.ms (api.produce_ms). */
+    pthread_mutex_lock(&api->dr_lock);
+    while (d.pending > 0)
+        pthread_cond_wait(&api->dr_done, &api->dr_lock);
+    pthread_mutex_unlock(&api->dr_lock);
+    /* The rejects: in the dead-letter table (and topic), never dropped. */
+    if (nrej > 0 && bs_ingest_batch(s->in, s->conn, rej, nrej, NULL, 0, 0, rejres, NULL, &err) !=
+                        BS_OK)
+        dberr = 1;
+    for (i = 0; !dberr && i < nrej; i++)
+        if (rejres[i].outcome != BS_RECORD_REJECTED)
+            bd_log("error", "api_reject_stored", "source=%s outcome=%d", bd_q(rej[i].source),
+                   (int)rejres[i].outcome);
+    results = json_array();
+    not_queued = json_array();
+    if (results == NULL || not_queued == NULL)
+        goto out;
+    for (i = 0; i < b->n; i++) {
+        if (codes[i] != NULL) {
+            o = event_result(i, "rejected", ids[i], codes[i], reasons[i]);
+        } else if (msgs[i].err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+            o = event_result(i, "queued", ids[i], NULL, NULL);
+            queued++;
+        } else {
+            o = event_result(i, "not_queued", ids[i], NULL, NULL);
+            if (o != NULL)
+                json_object_set_new(o, "reason", json_string(rd_kafka_err2str(msgs[i].err)));
+            json_array_append_new(not_queued, json_integer((json_int_t)i));
+            if (failed++ == 0)
+                bd_log("warn", "api_produce_failed", "topic=%s error=%s", bd_q(api->topic),
+                       bd_q(rd_kafka_err2str(msgs[i].err)));
+        }
+        json_array_append_new(results, o);
+    }
+    if (dberr) {
+        ret = db_problem(api, conn, q, &err);
+    } else if (failed > 0) {
+        char detail[MSG_MAX];
+        char *text;
+
+        snprintf(detail, sizeof(detail),
+                 "%zu of %zu events not acknowledged by the broker in %" PRId64
+                 " ms (api.produce_ms): send them again (the queued ones again too is safe: "
+                 "their ids make them duplicates)",
+                 failed, b->n, api->cfg->api_produce_ms);
+        o = json_pack("{s:s, s:s, s:i, s:s, s:s, s:O, s:O}", "type",
+                      "urn:billing:problem:unavailable", "title", "Service unavailable",
+                      "status", 503, "detail", detail, "field", "body", "not_queued",
+                      not_queued, "results", results);
+        text = o != NULL ? json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+        json_decref(o);
+        ret = send_text(api, conn, q, 503, "application/problem+json", text, "5");
     } else {
-        for (i = 0; i < n; i++)
-            if (batch_add_json(b, key, json_array_get(doc, i), ce) != 0)
-                goto nomem;
+        ret = send_json(api, conn, q, 202,
+                        json_pack("{s:i, s:i, s:i, s:O}", "events", (json_int_t)b->n, "queued",
+                                  (json_int_t)queued, "rejected", (json_int_t)nrej, "results",
+                                  results));
     }
-    json_decref(doc);
-    if (b->n == 0) {
-        snprintf(msg, msgsize, "body: no events");
-        return 400;
+out:
+    for (i = 0; i < b->n; i++) {
+        if (reasons != NULL)
+            free(reasons[i]);
+        if (ids != NULL)
+            free(ids[i]);
     }
-    return 0;
-nomem:
-    json_decref(doc);
-    snprintf(msg, msgsize, "out of memory");
-    return 500;
+    json_decref(results);
+    json_decref(not_queued);
+    free(reasons);
+    free(codes);
+    free(ids);
+    free(rej);
+    free(rejres);
+    free(msgs);
+    return ret;
 }
 
 static enum MHD_Result post_events(bd_api *api, struct MHD_Connection *conn, req *q,
@@ -1088,86 +1031,33 @@ static enum MHD_Result post_events(bd_api *api, struct MHD_Connection *conn, req
     char msg[MSG_MAX];
     const char *type = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type");
     bs_record_result *res = NULL;
-    bs_ingest_counts k;
-    json_t *results = NULL;
-    json_t *o;
-    bs_error err;
-    batch b;
+    bd_events b;
     unsigned status;
     enum MHD_Result ret;
-    size_t i;
 
     memset(&b, 0, sizeof(b));
-    memset(&k, 0, sizeof(k));
-    status = parse_events(type, q->body != NULL ? q->body : "", q->len, key, &b, msg, sizeof(msg));
+    status = bd_events_parse(type, q->body != NULL ? q->body : "", q->len, key, &b, msg,
+                             sizeof(msg));
     if (status != 0) {
-        batch_free(&b);
+        bd_events_free(&b);
         return problem(api, conn, q, status,
                        status == 415 ? "media-type" : status == 413 ? "too-many" : "body",
                        "body", NULL, "%s", msg);
     }
-    if (bound != NULL) {
-        /* A bound key sends events of its account only: the others are rejected as invalid. */
-        billing_event *pev = billing_event_new();
-
-        if (pev == NULL) {
-            batch_free(&b);
-            return MHD_NO;
-        }
-        for (i = 0; i < b.n; i++) {
-            int proto = b.recs[i].format == BS_RECORD_PROTOBUF;
-            json_t *ev = b.recs[i].reject_code == NULL && !proto
-                             ? json_loads(b.texts[i], 0, NULL)
-                             : NULL;
-            json_t *acc = json_object_get(ev, "account");
-            const char *account = json_is_string(acc) ? json_string_value(acc) : NULL;
-
-            /* A message that does not decode is rejected by the pipeline, with its reason. */
-            if (proto && b.recs[i].reject_code == NULL &&
-                billing_event_decode(pev, b.recs[i].data, b.recs[i].len, msg, sizeof(msg)) ==
-                    BILLING_OK)
-                account = billing_event_account(pev);
-            if (account != NULL && strcmp(account, bound) != 0) {
-                b.recs[i].reject_code = "invalid";
-                b.recs[i].reject_reason = "account: this key may send events of its own account only";
-            }
-            json_decref(ev);
-        }
-        billing_event_destroy(pev);
+    /* A bound key sends events of its account only: the others are rejected as invalid. */
+    if (bound != NULL && bd_events_bind(&b, bound) != 0) {
+        bd_events_free(&b);
+        return MHD_NO;
     }
     res = calloc(b.n, sizeof(*res));
     if (res == NULL) {
-        batch_free(&b);
+        bd_events_free(&b);
         return MHD_NO;
     }
-    if (bs_ingest_batch(s->in, s->conn, b.recs, b.n, NULL, 0, 0, res, &k, &err) != BS_OK) {
-        ret = db_problem(api, conn, q, &err);
-        goto out;
-    }
-    results = json_array();
-    for (i = 0; results != NULL && i < b.n; i++) {
-        const char *st = res[i].outcome == BS_RECORD_NEW         ? "accepted"
-                         : res[i].outcome == BS_RECORD_DUPLICATE ? "duplicate"
-                         : strcmp(res[i].reason_code, "conflict") == 0 ? "conflict"
-                                                                       : "rejected";
-
-        o = json_pack("{s:i, s:s}", "index", (json_int_t)i, "status", st);
-        if (o != NULL && res[i].event_id != NULL)
-            json_object_set_new(o, "id", json_string(res[i].event_id));
-        if (o != NULL && res[i].outcome == BS_RECORD_REJECTED) {
-            json_object_set_new(o, "reason_code", json_string(res[i].reason_code));
-            json_object_set_new(o, "reason", json_string(res[i].reason));
-        }
-        json_array_append_new(results, o);
-    }
-    ret = send_json(api, conn, q, 200,
-                    json_pack("{s:i, s:i, s:i, s:i, s:o}", "events", (json_int_t)k.records,
-                              "accepted", (json_int_t)k.stored, "duplicates",
-                              (json_int_t)k.duplicates, "rejected", (json_int_t)k.rejected,
-                              "results", results != NULL ? results : json_array()));
-out:
+    ret = api->topic != NULL ? queue_events(api, conn, q, s, &b, res)
+                             : store_events(api, conn, q, s, &b, res);
     free(res);
-    batch_free(&b);
+    bd_events_free(&b);
     return ret;
 }
 
@@ -1208,7 +1098,6 @@ static enum MHD_Result dispatch(bd_api *api, struct MHD_Connection *conn, req *q
                                 const char *method, const char *account, const char *ref)
 {
     const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
-    int is_post = strcmp(method, "POST") == 0;
     bd_answer doc;
     bs_apikey_auth key;
     char retry[24];
@@ -1220,8 +1109,7 @@ static enum MHD_Result dispatch(bd_api *api, struct MHD_Connection *conn, req *q
 
     if (q->route == R_OTHER)
         return problem(api, conn, q, 404, "not-found", NULL, NULL, "no such route");
-    if ((q->route == R_EVENTS || q->route == R_QUOTE) != is_post ||
-        (!is_post && strcmp(method, "GET") != 0))
+    if (!bd_route_method_ok(q->route, method))
         return problem(api, conn, q, 405, "method", NULL, NULL, "%s is not allowed here",
                        method);
     /* The scheme is case-insensitive (RFC 9110). */
@@ -1447,7 +1335,7 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
             return MHD_NO;
         q->start_ns = mono_ns();
         q->method = method;
-        q->route = route_of(url, account, sizeof(account), &bad_account);
+        q->route = bd_route_of(url, account, sizeof(account), &bad_account);
         *con_cls = q;
         watch_set(api, conn, 0);
         cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
@@ -1501,7 +1389,7 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
     if ((mono_ns() - q->start_ns) / 1000000 > api->request_ms)
         return problem(api, conn, q, 408, "timeout", NULL, NULL,
                        "the request took over %" PRId64 " ms (api.request_ms)", api->request_ms);
-    r = route_of(url, account, sizeof(account), &bad_account);
+    r = bd_route_of(url, account, sizeof(account), &bad_account);
     if (bad_account)
         return problem(api, conn, q, 404, "not-found", r == R_INVOICE ? "number" : "account",
                        NULL, r == R_INVOICE ? "an invoice number has 1 to 128 bytes"
@@ -1580,6 +1468,57 @@ static char *read_file(const char *path)
     return buf;
 }
 
+/* api.events=kafka: the producer of the usage topic, its poller, and the dead letters'. */
+static int start_producer(bd_api *api, const bd_config *cfg)
+{
+    char errstr[MSG_MAX];
+    char timeout[24];
+    const char *props[] = {"acks", "all", "message.timeout.ms", timeout};
+
+    if (cfg->api_events == NULL || strcmp(cfg->api_events, "kafka") != 0)
+        return 0;
+    snprintf(timeout, sizeof(timeout), "%ld", cfg->api_produce_ms);
+    api->topic = strdup(cfg->api_events_topic != NULL ? cfg->api_events_topic : "");
+    if (api->topic == NULL)
+        return -1;
+    api->rk = bd_producer_new_props(cfg, props, 2, on_delivery, api, errstr, sizeof(errstr));
+    if (api->rk == NULL) {
+        bd_log("error", "api_producer_failed", "error=%s", bd_q(errstr));
+        return -1;
+    }
+    if (pthread_create(&api->poller, NULL, poll_producer, api) != 0) {
+        bd_log("error", "api_start_failed", "error=%s", bd_q("no producer poller thread"));
+        return -1;
+    }
+    api->polling = 1;
+    if (cfg->dead_letter_topic != NULL && cfg->dead_letter_topic[0] != '\0') {
+        api->dlq = bd_dlq_new(cfg, NULL);
+        if (api->dlq == NULL)
+            return -1;
+    }
+    bd_log("info", "api_events_kafka", "topic=%s dead_letter_topic=%s produce_ms=%ld",
+           bd_q(api->topic), bd_q(api->dlq != NULL ? cfg->dead_letter_topic : ""),
+           cfg->api_produce_ms);
+    return 0;
+}
+
+/* Deliver what is queued (at most api.produce_ms), stop the poller, free the producers. */
+static void stop_producer(bd_api *api)
+{
+    if (api->rk != NULL)
+        rd_kafka_flush(api->rk, (int)api->cfg->api_produce_ms);
+    if (api->polling) {
+        pthread_mutex_lock(&api->dr_lock);
+        api->poll_stop = 1;
+        pthread_mutex_unlock(&api->dr_lock);
+        pthread_join(api->poller, NULL);
+    }
+    if (api->rk != NULL)
+        rd_kafka_destroy(api->rk);
+    bd_dlq_free(api->dlq);
+    free(api->topic);
+}
+
 bd_api *bd_api_new(const bd_config *cfg)
 {
     struct sockaddr_in sa;
@@ -1601,6 +1540,11 @@ bd_api *bd_api_new(const bd_config *cfg)
     pthread_mutex_init(&api->lock, NULL);
     pthread_cond_init(&api->freed, NULL);
     pthread_cond_init(&api->wake, NULL);
+    pthread_rwlock_init(&api->rk_lock, NULL);
+    pthread_mutex_init(&api->dr_lock, NULL);
+    pthread_cond_init(&api->dr_done, NULL);
+    pthread_mutex_init(&api->dlq_lock, NULL);
+    api->cfg = cfg;
     api->conninfo = strdup(bs_conninfo(cfg->db));
     api->book = cfg->book != NULL ? strdup(cfg->book) : NULL;
     api->body_max = (size_t)cfg->api_body_max;
@@ -1619,7 +1563,7 @@ bd_api *bd_api_new(const bd_config *cfg)
         }
         flags |= MHD_USE_TLS;
     }
-    if (api->conninfo == NULL) {
+    if (api->conninfo == NULL || start_producer(api, cfg) != 0) {
         bd_api_free(api);
         return NULL;
     }
@@ -1712,6 +1656,7 @@ void bd_api_free(bd_api *api)
     }
     if (api->http != NULL)
         MHD_stop_daemon(api->http); /* joins its threads: requests in flight are answered */
+    stop_producer(api);
     for (i = 0; i < API_THREADS; i++) {
         bs_ingest_free(api->slots[i].in);
         bs_catalog_free(api->slots[i].cat);
@@ -1720,6 +1665,10 @@ void bd_api_free(bd_api *api)
     pthread_cond_destroy(&api->freed);
     pthread_cond_destroy(&api->wake);
     pthread_mutex_destroy(&api->lock);
+    pthread_rwlock_destroy(&api->rk_lock);
+    pthread_cond_destroy(&api->dr_done);
+    pthread_mutex_destroy(&api->dr_lock);
+    pthread_mutex_destroy(&api->dlq_lock);
     bd_console_free(api->console);
     free(api->conninfo);
     free(api->book);

@@ -28,6 +28,7 @@ void bd_config_init(bd_config *c)
     c->api_request_ms = 30000;
     c->api_connections_per_ip = 64;
     c->api_rate = 1000;
+    c->api_produce_ms = 10000;
 }
 
 void bd_config_free(bd_config *c)
@@ -41,6 +42,8 @@ void bd_config_free(bd_config *c)
     free(c->http_listen);
     free(c->api_listen);
     free(c->api_console_dir);
+    free(c->api_events);
+    free(c->api_events_topic);
     free(c->api_tls_cert);
     free(c->api_tls_key);
     free(c->alerts_topic);
@@ -173,6 +176,22 @@ static int apply(bd_config *c, const char *key, const char *value, const char **
     }
     if (strcmp(key, "api.console_dir") == 0)
         return set_string(&c->api_console_dir, value);
+    if (strcmp(key, "api.events") == 0) {
+        *why = "need store or kafka";
+        if (strcmp(value, "store") != 0 && strcmp(value, "kafka") != 0)
+            return -1;
+        return set_string(&c->api_events, value);
+    }
+    if (strcmp(key, "api.events_topic") == 0) {
+        *why = "need a topic name of 1..249 bytes";
+        if (*value == '\0' || strlen(value) > 249)
+            return -1;
+        return set_string(&c->api_events_topic, value);
+    }
+    if (strcmp(key, "api.produce_ms") == 0) {
+        *why = "need a number in 100..600000";
+        return set_long(&c->api_produce_ms, value, 100, 600000);
+    }
     if (strcmp(key, "alerts.topic") == 0)
         return set_string(&c->alerts_topic, value);
     if (strcmp(key, "alerts.thresholds") == 0)
@@ -289,6 +308,22 @@ int bd_config_check(bd_config *c, char *errbuf, size_t errsize)
                  "no topics: set 'topics' in the file or --set topics=... (or api.listen to "
                  "serve the HTTP API alone)");
         return -1;
+    }
+    if (c->api_events == NULL &&
+        set_string(&c->api_events, c->n_topics > 0 ? "kafka" : "store") != 0) {
+        snprintf(errbuf, errsize, "out of memory");
+        return -1;
+    }
+    if (strcmp(c->api_events, "kafka") == 0 && c->api_events_topic == NULL) {
+        if (c->n_topics == 0) {
+            snprintf(errbuf, errsize,
+                     "api.events=kafka: set api.events_topic (or topics) to the usage topic");
+            return -1;
+        }
+        if (set_string(&c->api_events_topic, c->topics[0]) != 0) {
+            snprintf(errbuf, errsize, "out of memory");
+            return -1;
+        }
     }
     return 0;
 }

@@ -23,6 +23,11 @@
  *   api.request_ms     longest time for a whole request, 100..600000 (default 30000)
  *   api.connections_per_ip  connections from one address, 1..1024 (default 64)
  *   api.rate           requests per second per key (and burst), 1..1000000 (default 1000)
+ *   api.events         POST /v1/events: "store" (stored at once, as `billing ingest`) or
+ *                      "kafka" (produced to the usage topic, stored by the consumer);
+ *                      default kafka when topics are set, else store
+ *   api.events_topic   the topic api.events=kafka produces to (default: the first of topics)
+ *   api.produce_ms     longest wait for the broker's acknowledgement, 100..600000 (default 10000)
  *   kafka.PROPERTY     any librdkafka property, passed through (bootstrap.servers...)
  *
  * Errors name the file, the line and the key.
@@ -54,6 +59,9 @@ typedef struct bd_config {
     long api_connections_per_ip;
     long api_rate;
     char *api_console_dir; /* the console's files (NULL: the installed ones) */
+    char *api_events;       /* "store", "kafka"; NULL until bd_config_check picks the default */
+    char *api_events_topic; /* api.events=kafka: the topic (bd_config_check: topics[0]) */
+    long api_produce_ms;
     char *alerts_topic;
     char *alerts_thresholds;
     char *topics[BD_MAX_TOPICS];
@@ -89,7 +97,10 @@ int bd_config_set(bd_config *c, const char *assignment, const char *where, char 
 /*
  * bd_config_check - after everything is applied: required keys, and the
  * defaults of keys left unset. Topics may be left out when api.listen is
- * set (billingd then serves the API alone). 0 or -1 with a message.
+ * set (billingd then serves the API alone). api.events defaults to kafka
+ * when topics are set (the consumer then stores every event, in the
+ * usage topic's order), else store; kafka needs a topic (api.events_topic
+ * or topics). 0 or -1 with a message.
  */
 int bd_config_check(bd_config *c, char *errbuf, size_t errsize);
 

@@ -230,7 +230,7 @@ bs_status bd_dlq_hook(void *arg, bs_conn *c, const bs_record *recs,
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR && renew_if_fatal(q))
         return bs_error_set(err, BS_ERR_RETRY, "dead-letter topic %s: the producer had a fatal "
                             "error (%s); made again", q->topic, rd_kafka_err2str(e));
-    if (q->dropped > 0)
+    if (q->dropped > 0 && q->metrics != NULL)
         bd_metrics_dead_letters_dropped(q->metrics, (uint64_t)q->dropped);
     if (e == RD_KAFKA_RESP_ERR_NO_ERROR && q->failed > 0)
         e = q->last;

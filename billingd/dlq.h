@@ -45,7 +45,8 @@ typedef struct bd_dlq bd_dlq;
 
 /*
  * bd_dlq_new - an idempotent producer for cfg->dead_letter_topic, counting
- * dropped dead letters in @metrics (not owned; outlives the bd_dlq).
+ * dropped dead letters in @metrics (not owned; outlives the bd_dlq; NULL:
+ * not counted, only logged: the HTTP API's).
  * NULL (logged) on failure.
  */
 bd_dlq *bd_dlq_new(const bd_config *cfg, bd_metrics *metrics);

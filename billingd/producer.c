@@ -1,5 +1,6 @@
 /*
- * producer.c - the idempotent producer of dead letters and credit alerts.
+ * producer.c - the idempotent producer of dead letters, credit alerts and the
+ * events POST /v1/events queues (api.events=kafka).
  */
 #include "config.h"
 
@@ -13,12 +14,24 @@ rd_kafka_t *bd_producer_new(const bd_config *cfg,
                             void (*dr_cb)(rd_kafka_t *, const rd_kafka_message_t *, void *),
                             void *opaque, char *errstr, size_t errsize)
 {
+    return bd_producer_new_props(cfg, NULL, 0, dr_cb, opaque, errstr, errsize);
+}
+
+rd_kafka_t *bd_producer_new_props(const bd_config *cfg, const char *const *props, size_t n,
+                                  void (*dr_cb)(rd_kafka_t *, const rd_kafka_message_t *, void *),
+                                  void *opaque, char *errstr, size_t errsize)
+{
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     rd_kafka_t *rk;
     size_t i;
 
     for (i = 0; i < cfg->n_kafka; i++) {
         if (rd_kafka_conf_set(conf, cfg->kafka[i].key, cfg->kafka[i].value, errstr, errsize) !=
+            RD_KAFKA_CONF_OK)
+            goto error;
+    }
+    for (i = 0; i < n; i++) {
+        if (rd_kafka_conf_set(conf, props[2 * i], props[2 * i + 1], errstr, errsize) !=
             RD_KAFKA_CONF_OK)
             goto error;
     }

@@ -1,7 +1,8 @@
 /*
- * producer.h - the idempotent Kafka producer that the dead-letter and
- * credit-alert publishers share: the config's kafka.* properties, then
- * enable.idempotence, a delivery callback and its opaque.
+ * producer.h - the idempotent Kafka producer that the dead-letter,
+ * credit-alert and HTTP API (api.events=kafka) publishers share: the
+ * config's kafka.* properties, then enable.idempotence, a delivery
+ * callback and its opaque.
  */
 #ifndef BILLINGD_PRODUCER_H
 #define BILLINGD_PRODUCER_H
@@ -19,6 +20,16 @@
 rd_kafka_t *bd_producer_new(const bd_config *cfg,
                             void (*dr_cb)(rd_kafka_t *, const rd_kafka_message_t *, void *),
                             void *opaque, char *errstr, size_t errsize);
+
+/*
+ * bd_producer_new_props - bd_producer_new with @n more librdkafka
+ * properties (@props: key, value, key, value...) set after the config's
+ * and before enable.idempotence (the HTTP API's producer bounds
+ * message.timeout.ms by api.produce_ms that way).
+ */
+rd_kafka_t *bd_producer_new_props(const bd_config *cfg, const char *const *props, size_t n,
+                                  void (*dr_cb)(rd_kafka_t *, const rd_kafka_message_t *, void *),
+                                  void *opaque, char *errstr, size_t errsize);
 
 /*
  * bd_producer_renew_if_fatal - if the producer *@rk is in a fatal state

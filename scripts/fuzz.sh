@@ -6,7 +6,8 @@
 #
 # SECONDS-PER-TARGET defaults to 60. TARGETs are fuzz_event_pb,
 # fuzz_event_json, fuzz_event_stream, fuzz_tzif, fuzz_config, fuzz_rater
-# and fuzz_accounts (default: all), fuzzed one after the other on one core.
+# fuzz_accounts and fuzz_api (default: all), fuzzed one after the other on
+# one core.
 #
 #   1. scripts/install-deps.sh, then clang from Debian's packages if it is
 #      missing, then libclang-rt-N-dev (N = clang's major version) if clang
@@ -37,7 +38,7 @@ here=$(cd "$(dirname "$0")" && pwd -P)
 . "$here/lib.sh"
 cd "$BILLING_ROOT"
 
-all_targets="fuzz_event_pb fuzz_event_json fuzz_event_stream fuzz_tzif fuzz_config fuzz_rater fuzz_accounts"
+all_targets="fuzz_event_pb fuzz_event_json fuzz_event_stream fuzz_tzif fuzz_config fuzz_rater fuzz_accounts fuzz_api"
 seconds=60
 if [ $# -gt 0 ]; then
     case "$1" in
@@ -66,6 +67,8 @@ max_len() {
         fuzz_accounts) echo 65536 ;;
         # The rater target reads a few hundred choices; more bytes are ignored.
         fuzz_rater) echo 4096 ;;
+        # An HTTP request: three short lines and a body of a few events.
+        fuzz_api) echo 16384 ;;
         *) echo 1048576 ;;
     esac
 }

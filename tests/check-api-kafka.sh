@@ -1,0 +1,331 @@
+#!/bin/sh
+# check-api-kafka.sh - POST /v1/events with api.events=kafka (issue 25)
+# against the real broker (BILLING_KAFKA_BROKERS) and the private
+# PostgreSQL (BILLING_PG_CONNINFO, a database of its own); without either
+# the test FAILS, never skips. One billingd consumes a fresh usage topic
+# and serves the API (api.events defaults to kafka then):
+#   - valid events are answered 202 "queued" (as doc/openapi.yaml says),
+#     an invalid one "rejected" with the pipeline's reason, kept at once
+#     in the dead-letter table (source api:key<ID>:<index>) and on the
+#     dead-letter topic (read back with Kafka's console consumer);
+#   - the consumer stores the queued events exactly once (waited for by
+#     polling the database, bounded), and the account's balance moves by
+#     their charge;
+#   - the same POST again: 202 again, and once the consumer has read past
+#     those records (its committed offset, polled) nothing is stored twice
+#     and the balance has not moved; a used id with other content is
+#     queued, then the consumer's conflict in the dead-letter table;
+#   - a second billingd whose broker cannot be reached (an unreachable
+#     bootstrap, api.produce_ms=1500): 503 with Retry-After, every valid
+#     event listed in not_queued, the invalid one still in the dead-letter
+#     table; the same body sent to the first billingd afterwards: stored
+#     once (nothing lost);
+#   - events of another account from a key bound to one: rejected, never
+#     produced; length-delimited protobuf through Kafka stored as the
+#     same events as JSON;
+#   - every billingd exits 0 on SIGTERM; no sanitizer report.
+# Prints a Check-style summary line.
+set -u
+builddir=$(cd "${top_builddir:-..}" && pwd) || exit 99
+srcdir=$(cd "${top_srcdir:-..}" && pwd) || exit 99
+billing="${BILLING_TEST_WRAP:-} $builddir/billing/billing"
+billingd="$builddir/billingd/billingd"
+demo_month="$builddir/bench/demo_month"
+ex="$srcdir/examples/gpu-cloud"
+spec="$srcdir/doc/openapi.yaml"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/billing-api-kafka.XXXXXX") || exit 99
+db="billing_apik_$$"
+topic="api-usage-$$-$(date +%s)"
+pids=""
+
+. "$srcdir/tests/checklib.sh"
+
+if [ -z "${BILLING_PG_CONNINFO:-}" ] || [ -z "${BILLING_KAFKA_BROKERS:-}" ]; then
+    check "BILLING_PG_CONNINFO and BILLING_KAFKA_BROKERS are set (scripts/services.sh start && . var/services.env)" fail
+    finish
+fi
+if ! command -v curl >/dev/null || ! python3 -c "import jsonschema, yaml" 2>/dev/null; then
+    check "curl, python3-jsonschema and python3-yaml are installed (scripts/install-deps.sh)" fail
+    finish
+fi
+base=$BILLING_PG_CONNINFO
+cleanup() {
+    if [ "$failures" -gt 0 ]; then
+        for f in "$tmp"/billingd-*.log; do
+            [ -f "$f" ] && echo "---- $(basename "$f") (last lines)" && tail -40 "$f"
+        done
+    fi
+    for p in $pids; do
+        kill "$p" 2>/dev/null
+    done
+    for p in $pids; do
+        wait "$p" 2>/dev/null
+    done
+    psql "$base dbname=postgres" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 99' INT TERM
+psql "$base dbname=postgres" -qc "CREATE DATABASE $db" >/dev/null || exit 99
+BILLING_PG_CONNINFO="$base dbname=$db"
+export BILLING_PG_CONNINFO
+sql() {
+    psql "$BILLING_PG_CONNINFO" -XAtc "$1"
+}
+$billing db migrate >/dev/null || exit 99
+$billing load --pricebook "$ex/pricebook.json" --accounts "$ex/accounts.json" >/dev/null || exit 99
+for t in "$topic" "$topic-dead"; do
+    "$demo_month" topic --partitions 2 "$BILLING_KAFKA_BROKERS" "$t" >/dev/null || exit 99
+done
+writer=$($billing apikey create --scope events:write) || exit 99
+writer_id=$(echo "$writer" | cut -d_ -f2)
+bound=$($billing apikey create --scope events:write --account lab-a) || exit 99
+admin=$($billing apikey create --scope admin) || exit 99
+
+# start NAME SETTING...: billingd with the API on a port the system picks;
+# sets $url and $pid. Waits (bounded) for its api_listening line.
+start() {
+    name=$1
+    shift
+    log="$tmp/billingd-$name.log"
+    : >"$log"
+    # shellcheck disable=SC2086
+    ${BILLING_TEST_WRAP:-} "$billingd" --set "db=$BILLING_PG_CONNINFO" --set api.listen=127.0.0.1:0 \
+        --set http.listen= "$@" 2>"$log" &
+    pid=$!
+    pids="$pids $pid"
+    port=""
+    i=0
+    while [ $i -lt 600 ] && [ -z "$port" ]; do
+        port=$(sed -n 's/.*event=api_listening .*port=\([0-9][0-9]*\).*/\1/p' "$log")
+        if [ -z "$port" ]; then
+            kill -0 "$pid" 2>/dev/null || break
+            i=$((i + 1))
+            sleep 0.05
+        fi
+    done
+    if [ -z "$port" ]; then
+        check "billingd ($name) serves the API" fail "$(tail -5 "$log")"
+        finish
+    fi
+    url="http://127.0.0.1:$port"
+}
+
+# api NAME STATUS PATH KEY [CURL-ARGS...]: one POST (GET with -G); the
+# answer (in $tmp/hdr, $tmp/body) has STATUS and matches doc/openapi.yaml.
+api() {
+    name=$1
+    want=$2
+    path=$3
+    key=$4
+    shift 4
+    method=POST
+    [ "${1:-}" = -G ] && method=GET
+    curl -sS -D "$tmp/hdr" -o "$tmp/body" -H "Authorization: Bearer $key" "$@" "$url$path" 2>"$tmp/err"
+    got=$(sed -n 's/^HTTP\/[0-9.]* \([0-9]*\).*/\1/p' "$tmp/hdr" | tail -1)
+    if [ "$got" != "$want" ]; then
+        check "$name: $method $path is $want" fail "got '$got': $(head -c 400 "$tmp/body") $(cat "$tmp/err")"
+    elif ! python3 "$srcdir/tests/openapi-check.py" "$spec" "$method" "$path" "$tmp/hdr" \
+        "$tmp/body" 2>"$tmp/err"; then
+        check "$name: $method $path is $want" fail "not as doc/openapi.yaml says: $(cat "$tmp/err")"
+    else
+        check "$name: $method $path is $want, as doc/openapi.yaml says" ok
+    fi
+}
+jv() {
+    python3 -c "import json, sys; d = json.load(open(sys.argv[1])); r = ($1); print(r)" "$tmp/body"
+}
+expect_eq() {
+    if [ "$2" = "$3" ]; then
+        check "$1" ok
+    else
+        check "$1" fail "got '$2', want '$3'"
+    fi
+}
+# until_sql NAME QUERY WANT: poll QUERY (bounded: 60 s) until it prints WANT.
+until_sql() {
+    i=0
+    got=$(sql "$2")
+    while [ "$got" != "$3" ] && [ $i -lt 600 ]; do
+        sleep 0.1
+        i=$((i + 1))
+        got=$(sql "$2")
+    done
+    expect_eq "$1" "$got" "$3"
+}
+# The charges of lab-a's current month, as the API answers them.
+subtotal() {
+    curl -sS -H "Authorization: Bearer $admin" "$url/v1/accounts/lab-a/balance" |
+        python3 -c "import json, sys; print(json.load(sys.stdin)['subtotal'])"
+}
+
+# Two events of lab-a in the current month (the balance's) and an invalid one.
+python3 - "$tmp/events.jsonl" "$tmp/other.jsonl" <<'EOF' || exit 99
+import json, sys, time
+now = int(time.time()) // 3600 * 3600
+iso = lambda t: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+ev = lambda i, acc, h: {"id": "k-%d" % i, "account": acc, "resource": "i-k%d" % i, "meter": "gpu",
+                        "start": iso(now - 3 * 3600), "end": iso(now - (3 - h) * 3600),
+                        "quantity": "1", "model": "RTX4090", "region": "cn-east-1"}
+with open(sys.argv[1], "w") as f:
+    f.write(json.dumps(ev(1, "lab-a", 1)) + "\n")
+    f.write(json.dumps(ev(2, "lab-a", 2)) + "\n")
+    bad = ev(3, "lab-a", 1)
+    bad["end"] = bad["start"]
+    f.write(json.dumps(bad) + "\n")
+with open(sys.argv[2], "w") as f:
+    f.write(json.dumps(ev(4, "team-c", 1)) + "\n")
+EOF
+
+# Bad settings stop billingd at start (status 3), naming the key.
+"$billingd" --set "db=$BILLING_PG_CONNINFO" --set api.listen=127.0.0.1:0 --set api.events=files \
+    >/dev/null 2>"$tmp/err"
+expect_eq "api.events=files refused" "$?:$(grep -c "key 'api.events': need store or kafka" "$tmp/err")" "3:1"
+"$billingd" --set "db=$BILLING_PG_CONNINFO" --set api.listen=127.0.0.1:0 --set api.events=kafka \
+    >/dev/null 2>"$tmp/err"
+expect_eq "api.events=kafka without a topic refused" \
+    "$?:$(grep -c "api.events=kafka: set api.events_topic (or topics)" "$tmp/err")" "3:1"
+
+start consumer --set "topics=$topic" --set "group=api-kafka-$$" --set "dead_letter_topic=$topic-dead" \
+    --set "kafka.bootstrap.servers=$BILLING_KAFKA_BROKERS" --set batch.linger.ms=20
+consumer_url=$url
+grep -q "event=api_events_kafka topic=$topic " "$tmp/billingd-consumer.log"
+[ $? -eq 0 ] && r=ok || r=fail
+check "with topics, api.events defaults to kafka on the first topic" $r "$(grep api_events "$tmp/billingd-consumer.log")"
+before=$(subtotal)
+
+api "events through Kafka" 202 /v1/events "$writer" -H "Content-Type: application/x-ndjson" \
+    --data-binary "@$tmp/events.jsonl"
+expect_eq "202: two queued, the invalid one rejected with the pipeline's reason" \
+    "$(jv '(d["events"], d["queued"], d["rejected"], [(r["status"], r.get("id")) for r in d["results"]], d["results"][2]["reason_code"], d["results"][2]["reason"])')" \
+    "(3, 2, 1, [('queued', 'k-1'), ('queued', 'k-2'), ('rejected', 'k-3')], 'invalid', \"event 'k-3': field 'end' must be after 'start'\")"
+expect_eq "the invalid event is in the dead-letter table at once, with its source" \
+    "$(sql "SELECT source, event_id, reason_code FROM billing.rejected_events")" \
+    "api:key$writer_id:2|k-3|invalid"
+# The dead-letter topic holds it too, with the reason in its headers: read
+# with Kafka's own console consumer, from the jars scripts/kafka.sh runs
+# the broker from.
+cache=${BILLING_CACHE:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/billing}
+libs=$(ls -d "$cache"/kafka-*/libs 2>/dev/null | tail -1)
+if [ -z "$libs" ] || ! command -v java >/dev/null; then
+    check "the dead-letter topic has the invalid event" fail "no Kafka jars in $cache (scripts/kafka.sh start)"
+else
+    timeout -k 5 90 java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -cp "$libs/*" \
+        org.apache.kafka.tools.consumer.ConsoleConsumer --bootstrap-server "$BILLING_KAFKA_BROKERS" \
+        --topic "$topic-dead" --from-beginning --max-messages 1 --timeout-ms 60000 \
+        --property print.headers=true >"$tmp/dead" 2>"$tmp/dead.err"
+    if grep -q 'billing.reason_code:invalid' "$tmp/dead" && grep -q '"k-3"' "$tmp/dead"; then
+        check "the dead-letter topic has the invalid event, its reason in the headers" ok
+    else
+        check "the dead-letter topic has the invalid event, its reason in the headers" fail \
+            "$(head -c 600 "$tmp/dead") $(tail -3 "$tmp/dead.err")"
+    fi
+fi
+until_sql "the consumer stored the queued events" \
+    "SELECT count(*) FROM billing.usage_events WHERE event_id IN ('k-1', 'k-2')" 2
+after=$(subtotal)
+expect_eq "lab-a's charges this month moved by 3 hours of RTX4090" \
+    "$(python3 -c "from decimal import Decimal as D; import sys; print(D(sys.argv[2]) - D(sys.argv[1]) > 0)" "$before" "$after")" "True"
+
+api "the same events again" 202 /v1/events "$writer" -H "Content-Type: application/x-ndjson" \
+    --data-binary "@$tmp/events.jsonl"
+# The consumer has read the 4 records once its committed offsets sum to 4.
+until_sql "the consumer read the repeated records" \
+    "SELECT coalesce(sum(next_offset), 0) FROM billing.kafka_offsets WHERE topic = '$topic'" 4
+expect_eq "the same events again: nothing stored twice" \
+    "$(sql "SELECT count(*) FROM billing.usage_events WHERE event_id IN ('k-1', 'k-2')")" 2
+expect_eq "the same events again: the charges did not move" "$(subtotal)" "$after"
+
+# A used id with other content: queued (the API cannot know), then the
+# consumer's conflict, in the dead-letter table with its kafka: source.
+head -1 "$tmp/events.jsonl" | sed 's/"quantity": "1"/"quantity": "7"/' >"$tmp/changed.jsonl"
+api "a used id with other content" 202 /v1/events "$writer" -H "Content-Type: application/x-ndjson" \
+    --data-binary "@$tmp/changed.jsonl"
+until_sql "a used id with other content: the consumer's conflict, in the dead-letter table" \
+    "SELECT reason_code || ' ' || (source LIKE 'kafka:$topic/%') FROM billing.rejected_events WHERE event_id = 'k-1'" \
+    "conflict true"
+expect_eq "a used id with other content: stored nothing" \
+    "$(sql "SELECT count(*) FROM billing.usage_events WHERE event_id = 'k-1'")" 1
+
+api "a bound key sending another account's event" 202 /v1/events "$bound" \
+    -H "Content-Type: application/x-ndjson" --data-binary "@$tmp/other.jsonl"
+expect_eq "a bound key's event of another account: rejected, not queued" \
+    "$(jv '(d["queued"], d["results"][0]["status"], d["results"][0]["reason"])')" \
+    "(0, 'rejected', 'account: this key may send events of its own account only')"
+
+# A broker that cannot be reached: nothing queued, 503, nothing lost.
+start nobroker --set api.events=kafka --set "api.events_topic=$topic" \
+    --set kafka.bootstrap.servers=127.0.0.1:9 --set api.produce_ms=1500
+nobroker_pid=$pid
+sed 's/"k-\([0-9]\)"/"n-\1"/' "$tmp/events.jsonl" >"$tmp/new.jsonl"
+api "events while the broker is unreachable" 503 /v1/events "$writer" \
+    -H "Content-Type: application/x-ndjson" --data-binary "@$tmp/new.jsonl"
+expect_eq "503: the valid events listed as not queued, the invalid one rejected" \
+    "$(jv '(d["not_queued"], [r["status"] for r in d["results"]])')" \
+    "([0, 1], ['not_queued', 'not_queued', 'rejected'])"
+grep -qi '^Retry-After: [0-9]' "$tmp/hdr"
+[ $? -eq 0 ] && r=ok || r=fail
+check "503 has Retry-After" $r
+expect_eq "503: the invalid event is kept in the dead-letter table all the same" \
+    "$(sql "SELECT count(*) FROM billing.rejected_events WHERE event_id = 'n-3'")" 1
+kill "$nobroker_pid"
+wait "$nobroker_pid"
+expect_eq "billingd without a broker exits 0 on SIGTERM" "$?" 0
+url=$consumer_url
+api "the same events once the broker is back" 202 /v1/events "$writer" \
+    -H "Content-Type: application/x-ndjson" --data-binary "@$tmp/new.jsonl"
+until_sql "nothing lost: the events stored once" \
+    "SELECT count(*) FROM billing.usage_events WHERE event_id IN ('n-1', 'n-2')" 2
+
+# Length-delimited protobuf through Kafka: k-1 and k-2 again under ids
+# p-1 and p-2, stored as the same events (the rows compared).
+python3 - "$tmp/events.jsonl" "$tmp/events.pb" <<'EOF' || exit 99
+import calendar, json, sys, time
+def varint(n):
+    out = b""
+    while True:
+        b, n = n & 0x7F, n >> 7
+        out += bytes([b | (0x80 if n else 0)])
+        if not n:
+            return out
+def text(num, s):
+    data = s.encode()
+    return varint(num << 3 | 2) + varint(len(data)) + data
+def stamp(num, s):
+    inner = varint(1 << 3) + varint(calendar.timegm(time.strptime(s, "%Y-%m-%dT%H:%M:%SZ")))
+    return varint(num << 3 | 2) + varint(len(inner)) + inner
+body = b""
+for line in open(sys.argv[1]).readlines()[:2]:
+    e = json.loads(line)
+    m = (text(1, e["id"].replace("k-", "p-")) + text(2, e["account"]) + text(3, e["resource"])
+         + varint(4 << 3) + varint(1) + stamp(5, e["start"]) + stamp(6, e["end"])
+         + text(7, e["quantity"]) + text(8, e["model"]) + text(9, e["region"]))
+    body += varint(len(m)) + m
+open(sys.argv[2], "wb").write(body)
+EOF
+api "protobuf through Kafka" 202 /v1/events "$writer" -H "Content-Type: application/x-protobuf" \
+    --data-binary "@$tmp/events.pb"
+until_sql "protobuf through Kafka: stored as the same events as JSON" \
+    "SELECT count(*) FROM billing.usage_events p JOIN billing.usage_events k
+       ON k.event_id = replace(p.event_id, 'p-', 'k-') AND (k.account_id, k.resource_id, k.meter,
+          k.start_time, k.end_time, k.quantity) = (p.account_id, p.resource_id, p.meter,
+          p.start_time, p.end_time, p.quantity)
+     WHERE p.event_id IN ('p-1', 'p-2')" 2
+
+for p in $pids; do
+    kill "$p" 2>/dev/null
+done
+rc=0
+for p in $pids; do
+    wait "$p" 2>/dev/null
+    s=$?
+    [ "$s" -eq 0 ] || [ "$s" -eq 127 ] || rc=$s
+done
+pids=""
+expect_eq "every billingd exits 0 on SIGTERM" "$rc" 0
+if grep -l "ERROR: AddressSanitizer\|runtime error:\|LeakSanitizer" "$tmp"/billingd-*.log >/dev/null 2>&1; then
+    check "no sanitizer report in billingd's logs" fail "$(grep -h -A5 "Sanitizer\|runtime error" "$tmp"/billingd-*.log | head -20)"
+else
+    check "no sanitizer report in billingd's logs" ok
+fi
+finish
