@@ -44,7 +44,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "rate.h"
+#include "rate_ctx.h"
 #include "util.h"
 
 /*
