@@ -194,7 +194,7 @@ static void choice_text(const char *words, char *out, size_t size)
         bar = strchr(words, '|');
         len = bar != NULL ? (int)(bar - words) : (int)strlen(words);
         n += (size_t)snprintf(out + n, size - n, "%.*s%s", len, words,
-                              bar == NULL                 ? ""
+                              bar == NULL                    ? ""
                               : strchr(bar + 1, '|') != NULL ? ", "
                                                              : " or ");
         if (bar == NULL)
@@ -229,8 +229,8 @@ static int convert(const char *cmd, const cli_option *o, const char *arg, cli_va
             return CLI_EXIT_OK;
         size_text(o->min, lo, sizeof(lo));
         size_text(o->max, hi, sizeof(hi));
-        return cli_usage_error(cmd, "%s '%s': expected %s from %s to %s (suffix K, M or G)",
-                               name, arg, o->what, lo, hi);
+        return cli_usage_error(cmd, "%s '%s': expected %s from %s to %s (suffix K, M or G)", name,
+                               arg, o->what, lo, hi);
     case CLI_ARG_CHOICE:
         v->choice = choice_index(o->what, arg);
         if (v->choice >= 0)
@@ -316,8 +316,7 @@ static void refused_option(char **argv, char *out, size_t size)
  * typed: "--jobs", or "-j/--jobs" for the short form (both, so that the
  * message reads the same to a script that looks for the long name).
  */
-static const cli_option *returned_row(const cli_option *const *rows, int n, int opt,
-                                      int longindex)
+static const cli_option *returned_row(const cli_option *const *rows, int n, int opt, int longindex)
 {
     int i;
 
@@ -401,8 +400,8 @@ int cli_parse(const char *cmd, unsigned bit, int argc, char **argv, cli_take_fn 
     return CLI_EXIT_OK;
 }
 
-int cli_verb_parse(const char *cmd, unsigned bit, const char *const *verbs, int argc,
-                   char **argv, cli_take_fn take, void *ctx, int *verb, int *first_arg)
+int cli_verb_parse(const char *cmd, unsigned bit, const char *const *verbs, int argc, char **argv,
+                   cli_take_fn take, void *ctx, int *verb, int *first_arg)
 {
     int rc;
     int i;

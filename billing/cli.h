@@ -21,12 +21,12 @@
 
 /* Exit codes of every subcommand; billing(1) documents them. */
 enum {
-    CLI_EXIT_OK = 0,        /* success */
-    CLI_EXIT_REJECTED = 1,  /* some input records were rejected (output still printed) */
-    CLI_EXIT_USAGE = 2,     /* bad command line */
-    CLI_EXIT_INPUT = 3,     /* unreadable or invalid input or configuration */
-    CLI_EXIT_INTERNAL = 4,  /* out of memory or internal error */
-    CLI_EXIT_DATABASE = 5   /* database unreachable, failing, or at the wrong schema version */
+    CLI_EXIT_OK = 0,       /* success */
+    CLI_EXIT_REJECTED = 1, /* some input records were rejected (output still printed) */
+    CLI_EXIT_USAGE = 2,    /* bad command line */
+    CLI_EXIT_INPUT = 3,    /* unreadable or invalid input or configuration */
+    CLI_EXIT_INTERNAL = 4, /* out of memory or internal error */
+    CLI_EXIT_DATABASE = 5  /* database unreachable, failing, or at the wrong schema version */
 };
 
 typedef struct cli_command {
@@ -36,9 +36,9 @@ typedef struct cli_command {
 } cli_command;
 
 /* Bounds of option values the table (options.c) and the commands share. */
-#define CLI_LIMIT_MAX 100000000L  /* --limit of invoice list|export and rejected list */
-#define CLI_BATCH_MAX 50000       /* ingest --batch: records per transaction */
-#define CLI_EXPORT_JOBS_MAX 64    /* invoice export -j: connections */
+#define CLI_LIMIT_MAX 100000000L /* --limit of invoice list|export and rejected list */
+#define CLI_BATCH_MAX 50000      /* ingest --batch: records per transaction */
+#define CLI_EXPORT_JOBS_MAX 64   /* invoice export -j: connections */
 
 /* The subcommands, as bits: a row of the option table names those that take it. */
 enum {
@@ -55,8 +55,8 @@ enum {
 };
 
 /* The database commands: those that take --db. */
-#define CLI_CMD_WITH_DB                                                                        \
-    (CLI_CMD_ACCOUNT | CLI_CMD_APIKEY | CLI_CMD_CLOSE | CLI_CMD_DB | CLI_CMD_INGEST |          \
+#define CLI_CMD_WITH_DB                                                               \
+    (CLI_CMD_ACCOUNT | CLI_CMD_APIKEY | CLI_CMD_CLOSE | CLI_CMD_DB | CLI_CMD_INGEST | \
      CLI_CMD_INVOICE | CLI_CMD_LOAD | CLI_CMD_REJECTED | CLI_CMD_RERATE)
 
 /*
@@ -65,15 +65,15 @@ enum {
  * and the message of a bad one names the option and the value.
  */
 typedef enum cli_arg {
-    CLI_ARG_BOOL,     /* none: the option is a switch */
-    CLI_ARG_STRING,   /* text the command checks itself (an id, a connection string) */
-    CLI_ARG_FILE,     /* a path (a file, or a directory), opened by the command */
-    CLI_ARG_COUNT,    /* a whole number from 1 to the row's max (cli_count): value.n */
-    CLI_ARG_MONTH,    /* YYYY-MM, 1900-01..2199-12: value.month = year * 12 + month - 1 */
-    CLI_ARG_SIZE,     /* bytes, suffix K, M or G (powers of 1024), min..max: value.n */
-    CLI_ARG_CHOICE,   /* one of the row's words ("json|table|csv"): value.choice, its index */
-    CLI_ARG_INSTANT,  /* an RFC 3339 instant with an offset: value.instant */
-    CLI_ARG_DURATION  /* 3d, 12h, 30m, 45s or 0, at most 3660 days: value.seconds */
+    CLI_ARG_BOOL,    /* none: the option is a switch */
+    CLI_ARG_STRING,  /* text the command checks itself (an id, a connection string) */
+    CLI_ARG_FILE,    /* a path (a file, or a directory), opened by the command */
+    CLI_ARG_COUNT,   /* a whole number from 1 to the row's max (cli_count): value.n */
+    CLI_ARG_MONTH,   /* YYYY-MM, 1900-01..2199-12: value.month = year * 12 + month - 1 */
+    CLI_ARG_SIZE,    /* bytes, suffix K, M or G (powers of 1024), min..max: value.n */
+    CLI_ARG_CHOICE,  /* one of the row's words ("json|table|csv"): value.choice, its index */
+    CLI_ARG_INSTANT, /* an RFC 3339 instant with an offset: value.instant */
+    CLI_ARG_DURATION /* 3d, 12h, 30m, 45s or 0, at most 3660 days: value.seconds */
 } cli_arg;
 
 /*
@@ -225,8 +225,8 @@ int cli_parse(const char *cmd, unsigned bit, int argc, char **argv, cli_take_fn 
  * @verbs (its index into *@verb) or --help; the options follow it.
  * *@first_arg indexes argv. Returns as cli_parse (-1 for --help).
  */
-int cli_verb_parse(const char *cmd, unsigned bit, const char *const *verbs, int argc,
-                   char **argv, cli_take_fn take, void *ctx, int *verb, int *first_arg);
+int cli_verb_parse(const char *cmd, unsigned bit, const char *const *verbs, int argc, char **argv,
+                   cli_take_fn take, void *ctx, int *verb, int *first_arg);
 
 /*
  * cli_help_options - the option list of @bit's --help on @out: each row

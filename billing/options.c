@@ -20,7 +20,8 @@
 #include "rate.h"
 
 /* Continuation lines of --db's help: shared by the rows below. */
-#define DB_HELP "libpq connection string or URI (default:\n$BILLING_PG_CONNINFO, else the PG* variables)"
+#define DB_HELP \
+    "libpq connection string or URI (default:\n$BILLING_PG_CONNINFO, else the PG* variables)"
 
 /* clang-format off */
 const cli_option cli_options[] = {

@@ -50,7 +50,7 @@ typedef enum { OUT_JSON, OUT_TABLE, OUT_CSV } out_format;
 #define BOOKS_MAX 16
 
 typedef struct rate_opts {
-    const char *pricebook;          /* the first --pricebook's file, or the example's */
+    const char *pricebook;           /* the first --pricebook's file, or the example's */
     const char *book_ids[BOOKS_MAX]; /* --pricebook ID=FILE: ID (NULL for a plain FILE) */
     const char *book_paths[BOOKS_MAX];
     char book_id_buf[BOOKS_MAX][130]; /* the ids, copied out of the arguments */

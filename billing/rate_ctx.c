@@ -60,8 +60,7 @@ int rate_for_each_account(rate_ctx *c, rate_account_fn fn, void *arg)
     int rc = CLI_EXIT_OK;
 
     for (b = 0; rc == CLI_EXIT_OK && b < c->n_books; b++) {
-        for (a = 0; rc == CLI_EXIT_OK && a < billing_rater_account_count(c->books[b].rater);
-             a++) {
+        for (a = 0; rc == CLI_EXIT_OK && a < billing_rater_account_count(c->books[b].rater); a++) {
             account = billing_rater_account_id(c->books[b].rater, a);
             if (c->opts.account != NULL && strcmp(account, c->opts.account) != 0)
                 continue;

@@ -34,11 +34,11 @@ typedef struct rate_counts {
 
 /* An event file, as the dedupe needs to know it. */
 struct source {
-    char *name;       /* in messages */
+    char *name; /* in messages */
     bc_format format;
-    int reread;       /* a regular file: events are read again, not kept */
-    struct stat st;   /* ... and what it was, to notice a change */
-    int fd;           /* open to read events again, or -1 */
+    int reread;     /* a regular file: events are read again, not kept */
+    struct stat st; /* ... and what it was, to notice a change */
+    int fd;         /* open to read events again, or -1 */
 };
 
 /* One price book: its catalog (with the accounts naming it) and its rater. */
@@ -69,7 +69,7 @@ typedef struct rate_ctx {
     rate_counts counts;
     rate_book books[BOOKS_MAX];
     int n_books;
-    billing_catalog *cat;  /* the book of the account at hand (rate_use_account) */
+    billing_catalog *cat; /* the book of the account at hand (rate_use_account) */
     billing_rater *rater;
     rate_total totals[BOOKS_MAX];
     int n_totals;
@@ -87,9 +87,9 @@ typedef struct rate_ctx {
     /* -j: the thread closing the workers' dedupe files while invoices are written (teardown joins it) */
     pthread_t reaper;
     int reaper_started;
-    uint32_t src;          /* index of the file being read */
-    struct source *srcs;   /* per file */
-    int open_fds;          /* files open to read events again */
+    uint32_t src;        /* index of the file being read */
+    struct source *srcs; /* per file */
+    int open_fds;        /* files open to read events again */
     char example_dir[PATH_LEN];
     char example_pricebook[PATH_LEN];
     char example_accounts[PATH_LEN];
@@ -133,8 +133,8 @@ int rate_parallel(rate_ctx *c);
 /* rate_repeats.c */
 
 /* rate_fetch - a bc_dedupe_fetch_fn (@arg: the rate_ctx): read an event again from its file. */
-int rate_fetch(void *arg, const bc_dedupe_where *w, const char *id, unsigned char *buf,
-               size_t *len, char *err, size_t errsize);
+int rate_fetch(void *arg, const bc_dedupe_where *w, const char *id, unsigned char *buf, size_t *len,
+               char *err, size_t errsize);
 
 /* rate_take_back - a bc_dedupe_fn (@arg: the rate_ctx): take a later occurrence back. */
 int rate_take_back(void *arg, const bc_dedupe_hit *hit);

@@ -76,12 +76,12 @@ static int read_again(rate_ctx *c, int fd, const struct source *s, const bc_dedu
     char e[ERR_MAX];
     int ok;
 
-    ok = bytes != NULL &&
-         bc_record_bytes_at(fd, s->format, w->offset, bytes, BC_JSONL_LINE_MAX + 1, &n) == 0 &&
-         bc_hash_check(bytes, n) == w->check &&
-         bc_event_read_at(fd, s->format, w->offset, c->ev, &parsed, e, sizeof(e)) ==
-             BC_READ_EVENT &&
-         parsed == bc_hash_bytes(bytes, n) && strcmp(billing_event_id(c->ev), id) == 0;
+    ok =
+        bytes != NULL &&
+        bc_record_bytes_at(fd, s->format, w->offset, bytes, BC_JSONL_LINE_MAX + 1, &n) == 0 &&
+        bc_hash_check(bytes, n) == w->check &&
+        bc_event_read_at(fd, s->format, w->offset, c->ev, &parsed, e, sizeof(e)) == BC_READ_EVENT &&
+        parsed == bc_hash_bytes(bytes, n) && strcmp(billing_event_id(c->ev), id) == 0;
     free(bytes);
     return ok ? 0 : -1;
 }
@@ -90,8 +90,8 @@ static int read_again(rate_ctx *c, int fd, const struct source *s, const bc_dedu
  * Read an event again from its file (a bc_dedupe_fetch_fn), check that
  * its bytes are those rated, and encode it.
  */
-int rate_fetch(void *arg, const bc_dedupe_where *w, const char *id, unsigned char *buf,
-               size_t *len, char *err, size_t errsize)
+int rate_fetch(void *arg, const bc_dedupe_where *w, const char *id, unsigned char *buf, size_t *len,
+               char *err, size_t errsize)
 {
     rate_ctx *c = arg;
     const struct source *s = &c->srcs[w->src];
@@ -133,10 +133,9 @@ static void keep_conflict(rate_ctx *c, const bc_dedupe_hit *hit, const char *rea
     size_t len = 0;
     int fd = buf != NULL ? fetch_fd(c, hit->where.src, err, sizeof(err)) : -1;
 
-    if (fd >= 0 && bc_record_bytes_at(fd, s->format, hit->where.offset, buf, BC_JSONL_LINE_MAX + 1,
-                                      &len) == 0)
-        rejects_write(c->rejects, s->name, s->format, hit->where.pos, reason, buf, len,
-                      s->format);
+    if (fd >= 0 &&
+        bc_record_bytes_at(fd, s->format, hit->where.offset, buf, BC_JSONL_LINE_MAX + 1, &len) == 0)
+        rejects_write(c->rejects, s->name, s->format, hit->where.pos, reason, buf, len, s->format);
     else
         rejects_write(c->rejects, s->name, s->format, hit->where.pos, reason, hit->event,
                       hit->event_len, BC_FORMAT_PROTOBUF);
@@ -190,8 +189,8 @@ static void say_dedupe_stats(const rate_ctx *c, bc_dedupe *const *sets, size_t n
 
     bc_dedupe_get_stats_many(sets, n_sets, &st);
     cli_error("dedupe: %" PRIu64 " events remembered (%" PRIu64 " kept whole, %" PRIu64
-              " read again) in %zu KiB of memory; %" PRIu64 " runs, %" PRIu64
-              " merges, %" PRIu64 " bytes written to temporary files in %s",
+              " read again) in %zu KiB of memory; %" PRIu64 " runs, %" PRIu64 " merges, %" PRIu64
+              " bytes written to temporary files in %s",
               st.records, st.stored, st.fetched, c->opts.dedupe_memory >> 10, st.runs, st.merges,
               st.spilled, rate_temp_dir(&c->opts));
 }

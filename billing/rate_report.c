@@ -16,9 +16,9 @@
 static json_t *summary_json(const rate_counts *n)
 {
     return json_pack("{s:I, s:I, s:I, s:I, s:I}", "events_read", (json_int_t)n->read,
-                     "events_rated", (json_int_t)n->rated, "duplicates",
-                     (json_int_t)n->duplicates, "rejected", (json_int_t)n->rejected,
-                     "subscriptions_rejected", (json_int_t)n->subs_rejected);
+                     "events_rated", (json_int_t)n->rated, "duplicates", (json_int_t)n->duplicates,
+                     "rejected", (json_int_t)n->rejected, "subscriptions_rejected",
+                     (json_int_t)n->subs_rejected);
 }
 
 /* The summary, with where the rejected records went (--rejects) and what came after --at. */

@@ -70,8 +70,8 @@ static int load_book(rate_ctx *c, rate_book *b)
     }
     /* The price book first, so that each subscription is checked against it when added. */
     if (billing_config_pricebook_load(b->cat, b->path, err, sizeof(err)) != 0 ||
-        billing_config_accounts_load_book(b->cat, c->zones, c->opts.accounts, b->id, reject_subscription, c,
-                              err, sizeof(err)) != 0) {
+        billing_config_accounts_load_book(b->cat, c->zones, c->opts.accounts, b->id,
+                                          reject_subscription, c, err, sizeof(err)) != 0) {
         cli_error("%s", err);
         return CLI_EXIT_INPUT;
     }
@@ -108,9 +108,9 @@ static int load_books(rate_ctx *c)
     c->rater = c->books[0].rater;
     c->accinfo = rate_accounts_load(c->opts.accounts, err, sizeof(err));
     if (c->accinfo == NULL ||
-        (c->opts.n_books > 1 && rate_accounts_check_books(c->accinfo, c->opts.book_ids,
-                                                          c->opts.n_books, c->opts.accounts, err,
-                                                          sizeof(err)) != 0)) {
+        (c->opts.n_books > 1 &&
+         rate_accounts_check_books(c->accinfo, c->opts.book_ids, c->opts.n_books, c->opts.accounts,
+                                   err, sizeof(err)) != 0)) {
         cli_error("%s", err);
         return CLI_EXIT_INPUT;
     }
@@ -157,8 +157,7 @@ static int setup(rate_ctx *c)
     for (i = 0; i < c->opts.n_files; i++)
         c->srcs[i].fd = -1;
     if (c->opts.dedupe) {
-        c->dedupe =
-            bc_dedupe_new(c->opts.dedupe_memory, rate_temp_dir(&c->opts), err, sizeof(err));
+        c->dedupe = bc_dedupe_new(c->opts.dedupe_memory, rate_temp_dir(&c->opts), err, sizeof(err));
         if (c->dedupe == NULL) {
             cli_error("%s", err);
             return CLI_EXIT_INTERNAL;
@@ -211,9 +210,8 @@ static void locale_thousands(char *out, size_t size)
     const char *sep = loc != (locale_t)0 ? nl_langinfo_l(THOUSEP, loc) : "";
 
     /* '.' groups only where ',' is the decimal point; our decimal point is always '.'. */
-    snprintf(out, size, "%s", sep != NULL && strlen(sep) == 1 && strchr(", '_", sep[0]) != NULL
-                                  ? sep
-                                  : "");
+    snprintf(out, size, "%s",
+             sep != NULL && strlen(sep) == 1 && strchr(", '_", sep[0]) != NULL ? sep : "");
     if (loc != (locale_t)0)
         freelocale(loc);
 }
@@ -257,8 +255,7 @@ static int finish(rate_ctx *c)
                   c->counts.subs_rejected == 1 ? "" : "s");
     if (c->counts.rejected > 0)
         cli_error("%" PRIu64 " of %" PRIu64 " events rejected", c->counts.rejected, c->counts.read);
-    return c->counts.rejected > 0 || c->counts.subs_rejected > 0 ? CLI_EXIT_REJECTED
-                                                                 : CLI_EXIT_OK;
+    return c->counts.rejected > 0 || c->counts.subs_rejected > 0 ? CLI_EXIT_REJECTED : CLI_EXIT_OK;
 }
 
 int rate_run(const rate_opts *o)
