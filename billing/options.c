@@ -75,7 +75,7 @@ const cli_option cli_options[] = {
     {"dedupe-memory", 0, CLI_ARG_SIZE, CLI_CMD_RATE, CLI_OPT_DEDUPE_MEMORY, "SIZE",
      "memory for finding repeated event ids before using\n"
      "temporary files (default 64M; suffix K, M or G)",
-     BC_DEDUPE_MEMORY_MIN, BC_DEDUPE_MEMORY_MAX, "a size"},
+     RATE_DEDUPE_MEMORY_MIN, RATE_DEDUPE_MEMORY_MAX, "a size"},
     {"temp-dir", 0, CLI_ARG_FILE, CLI_CMD_RATE, CLI_OPT_TEMP_DIR, "DIR",
      "where those files go (default: $TMPDIR or /tmp)", 0, 0, NULL},
     {"no-progress", 0, CLI_ARG_BOOL, CLI_CMD_RATE, CLI_OPT_NO_PROGRESS, NULL,

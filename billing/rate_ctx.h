@@ -83,7 +83,7 @@ typedef struct rate_ctx {
     rate_resources res;    /* ... rated again per resource, for the account being printed */
     render_view view;
     char thousands[8];
-    bc_dedupe *dedupe;
+    rate_dedupe *dedupe;
     /* -j: the thread closing the workers' dedupe files while invoices are written (teardown joins it) */
     pthread_t reaper;
     int reaper_started;
@@ -132,12 +132,12 @@ int rate_parallel(rate_ctx *c);
 
 /* rate_repeats.c */
 
-/* rate_fetch - a bc_dedupe_fetch_fn (@arg: the rate_ctx): read an event again from its file. */
-int rate_fetch(void *arg, const bc_dedupe_where *w, const char *id, unsigned char *buf, size_t *len,
-               char *err, size_t errsize);
+/* rate_fetch - a rate_dedupe_fetch_fn (@arg: the rate_ctx): read an event again from its file. */
+int rate_fetch(void *arg, const rate_dedupe_where *w, const char *id, unsigned char *buf,
+               size_t *len, char *err, size_t errsize);
 
-/* rate_take_back - a bc_dedupe_fn (@arg: the rate_ctx): take a later occurrence back. */
-int rate_take_back(void *arg, const bc_dedupe_hit *hit);
+/* rate_take_back - a rate_dedupe_fn (@arg: the rate_ctx): take a later occurrence back. */
+int rate_take_back(void *arg, const rate_dedupe_hit *hit);
 
 /*
  * rate_take_back_repeats - after the last file, find every id rated more
@@ -146,8 +146,8 @@ int rate_take_back(void *arg, const bc_dedupe_hit *hit);
  * wrappers of them) with @arg; with --verbose, say how the dedupe went.
  * Returns an exit code.
  */
-int rate_take_back_repeats(rate_ctx *c, bc_dedupe *const *sets, size_t n_sets,
-                           bc_dedupe_fetch_fn fetch, bc_dedupe_fn fn, void *arg);
+int rate_take_back_repeats(rate_ctx *c, rate_dedupe *const *sets, size_t n_sets,
+                           rate_dedupe_fetch_fn fetch, rate_dedupe_fn fn, void *arg);
 
 /*
  * rate_sequential - read and rate every event file on this thread, then

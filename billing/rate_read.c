@@ -25,15 +25,15 @@
 /* Hand the event just rated to the dedupe. Returns 0 or -1 with a message. */
 static int remember(rate_ctx *c, bc_reader *rd, char *err, size_t errsize)
 {
-    bc_dedupe_where w;
+    rate_dedupe_where w;
     size_t len;
     const unsigned char *rec = bc_reader_record(rd, &len);
 
     w.src = c->src;
     w.pos = bc_reader_position(rd);
     w.offset = bc_reader_offset(rd);
-    w.check = bc_hash_check(rec, len);
-    return bc_dedupe_add(c->dedupe, c->ev, &w, !c->srcs[c->src].reread, err, errsize);
+    w.check = rate_dedupe_hash_check(rec, len);
+    return rate_dedupe_add(c->dedupe, c->ev, &w, !c->srcs[c->src].reread, err, errsize);
 }
 
 /* A record just read is rejected for @reason: counted, said on stderr, and kept with --rejects. */

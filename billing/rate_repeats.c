@@ -63,11 +63,11 @@ static int fetch_fd(rate_ctx *c, uint32_t src, char *err, size_t errsize)
 
 /*
  * Read the event at @w again from @fd into c->ev, as it was rated: its
- * bytes have the check taken when it was rated (bc_hash_check), and the
+ * bytes have the check taken when it was rated (rate_dedupe_hash_check), and the
  * event parsed is read from those same bytes (bc_event_read_at's own hash
  * of what it parsed equals theirs). Returns 0 or -1.
  */
-static int read_again(rate_ctx *c, int fd, const struct source *s, const bc_dedupe_where *w,
+static int read_again(rate_ctx *c, int fd, const struct source *s, const rate_dedupe_where *w,
                       const char *id)
 {
     unsigned char *bytes = malloc(BC_JSONL_LINE_MAX + 1);
@@ -79,7 +79,7 @@ static int read_again(rate_ctx *c, int fd, const struct source *s, const bc_dedu
     ok =
         bytes != NULL &&
         bc_record_bytes_at(fd, s->format, w->offset, bytes, BC_JSONL_LINE_MAX + 1, &n) == 0 &&
-        bc_hash_check(bytes, n) == w->check &&
+        rate_dedupe_hash_check(bytes, n) == w->check &&
         bc_event_read_at(fd, s->format, w->offset, c->ev, &parsed, e, sizeof(e)) == BC_READ_EVENT &&
         parsed == bc_hash_bytes(bytes, n) && strcmp(billing_event_id(c->ev), id) == 0;
     free(bytes);
@@ -87,11 +87,11 @@ static int read_again(rate_ctx *c, int fd, const struct source *s, const bc_dedu
 }
 
 /*
- * Read an event again from its file (a bc_dedupe_fetch_fn), check that
+ * Read an event again from its file (a rate_dedupe_fetch_fn), check that
  * its bytes are those rated, and encode it.
  */
-int rate_fetch(void *arg, const bc_dedupe_where *w, const char *id, unsigned char *buf, size_t *len,
-               char *err, size_t errsize)
+int rate_fetch(void *arg, const rate_dedupe_where *w, const char *id, unsigned char *buf,
+               size_t *len, char *err, size_t errsize)
 {
     rate_ctx *c = arg;
     const struct source *s = &c->srcs[w->src];
@@ -125,7 +125,7 @@ int rate_fetch(void *arg, const bc_dedupe_where *w, const char *id, unsigned cha
  * file, or, for standard input and pipes (kept only encoded), its
  * protobuf encoding.
  */
-static void keep_conflict(rate_ctx *c, const bc_dedupe_hit *hit, const char *reason)
+static void keep_conflict(rate_ctx *c, const rate_dedupe_hit *hit, const char *reason)
 {
     const struct source *s = &c->srcs[hit->where.src];
     unsigned char *buf = s->reread ? malloc(BC_JSONL_LINE_MAX + 1) : NULL;
@@ -142,8 +142,8 @@ static void keep_conflict(rate_ctx *c, const bc_dedupe_hit *hit, const char *rea
     free(buf);
 }
 
-/* A later occurrence of an id (a bc_dedupe_fn): take it back out of the rater. */
-int rate_take_back(void *arg, const bc_dedupe_hit *hit)
+/* A later occurrence of an id (a rate_dedupe_fn): take it back out of the rater. */
+int rate_take_back(void *arg, const rate_dedupe_hit *hit)
 {
     rate_ctx *c = arg;
     char err[ERR_MAX + 2 * PATH_LEN];
@@ -167,7 +167,7 @@ int rate_take_back(void *arg, const bc_dedupe_hit *hit)
         running_forget(c->running, c->ev);
     if (c->kept != NULL)
         running_forget(c->kept, c->ev);
-    if (hit->kind == BC_DEDUPE_DUPLICATE) {
+    if (hit->kind == RATE_DEDUPE_DUPLICATE) {
         c->counts.duplicates++;
         return 0;
     }
@@ -183,11 +183,11 @@ int rate_take_back(void *arg, const bc_dedupe_hit *hit)
 }
 
 /* With --verbose: how the dedupe went, summed over its sets. */
-static void say_dedupe_stats(const rate_ctx *c, bc_dedupe *const *sets, size_t n_sets)
+static void say_dedupe_stats(const rate_ctx *c, rate_dedupe *const *sets, size_t n_sets)
 {
-    bc_dedupe_stats st;
+    rate_dedupe_stats st;
 
-    bc_dedupe_get_stats_many(sets, n_sets, &st);
+    rate_dedupe_get_stats_many(sets, n_sets, &st);
     cli_error("dedupe: %" PRIu64 " events remembered (%" PRIu64 " kept whole, %" PRIu64
               " read again) in %zu KiB of memory; %" PRIu64 " runs, %" PRIu64 " merges, %" PRIu64
               " bytes written to temporary files in %s",
@@ -195,11 +195,11 @@ static void say_dedupe_stats(const rate_ctx *c, bc_dedupe *const *sets, size_t n
               st.spilled, rate_temp_dir(&c->opts));
 }
 
-int rate_take_back_repeats(rate_ctx *c, bc_dedupe *const *sets, size_t n_sets,
-                           bc_dedupe_fetch_fn fetch, bc_dedupe_fn fn, void *arg)
+int rate_take_back_repeats(rate_ctx *c, rate_dedupe *const *sets, size_t n_sets,
+                           rate_dedupe_fetch_fn fetch, rate_dedupe_fn fn, void *arg)
 {
     char err[ERR_MAX];
-    int rc = bc_dedupe_finish_many(sets, n_sets, fetch, fn, arg, err, sizeof(err));
+    int rc = rate_dedupe_finish_many(sets, n_sets, fetch, fn, arg, err, sizeof(err));
 
     if (c->opts.verbose)
         say_dedupe_stats(c, sets, n_sets);

@@ -157,7 +157,8 @@ static int setup(rate_ctx *c)
     for (i = 0; i < c->opts.n_files; i++)
         c->srcs[i].fd = -1;
     if (c->opts.dedupe) {
-        c->dedupe = bc_dedupe_new(c->opts.dedupe_memory, rate_temp_dir(&c->opts), err, sizeof(err));
+        c->dedupe =
+            rate_dedupe_new(c->opts.dedupe_memory, rate_temp_dir(&c->opts), err, sizeof(err));
         if (c->dedupe == NULL) {
             cli_error("%s", err);
             return CLI_EXIT_INTERNAL;
@@ -185,7 +186,7 @@ static void teardown(rate_ctx *c)
     rejects_close(c->rejects, err, sizeof(err));
     if (c->reaper_started)
         pthread_join(c->reaper, NULL);
-    bc_dedupe_destroy(c->dedupe);
+    rate_dedupe_destroy(c->dedupe);
     rate_accounts_destroy(c->accinfo);
     running_destroy(c->running);
     running_destroy(c->kept);
