@@ -172,6 +172,8 @@ static int choice_index(const char *words, const char *arg)
     const char *w = words;
     int i;
 
+    if (strchr(arg, '|') != NULL)
+        return -1;
     for (i = 0; w != NULL; i++) {
         if (strncmp(w, arg, n) == 0 && (w[n] == '|' || w[n] == '\0'))
             return i;
@@ -371,8 +373,16 @@ int cli_parse(const char *cmd, unsigned bit, int argc, char **argv, cli_take_fn 
         cli_error("%s: more than %d options", cmd, CMD_OPTIONS_MAX);
         return CLI_EXIT_INTERNAL;
     }
-    /* Reset getopt's global state: a subcommand may run after another parse. */
+    /*
+     * Reset getopt's global state: a subcommand may run after another
+     * parse. glibc forgets the place inside the last word (a cluster such
+     * as -jx, or the end of a long option) only when optind is 0.
+     */
+#ifdef __GLIBC__
+    optind = 0;
+#else
     optind = 1;
+#endif
     opterr = 0;
     for (;;) {
         longindex = -1;

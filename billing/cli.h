@@ -36,9 +36,10 @@ typedef struct cli_command {
 } cli_command;
 
 /* Bounds of option values the table (options.c) and the commands share. */
-#define CLI_LIMIT_MAX 100000000L /* --limit of invoice list|export and rejected list */
-#define CLI_BATCH_MAX 50000      /* ingest --batch: records per transaction */
-#define CLI_EXPORT_JOBS_MAX 64   /* invoice export -j: connections */
+#define CLI_LIMIT_MAX 100000000L   /* --limit of invoice list|export and rejected list */
+#define CLI_BATCH_MAX 50000        /* ingest --batch: records per transaction */
+#define CLI_EXPORT_JOBS_MAX 64     /* invoice export -j: connections */
+#define CLI_DEFAULT_BOOK "default" /* --book of load, close and rerate when not given */
 
 /* The subcommands, as bits: a row of the option table names those that take it. */
 enum {
@@ -73,7 +74,7 @@ typedef enum cli_arg {
     CLI_ARG_SIZE,    /* bytes, suffix K, M or G (powers of 1024), min..max: value.n */
     CLI_ARG_CHOICE,  /* one of the row's words ("json|table|csv"): value.choice, its index */
     CLI_ARG_INSTANT, /* an RFC 3339 instant with an offset: value.instant */
-    CLI_ARG_DURATION /* 3d, 12h, 30m, 45s or 0, at most 3660 days: value.seconds */
+    CLI_ARG_DURATION /* 3d, 12h, 30m, 45s or 0 (a number up to 316224000): value.seconds */
 } cli_arg;
 
 /*

@@ -17,7 +17,7 @@
 #include "migrate.h"
 #include "progress.h"
 
-#define DEFAULT_BOOK "default"
+#define DEFAULT_BOOK CLI_DEFAULT_BOOK
 /* Default grace period before drafts may be finalized: 3 days. */
 #define DEFAULT_GRACE_SECONDS (3 * 86400)
 

@@ -14,7 +14,7 @@
 #include "load.h"
 #include "progress.h"
 
-#define DEFAULT_BOOK "default"
+#define DEFAULT_BOOK CLI_DEFAULT_BOOK
 
 typedef struct load_opts {
     const char *db;

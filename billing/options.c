@@ -113,7 +113,7 @@ const cli_option cli_options[] = {
     {"quiet", 0, CLI_ARG_BOOL, CLI_CMD_CLOSE, CLI_OPT_QUIET, NULL,
      "no progress (the summary is still printed)", 0, 0, NULL},
     {"book", 0, CLI_ARG_STRING, CLI_CMD_CLOSE | CLI_CMD_RERATE, CLI_OPT_BOOK, "ID",
-     "the price book (default: default)", 0, 0, NULL},
+     "the price book (default: " CLI_DEFAULT_BOOK ")", 0, 0, NULL},
 
     /* billing ingest */
     {"format", 0, CLI_ARG_CHOICE, CLI_CMD_INGEST, CLI_OPT_FORMAT, "jsonl|protobuf",
@@ -151,7 +151,7 @@ const cli_option cli_options[] = {
 
     /* billing load */
     {"book", 0, CLI_ARG_STRING, CLI_CMD_LOAD, CLI_OPT_BOOK, "ID",
-     "the price book's id in the database (default: default)", 0, 0, NULL},
+     "the price book's id in the database (default: " CLI_DEFAULT_BOOK ")", 0, 0, NULL},
 
     /* billing apikey */
     {"scope", 0, CLI_ARG_STRING, CLI_CMD_APIKEY, CLI_OPT_SCOPE, "SCOPE",

@@ -16,7 +16,8 @@ command -v clang-format >/dev/null 2>&1 || { echo "clang-format not found: skipp
 script="$srcdir/scripts/check-format.sh"
 
 formatted="billing/cli.c billing/cli.h billing/options.c billing/rate.h billing/rate_ctx.h
-billing/rate_ctx.c billing/rate_run.c billing/rate_repeats.c billing/rate_report.c"
+billing/rate_ctx.c billing/rate_run.c billing/rate_repeats.c billing/rate_report.c
+tests/check_options.c"
 cd "$srcdir" || exit 99
 # shellcheck disable=SC2086 # one word per file
 "$script" $formatted >"$tmp/out" 2>&1
