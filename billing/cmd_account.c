@@ -9,7 +9,6 @@
  */
 #include "config.h"
 
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +25,8 @@
 typedef struct account_opts {
     const char *db;
     const char *book;
-    const char *at;
+    int at_set;         /* --at given */
+    billing_time_t at; /* ... the instant */
 } account_opts;
 
 static void usage(FILE *out)
@@ -41,11 +41,10 @@ static void usage(FILE *out)
           "issued (what they took of each grant, and the account credit they left less\n"
           "any refunded out of band), as `billing close` counts them.\n"
           "\n"
-          "Options:\n"
-          "  --at TIME              RFC 3339 instant (default: now)\n"
-          "  --book ID              price book (default: the only one)\n" DBCLI_DB_HELP
-          "  --help                 print this help\n"
-          "\n"
+          "Options:\n",
+          out);
+    cli_help_options(out, CLI_CMD_ACCOUNT);
+    fputs("\n"
           "Prints `credit_remaining` (grants and account credit), then the month's\n"
           "`subtotal`, `credits`, `tax`, `total`, `currency`, `account_credit` (spent)\n"
           "and `account_credit_left` as key=value lines.\n"
@@ -54,35 +53,26 @@ static void usage(FILE *out)
           out);
 }
 
-enum { OPT_DB = 256, OPT_BOOK, OPT_AT, OPT_HELP };
-
-static const struct option long_options[] = {
-    {"db", required_argument, NULL, OPT_DB},
-    {"book", required_argument, NULL, OPT_BOOK},
-    {"at", required_argument, NULL, OPT_AT},
-    {"help", no_argument, NULL, OPT_HELP},
-    {NULL, 0, NULL, 0},
-};
-
-static int take_option(void *ctx, int opt, const char *arg)
+/* Store one option, checked by its kind (a cli_take_fn). */
+static int take_option(void *ctx, cli_opt_id id, const cli_value *v)
 {
     account_opts *o = ctx;
 
-    switch (opt) {
-    case OPT_DB:
-        o->db = arg;
-        return CLI_EXIT_OK;
-    case OPT_BOOK:
-        o->book = arg;
-        return CLI_EXIT_OK;
-    case OPT_AT:
-        o->at = arg;
-        return CLI_EXIT_OK;
-    case OPT_HELP:
-        return -1;
+    switch (id) {
+    case CLI_OPT_DB:
+        o->db = v->text;
+        break;
+    case CLI_OPT_BOOK:
+        o->book = v->text;
+        break;
+    case CLI_OPT_AT:
+        o->at_set = 1;
+        o->at = v->instant;
+        break;
     default:
         return cli_usage_error("account", "bad option");
     }
+    return CLI_EXIT_OK;
 }
 
 static int print_month(billing_rater *r, const char *account, billing_time_t at,
@@ -132,17 +122,10 @@ out:
     return rc;
 }
 
-static int parse_at(const account_opts *o, billing_time_t *at)
+/* --at, or now. */
+static billing_time_t instant(const account_opts *o)
 {
-    char msg[MSG_MAX];
-
-    if (o->at == NULL) {
-        *at = (billing_time_t)time(NULL) * BILLING_NS_PER_SEC;
-        return CLI_EXIT_OK;
-    }
-    if (billing_time_parse(o->at, at, msg, sizeof(msg)) != BILLING_OK)
-        return cli_usage_error("account", "--at: %s", msg);
-    return CLI_EXIT_OK;
+    return o->at_set ? o->at : (billing_time_t)time(NULL) * BILLING_NS_PER_SEC;
 }
 
 int cmd_account(int argc, char **argv)
@@ -158,8 +141,8 @@ int cmd_account(int argc, char **argv)
     int rc;
 
     memset(&o, 0, sizeof(o));
-    rc =
-        cli_verb_getopt("account", verbs, argc, argv, long_options, take_option, &o, &verb, &first);
+    rc = cli_verb_parse("account", CLI_CMD_ACCOUNT, verbs, argc, argv, take_option, &o, &verb,
+                        &first);
     if (rc < 0) {
         usage(stdout);
         return CLI_EXIT_OK;
@@ -168,16 +151,14 @@ int cmd_account(int argc, char **argv)
         return rc;
     if (first != argc - 1)
         return cli_usage_error("account", "one ACCOUNT needed");
-    rc = parse_at(&o, &at);
-    if (rc != CLI_EXIT_OK)
-        return rc;
+    at = instant(&o);
     c = dbcli_connect(o.db);
     if (c == NULL)
         return CLI_EXIT_DATABASE;
     if (bs_schema_require(c, &err) != BS_OK || (cat = bs_catalog_read(c, o.book, &err)) == NULL)
         rc = dbcli_fail("account balance", &err);
     else
-        rc = show(c, cat, argv[first], at, o.at != NULL);
+        rc = show(c, cat, argv[first], at, o.at_set);
     bs_catalog_free(cat);
     bs_close(c);
     return rc;

@@ -5,7 +5,6 @@
  */
 #include "config.h"
 
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,9 +22,6 @@ typedef struct apikey_opts {
     unsigned scopes;
 } apikey_opts;
 
-/* Declared here and in main.c's table rather than in cli.h, which other branches change. */
-int cmd_apikey(int argc, char **argv);
-
 static void usage(FILE *out)
 {
     fputs("Usage: billing apikey create --scope SCOPE... [--account ID] [--label TEXT]\n"
@@ -38,60 +34,44 @@ static void usage(FILE *out)
           "revoked ones too: id, scopes, account, created, revoked, label. revoke: the\n"
           "key is refused from now on.\n"
           "\n"
-          "Options:\n"
-          "  --scope SCOPE          a scope of the key (repeat for more): events:write,\n"
-          "                         accounts:read, invoices:read, admin\n"
-          "  --account ID           bind the key to account ID: it reads that account\n"
-          "                         alone (others are not found)\n"
-          "  --label TEXT           a note on the key (1 to 200 characters)\n" DBCLI_DB_HELP
-          "  --help                 print this help\n"
-          "\n"
+          "Options:\n",
+          out);
+    cli_help_options(out, CLI_CMD_APIKEY);
+    fputs("\n"
           "Exit status: 0 done; 2 usage error; 3 invalid input (revoke: no such valid\n"
           "key); 4 internal error; 5 database error.\n",
           out);
 }
 
-enum { OPT_DB = 256, OPT_SCOPE, OPT_ACCOUNT, OPT_LABEL, OPT_HELP };
-
-static const struct option long_options[] = {
-    {"db", required_argument, NULL, OPT_DB},
-    {"scope", required_argument, NULL, OPT_SCOPE},
-    {"account", required_argument, NULL, OPT_ACCOUNT},
-    {"label", required_argument, NULL, OPT_LABEL},
-    {"help", no_argument, NULL, OPT_HELP},
-    {NULL, 0, NULL, 0},
-};
-
-static int take_option(void *ctx, int opt, const char *arg)
+/* Store one option, checked by its kind (a cli_take_fn). */
+static int take_option(void *ctx, cli_opt_id id, const cli_value *v)
 {
     apikey_opts *o = ctx;
     unsigned bit;
 
-    switch (opt) {
-    case OPT_DB:
-        o->db = arg;
+    switch (id) {
+    case CLI_OPT_DB:
+        o->db = v->text;
         return CLI_EXIT_OK;
-    case OPT_SCOPE:
-        bit = bs_apikey_scope(arg);
+    case CLI_OPT_SCOPE:
+        bit = bs_apikey_scope(v->text);
         if (bit == 0)
             return cli_usage_error("apikey",
                                    "--scope: '%s' is not a scope (events:write, accounts:read, "
                                    "invoices:read, admin)",
-                                   arg);
+                                   v->text);
         o->scopes |= bit;
         return CLI_EXIT_OK;
-    case OPT_ACCOUNT:
-        if (strlen(arg) < 1 || strlen(arg) > 128)
+    case CLI_OPT_ACCOUNT:
+        if (strlen(v->text) < 1 || strlen(v->text) > 128)
             return cli_usage_error("apikey", "--account: an account id has 1 to 128 bytes");
-        o->account = arg;
+        o->account = v->text;
         return CLI_EXIT_OK;
-    case OPT_LABEL:
-        if (strlen(arg) < 1 || strlen(arg) > BS_APIKEY_LABEL_MAX)
+    case CLI_OPT_LABEL:
+        if (strlen(v->text) < 1 || strlen(v->text) > BS_APIKEY_LABEL_MAX)
             return cli_usage_error("apikey", "--label: 1 to 200 characters");
-        o->label = arg;
+        o->label = v->text;
         return CLI_EXIT_OK;
-    case OPT_HELP:
-        return -1;
     default:
         return cli_usage_error("apikey", "bad option");
     }
@@ -163,7 +143,8 @@ int cmd_apikey(int argc, char **argv)
     int rc;
 
     memset(&o, 0, sizeof(o));
-    rc = cli_verb_getopt("apikey", verbs, argc, argv, long_options, take_option, &o, &verb, &first);
+    rc = cli_verb_parse("apikey", CLI_CMD_APIKEY, verbs, argc, argv, take_option, &o, &verb,
+                        &first);
     if (rc < 0) {
         usage(stdout);
         return CLI_EXIT_OK;

@@ -17,7 +17,7 @@
 #include "migrate.h"
 #include "progress.h"
 
-#define DEFAULT_BOOK "default"
+#define DEFAULT_BOOK CLI_DEFAULT_BOOK
 /* Default grace period before drafts may be finalized: 3 days. */
 #define DEFAULT_GRACE_SECONDS (3 * 86400)
 
@@ -57,19 +57,8 @@ static void usage(FILE *out, const char *cmd)
               out);
     }
     fputs("\nOptions:\n", out);
-    fprintf(out, "  --period YYYY-MM       the month to %s (required)\n",
-            strcmp(cmd, "rerate") == 0 ? "recompute" : "close");
-    fputs("  -j, --jobs N           worker threads, each with a connection (1..64, default 1)\n",
-          out);
-    if (strcmp(cmd, "close") == 0)
-        fputs("  --full                 re-rate every account, changed or not\n"
-              "  --finalize             then number and freeze the drafts past their grace\n"
-              "  --grace DURATION       grace after the month ends: 3d (default), 12h, 0\n"
-              "  --quiet                no progress (the summary is still printed)\n",
-              out);
-    fputs("  --book ID              the price book (default: " DEFAULT_BOOK ")\n" DBCLI_DB_HELP
-          "  --help                 print this help\n"
-          "\n"
+    cli_help_options(out, strcmp(cmd, "rerate") == 0 ? CLI_CMD_RERATE : CLI_CMD_CLOSE);
+    fputs("\n"
           "Progress goes to stderr (a bar on a terminal, otherwise a line every\n"
           "BILLING_PROGRESS_INTERVAL seconds, default 5); the summary to stdout.\n"
           "Exit status: 0 done; 1 some stored events were refused by the rating\n"
@@ -78,88 +67,42 @@ static void usage(FILE *out, const char *cmd)
           out);
 }
 
-enum { OPT_DB = 256, OPT_BOOK, OPT_PERIOD, OPT_FINALIZE, OPT_GRACE, OPT_QUIET, OPT_HELP, OPT_FULL };
-/* Options with a short form too: their letter (cli_getopt makes "j:" of it). */
-enum { OPT_JOBS = 'j' };
-
-static const struct option long_options[] = {
-    {"db", required_argument, NULL, OPT_DB},
-    {"book", required_argument, NULL, OPT_BOOK},
-    {"period", required_argument, NULL, OPT_PERIOD},
-    {"jobs", required_argument, NULL, OPT_JOBS},
-    {"finalize", no_argument, NULL, OPT_FINALIZE},
-    {"full", no_argument, NULL, OPT_FULL},
-    {"grace", required_argument, NULL, OPT_GRACE},
-    {"quiet", no_argument, NULL, OPT_QUIET},
-    {"help", no_argument, NULL, OPT_HELP},
-    {NULL, 0, NULL, 0},
-};
-
-/* "3d", "12h", "30m", "45s" or "0" into seconds; -1 if malformed. */
-static int64_t parse_duration(const char *s)
-{
-    char *end;
-    long long v = strtoll(s, &end, 10);
-
-    if (end == s || v < 0 || v > 3660LL * 86400)
-        return -1;
-    if (*end == '\0')
-        return v == 0 ? 0 : -1;
-    if (end[1] != '\0')
-        return -1;
-    switch (*end) {
-    case 'd':
-        return v * 86400;
-    case 'h':
-        return v * 3600;
-    case 'm':
-        return v * 60;
-    case 's':
-        return v;
-    }
-    return -1;
-}
-
-static int take_option(void *ctx, int opt, const char *arg)
+/* Store one option, checked by its kind (a cli_take_fn). */
+static int take_option(void *ctx, cli_opt_id id, const cli_value *v)
 {
     close_opts *o = ctx;
-    uint64_t n = 0;
-    int rc;
 
-    switch (opt) {
-    case OPT_DB:
-        o->p.db = arg;
-        return CLI_EXIT_OK;
-    case OPT_BOOK:
-        o->p.book = arg;
-        return CLI_EXIT_OK;
-    case OPT_PERIOD:
-        o->period = arg;
-        return CLI_EXIT_OK;
-    case OPT_JOBS:
-        rc = cli_count("close", "--jobs", arg, CLOSE_JOBS_MAX, "a number of connections", &n);
-        o->p.jobs = (int)n;
-        return rc;
-    case OPT_FINALIZE:
+    switch (id) {
+    case CLI_OPT_DB:
+        o->p.db = v->text;
+        break;
+    case CLI_OPT_BOOK:
+        o->p.book = v->text;
+        break;
+    case CLI_OPT_PERIOD:
+        o->period = v->text;
+        o->p.year = v->month / 12;
+        o->p.month = v->month % 12 + 1;
+        break;
+    case CLI_OPT_JOBS:
+        o->p.jobs = (int)v->n;
+        break;
+    case CLI_OPT_FINALIZE:
         o->finalize = 1;
-        return CLI_EXIT_OK;
-    case OPT_GRACE:
-        o->grace = parse_duration(arg);
-        if (o->grace < 0)
-            return cli_usage_error("close", "--grace '%s': expected a duration such as 3d, "
-                                            "12h, 30m, 45s or 0",
-                                   arg);
-        return CLI_EXIT_OK;
-    case OPT_QUIET:
+        break;
+    case CLI_OPT_GRACE:
+        o->grace = v->seconds;
+        break;
+    case CLI_OPT_QUIET:
         o->quiet = 1;
-        return CLI_EXIT_OK;
-    case OPT_FULL:
+        break;
+    case CLI_OPT_FULL:
         o->p.full = 1;
-        return CLI_EXIT_OK;
-    case OPT_HELP:
-        return -1;
+        break;
+    default:
+        return cli_usage_error("close", "bad option");
     }
-    return cli_usage_error("close", "bad option");
+    return CLI_EXIT_OK;
 }
 
 static int parse_args(close_opts *o, const char *cmd, int argc, char **argv)
@@ -171,18 +114,14 @@ static int parse_args(close_opts *o, const char *cmd, int argc, char **argv)
     o->p.book = DEFAULT_BOOK;
     o->p.jobs = 1;
     o->grace = DEFAULT_GRACE_SECONDS;
-    rc = cli_getopt(cmd, argc, argv, long_options, take_option, o, &first);
+    rc = cli_parse(cmd, strcmp(cmd, "rerate") == 0 ? CLI_CMD_RERATE : CLI_CMD_CLOSE, argc, argv,
+                   take_option, o, &first);
     if (rc != CLI_EXIT_OK)
         return rc;
     if (first != argc)
         return cli_usage_error(cmd, "unexpected argument '%s'", argv[first]);
     if (o->period == NULL)
         return cli_usage_error(cmd, "--period YYYY-MM is required");
-    if (close_parse_period(o->period, &o->p.year, &o->p.month) != 0)
-        return cli_usage_error(cmd, "--period '%s': expected YYYY-MM (1900-01..2199-12)",
-                               o->period);
-    if (strcmp(cmd, "rerate") == 0 && (o->finalize || o->quiet || o->p.full))
-        return cli_usage_error(cmd, "--finalize belongs to `billing close`");
     o->p.drafts_only = strcmp(cmd, "rerate") == 0;
     o->p.progress = progress_mode(stderr, o->quiet);
     return CLI_EXIT_OK;

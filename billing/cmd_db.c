@@ -6,7 +6,6 @@
  */
 #include "config.h"
 
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,54 +39,32 @@ static void usage(FILE *out)
           "         that accounts may not use yet (after a tzdata update).\n"
           "status   list the migrations: applied (when), pending, unknown or changed.\n"
           "\n"
-          "Options:\n" DBCLI_DB_HELP
-          "  --to VERSION           migrate: stop at this version (default: the latest)\n"
-          "  --help                 print this help\n"
-          "\n"
+          "Options:\n",
+          out);
+    cli_help_options(out, CLI_CMD_DB);
+    fputs("\n"
           "Exit status: 0 done / up to date; 1 status: migrations pending; 2 usage error;\n"
           "4 internal error; 5 database unreachable, failed, newer than this program,\n"
           "with changed migrations, or with a gap in its versions.\n",
           out);
 }
 
-enum { OPT_DB = 256, OPT_TO, OPT_HELP };
-
-static const struct option long_options[] = {
-    {"db", required_argument, NULL, OPT_DB},
-    {"to", required_argument, NULL, OPT_TO},
-    {"help", no_argument, NULL, OPT_HELP},
-    {NULL, 0, NULL, 0},
-};
-
-static int parse_version(const char *s, int *out)
-{
-    char *end;
-    long v = strtol(s, &end, 10);
-
-    if (end == s || *end != '\0' || v < 1 || v > 9999)
-        return -1;
-    *out = (int)v;
-    return 0;
-}
-
-/* One option (a cli_option_fn); returns CLI_EXIT_OK, CLI_EXIT_USAGE, or -1 for --help. */
-static int take_option(void *ctx, int opt, const char *arg)
+/* Store one option, checked by its kind (a cli_take_fn). */
+static int take_option(void *ctx, cli_opt_id id, const cli_value *v)
 {
     db_opts *o = ctx;
 
-    switch (opt) {
-    case OPT_DB:
-        o->db = arg;
-        return CLI_EXIT_OK;
-    case OPT_TO:
-        if (parse_version(arg, &o->target) != 0)
-            return cli_usage_error("db", "--to '%s': expected a version 1..9999", arg);
-        return CLI_EXIT_OK;
-    case OPT_HELP:
-        return -1;
+    switch (id) {
+    case CLI_OPT_DB:
+        o->db = v->text;
+        break;
+    case CLI_OPT_TO:
+        o->target = (int)v->n;
+        break;
     default:
         return cli_usage_error("db", "bad option");
     }
+    return CLI_EXIT_OK;
 }
 
 /* Options after the action word; returns CLI_EXIT_OK, CLI_EXIT_USAGE or -1 for --help. */
@@ -97,7 +74,7 @@ static int parse_args(db_opts *o, int argc, char **argv)
     int rc;
 
     memset(o, 0, sizeof(*o));
-    rc = cli_getopt("db", argc, argv, long_options, take_option, o, &first);
+    rc = cli_parse("db", CLI_CMD_DB, argc, argv, take_option, o, &first);
     if (rc != CLI_EXIT_OK)
         return rc;
     if (first != argc)

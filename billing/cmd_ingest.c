@@ -8,7 +8,6 @@
 #include "config.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +20,7 @@
 #include "progress.h"
 
 #define DEFAULT_BATCH 5000
-#define BATCH_MAX 50000
+#define BATCH_MAX CLI_BATCH_MAX
 /* Bytes of records and sources held for one batch: flushed early when full. */
 #define ARENA_SIZE (16u * 1024u * 1024u)
 #define SOURCE_MAX 512
@@ -70,17 +69,10 @@ static void usage(FILE *out)
           "list`). Each batch is one transaction: running the same files again stores\n"
           "nothing new.\n"
           "\n"
-          "Options:\n"
-          "  --format jsonl|protobuf  input format (default: from the file name; stdin\n"
-          "                         is JSON Lines)\n"
-          "  --batch N              records per transaction (1.." "50000, default 5000)\n"
-          "  -j, --jobs N           decode and rate each batch on N threads (1..64,\n"
-          "                         default 1); what is stored is the same for every N\n"
-          "  --book ID              price book to rate with (default: the only one)\n"
-          "  --quiet                no progress, and no rejected records listed on\n"
-          "                         stderr (the summary is still printed)\n" DBCLI_DB_HELP
-          "  --help                 print this help\n"
-          "\n"
+          "Options:\n",
+          out);
+    cli_help_options(out, CLI_CMD_INGEST);
+    fputs("\n"
           "Progress goes to stderr (a bar on a terminal, otherwise a line every\n"
           "BILLING_PROGRESS_INTERVAL seconds, default 5). Every file is checked to be\n"
           "readable before anything is stored. Prints \"N records: S stored,\n"
@@ -91,53 +83,34 @@ static void usage(FILE *out)
           out);
 }
 
-enum { OPT_DB = 256, OPT_BOOK, OPT_FORMAT, OPT_BATCH, OPT_QUIET, OPT_HELP };
-/* Options with a short form too: their letter (cli_getopt makes "j:" of it). */
-enum { OPT_JOBS = 'j' };
-
-static const struct option long_options[] = {
-    {"db", required_argument, NULL, OPT_DB},       {"book", required_argument, NULL, OPT_BOOK},
-    {"format", required_argument, NULL, OPT_FORMAT}, {"batch", required_argument, NULL, OPT_BATCH},
-    {"quiet", no_argument, NULL, OPT_QUIET},       {"jobs", required_argument, NULL, OPT_JOBS},
-    {"help", no_argument, NULL, OPT_HELP},
-    {NULL, 0, NULL, 0},
-};
-
-static int take_option(void *ctx, int opt, const char *arg)
+/* Store one option, checked by its kind (a cli_take_fn). */
+static int take_option(void *ctx, cli_opt_id id, const cli_value *v)
 {
     ingest_opts *o = ctx;
-    bc_format f;
-    uint64_t n = 0;
-    int rc;
 
-    switch (opt) {
-    case OPT_DB:
-        o->db = arg;
-        return CLI_EXIT_OK;
-    case OPT_BOOK:
-        o->book = arg;
-        return CLI_EXIT_OK;
-    case OPT_FORMAT:
-        if (bc_format_parse(arg, &f) != 0)
-            return cli_usage_error("ingest", "--format: '%s' is not jsonl or protobuf", arg);
-        o->format = arg;
-        return CLI_EXIT_OK;
-    case OPT_BATCH:
-        rc = cli_count("ingest", "--batch", arg, BATCH_MAX, "a number of records", &n);
-        o->batch = (long)n;
-        return rc;
-    case OPT_JOBS:
-        rc = cli_count("ingest", "--jobs", arg, BS_INGEST_THREADS_MAX, "a number of threads", &n);
-        o->jobs = (long)n;
-        return rc;
-    case OPT_QUIET:
+    switch (id) {
+    case CLI_OPT_DB:
+        o->db = v->text;
+        break;
+    case CLI_OPT_BOOK:
+        o->book = v->text;
+        break;
+    case CLI_OPT_FORMAT:
+        o->format = v->text;
+        break;
+    case CLI_OPT_BATCH:
+        o->batch = (long)v->n;
+        break;
+    case CLI_OPT_JOBS:
+        o->jobs = (long)v->n;
+        break;
+    case CLI_OPT_QUIET:
         o->quiet = 1;
-        return CLI_EXIT_OK;
-    case OPT_HELP:
-        return -1;
+        break;
     default:
         return cli_usage_error("ingest", "bad option");
     }
+    return CLI_EXIT_OK;
 }
 
 static int parse_args(ingest_opts *o, int argc, char **argv, int *first)
@@ -147,7 +120,7 @@ static int parse_args(ingest_opts *o, int argc, char **argv, int *first)
     memset(o, 0, sizeof(*o));
     o->batch = DEFAULT_BATCH;
     o->jobs = 1;
-    rc = cli_getopt("ingest", argc, argv, long_options, take_option, o, first);
+    rc = cli_parse("ingest", CLI_CMD_INGEST, argc, argv, take_option, o, first);
     if (rc != CLI_EXIT_OK)
         return rc;
     if (*first == argc)

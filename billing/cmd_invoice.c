@@ -8,7 +8,6 @@
 #include "config.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -25,17 +24,16 @@
 
 #define DEFAULT_LIMIT 1000
 /* The most invoices --limit may ask for (and an export of a whole period takes). */
-#define LIMIT_MAX 100000000L
+#define LIMIT_MAX CLI_LIMIT_MAX
 #define PATH_MAX_LEN 4096
 /* Most export workers (-j): each holds a connection, as `billing close -j` does. */
-#define EXPORT_JOBS_MAX 64
+#define EXPORT_JOBS_MAX CLI_EXPORT_JOBS_MAX
 /*
  * Invoices an export worker reads at once, in three statements for them
  * all instead of three each (at most BS_INVOICE_SET_MAX): the per-statement
  * cost on both sides was a third of an export's CPU.
  */
 #define EXPORT_CHUNK 64
-
 
 typedef struct invoice_opts {
     const char *db;
@@ -80,11 +78,10 @@ static void usage(FILE *out)
           "prints the first credit note and records nothing. Without a refund,\n"
           "account credit stays on the account for later charges.\n"
           "\n"
-          "Options:\n"
-          "  -j, --jobs N           export: worker threads, each with a connection,\n"
-          "                         writing the same files (1..64, default 1)\n" DBCLI_DB_HELP
-          "  --help                 print this help\n"
-          "\n"
+          "Options:\n",
+          out);
+    cli_help_options(out, CLI_CMD_INVOICE);
+    fputs("\n"
           "Exit status: 0 done; 2 usage error; 3 no such invoice, or a change the\n"
           "database refuses (voiding a draft, refunding more than the account\n"
           "credit); 4 internal error; 5 database error.\n",
@@ -106,109 +103,65 @@ enum {
     OPT_LIMIT,
     OPT_HELP
 };
-/* Options with a short form too: their letter (cli_getopt makes "j:" of it). */
-enum { OPT_JOBS = 'j' };
 
-static const struct option long_options[] = {
-    {"db", required_argument, NULL, OPT_DB},
-    {"period", required_argument, NULL, OPT_PERIOD},
-    {"account", required_argument, NULL, OPT_ACCOUNT},
-    {"status", required_argument, NULL, OPT_STATUS},
-    {"series", required_argument, NULL, OPT_SERIES},
-    {"format", required_argument, NULL, OPT_FORMAT},
-    {"out", required_argument, NULL, OPT_OUT},
-    {"reason", required_argument, NULL, OPT_REASON},
-    {"amount", required_argument, NULL, OPT_AMOUNT},
-    {"reference", required_argument, NULL, OPT_REFERENCE},
-    {"method", required_argument, NULL, OPT_METHOD},
-    {"limit", required_argument, NULL, OPT_LIMIT},
-    {"jobs", required_argument, NULL, OPT_JOBS},
-    {"help", no_argument, NULL, OPT_HELP},
-    {NULL, 0, NULL, 0},
-};
-
-static int take_option(void *ctx, int opt, const char *arg)
+/* Store one option, checked by its kind (a cli_take_fn). */
+static int take_option(void *ctx, cli_opt_id id, const cli_value *v)
 {
     invoice_opts *o = ctx;
-    uint64_t n = 0;
 
-    switch (opt) {
-    case OPT_DB:
-        o->db = arg;
+    switch (id) {
+    case CLI_OPT_DB:
+        o->db = v->text;
         break;
-    case OPT_PERIOD:
-        o->period = arg;
+    case CLI_OPT_PERIOD:
+        o->period = v->text;
         break;
-    case OPT_ACCOUNT:
-        o->account = arg;
+    case CLI_OPT_ACCOUNT:
+        o->account = v->text;
         break;
-    case OPT_STATUS:
-        if (strcmp(arg, "draft") != 0 && strcmp(arg, "finalized") != 0 &&
-            strcmp(arg, "void") != 0)
-            return cli_usage_error("invoice", "--status '%s': expected draft, finalized or void",
-                                   arg);
-        o->status = arg;
+    case CLI_OPT_STATUS:
+        o->status = v->text; /* draft|finalized|void */
         break;
-    case OPT_SERIES:
-        o->series = arg;
+    case CLI_OPT_SERIES:
+        o->series = v->text;
         break;
-    case OPT_FORMAT:
-        o->format = arg;
+    case CLI_OPT_FORMAT:
+        o->format = v->text;
         break;
-    case OPT_OUT:
-        o->out_dir = arg;
+    case CLI_OPT_OUT:
+        o->out_dir = v->text;
         break;
-    case OPT_REASON:
-        o->reason = arg;
+    case CLI_OPT_REASON:
+        o->reason = v->text;
         break;
-    case OPT_AMOUNT:
-        o->amount = arg;
+    case CLI_OPT_AMOUNT:
+        o->amount = v->text;
         break;
-    case OPT_REFERENCE:
-        o->reference = arg;
+    case CLI_OPT_REFERENCE:
+        o->reference = v->text;
         break;
-    case OPT_METHOD:
-        /* The one way there is; a named option so that a second (a processor's API) can join. */
-        if (strcmp(arg, "out_of_band") != 0)
-            return cli_usage_error("invoice", "--method '%s': expected out_of_band", arg);
+    case CLI_OPT_METHOD:
+        /* out_of_band, the one way there is; a named option so that a second can join. */
         break;
-    case OPT_LIMIT:
-        if (cli_count("invoice", "--limit", arg, LIMIT_MAX, "a number of invoices", &n) !=
-            CLI_EXIT_OK)
-            return CLI_EXIT_USAGE;
-        o->limit = (long)n;
+    case CLI_OPT_LIMIT:
+        o->limit = (long)v->n;
         o->limit_set = 1;
         break;
-    case OPT_JOBS:
-        if (cli_count("invoice", "--jobs", arg, EXPORT_JOBS_MAX, "a number of connections", &n) !=
-            CLI_EXIT_OK)
-            return CLI_EXIT_USAGE;
-        o->jobs = (int)n;
+    case CLI_OPT_JOBS:
+        o->jobs = (int)v->n;
         break;
-    case OPT_HELP:
-        return -1;
     default:
         return cli_usage_error("invoice", "bad option");
     }
     return CLI_EXIT_OK;
 }
 
-/* --period YYYY-MM as the month date "YYYY-MM-01" in @buf; NULL when absent. */
-static const char *month_param(const char *period, char *buf, size_t size, int *bad)
+/* --period YYYY-MM (checked by its kind) as the month date "YYYY-MM-01" in @buf; NULL when absent. */
+static const char *month_param(const char *period, char *buf, size_t size)
 {
-    int y;
-    int m;
-    char tail;
-
-    *bad = 0;
     if (period == NULL)
         return NULL;
-    if (strlen(period) != 7 || sscanf(period, "%4d-%2d%c", &y, &m, &tail) != 2 || m < 1 ||
-        m > 12 || y < 1900) {
-        *bad = 1;
-        return NULL;
-    }
-    snprintf(buf, size, "%04d-%02d-01", y, m);
+    snprintf(buf, size, "%.7s-01", period);
     return buf;
 }
 
@@ -219,15 +172,12 @@ static const char *month_param(const char *period, char *buf, size_t size, int *
 static int list(bs_conn *c, const invoice_opts *o, int json)
 {
     char month[32];
-    int bad;
-    const char *m = month_param(o->period, month, sizeof(month), &bad);
+    const char *m = month_param(o->period, month, sizeof(month));
     bs_error err;
     bs_invoice_summary *rows;
     size_t n;
     int rc;
 
-    if (bad)
-        return cli_usage_error("invoice", "--period '%s': expected YYYY-MM", o->period);
     if (bs_invoice_list(c, m, o->account, o->status, o->series, o->limit, &rows, &n, &err) != BS_OK)
         return dbcli_fail("invoice list", &err);
     rc = json ? export_rows_json(stdout, rows, sizeof(*rows), n, export_summary_columns,
@@ -448,8 +398,7 @@ static int export_prepare(const char *format, const char *dir)
 static int export_cmd(bs_conn *c, const invoice_opts *o, const char *ref)
 {
     char month[32];
-    int bad;
-    const char *m = month_param(o->period, month, sizeof(month), &bad);
+    const char *m = month_param(o->period, month, sizeof(month));
     bs_invoice_summary *list = NULL;
     size_t n_list = 0;
     bs_error err;
@@ -457,8 +406,6 @@ static int export_cmd(bs_conn *c, const invoice_opts *o, const char *ref)
     int64_t id;
     int rc = CLI_EXIT_OK;
 
-    if (bad)
-        return cli_usage_error("invoice", "--period '%s': expected YYYY-MM", o->period);
     if (o->format == NULL || !export_format_known(o->format) || o->out_dir == NULL)
         return cli_usage_error("invoice", "export needs --format json|csv|pdf and --out DIR");
     if ((ref == NULL) == (m == NULL))
@@ -608,7 +555,7 @@ int cmd_invoice(int argc, char **argv)
     memset(&meter, 0, sizeof(meter));
     o.meter = &meter;
     o.limit = DEFAULT_LIMIT;
-    rc = cli_getopt("invoice", argc, argv, long_options, take_option, &o, &first);
+    rc = cli_parse("invoice", CLI_CMD_INVOICE, argc, argv, take_option, &o, &first);
     if (rc < 0) {
         usage(stdout);
         return CLI_EXIT_OK;

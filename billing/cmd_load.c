@@ -5,7 +5,6 @@
  */
 #include "config.h"
 
-#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -15,7 +14,7 @@
 #include "load.h"
 #include "progress.h"
 
-#define DEFAULT_BOOK "default"
+#define DEFAULT_BOOK CLI_DEFAULT_BOOK
 
 typedef struct load_opts {
     const char *db;
@@ -38,12 +37,10 @@ static void usage(FILE *out)
           "(use new ids); a subscription may only gain a cancellation; accounts take\n"
           "their new currency, time zone and tax rate.\n"
           "\n"
-          "Options:\n"
-          "  --pricebook FILE       price book (JSON, as for `billing rate`)\n"
-          "  --accounts FILE        accounts, subscriptions and credit grants (JSON)\n"
-          "  --book ID              the price book's id in the database (default: " DEFAULT_BOOK
-          ")\n" DBCLI_DB_HELP "  --help                 print this help\n"
-          "\n"
+          "Options:\n",
+          out);
+    cli_help_options(out, CLI_CMD_LOAD);
+    fputs("\n"
           "Prints what was added, changed and left unchanged, then \"N changed\".\n"
           "Exit status: 0 loaded; 2 usage error; 3 invalid files, or files that would\n"
           "rewrite stored history; 4 internal error; 5 database unreachable, failed, or\n"
@@ -51,40 +48,28 @@ static void usage(FILE *out)
           out);
 }
 
-enum { OPT_DB = 256, OPT_PRICEBOOK, OPT_ACCOUNTS, OPT_BOOK, OPT_HELP };
-
-static const struct option long_options[] = {
-    {"db", required_argument, NULL, OPT_DB},
-    {"pricebook", required_argument, NULL, OPT_PRICEBOOK},
-    {"accounts", required_argument, NULL, OPT_ACCOUNTS},
-    {"book", required_argument, NULL, OPT_BOOK},
-    {"help", no_argument, NULL, OPT_HELP},
-    {NULL, 0, NULL, 0},
-};
-
-/* One option (a cli_option_fn); returns CLI_EXIT_OK, CLI_EXIT_USAGE, or -1 for --help. */
-static int take_option(void *ctx, int opt, const char *arg)
+/* Store one option, checked by its kind (a cli_take_fn). */
+static int take_option(void *ctx, cli_opt_id id, const cli_value *v)
 {
     load_opts *o = ctx;
 
-    switch (opt) {
-    case OPT_DB:
-        o->db = arg;
-        return CLI_EXIT_OK;
-    case OPT_PRICEBOOK:
-        o->pricebook = arg;
-        return CLI_EXIT_OK;
-    case OPT_ACCOUNTS:
-        o->accounts = arg;
-        return CLI_EXIT_OK;
-    case OPT_BOOK:
-        o->book = arg;
-        return CLI_EXIT_OK;
-    case OPT_HELP:
-        return -1;
+    switch (id) {
+    case CLI_OPT_DB:
+        o->db = v->text;
+        break;
+    case CLI_OPT_PRICEBOOK:
+        o->pricebook = v->text;
+        break;
+    case CLI_OPT_ACCOUNTS:
+        o->accounts = v->text;
+        break;
+    case CLI_OPT_BOOK:
+        o->book = v->text;
+        break;
     default:
         return cli_usage_error("load", "bad option");
     }
+    return CLI_EXIT_OK;
 }
 
 /*
@@ -114,7 +99,7 @@ static int parse_args(load_opts *o, int argc, char **argv)
 
     memset(o, 0, sizeof(*o));
     o->book = DEFAULT_BOOK;
-    rc = cli_getopt("load", argc, argv, long_options, take_option, o, &first);
+    rc = cli_parse("load", CLI_CMD_LOAD, argc, argv, take_option, o, &first);
     if (rc != CLI_EXIT_OK)
         return rc;
     if (first != argc)

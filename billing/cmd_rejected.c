@@ -11,7 +11,6 @@
  */
 #include "config.h"
 
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +24,7 @@
 
 #define DEFAULT_LIMIT 100
 /* The most rows --limit may ask for. */
-#define LIMIT_MAX 100000000L
+#define LIMIT_MAX CLI_LIMIT_MAX
 
 typedef struct rejected_opts {
     const char *db;
@@ -49,59 +48,43 @@ static void usage(FILE *out)
           "once its event id is stored (a conflict never is). Payloads starting with '{'\n"
           "are JSON, others protobuf.\n"
           "\n"
-          "Options:\n"
-          "  --reason CODE          only this reason (invalid, parse, conflict,\n"
-          "                         unknown_account, no_price, range, too_large)\n"
-          "  --limit N              list at most N rows (default 100)\n"
-          "  --all                  list resolved rows too\n"
-          "  --book ID              price book to rate with (default: the only one)\n" DBCLI_DB_HELP
-          "  --help                 print this help\n"
-          "\n"
+          "Options:\n",
+          out);
+    cli_help_options(out, CLI_CMD_REJECTED);
+    fputs("\n"
           "Exit status: 0 done (replay: every record now stored); 1 replay left some\n"
           "rejected; 2 usage error; 4 internal error; 5 database error.\n",
           out);
 }
 
-enum { OPT_DB = 256, OPT_BOOK, OPT_REASON, OPT_LIMIT, OPT_ALL, OPT_HELP };
-
-static const struct option long_options[] = {
-    {"db", required_argument, NULL, OPT_DB},         {"book", required_argument, NULL, OPT_BOOK},
-    {"reason", required_argument, NULL, OPT_REASON}, {"limit", required_argument, NULL, OPT_LIMIT},
-    {"all", no_argument, NULL, OPT_ALL},             {"help", no_argument, NULL, OPT_HELP},
-    {NULL, 0, NULL, 0},
-};
-
-static int take_option(void *ctx, int opt, const char *arg)
+/* Store one option, checked by its kind (a cli_take_fn). */
+static int take_option(void *ctx, cli_opt_id id, const cli_value *v)
 {
     rejected_opts *o = ctx;
-    uint64_t n = 0;
-    int rc;
 
-    switch (opt) {
-    case OPT_DB:
-        o->db = arg;
-        return CLI_EXIT_OK;
-    case OPT_BOOK:
-        o->book = arg;
-        return CLI_EXIT_OK;
-    case OPT_REASON:
-        if (strlen(arg) < 1 || strlen(arg) > 32 || strspn(arg, "abcdefghijklmnopqrstuvwxyz_") !=
-                                                       strlen(arg))
-            return cli_usage_error("rejected", "--reason: '%s' is not a reason code", arg);
-        o->reason = arg;
-        return CLI_EXIT_OK;
-    case OPT_LIMIT:
-        rc = cli_count("rejected", "--limit", arg, LIMIT_MAX, "a number of rows", &n);
-        o->limit = (long)n;
-        return rc;
-    case OPT_ALL:
+    switch (id) {
+    case CLI_OPT_DB:
+        o->db = v->text;
+        break;
+    case CLI_OPT_BOOK:
+        o->book = v->text;
+        break;
+    case CLI_OPT_REASON:
+        if (strlen(v->text) < 1 || strlen(v->text) > 32 ||
+            strspn(v->text, "abcdefghijklmnopqrstuvwxyz_") != strlen(v->text))
+            return cli_usage_error("rejected", "--reason: '%s' is not a reason code", v->text);
+        o->reason = v->text;
+        break;
+    case CLI_OPT_LIMIT:
+        o->limit = (long)v->n;
+        break;
+    case CLI_OPT_ALL:
         o->all = 1;
-        return CLI_EXIT_OK;
-    case OPT_HELP:
-        return -1;
+        break;
     default:
         return cli_usage_error("rejected", "bad option");
     }
+    return CLI_EXIT_OK;
 }
 
 /* A bs_reject_fn: one line per rejected record. */
@@ -198,8 +181,8 @@ int cmd_rejected(int argc, char **argv)
 
     memset(&o, 0, sizeof(o));
     o.limit = DEFAULT_LIMIT;
-    rc = cli_verb_getopt("rejected", verbs, argc, argv, long_options, take_option, &o, &verb,
-                         &first);
+    rc = cli_verb_parse("rejected", CLI_CMD_REJECTED, verbs, argc, argv, take_option, &o, &verb,
+                        &first);
     if (rc < 0) {
         usage(stdout);
         return CLI_EXIT_OK;

@@ -8,11 +8,6 @@
 
 #include "store.h"
 
-/* Help text of the --db option, for the subcommands' usage(). */
-#define DBCLI_DB_HELP                                                                          \
-    "  --db CONNINFO          libpq connection string or URI (default:\n"                     \
-    "                         $BILLING_PG_CONNINFO, else the PG* variables)\n"
-
 /*
  * dbcli_connect - connect to the store named by @option (see
  * bs_conninfo), retrying a few times. Prints the reason and returns NULL

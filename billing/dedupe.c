@@ -64,7 +64,7 @@ typedef struct rec_hdr {
 /* A record in a run: its id hash, then the header, the id and the stored event. */
 #define RUN_HDR (sizeof(uint64_t) + sizeof(rec_hdr))
 /* Largest record in a run: hash and header, longest id, largest stored event. */
-#define REC_MAX (RUN_HDR + BC_DEDUPE_ID_MAX + BILLING_EVENT_WIRE_MAX)
+#define REC_MAX (RUN_HDR + RATE_DEDUPE_ID_MAX + BILLING_EVENT_WIRE_MAX)
 
 /* A run: an unlinked temporary file of records in order. */
 typedef struct run {
@@ -99,7 +99,7 @@ typedef struct mem_idx {
 #define RADIX_SHIFT (64 - RADIX_BITS * RADIX_PASSES)
 #define INSERTION_MAX 16
 
-struct bc_dedupe {
+struct rate_dedupe {
     char *tmpdir;
     unsigned char *arena;
     size_t arena_cap;
@@ -108,16 +108,16 @@ struct bc_dedupe {
     mem_idx *idx_tmp; /* the radix sort's other buffer */
     size_t idx_cap;
     size_t n_idx;
-    run runs[BC_DEDUPE_FANIN];
+    run runs[RATE_DEDUPE_FANIN];
     size_t n_runs;
     int finished;
     int failed;   /* an I/O error left the runs half read: refuse everything */
-    bc_dedupe_stats stats;
+    rate_dedupe_stats stats;
 };
 
 /* A sorted stream of records: the memory arena or a part of a run. */
 typedef struct cursor {
-    const bc_dedupe *d;
+    const rate_dedupe *d;
     int fd;        /* -1: the arena, through d->idx */
     size_t next;   /* arena: next index entry ... */
     size_t stop;   /* ... up to this one */
@@ -200,7 +200,7 @@ static uint64_t check_step(uint64_t h, const unsigned char *p)
     return (h + w) * CHECK_M1;
 }
 
-uint64_t bc_hash_check(const void *data, size_t n)
+uint64_t rate_dedupe_hash_check(const void *data, size_t n)
 {
     const unsigned char *p = data;
     uint64_t a = UINT64_C(0x9e3779b97f4a7c15) ^ ((uint64_t)n * CHECK_M2);
@@ -229,7 +229,7 @@ uint64_t bc_hash_check(const void *data, size_t n)
 /* Set                                                                     */
 /* ---------------------------------------------------------------------- */
 
-static int run_open(const bc_dedupe *d, int *fd, char *errbuf, size_t errsize);
+static int run_open(const rate_dedupe *d, int *fd, char *errbuf, size_t errsize);
 
 /* The slice of the hash @hash. */
 static inline size_t slice_of(uint64_t hash)
@@ -246,14 +246,14 @@ static void run_close(run *r)
     r->slice = NULL;
 }
 
-bc_dedupe *bc_dedupe_new(size_t memory, const char *tmpdir, char *errbuf, size_t errsize)
+rate_dedupe *rate_dedupe_new(size_t memory, const char *tmpdir, char *errbuf, size_t errsize)
 {
-    bc_dedupe *d;
+    rate_dedupe *d;
     int probe;
 
-    if (memory < BC_DEDUPE_MEMORY_MIN || memory > BC_DEDUPE_MEMORY_MAX) {
-        bc_seterr(errbuf, errsize, "dedupe memory: %u bytes to %llu GiB", BC_DEDUPE_MEMORY_MIN,
-                  (unsigned long long)(BC_DEDUPE_MEMORY_MAX >> 30));
+    if (memory < RATE_DEDUPE_MEMORY_MIN || memory > RATE_DEDUPE_MEMORY_MAX) {
+        bc_seterr(errbuf, errsize, "dedupe memory: %u bytes to %llu GiB", RATE_DEDUPE_MEMORY_MIN,
+                  (unsigned long long)(RATE_DEDUPE_MEMORY_MAX >> 30));
         return NULL;
     }
     d = calloc(1, sizeof(*d));
@@ -270,18 +270,18 @@ bc_dedupe *bc_dedupe_new(size_t memory, const char *tmpdir, char *errbuf, size_t
         goto nomem;
     /* Find out now, not after reading everything, if runs cannot be written. */
     if (run_open(d, &probe, errbuf, errsize) != 0) {
-        bc_dedupe_destroy(d);
+        rate_dedupe_destroy(d);
         return NULL;
     }
     close(probe);
     return d;
 nomem:
-    bc_dedupe_destroy(d);
+    rate_dedupe_destroy(d);
     bc_seterr(errbuf, errsize, "dedupe: out of memory");
     return NULL;
 }
 
-void bc_dedupe_destroy(bc_dedupe *d)
+void rate_dedupe_destroy(rate_dedupe *d)
 {
     size_t i;
 
@@ -296,12 +296,12 @@ void bc_dedupe_destroy(bc_dedupe *d)
     free(d);
 }
 
-void bc_dedupe_get_stats(const bc_dedupe *d, bc_dedupe_stats *out)
+void rate_dedupe_get_stats(const rate_dedupe *d, rate_dedupe_stats *out)
 {
     *out = d->stats;
 }
 
-void bc_dedupe_get_stats_many(bc_dedupe *const *sets, size_t n_sets, bc_dedupe_stats *out)
+void rate_dedupe_get_stats_many(rate_dedupe *const *sets, size_t n_sets, rate_dedupe_stats *out)
 {
     size_t i;
 
@@ -321,7 +321,7 @@ void bc_dedupe_get_stats_many(bc_dedupe *const *sets, size_t n_sets, bc_dedupe_s
 /* ---------------------------------------------------------------------- */
 
 /* A new unlinked temporary file in *@fd. Returns 0 or -1 with a message. */
-static int run_open(const bc_dedupe *d, int *fd, char *errbuf, size_t errsize)
+static int run_open(const rate_dedupe *d, int *fd, char *errbuf, size_t errsize)
 {
     char path[4096];
 
@@ -334,7 +334,7 @@ static int run_open(const bc_dedupe *d, int *fd, char *errbuf, size_t errsize)
     return 0;
 }
 
-static int write_error(const bc_dedupe *d, char *errbuf, size_t errsize)
+static int write_error(const rate_dedupe *d, char *errbuf, size_t errsize)
 {
     bc_seterr(errbuf, errsize, "writing a temporary file in %s: %s", d->tmpdir,
               errno ? strerror(errno) : "write failed");
@@ -342,7 +342,7 @@ static int write_error(const bc_dedupe *d, char *errbuf, size_t errsize)
 }
 
 /* A new run to write into @w. Returns 0 or -1 with a message. */
-static int writer_open(const bc_dedupe *d, writer *w, char *errbuf, size_t errsize)
+static int writer_open(const rate_dedupe *d, writer *w, char *errbuf, size_t errsize)
 {
     memset(w, 0, sizeof(*w));
     w->r.fd = -1;
@@ -421,7 +421,7 @@ static void writer_abort(writer *w)
 }
 
 /* Finish the run of @w into *@out. Returns 0, or -1 with a message (the run closed). */
-static int writer_end(bc_dedupe *d, writer *w, run *out, char *errbuf, size_t errsize)
+static int writer_end(rate_dedupe *d, writer *w, run *out, char *errbuf, size_t errsize)
 {
     errno = 0;
     if (writer_flush(w) != 0) {
@@ -465,7 +465,7 @@ static inline size_t radix_digit(uint64_t hash, int pass)
  * which an insertion sort puts in full order (hash, id, arrival). Records
  * were added in arrival order, and stability keeps it.
  */
-static void sort_memory(bc_dedupe *d)
+static void sort_memory(rate_dedupe *d)
 {
     uint32_t counts[RADIX_PASSES][1u << RADIX_BITS];
     uint32_t *count;
@@ -517,13 +517,13 @@ static void sort_memory(bc_dedupe *d)
     d->idx = src;
 }
 
-static int merge_runs(bc_dedupe *d, char *errbuf, size_t errsize);
+static int merge_runs(rate_dedupe *d, char *errbuf, size_t errsize);
 
 /*
  * Fetch into the cache the record of index entry @i: its header and the
  * start of its id, which straddle two cache lines one time in two.
  */
-static inline void prefetch_record(const bc_dedupe *d, size_t i)
+static inline void prefetch_record(const rate_dedupe *d, size_t i)
 {
     const unsigned char *rec = d->arena + d->idx[i].off;
 
@@ -532,14 +532,14 @@ static inline void prefetch_record(const bc_dedupe *d, size_t i)
 }
 
 /* Sort the records in memory into a new run and empty the arena. */
-static int spill(bc_dedupe *d, char *errbuf, size_t errsize)
+static int spill(rate_dedupe *d, char *errbuf, size_t errsize)
 {
     writer w;
     size_t i;
     const unsigned char *rec;
     rec_hdr h;
 
-    if (d->n_runs == BC_DEDUPE_FANIN && merge_runs(d, errbuf, errsize) != 0) {
+    if (d->n_runs == RATE_DEDUPE_FANIN && merge_runs(d, errbuf, errsize) != 0) {
         d->failed = 1;
         return -1;
     }
@@ -576,9 +576,9 @@ static int spill(bc_dedupe *d, char *errbuf, size_t errsize)
  * Append a record of @id (hashed by the caller with bc_hash_bytes) and,
  * with @ev, its encoded event. Returns 0 or -1 with a message.
  */
-static inline int add_record(bc_dedupe *d, const char *id, size_t id_len, uint64_t hash,
-                      const billing_event *ev, const bc_dedupe_where *where, char *errbuf,
-                      size_t errsize)
+static inline int add_record(rate_dedupe *d, const char *id, size_t id_len, uint64_t hash,
+                             const billing_event *ev, const rate_dedupe_where *where, char *errbuf,
+                             size_t errsize)
 {
     size_t len = 0;
     size_t room = sizeof(rec_hdr) + id_len + (ev != NULL ? BILLING_EVENT_WIRE_MAX : 0);
@@ -588,7 +588,7 @@ static inline int add_record(bc_dedupe *d, const char *id, size_t id_len, uint64
     if (d->finished || d->failed)
         return bc_seterr(errbuf, errsize, "dedupe: add after %s",
                          d->failed ? "an error" : "finish");
-    if (id_len == 0 || id_len > BC_DEDUPE_ID_MAX)
+    if (id_len == 0 || id_len > RATE_DEDUPE_ID_MAX)
         return bc_seterr(errbuf, errsize, "event '%.64s': field 'id': %s", id,
                          id_len == 0 ? "missing" : "too long");
     if ((d->arena_cap - d->arena_len < room || d->n_idx == d->idx_cap) &&
@@ -615,8 +615,8 @@ static inline int add_record(bc_dedupe *d, const char *id, size_t id_len, uint64
     return 0;
 }
 
-int bc_dedupe_add(bc_dedupe *d, const billing_event *ev, const bc_dedupe_where *where, int store,
-                  char *errbuf, size_t errsize)
+int rate_dedupe_add(rate_dedupe *d, const billing_event *ev, const rate_dedupe_where *where,
+                    int store, char *errbuf, size_t errsize)
 {
     const char *id = billing_event_id(ev);
     size_t id_len = strlen(id);
@@ -626,8 +626,8 @@ int bc_dedupe_add(bc_dedupe *d, const billing_event *ev, const bc_dedupe_where *
                       errsize);
 }
 
-int bc_dedupe_add_id(bc_dedupe *d, const char *id, size_t id_len, uint64_t hash,
-                     const bc_dedupe_where *where, char *errbuf, size_t errsize)
+int rate_dedupe_add_id(rate_dedupe *d, const char *id, size_t id_len, uint64_t hash,
+                       const rate_dedupe_where *where, char *errbuf, size_t errsize)
 {
     return add_record(d, id, id_len, hash, NULL, where, errbuf, errsize);
 }
@@ -684,7 +684,7 @@ static int run_next(cursor *c)
     memcpy(&c->hash, c->buf + c->b_pos, sizeof(c->hash));
     memcpy(&c->h, c->buf + c->b_pos + sizeof(c->hash), sizeof(c->h));
     body = (size_t)c->h.id_len + c->h.ev_len;
-    if (c->h.id_len == 0 || c->h.id_len > BC_DEDUPE_ID_MAX ||
+    if (c->h.id_len == 0 || c->h.id_len > RATE_DEDUPE_ID_MAX ||
         c->h.ev_len > BILLING_EVENT_WIRE_MAX || cursor_fill(c, RUN_HDR + body) != 1) {
         errno = EIO; /* a run we wrote ourselves came back short or damaged */
         return -1;
@@ -697,7 +697,7 @@ static int run_next(cursor *c)
 /* Move @c to its next record. Returns 1 (a record), 0 (the end) or -1 (read error). */
 static int cursor_next(cursor *c)
 {
-    const bc_dedupe *d = c->d;
+    const rate_dedupe *d = c->d;
     const unsigned char *rec;
 
     if (c->fd >= 0)
@@ -715,7 +715,7 @@ static int cursor_next(cursor *c)
 }
 
 /* The first entry of the sorted index of @d in slice @s or after (SLICES: the end). */
-static size_t idx_slice(const bc_dedupe *d, size_t s)
+static size_t idx_slice(const rate_dedupe *d, size_t s)
 {
     size_t lo = 0;
     size_t hi = d->n_idx;
@@ -737,7 +737,7 @@ static size_t idx_slice(const bc_dedupe *d, size_t s)
  * Set @c on the records of slices @lo to @hi (excluded) of run @i of @d
  * (i == d->n_runs: its sorted arena). Returns 0, or -1 when out of memory.
  */
-static int cursor_init(cursor *c, const bc_dedupe *d, size_t i, size_t lo, size_t hi)
+static int cursor_init(cursor *c, const rate_dedupe *d, size_t i, size_t lo, size_t hi)
 {
     c->d = d;
     c->fd = -1;
@@ -757,7 +757,7 @@ static int cursor_init(cursor *c, const bc_dedupe *d, size_t i, size_t lo, size_
  * Ties (one id): which of records @a and @b, from merge inputs @a_age and
  * @b_age, came first (negative: @a). In one set (@same_set), by arrival
  * (runs by creation, the arena last: what the age says); across the sets
- * of bc_dedupe_finish_many, by source, then offset, which is the input's
+ * of rate_dedupe_finish_many, by source, then offset, which is the input's
  * order whichever set took the record (each set got its records in that
  * order, so the two agree). 0 for records of one input: their order there
  * decides. The merge (cursor_less) and the slices (ent_order) share it.
@@ -881,7 +881,7 @@ typedef int (*visit_fn)(void *arg, const cursor *c);
  * memory (message written), or what @visit returned. Only reads the sets:
  * two merges of different slices may run at once.
  */
-static int merge_sets(bc_dedupe *const *sets, size_t n_sets, int with_memory, size_t lo,
+static int merge_sets(rate_dedupe *const *sets, size_t n_sets, int with_memory, size_t lo,
                       size_t hi, visit_fn visit, void *arg, char *errbuf, size_t errsize)
 {
     size_t total = 0;
@@ -973,8 +973,7 @@ typedef struct slice_plan {
 } slice_plan;
 
 /* Plan slice @s of @sets in @cap bytes; 1 if it fits. */
-static int slice_fits(bc_dedupe *const *sets, size_t n_sets, size_t s, size_t cap,
-                      slice_plan *p)
+static int slice_fits(rate_dedupe *const *sets, size_t n_sets, size_t s, size_t cap, slice_plan *p)
 {
     size_t t;
     size_t i;
@@ -1044,7 +1043,7 @@ static int slice_read(const run *r, size_t s, unsigned char *buf, uint32_t age, 
             break;
         memcpy(&hash, q, sizeof(hash));
         memcpy(&h, q + sizeof(hash), sizeof(h));
-        if (h.id_len == 0 || h.id_len > BC_DEDUPE_ID_MAX || h.ev_len > BILLING_EVENT_WIRE_MAX ||
+        if (h.id_len == 0 || h.id_len > RATE_DEDUPE_ID_MAX || h.ev_len > BILLING_EVENT_WIRE_MAX ||
             (size_t)(end - q) - RUN_HDR < (size_t)h.id_len + h.ev_len || slice_of(hash) != s)
             break;
         ent[*n].hash = hash;
@@ -1121,14 +1120,14 @@ static uint64_t table_seed(void)
  * once, the slice laid out in @mem as @p says. Returns 0, -1 for a read
  * error (message written), or what @visit returned.
  */
-static int find_slice(bc_dedupe *const *sets, size_t n_sets, size_t s, const slice_plan *p,
+static int find_slice(rate_dedupe *const *sets, size_t n_sets, size_t s, const slice_plan *p,
                       void *mem, uint32_t *set_of, visit_fn visit, void *arg, char *errbuf,
                       size_t errsize)
 {
     batch_ent *ent = mem;
     uint32_t *table = (uint32_t *)(ent + p->n_max);
     unsigned char *bytes = (unsigned char *)(table + p->table);
-    const bc_dedupe *d;
+    const rate_dedupe *d;
     size_t n = 0;
     size_t m;
     size_t t;
@@ -1180,7 +1179,7 @@ static int find_slice(bc_dedupe *const *sets, size_t n_sets, size_t s, const sli
  * merge_sets. Only reads the sets: two calls on different slices may
  * run at once, with different @mem.
  */
-static int find_range(bc_dedupe *const *sets, size_t n_sets, size_t lo, size_t hi, void *mem,
+static int find_range(rate_dedupe *const *sets, size_t n_sets, size_t lo, size_t hi, void *mem,
                       size_t cap, visit_fn visit, void *arg, char *errbuf, size_t errsize)
 {
     size_t n_inputs = 0;
@@ -1217,7 +1216,7 @@ static int find_range(bc_dedupe *const *sets, size_t n_sets, size_t lo, size_t h
     return rc;
 }
 
-/* A merge that writes every record into a run (a bc_dedupe visit_fn); -2 on a write error. */
+/* A merge that writes every record into a run (a rate_dedupe visit_fn); -2 on a write error. */
 static int write_record(void *arg, const cursor *c)
 {
     return writer_put(arg, c->hash, &c->h, c->body) != 0 ? -2 : 0;
@@ -1226,10 +1225,10 @@ static int write_record(void *arg, const cursor *c)
 /*
  * Merge every run into one, which takes their place, to keep the number
  * of open runs bounded. (Each merge rewrites everything spilled so far:
- * an input of more than BC_DEDUPE_FANIN budgets' worth of records costs
+ * an input of more than RATE_DEDUPE_FANIN budgets' worth of records costs
  * more disk traffic, and a larger budget avoids it.)
  */
-static int merge_runs(bc_dedupe *d, char *errbuf, size_t errsize)
+static int merge_runs(rate_dedupe *d, char *errbuf, size_t errsize)
 {
     writer w;
     run out;
@@ -1263,23 +1262,23 @@ static int merge_runs(bc_dedupe *d, char *errbuf, size_t errsize)
 /* ---------------------------------------------------------------------- */
 
 typedef struct group_ctx {
-    bc_dedupe *d;
-    bc_dedupe_fetch_fn fetch;
-    bc_dedupe_fn fn;
+    rate_dedupe *d;
+    rate_dedupe_fetch_fn fetch;
+    rate_dedupe_fn fn;
     void *arg;
     char *errbuf;
     size_t errsize;
     int have_first;
     uint64_t hash;
     rec_hdr first;
-    char id[BC_DEDUPE_ID_MAX + 1];
+    char id[RATE_DEDUPE_ID_MAX + 1];
     int first_loaded;
     size_t first_len;
     unsigned char first_ev[BILLING_EVENT_WIRE_MAX];
     unsigned char later_ev[BILLING_EVENT_WIRE_MAX];
 } group_ctx;
 
-static void where_of(const rec_hdr *h, bc_dedupe_where *w)
+static void where_of(const rec_hdr *h, rate_dedupe_where *w)
 {
     w->src = h->src;
     w->pos = h->pos;
@@ -1291,7 +1290,7 @@ static void where_of(const rec_hdr *h, bc_dedupe_where *w)
 static int event_of(group_ctx *g, const rec_hdr *h, const unsigned char *body, unsigned char *buf,
                     const unsigned char **ev, size_t *len)
 {
-    bc_dedupe_where w;
+    rate_dedupe_where w;
 
     if (h->ev_len > 0) {
         *ev = body + h->id_len;
@@ -1314,7 +1313,7 @@ static int visit_group(void *arg, const cursor *c)
     const unsigned char *ev;
     const unsigned char *first;
     size_t len;
-    bc_dedupe_hit hit;
+    rate_dedupe_hit hit;
 
     if (!g->have_first || id_cmp(g->hash, (const unsigned char *)g->id, g->first.id_len, c->hash,
                                  c->body, c->h.id_len) != 0) {
@@ -1337,8 +1336,8 @@ static int visit_group(void *arg, const cursor *c)
     }
     if (event_of(g, &c->h, c->body, g->later_ev, &ev, &len) != 0)
         return -1;
-    hit.kind = len == g->first_len && memcmp(ev, g->first_ev, len) == 0 ? BC_DEDUPE_DUPLICATE
-                                                                         : BC_DEDUPE_CONFLICT;
+    hit.kind = len == g->first_len && memcmp(ev, g->first_ev, len) == 0 ? RATE_DEDUPE_DUPLICATE
+                                                                        : RATE_DEDUPE_CONFLICT;
     hit.id = g->id;
     hit.event = ev;
     hit.event_len = len;
@@ -1355,7 +1354,7 @@ static int visit_group(void *arg, const cursor *c)
  * (reading events again, taking them back) stays on one thread, in order.
  */
 typedef struct upper_half {
-    bc_dedupe *const *sets;
+    rate_dedupe *const *sets;
     size_t n_sets;
     writer groups;
     int stop;      /* set by the lower half when it stops early */
@@ -1365,7 +1364,7 @@ typedef struct upper_half {
     int prev_kept; /* ... and whether it went into groups already */
     uint64_t prev_hash;
     rec_hdr prev;
-    unsigned char prev_body[BC_DEDUPE_ID_MAX + BILLING_EVENT_WIRE_MAX];
+    unsigned char prev_body[RATE_DEDUPE_ID_MAX + BILLING_EVENT_WIRE_MAX];
 } upper_half;
 
 /* A visit_fn: keep the records of repeated ids in u->groups; -2 on a write error. */
@@ -1415,8 +1414,8 @@ static void *upper_half_main(void *arg)
 /* Visit the records of the run @r in order with visit_group. Returns as merge_sets. */
 static int visit_run(group_ctx *g, const run *r, char *errbuf, size_t errsize)
 {
-    bc_dedupe one;
-    bc_dedupe *set = &one;
+    rate_dedupe one;
+    rate_dedupe *set = &one;
 
     /* A set of that one run, its arena empty. */
     memset(&one, 0, sizeof(one));
@@ -1434,7 +1433,7 @@ static int visit_run(group_ctx *g, const run *r, char *errbuf, size_t errsize)
  * before those of the upper one), and the callbacks run on this thread
  * only.
  */
-static int finish_halves(bc_dedupe *const *sets, size_t n_sets, group_ctx *g, char *errbuf,
+static int finish_halves(rate_dedupe *const *sets, size_t n_sets, group_ctx *g, char *errbuf,
                          size_t errsize)
 {
     upper_half *u = calloc(1, sizeof(*u));
@@ -1469,8 +1468,8 @@ static int finish_halves(bc_dedupe *const *sets, size_t n_sets, group_ctx *g, ch
     return rc;
 }
 
-int bc_dedupe_finish_many(bc_dedupe *const *sets, size_t n_sets, bc_dedupe_fetch_fn fetch,
-                          bc_dedupe_fn fn, void *arg, char *errbuf, size_t errsize)
+int rate_dedupe_finish_many(rate_dedupe *const *sets, size_t n_sets, rate_dedupe_fetch_fn fetch,
+                            rate_dedupe_fn fn, void *arg, char *errbuf, size_t errsize)
 {
     group_ctx *g;
     size_t i;
@@ -1504,8 +1503,8 @@ int bc_dedupe_finish_many(bc_dedupe *const *sets, size_t n_sets, bc_dedupe_fetch
     return rc;
 }
 
-int bc_dedupe_finish(bc_dedupe *d, bc_dedupe_fetch_fn fetch, bc_dedupe_fn fn, void *arg,
-                     char *errbuf, size_t errsize)
+int rate_dedupe_finish(rate_dedupe *d, rate_dedupe_fetch_fn fetch, rate_dedupe_fn fn, void *arg,
+                       char *errbuf, size_t errsize)
 {
-    return bc_dedupe_finish_many(&d, 1, fetch, fn, arg, errbuf, errsize);
+    return rate_dedupe_finish_many(&d, 1, fetch, fn, arg, errbuf, errsize);
 }

@@ -1,30 +1,31 @@
 /*
- * rate.h - what the files of `billing rate` share (private to the tool):
- * its options, counts and state, and the steps each file provides.
+ * rate.h - the offline rater behind `billing rate`, as its command sees
+ * it: the options of a run and rate_run. The run owns its state
+ * (rate_ctx.h, private to the rate_*.c files); the files, each using only
+ * those below it:
  *
- *   cmd_rate.c     command line, catalog and rater, the run
- *   rate_inputs.c  which inputs: the user's, or the shipped example
- *   rate_read.c    reading and rating events, repeats, rejected records, progress
- *   rate_output.c  choosing the invoices and printing them
+ *   rate_run.c       the run: catalogs and raters loaded, reading, output
+ *   rate_output.c    choosing the invoices and printing them (JSON, table, CSV)
+ *   rate_balance.c   the credit report of --at
+ *   rate_resources.c --by resource: an account's events rated per resource
+ *   rate_report.c    the counts (JSON summary, text lines), JSON to stdout
+ *   rate_parallel.c  reading and rating on -j N threads
+ *   rate_read.c      reading and rating on one thread
+ *   rate_repeats.c   repeated event ids taken back after the last file
+ *   rate_ctx.c       the state: an account's book, temporary files, accounts in order
+ *   rate_inputs.c    which inputs: the user's, or the shipped example
+ *   rate_accounts.c, rate_prices.c, rate_credit.c: what the files say
+ *     that the catalog does not keep (zones, prices as written, events
+ *     running at --at); dedupe.c, rejects.c, progress.c below them all.
  */
 #ifndef BILLING_RATE_H
 #define BILLING_RATE_H
 
-#include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <sys/stat.h>
 
 #include "billing.h"
-#include "dedupe.h"
 #include "eventio.h"
-#include "progress.h"
-#include "rate_accounts.h"
-#include "rate_credit.h"
-#include "rate_prices.h"
-#include "rejects.h"
-#include "render.h"
-#include "billing_config.h"
 
 #define ERR_MAX 1024
 #define PATH_LEN 4096
@@ -49,7 +50,7 @@ typedef enum { OUT_JSON, OUT_TABLE, OUT_CSV } out_format;
 #define BOOKS_MAX 16
 
 typedef struct rate_opts {
-    const char *pricebook;          /* the first --pricebook's file, or the example's */
+    const char *pricebook;           /* the first --pricebook's file, or the example's */
     const char *book_ids[BOOKS_MAX]; /* --pricebook ID=FILE: ID (NULL for a plain FILE) */
     const char *book_paths[BOOKS_MAX];
     char book_id_buf[BOOKS_MAX][130]; /* the ids, copied out of the arguments */
@@ -83,164 +84,13 @@ typedef struct rate_opts {
 /* Table layout: compact on a terminal, full (every column, stable) otherwise. */
 enum { LAYOUT_AUTO, LAYOUT_COMPACT, LAYOUT_FULL };
 
-typedef struct rate_counts {
-    uint64_t read;
-    uint64_t rated;
-    uint64_t duplicates;
-    uint64_t rejected;
-    uint64_t subs_rejected; /* subscriptions of the accounts file left out */
-    uint64_t after_at;      /* with --at: events starting at or after it, not rated */
-} rate_counts;
-
-/* An event file, as the dedupe needs to know it. */
-struct source {
-    char *name;       /* in messages */
-    bc_format format;
-    int reread;       /* a regular file: events are read again, not kept */
-    struct stat st;   /* ... and what it was, to notice a change */
-    int fd;           /* open to read events again, or -1 */
-};
-
-/* One price book: its catalog (with the accounts naming it) and its rater. */
-typedef struct rate_book {
-    const char *id; /* NULL when only one book is given */
-    const char *path;
-    billing_catalog *cat;
-    billing_rater *rater;
-    rate_prices *prices; /* its prices as written, for tables */
-} rate_book;
-
-/* Invoice totals of one currency, for the summary of a run with several books. */
-typedef struct rate_total {
-    char currency[8];
-    uint64_t invoices;
-    char total[64];
-} rate_total;
-
-/* --by resource: one rater per resource of the account being printed. */
-typedef struct rate_resources {
-    size_t n;
-    char **names;
-    billing_rater **raters;
-} rate_resources;
-
-typedef struct rate_ctx {
-    rate_opts opts;
-    rate_counts counts;
-    rate_book books[BOOKS_MAX];
-    int n_books;
-    billing_catalog *cat;  /* the book of the account at hand (rate_use_account) */
-    billing_rater *rater;
-    rate_total totals[BOOKS_MAX];
-    int n_totals;
-    billing_config_zones *zones;
-    billing_event *ev;
-    rate_accounts *accinfo;
-    rate_rejects *rejects;
-    progress prog;
-    rate_running *running; /* with --at: the events running at that instant */
-    rate_running *kept;    /* with --by resource: every event rated */
-    rate_resources res;    /* ... rated again per resource, for the account being printed */
-    render_view view;
-    char thousands[8];
-    bc_dedupe *dedupe;
-    /* -j: the thread closing the workers' dedupe files while invoices are written (teardown joins it) */
-    pthread_t reaper;
-    int reaper_started;
-    uint32_t src;          /* index of the file being read */
-    struct source *srcs;   /* per file */
-    int open_fds;          /* files open to read events again */
-    char example_dir[PATH_LEN];
-    char example_pricebook[PATH_LEN];
-    char example_accounts[PATH_LEN];
-    char example_events[PATH_LEN];
-    char *example_argv[2];
-} rate_ctx;
-
-/* rate_use_account - make c->cat and c->rater those of @account's book (the first if unknown). */
-void rate_use_account(rate_ctx *c, const char *account);
-
-typedef int (*rate_account_fn)(rate_ctx *c, const char *account, void *arg);
-
 /*
- * rate_for_each_account - call @fn on each account to print (all, or the
- * one of --account), book by book in --pricebook order, accounts in id
- * order, with c->cat and c->rater set to its book's.
+ * rate_run - one run of `billing rate` with the options @o (checked by
+ * the command line; no files given: the shipped example): read and rate
+ * every event file, print the invoices or the credit report on stdout and
+ * the messages on stderr. Returns the exit code billing(1) documents
+ * (CLI_EXIT_*).
  */
-int rate_for_each_account(rate_ctx *c, rate_account_fn fn, void *arg);
-
-/* rate_check_inputs - the inputs given, or the example for none; an exit code. */
-int rate_check_inputs(rate_ctx *c);
-
-/* rate_temp_dir - where temporary files go: --temp-dir, $TMPDIR or /tmp. */
-const char *rate_temp_dir(const rate_opts *o);
-
-/*
- * rate_parallel_ok - whether the run can read and rate on c->opts.jobs
- * threads (rate_parallel.c): more than one job, one price book, regular
- * files only, no --strict, --at or --by resource.
- */
-int rate_parallel_ok(const rate_ctx *c);
-
-/*
- * rate_parallel - rate_all on c->opts.jobs threads: every event file read
- * and rated, repeats taken back, with the messages, counts and --rejects
- * one thread gives, in the same order; the threads' totals end up in the
- * book's rater. Returns an exit code.
- */
-int rate_parallel(rate_ctx *c);
-
-/* rate_fetch - a bc_dedupe_fetch_fn (@arg: the rate_ctx): read an event again from its file. */
-int rate_fetch(void *arg, const bc_dedupe_where *w, const char *id, unsigned char *buf,
-               size_t *len, char *err, size_t errsize);
-
-/* rate_take_back - a bc_dedupe_fn (@arg: the rate_ctx): take a later occurrence back. */
-int rate_take_back(void *arg, const bc_dedupe_hit *hit);
-
-/*
- * rate_take_back_repeats - after the last file, find every id rated more
- * than once among the records of @sets and keep only its first
- * occurrence, through @fetch and @fn (rate_fetch and rate_take_back, or
- * wrappers of them) with @arg; with --verbose, say how the dedupe went.
- * Returns an exit code.
- */
-int rate_take_back_repeats(rate_ctx *c, bc_dedupe *const *sets, size_t n_sets,
-                           bc_dedupe_fetch_fn fetch, bc_dedupe_fn fn, void *arg);
-
-/* rate_all - read and rate every event file, then take back repeats; an exit code. */
-int rate_all(rate_ctx *c);
-
-enum { CUT_KEEP, CUT_AFTER, CUT_ERROR };
-
-/* rate_cut_at - with --at, an event as of that instant: CUT_KEEP, CUT_AFTER or CUT_ERROR. */
-int rate_cut_at(rate_ctx *c, billing_event *ev, char *err, size_t errsize);
-
-/* rate_close_rejects - close the --rejects file, saying where they went; an exit code. */
-int rate_close_rejects(rate_ctx *c);
-
-/*
- * rate_resources_build - rate the kept events of @account again, one
- * rater per resource, into @rr (freed with rate_resources_free). Returns
- * an exit code (message printed).
- */
-int rate_resources_build(rate_ctx *c, const char *account, rate_resources *rr);
-
-/* rate_resources_free - free what rate_resources_build made; empty is a no-op. */
-void rate_resources_free(rate_resources *rr);
-
-/* rate_print_credit - the --at credit report, as JSON or a table; an exit code. */
-int rate_print_credit(rate_ctx *c);
-
-/* rate_summary_json - the counts as the JSON "summary" object; NULL when out of memory. */
-json_t *rate_summary_json(const rate_ctx *c);
-
-/* rate_dump_json - @root on stdout, two-space indented, keys in order; an exit code. */
-int rate_dump_json(json_t *root);
-
-/* rate_print_counts - the counts as text lines on @out. */
-void rate_print_counts(FILE *out, const rate_counts *n);
-
-/* rate_finish - print the invoices (or the credit report) and the counts; an exit code. */
-int rate_finish(rate_ctx *c);
+int rate_run(const rate_opts *o);
 
 #endif /* BILLING_RATE_H */

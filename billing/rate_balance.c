@@ -16,7 +16,7 @@
 
 #include "cli.h"
 #include "numfmt.h"
-#include "rate.h"
+#include "rate_ctx.h"
 
 /* Most grants listed for one account (the balance counts them all). */
 #define GRANTS_SHOWN_MAX 64

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "rate.h"
+#include "rate_ctx.h"
 
 /* ---------------------------------------------------------------------- */
 /* The shipped example                                                     */

@@ -15,7 +15,7 @@
 
 #include "cli.h"
 #include "numfmt.h"
-#include "rate.h"
+#include "rate_ctx.h"
 
 /* ---------------------------------------------------------------------- */
 /* Choosing the invoices                                                   */
@@ -202,47 +202,6 @@ static int account_invoices(rate_ctx *c, const char *account, invoice_fn fn, voi
     rate_resources_free(&c->res);
     free(months);
     free(charged);
-    return rc;
-}
-
-/* A render_view written_price: usage rates and plan fees as the price book writes them. */
-static const char *written_price(const void *arg, const billing_invoice *inv, size_t i)
-{
-    const rate_prices *p = arg;
-    const char *version = billing_invoice_line_price_version(inv, i);
-
-    switch (billing_invoice_line_kind(inv, i)) {
-    case BILLING_LINE_USAGE:
-        return rate_prices_rate(p, version, billing_invoice_line_meter(inv, i),
-                                billing_invoice_line_model(inv, i),
-                                billing_invoice_line_region(inv, i));
-    case BILLING_LINE_FEE:
-        return rate_prices_fee(p, version, billing_invoice_line_plan(inv, i));
-    default:
-        return NULL;
-    }
-}
-
-int rate_for_each_account(rate_ctx *c, rate_account_fn fn, void *arg)
-{
-    const char *account;
-    size_t a;
-    int b;
-    int rc = CLI_EXIT_OK;
-
-    for (b = 0; rc == CLI_EXIT_OK && b < c->n_books; b++) {
-        for (a = 0; rc == CLI_EXIT_OK && a < billing_rater_account_count(c->books[b].rater);
-             a++) {
-            account = billing_rater_account_id(c->books[b].rater, a);
-            if (c->opts.account != NULL && strcmp(account, c->opts.account) != 0)
-                continue;
-            c->cat = c->books[b].cat;
-            c->rater = c->books[b].rater;
-            c->view.written_price = written_price;
-            c->view.written_arg = c->books[b].prices;
-            rc = fn(c, account, arg);
-        }
-    }
     return rc;
 }
 
@@ -493,90 +452,6 @@ static int queue_invoice(rate_ctx *c, const billing_invoice *inv, void *arg)
     return CLI_EXIT_OK;
 }
 
-static json_t *summary_json(const rate_counts *n)
-{
-    return json_pack("{s:I, s:I, s:I, s:I, s:I}", "events_read", (json_int_t)n->read,
-                     "events_rated", (json_int_t)n->rated, "duplicates",
-                     (json_int_t)n->duplicates, "rejected", (json_int_t)n->rejected,
-                     "subscriptions_rejected", (json_int_t)n->subs_rejected);
-}
-
-/* The summary, with where the rejected records went (--rejects) and what came after --at. */
-json_t *rate_summary_json(const rate_ctx *c)
-{
-    json_t *s = summary_json(&c->counts);
-
-    if (s != NULL && c->opts.rejects != NULL &&
-        json_object_set_new(s, "rejects_file", json_string(c->opts.rejects)) != 0) {
-        json_decref(s);
-        return NULL;
-    }
-    if (s != NULL && c->opts.at_set &&
-        json_object_set_new(s, "events_after_at", json_integer((json_int_t)c->counts.after_at)) !=
-            0) {
-        json_decref(s);
-        return NULL;
-    }
-    return s;
-}
-
-/*
- * JSON output gathered in blocks: jansson hands its dump over a token at
- * a time (json_dumpf makes an fwrite of each), a few bytes each.
- */
-#define OUT_BLOCK (64u * 1024u)
-
-typedef struct out_block {
-    FILE *f;
-    size_t len;
-    char buf[OUT_BLOCK];
-} out_block;
-
-/* Write out what @o holds; 0 or -1. */
-static int out_flush(out_block *o)
-{
-    size_t n = o->len;
-
-    o->len = 0;
-    return fwrite(o->buf, 1, n, o->f) == n ? 0 : -1;
-}
-
-/* A json_dump_callback_t: append @n bytes at @p to the block. */
-static int out_put(const char *p, size_t n, void *arg)
-{
-    out_block *o = arg;
-
-    if (n > OUT_BLOCK - o->len && out_flush(o) != 0)
-        return -1;
-    if (n >= OUT_BLOCK)
-        return fwrite(p, 1, n, o->f) == n ? 0 : -1;
-    memcpy(o->buf + o->len, p, n);
-    o->len += n;
-    return 0;
-}
-
-int rate_dump_json(json_t *root)
-{
-    out_block *o = malloc(sizeof(*o));
-    int rc = -1;
-
-    if (o == NULL) {
-        cli_error("out of memory");
-        return CLI_EXIT_INTERNAL;
-    }
-    o->f = stdout;
-    o->len = 0;
-    if (json_dump_callback(root, out_put, o, JSON_INDENT(2) | JSON_PRESERVE_ORDER) == 0 &&
-        out_put("\n", 1, o) == 0)
-        rc = out_flush(o);
-    free(o);
-    if (rc != 0) {
-        cli_error("writing the output failed");
-        return CLI_EXIT_INTERNAL;
-    }
-    return CLI_EXIT_OK;
-}
-
 /*
  * With several price books: per currency, the invoices printed and the
  * sum of their totals ("currencies" in the summary).
@@ -727,18 +602,6 @@ static size_t widest_line(const char *doc, size_t len)
     return width > widest ? width : widest;
 }
 
-void rate_print_counts(FILE *out, const rate_counts *n)
-{
-    fprintf(out,
-            "Events: %" PRIu64 " read, %" PRIu64 " rated, %" PRIu64 " duplicates, %" PRIu64
-            " rejected\n",
-            n->read, n->rated, n->duplicates, n->rejected);
-    if (n->after_at > 0)
-        fprintf(out, "Events after --at, not rated: %" PRIu64 "\n", n->after_at);
-    if (n->subs_rejected > 0)
-        fprintf(out, "Subscriptions: %" PRIu64 " rejected\n", n->subs_rejected);
-}
-
 /*
  * The tables. On a terminal they are first written to memory to be
  * measured: wider than the terminal, a line on stderr says so and how to
@@ -798,24 +661,9 @@ static int print_csv(rate_ctx *c)
     return CLI_EXIT_OK;
 }
 
-int rate_finish(rate_ctx *c)
+int rate_print_invoices(rate_ctx *c)
 {
-    int rc = c->opts.at_set             ? rate_print_credit(c)
-             : c->opts.output == OUT_TABLE ? print_table(c)
-             : c->opts.output == OUT_CSV ? print_csv(c)
-                                         : print_json(c);
-
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        cli_error("writing the output failed");
-        return CLI_EXIT_INTERNAL;
-    }
-    if (rc != CLI_EXIT_OK)
-        return rc;
-    if (c->counts.subs_rejected > 0)
-        cli_error("%" PRIu64 " subscription%s rejected", c->counts.subs_rejected,
-                  c->counts.subs_rejected == 1 ? "" : "s");
-    if (c->counts.rejected > 0)
-        cli_error("%" PRIu64 " of %" PRIu64 " events rejected", c->counts.rejected, c->counts.read);
-    return c->counts.rejected > 0 || c->counts.subs_rejected > 0 ? CLI_EXIT_REJECTED
-                                                                 : CLI_EXIT_OK;
+    return c->opts.output == OUT_TABLE ? print_table(c)
+           : c->opts.output == OUT_CSV ? print_csv(c)
+                                       : print_json(c);
 }

@@ -22,7 +22,7 @@
  * are out at once, so memory stays bounded whatever the input size. At
  * the end the workers' raters are merged into the book's rater (exact
  * sums: billing_rater_merge), and their dedupe shares are merged together
- * (bc_dedupe_finish_many: the first occurrence of an id is the one with
+ * (rate_dedupe_finish_many: the first occurrence of an id is the one with
  * the lowest file and offset, the input's first), repeats being taken
  * back as with one thread. So the output, the messages and their order do not
  * depend on N or on where the chunks are cut (tests/check-jobs.sh).
@@ -44,7 +44,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "rate.h"
+#include "rate_ctx.h"
 #include "util.h"
 
 /*
@@ -95,7 +95,7 @@ typedef struct worker {
     billing_event *ev;
     bc_reader *rd;  /* kept from chunk to chunk of one file: no open and buffer each time */
     uint32_t rd_src;
-    bc_dedupe *dd;  /* its share of the dedupe: the ids of its chunks, in input order */
+    rate_dedupe *dd; /* its share of the dedupe: the ids of its chunks, in input order */
 } worker;
 
 typedef struct pool {
@@ -274,13 +274,13 @@ static int remember(worker *w, chunk *ch, bc_reader *rd, char *err, size_t errsi
     size_t n = strlen(id);
     size_t len;
     const unsigned char *rec = bc_reader_record(rd, &len);
-    bc_dedupe_where where;
+    rate_dedupe_where where;
 
     where.src = ch->src;
     where.pos = dedupe_place(ch, w->p->c->srcs[ch->src].format, bc_reader_position(rd));
     where.offset = bc_reader_offset(rd);
-    where.check = bc_hash_check(rec, len);
-    return bc_dedupe_add_id(w->dd, id, n, bc_hash_bytes(id, n), &where, err, errsize);
+    where.check = rate_dedupe_hash_check(rec, len);
+    return rate_dedupe_add_id(w->dd, id, n, bc_hash_bytes(id, n), &where, err, errsize);
 }
 
 static int keep_reject(chunk *ch, bc_reader *rd, const char *reason)
@@ -554,7 +554,7 @@ static size_t dedupe_share(const rate_ctx *c)
 {
     size_t share = c->opts.dedupe_memory / (size_t)c->opts.jobs;
 
-    return share < BC_DEDUPE_MEMORY_MIN ? BC_DEDUPE_MEMORY_MIN : share;
+    return share < RATE_DEDUPE_MEMORY_MIN ? RATE_DEDUPE_MEMORY_MIN : share;
 }
 
 static int start_workers(pool *p)
@@ -574,8 +574,9 @@ static int start_workers(pool *p)
             cli_error("-j: a rater per thread: %s", w->rater == NULL ? err : "out of memory");
             return CLI_EXIT_INTERNAL;
         }
-        if (p->c->dedupe != NULL && (w->dd = bc_dedupe_new(dedupe_share(p->c), rate_temp_dir(&p->c->opts),
-                                                           err, sizeof(err))) == NULL) {
+        if (p->c->dedupe != NULL &&
+            (w->dd = rate_dedupe_new(dedupe_share(p->c), rate_temp_dir(&p->c->opts), err,
+                                     sizeof(err))) == NULL) {
             cli_error("%s", err);
             return CLI_EXIT_INTERNAL;
         }
@@ -619,7 +620,7 @@ static int stop_workers(pool *p, int merge)
 }
 
 /* A place kept by the workers' dedupe (dedupe_place) as the line or offset in the file. */
-static void fix_place(const pool *p, bc_dedupe_where *w)
+static void fix_place(const pool *p, rate_dedupe_where *w)
 {
     uint64_t index = w->pos >> 32;
 
@@ -627,7 +628,7 @@ static void fix_place(const pool *p, bc_dedupe_where *w)
         w->pos = p->bases[index] + (w->pos & UINT32_MAX);
 }
 
-static int fetch_in_file(void *arg, const bc_dedupe_where *w, const char *id, unsigned char *buf,
+static int fetch_in_file(void *arg, const rate_dedupe_where *w, const char *id, unsigned char *buf,
                          size_t *len, char *err, size_t errsize)
 {
     const pool *p = arg;
@@ -636,10 +637,10 @@ static int fetch_in_file(void *arg, const bc_dedupe_where *w, const char *id, un
 }
 
 /* A later occurrence, its places as one thread gives them, taken back as one thread does. */
-static int take_back_in_file(void *arg, const bc_dedupe_hit *hit)
+static int take_back_in_file(void *arg, const rate_dedupe_hit *hit)
 {
     const pool *p = arg;
-    bc_dedupe_hit h = *hit;
+    rate_dedupe_hit h = *hit;
 
     fix_place(p, &h.where);
     fix_place(p, &h.first);
@@ -649,7 +650,7 @@ static int take_back_in_file(void *arg, const bc_dedupe_hit *hit)
 /* After the last chunk: the workers' shares of the dedupe merged, repeats taken back. */
 static int take_back_repeats(pool *p)
 {
-    bc_dedupe **sets = calloc((size_t)p->n_workers, sizeof(*sets));
+    rate_dedupe **sets = calloc((size_t)p->n_workers, sizeof(*sets));
     int rc;
     int i;
 
@@ -667,7 +668,7 @@ static int take_back_repeats(pool *p)
 
 /* The workers' dedupe sets, for the reaper. */
 typedef struct reap {
-    bc_dedupe **sets;
+    rate_dedupe **sets;
     size_t n;
 } reap;
 
@@ -677,7 +678,7 @@ static void *reap_main(void *arg)
     size_t i;
 
     for (i = 0; i < r->n; i++)
-        bc_dedupe_destroy(r->sets[i]);
+        rate_dedupe_destroy(r->sets[i]);
     free(r->sets);
     free(r);
     return NULL;
@@ -698,7 +699,7 @@ static void free_dedupe_sets(pool *p)
         r->sets = calloc((size_t)p->n_workers, sizeof(*r->sets));
     if (r == NULL || r->sets == NULL) {
         for (i = 0; p->workers != NULL && i < (size_t)p->n_workers; i++)
-            bc_dedupe_destroy(p->workers[i].dd);
+            rate_dedupe_destroy(p->workers[i].dd);
         free(r);
         return;
     }

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "rate.h"
+#include "rate_ctx.h"
 
 static int cmp_resource(const void *a, const void *b)
 {

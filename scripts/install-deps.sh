@@ -44,6 +44,7 @@ openssl
 chromium
 chromium-driver
 python3-selenium
+clang-format
 "
 # postgresql: the server binaries for scripts/pg.sh (its system cluster is
 #   never used). util-linux: runuser, setsid, flock. passwd: useradd.
@@ -63,6 +64,7 @@ python3-selenium
 # chromium, chromium-driver, python3-selenium: tests/check-console.sh
 #   drives the web console in a real headless browser (Debian's, no
 #   browser download at run time).
+# clang-format: scripts/check-format.sh checks C files against .clang-format.
 # Java and Maven fetch and run Kafka (scripts/kafka.sh). This machine kind
 # may bring its own JDK and Maven; install Debian's only when missing.
 command -v java >/dev/null 2>&1 || packages="$packages openjdk-17-jre-headless"

@@ -8,7 +8,9 @@
 # rates the example; the database commands go on to connect and fail on
 # the unreachable server (status 5), not on the option (invoice export:
 # before it creates its --out directory). -jN, -j N and
-# --jobs=N are refused naming the option as typed. Needs no server.
+# --jobs=N are refused naming the option as typed. The other kinds of
+# argument (month, choice, size, instant, duration) are refused the same
+# way. Needs no server.
 # Prints a Check-style summary line.
 set -u
 builddir=$(cd "${top_builddir:-..}" && pwd) || exit 99
@@ -96,4 +98,36 @@ option --limit 100000000 5
 pre="rejected list"
 post="--db $nodb"
 option --limit 100000000 5
+
+# The other kinds of the option table (billing/options.c): a value the
+# kind refuses is a usage error naming the option and the value, with
+# what the kind wants; each command has its own rows (ingest --format is
+# not rate's, rerate has no --finalize).
+kind() { # WORDS... -- EXPECTED-STDERR-TEXT
+    words=""
+    while [ "$1" != -- ]; do words="$words $1"; shift; done
+    # shellcheck disable=SC2086
+    timeout 300 ${BILLING_TEST_WRAP:-} "$billing" $words --db "$nodb" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    if [ $rc -eq 2 ] && grep -qF -- "$2" "$tmp/err"; then
+        check "$words refused" ok
+    else
+        check "$words refused" fail "status $rc: $(head -c 300 "$tmp/err")"
+    fi
+}
+kind rate --month 2026-13 -- "--month '2026-13': expected YYYY-MM (1900-01..2199-12)"
+kind rate --from 1899-12 -- "--from '1899-12': expected YYYY-MM"
+kind rate --format xml -- "--format 'xml': expected json, table or csv"
+kind rate --layout wide -- "--layout 'wide': expected compact or full"
+kind rate --dedupe-memory 63K -- "--dedupe-memory '63K': expected a size from 64K to 64G (suffix K, M or G)"
+kind rate --dedupe-memory 65G -- "--dedupe-memory '65G': expected a size from 64K to 64G"
+kind rate --at 2026-01-05T12:00:00 -- "--at '2026-01-05T12:00:00': expected an RFC 3339 instant"
+kind close --period 2026-01 --grace 3w -- "--grace '3w': expected a duration such as 3d"
+kind close --period 2026-1 -- "--period '2026-1': expected YYYY-MM"
+kind invoice list --status paid -- "--status 'paid': expected draft, finalized or void"
+kind invoice list --period 2026-00 -- "--period '2026-00': expected YYYY-MM"
+kind ingest --format table x.jsonl -- "--format 'table': expected jsonl or protobuf"
+kind rerate --period 2026-01 --finalize -- "unknown or ambiguous option '--finalize'"
+kind db migrate --to 10000 -- "--to '10000': expected a schema version from 1 to 9999"
+kind account balance a --at noon -- "--at 'noon': expected an RFC 3339 instant"
 finish

@@ -5,7 +5,7 @@
  * shuffled, short and long ids) give exactly the expected hits, with
  * the right kinds, ids, places (source, position, offset) and event
  * bytes, the same hits in the same order whether everything stays in
- * memory or is spilled to many runs merged BC_DEDUPE_FANIN at a time, and
+ * memory or is spilled to many runs merged RATE_DEDUPE_FANIN at a time, and
  * whether the events are stored in the records, read again through the
  * fetch callback, or a mix of both; the callback is asked only for
  * events that are not stored and whose id repeats, each at most once,
@@ -15,7 +15,7 @@
  * budgets, a missing temporary directory and misuse are reported;
  * spilled runs leave no files behind.
  *
- * Ids longer than BC_DEDUPE_ID_MAX cannot be tested here: libbilling
+ * Ids longer than RATE_DEDUPE_ID_MAX cannot be tested here: libbilling
  * refuses ids over 128 bytes, so no billing_event carries one.
  */
 #include "config.h"
@@ -38,7 +38,7 @@
 #define ID_CAP 129 /* ids are 1..128 bytes */
 #define BIG_MEMORY ((size_t)64 * 1024 * 1024)
 /*
- * Enough stream elements for more than BC_DEDUPE_FANIN runs at the
+ * Enough stream elements for more than RATE_DEDUPE_FANIN runs at the
  * smallest budget even when no event is stored (a record is then only
  * its place and its id, about 55 bytes here on average).
  */
@@ -179,12 +179,12 @@ static void alter(gen *g, unsigned field)
 /*
  * The place of element @i of a stream: source i / SRC_SPAN, position i,
  * offset i * 1000 + 7, so that places grow with i as (source, offset),
- * the order bc_dedupe_finish_many takes for "first" across sets.
+ * the order rate_dedupe_finish_many takes for "first" across sets.
  */
 #define SRC_SPAN 20000
-static bc_dedupe_where place(size_t i)
+static rate_dedupe_where place(size_t i)
 {
-    bc_dedupe_where w;
+    rate_dedupe_where w;
 
     w.src = (uint32_t)(i / SRC_SPAN);
     w.pos = i;
@@ -193,7 +193,7 @@ static bc_dedupe_where place(size_t i)
 }
 
 /* Whether @w is the place of element @i. */
-static int place_is(const bc_dedupe_where *w, size_t i)
+static int place_is(const rate_dedupe_where *w, size_t i)
 {
     return w->src == i / SRC_SPAN && w->pos == i && w->offset == (uint64_t)i * 1000 + 7;
 }
@@ -243,9 +243,9 @@ static uint64_t fnv(const void *p, size_t n)
 
 /* What a hit said, to compare the hits of two runs. */
 typedef struct hit_rec {
-    bc_dedupe_kind kind;
-    bc_dedupe_where where;
-    bc_dedupe_where first;
+    rate_dedupe_kind kind;
+    rate_dedupe_where where;
+    rate_dedupe_where first;
     size_t id_len;
     uint64_t id_hash;
     size_t ev_len;
@@ -274,8 +274,8 @@ typedef struct oracle {
 } oracle;
 
 /* The fetch callback: element j is found by its offset and encoded again. */
-static int oracle_fetch(void *arg, const bc_dedupe_where *where, const char *id, unsigned char *buf,
-                        size_t *len, char *errbuf, size_t errsize)
+static int oracle_fetch(void *arg, const rate_dedupe_where *where, const char *id,
+                        unsigned char *buf, size_t *len, char *errbuf, size_t errsize)
 {
     oracle *o = arg;
     size_t j = element_at(where->offset, o->n);
@@ -300,7 +300,7 @@ static int oracle_fetch(void *arg, const bc_dedupe_where *where, const char *id,
     return 0;
 }
 
-static int oracle_hit(void *arg, const bc_dedupe_hit *hit)
+static int oracle_hit(void *arg, const rate_dedupe_hit *hit)
 {
     oracle *o = arg;
     size_t j = (size_t)hit->where.pos;
@@ -309,7 +309,7 @@ static int oracle_hit(void *arg, const bc_dedupe_hit *hit)
     size_t len2 = 0;
     const gen *g;
     hit_rec *r;
-    bc_dedupe_kind kind;
+    rate_dedupe_kind kind;
     char err[ERR];
 
     CHECK(hit->where.pos < o->n, "hit at position %" PRIu64 " of %zu", hit->where.pos, o->n);
@@ -324,7 +324,7 @@ static int oracle_hit(void *arg, const bc_dedupe_hit *hit)
           "element %zu ('%s'): first %" PRIu32 "/%" PRIu64 "/%" PRIu64 ", want element %zu", j,
           g->id, hit->first.src, hit->first.pos, hit->first.offset, first);
     CHECK(strcmp(hit->id, g->id) == 0, "element %zu: id '%s', want '%s'", j, hit->id, g->id);
-    kind = gen_equal(g, &o->stream[first]) ? BC_DEDUPE_DUPLICATE : BC_DEDUPE_CONFLICT;
+    kind = gen_equal(g, &o->stream[first]) ? RATE_DEDUPE_DUPLICATE : RATE_DEDUPE_CONFLICT;
     CHECK(hit->kind == kind, "element %zu ('%s'): kind %d, want %d", j, g->id, (int)hit->kind,
           (int)kind);
 
@@ -358,7 +358,7 @@ static int oracle_hit(void *arg, const bc_dedupe_hit *hit)
     r->id_hash = fnv(hit->id, r->id_len);
     r->ev_len = hit->event_len;
     r->ev_hash = fnv(hit->event, hit->event_len);
-    if (kind == BC_DEDUPE_DUPLICATE)
+    if (kind == RATE_DEDUPE_DUPLICATE)
         o->n_dup++;
     else
         o->n_conflict++;
@@ -376,24 +376,24 @@ static int oracle_hit(void *arg, const bc_dedupe_hit *hit)
 #define SET_CHUNK 700
 #define SETS_MAX 3
 
-static bc_dedupe_stats run_oracle_sets(const gen *stream, size_t n, size_t n_bases, size_t memory,
-                                       store_mode mode, size_t n_sets, hit_rec *hits,
-                                       size_t *n_hits);
+static rate_dedupe_stats run_oracle_sets(const gen *stream, size_t n, size_t n_bases, size_t memory,
+                                         store_mode mode, size_t n_sets, hit_rec *hits,
+                                         size_t *n_hits);
 
-static bc_dedupe_stats run_oracle(const gen *stream, size_t n, size_t n_bases, size_t memory,
-                                  store_mode mode, hit_rec *hits, size_t *n_hits)
+static rate_dedupe_stats run_oracle(const gen *stream, size_t n, size_t n_bases, size_t memory,
+                                    store_mode mode, hit_rec *hits, size_t *n_hits)
 {
     return run_oracle_sets(stream, n, n_bases, memory, mode, 1, hits, n_hits);
 }
 
 /*
  * run_oracle over @n_sets sets (1 to SETS_MAX), each given its elements
- * in order and @memory bytes, finished together (bc_dedupe_finish_many);
+ * in order and @memory bytes, finished together (rate_dedupe_finish_many);
  * the statistics are their sums.
  */
-static bc_dedupe_stats run_oracle_sets(const gen *stream, size_t n, size_t n_bases, size_t memory,
-                                       store_mode mode, size_t n_sets, hit_rec *hits,
-                                       size_t *n_hits)
+static rate_dedupe_stats run_oracle_sets(const gen *stream, size_t n, size_t n_bases, size_t memory,
+                                         store_mode mode, size_t n_sets, hit_rec *hits,
+                                         size_t *n_hits)
 {
     size_t *first = malloc(n_bases * sizeof(*first));
     size_t *occurs = calloc(n_bases, sizeof(*occurs));
@@ -404,11 +404,11 @@ static bc_dedupe_stats run_oracle_sets(const gen *stream, size_t n, size_t n_bas
     size_t want_stored = 0;
     size_t i;
     char err[ERR];
-    bc_dedupe *sets[SETS_MAX];
-    bc_dedupe *d;
-    bc_dedupe_where w;
-    bc_dedupe_stats st;
-    bc_dedupe_stats one;
+    rate_dedupe *sets[SETS_MAX];
+    rate_dedupe *d;
+    rate_dedupe_where w;
+    rate_dedupe_stats st;
+    rate_dedupe_stats one;
     size_t k;
     int rc;
 
@@ -443,7 +443,7 @@ static bc_dedupe_stats run_oracle_sets(const gen *stream, size_t n, size_t n_bas
               o->fetch_ev != NULL);
 
     for (k = 0; k < n_sets; k++) {
-        sets[k] = bc_dedupe_new(memory, tmpdir(), err, sizeof(err));
+        sets[k] = rate_dedupe_new(memory, tmpdir(), err, sizeof(err));
         ck_assert_msg(sets[k] != NULL, "%s", err);
     }
     for (i = 0; i < n; i++) {
@@ -451,21 +451,21 @@ static bc_dedupe_stats run_oracle_sets(const gen *stream, size_t n, size_t n_bas
         fill(ev, &stream[i]);
         w = place(i);
         want_stored += stored(mode, i) != 0;
-        rc = bc_dedupe_add(d, ev, &w, stored(mode, i), err, sizeof(err));
+        rc = rate_dedupe_add(d, ev, &w, stored(mode, i), err, sizeof(err));
         CHECK(rc == 0, "add %zu: %s", i, err);
     }
     if (n_sets == 1)
-        rc = bc_dedupe_finish(sets[0], oracle_fetch, oracle_hit, o, err, sizeof(err));
+        rc = rate_dedupe_finish(sets[0], oracle_fetch, oracle_hit, o, err, sizeof(err));
     else
-        rc = bc_dedupe_finish_many(sets, n_sets, oracle_fetch, oracle_hit, o, err, sizeof(err));
+        rc = rate_dedupe_finish_many(sets, n_sets, oracle_fetch, oracle_hit, o, err, sizeof(err));
     ck_assert_msg(rc == 0, "finish (%s, %zu sets): %d %s", store_names[mode], n_sets, rc, err);
-    bc_dedupe_get_stats_many(sets, n_sets, &st);
+    rate_dedupe_get_stats_many(sets, n_sets, &st);
     if (n_sets == 1) {
-        bc_dedupe_get_stats(sets[0], &one);
+        rate_dedupe_get_stats(sets[0], &one);
         ck_assert(memcmp(&one, &st, sizeof(st)) == 0);
     }
     for (k = 0; k < n_sets; k++)
-        bc_dedupe_destroy(sets[k]);
+        rate_dedupe_destroy(sets[k]);
 
     ck_assert_uint_eq(st.records, n);
     ck_assert_uint_eq(st.stored, want_stored);
@@ -499,7 +499,7 @@ static bc_dedupe_stats run_oracle_sets(const gen *stream, size_t n, size_t n_bas
     return st;
 }
 
-static int same_place(const bc_dedupe_where *a, const bc_dedupe_where *b)
+static int same_place(const rate_dedupe_where *a, const rate_dedupe_where *b)
 {
     return a->src == b->src && a->pos == b->pos && a->offset == b->offset;
 }
@@ -530,27 +530,27 @@ static void same_hits(const hit_rec *ref, size_t n_ref, const hit_rec *cur, size
  * Check @stream with the smallest budget and with everything in memory,
  * in every store mode: all must give the same hits (kind, id, places,
  * event bytes) in the same order. The smallest budget must spill more
- * than BC_DEDUPE_FANIN runs and merge when @many, at least two runs
+ * than RATE_DEDUPE_FANIN runs and merge when @many, at least two runs
  * otherwise.
  */
 static void check_all(const gen *stream, size_t n, size_t n_bases, int many)
 {
-    static const size_t memories[] = {BC_DEDUPE_MEMORY_MIN, BIG_MEMORY};
+    static const size_t memories[] = {RATE_DEDUPE_MEMORY_MIN, BIG_MEMORY};
     hit_rec *ref = malloc(n * sizeof(*ref));
     hit_rec *cur = malloc(n * sizeof(*cur));
     size_t n_ref = 0;
     size_t n_cur;
     size_t m;
     int s;
-    bc_dedupe_stats st;
+    rate_dedupe_stats st;
 
     ck_assert(ref != NULL && cur != NULL);
     for (m = 0; m < 2; m++) {
         for (s = 0; s < STORE_MODES; s++) {
             st = run_oracle(stream, n, n_bases, memories[m], (store_mode)s,
                             m == 0 && s == 0 ? ref : cur, m == 0 && s == 0 ? &n_ref : &n_cur);
-            if (memories[m] == BC_DEDUPE_MEMORY_MIN) {
-                ck_assert_msg(st.runs > (many ? BC_DEDUPE_FANIN : 1), "%s: %" PRIu64 " runs",
+            if (memories[m] == RATE_DEDUPE_MEMORY_MIN) {
+                ck_assert_msg(st.runs > (many ? RATE_DEDUPE_FANIN : 1), "%s: %" PRIu64 " runs",
                               store_names[s], st.runs);
                 if (many)
                     ck_assert_uint_ge(st.merges, 1);
@@ -653,7 +653,7 @@ START_TEST(test_oracle)
 END_TEST
 
 /*
- * bc_dedupe_finish_many over 2 and 3 sets (each given its chunks of the
+ * rate_dedupe_finish_many over 2 and 3 sets (each given its chunks of the
  * stream in order, as -j workers are) merges the two halves of the hash
  * space on two threads: the hits must be those of one set holding
  * everything, in the same order, spilled to runs or all in memory, events
@@ -661,7 +661,7 @@ END_TEST
  */
 START_TEST(test_halves)
 {
-    static const size_t memories[] = {BC_DEDUPE_MEMORY_MIN, BIG_MEMORY};
+    static const size_t memories[] = {RATE_DEDUPE_MEMORY_MIN, BIG_MEMORY};
     static const store_mode modes[] = {STORE_MIXED, STORE_NONE};
     size_t n;
     size_t n_bases;
@@ -673,7 +673,7 @@ START_TEST(test_halves)
     size_t sets;
     size_t m;
     size_t k;
-    bc_dedupe_stats st;
+    rate_dedupe_stats st;
 
     ck_assert(ref != NULL && cur != NULL);
     run_oracle(stream, n, n_bases, BIG_MEMORY, STORE_MIXED, ref, &n_ref);
@@ -716,17 +716,17 @@ START_TEST(test_merge_inputs)
     size_t sets;
     size_t b;
     uint64_t seen = 0;
-    bc_dedupe_stats st;
+    rate_dedupe_stats st;
 
     ck_assert(ref != NULL && cur != NULL);
     st = run_oracle(stream, n, n_bases, BIG_MEMORY, STORE_NONE, ref, &n_ref);
     ck_assert_uint_eq(st.runs, 0);
     ck_assert_uint_gt(n_ref, 1000);
     for (b = 0; b < sizeof(budgets) / sizeof(budgets[0]); b++) {
-        memory = BC_DEDUPE_MEMORY_MIN * budgets[b] * 4;
+        memory = RATE_DEDUPE_MEMORY_MIN * budgets[b] * 4;
         for (sets = 1; sets <= 2; sets++) {
             st = run_oracle_sets(stream, n, n_bases, memory, STORE_NONE, sets, cur, &n_cur);
-            ck_assert_uint_lt(st.runs, BC_DEDUPE_FANIN);
+            ck_assert_uint_lt(st.runs, RATE_DEDUPE_FANIN);
             seen |= UINT64_C(1) << st.runs;
             same_hits(ref, n_ref, cur, n_cur, memory, store_names[STORE_NONE], sets);
         }
@@ -770,16 +770,17 @@ START_TEST(test_id_hash_pinned)
     for (i = 0; i < sizeof(pins) / sizeof(pins[0]); i++) {
         n = strlen(pins[i].s);
         ck_assert_msg(bc_hash_bytes(pins[i].s, n) == pins[i].id, "id hash of '%s'", pins[i].s);
-        ck_assert_msg(bc_hash_check(pins[i].s, n) == pins[i].check, "check of '%s'", pins[i].s);
+        ck_assert_msg(rate_dedupe_hash_check(pins[i].s, n) == pins[i].check, "check of '%s'",
+                      pins[i].s);
     }
     for (i = 0; i < sizeof(rec); i++)
         rec[i] = (unsigned char)('a' + i % 26);
     for (len = 1; len <= sizeof(rec); len++) {
-        h = bc_hash_check(rec, len);
-        CHECK(h != bc_hash_check(rec, len - 1), "length %zu and %zu", len, len - 1);
+        h = rate_dedupe_hash_check(rec, len);
+        CHECK(h != rate_dedupe_hash_check(rec, len - 1), "length %zu and %zu", len, len - 1);
         for (i = 0; i < len; i++) {
             rec[i] ^= 0x20;
-            CHECK(bc_hash_check(rec, len) != h, "byte %zu of %zu", i, len);
+            CHECK(rate_dedupe_hash_check(rec, len) != h, "byte %zu of %zu", i, len);
             rec[i] ^= 0x20;
         }
     }
@@ -1000,22 +1001,22 @@ static void filled_event(gen *g, size_t i)
 }
 
 /* Add element @i, using @ev. */
-static int filled_add(bc_dedupe *d, billing_event *ev, size_t i, char *err)
+static int filled_add(rate_dedupe *d, billing_event *ev, size_t i, char *err)
 {
     gen g;
-    bc_dedupe_where w = place(i);
+    rate_dedupe_where w = place(i);
 
     filled_event(&g, i);
     fill(ev, &g);
-    return bc_dedupe_add(d, ev, &w, stored(filled_mode, i), err, ERR);
+    return rate_dedupe_add(d, ev, &w, stored(filled_mode, i), err, ERR);
 }
 
 /* A set holding @n events "id-<i % distinct>", with @memory bytes. */
-static bc_dedupe *filled(size_t memory, size_t n, size_t distinct, store_mode mode)
+static rate_dedupe *filled(size_t memory, size_t n, size_t distinct, store_mode mode)
 {
     billing_event *ev = billing_event_new();
     char err[ERR];
-    bc_dedupe *d = bc_dedupe_new(memory, tmpdir(), err, sizeof(err));
+    rate_dedupe *d = rate_dedupe_new(memory, tmpdir(), err, sizeof(err));
     size_t i;
 
     ck_assert_msg(d != NULL, "%s", err);
@@ -1028,7 +1029,7 @@ static bc_dedupe *filled(size_t memory, size_t n, size_t distinct, store_mode mo
 }
 
 /* Count and check the hits of filled events. */
-static int count_hit(void *arg, const bc_dedupe_hit *hit)
+static int count_hit(void *arg, const rate_dedupe_hit *hit)
 {
     counter *c = arg;
     size_t i = (size_t)hit->where.pos;
@@ -1042,7 +1043,7 @@ static int count_hit(void *arg, const bc_dedupe_hit *hit)
     CHECK(strcmp(hit->id, g.id) == 0, "element %zu: id '%s', want '%s'", i, hit->id, g.id);
     CHECK(place_is(&hit->first, i % filled_distinct), "element %zu: first at %" PRIu64, i,
           hit->first.pos);
-    CHECK(hit->kind == BC_DEDUPE_DUPLICATE, "element %zu: kind %d", i, (int)hit->kind);
+    CHECK(hit->kind == RATE_DEDUPE_DUPLICATE, "element %zu: kind %d", i, (int)hit->kind);
     len = encode(c->ev, &g, c->want);
     CHECK(hit->event_len == len && memcmp(hit->event, c->want, len) == 0,
           "element %zu: event differs", i);
@@ -1054,8 +1055,8 @@ static int count_hit(void *arg, const bc_dedupe_hit *hit)
 }
 
 /* Read a filled event again; fail on call c->fail_at, with a message kept in c->fail_msg. */
-static int fetch_filled(void *arg, const bc_dedupe_where *where, const char *id, unsigned char *buf,
-                        size_t *len, char *errbuf, size_t errsize)
+static int fetch_filled(void *arg, const rate_dedupe_where *where, const char *id,
+                        unsigned char *buf, size_t *len, char *errbuf, size_t errsize)
 {
     counter *c = arg;
     size_t i = element_at(where->offset, filled_n);
@@ -1096,7 +1097,7 @@ START_TEST(test_halves_stop)
     char err[ERR];
     counter c;
     billing_event *ev = billing_event_new();
-    bc_dedupe *sets[2];
+    rate_dedupe *sets[2];
     size_t stops[3] = {1, N - DISTINCT - 1, N - DISTINCT};
     size_t i;
     size_t t;
@@ -1104,7 +1105,7 @@ START_TEST(test_halves_stop)
     counter_init(&c);
     for (t = 0; t < 3; t++) {
         for (i = 0; i < 2; i++) {
-            sets[i] = bc_dedupe_new(BC_DEDUPE_MEMORY_MIN, tmpdir(), err, sizeof(err));
+            sets[i] = rate_dedupe_new(RATE_DEDUPE_MEMORY_MIN, tmpdir(), err, sizeof(err));
             ck_assert_msg(sets[i] != NULL, "%s", err);
         }
         filled_setup(N, DISTINCT, STORE_MIXED, 29);
@@ -1112,10 +1113,10 @@ START_TEST(test_halves_stop)
             CHECK(filled_add(sets[i / SET_CHUNK % 2], ev, i, err) == 0, "add %zu: %s", i, err);
         counter_reset(&c, stops[t], 7);
         ck_assert_int_eq(
-            bc_dedupe_finish_many(sets, 2, fetch_filled, count_hit, &c, err, sizeof(err)), 7);
+            rate_dedupe_finish_many(sets, 2, fetch_filled, count_hit, &c, err, sizeof(err)), 7);
         ck_assert_uint_eq(c.calls, stops[t]);
-        bc_dedupe_destroy(sets[0]);
-        bc_dedupe_destroy(sets[1]);
+        rate_dedupe_destroy(sets[0]);
+        rate_dedupe_destroy(sets[1]);
     }
     billing_event_destroy(ev);
     counter_done(&c);
@@ -1125,11 +1126,11 @@ END_TEST
 /* A positive callback result stops the finish, which returns it; in memory and spilled. */
 START_TEST(test_callback_stop)
 {
-    static const size_t memories[] = {BC_DEDUPE_MEMORY_MIN, BIG_MEMORY};
+    static const size_t memories[] = {RATE_DEDUPE_MEMORY_MIN, BIG_MEMORY};
     char err[ERR];
     counter c;
-    bc_dedupe *d;
-    bc_dedupe_stats st;
+    rate_dedupe *d;
+    rate_dedupe_stats st;
     size_t i;
     int s;
 
@@ -1137,32 +1138,34 @@ START_TEST(test_callback_stop)
     for (i = 0; i < 2; i++) {
         for (s = 0; s < STORE_MODES; s++) {
             d = filled(memories[i], 20000, 5000, (store_mode)s);
-            bc_dedupe_get_stats(d, &st);
+            rate_dedupe_get_stats(d, &st);
             ck_assert_uint_eq(st.records, 20000);
             ck_assert_uint_eq(st.stored, n_stored(20000, (store_mode)s));
             if (i == 0)
                 ck_assert_uint_gt(st.runs, 1);
             counter_reset(&c, 3, 42);
-            ck_assert_int_eq(bc_dedupe_finish(d, fetch_filled, count_hit, &c, err, sizeof(err)),
+            ck_assert_int_eq(rate_dedupe_finish(d, fetch_filled, count_hit, &c, err, sizeof(err)),
                              42);
             ck_assert_uint_eq(c.calls, 3);
-            bc_dedupe_destroy(d);
+            rate_dedupe_destroy(d);
 
             d = filled(memories[i], 20000, 5000, (store_mode)s);
             counter_reset(&c, 1, 1);
-            ck_assert_int_eq(bc_dedupe_finish(d, fetch_filled, count_hit, &c, err, sizeof(err)), 1);
+            ck_assert_int_eq(rate_dedupe_finish(d, fetch_filled, count_hit, &c, err, sizeof(err)),
+                             1);
             ck_assert_uint_eq(c.calls, 1);
-            bc_dedupe_destroy(d);
+            rate_dedupe_destroy(d);
 
             /* Every id repeats: every event not stored is read again, once. */
             d = filled(memories[i], 20000, 5000, (store_mode)s);
             counter_reset(&c, 0, 0);
-            ck_assert_int_eq(bc_dedupe_finish(d, fetch_filled, count_hit, &c, err, sizeof(err)), 0);
+            ck_assert_int_eq(rate_dedupe_finish(d, fetch_filled, count_hit, &c, err, sizeof(err)),
+                             0);
             ck_assert_uint_eq(c.calls, 15000);
-            bc_dedupe_get_stats(d, &st);
+            rate_dedupe_get_stats(d, &st);
             ck_assert_uint_eq(st.fetched, 20000 - n_stored(20000, (store_mode)s));
             ck_assert_uint_eq(c.fetches, st.fetched);
-            bc_dedupe_destroy(d);
+            rate_dedupe_destroy(d);
         }
     }
     counter_done(&c);
@@ -1172,13 +1175,13 @@ END_TEST
 /* A failed fetch fails the finish with the fetch's message; in memory and spilled. */
 START_TEST(test_fetch_fails)
 {
-    static const size_t memories[] = {BC_DEDUPE_MEMORY_MIN, BIG_MEMORY};
+    static const size_t memories[] = {RATE_DEDUPE_MEMORY_MIN, BIG_MEMORY};
     static const size_t fail_at[] = {1, 2, 3, 777};
     static const store_mode modes[] = {STORE_NONE, STORE_MIXED};
     char err[ERR];
     counter c;
-    bc_dedupe *d;
-    bc_dedupe_stats st;
+    rate_dedupe *d;
+    rate_dedupe_stats st;
     size_t i;
     size_t k;
     size_t m;
@@ -1191,8 +1194,8 @@ START_TEST(test_fetch_fails)
                 counter_reset(&c, 0, 0);
                 c.fail_at = fail_at[k];
                 err[0] = '\0';
-                ck_assert_int_eq(bc_dedupe_finish(d, fetch_filled, count_hit, &c, err, sizeof(err)),
-                                 -1);
+                ck_assert_int_eq(
+                    rate_dedupe_finish(d, fetch_filled, count_hit, &c, err, sizeof(err)), -1);
                 ck_assert_uint_eq(c.fetches, fail_at[k]);
                 ck_assert_msg(c.fail_msg[0] != '\0' && strstr(err, c.fail_msg) != NULL,
                               "memory %zu, %s, fetch %zu: '%s', want '%s'", memories[i],
@@ -1200,13 +1203,13 @@ START_TEST(test_fetch_fails)
                 /* Nothing stored: every hit needs a fetch of its own. */
                 if (modes[m] == STORE_NONE)
                     ck_assert_uint_lt(c.calls, fail_at[k]);
-                bc_dedupe_get_stats(d, &st);
+                rate_dedupe_get_stats(d, &st);
                 ck_assert_uint_eq(st.fetched, fail_at[k] - 1);
                 /* Finished, if badly: once is all. */
-                ck_assert_int_eq(bc_dedupe_finish(d, fetch_filled, count_hit, &c, err, sizeof(err)),
-                                 -1);
+                ck_assert_int_eq(
+                    rate_dedupe_finish(d, fetch_filled, count_hit, &c, err, sizeof(err)), -1);
                 ck_assert_uint_eq(c.fetches, fail_at[k]);
-                bc_dedupe_destroy(d);
+                rate_dedupe_destroy(d);
             }
         }
     }
@@ -1220,13 +1223,13 @@ END_TEST
  */
 START_TEST(test_no_fetch)
 {
-    static const size_t memories[] = {BC_DEDUPE_MEMORY_MIN, BIG_MEMORY};
+    static const size_t memories[] = {RATE_DEDUPE_MEMORY_MIN, BIG_MEMORY};
     static const int pairs[][2] = {{1, 0}, {0, 1}, {0, 0}};
     char err[ERR];
     counter c;
     billing_event *ev = billing_event_new();
-    bc_dedupe *d;
-    bc_dedupe_where w;
+    rate_dedupe *d;
+    rate_dedupe_where w;
     gen g;
     size_t i;
     size_t k;
@@ -1237,24 +1240,24 @@ START_TEST(test_no_fetch)
         d = filled(memories[i], 20000, 5000, STORE_MIXED);
         counter_reset(&c, 0, 0);
         err[0] = '\0';
-        ck_assert_int_eq(bc_dedupe_finish(d, NULL, count_hit, &c, err, sizeof(err)), -1);
+        ck_assert_int_eq(rate_dedupe_finish(d, NULL, count_hit, &c, err, sizeof(err)), -1);
         ck_assert_msg(err[0] != '\0', "no message");
         ck_assert_uint_lt(c.calls, 15000);
-        bc_dedupe_destroy(d);
+        rate_dedupe_destroy(d);
 
         /* Everything stored: no fetch is needed. */
         d = filled(memories[i], 20000, 5000, STORE_ALL);
         counter_reset(&c, 0, 0);
-        ck_assert_int_eq(bc_dedupe_finish(d, NULL, count_hit, &c, err, sizeof(err)), 0);
+        ck_assert_int_eq(rate_dedupe_finish(d, NULL, count_hit, &c, err, sizeof(err)), 0);
         ck_assert_uint_eq(c.calls, 15000);
-        bc_dedupe_destroy(d);
+        rate_dedupe_destroy(d);
 
         /* Nothing stored, but no id repeats: no fetch is needed either. */
         d = filled(memories[i], 15000, 15000, STORE_NONE);
         counter_reset(&c, 0, 0);
-        ck_assert_int_eq(bc_dedupe_finish(d, NULL, count_hit, &c, err, sizeof(err)), 0);
+        ck_assert_int_eq(rate_dedupe_finish(d, NULL, count_hit, &c, err, sizeof(err)), 0);
         ck_assert_uint_eq(c.calls, 0);
-        bc_dedupe_destroy(d);
+        rate_dedupe_destroy(d);
     }
 
     /* One repeated id: the first, the later or both occurrences not stored. */
@@ -1262,18 +1265,18 @@ START_TEST(test_no_fetch)
     filled_event(&g, 0);
     fill(ev, &g);
     for (k = 0; k < sizeof(pairs) / sizeof(pairs[0]); k++) {
-        d = bc_dedupe_new(BC_DEDUPE_MEMORY_MIN, tmpdir(), err, sizeof(err));
+        d = rate_dedupe_new(RATE_DEDUPE_MEMORY_MIN, tmpdir(), err, sizeof(err));
         ck_assert_msg(d != NULL, "%s", err);
         for (i = 0; i < 2; i++) {
             w = place(i);
-            ck_assert_int_eq(bc_dedupe_add(d, ev, &w, pairs[k][i], err, sizeof(err)), 0);
+            ck_assert_int_eq(rate_dedupe_add(d, ev, &w, pairs[k][i], err, sizeof(err)), 0);
         }
         counter_reset(&c, 0, 0);
         err[0] = '\0';
-        ck_assert_int_eq(bc_dedupe_finish(d, NULL, count_hit, &c, err, sizeof(err)), -1);
+        ck_assert_int_eq(rate_dedupe_finish(d, NULL, count_hit, &c, err, sizeof(err)), -1);
         ck_assert_msg(err[0] != '\0', "store %d,%d: no message", pairs[k][0], pairs[k][1]);
         ck_assert_uint_eq(c.calls, 0);
-        bc_dedupe_destroy(d);
+        rate_dedupe_destroy(d);
     }
     billing_event_destroy(ev);
     counter_done(&c);
@@ -1281,7 +1284,7 @@ START_TEST(test_no_fetch)
 END_TEST
 
 /*
- * Finishing just after the run that makes BC_DEDUPE_FANIN, and just
+ * Finishing just after the run that makes RATE_DEDUPE_FANIN, and just
  * after the first merge (one record in memory each time): the hits are
  * complete.
  */
@@ -1291,35 +1294,35 @@ START_TEST(test_fanin_edge)
     char err[ERR];
     counter c;
     billing_event *ev = billing_event_new();
-    bc_dedupe *d;
-    bc_dedupe_stats st;
+    rate_dedupe *d;
+    rate_dedupe_stats st;
     size_t i;
     size_t n;
     int extra;
 
     counter_init(&c);
     for (extra = 0; extra < 2; extra++) {
-        d = bc_dedupe_new(BC_DEDUPE_MEMORY_MIN, tmpdir(), err, sizeof(err));
+        d = rate_dedupe_new(RATE_DEDUPE_MEMORY_MIN, tmpdir(), err, sizeof(err));
         ck_assert_msg(d != NULL, "%s", err);
         filled_setup(SIZE_MAX, DISTINCT, STORE_MIXED, 13);
         st.runs = 0;
         st.merges = 0;
-        for (i = 0; extra ? st.merges == 0 : st.runs < BC_DEDUPE_FANIN; i++) {
+        for (i = 0; extra ? st.merges == 0 : st.runs < RATE_DEDUPE_FANIN; i++) {
             CHECK(i < 1000000, "%" PRIu64 " runs, no merge after %zu records", st.runs, i);
             CHECK(filled_add(d, ev, i, err) == 0, "add %zu: %s", i, err);
-            bc_dedupe_get_stats(d, &st);
+            rate_dedupe_get_stats(d, &st);
         }
         n = i;
         filled_n = n;
         ck_assert_uint_gt(n, DISTINCT);
         counter_reset(&c, 0, 0);
-        ck_assert_int_eq(bc_dedupe_finish(d, fetch_filled, count_hit, &c, err, sizeof(err)), 0);
+        ck_assert_int_eq(rate_dedupe_finish(d, fetch_filled, count_hit, &c, err, sizeof(err)), 0);
         ck_assert_uint_eq(c.calls, n - DISTINCT);
-        bc_dedupe_get_stats(d, &st);
+        rate_dedupe_get_stats(d, &st);
         ck_assert_uint_eq(st.records, n);
         ck_assert_uint_eq(st.stored, n_stored(n, STORE_MIXED));
         ck_assert_uint_eq(st.fetched, c.fetches);
-        bc_dedupe_destroy(d);
+        rate_dedupe_destroy(d);
     }
     billing_event_destroy(ev);
     counter_done(&c);
@@ -1331,45 +1334,45 @@ START_TEST(test_nothing_repeated)
 {
     char err[ERR];
     counter c;
-    bc_dedupe *d;
-    bc_dedupe_stats st;
+    rate_dedupe *d;
+    rate_dedupe_stats st;
 
     counter_init(&c);
-    d = filled(BC_DEDUPE_MEMORY_MIN, 0, 1, STORE_NONE);
-    ck_assert_int_eq(bc_dedupe_finish(d, fetch_filled, count_hit, &c, err, sizeof(err)), 0);
+    d = filled(RATE_DEDUPE_MEMORY_MIN, 0, 1, STORE_NONE);
+    ck_assert_int_eq(rate_dedupe_finish(d, fetch_filled, count_hit, &c, err, sizeof(err)), 0);
     ck_assert_uint_eq(c.calls, 0);
-    bc_dedupe_get_stats(d, &st);
+    rate_dedupe_get_stats(d, &st);
     ck_assert_uint_eq(st.records, 0);
     ck_assert_uint_eq(st.runs, 0);
-    bc_dedupe_destroy(d);
+    rate_dedupe_destroy(d);
 
-    d = filled(BC_DEDUPE_MEMORY_MIN, 1, 1, STORE_NONE);
-    ck_assert_int_eq(bc_dedupe_finish(d, fetch_filled, count_hit, &c, err, sizeof(err)), 0);
+    d = filled(RATE_DEDUPE_MEMORY_MIN, 1, 1, STORE_NONE);
+    ck_assert_int_eq(rate_dedupe_finish(d, fetch_filled, count_hit, &c, err, sizeof(err)), 0);
     ck_assert_uint_eq(c.calls, 0);
-    bc_dedupe_get_stats(d, &st);
+    rate_dedupe_get_stats(d, &st);
     ck_assert_uint_eq(st.records, 1);
     ck_assert_uint_eq(st.stored, 0);
-    bc_dedupe_destroy(d);
+    rate_dedupe_destroy(d);
 
-    d = filled(BC_DEDUPE_MEMORY_MIN, 60000, 60000, STORE_NONE);
-    ck_assert_int_eq(bc_dedupe_finish(d, fetch_filled, count_hit, &c, err, sizeof(err)), 0);
+    d = filled(RATE_DEDUPE_MEMORY_MIN, 60000, 60000, STORE_NONE);
+    ck_assert_int_eq(rate_dedupe_finish(d, fetch_filled, count_hit, &c, err, sizeof(err)), 0);
     ck_assert_uint_eq(c.calls, 0);
-    bc_dedupe_get_stats(d, &st);
+    rate_dedupe_get_stats(d, &st);
     ck_assert_uint_eq(st.records, 60000);
     ck_assert_uint_eq(st.stored, 0);
-    ck_assert_uint_gt(st.runs, BC_DEDUPE_FANIN);
+    ck_assert_uint_gt(st.runs, RATE_DEDUPE_FANIN);
     ck_assert_uint_ge(st.merges, 1);
     ck_assert_uint_eq(st.fetched, 0);
     ck_assert_uint_eq(c.fetches, 0);
-    bc_dedupe_destroy(d);
+    rate_dedupe_destroy(d);
 
-    d = filled(BC_DEDUPE_MEMORY_MIN, 15000, 15000, STORE_MIXED);
-    ck_assert_int_eq(bc_dedupe_finish(d, fetch_filled, count_hit, &c, err, sizeof(err)), 0);
+    d = filled(RATE_DEDUPE_MEMORY_MIN, 15000, 15000, STORE_MIXED);
+    ck_assert_int_eq(rate_dedupe_finish(d, fetch_filled, count_hit, &c, err, sizeof(err)), 0);
     ck_assert_uint_eq(c.calls, 0);
     ck_assert_uint_eq(c.fetches, 0);
-    bc_dedupe_destroy(d);
+    rate_dedupe_destroy(d);
 
-    bc_dedupe_destroy(NULL);
+    rate_dedupe_destroy(NULL);
     counter_done(&c);
 }
 END_TEST
@@ -1381,8 +1384,8 @@ START_TEST(test_runs_unlinked)
     char err[ERR];
     counter c;
     billing_event *ev = billing_event_new();
-    bc_dedupe *d;
-    bc_dedupe_stats st;
+    rate_dedupe *d;
+    rate_dedupe_stats st;
     DIR *dp;
     struct dirent *de;
     size_t entries = 0;
@@ -1391,12 +1394,12 @@ START_TEST(test_runs_unlinked)
     counter_init(&c);
     snprintf(dir, sizeof(dir), "%s/check_dedupe.XXXXXX", tmpdir());
     ck_assert_ptr_nonnull(mkdtemp(dir));
-    d = bc_dedupe_new(BC_DEDUPE_MEMORY_MIN, dir, err, sizeof(err));
+    d = rate_dedupe_new(RATE_DEDUPE_MEMORY_MIN, dir, err, sizeof(err));
     ck_assert_msg(d != NULL, "%s", err);
     filled_setup(5000, 2500, STORE_MIXED, 7);
     for (i = 0; i < 5000; i++)
         CHECK(filled_add(d, ev, i, err) == 0, "add %zu: %s", i, err);
-    bc_dedupe_get_stats(d, &st);
+    rate_dedupe_get_stats(d, &st);
     ck_assert_uint_gt(st.runs, 1);
     dp = opendir(dir);
     ck_assert_ptr_nonnull(dp);
@@ -1405,9 +1408,9 @@ START_TEST(test_runs_unlinked)
             entries++;
     closedir(dp);
     ck_assert_uint_eq(entries, 0);
-    ck_assert_int_eq(bc_dedupe_finish(d, fetch_filled, count_hit, &c, err, sizeof(err)), 0);
+    ck_assert_int_eq(rate_dedupe_finish(d, fetch_filled, count_hit, &c, err, sizeof(err)), 0);
     ck_assert_uint_eq(c.calls, 2500);
-    bc_dedupe_destroy(d);
+    rate_dedupe_destroy(d);
     billing_event_destroy(ev);
     counter_done(&c);
     ck_assert_int_eq(rmdir(dir), 0);
@@ -1421,9 +1424,9 @@ START_TEST(test_errors)
     char err[ERR];
     counter c;
     billing_event *ev = billing_event_new();
-    bc_dedupe *d;
-    bc_dedupe_stats st;
-    bc_dedupe_where w = place(0);
+    rate_dedupe *d;
+    rate_dedupe_stats st;
+    rate_dedupe_where w = place(0);
     size_t i;
     int rc = 0;
     int store;
@@ -1431,22 +1434,22 @@ START_TEST(test_errors)
     counter_init(&c);
     /* A budget below the minimum. */
     err[0] = '\0';
-    ck_assert_ptr_null(bc_dedupe_new(BC_DEDUPE_MEMORY_MIN - 1, tmpdir(), err, sizeof(err)));
+    ck_assert_ptr_null(rate_dedupe_new(RATE_DEDUPE_MEMORY_MIN - 1, tmpdir(), err, sizeof(err)));
     ck_assert_msg(strstr(err, "65536") != NULL, "'%s'", err);
-    ck_assert_ptr_null(bc_dedupe_new(0, tmpdir(), err, sizeof(err)));
+    ck_assert_ptr_null(rate_dedupe_new(0, tmpdir(), err, sizeof(err)));
 
-    ck_assert_ptr_null(bc_dedupe_new(BC_DEDUPE_MEMORY_MAX + 1, tmpdir(), err, sizeof(err)));
+    ck_assert_ptr_null(rate_dedupe_new(RATE_DEDUPE_MEMORY_MAX + 1, tmpdir(), err, sizeof(err)));
 
     /* A missing temporary directory is found at once. */
     err[0] = '\0';
-    ck_assert_ptr_null(bc_dedupe_new(BC_DEDUPE_MEMORY_MIN, missing, err, sizeof(err)));
+    ck_assert_ptr_null(rate_dedupe_new(RATE_DEDUPE_MEMORY_MIN, missing, err, sizeof(err)));
     ck_assert_msg(strstr(err, missing) != NULL, "'%s' does not name the directory", err);
 
     /* A directory that goes away: fine until a run must be written. */
     for (store = 0; store < 2; store++) {
         snprintf(gone, sizeof(gone), "%s/check_dedupe-gone.XXXXXX", tmpdir());
         ck_assert_ptr_nonnull(mkdtemp(gone));
-        d = bc_dedupe_new(BC_DEDUPE_MEMORY_MIN, gone, err, sizeof(err));
+        d = rate_dedupe_new(RATE_DEDUPE_MEMORY_MIN, gone, err, sizeof(err));
         ck_assert_msg(d != NULL, "%s", err);
         ck_assert_int_eq(rmdir(gone), 0);
         filled_setup(5000, 5000, store ? STORE_ALL : STORE_NONE, 11);
@@ -1458,23 +1461,23 @@ START_TEST(test_errors)
         ck_assert_int_eq(rc, -1);
         ck_assert_uint_gt(i, 100); /* the first records fit in memory */
         ck_assert_msg(strstr(err, gone) != NULL, "'%s' does not name the directory", err);
-        bc_dedupe_get_stats(d, &st);
+        rate_dedupe_get_stats(d, &st);
         ck_assert_uint_eq(st.records, i - 1);
         ck_assert_uint_eq(st.stored, store ? i - 1 : 0);
         ck_assert_uint_eq(st.runs, 0);
-        bc_dedupe_destroy(d);
+        rate_dedupe_destroy(d);
     }
 
     /* An event without an id, stored or not. */
-    d = bc_dedupe_new(BC_DEDUPE_MEMORY_MIN, tmpdir(), err, sizeof(err));
+    d = rate_dedupe_new(RATE_DEDUPE_MEMORY_MIN, tmpdir(), err, sizeof(err));
     ck_assert_msg(d != NULL, "%s", err);
     billing_event_reset(ev);
     for (store = 0; store < 2; store++) {
         err[0] = '\0';
-        ck_assert_int_eq(bc_dedupe_add(d, ev, &w, store, err, sizeof(err)), -1);
+        ck_assert_int_eq(rate_dedupe_add(d, ev, &w, store, err, sizeof(err)), -1);
         ck_assert_msg(strstr(err, "'id'") != NULL, "'%s'", err);
     }
-    bc_dedupe_get_stats(d, &st);
+    rate_dedupe_get_stats(d, &st);
     ck_assert_uint_eq(st.records, 0);
     ck_assert_uint_eq(st.stored, 0);
 
@@ -1482,22 +1485,22 @@ START_TEST(test_errors)
     filled_setup(2, 1, STORE_NONE, 11);
     ck_assert_int_eq(filled_add(d, ev, 0, err), 0);
     ck_assert_int_eq(filled_add(d, ev, 1, err), 0);
-    ck_assert_int_eq(bc_dedupe_finish(d, fetch_filled, count_hit, &c, err, sizeof(err)), 0);
+    ck_assert_int_eq(rate_dedupe_finish(d, fetch_filled, count_hit, &c, err, sizeof(err)), 0);
     ck_assert_uint_eq(c.calls, 1);
     ck_assert_uint_eq(c.fetches, 2);
     err[0] = '\0';
-    ck_assert_int_eq(bc_dedupe_add(d, ev, &w, 0, err, sizeof(err)), -1);
+    ck_assert_int_eq(rate_dedupe_add(d, ev, &w, 0, err, sizeof(err)), -1);
     ck_assert_msg(strstr(err, "after finish") != NULL, "'%s'", err);
     err[0] = '\0';
-    ck_assert_int_eq(bc_dedupe_finish(d, fetch_filled, count_hit, &c, err, sizeof(err)), -1);
+    ck_assert_int_eq(rate_dedupe_finish(d, fetch_filled, count_hit, &c, err, sizeof(err)), -1);
     ck_assert_msg(strstr(err, "twice") != NULL, "'%s'", err);
     ck_assert_uint_eq(c.calls, 1);
     ck_assert_uint_eq(c.fetches, 2);
-    bc_dedupe_get_stats(d, &st);
+    rate_dedupe_get_stats(d, &st);
     ck_assert_uint_eq(st.records, 2);
     ck_assert_uint_eq(st.stored, 0);
     ck_assert_uint_eq(st.fetched, 2);
-    bc_dedupe_destroy(d);
+    rate_dedupe_destroy(d);
     billing_event_destroy(ev);
     counter_done(&c);
 }
