@@ -107,7 +107,7 @@ $billing account balance student-b >"$tmp/balance.txt" || exit 99
 # billingd consumes (the lag of the operations page) while it serves the
 # API on a free loopback port; ready when the console answers.
 topic=console-usage-$$
-"$builddir/bench/produce_events" --accounts 1 --partitions 2 "$BILLING_KAFKA_BROKERS" "$topic" 20 \
+"$builddir/bench/produce_events" --rate 10000 --accounts 1 --partitions 2 "$BILLING_KAFKA_BROKERS" "$topic" 20 \
     >/dev/null 2>"$tmp/produce.log" || { check "20 events produced to $topic" fail "$(tail -3 "$tmp/produce.log")"; finish; }
 port=$($py -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 url="http://127.0.0.1:$port"
