@@ -100,12 +100,11 @@ static int parse_month(const char *v, int *year, int *month)
     return *year >= 1 && *month >= 1 && *month <= 12 ? 0 : -1;
 }
 
-static int month_days(int y, int m);
-
 /* "YYYY-MM-DD" into @year, @month, @day; 0 or -1. */
 static int parse_day(const char *v, int *year, int *month, int *day)
 {
     char ym[8];
+    int64_t days;
 
     if (strlen(v) != 10 || v[7] != '-' || strspn(v + 8, "0123456789") != 2)
         return -1;
@@ -114,7 +113,7 @@ static int parse_day(const char *v, int *year, int *month, int *day)
     if (parse_month(ym, year, month) != 0)
         return -1;
     *day = atoi(v + 8);
-    return *day >= 1 && *day <= month_days(*year, *month) ? 0 : -1;
+    return billing_civil_days(*year, *month, *day, &days) == BILLING_OK ? 0 : -1;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -657,18 +656,13 @@ out:
 /* Days of those months at most. */
 #define DAYS_MAX (USAGE_DAY_MONTHS_MAX * 31)
 
-/* Days since 1970-01-01 of the proleptic Gregorian date @y-@m-@d. */
-static int64_t days_from_civil(int64_t y, int m, int d)
+/* Days since 1970-01-01 of the valid date @y-@m-@d (billing_civil_days). */
+static int64_t days_from_civil(int y, int m, int d)
 {
-    int64_t era;
-    int64_t yoe;
-    int64_t doy;
+    int64_t days = 0;
 
-    y -= m <= 2;
-    era = (y >= 0 ? y : y - 399) / 400;
-    yoe = y - era * 400;
-    doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-    return era * 146097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719468;
+    billing_civil_days(y, m, d, &days);
+    return days;
 }
 
 /* Days of month @m of year @y. */

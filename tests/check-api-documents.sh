@@ -31,29 +31,34 @@ dpid=
 
 . "$srcdir/tests/checklib.sh"
 
-if [ -z "${BILLING_PG_CONNINFO:-}" ]; then
-    check "BILLING_PG_CONNINFO is set (scripts/services.sh start && . var/services.env)" fail
-    finish
-fi
+need_pg
 for tool in curl python3; do
     command -v $tool >/dev/null || { check "$tool is installed" fail; finish; }
 done
 python3 -c 'import jsonschema, yaml' 2>/dev/null ||
     { check "python3 jsonschema and yaml are installed" fail; finish; }
-base=$BILLING_PG_CONNINFO
 cleanup() {
     [ -n "$dpid" ] && kill "$dpid" 2>/dev/null && wait "$dpid" 2>/dev/null
     rm -rf "$tmp"
-    psql "$base dbname=postgres" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1
+    db_drop_all
 }
 trap cleanup EXIT
-psql "$base dbname=postgres" -qc "CREATE DATABASE $db" >/dev/null || exit 99
-BILLING_PG_CONNINFO="$base dbname=$db"
-export BILLING_PG_CONNINFO
+db_new "$db"
+db_use "$db"
 # The PDFs of the command line and of the server carry the same creation date.
 SOURCE_DATE_EPOCH=1767225600
 export SOURCE_DATE_EPOCH
 sql() { psql "$BILLING_PG_CONNINFO" -XAtq -v ON_ERROR_STOP=1 "$@"; }
+# exact(TEXT): a decimal or "p/q" of the API as a Fraction, for the Python checks below.
+cat >"$tmp/exact.py" <<'EOF'
+from decimal import Decimal
+from fractions import Fraction
+def exact(v):
+    if "/" in v:
+        n, d = v.split("/")
+        return Fraction(int(n), int(d))
+    return Fraction(Decimal(v))
+EOF
 $billing db migrate >/dev/null || exit 99
 $billing load --pricebook "$ex/pricebook.json" --accounts "$ex/accounts.json" >/dev/null || exit 99
 $billing ingest "$ex/events.jsonl" >/dev/null 2>&1 || exit 99
@@ -268,16 +273,11 @@ for acct in lab-a new-d student-b team-c; do
     code=$(get "$admin" "/v1/accounts/$acct/usage?from=2026-01&to=2026-01&group_by=meter" "$tmp/u")
     validate GET "/v1/accounts/{id}/usage" 200 "$tmp/u"
     number=$(sql -c "SELECT billing.invoice_number_text(s.prefix, i.number) FROM billing.invoices i JOIN billing.invoice_series s ON s.series = i.series WHERE i.account_id = '$acct' AND i.month = '2026-01-01' AND i.kind = 'invoice' ORDER BY i.id LIMIT 1")
-    python3 - "$tmp/u" "$tmp/cli/$number.json" <<'EOF' || { usage_ok=fail; usage_why="$usage_why $acct($code)"; }
+    PYTHONPATH="$tmp" python3 - "$tmp/u" "$tmp/cli/$number.json" <<'EOF' || { usage_ok=fail; usage_why="$usage_why $acct($code)"; }
 import json, sys
 from collections import defaultdict
-from decimal import Decimal
 from fractions import Fraction
-def exact(v):
-    if "/" in v:
-        n, d = v.split("/")
-        return Fraction(int(n), int(d))
-    return Fraction(Decimal(v))
+from exact import exact
 usage = json.load(open(sys.argv[1]))
 inv = json.load(open(sys.argv[2]))
 want_q = defaultdict(Fraction)
@@ -308,16 +308,11 @@ for acct in lab-a student-b team-c; do
     get "$admin" "/v1/accounts/$acct/usage?from=2026-01&group_by=meter" "$tmp/um" >/dev/null
     code=$(get "$admin" "/v1/accounts/$acct/usage?from=2026-01&group_by=resource" "$tmp/ur")
     validate GET "/v1/accounts/{id}/usage" 200 "$tmp/ur"
-    python3 - "$tmp/um" "$tmp/ur" <<'EOF' && r=ok || r=fail
+    PYTHONPATH="$tmp" python3 - "$tmp/um" "$tmp/ur" <<'EOF' && r=ok || r=fail
 import json, sys
 from collections import defaultdict
-from decimal import Decimal
 from fractions import Fraction
-def exact(v):
-    if "/" in v:
-        n, d = v.split("/")
-        return Fraction(int(n), int(d))
-    return Fraction(Decimal(v))
+from exact import exact
 by_meter = {r["meter"]: exact(r["quantity"]) for r in json.load(open(sys.argv[1]))["data"]}
 rows = json.load(open(sys.argv[2]))["data"]
 summed = defaultdict(Fraction)
@@ -335,16 +330,11 @@ done
 # month's (quantities and amounts exact); each EXPECT "day meter quantity"
 # is a row of the days.
 daysum() {
-    python3 - "$@" <<'EOF'
+    PYTHONPATH="$tmp" python3 - "$@" <<'EOF'
 import json, sys
 from collections import defaultdict
-from decimal import Decimal
 from fractions import Fraction
-def exact(v):
-    if "/" in v:
-        n, d = v.split("/")
-        return Fraction(int(n), int(d))
-    return Fraction(Decimal(v))
+from exact import exact
 days = json.load(open(sys.argv[1]))
 month = json.load(open(sys.argv[2]))
 q = defaultdict(Fraction)

@@ -41,15 +41,11 @@ pids=""
 
 . "$srcdir/tests/checklib.sh"
 
-if [ -z "${BILLING_PG_CONNINFO:-}" ]; then
-    check "BILLING_PG_CONNINFO is set (scripts/services.sh start && . var/services.env)" fail
-    finish
-fi
+need_pg
 if ! command -v curl >/dev/null || ! python3 -c "import jsonschema, yaml" 2>/dev/null; then
     check "curl, python3-jsonschema and python3-yaml are installed (scripts/install-deps.sh)" fail
     finish
 fi
-base=$BILLING_PG_CONNINFO
 cleanup() {
     if [ "$failures" -gt 0 ]; then
         for f in "$tmp"/billingd-*.log; do
@@ -62,14 +58,13 @@ cleanup() {
     for p in $pids; do
         wait "$p" 2>/dev/null
     done
-    psql "$base dbname=postgres" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1
+    db_drop_all
     rm -rf "$tmp"
 }
 trap cleanup EXIT
 trap 'exit 99' INT TERM
-psql "$base dbname=postgres" -qc "CREATE DATABASE $db" >/dev/null || exit 99
-BILLING_PG_CONNINFO="$base dbname=$db"
-export BILLING_PG_CONNINFO
+db_new "$db"
+db_use "$db"
 sql() {
     psql "$BILLING_PG_CONNINFO" -XAtc "$1"
 }

@@ -35,8 +35,9 @@ pid=
 # Debian's python3-selenium is in the system Python (a pyenv python3 may come first).
 py=python3
 [ -x /usr/bin/python3 ] && py=/usr/bin/python3
-if [ -z "${BILLING_PG_CONNINFO:-}" ] || [ -z "${BILLING_KAFKA_BROKERS:-}" ]; then
-    check "BILLING_PG_CONNINFO and BILLING_KAFKA_BROKERS are set (scripts/services.sh start && . var/services.env)" fail
+need_pg
+if [ -z "${BILLING_KAFKA_BROKERS:-}" ]; then
+    check "BILLING_KAFKA_BROKERS is set (scripts/services.sh start && . var/services.env)" fail
     finish
 fi
 for p in chromium chromedriver curl; do
@@ -45,17 +46,15 @@ done
 $py -c 'import selenium' 2>/dev/null ||
     { check "python3-selenium is installed (scripts/install-deps.sh)" fail; finish; }
 
-base=$BILLING_PG_CONNINFO
 cleanup() {
     [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
     rm -rf "$tmp"
-    psql "$base dbname=postgres" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1
+    db_drop_all
 }
 trap cleanup EXIT
 trap 'exit 99' INT TERM
-psql "$base dbname=postgres" -qc "CREATE DATABASE $db" >/dev/null || exit 99
-BILLING_PG_CONNINFO="$base dbname=$db"
-export BILLING_PG_CONNINFO
+db_new "$db"
+db_use "$db"
 
 # The example, a grant in force now and usage of this month for student-b
 # (ended: the balance does not move while the test reads it), and an
