@@ -459,8 +459,9 @@ static const char *const group_names[] = {"meter", "model", "region", "month", "
 
 /* What one usage answer gathers. */
 typedef struct usage {
-    usage_group *groups; /* GROUPS_MAX */
+    usage_group *groups; /* cap, or GROUPS_MAX when cap is 0 */
     size_t n;
+    size_t cap;
     group_by by;
     char currency[16];
     char msg[512];
@@ -511,8 +512,9 @@ static int usage_lines(usage *u, billing_rater *r, const char *account, int ym0,
                     strcmp(u->groups[g].unit, unit) == 0)
                     break;
             if (g == u->n) {
-                if (u->n == GROUPS_MAX) {
-                    snprintf(u->msg, sizeof(u->msg), "more than %d groups", GROUPS_MAX);
+                if (u->n == (u->cap != 0 ? u->cap : GROUPS_MAX)) {
+                    snprintf(u->msg, sizeof(u->msg), "more than %zu groups",
+                             u->cap != 0 ? u->cap : (size_t)GROUPS_MAX);
                     rc = -1;
                     break;
                 }
@@ -655,6 +657,8 @@ out:
 #define USAGE_DAY_MONTHS_MAX 3
 /* Days of those months at most. */
 #define DAYS_MAX (USAGE_DAY_MONTHS_MAX * 31)
+/* (meter, unit) groups of one month's usage lines at most. */
+#define METER_GROUPS_MAX 64
 
 /* Days since 1970-01-01 of the valid date @y-@m-@d (billing_civil_days). */
 static int64_t days_from_civil(int y, int m, int d)
@@ -912,7 +916,8 @@ static int usage_by_day(bs_conn *c, bs_catalog *cat, const char *account,
     mpq_init(da);
     for (i = 0; i < 3; i++) {
         sums[i].by = BY_METER;
-        sums[i].groups = calloc(GROUPS_MAX, sizeof(*sums[i].groups));
+        sums[i].cap = METER_GROUPS_MAX;
+        sums[i].groups = calloc(METER_GROUPS_MAX, sizeof(*sums[i].groups));
     }
     if (w == NULL || list == NULL || sums[0].groups == NULL || sums[1].groups == NULL ||
         sums[2].groups == NULL || (w->ev = billing_event_new()) == NULL) {
