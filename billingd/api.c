@@ -1247,8 +1247,15 @@ static json_t *api_routes_json(bd_api *api)
             if (json_is_null(p99) && cum * 100 >= n * 99)
                 p99 = json_integer(us_bounds[i]);
         }
-        bad |= st == NULL ||
-               json_array_append_new(
+        if (st == NULL || p50 == NULL || p99 == NULL) {
+            json_decref(st);
+            json_decref(p50);
+            json_decref(p99);
+            bad = 1;
+            break;
+        }
+        /* json_pack steals st, p50 and p99, also when it fails */
+        bad |= json_array_append_new(
                    arr, json_pack("{s:s, s:I, s:o, s:I, s:o, s:o}", "route", route_names[r],
                                   "requests", (json_int_t)n, "statuses", st, "mean_us",
                                   (json_int_t)(api->dur_sum_us[r] / (int64_t)n), "p50_us", p50,
