@@ -6,7 +6,8 @@
 # http.client), N requests per route after 20 of warm-up; prints p50 and
 # p99 in milliseconds and requests per second, and as the ratios of the
 # same run: the PDF revalidated by its ETag (304) against the PDF sent
-# (200), and GET .../INV.json against `billing invoice show --format json`
+# (200), usage by day (raw events, a rater per day) against by month (the
+# stored aggregates), and GET .../INV.json against `billing invoice show --format json`
 # run as a process (the command line's cost of the same document).
 #
 #   bench/api-documents.sh [BUILD_DIR] [N]    (default _rel, 2000)
@@ -91,6 +92,8 @@ rows = [
                                          headers={"If-None-Match": etag}, want=304)),
     ("GET /v1/accounts/lab-a/usage?from=2026-01", run("GET", "/v1/accounts/lab-a/usage?from=2026-01")),
     ("  group_by=resource", run("GET", "/v1/accounts/lab-a/usage?from=2026-01&group_by=resource")),
+    ("  group_by=month", run("GET", "/v1/accounts/lab-a/usage?from=2026-01&group_by=month")),
+    ("  group_by=day", run("GET", "/v1/accounts/lab-a/usage?from=2026-01&group_by=day")),
     ("POST /v1/quote", run("POST", "/v1/quote", body=quote,
                            headers={"Content-Type": "application/json"})),
 ]
@@ -101,6 +104,9 @@ pdf = dict(rows)["GET /v1/invoices/INV-2026-000001.pdf"]
 nm = dict(rows)["  same, If-None-Match (304)"]
 js = dict(rows)["GET /v1/invoices/INV-2026-000001.json"]
 print("ratio PDF 200 / 304 (p50): %.1f" % (pdf[0] / nm[0]))
+day = dict(rows)["  group_by=day"]
+month = dict(rows)["  group_by=month"]
+print("ratio usage group_by=day / group_by=month (p50): %.1f" % (day[0] / month[0]))
 print("ratio `billing invoice show --format json` process (%.3f ms) / GET .json p50: %.1f"
       % (cli_ms, cli_ms / js[0]))
 EOF

@@ -60,7 +60,7 @@ static const char *const route_names[N_ROUTES] = {
     "/v1/events",                "/v1/price-books",          "/v1/plans",
     "/v1/accounts",              "/v1/rejected",             "/v1/invoices",
     "/v1/invoices/{number}",     "/v1/accounts/{id}/usage",  "/v1/quote",
-    "other"};
+    "/v1/ops/status",            "other"};
 
 static const unsigned statuses[] = {200, 202, 304, 400, 401, 403, 404, 405,
                                     408, 413, 415, 429, 500, 503};
@@ -1094,6 +1094,68 @@ static enum MHD_Result send_answer(bd_api *api, struct MHD_Connection *conn, req
     return ret;
 }
 
+/*
+ * The API's own counters for GET /v1/ops/status: per route answered at
+ * least once, {"route", "requests", "statuses": {"200": n...}, "mean_us",
+ * "p50_us", "p99_us"}: the quantiles as the upper bound of their
+ * duration bucket (null past the last, 5 s), all integers.
+ */
+static json_t *api_routes_json(bd_api *api)
+{
+    json_t *arr = json_array();
+    json_t *st;
+    char code[8];
+    uint64_t n;
+    uint64_t cum;
+    size_t r;
+    size_t i;
+    int bad = arr == NULL;
+
+    pthread_mutex_lock(&api->lock);
+    for (r = 0; !bad && r < N_ROUTES; r++) {
+        json_t *p50 = json_null();
+        json_t *p99 = json_null();
+
+        for (n = 0, i = 0; i <= N_US; i++)
+            n += api->dur[r][i];
+        if (n == 0)
+            continue;
+        st = json_object();
+        for (i = 0; st != NULL && i <= N_STATUSES; i++) {
+            if (api->count[r][i] == 0)
+                continue;
+            snprintf(code, sizeof(code), "%u", i < N_STATUSES ? statuses[i] : 0u);
+            bad |= json_object_set_new(st, code, json_integer((json_int_t)api->count[r][i]));
+        }
+        for (cum = 0, i = 0; i < N_US; i++) {
+            cum += api->dur[r][i];
+            if (json_is_null(p50) && cum * 2 >= n)
+                p50 = json_integer(us_bounds[i]);
+            if (json_is_null(p99) && cum * 100 >= n * 99)
+                p99 = json_integer(us_bounds[i]);
+        }
+        if (st == NULL || p50 == NULL || p99 == NULL) {
+            json_decref(st);
+            json_decref(p50);
+            json_decref(p99);
+            bad = 1;
+            break;
+        }
+        /* json_pack steals st, p50 and p99, also when it fails */
+        bad |= json_array_append_new(
+                   arr, json_pack("{s:s, s:I, s:o, s:I, s:o, s:o}", "route", route_names[r],
+                                  "requests", (json_int_t)n, "statuses", st, "mean_us",
+                                  (json_int_t)(api->dur_sum_us[r] / (int64_t)n), "p50_us", p50,
+                                  "p99_us", p99)) != 0;
+    }
+    pthread_mutex_unlock(&api->lock);
+    if (bad) {
+        json_decref(arr);
+        return NULL;
+    }
+    return arr;
+}
+
 static enum MHD_Result dispatch(bd_api *api, struct MHD_Connection *conn, req *q,
                                 const char *method, const char *account, const char *ref)
 {
@@ -1202,6 +1264,14 @@ static enum MHD_Result dispatch(bd_api *api, struct MHD_Connection *conn, req *q
                           : problem(api, conn, q, st, "query", NULL, NULL, "%s", msg);
         break;
     }
+    case R_OPS_STATUS:
+        if (key.bound || (key.scopes & BS_SCOPE_ADMIN) == 0) {
+            ret = problem(api, conn, q, 403, "scope", NULL, NULL,
+                          "the operations status is for admin keys of every account");
+            break;
+        }
+        ret = send_json(api, conn, q, 200, bd_api_ops_status(api_routes_json(api)));
+        break;
     case R_EVENTS:
         ret = post_events(api, conn, q, s, key.id, key.bound ? key.account : NULL);
         break;

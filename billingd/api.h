@@ -12,6 +12,7 @@
  *   GET  /v1/accounts?q=&limit=           accounts:read (api_accounts.h; a bound key: its own)
  *   POST /v1/events                       events:write
  *   GET  /v1/rejected?reason=&limit=&all= admin, unbound (api_ops.h)
+ *   GET  /v1/ops/status                   admin, unbound (api_ops.h)
  *   GET  /v1/price-books, /v1/plans       admin, or an unbound accounts:read key
  *
  * Keys are `billing apikey`'s (store/apikeys.h), sent as

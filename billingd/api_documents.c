@@ -100,6 +100,22 @@ static int parse_month(const char *v, int *year, int *month)
     return *year >= 1 && *month >= 1 && *month <= 12 ? 0 : -1;
 }
 
+/* "YYYY-MM-DD" into @year, @month, @day; 0 or -1. */
+static int parse_day(const char *v, int *year, int *month, int *day)
+{
+    char ym[8];
+    int64_t days;
+
+    if (strlen(v) != 10 || v[7] != '-' || strspn(v + 8, "0123456789") != 2)
+        return -1;
+    memcpy(ym, v, 7);
+    ym[7] = '\0';
+    if (parse_month(ym, year, month) != 0)
+        return -1;
+    *day = atoi(v + 8);
+    return billing_civil_days(*year, *month, *day, &days) == BILLING_OK ? 0 : -1;
+}
+
 /* ---------------------------------------------------------------------- */
 /* Invoices                                                                */
 /* ---------------------------------------------------------------------- */
@@ -437,14 +453,15 @@ typedef struct usage_group {
     int64_t lines;
 } usage_group;
 
-typedef enum group_by { BY_METER, BY_MODEL, BY_REGION, BY_MONTH, BY_RESOURCE } group_by;
-static const char *const group_names[] = {"meter", "model", "region", "month", "resource"};
+typedef enum group_by { BY_METER, BY_MODEL, BY_REGION, BY_MONTH, BY_RESOURCE, BY_DAY } group_by;
+static const char *const group_names[] = {"meter", "model", "region", "month", "resource", "day"};
 #define N_GROUP_BY (sizeof(group_names) / sizeof(group_names[0]))
 
 /* What one usage answer gathers. */
 typedef struct usage {
-    usage_group *groups; /* GROUPS_MAX */
+    usage_group *groups; /* cap, or GROUPS_MAX when cap is 0 */
     size_t n;
+    size_t cap;
     group_by by;
     char currency[16];
     char msg[512];
@@ -495,8 +512,9 @@ static int usage_lines(usage *u, billing_rater *r, const char *account, int ym0,
                     strcmp(u->groups[g].unit, unit) == 0)
                     break;
             if (g == u->n) {
-                if (u->n == GROUPS_MAX) {
-                    snprintf(u->msg, sizeof(u->msg), "more than %d groups", GROUPS_MAX);
+                if (u->n == (u->cap != 0 ? u->cap : GROUPS_MAX)) {
+                    snprintf(u->msg, sizeof(u->msg), "more than %zu groups",
+                             u->cap != 0 ? u->cap : (size_t)GROUPS_MAX);
                     rc = -1;
                     break;
                 }
@@ -631,6 +649,385 @@ out:
     return rc;
 }
 
+/* ---------------------------------------------------------------------- */
+/* Usage by day                                                            */
+/* ---------------------------------------------------------------------- */
+
+/* Months one group_by=day answer covers at most (a rater per day). */
+#define USAGE_DAY_MONTHS_MAX 3
+/* Days of those months at most. */
+#define DAYS_MAX (USAGE_DAY_MONTHS_MAX * 31)
+/* (meter, unit) groups of one month's usage lines at most. */
+#define METER_GROUPS_MAX 64
+
+/* Days since 1970-01-01 of the valid date @y-@m-@d (billing_civil_days). */
+static int64_t days_from_civil(int y, int m, int d)
+{
+    int64_t days = 0;
+
+    billing_civil_days(y, m, d, &days);
+    return days;
+}
+
+/* Days of month @m of year @y. */
+static int month_days(int y, int m)
+{
+    return (int)(days_from_civil(m == 12 ? y + 1 : y, m == 12 ? 1 : m + 1, 1) -
+                 days_from_civil(y, m, 1));
+}
+
+/* @zone's UTC offset at second @s, in seconds. */
+static int64_t offset_at(const billing_zone *zone, int64_t s)
+{
+    return billing_zone_offset(zone, s * BILLING_NS_PER_SEC);
+}
+
+/*
+ * The instant local day @y-@m-@d begins in @zone: the 1st as
+ * billing_zone_month_start says; another day at local midnight, the
+ * earlier one when midnight occurs twice, the end of the gap when a DST
+ * gap skips it. Returns 0 or -1 (out of range).
+ */
+static int day_start(const billing_zone *zone, int y, int m, int d, billing_time_t *out)
+{
+    int64_t local = days_from_civil(y, m, d) * 86400;
+    int64_t before = offset_at(zone, local - 2 * 86400);
+    int64_t after = offset_at(zone, local + 2 * 86400);
+    int64_t ca = local - before;
+    int64_t cb = local - after;
+    int va = offset_at(zone, ca) == before;
+    int vb = offset_at(zone, cb) == after;
+    int64_t lo;
+    int64_t hi;
+
+    if (d == 1)
+        return billing_zone_month_start(zone, y, m, out) == BILLING_OK ? 0 : -1;
+    if (va && vb)
+        lo = ca < cb ? ca : cb;
+    else if (va || vb)
+        lo = va ? ca : cb;
+    else {
+        /* midnight is in a gap: the first second with the offset after it */
+        lo = ca < cb ? ca : cb;
+        hi = ca < cb ? cb : ca;
+        while (hi - lo > 1) {
+            int64_t mid = lo + (hi - lo) / 2;
+
+            if (offset_at(zone, mid) == after)
+                hi = mid;
+            else
+                lo = mid;
+        }
+        lo = hi;
+    }
+    *out = lo * BILLING_NS_PER_SEC;
+    return 0;
+}
+
+/* What day_event receives: the days' bounds and a rater per day. */
+typedef struct day_walk {
+    bs_catalog *cat;
+    billing_event *ev;
+    billing_time_t start[DAYS_MAX + 1]; /* start[n]: the end of the last day */
+    billing_rater *day[DAYS_MAX];
+    size_t n;
+    char msg[512];
+} day_walk;
+
+/*
+ * Traffic piece [@ps, @pe) of an event of @quantity bytes over [@start,
+ * @end) into @dst: the whole quantity rated over the piece on a rater of
+ * its own, its aggregates scaled by the piece's share of the event's
+ * duration (pricing.md: traffic is spread evenly over its interval) and
+ * added to @dst exactly.
+ */
+static int traffic_piece(day_walk *w, billing_rater *dst, const char *account, const char *id,
+                         const char *resource, billing_time_t start, billing_time_t end,
+                         billing_time_t ps, billing_time_t pe, const char *quantity,
+                         const char *model, const char *region)
+{
+    billing_rater *t = NULL;
+    char sum[BILLING_AGG_SUM_MAX];
+    const char *acc;
+    const char *version;
+    const char *rmodel;
+    const char *rregion;
+    const char *sub;
+    billing_meter meter;
+    uint64_t pieces;
+    unsigned epoch;
+    int ym;
+    char *text;
+    mpq_t v;
+    mpq_t share;
+    size_t i;
+    int rc = -1;
+
+    mpq_init(v);
+    mpq_init(share);
+    mpz_set_si(mpq_numref(share), (long)(pe - ps));
+    mpz_set_si(mpq_denref(share), (long)(end - start));
+    mpq_canonicalize(share);
+    if (billing_rater_new(bs_catalog_lib(w->cat), &t, w->msg, sizeof(w->msg)) != BILLING_OK ||
+        billing_rater_set_dedupe(t, 0) != BILLING_OK ||
+        bs_event_set(w->ev, account, id, resource, "traffic", ps, pe, quantity, model, region,
+                     w->msg, sizeof(w->msg)) != BILLING_OK ||
+        billing_rater_add(t, w->ev, w->msg, sizeof(w->msg)) != BILLING_OK)
+        goto out;
+    for (i = 0; i < billing_rater_aggregate_count(t); i++) {
+        if (billing_rater_aggregate(t, i, &acc, &ym, &meter, &version, &rmodel, &rregion, &sub,
+                                    &epoch, &pieces, sum, sizeof(sum)) != BILLING_OK ||
+            mpq_set_str(v, sum, 10) != 0) {
+            snprintf(w->msg, sizeof(w->msg), "event '%.128s': its traffic cannot be split", id);
+            goto out;
+        }
+        mpq_canonicalize(v);
+        mpq_mul(v, v, share);
+        text = mpq_get_str(NULL, 10, v);
+        if (text == NULL || strlen(text) >= BILLING_AGG_SUM_MAX ||
+            billing_rater_add_aggregate(dst, acc, ym / 100, ym % 100, meter, version, rmodel,
+                                        rregion, sub, epoch, pieces, text, w->msg,
+                                        sizeof(w->msg)) != BILLING_OK) {
+            free(text);
+            goto out;
+        }
+        free(text);
+    }
+    rc = 0;
+out:
+    billing_rater_destroy(t);
+    mpq_clear(v);
+    mpq_clear(share);
+    return rc;
+}
+
+/*
+ * A bs_event_fn: the stored raw event cut at the local midnights of the
+ * walk's days, each piece into its day's rater: a time-based meter's
+ * piece keeps the event's quantity (its charge is quantity x duration),
+ * a traffic piece gets its share of the bytes (traffic_piece).
+ */
+static int day_event(void *arg, const char *account, const char *id, const char *resource,
+                     const char *meter, billing_time_t start, billing_time_t end,
+                     const char *quantity, const char *model, const char *region)
+{
+    day_walk *w = arg;
+    size_t lo = 0;
+    size_t hi = w->n;
+    size_t i;
+
+    if (end <= w->start[0] || start >= w->start[w->n])
+        return 0;
+    /* the first day whose end is after start */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+
+        if (w->start[mid + 1] <= start)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (i = lo; i < w->n && w->start[i] < end; i++) {
+        billing_time_t ps = start > w->start[i] ? start : w->start[i];
+        billing_time_t pe = end < w->start[i + 1] ? end : w->start[i + 1];
+
+        if (w->day[i] == NULL) {
+            if (billing_rater_new(bs_catalog_lib(w->cat), &w->day[i], w->msg, sizeof(w->msg)) !=
+                BILLING_OK)
+                return 1;
+            billing_rater_set_dedupe(w->day[i], 0);
+        }
+        if ((ps != start || pe != end) && strcmp(meter, "traffic") == 0) {
+            if (traffic_piece(w, w->day[i], account, id, resource, start, end, ps, pe, quantity,
+                              model, region) != 0)
+                goto fail;
+            continue;
+        }
+        if (bs_event_set(w->ev, account, id, resource, meter, ps, pe, quantity, model, region,
+                         w->msg, sizeof(w->msg)) != BILLING_OK ||
+            billing_rater_add(w->day[i], w->ev, w->msg, sizeof(w->msg)) != BILLING_OK)
+            goto fail;
+    }
+    return 0;
+fail:
+    if (w->msg[0] == '\0')
+        snprintf(w->msg, sizeof(w->msg), "stored event '%.128s' cannot be rated", id);
+    return 1;
+}
+
+/* Free the sums of @u's groups and empty it. */
+static void usage_clear(usage *u)
+{
+    size_t g;
+
+    for (g = 0; g < u->n; g++) {
+        mpq_clear(u->groups[g].quantity);
+        mpq_clear(u->groups[g].amount);
+    }
+    u->n = 0;
+}
+
+/* The group of @u with @meter and @unit, or NULL. */
+static const usage_group *group_of(const usage *u, const char *meter, const char *unit)
+{
+    size_t g;
+
+    for (g = 0; g < u->n; g++)
+        if (strcmp(u->groups[g].meter, meter) == 0 && strcmp(u->groups[g].unit, unit) == 0)
+            return &u->groups[g];
+    return NULL;
+}
+
+/*
+ * group_by=day: the stored raw events of @account cut at local midnight
+ * into a rater per day of months @ym0..@ym1 (year*12 + month-1); then,
+ * month by month, the days merged in order into one rater, whose usage
+ * lines after day d less those after day d-1 are day d's usage: the
+ * quantities exact, the amounts the change of the lines' rounded amounts
+ * (so a month's days add up to its lines exactly). Days @d0..@d1 (indexes
+ * into the months' days) into @u, keyed "YYYY-MM-DD"; days without usage
+ * are left out.
+ */
+static int usage_by_day(bs_conn *c, bs_catalog *cat, const char *account,
+                        const billing_zone *zone, int ym0, int ym1, size_t d0, size_t d1,
+                        usage *u, bd_answer *a)
+{
+    day_walk *w = calloc(1, sizeof(*w));
+    json_t *ids = json_pack("[s]", account);
+    char *list = ids != NULL ? json_dumps(ids, JSON_COMPACT) : NULL;
+    billing_rater *month = NULL;
+    usage sums[3]; /* after the previous day, after this day, this day's own lines */
+    usage *prev = &sums[0];
+    usage *cur = &sums[1];
+    usage *tmp;
+    char key[16];
+    size_t first;
+    size_t i;
+    size_t g;
+    bs_status st;
+    mpq_t dq;
+    mpq_t da;
+    int ym;
+    int d;
+    int rc = 0;
+
+    memset(sums, 0, sizeof(sums));
+    mpq_init(dq);
+    mpq_init(da);
+    for (i = 0; i < 3; i++) {
+        sums[i].by = BY_METER;
+        sums[i].cap = METER_GROUPS_MAX;
+        sums[i].groups = calloc(METER_GROUPS_MAX, sizeof(*sums[i].groups));
+    }
+    if (w == NULL || list == NULL || sums[0].groups == NULL || sums[1].groups == NULL ||
+        sums[2].groups == NULL || (w->ev = billing_event_new()) == NULL) {
+        rc = fail(a, 500, "internal", NULL, "usage of '%s': out of memory", account);
+        goto out;
+    }
+    w->cat = cat;
+    for (ym = ym0; ym <= ym1; ym++)
+        for (d = 1; d <= month_days(ym / 12, ym % 12 + 1); d++)
+            if (day_start(zone, ym / 12, ym % 12 + 1, d, &w->start[w->n++]) != 0) {
+                rc = fail(a, 400, "invalid", "from", "usage of '%s': a day out of range",
+                          account);
+                goto out;
+            }
+    if (billing_zone_month_start(zone, (ym1 + 1) / 12, (ym1 + 1) % 12 + 1, &w->start[w->n]) !=
+        BILLING_OK) {
+        rc = fail(a, 400, "invalid", "to", "usage of '%s': a day out of range", account);
+        goto out;
+    }
+    st = bs_events_fetch(c, list, w->start[w->n], day_event, w, &a->err);
+    if (st == BS_ERR_INVALID) {
+        rc = fail(a, 500, "internal", "group_by", "usage of '%s' by day: %s", account, w->msg);
+        goto out;
+    }
+    if (st != BS_OK) {
+        rc = db_fail(a, &a->err);
+        goto out;
+    }
+    first = 0;
+    for (ym = ym0; ym <= ym1; ym++) {
+        size_t nd = (size_t)month_days(ym / 12, ym % 12 + 1);
+
+        billing_rater_destroy(month);
+        month = NULL;
+        usage_clear(prev);
+        if (billing_rater_new(bs_catalog_lib(cat), &month, u->msg, sizeof(u->msg)) !=
+                BILLING_OK ||
+            billing_rater_set_dedupe(month, 0) != BILLING_OK)
+            goto rating;
+        for (i = first; i < first + nd; i++) {
+            if (w->day[i] == NULL)
+                continue;
+            usage_clear(cur);
+            usage_clear(&sums[2]);
+            if (billing_rater_merge(month, w->day[i], u->msg, sizeof(u->msg)) != BILLING_OK ||
+                usage_lines(cur, month, account, ym, ym, NULL) != 0 ||
+                usage_lines(&sums[2], w->day[i], account, ym, ym, NULL) != 0) {
+                if (cur->msg[0] != '\0' || sums[2].msg[0] != '\0')
+                    memcpy(u->msg, cur->msg[0] != '\0' ? cur->msg : sums[2].msg, sizeof(u->msg));
+                goto rating;
+            }
+            snprintf(u->currency, sizeof(u->currency), "%s", cur->currency);
+            snprintf(key, sizeof(key), "%04d-%02d-%02d", (ym / 12) % 10000, ym % 12 + 1,
+                     (int)(i - first + 1));
+            for (g = 0; g < cur->n && i >= d0 && i <= d1; g++) {
+                const usage_group *was = group_of(prev, cur->groups[g].meter, cur->groups[g].unit);
+                const usage_group *own =
+                    group_of(&sums[2], cur->groups[g].meter, cur->groups[g].unit);
+                usage_group *row;
+
+                mpq_set(dq, cur->groups[g].quantity);
+                mpq_set(da, cur->groups[g].amount);
+                if (was != NULL) {
+                    mpq_sub(dq, dq, was->quantity);
+                    mpq_sub(da, da, was->amount);
+                }
+                if (own == NULL && mpq_sgn(dq) == 0 && mpq_sgn(da) == 0)
+                    continue;
+                if (u->n == GROUPS_MAX) {
+                    snprintf(u->msg, sizeof(u->msg), "more than %d groups", GROUPS_MAX);
+                    goto rating;
+                }
+                row = &u->groups[u->n++];
+                snprintf(row->key, sizeof(row->key), "%s", key);
+                snprintf(row->meter, sizeof(row->meter), "%s", cur->groups[g].meter);
+                snprintf(row->unit, sizeof(row->unit), "%s", cur->groups[g].unit);
+                mpq_init(row->quantity);
+                mpq_init(row->amount);
+                mpq_set(row->quantity, dq);
+                mpq_set(row->amount, da);
+                row->scale = cur->groups[g].scale;
+                row->lines = own != NULL ? own->lines : 0;
+            }
+            tmp = prev;
+            prev = cur;
+            cur = tmp;
+        }
+        first += nd;
+    }
+    goto out;
+rating:
+    rc = fail(a, 500, "internal", "group_by", "usage of '%s' by day: %s", account, u->msg);
+out:
+    for (i = 0; i < 3; i++) {
+        usage_clear(&sums[i]);
+        free(sums[i].groups);
+    }
+    for (i = 0; w != NULL && i < w->n; i++)
+        billing_rater_destroy(w->day[i]);
+    if (w != NULL)
+        billing_event_destroy(w->ev);
+    free(w);
+    billing_rater_destroy(month);
+    mpq_clear(dq);
+    mpq_clear(da);
+    free(list);
+    json_decref(ids);
+    return rc;
+}
+
 int bd_doc_usage(bs_conn *c, bs_catalog *cat, struct MHD_Connection *conn, const char *account,
                  bd_answer *a)
 {
@@ -652,6 +1049,10 @@ int bd_doc_usage(bs_conn *c, bs_catalog *cat, struct MHD_Connection *conn, const
     int m0;
     int y1;
     int m1;
+    int d0 = 1;
+    int d1 = 0;
+    int days;
+    int months;
     int rc = 0;
 
     memset(&u, 0, sizeof(u));
@@ -665,31 +1066,47 @@ int bd_doc_usage(bs_conn *c, bs_catalog *cat, struct MHD_Connection *conn, const
     by_text = param(conn, "group_by", &bad);
     if (bad)
         return fail(a, 400, "invalid", NULL, "a query parameter is over %d bytes", PARAM_MAX);
-    if (from != NULL && parse_month(from, &y0, &m0) != 0)
-        return fail(a, 400, "invalid", "from", "from '%s': expected YYYY-MM", from);
-    if (to != NULL && parse_month(to, &y1, &m1) != 0)
-        return fail(a, 400, "invalid", "to", "to '%s': expected YYYY-MM", to);
-    if (from != NULL && to == NULL) {
-        y1 = y0;
-        m1 = m0;
-    }
-    if (y1 * 12 + m1 < y0 * 12 + m0 || y1 * 12 + m1 - (y0 * 12 + m0) >= USAGE_MONTHS_MAX)
-        return fail(a, 400, "invalid", "to", "from %04d-%02d to %04d-%02d: expected 1 to %d months",
-                    y0, m0, y1, m1, USAGE_MONTHS_MAX);
     if (by_text != NULL) {
         for (i = 0; i < N_GROUP_BY && strcmp(by_text, group_names[i]) != 0; i++)
             ;
         if (i == N_GROUP_BY)
             return fail(a, 400, "invalid", "group_by",
-                        "group_by '%s': expected meter, model, region, month or resource (days "
-                        "are not kept: the aggregates are monthly)",
+                        "group_by '%s': expected meter, model, region, month, resource or day",
                         by_text);
         u.by = (group_by)i;
     }
+    days = u.by == BY_DAY;
+    if (from != NULL && (days && strlen(from) == 10 ? parse_day(from, &y0, &m0, &d0)
+                                                    : parse_month(from, &y0, &m0)) != 0)
+        return fail(a, 400, "invalid", "from", "from '%s': expected YYYY-MM%s", from,
+                    days ? " or YYYY-MM-DD" : "");
+    if (to != NULL && (days && strlen(to) == 10 ? parse_day(to, &y1, &m1, &d1)
+                                                : parse_month(to, &y1, &m1)) != 0)
+        return fail(a, 400, "invalid", "to", "to '%s': expected YYYY-MM%s", to,
+                    days ? " or YYYY-MM-DD" : "");
+    if (from != NULL && to == NULL) {
+        y1 = y0;
+        m1 = m0;
+        d1 = strlen(from) == 10 ? d0 : 0;
+    }
+    if (d1 == 0)
+        d1 = month_days(y1, m1);
+    months = days ? USAGE_DAY_MONTHS_MAX : USAGE_MONTHS_MAX;
+    if (y1 * 12 + m1 < y0 * 12 + m0 || y1 * 12 + m1 - (y0 * 12 + m0) >= months ||
+        (y1 * 12 + m1 == y0 * 12 + m0 && d1 < d0))
+        return fail(a, 400, "invalid", "to", "from %s to %s: expected 1 to %d months%s",
+                    from != NULL ? from : "this month", to != NULL ? to : "from", months,
+                    days ? " (group_by=day), from not after to" : "");
     u.groups = calloc(GROUPS_MAX, sizeof(*u.groups));
     if (u.groups == NULL)
         return fail(a, 500, "internal", NULL, "out of memory");
-    if (u.by == BY_RESOURCE) {
+    if (days) {
+        /* d0, d1: indexes into the days of the months from y0-m0 */
+        usage_by_day(c, cat, account, zone, y0 * 12 + m0 - 1, y1 * 12 + m1 - 1, (size_t)d0 - 1,
+                     (size_t)(days_from_civil(y1, m1, d1) - days_from_civil(y0, m0, 1)), &u, a);
+        if (a->slug != NULL || a->db)
+            goto out;
+    } else if (u.by == BY_RESOURCE) {
         usage_by_resource(c, cat, account, zone, y0 * 12 + m0 - 1, y1 * 12 + m1 - 1, &u, a);
         if (a->slug != NULL || a->db)
             goto out;
@@ -718,6 +1135,10 @@ int bd_doc_usage(bs_conn *c, bs_catalog *cat, struct MHD_Connection *conn, const
     }
     snprintf(first, sizeof(first), "%04d-%02d", y0 % 10000, m0);
     snprintf(last, sizeof(last), "%04d-%02d", y1 % 10000, m1);
+    if (days) {
+        snprintf(first + 7, sizeof(first) - 7, "-%02d", d0);
+        snprintf(last + 7, sizeof(last) - 7, "-%02d", d1);
+    }
     o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:O}", "account", account, "from", first, "to", last,
                   "group_by", group_names[u.by], "currency", u.currency, "data",
                   rows != NULL ? rows : json_null());

@@ -55,10 +55,12 @@ int bd_doc_invoice(bs_conn *c, struct MHD_Connection *conn, const char *ref, con
 
 /*
  * bd_doc_usage - GET /v1/accounts/@account/usage?from=YYYY-MM&to=YYYY-MM
- * &group_by=meter|model|region|month: the account's stored aggregates
- * rated at @cat's prices (as `billing account balance` rates them),
- * quantities exact with their unit, amounts as decimal strings. Fills @a;
- * returns 0.
+ * &group_by=meter|model|region|month|resource|day: the account's stored
+ * aggregates rated at @cat's prices (as `billing account balance` rates
+ * them), quantities exact with their unit, amounts as decimal strings;
+ * resource and day from the raw events (day: cut at the account's local
+ * midnights, at most 3 months, from and to may be YYYY-MM-DD; a month's
+ * days add up to its month row exactly). Fills @a; returns 0.
  */
 int bd_doc_usage(bs_conn *c, bs_catalog *cat, struct MHD_Connection *conn, const char *account,
                  bd_answer *a);

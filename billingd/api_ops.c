@@ -1,6 +1,7 @@
 /*
- * api_ops.c - GET /v1/rejected (api_ops.h); the SQL is store/rejected.c's
- * bs_rejects_list, the one `billing rejected list` uses.
+ * api_ops.c - GET /v1/rejected and GET /v1/ops/status (api_ops.h); the
+ * SQL is store/rejected.c's bs_rejects_list, the one `billing rejected
+ * list` uses; the counters are metrics.c's.
  */
 #include "config.h"
 
@@ -8,8 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "api_ops.h"
+#include "billing.h"
+#include "metrics.h"
 #include "rejected.h"
 
 /* Rows when no limit is given. */
@@ -71,4 +75,18 @@ unsigned bd_api_rejected(bs_conn *c, struct MHD_Connection *conn, json_t **body,
         return 0;
     }
     return 200;
+}
+
+json_t *bd_api_ops_status(json_t *routes)
+{
+    char at[40];
+    json_t *consumer = bd_metrics_status();
+
+    billing_time_format((billing_time_t)time(NULL) * BILLING_NS_PER_SEC, at, sizeof(at));
+    if (routes == NULL || consumer == NULL) {
+        json_decref(routes);
+        json_decref(consumer);
+        return NULL;
+    }
+    return json_pack("{s:s, s:o, s:o}", "at", at, "consumer", consumer, "api", routes);
 }

@@ -1,8 +1,11 @@
 /*
- * api_ops.h - GET /v1/rejected?reason=CODE&limit=N&all=1 of billingd's
- * HTTP API, for the web console's operations page: the records the
- * ingest pipeline refused (billing.rejected_events, as `billing rejected
- * list` shows them), oldest first. For admin keys not bound to an account.
+ * api_ops.h - the routes of billingd's HTTP API for the web console's
+ * operations page, for admin keys not bound to an account:
+ * GET /v1/rejected?reason=CODE&limit=N&all=1, the records the ingest
+ * pipeline refused (billing.rejected_events, as `billing rejected list`
+ * shows them), oldest first; and GET /v1/ops/status, the counters of
+ * /metrics (metrics.h) as JSON, since /metrics is served on another
+ * address (http.listen) the browser cannot read.
  */
 #ifndef BILLINGD_API_OPS_H
 #define BILLINGD_API_OPS_H
@@ -27,5 +30,14 @@
  */
 unsigned bd_api_rejected(bs_conn *c, struct MHD_Connection *conn, json_t **body, char *msg,
                          size_t msgsize, bs_error *err);
+
+/*
+ * bd_api_ops_status - the body of GET /v1/ops/status: {"at" (RFC 3339
+ * UTC, now), "consumer" (bd_metrics_status: null when billingd has no
+ * metrics), "api" (@routes, taken: the API's requests per route, their
+ * statuses and durations)}. Returns a new object, or NULL when out of
+ * memory (@routes is freed either way).
+ */
+json_t *bd_api_ops_status(json_t *routes);
 
 #endif

@@ -45,6 +45,8 @@ enum route bd_route_of(const char *url, char *account, size_t size, int *bad_acc
         return R_INVOICES;
     if (strcmp(url, "/v1/quote") == 0)
         return R_QUOTE;
+    if (strcmp(url, "/v1/ops/status") == 0)
+        return R_OPS_STATUS;
     if (strncmp(url, "/v1/invoices/", 13) == 0) {
         /* {number}: the invoice's number or id, maybe with .json, .pdf or .csv */
         n = strlen(url + 13);

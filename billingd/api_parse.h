@@ -31,6 +31,7 @@ enum route {
     R_INVOICE,
     R_USAGE,
     R_QUOTE,
+    R_OPS_STATUS,
     R_OTHER,
     N_ROUTES
 };

@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <jansson.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -85,6 +86,7 @@ struct bd_metrics {
     uint64_t alerts;
     lag_entry lags[LAG_MAX];
     size_t n_lags;
+    int64_t started_ms; /* bd_metrics_new, monotonic */
     /* The watchdog: its thread, its slots (under lock), and when to stop. */
     pthread_t watchdog;
     int watching;
@@ -490,6 +492,62 @@ static struct MHD_Daemon *start_http(bd_metrics *m, struct sockaddr_in *sa)
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, m, MHD_OPTION_END);
 }
 
+/* The metrics bd_metrics_status reads: the last made and not freed. */
+static pthread_mutex_t status_lock = PTHREAD_MUTEX_INITIALIZER;
+static bd_metrics *status_of;
+
+static bd_metrics *status_register(bd_metrics *m)
+{
+    pthread_mutex_lock(&status_lock);
+    status_of = m;
+    pthread_mutex_unlock(&status_lock);
+    return m;
+}
+
+json_t *bd_metrics_status(void)
+{
+    json_t *o = NULL;
+    json_t *lags;
+    json_t *rej;
+    bd_metrics *m;
+    size_t i;
+    int bad = 0;
+
+    pthread_mutex_lock(&status_lock);
+    m = status_of;
+    if (m == NULL) {
+        pthread_mutex_unlock(&status_lock);
+        return json_null();
+    }
+    pthread_mutex_lock(&m->lock);
+    lags = json_array();
+    rej = json_object();
+    for (i = 0; lags != NULL && i < m->n_lags; i++)
+        bad |= json_array_append_new(
+            lags, json_pack("{s:s, s:i, s:o}", "topic", m->lags[i].topic, "partition",
+                            (int)m->lags[i].partition,
+                            "lag", m->lags[i].lag >= 0 ? json_integer(m->lags[i].lag)
+                                                       : json_null()));
+    for (i = 0; rej != NULL && i < REASONS; i++)
+        bad |= json_object_set_new(rej, reason_names[i], json_integer((json_int_t)m->rejected[i]));
+    if (lags != NULL && rej != NULL && !bad)
+        o = json_pack("{s:b, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:O, s:O}",
+                      "healthy", m->healthy && m->topics_missing == 0, "reason",
+                      m->topics_missing > 0 ? m->missing : m->reason, "uptime_ms",
+                      (json_int_t)(now_ms() - m->started_ms), "consumed",
+                      (json_int_t)m->consumed, "stored", (json_int_t)m->stored, "duplicates",
+                      (json_int_t)m->duplicates, "batches", (json_int_t)m->batches, "failures",
+                      (json_int_t)m->failures, "commit_ms_sum", (json_int_t)m->ms_sum,
+                      "alerts_published", (json_int_t)m->alerts,
+                      "dead_letters_dropped", json_integer((json_int_t)m->dl_dropped), "rejected",
+                      rej, "lag", lags);
+    pthread_mutex_unlock(&m->lock);
+    pthread_mutex_unlock(&status_lock);
+    json_decref(lags);
+    json_decref(rej);
+    return o;
+}
+
 bd_metrics *bd_metrics_new(const char *listen)
 {
     bd_metrics *m = calloc(1, sizeof(*m));
@@ -500,8 +558,9 @@ bd_metrics *bd_metrics_new(const char *listen)
         return NULL;
     pthread_mutex_init(&m->lock, NULL);
     m->healthy = 1;
+    m->started_ms = now_ms();
     if (listen == NULL || listen[0] == '\0')
-        return m;
+        return status_register(m);
     if (parse_listen(listen, &sa) != 0) {
         bd_log("error", "http_config", "http.listen=%s error=\"need IPv4:PORT\"", listen);
         bd_metrics_free(m);
@@ -524,13 +583,17 @@ bd_metrics *bd_metrics_new(const char *listen)
     }
     m->watching = 1;
     bd_log("info", "http_listening", "http.listen=%s", listen);
-    return m;
+    return status_register(m);
 }
 
 void bd_metrics_free(bd_metrics *m)
 {
     if (m == NULL)
         return;
+    pthread_mutex_lock(&status_lock);
+    if (status_of == m)
+        status_of = NULL;
+    pthread_mutex_unlock(&status_lock);
     if (m->watching) {
         pthread_mutex_lock(&m->lock);
         m->stopping = 1;

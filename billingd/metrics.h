@@ -12,6 +12,7 @@
 #ifndef BILLINGD_METRICS_H
 #define BILLINGD_METRICS_H
 
+#include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -38,6 +39,18 @@ bd_metrics *bd_metrics_new(const char *listen);
  * running.
  */
 void bd_metrics_extra(size_t (*fn)(void *arg, char *buf, size_t size), void *arg);
+
+/*
+ * bd_metrics_status - the counters of the metrics made last and not
+ * freed yet (the running consumer's, or the API-only server's), as JSON
+ * for GET /v1/ops/status: {"healthy", "reason", "uptime_ms", "consumed",
+ * "stored", "duplicates", "batches", "failures", "commit_ms_sum",
+ * "alerts_published", "dead_letters_dropped", "rejected": {reason: n},
+ * "lag": [{"topic", "partition", "lag" (null: unknown)}]}, every count an
+ * integer since the start. Returns a new reference: JSON null when no
+ * metrics exist, NULL when out of memory. Thread-safe.
+ */
+json_t *bd_metrics_status(void);
 
 /* bd_metrics_free - stop the server and free; NULL is a no-op. */
 void bd_metrics_free(bd_metrics *m);

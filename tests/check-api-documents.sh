@@ -12,10 +12,11 @@
 #   - the list: its filters, paging with next_after, the bound key's
 #     account alone; scopes (403) and other accounts (404);
 #   - usage: per meter, equal to the invoice's usage lines of the month
-#     (exact quantities and amounts);
+#     (exact quantities and amounts); by day, adding up to the month's,
+#     cut at local midnight in Europe/Berlin across its 23-hour DST day;
 #   - a quote of one GPU for one hour costs the price book's rate and
 #     stores nothing (row counts of every table it could touch unchanged);
-#   - every JSON answer validates against doc/openapi-documents.yaml.
+#   - every JSON answer validates against doc/openapi.yaml (tests/openapi-check.py).
 # Prints a Check-style summary line.
 set -u
 builddir=$(cd "${top_builddir:-..}" && pwd) || exit 99
@@ -23,42 +24,62 @@ srcdir=$(cd "${top_srcdir:-..}" && pwd) || exit 99
 billing="${BILLING_TEST_WRAP:-} $builddir/billing/billing"
 billingd="$builddir/billingd/billingd"
 ex="$srcdir/examples/gpu-cloud"
-spec="$srcdir/doc/openapi-documents.yaml"
+spec="$srcdir/doc/openapi.yaml"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/billing-apidoc.XXXXXX") || exit 99
 db="billing_apidoc_$$"
 dpid=
 
 . "$srcdir/tests/checklib.sh"
 
-if [ -z "${BILLING_PG_CONNINFO:-}" ]; then
-    check "BILLING_PG_CONNINFO is set (scripts/services.sh start && . var/services.env)" fail
-    finish
-fi
+need_pg
 for tool in curl python3; do
     command -v $tool >/dev/null || { check "$tool is installed" fail; finish; }
 done
 python3 -c 'import jsonschema, yaml' 2>/dev/null ||
     { check "python3 jsonschema and yaml are installed" fail; finish; }
-base=$BILLING_PG_CONNINFO
 cleanup() {
     [ -n "$dpid" ] && kill "$dpid" 2>/dev/null && wait "$dpid" 2>/dev/null
     rm -rf "$tmp"
-    psql "$base dbname=postgres" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1
+    db_drop_all
 }
 trap cleanup EXIT
-psql "$base dbname=postgres" -qc "CREATE DATABASE $db" >/dev/null || exit 99
-BILLING_PG_CONNINFO="$base dbname=$db"
-export BILLING_PG_CONNINFO
+db_new "$db"
+db_use "$db"
 # The PDFs of the command line and of the server carry the same creation date.
 SOURCE_DATE_EPOCH=1767225600
 export SOURCE_DATE_EPOCH
 sql() { psql "$BILLING_PG_CONNINFO" -XAtq -v ON_ERROR_STOP=1 "$@"; }
+# exact(TEXT): a decimal or "p/q" of the API as a Fraction, for the Python checks below.
+cat >"$tmp/exact.py" <<'EOF'
+from decimal import Decimal
+from fractions import Fraction
+def exact(v):
+    if "/" in v:
+        n, d = v.split("/")
+        return Fraction(int(n), int(d))
+    return Fraction(Decimal(v))
+EOF
 $billing db migrate >/dev/null || exit 99
 $billing load --pricebook "$ex/pricebook.json" --accounts "$ex/accounts.json" >/dev/null || exit 99
 $billing ingest "$ex/events.jsonl" >/dev/null 2>&1 || exit 99
 $billing close --period 2026-01 --finalize --grace 0 --quiet >/dev/null 2>&1 || exit 99
 $billing invoice void INV-2026-000002 --reason "wrong rate applied" >/dev/null 2>&1 || exit 99
 $billing close --period 2026-02 --quiet >/dev/null 2>&1 || exit 99
+# An account in Berlin: an event across midnight, traffic across midnight
+# (a third of its bytes on one day), the 23-hour day of 2026-03-29, and an
+# event running into April.
+cat >"$tmp/berlin.json" <<'EOF'
+{"accounts": [{"id": "berlin-e", "name": "Berlin E", "currency": "CNY", "time_zone": "Europe/Berlin", "tax_rate": "0"}]}
+EOF
+cat >"$tmp/berlin.jsonl" <<'EOF'
+{"id":"be-1","account":"berlin-e","resource":"i-e1","meter":"gpu","start":"2026-03-10T22:00:00+01:00","end":"2026-03-11T03:00:00+01:00","quantity":"8","model":"RTX4090","region":"cn-east-1"}
+{"id":"be-2","account":"berlin-e","resource":"i-e1","meter":"traffic","start":"2026-03-12T23:00:00+01:00","end":"2026-03-13T02:00:00+01:00","quantity":"1000","model":"","region":"cn-east-1"}
+{"id":"be-3","account":"berlin-e","resource":"i-e2","meter":"gpu","start":"2026-03-28T23:00:00+01:00","end":"2026-03-30T01:00:00+02:00","quantity":"1","model":"A100-80G","region":"cn-east-1"}
+{"id":"be-4","account":"berlin-e","resource":"d-e1","meter":"storage","start":"2026-03-29T00:00:00+01:00","end":"2026-03-30T00:00:00+02:00","quantity":"100","model":"","region":"cn-east-1"}
+{"id":"be-5","account":"berlin-e","resource":"i-e3","meter":"gpuless","start":"2026-03-31T23:00:00+02:00","end":"2026-04-01T01:30:00+02:00","quantity":"1","model":"RTX4090","region":"cn-east-1"}
+EOF
+$billing load --pricebook "$ex/pricebook.json" --accounts "$tmp/berlin.json" >/dev/null || exit 99
+$billing ingest "$tmp/berlin.jsonl" >/dev/null 2>&1 || exit 99
 for p in 2026-01 2026-02; do
     for f in json csv pdf; do
         $billing invoice export --format $f --out "$tmp/cli" --period $p >/dev/null 2>&1 || exit 99
@@ -73,21 +94,25 @@ accounts=$($billing apikey create --scope accounts:read) || exit 99
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])') || exit 99
 mport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])') || exit 99
 url="http://127.0.0.1:$port"
-$billingd --set "db=$BILLING_PG_CONNINFO" --set "api.listen=127.0.0.1:$port" \
-    --set "http.listen=127.0.0.1:$mport" >"$tmp/billingd.log" 2>&1 &
-dpid=$!
-ready=no
-i=0
-while [ $i -lt 300 ]; do
-    code=$(curl -s -o /dev/null -w '%{http_code}' "$url/v1/invoices")
-    [ "$code" = 401 ] && { ready=yes; break; }
-    kill -0 "$dpid" 2>/dev/null || break
-    i=$((i + 1))
-    sleep 0.1
-done
-check "billingd answers on 127.0.0.1:$port" $([ $ready = yes ] && echo ok || echo fail) \
-    "$(tail -3 "$tmp/billingd.log")"
-[ $ready = yes ] || finish
+# start_billingd: billingd on $port (the catalog, accounts included, is read at its start).
+start_billingd() {
+    $billingd --set "db=$BILLING_PG_CONNINFO" --set "api.listen=127.0.0.1:$port" \
+        --set "http.listen=127.0.0.1:$mport" >"$tmp/billingd.log" 2>&1 &
+    dpid=$!
+    ready=no
+    i=0
+    while [ $i -lt 300 ]; do
+        code=$(curl -s -o /dev/null -w '%{http_code}' "$url/v1/invoices")
+        [ "$code" = 401 ] && { ready=yes; break; }
+        kill -0 "$dpid" 2>/dev/null || break
+        i=$((i + 1))
+        sleep 0.1
+    done
+    check "billingd answers on 127.0.0.1:$port" $([ $ready = yes ] && echo ok || echo fail) \
+        "$(tail -3 "$tmp/billingd.log")"
+    [ $ready = yes ]
+}
+start_billingd || finish
 
 # get KEY PATH OUT [HEADER...]: the answer's body into OUT, its headers into
 # OUT.h; prints the status.
@@ -103,8 +128,9 @@ get() {
         $hs "'$url$path'"
 }
 header() { grep -i "^$1:" "$2.h" | head -1 | sed 's/^[^:]*: *//' | tr -d '\r'; }
-# valid METHOD PATH STATUS FILE: FILE conforms to the spec.
-valid() { python3 "$srcdir/tests/openapi-schema-check.py" "$spec" "$@"; }
+# valid METHOD PATH STATUS FILE: the answer in FILE (headers in FILE.h) has
+# STATUS and conforms to the spec.
+valid() { python3 "$srcdir/tests/openapi-check.py" --status "$3" "$spec" "$1" "$2" "$4.h" "$4" 2>&1; }
 conforms=ok
 conforms_why=
 validate() {
@@ -124,8 +150,8 @@ for f in "$tmp"/cli/*.json; do
             same=fail
             why="$why $name.$form($code)"
         fi
+        validate GET "/v1/invoices/{number}" 200 "$tmp/a.$form"
     done
-    validate GET "/v1/invoices/{number}" 200 "$tmp/a.json"
     n=$((n + 1))
 done
 check "JSON, PDF and CSV of all $n documents equal billing invoice export's bytes" $same "$why"
@@ -247,16 +273,11 @@ for acct in lab-a new-d student-b team-c; do
     code=$(get "$admin" "/v1/accounts/$acct/usage?from=2026-01&to=2026-01&group_by=meter" "$tmp/u")
     validate GET "/v1/accounts/{id}/usage" 200 "$tmp/u"
     number=$(sql -c "SELECT billing.invoice_number_text(s.prefix, i.number) FROM billing.invoices i JOIN billing.invoice_series s ON s.series = i.series WHERE i.account_id = '$acct' AND i.month = '2026-01-01' AND i.kind = 'invoice' ORDER BY i.id LIMIT 1")
-    python3 - "$tmp/u" "$tmp/cli/$number.json" <<'EOF' || { usage_ok=fail; usage_why="$usage_why $acct($code)"; }
+    PYTHONPATH="$tmp" python3 - "$tmp/u" "$tmp/cli/$number.json" <<'EOF' || { usage_ok=fail; usage_why="$usage_why $acct($code)"; }
 import json, sys
 from collections import defaultdict
-from decimal import Decimal
 from fractions import Fraction
-def exact(v):
-    if "/" in v:
-        n, d = v.split("/")
-        return Fraction(int(n), int(d))
-    return Fraction(Decimal(v))
+from exact import exact
 usage = json.load(open(sys.argv[1]))
 inv = json.load(open(sys.argv[2]))
 want_q = defaultdict(Fraction)
@@ -287,16 +308,11 @@ for acct in lab-a student-b team-c; do
     get "$admin" "/v1/accounts/$acct/usage?from=2026-01&group_by=meter" "$tmp/um" >/dev/null
     code=$(get "$admin" "/v1/accounts/$acct/usage?from=2026-01&group_by=resource" "$tmp/ur")
     validate GET "/v1/accounts/{id}/usage" 200 "$tmp/ur"
-    python3 - "$tmp/um" "$tmp/ur" <<'EOF' && r=ok || r=fail
+    PYTHONPATH="$tmp" python3 - "$tmp/um" "$tmp/ur" <<'EOF' && r=ok || r=fail
 import json, sys
 from collections import defaultdict
-from decimal import Decimal
 from fractions import Fraction
-def exact(v):
-    if "/" in v:
-        n, d = v.split("/")
-        return Fraction(int(n), int(d))
-    return Fraction(Decimal(v))
+from exact import exact
 by_meter = {r["meter"]: exact(r["quantity"]) for r in json.load(open(sys.argv[1]))["data"]}
 rows = json.load(open(sys.argv[2]))["data"]
 summed = defaultdict(Fraction)
@@ -309,10 +325,68 @@ sys.exit(0 if ok else 1)
 EOF
     check "$acct: usage by resource (raw events) sums per meter to the aggregates' quantities" $r "$code"
 done
-code=$(get "$admin" "/v1/accounts/lab-a/usage?group_by=day" "$tmp/u")
-[ "$code" = 400 ] && r=ok || r=fail
+# ---- usage by day ----------------------------------------------------------
+# daysum DAYFILE MONTHFILE [EXPECT...]: the days' rows add up per meter to the
+# month's (quantities and amounts exact); each EXPECT "day meter quantity"
+# is a row of the days.
+daysum() {
+    PYTHONPATH="$tmp" python3 - "$@" <<'EOF'
+import json, sys
+from collections import defaultdict
+from fractions import Fraction
+from exact import exact
+days = json.load(open(sys.argv[1]))
+month = json.load(open(sys.argv[2]))
+q = defaultdict(Fraction)
+a = defaultdict(Fraction)
+for r in days["data"]:
+    q[r["meter"]] += exact(r["quantity"])
+    a[r["meter"]] += exact(r["amount"])
+want_q = {r["meter"]: exact(r["quantity"]) for r in month["data"]}
+want_a = {r["meter"]: exact(r["amount"]) for r in month["data"]}
+ok = dict(q) == want_q and dict(a) == want_a and len(days["data"]) >= len(month["data"]) > 0
+if not ok:
+    print("days", dict(q), dict(a), "month", want_q, want_a)
+rows = {(r["day"], r["meter"]): r["quantity"] for r in days["data"]}
+for e in sys.argv[3:]:
+    day, meter, quantity = e.split()
+    if rows.get((day, meter)) != quantity:
+        print("%s %s: %s, expected %s" % (day, meter, rows.get((day, meter)), quantity))
+        ok = False
+sys.exit(0 if ok else 1)
+EOF
+}
+for acct in lab-a student-b team-c new-d; do
+    code=$(get "$admin" "/v1/accounts/$acct/usage?from=2026-01&group_by=day" "$tmp/ud")
+    validate GET "/v1/accounts/{id}/usage" 200 "$tmp/ud"
+    get "$admin" "/v1/accounts/$acct/usage?from=2026-01&group_by=month" "$tmp/um" >/dev/null
+    why=$(daysum "$tmp/ud" "$tmp/um") && r=ok || r=fail
+    check "$acct: usage by day of 2026-01 adds up per meter to the month's (exact)" $r "$code $why"
+done
+code=$(get "$admin" "/v1/accounts/berlin-e/usage?from=2026-03&group_by=day" "$tmp/ud")
+validate GET "/v1/accounts/{id}/usage" 200 "$tmp/ud"
+get "$admin" "/v1/accounts/berlin-e/usage?from=2026-03&group_by=month" "$tmp/um" >/dev/null
+why=$(daysum "$tmp/ud" "$tmp/um" "2026-03-10 gpu 16" "2026-03-11 gpu 24" \
+    "2026-03-12 traffic 1/3000000" "2026-03-13 traffic 1/1500000" \
+    "2026-03-28 gpu 1" "2026-03-29 gpu 23" "2026-03-30 gpu 1" "2026-03-29 storage 2300/743" \
+    "2026-03-31 gpuless 1") && r=ok || r=fail
+check "berlin-e: days cut at local midnight (23 h on 2026-03-29), traffic pro rata, adding up to March" $r "$code $why"
+code=$(get "$admin" "/v1/accounts/berlin-e/usage?from=2026-03-29&group_by=day" "$tmp/ud1")
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if d["from"]=="2026-03-29" and d["to"]=="2026-03-29" and {r["day"] for r in d["data"]}=={"2026-03-29"} else 1)' "$tmp/ud1" && r=ok || r=fail
+check "from=YYYY-MM-DD alone: that day alone" $r "$code"
+code=$(get "$admin" "/v1/accounts/berlin-e/usage?from=2026-03-31&to=2026-04-01&group_by=day" "$tmp/ud2")
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); r={(x["day"],x["meter"]):x["quantity"] for x in d["data"]}; sys.exit(0 if r=={("2026-03-31","gpuless"):"1",("2026-04-01","gpuless"):"1.5"} else 1)' "$tmp/ud2" && r=ok || r=fail
+check "a day range across a month end: the event split at midnight of the 1st" $r "$code $(cat "$tmp/ud2")"
+code=$(get "$admin" "/v1/accounts/berlin-e/usage?from=2026-01&to=2026-04&group_by=day" "$tmp/u")
+[ "$code" = 400 ] && grep -q "3 months" "$tmp/u" && r=ok || r=fail
 validate GET "/v1/accounts/{id}/usage" 400 "$tmp/u"
-check "usage group_by=day: 400 (the aggregates are monthly)" $r "$code"
+check "usage group_by=day over more than 3 months: 400" $r "$code"
+code=$(get "$admin" "/v1/accounts/berlin-e/usage?from=2026-02-30&group_by=day" "$tmp/u")
+[ "$code" = 400 ] && grep -q "from '2026-02-30'" "$tmp/u" && r=ok || r=fail
+check "usage group_by=day from a day that does not exist: 400 naming it" $r "$code"
+code=$(get "$lab" "/v1/accounts/berlin-e/usage?group_by=day" "$tmp/u")
+[ "$code" = 404 ] && r=ok || r=fail
+check "the bound key asking for berlin-e's days: 404" $r "$code"
 code=$(get "$admin" "/v1/accounts/nobody/usage" "$tmp/u")
 [ "$code" = 404 ] && r=ok || r=fail
 check "usage of an unknown account: 404" $r "$code"
@@ -329,7 +403,7 @@ counts() {
 }
 before=$(counts)
 quote() {
-    curl -s -o "$2" -w '%{http_code}' -H "Authorization: Bearer $1" \
+    curl -s -o "$2" -D "$2.h" -w '%{http_code}' -H "Authorization: Bearer $1" \
         -H 'Content-Type: application/json' --data-binary "$3" "$url/v1/quote"
 }
 rate=$(python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); print([r["price"] for r in p["versions"][-1]["rates"] if r["meter"]=="gpu" and r["model"]=="RTX4090" and r["region"]=="cn-east-1"][0])' "$ex/pricebook.json")
@@ -375,7 +449,7 @@ code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $admin" 
 [ "$code" = 405 ] && r=ok || r=fail
 check "GET /v1/quote: 405" $r "$code"
 
-check "every JSON answer validates against doc/openapi-documents.yaml" $conforms "$conforms_why"
+check "every answer validates against doc/openapi.yaml" $conforms "$conforms_why"
 curl -s "http://127.0.0.1:$mport/metrics" >"$tmp/metrics"
 grep -q 'billingd_api_requests_total{route="/v1/invoices/{number}",status="304"}' "$tmp/metrics" && r=ok || r=fail
 check "/metrics counts the 304s of /v1/invoices/{number}" $r

@@ -1,18 +1,22 @@
 #!/bin/sh
 # check-console.sh - the web console (billingd/console, doc/console.md) in a
 # real headless Chromium driven by Selenium (tests/console-check.py),
-# against billingd's API on a free loopback port and the private
-# PostgreSQL (BILLING_PG_CONNINFO; without it, or without chromium,
-# chromedriver or python3-selenium, the test FAILS, never skips):
+# against billingd (consuming a topic of its own on the private Kafka,
+# BILLING_KAFKA_BROKERS, and serving the API on a free loopback port) and
+# the private PostgreSQL (BILLING_PG_CONNINFO; without them, or without
+# chromium, chromedriver or python3-selenium, the test FAILS, never skips):
 #   - static serving: the four files with their types, CSP and nosniff;
 #     no path traversal (../, %2e%2e, an absolute path), 405 on POST;
 #   - GET /v1/accounts?q=: search by name; a bound key lists its own only;
 #   - in the browser: a bound key's page shows the balance figure for
 #     figure as `billing account balance`; it cannot open another account
 #     (UI and API 404); an operator key finds an account by name; a name
-#     with <script> and <img onerror> is shown as text; no request leaves
-#     loopback; no JavaScript error. Screenshots in $tmp (kept with
-#     CONSOLE_SHOTS=DIR).
+#     with <script> and <img onerror> is shown as text; the usage chart
+#     per day has the days and amounts of GET .../usage?group_by=day; the
+#     operations page shows the lag per partition and the counters of GET
+#     /v1/ops/status, which a bound key may not read (403) and whose page
+#     it is not offered; no request leaves loopback; no JavaScript error.
+#     Screenshots in $tmp (kept with CONSOLE_SHOTS=DIR).
 # The data: the example (examples/gpu-cloud) plus a grant in force now and
 # usage this month for student-b, and an account with a hostile name.
 # Prints a Check-style summary line.
@@ -31,8 +35,9 @@ pid=
 # Debian's python3-selenium is in the system Python (a pyenv python3 may come first).
 py=python3
 [ -x /usr/bin/python3 ] && py=/usr/bin/python3
-if [ -z "${BILLING_PG_CONNINFO:-}" ]; then
-    check "BILLING_PG_CONNINFO is set (scripts/services.sh start && . var/services.env)" fail
+need_pg
+if [ -z "${BILLING_KAFKA_BROKERS:-}" ]; then
+    check "BILLING_KAFKA_BROKERS is set (scripts/services.sh start && . var/services.env)" fail
     finish
 fi
 for p in chromium chromedriver curl; do
@@ -41,17 +46,15 @@ done
 $py -c 'import selenium' 2>/dev/null ||
     { check "python3-selenium is installed (scripts/install-deps.sh)" fail; finish; }
 
-base=$BILLING_PG_CONNINFO
 cleanup() {
     [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
     rm -rf "$tmp"
-    psql "$base dbname=postgres" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1
+    db_drop_all
 }
 trap cleanup EXIT
 trap 'exit 99' INT TERM
-psql "$base dbname=postgres" -qc "CREATE DATABASE $db" >/dev/null || exit 99
-BILLING_PG_CONNINFO="$base dbname=$db"
-export BILLING_PG_CONNINFO
+db_new "$db"
+db_use "$db"
 
 # The example, a grant in force now and usage of this month for student-b
 # (ended: the balance does not move while the test reads it), and an
@@ -65,6 +68,9 @@ acc = json.load(open(ex + '/accounts.json'))
 acc['accounts'].append({'id': 'x-hostile', 'currency': 'CNY', 'time_zone': 'Asia/Shanghai',
     'tax_rate': '0',
     'name': '<script>window.__pwned=1;alert(1)</script><img src=x onerror="window.__pwned=2">'})
+# The account of the records billingd consumes (bench/produce_events: acct-000000).
+acc['accounts'].append({'id': 'acct-000000', 'currency': 'CNY', 'time_zone': 'Asia/Shanghai',
+    'tax_rate': '0', 'name': 'Produced usage'})
 acc['grants'].append({'id': 'console-trial', 'account': 'student-b', 'amount': '25.00',
     'granted_at': iso(now - datetime.timedelta(days=5)),
     'expires_at': iso(now + datetime.timedelta(days=25)), 'applies_to': ['usage'], 'priority': 0})
@@ -96,11 +102,18 @@ operator=$($billing apikey create --scope accounts:read --scope invoices:read --
 $billing close --period 2026-01 --finalize --grace 0 --quiet >/dev/null 2>&1 || exit 99
 $billing account balance student-b >"$tmp/balance.txt" || exit 99
 
-# billingd, API only, on a free loopback port; ready when the console answers.
+# A topic of its own (2 partitions) with 20 events of acct-000000, which
+# billingd consumes (the lag of the operations page) while it serves the
+# API on a free loopback port; ready when the console answers.
+topic=console-usage-$$
+"$builddir/bench/produce_events" --rate 10000 --accounts 1 --partitions 2 "$BILLING_KAFKA_BROKERS" "$topic" 20 \
+    >/dev/null 2>"$tmp/produce.log" || { check "20 events produced to $topic" fail "$(tail -3 "$tmp/produce.log")"; finish; }
 port=$($py -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 url="http://127.0.0.1:$port"
 $billingd --set db="$BILLING_PG_CONNINFO" --set api.listen="127.0.0.1:$port" \
-    --set api.console_dir="$srcdir/billingd/console" 2>"$tmp/billingd.log" &
+    --set api.console_dir="$srcdir/billingd/console" --set "topics=$topic" \
+    --set "group=console-$$" --set "kafka.bootstrap.servers=$BILLING_KAFKA_BROKERS" \
+    2>"$tmp/billingd.log" &
 pid=$!
 i=0
 until curl -sf -o /dev/null "$url/console/"; do
@@ -111,6 +124,30 @@ until curl -sf -o /dev/null "$url/console/"; do
     fi
     sleep 0.1
 done
+
+# The operations route: admin keys of every account; it reports the 20
+# events stored and the lag of their partition once billingd has them.
+stored=
+i=0
+while [ $i -lt 600 ]; do
+    stored=$(curl -s -H "Authorization: Bearer $operator" "$url/v1/ops/status" |
+        $py -c 'import json,sys; c=json.load(sys.stdin)["consumer"]; print(c["stored"], len(c["lag"]))' 2>/dev/null)
+    [ "$stored" = "20 1" ] && break
+    kill -0 $pid 2>/dev/null || break
+    i=$((i + 1))
+    sleep 0.1
+done
+check "GET /v1/ops/status: the 20 events consumed and the lag of their partition" \
+    "$([ "$stored" = "20 1" ] && echo ok)" "stored and partitions: $stored; $(tail -3 "$tmp/billingd.log")"
+curl -s -D "$tmp/ops.h" -o "$tmp/ops" -H "Authorization: Bearer $operator" "$url/v1/ops/status"
+$py "$srcdir/tests/openapi-check.py" --status 200 "$srcdir/doc/openapi.yaml" GET /v1/ops/status \
+    "$tmp/ops.h" "$tmp/ops" 2>"$tmp/ops.err"
+check "GET /v1/ops/status answers as doc/openapi.yaml says" "$([ $? = 0 ] && echo ok)" "$(cat "$tmp/ops.err")"
+curl -s -D "$tmp/ops.h" -o "$tmp/ops" -H "Authorization: Bearer $bound" "$url/v1/ops/status"
+$py "$srcdir/tests/openapi-check.py" --status 403 "$srcdir/doc/openapi.yaml" GET /v1/ops/status \
+    "$tmp/ops.h" "$tmp/ops" 2>"$tmp/ops.err"
+check "a bound key may not read the operations status (403, as doc/openapi.yaml says)" \
+    "$([ $? = 0 ] && echo ok)" "$(cat "$tmp/ops.err")"
 
 # Static serving: types and headers; nothing but the known files.
 hdr() { curl -s -D - -o /dev/null "$@" | tr -d '\r'; }
@@ -175,6 +212,7 @@ check "a bound key may not list rejected events (403)" "$([ "$code" = 403 ] && e
 # The browser.
 $py "$srcdir/tests/console-check.py" --url "$url" --bound "$bound" --operator "$operator" \
     --balance "$tmp/balance.txt" --shots "${CONSOLE_SHOTS:-$tmp}" --downloads "$tmp/downloads" \
+    --topic "$topic" \
     ${invoice:+--invoice "$invoice"} >"$tmp/browser.out" 2>&1
 rc=$?
 while IFS= read -r line; do

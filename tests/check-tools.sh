@@ -38,15 +38,10 @@ db="billing_tools_$$"
 
 . "$srcdir/tests/checklib.sh"
 
-if [ -z "${BILLING_PG_CONNINFO:-}" ]; then
-    check "BILLING_PG_CONNINFO is set (scripts/services.sh start && . var/services.env)" fail
-    finish
-fi
-base=$BILLING_PG_CONNINFO
-trap 'rm -rf "$tmp"; psql "$base dbname=postgres" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1' EXIT
-psql "$base dbname=postgres" -qc "CREATE DATABASE $db" >/dev/null || exit 99
-BILLING_PG_CONNINFO="$base dbname=$db"
-export BILLING_PG_CONNINFO
+need_pg
+trap 'rm -rf "$tmp"; db_drop_all' EXIT
+db_new "$db"
+db_use "$db"
 $billing db migrate >/dev/null || exit 99
 $billing load --pricebook "$ex/pricebook.json" --accounts "$ex/accounts.json" >/dev/null || exit 99
 
@@ -246,9 +241,7 @@ check "stored instants print as RFC 3339 with an offset ($(tr '\n' ' ' <"$tmp/ti
 # account and keeps every draft; one late event re-rates its account alone,
 # and that re-close leaves the same drafts as a full one.
 db2="${db}_marks"
-trap 'rm -rf "$tmp"; psql "$base dbname=postgres" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1;
-      psql "$base dbname=postgres" -qc "DROP DATABASE IF EXISTS $db2 WITH (FORCE)" >/dev/null 2>&1' EXIT
-psql "$base dbname=postgres" -qc "CREATE DATABASE $db2" >/dev/null || exit 99
+db_new "$db2"
 BILLING_PG_CONNINFO="$base dbname=$db2" sh -c '
     b=$1; ex=$2; tmp=$3
     $b db migrate >/dev/null &&

@@ -1,5 +1,5 @@
-# checklib.sh - the Check-style reporting of the script tests, sourced by
-# check-demo.sh, check-manpages.sh and check-ingest.sh:
+# checklib.sh - the Check-style reporting of the script tests, and their
+# scratch databases (below), sourced by the script tests:
 #   check NAME ok|fail [DETAIL]   one line "ok NAME" or "FAIL NAME: DETAIL"
 #   finish                        the summary line
 #   "100%: Checks: N, Failures: F, Errors: 0"; exits 0 only without failures
@@ -21,4 +21,36 @@ finish() {
     echo "$((passed * 100 / checks))%: Checks: $checks, Failures: $failures, Errors: 0"
     [ $failures -eq 0 ]
     exit $?
+}
+
+# The scratch databases of the tests that need PostgreSQL (check-api*.sh,
+# check-console.sh, check-tools.sh):
+#   need_pg        FAIL and finish unless BILLING_PG_CONNINFO is set; else
+#                  keep it in $base (the server's connection string)
+#   db_new NAME    create database NAME on that server (exit 99 if it
+#                  cannot be), to be dropped by db_drop_all
+#   db_use NAME    BILLING_PG_CONNINFO (exported) names database NAME
+#   db_drop_all    drop every database db_new made, whoever is connected
+#                  (for the test's EXIT trap)
+base=
+dbs_made=
+need_pg() {
+    if [ -z "${BILLING_PG_CONNINFO:-}" ]; then
+        check "BILLING_PG_CONNINFO is set (scripts/services.sh start && . var/services.env)" fail
+        finish
+    fi
+    base=$BILLING_PG_CONNINFO
+}
+db_new() {
+    psql "$base dbname=postgres" -qc "CREATE DATABASE $1" >/dev/null || exit 99
+    dbs_made="$dbs_made $1"
+}
+db_use() {
+    BILLING_PG_CONNINFO="$base dbname=$1"
+    export BILLING_PG_CONNINFO
+}
+db_drop_all() {
+    for d in $dbs_made; do
+        psql "$base dbname=postgres" -qc "DROP DATABASE IF EXISTS $d WITH (FORCE)" >/dev/null 2>&1
+    done
 }

@@ -9,6 +9,7 @@ the checks said), non-zero if the browser could not be driven.
 """
 import argparse
 import datetime
+from decimal import Decimal
 import json
 import os
 import sys
@@ -82,6 +83,7 @@ def main():
     ap.add_argument('--balance', required=True, help='`billing account balance` output')
     ap.add_argument('--shots', required=True)
     ap.add_argument('--downloads', required=True, help='where the browser saves files')
+    ap.add_argument('--topic', help='the topic billingd consumes (the lag rows name it)')
     ap.add_argument('--invoice', help='`billing invoice export --format json` of an invoice of lab-a;'
                     ' without it the API has no invoices and their section stays hidden')
     a = ap.parse_args()
@@ -119,9 +121,25 @@ def main():
               sub == local.strftime('%Y-%m-%d %H:%M') + ' +08:00 (Asia/Shanghai)', (at, sub))
         check('the burn-down chart is drawn (SVG)',
               len(d.find_elements(By.CSS_SELECTOR, '#burn svg polyline.burn')) == 1, 'no polyline')
+        check('the customer view offers no operations page',
+              not d.find_element(By.ID, 'nav-ops').is_displayed(), 'shown')
         check('the customer view has no accounts list',
               d.find_element(By.ID, 'who').text == 'Customer view' and
               not d.find_elements(By.ID, 'search'), d.find_element(By.ID, 'who').text)
+        # The day chart: a bar per day with usage, its amount the API's days summed exactly.
+        try:
+            wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, '#usage-day svg rect.day'))
+            bars = {r.get_attribute('data-day'): r.get_attribute('data-amount')
+                    for r in d.find_elements(By.CSS_SELECTOR, '#usage-day svg rect.day')}
+        except TimeoutException:
+            bars = {}
+        days = api(a.url, a.bound, '/v1/accounts/student-b/usage?group_by=day')
+        want = {}
+        for r in days['data']:
+            want[r['day']] = want.get(r['day'], Decimal(0)) + Decimal(r['amount'])
+        check('the usage chart per day: its days and amounts are the API\'s (group_by=day)',
+              bars and {k: Decimal(v) for k, v in bars.items()} == want,
+              'chart %r, API %r' % (bars, want))
         d.save_screenshot(os.path.join(a.shots, 'console-account.png'))
         d.set_window_size(390, 844)
         overflow = d.execute_script('return document.documentElement.scrollWidth - window.innerWidth')
@@ -256,7 +274,36 @@ def main():
         check('the rejected events page shows the refused record and its reason',
               rows == [('console-bad-0', 'unknown_account')], rows)
 
-        # 7. Every request stayed on this server; no JavaScript error.
+        # 7. The operations page: the lag per partition and the counters the route gives.
+        check('the Operations link is shown to an admin key',
+              d.find_element(By.ID, 'nav-ops').is_displayed(), 'hidden')
+        d.find_element(By.ID, 'nav-ops').click()
+        try:
+            wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, '#ops-lag tbody tr'))
+        except TimeoutException:
+            pass
+        shown = sorted((r.find_element(By.CSS_SELECTOR, '[data-field="topic"]').text,
+                        r.find_element(By.CSS_SELECTOR, '[data-field="partition"]').text,
+                        r.find_element(By.CSS_SELECTOR, '[data-field="lag"]').text)
+                       for r in d.find_elements(By.CSS_SELECTOR, '#ops-lag tbody tr'))
+        ops = api(a.url, a.operator, '/v1/ops/status')
+        lag = sorted((l['topic'], str(l['partition']), str(l['lag'])) for l in ops['consumer']['lag'])
+        check('the operations page shows the lag per partition GET /v1/ops/status gives',
+              shown and shown == lag and (not a.topic or all(x[0] == a.topic for x in shown)),
+              'page %r, route %r' % (shown, lag))
+        figs = {f: d.find_element(By.CSS_SELECTOR, '#ops-figures [data-field="%s"]' % f).text
+                for f in ('stored', 'batches', 'failures')}
+        want = {f: str(ops['consumer'][f]) for f in figs}
+        check('... and the events stored, batches and failures it gives', figs == want,
+              'page %r, route %r' % (figs, want))
+        rows = {r.get_attribute('data-row'): r.find_element(By.CSS_SELECTOR, '[data-field="requests"]').text
+                for r in d.find_elements(By.CSS_SELECTOR, '#ops-api tbody tr')}
+        check('... and the API\'s requests per route',
+              int(rows.get('/v1/accounts/{id}/balance', '0')) >= 1 and
+              '/v1/ops/status' in rows, rows)
+        d.save_screenshot(os.path.join(a.shots, 'console-ops.png'))
+
+        # 8. Every request stayed on this server; no JavaScript error.
         names = d.execute_script(
             "return performance.getEntriesByType('resource').map(e => e.name)"
             ".concat(performance.getEntriesByType('navigation').map(e => e.name))")

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""openapi-check.py - check one HTTP answer against doc/openapi.yaml.
+"""openapi-check.py - check HTTP answers, and the API's routes, against doc/openapi.yaml.
 
-Usage: openapi-check.py SPEC METHOD PATH HEADERS BODY
+Usage: openapi-check.py [--status N] SPEC METHOD PATH HEADERS BODY
+       openapi-check.py --routes SPEC API_C
 
 HEADERS is the answer's status line and headers as `curl -D FILE` writes
 them (the last answer's, after any 100 Continue), BODY its body. The
@@ -13,8 +14,18 @@ unless the status is declared for the operation, the Content-Type is one
 of the declared media types, every header the answer declares `required`
 is present, and the body (JSON) matches the media type's schema ($ref
 resolved within SPEC, JSON Schema 2020-12 as OpenAPI 3.1 says).
+With --status, the answer's status must also be N. PATH may be the
+path template itself ("/v1/accounts/{id}/usage").
+
+--routes checks the description itself: every schema valid JSON Schema,
+every $ref found, and the route table of billingd/api.c (API_C, its
+route_names) equal to the paths of SPEC: every route served is described
+and every path described is served.
+
 Prints nothing and exits 0 when it matches; else one line per problem on
 stderr, exit 1. Exit 2 on bad usage or an unreadable file.
+Used by tests/check-api.sh, check-api-documents.sh and check-console.sh
+(python3-yaml, python3-jsonschema).
 """
 import copy
 import json
@@ -86,9 +97,60 @@ def read_headers(text):
     return int(m.group(1)), headers
 
 
+def check_routes(spec_path, api_c):
+    """The description's own soundness, and its paths against api.c's routes."""
+    bad = []
+    with open(spec_path, encoding="utf-8") as f:
+        doc = yaml.safe_load(f)
+    for name, s in doc.get("components", {}).get("schemas", {}).items():
+        try:
+            jsonschema.Draft202012Validator.check_schema(s)
+        except jsonschema.SchemaError as e:
+            bad.append("%s: schema %s: %s" % (spec_path, name, e.message))
+
+    def walk(node):
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str):
+                try:
+                    t = doc
+                    for part in ref[2:].split("/"):
+                        t = t[part]
+                except (KeyError, TypeError):
+                    bad.append("%s: $ref %s not found" % (spec_path, ref))
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+    walk(doc)
+    with open(api_c, encoding="utf-8") as f:
+        src = f.read()
+    m = re.search(r"route_names\[N_ROUTES\] = \{(.*?)\};", src, re.S)
+    if m is None:
+        bad.append("%s: no route_names table" % api_c)
+        routes = set()
+    else:
+        routes = set(re.findall(r'"(/[^"]*)"', m.group(1)))
+    paths = set(doc.get("paths", {}))
+    for r in sorted(routes - paths):
+        bad.append("billingd/api.c serves %s, which %s does not describe" % (r, spec_path))
+    for r in sorted(paths - routes):
+        bad.append("%s describes %s, which billingd/api.c does not serve" % (spec_path, r))
+    for b in bad:
+        print(b, file=sys.stderr)
+    return 1 if bad else 0
+
+
 def main(argv):
+    want_status = None
+    if len(argv) == 4 and argv[1] == "--routes":
+        return check_routes(argv[2], argv[3])
+    if len(argv) > 2 and argv[1] == "--status":
+        want_status = int(argv[2])
+        argv = argv[:1] + argv[3:]
     if len(argv) != 6:
-        print(__doc__.strip().splitlines()[2], file=sys.stderr)
+        print("\n".join(__doc__.strip().splitlines()[2:4]), file=sys.stderr)
         return 2
     spec_path, method, path, headers_path, body_path = argv[1:]
     try:
@@ -118,6 +180,9 @@ def main(argv):
     template, op = find_operation(spec, method, path)
     if status is None:
         print("%s: no HTTP status line in %s" % (where, headers_path), file=sys.stderr)
+        return 1
+    if want_status is not None and status != want_status:
+        print("%s: status %d, expected %d" % (where, status, want_status), file=sys.stderr)
         return 1
     if op is None:
         # A method the path does not have is 405, a path the API does not
@@ -157,6 +222,9 @@ def main(argv):
                             % (status, ctype, ", ".join(content)))
         else:
             schema = content[ctype].get("schema")
+            if not (ctype.endswith("/json") or ctype.endswith("+json")):
+                schema = None  # a PDF or a CSV: its media type is the check
+                body = b"null"
             try:
                 doc = json.loads(body)
             except ValueError as e:

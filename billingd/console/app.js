@@ -277,6 +277,73 @@
         return el('div', { 'class': 'chart' }, s);
     }
 
+    /* a < b for decimal strings (exact). */
+    function less(a, b) {
+        var x = dec(a);
+        var y = dec(b);
+        var s = Math.max(x[1], y[1]);
+        return x[0] * 10n ** BigInt(s - x[1]) < y[0] * 10n ** BigInt(s - y[1]);
+    }
+
+    /*
+     * The usage of each day (GET .../usage?group_by=day): a bar per day of
+     * the month, its height the day's amount (the meters' amounts summed
+     * exactly) over the largest day's, then the days as a table. Days
+     * without usage have no row in the answer: no bar.
+     */
+    function dayChart(body) {
+        var rows = body && Array.isArray(body.data) ? body.data : [];
+        var days = {};
+        var order = [];
+        rows.forEach(function (r) {
+            if (!days[r.day]) {
+                days[r.day] = [];
+                order.push(r.day);
+            }
+            days[r.day].push(r.amount);
+        });
+        if (!order.length)
+            return el('p', { 'class': 'muted', 'data-field': 'days-none' }, 'No usage this month.');
+        order.sort();
+        var totals = order.map(function (d) { return sum(days[d]); });
+        var top = totals.reduce(function (m, t) { return less(m, t) ? t : m; }, '0');
+        var W = 640;
+        var H = 200;
+        var L = 48;
+        var R = 8;
+        var T = 14;
+        var B = 28;
+        var first = body.from.length === 10 ? body.from : order[0].slice(0, 8) + '01';
+        var n = Number(body.to.slice(8, 10)) || 31;
+        var slot = (W - L - R) / n;
+        var s = svg('svg', { viewBox: '0 0 ' + W + ' ' + H, role: 'img',
+            'aria-label': 'Usage per day of ' + first.slice(0, 7) + ' in ' + body.currency +
+                ': largest day ' + top });
+        s.appendChild(svg('line', { 'class': 'axis', x1: L, y1: H - B, x2: W - R, y2: H - B }));
+        s.appendChild(svg('line', { 'class': 'axis', x1: L, y1: T, x2: L, y2: H - B }));
+        s.appendChild(svg('text', { x: L - 4, y: T + 4, 'text-anchor': 'end' }, top));
+        s.appendChild(svg('text', { x: L - 4, y: H - B, 'text-anchor': 'end' }, '0'));
+        order.forEach(function (d, i) {
+            var day = Number(d.slice(8, 10));
+            var h = (H - T - B) * ratio(totals[i], top) / 1000;
+            var bar = svg('rect', { 'class': 'day', x: L + slot * (day - 1) + 1, y: H - B - h,
+                width: Math.max(slot - 2, 1), height: h, 'data-day': d, 'data-amount': totals[i] });
+            bar.appendChild(svg('title', {}, d + ': ' + totals[i] + ' ' + body.currency));
+            s.appendChild(bar);
+        });
+        [1, 10, 20, n].forEach(function (day) {
+            s.appendChild(svg('text', { x: L + slot * (day - 0.5), y: H - 10, 'text-anchor': 'middle' },
+                String(day)));
+        });
+        return [el('div', { 'class': 'chart' }, s),
+            table([['day', 'Day'], ['amount', 'Amount', true], ['meters', 'Usage']],
+                order.map(function (d, i) {
+                    return { day: d, amount: totals[i], meters: rows.filter(function (r) {
+                        return r.day === d;
+                    }).map(function (r) { return r.meter + ' ' + r.quantity + ' ' + r.unit; }).join(', ') };
+                }), 'day')];
+    }
+
     /* ------------------------------------------------------------------ */
     /* Pages                                                               */
     /* ------------------------------------------------------------------ */
@@ -478,6 +545,77 @@
         });
     }
 
+    /* Integer @a * 1000 / @b, exactly (BigInt), as text; "\u2014" when @b is 0. */
+    function perSecond(a, ms) {
+        return ms > 0 ? (BigInt(a) * 1000n / BigInt(ms)).toString() : '\u2014';
+    }
+
+    /*
+     * Operations (GET /v1/ops/status, admin keys): the consumer's counters
+     * and lag per partition, and the API's requests per route; refreshed
+     * every 5 s while shown. Events per second: the events stored between
+     * two refreshes over the time between them (the first: since start).
+     */
+    function opsPage() {
+        var box = el('div', { id: 'ops' }, el('p', { 'class': 'muted' }, 'Loading\u2026'));
+        var last = null;
+        show(el('section', { 'class': 'card' }, el('h1', null, 'Operations'), box));
+        function refresh() {
+            if (!/^#\/ops/.test(location.hash) || !document.body.contains(box))
+                return;
+            api('/v1/ops/status').then(function (res) {
+                clear(box);
+                if (res.status !== 200) {
+                    append(box, el('p', { 'class': 'error' }, problemText(res)));
+                    return;
+                }
+                var c = res.body.consumer || {};
+                var rate = last && c.uptime_ms > last.uptime_ms ?
+                    perSecond(c.stored - last.stored, c.uptime_ms - last.uptime_ms) :
+                    perSecond(c.stored || 0, c.uptime_ms || 0);
+                last = c;
+                var rejects = Object.keys(c.rejected || {}).map(function (k) {
+                    return { reason: k, count: c.rejected[k] };
+                });
+                append(box, [
+                    el('p', { 'class': 'muted' }, 'As of ', el('span', { 'data-field': 'at' }, res.body.at)),
+                    el('div', { 'class': 'figures', id: 'ops-figures' },
+                        figure('Consuming', c.healthy ? 'yes' : 'no', 'healthy', c.reason || null),
+                        figure('Events stored per second', rate, 'events_per_second'),
+                        figure('Events stored', c.stored, 'stored'),
+                        figure('Duplicates', c.duplicates, 'duplicates'),
+                        figure('Batches', c.batches, 'batches'),
+                        figure('Failed batches', c.failures, 'failures'),
+                        figure('Alerts published', c.alerts_published, 'alerts_published')),
+                    el('h2', null, 'Consumer lag'),
+                    el('div', { id: 'ops-lag' }, (c.lag || []).length ?
+                        table([['topic', 'Topic'], ['partition', 'Partition', true],
+                            ['lag', 'Records behind', true]], c.lag.map(function (l) {
+                            return { key: l.topic + '/' + l.partition, topic: l.topic,
+                                partition: l.partition, lag: l.lag };
+                        }), 'key') :
+                        el('p', { 'class': 'muted', id: 'no-lag' }, 'No partition consumed (the API alone, or nothing yet).')),
+                    el('h2', null, 'Rejected since start'),
+                    el('div', { id: 'ops-rejects' }, table([['reason', 'Reason'], ['count', 'Records', true]],
+                        rejects, 'reason')),
+                    el('h2', null, 'API requests'),
+                    el('div', { id: 'ops-api' }, (res.body.api || []).length ?
+                        table([['route', 'Route'], ['requests', 'Requests', true],
+                            ['statuses', 'Statuses', false, function (r) {
+                                return Object.keys(r.statuses).map(function (k) {
+                                    return k + ': ' + r.statuses[k];
+                                }).join(', ');
+                            }],
+                            ['mean_us', 'Mean (\u00b5s)', true], ['p50_us', 'p50 \u2264 (\u00b5s)', true],
+                            ['p99_us', 'p99 \u2264 (\u00b5s)', true]], res.body.api, 'route') :
+                        el('p', { 'class': 'muted' }, 'None.'))
+                ]);
+                setTimeout(refresh, 5000);
+            });
+        }
+        refresh();
+    }
+
     /* One invoice as its document model (GET /v1/invoices/REF.json). */
     function invoicePage(ref) {
         show(el('p', { 'class': 'muted' }, 'Loading ' + ref + '\u2026'));
@@ -587,6 +725,8 @@
                         ['plan_id', 'Plan'], ['start_at', 'Start'], ['terms', 'Terms', true],
                         ['cancelled_at', 'Cancelled']], subs, 'id') : el('p', { 'class': 'muted' }, 'None.')),
                 optional('Usage this month by meter', '/v1/accounts/' + enc + '/usage', 'usage'),
+                optional('Usage this month by day', '/v1/accounts/' + enc + '/usage?group_by=day',
+                    'usage-day', dayChart),
                 optional('Usage this month by model', '/v1/accounts/' + enc + '/usage?group_by=model',
                     'usage-model'),
                 optional('Invoices', '/v1/invoices?account=' + enc, 'invoices', invoiceTable)
@@ -617,7 +757,8 @@
     function signIn(key) {
         state.key = key;
         return Promise.all([api('/v1/accounts?limit=2'), api('/v1/price-books'),
-            api('/v1/invoices?limit=1'), api('/v1/rejected?limit=1')]).then(function (r) {
+            api('/v1/invoices?limit=1'), api('/v1/rejected?limit=1'),
+            api('/v1/ops/status')]).then(function (r) {
             if (r[0].status !== 200) {
                 signedOut(r[0].status === 401 ? 'This key is unknown or revoked.' : problemText(r[0]));
                 return false;
@@ -636,6 +777,8 @@
             $('nav-invoices').hidden = r[2].status !== 200;
             /* The rejected events, for admin keys. */
             $('nav-rejected').hidden = r[3].status !== 200;
+            /* The operations page, for admin keys of every account. */
+            $('nav-ops').hidden = r[4].status !== 200;
             $('who').textContent = state.bound ? 'Customer view' : 'Operator view';
             return true;
         });
@@ -654,6 +797,8 @@
             invoicesPage(m[1] || '');
         else if (!state.bound && (m = /^#\/rejected(?:\?(.*))?$/.exec(h)))
             rejectedPage(m[1] || '');
+        else if (!state.bound && !$('nav-ops').hidden && /^#\/ops$/.test(h))
+            opsPage();
         else if (!state.bound && (m = /^#\/accounts(?:\?q=(.*))?$/.exec(h)))
             accountsPage(decodeURIComponent(m[1] || ''));
         else if (h !== state.home)
