@@ -38,7 +38,7 @@ private_headers() {
 # check_includes: no private libbilling header included above libbilling.
 check_includes() {
     checks=$((checks + 1))
-    for dir in billing billingd store formats bench examples; do
+    for dir in billing billingd monthend documents store formats bench examples; do
         for f in "$src/$dir"/*.c "$src/$dir"/*.h; do
             [ -f "$f" ] || continue
             for h in $(private_headers); do
@@ -55,7 +55,7 @@ check_includes() {
 # check_static: no -static link flag in the Makefile.am of a part above libbilling.
 check_static() {
     checks=$((checks + 1))
-    for dir in billing billingd store formats bench; do
+    for dir in billing billingd monthend documents store formats bench; do
         if grep -n '^[^#]*_LDFLAGS *=.*-static' "$src/$dir/Makefile.am" >/dev/null; then
             fail "$dir/Makefile.am links with -static: $(grep -n '^[^#]*_LDFLAGS *=.*-static' "$src/$dir/Makefile.am" | head -1)"
         fi
@@ -79,7 +79,7 @@ check_needed() {
 # check_no_libpq: no libpq above the store (issue 24: typed store API only).
 check_no_libpq() {
     checks=$((checks + 1))
-    for dir in billing billingd; do
+    for dir in billing billingd monthend documents; do
         for f in "$src/$dir"/*.c "$src/$dir"/*.h; do
             [ -f "$f" ] || continue
             hits=$(grep -nE '#include [<"]libpq-fe\.h|\<PQ[a-z][A-Za-z]*\(|\<PG(result|conn|notify)\>|\<bs_pg\(' "$f" | head -3)
