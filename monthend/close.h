@@ -3,10 +3,13 @@
  * `billing rerate`: every account's month re-rated from the raw events
  * in the store through libbilling, in batches of accounts (memory
  * bounded by one batch per worker), by N worker threads with a
- * connection each, written as drafts (store/invoices.h).
+ * connection each, written as drafts (store/invoices.h). A library
+ * below the tool: it returns a status and a result object and reports
+ * messages and progress through callbacks; it never prints or exits, so
+ * a server can call it too.
  */
-#ifndef BILLING_CLOSE_H
-#define BILLING_CLOSE_H
+#ifndef MONTHEND_CLOSE_H
+#define MONTHEND_CLOSE_H
 
 #include <gmp.h>
 #include <pthread.h>
@@ -20,18 +23,64 @@
 /* Accounts per batch: one events query and one write transaction each. */
 #define CLOSE_BATCH 256
 
+/* How a close ended; the tool maps each to an exit code (billing(1)). */
+typedef enum close_status {
+    CLOSE_OK = 0,       /* closed */
+    CLOSE_REJECTED,     /* closed, but libbilling refused stored events (counted in the result) */
+    CLOSE_ERR_INPUT,    /* the stored catalog is invalid, or the database refused a change */
+    CLOSE_ERR_INTERNAL, /* out of memory, or a worker thread could not start */
+    CLOSE_ERR_DATABASE  /* the database is unreachable, failing, or at the wrong schema version */
+} close_status;
+
+/* What a message of a run (close_note_fn) is about. */
+typedef enum close_note_kind {
+    CLOSE_NOTE_REJECTED, /* a stored event libbilling refused (the first CLOSE_REJECT_NOTES only) */
+    CLOSE_NOTE_WARNING,  /* the run goes on: something the operator should know */
+    CLOSE_NOTE_ERROR     /* why the run fails (the first one is also in close_result.error) */
+} close_note_kind;
+
+/* Rejected events reported through close_note_fn per run; all are counted. */
+#define CLOSE_REJECT_NOTES 20
+
+/*
+ * close_note_fn - a message of a run, as it happens: @text names the
+ * account, event or store error ("close: event 'e1': ..."), without a
+ * program name or newline. Called by the workers one at a time (under
+ * the run's lock): it must not call the engine.
+ */
+typedef void (*close_note_fn)(void *arg, close_note_kind kind, const char *text);
+
+/* Where a run is (close_progress_fn). */
+typedef enum close_phase {
+    CLOSE_PHASE_START, /* the accounts to re-rate are known: @total */
+    CLOSE_PHASE_UPDATE, /* about four times a second while workers run */
+    CLOSE_PHASE_END    /* the workers are done */
+} close_phase;
+
+/*
+ * close_progress_fn - progress of a run: @done of @total accounts
+ * re-rated so far, @events rated in the period. Called on the thread of
+ * close_run, under the run's lock: it must not call the engine.
+ */
+typedef void (*close_progress_fn)(void *arg, close_phase phase, size_t done, size_t total,
+                                  uint64_t events);
+
 typedef struct close_params {
-    const char *db;     /* --db, or NULL */
+    const char *db;     /* libpq conninfo (bs_conninfo), or NULL for the environment's */
     const char *book;   /* price book id */
     int year, month;    /* the period */
     int jobs;           /* 1..CLOSE_JOBS_MAX */
     int drafts_only;    /* rerate: only accounts that have a draft of the period */
     int full;           /* re-rate every account, even those whose close mark is unchanged */
-    int progress;       /* PROGRESS_OFF, _LINES or _TERMINAL (progress.h) on stderr */
+    int progress;       /* the caller's own (the tool's PROGRESS_* mode); not read by the engine */
+    close_progress_fn on_progress; /* or NULL */
+    close_note_fn on_note;         /* or NULL */
+    void *arg;                     /* handed to both */
 } close_params;
 
-/* What a run did; amounts in minor units of @currency. */
-typedef struct close_summary {
+/* What a run did: the summary `billing close` prints. Amounts in minor units of @currency. */
+typedef struct close_result {
+    int year, month;          /* the period */
     char currency[4];
     int digits;
     size_t accounts;          /* accounts examined */
@@ -39,6 +88,7 @@ typedef struct close_summary {
     size_t outcome[4];        /* by bs_draft_outcome */
     size_t skipped;           /* accounts not re-rated: close mark unchanged (in outcome too) */
     size_t adjustments;       /* prior-period adjustment lines written */
+    size_t warnings;          /* CLOSE_NOTE_WARNING messages */
     uint64_t events;          /* events rated */
     uint64_t rejected;        /* events libbilling refused */
     int64_t dead_letters;     /* rejected_events received since the period began (anywhere) */
@@ -46,20 +96,24 @@ typedef struct close_summary {
     mpz_t fees;               /* plan fee and refund lines (no meter) */
     mpz_t adjusted;           /* adjustment line amounts */
     mpz_t subtotal, credits, expired, tax, total;
-} close_summary;
+    char error[1024];         /* the first CLOSE_NOTE_ERROR of a failed run, else "" */
+} close_result;
 
 /*
- * close_run - close period @p into the store. Fills @s (initialised
- * here; free with close_summary_clear even on failure). Prints errors on
- * stderr. Returns a CLI_EXIT_* code.
+ * close_run - close period @p into the store: every account's draft of
+ * the month (re-rated, or kept when its close mark is unchanged), with
+ * the workers, connections and memory bounds above. Fills @r
+ * (initialised here; free with close_result_clear even on failure; its
+ * figures are complete only for CLOSE_OK and CLOSE_REJECTED). Never
+ * prints: messages go to @p->on_note, progress to @p->on_progress.
+ * Returns CLOSE_OK, CLOSE_REJECTED (done; some events refused, counted),
+ * or an error status with the reason in @r->error. Thread-safe for
+ * different @r; runs on the same period serialize in the database.
  */
-int close_run(const close_params *p, close_summary *s);
+close_status close_run(const close_params *p, close_result *r);
 
-/* close_summary_clear - free the summary's numbers. */
-void close_summary_clear(close_summary *s);
-
-/* close_summary_print - the summary on @out, as `billing close` prints it. */
-void close_summary_print(FILE *out, const close_params *p, const close_summary *s);
+/* close_result_clear - free the result's numbers. */
+void close_result_clear(close_result *r);
 
 /*
  * close_parse_period - "YYYY-MM" into *@year, *@month. Returns 0, or -1
@@ -68,4 +122,4 @@ void close_summary_print(FILE *out, const close_params *p, const close_summary *
 int close_parse_period(const char *text, int *year, int *month);
 
 
-#endif /* BILLING_CLOSE_H */
+#endif /* MONTHEND_CLOSE_H */
