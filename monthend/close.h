@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "billing.h"
+#include "invoices.h" /* bs_draft_outcome */
 
 /* Most worker threads (each holds one database connection). */
 #define CLOSE_JOBS_MAX 64
