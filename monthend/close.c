@@ -145,6 +145,13 @@ static close_status store_fail(close_run_ctx *x, const char *what, const bs_erro
     }
 }
 
+/* CLOSE_ERR_INTERNAL, after its message. */
+static close_status out_of_memory(close_run_ctx *x)
+{
+    note(x, CLOSE_NOTE_ERROR, "close: out of memory");
+    return CLOSE_ERR_INTERNAL;
+}
+
 /* A connection to the store of the run; NULL after a message. */
 static bs_conn *connect_store(close_run_ctx *x)
 {
@@ -519,7 +526,7 @@ static close_status run_batch(close_run_ctx *x, bs_conn *c, billing_event *ev, s
     rc = write_batch(&b, c, acc_text, from, to);
 done:
     if (rc == CLOSE_ERR_INTERNAL)
-        note(x, CLOSE_NOTE_ERROR, "close: out of memory");
+        out_of_memory(x);
     free(acc_text);
     json_decref(ids);
     json_decref(b.index);
@@ -561,6 +568,8 @@ static void *worker(void *arg)
     size_t to;
     close_status rc;
 
+    if (c != NULL && ev == NULL)
+        note(x, CLOSE_NOTE_ERROR, "close: out of memory");
     if (c == NULL || ev == NULL)
         worker_fail(x, c == NULL ? CLOSE_ERR_DATABASE : CLOSE_ERR_INTERNAL);
     while (c != NULL && ev != NULL && take_batch(x, &from, &to)) {
@@ -704,11 +713,11 @@ static close_status prepare(close_run_ctx *x, bs_conn *c)
     }
     billing_rater_destroy(probe);
     if (select_accounts(x) != 0)
-        return CLOSE_ERR_INTERNAL;
+        return out_of_memory(x);
     /* Zones are at most 14 h ahead of UTC: two days past the UTC month covers every zone. */
     utc = billing_zone_new_utc();
     if (utc == NULL)
-        return CLOSE_ERR_INTERNAL;
+        return out_of_memory(x);
     billing_zone_month_start(utc, p->month == 12 ? p->year + 1 : p->year,
                              p->month == 12 ? 1 : p->month + 1, &x->before);
     billing_zone_month_start(utc, p->year, p->month, &since);
@@ -776,7 +785,7 @@ static close_status add_skipped(close_run_ctx *x, bs_conn *c)
         return CLOSE_OK;
     ids = json_dumps(x->skipped, JSON_COMPACT);
     if (ids == NULL)
-        return CLOSE_ERR_INTERNAL;
+        return out_of_memory(x);
     st = bs_close_marks_sums(c, ids, x->month_text, add_kind, s, &sums, &err);
     free(ids);
     if (st != BS_OK)

@@ -108,8 +108,9 @@ typedef struct close_result {
  * figures are complete only for CLOSE_OK and CLOSE_REJECTED). Never
  * prints: messages go to @p->on_note, progress to @p->on_progress.
  * Returns CLOSE_OK, CLOSE_REJECTED (done; some events refused, counted),
- * or an error status with the reason in @r->error. Thread-safe for
- * different @r; runs on the same period serialize in the database.
+ * or an error status with the reason in @r->error. No global state of
+ * its own: runs with their own @p and @r may go on at once, in threads
+ * or processes (concurrent closes of one period: tests/itest_close.c).
  */
 close_status close_run(const close_params *p, close_result *r);
 
@@ -121,6 +122,5 @@ void close_result_clear(close_result *r);
  * if malformed or outside 1900..2199.
  */
 int close_parse_period(const char *text, int *year, int *month);
-
 
 #endif /* MONTHEND_CLOSE_H */
