@@ -191,27 +191,6 @@ static int parse_args(close_opts *o, const char *cmd, int argc, char **argv)
     return CLI_EXIT_OK;
 }
 
-static int finalize(const close_opts *o)
-{
-    char month[16];
-    size_t done;
-    size_t waiting;
-    bs_error err;
-    bs_conn *c = dbcli_connect(o->p.db);
-    int rc = CLI_EXIT_OK;
-
-    if (c == NULL)
-        return CLI_EXIT_DATABASE;
-    snprintf(month, sizeof(month), "%04d-%02d-01", o->p.year, o->p.month);
-    if (bs_finalize_month(c, month, o->grace, &done, &waiting, &err) != BS_OK)
-        rc = dbcli_fail("close --finalize", &err);
-    else
-        printf("finalized              %zu (%zu drafts still in their grace period)\n", done,
-               waiting);
-    bs_close(c);
-    return rc;
-}
-
 /*
  * A month that has not begun (UTC, today's clock) has no usage yet: closing
  * it is allowed (fees of plans paid ahead) but rarely meant.
@@ -320,6 +299,19 @@ static int exit_code(close_status st)
         break;
     }
     return CLI_EXIT_INTERNAL;
+}
+
+/* --finalize: number the drafts past their grace (the engine), print how many. */
+static int finalize(const close_opts *o)
+{
+    close_result s;
+    close_status st = close_finalize(&o->p, o->grace, &s);
+
+    if (st == CLOSE_OK)
+        printf("finalized              %zu (%zu drafts still in their grace period)\n",
+               s.finalized, s.waiting);
+    close_result_clear(&s);
+    return exit_code(st);
 }
 
 static int run(const char *cmd, int argc, char **argv)

@@ -877,3 +877,28 @@ close_status close_run(const close_params *p, close_result *s)
     pthread_mutex_destroy(&x.lock);
     return rc;
 }
+
+close_status close_finalize(const close_params *p, int64_t grace, close_result *s)
+{
+    close_run_ctx x;
+    bs_conn *c;
+    bs_error err;
+    close_status rc = CLOSE_OK;
+
+    result_init(s);
+    s->year = p->year;
+    s->month = p->month;
+    memset(&x, 0, sizeof(x));
+    x.p = p;
+    x.s = s;
+    pthread_mutex_init(&x.lock, NULL);
+    snprintf(x.month_text, sizeof(x.month_text), "%04d-%02d-01", p->year, p->month);
+    c = connect_store(&x);
+    if (c == NULL)
+        rc = CLOSE_ERR_DATABASE;
+    else if (bs_finalize_month(c, x.month_text, grace, &s->finalized, &s->waiting, &err) != BS_OK)
+        rc = store_fail(&x, "close --finalize", &err);
+    bs_close(c);
+    pthread_mutex_destroy(&x.lock);
+    return rc;
+}

@@ -97,6 +97,8 @@ typedef struct close_result {
     mpz_t fees;               /* plan fee and refund lines (no meter) */
     mpz_t adjusted;           /* adjustment line amounts */
     mpz_t subtotal, credits, expired, tax, total;
+    size_t finalized;         /* close_finalize: drafts numbered and frozen */
+    size_t waiting;           /* close_finalize: drafts still in their grace period */
     char error[1024];         /* the first CLOSE_NOTE_ERROR of a failed run, else "" */
 } close_result;
 
@@ -113,6 +115,17 @@ typedef struct close_result {
  * or processes (concurrent closes of one period: tests/itest_close.c).
  */
 close_status close_run(const close_params *p, close_result *r);
+
+/*
+ * close_finalize - number (gaplessly, per series) and freeze the drafts
+ * of period @p whose period ended at least @grace seconds ago
+ * (bs_finalize_month), as `billing close --finalize` does after a close:
+ * @r->finalized and @r->waiting (initialised here; free with
+ * close_result_clear; its other figures stay zero). Never prints:
+ * messages go to @p->on_note. Returns CLOSE_OK or an error status with
+ * the reason in @r->error.
+ */
+close_status close_finalize(const close_params *p, int64_t grace, close_result *r);
 
 /* close_result_clear - free the result's numbers. */
 void close_result_clear(close_result *r);

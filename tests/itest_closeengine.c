@@ -4,9 +4,10 @@
  * scripts/pg.sh: no `billing close`. The result object's rows (accounts,
  * drafts by outcome, events, money per meter, subtotal, tax, total) are
  * compared with the drafts the run stored; progress arrives through the
- * callback; an unchanged second run keeps every draft; a run against a
- * database that does not exist returns CLOSE_ERR_DATABASE with its
- * reason in the result. Every run writes nothing to stdout or stderr:
+ * callback; an unchanged second run keeps every draft; close_finalize
+ * numbers the drafts past their grace; a run against a database that
+ * does not exist returns CLOSE_ERR_DATABASE with its reason in the
+ * result. Every run writes nothing to stdout or stderr:
  * both are captured in a file for the call and must stay empty.
  *
  * The catalog and events are put in with the `billing` tool (load,
@@ -182,10 +183,12 @@ static void drop(bs_conn *c)
 
 /*
  * close_run for October 2026 of @db (NULL: the test's database) with
- * @jobs workers, the callbacks into @s; stdout and stderr go to a file
- * for the call, whose size (what the engine printed) goes to *@printed.
+ * @jobs workers, or close_finalize with @grace seconds when @grace >= 0,
+ * the callbacks into @s; stdout and stderr go to a file for the call,
+ * whose size (what the engine printed) goes to *@printed.
  */
-static close_status run_close(const char *db, int jobs, close_result *r, seen *s, long *printed)
+static close_status run_engine(const char *db, int jobs, int64_t grace, close_result *r, seen *s,
+                               long *printed)
 {
     char path[PATH_LEN];
     close_params p;
@@ -213,7 +216,7 @@ static close_status run_close(const char *db, int jobs, close_result *r, seen *s
     ck_assert(out >= 0 && err >= 0 && fd >= 0);
     ck_assert(dup2(fd, STDOUT_FILENO) >= 0 && dup2(fd, STDERR_FILENO) >= 0);
     close(fd);
-    st = close_run(&p, r);
+    st = grace >= 0 ? close_finalize(&p, grace, r) : close_run(&p, r);
     fflush(NULL);
     ck_assert(dup2(out, STDOUT_FILENO) >= 0 && dup2(err, STDERR_FILENO) >= 0);
     close(out);
@@ -221,6 +224,12 @@ static close_status run_close(const char *db, int jobs, close_result *r, seen *s
     ck_assert_int_eq(stat(path, &sb), 0);
     *printed = (long)sb.st_size;
     return st;
+}
+
+/* close_run of October 2026 (run_engine). */
+static close_status run_close(const char *db, int jobs, close_result *r, seen *s, long *printed)
+{
+    return run_engine(db, jobs, -1, r, s, printed);
 }
 
 /* @v (minor units) equals the single number of @sql (a sum in currency units). */
@@ -363,6 +372,42 @@ START_TEST(test_database_error_is_a_status_not_a_message)
 }
 END_TEST
 
+START_TEST(test_finalize_numbers_the_drafts)
+{
+    bs_conn *c = fresh_october("final");
+    close_result r;
+    seen s;
+    long printed;
+
+    ck_assert_int_eq(run_close(NULL, 1, &r, &s, &printed), CLOSE_OK);
+    close_result_clear(&r);
+    /* A grace of ten years: every draft is still waiting. */
+    ck_assert_int_eq(run_engine(NULL, 1, INT64_C(3650) * 86400, &r, &s, &printed), CLOSE_OK);
+    ck_assert_msg(printed == 0, "the engine printed %ld bytes", printed);
+    ck_assert_uint_eq(r.finalized, 0);
+    ck_assert_uint_eq(r.waiting, 2);
+    close_result_clear(&r);
+    ck_assert_int_eq(run_engine(NULL, 1, 0, &r, &s, &printed), CLOSE_OK);
+    ck_assert_msg(printed == 0, "the engine printed %ld bytes", printed);
+    ck_assert_uint_eq(r.finalized, 2);
+    ck_assert_uint_eq(r.waiting, 0);
+    ck_assert_str_eq(r.error, "");
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.invoices WHERE month = "
+                                  "'2026-10-01' AND status = 'finalized' AND number IS NOT NULL"),
+                     2);
+    close_result_clear(&r);
+    /* Closing again leaves the finalized month alone and says so. */
+    ck_assert_int_eq(run_close(NULL, 2, &r, &s, &printed), CLOSE_OK);
+    ck_assert_msg(printed == 0, "the engine printed %ld bytes", printed);
+    ck_assert_uint_eq(r.outcome[BS_DRAFT_FINALIZED], 2);
+    ck_assert_int_eq(itdb_long(c, "SELECT (sum(total) * 100)::bigint FROM billing.invoices "
+                                  "WHERE month = '2026-10-01'"),
+                     mpz_get_si(r.total));
+    close_result_clear(&r);
+    drop(c);
+}
+END_TEST
+
 static Suite *closeengine_suite(void)
 {
     Suite *s = suite_create("closeengine");
@@ -372,6 +417,7 @@ static Suite *closeengine_suite(void)
     tcase_add_test(tc, test_result_rows_are_the_stored_drafts);
     tcase_add_test(tc, test_unchanged_rerun_keeps_the_drafts);
     tcase_add_test(tc, test_database_error_is_a_status_not_a_message);
+    tcase_add_test(tc, test_finalize_numbers_the_drafts);
     suite_add_tcase(s, tc);
     return s;
 }
