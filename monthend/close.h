@@ -53,9 +53,9 @@ typedef void (*close_note_fn)(void *arg, close_note_kind kind, const char *text)
 
 /* Where a run is (close_progress_fn). */
 typedef enum close_phase {
-    CLOSE_PHASE_START, /* the accounts to re-rate are known: @total */
+    CLOSE_PHASE_START,  /* the accounts to re-rate are known: @total */
     CLOSE_PHASE_UPDATE, /* about four times a second while workers run */
-    CLOSE_PHASE_END    /* the workers are done */
+    CLOSE_PHASE_END     /* the workers are done */
 } close_phase;
 
 /*
@@ -67,13 +67,13 @@ typedef void (*close_progress_fn)(void *arg, close_phase phase, size_t done, siz
                                   uint64_t events);
 
 typedef struct close_params {
-    const char *db;     /* libpq conninfo (bs_conninfo), or NULL for the environment's */
-    const char *book;   /* price book id */
-    int year, month;    /* the period */
-    int jobs;           /* 1..CLOSE_JOBS_MAX */
-    int drafts_only;    /* rerate: only accounts that have a draft of the period */
-    int full;           /* re-rate every account, even those whose close mark is unchanged */
-    int progress;       /* the caller's own (the tool's PROGRESS_* mode); not read by the engine */
+    const char *db;   /* libpq conninfo (bs_conninfo), or NULL for the environment's */
+    const char *book; /* price book id */
+    int year, month;  /* the period */
+    int jobs;         /* 1..CLOSE_JOBS_MAX */
+    int drafts_only;  /* rerate: only accounts that have a draft of the period */
+    int full;         /* re-rate every account, even those whose close mark is unchanged */
+    int progress;     /* the caller's own (the tool's PROGRESS_* mode); not read by the engine */
     close_progress_fn on_progress; /* or NULL */
     close_note_fn on_note;         /* or NULL */
     void *arg;                     /* handed to both */
@@ -81,25 +81,25 @@ typedef struct close_params {
 
 /* What a run did: the summary `billing close` prints. Amounts in minor units of @currency. */
 typedef struct close_result {
-    int year, month;          /* the period */
+    int year, month; /* the period */
     char currency[4];
     int digits;
-    size_t accounts;          /* accounts examined */
-    size_t invoices;          /* accounts with an invoice for the period */
-    size_t outcome[4];        /* by bs_draft_outcome */
-    size_t skipped;           /* accounts not re-rated: close mark unchanged (in outcome too) */
-    size_t adjustments;       /* prior-period adjustment lines written */
-    size_t warnings;          /* CLOSE_NOTE_WARNING messages */
-    uint64_t events;          /* events rated */
-    uint64_t rejected;        /* events libbilling refused */
-    int64_t dead_letters;     /* rejected_events received since the period began (anywhere) */
+    size_t accounts;      /* accounts examined */
+    size_t invoices;      /* accounts with an invoice for the period */
+    size_t outcome[4];    /* by bs_draft_outcome */
+    size_t skipped;       /* accounts not re-rated: close mark unchanged (in outcome too) */
+    size_t adjustments;   /* prior-period adjustment lines written */
+    size_t warnings;      /* CLOSE_NOTE_WARNING messages */
+    uint64_t events;      /* events rated */
+    uint64_t rejected;    /* events libbilling refused */
+    int64_t dead_letters; /* rejected_events received since the period began (anywhere) */
     mpz_t by_meter[BILLING_METER_COUNT]; /* line amounts per meter */
-    mpz_t fees;               /* plan fee and refund lines (no meter) */
-    mpz_t adjusted;           /* adjustment line amounts */
+    mpz_t fees;                          /* plan fee and refund lines (no meter) */
+    mpz_t adjusted;                      /* adjustment line amounts */
     mpz_t subtotal, credits, expired, tax, total;
-    size_t finalized;         /* close_finalize: drafts numbered and frozen */
-    size_t waiting;           /* close_finalize: drafts still in their grace period */
-    char error[1024];         /* the first CLOSE_NOTE_ERROR of a failed run, else "" */
+    size_t finalized; /* close_finalize: drafts numbered and frozen */
+    size_t waiting;   /* close_finalize: drafts still in their grace period */
+    char error[1024]; /* the first CLOSE_NOTE_ERROR of a failed run, else "" */
 } close_result;
 
 /*

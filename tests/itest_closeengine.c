@@ -128,13 +128,14 @@ static bs_conn *fresh_october(const char *tag)
     ck_assert(snprintf(cmd, sizeof(cmd), "rm -rf '%s' && mkdir -p '%s'", work_dir, work_dir) <
               (int)sizeof(cmd));
     ck_assert_int_eq(system(cmd), 0);
-    write_text("pricebook.json",
-               "{\"currency\": \"CNY\", \"rounding\": \"half-up\", \"plans\": [], \"versions\":"
-               " [{\"id\": \"v1\", \"effective_from\": \"2026-01-01T00:00:00Z\", \"rates\": ["
-               "{\"meter\": \"gpu\", \"model\": \"RTX4090\", \"region\": \"r\", \"price\": \"2.00\"},"
-               "{\"meter\": \"gpu\", \"model\": \"A100\", \"region\": \"r\", \"price\": \"3.30\"},"
-               "{\"meter\": \"storage\", \"model\": \"*\", \"region\": \"*\", \"price\": \"0.20\"}],"
-               " \"plan_fees\": []}]}\n");
+    write_text(
+        "pricebook.json",
+        "{\"currency\": \"CNY\", \"rounding\": \"half-up\", \"plans\": [], \"versions\":"
+        " [{\"id\": \"v1\", \"effective_from\": \"2026-01-01T00:00:00Z\", \"rates\": ["
+        "{\"meter\": \"gpu\", \"model\": \"RTX4090\", \"region\": \"r\", \"price\": \"2.00\"},"
+        "{\"meter\": \"gpu\", \"model\": \"A100\", \"region\": \"r\", \"price\": \"3.30\"},"
+        "{\"meter\": \"storage\", \"model\": \"*\", \"region\": \"*\", \"price\": \"0.20\"}],"
+        " \"plan_fees\": []}]}\n");
     write_text("accounts.json",
                "{\"accounts\": ["
                "{\"id\": \"a\", \"currency\": \"CNY\", \"time_zone\": \"Asia/Shanghai\","
@@ -246,8 +247,8 @@ static void expect_minor(bs_conn *c, const mpz_t v, const char *sql, const char 
 }
 
 #define OCT_DRAFTS "FROM billing.invoices WHERE month = '2026-10-01' AND status = 'draft'"
-#define OCT_LINES                                                                              \
-    "FROM billing.invoice_lines l JOIN billing.invoices i ON i.id = l.invoice_id"             \
+#define OCT_LINES                                                                                  \
+    "FROM billing.invoice_lines l JOIN billing.invoices i ON i.id = l.invoice_id"                  \
     " WHERE i.month = '2026-10-01'"
 
 /* Every money row of @r against the stored drafts of October. */
@@ -258,12 +259,12 @@ static void expect_drafts(bs_conn *c, const close_result *r)
     ck_assert_int_eq(r->year, 2026);
     ck_assert_int_eq(r->month, 10);
     ck_assert_int_eq((long)r->invoices, itdb_long(c, "SELECT count(*) " OCT_DRAFTS));
-    expect_minor(c, r->by_meter[BILLING_METER_GPU], "SELECT sum(l.amount) " OCT_LINES
-                 " AND l.meter = 'gpu'", "charges gpu");
-    expect_minor(c, r->by_meter[BILLING_METER_STORAGE], "SELECT sum(l.amount) " OCT_LINES
-                 " AND l.meter = 'storage'", "charges storage");
-    expect_minor(c, r->by_meter[BILLING_METER_GPULESS], "SELECT sum(l.amount) " OCT_LINES
-                 " AND l.meter = 'gpuless'", "charges gpuless");
+    expect_minor(c, r->by_meter[BILLING_METER_GPU],
+                 "SELECT sum(l.amount) " OCT_LINES " AND l.meter = 'gpu'", "charges gpu");
+    expect_minor(c, r->by_meter[BILLING_METER_STORAGE],
+                 "SELECT sum(l.amount) " OCT_LINES " AND l.meter = 'storage'", "charges storage");
+    expect_minor(c, r->by_meter[BILLING_METER_GPULESS],
+                 "SELECT sum(l.amount) " OCT_LINES " AND l.meter = 'gpuless'", "charges gpuless");
     expect_minor(c, r->fees, "SELECT sum(l.amount) " OCT_LINES " AND l.meter IS NULL",
                  "charges fees");
     expect_minor(c, r->subtotal, "SELECT sum(subtotal) " OCT_DRAFTS, "subtotal");
@@ -301,17 +302,16 @@ START_TEST(test_result_rows_are_the_stored_drafts)
     ck_assert_uint_eq(r.warnings, 0);
     expect_drafts(c, &r);
     /* a by hand: 1 h at 2.00 + 7/3 h at 3.30 = 9.70, tax at 6% 0.58. */
-    ck_assert_int_eq(itdb_long(c, "SELECT (total * 100)::bigint " OCT_DRAFTS " AND account_id = 'a'"),
-                     1028);
+    ck_assert_int_eq(
+        itdb_long(c, "SELECT (total * 100)::bigint " OCT_DRAFTS " AND account_id = 'a'"), 1028);
     ck_assert_int_eq(s.starts, 1);
     ck_assert_int_eq(s.ends, 1);
     ck_assert_uint_eq(s.start_total, 2);
     ck_assert_uint_eq(s.end_done, 2);
     ck_assert_uint_eq(s.end_total, 2);
     ck_assert_uint_eq(s.end_events, 4);
-    ck_assert_int_eq(s.notes[CLOSE_NOTE_ERROR] + s.notes[CLOSE_NOTE_WARNING] +
-                         s.notes[CLOSE_NOTE_REJECTED],
-                     0);
+    ck_assert_int_eq(
+        s.notes[CLOSE_NOTE_ERROR] + s.notes[CLOSE_NOTE_WARNING] + s.notes[CLOSE_NOTE_REJECTED], 0);
     close_result_clear(&r);
     drop(c);
 }
@@ -325,8 +325,8 @@ START_TEST(test_unchanged_rerun_keeps_the_drafts)
     long printed;
     char *before;
     char *after;
-    const char *drafts = "SELECT account_id, subtotal, tax, total, updated_at " OCT_DRAFTS
-                         " ORDER BY account_id";
+    const char *drafts =
+        "SELECT account_id, subtotal, tax, total, updated_at " OCT_DRAFTS " ORDER BY account_id";
 
     ck_assert_int_eq(run_close(NULL, 1, &r, &s, &printed), CLOSE_OK);
     close_result_clear(&r);
