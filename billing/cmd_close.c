@@ -1,6 +1,8 @@
 /*
  * cmd_close.c - `billing close` and `billing rerate`: the month-end close
- * into PostgreSQL (close.h), and `--finalize` to number the drafts.
+ * into PostgreSQL by the engine of monthend/ (close.h), whose messages,
+ * progress and result are printed here, and `--finalize` to number the
+ * drafts.
  */
 #include "config.h"
 
@@ -13,6 +15,7 @@
 #include "cli.h"
 #include "close.h"
 #include "dbcli.h"
+#include "exact.h"
 #include "invoices.h"
 #include "migrate.h"
 #include "progress.h"
@@ -127,27 +130,6 @@ static int parse_args(close_opts *o, const char *cmd, int argc, char **argv)
     return CLI_EXIT_OK;
 }
 
-static int finalize(const close_opts *o)
-{
-    char month[16];
-    size_t done;
-    size_t waiting;
-    bs_error err;
-    bs_conn *c = dbcli_connect(o->p.db);
-    int rc = CLI_EXIT_OK;
-
-    if (c == NULL)
-        return CLI_EXIT_DATABASE;
-    snprintf(month, sizeof(month), "%04d-%02d-01", o->p.year, o->p.month);
-    if (bs_finalize_month(c, month, o->grace, &done, &waiting, &err) != BS_OK)
-        rc = dbcli_fail("close --finalize", &err);
-    else
-        printf("finalized              %zu (%zu drafts still in their grace period)\n", done,
-               waiting);
-    bs_close(c);
-    return rc;
-}
-
 /*
  * A month that has not begun (UTC, today's clock) has no usage yet: closing
  * it is allowed (fees of plans paid ahead) but rarely meant.
@@ -165,10 +147,118 @@ static void warn_future(const char *cmd, const close_opts *o)
                   cmd, o->period, t.tm_year + 1900, t.tm_mon + 1, t.tm_mday);
 }
 
+/* ---------------------------------------------------------------------- */
+/* The engine's messages, progress and result, as the tool prints them     */
+/* ---------------------------------------------------------------------- */
+
+/* What the engine's callbacks print with: the progress on stderr. */
+typedef struct close_view {
+    progress_meter meter;
+    int mode; /* PROGRESS_* */
+} close_view;
+
+/* Each message of the engine as "billing: close: ..." on stderr, as it happens. */
+static void on_note(void *arg, close_note_kind kind, const char *text)
+{
+    (void)arg;
+    (void)kind;
+    cli_error("%s", text);
+}
+
+/* The engine's progress through progress.c (@arg: a close_view), ", N events" after. */
+static void on_progress(void *arg, close_phase phase, size_t done, size_t total, uint64_t events)
+{
+    close_view *v = arg;
+    char extra[64];
+
+    if (phase == CLOSE_PHASE_START) {
+        progress_meter_start(&v->meter, stderr, v->mode, "close", "accounts", total);
+        return;
+    }
+    snprintf(extra, sizeof(extra), ", %llu events", (unsigned long long)events);
+    if (phase == CLOSE_PHASE_END)
+        progress_meter_end(&v->meter, done, extra, 1);
+    else
+        progress_meter_update(&v->meter, done, extra);
+}
+
+static void print_amount(FILE *out, const char *label, const mpz_t v, const close_result *s)
+{
+    char buf[128];
+
+    exact_minor_text(buf, sizeof(buf), v, s->digits);
+    fprintf(out, "%-22s %s %s\n", label, buf, s->currency);
+}
+
+/* The summary of a run on @out. */
+static void print_result(FILE *out, const close_result *s)
+{
+    char label[64];
+    int m;
+
+    fprintf(out, "period                 %04d-%02d\n", s->year, s->month);
+    fprintf(out, "accounts               %zu examined, %zu with an invoice\n", s->accounts,
+            s->invoices);
+    fprintf(out, "drafts                 %zu new, %zu recomputed, %zu unchanged\n",
+            s->outcome[BS_DRAFT_NEW], s->outcome[BS_DRAFT_UPDATED], s->outcome[BS_DRAFT_UNCHANGED]);
+    fprintf(out, "finalized (left alone) %zu\n", s->outcome[BS_DRAFT_FINALIZED]);
+    fprintf(out, "not re-rated           %zu (close mark unchanged)\n", s->skipped);
+    fprintf(out, "events                 %llu rated, %llu refused\n",
+            (unsigned long long)s->events, (unsigned long long)s->rejected);
+    for (m = 0; m < BILLING_METER_COUNT; m++) {
+        snprintf(label, sizeof(label), "charges %s", billing_meter_name((billing_meter)m));
+        print_amount(out, label, s->by_meter[m], s);
+    }
+    print_amount(out, "charges fees", s->fees, s);
+    fprintf(out, "adjustment lines       %zu\n", s->adjustments);
+    print_amount(out, "adjustments", s->adjusted, s);
+    print_amount(out, "subtotal", s->subtotal, s);
+    print_amount(out, "credit used", s->credits, s);
+    print_amount(out, "credit expired", s->expired, s);
+    print_amount(out, "tax", s->tax, s);
+    print_amount(out, "total", s->total, s);
+    fprintf(out, "rejected events        %lld received since the period began, not in any "
+                 "invoice until replayed\n",
+            (long long)s->dead_letters);
+}
+
+/* The exit code of what the engine returned (billing(1)). */
+static int exit_code(close_status st)
+{
+    switch (st) {
+    case CLOSE_OK:
+        return CLI_EXIT_OK;
+    case CLOSE_REJECTED:
+        return CLI_EXIT_REJECTED;
+    case CLOSE_ERR_INPUT:
+        return CLI_EXIT_INPUT;
+    case CLOSE_ERR_DATABASE:
+        return CLI_EXIT_DATABASE;
+    case CLOSE_ERR_INTERNAL:
+        break;
+    }
+    return CLI_EXIT_INTERNAL;
+}
+
+/* --finalize: number the drafts past their grace (the engine), print how many. */
+static int finalize(const close_opts *o)
+{
+    close_result s;
+    close_status st = close_finalize(&o->p, o->grace, &s);
+
+    if (st == CLOSE_OK)
+        printf("finalized              %zu (%zu drafts still in their grace period)\n",
+               s.finalized, s.waiting);
+    close_result_clear(&s);
+    return exit_code(st);
+}
+
 static int run(const char *cmd, int argc, char **argv)
 {
     close_opts o;
-    close_summary s;
+    close_view v;
+    close_result s;
+    close_status st;
     int rc = parse_args(&o, cmd, argc, argv);
 
     if (rc < 0) {
@@ -178,10 +268,16 @@ static int run(const char *cmd, int argc, char **argv)
     if (rc != CLI_EXIT_OK)
         return rc;
     warn_future(cmd, &o);
-    rc = close_run(&o.p, &s);
-    if (rc == CLI_EXIT_OK || rc == CLI_EXIT_REJECTED)
-        close_summary_print(stdout, &o.p, &s);
-    close_summary_clear(&s);
+    memset(&v, 0, sizeof(v));
+    v.mode = o.p.progress;
+    o.p.on_note = on_note;
+    o.p.on_progress = on_progress;
+    o.p.arg = &v;
+    st = close_run(&o.p, &s);
+    if (st == CLOSE_OK || st == CLOSE_REJECTED)
+        print_result(stdout, &s);
+    close_result_clear(&s);
+    rc = exit_code(st);
     if ((rc == CLI_EXIT_OK || rc == CLI_EXIT_REJECTED) && o.finalize) {
         int frc = finalize(&o);
         if (frc != CLI_EXIT_OK)

@@ -1,7 +1,7 @@
 /*
  * api_documents.c - the HTTP API's invoices, usage and quotes
  * (api_documents.h). Invoices are written by the very writers of `billing
- * invoice export` (billing/export.h) into memory; usage and quotes are
+ * invoice export` (documents/export.h) into memory; usage and quotes are
  * rated by libbilling on a rater of the account's stored state
  * (bs_balance_rater), never by arithmetic of their own on money.
  */

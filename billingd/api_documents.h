@@ -4,8 +4,8 @@
  * (JSON, .pdf, .csv), GET /v1/accounts/{id}/usage and POST /v1/quote.
  * api.c routes, checks keys and scopes, and sends what these handlers
  * fill in: an answer (status, type, bytes, caching headers) or a problem.
- * The documents are those of `billing invoice export` (billing/export.h,
- * linked from billing/libbillingdoc.la); the figures those of libbilling.
+ * The documents are those of `billing invoice export` (documents/export.h,
+ * linked from documents/libbillingdoc.la); the figures those of libbilling.
  */
 #ifndef BILLINGD_API_DOCUMENTS_H
 #define BILLINGD_API_DOCUMENTS_H

@@ -296,7 +296,7 @@ PGresult *bs_invoice_grants(bs_conn *c, int64_t id, bs_error *err);
 #define BS_INVOICE_SET_MAX 256
 
 /* ---------------------------------------------------------------------- */
-/* Typed reads of stored invoices, for their documents (billing/document.h) */
+/* Typed reads of stored invoices, for their documents (documents/document.h) */
 /* ---------------------------------------------------------------------- */
 
 /*

@@ -3,7 +3,7 @@
  * (migration 0014): the customer (billing.accounts: name, e-mail, billing
  * address, tax id, language) and the seller of a price book
  * (billing.issuers). `billing load` writes them (store/load.c); this is
- * the read side the documents use (billing/document.h).
+ * the read side the documents use (documents/document.h).
  *
  * Every text field is "" when the cell is NULL. A result is one
  * allocation: free it with free(). Not thread-safe per connection.

@@ -9,6 +9,10 @@
 # a copy of it. The programs talk to PostgreSQL through the store's typed
 # API alone: no file of billing/ or billingd/ includes libpq-fe.h or names
 # a libpq function or type (PQ..., PGresult, PGconn, PGnotify) or bs_pg.
+# The engines below the programs (monthend/, documents/) and everything
+# below them include no header of billing/ or billingd/: the close engine
+# and the documents never print through the tool's cli.h or reach its
+# progress.h, so a server can link them (issue 24).
 # tests/ and fuzz/ are exempt: unit suites and fuzz targets
 # test internal modules directly on purpose.
 #
@@ -38,7 +42,7 @@ private_headers() {
 # check_includes: no private libbilling header included above libbilling.
 check_includes() {
     checks=$((checks + 1))
-    for dir in billing billingd store formats bench examples; do
+    for dir in billing billingd monthend documents store formats bench examples; do
         for f in "$src/$dir"/*.c "$src/$dir"/*.h; do
             [ -f "$f" ] || continue
             for h in $(private_headers); do
@@ -52,10 +56,26 @@ check_includes() {
     done
 }
 
+# check_floors: no part below the programs includes a header of billing/ or billingd/.
+check_floors() {
+    checks=$((checks + 1))
+    for dir in monthend documents store formats libbilling; do
+        for f in "$src/$dir"/*.c "$src/$dir"/*.h; do
+            [ -f "$f" ] || continue
+            for h in "$src"/billing/*.h "$src"/billingd/*.h; do
+                h=$(basename "$h")
+                [ -f "$src/$dir/$h" ] && continue
+                grep -q "^#include [\"<]$h[\">]" "$f" || continue
+                fail "$dir/$(basename "$f") includes $h, a header of the programs above it"
+            done
+        done
+    done
+}
+
 # check_static: no -static link flag in the Makefile.am of a part above libbilling.
 check_static() {
     checks=$((checks + 1))
-    for dir in billing billingd store formats bench; do
+    for dir in billing billingd monthend documents store formats bench; do
         if grep -n '^[^#]*_LDFLAGS *=.*-static' "$src/$dir/Makefile.am" >/dev/null; then
             fail "$dir/Makefile.am links with -static: $(grep -n '^[^#]*_LDFLAGS *=.*-static' "$src/$dir/Makefile.am" | head -1)"
         fi
@@ -79,7 +99,7 @@ check_needed() {
 # check_no_libpq: no libpq above the store (issue 24: typed store API only).
 check_no_libpq() {
     checks=$((checks + 1))
-    for dir in billing billingd; do
+    for dir in billing billingd monthend documents; do
         for f in "$src/$dir"/*.c "$src/$dir"/*.h; do
             [ -f "$f" ] || continue
             hits=$(grep -nE '#include [<"]libpq-fe\.h|\<PQ[a-z][A-Za-z]*\(|\<PG(result|conn|notify)\>|\<bs_pg\(' "$f" | head -3)
@@ -89,6 +109,7 @@ check_no_libpq() {
 }
 
 check_includes
+check_floors
 check_static
 check_no_libpq
 check_needed billing/billing

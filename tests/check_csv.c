@@ -1,6 +1,6 @@
 /*
  * check_csv.c - CSV cells as every CSV of the billing tool writes them
- * (billing/csv.c): RFC 4180 quoting, and cells a spreadsheet would run as
+ * (documents/csv.c): RFC 4180 quoting, and cells a spreadsheet would run as
  * a formula (OWASP "CSV Injection": = + - @ tab CR first) written with a
  * leading single quote, except plain numbers such as "-12.50".
  * Table-driven; tests/check-csv.sh runs the same ids through the tool.

@@ -309,7 +309,7 @@ START_TEST(test_round_minor)
         ck_assert_int_eq(mpz_set_str(want, c->minor[mode], 10), 0);
         ck_assert_msg(mpz_cmp(got, want) == 0, "%s at %d digits, %s: expected %s", c->value,
                       c->digits, billing_rounding_name((billing_rounding)mode), c->minor[mode]);
-        /* The public rounder (billing/exact.c's replacement) gives the same. */
+        /* The public rounder (monthend/exact.c's replacement) gives the same. */
         ck_assert_int_eq(billing_decimal_round(got, q, c->digits, (billing_rounding)mode),
                          BILLING_OK);
         ck_assert_int_eq(mpz_cmp(got, want), 0);

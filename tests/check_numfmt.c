@@ -1,5 +1,5 @@
 /*
- * check_numfmt.c - exact numbers laid out for people (billing/numfmt.c):
+ * check_numfmt.c - exact numbers laid out for people (documents/numfmt.c):
  * display rounding half away from zero, padding to a scale, thousands
  * grouping, percentages and exact sums, table-driven.
  */

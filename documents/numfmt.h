@@ -4,8 +4,8 @@
  * a scale, grouped by thousands, as a percentage. Exact arithmetic (GMP)
  * throughout; the exact value stays in JSON and CSV.
  */
-#ifndef BILLING_NUMFMT_H
-#define BILLING_NUMFMT_H
+#ifndef DOCUMENTS_NUMFMT_H
+#define DOCUMENTS_NUMFMT_H
 
 #include <gmp.h>
 #include <stddef.h>
@@ -46,4 +46,4 @@ int numfmt_percent(const char *rate, char *buf, size_t size);
  */
 int numfmt_add(const char *a, const char *b, int scale, char *out, size_t size);
 
-#endif /* BILLING_NUMFMT_H */
+#endif /* DOCUMENTS_NUMFMT_H */

@@ -3,8 +3,8 @@
  * or as aligned text tables. Used by `billing rate`; any command that
  * prints invoices should use it so that every output has one shape.
  */
-#ifndef BILLING_RENDER_H
-#define BILLING_RENDER_H
+#ifndef DOCUMENTS_RENDER_H
+#define DOCUMENTS_RENDER_H
 
 #include <jansson.h>
 #include <stdio.h>
@@ -89,4 +89,4 @@ const char *render_local_time(const billing_zone *zone, billing_time_t at, int d
 /* render_kind_name - "usage", "included", "fee" or "refund". */
 const char *render_kind_name(billing_line_kind kind);
 
-#endif /* BILLING_RENDER_H */
+#endif /* DOCUMENTS_RENDER_H */

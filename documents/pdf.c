@@ -29,7 +29,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "export.h"
+#include "columns.h"
+#include "pdf.h"
 
 #define LATIN_FONT "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
 #define CJK_FONT "/usr/share/fonts/truetype/droid/DroidSansFallbackFull.ttf"

@@ -7,8 +7,8 @@
  * fields by name, the totals in reconciliation order and their labels.
  * doc/architecture.md, "Invoice documents".
  */
-#ifndef BILLING_DOCUMENT_H
-#define BILLING_DOCUMENT_H
+#ifndef DOCUMENTS_DOCUMENT_H
+#define DOCUMENTS_DOCUMENT_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -149,4 +149,4 @@ void doc_line_quantity(const bs_invoice_line *l, char *buf, size_t size);
 void doc_line_description(const doc_invoice *d, const bs_invoice_line *l, char *buf,
                           size_t size);
 
-#endif /* BILLING_DOCUMENT_H */
+#endif /* DOCUMENTS_DOCUMENT_H */

@@ -4,8 +4,8 @@
  * billing_decimal_parse and billing_decimal_round, billing.h).
  * No floating point. Pure functions; thread-safe.
  */
-#ifndef BILLING_EXACT_H
-#define BILLING_EXACT_H
+#ifndef MONTHEND_EXACT_H
+#define MONTHEND_EXACT_H
 
 #include <gmp.h>
 #include <stddef.h>
@@ -21,4 +21,4 @@ void exact_minor_text(char *buf, size_t size, const mpz_t minor, int digits);
 /* exact_q_text - @q as a decimal when finite, else "p/q"; a new string (free()), NULL if out of memory. */
 char *exact_q_text(const mpq_t q);
 
-#endif /* BILLING_EXACT_H */
+#endif /* MONTHEND_EXACT_H */

@@ -4,8 +4,8 @@
  * quoting, and cells that a spreadsheet would run as a formula made
  * inert (doc/formats.md, "CSV").
  */
-#ifndef BILLING_CSV_H
-#define BILLING_CSV_H
+#ifndef DOCUMENTS_CSV_H
+#define DOCUMENTS_CSV_H
 
 #include <stdio.h>
 
@@ -27,4 +27,4 @@ void csv_cell(FILE *out, const char *v);
  */
 int csv_neutralized(const char *v);
 
-#endif /* BILLING_CSV_H */
+#endif /* DOCUMENTS_CSV_H */

@@ -21,6 +21,7 @@
 #include "config.h"
 
 #include <jansson.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,22 +29,17 @@
 #include <unistd.h>
 
 #include "balance.h"
-#include "cli.h"
 #include "close.h"
 #include "close_late.h"
 #include "closemarks.h"
 #include "dbcatalog.h"
-#include "dbcli.h"
 #include "exact.h"
 #include "invoices.h"
 #include "migrate.h"
-#include "progress.h"
 
 #define MSG_MAX 1024
 /* What a close mark depends on besides the data: the program that rates. */
 #define CLOSE_MARK_VERSION "close-mark-1 " PACKAGE_VERSION
-/* Events libbilling refuses are printed up to this many per run; all are counted. */
-#define REJECT_PRINT_MAX 20
 
 /* ---------------------------------------------------------------------- */
 /* Shared state                                                            */
@@ -68,8 +64,8 @@ typedef struct close_run_ctx {
     size_t done;          /* accounts finished */
     size_t running;       /* workers still running */
     int failed;           /* a worker failed: others stop taking batches */
-    int exit_code;
-    close_summary *s;
+    close_status status;  /* the first failing worker's */
+    close_result *s;
 } close_run_ctx;
 
 /* One worker's batch. */
@@ -90,14 +86,97 @@ typedef struct batch {
 } batch;
 
 /* ---------------------------------------------------------------------- */
+/* Messages: through the caller's callback, never printed                  */
+/* ---------------------------------------------------------------------- */
+
+/* Report @kind with @x->lock held: count it, keep the first error. */
+static void note_locked(close_run_ctx *x, close_note_kind kind, const char *text)
+{
+    if (kind == CLOSE_NOTE_ERROR && x->s->error[0] == '\0')
+        snprintf(x->s->error, sizeof(x->s->error), "%s", text);
+    if (kind == CLOSE_NOTE_WARNING)
+        x->s->warnings++;
+    if (x->p->on_note != NULL)
+        x->p->on_note(x->p->arg, kind, text);
+}
+
+/* A message of the run (printf-style) to the caller, one at a time. */
+static void note(close_run_ctx *x, close_note_kind kind, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+static void note(close_run_ctx *x, close_note_kind kind, const char *fmt, ...)
+{
+    char text[MSG_MAX];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    pthread_mutex_lock(&x->lock);
+    note_locked(x, kind, text);
+    pthread_mutex_unlock(&x->lock);
+}
+
+/*
+ * A store failure of step @what as an error message (with the constraint
+ * or SQLSTATE when there is one), and the status it means: invalid input
+ * or input the database's rules refuse, out of memory, or the database.
+ */
+static close_status store_fail(close_run_ctx *x, const char *what, const bs_error *err)
+{
+    if (err->constraint[0] != '\0')
+        note(x, CLOSE_NOTE_ERROR, "%s: %s [%s, SQLSTATE %s]", what, err->message,
+             err->constraint, err->sqlstate);
+    else if (err->sqlstate[0] != '\0')
+        note(x, CLOSE_NOTE_ERROR, "%s: %s [SQLSTATE %s]", what, err->message, err->sqlstate);
+    else
+        note(x, CLOSE_NOTE_ERROR, "%s: %s", what, err->message);
+    switch (err->status) {
+    case BS_ERR_INVALID:
+    case BS_ERR_CONSTRAINT:
+        return CLOSE_ERR_INPUT;
+    case BS_ERR_NOMEM:
+        return CLOSE_ERR_INTERNAL;
+    default:
+        return CLOSE_ERR_DATABASE;
+    }
+}
+
+/* CLOSE_ERR_INTERNAL, after its message. */
+static close_status out_of_memory(close_run_ctx *x)
+{
+    note(x, CLOSE_NOTE_ERROR, "close: out of memory");
+    return CLOSE_ERR_INTERNAL;
+}
+
+/* A connection to the store of the run; NULL after a message. */
+static bs_conn *connect_store(close_run_ctx *x)
+{
+    bs_error err;
+    bs_conn *c = bs_connect(bs_conninfo(x->p->db), NULL, &err);
+
+    if (c == NULL)
+        note(x, CLOSE_NOTE_ERROR, "%s", err.message);
+    return c;
+}
+
+/* ---------------------------------------------------------------------- */
 /* Rating a batch                                                          */
 /* ---------------------------------------------------------------------- */
 
-static void print_rejection(close_run_ctx *x, const char *msg)
+/* An event libbilling refused: counted, the first CLOSE_REJECT_NOTES reported. */
+static void note_rejection(close_run_ctx *x, const char *msg)
 {
+    char text[MSG_MAX + 16];
+
     pthread_mutex_lock(&x->lock);
-    if (x->s->rejected < REJECT_PRINT_MAX)
-        cli_error("close: %s", msg);
+    if (x->s->rejected < CLOSE_REJECT_NOTES) {
+        snprintf(text, sizeof(text), "close: %s", msg);
+        note_locked(x, CLOSE_NOTE_REJECTED, text);
+    }
     x->s->rejected++;
     pthread_mutex_unlock(&x->lock);
 }
@@ -162,7 +241,7 @@ static int add_event(void *arg, const char *account, const char *id, const char 
         snprintf(msg, sizeof(msg), "event '%.128s': %s", id, billing_strerror(st));
     b->rejected++;
     b->acc_rejected[batch_pos(b, account)]++;
-    print_rejection(b->x, msg);
+    note_rejection(b->x, msg);
     return 0;
 }
 
@@ -173,7 +252,7 @@ static int add_event(void *arg, const char *account, const char *id, const char 
 static void tally(close_run_ctx *x, const bs_draft *d, const bs_draft_outcome *out, size_t n,
                   size_t n_accounts, const batch *b)
 {
-    close_summary *s = x->s;
+    close_result *s = x->s;
     size_t i;
     size_t l;
 
@@ -220,17 +299,18 @@ static int build_draft(batch *b, const char *id, const bs_billed_line *lines, si
     bs_error err;
 
     if (bs_history_give(history, b->r, id, &err) != BS_OK) {
-        dbcli_fail("close", &err);
+        store_fail(x, "close", &err);
         return -1;
     }
     if (billing_rater_invoice(b->r, id, x->p->year, x->p->month, &slot->inv, msg, sizeof(msg)) !=
         BILLING_OK) {
-        cli_error("close: account '%s': %s", id, msg);
+        note(x, CLOSE_NOTE_ERROR, "close: account '%s': %s", id, msg);
         return -1;
     }
     if (late_load_billed(slot, b->r, id, lines, n_lines, row) != 0 ||
         late_make_adjustments(&slot->adj, x->s->digits, x->rounding) != 0) {
-        cli_error("close: account '%s': out of memory or too many price keys", id);
+        note(x, CLOSE_NOTE_ERROR, "close: account '%s': out of memory or too many price keys",
+             id);
         return -1;
     }
     /*
@@ -286,32 +366,32 @@ static char *returned_text(const bs_draft *d, size_t n)
  * the term: if that month is not closed yet, the ledger would refuse the
  * return in the middle of the batch with a message about minor units.
  * Refuse the close instead, naming the month to close first. Returns
- * CLI_EXIT_OK or the exit code (message printed).
+ * CLOSE_OK or the error status (message reported).
  */
-static int check_returned(close_run_ctx *x, bs_conn *c, const bs_draft *d, size_t n)
+static close_status check_returned(close_run_ctx *x, bs_conn *c, const bs_draft *d, size_t n)
 {
     char *text = returned_text(d, n);
     char *account = NULL;
     char *grant = NULL;
     char *open = NULL;
     bs_error err;
-    int rc = CLI_EXIT_OK;
+    close_status rc = CLOSE_OK;
 
     if (text == NULL)
-        return CLI_EXIT_OK;
+        return CLOSE_OK;
     if (bs_returned_unclosed(c, text, x->month_text, &account, &grant, &open, &err) != BS_OK)
-        rc = dbcli_fail("close", &err);
+        rc = store_fail(x, "close", &err);
     else if (account != NULL && open[0] != '\0') {
-        cli_error("close: account '%s': %04d-%02d returns credit to grant '%s' that an earlier "
+        note(x, CLOSE_NOTE_ERROR, "close: account '%s': %04d-%02d returns credit to grant '%s' that an earlier "
                   "month applied, but %s is not closed: close %s first (months that return "
                   "credit are closed in order)",
                   account, x->p->year, x->p->month, grant, open, open);
-        rc = CLI_EXIT_INPUT;
+        rc = CLOSE_ERR_INPUT;
     } else if (account != NULL) {
-        cli_error("close: account '%s': %04d-%02d returns more credit to grant '%s' than the "
+        note(x, CLOSE_NOTE_ERROR, "close: account '%s': %04d-%02d returns more credit to grant '%s' than the "
                   "ledger holds as applied",
                   account, x->p->year, x->p->month, grant);
-        rc = CLI_EXIT_INPUT;
+        rc = CLOSE_ERR_INPUT;
     }
     free(account);
     free(grant);
@@ -357,7 +437,7 @@ done:
 }
 
 /* Drafts of accounts [@from, @to) of the run, written in one transaction. */
-static int write_batch(batch *b, bs_conn *c, const char *acc_text, size_t from, size_t to)
+static close_status write_batch(batch *b, bs_conn *c, const char *acc_text, size_t from, size_t to)
 {
     close_run_ctx *x = b->x;
     size_t n = to - from;
@@ -372,14 +452,14 @@ static int write_batch(batch *b, bs_conn *c, const char *acc_text, size_t from, 
     size_t k = 0;
     size_t i;
     size_t row = 0;
-    int rc = CLI_EXIT_INTERNAL;
+    close_status rc = CLOSE_ERR_INTERNAL;
     bs_error err;
 
     if (slots == NULL || d == NULL || out == NULL || has == NULL)
         goto done;
     if (bs_billed_lines(c, acc_text, x->month_text, &lines, &n_lines, &err) != BS_OK ||
         bs_history_read(c, acc_text, x->month_text, &history, &err) != BS_OK) {
-        rc = dbcli_fail("close", &err);
+        rc = store_fail(x, "close", &err);
         goto done;
     }
     for (i = 0; i < n; i++) {
@@ -390,19 +470,19 @@ static int write_batch(batch *b, bs_conn *c, const char *acc_text, size_t from, 
         k += (size_t)has[i];
     }
     rc = check_returned(x, c, d, k);
-    if (rc != CLI_EXIT_OK)
+    if (rc != CLOSE_OK)
         goto done;
-    rc = CLI_EXIT_INTERNAL;
+    rc = CLOSE_ERR_INTERNAL;
     marks = marks_text(b, from, to, slots, has);
     if (marks == NULL)
         goto done;
     if (bs_drafts_write(c, acc_text, x->p->book, x->month_text, x->series, d, k, marks, out,
                         &err) != BS_OK) {
-        rc = dbcli_fail("close", &err);
+        rc = store_fail(x, "close", &err);
         goto done;
     }
     tally(x, d, out, k, n, b);
-    rc = CLI_EXIT_OK;
+    rc = CLOSE_OK;
 done:
     for (i = 0; slots != NULL && i < n; i++)
         late_draft_slot_free(&slots[i]);
@@ -416,14 +496,14 @@ done:
     return rc;
 }
 
-static int run_batch(close_run_ctx *x, bs_conn *c, billing_event *ev, size_t from, size_t to)
+static close_status run_batch(close_run_ctx *x, bs_conn *c, billing_event *ev, size_t from, size_t to)
 {
     json_t *ids = json_array();
     char *acc_text = NULL;
     batch b;
     bs_error err;
     size_t i;
-    int rc = CLI_EXIT_INTERNAL;
+    close_status rc = CLOSE_ERR_INTERNAL;
 
     memset(&b, 0, sizeof(b));
     b.x = x;
@@ -440,13 +520,13 @@ static int run_batch(close_run_ctx *x, bs_conn *c, billing_event *ev, size_t fro
         billing_rater_set_dedupe(b.r, 0) != BILLING_OK)
         goto done;
     if (bs_events_fetch(c, acc_text, x->before, add_event, &b, &err) != BS_OK) {
-        rc = dbcli_fail("close: reading events", &err);
+        rc = store_fail(x, "close: reading events", &err);
         goto done;
     }
     rc = write_batch(&b, c, acc_text, from, to);
 done:
-    if (rc == CLI_EXIT_INTERNAL)
-        cli_error("close: out of memory");
+    if (rc == CLOSE_ERR_INTERNAL)
+        out_of_memory(x);
     free(acc_text);
     json_decref(ids);
     json_decref(b.index);
@@ -470,11 +550,11 @@ static int take_batch(close_run_ctx *x, size_t *from, size_t *to)
     return got;
 }
 
-static void worker_fail(close_run_ctx *x, int rc)
+static void worker_fail(close_run_ctx *x, close_status rc)
 {
     pthread_mutex_lock(&x->lock);
     if (!x->failed)
-        x->exit_code = rc;
+        x->status = rc;
     x->failed = 1;
     pthread_mutex_unlock(&x->lock);
 }
@@ -482,17 +562,19 @@ static void worker_fail(close_run_ctx *x, int rc)
 static void *worker(void *arg)
 {
     close_run_ctx *x = arg;
-    bs_conn *c = dbcli_connect(x->p->db);
+    bs_conn *c = connect_store(x);
     billing_event *ev = billing_event_new();
     size_t from;
     size_t to;
-    int rc;
+    close_status rc;
 
+    if (c != NULL && ev == NULL)
+        note(x, CLOSE_NOTE_ERROR, "close: out of memory");
     if (c == NULL || ev == NULL)
-        worker_fail(x, c == NULL ? CLI_EXIT_DATABASE : CLI_EXIT_INTERNAL);
+        worker_fail(x, c == NULL ? CLOSE_ERR_DATABASE : CLOSE_ERR_INTERNAL);
     while (c != NULL && ev != NULL && take_batch(x, &from, &to)) {
         rc = run_batch(x, c, ev, from, to);
-        if (rc != CLI_EXIT_OK)
+        if (rc != CLOSE_OK)
             worker_fail(x, rc);
     }
     billing_event_destroy(ev);
@@ -508,26 +590,20 @@ static void *worker(void *arg)
 /* Progress                                                                */
 /* ---------------------------------------------------------------------- */
 
-/* Progress through progress.c; ", N events" after the accounts. */
-static void show_progress(close_run_ctx *x, progress_meter *m, int final)
+/* Progress to the caller, with x->lock held. */
+static void show_progress(close_run_ctx *x, close_phase phase)
 {
-    char extra[64];
-
-    snprintf(extra, sizeof(extra), ", %llu events", (unsigned long long)x->s->events);
-    if (final)
-        progress_meter_end(m, x->done, extra, 1);
-    else
-        progress_meter_update(m, x->done, extra);
+    if (x->p->on_progress != NULL)
+        x->p->on_progress(x->p->arg, phase, x->done, x->n_accounts, x->s->events);
 }
 
-/* Wait for the workers, showing progress (progress.h says how often). */
+/* Wait for the workers, reporting progress about four times a second. */
 static void wait_workers(close_run_ctx *x)
 {
-    progress_meter m;
     struct timespec until;
 
-    progress_meter_start(&m, stderr, x->p->progress, "close", "accounts", x->n_accounts);
     pthread_mutex_lock(&x->lock);
+    show_progress(x, CLOSE_PHASE_START);
     while (x->running > 0) {
         clock_gettime(CLOCK_REALTIME, &until);
         until.tv_nsec += 250000000L;
@@ -536,9 +612,9 @@ static void wait_workers(close_run_ctx *x)
             until.tv_nsec -= 1000000000L;
         }
         pthread_cond_timedwait(&x->changed, &x->lock, &until);
-        show_progress(x, &m, 0);
+        show_progress(x, CLOSE_PHASE_UPDATE);
     }
-    show_progress(x, &m, 1);
+    show_progress(x, CLOSE_PHASE_END);
     pthread_mutex_unlock(&x->lock);
 }
 
@@ -557,7 +633,7 @@ int close_parse_period(const char *text, int *year, int *month)
     return 0;
 }
 
-static void summary_init(close_summary *s)
+static void result_init(close_result *s)
 {
     int i;
 
@@ -567,7 +643,7 @@ static void summary_init(close_summary *s)
     mpz_inits(s->fees, s->adjusted, s->subtotal, s->credits, s->expired, s->tax, s->total, NULL);
 }
 
-void close_summary_clear(close_summary *s)
+void close_result_clear(close_result *s)
 {
     int i;
 
@@ -605,8 +681,8 @@ static int select_accounts(close_run_ctx *x)
     return 0;
 }
 
-/* Load and freeze the catalog, list the accounts. Returns a CLI_EXIT_* code. */
-static int prepare(close_run_ctx *x, bs_conn *c)
+/* Load and freeze the catalog, list the accounts. Returns CLOSE_OK or the error status. */
+static close_status prepare(close_run_ctx *x, bs_conn *c)
 {
     const close_params *p = x->p;
     billing_rater *probe;
@@ -616,15 +692,15 @@ static int prepare(close_run_ctx *x, bs_conn *c)
     bs_error err;
 
     if (bs_schema_require(c, &err) != BS_OK)
-        return dbcli_fail("close", &err);
+        return store_fail(x, "close", &err);
     /* Marks first: whatever changes from here on makes them older than the drafts. */
     if (bs_close_marks_read(c, p->book, x->month_text, CLOSE_MARK_VERSION, p->drafts_only,
                             &x->marks, &err) != BS_OK)
-        return dbcli_fail("close", &err);
+        return store_fail(x, "close", &err);
     /* The same catalog reader as billingd and `billing ingest` (store/dbcatalog.c). */
     x->stored = bs_catalog_read(c, p->book, &err);
     if (x->stored == NULL)
-        return dbcli_fail("close", &err);
+        return store_fail(x, "close", &err);
     x->cat = bs_catalog_lib(x->stored);
     x->rounding = bs_catalog_rounding(x->stored);
     snprintf(x->s->currency, sizeof(x->s->currency), "%s", bs_catalog_currency(x->stored));
@@ -632,16 +708,16 @@ static int prepare(close_run_ctx *x, bs_conn *c)
     /* The first rater freezes the catalog: before the workers share it. */
     billing_rater_new(x->cat, &probe, msg, sizeof(msg));
     if (probe == NULL) {
-        cli_error("close: the stored catalog is refused: %s", msg);
-        return CLI_EXIT_INPUT;
+        note(x, CLOSE_NOTE_ERROR, "close: the stored catalog is refused: %s", msg);
+        return CLOSE_ERR_INPUT;
     }
     billing_rater_destroy(probe);
     if (select_accounts(x) != 0)
-        return CLI_EXIT_INTERNAL;
+        return out_of_memory(x);
     /* Zones are at most 14 h ahead of UTC: two days past the UTC month covers every zone. */
     utc = billing_zone_new_utc();
     if (utc == NULL)
-        return CLI_EXIT_INTERNAL;
+        return out_of_memory(x);
     billing_zone_month_start(utc, p->month == 12 ? p->year + 1 : p->year,
                              p->month == 12 ? 1 : p->month + 1, &x->before);
     billing_zone_month_start(utc, p->year, p->month, &since);
@@ -650,8 +726,8 @@ static int prepare(close_run_ctx *x, bs_conn *c)
     /* Zones are at most 14 h ahead: the period began after this in every zone. */
     since -= 14 * 3600 * BILLING_NS_PER_SEC;
     if (bs_rejected_since(c, since, &x->s->dead_letters, &err) != BS_OK)
-        return dbcli_fail("close", &err);
-    return CLI_EXIT_OK;
+        return store_fail(x, "close", &err);
+    return CLOSE_OK;
 }
 
 static int start_workers(close_run_ctx *x, pthread_t *threads, int *started)
@@ -667,8 +743,8 @@ static int start_workers(close_run_ctx *x, pthread_t *threads, int *started)
             pthread_mutex_lock(&x->lock);
             x->running--;
             pthread_mutex_unlock(&x->lock);
-            worker_fail(x, CLI_EXIT_INTERNAL);
-            cli_error("close: cannot start worker thread %d", i + 1);
+            worker_fail(x, CLOSE_ERR_INTERNAL);
+            note(x, CLOSE_NOTE_ERROR, "close: cannot start worker thread %d", i + 1);
             break;
         }
         (*started)++;
@@ -679,7 +755,7 @@ static int start_workers(close_run_ctx *x, pthread_t *threads, int *started)
 /* A bs_kind_sum_fn: a kind of line of the drafts not re-rated, into the summary. */
 static void add_kind(void *arg, const char *kind, const char *amount, int64_t lines)
 {
-    close_summary *s = arg;
+    close_result *s = arg;
     billing_meter m;
 
     if (strcmp(kind, "adjustment") == 0) {
@@ -696,9 +772,9 @@ static void add_kind(void *arg, const char *kind, const char *amount, int64_t li
  * The accounts not re-rated (their mark unchanged) keep their drafts: the
  * summary adds what those hold, and what their last re-rating counted.
  */
-static int add_skipped(close_run_ctx *x, bs_conn *c)
+static close_status add_skipped(close_run_ctx *x, bs_conn *c)
 {
-    close_summary *s = x->s;
+    close_result *s = x->s;
     char *ids;
     bs_mark_sums sums;
     bs_error err;
@@ -706,14 +782,14 @@ static int add_skipped(close_run_ctx *x, bs_conn *c)
 
     s->skipped = json_array_size(x->skipped);
     if (s->skipped == 0)
-        return CLI_EXIT_OK;
+        return CLOSE_OK;
     ids = json_dumps(x->skipped, JSON_COMPACT);
     if (ids == NULL)
-        return CLI_EXIT_INTERNAL;
+        return out_of_memory(x);
     st = bs_close_marks_sums(c, ids, x->month_text, add_kind, s, &sums, &err);
     free(ids);
     if (st != BS_OK)
-        return dbcli_fail("close", &err);
+        return store_fail(x, "close", &err);
     s->accounts += s->skipped;
     s->invoices += (size_t)(sums.drafts + sums.finalized);
     s->outcome[BS_DRAFT_UNCHANGED] += (size_t)sums.drafts;
@@ -725,12 +801,13 @@ static int add_skipped(close_run_ctx *x, bs_conn *c)
     exact_minor_add(s->tax, sums.tax, s->digits);
     exact_minor_add(s->total, sums.total, s->digits);
     if (sums.rejected > 0) {
-        cli_error("close: %lld stored events of accounts not re-rated (unchanged since their "
-                  "draft) were refused when they were rated: `billing close --full` lists them",
-                  (long long)sums.rejected);
+        note(x, CLOSE_NOTE_WARNING,
+             "close: %lld stored events of accounts not re-rated (unchanged since their "
+             "draft) were refused when they were rated: `billing close --full` lists them",
+             (long long)sums.rejected);
         s->rejected += (uint64_t)sums.rejected;
     }
-    return CLI_EXIT_OK;
+    return CLOSE_OK;
 }
 
 /*
@@ -738,35 +815,37 @@ static int add_skipped(close_run_ctx *x, bs_conn *c)
  * summary shows the period's money: add what their invoices billed, as
  * stored, so that a second `close --finalize` does not print 0.00.
  */
-static int add_finalized(close_run_ctx *x, bs_conn *c)
+static close_status add_finalized(close_run_ctx *x, bs_conn *c)
 {
-    close_summary *s = x->s;
+    close_result *s = x->s;
     bs_money_totals *totals;
     bs_error err;
 
     if (s->outcome[BS_DRAFT_FINALIZED] == 0)
-        return CLI_EXIT_OK;
+        return CLOSE_OK;
     if (bs_invoice_finalized_sums(c, x->month_text, s->currency, add_kind, s, &totals, &err) !=
         BS_OK)
-        return dbcli_fail("close", &err);
+        return store_fail(x, "close", &err);
     exact_minor_add(s->subtotal, totals->subtotal, s->digits);
     exact_minor_add(s->credits, totals->credits, s->digits);
     exact_minor_add(s->tax, totals->tax, s->digits);
     exact_minor_add(s->total, totals->total, s->digits);
     free(totals);
-    return CLI_EXIT_OK;
+    return CLOSE_OK;
 }
 
-int close_run(const close_params *p, close_summary *s)
+close_status close_run(const close_params *p, close_result *s)
 {
     close_run_ctx x;
     pthread_t threads[CLOSE_JOBS_MAX];
     bs_conn *c = NULL;
     int started = 0;
-    int rc;
+    close_status rc;
     int i;
 
-    summary_init(s);
+    result_init(s);
+    s->year = p->year;
+    s->month = p->month;
     memset(&x, 0, sizeof(x));
     x.p = p;
     x.s = s;
@@ -774,21 +853,21 @@ int close_run(const close_params *p, close_summary *s)
     pthread_cond_init(&x.changed, NULL);
     snprintf(x.month_text, sizeof(x.month_text), "%04d-%02d-01", p->year, p->month);
     snprintf(x.series, sizeof(x.series), "INV-%04d", p->year);
-    c = dbcli_connect(p->db);
-    rc = c == NULL ? CLI_EXIT_DATABASE : prepare(&x, c);
-    if (rc == CLI_EXIT_OK && start_workers(&x, threads, &started) == 0)
+    c = connect_store(&x);
+    rc = c == NULL ? CLOSE_ERR_DATABASE : prepare(&x, c);
+    if (rc == CLOSE_OK && start_workers(&x, threads, &started) == 0)
         wait_workers(&x);
     for (i = 0; i < started; i++)
         pthread_join(threads[i], NULL);
-    if (rc == CLI_EXIT_OK && x.failed)
-        rc = x.exit_code;
-    if (rc == CLI_EXIT_OK)
+    if (rc == CLOSE_OK && x.failed)
+        rc = x.status;
+    if (rc == CLOSE_OK)
         rc = add_skipped(&x, c);
-    if (rc == CLI_EXIT_OK)
+    if (rc == CLOSE_OK)
         rc = add_finalized(&x, c);
     bs_close(c);
-    if (rc == CLI_EXIT_OK && s->rejected > 0)
-        rc = CLI_EXIT_REJECTED;
+    if (rc == CLOSE_OK && s->rejected > 0)
+        rc = CLOSE_REJECTED;
     json_decref(x.accounts);
     json_decref(x.skipped);
     free(x.todo_mark);
@@ -799,45 +878,27 @@ int close_run(const close_params *p, close_summary *s)
     return rc;
 }
 
-/* ---------------------------------------------------------------------- */
-/* Summary                                                                 */
-/* ---------------------------------------------------------------------- */
-
-static void print_amount(FILE *out, const char *label, const mpz_t v, const close_summary *s)
+close_status close_finalize(const close_params *p, int64_t grace, close_result *s)
 {
-    char buf[128];
+    close_run_ctx x;
+    bs_conn *c;
+    bs_error err;
+    close_status rc = CLOSE_OK;
 
-    exact_minor_text(buf, sizeof(buf), v, s->digits);
-    fprintf(out, "%-22s %s %s\n", label, buf, s->currency);
-}
-
-void close_summary_print(FILE *out, const close_params *p, const close_summary *s)
-{
-    char label[64];
-    int m;
-
-    fprintf(out, "period                 %04d-%02d\n", p->year, p->month);
-    fprintf(out, "accounts               %zu examined, %zu with an invoice\n", s->accounts,
-            s->invoices);
-    fprintf(out, "drafts                 %zu new, %zu recomputed, %zu unchanged\n",
-            s->outcome[BS_DRAFT_NEW], s->outcome[BS_DRAFT_UPDATED], s->outcome[BS_DRAFT_UNCHANGED]);
-    fprintf(out, "finalized (left alone) %zu\n", s->outcome[BS_DRAFT_FINALIZED]);
-    fprintf(out, "not re-rated           %zu (close mark unchanged)\n", s->skipped);
-    fprintf(out, "events                 %llu rated, %llu refused\n",
-            (unsigned long long)s->events, (unsigned long long)s->rejected);
-    for (m = 0; m < BILLING_METER_COUNT; m++) {
-        snprintf(label, sizeof(label), "charges %s", billing_meter_name((billing_meter)m));
-        print_amount(out, label, s->by_meter[m], s);
-    }
-    print_amount(out, "charges fees", s->fees, s);
-    fprintf(out, "adjustment lines       %zu\n", s->adjustments);
-    print_amount(out, "adjustments", s->adjusted, s);
-    print_amount(out, "subtotal", s->subtotal, s);
-    print_amount(out, "credit used", s->credits, s);
-    print_amount(out, "credit expired", s->expired, s);
-    print_amount(out, "tax", s->tax, s);
-    print_amount(out, "total", s->total, s);
-    fprintf(out, "rejected events        %lld received since the period began, not in any "
-                 "invoice until replayed\n",
-            (long long)s->dead_letters);
+    result_init(s);
+    s->year = p->year;
+    s->month = p->month;
+    memset(&x, 0, sizeof(x));
+    x.p = p;
+    x.s = s;
+    pthread_mutex_init(&x.lock, NULL);
+    snprintf(x.month_text, sizeof(x.month_text), "%04d-%02d-01", p->year, p->month);
+    c = connect_store(&x);
+    if (c == NULL)
+        rc = CLOSE_ERR_DATABASE;
+    else if (bs_finalize_month(c, x.month_text, grace, &s->finalized, &s->waiting, &err) != BS_OK)
+        rc = store_fail(&x, "close --finalize", &err);
+    bs_close(c);
+    pthread_mutex_destroy(&x.lock);
+    return rc;
 }

@@ -4,8 +4,8 @@
  * the close engine (close.c) for one account at a time; not thread-safe
  * per draft_slot, no shared state.
  */
-#ifndef BILLING_CLOSE_LATE_H
-#define BILLING_CLOSE_LATE_H
+#ifndef MONTHEND_CLOSE_LATE_H
+#define MONTHEND_CLOSE_LATE_H
 
 #include <gmp.h>
 
@@ -65,4 +65,4 @@ void late_adjusted_figures(draft_slot *d, const billing_invoice *inv, int digits
 /* late_draft_slot_free - free what @d holds (the invoices too); @d itself is the caller's. */
 void late_draft_slot_free(draft_slot *d);
 
-#endif /* BILLING_CLOSE_LATE_H */
+#endif /* MONTHEND_CLOSE_LATE_H */

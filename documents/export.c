@@ -1,5 +1,6 @@
 /*
- * export.c - stored invoices as tables, JSON and CSV. See export.h.
+ * export.c - stored invoices as tables, JSON and CSV, and as files of
+ * each format (the PDF drawn by pdf.c). See export.h.
  */
 #include "config.h"
 
@@ -13,81 +14,8 @@
 #include "export.h"
 #include "numfmt.h"
 
-#define LINE(f) offsetof(bs_invoice_line, f)
-/* The lines; the quantity is shown as quantity/den when den is not 1. */
-const export_column export_line_columns[] = {
-    {"line", "#", LINE(line), 1, 1, 0},
-    {"kind", "KIND", LINE(kind), 1, 0, 0},
-    {"meter", "METER", LINE(meter), 1, 0, 0},
-    {"model", "MODEL", LINE(model), 1, 0, 0},
-    {"region", "REGION", LINE(region), 1, 0, 0},
-    {"plan", "PLAN", LINE(plan), 1, 0, 0},
-    {"price_version", "VERSION", LINE(price_version), 1, 0, 0},
-    {"adjusts_period", "ADJUSTS", LINE(adjusts_period), 1, 0, 0},
-    {"quantity", "QUANTITY", LINE(quantity), 1, 1, LINE(quantity_den)},
-    {"unit", "UNIT", LINE(unit), 1, 0, 0},
-    {"unit_price", "UNIT PRICE", LINE(unit_price), 1, 1, 0},
-    {"amount", "AMOUNT", LINE(amount), 1, 1, 0},
-    /* A refund's unused span (JSON and CSV; the description says it in the table). */
-    {"unused_from", "UNUSED FROM", LINE(unused_from), 0, 0, 0},
-    {"unused_to", "UNUSED TO", LINE(unused_to), 0, 0, 0},
-};
-const size_t export_n_line_columns = sizeof(export_line_columns) / sizeof(export_line_columns[0]);
-
-#define SUMMARY(f) offsetof(bs_invoice_summary, f)
-/* Columns of the rows of bs_invoice_list. */
-const export_column export_summary_columns[] = {
-    {"id", "ID", SUMMARY(id), 1, 1, 0},
-    {"number", "NUMBER", SUMMARY(number), 1, 0, 0},
-    {"account", "ACCOUNT", SUMMARY(account), 1, 0, 0},
-    {"kind", "KIND", SUMMARY(kind), 1, 0, 0},
-    {"period", "PERIOD", SUMMARY(period), 1, 0, 0},
-    {"status", "STATUS", SUMMARY(status), 1, 0, 0},
-    {"currency", "CUR", SUMMARY(currency), 1, 0, 0},
-    {"subtotal", "SUBTOTAL", SUMMARY(subtotal), 1, 1, 0},
-    {"credits_total", "CREDITS", SUMMARY(credits), 1, 1, 0},
-    /* So that the row adds up: SUBTOTAL - CREDITS + ACCT CREDIT + TAX = TOTAL. */
-    {"account_credit_net", "ACCT CREDIT", SUMMARY(account_credit_net), 1, 1, 0},
-    {"tax", "TAX", SUMMARY(tax), 1, 1, 0},
-    {"total", "TOTAL", SUMMARY(total), 1, 1, 0},
-    {"series", "SERIES", SUMMARY(series), 0, 0, 0},
-    {"corrects", "CORRECTS", SUMMARY(corrects), 0, 0, 0},
-};
-const size_t export_n_summary_columns =
-    sizeof(export_summary_columns) / sizeof(export_summary_columns[0]);
-
-#define GRANT(f) offsetof(bs_invoice_grant, f)
-/* What the invoice did to each grant, and what is left of it. */
-const export_column export_grant_columns[] = {
-    {"grant", "GRANT", GRANT(grant), 1, 0, 0},
-    {"applied", "APPLIED", GRANT(applied), 1, 1, 0},
-    {"returned", "RETURNED", GRANT(returned), 1, 1, 0},
-    {"expired", "EXPIRED", GRANT(expired), 1, 1, 0},
-    {"remaining", "REMAINING", GRANT(remaining), 1, 1, 0},
-};
-const size_t export_n_grant_columns =
-    sizeof(export_grant_columns) / sizeof(export_grant_columns[0]);
-
 /* Longest cell printed in a table (ids and numbers are far shorter). */
 #define CELL_MAX 256
-
-/* The `const char *` field at offset @off of the row at @row. */
-static const char *field_at(const void *row, size_t off)
-{
-    const char *v;
-
-    memcpy(&v, (const char *)row + off, sizeof(v));
-    return v != NULL ? v : "";
-}
-
-const char *export_cell(const void *row, const export_column *c, char *buf, size_t size)
-{
-    if (c->den > 0 && strcmp(field_at(row, c->den), "1") != 0) {
-        snprintf(buf, size, "%s/%s", field_at(row, c->off), field_at(row, c->den));
-        return buf;
-    }
-    return field_at(row, c->off);
-}
 
 /* Row @r of the rows at @rows, @stride bytes apart. */
 #define ROW_AT(rows, stride, r) ((const char *)(rows) + (size_t)(r) * (stride))
@@ -194,7 +122,7 @@ static json_t *grant_list_json(const doc_invoice *inv, size_t off, int with_left
 
     for (r = 0; arr != NULL && r < inv->rows->n_grants; r++) {
         const bs_invoice_grant *g = &inv->rows->grants[r];
-        const char *am = field_at(g, off);
+        const char *am = export_field(g, off);
         json_t *e;
         if (strspn(am, "0.") == strlen(am))
             continue;
