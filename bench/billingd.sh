@@ -30,7 +30,9 @@
 # (apt-get install kcat). Report billingd / reference.
 # BILLINGD names the billingd to measure (default: this build's), so that
 # an older build runs against the same tools and services in one session.
-# LAT_RATE=0: no latency run. CONNECTIONS sets
+# LAT_RATE=0: no latency run. Each throughput line ends with alerts_md5,
+# an md5 of every alert's fields (same alerts: same md5, whatever the
+# build or the batch size). CONNECTIONS sets
 # billingd's commit.connections (default 2); RATE_THREADS its rate.threads
 # (unset: the key is not passed, so that builds older than it run too).
 # HTTP_LISTEN sets http.listen (default empty: no endpoint, so that a
@@ -90,6 +92,14 @@ alerts_raised() {
     psql "$BILLING_PG_CONNINFO" -Atc "SELECT count(*) FROM billing.credit_alerts"
 }
 
+# The alerts' md5 over every field they carry but sent_at: equal for two
+# runs (builds, batch sizes) that raised the same alerts.
+alerts_md5() {
+    psql "$BILLING_PG_CONNINFO" -Atc "SELECT coalesce(md5(string_agg(concat_ws('|', alert_id,
+        account_id, pct, granted, grants, threshold, balance, crossed_at, crossed_nanos, event_id),
+        ',' ORDER BY alert_id COLLATE \"C\")), '-') FROM billing.credit_alerts"
+}
+
 stop_daemon() {
     kill -TERM "$pid"
     wait "$pid" || true
@@ -136,7 +146,7 @@ for batch in $batches; do
     rate=$(( (events - first) * 1000 / (t1 - t0 > 0 ? t1 - t0 : 1) ))
     echo "workload=$workload batch=$batch rate_threads=${RATE_THREADS:-default} events=$events" \
         "events_per_s=$rate wall_ms=$((t1 - t0)) billingd_cpu_ms=$cpu peak_rss_mib=$rss" \
-        "alerts=$(alerts_raised)"
+        "alerts=$(alerts_raised) alerts_md5=$(alerts_md5)"
 done
 
 # The physical reference: the same events as JSON lines, kcat into \copy.
