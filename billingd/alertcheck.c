@@ -70,6 +70,7 @@ typedef struct acct {
     billing_time_t *bounds;
     size_t n_bounds;
     unsigned first_epoch; /* the lowest epoch the batch's events touch */
+    billing_time_t last_end; /* the latest end of the batch's events */
 } acct;
 
 /* The credit of an epoch: the grants valid in it. */
@@ -557,10 +558,12 @@ static int send_one(check *k, const acct *a, const credit *cr, size_t i, billing
  * above the highest level to find (@pct, the lowest percent due), or to
  * the epoch's start. A threshold a batch makes due is reached near the
  * epoch's latest usage (the balance was above it before the batch), so
- * the span read first is the last BD_WINDOW_FIRST before the end of the
- * latest month with usage, then four times that, and so on, while it
- * holds events; back in the month of @now, the rest of that month and
- * then a month at a time from the latest back. Where the search starts
+ * the span read first is the last BD_WINDOW_FIRST before the latest end
+ * of the batch's events (or the end of the latest month with usage, when
+ * earlier), then four times that, and so on, while it holds events; back
+ * in the month of @now, the rest of that month and then a month at a
+ * time from the latest back. The span always reaches the epoch's end:
+ * stored events later than the batch's are read with it. Where the search starts
  * does not change what it finds: the balance only falls within an epoch,
  * and it is above the levels where the span starts. 1 when that is more
  * than BD_EPOCH_EVENTS_MAX events, 0, or -1 (k->st set).
@@ -583,6 +586,9 @@ static int window_fill(check *k, const acct *a, unsigned e, billing_time_t now, 
     if (billing_zone_month_start(a->zone, month == 12 ? year + 1 : year, month == 12 ? 1 : month + 1,
                                  &mend) != BILLING_OK || mend > w->lo)
         mend = w->lo;
+    /* From the batch's latest usage back (stored usage later than it is read too). */
+    if (a->last_end > now && a->last_end < mend)
+        mend = a->last_end;
     from = mend - span > now ? mend - span : now;
     for (;;) {
         /* Short spans read first keep whole the quantity events they would cut. */
@@ -822,17 +828,20 @@ static char *accounts_array(const rec_ref *refs, const acct *accts, size_t n)
     return out;
 }
 
-/* The lowest epoch the @m records of @refs touch (each from its start on). */
+/* The lowest epoch the @m records of @refs touch (each from its start on), their latest end. */
 static void first_epoch(acct *a, const bs_record_result *res, const rec_ref *refs, size_t m)
 {
     unsigned e;
     size_t i;
 
     a->first_epoch = (unsigned)a->n_bounds + 1;
+    a->last_end = INT64_MIN;
     for (i = 0; i < m; i++) {
         e = epoch_of(a, billing_event_start(res[refs[i].index].event));
         if (e < a->first_epoch)
             a->first_epoch = e;
+        if (billing_event_end(res[refs[i].index].event) > a->last_end)
+            a->last_end = billing_event_end(res[refs[i].index].event);
     }
 }
 
