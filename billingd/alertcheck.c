@@ -6,11 +6,13 @@
  * the batch and one the alerts already sent for them; one query reads the
  * stored aggregates of every account that can still raise an alert, added
  * to one rater account by account and epoch by epoch, with one balance per
- * epoch from the batch's first on. Only an alert actually due costs more:
- * its epoch's stored events of the latest months (one query) for the
- * crossing instant (libbilling's billing_rater_credit_crossing solves
- * for it, exactly, without text), and one INSERT. Amounts are exact GMP rationals;
- * nothing is rounded.
+ * epoch from the batch's first on, compared as GMP rationals (no text).
+ * Only an alert actually due costs more: its epoch's stored events back
+ * from the batch's latest usage (window_fill: a day, then more until the
+ * balance before them is above the threshold) for the crossing instant
+ * (libbilling's billing_rater_credit_crossing solves for it, exactly,
+ * without text), the balance as text once, and one prepared INSERT.
+ * Amounts are exact GMP rationals; nothing is rounded.
  */
 #include "config.h"
 
