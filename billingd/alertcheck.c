@@ -72,7 +72,8 @@ typedef struct acct {
     billing_time_t *bounds;
     size_t n_bounds;
     unsigned first_epoch; /* the lowest epoch the batch's events touch */
-    billing_time_t last_end; /* the latest end of the batch's events */
+    billing_time_t first_start; /* the earliest start of the batch's events */
+    billing_time_t last_end;    /* the latest end of the batch's events */
 } acct;
 
 /* The credit of an epoch: the grants valid in it. */
@@ -560,9 +561,10 @@ static int send_one(check *k, const acct *a, const credit *cr, size_t i, billing
  * above the highest level to find (@pct, the lowest percent due), or to
  * the epoch's start. A threshold a batch makes due is reached near the
  * epoch's latest usage (the balance was above it before the batch), so
- * the span read first is the last BD_WINDOW_FIRST before the latest end
- * of the batch's events (or the end of the latest month with usage, when
- * earlier), then four times that, and so on, while it holds events; back
+ * the span read first is from the batch's earliest start, or when that is
+ * earlier the last BD_WINDOW_FIRST before the latest end of the batch's
+ * events (or the end of the latest month with usage, when earlier), then
+ * four times that, and so on, while it holds events; back
  * in the month of @now, the rest of that month and then a month at a
  * time from the latest back. The span always reaches the epoch's end:
  * stored events later than the batch's are read with it. Where the search starts
@@ -592,6 +594,9 @@ static int window_fill(check *k, const acct *a, unsigned e, billing_time_t now, 
     if (a->last_end > now && a->last_end < mend)
         mend = a->last_end;
     from = mend - span > now ? mend - span : now;
+    /* A stream in order: the batch's own events (and later ones stored) may be enough. */
+    if (a->first_start > from && a->first_start < mend)
+        from = a->first_start;
     for (;;) {
         /* Short spans read first keep whole the quantity events they would cut. */
         rc = window_extend(k, a, w, from, from > now, floor);
@@ -605,13 +610,12 @@ static int window_fill(check *k, const acct *a, unsigned e, billing_time_t now, 
         }
         if (mpq_cmp(k->q, k->level) > 0 && w->n > 0)
             return 0;
-        if (w->lo > now && span < (mend - now) / 4) {
-            span *= 4;
-            from = mend - span > now ? mend - span : now;
-            continue;
-        }
         if (w->lo > now) {
-            from = now;
+            /* Four times more back from mend, past what is read (then the month's start). */
+            span *= 4;
+            while (span < mend - now && mend - span >= w->lo)
+                span *= 4;
+            from = span < mend - now ? mend - span : now;
             continue;
         }
         if (mpq_cmp(k->q, k->level) > 0)
@@ -830,15 +834,18 @@ static char *accounts_array(const rec_ref *refs, const acct *accts, size_t n)
     return out;
 }
 
-/* The lowest epoch the @m records of @refs touch (each from its start on), their latest end. */
+/* The lowest epoch the @m records of @refs touch (each from its start on), their bounds. */
 static void first_epoch(acct *a, const bs_record_result *res, const rec_ref *refs, size_t m)
 {
     unsigned e;
     size_t i;
 
     a->first_epoch = (unsigned)a->n_bounds + 1;
+    a->first_start = INT64_MAX;
     a->last_end = INT64_MIN;
     for (i = 0; i < m; i++) {
+        if (billing_event_start(res[refs[i].index].event) < a->first_start)
+            a->first_start = billing_event_start(res[refs[i].index].event);
         e = epoch_of(a, billing_event_start(res[refs[i].index].event));
         if (e < a->first_epoch)
             a->first_epoch = e;
