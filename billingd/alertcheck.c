@@ -588,7 +588,9 @@ static int window_fill(check *k, const acct *a, unsigned e, billing_time_t now, 
     /* The end of @now's month: the latest month with usage. */
     billing_zone_year_month(a->zone, now, &year, &month);
     if (billing_zone_month_start(a->zone, month == 12 ? year + 1 : year, month == 12 ? 1 : month + 1,
-                                 &mend) != BILLING_OK || mend > w->lo)
+                                 &mend) != BILLING_OK)
+        mend = now; /* no short span: from the month's start on, a month at a time */
+    else if (mend > w->lo)
         mend = w->lo;
     /* From the batch's latest usage back (stored usage later than it is read too). */
     if (a->last_end > now && a->last_end < mend)
