@@ -30,7 +30,14 @@
 # (apt-get install kcat). Report billingd / reference.
 # BILLINGD names the billingd to measure (default: this build's), so that
 # an older build runs against the same tools and services in one session.
-# LAT_RATE=0: no latency run. CONNECTIONS sets
+# LAT_RATE=0: no latency run. Each throughput line ends with alerts_md5,
+# an md5 of every alert's fields: an alert is decided over the events
+# stored when its batch commits, so with events out of order two runs
+# give the same md5 only when their batches are the same: PARTITIONS=1
+# CONNECTIONS=1 (one partition, one committer: batches of BATCH
+# consecutive records) makes them so, for comparing builds.
+# ACCOUNTS (default 1000) sets the accounts of the catalog and the
+# events; PARTITIONS (default 4) the topic's partitions. CONNECTIONS sets
 # billingd's commit.connections (default 2); RATE_THREADS its rate.threads
 # (unset: the key is not passed, so that builds older than it run too).
 # HTTP_LISTEN sets http.listen (default empty: no endpoint, so that a
@@ -43,6 +50,8 @@ shift
 batches=${*:-5000}
 workload=${WORKLOAD:-business}
 billingd=${BILLINGD:-$(pwd)/billingd/billingd}
+accounts=${ACCOUNTS:-1000}
+produce=(--accounts "$accounts" --partitions "${PARTITIONS:-4}")
 case $workload in business | plain) ;; *) echo "billingd.sh: WORKLOAD=business|plain" >&2; exit 2 ;; esac
 : "${BILLING_PG_CONNINFO:?load var/services.env}"
 : "${BILLING_KAFKA_BROKERS:?load var/services.env}"
@@ -59,9 +68,9 @@ fresh_db() {
     export BILLING_PG_CONNINFO="$base dbname=$db"
     "$bin/billing/billing" db migrate >/dev/null
     if [ "$workload" = business ]; then
-        "$bin/bench/gen_events" --accounts-json --accounts 1000 --grants 10.00 --plans 10
+        "$bin/bench/gen_events" --accounts-json --accounts "$accounts" --grants 10.00 --plans 10
     else
-        "$bin/bench/gen_events" --accounts-json --accounts 1000
+        "$bin/bench/gen_events" --accounts-json --accounts "$accounts"
     fi >"$tmp/accounts.json"
     "$bin/billing/billing" load --pricebook "$src/examples/gpu-cloud/pricebook.json" \
         --accounts "$tmp/accounts.json" >/dev/null
@@ -90,6 +99,14 @@ alerts_raised() {
     psql "$BILLING_PG_CONNINFO" -Atc "SELECT count(*) FROM billing.credit_alerts"
 }
 
+# The alerts' md5 over every field they carry but sent_at: equal for two
+# runs (builds, batch sizes) that raised the same alerts.
+alerts_md5() {
+    psql "$BILLING_PG_CONNINFO" -Atc "SELECT coalesce(md5(string_agg(concat_ws('|', alert_id,
+        account_id, pct, granted, grants, threshold, balance, crossed_at, crossed_nanos, event_id),
+        ',' ORDER BY alert_id COLLATE \"C\")), '-') FROM billing.credit_alerts"
+}
+
 stop_daemon() {
     kill -TERM "$pid"
     wait "$pid" || true
@@ -116,7 +133,8 @@ psql "$base dbname=postgres" -Atc "SELECT 'postgresql ' || string_agg(name || '=
 for batch in $batches; do
     fresh_db
     topic=bench-$(date +%s%N)
-    "$bin/bench/produce_events" "$BILLING_KAFKA_BROKERS" "$topic" "$events" 2>"$tmp/produce.log"
+    "$bin/bench/produce_events" "${produce[@]}" "$BILLING_KAFKA_BROKERS" "$topic" "$events" \
+        2>"$tmp/produce.log"
     start_daemon "$topic" "$batch"
     first=0
     p=0
@@ -136,7 +154,7 @@ for batch in $batches; do
     rate=$(( (events - first) * 1000 / (t1 - t0 > 0 ? t1 - t0 : 1) ))
     echo "workload=$workload batch=$batch rate_threads=${RATE_THREADS:-default} events=$events" \
         "events_per_s=$rate wall_ms=$((t1 - t0)) billingd_cpu_ms=$cpu peak_rss_mib=$rss" \
-        "alerts=$(alerts_raised)"
+        "alerts=$(alerts_raised) alerts_md5=$(alerts_md5)"
 done
 
 # The physical reference: the same events as JSON lines, kcat into \copy.
@@ -146,7 +164,7 @@ if [ "${REFERENCE:-0}" = 1 ]; then
     else
         fresh_db
         topic=ref-$(date +%s%N)
-        "$bin/bench/produce_events" --json "$BILLING_KAFKA_BROKERS" "$topic" "$events" \
+        "$bin/bench/produce_events" --json "${produce[@]}" "$BILLING_KAFKA_BROKERS" "$topic" "$events" \
             2>"$tmp/produce.log"
         psql "$BILLING_PG_CONNINFO" -qc "CREATE TABLE public.reference (doc jsonb NOT NULL)" \
             -c "CREATE UNIQUE INDEX reference_id ON public.reference ((doc->>'id'))"
@@ -167,10 +185,10 @@ lat_events=$((lat_rate * 30))
 batch=${LAT_BATCH:-${batches%% *}}
 fresh_db
 topic=lat-$(date +%s%N)
-"$bin/bench/produce_events" --rate 1 "$BILLING_KAFKA_BROKERS" "$topic" 1 2>/dev/null
+"$bin/bench/produce_events" --rate 1 "${produce[@]}" "$BILLING_KAFKA_BROKERS" "$topic" 1 2>/dev/null
 start_daemon "$topic" "$batch"
 until grep -q "event=assigned" "$tmp/billingd.log"; do alive; sleep 0.2; done
-"$bin/bench/produce_events" --rate "$lat_rate" "$BILLING_KAFKA_BROKERS" "$topic" "$lat_events" \
+"$bin/bench/produce_events" --rate "$lat_rate" "${produce[@]}" "$BILLING_KAFKA_BROKERS" "$topic" "$lat_events" \
     2>"$tmp/produce.log"
 until [ "$(progress)" -ge $((lat_events + 1)) ]; do alive; sleep 0.5; done
 rss=$(awk '/VmHWM/ { print int($2 / 1024) }' "/proc/$pid/status")

@@ -6,11 +6,13 @@
  * the batch and one the alerts already sent for them; one query reads the
  * stored aggregates of every account that can still raise an alert, added
  * to one rater account by account and epoch by epoch, with one balance per
- * epoch from the batch's first on. Only an alert actually due costs more:
- * its epoch's stored events of the latest months (one query) for the
- * crossing instant (libbilling's billing_rater_credit_crossing solves
- * for it, exactly, without text), and one INSERT. Amounts are exact GMP rationals;
- * nothing is rounded.
+ * epoch from the batch's first on, compared as GMP rationals (no text).
+ * Only an alert actually due costs more: its epoch's stored events back
+ * from the batch's latest usage (window_fill: a day, then more until the
+ * balance before them is above the threshold) for the crossing instant
+ * (libbilling's billing_rater_credit_crossing solves for it, exactly,
+ * without text), the balance as text once, and one prepared INSERT.
+ * Amounts are exact GMP rationals; nothing is rounded.
  */
 #include "config.h"
 
@@ -46,6 +48,13 @@
  */
 #define BD_EPOCH_EVENTS_MAX 1000000L
 
+/*
+ * The span of usage read first, back from the end of the latest month
+ * with usage, for an alert's crossing (then four times more at each step,
+ * up to that month's start): one day.
+ */
+#define BD_WINDOW_FIRST ((billing_time_t)24 * 3600 * BILLING_NS_PER_SEC)
+
 /* A new record of the batch and its account. */
 typedef struct rec_ref {
     const char *account; /* the decoded event's, owned by the ingest */
@@ -63,6 +72,8 @@ typedef struct acct {
     billing_time_t *bounds;
     size_t n_bounds;
     unsigned first_epoch; /* the lowest epoch the batch's events touch */
+    billing_time_t first_start; /* the earliest start of the batch's events */
+    billing_time_t last_end;    /* the latest end of the batch's events */
 } acct;
 
 /* The credit of an epoch: the grants valid in it. */
@@ -89,6 +100,7 @@ typedef struct window {
     size_t n;
     size_t cap;
     wev **by_end; /* items by end, start, id */
+    billing_time_t cut_start; /* earliest start of a quantity event cut at from by this read */
 } window;
 
 typedef struct check {
@@ -351,16 +363,10 @@ static int can_cross(check *k, const acct *a)
 /* Balances                                                                */
 /* ---------------------------------------------------------------------- */
 
-/* Balance of @a at @now into @q (and @text when non-NULL); 0 or -1. */
-static int balance(check *k, const acct *a, billing_time_t now, mpq_t q, char *text)
+/* Balance of @a at @now into @q, exact (no text); 0 or -1. */
+static int balance(check *k, const acct *a, billing_time_t now, mpq_t q)
 {
-    char buf[BD_AMOUNT_MAX];
-
-    if (billing_rater_credit_balance(k->r, a->id, now, buf, sizeof(buf)) != BILLING_OK)
-        return -1;
-    if (text != NULL)
-        snprintf(text, BD_AMOUNT_MAX, "%s", buf);
-    return billing_decimal_parse(q, buf, NULL, 0) == BILLING_OK ? 0 : -1;
+    return billing_rater_credit_balance_q(k->r, a->id, now, q) == BILLING_OK ? 0 : -1;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -403,10 +409,14 @@ static int window_add(void *arg, const char *account, const char *id, const char
     w->n++;
     it->start = start > w->from ? start : w->from;
     it->end = end < w->to ? end : w->to;
-    return bs_event_set(it->ev, account, id, resource, meter, it->start, it->end, quantity, model,
-                        region, msg, sizeof(msg)) == BILLING_OK
-               ? 0
-               : -1;
+    if (bs_event_set(it->ev, account, id, resource, meter, it->start, it->end, quantity, model,
+                     region, msg, sizeof(msg)) != BILLING_OK)
+        return -1;
+    /* A quantity (not a time) meter's event is not split pro rata by a cut. */
+    if (start < w->from && start < w->cut_start &&
+        billing_event_meter(it->ev) == BILLING_METER_TRAFFIC)
+        w->cut_start = start;
+    return 0;
 }
 
 /* By end, then start, then id: a total order of the stored events. */
@@ -424,24 +434,37 @@ static int end_cmp(const void *x, const void *y)
 
 /*
  * Read the stored events of [@from, w->lo) into @w, take them out of the
- * rater (they are in its aggregates) and start @w at @from. 1 when they
- * are more than BD_EPOCH_EVENTS_MAX with those read before (nothing
- * read then), 0, or -1 (k->st set).
+ * rater (they are in its aggregates) and start @w at @from. With @whole,
+ * a bound @from would cut an event of a quantity meter at (its part after
+ * @from would not be its share) moves back to that event's start, but
+ * never before @floor (where whole no longer holds: the cut is made, as
+ * at a month's start). 1 when they are more than BD_EPOCH_EVENTS_MAX with
+ * those read before (nothing read then), 0, or -1 (k->st set).
  */
-static int window_extend(check *k, const acct *a, window *w, billing_time_t from)
+static int window_extend(check *k, const acct *a, window *w, billing_time_t from, int whole,
+                         billing_time_t floor)
 {
     size_t before = w->n;
     size_t i;
     int more = 0;
 
-    w->from = from;
-    w->to = w->lo;
-    k->st = bs_events_window(k->c, a->id, from, w->lo, BD_EPOCH_EVENTS_MAX - (long)w->n,
-                             window_add, w, &more, k->err);
-    if (k->st != BS_OK)
-        return -1;
-    if (more)
-        return 1;
+    for (;;) {
+        w->from = from;
+        w->to = w->lo;
+        w->cut_start = from;
+        k->st = bs_events_window(k->c, a->id, from, w->lo, BD_EPOCH_EVENTS_MAX - (long)w->n,
+                                 window_add, w, &more, k->err);
+        if (k->st != BS_OK)
+            return -1;
+        if (more)
+            return 1;
+        if (!whole || w->cut_start >= from || from <= floor)
+            break;
+        /* Read again from that event's start: what was just read is dropped. */
+        while (w->n > before)
+            billing_event_destroy(w->items[--w->n].ev);
+        from = w->cut_start > floor ? w->cut_start : floor;
+    }
     w->lo = from;
     /* Each is in the stored aggregates the rater holds: unchecked take-back. */
     for (i = before; i < w->n; i++)
@@ -534,15 +557,27 @@ static int send_one(check *k, const acct *a, const credit *cr, size_t i, billing
 
 /*
  * The epoch's stored events from where the search must start into @w,
- * taken out of the rater: from @now (in the latest month with usage) back
- * a month at a time, until the usage before them leaves the balance above
- * the highest level to find (@pct, the lowest percent due), or to the
- * epoch's start. 1 when that is more than BD_EPOCH_EVENTS_MAX events,
- * 0, or -1 (k->st set).
+ * taken out of the rater, until the usage before them leaves the balance
+ * above the highest level to find (@pct, the lowest percent due), or to
+ * the epoch's start. A threshold a batch makes due is reached near the
+ * epoch's latest usage (the balance was above it before the batch), so
+ * the span read first is from the batch's earliest start, or when that is
+ * earlier the last BD_WINDOW_FIRST before the latest end of the batch's
+ * events (or the end of the latest month with usage, when earlier), then
+ * four times that, and so on, while it holds events; back
+ * in the month of @now, the rest of that month and then a month at a
+ * time from the latest back. The span always reaches the epoch's end:
+ * stored events later than the batch's are read with it. Where the search starts
+ * does not change what it finds: the balance only falls within an epoch,
+ * and it is above the levels where the span starts. 1 when that is more
+ * than BD_EPOCH_EVENTS_MAX events, 0, or -1 (k->st set).
  */
 static int window_fill(check *k, const acct *a, unsigned e, billing_time_t now, int pct, window *w)
 {
-    billing_time_t from = now;
+    billing_time_t floor = epoch_start(a, e);
+    billing_time_t span = BD_WINDOW_FIRST;
+    billing_time_t mend;
+    billing_time_t from;
     int year;
     int month;
     int rc;
@@ -550,22 +585,46 @@ static int window_fill(check *k, const acct *a, unsigned e, billing_time_t now, 
     memset(w, 0, sizeof(*w));
     w->lo = epoch_end(a, e);
     w->hi = w->lo;
+    /* The end of @now's month: the latest month with usage. */
+    billing_zone_year_month(a->zone, now, &year, &month);
+    if (billing_zone_month_start(a->zone, month == 12 ? year + 1 : year, month == 12 ? 1 : month + 1,
+                                 &mend) != BILLING_OK)
+        mend = now; /* no short span: from the month's start on, a month at a time */
+    else if (mend > w->lo)
+        mend = w->lo;
+    /* From the batch's latest usage back (stored usage later than it is read too). */
+    if (a->last_end > now && a->last_end < mend)
+        mend = a->last_end;
+    from = mend - span > now ? mend - span : now;
+    /* A stream in order: the batch's own events (and later ones stored) may be enough. */
+    if (a->first_start > from && a->first_start < mend)
+        from = a->first_start;
     for (;;) {
-        rc = window_extend(k, a, w, from);
-        if (rc != 0 || w->lo == epoch_start(a, e))
+        /* Short spans read first keep whole the quantity events they would cut. */
+        rc = window_extend(k, a, w, from, from > now, floor);
+        if (rc != 0 || w->lo == floor)
             return rc;
         level_of(k, pct);
-        if (balance(k, a, w->lo - 1, k->q, NULL) != 0) {
+        if (balance(k, a, w->lo - 1, k->q) != 0) {
             k->st = bs_error_set(k->err, BS_ERR_FATAL,
                                  "alerts: account '%s': cannot compute its balance", a->id);
             return -1;
         }
+        if (mpq_cmp(k->q, k->level) > 0 && w->n > 0)
+            return 0;
+        if (w->lo > now) {
+            /* Four times more back from mend, past what is read (then the month's start). */
+            span *= 4;
+            while (span < mend - now && mend - span >= w->lo)
+                span *= 4;
+            from = span < mend - now ? mend - span : now;
+            continue;
+        }
         if (mpq_cmp(k->q, k->level) > 0)
             return 0;
         billing_zone_year_month(a->zone, w->lo - 1, &year, &month);
-        if (billing_zone_month_start(a->zone, year, month, &from) != BILLING_OK ||
-            from < epoch_start(a, e))
-            from = epoch_start(a, e);
+        if (billing_zone_month_start(a->zone, year, month, &from) != BILLING_OK || from < floor)
+            from = floor;
     }
 }
 
@@ -622,6 +681,13 @@ static int send_epoch(check *k, const acct *a, unsigned e, billing_time_t now, c
     int pct = 0;
     int rc;
 
+    /* The epoch's balance as text, once per epoch with an alert due (the rater still whole). */
+    if (billing_rater_credit_balance(k->r, a->id, now, k->balance_text,
+                                     sizeof(k->balance_text)) != BILLING_OK) {
+        k->st = bs_error_set(k->err, BS_ERR_FATAL,
+                             "alerts: account '%s': cannot compute its balance", a->id);
+        return -1;
+    }
     for (i = k->n_pcts; i > 0; i--)
         pct = fresh[i - 1] && (pct == 0 || k->pcts[i - 1] < pct) ? k->pcts[i - 1] : pct;
     rc = window_fill(k, a, e, now, pct, &w);
@@ -699,7 +765,7 @@ static int on_epoch(void *arg, const char *account, unsigned e, int year, int mo
         goto fail;
     if (now < epoch_start(a, e))
         now = epoch_start(a, e);
-    if (balance(k, a, now, k->balance, k->balance_text) != 0)
+    if (balance(k, a, now, k->balance) != 0)
         goto fail;
     for (i = 0; i < k->n_pcts; i++) {
         level_of(k, k->pcts[i]);
@@ -770,17 +836,23 @@ static char *accounts_array(const rec_ref *refs, const acct *accts, size_t n)
     return out;
 }
 
-/* The lowest epoch the @m records of @refs touch (each from its start on). */
+/* The lowest epoch the @m records of @refs touch (each from its start on), their bounds. */
 static void first_epoch(acct *a, const bs_record_result *res, const rec_ref *refs, size_t m)
 {
     unsigned e;
     size_t i;
 
     a->first_epoch = (unsigned)a->n_bounds + 1;
+    a->first_start = INT64_MAX;
+    a->last_end = INT64_MIN;
     for (i = 0; i < m; i++) {
+        if (billing_event_start(res[refs[i].index].event) < a->first_start)
+            a->first_start = billing_event_start(res[refs[i].index].event);
         e = epoch_of(a, billing_event_start(res[refs[i].index].event));
         if (e < a->first_epoch)
             a->first_epoch = e;
+        if (billing_event_end(res[refs[i].index].event) > a->last_end)
+            a->last_end = billing_event_end(res[refs[i].index].event);
     }
 }
 

@@ -27,11 +27,14 @@
  * valid); event_id the event running then that started last; balance the
  * epoch's balance at its latest stored usage; exhausted the instant
  * libbilling computes for the credit to reach zero with the epoch's last
- * events still running. The search reads the epoch's stored events from
- * its latest month back, a month at a time, until the balance before
- * them is above the threshold; past BD_EPOCH_EVENTS_MAX (alertcheck.c)
- * it is skipped: crossed_at is then the instant the balance was read and
- * event_id is "".
+ * events still running. The search reads the epoch's stored events back
+ * from the batch's latest usage of the account (a day, then four times
+ * more, up to the start of the latest month with usage; then a month at
+ * a time), until the balance before them is above the threshold: a
+ * threshold a batch makes due is mostly reached near its latest usage,
+ * so what is read grows with the batch, not with the events stored.
+ * Past BD_EPOCH_EVENTS_MAX (alertcheck.c) it is skipped: crossed_at is
+ * then the instant the balance was read and event_id is "".
  *
  * Not thread-safe: one call at a time per connection and catalog.
  */
@@ -74,7 +77,8 @@ typedef int (*bd_crossing_fn)(void *arg, const bd_crossing *x);
  * record's decoded event is in @results (bs_record_result.event).
  * Queries per batch, whatever its size: the grants and the sent alerts of
  * its accounts, the aggregates of the accounts that can still raise one;
- * and per alert its epoch's stored events and an INSERT.
+ * and per epoch with an alert due its stored events from where the search
+ * starts (one query per step back), and per alert an INSERT (prepared).
  * If the batch rolls back, so do the rows: its replay reports the same
  * alerts (same alert_id) again. Returns BS_OK or the error (in @err).
  */

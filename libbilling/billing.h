@@ -1134,6 +1134,19 @@ BILLING_API billing_status billing_rater_credit_crossing(billing_rater *r, const
                                                          const mpq_t level, size_t *index,
                                                          billing_time_t *at, char *errbuf,
                                                          size_t errsize);
+
+/**
+ * billing_rater_credit_balance_q - billing_rater_credit_balance's balance
+ * as an exact rational into @out (initialised by the caller), without
+ * writing or parsing text: the same value, for a caller that compares it
+ * (a credit alert's check against its thresholds, once per balance read).
+ * Returns BILLING_OK, BILLING_ERR_INVALID (a NULL argument),
+ * BILLING_ERR_UNKNOWN_ACCOUNT or BILLING_ERR_NOMEM; @out is set on
+ * BILLING_OK only. Not thread-safe (as every call on a rater). Declared
+ * when <gmp.h> was included first. (Since libbilling 4:0:2.)
+ */
+BILLING_API billing_status billing_rater_credit_balance_q(billing_rater *r, const char *account,
+                                                          billing_time_t now, mpq_t out);
 #endif /* __GNU_MP__ */
 
 /**

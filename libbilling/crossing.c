@@ -794,3 +794,16 @@ billing_status billing_rater_credit_crossing(billing_rater *r, const char *accou
     *index = reached_by(events, n, *at);
     return BILLING_OK;
 }
+
+billing_status billing_rater_credit_balance_q(billing_rater *r, const char *account,
+                                              billing_time_t now, mpq_t out)
+{
+    size_t ai;
+
+    if (r == NULL || account == NULL || out == NULL)
+        return BILLING_ERR_INVALID;
+    ai = bl_catalog_account(r->cat, account);
+    if (ai == BL_NONE)
+        return BILLING_ERR_UNKNOWN_ACCOUNT;
+    return bl_credit_balance_q(r, ai, now, out);
+}

@@ -133,9 +133,9 @@ bs_status bs_sent_alert_record(bs_conn *c, const bs_sent_alert *a, int *inserted
     char nanos[8];
     const char *params[10];
     int64_t us = micros_floor(a->crossed_at);
-    int64_t affected = 0;
-    bs_status st;
+    PGresult *res;
 
+    *inserted = 0;
     snprintf(pct, sizeof(pct), "%d", a->pct);
     snprintf(micros, sizeof(micros), "%" PRId64, us);
     snprintf(nanos, sizeof(nanos), "%d", (int)(a->crossed_at - us * 1000));
@@ -149,9 +149,13 @@ bs_status bs_sent_alert_record(bs_conn *c, const bs_sent_alert *a, int *inserted
     params[7] = micros;
     params[8] = nanos;
     params[9] = a->event_id;
-    st = bs_command(c, SQL_SENT_INSERT, 10, params, &affected, err);
-    *inserted = st == BS_OK && affected == 1;
-    return st;
+    /* Prepared once per connection: one INSERT per alert, planned once. */
+    res = bs_query_prepared(c, "bs_sent_insert", SQL_SENT_INSERT, 10, params, err);
+    if (res == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    *inserted = strcmp(PQcmdTuples(res), "1") == 0;
+    PQclear(res);
+    return BS_OK;
 }
 
 /* One row of SQL_WINDOW to @fn, when it overlaps [@from, @to) exactly; 0 or -1 (stopped). */

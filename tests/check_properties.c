@@ -1029,6 +1029,8 @@ static size_t cx_reached_by(const cx_oracle *o, billing_time_t t)
  * grant's start (the former search kept where the balance may rise) and
  * across a grant's expiry and month starts, with two grants, overlapping
  * events of four meters at several rates and two price versions.
+ * billing_rater_credit_balance_q gives the balances at the span's start
+ * and end as billing_rater_credit_balance writes them.
  */
 START_TEST(test_credit_crossing_matches_former_search)
 {
@@ -1109,12 +1111,20 @@ START_TEST(test_credit_crossing_matches_former_search)
     /* The balance at the span's start, and after all of it. */
     ck_assert_int_eq(billing_rater_credit_balance(o.r, account, o.lo, buf, sizeof(buf)), BILLING_OK);
     ck_assert_int_eq(billing_decimal_parse(start_bal, buf, NULL, 0), BILLING_OK);
+    /* The same balance without text (the alert check's read). */
+    ck_assert_int_eq(billing_rater_credit_balance_q(o.r, account, o.lo, o.q), BILLING_OK);
+    ck_assert_msg(mpq_equal(o.q, start_bal), "balance_q differs from the balance's text %s", buf);
+    ck_assert_int_eq(billing_rater_credit_balance_q(o.r, "no-such-account", o.lo, o.q),
+                     BILLING_ERR_UNKNOWN_ACCOUNT);
     for (i = 0; i < (int)n; i++)
         ck_assert_int_eq(billing_rater_add(o.r, evs[i], NULL, 0), BILLING_OK);
     ck_assert_int_eq(billing_rater_credit_balance(o.r, account, sorted[n - 1]->end - 1, buf,
                                                   sizeof(buf)),
                      BILLING_OK);
     ck_assert_int_eq(billing_decimal_parse(end_bal, buf, NULL, 0), BILLING_OK);
+    ck_assert_int_eq(billing_rater_credit_balance_q(o.r, account, sorted[n - 1]->end - 1, o.q),
+                     BILLING_OK);
+    ck_assert_msg(mpq_equal(o.q, end_bal), "balance_q differs from the balance's text %s", buf);
     for (i = (int)n; i > 0; i--)
         ck_assert_int_eq(billing_rater_take_back(o.r, evs[i - 1], NULL, 0), BILLING_OK);
     before = invoices_of(o.r, &account, 1, 4);

@@ -718,6 +718,77 @@ START_TEST(test_alerts_once_each_when_months_arrive_out_of_order)
 END_TEST
 
 /*
+ * The crossing's window is read back from the batch's latest usage (a
+ * day, then four times more, then whole months): a late event, far
+ * before the stored ones, can put the crossing back there, and the window
+ * must then reach it. 100.00 of credit from December; batches of 2, 2, 1
+ * and 1 records, each alert decided over the events stored by then: Jan 2
+ * 30.00 and Jan 30 6.00 (36 used), then Jan 5 30.00 with Jan 31 0.60
+ * (50 % reached inside the Jan 5 event, 26 days before the batch's latest
+ * usage: every step back is taken), Jan 20 24.00 (80 % inside it), Jan 12
+ * 12.00 (100 % inside the Jan 30 event, after the batch's).
+ * Each alert's crossed_at is where the balance over the events stored
+ * then reaches its threshold, its event the one running there. A check
+ * that took the day before the latest usage as its window without
+ * checking the balance above the threshold there fails it.
+ */
+START_TEST(test_alerts_window_reaches_a_late_crossing)
+{
+    static const test_grant grant = {"g100", "100.00", "2025-12-01T00:00:00Z",
+                                     "2026-03-01T00:00:00Z"};
+    static const char *const by[] = {"late-jan05", "late-jan20", "late-jan30"};
+    static const size_t sizes[] = {2, 2, 1, 1};
+    its_stream *s = calloc(1, sizeof(*s));
+    its_stream *stored = calloc(1, sizeof(*stored));
+    collector *col = calloc(1, sizeof(*col));
+    billing_config_zones *zones;
+    billing_catalog *cat;
+    char book[256];
+    char accounts[256];
+    bs_conn *c;
+    bs_error err;
+    size_t i;
+
+    ck_assert_ptr_nonnull(s);
+    ck_assert_ptr_nonnull(stored);
+    ck_assert_ptr_nonnull(col);
+    gpu_event(s, "late-jan02", "late", "2026-01-02T10:00:00Z", 60, "50");
+    gpu_event(s, "late-jan30", "late", "2026-01-30T10:00:00Z", 60, "10");
+    gpu_event(s, "late-jan05", "late", "2026-01-05T10:00:00Z", 60, "50");
+    gpu_event(s, "late-jan31", "late", "2026-01-31T10:00:00Z", 60, "1");
+    gpu_event(s, "late-jan20", "late", "2026-01-20T00:00:00Z", 60, "40");
+    gpu_event(s, "late-jan12", "late", "2026-01-12T10:00:00Z", 60, "20");
+    c = itdb_fresh("late", db, sizeof(db));
+    own_catalog(c, "late", &grant, 1, book, accounts);
+    col->cat = bs_catalog_read(c, NULL, &err);
+    ck_assert_msg(col->cat != NULL, "%s", err.message);
+    ingest_sized(c, col, s, sizes, sizeof(sizes) / sizeof(sizes[0]));
+    ck_assert_uint_eq(col->n, 3);
+    zones = billing_config_zones_new();
+    cat = file_catalog(zones, book, accounts);
+    for (i = 0; i < col->n; i++) {
+        ck_assert_int_eq(col->alerts[i].pct, i == 0 ? 50 : i == 1 ? 80 : 100);
+        ck_assert_uint_eq(col->alerts[i].stored, i + 4);
+        ck_assert_str_eq(col->alerts[i].event_id, by[i]);
+        /* The events stored when it was decided, and no others. */
+        memcpy(stored, s, sizeof(*s));
+        stored->n = col->alerts[i].stored;
+        crossed_when_reached(cat, stored, &col->alerts[i], 0);
+    }
+    billing_catalog_destroy(cat);
+    billing_config_zones_destroy(zones);
+    bs_catalog_free(col->cat);
+    itdb_drop(c, db);
+    remove(book);
+    remove(accounts);
+    its_free(s);
+    free(s);
+    free(stored);
+    free(col);
+}
+END_TEST
+
+/*
  * billing.credit_alerts is written by the runtime role in the batch's
  * transaction: a batch that fails after its alerts went out leaves no row
  * (its rerun sends the same alert_ids again: the documented repeat), a
@@ -1056,6 +1127,7 @@ static Suite *alerts_suite(void)
     tcase_add_test(tc, test_alerts_once_each_when_months_arrive_out_of_order);
     tcase_add_test(tc, test_alerts_same_for_any_order_and_batches);
     tcase_add_test(tc, test_alerts_recorded_with_their_batch);
+    tcase_add_test(tc, test_alerts_window_reaches_a_late_crossing);
     suite_add_tcase(s, tc);
     return s;
 }
