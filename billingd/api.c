@@ -501,7 +501,9 @@ static int row_json(void *arg, const bs_api_row *row)
         else if (strcmp(name, "refundable") == 0)
             v = json_boolean(strcmp(val, "true") == 0 || strcmp(val, "t") == 0);
         else if (strcmp(name, "terms") == 0 || strcmp(name, "priority") == 0 ||
-                 strcmp(name, "kinds") == 0)
+                 strcmp(name, "kinds") == 0 || strcmp(name, "accounts") == 0 ||
+                 strcmp(name, "drafts") == 0 || strcmp(name, "finalized") == 0 ||
+                 strcmp(name, "void") == 0)
             v = json_integer(strtoll(val, NULL, 10));
         else
             v = json_string(val);
@@ -1270,8 +1272,21 @@ static enum MHD_Result dispatch(bd_api *api, struct MHD_Connection *conn, req *q
                           "the operations status is for admin keys of every account");
             break;
         }
-        ret = send_json(api, conn, q, 200, bd_api_ops_status(api_routes_json(api)));
+    {
+        json_t *closes = json_array();
+
+        if (closes == NULL) {
+            ret = MHD_NO;
+            break;
+        }
+        if (bs_api_read(s->conn, BS_API_CLOSES, NULL, row_json, closes, &err) != BS_OK) {
+            json_decref(closes);
+            ret = db_problem(api, conn, q, &err);
+            break;
+        }
+        ret = send_json(api, conn, q, 200, bd_api_ops_status(api_routes_json(api), closes));
         break;
+    }
     case R_EVENTS:
         ret = post_events(api, conn, q, s, key.id, key.bound ? key.account : NULL);
         break;

@@ -77,16 +77,18 @@ unsigned bd_api_rejected(bs_conn *c, struct MHD_Connection *conn, json_t **body,
     return 200;
 }
 
-json_t *bd_api_ops_status(json_t *routes)
+json_t *bd_api_ops_status(json_t *routes, json_t *closes)
 {
     char at[40];
     json_t *consumer = bd_metrics_status();
 
     billing_time_format((billing_time_t)time(NULL) * BILLING_NS_PER_SEC, at, sizeof(at));
-    if (routes == NULL || consumer == NULL) {
+    if (routes == NULL || consumer == NULL || closes == NULL) {
         json_decref(routes);
         json_decref(consumer);
+        json_decref(closes);
         return NULL;
     }
-    return json_pack("{s:s, s:o, s:o}", "at", at, "consumer", consumer, "api", routes);
+    return json_pack("{s:s, s:o, s:o, s:o}", "at", at, "consumer", consumer, "api", routes,
+                     "closes", closes);
 }

@@ -35,9 +35,11 @@ unsigned bd_api_rejected(bs_conn *c, struct MHD_Connection *conn, json_t **body,
  * bd_api_ops_status - the body of GET /v1/ops/status: {"at" (RFC 3339
  * UTC, now), "consumer" (bd_metrics_status: null when billingd has no
  * metrics), "api" (@routes, taken: the API's requests per route, their
- * statuses and durations)}. Returns a new object, or NULL when out of
- * memory (@routes is freed either way).
+ * statuses and durations), "closes" (@closes, taken: the month-end closes
+ * of the latest months, bs_api_read's BS_API_CLOSES rows)}. Returns a new
+ * object, or NULL when out of memory (@routes and @closes are freed either
+ * way).
  */
-json_t *bd_api_ops_status(json_t *routes);
+json_t *bd_api_ops_status(json_t *routes, json_t *closes);
 
 #endif

@@ -10,6 +10,8 @@
 
 #include "apiread.h"
 
+#define STR_(x) #x
+#define STR(x) STR_(x)
 #define T(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
 
 static const char *const sql[] = {
@@ -31,6 +33,16 @@ static const char *const sql[] = {
         "SELECT s.id, s.resource_id, s.plan_id, " T("s.start_at") ", s.terms::text, " T(
             "s.cancelled_at") " FROM billing.subscriptions s WHERE s.account_id = $1::text"
                               " ORDER BY s.id",
+    [BS_API_CLOSES] =
+        "SELECT to_char(m.month, 'YYYY-MM'), " T("m.last_close") ", m.accounts::text,"
+        " count(*) FILTER (WHERE i.status = 'draft')::text,"
+        " count(*) FILTER (WHERE i.status = 'finalized')::text,"
+        " count(*) FILTER (WHERE i.status = 'void')::text FROM (SELECT month,"
+        " max(recorded_at) AS last_close, count(*) AS accounts FROM billing.close_marks"
+        " GROUP BY month ORDER BY month DESC LIMIT " STR(BS_API_CLOSES_MAX) ") m"
+        " LEFT JOIN billing.invoices i"
+        " ON i.month = m.month AND i.kind = 'invoice'"
+        " GROUP BY m.month, m.last_close, m.accounts ORDER BY m.month DESC",
 };
 
 static const char *const names_books[] = {"id", "currency", "rounding", "versions"};
@@ -39,8 +51,12 @@ static const char *const names_grants[] = {"id",         "currency", "amount",  
                                            "expires_at", "kinds",    "priority"};
 static const char *const names_subs[] = {"id",       "resource_id", "plan_id",
                                          "start_at", "terms",       "cancelled_at"};
-static const char *const *const names[] = {names_books, names_plans, names_grants, names_subs};
-static const char *const stmt[] = {"bs_api_books", "bs_api_plans", "bs_api_grants", "bs_api_subs"};
+static const char *const names_closes[] = {"month",  "last_close", "accounts",
+                                           "drafts", "finalized",  "void"};
+static const char *const *const names[] = {names_books, names_plans, names_grants, names_subs,
+                                           names_closes};
+static const char *const stmt[] = {"bs_api_books", "bs_api_plans", "bs_api_grants", "bs_api_subs",
+                                   "bs_api_closes"};
 
 bs_status bs_api_read(bs_conn *c, bs_api_list what, const char *account, bs_api_row_fn fn,
                       void *arg, bs_error *err)
@@ -53,7 +69,7 @@ bs_status bs_api_read(bs_conn *c, bs_api_list what, const char *account, bs_api_
     int i;
     int j;
 
-    if ((unsigned)what > BS_API_SUBSCRIPTIONS || (nparams && account == NULL))
+    if ((unsigned)what > BS_API_CLOSES || (nparams && account == NULL))
         return bs_error_set(err, BS_ERR_INVALID, "api read: bad list or no account");
     res = bs_query_prepared(c, stmt[what], sql[what], nparams, params, err);
     if (res == NULL)

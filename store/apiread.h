@@ -17,8 +17,18 @@ typedef enum bs_api_list {
     BS_API_PRICE_BOOKS = 0,   /* id, currency, rounding, versions (JSON array text) */
     BS_API_PLANS = 1,         /* id, period, model, region, refundable ("t"/"f"), fees (JSON) */
     BS_API_GRANTS = 2,        /* id, currency, amount, granted_at, expires_at, kinds, priority */
-    BS_API_SUBSCRIPTIONS = 3  /* id, resource_id, plan_id, start_at, terms, cancelled_at */
+    BS_API_SUBSCRIPTIONS = 3, /* id, resource_id, plan_id, start_at, terms, cancelled_at */
+    /*
+     * Month-end closes, the latest BS_API_CLOSES_MAX months first: month
+     * ("YYYY-MM"), last_close (the latest close mark written for it, RFC
+     * 3339 UTC), accounts (with a close mark), drafts, finalized, void
+     * (invoices of the month, credit notes excluded).
+     */
+    BS_API_CLOSES = 4
 } bs_api_list;
+
+/* Months BS_API_CLOSES lists at most. */
+#define BS_API_CLOSES_MAX 24
 
 /* One row: @n cells named @names, @values[i] NULL for SQL NULL; valid during the callback. */
 typedef struct bs_api_row {

@@ -301,6 +301,14 @@ def main():
         check('... and the API\'s requests per route',
               int(rows.get('/v1/accounts/{id}/balance', '0')) >= 1 and
               '/v1/ops/status' in rows, rows)
+        closes = [tuple(r.find_element(By.CSS_SELECTOR, '[data-field="%s"]' % f).text
+                        for f in ('month', 'last_close', 'accounts', 'drafts', 'finalized', 'void'))
+                  for r in d.find_elements(By.CSS_SELECTOR, '#ops-closes tbody tr')]
+        want = [(c['month'], c['last_close'], str(c['accounts']), str(c['drafts']),
+                 str(c['finalized']), str(c['void'])) for c in ops['closes']]
+        check('... and the last close of each month with its invoices by status, as the route',
+              closes and closes == want and closes[0][0] == '2026-01' and closes[0][4] != '0',
+              'page %r, route %r' % (closes, want))
         d.save_screenshot(os.path.join(a.shots, 'console-ops.png'))
 
         # 8. Every request stayed on this server; no JavaScript error.

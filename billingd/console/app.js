@@ -598,6 +598,13 @@
                     el('h2', null, 'Rejected since start'),
                     el('div', { id: 'ops-rejects' }, table([['reason', 'Reason'], ['count', 'Records', true]],
                         rejects, 'reason')),
+                    el('h2', null, 'Month-end closes'),
+                    el('div', { id: 'ops-closes' }, (res.body.closes || []).length ?
+                        table([['month', 'Month'], ['last_close', 'Last close (UTC)'],
+                            ['accounts', 'Accounts', true], ['drafts', 'Drafts', true],
+                            ['finalized', 'Finalized', true], ['void', 'Void', true]],
+                            res.body.closes, 'month') :
+                        el('p', { 'class': 'muted' }, 'No month closed yet.')),
                     el('h2', null, 'API requests'),
                     el('div', { id: 'ops-api' }, (res.body.api || []).length ?
                         table([['route', 'Route'], ['requests', 'Requests', true],
