@@ -140,6 +140,20 @@ def main():
         check('the usage chart per day: its days and amounts are the API\'s (group_by=day)',
               bars and {k: Decimal(v) for k, v in bars.items()} == want,
               'chart %r, API %r' % (bars, want))
+        # This month's charges by resource (instance): the API's rows, figure for figure.
+        try:
+            wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, '#usage-resource tbody tr'))
+        except TimeoutException:
+            pass
+        shown = sorted((r.get_attribute('data-row'),
+                        r.find_element(By.CSS_SELECTOR, '[data-field="quantity"]').text,
+                        r.find_element(By.CSS_SELECTOR, '[data-field="amount"]').text)
+                       for r in d.find_elements(By.CSS_SELECTOR, '#usage-resource tbody tr'))
+        res = api(a.url, a.bound, '/v1/accounts/student-b/usage?group_by=resource')
+        want = sorted((r['resource'] + '/' + r['meter'], r['quantity'] + ' ' + r['unit'], r['amount'])
+                      for r in res['data'])
+        check('the charges by resource (instance) are the API\'s (group_by=resource)',
+              shown and shown == want, 'page %r, API %r' % (shown, want))
         d.save_screenshot(os.path.join(a.shots, 'console-account.png'))
         d.set_window_size(390, 844)
         overflow = d.execute_script('return document.documentElement.scrollWidth - window.innerWidth')

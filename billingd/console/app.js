@@ -231,6 +231,21 @@
         }), rows);
     }
 
+    /*
+     * Usage by resource (group_by=resource): a row per resource and meter,
+     * the exact quantity with its unit and the amount as the API gives it.
+     */
+    function resourceTable(body) {
+        var rows = (body && body.data || []).map(function (r) {
+            return { key: r.resource + '/' + r.meter, resource: r.resource, meter: r.meter,
+                quantity: r.quantity + ' ' + r.unit, amount: r.amount };
+        });
+        if (!rows.length)
+            return el('p', { 'class': 'muted' }, 'None.');
+        return table([['resource', 'Resource'], ['meter', 'Meter'], ['quantity', 'Quantity', true],
+            ['amount', 'Amount', true]], rows, 'key');
+    }
+
     /* The burn-down: granted credit at its start, what is left now, zero when predicted. */
     function burnChart(b, grants) {
         var W = 640;
@@ -736,6 +751,9 @@
                     'usage-day', dayChart),
                 optional('Usage this month by model', '/v1/accounts/' + enc + '/usage?group_by=model',
                     'usage-model'),
+                optional('Charges this month by resource (instance)',
+                    '/v1/accounts/' + enc + '/usage?group_by=resource', 'usage-resource',
+                    resourceTable),
                 optional('Invoices', '/v1/invoices?account=' + enc, 'invoices', invoiceTable)
             ]);
             $('main').focus({ preventScroll: true });
