@@ -20,10 +20,22 @@
     "(r.reason_code <> 'conflict' AND (EXISTS (SELECT 1 FROM billing.event_ids e"             \
     " WHERE e.id_hash = decode(md5(r.event_id), 'hex') AND e.event_id = r.event_id)"           \
     " OR EXISTS (SELECT 1 FROM billing.event_id_collisions x WHERE x.event_id = r.event_id)))"
+/*
+ * The account a JSON record names, read from its first 4 KiB as text
+ * (escape encoding never fails; an account id is printable ASCII without
+ * quotes or backslashes, BILLING_ID_MAX bytes at most); "" for protobuf
+ * records and for records that name none. For the console's link only:
+ * the record stays refused whatever it names.
+ */
+#define ACCOUNT                                                                                \
+    "coalesce(CASE WHEN substring(r.payload FROM 1 FOR 1) = '\\x7b'::bytea"                    \
+    " THEN substring(encode(substring(r.payload"                                                \
+    " FROM 1 FOR 4096), 'escape') FROM '\"account\"[[:space:]]*:[[:space:]]*\"([^\"\\\\]{1,128})\"')"   \
+    " END, '')"
 #define SQL_LIST                                                                               \
     "SELECT r.id, to_char(r.received_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),"  \
     " r.source, coalesce(r.event_id, '-'), r.reason_code, r.reason, octet_length(r.payload),"  \
-    " " RESOLVED " FROM billing.rejected_events r"                                            \
+    " " RESOLVED ", " ACCOUNT " FROM billing.rejected_events r"                                \
     " WHERE ($1::text IS NULL OR r.reason_code = $1::text) AND ($3::boolean OR NOT " RESOLVED  \
     ") ORDER BY r.id LIMIT $2::bigint"
 #define SQL_PENDING                                                                            \
@@ -60,6 +72,7 @@ bs_status bs_rejects_list(bs_conn *c, const char *reason, long limit, int all, b
         row.reason = PQgetvalue(res, i, 5);
         row.size = strtoll(PQgetvalue(res, i, 6), NULL, 10);
         row.resolved = strcmp(PQgetvalue(res, i, 7), "t") == 0;
+        row.account = PQgetvalue(res, i, 8);
         if (fn(arg, &row) != 0)
             break;
     }

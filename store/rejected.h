@@ -27,6 +27,7 @@ typedef struct bs_reject_row {
     const char *reason;      /* the message, naming the field */
     int64_t size;            /* bytes of the original record */
     int resolved;            /* 1 when its event id is stored since (conflicts never) */
+    const char *account;     /* the account a JSON record names, "" when none can be read */
 } bs_reject_row;
 
 /* bs_reject_fn - receives each row of bs_rejects_list; non-zero stops the listing. */

@@ -283,10 +283,12 @@ def main():
         d.find_element(By.ID, 'nav-rejected').click()
         wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, '#rejected-results tbody tr'))
         rows = [(r.find_element(By.CSS_SELECTOR, '[data-field="event_id"]').text,
-                 r.find_element(By.CSS_SELECTOR, '[data-field="reason_code"]').text)
+                 r.find_element(By.CSS_SELECTOR, '[data-field="reason_code"]').text,
+                 r.find_element(By.CSS_SELECTOR, '[data-field="account"] a').get_attribute('href'))
                 for r in d.find_elements(By.CSS_SELECTOR, '#rejected-results tbody tr')]
-        check('the rejected events page shows the refused record and its reason',
-              rows == [('console-bad-0', 'unknown_account')], rows)
+        check('the rejected events page shows the refused record, its reason and a link to its account',
+              len(rows) == 1 and rows[0][:2] == ('console-bad-0', 'unknown_account') and
+              rows[0][2].endswith('#/account/nobody'), rows)
 
         # 7. The operations page: the lag per partition and the counters the route gives.
         check('the Operations link is shown to an admin key',

@@ -553,7 +553,11 @@
             }
             var rows = res.body.data;
             append(results, rows.length ? table([['id', '#', true], ['received_at', 'Received'],
-                ['source', 'Source'], ['event_id', 'Event'], ['reason_code', 'Code'],
+                ['source', 'Source'], ['event_id', 'Event'],
+                ['account', 'Account', false, function (r) {
+                    return r.account === null ? '\u2014' :
+                        el('a', { href: '#/account/' + encodeURIComponent(r.account) }, text(r.account));
+                }], ['reason_code', 'Code'],
                 ['reason', 'Reason'], ['size', 'Bytes', true],
                 ['resolved', 'Resolved', false, function (r) { return r.resolved ? 'yes' : 'no'; }]],
             rows, 'id') : el('p', { 'class': 'muted', id: 'no-rejected' }, 'None.'));
