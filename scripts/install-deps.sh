@@ -45,6 +45,7 @@ chromium
 chromium-driver
 python3-selenium
 clang-format
+gdb
 "
 # postgresql: the server binaries for scripts/pg.sh (its system cluster is
 #   never used). util-linux: runuser, setsid, flock. passwd: useradd.
@@ -64,6 +65,8 @@ clang-format
 # chromium, chromium-driver, python3-selenium: tests/check-console.sh
 #   drives the web console in a real headless browser (Debian's, no
 #   browser download at run time).
+# gdb: tests/check-api-kafka.sh stops billingd between the broker's
+#   acknowledgement and its answer, to kill -9 it there.
 # clang-format: scripts/check-format.sh checks C files against .clang-format.
 # Java and Maven fetch and run Kafka (scripts/kafka.sh). This machine kind
 # may bring its own JDK and Maven; install Debian's only when missing.

@@ -23,6 +23,10 @@
 #   - events of another account from a key bound to one: rejected, never
 #     produced; length-delimited protobuf through Kafka stored as the
 #     same events as JSON;
+#   - kill -9 of a billingd (run under gdb) between the broker's
+#     acknowledgement and its answer: the client gets no answer, and its
+#     retry stores each event once (the broker has them twice), the
+#     invalid one kept once;
 #   - every billingd exits 0 on SIGTERM; no sanitizer report.
 # Prints a Check-style summary line.
 set -u
@@ -311,6 +315,63 @@ until_sql "protobuf through Kafka: stored as the same events as JSON" \
           k.start_time, k.end_time, k.quantity) = (p.account_id, p.resource_id, p.meter,
           p.start_time, p.end_time, p.quantity)
      WHERE p.event_id IN ('p-1', 'p-2')" 2
+
+# kill -9 between the broker's acknowledgement and the answer: a billingd
+# serving the API alone runs under gdb (through libtool, as billingd is
+# libtool's wrapper in the build tree), which stops it at the first line
+# after every delivery report arrived (found by its comment in
+# billingd/api.c) and kills it there with SIGKILL. The client gets no
+# answer; its retry, the same body to the consumer's billingd, is a
+# duplicate of what the broker already has: each event stored once, the
+# invalid one kept once.
+line=$(grep -n 'The rejects: in the dead-letter table' "$srcdir/billingd/api.c" | cut -d: -f1)
+if ! command -v gdb >/dev/null; then
+    check "gdb is installed (scripts/install-deps.sh)" fail
+elif [ -z "$line" ]; then
+    check "billingd/api.c still has the line the kill -9 test stops at" fail
+elif ! gdb -q -batch -ex run --args /bin/true >/dev/null 2>&1; then
+    echo "gdb cannot run a program here (no ptrace): the kill -9 case is not run"
+else
+    cat >"$tmp/under-gdb" <<EOF
+#!/bin/sh
+exec "$builddir/libtool" --mode=execute gdb -q -batch -ex "break api.c:$((line + 1))" -ex run \\
+    -ex "signal SIGKILL" --args "\$@" >"$tmp/gdb.out"
+EOF
+    chmod +x "$tmp/under-gdb"
+    sed 's/"k-\([0-9]\)"/"g-\1"/' "$tmp/events.jsonl" >"$tmp/gdb.jsonl"
+    pids_before=$pids
+    wrap_before=${BILLING_TEST_WRAP:-}
+    BILLING_TEST_WRAP="$tmp/under-gdb"
+    start killed --set api.events=kafka --set "api.events_topic=$topic" \
+        --set "kafka.bootstrap.servers=$BILLING_KAFKA_BROKERS"
+    BILLING_TEST_WRAP=$wrap_before
+    curl -sS --max-time 300 -o "$tmp/body" -w '%{http_code}' -H "Authorization: Bearer $writer" \
+        -H "Content-Type: application/x-ndjson" --data-binary "@$tmp/gdb.jsonl" "$url/v1/events" \
+        >"$tmp/code" 2>"$tmp/err"
+    curl_rc=$?
+    # The connection closed with no answer: an empty reply, or a reset.
+    [ "$curl_rc" -eq 56 ] && curl_rc=52
+    wait "$pid"
+    pids=$pids_before
+    expect_eq "billingd killed after the broker's acknowledgement: the client got no answer" \
+        "$curl_rc:$(cat "$tmp/code"):$(grep -c 'Breakpoint 1, ' "$tmp/gdb.out")" "52:000:1"
+    expect_eq "... and the dead-letter table has nothing of the request yet" \
+        "$(sql "SELECT count(*) FROM billing.rejected_events WHERE event_id = 'g-3'")" 0
+    url=$consumer_url
+    api "the client's retry after the kill" 202 /v1/events "$writer" \
+        -H "Content-Type: application/x-ndjson" --data-binary "@$tmp/gdb.jsonl"
+    # A last event of the same account (so the same partition, read after
+    # the retried records): once it is stored, every record before it was read.
+    sed -n 1p "$tmp/events.jsonl" | sed 's/"k-1"/"g-last"/' >"$tmp/last.jsonl"
+    api "an event after the retry" 202 /v1/events "$writer" -H "Content-Type: application/x-ndjson" \
+        --data-binary "@$tmp/last.jsonl"
+    until_sql "kill -9 then retry: the event after it stored" \
+        "SELECT count(*) FROM billing.usage_events WHERE event_id = 'g-last'" 1
+    expect_eq "kill -9 then retry: each event stored once (the broker had them twice)" \
+        "$(sql "SELECT count(*) FROM billing.usage_events WHERE event_id IN ('g-1', 'g-2')")" 2
+    expect_eq "kill -9 then retry: the invalid event kept once" \
+        "$(sql "SELECT count(*) FROM billing.rejected_events WHERE event_id = 'g-3'")" 1
+fi
 
 for p in $pids; do
     kill "$p" 2>/dev/null
