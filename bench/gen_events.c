@@ -1,13 +1,14 @@
 /*
  * gen_events.c - deterministic usage events for benchmarking `billing rate`.
  *
- *   gen_events [--protobuf] [--accounts N] EVENTS > events.{jsonl,pb}
+ *   gen_events [--protobuf] [--accounts N] [--seed S] EVENTS > events.{jsonl,pb}
  *   gen_events --accounts-json [--accounts N] [--grants AMOUNT] [--plans K] > accounts.json
  *
  * Events are bench_rate's workload (workload.h) of N accounts
  * ("acct-000000"...), so that they rate against
  * examples/gpu-cloud/pricebook.json and the --accounts-json output.
- * Ids are "ev-<n>", all distinct. The same arguments give the same bytes.
+ * Ids are "ev-<n>", all distinct. The same arguments give the same bytes;
+ * --seed S (a number) picks another sequence, for tests of random cases.
  * --grants gives every account a trial credit of AMOUNT (CNY) for January
  * 2026, --plans every K-th account a monthly RTX 4090 plan on its
  * resource i-<n>-0 for January: the business's workload (issue 28).
@@ -111,7 +112,7 @@ static int write_events(long events, int accounts, int protobuf)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: gen_events [--protobuf] [--accounts N] EVENTS\n"
+    fprintf(stderr, "usage: gen_events [--protobuf] [--accounts N] [--seed S] EVENTS\n"
                     "       gen_events --accounts-json [--accounts N] [--grants AMOUNT] "
                     "[--plans K]\n");
     return 2;
@@ -138,6 +139,9 @@ int main(int argc, char **argv)
             grants = argv[++i];
         else if (strcmp(argv[i], "--plans") == 0 && i + 1 < argc)
             plans = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc)
+            /* xorshift64 needs a state that is not 0: an odd one from the seed. */
+            rng_state = (strtoull(argv[++i], NULL, 10) * UINT64_C(0x9E3779B97F4A7C15)) | 1;
         else if (argv[i][0] != '-' && events < 0)
             events = atol(argv[i]);
         else

@@ -267,13 +267,9 @@ validate GET "/v1/invoices/{number}" 404 "$tmp/x"
 check "an unknown number: 404" $r "$code"
 
 # ---- usage equals the invoice's lines -----------------------------------
-usage_ok=ok
-usage_why=
-for acct in lab-a new-d student-b team-c; do
-    code=$(get "$admin" "/v1/accounts/$acct/usage?from=2026-01&to=2026-01&group_by=meter" "$tmp/u")
-    validate GET "/v1/accounts/{id}/usage" 200 "$tmp/u"
-    number=$(sql -c "SELECT billing.invoice_number_text(s.prefix, i.number) FROM billing.invoices i JOIN billing.invoice_series s ON s.series = i.series WHERE i.account_id = '$acct' AND i.month = '2026-01-01' AND i.kind = 'invoice' ORDER BY i.id LIMIT 1")
-    PYTHONPATH="$tmp" python3 - "$tmp/u" "$tmp/cli/$number.json" <<'EOF' || { usage_ok=fail; usage_why="$usage_why $acct($code)"; }
+# usage_eq.py USAGE INVOICE: the usage answer per meter equals the
+# invoice's usage and included lines, quantities and amounts (exact).
+cat >"$tmp/usage_eq.py" <<'EOF'
 import json, sys
 from collections import defaultdict
 from fractions import Fraction
@@ -296,6 +292,14 @@ if not ok:
     print(dict(want_q), got_q, dict(want_a), got_a)
 sys.exit(0 if ok and want_q else 1)
 EOF
+usage_ok=ok
+usage_why=
+for acct in lab-a new-d student-b team-c; do
+    code=$(get "$admin" "/v1/accounts/$acct/usage?from=2026-01&to=2026-01&group_by=meter" "$tmp/u")
+    validate GET "/v1/accounts/{id}/usage" 200 "$tmp/u"
+    number=$(sql -c "SELECT billing.invoice_number_text(s.prefix, i.number) FROM billing.invoices i JOIN billing.invoice_series s ON s.series = i.series WHERE i.account_id = '$acct' AND i.month = '2026-01-01' AND i.kind = 'invoice' ORDER BY i.id LIMIT 1")
+    PYTHONPATH="$tmp" python3 "$tmp/usage_eq.py" "$tmp/u" "$tmp/cli/$number.json" ||
+        { usage_ok=fail; usage_why="$usage_why $acct($code)"; }
 done
 check "usage per meter equals each invoice's usage lines of 2026-01 (exact)" $usage_ok "$usage_why"
 for by in model region month; do
@@ -453,4 +457,42 @@ check "every answer validates against doc/openapi.yaml" $conforms "$conforms_why
 curl -s "http://127.0.0.1:$mport/metrics" >"$tmp/metrics"
 grep -q 'billingd_api_requests_total{route="/v1/invoices/{number}",status="304"}' "$tmp/metrics" && r=ok || r=fail
 check "/metrics counts the 304s of /v1/invoices/{number}" $r
+
+# ---- a random scenario: the API's documents and usage are the CLI's ----
+# 30 accounts (a trial grant each, a monthly plan every 6th), 2 000 events
+# drawn from a seed (bench/gen_events; BILLING_TEST_SEED=S repeats a run),
+# closed as drafts; then for every draft the API's JSON, PDF and CSV are
+# `billing invoice export`'s bytes and its usage per meter the draft's lines.
+seed=${BILLING_TEST_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
+echo "random scenario: BILLING_TEST_SEED=$seed"
+"$builddir/bench/gen_events" --accounts-json --accounts 30 --grants 40.00 --plans 6 >"$tmp/sc.json" &&
+    "$builddir/bench/gen_events" --seed "$seed" --accounts 30 2000 >"$tmp/sc.jsonl" || exit 99
+$billing load --pricebook "$ex/pricebook.json" --accounts "$tmp/sc.json" >/dev/null || exit 99
+$billing ingest "$tmp/sc.jsonl" >/dev/null 2>&1 || exit 99
+$billing close --period 2026-01 --grace 0 --quiet >/dev/null 2>&1 || exit 99
+for f in json csv pdf; do
+    $billing invoice export --format $f --out "$tmp/sc" --period 2026-01 >/dev/null 2>&1 || exit 99
+done
+kill "$dpid" && wait "$dpid"
+start_billingd || finish
+same=ok
+why=
+n=0
+for f in "$tmp"/sc/draft-*.json; do
+    name=$(basename "$f" .json)
+    for form in json pdf csv; do
+        code=$(get "$admin" "/v1/invoices/${name#draft-}.$form" "$tmp/a.$form")
+        if [ "$code" != 200 ] || ! cmp -s "$tmp/a.$form" "$tmp/sc/$name.$form"; then
+            same=fail
+            why="$why $name.$form($code)"
+        fi
+    done
+    acct=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["account"])' "$f")
+    code=$(get "$admin" "/v1/accounts/$acct/usage?from=2026-01&to=2026-01&group_by=meter" "$tmp/u")
+    PYTHONPATH="$tmp" python3 "$tmp/usage_eq.py" "$tmp/u" "$f" >/dev/null ||
+        { same=fail; why="$why usage:$acct($code)"; }
+    n=$((n + 1))
+done
+[ "$n" -ge 25 ] || { same=fail; why="$why only $n drafts"; }
+check "seed $seed: the $n drafts' JSON, PDF and CSV and usage per meter as billing gives them" $same "$why"
 finish
