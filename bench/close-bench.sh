@@ -19,7 +19,9 @@
 # BASELINE=path/to/old/billing the same steps run first with that binary on
 # an identical copy of the data, for an old/new ratio measured in one run;
 # each run prints a digest of every stored draft, which must be equal.
-# SETUP_ONLY=1 only sets up, and keeps the database (for profiling). The events are
+# SETUP_ONLY=1 only sets up, and keeps the database (for profiling);
+# FROM_DB=name skips the setup and times copies of that kept database
+# (ACCOUNTS and EVENTS_PER_ACCOUNT are then what it holds). The events are
 # generated inside PostgreSQL with generate_series (setup, not measured):
 # every account has gpu hours on two models, gpuless hours, daily storage
 # samples and traffic, a third of them a credit grant, a tenth a monthly
@@ -32,27 +34,30 @@ jobs=${3:-2}
 pdf_count=${PDF_COUNT:-1000}
 pdf_jobs=${PDF_JOBS:-1 2}
 billing=${BILLING:-./billing/billing}
-db=billing_bench_close_$$
+db=${FROM_DB:-billing_bench_close_$$}
 src=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 cleanup() {
     rm -rf "$work"
-    for d in "$db" "${db}_baseline" "${db}_new"; do
+    for d in "${db}_baseline" "${db}_new"; do
         psql -q -d postgres -c "DROP DATABASE IF EXISTS $d WITH (FORCE)" >/dev/null 2>&1 || true
     done
+    [ -n "${FROM_DB:-}" ] ||
+        psql -q -d postgres -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
 
 base=${BILLING_PG_CONNINFO:?set BILLING_PG_CONNINFO (scripts/pg.sh start && . var/services.env)}
 conn="$base dbname=$db"
 export PGHOST PGPORT PGUSER
+stamp() { date +%s.%N; }
+since() { echo "$(stamp) - $1" | bc; }
+
+if [ -z "${FROM_DB:-}" ]; then
 psql -q -d postgres -c "CREATE DATABASE $db"
 # The baseline's schema if there is one; each run migrates its own copy.
 "${BASELINE:-$billing}" db migrate --db "$conn" >/dev/null
 "${BASELINE:-$billing}" load --db "$conn" --pricebook "$src/tests/golden/pricebook.json" --book default >/dev/null
-
-stamp() { date +%s.%N; }
-since() { echo "$(stamp) - $1" | bc; }
 
 t0=$(stamp)
 psql -q -d "$db" -v accounts="$accounts" -v per="$per" <<'EOF'
@@ -107,6 +112,10 @@ ANALYZE;
 EOF
 events=$(psql -tA -d "$db" -c "SELECT count(*) FROM billing.usage_events")
 echo "setup: $accounts accounts, $events events in $(since "$t0") s"
+else
+    echo "from $db: $(psql -tA -d "$db" -c "SELECT count(*) FROM billing.accounts") accounts," \
+        "$(psql -tA -d "$db" -c "SELECT count(*) FROM billing.usage_events") events"
+fi
 
 # CPU seconds (user+sys) the PostgreSQL server has used so far, when it
 # runs on this machine and we may read its processes' /proc entries:

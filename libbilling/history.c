@@ -42,18 +42,26 @@ void bl_issued_free(bl_credit_memo *memo)
     memo->n_issued = 0;
 }
 
-/* Free the rater's memos (billing_rater_destroy, through r->credit_memo_free). */
+/*
+ * Free the rater's memos (billing_rater_destroy, through r->credit_memo_free):
+ * those of the accounts listed in memo_accounts alone, the others were never
+ * touched (calloc's zero pages).
+ */
 static void credit_memo_free(billing_rater *r)
 {
     size_t i;
 
     if (r->credit_memo == NULL)
         return;
-    for (i = 0; i < r->cat->accounts.len; i++) {
-        if (r->credit_memo[i].valid)
-            bl_credit_clear(&r->credit_memo[i].c);
-        bl_issued_free(&r->credit_memo[i]);
+    for (i = 0; i < r->memo_accounts.len; i++) {
+        bl_credit_memo *m = &r->credit_memo[r->memo_accounts.data[i]];
+        if (m->valid)
+            bl_credit_clear(&m->c);
+        bl_issued_free(m);
     }
+    free(r->memo_accounts.data);
+    r->memo_accounts.data = NULL;
+    r->memo_accounts.len = r->memo_accounts.cap = 0;
     free(r->credit_memo);
     r->credit_memo = NULL;
 }
@@ -68,6 +76,20 @@ bl_credit_memo *bl_credit_memo_of(billing_rater *r, size_t ai)
     }
     if (r->credit_memo == NULL)
         return NULL;
+    if (!r->credit_memo[ai].used) {
+        /* First use: noted, so that credit_memo_free visits it alone. */
+        bl_u32vec *v = &r->memo_accounts;
+        if (v->len == v->cap) {
+            size_t ncap = v->cap ? 2 * v->cap : 64;
+            uint32_t *d = realloc(v->data, ncap * sizeof(*d));
+            if (d == NULL)
+                return NULL;
+            v->data = d;
+            v->cap = ncap;
+        }
+        v->data[v->len++] = (uint32_t)ai;
+        r->credit_memo[ai].used = 1;
+    }
     return &r->credit_memo[ai];
 }
 

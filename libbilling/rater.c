@@ -303,7 +303,6 @@ billing_status billing_rater_new(billing_catalog *cat, billing_rater **out, char
 {
     billing_rater *r = NULL;
     billing_status st;
-    size_t i;
 
     if (out == NULL)
         return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID, "rater: out is NULL");
@@ -324,8 +323,7 @@ billing_status billing_rater_new(billing_catalog *cat, billing_rater **out, char
     r->months = calloc(cat->accounts.len ? cat->accounts.len : 1, sizeof(bl_month_cache));
     if (r->by_account == NULL || r->months == NULL)
         goto nomem;
-    for (i = 0; i < cat->accounts.len; i++)
-        r->months[i].end = r->months[i].start; /* empty: forces a lookup */
+    /* months: zeroed, start == end is empty and forces a lookup. */
     *out = r;
     return BILLING_OK;
 nomem:
@@ -344,9 +342,10 @@ void billing_rater_destroy(billing_rater *r)
             mpq_clear(r->aggs[i].extra);
     }
     if (r->by_account != NULL) {
-        for (i = 0; i < r->cat->accounts.len; i++)
-            free(r->by_account[i].data);
+        for (i = 0; i < r->agg_accounts.len; i++)
+            free(r->by_account[r->agg_accounts.data[i]].data);
     }
+    free(r->agg_accounts.data);
     if (r->credit_memo_free != NULL)
         r->credit_memo_free(r);
     intern_free(&r->account_ids);
@@ -800,6 +799,15 @@ static int reserve_aggs(billing_rater *r, size_t ai, size_t extra)
         free(r->agg_slots);
         r->agg_slots = slots;
         r->agg_slot_cap = ncap;
+    }
+    if (v->data == NULL) {
+        /* First aggregates of the account: noted for billing_rater_destroy. */
+        data = grow(r->agg_accounts.data, &r->agg_accounts.cap, r->agg_accounts.len + 1,
+                    sizeof(uint32_t), 64);
+        if (data == NULL)
+            return -1;
+        r->agg_accounts.data = data;
+        r->agg_accounts.data[r->agg_accounts.len++] = (uint32_t)ai;
     }
     data = grow(v->data, &v->cap, v->len + extra, sizeof(uint32_t), 16);
     if (data == NULL)

@@ -163,6 +163,15 @@ struct billing_rater {
      * invoice code above the rater (no circle between the files).
      */
     void (*credit_memo_free)(billing_rater *r);
+    /*
+     * The accounts whose by_account and credit_memo entries were ever
+     * used: destroy frees only those. The per-account arrays are sized by
+     * the catalog and left to calloc's zero pages, so that a rater for a
+     * few accounts of a large catalog (a close batch) costs what it uses,
+     * not the catalog's size (doc/performance.md, "Month-end close").
+     */
+    bl_u32vec agg_accounts;
+    bl_u32vec memo_accounts;
     /* Dedupe. */
     bl_seen *seen;         /* entries, in arrival order */
     size_t seen_count;

@@ -19,6 +19,7 @@
 #include "closemarks.h"
 #include "invoices.h"
 #include "kindsums.h"
+#include "md5.h"
 #include "rowtext.h"
 
 #define MSG_MAX 1024
@@ -73,88 +74,166 @@ bs_status bs_rejected_since(bs_conn *c, billing_time_t since, int64_t *count, bs
 /* ---------------------------------------------------------------------- */
 
 /*
- * Instants travel as timestamptz text in UTC plus the 0..999 nanoseconds
- * column, parsed here: extract(epoch ...) in NUMERIC took most of the
- * server's time of a close.
+ * The events stream out of one COPY in PostgreSQL's binary format:
+ * instants as microseconds (plus the 0..999 nanoseconds column), text as
+ * its bytes, the quantity as its exact decimal text. Before, a cursor
+ * was FETCHed 20 000 rows at a time in text: each FETCH ran the cursor
+ * into a tuplestore before sending it, and formatting two timestamptz
+ * per event was a third of that (doc/performance.md, "Month-end close",
+ * 2026-12-06, the first close). COPY takes no parameters: they travel as
+ * settings of the transaction, which the statement reads back.
  */
-#define SQL_EVENTS_STYLE "SET LOCAL DateStyle = 'ISO, YMD'"
-#define SQL_EVENTS_DECLARE                                                                     \
-    "DECLARE bs_close_events NO SCROLL CURSOR FOR SELECT account_id, event_id, resource_id,"   \
-    " meter, start_time, start_nanos, end_time, end_nanos, quantity::text, model,"             \
-    " region FROM billing.usage_events WHERE account_id = ANY"                                  \
-    " (ARRAY(SELECT json_array_elements_text($1::json))) AND start_time < $2::timestamptz"
-#define SQL_EVENTS_FETCH "FETCH 20000 FROM bs_close_events"
+#define SQL_EVENTS_PARAMS                                                                      \
+    "SELECT set_config('billing.close_accounts', $1::text, true),"                             \
+    " set_config('billing.close_before', $2::timestamptz::text, true)"
+#define SQL_EVENTS_COPY                                                                        \
+    "COPY (SELECT account_id, event_id, resource_id, meter, start_time, start_nanos,"          \
+    " end_time, end_nanos, quantity::text, model, region FROM billing.usage_events"            \
+    " WHERE account_id = ANY (ARRAY(SELECT json_array_elements_text("                          \
+    " current_setting('billing.close_accounts')::json)))"                                      \
+    " AND start_time < current_setting('billing.close_before')::timestamptz)"                  \
+    " TO STDOUT (FORMAT binary)"
+#define EVENT_FIELDS 11
+/* The PGCOPY binary header: signature, flags, header extension length. */
+#define COPY_SIGNATURE "PGCOPY\n\377\r\n\0"
+#define COPY_HEADER 19
+/* Microseconds from 1970-01-01 to PostgreSQL's epoch, 2000-01-01. */
+#define PG_EPOCH_US INT64_C(946684800000000)
 
-/* @n decimal digits at @s as a number, or -1 if one is not a digit. */
-static int64_t digits(const char *s, int n)
+static uint32_t be32(const unsigned char *p)
 {
-    int64_t v = 0;
-    int i;
-
-    for (i = 0; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return -1;
-        v = v * 10 + (s[i] - '0');
-    }
-    return v;
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
 }
 
 /*
- * parse_utc - "YYYY-MM-DD HH:MM:SS[.ffffff]+00" (timestamptz text in a UTC,
- * ISO session) plus @nanos into *@out. Returns 0, or -1 for anything else.
+ * A binary timestamptz (@us, 8 bytes) and smallint nanoseconds (@ns, 2
+ * bytes) into *@out. Returns 0, or -1 for infinities, values out of
+ * range and nanoseconds outside 0..999.
  */
-static int parse_utc(const char *s, const char *nanos, billing_time_t *out)
+static int parse_instant(const unsigned char *us, const unsigned char *ns, billing_time_t *out)
 {
-    int64_t f[6];
-    int64_t us = 0;
-    size_t len = strlen(s);
-    size_t i = 19;
-    int64_t scale = 100000;
-    int64_t days;
+    int64_t v = (int64_t)((uint64_t)be32(us) << 32 | be32(us + 4));
+    int nanos = (int16_t)((uint16_t)(ns[0] << 8 | ns[1]));
+    const int64_t lim = INT64_MAX / 1000 - PG_EPOCH_US - 1;
 
-    if (len < 22 || s[4] != '-' || s[7] != '-' || s[10] != ' ' || s[13] != ':' || s[16] != ':')
+    if (v <= -lim || v >= lim || nanos < 0 || nanos > 999)
         return -1;
-    f[0] = digits(s, 4);
-    f[1] = digits(s + 5, 2);
-    f[2] = digits(s + 8, 2);
-    f[3] = digits(s + 11, 2);
-    f[4] = digits(s + 14, 2);
-    f[5] = digits(s + 17, 2);
-    if (s[i] == '.') {
-        for (i++; i < len && s[i] >= '0' && s[i] <= '9' && scale > 0; i++, scale /= 10)
-            us += (s[i] - '0') * scale;
-    }
-    if (f[0] < 0 || f[1] < 1 || f[1] > 12 || f[2] < 1 || f[3] < 0 || f[4] < 0 || f[5] < 0 ||
-        strcmp(s + i, "+00") != 0)
-        return -1;
-    if (billing_civil_days((int)f[0], (int)f[1], (int)f[2], &days) != BILLING_OK)
-        return -1;
-    *out = ((days * 86400 + f[3] * 3600 + f[4] * 60 + f[5]) *
-                INT64_C(1000000) +
-            us) * 1000 +
-           strtoll(nanos, NULL, 10);
+    *out = (v + PG_EPOCH_US) * 1000 + nanos;
     return 0;
 }
 
-/* Hand the rows of one FETCH to @fn. Returns BS_OK or BS_ERR_INVALID (stopped). */
-static bs_status feed_rows(const PGresult *res, bs_event_fn fn, void *arg, bs_error *err)
+/*
+ * One tuple of the COPY (@len bytes at @row) to @fn: each field is
+ * NUL-terminated in place (the byte after it is the next length's, read
+ * first). Returns 1 at the trailer, 0 for a row, -1 malformed (message in
+ * @err), -2 when @fn refused it.
+ */
+static int feed_copy_row(char *row, int len, bs_event_fn fn, void *arg, bs_error *err)
 {
+    const unsigned char *u = (const unsigned char *)row;
+    char *field[EVENT_FIELDS];
+    int flen[EVENT_FIELDS];
     billing_time_t start;
     billing_time_t end;
+    int at = 2;
     int i;
 
-    for (i = 0; i < PQntuples(res); i++) {
-        if (parse_utc(PQgetvalue(res, i, 4), PQgetvalue(res, i, 5), &start) != 0 ||
-            parse_utc(PQgetvalue(res, i, 6), PQgetvalue(res, i, 7), &end) != 0)
-            return bs_error_set(err, BS_ERR_INVALID, "event '%.128s': unexpected instant '%.64s'",
-                                PQgetvalue(res, i, 1), PQgetvalue(res, i, 4));
-        if (fn(arg, PQgetvalue(res, i, 0), PQgetvalue(res, i, 1), PQgetvalue(res, i, 2),
-               PQgetvalue(res, i, 3), start, end,
-               PQgetvalue(res, i, 8), PQgetvalue(res, i, 9), PQgetvalue(res, i, 10)) != 0)
-            return bs_error_set(err, BS_ERR_INVALID, "event '%.128s' was not accepted",
-                                PQgetvalue(res, i, 1));
+    if (len >= 2 && u[0] == 0xff && u[1] == 0xff)
+        return 1;
+    if (len < 2 || (u[0] << 8 | u[1]) != EVENT_FIELDS) {
+        bs_error_set(err, BS_ERR_FATAL, "events: unexpected row in the COPY");
+        return -1;
     }
-    return BS_OK;
+    for (i = 0; i < EVENT_FIELDS; i++) {
+        if (at + 4 > len) {
+            bs_error_set(err, BS_ERR_FATAL, "events: truncated row in the COPY");
+            return -1;
+        }
+        flen[i] = (int)be32(u + at);
+        at += 4;
+        if (flen[i] < 0 || flen[i] > len - at) {
+            bs_error_set(err, BS_ERR_FATAL, "events: field %d of a row: bad length", i + 1);
+            return -1;
+        }
+        field[i] = row + at;
+        at += flen[i];
+    }
+    if (flen[4] != 8 || flen[5] != 2 || flen[6] != 8 || flen[7] != 2) {
+        bs_error_set(err, BS_ERR_FATAL, "events: unexpected instant fields in the COPY");
+        return -1;
+    }
+    if (parse_instant((const unsigned char *)field[4], (const unsigned char *)field[5],
+                      &start) != 0 ||
+        parse_instant((const unsigned char *)field[6], (const unsigned char *)field[7], &end) !=
+            0) {
+        field[1][flen[1]] = '\0';
+        bs_error_set(err, BS_ERR_INVALID, "event '%.128s': instant out of range", field[1]);
+        return -2;
+    }
+    /* Back to front: field i's terminator overwrites field i+1's length, read above. */
+    for (i = EVENT_FIELDS - 1; i >= 0; i--) {
+        if (i != 4 && i != 5 && i != 6 && i != 7)
+            field[i][flen[i]] = '\0';
+    }
+    if (fn(arg, field[0], field[1], field[2], field[3], start, end, field[8], field[9],
+           field[10]) != 0) {
+        bs_error_set(err, BS_ERR_INVALID, "event '%.128s' was not accepted", field[1]);
+        return -2;
+    }
+    return 0;
+}
+
+/*
+ * The rows of the COPY to @fn until its end; after a failure the rest is
+ * read and dropped, so that the connection is usable again. Returns BS_OK
+ * or the first error.
+ */
+static bs_status feed_copy(bs_conn *c, bs_event_fn fn, void *arg, bs_error *err)
+{
+    PGconn *pg = bs_pg(c);
+    bs_status st = BS_OK;
+    int header = 1;
+    int done = 0;
+    PGresult *res;
+    char *row;
+    int len;
+    int r;
+
+    while ((len = PQgetCopyData(pg, &row, 0)) > 0) {
+        char *at = row;
+        if (header) {
+            header = 0;
+            if (len < COPY_HEADER || memcmp(row, COPY_SIGNATURE, 11) != 0) {
+                if (st == BS_OK)
+                    st = bs_error_set(err, BS_ERR_FATAL, "events: not a binary COPY");
+                PQfreemem(row);
+                continue;
+            }
+            /* The header arrives with the first row (or the trailer). */
+            at += COPY_HEADER + be32((const unsigned char *)row + 15);
+            len -= (int)(at - row);
+        }
+        if (st == BS_OK && !done && len > 0) {
+            r = feed_copy_row(at, len, fn, arg, err);
+            if (r == 1)
+                done = 1;
+            else if (r < 0)
+                st = err != NULL && err->status != BS_OK ? err->status : BS_ERR_FATAL;
+        }
+        PQfreemem(row);
+    }
+    if (len == -2 && st == BS_OK)
+        st = bs_error_set(err, BS_ERR_RETRY, "events: COPY: %s", PQerrorMessage(pg));
+    while ((res = PQgetResult(pg)) != NULL) {
+        if (PQresultStatus(res) != PGRES_COMMAND_OK && st == BS_OK) {
+            bs_status cls = bs_classify_sqlstate(PQresultErrorField(res, PG_DIAG_SQLSTATE));
+            if (PQstatus(pg) != CONNECTION_OK)
+                cls = BS_ERR_RETRY;
+            st = bs_error_set(err, cls, "events: COPY: %s", PQresultErrorMessage(res));
+        }
+        PQclear(res);
+    }
+    return st;
 }
 
 bs_status bs_events_fetch(bs_conn *c, const char *accounts, billing_time_t before, bs_event_fn fn,
@@ -164,7 +243,6 @@ bs_status bs_events_fetch(bs_conn *c, const char *accounts, billing_time_t befor
     const char *params[2];
     PGresult *res;
     bs_status st;
-    int rows;
 
     billing_time_format(before, before_text, sizeof(before_text));
     params[0] = accounts;
@@ -174,21 +252,18 @@ bs_status bs_events_fetch(bs_conn *c, const char *accounts, billing_time_t befor
         return st;
     st = bs_command(c, "SET TRANSACTION READ ONLY", 0, NULL, NULL, err);
     if (st == BS_OK)
-        st = bs_command(c, SQL_EVENTS_STYLE, 0, NULL, NULL, err);
-    if (st == BS_OK)
-        st = bs_command(c, SQL_EVENTS_DECLARE, 2, params, NULL, err);
-    do {
-        if (st != BS_OK)
-            break;
-        res = bs_query(c, SQL_EVENTS_FETCH, 0, NULL, err);
-        if (res == NULL) {
-            st = err != NULL ? err->status : BS_ERR_FATAL;
-            break;
-        }
-        rows = PQntuples(res);
-        st = feed_rows(res, fn, arg, err);
+        st = bs_command(c, SQL_EVENTS_PARAMS, 2, params, NULL, err);
+    if (st == BS_OK) {
+        res = PQexec(bs_pg(c), SQL_EVENTS_COPY);
+        if (PQresultStatus(res) == PGRES_COPY_OUT)
+            st = feed_copy(c, fn, arg, err);
+        else
+            st = bs_error_set(err,
+                              PQstatus(bs_pg(c)) == CONNECTION_OK ? BS_ERR_FATAL : BS_ERR_RETRY,
+                              "events: COPY: %s",
+                              res != NULL ? PQresultErrorMessage(res) : PQerrorMessage(bs_pg(c)));
         PQclear(res);
-    } while (st == BS_OK && rows > 0);
+    }
     if (st != BS_OK) {
         bs_rollback(c);
         return st;
@@ -373,9 +448,30 @@ static int put_time(json_t *o, const char *key, billing_time_t t)
 }
 
 /*
+ * The content hash of @text as PostgreSQL's md5() gives it (lower-case
+ * hex) into @hex, 33 bytes.
+ */
+static void md5_hex(const char *text, char hex[2 * BS_MD5_LEN + 1])
+{
+    static const char digit[] = "0123456789abcdef";
+    unsigned char md[BS_MD5_LEN];
+    size_t i;
+
+    bs_md5(text, strlen(text), md);
+    for (i = 0; i < BS_MD5_LEN; i++) {
+        hex[2 * i] = digit[md[i] >> 4];
+        hex[2 * i + 1] = digit[md[i] & 15];
+    }
+    hex[2 * BS_MD5_LEN] = '\0';
+}
+
+/*
  * draft_json - the draft as the statements below read it, with "h", the
- * text whose md5 is the content hash: the draft's own compact JSON with
- * sorted keys, so that the same invoice always gives the same hash.
+ * content hash: the md5 of the draft's own compact JSON with sorted keys,
+ * so that the same invoice always gives the same hash. It is computed
+ * here, as md5() would: sending that text for the server to hash doubled
+ * the batch's JSON to parse, compress and decompress (doc/performance.md,
+ * "Month-end close", 2026-12-06, the first close).
  */
 static json_t *draft_json(const bs_draft *d)
 {
@@ -383,6 +479,7 @@ static json_t *draft_json(const bs_draft *d)
     billing_time_t start;
     billing_time_t end;
     json_t *o = json_object();
+    char hex[2 * BS_MD5_LEN + 1];
     char *h;
     int failed;
 
@@ -406,7 +503,9 @@ static json_t *draft_json(const bs_draft *d)
              json_object_set_new(o, "expired", credits_json(inv, 1)) |
              json_object_set_new(o, "returned", returned_json(inv));
     h = failed ? NULL : json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
-    if (h == NULL || json_object_set_new(o, "h", json_string(h)) != 0) {
+    if (h != NULL)
+        md5_hex(h, hex);
+    if (h == NULL || json_object_set_new(o, "h", json_string(hex)) != 0) {
         free(h);
         json_decref(o);
         return NULL;
@@ -434,17 +533,27 @@ static json_t *draft_json(const bs_draft *d)
  * every draft of the month for each batch (quadratic in accounts). JIT
  * is off too: the cost penalty of a disabled plan type made every
  * statement look expensive enough to compile, which took longer than
- * running it.
+ * running it. The batch's drafts are compressed with lz4 where the
+ * server has it: every `d->>'x'` decompresses the draft again, and pglz
+ * was a tenth of the server's time of a close.
+ */
+/*
+ * Made once per session and emptied at each commit (a rollback leaves
+ * its rows dead): creating and dropping it, with its two indexes, in
+ * every batch's transaction was about 5 % of the server's time of a close.
  */
 #define SQL_BATCH_TABLE                                                                        \
-    "CREATE TEMPORARY TABLE bs_batch (n integer PRIMARY KEY, a text NOT NULL UNIQUE,"          \
-    " id bigint, d jsonb NOT NULL) ON COMMIT DROP"
+    "CREATE TEMPORARY TABLE IF NOT EXISTS bs_batch (n integer PRIMARY KEY,"                    \
+    " a text NOT NULL UNIQUE, id bigint, d jsonb NOT NULL) ON COMMIT DELETE ROWS"
 #define SQL_BATCH_FILL                                                                         \
     "INSERT INTO bs_batch (n, a, d) SELECT x.n - 1, x.v->>'a', x.v"                            \
     " FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY x(v, n)"
 #define SQL_BATCH_PLANNER                                                                      \
     "SELECT set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin',"        \
-    " 'off', true), set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true)"
+    " 'off', true), set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true),"\
+    " set_config('default_toast_compression', CASE WHEN 'lz4' = ANY (enumvals) THEN 'lz4'"    \
+    " ELSE 'pglz' END, true) FROM pg_catalog.pg_settings"                                      \
+    " WHERE name = 'default_toast_compression'"
 /* Accounts (a JSON array of ids) locked in hash order, so that concurrent closes cannot deadlock. */
 #define SQL_DRAFT_LOCK_IDS                                                                     \
     "SELECT count(*) FROM (SELECT pg_advisory_xact_lock(k) FROM (SELECT DISTINCT"              \
@@ -452,7 +561,7 @@ static json_t *draft_json(const bs_draft *d)
     " ORDER BY k OFFSET 0) s) t"
 #define SQL_SERIES "SELECT billing.ensure_invoice_series($1::text, $1::text || '-')"
 #define SQL_DRAFT_EXISTING                                                                     \
-    "SELECT b.n, i.id, i.status, i.content_hash IS NOT DISTINCT FROM md5(b.d->>'h')"           \
+    "SELECT b.n, i.id, i.status, i.content_hash IS NOT DISTINCT FROM b.d->>'h'"           \
     " FROM bs_batch b JOIN billing.invoices i ON i.account_id = b.a AND i.month = $1::date"    \
     " AND i.kind = 'invoice' AND i.status IN ('draft', 'finalized')"
 /* Drafts not to write (unchanged, or their month finalized) leave the batch. */
@@ -483,7 +592,7 @@ static json_t *draft_json(const bs_draft *d)
     " credits = (d->>'cr')::numeric, returned = (d->>'ret')::numeric,"                         \
     " account_credit = (d->>'ac')::numeric, carried = (d->>'car')::numeric,"                   \
     " account_credit_left = (d->>'acl')::numeric, tax = (d->>'tax')::numeric,"                 \
-    " total = (d->>'tot')::numeric, content_hash = md5(d->>'h')"
+    " total = (d->>'tot')::numeric, content_hash = d->>'h'"
 #define SQL_DRAFT_UPDATE                                                                       \
     "UPDATE billing.invoices i SET " SQL_DRAFT_FIGURES ", updated_at = now()"                  \
     " FROM bs_batch b WHERE i.id = b.id"
@@ -495,7 +604,7 @@ static json_t *draft_json(const bs_draft *d)
     " SELECT b.a, d->>'cur', $1::date, $2::text, (d->>'ps')::timestamptz,"                     \
     " (d->>'pe')::timestamptz, (d->>'tr')::numeric, (d->>'sub')::numeric,"                     \
     " (d->>'cr')::numeric, (d->>'ret')::numeric, (d->>'ac')::numeric, (d->>'car')::numeric,"   \
-    " (d->>'acl')::numeric, (d->>'tax')::numeric, (d->>'tot')::numeric, md5(d->>'h')"          \
+    " (d->>'acl')::numeric, (d->>'tax')::numeric, (d->>'tot')::numeric, d->>'h'"          \
     " FROM bs_batch b WHERE b.id IS NULL RETURNING id, account_id)"                            \
     " UPDATE bs_batch b SET id = ins.id FROM ins WHERE b.a = ins.account_id"
 /* The drafts of the batch, each joined to its invoice. */
@@ -547,11 +656,19 @@ static json_t *draft_json(const bs_draft *d)
  * gives (their usage moved: a finalized month voided and closed again
  * takes back its adjustments): emptied and voided, ledger entries reversed.
  */
+/*
+ * Driven by the batch's accounts, one probe of the open-draft index each:
+ * written as `account_id = ANY (...)`, the planner (statistics of invoices
+ * lagging behind the close filling it) scanned every draft of the month
+ * by invoices_month_status for each batch, 100 ms a batch at 20 000
+ * accounts, quadratic in the accounts (doc/performance.md, "Month-end
+ * close", 2026-12-06, the first close).
+ */
 #define SQL_DRAFT_STALE                                                                        \
-    "SELECT coalesce(json_agg(i.id), '[]')::text FROM billing.invoices i"                      \
-    " WHERE i.account_id = ANY (ARRAY(SELECT json_array_elements_text($1::json)))"             \
-    " AND i.month = $2::date AND i.kind = 'invoice' AND i.status = 'draft'"                    \
-    " AND NOT EXISTS (SELECT 1 FROM bs_batch b WHERE b.a = i.account_id)"
+    "SELECT coalesce(json_agg(i.id), '[]')::text FROM json_array_elements_text($1::json) a(id)" \
+    " JOIN billing.invoices i ON i.account_id = a.id AND i.month = $2::date"                   \
+    " AND i.kind = 'invoice' AND i.status = 'draft'"                                           \
+    " WHERE NOT EXISTS (SELECT 1 FROM bs_batch b WHERE b.a = a.id)"
 #define SQL_DRAFT_VOID_STALE                                                                   \
     "UPDATE billing.invoices SET status = 'void', void_reason = 'recomputed: no charges',"     \
     " voided_at = now(), subtotal = 0, credits = 0, returned = 0, account_credit = 0, carried = 0,"\

@@ -43,15 +43,12 @@ typedef int (*bs_event_fn)(void *arg, const char *account, const char *id, const
                            const char *meter, billing_time_t start, billing_time_t end,
                            const char *quantity, const char *model, const char *region);
 
-/* Rows fetched per round trip by bs_events_fetch: bounds its memory. */
-#define BS_EVENTS_FETCH_ROWS 20000
-
 /*
  * bs_events_fetch - every stored raw event of the accounts in @accounts
  * (a JSON array of ids) that starts before @before, handed to @fn in no
- * particular order, through a cursor (BS_EVENTS_FETCH_ROWS at a time) in
- * a read-only transaction. Returns BS_OK, BS_ERR_INVALID when @fn
- * stopped, or a database error.
+ * particular order, streamed by one binary COPY (one row in memory at a
+ * time) in a read-only transaction. Returns BS_OK, BS_ERR_INVALID when @fn
+ * stopped or an instant is out of range, or a database error.
  */
 bs_status bs_events_fetch(bs_conn *c, const char *accounts, billing_time_t before, bs_event_fn fn,
                           void *arg, bs_error *err);

@@ -2564,6 +2564,99 @@ START_TEST(test_refund_not_spent_by_later_month)
 }
 END_TEST
 
+/* ---------------------------------------------------------------------- */
+/* Reading the stored events (bs_events_fetch)                             */
+/* ---------------------------------------------------------------------- */
+
+#define FETCH_EVENTS 3
+
+typedef struct fetch_seen {
+    int n;
+    int stop_at; /* return non-zero at this event (1-based); 0: never */
+    char text[FETCH_EVENTS + 1][512];
+} fetch_seen;
+
+/* A bs_event_fn: each event as one line of text, in id order of arrival. */
+static int fetch_note(void *arg, const char *account, const char *id, const char *resource,
+                      const char *meter, billing_time_t start, billing_time_t end,
+                      const char *quantity, const char *model, const char *region)
+{
+    fetch_seen *f = arg;
+
+    ck_assert_int_lt(f->n, FETCH_EVENTS + 1);
+    snprintf(f->text[f->n], sizeof(f->text[0]), "%s|%s|%s|%s|%lld|%lld|%s|%s|%s", account, id,
+             resource, meter, (long long)start, (long long)end, quantity, model, region);
+    f->n++;
+    return f->stop_at != 0 && f->n >= f->stop_at;
+}
+
+static int cmp_text(const void *a, const void *b)
+{
+    return strcmp((const char *)a, (const char *)b);
+}
+
+/*
+ * What bs_events_fetch hands over is what was stored, to the nanosecond
+ * and the last digit of the quantity; events starting at the bound or
+ * later (to the microsecond: timestamptz) are left out; a callback that stops it leaves the connection
+ * usable, outside any transaction.
+ */
+START_TEST(test_events_fetch_exact_and_stops)
+{
+    bs_conn *c = fresh("fetch");
+    /* 2026-11-03T04:05:06.123456789Z, and instants before 1970 and after 2100. */
+    const billing_time_t t0 = INT64_C(1793678706) * BILLING_NS_PER_SEC + 123456789;
+    const billing_time_t old = INT64_C(-631152000) * BILLING_NS_PER_SEC + 999;
+    const billing_time_t late = INT64_C(4102444800) * BILLING_NS_PER_SEC + 1;
+    bs_event ev[FETCH_EVENTS + 1] = {
+        {"e-1", "acct-f", "i-1", "gpu", t0, t0 + 1, "0.000000001", "RTX4090", "cn-east-1", "t"},
+        {"e-2", "acct-f", "vol-\xe5\xad\x98", "storage", old, old + 86400 * BILLING_NS_PER_SEC,
+         "123456789012345678.5", "", "", "t"},
+        {"e-3", "acct-g", "i-3", "traffic", t0 - 7, t0 + 999, "1000000000", "", "eu", "t"},
+        {"e-4", "acct-f", "i-4", "gpu", late, late + 1, "1", "A100-80G", "cn-east-1", "t"},
+    };
+    bs_event_outcome out[FETCH_EVENTS + 1];
+    ingest_arg a = {ev, FETCH_EVENTS + 1, out};
+    char want[FETCH_EVENTS][512];
+    fetch_seen f;
+    bs_error err;
+    int i;
+
+    itdb_exec(c, "INSERT INTO billing.accounts (id, currency, time_zone) VALUES"
+                 " ('acct-f', 'CNY', 'UTC'), ('acct-g', 'CNY', 'UTC')");
+    ck_assert_msg(bs_transaction(c, ingest_tx, &a, &err) == BS_OK, "ingest: %s", err.message);
+    for (i = 0; i < FETCH_EVENTS; i++)
+        snprintf(want[i], sizeof(want[0]), "%s|%s|%s|%s|%lld|%lld|%s|%s|%s", ev[i].account,
+                 ev[i].id, ev[i].resource, ev[i].meter, (long long)ev[i].start,
+                 (long long)ev[i].end, ev[i].quantity, ev[i].model, ev[i].region);
+    memset(&f, 0, sizeof(f));
+    /* e-4 starts at the bound: left out. */
+    ck_assert_msg(bs_events_fetch(c, "[\"acct-f\", \"acct-g\", \"acct-none\"]", late, fetch_note,
+                                  &f, &err) == BS_OK,
+                  "fetch: %s", err.message);
+    ck_assert_int_eq(f.n, FETCH_EVENTS);
+    qsort(f.text, FETCH_EVENTS, sizeof(f.text[0]), cmp_text);
+    for (i = 0; i < FETCH_EVENTS; i++)
+        ck_assert_str_eq(f.text[i], want[i]);
+    /* One account only. */
+    memset(&f, 0, sizeof(f));
+    ck_assert(bs_events_fetch(c, "[\"acct-g\"]", late + 1000, fetch_note, &f, &err) == BS_OK);
+    ck_assert_int_eq(f.n, 1);
+    ck_assert_str_eq(f.text[0], want[2]);
+    /* Stopped at the first event: refused, and the connection still works. */
+    memset(&f, 0, sizeof(f));
+    f.stop_at = 1;
+    ck_assert_int_eq(bs_events_fetch(c, "[\"acct-f\"]", late + 1000, fetch_note, &f, &err),
+                     BS_ERR_INVALID);
+    ck_assert_int_eq(f.n, 1);
+    ck_assert(!bs_in_transaction(c));
+    memset(&f, 0, sizeof(f));
+    ck_assert(bs_events_fetch(c, "[\"acct-f\"]", late + 1000, fetch_note, &f, &err) == BS_OK);
+    ck_assert_int_eq(f.n, 3);
+    drop(c);
+}
+END_TEST
+
 static Suite *close_suite(void)
 {
     Suite *s = suite_create("close");
@@ -2602,6 +2695,11 @@ static Suite *close_suite(void)
     tcase_add_test(tc, test_refund_more_than_account_credit_refused);
     tcase_add_test(tc, test_refund_retry_not_doubled);
     tcase_add_test(tc, test_refund_not_spent_by_later_month);
+    suite_add_tcase(s, tc);
+    /* Reading the stored events (CK_RUN_CASE=events runs it alone). */
+    tc = tcase_create("events");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_events_fetch_exact_and_stops);
     suite_add_tcase(s, tc);
     return s;
 }
