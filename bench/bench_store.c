@@ -56,23 +56,23 @@ typedef struct bench {
     const char *method;
     size_t rows;
     size_t batch;
-    bs_event *events;   /* one batch */
-    event_text *texts;  /* one batch */
+    bs_event *events;  /* one batch */
+    event_text *texts; /* one batch */
     const char **params;
     char *multirow_sql;
 } bench;
 
 /* The single-row statement: claim the id, then store the event if claimed. */
 #define SQL_SINGLE                                                                             \
-    "WITH v (event_id, account_id, resource_id, meter, start_time, start_nanos, end_time,"    \
+    "WITH v (event_id, account_id, resource_id, meter, start_time, start_nanos, end_time,"     \
     " end_nanos, quantity, model, region, source) AS (VALUES ($1::text, $2::text, $3::text,"   \
     " $4::text, $5::timestamptz, $6::smallint, $7::timestamptz, $8::smallint, $9::numeric,"    \
     " $10::text, $11::text, $12::text)),"                                                      \
     " ids AS (INSERT INTO billing.event_ids (event_id, start_time, fingerprint)"               \
-    "  SELECT event_id, start_time, billing.event_fingerprint(account_id, resource_id, meter,"  \
+    "  SELECT event_id, start_time, billing.event_fingerprint(account_id, resource_id, meter," \
     "  start_time, start_nanos, end_time, end_nanos, quantity, model, region) FROM v"          \
-    "  ON CONFLICT (id_hash) DO NOTHING RETURNING event_id)"                                  \
-    " INSERT INTO billing.usage_events (event_id, account_id, resource_id, meter, start_time,"  \
+    "  ON CONFLICT (id_hash) DO NOTHING RETURNING event_id)"                                   \
+    " INSERT INTO billing.usage_events (event_id, account_id, resource_id, meter, start_time," \
     " start_nanos, end_time, end_nanos, quantity, model, region, source)"                      \
     " SELECT v.* FROM v JOIN ids USING (event_id)"
 
@@ -202,8 +202,8 @@ static void run_single(bench *b, size_t count, int pipelined)
                 BS_OK)
                 die("pipelined insert", &err);
         } else {
-            PGresult *res = bs_query_prepared(b->conn, "single", SQL_SINGLE, EVENT_PARAMS,
-                                              params, &err);
+            PGresult *res =
+                bs_query_prepared(b->conn, "single", SQL_SINGLE, EVENT_PARAMS, params, &err);
 
             if (res == NULL)
                 die("insert", &err);
@@ -362,8 +362,8 @@ static void run_method(bench *b, const char *method)
     }
     ns = now_ns() - t0;
     check_stored(b);
-    printf("%-14s %10zu rows %8" PRId64 " ms %10" PRId64 " rows/s\n", method, b->rows,
-           ns / 1000000, ns > 0 ? (int64_t)((uint64_t)b->rows * 1000000000u / (uint64_t)ns) : 0);
+    printf("%-14s %10zu rows %8" PRId64 " ms %10" PRId64 " rows/s\n", method, b->rows, ns / 1000000,
+           ns > 0 ? (int64_t)((uint64_t)b->rows * 1000000000u / (uint64_t)ns) : 0);
     fflush(stdout);
     bs_close(b->conn);
     drop_db(dbname);
@@ -395,8 +395,8 @@ static int known_method(const char *name, const char *const *all, size_t n)
 
 int main(int argc, char **argv)
 {
-    static const char *const all[] = {"copy-binary", "copy-text", "multirow-pipe",
-                                      "single-pipe", "single"};
+    static const char *const all[] = {"copy-binary", "copy-text", "multirow-pipe", "single-pipe",
+                                      "single"};
     bench b;
     int i;
 

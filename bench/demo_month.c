@@ -80,8 +80,8 @@ typedef enum kind {
     K_COUNT
 } kind;
 
-static const char *const kind_names[K_COUNT] = {
-    "ok", "replay", "parse", "unknown_account", "invalid", "no_price", "conflict"};
+static const char *const kind_names[K_COUNT] = {"ok",      "replay",   "parse",   "unknown_account",
+                                                "invalid", "no_price", "conflict"};
 
 typedef enum acct_type { A_STUDENT, A_LAB, A_TEAM } acct_type;
 
@@ -163,7 +163,10 @@ static void acct_draw(acct *a, const opts *o, int i)
     pick = rnd(&a->rng) % 100;
     a->type = pick < 20 ? A_STUDENT : pick < 35 ? A_LAB : A_TEAM;
     snprintf(a->id, sizeof(a->id), "%s-%05d",
-             a->type == A_STUDENT ? "stu" : a->type == A_LAB ? "lab" : "team", i + 1);
+             a->type == A_STUDENT ? "stu"
+             : a->type == A_LAB   ? "lab"
+                                  : "team",
+             i + 1);
     if (a->type == A_STUDENT) {
         /* A quarter signed up in December: their trial expires in January. */
         a->signup = MONTH_START + between(&a->rng, -25, 27) * DAY + between(&a->rng, 8, 22) * HOUR;
@@ -176,8 +179,8 @@ static void acct_draw(acct *a, const opts *o, int i)
     }
 }
 
-static int push(recs *r, int account, const char *resource, billing_meter meter,
-                int64_t start, int64_t end, const char *qty, const char *model)
+static int push(recs *r, int account, const char *resource, billing_meter meter, int64_t start,
+                int64_t end, const char *qty, const char *model)
 {
     rec *x;
 
@@ -344,8 +347,8 @@ static int gen_team(recs *r, acct *a)
         hours(r, a, res, a->sub_start, pass_end + between(&a->rng, 0, 2) * HOUR, 8, "RTX4090"))
         return -1;
     snprintf(res, sizeof(res), "i-%05d-2", a->index + 1);
-    if (sessions(r, a, res, MONTH_START, (int)between(&a->rng, 2, 6), 2, 8,
-                 (int)(rnd(&a->rng) % 2), "RTX4090") != 0)
+    if (sessions(r, a, res, MONTH_START, (int)between(&a->rng, 2, 6), 2, 8, (int)(rnd(&a->rng) % 2),
+                 "RTX4090") != 0)
         return -1;
     return disk(r, a, MONTH_START, 500, 500, 0);
 }
@@ -760,8 +763,8 @@ static int assign_all(rd_kafka_t *rk, const opts *o, int64_t *hi, int *n)
         fprintf(stderr, "demo_month: no topic '%s'\n", o->topic);
         goto out;
     }
-    *n = md->topics[0].partition_cnt < PARTITIONS_MAX ? md->topics[0].partition_cnt
-                                                      : PARTITIONS_MAX;
+    *n =
+        md->topics[0].partition_cnt < PARTITIONS_MAX ? md->topics[0].partition_cnt : PARTITIONS_MAX;
     l = rd_kafka_topic_partition_list_new(*n);
     for (i = 0; i < *n; i++) {
         if (rd_kafka_query_watermark_offsets(rk, o->topic, i, &lo, &hi[i], TIMEOUT_MS))

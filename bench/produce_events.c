@@ -78,8 +78,8 @@ static void create_topic(rd_kafka_t *rk, const opts *o)
 {
     char errstr[MSG];
     rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
-    rd_kafka_NewTopic_t *nt = rd_kafka_NewTopic_new(o->topic, o->partitions, 1, errstr,
-                                                    sizeof(errstr));
+    rd_kafka_NewTopic_t *nt =
+        rd_kafka_NewTopic_new(o->topic, o->partitions, 1, errstr, sizeof(errstr));
     rd_kafka_event_t *ev;
 
     rd_kafka_CreateTopics(rk, &nt, 1, NULL, q);
@@ -114,11 +114,10 @@ static int send_one(rd_kafka_t *rk, const opts *o, billing_event *ev, uint64_t *
         if (billing_event_encode(ev, buf, sizeof(buf), &len) != BILLING_OK)
             return -1;
     }
-    while (rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(o->topic),
-                             RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                             RD_KAFKA_V_KEY(s.account, strlen(s.account)),
-                             RD_KAFKA_V_VALUE(buf, len), RD_KAFKA_V_END) ==
-           RD_KAFKA_RESP_ERR__QUEUE_FULL)
+    while (
+        rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(o->topic), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                          RD_KAFKA_V_KEY(s.account, strlen(s.account)), RD_KAFKA_V_VALUE(buf, len),
+                          RD_KAFKA_V_END) == RD_KAFKA_RESP_ERR__QUEUE_FULL)
         rd_kafka_poll(rk, 10);
     return 0;
 }

@@ -25,7 +25,7 @@
 typedef struct account_opts {
     const char *db;
     const char *book;
-    int at_set;         /* --at given */
+    int at_set;        /* --at given */
     billing_time_t at; /* ... the instant */
 } account_opts;
 

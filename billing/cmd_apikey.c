@@ -120,8 +120,7 @@ static int revoke(bs_conn *c, const char *arg)
     for (p = arg; *p >= '0' && *p <= '9' && p - arg < 18; p++)
         id = id * 10 + (*p - '0');
     if (p == arg || *p != '\0' || id < 1)
-        return cli_usage_error("apikey", "revoke '%s': expected a key id (a positive number)",
-                               arg);
+        return cli_usage_error("apikey", "revoke '%s': expected a key id (a positive number)", arg);
     if (bs_apikey_revoke(c, id, &done, &err) != BS_OK)
         return dbcli_fail("apikey revoke", &err);
     if (!done) {
@@ -143,8 +142,8 @@ int cmd_apikey(int argc, char **argv)
     int rc;
 
     memset(&o, 0, sizeof(o));
-    rc = cli_verb_parse("apikey", CLI_CMD_APIKEY, verbs, argc, argv, take_option, &o, &verb,
-                        &first);
+    rc =
+        cli_verb_parse("apikey", CLI_CMD_APIKEY, verbs, argc, argv, take_option, &o, &verb, &first);
     if (rc < 0) {
         usage(stdout);
         return CLI_EXIT_OK;

@@ -43,7 +43,8 @@ static void usage(FILE *out, const char *cmd)
               "`billing invoice void` and a new close, or with adjustments.\n",
               out);
     } else {
-        fputs("Usage: billing close --period YYYY-MM [-j N] [--full] [--finalize [--grace DURATION]]\n"
+        fputs("Usage: billing close --period YYYY-MM [-j N] [--full] [--finalize [--grace "
+              "DURATION]]\n"
               "                     [--book ID] [--db CONNINFO] [--quiet]\n"
               "\n"
               "Build every account's invoice of the month (in the account's time zone) as\n"
@@ -203,8 +204,8 @@ static void print_result(FILE *out, const close_result *s)
             s->outcome[BS_DRAFT_NEW], s->outcome[BS_DRAFT_UPDATED], s->outcome[BS_DRAFT_UNCHANGED]);
     fprintf(out, "finalized (left alone) %zu\n", s->outcome[BS_DRAFT_FINALIZED]);
     fprintf(out, "not re-rated           %zu (close mark unchanged)\n", s->skipped);
-    fprintf(out, "events                 %llu rated, %llu refused\n",
-            (unsigned long long)s->events, (unsigned long long)s->rejected);
+    fprintf(out, "events                 %llu rated, %llu refused\n", (unsigned long long)s->events,
+            (unsigned long long)s->rejected);
     for (m = 0; m < BILLING_METER_COUNT; m++) {
         snprintf(label, sizeof(label), "charges %s", billing_meter_name((billing_meter)m));
         print_amount(out, label, s->by_meter[m], s);
@@ -217,8 +218,9 @@ static void print_result(FILE *out, const close_result *s)
     print_amount(out, "credit expired", s->expired, s);
     print_amount(out, "tax", s->tax, s);
     print_amount(out, "total", s->total, s);
-    fprintf(out, "rejected events        %lld received since the period began, not in any "
-                 "invoice until replayed\n",
+    fprintf(out,
+            "rejected events        %lld received since the period began, not in any "
+            "invoice until replayed\n",
             (long long)s->dead_letters);
 }
 
@@ -247,8 +249,8 @@ static int finalize(const close_opts *o)
     close_status st = close_finalize(&o->p, o->grace, &s);
 
     if (st == CLOSE_OK)
-        printf("finalized              %zu (%zu drafts still in their grace period)\n",
-               s.finalized, s.waiting);
+        printf("finalized              %zu (%zu drafts still in their grace period)\n", s.finalized,
+               s.waiting);
     close_result_clear(&s);
     return exit_code(st);
 }

@@ -146,9 +146,9 @@ static int run_status(bs_conn *c)
                st->entries[i].applied_at);
     if (st->newer || st->mismatches > 0 || st->gaps > 0) {
         printf("schema version %d: NOT usable by this program (%s)\n", st->current,
-               st->newer              ? "newer than it knows"
+               st->newer            ? "newer than it knows"
                : st->mismatches > 0 ? "migrations changed"
-                                      : "versions missing below the current one");
+                                    : "versions missing below the current one");
         rc = CLI_EXIT_DATABASE;
     } else if (st->current < st->latest) {
         printf("schema version %d of %d: run `billing db migrate`\n", st->current, st->latest);

@@ -171,8 +171,8 @@ static int flush(ingest_run *run)
 
     if (run->b->n == 0)
         return CLI_EXIT_OK;
-    if (bs_ingest_batch(run->in, run->c, run->b->recs, run->b->n, NULL, 0, 0, run->b->results,
-                        &k, &err) != BS_OK)
+    if (bs_ingest_batch(run->in, run->c, run->b->recs, run->b->n, NULL, 0, 0, run->b->results, &k,
+                        &err) != BS_OK)
         return dbcli_fail("ingest", &err);
     report_rejects(run);
     bs_ingest_counts_add(&run->total, &k);
@@ -276,8 +276,9 @@ static int check_inputs(const ingest_opts *o, int argc, char **argv, int first)
         if (strcmp(argv[i], "-") == 0)
             continue;
         if (o->format == NULL && bc_format_guess(argv[i], &f) != 0)
-            return cli_usage_error("ingest", "%s: cannot tell the format from the name: use "
-                                             "--format",
+            return cli_usage_error("ingest",
+                                   "%s: cannot tell the format from the name: use "
+                                   "--format",
                                    argv[i]);
         fp = fopen(argv[i], "rb");
         if (fp == NULL) {

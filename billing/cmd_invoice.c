@@ -47,8 +47,8 @@ typedef struct invoice_opts {
     const char *amount;
     const char *reference;
     long limit;
-    int limit_set; /* --limit given: export only that many of a period */
-    int jobs;      /* -j: export workers, each with a connection; 0: not given (1) */
+    int limit_set;         /* --limit given: export only that many of a period */
+    int jobs;              /* -j: export workers, each with a connection; 0: not given (1) */
     progress_meter *meter; /* export of a period: files written */
 } invoice_opts;
 
@@ -255,8 +255,8 @@ typedef struct export_run {
     const invoice_opts *o;
     const bs_invoice_summary *list; /* bs_invoice_list */
     int n_list;
-    int next;             /* the next row to take (atomic) */
-    int stop;             /* a worker failed: the others take no more (atomic) */
+    int next; /* the next row to take (atomic) */
+    int stop; /* a worker failed: the others take no more (atomic) */
 } export_run;
 
 typedef struct export_worker {
@@ -461,7 +461,7 @@ static int void_refused(bs_conn *c, int64_t id)
     } else if (strcmp(doc_field(&inv, "kind"), "invoice") != 0) {
         cli_error("invoice void: %s is not an invoice but a %s: it cannot be voided", number,
                   strcmp(doc_field(&inv, "kind"), "credit_note") == 0 ? "credit note"
-                                                                          : doc_field(&inv, "kind"));
+                                                                      : doc_field(&inv, "kind"));
         rc = CLI_EXIT_INPUT;
     }
     doc_free(&inv);
@@ -515,8 +515,9 @@ static int refund_cmd(bs_conn *c, const invoice_opts *o, const char *ref)
            replayed ? "already refunded" : "refunded", o->amount, ref, cn);
     /* Not an error: the draft is right once closed again (`close --finalize` closes first). */
     if (stale[0] != '\0')
-        fprintf(stderr, "billing: invoice refund: the draft of %s spends the account credit as it "
-                        "was: close that month again before finalizing it\n",
+        fprintf(stderr,
+                "billing: invoice refund: the draft of %s spends the account credit as it "
+                "was: close that month again before finalizing it\n",
                 stale);
     return CLI_EXIT_OK;
 }
@@ -568,8 +569,8 @@ int cmd_invoice(int argc, char **argv)
     if (strcmp(action, "list") != 0 && strcmp(action, "show") != 0 &&
         strcmp(action, "export") != 0 && strcmp(action, "void") != 0 &&
         strcmp(action, "refund") != 0)
-        return cli_usage_error("invoice",
-                               "unknown action '%s' (list, show, export, void, refund)", action);
+        return cli_usage_error("invoice", "unknown action '%s' (list, show, export, void, refund)",
+                               action);
     if (first < argc)
         ref = argv[first++];
     if (first < argc)

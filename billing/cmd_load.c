@@ -121,9 +121,8 @@ static void print_counts(const bs_load_counts *k)
     int i;
 
     for (i = 0; i < BS_LOAD_KINDS; i++) {
-        printf("%-15s %zu added, %zu changed, %zu unchanged\n",
-               bs_load_kind_name((bs_load_kind)i), k->added[i], k->changed[i],
-               k->unchanged[i]);
+        printf("%-15s %zu added, %zu changed, %zu unchanged\n", bs_load_kind_name((bs_load_kind)i),
+               k->added[i], k->changed[i], k->unchanged[i]);
         changed += k->added[i] + k->changed[i];
     }
     printf("%zu changed\n", changed);

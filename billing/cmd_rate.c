@@ -186,8 +186,7 @@ static int books_option_error(const rate_opts *o)
                                    o->book_paths[i]);
         for (j = 0; j < i; j++) {
             if (strcmp(o->book_ids[i], o->book_ids[j]) == 0)
-                return cli_usage_error("rate", "--pricebook: id '%s' given twice",
-                                       o->book_ids[i]);
+                return cli_usage_error("rate", "--pricebook: id '%s' given twice", o->book_ids[i]);
         }
     }
     return CLI_EXIT_OK;

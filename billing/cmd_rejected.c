@@ -120,8 +120,8 @@ static int replay_page(bs_conn *c, bs_ingest *in, const rejected_opts *o, int64_
     *n = 0;
     if (bs_rejects_pending(c, *last, o->reason, &page, &err) != BS_OK)
         return dbcli_fail("rejected replay", &err);
-    if (page.n > 0 && bs_ingest_batch(in, c, page.records, page.n, NULL, 0,
-                                      BS_INGEST_KEEP_REJECTS, results, &k, &err) != BS_OK) {
+    if (page.n > 0 && bs_ingest_batch(in, c, page.records, page.n, NULL, 0, BS_INGEST_KEEP_REJECTS,
+                                      results, &k, &err) != BS_OK) {
         rc = dbcli_fail("rejected replay", &err);
         goto out;
     }

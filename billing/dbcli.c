@@ -21,8 +21,7 @@ bs_conn *dbcli_connect(const char *option)
 int dbcli_fail(const char *what, const bs_error *err)
 {
     if (err->constraint[0] != '\0')
-        cli_error("%s: %s [%s, SQLSTATE %s]", what, err->message, err->constraint,
-                  err->sqlstate);
+        cli_error("%s: %s [%s, SQLSTATE %s]", what, err->message, err->constraint, err->sqlstate);
     else if (err->sqlstate[0] != '\0')
         cli_error("%s: %s [SQLSTATE %s]", what, err->message, err->sqlstate);
     else

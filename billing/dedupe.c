@@ -111,23 +111,23 @@ struct rate_dedupe {
     run runs[RATE_DEDUPE_FANIN];
     size_t n_runs;
     int finished;
-    int failed;   /* an I/O error left the runs half read: refuse everything */
+    int failed; /* an I/O error left the runs half read: refuse everything */
     rate_dedupe_stats stats;
 };
 
 /* A sorted stream of records: the memory arena or a part of a run. */
 typedef struct cursor {
     const rate_dedupe *d;
-    int fd;        /* -1: the arena, through d->idx */
-    size_t next;   /* arena: next index entry ... */
-    size_t stop;   /* ... up to this one */
-    uint64_t at;   /* run: next byte to read ... */
-    uint64_t end;  /* ... up to this one */
+    int fd;             /* -1: the arena, through d->idx */
+    size_t next;        /* arena: next index entry ... */
+    size_t stop;        /* ... up to this one */
+    uint64_t at;        /* run: next byte to read ... */
+    uint64_t end;       /* ... up to this one */
     unsigned char *buf; /* run: BLOCK bytes read ahead */
-    size_t b_pos;  /* the next record in buf */
+    size_t b_pos;       /* the next record in buf */
     size_t b_len;
-    size_t age;    /* ties go to the older stream: runs by creation, the arena last */
-    int done;      /* no record left (the merge then puts it last) */
+    size_t age; /* ties go to the older stream: runs by creation, the arena last */
+    int done;   /* no record left (the merge then puts it last) */
     uint64_t hash;
     rec_hdr h;
     const unsigned char *body; /* id then encoded event; valid until the next move */
@@ -455,8 +455,7 @@ static void insertion_sort(mem_idx *a, size_t n, const unsigned char *base)
 /* Digit @pass of @hash for the radix sort (pass 0: the lowest one sorted on). */
 static inline size_t radix_digit(uint64_t hash, int pass)
 {
-    return (size_t)(hash >> (RADIX_SHIFT + (unsigned)pass * RADIX_BITS)) &
-           ((1u << RADIX_BITS) - 1);
+    return (size_t)(hash >> (RADIX_SHIFT + (unsigned)pass * RADIX_BITS)) & ((1u << RADIX_BITS) - 1);
 }
 
 /*
@@ -762,8 +761,7 @@ static int cursor_init(cursor *c, const rate_dedupe *d, size_t i, size_t lo, siz
  * order, so the two agree). 0 for records of one input: their order there
  * decides. The merge (cursor_less) and the slices (ent_order) share it.
  */
-static int first_came(int same_set, const rec_hdr *a, size_t a_age, const rec_hdr *b,
-                      size_t b_age)
+static int first_came(int same_set, const rec_hdr *a, size_t a_age, const rec_hdr *b, size_t b_age)
 {
     if (!same_set && a->src != b->src)
         return a->src < b->src ? -1 : 1;
@@ -1008,8 +1006,7 @@ static int ent_order(const void *x, const void *y, void *arg)
         return a->hash < b->hash ? -1 : 1;
     memcpy(&ha, a->rec, sizeof(ha));
     memcpy(&hb, b->rec, sizeof(hb));
-    c = id_cmp(a->hash, a->rec + sizeof(ha), ha.id_len, b->hash, b->rec + sizeof(hb),
-               hb.id_len);
+    c = id_cmp(a->hash, a->rec + sizeof(ha), ha.id_len, b->hash, b->rec + sizeof(hb), hb.id_len);
     if (c == 0)
         c = first_came(set_of[a->age] == set_of[b->age], &ha, a->age, &hb, b->age);
     if (c != 0)
@@ -1142,8 +1139,8 @@ static int find_slice(rate_dedupe *const *sets, size_t n_sets, size_t s, const s
         d = sets[t];
         for (i = 0; i < d->n_runs; i++, age++) {
             if (slice_read(&d->runs[i], s, bytes, age, ent, &n) != 0)
-                return bc_seterr(errbuf, errsize, "reading a temporary file in %s: %s",
-                                 d->tmpdir, strerror(errno));
+                return bc_seterr(errbuf, errsize, "reading a temporary file in %s: %s", d->tmpdir,
+                                 strerror(errno));
             bytes += d->runs[i].slice[s + 1] - d->runs[i].slice[s];
         }
         for (j = idx_slice(d, s), stop = idx_slice(d, s + 1); j < stop; j++, n++) {
@@ -1357,7 +1354,7 @@ typedef struct upper_half {
     rate_dedupe *const *sets;
     size_t n_sets;
     writer groups;
-    int stop;      /* set by the lower half when it stops early */
+    int stop; /* set by the lower half when it stops early */
     int rc;
     char err[256];
     int have_prev; /* the previous record, kept for comparison ... */
@@ -1395,9 +1392,9 @@ static void *upper_half_main(void *arg)
     run out;
 
     errno = 0;
-    u->rc = find_range(u->sets, u->n_sets, SLICES / 2, SLICES, u->sets[1]->idx_tmp,
-                       u->sets[1]->idx_cap * sizeof(mem_idx), keep_repeats, u, u->err,
-                       sizeof(u->err));
+    u->rc =
+        find_range(u->sets, u->n_sets, SLICES / 2, SLICES, u->sets[1]->idx_tmp,
+                   u->sets[1]->idx_cap * sizeof(mem_idx), keep_repeats, u, u->err, sizeof(u->err));
     if (u->rc == -2)
         u->rc = write_error(u->sets[0], u->err, sizeof(u->err));
     if (u->rc != 0) {

@@ -65,8 +65,8 @@ typedef struct rate_dedupe_where {
 /* A later occurrence of an id, as reported by rate_dedupe_finish. */
 typedef struct rate_dedupe_hit {
     rate_dedupe_kind kind;
-    const char *id;              /* NUL-terminated */
-    const unsigned char *event;  /* this occurrence, as billing_event_encode wrote it */
+    const char *id;             /* NUL-terminated */
+    const unsigned char *event; /* this occurrence, as billing_event_encode wrote it */
     size_t event_len;
     rate_dedupe_where where; /* where this occurrence was read */
     rate_dedupe_where first; /* where the id's first occurrence was read */
@@ -90,12 +90,12 @@ typedef int (*rate_dedupe_fetch_fn)(void *arg, const rate_dedupe_where *where, c
                                     unsigned char *buf, size_t *len, char *errbuf, size_t errsize);
 
 typedef struct rate_dedupe_stats {
-    uint64_t records;   /* events added */
-    uint64_t stored;    /* ... of which with the event stored */
-    uint64_t fetched;   /* events read again through the fetch callback */
-    uint64_t runs;      /* runs written (including merged ones) */
-    uint64_t merges;    /* merges of RATE_DEDUPE_FANIN runs into one */
-    uint64_t spilled;   /* bytes written to temporary files */
+    uint64_t records; /* events added */
+    uint64_t stored;  /* ... of which with the event stored */
+    uint64_t fetched; /* events read again through the fetch callback */
+    uint64_t runs;    /* runs written (including merged ones) */
+    uint64_t merges;  /* merges of RATE_DEDUPE_FANIN runs into one */
+    uint64_t spilled; /* bytes written to temporary files */
 } rate_dedupe_stats;
 
 /*

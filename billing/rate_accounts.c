@@ -12,11 +12,11 @@
 #include "rate_accounts.h"
 
 struct rate_accounts {
-    json_t *zones;    /* account id -> zone name */
+    json_t *zones;      /* account id -> zone name */
     json_t *currencies; /* account id -> ISO 4217 code */
     json_t *books;      /* account id -> price book id, for accounts that name one */
-    json_t *expiries; /* account id -> array of expires_at instants */
-    json_t *grants;   /* account id -> array of its grant objects, as in the file */
+    json_t *expiries;   /* account id -> array of expires_at instants */
+    json_t *grants;     /* account id -> array of its grant objects, as in the file */
 };
 
 /* Append @value to the array under @key of @map, made when missing. */
@@ -39,7 +39,8 @@ static int index_file(rate_accounts *a, json_t *root)
     const char *id;
     size_t i;
 
-    json_array_foreach(json_object_get(root, "accounts"), i, item) {
+    json_array_foreach(json_object_get(root, "accounts"), i, item)
+    {
         id = json_string_value(json_object_get(item, "id"));
         if (id != NULL &&
             (json_object_set(a->zones, id, json_object_get(item, "time_zone")) != 0 ||
@@ -48,7 +49,8 @@ static int index_file(rate_accounts *a, json_t *root)
               json_object_set(a->books, id, json_object_get(item, "book")) != 0)))
             return -1;
     }
-    json_array_foreach(json_object_get(root, "grants"), i, item) {
+    json_array_foreach(json_object_get(root, "grants"), i, item)
+    {
         id = json_string_value(json_object_get(item, "account"));
         if (id == NULL)
             continue;
@@ -77,8 +79,7 @@ rate_accounts *rate_accounts_load(const char *path, char *err, size_t errsize)
     a->books = json_object();
     a->grants = json_object();
     if (a->zones == NULL || a->expiries == NULL || a->currencies == NULL || a->books == NULL ||
-        a->grants == NULL ||
-        index_file(a, root) != 0)
+        a->grants == NULL || index_file(a, root) != 0)
         goto nomem;
     json_decref(root);
     return a;
@@ -109,7 +110,8 @@ const billing_zone *rate_accounts_zone(const rate_accounts *a, billing_config_zo
     const billing_zone *zone = NULL;
     char err[256];
 
-    if (name == NULL || billing_config_zones_get(zones, name, &zone, err, sizeof(err)) != BILLING_OK)
+    if (name == NULL ||
+        billing_config_zones_get(zones, name, &zone, err, sizeof(err)) != BILLING_OK)
         return NULL;
     return zone;
 }
@@ -127,7 +129,8 @@ int rate_accounts_check_books(const rate_accounts *a, const char *const *ids, in
     json_t *v;
     int i;
 
-    json_object_foreach(a->zones, account, v) {
+    json_object_foreach(a->zones, account, v)
+    {
         book = rate_accounts_book(a, account);
         for (i = 0; book != NULL && i < n; i++) {
             if (strcmp(book, ids[i]) == 0)
@@ -145,8 +148,7 @@ int rate_accounts_check_books(const rate_accounts *a, const char *const *ids, in
     return 0;
 }
 
-int rate_accounts_grant(const rate_accounts *a, const char *account, size_t i,
-                        rate_grant *out)
+int rate_accounts_grant(const rate_accounts *a, const char *account, size_t i, rate_grant *out)
 {
     json_t *g = json_array_get(json_object_get(a->grants, account), i);
 
@@ -155,10 +157,10 @@ int rate_accounts_grant(const rate_accounts *a, const char *account, size_t i,
     out->id = json_string_value(json_object_get(g, "id"));
     out->amount = json_string_value(json_object_get(g, "amount"));
     if (out->id == NULL || out->amount == NULL ||
-        billing_time_parse(json_string_value(json_object_get(g, "granted_at")), &out->granted,
-                           NULL, 0) != BILLING_OK ||
-        billing_time_parse(json_string_value(json_object_get(g, "expires_at")), &out->expires,
-                           NULL, 0) != BILLING_OK)
+        billing_time_parse(json_string_value(json_object_get(g, "granted_at")), &out->granted, NULL,
+                           0) != BILLING_OK ||
+        billing_time_parse(json_string_value(json_object_get(g, "expires_at")), &out->expires, NULL,
+                           0) != BILLING_OK)
         return 0;
     return 1;
 }
@@ -179,7 +181,8 @@ size_t rate_accounts_expiry_months(const rate_accounts *a, const billing_zone *z
     int year;
     int month;
 
-    json_array_foreach(list, i, item) {
+    json_array_foreach(list, i, item)
+    {
         if (zone == NULL || json_string_value(item) == NULL ||
             billing_time_parse(json_string_value(item), &t, NULL, 0) != BILLING_OK)
             continue;

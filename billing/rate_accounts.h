@@ -57,8 +57,7 @@ typedef struct rate_grant {
  * rate_accounts_grant - the @i-th grant of @account, in file order, into
  * *@out. Returns 1, or 0 past the last one.
  */
-int rate_accounts_grant(const rate_accounts *a, const char *account, size_t i,
-                        rate_grant *out);
+int rate_accounts_grant(const rate_accounts *a, const char *account, size_t i, rate_grant *out);
 
 /* rate_accounts_currency - the currency of @account, or NULL when unknown. */
 const char *rate_accounts_currency(const rate_accounts *a, const char *account);

@@ -32,8 +32,8 @@ typedef struct grant_left {
 typedef struct balance {
     const char *account;
     const billing_zone *zone;
-    char left[64];      /* credit left, exact decimal */
-    size_t running;     /* events running at the instant */
+    char left[64];       /* credit left, exact decimal */
+    size_t running;      /* events running at the instant */
     billing_time_t zero; /* when it reaches zero; INT64_MAX: never */
     grant_left grants[GRANTS_SHOWN_MAX];
     size_t n_grants;
@@ -57,8 +57,8 @@ static int apply_invoice(rate_ctx *c, balance *b, int ym)
     billing_invoice *inv;
     size_t i;
 
-    if (billing_rater_invoice(c->rater, b->account, ym / 100, ym % 100, &inv, err,
-                              sizeof(err)) != BILLING_OK) {
+    if (billing_rater_invoice(c->rater, b->account, ym / 100, ym % 100, &inv, err, sizeof(err)) !=
+        BILLING_OK) {
         cli_error("%s", err);
         return CLI_EXIT_INTERNAL;
     }
@@ -77,15 +77,14 @@ static void valid_grants(rate_ctx *c, balance *b)
     rate_grant g;
     size_t i;
 
-    for (i = 0; b->n_grants < GRANTS_SHOWN_MAX &&
-                rate_accounts_grant(c->accinfo, b->account, i, &g);
+    for (i = 0;
+         b->n_grants < GRANTS_SHOWN_MAX && rate_accounts_grant(c->accinfo, b->account, i, &g);
          i++) {
         if (g.granted > c->opts.at || g.expires <= c->opts.at)
             continue;
         b->grants[b->n_grants].id = g.id;
         b->grants[b->n_grants].expires = g.expires;
-        snprintf(b->grants[b->n_grants].left, sizeof(b->grants[b->n_grants].left), "%s",
-                 g.amount);
+        snprintf(b->grants[b->n_grants].left, sizeof(b->grants[b->n_grants].left), "%s", g.amount);
         b->n_grants++;
     }
 }
@@ -196,8 +195,8 @@ static json_t *grants_json(const balance *b)
 
     for (i = 0; arr != NULL && i < b->n_grants; i++) {
         billing_time_format(b->grants[i].expires, exp, sizeof(exp));
-        o = json_pack("{s:s, s:s, s:s}", "grant", b->grants[i].id, "remaining",
-                      b->grants[i].left, "expires_at", exp);
+        o = json_pack("{s:s, s:s, s:s}", "grant", b->grants[i].id, "remaining", b->grants[i].left,
+                      "expires_at", exp);
         if (o == NULL || json_array_append_new(arr, o) != 0) {
             json_decref(arr);
             return NULL;
@@ -277,11 +276,11 @@ static int print_table_balance(rate_ctx *c, const balance *b, void *arg)
 
     (void)arg;
     numfmt_decimal(b->left, scale > 0 ? scale : 0, 40, c->view.thousands, left, sizeof(left));
-    printf("%s: at %s %s, credit left %s %s; %zu event%s running; reaches zero %s\n",
-           b->account, render_local_time(b->zone, c->opts.at, 0, at, sizeof(at)),
+    printf("%s: at %s %s, credit left %s %s; %zu event%s running; reaches zero %s\n", b->account,
+           render_local_time(b->zone, c->opts.at, 0, at, sizeof(at)),
            b->zone != NULL ? billing_zone_name(b->zone) : "UTC", left,
-           currency != NULL ? currency : "", b->running,
-           b->running == 1 ? "" : "s", zero_text(c, b, zero, sizeof(zero)));
+           currency != NULL ? currency : "", b->running, b->running == 1 ? "" : "s",
+           zero_text(c, b, zero, sizeof(zero)));
     for (i = 0; i < b->n_grants; i++) {
         numfmt_decimal(b->grants[i].left, scale > 0 ? scale : 0, 40, c->view.thousands, left,
                        sizeof(left));

@@ -19,8 +19,8 @@ struct running_event {
 };
 
 struct rate_running {
-    int every;        /* keep every event, not only those running at @at */
-    size_t max;       /* most kept */
+    int every;  /* keep every event, not only those running at @at */
+    size_t max; /* most kept */
     billing_time_t at;
     struct running_event *evs;
     size_t n;
@@ -117,11 +117,15 @@ int running_note(rate_running *r, const billing_event *ev, char *err, size_t err
     return 0;
 error:
     if (r->every)
-        snprintf(err, errsize, "--by resource: more than %d events, or out of memory; "
-                 "choose one --account or fewer months", KEPT_MAX);
+        snprintf(err, errsize,
+                 "--by resource: more than %d events, or out of memory; "
+                 "choose one --account or fewer months",
+                 KEPT_MAX);
     else
-        snprintf(err, errsize, "--at: more than %d events running at that instant, or out of "
-                 "memory", RUNNING_MAX);
+        snprintf(err, errsize,
+                 "--at: more than %d events running at that instant, or out of "
+                 "memory",
+                 RUNNING_MAX);
     return -1;
 }
 
@@ -161,9 +165,8 @@ int running_events(const rate_running *r, const char *account, billing_event ***
         if (strcmp(r->evs[i].account, account) != 0)
             continue;
         evs[*n] = billing_event_new();
-        if (evs[*n] == NULL ||
-            billing_event_decode(evs[*n], r->evs[i].wire, r->evs[i].len, err, sizeof(err)) !=
-                BILLING_OK) {
+        if (evs[*n] == NULL || billing_event_decode(evs[*n], r->evs[i].wire, r->evs[i].len, err,
+                                                    sizeof(err)) != BILLING_OK) {
             billing_event_destroy(evs[*n]);
             running_free(evs, *n);
             *out = NULL;

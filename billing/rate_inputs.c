@@ -98,7 +98,6 @@ static int find_example(rate_ctx *c)
     return -1;
 }
 
-
 /* Standard input is a pipe, socket or file: events were piped in, whether or not '-' says so. */
 static int stdin_piped(void)
 {
@@ -125,8 +124,8 @@ static int use_example(rate_ctx *c)
     c->example_argv[0] = c->example_events;
     o->files = c->example_argv;
     o->n_files = 1;
-    cli_error("no input given: rating the shipped example (%s, %s, %s)", o->pricebook,
-              o->accounts, c->example_events);
+    cli_error("no input given: rating the shipped example (%s, %s, %s)", o->pricebook, o->accounts,
+              c->example_events);
     return 0;
 }
 

@@ -109,8 +109,7 @@ static int32_t *months_for(rate_ctx *c, const char *account, const billing_zone 
 {
     int32_t exp[EXPIRY_MONTHS_MAX];
     int32_t *months;
-    size_t n_exp = rate_accounts_expiry_months(c->accinfo, zone, account, exp,
-                                               EXPIRY_MONTHS_MAX);
+    size_t n_exp = rate_accounts_expiry_months(c->accinfo, zone, account, exp, EXPIRY_MONTHS_MAX);
     size_t i;
 
     if (whole_range(&c->opts))
@@ -185,8 +184,8 @@ static int account_invoices(rate_ctx *c, const char *account, invoice_fn fn, voi
     if (c->kept != NULL)
         rc = rate_resources_build(c, account, &c->res);
     for (i = 0; rc == CLI_EXIT_OK && i < n; i++) {
-        if (billing_rater_invoice(c->rater, account, months[i] / 12, months[i] % 12 + 1, &inv,
-                                  err, sizeof(err)) != BILLING_OK) {
+        if (billing_rater_invoice(c->rater, account, months[i] / 12, months[i] % 12 + 1, &inv, err,
+                                  sizeof(err)) != BILLING_OK) {
             cli_error("%s", err);
             rc = CLI_EXIT_INTERNAL;
             break;
@@ -316,7 +315,7 @@ typedef struct dumper {
     int threaded; /* 0: dumped as they come, on the calling thread */
     int failed;   /* out of memory: the text is incomplete */
     size_t items;
-    text out;     /* the invoices, separated and indented as inside the document */
+    text out; /* the invoices, separated and indented as inside the document */
 } dumper;
 
 /* Append @n bytes at @p to @t; 0, or -1 when out of memory. */
@@ -565,7 +564,7 @@ static int print_table_resource(rate_ctx *c, const billing_invoice *ri, const ch
                                 void *arg)
 {
     return render_resource_table(arg, ri, resource, &c->view) == 0 ? CLI_EXIT_OK
-                                                                    : CLI_EXIT_INTERNAL;
+                                                                   : CLI_EXIT_INTERNAL;
 }
 
 /* One invoice's table (and its resources with --by resource) on @arg, a FILE *. */

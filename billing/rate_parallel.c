@@ -68,18 +68,18 @@ typedef struct item_reject {
 } item_reject;
 
 typedef struct chunk {
-    uint64_t index;     /* its place in the input's order */
+    uint64_t index; /* its place in the input's order */
     uint32_t src;
     uint64_t start;
     uint64_t end;
     int done;
-    int rc;             /* CLI_EXIT_OK, or the exit code to stop with after this chunk */
-    int fatal_at;       /* the message names the record at fatal_pos */
+    int rc;       /* CLI_EXIT_OK, or the exit code to stop with after this chunk */
+    int fatal_at; /* the message names the record at fatal_pos */
     uint64_t fatal_pos;
     char fatal[ERR_MAX];
     uint64_t read;
     uint64_t rated;
-    uint64_t lines;     /* JSON Lines: lines starting in the range */
+    uint64_t lines; /* JSON Lines: lines starting in the range */
     unsigned char *items;
     size_t len;
     size_t cap;
@@ -93,7 +93,7 @@ typedef struct worker {
     int started;
     billing_rater *rater;
     billing_event *ev;
-    bc_reader *rd;  /* kept from chunk to chunk of one file: no open and buffer each time */
+    bc_reader *rd; /* kept from chunk to chunk of one file: no open and buffer each time */
     uint32_t rd_src;
     rate_dedupe *dd; /* its share of the dedupe: the ids of its chunks, in input order */
 } worker;
@@ -113,7 +113,7 @@ typedef struct pool {
     int file_ready;
     uint64_t offset;
     uint64_t size;
-    int fd;           /* protobuf: the file, to find record boundaries */
+    int fd; /* protobuf: the file, to find record boundaries */
     worker *workers;
     int n_workers;
     /* JSON Lines: the lines before each chunk, by chunk index (for the dedupe's places). */
@@ -440,8 +440,8 @@ static void emit_reject(rate_ctx *c, const struct source *s, const item_reject *
     bc_location_format(where, sizeof(where), s->name, s->format, base + it->pos);
     cli_error("%s: %s", where, reason);
     if (c->rejects != NULL)
-        rejects_write(c->rejects, s->name, s->format, base + it->pos, reason,
-                      it->kept ? rec : NULL, (size_t)it->rec_len, s->format);
+        rejects_write(c->rejects, s->name, s->format, base + it->pos, reason, it->kept ? rec : NULL,
+                      (size_t)it->rec_len, s->format);
 }
 
 /* Say and count what chunk @ch kept, in record order. Returns an exit code. */
@@ -660,8 +660,8 @@ static int take_back_repeats(pool *p)
     }
     for (i = 0; i < p->n_workers; i++)
         sets[i] = p->workers[i].dd;
-    rc = rate_take_back_repeats(p->c, sets, (size_t)p->n_workers, fetch_in_file,
-                                take_back_in_file, p);
+    rc = rate_take_back_repeats(p->c, sets, (size_t)p->n_workers, fetch_in_file, take_back_in_file,
+                                p);
     free(sets);
     return rc;
 }

@@ -32,14 +32,16 @@ static int index_version(rate_prices *p, json_t *v)
 
     if (id == NULL)
         return 0;
-    json_array_foreach(json_object_get(v, "rates"), i, item) {
+    json_array_foreach(json_object_get(v, "rates"), i, item)
+    {
         if (key_of(key, id, json_string_value(json_object_get(item, "meter")),
                    json_string_value(json_object_get(item, "model")),
                    json_string_value(json_object_get(item, "region"))) == 0 &&
             json_object_set(p->map, key, json_object_get(item, "price")) != 0)
             return -1;
     }
-    json_array_foreach(json_object_get(v, "plan_fees"), i, item) {
+    json_array_foreach(json_object_get(v, "plan_fees"), i, item)
+    {
         if (key_of(key, id, "fee", json_string_value(json_object_get(item, "plan")), NULL) == 0 &&
             json_object_set(p->map, key, json_object_get(item, "fee")) != 0)
             return -1;
@@ -61,7 +63,8 @@ rate_prices *rate_prices_load(const char *path, char *err, size_t errsize)
     }
     if (p == NULL || (p->map = json_object()) == NULL)
         goto nomem;
-    json_array_foreach(json_object_get(root, "versions"), i, v) {
+    json_array_foreach(json_object_get(root, "versions"), i, v)
+    {
         if (index_version(p, v) != 0)
             goto nomem;
     }

@@ -47,8 +47,8 @@ static void reject_record(rate_ctx *c, bc_reader *rd, const char *reason)
     if (c->rejects == NULL)
         return;
     rec = bc_reader_record(rd, &len);
-    rejects_write(c->rejects, c->srcs[c->src].name, c->srcs[c->src].format,
-                  bc_reader_position(rd), reason, rec, len, c->srcs[c->src].format);
+    rejects_write(c->rejects, c->srcs[c->src].name, c->srcs[c->src].format, bc_reader_position(rd),
+                  reason, rec, len, c->srcs[c->src].format);
 }
 
 /*
@@ -162,8 +162,7 @@ static int rate_file(rate_ctx *c, const char *path)
         return CLI_EXIT_INPUT;
     }
     c->srcs[c->src].format = format;
-    c->srcs[c->src].reread =
-        bc_reader_rereadable(rd) && stat(path, &c->srcs[c->src].st) == 0;
+    c->srcs[c->src].reread = bc_reader_rereadable(rd) && stat(path, &c->srcs[c->src].st) == 0;
     c->srcs[c->src].name = strdup(bc_reader_name(rd));
     if (c->srcs[c->src].name == NULL) {
         bc_reader_close(rd);
@@ -178,8 +177,7 @@ static int rate_file(rate_ctx *c, const char *path)
         if (rc != CLI_EXIT_OK)
             break;
     }
-    progress_file_done(&c->prog,
-                       c->srcs[c->src].reread ? (uint64_t)c->srcs[c->src].st.st_size : 0);
+    progress_file_done(&c->prog, c->srcs[c->src].reread ? (uint64_t)c->srcs[c->src].st.st_size : 0);
     bc_reader_close(rd);
     return rc == -1 ? CLI_EXIT_OK : rc;
 }
@@ -218,7 +216,6 @@ int rate_close_rejects(rate_ctx *c)
         return CLI_EXIT_INTERNAL;
     }
     c->rejects = NULL;
-    cli_error("%" PRIu64 " rejected record%s written to %s", n, n == 1 ? "" : "s",
-              c->opts.rejects);
+    cli_error("%" PRIu64 " rejected record%s written to %s", n, n == 1 ? "" : "s", c->opts.rejects);
     return CLI_EXIT_OK;
 }

@@ -59,8 +59,7 @@ int rate_resources_build(rate_ctx *c, const char *account, rate_resources *rr)
         goto nomem;
     qsort(evs, n, sizeof(*evs), cmp_resource);
     for (i = 0; i < n; i++) {
-        if ((rr->n == 0 ||
-             strcmp(rr->names[rr->n - 1], billing_event_resource(evs[i])) != 0) &&
+        if ((rr->n == 0 || strcmp(rr->names[rr->n - 1], billing_event_resource(evs[i])) != 0) &&
             add_rater(c, rr, billing_event_resource(evs[i])) != 0)
             goto nomem;
         if (billing_rater_add(rr->raters[rr->n - 1], evs[i], err, sizeof(err)) != BILLING_OK) {

@@ -42,8 +42,7 @@ error:
 /* @len bytes as base64 (RFC 4648, padded): a new JSON string, or NULL. */
 static json_t *base64(const unsigned char *p, size_t len)
 {
-    static const char abc[] =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     char *out = malloc((len + 2) / 3 * 4 + 1);
     size_t w = 0;
     size_t i;
@@ -87,8 +86,7 @@ static int add_record(json_t *o, bc_format format, const unsigned char *rec, siz
 }
 
 int rejects_write(rate_rejects *rj, const char *source, bc_format format, uint64_t pos,
-                  const char *reason, const unsigned char *rec, size_t len,
-                  bc_format rec_format)
+                  const char *reason, const unsigned char *rec, size_t len, bc_format rec_format)
 {
     json_t *o = json_object();
     int rc = -1;
@@ -129,8 +127,7 @@ int rejects_close(rate_rejects *rj, char *err, size_t errsize)
     if (fclose(rj->f) != 0 && rj->failed == 0)
         rj->failed = errno != 0 ? errno : EIO;
     if (rj->failed != 0) {
-        snprintf(err, errsize, "--rejects %s: writing failed: %s", rj->path,
-                 strerror(rj->failed));
+        snprintf(err, errsize, "--rejects %s: writing failed: %s", rj->path, strerror(rj->failed));
         rc = -1;
     }
     free(rj->path);

@@ -37,8 +37,7 @@ rate_rejects *rejects_open(const char *path, char *err, size_t errsize);
  * rejects_close to report).
  */
 int rejects_write(rate_rejects *rj, const char *source, bc_format format, uint64_t pos,
-                  const char *reason, const unsigned char *rec, size_t len,
-                  bc_format rec_format);
+                  const char *reason, const unsigned char *rec, size_t len, bc_format rec_format);
 
 /* rejects_count - records written so far. */
 uint64_t rejects_count(const rate_rejects *rj);

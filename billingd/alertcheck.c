@@ -71,7 +71,7 @@ typedef struct acct {
     const billing_zone *zone;
     billing_time_t *bounds;
     size_t n_bounds;
-    unsigned first_epoch; /* the lowest epoch the batch's events touch */
+    unsigned first_epoch;       /* the lowest epoch the batch's events touch */
     billing_time_t first_start; /* the earliest start of the batch's events */
     billing_time_t last_end;    /* the latest end of the batch's events */
 } acct;
@@ -99,7 +99,7 @@ typedef struct window {
     wev *items;
     size_t n;
     size_t cap;
-    wev **by_end; /* items by end, start, id */
+    wev **by_end;             /* items by end, start, id */
     billing_time_t cut_start; /* earliest start of a quantity event cut at from by this read */
 } window;
 
@@ -111,10 +111,10 @@ typedef struct check {
     size_t n_pcts;
     bd_crossing_fn fn;
     void *arg;
-    acct *accts;     /* the accounts that can raise an alert, bytewise */
+    acct *accts; /* the accounts that can raise an alert, bytewise */
     size_t n_accts;
-    size_t cur;      /* the account the walk is at */
-    bs_status st;    /* why the walk stopped */
+    size_t cur;   /* the account the walk is at */
+    bs_status st; /* why the walk stopped */
     bs_error *err;
     mpq_t balance;
     mpq_t level;
@@ -587,8 +587,8 @@ static int window_fill(check *k, const acct *a, unsigned e, billing_time_t now, 
     w->hi = w->lo;
     /* The end of @now's month: the latest month with usage. */
     billing_zone_year_month(a->zone, now, &year, &month);
-    if (billing_zone_month_start(a->zone, month == 12 ? year + 1 : year, month == 12 ? 1 : month + 1,
-                                 &mend) != BILLING_OK)
+    if (billing_zone_month_start(a->zone, month == 12 ? year + 1 : year,
+                                 month == 12 ? 1 : month + 1, &mend) != BILLING_OK)
         mend = now; /* no short span: from the month's start on, a month at a time */
     else if (mend > w->lo)
         mend = w->lo;
@@ -682,8 +682,8 @@ static int send_epoch(check *k, const acct *a, unsigned e, billing_time_t now, c
     int rc;
 
     /* The epoch's balance as text, once per epoch with an alert due (the rater still whole). */
-    if (billing_rater_credit_balance(k->r, a->id, now, k->balance_text,
-                                     sizeof(k->balance_text)) != BILLING_OK) {
+    if (billing_rater_credit_balance(k->r, a->id, now, k->balance_text, sizeof(k->balance_text)) !=
+        BILLING_OK) {
         k->st = bs_error_set(k->err, BS_ERR_FATAL,
                              "alerts: account '%s': cannot compute its balance", a->id);
         return -1;
@@ -714,8 +714,8 @@ static int send_epoch(check *k, const acct *a, unsigned e, billing_time_t now, c
         billing_rater_credit_exhaustion(k->r, a->id, w.by_end[w.n - 1]->end, running, n_running,
                                         &exhausted, NULL, 0);
     for (i = 0; i < k->n_pcts; i++) {
-        if (fresh[i] && send_one(k, a, cr, i, searched ? at[i] : now, searched ? by[i] : NULL,
-                                 exhausted) != 0)
+        if (fresh[i] &&
+            send_one(k, a, cr, i, searched ? at[i] : now, searched ? by[i] : NULL, exhausted) != 0)
             goto out;
     }
     rc = 0;
@@ -954,8 +954,7 @@ static bs_status walk(check *k, bs_catalog *cat, bs_error *err)
 
 /* The rater and the sent alerts of the accounts of @array, then the accounts that can alert. */
 static bs_status run(check *k, bs_catalog *cat, const char *array, const bs_account_grants *grants,
-                     const bs_record_result *res, const rec_ref *refs, size_t n_refs,
-                     bs_error *err)
+                     const bs_record_result *res, const rec_ref *refs, size_t n_refs, bs_error *err)
 {
     char msg[MSG_MAX];
     bs_sent_alerts *sent = NULL;

@@ -49,7 +49,7 @@
 
 /* One alert due; strings valid during the sink call only. */
 typedef struct bd_crossing {
-    const char *alert_id;  /* account/NNpct/granted/grant ids (or md5-<hex> of them) */
+    const char *alert_id; /* account/NNpct/granted/grant ids (or md5-<hex> of them) */
     const char *account;
     const char *currency;
     const char *granted;   /* credit total of the grants valid, exact decimal */

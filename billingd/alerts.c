@@ -164,8 +164,10 @@ bs_status bd_alerts_hook(void *arg, bs_conn *c, const bs_record *recs,
     a->failed = 0;
     a->queued = 0;
     if (bd_producer_renew_if_fatal(&a->rk, a->cfg, on_delivery, a, "alerts_producer_fatal"))
-        return bs_error_set(err, BS_ERR_RETRY, "alerts topic %s: the producer had a fatal error;"
-                            " made again", a->topic);
+        return bs_error_set(err, BS_ERR_RETRY,
+                            "alerts topic %s: the producer had a fatal error;"
+                            " made again",
+                            a->topic);
     st = bd_alerts_check(c, *a->cat, a->thresholds, a->n_thresholds, recs, results, n, publish, a,
                          err);
     /* Even on error: what was queued is delivered, so a rolled-back batch (its rows in

@@ -55,19 +55,27 @@
 #define AMOUNT_MAX 256
 
 /* The metrics' route label of each route (api_parse.h). */
-static const char *const route_names[N_ROUTES] = {
-    "/v1/accounts/{id}/balance", "/v1/accounts/{id}/grants", "/v1/accounts/{id}/subscriptions",
-    "/v1/events",                "/v1/price-books",          "/v1/plans",
-    "/v1/accounts",              "/v1/rejected",             "/v1/invoices",
-    "/v1/invoices/{number}",     "/v1/accounts/{id}/usage",  "/v1/quote",
-    "/v1/ops/status",            "other"};
+static const char *const route_names[N_ROUTES] = {"/v1/accounts/{id}/balance",
+                                                  "/v1/accounts/{id}/grants",
+                                                  "/v1/accounts/{id}/subscriptions",
+                                                  "/v1/events",
+                                                  "/v1/price-books",
+                                                  "/v1/plans",
+                                                  "/v1/accounts",
+                                                  "/v1/rejected",
+                                                  "/v1/invoices",
+                                                  "/v1/invoices/{number}",
+                                                  "/v1/accounts/{id}/usage",
+                                                  "/v1/quote",
+                                                  "/v1/ops/status",
+                                                  "other"};
 
-static const unsigned statuses[] = {200, 202, 304, 400, 401, 403, 404, 405,
-                                    408, 413, 415, 429, 500, 503};
+static const unsigned statuses[] = {200, 202, 304, 400, 401, 403, 404,
+                                    405, 408, 413, 415, 429, 500, 503};
 #define N_STATUSES (sizeof(statuses) / sizeof(statuses[0]))
 /* Duration buckets, microseconds. */
-static const int64_t us_bounds[] = {1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000,
-                                    1000000, 5000000};
+static const int64_t us_bounds[] = {1000,  2500,   5000,   10000,   25000,
+                                    50000, 100000, 250000, 1000000, 5000000};
 #define N_US (sizeof(us_bounds) / sizeof(us_bounds[0]))
 
 /* What one serving thread owns while it answers a request. */
@@ -94,7 +102,7 @@ struct bd_api {
     char *key;
     size_t body_max;
     int64_t request_ms;
-    int64_t rate; /* requests per second per key (also the burst) */
+    int64_t rate;        /* requests per second per key (also the burst) */
     bd_console *console; /* the web console's files, under /console/ */
     pthread_mutex_t lock;
     pthread_cond_t freed;
@@ -110,12 +118,12 @@ struct bd_api {
     pthread_cond_t wake;
     /* api.events=kafka: POST /v1/events produces to @topic (NULL: stores at once). */
     char *topic;
-    const bd_config *cfg;     /* to renew the producer after a fatal error */
+    const bd_config *cfg; /* to renew the producer after a fatal error */
     rd_kafka_t *rk;
     pthread_rwlock_t rk_lock; /* read: producing; write: the poller renewing @rk */
     pthread_mutex_t dr_lock;  /* the deliveries in flight */
     pthread_cond_t dr_done;
-    pthread_t poller;         /* serves @rk's delivery reports */
+    pthread_t poller; /* serves @rk's delivery reports */
     int polling;
     int poll_stop;            /* under dr_lock */
     bd_dlq *dlq;              /* dead_letter_topic's producer, or NULL */
@@ -154,8 +162,8 @@ typedef struct req {
     char *body;
     size_t len;
     size_t cap;
-    int answered; /* a limit answered it while its body arrived */
-    int too_large; /* the body went over api.body_max: the rest is read and dropped */
+    int answered;       /* a limit answered it while its body arrived */
+    int too_large;      /* the body went over api.body_max: the rest is read and dropped */
     const char *method; /* libmicrohttpd's, valid for the request */
     int64_t key;        /* the key's id once checked, else 0 */
 } req;
@@ -207,9 +215,8 @@ static void access_log(struct MHD_Connection *conn, const req *q, unsigned statu
 }
 
 /* Queue @text (taken: freed by MHD) with @status and @type; NULL @text is out of memory. */
-static enum MHD_Result send_text(bd_api *api, struct MHD_Connection *conn, req *q,
-                                 unsigned status, const char *type, char *text,
-                                 const char *retry_after)
+static enum MHD_Result send_text(bd_api *api, struct MHD_Connection *conn, req *q, unsigned status,
+                                 const char *type, char *text, const char *retry_after)
 {
     struct MHD_Response *r;
     enum MHD_Result ret;
@@ -235,8 +242,8 @@ static enum MHD_Result send_text(bd_api *api, struct MHD_Connection *conn, req *
     return ret;
 }
 
-static enum MHD_Result send_json(bd_api *api, struct MHD_Connection *conn, req *q,
-                                 unsigned status, json_t *body)
+static enum MHD_Result send_json(bd_api *api, struct MHD_Connection *conn, req *q, unsigned status,
+                                 json_t *body)
 {
     char *text;
 
@@ -251,17 +258,28 @@ static enum MHD_Result send_json(bd_api *api, struct MHD_Connection *conn, req *
 static const char *title_of(unsigned status)
 {
     switch (status) {
-    case 400: return "Bad request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not found";
-    case 405: return "Method not allowed";
-    case 408: return "Request timeout";
-    case 413: return "Content too large";
-    case 415: return "Unsupported media type";
-    case 429: return "Too many requests";
-    case 503: return "Service unavailable";
-    default: return "Internal error";
+    case 400:
+        return "Bad request";
+    case 401:
+        return "Unauthorized";
+    case 403:
+        return "Forbidden";
+    case 404:
+        return "Not found";
+    case 405:
+        return "Method not allowed";
+    case 408:
+        return "Request timeout";
+    case 413:
+        return "Content too large";
+    case 415:
+        return "Unsupported media type";
+    case 429:
+        return "Too many requests";
+    case 503:
+        return "Service unavailable";
+    default:
+        return "Internal error";
     }
 }
 
@@ -269,13 +287,12 @@ static const char *title_of(unsigned status)
  * An RFC 9457 problem: @slug names its type, @field (may be NULL) the
  * input it is about, @retry_after (may be NULL) the Retry-After header.
  */
-static enum MHD_Result problem(bd_api *api, struct MHD_Connection *conn, req *q,
-                               unsigned status, const char *slug, const char *field,
-                               const char *retry_after, const char *fmt, ...)
-    __attribute__((format(printf, 8, 9)));
-static enum MHD_Result problem(bd_api *api, struct MHD_Connection *conn, req *q,
-                               unsigned status, const char *slug, const char *field,
-                               const char *retry_after, const char *fmt, ...)
+static enum MHD_Result problem(bd_api *api, struct MHD_Connection *conn, req *q, unsigned status,
+                               const char *slug, const char *field, const char *retry_after,
+                               const char *fmt, ...) __attribute__((format(printf, 8, 9)));
+static enum MHD_Result problem(bd_api *api, struct MHD_Connection *conn, req *q, unsigned status,
+                               const char *slug, const char *field, const char *retry_after,
+                               const char *fmt, ...)
 {
     char detail[MSG_MAX];
     char type[96];
@@ -463,10 +480,13 @@ static int64_t bucket_take(bd_api *api, int64_t id)
 static unsigned scope_needed(enum route r)
 {
     switch (r) {
-    case R_EVENTS: return BS_SCOPE_EVENTS_WRITE;
+    case R_EVENTS:
+        return BS_SCOPE_EVENTS_WRITE;
     case R_INVOICES:
-    case R_INVOICE: return BS_SCOPE_INVOICES_READ;
-    default: return BS_SCOPE_ACCOUNTS_READ;
+    case R_INVOICE:
+        return BS_SCOPE_INVOICES_READ;
+    default:
+        return BS_SCOPE_ACCOUNTS_READ;
     }
 }
 
@@ -515,8 +535,8 @@ static int row_json(void *arg, const bs_api_row *row)
     return json_array_append_new(arg, o) != 0;
 }
 
-static enum MHD_Result list_rows(bd_api *api, struct MHD_Connection *conn, req *q,
-                                 api_slot *s, bs_api_list what, const char *account)
+static enum MHD_Result list_rows(bd_api *api, struct MHD_Connection *conn, req *q, api_slot *s,
+                                 bs_api_list what, const char *account)
 {
     json_t *arr = json_array();
     bs_error err;
@@ -682,8 +702,7 @@ static enum MHD_Result balance(bd_api *api, struct MHD_Connection *conn, req *q,
     memset(&run, 0, sizeof(run));
     run.at = now;
     if (zone == NULL)
-        return problem(api, conn, q, 404, "not-found", "account", NULL, "no account '%s'",
-                       account);
+        return problem(api, conn, q, 404, "not-found", "account", NULL, "no account '%s'", account);
     if (bs_balance_rater(s->conn, s->cat, account, NULL, now, &r, &err) != BS_OK)
         return db_problem(api, conn, q, &err);
     if (billing_rater_credit_balance(r, account, now, left, sizeof(left)) != BILLING_OK) {
@@ -728,14 +747,13 @@ static enum MHD_Result balance(bd_api *api, struct MHD_Connection *conn, req *q,
                                         g->rows[i].remaining, "expires_at", g->rows[i].expires));
     billing_time_format(now, when, sizeof(when));
     snprintf(month, sizeof(month), "%04d-%02d", year % 10000, mon % 100);
-    o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:O}", "account",
-                  account, "at", when, "currency", billing_invoice_currency(inv),
-                  "credit_remaining", left, "month", month, "subtotal",
-                  billing_invoice_subtotal(inv), "credits", billing_invoice_credits(inv), "tax",
-                  billing_invoice_tax(inv), "total", billing_invoice_total(inv),
-                  "account_credit", billing_invoice_account_credit(inv), "account_credit_left",
-                  billing_invoice_account_credit_left(inv), "grants",
-                  grants != NULL ? grants : json_null());
+    o = json_pack(
+        "{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:O}", "account", account, "at",
+        when, "currency", billing_invoice_currency(inv), "credit_remaining", left, "month", month,
+        "subtotal", billing_invoice_subtotal(inv), "credits", billing_invoice_credits(inv), "tax",
+        billing_invoice_tax(inv), "total", billing_invoice_total(inv), "account_credit",
+        billing_invoice_account_credit(inv), "account_credit_left",
+        billing_invoice_account_credit_left(inv), "grants", grants != NULL ? grants : json_null());
     if (o != NULL) {
         if (zero == INT64_MAX) {
             json_object_set_new(o, "exhausts_at", json_null());
@@ -778,8 +796,8 @@ static json_t *event_result(size_t i, const char *st, const char *id, const char
 }
 
 /* Stored at once, through the pipeline of `billing ingest` (api.events=store). */
-static enum MHD_Result store_events(bd_api *api, struct MHD_Connection *conn, req *q,
-                                    api_slot *s, bd_events *b, bs_record_result *res)
+static enum MHD_Result store_events(bd_api *api, struct MHD_Connection *conn, req *q, api_slot *s,
+                                    bd_events *b, bs_record_result *res)
 {
     bs_ingest_counts k;
     json_t *results;
@@ -791,16 +809,15 @@ static enum MHD_Result store_events(bd_api *api, struct MHD_Connection *conn, re
         return db_problem(api, conn, q, &err);
     results = json_array();
     for (i = 0; results != NULL && i < b->n; i++) {
-        const char *st = res[i].outcome == BS_RECORD_NEW         ? "accepted"
-                         : res[i].outcome == BS_RECORD_DUPLICATE ? "duplicate"
+        const char *st = res[i].outcome == BS_RECORD_NEW               ? "accepted"
+                         : res[i].outcome == BS_RECORD_DUPLICATE       ? "duplicate"
                          : strcmp(res[i].reason_code, "conflict") == 0 ? "conflict"
                                                                        : "rejected";
         int rejected = res[i].outcome == BS_RECORD_REJECTED;
 
-        json_array_append_new(results,
-                              event_result(i, st, res[i].event_id,
-                                           rejected ? res[i].reason_code : NULL,
-                                           rejected ? res[i].reason : NULL));
+        json_array_append_new(results, event_result(i, st, res[i].event_id,
+                                                    rejected ? res[i].reason_code : NULL,
+                                                    rejected ? res[i].reason : NULL));
     }
     return send_json(api, conn, q, 200,
                      json_pack("{s:i, s:i, s:i, s:i, s:o}", "events", (json_int_t)k.records,
@@ -844,8 +861,7 @@ static void *poll_producer(void *arg)
             pthread_rwlock_wrlock(&api->rk_lock);
             rd_kafka_purge(api->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
             rd_kafka_flush(api->rk, 1000);
-            bd_producer_renew_if_fatal(&api->rk, api->cfg, on_delivery, api,
-                                       "api_producer_fatal");
+            bd_producer_renew_if_fatal(&api->rk, api->cfg, on_delivery, api, "api_producer_fatal");
             pthread_rwlock_unlock(&api->rk_lock);
         }
         pthread_mutex_lock(&api->dr_lock);
@@ -865,8 +881,8 @@ static void *poll_producer(void *arg)
  * Retry-After, naming the events not queued, when the broker did not
  * acknowledge them all within api.produce_ms.
  */
-static enum MHD_Result queue_events(bd_api *api, struct MHD_Connection *conn, req *q,
-                                    api_slot *s, bd_events *b, bs_record_result *res)
+static enum MHD_Result queue_events(bd_api *api, struct MHD_Connection *conn, req *q, api_slot *s,
+                                    bd_events *b, bs_record_result *res)
 {
     unsigned char wire[BILLING_EVENT_WIRE_MAX];
     char **reasons = NULL;
@@ -932,11 +948,10 @@ static enum MHD_Result queue_events(bd_api *api, struct MHD_Connection *conn, re
         d.pending++;
         pthread_mutex_unlock(&api->dr_lock);
         do {
-            e = rd_kafka_producev(api->rk, RD_KAFKA_V_TOPIC(api->topic),
-                                  RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                                  RD_KAFKA_V_KEY(account, strlen(account)),
-                                  RD_KAFKA_V_VALUE(wire, len), RD_KAFKA_V_OPAQUE(&msgs[i]),
-                                  RD_KAFKA_V_END);
+            e = rd_kafka_producev(
+                api->rk, RD_KAFKA_V_TOPIC(api->topic), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                RD_KAFKA_V_KEY(account, strlen(account)), RD_KAFKA_V_VALUE(wire, len),
+                RD_KAFKA_V_OPAQUE(&msgs[i]), RD_KAFKA_V_END);
             if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
                 struct timespec tick = {0, 1000000L};
 
@@ -957,8 +972,8 @@ static enum MHD_Result queue_events(bd_api *api, struct MHD_Connection *conn, re
         pthread_cond_wait(&api->dr_done, &api->dr_lock);
     pthread_mutex_unlock(&api->dr_lock);
     /* The rejects: in the dead-letter table (and topic), never dropped. */
-    if (nrej > 0 && bs_ingest_batch(s->in, s->conn, rej, nrej, NULL, 0, 0, rejres, NULL, &err) !=
-                        BS_OK)
+    if (nrej > 0 &&
+        bs_ingest_batch(s->in, s->conn, rej, nrej, NULL, 0, 0, rejres, NULL, &err) != BS_OK)
         dberr = 1;
     for (i = 0; !dberr && i < nrej; i++)
         if (rejres[i].outcome != BS_RECORD_REJECTED)
@@ -997,9 +1012,9 @@ static enum MHD_Result queue_events(bd_api *api, struct MHD_Connection *conn, re
                  "their ids make them duplicates)",
                  failed, b->n, api->cfg->api_produce_ms);
         o = json_pack("{s:s, s:s, s:i, s:s, s:s, s:O, s:O}", "type",
-                      "urn:billing:problem:unavailable", "title", "Service unavailable",
-                      "status", 503, "detail", detail, "field", "body", "not_queued",
-                      not_queued, "results", results);
+                      "urn:billing:problem:unavailable", "title", "Service unavailable", "status",
+                      503, "detail", detail, "field", "body", "not_queued", not_queued, "results",
+                      results);
         text = o != NULL ? json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
         json_decref(o);
         ret = send_text(api, conn, q, 503, "application/problem+json", text, "5");
@@ -1027,8 +1042,8 @@ out:
     return ret;
 }
 
-static enum MHD_Result post_events(bd_api *api, struct MHD_Connection *conn, req *q,
-                                   api_slot *s, int64_t key, const char *bound)
+static enum MHD_Result post_events(bd_api *api, struct MHD_Connection *conn, req *q, api_slot *s,
+                                   int64_t key, const char *bound)
 {
     char msg[MSG_MAX];
     const char *type = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type");
@@ -1038,12 +1053,14 @@ static enum MHD_Result post_events(bd_api *api, struct MHD_Connection *conn, req
     enum MHD_Result ret;
 
     memset(&b, 0, sizeof(b));
-    status = bd_events_parse(type, q->body != NULL ? q->body : "", q->len, key, &b, msg,
-                             sizeof(msg));
+    status =
+        bd_events_parse(type, q->body != NULL ? q->body : "", q->len, key, &b, msg, sizeof(msg));
     if (status != 0) {
         bd_events_free(&b);
         return problem(api, conn, q, status,
-                       status == 415 ? "media-type" : status == 413 ? "too-many" : "body",
+                       status == 415   ? "media-type"
+                       : status == 413 ? "too-many"
+                                       : "body",
                        "body", NULL, "%s", msg);
     }
     /* A bound key sends events of its account only: the others are rejected as invalid. */
@@ -1068,8 +1085,7 @@ static enum MHD_Result post_events(bd_api *api, struct MHD_Connection *conn, req
 /* ---------------------------------------------------------------------- */
 
 /* Send what an api_documents.c handler answered (its body taken). */
-static enum MHD_Result send_answer(bd_api *api, struct MHD_Connection *conn, req *q,
-                                   bd_answer *a)
+static enum MHD_Result send_answer(bd_api *api, struct MHD_Connection *conn, req *q, bd_answer *a)
 {
     struct MHD_Response *r;
     enum MHD_Result ret;
@@ -1144,11 +1160,11 @@ static json_t *api_routes_json(bd_api *api)
             break;
         }
         /* json_pack steals st, p50 and p99, also when it fails */
-        bad |= json_array_append_new(
-                   arr, json_pack("{s:s, s:I, s:o, s:I, s:o, s:o}", "route", route_names[r],
-                                  "requests", (json_int_t)n, "statuses", st, "mean_us",
-                                  (json_int_t)(api->dur_sum_us[r] / (int64_t)n), "p50_us", p50,
-                                  "p99_us", p99)) != 0;
+        bad |= json_array_append_new(arr, json_pack("{s:s, s:I, s:o, s:I, s:o, s:o}", "route",
+                                                    route_names[r], "requests", (json_int_t)n,
+                                                    "statuses", st, "mean_us",
+                                                    (json_int_t)(api->dur_sum_us[r] / (int64_t)n),
+                                                    "p50_us", p50, "p99_us", p99)) != 0;
     }
     pthread_mutex_unlock(&api->lock);
     if (bad) {
@@ -1174,8 +1190,7 @@ static enum MHD_Result dispatch(bd_api *api, struct MHD_Connection *conn, req *q
     if (q->route == R_OTHER)
         return problem(api, conn, q, 404, "not-found", NULL, NULL, "no such route");
     if (!bd_route_method_ok(q->route, method))
-        return problem(api, conn, q, 405, "method", NULL, NULL, "%s is not allowed here",
-                       method);
+        return problem(api, conn, q, 405, "method", NULL, NULL, "%s is not allowed here", method);
     /* The scheme is case-insensitive (RFC 9110). */
     if (auth == NULL || strncasecmp(auth, "Bearer ", 7) != 0)
         return problem(api, conn, q, 401, "unauthorized", NULL, NULL,
@@ -1210,8 +1225,7 @@ static enum MHD_Result dispatch(bd_api *api, struct MHD_Connection *conn, req *q
     }
     if (account != NULL && key.bound && strcmp(account, key.account) != 0) {
         /* Every other account is not found, as if it did not exist. */
-        ret = problem(api, conn, q, 404, "not-found", "account", NULL, "no account '%s'",
-                      account);
+        ret = problem(api, conn, q, 404, "not-found", "account", NULL, "no account '%s'", account);
         goto out;
     }
     switch (q->route) {
@@ -1225,9 +1239,8 @@ static enum MHD_Result dispatch(bd_api *api, struct MHD_Connection *conn, req *q
                           account);
             break;
         }
-        ret = list_rows(api, conn, q, s, q->route == R_GRANTS ? BS_API_GRANTS
-                                                              : BS_API_SUBSCRIPTIONS,
-                        account);
+        ret = list_rows(api, conn, q, s,
+                        q->route == R_GRANTS ? BS_API_GRANTS : BS_API_SUBSCRIPTIONS, account);
         break;
     case R_PRICE_BOOKS:
     case R_PLANS:
@@ -1272,21 +1285,21 @@ static enum MHD_Result dispatch(bd_api *api, struct MHD_Connection *conn, req *q
                           "the operations status is for admin keys of every account");
             break;
         }
-    {
-        json_t *closes = json_array();
+        {
+            json_t *closes = json_array();
 
-        if (closes == NULL) {
-            ret = MHD_NO;
+            if (closes == NULL) {
+                ret = MHD_NO;
+                break;
+            }
+            if (bs_api_read(s->conn, BS_API_CLOSES, NULL, row_json, closes, &err) != BS_OK) {
+                json_decref(closes);
+                ret = db_problem(api, conn, q, &err);
+                break;
+            }
+            ret = send_json(api, conn, q, 200, bd_api_ops_status(api_routes_json(api), closes));
             break;
         }
-        if (bs_api_read(s->conn, BS_API_CLOSES, NULL, row_json, closes, &err) != BS_OK) {
-            json_decref(closes);
-            ret = db_problem(api, conn, q, &err);
-            break;
-        }
-        ret = send_json(api, conn, q, 200, bd_api_ops_status(api_routes_json(api), closes));
-        break;
-    }
     case R_EVENTS:
         ret = post_events(api, conn, q, s, key.id, key.bound ? key.account : NULL);
         break;
@@ -1476,14 +1489,13 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
                        "the request took over %" PRId64 " ms (api.request_ms)", api->request_ms);
     r = bd_route_of(url, account, sizeof(account), &bad_account);
     if (bad_account)
-        return problem(api, conn, q, 404, "not-found", r == R_INVOICE ? "number" : "account",
-                       NULL, r == R_INVOICE ? "an invoice number has 1 to 128 bytes"
-                                            : "an account id has 1 to 128 bytes");
-    return dispatch(api, conn, q, method,
-                    r == R_BALANCE || r == R_GRANTS || r == R_SUBSCRIPTIONS || r == R_USAGE
-                        ? account
-                        : NULL,
-                    r == R_INVOICE ? account : NULL);
+        return problem(api, conn, q, 404, "not-found", r == R_INVOICE ? "number" : "account", NULL,
+                       r == R_INVOICE ? "an invoice number has 1 to 128 bytes"
+                                      : "an account id has 1 to 128 bytes");
+    return dispatch(
+        api, conn, q, method,
+        r == R_BALANCE || r == R_GRANTS || r == R_SUBSCRIPTIONS || r == R_USAGE ? account : NULL,
+        r == R_INVOICE ? account : NULL);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
@@ -1635,8 +1647,8 @@ bd_api *bd_api_new(const bd_config *cfg)
     api->body_max = (size_t)cfg->api_body_max;
     api->request_ms = cfg->api_request_ms;
     api->rate = cfg->api_rate;
-    api->console = bd_console_new(cfg->api_console_dir != NULL ? cfg->api_console_dir
-                                                               : BD_CONSOLE_DIR);
+    api->console =
+        bd_console_new(cfg->api_console_dir != NULL ? cfg->api_console_dir : BD_CONSOLE_DIR);
     if (cfg->api_tls_cert != NULL && cfg->api_tls_cert[0] != '\0') {
         api->cert = read_file(cfg->api_tls_cert);
         api->key = read_file(cfg->api_tls_key != NULL ? cfg->api_tls_key : "");
@@ -1771,12 +1783,12 @@ size_t bd_api_metrics(void *arg, char *buf, size_t size)
     uint64_t cum;
     int w;
 
-#define EMIT(...)                                                                              \
-    do {                                                                                       \
-        if (len < size) {                                                                      \
-            w = snprintf(buf + len, size - len, __VA_ARGS__);                                  \
-            len += w > 0 ? ((size_t)w < size - len ? (size_t)w : size - len - 1) : 0;         \
-        }                                                                                      \
+#define EMIT(...)                                                                     \
+    do {                                                                              \
+        if (len < size) {                                                             \
+            w = snprintf(buf + len, size - len, __VA_ARGS__);                         \
+            len += w > 0 ? ((size_t)w < size - len ? (size_t)w : size - len - 1) : 0; \
+        }                                                                             \
     } while (0)
 
     if (size == 0)
@@ -1801,11 +1813,9 @@ size_t bd_api_metrics(void *arg, char *buf, size_t size)
                  route_names[r], us_bounds[i] / 1000000, us_bounds[i] % 1000000, cum);
         }
         cum += api->dur[r][N_US];
-        EMIT("billingd_api_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %" PRIu64
-             "\n",
+        EMIT("billingd_api_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %" PRIu64 "\n",
              route_names[r], cum);
-        EMIT("billingd_api_request_duration_seconds_sum{route=\"%s\"} %" PRId64 ".%06" PRId64
-             "\n",
+        EMIT("billingd_api_request_duration_seconds_sum{route=\"%s\"} %" PRId64 ".%06" PRId64 "\n",
              route_names[r], api->dur_sum_us[r] / 1000000, api->dur_sum_us[r] % 1000000);
         EMIT("billingd_api_request_duration_seconds_count{route=\"%s\"} %" PRIu64 "\n",
              route_names[r], cum);

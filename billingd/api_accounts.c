@@ -34,8 +34,8 @@ static int row_object(void *arg, const bs_api_row *row)
     return json_array_append_new(arg, o) != 0;
 }
 
-unsigned bd_api_accounts(bs_conn *c, struct MHD_Connection *conn, const char *bound,
-                         json_t **body, char *msg, size_t msgsize, bs_error *err)
+unsigned bd_api_accounts(bs_conn *c, struct MHD_Connection *conn, const char *bound, json_t **body,
+                         char *msg, size_t msgsize, bs_error *err)
 {
     const char *query = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "q");
     const char *lim = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "limit");
@@ -47,8 +47,7 @@ unsigned bd_api_accounts(bs_conn *c, struct MHD_Connection *conn, const char *bo
     if (lim != NULL) {
         errno = 0;
         limit = strtol(lim, &end, 10);
-        if (errno != 0 || end == lim || *end != '\0' || limit < 1 ||
-            limit > BS_API_ACCOUNTS_MAX) {
+        if (errno != 0 || end == lim || *end != '\0' || limit < 1 || limit > BS_API_ACCOUNTS_MAX) {
             snprintf(msg, msgsize, "limit: need a number in 1..%d", BS_API_ACCOUNTS_MAX);
             return 400;
         }

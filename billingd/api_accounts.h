@@ -21,7 +21,7 @@
  * (name null when none), 400 with the reason in @msg (a bad limit, q
  * over 128 bytes), or 0 for a database error in @err.
  */
-unsigned bd_api_accounts(bs_conn *c, struct MHD_Connection *conn, const char *bound,
-                         json_t **body, char *msg, size_t msgsize, bs_error *err);
+unsigned bd_api_accounts(bs_conn *c, struct MHD_Connection *conn, const char *bound, json_t **body,
+                         char *msg, size_t msgsize, bs_error *err);
 
 #endif

@@ -30,10 +30,10 @@
 #define PARAM_MAX 128
 
 /* Make @a the problem @status @slug about @field. Returns 0. */
-static int fail(bd_answer *a, unsigned status, const char *slug, const char *field,
-                const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-static int fail(bd_answer *a, unsigned status, const char *slug, const char *field,
-                const char *fmt, ...)
+static int fail(bd_answer *a, unsigned status, const char *slug, const char *field, const char *fmt,
+                ...) __attribute__((format(printf, 5, 6)));
+static int fail(bd_answer *a, unsigned status, const char *slug, const char *field, const char *fmt,
+                ...)
 {
     va_list ap;
 
@@ -211,9 +211,8 @@ int bd_doc_invoices(bs_conn *c, struct MHD_Connection *conn, const char *bound, 
     }
     o = json_pack("{s:o}", "data", data);
     if (o != NULL)
-        json_object_set_new(o, "next_after", n > (size_t)f.limit
-                                                 ? json_string(rows[f.limit - 1].id)
-                                                 : json_null());
+        json_object_set_new(o, "next_after",
+                            n > (size_t)f.limit ? json_string(rows[f.limit - 1].id) : json_null());
     free(rows);
     return ok_json(a, o);
 }
@@ -486,8 +485,8 @@ static int usage_lines(usage *u, billing_rater *r, const char *account, int ym0,
 
     mpq_init(v);
     for (ym = ym0; ym <= ym1 && rc == 0; ym++) {
-        if (billing_rater_invoice(r, account, ym / 12, ym % 12 + 1, &inv, u->msg,
-                                  sizeof(u->msg)) != BILLING_OK) {
+        if (billing_rater_invoice(r, account, ym / 12, ym % 12 + 1, &inv, u->msg, sizeof(u->msg)) !=
+            BILLING_OK) {
             rc = -1;
             break;
         }
@@ -620,8 +619,7 @@ static int usage_by_resource(bs_conn *c, bs_catalog *cat, const char *account,
     w.res = calloc(RESOURCES_MAX, sizeof(*w.res));
     if (list == NULL || w.ev == NULL || w.res == NULL ||
         billing_zone_month_start(zone, ym0 / 12, ym0 % 12 + 1, &w.from) != BILLING_OK ||
-        billing_zone_month_start(zone, (ym1 + 1) / 12, (ym1 + 1) % 12 + 1, &before) !=
-            BILLING_OK) {
+        billing_zone_month_start(zone, (ym1 + 1) / 12, (ym1 + 1) % 12 + 1, &before) != BILLING_OK) {
         rc = fail(a, 500, "internal", NULL, "usage of '%s': out of memory", account);
         goto out;
     }
@@ -888,9 +886,8 @@ static const usage_group *group_of(const usage *u, const char *meter, const char
  * into the months' days) into @u, keyed "YYYY-MM-DD"; days without usage
  * are left out.
  */
-static int usage_by_day(bs_conn *c, bs_catalog *cat, const char *account,
-                        const billing_zone *zone, int ym0, int ym1, size_t d0, size_t d1,
-                        usage *u, bd_answer *a)
+static int usage_by_day(bs_conn *c, bs_catalog *cat, const char *account, const billing_zone *zone,
+                        int ym0, int ym1, size_t d0, size_t d1, usage *u, bd_answer *a)
 {
     day_walk *w = calloc(1, sizeof(*w));
     json_t *ids = json_pack("[s]", account);
@@ -928,8 +925,7 @@ static int usage_by_day(bs_conn *c, bs_catalog *cat, const char *account,
     for (ym = ym0; ym <= ym1; ym++)
         for (d = 1; d <= month_days(ym / 12, ym % 12 + 1); d++)
             if (day_start(zone, ym / 12, ym % 12 + 1, d, &w->start[w->n++]) != 0) {
-                rc = fail(a, 400, "invalid", "from", "usage of '%s': a day out of range",
-                          account);
+                rc = fail(a, 400, "invalid", "from", "usage of '%s': a day out of range", account);
                 goto out;
             }
     if (billing_zone_month_start(zone, (ym1 + 1) / 12, (ym1 + 1) % 12 + 1, &w->start[w->n]) !=
@@ -953,8 +949,7 @@ static int usage_by_day(bs_conn *c, bs_catalog *cat, const char *account,
         billing_rater_destroy(month);
         month = NULL;
         usage_clear(prev);
-        if (billing_rater_new(bs_catalog_lib(cat), &month, u->msg, sizeof(u->msg)) !=
-                BILLING_OK ||
+        if (billing_rater_new(bs_catalog_lib(cat), &month, u->msg, sizeof(u->msg)) != BILLING_OK ||
             billing_rater_set_dedupe(month, 0) != BILLING_OK)
             goto rating;
         for (i = first; i < first + nd; i++) {
@@ -1080,8 +1075,8 @@ int bd_doc_usage(bs_conn *c, bs_catalog *cat, struct MHD_Connection *conn, const
                                                     : parse_month(from, &y0, &m0)) != 0)
         return fail(a, 400, "invalid", "from", "from '%s': expected YYYY-MM%s", from,
                     days ? " or YYYY-MM-DD" : "");
-    if (to != NULL && (days && strlen(to) == 10 ? parse_day(to, &y1, &m1, &d1)
-                                                : parse_month(to, &y1, &m1)) != 0)
+    if (to != NULL &&
+        (days && strlen(to) == 10 ? parse_day(to, &y1, &m1, &d1) : parse_month(to, &y1, &m1)) != 0)
         return fail(a, 400, "invalid", "to", "to '%s': expected YYYY-MM%s", to,
                     days ? " or YYYY-MM-DD" : "");
     if (from != NULL && to == NULL) {
@@ -1300,8 +1295,8 @@ int bd_doc_quote(bs_conn *c, bs_catalog *cat, const char *body, size_t len, cons
                json_integer_value(seconds) <= QUOTE_SECONDS_MAX) {
         end = start + (billing_time_t)json_integer_value(seconds) * BILLING_NS_PER_SEC;
     } else {
-        rc = fail(a, 400, "invalid", "seconds",
-                  "give end (RFC 3339) or seconds (1 to %lld)", QUOTE_SECONDS_MAX);
+        rc = fail(a, 400, "invalid", "seconds", "give end (RFC 3339) or seconds (1 to %lld)",
+                  QUOTE_SECONDS_MAX);
         goto done;
     }
     if (end <= start || end - start > QUOTE_SECONDS_MAX * BILLING_NS_PER_SEC) {
@@ -1314,8 +1309,8 @@ int bd_doc_quote(bs_conn *c, bs_catalog *cat, const char *body, size_t len, cons
         rc = fail(a, 500, "internal", NULL, "out of memory");
         goto done;
     }
-    if (bs_event_set(ev, account, "quote", "quote", meter, start, end, quantity, model, region,
-                     msg, sizeof(msg)) != BILLING_OK) {
+    if (bs_event_set(ev, account, "quote", "quote", meter, start, end, quantity, model, region, msg,
+                     sizeof(msg)) != BILLING_OK) {
         rc = fail(a, 400, "invalid", "body", "quote: %s",
                   msg[0] != '\0' ? msg : "an unknown meter (gpu, gpuless, storage, traffic)");
         goto done;
@@ -1389,11 +1384,10 @@ int bd_doc_quote(bs_conn *c, bs_catalog *cat, const char *body, size_t len, cons
     billing_time_format(end, until, sizeof(until));
     o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:s, s:s, s:o, s:o, s:o, s:o}", "account",
                   account, "meter", meter, "model", model, "region", region, "quantity", quantity,
-                  "plan", plan != NULL ? json_string(plan) : json_null(),
-                  "start", when, "end", until, "charge", exact_json(after.subtotal, after.scale),
-                  "credit", exact_json(after.credits, after.scale), "tax",
-                  exact_json(after.tax, after.scale), "amount_due",
-                  exact_json(after.total, after.scale));
+                  "plan", plan != NULL ? json_string(plan) : json_null(), "start", when, "end",
+                  until, "charge", exact_json(after.subtotal, after.scale), "credit",
+                  exact_json(after.credits, after.scale), "tax", exact_json(after.tax, after.scale),
+                  "amount_due", exact_json(after.total, after.scale));
     rc = ok_json(a, o);
 out:
     mpq_clears(before.subtotal, before.credits, before.tax, before.total, after.subtotal,

@@ -22,16 +22,16 @@
 
 /* What a handler answers: a body, or a problem (slug set), or a database error (db set). */
 typedef struct bd_answer {
-    unsigned status;     /* 200, 304, or the problem's status */
-    const char *type;    /* Content-Type of @body */
-    char *body;          /* owned (malloc): the caller frees it */
+    unsigned status;  /* 200, 304, or the problem's status */
+    const char *type; /* Content-Type of @body */
+    char *body;       /* owned (malloc): the caller frees it */
     size_t len;
-    char etag[64];       /* strong ETag with its quotes, "" for none */
-    const char *cache;   /* Cache-Control */
-    const char *slug;    /* a problem: urn:billing:problem:<slug> */
-    const char *field;   /* the problem's input, or NULL */
-    char detail[512];    /* the problem's detail */
-    int db;              /* a database error: in @err */
+    char etag[64];     /* strong ETag with its quotes, "" for none */
+    const char *cache; /* Cache-Control */
+    const char *slug;  /* a problem: urn:billing:problem:<slug> */
+    const char *field; /* the problem's input, or NULL */
+    char detail[512];  /* the problem's detail */
+    int db;            /* a database error: in @err */
     bs_error err;
 } bd_answer;
 

@@ -24,14 +24,12 @@
 /* A bs_reject_fn: the row as a JSON object appended to the array @arg. */
 static int reject_json(void *arg, const bs_reject_row *row)
 {
-    json_t *o = json_pack("{s:I, s:s, s:s, s:s, s:s, s:s, s:I, s:b, s:o}", "id",
-                          (json_int_t)row->id, "received_at", row->received_at, "source",
-                          row->source, "event_id", row->event_id, "reason_code",
-                          row->reason_code, "reason", row->reason, "size", (json_int_t)row->size,
-                          "resolved", row->resolved, "account",
-                          row->account != NULL && row->account[0] != '\0'
-                              ? json_string(row->account)
-                              : json_null());
+    json_t *o = json_pack(
+        "{s:I, s:s, s:s, s:s, s:s, s:s, s:I, s:b, s:o}", "id", (json_int_t)row->id, "received_at",
+        row->received_at, "source", row->source, "event_id", row->event_id, "reason_code",
+        row->reason_code, "reason", row->reason, "size", (json_int_t)row->size, "resolved",
+        row->resolved, "account",
+        row->account != NULL && row->account[0] != '\0' ? json_string(row->account) : json_null());
 
     return o == NULL || json_array_append_new(arg, o) != 0;
 }

@@ -58,7 +58,7 @@ typedef struct bd_config {
     long api_request_ms;
     long api_connections_per_ip;
     long api_rate;
-    char *api_console_dir; /* the console's files (NULL: the installed ones) */
+    char *api_console_dir;  /* the console's files (NULL: the installed ones) */
     char *api_events;       /* "store", "kafka"; NULL until bd_config_check picks the default */
     char *api_events_topic; /* api.events=kafka: the topic (bd_config_check: topics[0]) */
     long api_produce_ms;

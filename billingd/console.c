@@ -95,9 +95,8 @@ int bd_console_path(const char *url)
     return strcmp(url, "/console") == 0 || strncmp(url, "/console/", 9) == 0;
 }
 
-static enum MHD_Result send_file(struct MHD_Connection *conn, unsigned status,
-                                 const char *type, const void *body, size_t len,
-                                 const char *location)
+static enum MHD_Result send_file(struct MHD_Connection *conn, unsigned status, const char *type,
+                                 const void *body, size_t len, const char *location)
 {
     struct MHD_Response *r;
     enum MHD_Result ret;
@@ -120,8 +119,8 @@ static enum MHD_Result send_file(struct MHD_Connection *conn, unsigned status,
     return ret;
 }
 
-enum MHD_Result bd_console_answer(const bd_console *c, struct MHD_Connection *conn,
-                                  const char *url, const char *method)
+enum MHD_Result bd_console_answer(const bd_console *c, struct MHD_Connection *conn, const char *url,
+                                  const char *method)
 {
     static const char not_found[] = "not found\n";
     static const char bad_method[] = "method not allowed\n";
@@ -130,8 +129,8 @@ enum MHD_Result bd_console_answer(const bd_console *c, struct MHD_Connection *co
     size_t i;
 
     if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
-        return send_file(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain; charset=utf-8",
-                         bad_method, sizeof(bad_method) - 1, NULL);
+        return send_file(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain; charset=utf-8", bad_method,
+                         sizeof(bad_method) - 1, NULL);
     if (strcmp(url, "/console") == 0)
         return send_file(conn, MHD_HTTP_MOVED_PERMANENTLY, "text/plain; charset=utf-8", moved,
                          sizeof(moved) - 1, "/console/");

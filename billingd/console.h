@@ -34,7 +34,7 @@ int bd_console_path(const char *url);
  * file is sent with its headers (GET or HEAD), an unknown path is 404, any
  * other method 405. Returns MHD_queue_response's result.
  */
-enum MHD_Result bd_console_answer(const bd_console *c, struct MHD_Connection *conn,
-                                  const char *url, const char *method);
+enum MHD_Result bd_console_answer(const bd_console *c, struct MHD_Connection *conn, const char *url,
+                                  const char *method);
 
 #endif

@@ -199,8 +199,8 @@ static int read_position(bd_daemon *d, bd_part *p)
     if (bs_offset_get(d->db, d->cfg->group, p->topic, p->partition, &p->stored, &found, &err) ==
         BS_OK)
         return 0;
-    bd_log("error", "position_read_failed", "topic=%s partition=%" PRId32 " error=%s",
-           p->topic, p->partition, bd_q(err.message));
+    bd_log("error", "position_read_failed", "topic=%s partition=%" PRId32 " error=%s", p->topic,
+           p->partition, bd_q(err.message));
     return -1;
 }
 
@@ -304,8 +304,8 @@ static void stall(bd_daemon *d)
         d->parts[i].ready = 0;
     pause_parts(d, 1, 1);
     d->retry_at_ms = now_ms() + d->backoff_ms;
-    d->backoff_ms = d->backoff_ms * 2 > d->cfg->retry_max_ms ? d->cfg->retry_max_ms
-                                                            : d->backoff_ms * 2;
+    d->backoff_ms =
+        d->backoff_ms * 2 > d->cfg->retry_max_ms ? d->cfg->retry_max_ms : d->backoff_ms * 2;
 }
 
 static void batch_failed(bd_daemon *d, bd_batch *b)
@@ -339,8 +339,8 @@ static void record_lag(bd_daemon *d, const bd_batch *b)
     size_t i;
 
     for (i = 0; i < b->np; i++) {
-        if (rd_kafka_get_watermark_offsets(d->rk, b->pos[i].topic, b->pos[i].partition, &lo,
-                                           &hi) == RD_KAFKA_RESP_ERR_NO_ERROR)
+        if (rd_kafka_get_watermark_offsets(d->rk, b->pos[i].topic, b->pos[i].partition, &lo, &hi) ==
+            RD_KAFKA_RESP_ERR_NO_ERROR)
             bd_metrics_lag(d->metrics, b->pos[i].topic, b->pos[i].partition,
                            hi >= b->pos[i].next ? hi - b->pos[i].next : 0);
     }
@@ -408,8 +408,9 @@ static void batch_done(bd_daemon *d, bd_batch *b)
     d->stats.duplicates += k->duplicates;
     d->stats.rejected += k->rejected;
     d->backoff_ms = BACKOFF_FIRST_MS;
-    bd_log("info", "batch", "records=%zu stored=%zu duplicates=%zu rejected=%zu aggregates=%zu "
-                            "ms=%" PRId64,
+    bd_log("info", "batch",
+           "records=%zu stored=%zu duplicates=%zu rejected=%zu aggregates=%zu "
+           "ms=%" PRId64,
            k->records, k->stored, k->duplicates, k->rejected, k->aggregates, ms);
     if (k->rejected > 0)
         log_rejected(d, b);
@@ -752,13 +753,13 @@ static void sync_parts(bd_daemon *d)
         if (!d->parts[i].ready)
             ok = read_position(d, &d->parts[i]) == 0;
         if (ok && !d->parts[i].ready)
-            rd_kafka_topic_partition_list_add(l, d->parts[i].topic, d->parts[i].partition)
-                ->offset = start_offset(&d->parts[i]);
+            rd_kafka_topic_partition_list_add(l, d->parts[i].topic, d->parts[i].partition)->offset =
+                start_offset(&d->parts[i]);
     }
     if (!ok) {
         d->retry_at_ms = now_ms() + d->backoff_ms;
-        d->backoff_ms = d->backoff_ms * 2 > d->cfg->retry_max_ms ? d->cfg->retry_max_ms
-                                                                : d->backoff_ms * 2;
+        d->backoff_ms =
+            d->backoff_ms * 2 > d->cfg->retry_max_ms ? d->cfg->retry_max_ms : d->backoff_ms * 2;
         rd_kafka_topic_partition_list_destroy(l);
         return;
     }
@@ -804,8 +805,7 @@ static int listen_start(bd_daemon *d)
 
     if (d->listen == NULL)
         d->listen = bs_connect(bs_conninfo(d->cfg->db), &retry, &err);
-    if (d->listen == NULL ||
-        bs_listen(d->listen, BS_CATALOG_CHANNEL, &err) != BS_OK) {
+    if (d->listen == NULL || bs_listen(d->listen, BS_CATALOG_CHANNEL, &err) != BS_OK) {
         bd_log("error", "listen_failed", "error=%s", bd_q(err.message));
         bs_close(d->listen);
         d->listen = NULL;
@@ -916,8 +916,8 @@ static void retry_catalog(bd_daemon *d)
 {
     if (d->listen == NULL && listen_start(d) != 0) {
         d->retry_at_ms = now_ms() + d->backoff_ms;
-        d->backoff_ms = d->backoff_ms * 2 > d->cfg->retry_max_ms ? d->cfg->retry_max_ms
-                                                                : d->backoff_ms * 2;
+        d->backoff_ms =
+            d->backoff_ms * 2 > d->cfg->retry_max_ms ? d->cfg->retry_max_ms : d->backoff_ms * 2;
         return;
     }
     reload_catalog(d);
@@ -945,9 +945,8 @@ static void refresh_lag(bd_daemon *d)
         return;
     d->lag_at_ms = now_ms() + LAG_REFRESH_MS;
     for (i = 0; i < d->n_parts; i++) {
-        if (rd_kafka_query_watermark_offsets(d->rk, d->parts[i].topic, d->parts[i].partition,
-                                             &lo, &hi, LAG_QUERY_MS) !=
-            RD_KAFKA_RESP_ERR_NO_ERROR)
+        if (rd_kafka_query_watermark_offsets(d->rk, d->parts[i].topic, d->parts[i].partition, &lo,
+                                             &hi, LAG_QUERY_MS) != RD_KAFKA_RESP_ERR_NO_ERROR)
             return;
         from = d->parts[i].stored >= 0 ? d->parts[i].stored : lo;
         bd_metrics_lag(d->metrics, d->parts[i].topic, d->parts[i].partition,
@@ -1159,8 +1158,9 @@ static int missing_topics(const bd_daemon *d, const struct rd_kafka_metadata *md
             used += (size_t)snprintf(which + used, size - used, "%s%s=%s", used > 0 ? " " : "",
                                      roles[i], names[i]);
         if (log_level != NULL)
-            bd_log(log_level, "topic_missing", "%s=%s error=\"no such topic on the broker: "
-                                               "create it, or fix the configuration\"",
+            bd_log(log_level, "topic_missing",
+                   "%s=%s error=\"no such topic on the broker: "
+                   "create it, or fix the configuration\"",
                    roles[i], bd_q(names[i]));
     }
     return missing;
@@ -1215,8 +1215,9 @@ static void watch_topics(bd_daemon *d)
     if (strcmp(which, d->topics_missing) == 0)
         return;
     if (missing > 0)
-        bd_log("error", "topic_lost", "missing=%d %s error=\"deleted on the broker: create it"
-                                      " again\"",
+        bd_log("error", "topic_lost",
+               "missing=%d %s error=\"deleted on the broker: create it"
+               " again\"",
                missing, which);
     else
         bd_log("info", "topic_restored", "was=%s", bd_q(d->topics_missing));
@@ -1306,8 +1307,8 @@ static void poll_once(bd_daemon *d)
     /* The poll may have run a rebalance, which flushes: look at the batches afresh. */
     for (i = 0; i < d->n_lanes; i++) {
         b = d->lanes[i].fill;
-        if (b->n > 0 && (b->n >= (size_t)d->cfg->batch_size ||
-                         now_ms() >= b->first_ms + d->cfg->linger_ms))
+        if (b->n > 0 &&
+            (b->n >= (size_t)d->cfg->batch_size || now_ms() >= b->first_ms + d->cfg->linger_ms))
             flush(d, &d->lanes[i]);
     }
 }
@@ -1381,10 +1382,11 @@ int bd_run(const bd_config *cfg, volatile sig_atomic_t *stop)
         loop(&d);
         rc = d.exit_code;
     }
-    bd_log("info", "stopped", "consumed=%" PRIu64 " stored=%" PRIu64 " duplicates=%" PRIu64
-                              " rejected=%" PRIu64 " batches=%" PRIu64 " db_errors=%" PRIu64,
-           d.stats.consumed, d.stats.stored, d.stats.duplicates, d.stats.rejected,
-           d.stats.batches, d.stats.db_errors);
+    bd_log("info", "stopped",
+           "consumed=%" PRIu64 " stored=%" PRIu64 " duplicates=%" PRIu64 " rejected=%" PRIu64
+           " batches=%" PRIu64 " db_errors=%" PRIu64,
+           d.stats.consumed, d.stats.stored, d.stats.duplicates, d.stats.rejected, d.stats.batches,
+           d.stats.db_errors);
     finish(&d);
     pthread_mutex_destroy(&d.lock);
     pthread_mutex_destroy(&d.hook_lock);

@@ -30,9 +30,9 @@ typedef struct bd_stats {
 
 /* bd_run's exit statuses besides 0 (see billingd(8), EXIT STATUS). */
 enum {
-    BD_EXIT_START = 1,  /* could not start: database, catalog, Kafka configuration */
-    BD_EXIT_TOPIC = 4,  /* a configured topic does not exist on the broker */
-    BD_EXIT_SCHEMA = 5  /* the database schema is not the one this billingd needs */
+    BD_EXIT_START = 1, /* could not start: database, catalog, Kafka configuration */
+    BD_EXIT_TOPIC = 4, /* a configured topic does not exist on the broker */
+    BD_EXIT_SCHEMA = 5 /* the database schema is not the one this billingd needs */
 };
 
 /*

@@ -27,8 +27,8 @@ struct bd_dlq {
     const bd_config *cfg; /* to make the producer again after a fatal error */
     const char *topic;
     bd_metrics *metrics;
-    int failed;  /* deliveries that failed and may pass, since the last batch */
-    int dropped; /* deliveries that failed for good, since the last batch */
+    int failed;               /* deliveries that failed and may pass, since the last batch */
+    int dropped;              /* deliveries that failed for good, since the last batch */
     rd_kafka_resp_err_t last; /* the error of the last failed delivery */
 };
 
@@ -201,12 +201,11 @@ static rd_kafka_resp_err_t publish(bd_dlq *q, const bs_record *r, const bs_recor
 /* A producer in a fatal state is replaced (producer.h); 1 if it was: the batch fails. */
 static int renew_if_fatal(bd_dlq *q)
 {
-    return bd_producer_renew_if_fatal(&q->rk, q->cfg, on_delivery, q,
-                                      "dead_letter_producer_fatal");
+    return bd_producer_renew_if_fatal(&q->rk, q->cfg, on_delivery, q, "dead_letter_producer_fatal");
 }
 
-bs_status bd_dlq_hook(void *arg, bs_conn *c, const bs_record *recs,
-                      const bs_record_result *results, size_t n, bs_error *err)
+bs_status bd_dlq_hook(void *arg, bs_conn *c, const bs_record *recs, const bs_record_result *results,
+                      size_t n, bs_error *err)
 {
     bd_dlq *q = arg;
     rd_kafka_resp_err_t e = RD_KAFKA_RESP_ERR_NO_ERROR;
@@ -217,8 +216,10 @@ bs_status bd_dlq_hook(void *arg, bs_conn *c, const bs_record *recs,
     q->failed = 0;
     q->dropped = 0;
     if (renew_if_fatal(q))
-        return bs_error_set(err, BS_ERR_RETRY, "dead-letter topic %s: the producer had a fatal "
-                            "error; made again", q->topic);
+        return bs_error_set(err, BS_ERR_RETRY,
+                            "dead-letter topic %s: the producer had a fatal "
+                            "error; made again",
+                            q->topic);
     for (i = 0; i < n && e == RD_KAFKA_RESP_ERR_NO_ERROR; i++) {
         if (results[i].outcome != BS_RECORD_REJECTED)
             continue;
@@ -228,8 +229,10 @@ bs_status bd_dlq_hook(void *arg, bs_conn *c, const bs_record *recs,
     if (sent > 0 && e == RD_KAFKA_RESP_ERR_NO_ERROR)
         e = rd_kafka_flush(q->rk, FLUSH_MS);
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR && renew_if_fatal(q))
-        return bs_error_set(err, BS_ERR_RETRY, "dead-letter topic %s: the producer had a fatal "
-                            "error (%s); made again", q->topic, rd_kafka_err2str(e));
+        return bs_error_set(err, BS_ERR_RETRY,
+                            "dead-letter topic %s: the producer had a fatal "
+                            "error (%s); made again",
+                            q->topic, rd_kafka_err2str(e));
     if (q->dropped > 0 && q->metrics != NULL)
         bd_metrics_dead_letters_dropped(q->metrics, (uint64_t)q->dropped);
     if (e == RD_KAFKA_RESP_ERR_NO_ERROR && q->failed > 0)

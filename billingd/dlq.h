@@ -71,7 +71,7 @@ void bd_dlq_free(bd_dlq *q);
  * (`dead_letter_producer_fatal`, the cause), and the batch fails with
  * BS_ERR_RETRY. One caller at a time.
  */
-bs_status bd_dlq_hook(void *arg, bs_conn *c, const bs_record *recs,
-                      const bs_record_result *results, size_t n, bs_error *err);
+bs_status bd_dlq_hook(void *arg, bs_conn *c, const bs_record *recs, const bs_record_result *results,
+                      size_t n, bs_error *err);
 
 #endif

@@ -70,8 +70,10 @@ static void usage(FILE *out)
 enum { OPT_CONFIG = 256, OPT_SET, OPT_HELP, OPT_VERSION };
 
 static const struct option long_options[] = {
-    {"config", required_argument, NULL, OPT_CONFIG}, {"set", required_argument, NULL, OPT_SET},
-    {"help", no_argument, NULL, OPT_HELP},           {"version", no_argument, NULL, OPT_VERSION},
+    {"config", required_argument, NULL, OPT_CONFIG},
+    {"set", required_argument, NULL, OPT_SET},
+    {"help", no_argument, NULL, OPT_HELP},
+    {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0},
 };
 

@@ -62,7 +62,7 @@ typedef struct lag_entry {
 /* A connection of the HTTP server, watched for its whole-request bound. */
 typedef struct http_slot {
     int used;
-    int cut;       /* shut down by the watchdog already */
+    int cut; /* shut down by the watchdog already */
     int fd;
     int64_t since; /* connection, or end of its last request, ms (monotonic) */
 } http_slot;
@@ -71,9 +71,9 @@ struct bd_metrics {
     pthread_mutex_t lock;
     struct MHD_Daemon *http;
     int healthy;
-    char reason[REASON_MAX]; /* why not healthy */
-    int topics_missing;       /* configured topics the broker's metadata lacks */
-    char missing[REASON_MAX]; /* which, "role=name ..."; "" when none */
+    char reason[REASON_MAX];   /* why not healthy */
+    int topics_missing;        /* configured topics the broker's metadata lacks */
+    char missing[REASON_MAX];  /* which, "role=name ..."; "" when none */
     char mhd_msg[MHD_MSG_MAX]; /* MHD's last message while starting */
     uint64_t consumed, stored, duplicates, batches, failures, reloads, dl_dropped, http_cut;
     uint64_t rejected[REASONS];
@@ -128,8 +128,8 @@ static void counter(page *p, const char *name, const char *help, uint64_t v)
     emit(p, "# HELP %s %s\n# TYPE %s counter\n%s %" PRIu64 "\n", name, help, name, name, v);
 }
 
-static void histogram(page *p, const char *name, const char *help, const uint64_t *bounds,
-                      size_t n, const uint64_t *buckets, uint64_t sum)
+static void histogram(page *p, const char *name, const char *help, const uint64_t *bounds, size_t n,
+                      const uint64_t *buckets, uint64_t sum)
 {
     uint64_t cum = 0;
     size_t i;
@@ -140,8 +140,8 @@ static void histogram(page *p, const char *name, const char *help, const uint64_
         emit(p, "%s_bucket{le=\"%" PRIu64 "\"} %" PRIu64 "\n", name, bounds[i], cum);
     }
     cum += buckets[n];
-    emit(p, "%s_bucket{le=\"+Inf\"} %" PRIu64 "\n%s_sum %" PRIu64 "\n%s_count %" PRIu64 "\n",
-         name, cum, name, sum, name, cum);
+    emit(p, "%s_bucket{le=\"+Inf\"} %" PRIu64 "\n%s_sum %" PRIu64 "\n%s_count %" PRIu64 "\n", name,
+         cum, name, sum, name, cum);
 }
 
 /* @ms milliseconds as seconds, exactly ("2.5", "0.005", "12"), into @buf. */
@@ -207,20 +207,25 @@ static void process_metrics(page *p)
 
     f = fopen("/proc/self/stat", "r");
     if (f != NULL && fgets(buf, sizeof(buf), f) != NULL && (at = strrchr(buf, ')')) != NULL &&
-        sscanf(at + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %*d %*d %*d %*d %*d "
-                       "%*d %llu %lu %ld",
-               &utime, &stime, &start, &vsize, &rss) == 5 && tick > 0) {
+        sscanf(at + 2,
+               "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %*d %*d %*d %*d %*d "
+               "%*d %llu %lu %ld",
+               &utime, &stime, &start, &vsize, &rss) == 5 &&
+        tick > 0) {
         /* Ticks to seconds, exactly as a decimal of milliseconds. */
         seconds_text((uint64_t)(utime + stime) * 1000 / (uint64_t)tick, cpu, sizeof(cpu));
-        emit(p, "# HELP process_cpu_seconds_total User and system CPU time, seconds.\n"
-                "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total %s\n",
+        emit(p,
+             "# HELP process_cpu_seconds_total User and system CPU time, seconds.\n"
+             "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total %s\n",
              cpu);
-        emit(p, "# HELP process_virtual_memory_bytes Virtual memory size, bytes.\n"
-                "# TYPE process_virtual_memory_bytes gauge\nprocess_virtual_memory_bytes %lu\n",
+        emit(p,
+             "# HELP process_virtual_memory_bytes Virtual memory size, bytes.\n"
+             "# TYPE process_virtual_memory_bytes gauge\nprocess_virtual_memory_bytes %lu\n",
              vsize);
-        emit(p, "# HELP process_resident_memory_bytes Resident memory size, bytes.\n"
-                "# TYPE process_resident_memory_bytes gauge\n"
-                "process_resident_memory_bytes %lld\n",
+        emit(p,
+             "# HELP process_resident_memory_bytes Resident memory size, bytes.\n"
+             "# TYPE process_resident_memory_bytes gauge\n"
+             "process_resident_memory_bytes %lld\n",
              (long long)rss * pagesize);
     }
     if (f != NULL)
@@ -233,8 +238,9 @@ static void process_metrics(page *p)
     if (f != NULL)
         fclose(f);
     if (boot > 0 && start > 0 && tick > 0)
-        emit(p, "# HELP process_start_time_seconds Start time since the Unix epoch, seconds.\n"
-                "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds %llu\n",
+        emit(p,
+             "# HELP process_start_time_seconds Start time since the Unix epoch, seconds.\n"
+             "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds %llu\n",
              boot + start / (unsigned long long)tick);
     fds = opendir("/proc/self/fd");
     while (fds != NULL && (e = readdir(fds)) != NULL) {
@@ -243,13 +249,15 @@ static void process_metrics(page *p)
     }
     if (fds != NULL) {
         closedir(fds);
-        emit(p, "# HELP process_open_fds Open file descriptors.\n"
-                "# TYPE process_open_fds gauge\nprocess_open_fds %ld\n",
+        emit(p,
+             "# HELP process_open_fds Open file descriptors.\n"
+             "# TYPE process_open_fds gauge\nprocess_open_fds %ld\n",
              n - 1); /* the directory's own */
     }
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
-        emit(p, "# HELP process_max_fds Most open file descriptors.\n"
-                "# TYPE process_max_fds gauge\nprocess_max_fds %llu\n",
+        emit(p,
+             "# HELP process_max_fds Most open file descriptors.\n"
+             "# TYPE process_max_fds gauge\nprocess_max_fds %llu\n",
              (unsigned long long)rl.rlim_cur);
 }
 
@@ -280,8 +288,7 @@ static void render(bd_metrics *m, page *p)
     counter(p, "billingd_batches_total", "Batches committed.", m->batches);
     counter(p, "billingd_postgresql_errors_total", "Batches rolled back after a failure.",
             m->failures);
-    counter(p, "billingd_catalog_reloads_total", "Catalog reloads after billing load.",
-            m->reloads);
+    counter(p, "billingd_catalog_reloads_total", "Catalog reloads after billing load.", m->reloads);
     counter(p, "billingd_dead_letters_dropped_total",
             "Rejected records the dead-letter topic refused for good (kept in "
             "billing.rejected_events).",
@@ -293,8 +300,8 @@ static void render(bd_metrics *m, page *p)
     histogram_seconds(p, "billingd_commit_latency_seconds", "Time to run and commit a batch.",
                       ms_bounds, N_MS, m->ms_buckets, m->ms_sum);
     histogram_seconds(p, "billingd_alert_check_seconds",
-                      "Time of a batch's credit alert check, publishing included.", ms_bounds,
-                      N_MS, m->check_buckets, m->check_sum);
+                      "Time of a batch's credit alert check, publishing included.", ms_bounds, N_MS,
+                      m->check_buckets, m->check_sum);
     counter(p, "billingd_alerts_published_total",
             "Credit alerts published (again when their batch rolled back and ran again).",
             m->alerts);
@@ -305,11 +312,13 @@ static void render(bd_metrics *m, page *p)
             emit(p, "billingd_consumer_lag{topic=\"%s\",partition=\"%" PRId32 "\"} %" PRId64 "\n",
                  m->lags[i].topic, m->lags[i].partition, m->lags[i].lag);
     }
-    emit(p, "# HELP billingd_topics_missing Configured topics the broker does not have.\n"
-            "# TYPE billingd_topics_missing gauge\nbillingd_topics_missing %d\n",
+    emit(p,
+         "# HELP billingd_topics_missing Configured topics the broker does not have.\n"
+         "# TYPE billingd_topics_missing gauge\nbillingd_topics_missing %d\n",
          m->topics_missing);
-    emit(p, "# HELP billingd_up 1 while consuming normally.\n# TYPE billingd_up gauge\n"
-            "billingd_up %d\n",
+    emit(p,
+         "# HELP billingd_up 1 while consuming normally.\n# TYPE billingd_up gauge\n"
+         "billingd_up %d\n",
          m->healthy && m->topics_missing == 0);
     process_metrics(p);
     if (extra_fn != NULL && p->len < PAGE_MAX - 1)
@@ -457,8 +466,7 @@ static void *watchdog(void *arg)
         }
         now = now_ms();
         for (i = 0; i < HTTP_CONNECTIONS; i++) {
-            if (m->slots[i].used && !m->slots[i].cut &&
-                now - m->slots[i].since > HTTP_REQUEST_MS) {
+            if (m->slots[i].used && !m->slots[i].cut && now - m->slots[i].since > HTTP_REQUEST_MS) {
                 shutdown(m->slots[i].fd, SHUT_RDWR);
                 m->slots[i].cut = 1;
                 m->http_cut++;
@@ -525,22 +533,20 @@ json_t *bd_metrics_status(void)
     for (i = 0; lags != NULL && i < m->n_lags; i++)
         bad |= json_array_append_new(
             lags, json_pack("{s:s, s:i, s:o}", "topic", m->lags[i].topic, "partition",
-                            (int)m->lags[i].partition,
-                            "lag", m->lags[i].lag >= 0 ? json_integer(m->lags[i].lag)
-                                                       : json_null()));
+                            (int)m->lags[i].partition, "lag",
+                            m->lags[i].lag >= 0 ? json_integer(m->lags[i].lag) : json_null()));
     for (i = 0; rej != NULL && i < REASONS; i++)
         bad |= json_object_set_new(rej, reason_names[i], json_integer((json_int_t)m->rejected[i]));
     if (lags != NULL && rej != NULL && !bad)
         o = json_pack("{s:b, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:O, s:O}",
                       "healthy", m->healthy && m->topics_missing == 0, "reason",
                       m->topics_missing > 0 ? m->missing : m->reason, "uptime_ms",
-                      (json_int_t)(now_ms() - m->started_ms), "consumed",
-                      (json_int_t)m->consumed, "stored", (json_int_t)m->stored, "duplicates",
-                      (json_int_t)m->duplicates, "batches", (json_int_t)m->batches, "failures",
-                      (json_int_t)m->failures, "commit_ms_sum", (json_int_t)m->ms_sum,
-                      "alerts_published", (json_int_t)m->alerts,
-                      "dead_letters_dropped", json_integer((json_int_t)m->dl_dropped), "rejected",
-                      rej, "lag", lags);
+                      (json_int_t)(now_ms() - m->started_ms), "consumed", (json_int_t)m->consumed,
+                      "stored", (json_int_t)m->stored, "duplicates", (json_int_t)m->duplicates,
+                      "batches", (json_int_t)m->batches, "failures", (json_int_t)m->failures,
+                      "commit_ms_sum", (json_int_t)m->ms_sum, "alerts_published",
+                      (json_int_t)m->alerts, "dead_letters_dropped",
+                      json_integer((json_int_t)m->dl_dropped), "rejected", rej, "lag", lags);
     pthread_mutex_unlock(&m->lock);
     pthread_mutex_unlock(&status_lock);
     json_decref(lags);
@@ -576,8 +582,7 @@ bd_metrics *bd_metrics_new(const char *listen)
         return NULL;
     }
     if (pthread_create(&m->watchdog, NULL, watchdog, m) != 0) {
-        bd_log("error", "http_start_failed", "http.listen=%s error=\"no watchdog thread\"",
-               listen);
+        bd_log("error", "http_start_failed", "http.listen=%s error=\"no watchdog thread\"", listen);
         bd_metrics_free(m);
         return NULL;
     }
@@ -663,8 +668,7 @@ void bd_metrics_failed(bd_metrics *m, const char *why)
     pthread_mutex_lock(&m->lock);
     m->failures++;
     m->healthy = 0;
-    snprintf(m->reason, sizeof(m->reason), "batches failing, retrying: %s",
-             why != NULL ? why : "");
+    snprintf(m->reason, sizeof(m->reason), "batches failing, retrying: %s", why != NULL ? why : "");
     pthread_mutex_unlock(&m->lock);
 }
 

@@ -35,8 +35,7 @@ rd_kafka_t *bd_producer_new_props(const bd_config *cfg, const char *const *props
             RD_KAFKA_CONF_OK)
             goto error;
     }
-    if (rd_kafka_conf_set(conf, "enable.idempotence", "true", errstr, errsize) !=
-        RD_KAFKA_CONF_OK)
+    if (rd_kafka_conf_set(conf, "enable.idempotence", "true", errstr, errsize) != RD_KAFKA_CONF_OK)
         goto error;
     rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
     rd_kafka_conf_set_opaque(conf, opaque);

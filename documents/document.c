@@ -11,7 +11,10 @@
 #include "document.h"
 #include "numfmt.h"
 
-#define KEY(k, f) {k, offsetof(bs_invoice_head, f)}
+#define KEY(k, f)                       \
+    {                                   \
+        k, offsetof(bs_invoice_head, f) \
+    }
 
 /* Every header field, in the order JSON and `invoice show` write them. */
 const doc_key doc_header_keys[] = {
@@ -297,8 +300,7 @@ static void duration(const char *q, char *buf, size_t size)
     if (s % 3600 == 0)
         snprintf(buf, size, "%llu d %llu h", s / 86400, s % 86400 / 3600);
     else
-        snprintf(buf, size, "%llu d %llu h %llu min", s / 86400, s % 86400 / 3600,
-                 s % 3600 / 60);
+        snprintf(buf, size, "%llu d %llu h %llu min", s / 86400, s % 86400 / 3600, s % 3600 / 60);
 }
 
 void doc_line_quantity(const bs_invoice_line *l, char *buf, size_t size)
@@ -353,8 +355,7 @@ static const char *meter_name(const char *meter, int zh)
     return meter;
 }
 
-void doc_line_description(const doc_invoice *d, const bs_invoice_line *l, char *buf,
-                          size_t size)
+void doc_line_description(const doc_invoice *d, const bs_invoice_line *l, char *buf, size_t size)
 {
     int zh = doc_language(d) == DOC_ZH;
     int free_ = strspn(l->amount, "-0.") == strlen(l->amount);
@@ -367,8 +368,8 @@ void doc_line_description(const doc_invoice *d, const bs_invoice_line *l, char *
         duration(l->quantity, q, sizeof(q));
         if (l->unused_from_local[0] != '\0')
             n = snprintf(buf, size,
-                         zh ? "套餐 %2$s 自 %3$s 起未使用的 %1$s" : "Unused %s of plan %s from %s", q,
-                         shown(l->plan_name, l->plan), l->unused_from_local);
+                         zh ? "套餐 %2$s 自 %3$s 起未使用的 %1$s" : "Unused %s of plan %s from %s",
+                         q, shown(l->plan_name, l->plan), l->unused_from_local);
         else
             n = snprintf(buf, size, zh ? "套餐 %2$s 未使用的 %1$s" : "Unused %s of plan %s", q,
                          shown(l->plan_name, l->plan));
@@ -377,8 +378,7 @@ void doc_line_description(const doc_invoice *d, const bs_invoice_line *l, char *
                      meter_name(l->meter, zh));
     } else {
         n = snprintf(buf, size, "%s%s", meter_name(l->meter, zh),
-                     free_ && strcmp(l->kind, "usage") == 0 ? (zh ? "（免费）" : " (free)")
-                                                            : "");
+                     free_ && strcmp(l->kind, "usage") == 0 ? (zh ? "（免费）" : " (free)") : "");
     }
     where(l, buf, size, n);
     n = (int)strlen(buf);

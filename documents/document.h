@@ -111,11 +111,31 @@ doc_lang doc_language(const doc_invoice *d);
 
 /* The fixed texts of a document, each in English and Simplified Chinese. */
 typedef enum doc_text_id {
-    DOC_T_INVOICE, DOC_T_CREDIT_NOTE, DOC_T_DRAFT, DOC_T_VOID, DOC_T_FROM, DOC_T_BILL_TO,
-    DOC_T_ACCOUNT, DOC_T_TAX_ID, DOC_T_NUMBER, DOC_T_PERIOD, DOC_T_ISSUED, DOC_T_DUE,
-    DOC_T_CREDITS_INVOICE, DOC_T_REASON, DOC_T_VOIDED, DOC_T_DESCRIPTION, DOC_T_QUANTITY,
-    DOC_T_UNIT, DOC_T_UNIT_PRICE, DOC_T_AMOUNT, DOC_T_CREDIT_LEFT, DOC_T_PAY,
-    DOC_T_GRANTS, DOC_T_TIME_ZONE, DOC_T_COUNT
+    DOC_T_INVOICE,
+    DOC_T_CREDIT_NOTE,
+    DOC_T_DRAFT,
+    DOC_T_VOID,
+    DOC_T_FROM,
+    DOC_T_BILL_TO,
+    DOC_T_ACCOUNT,
+    DOC_T_TAX_ID,
+    DOC_T_NUMBER,
+    DOC_T_PERIOD,
+    DOC_T_ISSUED,
+    DOC_T_DUE,
+    DOC_T_CREDITS_INVOICE,
+    DOC_T_REASON,
+    DOC_T_VOIDED,
+    DOC_T_DESCRIPTION,
+    DOC_T_QUANTITY,
+    DOC_T_UNIT,
+    DOC_T_UNIT_PRICE,
+    DOC_T_AMOUNT,
+    DOC_T_CREDIT_LEFT,
+    DOC_T_PAY,
+    DOC_T_GRANTS,
+    DOC_T_TIME_ZONE,
+    DOC_T_COUNT
 } doc_text_id;
 
 /* doc_text - fixed text @id in @d's language. */
@@ -146,7 +166,6 @@ void doc_line_quantity(const bs_invoice_line *l, char *buf, size_t size);
  * "Plan rtx4090x8-monthly",
  * "Unused 4 d 0 h of plan rtx4090x8-monthly"). Writes into @buf.
  */
-void doc_line_description(const doc_invoice *d, const bs_invoice_line *l, char *buf,
-                          size_t size);
+void doc_line_description(const doc_invoice *d, const bs_invoice_line *l, char *buf, size_t size);
 
 #endif /* DOCUMENTS_DOCUMENT_H */

@@ -88,9 +88,9 @@ int export_rows_table(FILE *out, const void *rows, size_t stride, size_t n_rows,
     for (r = 0; r <= n_rows; r++) {
         const char *sep = "";
         for (i = 0; i < n; i++) {
-            const char *v = r == 0 ? cols[i].header
-                                   : export_cell(ROW_AT(rows, stride, r - 1), &cols[i], buf,
-                                                 sizeof(buf));
+            const char *v =
+                r == 0 ? cols[i].header
+                       : export_cell(ROW_AT(rows, stride, r - 1), &cols[i], buf, sizeof(buf));
             if (!cols[i].in_table)
                 continue;
             fprintf(out, cols[i].right ? "%s%*s" : "%s%-*s", sep, (int)width[i], v);
@@ -156,8 +156,8 @@ static json_t *invoice_json(const doc_invoice *inv)
     }
     if (o == NULL ||
         json_object_set_new(o, "credits_total", json_string(doc_field(inv, "credits"))) != 0 ||
-        json_object_set_new(o, "returned_total",
-                            json_string(doc_field(inv, "credit_returned"))) != 0 ||
+        json_object_set_new(o, "returned_total", json_string(doc_field(inv, "credit_returned"))) !=
+            0 ||
         json_object_set_new(
             o, "lines", rows_json(LINES(inv), export_line_columns, export_n_line_columns)) != 0 ||
         json_object_set_new(o, "credits",
@@ -203,8 +203,8 @@ static int parties_json(json_t *o, const doc_invoice *inv)
     if (is != NULL)
         seller = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "legal_name", is->legal_name,
                            "address", is->address, "tax_id", is->tax_id, "contact", is->contact,
-                           "payment_instructions", is->payment_instructions, "footer",
-                           is->footer, "payment_terms_days", is->payment_terms_days);
+                           "payment_instructions", is->payment_instructions, "footer", is->footer,
+                           "payment_terms_days", is->payment_terms_days);
     return json_object_set_new(o, "issue_date", json_string(h->issue_date)) |
            json_object_set_new(o, "due_date", json_string(h->due_date)) |
            json_object_set_new(o, "period_first", json_string(h->period_first)) |
@@ -216,16 +216,16 @@ static int parties_json(json_t *o, const doc_invoice *inv)
                                json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "account",
                                          h->customer.account, "name", h->customer.name, "email",
                                          h->customer.email, "billing_address",
-                                         h->customer.billing_address, "tax_id",
-                                         h->customer.tax_id, "language", h->customer.language));
+                                         h->customer.billing_address, "tax_id", h->customer.tax_id,
+                                         "language", h->customer.language));
 }
 
 int export_invoice_json(FILE *out, const doc_invoice *inv)
 {
     json_t *o = invoice_json(inv);
 
-    if (o != NULL && (lines_readable(json_object_get(o, "lines"), inv) != 0 ||
-                      parties_json(o, inv) != 0)) {
+    if (o != NULL &&
+        (lines_readable(json_object_get(o, "lines"), inv) != 0 || parties_json(o, inv) != 0)) {
         json_decref(o);
         o = NULL;
     }
@@ -241,10 +241,9 @@ static void table_totals(FILE *out, const doc_invoice *inv)
     fputc('\n', out);
     for (i = 0; i < doc_n_totals; i++) {
         if (doc_total_shown(inv, &doc_totals[i]))
-            fprintf(out, "%-36s %16s %s\n",
-                    doc_total_label(inv, &doc_totals[i], label, sizeof(label)),
-                    doc_total_text(inv, &doc_totals[i], buf, sizeof(buf)),
-                    doc_field(inv, "currency"));
+            fprintf(
+                out, "%-36s %16s %s\n", doc_total_label(inv, &doc_totals[i], label, sizeof(label)),
+                doc_total_text(inv, &doc_totals[i], buf, sizeof(buf)), doc_field(inv, "currency"));
     }
 }
 
@@ -326,8 +325,8 @@ static const char *const csv_invoice_keys[] = {
  * columns before them stay where they were.
  */
 static const char *const csv_refund_keys[] = {"account_credit_refunded", "refund_tax",
-                                              "refunded_total", "refund_method",
-                                              "refund_reason", "refund_reference"};
+                                              "refunded_total",          "refund_method",
+                                              "refund_reason",           "refund_reference"};
 #define N_CSV_REFUND (sizeof(csv_refund_keys) / sizeof(csv_refund_keys[0]))
 
 /* One row: the invoice's fields, line @r's (none when @r < 0), the refund's. */
@@ -339,11 +338,11 @@ static void csv_row(FILE *out, const doc_invoice *inv, long r)
     for (i = 0; i < N_CSV_INVOICE; i++)
         csv_field(out, doc_field(inv, csv_invoice_keys[i]), i == 0);
     for (i = 0; i < export_n_line_columns; i++)
-        csv_field(out,
-                  r < 0 ? ""
-                        : export_cell(&inv->rows->lines[r], &export_line_columns[i], buf,
-                                      sizeof(buf)),
-                  0);
+        csv_field(
+            out,
+            r < 0 ? ""
+                  : export_cell(&inv->rows->lines[r], &export_line_columns[i], buf, sizeof(buf)),
+            0);
     for (i = 0; i < N_CSV_REFUND; i++)
         csv_field(out, doc_field(inv, csv_refund_keys[i]), 0);
     /* The line as the PDF reads it (document.h), last: the columns before stay put. */

@@ -79,8 +79,8 @@ static size_t group(char *out, const char *digits, size_t n, const char *sep)
 }
 
 /* Lay out the integer @v = |value| * 10^@scale with a decimal point and separators. */
-static int layout(const mpz_t v, int negative, int scale, int min_scale, const char *sep,
-                  char *buf, size_t size)
+static int layout(const mpz_t v, int negative, int scale, int min_scale, const char *sep, char *buf,
+                  size_t size)
 {
     char digits[NUMFMT_MAX];
     char out[3 * NUMFMT_MAX];

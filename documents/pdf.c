@@ -437,7 +437,7 @@ static double header(page *p)
     yc = customer_block(p, y);
     y = (ys > yc ? ys : yc) + ROW;
     snprintf(buf, sizeof(buf), "%s: %s", doc_text(inv, DOC_T_NUMBER),
-             h->number[0] != '\0'                ? h->number
+             h->number[0] != '\0'          ? h->number
              : doc_language(inv) == DOC_ZH ? "（草稿）"
                                            : "(draft)");
     put(p, MARGIN, y, buf, 10);
@@ -456,8 +456,10 @@ static double header(page *p)
     /* Cut like the refund's reason: the line must stay on the page. */
     y = field(p, MARGIN, y, DOC_T_VOIDED, h->void_reason);
     if (h->refund_method[0] != '\0') {
-        snprintf(buf, sizeof(buf), "Account credit refunded to the payment method (%s), "
-                                   "reference %.100s", h->refund_method, h->refund_reference);
+        snprintf(buf, sizeof(buf),
+                 "Account credit refunded to the payment method (%s), "
+                 "reference %.100s",
+                 h->refund_method, h->refund_reference);
         put(p, MARGIN, y, buf, 9);
         y += ROW;
     }
@@ -782,8 +784,8 @@ int export_invoice_pdf_mem(const doc_invoice *inv, const char *created, char **o
     *len = 0;
     if (faces() != 0)
         return -1;
-    if (render(cairo_pdf_surface_create_for_stream(buf_write, &b, PAGE_W, PAGE_H), inv,
-               created) != 0) {
+    if (render(cairo_pdf_surface_create_for_stream(buf_write, &b, PAGE_W, PAGE_H), inv, created) !=
+        0) {
         free(b.data);
         return -1;
     }

@@ -13,12 +13,12 @@
 /* A line's cell: the accessor's string, or text formatted into @buf of @size bytes. */
 typedef const char *(*line_getter)(const billing_invoice *inv, size_t i, char *buf, size_t size);
 
-#define PLAIN_GETTER(name)                                                                         \
-    static const char *get_##name(const billing_invoice *inv, size_t i, char *buf, size_t size)   \
-    {                                                                                              \
-        (void)buf;                                                                                 \
-        (void)size;                                                                                \
-        return billing_invoice_line_##name(inv, i);                                                \
+#define PLAIN_GETTER(name)                                                                      \
+    static const char *get_##name(const billing_invoice *inv, size_t i, char *buf, size_t size) \
+    {                                                                                           \
+        (void)buf;                                                                              \
+        (void)size;                                                                             \
+        return billing_invoice_line_##name(inv, i);                                             \
     }
 
 PLAIN_GETTER(meter)
@@ -219,9 +219,9 @@ size_t render_metered_count(const billing_invoice *inv)
 static json_t *credits_json(const billing_invoice *inv, int which)
 {
     json_t *arr = json_array();
-    size_t n = which == CREDITS_RETURNED ? billing_invoice_returned_count(inv)
+    size_t n = which == CREDITS_RETURNED  ? billing_invoice_returned_count(inv)
                : which == CREDITS_EXPIRED ? billing_invoice_expired_count(inv)
-                                           : billing_invoice_credit_count(inv);
+                                          : billing_invoice_credit_count(inv);
     size_t i;
 
     for (i = 0; arr != NULL && i < n; i++) {
@@ -318,8 +318,8 @@ typedef struct table {
     int scale; /* the currency's minor digits */
 } table;
 
-const char *render_local_time(const billing_zone *zone, billing_time_t at, int date_only,
-                              char *buf, size_t size)
+const char *render_local_time(const billing_zone *zone, billing_time_t at, int date_only, char *buf,
+                              size_t size)
 {
     int32_t off = zone != NULL ? billing_zone_offset(zone, at) : 0;
     char utc[40];
@@ -363,9 +363,8 @@ static int scale_of(const char *s)
 static const char *price(const table *t, size_t row, const char *v, char *buf, size_t size)
 {
     const render_view *view = t->view;
-    const char *w = view->written_price != NULL
-                        ? view->written_price(view->written_arg, t->inv, row)
-                        : NULL;
+    const char *w =
+        view->written_price != NULL ? view->written_price(view->written_arg, t->inv, row) : NULL;
     char a[CELL_MAX];
     char b[CELL_MAX];
 
@@ -473,8 +472,8 @@ static void print_row(FILE *out, const table *t, size_t row, const size_t *width
 }
 
 /* A summary row: label on the left, amount right-aligned under AMOUNT, then a note. */
-static void print_total(FILE *out, const table *t, int width, const char *label,
-                        const char *amount, const char *note)
+static void print_total(FILE *out, const table *t, int width, const char *label, const char *amount,
+                        const char *note)
 {
     char buf[CELL_MAX];
     const char *a = money(t, amount, buf, sizeof(buf));
@@ -533,8 +532,7 @@ static void print_credits(FILE *out, const table *t, int width)
         print_total(out, t, width, "account credit", amount, note);
     }
     if (!is_zero(billing_invoice_carried(inv)))
-        print_total(out, t, width, "carried to account credit", billing_invoice_carried(inv),
-                    note);
+        print_total(out, t, width, "carried to account credit", billing_invoice_carried(inv), note);
 }
 
 /* "Invoice lab-a 2026-01 (CNY): 2026-01-01 to 2026-01-31, Asia/Shanghai" */
@@ -671,8 +669,7 @@ static void csv_figure(FILE *out, const billing_invoice *inv, const char *kind, 
     for (c = 0; c < N_LINE_COLUMNS; c++) {
         if (line_columns[c].get == get_kind)
             csv_field(out, ",", kind);
-        else if (line_columns[c].get == get_amount ||
-                 line_columns[c].get == get_amount_rounded)
+        else if (line_columns[c].get == get_amount || line_columns[c].get == get_amount_rounded)
             csv_field(out, ",", signed_amount);
         else
             csv_field(out, ",", "");

@@ -83,8 +83,8 @@ int render_resource_table(FILE *out, const billing_invoice *inv, const char *res
  * "YYYY-MM-DD HH:MM:SS", or "YYYY-MM-DD" with @date_only, into @buf of
  * @size bytes (at least 20). Returns @buf, or "" when @at is out of range.
  */
-const char *render_local_time(const billing_zone *zone, billing_time_t at, int date_only,
-                              char *buf, size_t size);
+const char *render_local_time(const billing_zone *zone, billing_time_t at, int date_only, char *buf,
+                              size_t size);
 
 /* render_kind_name - "usage", "included", "fee" or "refund". */
 const char *render_kind_name(billing_line_kind kind);

@@ -29,8 +29,8 @@ typedef struct cfg {
     billing_status status;           /* why the last failure failed; BILLING_OK until one */
     billing_config_reject_fn reject; /* NULL: a refused subscription fails the whole file */
     void *reject_arg;
-    const char *book;      /* load only the accounts of this price book; NULL: every one */
-    json_t *taken;         /* with @book: ids of the accounts loaded (a set) */
+    const char *book; /* load only the accounts of this price book; NULL: every one */
+    json_t *taken;    /* with @book: ids of the accounts loaded (a set) */
     char liberr[LIBERR_MAX];
 } cfg;
 
@@ -324,11 +324,10 @@ static const char *const pricebook_keys[] = {"description", "currency", "roundin
 /* "names": display names per kind (migration 0018), each a text or one per language. */
 static const char *const names_keys[] = {"description", "models", "regions", "plans", NULL};
 static const char *const name_languages[] = {"en", "zh-Hans", NULL};
-static const char *const issuer_keys[] = {"description", "legal_name",
-                                          "address",     "tax_id",
-                                          "contact",     "payment_instructions",
-                                          "footer",      "logo",
-                                          "payment_terms_days", NULL};
+static const char *const issuer_keys[] = {"description", "legal_name", "address",
+                                          "tax_id",      "contact",    "payment_instructions",
+                                          "footer",      "logo",       "payment_terms_days",
+                                          NULL};
 static const char *const plan_keys[] = {"description", "id",         "period", "model",
                                         "region",      "refundable", NULL};
 static const char *const version_keys[] = {"description", "id",        "effective_from",
@@ -481,8 +480,7 @@ static int check_issuer(cfg *c, const json_t *root)
         get_string(c, v, "issuer", "payment_instructions", 1, &t[4]) != 0 ||
         get_string(c, v, "issuer", "footer", 1, &t[5]) != 0 ||
         get_string(c, v, "issuer", "logo", 1, &t[6]) != 0 ||
-        get_int(c, v, "issuer", "payment_terms_days", 1, 0, PAYMENT_TERMS_DAYS_MAX, 30, &days) !=
-            0)
+        get_int(c, v, "issuer", "payment_terms_days", 1, 0, PAYMENT_TERMS_DAYS_MAX, 30, &days) != 0)
         return -1;
     if (check_text(c, "issuer", "legal_name", t[0], LEGAL_NAME_CHARS_MAX) != 0 ||
         check_text(c, "issuer", "address", t[1], ADDRESS_CHARS_MAX) != 0 ||
@@ -569,8 +567,7 @@ static int apply_pricebook(cfg *c, const json_t *root)
     const json_t *versions;
 
     if (check_object(c, root, "", pricebook_keys) != 0 || check_issuer(c, root) != 0 ||
-        check_names(c, root) != 0 ||
-        apply_currency(c, root) != 0 ||
+        check_names(c, root) != 0 || apply_currency(c, root) != 0 ||
         for_each(c, root, "", "plans", 1, add_plan, NULL) != 0 ||
         get_array(c, root, "", "versions", 0, &versions) != 0)
         return -1;
@@ -585,9 +582,9 @@ static int apply_pricebook(cfg *c, const json_t *root)
 
 static const char *const accounts_keys[] = {"description", "accounts", "subscriptions", "grants",
                                             NULL};
-static const char *const account_keys[] = {
-    "description", "id",    "currency",        "time_zone", "tax_rate", "book",
-    "name",        "email", "billing_address", "tax_id",    "language", NULL};
+static const char *const account_keys[] = {"description",     "id",     "currency", "time_zone",
+                                           "tax_rate",        "book",   "name",     "email",
+                                           "billing_address", "tax_id", "language", NULL};
 static const char *const sub_keys[] = {"description", "id",    "account",      "resource", "plan",
                                        "start",       "terms", "cancelled_at", NULL};
 static const char *const grant_keys[] = {"description", "id",         "account",
@@ -620,8 +617,7 @@ static int check_account_parties(cfg *c, const account_fields *f, const char *pa
         return -1;
     if (f->language != NULL && strcmp(f->language, "en") != 0 &&
         strcmp(f->language, "zh-Hans") != 0)
-        return cfg_fail(c, path, "language", "'%.32s' is not \"en\" or \"zh-Hans\"",
-                        f->language);
+        return cfg_fail(c, path, "language", "'%.32s' is not \"en\" or \"zh-Hans\"", f->language);
     return 0;
 }
 
@@ -1510,14 +1506,14 @@ static void json_syntax_message(cfg *c, const char *text, size_t len, const json
                     col++;
                 }
             }
-            bc_seterr(c->errbuf, c->errsize, "%s:%d:%d: trailing comma before '%c' (JSON allows "
+            bc_seterr(c->errbuf, c->errsize,
+                      "%s:%d:%d: trailing comma before '%c' (JSON allows "
                       "none: remove the comma)",
                       c->name, line, col, text[at - 1]);
             return;
         }
     }
-    bc_seterr(c->errbuf, c->errsize, "%s:%d:%d: %s", c->name, jerr->line, jerr->column,
-              jerr->text);
+    bc_seterr(c->errbuf, c->errsize, "%s:%d:%d: %s", c->name, jerr->line, jerr->column, jerr->text);
 }
 
 /* A syntax error inside an array: jansson's message over the whole text, as before. */
@@ -1800,8 +1796,7 @@ billing_status billing_config_accounts_load_rejecting(billing_catalog *cat,
                                                       billing_config_reject_fn reject, void *arg,
                                                       char *errbuf, size_t errsize)
 {
-    return billing_config_accounts_load_book(cat, zones, path, NULL, reject, arg, errbuf,
-                                             errsize);
+    return billing_config_accounts_load_book(cat, zones, path, NULL, reject, arg, errbuf, errsize);
 }
 
 billing_status billing_config_accounts_load(billing_catalog *cat, billing_config_zones *zones,

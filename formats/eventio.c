@@ -32,10 +32,10 @@ struct bc_reader {
     size_t pos;
     size_t fill;
     int eof;
-    uint64_t base;       /* input offset of buf[0] */
-    uint64_t line;       /* JSONL: line number of the last record */
-    uint64_t offset;     /* byte offset of the last record (protobuf: of its length prefix) */
-    size_t rec_pos;      /* the last event's bytes in buf (valid until the next call) */
+    uint64_t base;   /* input offset of buf[0] */
+    uint64_t line;   /* JSONL: line number of the last record */
+    uint64_t offset; /* byte offset of the last record (protobuf: of its length prefix) */
+    size_t rec_pos;  /* the last event's bytes in buf (valid until the next call) */
     size_t rec_len;
     uint64_t limit;      /* no record starting at or after this input offset is read */
     int skipping_line;   /* JSONL: discarding the rest of an over-long line */
@@ -156,8 +156,8 @@ int bc_reader_set_range(bc_reader *r, uint64_t start, uint64_t end, char *errbuf
     return 0;
 }
 
-bc_reader *bc_reader_open_range(const char *path, bc_format format, uint64_t start,
-                                uint64_t end, char *errbuf, size_t errsize)
+bc_reader *bc_reader_open_range(const char *path, bc_format format, uint64_t start, uint64_t end,
+                                char *errbuf, size_t errsize)
 {
     bc_reader *r;
 
@@ -603,8 +603,7 @@ static bc_read_result proto_at(int fd, uint64_t offset, billing_event *ev, uint6
         return read_error(NULL, errbuf, errsize);
     if (parse_length(buf, (size_t)n, &len, &used) != 0 || len > BILLING_EVENT_WIRE_MAX ||
         len > (uint64_t)n - used) {
-        bc_seterr(errbuf, errsize, "no whole message at offset %llu",
-                  (unsigned long long)offset);
+        bc_seterr(errbuf, errsize, "no whole message at offset %llu", (unsigned long long)offset);
         return BC_READ_ERROR;
     }
     *raw_hash = bc_hash_bytes(buf + used, (size_t)len);

@@ -64,8 +64,8 @@ bc_reader *bc_reader_open(const char *path, bc_format format, char *errbuf, size
  * reader (bc_reader_close) or NULL with a message. Thread-safe (one reader
  * per thread).
  */
-bc_reader *bc_reader_open_range(const char *path, bc_format format, uint64_t start,
-                                uint64_t end, char *errbuf, size_t errsize);
+bc_reader *bc_reader_open_range(const char *path, bc_format format, uint64_t start, uint64_t end,
+                                char *errbuf, size_t errsize);
 
 /*
  * bc_reader_set_range - make @r, opened by bc_reader_open_range, read the

@@ -61,8 +61,8 @@ static const size_t field_max[F_COUNT] = {128, 128, 128, 16, 64, 64, 64, 64, 64}
 
 #define VALUE_MAX 128
 #define KEY_MAX 16
-#define REQUIRED_FIELDS                                                                            \
-    ((1u << F_ID) | (1u << F_ACCOUNT) | (1u << F_RESOURCE) | (1u << F_METER) | (1u << F_START) |   \
+#define REQUIRED_FIELDS                                                                          \
+    ((1u << F_ID) | (1u << F_ACCOUNT) | (1u << F_RESOURCE) | (1u << F_METER) | (1u << F_START) | \
      (1u << F_END) | (1u << F_QUANTITY))
 
 typedef struct jparse {
@@ -70,7 +70,7 @@ typedef struct jparse {
     const char *p;
     const char *end;
     unsigned present;
-    int next; /* field after the last one read: writers keep schema order */
+    int next;                 /* field after the last one read: writers keep schema order */
     const char *val[F_COUNT]; /* each present field's text: in the line, or in esc */
     size_t len[F_COUNT];
     char esc[F_COUNT][VALUE_MAX + 1]; /* values with escapes, unescaped */
@@ -123,13 +123,14 @@ static billing_status syntax(const jparse *jp, const char *what)
 /* ---------------------------------------------------------------------- */
 
 /* Characters a string holds as they are: printable ASCII but '"' and '\\'. */
-#define PLAIN16(c) PLAIN1(c), PLAIN1(c + 1), PLAIN1(c + 2), PLAIN1(c + 3), PLAIN1(c + 4), \
-    PLAIN1(c + 5), PLAIN1(c + 6), PLAIN1(c + 7), PLAIN1(c + 8), PLAIN1(c + 9), PLAIN1(c + 10), \
-    PLAIN1(c + 11), PLAIN1(c + 12), PLAIN1(c + 13), PLAIN1(c + 14), PLAIN1(c + 15)
+#define PLAIN16(c)                                                                        \
+    PLAIN1(c), PLAIN1(c + 1), PLAIN1(c + 2), PLAIN1(c + 3), PLAIN1(c + 4), PLAIN1(c + 5), \
+        PLAIN1(c + 6), PLAIN1(c + 7), PLAIN1(c + 8), PLAIN1(c + 9), PLAIN1(c + 10),       \
+        PLAIN1(c + 11), PLAIN1(c + 12), PLAIN1(c + 13), PLAIN1(c + 14), PLAIN1(c + 15)
 #define PLAIN1(c) ((c) >= 0x20 && (c) <= 0x7e && (c) != '"' && (c) != '\\')
 static const unsigned char plain_char[256] = {
-    PLAIN16(0x00), PLAIN16(0x10), PLAIN16(0x20), PLAIN16(0x30), PLAIN16(0x40), PLAIN16(0x50),
-    PLAIN16(0x60), PLAIN16(0x70),
+    PLAIN16(0x00), PLAIN16(0x10), PLAIN16(0x20), PLAIN16(0x30),
+    PLAIN16(0x40), PLAIN16(0x50), PLAIN16(0x60), PLAIN16(0x70),
 };
 
 #ifdef __SSE2__
@@ -141,8 +142,9 @@ static ALWAYS_INLINE int stop_mask(__m128i v)
     const __m128i del = _mm_set1_epi8(0x7f);
     const __m128i quote = _mm_set1_epi8('"');
     const __m128i backslash = _mm_set1_epi8('\\');
-    __m128i stop = _mm_or_si128(_mm_or_si128(_mm_cmplt_epi8(v, space), _mm_cmpeq_epi8(v, del)),
-                                _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)));
+    __m128i stop =
+        _mm_or_si128(_mm_or_si128(_mm_cmplt_epi8(v, space), _mm_cmpeq_epi8(v, del)),
+                     _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)));
 
     return _mm_movemask_epi8(stop);
 }
@@ -561,8 +563,8 @@ static billing_status apply_fields(const jparse *jp, billing_event *ev)
     return BILLING_OK;
 }
 
-billing_status bc_event_parse_json_general(billing_event *ev, const char *text, size_t len, char *errbuf,
-                                   size_t errsize)
+billing_status bc_event_parse_json_general(billing_event *ev, const char *text, size_t len,
+                                           char *errbuf, size_t errsize)
 {
     jparse jp;
     billing_status st;

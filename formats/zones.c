@@ -211,7 +211,9 @@ static void suggest_zones(const char *name, char *out, size_t size)
     used = 0;
     for (i = 0; i < n_best && used < size; i++) {
         int w = snprintf(out + used, size - used, "%s'%.*s'",
-                         i == 0 ? "; did you mean " : i + 1 == n_best ? " or " : ", ",
+                         i == 0            ? "; did you mean "
+                         : i + 1 == n_best ? " or "
+                                           : ", ",
                          (int)best_len[i], best[i]);
         if (w < 0)
             break;
@@ -260,8 +262,7 @@ billing_status billing_config_zone_load(const char *name, billing_zone **out, ch
     free(data);
     if (st != BILLING_OK)
         return zone_fail(errbuf, errsize, st == BILLING_ERR_NOMEM ? st : BILLING_ERR_ZONE,
-                         "time zone '%s': %s: %s", name, path,
-                         why);
+                         "time zone '%s': %s: %s", name, path, why);
     return BILLING_OK;
 }
 

@@ -54,8 +54,8 @@ static void check_paths_agree(const billing_event *ev, billing_status st, const 
 
     FZ_CHECK(gen != NULL, "out of memory");
     gst = bc_event_parse_json_general(gen, (const char *)data, size, gerr, sizeof(gerr));
-    FZ_CHECK(st == gst, "bc_event_parse_json says %s, the general parser %s",
-             billing_strerror(st), billing_strerror(gst));
+    FZ_CHECK(st == gst, "bc_event_parse_json says %s, the general parser %s", billing_strerror(st),
+             billing_strerror(gst));
     FZ_CHECK(strcmp(err, gerr) == 0, "messages differ: '%s', general '%s'", err, gerr);
     if (st == BILLING_OK)
         FZ_CHECK(ev->set == gen->set && ev->refused == gen->refused && ev->meter == gen->meter &&

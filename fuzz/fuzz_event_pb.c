@@ -74,9 +74,8 @@ static int reference_valid(const Billing__V1__UsageEvent *m, billing_event *qty)
             return 0;
     }
     return valid_id(m->event_id) && valid_id(m->account_id) && valid_id(m->resource_id) &&
-           m->meter >= 1 && m->meter <= 4 && instant(m->start, &start) &&
-           instant(m->end, &end) && end > start &&
-           m->quantity[0] != '\0' &&
+           m->meter >= 1 && m->meter <= 4 && instant(m->start, &start) && instant(m->end, &end) &&
+           end > start && m->quantity[0] != '\0' &&
            billing_event_set_quantity(qty, m->quantity, NULL, 0) == BILLING_OK &&
            strlen(m->gpu_model) <= 64 && strlen(m->region) <= 64;
 }

@@ -79,8 +79,8 @@ static billing_time_t take_time(bytes *b)
 /* A non-negative decimal: small, with up to @frac_max decimals, or an edge case. */
 static void take_decimal(bytes *b, char *out, size_t size, unsigned frac_max)
 {
-    static const char *const edges[] = {"0", "1000000000000000000", "999999999999999999.999999999",
-                                        "0.000000001", "0.5", "0.125"};
+    static const char *const edges[] = {
+        "0", "1000000000000000000", "999999999999999999.999999999", "0.000000001", "0.5", "0.125"};
     static const uint64_t pow10[10] = {1,      10,      100,      1000,      10000,
                                        100000, 1000000, 10000000, 100000000, 1000000000};
     unsigned whole;
@@ -333,8 +333,8 @@ static void listed_sum(const billing_invoice *inv, int returned, mpz_t sum)
  * invoice asks for, subtotal + returned, and nothing when that is below
  * zero, which is then carried whole; account credit only otherwise.
  */
-static void check_credit_bounds(const billing_invoice *inv, const mpz_t asked,
-                                const mpz_t credits, const mpz_t spent, const mpz_t carried)
+static void check_credit_bounds(const billing_invoice *inv, const mpz_t asked, const mpz_t credits,
+                                const mpz_t spent, const mpz_t carried)
 {
     FZ_CHECK(mpz_sgn(spent) >= 0 && mpz_sgn(carried) >= 0, "account credit %s, carried %s",
              billing_invoice_account_credit(inv), billing_invoice_carried(inv));

@@ -191,10 +191,9 @@ static void build_accounts(billing_catalog *cat, char *err)
                                          i == 0 ? "0.06" : "0", err, ERR_MAX),
              fz.accounts[i].id, err);
     /* A monthly term anchored on the 31st, cancelled mid-term; daily terms across a DST change. */
-    must(billing_catalog_add_subscription(cat, "sub-a", "lab-a", "i-1", "rtx-monthly",
-                                          at("2026-01-31T10:00:00Z"), 3,
-                                          &(billing_time_t){at("2026-03-15T12:00:00Z")}, err,
-                                          ERR_MAX),
+    must(billing_catalog_add_subscription(
+             cat, "sub-a", "lab-a", "i-1", "rtx-monthly", at("2026-01-31T10:00:00Z"), 3,
+             &(billing_time_t){at("2026-03-15T12:00:00Z")}, err, ERR_MAX),
          "sub-a", err);
     must(billing_catalog_add_subscription(cat, "sub-ny", "lab-ny", "i-1", "rtx-daily",
                                           at("2026-03-06T12:00:00-05:00"), 5, NULL, err, ERR_MAX),

@@ -36,10 +36,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 void fz_fail(const char *file, int line, const char *fmt, ...) FZ_NORETURN FZ_PRINTF(3, 4);
 
 /* FZ_CHECK - abort with the condition's text and a message unless @cond holds. */
-#define FZ_CHECK(cond, ...)                                                                        \
-    do {                                                                                           \
-        if (!(cond))                                                                               \
-            fz_fail(__FILE__, __LINE__, "property '" #cond "' broken: " __VA_ARGS__);              \
+#define FZ_CHECK(cond, ...)                                                           \
+    do {                                                                              \
+        if (!(cond))                                                                  \
+            fz_fail(__FILE__, __LINE__, "property '" #cond "' broken: " __VA_ARGS__); \
     } while (0)
 
 /*

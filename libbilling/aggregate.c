@@ -165,11 +165,10 @@ static int parse_sum(const char *text, mpq_t out)
 }
 
 /* Resolve the key of an aggregate to add; BILLING_OK or an error with a message. */
-static billing_status resolve_key(billing_rater *r, const char *account, int year,
-                                  int month, billing_meter meter, const char *price_version,
-                                  const char *model, const char *region,
-                                  const char *subscription, unsigned epoch, bl_aggkey *key,
-                                  char *errbuf, size_t errsize)
+static billing_status resolve_key(billing_rater *r, const char *account, int year, int month,
+                                  billing_meter meter, const char *price_version, const char *model,
+                                  const char *region, const char *subscription, unsigned epoch,
+                                  bl_aggkey *key, char *errbuf, size_t errsize)
 {
     const billing_catalog *cat = r->cat;
     size_t ai = bl_catalog_account(cat, account);
@@ -283,14 +282,13 @@ static billing_status merge_attrs(billing_rater *dst, const billing_rater *src, 
         return BILLING_OK;
     }
     a = BL_AT(src->attrs, bl_attrs, from->key.attrs);
-    return bl_rater_attrs_intern(dst, a->model, strlen(a->model), a->region, strlen(a->region),
-                                 "aggregate of",
-                                 BL_AT(src->cat->accounts, bl_account, from->key.account)->id, out,
-                                 errbuf, errsize);
+    return bl_rater_attrs_intern(
+        dst, a->model, strlen(a->model), a->region, strlen(a->region), "aggregate of",
+        BL_AT(src->cat->accounts, bl_account, from->key.account)->id, out, errbuf, errsize);
 }
 
 billing_status billing_rater_merge(billing_rater *dst, const billing_rater *src, char *errbuf,
-                              size_t errsize)
+                                   size_t errsize)
 {
     const bl_agg *from;
     bl_aggkey key;

@@ -232,8 +232,8 @@ static void usable(const billing_catalog *cat, const bl_account *a, const burn_s
 }
 
 /* The usable grant that expires first (then in application order), or BL_NONE. */
-static size_t first_to_expire(const billing_catalog *cat, const bl_account *a,
-                              const burn_state *b, billing_time_t t)
+static size_t first_to_expire(const billing_catalog *cat, const bl_account *a, const burn_state *b,
+                              billing_time_t t)
 {
     size_t best = BL_NONE;
     size_t i;
@@ -253,8 +253,8 @@ static size_t first_to_expire(const billing_catalog *cat, const bl_account *a,
  * as little as possible expires unused (the most credit invoices can
  * apply to the same usage), then the balance.
  */
-static void spend(const billing_catalog *cat, const bl_account *a, burn_state *b,
-                  billing_time_t t, mpq_t amount)
+static void spend(const billing_catalog *cat, const bl_account *a, burn_state *b, billing_time_t t,
+                  mpq_t amount)
 {
     mpq_t *from;
     size_t i;
@@ -275,8 +275,7 @@ static void spend(const billing_catalog *cat, const bl_account *a, burn_state *b
 }
 
 /* The next instant after @t at which the burn or the usable credit changes. */
-static billing_time_t next_change(const billing_catalog *cat, const bl_account *a,
-                                  billing_time_t t)
+static billing_time_t next_change(const billing_catalog *cat, const bl_account *a, billing_time_t t)
 {
     billing_time_t next = bl_zone_next_month_start(a->zone, t);
     const bl_grant *g;
@@ -294,9 +293,8 @@ static billing_time_t next_change(const billing_catalog *cat, const bl_account *
 
 billing_status billing_rater_credit_exhaustion(billing_rater *r, const char *account,
                                                billing_time_t now,
-                                               const billing_event *const *events,
-                                               size_t n_events, billing_time_t *out, char *errbuf,
-                                               size_t errsize)
+                                               const billing_event *const *events, size_t n_events,
+                                               billing_time_t *out, char *errbuf, size_t errsize)
 {
     size_t ai = account ? bl_catalog_account(r->cat, account) : BL_NONE;
     const bl_account *a;

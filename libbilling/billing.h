@@ -119,9 +119,8 @@ typedef struct billing_zone billing_zone;
  * BILLING_ERR_PARSE (malformed or unsupported data), BILLING_ERR_NOMEM.
  * Thread-safe.
  */
-BILLING_API billing_status billing_zone_new(const char *name, const unsigned char *tzif,
-                                            size_t len, billing_zone **out, char *errbuf,
-                                            size_t errsize);
+BILLING_API billing_status billing_zone_new(const char *name, const unsigned char *tzif, size_t len,
+                                            billing_zone **out, char *errbuf, size_t errsize);
 
 /**
  * billing_zone_new_utc - the UTC zone (no file needed).
@@ -181,8 +180,8 @@ BILLING_API void billing_zone_year_month(const billing_zone *zone, billing_time_
  * BILLING_ERR_INVALID for NULL @text or @out; *@out is unchanged on error.
  * Thread-safe.
  */
-BILLING_API billing_status billing_time_parse(const char *text, billing_time_t *out,
-                                              char *errbuf, size_t errsize);
+BILLING_API billing_status billing_time_parse(const char *text, billing_time_t *out, char *errbuf,
+                                              size_t errsize);
 
 /**
  * billing_time_parse_n - billing_time_parse of the @len bytes at @text,
@@ -221,10 +220,14 @@ BILLING_API billing_status billing_civil_days(int year, int month, int day, int6
 
 /** What an event measures; decides its unit and how it is priced. */
 typedef enum billing_meter {
-    BILLING_METER_GPU = 0,     /**< quantity = GPUs attached; priced per GPU-hour by (model, region) */
-    BILLING_METER_GPULESS = 1, /**< quantity = instances (usually 1) running without GPUs; priced per instance-hour */
-    BILLING_METER_STORAGE = 2, /**< quantity = provisioned GB (10^9 bytes); priced per GB-month (calendar month) */
-    BILLING_METER_TRAFFIC = 3  /**< quantity = bytes transferred; priced per GB (10^9 bytes), zero-rated by default */
+    /** quantity = GPUs attached; priced per GPU-hour by (model, region) */
+    BILLING_METER_GPU = 0,
+    /** quantity = instances (usually 1) running without GPUs; priced per instance-hour */
+    BILLING_METER_GPULESS = 1,
+    /** quantity = provisioned GB (10^9 bytes); priced per GB-month (calendar month) */
+    BILLING_METER_STORAGE = 2,
+    /** quantity = bytes transferred; priced per GB (10^9 bytes), zero-rated by default */
+    BILLING_METER_TRAFFIC = 3
 } billing_meter;
 
 /** Number of meters. */
@@ -247,7 +250,7 @@ BILLING_API billing_status billing_meter_parse(const char *name, billing_meter *
  * lines, credits, tax). HALF_UP rounds ties away from zero.
  */
 typedef enum billing_rounding {
-    BILLING_ROUND_HALF_UP = 0,   /**< ties away from zero: 0.125 -> 0.13, -0.125 -> -0.13 (default) */
+    BILLING_ROUND_HALF_UP = 0, /**< ties away from zero: 0.125 -> 0.13, -0.125 -> -0.13 (default) */
     BILLING_ROUND_HALF_EVEN = 1, /**< ties to even digit ("banker's"): 0.125 -> 0.12 */
     BILLING_ROUND_DOWN = 2,      /**< toward zero (truncate) */
     BILLING_ROUND_UP = 3,        /**< away from zero */
@@ -397,8 +400,10 @@ BILLING_API billing_status billing_catalog_set_rate(billing_catalog *cat, const 
 
 /** How long one term of a subscription plan lasts. */
 typedef enum billing_period {
-    BILLING_PERIOD_DAY = 1,  /**< 24 hours (86400 s) from the term start, whatever DST does */
-    BILLING_PERIOD_MONTH = 2 /**< to the same local wall-clock time on the anchor day of the next month, clamped */
+    /** 24 hours (86400 s) from the term start, whatever DST does */
+    BILLING_PERIOD_DAY = 1,
+    /** to the same local wall-clock time on the anchor day of the next month, clamped */
+    BILLING_PERIOD_MONTH = 2
 } billing_period;
 
 /**
@@ -422,9 +427,9 @@ BILLING_API billing_status billing_catalog_add_plan(billing_catalog *cat, const 
  * BILLING_ERR_NOMEM.
  */
 BILLING_API billing_status billing_catalog_set_plan_fee(billing_catalog *cat,
-                                                        const char *version_id,
-                                                        const char *plan_id, const char *fee,
-                                                        char *errbuf, size_t errsize);
+                                                        const char *version_id, const char *plan_id,
+                                                        const char *fee, char *errbuf,
+                                                        size_t errsize);
 
 /**
  * billing_catalog_add_subscription - subscribe resource @resource of
@@ -813,11 +818,11 @@ BILLING_API size_t billing_rater_aggregate_count(const billing_rater *r);
  * thread-safe with calls changing @r.
  */
 BILLING_API billing_status billing_rater_aggregate(const billing_rater *r, size_t index,
-                                                  const char **account, int *year_month,
-                                                  billing_meter *meter, const char **price_version,
-                                                  const char **model, const char **region,
-                                                  const char **subscription, unsigned *epoch,
-                                                  uint64_t *pieces, char *sum, size_t sumsize);
+                                                   const char **account, int *year_month,
+                                                   billing_meter *meter, const char **price_version,
+                                                   const char **model, const char **region,
+                                                   const char **subscription, unsigned *epoch,
+                                                   uint64_t *pieces, char *sum, size_t sumsize);
 
 /**
  * billing_rater_add_aggregate - add a stored aggregate to @r, whose
@@ -927,10 +932,10 @@ BILLING_API void billing_invoice_period(const billing_invoice *inv, billing_time
 
 /** Kinds of invoice line. */
 typedef enum billing_line_kind {
-    BILLING_LINE_USAGE = 1,        /**< metered usage priced at a unit price */
-    BILLING_LINE_INCLUDED = 2,     /**< usage inside a subscription term: shown, zero charge */
-    BILLING_LINE_FEE = 3,          /**< the fee of plan terms starting this month */
-    BILLING_LINE_REFUND = 4        /**< pro-rata refund of a cancelled refundable term (negative) */
+    BILLING_LINE_USAGE = 1,    /**< metered usage priced at a unit price */
+    BILLING_LINE_INCLUDED = 2, /**< usage inside a subscription term: shown, zero charge */
+    BILLING_LINE_FEE = 3,      /**< the fee of plan terms starting this month */
+    BILLING_LINE_REFUND = 4    /**< pro-rata refund of a cancelled refundable term (negative) */
 } billing_line_kind;
 
 /**
@@ -1064,8 +1069,7 @@ BILLING_API const char *billing_invoice_total(const billing_invoice *inv);
  * BILLING_ERR_NOMEM.
  */
 BILLING_API billing_status billing_rater_credit_balance(billing_rater *r, const char *account,
-                                                        billing_time_t now, char *buf,
-                                                        size_t size);
+                                                        billing_time_t now, char *buf, size_t size);
 
 /**
  * billing_rater_credit_exhaustion - given that @account has usage running

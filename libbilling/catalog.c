@@ -231,8 +231,7 @@ static billing_status parse_decimal(mpq_t out, char **text, const char *what, co
 }
 
 billing_status billing_catalog_set_currency(billing_catalog *cat, const char *currency,
-                                            billing_rounding rounding, char *errbuf,
-                                            size_t errsize)
+                                            billing_rounding rounding, char *errbuf, size_t errsize)
 {
     billing_status st = check_open(cat, errbuf, errsize);
     int digits;
@@ -262,8 +261,8 @@ static billing_status check_new_id_hashed(const bl_strmap *map, bl_strmap_key_fn
 {
     if (!bl_valid_id(id))
         return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
-                         "%s id '%.140s' must be 1 to %d printable characters without spaces",
-                         kind, id ? id : "(null)", BL_ID_MAX);
+                         "%s id '%.140s' must be 1 to %d printable characters without spaces", kind,
+                         id ? id : "(null)", BL_ID_MAX);
     *hash = bl_strmap_hash(id);
     if (bl_strmap_find_hashed(map, id, *hash, key_of, cat) != BL_NONE)
         return bl_seterr(errbuf, errsize, BILLING_ERR_EXISTS, "%s '%s' already exists", kind, id);
@@ -471,8 +470,8 @@ billing_status billing_catalog_add_price_version(billing_catalog *cat, const cha
     strcpy(v->id, version_id);
     v->from = effective_from;
     bl_strmap_init(&v->rate_map);
-    if (bl_strmap_insert(&cat->version_map, version_id, cat->versions.len - 1, version_key,
-                         cat) != 0) {
+    if (bl_strmap_insert(&cat->version_map, version_id, cat->versions.len - 1, version_key, cat) !=
+        0) {
         cat->versions.len--;
         return bl_seterr(errbuf, errsize, BILLING_ERR_NOMEM, "out of memory");
     }
@@ -510,9 +509,8 @@ static void make_rate_key(char *out, size_t size, billing_meter meter, const cha
 }
 
 billing_status billing_catalog_set_rate(billing_catalog *cat, const char *version_id,
-                                        billing_meter meter, const char *model,
-                                        const char *region, const char *price, char *errbuf,
-                                        size_t errsize)
+                                        billing_meter meter, const char *model, const char *region,
+                                        const char *price, char *errbuf, size_t errsize)
 {
     billing_status st = check_open(cat, errbuf, errsize);
     size_t vi;
@@ -660,8 +658,8 @@ billing_status billing_catalog_set_plan_fee(billing_catalog *cat, const char *ve
 
 /* Prefix of every message about subscription @s: its id, account and plan. */
 #define SUB_FMT "subscription '%s' (account '%s', plan '%s'): "
-#define SUB_ARGS(cat, s)                                                                           \
-    (s)->id, BL_AT((cat)->accounts, bl_account, (s)->account)->id,                                 \
+#define SUB_ARGS(cat, s)                                           \
+    (s)->id, BL_AT((cat)->accounts, bl_account, (s)->account)->id, \
         BL_AT((cat)->plans, bl_plan, (s)->plan)->id
 
 /*
@@ -670,8 +668,7 @@ billing_status billing_catalog_set_plan_fee(billing_catalog *cat, const char *ve
  * the start leaves no term at all (end = start); one at or after the end
  * of the last term cancels nothing and is refused.
  */
-static billing_status sub_terms(const billing_catalog *cat, bl_sub *s, char *errbuf,
-                                size_t errsize)
+static billing_status sub_terms(const billing_catalog *cat, bl_sub *s, char *errbuf, size_t errsize)
 {
     const bl_plan *plan = BL_AT(cat->plans, bl_plan, s->plan);
     const bl_account *a = BL_AT(cat->accounts, bl_account, s->account);
@@ -836,8 +833,8 @@ billing_status billing_catalog_add_subscription(billing_catalog *cat, const char
 
     if (st != BILLING_OK)
         return st;
-    st = check_new_id(&cat->sub_map, sub_key, cat, "subscription", subscription_id, errbuf,
-                      errsize);
+    st =
+        check_new_id(&cat->sub_map, sub_key, cat, "subscription", subscription_id, errbuf, errsize);
     if (st != BILLING_OK)
         return st;
     memset(&n, 0, sizeof(n));
@@ -885,8 +882,7 @@ error:
 billing_status billing_catalog_add_grant(billing_catalog *cat, const char *grant_id,
                                          const char *account, const char *amount,
                                          billing_time_t granted_at, billing_time_t expires_at,
-                                         unsigned kinds, int priority, char *errbuf,
-                                         size_t errsize)
+                                         unsigned kinds, int priority, char *errbuf, size_t errsize)
 {
     billing_status st = check_open(cat, errbuf, errsize);
     const bl_decimal *amt;

@@ -22,7 +22,7 @@ typedef struct bl_arena {
     char **chunks;
     size_t n_chunks;
     size_t cap_chunks;
-    char *at;              /* free room in the last chunk */
+    char *at; /* free room in the last chunk */
     size_t left;
 } bl_arena;
 
@@ -38,24 +38,24 @@ void bl_arena_free(bl_arena *a);
  * trial amounts, parsed once through GMP and kept once. Never moves.
  */
 typedef struct bl_decimal {
-    char *given;           /* the text as given: the intern key */
-    char *text;            /* canonical decimal */
+    char *given; /* the text as given: the intern key */
+    char *text;  /* canonical decimal */
     mpq_t value;
-    mpz_t minor;           /* amounts: value in minor units (exact); 0 for tax rates */
+    mpz_t minor; /* amounts: value in minor units (exact); 0 for tax rates */
 } bl_decimal;
 
 typedef struct bl_account {
-    const char *id;        /* in cat->strings */
+    const char *id; /* in cat->strings */
     const billing_zone *zone;
-    mpq_srcptr tax_rate;   /* interned (cat->decimals), shared */
-    const char *tax_text;  /* canonical decimal */
-    size_t *grants;        /* after freeze: indices into cat->grants in application order,
+    mpq_srcptr tax_rate;  /* interned (cat->decimals), shared */
+    const char *tax_text; /* canonical decimal */
+    size_t *grants;       /* after freeze: indices into cat->grants in application order,
                             * a slice of cat->grant_pool */
     size_t n_grants;
     billing_time_t *epochs; /* sorted distinct grant window bounds (after freeze; a slice
                              * of cat->epoch_pool) */
     size_t n_epochs;
-    size_t *subs;          /* indices into cat->subs, kept as added; sorted by resource
+    size_t *subs; /* indices into cat->subs, kept as added; sorted by resource
                             * then start at freeze */
     size_t n_subs;
     size_t cap_subs;
@@ -66,7 +66,7 @@ typedef struct bl_rate {
     char model[BL_ATTR_MAX + 1]; /* "*" = any */
     char region[BL_ATTR_MAX + 1];
     char key[2 * BL_ATTR_MAX + 8]; /* "meter|model|region", for the version's map */
-    size_t version;        /* index into cat->versions */
+    size_t version;                /* index into cat->versions */
     mpq_t price;
     char *price_text;
 } bl_rate;
@@ -74,8 +74,8 @@ typedef struct bl_rate {
 typedef struct bl_version {
     char id[BL_ID_MAX + 1];
     billing_time_t from;
-    bl_strmap rate_map;    /* "meter|model|region" -> index into cat->rates */
-    size_t *plan_fee;      /* per plan: index into cat->fees or BL_NONE (at freeze) */
+    bl_strmap rate_map; /* "meter|model|region" -> index into cat->rates */
+    size_t *plan_fee;   /* per plan: index into cat->fees or BL_NONE (at freeze) */
 } bl_version;
 
 typedef struct bl_plan {
@@ -101,16 +101,16 @@ typedef struct bl_sub {
     size_t plan;
     billing_time_t start;
     int terms;
-    int cancelled;                 /* whether cancelled_at holds a cancellation */
-    billing_time_t cancelled_at;   /* any instant; at or before start = no term at all */
-    billing_time_t *bounds;        /* terms + 1 instants, computed when added */
-    billing_time_t end;            /* effective end: cancellation or last term end, >= start */
+    int cancelled;               /* whether cancelled_at holds a cancellation */
+    billing_time_t cancelled_at; /* any instant; at or before start = no term at all */
+    billing_time_t *bounds;      /* terms + 1 instants, computed when added */
+    billing_time_t end;          /* effective end: cancellation or last term end, >= start */
 } bl_sub;
 
 typedef struct bl_grant {
-    const char *id;                /* in cat->strings */
+    const char *id; /* in cat->strings */
     size_t account;
-    mpz_srcptr amount_minor;       /* amount in minor units: interned (cat->decimals), shared */
+    mpz_srcptr amount_minor; /* amount in minor units: interned (cat->decimals), shared */
     const char *amount_text;
     billing_time_t granted_at;
     billing_time_t expires_at;
@@ -127,31 +127,31 @@ typedef struct bl_vec {
 
 struct billing_catalog {
     char currency[4];
-    int digits;            /* minor digits, -1 until set */
+    int digits; /* minor digits, -1 until set */
     billing_rounding rounding;
     int frozen;
-    bl_vec accounts;       /* bl_account */
-    bl_vec versions;       /* bl_version, sorted by `from` at freeze */
-    bl_vec rates;          /* bl_rate */
-    bl_vec plans;          /* bl_plan */
-    bl_vec fees;           /* bl_fee */
-    bl_vec subs;           /* bl_sub */
-    bl_vec grants;         /* bl_grant */
+    bl_vec accounts; /* bl_account */
+    bl_vec versions; /* bl_version, sorted by `from` at freeze */
+    bl_vec rates;    /* bl_rate */
+    bl_vec plans;    /* bl_plan */
+    bl_vec fees;     /* bl_fee */
+    bl_vec subs;     /* bl_sub */
+    bl_vec grants;   /* bl_grant */
     bl_strmap account_map;
     bl_strmap version_map;
     bl_strmap plan_map;
     bl_strmap sub_map;
     bl_strmap grant_map;
-    bl_arena strings;      /* account and grant ids */
-    bl_vec decimals;       /* bl_decimal *, tax rates and grant amounts */
-    bl_strmap tax_map;     /* text as given -> index into decimals */
+    bl_arena strings;  /* account and grant ids */
+    bl_vec decimals;   /* bl_decimal *, tax rates and grant amounts */
+    bl_strmap tax_map; /* text as given -> index into decimals */
     bl_strmap amount_map;
     /* Built at freeze: */
-    size_t *grant_pool;    /* every account's grants, account by account */
+    size_t *grant_pool;         /* every account's grants, account by account */
     billing_time_t *epoch_pool; /* every account's epochs, 2 per grant at most */
-    size_t *vorder;        /* version indices sorted by `from` */
-    billing_time_t *vfrom; /* their `from`, same order */
-    size_t *aorder;        /* account indices sorted by id */
+    size_t *vorder;             /* version indices sorted by `from` */
+    billing_time_t *vfrom;      /* their `from`, same order */
+    size_t *aorder;             /* account indices sorted by id */
 };
 
 #define BL_AT(vec, type, i) (&((type *)(vec).data)[(i)])
@@ -195,9 +195,9 @@ size_t bl_catalog_rate(const billing_catalog *cat, size_t version, billing_meter
 #define BL_RATE_CACHE_SLOTS 64
 
 typedef struct bl_rate_memo {
-    size_t rate;        /* the answer (may be BL_NONE) */
+    size_t rate; /* the answer (may be BL_NONE) */
     uint32_t version;
-    uint32_t meter;     /* billing_meter + 1; 0 = empty slot */
+    uint32_t meter; /* billing_meter + 1; 0 = empty slot */
     uint8_t model_len;
     uint8_t region_len;
     char model[BL_ATTR_MAX];

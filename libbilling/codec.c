@@ -396,9 +396,9 @@ static billing_status set_id_field(billing_event *ev, billing_event_text field, 
     if (n == 0)
         return fail(ev, errbuf, errsize, BILLING_ERR_INVALID, "field '%s' is missing", name);
     if (!bl_valid_id_n(value, n))
-        return fail(ev, errbuf, errsize, n > BL_ID_MAX ? BILLING_ERR_TOO_LARGE : BILLING_ERR_INVALID,
-                    "field '%s' must be 1..%d bytes of printable ASCII without spaces", name,
-                    BL_ID_MAX);
+        return fail(
+            ev, errbuf, errsize, n > BL_ID_MAX ? BILLING_ERR_TOO_LARGE : BILLING_ERR_INVALID,
+            "field '%s' must be 1..%d bytes of printable ASCII without spaces", name, BL_ID_MAX);
     st = billing_event_set_text(ev, field, value, n);
     if (st != BILLING_OK)
         return fail(ev, errbuf, errsize, st, "field '%s' is invalid", name);
@@ -507,8 +507,8 @@ static billing_status fill_event(billing_event *ev, const wire_event *m, char *e
     if (st == BILLING_OK)
         st = set_attr_field(ev, BILLING_TEXT_MODEL, "model", &m->text[PB_MODEL], errbuf, errsize);
     if (st == BILLING_OK)
-        st = set_attr_field(ev, BILLING_TEXT_REGION, "region", &m->text[PB_REGION], errbuf,
-                            errsize);
+        st =
+            set_attr_field(ev, BILLING_TEXT_REGION, "region", &m->text[PB_REGION], errbuf, errsize);
     return st;
 }
 

@@ -244,15 +244,15 @@ static void return_refunds(const billing_catalog *cat, const bl_month *m, bl_cre
 typedef struct alloc {
     const bl_account *a;
     const billing_catalog *cat;
-    size_t n;               /* grants */
-    size_t np;              /* pools */
-    mpz_t *flow;            /* [grant * np + pool] */
-    mpz_t cap;              /* what the grants together may still pay */
-    size_t *window;         /* per grant: first and last epoch inside its window */
-    size_t *via_pool;       /* per grant: the pool it was reached through */
-    size_t *via_grant;      /* per pool: the grant it was reached from */
-    size_t *queue;          /* grants to visit */
-    unsigned char *seen;    /* grants then pools */
+    size_t n;            /* grants */
+    size_t np;           /* pools */
+    mpz_t *flow;         /* [grant * np + pool] */
+    mpz_t cap;           /* what the grants together may still pay */
+    size_t *window;      /* per grant: first and last epoch inside its window */
+    size_t *via_pool;    /* per grant: the pool it was reached through */
+    size_t *via_grant;   /* per pool: the grant it was reached from */
+    size_t *queue;       /* grants to visit */
+    unsigned char *seen; /* grants then pools */
 } alloc;
 
 /* @due: what the invoice asks for before credit (subtotal plus credit given back). */

@@ -215,8 +215,8 @@ static void take_back_cuts(cx *x)
 {
     while (x->n_cuts > 0) {
         x->n_cuts--;
-        billing_rater_take_back(x->r, cut_at(x, x->by_end[x->cuts[x->n_cuts]].ev, x->t_cur),
-                                NULL, 0);
+        billing_rater_take_back(x->r, cut_at(x, x->by_end[x->cuts[x->n_cuts]].ev, x->t_cur), NULL,
+                                0);
     }
 }
 
@@ -306,8 +306,7 @@ static int may_rise(const cx *x, billing_time_t last)
         if (g->granted_at > x->from && g->granted_at <= last)
             return 1;
     }
-    billing_zone_year_month(a->zone, x->from > BL_TIME_MIN ? x->from - 1 : x->from, &year,
-                            &month);
+    billing_zone_year_month(a->zone, x->from > BL_TIME_MIN ? x->from - 1 : x->from, &year, &month);
     if (billing_zone_month_start(a->zone, year, month, &month0) != BILLING_OK)
         return 1;
     for (i = 0; i < a->n_subs; i++) {
@@ -728,9 +727,8 @@ static size_t reached_by(const billing_event *const *events, size_t n, billing_t
 
 billing_status billing_rater_credit_crossing(billing_rater *r, const char *account,
                                              const billing_event *const *events, size_t n,
-                                             billing_time_t from, const mpq_t level,
-                                             size_t *index, billing_time_t *at, char *errbuf,
-                                             size_t errsize)
+                                             billing_time_t from, const mpq_t level, size_t *index,
+                                             billing_time_t *at, char *errbuf, size_t errsize)
 {
     cx_item *by_end;
     cx x;
@@ -738,8 +736,7 @@ billing_status billing_rater_credit_crossing(billing_rater *r, const char *accou
     int rc;
 
     if (r == NULL || account == NULL || (events == NULL && n > 0) || index == NULL || at == NULL)
-        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
-                         "credit crossing: a NULL argument");
+        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID, "credit crossing: a NULL argument");
     memset(&x, 0, sizeof(x));
     x.ai = bl_catalog_account(r->cat, account);
     if (x.ai == BL_NONE)

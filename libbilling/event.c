@@ -163,8 +163,8 @@ static const struct text_field {
      BL_ATTR_MAX},
 };
 
-billing_status billing_event_set_text(billing_event *ev, billing_event_text field,
-                                      const char *text, size_t len)
+billing_status billing_event_set_text(billing_event *ev, billing_event_text field, const char *text,
+                                      size_t len)
 {
     const struct text_field *f;
     size_t max;

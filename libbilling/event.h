@@ -32,7 +32,7 @@ struct billing_event {
     billing_meter meter;
     billing_time_t start;
     billing_time_t end;
-    bl_i128 qty;              /* nano-units */
+    bl_i128 qty; /* nano-units */
     char id[BL_ID_MAX + 1];
     char account[BL_ID_MAX + 1];
     char resource[BL_ID_MAX + 1];

@@ -132,8 +132,8 @@ static billing_status freeze_versions(billing_catalog *cat)
  * term and overlaps nothing, so that a customer may cancel a subscription
  * bought for later and buy another.
  */
-static billing_status check_overlaps(const billing_catalog *cat, const bl_account *a,
-                                     char *errbuf, size_t errsize)
+static billing_status check_overlaps(const billing_catalog *cat, const bl_account *a, char *errbuf,
+                                     size_t errsize)
 {
     const bl_sub *prev = NULL;
     const bl_sub *cur;

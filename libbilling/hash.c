@@ -77,7 +77,7 @@ size_t bl_strmap_find(const bl_strmap *m, const char *key, bl_strmap_key_fn key_
 }
 
 size_t bl_strmap_find_n(const bl_strmap *m, const char *key, size_t len, bl_strmap_key_fn key_of,
-                       const void *ctx)
+                        const void *ctx)
 {
     uint64_t hash;
     const bl_strslot *s;

@@ -53,12 +53,12 @@ uint64_t bl_hash_mix(uint64_t x);
 /* One slot: the key's hash beside its index, so that a probe touches one cache line. */
 typedef struct bl_strslot {
     uint64_t hash;
-    size_t index;         /* index + 1, 0 = empty */
+    size_t index; /* index + 1, 0 = empty */
 } bl_strslot;
 
 typedef struct bl_strmap {
     bl_strslot *slots;
-    size_t cap;           /* power of two or 0 */
+    size_t cap; /* power of two or 0 */
     size_t count;
 } bl_strmap;
 

@@ -69,8 +69,8 @@ static void credit_memo_free(billing_rater *r)
 bl_credit_memo *bl_credit_memo_of(billing_rater *r, size_t ai)
 {
     if (r->credit_memo == NULL) {
-        r->credit_memo = calloc(r->cat->accounts.len ? r->cat->accounts.len : 1,
-                                sizeof(bl_credit_memo));
+        r->credit_memo =
+            calloc(r->cat->accounts.len ? r->cat->accounts.len : 1, sizeof(bl_credit_memo));
         /* The rater frees the memos through this pointer: it lies below this file. */
         r->credit_memo_free = credit_memo_free;
     }
@@ -274,7 +274,8 @@ static billing_status rows_read(const billing_catalog *cat, const bl_account *a,
 }
 
 billing_status billing_rater_credit_issued(billing_rater *r, const char *account, size_t n,
-                                      const billing_issued_row *rows, char *errbuf, size_t errsize)
+                                           const billing_issued_row *rows, char *errbuf,
+                                           size_t errsize)
 {
     size_t ai;
     const bl_account *a;

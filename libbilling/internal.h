@@ -13,8 +13,8 @@
 #include "billing.h"
 
 /* Bounds on identifiers and other strings from outside. */
-#define BL_ID_MAX 128   /* account, resource, event, plan, grant ids */
-#define BL_ATTR_MAX 64  /* model, region */
+#define BL_ID_MAX 128     /* account, resource, event, plan, grant ids */
+#define BL_ATTR_MAX 64    /* model, region */
 #define BL_DECIMAL_MAX 64 /* characters in a decimal argument */
 
 #if defined(__GNUC__)

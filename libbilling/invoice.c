@@ -600,11 +600,11 @@ billing_line_kind billing_invoice_line_kind(const billing_invoice *inv, size_t i
     return l ? l->kind : (billing_line_kind)0;
 }
 
-#define LINE_FIELD(name, field)                                                                    \
-    const char *billing_invoice_line_##name(const billing_invoice *inv, size_t i)                  \
-    {                                                                                              \
-        const inv_line *l = line_at(inv, i);                                                       \
-        return l ? l->field : NULL;                                                                \
+#define LINE_FIELD(name, field)                                                   \
+    const char *billing_invoice_line_##name(const billing_invoice *inv, size_t i) \
+    {                                                                             \
+        const inv_line *l = line_at(inv, i);                                      \
+        return l ? l->field : NULL;                                               \
     }
 
 LINE_FIELD(meter, meter)
@@ -637,10 +637,10 @@ size_t billing_invoice_credit_count(const billing_invoice *inv)
 }
 
 /* A field of entry @i of one of the invoice's grant lists; NULL out of range. */
-#define ENTRY_FIELD(name, list, count, field)                                                      \
-    const char *billing_invoice_##name(const billing_invoice *inv, size_t i)                       \
-    {                                                                                              \
-        return i < inv->count ? inv->list[i].field : NULL;                                         \
+#define ENTRY_FIELD(name, list, count, field)                                \
+    const char *billing_invoice_##name(const billing_invoice *inv, size_t i) \
+    {                                                                        \
+        return i < inv->count ? inv->list[i].field : NULL;                   \
     }
 
 ENTRY_FIELD(credit_grant, credits, n_credits, grant)

@@ -20,29 +20,29 @@ typedef struct bl_line_part {
 
 /* Where a refund goes back to: the fee it refunds, charged in an earlier month. */
 typedef struct bl_refund_part {
-    int32_t month;          /* the month of the refunded term's fee */
-    size_t epoch;           /* the credit epoch of the term's start */
-    mpq_t amount;           /* exact, > 0: what is given back */
+    int32_t month; /* the month of the refunded term's fee */
+    size_t epoch;  /* the credit epoch of the term's start */
+    mpq_t amount;  /* exact, > 0: what is given back */
 } bl_refund_part;
 
 typedef struct bl_line {
     /* Identity: lines with equal identity are one line. */
     billing_line_kind kind;
-    billing_meter meter;    /* usage and included lines (fee and refund lines have none) */
-    uint32_t rate;          /* usage lines: rate index or BL_RATE_ZERO */
-    uint32_t attrs;         /* included lines: the events' pair in r->attrs */
-    const char *attrs_key;  /* ... and its key, to order lines by it, not by arrival */
-    size_t plan;            /* included/fee/refund lines: plan index */
-    size_t version;         /* fee/refund lines: version index */
-    size_t sub;             /* refund lines: the subscription (one line each) */
+    billing_meter meter;   /* usage and included lines (fee and refund lines have none) */
+    uint32_t rate;         /* usage lines: rate index or BL_RATE_ZERO */
+    uint32_t attrs;        /* included lines: the events' pair in r->attrs */
+    const char *attrs_key; /* ... and its key, to order lines by it, not by arrival */
+    size_t plan;           /* included/fee/refund lines: plan index */
+    size_t version;        /* fee/refund lines: version index */
+    size_t sub;            /* refund lines: the subscription (one line each) */
     /* Refund lines: the unused span [span_start, span_end) of the term. */
     billing_time_t span_start;
     billing_time_t span_end;
     mpq_t quantity;
     mpq_t unit_price;
     mpq_t amount;
-    mpz_t rounded;          /* amount in minor units */
-    bl_line_part *parts;    /* the exact amount by credit epoch, ascending epochs */
+    mpz_t rounded;       /* amount in minor units */
+    bl_line_part *parts; /* the exact amount by credit epoch, ascending epochs */
     size_t n_parts;
     bl_refund_part *sources; /* refund lines: refunds of fees of earlier months */
     size_t n_sources;
@@ -61,9 +61,9 @@ typedef struct bl_month {
     bl_line *lines;
     size_t n_lines;
     size_t cap_lines;
-    size_t n_pools;         /* epochs + 1 */
-    mpz_t *pools;           /* [epoch * 2 + (usage 0, fees 1)], minor units, >= 0 */
-    mpz_t subtotal;         /* minor units */
+    size_t n_pools; /* epochs + 1 */
+    mpz_t *pools;   /* [epoch * 2 + (usage 0, fees 1)], minor units, >= 0 */
+    mpz_t subtotal; /* minor units */
 } bl_month;
 
 /*
@@ -115,8 +115,8 @@ int32_t *bl_account_months(billing_rater *r, size_t ai, size_t *n);
 typedef struct bl_fee_paid {
     int32_t month;
     size_t epoch;
-    mpz_t pool;             /* the pool before credit, minor units */
-    mpz_t *by_grant;        /* per grant */
+    mpz_t pool;      /* the pool before credit, minor units */
+    mpz_t *by_grant; /* per grant */
 } bl_fee_paid;
 
 /*
@@ -127,17 +127,17 @@ typedef struct bl_fee_paid {
  * spent after every grant).
  */
 typedef struct bl_credit {
-    size_t n;               /* grants of the account, in application order */
-    mpz_t *remaining;       /* per grant */
-    mpz_t *applied;         /* per grant, on the month just processed */
-    mpz_t *returned;        /* per grant, given back by refunds on that month */
+    size_t n;         /* grants of the account, in application order */
+    mpz_t *remaining; /* per grant */
+    mpz_t *applied;   /* per grant, on the month just processed */
+    mpz_t *returned;  /* per grant, given back by refunds on that month */
     mpz_t returned_total;
-    bl_fee_paid *paid;      /* fee pools paid by credit, in month order */
+    bl_fee_paid *paid; /* fee pools paid by credit, in month order */
     size_t n_paid;
     size_t cap_paid;
-    mpz_t balance;          /* account credit left after the month just processed */
-    mpz_t balance_applied;  /* account credit spent on the month just processed */
-    mpz_t carried;          /* the month's excess below zero, added to the balance */
+    mpz_t balance;         /* account credit left after the month just processed */
+    mpz_t balance_applied; /* account credit spent on the month just processed */
+    mpz_t carried;         /* the month's excess below zero, added to the balance */
 } bl_credit;
 
 /*
@@ -147,7 +147,7 @@ typedef struct bl_credit {
  */
 typedef struct bl_issued_month {
     int32_t month;
-    mpz_t *taken;           /* per grant of the account, in application order */
+    mpz_t *taken; /* per grant of the account, in application order */
     int has_balance;
     mpz_t balance;
 } bl_issued_month;
@@ -160,15 +160,15 @@ typedef struct bl_issued_month {
  * rater's generation (bumped by every add and remove) is unchanged.
  */
 typedef struct bl_credit_memo {
-    int used;               /* listed in the rater's memo_accounts */
+    int used; /* listed in the rater's memo_accounts */
     int valid;
     uint64_t gen;
-    int32_t month;          /* the state is after every month before this one */
+    int32_t month; /* the state is after every month before this one */
     bl_credit c;
     /* billing_rater_credit_issued: months whose credit use is given, ascending. */
     struct bl_issued_month *issued;
     size_t n_issued;
-    size_t c_grants;        /* grants of the account when they were given */
+    size_t c_grants; /* grants of the account when they were given */
 } bl_credit_memo;
 
 /*
@@ -217,7 +217,6 @@ void bl_issued_snapshot_free(mpz_t *snap, const bl_credit *c);
 
 /* bl_issued_free - forget @memo's issued months. */
 void bl_issued_free(bl_credit_memo *memo);
-
 
 /* bl_credit_init - full grants for account @ai. Returns 0 or -1 (no memory). */
 int bl_credit_init(bl_credit *c, const billing_catalog *cat, size_t ai);

@@ -21,9 +21,9 @@
 typedef struct bl_piece {
     billing_time_t start;
     billing_time_t end;
-    billing_time_t lo;   /* [lo, hi): around the piece, where its key stays the same */
-    billing_time_t hi;   /* (kept in the memo unless a subscription could cover it) */
-    int memo;            /* non-zero if the piece may be kept in the memo */
+    billing_time_t lo; /* [lo, hi): around the piece, where its key stays the same */
+    billing_time_t hi; /* (kept in the memo unless a subscription could cover it) */
+    int memo;          /* non-zero if the piece may be kept in the memo */
     bl_aggkey key;
 } bl_piece;
 
@@ -172,8 +172,8 @@ static uint64_t account_hash(const billing_rater *r, const billing_event *ev)
 
 static uint64_t pair_hash(const billing_rater *r, const billing_event *ev)
 {
-    return bl_hash_mix(field_hash(ev->region, ev->region_len,
-                                  field_hash(ev->model, ev->model_len, r->seed ^ 1u)));
+    return bl_hash_mix(
+        field_hash(ev->region, ev->region_len, field_hash(ev->model, ev->model_len, r->seed ^ 1u)));
 }
 
 /*
@@ -200,8 +200,7 @@ static int intern_copy(bl_intern *t, uint64_t h, const char *a, size_t alen, con
 /* The pair number of @ev's model and region, interned on first sight; BL_PAIR_NONE past the cap. */
 static uint32_t pair_intern(billing_rater *r, const billing_event *ev, uint64_t h)
 {
-    uint32_t v = intern_find(&r->pair_ids, h, ev->model, ev->model_len, ev->region,
-                             ev->region_len);
+    uint32_t v = intern_find(&r->pair_ids, h, ev->model, ev->model_len, ev->region, ev->region_len);
 
     if (v != UINT32_MAX)
         return v;
@@ -220,8 +219,8 @@ static uint32_t pair_intern(billing_rater *r, const billing_event *ev, uint64_t 
 static inline size_t memo_bucket(const billing_rater *r, size_t ai, uint32_t pair,
                                  billing_meter meter)
 {
-    uint64_t k = ((uint64_t)ai << 16 | (uint64_t)pair << 2 | (uint64_t)meter) *
-                 UINT64_C(0x9e3779b97f4a7c15);
+    uint64_t k =
+        ((uint64_t)ai << 16 | (uint64_t)pair << 2 | (uint64_t)meter) * UINT64_C(0x9e3779b97f4a7c15);
 
     return (size_t)(k >> r->memo_shift) & ~(size_t)1;
 }
@@ -424,19 +423,17 @@ static billing_status validate(const billing_event *ev, char *errbuf, size_t err
         return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
                          "event '%s': field 'id' must be printable ASCII without spaces", id);
     if (!(ev->set & BL_EV_ACCOUNT) || !bl_valid_id_n(ev->account, ev->account_len))
-        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
-                         "event '%s': field 'account' is %s", id,
-                         (ev->set & BL_EV_ACCOUNT) ? "not a valid id" : "missing");
+        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID, "event '%s': field 'account' is %s",
+                         id, (ev->set & BL_EV_ACCOUNT) ? "not a valid id" : "missing");
     if (!(ev->set & BL_EV_RESOURCE) || !bl_valid_id_n(ev->resource, ev->resource_len))
-        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
-                         "event '%s': field 'resource' is %s", id,
-                         (ev->set & BL_EV_RESOURCE) ? "not a valid id" : "missing");
+        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID, "event '%s': field 'resource' is %s",
+                         id, (ev->set & BL_EV_RESOURCE) ? "not a valid id" : "missing");
     if (!(ev->set & BL_EV_METER))
-        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID, "event '%s': field 'meter' is missing",
-                         id);
+        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
+                         "event '%s': field 'meter' is missing", id);
     if (!(ev->set & BL_EV_INTERVAL))
-        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID, "event '%s': field 'start' is missing",
-                         id);
+        return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
+                         "event '%s': field 'start' is missing", id);
     if (ev->end <= ev->start)
         return bl_seterr(errbuf, errsize, BILLING_ERR_INVALID,
                          "event '%s': field 'end' must be after 'start'", id);
@@ -620,9 +617,8 @@ static void format_local(const billing_zone *zone, billing_time_t t, char *buf, 
  * prices start; the instant is given in the account's time zone too,
  * since that is the calendar its owner reads.
  */
-static billing_status no_price(const billing_rater *r, const billing_event *ev,
-                               const bl_account *a, billing_time_t t, size_t vpos, char *errbuf,
-                               size_t errsize)
+static billing_status no_price(const billing_rater *r, const billing_event *ev, const bl_account *a,
+                               billing_time_t t, size_t vpos, char *errbuf, size_t errsize)
 {
     const bl_version *first;
     char when[40];
@@ -688,8 +684,8 @@ static billing_status next_piece(billing_rater *r, const billing_event *ev, size
         p->lo = max_time(p->lo, a->epochs[epoch - 1]);
     if (epoch < a->n_epochs)
         p->hi = min_time(p->hi, a->epochs[epoch]);
-    p->memo = !(a->n_subs > 0 &&
-                (ev->meter == BILLING_METER_GPU || ev->meter == BILLING_METER_GPULESS));
+    p->memo =
+        !(a->n_subs > 0 && (ev->meter == BILLING_METER_GPU || ev->meter == BILLING_METER_GPULESS));
     memset(&p->key, 0, sizeof(p->key));
     p->key.account = (uint32_t)ai;
     p->key.month = mc->month;
@@ -703,8 +699,7 @@ static billing_status next_piece(billing_rater *r, const billing_event *ev, size
     }
     rate = vpos == 0 ? BL_NONE
                      : bl_catalog_rate_cached(cat, &r->rates, cat->vorder[vpos - 1], ev->meter,
-                                              ev->model, ev->model_len, ev->region,
-                                              ev->region_len);
+                                              ev->model, ev->model_len, ev->region, ev->region_len);
     if (rate == BL_NONE && ev->meter == BILLING_METER_TRAFFIC) {
         p->key.rate = BL_RATE_ZERO;
         return BILLING_OK;
@@ -738,8 +733,7 @@ static uint64_t key_hash(const bl_aggkey *k, uint64_t seed)
 static int key_eq(const bl_aggkey *a, const bl_aggkey *b)
 {
     return a->account == b->account && a->month == b->month && a->rate == b->rate &&
-           a->sub == b->sub && a->epoch == b->epoch && a->meter == b->meter &&
-           a->attrs == b->attrs;
+           a->sub == b->sub && a->epoch == b->epoch && a->meter == b->meter && a->attrs == b->attrs;
 }
 
 static void slot_place(uint32_t *slots, size_t cap, uint64_t h, uint32_t value)
@@ -1138,8 +1132,8 @@ static billing_status event_account(const billing_rater *r, const billing_event 
 }
 
 /* Every field an event must have. */
-#define EV_REQUIRED (BL_EV_ID | BL_EV_ACCOUNT | BL_EV_RESOURCE | BL_EV_METER | BL_EV_INTERVAL | \
-                     BL_EV_QUANTITY)
+#define EV_REQUIRED \
+    (BL_EV_ID | BL_EV_ACCOUNT | BL_EV_RESOURCE | BL_EV_METER | BL_EV_INTERVAL | BL_EV_QUANTITY)
 
 /*
  * The checks of validate() that interning does not answer: an interned
@@ -1170,8 +1164,7 @@ static billing_status event_ids(billing_rater *r, const billing_event *ev, size_
         ha = account_hash(r, ev);
         hp = pair_hash(r, ev);
         acc = intern_find(&r->account_ids, ha, ev->account, ev->account_len, "", 0);
-        *pair = intern_find(&r->pair_ids, hp, ev->model, ev->model_len, ev->region,
-                            ev->region_len);
+        *pair = intern_find(&r->pair_ids, hp, ev->model, ev->model_len, ev->region, ev->region_len);
         if (acc != UINT32_MAX && *pair != UINT32_MAX) {
             *ai = acc;
             return BILLING_OK;
@@ -1305,7 +1298,7 @@ billing_status billing_rater_remove(billing_rater *r, const billing_event *ev, c
 }
 
 billing_status billing_rater_take_back(billing_rater *r, const billing_event *ev, char *errbuf,
-                                  size_t errsize)
+                                       size_t errsize)
 {
     billing_status st;
     size_t ai;

@@ -15,10 +15,10 @@
 #include "catalog.h"
 #include "decimal.h"
 
-#define BL_RATE_NONE UINT32_MAX          /* covered by a subscription: no price */
-#define BL_RATE_ZERO (UINT32_MAX - 1u)   /* traffic without a rate: zero-rated */
+#define BL_RATE_NONE UINT32_MAX        /* covered by a subscription: no price */
+#define BL_RATE_ZERO (UINT32_MAX - 1u) /* traffic without a rate: zero-rated */
 #define BL_SUB_NONE UINT32_MAX
-#define BL_ATTRS_NONE UINT32_MAX         /* not included usage: no pair of its own */
+#define BL_ATTRS_NONE UINT32_MAX /* not included usage: no pair of its own */
 
 /*
  * Most distinct (model, region) pairs of included usage that one rater
@@ -36,12 +36,12 @@ typedef struct bl_attrs {
 
 typedef struct bl_aggkey {
     uint32_t account;
-    int32_t month;     /* year * 12 + month - 1, in the account's zone */
-    uint32_t rate;     /* index into cat->rates, BL_RATE_NONE or BL_RATE_ZERO */
-    uint32_t sub;      /* covering subscription or BL_SUB_NONE */
-    uint32_t epoch;    /* credit epoch: number of grant bounds <= piece start */
+    int32_t month;  /* year * 12 + month - 1, in the account's zone */
+    uint32_t rate;  /* index into cat->rates, BL_RATE_NONE or BL_RATE_ZERO */
+    uint32_t sub;   /* covering subscription or BL_SUB_NONE */
+    uint32_t epoch; /* credit epoch: number of grant bounds <= piece start */
     uint32_t meter;
-    uint32_t attrs;    /* included usage: the event's pair in r->attrs; else BL_ATTRS_NONE */
+    uint32_t attrs; /* included usage: the event's pair in r->attrs; else BL_ATTRS_NONE */
 } bl_aggkey;
 
 typedef struct bl_agg {
@@ -51,9 +51,9 @@ typedef struct bl_agg {
      * Traffic: sum of quantity (nano-units).
      */
     bl_i128 sum;
-    uint64_t pieces;   /* event pieces in the sum; 0 = empty (all removed) */
+    uint64_t pieces; /* event pieces in the sum; 0 = empty (all removed) */
     int has_extra;
-    mpq_t extra;       /* overflow of `sum` and fractional traffic pieces */
+    mpq_t extra; /* overflow of `sum` and fractional traffic pieces */
 } bl_agg;
 
 typedef struct bl_month_cache {
@@ -68,13 +68,13 @@ typedef struct bl_month_cache {
  * most 3/4) points into it. About 16 + 11..21 bytes per id plus the id.
  */
 typedef struct bl_seen {
-    uint64_t fp;       /* fingerprint of the content */
-    uint64_t off;      /* offset of the id in the arena << 8 | its length */
+    uint64_t fp;  /* fingerprint of the content */
+    uint64_t off; /* offset of the id in the arena << 8 | its length */
 } bl_seen;
 
 typedef struct bl_seen_slot {
-    uint32_t index;    /* entry + 1; 0 = empty slot */
-    uint32_t tag;      /* high half of the id's hash: most misses skip the arena */
+    uint32_t index; /* entry + 1; 0 = empty slot */
+    uint32_t tag;   /* high half of the id's hash: most misses skip the arena */
 } bl_seen_slot;
 
 /*
@@ -85,15 +85,15 @@ typedef struct bl_seen_slot {
  */
 typedef struct bl_intern_slot {
     uint64_t hash;
-    const char *key;   /* the bytes, owned, each part zero-padded to whole words: an
+    const char *key; /* the bytes, owned, each part zero-padded to whole words: an
                         * account id, or model then region; NULL = empty slot */
-    uint32_t len;      /* first length << 8 | second length */
-    uint32_t value;    /* account index or pair number */
+    uint32_t len;    /* first length << 8 | second length */
+    uint32_t value;  /* account index or pair number */
 } bl_intern_slot;
 
 typedef struct bl_intern {
     bl_intern_slot *slots;
-    size_t cap;        /* power of two or 0 */
+    size_t cap; /* power of two or 0 */
     size_t count;
 } bl_intern;
 
@@ -120,8 +120,8 @@ typedef struct bl_intern {
 typedef struct bl_memo {
     billing_time_t lo;
     billing_time_t hi;
-    uint32_t account;  /* account index + 1; 0 = empty */
-    uint32_t agg;      /* index into r->aggs */
+    uint32_t account; /* account index + 1; 0 = empty */
+    uint32_t agg;     /* index into r->aggs */
     uint32_t pair;
     uint32_t meter;
 } bl_memo;
@@ -143,19 +143,19 @@ struct billing_rater {
     bl_agg *aggs;
     size_t n_aggs;
     size_t cap_aggs;
-    uint32_t *agg_slots;   /* index + 1, 0 = empty */
+    uint32_t *agg_slots; /* index + 1, 0 = empty */
     size_t agg_slot_cap;
-    bl_u32vec *by_account; /* aggregate indices per account */
-    bl_month_cache *months;/* last month seen per account */
-    bl_rate_cache rates;   /* recent rate lookups */
-    bl_vec attrs;          /* bl_attrs of included usage, at most BL_ATTRS_MAX */
-    bl_strmap attr_map;    /* their keys -> index */
-    bl_intern account_ids; /* account bytes -> catalog index */
-    bl_intern pair_ids;    /* model and region bytes -> pair number */
-    bl_memo *memo;         /* see bl_memo */
-    size_t memo_cap;       /* power of two or 0 */
-    unsigned memo_shift;   /* 64 - log2(memo_cap) */
-    uint64_t gen;          /* changes whenever an event is added or removed */
+    bl_u32vec *by_account;              /* aggregate indices per account */
+    bl_month_cache *months;             /* last month seen per account */
+    bl_rate_cache rates;                /* recent rate lookups */
+    bl_vec attrs;                       /* bl_attrs of included usage, at most BL_ATTRS_MAX */
+    bl_strmap attr_map;                 /* their keys -> index */
+    bl_intern account_ids;              /* account bytes -> catalog index */
+    bl_intern pair_ids;                 /* model and region bytes -> pair number */
+    bl_memo *memo;                      /* see bl_memo */
+    size_t memo_cap;                    /* power of two or 0 */
+    unsigned memo_shift;                /* 64 - log2(memo_cap) */
+    uint64_t gen;                       /* changes whenever an event is added or removed */
     struct bl_credit_memo *credit_memo; /* per account, for invoices (history.c) */
     /*
      * Frees credit_memo (NULL while there is none): set by history.c, which
@@ -173,7 +173,7 @@ struct billing_rater {
     bl_u32vec agg_accounts;
     bl_u32vec memo_accounts;
     /* Dedupe. */
-    bl_seen *seen;         /* entries, in arrival order */
+    bl_seen *seen; /* entries, in arrival order */
     size_t seen_count;
     size_t seen_cap;
     bl_seen_slot *seen_slots;

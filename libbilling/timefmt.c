@@ -282,8 +282,8 @@ billing_status billing_time_parse(const char *text, billing_time_t *out, char *e
  * is enough for billing_time_parse to refuse a longer one as too long,
  * quoting the same first characters.
  */
-billing_status billing_time_parse_n(const char *text, size_t len, billing_time_t *out,
-                                    char *errbuf, size_t errsize)
+billing_status billing_time_parse_n(const char *text, size_t len, billing_time_t *out, char *errbuf,
+                                    size_t errsize)
 {
     char buf[TIME_TEXT_MAX + 2];
     size_t n = len < TIME_TEXT_MAX + 1 ? len : TIME_TEXT_MAX + 1;

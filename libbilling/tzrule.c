@@ -167,8 +167,7 @@ static int parse_date(cursor *c, bl_tzdate *d)
     return 0;
 }
 
-static int fail(const cursor *c, const char *start, const char *what, char *errbuf,
-                size_t errsize)
+static int fail(const cursor *c, const char *start, const char *what, char *errbuf, size_t errsize)
 {
     bl_seterr(errbuf, errsize, BILLING_ERR_PARSE, "TZif footer: %s at byte %ld", what,
               (long)(c->p - start));
@@ -243,7 +242,8 @@ static int64_t date_day(const bl_tzdate *d, int year)
     int dim;
 
     if (d->kind == 'J')
-        return bl_days_from_civil(year, 1, 1) + d->day - 1 + (d->day >= 60 && bl_days_in_month(year, 2) == 29);
+        return bl_days_from_civil(year, 1, 1) + d->day - 1 +
+               (d->day >= 60 && bl_days_in_month(year, 2) == 29);
     if (d->kind == 'D')
         return bl_days_from_civil(year, 1, 1) + d->day;
     first = bl_days_from_civil(year, d->month, 1);
@@ -284,11 +284,11 @@ static void collect_events(const bl_tzrule *rule, int64_t secs, rule_event *ev)
 
     bl_civil_from_days(floor_div(secs, 86400), &year, &month, &day);
     for (i = 0; i < EVENT_YEARS; i++) {
-        ev[2 * i].at = date_day(&rule->start, year - 1 + i) * 86400 + rule->start.secs -
-                       rule->std_off;
+        ev[2 * i].at =
+            date_day(&rule->start, year - 1 + i) * 86400 + rule->start.secs - rule->std_off;
         ev[2 * i].dst = 1;
-        ev[2 * i + 1].at = date_day(&rule->end, year - 1 + i) * 86400 + rule->end.secs -
-                           rule->dst_off;
+        ev[2 * i + 1].at =
+            date_day(&rule->end, year - 1 + i) * 86400 + rule->end.secs - rule->dst_off;
         ev[2 * i + 1].dst = 0;
     }
     for (i = 1; i < 2 * EVENT_YEARS; i++) {

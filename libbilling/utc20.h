@@ -33,8 +33,8 @@ static inline int bl_utc20_date(const char *t, int64_t *days)
     /* Days before each month of a common year; February's leap day is added apart. */
     static const uint16_t before[13] = {0, 0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334};
     static const uint8_t dim[13] = {0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-    unsigned bad = BL_UTC20_CHECK(t, 0) | BL_UTC20_CHECK(t, 2) | BL_UTC20_CHECK(t, 5) |
-                   BL_UTC20_CHECK(t, 8);
+    unsigned bad =
+        BL_UTC20_CHECK(t, 0) | BL_UTC20_CHECK(t, 2) | BL_UTC20_CHECK(t, 5) | BL_UTC20_CHECK(t, 8);
     unsigned year = BL_UTC20_PAIR(t, 0) * 100 + BL_UTC20_PAIR(t, 2);
     unsigned month = BL_UTC20_PAIR(t, 5);
     unsigned day = BL_UTC20_PAIR(t, 8);

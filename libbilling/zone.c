@@ -73,9 +73,9 @@ typedef struct reader {
 
 /* How bl_zone_from_civil's search ended. */
 typedef struct resolved {
-    int64_t secs;     /* the instant chosen, Unix seconds */
-    int in_gap;       /* the wall time did not exist */
-    int64_t gap_end;  /* if in_gap: the transition that skipped it */
+    int64_t secs;    /* the instant chosen, Unix seconds */
+    int in_gap;      /* the wall time did not exist */
+    int64_t gap_end; /* if in_gap: the transition that skipped it */
 } resolved;
 
 /* ---- integer helpers ------------------------------------------------ */
@@ -176,8 +176,8 @@ static int check_counts(const tzif_header *h, char *errbuf, size_t errsize)
 {
     if (h->typecnt == 0 || h->typecnt > TZIF_MAX_TYPES) {
         bl_seterr(errbuf, errsize, BILLING_ERR_PARSE,
-                  "TZif: local time type count %lu out of range (1..%d)",
-                  (unsigned long)h->typecnt, TZIF_MAX_TYPES);
+                  "TZif: local time type count %lu out of range (1..%d)", (unsigned long)h->typecnt,
+                  TZIF_MAX_TYPES);
         return -1;
     }
     if (h->charcnt == 0) {
@@ -240,8 +240,7 @@ static int read_transitions(billing_zone *z, reader *r, const tzif_header *h, un
         z->trans[i] = tsize == 8 ? get_i64(p) : get_i32(p);
         if (i > 0 && z->trans[i] <= z->trans[i - 1]) {
             bl_seterr(errbuf, errsize, BILLING_ERR_PARSE,
-                      "TZif: transitions not strictly ascending at index %lu",
-                      (unsigned long)i);
+                      "TZif: transitions not strictly ascending at index %lu", (unsigned long)i);
             return -1;
         }
     }
@@ -276,8 +275,7 @@ static int read_types(billing_zone *z, reader *r, const tzif_header *h, char *er
         }
         if (p[4] > 1 || p[5] >= h->charcnt) {
             bl_seterr(errbuf, errsize, BILLING_ERR_PARSE,
-                      "TZif: type %lu has a bad DST flag or designation index",
-                      (unsigned long)i);
+                      "TZif: type %lu has a bad DST flag or designation index", (unsigned long)i);
             return -1;
         }
     }
@@ -292,8 +290,7 @@ static int read_rest(reader *r, const tzif_header *h, char *errbuf, size_t errsi
     size_t i;
 
     if (chars[h->charcnt - 1] != '\0') {
-        bl_seterr(errbuf, errsize, BILLING_ERR_PARSE,
-                  "TZif: designation table not NUL-terminated");
+        bl_seterr(errbuf, errsize, BILLING_ERR_PARSE, "TZif: designation table not NUL-terminated");
         return -1;
     }
     ind = take(r, (size_t)h->isstdcnt + h->isutcnt);
@@ -593,8 +590,7 @@ static int civil_valid(const bl_civil *c)
 {
     if (c->year < CIVIL_YEAR_MIN || c->year > CIVIL_YEAR_MAX)
         return 0;
-    if (c->month < 1 || c->month > 12 || c->day < 1 ||
-        c->day > bl_days_in_month(c->year, c->month))
+    if (c->month < 1 || c->month > 12 || c->day < 1 || c->day > bl_days_in_month(c->year, c->month))
         return 0;
     if (c->hour < 0 || c->hour > 23 || c->minute < 0 || c->minute > 59)
         return 0;
@@ -769,8 +765,7 @@ billing_time_t bl_zone_next_month_start(const billing_zone *zone, billing_time_t
     return next;
 }
 
-int bl_zone_add_months(const billing_zone *zone, billing_time_t anchor, int k,
-                       billing_time_t *out)
+int bl_zone_add_months(const billing_zone *zone, billing_time_t anchor, int k, billing_time_t *out)
 {
     bl_civil c;
     int64_t index;

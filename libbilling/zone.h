@@ -19,11 +19,11 @@
 /* A local (wall-clock) date and time. */
 typedef struct bl_civil {
     int year;
-    int month;   /* 1..12 */
-    int day;     /* 1..31 */
-    int hour;    /* 0..23 */
-    int minute;  /* 0..59 */
-    int second;  /* 0..59 */
+    int month;    /* 1..12 */
+    int day;      /* 1..31 */
+    int hour;     /* 0..23 */
+    int minute;   /* 0..59 */
+    int second;   /* 0..59 */
     int32_t nsec; /* 0..999999999 */
 } bl_civil;
 
@@ -66,7 +66,6 @@ billing_time_t bl_zone_next_month_start(const billing_zone *zone, billing_time_t
  * k == 0 gives the anchor's wall time resolved the same way. Returns 0, or
  * -1 if k < 0, an argument is NULL or the result is out of range.
  */
-int bl_zone_add_months(const billing_zone *zone, billing_time_t anchor, int k,
-                       billing_time_t *out);
+int bl_zone_add_months(const billing_zone *zone, billing_time_t anchor, int k, billing_time_t *out);
 
 #endif /* BILLING_ZONE_H */

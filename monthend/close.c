@@ -50,21 +50,21 @@ typedef struct close_run_ctx {
     bs_catalog *stored;   /* the catalog read back from the store (dbcatalog.h) */
     billing_catalog *cat; /* its library catalog, frozen before the workers start */
     billing_rounding rounding;
-    json_t *accounts;     /* every account id to re-rate, in order */
+    json_t *accounts; /* every account id to re-rate, in order */
     size_t n_accounts;
-    bs_close_marks *marks; /* every account examined, with its mark now */
+    bs_close_marks *marks;  /* every account examined, with its mark now */
     const char **todo_mark; /* the mark of each of @accounts */
-    json_t *skipped;      /* the accounts not re-rated (mark unchanged) */
-    char month_text[16];  /* YYYY-MM-01 */
-    char series[32];      /* INV-YYYY */
-    billing_time_t before; /* events starting from here cannot reach the period */
+    json_t *skipped;        /* the accounts not re-rated (mark unchanged) */
+    char month_text[16];    /* YYYY-MM-01 */
+    char series[32];        /* INV-YYYY */
+    billing_time_t before;  /* events starting from here cannot reach the period */
     pthread_mutex_t lock;
     pthread_cond_t changed;
-    size_t next;          /* first account not yet taken */
-    size_t done;          /* accounts finished */
-    size_t running;       /* workers still running */
-    int failed;           /* a worker failed: others stop taking batches */
-    close_status status;  /* the first failing worker's */
+    size_t next;         /* first account not yet taken */
+    size_t done;         /* accounts finished */
+    size_t running;      /* workers still running */
+    int failed;          /* a worker failed: others stop taking batches */
+    close_status status; /* the first failing worker's */
     close_result *s;
 } close_run_ctx;
 
@@ -73,16 +73,16 @@ typedef struct batch {
     close_run_ctx *x;
     billing_rater *r;
     billing_event *ev;
-    uint64_t events;      /* events inside their account's period */
+    uint64_t events; /* events inside their account's period */
     uint64_t rejected;
-    json_t *index;        /* account id -> its position in the batch */
-    const char *last;     /* the account of the last event, at position @last_at */
+    json_t *index;    /* account id -> its position in the batch */
+    const char *last; /* the account of the last event, at position @last_at */
     size_t last_at;
-    uint64_t acc_events[CLOSE_BATCH];   /* per account of the batch, for its mark */
+    uint64_t acc_events[CLOSE_BATCH]; /* per account of the batch, for its mark */
     uint64_t acc_rejected[CLOSE_BATCH];
-    char period_of[160];  /* the account whose period is below ("" none) */
+    char period_of[160];                     /* the account whose period is below ("" none) */
     billing_time_t period_start, period_end; /* the month in that account's zone */
-    int period_known;     /* its zone is known */
+    int period_known;                        /* its zone is known */
 } batch;
 
 /* ---------------------------------------------------------------------- */
@@ -128,8 +128,8 @@ static void note(close_run_ctx *x, close_note_kind kind, const char *fmt, ...)
 static close_status store_fail(close_run_ctx *x, const char *what, const bs_error *err)
 {
     if (err->constraint[0] != '\0')
-        note(x, CLOSE_NOTE_ERROR, "%s: %s [%s, SQLSTATE %s]", what, err->message,
-             err->constraint, err->sqlstate);
+        note(x, CLOSE_NOTE_ERROR, "%s: %s [%s, SQLSTATE %s]", what, err->message, err->constraint,
+             err->sqlstate);
     else if (err->sqlstate[0] != '\0')
         note(x, CLOSE_NOTE_ERROR, "%s: %s [SQLSTATE %s]", what, err->message, err->sqlstate);
     else
@@ -196,9 +196,11 @@ static int in_period(batch *b, const char *account, billing_time_t start, billin
         snprintf(b->period_of, sizeof(b->period_of), "%s", account);
         z = bs_catalog_zone(b->x->stored, account);
         b->period_known =
-            z != NULL && billing_zone_month_start(z, p->year, p->month, &b->period_start) == BILLING_OK &&
+            z != NULL &&
+            billing_zone_month_start(z, p->year, p->month, &b->period_start) == BILLING_OK &&
             billing_zone_month_start(z, p->month == 12 ? p->year + 1 : p->year,
-                                     p->month == 12 ? 1 : p->month + 1, &b->period_end) == BILLING_OK;
+                                     p->month == 12 ? 1 : p->month + 1,
+                                     &b->period_end) == BILLING_OK;
     }
     if (!b->period_known)
         return 1;
@@ -269,7 +271,8 @@ static void tally(close_run_ctx *x, const bs_draft *d, const bs_draft_outcome *o
         s->adjustments += d[i].n_adj;
         for (l = 0; l < billing_invoice_line_count(inv); l++) {
             if (billing_meter_parse(billing_invoice_line_meter(inv, l), &m) == BILLING_OK)
-                exact_minor_add(s->by_meter[m], billing_invoice_line_amount_rounded(inv, l), s->digits);
+                exact_minor_add(s->by_meter[m], billing_invoice_line_amount_rounded(inv, l),
+                                s->digits);
             else /* a plan's fee or refund: no meter */
                 exact_minor_add(s->fees, billing_invoice_line_amount_rounded(inv, l), s->digits);
         }
@@ -309,8 +312,7 @@ static int build_draft(batch *b, const char *id, const bs_billed_line *lines, si
     }
     if (late_load_billed(slot, b->r, id, lines, n_lines, row) != 0 ||
         late_make_adjustments(&slot->adj, x->s->digits, x->rounding) != 0) {
-        note(x, CLOSE_NOTE_ERROR, "close: account '%s': out of memory or too many price keys",
-             id);
+        note(x, CLOSE_NOTE_ERROR, "close: account '%s': out of memory or too many price keys", id);
         return -1;
     }
     /*
@@ -349,10 +351,9 @@ static char *returned_text(const bs_draft *d, size_t n)
             const char *am = billing_invoice_returned_amount(d[i].inv, k);
             if (strspn(am, "0.") == strlen(am))
                 continue;
-            json_array_append_new(arr, json_pack("{s:s, s:s, s:s}", "a",
-                                                 billing_invoice_account(d[i].inv), "g",
-                                                 billing_invoice_returned_grant(d[i].inv, k),
-                                                 "am", am));
+            json_array_append_new(
+                arr, json_pack("{s:s, s:s, s:s}", "a", billing_invoice_account(d[i].inv), "g",
+                               billing_invoice_returned_grant(d[i].inv, k), "am", am));
         }
     }
     if (json_array_size(arr) > 0)
@@ -382,15 +383,17 @@ static close_status check_returned(close_run_ctx *x, bs_conn *c, const bs_draft 
     if (bs_returned_unclosed(c, text, x->month_text, &account, &grant, &open, &err) != BS_OK)
         rc = store_fail(x, "close", &err);
     else if (account != NULL && open[0] != '\0') {
-        note(x, CLOSE_NOTE_ERROR, "close: account '%s': %04d-%02d returns credit to grant '%s' that an earlier "
-                  "month applied, but %s is not closed: close %s first (months that return "
-                  "credit are closed in order)",
-                  account, x->p->year, x->p->month, grant, open, open);
+        note(x, CLOSE_NOTE_ERROR,
+             "close: account '%s': %04d-%02d returns credit to grant '%s' that an earlier "
+             "month applied, but %s is not closed: close %s first (months that return "
+             "credit are closed in order)",
+             account, x->p->year, x->p->month, grant, open, open);
         rc = CLOSE_ERR_INPUT;
     } else if (account != NULL) {
-        note(x, CLOSE_NOTE_ERROR, "close: account '%s': %04d-%02d returns more credit to grant '%s' than the "
-                  "ledger holds as applied",
-                  account, x->p->year, x->p->month, grant);
+        note(x, CLOSE_NOTE_ERROR,
+             "close: account '%s': %04d-%02d returns more credit to grant '%s' than the "
+             "ledger holds as applied",
+             account, x->p->year, x->p->month, grant);
         rc = CLOSE_ERR_INPUT;
     }
     free(account);
@@ -405,8 +408,7 @@ static close_status check_returned(close_run_ctx *x, bs_conn *c, const bs_draft 
  * them, with what the batch rated for each; @has[i]: account i has a draft
  * in @slots. NULL if out of memory.
  */
-static char *marks_text(batch *b, size_t from, size_t to, const draft_slot *slots,
-                        const int *has)
+static char *marks_text(batch *b, size_t from, size_t to, const draft_slot *slots, const int *has)
 {
     close_run_ctx *x = b->x;
     json_t *arr = json_array();
@@ -422,10 +424,11 @@ static char *marks_text(batch *b, size_t from, size_t to, const draft_slot *slot
         for (l = 0; has[i] && l < billing_invoice_expired_count(slots[i].inv); l++)
             exact_minor_add(expired, billing_invoice_expired_amount(slots[i].inv, l), x->s->digits);
         exact_minor_text(text, sizeof(text), expired, x->s->digits);
-        if (json_array_append_new(
-                arr, json_pack("{s:O, s:s, s:I, s:I, s:s}", "a", json_array_get(x->accounts, from + i),
-                               "m", x->todo_mark[from + i], "e", (json_int_t)b->acc_events[i], "r",
-                               (json_int_t)b->acc_rejected[i], "x", text)) != 0)
+        if (json_array_append_new(arr, json_pack("{s:O, s:s, s:I, s:I, s:s}", "a",
+                                                 json_array_get(x->accounts, from + i), "m",
+                                                 x->todo_mark[from + i], "e",
+                                                 (json_int_t)b->acc_events[i], "r",
+                                                 (json_int_t)b->acc_rejected[i], "x", text)) != 0)
             goto done;
     }
     if (arr != NULL)
@@ -496,7 +499,8 @@ done:
     return rc;
 }
 
-static close_status run_batch(close_run_ctx *x, bs_conn *c, billing_event *ev, size_t from, size_t to)
+static close_status run_batch(close_run_ctx *x, bs_conn *c, billing_event *ev, size_t from,
+                              size_t to)
 {
     json_t *ids = json_array();
     char *acc_text = NULL;

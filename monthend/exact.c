@@ -42,7 +42,8 @@ void exact_minor_text(char *buf, size_t size, const mpz_t minor, int digits)
     if (k == 0)
         snprintf(buf, size, "%s%s", sign, d);
     else if (len <= k)
-        snprintf(buf, size, "%s0.%.*s%s", sign, (int)(k - len), "0000000000000000000000000000000000000000", d);
+        snprintf(buf, size, "%s0.%.*s%s", sign, (int)(k - len),
+                 "0000000000000000000000000000000000000000", d);
     else
         snprintf(buf, size, "%s%.*s.%s", sign, (int)(len - k), d, d + len - k);
     free(s);

@@ -20,17 +20,17 @@
 
 #define TIME_TEXT(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
 
-#define SQL_CREATE                                                                             \
-    "INSERT INTO billing.api_keys (secret_hash, scopes, account_id, label)"                    \
+#define SQL_CREATE                                                          \
+    "INSERT INTO billing.api_keys (secret_hash, scopes, account_id, label)" \
     " VALUES (decode($1::text, 'hex'), $2::text[], $3::text, $4::text) RETURNING id"
-#define SQL_LIST                                                                               \
-    "SELECT id, array_to_string(scopes, ','), account_id, label, " TIME_TEXT("created_at")     \
-    ", " TIME_TEXT("revoked_at") " FROM billing.api_keys ORDER BY id"
-#define SQL_REVOKE                                                                             \
-    "UPDATE billing.api_keys SET revoked_at = greatest(now(), created_at)"                     \
+#define SQL_LIST                                                              \
+    "SELECT id, array_to_string(scopes, ','), account_id, label, " TIME_TEXT( \
+        "created_at") ", " TIME_TEXT("revoked_at") " FROM billing.api_keys ORDER BY id"
+#define SQL_REVOKE                                                         \
+    "UPDATE billing.api_keys SET revoked_at = greatest(now(), created_at)" \
     " WHERE id = $1::bigint AND revoked_at IS NULL"
-#define SQL_CHECK                                                                              \
-    "SELECT encode(secret_hash, 'hex'), array_to_string(scopes, ','), account_id"              \
+#define SQL_CHECK                                                                 \
+    "SELECT encode(secret_hash, 'hex'), array_to_string(scopes, ','), account_id" \
     " FROM billing.api_keys WHERE id = $1::bigint AND revoked_at IS NULL"
 
 static const char *const scope_names[] = {"events:write", "accounts:read", "invoices:read",

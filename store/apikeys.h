@@ -60,11 +60,11 @@ bs_status bs_apikey_create(bs_conn *c, unsigned scopes, const char *account, con
 /* A stored key as listed or checked. Texts are valid during the callback only (list). */
 typedef struct bs_apikey {
     int64_t id;
-    unsigned scopes;         /* BS_SCOPE_* bits */
-    const char *account;     /* the account it is bound to, NULL for every account */
-    const char *label;       /* NULL when none */
-    const char *created_at;  /* RFC 3339 UTC, whole seconds */
-    const char *revoked_at;  /* NULL while valid */
+    unsigned scopes;        /* BS_SCOPE_* bits */
+    const char *account;    /* the account it is bound to, NULL for every account */
+    const char *label;      /* NULL when none */
+    const char *created_at; /* RFC 3339 UTC, whole seconds */
+    const char *revoked_at; /* NULL while valid */
 } bs_apikey;
 
 /* bs_apikey_fn - receives each key of bs_apikey_list; non-zero stops the listing. */

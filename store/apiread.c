@@ -17,9 +17,11 @@
 static const char *const sql[] = {
     [BS_API_PRICE_BOOKS] =
         "SELECT b.id, b.currency::text, b.rounding, coalesce((SELECT json_agg(json_build_object("
-        "'label', v.label, 'effective_from', " T("v.effective_from") ", 'revision', v.revision)"
-        " ORDER BY v.effective_from) FROM billing.current_price_versions v"
-        " WHERE v.book_id = b.id), '[]')::text FROM billing.price_books b ORDER BY b.id",
+        "'label', v.label, 'effective_from', " T(
+            "v.effective_from") ", 'revision', v.revision)"
+                                " ORDER BY v.effective_from) FROM billing.current_price_versions v"
+                                " WHERE v.book_id = b.id), '[]')::text FROM billing.price_books b "
+                                "ORDER BY b.id",
     [BS_API_PLANS] =
         "SELECT p.id, p.period, p.model, p.region, p.refundable::text,"
         " coalesce((SELECT json_agg(json_build_object('version', v.label, 'fee', f.fee::text)"
@@ -33,16 +35,19 @@ static const char *const sql[] = {
         "SELECT s.id, s.resource_id, s.plan_id, " T("s.start_at") ", s.terms::text, " T(
             "s.cancelled_at") " FROM billing.subscriptions s WHERE s.account_id = $1::text"
                               " ORDER BY s.id",
-    [BS_API_CLOSES] =
-        "SELECT to_char(m.month, 'YYYY-MM'), " T("m.last_close") ", m.accounts::text,"
-        " count(*) FILTER (WHERE i.status = 'draft')::text,"
-        " count(*) FILTER (WHERE i.status = 'finalized')::text,"
-        " count(*) FILTER (WHERE i.status = 'void')::text FROM (SELECT month,"
-        " max(recorded_at) AS last_close, count(*) AS accounts FROM billing.close_marks"
-        " GROUP BY month ORDER BY month DESC LIMIT " STR(BS_API_CLOSES_MAX) ") m"
-        " LEFT JOIN billing.invoices i"
-        " ON i.month = m.month AND i.kind = 'invoice'"
-        " GROUP BY m.month, m.last_close, m.accounts ORDER BY m.month DESC",
+    [BS_API_CLOSES] = "SELECT to_char(m.month, 'YYYY-MM'), " T(
+        "m.last_close") ", m.accounts::text,"
+                        " count(*) FILTER (WHERE i.status = 'draft')::text,"
+                        " count(*) FILTER (WHERE i.status = 'finalized')::text,"
+                        " count(*) FILTER (WHERE i.status = 'void')::text FROM (SELECT month,"
+                        " max(recorded_at) AS last_close, count(*) AS accounts FROM "
+                        "billing.close_marks"
+                        " GROUP BY month ORDER BY month DESC LIMIT " STR(
+                            BS_API_CLOSES_MAX) ") m"
+                                               " LEFT JOIN billing.invoices i"
+                                               " ON i.month = m.month AND i.kind = 'invoice'"
+                                               " GROUP BY m.month, m.last_close, m.accounts ORDER "
+                                               "BY m.month DESC",
 };
 
 static const char *const names_books[] = {"id", "currency", "rounding", "versions"};

@@ -126,9 +126,9 @@ static int rate_cut(void *arg, const char *account, const char *id, const char *
 {
     cut_ctx *k = arg;
     /* A level (GPUs, instances, GB) priced per unit of time: the part before the instant. */
-    billing_status st = bs_event_set(k->ev, account, id, resource, meter, start,
-                                     end < k->at ? end : k->at, quantity, model, region, k->msg,
-                                     sizeof(k->msg));
+    billing_status st =
+        bs_event_set(k->ev, account, id, resource, meter, start, end < k->at ? end : k->at,
+                     quantity, model, region, k->msg, sizeof(k->msg));
 
     if (st == BILLING_OK)
         st = billing_rater_add(k->r, k->ev, k->msg, sizeof(k->msg));
@@ -160,9 +160,8 @@ static bs_status rate_events_before(bs_conn *c, billing_rater *r, const char *li
 }
 
 /* The credit finalized months before @account's local month of @now took, into @r. */
-static bs_status give_history(bs_conn *c, billing_rater *r, const char *account,
-                              const char *list, const billing_zone *zone, billing_time_t now,
-                              bs_error *err)
+static bs_status give_history(bs_conn *c, billing_rater *r, const char *account, const char *list,
+                              const billing_zone *zone, billing_time_t now, bs_error *err)
 {
     bs_history *h = NULL;
     char month[16];

@@ -10,30 +10,32 @@
 
 #include "closemarks.h"
 
-#define SQL_MARKS_READ                                                                         \
-    "SELECT account_id, mark, same FROM billing.close_marks_compare($1::text, $2::date,"       \
+#define SQL_MARKS_READ                                                                   \
+    "SELECT account_id, mark, same FROM billing.close_marks_compare($1::text, $2::date," \
     " $3::text, $4::boolean)"
 
-#define SQL_MARKS_PUT                                                                          \
-    "INSERT INTO billing.close_marks AS k (account_id, month, mark, invoice_id, events,"       \
-    " rejected, expired) SELECT x->>'a', $2::date, x->>'m', (SELECT i.id FROM billing.invoices"\
-    " i WHERE i.account_id = x->>'a' AND i.month = $2::date AND i.kind = 'invoice'"            \
-    " AND i.status IN ('draft', 'finalized') ORDER BY i.id DESC LIMIT 1), (x->>'e')::bigint,"  \
-    " (x->>'r')::bigint, (x->>'x')::numeric FROM jsonb_array_elements($1::jsonb) x"            \
-    " ORDER BY 1 ON CONFLICT (account_id, month) DO UPDATE SET mark = EXCLUDED.mark,"          \
-    " invoice_id = EXCLUDED.invoice_id, events = EXCLUDED.events,"                             \
+#define SQL_MARKS_PUT                                                                           \
+    "INSERT INTO billing.close_marks AS k (account_id, month, mark, invoice_id, events,"        \
+    " rejected, expired) SELECT x->>'a', $2::date, x->>'m', (SELECT i.id FROM billing.invoices" \
+    " i WHERE i.account_id = x->>'a' AND i.month = $2::date AND i.kind = 'invoice'"             \
+    " AND i.status IN ('draft', 'finalized') ORDER BY i.id DESC LIMIT 1), (x->>'e')::bigint,"   \
+    " (x->>'r')::bigint, (x->>'x')::numeric FROM jsonb_array_elements($1::jsonb) x"             \
+    " ORDER BY 1 ON CONFLICT (account_id, month) DO UPDATE SET mark = EXCLUDED.mark,"           \
+    " invoice_id = EXCLUDED.invoice_id, events = EXCLUDED.events,"                              \
     " rejected = EXCLUDED.rejected, expired = EXCLUDED.expired, recorded_at = now()"
 
 #define SQL_SUMS_ACCOUNTS "WITH a AS (SELECT x AS id FROM json_array_elements_text($1::json) x)"
-#define SQL_SUMS_INVOICES                                                                      \
-    " JOIN billing.invoices i ON i.account_id = a.id AND i.month = $2::date"                   \
+#define SQL_SUMS_INVOICES                                                    \
+    " JOIN billing.invoices i ON i.account_id = a.id AND i.month = $2::date" \
     " AND i.kind = 'invoice' AND i.status = 'draft'"
-#define SQL_SUMS_LINES                                                                         \
-    SQL_SUMS_ACCOUNTS " SELECT CASE WHEN l.kind = 'adjustment' THEN 'adjustment'"              \
-    " ELSE coalesce(l.meter, '') END, sum(l.amount)::text, count(*) FROM a" SQL_SUMS_INVOICES  \
+#define SQL_SUMS_LINES                                                                        \
+    SQL_SUMS_ACCOUNTS                                                                         \
+    " SELECT CASE WHEN l.kind = 'adjustment' THEN 'adjustment'"                               \
+    " ELSE coalesce(l.meter, '') END, sum(l.amount)::text, count(*) FROM a" SQL_SUMS_INVOICES \
     " JOIN billing.invoice_lines l ON l.invoice_id = i.id GROUP BY 1 ORDER BY 1"
 #define SQL_SUMS_TOTALS                                                                        \
-    SQL_SUMS_ACCOUNTS ", d AS (SELECT i.* FROM a" SQL_SUMS_INVOICES "),"                       \
+    SQL_SUMS_ACCOUNTS                                                                          \
+    ", d AS (SELECT i.* FROM a" SQL_SUMS_INVOICES "),"                                         \
     " k AS (SELECT k.* FROM a JOIN billing.close_marks k ON k.account_id = a.id"               \
     " AND k.month = $2::date)"                                                                 \
     " SELECT (SELECT count(*) FROM d), (SELECT count(*) FROM a JOIN billing.invoices i"        \
@@ -59,9 +61,8 @@ void bs_close_marks_free(bs_close_marks *m)
     free(m);
 }
 
-bs_status bs_close_marks_read(bs_conn *c, const char *book, const char *month,
-                              const char *version, int drafts_only, bs_close_marks **out,
-                              bs_error *err)
+bs_status bs_close_marks_read(bs_conn *c, const char *book, const char *month, const char *version,
+                              int drafts_only, bs_close_marks **out, bs_error *err)
 {
     const char *params[4] = {book, month, version, drafts_only ? "true" : "false"};
     PGresult *res;
@@ -129,9 +130,10 @@ bs_status bs_close_marks_sums(bs_conn *c, const char *accounts, const char *mont
     out->finalized = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
     out->events = strtoll(PQgetvalue(res, 0, 2), NULL, 10);
     out->rejected = strtoll(PQgetvalue(res, 0, 3), NULL, 10);
-    bad = sum_text(out->expired, PQgetvalue(res, 0, 4)) | sum_text(out->subtotal, PQgetvalue(res, 0, 5)) |
-          sum_text(out->credits, PQgetvalue(res, 0, 6)) | sum_text(out->tax, PQgetvalue(res, 0, 7)) |
-          sum_text(out->total, PQgetvalue(res, 0, 8));
+    bad = sum_text(out->expired, PQgetvalue(res, 0, 4)) |
+          sum_text(out->subtotal, PQgetvalue(res, 0, 5)) |
+          sum_text(out->credits, PQgetvalue(res, 0, 6)) |
+          sum_text(out->tax, PQgetvalue(res, 0, 7)) | sum_text(out->total, PQgetvalue(res, 0, 8));
     PQclear(res);
     if (bad)
         return bs_error_set(err, BS_ERR_FATAL, "close marks: a sum longer than %d characters",

@@ -24,9 +24,9 @@
 /* The accounts of a close, in id order, with their marks. */
 typedef struct bs_close_marks {
     size_t n;
-    char **id;                   /* account ids */
-    char (*mark)[BS_MARK_TEXT];  /* each account's mark now */
-    unsigned char *same;         /* 1: equal to the stored mark, its draft is current */
+    char **id;                  /* account ids */
+    char (*mark)[BS_MARK_TEXT]; /* each account's mark now */
+    unsigned char *same;        /* 1: equal to the stored mark, its draft is current */
 } bs_close_marks;
 
 /*
@@ -39,8 +39,8 @@ typedef struct bs_close_marks {
  * change made during the close leaves a mark older than the draft: the
  * next close re-rates it. Returns BS_OK or the error.
  */
-bs_status bs_close_marks_read(bs_conn *c, const char *book, const char *month, const char *version, int drafts_only,
-                              bs_close_marks **out, bs_error *err);
+bs_status bs_close_marks_read(bs_conn *c, const char *book, const char *month, const char *version,
+                              int drafts_only, bs_close_marks **out, bs_error *err);
 
 /* bs_close_marks_free - free; NULL is a no-op. */
 void bs_close_marks_free(bs_close_marks *m);
@@ -57,9 +57,9 @@ bs_status bs_close_marks_put(bs_conn *c, const char *marks, const char *month, b
 
 /* What the drafts of accounts a close did not re-rate hold. */
 typedef struct bs_mark_sums {
-    int64_t drafts;     /* accounts with an open draft of the month */
-    int64_t finalized;  /* accounts whose invoice of the month is finalized */
-    int64_t events;     /* events rated, refused (as recorded with their marks) */
+    int64_t drafts;    /* accounts with an open draft of the month */
+    int64_t finalized; /* accounts whose invoice of the month is finalized */
+    int64_t events;    /* events rated, refused (as recorded with their marks) */
     int64_t rejected;
     char expired[BS_SUM_TEXT]; /* credit expired in the drafts, major units */
     char subtotal[BS_SUM_TEXT], credits[BS_SUM_TEXT], tax[BS_SUM_TEXT], total[BS_SUM_TEXT];

@@ -26,15 +26,16 @@
 #define NUMERIC_NEG 0x4000
 #define NUMERIC_MAX_GROUPS (BS_DECIMAL_MAX / 4 + 2)
 
-static const char copy_signature[11] = {'P', 'G', 'C', 'O', 'P', 'Y', '\n', '\377', '\r', '\n', '\0'};
+static const char copy_signature[11] = {'P',  'G',    'C',  'O',  'P', 'Y',
+                                        '\n', '\377', '\r', '\n', '\0'};
 
 struct bs_copy {
     bs_conn *conn;
     bs_copy_format format;
     int ncols;
-    int field;       /* fields written in the current row; -1 before the first row */
+    int field; /* fields written in the current row; -1 before the first row */
     uint64_t rows;
-    bs_error err;    /* first failure; status BS_OK while none */
+    bs_error err; /* first failure; status BS_OK while none */
     size_t len;
     unsigned char buf[BS_COPY_BUFFER];
 };
@@ -158,8 +159,7 @@ void bs_copy_row(bs_copy *cp)
         put_u16(cp, (uint16_t)cp->ncols);
 }
 
-bs_copy *bs_copy_begin(bs_conn *c, const char *sql, int ncols, bs_copy_format format,
-                       bs_error *err)
+bs_copy *bs_copy_begin(bs_conn *c, const char *sql, int ncols, bs_copy_format format, bs_error *err)
 {
     bs_copy *cp;
     PGresult *res;
@@ -178,11 +178,13 @@ bs_copy *bs_copy_begin(bs_conn *c, const char *sql, int ncols, bs_copy_format fo
     if (res == NULL || PQresultStatus(res) != PGRES_COPY_IN) {
         /* bs_query knows how to classify; re-run nothing, just describe. */
         bs_error_set(err, PQstatus(bs_pg(c)) == CONNECTION_OK ? BS_ERR_FATAL : BS_ERR_RETRY,
-                     "COPY: %s", res != NULL ? PQresultErrorMessage(res) : PQerrorMessage(bs_pg(c)));
+                     "COPY: %s",
+                     res != NULL ? PQresultErrorMessage(res) : PQerrorMessage(bs_pg(c)));
         if (err != NULL && res != NULL)
             snprintf(err->sqlstate, sizeof(err->sqlstate), "%s",
                      PQresultErrorField(res, PG_DIAG_SQLSTATE) != NULL
-                         ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : "");
+                         ? PQresultErrorField(res, PG_DIAG_SQLSTATE)
+                         : "");
         PQclear(res);
         free(cp);
         return NULL;
@@ -542,8 +544,8 @@ long bs_numeric_encode(const char *decimal, unsigned char *out, size_t size)
     n_int = (d.int_len + 3) / 4;
     n_frac = (d.frac_len + 3) / 4;
     for (i = 0; i < n_int; i++)
-        digits[count++] = group_value(d.int_digits, d.int_len,
-                                      d.int_len % 4 == 0 ? 4 : d.int_len % 4, i, 1);
+        digits[count++] =
+            group_value(d.int_digits, d.int_len, d.int_len % 4 == 0 ? 4 : d.int_len % 4, i, 1);
     for (i = 0; i < n_frac; i++)
         digits[count++] = group_value(d.frac_digits, d.frac_len, 0, i, 0);
     weight = (int)n_int - 1;

@@ -21,32 +21,35 @@
 #define US(col) "(extract(epoch FROM " col ") * 1000000)::bigint"
 
 #define SQL_SNAPSHOT "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
-#define SQL_BOOK                                                                               \
-    "SELECT id, currency, rounding FROM billing.price_books"                                   \
+#define SQL_BOOK                                             \
+    "SELECT id, currency, rounding FROM billing.price_books" \
     " WHERE $1::text IS NULL OR id = $1::text ORDER BY id LIMIT 2"
-#define SQL_VERSIONS                                                                           \
-    "SELECT id, label, " US("effective_from") " FROM billing.current_price_versions"          \
-    " WHERE book_id = $1::text ORDER BY effective_from"
-#define SQL_RATES                                                                              \
-    "SELECT v.label, r.meter, r.model, r.region, r.price::text FROM billing.rates r"           \
+#define SQL_VERSIONS                                                                 \
+    "SELECT id, label, " US("effective_from") " FROM billing.current_price_versions" \
+                                              " WHERE book_id = $1::text ORDER BY effective_from"
+#define SQL_RATES                                                                    \
+    "SELECT v.label, r.meter, r.model, r.region, r.price::text FROM billing.rates r" \
     " JOIN billing.current_price_versions v ON v.id = r.version_id WHERE v.book_id = $1::text"
-#define SQL_PLANS                                                                              \
+#define SQL_PLANS \
     "SELECT id, period, model, region, refundable FROM billing.plans WHERE $1::text IS NOT NULL"
-#define SQL_FEES                                                                               \
-    "SELECT v.label, f.plan_id, f.fee::text FROM billing.plan_fees f"                          \
+#define SQL_FEES                                                      \
+    "SELECT v.label, f.plan_id, f.fee::text FROM billing.plan_fees f" \
     " JOIN billing.current_price_versions v ON v.id = f.version_id WHERE v.book_id = $1::text"
-#define SQL_ACCOUNTS                                                                           \
-    "SELECT a.id, a.currency, a.time_zone, a.tax_rate::text FROM billing.accounts a"           \
+#define SQL_ACCOUNTS                                                                 \
+    "SELECT a.id, a.currency, a.time_zone, a.tax_rate::text FROM billing.accounts a" \
     " JOIN billing.price_books b ON b.currency = a.currency WHERE b.id = $1::text"
-#define SQL_SUBS                                                                               \
-    "SELECT s.id, s.account_id, s.resource_id, s.plan_id, " US("s.start_at") ", s.terms, "    \
-    " " US("s.cancelled_at") " FROM billing.subscriptions s"                                  \
-    " JOIN billing.accounts a ON a.id = s.account_id"                                          \
-    " JOIN billing.price_books b ON b.currency = a.currency WHERE b.id = $1::text"
+#define SQL_SUBS                                                                                 \
+    "SELECT s.id, s.account_id, s.resource_id, s.plan_id, " US(                                  \
+        "s.start_at") ", s.terms, "                                                              \
+                      " " US("s.cancelled_at") " FROM billing.subscriptions s"                   \
+                                               " JOIN billing.accounts a ON a.id = s.account_id" \
+                                               " JOIN billing.price_books b ON b.currency = "    \
+                                               "a.currency WHERE b.id = $1::text"
 #define SQL_GRANTS                                                                             \
-    "SELECT g.id, g.account_id, g.amount::text, " US("g.granted_at") ", " US("g.expires_at")  \
-    ", g.kinds, g.priority FROM billing.credit_grants g"                                       \
-    " JOIN billing.price_books b ON b.currency = g.currency WHERE b.id = $1::text"
+    "SELECT g.id, g.account_id, g.amount::text, " US("g.granted_at") ", " US(                  \
+        "g.expires_at") ", g.kinds, g.priority FROM billing.credit_grants g"                   \
+                        " JOIN billing.price_books b ON b.currency = g.currency WHERE b.id = " \
+                        "$1::text"
 
 typedef struct account_zone {
     char *account;
@@ -115,8 +118,8 @@ static billing_status add_rate(bs_catalog *bc, const PGresult *res, int row)
 
 static billing_status add_plan(bs_catalog *bc, const PGresult *res, int row)
 {
-    billing_period period = strcmp(val(res, row, 1), "day") == 0 ? BILLING_PERIOD_DAY
-                                                                 : BILLING_PERIOD_MONTH;
+    billing_period period =
+        strcmp(val(res, row, 1), "day") == 0 ? BILLING_PERIOD_DAY : BILLING_PERIOD_MONTH;
 
     return billing_catalog_add_plan(bc->cat, val(res, row, 0), period, val(res, row, 2),
                                     val(res, row, 3), strcmp(val(res, row, 4), "t") == 0,
@@ -161,15 +164,15 @@ static billing_status add_sub(bs_catalog *bc, const PGresult *res, int row)
 
 static billing_status add_grant(bs_catalog *bc, const PGresult *res, int row)
 {
-    return billing_catalog_add_grant(bc->cat, val(res, row, 0), val(res, row, 1),
-                                     val(res, row, 2), ns(res, row, 3), ns(res, row, 4),
+    return billing_catalog_add_grant(bc->cat, val(res, row, 0), val(res, row, 1), val(res, row, 2),
+                                     ns(res, row, 3), ns(res, row, 4),
                                      (unsigned)atoi(val(res, row, 5)), atoi(val(res, row, 6)),
                                      bc->liberr, sizeof(bc->liberr));
 }
 
 /* Run @sql with the book id and feed every row to @fn; @what names the rows in messages. */
-static bs_status read_rows(bs_conn *c, bs_catalog *bc, const char *sql, row_fn fn,
-                           const char *what, bs_error *err)
+static bs_status read_rows(bs_conn *c, bs_catalog *bc, const char *sql, row_fn fn, const char *what,
+                           bs_error *err)
 {
     const char *params[1];
     PGresult *res;
@@ -247,9 +250,12 @@ static bs_status read_all(bs_conn *c, bs_catalog *bc, const char *book_id, bs_er
         row_fn fn;
         const char *what;
     } parts[] = {
-        {SQL_VERSIONS, add_version, "price version"}, {SQL_RATES, add_rate, "rate of version"},
-        {SQL_PLANS, add_plan, "plan"},                {SQL_FEES, add_fee, "plan fee of version"},
-        {SQL_ACCOUNTS, add_account, "account"},       {SQL_SUBS, add_sub, "subscription"},
+        {SQL_VERSIONS, add_version, "price version"},
+        {SQL_RATES, add_rate, "rate of version"},
+        {SQL_PLANS, add_plan, "plan"},
+        {SQL_FEES, add_fee, "plan fee of version"},
+        {SQL_ACCOUNTS, add_account, "account"},
+        {SQL_SUBS, add_sub, "subscription"},
         {SQL_GRANTS, add_grant, "credit grant"},
     };
     size_t i;
@@ -353,8 +359,8 @@ const billing_zone *bs_catalog_zone(const bs_catalog *bc, const char *account)
      * string comparisons).
      */
     key.account = (char *)account;
-    az = bc->n_zones_of == 0 ? NULL
-                             : bsearch(&key, bc->zones_of, bc->n_zones_of, sizeof(*bc->zones_of),
-                                       zone_of_cmp);
+    az = bc->n_zones_of == 0
+             ? NULL
+             : bsearch(&key, bc->zones_of, bc->n_zones_of, sizeof(*bc->zones_of), zone_of_cmp);
     return az != NULL ? az->zone : NULL;
 }

@@ -20,24 +20,24 @@
  * this session, or lost with a rolled-back transaction or a reconnect.
  * fp is the content fingerprint, computed here (event_fingerprint).
  */
-#define SQL_STAGE_CREATE                                                                       \
-    "CREATE TEMP TABLE IF NOT EXISTS billing_event_stage ("                                    \
-    " seq integer NOT NULL, event_id text NOT NULL, account_id text NOT NULL,"                 \
-    " resource_id text NOT NULL, meter text NOT NULL,"                                         \
-    " start_time timestamptz NOT NULL, start_nanos smallint NOT NULL,"                         \
-    " end_time timestamptz NOT NULL, end_nanos smallint NOT NULL,"                             \
-    " quantity numeric NOT NULL, model text NOT NULL, region text NOT NULL,"                   \
-    " source text NOT NULL, fp bytea NOT NULL"                                                 \
+#define SQL_STAGE_CREATE                                                       \
+    "CREATE TEMP TABLE IF NOT EXISTS billing_event_stage ("                    \
+    " seq integer NOT NULL, event_id text NOT NULL, account_id text NOT NULL," \
+    " resource_id text NOT NULL, meter text NOT NULL,"                         \
+    " start_time timestamptz NOT NULL, start_nanos smallint NOT NULL,"         \
+    " end_time timestamptz NOT NULL, end_nanos smallint NOT NULL,"             \
+    " quantity numeric NOT NULL, model text NOT NULL, region text NOT NULL,"   \
+    " source text NOT NULL, fp bytea NOT NULL"                                 \
     ") ON COMMIT DELETE ROWS"
 /* Empty unless an earlier batch of this transaction used it: DELETE is then cheapest. */
 #define SQL_STAGE_CLEAR "DELETE FROM pg_temp.billing_event_stage"
 #define STAGE_COLUMNS 14
-#define STAGE_COLUMN_LIST                                                                      \
-    " (seq, event_id, account_id, resource_id, meter, start_time, start_nanos, end_time,"      \
+#define STAGE_COLUMN_LIST                                                                 \
+    " (seq, event_id, account_id, resource_id, meter, start_time, start_nanos, end_time," \
     " end_nanos, quantity, model, region, source, fp)"
-#define SQL_STAGE_COPY_BINARY                                                                  \
+#define SQL_STAGE_COPY_BINARY \
     "COPY pg_temp.billing_event_stage" STAGE_COLUMN_LIST " FROM STDIN (FORMAT binary)"
-#define SQL_STAGE_COPY_TEXT                                                                    \
+#define SQL_STAGE_COPY_TEXT \
     "COPY pg_temp.billing_event_stage" STAGE_COLUMN_LIST " FROM STDIN (FORMAT text)"
 
 /*
@@ -47,18 +47,18 @@
  * valid identifier) and the lengths of the text columns. Returns the first
  * offending row, if any, with the name of the rule it breaks.
  */
-#define SQL_CHECK                                                                              \
-    "SELECT s.event_id, CASE"                                                                  \
+#define SQL_CHECK                                                                               \
+    "SELECT s.event_id, CASE"                                                                   \
     "  WHEN octet_length(s.event_id) NOT BETWEEN 1 AND 128 THEN 'usage_events_event_id_length'" \
-    "  WHEN octet_length(s.resource_id) NOT BETWEEN 1 AND 128"                                 \
-    "   THEN 'usage_events_resource_id_length'"                                                \
-    "  WHEN octet_length(s.model) > 64 OR octet_length(s.region) > 64"                         \
-    "   THEN 'usage_events_attr_length'"                                                       \
-    "  ELSE 'usage_events_account_known' END"                                                  \
-    " FROM pg_temp.billing_event_stage s LEFT JOIN billing.accounts a ON a.id = s.account_id"  \
-    " WHERE a.id IS NULL OR octet_length(s.event_id) NOT BETWEEN 1 AND 128"                    \
-    "  OR octet_length(s.resource_id) NOT BETWEEN 1 AND 128"                                   \
-    "  OR octet_length(s.model) > 64 OR octet_length(s.region) > 64"                           \
+    "  WHEN octet_length(s.resource_id) NOT BETWEEN 1 AND 128"                                  \
+    "   THEN 'usage_events_resource_id_length'"                                                 \
+    "  WHEN octet_length(s.model) > 64 OR octet_length(s.region) > 64"                          \
+    "   THEN 'usage_events_attr_length'"                                                        \
+    "  ELSE 'usage_events_account_known' END"                                                   \
+    " FROM pg_temp.billing_event_stage s LEFT JOIN billing.accounts a ON a.id = s.account_id"   \
+    " WHERE a.id IS NULL OR octet_length(s.event_id) NOT BETWEEN 1 AND 128"                     \
+    "  OR octet_length(s.resource_id) NOT BETWEEN 1 AND 128"                                    \
+    "  OR octet_length(s.model) > 64 OR octet_length(s.region) > 64"                            \
     " ORDER BY s.seq LIMIT 1"
 
 /*
@@ -75,24 +75,24 @@
  * planned as a nested loop, quadratic in the batch (750 ms for 5 000 rows).
  * An id whose hash another id holds is not stored here: see SQL_NOT_STORED.
  */
-#define EVENT_COLUMNS                                                                          \
-    "event_id, account_id, resource_id, meter, start_time, start_nanos, end_time, end_nanos,"  \
+#define EVENT_COLUMNS                                                                         \
+    "event_id, account_id, resource_id, meter, start_time, start_nanos, end_time, end_nanos," \
     " quantity, model, region, source"
-#define SQL_MOVE_FROM(ids_table, conflict, firsts_where)                                       \
-    "WITH firsts AS ("                                                                         \
-    "  SELECT DISTINCT ON (event_id) seq, " EVENT_COLUMNS ", fp"                               \
-    "  FROM pg_temp.billing_event_stage " firsts_where " ORDER BY event_id, seq),"             \
-    " ids AS ("                                                                                \
-    "  INSERT INTO billing." ids_table " (event_id, start_time, fingerprint)"                  \
-    "  SELECT event_id, start_time, fp FROM firsts"                                            \
-    "  ON CONFLICT (" conflict ") DO NOTHING RETURNING event_id),"                             \
-    " ins AS ("                                                                                \
-    "  INSERT INTO billing.usage_events (" EVENT_COLUMNS ", received_at)"                      \
-    "  SELECT " EVENT_COLUMNS ", clock_timestamp()"                                            \
+#define SQL_MOVE_FROM(ids_table, conflict, firsts_where)                           \
+    "WITH firsts AS ("                                                             \
+    "  SELECT DISTINCT ON (event_id) seq, " EVENT_COLUMNS ", fp"                   \
+    "  FROM pg_temp.billing_event_stage " firsts_where " ORDER BY event_id, seq)," \
+    " ids AS ("                                                                    \
+    "  INSERT INTO billing." ids_table " (event_id, start_time, fingerprint)"      \
+    "  SELECT event_id, start_time, fp FROM firsts"                                \
+    "  ON CONFLICT (" conflict ") DO NOTHING RETURNING event_id),"                 \
+    " ins AS ("                                                                    \
+    "  INSERT INTO billing.usage_events (" EVENT_COLUMNS ", received_at)"          \
+    "  SELECT " EVENT_COLUMNS ", clock_timestamp()"                                \
     "  FROM firsts f JOIN ids USING (event_id) RETURNING event_id)"
-#define SQL_MOVE                                                                               \
-    SQL_MOVE_FROM("event_ids", "id_hash", "")                                                  \
-    " SELECT s.seq FROM pg_temp.billing_event_stage s LEFT JOIN"                               \
+#define SQL_MOVE                                                 \
+    SQL_MOVE_FROM("event_ids", "id_hash", "")                    \
+    " SELECT s.seq FROM pg_temp.billing_event_stage s LEFT JOIN" \
     " (SELECT f.seq FROM ins JOIN firsts f USING (event_id)) k USING (seq) WHERE k.seq IS NULL"
 
 /*
@@ -113,8 +113,8 @@
     " WHERE s.seq = ANY ($1::integer[])"
 
 /* Store the colliding ids among the rows $1 as SQL_MOVE does; returns the seqs stored. */
-#define SQL_MOVE_COLLISIONS                                                                    \
-    SQL_MOVE_FROM("event_id_collisions", "event_id", "WHERE seq = ANY ($1::integer[])")        \
+#define SQL_MOVE_COLLISIONS                                                             \
+    SQL_MOVE_FROM("event_id_collisions", "event_id", "WHERE seq = ANY ($1::integer[])") \
     " SELECT f.seq FROM ins JOIN firsts f USING (event_id)"
 
 /* Rounds of collision storing: each stores at least one row, so a batch needs few. */
@@ -124,20 +124,22 @@
     "INSERT INTO billing.rejected_events (source, kafka_topic, kafka_partition, kafka_offset," \
     " event_id, reason_code, reason, payload) VALUES ($1, $2, $3, $4, $5, $6, $7, $8::bytea)"
 
-#define SQL_OFFSET_GET                                                                         \
-    "SELECT next_offset FROM billing.kafka_offsets"                                            \
+#define SQL_OFFSET_GET                              \
+    "SELECT next_offset FROM billing.kafka_offsets" \
     " WHERE consumer_group = $1 AND topic = $2 AND partition = $3"
-#define SQL_OFFSET_INSERT                                                                      \
-    "INSERT INTO billing.kafka_offsets (consumer_group, topic, partition, next_offset)"        \
+#define SQL_OFFSET_INSERT                                                               \
+    "INSERT INTO billing.kafka_offsets (consumer_group, topic, partition, next_offset)" \
     " VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING"
-#define SQL_OFFSET_UPDATE                                                                      \
-    "UPDATE billing.kafka_offsets SET next_offset = $4, updated_at = now()"                   \
+#define SQL_OFFSET_UPDATE                                                   \
+    "UPDATE billing.kafka_offsets SET next_offset = $4, updated_at = now()" \
     " WHERE consumer_group = $1 AND topic = $2 AND partition = $3 AND next_offset = $5"
 
-#define SQL_PARTITIONS                                                                         \
-    "SELECT billing.ensure_event_partitions("                                                  \
-    " (date_trunc('month', now() AT TIME ZONE 'UTC') - make_interval(months => $1::integer))::date," \
-    " (date_trunc('month', now() AT TIME ZONE 'UTC') + make_interval(months => $2::integer))::date)"
+#define SQL_PARTITIONS                                                           \
+    "SELECT billing.ensure_event_partitions("                                    \
+    " (date_trunc('month', now() AT TIME ZONE 'UTC') - make_interval(months => " \
+    "$1::integer))::date,"                                                       \
+    " (date_trunc('month', now() AT TIME ZONE 'UTC') + make_interval(months => " \
+    "$2::integer))::date)"
 #define PARTITION_MONTHS_MAX 60
 
 #define REJECT_PAYLOAD_MAX (1024u * 1024u)
@@ -281,8 +283,7 @@ static char *seq_array(const long *seqs, size_t n)
 }
 
 /* Run @sql with the seqs array as $1; NULL on failure (err filled). */
-static PGresult *query_seqs(bs_conn *c, const char *sql, const long *seqs, size_t n,
-                            bs_error *err)
+static PGresult *query_seqs(bs_conn *c, const char *sql, const long *seqs, size_t n, bs_error *err)
 {
     char *array = seq_array(seqs, n);
     const char *params[1];
@@ -324,8 +325,10 @@ static bs_status classify(bs_conn *c, long *seqs, size_t *k, size_t n, bs_event_
     /* One row per seq: id_hash and the collision table's event_id are keys. */
     if ((size_t)PQntuples(res) != *k) {
         PQclear(res);
-        return bs_error_set(err, BS_ERR_FATAL, "bs_events_ingest: %zu rows neither stored nor"
-                                               " found stored", *k);
+        return bs_error_set(err, BS_ERR_FATAL,
+                            "bs_events_ingest: %zu rows neither stored nor"
+                            " found stored",
+                            *k);
     }
     *k = 0;
     for (i = 0; i < PQntuples(res); i++) {
@@ -426,15 +429,15 @@ static bs_status settle_rest(bs_conn *c, const PGresult *rest, size_t n, bs_even
 #define SQL_CLAIM_RELEASE "RELEASE SAVEPOINT bs_events_claim"
 #define SQL_CLAIM_UNDO "ROLLBACK TO SAVEPOINT bs_events_claim"
 /* The rows are the batch's distinct accounts ($1, a text array) not in billing.accounts. */
-#define SQL_UNKNOWN_ACCOUNTS                                                                   \
-    "SELECT 1 FROM unnest($1::text[]) a (id)"                                                  \
+#define SQL_UNKNOWN_ACCOUNTS                  \
+    "SELECT 1 FROM unnest($1::text[]) a (id)" \
     " WHERE NOT EXISTS (SELECT 1 FROM billing.accounts x WHERE x.id = a.id)"
 #define IDS_COLUMNS 3
-#define SQL_IDS_COPY(fmt)                                                                      \
+#define SQL_IDS_COPY(fmt) \
     "COPY billing.event_ids (event_id, start_time, fingerprint) FROM STDIN (FORMAT " fmt ")"
 #define EVENTS_COLUMNS 12
 /* received_at: its default, clock_timestamp() since 0008, as SQL_MOVE writes it. */
-#define SQL_EVENTS_COPY(fmt)                                                                   \
+#define SQL_EVENTS_COPY(fmt) \
     "COPY billing.usage_events (" EVENT_COLUMNS ") FROM STDIN (FORMAT " fmt ")"
 /* The server errors that send a claim to the staging path: an id taken, a deadlock. */
 #define SQLSTATE_UNIQUE "23505"
@@ -565,9 +568,9 @@ static bs_status claim_begin(bs_conn *c, const bs_event *ev, size_t n, int64_t *
 static bs_status copy_ids(bs_conn *c, const bs_event *ev, size_t n, const claim *cl,
                           const bs_event_outcome *out, bs_copy_format format, bs_error *err)
 {
-    bs_copy *cp = bs_copy_begin(c, format == BS_COPY_TEXT ? SQL_IDS_COPY("text")
-                                                          : SQL_IDS_COPY("binary"),
-                                IDS_COLUMNS, format, err);
+    bs_copy *cp =
+        bs_copy_begin(c, format == BS_COPY_TEXT ? SQL_IDS_COPY("text") : SQL_IDS_COPY("binary"),
+                      IDS_COLUMNS, format, err);
     size_t i;
 
     if (cp == NULL)
@@ -584,12 +587,12 @@ static bs_status copy_ids(bs_conn *c, const bs_event *ev, size_t n, const claim 
 }
 
 /* COPY the first occurrences into usage_events, in arrival order. */
-static bs_status copy_events(bs_conn *c, const bs_event *ev, size_t n,
-                             const bs_event_outcome *out, bs_copy_format format, bs_error *err)
+static bs_status copy_events(bs_conn *c, const bs_event *ev, size_t n, const bs_event_outcome *out,
+                             bs_copy_format format, bs_error *err)
 {
-    bs_copy *cp = bs_copy_begin(c, format == BS_COPY_TEXT ? SQL_EVENTS_COPY("text")
-                                                          : SQL_EVENTS_COPY("binary"),
-                                EVENTS_COLUMNS, format, err);
+    bs_copy *cp = bs_copy_begin(
+        c, format == BS_COPY_TEXT ? SQL_EVENTS_COPY("text") : SQL_EVENTS_COPY("binary"),
+        EVENTS_COLUMNS, format, err);
     size_t i;
 
     if (cp == NULL)
@@ -697,8 +700,7 @@ bs_status bs_events_ingest(bs_conn *c, const bs_event *ev, size_t n, bs_copy_for
         return bs_error_set(err, BS_ERR_INVALID, "bs_events_ingest: 1..%d events needed",
                             BS_EVENTS_BATCH_MAX);
     if (!bs_in_transaction(c))
-        return bs_error_set(err, BS_ERR_INVALID,
-                            "bs_events_ingest must run inside a transaction");
+        return bs_error_set(err, BS_ERR_INVALID, "bs_events_ingest must run inside a transaction");
     for (i = 0; i < n; i++)
         out[i] = BS_EVENT_NEW;
     st = claim_batch(c, ev, n, format, out, &stored, &claimed, err);
@@ -758,8 +760,9 @@ static bs_status reject_run(bs_conn *c, const bs_rejection *r, int pipelined, bs
 
     if (r == NULL || r->source == NULL || r->reason_code == NULL || r->reason == NULL ||
         (r->payload == NULL && r->payload_len > 0) || r->payload_len > REJECT_PAYLOAD_MAX)
-        return bs_error_set(err, BS_ERR_INVALID, "bs_reject: incomplete rejection or payload "
-                                                 "over 1 MiB");
+        return bs_error_set(err, BS_ERR_INVALID,
+                            "bs_reject: incomplete rejection or payload "
+                            "over 1 MiB");
     payload = bytea_hex(r->payload, r->payload_len);
     if (payload == NULL)
         return bs_error_set(err, BS_ERR_NOMEM, "bs_reject: out of memory");
@@ -845,8 +848,8 @@ static bs_status offset_run(bs_conn *c, const char *group, const char *topic, in
     return bs_command(c, sql, nparams, params, affected, err);
 }
 
-bs_status bs_offset_moved(const char *group, const char *topic, int32_t partition,
-                          int64_t expected, int64_t moved, bs_error *err)
+bs_status bs_offset_moved(const char *group, const char *topic, int32_t partition, int64_t expected,
+                          int64_t moved, bs_error *err)
 {
     if (moved != 1)
         return bs_error_set(err, BS_ERR_RETRY,

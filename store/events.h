@@ -121,8 +121,8 @@ bs_status bs_offset_put(bs_conn *c, const char *group, const char *topic, int32_
 bs_status bs_reject_send(bs_conn *c, const bs_rejection *r, bs_error *err);
 bs_status bs_offset_send(bs_conn *c, const char *group, const char *topic, int32_t partition,
                          int64_t expected, int64_t next, int64_t *moved, bs_error *err);
-bs_status bs_offset_moved(const char *group, const char *topic, int32_t partition,
-                          int64_t expected, int64_t moved, bs_error *err);
+bs_status bs_offset_moved(const char *group, const char *topic, int32_t partition, int64_t expected,
+                          int64_t moved, bs_error *err);
 
 /*
  * bs_event_partitions - make sure usage_events has its monthly partitions

@@ -28,17 +28,17 @@
  * order so that concurrent consumers lock shared rows in the same order
  * (no deadlock between two billingd processes).
  */
-#define SQL_AGG_STAGE_CREATE                                                                   \
-    "CREATE TEMP TABLE IF NOT EXISTS billing_agg_stage (account_id text NOT NULL,"             \
-    " month text NOT NULL, meter text NOT NULL, rate_kind text NOT NULL,"                      \
-    " price_version_id bigint, rate_model text, rate_region text, subscription_id text,"       \
-    " epoch integer NOT NULL, quantity numeric NOT NULL, quantity_den numeric NOT NULL,"       \
+#define SQL_AGG_STAGE_CREATE                                                             \
+    "CREATE TEMP TABLE IF NOT EXISTS billing_agg_stage (account_id text NOT NULL,"       \
+    " month text NOT NULL, meter text NOT NULL, rate_kind text NOT NULL,"                \
+    " price_version_id bigint, rate_model text, rate_region text, subscription_id text," \
+    " epoch integer NOT NULL, quantity numeric NOT NULL, quantity_den numeric NOT NULL," \
     " event_count bigint NOT NULL) ON COMMIT DELETE ROWS"
 #define SQL_AGG_STAGE_CLEAR "DELETE FROM pg_temp.billing_agg_stage"
 #define AGG_COLUMNS 12
-#define SQL_AGG_STAGE_COPY                                                                     \
-    "COPY pg_temp.billing_agg_stage (account_id, month, meter, rate_kind, price_version_id,"   \
-    " rate_model, rate_region, subscription_id, epoch, quantity, quantity_den, event_count)"   \
+#define SQL_AGG_STAGE_COPY                                                                   \
+    "COPY pg_temp.billing_agg_stage (account_id, month, meter, rate_kind, price_version_id," \
+    " rate_model, rate_region, subscription_id, epoch, quantity, quantity_den, event_count)" \
     " FROM STDIN (FORMAT binary)"
 /*
  * Exact sum of two fractions in lowest terms: a/b + c/d = (ad + cb) / bd,
@@ -48,30 +48,30 @@
 #define SUM_NUM "(a.quantity * EXCLUDED.quantity_den + EXCLUDED.quantity * a.quantity_den)"
 #define SUM_DEN "(a.quantity_den * EXCLUDED.quantity_den)"
 #define BOTH_WHOLE "a.quantity_den = 1 AND EXCLUDED.quantity_den = 1"
-#define SQL_AGG_MERGE                                                                          \
-    "INSERT INTO billing.usage_aggregates AS a (account_id, month, meter, rate_kind,"          \
-    " price_version_id, rate_model, rate_region, subscription_id, epoch, quantity,"            \
-    " quantity_den, event_count) SELECT account_id, month::date, meter, rate_kind,"           \
-    " price_version_id, rate_model, rate_region, subscription_id, epoch, quantity,"           \
-    " quantity_den, event_count"                                                               \
-    " FROM pg_temp.billing_agg_stage ORDER BY account_id, month, meter, rate_kind,"            \
-    " price_version_id, rate_model, rate_region, subscription_id, epoch"                       \
-    " ON CONFLICT ON CONSTRAINT usage_aggregates_key DO UPDATE SET"                            \
-    " quantity = CASE WHEN " BOTH_WHOLE " THEN a.quantity + EXCLUDED.quantity"                 \
-    "   ELSE div(" SUM_NUM ", gcd(" SUM_NUM ", " SUM_DEN ")) END,"                             \
-    " quantity_den = CASE WHEN " BOTH_WHOLE " THEN 1"                                          \
-    "   ELSE div(" SUM_DEN ", gcd(" SUM_NUM ", " SUM_DEN ")) END,"                             \
+#define SQL_AGG_MERGE                                                                 \
+    "INSERT INTO billing.usage_aggregates AS a (account_id, month, meter, rate_kind," \
+    " price_version_id, rate_model, rate_region, subscription_id, epoch, quantity,"   \
+    " quantity_den, event_count) SELECT account_id, month::date, meter, rate_kind,"   \
+    " price_version_id, rate_model, rate_region, subscription_id, epoch, quantity,"   \
+    " quantity_den, event_count"                                                      \
+    " FROM pg_temp.billing_agg_stage ORDER BY account_id, month, meter, rate_kind,"   \
+    " price_version_id, rate_model, rate_region, subscription_id, epoch"              \
+    " ON CONFLICT ON CONSTRAINT usage_aggregates_key DO UPDATE SET"                   \
+    " quantity = CASE WHEN " BOTH_WHOLE " THEN a.quantity + EXCLUDED.quantity"        \
+    "   ELSE div(" SUM_NUM ", gcd(" SUM_NUM ", " SUM_DEN ")) END,"                    \
+    " quantity_den = CASE WHEN " BOTH_WHOLE " THEN 1"                                 \
+    "   ELSE div(" SUM_DEN ", gcd(" SUM_NUM ", " SUM_DEN ")) END,"                    \
     " event_count = a.event_count + EXCLUDED.event_count, updated_at = now()"
 
-#define SQL_AGG_READ                                                                           \
-    "SELECT a.account_id, extract(year FROM a.month)::integer,"                                \
-    " extract(month FROM a.month)::integer, a.meter, v.label, a.rate_model, a.rate_region,"    \
-    " a.subscription_id, a.epoch, a.quantity::text || '/' || a.quantity_den::text,"           \
-    " a.event_count FROM billing.usage_aggregates a"                                           \
-    " JOIN billing.accounts ac ON ac.id = a.account_id"                                        \
-    " JOIN billing.price_books b ON b.currency = ac.currency AND b.id = $1::text"              \
-    " LEFT JOIN billing.price_versions v ON v.id = a.price_version_id"                         \
-    " WHERE ($2::text IS NULL OR a.account_id = $2::text) AND a.event_count > 0"               \
+#define SQL_AGG_READ                                                                        \
+    "SELECT a.account_id, extract(year FROM a.month)::integer,"                             \
+    " extract(month FROM a.month)::integer, a.meter, v.label, a.rate_model, a.rate_region," \
+    " a.subscription_id, a.epoch, a.quantity::text || '/' || a.quantity_den::text,"         \
+    " a.event_count FROM billing.usage_aggregates a"                                        \
+    " JOIN billing.accounts ac ON ac.id = a.account_id"                                     \
+    " JOIN billing.price_books b ON b.currency = ac.currency AND b.id = $1::text"           \
+    " LEFT JOIN billing.price_versions v ON v.id = a.price_version_id"                      \
+    " WHERE ($2::text IS NULL OR a.account_id = $2::text) AND a.event_count > 0"            \
     " ORDER BY a.id"
 
 /*
@@ -80,23 +80,23 @@
  * index, not an = ANY() filter, which PostgreSQL may test against every
  * element for every row (a batch's 2 000 accounts: 4 M comparisons).
  */
-#define SQL_AGG_READ_EPOCHS                                                                    \
-    "SELECT a.account_id, extract(year FROM a.month)::integer,"                                \
-    " extract(month FROM a.month)::integer, a.meter, v.label, a.rate_model, a.rate_region,"    \
-    " a.subscription_id, a.epoch, a.quantity::text || '/' || a.quantity_den::text,"           \
-    " a.event_count FROM unnest($2::text[]) AS q (id)"                                         \
-    " JOIN billing.usage_aggregates a ON a.account_id = q.id"                                  \
-    " JOIN billing.accounts ac ON ac.id = a.account_id"                                        \
-    " JOIN billing.price_books b ON b.currency = ac.currency AND b.id = $1::text"              \
-    " LEFT JOIN billing.price_versions v ON v.id = a.price_version_id"                         \
-    " WHERE a.event_count > 0"                                                                 \
+#define SQL_AGG_READ_EPOCHS                                                                 \
+    "SELECT a.account_id, extract(year FROM a.month)::integer,"                             \
+    " extract(month FROM a.month)::integer, a.meter, v.label, a.rate_model, a.rate_region," \
+    " a.subscription_id, a.epoch, a.quantity::text || '/' || a.quantity_den::text,"         \
+    " a.event_count FROM unnest($2::text[]) AS q (id)"                                      \
+    " JOIN billing.usage_aggregates a ON a.account_id = q.id"                               \
+    " JOIN billing.accounts ac ON ac.id = a.account_id"                                     \
+    " JOIN billing.price_books b ON b.currency = ac.currency AND b.id = $1::text"           \
+    " LEFT JOIN billing.price_versions v ON v.id = a.price_version_id"                      \
+    " WHERE a.event_count > 0"                                                              \
     " ORDER BY a.account_id COLLATE \"C\", a.epoch, a.month, a.id"
 
 /* Per record of the batch. */
 typedef struct slot {
-    billing_event *ev;    /* decoded event; reused across batches */
-    int decoded;          /* 1 when ev holds a valid decoding */
-    int rated;            /* 1 when added to the transaction's rater */
+    billing_event *ev; /* decoded event; reused across batches */
+    int decoded;       /* 1 when ev holds a valid decoding */
+    int rated;         /* 1 when added to the transaction's rater */
     char qty[BILLING_QUANTITY_TEXT_MAX];
     char reason[REASON_MAX];
 } slot;
@@ -117,8 +117,8 @@ struct bs_ingest {
     int decoding;  /* the slices decode their records before rating them (not on a retry) */
     slot *slots;
     size_t cap;
-    bs_event *rows;           /* events offered to the store, in record order */
-    size_t *row_rec;          /* the record of each row */
+    bs_event *rows;  /* events offered to the store, in record order */
+    size_t *row_rec; /* the record of each row */
     bs_event_outcome *row_out;
     /* The batch being run, for the transaction function. */
     const bs_record *recs;
@@ -411,8 +411,8 @@ static int stage_aggregate(const bs_ingest *in, const billing_rater *rt, size_t 
     uint64_t pieces;
     int ym;
 
-    if (billing_rater_aggregate(rt, i, &account, &ym, &meter, &label, &model, &region, &sub,
-                                &epoch, &pieces, sum, sizeof(sum)) != BILLING_OK ||
+    if (billing_rater_aggregate(rt, i, &account, &ym, &meter, &label, &model, &region, &sub, &epoch,
+                                &pieces, sum, sizeof(sum)) != BILLING_OK ||
         pieces == 0)
         return -1;
     snprintf(month, sizeof(month), "%04d-%02d-01", ym / 100, ym % 100);
@@ -442,8 +442,8 @@ static int stage_aggregate(const bs_ingest *in, const billing_rater *rt, size_t 
  * Stage the batch's aggregates (COPY); *@merge is set when there are some,
  * for the upsert that store_tail sends.
  */
-static bs_status stage_aggregates(bs_ingest *in, bs_conn *c, const billing_rater *rt,
-                                  int *merge, bs_error *err)
+static bs_status stage_aggregates(bs_ingest *in, bs_conn *c, const billing_rater *rt, int *merge,
+                                  bs_error *err)
 {
     size_t n = billing_rater_aggregate_count(rt);
     bs_copy *cp;
@@ -513,11 +513,10 @@ static bs_status check_positions(const bs_ingest *in, bs_error *err)
         return bs_error_set(err, BS_ERR_INVALID, "positions given without a consumer group");
     for (i = 0; i < in->npos; i++) {
         if (in->pos[i].next <= in->pos[i].expected)
-            return bs_error_set(err, BS_ERR_INVALID,
-                                "position of %s/%" PRId32 " would move back from %" PRId64
-                                " to %" PRId64,
-                                in->pos[i].topic, in->pos[i].partition, in->pos[i].expected,
-                                in->pos[i].next);
+            return bs_error_set(
+                err, BS_ERR_INVALID,
+                "position of %s/%" PRId32 " would move back from %" PRId64 " to %" PRId64,
+                in->pos[i].topic, in->pos[i].partition, in->pos[i].expected, in->pos[i].next);
     }
     return BS_OK;
 }
@@ -774,8 +773,8 @@ bs_status bs_ingest_commit(bs_ingest *in, bs_conn *c, const bs_position *pos, si
 }
 
 bs_status bs_ingest_batch(bs_ingest *in, bs_conn *c, const bs_record *recs, size_t n,
-                          const bs_position *pos, size_t npos, int flags,
-                          bs_record_result *results, bs_ingest_counts *counts, bs_error *err)
+                          const bs_position *pos, size_t npos, int flags, bs_record_result *results,
+                          bs_ingest_counts *counts, bs_error *err)
 {
     bs_status st;
 

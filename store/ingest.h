@@ -69,10 +69,10 @@ typedef enum bs_record_outcome {
 
 typedef struct bs_record_result {
     bs_record_outcome outcome;
-    const char *event_id;    /* NULL if it could not be decoded; owned by the handle */
+    const char *event_id;       /* NULL if it could not be decoded; owned by the handle */
     const billing_event *event; /* the decoded event (NULL if not decoded); owned by the handle */
-    const char *reason_code; /* static string, NULL unless rejected */
-    const char *reason;      /* message naming event, field and cause; owned by the handle */
+    const char *reason_code;    /* static string, NULL unless rejected */
+    const char *reason;         /* message naming event, field and cause; owned by the handle */
 } bs_record_result;
 
 /* Totals of one batch. */
@@ -160,8 +160,8 @@ void bs_ingest_set_hook(bs_ingest *in, bs_ingest_hook fn, void *arg);
  * database error. Nothing is committed on error.
  */
 bs_status bs_ingest_batch(bs_ingest *in, bs_conn *c, const bs_record *recs, size_t n,
-                          const bs_position *pos, size_t npos, int flags,
-                          bs_record_result *results, bs_ingest_counts *counts, bs_error *err);
+                          const bs_position *pos, size_t npos, int flags, bs_record_result *results,
+                          bs_ingest_counts *counts, bs_error *err);
 
 /*
  * bs_ingest_prepare / bs_ingest_commit - bs_ingest_batch in two halves, so

@@ -25,12 +25,12 @@
 #define MSG_MAX 1024
 #define TIME_TEXT 48
 
-#define SQL_ACCOUNTS_ALL                                                                       \
-    "SELECT coalesce(json_agg(id ORDER BY id), '[]')::text FROM billing.accounts"              \
+#define SQL_ACCOUNTS_ALL                                                          \
+    "SELECT coalesce(json_agg(id ORDER BY id), '[]')::text FROM billing.accounts" \
     " WHERE currency = $1::char(3)"
-#define SQL_ACCOUNTS_DRAFTS                                                                    \
-    "SELECT coalesce(json_agg(DISTINCT account_id ORDER BY account_id), '[]')::text"           \
-    " FROM billing.invoices WHERE currency = $1::char(3) AND month = $2::date"                 \
+#define SQL_ACCOUNTS_DRAFTS                                                          \
+    "SELECT coalesce(json_agg(DISTINCT account_id ORDER BY account_id), '[]')::text" \
+    " FROM billing.invoices WHERE currency = $1::char(3) AND month = $2::date"       \
     " AND kind = 'invoice' AND status = 'draft'"
 
 bs_status bs_close_accounts(bs_conn *c, const char *currency, const char *month, int drafts_only,
@@ -51,7 +51,7 @@ bs_status bs_close_accounts(bs_conn *c, const char *currency, const char *month,
     return BS_OK;
 }
 
-#define SQL_REJECTED_SINCE                                                                     \
+#define SQL_REJECTED_SINCE \
     "SELECT count(*) FROM billing.rejected_events WHERE received_at >= $1::timestamptz"
 
 bs_status bs_rejected_since(bs_conn *c, billing_time_t since, int64_t *count, bs_error *err)
@@ -83,15 +83,15 @@ bs_status bs_rejected_since(bs_conn *c, billing_time_t since, int64_t *count, bs
  * 2026-12-06, the first close). COPY takes no parameters: they travel as
  * settings of the transaction, which the statement reads back.
  */
-#define SQL_EVENTS_PARAMS                                                                      \
-    "SELECT set_config('billing.close_accounts', $1::text, true),"                             \
+#define SQL_EVENTS_PARAMS                                          \
+    "SELECT set_config('billing.close_accounts', $1::text, true)," \
     " set_config('billing.close_before', $2::timestamptz::text, true)"
-#define SQL_EVENTS_COPY                                                                        \
-    "COPY (SELECT account_id, event_id, resource_id, meter, start_time, start_nanos,"          \
-    " end_time, end_nanos, quantity::text, model, region FROM billing.usage_events"            \
-    " WHERE account_id = ANY (ARRAY(SELECT json_array_elements_text("                          \
-    " current_setting('billing.close_accounts')::json)))"                                      \
-    " AND start_time < current_setting('billing.close_before')::timestamptz)"                  \
+#define SQL_EVENTS_COPY                                                               \
+    "COPY (SELECT account_id, event_id, resource_id, meter, start_time, start_nanos," \
+    " end_time, end_nanos, quantity::text, model, region FROM billing.usage_events"   \
+    " WHERE account_id = ANY (ARRAY(SELECT json_array_elements_text("                 \
+    " current_setting('billing.close_accounts')::json)))"                             \
+    " AND start_time < current_setting('billing.close_before')::timestamptz)"         \
     " TO STDOUT (FORMAT binary)"
 #define EVENT_FIELDS 11
 /* The PGCOPY binary header: signature, flags, header extension length. */
@@ -162,8 +162,8 @@ static int feed_copy_row(char *row, int len, bs_event_fn fn, void *arg, bs_error
         bs_error_set(err, BS_ERR_FATAL, "events: unexpected instant fields in the COPY");
         return -1;
     }
-    if (parse_instant((const unsigned char *)field[4], (const unsigned char *)field[5],
-                      &start) != 0 ||
+    if (parse_instant((const unsigned char *)field[4], (const unsigned char *)field[5], &start) !=
+            0 ||
         parse_instant((const unsigned char *)field[6], (const unsigned char *)field[7], &end) !=
             0) {
         field[1][flen[1]] = '\0';
@@ -258,10 +258,10 @@ bs_status bs_events_fetch(bs_conn *c, const char *accounts, billing_time_t befor
         if (PQresultStatus(res) == PGRES_COPY_OUT)
             st = feed_copy(c, fn, arg, err);
         else
-            st = bs_error_set(err,
-                              PQstatus(bs_pg(c)) == CONNECTION_OK ? BS_ERR_FATAL : BS_ERR_RETRY,
-                              "events: COPY: %s",
-                              res != NULL ? PQresultErrorMessage(res) : PQerrorMessage(bs_pg(c)));
+            st =
+                bs_error_set(err, PQstatus(bs_pg(c)) == CONNECTION_OK ? BS_ERR_FATAL : BS_ERR_RETRY,
+                             "events: COPY: %s",
+                             res != NULL ? PQresultErrorMessage(res) : PQerrorMessage(bs_pg(c)));
         PQclear(res);
     }
     if (st != BS_OK) {
@@ -324,20 +324,21 @@ static json_t *line_json(const billing_invoice *inv, size_t i, int line_no)
 
     if (o == NULL)
         return NULL;
-    failed = json_object_set_new(o, "n", json_integer(line_no)) |
-             json_object_set_new(o, "k",
-                                 json_string(billing_line_kind_name(billing_invoice_line_kind(inv, i)))) |
-             json_object_set_new(o, "m", str_or_null(billing_invoice_line_meter(inv, i))) |
-             json_object_set_new(o, "mo", json_string(billing_invoice_line_model(inv, i))) |
-             json_object_set_new(o, "r", json_string(billing_invoice_line_region(inv, i))) |
-             json_object_set_new(o, "p", str_or_null(billing_invoice_line_plan(inv, i))) |
-             json_object_set_new(o, "v", str_or_null(billing_invoice_line_price_version(inv, i))) |
-             json_object_set_new(o, "adj", json_null()) |
-             put_quantity(o, billing_invoice_line_quantity(inv, i)) |
-             json_object_set_new(o, "u", json_string(billing_invoice_line_unit(inv, i))) |
-             json_object_set_new(o, "up", str_or_null(billing_invoice_line_unit_price(inv, i))) |
-             json_object_set_new(o, "am", json_string(billing_invoice_line_amount_rounded(inv, i))) |
-             put_span(o, inv, i);
+    failed =
+        json_object_set_new(o, "n", json_integer(line_no)) |
+        json_object_set_new(
+            o, "k", json_string(billing_line_kind_name(billing_invoice_line_kind(inv, i)))) |
+        json_object_set_new(o, "m", str_or_null(billing_invoice_line_meter(inv, i))) |
+        json_object_set_new(o, "mo", json_string(billing_invoice_line_model(inv, i))) |
+        json_object_set_new(o, "r", json_string(billing_invoice_line_region(inv, i))) |
+        json_object_set_new(o, "p", str_or_null(billing_invoice_line_plan(inv, i))) |
+        json_object_set_new(o, "v", str_or_null(billing_invoice_line_price_version(inv, i))) |
+        json_object_set_new(o, "adj", json_null()) |
+        put_quantity(o, billing_invoice_line_quantity(inv, i)) |
+        json_object_set_new(o, "u", json_string(billing_invoice_line_unit(inv, i))) |
+        json_object_set_new(o, "up", str_or_null(billing_invoice_line_unit_price(inv, i))) |
+        json_object_set_new(o, "am", json_string(billing_invoice_line_amount_rounded(inv, i))) |
+        put_span(o, inv, i);
     if (failed) {
         json_decref(o);
         return NULL;
@@ -379,8 +380,8 @@ static json_t *lines_json(const bs_draft *d)
     size_t i;
 
     for (i = 0; arr != NULL && i < n + d->n_adj; i++) {
-        json_t *l = i < n ? line_json(d->inv, i, (int)i + 1)
-                          : adjustment_json(&d->adj[i - n], (int)i + 1);
+        json_t *l =
+            i < n ? line_json(d->inv, i, (int)i + 1) : adjustment_json(&d->adj[i - n], (int)i + 1);
         if (l == NULL || json_array_append_new(arr, l) != 0) {
             json_decref(arr);
             return NULL;
@@ -397,18 +398,17 @@ static json_t *credits_json(const billing_invoice *inv, int expired)
     size_t i;
 
     for (i = 0; arr != NULL && i < n; i++) {
-        const char *g = expired ? billing_invoice_expired_grant(inv, i)
-                                : billing_invoice_credit_grant(inv, i);
+        const char *g =
+            expired ? billing_invoice_expired_grant(inv, i) : billing_invoice_credit_grant(inv, i);
         const char *am = expired ? billing_invoice_expired_amount(inv, i)
                                  : billing_invoice_credit_amount(inv, i);
         if (strspn(am, "0.") == strlen(am))
             continue;
         /* What is left of an applied grant, as libbilling gives it (0011). */
-        if (json_array_append_new(arr, expired ? json_pack("{s:s, s:s}", "g", g, "am", am)
-                                               : json_pack("{s:s, s:s, s:s}", "g", g, "am", am,
-                                                           "rem",
-                                                           billing_invoice_credit_remaining(
-                                                               inv, i))) != 0) {
+        if (json_array_append_new(
+                arr, expired ? json_pack("{s:s, s:s}", "g", g, "am", am)
+                             : json_pack("{s:s, s:s, s:s}", "g", g, "am", am, "rem",
+                                         billing_invoice_credit_remaining(inv, i))) != 0) {
             json_decref(arr);
             return NULL;
         }
@@ -427,11 +427,9 @@ static json_t *returned_json(const billing_invoice *inv)
         const char *am = billing_invoice_returned_amount(inv, i);
         if (strspn(am, "0.") == strlen(am))
             continue;
-        if (json_array_append_new(arr, json_pack("{s:s, s:s, s:s}", "g",
-                                                 billing_invoice_returned_grant(inv, i), "am",
-                                                 am, "rem",
-                                                 billing_invoice_returned_remaining(inv, i))) !=
-            0) {
+        if (json_array_append_new(
+                arr, json_pack("{s:s, s:s, s:s}", "g", billing_invoice_returned_grant(inv, i), "am",
+                               am, "rem", billing_invoice_returned_remaining(inv, i))) != 0) {
             json_decref(arr);
             return NULL;
         }
@@ -542,17 +540,17 @@ static json_t *draft_json(const bs_draft *d)
  * its rows dead): creating and dropping it, with its two indexes, in
  * every batch's transaction was about 5 % of the server's time of a close.
  */
-#define SQL_BATCH_TABLE                                                                        \
-    "CREATE TEMPORARY TABLE IF NOT EXISTS bs_batch (n integer PRIMARY KEY,"                    \
+#define SQL_BATCH_TABLE                                                     \
+    "CREATE TEMPORARY TABLE IF NOT EXISTS bs_batch (n integer PRIMARY KEY," \
     " a text NOT NULL UNIQUE, id bigint, d jsonb NOT NULL) ON COMMIT DELETE ROWS"
-#define SQL_BATCH_FILL                                                                         \
-    "INSERT INTO bs_batch (n, a, d) SELECT x.n - 1, x.v->>'a', x.v"                            \
+#define SQL_BATCH_FILL                                              \
+    "INSERT INTO bs_batch (n, a, d) SELECT x.n - 1, x.v->>'a', x.v" \
     " FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY x(v, n)"
-#define SQL_BATCH_PLANNER                                                                      \
-    "SELECT set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin',"        \
-    " 'off', true), set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true),"\
-    " set_config('default_toast_compression', CASE WHEN 'lz4' = ANY (enumvals) THEN 'lz4'"    \
-    " ELSE 'pglz' END, true) FROM pg_catalog.pg_settings"                                      \
+#define SQL_BATCH_PLANNER                                                                       \
+    "SELECT set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin',"         \
+    " 'off', true), set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true)," \
+    " set_config('default_toast_compression', CASE WHEN 'lz4' = ANY (enumvals) THEN 'lz4'"      \
+    " ELSE 'pglz' END, true) FROM pg_catalog.pg_settings"                                       \
     " WHERE name = 'default_toast_compression'"
 /* Accounts (a JSON array of ids) locked in hash order, so that concurrent closes cannot deadlock. */
 #define SQL_DRAFT_LOCK_IDS                                                                     \
@@ -560,14 +558,14 @@ static json_t *draft_json(const bs_draft *d)
     " hashtextextended(a, 7091318301203063141) AS k FROM json_array_elements_text($1::json) a" \
     " ORDER BY k OFFSET 0) s) t"
 #define SQL_SERIES "SELECT billing.ensure_invoice_series($1::text, $1::text || '-')"
-#define SQL_DRAFT_EXISTING                                                                     \
-    "SELECT b.n, i.id, i.status, i.content_hash IS NOT DISTINCT FROM b.d->>'h'"           \
-    " FROM bs_batch b JOIN billing.invoices i ON i.account_id = b.a AND i.month = $1::date"    \
+#define SQL_DRAFT_EXISTING                                                                  \
+    "SELECT b.n, i.id, i.status, i.content_hash IS NOT DISTINCT FROM b.d->>'h'"             \
+    " FROM bs_batch b JOIN billing.invoices i ON i.account_id = b.a AND i.month = $1::date" \
     " AND i.kind = 'invoice' AND i.status IN ('draft', 'finalized')"
 /* Drafts not to write (unchanged, or their month finalized) leave the batch. */
 #define SQL_BATCH_DROP "DELETE FROM bs_batch WHERE n = ANY ($1::integer[])"
-#define SQL_BATCH_OPEN                                                                         \
-    "UPDATE bs_batch b SET id = i.id FROM billing.invoices i WHERE i.account_id = b.a"         \
+#define SQL_BATCH_OPEN                                                                 \
+    "UPDATE bs_batch b SET id = i.id FROM billing.invoices i WHERE i.account_id = b.a" \
     " AND i.month = $1::date AND i.kind = 'invoice' AND i.status = 'draft'"
 #define SQL_IDS "SELECT x::bigint FROM json_array_elements_text($1::json) x"
 /*
@@ -579,33 +577,34 @@ static json_t *draft_json(const bs_draft *d)
     "INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor, invoice_id,"            \
     " effective_at, note) SELECT l.grant_id, CASE WHEN sum(l.amount_minor) < 0 THEN 'reverse'" \
     " ELSE 'apply' END, -sum(l.amount_minor), l.invoice_id,"                                   \
-    " now(), 'draft recomputed' FROM billing.credit_ledger l WHERE l.invoice_id = ANY (ARRAY(" SQL_IDS \
-    ")) GROUP BY l.grant_id, l.invoice_id HAVING sum(l.amount_minor) <> 0"
-#define SQL_DRAFT_DELETE_LINES "DELETE FROM billing.invoice_lines WHERE invoice_id = ANY (ARRAY(" SQL_IDS "))"
-#define SQL_DRAFT_DELETE_CREDITS                                                               \
+    " now(), 'draft recomputed' FROM billing.credit_ledger l WHERE l.invoice_id = ANY "        \
+    "(ARRAY(" SQL_IDS ")) GROUP BY l.grant_id, l.invoice_id HAVING sum(l.amount_minor) <> 0"
+#define SQL_DRAFT_DELETE_LINES \
+    "DELETE FROM billing.invoice_lines WHERE invoice_id = ANY (ARRAY(" SQL_IDS "))"
+#define SQL_DRAFT_DELETE_CREDITS \
     "DELETE FROM billing.invoice_credits WHERE invoice_id = ANY (ARRAY(" SQL_IDS "))"
-#define SQL_DRAFT_DELETE_RETURNED                                                              \
+#define SQL_DRAFT_DELETE_RETURNED \
     "DELETE FROM billing.invoice_returned_credits WHERE invoice_id = ANY (ARRAY(" SQL_IDS "))"
-#define SQL_DRAFT_FIGURES                                                                      \
-    "period_start = (d->>'ps')::timestamptz, period_end = (d->>'pe')::timestamptz,"            \
-    " tax_rate = (d->>'tr')::numeric, subtotal = (d->>'sub')::numeric,"                        \
-    " credits = (d->>'cr')::numeric, returned = (d->>'ret')::numeric,"                         \
-    " account_credit = (d->>'ac')::numeric, carried = (d->>'car')::numeric,"                   \
-    " account_credit_left = (d->>'acl')::numeric, tax = (d->>'tax')::numeric,"                 \
+#define SQL_DRAFT_FIGURES                                                           \
+    "period_start = (d->>'ps')::timestamptz, period_end = (d->>'pe')::timestamptz," \
+    " tax_rate = (d->>'tr')::numeric, subtotal = (d->>'sub')::numeric,"             \
+    " credits = (d->>'cr')::numeric, returned = (d->>'ret')::numeric,"              \
+    " account_credit = (d->>'ac')::numeric, carried = (d->>'car')::numeric,"        \
+    " account_credit_left = (d->>'acl')::numeric, tax = (d->>'tax')::numeric,"      \
     " total = (d->>'tot')::numeric, content_hash = d->>'h'"
-#define SQL_DRAFT_UPDATE                                                                       \
-    "UPDATE billing.invoices i SET " SQL_DRAFT_FIGURES ", updated_at = now()"                  \
+#define SQL_DRAFT_UPDATE                                                      \
+    "UPDATE billing.invoices i SET " SQL_DRAFT_FIGURES ", updated_at = now()" \
     " FROM bs_batch b WHERE i.id = b.id"
 /* New drafts: inserted, and their ids noted in the batch. */
-#define SQL_DRAFT_INSERT                                                                       \
-    "WITH ins AS (INSERT INTO billing.invoices (account_id, currency, month, series,"          \
-    " period_start, period_end, tax_rate, subtotal, credits, returned, account_credit,"        \
-    " carried, account_credit_left, tax, total, content_hash)"                                 \
-    " SELECT b.a, d->>'cur', $1::date, $2::text, (d->>'ps')::timestamptz,"                     \
-    " (d->>'pe')::timestamptz, (d->>'tr')::numeric, (d->>'sub')::numeric,"                     \
-    " (d->>'cr')::numeric, (d->>'ret')::numeric, (d->>'ac')::numeric, (d->>'car')::numeric,"   \
-    " (d->>'acl')::numeric, (d->>'tax')::numeric, (d->>'tot')::numeric, d->>'h'"          \
-    " FROM bs_batch b WHERE b.id IS NULL RETURNING id, account_id)"                            \
+#define SQL_DRAFT_INSERT                                                                     \
+    "WITH ins AS (INSERT INTO billing.invoices (account_id, currency, month, series,"        \
+    " period_start, period_end, tax_rate, subtotal, credits, returned, account_credit,"      \
+    " carried, account_credit_left, tax, total, content_hash)"                               \
+    " SELECT b.a, d->>'cur', $1::date, $2::text, (d->>'ps')::timestamptz,"                   \
+    " (d->>'pe')::timestamptz, (d->>'tr')::numeric, (d->>'sub')::numeric,"                   \
+    " (d->>'cr')::numeric, (d->>'ret')::numeric, (d->>'ac')::numeric, (d->>'car')::numeric," \
+    " (d->>'acl')::numeric, (d->>'tax')::numeric, (d->>'tot')::numeric, d->>'h'"             \
+    " FROM bs_batch b WHERE b.id IS NULL RETURNING id, account_id)"                          \
     " UPDATE bs_batch b SET id = ins.id FROM ins WHERE b.a = ins.account_id"
 /* The drafts of the batch, each joined to its invoice. */
 #define SQL_DRAFT_JOIN " FROM bs_batch b JOIN billing.invoices i ON i.id = b.id"
@@ -614,41 +613,41 @@ static json_t *draft_json(const bs_draft *d)
  * looked up once per statement (a subquery per line over the view cost
  * most of the statement).
  */
-#define SQL_DRAFT_LINES                                                                        \
-    "WITH v AS (SELECT DISTINCT ON (label) label, id FROM billing.current_price_versions"       \
-    " WHERE book_id = $1::text ORDER BY label, effective_from DESC)"                           \
-    " INSERT INTO billing.invoice_lines (invoice_id, line_no, kind, meter, model, region,"     \
-    " plan_id, price_version_id, adjusts_month, quantity, quantity_den, unit, unit_price,"     \
-    " amount, unused_from, unused_to) SELECT b.id, (l->>'n')::integer, l->>'k', l->>'m',"      \
-    " l->>'mo', l->>'r', l->>'p', v.id, (l->>'adj')::date, (l->>'q')::numeric,"               \
-    " (l->>'d')::numeric, l->>'u', (l->>'up')::numeric, (l->>'am')::numeric,"                 \
-    " (l->>'uf')::timestamptz, (l->>'ut')::timestamptz FROM bs_batch b"                       \
+#define SQL_DRAFT_LINES                                                                    \
+    "WITH v AS (SELECT DISTINCT ON (label) label, id FROM billing.current_price_versions"  \
+    " WHERE book_id = $1::text ORDER BY label, effective_from DESC)"                       \
+    " INSERT INTO billing.invoice_lines (invoice_id, line_no, kind, meter, model, region," \
+    " plan_id, price_version_id, adjusts_month, quantity, quantity_den, unit, unit_price," \
+    " amount, unused_from, unused_to) SELECT b.id, (l->>'n')::integer, l->>'k', l->>'m',"  \
+    " l->>'mo', l->>'r', l->>'p', v.id, (l->>'adj')::date, (l->>'q')::numeric,"            \
+    " (l->>'d')::numeric, l->>'u', (l->>'up')::numeric, (l->>'am')::numeric,"              \
+    " (l->>'uf')::timestamptz, (l->>'ut')::timestamptz FROM bs_batch b"                    \
     " CROSS JOIN LATERAL jsonb_array_elements(b.d->'lines') l LEFT JOIN v ON v.label = l->>'v'"
-#define SQL_DRAFT_CREDITS                                                                      \
-    "INSERT INTO billing.invoice_credits (invoice_id, grant_id, amount, remaining)"            \
-    " SELECT b.id, c->>'g', (c->>'am')::numeric, (c->>'rem')::numeric FROM bs_batch b"         \
+#define SQL_DRAFT_CREDITS                                                              \
+    "INSERT INTO billing.invoice_credits (invoice_id, grant_id, amount, remaining)"    \
+    " SELECT b.id, c->>'g', (c->>'am')::numeric, (c->>'rem')::numeric FROM bs_batch b" \
     " CROSS JOIN LATERAL jsonb_array_elements(b.d->'credits') c"
 /* Minor units: the amounts have exactly the currency's digits. */
-#define SQL_DRAFT_RETURNED_ROWS                                                                \
-    "INSERT INTO billing.invoice_returned_credits (invoice_id, grant_id, amount, remaining)"   \
-    " SELECT b.id, r->>'g', (r->>'am')::numeric, (r->>'rem')::numeric FROM bs_batch b"         \
+#define SQL_DRAFT_RETURNED_ROWS                                                              \
+    "INSERT INTO billing.invoice_returned_credits (invoice_id, grant_id, amount, remaining)" \
+    " SELECT b.id, r->>'g', (r->>'am')::numeric, (r->>'rem')::numeric FROM bs_batch b"       \
     " CROSS JOIN LATERAL jsonb_array_elements(b.d->'returned') r"
 /* Credit that refunds gave back to the grants that paid: 'reverse' entries, before the others. */
-#define SQL_DRAFT_RETURNED                                                                     \
-    "INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor, invoice_id,"            \
-    " effective_at, note) SELECT r->>'g', 'reverse',"                                          \
-    " trunc((r->>'am')::numeric * 10::numeric ^ cu.digits), i.id, i.period_end,"               \
-    " 'billing close: refund'" SQL_DRAFT_JOIN                                                  \
-    " JOIN billing.currencies cu ON cu.code = i.currency"                                      \
+#define SQL_DRAFT_RETURNED                                                          \
+    "INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor, invoice_id," \
+    " effective_at, note) SELECT r->>'g', 'reverse',"                               \
+    " trunc((r->>'am')::numeric * 10::numeric ^ cu.digits), i.id, i.period_end,"    \
+    " 'billing close: refund'" SQL_DRAFT_JOIN                                       \
+    " JOIN billing.currencies cu ON cu.code = i.currency"                           \
     " CROSS JOIN LATERAL jsonb_array_elements(b.d->'returned') r"
-#define SQL_DRAFT_LEDGER                                                                       \
-    "INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor, invoice_id,"            \
-    " effective_at, note) SELECT e.c->>'g', e.entry,"                                          \
-    " -trunc((e.c->>'am')::numeric * 10::numeric ^ cu.digits), i.id,"                          \
-    " CASE e.entry WHEN 'apply' THEN i.period_end ELSE g.expires_at END, 'billing close'"      \
-    SQL_DRAFT_JOIN " JOIN billing.currencies cu ON cu.code = i.currency"                       \
-    " CROSS JOIN LATERAL (SELECT 'apply', x FROM jsonb_array_elements(b.d->'credits') x"       \
-    " UNION ALL SELECT 'expire', x FROM jsonb_array_elements(b.d->'expired') x) e(entry, c)"   \
+#define SQL_DRAFT_LEDGER                                                                     \
+    "INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor, invoice_id,"          \
+    " effective_at, note) SELECT e.c->>'g', e.entry,"                                        \
+    " -trunc((e.c->>'am')::numeric * 10::numeric ^ cu.digits), i.id,"                        \
+    " CASE e.entry WHEN 'apply' THEN i.period_end ELSE g.expires_at END, 'billing "          \
+    "close'" SQL_DRAFT_JOIN " JOIN billing.currencies cu ON cu.code = i.currency"            \
+    " CROSS JOIN LATERAL (SELECT 'apply', x FROM jsonb_array_elements(b.d->'credits') x"     \
+    " UNION ALL SELECT 'expire', x FROM jsonb_array_elements(b.d->'expired') x) e(entry, c)" \
     " JOIN billing.credit_grants g ON g.id = e.c->>'g'"
 
 /*
@@ -664,15 +663,16 @@ static json_t *draft_json(const bs_draft *d)
  * accounts, quadratic in the accounts (doc/performance.md, "Month-end
  * close", 2026-12-06, the first close).
  */
-#define SQL_DRAFT_STALE                                                                        \
+#define SQL_DRAFT_STALE                                                                         \
     "SELECT coalesce(json_agg(i.id), '[]')::text FROM json_array_elements_text($1::json) a(id)" \
-    " JOIN billing.invoices i ON i.account_id = a.id AND i.month = $2::date"                   \
-    " AND i.kind = 'invoice' AND i.status = 'draft'"                                           \
+    " JOIN billing.invoices i ON i.account_id = a.id AND i.month = $2::date"                    \
+    " AND i.kind = 'invoice' AND i.status = 'draft'"                                            \
     " WHERE NOT EXISTS (SELECT 1 FROM bs_batch b WHERE b.a = a.id)"
-#define SQL_DRAFT_VOID_STALE                                                                   \
-    "UPDATE billing.invoices SET status = 'void', void_reason = 'recomputed: no charges',"     \
-    " voided_at = now(), subtotal = 0, credits = 0, returned = 0, account_credit = 0, carried = 0,"\
-    " account_credit_left = 0, tax = 0, total = 0, content_hash = NULL,"   \
+#define SQL_DRAFT_VOID_STALE                                                                      \
+    "UPDATE billing.invoices SET status = 'void', void_reason = 'recomputed: no charges',"        \
+    " voided_at = now(), subtotal = 0, credits = 0, returned = 0, account_credit = 0, carried = " \
+    "0,"                                                                                          \
+    " account_credit_left = 0, tax = 0, total = 0, content_hash = NULL,"                          \
     " updated_at = now() WHERE id = ANY (ARRAY(" SQL_IDS "))"
 
 /* The parameters a statement of the write may take, by position in write_ctx.params. */
@@ -686,8 +686,8 @@ typedef struct write_step {
 
 typedef struct write_ctx {
     const char *params[P_COUNT]; /* accounts (JSON), month, series, book, ids (JSON) */
-    json_t *all;       /* every draft of the batch */
-    const char *marks; /* close marks to record (closemarks.h), or NULL */
+    json_t *all;                 /* every draft of the batch */
+    const char *marks;           /* close marks to record (closemarks.h), or NULL */
     size_t n;
     bs_draft_outcome *out;
 } write_ctx;
@@ -782,10 +782,11 @@ static bs_status classify(bs_conn *c, write_ctx *x, json_t *ids, size_t *writes,
 /* Void the batch's drafts that have no charges any more. */
 static bs_status void_stale(bs_conn *c, write_ctx *x, bs_error *err)
 {
-    static const write_step replace[] = {
-        {SQL_DRAFT_REVERSE, {P_IDS, -1}},        {SQL_DRAFT_DELETE_LINES, {P_IDS, -1}},
-        {SQL_DRAFT_DELETE_CREDITS, {P_IDS, -1}}, {SQL_DRAFT_DELETE_RETURNED, {P_IDS, -1}},
-        {SQL_DRAFT_VOID_STALE, {P_IDS, -1}}};
+    static const write_step replace[] = {{SQL_DRAFT_REVERSE, {P_IDS, -1}},
+                                         {SQL_DRAFT_DELETE_LINES, {P_IDS, -1}},
+                                         {SQL_DRAFT_DELETE_CREDITS, {P_IDS, -1}},
+                                         {SQL_DRAFT_DELETE_RETURNED, {P_IDS, -1}},
+                                         {SQL_DRAFT_VOID_STALE, {P_IDS, -1}}};
     const char *params[2] = {x->params[P_ACCOUNTS], x->params[P_MONTH]};
     PGresult *res = bs_query(c, SQL_DRAFT_STALE, 2, params, err);
     char *ids;
@@ -798,8 +799,9 @@ static bs_status void_stale(bs_conn *c, write_ctx *x, bs_error *err)
     if (ids == NULL)
         return bs_error_set(err, BS_ERR_NOMEM, "drafts: out of memory");
     x->params[P_IDS] = ids;
-    st = strcmp(ids, "[]") == 0 ? BS_OK
-                                : run_steps(c, replace, sizeof(replace) / sizeof(replace[0]), x, err);
+    st = strcmp(ids, "[]") == 0
+             ? BS_OK
+             : run_steps(c, replace, sizeof(replace) / sizeof(replace[0]), x, err);
     x->params[P_IDS] = NULL;
     free(ids);
     return st;
@@ -835,9 +837,8 @@ static bs_status write_tx(bs_conn *c, void *arg, bs_error *err)
     };
     /* Returned credit goes back to the grants before the draft's own entries take from them. */
     static const write_step children[] = {
-        {SQL_DRAFT_LINES, {P_BOOK, -1}},   {SQL_DRAFT_CREDITS, {-1}},
-        {SQL_DRAFT_RETURNED_ROWS, {-1}},   {SQL_DRAFT_RETURNED, {-1}},
-        {SQL_DRAFT_LEDGER, {-1}},
+        {SQL_DRAFT_LINES, {P_BOOK, -1}}, {SQL_DRAFT_CREDITS, {-1}}, {SQL_DRAFT_RETURNED_ROWS, {-1}},
+        {SQL_DRAFT_RETURNED, {-1}},      {SQL_DRAFT_LEDGER, {-1}},
     };
     write_ctx *x = arg;
     json_t *ids = json_array();
@@ -935,8 +936,8 @@ bs_status bs_drafts_write(bs_conn *c, const char *accounts, const char *book, co
     " AND i.kind = 'invoice' AND i.status IN ('draft', 'finalized')) ORDER BY m LIMIT 1), '')" \
     " FROM bad"
 
-bs_status bs_returned_unclosed(bs_conn *c, const char *returned, const char *month,
-                               char **account, char **grant, char **open, bs_error *err)
+bs_status bs_returned_unclosed(bs_conn *c, const char *returned, const char *month, char **account,
+                               char **grant, char **open, bs_error *err)
 {
     const char *params[2] = {returned, month};
     PGresult *res = bs_query(c, SQL_RETURNED_UNCLOSED, 2, params, err);
@@ -972,39 +973,40 @@ bs_status bs_returned_unclosed(bs_conn *c, const char *returned, const char *mon
 #define STR_(x) #x
 #define STR(x) STR_(x)
 #define BS_LATE_MONTHS_TEXT STR(BS_LATE_MONTHS)
-#define SQL_BILLED                                                                             \
-    "SELECT b.* FROM (SELECT i.account_id AS account, to_char(coalesce(l.adjusts_month,"       \
-    " i.month), 'YYYY-MM-DD') AS month, l.meter AS meter, l.model AS model, l.region AS region," \
-    " coalesce(v.label, '') AS version, l.unit_price::text AS unit_price,"                     \
-    " l.quantity::text AS quantity, l.quantity_den::text AS quantity_den"                      \
-    " FROM billing.invoices i"                                                                 \
-    " JOIN billing.invoice_lines l ON l.invoice_id = i.id"                                     \
-    " LEFT JOIN billing.price_versions v ON v.id = l.price_version_id"                         \
-    " WHERE i.account_id = ANY (ARRAY(SELECT json_array_elements_text($1::json))) AND i.kind = 'invoice'" \
-    " AND ((i.status = 'finalized' AND i.month < $2::date AND l.kind IN ('usage', 'included'))" \
-    " OR (l.kind = 'adjustment' AND (i.status = 'finalized' OR (i.status = 'draft'"            \
-    " AND i.month <> $2::date))))"                                                             \
-    " AND coalesce(l.adjusts_month, i.month) IN (SELECT f.month FROM billing.invoices f"       \
-    " WHERE f.account_id = i.account_id AND f.kind = 'invoice' AND f.status = 'finalized'"     \
+#define SQL_BILLED                                                                                 \
+    "SELECT b.* FROM (SELECT i.account_id AS account, to_char(coalesce(l.adjusts_month,"           \
+    " i.month), 'YYYY-MM-DD') AS month, l.meter AS meter, l.model AS model, l.region AS region,"   \
+    " coalesce(v.label, '') AS version, l.unit_price::text AS unit_price,"                         \
+    " l.quantity::text AS quantity, l.quantity_den::text AS quantity_den"                          \
+    " FROM billing.invoices i"                                                                     \
+    " JOIN billing.invoice_lines l ON l.invoice_id = i.id"                                         \
+    " LEFT JOIN billing.price_versions v ON v.id = l.price_version_id"                             \
+    " WHERE i.account_id = ANY (ARRAY(SELECT json_array_elements_text($1::json))) AND i.kind = "   \
+    "'invoice'"                                                                                    \
+    " AND ((i.status = 'finalized' AND i.month < $2::date AND l.kind IN ('usage', 'included'))"    \
+    " OR (l.kind = 'adjustment' AND (i.status = 'finalized' OR (i.status = 'draft'"                \
+    " AND i.month <> $2::date))))"                                                                 \
+    " AND coalesce(l.adjusts_month, i.month) IN (SELECT f.month FROM billing.invoices f"           \
+    " WHERE f.account_id = i.account_id AND f.kind = 'invoice' AND f.status = 'finalized'"         \
     " AND f.month < $2::date AND f.month >= $2::date - interval '" BS_LATE_MONTHS_TEXT " months')" \
-    " UNION ALL SELECT f.account_id, to_char(f.month, 'YYYY-MM-DD'), '', '', '', '', '0', '0'," \
-    " '1' FROM billing.invoices f WHERE f.account_id = ANY"                                     \
-    " (ARRAY(SELECT json_array_elements_text($1::json))) AND f.kind = 'invoice'"                      \
-    " AND f.status = 'finalized' AND f.month < $2::date"                                       \
-    " AND f.month >= $2::date - interval '" BS_LATE_MONTHS_TEXT " months') b"                  \
-    " JOIN json_array_elements_text($1::json) WITH ORDINALITY a(id, n) ON a.id = b.account" \
+    " UNION ALL SELECT f.account_id, to_char(f.month, 'YYYY-MM-DD'), '', '', '', '', '0', '0',"    \
+    " '1' FROM billing.invoices f WHERE f.account_id = ANY"                                        \
+    " (ARRAY(SELECT json_array_elements_text($1::json))) AND f.kind = 'invoice'"                   \
+    " AND f.status = 'finalized' AND f.month < $2::date"                                           \
+    " AND f.month >= $2::date - interval '" BS_LATE_MONTHS_TEXT " months') b"                      \
+    " JOIN json_array_elements_text($1::json) WITH ORDINALITY a(id, n) ON a.id = b.account"        \
     " ORDER BY a.n"
 
 static const bs_rowtext_field billed_fields[] = {
-    BS_ROWTEXT(bs_billed_line, account),    BS_ROWTEXT(bs_billed_line, month),
-    BS_ROWTEXT(bs_billed_line, meter),      BS_ROWTEXT(bs_billed_line, model),
-    BS_ROWTEXT(bs_billed_line, region),     BS_ROWTEXT(bs_billed_line, version),
-    BS_ROWTEXT(bs_billed_line, unit_price), BS_ROWTEXT(bs_billed_line, quantity),
+    BS_ROWTEXT(bs_billed_line, account),      BS_ROWTEXT(bs_billed_line, month),
+    BS_ROWTEXT(bs_billed_line, meter),        BS_ROWTEXT(bs_billed_line, model),
+    BS_ROWTEXT(bs_billed_line, region),       BS_ROWTEXT(bs_billed_line, version),
+    BS_ROWTEXT(bs_billed_line, unit_price),   BS_ROWTEXT(bs_billed_line, quantity),
     BS_ROWTEXT(bs_billed_line, quantity_den),
 };
 
-bs_status bs_billed_lines(bs_conn *c, const char *accounts, const char *month,
-                          bs_billed_line **out, size_t *n, bs_error *err)
+bs_status bs_billed_lines(bs_conn *c, const char *accounts, const char *month, bs_billed_line **out,
+                          size_t *n, bs_error *err)
 {
     const char *params[2] = {accounts, month};
     void *rows;
@@ -1065,10 +1067,10 @@ PGresult *bs_credit_history(bs_conn *c, const char *accounts, const char *month,
  * account order. The batch (500 drafts) is bounded by the shared lock
  * table, which holds the advisory locks until commit.
  */
-#define SQL_FINALIZE_BATCH                                                                     \
+#define SQL_FINALIZE_BATCH \
     "SELECT picked, numbered FROM billing.finalize_invoices($1::date, $2::bigint, 500)"
-#define SQL_FINALIZE_WAITING                                                                   \
-    "SELECT count(*) FROM billing.invoices WHERE month = $1::date AND kind = 'invoice'"        \
+#define SQL_FINALIZE_WAITING                                                            \
+    "SELECT count(*) FROM billing.invoices WHERE month = $1::date AND kind = 'invoice'" \
     " AND status = 'draft' AND period_end + make_interval(secs => $2::bigint) > now()"
 
 typedef struct finalize_ctx {
@@ -1139,8 +1141,9 @@ bs_status bs_invoice_find(bs_conn *c, const char *ref, int64_t *id, bs_error *er
     if (res == NULL)
         return err != NULL ? err->status : BS_ERR_FATAL;
     if (PQntuples(res) != 1)
-        st = bs_error_set(err, BS_ERR_INVALID, "no invoice '%.128s' (give a number such as "
-                                               "INV-2026-000123, or an id)",
+        st = bs_error_set(err, BS_ERR_INVALID,
+                          "no invoice '%.128s' (give a number such as "
+                          "INV-2026-000123, or an id)",
                           ref);
     else
         *id = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
@@ -1148,12 +1151,11 @@ bs_status bs_invoice_find(bs_conn *c, const char *ref, int64_t *id, bs_error *er
     return st;
 }
 
-#define SQL_CN_SERIES                                                                          \
-    "SELECT 'CN-' || to_char(now() AT TIME ZONE 'UTC', 'YYYY')"
+#define SQL_CN_SERIES "SELECT 'CN-' || to_char(now() AT TIME ZONE 'UTC', 'YYYY')"
 /* Called once, on its own: in a WHERE clause it would run for every row scanned. */
 #define SQL_VOID "SELECT billing.void_invoice($1::bigint, $2::text, $3::text)"
-#define SQL_NUMBER_OF                                                                          \
-    "SELECT " SQL_NUMBER_TEXT " FROM billing.invoices i JOIN billing.invoice_series s"         \
+#define SQL_NUMBER_OF                                                                  \
+    "SELECT " SQL_NUMBER_TEXT " FROM billing.invoices i JOIN billing.invoice_series s" \
     " ON s.series = i.series WHERE i.id = $1::bigint"
 
 /*
@@ -1202,7 +1204,8 @@ static bs_status void_tx(bs_conn *c, void *arg, bs_error *err)
     res = bs_query(c, SQL_NUMBER_OF, 1, params, err);
     if (res == NULL)
         return err != NULL ? err->status : BS_ERR_FATAL;
-    snprintf(x->cn_number, BS_NUMBER_TEXT_MAX, "%s", PQntuples(res) == 1 ? PQgetvalue(res, 0, 0) : "");
+    snprintf(x->cn_number, BS_NUMBER_TEXT_MAX, "%s",
+             PQntuples(res) == 1 ? PQgetvalue(res, 0, 0) : "");
     PQclear(res);
     return BS_OK;
 }
@@ -1222,25 +1225,25 @@ bs_status bs_invoice_void(bs_conn *c, int64_t id, const char *reason, char *cn_n
     return bs_transaction(c, void_tx, &x, err);
 }
 
-#define SQL_REFUND                                                                             \
+#define SQL_REFUND \
     "SELECT billing.refund_invoice($1::bigint, $2::numeric, $3::text, $4::text, $5::text)"
 /*
  * The credit note $1's number, and whether its refund was recorded by an
  * earlier transaction (a retry: rows of this one have created_at = now()).
  */
-#define SQL_REFUND_NOTE                                                                        \
-    "SELECT " SQL_NUMBER_TEXT ", (r.created_at <> now())::text FROM billing.invoices i JOIN"   \
-    " billing.invoice_series s ON s.series = i.series JOIN billing.invoice_refunds r"          \
+#define SQL_REFUND_NOTE                                                                      \
+    "SELECT " SQL_NUMBER_TEXT ", (r.created_at <> now())::text FROM billing.invoices i JOIN" \
+    " billing.invoice_series s ON s.series = i.series JOIN billing.invoice_refunds r"        \
     " ON r.credit_note_id = i.id WHERE i.id = $1::bigint"
 
 /*
  * Later months of invoice $1's account with a draft: written before the
  * refund, they spend the account credit as it was until closed again.
  */
-#define SQL_REFUND_STALE                                                                       \
-    "SELECT coalesce(string_agg(to_char(d.month, 'YYYY-MM'), ' ' ORDER BY d.month), '')"       \
-    " FROM billing.invoices i JOIN billing.invoices d ON d.account_id = i.account_id"          \
-    " AND d.kind = 'invoice' AND d.status = 'draft' AND d.month > i.month"                     \
+#define SQL_REFUND_STALE                                                                 \
+    "SELECT coalesce(string_agg(to_char(d.month, 'YYYY-MM'), ' ' ORDER BY d.month), '')" \
+    " FROM billing.invoices i JOIN billing.invoices d ON d.account_id = i.account_id"    \
+    " AND d.kind = 'invoice' AND d.status = 'draft' AND d.month > i.month"               \
     " WHERE i.id = $1::bigint"
 
 typedef struct refund_ctx {
@@ -1307,8 +1310,10 @@ bs_status bs_invoice_refund(bs_conn *c, int64_t id, const char *amount, const ch
     if (amount == NULL || amount[0] == '\0' || strlen(amount) > 40 ||
         strspn(amount, "0123456789.") != strlen(amount) ||
         strchr(amount, '.') != strrchr(amount, '.'))
-        return bs_error_set(err, BS_ERR_INVALID, "--amount '%.64s': expected a decimal such as "
-                                                 "1251.50", amount != NULL ? amount : "");
+        return bs_error_set(err, BS_ERR_INVALID,
+                            "--amount '%.64s': expected a decimal such as "
+                            "1251.50",
+                            amount != NULL ? amount : "");
     snprintf(id_text, sizeof(id_text), "%lld", (long long)id);
     x.id = id_text;
     x.amount = amount;
@@ -1325,21 +1330,22 @@ bs_status bs_invoice_refund(bs_conn *c, int64_t id, const char *amount, const ch
     return bs_transaction(c, refund_tx, &x, err);
 }
 
-#define SQL_INVOICE_COLUMNS                                                                    \
-    "SELECT i.id, CASE WHEN i.number IS NULL THEN '' ELSE " SQL_NUMBER_TEXT " END AS number,"  \
-    " i.account_id AS account, i.kind, to_char(i.month, 'YYYY-MM') AS period, i.status,"       \
-    " i.currency, i.subtotal::text AS subtotal, i.credits::text AS credits, i.tax::text AS tax,"\
-    " i.total::text AS total, i.series,"                                                       \
+#define SQL_INVOICE_COLUMNS                                                                      \
+    "SELECT i.id, CASE WHEN i.number IS NULL THEN '' ELSE " SQL_NUMBER_TEXT " END AS number,"    \
+    " i.account_id AS account, i.kind, to_char(i.month, 'YYYY-MM') AS period, i.status,"         \
+    " i.currency, i.subtotal::text AS subtotal, i.credits::text AS credits, i.tax::text AS tax," \
+    " i.total::text AS total, i.series,"                                                         \
     " coalesce(billing.invoice_number_text(os.prefix, o.number), '') AS corrects"
-#define SQL_INVOICE_FROM                                                                       \
-    " FROM billing.invoices i JOIN billing.invoice_series s ON s.series = i.series"            \
-    " LEFT JOIN billing.invoices o ON o.id = i.corrects_invoice_id"                            \
+#define SQL_INVOICE_FROM                                                            \
+    " FROM billing.invoices i JOIN billing.invoice_series s ON s.series = i.series" \
+    " LEFT JOIN billing.invoices o ON o.id = i.corrects_invoice_id"                 \
     " LEFT JOIN billing.invoice_series os ON os.series = o.series"
-#define SQL_LIST                                                                               \
-    SQL_INVOICE_COLUMNS ", (i.returned - i.account_credit + i.carried)::text AS account_credit_net"   \
-    SQL_INVOICE_FROM                                                       \
-    " WHERE ($1::date IS NULL OR i.month = $1::date) AND ($2::text IS NULL OR i.account_id"    \
-    " = $2::text) AND ($3::text IS NULL OR i.status = $3::text) AND ($4::text IS NULL OR"      \
+#define SQL_LIST                                                                            \
+    SQL_INVOICE_COLUMNS                                                                     \
+    ", (i.returned - i.account_credit + i.carried)::text AS "                               \
+    "account_credit_net" SQL_INVOICE_FROM                                                   \
+    " WHERE ($1::date IS NULL OR i.month = $1::date) AND ($2::text IS NULL OR i.account_id" \
+    " = $2::text) AND ($3::text IS NULL OR i.status = $3::text) AND ($4::text IS NULL OR"   \
     " i.series = $4::text) ORDER BY i.month, i.account_id, i.id LIMIT $5::bigint"
 /*
  * A grant's balance as of an invoice, in major units: its 'grant' entry
@@ -1349,14 +1355,14 @@ bs_status bs_invoice_refund(bs_conn *c, int64_t id, const char *amount, const ch
  * the credit note). A recomputed draft's 'reverse' entries carry its own
  * id, so they cancel what the earlier computation took.
  */
-#define SQL_GRANT_REMAINING                                                                    \
-    "round(coalesce((SELECT sum(l.amount_minor) FROM billing.credit_ledger l"                  \
-    " LEFT JOIN billing.invoices j ON j.id = l.invoice_id WHERE l.grant_id = g.id"             \
-    " AND (l.entry = 'grant' OR j.month < i.month OR (j.month = i.month AND j.id <= i.id))),"  \
+#define SQL_GRANT_REMAINING                                                                   \
+    "round(coalesce((SELECT sum(l.amount_minor) FROM billing.credit_ledger l"                 \
+    " LEFT JOIN billing.invoices j ON j.id = l.invoice_id WHERE l.grant_id = g.id"            \
+    " AND (l.entry = 'grant' OR j.month < i.month OR (j.month = i.month AND j.id <= i.id)))," \
     " 0) / 10::numeric ^ cu.digits, cu.digits)"
 /* What invoice i expired of grant g (x: the lateral of SQL_GRANT_ROWS), in major units. */
-#define SQL_GRANT_EXPIRED                                                                      \
-    "CASE WHEN i.kind = 'credit_note' THEN 1 ELSE -1 END * x.net / 10::numeric ^ cu.digits"    \
+#define SQL_GRANT_EXPIRED                                                                   \
+    "CASE WHEN i.kind = 'credit_note' THEN 1 ELSE -1 END * x.net / 10::numeric ^ cu.digits" \
     " - x.applied + x.returned"
 /*
  * The grants of invoice i's account and currency granted before its
@@ -1379,8 +1385,8 @@ bs_status bs_invoice_refund(bs_conn *c, int64_t id, const char *amount, const ch
     "SELECT g.id AS grant_id, g.priority, g.expires_at, g.granted_at,"                         \
     " round(x.applied, cu.digits) AS applied, round(x.returned, cu.digits) AS returned,"       \
     " round(" SQL_GRANT_EXPIRED ", cu.digits) AS expired, round(coalesce(x.left_applied,"      \
-    " x.left_returned, CASE WHEN i.kind = 'credit_note' THEN " SQL_GRANT_REMAINING " ELSE "    \
-    SQL_GRANT_REMAINING " + round(" SQL_GRANT_EXPIRED ", cu.digits) END), cu.digits)"          \
+    " x.left_returned, CASE WHEN i.kind = 'credit_note' THEN " SQL_GRANT_REMAINING             \
+    " ELSE " SQL_GRANT_REMAINING " + round(" SQL_GRANT_EXPIRED ", cu.digits) END), cu.digits)" \
     " AS remaining"                                                                            \
     " FROM billing.credit_grants g JOIN billing.currencies cu ON cu.code = g.currency"         \
     " CROSS JOIN LATERAL (SELECT coalesce(c.amount, 0) AS applied, c.remaining AS"             \
@@ -1394,66 +1400,554 @@ bs_status bs_invoice_refund(bs_conn *c, int64_t id, const char *amount, const ch
     " AND g.granted_at < i.period_end"
 /* Application order (doc/pricing.md, "Order"), as libbilling lists grants; ids byte-wise. */
 #define SQL_GRANT_ORDER "priority, expires_at, granted_at, grant_id COLLATE \"C\""
-#define SQL_GRANT_COLUMNS                                                                      \
-    "SELECT r.grant_id AS grant, r.applied::text AS applied, r.returned::text AS returned,"    \
+#define SQL_GRANT_COLUMNS                                                                   \
+    "SELECT r.grant_id AS grant, r.applied::text AS applied, r.returned::text AS returned," \
     " r.expired::text AS expired, r.remaining::text AS remaining"
-#define SQL_GRANTS_FROM                                                                        \
-    " FROM billing.invoices i CROSS JOIN LATERAL (" SQL_GRANT_ROWS ") r"
-#define SQL_GRANTS_SHOWN                                                                       \
+#define SQL_GRANTS_FROM " FROM billing.invoices i CROSS JOIN LATERAL (" SQL_GRANT_ROWS ") r"
+#define SQL_GRANTS_SHOWN \
     " AND (r.applied <> 0 OR r.returned <> 0 OR r.expired <> 0 OR r.remaining <> 0)"
-#define SQL_GRANTS                                                                             \
-    SQL_GRANT_COLUMNS SQL_GRANTS_FROM " WHERE i.id = $1::bigint" SQL_GRANTS_SHOWN              \
-    " ORDER BY r." SQL_GRANT_ORDER
+#define SQL_GRANTS                                                                \
+    SQL_GRANT_COLUMNS SQL_GRANTS_FROM " WHERE i.id = $1::bigint" SQL_GRANTS_SHOWN \
+                                      " ORDER BY r." SQL_GRANT_ORDER
 /* The grants of a set of invoices, by invoice, then in application order; the invoice's id last. */
-#define SQL_GRANTS_OF_SET                                                                      \
-    SQL_GRANT_COLUMNS ", i.id AS invoice_id" SQL_GRANTS_FROM " WHERE i.id = ANY($1::bigint[])"               \
-    SQL_GRANTS_SHOWN " ORDER BY i.id, r." SQL_GRANT_ORDER
+#define SQL_GRANTS_OF_SET                                                \
+    SQL_GRANT_COLUMNS ", i.id AS invoice_id" SQL_GRANTS_FROM             \
+                      " WHERE i.id = ANY($1::bigint[])" SQL_GRANTS_SHOWN \
+                      " ORDER BY i.id, r." SQL_GRANT_ORDER
 /* Dates in the account's zone, as the customer reads them. */
 /*
  * An instant in the account's zone as RFC 3339 with its offset ("Z" for
  * UTC), as `billing rate` writes instants: "2026-01-01T00:00:00+08:00".
  */
-#define SQL_OFFSET(col)                                                                        \
-    "(SELECT CASE WHEN o = 0 THEN 'Z' ELSE CASE WHEN o < 0 THEN '-' ELSE '+' END"                \
-    " || to_char(abs(o) / 3600, 'FM00') || ':' || to_char(abs(o) % 3600 / 60, 'FM00') END"        \
-    " FROM (SELECT extract(epoch FROM (" col " AT TIME ZONE a.time_zone) - (" col                 \
+#define SQL_OFFSET(col)                                                                    \
+    "(SELECT CASE WHEN o = 0 THEN 'Z' ELSE CASE WHEN o < 0 THEN '-' ELSE '+' END"          \
+    " || to_char(abs(o) / 3600, 'FM00') || ':' || to_char(abs(o) % 3600 / 60, 'FM00') END" \
+    " FROM (SELECT extract(epoch FROM (" col " AT TIME ZONE a.time_zone) - (" col          \
     " AT TIME ZONE 'UTC'))::int AS o) off)"
-#define SQL_LOCAL(col)                                                                         \
-    "(to_char(" col " AT TIME ZONE a.time_zone, 'YYYY-MM-DD\"T\"HH24:MI:SS') || " SQL_OFFSET(col) ")"
+#define SQL_LOCAL(col) \
+    "(to_char(" col    \
+    " AT TIME ZONE a.time_zone, 'YYYY-MM-DD\"T\"HH24:MI:SS') || " SQL_OFFSET(col) ")"
 /* The price book of invoice i: its lines' (or those of the invoice it credits), else the only book. */
-#define SQL_INVOICE_BOOK                                                                       \
-    " LEFT JOIN LATERAL (SELECT coalesce(min(v.book_id), (SELECT min(b.id)"                    \
-    " FROM billing.price_books b HAVING count(*) = 1)) AS id FROM billing.invoice_lines bl"    \
-    " JOIN billing.price_versions v ON v.id = bl.price_version_id"                             \
-    " WHERE bl.invoice_id IN (i.id, coalesce(i.corrects_invoice_id, i.id))) bk ON true"        \
+#define SQL_INVOICE_BOOK                                                                    \
+    " LEFT JOIN LATERAL (SELECT coalesce(min(v.book_id), (SELECT min(b.id)"                 \
+    " FROM billing.price_books b HAVING count(*) = 1)) AS id FROM billing.invoice_lines bl" \
+    " JOIN billing.price_versions v ON v.id = bl.price_version_id"                          \
+    " WHERE bl.invoice_id IN (i.id, coalesce(i.corrects_invoice_id, i.id))) bk ON true"     \
     " LEFT JOIN billing.issuers iss ON iss.book_id = bk.id"
 /* A date of the account's zone, "" for NULL. */
 #define SQL_LOCAL_DAY(expr) "coalesce(to_char(" expr ", 'YYYY-MM-DD'), '')"
-#define SQL_HEADER_FROM                                                                        \
-    SQL_INVOICE_COLUMNS ", " SQL_LOCAL("i.period_start") " AS period_start, "                  \
-    SQL_LOCAL("i.period_end") " AS period_end,"                                                \
-    " i.tax_rate::text AS tax_rate, a.time_zone, coalesce(" SQL_LOCAL("i.finalized_at")        \
-    ", '') AS finalized_at, coalesce(i.void_reason, '') AS void_reason,"                       \
-    " coalesce(a.name, a.id) AS account_name, i.returned::text AS credit_returned,"            \
-    " i.account_credit::text AS account_credit, i.carried::text AS carried,"                   \
-    " i.account_credit_left::text AS account_credit_left,"                                     \
-    " (i.subtotal + i.returned)::text AS before_credit, (i.subtotal + i.returned - i.credits"  \
-    " - i.account_credit + i.carried)::text AS taxable, coalesce((SELECT sum(r.remaining)"     \
-    " FROM (" SQL_GRANT_ROWS ") r), 0)::text AS credit_remaining,"                             \
-    " coalesce(rf.amount::text, '') AS account_credit_refunded,"                               \
-    " coalesce(rf.tax::text, '') AS refund_tax, coalesce(rf.total::text, '') AS refunded_total,"\
-    " coalesce(rf.method, '') AS refund_method, coalesce(rf.reason, '') AS refund_reason,"     \
-    " coalesce(rf.reference, '') AS refund_reference,"                                         \
-    " coalesce(o.void_reason, '') AS corrects_reason,"                                         \
-    " " SQL_LOCAL_DAY("i.period_start AT TIME ZONE a.time_zone") " AS period_first,"           \
-    " " SQL_LOCAL_DAY("(i.period_end AT TIME ZONE a.time_zone) - interval '1 day'")            \
-    " AS period_last, " SQL_LOCAL_DAY("i.finalized_at AT TIME ZONE a.time_zone")              \
-    " AS issue_date, " SQL_LOCAL_DAY("(i.finalized_at AT TIME ZONE a.time_zone)::date"         \
-    " + coalesce(iss.payment_terms_days, 30)") " AS due_date, coalesce(bk.id, '') AS book,"    \
-    " coalesce(a.email, '') AS email, coalesce(a.billing_address, '') AS billing_address,"     \
-    " coalesce(a.tax_id, '') AS customer_tax_id, a.language" SQL_INVOICE_FROM                   \
-    " JOIN billing.accounts a ON a.id = i.account_id"                                          \
-    " LEFT JOIN billing.invoice_refunds rf ON rf.credit_note_id = i.id" SQL_INVOICE_BOOK
+#define SQL_HEADER_FROM                                                                                                                                                                                                                                                   \
+    SQL_INVOICE_COLUMNS                                                                                                                                                                                                                                                   \
+    ", " SQL_LOCAL("i.period_start") " AS period_start, " SQL_LOCAL("i.period_end") " AS "                                                                                                                                                                                \
+                                                                                    "period_end,"                                                                                                                                                                         \
+                                                                                    " i.tax_rate:"                                                                                                                                                                        \
+                                                                                    ":text AS "                                                                                                                                                                           \
+                                                                                    "tax_rate, "                                                                                                                                                                          \
+                                                                                    "a.time_zone,"                                                                                                                                                                        \
+                                                                                    " coalesce"                                                                                                                                                                           \
+                                                                                    "(" SQL_LOCAL(                                                                                                                                                                        \
+                                                                                        "i."                                                                                                                                                                              \
+                                                                                        "finali"                                                                                                                                                                          \
+                                                                                        "zed_"                                                                                                                                                                            \
+                                                                                        "at") ", "                                                                                                                                                                        \
+                                                                                              "''"                                                                                                                                                                        \
+                                                                                              ") "                                                                                                                                                                        \
+                                                                                              "AS"                                                                                                                                                                        \
+                                                                                              " f"                                                                                                                                                                        \
+                                                                                              "in"                                                                                                                                                                        \
+                                                                                              "al"                                                                                                                                                                        \
+                                                                                              "iz"                                                                                                                                                                        \
+                                                                                              "ed"                                                                                                                                                                        \
+                                                                                              "_a"                                                                                                                                                                        \
+                                                                                              "t,"                                                                                                                                                                        \
+                                                                                              " "                                                                                                                                                                         \
+                                                                                              "co"                                                                                                                                                                        \
+                                                                                              "al"                                                                                                                                                                        \
+                                                                                              "es"                                                                                                                                                                        \
+                                                                                              "ce"                                                                                                                                                                        \
+                                                                                              "(i"                                                                                                                                                                        \
+                                                                                              ".v"                                                                                                                                                                        \
+                                                                                              "oi"                                                                                                                                                                        \
+                                                                                              "d_"                                                                                                                                                                        \
+                                                                                              "re"                                                                                                                                                                        \
+                                                                                              "as"                                                                                                                                                                        \
+                                                                                              "on"                                                                                                                                                                        \
+                                                                                              ", "                                                                                                                                                                        \
+                                                                                              "''"                                                                                                                                                                        \
+                                                                                              ") "                                                                                                                                                                        \
+                                                                                              "AS"                                                                                                                                                                        \
+                                                                                              " v"                                                                                                                                                                        \
+                                                                                              "oi"                                                                                                                                                                        \
+                                                                                              "d_"                                                                                                                                                                        \
+                                                                                              "re"                                                                                                                                                                        \
+                                                                                              "as"                                                                                                                                                                        \
+                                                                                              "on"                                                                                                                                                                        \
+                                                                                              ","                                                                                                                                                                         \
+                                                                                              " c"                                                                                                                                                                        \
+                                                                                              "oa"                                                                                                                                                                        \
+                                                                                              "le"                                                                                                                                                                        \
+                                                                                              "sc"                                                                                                                                                                        \
+                                                                                              "e("                                                                                                                                                                        \
+                                                                                              "a."                                                                                                                                                                        \
+                                                                                              "na"                                                                                                                                                                        \
+                                                                                              "me"                                                                                                                                                                        \
+                                                                                              ", "                                                                                                                                                                        \
+                                                                                              "a."                                                                                                                                                                        \
+                                                                                              "id"                                                                                                                                                                        \
+                                                                                              ") "                                                                                                                                                                        \
+                                                                                              "AS"                                                                                                                                                                        \
+                                                                                              " a"                                                                                                                                                                        \
+                                                                                              "cc"                                                                                                                                                                        \
+                                                                                              "ou"                                                                                                                                                                        \
+                                                                                              "nt"                                                                                                                                                                        \
+                                                                                              "_n"                                                                                                                                                                        \
+                                                                                              "am"                                                                                                                                                                        \
+                                                                                              "e,"                                                                                                                                                                        \
+                                                                                              " "                                                                                                                                                                         \
+                                                                                              "i."                                                                                                                                                                        \
+                                                                                              "re"                                                                                                                                                                        \
+                                                                                              "tu"                                                                                                                                                                        \
+                                                                                              "rn"                                                                                                                                                                        \
+                                                                                              "ed"                                                                                                                                                                        \
+                                                                                              "::"                                                                                                                                                                        \
+                                                                                              "te"                                                                                                                                                                        \
+                                                                                              "xt"                                                                                                                                                                        \
+                                                                                              " A"                                                                                                                                                                        \
+                                                                                              "S "                                                                                                                                                                        \
+                                                                                              "cr"                                                                                                                                                                        \
+                                                                                              "ed"                                                                                                                                                                        \
+                                                                                              "it"                                                                                                                                                                        \
+                                                                                              "_r"                                                                                                                                                                        \
+                                                                                              "et"                                                                                                                                                                        \
+                                                                                              "ur"                                                                                                                                                                        \
+                                                                                              "ne"                                                                                                                                                                        \
+                                                                                              "d,"                                                                                                                                                                        \
+                                                                                              " i"                                                                                                                                                                        \
+                                                                                              ".a"                                                                                                                                                                        \
+                                                                                              "cc"                                                                                                                                                                        \
+                                                                                              "ou"                                                                                                                                                                        \
+                                                                                              "nt"                                                                                                                                                                        \
+                                                                                              "_c"                                                                                                                                                                        \
+                                                                                              "re"                                                                                                                                                                        \
+                                                                                              "di"                                                                                                                                                                        \
+                                                                                              "t:"                                                                                                                                                                        \
+                                                                                              ":t"                                                                                                                                                                        \
+                                                                                              "ex"                                                                                                                                                                        \
+                                                                                              "t "                                                                                                                                                                        \
+                                                                                              "AS"                                                                                                                                                                        \
+                                                                                              " a"                                                                                                                                                                        \
+                                                                                              "cc"                                                                                                                                                                        \
+                                                                                              "ou"                                                                                                                                                                        \
+                                                                                              "nt"                                                                                                                                                                        \
+                                                                                              "_c"                                                                                                                                                                        \
+                                                                                              "re"                                                                                                                                                                        \
+                                                                                              "di"                                                                                                                                                                        \
+                                                                                              "t,"                                                                                                                                                                        \
+                                                                                              " "                                                                                                                                                                         \
+                                                                                              "i."                                                                                                                                                                        \
+                                                                                              "ca"                                                                                                                                                                        \
+                                                                                              "rr"                                                                                                                                                                        \
+                                                                                              "ie"                                                                                                                                                                        \
+                                                                                              "d:"                                                                                                                                                                        \
+                                                                                              ":t"                                                                                                                                                                        \
+                                                                                              "ex"                                                                                                                                                                        \
+                                                                                              "t "                                                                                                                                                                        \
+                                                                                              "AS"                                                                                                                                                                        \
+                                                                                              " c"                                                                                                                                                                        \
+                                                                                              "ar"                                                                                                                                                                        \
+                                                                                              "ri"                                                                                                                                                                        \
+                                                                                              "ed"                                                                                                                                                                        \
+                                                                                              ","                                                                                                                                                                         \
+                                                                                              " i"                                                                                                                                                                        \
+                                                                                              ".a"                                                                                                                                                                        \
+                                                                                              "cc"                                                                                                                                                                        \
+                                                                                              "ou"                                                                                                                                                                        \
+                                                                                              "nt"                                                                                                                                                                        \
+                                                                                              "_c"                                                                                                                                                                        \
+                                                                                              "re"                                                                                                                                                                        \
+                                                                                              "di"                                                                                                                                                                        \
+                                                                                              "t_"                                                                                                                                                                        \
+                                                                                              "le"                                                                                                                                                                        \
+                                                                                              "ft"                                                                                                                                                                        \
+                                                                                              "::"                                                                                                                                                                        \
+                                                                                              "te"                                                                                                                                                                        \
+                                                                                              "xt"                                                                                                                                                                        \
+                                                                                              " A"                                                                                                                                                                        \
+                                                                                              "S "                                                                                                                                                                        \
+                                                                                              "ac"                                                                                                                                                                        \
+                                                                                              "co"                                                                                                                                                                        \
+                                                                                              "un"                                                                                                                                                                        \
+                                                                                              "t_"                                                                                                                                                                        \
+                                                                                              "cr"                                                                                                                                                                        \
+                                                                                              "ed"                                                                                                                                                                        \
+                                                                                              "it"                                                                                                                                                                        \
+                                                                                              "_l"                                                                                                                                                                        \
+                                                                                              "ef"                                                                                                                                                                        \
+                                                                                              "t,"                                                                                                                                                                        \
+                                                                                              " ("                                                                                                                                                                        \
+                                                                                              "i."                                                                                                                                                                        \
+                                                                                              "su"                                                                                                                                                                        \
+                                                                                              "bt"                                                                                                                                                                        \
+                                                                                              "ot"                                                                                                                                                                        \
+                                                                                              "al"                                                                                                                                                                        \
+                                                                                              " +"                                                                                                                                                                        \
+                                                                                              " i"                                                                                                                                                                        \
+                                                                                              ".r"                                                                                                                                                                        \
+                                                                                              "et"                                                                                                                                                                        \
+                                                                                              "ur"                                                                                                                                                                        \
+                                                                                              "ne"                                                                                                                                                                        \
+                                                                                              "d)"                                                                                                                                                                        \
+                                                                                              "::"                                                                                                                                                                        \
+                                                                                              "te"                                                                                                                                                                        \
+                                                                                              "xt"                                                                                                                                                                        \
+                                                                                              " A"                                                                                                                                                                        \
+                                                                                              "S "                                                                                                                                                                        \
+                                                                                              "be"                                                                                                                                                                        \
+                                                                                              "fo"                                                                                                                                                                        \
+                                                                                              "re"                                                                                                                                                                        \
+                                                                                              "_c"                                                                                                                                                                        \
+                                                                                              "re"                                                                                                                                                                        \
+                                                                                              "di"                                                                                                                                                                        \
+                                                                                              "t,"                                                                                                                                                                        \
+                                                                                              " ("                                                                                                                                                                        \
+                                                                                              "i."                                                                                                                                                                        \
+                                                                                              "su"                                                                                                                                                                        \
+                                                                                              "bt"                                                                                                                                                                        \
+                                                                                              "ot"                                                                                                                                                                        \
+                                                                                              "al"                                                                                                                                                                        \
+                                                                                              " +"                                                                                                                                                                        \
+                                                                                              " i"                                                                                                                                                                        \
+                                                                                              ".r"                                                                                                                                                                        \
+                                                                                              "et"                                                                                                                                                                        \
+                                                                                              "ur"                                                                                                                                                                        \
+                                                                                              "ne"                                                                                                                                                                        \
+                                                                                              "d "                                                                                                                                                                        \
+                                                                                              "- "                                                                                                                                                                        \
+                                                                                              "i."                                                                                                                                                                        \
+                                                                                              "cr"                                                                                                                                                                        \
+                                                                                              "ed"                                                                                                                                                                        \
+                                                                                              "it"                                                                                                                                                                        \
+                                                                                              "s"                                                                                                                                                                         \
+                                                                                              " -"                                                                                                                                                                        \
+                                                                                              " i"                                                                                                                                                                        \
+                                                                                              ".a"                                                                                                                                                                        \
+                                                                                              "cc"                                                                                                                                                                        \
+                                                                                              "ou"                                                                                                                                                                        \
+                                                                                              "nt"                                                                                                                                                                        \
+                                                                                              "_c"                                                                                                                                                                        \
+                                                                                              "re"                                                                                                                                                                        \
+                                                                                              "di"                                                                                                                                                                        \
+                                                                                              "t "                                                                                                                                                                        \
+                                                                                              "+ "                                                                                                                                                                        \
+                                                                                              "i."                                                                                                                                                                        \
+                                                                                              "ca"                                                                                                                                                                        \
+                                                                                              "rr"                                                                                                                                                                        \
+                                                                                              "ie"                                                                                                                                                                        \
+                                                                                              "d)"                                                                                                                                                                        \
+                                                                                              "::"                                                                                                                                                                        \
+                                                                                              "te"                                                                                                                                                                        \
+                                                                                              "xt"                                                                                                                                                                        \
+                                                                                              " A"                                                                                                                                                                        \
+                                                                                              "S "                                                                                                                                                                        \
+                                                                                              "ta"                                                                                                                                                                        \
+                                                                                              "xa"                                                                                                                                                                        \
+                                                                                              "bl"                                                                                                                                                                        \
+                                                                                              "e,"                                                                                                                                                                        \
+                                                                                              " c"                                                                                                                                                                        \
+                                                                                              "oa"                                                                                                                                                                        \
+                                                                                              "le"                                                                                                                                                                        \
+                                                                                              "sc"                                                                                                                                                                        \
+                                                                                              "e("                                                                                                                                                                        \
+                                                                                              "(S"                                                                                                                                                                        \
+                                                                                              "EL"                                                                                                                                                                        \
+                                                                                              "EC"                                                                                                                                                                        \
+                                                                                              "T "                                                                                                                                                                        \
+                                                                                              "su"                                                                                                                                                                        \
+                                                                                              "m("                                                                                                                                                                        \
+                                                                                              "r."                                                                                                                                                                        \
+                                                                                              "re"                                                                                                                                                                        \
+                                                                                              "ma"                                                                                                                                                                        \
+                                                                                              "in"                                                                                                                                                                        \
+                                                                                              "in"                                                                                                                                                                        \
+                                                                                              "g)"                                                                                                                                                                        \
+                                                                                              " F"                                                                                                                                                                        \
+                                                                                              "RO"                                                                                                                                                                        \
+                                                                                              "M "                                                                                                                                                                        \
+                                                                                              "(" SQL_GRANT_ROWS                                                                                                                                                          \
+                                                                                              ") "                                                                                                                                                                        \
+                                                                                              "r)"                                                                                                                                                                        \
+                                                                                              ", "                                                                                                                                                                        \
+                                                                                              "0)"                                                                                                                                                                        \
+                                                                                              "::"                                                                                                                                                                        \
+                                                                                              "te"                                                                                                                                                                        \
+                                                                                              "xt"                                                                                                                                                                        \
+                                                                                              " A"                                                                                                                                                                        \
+                                                                                              "S "                                                                                                                                                                        \
+                                                                                              "cr"                                                                                                                                                                        \
+                                                                                              "ed"                                                                                                                                                                        \
+                                                                                              "it"                                                                                                                                                                        \
+                                                                                              "_r"                                                                                                                                                                        \
+                                                                                              "em"                                                                                                                                                                        \
+                                                                                              "ai"                                                                                                                                                                        \
+                                                                                              "ni"                                                                                                                                                                        \
+                                                                                              "ng"                                                                                                                                                                        \
+                                                                                              ","                                                                                                                                                                         \
+                                                                                              " c"                                                                                                                                                                        \
+                                                                                              "oa"                                                                                                                                                                        \
+                                                                                              "le"                                                                                                                                                                        \
+                                                                                              "sc"                                                                                                                                                                        \
+                                                                                              "e("                                                                                                                                                                        \
+                                                                                              "rf"                                                                                                                                                                        \
+                                                                                              ".a"                                                                                                                                                                        \
+                                                                                              "mo"                                                                                                                                                                        \
+                                                                                              "un"                                                                                                                                                                        \
+                                                                                              "t:"                                                                                                                                                                        \
+                                                                                              ":t"                                                                                                                                                                        \
+                                                                                              "ex"                                                                                                                                                                        \
+                                                                                              "t,"                                                                                                                                                                        \
+                                                                                              " '"                                                                                                                                                                        \
+                                                                                              "')"                                                                                                                                                                        \
+                                                                                              " A"                                                                                                                                                                        \
+                                                                                              "S "                                                                                                                                                                        \
+                                                                                              "ac"                                                                                                                                                                        \
+                                                                                              "co"                                                                                                                                                                        \
+                                                                                              "un"                                                                                                                                                                        \
+                                                                                              "t_"                                                                                                                                                                        \
+                                                                                              "cr"                                                                                                                                                                        \
+                                                                                              "ed"                                                                                                                                                                        \
+                                                                                              "it"                                                                                                                                                                        \
+                                                                                              "_r"                                                                                                                                                                        \
+                                                                                              "ef"                                                                                                                                                                        \
+                                                                                              "un"                                                                                                                                                                        \
+                                                                                              "de"                                                                                                                                                                        \
+                                                                                              "d,"                                                                                                                                                                        \
+                                                                                              " c"                                                                                                                                                                        \
+                                                                                              "oa"                                                                                                                                                                        \
+                                                                                              "le"                                                                                                                                                                        \
+                                                                                              "sc"                                                                                                                                                                        \
+                                                                                              "e("                                                                                                                                                                        \
+                                                                                              "rf"                                                                                                                                                                        \
+                                                                                              ".t"                                                                                                                                                                        \
+                                                                                              "ax"                                                                                                                                                                        \
+                                                                                              "::"                                                                                                                                                                        \
+                                                                                              "te"                                                                                                                                                                        \
+                                                                                              "xt"                                                                                                                                                                        \
+                                                                                              ", "                                                                                                                                                                        \
+                                                                                              "''"                                                                                                                                                                        \
+                                                                                              ") "                                                                                                                                                                        \
+                                                                                              "AS"                                                                                                                                                                        \
+                                                                                              " r"                                                                                                                                                                        \
+                                                                                              "ef"                                                                                                                                                                        \
+                                                                                              "un"                                                                                                                                                                        \
+                                                                                              "d_"                                                                                                                                                                        \
+                                                                                              "ta"                                                                                                                                                                        \
+                                                                                              "x,"                                                                                                                                                                        \
+                                                                                              " "                                                                                                                                                                         \
+                                                                                              "co"                                                                                                                                                                        \
+                                                                                              "al"                                                                                                                                                                        \
+                                                                                              "es"                                                                                                                                                                        \
+                                                                                              "ce"                                                                                                                                                                        \
+                                                                                              "(r"                                                                                                                                                                        \
+                                                                                              "f."                                                                                                                                                                        \
+                                                                                              "to"                                                                                                                                                                        \
+                                                                                              "ta"                                                                                                                                                                        \
+                                                                                              "l:"                                                                                                                                                                        \
+                                                                                              ":t"                                                                                                                                                                        \
+                                                                                              "ex"                                                                                                                                                                        \
+                                                                                              "t,"                                                                                                                                                                        \
+                                                                                              " '"                                                                                                                                                                        \
+                                                                                              "')"                                                                                                                                                                        \
+                                                                                              " A"                                                                                                                                                                        \
+                                                                                              "S "                                                                                                                                                                        \
+                                                                                              "re"                                                                                                                                                                        \
+                                                                                              "fu"                                                                                                                                                                        \
+                                                                                              "nd"                                                                                                                                                                        \
+                                                                                              "ed"                                                                                                                                                                        \
+                                                                                              "_t"                                                                                                                                                                        \
+                                                                                              "ot"                                                                                                                                                                        \
+                                                                                              "al"                                                                                                                                                                        \
+                                                                                              ","                                                                                                                                                                         \
+                                                                                              " c"                                                                                                                                                                        \
+                                                                                              "oa"                                                                                                                                                                        \
+                                                                                              "le"                                                                                                                                                                        \
+                                                                                              "sc"                                                                                                                                                                        \
+                                                                                              "e("                                                                                                                                                                        \
+                                                                                              "rf"                                                                                                                                                                        \
+                                                                                              ".m"                                                                                                                                                                        \
+                                                                                              "et"                                                                                                                                                                        \
+                                                                                              "ho"                                                                                                                                                                        \
+                                                                                              "d,"                                                                                                                                                                        \
+                                                                                              " '"                                                                                                                                                                        \
+                                                                                              "')"                                                                                                                                                                        \
+                                                                                              " A"                                                                                                                                                                        \
+                                                                                              "S "                                                                                                                                                                        \
+                                                                                              "re"                                                                                                                                                                        \
+                                                                                              "fu"                                                                                                                                                                        \
+                                                                                              "nd"                                                                                                                                                                        \
+                                                                                              "_m"                                                                                                                                                                        \
+                                                                                              "et"                                                                                                                                                                        \
+                                                                                              "ho"                                                                                                                                                                        \
+                                                                                              "d,"                                                                                                                                                                        \
+                                                                                              " "                                                                                                                                                                         \
+                                                                                              "co"                                                                                                                                                                        \
+                                                                                              "al"                                                                                                                                                                        \
+                                                                                              "es"                                                                                                                                                                        \
+                                                                                              "ce"                                                                                                                                                                        \
+                                                                                              "(r"                                                                                                                                                                        \
+                                                                                              "f."                                                                                                                                                                        \
+                                                                                              "re"                                                                                                                                                                        \
+                                                                                              "as"                                                                                                                                                                        \
+                                                                                              "on"                                                                                                                                                                        \
+                                                                                              ", "                                                                                                                                                                        \
+                                                                                              "''"                                                                                                                                                                        \
+                                                                                              ") "                                                                                                                                                                        \
+                                                                                              "AS"                                                                                                                                                                        \
+                                                                                              " r"                                                                                                                                                                        \
+                                                                                              "ef"                                                                                                                                                                        \
+                                                                                              "un"                                                                                                                                                                        \
+                                                                                              "d_"                                                                                                                                                                        \
+                                                                                              "re"                                                                                                                                                                        \
+                                                                                              "as"                                                                                                                                                                        \
+                                                                                              "on"                                                                                                                                                                        \
+                                                                                              ","                                                                                                                                                                         \
+                                                                                              " c"                                                                                                                                                                        \
+                                                                                              "oa"                                                                                                                                                                        \
+                                                                                              "le"                                                                                                                                                                        \
+                                                                                              "sc"                                                                                                                                                                        \
+                                                                                              "e("                                                                                                                                                                        \
+                                                                                              "rf"                                                                                                                                                                        \
+                                                                                              ".r"                                                                                                                                                                        \
+                                                                                              "ef"                                                                                                                                                                        \
+                                                                                              "er"                                                                                                                                                                        \
+                                                                                              "en"                                                                                                                                                                        \
+                                                                                              "ce"                                                                                                                                                                        \
+                                                                                              ", "                                                                                                                                                                        \
+                                                                                              "''"                                                                                                                                                                        \
+                                                                                              ") "                                                                                                                                                                        \
+                                                                                              "AS"                                                                                                                                                                        \
+                                                                                              " "                                                                                                                                                                         \
+                                                                                              "re"                                                                                                                                                                        \
+                                                                                              "fu"                                                                                                                                                                        \
+                                                                                              "nd"                                                                                                                                                                        \
+                                                                                              "_r"                                                                                                                                                                        \
+                                                                                              "ef"                                                                                                                                                                        \
+                                                                                              "er"                                                                                                                                                                        \
+                                                                                              "en"                                                                                                                                                                        \
+                                                                                              "ce"                                                                                                                                                                        \
+                                                                                              ","                                                                                                                                                                         \
+                                                                                              " c"                                                                                                                                                                        \
+                                                                                              "oa"                                                                                                                                                                        \
+                                                                                              "le"                                                                                                                                                                        \
+                                                                                              "sc"                                                                                                                                                                        \
+                                                                                              "e("                                                                                                                                                                        \
+                                                                                              "o."                                                                                                                                                                        \
+                                                                                              "vo"                                                                                                                                                                        \
+                                                                                              "id"                                                                                                                                                                        \
+                                                                                              "_r"                                                                                                                                                                        \
+                                                                                              "ea"                                                                                                                                                                        \
+                                                                                              "so"                                                                                                                                                                        \
+                                                                                              "n,"                                                                                                                                                                        \
+                                                                                              " '"                                                                                                                                                                        \
+                                                                                              "')"                                                                                                                                                                        \
+                                                                                              " A"                                                                                                                                                                        \
+                                                                                              "S "                                                                                                                                                                        \
+                                                                                              "co"                                                                                                                                                                        \
+                                                                                              "rr"                                                                                                                                                                        \
+                                                                                              "ec"                                                                                                                                                                        \
+                                                                                              "ts"                                                                                                                                                                        \
+                                                                                              "_r"                                                                                                                                                                        \
+                                                                                              "ea"                                                                                                                                                                        \
+                                                                                              "so"                                                                                                                                                                        \
+                                                                                              "n,"                                                                                                                                                                        \
+                                                                                              " " SQL_LOCAL_DAY(                                                                                                                                                          \
+                                                                                                  "i.period_start AT TIME ZONE "                                                                                                                                          \
+                                                                                                  "a.time_zone") " AS period_first,"                                                                                                                                      \
+                                                                                                                 " " SQL_LOCAL_DAY(                                                                                                                                       \
+                                                                                                                     "(i."                                                                                                                                                \
+                                                                                                                     "period_"                                                                                                                                            \
+                                                                                                                     "end AT "                                                                                                                                            \
+                                                                                                                     "TIME "                                                                                                                                              \
+                                                                                                                     "ZONE "                                                                                                                                              \
+                                                                                                                     "a.time_"                                                                                                                                            \
+                                                                                                                     "zone) - "                                                                                                                                           \
+                                                                                                                     "interval "                                                                                                                                          \
+                                                                                                                     "'1 day'") " AS period_last, " SQL_LOCAL_DAY("i.finalized_at AT TIME ZONE a.time_zone") " AS issue_date, " SQL_LOCAL_DAY("(i.finalized_"             \
+                                                                                                                                                                                                                                              "at AT TIME "               \
+                                                                                                                                                                                                                                              "ZONE "                     \
+                                                                                                                                                                                                                                              "a.time_zone):"             \
+                                                                                                                                                                                                                                              ":date"                     \
+                                                                                                                                                                                                                                              " + "                       \
+                                                                                                                                                                                                                                              "coalesce(iss."             \
+                                                                                                                                                                                                                                              "payment_"                  \
+                                                                                                                                                                                                                                              "terms_days, "              \
+                                                                                                                                                                                                                                              "30)") " AS "               \
+                                                                                                                                                                                                                                                     "due_"               \
+                                                                                                                                                                                                                                                     "date, "             \
+                                                                                                                                                                                                                                                     "coales"             \
+                                                                                                                                                                                                                                                     "ce(bk."             \
+                                                                                                                                                                                                                                                     "id, "               \
+                                                                                                                                                                                                                                                     "'') "               \
+                                                                                                                                                                                                                                                     "AS "                \
+                                                                                                                                                                                                                                                     "book,"              \
+                                                                                                                                                                                                                                                     " coale"             \
+                                                                                                                                                                                                                                                     "sce(a."             \
+                                                                                                                                                                                                                                                     "email,"             \
+                                                                                                                                                                                                                                                     " '') "              \
+                                                                                                                                                                                                                                                     "AS "                \
+                                                                                                                                                                                                                                                     "email,"             \
+                                                                                                                                                                                                                                                     " coale"             \
+                                                                                                                                                                                                                                                     "sce(a."             \
+                                                                                                                                                                                                                                                     "billin"             \
+                                                                                                                                                                                                                                                     "g_"                 \
+                                                                                                                                                                                                                                                     "addres"             \
+                                                                                                                                                                                                                                                     "s, "                \
+                                                                                                                                                                                                                                                     "'') "               \
+                                                                                                                                                                                                                                                     "AS "                \
+                                                                                                                                                                                                                                                     "billin"             \
+                                                                                                                                                                                                                                                     "g_"                 \
+                                                                                                                                                                                                                                                     "addres"             \
+                                                                                                                                                                                                                                                     "s,"                 \
+                                                                                                                                                                                                                                                     " coale"             \
+                                                                                                                                                                                                                                                     "sce(a."             \
+                                                                                                                                                                                                                                                     "tax_"               \
+                                                                                                                                                                                                                                                     "id, "               \
+                                                                                                                                                                                                                                                     "'') "               \
+                                                                                                                                                                                                                                                     "AS "                \
+                                                                                                                                                                                                                                                     "custom"             \
+                                                                                                                                                                                                                                                     "er_"                \
+                                                                                                                                                                                                                                                     "tax_"               \
+                                                                                                                                                                                                                                                     "id, "               \
+                                                                                                                                                                                                                                                     "a."                 \
+                                                                                                                                                                                                                                                     "langua"             \
+                                                                                                                                                                                                                                                     "g"                  \
+                                                                                                                                                                                                                                                     "e" SQL_INVOICE_FROM \
+                                                                                                                                                                                                                                                     " JOIN "             \
+                                                                                                                                                                                                                                                     "billin"             \
+                                                                                                                                                                                                                                                     "g."                 \
+                                                                                                                                                                                                                                                     "accoun"             \
+                                                                                                                                                                                                                                                     "ts a "              \
+                                                                                                                                                                                                                                                     "ON "                \
+                                                                                                                                                                                                                                                     "a.id "              \
+                                                                                                                                                                                                                                                     "= "                 \
+                                                                                                                                                                                                                                                     "i."                 \
+                                                                                                                                                                                                                                                     "accoun"             \
+                                                                                                                                                                                                                                                     "t_id"               \
+                                                                                                                                                                                                                                                     " LEFT "             \
+                                                                                                                                                                                                                                                     "JOIN "              \
+                                                                                                                                                                                                                                                     "billin"             \
+                                                                                                                                                                                                                                                     "g."                 \
+                                                                                                                                                                                                                                                     "invoic"             \
+                                                                                                                                                                                                                                                     "e_"                 \
+                                                                                                                                                                                                                                                     "refund"             \
+                                                                                                                                                                                                                                                     "s rf "              \
+                                                                                                                                                                                                                                                     "ON "                \
+                                                                                                                                                                                                                                                     "rf."                \
+                                                                                                                                                                                                                                                     "credit"             \
+                                                                                                                                                                                                                                                     "_note_"             \
+                                                                                                                                                                                                                                                     "id = "              \
+                                                                                                                                                                                                                                                     "i."                 \
+                                                                                                                                                                                                                                                     "i"                  \
+                                                                                                                                                                                                                                                     "d" SQL_INVOICE_BOOK
 #define SQL_HEADER SQL_HEADER_FROM " WHERE i.id = $1::bigint"
 /* The headers of a set of invoices ($1: bigint[]), by id. */
 #define SQL_HEADERS SQL_HEADER_FROM " WHERE i.id = ANY($1::bigint[]) ORDER BY i.id"
@@ -1462,48 +1956,63 @@ bs_status bs_invoice_refund(bs_conn *c, int64_t id, const char *amount, const ch
  * only the fractional digits needed), so that the stored line reads as
  * `billing rate` prints it; "" for NULL.
  */
-#define SPAN_TEXT(col)                                                                         \
-    "coalesce(rtrim(rtrim(to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US'),"  \
+#define SPAN_TEXT(col)                                                                          \
+    "coalesce(rtrim(rtrim(to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US')," \
     " '0'), '.') || 'Z', '')"
 /*
  * The display name of catalog key @col of kind @kind (migration 0018) in
  * the account's language, else in English, else "".
  */
-#define SQL_NAME(kind, col)                                                                    \
-    "coalesce((SELECT n.name FROM billing.display_names n WHERE n.kind = '" kind "'"            \
-    " AND n.key = " col " AND n.language IN (la.language, 'en')"                               \
+#define SQL_NAME(kind, col)                                                          \
+    "coalesce((SELECT n.name FROM billing.display_names n WHERE n.kind = '" kind "'" \
+    " AND n.key = " col " AND n.language IN (la.language, 'en')"                     \
     " ORDER BY n.language = la.language DESC LIMIT 1), '')"
-#define SQL_LINE_COLUMNS                                                                       \
-    "SELECT l.line_no AS line, l.kind, coalesce(l.meter, '') AS meter, l.model, l.region,"     \
-    " coalesce(l.plan_id, '') AS plan, coalesce(v.label, '') AS price_version,"                \
-    " coalesce(to_char(l.adjusts_month, 'YYYY-MM'), '') AS adjusts_period,"                    \
-    " l.quantity::text AS quantity, l.quantity_den::text AS quantity_den, l.unit,"             \
-    " l.unit_price::text AS unit_price, l.amount::text AS amount,"                             \
-    " " SPAN_TEXT("l.unused_from") " AS unused_from, " SPAN_TEXT("l.unused_to") " AS unused_to," \
-    " coalesce(to_char(l.unused_from AT TIME ZONE la.time_zone, 'YYYY-MM-DD HH24:MI'), '')"    \
-    " AS unused_from_local, " SQL_NAME("model", "l.model") " AS model_name, "                 \
-    SQL_NAME("region", "l.region") " AS region_name, " SQL_NAME("plan", "l.plan_id")           \
-    " AS plan_name"
-#define SQL_LINES_FROM                                                                         \
-    " FROM billing.invoice_lines l LEFT JOIN billing.price_versions v"                         \
-    " ON v.id = l.price_version_id JOIN billing.invoices li ON li.id = l.invoice_id"           \
+#define SQL_LINE_COLUMNS                                                                         \
+    "SELECT l.line_no AS line, l.kind, coalesce(l.meter, '') AS meter, l.model, l.region,"       \
+    " coalesce(l.plan_id, '') AS plan, coalesce(v.label, '') AS price_version,"                  \
+    " coalesce(to_char(l.adjusts_month, 'YYYY-MM'), '') AS adjusts_period,"                      \
+    " l.quantity::text AS quantity, l.quantity_den::text AS quantity_den, l.unit,"               \
+    " l.unit_price::text AS unit_price, l.amount::text AS amount,"                               \
+    " " SPAN_TEXT("l.unused_from") " AS unused_from, " SPAN_TEXT(                                \
+        "l.unused_to") " AS unused_to,"                                                          \
+                       " coalesce(to_char(l.unused_from AT TIME ZONE la.time_zone, 'YYYY-MM-DD " \
+                       "HH24:MI'), '')"                                                          \
+                       " AS unused_from_local, " SQL_NAME(                                       \
+                           "model",                                                              \
+                           "l.model") " AS model_name, " SQL_NAME("region",                      \
+                                                                  "l.region") " AS "             \
+                                                                              "region_name,"     \
+                                                                              " " SQL_NAME(      \
+                                                                                  "plan",        \
+                                                                                  "l."           \
+                                                                                  "plan_"        \
+                                                                                  "id") " AS "   \
+                                                                                        "plan_"  \
+                                                                                        "name"
+#define SQL_LINES_FROM                                                               \
+    " FROM billing.invoice_lines l LEFT JOIN billing.price_versions v"               \
+    " ON v.id = l.price_version_id JOIN billing.invoices li ON li.id = l.invoice_id" \
     " JOIN billing.accounts la ON la.id = li.account_id"
-#define SQL_LINES                                                                              \
+#define SQL_LINES \
     SQL_LINE_COLUMNS SQL_LINES_FROM " WHERE l.invoice_id = $1::bigint ORDER BY l.line_no"
 /* The lines of a set of invoices, by invoice and line, with the invoice's id last. */
-#define SQL_LINES_OF_SET                                                                       \
-    SQL_LINE_COLUMNS ", l.invoice_id AS invoice_id" SQL_LINES_FROM                                           \
-    " WHERE l.invoice_id = ANY($1::bigint[]) ORDER BY l.invoice_id, l.line_no"
-#define SQL_CREDITS                                                                            \
-    "SELECT c.grant_id, c.amount::text FROM billing.invoice_credits c JOIN"                    \
-    " billing.credit_grants g ON g.id = c.grant_id WHERE c.invoice_id = $1::bigint"            \
+#define SQL_LINES_OF_SET                                           \
+    SQL_LINE_COLUMNS ", l.invoice_id AS invoice_id" SQL_LINES_FROM \
+                     " WHERE l.invoice_id = ANY($1::bigint[]) ORDER BY l.invoice_id, l.line_no"
+#define SQL_CREDITS                                                                 \
+    "SELECT c.grant_id, c.amount::text FROM billing.invoice_credits c JOIN"         \
+    " billing.credit_grants g ON g.id = c.grant_id WHERE c.invoice_id = $1::bigint" \
     " ORDER BY g.priority, g.expires_at, g.granted_at, g.id COLLATE \"C\""
 
 #define SUMMARY(f) BS_ROWTEXT(bs_invoice_summary, f)
 static const bs_rowtext_field summary_fields[] = {
-    SUMMARY(id),       SUMMARY(number), SUMMARY(account), SUMMARY(kind),     SUMMARY(period),
-    SUMMARY(status),   SUMMARY(currency), SUMMARY(subtotal), SUMMARY(credits), SUMMARY(tax),
-    SUMMARY(total),    SUMMARY(series), SUMMARY(corrects), SUMMARY(account_credit_net),
+    SUMMARY(id),       SUMMARY(number),
+    SUMMARY(account),  SUMMARY(kind),
+    SUMMARY(period),   SUMMARY(status),
+    SUMMARY(currency), SUMMARY(subtotal),
+    SUMMARY(credits),  SUMMARY(tax),
+    SUMMARY(total),    SUMMARY(series),
+    SUMMARY(corrects), SUMMARY(account_credit_net),
 };
 #define N_SUMMARY (sizeof(summary_fields) / sizeof(summary_fields[0]))
 
@@ -1532,12 +2041,13 @@ bs_status bs_invoice_list(bs_conn *c, const char *month, const char *account, co
 }
 
 /* bs_invoice_search: the filters of bs_invoice_filter, then the page after an id. */
-#define SQL_SEARCH                                                                             \
-    SQL_INVOICE_COLUMNS ", (i.returned - i.account_credit + i.carried)::text AS account_credit_net" \
-    SQL_INVOICE_FROM                                                                           \
-    " WHERE ($1::date IS NULL OR i.month = $1::date) AND ($2::text IS NULL OR i.account_id"    \
-    " = $2::text) AND ($3::text IS NULL OR i.status = $3::text) AND ($4::text IS NULL OR"      \
-    " i.kind = $4::text) AND ($5::text IS NULL OR (i.number IS NOT NULL AND " SQL_NUMBER_TEXT   \
+#define SQL_SEARCH                                                                            \
+    SQL_INVOICE_COLUMNS                                                                       \
+    ", (i.returned - i.account_credit + i.carried)::text AS "                                 \
+    "account_credit_net" SQL_INVOICE_FROM                                                     \
+    " WHERE ($1::date IS NULL OR i.month = $1::date) AND ($2::text IS NULL OR i.account_id"   \
+    " = $2::text) AND ($3::text IS NULL OR i.status = $3::text) AND ($4::text IS NULL OR"     \
+    " i.kind = $4::text) AND ($5::text IS NULL OR (i.number IS NOT NULL AND " SQL_NUMBER_TEXT \
     " = $5::text)) AND i.id > $6::bigint ORDER BY i.id LIMIT $7::bigint"
 
 bs_status bs_invoice_search(bs_conn *c, const bs_invoice_filter *f, bs_invoice_summary **out,
@@ -1552,17 +2062,17 @@ bs_status bs_invoice_search(bs_conn *c, const bs_invoice_filter *f, bs_invoice_s
     return summaries(c, SQL_SEARCH, 7, params, out, n, err);
 }
 
-#define SQL_FINALIZED_WHERE                                                                    \
-    " WHERE i.month = $1::date AND i.currency = $2::text AND i.kind = 'invoice'"                 \
+#define SQL_FINALIZED_WHERE                                                      \
+    " WHERE i.month = $1::date AND i.currency = $2::text AND i.kind = 'invoice'" \
     " AND i.status = 'finalized'"
 #define SQL_FINALIZED_LINES                                                                    \
-    "SELECT CASE WHEN l.kind = 'adjustment' THEN 'adjustment' ELSE coalesce(l.meter, '') END,"   \
-    " sum(l.amount)::text, count(*) FROM billing.invoice_lines l JOIN billing.invoices i"        \
+    "SELECT CASE WHEN l.kind = 'adjustment' THEN 'adjustment' ELSE coalesce(l.meter, '') END," \
+    " sum(l.amount)::text, count(*) FROM billing.invoice_lines l JOIN billing.invoices i"      \
     " ON i.id = l.invoice_id" SQL_FINALIZED_WHERE " GROUP BY 1 ORDER BY 1"
-#define SQL_FINALIZED_TOTALS                                                                   \
-    "SELECT coalesce(sum(i.subtotal), 0)::text AS subtotal,"                                   \
-    " coalesce(sum(i.credits), 0)::text AS credits, coalesce(sum(i.tax), 0)::text AS tax,"     \
-    " coalesce(sum(i.total), 0)::text AS total"                                                \
+#define SQL_FINALIZED_TOTALS                                                               \
+    "SELECT coalesce(sum(i.subtotal), 0)::text AS subtotal,"                               \
+    " coalesce(sum(i.credits), 0)::text AS credits, coalesce(sum(i.tax), 0)::text AS tax," \
+    " coalesce(sum(i.total), 0)::text AS total"                                            \
     " FROM billing.invoices i" SQL_FINALIZED_WHERE
 
 static const bs_rowtext_field totals_fields[] = {
@@ -1630,8 +2140,8 @@ PGresult *bs_invoice_grants(bs_conn *c, int64_t id, bs_error *err)
  * literal), prepared once per connection as by_id is: an export reads a
  * chunk of invoices in three statements instead of three per invoice.
  */
-static PGresult *by_ids(bs_conn *c, const char *name, const char *sql, const int64_t *ids,
-                        size_t n, bs_error *err)
+static PGresult *by_ids(bs_conn *c, const char *name, const char *sql, const int64_t *ids, size_t n,
+                        bs_error *err)
 {
     char text[BS_INVOICE_SET_MAX * 21 + 3];
     const char *params[1] = {text};
@@ -1658,15 +2168,45 @@ static PGresult *by_ids(bs_conn *c, const char *name, const char *sql, const int
 
 #define HEAD(f) BS_ROWTEXT(bs_invoice_head, f)
 static const bs_rowtext_field head_fields[] = {
-    HEAD(id), HEAD(number), HEAD(account), HEAD(kind), HEAD(period), HEAD(status),
-    HEAD(currency), HEAD(subtotal), HEAD(credits), HEAD(tax), HEAD(total), HEAD(series),
-    HEAD(corrects), HEAD(period_start), HEAD(period_end), HEAD(tax_rate), HEAD(time_zone),
-    HEAD(finalized_at), HEAD(void_reason), HEAD(account_name), HEAD(credit_returned),
-    HEAD(account_credit), HEAD(carried), HEAD(account_credit_left), HEAD(before_credit),
-    HEAD(taxable), HEAD(credit_remaining), HEAD(account_credit_refunded), HEAD(refund_tax),
-    HEAD(refunded_total), HEAD(refund_method), HEAD(refund_reason), HEAD(refund_reference),
-    HEAD(corrects_reason), HEAD(period_first), HEAD(period_last), HEAD(issue_date),
-    HEAD(due_date), HEAD(book),
+    HEAD(id),
+    HEAD(number),
+    HEAD(account),
+    HEAD(kind),
+    HEAD(period),
+    HEAD(status),
+    HEAD(currency),
+    HEAD(subtotal),
+    HEAD(credits),
+    HEAD(tax),
+    HEAD(total),
+    HEAD(series),
+    HEAD(corrects),
+    HEAD(period_start),
+    HEAD(period_end),
+    HEAD(tax_rate),
+    HEAD(time_zone),
+    HEAD(finalized_at),
+    HEAD(void_reason),
+    HEAD(account_name),
+    HEAD(credit_returned),
+    HEAD(account_credit),
+    HEAD(carried),
+    HEAD(account_credit_left),
+    HEAD(before_credit),
+    HEAD(taxable),
+    HEAD(credit_remaining),
+    HEAD(account_credit_refunded),
+    HEAD(refund_tax),
+    HEAD(refunded_total),
+    HEAD(refund_method),
+    HEAD(refund_reason),
+    HEAD(refund_reference),
+    HEAD(corrects_reason),
+    HEAD(period_first),
+    HEAD(period_last),
+    HEAD(issue_date),
+    HEAD(due_date),
+    HEAD(book),
     {"account", offsetof(bs_invoice_head, customer.account)},
     {"account_name", offsetof(bs_invoice_head, customer.name)},
     {"email", offsetof(bs_invoice_head, customer.email)},
@@ -1678,11 +2218,11 @@ static const bs_rowtext_field head_fields[] = {
 
 #define LINE(f) BS_ROWTEXT(bs_invoice_line, f)
 static const bs_rowtext_field line_fields[] = {
-    LINE(line),           LINE(kind),     LINE(meter),        LINE(model), LINE(region),
-    LINE(plan),           LINE(price_version), LINE(adjusts_period), LINE(quantity),
-    LINE(quantity_den),   LINE(unit),     LINE(unit_price),   LINE(amount),
-    LINE(unused_from),    LINE(unused_to), LINE(unused_from_local),
-    LINE(model_name),     LINE(region_name), LINE(plan_name),
+    LINE(line),       LINE(kind),         LINE(meter),         LINE(model),
+    LINE(region),     LINE(plan),         LINE(price_version), LINE(adjusts_period),
+    LINE(quantity),   LINE(quantity_den), LINE(unit),          LINE(unit_price),
+    LINE(amount),     LINE(unused_from),  LINE(unused_to),     LINE(unused_from_local),
+    LINE(model_name), LINE(region_name),  LINE(plan_name),
 };
 #define N_LINE (sizeof(line_fields) / sizeof(line_fields[0]))
 
@@ -1732,8 +2272,7 @@ static bs_invoice_rows *rows_build(const rows_src *s)
 }
 
 /* BS_OK when the three results have every column the structs need. */
-static bs_status rows_check(const PGresult *h, const PGresult *l, const PGresult *g,
-                            bs_error *err)
+static bs_status rows_check(const PGresult *h, const PGresult *l, const PGresult *g, bs_error *err)
 {
     if (bs_rowtext_check(h, head_fields, N_HEAD) != 0 ||
         bs_rowtext_check(l, line_fields, N_LINE) != 0 ||
@@ -1822,8 +2361,14 @@ bs_status bs_invoice_read_set(bs_conn *c, const int64_t *ids, size_t n, bs_invoi
         int hc = PQfnumber(h, "id");
         int lc = PQfnumber(l, "invoice_id");
         int gc = PQfnumber(g, "invoice_id");
-        rows_src s = {h, l, g, first_row(h, hc, ids[i]), first_row(l, lc, ids[i]), 0,
-                      first_row(g, gc, ids[i]), 0};
+        rows_src s = {h,
+                      l,
+                      g,
+                      first_row(h, hc, ids[i]),
+                      first_row(l, lc, ids[i]),
+                      0,
+                      first_row(g, gc, ids[i]),
+                      0};
         if (rows_with(h, hc, s.hr, ids[i]) != 1) {
             st = bs_error_set(err, BS_ERR_INVALID, "no invoice with id %lld", (long long)ids[i]);
             break;

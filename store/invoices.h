@@ -55,15 +55,15 @@ bs_status bs_events_fetch(bs_conn *c, const char *accounts, billing_time_t befor
 
 /* A line of a prior month that reached the store after it was finalized. */
 typedef struct bs_adjustment {
-    int year, month;        /* the month it belongs to */
-    const char *meter;      /* "gpu", ... */
-    const char *model;      /* price key */
+    int year, month;   /* the month it belongs to */
+    const char *meter; /* "gpu", ... */
+    const char *model; /* price key */
     const char *region;
     const char *price_version; /* label of the price version (that month's prices) */
-    const char *quantity;   /* exact, "p/q" allowed */
+    const char *quantity;      /* exact, "p/q" allowed */
     const char *unit;
     const char *unit_price;
-    const char *amount;     /* rounded to the minor unit */
+    const char *amount; /* rounded to the minor unit */
 } bs_adjustment;
 
 /* One account's draft for the month being closed. */
@@ -71,7 +71,7 @@ typedef struct bs_draft {
     const billing_invoice *inv; /* the library's invoice of the month (borrowed) */
     const bs_adjustment *adj;   /* prior-period adjustment lines, or NULL */
     size_t n_adj;
-    const char *subtotal;       /* the invoice's figures including the adjustments */
+    const char *subtotal; /* the invoice's figures including the adjustments */
     const char *tax;
     const char *total;
 } bs_draft;
@@ -116,8 +116,8 @@ bs_status bs_drafts_write(bs_conn *c, const char *accounts, const char *book, co
  * are set (the caller frees them) and BS_OK returned; all three stay NULL
  * when every return is covered. Not thread-safe per connection.
  */
-bs_status bs_returned_unclosed(bs_conn *c, const char *returned, const char *month,
-                               char **account, char **grant, char **open, bs_error *err);
+bs_status bs_returned_unclosed(bs_conn *c, const char *returned, const char *month, char **account,
+                               char **grant, char **open, bs_error *err);
 
 /*
  * bs_credit_history - the credit the issued months of the accounts of
@@ -156,8 +156,8 @@ typedef struct bs_billed_line {
  * @accounts: *@out[0..*@n) in one allocation (the caller frees it with
  * free()). Returns BS_OK or an error (*@out NULL).
  */
-bs_status bs_billed_lines(bs_conn *c, const char *accounts, const char *month,
-                          bs_billed_line **out, size_t *n, bs_error *err);
+bs_status bs_billed_lines(bs_conn *c, const char *accounts, const char *month, bs_billed_line **out,
+                          size_t *n, bs_error *err);
 
 /*
  * bs_finalize_month - number and freeze every draft invoice of @month
@@ -252,13 +252,13 @@ bs_status bs_invoice_list(bs_conn *c, const char *month, const char *account, co
 
 /* What bs_invoice_search selects: NULL (or 0) for any. */
 typedef struct bs_invoice_filter {
-    const char *month;   /* "YYYY-MM-01" */
+    const char *month; /* "YYYY-MM-01" */
     const char *account;
-    const char *status;  /* draft, finalized, void */
-    const char *kind;    /* invoice, credit_note */
-    const char *number;  /* as printed ("INV-2026-000123") */
-    int64_t after;       /* only ids above it (paging; 0: from the first) */
-    long limit;          /* at most this many rows */
+    const char *status; /* draft, finalized, void */
+    const char *kind;   /* invoice, credit_note */
+    const char *number; /* as printed ("INV-2026-000123") */
+    int64_t after;      /* only ids above it (paging; 0: from the first) */
+    long limit;         /* at most this many rows */
 } bs_invoice_filter;
 
 /*
@@ -304,19 +304,19 @@ PGresult *bs_invoice_grants(bs_conn *c, int64_t id, bs_error *err);
 typedef struct bs_invoice_head {
     const char *id, *number, *account, *kind, *period, *status, *currency;
     const char *subtotal, *credits, *tax, *total, *series;
-    const char *corrects;          /* number of the invoice a credit note credits */
+    const char *corrects;                  /* number of the invoice a credit note credits */
     const char *period_start, *period_end; /* instants, end exclusive */
     const char *tax_rate, *time_zone, *finalized_at, *void_reason, *account_name;
     const char *credit_returned, *account_credit, *carried, *account_credit_left;
     const char *before_credit, *taxable, *credit_remaining;
     const char *account_credit_refunded, *refund_tax, *refunded_total; /* refund credit notes */
     const char *refund_method, *refund_reason, *refund_reference;
-    const char *corrects_reason;   /* void reason of the invoice a credit note credits */
+    const char *corrects_reason;            /* void reason of the invoice a credit note credits */
     const char *period_first, *period_last; /* the period's first and last day, account zone */
-    const char *issue_date;        /* day of finalization, account zone ("" for drafts) */
-    const char *due_date;          /* issue_date + the issuer's payment terms (30 without one) */
-    const char *book;              /* price book of its lines (the only book when none) */
-    bs_party customer;             /* store/parties.h: the account as its documents name it */
+    const char *issue_date;                 /* day of finalization, account zone ("" for drafts) */
+    const char *due_date; /* issue_date + the issuer's payment terms (30 without one) */
+    const char *book;     /* price book of its lines (the only book when none) */
+    bs_party customer;    /* store/parties.h: the account as its documents name it */
 } bs_invoice_head;
 
 /* One line of a stored invoice (text as bs_invoice_lines returns it). */

@@ -40,11 +40,11 @@
 /* 'billload' in ASCII: one loader at a time per database. */
 #define SQL_LOCK "SELECT pg_advisory_xact_lock(7091318301203063140)"
 
-#define SQL_BOOK_INSERT                                                                        \
-    "INSERT INTO billing.price_books (id, currency, rounding)"                                  \
+#define SQL_BOOK_INSERT                                        \
+    "INSERT INTO billing.price_books (id, currency, rounding)" \
     " VALUES ($1::text, $2::text, $3::text) ON CONFLICT (id) DO NOTHING"
-#define SQL_BOOK_DIFFERS                                                                       \
-    "SELECT 1 FROM billing.price_books WHERE id = $1::text"                                    \
+#define SQL_BOOK_DIFFERS                                    \
+    "SELECT 1 FROM billing.price_books WHERE id = $1::text" \
     " AND (currency, rounding) IS DISTINCT FROM ($2::char(3), $3::text)"
 
 /*
@@ -60,7 +60,7 @@
     " payment_instructions = EXCLUDED.payment_instructions, footer = EXCLUDED.footer,"         \
     " logo_png = EXCLUDED.logo_png, payment_terms_days = EXCLUDED.payment_terms_days,"         \
     " updated_at = now() WHERE (i.legal_name, i.address, i.tax_id, i.contact,"                 \
-    " i.payment_instructions, i.footer, i.logo_png, i.payment_terms_days) IS DISTINCT FROM"   \
+    " i.payment_instructions, i.footer, i.logo_png, i.payment_terms_days) IS DISTINCT FROM"    \
     " (EXCLUDED.legal_name, EXCLUDED.address, EXCLUDED.tax_id, EXCLUDED.contact,"              \
     " EXCLUDED.payment_instructions, EXCLUDED.footer, EXCLUDED.logo_png,"                      \
     " EXCLUDED.payment_terms_days) RETURNING (i.xmax = 0)::text"
@@ -70,13 +70,13 @@
  * key, language, name]: added, or renamed when the name differs. Returns
  * the rows given, added and renamed.
  */
-#define SQL_NAMES_UPSERT                                                                       \
-    "WITH r AS (SELECT x->>0 AS kind, x->>1 AS key, x->>2 AS language, x->>3 AS name"          \
-    " FROM json_array_elements($1::json) x), up AS (INSERT INTO billing.display_names AS n"    \
-    " (kind, key, language, name) SELECT kind, key, language, name FROM r"                     \
-    " ON CONFLICT (kind, key, language) DO UPDATE SET name = EXCLUDED.name, updated_at = now()"\
-    " WHERE n.name IS DISTINCT FROM EXCLUDED.name RETURNING (n.xmax = 0) AS added)"            \
-    " SELECT (SELECT count(*) FROM r)::text, count(*) FILTER (WHERE added)::text,"             \
+#define SQL_NAMES_UPSERT                                                                        \
+    "WITH r AS (SELECT x->>0 AS kind, x->>1 AS key, x->>2 AS language, x->>3 AS name"           \
+    " FROM json_array_elements($1::json) x), up AS (INSERT INTO billing.display_names AS n"     \
+    " (kind, key, language, name) SELECT kind, key, language, name FROM r"                      \
+    " ON CONFLICT (kind, key, language) DO UPDATE SET name = EXCLUDED.name, updated_at = now()" \
+    " WHERE n.name IS DISTINCT FROM EXCLUDED.name RETURNING (n.xmax = 0) AS added)"             \
+    " SELECT (SELECT count(*) FROM r)::text, count(*) FILTER (WHERE added)::text,"              \
     " count(*) FILTER (WHERE NOT added)::text FROM up"
 
 /*
@@ -88,9 +88,10 @@
  * one per row: a reload of 100,000 accounts that changes nothing is a few
  * index lookups per row, not 200,000 statements.
  */
-#define SQL_ROWS                                                                               \
-    "WITH r AS (SELECT e->>0 AS p1, e->>1 AS p2, e->>2 AS p3, e->>3 AS p4, e->>4 AS p5,"       \
-    " e->>5 AS p6, e->>6 AS p7, e->>7 AS p8, e->>8 AS p9, n FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY"        \
+#define SQL_ROWS                                                                                   \
+    "WITH r AS (SELECT e->>0 AS p1, e->>1 AS p2, e->>2 AS p3, e->>3 AS p4, e->>4 AS p5,"           \
+    " e->>5 AS p6, e->>6 AS p7, e->>7 AS p8, e->>8 AS p9, n FROM jsonb_array_elements($1::jsonb) " \
+    "WITH ORDINALITY"                                                                              \
     " AS t (e, n))"
 /*
  * Rows whose id is not stored yet: the others never reach the INSERT, whose
@@ -101,15 +102,14 @@
 /* The ordinals of the rows whose id (p1) the CTE "w" returned. */
 #define SQL_ROWS_DONE " SELECT r.n FROM r JOIN w ON w.id = r.p1"
 
-#define SQL_PLAN_INSERT                                                                        \
-    SQL_ROWS ", w AS (INSERT INTO billing.plans (id, period, model, region, refundable)"       \
-    " SELECT p1, p2, p3, p4, p5::boolean FROM r WHERE" SQL_ROWS_NEW("plans")                 \
-    " ON CONFLICT (id) DO NOTHING RETURNING id)"                                               \
-    SQL_ROWS_DONE
-#define SQL_PLAN_DIFFERS                                                                       \
-    SQL_ROWS " SELECT r.n FROM r JOIN billing.plans p ON p.id = r.p1"                          \
-    " WHERE (p.period, p.model, p.region, p.refundable)"                                       \
-    " IS DISTINCT FROM (r.p2, r.p3, r.p4, r.p5::boolean)"
+#define SQL_PLAN_INSERT                                                                  \
+    SQL_ROWS ", w AS (INSERT INTO billing.plans (id, period, model, region, refundable)" \
+             " SELECT p1, p2, p3, p4, p5::boolean FROM r WHERE" SQL_ROWS_NEW(            \
+                 "plans") " ON CONFLICT (id) DO NOTHING RETURNING id)" SQL_ROWS_DONE
+#define SQL_PLAN_DIFFERS                                              \
+    SQL_ROWS " SELECT r.n FROM r JOIN billing.plans p ON p.id = r.p1" \
+             " WHERE (p.period, p.model, p.region, p.refundable)"     \
+             " IS DISTINCT FROM (r.p2, r.p3, r.p4, r.p5::boolean)"
 
 /*
  * A new revision unless the latest one of that start holds the same
@@ -121,76 +121,79 @@
  * its file, and the load repairs it with a new revision instead of
  * reporting "0 changed".
  */
-#define SQL_VERSION_INSERT                                                                     \
-    "WITH latest AS (SELECT id, label, revision FROM billing.price_versions"                   \
-    " WHERE book_id = $1::text AND effective_from = $3::timestamptz"                           \
-    " ORDER BY revision DESC LIMIT 1),"                                                        \
-    " stored AS (SELECT md5('label|' || l.label || E'\\n' || coalesce((SELECT"                 \
-    " string_agg(x.line || E'\\n', '' ORDER BY x.line COLLATE \"C\") FROM ("                  \
-    " SELECT 'rate|' || r.meter || '|' || r.model || '|' || r.region || '|'"                  \
-    " || trim_scale(r.price)::text AS line FROM billing.rates r WHERE r.version_id = l.id"    \
-    " UNION ALL SELECT 'fee|' || f.plan_id || '|' || trim_scale(f.fee)::text"                 \
-    " FROM billing.plan_fees f WHERE f.version_id = l.id) x), '')) AS hash FROM latest l)"    \
+#define SQL_VERSION_INSERT                                                                         \
+    "WITH latest AS (SELECT id, label, revision FROM billing.price_versions"                       \
+    " WHERE book_id = $1::text AND effective_from = $3::timestamptz"                               \
+    " ORDER BY revision DESC LIMIT 1),"                                                            \
+    " stored AS (SELECT md5('label|' || l.label || E'\\n' || coalesce((SELECT"                     \
+    " string_agg(x.line || E'\\n', '' ORDER BY x.line COLLATE \"C\") FROM ("                       \
+    " SELECT 'rate|' || r.meter || '|' || r.model || '|' || r.region || '|'"                       \
+    " || trim_scale(r.price)::text AS line FROM billing.rates r WHERE r.version_id = l.id"         \
+    " UNION ALL SELECT 'fee|' || f.plan_id || '|' || trim_scale(f.fee)::text"                      \
+    " FROM billing.plan_fees f WHERE f.version_id = l.id) x), '')) AS hash FROM latest l)"         \
     " INSERT INTO billing.price_versions (book_id, label, effective_from, revision, content_hash)" \
-    " SELECT $1::text, $2::text, $3::timestamptz,"                                             \
-    " coalesce((SELECT revision FROM latest), 0) + 1, md5($4::text)"                           \
-    " WHERE md5($4::text) IS DISTINCT FROM (SELECT hash FROM stored)"                          \
+    " SELECT $1::text, $2::text, $3::timestamptz,"                                                 \
+    " coalesce((SELECT revision FROM latest), 0) + 1, md5($4::text)"                               \
+    " WHERE md5($4::text) IS DISTINCT FROM (SELECT hash FROM stored)"                              \
     " RETURNING id, revision"
-#define SQL_RATE_INSERT                                                                        \
-    "INSERT INTO billing.rates (version_id, meter, model, region, price)"                      \
+#define SQL_RATE_INSERT                                                   \
+    "INSERT INTO billing.rates (version_id, meter, model, region, price)" \
     " VALUES ($1::bigint, $2::text, $3::text, $4::text, $5::numeric)"
-#define SQL_FEE_INSERT                                                                         \
-    "INSERT INTO billing.plan_fees (version_id, plan_id, fee)"                                 \
+#define SQL_FEE_INSERT                                         \
+    "INSERT INTO billing.plan_fees (version_id, plan_id, fee)" \
     " VALUES ($1::bigint, $2::text, $3::numeric)"
 
-#define SQL_ACCOUNT_INSERT                                                                     \
-    SQL_ROWS ", w AS (INSERT INTO billing.accounts (id, currency, time_zone, tax_rate, name,"  \
-    " email, billing_address, tax_id, language)"                                               \
-    " SELECT p1, p2, p3, p4::numeric, p5, p6, p7, p8, p9 FROM r WHERE" SQL_ROWS_NEW("accounts") \
-    " ON CONFLICT (id) DO NOTHING RETURNING id)"                                               \
-    SQL_ROWS_DONE
-#define SQL_ACCOUNT_UPDATE                                                                     \
-    SQL_ROWS ", w AS (UPDATE billing.accounts a SET currency = r.p2::char(3),"                 \
-    " time_zone = r.p3, tax_rate = r.p4::numeric, name = r.p5, email = r.p6,"                  \
-    " billing_address = r.p7, tax_id = r.p8, language = r.p9, updated_at = now() FROM r"       \
-    " WHERE a.id = r.p1 AND (a.currency, a.time_zone, a.tax_rate, a.name, a.email,"            \
-    " a.billing_address, a.tax_id, a.language) IS DISTINCT FROM (r.p2::char(3), r.p3,"         \
-    " r.p4::numeric, r.p5, r.p6, r.p7, r.p8, r.p9) RETURNING a.id)" SQL_ROWS_DONE
+#define SQL_ACCOUNT_INSERT                                                                    \
+    SQL_ROWS ", w AS (INSERT INTO billing.accounts (id, currency, time_zone, tax_rate, name," \
+             " email, billing_address, tax_id, language)"                                     \
+             " SELECT p1, p2, p3, p4::numeric, p5, p6, p7, p8, p9 FROM r WHERE" SQL_ROWS_NEW( \
+                 "accounts") " ON CONFLICT (id) DO NOTHING RETURNING id)" SQL_ROWS_DONE
+#define SQL_ACCOUNT_UPDATE                                                                        \
+    SQL_ROWS ", w AS (UPDATE billing.accounts a SET currency = r.p2::char(3),"                    \
+             " time_zone = r.p3, tax_rate = r.p4::numeric, name = r.p5, email = r.p6,"            \
+             " billing_address = r.p7, tax_id = r.p8, language = r.p9, updated_at = now() FROM r" \
+             " WHERE a.id = r.p1 AND (a.currency, a.time_zone, a.tax_rate, a.name, a.email,"      \
+             " a.billing_address, a.tax_id, a.language) IS DISTINCT FROM (r.p2::char(3), r.p3,"   \
+             " r.p4::numeric, r.p5, r.p6, r.p7, r.p8, r.p9) RETURNING a.id)" SQL_ROWS_DONE
 
-#define SQL_SUB_INSERT                                                                         \
-    SQL_ROWS ", w AS (INSERT INTO billing.subscriptions (id, account_id, resource_id, plan_id," \
-    " start_at, terms, cancelled_at) SELECT p1, p2, p3, p4, p5::timestamptz, p6::integer,"      \
-    " p7::timestamptz FROM r WHERE" SQL_ROWS_NEW("subscriptions")                            \
-    " ON CONFLICT (id) DO NOTHING RETURNING id)" SQL_ROWS_DONE
-#define SQL_SUB_CANCEL                                                                         \
-    SQL_ROWS ", w AS (UPDATE billing.subscriptions s SET cancelled_at = r.p7::timestamptz,"    \
-    " updated_at = now() FROM r WHERE s.id = r.p1 AND s.cancelled_at IS NULL"                  \
-    " AND r.p7 IS NOT NULL RETURNING s.id)" SQL_ROWS_DONE
-#define SQL_SUB_DIFFERS                                                                        \
-    SQL_ROWS " SELECT r.n FROM r JOIN billing.subscriptions s ON s.id = r.p1"                  \
-    " WHERE (s.account_id, s.resource_id, s.plan_id, s.start_at, s.terms, s.cancelled_at)"     \
-    " IS DISTINCT FROM (r.p2, r.p3, r.p4, r.p5::timestamptz, r.p6::integer, r.p7::timestamptz)"
+#define SQL_SUB_INSERT                                                                     \
+    SQL_ROWS                                                                               \
+    ", w AS (INSERT INTO billing.subscriptions (id, account_id, resource_id, plan_id,"     \
+    " start_at, terms, cancelled_at) SELECT p1, p2, p3, p4, p5::timestamptz, p6::integer," \
+    " p7::timestamptz FROM r WHERE" SQL_ROWS_NEW(                                          \
+        "subscriptions") " ON CONFLICT (id) DO NOTHING RETURNING id)" SQL_ROWS_DONE
+#define SQL_SUB_CANCEL                                                                      \
+    SQL_ROWS ", w AS (UPDATE billing.subscriptions s SET cancelled_at = r.p7::timestamptz," \
+             " updated_at = now() FROM r WHERE s.id = r.p1 AND s.cancelled_at IS NULL"      \
+             " AND r.p7 IS NOT NULL RETURNING s.id)" SQL_ROWS_DONE
+#define SQL_SUB_DIFFERS                                                                    \
+    SQL_ROWS                                                                               \
+    " SELECT r.n FROM r JOIN billing.subscriptions s ON s.id = r.p1"                       \
+    " WHERE (s.account_id, s.resource_id, s.plan_id, s.start_at, s.terms, s.cancelled_at)" \
+    " IS DISTINCT FROM (r.p2, r.p3, r.p4, r.p5::timestamptz, r.p6::integer, "              \
+    "r.p7::timestamptz)"
 
-#define SQL_GRANT_INSERT                                                                       \
-    SQL_ROWS ", w AS (INSERT INTO billing.credit_grants (id, account_id, currency, amount,"     \
-    " granted_at, expires_at, kinds, priority) SELECT r.p1, a.id, a.currency, r.p3::numeric,"  \
-    " r.p4::timestamptz, r.p5::timestamptz, r.p6::smallint, r.p7::integer FROM r"              \
-    " JOIN billing.accounts a ON a.id = r.p2 WHERE" SQL_ROWS_NEW("credit_grants")            \
-    " ON CONFLICT (id) DO NOTHING RETURNING id)"                                               \
-    SQL_ROWS_DONE
+#define SQL_GRANT_INSERT                                                                      \
+    SQL_ROWS                                                                                  \
+    ", w AS (INSERT INTO billing.credit_grants (id, account_id, currency, amount,"            \
+    " granted_at, expires_at, kinds, priority) SELECT r.p1, a.id, a.currency, r.p3::numeric," \
+    " r.p4::timestamptz, r.p5::timestamptz, r.p6::smallint, r.p7::integer FROM r"             \
+    " JOIN billing.accounts a ON a.id = r.p2 WHERE" SQL_ROWS_NEW(                             \
+        "credit_grants") " ON CONFLICT (id) DO NOTHING RETURNING id)" SQL_ROWS_DONE
 /* The grant's opening ledger entry, once. */
-#define SQL_GRANT_LEDGER                                                                       \
-    SQL_ROWS ", w AS (INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor,"       \
-    " effective_at, note) SELECT g.id, 'grant', trunc(g.amount * 10::numeric ^ c.digits),"     \
-    " g.granted_at, 'billing load' FROM r JOIN billing.credit_grants g ON g.id = r.p1"         \
-    " JOIN billing.currencies c ON c.code = g.currency WHERE NOT EXISTS (SELECT 1 FROM"        \
-    " billing.credit_ledger l WHERE l.grant_id = g.id AND l.entry = 'grant')"                  \
+#define SQL_GRANT_LEDGER                                                                   \
+    SQL_ROWS                                                                               \
+    ", w AS (INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor,"            \
+    " effective_at, note) SELECT g.id, 'grant', trunc(g.amount * 10::numeric ^ c.digits)," \
+    " g.granted_at, 'billing load' FROM r JOIN billing.credit_grants g ON g.id = r.p1"     \
+    " JOIN billing.currencies c ON c.code = g.currency WHERE NOT EXISTS (SELECT 1 FROM"    \
+    " billing.credit_ledger l WHERE l.grant_id = g.id AND l.entry = 'grant')"              \
     " RETURNING grant_id AS id)" SQL_ROWS_DONE
-#define SQL_GRANT_DIFFERS                                                                      \
-    SQL_ROWS " SELECT r.n FROM r JOIN billing.credit_grants g ON g.id = r.p1"                  \
-    " WHERE (g.account_id, g.amount, g.granted_at, g.expires_at, g.kinds, g.priority)"         \
-    " IS DISTINCT FROM (r.p2, r.p3::numeric, r.p4::timestamptz, r.p5::timestamptz,"            \
-    " r.p6::smallint, r.p7::integer)"
+#define SQL_GRANT_DIFFERS                                                                       \
+    SQL_ROWS " SELECT r.n FROM r JOIN billing.credit_grants g ON g.id = r.p1"                   \
+             " WHERE (g.account_id, g.amount, g.granted_at, g.expires_at, g.kinds, g.priority)" \
+             " IS DISTINCT FROM (r.p2, r.p3::numeric, r.p4::timestamptz, r.p5::timestamptz,"    \
+             " r.p6::smallint, r.p7::integer)"
 
 /* Rows sent in one statement: bounds the JSON text (about 100 bytes a row). */
 #define LOAD_CHUNK_ROWS 10000
@@ -232,8 +235,8 @@ static size_t count_rows(const load_ctx *lc)
 const char *bs_load_kind_name(bs_load_kind kind)
 {
     static const char *const names[BS_LOAD_KINDS] = {
-        "price books", "plans", "price versions", "accounts", "subscriptions", "credit grants",
-        "issuers", "display names"};
+        "price books",   "plans",         "price versions", "accounts",
+        "subscriptions", "credit grants", "issuers",        "display names"};
 
     if ((unsigned)kind >= BS_LOAD_KINDS)
         return "?";
@@ -405,7 +408,7 @@ typedef struct row_kind {
     bs_load_kind kind;
     const char *array; /* the file's array: "plans", "accounts"... */
     row_params_fn params;
-    int nparams; /* how many of the ROW_PARAMS it fills */
+    int nparams;                  /* how many of the ROW_PARAMS it fills */
     const char *stmts[ROW_STMTS]; /* NULL: no more statements */
     int added;
     int changed;
@@ -426,8 +429,7 @@ static bs_status plan_params(const json_t *p, const char **params, row_buf *buf,
     return BS_OK;
 }
 
-static bs_status account_params(const json_t *a, const char **params, row_buf *buf,
-                                bs_error *err)
+static bs_status account_params(const json_t *a, const char **params, row_buf *buf, bs_error *err)
 {
     (void)buf;
     (void)err;
@@ -499,26 +501,50 @@ static bs_status grant_params(const json_t *g, const char **params, row_buf *buf
 }
 
 static const row_kind plan_rows = {
-    BS_LOAD_PLANS, "plans", plan_params, 5,
+    BS_LOAD_PLANS,
+    "plans",
+    plan_params,
+    5,
     {SQL_PLAN_INSERT, SQL_PLAN_DIFFERS, NULL},
-    0, -1, 1, "plan",
+    0,
+    -1,
+    1,
+    "plan",
     "is stored with another definition: plans never change, give the new one a new id"};
 
-static const row_kind account_rows = {
-    BS_LOAD_ACCOUNTS, "accounts", account_params, 9,
-    {SQL_ACCOUNT_INSERT, SQL_ACCOUNT_UPDATE, NULL},
-    0, 1, -1, "account", ""};
+static const row_kind account_rows = {BS_LOAD_ACCOUNTS,
+                                      "accounts",
+                                      account_params,
+                                      9,
+                                      {SQL_ACCOUNT_INSERT, SQL_ACCOUNT_UPDATE, NULL},
+                                      0,
+                                      1,
+                                      -1,
+                                      "account",
+                                      ""};
 
 static const row_kind subscription_rows = {
-    BS_LOAD_SUBSCRIPTIONS, "subscriptions", sub_params, 7,
+    BS_LOAD_SUBSCRIPTIONS,
+    "subscriptions",
+    sub_params,
+    7,
     {SQL_SUB_INSERT, SQL_SUB_CANCEL, SQL_SUB_DIFFERS},
-    0, 1, 2, "subscription",
+    0,
+    1,
+    2,
+    "subscription",
     "is stored with other terms: only a first cancellation may change a subscription"};
 
 static const row_kind grant_rows = {
-    BS_LOAD_GRANTS, "grants", grant_params, 7,
+    BS_LOAD_GRANTS,
+    "grants",
+    grant_params,
+    7,
     {SQL_GRANT_INSERT, SQL_GRANT_LEDGER, SQL_GRANT_DIFFERS},
-    0, -1, 2, "credit grant",
+    0,
+    -1,
+    2,
+    "credit grant",
     "is stored with other terms: grants never change, give the new one a new id"};
 
 /* Count one row from its statements' row counts, or refuse it. */
@@ -813,9 +839,10 @@ static char *content_line(const json_t *item, int is_rate)
 
     if (value == NULL || bs_decimal_canonical(value, amount, sizeof(amount)) != 0)
         return NULL;
-    size = strlen(amount) + 16 + (is_rate ? strlen(str(item, "meter")) + strlen(str(item, "model")) +
-                                                strlen(str(item, "region"))
-                                          : strlen(str(item, "plan")));
+    size = strlen(amount) + 16 +
+           (is_rate ? strlen(str(item, "meter")) + strlen(str(item, "model")) +
+                          strlen(str(item, "region"))
+                    : strlen(str(item, "plan")));
     line = malloc(size);
     if (line == NULL)
         return NULL;
@@ -911,8 +938,7 @@ static bs_status load_version(bs_conn *c, load_ctx *lc, const json_t *v, bs_erro
         return st;
     content = version_content(v);
     if (content == NULL)
-        return bs_error_set(err, BS_ERR_NOMEM, "price version '%s': out of memory",
-                            str(v, "id"));
+        return bs_error_set(err, BS_ERR_NOMEM, "price version '%s': out of memory", str(v, "id"));
     params[0] = lc->book_id;
     params[1] = str(v, "id");
     params[2] = from;
@@ -992,8 +1018,7 @@ bs_status bs_load_catalog(bs_conn *c, const char *book_id, const char *pricebook
 
 bs_status bs_load_catalog_progress(bs_conn *c, const char *book_id, const char *pricebook_path,
                                    const char *accounts_path, bs_load_counts *counts,
-                                   bs_load_progress_fn progress, void *progress_arg,
-                                   bs_error *err)
+                                   bs_load_progress_fn progress, void *progress_arg, bs_error *err)
 {
     load_ctx lc;
     bs_status st;

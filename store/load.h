@@ -70,8 +70,7 @@ typedef void (*bs_load_progress_fn)(void *arg, size_t done, size_t total);
  */
 bs_status bs_load_catalog_progress(bs_conn *c, const char *book_id, const char *pricebook_path,
                                    const char *accounts_path, bs_load_counts *counts,
-                                   bs_load_progress_fn progress, void *progress_arg,
-                                   bs_error *err);
+                                   bs_load_progress_fn progress, void *progress_arg, bs_error *err);
 
 /*
  * bs_decimal_canonical - @in ("+012.500") in canonical form ("12.5") into

@@ -13,11 +13,11 @@
 /* Advisory lock of migrators: 'billmigr' in ASCII, per database. */
 #define SQL_LOCK "SELECT pg_advisory_xact_lock(7091318301219448690)"
 #define SQL_HAS_TABLE "SELECT to_regclass('billing.schema_version') IS NOT NULL"
-#define SQL_APPLIED                                                                            \
-    "SELECT version, name, checksum, to_char(applied_at, 'YYYY-MM-DD HH24:MI:SSOF') "         \
+#define SQL_APPLIED                                                                   \
+    "SELECT version, name, checksum, to_char(applied_at, 'YYYY-MM-DD HH24:MI:SSOF') " \
     "FROM billing.schema_version ORDER BY version"
 #define SQL_MD5 "SELECT md5($1)"
-#define SQL_RECORD                                                                             \
+#define SQL_RECORD \
     "INSERT INTO billing.schema_version (version, name, checksum) VALUES ($1, $2, md5($3))"
 
 /* The applied migrations, or a result with no rows for an empty database. */
@@ -36,8 +36,7 @@ static PGresult *read_applied(bs_conn *c, bs_error *err)
 }
 
 /* Does the recorded @checksum match the md5 of our text of @m? -1 on error. */
-static int checksum_matches(bs_conn *c, const bs_migration *m, const char *checksum,
-                            bs_error *err)
+static int checksum_matches(bs_conn *c, const bs_migration *m, const char *checksum, bs_error *err)
 {
     const char *params[1];
     PGresult *res;
@@ -221,8 +220,7 @@ static bs_schema_entry *entry_for(bs_schema_status *st, int version)
     return e;
 }
 
-static bs_status fill_applied(bs_conn *c, bs_schema_status *st, const PGresult *res,
-                              bs_error *err)
+static bs_status fill_applied(bs_conn *c, bs_schema_status *st, const PGresult *res, bs_error *err)
 {
     int i;
     int v;

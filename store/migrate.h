@@ -50,19 +50,19 @@ bs_status bs_migrate(bs_conn *c, int target, bs_migrate_cb cb, void *arg, int *a
 typedef struct bs_schema_entry {
     int version;
     char name[129];
-    int known;         /* embedded in this program */
-    int applied;       /* recorded in billing.schema_version */
-    int checksum_ok;   /* applied and known with identical text */
+    int known;           /* embedded in this program */
+    int applied;         /* recorded in billing.schema_version */
+    int checksum_ok;     /* applied and known with identical text */
     char applied_at[64]; /* timestamptz as text when applied, "" otherwise */
 } bs_schema_entry;
 
 /* Where a database stands. */
 typedef struct bs_schema_status {
-    int current;        /* highest applied version, 0 for an empty database */
-    int latest;         /* highest version this program knows */
-    int newer;          /* non-zero: versions beyond `latest` are applied */
-    int mismatches;     /* applied migrations whose checksum differs */
-    int gaps;           /* versions below `current` that are not applied */
+    int current;    /* highest applied version, 0 for an empty database */
+    int latest;     /* highest version this program knows */
+    int newer;      /* non-zero: versions beyond `latest` are applied */
+    int mismatches; /* applied migrations whose checksum differs */
+    int gaps;       /* versions below `current` that are not applied */
     size_t count;
     bs_schema_entry *entries; /* by version */
 } bs_schema_status;

@@ -10,9 +10,9 @@
 #include "parties.h"
 #include "rowtext.h"
 
-#define SQL_PARTY                                                                              \
-    "SELECT a.id AS account, coalesce(a.name, a.id) AS name, coalesce(a.email, '') AS email,"  \
-    " coalesce(a.billing_address, '') AS billing_address, coalesce(a.tax_id, '') AS tax_id,"   \
+#define SQL_PARTY                                                                             \
+    "SELECT a.id AS account, coalesce(a.name, a.id) AS name, coalesce(a.email, '') AS email," \
+    " coalesce(a.billing_address, '') AS billing_address, coalesce(a.tax_id, '') AS tax_id,"  \
     " a.language FROM billing.accounts a WHERE a.id = $1::text"
 
 static const bs_rowtext_field party_fields[] = {
@@ -21,19 +21,19 @@ static const bs_rowtext_field party_fields[] = {
     BS_ROWTEXT(bs_party, tax_id),  BS_ROWTEXT(bs_party, language),
 };
 
-#define SQL_ISSUER                                                                             \
-    "SELECT book_id AS book, legal_name, coalesce(address, '') AS address,"                    \
-    " coalesce(tax_id, '') AS tax_id, coalesce(contact, '') AS contact,"                       \
-    " coalesce(payment_instructions, '') AS payment_instructions,"                             \
-    " coalesce(footer, '') AS footer, payment_terms_days::text AS payment_terms_days,"         \
-    " coalesce(encode(logo_png, 'hex'), '') AS logo_hex"                                       \
+#define SQL_ISSUER                                                                     \
+    "SELECT book_id AS book, legal_name, coalesce(address, '') AS address,"            \
+    " coalesce(tax_id, '') AS tax_id, coalesce(contact, '') AS contact,"               \
+    " coalesce(payment_instructions, '') AS payment_instructions,"                     \
+    " coalesce(footer, '') AS footer, payment_terms_days::text AS payment_terms_days," \
+    " coalesce(encode(logo_png, 'hex'), '') AS logo_hex"                               \
     " FROM billing.issuers WHERE book_id = $1::text"
 
 static const bs_rowtext_field issuer_fields[] = {
-    BS_ROWTEXT(bs_issuer, book),          BS_ROWTEXT(bs_issuer, legal_name),
-    BS_ROWTEXT(bs_issuer, address),       BS_ROWTEXT(bs_issuer, tax_id),
-    BS_ROWTEXT(bs_issuer, contact),       BS_ROWTEXT(bs_issuer, payment_instructions),
-    BS_ROWTEXT(bs_issuer, footer),        BS_ROWTEXT(bs_issuer, payment_terms_days),
+    BS_ROWTEXT(bs_issuer, book),     BS_ROWTEXT(bs_issuer, legal_name),
+    BS_ROWTEXT(bs_issuer, address),  BS_ROWTEXT(bs_issuer, tax_id),
+    BS_ROWTEXT(bs_issuer, contact),  BS_ROWTEXT(bs_issuer, payment_instructions),
+    BS_ROWTEXT(bs_issuer, footer),   BS_ROWTEXT(bs_issuer, payment_terms_days),
     BS_ROWTEXT(bs_issuer, logo_hex),
 };
 
@@ -82,9 +82,9 @@ bs_status bs_party_get(bs_conn *c, const char *account, bs_party **out, bs_error
 bs_status bs_issuer_get(bs_conn *c, const char *book, bs_issuer **out, bs_error *err)
 {
     void *p;
-    bs_status st = get(c, "bs_issuer_get", SQL_ISSUER, book, issuer_fields,
-                       sizeof(issuer_fields) / sizeof(issuer_fields[0]), sizeof(bs_issuer), &p,
-                       err);
+    bs_status st =
+        get(c, "bs_issuer_get", SQL_ISSUER, book, issuer_fields,
+            sizeof(issuer_fields) / sizeof(issuer_fields[0]), sizeof(bs_issuer), &p, err);
 
     *out = p;
     return st;

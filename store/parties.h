@@ -15,25 +15,25 @@
 
 /* The customer: an account as its documents name it. */
 typedef struct bs_party {
-    const char *account;         /* the account id */
-    const char *name;            /* the account's name, its id when it has none */
+    const char *account; /* the account id */
+    const char *name;    /* the account's name, its id when it has none */
     const char *email;
     const char *billing_address; /* lines separated by "\n" */
     const char *tax_id;
-    const char *language;        /* "en" or "zh-Hans" */
+    const char *language; /* "en" or "zh-Hans" */
 } bs_party;
 
 /* The seller of the invoices rated with a price book. */
 typedef struct bs_issuer {
-    const char *book;                 /* the price book's id */
+    const char *book; /* the price book's id */
     const char *legal_name;
-    const char *address;              /* lines separated by "\n" */
+    const char *address; /* lines separated by "\n" */
     const char *tax_id;
     const char *contact;
     const char *payment_instructions;
     const char *footer;
-    const char *payment_terms_days;   /* days from issue to due date, "0".."365" */
-    const char *logo_hex;             /* the logo's PNG bytes in hex ("" for none) */
+    const char *payment_terms_days; /* days from issue to due date, "0".."365" */
+    const char *logo_hex;           /* the logo's PNG bytes in hex ("" for none) */
 } bs_issuer;
 
 /*

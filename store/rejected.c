@@ -16,9 +16,9 @@
 #define TEXT(x) TEXT_(x)
 
 /* Stored: under its hash in event_ids, or (another id holds the hash) in event_id_collisions. */
-#define RESOLVED                                                                               \
-    "(r.reason_code <> 'conflict' AND (EXISTS (SELECT 1 FROM billing.event_ids e"             \
-    " WHERE e.id_hash = decode(md5(r.event_id), 'hex') AND e.event_id = r.event_id)"           \
+#define RESOLVED                                                                     \
+    "(r.reason_code <> 'conflict' AND (EXISTS (SELECT 1 FROM billing.event_ids e"    \
+    " WHERE e.id_hash = decode(md5(r.event_id), 'hex') AND e.event_id = r.event_id)" \
     " OR EXISTS (SELECT 1 FROM billing.event_id_collisions x WHERE x.event_id = r.event_id)))"
 /*
  * The account a JSON record names, read from its first 4 KiB as text
@@ -27,21 +27,22 @@
  * records and for records that name none. For the console's link only:
  * the record stays refused whatever it names.
  */
-#define ACCOUNT                                                                                \
-    "coalesce(CASE WHEN substring(r.payload FROM 1 FOR 1) = '\\x7b'::bytea"                    \
-    " THEN substring(encode(substring(r.payload"                                                \
-    " FROM 1 FOR 4096), 'escape') FROM '\"account\"[[:space:]]*:[[:space:]]*\"([^\"\\\\]{1,128})\"')"   \
+#define ACCOUNT                                                             \
+    "coalesce(CASE WHEN substring(r.payload FROM 1 FOR 1) = '\\x7b'::bytea" \
+    " THEN substring(encode(substring(r.payload"                            \
+    " FROM 1 FOR 4096), 'escape') FROM "                                    \
+    "'\"account\"[[:space:]]*:[[:space:]]*\"([^\"\\\\]{1,128})\"')"         \
     " END, '')"
-#define SQL_LIST                                                                               \
-    "SELECT r.id, to_char(r.received_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),"  \
-    " r.source, coalesce(r.event_id, '-'), r.reason_code, r.reason, octet_length(r.payload),"  \
-    " " RESOLVED ", " ACCOUNT " FROM billing.rejected_events r"                                \
-    " WHERE ($1::text IS NULL OR r.reason_code = $1::text) AND ($3::boolean OR NOT " RESOLVED  \
+#define SQL_LIST                                                                                \
+    "SELECT r.id, to_char(r.received_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')," \
+    " r.source, coalesce(r.event_id, '-'), r.reason_code, r.reason, octet_length(r.payload),"   \
+    " " RESOLVED ", " ACCOUNT " FROM billing.rejected_events r"                                 \
+    " WHERE ($1::text IS NULL OR r.reason_code = $1::text) AND ($3::boolean OR NOT " RESOLVED   \
     ") ORDER BY r.id LIMIT $2::bigint"
-#define SQL_PENDING                                                                            \
-    "SELECT r.id, r.source, r.kafka_topic, r.kafka_partition, r.kafka_offset,"                 \
-    " encode(r.payload, 'hex') FROM billing.rejected_events r WHERE r.id > $1::bigint"         \
-    " AND ($2::text IS NULL OR r.reason_code = $2::text) AND NOT " RESOLVED                    \
+#define SQL_PENDING                                                                    \
+    "SELECT r.id, r.source, r.kafka_topic, r.kafka_partition, r.kafka_offset,"         \
+    " encode(r.payload, 'hex') FROM billing.rejected_events r WHERE r.id > $1::bigint" \
+    " AND ($2::text IS NULL OR r.reason_code = $2::text) AND NOT " RESOLVED            \
     " ORDER BY r.id LIMIT " TEXT(BS_REJECTS_PAGE)
 
 bs_status bs_rejects_list(bs_conn *c, const char *reason, long limit, int all, bs_reject_fn fn,

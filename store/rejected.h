@@ -47,10 +47,10 @@ bs_status bs_rejects_list(bs_conn *c, const char *reason, long limit, int all, b
 
 /* A page of unresolved rejected records (bs_rejects_pending). */
 typedef struct bs_reject_page {
-    size_t n;            /* records in the page; 0: none left */
-    bs_record *records;  /* @n records as bs_ingest_batch takes them (bytes, source, position) */
-    int64_t *ids;        /* @n row ids, ids[i] being that of records[i] */
-    void *priv;          /* owns the records' bytes and texts */
+    size_t n;           /* records in the page; 0: none left */
+    bs_record *records; /* @n records as bs_ingest_batch takes them (bytes, source, position) */
+    int64_t *ids;       /* @n row ids, ids[i] being that of records[i] */
+    void *priv;         /* owns the records' bytes and texts */
 } bs_reject_page;
 
 /*

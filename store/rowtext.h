@@ -18,7 +18,10 @@ typedef struct bs_rowtext_field {
     size_t offset;
 } bs_rowtext_field;
 
-#define BS_ROWTEXT(type, field) {#field, offsetof(type, field)}
+#define BS_ROWTEXT(type, field)       \
+    {                                 \
+#field, offsetof(type, field) \
+    }
 
 /*
  * bs_rowtext_check - 0 when every field of @map names a column of @res,

@@ -13,34 +13,34 @@
 #include "sentalerts.h"
 
 /* $1: the accounts (text[]). C collation: the order strcmp searches in. */
-#define SQL_SENT_READ                                                                              \
-    "SELECT s.alert_id FROM unnest($1::text[]) AS q (id)"                                         \
+#define SQL_SENT_READ                                     \
+    "SELECT s.alert_id FROM unnest($1::text[]) AS q (id)" \
     " JOIN billing.credit_alerts s ON s.account_id = q.id ORDER BY s.alert_id COLLATE \"C\""
 
 /* Instants as whole microseconds since the epoch plus nanoseconds: exact both ways. */
-#define SQL_SENT_INSERT                                                                            \
-    "INSERT INTO billing.credit_alerts (alert_id, account_id, pct, granted, grants, threshold,"    \
-    " balance, crossed_at, crossed_nanos, event_id) VALUES ($1, $2, $3::smallint, $4::numeric,"    \
-    " $5::text[], $6::numeric, $7::numeric,"                                                       \
-    " 'epoch'::timestamptz + $8::bigint * interval '1 microsecond', $9::smallint, $10)"            \
+#define SQL_SENT_INSERT                                                                         \
+    "INSERT INTO billing.credit_alerts (alert_id, account_id, pct, granted, grants, threshold," \
+    " balance, crossed_at, crossed_nanos, event_id) VALUES ($1, $2, $3::smallint, $4::numeric," \
+    " $5::text[], $6::numeric, $7::numeric,"                                                    \
+    " 'epoch'::timestamptz + $8::bigint * interval '1 microsecond', $9::smallint, $10)"         \
     " ON CONFLICT (alert_id) DO NOTHING"
 
-#define SQL_WINDOW                                                                                 \
-    "SELECT event_id, resource_id, meter,"                                                         \
-    " (extract(epoch FROM start_time) * 1000000)::bigint, start_nanos,"                            \
-    " (extract(epoch FROM end_time) * 1000000)::bigint, end_nanos, quantity::text, model, region"  \
-    " FROM billing.usage_events WHERE account_id = $1"                                             \
-    " AND start_time < 'epoch'::timestamptz + $2::bigint * interval '1 microsecond'"               \
-    " AND end_time >= 'epoch'::timestamptz + $3::bigint * interval '1 microsecond'"                \
+#define SQL_WINDOW                                                                                \
+    "SELECT event_id, resource_id, meter,"                                                        \
+    " (extract(epoch FROM start_time) * 1000000)::bigint, start_nanos,"                           \
+    " (extract(epoch FROM end_time) * 1000000)::bigint, end_nanos, quantity::text, model, region" \
+    " FROM billing.usage_events WHERE account_id = $1"                                            \
+    " AND start_time < 'epoch'::timestamptz + $2::bigint * interval '1 microsecond'"              \
+    " AND end_time >= 'epoch'::timestamptz + $3::bigint * interval '1 microsecond'"               \
     " LIMIT $4::bigint"
 
 /* $1: the accounts; instants as microseconds since the epoch, exact (numeric). */
-#define SQL_GRANTS                                                                                 \
-    "SELECT g.account_id, g.amount::text,"                                                         \
-    " (extract(epoch FROM g.granted_at) * 1000000)::bigint,"                                       \
-    " (extract(epoch FROM g.expires_at) * 1000000)::bigint, a.currency, g.id"                      \
-    " FROM unnest($1::text[]) AS q (id) JOIN billing.credit_grants g ON g.account_id = q.id"       \
-    " JOIN billing.accounts a ON a.id = g.account_id"                                              \
+#define SQL_GRANTS                                                                           \
+    "SELECT g.account_id, g.amount::text,"                                                   \
+    " (extract(epoch FROM g.granted_at) * 1000000)::bigint,"                                 \
+    " (extract(epoch FROM g.expires_at) * 1000000)::bigint, a.currency, g.id"                \
+    " FROM unnest($1::text[]) AS q (id) JOIN billing.credit_grants g ON g.account_id = q.id" \
+    " JOIN billing.accounts a ON a.id = g.account_id"                                        \
     " ORDER BY g.account_id COLLATE \"C\", g.id COLLATE \"C\""
 
 struct bs_account_grants {
@@ -54,8 +54,7 @@ struct bs_sent_alerts {
     size_t n;
 };
 
-bs_status bs_sent_alerts_read(bs_conn *c, const char *accounts, bs_sent_alerts **out,
-                              bs_error *err)
+bs_status bs_sent_alerts_read(bs_conn *c, const char *accounts, bs_sent_alerts **out, bs_error *err)
 {
     const char *params[1];
     bs_sent_alerts *s;
@@ -162,10 +161,10 @@ bs_status bs_sent_alert_record(bs_conn *c, const bs_sent_alert *a, int *inserted
 static int feed_row(const PGresult *res, int i, const char *account, billing_time_t from,
                     billing_time_t to, bs_event_fn fn, void *arg)
 {
-    billing_time_t start = strtoll(PQgetvalue(res, i, 3), NULL, 10) * 1000 +
-                           strtoll(PQgetvalue(res, i, 4), NULL, 10);
-    billing_time_t end = strtoll(PQgetvalue(res, i, 5), NULL, 10) * 1000 +
-                         strtoll(PQgetvalue(res, i, 6), NULL, 10);
+    billing_time_t start =
+        strtoll(PQgetvalue(res, i, 3), NULL, 10) * 1000 + strtoll(PQgetvalue(res, i, 4), NULL, 10);
+    billing_time_t end =
+        strtoll(PQgetvalue(res, i, 5), NULL, 10) * 1000 + strtoll(PQgetvalue(res, i, 6), NULL, 10);
 
     /* The query's bounds are whole microseconds, wider than the window. */
     if (start >= to || end <= from)
@@ -174,9 +173,8 @@ static int feed_row(const PGresult *res, int i, const char *account, billing_tim
               start, end, PQgetvalue(res, i, 7), PQgetvalue(res, i, 8), PQgetvalue(res, i, 9));
 }
 
-bs_status bs_events_window(bs_conn *c, const char *account, billing_time_t from,
-                           billing_time_t to, long max_rows, bs_event_fn fn, void *arg, int *more,
-                           bs_error *err)
+bs_status bs_events_window(bs_conn *c, const char *account, billing_time_t from, billing_time_t to,
+                           long max_rows, bs_event_fn fn, void *arg, int *more, bs_error *err)
 {
     char to_us[32];
     char from_us[32];

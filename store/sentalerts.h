@@ -21,7 +21,7 @@
 
 /* One alert to record as sent; everything borrowed for the call. */
 typedef struct bs_sent_alert {
-    const char *alert_id;  /* identity: 1..BS_ALERT_ID_MAX bytes */
+    const char *alert_id; /* identity: 1..BS_ALERT_ID_MAX bytes */
     const char *account;
     int pct;               /* 1..100 */
     const char *granted;   /* the credit total, exact decimal, > 0 */
@@ -66,9 +66,8 @@ bs_status bs_sent_alert_record(bs_conn *c, const bs_sent_alert *a, int *inserted
  * 0). Returns BS_OK, BS_ERR_INVALID when @fn stopped, or a database
  * error.
  */
-bs_status bs_events_window(bs_conn *c, const char *account, billing_time_t from,
-                           billing_time_t to, long max_rows, bs_event_fn fn, void *arg, int *more,
-                           bs_error *err);
+bs_status bs_events_window(bs_conn *c, const char *account, billing_time_t from, billing_time_t to,
+                           long max_rows, bs_event_fn fn, void *arg, int *more, bs_error *err);
 
 /* One credit grant of an account; strings owned by the bs_account_grants it came from. */
 typedef struct bs_account_grant {

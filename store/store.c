@@ -31,10 +31,10 @@ struct bs_conn {
     size_t n_prepared;
     /* Pipeline state. */
     int in_pipeline;
-    size_t queued;               /* statements sent since the last sync */
+    size_t queued; /* statements sent since the last sync */
     pipe_slot slots[BS_PIPELINE_WINDOW];
-    bs_error pipe_err;           /* first failure, status BS_OK if none */
-    unsigned long sessions;      /* sessions set up: 1 after connecting, +1 per reconnect */
+    bs_error pipe_err;      /* first failure, status BS_OK if none */
+    unsigned long sessions; /* sessions set up: 1 after connecting, +1 per reconnect */
 };
 
 /* ---------------------------------------------------------------------- */
@@ -355,8 +355,8 @@ void bs_where(bs_conn *c, char *buf, size_t size)
 {
     int v = PQserverVersion(c->pg);
 
-    snprintf(buf, size, "database %s on %s port %s (PostgreSQL %d.%d)", PQdb(c->pg),
-             PQhost(c->pg), PQport(c->pg), v / 10000, v % 10000);
+    snprintf(buf, size, "database %s on %s port %s (PostgreSQL %d.%d)", PQdb(c->pg), PQhost(c->pg),
+             PQport(c->pg), v / 10000, v % 10000);
 }
 
 const char *bs_conn_message(bs_conn *c)
@@ -481,8 +481,7 @@ bs_status bs_prepare(bs_conn *c, const char *name, const char *sql, int nparams,
     if (st != BS_OK)
         return st;
     if (name == NULL || name[0] == '\0' || strlen(name) > BS_NAME_MAX)
-        return bs_error_set(err, BS_ERR_INVALID, "statement name must be 1..%d bytes",
-                            BS_NAME_MAX);
+        return bs_error_set(err, BS_ERR_INVALID, "statement name must be 1..%d bytes", BS_NAME_MAX);
     if (is_prepared(c, name))
         return BS_OK;
     if (c->n_prepared >= BS_MAX_PREPARED)
@@ -616,8 +615,9 @@ bs_status bs_commit(bs_conn *c, bs_error *err)
     committed = strcmp(PQcmdStatus(res), "COMMIT") == 0;
     PQclear(res);
     if (!committed)
-        return bs_error_set(err, BS_ERR_FATAL, "COMMIT: the transaction had failed and was "
-                                               "rolled back");
+        return bs_error_set(err, BS_ERR_FATAL,
+                            "COMMIT: the transaction had failed and was "
+                            "rolled back");
     return BS_OK;
 }
 
@@ -765,8 +765,8 @@ bs_status bs_pipeline_send(bs_conn *c, const char *name, const char *sql, int np
         return pipe_report(c, err);
     if (nparams < 0 || nparams > BS_MAX_PARAMS || (name != NULL && !is_prepared(c, name))) {
         bs_error_set(&c->pipe_err, BS_ERR_INVALID,
-                     "pipelined statement: %d parameters (at most %d), or %s not prepared",
-                     nparams, BS_MAX_PARAMS, name != NULL ? name : "(unnamed)");
+                     "pipelined statement: %d parameters (at most %d), or %s not prepared", nparams,
+                     BS_MAX_PARAMS, name != NULL ? name : "(unnamed)");
         return pipe_report(c, err);
     }
     if (name != NULL)

@@ -517,9 +517,15 @@ END_TEST
 START_TEST(test_time_parse_n)
 {
     static const char *const texts[] = {
-        "2026-01-05T10:00:00Z",      "2026-01-05T10:00:00.5+08:00", "2026-01-05T10:00:00",
-        "2300-01-01T00:00:00Z",      "2026-02-30T00:00:00Z",        "",
-        "2026-01-05T10:00:00Zjunk",  "1900-01-01T00:00:00Z",        "2026-01-05t10:00:00z",
+        "2026-01-05T10:00:00Z",
+        "2026-01-05T10:00:00.5+08:00",
+        "2026-01-05T10:00:00",
+        "2300-01-01T00:00:00Z",
+        "2026-02-30T00:00:00Z",
+        "",
+        "2026-01-05T10:00:00Zjunk",
+        "1900-01-01T00:00:00Z",
+        "2026-01-05t10:00:00z",
         "2026-01-05T10:00:00.123456789012345678901234567890123456789012345678901234567890Z",
     };
     char buf[128];
@@ -542,8 +548,7 @@ START_TEST(test_time_parse_n)
         ck_assert_str_eq(err_n, err_s);
         ck_assert_int_eq(t_n, t_s);
     }
-    ck_assert_int_eq(billing_time_parse_n("2026-01-05\0T10:00:00Z", 21, &t_n, err_n,
-                                          sizeof(err_n)),
+    ck_assert_int_eq(billing_time_parse_n("2026-01-05\0T10:00:00Z", 21, &t_n, err_n, sizeof(err_n)),
                      BILLING_ERR_PARSE);
     ck_assert_str_eq(err_n, "timestamp: contains a NUL byte");
 }

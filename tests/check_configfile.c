@@ -18,21 +18,21 @@
 
 #define ERR 1024
 
-#define RATES                                                                                      \
-    "\"rates\":[{\"meter\":\"gpu\",\"model\":\"RTX4090\",\"region\":\"cn-east-1\",\"price\":\"0."  \
+#define RATES                                                                                     \
+    "\"rates\":[{\"meter\":\"gpu\",\"model\":\"RTX4090\",\"region\":\"cn-east-1\",\"price\":\"0." \
     "60\"}]"
 #define PB_VERSION "{\"id\":\"v1\",\"effective_from\":\"2026-01-01T00:00:00Z\"," RATES "}"
-#define PRICEBOOK                                                                                  \
-    "{\"currency\":\"CNY\",\"plans\":[{\"id\":\"p\",\"period\":\"day\",\"model\":\"RTX4090\","     \
+#define PRICEBOOK                                                                              \
+    "{\"currency\":\"CNY\",\"plans\":[{\"id\":\"p\",\"period\":\"day\",\"model\":\"RTX4090\"," \
     "\"region\":\"cn-east-1\"}],\"versions\":[" PB_VERSION "]}"
-#define ACCOUNT                                                                                    \
+#define ACCOUNT \
     "{\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":\"Asia/Shanghai\",\"tax_rate\":\"0\"}"
 /* An account refused by the library (tax above 1), in a well-formed element. */
 #define TAX_106 "{\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":\"UTC\",\"tax_rate\":\"1.06\"}"
 /* A usage grant @id of @amount to account "a" for January 2026. */
-#define GRANT(id, amount)                                                                          \
-    "{\"id\":\"" id "\",\"account\":\"a\",\"amount\":\"" amount "\","                              \
-    "\"granted_at\":\"2026-01-01T00:00:00Z\",\"expires_at\":\"2026-02-01T00:00:00Z\","             \
+#define GRANT(id, amount)                                                              \
+    "{\"id\":\"" id "\",\"account\":\"a\",\"amount\":\"" amount "\","                  \
+    "\"granted_at\":\"2026-01-01T00:00:00Z\",\"expires_at\":\"2026-02-01T00:00:00Z\"," \
     "\"applies_to\":[\"usage\"]}"
 
 static billing_status pricebook(const char *text, char *err)
@@ -432,10 +432,14 @@ static const bad_case bad_accounts[] = {
      "ac.json: accounts[0].billing_address: must not be empty", BILLING_ERR_INVALID},
     {"{\"accounts\":[{\"id\":\"a\",\"currency\":\"CNY\",\"time_zone\":\"UTC\","
      "\"tax_rate\":\"0\",\"tax_id\":"
-     "\"\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e"
-     "\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e"
-     "\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e"
-     "\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e"
+     "\"\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e"
+     "\u7a0e"
+     "\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e"
+     "\u7a0e"
+     "\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e"
+     "\u7a0e"
+     "\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e\u7a0e"
+     "\u7a0e"
      "\u7a0e\"}]}",
      "ac.json: accounts[0].tax_id: 65 characters, more than the 64 allowed", BILLING_ERR_INVALID},
 };
@@ -528,7 +532,8 @@ static const char *const good_accounts[] = {
     "{\"accounts\":[{\"id\":\"a\",\"name\":\"Lab A\",\"email\":\"a@lab.example\","
     "\"billing_address\":\"1 Road\\nCity\",\"tax_id\":\"T-1\",\"language\":\"en\","
     "\"currency\":\"CNY\",\"time_zone\":\"UTC\",\"tax_rate\":\"0.06\"},{\"id\":\"b\","
-    "\"name\":\"\xe7\x8e\x8b\xe5\xb0\x8f\xe6\x98\x8e\",\"language\":\"zh-Hans\",\"currency\":\"CNY\","
+    "\"name\":\"\xe7\x8e\x8b\xe5\xb0\x8f\xe6\x98\x8e\",\"language\":\"zh-Hans\",\"currency\":"
+    "\"CNY\","
     "\"time_zone\":\"Asia/Shanghai\",\"tax_rate\":\"0\"}]}",
 };
 
@@ -691,8 +696,9 @@ END_TEST
 
 START_TEST(test_zone_names)
 {
-    static const char *const good[] = {"Asia/Shanghai", "UTC", "Etc/GMT+8",
-                                       "America/Argentina/Buenos_Aires", "posixy/x", "rightmost"};
+    static const char *const good[] = {"Asia/Shanghai", "UTC",
+                                       "Etc/GMT+8",     "America/Argentina/Buenos_Aires",
+                                       "posixy/x",      "rightmost"};
     static const char *const bad[] = {
         "",
         "/etc/passwd",
@@ -857,10 +863,12 @@ START_TEST(test_accounts_of_one_book)
     close(fd);
     for (i = 0; i < 3; i++) {
         cat = billing_catalog_new();
-        ck_assert_int_eq(billing_config_pricebook_parse(cat, PRICEBOOK, strlen(PRICEBOOK), "pb.json", err, ERR),
-                         0);
+        ck_assert_int_eq(
+            billing_config_pricebook_parse(cat, PRICEBOOK, strlen(PRICEBOOK), "pb.json", err, ERR),
+            0);
         /* b's grant must land only where b is, or the library refuses it (unknown account). */
-        ck_assert_msg(billing_config_accounts_load_book(cat, zones, path, books[i], NULL, NULL, err, ERR) == 0,
+        ck_assert_msg(billing_config_accounts_load_book(cat, zones, path, books[i], NULL, NULL, err,
+                                                        ERR) == 0,
                       "%s", err);
         billing_rater_new(cat, &r, err, sizeof(err));
         ck_assert_msg(r != NULL, "%s", err);
@@ -920,10 +928,11 @@ START_TEST(test_issuer_logo)
     put_file(dir, "big.png", big, BC_LOGO_MAX + 1);
     snprintf(book, sizeof(book), "%s/pb.json", dir);
     for (i = 0; i < 3; i++) {
-        snprintf(text, sizeof(text),
-                 "{\"currency\":\"CNY\",\"issuer\":{\"legal_name\":\"\xe7\xa4\xba\xe4\xbe\x8b Co.\","
-                 "\"logo\":\"%s\",\"payment_terms_days\":0},\"versions\":[" PB_VERSION "]}",
-                 logos[i]);
+        snprintf(
+            text, sizeof(text),
+            "{\"currency\":\"CNY\",\"issuer\":{\"legal_name\":\"\xe7\xa4\xba\xe4\xbe\x8b Co.\","
+            "\"logo\":\"%s\",\"payment_terms_days\":0},\"versions\":[" PB_VERSION "]}",
+            logos[i]);
         put_file(dir, "pb.json", text, strlen(text));
         cat = billing_catalog_new();
         st = billing_config_pricebook_load(cat, book, err, ERR);

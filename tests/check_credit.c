@@ -28,12 +28,12 @@ static void teardown(void)
     billing_zone_destroy(shanghai);
 }
 
-#define ADD(r, id, acct, res, meter, start, end, qty)                                              \
-    do {                                                                                           \
-        char err_[256] = "";                                                                       \
-        billing_status st_ = tu_add(r, id, acct, res, meter, start, end, qty, "RTX4090",           \
-                                    "cn-east-1", err_, sizeof(err_));                              \
-        ck_assert_msg(st_ == BILLING_OK, "%s: %s", id, err_);                                      \
+#define ADD(r, id, acct, res, meter, start, end, qty)                                    \
+    do {                                                                                 \
+        char err_[256] = "";                                                             \
+        billing_status st_ = tu_add(r, id, acct, res, meter, start, end, qty, "RTX4090", \
+                                    "cn-east-1", err_, sizeof(err_));                    \
+        ck_assert_msg(st_ == BILLING_OK, "%s: %s", id, err_);                            \
     } while (0)
 
 static void add_grant(billing_catalog *cat, const char *id, const char *acct, const char *amount,
@@ -41,8 +41,8 @@ static void add_grant(billing_catalog *cat, const char *id, const char *acct, co
 {
     char err[256];
 
-    ck_assert_msg(billing_catalog_add_grant(cat, id, acct, amount, tu_time(from), tu_time(to), kinds,
-                                            priority, err, sizeof(err)) == BILLING_OK,
+    ck_assert_msg(billing_catalog_add_grant(cat, id, acct, amount, tu_time(from), tu_time(to),
+                                            kinds, priority, err, sizeof(err)) == BILLING_OK,
                   "%s", err);
 }
 
@@ -63,8 +63,8 @@ static void add_day_plan(billing_catalog *cat, const char *plan, const char *fee
 {
     char err[256];
 
-    ck_assert_int_eq(billing_catalog_add_plan(cat, plan, BILLING_PERIOD_DAY, "RTX4090",
-                                              "cn-east-1", refundable, err, sizeof(err)),
+    ck_assert_int_eq(billing_catalog_add_plan(cat, plan, BILLING_PERIOD_DAY, "RTX4090", "cn-east-1",
+                                              refundable, err, sizeof(err)),
                      BILLING_OK);
     ck_assert_int_eq(billing_catalog_set_plan_fee(cat, "v1", plan, fee, err, sizeof(err)),
                      BILLING_OK);
@@ -252,9 +252,12 @@ START_TEST(test_allocation_moves_earlier_grants)
               BILLING_CHARGE_USAGE, 2);
     r = new_rater(cat);
     /* 10 GPUs at 0.60: 5 h = 30.00, 8 h 20 min = 50.00, 15 h = 90.00. */
-    ADD(r, "m1", "um", "i-1", "gpu", "2026-03-02T00:00:00+08:00", "2026-03-02T05:00:00+08:00", "10");
-    ADD(r, "m2", "um", "i-1", "gpu", "2026-03-06T00:00:00+08:00", "2026-03-06T08:20:00+08:00", "10");
-    ADD(r, "m3", "um", "i-1", "gpu", "2026-03-12T00:00:00+08:00", "2026-03-12T15:00:00+08:00", "10");
+    ADD(r, "m1", "um", "i-1", "gpu", "2026-03-02T00:00:00+08:00", "2026-03-02T05:00:00+08:00",
+        "10");
+    ADD(r, "m2", "um", "i-1", "gpu", "2026-03-06T00:00:00+08:00", "2026-03-06T08:20:00+08:00",
+        "10");
+    ADD(r, "m3", "um", "i-1", "gpu", "2026-03-12T00:00:00+08:00", "2026-03-12T15:00:00+08:00",
+        "10");
     assert_credit_part(r, "um", 2026, 3,
                        "credit A 100.00 left 0.00\n"
                        "credit B 50.00 left 0.00\n"
@@ -284,8 +287,10 @@ START_TEST(test_allocation_move_bounded_by_earlier_payment)
               BILLING_CHARGE_USAGE, 1);
     r = new_rater(cat);
     /* 10 GPUs at 0.60: 1 h 40 min = 10.00, 33 h 20 min = 200.00. */
-    ADD(r, "v1", "uv", "i-1", "gpu", "2026-03-02T00:00:00+08:00", "2026-03-02T01:40:00+08:00", "10");
-    ADD(r, "v2", "uv", "i-1", "gpu", "2026-03-12T00:00:00+08:00", "2026-03-13T09:20:00+08:00", "10");
+    ADD(r, "v1", "uv", "i-1", "gpu", "2026-03-02T00:00:00+08:00", "2026-03-02T01:40:00+08:00",
+        "10");
+    ADD(r, "v2", "uv", "i-1", "gpu", "2026-03-12T00:00:00+08:00", "2026-03-13T09:20:00+08:00",
+        "10");
     assert_credit_part(r, "uv", 2026, 3,
                        "credit A 100.00 left 0.00\n"
                        "credit B 10.00 left 40.00\n"
@@ -321,7 +326,8 @@ START_TEST(test_refund_beyond_charges_becomes_account_credit)
         "8");
     ADD(r, "m1", "u16", "i-x", "gpu", "2026-03-05T00:00:00+08:00", "2026-03-05T01:00:00+08:00",
         "8");
-    assert_credit_part(r, "u16", 2026, 1, "subtotal 2599.00 credits 0.00 tax 155.94@0.06 total 2754.94\n");
+    assert_credit_part(r, "u16", 2026, 1,
+                       "subtotal 2599.00 credits 0.00 tax 155.94@0.06 total 2754.94\n");
     assert_credit_part(r, "u16", 2026, 2,
                        "expired feb 100.00\n"
                        "account credit 0.00 carried 1251.50 left 1251.50\n"
@@ -360,8 +366,7 @@ START_TEST(test_credit_capped_at_subtotal_after_refund)
               BILLING_CHARGE_USAGE, 0);
     add_sub(cat, "uc", "day24", "2026-01-31T12:00:00+08:00", "2026-02-01T00:00:00+08:00");
     r = new_rater(cat);
-    ADD(r, "u1", "uc", "i-x", "gpu", "2026-02-20T00:00:00+08:00", "2026-02-20T10:00:00+08:00",
-        "8");
+    ADD(r, "u1", "uc", "i-x", "gpu", "2026-02-20T00:00:00+08:00", "2026-02-20T10:00:00+08:00", "8");
     assert_credit_part(r, "uc", 2026, 2,
                        "credit feb 36.00 left 64.00\n"
                        "expired feb 64.00\n"
@@ -644,8 +649,8 @@ START_TEST(test_exhaustion_agrees_with_invoice)
     tu_account(cat, "ua", shanghai, "0");
     add_grant(cat, "long", "ua", "10.00", "2026-01-01T00:00:00+08:00", "2026-06-01T00:00:00+08:00",
               BILLING_CHARGE_USAGE, 0);
-    add_grant(cat, "short", "ua", "10.00", "2026-01-01T00:00:00+08:00",
-              "2026-01-10T12:00:00+08:00", BILLING_CHARGE_USAGE, 1);
+    add_grant(cat, "short", "ua", "10.00", "2026-01-01T00:00:00+08:00", "2026-01-10T12:00:00+08:00",
+              BILLING_CHARGE_USAGE, 1);
     r = new_rater(cat);
     evs[0] = running(BILLING_METER_GPU, "8");
     ck_assert(exhaustion(r, "ua", "2026-01-10T10:00:00+08:00", evs, 1) ==
@@ -699,7 +704,7 @@ END_TEST
 
 typedef struct rnd_case {
     int n_grants;
-    int from[RND_GRANTS];  /* window [from, to) in days of March 2026 (32 = Apr 1) */
+    int from[RND_GRANTS]; /* window [from, to) in days of March 2026 (32 = Apr 1) */
     int to[RND_GRANTS];
     long amount[RND_GRANTS]; /* cents */
     int priority[RND_GRANTS];
@@ -916,9 +921,9 @@ typedef struct mode_case {
     const char *february;
 } mode_case;
 
-#define RETURNED_FEB(a, b, c, line)                                                                \
-    "returned g1 " a " left " a "\nreturned g2 " b " left " b "\nreturned g3 " c " left " c        \
-    "\nexpired g1 " a "\nexpired g2 " b "\nexpired g3 " c "\nsubtotal " line                       \
+#define RETURNED_FEB(a, b, c, line)                                                         \
+    "returned g1 " a " left " a "\nreturned g2 " b " left " b "\nreturned g3 " c " left " c \
+    "\nexpired g1 " a "\nexpired g2 " b "\nexpired g3 " c "\nsubtotal " line                \
     " credits 0.00 tax 0.00@0 total 0.00\n"
 
 static const mode_case mode_cases[] = {
@@ -977,12 +982,9 @@ START_TEST(test_account_credit_without_any_grant)
     tu_account(cat, "u0", shanghai, "0.06");
     add_sub(cat, "u0", "rtx-monthly", "2026-01-31T10:00:00+08:00", "2026-02-14T10:00:00+08:00");
     r = new_rater(cat);
-    ADD(r, "f1", "u0", "i-x", "gpu", "2026-02-20T00:00:00+08:00", "2026-02-20T10:00:00+08:00",
-        "8");
-    ADD(r, "m1", "u0", "i-x", "gpu", "2026-03-05T00:00:00+08:00", "2026-03-05T01:00:00+08:00",
-        "8");
-    ADD(r, "a1", "u0", "i-x", "gpu", "2026-04-05T00:00:00+08:00", "2026-04-05T01:00:00+08:00",
-        "8");
+    ADD(r, "f1", "u0", "i-x", "gpu", "2026-02-20T00:00:00+08:00", "2026-02-20T10:00:00+08:00", "8");
+    ADD(r, "m1", "u0", "i-x", "gpu", "2026-03-05T00:00:00+08:00", "2026-03-05T01:00:00+08:00", "8");
+    ADD(r, "a1", "u0", "i-x", "gpu", "2026-04-05T00:00:00+08:00", "2026-04-05T01:00:00+08:00", "8");
     assert_credit_part(r, "u0", 2026, 4,
                        "account credit 4.80 carried 0.00 left 1241.90\n"
                        "subtotal 4.80 credits 0.00 tax 0.00@0.06 total 0.00\n");
@@ -1028,8 +1030,7 @@ START_TEST(test_returned_credit_counts_fees_not_usage)
     add_cancelled_monthly(cat, "uf");
     r = new_rater(cat);
     /* 1000 GPU-hour x 0.60 = 600.00 */
-    ADD(r, "u1", "uf", "i-x", "gpu", "2026-01-10T00:00:00+08:00", "2026-01-15T05:00:00+08:00",
-        "8");
+    ADD(r, "u1", "uf", "i-x", "gpu", "2026-01-10T00:00:00+08:00", "2026-01-15T05:00:00+08:00", "8");
     assert_credit_part(r, "uf", 2026, 1,
                        "credit A 1000.00 left 0.00\ncredit B 2199.00 left 801.00\n"
                        "subtotal 3199.00 credits 3199.00 tax 0.00@0 total 0.00\n");

@@ -53,10 +53,10 @@
  * holds (ck_assert records a check point per call, which is slow in fork
  * mode over tens of thousands of calls).
  */
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond))                                                                               \
-            ck_abort_msg(__VA_ARGS__);                                                             \
+#define CHECK(cond, ...)               \
+    do {                               \
+        if (!(cond))                   \
+            ck_abort_msg(__VA_ARGS__); \
     } while (0)
 
 static const char *const accounts[] = {"acct-a", "acct-b", "acct-c"};
@@ -681,8 +681,7 @@ START_TEST(test_halves)
     for (sets = 2; sets <= SETS_MAX; sets++) {
         for (m = 0; m < 2; m++) {
             for (k = 0; k < 2; k++) {
-                st = run_oracle_sets(stream, n, n_bases, memories[m], modes[k], sets, cur,
-                                     &n_cur);
+                st = run_oracle_sets(stream, n, n_bases, memories[m], modes[k], sets, cur, &n_cur);
                 if (m == 0)
                     ck_assert_uint_gt(st.runs, sets);
                 same_hits(ref, n_ref, cur, n_cur, memories[m], store_names[modes[k]], sets);
@@ -756,8 +755,7 @@ START_TEST(test_id_hash_pinned)
         {"", UINT64_C(0x0a3f46e79293b578), UINT64_C(0x06a02cc91276624f)},
         {"a", UINT64_C(0x939b6fa9740d20c2), UINT64_C(0x75964b18977963be)},
         {"ev-1", UINT64_C(0xa6cc933e38a7daf4), UINT64_C(0x5fe85a8317ee8178)},
-        {"evt-00000000000000000001", UINT64_C(0x5175bd9e6dd01e70),
-         UINT64_C(0x0e31dd23e593fab2)},
+        {"evt-00000000000000000001", UINT64_C(0x5175bd9e6dd01e70), UINT64_C(0x0e31dd23e593fab2)},
         {"0123456789abcdef0123456789abcdef0123456789abcdefX", UINT64_C(0xef7ab2ba1a82fb0a),
          UINT64_C(0x416fd16f0cfc7820)},
     };

@@ -67,8 +67,7 @@ START_TEST(test_fatal_producer_is_made_again)
     ck_assert_int_eq(publish_one(q, &err), BS_ERR_RETRY);
     ck_assert_msg(strstr(err.message, "fatal") != NULL, "%s", err.message);
     ck_assert(bd_dlq_producer(q) != before);
-    ck_assert_int_eq(rd_kafka_fatal_error(bd_dlq_producer(q), NULL, 0),
-                     RD_KAFKA_RESP_ERR_NO_ERROR);
+    ck_assert_int_eq(rd_kafka_fatal_error(bd_dlq_producer(q), NULL, 0), RD_KAFKA_RESP_ERR_NO_ERROR);
     /* The retried batch goes through on the new producer. */
     ck_assert_int_eq(publish_one(q, &err), BS_OK);
     bd_dlq_free(q);

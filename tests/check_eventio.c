@@ -17,8 +17,8 @@
 #include "eventio.h"
 
 #define ERR 512
-#define LINE(id)                                                                                   \
-    "{\"id\":\"" id "\",\"account\":\"a\",\"resource\":\"r\",\"meter\":\"gpu\",\"start\":"         \
+#define LINE(id)                                                                           \
+    "{\"id\":\"" id "\",\"account\":\"a\",\"resource\":\"r\",\"meter\":\"gpu\",\"start\":" \
     "\"2026-01-05T10:00:00Z\",\"end\":\"2026-01-05T11:00:00Z\",\"quantity\":\"8\"}"
 
 static char path[64];
@@ -329,9 +329,9 @@ static void read_again_case(bc_format format)
         if (events == 0)
             first_hash = bc_reader_record_hash(rd);
         offsets[events++] = bc_reader_offset(rd);
-        ck_assert_int_eq(bc_event_read_at(fd, format, bc_reader_offset(rd), again, &hash, err,
-                                          sizeof(err)),
-                         BC_READ_EVENT);
+        ck_assert_int_eq(
+            bc_event_read_at(fd, format, bc_reader_offset(rd), again, &hash, err, sizeof(err)),
+            BC_READ_EVENT);
         ck_assert_uint_eq(hash, bc_reader_record_hash(rd));
         ck_assert_int_eq(billing_event_encode(ev, a, sizeof(a), &alen), BILLING_OK);
         ck_assert_int_eq(billing_event_encode(again, b, sizeof(b), &blen), BILLING_OK);

@@ -15,11 +15,11 @@
 #include "eventjson.h"
 
 #define ERR 512
-#define BASE_KEYS                                                                                  \
-    "\"account\":\"lab-a\",\"resource\":\"i-1\",\"meter\":\"gpu\","                                \
+#define BASE_KEYS                                                   \
+    "\"account\":\"lab-a\",\"resource\":\"i-1\",\"meter\":\"gpu\"," \
     "\"start\":\"2026-01-05T10:00:00+08:00\",\"end\":\"2026-01-05T13:00:00+08:00\""
-#define GOOD                                                                                       \
-    "{\"id\":\"e1\"," BASE_KEYS                                                                    \
+#define GOOD                    \
+    "{\"id\":\"e1\"," BASE_KEYS \
     ",\"quantity\":\"8\",\"model\":\"RTX4090\",\"region\":\"cn-east-1\"}"
 
 /* The event GOOD describes, built with the setters. */
@@ -328,17 +328,16 @@ END_TEST
 /* The usual-line path against the general parser                          */
 /* ---------------------------------------------------------------------- */
 
-#define USUAL_HEAD                                                                                 \
-    "{\"id\":\"ev-0\",\"account\":\"acct-000512\",\"resource\":\"i-000512-3\",\"meter\":\"gpu\","   \
+#define USUAL_HEAD                                                                                \
+    "{\"id\":\"ev-0\",\"account\":\"acct-000512\",\"resource\":\"i-000512-3\",\"meter\":\"gpu\"," \
     "\"start\":\"2026-01-05T23:33:00Z\",\"end\":\"2026-01-05T23:34:00Z\",\"quantity\":\"8\""
 #define USUAL USUAL_HEAD ",\"model\":\"RTX4090\",\"region\":\"cn-east-1\"}"
-#define USUAL_WITH(meter, start, end, quantity)                                                    \
-    "{\"id\":\"e\",\"account\":\"a\",\"resource\":\"r\",\"meter\":\"" meter "\",\"start\":\"" start \
-    "\",\"end\":\"" end "\",\"quantity\":\"" quantity "\"}"
+#define USUAL_WITH(meter, start, end, quantity)                             \
+    "{\"id\":\"e\",\"account\":\"a\",\"resource\":\"r\",\"meter\":\"" meter \
+    "\",\"start\":\"" start "\",\"end\":\"" end "\",\"quantity\":\"" quantity "\"}"
 #define T0 "2026-01-05T23:33:00Z"
 #define T1 "2026-01-05T23:34:00Z"
-#define ID128                                                                                      \
-    LONG64 LONG64
+#define ID128 LONG64 LONG64
 
 /* bc_event_parse_json (usual path first) and the general parser: same status, message and event. */
 static void assert_paths_agree(const char *line, size_t len)
@@ -546,8 +545,8 @@ START_TEST(test_utc_every_byte)
                 tr = -2;
                 sz = billing_time_parse_n(z, 20, &tz, NULL, 0);
                 sr = billing_time_parse_n(ref, 20, &tr, NULL, 0);
-                ck_assert_msg(sz == sr, "'%s' byte %d at %d: %d, general %d", stamps[s], b, pos,
-                              sz, sr);
+                ck_assert_msg(sz == sr, "'%s' byte %d at %d: %d, general %d", stamps[s], b, pos, sz,
+                              sr);
                 if (sz == BILLING_OK)
                     ck_assert_msg(tz == tr, "'%s' byte %d at %d", stamps[s], b, pos);
             }
@@ -568,7 +567,8 @@ static Suite *eventjson_suite(void)
     tcase_add_test(tc, test_special_byte_every_position);
     tcase_add_test(tc, test_unterminated_at_end);
     tcase_add_test(tc, test_random_input);
-    tcase_add_loop_test(tc, test_usual_path, 0, (int)(sizeof(usual_cases) / sizeof(usual_cases[0])));
+    tcase_add_loop_test(tc, test_usual_path, 0,
+                        (int)(sizeof(usual_cases) / sizeof(usual_cases[0])));
     tcase_add_test(tc, test_usual_random);
     tcase_add_test(tc, test_utc_timestamps);
     tcase_add_test(tc, test_utc_every_byte);

@@ -44,8 +44,8 @@ static void setup(void)
     for (i = 0; i < N_ACCOUNTS; i++)
         tu_account(cat, accounts[i], zones[i], "0.06");
     ck_assert_int_eq(billing_catalog_add_subscription(cat, "sub-1", "acct-sh", "r0", "rtx-monthly",
-                                                      tu_time("2026-01-10T00:00:00Z"), 2, NULL,
-                                                      err, sizeof(err)),
+                                                      tu_time("2026-01-10T00:00:00Z"), 2, NULL, err,
+                                                      sizeof(err)),
                      BILLING_OK);
 }
 
@@ -77,9 +77,8 @@ static void gen(billing_event *ev, int i)
     billing_event_set_account(ev, accounts[rnd() % N_ACCOUNTS]);
     billing_event_set_resource(ev, res);
     billing_event_set_meter(ev, meters[rnd() % 4]);
-    billing_event_set_interval(ev, start,
-                               start + 1 + (billing_time_t)(rnd() % (40ULL * 86400)) *
-                                               BILLING_NS_PER_SEC);
+    billing_event_set_interval(
+        ev, start, start + 1 + (billing_time_t)(rnd() % (40ULL * 86400)) * BILLING_NS_PER_SEC);
     billing_event_set_quantity(ev, qty, NULL, 0);
     billing_event_set_model(ev, (rnd() % 2) ? "RTX4090" : "A100-80G");
     billing_event_set_region(ev, "cn-east-1");

@@ -70,8 +70,10 @@ static billing_catalog *make_catalog(void)
     ck_assert_int_eq(billing_catalog_add_price_version(cat, "v2", tu_time("2026-02-14T05:00:00Z"),
                                                        err, sizeof(err)),
                      BILLING_OK);
-    billing_catalog_set_rate(cat, "v2", BILLING_METER_GPU, "RTX4090", "cn-east-1", "0.55", err, 256);
-    billing_catalog_set_rate(cat, "v2", BILLING_METER_GPU, "A100-80G", "cn-east-1", "1.7", err, 256);
+    billing_catalog_set_rate(cat, "v2", BILLING_METER_GPU, "RTX4090", "cn-east-1", "0.55", err,
+                             256);
+    billing_catalog_set_rate(cat, "v2", BILLING_METER_GPU, "A100-80G", "cn-east-1", "1.7", err,
+                             256);
     billing_catalog_set_rate(cat, "v2", BILLING_METER_GPULESS, "*", "*", "0.333", err, 256);
     billing_catalog_set_rate(cat, "v2", BILLING_METER_STORAGE, "*", "*", "0.21", err, 256);
     billing_catalog_set_rate(cat, "v2", BILLING_METER_TRAFFIC, "*", "*", "0.01", err, 256);
@@ -93,12 +95,11 @@ static billing_catalog *make_catalog(void)
                                                    BILLING_CHARGE_USAGE, 0, err, sizeof(err)),
                          BILLING_OK);
         snprintf(id, sizeof(id), "prepaid-%d", i);
-        ck_assert_int_eq(billing_catalog_add_grant(cat, id, accounts[i], "3000.00",
-                                                   tu_time("2026-01-15T00:00:00Z"),
-                                                   tu_time("2026-12-01T00:00:00Z"),
-                                                   BILLING_CHARGE_USAGE |
-                                                       BILLING_CHARGE_SUBSCRIPTION,
-                                                   1, err, sizeof(err)),
+        ck_assert_int_eq(billing_catalog_add_grant(
+                             cat, id, accounts[i], "3000.00", tu_time("2026-01-15T00:00:00Z"),
+                             tu_time("2026-12-01T00:00:00Z"),
+                             BILLING_CHARGE_USAGE | BILLING_CHARGE_SUBSCRIPTION, 1, err,
+                             sizeof(err)),
                          BILLING_OK);
     }
     return cat;
@@ -366,12 +367,11 @@ START_TEST(test_reconciliation_and_credit_bounds)
             ck_assert_int_le(sum, minor(billing_invoice_subtotal(inv)) > 0
                                       ? minor(billing_invoice_subtotal(inv))
                                       : 0);
-            ck_assert_int_eq(minor(billing_invoice_subtotal(inv)) +
-                                 minor(billing_invoice_returned(inv)) - sum -
-                                 minor(billing_invoice_account_credit(inv)) +
-                                 minor(billing_invoice_carried(inv)) +
-                                 minor(billing_invoice_tax(inv)),
-                             minor(billing_invoice_total(inv)));
+            ck_assert_int_eq(
+                minor(billing_invoice_subtotal(inv)) + minor(billing_invoice_returned(inv)) - sum -
+                    minor(billing_invoice_account_credit(inv)) +
+                    minor(billing_invoice_carried(inv)) + minor(billing_invoice_tax(inv)),
+                minor(billing_invoice_total(inv)));
             ck_assert_int_ge(minor(billing_invoice_tax(inv)), 0);
             ck_assert_int_ge(minor(billing_invoice_total(inv)), 0);
             billing_invoice_destroy(inv);
@@ -671,8 +671,7 @@ static void copy_aggregates(const billing_rater *from, billing_rater *to)
 
     for (i = 0; i < billing_rater_aggregate_count(from); i++) {
         ck_assert_int_eq(billing_rater_aggregate(from, i, &account, &ym, &meter, &version, &model,
-                                                 &region, &sub, &epoch, &pieces, sum,
-                                                 sizeof(sum)),
+                                                 &region, &sub, &epoch, &pieces, sum, sizeof(sum)),
                          BILLING_OK);
         if (pieces == 0)
             continue;
@@ -721,8 +720,8 @@ START_TEST(test_aggregates_round_trip)
     ck_assert_str_eq(reference, stored);
     /* A key the catalog does not have is refused and changes nothing. */
     ck_assert_int_eq(billing_rater_add_aggregate(total, accounts[0], 2026, 1, BILLING_METER_GPU,
-                                                 "no-such-version", "*", "*", NULL, 0, 1, "5",
-                                                 err, sizeof(err)),
+                                                 "no-such-version", "*", "*", NULL, 0, 1, "5", err,
+                                                 sizeof(err)),
                      BILLING_ERR_NO_PRICE);
     ck_assert_int_eq(billing_rater_add_aggregate(total, accounts[0], 2026, 1, BILLING_METER_GPU,
                                                  NULL, NULL, NULL, NULL, 0, 1, "1/0", err,
@@ -796,8 +795,10 @@ static void assert_same_invoices(const char *want, const char *got, const char *
         i++;
     while (line < i && want[i - line - 1] != '\n')
         line++;
-    ck_assert_msg(want[i] == got[i], "%s: invoices differ from the general path's at\n%.200s\n"
-                  "general path:\n%.200s", what, got + i - line, want + i - line);
+    ck_assert_msg(want[i] == got[i],
+                  "%s: invoices differ from the general path's at\n%.200s\n"
+                  "general path:\n%.200s",
+                  what, got + i - line, want + i - line);
 }
 
 static int by_account_then_start(const void *a, const void *b)
@@ -924,9 +925,9 @@ static int cx_below_at(cx_oracle *o, cx_ev *const *items, size_t n, billing_time
                                    items[i]->end < t ? items[i]->end : t);
         ck_assert_int_eq(billing_rater_add(o->r, items[i]->ev, NULL, 0), BILLING_OK);
     }
-    ck_assert_int_eq(billing_rater_credit_balance(o->r, o->account, t > o->lo ? t - 1 : o->lo, buf,
-                                                  sizeof(buf)),
-                     BILLING_OK);
+    ck_assert_int_eq(
+        billing_rater_credit_balance(o->r, o->account, t > o->lo ? t - 1 : o->lo, buf, sizeof(buf)),
+        BILLING_OK);
     ck_assert_int_eq(billing_decimal_parse(o->q, buf, NULL, 0), BILLING_OK);
     rc = mpq_cmp(o->q, o->level) <= 0;
     for (i = n; i > 0; i--) {
@@ -1109,7 +1110,8 @@ START_TEST(test_credit_crossing_matches_former_search)
     o.by_end = sorted;
     mpq_inits(o.level, o.q, start_bal, end_bal, span, NULL);
     /* The balance at the span's start, and after all of it. */
-    ck_assert_int_eq(billing_rater_credit_balance(o.r, account, o.lo, buf, sizeof(buf)), BILLING_OK);
+    ck_assert_int_eq(billing_rater_credit_balance(o.r, account, o.lo, buf, sizeof(buf)),
+                     BILLING_OK);
     ck_assert_int_eq(billing_decimal_parse(start_bal, buf, NULL, 0), BILLING_OK);
     /* The same balance without text (the alert check's read). */
     ck_assert_int_eq(billing_rater_credit_balance_q(o.r, account, o.lo, o.q), BILLING_OK);
@@ -1118,9 +1120,9 @@ START_TEST(test_credit_crossing_matches_former_search)
                      BILLING_ERR_UNKNOWN_ACCOUNT);
     for (i = 0; i < (int)n; i++)
         ck_assert_int_eq(billing_rater_add(o.r, evs[i], NULL, 0), BILLING_OK);
-    ck_assert_int_eq(billing_rater_credit_balance(o.r, account, sorted[n - 1]->end - 1, buf,
-                                                  sizeof(buf)),
-                     BILLING_OK);
+    ck_assert_int_eq(
+        billing_rater_credit_balance(o.r, account, sorted[n - 1]->end - 1, buf, sizeof(buf)),
+        BILLING_OK);
     ck_assert_int_eq(billing_decimal_parse(end_bal, buf, NULL, 0), BILLING_OK);
     ck_assert_int_eq(billing_rater_credit_balance_q(o.r, account, sorted[n - 1]->end - 1, o.q),
                      BILLING_OK);
@@ -1176,8 +1178,8 @@ START_TEST(test_credit_crossing_matches_former_search)
     free(after);
     billing_rater_destroy(o.r);
     ck_assert_int_eq(billing_rater_new(cat, &o.r, err, sizeof(err)), BILLING_OK);
-    ck_assert_int_eq(billing_rater_credit_crossing(o.r, account, evs, n, o.lo, o.level, &index,
-                                                   &at, err, sizeof(err)),
+    ck_assert_int_eq(billing_rater_credit_crossing(o.r, account, evs, n, o.lo, o.level, &index, &at,
+                                                   err, sizeof(err)),
                      BILLING_ERR_STATE);
     billing_rater_destroy(o.r);
     mpq_clears(o.level, o.q, start_bal, end_bal, span, NULL);

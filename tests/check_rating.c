@@ -40,10 +40,11 @@ START_TEST(test_example_three_hour_run)
     r = new_rater(cat);
     ADD(r, "e1", "lab-a", "i-1", "gpu", "2026-01-05T10:00:00+08:00", "2026-01-05T13:00:00+08:00",
         "8", "RTX4090");
-    assert_invoice(r, "lab-a", 2026, 1,
-                   "lab-a 2026-01 CNY\n"
-                   "line 1 gpu RTX4090 cn-east-1 plan= ver=v1 qty=24 GPU-hour @0.6 = 14.4 -> 14.40\n"
-                   "subtotal 14.40 credits 0.00 tax 0.86@0.06 total 15.26\n");
+    assert_invoice(
+        r, "lab-a", 2026, 1,
+        "lab-a 2026-01 CNY\n"
+        "line 1 gpu RTX4090 cn-east-1 plan= ver=v1 qty=24 GPU-hour @0.6 = 14.4 -> 14.40\n"
+        "subtotal 14.40 credits 0.00 tax 0.86@0.06 total 15.26\n");
     billing_rater_destroy(r);
     billing_catalog_destroy(cat);
 }
@@ -195,8 +196,8 @@ START_TEST(test_example_trial_credit_exhausted)
     add_trial(cat, "new-user");
     r = new_rater(cat);
     /* Before any usage: the whole credit, gone at 12:05 with 8 GPUs running. */
-    ck_assert_int_eq(billing_rater_credit_balance(r, "new-user", tu_time("2026-01-10T10:00:00+08:00"),
-                                                  buf, sizeof(buf)),
+    ck_assert_int_eq(billing_rater_credit_balance(
+                         r, "new-user", tu_time("2026-01-10T10:00:00+08:00"), buf, sizeof(buf)),
                      BILLING_OK);
     ck_assert_str_eq(buf, "10");
     billing_event_set_meter(running, BILLING_METER_GPU);
@@ -209,10 +210,10 @@ START_TEST(test_example_trial_credit_exhausted)
                                                      &when, err, sizeof(err)),
                      BILLING_OK);
     ck_assert(when == tu_time("2026-01-10T12:05:00+08:00"));
-    ADD(r, "t1", "new-user", "i-5", "gpu", "2026-01-10T10:00:00+08:00",
-        "2026-01-10T13:00:00+08:00", "8", "RTX4090");
-    ck_assert_int_eq(billing_rater_credit_balance(r, "new-user", tu_time("2026-01-10T13:00:00+08:00"),
-                                                  buf, sizeof(buf)),
+    ADD(r, "t1", "new-user", "i-5", "gpu", "2026-01-10T10:00:00+08:00", "2026-01-10T13:00:00+08:00",
+        "8", "RTX4090");
+    ck_assert_int_eq(billing_rater_credit_balance(
+                         r, "new-user", tu_time("2026-01-10T13:00:00+08:00"), buf, sizeof(buf)),
                      BILLING_OK);
     ck_assert_str_eq(buf, "0");
     ck_assert_int_eq(billing_rater_credit_exhaustion(r, "new-user",
@@ -220,11 +221,12 @@ START_TEST(test_example_trial_credit_exhausted)
                                                      &when, err, sizeof(err)),
                      BILLING_OK);
     ck_assert(when == tu_time("2026-01-10T13:00:00+08:00"));
-    assert_invoice(r, "new-user", 2026, 1,
-                   "new-user 2026-01 CNY\n"
-                   "line 1 gpu RTX4090 cn-east-1 plan= ver=v1 qty=24 GPU-hour @0.6 = 14.4 -> 14.40\n"
-                   "credit trial 10.00 left 0.00\n"
-                   "subtotal 14.40 credits 10.00 tax 0.00@0 total 4.40\n");
+    assert_invoice(
+        r, "new-user", 2026, 1,
+        "new-user 2026-01 CNY\n"
+        "line 1 gpu RTX4090 cn-east-1 plan= ver=v1 qty=24 GPU-hour @0.6 = 14.4 -> 14.40\n"
+        "credit trial 10.00 left 0.00\n"
+        "subtotal 14.40 credits 10.00 tax 0.00@0 total 4.40\n");
     billing_event_destroy(running);
     billing_rater_destroy(r);
     billing_catalog_destroy(cat);
@@ -259,9 +261,8 @@ START_TEST(test_price_change_splits_event)
     billing_rater *r;
     char err[256];
 
-    ck_assert_int_eq(billing_catalog_add_price_version(cat, "v2",
-                                                       tu_time("2026-03-15T12:00:00+08:00"), err,
-                                                       sizeof(err)),
+    ck_assert_int_eq(billing_catalog_add_price_version(
+                         cat, "v2", tu_time("2026-03-15T12:00:00+08:00"), err, sizeof(err)),
                      BILLING_OK);
     ck_assert_int_eq(billing_catalog_set_rate(cat, "v2", BILLING_METER_GPU, "RTX4090", "cn-east-1",
                                               "0.50", err, sizeof(err)),
@@ -288,11 +289,10 @@ START_TEST(test_cancel_refund_pro_rata)
     char err[256];
 
     tu_account(cat, "lab-r", shanghai, "0");
-    ck_assert_int_eq(billing_catalog_add_subscription(cat, "sub-r", "lab-r", "i-r", "rtx-monthly",
-                                                      tu_time("2026-05-01T00:00:00+08:00"), 1,
-                                                      &(billing_time_t){tu_time(
-                                                          "2026-05-16T00:00:00+08:00")},
-                                                      err, sizeof(err)),
+    ck_assert_int_eq(billing_catalog_add_subscription(
+                         cat, "sub-r", "lab-r", "i-r", "rtx-monthly",
+                         tu_time("2026-05-01T00:00:00+08:00"), 1,
+                         &(billing_time_t){tu_time("2026-05-16T00:00:00+08:00")}, err, sizeof(err)),
                      BILLING_OK);
     r = new_rater(cat);
     /* 16 of 31 days unused: 2599 x 16/31 = 41584/31 = 1341.419... */
@@ -318,11 +318,10 @@ START_TEST(test_cancel_daily_no_refund)
     char err[256];
 
     tu_account(cat, "lab-d", shanghai, "0");
-    ck_assert_int_eq(billing_catalog_add_subscription(cat, "day-1", "lab-d", "i-d", "rtx-daily",
-                                                      tu_time("2026-06-01T08:00:00+08:00"), 2,
-                                                      &(billing_time_t){tu_time(
-                                                          "2026-06-02T20:00:00+08:00")},
-                                                      err, sizeof(err)),
+    ck_assert_int_eq(billing_catalog_add_subscription(
+                         cat, "day-1", "lab-d", "i-d", "rtx-daily",
+                         tu_time("2026-06-01T08:00:00+08:00"), 2,
+                         &(billing_time_t){tu_time("2026-06-02T20:00:00+08:00")}, err, sizeof(err)),
                      BILLING_OK);
     r = new_rater(cat);
     ADD(r, "u1", "lab-d", "i-d", "gpu", "2026-06-02T19:00:00+08:00", "2026-06-02T21:00:00+08:00",
@@ -374,9 +373,8 @@ START_TEST(test_traffic_split_pro_rata)
     billing_rater *r;
     char err[256];
 
-    ck_assert_int_eq(billing_catalog_add_price_version(cat, "v2",
-                                                       tu_time("2026-02-01T02:00:00+08:00"), err,
-                                                       sizeof(err)),
+    ck_assert_int_eq(billing_catalog_add_price_version(
+                         cat, "v2", tu_time("2026-02-01T02:00:00+08:00"), err, sizeof(err)),
                      BILLING_OK);
     ck_assert_int_eq(billing_catalog_set_rate(cat, "v2", BILLING_METER_TRAFFIC, "*", "*", "0.90",
                                               err, sizeof(err)),
@@ -467,9 +465,9 @@ START_TEST(test_no_price_before_first_version_says_when)
     ck_assert_int_eq(tu_add(r, "h100", "lab-v", "i", "gpu", "2026-01-01T10:00:00Z",
                             "2026-01-01T11:00:00Z", "8", "H100", "cn-east-1", err, sizeof(err)),
                      BILLING_ERR_NO_PRICE);
-    ck_assert_msg(strstr(err, "no gpu price for model 'H100' in region 'cn-east-1' at "
-                              "2026-01-01T10:00:00Z (2026-01-01 18:00:00 +08:00 Asia/Shanghai)") !=
-                      NULL,
+    ck_assert_msg(strstr(err,
+                         "no gpu price for model 'H100' in region 'cn-east-1' at "
+                         "2026-01-01T10:00:00Z (2026-01-01 18:00:00 +08:00 Asia/Shanghai)") != NULL,
                   "%s", err);
     billing_rater_destroy(r);
     billing_catalog_destroy(cat);
@@ -544,11 +542,10 @@ START_TEST(test_credit_order_and_carry)
                                                tu_time("2026-03-01T00:00:00+08:00"),
                                                BILLING_CHARGE_USAGE, 1, err, sizeof(err)),
                      BILLING_OK);
-    ck_assert_int_eq(billing_catalog_add_grant(cat, "prepaid", "lab-k", "100.00",
-                                               tu_time("2026-01-01T00:00:00+08:00"),
-                                               tu_time("2027-01-01T00:00:00+08:00"),
-                                               BILLING_CHARGE_USAGE | BILLING_CHARGE_SUBSCRIPTION,
-                                               0, err, sizeof(err)),
+    ck_assert_int_eq(billing_catalog_add_grant(
+                         cat, "prepaid", "lab-k", "100.00", tu_time("2026-01-01T00:00:00+08:00"),
+                         tu_time("2027-01-01T00:00:00+08:00"),
+                         BILLING_CHARGE_USAGE | BILLING_CHARGE_SUBSCRIPTION, 0, err, sizeof(err)),
                      BILLING_OK);
     r = new_rater(cat);
     /* January: 4.80 of usage, paid by prepaid (priority 0) first. */
@@ -609,10 +606,12 @@ START_TEST(test_catalog_errors)
     ck_assert_int_eq(billing_catalog_add_account(cat, "x", "USD", shanghai, "0", err, sizeof(err)),
                      BILLING_ERR_INVALID);
     ck_assert_ptr_nonnull(strstr(err, "currency"));
-    ck_assert_int_eq(billing_catalog_add_account(cat, "x", "CNY", shanghai, "1.5", err, sizeof(err)),
-                     BILLING_ERR_RANGE);
-    ck_assert_int_eq(billing_catalog_add_account(cat, "x", "CNY", shanghai, "abc", err, sizeof(err)),
-                     BILLING_ERR_PARSE);
+    ck_assert_int_eq(
+        billing_catalog_add_account(cat, "x", "CNY", shanghai, "1.5", err, sizeof(err)),
+        BILLING_ERR_RANGE);
+    ck_assert_int_eq(
+        billing_catalog_add_account(cat, "x", "CNY", shanghai, "abc", err, sizeof(err)),
+        BILLING_ERR_PARSE);
     tu_account(cat, "x", shanghai, "0");
     ck_assert_int_eq(billing_catalog_add_account(cat, "x", "CNY", shanghai, "0", err, sizeof(err)),
                      BILLING_ERR_EXISTS);
@@ -622,8 +621,8 @@ START_TEST(test_catalog_errors)
     ck_assert_int_eq(billing_catalog_set_rate(cat, "v9", BILLING_METER_GPU, "RTX4090", "cn-east-1",
                                               "0.7", err, sizeof(err)),
                      BILLING_ERR_NOT_FOUND);
-    ck_assert_int_eq(billing_catalog_add_grant(cat, "g", "x", "10.001", 0, 1000, BILLING_CHARGE_USAGE,
-                                               0, err, sizeof(err)),
+    ck_assert_int_eq(billing_catalog_add_grant(cat, "g", "x", "10.001", 0, 1000,
+                                               BILLING_CHARGE_USAGE, 0, err, sizeof(err)),
                      BILLING_ERR_PARSE);
     /* A subscription overlapping another of the same resource is refused when added. */
     ck_assert_int_eq(billing_catalog_add_subscription(cat, "s1", "x", "i", "rtx-daily",

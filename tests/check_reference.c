@@ -201,8 +201,9 @@ static billing_time_t sub_start(const char *zone, const points *trans)
     int mo = 1 + pick(12);
     int d = days[pick(6)];
     int h = pick(24);
-    int dim = mo == 2 ? (y % 4 == 0 ? 29 : 28)
-                      : (mo == 4 || mo == 6 || mo == 9 || mo == 11) ? 30 : 31;
+    int dim = mo == 2                                       ? (y % 4 == 0 ? 29 : 28)
+              : (mo == 4 || mo == 6 || mo == 9 || mo == 11) ? 30
+                                                            : 31;
     billing_time_t t;
 
     if (trans->n > 0 && pick(3) == 0) {
@@ -245,8 +246,8 @@ static void gen_subs(ref_spec *s, int account, const points *trans)
         sub->cancelled = 0;
         if (i == 2) {
             /* A second subscription of r0 or r1, after the first surely ended. */
-            sub->start = s->subs[s->n_subs - 3 + (res[1] - '0')].start + 32 * 14 * DAY +
-                         pick64(60 * DAY);
+            sub->start =
+                s->subs[s->n_subs - 3 + (res[1] - '0')].start + 32 * 14 * DAY + pick64(60 * DAY);
         }
     }
 }
@@ -302,8 +303,8 @@ static void gen_grants(ref_spec *s, int account, points *pts)
         else
             units[0] = '\0';
         strcat(g->amount, units);
-        g->granted = pts->n > 0 && pick(2) ? pts->v[pick(pts->n)]
-                                           : year_start(2024) + pick64(4 * 365 * DAY);
+        g->granted =
+            pts->n > 0 && pick(2) ? pts->v[pick(pts->n)] : year_start(2024) + pick64(4 * 365 * DAY);
         g->expires = g->granted + 1 + pick64(pick(2) ? 40 * DAY : 400 * DAY);
         g->kinds = 1 + (unsigned)pick(3);
         g->priority = pick(3);
@@ -591,20 +592,16 @@ static billing_catalog *lib_catalog(const ref_spec *s, const ref_rater *ref, bil
     }
     for (i = 0; i < s->n_subs; i++) {
         sub = &s->subs[i];
-        st = billing_catalog_add_subscription(cat, sub->id, s->accounts[sub->account].id,
-                                              sub->resource, s->plans[sub->plan].id, sub->start,
-                                              sub->terms,
-                                              sub->cancelled ? &sub->cancelled : NULL, err,
-                                              sizeof(err));
-        ck_assert_msg(st == ref_sub_status(ref, i), "subscription %s: %s, expected %s: %s",
-                      sub->id, billing_strerror(st),
-                      billing_strerror(ref_sub_status(ref, i)), err);
+        st = billing_catalog_add_subscription(
+            cat, sub->id, s->accounts[sub->account].id, sub->resource, s->plans[sub->plan].id,
+            sub->start, sub->terms, sub->cancelled ? &sub->cancelled : NULL, err, sizeof(err));
+        ck_assert_msg(st == ref_sub_status(ref, i), "subscription %s: %s, expected %s: %s", sub->id,
+                      billing_strerror(st), billing_strerror(ref_sub_status(ref, i)), err);
     }
     for (i = 0; i < s->n_grants; i++) {
         g = &s->grants[i];
-        OK(billing_catalog_add_grant(cat, g->id, s->accounts[g->account].id, g->amount,
-                                     g->granted, g->expires, g->kinds, g->priority, err,
-                                     sizeof(err)));
+        OK(billing_catalog_add_grant(cat, g->id, s->accounts[g->account].id, g->amount, g->granted,
+                                     g->expires, g->kinds, g->priority, err, sizeof(err)));
     }
     return cat;
 }
@@ -744,12 +741,13 @@ static void compare_balances(billing_rater *r, ref_rater *ref, const ref_spec *s
     for (i = 0; i < 8; i++)
         at[n++] = pts->v[pick(pts->n)];
     for (i = 0; i < n; i++) {
-        ck_assert_int_eq(billing_rater_credit_balance(r, s->accounts[a].id, at[i], got,
-                                                      sizeof(got)),
-                         BILLING_OK);
+        ck_assert_int_eq(
+            billing_rater_credit_balance(r, s->accounts[a].id, at[i], got, sizeof(got)),
+            BILLING_OK);
         want = ref_balance(ref, a, at[i]);
-        ck_assert_msg(strcmp(got, want) == 0, "seed %d %s: balance at %" PRId64
-                      " is %s, reference %s", seed, s->accounts[a].id, at[i], got, want);
+        ck_assert_msg(strcmp(got, want) == 0,
+                      "seed %d %s: balance at %" PRId64 " is %s, reference %s", seed,
+                      s->accounts[a].id, at[i], got, want);
         free(want);
     }
 }
@@ -809,8 +807,8 @@ static void compare_exhaustion(billing_rater *r, ref_rater *ref, const ref_spec 
         st = billing_rater_credit_exhaustion(r, s->accounts[a].id, at, libc, n, &got, err,
                                              sizeof(err));
         ck_assert_msg(st == ref_exhaustion(ref, a, at, run, n, &want),
-                      "seed %d %s at %" PRId64 ": status %d (%s)", seed, s->accounts[a].id, at,
-                      st, err);
+                      "seed %d %s at %" PRId64 ": status %d (%s)", seed, s->accounts[a].id, at, st,
+                      err);
         ck_assert_msg(st != BILLING_OK || got == want,
                       "seed %d %s: credit from %" PRId64 " runs out at %" PRId64
                       ", reference %" PRId64,

@@ -60,9 +60,7 @@ START_TEST(test_classify_sqlstate)
         {"22023", BS_ERR_FATAL},      /* invalid_parameter_value */
         {"57014", BS_ERR_FATAL},      /* query_canceled: a timeout would recur */
         {"40003", BS_ERR_FATAL},      /* statement_completion_unknown */
-        {"", BS_ERR_FATAL},
-        {"0800", BS_ERR_FATAL},
-        {NULL, BS_ERR_FATAL},
+        {"", BS_ERR_FATAL},           {"0800", BS_ERR_FATAL}, {NULL, BS_ERR_FATAL},
     };
     size_t i;
 
@@ -136,9 +134,17 @@ END_TEST
 START_TEST(test_decimal_canonical)
 {
     static const char *const cases[][2] = {
-        {"0.60", "0.6"}, {"0.600", "0.6"}, {"+0.6", "0.6"}, {"00012.500", "12.5"},
-        {"-0", "0"},     {"-0.000", "0"},  {"0", "0"},      {"10", "10"},
-        {"-1.10", "-1.1"}, {"2599.00", "2599"}, {"0.000000001", "0.000000001"},
+        {"0.60", "0.6"},
+        {"0.600", "0.6"},
+        {"+0.6", "0.6"},
+        {"00012.500", "12.5"},
+        {"-0", "0"},
+        {"-0.000", "0"},
+        {"0", "0"},
+        {"10", "10"},
+        {"-1.10", "-1.1"},
+        {"2599.00", "2599"},
+        {"0.000000001", "0.000000001"},
     };
     char out[32];
     size_t i;

@@ -172,8 +172,8 @@ START_TEST(test_term_before_first_version_is_refused)
                      BILLING_OK);
     tu_account(cat, "lab", shanghai, "0");
     ck_assert_int_eq(billing_catalog_add_subscription(cat, "sub-1", "lab", "i-1", "rtx-monthly",
-                                                      tu_time("2026-02-05T00:00:00+08:00"), 2,
-                                                      NULL, err, sizeof(err)),
+                                                      tu_time("2026-02-05T00:00:00+08:00"), 2, NULL,
+                                                      err, sizeof(err)),
                      BILLING_ERR_NO_PRICE);
     ck_assert_str_eq(err, "subscription 'sub-1' (account 'lab', plan 'rtx-monthly'): field "
                           "'start': term 1 starts at 2026-02-04T16:00:00Z, before the first price "
@@ -188,9 +188,9 @@ static billing_catalog *book_from_1960(void)
     billing_catalog *cat = tu_gpu_cloud();
     char err[256];
 
-    ck_assert_int_eq(billing_catalog_add_price_version(
-                         cat, "v0", tu_time("1960-01-01T00:00:00Z"), err, 256),
-                     BILLING_OK);
+    ck_assert_int_eq(
+        billing_catalog_add_price_version(cat, "v0", tu_time("1960-01-01T00:00:00Z"), err, 256),
+        BILLING_OK);
     ck_assert_int_eq(billing_catalog_set_plan_fee(cat, "v0", "rtx-daily", "99.00", err, 256),
                      BILLING_OK);
     return cat;
@@ -239,8 +239,8 @@ START_TEST(test_cancel_before_start_means_no_term)
     add_sub(cat, "at-start", "lab", "i-2", "rtx-daily", "2026-03-05T00:00:00+08:00", 2,
             "2026-03-05T00:00:00+08:00");
     r = new_rater(cat);
-    ADD(r, "u1", "lab", "i-1", "gpu", "2026-03-02T10:00:00+08:00", "2026-03-02T13:00:00+08:00",
-        "8", "RTX4090");
+    ADD(r, "u1", "lab", "i-1", "gpu", "2026-03-02T10:00:00+08:00", "2026-03-02T13:00:00+08:00", "8",
+        "RTX4090");
     assert_invoice(r, "lab", 2026, 3,
                    "lab 2026-03 CNY\n"
                    "line 1 gpu RTX4090 cn-east-1 plan= ver=v1 qty=24 GPU-hour @0.6 = 14.4 -> "
@@ -361,8 +361,8 @@ START_TEST(test_refunds_in_later_term_leap_year)
     add_sub(cat, "sub-b", "lab", "i-b", "rtx-monthly", "2028-03-01T00:00:00+08:00", 1,
             "2028-03-16T00:00:00+08:00");
     r = new_rater(cat);
-    ADD(r, "c1", "lab", "i-c", "gpu", "2028-03-02T00:00:00+08:00", "2028-03-18T16:00:00+08:00",
-        "8", "RTX4090");
+    ADD(r, "c1", "lab", "i-c", "gpu", "2028-03-02T00:00:00+08:00", "2028-03-18T16:00:00+08:00", "8",
+        "RTX4090");
     assert_invoice(r, "lab", 2028, 1,
                    "lab 2028-01 CNY\n"
                    "line 3  RTX4090 cn-east-1 plan=rtx-monthly ver=v1 qty=1 term @2599 = 2599 -> "
@@ -409,8 +409,8 @@ START_TEST(test_included_shows_event_model)
     tu_account(cat, "lab", shanghai, "0");
     add_sub(cat, "sub-1", "lab", "i-1", "rtx-daily", "2026-04-01T00:00:00+08:00", 1, NULL);
     r = new_rater(cat);
-    ADD(r, "a1", "lab", "i-1", "gpu", "2026-04-01T10:00:00+08:00", "2026-04-01T11:00:00+08:00",
-        "8", "A100-80G");
+    ADD(r, "a1", "lab", "i-1", "gpu", "2026-04-01T10:00:00+08:00", "2026-04-01T11:00:00+08:00", "8",
+        "A100-80G");
     ck_assert_int_eq(tu_add(r, "a2", "lab", "i-1", "gpu", "2026-04-01T11:00:00+08:00",
                             "2026-04-01T12:00:00+08:00", "8", "RTX4090", "cn-north-2", err,
                             sizeof(err)),
@@ -482,8 +482,8 @@ START_TEST(test_overlap_refused_when_added)
     tu_account(cat, "lab", shanghai, "0");
     add_sub(cat, "month", "lab", "i-1", "rtx-monthly", "2026-01-05T09:00:00+08:00", 1, NULL);
     ck_assert_int_eq(billing_catalog_add_subscription(cat, "pass", "lab", "i-1", "rtx-daily",
-                                                      tu_time("2026-02-04T00:00:00+08:00"), 1,
-                                                      NULL, err, sizeof(err)),
+                                                      tu_time("2026-02-04T00:00:00+08:00"), 1, NULL,
+                                                      err, sizeof(err)),
                      BILLING_ERR_INVALID);
     ck_assert_str_eq(err, "subscription 'pass' (account 'lab', plan 'rtx-daily'): field 'start': "
                           "its terms overlap those of subscription 'month' of resource 'i-1'");

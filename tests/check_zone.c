@@ -35,15 +35,15 @@
  * every passing call too (through a file, when forking), which makes
  * loops of a million checks slow; these only act on failure.
  */
-#define CHECK(cond)                                                                     \
-    do {                                                                                \
-        if (!(cond))                                                                    \
-            ck_abort_msg("failed: %s", #cond);                                          \
+#define CHECK(cond)                            \
+    do {                                       \
+        if (!(cond))                           \
+            ck_abort_msg("failed: %s", #cond); \
     } while (0)
-#define CHECK_MSG(cond, ...)                                                            \
-    do {                                                                                \
-        if (!(cond))                                                                    \
-            ck_abort_msg(__VA_ARGS__);                                                  \
+#define CHECK_MSG(cond, ...)           \
+    do {                               \
+        if (!(cond))                   \
+            ck_abort_msg(__VA_ARGS__); \
     } while (0)
 
 /* ------------------------------------------------------------------ */
@@ -123,22 +123,21 @@ static void assert_civil(const bl_civil *c, int y, int mo, int d, int h, int mi,
 {
     ck_assert_msg(c->year == y && c->month == mo && c->day == d && c->hour == h &&
                       c->minute == mi && c->second == s,
-                  "got %04d-%02d-%02d %02d:%02d:%02d, want %04d-%02d-%02d %02d:%02d:%02d",
-                  c->year, c->month, c->day, c->hour, c->minute, c->second, y, mo, d, h, mi, s);
+                  "got %04d-%02d-%02d %02d:%02d:%02d, want %04d-%02d-%02d %02d:%02d:%02d", c->year,
+                  c->month, c->day, c->hour, c->minute, c->second, y, mo, d, h, mi, s);
 }
 
 static int civil_eq(const bl_civil *a, const bl_civil *b)
 {
-    return a->year == b->year && a->month == b->month && a->day == b->day &&
-           a->hour == b->hour && a->minute == b->minute && a->second == b->second &&
-           a->nsec == b->nsec;
+    return a->year == b->year && a->month == b->month && a->day == b->day && a->hour == b->hour &&
+           a->minute == b->minute && a->second == b->second && a->nsec == b->nsec;
 }
 
 /* Seconds of the local wall time @c as if it were UTC. */
 static int64_t local_secs(const bl_civil *c)
 {
-    return bl_days_from_civil(c->year, c->month, c->day) * DAY + c->hour * HOUR +
-           c->minute * 60 + c->second;
+    return bl_days_from_civil(c->year, c->month, c->day) * DAY + c->hour * HOUR + c->minute * 60 +
+           c->second;
 }
 
 /* Fixed-seed xorshift, so that failures replay. */
@@ -180,8 +179,7 @@ static unsigned char *put64(unsigned char *p, int64_t v)
     return put32(p, (uint32_t)(uint64_t)v);
 }
 
-static unsigned char *put_header(unsigned char *p, char version, size_t timecnt,
-                                 size_t typecnt)
+static unsigned char *put_header(unsigned char *p, char version, size_t timecnt, size_t typecnt)
 {
     memcpy(p, "TZif", 4);
     p[4] = (unsigned char)version;
@@ -255,8 +253,8 @@ static billing_zone *footer_zone(const char *footer, int32_t utoff, char *err, s
 /* Exercise every entry point on a zone that parsed from doubtful data. */
 static void exercise_zone(const billing_zone *z)
 {
-    static const int64_t secs[] = {INT64_C(-2208988800), INT64_C(-1), 0, INT64_C(1772953200),
-                                   INT64_C(4102444800), INT64_C(7258118399)};
+    static const int64_t secs[] = {INT64_C(-2208988800), INT64_C(-1),         0,
+                                   INT64_C(1772953200),  INT64_C(4102444800), INT64_C(7258118399)};
     size_t i;
     bl_civil c;
     billing_time_t t;
@@ -289,10 +287,9 @@ static const struct days_case {
     int y, m, d;
     int64_t days;
 } days_cases[] = {
-    {1970, 1, 1, 0},          {1969, 12, 31, -1},      {2000, 2, 29, 11016},
-    {2000, 3, 1, 11017},      {1900, 1, 1, -25567},    {1900, 3, 1, -25508},
-    {2200, 1, 1, 84006},      {2026, 1, 31, 20484},    {1, 1, 1, -719162},
-    {1600, 2, 29, -135081},   {9999, 12, 31, 2932896}, {2100, 2, 28, 47540},
+    {1970, 1, 1, 0},      {1969, 12, 31, -1},     {2000, 2, 29, 11016},    {2000, 3, 1, 11017},
+    {1900, 1, 1, -25567}, {1900, 3, 1, -25508},   {2200, 1, 1, 84006},     {2026, 1, 31, 20484},
+    {1, 1, 1, -719162},   {1600, 2, 29, -135081}, {9999, 12, 31, 2932896}, {2100, 2, 28, 47540},
     {2100, 3, 1, 47541},
 };
 
@@ -584,8 +581,7 @@ static void check_table(const char *name)
         if (t <= INT64_MIN / NS + 1 || t >= INT64_MAX / NS)
             continue;
         before = i == 0 ? r.type0 : r.utoff[i - 1];
-        CHECK_MSG(billing_zone_offset(z, t * NS) == r.utoff[i], "%s transition %zu", name,
-                      i);
+        CHECK_MSG(billing_zone_offset(z, t * NS) == r.utoff[i], "%s transition %zu", name, i);
         CHECK_MSG(billing_zone_offset(z, t * NS - 1) == before, "%s before %zu", name, i);
         /* The footer rule, when it takes over, must agree with the last type. */
         CHECK(billing_zone_offset(z, t * NS + NS / 2) == r.utoff[i]);
@@ -593,7 +589,7 @@ static void check_table(const char *name)
     /* Brute force between transitions: every 3 days + 1 hour, 1900 to the last one. */
     for (s = INT64_C(-2208988800); s < r.trans[r.n - 1]; s += 3 * DAY + HOUR)
         CHECK_MSG(billing_zone_offset(z, s * NS) == ref_offset(&r, s), "%s at %lld", name,
-                      (long long)s);
+                  (long long)s);
     free(r.trans);
     free(r.utoff);
     free(data);
@@ -602,10 +598,9 @@ static void check_table(const char *name)
 
 START_TEST(test_transitions_exact)
 {
-    static const char *const names[] = {"America/New_York", "Asia/Shanghai",
-                                        "Australia/Sydney", "Europe/London",
-                                        "Asia/Kolkata",     "Europe/Dublin",
-                                        "America/Nuuk",     "Australia/Lord_Howe"};
+    static const char *const names[] = {
+        "America/New_York", "Asia/Shanghai", "Australia/Sydney", "Europe/London",
+        "Asia/Kolkata",     "Europe/Dublin", "America/Nuuk",     "Australia/Lord_Howe"};
     size_t i;
 
     for (i = 0; i < N_ELEMS(names); i++)
@@ -661,8 +656,8 @@ static void check_against_libc(const char *name)
     CHECK(prev_off == libc_offset(prev));
     for (s = prev + 90780; s < INT64_C(7258118400); s += 90780) {
         off = billing_zone_offset(z, s * NS);
-        CHECK_MSG(off == libc_offset(s), "%s at %lld: %d vs libc %ld", name, (long long)s,
-                      off, libc_offset(s));
+        CHECK_MSG(off == libc_offset(s), "%s at %lld: %d vs libc %ld", name, (long long)s, off,
+                  libc_offset(s));
         if (off != prev_off) {
             change = find_change(z, prev, s);
             CHECK(libc_offset(change) == billing_zone_offset(z, change * NS));
@@ -680,9 +675,9 @@ static void check_against_libc(const char *name)
 START_TEST(test_footer_against_libc)
 {
     static const char *const names[] = {
-        "America/New_York", "Europe/London",     "Australia/Sydney",    "Asia/Shanghai",
-        "Asia/Kolkata",     "Asia/Jerusalem",    "America/Nuuk",        "Europe/Dublin",
-        "America/Santiago", "Pacific/Chatham",   "Australia/Lord_Howe", "Antarctica/Troll",
+        "America/New_York",  "Europe/London",    "Australia/Sydney",    "Asia/Shanghai",
+        "Asia/Kolkata",      "Asia/Jerusalem",   "America/Nuuk",        "Europe/Dublin",
+        "America/Santiago",  "Pacific/Chatham",  "Australia/Lord_Howe", "Antarctica/Troll",
         "Africa/Casablanca", "America/Sao_Paulo"};
     size_t i;
 
@@ -763,36 +758,36 @@ START_TEST(test_footer_rules)
         const struct footer_case *c = &footer_cases[i];
         z = footer_zone(c->footer, 0, err, sizeof(err));
         ck_assert_msg(z != NULL, "%s: %s", c->footer, err);
-        ck_assert_msg(off_at(z, c->at) == c->offset, "%s at %s: got %d want %d", c->footer,
-                      c->at, off_at(z, c->at), c->offset);
+        ck_assert_msg(off_at(z, c->at) == c->offset, "%s at %s: got %d want %d", c->footer, c->at,
+                      off_at(z, c->at), c->offset);
         billing_zone_destroy(z);
     }
 }
 END_TEST
 
 static const char *const bad_footers[] = {
-    "EST",                          /* no offset */
-    "ES5",                          /* name too short */
-    "<AB>5",                        /* quoted name too short */
-    "<ABC5",                        /* unterminated quote */
-    "<A/C>5",                       /* bad character in quoted name */
-    "EST5EDT",                      /* DST without rules */
-    "EST5EDT4",                     /* DST without rules */
-    "EST5EDT,M3.2.0",               /* no end rule */
-    "EST5EDT,M13.2.0,M11.1.0",      /* month 13 */
-    "EST5EDT,M3.6.0,M11.1.0",       /* week 6 */
-    "EST5EDT,M3.2.7,M11.1.0",       /* weekday 7 */
-    "EST5EDT,J0,J365",              /* Julian day 0 */
-    "EST5EDT,366,0",                /* day 366 */
-    "EST5EDT,M3.2.0/168,M11.1.0",   /* time past 167 hours */
-    "EST5EDT,M3.2.0/2:60,M11.1.0",  /* minute 60 */
-    "EST25",                        /* offset past 24 hours */
-    "EST5:60",                      /* offset minute 60 */
-    "EST5 ",                        /* trailing space */
-    "EST5EDT,M3.2.0,M11.1.0x",      /* trailing characters */
-    "EST5EDT,M3.2.0,M11.1.0,",      /* trailing comma */
-    "EST005",                       /* three-digit offset hours */
-    "5EST",                         /* no name */
+    "EST",                         /* no offset */
+    "ES5",                         /* name too short */
+    "<AB>5",                       /* quoted name too short */
+    "<ABC5",                       /* unterminated quote */
+    "<A/C>5",                      /* bad character in quoted name */
+    "EST5EDT",                     /* DST without rules */
+    "EST5EDT4",                    /* DST without rules */
+    "EST5EDT,M3.2.0",              /* no end rule */
+    "EST5EDT,M13.2.0,M11.1.0",     /* month 13 */
+    "EST5EDT,M3.6.0,M11.1.0",      /* week 6 */
+    "EST5EDT,M3.2.7,M11.1.0",      /* weekday 7 */
+    "EST5EDT,J0,J365",             /* Julian day 0 */
+    "EST5EDT,366,0",               /* day 366 */
+    "EST5EDT,M3.2.0/168,M11.1.0",  /* time past 167 hours */
+    "EST5EDT,M3.2.0/2:60,M11.1.0", /* minute 60 */
+    "EST25",                       /* offset past 24 hours */
+    "EST5:60",                     /* offset minute 60 */
+    "EST5 ",                       /* trailing space */
+    "EST5EDT,M3.2.0,M11.1.0x",     /* trailing characters */
+    "EST5EDT,M3.2.0,M11.1.0,",     /* trailing comma */
+    "EST005",                      /* three-digit offset hours */
+    "5EST",                        /* no name */
     /* One year's DST begins before the last one ended (found by fuzz_tzif). */
     "EST5EDT,M1.2.0/-167,365/6",
     "EST5EDT,J1/-100,J365/100",
@@ -969,8 +964,7 @@ END_TEST
 /* Every prefix of a real file is rejected without a crash; only the whole file parses. */
 START_TEST(test_tzif_prefixes)
 {
-    static const char *const names[] = {"America/New_York", "Australia/Sydney",
-                                        "Asia/Shanghai"};
+    static const char *const names[] = {"America/New_York", "Australia/Sydney", "Asia/Shanghai"};
     size_t i;
     size_t n;
     size_t len;
@@ -1181,9 +1175,9 @@ static void check_month_tiling(const char *name)
     CHECK(billing_zone_month_start(z, 1900, 2, &start) == BILLING_OK);
     for (y = 1900; y < 2199; y++) {
         for (m = (y == 1900 ? 2 : 1); m <= 12; m++) {
-            ck_assert_int_eq(billing_zone_month_start(z, m == 12 ? y + 1 : y,
-                                                      m == 12 ? 1 : m + 1, &next),
-                             BILLING_OK);
+            ck_assert_int_eq(
+                billing_zone_month_start(z, m == 12 ? y + 1 : y, m == 12 ? 1 : m + 1, &next),
+                BILLING_OK);
             CHECK_MSG(next > start, "%s %d-%d", name, y, m);
             billing_zone_year_month(z, start, &gy, &gm);
             CHECK_MSG(gy == y && gm == m, "%s %d-%d start is in %d-%d", name, y, m, gy, gm);
@@ -1623,8 +1617,8 @@ START_TEST(test_time_parse_rejected)
         err[0] = '\0';
         ck_assert_msg(billing_time_parse(c->text, &t, err, sizeof(err)) == c->status,
                       "'%s' gave '%s'", c->text, err);
-        ck_assert_msg(strstr(err, c->fragment) != NULL, "'%s': message '%s' lacks '%s'",
-                      c->text, err, c->fragment);
+        ck_assert_msg(strstr(err, c->fragment) != NULL, "'%s': message '%s' lacks '%s'", c->text,
+                      err, c->fragment);
         ck_assert_msg(strncmp(err, "timestamp '", 11) == 0, "%s", err);
         ck_assert_int_eq(t, 42);
     }
@@ -1694,8 +1688,8 @@ START_TEST(test_time_round_trip)
         else if (i % 3 == 1)
             t -= t % 1000;
         CHECK(billing_time_format(t, buf, sizeof(buf)) > 0);
-        CHECK_MSG(billing_time_parse(buf, &back, err, sizeof(err)) == BILLING_OK, "%s: %s",
-                      buf, err);
+        CHECK_MSG(billing_time_parse(buf, &back, err, sizeof(err)) == BILLING_OK, "%s: %s", buf,
+                  err);
         CHECK_MSG(back == t, "%s", buf);
         /* No trailing zeros in a fraction. */
         CHECK(strchr(buf, '.') == NULL || strstr(buf, "0Z") == NULL);

@@ -540,11 +540,10 @@ static void own_catalog(bs_conn *c, const char *account, const test_grant *grant
     ck_assert_ptr_nonnull(root);
     list = json_object_get(root, "grants");
     for (i = 0; i < n; i++)
-        json_array_append_new(list, json_pack("{s:s, s:s, s:s, s:s, s:s, s:[s], s:i}", "id",
-                                              grants[i].id, "account", account, "amount",
-                                              grants[i].amount, "granted_at", grants[i].from,
-                                              "expires_at", grants[i].to, "applies_to", "usage",
-                                              "priority", 0));
+        json_array_append_new(
+            list, json_pack("{s:s, s:s, s:s, s:s, s:s, s:[s], s:i}", "id", grants[i].id, "account",
+                            account, "amount", grants[i].amount, "granted_at", grants[i].from,
+                            "expires_at", grants[i].to, "applies_to", "usage", "priority", 0));
     ck_assert_int_eq(json_dump_file(root, accounts, 0), 0);
     json_decref(root);
     ck_assert_msg(bs_load_catalog(c, "gpu", book, accounts, &k, &err) == BS_OK, "%s", err.message);

@@ -114,8 +114,7 @@ static void create_topic_with(rd_kafka_t *rk, const char *name, int partitions, 
 
     ck_assert_msg(nt != NULL, "%s", errstr);
     if (key != NULL)
-        ck_assert_int_eq(rd_kafka_NewTopic_set_config(nt, key, value),
-                         RD_KAFKA_RESP_ERR_NO_ERROR);
+        ck_assert_int_eq(rd_kafka_NewTopic_set_config(nt, key, value), RD_KAFKA_RESP_ERR_NO_ERROR);
     rd_kafka_CreateTopics(rk, &nt, 1, NULL, q);
     rd_kafka_NewTopic_destroy(nt);
     ev = rd_kafka_queue_poll(q, TIMEOUT_MS);
@@ -124,8 +123,8 @@ static void create_topic_with(rd_kafka_t *rk, const char *name, int partitions, 
                   rd_kafka_event_error_string(ev));
     res = rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &n);
     ck_assert_uint_eq(n, 1);
-    ck_assert_msg(rd_kafka_topic_result_error(res[0]) == RD_KAFKA_RESP_ERR_NO_ERROR, "%s: %s",
-                  name, rd_kafka_topic_result_error_string(res[0]));
+    ck_assert_msg(rd_kafka_topic_result_error(res[0]) == RD_KAFKA_RESP_ERR_NO_ERROR, "%s: %s", name,
+                  rd_kafka_topic_result_error_string(res[0]));
     rd_kafka_event_destroy(ev);
     rd_kafka_queue_destroy(q);
 }
@@ -276,8 +275,7 @@ static void wait_log_any(const char *path, const char *needle, const char *other
         if (f != NULL)
             fclose(f);
         ck_assert_msg(now_ms() < deadline, "%s: no '%s' in %d ms", path, needle, WAIT_MS);
-        ck_assert_msg(waitpid(child, &status, WNOHANG) == 0, "billingd exited (status %d)",
-                      status);
+        ck_assert_msg(waitpid(child, &status, WNOHANG) == 0, "billingd exited (status %d)", status);
         nanosleep(&tick, NULL); /* the poll interval, not a wait for an outcome */
     }
 }
@@ -489,8 +487,8 @@ static billing_time_t expected_exhaustion(const its_stream *s, int k)
         ck_assert_int_eq(billing_rater_add(r, ev, NULL, 0), BILLING_OK);
     }
     running[0] = ev;
-    ck_assert_int_eq(billing_rater_credit_exhaustion(r, "student-b", billing_event_end(ev),
-                                                     running, 1, &out, NULL, 0),
+    ck_assert_int_eq(billing_rater_credit_exhaustion(r, "student-b", billing_event_end(ev), running,
+                                                     1, &out, NULL, 0),
                      BILLING_OK);
     billing_event_destroy(ev);
     billing_rater_destroy(r);
@@ -586,10 +584,10 @@ static void rejected_in_log(const char *path, long *logged, long *suppressed)
     ck_assert_msg(f != NULL, "no log %s", path);
     while (fgets(line, sizeof(line), f) != NULL) {
         if (strstr(line, " event=rejected ") != NULL) {
-            ck_assert_msg(strstr(line, " source=kafka:") != NULL &&
-                              strstr(line, " reason_code=-") == NULL &&
-                              strstr(line, " reason_code=") != NULL && strstr(line, " reason=") != NULL,
-                          "incomplete: %s", line);
+            ck_assert_msg(
+                strstr(line, " source=kafka:") != NULL && strstr(line, " reason_code=-") == NULL &&
+                    strstr(line, " reason_code=") != NULL && strstr(line, " reason=") != NULL,
+                "incomplete: %s", line);
             (*logged)++;
         } else if ((at = strstr(line, " event=rejected_suppressed count=")) != NULL) {
             *suppressed += strtol(at + strlen(" event=rejected_suppressed count="), NULL, 10);
@@ -796,8 +794,7 @@ START_TEST(test_catalog_change_without_restart)
     its_example_path(book, sizeof(book), "pricebook.json");
     snprintf(accounts, sizeof(accounts), "%s.ghosts.json", group);
     its_ghost_accounts(accounts);
-    ck_assert_msg(bs_load_catalog(c, "gpu", book, accounts, &k, &err) == BS_OK, "%s",
-                  err.message);
+    ck_assert_msg(bs_load_catalog(c, "gpu", book, accounts, &k, &err) == BS_OK, "%s", err.message);
     wait_log(log, "event=catalog_reloaded", pid);
     /* The same ghost events again, under new ids: now they are stored. */
     its_ghost_events(late, "late-");
@@ -1300,8 +1297,7 @@ START_TEST(test_catalog_reloaded_after_postgresql_restart)
     its_example_path(book, sizeof(book), "pricebook.json");
     snprintf(accounts, sizeof(accounts), "%s.ghosts.json", group);
     its_ghost_accounts(accounts);
-    ck_assert_msg(bs_load_catalog(c, "gpu", book, accounts, &k, &err) == BS_OK, "%s",
-                  err.message);
+    ck_assert_msg(bs_load_catalog(c, "gpu", book, accounts, &k, &err) == BS_OK, "%s", err.message);
     its_ghost_events(late, "late-");
     produce_more(late);
     wait_progress(c, (long)(s->n + late->n) - 1, (long)(s->n + late->n), pid);

@@ -52,8 +52,8 @@ static char work_dir[PATH_LEN];
 /* ---------------------------------------------------------------------- */
 
 /* The CSV's first columns: the invoice's, repeated on every line row, then the line's. */
-#define CSV_HEADER                                                                             \
-    "number,account,period,status,currency,subtotal,credit_returned,before_credit,credits,"   \
+#define CSV_HEADER                                                                          \
+    "number,account,period,status,currency,subtotal,credit_returned,before_credit,credits," \
     "account_credit,carried,taxable,tax,total,credit_remaining,account_credit_left,line,kind,"
 
 static void query_text(bs_conn *c, const char *sql, char *out, size_t size)
@@ -206,10 +206,14 @@ static void write_pricebook(const char *name, const char *gpu_price)
             " \"region\": \"cn-east-1\", \"refundable\": true}],"
             " \"versions\": [{\"id\": \"v1\", \"effective_from\": \"2025-01-01T00:00:00Z\","
             " \"rates\": ["
-            "{\"meter\": \"gpu\", \"model\": \"RTX4090\", \"region\": \"cn-east-1\", \"price\": \"%s\"},"
-            "{\"meter\": \"gpu\", \"model\": \"A100-80G\", \"region\": \"cn-east-1\", \"price\": \"1.60\"},"
-            "{\"meter\": \"gpuless\", \"model\": \"RTX4090\", \"region\": \"cn-east-1\", \"price\": \"0.48\"},"
-            "{\"meter\": \"gpuless\", \"model\": \"A100-80G\", \"region\": \"cn-east-1\", \"price\": \"1.28\"},"
+            "{\"meter\": \"gpu\", \"model\": \"RTX4090\", \"region\": \"cn-east-1\", \"price\": "
+            "\"%s\"},"
+            "{\"meter\": \"gpu\", \"model\": \"A100-80G\", \"region\": \"cn-east-1\", \"price\": "
+            "\"1.60\"},"
+            "{\"meter\": \"gpuless\", \"model\": \"RTX4090\", \"region\": \"cn-east-1\", "
+            "\"price\": \"0.48\"},"
+            "{\"meter\": \"gpuless\", \"model\": \"A100-80G\", \"region\": \"cn-east-1\", "
+            "\"price\": \"1.28\"},"
             "{\"meter\": \"storage\", \"model\": \"*\", \"region\": \"*\", \"price\": \"0.20\"}],"
             " \"plan_fees\": [{\"plan\": \"rtx-daily\", \"fee\": \"99.00\"},"
             " {\"plan\": \"rtx-monthly\", \"fee\": \"2599.00\"}]}]}\n",
@@ -238,9 +242,10 @@ static void gen_random_grants(FILE *f, uint64_t *rng, int i, const char **sep)
         char b[48];
         billing_time_format(from * BILLING_NS_PER_SEC, a, sizeof(a));
         billing_time_format(until * BILLING_NS_PER_SEC, b, sizeof(b));
-        fprintf(f, "%s{\"id\": \"%c%d-%d\", \"account\": \"acct-%05d\", \"amount\": \"%d.%02d\","
-                   " \"granted_at\": \"%s\", \"expires_at\": \"%s\", \"applies_to\": %s,"
-                   " \"priority\": %d}",
+        fprintf(f,
+                "%s{\"id\": \"%c%d-%d\", \"account\": \"acct-%05d\", \"amount\": \"%d.%02d\","
+                " \"granted_at\": \"%s\", \"expires_at\": \"%s\", \"applies_to\": %s,"
+                " \"priority\": %d}",
                 *sep, 'a' + (int)(r % 26), i, k, i, 1 + (int)((r >> 16) % 60),
                 (int)((r >> 24) % 100), a, b, kinds[(r >> 40) % 3], (int)((r >> 44) % 3));
         *sep = ",";
@@ -260,29 +265,33 @@ static void write_accounts(int n)
     ck_assert(f != NULL);
     fputs("{\"accounts\": [", f);
     for (i = 0; i < n; i++, sep = ",")
-        fprintf(f, "%s{\"id\": \"acct-%05d\", \"currency\": \"%s\", \"time_zone\": \"%s\","
-                   " \"tax_rate\": \"%s\"}",
+        fprintf(f,
+                "%s{\"id\": \"acct-%05d\", \"currency\": \"%s\", \"time_zone\": \"%s\","
+                " \"tax_rate\": \"%s\"}",
                 sep, i, gen_currency, zones[i % 5], taxes[i % 3]);
     fputs("], \"subscriptions\": [", f);
     sep = "";
     for (i = 0; i < n; i++) {
         if (i % 7 == 0) {
-            fprintf(f, "%s{\"id\": \"sub-m-%d\", \"account\": \"acct-%05d\", \"resource\":"
-                       " \"i-%d-sub\", \"plan\": \"rtx-monthly\", \"start\": \"2026-10-05T01:00:00Z\","
-                       " \"terms\": 3, \"cancelled_at\": %s}",
+            fprintf(f,
+                    "%s{\"id\": \"sub-m-%d\", \"account\": \"acct-%05d\", \"resource\":"
+                    " \"i-%d-sub\", \"plan\": \"rtx-monthly\", \"start\": \"2026-10-05T01:00:00Z\","
+                    " \"terms\": 3, \"cancelled_at\": %s}",
                     sep, i, i, i, i % 14 == 0 ? "\"2026-11-20T12:00:00Z\"" : "null");
             sep = ",";
         } else if (i % 11 == 0) {
-            fprintf(f, "%s{\"id\": \"sub-d-%d\", \"account\": \"acct-%05d\", \"resource\":"
-                       " \"i-%d-sub\", \"plan\": \"rtx-daily\", \"start\": \"2026-11-10T00:00:00Z\","
-                       " \"terms\": 3, \"cancelled_at\": null}",
+            fprintf(f,
+                    "%s{\"id\": \"sub-d-%d\", \"account\": \"acct-%05d\", \"resource\":"
+                    " \"i-%d-sub\", \"plan\": \"rtx-daily\", \"start\": \"2026-11-10T00:00:00Z\","
+                    " \"terms\": 3, \"cancelled_at\": null}",
                     sep, i, i, i);
             sep = ",";
         } else if (gen_returned && i % 13 == 0) {
             /* A term paid with credit in October, cancelled in November: the refund returns it. */
-            fprintf(f, "%s{\"id\": \"sub-r-%d\", \"account\": \"acct-%05d\", \"resource\":"
-                       " \"i-%d-sub\", \"plan\": \"rtx-monthly\", \"start\": \"2026-10-25T00:00:00Z\","
-                       " \"terms\": 3, \"cancelled_at\": \"2026-11-03T00:00:00Z\"}",
+            fprintf(f,
+                    "%s{\"id\": \"sub-r-%d\", \"account\": \"acct-%05d\", \"resource\":"
+                    " \"i-%d-sub\", \"plan\": \"rtx-monthly\", \"start\": \"2026-10-25T00:00:00Z\","
+                    " \"terms\": 3, \"cancelled_at\": \"2026-11-03T00:00:00Z\"}",
                     sep, i, i, i);
             sep = ",";
         }
@@ -293,25 +302,28 @@ static void write_accounts(int n)
         gen_random_grants(f, &gen_grants_seed, i, &sep);
     for (i = 0; gen_grants_seed == 0 && i < n; i++) {
         if (i % 3 == 0) {
-            fprintf(f, "%s{\"id\": \"trial-%d\", \"account\": \"acct-%05d\", \"amount\": \"%s\","
-                       " \"granted_at\": \"2026-10-01T00:00:00Z\", \"expires_at\":"
-                       " \"2026-11-15T00:00:00Z\", \"applies_to\": [\"usage\"], \"priority\": 0}",
+            fprintf(f,
+                    "%s{\"id\": \"trial-%d\", \"account\": \"acct-%05d\", \"amount\": \"%s\","
+                    " \"granted_at\": \"2026-10-01T00:00:00Z\", \"expires_at\":"
+                    " \"2026-11-15T00:00:00Z\", \"applies_to\": [\"usage\"], \"priority\": 0}",
                     sep, i, i, gen_trial);
             sep = ",";
         }
         if (i % 5 == 0) {
-            fprintf(f, "%s{\"id\": \"promo-%d\", \"account\": \"acct-%05d\", \"amount\": \"%s\","
-                       " \"granted_at\": \"2026-11-01T00:00:00Z\", \"expires_at\":"
-                       " \"2027-01-01T00:00:00Z\", \"applies_to\": [\"usage\", \"subscription\"],"
-                       " \"priority\": 1}",
+            fprintf(f,
+                    "%s{\"id\": \"promo-%d\", \"account\": \"acct-%05d\", \"amount\": \"%s\","
+                    " \"granted_at\": \"2026-11-01T00:00:00Z\", \"expires_at\":"
+                    " \"2027-01-01T00:00:00Z\", \"applies_to\": [\"usage\", \"subscription\"],"
+                    " \"priority\": 1}",
                     sep, i, i, gen_promo);
             sep = ",";
         }
         if (gen_returned && i % 13 == 0 && i % 7 != 0 && i % 11 != 0) {
-            fprintf(f, "%s{\"id\": \"fees-%d\", \"account\": \"acct-%05d\", \"amount\": \"%s\","
-                       " \"granted_at\": \"2026-10-01T00:00:00Z\", \"expires_at\":"
-                       " \"2027-01-01T00:00:00Z\", \"applies_to\": [\"subscription\"],"
-                       " \"priority\": 2}",
+            fprintf(f,
+                    "%s{\"id\": \"fees-%d\", \"account\": \"acct-%05d\", \"amount\": \"%s\","
+                    " \"granted_at\": \"2026-10-01T00:00:00Z\", \"expires_at\":"
+                    " \"2027-01-01T00:00:00Z\", \"applies_to\": [\"subscription\"],"
+                    " \"priority\": 2}",
                     sep, i, i, gen_promo);
             sep = ",";
         }
@@ -348,10 +360,10 @@ static void gen_one(gen_event *e, uint64_t *rng, int account, int k)
     case 1:
         e->meter = "gpu";
         e->model = (r >> 8) % 3 == 0 ? "A100-80G" : "RTX4090";
-        snprintf(e->resource, sizeof(e->resource), (account % 7 == 0 || account % 11 == 0) &&
-                                                           (r >> 12) % 2 == 0 && e->model[0] == 'R'
-                                                       ? "i-%d-sub"
-                                                       : "i-%d-x",
+        snprintf(e->resource, sizeof(e->resource),
+                 (account % 7 == 0 || account % 11 == 0) && (r >> 12) % 2 == 0 && e->model[0] == 'R'
+                     ? "i-%d-sub"
+                     : "i-%d-x",
                  account);
         snprintf(e->quantity, sizeof(e->quantity), "%d", (int)((r >> 16) % 8) + 1);
         dur = (int64_t)((r >> 20) % (72 * 3600)) + 60;
@@ -570,20 +582,23 @@ static void rate_text(const json_t *inv, char *t)
     add_grants(t, json_object_get(inv, "returned_credits"), "returned");
     zero_like(zero, sizeof(zero), json_string_value(json_object_get(inv, "subtotal")));
     ac = json_object_get(inv, "account_credit");
-    addf(t, "subtotal %s returned %s credits %s account credit %s carried %s left %s tax %s total %s\n",
-         json_string_value(json_object_get(inv, "subtotal")),
-         or_zero(json_object_get(inv, "returned_total"), zero),
-         json_string_value(json_object_get(inv, "credits_total")),
-         or_zero(json_object_get(ac, "applied"), zero), or_zero(json_object_get(ac, "carried"), zero),
-         or_zero(json_object_get(ac, "left"), zero),
-         json_string_value(json_object_get(inv, "tax")),
-         json_string_value(json_object_get(inv, "total")));
+    addf(
+        t,
+        "subtotal %s returned %s credits %s account credit %s carried %s left %s tax %s total %s\n",
+        json_string_value(json_object_get(inv, "subtotal")),
+        or_zero(json_object_get(inv, "returned_total"), zero),
+        json_string_value(json_object_get(inv, "credits_total")),
+        or_zero(json_object_get(ac, "applied"), zero),
+        or_zero(json_object_get(ac, "carried"), zero), or_zero(json_object_get(ac, "left"), zero),
+        json_string_value(json_object_get(inv, "tax")),
+        json_string_value(json_object_get(inv, "total")));
 }
 
 /* The draft's rows of one query (one text column each, in order), one line each. */
 static const char *const store_text_sql[] = {
     /* Fee and refund lines have no meter, refund lines no unit price: NULL, "" in billing rate. */
-    "SELECT concat_ws('|', l.kind, coalesce(l.meter, ''), l.model, l.region, coalesce(l.plan_id, ''),"
+    "SELECT concat_ws('|', l.kind, coalesce(l.meter, ''), l.model, l.region, coalesce(l.plan_id, "
+    "''),"
     " CASE WHEN l.quantity_den = 1 THEN l.quantity::text ELSE l.quantity::text"
     " || '/' || l.quantity_den::text END, l.unit, coalesce(l.unit_price::text, ''), l.amount::text)"
     " FROM billing.invoices i JOIN billing.invoice_lines l ON l.invoice_id = i.id"
@@ -608,8 +623,9 @@ static void add_store_expired(bs_conn *c, const char *account, const char *month
 {
     const char *params[2] = {account, month};
     bs_error err;
-    PGresult *res = bs_query(c, "SELECT id FROM billing.invoices WHERE account_id = $1 AND month"
-                                " = $2::date AND kind = 'invoice' AND status <> 'void'",
+    PGresult *res = bs_query(c,
+                             "SELECT id FROM billing.invoices WHERE account_id = $1 AND month"
+                             " = $2::date AND kind = 'invoice' AND status <> 'void'",
                              2, params, &err);
     PGresult *g;
     int r;
@@ -733,19 +749,19 @@ static void figures_text(const json_t *inv, int rate, char *t)
 }
 
 /* The export (in @dir) of the store's invoice of @account for @month, parsed. */
-static json_t *exported_invoice(bs_conn *c, const char *dir, const char *account,
-                                const char *month)
+static json_t *exported_invoice(bs_conn *c, const char *dir, const char *account, const char *month)
 {
     const char *params[2] = {account, month};
     char path[2 * PATH_LEN];
     bs_error err;
     json_error_t jerr;
     json_t *root;
-    PGresult *res = bs_query(c, "SELECT i.id, CASE WHEN i.number IS NULL THEN '' ELSE"
-                                " billing.invoice_number_text(s.prefix, i.number) END FROM"
-                                " billing.invoices i JOIN billing.invoice_series s ON s.series ="
-                                " i.series WHERE i.account_id = $1 AND i.month = $2::date AND"
-                                " i.kind = 'invoice' AND i.status <> 'void'",
+    PGresult *res = bs_query(c,
+                             "SELECT i.id, CASE WHEN i.number IS NULL THEN '' ELSE"
+                             " billing.invoice_number_text(s.prefix, i.number) END FROM"
+                             " billing.invoices i JOIN billing.invoice_series s ON s.series ="
+                             " i.series WHERE i.account_id = $1 AND i.month = $2::date AND"
+                             " i.kind = 'invoice' AND i.status <> 'void'",
                              2, params, &err);
 
     ck_assert_msg(res != NULL && PQntuples(res) == 1, "%s %s: %s", account, month,
@@ -774,10 +790,11 @@ static int credit_history(bs_conn *c, const char *account, const char *month)
 {
     const char *params[2] = {account, month};
     bs_error err;
-    PGresult *res = bs_query(c, "SELECT count(*) FROM billing.credit_ledger l JOIN billing.invoices"
-                                " i ON i.id = l.invoice_id WHERE i.account_id = $1 AND i.month <"
-                                " $2::date AND i.status = 'finalized' AND l.entry IN ('apply',"
-                                " 'expire')",
+    PGresult *res = bs_query(c,
+                             "SELECT count(*) FROM billing.credit_ledger l JOIN billing.invoices"
+                             " i ON i.id = l.invoice_id WHERE i.account_id = $1 AND i.month <"
+                             " $2::date AND i.status = 'finalized' AND l.entry IN ('apply',"
+                             " 'expire')",
                              2, params, &err);
     int n;
 
@@ -799,8 +816,8 @@ static size_t compare_with_rate_skip(bs_conn *c, const char *pricebook, int year
 {
     size_t skipped = 0;
     char dir[PATH_LEN];
-    const char *exp[] = {"invoice", "export", "--period", NULL, "--format", "json", "--out", dir,
-                         NULL};
+    const char *exp[] = {"invoice", "export", "--period", NULL, "--format",
+                         "json",    "--out",  dir,        NULL};
     json_t *exported;
     char out[PATH_LEN];
     char pb[PATH_LEN];
@@ -808,8 +825,8 @@ static size_t compare_with_rate_skip(bs_conn *c, const char *pricebook, int year
     char ev[PATH_LEN];
     char period[16];
     char month_date[16];
-    const char *args[] = {"rate", "--pricebook", pb, "--accounts", acc, "--month", period, ev,
-                          NULL};
+    const char *args[] = {"rate",    "--pricebook", pb, "--accounts", acc,
+                          "--month", period,        ev, NULL};
     char *want = malloc(TEXT_MAX);
     char *got = malloc(TEXT_MAX);
     json_error_t jerr;
@@ -879,12 +896,12 @@ static void check_ledger(bs_conn *c)
 {
     ck_assert_int_eq(
         itdb_long(c, "SELECT count(*) FROM billing.invoices i WHERE i.kind = 'invoice'"
-                      " AND i.status <> 'void' AND (i.credits - i.returned) * 10::numeric"
-                      " ^ billing.currency_digits(i.currency) <> -(SELECT"
-                      " coalesce(sum(l.amount_minor), 0) FROM billing.credit_ledger l"
-                      " WHERE l.invoice_id = i.id AND NOT (l.entry = 'expire' AND l.id > coalesce("
-                      "(SELECT max(r.id) FROM billing.credit_ledger r WHERE r.invoice_id = i.id"
-                      " AND r.note = 'draft recomputed'), 0)))"),
+                     " AND i.status <> 'void' AND (i.credits - i.returned) * 10::numeric"
+                     " ^ billing.currency_digits(i.currency) <> -(SELECT"
+                     " coalesce(sum(l.amount_minor), 0) FROM billing.credit_ledger l"
+                     " WHERE l.invoice_id = i.id AND NOT (l.entry = 'expire' AND l.id > coalesce("
+                     "(SELECT max(r.id) FROM billing.credit_ledger r WHERE r.invoice_id = i.id"
+                     " AND r.note = 'draft recomputed'), 0)))"),
         0);
 }
 
@@ -896,9 +913,9 @@ static void check_ledger(bs_conn *c)
 static void notify_on_invoices(bs_conn *c)
 {
     itdb_exec(c, "CREATE FUNCTION public.itest_notify() RETURNS trigger LANGUAGE plpgsql AS"
-               " $$BEGIN PERFORM pg_notify('close_progress', ''); RETURN NULL; END$$");
+                 " $$BEGIN PERFORM pg_notify('close_progress', ''); RETURN NULL; END$$");
     itdb_exec(c, "CREATE TRIGGER itest_notify AFTER INSERT ON billing.invoices"
-               " FOR EACH STATEMENT EXECUTE FUNCTION public.itest_notify()");
+                 " FOR EACH STATEMENT EXECUTE FUNCTION public.itest_notify()");
 }
 
 /* Block until a notification arrives on @c (LISTENing). */
@@ -965,11 +982,11 @@ START_TEST(test_close_killed_then_complete_equals_rate)
     check_ledger(c);
     /* The comparison covered credit used, expired, and plan refunds. */
     ck_assert_int_gt(itdb_long(c, "SELECT count(*) FROM billing.credit_ledger WHERE entry ="
-                                   " 'expire'"),
+                                  " 'expire'"),
                      0);
     ck_assert_int_gt(itdb_long(c, "SELECT count(*) FROM billing.invoice_credits"), 0);
     ck_assert_int_gt(itdb_long(c, "SELECT count(*) FROM billing.invoice_lines WHERE kind ="
-                                   " 'refund'"),
+                                  " 'refund'"),
                      0);
 
     /* Nothing changes on a third run. */
@@ -984,7 +1001,7 @@ START_TEST(test_close_killed_then_complete_equals_rate)
         ck_assert_str_eq(again, text);
     }
     ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.credit_ledger WHERE entry ="
-                                   " 'reverse'"),
+                                  " 'reverse'"),
                      0);
     bs_close(watch);
     drop(c);
@@ -1012,8 +1029,8 @@ START_TEST(test_concurrent_late_void_rerate_pdf)
     bs_conn *c = fresh("life");
     const char *closeA[] = {"close", "--period", "2026-10", "-j", "2", "--quiet", NULL};
     const char *closeB[] = {"close", "--period", "2026-11", "--quiet", NULL};
-    const char *finA[] = {"close", "--period", "2026-10", "--quiet", "--finalize", "--grace",
-                           "0", NULL};
+    const char *finA[] = {"close",      "--period", "2026-10", "--quiet",
+                          "--finalize", "--grace",  "0",       NULL};
     char pb2[PATH_LEN];
     char acc[PATH_LEN];
     const char *reload[] = {"load", "--pricebook", pb2, "--accounts", acc, NULL};
@@ -1042,12 +1059,12 @@ START_TEST(test_concurrent_late_void_rerate_pdf)
     ck_assert_int_eq(wait_exit(a), 0);
     ck_assert_int_eq(wait_exit(b), 0);
     ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.invoices WHERE status ="
-                                   " 'finalized'"),
+                                  " 'finalized'"),
                      nA);
     ck_assert_int_eq(itdb_long(c, "SELECT count(DISTINCT number) FROM billing.invoices"), nA);
     ck_assert_int_eq(itdb_long(c, "SELECT max(number) FROM billing.invoices"), nA);
     ck_assert_int_eq(itdb_long(c, "SELECT next_number FROM billing.invoice_series WHERE"
-                                   " series = 'INV-2026'"),
+                                  " series = 'INV-2026'"),
                      nA + 1);
 
     /* A late RTX4090 event of November for acct-00001: 2 GPUs x 3 h = 6 GPU-hours x 0.60. */
@@ -1059,25 +1076,25 @@ START_TEST(test_concurrent_late_void_rerate_pdf)
     snprintf(late.quantity, sizeof(late.quantity), "2");
     late.meter = "gpu";
     late.model = "RTX4090";
-    ck_assert_int_eq(billing_time_parse("2026-10-15T10:00:00Z", &late.start, NULL, 0),
-                     BILLING_OK);
+    ck_assert_int_eq(billing_time_parse("2026-10-15T10:00:00Z", &late.start, NULL, 0), BILLING_OK);
     late.end = late.start + 3 * 3600 * BILLING_NS_PER_SEC;
     ingest(c, &late, 1);
     ok(closeB);
     ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.invoice_lines l JOIN"
-                                   " billing.invoices i ON i.id = l.invoice_id WHERE"
-                                   " i.account_id = 'acct-00001' AND i.month = '2026-11-01'"
-                                   " AND l.kind = 'adjustment' AND l.adjusts_month ="
-                                   " '2026-10-01' AND l.quantity = 6 AND l.amount = 3.60"),
+                                  " billing.invoices i ON i.id = l.invoice_id WHERE"
+                                  " i.account_id = 'acct-00001' AND i.month = '2026-11-01'"
+                                  " AND l.kind = 'adjustment' AND l.adjusts_month ="
+                                  " '2026-10-01' AND l.quantity = 6 AND l.amount = 3.60"),
                      1);
     ok(closeB); /* again: the adjustment stays, once */
     ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.invoice_lines WHERE kind ="
-                                   " 'adjustment'"),
+                                  " 'adjustment'"),
                      1);
 
     /* Void November's invoice of acct-00001: credit note, then the corrected invoice. */
-    query_text(c, "SELECT billing.invoice_number_text('INV-2026-', number) FROM"
-                  " billing.invoices WHERE account_id = 'acct-00001' AND month = '2026-10-01'",
+    query_text(c,
+               "SELECT billing.invoice_number_text('INV-2026-', number) FROM"
+               " billing.invoices WHERE account_id = 'acct-00001' AND month = '2026-10-01'",
                number, sizeof(number));
     {
         const char *voidargs[] = {"invoice", "void", number, "--reason", "late usage", NULL};
@@ -1085,19 +1102,19 @@ START_TEST(test_concurrent_late_void_rerate_pdf)
         ck_assert_int_eq(run_billing(NULL, voidargs), 3); /* void twice: refused */
     }
     ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.invoices WHERE kind ="
-                                   " 'credit_note' AND status = 'finalized' AND number = 1"
-                                   " AND series LIKE 'CN-%' AND corrects_invoice_id IS NOT NULL"),
+                                  " 'credit_note' AND status = 'finalized' AND number = 1"
+                                  " AND series LIKE 'CN-%' AND corrects_invoice_id IS NOT NULL"),
                      1);
     ok(closeA);
     ok(closeB);
     ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.invoice_lines WHERE kind ="
-                                   " 'adjustment'"),
+                                  " 'adjustment'"),
                      0);
     ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.invoice_lines l JOIN"
-                                   " billing.invoices i ON i.id = l.invoice_id WHERE"
-                                   " i.account_id = 'acct-00001' AND i.month = '2026-10-01'"
-                                   " AND i.status = 'draft' AND l.meter = 'gpu'"
-                                   " AND l.model = 'RTX4090' AND l.kind = 'usage'"),
+                                  " billing.invoices i ON i.id = l.invoice_id WHERE"
+                                  " i.account_id = 'acct-00001' AND i.month = '2026-10-01'"
+                                  " AND i.status = 'draft' AND l.meter = 'gpu'"
+                                  " AND l.model = 'RTX4090' AND l.kind = 'usage'"),
                      1);
 
     /* Rerate December after a price fix: drafts change, finalized November does not. */
@@ -1108,20 +1125,22 @@ START_TEST(test_concurrent_late_void_rerate_pdf)
     path_of(acc, sizeof(acc), "accounts.json");
     ok(reload);
     ok(rerateB);
-    query_text(c, "SELECT sum(total)::text FROM billing.invoices WHERE status = 'finalized'",
-               after, sizeof(after));
+    query_text(c, "SELECT sum(total)::text FROM billing.invoices WHERE status = 'finalized'", after,
+               sizeof(after));
     ck_assert_str_eq(after, before);
     /* October's credit stays as issued at the old price (issue 23, 7): those accounts differ. */
     ck_assert_uint_gt(compare_with_rate_skip(c, "pricebook2.json", 2026, 11, 1), 100);
     check_ledger(c);
 
     /* PDF of a finalized invoice: number, every line's amount and the total, no warnings. */
-    query_text(c, "SELECT billing.invoice_number_text('INV-2026-', min(number)) FROM"
-                  " billing.invoices WHERE status = 'finalized' AND kind = 'invoice'",
+    query_text(c,
+               "SELECT billing.invoice_number_text('INV-2026-', min(number)) FROM"
+               " billing.invoices WHERE status = 'finalized' AND kind = 'invoice'",
                number, sizeof(number));
-    itdb_exec(c, "UPDATE billing.accounts SET name = '\xe6\xb8\x85\xe5\x8d\x8e\xe5\xa4\xa7\xe5\xad\xa6'"
-               " WHERE id = (SELECT account_id FROM billing.invoices WHERE status = 'finalized'"
-               " AND kind = 'invoice' ORDER BY number LIMIT 1)");
+    itdb_exec(
+        c, "UPDATE billing.accounts SET name = '\xe6\xb8\x85\xe5\x8d\x8e\xe5\xa4\xa7\xe5\xad\xa6'"
+           " WHERE id = (SELECT account_id FROM billing.invoices WHERE status = 'finalized'"
+           " AND kind = 'invoice' ORDER BY number LIMIT 1)");
     {
         char dir[PATH_LEN];
         const char *exp[] = {"invoice", "export", number, "--format", "pdf", "--out", dir, NULL};
@@ -1240,9 +1259,10 @@ static void check_credit_on_invoice(bs_conn *c, long id)
     char ids[32];
     char fig[8][64];
     const char *exp[] = {"invoice", "export", ids, "--format", "pdf", "--out", dir, NULL};
-    const char *const labels[] = {"Subtotal (lines)", "Credit returned to grants",
+    const char *const labels[] = {"Subtotal (lines)",    "Credit returned to grants",
                                   "Total before credit", "Credit applied",
-                                  "Taxable amount", "Tax", "Amount due"};
+                                  "Taxable amount",      "Tax",
+                                  "Amount due"};
     char *text = calloc(1, 1 << 20);
     const char *form;
     PGresult *res;
@@ -1255,7 +1275,8 @@ static void check_credit_on_invoice(bs_conn *c, long id)
     /* The figures, and the reconciliation checked in exact NUMERIC. */
     snprintf(sql, sizeof(sql),
              "SELECT subtotal::text, returned::text, (subtotal + returned)::text, CASE WHEN"
-             " credits = 0 THEN '' ELSE '-' END || credits::text, (subtotal + returned - credits - account_credit + carried)::text,"
+             " credits = 0 THEN '' ELSE '-' END || credits::text, (subtotal + returned - credits - "
+             "account_credit + carried)::text,"
              " tax::text, total::text, (subtotal + returned - credits - account_credit + carried"
              " + tax = total AND returned > 0)::text FROM billing.invoices"
              " WHERE id = %ld",
@@ -1360,8 +1381,8 @@ START_TEST(test_close_out_of_order_names_open_month)
     gen_returned = 1;
     generate(c, 60);
     gen_returned = 0;
-    snprintf(cmd, sizeof(cmd), "%s close --period 2026-11 --quiet --db '%s' 2>&1",
-             billing_path(), conninfo);
+    snprintf(cmd, sizeof(cmd), "%s close --period 2026-11 --quiet --db '%s' 2>&1", billing_path(),
+             conninfo);
     ck_assert_int_eq(command_status(cmd, text, 1 << 16), 3);
     ck_assert_msg(strstr(text, "2026-10 is not closed: close 2026-10 first") != NULL,
                   "the refusal does not name October:\n%s", text);
@@ -1381,9 +1402,10 @@ static long grant_balance(bs_conn *c, const char *grant)
 {
     char sql[256];
 
-    snprintf(sql, sizeof(sql),
-             "SELECT coalesce(sum(amount_minor), 0) FROM billing.credit_ledger WHERE grant_id = '%s'",
-             grant);
+    snprintf(
+        sql, sizeof(sql),
+        "SELECT coalesce(sum(amount_minor), 0) FROM billing.credit_ledger WHERE grant_id = '%s'",
+        grant);
     return itdb_long(c, sql);
 }
 
@@ -1399,8 +1421,8 @@ START_TEST(test_void_then_reclose_keeps_credit_expiry)
 {
     bs_conn *c = fresh("expiry");
     const char *nov[] = {"close", "--period", "2026-11", "--quiet", NULL};
-    const char *fin[] = {"close", "--period", "2026-11", "--finalize", "--grace", "0", "--quiet",
-                         NULL};
+    const char *fin[] = {"close",   "--period", "2026-11", "--finalize",
+                         "--grace", "0",        "--quiet", NULL};
     char number[64];
     char grant[64];
     char sql[512];
@@ -1627,8 +1649,8 @@ START_TEST(test_expiry_only_month_has_invoice)
     bs_conn *c = fresh("expireonly");
     const char *oct[] = {"close", "--period", "2026-10", "--quiet", NULL};
     const char *nov[] = {"close", "--period", "2026-11", "--quiet", NULL};
-    const char *fin[] = {"close", "--period", "2026-11", "--finalize", "--grace", "0", "--quiet",
-                         NULL};
+    const char *fin[] = {"close",   "--period", "2026-11", "--finalize",
+                         "--grace", "0",        "--quiet", NULL};
     char ev[TEXT_MAX] = "";
 
     small_catalog("CNY", "1.00", "1.00",
@@ -1678,8 +1700,8 @@ static int billing_status_text(const char *args, char *text, size_t size)
  */
 static void late_credit_scenario(void)
 {
-    const char *oct[] = {"close", "--period", "2026-10", "--finalize", "--grace", "0", "--quiet",
-                         NULL};
+    const char *oct[] = {"close",   "--period", "2026-10", "--finalize",
+                         "--grace", "0",        "--quiet", NULL};
     char ev[TEXT_MAX] = "";
 
     small_catalog("JPY", "0.1", "100",
@@ -1765,14 +1787,12 @@ START_TEST(test_balance_agrees_with_close_after_late_event)
     ck_assert(text != NULL && nov != NULL);
     late_credit_scenario();
     late_october_event();
-    ck_assert_int_eq(billing_status_text("account balance a --at 2026-11-01T12:00:00+08:00",
-                                         text, 1 << 16),
-                     0);
+    ck_assert_int_eq(
+        billing_status_text("account balance a --at 2026-11-01T12:00:00+08:00", text, 1 << 16), 0);
     snprintf(want, sizeof(want), "\ncredit_remaining=%ld\n", grant_balance(c, "g1"));
     ck_assert_msg(strstr(text, want) != NULL, "balance:\n%s\nnot the ledger's%s", text, want);
-    ck_assert_int_eq(billing_status_text("account balance a --at 2026-11-21T00:00:00+08:00",
-                                         nov, 1 << 16),
-                     0);
+    ck_assert_int_eq(
+        billing_status_text("account balance a --at 2026-11-21T00:00:00+08:00", nov, 1 << 16), 0);
     ck_assert_int_eq(billing_status_text("close --period 2026-11 --quiet", text, 1 << 16), 0);
     snprintf(want, sizeof(want), "\ncredits=%ld\n",
              itdb_long(c, "SELECT credits FROM billing.invoices WHERE month = '2026-11-01'"
@@ -1796,17 +1816,16 @@ END_TEST
 START_TEST(test_reissue_after_late_event_keeps_finalized_credit)
 {
     bs_conn *c = fresh("latereissue");
-    const char *nov[] = {"close", "--period", "2026-11", "--finalize", "--grace", "0", "--quiet",
-                         NULL};
+    const char *nov[] = {"close",   "--period", "2026-11", "--finalize",
+                         "--grace", "0",        "--quiet", NULL};
     char *text = calloc(1, 1 << 16);
 
     ck_assert(text != NULL);
     late_credit_scenario();
     ok(nov);
     late_october_event();
-    ck_assert_int_eq(billing_status_text("invoice void INV-2026-000002 --reason late", text,
-                                         1 << 16),
-                     0);
+    ck_assert_int_eq(
+        billing_status_text("invoice void INV-2026-000002 --reason late", text, 1 << 16), 0);
     ck_assert_msg(billing_status_text("close --period 2026-11 --quiet", text, 1 << 16) == 0,
                   "closing November again after its void:\n%s", text);
     ck_assert_int_eq(itdb_long(c, "SELECT credits FROM billing.invoices WHERE month = '2026-11-01'"
@@ -1830,8 +1849,8 @@ END_TEST
 START_TEST(test_reissue_earlier_month_after_later_finalized)
 {
     bs_conn *c = fresh("reissueoct");
-    const char *nov[] = {"close", "--period", "2026-11", "--finalize", "--grace", "0", "--quiet",
-                         NULL};
+    const char *nov[] = {"close",   "--period", "2026-11", "--finalize",
+                         "--grace", "0",        "--quiet", NULL};
     char ev[TEXT_MAX] = "";
     char *text = calloc(1, 1 << 16);
 
@@ -1841,9 +1860,8 @@ START_TEST(test_reissue_earlier_month_after_later_finalized)
     add_gpu_event(ev, sizeof(ev), "e5", "RTX4090", "2026-10-26T00:00:00+08:00",
                   "2026-10-26T20:00:00+08:00");
     ingest_text(ev);
-    ck_assert_int_eq(billing_status_text("invoice void INV-2026-000001 --reason late", text,
-                                         1 << 16),
-                     0);
+    ck_assert_int_eq(
+        billing_status_text("invoice void INV-2026-000001 --reason late", text, 1 << 16), 0);
     ck_assert_msg(billing_status_text("close --period 2026-10 --quiet", text, 1 << 16) == 0,
                   "closing October again after its void:\n%s", text);
     ck_assert_int_eq(itdb_long(c, "SELECT credits FROM billing.invoices WHERE month = '2026-10-01'"
@@ -1917,8 +1935,8 @@ START_TEST(test_export_equals_rate_random)
 {
     bs_conn *c;
     char tag[32];
-    const char *oct[] = {"close", "--period", "2026-10", "--finalize", "--grace", "0", "--quiet",
-                         NULL};
+    const char *oct[] = {"close",   "--period", "2026-10", "--finalize",
+                         "--grace", "0",        "--quiet", NULL};
     const char *nov[] = {"close", "--period", "2026-11", "--quiet", NULL};
     const char *dec[] = {"close", "--period", "2026-12", "--quiet", NULL};
 
@@ -1962,8 +1980,8 @@ START_TEST(test_children_guard_per_statement)
 {
     bs_conn *c = fresh("guard");
     const char *nov[] = {"close", "--period", "2026-11", "--quiet", NULL};
-    const char *fin[] = {"close", "--period", "2026-11", "--finalize", "--grace", "0", "--quiet",
-                         NULL};
+    const char *fin[] = {"close",   "--period", "2026-11", "--finalize",
+                         "--grace", "0",        "--quiet", NULL};
     char sql[1024];
     long fin_id;
     long draft_id;
@@ -1991,8 +2009,8 @@ START_TEST(test_children_guard_per_statement)
              " (%ld, 99, 'usage', 'gpu', 1, 'GPU-hour', 0, 0)",
              draft_id, fin_id);
     expect_guard(c, sql, "invoices_finalized_immutable");
-    snprintf(sql, sizeof(sql),
-             "DELETE FROM billing.invoice_lines WHERE invoice_id IN (%ld, %ld)", draft_id, fin_id);
+    snprintf(sql, sizeof(sql), "DELETE FROM billing.invoice_lines WHERE invoice_id IN (%ld, %ld)",
+             draft_id, fin_id);
     expect_guard(c, sql, "invoices_finalized_immutable");
     snprintf(sql, sizeof(sql),
              "INSERT INTO billing.invoice_credits (invoice_id, grant_id, amount) SELECT i.id,"
@@ -2051,18 +2069,18 @@ START_TEST(test_close_as_runtime_role)
     bs_conn *c = fresh("app");
     char app[CONNINFO_MAX];
     const char *args[] = {"close", "--period", "2026-11", "--quiet", "--db", app, NULL};
-    const char *fin[] = {"close", "--period", "2026-10", "--quiet", "--finalize", "--grace", "0",
-                         "--db", app, NULL};
+    const char *fin[] = {"close",   "--period", "2026-10", "--quiet", "--finalize",
+                         "--grace", "0",        "--db",    app,       NULL};
 
     generate(c, 60);
     itdb_exec(c, "DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'itest_app')"
-               " THEN CREATE ROLE itest_app LOGIN; END IF; END$$");
+                 " THEN CREATE ROLE itest_app LOGIN; END IF; END$$");
     itdb_exec(c, "GRANT billing_app TO itest_app");
     ck_assert(snprintf(app, sizeof(app), "%s user='itest_app'", conninfo) < (int)sizeof(app));
     ck_assert_int_eq(run_billing_raw(args), 0);
     ck_assert_int_eq(run_billing_raw(fin), 0);
     ck_assert_int_gt(itdb_long(c, "SELECT count(*) FROM billing.credit_ledger WHERE entry ="
-                                   " 'apply'"),
+                                  " 'apply'"),
                      0);
     compare_with_rate(c, "pricebook.json", 2026, 11);
     drop(c);
@@ -2081,9 +2099,9 @@ START_TEST(test_time_zone_check_reads_the_table)
 
     itdb_exec(c, "INSERT INTO billing.time_zone_names (name) VALUES ('Test/Only_In_Table')");
     itdb_exec(c, "INSERT INTO billing.accounts (id, currency, time_zone) VALUES ('a', 'CNY',"
-               " 'Test/Only_In_Table')");
+                 " 'Test/Only_In_Table')");
     ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.time_zone_names WHERE name ="
-                                   " 'Asia/Shanghai'"),
+                                  " 'Asia/Shanghai'"),
                      1);
     drop(c);
 }
@@ -2153,8 +2171,8 @@ START_TEST(test_export_csv_formulas_inert)
     const char *load[] = {"load", "--pricebook", pb, "--accounts", acc, NULL};
     const char *ingest_args[] = {"ingest", "--quiet", ev, NULL};
     const char *close_args[] = {"close", "--period", "2026-11", "--quiet", NULL};
-    const char *exp[] = {"invoice", "export", "--period", "2026-11", "--format", "csv",
-                         "--out", dir, NULL};
+    const char *exp[] = {"invoice", "export", "--period", "2026-11", "--format",
+                         "csv",     "--out",  dir,        NULL};
     const char *bad = NULL;
     char *text = calloc(1, 1 << 16);
     FILE *f;
@@ -2170,18 +2188,20 @@ START_TEST(test_export_csv_formulas_inert)
     ck_assert(f != NULL);
     fputs("{\"accounts\": [", f);
     for (i = 0; i < 3; i++)
-        fprintf(f, "%s{\"id\": \"%s\", \"currency\": \"CNY\", \"time_zone\": \"UTC\","
-                   " \"tax_rate\": \"0\"}",
+        fprintf(f,
+                "%s{\"id\": \"%s\", \"currency\": \"CNY\", \"time_zone\": \"UTC\","
+                " \"tax_rate\": \"0\"}",
                 i > 0 ? ", " : "", ids[i]);
     fputs("]}\n", f);
     ck_assert_int_eq(fclose(f), 0);
     f = fopen(ev, "w");
     ck_assert(f != NULL);
     for (i = 0; i < 3; i++)
-        fprintf(f, "{\"id\": \"csv-%zu\", \"account\": \"%s\", \"resource\": \"i-%zu\","
-                   " \"meter\": \"gpu\", \"start\": \"2026-11-05T00:00:00Z\","
-                   " \"end\": \"2026-11-05T10:00:00Z\", \"quantity\": \"1\","
-                   " \"model\": \"RTX4090\", \"region\": \"cn-east-1\"}\n",
+        fprintf(f,
+                "{\"id\": \"csv-%zu\", \"account\": \"%s\", \"resource\": \"i-%zu\","
+                " \"meter\": \"gpu\", \"start\": \"2026-11-05T00:00:00Z\","
+                " \"end\": \"2026-11-05T10:00:00Z\", \"quantity\": \"1\","
+                " \"model\": \"RTX4090\", \"region\": \"cn-east-1\"}\n",
                 i, ids[i], i);
     ck_assert_int_eq(fclose(f), 0);
     ok(load);
@@ -2262,8 +2282,7 @@ START_TEST(test_lost_rates_repaired_by_reload)
     len = fread(text, 1, sizeof(text) - 1, f);
     fclose(f);
     text[len] = '\0';
-    ck_assert_msg(strstr(text, "\n1 changed\n") != NULL, "the reload repaired nothing:\n%s",
-                  text);
+    ck_assert_msg(strstr(text, "\n1 changed\n") != NULL, "the reload repaired nothing:\n%s", text);
     ok(nov);
     after = itdb_text(c, drafts_sql);
     ck_assert_str_eq(after, before);
@@ -2292,10 +2311,10 @@ END_TEST
  */
 static void refund_scenario(void)
 {
-    const char *jan[] = {"close", "--period", "2026-01", "--finalize", "--grace", "0", "--quiet",
-                         NULL};
-    const char *feb[] = {"close", "--period", "2026-02", "--finalize", "--grace", "0", "--quiet",
-                         NULL};
+    const char *jan[] = {"close",   "--period", "2026-01", "--finalize",
+                         "--grace", "0",        "--quiet", NULL};
+    const char *feb[] = {"close",   "--period", "2026-02", "--finalize",
+                         "--grace", "0",        "--quiet", NULL};
     char pb[PATH_LEN];
     char acc[PATH_LEN];
     const char *load[] = {"load", "--pricebook", pb, "--accounts", acc, NULL};
@@ -2364,8 +2383,8 @@ static int refund_feb(const char *amount, const char *reference, char *text, siz
 START_TEST(test_refund_out_of_band_worked_example)
 {
     bs_conn *c = fresh("refundex");
-    const char *mar[] = {"close", "--period", "2026-03", "--finalize", "--grace", "0", "--quiet",
-                         NULL};
+    const char *mar[] = {"close",   "--period", "2026-03", "--finalize",
+                         "--grace", "0",        "--quiet", NULL};
     char *text = calloc(1, 1 << 20);
     char *fig;
     char dir[PATH_LEN];
@@ -2434,9 +2453,8 @@ START_TEST(test_refund_out_of_band_worked_example)
     expect_figure(text, "Refunded to the payment method", "1060.00", "PDF");
     expect_figure(text, "Reason:", "customer asked for the credit back", "PDF");
     /* The live balance in March starts from what is left too (the grant expired Mar 1). */
-    ck_assert_int_eq(billing_status_text("account balance a --at 2026-03-31T12:00:00+08:00", text,
-                                         1 << 20),
-                     0);
+    ck_assert_int_eq(
+        billing_status_text("account balance a --at 2026-03-31T12:00:00+08:00", text, 1 << 20), 0);
     ck_assert_msg(strstr(text, "credit_remaining=246.7\n") != NULL &&
                       strstr(text, "account_credit=4.80\naccount_credit_left=246.70\n") != NULL,
                   "account balance:\n%s", text);
@@ -2459,8 +2477,8 @@ END_TEST
 START_TEST(test_refund_more_than_account_credit_refused)
 {
     bs_conn *c = fresh("refundmax");
-    const char *mar[] = {"close", "--period", "2026-03", "--finalize", "--grace", "0", "--quiet",
-                         NULL};
+    const char *mar[] = {"close",   "--period", "2026-03", "--finalize",
+                         "--grace", "0",        "--quiet", NULL};
     char *text = calloc(1, 1 << 16);
 
     ck_assert(text != NULL);
@@ -2471,9 +2489,9 @@ START_TEST(test_refund_more_than_account_credit_refused)
                   "%s", text);
     ck_assert_int_eq(refund_feb("1000.00", "rf-1", text, 1 << 16), 0);
     ck_assert_int_eq(refund_feb("251.51", "rf-2", text, 1 << 16), 3);
-    ck_assert_msg(strstr(text, "refund of 251.51 CNY exceeds the account credit available, 251.50"
-                               " (1251.50 left after the invoice, 1000.00 refunded already)") !=
-                      NULL,
+    ck_assert_msg(strstr(text,
+                         "refund of 251.51 CNY exceeds the account credit available, 251.50"
+                         " (1251.50 left after the invoice, 1000.00 refunded already)") != NULL,
                   "%s", text);
     ck_assert_int_eq(refund_feb("0.001", "rf-3", text, 1 << 16), 3);
     ck_assert_msg(strstr(text, "whole minor units") != NULL, "%s", text);
@@ -2539,8 +2557,8 @@ END_TEST
 START_TEST(test_refund_not_spent_by_later_month)
 {
     bs_conn *c = fresh("refundlater");
-    const char *mar[] = {"close", "--period", "2026-03", "--finalize", "--grace", "0", "--quiet",
-                         NULL};
+    const char *mar[] = {"close",   "--period", "2026-03", "--finalize",
+                         "--grace", "0",        "--quiet", NULL};
     char *text = calloc(1, 1 << 16);
     char *fig;
 
@@ -2549,8 +2567,7 @@ START_TEST(test_refund_not_spent_by_later_month)
     /* March's draft before the refund spends the account credit... */
     ck_assert_int_eq(billing_status_text("close --period 2026-03 --quiet", text, 1 << 16), 0);
     ck_assert_int_eq(refund_feb("1251.50", "rf-all", text, 1 << 16), 0);
-    ck_assert_msg(strstr(text, "the draft of 2026-03 spends the account credit as it was") !=
-                      NULL,
+    ck_assert_msg(strstr(text, "the draft of 2026-03 spends the account credit as it was") != NULL,
                   "%s", text);
     ck_assert_int_eq(itdb_long(c, "SELECT round(tax * 100) FROM billing.invoice_refunds"), 7509);
     /* ...and the close after it (finalizing) does not. */

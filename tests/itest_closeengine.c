@@ -247,8 +247,8 @@ static void expect_minor(bs_conn *c, const mpz_t v, const char *sql, const char 
 }
 
 #define OCT_DRAFTS "FROM billing.invoices WHERE month = '2026-10-01' AND status = 'draft'"
-#define OCT_LINES                                                                                  \
-    "FROM billing.invoice_lines l JOIN billing.invoices i ON i.id = l.invoice_id"                  \
+#define OCT_LINES                                                                 \
+    "FROM billing.invoice_lines l JOIN billing.invoices i ON i.id = l.invoice_id" \
     " WHERE i.month = '2026-10-01'"
 
 /* Every money row of @r against the stored drafts of October. */

@@ -28,18 +28,18 @@
 static char db[64];
 
 /* Two distinct events for the position test. */
-#define EVENT_1                                                                                \
-    "{\"id\":\"p-1\",\"account\":\"lab-a\",\"resource\":\"i-a1\",\"meter\":\"traffic\","      \
-    "\"start\":\"2026-01-31T23:00:00+08:00\",\"end\":\"2026-02-01T02:00:00+08:00\","           \
+#define EVENT_1                                                                          \
+    "{\"id\":\"p-1\",\"account\":\"lab-a\",\"resource\":\"i-a1\",\"meter\":\"traffic\"," \
+    "\"start\":\"2026-01-31T23:00:00+08:00\",\"end\":\"2026-02-01T02:00:00+08:00\","     \
     "\"quantity\":\"1\",\"model\":\"\",\"region\":\"cn-east-1\"}"
-#define EVENT_2                                                                                \
-    "{\"id\":\"p-2\",\"account\":\"lab-a\",\"resource\":\"i-a1\",\"meter\":\"traffic\","      \
-    "\"start\":\"2026-01-31T23:00:00+08:00\",\"end\":\"2026-02-01T02:00:00+08:00\","           \
+#define EVENT_2                                                                          \
+    "{\"id\":\"p-2\",\"account\":\"lab-a\",\"resource\":\"i-a1\",\"meter\":\"traffic\"," \
+    "\"start\":\"2026-01-31T23:00:00+08:00\",\"end\":\"2026-02-01T02:00:00+08:00\","     \
     "\"quantity\":\"1\",\"model\":\"\",\"region\":\"cn-east-1\"}"
 
 /* Ingest @s in random batches of 1..@max records; returns the totals. */
-static bs_ingest_counts ingest_stream(bs_conn *c, bs_ingest *in, const its_stream *s,
-                                      uint64_t seed, size_t max)
+static bs_ingest_counts ingest_stream(bs_conn *c, bs_ingest *in, const its_stream *s, uint64_t seed,
+                                      size_t max)
 {
     static bs_record recs[ITS_MAX_RECORDS];
     static bs_record_result res[ITS_MAX_RECORDS];
@@ -64,8 +64,7 @@ static bs_ingest_counts ingest_stream(bs_conn *c, bs_ingest *in, const its_strea
         n = 1 + (size_t)(test_rnd(&seed) % max);
         if (n > s->n - i)
             n = s->n - i;
-        ck_assert_msg(bs_ingest_batch(in, c, &recs[i], n, NULL, 0, 0, &res[i], &k, &err) ==
-                          BS_OK,
+        ck_assert_msg(bs_ingest_batch(in, c, &recs[i], n, NULL, 0, 0, &res[i], &k, &err) == BS_OK,
                       "batch at %zu: %s", i, err.message);
         bs_ingest_counts_add(&total, &k);
         i += n;
@@ -73,8 +72,8 @@ static bs_ingest_counts ingest_stream(bs_conn *c, bs_ingest *in, const its_strea
     return total;
 }
 
-#define SQL_AGGS                                                                               \
-    "SELECT account_id, month, meter, rate_kind, price_version_id, rate_model, rate_region,"   \
+#define SQL_AGGS                                                                                 \
+    "SELECT account_id, month, meter, rate_kind, price_version_id, rate_model, rate_region,"     \
     " subscription_id, epoch, quantity, quantity_den, event_count FROM billing.usage_aggregates" \
     " ORDER BY 1, 2, 3, 4, 5, 6, 7, 8, 9"
 
@@ -182,8 +181,7 @@ START_TEST(test_failed_position_commits_nothing)
     rec.source = "kafka:usage/0@1";
     rec.kafka_offset = 1;
     pos.next = 2;
-    ck_assert_int_eq(bs_ingest_batch(in, c, &rec, 1, &pos, 1, 0, &res, NULL, &err),
-                     BS_ERR_RETRY);
+    ck_assert_int_eq(bs_ingest_batch(in, c, &rec, 1, &pos, 1, 0, &res, NULL, &err), BS_ERR_RETRY);
     after = itdb_text(c, SQL_AGGS);
     ck_assert_str_eq(before, after);
     ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.usage_events"), 1);

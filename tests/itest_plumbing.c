@@ -75,8 +75,7 @@ static void unique_name(char *buf, size_t size, const char *prefix)
 {
     static unsigned counter;
 
-    snprintf(buf, size, "%s-%ld-%lld-%u", prefix, (long)getpid(),
-             (long long)time(NULL), counter++);
+    snprintf(buf, size, "%s-%ld-%lld-%u", prefix, (long)getpid(), (long long)time(NULL), counter++);
 }
 
 /* ---- Kafka ---------------------------------------------------------- */
@@ -136,11 +135,11 @@ static int kafka_admin_topic(rd_kafka_t *rk, const char *topic, int create)
                        rd_kafka_event_error_string(ev), getenv("BILLING_KAFKA_BROKERS"));
     } else {
         if (create)
-            results = rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev),
-                                                          &n);
+            results =
+                rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &n);
         else
-            results = rd_kafka_DeleteTopics_result_topics(rd_kafka_event_DeleteTopics_result(ev),
-                                                          &n);
+            results =
+                rd_kafka_DeleteTopics_result_topics(rd_kafka_event_DeleteTopics_result(ev), &n);
         if (n != 1)
             rc = fail_with("%s topic %s: %zu results", create ? "create" : "delete", topic, n);
         else if (rd_kafka_topic_result_error(results[0]) != RD_KAFKA_RESP_ERR_NO_ERROR)
@@ -176,7 +175,7 @@ static int kafka_produce(const char *brokers, const char *topic, const char *key
                          const uint8_t *value, size_t len, int64_t *offset)
 {
     rd_kafka_conf_t *conf = kafka_conf(brokers);
-    struct delivery d = { 0, RD_KAFKA_RESP_ERR_NO_ERROR, -1 };
+    struct delivery d = {0, RD_KAFKA_RESP_ERR_NO_ERROR, -1};
     char errstr[512];
     rd_kafka_resp_err_t err;
     rd_kafka_t *rk;

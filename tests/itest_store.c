@@ -217,8 +217,8 @@ static void expect_refused(bs_conn *c, const char *sql, bs_status want, const ch
                   bs_strerror(st), st == BS_OK ? "accepted" : err.message);
     if (constraint != NULL)
         ck_assert_msg(strcmp(err.constraint, constraint) == 0,
-                      "%s: refused by '%s' (%s), expected '%s'", sql, err.constraint,
-                      err.message, constraint);
+                      "%s: refused by '%s' (%s), expected '%s'", sql, err.constraint, err.message,
+                      constraint);
 }
 
 /* One statement the database must refuse, and the rule that refuses it. */
@@ -286,21 +286,21 @@ static long finalize(bs_conn *c, long invoice)
  * triggers and privileges of schema billing. Two databases with the same
  * digest have the same schema.
  */
-#define SQL_SCHEMA_DIGEST                                                                      \
-    "SELECT md5(string_agg(x, E'\\n' ORDER BY x)) FROM ("                                      \
-    " SELECT format('col %s.%s %s %s %s', table_name, column_name, data_type, is_nullable,"    \
-    "   column_default) x FROM information_schema.columns WHERE table_schema = 'billing'"      \
-    " UNION ALL SELECT format('con %s %s', conname, pg_get_constraintdef(oid))"                \
-    "   FROM pg_constraint WHERE connamespace = 'billing'::regnamespace"                       \
+#define SQL_SCHEMA_DIGEST                                                                       \
+    "SELECT md5(string_agg(x, E'\\n' ORDER BY x)) FROM ("                                       \
+    " SELECT format('col %s.%s %s %s %s', table_name, column_name, data_type, is_nullable,"     \
+    "   column_default) x FROM information_schema.columns WHERE table_schema = 'billing'"       \
+    " UNION ALL SELECT format('con %s %s', conname, pg_get_constraintdef(oid))"                 \
+    "   FROM pg_constraint WHERE connamespace = 'billing'::regnamespace"                        \
     " UNION ALL SELECT format('idx %s', indexdef) FROM pg_indexes WHERE schemaname = 'billing'" \
-    " UNION ALL SELECT format('fn %s', pg_get_functiondef(oid)) FROM pg_proc"                  \
-    "   WHERE pronamespace = 'billing'::regnamespace"                                          \
-    " UNION ALL SELECT format('trg %s %s', tgrelid::regclass, tgname) FROM pg_trigger"         \
+    " UNION ALL SELECT format('fn %s', pg_get_functiondef(oid)) FROM pg_proc"                   \
+    "   WHERE pronamespace = 'billing'::regnamespace"                                           \
+    " UNION ALL SELECT format('trg %s %s', tgrelid::regclass, tgname) FROM pg_trigger"          \
     "   WHERE NOT tgisinternal AND tgrelid IN"                                                  \
     "   (SELECT oid FROM pg_class WHERE relnamespace = 'billing'::regnamespace)"                \
-    " UNION ALL SELECT format('acl %s %s', relname, relacl) FROM pg_class"                     \
-    "   WHERE relnamespace = 'billing'::regnamespace"                                          \
-    " UNION ALL SELECT format('ver %s %s %s', version, name, checksum)"                        \
+    " UNION ALL SELECT format('acl %s %s', relname, relacl) FROM pg_class"                      \
+    "   WHERE relnamespace = 'billing'::regnamespace"                                           \
+    " UNION ALL SELECT format('ver %s %s %s', version, name, checksum)"                         \
     "   FROM billing.schema_version) s"
 
 START_TEST(test_migrate_from_empty)
@@ -327,9 +327,10 @@ START_TEST(test_migrate_from_empty)
     ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.schema_version"),
                      (long)bs_migration_count);
     /* Owned by the owner role, not by the login that migrated. */
-    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM pg_class WHERE relnamespace ="
-                                   " 'billing'::regnamespace AND relowner <> 'billing_owner'::regrole"),
-                     0);
+    ck_assert_int_eq(
+        query_long(c, "SELECT count(*) FROM pg_class WHERE relnamespace ="
+                      " 'billing'::regnamespace AND relowner <> 'billing_owner'::regrole"),
+        0);
     drop_db(c);
 }
 END_TEST
@@ -470,8 +471,8 @@ END_TEST
 START_TEST(test_invariants_catalog)
 {
     static const refusal cases[] = {
-        {"INSERT INTO billing.accounts (id, currency) VALUES ('x', 'XXX')",
-         BS_ERR_CONSTRAINT, "accounts_currency_fkey"},
+        {"INSERT INTO billing.accounts (id, currency) VALUES ('x', 'XXX')", BS_ERR_CONSTRAINT,
+         "accounts_currency_fkey"},
         {"INSERT INTO billing.accounts (id, currency, time_zone)"
          " VALUES ('x', 'CNY', 'Mars/Olympus')",
          BS_ERR_CONSTRAINT, "accounts_time_zone_known"},
@@ -489,10 +490,9 @@ START_TEST(test_invariants_catalog)
         {"INSERT INTO billing.rates (version_id, meter, model, region, price)"
          " VALUES (1, 'cpu', 'A100', '*', 1)",
          BS_ERR_CONSTRAINT, "rates_meter_known"},
-        {"UPDATE billing.price_versions SET content_hash = md5('other')",
-         BS_ERR_CONSTRAINT, "price_versions_append_only"},
-        {"DELETE FROM billing.price_versions",
-         BS_ERR_CONSTRAINT, "price_versions_append_only"},
+        {"UPDATE billing.price_versions SET content_hash = md5('other')", BS_ERR_CONSTRAINT,
+         "price_versions_append_only"},
+        {"DELETE FROM billing.price_versions", BS_ERR_CONSTRAINT, "price_versions_append_only"},
         {"INSERT INTO billing.credit_grants (id, account_id, currency, amount,"
          " granted_at, expires_at) VALUES ('g', 'acct-1', 'CNY', 10,"
          " '2026-02-01Z', '2026-02-01Z')",
@@ -511,18 +511,15 @@ START_TEST(test_invariants_catalog)
         {"INSERT INTO billing.subscriptions (id, account_id, resource_id, plan_id, start_at,"
          " terms) VALUES ('s2', 'acct-1', 'i-2', 'p1', '2026-01-05Z', 0)",
          BS_ERR_CONSTRAINT, "subscriptions_terms_range"},
-        {"UPDATE billing.subscriptions SET terms = 5",
-         BS_ERR_CONSTRAINT, "subscriptions_history"},
-        {"UPDATE billing.subscriptions SET cancelled_at = NULL",
-         BS_ERR_CONSTRAINT, "subscriptions_history"},
-        {"UPDATE billing.subscriptions SET cancelled_at = '2026-02-11Z'",
-         BS_ERR_CONSTRAINT, "subscriptions_history"},
-        {"DELETE FROM billing.subscriptions",
-         BS_ERR_CONSTRAINT, "subscriptions_history"},
+        {"UPDATE billing.subscriptions SET terms = 5", BS_ERR_CONSTRAINT, "subscriptions_history"},
+        {"UPDATE billing.subscriptions SET cancelled_at = NULL", BS_ERR_CONSTRAINT,
+         "subscriptions_history"},
+        {"UPDATE billing.subscriptions SET cancelled_at = '2026-02-11Z'", BS_ERR_CONSTRAINT,
+         "subscriptions_history"},
+        {"DELETE FROM billing.subscriptions", BS_ERR_CONSTRAINT, "subscriptions_history"},
         {"INSERT INTO billing.plan_fees (version_id, plan_id, fee) VALUES (1, 'p1', -1)",
          BS_ERR_CONSTRAINT, "plan_fees_fee_nonnegative"},
-        {"UPDATE billing.plans SET refundable = true",
-         BS_ERR_CONSTRAINT, "plans_append_only"},
+        {"UPDATE billing.plans SET refundable = true", BS_ERR_CONSTRAINT, "plans_append_only"},
     };
     bs_conn *c = migrated_db("inv_catalog");
 
@@ -583,16 +580,14 @@ START_TEST(test_invariants_events)
         {"INSERT INTO billing.event_id_collisions (event_id, start_time, fingerprint)"
          " VALUES ('e3', '2026-03-05Z', 'short')",
          BS_ERR_CONSTRAINT, "event_id_collisions_fingerprint_md5"},
-        {"DELETE FROM billing.event_id_collisions",
-         BS_ERR_CONSTRAINT, "event_id_collisions_append_only"},
-        {"TRUNCATE billing.event_id_collisions",
-         BS_ERR_CONSTRAINT, "event_id_collisions_no_truncate"},
-        {"UPDATE billing.usage_events SET quantity = 2",
-         BS_ERR_CONSTRAINT, "usage_events_immutable"},
-        {"DELETE FROM billing.event_ids",
-         BS_ERR_CONSTRAINT, "event_ids_append_only"},
-        {"TRUNCATE billing.usage_events",
-         BS_ERR_CONSTRAINT, "usage_events_no_truncate"},
+        {"DELETE FROM billing.event_id_collisions", BS_ERR_CONSTRAINT,
+         "event_id_collisions_append_only"},
+        {"TRUNCATE billing.event_id_collisions", BS_ERR_CONSTRAINT,
+         "event_id_collisions_no_truncate"},
+        {"UPDATE billing.usage_events SET quantity = 2", BS_ERR_CONSTRAINT,
+         "usage_events_immutable"},
+        {"DELETE FROM billing.event_ids", BS_ERR_CONSTRAINT, "event_ids_append_only"},
+        {"TRUNCATE billing.usage_events", BS_ERR_CONSTRAINT, "usage_events_no_truncate"},
     };
     bs_conn *c = migrated_db("inv_events");
 
@@ -620,17 +615,20 @@ START_TEST(test_invariants_invoices)
     seed(c);
     exec_ok(c, "INSERT INTO billing.credit_grants (id, account_id, currency, amount, granted_at,"
                " expires_at) VALUES ('g1', 'acct-1', 'CNY', 10, '2026-01-01Z', '2026-03-01Z')");
-    expect_refused(c, "INSERT INTO billing.invoices (account_id, currency, month, period_start,"
-                      " period_end, status, number) VALUES ('acct-1', 'CNY', '2026-01-01',"
-                      " '2026-01-01Z', '2026-02-01Z', 'finalized', 1)",
+    expect_refused(c,
+                   "INSERT INTO billing.invoices (account_id, currency, month, period_start,"
+                   " period_end, status, number) VALUES ('acct-1', 'CNY', '2026-01-01',"
+                   " '2026-01-01Z', '2026-02-01Z', 'finalized', 1)",
                    BS_ERR_CONSTRAINT, "invoices_created_draft");
-    expect_refused(c, "INSERT INTO billing.invoices (account_id, currency, month, period_start,"
-                      " period_end) VALUES ('acct-1', 'CNY', '2026-01-01', '2026-02-01Z',"
-                      " '2026-01-01Z')",
+    expect_refused(c,
+                   "INSERT INTO billing.invoices (account_id, currency, month, period_start,"
+                   " period_end) VALUES ('acct-1', 'CNY', '2026-01-01', '2026-02-01Z',"
+                   " '2026-01-01Z')",
                    BS_ERR_CONSTRAINT, "invoices_period_order");
-    expect_refused(c, "INSERT INTO billing.invoices (account_id, currency, month, period_start,"
-                      " period_end, subtotal, total) VALUES ('acct-1', 'CNY', '2026-01-01',"
-                      " '2026-01-01Z', '2026-02-01Z', 10, 9)",
+    expect_refused(c,
+                   "INSERT INTO billing.invoices (account_id, currency, month, period_start,"
+                   " period_end, subtotal, total) VALUES ('acct-1', 'CNY', '2026-01-01',"
+                   " '2026-01-01Z', '2026-02-01Z', 10, 9)",
                    BS_ERR_CONSTRAINT, "invoices_total_reconciles");
     id = draft(c, "acct-1", "2026-01-01");
     /* A draft whose totals do not match its lines cannot be finalized. */
@@ -643,8 +641,9 @@ START_TEST(test_invariants_invoices)
     expect_refused(c, sql, BS_ERR_CONSTRAINT, "invoices_finalized_immutable");
     expect_refused(c, "UPDATE billing.invoices SET total = 0, subtotal = 0, tax = 0",
                    BS_ERR_CONSTRAINT, "invoices_finalized_immutable");
-    expect_refused(c, "UPDATE billing.invoices SET status = 'void', number = NULL,"
-                      " finalized_at = NULL",
+    expect_refused(c,
+                   "UPDATE billing.invoices SET status = 'void', number = NULL,"
+                   " finalized_at = NULL",
                    BS_ERR_CONSTRAINT, "invoices_finalized_immutable");
     expect_refused(c, "DELETE FROM billing.invoices", BS_ERR_CONSTRAINT,
                    "invoices_finalized_immutable");
@@ -676,8 +675,8 @@ START_TEST(test_invariants_invoices)
                    BS_ERR_CONSTRAINT, "invoice_series_gapless");
     expect_refused(c, "UPDATE billing.invoice_series SET next_number = 5 WHERE series = 'INV'",
                    BS_ERR_CONSTRAINT, "invoice_series_gapless");
-    expect_refused(c, "DELETE FROM billing.invoice_series WHERE series = 'CN'",
-                   BS_ERR_CONSTRAINT, "invoice_series_gapless");
+    expect_refused(c, "DELETE FROM billing.invoice_series WHERE series = 'CN'", BS_ERR_CONSTRAINT,
+                   "invoice_series_gapless");
     ck_assert_int_eq(finalize(c, other), 2);
     /* Drafts stay editable and deletable. */
     id = draft(c, "acct-1", "2026-03-01");
@@ -707,14 +706,12 @@ START_TEST(test_invariants_ledger)
         {"INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor, effective_at)"
          " VALUES ('g1', 'expire', -1001, '2026-01-02Z')",
          BS_ERR_CONSTRAINT, "credit_ledger_nonnegative_balance"},
-        {"UPDATE billing.credit_ledger SET amount_minor = 2000",
-         BS_ERR_CONSTRAINT, "credit_ledger_append_only"},
-        {"DELETE FROM billing.credit_ledger",
-         BS_ERR_CONSTRAINT, "credit_ledger_append_only"},
-        {"TRUNCATE billing.credit_ledger",
-         BS_ERR_CONSTRAINT, "credit_ledger_no_truncate"},
-        {"UPDATE billing.credit_grants SET amount = 20",
-         BS_ERR_CONSTRAINT, "credit_grants_append_only"},
+        {"UPDATE billing.credit_ledger SET amount_minor = 2000", BS_ERR_CONSTRAINT,
+         "credit_ledger_append_only"},
+        {"DELETE FROM billing.credit_ledger", BS_ERR_CONSTRAINT, "credit_ledger_append_only"},
+        {"TRUNCATE billing.credit_ledger", BS_ERR_CONSTRAINT, "credit_ledger_no_truncate"},
+        {"UPDATE billing.credit_grants SET amount = 20", BS_ERR_CONSTRAINT,
+         "credit_grants_append_only"},
     };
     bs_conn *c = migrated_db("inv_ledger");
 
@@ -722,11 +719,13 @@ START_TEST(test_invariants_ledger)
     exec_ok(c, "INSERT INTO billing.credit_grants (id, account_id, currency, amount, granted_at,"
                " expires_at) VALUES ('g1', 'acct-1', 'CNY', 10, '2026-01-01Z', '2026-03-01Z')");
     /* Nothing may come before the grant's own entry, which must be its whole amount. */
-    expect_refused(c, "INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor,"
-                      " effective_at) VALUES ('g1', 'expire', -1, '2026-01-02Z')",
+    expect_refused(c,
+                   "INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor,"
+                   " effective_at) VALUES ('g1', 'expire', -1, '2026-01-02Z')",
                    BS_ERR_CONSTRAINT, "credit_ledger_nonnegative_balance");
-    expect_refused(c, "INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor,"
-                      " effective_at) VALUES ('g1', 'grant', 999, '2026-01-01Z')",
+    expect_refused(c,
+                   "INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor,"
+                   " effective_at) VALUES ('g1', 'grant', 999, '2026-01-01Z')",
                    BS_ERR_CONSTRAINT, "credit_ledger_grant_amount");
     exec_ok(c, "INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor, effective_at)"
                " VALUES ('g1', 'grant', 1000, '2026-01-01Z')");
@@ -734,8 +733,9 @@ START_TEST(test_invariants_ledger)
     exec_ok(c, "INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor, effective_at)"
                " VALUES ('g1', 'expire', -1000, '2026-03-01Z')");
     ck_assert_int_eq(query_long(c, "SELECT balance_minor FROM billing.credit_balances"), 0);
-    expect_refused(c, "INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor,"
-                      " effective_at) VALUES ('g1', 'expire', -1, '2026-03-01Z')",
+    expect_refused(c,
+                   "INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor,"
+                   " effective_at) VALUES ('g1', 'expire', -1, '2026-03-01Z')",
                    BS_ERR_CONSTRAINT, "credit_ledger_nonnegative_balance");
     drop_db(c);
 }
@@ -1080,13 +1080,15 @@ START_TEST(test_events_ingest)
         ck_assert_int_eq(out[1], BS_EVENT_CONFLICT);
     }
     /* Both formats stored the same values, to the nanosecond and the scale. */
-    query_value(c, "SELECT string_agg(format('%s %s %s %s %s %s', quantity, start_time,"
-                   " start_nanos, end_time, end_nanos, length(event_id)), ';' ORDER BY event_id)"
-                   " FROM billing.usage_events WHERE event_id LIKE 'b%'",
+    query_value(c,
+                "SELECT string_agg(format('%s %s %s %s %s %s', quantity, start_time,"
+                " start_nanos, end_time, end_nanos, length(event_id)), ';' ORDER BY event_id)"
+                " FROM billing.usage_events WHERE event_id LIKE 'b%'",
                 v, sizeof(v));
-    ck_assert_str_eq(v, "8 2026-01-05 00:00:00.123456+00 788 2026-01-05 01:00:00.123456+00 795 4;"
-                        "1.50 2026-01-05 00:00:00.123456+00 789 2026-01-05 01:00:00.123456+00 796 2;"
-                        "0.000000001 2026-01-05 00:00:00.123456+00 789 2026-01-05 01:00:00.123456+00 796 2");
+    ck_assert_str_eq(
+        v, "8 2026-01-05 00:00:00.123456+00 788 2026-01-05 01:00:00.123456+00 795 4;"
+           "1.50 2026-01-05 00:00:00.123456+00 789 2026-01-05 01:00:00.123456+00 796 2;"
+           "0.000000001 2026-01-05 00:00:00.123456+00 789 2026-01-05 01:00:00.123456+00 796 2");
     ck_assert_int_eq(query_long(c, "SELECT count(*) FROM (SELECT quantity, start_time,"
                                    " start_nanos, end_time, end_nanos, substr(event_id, 2)"
                                    " FROM billing.usage_events WHERE event_id LIKE 'b%'"
@@ -1099,7 +1101,7 @@ START_TEST(test_events_ingest)
 END_TEST
 
 /* 129 bytes: one over the bound of ids and resources. */
-#define LONG_129                                                                               \
+#define LONG_129                                                                                 \
     "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx" \
     "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
 
@@ -1135,8 +1137,7 @@ START_TEST(test_events_refused_batch)
     ck_assert_int_eq(bs_transaction(c, ingest_tx, &ia, &err), BS_ERR_INVALID);
     ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.event_ids"), 0);
     /* Outside a transaction: refused before anything is sent. */
-    ck_assert_int_eq(bs_events_ingest(c, ev, 1, BS_COPY_BINARY, out, NULL, &err),
-                     BS_ERR_INVALID);
+    ck_assert_int_eq(bs_events_ingest(c, ev, 1, BS_COPY_BINARY, out, NULL, &err), BS_ERR_INVALID);
     drop_db(c);
 }
 END_TEST
@@ -1150,8 +1151,9 @@ END_TEST
  */
 START_TEST(test_fingerprint_matches_sql)
 {
-    static const char *const quantities[] = {"1.50", "007", "0.000", "0", "+2.000000001",
-                                             "1000000000000000000", "0.000000001", "12.340"};
+    static const char *const quantities[] = {"1.50",        "007",          "0.000",
+                                             "0",           "+2.000000001", "1000000000000000000",
+                                             "0.000000001", "12.340"};
     /* 1969 (before the epoch), nanoseconds below the microsecond, and a round second. */
     static const billing_time_t starts[] = {INT64_C(-86400000000001), INT64_C(1767571200123456789),
                                             INT64_C(1767571200000000000)};
@@ -1274,8 +1276,8 @@ static void race_events(bs_event *ev, char (*ids)[16], char prefix, int from, in
 
     for (i = 0; i < n; i++) {
         snprintf(ids[i], sizeof(ids[i]), "%c%03d", prefix, from + i);
-        ev[i] = make_event(ids[i], from + i >= other ? "2" : "1",
-                           t + (from + i) * BILLING_NS_PER_SEC);
+        ev[i] =
+            make_event(ids[i], from + i >= other ? "2" : "1", t + (from + i) * BILLING_NS_PER_SEC);
     }
 }
 
@@ -1328,8 +1330,7 @@ static void wait_for_blocked(bs_conn *watch)
 }
 
 /* One round: A claims, B blocks on it, A commits (@commit) or rolls back; B's result in @line. */
-static void race_round(bs_conn *a, bs_conn *watch, char prefix, int commit, char *line,
-                       size_t size)
+static void race_round(bs_conn *a, bs_conn *watch, char prefix, int commit, char *line, size_t size)
 {
     bs_event ev[RACE_IDS];
     bs_event_outcome out[RACE_IDS];
@@ -1343,8 +1344,7 @@ static void race_round(bs_conn *a, bs_conn *watch, char prefix, int commit, char
 
     race_events(ev, ids, prefix, 0, RACE_IDS, RACE_IDS);
     ck_assert_int_eq(bs_begin(a, &err), BS_OK);
-    ck_assert_int_eq(bs_events_ingest(a, ev, RACE_IDS, BS_COPY_BINARY, out, &stored, &err),
-                     BS_OK);
+    ck_assert_int_eq(bs_events_ingest(a, ev, RACE_IDS, BS_COPY_BINARY, out, &stored, &err), BS_OK);
     ck_assert_uint_eq(stored, RACE_IDS);
     ck_assert_int_eq(pipe(fds), 0);
     pid = fork();
@@ -1360,8 +1360,7 @@ static void race_round(bs_conn *a, bs_conn *watch, char prefix, int commit, char
     else
         bs_rollback(a);
     ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "race child failed (%d)",
-                  status);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "race child failed (%d)", status);
     got = read(fds[0], line, size - 1);
     close(fds[0]);
     ck_assert_int_gt(got, 0);
@@ -1400,8 +1399,8 @@ END_TEST
  */
 START_TEST(test_text_array)
 {
-    static const char *const items[] = {"a", "b\"c", "d\\e", "f,g", "{h}", " i ", "NULL", "",
-                                        "\\\"", "acct-1"};
+    static const char *const items[] = {"a",   "b\"c", "d\\e", "f,g",  "{h}",
+                                        " i ", "NULL", "",     "\\\"", "acct-1"};
     bs_conn *c = migrated_db("text_array");
     const char *params[1];
     char *array = bs_text_array(items, N_CASES(items));
@@ -1411,8 +1410,10 @@ START_TEST(test_text_array)
 
     ck_assert_ptr_nonnull(array);
     params[0] = array;
-    res = bs_query(c, "SELECT x, x IS NULL FROM unnest($1::text[]) WITH ORDINALITY u (x, i)"
-                      " ORDER BY i", 1, params, &err);
+    res = bs_query(c,
+                   "SELECT x, x IS NULL FROM unnest($1::text[]) WITH ORDINALITY u (x, i)"
+                   " ORDER BY i",
+                   1, params, &err);
     ck_assert_msg(res != NULL, "%s", err.message);
     ck_assert_int_eq(PQntuples(res), (int)N_CASES(items));
     for (i = 0; i < N_CASES(items); i++) {
@@ -1457,15 +1458,17 @@ START_TEST(test_migrate_0005_events_kept)
     seed(c);
     exec_ok(c, "SELECT billing.ensure_event_partitions('2026-01-01', '2026-01-01')");
     for (i = 1; i <= 2; i++) {
-        exec_fmt(c, "INSERT INTO billing.event_ids (event_id, start_time, fingerprint)"
-                    " VALUES ('old%d', '2026-01-05 00:00:00.123456Z', billing.event_fingerprint("
-                    "'acct-1', 'i-1', 'gpu', '2026-01-05 00:00:00.123456Z', 789::smallint,"
-                    " '2026-01-05 01:00:00.123456Z', 796::smallint, 1.50, 'RTX4090', 'cn-east-1'))",
+        exec_fmt(c,
+                 "INSERT INTO billing.event_ids (event_id, start_time, fingerprint)"
+                 " VALUES ('old%d', '2026-01-05 00:00:00.123456Z', billing.event_fingerprint("
+                 "'acct-1', 'i-1', 'gpu', '2026-01-05 00:00:00.123456Z', 789::smallint,"
+                 " '2026-01-05 01:00:00.123456Z', 796::smallint, 1.50, 'RTX4090', 'cn-east-1'))",
                  i);
-        exec_fmt(c, "INSERT INTO billing.usage_events (event_id, account_id, resource_id, meter,"
-                    " start_time, start_nanos, end_time, end_nanos, quantity, model, region)"
-                    " VALUES ('old%d', 'acct-1', 'i-1', 'gpu', '2026-01-05 00:00:00.123456Z', 789,"
-                    " '2026-01-05 01:00:00.123456Z', 796, 1.50, 'RTX4090', 'cn-east-1')",
+        exec_fmt(c,
+                 "INSERT INTO billing.usage_events (event_id, account_id, resource_id, meter,"
+                 " start_time, start_nanos, end_time, end_nanos, quantity, model, region)"
+                 " VALUES ('old%d', 'acct-1', 'i-1', 'gpu', '2026-01-05 00:00:00.123456Z', 789,"
+                 " '2026-01-05 01:00:00.123456Z', 796, 1.50, 'RTX4090', 'cn-east-1')",
                  i);
     }
     migrate_to(c, 0, (int)bs_migration_count - 5);
@@ -1503,8 +1506,8 @@ START_TEST(test_event_partitions)
     ahead8 = (billing_time_t)query_long(c, "SELECT extract(epoch FROM date_trunc('month', now())"
                                            " + interval '8 months')::bigint") *
              BILLING_NS_PER_SEC;
-    query_value(c, "SELECT billing.event_partition_name((now() + interval '8 months')::date)",
-                name, sizeof(name));
+    query_value(c, "SELECT billing.event_partition_name((now() + interval '8 months')::date)", name,
+                sizeof(name));
     ev[0] = make_event("p1", "1", ahead8);
     ev[1] = make_event("p2", "1", ahead8 + 86400 * BILLING_NS_PER_SEC);
     ev[2] = make_event("p3", "1", INT64_C(1767571200000000000));
@@ -1748,10 +1751,24 @@ END_TEST
 /* Binary NUMERIC encoding against PostgreSQL's own parser, value by value. */
 START_TEST(test_numeric_binary_copy)
 {
-    static const char *const values[] = {
-        "0", "-0", "0.00", "-0.00", "1", "1.50", "+7", "0.0001", "0.00001", "12345.6",
-        "10000", "100000000", "-99999999.999999999", "123456789012345678901234567890.123456789",
-        "0.000000001", "9999", "10000.0001", "-1"};
+    static const char *const values[] = {"0",
+                                         "-0",
+                                         "0.00",
+                                         "-0.00",
+                                         "1",
+                                         "1.50",
+                                         "+7",
+                                         "0.0001",
+                                         "0.00001",
+                                         "12345.6",
+                                         "10000",
+                                         "100000000",
+                                         "-99999999.999999999",
+                                         "123456789012345678901234567890.123456789",
+                                         "0.000000001",
+                                         "9999",
+                                         "10000.0001",
+                                         "-1"};
     size_t n = sizeof(values) / sizeof(values[0]);
     bs_conn *c = fresh_db("numeric");
     bs_copy *cp;
@@ -1779,12 +1796,12 @@ START_TEST(test_numeric_binary_copy)
         snprintf(idx, sizeof(idx), "%zu", i);
         params[0] = idx;
         params[1] = values[i];
-        res = bs_query(c, "SELECT v::text, $2::numeric::text FROM nums WHERE i = $1::integer",
-                       2, params, &err);
+        res = bs_query(c, "SELECT v::text, $2::numeric::text FROM nums WHERE i = $1::integer", 2,
+                       params, &err);
         ck_assert_msg(res != NULL, "%s", err.message);
         ck_assert_msg(strcmp(PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1)) == 0,
-                      "%s: binary COPY gave %s, text input %s", values[i],
-                      PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1));
+                      "%s: binary COPY gave %s, text input %s", values[i], PQgetvalue(res, 0, 0),
+                      PQgetvalue(res, 0, 1));
         PQclear(res);
     }
     /* A malformed value aborts the COPY: nothing of it is kept. */
@@ -1810,7 +1827,8 @@ static const char pricebook_json[] =
     " \"versions\": [{\"id\": \"v1\", \"effective_from\": \"2026-01-01T00:00:00+08:00\",\n"
     "   \"rates\": [{\"meter\": \"gpu\", \"model\": \"RTX4090\", \"region\": \"r1\","
     " \"price\": \"@PRICE@\"},\n"
-    "             {\"meter\": \"traffic\", \"model\": \"*\", \"region\": \"*\", \"price\": \"0\"}],\n"
+    "             {\"meter\": \"traffic\", \"model\": \"*\", \"region\": \"*\", \"price\": "
+    "\"0\"}],\n"
     "   \"plan_fees\": [{\"plan\": \"p-month\", \"fee\": \"2599.00\"}]}]}\n";
 
 static const char accounts_json[] =
@@ -1852,8 +1870,8 @@ typedef struct catalog_files {
     char accounts[256];
 } catalog_files;
 
-static void write_catalog(catalog_files *cf, const char *price, const char *tax,
-                          const char *cancel, const char *grant)
+static void write_catalog(catalog_files *cf, const char *price, const char *tax, const char *cancel,
+                          const char *grant)
 {
     const char *pb[] = {"@PRICE@", price, NULL};
     const char *ac[] = {"@TAX@", tax, "@CANCEL@", cancel, "@GRANT@", grant, NULL};
@@ -1896,7 +1914,8 @@ START_TEST(test_load_parties)
         " \"payment_instructions\": \"Bank 1\", \"footer\": \"Thanks\", \"logo\": \"logo.png\","
         " \"payment_terms_days\": 15},\n"
         " \"versions\": [{\"id\": \"v1\", \"effective_from\": \"2026-01-01T00:00:00Z\","
-        " \"rates\": [{\"meter\": \"gpu\", \"model\": \"*\", \"region\": \"*\", \"price\": \"1\"}]}]}\n";
+        " \"rates\": [{\"meter\": \"gpu\", \"model\": \"*\", \"region\": \"*\", \"price\": "
+        "\"1\"}]}]}\n";
     static const char parties[] =
         "{\"accounts\": [{\"id\": \"a1\", \"name\": \"@NAME@\", \"email\": \"a1@x.example\","
         " \"billing_address\": \"2 Street\", \"tax_id\": \"A-1\", \"language\": \"zh-Hans\","
@@ -1927,18 +1946,22 @@ START_TEST(test_load_parties)
     write_file(cf.accounts, parties, names1);
     ck_assert_msg(load(c, &cf, &k, &err) == BS_OK, "%s", err.message);
     ck_assert_uint_eq(k.added[BS_LOAD_ISSUERS], 1);
-    query_value(c, "SELECT name || '|' || email || '|' || billing_address || '|' || tax_id"
-                   " || '|' || language FROM billing.accounts WHERE id = 'a1'",
+    query_value(c,
+                "SELECT name || '|' || email || '|' || billing_address || '|' || tax_id"
+                " || '|' || language FROM billing.accounts WHERE id = 'a1'",
                 value, sizeof(value));
-    ck_assert_str_eq(value, "\xe7\x8e\x8b\xe5\xb0\x8f\xe6\x98\x8e|a1@x.example|2 Street|A-1|zh-Hans");
-    query_value(c, "SELECT coalesce(name, '-') || '|' || language FROM billing.accounts"
-                   " WHERE id = 'a2'",
+    ck_assert_str_eq(value,
+                     "\xe7\x8e\x8b\xe5\xb0\x8f\xe6\x98\x8e|a1@x.example|2 Street|A-1|zh-Hans");
+    query_value(c,
+                "SELECT coalesce(name, '-') || '|' || language FROM billing.accounts"
+                " WHERE id = 'a2'",
                 value, sizeof(value));
     ck_assert_str_eq(value, "-|en");
-    query_value(c, "SELECT legal_name || '|' || address || '|' || tax_id || '|' || contact"
-                   " || '|' || payment_instructions || '|' || footer || '|'"
-                   " || encode(logo_png, 'hex') || '|' || payment_terms_days"
-                   " FROM billing.issuers WHERE book_id = 'book'",
+    query_value(c,
+                "SELECT legal_name || '|' || address || '|' || tax_id || '|' || contact"
+                " || '|' || payment_instructions || '|' || footer || '|'"
+                " || encode(logo_png, 'hex') || '|' || payment_terms_days"
+                " FROM billing.issuers WHERE book_id = 'book'",
                 value, sizeof(value));
     ck_assert_str_eq(value, "Seller Co.|1 Road\nShanghai|T-9|b@x.example|Bank 1|Thanks|"
                             "89504e470d0a1a0a0000000d49484452|15");
@@ -2060,8 +2083,8 @@ static void expect_refused_saying(bs_conn *c, const char *sql, bs_status want, c
 
     ck_assert_msg(st == want, "%s: expected %s, got %s (%s)", sql, bs_strerror(want),
                   bs_strerror(st), st == BS_OK ? "accepted" : err.message);
-    ck_assert_msg(strstr(err.message, text) != NULL, "%s: '%s' does not say '%s'", sql,
-                  err.message, text);
+    ck_assert_msg(strstr(err.message, text) != NULL, "%s: '%s' does not say '%s'", sql, err.message,
+                  text);
 }
 
 /*
@@ -2180,8 +2203,8 @@ START_TEST(test_runtime_login_loads_new_grant)
     char role[DBNAME_MAX];
     char conninfo[CONNINFO_MAX];
     char out[256];
-    const char *load_argv[] = {"billing", "load",       "--db", conninfo, "--pricebook", NULL,
-                               "--accounts", NULL,     "--book", "book", NULL};
+    const char *load_argv[] = {"billing",    "load", "--db",   conninfo, "--pricebook", NULL,
+                               "--accounts", NULL,   "--book", "book",   NULL};
     catalog_files cf;
     bs_load_counts k;
     bs_error err;
@@ -2205,10 +2228,14 @@ START_TEST(test_runtime_login_loads_new_grant)
     ck_assert_uint_eq(total_changed(&k), 0);
     /* 3.00 of it pays part of a draft, which is then finalized. */
     id = draft(app, "a1", "2026-01-01");
-    exec_fmt(app, "INSERT INTO billing.invoice_credits (invoice_id, grant_id, amount)"
-                  " VALUES (%ld, 'g1', 3.00)", id);
-    exec_fmt(app, "INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor, invoice_id,"
-                  " effective_at) VALUES ('g1', 'apply', -300, %ld, '2026-01-31Z')", id);
+    exec_fmt(app,
+             "INSERT INTO billing.invoice_credits (invoice_id, grant_id, amount)"
+             " VALUES (%ld, 'g1', 3.00)",
+             id);
+    exec_fmt(app,
+             "INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor, invoice_id,"
+             " effective_at) VALUES ('g1', 'apply', -300, %ld, '2026-01-31Z')",
+             id);
     exec_fmt(app, "UPDATE billing.invoices SET credits = 3.00, total = 7.60 WHERE id = %ld", id);
     ck_assert_int_eq(finalize(app, id), 1);
     ck_assert_int_eq(query_long(c, "SELECT balance_minor FROM billing.credit_balances"), 700);
@@ -2244,12 +2271,13 @@ START_TEST(test_event_partitions_guarded)
                " ('d1', date_trunc('month', now()) + interval '7 months 1 day'),"
                " ('d2', date_trunc('month', now()) + interval '1 day'),"
                " ('d3', '2001-01-05Z')) v (id, t)");
-    exec_ok(c, INSERT_EVENT "('d1', 'acct-1', 'r', 'gpu',"
-               " date_trunc('month', now()) + interval '7 months 1 day',"
-               " date_trunc('month', now()) + interval '7 months 2 days', 1),"
-               " ('d2', 'acct-1', 'r', 'gpu', date_trunc('month', now()) + interval '1 day',"
-               " date_trunc('month', now()) + interval '2 days', 1),"
-               " ('d3', 'acct-1', 'r', 'gpu', '2001-01-05Z', '2001-01-06Z', 1)");
+    exec_ok(c, INSERT_EVENT
+            "('d1', 'acct-1', 'r', 'gpu',"
+            " date_trunc('month', now()) + interval '7 months 1 day',"
+            " date_trunc('month', now()) + interval '7 months 2 days', 1),"
+            " ('d2', 'acct-1', 'r', 'gpu', date_trunc('month', now()) + interval '1 day',"
+            " date_trunc('month', now()) + interval '2 days', 1),"
+            " ('d3', 'acct-1', 'r', 'gpu', '2001-01-05Z', '2001-01-06Z', 1)");
     ck_assert_int_eq(query_long(c, "SELECT billing.ensure_event_partitions((now() + interval"
                                    " '7 months')::date, (now() + interval '8 months')::date)"),
                      2);
@@ -2341,12 +2369,15 @@ START_TEST(test_ledger_and_numbering_invariants)
     expect_refused(c, sql, BS_ERR_CONSTRAINT, "credit_ledger_reverse_applied");
     ck_assert_int_eq(query_long(c, "SELECT balance_minor FROM billing.credit_balances"), 100000);
     /* A number taken by hand is a gap: refused when the transaction commits. */
-    expect_refused(c, "UPDATE billing.invoice_series SET next_number = next_number + 1"
-                      " WHERE series = 'INV'",
+    expect_refused(c,
+                   "UPDATE billing.invoice_series SET next_number = next_number + 1"
+                   " WHERE series = 'INV'",
                    BS_ERR_CONSTRAINT, "invoice_series_number_used");
     /* Finalizing by UPDATE, with a number properly taken, still checks the lines. */
-    snprintf(sql, sizeof(sql), "UPDATE billing.invoices SET subtotal = 11, total = 11.60"
-                               " WHERE id = %ld", mine);
+    snprintf(sql, sizeof(sql),
+             "UPDATE billing.invoices SET subtotal = 11, total = 11.60"
+             " WHERE id = %ld",
+             mine);
     exec_ok(c, sql);
     snprintf(sql, sizeof(sql),
              "DO $$BEGIN UPDATE billing.invoice_series SET next_number = next_number + 1"
@@ -2439,8 +2470,8 @@ END_TEST
 /* Item 16: the database refuses host-dependent zone names too. */
 START_TEST(test_time_zone_host_dependent)
 {
-    static const char *const zones[] = {"Factory", "localtime", "posixrules",
-                                        "posix/Asia/Shanghai", "right/UTC"};
+    static const char *const zones[] = {"Factory", "localtime", "posixrules", "posix/Asia/Shanghai",
+                                        "right/UTC"};
     bs_conn *c = migrated_db("zones");
     char sql[SQL_MAX];
     bs_error err;
@@ -2450,8 +2481,10 @@ START_TEST(test_time_zone_host_dependent)
     exec_ok(c, "INSERT INTO billing.accounts (id, currency, time_zone)"
                " VALUES ('a1', 'CNY', 'Asia/Shanghai')");
     for (i = 0; i < N_CASES(zones); i++) {
-        snprintf(sql, sizeof(sql), "INSERT INTO billing.accounts (id, currency, time_zone)"
-                                   " VALUES ('a2', 'CNY', '%s')", zones[i]);
+        snprintf(sql, sizeof(sql),
+                 "INSERT INTO billing.accounts (id, currency, time_zone)"
+                 " VALUES ('a2', 'CNY', '%s')",
+                 zones[i]);
         expect_refused(c, sql, BS_ERR_CONSTRAINT, "accounts_time_zone_known");
         snprintf(sql, sizeof(sql), "UPDATE billing.accounts SET time_zone = '%s'", zones[i]);
         expect_refused(c, sql, BS_ERR_CONSTRAINT, "accounts_time_zone_known");
@@ -2513,8 +2546,10 @@ START_TEST(test_password_sources)
     setenv("PGPASSFILE", "/nonexistent/pgpass", 1);
     /* Without a password the server refuses: the test cluster really checks. */
     app = connect_as(db_name, role, &err);
-    ck_assert_msg(app == NULL, "%s connected without a password: is pg_hba.conf from "
-                               "scripts/pg.sh start?", role);
+    ck_assert_msg(app == NULL,
+                  "%s connected without a password: is pg_hba.conf from "
+                  "scripts/pg.sh start?",
+                  role);
     ck_assert_msg(strstr(err.message, "password") != NULL, "%s", err.message);
     /* A password file. */
     snprintf(text, sizeof(text), "*:*:*:%s:%s\n", role, password);
@@ -2636,8 +2671,8 @@ START_TEST(test_catalog_precision_one_rule)
     char quoted[128];
     const char *rate_argv[] = {"billing",    "rate", "--pricebook", NULL,
                                "--accounts", NULL,   NULL,          NULL};
-    const char *load_argv[] = {"billing", "load", "--db", conninfo, "--pricebook", NULL,
-                               "--accounts", NULL, "--book", "book", NULL};
+    const char *load_argv[] = {"billing",    "load", "--db",   conninfo, "--pricebook", NULL,
+                               "--accounts", NULL,   "--book", "book",   NULL};
     catalog_files cf;
     size_t i;
 
@@ -2754,9 +2789,11 @@ START_TEST(test_history_refuses_truncate_and_delete)
         exec_ok(c, roles[r]);
         expect_all_refused(c, deletes, sizeof(deletes) / sizeof(deletes[0]));
         /* Every table, whatever references it: CASCADE reaches a guard every time. */
-        res = bs_query(c, "SELECT c.relname FROM pg_class c JOIN pg_namespace n"
-                          " ON n.oid = c.relnamespace WHERE n.nspname = 'billing'"
-                          " AND c.relkind IN ('r', 'p') ORDER BY 1", 0, NULL, &err);
+        res = bs_query(c,
+                       "SELECT c.relname FROM pg_class c JOIN pg_namespace n"
+                       " ON n.oid = c.relnamespace WHERE n.nspname = 'billing'"
+                       " AND c.relkind IN ('r', 'p') ORDER BY 1",
+                       0, NULL, &err);
         ck_assert_msg(res != NULL, "%s", err.message);
         ck_assert_int_ge(PQntuples(res), 20);
         for (i = 0; i < PQntuples(res); i++) {
@@ -2799,8 +2836,10 @@ START_TEST(test_returned_credits_frozen_when_finalized)
     bs_conn *c = history_db("returned_frozen", &cf);
     long id = draft(c, "a1", "2026-01-01");
 
-    exec_fmt(c, "INSERT INTO billing.invoice_returned_credits (invoice_id, grant_id, amount)"
-                " VALUES (%ld, 'g1', 1.00)", id);
+    exec_fmt(c,
+             "INSERT INTO billing.invoice_returned_credits (invoice_id, grant_id, amount)"
+             " VALUES (%ld, 'g1', 1.00)",
+             id);
     exec_fmt(c, "UPDATE billing.invoices SET returned = 1.00, total = 11.60 WHERE id = %ld", id);
     ck_assert_int_eq(finalize(c, id), 1);
     expect_refused(c, "DELETE FROM billing.invoice_returned_credits", BS_ERR_CONSTRAINT,
@@ -3120,11 +3159,15 @@ static void sweep(void)
     pg = PQconnectdb(conninfo);
     if (PQstatus(pg) == CONNECTION_OK) {
         snprintf(like, sizeof(like), "billing\\_test\\_%ld\\_%%", (long)run_pid);
-        run_returned(pg, "SELECT format('DROP DATABASE %I WITH (FORCE)', datname)"
-                         " FROM pg_database WHERE datname LIKE $1", like);
+        run_returned(pg,
+                     "SELECT format('DROP DATABASE %I WITH (FORCE)', datname)"
+                     " FROM pg_database WHERE datname LIKE $1",
+                     like);
         /* Login roles of make_login, once no database of theirs is left. */
-        run_returned(pg, "SELECT format('DROP ROLE %I', rolname) FROM pg_roles"
-                         " WHERE rolname LIKE $1", like);
+        run_returned(pg,
+                     "SELECT format('DROP ROLE %I', rolname) FROM pg_roles"
+                     " WHERE rolname LIKE $1",
+                     like);
     }
     PQfinish(pg);
 }

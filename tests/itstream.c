@@ -23,9 +23,9 @@
 #define BIG_RECORD (70u * 1024u)
 
 /* Two traffic events split 1 h / 2 h across the local month end: thirds of a byte. */
-#define SPLIT(n)                                                                               \
+#define SPLIT(n)                                                                                 \
     "{\"id\":\"split-" n "\",\"account\":\"lab-a\",\"resource\":\"i-a1\",\"meter\":\"traffic\"," \
-    "\"start\":\"2026-01-31T23:00:00+08:00\",\"end\":\"2026-02-01T02:00:00+08:00\","           \
+    "\"start\":\"2026-01-31T23:00:00+08:00\",\"end\":\"2026-02-01T02:00:00+08:00\","             \
     "\"quantity\":\"1\",\"model\":\"\",\"region\":\"cn-east-1\"}"
 
 static const char *const synthetic_accounts[] = {"lab-a", "student-b", "team-c", "new-d"};
@@ -95,7 +95,10 @@ static void push_example(its_stream *s)
         if (i % 11 == 5)
             push_edited(s, line, "\"quantity\":\"", "\"quantity\":\"1", account_key(line));
         if (i % 13 == 6)
-            push(s, "\x0a\x03" "abc\xff\xff garbage", 16, "garbage");
+            push(s,
+                 "\x0a\x03"
+                 "abc\xff\xff garbage",
+                 16, "garbage");
         if (i % 17 == 8)
             push_edited(s, line, "\"account\":\"", "\"account\":\"ghost-", "ghost");
         i++;
@@ -216,9 +219,11 @@ billing_catalog *its_file_catalog(billing_config_zones *zones)
     billing_catalog *cat = billing_catalog_new();
 
     its_example_path(path, sizeof(path), "pricebook.json");
-    ck_assert_msg(billing_config_pricebook_load(cat, path, err, sizeof(err)) == BILLING_OK, "%s", err);
+    ck_assert_msg(billing_config_pricebook_load(cat, path, err, sizeof(err)) == BILLING_OK, "%s",
+                  err);
     its_example_path(path, sizeof(path), "accounts.json");
-    ck_assert_msg(billing_config_accounts_load(cat, zones, path, err, sizeof(err)) == BILLING_OK, "%s", err);
+    ck_assert_msg(billing_config_accounts_load(cat, zones, path, err, sizeof(err)) == BILLING_OK,
+                  "%s", err);
     return cat;
 }
 
@@ -254,8 +259,7 @@ void its_load_example(bs_conn *c)
 
     its_example_path(book, sizeof(book), "pricebook.json");
     its_example_path(accounts, sizeof(accounts), "accounts.json");
-    ck_assert_msg(bs_load_catalog(c, "gpu", book, accounts, &k, &err) == BS_OK, "%s",
-                  err.message);
+    ck_assert_msg(bs_load_catalog(c, "gpu", book, accounts, &k, &err) == BS_OK, "%s", err.message);
 }
 
 billing_rater *its_rate_from_store(bs_conn *c, bs_catalog *cat)

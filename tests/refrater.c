@@ -22,23 +22,23 @@
 
 /* One charge: a piece of usage, a term's fee or a refund. */
 typedef struct ref_charge {
-    int month;                 /* year * 12 + month - 1, local */
+    int month; /* year * 12 + month - 1, local */
     billing_line_kind kind;
     char meter[16];
     char model[REF_ID];
     char region[REF_ID];
     char plan[REF_ID];
     char version[REF_ID];
-    char sub[REF_ID];          /* refund lines: the cancelled subscription */
-    billing_time_t span_from;  /* refund lines: the unused span [from, to) */
+    char sub[REF_ID];         /* refund lines: the cancelled subscription */
+    billing_time_t span_from; /* refund lines: the unused span [from, to) */
     billing_time_t span_to;
     billing_time_t term_start; /* refund lines: the start of the refunded term */
     const char *unit;
     mpq_t unit_price;
     mpq_t quantity;
     mpq_t amount;
-    billing_time_t at;         /* the instant credit eligibility is judged at */
-    unsigned credit_kind;      /* BILLING_CHARGE_USAGE or _SUBSCRIPTION */
+    billing_time_t at;    /* the instant credit eligibility is judged at */
+    unsigned credit_kind; /* BILLING_CHARGE_USAGE or _SUBSCRIPTION */
 } ref_charge;
 
 struct ref_rater {
@@ -46,7 +46,7 @@ struct ref_rater {
     billing_time_t *bounds[REF_MAX_SUBS]; /* terms + 1 instants */
     billing_time_t sub_end[REF_MAX_SUBS];
     billing_status sub_status[REF_MAX_SUBS]; /* BILLING_ERR_NO_PRICE: refused, not in the catalog */
-    ref_event *events;         /* kept events, in arrival order */
+    ref_event *events;                       /* kept events, in arrival order */
     size_t n_events;
     size_t cap_events;
     int grant_order[REF_MAX_GRANTS];
@@ -294,7 +294,7 @@ static char *point_text(int neg, const mpz_t abs, unsigned long k)
 {
     char *digits = mpz_get_str(NULL, 10, abs);
     size_t len = strlen(digits);
-    size_t width = len > k ? len : k + 1;   /* at least one digit before the point */
+    size_t width = len > k ? len : k + 1; /* at least one digit before the point */
     char *out = malloc(width + 3);
     char *p = out;
     size_t pad = width - len;
@@ -427,8 +427,7 @@ static int find_rate(const ref_spec *s, int v, billing_meter m, const char *mode
  * (model, region), (model, *), (*, region), (*, *); an empty attribute is
  * "*". -1 if none.
  */
-static int rate_of(const ref_spec *s, int v, billing_meter m, const char *model,
-                   const char *region)
+static int rate_of(const ref_spec *s, int v, billing_meter m, const char *model, const char *region)
 {
     const char *models[2];
     const char *regions[2];
@@ -807,8 +806,7 @@ static billing_time_t min_t(billing_time_t a, billing_time_t b)
  * subscription bound and grant bound, and price each. With @cs NULL only
  * checks that every piece has a price: BILLING_OK or BILLING_ERR_NO_PRICE.
  */
-static billing_status walk_event(const ref_rater *r, const ref_event *ev, int account,
-                                 charges *cs)
+static billing_status walk_event(const ref_rater *r, const ref_event *ev, int account, charges *cs)
 {
     const ref_spec *s = r->spec;
     const char *zone = s->accounts[account].zone;
@@ -958,8 +956,8 @@ char *ref_line_text(int kind, const char *meter, const char *model, const char *
                     const char *plan, const char *version, const char *qty, const char *unit,
                     const char *unit_price, const char *amount, const char *rounded)
 {
-    return text_of("line %d %s %s %s plan=%s ver=%s qty=%s %s @%s = %s -> %s\n", kind, meter,
-                   model, region, plan, version, qty, unit, unit_price, amount, rounded);
+    return text_of("line %d %s %s %s plan=%s ver=%s qty=%s %s @%s = %s -> %s\n", kind, meter, model,
+                   region, plan, version, qty, unit, unit_price, amount, rounded);
 }
 
 static int cmp_text(const void *a, const void *b)
@@ -1029,8 +1027,8 @@ static char *with_refund_row(char *line, const ref_charge *c)
 }
 
 /* The lines of month @m: each charge of the month joins the first of its line. */
-static size_t month_lines(const charges *cs, int m, int digits, billing_rounding mode,
-                          char **lines, mpz_t subtotal)
+static size_t month_lines(const charges *cs, int m, int digits, billing_rounding mode, char **lines,
+                          mpz_t subtotal)
 {
     size_t n = 0;
     size_t i;
@@ -1064,13 +1062,13 @@ static size_t month_lines(const charges *cs, int m, int digits, billing_rounding
         mpz_add(subtotal, subtotal, rounded);
         t[0] = q_text(qty);
         /* A refund has no unit price: its amount is the fee's unused share. */
-        t[1] = cs->v[i].kind == BILLING_LINE_REFUND ? text_of("%s", "")
-                                                     : q_text(cs->v[i].unit_price);
+        t[1] =
+            cs->v[i].kind == BILLING_LINE_REFUND ? text_of("%s", "") : q_text(cs->v[i].unit_price);
         t[2] = q_text(amount);
         t[3] = minor_text(rounded, digits);
-        lines[n] = ref_line_text((int)cs->v[i].kind, cs->v[i].meter, cs->v[i].model,
-                                 cs->v[i].region, cs->v[i].plan, cs->v[i].version, t[0],
-                                 cs->v[i].unit, t[1], t[2], t[3]);
+        lines[n] =
+            ref_line_text((int)cs->v[i].kind, cs->v[i].meter, cs->v[i].model, cs->v[i].region,
+                          cs->v[i].plan, cs->v[i].version, t[0], cs->v[i].unit, t[1], t[2], t[3]);
         lines[n] = with_refund_row(lines[n], &cs->v[i]);
         n++;
         for (j = 0; j < 4; j++)
@@ -1167,8 +1165,8 @@ typedef struct fee_paid {
 typedef struct credit_state {
     int order[REF_MAX_GRANTS];
     int n;
-    mpz_t rem[REF_MAX_GRANTS];   /* each grant's remainder, in minor units */
-    mpz_t account_credit;        /* minor units, spent after every grant */
+    mpz_t rem[REF_MAX_GRANTS]; /* each grant's remainder, in minor units */
+    mpz_t account_credit;      /* minor units, spent after every grant */
     billing_time_t bounds[2 * REF_MAX_GRANTS];
     int n_bounds;
     fee_paid *paid;
@@ -1693,8 +1691,8 @@ static char *invoice_text(const ref_spec *s, int account, credit_state *cr, cons
     t[2] = minor_text(tax, s->digits);
     t[3] = minor_text(total, s->digits);
     head = text_of("%s %04d-%02d %s\n", a->id, m / 12, m % 12 + 1, s->currency);
-    tail = text_of("%s%ssubtotal %s credits %s tax %s@%s total %s\n", credit_text, acct_text,
-                   t[0], t[1], t[2], a->tax, t[3]);
+    tail = text_of("%s%ssubtotal %s credits %s tax %s@%s total %s\n", credit_text, acct_text, t[0],
+                   t[1], t[2], a->tax, t[3]);
     out = ref_invoice_join(head, lines, n, tail);
     for (i = 0; i < n; i++)
         free(lines[i]);

@@ -19,8 +19,8 @@
 
 #include "billing.h"
 
-#define REF_ID 40          /* bytes of an id or attribute, NUL included */
-#define REF_DEC 48         /* bytes of a decimal, NUL included */
+#define REF_ID 40  /* bytes of an id or attribute, NUL included */
+#define REF_DEC 48 /* bytes of a decimal, NUL included */
 #define REF_MAX_VERSIONS 8
 #define REF_MAX_RATES 96
 #define REF_MAX_PLANS 8
@@ -35,10 +35,10 @@ typedef struct ref_version {
 } ref_version;
 
 typedef struct ref_rate {
-    int version;               /* index into versions */
+    int version; /* index into versions */
     billing_meter meter;
-    char model[REF_ID];        /* "*" = any */
-    char region[REF_ID];       /* "*" = any */
+    char model[REF_ID];  /* "*" = any */
+    char region[REF_ID]; /* "*" = any */
     char price[REF_DEC];
 } ref_rate;
 
@@ -58,7 +58,7 @@ typedef struct ref_fee {
 
 typedef struct ref_account {
     char id[REF_ID];
-    char zone[REF_ID];         /* IANA name, or "UTC" */
+    char zone[REF_ID]; /* IANA name, or "UTC" */
     char tax[REF_DEC];
 } ref_account;
 
@@ -69,7 +69,7 @@ typedef struct ref_sub {
     int plan;
     billing_time_t start;
     int terms;
-    billing_time_t cancelled;  /* 0 = none */
+    billing_time_t cancelled; /* 0 = none */
 } ref_sub;
 
 typedef struct ref_grant {
@@ -78,14 +78,14 @@ typedef struct ref_grant {
     char amount[REF_DEC];
     billing_time_t granted;
     billing_time_t expires;
-    unsigned kinds;            /* billing_charge_kind bits */
+    unsigned kinds; /* billing_charge_kind bits */
     int priority;
 } ref_grant;
 
 /* A catalog as plain data: what both libbilling and the reference are given. */
 typedef struct ref_spec {
     char currency[4];
-    int digits;                /* ISO 4217 minor digits of currency, from the test's own table */
+    int digits; /* ISO 4217 minor digits of currency, from the test's own table */
     billing_rounding rounding;
     ref_version versions[REF_MAX_VERSIONS];
     int n_versions;

@@ -51,14 +51,14 @@ billing_catalog *tu_gpu_cloud(void)
     ck_assert_ptr_nonnull(cat);
     ck_assert_int_eq(billing_catalog_set_currency(cat, "CNY", BILLING_ROUND_HALF_UP, err, 256),
                      BILLING_OK);
-    ck_assert_int_eq(billing_catalog_add_price_version(cat, "v1", tu_time("2025-01-01T00:00:00Z"),
-                                                       err, 256),
-                     BILLING_OK);
+    ck_assert_int_eq(
+        billing_catalog_add_price_version(cat, "v1", tu_time("2025-01-01T00:00:00Z"), err, 256),
+        BILLING_OK);
     ck_assert_int_eq(billing_catalog_set_rate(cat, "v1", BILLING_METER_GPU, "RTX4090", "cn-east-1",
                                               "0.60", err, 256),
                      BILLING_OK);
-    ck_assert_int_eq(billing_catalog_set_rate(cat, "v1", BILLING_METER_GPU, "A100-80G",
-                                              "cn-east-1", "1.60", err, 256),
+    ck_assert_int_eq(billing_catalog_set_rate(cat, "v1", BILLING_METER_GPU, "A100-80G", "cn-east-1",
+                                              "1.60", err, 256),
                      BILLING_OK);
     ck_assert_int_eq(billing_catalog_set_rate(cat, "v1", BILLING_METER_GPULESS, "RTX4090",
                                               "cn-east-1", "0.48", err, 256),
@@ -66,9 +66,9 @@ billing_catalog *tu_gpu_cloud(void)
     ck_assert_int_eq(billing_catalog_set_rate(cat, "v1", BILLING_METER_GPULESS, "A100-80G",
                                               "cn-east-1", "1.28", err, 256),
                      BILLING_OK);
-    ck_assert_int_eq(billing_catalog_set_rate(cat, "v1", BILLING_METER_STORAGE, "*", "*", "0.20",
-                                              err, 256),
-                     BILLING_OK);
+    ck_assert_int_eq(
+        billing_catalog_set_rate(cat, "v1", BILLING_METER_STORAGE, "*", "*", "0.20", err, 256),
+        BILLING_OK);
     ck_assert_int_eq(billing_catalog_add_plan(cat, "rtx-daily", BILLING_PERIOD_DAY, "RTX4090",
                                               "cn-east-1", 0, err, 256),
                      BILLING_OK);
@@ -175,7 +175,8 @@ char *tu_invoice_text(billing_rater *r, const char *account, int year, int month
                  billing_invoice_credit_amount(inv, i), billing_invoice_credit_remaining(inv, i));
     for (i = 0; i < billing_invoice_returned_count(inv); i++)
         cat_text(&buf, &len, "returned %s %s left %s\n", billing_invoice_returned_grant(inv, i),
-                 billing_invoice_returned_amount(inv, i), billing_invoice_returned_remaining(inv, i));
+                 billing_invoice_returned_amount(inv, i),
+                 billing_invoice_returned_remaining(inv, i));
     for (i = 0; i < billing_invoice_expired_count(inv); i++)
         cat_text(&buf, &len, "expired %s %s\n", billing_invoice_expired_grant(inv, i),
                  billing_invoice_expired_amount(inv, i));

@@ -34,12 +34,12 @@ billing_status tu_add(billing_rater *r, const char *id, const char *account, con
                       const char *model, const char *region, char *err, size_t errsize);
 
 /* TU_ADD - rate an event that must be accepted (region cn-east-1). */
-#define TU_ADD(r, id, acct, res, meter, start, end, qty, model)                                    \
-    do {                                                                                           \
-        char err_[256] = "";                                                                       \
-        billing_status st_ = tu_add(r, id, acct, res, meter, start, end, qty, model, "cn-east-1",  \
-                                    err_, sizeof(err_));                                           \
-        ck_assert_msg(st_ == BILLING_OK, "%s: %s", id, err_);                                      \
+#define TU_ADD(r, id, acct, res, meter, start, end, qty, model)                                   \
+    do {                                                                                          \
+        char err_[256] = "";                                                                      \
+        billing_status st_ = tu_add(r, id, acct, res, meter, start, end, qty, model, "cn-east-1", \
+                                    err_, sizeof(err_));                                          \
+        ck_assert_msg(st_ == BILLING_OK, "%s: %s", id, err_);                                     \
     } while (0)
 
 /* tu_new_rater - a rater for @cat; fails the test with the message if refused. */
