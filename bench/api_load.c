@@ -28,6 +28,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "httpload.h"
+
 #define EVENT_MAX 320
 #define ANSWER_MAX (4 * 1024 * 1024)
 
@@ -52,14 +54,6 @@ typedef struct worker {
     pthread_t th;
 } worker;
 
-static int64_t now_us(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 /* Event @i of request @r of connection @c as one JSON line into @buf; its length. */
 static int event_line(const opts *o, long c, long r, long i, char *buf, size_t size)
 {
@@ -73,58 +67,6 @@ static int event_line(const opts *o, long c, long r, long i, char *buf, size_t s
                     "\"model\":\"RTX4090\",\"region\":\"cn-east-1\"}\n",
                     o->prefix, c, r, i, accounts[n % 3], n % 97, 2 + hour / 24, hour % 24,
                     2 + hour / 24, hour % 24);
-}
-
-static int send_all(int fd, const char *p, size_t n)
-{
-    ssize_t w;
-
-    while (n > 0) {
-        w = send(fd, p, n, 0);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-/* Read one answer (Content-Length framed) into @buf, the body dropped; its status, or -1. */
-static int read_answer(int fd, char *buf, size_t size)
-{
-    size_t got = 0;
-    size_t hdr;
-    size_t left;
-    char *end = NULL;
-    const char *cl;
-    ssize_t r;
-    int status;
-
-    while (end == NULL) {
-        if (got + 1 >= size)
-            return -1;
-        r = recv(fd, buf + got, size - 1 - got, 0);
-        if (r <= 0)
-            return -1;
-        got += (size_t)r;
-        buf[got] = '\0';
-        end = strstr(buf, "\r\n\r\n");
-    }
-    if (sscanf(buf, "HTTP/1.1 %d", &status) != 1)
-        return -1;
-    hdr = (size_t)(end + 4 - buf);
-    cl = strcasestr(buf, "\r\nContent-Length:");
-    left = cl != NULL && cl < end ? strtoul(cl + 17, NULL, 10) : 0;
-    left = left > got - hdr ? left - (got - hdr) : 0;
-    while (left > 0) {
-        r = recv(fd, buf + hdr, left < size - 1 - hdr ? left : size - 1 - hdr, 0);
-        if (r <= 0)
-            return -1;
-        left -= (size_t)r;
-    }
-    return status;
 }
 
 static void *run(void *arg)
@@ -164,11 +106,11 @@ static void *run(void *arg)
                       "Content-Type: application/x-ndjson\r\nContent-Length: %zu\r\n\r\n",
                       o->host, o->key, len);
         memcpy(req + head - (size_t)hl, ans, (size_t)hl);
-        t0 = now_us();
-        if (send_all(fd, req + head - (size_t)hl, (size_t)hl + len) != 0)
+        t0 = hl_now_us();
+        if (hl_send_all(fd, req + head - (size_t)hl, (size_t)hl + len) != 0)
             goto fail;
-        st = read_answer(fd, ans, ANSWER_MAX);
-        w->lat_us[r] = now_us() - t0;
+        st = hl_read_answer(fd, ans, ANSWER_MAX);
+        w->lat_us[r] = hl_now_us() - t0;
         if (st < 0)
             goto fail;
         w->status[st == 200   ? 0
@@ -190,14 +132,6 @@ fail:
     free(req);
     free(ans);
     return NULL;
-}
-
-static int cmp64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a;
-    int64_t y = *(const int64_t *)b;
-
-    return x < y ? -1 : x > y;
 }
 
 int main(int argc, char **argv)
@@ -249,7 +183,7 @@ int main(int argc, char **argv)
     all = calloc((size_t)(o.conns * o.requests), sizeof(*all));
     if (ws == NULL || all == NULL)
         return 1;
-    t0 = now_us();
+    t0 = hl_now_us();
     for (c = 0; c < o.conns; c++) {
         ws[c].o = &o;
         ws[c].id = c;
@@ -263,9 +197,9 @@ int main(int argc, char **argv)
         for (k = 0; k < 6; k++)
             status[k] += ws[c].status[k];
     }
-    secs = (double)(now_us() - t0) / 1e6; /* figures for the report only, not money */
+    secs = (double)(hl_now_us() - t0) / 1e6; /* figures for the report only, not money */
     n = o.conns * o.requests;
-    qsort(all, (size_t)n, sizeof(*all), cmp64);
+    qsort(all, (size_t)n, sizeof(*all), hl_cmp64);
     printf("events=%ld seconds=%.3f events_per_s=%.0f requests_per_s=%.0f p50_ms=%.2f "
            "p90_ms=%.2f p99_ms=%.2f max_ms=%.2f s200=%ld s202=%ld s4xx=%ld s503=%ld s5xx=%ld\n",
            n * o.batch, secs, (double)(n * o.batch) / secs, (double)n / secs,
