@@ -62,24 +62,17 @@ static void *run(void *arg)
     const opts *o = w->o;
     char *ans = malloc(ANSWER_MAX);
     char req[1024];
-    struct sockaddr_in sa;
     uint64_t rng = (uint64_t)(w->id + 1) * UINT64_C(0x9E3779B97F4A7C15);
     int64_t start;
     int64_t step = 1000000 * o->conns / o->rate; /* microseconds between this one's sends */
-    int one = 1;
     int fd = -1;
     long r;
 
     if (ans == NULL)
         goto fail;
-    fd = socket(AF_INET, SOCK_STREAM, 0);
-    memset(&sa, 0, sizeof(sa));
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons((uint16_t)o->port);
-    if (fd < 0 || inet_pton(AF_INET, o->host, &sa.sin_addr) != 1 ||
-        connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+    fd = hl_connect(o->host, o->port);
+    if (fd < 0)
         goto fail;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     /* The connections' schedules interleave: connection i starts i steps / C later. */
     start = hl_now_us() + step * w->id / o->conns;
     for (r = 0; r < w->n; r++) {

@@ -76,22 +76,15 @@ static void *run(void *arg)
     size_t cap = (size_t)o->batch * EVENT_MAX + 1024;
     char *req = malloc(cap);
     char *ans = malloc(ANSWER_MAX);
-    struct sockaddr_in sa;
-    int one = 1;
     int fd = -1;
     long r;
     long i;
 
     if (req == NULL || ans == NULL)
         goto fail;
-    fd = socket(AF_INET, SOCK_STREAM, 0);
-    memset(&sa, 0, sizeof(sa));
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons((uint16_t)o->port);
-    if (fd < 0 || inet_pton(AF_INET, o->host, &sa.sin_addr) != 1 ||
-        connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+    fd = hl_connect(o->host, o->port);
+    if (fd < 0)
         goto fail;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     for (r = 0; r < o->requests; r++) {
         size_t head = 512;
         size_t len = 0;

@@ -1,12 +1,16 @@
 /* httpload.c - see httpload.h. */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "httpload.h"
 
@@ -75,4 +79,24 @@ int hl_cmp64(const void *a, const void *b)
     int64_t y = *(const int64_t *)b;
 
     return x < y ? -1 : x > y;
+}
+
+int hl_connect(const char *host, int port)
+{
+    struct sockaddr_in sa;
+    int one = 1;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    if (fd < 0)
+        return -1;
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)port);
+    if (inet_pton(AF_INET, host, &sa.sin_addr) != 1 ||
+        connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        close(fd);
+        return -1;
+    }
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    return fd;
 }

@@ -11,6 +11,12 @@
 /* hl_now_us - CLOCK_MONOTONIC in microseconds. */
 int64_t hl_now_us(void);
 
+/*
+ * hl_connect - a TCP connection to @host (dotted IPv4) port @port, with
+ * TCP_NODELAY; the socket, or -1 (errno set).
+ */
+int hl_connect(const char *host, int port);
+
 /* hl_send_all - all @n bytes at @p on socket @fd; 0, or -1 on error. */
 int hl_send_all(int fd, const char *p, size_t n);
 
