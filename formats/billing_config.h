@@ -195,6 +195,35 @@ BILLING_CONFIG_API billing_status billing_config_accounts_load_book(
     billing_config_reject_fn reject, void *arg, char *errbuf, size_t errsize);
 
 /**
+ * billing_config_element_fn - told about element @index (from 0) of array
+ * @array ("accounts", "subscriptions" or "grants") of an accounts file:
+ * its JSON text, @len bytes (not NUL-terminated, valid during the call
+ * only). Returns 0 to go on; anything else stops the split, which then
+ * returns BILLING_ERR_INVALID and leaves the message to the callback.
+ */
+typedef int (*billing_config_element_fn)(void *arg, const char *array, size_t index,
+                                         const char *text, size_t len);
+
+/**
+ * billing_config_accounts_split - call @fn (with @arg) on each element of
+ * array @array of the accounts file in JSON @text (@len bytes), in file
+ * order, without building a tree of the file: each element's text is
+ * found in place, as billing_config_accounts_parse reads the file (for an
+ * unusual top level, such as an escaped key, the whole tree is parsed and
+ * each element handed over as compact JSON). Elements are not checked:
+ * parse the file first. For loaders that write the file's rows elsewhere
+ * with memory that does not grow with the file (`billing load`). @name
+ * starts every message. Returns BILLING_OK (also when the array is
+ * absent), BILLING_ERR_PARSE (malformed JSON), BILLING_ERR_INVALID (a
+ * NULL argument, an unknown @array, or @fn stopped), or BILLING_ERR_NOMEM.
+ */
+BILLING_CONFIG_API billing_status billing_config_accounts_split(const char *text, size_t len,
+                                                                const char *name, const char *array,
+                                                                billing_config_element_fn fn,
+                                                                void *arg, char *errbuf,
+                                                                size_t errsize);
+
+/**
  * billing_config_catalog_load - a new catalog from the price book file
  * @pricebook_path and, unless NULL, the accounts file @accounts_path, with
  * zones from @zones (which must outlive the catalog). Returns BILLING_OK

@@ -1645,6 +1645,107 @@ static int stream_accounts(cfg *c, const char *text, size_t len)
 }
 
 /* ---------------------------------------------------------------------- */
+/* Splitting the accounts file into its elements                           */
+/* ---------------------------------------------------------------------- */
+
+static void cfg_init(cfg *c, billing_catalog *cat, billing_config_zones *zones, const char *name,
+                     char *errbuf, size_t errsize);
+
+/* The elements of array @key of the whole tree @root, each as compact JSON text. */
+static int split_tree(cfg *c, const json_t *root, const char *key, billing_config_element_fn fn,
+                      void *arg)
+{
+    const json_t *items = json_object_get(root, key);
+    size_t i;
+    char *text;
+    int rc;
+
+    for (i = 0; i < json_array_size(items); i++) {
+        text = json_dumps(json_array_get(items, i), JSON_COMPACT | JSON_ENCODE_ANY);
+        if (text == NULL) {
+            c->status = BILLING_ERR_NOMEM;
+            return bc_seterr(c->errbuf, c->errsize, "%s: out of memory", c->name);
+        }
+        rc = fn(arg, key, i, text, strlen(text));
+        free(text);
+        if (rc != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The elements of the array [@begin, @end) of @text, in place. */
+static int split_span(cfg *c, const char *text, size_t len, size_t begin, size_t end,
+                      const char *key, billing_config_element_fn fn, void *arg)
+{
+    char path[PATH_MAX_LEN];
+    size_t i = scan_ws(text, end, begin + 1);
+    size_t item_end;
+    size_t n;
+
+    if (i == end - 1)
+        return 0; /* "[]" */
+    for (n = 0;; n++) {
+        item_end = scan_value(text, end, i);
+        if (item_end == SCAN_BAD) {
+            element_path(path, key, n);
+            return syntax_error(c, text, len, path);
+        }
+        if (fn(arg, key, n, text + i, item_end - i) != 0)
+            return -1;
+        i = scan_ws(text, end, item_end);
+        if (i == end - 1 && text[i] == ']')
+            return 0;
+        if (i >= end - 1 || text[i] != ',') {
+            element_path(path, key, n);
+            return syntax_error(c, text, len, path);
+        }
+        i = scan_ws(text, end, i + 1);
+    }
+}
+
+billing_status billing_config_accounts_split(const char *text, size_t len, const char *name,
+                                             const char *array, billing_config_element_fn fn,
+                                             void *arg, char *errbuf, size_t errsize)
+{
+    json_error_t jerr;
+    top_spans sp;
+    json_t *root;
+    cfg c;
+    size_t k;
+    int rc;
+
+    cfg_init(&c, NULL, NULL, name != NULL ? name : "accounts", errbuf, errsize);
+    if (text == NULL || array == NULL || fn == NULL) {
+        bc_seterr(errbuf, errsize, "%s: NULL argument", c.name);
+        return BILLING_ERR_INVALID;
+    }
+    for (k = 0; k < 3 && strcmp(array, top_arrays[k]) != 0; k++)
+        ;
+    if (k == 3) {
+        bc_seterr(errbuf, errsize, "%s: no array '%.32s' in an accounts file", c.name, array);
+        return BILLING_ERR_INVALID;
+    }
+    if (scan_top(text, len, &sp) == 0) {
+        rc = sp.end[k] != 0
+                 ? split_span(&c, text, len, sp.begin[k], sp.end[k], top_arrays[k], fn, arg)
+                 : 0;
+    } else {
+        /* An unusual top level (an escaped key...): the whole tree, as the parser does. */
+        root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+        if (root == NULL) {
+            json_syntax_message(&c, text, len, &jerr);
+            return BILLING_ERR_PARSE;
+        }
+        rc = split_tree(&c, root, top_arrays[k], fn, arg);
+        json_decref(root);
+    }
+    if (rc == 0)
+        return BILLING_OK;
+    return c.status != BILLING_OK ? c.status : BILLING_ERR_INVALID;
+}
+
+/* ---------------------------------------------------------------------- */
 /* Entry points                                                            */
 /* ---------------------------------------------------------------------- */
 

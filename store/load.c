@@ -20,17 +20,23 @@
 
 #include "billing.h"
 #include "billing_config.h"
+#include "copy.h"
 #include "dbcatalog.h"
 #include "load.h"
 #include "util.h"
 
 #define MSG_MAX 1024
 /*
- * Largest file `billing load` reads: it keeps the JSON tree of the whole
- * file (about 10 times the text) to write the rows, so it keeps the bound
- * it had, below libbilling-config's (which reads element by element).
+ * Largest price book file `billing load` reads: it keeps the book's JSON
+ * tree (about 10 times the text) to write the rows; a price book is small.
  */
 #define LOAD_FILE_MAX (64u * 1024u * 1024u)
+/*
+ * Largest element of the accounts file (an account, a subscription, a
+ * grant): the file itself is read up to libbilling-config's bound
+ * (BILLING_CONFIG_FILE_MAX) and split element by element, never as a tree.
+ */
+#define LOAD_ELEMENT_MAX (64u * 1024u * 1024u)
 #define TIME_TEXT 48
 #define NUM_TEXT 32
 
@@ -80,36 +86,49 @@
     " count(*) FILTER (WHERE NOT added)::text FROM up"
 
 /*
- * Rows of plans, accounts, subscriptions and grants are written a chunk at
- * a time: $1 is a JSON array of rows, each an array of up to ROW_PARAMS
- * strings or nulls (p1..p9, in the order of the kind's params function),
- * and every statement returns the ordinals (n, from 1) of the rows it
- * added, changed or found different. One statement per chunk instead of
- * one per row: a reload of 100,000 accounts that changes nothing is a few
- * index lookups per row, not 200,000 statements.
+ * Rows of plans, accounts, subscriptions and grants are streamed by COPY
+ * into the session's temporary table load_rows (SQL_ROWS_TABLE), one row
+ * per element of the file: its kind (a bs_load_kind), its ordinal n in
+ * its array (from 1) and up to ROW_PARAMS strings or nulls (p1..p9, in the
+ * order of the kind's params function). Then each statement of a kind
+ * runs once over all its rows, set-based: an INSERT of the rows whose id
+ * is not stored (counted as added), where allowed an UPDATE of the rows
+ * that differ (IS DISTINCT FROM: a row that does not differ is not
+ * touched; counted as changed), and a SELECT of the first stored row
+ * that differs from the file (refused: that would rewrite history). $1 is
+ * the kind. One statement per kind instead of one per row: a reload of a
+ * million accounts that changes nothing writes no row.
  */
-#define SQL_ROWS                                                                                   \
-    "WITH r AS (SELECT e->>0 AS p1, e->>1 AS p2, e->>2 AS p3, e->>3 AS p4, e->>4 AS p5,"           \
-    " e->>5 AS p6, e->>6 AS p7, e->>7 AS p8, e->>8 AS p9, n FROM jsonb_array_elements($1::jsonb) " \
-    "WITH ORDINALITY"                                                                              \
-    " AS t (e, n))"
+#define SQL_ROWS_TABLE                                                                     \
+    "CREATE TEMPORARY TABLE IF NOT EXISTS load_rows (kind smallint NOT NULL, n bigint NOT" \
+    " NULL, p1 text, p2 text, p3 text, p4 text, p5 text, p6 text, p7 text, p8 text,"       \
+    " p9 text) ON COMMIT DELETE ROWS"
+#define SQL_ROWS_CLEAR "TRUNCATE pg_temp.load_rows"
+#define SQL_ROWS_COPY                                                                 \
+    "COPY pg_temp.load_rows (kind, n, p1, p2, p3, p4, p5, p6, p7, p8, p9) FROM STDIN" \
+    " (FORMAT binary)"
+#define SQL_ROWS_ANALYZE "ANALYZE pg_temp.load_rows"
+#define ROWS_COPY_COLS 11
+#define SQL_ROWS                                                                                \
+    "WITH r AS (SELECT n, p1, p2, p3, p4, p5, p6, p7, p8, p9 FROM pg_temp.load_rows WHERE kind" \
+    " = $1::smallint)"
 /*
  * Rows whose id is not stored yet: the others never reach the INSERT, whose
  * domain and CHECK evaluation (made before ON CONFLICT looks) would be most
  * of a reload that changes nothing. ON CONFLICT stays for the rest.
  */
 #define SQL_ROWS_NEW(table) " NOT EXISTS (SELECT 1 FROM billing." table " x WHERE x.id = r.p1)"
-/* The ordinals of the rows whose id (p1) the CTE "w" returned. */
-#define SQL_ROWS_DONE " SELECT r.n FROM r JOIN w ON w.id = r.p1"
+/* The first row that differs, in file order: the refusal names it. */
+#define SQL_ROWS_FIRST " ORDER BY r.n LIMIT 1"
 
-#define SQL_PLAN_INSERT                                                                  \
-    SQL_ROWS ", w AS (INSERT INTO billing.plans (id, period, model, region, refundable)" \
-             " SELECT p1, p2, p3, p4, p5::boolean FROM r WHERE" SQL_ROWS_NEW(            \
-                 "plans") " ON CONFLICT (id) DO NOTHING RETURNING id)" SQL_ROWS_DONE
-#define SQL_PLAN_DIFFERS                                              \
-    SQL_ROWS " SELECT r.n FROM r JOIN billing.plans p ON p.id = r.p1" \
-             " WHERE (p.period, p.model, p.region, p.refundable)"     \
-             " IS DISTINCT FROM (r.p2, r.p3, r.p4, r.p5::boolean)"
+#define SQL_PLAN_INSERT                                                           \
+    SQL_ROWS " INSERT INTO billing.plans (id, period, model, region, refundable)" \
+             " SELECT p1, p2, p3, p4, p5::boolean FROM r WHERE" SQL_ROWS_NEW(     \
+                 "plans") " ON CONFLICT (id) DO NOTHING"
+#define SQL_PLAN_DIFFERS                                                    \
+    SQL_ROWS " SELECT r.n, r.p1 FROM r JOIN billing.plans p ON p.id = r.p1" \
+             " WHERE (p.period, p.model, p.region, p.refundable)"           \
+             " IS DISTINCT FROM (r.p2, r.p3, r.p4, r.p5::boolean)" SQL_ROWS_FIRST
 
 /*
  * A new revision unless the latest one of that start holds the same
@@ -144,71 +163,70 @@
     " VALUES ($1::bigint, $2::text, $3::numeric)"
 
 #define SQL_ACCOUNT_INSERT                                                                    \
-    SQL_ROWS ", w AS (INSERT INTO billing.accounts (id, currency, time_zone, tax_rate, name," \
+    SQL_ROWS " INSERT INTO billing.accounts (id, currency, time_zone, tax_rate, name,"        \
              " email, billing_address, tax_id, language)"                                     \
              " SELECT p1, p2, p3, p4::numeric, p5, p6, p7, p8, p9 FROM r WHERE" SQL_ROWS_NEW( \
-                 "accounts") " ON CONFLICT (id) DO NOTHING RETURNING id)" SQL_ROWS_DONE
+                 "accounts") " ON CONFLICT (id) DO NOTHING"
 #define SQL_ACCOUNT_UPDATE                                                                        \
-    SQL_ROWS ", w AS (UPDATE billing.accounts a SET currency = r.p2::char(3),"                    \
+    SQL_ROWS " UPDATE billing.accounts a SET currency = r.p2::char(3),"                           \
              " time_zone = r.p3, tax_rate = r.p4::numeric, name = r.p5, email = r.p6,"            \
              " billing_address = r.p7, tax_id = r.p8, language = r.p9, updated_at = now() FROM r" \
              " WHERE a.id = r.p1 AND (a.currency, a.time_zone, a.tax_rate, a.name, a.email,"      \
              " a.billing_address, a.tax_id, a.language) IS DISTINCT FROM (r.p2::char(3), r.p3,"   \
-             " r.p4::numeric, r.p5, r.p6, r.p7, r.p8, r.p9) RETURNING a.id)" SQL_ROWS_DONE
+             " r.p4::numeric, r.p5, r.p6, r.p7, r.p8, r.p9)"
 
-#define SQL_SUB_INSERT                                                                     \
-    SQL_ROWS                                                                               \
-    ", w AS (INSERT INTO billing.subscriptions (id, account_id, resource_id, plan_id,"     \
-    " start_at, terms, cancelled_at) SELECT p1, p2, p3, p4, p5::timestamptz, p6::integer," \
-    " p7::timestamptz FROM r WHERE" SQL_ROWS_NEW(                                          \
-        "subscriptions") " ON CONFLICT (id) DO NOTHING RETURNING id)" SQL_ROWS_DONE
-#define SQL_SUB_CANCEL                                                                      \
-    SQL_ROWS ", w AS (UPDATE billing.subscriptions s SET cancelled_at = r.p7::timestamptz," \
-             " updated_at = now() FROM r WHERE s.id = r.p1 AND s.cancelled_at IS NULL"      \
-             " AND r.p7 IS NOT NULL RETURNING s.id)" SQL_ROWS_DONE
+#define SQL_SUB_INSERT                                                                   \
+    SQL_ROWS " INSERT INTO billing.subscriptions (id, account_id, resource_id, plan_id," \
+             " start_at, terms, cancelled_at) SELECT p1, p2, p3, p4, p5::timestamptz,"   \
+             " p6::integer, p7::timestamptz FROM r WHERE" SQL_ROWS_NEW(                  \
+                 "subscriptions") " ON CONFLICT (id) DO NOTHING"
+#define SQL_SUB_CANCEL                                                                 \
+    SQL_ROWS " UPDATE billing.subscriptions s SET cancelled_at = r.p7::timestamptz,"   \
+             " updated_at = now() FROM r WHERE s.id = r.p1 AND s.cancelled_at IS NULL" \
+             " AND r.p7 IS NOT NULL"
 #define SQL_SUB_DIFFERS                                                                    \
     SQL_ROWS                                                                               \
-    " SELECT r.n FROM r JOIN billing.subscriptions s ON s.id = r.p1"                       \
+    " SELECT r.n, r.p1 FROM r JOIN billing.subscriptions s ON s.id = r.p1"                 \
     " WHERE (s.account_id, s.resource_id, s.plan_id, s.start_at, s.terms, s.cancelled_at)" \
-    " IS DISTINCT FROM (r.p2, r.p3, r.p4, r.p5::timestamptz, r.p6::integer, "              \
-    "r.p7::timestamptz)"
+    " IS DISTINCT FROM (r.p2, r.p3, r.p4, r.p5::timestamptz, r.p6::integer,"               \
+    " r.p7::timestamptz)" SQL_ROWS_FIRST
 
-#define SQL_GRANT_INSERT                                                                      \
-    SQL_ROWS                                                                                  \
-    ", w AS (INSERT INTO billing.credit_grants (id, account_id, currency, amount,"            \
-    " granted_at, expires_at, kinds, priority) SELECT r.p1, a.id, a.currency, r.p3::numeric," \
-    " r.p4::timestamptz, r.p5::timestamptz, r.p6::smallint, r.p7::integer FROM r"             \
-    " JOIN billing.accounts a ON a.id = r.p2 WHERE" SQL_ROWS_NEW(                             \
-        "credit_grants") " ON CONFLICT (id) DO NOTHING RETURNING id)" SQL_ROWS_DONE
+#define SQL_GRANT_INSERT                                                                        \
+    SQL_ROWS " INSERT INTO billing.credit_grants (id, account_id, currency, amount,"            \
+             " granted_at, expires_at, kinds, priority) SELECT r.p1, a.id, a.currency,"         \
+             " r.p3::numeric, r.p4::timestamptz, r.p5::timestamptz, r.p6::smallint,"            \
+             " r.p7::integer FROM r JOIN billing.accounts a ON a.id = r.p2 WHERE" SQL_ROWS_NEW( \
+                 "credit_grants") " ON CONFLICT (id) DO NOTHING"
 /* The grant's opening ledger entry, once. */
-#define SQL_GRANT_LEDGER                                                                   \
-    SQL_ROWS                                                                               \
-    ", w AS (INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor,"            \
-    " effective_at, note) SELECT g.id, 'grant', trunc(g.amount * 10::numeric ^ c.digits)," \
-    " g.granted_at, 'billing load' FROM r JOIN billing.credit_grants g ON g.id = r.p1"     \
-    " JOIN billing.currencies c ON c.code = g.currency WHERE NOT EXISTS (SELECT 1 FROM"    \
-    " billing.credit_ledger l WHERE l.grant_id = g.id AND l.entry = 'grant')"              \
-    " RETURNING grant_id AS id)" SQL_ROWS_DONE
+#define SQL_GRANT_LEDGER                                                                    \
+    SQL_ROWS " INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor,"           \
+             " effective_at, note) SELECT g.id, 'grant', trunc(g.amount * 10::numeric ^"    \
+             " c.digits), g.granted_at, 'billing load' FROM r JOIN billing.credit_grants g" \
+             " ON g.id = r.p1 JOIN billing.currencies c ON c.code = g.currency WHERE NOT"   \
+             " EXISTS (SELECT 1 FROM billing.credit_ledger l WHERE l.grant_id = g.id"       \
+             " AND l.entry = 'grant')"
 #define SQL_GRANT_DIFFERS                                                                       \
-    SQL_ROWS " SELECT r.n FROM r JOIN billing.credit_grants g ON g.id = r.p1"                   \
+    SQL_ROWS " SELECT r.n, r.p1 FROM r JOIN billing.credit_grants g ON g.id = r.p1"             \
              " WHERE (g.account_id, g.amount, g.granted_at, g.expires_at, g.kinds, g.priority)" \
              " IS DISTINCT FROM (r.p2, r.p3::numeric, r.p4::timestamptz, r.p5::timestamptz,"    \
-             " r.p6::smallint, r.p7::integer)"
+             " r.p6::smallint, r.p7::integer)" SQL_ROWS_FIRST
 
-/* Rows sent in one statement: bounds the JSON text (about 100 bytes a row). */
-#define LOAD_CHUNK_ROWS 10000
+/* Progress is told after every so many rows copied. */
+#define LOAD_PROGRESS_ROWS 10000
 
 typedef struct load_ctx {
     const char *book_id;
     const char *pricebook_path;
     const char *accounts_path;
-    json_t *book;     /* the price book file, checked */
-    json_t *accounts; /* the accounts file, checked; NULL if none */
+    json_t *book;        /* the price book file, checked */
+    char *accounts;      /* the accounts file's text, checked; NULL if none */
+    size_t accounts_len; /* its length */
     bs_load_counts *counts;
     bs_load_progress_fn progress; /* NULL: none */
     void *progress_arg;
-    size_t rows_done;  /* rows written so far in this attempt */
-    size_t rows_total; /* rows of both files */
+    size_t rows_done;             /* rows written so far in this attempt */
+    size_t rows_total;            /* rows of both files */
+    size_t copied[BS_LOAD_KINDS]; /* rows of each kind copied in this attempt */
 } load_ctx;
 
 /* @n more rows written: tell the caller's progress function. */
@@ -222,14 +240,9 @@ static void rows_written(load_ctx *lc, size_t n)
 /* Rows the load writes: plans, versions, accounts, subscriptions, grants. */
 static size_t count_rows(const load_ctx *lc)
 {
-    size_t n = json_array_size(json_object_get(lc->book, "plans")) +
-               json_array_size(json_object_get(lc->book, "versions"));
-
-    if (lc->accounts != NULL)
-        n += json_array_size(json_object_get(lc->accounts, "accounts")) +
-             json_array_size(json_object_get(lc->accounts, "subscriptions")) +
-             json_array_size(json_object_get(lc->accounts, "grants"));
-    return n;
+    return lc->copied[BS_LOAD_PLANS] + json_array_size(json_object_get(lc->book, "versions")) +
+           lc->copied[BS_LOAD_ACCOUNTS] + lc->copied[BS_LOAD_SUBSCRIPTIONS] +
+           lc->copied[BS_LOAD_GRANTS];
 }
 
 const char *bs_load_kind_name(bs_load_kind kind)
@@ -322,9 +335,14 @@ static const char *or_null(const char *s)
 /* Validation                                                              */
 /* ---------------------------------------------------------------------- */
 
-/* Read @path, apply it to @cat with @apply's parser, and keep its JSON tree. */
+/*
+ * Read @path, apply it to @cat with @apply's parser, and keep its JSON
+ * tree (the price book, small: LOAD_FILE_MAX) or, for the accounts file
+ * (@zones non-NULL), its text (BILLING_CONFIG_FILE_MAX), which the load
+ * splits element by element.
+ */
 static bs_status read_checked(const char *path, billing_catalog *cat, billing_config_zones *zones,
-                              json_t **tree, bs_error *err)
+                              json_t **tree, char **keep, size_t *keep_len, bs_error *err)
 {
     char msg[MSG_MAX];
     json_error_t jerr;
@@ -332,19 +350,27 @@ static bs_status read_checked(const char *path, billing_catalog *cat, billing_co
     size_t len;
     int rc;
 
-    if (bc_read_file(path, LOAD_FILE_MAX, &text, &len, msg, sizeof(msg)) != 0)
+    if (bc_read_file(path, zones == NULL ? LOAD_FILE_MAX : BILLING_CONFIG_FILE_MAX, &text, &len,
+                     msg, sizeof(msg)) != 0)
         return bs_error_set(err, BS_ERR_INVALID, "%s", msg);
     if (zones == NULL)
         rc = billing_config_pricebook_parse(cat, text, len, path, msg, sizeof(msg));
     else
         rc = billing_config_accounts_parse(cat, zones, text, len, path, msg, sizeof(msg));
+    if (rc == 0 && zones != NULL) {
+        *keep = text;
+        *keep_len = len;
+        return BS_OK;
+    }
     if (rc == 0) {
         *tree = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
-        if (*tree == NULL)
+        if (*tree == NULL) {
             snprintf(msg, sizeof(msg), "%s: %s", path, jerr.text);
+            rc = -1;
+        }
     }
     free(text);
-    if (rc != 0 || *tree == NULL)
+    if (rc != 0)
         return bs_error_set(err, BS_ERR_INVALID, "%s", msg);
     return BS_OK;
 }
@@ -362,9 +388,10 @@ static bs_status validate(load_ctx *lc, bs_error *err)
         bs_error_set(err, st, "loading: out of memory");
         goto done;
     }
-    st = read_checked(lc->pricebook_path, cat, NULL, &lc->book, err);
+    st = read_checked(lc->pricebook_path, cat, NULL, &lc->book, NULL, NULL, err);
     if (st == BS_OK && lc->accounts_path != NULL)
-        st = read_checked(lc->accounts_path, cat, zones, &lc->accounts, err);
+        st = read_checked(lc->accounts_path, cat, zones, NULL, &lc->accounts, &lc->accounts_len,
+                          err);
     if (st != BS_OK)
         goto done;
     billing_rater_new(cat, &rater, msg, sizeof(msg));
@@ -380,7 +407,7 @@ done:
 }
 
 /* ---------------------------------------------------------------------- */
-/* Rows of one kind, pipelined                                             */
+/* Rows: copied to load_rows, then written set-based                       */
 /* ---------------------------------------------------------------------- */
 
 #define ROW_PARAMS 9
@@ -399,10 +426,10 @@ typedef bs_status (*row_params_fn)(const json_t *item, const char **params, row_
                                    bs_error *err);
 
 /*
- * How rows of one kind are written: the statements run for each chunk of
- * rows (SQL_ROWS), and what the rows they return mean. A row is added if
- * statement `added` returned it, changed if `changed` (if any) did,
- * refused if `differs` (if any) did, and unchanged if none of these.
+ * How rows of one kind are written: the statements run over its rows in
+ * load_rows (SQL_ROWS), in order, and what they count. Statement `added`
+ * counts the rows added, `changed` (if any) the rows changed, `differs`
+ * (if any) returns the first row refused; the other rows are unchanged.
  */
 typedef struct row_kind {
     bs_load_kind kind;
@@ -547,118 +574,158 @@ static const row_kind grant_rows = {
     "credit grant",
     "is stored with other terms: grants never change, give the new one a new id"};
 
-/* Count one row from its statements' row counts, or refuse it. */
-static bs_status tally_row(bs_load_counts *totals, const row_kind *k, const json_t *item,
-                           const int64_t *counts, bs_error *err)
+/* Kinds whose rows come from the accounts file, in the order they are written. */
+static const row_kind *const account_kinds[] = {&account_rows, &subscription_rows, &grant_rows};
+
+/* Element @item of kind @k, the @n-th of its array (from 1), as a row of load_rows. */
+static bs_status copy_item(bs_copy *cp, const row_kind *k, const json_t *item, size_t n,
+                           bs_error *err)
 {
-    if (k->differs >= 0 && counts[k->differs] > 0)
-        return bs_error_set(err, BS_ERR_CONSTRAINT, "%s '%s' %s", k->noun, str(item, "id"),
-                            k->refusal);
-    if (counts[k->added] > 0)
-        totals->added[k->kind]++;
-    else if (k->changed >= 0 && counts[k->changed] > 0)
-        totals->changed[k->kind]++;
-    else
-        totals->unchanged[k->kind]++;
+    const char *params[ROW_PARAMS];
+    row_buf buf;
+    int i;
+    bs_status st = k->params(item, params, &buf, err);
+
+    if (st != BS_OK)
+        return st;
+    bs_copy_row(cp);
+    bs_copy_int2(cp, (int16_t)k->kind);
+    bs_copy_int8(cp, (int64_t)n);
+    for (i = 0; i < ROW_PARAMS; i++)
+        bs_copy_text(cp, i < k->nparams ? params[i] : NULL);
     return BS_OK;
 }
 
-/* Append row @params (k->nparams strings or NULLs) to JSON array @rows. */
-static bs_status append_row(json_t *rows, const row_kind *k, const char *const *params,
-                            bs_error *err)
-{
-    json_t *row = json_array();
-    int i;
+/* What copy_element needs. */
+typedef struct copy_ctx {
+    load_ctx *lc;
+    bs_copy *cp;
+    bs_error *err;
+    bs_status st; /* why copy_element stopped the split */
+} copy_ctx;
 
-    for (i = 0; row != NULL && i < k->nparams; i++) {
-        if (json_array_append_new(row, params[i] != NULL ? json_string(params[i]) : json_null()) !=
-            0) {
-            json_decref(row);
-            row = NULL;
-        }
+/* One element of the accounts file (a billing_config_element_fn): parsed and copied. */
+static int copy_element(void *arg, const char *array, size_t index, const char *text, size_t len)
+{
+    copy_ctx *cc = arg;
+    const row_kind *k = NULL;
+    json_error_t jerr;
+    json_t *item;
+    size_t i;
+
+    for (i = 0; i < sizeof(account_kinds) / sizeof(account_kinds[0]); i++) {
+        if (strcmp(account_kinds[i]->array, array) == 0)
+            k = account_kinds[i];
     }
-    if (row == NULL || json_array_append_new(rows, row) != 0)
-        return bs_error_set(err, BS_ERR_NOMEM, "loading %s: out of memory", k->array);
-    return BS_OK;
+    if (k == NULL) {
+        cc->st = bs_error_set(cc->err, BS_ERR_FATAL, "%s: unexpected array '%.32s'",
+                              cc->lc->accounts_path, array);
+        return -1;
+    }
+    if (len > LOAD_ELEMENT_MAX) {
+        cc->st = bs_error_set(cc->err, BS_ERR_INVALID,
+                              "%s: %s[%zu]: %zu bytes, more than the %u MiB `billing load` reads "
+                              "in one element",
+                              cc->lc->accounts_path, array, index, len, LOAD_ELEMENT_MAX >> 20);
+        return -1;
+    }
+    item = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
+    if (item == NULL) {
+        cc->st = bs_error_set(cc->err, BS_ERR_INVALID, "%s: %s[%zu]: %s", cc->lc->accounts_path,
+                              array, index, jerr.text);
+        return -1;
+    }
+    cc->st = copy_item(cc->cp, k, item, index + 1, cc->err);
+    json_decref(item);
+    if (cc->st != BS_OK)
+        return -1;
+    cc->lc->copied[k->kind]++;
+    return 0;
 }
 
 /*
- * Run statement @s of kind @k over the rows in JSON text @json (row
- * @first onwards of the file), marking the rows it returns in @counts.
+ * Every row of both files into load_rows: the book's plans from its tree,
+ * then the accounts file's arrays element by element (memory does not
+ * grow with the file), in one COPY; then ANALYZE, so that the statements
+ * are planned for the rows there are.
  */
-static bs_status run_chunk_stmt(bs_conn *c, const row_kind *k, int s, const char *json,
-                                size_t first, size_t n, int64_t *counts, bs_error *err)
+static bs_status copy_rows(bs_conn *c, load_ctx *lc, bs_error *err)
 {
-    const char *params[1];
-    PGresult *res;
-    long long ord;
-    int i;
-
-    params[0] = json;
-    res = bs_query(c, k->stmts[s], 1, params, err);
-    if (res == NULL)
-        return err != NULL ? err->status : BS_ERR_FATAL;
-    for (i = 0; i < PQntuples(res); i++) {
-        ord = atoll(PQgetvalue(res, i, 0));
-        if (ord >= 1 && (size_t)ord <= n)
-            counts[(first + (size_t)ord - 1) * ROW_STMTS + (size_t)s] = 1;
-    }
-    PQclear(res);
-    return BS_OK;
-}
-
-/* Rows [first, first + n) of @items: their parameters, then each statement once. */
-static bs_status load_chunk(bs_conn *c, const row_kind *k, const json_t *items, size_t first,
-                            size_t n, int64_t *counts, bs_error *err)
-{
-    const char *params[ROW_PARAMS];
-    json_t *rows = json_array();
-    char *json = NULL;
-    row_buf buf;
+    const json_t *plans = json_object_get(lc->book, "plans");
+    char msg[MSG_MAX];
+    copy_ctx cc;
     size_t i;
-    int s;
-    bs_status st = rows != NULL ? BS_OK : BS_ERR_NOMEM;
+    bs_status st = bs_command(c, SQL_ROWS_TABLE, 0, NULL, NULL, err);
 
-    for (i = 0; i < n && st == BS_OK; i++) {
-        st = k->params(json_array_get(items, first + i), params, &buf, err);
-        if (st == BS_OK)
-            st = append_row(rows, k, params, err);
+    memset(lc->copied, 0, sizeof(lc->copied));
+    if (st == BS_OK)
+        st = bs_command(c, SQL_ROWS_CLEAR, 0, NULL, NULL, err);
+    if (st != BS_OK)
+        return st;
+    cc.lc = lc;
+    cc.err = err;
+    cc.st = BS_OK;
+    cc.cp = bs_copy_begin(c, SQL_ROWS_COPY, ROWS_COPY_COLS, BS_COPY_BINARY, err);
+    if (cc.cp == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    for (i = 0; i < json_array_size(plans) && st == BS_OK; i++)
+        st = copy_item(cc.cp, &plan_rows, json_array_get(plans, i), i + 1, err);
+    lc->copied[BS_LOAD_PLANS] = json_array_size(plans);
+    for (i = 0; lc->accounts != NULL && st == BS_OK && i < 3; i++) {
+        if (billing_config_accounts_split(lc->accounts, lc->accounts_len, lc->accounts_path,
+                                          account_kinds[i]->array, copy_element, &cc, msg,
+                                          sizeof(msg)) != BILLING_OK)
+            st = cc.st != BS_OK ? cc.st : bs_error_set(err, BS_ERR_INVALID, "%s", msg);
     }
-    if (st == BS_OK) {
-        json = json_dumps(rows, JSON_COMPACT);
-        if (json == NULL)
-            st = BS_ERR_NOMEM;
+    if (st != BS_OK) {
+        bs_copy_abort(cc.cp);
+        return st;
     }
-    for (s = 0; s < ROW_STMTS && k->stmts[s] != NULL && st == BS_OK; s++)
-        st = run_chunk_stmt(c, k, s, json, first, n, counts, err);
-    if (st == BS_ERR_NOMEM)
-        bs_error_set(err, st, "loading %s: out of memory", k->array);
-    free(json);
-    json_decref(rows);
+    st = bs_copy_end(cc.cp, NULL, err);
+    if (st == BS_OK)
+        st = bs_command(c, SQL_ROWS_ANALYZE, 0, NULL, NULL, err);
     return st;
 }
 
-/* Write every row of array k->array of @file, LOAD_CHUNK_ROWS at a time. */
-static bs_status load_rows(bs_conn *c, load_ctx *lc, const json_t *file, const row_kind *k,
-                           bs_error *err)
+/* Run the statements of kind @k over its rows in load_rows; count them or refuse one. */
+static bs_status load_rows(bs_conn *c, load_ctx *lc, const row_kind *k, bs_error *err)
 {
-    const json_t *items = json_object_get(file, k->array);
-    size_t n = json_array_size(items);
-    int64_t *counts = calloc(n * ROW_STMTS + 1, sizeof(*counts));
-    size_t i;
+    char kind[NUM_TEXT];
+    const char *params[1];
+    int64_t count;
+    size_t added = 0;
+    size_t changed = 0;
+    PGresult *res;
+    int s;
     bs_status st = BS_OK;
 
-    if (counts == NULL)
-        return bs_error_set(err, BS_ERR_NOMEM, "loading %s: out of memory", k->array);
-    for (i = 0; i < n && st == BS_OK; i += LOAD_CHUNK_ROWS) {
-        st = load_chunk(c, k, items, i, n - i < LOAD_CHUNK_ROWS ? n - i : LOAD_CHUNK_ROWS, counts,
-                        err);
-        rows_written(lc, n - i < LOAD_CHUNK_ROWS ? n - i : LOAD_CHUNK_ROWS);
+    snprintf(kind, sizeof(kind), "%d", (int)k->kind);
+    params[0] = kind;
+    for (s = 0; s < ROW_STMTS && k->stmts[s] != NULL && st == BS_OK; s++) {
+        if (s != k->differs) {
+            count = 0;
+            st = bs_command(c, k->stmts[s], 1, params, &count, err);
+            if (s == k->added)
+                added = (size_t)count;
+            else if (s == k->changed)
+                changed = (size_t)count;
+            continue;
+        }
+        res = bs_query(c, k->stmts[s], 1, params, err);
+        if (res == NULL)
+            return err != NULL ? err->status : BS_ERR_FATAL;
+        if (PQntuples(res) > 0)
+            st = bs_error_set(err, BS_ERR_CONSTRAINT, "%s '%s' %s", k->noun, PQgetvalue(res, 0, 1),
+                              k->refusal);
+        PQclear(res);
     }
-    for (i = 0; i < n && st == BS_OK; i++)
-        st = tally_row(lc->counts, k, json_array_get(items, i), &counts[i * ROW_STMTS], err);
-    free(counts);
-    return st;
+    if (st != BS_OK)
+        return st;
+    lc->counts->added[k->kind] += added;
+    lc->counts->changed[k->kind] += changed;
+    lc->counts->unchanged[k->kind] += lc->copied[k->kind] - added - changed;
+    rows_written(lc, lc->copied[k->kind]);
+    return BS_OK;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -988,21 +1055,24 @@ static bs_status load_tx(bs_conn *c, void *arg, bs_error *err)
     lc->rows_done = 0;
     st = bs_command(c, SQL_LOCK, 0, NULL, NULL, err);
     if (st == BS_OK)
+        st = copy_rows(c, lc, err);
+    lc->rows_total = count_rows(lc);
+    if (st == BS_OK)
         st = load_book(c, lc, err);
     if (st == BS_OK)
         st = load_issuer(c, lc, err);
     if (st == BS_OK)
         st = load_names(c, lc, err);
     if (st == BS_OK)
-        st = load_rows(c, lc, lc->book, &plan_rows, err);
+        st = load_rows(c, lc, &plan_rows, err);
     if (st == BS_OK)
         st = load_versions(c, lc, err);
     if (st == BS_OK && lc->accounts != NULL)
-        st = load_rows(c, lc, lc->accounts, &account_rows, err);
+        st = load_rows(c, lc, &account_rows, err);
     if (st == BS_OK && lc->accounts != NULL)
-        st = load_rows(c, lc, lc->accounts, &subscription_rows, err);
+        st = load_rows(c, lc, &subscription_rows, err);
     if (st == BS_OK && lc->accounts != NULL)
-        st = load_rows(c, lc, lc->accounts, &grant_rows, err);
+        st = load_rows(c, lc, &grant_rows, err);
     /* Delivered at commit only, so listeners never read a half-loaded catalog. */
     if (st == BS_OK)
         st = bs_command(c, SQL_NOTIFY, 1, &lc->book_id, NULL, err);
@@ -1037,10 +1107,9 @@ bs_status bs_load_catalog_progress(bs_conn *c, const char *book_id, const char *
     lc.progress = progress;
     lc.progress_arg = progress_arg;
     st = validate(&lc, err);
-    lc.rows_total = st == BS_OK ? count_rows(&lc) : 0;
     if (st == BS_OK)
         st = bs_transaction(c, load_tx, &lc, err);
     json_decref(lc.book);
-    json_decref(lc.accounts);
+    free(lc.accounts);
     return st;
 }
