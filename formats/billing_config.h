@@ -206,19 +206,20 @@ typedef int (*billing_config_element_fn)(void *arg, const char *array, size_t in
 
 /**
  * billing_config_accounts_split - call @fn (with @arg) on each element of
- * array @array of the accounts file in JSON @text (@len bytes), in file
- * order, without building a tree of the file: each element's text is
- * found in place, as billing_config_accounts_parse reads the file (for an
- * unusual top level, such as an escaped key, the whole tree is parsed and
- * each element handed over as compact JSON). Elements are not checked:
- * parse the file first. For loaders that write the file's rows elsewhere
- * with memory that does not grow with the file (`billing load`). @name
- * starts every message. Returns BILLING_OK (also when the array is
- * absent), BILLING_ERR_PARSE (malformed JSON), BILLING_ERR_INVALID (a
- * NULL argument, an unknown @array, or @fn stopped), or BILLING_ERR_NOMEM.
+ * the arrays of the accounts file in JSON @text (@len bytes): "accounts",
+ * then "subscriptions", then "grants", each in file order, without
+ * building a tree of the file: each element's text is found in place, as
+ * billing_config_accounts_parse reads the file (for an unusual top level,
+ * such as an escaped key, the whole tree is parsed and each element handed
+ * over as compact JSON). Elements are not checked: parse the file first.
+ * For loaders that write the file's rows elsewhere with memory that does
+ * not grow with the file (`billing load`). @name starts every message.
+ * Returns BILLING_OK, BILLING_ERR_PARSE (malformed JSON),
+ * BILLING_ERR_INVALID (a NULL argument, or @fn stopped), or
+ * BILLING_ERR_NOMEM.
  */
 BILLING_CONFIG_API billing_status billing_config_accounts_split(const char *text, size_t len,
-                                                                const char *name, const char *array,
+                                                                const char *name,
                                                                 billing_config_element_fn fn,
                                                                 void *arg, char *errbuf,
                                                                 size_t errsize);

@@ -1705,31 +1705,26 @@ static int split_span(cfg *c, const char *text, size_t len, size_t begin, size_t
 }
 
 billing_status billing_config_accounts_split(const char *text, size_t len, const char *name,
-                                             const char *array, billing_config_element_fn fn,
-                                             void *arg, char *errbuf, size_t errsize)
+                                             billing_config_element_fn fn, void *arg, char *errbuf,
+                                             size_t errsize)
 {
     json_error_t jerr;
     top_spans sp;
     json_t *root;
     cfg c;
     size_t k;
-    int rc;
+    int rc = 0;
 
     cfg_init(&c, NULL, NULL, name != NULL ? name : "accounts", errbuf, errsize);
-    if (text == NULL || array == NULL || fn == NULL) {
+    if (text == NULL || fn == NULL) {
         bc_seterr(errbuf, errsize, "%s: NULL argument", c.name);
         return BILLING_ERR_INVALID;
     }
-    for (k = 0; k < 3 && strcmp(array, top_arrays[k]) != 0; k++)
-        ;
-    if (k == 3) {
-        bc_seterr(errbuf, errsize, "%s: no array '%.32s' in an accounts file", c.name, array);
-        return BILLING_ERR_INVALID;
-    }
     if (scan_top(text, len, &sp) == 0) {
-        rc = sp.end[k] != 0
-                 ? split_span(&c, text, len, sp.begin[k], sp.end[k], top_arrays[k], fn, arg)
-                 : 0;
+        for (k = 0; k < 3 && rc == 0; k++) {
+            if (sp.end[k] != 0)
+                rc = split_span(&c, text, len, sp.begin[k], sp.end[k], top_arrays[k], fn, arg);
+        }
     } else {
         /* An unusual top level (an escaped key...): the whole tree, as the parser does. */
         root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
@@ -1737,7 +1732,8 @@ billing_status billing_config_accounts_split(const char *text, size_t len, const
             json_syntax_message(&c, text, len, &jerr);
             return BILLING_ERR_PARSE;
         }
-        rc = split_tree(&c, root, top_arrays[k], fn, arg);
+        for (k = 0; k < 3 && rc == 0; k++)
+            rc = split_tree(&c, root, top_arrays[k], fn, arg);
         json_decref(root);
     }
     if (rc == 0)

@@ -671,12 +671,10 @@ static bs_status copy_rows(bs_conn *c, load_ctx *lc, bs_error *err)
     for (i = 0; i < json_array_size(plans) && st == BS_OK; i++)
         st = copy_item(cc.cp, &plan_rows, json_array_get(plans, i), i + 1, err);
     lc->copied[BS_LOAD_PLANS] = json_array_size(plans);
-    for (i = 0; lc->accounts != NULL && st == BS_OK && i < 3; i++) {
-        if (billing_config_accounts_split(lc->accounts, lc->accounts_len, lc->accounts_path,
-                                          account_kinds[i]->array, copy_element, &cc, msg,
-                                          sizeof(msg)) != BILLING_OK)
-            st = cc.st != BS_OK ? cc.st : bs_error_set(err, BS_ERR_INVALID, "%s", msg);
-    }
+    if (lc->accounts != NULL && st == BS_OK &&
+        billing_config_accounts_split(lc->accounts, lc->accounts_len, lc->accounts_path,
+                                      copy_element, &cc, msg, sizeof(msg)) != BILLING_OK)
+        st = cc.st != BS_OK ? cc.st : bs_error_set(err, BS_ERR_INVALID, "%s", msg);
     if (st != BS_OK) {
         bs_copy_abort(cc.cp);
         return st;

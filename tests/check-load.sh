@@ -1,0 +1,136 @@
+#!/bin/sh
+# check-load.sh - `billing load` streams the accounts file (issue 28),
+# against the private PostgreSQL (BILLING_PG_CONNINFO; without it the test
+# FAILS, never skips). The files are generated here, never committed:
+#   - an accounts file larger than 64 MiB (the bound of the whole file
+#     before; now a bound per element) loads, with the counts of every
+#     kind, the rows in the tables, and a reload that changes nothing;
+#   - an element larger than 64 MiB is refused, naming it, before any row;
+#   - a file of 70 001 accounts whose element 70 000 is bad is refused
+#     naming accounts[70000], and nothing is written;
+#   - a file whose grant 70 000 differs from the stored one is refused
+#     naming that grant, and the new accounts of the same file are not
+#     written either (the load is one transaction).
+# Prints a Check-style summary line.
+set -u
+builddir=$(cd "${top_builddir:-..}" && pwd) || exit 99
+srcdir=$(cd "${top_srcdir:-..}" && pwd) || exit 99
+billing="${BILLING_TEST_WRAP:-} $builddir/billing/billing"
+book="$srcdir/examples/gpu-cloud/pricebook.json"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/billing-load.XXXXXX") || exit 99
+db="billing_load_$$"
+
+. "$srcdir/tests/checklib.sh"
+
+need_pg
+trap 'rm -rf "$tmp"; db_drop_all' EXIT
+db_new "$db"
+db_use "$db"
+$billing db migrate >/dev/null || exit 99
+
+# gen N [PAD] [BAD_ACCOUNT] [GRANT_AMOUNT_70000]: an accounts file of N
+# accounts (a-0 ... a-N-1) with a grant each (g-0 ...), each account with
+# a description of PAD bytes; account BAD_ACCOUNT gets tax rate "abc";
+# grant 70000 gets that amount (default 10.00).
+gen() {
+    awk -v n="$1" -v pad="${2:-0}" -v bad="${3:--1}" -v g7="${4:-10.00}" 'BEGIN {
+        d = ""
+        if (pad > 0) {
+            d = "x"
+            while (length(d) < pad) d = d d
+            d = substr(d, 1, pad)
+        }
+        printf "{\"accounts\": [\n"
+        for (i = 0; i < n; i++)
+            printf "%s{\"id\": \"a-%d\", \"currency\": \"CNY\", \"time_zone\": \"Asia/Shanghai\", \"tax_rate\": \"%s\"%s}\n",
+                (i ? "," : ""), i, (i == bad ? "abc" : "0.06"), (pad > 0 ? ", \"description\": \"" d "\"" : "")
+        printf "], \"grants\": [\n"
+        for (i = 0; i < n; i++)
+            printf "%s{\"id\": \"g-%d\", \"account\": \"a-%d\", \"amount\": \"%s\", \"granted_at\": \"2026-01-01T00:00:00+08:00\", \"expires_at\": \"2026-02-01T00:00:00+08:00\", \"applies_to\": [\"usage\"]}\n",
+                (i ? "," : ""), i, i, (i == 70000 ? g7 : "10.00")
+        printf "]}\n"
+    }'
+}
+
+# rows TABLE: the rows of billing.TABLE.
+rows() {
+    psql "$BILLING_PG_CONNINFO" -XAtc "SELECT count(*) FROM billing.$1"
+}
+
+# 1. More than 64 MiB in 3 000 accounts of 23 000 bytes each.
+gen 3000 23000 >"$tmp/big.json"
+size=$(wc -c <"$tmp/big.json")
+[ "$size" -gt 67108864 ] && r=ok || r=fail
+check "the generated file is larger than 64 MiB" $r "$size bytes"
+$billing load --pricebook "$book" --accounts "$tmp/big.json" >"$tmp/out" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && grep -q "^accounts  *3000 added, 0 changed, 0 unchanged$" "$tmp/out" &&
+    grep -q "^credit grants  *3000 added, 0 changed, 0 unchanged$" "$tmp/out" &&
+    [ "$(rows accounts)" = 3000 ] && [ "$(rows credit_grants)" = 3000 ] &&
+    [ "$(rows credit_ledger)" = 3000 ]; then
+    r=ok
+else
+    r=fail
+fi
+check "a file of more than 64 MiB loads, every row counted and stored" $r "status $rc: $(head -c 600 "$tmp/out")"
+$billing load --pricebook "$book" --accounts "$tmp/big.json" >"$tmp/out" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && grep -q "^accounts  *0 added, 0 changed, 3000 unchanged$" "$tmp/out" &&
+    grep -q "^credit grants  *0 added, 0 changed, 3000 unchanged$" "$tmp/out" &&
+    grep -q "^0 changed$" "$tmp/out" && [ "$(rows credit_ledger)" = 3000 ]; then
+    r=ok
+else
+    r=fail
+fi
+check "reloading it changes nothing" $r "status $rc: $(head -c 600 "$tmp/out")"
+rm -f "$tmp/big.json"
+
+# 2. One element of more than 64 MiB.
+gen 1 67200000 >"$tmp/huge.json"
+$billing load --pricebook "$book" --accounts "$tmp/huge.json" >"$tmp/out" 2>&1
+rc=$?
+if [ $rc -eq 3 ] && grep -q "huge.json: accounts\[0\]: .* bytes, more than the 64 MiB" "$tmp/out" &&
+    [ "$(rows accounts)" = 3000 ]; then
+    r=ok
+else
+    r=fail
+fi
+check "an element of more than 64 MiB is refused, named" $r "status $rc: $(head -c 600 "$tmp/out")"
+rm -f "$tmp/huge.json"
+
+# 3. Element 70 000 of the accounts is bad: named, nothing written.
+db_new "${db}_b"
+db_use "${db}_b"
+$billing db migrate >/dev/null || exit 99
+gen 70001 0 70000 >"$tmp/bad.json"
+$billing load --pricebook "$book" --accounts "$tmp/bad.json" >"$tmp/out" 2>&1
+rc=$?
+if [ $rc -eq 3 ] && grep -q "bad.json: accounts\[70000\]" "$tmp/out" &&
+    [ "$(rows accounts)" = 0 ] && [ "$(rows price_books)" = 0 ]; then
+    r=ok
+else
+    r=fail
+fi
+check "a bad element 70 000 is named and nothing is written" $r "status $rc: $(head -c 600 "$tmp/out")"
+
+# 4. Grant 70 000 would change: refused by name, and the load's new accounts
+# are not written (one transaction).
+gen 70001 >"$tmp/first.json"
+$billing load --pricebook "$book" --accounts "$tmp/first.json" >"$tmp/out" 2>&1 || {
+    check "the 70 001 accounts load" fail "$(head -c 600 "$tmp/out")"
+    finish
+    exit 1
+}
+gen 70011 0 -1 11.00 >"$tmp/second.json"
+$billing load --pricebook "$book" --accounts "$tmp/second.json" >"$tmp/out" 2>&1
+rc=$?
+if [ $rc -eq 3 ] && grep -q "credit grant 'g-70000' is stored with other terms" "$tmp/out" &&
+    [ "$(rows accounts)" = 70001 ] && [ "$(rows credit_grants)" = 70001 ]; then
+    r=ok
+else
+    r=fail
+fi
+check "a changed grant 70 000 is refused by name and no new account is written" $r \
+    "status $rc, $(rows accounts) accounts: $(head -c 600 "$tmp/out")"
+
+finish
