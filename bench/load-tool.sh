@@ -12,6 +12,13 @@
 # trial credit grant of AMOUNT (gen_events --grants; issue 28 measures 1 M
 # accounts with a grant each). The database billing_bench_load_<pid>
 # is created on that server, migrated, and dropped at the end.
+#
+# Each line: the wall time; the tool's CPU (user + sys) and peak RSS
+# (/usr/bin/time); and the server's CPU: what the postmaster's reaped
+# children (the load's backend, and autovacuum workers that ended in the
+# meantime) used, from /proc (cutime + cstime of the postmaster), so the
+# server must run on this machine and the role may read data_directory
+# (the private cluster's superuser may); "-" when it cannot be read.
 set -eu
 accounts=${1:-100000}
 work=${2:-/tmp/billing-bench}
@@ -31,11 +38,28 @@ psql -X -q -v ON_ERROR_STOP=1 -d "$BILLING_PG_CONNINFO dbname=postgres" -c "CREA
 trap 'psql -X -q -d "$BILLING_PG_CONNINFO dbname=postgres" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)"' EXIT
 "$billing" db migrate --db "$conninfo" >/dev/null
 
+# The postmaster's reaped children's CPU in ms, or "-".
+server_cpu() {
+    [ -r "${pidfile:-}" ] || { echo -; return; }
+    awk -v hz="$(getconf CLK_TCK)" '{ print int(($16 + $17) * 1000 / hz) }' \
+        "/proc/$(head -n 1 "$pidfile")/stat" 2>/dev/null || echo -
+}
+datadir=$(psql -X -At -d "$BILLING_PG_CONNINFO dbname=postgres" -c "SHOW data_directory" 2>/dev/null) || datadir=
+pidfile=${datadir:+$datadir/postmaster.pid}
+
 for run in first again; do
+    s0=$(server_cpu)
     start=$(date +%s%N)
-    "$billing" load --db "$conninfo" --pricebook "$pricebook" \
-        --accounts "$file" >"$work/load-$run.out"
+    /usr/bin/time -o "$work/load-$run.time" -f '%U %S %M' "$billing" load --db "$conninfo" \
+        --pricebook "$pricebook" --accounts "$file" >"$work/load-$run.out"
     end=$(date +%s%N)
-    printf '%-6s %8d accounts  %6d ms  %s\n' "$run" "$accounts" $(((end - start) / 1000000)) \
-        "$(tail -n 1 "$work/load-$run.out")"
+    # The load's backend is counted once the postmaster has reaped it.
+    while [ "$(psql -X -At -d "$BILLING_PG_CONNINFO dbname=postgres" -c \
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = '$db'")" != 0 ]; do :; done
+    s1=$(server_cpu)
+    server=-
+    [ "$s0" = - ] || [ "$s1" = - ] || server="$((s1 - s0)) ms"
+    tool=$(awk '{ printf "%d ms cpu, %d MiB peak rss", ($1 + $2) * 1000, $3 / 1024 }' "$work/load-$run.time")
+    printf '%-6s %8d accounts  %6d ms  tool %s  server %s cpu  %s\n' "$run" "$accounts" \
+        $(((end - start) / 1000000)) "$tool" "$server" "$(tail -n 1 "$work/load-$run.out")"
 done

@@ -88,7 +88,8 @@
 /*
  * Rows of plans, accounts, subscriptions and grants are streamed by COPY
  * into the session's temporary table load_rows (SQL_ROWS_TABLE), one row
- * per element of the file: its kind (a bs_load_kind), its ordinal n in
+ * per element of the file (created by each attempt, dropped at its end,
+ * so it belongs to the role that loads): its kind (a bs_load_kind), its ordinal n in
  * its array (from 1) and up to ROW_PARAMS strings or nulls (p1..p9, in the
  * order of the kind's params function). Then each statement of a kind
  * runs once over all its rows, set-based: an INSERT of the rows whose id
@@ -99,11 +100,9 @@
  * the kind. One statement per kind instead of one per row: a reload of a
  * million accounts that changes nothing writes no row.
  */
-#define SQL_ROWS_TABLE                                                                     \
-    "CREATE TEMPORARY TABLE IF NOT EXISTS load_rows (kind smallint NOT NULL, n bigint NOT" \
-    " NULL, p1 text, p2 text, p3 text, p4 text, p5 text, p6 text, p7 text, p8 text,"       \
-    " p9 text) ON COMMIT DELETE ROWS"
-#define SQL_ROWS_CLEAR "TRUNCATE pg_temp.load_rows"
+#define SQL_ROWS_TABLE                                                                      \
+    "CREATE TEMPORARY TABLE load_rows (kind smallint NOT NULL, n bigint NOT NULL, p1 text," \
+    " p2 text, p3 text, p4 text, p5 text, p6 text, p7 text, p8 text, p9 text) ON COMMIT DROP"
 #define SQL_ROWS_COPY                                                                 \
     "COPY pg_temp.load_rows (kind, n, p1, p2, p3, p4, p5, p6, p7, p8, p9) FROM STDIN" \
     " (FORMAT binary)"
@@ -658,8 +657,6 @@ static bs_status copy_rows(bs_conn *c, load_ctx *lc, bs_error *err)
     bs_status st = bs_command(c, SQL_ROWS_TABLE, 0, NULL, NULL, err);
 
     memset(lc->copied, 0, sizeof(lc->copied));
-    if (st == BS_OK)
-        st = bs_command(c, SQL_ROWS_CLEAR, 0, NULL, NULL, err);
     if (st != BS_OK)
         return st;
     cc.lc = lc;
