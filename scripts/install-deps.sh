@@ -30,6 +30,7 @@ util-linux
 passwd
 ca-certificates
 libcairo2-dev
+zlib1g-dev
 fonts-dejavu-core
 fonts-droid-fallback
 poppler-utils
@@ -50,8 +51,9 @@ gdb
 # postgresql: the server binaries for scripts/pg.sh (its system cluster is
 #   never used). util-linux: runuser, setsid, flock. passwd: useradd.
 #   procps: ps/pgrep for checks. ca-certificates: Maven over https.
-# libcairo2-dev (with freetype): `billing invoice export --format pdf`;
-#   fonts-dejavu-core and fonts-droid-fallback: the fonts it embeds
+# libcairo2-dev (with freetype): `billing invoice export --format pdf`
+#   (FreeType reads the fonts, cairo the PNG logos); zlib1g-dev: its
+#   streams, deflated by documents/pdfwrite.c; fonts-dejavu-core and fonts-droid-fallback: the fonts it embeds
 #   (subset), Latin and CJK; poppler-utils: pdftotext/pdfinfo in the tests.
 # jq: the ingest script test reads billing rate's JSON; python3:
 #   scripts/mutation.sh and the example's event generator.
