@@ -19,10 +19,12 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "columns.h"
 #include "pdf.h"
@@ -593,24 +595,28 @@ static int render(const doc_invoice *inv, const char *created, char **out, size_
 int export_invoice_pdf(const doc_invoice *inv, const char *path)
 {
     char *bytes;
-    size_t len;
-    FILE *f;
+    size_t len, done = 0;
+    int fd;
     int rc = 0;
 
     if (render(inv, NULL, &bytes, &len) != 0)
         return -1;
-    f = fopen(path, "wb");
-    if (f == NULL) {
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd < 0) {
         free(bytes);
         return -1;
     }
-    if (fwrite(bytes, 1, len, f) != len)
-        rc = -1;
-    if (fclose(f) != 0)
+    /* One write for the whole file (stdio wrote it in 4 KiB pieces). */
+    while (rc == 0 && done < len) {
+        ssize_t n = write(fd, bytes + done, len - done);
+        if (n > 0)
+            done += (size_t)n;
+        else if (n < 0 && errno != EINTR)
+            rc = -1;
+    }
+    if (close(fd) != 0)
         rc = -1;
     free(bytes);
-    if (rc != 0 && errno == 0)
-        errno = EIO;
     return rc;
 }
 
