@@ -268,10 +268,10 @@ static void logo(page *p)
     double k;
 
     if (p->doc == NULL || is == NULL || is->logo_hex[0] == '\0' ||
-        pw_png_size(is->logo_hex, &w, &h) != 0)
+        pw_png_size(p->doc, is->logo_hex, &w, &h) != 0)
         return;
     k = LOGO_W / w < LOGO_H / h ? LOGO_W / w : LOGO_H / h;
-    pw_png(p->doc, is->logo_hex, PAGE_W - MARGIN - w * k, MARGIN - 14, w * k, h * k);
+    pw_png(p->doc, PAGE_W - MARGIN - w * k, MARGIN - 14, w * k, h * k);
 }
 
 /* Header: title, VOID, seller and customer, number, dates, what a credit note credits. */

@@ -724,7 +724,7 @@ typedef struct logo {
 
 static pthread_mutex_t logos_lock = PTHREAD_MUTEX_INITIALIZER;
 static logo logos[LOGOS];
-static size_t logos_next;
+static size_t logos_n;
 
 typedef struct png_src {
     const unsigned char *p;
@@ -822,42 +822,42 @@ done:
     cairo_surface_destroy(img);
 }
 
-/* The logo of @hex, decoded on first use (NULL: out of memory). */
-static const logo *logo_get(const char *hex)
+static void logo_free(logo *l)
+{
+    free(l->hex);
+    free(l->rgb.d);
+    free(l->alpha.d);
+    memset(l, 0, sizeof(*l));
+}
+
+/*
+ * The logo of @hex: kept once decoded, for the first LOGOS logos of the
+ * process (never dropped, as documents being written point to them);
+ * past those, decoded into @own (the caller frees it with logo_free).
+ * NULL: out of memory.
+ */
+static const logo *logo_get(const char *hex, logo *own)
 {
     logo *l = NULL;
     size_t i;
 
     pthread_mutex_lock(&logos_lock);
-    for (i = 0; i < LOGOS && l == NULL; i++)
-        if (logos[i].hex != NULL && strcmp(logos[i].hex, hex) == 0)
+    for (i = 0; i < logos_n && l == NULL; i++)
+        if (strcmp(logos[i].hex, hex) == 0)
             l = &logos[i];
     if (l == NULL) {
-        l = &logos[logos_next];
-        logos_next = (logos_next + 1) % LOGOS;
-        free(l->hex);
-        free(l->rgb.d);
-        free(l->alpha.d);
+        l = logos_n < LOGOS ? &logos[logos_n] : own;
         memset(l, 0, sizeof(*l));
         l->hex = strdup(hex);
-        if (l->hex != NULL)
-            logo_decode(l, hex);
-        else
+        if (l->hex == NULL) {
             l = NULL;
+        } else {
+            logo_decode(l, hex);
+            logos_n += l != own;
+        }
     }
     pthread_mutex_unlock(&logos_lock);
     return l;
-}
-
-int pw_png_size(const char *hex, int *w, int *h)
-{
-    const logo *l = logo_get(hex);
-
-    if (l == NULL || !l->ok)
-        return -1;
-    *w = l->w;
-    *h = l->h;
-    return 0;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -880,6 +880,7 @@ struct pw_doc {
     subset more;       /* F1: the Latin font's other characters */
     subset cjk;        /* F2 */
     const logo *logo;  /* Im0 */
+    logo own;          /* Im0 when not kept per process */
     char title[600];
     char creator[128];
     char created[64];
@@ -1058,13 +1059,25 @@ void pw_rule(pw_doc *d, double x0, double y0, double x1, double y1, double width
     d->drawn = 1;
 }
 
-void pw_png(pw_doc *d, const char *hex, double x, double y, double w, double h)
+int pw_png_size(pw_doc *d, const char *hex, int *w, int *h)
 {
-    const logo *l = logo_get(hex);
+    const logo *l;
 
+    logo_free(&d->own);
+    d->logo = NULL;
+    l = logo_get(hex, &d->own);
     if (l == NULL || !l->ok)
-        return;
+        return -1;
     d->logo = l;
+    *w = l->w;
+    *h = l->h;
+    return 0;
+}
+
+void pw_png(pw_doc *d, double x, double y, double w, double h)
+{
+    if (d->logo == NULL)
+        return;
     b_str(&d->page, "q ");
     b_num(&d->page, w);
     b_str(&d->page, "0 0 ");
@@ -1285,6 +1298,7 @@ int pw_end(pw_doc *d, char **out, size_t *len)
     }
     parts_free(&more);
     parts_free(&cjkp);
+    logo_free(&d->own);
     subset_free(&d->more);
     subset_free(&d->cjk);
     free(d->out.d);

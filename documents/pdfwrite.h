@@ -50,17 +50,18 @@ void pw_rgb(pw_doc *d, double r, double g, double b);
 void pw_rule(pw_doc *d, double x0, double y0, double x1, double y1, double width);
 
 /*
- * pw_png_size - the width and height in pixels of the PNG whose bytes are
- * the hex digits @hex (decoded once per process and logo, thread-safe).
- * Returns 0, or -1 when it is not a PNG that can be read.
+ * pw_png_size - take the PNG whose bytes are the hex digits @hex as the
+ * picture of @d (decoded once per process for the first few logos,
+ * thread-safe) and give its width and height in pixels. Returns 0, or -1
+ * when it is not a PNG that can be read (then @d has no picture).
  */
-int pw_png_size(const char *hex, int *w, int *h);
+int pw_png_size(pw_doc *d, const char *hex, int *w, int *h);
 
 /*
- * pw_png - draw that PNG (pw_png_size succeeded for it) into the box of
- * @w x @h points whose top left is (@x, @y).
+ * pw_png - draw the picture of @d (pw_png_size) into the box of @w x @h
+ * points whose top left is (@x, @y); nothing without one.
  */
-void pw_png(pw_doc *d, const char *hex, double x, double y, double w, double h);
+void pw_png(pw_doc *d, double x, double y, double w, double h);
 
 /* pw_page - end the page being drawn; the next call draws on a new one. */
 void pw_page(pw_doc *d);

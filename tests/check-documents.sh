@@ -14,7 +14,8 @@
 #   - a credit note names the invoice it credits and why; a voided
 #     invoice says VOID with its reason;
 #   - an account whose language is zh-Hans gets Chinese labels;
-#   - every amount and shown quantity of the JSON is in the PDF's text.
+#   - every amount and shown quantity of the JSON is in the PDF's text;
+#   - every PDF passes qpdf --check.
 # Prints a Check-style summary line.
 set -u
 builddir=$(cd "${top_builddir:-..}" && pwd) || exit 99
@@ -31,6 +32,7 @@ if [ -z "${BILLING_PG_CONNINFO:-}" ]; then
     finish
 fi
 command -v pdftotext >/dev/null || { check "pdftotext (poppler-utils) is installed" fail; finish; }
+command -v qpdf >/dev/null || { check "qpdf is installed (scripts/install-deps.sh)" fail; finish; }
 base=$BILLING_PG_CONNINFO
 trap 'rm -rf "$tmp"; psql "$base dbname=postgres" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1' EXIT
 psql "$base dbname=postgres" -qc "CREATE DATABASE $db" >/dev/null || exit 99
@@ -71,6 +73,12 @@ for f in pdf json csv; do
     $billing invoice export --format $f --out "$tmp/$f" --period 2026-01 >/dev/null 2>&1 || exit 99
 done
 for p in "$tmp"/pdf/*.pdf; do pdftotext -layout "$p" "${p%.pdf}.txt" || exit 99; done
+# Every PDF well formed (cross-reference table, objects, deflated streams)
+# by a second reader than poppler, which repairs much of it in silence.
+bad=
+for p in "$tmp"/pdf/*.pdf; do qpdf --check "$p" >/dev/null 2>&1 || bad="$bad $(basename "$p")"; done
+[ -z "$bad" ] && r=ok || r=fail
+check "every PDF passes qpdf --check$bad" $r
 
 # has NAME FILE STRING...: every STRING is in FILE (fixed strings).
 has() {
