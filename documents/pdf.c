@@ -38,8 +38,6 @@
 #define PAGE_H 842.0
 #define MARGIN 48.0
 #define ROW 14.0
-/* First code point drawn with the CJK font (CJK radicals and later). */
-#define CJK_FIRST 0x2E80
 
 static const char *env_or(const char *name, const char *def)
 {
@@ -86,31 +84,6 @@ static int faces(void)
 int export_pdf_fonts(char *why, size_t size)
 {
     return faces_why(why, size);
-}
-
-/* The code point starting at @s and its length in bytes (1 for malformed bytes). */
-static unsigned decode(const unsigned char *s, size_t *len)
-{
-    if (s[0] < 0x80) {
-        *len = 1;
-        return s[0];
-    }
-    if ((s[0] & 0xE0) == 0xC0 && (s[1] & 0xC0) == 0x80) {
-        *len = 2;
-        return ((unsigned)(s[0] & 0x1F) << 6) | (s[1] & 0x3F);
-    }
-    if ((s[0] & 0xF0) == 0xE0 && (s[1] & 0xC0) == 0x80 && (s[2] & 0xC0) == 0x80) {
-        *len = 3;
-        return ((unsigned)(s[0] & 0x0F) << 12) | ((unsigned)(s[1] & 0x3F) << 6) | (s[2] & 0x3F);
-    }
-    if ((s[0] & 0xF8) == 0xF0 && (s[1] & 0xC0) == 0x80 && (s[2] & 0xC0) == 0x80 &&
-        (s[3] & 0xC0) == 0x80) {
-        *len = 4;
-        return ((unsigned)(s[0] & 0x07) << 18) | ((unsigned)(s[1] & 0x3F) << 12) |
-               ((unsigned)(s[2] & 0x3F) << 6) | (s[3] & 0x3F);
-    }
-    *len = 1;
-    return 0xFFFD;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -372,8 +345,8 @@ static size_t desc_break(const char *s)
     size_t i = 0, space = 0, cols = 0, len;
 
     while (u[i] != '\0') {
-        unsigned cp = decode(u + i, &len);
-        cols += cp >= CJK_FIRST ? 2 : 1;
+        unsigned cp = pw_decode(u + i, &len);
+        cols += cp >= PW_CJK_FIRST ? 2 : 1;
         if (cols > DESC_COLUMNS)
             return space > 0 ? space : i;
         if (cp == ' ')

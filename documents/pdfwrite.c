@@ -29,8 +29,6 @@
 
 #include "pdfwrite.h"
 
-/* First code point drawn with the CJK font (CJK radicals and later). */
-#define CJK_FIRST 0x2E80
 /*
  * Deflate level of the per-document streams: level 1 makes files 1.5%
  * larger than level 6 and takes a third of the export's CPU off
@@ -939,8 +937,7 @@ pw_doc *pw_begin(double w, double h, const char *title, const char *creator, con
     return d;
 }
 
-/* The code point at @s and its length in bytes (1 for malformed bytes). */
-static unsigned decode(const unsigned char *s, size_t *len)
+unsigned pw_decode(const unsigned char *s, size_t *len)
 {
     if (s[0] < 0x80) {
         *len = 1;
@@ -984,9 +981,9 @@ static int glyph(pw_doc *d, unsigned cp, unsigned *cid, double *adv)
         *adv = src_advance(&latin, base.gid[*cid]) * 1000.0 / latin.upem;
         return 0;
     }
-    f = cp >= CJK_FIRST ? &cjk : &latin;
+    f = cp >= PW_CJK_FIRST ? &cjk : &latin;
     if (d != NULL) {
-        subset *s = cp >= CJK_FIRST ? &d->cjk : &d->more;
+        subset *s = cp >= PW_CJK_FIRST ? &d->cjk : &d->more;
         *cid = subset_char(s, cp);
         g = s->n > *cid ? s->gid[*cid] : 0;
     } else {
@@ -994,7 +991,7 @@ static int glyph(pw_doc *d, unsigned cp, unsigned *cid, double *adv)
         g = src_gid(f, cp);
     }
     *adv = src_advance(f, g) * 1000.0 / f->upem;
-    return cp >= CJK_FIRST ? 2 : 1;
+    return cp >= PW_CJK_FIRST ? 2 : 1;
 }
 
 double pw_text(pw_doc *d, double x, double y, const char *s, double size)
@@ -1005,7 +1002,7 @@ double pw_text(pw_doc *d, double x, double y, const char *s, double size)
 
     while (*p != '\0') {
         size_t len;
-        unsigned cp = decode(p, &len);
+        unsigned cp = pw_decode(p, &len);
         unsigned cid;
         double adv;
         int f = glyph(d, cp, &cid, &adv);
@@ -1179,7 +1176,7 @@ static void b_text(buf *b, const char *s)
     b_str(b, "<FEFF");
     while (*p != '\0') {
         size_t len;
-        b_utf16(b, decode(p, &len));
+        b_utf16(b, pw_decode(p, &len));
         p += len;
     }
     b_str(b, ">");

@@ -13,6 +13,9 @@
 
 #include <stddef.h>
 
+/* First code point drawn with the CJK font (CJK radicals and later). */
+#define PW_CJK_FIRST 0x2E80
+
 /* A document being written (opaque). */
 typedef struct pw_doc pw_doc;
 
@@ -42,6 +45,12 @@ double pw_text(pw_doc *d, double x, double y, const char *s, double size);
 
 /* pw_width - the advance of UTF-8 @s at @size (as pw_text returns it). */
 double pw_width(const char *s, double size);
+
+/*
+ * pw_decode - the code point of the UTF-8 character at @s (NUL-terminated)
+ * and its length in bytes in *@len (1, as U+FFFD, for a malformed byte).
+ */
+unsigned pw_decode(const unsigned char *s, size_t *len);
 
 /* pw_rgb - the fill colour of the text drawn next (0..1 each). */
 void pw_rgb(pw_doc *d, double r, double g, double b);
