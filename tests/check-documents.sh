@@ -15,7 +15,8 @@
 #     invoice says VOID with its reason;
 #   - an account whose language is zh-Hans gets Chinese labels;
 #   - every amount and shown quantity of the JSON is in the PDF's text;
-#   - every PDF passes qpdf --check.
+#   - every PDF passes qpdf --check; text beyond ASCII (accents, Greek,
+#     an emoji, CJK) comes back from it whole.
 # Prints a Check-style summary line.
 set -u
 builddir=$(cd "${top_builddir:-..}" && pwd) || exit 99
@@ -204,6 +205,20 @@ n=$(grep -cE "^ *[0-9]+ +Persistent disk, region-[0-9]+ " "$tmp/long.txt")
 check "a 500-line invoice flows over $pages pages, every line and 'Page n of N' on each ($n lines)" $r
 [ "$(grep -c "Description" "$tmp/long.txt")" -eq "$pages" ] && r=ok || r=fail
 check "the line table's head is repeated on every page" $r
+
+# Characters beyond the ASCII font made once per run (pdfwrite.c's F0):
+# Latin letters with accents and Greek (per-document Latin subset), a
+# character outside the BMP (UTF-16 surrogates in the ToUnicode map)
+# beside CJK: the text comes back whole, and the file stays well formed.
+sql -c "UPDATE billing.accounts SET name = 'Équipe C — Zürich αβγ 😀 丙' WHERE id = 'team-c'" ||
+    exit 99
+$billing invoice export --format pdf --out "$tmp/uni" --period 2026-01 >/dev/null 2>&1
+r=fail
+for p in "$tmp"/uni/*.pdf; do
+    pdftotext -layout "$p" - 2>/dev/null | grep -qF "Équipe C — Zürich αβγ 😀 丙" &&
+        qpdf --check "$p" >/dev/null 2>&1 && r=ok
+done
+check "a name in accented Latin, Greek, an emoji and CJK comes back whole from the PDF" $r
 
 # Pictures for doc/ (DOC_PICTURES=DIR): a typical invoice and a credit note.
 if [ -n "${DOC_PICTURES:-}" ]; then
