@@ -1,7 +1,8 @@
 /*
- * pdf.c - an invoice as a PDF a customer could receive, drawn with cairo
- * (its PDF surface embeds only the glyphs used: a subset, so a CJK font
- * costs kilobytes per invoice, not megabytes).
+ * pdf.c - an invoice as a PDF a customer could receive: the layout, written
+ * by pdfwrite.c (which embeds only the glyphs used: subsets, so a CJK font
+ * costs kilobytes per invoice, not megabytes; the Latin font's ASCII is
+ * made once per process and copied into each document).
  *
  * Two fonts from Debian: DejaVu Sans (fonts-dejavu-core) for Latin text
  * and Droid Sans Fallback (fonts-droid-fallback) for CJK, which has no
@@ -17,20 +18,17 @@
  */
 #include "config.h"
 
-#include <cairo-ft.h>
-#include <cairo-pdf.h>
-#include <cairo.h>
 #include <errno.h>
-#include <ft2build.h>
-#include FT_FREETYPE_H
-#include <pthread.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "columns.h"
 #include "pdf.h"
+#include "pdfwrite.h"
 
 #define LATIN_FONT "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
 #define CJK_FONT "/usr/share/fonts/truetype/droid/DroidSansFallbackFull.ttf"
@@ -40,29 +38,6 @@
 #define PAGE_H 842.0
 #define MARGIN 48.0
 #define ROW 14.0
-/* First code point drawn with the CJK font (CJK radicals and later). */
-#define CJK_FIRST 0x2E80
-
-/* Font faces are loaded once per process and shared (cairo font faces are thread-safe). */
-static pthread_mutex_t faces_lock = PTHREAD_MUTEX_INITIALIZER;
-static FT_Library ft;
-static cairo_font_face_t *latin_face;
-static cairo_font_face_t *cjk_face;
-
-static cairo_font_face_t *load_face(const char *path)
-{
-    FT_Face face;
-    cairo_font_face_t *f;
-
-    if (FT_New_Face(ft, path, 0, &face) != 0)
-        return NULL;
-    f = cairo_ft_font_face_create_for_ft_face(face, 0);
-    if (cairo_font_face_status(f) != CAIRO_STATUS_SUCCESS) {
-        FT_Done_Face(face);
-        return NULL;
-    }
-    return f;
-}
 
 static const char *env_or(const char *name, const char *def)
 {
@@ -72,48 +47,33 @@ static const char *env_or(const char *name, const char *def)
 }
 
 /*
- * Load both faces on first use. Returns 0, or -1 (errno ENOENT: a font is
- * missing) with the variable and path of the font that failed in @why
- * when @why is not NULL.
+ * Load both fonts on first use (pdfwrite.c keeps them per process).
+ * Returns 0, or -1 (errno ENOENT: a font is missing) with the variable
+ * and path of the font that failed in @why when @why is not NULL.
  */
 static int faces_why(char *why, size_t size)
 {
-    const char *var = NULL;
-    const char *path = NULL;
-    int rc = 0;
+    const char *latin = env_or("BILLING_PDF_FONT", LATIN_FONT);
+    const char *cjk = env_or("BILLING_PDF_CJK_FONT", CJK_FONT);
+    char failed[600];
+    const char *var;
 
-    pthread_mutex_lock(&faces_lock);
-    if (latin_face == NULL) {
-        if (ft == NULL && FT_Init_FreeType(&ft) != 0)
-            rc = -1;
-        if (rc == 0) {
-            var = "BILLING_PDF_FONT";
-            path = env_or(var, LATIN_FONT);
-            latin_face = load_face(path);
-        }
-        if (rc == 0 && latin_face != NULL) {
-            var = "BILLING_PDF_CJK_FONT";
-            path = env_or(var, CJK_FONT);
-            cjk_face = load_face(path);
-        }
-        if (latin_face == NULL || cjk_face == NULL) {
-            latin_face = NULL;
-            rc = -1;
-        }
-    }
-    pthread_mutex_unlock(&faces_lock);
-    if (rc != 0 && why != NULL) {
-        if (path == NULL)
-            snprintf(why, size, "cannot start FreeType");
+    if (pw_fonts(latin, cjk, failed, sizeof(failed)) == 0)
+        return 0;
+    if (why != NULL) {
+        var = strcmp(failed, latin) == 0 ? "BILLING_PDF_FONT"
+              : strcmp(failed, cjk) == 0 ? "BILLING_PDF_CJK_FONT"
+                                         : NULL;
+        if (var == NULL)
+            snprintf(why, size, "%s", failed);
         else
-            snprintf(why, size, "%s '%s': not a font FreeType can load%s", var, path,
+            snprintf(why, size, "%s '%s': not a TrueType font FreeType can load%s", var, failed,
                      getenv(var) == NULL || getenv(var)[0] == '\0' ? " (the default path; set "
                                                                      "the variable)"
                                                                    : "");
     }
-    if (rc != 0)
-        errno = ENOENT;
-    return rc;
+    errno = ENOENT;
+    return -1;
 }
 
 static int faces(void)
@@ -126,90 +86,17 @@ int export_pdf_fonts(char *why, size_t size)
     return faces_why(why, size);
 }
 
-/* The code point starting at @s and its length in bytes (1 for malformed bytes). */
-static unsigned decode(const unsigned char *s, size_t *len)
-{
-    if (s[0] < 0x80) {
-        *len = 1;
-        return s[0];
-    }
-    if ((s[0] & 0xE0) == 0xC0 && (s[1] & 0xC0) == 0x80) {
-        *len = 2;
-        return ((unsigned)(s[0] & 0x1F) << 6) | (s[1] & 0x3F);
-    }
-    if ((s[0] & 0xF0) == 0xE0 && (s[1] & 0xC0) == 0x80 && (s[2] & 0xC0) == 0x80) {
-        *len = 3;
-        return ((unsigned)(s[0] & 0x0F) << 12) | ((unsigned)(s[1] & 0x3F) << 6) | (s[2] & 0x3F);
-    }
-    if ((s[0] & 0xF8) == 0xF0 && (s[1] & 0xC0) == 0x80 && (s[2] & 0xC0) == 0x80 &&
-        (s[3] & 0xC0) == 0x80) {
-        *len = 4;
-        return ((unsigned)(s[0] & 0x07) << 18) | ((unsigned)(s[1] & 0x3F) << 12) |
-               ((unsigned)(s[2] & 0x3F) << 6) | (s[3] & 0x3F);
-    }
-    *len = 1;
-    return 0xFFFD;
-}
-
-/*
- * Width of @text at @size; when @draw, draws it at (x, y) instead and
- * returns how far its runs before the last reach: the last run is not
- * measured, as nothing follows it (measuring was a tenth of a PDF's CPU).
- */
-static double text_run(cairo_t *cr, double x, double y, const char *text, double size, int draw)
-{
-    const unsigned char *p = (const unsigned char *)text;
-    char run[512];
-    double w = 0;
-
-    cairo_set_font_size(cr, size);
-    while (*p != '\0') {
-        size_t n = 0;
-        size_t len;
-        int cjk = decode(p, &len) >= CJK_FIRST;
-        cairo_text_extents_t ext;
-        while (p[n] != '\0' && n + 4 < sizeof(run)) {
-            if ((decode(p + n, &len) >= CJK_FIRST) != cjk)
-                break;
-            n += len;
-        }
-        memcpy(run, p, n);
-        run[n] = '\0';
-        cairo_set_font_face(cr, cjk ? cjk_face : latin_face);
-        if (draw) {
-            cairo_move_to(cr, x + w, y);
-            cairo_show_text(cr, run);
-        }
-        p += n;
-        if (!draw || *p != '\0') {
-            cairo_text_extents(cr, run, &ext);
-            w += ext.x_advance;
-        }
-    }
-    return w;
-}
-
-static void text(cairo_t *cr, double x, double y, const char *s, double size)
-{
-    text_run(cr, x, y, s, size, 1);
-}
-
-static void text_right(cairo_t *cr, double right, double y, const char *s, double size)
-{
-    text_run(cr, right - text_run(cr, 0, 0, s, size, 0), y, s, size, 1);
-}
-
 /* ---------------------------------------------------------------------- */
 /* Layout                                                                  */
 /* ---------------------------------------------------------------------- */
 
 /*
- * A page being laid out: with @cr NULL nothing is drawn and only pages are
+ * A page being laid out: with @doc NULL nothing is drawn and only pages are
  * counted (the first pass, for "Page n of N"); the layout depends on the
  * invoice alone, never on text widths, so both passes break alike.
  */
 typedef struct page {
-    cairo_t *cr;
+    pw_doc *doc;
     const doc_invoice *inv;
     int no;    /* this page, from 1 */
     int total; /* pages of the document (0 in the counting pass) */
@@ -217,14 +104,14 @@ typedef struct page {
 
 static void put(page *p, double x, double y, const char *s, double size)
 {
-    if (p->cr != NULL)
-        text(p->cr, x, y, s, size);
+    if (p->doc != NULL)
+        pw_text(p->doc, x, y, s, size);
 }
 
 static void put_right(page *p, double right, double y, const char *s, double size)
 {
-    if (p->cr != NULL)
-        text_right(p->cr, right, y, s, size);
+    if (p->doc != NULL)
+        pw_text(p->doc, right - pw_width(s, size), y, s, size);
 }
 
 /* The foot of the page: the issuer's footer and "Page n of N". */
@@ -233,26 +120,26 @@ static void foot(page *p)
     char buf[1100];
     const bs_issuer *is = p->inv->issuer;
 
-    if (p->cr == NULL)
+    if (p->doc == NULL)
         return;
     if (is != NULL && is->footer[0] != '\0') {
         snprintf(buf, sizeof(buf), "%.1000s", is->footer);
         buf[strcspn(buf, "\n")] = '\0';
-        text(p->cr, MARGIN, PAGE_H - MARGIN + 20, buf, 7);
+        pw_text(p->doc, MARGIN, PAGE_H - MARGIN + 20, buf, 7);
     }
     if (doc_language(p->inv) == DOC_ZH)
         snprintf(buf, sizeof(buf), "第 %d 页，共 %d 页", p->no, p->total);
     else
         snprintf(buf, sizeof(buf), "Page %d of %d", p->no, p->total);
-    text_right(p->cr, PAGE_W - MARGIN, PAGE_H - MARGIN + 20, buf, 8);
+    put_right(p, PAGE_W - MARGIN, PAGE_H - MARGIN + 20, buf, 8);
 }
 
 /* End this page, start the next. */
 static void next_page(page *p)
 {
     foot(p);
-    if (p->cr != NULL)
-        cairo_show_page(p->cr);
+    if (p->doc != NULL)
+        pw_page(p->doc);
     p->no++;
 }
 
@@ -338,80 +225,26 @@ static double field(page *p, double x, double y, doc_text_id label, const char *
     return y + ROW;
 }
 
-/* A PNG in memory, read by cairo. */
-typedef struct png_src {
-    const unsigned char *p;
-    size_t left;
-} png_src;
-
-static cairo_status_t png_read(void *arg, unsigned char *data, unsigned int length)
-{
-    png_src *src = arg;
-
-    if (length > src->left)
-        return CAIRO_STATUS_READ_ERROR;
-    memcpy(data, src->p, length);
-    src->p += length;
-    src->left -= length;
-    return CAIRO_STATUS_SUCCESS;
-}
-
-static int hex_digit(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;
-}
-
-/* Longest logo drawn (billing.issuers bounds it to 1 MiB). */
-#define LOGO_MAX (1024 * 1024)
 /* The box the logo is scaled into, at the top right. */
 #define LOGO_W 140.0
 #define LOGO_H 48.0
 
 /*
  * The issuer's logo (PNG, hex from the store) scaled into the top right
- * box, keeping its proportions. A logo cairo cannot read is left out: the
- * document is still complete without it.
+ * box, keeping its proportions. A logo that cannot be read is left out:
+ * the document is still complete without it.
  */
 static void logo(page *p)
 {
     const bs_issuer *is = p->inv->issuer;
-    size_t n = is != NULL ? strlen(is->logo_hex) / 2 : 0;
-    unsigned char *bytes;
-    cairo_surface_t *img;
-    png_src src;
-    double w, h, k;
-    size_t i;
+    int w, h;
+    double k;
 
-    if (p->cr == NULL || n == 0 || n > LOGO_MAX || (bytes = malloc(n)) == NULL)
+    if (p->doc == NULL || is == NULL || is->logo_hex[0] == '\0' ||
+        pw_png_size(p->doc, is->logo_hex, &w, &h) != 0)
         return;
-    for (i = 0; i < n; i++) {
-        int hi = hex_digit(is->logo_hex[2 * i]);
-        int lo = hex_digit(is->logo_hex[2 * i + 1]);
-        if (hi < 0 || lo < 0)
-            break;
-        bytes[i] = (unsigned char)(hi << 4 | lo);
-    }
-    src.p = bytes;
-    src.left = i;
-    img = cairo_image_surface_create_from_png_stream(png_read, &src);
-    free(bytes);
-    if (cairo_surface_status(img) == CAIRO_STATUS_SUCCESS &&
-        cairo_image_surface_get_width(img) > 0 && cairo_image_surface_get_height(img) > 0) {
-        w = cairo_image_surface_get_width(img);
-        h = cairo_image_surface_get_height(img);
-        k = LOGO_W / w < LOGO_H / h ? LOGO_W / w : LOGO_H / h;
-        cairo_save(p->cr);
-        cairo_translate(p->cr, PAGE_W - MARGIN - w * k, MARGIN - 14);
-        cairo_scale(p->cr, k, k);
-        cairo_set_source_surface(p->cr, img, 0, 0);
-        cairo_paint(p->cr);
-        cairo_restore(p->cr);
-    }
-    cairo_surface_destroy(img);
+    k = LOGO_W / w < LOGO_H / h ? LOGO_W / w : LOGO_H / h;
+    pw_png(p->doc, PAGE_W - MARGIN - w * k, MARGIN - 14, w * k, h * k);
 }
 
 /* Header: title, VOID, seller and customer, number, dates, what a credit note credits. */
@@ -427,10 +260,10 @@ static double header(page *p)
 
     put(p, MARGIN, y, doc_title(inv), 18);
     logo(p);
-    if (strcmp(h->status, "void") == 0 && p->cr != NULL) {
-        cairo_set_source_rgb(p->cr, 0.8, 0, 0);
-        text(p->cr, PAGE_W / 2 - 20, y + 6, "VOID", 28);
-        cairo_set_source_rgb(p->cr, 0, 0, 0);
+    if (strcmp(h->status, "void") == 0 && p->doc != NULL) {
+        pw_rgb(p->doc, 0.8, 0, 0);
+        pw_text(p->doc, PAGE_W / 2 - 20, y + 6, "VOID", 28);
+        pw_rgb(p->doc, 0, 0, 0);
     }
     y += 2 * ROW;
     ys = seller_block(p, y);
@@ -476,12 +309,9 @@ static double header(page *p)
 
 static void rule(page *p, double y)
 {
-    if (p->cr == NULL)
+    if (p->doc == NULL)
         return;
-    cairo_move_to(p->cr, MARGIN, y);
-    cairo_line_to(p->cr, PAGE_W - MARGIN, y);
-    cairo_set_line_width(p->cr, 0.5);
-    cairo_stroke(p->cr);
+    pw_rule(p->doc, MARGIN, y, PAGE_W - MARGIN, y, 0.5);
 }
 
 static double table_head(page *p, double y)
@@ -515,8 +345,8 @@ static size_t desc_break(const char *s)
     size_t i = 0, space = 0, cols = 0, len;
 
     while (u[i] != '\0') {
-        unsigned cp = decode(u + i, &len);
-        cols += cp >= CJK_FIRST ? 2 : 1;
+        unsigned cp = pw_decode(u + i, &len);
+        cols += cp >= PW_CJK_FIRST ? 2 : 1;
         if (cols > DESC_COLUMNS)
             return space > 0 ? space : i;
         if (cp == ' ')
@@ -536,7 +366,7 @@ static double line_row(page *p, const bs_invoice_line *l, double y)
     cut = desc_break(buf);
     /* A description too long for its column goes on over a second line. */
     y_next = buf[cut] != '\0' ? y + 2 * ROW : y + ROW;
-    if (p->cr == NULL)
+    if (p->doc == NULL)
         return y_next;
     put(p, X_NO, y, l->line, 8);
     if (buf[cut] != '\0') {
@@ -654,9 +484,9 @@ static double closing_rows(const doc_invoice *inv)
  * table's head repeated on each), with "Page n of N" at every foot.
  * Returns the number of pages.
  */
-static int draw(cairo_t *cr, const doc_invoice *inv, int total)
+static int draw(pw_doc *doc, const doc_invoice *inv, int total)
 {
-    page p = {cr, inv, 1, total};
+    page p = {doc, inv, 1, total};
     double y = header(&p);
     size_t r;
 
@@ -677,15 +507,14 @@ static int draw(cairo_t *cr, const doc_invoice *inv, int total)
     y = grants(&p, y);
     payment(&p, y);
     foot(&p);
-    if (cr != NULL)
-        cairo_show_page(cr);
+    if (doc != NULL)
+        pw_page(doc);
     return p.no;
 }
 
 /*
- * SOURCE_DATE_EPOCH as cairo's ISO 8601 date ("2026-12-01T00:00:00Z") in
- * @buf; NULL when unset or not a plain count of seconds (then cairo
- * writes the current time, as without the variable).
+ * SOURCE_DATE_EPOCH as an ISO 8601 date ("2026-12-01T00:00:00Z") in @buf;
+ * NULL when unset or not a plain count of seconds.
  */
 static const char *source_date(char *buf, size_t size)
 {
@@ -703,93 +532,68 @@ static const char *source_date(char *buf, size_t size)
 }
 
 /*
- * Draw @inv on the PDF surface @s (taken: destroyed here), created at
- * @created (cairo's ISO 8601 date) unless SOURCE_DATE_EPOCH says
- * otherwise; NULL: the time of writing. Returns 0, or -1 with errno.
+ * @inv as a PDF in *@out of *@len bytes, created at SOURCE_DATE_EPOCH
+ * when set, else at @created (ISO 8601), else now. Returns 0, or -1 with
+ * errno.
  */
-static int render(cairo_surface_t *s, const doc_invoice *inv, const char *created)
+static int render(const doc_invoice *inv, const char *created, char **out, size_t *len)
 {
     char date[32];
     const char *when = source_date(date, sizeof(date));
-    cairo_t *cr;
-    cairo_status_t st;
-
-    if (cairo_surface_status(s) != CAIRO_STATUS_SUCCESS) {
-        cairo_surface_destroy(s);
-        errno = EIO;
-        return -1;
-    }
-    cairo_pdf_surface_set_metadata(s, CAIRO_PDF_METADATA_TITLE, doc_title(inv));
-    cairo_pdf_surface_set_metadata(s, CAIRO_PDF_METADATA_CREATOR, PACKAGE_STRING);
-    if (when == NULL)
-        when = created;
-    if (when != NULL)
-        cairo_pdf_surface_set_metadata(s, CAIRO_PDF_METADATA_CREATE_DATE, when);
-    cr = cairo_create(s);
-    cairo_set_source_rgb(cr, 0, 0, 0);
-    draw(cr, inv, draw(NULL, inv, 0));
-    st = cairo_status(cr);
-    cairo_destroy(cr);
-    cairo_surface_finish(s);
-    if (st == CAIRO_STATUS_SUCCESS)
-        st = cairo_surface_status(s);
-    cairo_surface_destroy(s);
-    if (st != CAIRO_STATUS_SUCCESS) {
-        errno = EIO;
-        return -1;
-    }
-    return 0;
-}
-
-int export_invoice_pdf(const doc_invoice *inv, const char *path)
-{
-    if (faces() != 0)
-        return -1;
-    return render(cairo_pdf_surface_create(path, PAGE_W, PAGE_H), inv, NULL);
-}
-
-/* A growing buffer cairo writes a PDF into. */
-typedef struct pdf_buf {
-    char *data;
-    size_t len;
-    size_t cap;
-} pdf_buf;
-
-static cairo_status_t buf_write(void *closure, const unsigned char *data, unsigned int length)
-{
-    pdf_buf *b = closure;
-    char *grown;
-    size_t cap;
-
-    if (b->len + length > b->cap) {
-        cap = b->cap ? b->cap : 65536;
-        while (cap < b->len + length)
-            cap *= 2;
-        grown = realloc(b->data, cap);
-        if (grown == NULL)
-            return CAIRO_STATUS_NO_MEMORY;
-        b->data = grown;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, data, length);
-    b->len += length;
-    return CAIRO_STATUS_SUCCESS;
-}
-
-int export_invoice_pdf_mem(const doc_invoice *inv, const char *created, char **out, size_t *len)
-{
-    pdf_buf b = {NULL, 0, 0};
+    time_t now;
+    struct tm tm;
+    pw_doc *d;
 
     *out = NULL;
     *len = 0;
     if (faces() != 0)
         return -1;
-    if (render(cairo_pdf_surface_create_for_stream(buf_write, &b, PAGE_W, PAGE_H), inv, created) !=
-        0) {
-        free(b.data);
+    if (when == NULL)
+        when = created;
+    if (when == NULL) {
+        now = time(NULL);
+        if (gmtime_r(&now, &tm) != NULL &&
+            strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", &tm) != 0)
+            when = date;
+    }
+    d = pw_begin(PAGE_W, PAGE_H, doc_title(inv), PACKAGE_STRING, when);
+    if (d == NULL) {
+        errno = ENOMEM;
         return -1;
     }
-    *out = b.data;
-    *len = b.len;
-    return 0;
+    draw(d, inv, draw(NULL, inv, 0));
+    return pw_end(d, out, len);
+}
+
+int export_invoice_pdf(const doc_invoice *inv, const char *path)
+{
+    char *bytes;
+    size_t len, done = 0;
+    int fd;
+    int rc = 0;
+
+    if (render(inv, NULL, &bytes, &len) != 0)
+        return -1;
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        free(bytes);
+        return -1;
+    }
+    /* One write for the whole file (stdio wrote it in 4 KiB pieces). */
+    while (rc == 0 && done < len) {
+        ssize_t n = write(fd, bytes + done, len - done);
+        if (n > 0)
+            done += (size_t)n;
+        else if (n < 0 && errno != EINTR)
+            rc = -1;
+    }
+    if (close(fd) != 0)
+        rc = -1;
+    free(bytes);
+    return rc;
+}
+
+int export_invoice_pdf_mem(const doc_invoice *inv, const char *created, char **out, size_t *len)
+{
+    return render(inv, created, out, len);
 }

@@ -1,6 +1,6 @@
 /*
  * pdf.h - a stored invoice as a PDF document a customer could receive
- * (pdf.c, cairo): the writer of the model of document.h that needs fonts.
+ * (pdf.c, written by pdfwrite.c): the writer of the model of document.h that needs fonts.
  * Uses document.h and columns.h only; export.h's export_invoice_file
  * calls it for the "pdf" format.
  */
@@ -22,7 +22,7 @@ int export_invoice_pdf(const doc_invoice *inv, const char *path);
 /*
  * export_invoice_pdf_mem - the same PDF as export_invoice_pdf, into a
  * buffer *@out of *@len bytes (caller frees with free()). Its creation
- * date is SOURCE_DATE_EPOCH when set, else @created (cairo's ISO 8601
+ * date is SOURCE_DATE_EPOCH when set, else @created (ISO 8601
  * form, "2026-02-01T00:00:00Z"), else (NULL) the time of writing: with a
  * fixed @created, the bytes depend on the invoice alone. Returns 0, or -1
  * with errno.

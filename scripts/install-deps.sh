@@ -30,9 +30,11 @@ util-linux
 passwd
 ca-certificates
 libcairo2-dev
+zlib1g-dev
 fonts-dejavu-core
 fonts-droid-fallback
 poppler-utils
+qpdf
 jq
 python3
 python3-jsonschema
@@ -50,9 +52,11 @@ gdb
 # postgresql: the server binaries for scripts/pg.sh (its system cluster is
 #   never used). util-linux: runuser, setsid, flock. passwd: useradd.
 #   procps: ps/pgrep for checks. ca-certificates: Maven over https.
-# libcairo2-dev (with freetype): `billing invoice export --format pdf`;
-#   fonts-dejavu-core and fonts-droid-fallback: the fonts it embeds
-#   (subset), Latin and CJK; poppler-utils: pdftotext/pdfinfo in the tests.
+# libcairo2-dev (with freetype): `billing invoice export --format pdf`
+#   (FreeType reads the fonts, cairo the PNG logos); zlib1g-dev: its
+#   streams, deflated by documents/pdfwrite.c; fonts-dejavu-core and
+#   fonts-droid-fallback: the fonts it embeds (subset), Latin and CJK; poppler-utils: pdftotext/pdfinfo in the tests;
+#   qpdf: tests/check-documents.sh checks every PDF's structure with it.
 # jq: the ingest script test reads billing rate's JSON; python3:
 #   scripts/mutation.sh and the example's event generator.
 # libsodium-dev: the HTTP API's keys (random secrets, BLAKE2b hash).

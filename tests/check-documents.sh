@@ -14,7 +14,9 @@
 #   - a credit note names the invoice it credits and why; a voided
 #     invoice says VOID with its reason;
 #   - an account whose language is zh-Hans gets Chinese labels;
-#   - every amount and shown quantity of the JSON is in the PDF's text.
+#   - every amount and shown quantity of the JSON is in the PDF's text;
+#   - every PDF passes qpdf --check; text beyond ASCII (accents, Greek,
+#     an emoji, CJK) comes back from it whole.
 # Prints a Check-style summary line.
 set -u
 builddir=$(cd "${top_builddir:-..}" && pwd) || exit 99
@@ -31,6 +33,7 @@ if [ -z "${BILLING_PG_CONNINFO:-}" ]; then
     finish
 fi
 command -v pdftotext >/dev/null || { check "pdftotext (poppler-utils) is installed" fail; finish; }
+command -v qpdf >/dev/null || { check "qpdf is installed (scripts/install-deps.sh)" fail; finish; }
 base=$BILLING_PG_CONNINFO
 trap 'rm -rf "$tmp"; psql "$base dbname=postgres" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1' EXIT
 psql "$base dbname=postgres" -qc "CREATE DATABASE $db" >/dev/null || exit 99
@@ -71,6 +74,12 @@ for f in pdf json csv; do
     $billing invoice export --format $f --out "$tmp/$f" --period 2026-01 >/dev/null 2>&1 || exit 99
 done
 for p in "$tmp"/pdf/*.pdf; do pdftotext -layout "$p" "${p%.pdf}.txt" || exit 99; done
+# Every PDF well formed (cross-reference table, objects, deflated streams)
+# by a second reader than poppler, which repairs much of it in silence.
+bad=
+for p in "$tmp"/pdf/*.pdf; do qpdf --check "$p" >/dev/null 2>&1 || bad="$bad $(basename "$p")"; done
+[ -z "$bad" ] && r=ok || r=fail
+check "every PDF passes qpdf --check$bad" $r
 
 # has NAME FILE STRING...: every STRING is in FILE (fixed strings).
 has() {
@@ -196,6 +205,20 @@ n=$(grep -cE "^ *[0-9]+ +Persistent disk, region-[0-9]+ " "$tmp/long.txt")
 check "a 500-line invoice flows over $pages pages, every line and 'Page n of N' on each ($n lines)" $r
 [ "$(grep -c "Description" "$tmp/long.txt")" -eq "$pages" ] && r=ok || r=fail
 check "the line table's head is repeated on every page" $r
+
+# Characters beyond the ASCII font made once per run (pdfwrite.c's F0):
+# Latin letters with accents and Greek (per-document Latin subset), a
+# character outside the BMP (UTF-16 surrogates in the ToUnicode map)
+# beside CJK: the text comes back whole, and the file stays well formed.
+sql -c "UPDATE billing.accounts SET name = 'Équipe C — Zürich αβγ 😀 丙' WHERE id = 'team-c'" ||
+    exit 99
+$billing invoice export --format pdf --out "$tmp/uni" --period 2026-01 >/dev/null 2>&1
+r=fail
+for p in "$tmp"/uni/*.pdf; do
+    pdftotext -layout "$p" - 2>/dev/null | grep -qF "Équipe C — Zürich αβγ 😀 丙" &&
+        qpdf --check "$p" >/dev/null 2>&1 && r=ok
+done
+check "a name in accented Latin, Greek, an emoji and CJK comes back whole from the PDF" $r
 
 # Pictures for doc/ (DOC_PICTURES=DIR): a typical invoice and a credit note.
 if [ -n "${DOC_PICTURES:-}" ]; then
