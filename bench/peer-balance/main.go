@@ -217,12 +217,7 @@ func (s *server) compute(ctx context.Context, keyID int64, secret []byte, accoun
 	month := now.UTC().Format("2006-01") + "-01"
 	b := &pgx.Batch{}
 	b.Queue(sqlKey, keyID)
-	b.Queue(sqlAccount, account)
-	b.Queue(sqlAggregates, account)
-	b.Queue(sqlGrants, account)
-	b.Queue(sqlHistory, account, month)
-	b.Queue(sqlFinalized, account, month)
-	b.Queue(sqlRunning, account, now)
+	queueAccount(b, account, month, now)
 	br := s.pool.SendBatch(ctx, b)
 	defer br.Close()
 
@@ -253,9 +248,48 @@ func (s *server) compute(ctx context.Context, keyID int64, secret []byte, accoun
 	}
 
 	// The account.
+	acc, status, err := readAccount(br)
+	if err != nil {
+		return nil, status, err
+	}
+	localMonth := now.In(acc.loc).Format("2006-01")
+	if localMonth+"-01" != month {
+		// The account's local month is not the UTC one (the first hours of
+		// a month east of UTC): the history's month was wrong; ask again.
+		br.Close()
+		b := &pgx.Batch{}
+		queueAccount(b, account, localMonth+"-01", now)
+		br = s.pool.SendBatch(ctx, b)
+		defer br.Close()
+		if acc, status, err = readAccount(br); err != nil {
+			return nil, status, err
+		}
+	}
+	return finish(br, account, now, acc, localMonth)
+}
+
+// queueAccount queues the statements about the account, for the history of @month.
+func queueAccount(b *pgx.Batch, account, month string, now time.Time) {
+	b.Queue(sqlAccount, account)
+	b.Queue(sqlAggregates, account)
+	b.Queue(sqlGrants, account)
+	b.Queue(sqlHistory, account, month)
+	b.Queue(sqlFinalized, account, month)
+	b.Queue(sqlRunning, account, now)
+}
+
+type accountRow struct {
+	currency string
+	loc      *time.Location
+	digits   int
+	taxRate  *big.Rat
+}
+
+// readAccount reads the account's row: 404 when there is none.
+func readAccount(br pgx.BatchResults) (*accountRow, int, error) {
 	var currency, zone, taxText string
 	var digits int16
-	err = br.QueryRow().Scan(&currency, &zone, &taxText, &digits)
+	err := br.QueryRow().Scan(&currency, &zone, &taxText, &digits)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, 404, errNotFound
 	}
@@ -270,44 +304,11 @@ func (s *server) compute(ctx context.Context, keyID int64, secret []byte, accoun
 	if err != nil {
 		return nil, 500, err
 	}
-	localMonth := now.In(loc).Format("2006-01")
-	if localMonth+"-01" != month {
-		// The account's local month is not the UTC one (the first hours of
-		// a month east of UTC): the history's month was wrong; ask again.
-		br.Close()
-		return s.computeMonth(ctx, keyID, secret, account, now, localMonth)
-	}
-	return finish(br, account, now, loc, currency, int(digits), taxRate, localMonth)
+	return &accountRow{currency, loc, int(digits), taxRate}, 200, nil
 }
 
-// computeMonth is compute for a local month other than the UTC one.
-func (s *server) computeMonth(ctx context.Context, keyID int64, secret []byte, account string, now time.Time, localMonth string) (*balanceOut, int, error) {
-	b := &pgx.Batch{}
-	b.Queue(sqlAccount, account)
-	b.Queue(sqlAggregates, account)
-	b.Queue(sqlGrants, account)
-	b.Queue(sqlHistory, account, localMonth+"-01")
-	b.Queue(sqlFinalized, account, localMonth+"-01")
-	b.Queue(sqlRunning, account, now)
-	br := s.pool.SendBatch(ctx, b)
-	defer br.Close()
-	var currency, zone, taxText string
-	var digits int16
-	if err := br.QueryRow().Scan(&currency, &zone, &taxText, &digits); err != nil {
-		return nil, 500, err
-	}
-	loc, err := time.LoadLocation(zone)
-	if err != nil {
-		return nil, 500, err
-	}
-	taxRate, err := rat(taxText)
-	if err != nil {
-		return nil, 500, err
-	}
-	return finish(br, account, now, loc, currency, int(digits), taxRate, localMonth)
-}
-
-func finish(br pgx.BatchResults, account string, now time.Time, loc *time.Location, currency string, digits int, taxRate *big.Rat, month string) (*balanceOut, int, error) {
+func finish(br pgx.BatchResults, account string, now time.Time, acc *accountRow, month string) (*balanceOut, int, error) {
+	loc, currency, digits, taxRate := acc.loc, acc.currency, acc.digits, acc.taxRate
 	// The charges of each month: the exact amounts of a rate's aggregates
 	// summed into one line, each line rounded.
 	lines := map[[2]string]*big.Rat{}
