@@ -2,7 +2,8 @@
  * api.c - billingd's HTTP API (api.h): routing, keys and scopes, limits,
  * problem details, metrics, and the handlers. Every figure comes from the
  * store and libbilling through the functions the command line uses
- * (bs_balance_rater as `billing account balance`, bs_ingest_batch as
+ * (bs_balance_rater as `billing account balance`, here from rows read
+ * with the key in one round trip by bs_balance_fetch; bs_ingest_batch as
  * `billing ingest`); nothing is computed twice.
  */
 #include "config.h"
