@@ -2,7 +2,8 @@
  * api.c - billingd's HTTP API (api.h): routing, keys and scopes, limits,
  * problem details, metrics, and the handlers. Every figure comes from the
  * store and libbilling through the functions the command line uses
- * (bs_balance_rater as `billing account balance`, bs_ingest_batch as
+ * (bs_balance_rater as `billing account balance`, here from rows read
+ * with the key in one round trip by bs_balance_fetch; bs_ingest_batch as
  * `billing ingest`); nothing is computed twice.
  */
 #include "config.h"
@@ -43,8 +44,17 @@
 #include "producer.h"
 #include "store.h"
 
-/* Threads serving requests, each with its own connection, catalog and pipeline. */
+/* Store slots: requests served at once, each slot with its own connection, catalog and pipeline. */
 #define API_THREADS 4
+/*
+ * libmicrohttpd's threads, each polling the client connections it
+ * accepted and answering them one request at a time. More than the
+ * slots: a request then waits for any free slot, not behind a slow
+ * request of another connection its thread happened to accept (with 4
+ * threads, 8 clients and 1 ms balances: p99 763 ms at 600 requests/s,
+ * 11 ms with 16; bench/api-balance.sh).
+ */
+#define API_HTTP_THREADS 16
 /* Connections open at once. */
 #define API_CONNECTIONS 256
 /* Grants listed per balance at most. */
@@ -675,15 +685,18 @@ static int keep_running(void *arg, const char *account, const char *id, const ch
     return 0;
 }
 
+/*
+ * The balance of @account at @now from @in, what bs_balance_fetch read
+ * with the key in the request's one round trip (NULL: an account the
+ * catalog does not know).
+ */
 static enum MHD_Result balance(bd_api *api, struct MHD_Connection *conn, req *q, api_slot *s,
-                               const char *account)
+                               const char *account, const bs_balance_input *in, billing_time_t now)
 {
     char left[AMOUNT_MAX];
     char when[40];
     char month[16];
-    char *accounts = NULL;
     char msg[MSG_MAX];
-    billing_time_t now = (billing_time_t)time(NULL) * BILLING_NS_PER_SEC;
     billing_time_t zero = INT64_MAX;
     const billing_zone *zone = bs_catalog_zone(s->cat, account);
     billing_invoice *inv = NULL;
@@ -697,13 +710,12 @@ static enum MHD_Result balance(bd_api *api, struct MHD_Connection *conn, req *q,
     int year;
     int mon;
     size_t i;
-    json_t *name;
 
     memset(&run, 0, sizeof(run));
     run.at = now;
-    if (zone == NULL)
+    if (zone == NULL || in == NULL)
         return problem(api, conn, q, 404, "not-found", "account", NULL, "no account '%s'", account);
-    if (bs_balance_rater(s->conn, s->cat, account, NULL, now, &r, &err) != BS_OK)
+    if (bs_balance_input_rater(in, s->cat, account, &r, &err) != BS_OK)
         return db_problem(api, conn, q, &err);
     if (billing_rater_credit_balance(r, account, now, left, sizeof(left)) != BILLING_OK) {
         ret = problem(api, conn, q, 404, "not-found", "account", NULL, "no account '%s'", account);
@@ -720,20 +732,10 @@ static enum MHD_Result balance(bd_api *api, struct MHD_Connection *conn, req *q,
         goto out;
     }
     g->at = now;
-    if (bs_api_read(s->conn, BS_API_GRANTS, account, grant_valid, g, &err) != BS_OK) {
-        ret = db_problem(api, conn, q, &err);
-        goto out;
-    }
+    bs_balance_input_grants(in, grant_valid, g);
     grants_left(r, account, year * 100 + mon, g);
     /* The burn: the account's stored events running now. */
-    name = json_pack("[s]", account);
-    accounts = name != NULL ? json_dumps(name, JSON_COMPACT) : NULL;
-    json_decref(name);
-    if (accounts == NULL) {
-        ret = MHD_NO;
-        goto out;
-    }
-    if (bs_events_fetch(s->conn, accounts, now + 1, keep_running, &run, &err) != BS_OK) {
+    if (bs_balance_input_running(in, keep_running, &run, &err) != BS_OK) {
         ret = db_problem(api, conn, q, &err);
         goto out;
     }
@@ -768,7 +770,6 @@ out:
     for (i = 0; i < run.n; i++)
         billing_event_destroy(run.evs[i]);
     free(run.evs);
-    free(accounts);
     json_decref(grants);
     free(g);
     billing_invoice_destroy(inv);
@@ -1180,6 +1181,9 @@ static enum MHD_Result dispatch(bd_api *api, struct MHD_Connection *conn, req *q
     const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
     bd_answer doc;
     bs_apikey_auth key;
+    billing_time_t now = (billing_time_t)time(NULL) * BILLING_NS_PER_SEC;
+    bs_balance_input *bal = NULL;
+    bs_status checked;
     char retry[24];
     api_slot *s;
     bs_error err;
@@ -1200,7 +1204,13 @@ static enum MHD_Result dispatch(bd_api *api, struct MHD_Connection *conn, req *q
         ret = db_problem(api, conn, q, &err);
         goto out;
     }
-    if (bs_apikey_check(s->conn, auth + 7, &key, &valid, &err) != BS_OK) {
+    /* A balance: the key and the figures in one round trip. */
+    if (q->route == R_BALANCE)
+        checked =
+            bs_balance_fetch(s->conn, s->cat, auth + 7, account, now, &key, &valid, &bal, &err);
+    else
+        checked = bs_apikey_check(s->conn, auth + 7, &key, &valid, &err);
+    if (checked != BS_OK) {
         ret = db_problem(api, conn, q, &err);
         goto out;
     }
@@ -1230,7 +1240,7 @@ static enum MHD_Result dispatch(bd_api *api, struct MHD_Connection *conn, req *q
     }
     switch (q->route) {
     case R_BALANCE:
-        ret = balance(api, conn, q, s, account);
+        ret = balance(api, conn, q, s, account, bal, now);
         break;
     case R_GRANTS:
     case R_SUBSCRIPTIONS:
@@ -1325,6 +1335,7 @@ static enum MHD_Result dispatch(bd_api *api, struct MHD_Connection *conn, req *q
         break;
     }
 out:
+    bs_balance_input_free(bal);
     slot_give(api, s);
     return ret;
 }
@@ -1669,7 +1680,7 @@ bd_api *bd_api_new(const bd_config *cfg)
             flags, ntohs(sa.sin_port), NULL, NULL, answer, api, MHD_OPTION_EXTERNAL_LOGGER,
             on_mhd_log, api, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
             MHD_OPTION_HTTPS_MEM_CERT, api->cert, MHD_OPTION_HTTPS_MEM_KEY, api->key,
-            MHD_OPTION_THREAD_POOL_SIZE, (unsigned)API_THREADS, MHD_OPTION_CONNECTION_LIMIT,
+            MHD_OPTION_THREAD_POOL_SIZE, (unsigned)API_HTTP_THREADS, MHD_OPTION_CONNECTION_LIMIT,
             (unsigned)API_CONNECTIONS, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
             (unsigned)cfg->api_connections_per_ip, MHD_OPTION_CONNECTION_TIMEOUT,
             (unsigned)((cfg->api_request_ms + 999) / 1000), MHD_OPTION_NOTIFY_COMPLETED,
@@ -1678,7 +1689,7 @@ bd_api *bd_api_new(const bd_config *cfg)
         api->http = MHD_start_daemon(
             flags, ntohs(sa.sin_port), NULL, NULL, answer, api, MHD_OPTION_EXTERNAL_LOGGER,
             on_mhd_log, api, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-            MHD_OPTION_THREAD_POOL_SIZE, (unsigned)API_THREADS, MHD_OPTION_CONNECTION_LIMIT,
+            MHD_OPTION_THREAD_POOL_SIZE, (unsigned)API_HTTP_THREADS, MHD_OPTION_CONNECTION_LIMIT,
             (unsigned)API_CONNECTIONS, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
             (unsigned)cfg->api_connections_per_ip, MHD_OPTION_CONNECTION_TIMEOUT,
             (unsigned)((cfg->api_request_ms + 999) / 1000), MHD_OPTION_NOTIFY_COMPLETED,

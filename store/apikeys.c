@@ -135,7 +135,7 @@ bs_status bs_apikey_create(bs_conn *c, unsigned scopes, const char *account, con
     return BS_OK;
 }
 
-static const char *nullable(PGresult *res, int row, int col)
+static const char *nullable(const PGresult *res, int row, int col)
 {
     return PQgetisnull(res, row, col) ? NULL : PQgetvalue(res, row, col);
 }
@@ -203,29 +203,34 @@ static int key_parse(const char *key, int64_t *id, unsigned char secret[SECRET_B
     return 0;
 }
 
-bs_status bs_apikey_check(bs_conn *c, const char *key, bs_apikey_auth *out, int *valid,
-                          bs_error *err)
+const char bs_apikey_check_sql[] = SQL_CHECK;
+
+int bs_apikey_check_id(const char *key, char idtext[24])
+{
+    unsigned char secret[SECRET_BYTES];
+    int64_t id;
+    int bad = key_parse(key, &id, secret);
+
+    sodium_memzero(secret, sizeof(secret));
+    if (bad)
+        return -1;
+    snprintf(idtext, 24, "%" PRId64, id);
+    return 0;
+}
+
+void bs_apikey_check_rows(const PGresult *res, const char *key, bs_apikey_auth *out, int *valid)
 {
     unsigned char secret[SECRET_BYTES];
     unsigned char want[HASH_BYTES];
     unsigned char got[HASH_BYTES];
-    char idtext[24];
-    const char *params[1] = {idtext};
     const char *account;
-    PGresult *res;
     int64_t id;
     size_t len;
 
     *valid = 0;
     memset(out, 0, sizeof(*out));
     if (key_parse(key, &id, secret) != 0)
-        return BS_OK;
-    snprintf(idtext, sizeof(idtext), "%" PRId64, id);
-    res = bs_query_prepared(c, "bs_apikey_check", SQL_CHECK, 1, params, err);
-    if (res == NULL) {
-        sodium_memzero(secret, sizeof(secret));
-        return err->status;
-    }
+        return;
     if (PQntuples(res) == 1 &&
         sodium_hex2bin(want, sizeof(want), PQgetvalue(res, 0, 0), 2 * HASH_BYTES, NULL, &len,
                        NULL) == 0 &&
@@ -242,7 +247,24 @@ bs_status bs_apikey_check(bs_conn *c, const char *key, bs_apikey_auth *out, int 
             *valid = 1;
         }
     }
-    PQclear(res);
     sodium_memzero(secret, sizeof(secret));
+}
+
+bs_status bs_apikey_check(bs_conn *c, const char *key, bs_apikey_auth *out, int *valid,
+                          bs_error *err)
+{
+    char idtext[24];
+    const char *params[1] = {idtext};
+    PGresult *res;
+
+    *valid = 0;
+    memset(out, 0, sizeof(*out));
+    if (bs_apikey_check_id(key, idtext) != 0)
+        return BS_OK;
+    res = bs_query_prepared(c, BS_APIKEY_CHECK_STMT, SQL_CHECK, 1, params, err);
+    if (res == NULL)
+        return err->status;
+    bs_apikey_check_rows(res, key, out, valid);
+    PQclear(res);
     return BS_OK;
 }

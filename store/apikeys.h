@@ -98,4 +98,25 @@ typedef struct bs_apikey_auth {
 bs_status bs_apikey_check(bs_conn *c, const char *key, bs_apikey_auth *out, int *valid,
                           bs_error *err);
 
+/*
+ * The check of bs_apikey_check in steps, for a caller that sends it with
+ * other statements in one round trip (balance.h's bs_balance_fetch):
+ * bs_apikey_check_sql, prepared as BS_APIKEY_CHECK_STMT, takes the key's
+ * id as its one parameter.
+ */
+#define BS_APIKEY_CHECK_STMT "bs_apikey_check"
+extern const char bs_apikey_check_sql[];
+
+/*
+ * bs_apikey_check_id - the id of @key as text into @idtext (24 bytes):
+ * returns 0, or -1 for a malformed key (nothing to ask the database).
+ */
+int bs_apikey_check_id(const char *key, char idtext[24]);
+
+/*
+ * bs_apikey_check_rows - what bs_apikey_check says of @key given @res,
+ * the rows of bs_apikey_check_sql for its id: *@valid and @out as there.
+ */
+void bs_apikey_check_rows(const PGresult *res, const char *key, bs_apikey_auth *out, int *valid);
+
 #endif

@@ -4,6 +4,7 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <libpq-fe.h>
 #include <stdio.h>
@@ -216,4 +217,273 @@ out:
     free(list);
     json_decref(ids);
     return st;
+}
+
+/* ---------------------------------------------------------------------- */
+/* The HTTP API's balance in one round trip                                */
+/* ---------------------------------------------------------------------- */
+
+/*
+ * The account's stored events that may run at $2 (the instant plus a
+ * nanosecond, as bs_events_fetch's bound is given): started before it,
+ * ended at most a millisecond before it (the caller keeps exactly those
+ * ending after the instant). Instants as microseconds since 1970 and the
+ * nanoseconds apart, as the table keeps them.
+ */
+#define SQL_RUNNING                                                                        \
+    "SELECT account_id, event_id, resource_id, meter,"                                     \
+    " (extract(epoch FROM start_time) * 1000000)::bigint, start_nanos,"                    \
+    " (extract(epoch FROM end_time) * 1000000)::bigint, end_nanos, quantity::text, model," \
+    " region FROM billing.usage_events WHERE account_id = $1::text"                        \
+    " AND start_time < $2::timestamptz AND end_time >= $2::timestamptz - interval '1 millisecond'"
+#define RUNNING_STMT "bs_balance_running"
+/* Events running at once handed over at most (as many as the exhaustion estimate takes). */
+#define RUNNING_MAX 100000
+
+/* The statements of bs_balance_fetch, in the order they are sent. */
+enum { Q_KEY, Q_AGG, Q_HISTORY, Q_GRANTS, Q_RUNNING, N_Q };
+
+struct bs_balance_input {
+    PGresult *res[N_Q]; /* Q_KEY is NULL: the key is told at once */
+};
+
+/* One statement of a pipeline. */
+typedef struct piped {
+    const char *name;
+    const char *sql;
+    int nparams;
+    const char *params[2];
+} piped;
+
+/*
+ * Run the @n statements of @q (prepared first, one round trip each the
+ * first time on a session) in one round trip, their results into @res.
+ * Returns BS_OK, or the first statement's error (every result NULL).
+ */
+static bs_status pipeline_run(bs_conn *c, const piped *q, size_t n, PGresult **res, bs_error *err)
+{
+    PGconn *pg = bs_pg(c);
+    PGresult *failed = NULL;
+    PGresult *r;
+    bs_status st = BS_OK;
+    size_t i;
+    size_t got = 0;
+    size_t at = 0;
+    int synced = 0;
+
+    for (i = 0; i < n; i++) {
+        res[i] = NULL;
+        st = bs_prepare(c, q[i].name, q[i].sql, q[i].nparams, err);
+        if (st != BS_OK)
+            return st;
+    }
+    if (PQenterPipelineMode(pg) != 1)
+        return bs_error_set(err, PQstatus(pg) == CONNECTION_OK ? BS_ERR_FATAL : BS_ERR_RETRY,
+                            "balance: pipeline: %s", PQerrorMessage(pg));
+    for (i = 0; i < n && st == BS_OK; i++)
+        if (PQsendQueryPrepared(pg, q[i].name, q[i].nparams, q[i].params, NULL, NULL, 0) != 1)
+            st = bs_error_set(err, BS_ERR_RETRY, "balance: %s: %s", q[i].name, PQerrorMessage(pg));
+    if (st == BS_OK && PQpipelineSync(pg) != 1)
+        st = bs_error_set(err, BS_ERR_RETRY, "balance: pipeline: %s", PQerrorMessage(pg));
+    /*
+     * Each statement's results then NULL, up to the sync's; after a
+     * failure the later statements are aborted. Read up to the sync
+     * whatever failed, so that the connection serves again.
+     */
+    while (st == BS_OK && !synced) {
+        r = PQgetResult(pg);
+        if (r == NULL) {
+            if (PQstatus(pg) != CONNECTION_OK)
+                break;
+            got++;
+            continue;
+        }
+        switch (PQresultStatus(r)) {
+        case PGRES_PIPELINE_SYNC:
+            synced = 1;
+            break;
+        case PGRES_TUPLES_OK:
+            if (failed == NULL && got < n && res[got] == NULL) {
+                res[got] = r;
+                r = NULL;
+            }
+            break;
+        case PGRES_PIPELINE_ABORTED:
+            break;
+        default:
+            if (failed == NULL) {
+                failed = r;
+                at = got;
+                r = NULL;
+            }
+            break;
+        }
+        PQclear(r);
+    }
+    if (st == BS_OK && !synced)
+        st = bs_error_set(err, BS_ERR_RETRY, "balance: %s", PQerrorMessage(pg));
+    if (st == BS_OK && failed != NULL)
+        st = bs_error_set(err,
+                          PQstatus(pg) == CONNECTION_OK
+                              ? bs_classify_sqlstate(PQresultErrorField(failed, PG_DIAG_SQLSTATE))
+                              : BS_ERR_RETRY,
+                          "balance: %s: %s", at < n ? q[at].name : "pipeline",
+                          PQresultErrorMessage(failed));
+    PQclear(failed);
+    if (PQexitPipelineMode(pg) != 1 && st == BS_OK)
+        st = bs_error_set(err, BS_ERR_RETRY, "balance: pipeline: %s", PQerrorMessage(pg));
+    if (st == BS_OK && got < n)
+        st = bs_error_set(err, BS_ERR_FATAL, "balance: %zu of %zu results", got, n);
+    if (st != BS_OK)
+        for (i = 0; i < n; i++) {
+            PQclear(res[i]);
+            res[i] = NULL;
+        }
+    return st;
+}
+
+bs_status bs_balance_fetch(bs_conn *c, bs_catalog *cat, const char *key, const char *account,
+                           billing_time_t now, bs_apikey_auth *auth, int *valid,
+                           bs_balance_input **out, bs_error *err)
+{
+    const billing_zone *zone = account != NULL ? bs_catalog_zone(cat, account) : NULL;
+    bs_balance_input *in = NULL;
+    piped q[N_Q];
+    PGresult *res[N_Q];
+    char idtext[24];
+    char month[16];
+    char before[48];
+    char *list = NULL;
+    json_t *ids = NULL;
+    size_t n = zone != NULL ? N_Q : Q_KEY + 1;
+    bs_status st;
+    int year;
+    int mon;
+
+    *out = NULL;
+    *valid = 0;
+    memset(auth, 0, sizeof(*auth));
+    memset(q, 0, sizeof(q));
+    if (bs_apikey_check_id(key, idtext) != 0)
+        return BS_OK; /* malformed: nothing to ask */
+    q[Q_KEY] = (piped){BS_APIKEY_CHECK_STMT, bs_apikey_check_sql, 1, {idtext, NULL}};
+    if (zone != NULL) {
+        ids = json_pack("[s]", account);
+        list = ids != NULL ? json_dumps(ids, JSON_COMPACT) : NULL;
+        in = calloc(1, sizeof(*in));
+        if (list == NULL || in == NULL) {
+            st = bs_error_set(err, BS_ERR_NOMEM, "out of memory");
+            goto out;
+        }
+        billing_zone_year_month(zone, now, &year, &mon);
+        snprintf(month, sizeof(month), "%04d-%02d-01", year % 10000, mon % 100);
+        /* As bs_events_fetch(now + 1) bounds it, the one balance.c used before. */
+        billing_time_format(now + 1, before, sizeof(before));
+        q[Q_AGG] =
+            (piped){BS_AGG_READ_ONE_STMT, bs_agg_read_one_sql, 2, {bs_catalog_book(cat), account}};
+        q[Q_HISTORY] = (piped){"bs_balance_history", bs_credit_history_sql, 2, {list, month}};
+        q[Q_GRANTS].sql = bs_api_read_sql(BS_API_GRANTS, &q[Q_GRANTS].name);
+        q[Q_GRANTS].nparams = 1;
+        q[Q_GRANTS].params[0] = account;
+        q[Q_RUNNING] = (piped){RUNNING_STMT, SQL_RUNNING, 2, {account, before}};
+    }
+    st = pipeline_run(c, q, n, res, err);
+    if (st != BS_OK)
+        goto out;
+    bs_apikey_check_rows(res[Q_KEY], key, auth, valid);
+    PQclear(res[Q_KEY]);
+    if (in != NULL) {
+        memcpy(in->res, res, sizeof(res));
+        in->res[Q_KEY] = NULL;
+        *out = in;
+        in = NULL;
+    }
+out:
+    bs_balance_input_free(in);
+    free(list);
+    json_decref(ids);
+    return st;
+}
+
+bs_status bs_balance_input_rater(const bs_balance_input *in, bs_catalog *cat, const char *account,
+                                 billing_rater **out, bs_error *err)
+{
+    char msg[MSG_MAX];
+    billing_rater *r = NULL;
+    bs_history h;
+    bs_status st;
+
+    *out = NULL;
+    billing_rater_new(bs_catalog_lib(cat), &r, msg, sizeof(msg));
+    if (r == NULL)
+        return bs_error_set(err, BS_ERR_INVALID, "catalog: %s", msg);
+    billing_rater_set_dedupe(r, 0);
+    st = bs_aggregates_add_rows(in->res[Q_AGG], r, err);
+    if (st == BS_OK) {
+        /* The history as bs_history_read reads it; the input keeps its rows. */
+        h.res = in->res[Q_HISTORY];
+        h.row = 0;
+        st = bs_history_give(&h, r, account, err);
+    }
+    if (st != BS_OK) {
+        billing_rater_destroy(r);
+        return st;
+    }
+    *out = r;
+    return BS_OK;
+}
+
+void bs_balance_input_grants(const bs_balance_input *in, bs_api_row_fn fn, void *arg)
+{
+    bs_api_rows(in->res[Q_GRANTS], BS_API_GRANTS, fn, arg);
+}
+
+/* Microseconds since 1970 (text) and nanoseconds (text) into *@out; 0, or -1 out of range. */
+static int instant_of(const char *us, const char *ns, billing_time_t *out)
+{
+    char *end;
+    long long v;
+    long nanos;
+
+    errno = 0;
+    v = strtoll(us, &end, 10);
+    if (errno != 0 || *end != '\0' || v <= -(INT64_MAX / 1000) || v >= INT64_MAX / 1000)
+        return -1;
+    nanos = strtol(ns, &end, 10);
+    if (*end != '\0' || nanos < 0 || nanos > 999)
+        return -1;
+    *out = (billing_time_t)v * 1000 + nanos;
+    return 0;
+}
+
+bs_status bs_balance_input_running(const bs_balance_input *in, bs_event_fn fn, void *arg,
+                                   bs_error *err)
+{
+    const PGresult *res = in->res[Q_RUNNING];
+    billing_time_t start;
+    billing_time_t end;
+    int i;
+
+    for (i = 0; i < PQntuples(res) && i < RUNNING_MAX; i++) {
+        const char *id = PQgetvalue(res, i, 1);
+
+        if (instant_of(PQgetvalue(res, i, 4), PQgetvalue(res, i, 5), &start) != 0 ||
+            instant_of(PQgetvalue(res, i, 6), PQgetvalue(res, i, 7), &end) != 0)
+            return bs_error_set(err, BS_ERR_INVALID, "event '%.128s': instant out of range", id);
+        if (fn(arg, PQgetvalue(res, i, 0), id, PQgetvalue(res, i, 2), PQgetvalue(res, i, 3), start,
+               end, PQgetvalue(res, i, 8), PQgetvalue(res, i, 9), PQgetvalue(res, i, 10)) != 0)
+            return bs_error_set(err, BS_ERR_INVALID, "event '%.128s' was not accepted", id);
+    }
+    return BS_OK;
+}
+
+void bs_balance_input_free(bs_balance_input *in)
+{
+    size_t i;
+
+    if (in == NULL)
+        return;
+    for (i = 0; i < N_Q; i++)
+        PQclear(in->res[i]);
+    free(in);
 }

@@ -11,7 +11,10 @@
 
 #include <billing/billing.h>
 
+#include "apikeys.h"
+#include "apiread.h"
 #include "dbcatalog.h"
+#include "invoices.h"
 #include "store.h"
 
 /* Rows of issued credit per account at most (months x grants): bounds what one account may ask. */
@@ -74,5 +77,51 @@ billing_status bs_event_set(billing_event *ev, const char *account, const char *
 bs_status bs_balance_rater(bs_conn *c, bs_catalog *cat, const char *account,
                            const billing_time_t *at, billing_time_t now, billing_rater **out,
                            bs_error *err);
+
+/*
+ * bs_balance_input: what one balance request of the HTTP API reads, all
+ * in one round trip (bs_balance_fetch): the API key's row, the account's
+ * stored aggregates, the credit of its finalized months, its grants and
+ * its stored events running at the instant. Not thread-safe; one owner.
+ */
+typedef struct bs_balance_input bs_balance_input;
+
+/*
+ * bs_balance_fetch - check @key as bs_apikey_check does (*@valid,
+ * @auth) and, with @account non-NULL (an account @cat knows), read what
+ * its balance at @now needs, the statements of bs_apikey_check,
+ * bs_balance_rater (no @at), bs_api_read(BS_API_GRANTS) and the events
+ * running at @now sent together in libpq's pipeline mode, each prepared
+ * once per session. Returns BS_OK with *@out (NULL without @account;
+ * freed with bs_balance_input_free), or a database error with *@out
+ * NULL and *@valid 0.
+ */
+bs_status bs_balance_fetch(bs_conn *c, bs_catalog *cat, const char *key, const char *account,
+                           billing_time_t now, bs_apikey_auth *auth, int *valid,
+                           bs_balance_input **out, bs_error *err);
+
+/*
+ * bs_balance_input_rater - the rater bs_balance_rater(@account, no @at,
+ * @now) would return, from @in (read for the same account and instant
+ * with @cat): the same figures. Returns as bs_balance_rater.
+ */
+bs_status bs_balance_input_rater(const bs_balance_input *in, bs_catalog *cat, const char *account,
+                                 billing_rater **out, bs_error *err);
+
+/* bs_balance_input_grants - the account's grants to @fn, as bs_api_read(BS_API_GRANTS). */
+void bs_balance_input_grants(const bs_balance_input *in, bs_api_row_fn fn, void *arg);
+
+/*
+ * bs_balance_input_running - to @fn, the account's stored events that
+ * start at or before the instant and end after it (with perhaps a few
+ * that end up to a millisecond before it: @fn sorts them out exactly).
+ * Returns BS_OK, or BS_ERR_INVALID when @fn stopped or a stored instant
+ * is out of range.
+ */
+bs_status bs_balance_input_running(const bs_balance_input *in, bs_event_fn fn, void *arg,
+                                   bs_error *err);
+
+/* bs_balance_input_free - free @in (NULL is fine). */
+void bs_balance_input_free(bs_balance_input *in);
 
 #endif

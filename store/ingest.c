@@ -828,21 +828,31 @@ bs_status bs_aggregates_rate(bs_conn *c, const bs_catalog *cat, billing_rater *r
 {
     const char *params[2];
     PGresult *res;
-    bs_status st = BS_OK;
-    int i;
+    bs_status st;
 
     params[0] = bs_catalog_book(cat);
     params[1] = account;
     /* Prepared once per connection: the alert check runs it for every
      * affected account with credit, after every batch. */
     res = account != NULL
-              ? bs_query_prepared(c, "bs_agg_read_one", SQL_AGG_READ_ONE, 2, params, err)
+              ? bs_query_prepared(c, BS_AGG_READ_ONE_STMT, SQL_AGG_READ_ONE, 2, params, err)
               : bs_query_prepared(c, "bs_agg_read_all", SQL_AGG_READ_ALL, 1, params, err);
     if (res == NULL)
         return err != NULL ? err->status : BS_ERR_FATAL;
+    st = bs_aggregates_add_rows(res, r, err);
+    PQclear(res);
+    return st;
+}
+
+const char bs_agg_read_one_sql[] = SQL_AGG_READ_ONE;
+
+bs_status bs_aggregates_add_rows(const PGresult *res, billing_rater *r, bs_error *err)
+{
+    bs_status st = BS_OK;
+    int i;
+
     for (i = 0; i < PQntuples(res) && st == BS_OK; i++)
         st = add_stored(res, i, r, err);
-    PQclear(res);
     return st;
 }
 

@@ -192,6 +192,18 @@ bs_status bs_aggregates_rate(bs_conn *c, const bs_catalog *cat, billing_rater *r
                              const char *account, bs_error *err);
 
 /*
+ * bs_aggregates_rate of one account in steps, for a caller that sends it
+ * with other statements in one round trip (balance.h's bs_balance_fetch):
+ * bs_agg_read_one_sql, prepared as BS_AGG_READ_ONE_STMT, takes the
+ * catalog's price book (bs_catalog_book) and the account; then
+ * bs_aggregates_add_rows adds the rows of @res to @r as bs_aggregates_rate
+ * does (its errors).
+ */
+#define BS_AGG_READ_ONE_STMT "bs_agg_read_one"
+extern const char bs_agg_read_one_sql[];
+bs_status bs_aggregates_add_rows(const PGresult *res, billing_rater *r, bs_error *err);
+
+/*
  * bs_epoch_fn - called by bs_aggregates_rate_by_epoch once per account
  * and credit epoch with usage, when the rater holds every stored
  * aggregate of that account's epoch and its earlier ones (and none of a

@@ -1047,6 +1047,8 @@ bs_status bs_billed_lines(bs_conn *c, const char *accounts, const char *month, b
     " GROUP BY f.id, f.n, f.month, l.grant_id HAVING sum(l.amount_minor) <> 0) r"              \
     " ORDER BY n, month, g"
 
+const char bs_credit_history_sql[] = SQL_CREDIT_HISTORY;
+
 PGresult *bs_credit_history(bs_conn *c, const char *accounts, const char *month, bs_error *err)
 {
     const char *params[2] = {accounts, month};

@@ -134,6 +134,13 @@ bs_status bs_returned_unclosed(bs_conn *c, const char *returned, const char *mon
  */
 PGresult *bs_credit_history(bs_conn *c, const char *accounts, const char *month, bs_error *err);
 
+/*
+ * bs_credit_history's SQL, for a caller that prepares it and sends it
+ * with other statements in one round trip (balance.h's bs_balance_fetch):
+ * its parameters are @accounts and @month.
+ */
+extern const char bs_credit_history_sql[];
+
 /* How many months back a close looks for late usage of finalized months. */
 #define BS_LATE_MONTHS 24
 

@@ -583,6 +583,41 @@ accepted=$(tail -n +2 "$tmp/inflight" | python3 -c "import json, sys; print(json
 [ "$status" = "HTTP/1.1 200 OK" ] && [ "$accepted" = 3 ] && r=ok || r=fail
 check "SIGTERM with a request in flight: it is answered in full" $r "$(cat "$tmp/inflight")"
 
+# ---- a balance is never stale (issue 25) -------------------------------------
+# A balance request reads the key and the account's figures in one round
+# trip (store/balance.c, bs_balance_fetch); whatever it keeps between
+# requests, an event another process stores between two GETs changes the
+# second answer exactly as it changes `billing account balance`'s.
+balance_fields() {
+    jv '"\n".join("%s=%s" % (k, d[k]) for k in ("account", "credit_remaining", "month", "subtotal", "credits", "tax", "total", "currency", "account_credit", "account_credit_left"))'
+}
+start stale --set http.listen=
+api "balance before an ingest" 200 GET /v1/accounts/lab-a/balance "$reader"
+balance_fields >"$tmp/stale.api1"
+$billing account balance lab-a | grep -v '^at=' >"$tmp/stale.cli1"
+api "the same balance again" 200 GET /v1/accounts/lab-a/balance "$reader"
+balance_fields >"$tmp/stale.api2"
+python3 - "$tmp/stale.jsonl" <<'EOF2' || exit 99
+import json, sys, time
+now = int(time.time())
+iso = lambda t: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+with open(sys.argv[1], "w") as f:
+    f.write(json.dumps({"id": "stale-1", "account": "lab-a", "resource": "i-stale", "meter": "gpu",
+                        "start": iso(now - 1800), "end": iso(now - 600), "quantity": "8",
+                        "model": "A100-80G", "region": "cn-east-1"}) + "\n")
+EOF2
+$billing ingest --quiet "$tmp/stale.jsonl" >/dev/null 2>&1 || check "billing ingest of one more event of lab-a" fail
+api "balance after the ingest" 200 GET /v1/accounts/lab-a/balance "$reader"
+balance_fields >"$tmp/stale.api3"
+$billing account balance lab-a | grep -v '^at=' >"$tmp/stale.cli3"
+if cmp -s "$tmp/stale.api1" "$tmp/stale.cli1" && cmp -s "$tmp/stale.api1" "$tmp/stale.api2" &&
+    cmp -s "$tmp/stale.api3" "$tmp/stale.cli3" && ! cmp -s "$tmp/stale.api1" "$tmp/stale.api3"; then
+    check "an event stored between two balances changes the second exactly as the CLI's" ok
+else
+    check "an event stored between two balances changes the second exactly as the CLI's" fail \
+        "before: $(tr '\n' ' ' <"$tmp/stale.api1") (CLI $(tr '\n' ' ' <"$tmp/stale.cli1")); after: $(tr '\n' ' ' <"$tmp/stale.api3") (CLI $(tr '\n' ' ' <"$tmp/stale.cli3"))"
+fi
+
 # SIGTERM: every billingd stops with status 0, and no sanitizer (a
 # --enable-sanitizers build) reported anything in its log.
 for p in $pids; do

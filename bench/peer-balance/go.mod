@@ -1,0 +1,17 @@
+module billing/bench/peer-balance
+
+go 1.26.8
+
+require (
+	github.com/jackc/pgx/v5 v5.13.0
+	golang.org/x/crypto v0.59.0
+)
+
+require (
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	golang.org/x/sync v0.25.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
+	golang.org/x/text v0.44.0 // indirect
+)
