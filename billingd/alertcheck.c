@@ -13,6 +13,16 @@
  * (libbilling's billing_rater_credit_crossing solves for it, exactly,
  * without text), the balance as text once, and one prepared INSERT.
  * Amounts are exact GMP rationals; nothing is rounded.
+ *
+ * With a bd_alert_cache (billingd), the grants query also reads each
+ * account's change counter, and an account whose kept state is valid
+ * costs no query at all: its batch's events are added to the state's
+ * rater for one balance and taken back (the state moves on in
+ * bd_alert_cache_done, once the batch committed), and an alert due of an
+ * in-order batch is searched over its events alone. Only the accounts
+ * without a valid state, or with a late event or several epochs, are
+ * walked as above, and their states warmed from the walk's rater (one
+ * more query for their latest stored ends).
  */
 #include "config.h"
 
@@ -1300,9 +1310,12 @@ static billing_time_t window_first(const acct *a, unsigned e, billing_time_t now
  * crossing searched over the batch's events from their earliest start
  * with the state below them: that span is what window_fill reads first
  * (the stored events it reads end after its start), and the search is
- * the walk's. 0, 1 when it must be checked by the walk after all (a late
- * event, the balance before the batch already at the lowest level due,
- * or a search starting elsewhere: nothing sent), or -1 (k->st set).
+ * the walk's. Otherwise (a late event, the balance before the batch
+ * already at the lowest level due, a search starting elsewhere) the
+ * walk's window search (send_epoch) on the state with the batch's events,
+ * which holds what the walk's rater holds there: the epoch's stored
+ * events read back from the batch's latest usage, but no aggregate. 0 or
+ * -1 (k->st set).
  */
 static int check_from_state(check *k, const acct *a, const centry *st)
 {
@@ -1354,11 +1367,10 @@ static int check_from_state(check *k, const acct *a, const centry *st)
     rc = 0;
     if (!any)
         goto out;
-    rc = 1;
     /* A late event (before the state's usage ends), or a search starting elsewhere. */
     if (a->first_start < st->usage_end || window_first(a, e, now) != a->first_start ||
         a->m > (size_t)BD_EPOCH_EVENTS_MAX)
-        goto out;
+        goto window;
     if (billing_rater_credit_balance(k->r, a->id, now, k->balance_text, sizeof(k->balance_text)) !=
         BILLING_OK)
         goto fail;
@@ -1368,8 +1380,13 @@ static int check_from_state(check *k, const acct *a, const centry *st)
         level_of(k, pct);
         if (balance(k, a, a->first_start - 1, k->q) != 0)
             goto fail;
-        if (mpq_cmp(k->q, k->level) <= 0)
-            goto out; /* the crossing is further back: the walk's window reads it */
+        /* The crossing is further back: read the window, as the walk does. */
+        if (mpq_cmp(k->q, k->level) <= 0) {
+            if (add_batch(k, a) != 0)
+                goto fail;
+            added = 1;
+            goto window;
+        }
     }
     evs = malloc((a->m + 1) * sizeof(*evs));
     running = malloc((a->m + 1) * sizeof(*running));
@@ -1405,6 +1422,11 @@ static int check_from_state(check *k, const acct *a, const centry *st)
         }
     }
     rc = 0;
+    goto out;
+window:
+    /* The state with the batch holds what the walk's rater holds at this epoch: its search. */
+    k->cache->stats.windows++;
+    rc = send_epoch(k, a, e, now, &cr, fresh);
     goto out;
 fail:
     k->st = bs_error_set(k->err, BS_ERR_FATAL, "alerts: account '%s': cannot compute its balance",
@@ -1678,10 +1700,6 @@ static int check_hits(check *k)
         k->r = sl->r;
         rc = check_from_state(k, a, a->hit);
         k->r = walk_r;
-        if (rc == 1) {
-            rc = 0; /* the walk checks it, and warms it again */
-            continue;
-        }
         if (rc == 0) {
             a->fast = 1;
             k->cache->stats.fast++;
