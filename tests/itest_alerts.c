@@ -1293,6 +1293,94 @@ START_TEST(test_alerts_same_with_states_kept)
 }
 END_TEST
 
+/* The example's events (examples/gpu-cloud/events.jsonl) into @s, in file order. */
+static void example_events(its_stream *s)
+{
+    char path[1024];
+    char line[4096];
+    FILE *f;
+
+    its_example_path(path, sizeof(path), "events.jsonl");
+    f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "%s", path);
+    while (fgets(line, sizeof(line), f) != NULL) {
+        line[strcspn(line, "\n")] = '\0';
+        if (line[0] == '\0')
+            continue;
+        ck_assert_uint_lt(s->n, ITS_MAX_RECORDS);
+        s->rec[s->n] = strdup(line);
+        s->len[s->n] = strlen(line);
+        s->key[s->n++] = "example";
+    }
+    fclose(f);
+}
+
+/* The alerts recorded for @s in batches of @batch, with states kept (@cached) or not. */
+static char *example_alerts(int cached, const its_stream *s, size_t batch,
+                            bd_alert_cache_stats *stats)
+{
+    collector *col = calloc(1, sizeof(*col));
+    bs_conn *c;
+    char *out;
+
+    with_cache = cached;
+    c = fresh("example", col);
+    ingest(c, col, s, batch);
+    memset(stats, 0, sizeof(*stats));
+    if (col->cache != NULL)
+        bd_alert_cache_stats_get(col->cache, stats);
+    out = recorded_alerts(c);
+    drop_catalog(col);
+    free(col);
+    itdb_drop(c, db);
+    return out;
+}
+
+/*
+ * The example's month (three trials, plans with included usage, storage
+ * and traffic) in random orders and batches of 40 and 150: the same
+ * alerts, every field, with the states kept and without, also when an
+ * alert is due in a batch with late events.
+ */
+START_TEST(test_alerts_same_with_states_kept_out_of_order)
+{
+    static const size_t batches[] = {40, 150};
+    its_stream *s = calloc(1, sizeof(*s));
+    its_stream *perm = calloc(1, sizeof(*perm));
+    uint64_t rng = UINT64_C(0x2545f4914f6cdd1d);
+    bd_alert_cache_stats plain;
+    bd_alert_cache_stats kept;
+    uint64_t used = 0;
+    char *without;
+    char *with;
+    size_t round;
+    size_t b;
+
+    example_events(s);
+    ck_assert_uint_gt(s->n, 100);
+    for (round = 0; round < 2; round++) {
+        shuffled(s, perm, &rng);
+        for (b = 0; b < sizeof(batches) / sizeof(batches[0]); b++) {
+            without = example_alerts(0, perm, batches[b], &plain);
+            with = example_alerts(1, perm, batches[b], &kept);
+            ck_assert_msg(strcmp(with, without) == 0,
+                          "round %zu, batches of %zu:\nkept:\n%s\nwithout:\n%s", round, batches[b],
+                          with, without);
+            ck_assert_uint_gt(strlen(without), 0);
+            used += kept.fast;
+            free(without);
+            free(with);
+        }
+        its_free(perm);
+    }
+    /* The states were used. */
+    ck_assert_uint_gt(used, 0);
+    its_free(s);
+    free(s);
+    free(perm);
+}
+END_TEST
+
 static void cache_on(void)
 {
     with_cache = 1;
@@ -1325,6 +1413,7 @@ static Suite *alerts_suite(void)
     tcase_add_test(tc, test_alerts_recorded_with_their_batch);
     tcase_add_test(tc, test_alerts_window_reaches_a_late_crossing);
     tcase_add_test(tc, test_alerts_same_with_states_kept);
+    tcase_add_test(tc, test_alerts_same_with_states_kept_out_of_order);
     suite_add_tcase(s, tc);
     return s;
 }
