@@ -755,6 +755,35 @@ out:
 }
 
 /*
+ * The thresholds of credit @cr (k->total) due in epoch @e of @a, whose
+ * latest month with usage is @year-@month: the balance read at that
+ * month's start (or the epoch's, when later; into *@now), each threshold
+ * at or above it not yet sent flagged in @fresh. 1 when any is, 0, or -1
+ * (no balance).
+ */
+static int thresholds_due(check *k, const acct *a, unsigned e, int year, int month,
+                          const credit *cr, int *fresh, billing_time_t *now)
+{
+    char id[BS_ALERT_ID_MAX];
+    size_t i;
+    int any = 0;
+
+    if (billing_zone_month_start(a->zone, year, month, now) != BILLING_OK)
+        return -1;
+    if (*now < epoch_start(a, e))
+        *now = epoch_start(a, e);
+    if (balance(k, a, *now, k->balance) != 0)
+        return -1;
+    for (i = 0; i < k->n_pcts; i++) {
+        level_of(k, k->pcts[i]);
+        alert_id(a, k->pcts[i], cr, id);
+        fresh[i] = mpq_cmp(k->balance, k->level) <= 0 && !bs_sent_alerts_has(k->sent, id);
+        any |= fresh[i];
+    }
+    return any;
+}
+
+/*
  * A bs_epoch_fn: the rater holds the stored usage of epochs up to @e,
  * which is where its credit is lowest (usage only lowers it). Read the
  * balance there, in the latest month with usage; every threshold at or
@@ -764,11 +793,9 @@ static int on_epoch(void *arg, const char *account, unsigned e, int year, int mo
 {
     check *k = arg;
     acct *a;
-    char id[BS_ALERT_ID_MAX];
     int fresh[BD_PCTS_MAX];
     billing_time_t now;
     credit cr;
-    size_t i;
     int any = 0;
     int has;
     int rc = -1;
@@ -793,18 +820,9 @@ static int on_epoch(void *arg, const char *account, unsigned e, int year, int mo
         return has < 0 ? -1 : 0;
     }
     /* An instant of the epoch in that month: the month's start, or the epoch's when later. */
-    if (billing_zone_month_start(a->zone, year, month, &now) != BILLING_OK)
+    any = thresholds_due(k, a, e, year, month, &cr, fresh, &now);
+    if (any < 0)
         goto fail;
-    if (now < epoch_start(a, e))
-        now = epoch_start(a, e);
-    if (balance(k, a, now, k->balance) != 0)
-        goto fail;
-    for (i = 0; i < k->n_pcts; i++) {
-        level_of(k, k->pcts[i]);
-        alert_id(a, k->pcts[i], &cr, id);
-        fresh[i] = mpq_cmp(k->balance, k->level) <= 0 && !bs_sent_alerts_has(k->sent, id);
-        any |= fresh[i];
-    }
     rc = any ? send_epoch(k, a, e, now, &cr, fresh) : 0;
     credit_clear(&cr);
     return rc;
@@ -1328,7 +1346,6 @@ static int check_from_state(check *k, const acct *a, const centry *st)
     billing_time_t last = INT64_MIN;
     unsigned e = a->first_epoch;
     int fresh[BD_PCTS_MAX];
-    char id[BS_ALERT_ID_MAX];
     credit cr;
     size_t n_running = 0;
     size_t i;
@@ -1351,19 +1368,11 @@ static int check_from_state(check *k, const acct *a, const centry *st)
     ym = month_index(a, a->last_end - 1);
     if (st->max_epoch == e && st->month > ym)
         ym = st->month;
-    if (billing_zone_month_start(a->zone, ym / 12, ym % 12 + 1, &now) != BILLING_OK)
+    any = thresholds_due(k, a, e, ym / 12, ym % 12 + 1, &cr, fresh, &now);
+    if (any < 0)
         goto fail;
-    if (now < epoch_start(a, e))
-        now = epoch_start(a, e);
-    if (balance(k, a, now, k->balance) != 0)
-        goto fail;
-    for (i = 0; i < k->n_pcts; i++) {
-        level_of(k, k->pcts[i]);
-        alert_id(a, k->pcts[i], &cr, id);
-        fresh[i] = mpq_cmp(k->balance, k->level) <= 0 && !bs_sent_alerts_has(k->sent, id);
-        any |= fresh[i];
+    for (i = 0; i < k->n_pcts; i++)
         pct = fresh[i] && (pct == 0 || k->pcts[i] < pct) ? k->pcts[i] : pct;
-    }
     rc = 0;
     if (!any)
         goto out;

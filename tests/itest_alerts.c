@@ -1386,32 +1386,30 @@ static void cache_on(void)
     with_cache = 1;
 }
 
+/* The tests run without and with the credit states kept (a test case each). */
+static void add_common(TCase *tc)
+{
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_alerts_past_256_accounts_in_one_batch);
+    tcase_add_test(tc, test_alerts_same_for_every_batch_size);
+    tcase_add_test(tc, test_alert_crossed_at_is_when_the_balance_crosses);
+    tcase_add_test(tc, test_alerts_again_after_a_top_up);
+    tcase_add_test(tc, test_alerts_once_each_when_months_arrive_out_of_order);
+    tcase_add_test(tc, test_alerts_same_for_any_order_and_batches);
+    tcase_add_test(tc, test_alerts_recorded_with_their_batch);
+    tcase_add_test(tc, test_alerts_window_reaches_a_late_crossing);
+}
+
 static Suite *alerts_suite(void)
 {
     Suite *s = suite_create("alerts");
     TCase *tc = tcase_create("postgresql");
 
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, test_alerts_past_256_accounts_in_one_batch);
-    tcase_add_test(tc, test_alerts_same_for_every_batch_size);
-    tcase_add_test(tc, test_alert_crossed_at_is_when_the_balance_crosses);
-    tcase_add_test(tc, test_alerts_again_after_a_top_up);
-    tcase_add_test(tc, test_alerts_once_each_when_months_arrive_out_of_order);
-    tcase_add_test(tc, test_alerts_same_for_any_order_and_batches);
-    tcase_add_test(tc, test_alerts_recorded_with_their_batch);
-    tcase_add_test(tc, test_alerts_window_reaches_a_late_crossing);
+    add_common(tc);
     suite_add_tcase(s, tc);
     tc = tcase_create("postgresql-cache");
-    tcase_set_timeout(tc, 300);
     tcase_add_checked_fixture(tc, cache_on, NULL);
-    tcase_add_test(tc, test_alerts_past_256_accounts_in_one_batch);
-    tcase_add_test(tc, test_alerts_same_for_every_batch_size);
-    tcase_add_test(tc, test_alert_crossed_at_is_when_the_balance_crosses);
-    tcase_add_test(tc, test_alerts_again_after_a_top_up);
-    tcase_add_test(tc, test_alerts_once_each_when_months_arrive_out_of_order);
-    tcase_add_test(tc, test_alerts_same_for_any_order_and_batches);
-    tcase_add_test(tc, test_alerts_recorded_with_their_batch);
-    tcase_add_test(tc, test_alerts_window_reaches_a_late_crossing);
+    add_common(tc);
     tcase_add_test(tc, test_alerts_same_with_states_kept);
     tcase_add_test(tc, test_alerts_same_with_states_kept_out_of_order);
     suite_add_tcase(s, tc);
