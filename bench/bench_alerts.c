@@ -4,9 +4,11 @@
  * (10.00 CNY each) run one RTX 4090 for HOURS hourly records (0.60 an
  * hour: every threshold crossed), interleaved by hour as a cloud's meters
  * report them, ingested as protobuf in batches of BATCH, with the check
- * in each batch's transaction ("on") or without it ("off").
+ * in each batch's transaction ("on"), the check with the accounts'
+ * credit states kept between batches as billingd keeps them
+ * (alerts.cache_accounts: "cached"), or without a check ("off").
  *
- * Usage: bench_alerts on|off DBNAME [ACCOUNTS [HOURS [BATCH [STORED]]]]
+ * Usage: bench_alerts on|cached|off DBNAME [ACCOUNTS [HOURS [BATCH [STORED]]]]
  *        (defaults 1000 24 5000 0; DBNAME is created and must not exist;
  *        BILLING_PG_CONNINFO names the server; top_srcdir the example)
  * STORED other trial accounts ("s-00000"...) with 10 hourly records each
@@ -14,10 +16,13 @@
  * (issue 28), only with the accounts a batch touches.
  * Prints the records, alerts, wall time, this process's CPU (user+sys),
  * the PostgreSQL backend's CPU (from /proc, same machine) and the time of
- * the check per batch (median and max, ms; "on" only).
+ * the check per batch (median and max, ms; "on" and "cached"), and with
+ * "cached" how many accounts were checked from their state (fast) and
+ * walked (warmed).
  */
 #include "config.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +47,7 @@ static const int pcts[] = {50, 80, 100};
 
 typedef struct bench {
     bs_catalog *cat;
+    bd_alert_cache *cache; /* "cached" */
     size_t alerts;
     double *check_ms; /* per batch */
     size_t checks;
@@ -62,7 +68,8 @@ static bs_status hook(void *arg, bs_conn *c, const bs_record *recs, const bs_rec
 {
     bench *b = arg;
     double t = now_s();
-    bs_status st = bd_alerts_check(c, b->cat, pcts, 3, recs, results, n, count, b, err);
+    bs_status st =
+        bd_alerts_check_cached(b->cache, c, b->cat, pcts, 3, recs, results, n, count, b, err);
 
     /* A retried batch overwrites its own slot: one figure per batch. */
     if (b->checks < b->checks_cap)
@@ -264,18 +271,23 @@ int main(int argc, char **argv)
     bs_record_result *res;
     billing_event *ev = billing_event_new();
     bench b;
+    bd_alert_cache_stats cs;
     bs_conn *c;
     bs_ingest *in;
     bs_error err;
+    bs_status st;
     size_t i;
     size_t m;
     double wall;
     double cpu;
     double pg;
 
-    if (argc < 3 || (strcmp(argv[1], "on") != 0 && strcmp(argv[1], "off") != 0) || accounts < 1 ||
-        hours < 1 || batch < 1 || batch > BS_INGEST_BATCH_MAX || stored < 0) {
-        fputs("usage: bench_alerts on|off DBNAME [ACCOUNTS [HOURS [BATCH [STORED]]]]\n", stderr);
+    if (argc < 3 ||
+        (strcmp(argv[1], "on") != 0 && strcmp(argv[1], "off") != 0 &&
+         strcmp(argv[1], "cached") != 0) ||
+        accounts < 1 || hours < 1 || batch < 1 || batch > BS_INGEST_BATCH_MAX || stored < 0) {
+        fputs("usage: bench_alerts on|cached|off DBNAME [ACCOUNTS [HOURS [BATCH [STORED]]]]\n",
+              stderr);
         return 2;
     }
     bufs = malloc(n * BILLING_EVENT_WIRE_MAX);
@@ -300,14 +312,18 @@ int main(int argc, char **argv)
         recs[i].source = "bench";
     }
     in = bs_ingest_new(b.cat, NULL);
-    if (strcmp(argv[1], "on") == 0)
+    if (strcmp(argv[1], "off") != 0)
         bs_ingest_set_hook(in, hook, &b);
+    if (strcmp(argv[1], "cached") == 0)
+        b.cache = bd_alert_cache_new(BD_CACHE_ACCOUNTS_DEFAULT);
     wall = now_s();
     cpu = cpu_s();
     pg = proc_cpu_s(PQbackendPID(bs_pg(c)));
     for (i = 0; i < n; i += m) {
         m = n - i < batch ? n - i : batch;
-        if (bs_ingest_batch(in, c, &recs[i], m, NULL, 0, 0, &res[i], NULL, &err) != BS_OK)
+        st = bs_ingest_batch(in, c, &recs[i], m, NULL, 0, 0, &res[i], NULL, &err);
+        bd_alert_cache_done(b.cache, c, st == BS_OK);
+        if (st != BS_OK)
             die("batch", &err);
         b.checks += b.checks < b.checks_cap;
     }
@@ -320,6 +336,13 @@ int main(int argc, char **argv)
            argv[1], n, accounts, stored, batch, b.alerts, wall, cpu, pg,
            b.checks > 0 ? b.check_ms[b.checks / 2] : 0.0,
            b.checks > 0 ? b.check_ms[b.checks - 1] : 0.0);
+    if (b.cache != NULL) {
+        bd_alert_cache_stats_get(b.cache, &cs);
+        printf("cache: fast=%" PRIu64 " warmed=%" PRIu64 " stale=%" PRIu64 " hits=%" PRIu64
+               " accounts=%zu\n",
+               cs.fast, cs.warmed, cs.stale, cs.hits, cs.accounts);
+        bd_alert_cache_free(b.cache);
+    }
     free(b.check_ms);
     bs_ingest_free(in);
     bs_catalog_free(b.cat);

@@ -36,10 +36,39 @@
  * Past BD_EPOCH_EVENTS_MAX (alertcheck.c) it is skipped: crossed_at is
  * then the instant the balance was read and event_id is "".
  *
- * Not thread-safe: one call at a time per connection and catalog.
+ * Computed once (issue 24): with a bd_alert_cache, billingd keeps per
+ * account, between batches, a rater holding its stored usage (what the
+ * walk below read the first time), its change counter when that was
+ * read (billing.close_tallies, migration 0016: every insert or delete of
+ * a stored event raises it, whoever the writer), the grants it was
+ * checked with, its latest stored end, and its latest epoch and month
+ * with usage. A batch reads the counters with the grants (same
+ * statement); a state is valid iff its counter plus the batch's new
+ * events of the account is what was read and its grants are unchanged.
+ * When the batch's events all lie in one epoch with no stored usage in a
+ * later one, the balance is read from a valid state with the batch's
+ * events added (nothing read back); when an alert is due and the batch's
+ * events are in order (each starting at or after the state's latest
+ * stored end) and the search would start at their earliest start, the
+ * crossing is searched over them with the state below them, which is
+ * the walk's search over the same window: the same fields. Every other
+ * account with credit (no state, an invalid one, events in several
+ * epochs, an alert due with a late event) is walked as below, one query
+ * for all of them, and its state warmed from the walk's rater. The states move on only when the batch
+ * commits (bd_alert_cache_done); a rollback leaves them as they were.
+ * Alerts found from states are sent before those of the walk (the
+ * fields are the same; the order of a batch's alerts may differ from the
+ * check without a cache). What the states' balances omit the walk omits
+ * too: neither gives the rater the issued credit of finalized months
+ * (store/balance.c), so a finalization changes neither.
+ *
+ * Not thread-safe: one call at a time per connection and catalog (and
+ * per cache, with bd_alert_cache_done).
  */
 #ifndef BILLINGD_ALERTCHECK_H
 #define BILLINGD_ALERTCHECK_H
+
+#include <stdint.h>
 
 #include "dbcatalog.h"
 #include "ingest.h"
@@ -85,5 +114,68 @@ typedef int (*bd_crossing_fn)(void *arg, const bd_crossing *x);
 bs_status bd_alerts_check(bs_conn *c, bs_catalog *cat, const int *pcts, size_t n,
                           const bs_record *recs, const bs_record_result *results, size_t n_recs,
                           bd_crossing_fn fn, void *arg, bs_error *err);
+
+/* billingd's default alerts.cache_accounts. */
+#define BD_CACHE_ACCOUNTS_DEFAULT 100000
+
+/*
+ * The accounts' credit states kept between batches (see above). Bounded:
+ * at most max_accounts accounts' usage held (the raters of the batches
+ * that warmed them, 64 at most: the one with the fewest accounts still
+ * used, then the least recently used, goes first when room is needed).
+ * States of accounts this process no longer consumes (a revoked
+ * partition) are not dropped: another consumer's events raise the
+ * account's counter, so a state used again is found stale and warmed
+ * anew; an idle one goes with its rater.
+ */
+typedef struct bd_alert_cache bd_alert_cache;
+
+/* What the cache did since it was made (for tests and benchmarks). */
+typedef struct bd_alert_cache_stats {
+    uint64_t hits;      /* accounts of a batch with a valid state */
+    uint64_t stale;     /* states found invalid (dropped) */
+    uint64_t fast;      /* accounts checked from their state, no aggregate read */
+    uint64_t windows;   /* alerts due that a state could not place: walked (a late event) */
+    uint64_t warmed;    /* accounts walked and warmed */
+    uint64_t evictions; /* raters dropped for room */
+    uint64_t rollbacks; /* batches that did not commit */
+    size_t accounts;    /* states held now */
+} bd_alert_cache_stats;
+
+/* bd_alert_cache_new - an empty cache of at most @max_accounts (>= 1) states; NULL: no memory. */
+bd_alert_cache *bd_alert_cache_new(size_t max_accounts);
+
+/* bd_alert_cache_free - free @cache and its states; NULL is a no-op. */
+void bd_alert_cache_free(bd_alert_cache *cache);
+
+/*
+ * bd_alert_cache_forget - drop every state (and pending change): before
+ * the catalog the states' raters borrow is freed (a reload).
+ */
+void bd_alert_cache_forget(bd_alert_cache *cache);
+
+/*
+ * bd_alerts_check_cached - bd_alerts_check with @cache's states (NULL:
+ * none, as bd_alerts_check). What the batch changes in @cache is pending
+ * on @c until bd_alert_cache_done(@cache, @c, ...) tells whether the
+ * batch committed; a retry of the batch on @c replaces it. The results'
+ * events must stay valid until then. At most 64 connections with a
+ * batch pending at once (past that a batch is checked without states).
+ */
+bs_status bd_alerts_check_cached(bd_alert_cache *cache, bs_conn *c, bs_catalog *cat,
+                                 const int *pcts, size_t n, const bs_record *recs,
+                                 const bs_record_result *results, size_t n_recs, bd_crossing_fn fn,
+                                 void *arg, bs_error *err);
+
+/*
+ * bd_alert_cache_done - the batch checked on @c committed (@committed 1:
+ * its accounts' states move on by its events, the accounts it warmed are
+ * kept) or not (0: nothing changes). No-op for NULL @cache or nothing
+ * pending on @c.
+ */
+void bd_alert_cache_done(bd_alert_cache *cache, bs_conn *c, int committed);
+
+/* bd_alert_cache_stats_get - what @cache did so far, into @out. */
+void bd_alert_cache_stats_get(const bd_alert_cache *cache, bd_alert_cache_stats *out);
 
 #endif

@@ -25,6 +25,7 @@ struct bd_alerts {
     const bd_config *cfg; /* to make the producer again after a fatal error */
     const char *topic;
     bs_catalog **cat;
+    bd_alert_cache *cache; /* the accounts' credit states between batches */
     int thresholds[THRESHOLDS_MAX];
     size_t n_thresholds;
     int failed;
@@ -74,12 +75,17 @@ bd_alerts *bd_alerts_new(const bd_config *cfg, bs_catalog **cat)
         goto error;
     }
     a->cfg = cfg;
+    a->cache = bd_alert_cache_new((size_t)cfg->alerts_cache_accounts);
+    if (a->cache == NULL)
+        goto error;
     a->rk = bd_producer_new(cfg, on_delivery, a, errstr, sizeof(errstr));
     if (a->rk == NULL)
         goto error;
     return a;
 error:
     bd_log("error", "alerts_start_failed", "error=%s", bd_q(errstr));
+    if (a != NULL)
+        bd_alert_cache_free(a->cache);
     free(a);
     return NULL;
 }
@@ -90,7 +96,20 @@ void bd_alerts_free(bd_alerts *a)
         return;
     rd_kafka_flush(a->rk, FLUSH_MS);
     rd_kafka_destroy(a->rk);
+    bd_alert_cache_free(a->cache);
     free(a);
+}
+
+void bd_alerts_done(bd_alerts *a, bs_conn *c, int committed)
+{
+    if (a != NULL)
+        bd_alert_cache_done(a->cache, c, committed);
+}
+
+void bd_alerts_forget(bd_alerts *a)
+{
+    if (a != NULL)
+        bd_alert_cache_forget(a->cache);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -168,8 +187,8 @@ bs_status bd_alerts_hook(void *arg, bs_conn *c, const bs_record *recs,
                             "alerts topic %s: the producer had a fatal error;"
                             " made again",
                             a->topic);
-    st = bd_alerts_check(c, *a->cat, a->thresholds, a->n_thresholds, recs, results, n, publish, a,
-                         err);
+    st = bd_alerts_check_cached(a->cache, c, *a->cat, a->thresholds, a->n_thresholds, recs, results,
+                                n, publish, a, err);
     /* Even on error: what was queued is delivered, so a rolled-back batch (its rows in
      * billing.credit_alerts with it) repeats it, with the same id. */
     e = a->queued > 0 ? rd_kafka_flush(a->rk, FLUSH_MS) : RD_KAFKA_RESP_ERR_NO_ERROR;

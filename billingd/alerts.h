@@ -17,6 +17,7 @@
 #ifndef BILLINGD_ALERTS_H
 #define BILLINGD_ALERTS_H
 
+#include "alertcheck.h"
 #include "conf.h"
 #include "dbcatalog.h"
 #include "ingest.h"
@@ -32,6 +33,17 @@ void bd_alerts_free(bd_alerts *a);
 /* bd_alerts_hook - a bs_ingest_hook (@arg: bd_alerts). */
 bs_status bd_alerts_hook(void *arg, bs_conn *c, const bs_record *recs,
                          const bs_record_result *results, size_t n, bs_error *err);
+
+/*
+ * bd_alerts_done - the batch whose bd_alerts_hook ran on @c committed
+ * (@committed 1) or not (0): the accounts' credit states kept between
+ * batches (alerts.cache_accounts, alertcheck.h) move on with it or stay.
+ * Call after every commit attempt that ran the hook. NULL @a: no-op.
+ */
+void bd_alerts_done(bd_alerts *a, bs_conn *c, int committed);
+
+/* bd_alerts_forget - drop every kept state: before the catalog is replaced. NULL: no-op. */
+void bd_alerts_forget(bd_alerts *a);
 
 /* bd_alerts_published - the alerts the last bd_alerts_hook call published. */
 int bd_alerts_published(const bd_alerts *a);

@@ -23,6 +23,7 @@ void bd_config_init(bd_config *c)
     c->linger_ms = 200;
     c->commit_connections = 2;
     c->rate_threads = 1;
+    c->alerts_cache_accounts = 100000;
     c->retry_max_ms = 30000;
     c->api_body_max = 16777216;
     c->api_request_ms = 30000;
@@ -196,6 +197,10 @@ static int apply(bd_config *c, const char *key, const char *value, const char **
         return set_string(&c->alerts_topic, value);
     if (strcmp(key, "alerts.thresholds") == 0)
         return set_string(&c->alerts_thresholds, value);
+    if (strcmp(key, "alerts.cache_accounts") == 0) {
+        *why = "need a number in 1..10000000";
+        return set_long(&c->alerts_cache_accounts, value, 1, 10000000);
+    }
     if (strcmp(key, "topics") == 0) {
         *why = "need 1..64 comma-separated topic names";
         return set_topics(c, value);

@@ -16,6 +16,8 @@
  *   retry.max.ms       longest pause between database retries (default 30000)
  *   alerts.topic       topic of billing.v1.CreditAlert ("": no alerts; default none)
  *   alerts.thresholds  percents of credit used that alert, default 50,80,100
+ *   alerts.cache_accounts  accounts whose credit state the alert check keeps
+ *                      between batches, 1..10000000 (default 100000)
  *   http.listen        /metrics and /healthz address (default 127.0.0.1:9464; "": off)
  *   api.listen         the HTTP API's address (default "": off; doc/http-api.md)
  *   api.tls_cert, api.tls_key  PEM files: serve the API over TLS (GnuTLS)
@@ -64,6 +66,7 @@ typedef struct bd_config {
     long api_produce_ms;
     char *alerts_topic;
     char *alerts_thresholds;
+    long alerts_cache_accounts;
     char *topics[BD_MAX_TOPICS];
     size_t n_topics;
     long batch_size;

@@ -419,12 +419,28 @@ static void batch_done(bd_daemon *d, bd_batch *b)
 }
 
 /* The committer thread of a lane: the transaction of one prepared batch. */
+/*
+ * Commit @b on lane @l, then tell the alert check whether it committed
+ * (its kept credit states move on with the batch, or stay).
+ */
+static bs_status commit_batch(bd_daemon *d, bd_lane *l, bd_batch *b)
+{
+    bs_status st = bs_ingest_commit(b->in, l->db, b->pos, b->np, 0, &b->k, &b->err);
+
+    if (d->alerts != NULL) {
+        pthread_mutex_lock(&d->hook_lock);
+        bd_alerts_done(d->alerts, l->db, st == BS_OK);
+        pthread_mutex_unlock(&d->hook_lock);
+    }
+    return st;
+}
+
 static void *commit_main(void *arg)
 {
     bd_lane *l = arg;
     bd_batch *b = l->inflight;
 
-    b->st = bs_ingest_commit(b->in, l->db, b->pos, b->np, 0, &b->k, &b->err);
+    b->st = commit_batch(l->d, l, b);
     if (b->st == BS_OK)
         batch_metrics(l->d, b);
     pthread_mutex_lock(&l->d->lock);
@@ -496,7 +512,7 @@ static void start_commit(bd_daemon *d, bd_lane *l, bd_batch *b)
         return;
     bd_log("warn", "committer_thread_failed", "records=%zu", b->n);
     l->inflight = NULL;
-    b->st = bs_ingest_commit(b->in, l->db, b->pos, b->np, 0, &b->k, &b->err);
+    b->st = commit_batch(d, l, b);
     if (b->st != BS_OK) {
         batch_failed(d, b);
         return;
@@ -864,6 +880,8 @@ static int reload_catalog(bd_daemon *d)
     }
     for (i = 0; i < 2 * d->n_lanes; i++)
         bs_ingest_set_catalog(d->lanes[i / 2].batches[i % 2].in, cat);
+    /* The alert check's kept states borrow the catalog being freed. */
+    bd_alerts_forget(d->alerts);
     bs_catalog_free(d->cat);
     d->cat = cat;
     d->stats.reloads++;

@@ -38,7 +38,9 @@
 #define SQL_GRANTS                                                                           \
     "SELECT g.account_id, g.amount::text,"                                                   \
     " (extract(epoch FROM g.granted_at) * 1000000)::bigint,"                                 \
-    " (extract(epoch FROM g.expires_at) * 1000000)::bigint, a.currency, g.id"                \
+    " (extract(epoch FROM g.expires_at) * 1000000)::bigint, a.currency, g.id,"               \
+    " (SELECT coalesce(sum(t.changes), 0) FROM billing.close_tallies t"                      \
+    " WHERE t.account_id = g.account_id)::text"                                              \
     " FROM unnest($1::text[]) AS q (id) JOIN billing.credit_grants g ON g.account_id = q.id" \
     " JOIN billing.accounts a ON a.id = g.account_id"                                        \
     " ORDER BY g.account_id COLLATE \"C\", g.id COLLATE \"C\""
@@ -205,6 +207,39 @@ bs_status bs_events_window(bs_conn *c, const char *account, billing_time_t from,
     return st;
 }
 
+/*
+ * $1: the accounts. The latest end of each one's stored events, exact
+ * (microseconds and the nanoseconds past them); none for an account
+ * without events.
+ */
+#define SQL_USAGE_ENDS                                                                     \
+    "SELECT q.id, m.us, m.ns FROM unnest($1::text[]) AS q (id) CROSS JOIN LATERAL"         \
+    " (SELECT (extract(epoch FROM e.end_time) * 1000000)::bigint AS us, e.end_nanos AS ns" \
+    " FROM billing.usage_events e WHERE e.account_id = q.id"                               \
+    " ORDER BY e.end_time DESC, e.end_nanos DESC LIMIT 1) AS m"
+
+bs_status bs_usage_ends_read(bs_conn *c, const char *accounts, bs_usage_end_fn fn, void *arg,
+                             bs_error *err)
+{
+    const char *params[1];
+    PGresult *res;
+    billing_time_t end;
+    int i;
+
+    params[0] = accounts;
+    /* Prepared once per connection: billingd's alert cache runs it when it warms accounts. */
+    res = bs_query_prepared(c, "bs_usage_ends", SQL_USAGE_ENDS, 1, params, err);
+    if (res == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    for (i = 0; i < PQntuples(res); i++) {
+        end = strtoll(PQgetvalue(res, i, 1), NULL, 10) * 1000 +
+              strtoll(PQgetvalue(res, i, 2), NULL, 10);
+        fn(arg, PQgetvalue(res, i, 0), end);
+    }
+    PQclear(res);
+    return BS_OK;
+}
+
 /* A microsecond column of SQL_GRANTS, in nanoseconds. */
 static billing_time_t grant_nanos(const PGresult *res, int i, int col)
 {
@@ -243,6 +278,7 @@ bs_status bs_account_grants_read(bs_conn *c, const char *accounts, bs_account_gr
         r->expires_at = grant_nanos(g->res, i, 3);
         r->currency = PQgetvalue(g->res, i, 4);
         r->id = PQgetvalue(g->res, i, 5);
+        r->changes = strtoll(PQgetvalue(g->res, i, 6), NULL, 10);
     }
     *out = g;
     return BS_OK;

@@ -77,6 +77,13 @@ typedef struct bs_account_grant {
     const char *currency;      /* the account's currency */
     billing_time_t granted_at; /* whole microseconds, as nanoseconds */
     billing_time_t expires_at;
+    /*
+     * The account's change counter when read: the sum of its
+     * billing.close_tallies changes (migration 0016), which every insert
+     * or delete of one of its stored events raises, whoever writes it.
+     * The same in every row of the account.
+     */
+    int64_t changes;
 } bs_account_grant;
 
 /* The credit grants of some accounts, by account then id (strcmp order). */
@@ -87,10 +94,26 @@ typedef struct bs_account_grants bs_account_grants;
  * @accounts (a text[] literal, bs_text_array), one query (prepared once
  * per connection), read in the current transaction, into *@out (free with
  * bs_account_grants_free; NULL on error). Ordered by account, then grant
- * id, bytewise. Returns BS_OK, BS_ERR_NOMEM, or a database error.
+ * id, bytewise; each row carries its account's change counter
+ * (bs_account_grant.changes), read by the same statement, so it is as
+ * of that statement. Returns BS_OK, BS_ERR_NOMEM, or a database error.
  */
 bs_status bs_account_grants_read(bs_conn *c, const char *accounts, bs_account_grants **out,
                                  bs_error *err);
+
+/* bs_usage_end_fn - one account's latest stored event end (nanoseconds). */
+typedef void (*bs_usage_end_fn)(void *arg, const char *account, billing_time_t end);
+
+/*
+ * bs_usage_ends_read - the latest end of the stored events of each
+ * account of @accounts (a text[] literal, bs_text_array), one query in the
+ * current transaction: @fn once per account that has events, in no
+ * particular order. Reads each account's events (its index), so it costs
+ * what those accounts stored: meant for an account once, not per batch.
+ * Returns BS_OK or a database error.
+ */
+bs_status bs_usage_ends_read(bs_conn *c, const char *accounts, bs_usage_end_fn fn, void *arg,
+                             bs_error *err);
 
 /* bs_account_grants_count - how many grants @g holds (0 for NULL). */
 size_t bs_account_grants_count(const bs_account_grants *g);

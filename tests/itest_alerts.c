@@ -21,7 +21,12 @@
  *     imply, each once;
  *   - billing.credit_alerts is written with the batch, by the runtime
  *     role: a failed batch's rerun repeats the same alert_ids, a committed
- *     alert is never repeated.
+ *     alert is never repeated;
+ *   - every test again with the credit states kept between batches
+ *     (bd_alert_cache, test case "postgresql-cache"), and the same alerts
+ *     with and without them when another writer (`billing ingest`) adds
+ *     events between two batches, after a restart, a rolled-back batch, a
+ *     grant loaded between batches and a late event.
  *
  * Needs BILLING_PG_CONNINFO; without it every test FAILS, never skips.
  */
@@ -48,12 +53,17 @@
 #define MSG 512
 #define ALERTS_MAX 4096
 #define MANY_ACCOUNTS 300
+/* States the tests' caches keep. */
+#define CACHE_ACCOUNTS 1000
 /* 2026-01-11T00:00:00Z: student-b's trial (from 01-10T10:00Z) is valid. */
 #define JAN_11 INT64_C(1768089600)
 /* 2026-02-09T10:00:00Z: student-b's trial expires. */
 #define TRIAL_END INT64_C(1770631200)
 
 static char db[64];
+
+/* 1: the hook keeps the accounts' credit states between batches (test case "postgresql-cache"). */
+static int with_cache;
 
 /* One alert as billingd would publish it. */
 typedef struct seen_alert {
@@ -70,8 +80,10 @@ typedef struct seen_alert {
 
 typedef struct collector {
     bs_catalog *cat;
-    int fail_once; /* the hook fails its next call after the check (BS_ERR_RETRY) */
-    size_t stored; /* records ingested by the end of the batch in progress */
+    int fail_once;  /* the hook fails its next call after the check (BS_ERR_RETRY) */
+    int fail_fatal; /* the hook fails its next call after the check (BS_ERR_FATAL: no retry) */
+    bd_alert_cache *cache; /* with_cache: made by the first batch */
+    size_t stored;         /* records ingested by the end of the batch in progress */
     seen_alert alerts[ALERTS_MAX];
     size_t n;
 } collector;
@@ -102,12 +114,20 @@ static bs_status hook(void *arg, bs_conn *c, const bs_record *recs, const bs_rec
                       size_t n, bs_error *err)
 {
     collector *col = arg;
-    bs_status st = bd_alerts_check(c, col->cat, pcts, 3, recs, results, n, collect, col, err);
+    bs_status st;
 
+    if (with_cache && col->cache == NULL)
+        col->cache = bd_alert_cache_new(CACHE_ACCOUNTS);
+    st = bd_alerts_check_cached(col->cache, c, col->cat, pcts, 3, recs, results, n, collect, col,
+                                err);
     /* As billingd when the COMMIT fails after the alerts went out: the batch runs again. */
     if (st == BS_OK && col->fail_once) {
         col->fail_once = 0;
         return bs_error_set(err, BS_ERR_RETRY, "test: the batch fails once after its alerts");
+    }
+    if (st == BS_OK && col->fail_fatal) {
+        col->fail_fatal = 0;
+        return bs_error_set(err, BS_ERR_FATAL, "test: the batch fails after its alerts");
     }
     return st;
 }
@@ -148,6 +168,7 @@ static void ingest_sized(bs_conn *c, collector *col, const its_stream *s, const 
     billing_event *ev = billing_event_new();
     bs_ingest *in;
     bs_error err;
+    bs_status st;
     size_t b = 0;
     size_t i;
     size_t n;
@@ -168,11 +189,22 @@ static void ingest_sized(bs_conn *c, collector *col, const its_stream *s, const 
         n = s->n - i < sizes[b % n_sizes] ? s->n - i : sizes[b % n_sizes];
         b++;
         col->stored = i + n;
-        ck_assert_msg(bs_ingest_batch(in, c, &recs[i], n, NULL, 0, 0, &res[i], NULL, &err) == BS_OK,
-                      "batch at %zu: %s", i, err.message);
+        st = bs_ingest_batch(in, c, &recs[i], n, NULL, 0, 0, &res[i], NULL, &err);
+        /* As billingd: the kept states move on only with a batch that committed. */
+        bd_alert_cache_done(col->cache, c, st == BS_OK);
+        ck_assert_msg(st == BS_OK, "batch at %zu: %s", i, err.message);
     }
     bs_ingest_free(in);
     billing_event_destroy(ev);
+}
+
+/* Drop @col's catalog and the states that borrow it (a restart). */
+static void drop_catalog(collector *col)
+{
+    bd_alert_cache_free(col->cache);
+    col->cache = NULL;
+    bs_catalog_free(col->cat);
+    col->cat = NULL;
 }
 
 /* Ingest @s, @batch records at a time. */
@@ -280,7 +312,7 @@ START_TEST(test_alerts_past_256_accounts_in_one_batch)
     for (i = 0; i < MANY_ACCOUNTS; i++)
         ck_assert_msg(per[i] == 1, "account many-%03zu: %d alerts, not 1", i, per[i]);
     ck_assert_uint_eq(col->n, MANY_ACCOUNTS);
-    bs_catalog_free(col->cat);
+    drop_catalog(col);
     its_free(s);
     free(s);
     free(col);
@@ -334,13 +366,13 @@ START_TEST(test_alerts_same_for_every_batch_size)
     ck_assert_uint_eq(one->n, 1);
     ck_assert_int_eq(one->alerts[0].pct, 50);
     ck_assert_str_eq(one->alerts[0].event_id, "late-01");
-    bs_catalog_free(one->cat);
+    drop_catalog(one);
     itdb_drop(c, db);
     for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
         c = fresh("batches", other);
         ingest(c, other, s, sizes[i]);
         same_alerts(one, other, sizes[i]);
-        bs_catalog_free(other->cat);
+        drop_catalog(other);
         itdb_drop(c, db);
     }
     its_free(s);
@@ -423,7 +455,7 @@ START_TEST(test_alert_crossed_at_is_when_the_balance_crosses)
                       col->alerts[i].pct, col->alerts[i].threshold);
     }
     mpq_clears(level, at, before, NULL);
-    bs_catalog_free(col->cat);
+    drop_catalog(col);
     its_free(s);
     free(s);
     free(col);
@@ -476,7 +508,7 @@ START_TEST(test_alerts_again_after_a_top_up)
     topup_accounts(accounts);
     ck_assert_msg(bs_load_catalog(c, "gpu", book, accounts, &k, &err) == BS_OK, "%s", err.message);
     remove(accounts);
-    bs_catalog_free(col->cat);
+    drop_catalog(col);
     col->cat = bs_catalog_read(c, NULL, &err);
     ck_assert_msg(col->cat != NULL, "%s", err.message);
     /* 30 records (24.00) from 01-12: the top-up's 20.00 runs out at the 25th. */
@@ -486,7 +518,7 @@ START_TEST(test_alerts_again_after_a_top_up)
     for (i = 3; i < 6; i++)
         ck_assert_int_eq(col->alerts[i].pct, pcts[i - 3]);
     ck_assert_str_eq(col->alerts[5].event_id, "topup-24");
-    bs_catalog_free(col->cat);
+    drop_catalog(col);
     its_free(s);
     its_free(more);
     free(s);
@@ -705,7 +737,7 @@ START_TEST(test_alerts_once_each_when_months_arrive_out_of_order)
             billing_config_zones_destroy(zones);
         }
         ids_free(ids, n);
-        bs_catalog_free(col->cat);
+        drop_catalog(col);
         itdb_drop(c, db);
         remove(book);
         remove(accounts);
@@ -776,7 +808,7 @@ START_TEST(test_alerts_window_reaches_a_late_crossing)
     }
     billing_catalog_destroy(cat);
     billing_config_zones_destroy(zones);
-    bs_catalog_free(col->cat);
+    drop_catalog(col);
     itdb_drop(c, db);
     remove(book);
     remove(accounts);
@@ -833,7 +865,7 @@ START_TEST(test_alerts_recorded_with_their_batch)
     ck_assert_int_ne(bs_command(c, "UPDATE billing.credit_alerts SET pct = 1", 0, NULL, NULL, &err),
                      BS_OK);
     itdb_exec(c, "RESET ROLE");
-    bs_catalog_free(col->cat);
+    drop_catalog(col);
     its_free(s);
     free(s);
     free(col);
@@ -1100,7 +1132,7 @@ START_TEST(test_alerts_same_for_any_order_and_batches)
             crossed_over_prefix(cat, perm, &col->alerts[i]);
         billing_catalog_destroy(cat);
         its_free(perm);
-        bs_catalog_free(col->cat);
+        drop_catalog(col);
         itdb_drop(c, db);
         remove(book);
         remove(accounts);
@@ -1113,11 +1145,250 @@ START_TEST(test_alerts_same_for_any_order_and_batches)
 }
 END_TEST
 
-static Suite *alerts_suite(void)
-{
-    Suite *s = suite_create("alerts");
-    TCase *tc = tcase_create("postgresql");
+/* ---------------------------------------------------------------------- */
+/* The credit states kept between batches                                  */
+/* ---------------------------------------------------------------------- */
 
+/* Ingest records [@from, @to) of @s in one batch with the alert hook (@hooked) or without. */
+static bs_status one_batch(bs_conn *c, collector *col, const its_stream *s, size_t from, size_t to,
+                           int hooked)
+{
+    static unsigned char bufs[64][BILLING_EVENT_WIRE_MAX];
+    static bs_record recs[64];
+    static bs_record_result res[64];
+    char err_text[MSG];
+    billing_event *ev = billing_event_new();
+    bs_ingest *in = bs_ingest_new(col->cat, NULL);
+    bs_error err;
+    bs_status st;
+    size_t i;
+
+    ck_assert_uint_le(to - from, 64);
+    for (i = from; i < to; i++) {
+        memset(&recs[i - from], 0, sizeof(recs[0]));
+        ck_assert_int_eq(bc_event_parse_json(ev, s->rec[i], s->len[i], err_text, sizeof(err_text)),
+                         BILLING_OK);
+        ck_assert_int_eq(
+            billing_event_encode(ev, bufs[i - from], sizeof(bufs[0]), &recs[i - from].len),
+            BILLING_OK);
+        recs[i - from].data = bufs[i - from];
+        recs[i - from].format = BS_RECORD_PROTOBUF;
+        recs[i - from].source = "test";
+    }
+    /* Without the hook: another writer, as `billing ingest`. */
+    if (hooked)
+        bs_ingest_set_hook(in, hook, col);
+    st = bs_ingest_batch(in, c, recs, to - from, NULL, 0, 0, res, NULL, &err);
+    if (hooked)
+        bd_alert_cache_done(col->cache, c, st == BS_OK);
+    bs_ingest_free(in);
+    billing_event_destroy(ev);
+    return st;
+}
+
+/* The alerts recorded, every field but sent_at, in alert_id order (caller frees). */
+static char *recorded_alerts(bs_conn *c)
+{
+    return itdb_text(c, "SELECT alert_id, account_id, pct, granted, grants, threshold, balance,"
+                        " crossed_at, crossed_nanos, event_id FROM billing.credit_alerts"
+                        " ORDER BY alert_id COLLATE \"C\"");
+}
+
+/*
+ * student-b's trial (10.00; 0.80 a record) through batches with and
+ * without the alert hook, a restart, a batch rolled back, a top-up loaded
+ * between batches and a late event; the alerts recorded with @cached
+ * states kept, or without. What the cache did into @stats[0] (before the
+ * restart) and @stats[1] (after the load).
+ */
+static char *cache_plan(int cached, bd_alert_cache_stats *stats)
+{
+    its_stream *s = calloc(1, sizeof(*s));
+    collector *col = calloc(1, sizeof(*col));
+    bs_conn *c;
+    char book[1024];
+    char accounts[256];
+    bs_load_counts k;
+    bs_error err;
+    char *out;
+    size_t i;
+
+    with_cache = cached;
+    c = fresh("cache", col);
+    burn(s, "student-b", "r-", JAN_11, 17);
+    burn(s, "student-b", "early-", JAN_11 - 3600, 1);
+    memset(stats, 0, 2 * sizeof(*stats));
+    /* One record a batch, in order: 50% is crossed by r-06, found from the state. */
+    for (i = 0; i < 7; i++)
+        ck_assert_int_eq(one_batch(c, col, s, i, i + 1, 1), BS_OK);
+    ck_assert_uint_eq(col->n, 1);
+    /* Another writer: r-07, r-08 stored without a check (7.20 used). */
+    ck_assert_int_eq(one_batch(c, col, s, 7, 9, 0), BS_OK);
+    /* r-09 takes it to 8.00: 80% due only counting what the other writer stored. */
+    ck_assert_int_eq(one_batch(c, col, s, 9, 10, 1), BS_OK);
+    ck_assert_uint_eq(col->n, 2);
+    if (col->cache != NULL)
+        bd_alert_cache_stats_get(col->cache, &stats[0]);
+    /* A restart: the states are lost. */
+    bd_alert_cache_free(col->cache);
+    col->cache = NULL;
+    ck_assert_int_eq(one_batch(c, col, s, 10, 11, 1), BS_OK);
+    /* r-11, r-12 (100% due) in a batch that fails after its check, then again. */
+    col->fail_fatal = 1;
+    ck_assert_int_ne(one_batch(c, col, s, 11, 13, 1), BS_OK);
+    ck_assert_int_eq(one_batch(c, col, s, 11, 13, 1), BS_OK);
+    /* A 20.00 top-up loaded between batches, before the catalog is read again. */
+    its_example_path(book, sizeof(book), "pricebook.json");
+    snprintf(accounts, sizeof(accounts), "itest_alerts-cache-%ld.json", (long)getpid());
+    topup_accounts(accounts);
+    ck_assert_msg(bs_load_catalog(c, "gpu", book, accounts, &k, &err) == BS_OK, "%s", err.message);
+    remove(accounts);
+    ck_assert_int_eq(one_batch(c, col, s, 13, 14, 1), BS_OK);
+    if (col->cache != NULL)
+        bd_alert_cache_stats_get(col->cache, &stats[1]);
+    /* Then read again, as billingd on the load's notification. */
+    bd_alert_cache_free(col->cache);
+    col->cache = NULL;
+    bs_catalog_free(col->cat);
+    col->cat = bs_catalog_read(c, NULL, &err);
+    ck_assert_msg(col->cat != NULL, "%s", err.message);
+    ck_assert_int_eq(one_batch(c, col, s, 14, 16, 1), BS_OK);
+    /* A late event: before everything stored. */
+    ck_assert_int_eq(one_batch(c, col, s, 16, 18, 1), BS_OK);
+    out = recorded_alerts(c);
+    drop_catalog(col);
+    its_free(s);
+    free(s);
+    free(col);
+    itdb_drop(c, db);
+    return out;
+}
+
+/*
+ * The same alerts, every field, with the states kept and without; and
+ * the states were used (the 50% found from one, nothing read back), found
+ * stale after the other writer and after the load.
+ */
+START_TEST(test_alerts_same_with_states_kept)
+{
+    bd_alert_cache_stats plain[2];
+    bd_alert_cache_stats kept[2];
+    char *without = cache_plan(0, plain);
+    char *with = cache_plan(1, kept);
+
+    ck_assert_str_eq(with, without);
+    /* 50% at r-06, 80% at r-09 (its 2.00 reached at its end), 100% at r-12. */
+    ck_assert_ptr_nonnull(strstr(without, "student-b/50pct/10/trial-student-b|"));
+    ck_assert_ptr_nonnull(strstr(without, "|r-06\n"));
+    ck_assert_ptr_nonnull(strstr(without, "|2|2|2026-01-11 01:39:56.25+00|0|r-09"));
+    ck_assert_ptr_nonnull(strstr(without, "|r-12"));
+    /* From the states: r-01 to r-06 (the 50% among them); stale after the other writer. */
+    ck_assert_uint_ge(kept[0].fast, 6);
+    ck_assert_uint_ge(kept[0].stale, 1);
+    /* After the load: stale by its grants alone (no event was written). */
+    ck_assert_uint_ge(kept[1].stale, 1);
+    ck_assert_uint_eq(plain[0].fast + plain[1].fast, 0);
+    free(without);
+    free(with);
+}
+END_TEST
+
+/* The example's events (examples/gpu-cloud/events.jsonl) into @s, in file order. */
+static void example_events(its_stream *s)
+{
+    char path[1024];
+    char line[4096];
+    FILE *f;
+
+    its_example_path(path, sizeof(path), "events.jsonl");
+    f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "%s", path);
+    while (fgets(line, sizeof(line), f) != NULL) {
+        line[strcspn(line, "\n")] = '\0';
+        if (line[0] == '\0')
+            continue;
+        ck_assert_uint_lt(s->n, ITS_MAX_RECORDS);
+        s->rec[s->n] = strdup(line);
+        s->len[s->n] = strlen(line);
+        s->key[s->n++] = "example";
+    }
+    fclose(f);
+}
+
+/* The alerts recorded for @s in batches of @batch, with states kept (@cached) or not. */
+static char *example_alerts(int cached, const its_stream *s, size_t batch,
+                            bd_alert_cache_stats *stats)
+{
+    collector *col = calloc(1, sizeof(*col));
+    bs_conn *c;
+    char *out;
+
+    with_cache = cached;
+    c = fresh("example", col);
+    ingest(c, col, s, batch);
+    memset(stats, 0, sizeof(*stats));
+    if (col->cache != NULL)
+        bd_alert_cache_stats_get(col->cache, stats);
+    out = recorded_alerts(c);
+    drop_catalog(col);
+    free(col);
+    itdb_drop(c, db);
+    return out;
+}
+
+/*
+ * The example's month (three trials, plans with included usage, storage
+ * and traffic) in random orders and batches of 40 and 150: the same
+ * alerts, every field, with the states kept and without, also when an
+ * alert is due in a batch with late events.
+ */
+START_TEST(test_alerts_same_with_states_kept_out_of_order)
+{
+    static const size_t batches[] = {40, 150};
+    its_stream *s = calloc(1, sizeof(*s));
+    its_stream *perm = calloc(1, sizeof(*perm));
+    uint64_t rng = UINT64_C(0x2545f4914f6cdd1d);
+    bd_alert_cache_stats plain;
+    bd_alert_cache_stats kept;
+    uint64_t used = 0;
+    char *without;
+    char *with;
+    size_t round;
+    size_t b;
+
+    example_events(s);
+    ck_assert_uint_gt(s->n, 100);
+    for (round = 0; round < 2; round++) {
+        shuffled(s, perm, &rng);
+        for (b = 0; b < sizeof(batches) / sizeof(batches[0]); b++) {
+            without = example_alerts(0, perm, batches[b], &plain);
+            with = example_alerts(1, perm, batches[b], &kept);
+            ck_assert_msg(strcmp(with, without) == 0,
+                          "round %zu, batches of %zu:\nkept:\n%s\nwithout:\n%s", round, batches[b],
+                          with, without);
+            ck_assert_uint_gt(strlen(without), 0);
+            used += kept.fast;
+            free(without);
+            free(with);
+        }
+        its_free(perm);
+    }
+    /* The states were used. */
+    ck_assert_uint_gt(used, 0);
+    its_free(s);
+    free(s);
+    free(perm);
+}
+END_TEST
+
+static void cache_on(void)
+{
+    with_cache = 1;
+}
+
+/* The tests run without and with the credit states kept (a test case each). */
+static void add_common(TCase *tc)
+{
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_alerts_past_256_accounts_in_one_batch);
     tcase_add_test(tc, test_alerts_same_for_every_batch_size);
@@ -1127,6 +1398,20 @@ static Suite *alerts_suite(void)
     tcase_add_test(tc, test_alerts_same_for_any_order_and_batches);
     tcase_add_test(tc, test_alerts_recorded_with_their_batch);
     tcase_add_test(tc, test_alerts_window_reaches_a_late_crossing);
+}
+
+static Suite *alerts_suite(void)
+{
+    Suite *s = suite_create("alerts");
+    TCase *tc = tcase_create("postgresql");
+
+    add_common(tc);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("postgresql-cache");
+    tcase_add_checked_fixture(tc, cache_on, NULL);
+    add_common(tc);
+    tcase_add_test(tc, test_alerts_same_with_states_kept);
+    tcase_add_test(tc, test_alerts_same_with_states_kept_out_of_order);
     suite_add_tcase(s, tc);
     return s;
 }
