@@ -2,10 +2,10 @@
  * invoices.c - month-end close in the store. See invoices.h and
  * doc/database.md ("Month-end close").
  *
- * Drafts are written set-based: a batch of accounts' drafts travels as
- * one JSON parameter, and each step (lock, look up, reverse, replace,
- * insert lines, credits, ledger) is one statement over it, whatever the
- * batch size. Rows are joined to their invoice by (account, month),
+ * Drafts are written set-based: a batch of accounts' drafts travels by
+ * binary COPY into temporary tables, and each step (lock, look up,
+ * reverse, replace, insert lines, credits, ledger) is one statement over
+ * them, whatever the batch size. Rows are joined to their invoice by (account, month),
  * which the one-open-draft index makes unique, so no ids travel back.
  */
 #include "config.h"
@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "closemarks.h"
+#include "copy.h"
 #include "invoices.h"
 #include "kindsums.h"
 #include "md5.h"
@@ -272,178 +273,8 @@ bs_status bs_events_fetch(bs_conn *c, const char *accounts, billing_time_t befor
 }
 
 /* ---------------------------------------------------------------------- */
-/* Drafts as JSON                                                          */
+/* The content hash of a draft                                            */
 /* ---------------------------------------------------------------------- */
-
-/* A string, or null for NULL or "". */
-static json_t *str_or_null(const char *s)
-{
-    return s != NULL && s[0] != '\0' ? json_string(s) : json_null();
-}
-
-/*
- * put_quantity - @q ("12.5" or "7/3") as "q" (numerator) and "d"
- * (denominator) of @o. Returns 0 or -1.
- */
-static int put_quantity(json_t *o, const char *q)
-{
-    const char *slash = strchr(q, '/');
-    json_t *num;
-
-    if (slash == NULL)
-        return json_object_set_new(o, "q", json_string(q)) |
-               json_object_set_new(o, "d", json_string("1"));
-    num = json_stringn(q, (size_t)(slash - q));
-    return json_object_set_new(o, "q", num) | json_object_set_new(o, "d", json_string(slash + 1));
-}
-
-/*
- * put_span - a refund line's unused span [cancellation, end of the term)
- * as "uf" and "ut" (RFC 3339, UTC) of @o; null for any other line.
- * Returns 0 or -1.
- */
-static int put_span(json_t *o, const billing_invoice *inv, size_t i)
-{
-    billing_time_t t[2];
-    char from[40], to[40];
-
-    if (!billing_invoice_line_span(inv, i, &t[0], &t[1]))
-        return json_object_set_new(o, "uf", json_null()) |
-               json_object_set_new(o, "ut", json_null());
-    if (billing_time_format(t[0], from, sizeof(from)) < 0 ||
-        billing_time_format(t[1], to, sizeof(to)) < 0)
-        return -1;
-    return json_object_set_new(o, "uf", json_string(from)) |
-           json_object_set_new(o, "ut", json_string(to));
-}
-
-static json_t *line_json(const billing_invoice *inv, size_t i, int line_no)
-{
-    json_t *o = json_object();
-    int failed;
-
-    if (o == NULL)
-        return NULL;
-    failed =
-        json_object_set_new(o, "n", json_integer(line_no)) |
-        json_object_set_new(
-            o, "k", json_string(billing_line_kind_name(billing_invoice_line_kind(inv, i)))) |
-        json_object_set_new(o, "m", str_or_null(billing_invoice_line_meter(inv, i))) |
-        json_object_set_new(o, "mo", json_string(billing_invoice_line_model(inv, i))) |
-        json_object_set_new(o, "r", json_string(billing_invoice_line_region(inv, i))) |
-        json_object_set_new(o, "p", str_or_null(billing_invoice_line_plan(inv, i))) |
-        json_object_set_new(o, "v", str_or_null(billing_invoice_line_price_version(inv, i))) |
-        json_object_set_new(o, "adj", json_null()) |
-        put_quantity(o, billing_invoice_line_quantity(inv, i)) |
-        json_object_set_new(o, "u", json_string(billing_invoice_line_unit(inv, i))) |
-        json_object_set_new(o, "up", str_or_null(billing_invoice_line_unit_price(inv, i))) |
-        json_object_set_new(o, "am", json_string(billing_invoice_line_amount_rounded(inv, i))) |
-        put_span(o, inv, i);
-    if (failed) {
-        json_decref(o);
-        return NULL;
-    }
-    return o;
-}
-
-static json_t *adjustment_json(const bs_adjustment *a, int line_no)
-{
-    json_t *o = json_object();
-    char month[16];
-    int failed;
-
-    if (o == NULL)
-        return NULL;
-    snprintf(month, sizeof(month), "%04d-%02d-01", a->year, a->month);
-    failed = json_object_set_new(o, "n", json_integer(line_no)) |
-             json_object_set_new(o, "k", json_string("adjustment")) |
-             json_object_set_new(o, "m", json_string(a->meter)) |
-             json_object_set_new(o, "mo", json_string(a->model)) |
-             json_object_set_new(o, "r", json_string(a->region)) |
-             json_object_set_new(o, "p", json_null()) |
-             json_object_set_new(o, "v", str_or_null(a->price_version)) |
-             json_object_set_new(o, "adj", json_string(month)) | put_quantity(o, a->quantity) |
-             json_object_set_new(o, "u", json_string(a->unit)) |
-             json_object_set_new(o, "up", json_string(a->unit_price)) |
-             json_object_set_new(o, "am", json_string(a->amount));
-    if (failed) {
-        json_decref(o);
-        return NULL;
-    }
-    return o;
-}
-
-static json_t *lines_json(const bs_draft *d)
-{
-    json_t *arr = json_array();
-    size_t n = billing_invoice_line_count(d->inv);
-    size_t i;
-
-    for (i = 0; arr != NULL && i < n + d->n_adj; i++) {
-        json_t *l =
-            i < n ? line_json(d->inv, i, (int)i + 1) : adjustment_json(&d->adj[i - n], (int)i + 1);
-        if (l == NULL || json_array_append_new(arr, l) != 0) {
-            json_decref(arr);
-            return NULL;
-        }
-    }
-    return arr;
-}
-
-/* Applied (@expired 0) or expired credits, zero amounts left out. */
-static json_t *credits_json(const billing_invoice *inv, int expired)
-{
-    json_t *arr = json_array();
-    size_t n = expired ? billing_invoice_expired_count(inv) : billing_invoice_credit_count(inv);
-    size_t i;
-
-    for (i = 0; arr != NULL && i < n; i++) {
-        const char *g =
-            expired ? billing_invoice_expired_grant(inv, i) : billing_invoice_credit_grant(inv, i);
-        const char *am = expired ? billing_invoice_expired_amount(inv, i)
-                                 : billing_invoice_credit_amount(inv, i);
-        if (strspn(am, "0.") == strlen(am))
-            continue;
-        /* What is left of an applied grant, as libbilling gives it (0011). */
-        if (json_array_append_new(
-                arr, expired ? json_pack("{s:s, s:s}", "g", g, "am", am)
-                             : json_pack("{s:s, s:s, s:s}", "g", g, "am", am, "rem",
-                                         billing_invoice_credit_remaining(inv, i))) != 0) {
-            json_decref(arr);
-            return NULL;
-        }
-    }
-    return arr;
-}
-
-/* Credit that refunds gave back to grants, zero amounts left out. */
-static json_t *returned_json(const billing_invoice *inv)
-{
-    json_t *arr = json_array();
-    size_t n = billing_invoice_returned_count(inv);
-    size_t i;
-
-    for (i = 0; arr != NULL && i < n; i++) {
-        const char *am = billing_invoice_returned_amount(inv, i);
-        if (strspn(am, "0.") == strlen(am))
-            continue;
-        if (json_array_append_new(
-                arr, json_pack("{s:s, s:s, s:s}", "g", billing_invoice_returned_grant(inv, i), "am",
-                               am, "rem", billing_invoice_returned_remaining(inv, i))) != 0) {
-            json_decref(arr);
-            return NULL;
-        }
-    }
-    return arr;
-}
-
-static int put_time(json_t *o, const char *key, billing_time_t t)
-{
-    char text[TIME_TEXT];
-
-    billing_time_format(t, text, sizeof(text));
-    return json_object_set_new(o, key, json_string(text));
-}
 
 /*
  * The content hash of @text as PostgreSQL's md5() gives it (lower-case
@@ -463,53 +294,239 @@ static void md5_hex(const char *text, char hex[2 * BS_MD5_LEN + 1])
     hex[2 * BS_MD5_LEN] = '\0';
 }
 
+/* @s, or NULL for NULL or "". */
+static const char *nonempty(const char *s)
+{
+    return s != NULL && s[0] != '\0' ? s : NULL;
+}
+
 /*
- * draft_json - the draft as the statements below read it, with "h", the
- * content hash: the md5 of the draft's own compact JSON with sorted keys,
- * so that the same invoice always gives the same hash. It is computed
- * here, as md5() would: sending that text for the server to hash doubled
- * the batch's JSON to parse, compress and decompress (doc/performance.md,
- * "Month-end close", 2026-12-06, the first close).
+ * The text the content hash reads: the draft as compact JSON with sorted
+ * keys, byte for byte what jansson's json_dumps(JSON_COMPACT |
+ * JSON_SORT_KEYS) gave for the object drafts carried before (written
+ * here directly: building that object was a sixth of the tool's time of
+ * a close). Keys are written in strcmp order; strings escaped as jansson
+ * escapes them (quote, backslash, control characters; UTF-8 as is).
  */
-static json_t *draft_json(const bs_draft *d)
+typedef struct hash_text {
+    char *p;
+    size_t len;
+    size_t cap;
+    int failed; /* out of memory */
+} hash_text;
+
+static void ht_put(hash_text *t, const char *s, size_t n)
+{
+    size_t cap = t->cap > 0 ? t->cap : 1024;
+    char *p;
+
+    if (t->failed)
+        return;
+    if (t->len + n + 1 > t->cap) {
+        while (t->len + n + 1 > cap)
+            cap *= 2;
+        p = realloc(t->p, cap);
+        if (p == NULL) {
+            t->failed = 1;
+            return;
+        }
+        t->p = p;
+        t->cap = cap;
+    }
+    memcpy(t->p + t->len, s, n);
+    t->len += n;
+    t->p[t->len] = '\0';
+}
+
+static void ht_raw(hash_text *t, const char *s)
+{
+    ht_put(t, s, strlen(s));
+}
+
+/* @key (its quotes, colon and the comma before it, as given), then @n bytes of @s as a string. */
+static void ht_strn(hash_text *t, const char *key, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    const char *run = s;
+    const char *end = s + n;
+    char esc[8];
+
+    ht_raw(t, key);
+    ht_put(t, "\"", 1);
+    for (; s < end; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c >= 0x20 && c != '"' && c != '\\')
+            continue;
+        ht_put(t, run, (size_t)(s - run));
+        run = s + 1;
+        esc[0] = '\\';
+        esc[1] = (char)c;
+        esc[2] = '\0';
+        if (c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t')
+            esc[1] = c == '\b' ? 'b' : c == '\f' ? 'f' : c == '\n' ? 'n' : c == '\r' ? 'r' : 't';
+        else if (c < 0x20)
+            snprintf(esc, sizeof(esc), "\\u00%c%c", hex[c >> 4], hex[c & 15]);
+        ht_raw(t, esc);
+    }
+    ht_put(t, run, (size_t)(s - run));
+    ht_put(t, "\"", 1);
+}
+
+/* @key, then @s as a string, or null for NULL. */
+static void ht_str(hash_text *t, const char *key, const char *s)
+{
+    if (s == NULL) {
+        ht_raw(t, key);
+        ht_raw(t, "null");
+    } else {
+        ht_strn(t, key, s, strlen(s));
+    }
+}
+
+/* "d" and "n".."q" of a line: @q ("12.5" or "7/3") as numerator and denominator. */
+static void ht_quantity_kind(hash_text *t, const char *am, const char *q, const char *kind,
+                             const char *meter, const char *model, int line_no, const char *plan)
+{
+    const char *slash = strchr(q, '/');
+    char n[16];
+
+    ht_str(t, ",\"am\":", am);
+    ht_str(t, ",\"d\":", slash != NULL ? slash + 1 : "1");
+    ht_str(t, ",\"k\":", kind);
+    ht_str(t, ",\"m\":", meter);
+    ht_str(t, ",\"mo\":", model);
+    snprintf(n, sizeof(n), ",\"n\":%d", line_no);
+    ht_raw(t, n);
+    ht_str(t, ",\"p\":", plan);
+    ht_strn(t, ",\"q\":", q, slash != NULL ? (size_t)(slash - q) : strlen(q));
+}
+
+static void ht_line(hash_text *t, const billing_invoice *inv, size_t i, int line_no)
+{
+    billing_time_t span[2];
+    char from[40], to[40];
+    int has_span = billing_invoice_line_span(inv, i, &span[0], &span[1]);
+
+    if (has_span && (billing_time_format(span[0], from, sizeof(from)) < 0 ||
+                     billing_time_format(span[1], to, sizeof(to)) < 0))
+        t->failed = 1;
+    ht_raw(t, "{\"adj\":null");
+    ht_quantity_kind(
+        t, billing_invoice_line_amount_rounded(inv, i), billing_invoice_line_quantity(inv, i),
+        billing_line_kind_name(billing_invoice_line_kind(inv, i)),
+        nonempty(billing_invoice_line_meter(inv, i)), billing_invoice_line_model(inv, i), line_no,
+        nonempty(billing_invoice_line_plan(inv, i)));
+    ht_str(t, ",\"r\":", billing_invoice_line_region(inv, i));
+    ht_str(t, ",\"u\":", billing_invoice_line_unit(inv, i));
+    ht_str(t, ",\"uf\":", has_span ? from : NULL);
+    ht_str(t, ",\"up\":", nonempty(billing_invoice_line_unit_price(inv, i)));
+    ht_str(t, ",\"ut\":", has_span ? to : NULL);
+    ht_str(t, ",\"v\":", nonempty(billing_invoice_line_price_version(inv, i)));
+    ht_raw(t, "}");
+}
+
+static void ht_adjustment(hash_text *t, const bs_adjustment *a, int line_no)
+{
+    char month[16];
+
+    snprintf(month, sizeof(month), "%04d-%02d-01", a->year, a->month);
+    ht_str(t, "{\"adj\":", month);
+    ht_quantity_kind(t, a->amount, a->quantity, "adjustment", a->meter, a->model, line_no, NULL);
+    ht_str(t, ",\"r\":", a->region);
+    ht_str(t, ",\"u\":", a->unit);
+    ht_str(t, ",\"up\":", a->unit_price);
+    ht_str(t, ",\"v\":", nonempty(a->price_version));
+    ht_raw(t, "}");
+}
+
+/* Applied (@kind 0), expired (1) or returned (2) credits as an array, zero amounts left out. */
+static void ht_credits(hash_text *t, const char *key, const billing_invoice *inv, int kind)
+{
+    size_t n = kind == 0   ? billing_invoice_credit_count(inv)
+               : kind == 1 ? billing_invoice_expired_count(inv)
+                           : billing_invoice_returned_count(inv);
+    const char *sep = "[";
+    size_t i;
+
+    ht_raw(t, key);
+    for (i = 0; i < n; i++) {
+        const char *am = kind == 0   ? billing_invoice_credit_amount(inv, i)
+                         : kind == 1 ? billing_invoice_expired_amount(inv, i)
+                                     : billing_invoice_returned_amount(inv, i);
+        if (strspn(am, "0.") == strlen(am))
+            continue;
+        ht_raw(t, sep);
+        sep = ",";
+        ht_str(t, "{\"am\":", am);
+        ht_str(t, ",\"g\":",
+               kind == 0   ? billing_invoice_credit_grant(inv, i)
+               : kind == 1 ? billing_invoice_expired_grant(inv, i)
+                           : billing_invoice_returned_grant(inv, i));
+        if (kind != 1)
+            ht_str(t, ",\"rem\":",
+                   kind == 0 ? billing_invoice_credit_remaining(inv, i)
+                             : billing_invoice_returned_remaining(inv, i));
+        ht_raw(t, "}");
+    }
+    ht_raw(t, sep[0] == '[' ? "[]" : "]");
+}
+
+/*
+ * draft_hash - the content hash of the draft into @hex: the md5 of the
+ * text above, so that the same invoice always gives the same hash, the
+ * one earlier versions stored. Computed here, as md5() would: sending
+ * that text for the server to hash doubled the batch's JSON
+ * (doc/performance.md, "Month-end close", 2026-12-06, the first close).
+ * Returns 0, or -1 if out of memory.
+ */
+static int draft_hash(const bs_draft *d, char hex[2 * BS_MD5_LEN + 1])
 {
     const billing_invoice *inv = d->inv;
+    size_t n = billing_invoice_line_count(inv);
     billing_time_t start;
     billing_time_t end;
-    json_t *o = json_object();
-    char hex[2 * BS_MD5_LEN + 1];
-    char *h;
-    int failed;
+    char ps[TIME_TEXT];
+    char pe[TIME_TEXT];
+    hash_text t = {NULL, 0, 0, 0};
+    size_t i;
 
-    if (o == NULL)
-        return NULL;
     billing_invoice_period(inv, &start, &end);
-    failed = json_object_set_new(o, "a", json_string(billing_invoice_account(inv))) |
-             json_object_set_new(o, "cur", json_string(billing_invoice_currency(inv))) |
-             put_time(o, "ps", start) | put_time(o, "pe", end) |
-             json_object_set_new(o, "tr", json_string(billing_invoice_tax_rate(inv))) |
-             json_object_set_new(o, "sub", json_string(d->subtotal)) |
-             json_object_set_new(o, "cr", json_string(billing_invoice_credits(inv))) |
-             json_object_set_new(o, "ret", json_string(billing_invoice_returned(inv))) |
-             json_object_set_new(o, "ac", json_string(billing_invoice_account_credit(inv))) |
-             json_object_set_new(o, "car", json_string(billing_invoice_carried(inv))) |
-             json_object_set_new(o, "acl", json_string(billing_invoice_account_credit_left(inv))) |
-             json_object_set_new(o, "tax", json_string(d->tax)) |
-             json_object_set_new(o, "tot", json_string(d->total)) |
-             json_object_set_new(o, "lines", lines_json(d)) |
-             json_object_set_new(o, "credits", credits_json(inv, 0)) |
-             json_object_set_new(o, "expired", credits_json(inv, 1)) |
-             json_object_set_new(o, "returned", returned_json(inv));
-    h = failed ? NULL : json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
-    if (h != NULL)
-        md5_hex(h, hex);
-    if (h == NULL || json_object_set_new(o, "h", json_string(hex)) != 0) {
-        free(h);
-        json_decref(o);
-        return NULL;
+    billing_time_format(start, ps, sizeof(ps));
+    billing_time_format(end, pe, sizeof(pe));
+    ht_str(&t, "{\"a\":", billing_invoice_account(inv));
+    ht_str(&t, ",\"ac\":", billing_invoice_account_credit(inv));
+    ht_str(&t, ",\"acl\":", billing_invoice_account_credit_left(inv));
+    ht_str(&t, ",\"car\":", billing_invoice_carried(inv));
+    ht_str(&t, ",\"cr\":", billing_invoice_credits(inv));
+    ht_credits(&t, ",\"credits\":", inv, 0);
+    ht_str(&t, ",\"cur\":", billing_invoice_currency(inv));
+    ht_credits(&t, ",\"expired\":", inv, 1);
+    ht_raw(&t, ",\"lines\":[");
+    for (i = 0; i < n + d->n_adj; i++) {
+        if (i > 0)
+            ht_raw(&t, ",");
+        if (i < n)
+            ht_line(&t, inv, i, (int)i + 1);
+        else
+            ht_adjustment(&t, &d->adj[i - n], (int)i + 1);
     }
-    free(h);
-    return o;
+    ht_raw(&t, "]");
+    ht_str(&t, ",\"pe\":", pe);
+    ht_str(&t, ",\"ps\":", ps);
+    ht_str(&t, ",\"ret\":", billing_invoice_returned(inv));
+    ht_credits(&t, ",\"returned\":", inv, 2);
+    ht_str(&t, ",\"sub\":", d->subtotal);
+    ht_str(&t, ",\"tax\":", d->tax);
+    ht_str(&t, ",\"tot\":", d->total);
+    ht_str(&t, ",\"tr\":", billing_invoice_tax_rate(inv));
+    ht_raw(&t, "}");
+    if (t.failed) {
+        free(t.p);
+        return -1;
+    }
+    md5_hex(t.p, hex);
+    free(t.p);
+    return 0;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -517,12 +534,14 @@ static json_t *draft_json(const bs_draft *d)
 /* ---------------------------------------------------------------------- */
 
 /*
- * The batch is parsed once per transaction into the temporary table
- * bs_batch (one row per draft: n, account, invoice id once known, the
- * draft as jsonb); every later statement reads it from there. Before,
- * each of nine statements cast the whole batch from its JSON text again,
- * and `->>` on json re-parsed a draft for every field: most of the
- * server's time of a close (doc/performance.md, "Month-end close").
+ * The batch travels by binary COPY into three temporary tables, typed
+ * columns, one row per draft (bs_batch: n, account, invoice id once
+ * known, header figures, content hash), per line (bs_batch_lines) and
+ * per credit applied, expired or returned (bs_batch_credits), which every
+ * later statement reads. Before, the drafts travelled as one jsonb array
+ * that the server parsed, stored compressed and decompressed again for
+ * every `->>` (9 % of the server's time of a first close, and the casts
+ * from text besides; doc/performance.md, "Month-end close").
  *
  * Invoices are found per draft by (account, month) or by id, never by
  * scanning the month: the write transaction turns hash and merge joins
@@ -531,42 +550,67 @@ static json_t *draft_json(const bs_draft *d)
  * every draft of the month for each batch (quadratic in accounts). JIT
  * is off too: the cost penalty of a disabled plan type made every
  * statement look expensive enough to compile, which took longer than
- * running it. The batch's drafts are compressed with lz4 where the
- * server has it: every `d->>'x'` decompresses the draft again, and pglz
- * was a tenth of the server's time of a close.
- */
-/*
+ * running it. The child tables are read through their primary keys'
+ * order, each row joined to its draft by n.
+ *
  * Made once per session and emptied at each commit (a rollback leaves
- * its rows dead): creating and dropping it, with its two indexes, in
+ * their rows dead): creating and dropping them, with their indexes, in
  * every batch's transaction was about 5 % of the server's time of a close.
  */
-#define SQL_BATCH_TABLE                                                     \
-    "CREATE TEMPORARY TABLE IF NOT EXISTS bs_batch (n integer PRIMARY KEY," \
-    " a text NOT NULL UNIQUE, id bigint, d jsonb NOT NULL) ON COMMIT DELETE ROWS"
-#define SQL_BATCH_FILL                                              \
-    "INSERT INTO bs_batch (n, a, d) SELECT x.n - 1, x.v->>'a', x.v" \
-    " FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY x(v, n)"
-#define SQL_BATCH_PLANNER                                                                       \
-    "SELECT set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin',"         \
-    " 'off', true), set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true)," \
-    " set_config('default_toast_compression', CASE WHEN 'lz4' = ANY (enumvals) THEN 'lz4'"      \
-    " ELSE 'pglz' END, true) FROM pg_catalog.pg_settings"                                       \
-    " WHERE name = 'default_toast_compression'"
+#define SQL_BATCH_TABLE                                                                      \
+    "CREATE TEMPORARY TABLE IF NOT EXISTS bs_batch (n integer PRIMARY KEY,"                  \
+    " a text NOT NULL UNIQUE, id bigint, cur text NOT NULL, ps timestamptz NOT NULL,"        \
+    " pe timestamptz NOT NULL, tr numeric NOT NULL, sub numeric NOT NULL,"                   \
+    " cr numeric NOT NULL, ret numeric NOT NULL, ac numeric NOT NULL, car numeric NOT NULL," \
+    " acl numeric NOT NULL, tax numeric NOT NULL, tot numeric NOT NULL, h text NOT NULL)"    \
+    " ON COMMIT DELETE ROWS"
+#define SQL_BATCH_LINES_TABLE                                                           \
+    "CREATE TEMPORARY TABLE IF NOT EXISTS bs_batch_lines (n integer, line_no integer,"  \
+    " k text, m text, mo text, r text, p text, v text, adj text, q numeric, d numeric," \
+    " u text, up numeric, am numeric, uf timestamptz, ut timestamptz,"                  \
+    " PRIMARY KEY (n, line_no)) ON COMMIT DELETE ROWS"
+/* e: 'apply' (credits), 'expire' (expired), 'return' (returned); s: the order in the invoice. */
+#define SQL_BATCH_CREDITS_TABLE                                                            \
+    "CREATE TEMPORARY TABLE IF NOT EXISTS bs_batch_credits (n integer, e text, s integer," \
+    " g text NOT NULL, am numeric NOT NULL, rem numeric, PRIMARY KEY (n, e, s))"           \
+    " ON COMMIT DELETE ROWS"
+#define SQL_BATCH_COPY                                                               \
+    "COPY bs_batch (n, a, cur, ps, pe, tr, sub, cr, ret, ac, car, acl, tax, tot, h)" \
+    " FROM STDIN (FORMAT binary)"
+#define BATCH_COLUMNS 15
+#define SQL_BATCH_LINES_COPY                                                            \
+    "COPY bs_batch_lines (n, line_no, k, m, mo, r, p, v, adj, q, d, u, up, am, uf, ut)" \
+    " FROM STDIN (FORMAT binary)"
+#define BATCH_LINE_COLUMNS 16
+#define SQL_BATCH_CREDITS_COPY \
+    "COPY bs_batch_credits (n, e, s, g, am, rem) FROM STDIN (FORMAT binary)"
+#define BATCH_CREDIT_COLUMNS 6
+#define SQL_BATCH_PLANNER                                                               \
+    "SELECT set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin'," \
+    " 'off', true), set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true)"
 /* Accounts (a JSON array of ids) locked in hash order, so that concurrent closes cannot deadlock. */
 #define SQL_DRAFT_LOCK_IDS                                                                     \
     "SELECT count(*) FROM (SELECT pg_advisory_xact_lock(k) FROM (SELECT DISTINCT"              \
     " hashtextextended(a, 7091318301203063141) AS k FROM json_array_elements_text($1::json) a" \
     " ORDER BY k OFFSET 0) s) t"
 #define SQL_SERIES "SELECT billing.ensure_invoice_series($1::text, $1::text || '-')"
-#define SQL_DRAFT_EXISTING                                                                  \
-    "SELECT b.n, i.id, i.status, i.content_hash IS NOT DISTINCT FROM b.d->>'h'"             \
-    " FROM bs_batch b JOIN billing.invoices i ON i.account_id = b.a AND i.month = $1::date" \
-    " AND i.kind = 'invoice' AND i.status IN ('draft', 'finalized')"
+/* The batch's invoices of the month, probed per draft (see SQL_DRAFT_STALE). */
+#define SQL_BATCH_INVOICES(statuses)                                             \
+    " FROM bs_batch b CROSS JOIN LATERAL (SELECT i.id, i.status, i.content_hash" \
+    " FROM billing.invoices i WHERE i.account_id = b.a AND i.month = $1::date"   \
+    " AND i.kind = 'invoice' AND i.status IN (" statuses ") OFFSET 0) i"
+/* clang-format off */
+#define SQL_DRAFT_EXISTING                                                  \
+    "SELECT b.n, i.id, i.status, i.content_hash IS NOT DISTINCT FROM b.h" \
+    SQL_BATCH_INVOICES("'draft', 'finalized'")
+/* clang-format on */
 /* Drafts not to write (unchanged, or their month finalized) leave the batch. */
 #define SQL_BATCH_DROP "DELETE FROM bs_batch WHERE n = ANY ($1::integer[])"
-#define SQL_BATCH_OPEN                                                                 \
-    "UPDATE bs_batch b SET id = i.id FROM billing.invoices i WHERE i.account_id = b.a" \
-    " AND i.month = $1::date AND i.kind = 'invoice' AND i.status = 'draft'"
+/* clang-format off */
+#define SQL_BATCH_OPEN                                         \
+    "UPDATE bs_batch k SET id = o.id FROM (SELECT b.n, i.id" \
+    SQL_BATCH_INVOICES("'draft'") ") o WHERE k.n = o.n"
+/* clang-format on */
 #define SQL_IDS "SELECT x::bigint FROM json_array_elements_text($1::json) x"
 /*
  * A recomputed draft's ledger entries are undone per grant: what it took
@@ -585,26 +629,21 @@ static json_t *draft_json(const bs_draft *d)
     "DELETE FROM billing.invoice_credits WHERE invoice_id = ANY (ARRAY(" SQL_IDS "))"
 #define SQL_DRAFT_DELETE_RETURNED \
     "DELETE FROM billing.invoice_returned_credits WHERE invoice_id = ANY (ARRAY(" SQL_IDS "))"
-#define SQL_DRAFT_FIGURES                                                           \
-    "period_start = (d->>'ps')::timestamptz, period_end = (d->>'pe')::timestamptz," \
-    " tax_rate = (d->>'tr')::numeric, subtotal = (d->>'sub')::numeric,"             \
-    " credits = (d->>'cr')::numeric, returned = (d->>'ret')::numeric,"              \
-    " account_credit = (d->>'ac')::numeric, carried = (d->>'car')::numeric,"        \
-    " account_credit_left = (d->>'acl')::numeric, tax = (d->>'tax')::numeric,"      \
-    " total = (d->>'tot')::numeric, content_hash = d->>'h'"
+#define SQL_DRAFT_FIGURES                                                        \
+    "period_start = b.ps, period_end = b.pe, tax_rate = b.tr, subtotal = b.sub," \
+    " credits = b.cr, returned = b.ret, account_credit = b.ac, carried = b.car," \
+    " account_credit_left = b.acl, tax = b.tax, total = b.tot, content_hash = b.h"
 #define SQL_DRAFT_UPDATE                                                      \
     "UPDATE billing.invoices i SET " SQL_DRAFT_FIGURES ", updated_at = now()" \
     " FROM bs_batch b WHERE i.id = b.id"
 /* New drafts: inserted, and their ids noted in the batch. */
-#define SQL_DRAFT_INSERT                                                                     \
-    "WITH ins AS (INSERT INTO billing.invoices (account_id, currency, month, series,"        \
-    " period_start, period_end, tax_rate, subtotal, credits, returned, account_credit,"      \
-    " carried, account_credit_left, tax, total, content_hash)"                               \
-    " SELECT b.a, d->>'cur', $1::date, $2::text, (d->>'ps')::timestamptz,"                   \
-    " (d->>'pe')::timestamptz, (d->>'tr')::numeric, (d->>'sub')::numeric,"                   \
-    " (d->>'cr')::numeric, (d->>'ret')::numeric, (d->>'ac')::numeric, (d->>'car')::numeric," \
-    " (d->>'acl')::numeric, (d->>'tax')::numeric, (d->>'tot')::numeric, d->>'h'"             \
-    " FROM bs_batch b WHERE b.id IS NULL RETURNING id, account_id)"                          \
+#define SQL_DRAFT_INSERT                                                                  \
+    "WITH ins AS (INSERT INTO billing.invoices (account_id, currency, month, series,"     \
+    " period_start, period_end, tax_rate, subtotal, credits, returned, account_credit,"   \
+    " carried, account_credit_left, tax, total, content_hash)"                            \
+    " SELECT b.a, b.cur, $1::date, $2::text, b.ps, b.pe, b.tr, b.sub, b.cr, b.ret, b.ac," \
+    " b.car, b.acl, b.tax, b.tot, b.h FROM bs_batch b WHERE b.id IS NULL ORDER BY b.n"    \
+    " RETURNING id, account_id)"                                                          \
     " UPDATE bs_batch b SET id = ins.id FROM ins WHERE b.a = ins.account_id"
 /* The drafts of the batch, each joined to its invoice. */
 #define SQL_DRAFT_JOIN " FROM bs_batch b JOIN billing.invoices i ON i.id = b.id"
@@ -618,37 +657,38 @@ static json_t *draft_json(const bs_draft *d)
     " WHERE book_id = $1::text ORDER BY label, effective_from DESC)"                       \
     " INSERT INTO billing.invoice_lines (invoice_id, line_no, kind, meter, model, region," \
     " plan_id, price_version_id, adjusts_month, quantity, quantity_den, unit, unit_price," \
-    " amount, unused_from, unused_to) SELECT b.id, (l->>'n')::integer, l->>'k', l->>'m',"  \
-    " l->>'mo', l->>'r', l->>'p', v.id, (l->>'adj')::date, (l->>'q')::numeric,"            \
-    " (l->>'d')::numeric, l->>'u', (l->>'up')::numeric, (l->>'am')::numeric,"              \
-    " (l->>'uf')::timestamptz, (l->>'ut')::timestamptz FROM bs_batch b"                    \
-    " CROSS JOIN LATERAL jsonb_array_elements(b.d->'lines') l LEFT JOIN v ON v.label = l->>'v'"
-#define SQL_DRAFT_CREDITS                                                              \
-    "INSERT INTO billing.invoice_credits (invoice_id, grant_id, amount, remaining)"    \
-    " SELECT b.id, c->>'g', (c->>'am')::numeric, (c->>'rem')::numeric FROM bs_batch b" \
-    " CROSS JOIN LATERAL jsonb_array_elements(b.d->'credits') c"
+    " amount, unused_from, unused_to) SELECT b.id, l.line_no, l.k, l.m, l.mo, l.r, l.p,"   \
+    " v.id, l.adj::date, l.q, l.d, l.u, l.up, l.am, l.uf, l.ut FROM bs_batch_lines l"      \
+    " JOIN bs_batch b ON b.n = l.n LEFT JOIN v ON v.label = l.v ORDER BY l.n, l.line_no"
+/* A draft's credits of kind @e in its invoice's order. */
+#define SQL_BATCH_CREDITS_OF(e) \
+    " FROM bs_batch_credits c JOIN bs_batch b ON b.n = c.n WHERE c.e = '" e "' ORDER BY c.n, c.s"
+#define SQL_DRAFT_CREDITS                                                           \
+    "INSERT INTO billing.invoice_credits (invoice_id, grant_id, amount, remaining)" \
+    " SELECT b.id, c.g, c.am, c.rem" SQL_BATCH_CREDITS_OF("apply")
 /* Minor units: the amounts have exactly the currency's digits. */
 #define SQL_DRAFT_RETURNED_ROWS                                                              \
     "INSERT INTO billing.invoice_returned_credits (invoice_id, grant_id, amount, remaining)" \
-    " SELECT b.id, r->>'g', (r->>'am')::numeric, (r->>'rem')::numeric FROM bs_batch b"       \
-    " CROSS JOIN LATERAL jsonb_array_elements(b.d->'returned') r"
+    " SELECT b.id, c.g, c.am, c.rem" SQL_BATCH_CREDITS_OF("return")
+/* The batch's credit rows, each joined to its draft's invoice and currency. */
+#define SQL_DRAFT_CREDIT_JOIN                                                       \
+    " FROM bs_batch_credits c JOIN bs_batch b ON b.n = c.n JOIN billing.invoices i" \
+    " ON i.id = b.id JOIN billing.currencies cu ON cu.code = i.currency"
 /* Credit that refunds gave back to the grants that paid: 'reverse' entries, before the others. */
-#define SQL_DRAFT_RETURNED                                                          \
-    "INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor, invoice_id," \
-    " effective_at, note) SELECT r->>'g', 'reverse',"                               \
-    " trunc((r->>'am')::numeric * 10::numeric ^ cu.digits), i.id, i.period_end,"    \
-    " 'billing close: refund'" SQL_DRAFT_JOIN                                       \
-    " JOIN billing.currencies cu ON cu.code = i.currency"                           \
-    " CROSS JOIN LATERAL jsonb_array_elements(b.d->'returned') r"
-#define SQL_DRAFT_LEDGER                                                                     \
-    "INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor, invoice_id,"          \
-    " effective_at, note) SELECT e.c->>'g', e.entry,"                                        \
-    " -trunc((e.c->>'am')::numeric * 10::numeric ^ cu.digits), i.id,"                        \
-    " CASE e.entry WHEN 'apply' THEN i.period_end ELSE g.expires_at END, 'billing "          \
-    "close'" SQL_DRAFT_JOIN " JOIN billing.currencies cu ON cu.code = i.currency"            \
-    " CROSS JOIN LATERAL (SELECT 'apply', x FROM jsonb_array_elements(b.d->'credits') x"     \
-    " UNION ALL SELECT 'expire', x FROM jsonb_array_elements(b.d->'expired') x) e(entry, c)" \
-    " JOIN billing.credit_grants g ON g.id = e.c->>'g'"
+#define SQL_DRAFT_RETURNED                                                               \
+    "INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor, invoice_id,"      \
+    " effective_at, note) SELECT c.g, 'reverse', trunc(c.am * 10::numeric ^ cu.digits)," \
+    " i.id, i.period_end, 'billing close: refund'" SQL_DRAFT_CREDIT_JOIN                 \
+    " WHERE c.e = 'return' ORDER BY c.n, c.s"
+/* Per draft, what it applied, then what expired ('apply' < 'expire'). */
+/* clang-format off */
+#define SQL_DRAFT_LEDGER                                                                  \
+    "INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor, invoice_id,"       \
+    " effective_at, note) SELECT c.g, c.e, -trunc(c.am * 10::numeric ^ cu.digits), i.id," \
+    " CASE c.e WHEN 'apply' THEN i.period_end ELSE g.expires_at END, 'billing close'"     \
+    SQL_DRAFT_CREDIT_JOIN " JOIN billing.credit_grants g ON g.id = c.g"                   \
+    " WHERE c.e IN ('apply', 'expire') ORDER BY c.n, c.e, c.s"
+/* clang-format on */
 
 /*
  * Open drafts of the batch's accounts that the recomputation no longer
@@ -661,12 +701,15 @@ static json_t *draft_json(const bs_draft *d)
  * lagging behind the close filling it) scanned every draft of the month
  * by invoices_month_status for each batch, 100 ms a batch at 20 000
  * accounts, quadratic in the accounts (doc/performance.md, "Month-end
- * close", 2026-12-06, the first close).
+ * close", 2026-12-06, the first close). A plain join did the same while
+ * the statistics said invoices was empty (a first close): the lookup is
+ * a LATERAL subquery kept apart by OFFSET 0, so it can only be probed
+ * per account.
  */
 #define SQL_DRAFT_STALE                                                                         \
     "SELECT coalesce(json_agg(i.id), '[]')::text FROM json_array_elements_text($1::json) a(id)" \
-    " JOIN billing.invoices i ON i.account_id = a.id AND i.month = $2::date"                    \
-    " AND i.kind = 'invoice' AND i.status = 'draft'"                                            \
+    " CROSS JOIN LATERAL (SELECT i.id FROM billing.invoices i WHERE i.account_id = a.id"        \
+    " AND i.month = $2::date AND i.kind = 'invoice' AND i.status = 'draft' OFFSET 0) i"         \
     " WHERE NOT EXISTS (SELECT 1 FROM bs_batch b WHERE b.a = a.id)"
 #define SQL_DRAFT_VOID_STALE                                                                      \
     "UPDATE billing.invoices SET status = 'void', void_reason = 'recomputed: no charges',"        \
@@ -685,9 +728,10 @@ typedef struct write_step {
 } write_step;
 
 typedef struct write_ctx {
-    const char *params[P_COUNT]; /* accounts (JSON), month, series, book, ids (JSON) */
-    json_t *all;                 /* every draft of the batch */
-    const char *marks;           /* close marks to record (closemarks.h), or NULL */
+    const char *params[P_COUNT];      /* accounts (JSON), month, series, book, ids (JSON) */
+    const bs_draft *d;                /* every draft of the batch */
+    char (*hash)[2 * BS_MD5_LEN + 1]; /* the content hash of each */
+    const char *marks;                /* close marks to record (closemarks.h), or NULL */
     size_t n;
     bs_draft_outcome *out;
 } write_ctx;
@@ -807,20 +851,178 @@ static bs_status void_stale(bs_conn *c, write_ctx *x, bs_error *err)
     return st;
 }
 
-/* The batch into bs_batch, the accounts locked, the series there. */
-static bs_status write_prepare(bs_conn *c, write_ctx *x, const char *all_text, bs_error *err)
+/* @q ("12.5" or "7/3") as its numerator and denominator fields. */
+static void copy_quantity(bs_copy *cp, const char *q)
+{
+    char num[BS_DECIMAL_MAX + 2];
+    const char *slash = strchr(q, '/');
+    size_t len = slash != NULL ? (size_t)(slash - q) : 0;
+
+    if (slash == NULL) {
+        bs_copy_numeric(cp, q);
+        bs_copy_numeric(cp, "1");
+        return;
+    }
+    if (len >= sizeof(num))
+        len = sizeof(num) - 1; /* too long for a decimal: refused as one */
+    memcpy(num, q, len);
+    num[len] = '\0';
+    bs_copy_numeric(cp, num);
+    bs_copy_numeric(cp, slash + 1);
+}
+
+/* Line @i of draft @n's invoice, line number @line_no. */
+static void copy_line(bs_copy *cp, int n, const billing_invoice *inv, size_t i, int line_no)
+{
+    billing_time_t t[2];
+    int span = billing_invoice_line_span(inv, i, &t[0], &t[1]);
+
+    bs_copy_row(cp);
+    bs_copy_int4(cp, n);
+    bs_copy_int4(cp, line_no);
+    bs_copy_text(cp, billing_line_kind_name(billing_invoice_line_kind(inv, i)));
+    bs_copy_text(cp, nonempty(billing_invoice_line_meter(inv, i)));
+    bs_copy_text(cp, billing_invoice_line_model(inv, i));
+    bs_copy_text(cp, billing_invoice_line_region(inv, i));
+    bs_copy_text(cp, nonempty(billing_invoice_line_plan(inv, i)));
+    bs_copy_text(cp, nonempty(billing_invoice_line_price_version(inv, i)));
+    bs_copy_null(cp); /* adjusts no month */
+    copy_quantity(cp, billing_invoice_line_quantity(inv, i));
+    bs_copy_text(cp, billing_invoice_line_unit(inv, i));
+    bs_copy_numeric(cp, nonempty(billing_invoice_line_unit_price(inv, i)));
+    bs_copy_numeric(cp, billing_invoice_line_amount_rounded(inv, i));
+    /* A refund's unused span [cancellation, end of the term): instants of the catalog. */
+    if (span) {
+        bs_copy_timestamptz(cp, t[0]);
+        bs_copy_timestamptz(cp, t[1]);
+    } else {
+        bs_copy_null(cp);
+        bs_copy_null(cp);
+    }
+}
+
+/* Prior-period adjustment @a of draft @n, line number @line_no. */
+static void copy_adjustment(bs_copy *cp, int n, const bs_adjustment *a, int line_no)
+{
+    char month[16];
+
+    snprintf(month, sizeof(month), "%04d-%02d-01", a->year, a->month);
+    bs_copy_row(cp);
+    bs_copy_int4(cp, n);
+    bs_copy_int4(cp, line_no);
+    bs_copy_text(cp, "adjustment");
+    bs_copy_text(cp, a->meter);
+    bs_copy_text(cp, a->model);
+    bs_copy_text(cp, a->region);
+    bs_copy_null(cp); /* no plan */
+    bs_copy_text(cp, nonempty(a->price_version));
+    bs_copy_text(cp, month);
+    copy_quantity(cp, a->quantity);
+    bs_copy_text(cp, a->unit);
+    bs_copy_numeric(cp, a->unit_price);
+    bs_copy_numeric(cp, a->amount);
+    bs_copy_null(cp);
+    bs_copy_null(cp);
+}
+
+/* A credit row of draft @n: kind @e, order @s; zero amounts are left out. */
+static void copy_credit(bs_copy *cp, int n, const char *e, int s, const char *grant,
+                        const char *amount, const char *remaining)
+{
+    if (strspn(amount, "0.") == strlen(amount))
+        return;
+    bs_copy_row(cp);
+    bs_copy_int4(cp, n);
+    bs_copy_text(cp, e);
+    bs_copy_int4(cp, s);
+    bs_copy_text(cp, grant);
+    bs_copy_numeric(cp, amount);
+    bs_copy_numeric(cp, remaining);
+}
+
+/* Draft @n's header row. */
+static void copy_header(bs_copy *cp, int n, const bs_draft *d, const char *hash)
+{
+    const billing_invoice *inv = d->inv;
+    billing_time_t start;
+    billing_time_t end;
+
+    billing_invoice_period(inv, &start, &end);
+    bs_copy_row(cp);
+    bs_copy_int4(cp, n);
+    bs_copy_text(cp, billing_invoice_account(inv));
+    bs_copy_text(cp, billing_invoice_currency(inv));
+    bs_copy_timestamptz(cp, start);
+    bs_copy_timestamptz(cp, end);
+    bs_copy_numeric(cp, billing_invoice_tax_rate(inv));
+    bs_copy_numeric(cp, d->subtotal);
+    bs_copy_numeric(cp, billing_invoice_credits(inv));
+    bs_copy_numeric(cp, billing_invoice_returned(inv));
+    bs_copy_numeric(cp, billing_invoice_account_credit(inv));
+    bs_copy_numeric(cp, billing_invoice_carried(inv));
+    bs_copy_numeric(cp, billing_invoice_account_credit_left(inv));
+    bs_copy_numeric(cp, d->tax);
+    bs_copy_numeric(cp, d->total);
+    bs_copy_text(cp, hash);
+}
+
+/* The batch's drafts (@what: 0 headers, 1 lines, 2 credits) by one COPY. */
+static bs_status copy_drafts(bs_conn *c, const write_ctx *x, int what, bs_error *err)
+{
+    static const char *const sql[] = {SQL_BATCH_COPY, SQL_BATCH_LINES_COPY, SQL_BATCH_CREDITS_COPY};
+    static const int ncols[] = {BATCH_COLUMNS, BATCH_LINE_COLUMNS, BATCH_CREDIT_COLUMNS};
+    bs_copy *cp = bs_copy_begin(c, sql[what], ncols[what], BS_COPY_BINARY, err);
+    size_t i;
+    size_t l;
+
+    if (cp == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    for (i = 0; i < x->n; i++) {
+        const bs_draft *d = &x->d[i];
+        const billing_invoice *inv = d->inv;
+        size_t n_lines = billing_invoice_line_count(inv);
+        int n = (int)i;
+
+        if (what == 0) {
+            copy_header(cp, n, d, x->hash[i]);
+        } else if (what == 1) {
+            for (l = 0; l < n_lines; l++)
+                copy_line(cp, n, inv, l, (int)l + 1);
+            for (l = 0; l < d->n_adj; l++)
+                copy_adjustment(cp, n, &d->adj[l], (int)(n_lines + l) + 1);
+        } else {
+            for (l = 0; l < billing_invoice_credit_count(inv); l++)
+                copy_credit(cp, n, "apply", (int)l, billing_invoice_credit_grant(inv, l),
+                            billing_invoice_credit_amount(inv, l),
+                            billing_invoice_credit_remaining(inv, l));
+            for (l = 0; l < billing_invoice_expired_count(inv); l++)
+                copy_credit(cp, n, "expire", (int)l, billing_invoice_expired_grant(inv, l),
+                            billing_invoice_expired_amount(inv, l), NULL);
+            for (l = 0; l < billing_invoice_returned_count(inv); l++)
+                copy_credit(cp, n, "return", (int)l, billing_invoice_returned_grant(inv, l),
+                            billing_invoice_returned_amount(inv, l),
+                            billing_invoice_returned_remaining(inv, l));
+        }
+    }
+    return bs_copy_end(cp, NULL, err);
+}
+
+/* The batch into bs_batch and its child tables, the accounts locked, the series there. */
+static bs_status write_prepare(bs_conn *c, write_ctx *x, bs_error *err)
 {
     static const write_step steps[] = {
         {SQL_BATCH_PLANNER, {-1}},
         {SQL_BATCH_TABLE, {-1}},
+        {SQL_BATCH_LINES_TABLE, {-1}},
+        {SQL_BATCH_CREDITS_TABLE, {-1}},
         {SQL_DRAFT_LOCK_IDS, {P_ACCOUNTS, -1}},
         {SQL_SERIES, {P_SERIES, -1}},
     };
-    const char *p[1] = {all_text};
     bs_status st = run_steps(c, steps, sizeof(steps) / sizeof(steps[0]), x, err);
+    int what;
 
-    if (st == BS_OK)
-        st = bs_command(c, SQL_BATCH_FILL, 1, p, NULL, err);
+    for (what = 0; what < 3 && st == BS_OK; what++)
+        st = copy_drafts(c, x, what, err);
     return st;
 }
 
@@ -842,14 +1044,13 @@ static bs_status write_tx(bs_conn *c, void *arg, bs_error *err)
     };
     write_ctx *x = arg;
     json_t *ids = json_array();
-    char *all_text = json_dumps(x->all, JSON_COMPACT);
     char *ids_text = NULL;
     size_t writes = 0;
     bs_status st = BS_ERR_NOMEM;
 
-    if (ids == NULL || all_text == NULL)
+    if (ids == NULL)
         goto done;
-    st = write_prepare(c, x, all_text, err);
+    st = write_prepare(c, x, err);
     if (st == BS_OK)
         st = void_stale(c, x, err);
     if (st == BS_OK)
@@ -874,7 +1075,6 @@ done:
         bs_error_set(err, BS_ERR_NOMEM, "drafts: out of memory");
     x->params[P_IDS] = NULL;
     free(ids_text);
-    free(all_text);
     json_decref(ids);
     return st;
 }
@@ -895,17 +1095,18 @@ bs_status bs_drafts_write(bs_conn *c, const char *accounts, const char *book, co
     x.n = n;
     x.marks = marks;
     x.out = out;
-    x.all = json_array();
-    if (x.all == NULL)
+    x.d = d;
+    x.hash = calloc(n + 1, sizeof(*x.hash));
+    if (x.hash == NULL)
         return bs_error_set(err, BS_ERR_NOMEM, "drafts: out of memory");
     for (i = 0; i < n; i++) {
-        if (json_array_append_new(x.all, draft_json(&d[i])) != 0) {
-            json_decref(x.all);
+        if (draft_hash(&d[i], x.hash[i]) != 0) {
+            free(x.hash);
             return bs_error_set(err, BS_ERR_NOMEM, "drafts: out of memory");
         }
     }
     st = bs_transaction(c, write_tx, &x, err);
-    json_decref(x.all);
+    free(x.hash);
     return st;
 }
 
