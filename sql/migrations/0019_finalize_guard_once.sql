@@ -213,3 +213,12 @@ $$;
 
 REVOKE ALL ON FUNCTION billing.finalize_invoices(date, bigint, integer, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION billing.finalize_invoices(date, bigint, integer, text) TO billing_app;
+
+-- 0013's three-argument form, kept for callers of before: the same batch,
+-- picked from the first account.
+CREATE OR REPLACE FUNCTION billing.finalize_invoices(p_month date, p_grace bigint,
+                                                     p_limit integer, OUT picked bigint,
+                                                     OUT numbered bigint)
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT f.picked, f.numbered FROM billing.finalize_invoices(p_month, p_grace, p_limit, '') f
+$$;
