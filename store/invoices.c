@@ -1064,14 +1064,15 @@ PGresult *bs_credit_history(bs_conn *c, const char *accounts, const char *month,
  * close takes them (a close recomputing one of them finishes first, and a
  * finalizer never numbers a draft a close is rewriting; two finalizers
  * queue on the same locks without deadlock), then numbers the batch in
- * account order. The batch (500 drafts) is bounded by the shared lock
- * table, which holds the advisory locks until commit. $3 is the last
+ * account order. The batch (1 000 drafts, 500 before 0019: one commit
+ * and its WAL flush per batch) is bounded by the shared lock table, which
+ * holds the advisory locks until commit. $3 is the last
  * account of the batch before: each batch picks after it, so none walks
  * again over the drafts the run has numbered ('' starts from the first).
  */
 #define SQL_FINALIZE_BATCH                                     \
     "SELECT picked, numbered, coalesce(last_account, '') FROM" \
-    " billing.finalize_invoices($1::date, $2::bigint, 500, $3::text)"
+    " billing.finalize_invoices($1::date, $2::bigint, 1000, $3::text)"
 /* An account id is a billing.ident: at most 128 bytes. */
 #define FINALIZE_ACCOUNT_MAX 128
 #define SQL_FINALIZE_WAITING                                                            \
