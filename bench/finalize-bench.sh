@@ -4,6 +4,7 @@
 # finalize guard once per statement):
 #
 #   BILLING_PG_CONNINFO=... bench/finalize-bench.sh [DRAFTS [ROUNDS]]
+#   FROM_CLOSED=db BILLING_PG_CONNINFO=... bench/finalize-bench.sh - [ROUNDS]
 #
 # Makes a database of DRAFTS accounts with one draft each for November
 # 2026 (two lines of 5.00, tax 0.60, ids in account order as a close
@@ -18,6 +19,14 @@
 # the close before it (close-bench.sh times the whole `--finalize` step),
 # so that 1 M drafts need no 1 M-account close first. Run from the build
 # directory. The database is dropped at the end unless KEEP=1.
+#
+# FROM_CLOSED=name times the whole step instead: `billing close
+# -j 2 --finalize --grace 0` (the unchanged re-close, then the numbering) on
+# copies of that database, which a `billing close` of the period has
+# already closed (e.g. one set up by `SETUP_ONLY=1 bench/close-bench.sh`,
+# then closed once): wall time, the server's CPU seconds (as
+# close-bench.sh counts them), the WAL written, the numbering's span
+# (first to last batch start) and the digest of the numbers.
 set -eu
 
 drafts=${1:-100000}
@@ -32,6 +41,55 @@ cleanup() {
 }
 trap cleanup EXIT
 stamp() { date +%s.%N; }
+
+if [ -n "${FROM_CLOSED:-}" ]; then
+    pm_pid=$(psql -tA -d postgres -c "SHOW data_directory" 2>/dev/null |
+        xargs -I{} head -n 1 {}/postmaster.pid 2>/dev/null || true)
+    # The server's CPU seconds so far, as close-bench.sh counts them.
+    server_cpu() {
+        local ticks=0
+        local p
+        local f
+        [ -n "$pm_pid" ] && [ -r "/proc/$pm_pid/stat" ] || { echo 0; return 0; }
+        for p in $pm_pid $(pgrep -P "$pm_pid"); do
+            f=$(cut -d')' -f2- "/proc/$p/stat" 2>/dev/null) || continue
+            # shellcheck disable=SC2086
+            set -- $f
+            ticks=$((ticks + ${12} + ${13} + ${14} + ${15}))
+        done
+        echo "scale=2; $ticks / $(getconf CLK_TCK)" | bc
+    }
+    step() {
+        local bin=$1
+        local run="${db}_run"
+        psql -q -d postgres -c "CREATE DATABASE $run TEMPLATE $FROM_CLOSED"
+        "$bin" db migrate --db "$base dbname=$run" >/dev/null
+        psql -q -d "$run" -c "CHECKPOINT" 2>/dev/null || true # a clean start (superuser only)
+        local lsn
+        lsn=$(psql -tA -d "$run" -c "SELECT pg_current_wal_lsn()")
+        local cpu
+        cpu=$(server_cpu)
+        local t
+        t=$(stamp)
+        "$bin" close --db "$base dbname=$run" --period 2026-11 -j 2 --quiet --finalize --grace 0 |
+            tail -n 1
+        echo "$bin: close --finalize $(echo "$(stamp) - $t" | bc) s wall, server" \
+            "$(echo "$(server_cpu) - $cpu" | bc) s CPU, WAL $(psql -tA -d "$run" -c "SELECT
+            pg_size_pretty(pg_current_wal_lsn() - '$lsn'::pg_lsn)")"
+        psql -tA -d "$run" -c "SELECT 'numbering: ' || count(*) || ' in ' || count(DISTINCT
+            finalized_at) || ' batches, first to last batch start ' || round(extract(epoch FROM
+            max(finalized_at) - min(finalized_at)), 2) || ' s; digest of the numbers: '
+            || md5(string_agg(account_id || ':' || series || ':' || number || ':' || status, ','
+            ORDER BY account_id)) FROM billing.invoices WHERE month = '2026-11-01'
+            AND kind = 'invoice'"
+        psql -q -d postgres -c "DROP DATABASE $run WITH (FORCE)"
+    }
+    for _ in $(seq "$rounds"); do
+        [ -z "${BASELINE:-}" ] || step "$BASELINE"
+        step "$billing"
+    done
+    exit 0
+fi
 
 psql -q -d postgres -c "CREATE DATABASE $db"
 "${BASELINE:-$billing}" db migrate --db "$base dbname=$db" >/dev/null
