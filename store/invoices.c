@@ -1263,34 +1263,42 @@ PGresult *bs_credit_history(bs_conn *c, const char *accounts, const char *month,
 
 /*
  * One batch of drafts numbered set-based by billing.finalize_invoices
- * (0013): it takes the accounts' advisory locks in the hash order a close
- * takes them (a close recomputing one of them finishes first, and a
+ * (0013, 0020): it takes the accounts' advisory locks in the hash order a
+ * close takes them (a close recomputing one of them finishes first, and a
  * finalizer never numbers a draft a close is rewriting; two finalizers
  * queue on the same locks without deadlock), then numbers the batch in
- * account order. The batch (500 drafts) is bounded by the shared lock
- * table, which holds the advisory locks until commit.
+ * account order. The batch (1 000 drafts, 500 before 0020: one commit
+ * and its WAL flush per batch) is bounded by the shared lock table, which
+ * holds the advisory locks until commit. $3 is the last
+ * account of the batch before: each batch picks after it, so none walks
+ * again over the drafts the run has numbered ('' starts from the first).
  */
-#define SQL_FINALIZE_BATCH \
-    "SELECT picked, numbered FROM billing.finalize_invoices($1::date, $2::bigint, 500)"
+#define SQL_FINALIZE_BATCH                                     \
+    "SELECT picked, numbered, coalesce(last_account, '') FROM" \
+    " billing.finalize_invoices($1::date, $2::bigint, 1000, $3::text)"
+/* An account id is a billing.ident: at most 128 bytes. */
+#define FINALIZE_ACCOUNT_MAX 128
 #define SQL_FINALIZE_WAITING                                                            \
     "SELECT count(*) FROM billing.invoices WHERE month = $1::date AND kind = 'invoice'" \
     " AND status = 'draft' AND period_end + make_interval(secs => $2::bigint) > now()"
 
 typedef struct finalize_ctx {
-    const char *params[2];
-    int64_t picked; /* drafts picked by the last batch */
-    int64_t done;   /* of which this finalizer numbered */
+    const char *params[3];
+    char after[FINALIZE_ACCOUNT_MAX + 1]; /* the last account picked, $3 */
+    int64_t picked;                       /* drafts picked by the last batch */
+    int64_t done;                         /* of which this finalizer numbered */
 } finalize_ctx;
 
 static bs_status finalize_tx(bs_conn *c, void *arg, bs_error *err)
 {
     finalize_ctx *x = arg;
-    PGresult *res = bs_query(c, SQL_FINALIZE_BATCH, 2, x->params, err);
+    PGresult *res = bs_query(c, SQL_FINALIZE_BATCH, 3, x->params, err);
 
     if (res == NULL)
         return err != NULL ? err->status : BS_ERR_FATAL;
     x->picked = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
     x->done = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
+    snprintf(x->after, sizeof(x->after), "%s", PQgetvalue(res, 0, 2));
     PQclear(res);
     return BS_OK;
 }
@@ -1299,6 +1307,7 @@ bs_status bs_finalize_month(bs_conn *c, const char *month, int64_t grace_seconds
                             size_t *waiting, bs_error *err)
 {
     char grace[32];
+    char after[FINALIZE_ACCOUNT_MAX + 1] = "";
     finalize_ctx x;
     PGresult *res;
     bs_status st;
@@ -1306,16 +1315,26 @@ bs_status bs_finalize_month(bs_conn *c, const char *month, int64_t grace_seconds
     snprintf(grace, sizeof(grace), "%lld", (long long)grace_seconds);
     x.params[0] = month;
     x.params[1] = grace;
+    x.params[2] = after;
     *done = 0;
     *waiting = 0;
-    do {
+    /*
+     * Batches from the first account to the last; then one pass more from
+     * the first, for drafts whose grace ended meanwhile (or that a close
+     * wrote), until a pass from the first picks none.
+     */
+    for (;;) {
         x.done = 0;
         x.picked = 0;
+        x.after[0] = '\0';
         st = bs_transaction(c, finalize_tx, &x, err);
         if (st != BS_OK)
             return st;
         *done += (size_t)x.done;
-    } while (x.picked > 0);
+        if (x.picked == 0 && after[0] == '\0')
+            break;
+        snprintf(after, sizeof(after), "%s", x.picked > 0 ? x.after : "");
+    }
     res = bs_query(c, SQL_FINALIZE_WAITING, 2, x.params, err);
     if (res == NULL)
         return err != NULL ? err->status : BS_ERR_FATAL;

@@ -793,32 +793,38 @@ END_TEST
 #define DRAFTS_EACH 50
 
 typedef struct finalize_arg {
-    long invoice; /* with batch: gets how many drafts finalize_invoices picked */
-    int rollback; /* finalize, then roll back: the number must be reused */
-    int batch;    /* > 0: billing.finalize_invoices of January, this many drafts */
+    long invoice;   /* with batch: gets how many drafts finalize_invoices picked */
+    int rollback;   /* finalize, then roll back: the number must be reused */
+    int batch;      /* > 0: billing.finalize_invoices of January, this many drafts */
+    char after[32]; /* with batch: pick after this account ('' from the first) */
+    char last[32];  /* with batch: gets the last account picked */
 } finalize_arg;
 
 static bs_status finalize_tx(bs_conn *c, void *arg, bs_error *err)
 {
     finalize_arg *fa = arg;
     char id[32];
-    const char *params[1];
+    const char *params[2];
     PGresult *res;
 
     snprintf(id, sizeof(id), "%ld", fa->batch > 0 ? (long)fa->batch : fa->invoice);
     params[0] = id;
+    params[1] = fa->after;
     if (fa->batch > 0)
         res = bs_query_prepared(c, "finalize_set",
-                                "SELECT picked FROM billing.finalize_invoices('2026-01-01', 0,"
-                                " $1::integer)",
-                                1, params, err);
+                                "SELECT picked, coalesce(last_account, '') FROM"
+                                " billing.finalize_invoices('2026-01-01', 0, $1::integer,"
+                                " $2::text)",
+                                2, params, err);
     else
         res = bs_query_prepared(c, "finalize", "SELECT billing.finalize_invoice($1::bigint)", 1,
                                 params, err);
     if (res == NULL)
         return err->status;
-    if (fa->batch > 0)
+    if (fa->batch > 0) {
         fa->invoice = strtol(PQgetvalue(res, 0, 0), NULL, 10);
+        snprintf(fa->last, sizeof(fa->last), "%s", PQgetvalue(res, 0, 1));
+    }
     PQclear(res);
     if (fa->rollback)
         return bs_error_set(err, BS_ERR_FATAL, "rolled back on purpose");
@@ -829,7 +835,7 @@ static bs_status finalize_tx(bs_conn *c, void *arg, bs_error *err)
 static int finalize_child(int i)
 {
     bs_conn *c = child_connect();
-    finalize_arg fa = {0, 0, 0};
+    finalize_arg fa = {0, 0, 0, "", ""};
     bs_error err;
     char sql[256];
     PGresult *res;
@@ -911,7 +917,7 @@ END_TEST
 static int finalize_set_child(int i)
 {
     bs_conn *c = child_connect();
-    finalize_arg fa = {0, 0, 0};
+    finalize_arg fa = {0, 0, 0, "", ""};
     bs_error err;
     PGresult *res;
     int k;
@@ -940,6 +946,7 @@ static int finalize_set_child(int i)
         bs_close(c);
         return rc;
     }
+    /* As bs_finalize_month: after the last account picked, then once from the first. */
     fa.batch = 7;
     for (k = 0; rc == 0; k++) {
         fa.rollback = k % 3 == 1;
@@ -950,8 +957,9 @@ static int finalize_set_child(int i)
             fprintf(stderr, "child %d: finalize_invoices: %s\n", i, err.message);
             rc = 1;
         }
-        if (fa.invoice == 0)
+        if (fa.invoice == 0 && fa.after[0] == '\0')
             break;
+        snprintf(fa.after, sizeof(fa.after), "%s", fa.invoice > 0 ? fa.last : "");
     }
     bs_close(c);
     return rc;
@@ -999,6 +1007,47 @@ START_TEST(test_concurrent_set_finalizers)
                    "invoice_number_blocks_append_only");
     expect_refused(c, "UPDATE billing.invoice_series SET next_number = next_number + 2",
                    BS_ERR_CONSTRAINT, "invoice_series_gapless");
+    drop_db(c);
+}
+END_TEST
+
+/*
+ * Issue 28 (0020): a batch picks the drafts of the accounts after the one
+ * it is given, in account order, and says the last account it picked;
+ * '' picks from the first. bs_finalize_month passes each batch's last
+ * account to the next, then makes a pass from the first.
+ */
+START_TEST(test_finalize_after)
+{
+    bs_conn *c = migrated_db("finalize_after");
+    char v[64];
+
+#define SQL_AFTER(limit, after)                                                   \
+    "SELECT picked || ' ' || numbered || ' ' || coalesce(last_account, '-') FROM" \
+    " billing.finalize_invoices('2026-01-01', 0, " limit ", '" after "')"
+    seed(c);
+    exec_ok(c, "INSERT INTO billing.accounts (id, currency) VALUES ('b-3', 'CNY'),"
+               " ('b-1', 'CNY'), ('b-2', 'CNY')");
+    draft(c, "b-3", "2026-01-01");
+    draft(c, "b-1", "2026-01-01");
+    draft(c, "b-2", "2026-01-01");
+    query_value(c, SQL_AFTER("1", "b-1"), v, sizeof(v));
+    ck_assert_str_eq(v, "1 1 b-2");
+    query_value(c, SQL_AFTER("5", "b-2"), v, sizeof(v));
+    ck_assert_str_eq(v, "1 1 b-3");
+    query_value(c, SQL_AFTER("5", "b-3"), v, sizeof(v));
+    ck_assert_str_eq(v, "0 0 -");
+    query_value(c, SQL_AFTER("5", ""), v, sizeof(v));
+    ck_assert_str_eq(v, "1 1 b-1");
+    query_value(c, SQL_AFTER("5", ""), v, sizeof(v));
+    ck_assert_str_eq(v, "0 0 -");
+#undef SQL_AFTER
+    /* Numbered in the order the batches took them, gapless. */
+    query_value(c,
+                "SELECT string_agg(account_id || '=' || number, ',' ORDER BY number)"
+                " FROM billing.invoices",
+                v, sizeof(v));
+    ck_assert_str_eq(v, "b-2=1,b-3=2,b-1=3");
     drop_db(c);
 }
 END_TEST
@@ -3095,6 +3144,7 @@ static Suite *store_suite(void)
     tcase_add_test(inv, test_runtime_role);
     tcase_add_test(inv, test_concurrent_finalizers);
     tcase_add_test(inv, test_concurrent_set_finalizers);
+    tcase_add_test(inv, test_finalize_after);
     tcase_add_test(ev, test_events_ingest);
     tcase_add_test(ev, test_events_refused_batch);
     tcase_add_test(ev, test_fingerprint_matches_sql);
