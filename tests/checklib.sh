@@ -54,3 +54,42 @@ db_drop_all() {
         psql "$base dbname=postgres" -qc "DROP DATABASE IF EXISTS $d WITH (FORCE)" >/dev/null 2>&1
     done
 }
+
+# billingd serving the API (check-api*.sh, check-console.sh). The caller
+# sets $billingd (the program), $tmp (its scratch directory) and pids=""
+# (kills and waits for $pids in its EXIT trap):
+#   billingd_start NAME SETTING...
+#                  billingd (under $BILLING_TEST_WRAP, if set) on
+#                  BILLING_PG_CONNINFO with the API on a loopback port the
+#                  system picks, and the --set SETTINGs given; stderr in
+#                  $tmp/billingd-NAME.log. Waits (bounded: 30 s) for its
+#                  event=api_listening line, then sets $url
+#                  (http://127.0.0.1:PORT) and $pid, and adds $pid to
+#                  $pids; FAILs and finishes if it never comes (it exited,
+#                  or hung), with the log's last lines.
+billingd_start() {
+    name=$1
+    shift
+    log="$tmp/billingd-$name.log"
+    : >"$log"
+    # shellcheck disable=SC2086
+    ${BILLING_TEST_WRAP:-} "$billingd" --set "db=$BILLING_PG_CONNINFO" --set api.listen=127.0.0.1:0 \
+        "$@" 2>"$log" &
+    pid=$!
+    pids="$pids $pid"
+    port=""
+    i=0
+    while [ $i -lt 600 ] && [ -z "$port" ]; do
+        port=$(sed -n 's/.*event=api_listening .*port=\([0-9][0-9]*\).*/\1/p' "$log")
+        if [ -z "$port" ]; then
+            kill -0 "$pid" 2>/dev/null || break
+            i=$((i + 1))
+            sleep 0.05
+        fi
+    done
+    if [ -z "$port" ]; then
+        check "billingd ($name) serves the API" fail "$(tail -5 "$log")"
+        finish
+    fi
+    url="http://127.0.0.1:$port"
+}
