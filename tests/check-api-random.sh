@@ -15,7 +15,8 @@
 #     February for every 4th (its refund returns credit to the fee grant
 #     that paid the fee, and the rest is carried to the account credit);
 #   - January and February closed and finalized (so their credit history
-#     counts), then part of one account's credit refunded out of band;
+#     counts), then part of one account's credit refunded out of band, and
+#     a tenth of the January events stored again late (new ids);
 # and then, for every account, at many instants (inside January, before
 # and at the trial's expiry, in February and March, a second before and
 # at its fee grant's expiry, a second after the instant its credit runs
@@ -23,9 +24,13 @@
 # prints with --at, byte for byte (each grant's remaining and expiry, the
 # account credit, the exhaustion instant, the month's charges), valid
 # against doc/openapi.yaml; at each, what the grants listed have left
-# plus the account credit left is the credit left; and the scenario
-# exercised what it is about (exhausted credit, account credit, grants
-# left after a finalized month, a running burn), or the test fails.
+# plus the account credit left is the credit left; at March's first
+# instant the credit left is what the finalized February invoices left
+# (their credit_remaining less what expired, plus the account credit
+# left, less the refund): the issued months count as issued, not as the
+# late events would make them; and the scenario exercised what it is
+# about (exhausted credit, account credit, grants left after a finalized
+# month, a running burn, expiries), or the test fails.
 # Prints a Check-style summary line.
 set -u
 builddir=$(cd "${top_builddir:-..}" && pwd) || exit 99
@@ -35,35 +40,11 @@ billingd="$builddir/billingd/billingd"
 ex="$srcdir/examples/gpu-cloud"
 spec="$srcdir/doc/openapi.yaml"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/billing-apirandom.XXXXXX") || exit 99
-db="billing_apirandom_$$"
 pids=""
 
 . "$srcdir/tests/checklib.sh"
 
-need_pg
-if ! command -v curl >/dev/null || ! python3 -c "import jsonschema, yaml" 2>/dev/null; then
-    check "curl, python3-jsonschema and python3-yaml are installed (scripts/install-deps.sh)" fail
-    finish
-fi
-cleanup() {
-    if [ "$failures" -gt 0 ]; then
-        for f in "$tmp"/billingd-*.log; do
-            [ -f "$f" ] && echo "---- $(basename "$f") (last lines)" && tail -20 "$f"
-        done
-    fi
-    for p in $pids; do
-        kill "$p" 2>/dev/null
-    done
-    for p in $pids; do
-        wait "$p" 2>/dev/null
-    done
-    db_drop_all
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 99' INT TERM
-db_new "$db"
-db_use "$db"
+api_scratch apirandom
 sql() {
     psql "$BILLING_PG_CONNINFO" -XAtc "$1"
 }
@@ -76,7 +57,8 @@ accounts=24
     "$builddir/bench/gen_events" --seed "$seed" --accounts $accounts 2000 >"$tmp/jan.jsonl" || exit 99
 # The seed's additions: fee grants, late refundable plans cancelled in
 # February, and a quarter of the events again 31 days later.
-python3 - "$seed" "$tmp/base.json" "$tmp/jan.jsonl" "$tmp/accounts.json" "$tmp/events.jsonl" <<'EOF' || exit 99
+python3 - "$seed" "$tmp/base.json" "$tmp/jan.jsonl" "$tmp/accounts.json" "$tmp/events.jsonl" \
+    "$tmp/late.jsonl" <<'EOF' || exit 99
 import datetime, json, random, sys
 rng = random.Random(int(sys.argv[1]))
 d = json.load(open(sys.argv[2]))
@@ -99,14 +81,15 @@ for i, a in enumerate(d["accounts"]):
                                    "cancelled_at": iso(cancel)})
 json.dump(d, open(sys.argv[4], "w"), indent=1)
 shift = lambda s: iso(datetime.datetime.fromisoformat(s) + datetime.timedelta(days=31))
-with open(sys.argv[5], "w") as out:
+with open(sys.argv[5], "w") as out, open(sys.argv[6], "w") as late:
     for line in open(sys.argv[3]):
         out.write(line)
+        e = json.loads(line)
         if rng.random() < 0.25:
-            e = json.loads(line)
-            e["id"] = "f-" + e["id"]
-            e["start"], e["end"] = shift(e["start"]), shift(e["end"])
-            out.write(json.dumps(e) + "\n")
+            f = dict(e, id="f-" + e["id"], start=shift(e["start"]), end=shift(e["end"]))
+            out.write(json.dumps(f) + "\n")
+        if rng.random() < 0.1:
+            late.write(json.dumps(dict(e, id="late-" + e["id"])) + "\n")
 EOF
 $billing db migrate >/dev/null || exit 99
 $billing load --pricebook "$ex/pricebook.json" --accounts "$tmp/accounts.json" >/dev/null || exit 99
@@ -133,6 +116,10 @@ refunded=$(sql "SELECT i.account_id || ' ' || billing.invoice_number_text(s.pref
     break
 done)
 echo "refunded out of band: ${refunded:-nothing}"
+# Late January events, stored after January was finalized: the balance
+# counts January as issued, not as these events would make it.
+$billing ingest "$tmp/late.jsonl" >/dev/null 2>&1 || exit 99
+$billing invoice export --format json --out "$tmp/feb" --period 2026-02 >/dev/null 2>&1 || exit 99
 admin=$($billing apikey create --scope admin) || exit 99
 billingd_start main --set http.listen=
 
@@ -142,9 +129,9 @@ billingd_start main --set http.listen=
 # mismatch ("DIFF account at: api vs cli"), per invariant broken ("SUM
 # ..."), and the counts of what the scenario exercised ("SEEN ...").
 cat >"$tmp/compare.py" <<'EOF'
-import datetime, json, shlex, subprocess, sys, urllib.request
+import datetime, glob, json, shlex, subprocess, sys, urllib.request
 from decimal import Decimal as D
-url, key, billing, accounts_file, events_file, out_dir = sys.argv[1:7]
+url, key, billing, accounts_file, events_file, feb_dir, refunded, out_dir = sys.argv[1:9]
 billing = shlex.split(billing)
 accounts = json.load(open(accounts_file))
 cst = datetime.timezone(datetime.timedelta(hours=8))
@@ -152,7 +139,18 @@ fmt = lambda t: t.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ
 parse = lambda s: datetime.datetime.fromisoformat(s.replace("Z", "+00:00"))
 fixed = [datetime.datetime(*x, tzinfo=cst) for x in [
     (2026, 1, 10, 12), (2026, 1, 20), (2026, 1, 31, 23, 59, 59), (2026, 2, 1), (2026, 2, 1, 8, 30),
-    (2026, 2, 15), (2026, 3, 3), (2026, 3, 20), (2026, 4, 2)]]
+    (2026, 2, 15), (2026, 3, 1), (2026, 3, 3), (2026, 3, 20), (2026, 4, 2)]]
+# What the finalized February invoices left, less the refund out of band:
+# the credit left at March's first instant (no March usage counted yet).
+march = fmt(datetime.datetime(2026, 3, 1, tzinfo=cst))
+left = {}
+for name in glob.glob(feb_dir + "/INV-*.json"):
+    inv = json.load(open(name))
+    left[inv["account"]] = (D(inv["credit_remaining"]) + D(inv["account_credit_left"]) -
+                            sum(D(e["amount"]) for e in inv["expired_credits"]))
+if refunded:
+    acct, amount = refunded.split()
+    left[acct] -= D(amount)
 def api(acct, at):
     q = "" if at is None else "?at=" + at
     req = urllib.request.Request("%s/v1/accounts/%s/balance%s" % (url, acct, q),
@@ -164,7 +162,7 @@ def cli(acct, at):
     if at is not None:
         args += ["--at", at]
     return subprocess.run(args, check=True, capture_output=True, text=True).stdout.rstrip("\n")
-seen = {"pairs": 0, "exhausted": 0, "account_credit": 0, "history": 0, "burning": 0, "expiry": 0}
+seen = {"issued": 0, "pairs": 0, "exhausted": 0, "account_credit": 0, "history": 0, "burning": 0, "expiry": 0}
 bad = 0
 def one(acct, at):
     global bad
@@ -189,6 +187,11 @@ def one(acct, at):
     b = json.loads(a)
     with open("%s/%s@%s.json" % (out_dir, acct, at or "now"), "w") as f:
         f.write(a)
+    if at == march and acct in left:
+        seen["issued"] += 1
+        if D(b["credit_remaining"]) != left[acct]:
+            print("ISSUED %s %s: %s, but February's invoice left %s" % (
+                acct, at, b["credit_remaining"], left[acct]))
     total = sum(D(g["remaining"]) for g in b["grants"]) + D(b["account_credit_left"])
     if total != D(b["credit_remaining"]):
         print("SUM %s %s: grants %s + account credit %s != %s" % (
@@ -233,10 +236,10 @@ print("BAD %d" % bad)
 EOF
 mkdir "$tmp/answers"
 python3 "$tmp/compare.py" "$url" "$admin" "$billing" "$tmp/accounts.json" "$tmp/events.jsonl" \
-    "$tmp/answers" \
+    "$tmp/feb" "$refunded" "$tmp/answers" \
     >"$tmp/compare.out" 2>&1
 rc=$?
-cat "$tmp/compare.out" | grep -v '^SUM' | head -20
+grep -v '^SUM\|^ISSUED' "$tmp/compare.out" | head -20
 pairs=$(sed -n 's/^SEEN .*pairs=\([0-9]*\).*/\1/p' "$tmp/compare.out")
 [ $rc -eq 0 ] && grep -q '^BAD 0$' "$tmp/compare.out" && [ "${pairs:-0}" -gt 200 ] && r=ok || r=fail
 check "seed $seed: ${pairs:-0} balances (every account, each instant): the API's ?at= answer is billing account balance --at --format json, byte for byte" \
@@ -244,9 +247,12 @@ check "seed $seed: ${pairs:-0} balances (every account, each instant): the API's
 grep -q '^SUM' "$tmp/compare.out" && r=fail || r=ok
 check "seed $seed: at each instant, what the grants listed have left plus the account credit left is the credit left" \
     $r "$(grep '^SUM' "$tmp/compare.out" | head -3)"
+grep -q '^ISSUED' "$tmp/compare.out" && r=fail || r=ok
+check "seed $seed: at March's first instant, the credit left is what the finalized February invoices left (less what was refunded out of band), late January events stored after it notwithstanding" \
+    $r "$(grep '^ISSUED' "$tmp/compare.out" | head -3)"
 seen=$(sed -n 's/^SEEN //p' "$tmp/compare.out")
 r=ok
-for what in exhausted account_credit history burning expiry; do
+for what in exhausted account_credit history burning expiry issued; do
     case " $seen " in *" $what=0 "* | *" $what= "*) r=fail ;; esac
     case " $seen " in *" $what="*) ;; *) r=fail ;; esac
 done
