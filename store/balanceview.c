@@ -110,6 +110,11 @@ static bs_status exhaustion(bs_conn *c, billing_rater *r, const char *account, b
     if (accounts == NULL)
         return bs_error_set(err, BS_ERR_NOMEM, "out of memory");
     st = bs_events_fetch(c, accounts, at + 1, keep_running, &run, err);
+    if (st == BS_ERR_INVALID) { /* out of memory, or an instant out of range: not "no account" */
+        st = BS_ERR_FATAL;
+        if (err != NULL)
+            err->status = st;
+    }
     if (st != BS_OK)
         goto out;
     if (billing_rater_credit_exhaustion(r, account, at, (const billing_event *const *)run.evs,
