@@ -5,16 +5,20 @@
  * aggregates stored by the ingest pipeline, or with --at the raw events
  * cut at the instant, and finalized months as issued), so they match what
  * `billing rate` gives for the same events and what `billing close`
- * starts from.
+ * starts from. With --format json, the very document billingd's GET
+ * /v1/accounts/{id}/balance answers (store/balanceview.h: the grants
+ * valid at the instant and when the credit runs out too).
  */
 #include "config.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <jansson.h>
 #include <time.h>
 
 #include "balance.h"
+#include "balanceview.h"
 #include "cli.h"
 #include "dbcli.h"
 #include "migrate.h"
@@ -27,11 +31,13 @@ typedef struct account_opts {
     const char *book;
     int at_set;        /* --at given */
     billing_time_t at; /* ... the instant */
+    int json;          /* --format json */
 } account_opts;
 
 static void usage(FILE *out)
 {
-    fputs("Usage: billing account balance ACCOUNT [--at TIME] [--book ID] [--db CONNINFO]\n"
+    fputs("Usage: billing account balance ACCOUNT [--at TIME] [--format text|json] [--book ID]\n"
+          "                               [--db CONNINFO]\n"
           "\n"
           "The credit left to ACCOUNT at TIME (default: now), exact, and the charges of\n"
           "the account's local month containing TIME, from the usage stored by billingd\n"
@@ -47,7 +53,11 @@ static void usage(FILE *out)
     fputs("\n"
           "Prints `credit_remaining` (grants and account credit), then the month's\n"
           "`subtotal`, `credits`, `tax`, `total`, `currency`, `account_credit` (spent)\n"
-          "and `account_credit_left` as key=value lines.\n"
+          "and `account_credit_left` as key=value lines; with --format json, one JSON\n"
+          "object, the answer of billingd's GET /v1/accounts/ACCOUNT/balance?at=TIME:\n"
+          "the same figures, each grant valid at TIME with what it has left and its\n"
+          "expiry, and `exhausts_at`, when the credit runs out at the burn of the events\n"
+          "running at TIME.\n"
           "Exit status: 0 shown; 2 usage error; 3 unknown account or invalid stored\n"
           "data; 4 internal error; 5 database error.\n",
           out);
@@ -68,6 +78,9 @@ static int take_option(void *ctx, cli_opt_id id, const cli_value *v)
     case CLI_OPT_AT:
         o->at_set = 1;
         o->at = v->instant;
+        break;
+    case CLI_OPT_FORMAT:
+        o->json = strcmp(v->text, "json") == 0;
         break;
     default:
         return cli_usage_error("account", "bad option");
@@ -97,7 +110,29 @@ static int print_month(billing_rater *r, const char *account, billing_time_t at,
     return CLI_EXIT_OK;
 }
 
-static int show(bs_conn *c, bs_catalog *cat, const char *account, billing_time_t at, int at_set)
+/* The balance as billingd's API answers it (store/balanceview.h), on one line. */
+static int show_json(bs_conn *c, bs_catalog *cat, billing_rater *r, const char *account,
+                     billing_time_t at)
+{
+    json_t *o = NULL;
+    char *text;
+    bs_error err;
+
+    if (bs_balance_json(c, cat, r, account, at, NULL, &o, &err) != BS_OK)
+        return dbcli_fail("account balance", &err);
+    text = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII);
+    json_decref(o);
+    if (text == NULL) {
+        cli_error("account balance: out of memory");
+        return CLI_EXIT_INTERNAL;
+    }
+    printf("%s\n", text);
+    free(text);
+    return CLI_EXIT_OK;
+}
+
+static int show(bs_conn *c, bs_catalog *cat, const char *account, billing_time_t at, int at_set,
+                int json)
 {
     char balance[AMOUNT_MAX];
     char when[40];
@@ -108,6 +143,10 @@ static int show(bs_conn *c, bs_catalog *cat, const char *account, billing_time_t
 
     if (bs_balance_rater(c, cat, account, at_set ? &at : NULL, at, &r, &err) != BS_OK)
         return dbcli_fail("account balance", &err);
+    if (json) {
+        rc = show_json(c, cat, r, account, at);
+        goto out;
+    }
     st = billing_rater_credit_balance(r, account, at, balance, sizeof(balance));
     if (st != BILLING_OK) {
         cli_error("account balance: account '%s': %s", account, billing_strerror(st));
@@ -158,7 +197,7 @@ int cmd_account(int argc, char **argv)
     if (bs_schema_require(c, &err) != BS_OK || (cat = bs_catalog_read(c, o.book, &err)) == NULL)
         rc = dbcli_fail("account balance", &err);
     else
-        rc = show(c, cat, argv[first], at, o.at_set);
+        rc = show(c, cat, argv[first], at, o.at_set, o.json);
     bs_catalog_free(cat);
     bs_close(c);
     return rc;

@@ -146,6 +146,9 @@ const cli_option cli_options[] = {
     /* billing account */
     {"at", 0, CLI_ARG_INSTANT, CLI_CMD_ACCOUNT, CLI_OPT_AT, "TIME",
      "RFC 3339 instant (default: now)", 0, 0, NULL},
+    {"format", 0, CLI_ARG_CHOICE, CLI_CMD_ACCOUNT, CLI_OPT_FORMAT, "FMT",
+     "text (default: key=value lines) or json (the\n"
+     "document of billingd's GET .../balance?at=TIME)", 0, 0, "text|json"},
     {"book", 0, CLI_ARG_STRING, CLI_CMD_ACCOUNT, CLI_OPT_BOOK, "ID",
      "price book (default: the only one)", 0, 0, NULL},
 

@@ -33,6 +33,7 @@
 #include "apikeys.h"
 #include "apiread.h"
 #include "balance.h"
+#include "balanceview.h"
 #include "billing.h"
 #include "console.h"
 #include "dlq.h"
@@ -57,12 +58,9 @@
 #define API_HTTP_THREADS 16
 /* Connections open at once. */
 #define API_CONNECTIONS 256
-/* Grants listed per balance at most. */
-#define GRANTS_MAX 256
 /* Token buckets (keys) tracked; beyond, a key is not limited. */
 #define BUCKETS 4096
 #define MSG_MAX 512
-#define AMOUNT_MAX 256
 
 /* The metrics' route label of each route (api_parse.h). */
 static const char *const route_names[N_ROUTES] = {"/v1/accounts/{id}/balance",
@@ -564,215 +562,46 @@ static enum MHD_Result list_rows(bd_api *api, struct MHD_Connection *conn, req *
 /* Balance                                                                 */
 /* ---------------------------------------------------------------------- */
 
-typedef struct grant_row {
-    char id[129];
-    char remaining[AMOUNT_MAX];
-    char expires[40];
-} grant_row;
-
-typedef struct grant_list {
-    grant_row rows[GRANTS_MAX];
-    size_t n;
-    billing_time_t at;
-} grant_list;
-
-/* A bs_api_row_fn: the grants valid at the instant, each with its whole amount. */
-static int grant_valid(void *arg, const bs_api_row *row)
-{
-    grant_list *g = arg;
-    billing_time_t from;
-    billing_time_t to;
-    grant_row *r;
-
-    if (g->n == GRANTS_MAX)
-        return 1;
-    if (billing_time_parse(row->values[3], &from, NULL, 0) != BILLING_OK ||
-        billing_time_parse(row->values[4], &to, NULL, 0) != BILLING_OK)
-        return 1;
-    if (from > g->at || to <= g->at)
-        return 0;
-    r = &g->rows[g->n++];
-    snprintf(r->id, sizeof(r->id), "%s", row->values[0]);
-    snprintf(r->remaining, sizeof(r->remaining), "%s", row->values[2]);
-    billing_time_format(to, r->expires, sizeof(r->expires));
-    return 0;
-}
-
-static void grant_set(grant_list *g, const char *id, const char *left)
-{
-    size_t i;
-
-    for (i = 0; i < g->n; i++)
-        if (strcmp(g->rows[i].id, id) == 0)
-            snprintf(g->rows[i].remaining, sizeof(g->rows[i].remaining), "%s", left);
-}
-
-/* What the invoices up to the instant's month leave of each grant (as `billing rate --at`). */
-static int grants_left(billing_rater *r, const char *account, int now_ym, grant_list *g)
-{
-    billing_months *list = NULL;
-    billing_invoice *inv;
-    size_t count_;
-    size_t i;
-    size_t k;
-    int ym;
-    int done = 0;
-
-    if (billing_rater_months(r, account, &list, NULL, 0) != BILLING_OK)
-        return 0;
-    count_ = billing_months_count(list);
-    for (i = 0; i <= count_ && !done; i++) {
-        if (i < count_)
-            ym = billing_months_year(list, i) * 100 + billing_months_month(list, i);
-        else
-            ym = now_ym;
-        if (ym >= now_ym) {
-            ym = now_ym;
-            done = 1;
-        }
-        if (billing_rater_invoice(r, account, ym / 100, ym % 100, &inv, NULL, 0) != BILLING_OK)
-            continue;
-        for (k = 0; k < billing_invoice_credit_count(inv); k++)
-            grant_set(g, billing_invoice_credit_grant(inv, k),
-                      billing_invoice_credit_remaining(inv, k));
-        for (k = 0; k < billing_invoice_returned_count(inv); k++)
-            grant_set(g, billing_invoice_returned_grant(inv, k),
-                      billing_invoice_returned_remaining(inv, k));
-        billing_invoice_destroy(inv);
-    }
-    billing_months_destroy(list);
-    return 0;
-}
-
-/* The events running at an instant, for the exhaustion estimate. */
-typedef struct running {
-    billing_event **evs;
-    size_t n;
-    size_t cap;
-    billing_time_t at;
-} running;
-
-/* A bs_event_fn: keep the events running at the instant. */
-static int keep_running(void *arg, const char *account, const char *id, const char *resource,
-                        const char *meter, billing_time_t start, billing_time_t end,
-                        const char *quantity, const char *model, const char *region)
-{
-    running *run = arg;
-    char msg[MSG_MAX];
-    billing_event *ev;
-    billing_event **grown;
-
-    if (end <= run->at || start > run->at)
-        return 0;
-    if (run->n == run->cap) {
-        size_t cap = run->cap ? 2 * run->cap : 16;
-
-        if (cap > 100000)
-            return 0;
-        grown = realloc(run->evs, cap * sizeof(*grown));
-        if (grown == NULL)
-            return 1;
-        run->evs = grown;
-        run->cap = cap;
-    }
-    ev = billing_event_new();
-    if (ev == NULL || bs_event_set(ev, account, id, resource, meter, start, end, quantity, model,
-                                   region, msg, sizeof(msg)) != BILLING_OK) {
-        billing_event_destroy(ev);
-        return ev == NULL;
-    }
-    run->evs[run->n++] = ev;
-    return 0;
-}
-
-/*
- * The balance of @account at @now from @in, what bs_balance_fetch read
- * with the key in the request's one round trip (NULL: an account the
- * catalog does not know).
- */
+/* The balance at ?at= (RFC 3339; the usage before it, as `billing account
+ * balance --at` counts it), or now (every aggregate stored). */
 static enum MHD_Result balance(bd_api *api, struct MHD_Connection *conn, req *q, api_slot *s,
                                const char *account, const bs_balance_input *in, billing_time_t now)
 {
-    char left[AMOUNT_MAX];
-    char when[40];
-    char month[16];
-    char msg[MSG_MAX];
-    billing_time_t zero = INT64_MAX;
-    const billing_zone *zone = bs_catalog_zone(s->cat, account);
-    billing_invoice *inv = NULL;
+    const char *at_text = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "at");
+    billing_time_t at = now;
     billing_rater *r = NULL;
-    grant_list *g = NULL;
-    running run;
-    json_t *grants = NULL;
     json_t *o = NULL;
     bs_error err;
     enum MHD_Result ret;
-    int year;
-    int mon;
-    size_t i;
 
-    memset(&run, 0, sizeof(run));
-    run.at = now;
-    if (zone == NULL || in == NULL)
+    if (at_text != NULL && billing_time_parse(at_text, &at, NULL, 0) != BILLING_OK)
+        return problem(api, conn, q, 400, "invalid", "at", NULL,
+                       "at '%.64s': expected an RFC 3339 instant with an offset "
+                       "(2026-01-05T12:00:00+08:00)",
+                       at_text);
+    if (bs_catalog_zone(s->cat, account) == NULL || in == NULL)
         return problem(api, conn, q, 404, "not-found", "account", NULL, "no account '%s'", account);
-    if (bs_balance_input_rater(in, s->cat, account, &r, &err) != BS_OK)
-        return db_problem(api, conn, q, &err);
-    if (billing_rater_credit_balance(r, account, now, left, sizeof(left)) != BILLING_OK) {
-        ret = problem(api, conn, q, 404, "not-found", "account", NULL, "no account '%s'", account);
-        goto out;
+    /*
+     * Now: from what the request's one round trip read with the key
+     * (bs_balance_fetch). At another instant: the usage before it, read
+     * as `billing account balance --at` reads it.
+     */
+    if (at_text == NULL) {
+        if (bs_balance_input_rater(in, s->cat, account, &r, &err) != BS_OK)
+            return db_problem(api, conn, q, &err);
+    } else {
+        if (bs_balance_rater(s->conn, s->cat, account, &at, at, &r, &err) != BS_OK)
+            return db_problem(api, conn, q, &err);
+        in = NULL; /* read at now: the running events come from the store at @at */
     }
-    billing_zone_year_month(zone, now, &year, &mon);
-    if (billing_rater_invoice(r, account, year, mon, &inv, msg, sizeof(msg)) != BILLING_OK) {
-        ret = problem(api, conn, q, 500, "internal", NULL, NULL, "account balance: %s", msg);
-        goto out;
-    }
-    g = calloc(1, sizeof(*g));
-    if (g == NULL) {
-        ret = MHD_NO;
-        goto out;
-    }
-    g->at = now;
-    bs_balance_input_grants(in, grant_valid, g);
-    grants_left(r, account, year * 100 + mon, g);
-    /* The burn: the account's stored events running now. */
-    if (bs_balance_input_running(in, keep_running, &run, &err) != BS_OK) {
+    if (bs_balance_json(s->conn, s->cat, r, account, at, in, &o, &err) == BS_OK)
+        ret = send_json(api, conn, q, 200, o);
+    else if (err.status == BS_ERR_INVALID)
+        ret = problem(api, conn, q, 404, "not-found", "account", NULL, "%s", err.message);
+    else if (err.status == BS_ERR_FATAL && err.sqlstate[0] == '\0')
+        ret = problem(api, conn, q, 500, "internal", NULL, NULL, "%s", err.message);
+    else
         ret = db_problem(api, conn, q, &err);
-        goto out;
-    }
-    if (billing_rater_credit_exhaustion(r, account, now, (const billing_event *const *)run.evs,
-                                        run.n, &zero, msg, sizeof(msg)) != BILLING_OK)
-        zero = INT64_MAX;
-    grants = json_array();
-    for (i = 0; grants != NULL && i < g->n; i++)
-        json_array_append_new(grants,
-                              json_pack("{s:s, s:s, s:s}", "grant", g->rows[i].id, "remaining",
-                                        g->rows[i].remaining, "expires_at", g->rows[i].expires));
-    billing_time_format(now, when, sizeof(when));
-    snprintf(month, sizeof(month), "%04d-%02d", year % 10000, mon % 100);
-    o = json_pack(
-        "{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:O}", "account", account, "at",
-        when, "currency", billing_invoice_currency(inv), "credit_remaining", left, "month", month,
-        "subtotal", billing_invoice_subtotal(inv), "credits", billing_invoice_credits(inv), "tax",
-        billing_invoice_tax(inv), "total", billing_invoice_total(inv), "account_credit",
-        billing_invoice_account_credit(inv), "account_credit_left",
-        billing_invoice_account_credit_left(inv), "grants", grants != NULL ? grants : json_null());
-    if (o != NULL) {
-        if (zero == INT64_MAX) {
-            json_object_set_new(o, "exhausts_at", json_null());
-        } else {
-            billing_time_format(zero, when, sizeof(when));
-            json_object_set_new(o, "exhausts_at", json_string(when));
-        }
-        json_object_set_new(o, "running_events", json_integer((json_int_t)run.n));
-    }
-    ret = send_json(api, conn, q, 200, o);
-out:
-    for (i = 0; i < run.n; i++)
-        billing_event_destroy(run.evs[i]);
-    free(run.evs);
-    json_decref(grants);
-    free(g);
-    billing_invoice_destroy(inv);
     billing_rater_destroy(r);
     return ret;
 }

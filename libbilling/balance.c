@@ -87,6 +87,40 @@ billing_status bl_credit_balance_q(billing_rater *r, size_t ai, billing_time_t n
     return BILLING_OK;
 }
 
+billing_status billing_rater_credit_grants(billing_rater *r, const char *account,
+                                           billing_time_t now, billing_grant_fn fn, void *arg)
+{
+    size_t ai = account ? bl_catalog_account(r->cat, account) : BL_NONE;
+    const bl_account *a;
+    const bl_grant *g;
+    bl_credit c;
+    char *text;
+    size_t i;
+    int stop = 0;
+    billing_status st;
+
+    if (r == NULL || fn == NULL)
+        return BILLING_ERR_INVALID;
+    if (ai == BL_NONE)
+        return BILLING_ERR_UNKNOWN_ACCOUNT;
+    a = BL_AT(r->cat->accounts, bl_account, ai);
+    st = live_credit(r, ai, now, &c);
+    for (i = 0; st == BILLING_OK && !stop && i < c.n; i++) {
+        g = BL_AT(r->cat->grants, bl_grant, a->grants[i]);
+        if (!grant_live(g, now))
+            continue;
+        text = bl_minor_to_string(c.remaining[i], r->cat->digits);
+        if (text == NULL) {
+            st = BILLING_ERR_NOMEM;
+            break;
+        }
+        stop = fn(arg, g->id, text, g->expires_at);
+        free(text);
+    }
+    bl_credit_clear(&c);
+    return st;
+}
+
 billing_status billing_rater_credit_balance(billing_rater *r, const char *account,
                                             billing_time_t now, char *buf, size_t size)
 {

@@ -1072,6 +1072,29 @@ BILLING_API billing_status billing_rater_credit_balance(billing_rater *r, const 
                                                         billing_time_t now, char *buf, size_t size);
 
 /**
+ * billing_grant_fn - receives one grant of billing_rater_credit_grants:
+ * its id, what it has left (a decimal with the currency's minor digits,
+ * e.g. "864.67"; valid during the call only) and its expiry. Non-zero
+ * stops the walk.
+ */
+typedef int (*billing_grant_fn)(void *arg, const char *grant, const char *remaining,
+                                billing_time_t expires_at);
+
+/**
+ * billing_rater_credit_grants - each grant of @account valid at @now (in
+ * the catalog's order) with what it has left, handed to @fn: the terms
+ * billing_rater_credit_balance adds up with the account credit (what the
+ * invoices up to the month of @now leave of it, less what later issued
+ * months took, as billing_rater_credit_issued gave them). Returns
+ * BILLING_OK (also when @fn stopped), BILLING_ERR_INVALID (a NULL @r or
+ * @fn), BILLING_ERR_UNKNOWN_ACCOUNT or BILLING_ERR_NOMEM. Not
+ * thread-safe (as every call on a rater). (Since libbilling 4:0:2.)
+ */
+BILLING_API billing_status billing_rater_credit_grants(billing_rater *r, const char *account,
+                                                       billing_time_t now, billing_grant_fn fn,
+                                                       void *arg);
+
+/**
  * billing_rater_credit_exhaustion - given that @account has usage running
  * since @now at the combined price given by the resources in @events
  * (events whose interval is ignored: only meter, quantity, model, region

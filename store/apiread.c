@@ -67,34 +67,18 @@ bs_status bs_api_read(bs_conn *c, bs_api_list what, const char *account, bs_api_
                       void *arg, bs_error *err)
 {
     const char *params[1] = {account};
+    const char *values[8];
     int nparams = what == BS_API_GRANTS || what == BS_API_SUBSCRIPTIONS;
+    bs_api_row row;
     PGresult *res;
+    int i;
+    int j;
 
     if ((unsigned)what > BS_API_CLOSES || (nparams && account == NULL))
         return bs_error_set(err, BS_ERR_INVALID, "api read: bad list or no account");
     res = bs_query_prepared(c, stmt[what], sql[what], nparams, params, err);
     if (res == NULL)
         return err->status;
-    bs_api_rows(res, what, fn, arg);
-    PQclear(res);
-    return BS_OK;
-}
-
-const char *bs_api_read_sql(bs_api_list what, const char **name)
-{
-    if ((unsigned)what > BS_API_CLOSES)
-        return NULL;
-    *name = stmt[what];
-    return sql[what];
-}
-
-void bs_api_rows(const PGresult *res, bs_api_list what, bs_api_row_fn fn, void *arg)
-{
-    const char *values[8];
-    bs_api_row row;
-    int i;
-    int j;
-
     row.n = PQnfields(res) < 8 ? PQnfields(res) : 8;
     row.names = names[what];
     row.values = values;
@@ -104,6 +88,8 @@ void bs_api_rows(const PGresult *res, bs_api_list what, bs_api_row_fn fn, void *
         if (fn(arg, &row) != 0)
             break;
     }
+    PQclear(res);
+    return BS_OK;
 }
 
 bs_status bs_account_exists(bs_conn *c, const char *id, int *found, bs_error *err)

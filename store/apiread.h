@@ -49,16 +49,6 @@ typedef int (*bs_api_row_fn)(void *arg, const bs_api_row *row);
 bs_status bs_api_read(bs_conn *c, bs_api_list what, const char *account, bs_api_row_fn fn,
                       void *arg, bs_error *err);
 
-/*
- * bs_api_read in steps, for a caller that sends it with other statements
- * in one round trip (balance.h's bs_balance_fetch): bs_api_read_sql gives
- * the SQL of @what and its statement's name in *@name (NULL for a bad
- * @what; its parameter is the account where bs_api_read takes one), and
- * bs_api_rows hands the rows of @res to @fn as bs_api_read does.
- */
-const char *bs_api_read_sql(bs_api_list what, const char **name);
-void bs_api_rows(const PGresult *res, bs_api_list what, bs_api_row_fn fn, void *arg);
-
 /* Most accounts bs_api_accounts lists. */
 #define BS_API_ACCOUNTS_MAX 100
 /* Longest search text of bs_api_accounts, in bytes. */

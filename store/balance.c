@@ -241,7 +241,7 @@ out:
 #define RUNNING_MAX 100000
 
 /* The statements of bs_balance_fetch, in the order they are sent. */
-enum { Q_KEY, Q_AGG, Q_HISTORY, Q_GRANTS, Q_RUNNING, N_Q };
+enum { Q_KEY, Q_AGG, Q_HISTORY, Q_RUNNING, N_Q };
 
 struct bs_balance_input {
     PGresult *res[N_Q]; /* Q_KEY is NULL: the key is told at once */
@@ -382,9 +382,6 @@ bs_status bs_balance_fetch(bs_conn *c, bs_catalog *cat, const char *key, const c
         q[Q_AGG] =
             (piped){BS_AGG_READ_ONE_STMT, bs_agg_read_one_sql, 2, {bs_catalog_book(cat), account}};
         q[Q_HISTORY] = (piped){"bs_balance_history", bs_credit_history_sql, 2, {list, month}};
-        q[Q_GRANTS].sql = bs_api_read_sql(BS_API_GRANTS, &q[Q_GRANTS].name);
-        q[Q_GRANTS].nparams = 1;
-        q[Q_GRANTS].params[0] = account;
         q[Q_RUNNING] = (piped){RUNNING_STMT, SQL_RUNNING, 2, {account, before}};
     }
     st = pipeline_run(c, q, n, res, err);
@@ -433,11 +430,6 @@ bs_status bs_balance_input_rater(const bs_balance_input *in, bs_catalog *cat, co
     return BS_OK;
 }
 
-void bs_balance_input_grants(const bs_balance_input *in, bs_api_row_fn fn, void *arg)
-{
-    bs_api_rows(in->res[Q_GRANTS], BS_API_GRANTS, fn, arg);
-}
-
 /* Microseconds since 1970 (text) and nanoseconds (text) into *@out; 0, or -1 out of range. */
 static int instant_of(const char *us, const char *ns, billing_time_t *out)
 {
@@ -456,10 +448,9 @@ static int instant_of(const char *us, const char *ns, billing_time_t *out)
     return 0;
 }
 
-bs_status bs_balance_input_running(const bs_balance_input *in, bs_event_fn fn, void *arg,
-                                   bs_error *err)
+/* The rows of SQL_RUNNING in @res to @fn, as bs_balance_input_running says. */
+static bs_status running_rows(const PGresult *res, bs_event_fn fn, void *arg, bs_error *err)
 {
-    const PGresult *res = in->res[Q_RUNNING];
     billing_time_t start;
     billing_time_t end;
     int i;
@@ -475,6 +466,29 @@ bs_status bs_balance_input_running(const bs_balance_input *in, bs_event_fn fn, v
             return bs_error_set(err, BS_ERR_INVALID, "event '%.128s' was not accepted", id);
     }
     return BS_OK;
+}
+
+bs_status bs_balance_input_running(const bs_balance_input *in, bs_event_fn fn, void *arg,
+                                   bs_error *err)
+{
+    return running_rows(in->res[Q_RUNNING], fn, arg, err);
+}
+
+bs_status bs_balance_running(bs_conn *c, const char *account, billing_time_t at, bs_event_fn fn,
+                             void *arg, bs_error *err)
+{
+    char before[48];
+    piped q;
+    PGresult *res = NULL;
+    bs_status st;
+
+    billing_time_format(at + 1, before, sizeof(before));
+    q = (piped){RUNNING_STMT, SQL_RUNNING, 2, {account, before}};
+    st = pipeline_run(c, &q, 1, &res, err);
+    if (st == BS_OK)
+        st = running_rows(res, fn, arg, err);
+    PQclear(res);
+    return st;
 }
 
 void bs_balance_input_free(bs_balance_input *in)

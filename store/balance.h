@@ -12,7 +12,6 @@
 #include <billing/billing.h>
 
 #include "apikeys.h"
-#include "apiread.h"
 #include "dbcatalog.h"
 #include "invoices.h"
 #include "store.h"
@@ -81,8 +80,9 @@ bs_status bs_balance_rater(bs_conn *c, bs_catalog *cat, const char *account,
 /*
  * bs_balance_input: what one balance request of the HTTP API reads, all
  * in one round trip (bs_balance_fetch): the API key's row, the account's
- * stored aggregates, the credit of its finalized months, its grants and
- * its stored events running at the instant. Not thread-safe; one owner.
+ * stored aggregates, the credit of its finalized months and its stored
+ * events running at the instant (the grants and what each has left come
+ * from the rater: billing_rater_credit_grants). Not thread-safe; one owner.
  */
 typedef struct bs_balance_input bs_balance_input;
 
@@ -90,8 +90,7 @@ typedef struct bs_balance_input bs_balance_input;
  * bs_balance_fetch - check @key as bs_apikey_check does (*@valid,
  * @auth) and, with @account non-NULL (an account @cat knows), read what
  * its balance at @now needs, the statements of bs_apikey_check,
- * bs_balance_rater (no @at), bs_api_read(BS_API_GRANTS) and the events
- * running at @now sent together in libpq's pipeline mode, each prepared
+ * bs_balance_rater (no @at) and the events running at @now sent together in libpq's pipeline mode, each prepared
  * once per session. Returns BS_OK with *@out (NULL without @account;
  * freed with bs_balance_input_free), or a database error with *@out
  * NULL and *@valid 0.
@@ -108,9 +107,6 @@ bs_status bs_balance_fetch(bs_conn *c, bs_catalog *cat, const char *key, const c
 bs_status bs_balance_input_rater(const bs_balance_input *in, bs_catalog *cat, const char *account,
                                  billing_rater **out, bs_error *err);
 
-/* bs_balance_input_grants - the account's grants to @fn, as bs_api_read(BS_API_GRANTS). */
-void bs_balance_input_grants(const bs_balance_input *in, bs_api_row_fn fn, void *arg);
-
 /*
  * bs_balance_input_running - to @fn, the account's stored events that
  * start at or before the instant and end after it (with perhaps a few
@@ -120,6 +116,16 @@ void bs_balance_input_grants(const bs_balance_input *in, bs_api_row_fn fn, void 
  */
 bs_status bs_balance_input_running(const bs_balance_input *in, bs_event_fn fn, void *arg,
                                    bs_error *err);
+
+/*
+ * bs_balance_running - what bs_balance_input_running gives, for @account
+ * at instant @at, read by the same prepared statement in one round trip
+ * of its own (the balance at an instant other than the request's, and
+ * `billing account balance`). Returns BS_OK, a database error, or
+ * BS_ERR_INVALID as bs_balance_input_running.
+ */
+bs_status bs_balance_running(bs_conn *c, const char *account, billing_time_t at, bs_event_fn fn,
+                             void *arg, bs_error *err);
 
 /* bs_balance_input_free - free @in (NULL is fine). */
 void bs_balance_input_free(bs_balance_input *in);

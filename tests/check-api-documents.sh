@@ -26,25 +26,11 @@ billingd="$builddir/billingd/billingd"
 ex="$srcdir/examples/gpu-cloud"
 spec="$srcdir/doc/openapi.yaml"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/billing-apidoc.XXXXXX") || exit 99
-db="billing_apidoc_$$"
-dpid=
+pids=""
 
 . "$srcdir/tests/checklib.sh"
 
-need_pg
-for tool in curl python3; do
-    command -v $tool >/dev/null || { check "$tool is installed" fail; finish; }
-done
-python3 -c 'import jsonschema, yaml' 2>/dev/null ||
-    { check "python3 jsonschema and yaml are installed" fail; finish; }
-cleanup() {
-    [ -n "$dpid" ] && kill "$dpid" 2>/dev/null && wait "$dpid" 2>/dev/null
-    rm -rf "$tmp"
-    db_drop_all
-}
-trap cleanup EXIT
-db_new "$db"
-db_use "$db"
+api_scratch apidoc
 # The PDFs of the command line and of the server carry the same creation date.
 SOURCE_DATE_EPOCH=1767225600
 export SOURCE_DATE_EPOCH
@@ -90,29 +76,10 @@ lab=$($billing apikey create --scope invoices:read --scope accounts:read --accou
 events=$($billing apikey create --scope events:write) || exit 99
 accounts=$($billing apikey create --scope accounts:read) || exit 99
 
-# billingd serving the API alone on a free loopback port.
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])') || exit 99
+# billingd serving the API alone, /metrics on a free loopback port (the
+# catalog, accounts included, is read at its start).
 mport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])') || exit 99
-url="http://127.0.0.1:$port"
-# start_billingd: billingd on $port (the catalog, accounts included, is read at its start).
-start_billingd() {
-    $billingd --set "db=$BILLING_PG_CONNINFO" --set "api.listen=127.0.0.1:$port" \
-        --set "http.listen=127.0.0.1:$mport" >"$tmp/billingd.log" 2>&1 &
-    dpid=$!
-    ready=no
-    i=0
-    while [ $i -lt 300 ]; do
-        code=$(curl -s -o /dev/null -w '%{http_code}' "$url/v1/invoices")
-        [ "$code" = 401 ] && { ready=yes; break; }
-        kill -0 "$dpid" 2>/dev/null || break
-        i=$((i + 1))
-        sleep 0.1
-    done
-    check "billingd answers on 127.0.0.1:$port" $([ $ready = yes ] && echo ok || echo fail) \
-        "$(tail -3 "$tmp/billingd.log")"
-    [ $ready = yes ]
-}
-start_billingd || finish
+billingd_start main --set "http.listen=127.0.0.1:$mport"
 
 # get KEY PATH OUT [HEADER...]: the answer's body into OUT, its headers into
 # OUT.h; prints the status.
@@ -473,8 +440,9 @@ $billing close --period 2026-01 --grace 0 --quiet >/dev/null 2>&1 || exit 99
 for f in json csv pdf; do
     $billing invoice export --format $f --out "$tmp/sc" --period 2026-01 >/dev/null 2>&1 || exit 99
 done
-kill "$dpid" && wait "$dpid"
-start_billingd || finish
+kill "$pid" && wait "$pid"
+pids=""
+billingd_start random --set "http.listen=127.0.0.1:$mport"
 same=ok
 why=
 n=0

@@ -38,7 +38,6 @@ demo_month="$builddir/bench/demo_month"
 ex="$srcdir/examples/gpu-cloud"
 spec="$srcdir/doc/openapi.yaml"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/billing-api-kafka.XXXXXX") || exit 99
-db="billing_apik_$$"
 topic="api-usage-$$-$(date +%s)"
 pids=""
 
@@ -48,31 +47,7 @@ if [ -z "${BILLING_PG_CONNINFO:-}" ] || [ -z "${BILLING_KAFKA_BROKERS:-}" ]; the
     check "BILLING_PG_CONNINFO and BILLING_KAFKA_BROKERS are set (scripts/services.sh start && . var/services.env)" fail
     finish
 fi
-if ! command -v curl >/dev/null || ! python3 -c "import jsonschema, yaml" 2>/dev/null; then
-    check "curl, python3-jsonschema and python3-yaml are installed (scripts/install-deps.sh)" fail
-    finish
-fi
-base=$BILLING_PG_CONNINFO
-cleanup() {
-    if [ "$failures" -gt 0 ]; then
-        for f in "$tmp"/billingd-*.log; do
-            [ -f "$f" ] && echo "---- $(basename "$f") (last lines)" && tail -40 "$f"
-        done
-    fi
-    for p in $pids; do
-        kill "$p" 2>/dev/null
-    done
-    for p in $pids; do
-        wait "$p" 2>/dev/null
-    done
-    psql "$base dbname=postgres" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 99' INT TERM
-psql "$base dbname=postgres" -qc "CREATE DATABASE $db" >/dev/null || exit 99
-BILLING_PG_CONNINFO="$base dbname=$db"
-export BILLING_PG_CONNINFO
+api_scratch apik
 sql() {
     psql "$BILLING_PG_CONNINFO" -XAtc "$1"
 }
@@ -85,35 +60,6 @@ writer=$($billing apikey create --scope events:write) || exit 99
 writer_id=$(echo "$writer" | cut -d_ -f2)
 bound=$($billing apikey create --scope events:write --account lab-a) || exit 99
 admin=$($billing apikey create --scope admin) || exit 99
-
-# start NAME SETTING...: billingd with the API on a port the system picks;
-# sets $url and $pid. Waits (bounded) for its api_listening line.
-start() {
-    name=$1
-    shift
-    log="$tmp/billingd-$name.log"
-    : >"$log"
-    # shellcheck disable=SC2086
-    ${BILLING_TEST_WRAP:-} "$billingd" --set "db=$BILLING_PG_CONNINFO" --set api.listen=127.0.0.1:0 \
-        --set http.listen= "$@" 2>"$log" &
-    pid=$!
-    pids="$pids $pid"
-    port=""
-    i=0
-    while [ $i -lt 600 ] && [ -z "$port" ]; do
-        port=$(sed -n 's/.*event=api_listening .*port=\([0-9][0-9]*\).*/\1/p' "$log")
-        if [ -z "$port" ]; then
-            kill -0 "$pid" 2>/dev/null || break
-            i=$((i + 1))
-            sleep 0.05
-        fi
-    done
-    if [ -z "$port" ]; then
-        check "billingd ($name) serves the API" fail "$(tail -5 "$log")"
-        finish
-    fi
-    url="http://127.0.0.1:$port"
-}
 
 # api NAME STATUS PATH KEY [CURL-ARGS...]: one POST (GET with -G); the
 # answer (in $tmp/hdr, $tmp/body) has STATUS and matches doc/openapi.yaml.
@@ -190,7 +136,7 @@ expect_eq "api.events=files refused" "$?:$(grep -c "key 'api.events': need store
 expect_eq "api.events=kafka without a topic refused" \
     "$?:$(grep -c "api.events=kafka: set api.events_topic (or topics)" "$tmp/err")" "3:1"
 
-start consumer --set "topics=$topic" --set "group=api-kafka-$$" --set "dead_letter_topic=$topic-dead" \
+billingd_start consumer --set http.listen= --set "topics=$topic" --set "group=api-kafka-$$" --set "dead_letter_topic=$topic-dead" \
     --set "kafka.bootstrap.servers=$BILLING_KAFKA_BROKERS" --set batch.linger.ms=20
 consumer_url=$url
 grep -q "event=api_events_kafka topic=$topic " "$tmp/billingd-consumer.log"
@@ -258,7 +204,7 @@ expect_eq "a bound key's event of another account: rejected, not queued" \
     "(0, 'rejected', 'account: this key may send events of its own account only')"
 
 # A broker that cannot be reached: nothing queued, 503, nothing lost.
-start nobroker --set api.events=kafka --set "api.events_topic=$topic" \
+billingd_start nobroker --set http.listen= --set api.events=kafka --set "api.events_topic=$topic" \
     --set kafka.bootstrap.servers=127.0.0.1:9 --set api.produce_ms=1500
 nobroker_pid=$pid
 sed 's/"k-\([0-9]\)"/"n-\1"/' "$tmp/events.jsonl" >"$tmp/new.jsonl"
@@ -342,7 +288,7 @@ EOF
     pids_before=$pids
     wrap_before=${BILLING_TEST_WRAP:-}
     BILLING_TEST_WRAP="$tmp/under-gdb"
-    start killed --set api.events=kafka --set "api.events_topic=$topic" \
+    billingd_start killed --set http.listen= --set api.events=kafka --set "api.events_topic=$topic" \
         --set "kafka.bootstrap.servers=$BILLING_KAFKA_BROKERS"
     BILLING_TEST_WRAP=$wrap_before
     curl -sS --max-time 300 -o "$tmp/body" -w '%{http_code}' -H "Authorization: Bearer $writer" \

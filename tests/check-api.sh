@@ -36,35 +36,11 @@ billingd="$builddir/billingd/billingd"
 ex="$srcdir/examples/gpu-cloud"
 spec="$srcdir/doc/openapi.yaml"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/billing-api.XXXXXX") || exit 99
-db="billing_api_$$"
 pids=""
 
 . "$srcdir/tests/checklib.sh"
 
-need_pg
-if ! command -v curl >/dev/null || ! python3 -c "import jsonschema, yaml" 2>/dev/null; then
-    check "curl, python3-jsonschema and python3-yaml are installed (scripts/install-deps.sh)" fail
-    finish
-fi
-cleanup() {
-    if [ "$failures" -gt 0 ]; then
-        for f in "$tmp"/billingd-*.log; do
-            [ -f "$f" ] && echo "---- $(basename "$f") (last lines)" && tail -40 "$f"
-        done
-    fi
-    for p in $pids; do
-        kill "$p" 2>/dev/null
-    done
-    for p in $pids; do
-        wait "$p" 2>/dev/null
-    done
-    db_drop_all
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 99' INT TERM
-db_new "$db"
-db_use "$db"
+api_scratch api
 sql() {
     psql "$BILLING_PG_CONNINFO" -XAtc "$1"
 }
@@ -105,35 +81,6 @@ spare=$(key_of --scope admin --label "a bucket of its own")
 gone=$(key_of --scope admin)
 gone_id=$(echo "$gone" | cut -d_ -f2)
 $billing apikey revoke "$gone_id" >/dev/null || exit 99
-
-# start NAME SETTING...: billingd in API-only mode on a port the system
-# picks; sets $url. Waits (bounded) for its api_listening line.
-start() {
-    name=$1
-    shift
-    log="$tmp/billingd-$name.log"
-    : >"$log"
-    # shellcheck disable=SC2086
-    ${BILLING_TEST_WRAP:-} "$billingd" --set "db=$BILLING_PG_CONNINFO" --set api.listen=127.0.0.1:0 \
-        "$@" 2>"$log" &
-    pid=$!
-    pids="$pids $pid"
-    port=""
-    i=0
-    while [ $i -lt 600 ] && [ -z "$port" ]; do
-        port=$(sed -n 's/.*event=api_listening .*port=\([0-9][0-9]*\).*/\1/p' "$log")
-        if [ -z "$port" ]; then
-            kill -0 "$pid" 2>/dev/null || break
-            i=$((i + 1))
-            sleep 0.05
-        fi
-    done
-    if [ -z "$port" ]; then
-        check "billingd ($name) serves the API" fail "$(tail -5 "$log")"
-        finish
-    fi
-    url="http://127.0.0.1:$port"
-}
 
 # api NAME STATUS METHOD PATH KEY [CURL-ARGS...]: one request; the answer
 # (in $tmp/hdr, $tmp/body) has STATUS and matches doc/openapi.yaml.
@@ -182,7 +129,7 @@ python3 "$srcdir/tests/openapi-check.py" --routes "$spec" "$srcdir/billingd/api.
 [ $? -eq 0 ] && r=ok || r=fail
 check "doc/openapi.yaml: valid schemas, every \$ref found, the routes of api.c and no other" $r "$(cat "$tmp/lint")"
 
-start main --set "http.listen=127.0.0.1:$mport"
+billingd_start main --set "http.listen=127.0.0.1:$mport"
 main_url=$url
 main_pid=$pid
 
@@ -420,7 +367,7 @@ done
 if openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 \
     -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 -keyout "$tmp/tls.key" \
     -out "$tmp/tls.crt" >/dev/null 2>&1; then
-    start tls --set http.listen= --set "api.tls_cert=$tmp/tls.crt" --set "api.tls_key=$tmp/tls.key"
+    billingd_start tls --set http.listen= --set "api.tls_cert=$tmp/tls.crt" --set "api.tls_key=$tmp/tls.key"
     grep -q 'event=api_listening .*tls=1' "$tmp/billingd-tls.log" && r=ok || r=fail
     check "TLS: billingd says it serves TLS" $r
     url="https://${url#http://}"
@@ -434,7 +381,7 @@ else
 fi
 
 # ---- limits --------------------------------------------------------------------
-start limits --set http.listen= --set api.body_max=1024 --set api.rate=3 --set api.request_ms=1000 \
+billingd_start limits --set http.listen= --set api.body_max=1024 --set api.rate=3 --set api.request_ms=1000 \
     --set api.connections_per_ip=2
 python3 -c "import sys; sys.stdout.write('[' + ','.join(['{}'] * 600) + ']')" >"$tmp/big.json"
 api "a body over api.body_max" 413 POST /v1/events "$writer" -H "Content-Type: application/json" \

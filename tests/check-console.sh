@@ -28,7 +28,7 @@ billingd="$builddir/billingd/billingd"
 ex="$srcdir/examples/gpu-cloud"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/billing-console.XXXXXX") || exit 99
 db="billing_console_$$"
-pid=
+pids=""
 
 . "$srcdir/tests/checklib.sh"
 
@@ -47,7 +47,7 @@ $py -c 'import selenium' 2>/dev/null ||
     { check "python3-selenium is installed (scripts/install-deps.sh)" fail; finish; }
 
 cleanup() {
-    [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+    billingd_stop_all
     rm -rf "$tmp"
     db_drop_all
 }
@@ -104,26 +104,12 @@ $billing account balance student-b >"$tmp/balance.txt" || exit 99
 
 # A topic of its own (2 partitions) with 20 events of acct-000000, which
 # billingd consumes (the lag of the operations page) while it serves the
-# API on a free loopback port; ready when the console answers.
+# API on a free loopback port.
 topic=console-usage-$$
 "$builddir/bench/produce_events" --rate 10000 --accounts 1 --partitions 2 "$BILLING_KAFKA_BROKERS" "$topic" 20 \
     >/dev/null 2>"$tmp/produce.log" || { check "20 events produced to $topic" fail "$(tail -3 "$tmp/produce.log")"; finish; }
-port=$($py -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-url="http://127.0.0.1:$port"
-$billingd --set db="$BILLING_PG_CONNINFO" --set api.listen="127.0.0.1:$port" \
-    --set api.console_dir="$srcdir/billingd/console" --set "topics=$topic" \
-    --set "group=console-$$" --set "kafka.bootstrap.servers=$BILLING_KAFKA_BROKERS" \
-    2>"$tmp/billingd.log" &
-pid=$!
-i=0
-until curl -sf -o /dev/null "$url/console/"; do
-    i=$((i + 1))
-    if [ $i -gt 300 ] || ! kill -0 $pid 2>/dev/null; then
-        check "billingd serves the console" fail "$(tail -5 "$tmp/billingd.log")"
-        finish
-    fi
-    sleep 0.1
-done
+billingd_start console --set api.console_dir="$srcdir/billingd/console" --set "topics=$topic" \
+    --set "group=console-$$" --set "kafka.bootstrap.servers=$BILLING_KAFKA_BROKERS"
 
 # The operations route: admin keys of every account; it reports the 20
 # events stored and the lag of their partition once billingd has them.
@@ -138,7 +124,7 @@ while [ $i -lt 600 ]; do
     sleep 0.1
 done
 check "GET /v1/ops/status: the 20 events consumed and the lag of their partition" \
-    "$([ "$stored" = "20 1" ] && echo ok)" "stored and partitions: $stored; $(tail -3 "$tmp/billingd.log")"
+    "$([ "$stored" = "20 1" ] && echo ok)" "stored and partitions: $stored; $(tail -3 "$tmp/billingd-console.log")"
 curl -s -D "$tmp/ops.h" -o "$tmp/ops" -H "Authorization: Bearer $operator" "$url/v1/ops/status"
 $py "$srcdir/tests/openapi-check.py" --status 200 "$srcdir/doc/openapi.yaml" GET /v1/ops/status \
     "$tmp/ops.h" "$tmp/ops" 2>"$tmp/ops.err"

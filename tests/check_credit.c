@@ -412,6 +412,56 @@ START_TEST(test_refund_of_credit_paid_fee_goes_back_to_grant)
 }
 END_TEST
 
+/* A billing_grant_fn: "GRANT REMAINING EXPIRES" lines appended to the 512-byte text @arg. */
+static int list_grant(void *arg, const char *grant, const char *remaining,
+                      billing_time_t expires_at)
+{
+    char when[40];
+    char *t = arg;
+    size_t n = strlen(t);
+
+    billing_time_format(expires_at, when, sizeof(when));
+    snprintf(t + n, 512 - n, "%s %s %s\n", grant, remaining, when);
+    return 0;
+}
+
+/*
+ * billing_rater_credit_grants: the grants valid at the instant with what
+ * each has left, the terms billing_rater_credit_balance adds up (the
+ * refund's 335.35 back in "trial", "promo" untouched); an expired grant
+ * is left out.
+ */
+START_TEST(test_credit_grants_are_the_terms_of_the_balance)
+{
+    billing_catalog *cat = tu_gpu_cloud();
+    billing_rater *r;
+    char t[512] = "";
+
+    tu_account(cat, "ur", shanghai, "0.06");
+    add_grant(cat, "trial", "ur", "3000.00", "2026-01-01T00:00:00+08:00",
+              "2026-02-15T00:00:00+08:00", BILLING_CHARGE_USAGE | BILLING_CHARGE_SUBSCRIPTION, 0);
+    add_grant(cat, "promo", "ur", "50.00", "2026-02-01T00:00:00+08:00", "2026-03-01T00:00:00+08:00",
+              BILLING_CHARGE_USAGE, 1);
+    add_cancelled_monthly(cat, "ur");
+    r = new_rater(cat);
+    assert_balance(r, "ur", "2026-02-03T00:00:00+08:00", "786.35");
+    ck_assert_int_eq(
+        billing_rater_credit_grants(r, "ur", tu_time("2026-02-03T00:00:00+08:00"), list_grant, t),
+        BILLING_OK);
+    ck_assert_str_eq(t, "trial 736.35 2026-02-14T16:00:00Z\npromo 50.00 2026-02-28T16:00:00Z\n");
+    t[0] = '\0';
+    ck_assert_int_eq(
+        billing_rater_credit_grants(r, "ur", tu_time("2026-02-20T00:00:00+08:00"), list_grant, t),
+        BILLING_OK);
+    ck_assert_str_eq(t, "promo 50.00 2026-02-28T16:00:00Z\n");
+    ck_assert_int_eq(billing_rater_credit_grants(r, "nobody", 0, list_grant, t),
+                     BILLING_ERR_UNKNOWN_ACCOUNT);
+    ck_assert_int_eq(billing_rater_credit_grants(r, "ur", 0, NULL, t), BILLING_ERR_INVALID);
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
 /*
  * A fee paid partly with credit: the grant (1000.00) paid 1000/2599 of
  * the fee, so it gets back 335.35... x 1000/2599 = 10396000/80569 =
@@ -1360,6 +1410,7 @@ static Suite *credit_suite(void)
     tcase_add_checked_fixture(inv, setup, teardown);
     tcase_add_checked_fixture(live, setup, teardown);
     tcase_add_test(inv, test_covered_usage_leaves_nothing_to_pay);
+    tcase_add_test(inv, test_credit_grants_are_the_terms_of_the_balance);
     tcase_add_test(inv, test_credit_pays_its_part_of_a_rounded_line);
     tcase_add_test(inv, test_grant_spent_first_on_what_later_grants_cannot_pay);
     tcase_add_test(inv, test_allocation_moves_earlier_grants);

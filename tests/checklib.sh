@@ -54,3 +54,80 @@ db_drop_all() {
         psql "$base dbname=postgres" -qc "DROP DATABASE IF EXISTS $d WITH (FORCE)" >/dev/null 2>&1
     done
 }
+
+# billingd serving the API (check-api*.sh, check-console.sh). The caller sets
+# $billingd (the program), $tmp (its scratch directory) and pids="":
+#   need_api_tools FAIL and finish unless curl, python3-jsonschema and
+#                  python3-yaml (tests/openapi-check.py) are installed
+#   billingd_stop_all
+#                  for the EXIT trap: with failures, the last 40 lines of
+#                  each $tmp/billingd-*.log; then SIGTERM to every billingd
+#                  of $pids, and a wait for each
+#   api_scratch NAME
+#                  need_pg and need_api_tools, then a database
+#                  billing_NAME_<pid> of the test's own (db_new, db_use),
+#                  and an EXIT trap that stops every billingd
+#                  (billingd_stop_all), drops it and removes $tmp; INT and
+#                  TERM exit 99
+#   billingd_start NAME SETTING...
+#                  billingd (under $BILLING_TEST_WRAP, if set) on
+#                  BILLING_PG_CONNINFO with the API on a loopback port the
+#                  system picks, and the --set SETTINGs given; stderr in
+#                  $tmp/billingd-NAME.log. Waits (bounded: 30 s) for its
+#                  event=api_listening line, then sets $url
+#                  (http://127.0.0.1:PORT) and $pid, and adds $pid to
+#                  $pids; FAILs and finishes if it never comes (it exited,
+#                  or hung), with the log's last lines.
+billingd_start() {
+    name=$1
+    shift
+    log="$tmp/billingd-$name.log"
+    : >"$log"
+    # shellcheck disable=SC2086
+    ${BILLING_TEST_WRAP:-} "$billingd" --set "db=$BILLING_PG_CONNINFO" --set api.listen=127.0.0.1:0 \
+        "$@" 2>"$log" &
+    pid=$!
+    pids="$pids $pid"
+    port=""
+    i=0
+    while [ $i -lt 600 ] && [ -z "$port" ]; do
+        port=$(sed -n 's/.*event=api_listening .*port=\([0-9][0-9]*\).*/\1/p' "$log")
+        if [ -z "$port" ]; then
+            kill -0 "$pid" 2>/dev/null || break
+            i=$((i + 1))
+            sleep 0.05
+        fi
+    done
+    if [ -z "$port" ]; then
+        check "billingd ($name) serves the API" fail "$(tail -5 "$log")"
+        finish
+    fi
+    url="http://127.0.0.1:$port"
+}
+need_api_tools() {
+    if ! command -v curl >/dev/null || ! python3 -c "import jsonschema, yaml" 2>/dev/null; then
+        check "curl, python3-jsonschema and python3-yaml are installed (scripts/install-deps.sh)" fail
+        finish
+    fi
+}
+billingd_stop_all() {
+    if [ "$failures" -gt 0 ]; then
+        for f in "$tmp"/billingd-*.log; do
+            [ -f "$f" ] && echo "---- $(basename "$f") (last lines)" && tail -40 "$f"
+        done
+    fi
+    for p in $pids; do
+        kill "$p" 2>/dev/null
+    done
+    for p in $pids; do
+        wait "$p" 2>/dev/null
+    done
+}
+api_scratch() {
+    need_pg
+    need_api_tools
+    trap 'billingd_stop_all; db_drop_all; rm -rf "$tmp"' EXIT
+    trap 'exit 99' INT TERM
+    db_new "billing_$1_$$"
+    db_use "billing_$1_$$"
+}

@@ -43,9 +43,7 @@
 /* Guard against a hang only (a close that dies before committing): not a synchronisation. */
 #define NOTIFY_GUARD_SECONDS 300
 
-static char db_name[64];
-static char conninfo[CONNINFO_MAX];
-static char work_dir[PATH_LEN];
+static itdb_work work; /* the test's database and scratch directory (tests/itestdb.h) */
 
 /* ---------------------------------------------------------------------- */
 /* Databases and commands                                                  */
@@ -67,30 +65,15 @@ static void query_text(bs_conn *c, const char *sql, char *out, size_t size)
     PQclear(res);
 }
 
-/* A migrated database of our own (tests/itestdb.c), and a scratch directory for files. */
+/* A migrated database of our own and a scratch directory for files (tests/itestdb.h). */
 static bs_conn *fresh(const char *tag)
 {
-    char sql[SQL_MAX];
-    char name[64];
-    bs_conn *c;
-
-    snprintf(name, sizeof(name), "close_%s", tag);
-    c = itdb_fresh(name, db_name, sizeof(db_name));
-    itdb_conninfo(db_name, conninfo, sizeof(conninfo));
-    snprintf(work_dir, sizeof(work_dir), "/tmp/itest_close_%ld_%s", (long)getpid(), tag);
-    ck_assert(snprintf(sql, sizeof(sql), "rm -rf '%s' && mkdir -p '%s'", work_dir, work_dir) <
-              (int)sizeof(sql));
-    ck_assert_int_eq(system(sql), 0);
-    return c;
+    return itdb_work_fresh(&work, "close", tag);
 }
 
 static void drop(bs_conn *c)
 {
-    char sql[SQL_MAX];
-
-    itdb_drop(c, db_name);
-    ck_assert(snprintf(sql, sizeof(sql), "rm -rf '%s'", work_dir) < (int)sizeof(sql));
-    ck_assert_int_eq(system(sql), 0);
+    itdb_work_drop(c, &work);
 }
 
 static const char *billing_path(void)
@@ -114,7 +97,7 @@ static pid_t start_billing(const char *out, const char *const *args)
         argv[n++] = *args;
     if (strcmp(argv[1], "rate") != 0) {
         argv[n++] = "--db";
-        argv[n++] = conninfo;
+        argv[n++] = work.conninfo;
     }
     argv[n] = NULL;
     fflush(NULL);
@@ -182,20 +165,13 @@ static int gen_returned;
 /* Non-zero: the grants are random (gen_random_grants), drawn from this seed. */
 static uint64_t gen_grants_seed;
 
-static void path_of(char *out, size_t size, const char *name)
-{
-    int n = snprintf(out, size, "%s/%s", work_dir, name);
-
-    ck_assert(n > 0 && (size_t)n < size);
-}
-
 /* The price book; @gpu_price is the RTX4090 GPU-hour price (the "fix" changes it). */
 static void write_pricebook(const char *name, const char *gpu_price)
 {
     char path[PATH_LEN];
     FILE *f;
 
-    path_of(path, sizeof(path), name);
+    itdb_work_path(&work, path, sizeof(path), name);
     f = fopen(path, "w");
     ck_assert(f != NULL);
     fprintf(f,
@@ -260,7 +236,7 @@ static void write_accounts(int n)
     int i;
     const char *sep = "";
 
-    path_of(path, sizeof(path), "accounts.json");
+    itdb_work_path(&work, path, sizeof(path), "accounts.json");
     f = fopen(path, "w");
     ck_assert(f != NULL);
     fputs("{\"accounts\": [", f);
@@ -471,12 +447,12 @@ static size_t generate(bs_conn *c, int n)
     ck_assert(batch != NULL);
     write_pricebook("pricebook.json", "0.60");
     write_accounts(n);
-    path_of(pb, sizeof(pb), "pricebook.json");
-    path_of(acc, sizeof(acc), "accounts.json");
+    itdb_work_path(&work, pb, sizeof(pb), "pricebook.json");
+    itdb_work_path(&work, acc, sizeof(acc), "accounts.json");
     load[2] = pb;
     load[4] = acc;
     ck_assert_int_eq(run_billing(NULL, load), 0);
-    path_of(path, sizeof(path), "events.jsonl");
+    itdb_work_path(&work, path, sizeof(path), "events.jsonl");
     f = fopen(path, "w");
     ck_assert(f != NULL);
     for (i = 0; i < n; i++) {
@@ -837,15 +813,15 @@ static size_t compare_with_rate_skip(bs_conn *c, const char *pricebook, int year
     char sql[SQL_MAX];
 
     ck_assert(want != NULL && got != NULL);
-    path_of(out, sizeof(out), "rate.json");
-    path_of(pb, sizeof(pb), pricebook);
-    path_of(acc, sizeof(acc), "accounts.json");
-    path_of(ev, sizeof(ev), "events.jsonl");
+    itdb_work_path(&work, out, sizeof(out), "rate.json");
+    itdb_work_path(&work, pb, sizeof(pb), pricebook);
+    itdb_work_path(&work, acc, sizeof(acc), "accounts.json");
+    itdb_work_path(&work, ev, sizeof(ev), "events.jsonl");
     snprintf(period, sizeof(period), "%04d-%02d", year, month);
     snprintf(month_date, sizeof(month_date), "%04d-%02d-01", year, month);
     exp[3] = period;
     ck_assert_int_eq(run_billing(out, args), 0);
-    path_of(dir, sizeof(dir), "export-compare");
+    itdb_work_path(&work, dir, sizeof(dir), "export-compare");
     ck_assert(snprintf(sql, sizeof(sql), "rm -rf '%s' && mkdir -p '%s'", dir, dir) <
               (int)sizeof(sql));
     ck_assert_int_eq(system(sql), 0);
@@ -956,7 +932,7 @@ static void wait_notification(bs_conn *c)
 START_TEST(test_close_killed_then_complete_equals_rate)
 {
     bs_conn *c = fresh("kill");
-    bs_conn *watch = itdb_connect(db_name);
+    bs_conn *watch = itdb_connect(work.db);
     const char *close_args[] = {"close", "--period", "2026-11", "-j", "1", "--quiet", NULL};
     const char *close_j2[] = {"close", "--period", "2026-11", "-j", "2", "--quiet", NULL};
     char out[PATH_LEN];
@@ -976,7 +952,7 @@ START_TEST(test_close_killed_then_complete_equals_rate)
     drafts = itdb_long(c, "SELECT count(*) FROM billing.invoices");
     ck_assert_msg(drafts > 0, "the killed close committed nothing");
 
-    path_of(out, sizeof(out), "close2.txt");
+    itdb_work_path(&work, out, sizeof(out), "close2.txt");
     ck_assert_int_eq(run_billing(out, close_j2), 0);
     ck_assert_uint_gt(compare_with_rate(c, "pricebook.json", 2026, 11), (size_t)drafts);
     check_ledger(c);
@@ -1121,8 +1097,8 @@ START_TEST(test_concurrent_late_void_rerate_pdf)
     query_text(c, "SELECT sum(total)::text FROM billing.invoices WHERE status = 'finalized'",
                before, sizeof(before));
     write_pricebook("pricebook2.json", "0.70");
-    path_of(pb2, sizeof(pb2), "pricebook2.json");
-    path_of(acc, sizeof(acc), "accounts.json");
+    itdb_work_path(&work, pb2, sizeof(pb2), "pricebook2.json");
+    itdb_work_path(&work, acc, sizeof(acc), "accounts.json");
     ok(reload);
     ok(rerateB);
     query_text(c, "SELECT sum(total)::text FROM billing.invoices WHERE status = 'finalized'", after,
@@ -1152,7 +1128,7 @@ START_TEST(test_concurrent_late_void_rerate_pdf)
         int r;
 
         ck_assert(text != NULL);
-        path_of(dir, sizeof(dir), "pdf");
+        itdb_work_path(&work, dir, sizeof(dir), "pdf");
         ok(exp);
         snprintf(cmd, sizeof(cmd), "pdfinfo '%s/%s.pdf' 2>&1 >/dev/null", dir, number);
         p = popen(cmd, "r");
@@ -1287,14 +1263,14 @@ static void check_credit_on_invoice(bs_conn *c, long id)
         snprintf(fig[f], sizeof(fig[f]), "%s", PQgetvalue(res, 0, f));
     PQclear(res);
     ck_assert_str_eq(fig[7], "true");
-    path_of(dir, sizeof(dir), "credit");
+    itdb_work_path(&work, dir, sizeof(dir), "credit");
     ok(exp);
     snprintf(cmd, sizeof(cmd), "pdftotext -layout '%s/draft-%ld.pdf' -", dir, id);
     command_text(cmd, text, 1 << 20);
     for (form = "PDF"; form != NULL; form = strcmp(form, "PDF") == 0 ? "show" : NULL) {
         if (strcmp(form, "show") == 0) {
             snprintf(cmd, sizeof(cmd), "%s invoice show %ld --db '%s'", billing_path(), id,
-                     conninfo);
+                     work.conninfo);
             command_text(cmd, text, 1 << 20);
         }
         for (f = 0; f < 7; f++)
@@ -1394,7 +1370,7 @@ START_TEST(test_close_out_of_order_names_open_month)
     generate(c, 60);
     gen_returned = 0;
     snprintf(cmd, sizeof(cmd), "%s close --period 2026-11 --quiet --db '%s' 2>&1", billing_path(),
-             conninfo);
+             work.conninfo);
     ck_assert_int_eq(command_status(cmd, text, 1 << 16), 3);
     ck_assert_msg(strstr(text, "2026-10 is not closed: close 2026-10 first") != NULL,
                   "the refusal does not name October:\n%s", text);
@@ -1493,19 +1469,6 @@ END_TEST
 /* Small hand-written scenarios                                            */
 /* ---------------------------------------------------------------------- */
 
-/* Write @text to the scratch file @name. */
-static void write_text(const char *name, const char *text)
-{
-    char path[PATH_LEN];
-    FILE *f;
-
-    path_of(path, sizeof(path), name);
-    f = fopen(path, "w");
-    ck_assert(f != NULL);
-    fputs(text, f);
-    ck_assert_int_eq(fclose(f), 0);
-}
-
 /* One GPU event of account "a" as a JSON Lines record (model RTX4090 or A100). */
 static void add_gpu_event(char *t, size_t size, const char *id, const char *model,
                           const char *start, const char *end)
@@ -1539,14 +1502,14 @@ static void small_catalog(const char *currency, const char *rtx, const char *a10
              "{\"meter\": \"gpu\", \"model\": \"A100\", \"region\": \"r\", \"price\": \"%s\"}],"
              " \"plan_fees\": []}]}\n",
              currency, rtx, a100);
-    write_text("pricebook.json", text);
+    itdb_work_write(&work, "pricebook.json", text);
     snprintf(text, sizeof(text),
              "{\"accounts\": [{\"id\": \"a\", \"currency\": \"%s\", \"time_zone\":"
              " \"Asia/Shanghai\", \"tax_rate\": \"0\"}], \"subscriptions\": [], \"grants\": %s}\n",
              currency, grants);
-    write_text("accounts.json", text);
-    path_of(pb, sizeof(pb), "pricebook.json");
-    path_of(acc, sizeof(acc), "accounts.json");
+    itdb_work_write(&work, "accounts.json", text);
+    itdb_work_path(&work, pb, sizeof(pb), "pricebook.json");
+    itdb_work_path(&work, acc, sizeof(acc), "accounts.json");
     ok(load);
 }
 
@@ -1558,10 +1521,10 @@ static void ingest_text(const char *jsonl)
     const char *args[] = {"ingest", "--quiet", path, NULL};
     FILE *f;
 
-    write_text("batch.jsonl", jsonl);
-    path_of(path, sizeof(path), "batch.jsonl");
+    itdb_work_write(&work, "batch.jsonl", jsonl);
+    itdb_work_path(&work, path, sizeof(path), "batch.jsonl");
     ok(args);
-    path_of(all, sizeof(all), "events.jsonl");
+    itdb_work_path(&work, all, sizeof(all), "events.jsonl");
     f = fopen(all, "a");
     ck_assert(f != NULL);
     fputs(jsonl, f);
@@ -1596,7 +1559,7 @@ static json_t *export_json(long id)
     json_t *root;
 
     snprintf(ids, sizeof(ids), "%ld", id);
-    path_of(dir, sizeof(dir), "export");
+    itdb_work_path(&work, dir, sizeof(dir), "export");
     ok(exp);
     snprintf(path, sizeof(path), "%s/draft-%ld.json", dir, id);
     root = json_load_file(path, 0, &jerr);
@@ -1698,8 +1661,8 @@ static int billing_status_text(const char *args, char *text, size_t size)
 {
     char cmd[PATH_LEN + CONNINFO_MAX + 256];
 
-    ck_assert(snprintf(cmd, sizeof(cmd), "%s %s --db '%s' 2>&1", billing_path(), args, conninfo) <
-              (int)sizeof(cmd));
+    ck_assert(snprintf(cmd, sizeof(cmd), "%s %s --db '%s' 2>&1", billing_path(), args,
+                       work.conninfo) < (int)sizeof(cmd));
     return command_status(cmd, text, size);
 }
 
@@ -2088,7 +2051,7 @@ START_TEST(test_close_as_runtime_role)
     itdb_exec(c, "DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'itest_app')"
                  " THEN CREATE ROLE itest_app LOGIN; END IF; END$$");
     itdb_exec(c, "GRANT billing_app TO itest_app");
-    ck_assert(snprintf(app, sizeof(app), "%s user='itest_app'", conninfo) < (int)sizeof(app));
+    ck_assert(snprintf(app, sizeof(app), "%s user='itest_app'", work.conninfo) < (int)sizeof(app));
     ck_assert_int_eq(run_billing_raw(args), 0);
     ck_assert_int_eq(run_billing_raw(fin), 0);
     ck_assert_int_gt(itdb_long(c, "SELECT count(*) FROM billing.credit_ledger WHERE entry ="
@@ -2192,10 +2155,10 @@ START_TEST(test_export_csv_formulas_inert)
 
     ck_assert(text != NULL);
     write_pricebook("pricebook.json", "0.60");
-    path_of(pb, sizeof(pb), "pricebook.json");
-    path_of(acc, sizeof(acc), "accounts.json");
-    path_of(ev, sizeof(ev), "events.jsonl");
-    path_of(dir, sizeof(dir), "csv");
+    itdb_work_path(&work, pb, sizeof(pb), "pricebook.json");
+    itdb_work_path(&work, acc, sizeof(acc), "accounts.json");
+    itdb_work_path(&work, ev, sizeof(ev), "events.jsonl");
+    itdb_work_path(&work, dir, sizeof(dir), "csv");
     f = fopen(acc, "w");
     ck_assert(f != NULL);
     fputs("{\"accounts\": [", f);
@@ -2273,9 +2236,9 @@ START_TEST(test_lost_rates_repaired_by_reload)
     size_t len;
 
     generate(c, 60);
-    path_of(pb, sizeof(pb), "pricebook.json");
-    path_of(acc, sizeof(acc), "accounts.json");
-    path_of(out, sizeof(out), "load.txt");
+    itdb_work_path(&work, pb, sizeof(pb), "pricebook.json");
+    itdb_work_path(&work, acc, sizeof(acc), "accounts.json");
+    itdb_work_path(&work, out, sizeof(out), "load.txt");
     ok(nov);
     compare_with_rate(c, "pricebook.json", 2026, 11);
     before = itdb_text(c, drafts_sql);
@@ -2332,24 +2295,26 @@ static void refund_scenario(void)
     const char *load[] = {"load", "--pricebook", pb, "--accounts", acc, NULL};
     char ev[TEXT_MAX] = "";
 
-    write_text("pricebook.json",
-               "{\"currency\": \"CNY\", \"rounding\": \"half-up\", \"plans\": [{\"id\":"
-               " \"rtx-monthly\", \"period\": \"month\", \"model\": \"RTX4090\", \"region\":"
-               " \"r\", \"refundable\": true}], \"versions\": [{\"id\": \"v1\","
-               " \"effective_from\": \"2026-01-01T00:00:00Z\", \"rates\": [{\"meter\": \"gpu\","
-               " \"model\": \"RTX4090\", \"region\": \"r\", \"price\": \"1.00\"}], \"plan_fees\":"
-               " [{\"plan\": \"rtx-monthly\", \"fee\": \"2599.00\"}]}]}\n");
-    write_text("accounts.json",
-               "{\"accounts\": [{\"id\": \"a\", \"currency\": \"CNY\", \"time_zone\":"
-               " \"Asia/Shanghai\", \"tax_rate\": \"0.06\"}], \"subscriptions\": [{\"id\":"
-               " \"sub-r\", \"account\": \"a\", \"resource\": \"i-sub\", \"plan\": \"rtx-monthly\","
-               " \"start\": \"2026-01-31T10:00:00+08:00\", \"terms\": 3, \"cancelled_at\":"
-               " \"2026-02-14T10:00:00+08:00\"}], \"grants\": [{\"id\": \"g1\", \"account\": \"a\","
-               " \"amount\": \"100.00\", \"granted_at\": \"2026-02-01T00:00:00+08:00\","
-               " \"expires_at\": \"2026-03-01T00:00:00+08:00\", \"applies_to\": [\"usage\"],"
-               " \"priority\": 0}]}\n");
-    path_of(pb, sizeof(pb), "pricebook.json");
-    path_of(acc, sizeof(acc), "accounts.json");
+    itdb_work_write(
+        &work, "pricebook.json",
+        "{\"currency\": \"CNY\", \"rounding\": \"half-up\", \"plans\": [{\"id\":"
+        " \"rtx-monthly\", \"period\": \"month\", \"model\": \"RTX4090\", \"region\":"
+        " \"r\", \"refundable\": true}], \"versions\": [{\"id\": \"v1\","
+        " \"effective_from\": \"2026-01-01T00:00:00Z\", \"rates\": [{\"meter\": \"gpu\","
+        " \"model\": \"RTX4090\", \"region\": \"r\", \"price\": \"1.00\"}], \"plan_fees\":"
+        " [{\"plan\": \"rtx-monthly\", \"fee\": \"2599.00\"}]}]}\n");
+    itdb_work_write(
+        &work, "accounts.json",
+        "{\"accounts\": [{\"id\": \"a\", \"currency\": \"CNY\", \"time_zone\":"
+        " \"Asia/Shanghai\", \"tax_rate\": \"0.06\"}], \"subscriptions\": [{\"id\":"
+        " \"sub-r\", \"account\": \"a\", \"resource\": \"i-sub\", \"plan\": \"rtx-monthly\","
+        " \"start\": \"2026-01-31T10:00:00+08:00\", \"terms\": 3, \"cancelled_at\":"
+        " \"2026-02-14T10:00:00+08:00\"}], \"grants\": [{\"id\": \"g1\", \"account\": \"a\","
+        " \"amount\": \"100.00\", \"granted_at\": \"2026-02-01T00:00:00+08:00\","
+        " \"expires_at\": \"2026-03-01T00:00:00+08:00\", \"applies_to\": [\"usage\"],"
+        " \"priority\": 0}]}\n");
+    itdb_work_path(&work, pb, sizeof(pb), "pricebook.json");
+    itdb_work_path(&work, acc, sizeof(acc), "accounts.json");
     ok(load);
     add_gpu_event(ev, sizeof(ev), "e1", "RTX4090", "2026-02-02T00:00:00+08:00",
                   "2026-02-04T00:00:00+08:00");
@@ -2429,14 +2394,14 @@ START_TEST(test_refund_out_of_band_worked_example)
     free(row);
     ck_assert_msg(strncmp(cn, "CN-", 3) == 0, "credit note number %s", cn);
     /* What the credit note refunds and why, in every form. */
-    snprintf(cmd, sizeof(cmd), "%s invoice show %s --db '%s'", billing_path(), cn, conninfo);
+    snprintf(cmd, sizeof(cmd), "%s invoice show %s --db '%s'", billing_path(), cn, work.conninfo);
     command_text(cmd, text, 1 << 20);
     expect_figure(text, "Account credit refunded", "1000.00", "show");
     expect_figure(text, "Tax on it refunded", "60.00", "show");
     expect_figure(text, "Refunded to the payment method", "1060.00", "show");
     expect_figure(text, "refund_reason", "customer asked for the credit back", "show");
     expect_figure(text, "corrects", "INV-2026-000002", "show");
-    path_of(dir, sizeof(dir), "refund");
+    itdb_work_path(&work, dir, sizeof(dir), "refund");
     exp[2] = cn;
     ok(exp);
     snprintf(path, sizeof(path), "%s/%s.json", dir, cn);

@@ -34,9 +34,7 @@
 #define CMD_MAX (3 * PATH_LEN + CONNINFO_MAX)
 #define NOTES_MAX 16
 
-static char db_name[64];
-static char conninfo[CONNINFO_MAX];
-static char work_dir[PATH_LEN];
+static itdb_work work; /* the test's database and scratch directory (tests/itestdb.h) */
 
 /* What the callbacks saw. */
 typedef struct seen {
@@ -76,25 +74,6 @@ static void on_note(void *arg, close_note_kind kind, const char *text)
 /* A database with two accounts and their October                          */
 /* ---------------------------------------------------------------------- */
 
-static void path_of(char *out, size_t size, const char *name)
-{
-    int n = snprintf(out, size, "%s/%s", work_dir, name);
-
-    ck_assert(n > 0 && (size_t)n < size);
-}
-
-static void write_text(const char *name, const char *text)
-{
-    char path[PATH_LEN];
-    FILE *f;
-
-    path_of(path, sizeof(path), name);
-    f = fopen(path, "w");
-    ck_assert(f != NULL);
-    fputs(text, f);
-    ck_assert_int_eq(fclose(f), 0);
-}
-
 /* `billing ARGS --db CONNINFO` (ARGS a shell command line); asserts exit status 0. */
 static void billing_ok(const char *args)
 {
@@ -102,7 +81,7 @@ static void billing_ok(const char *args)
     const char *top = getenv("top_builddir");
 
     ck_assert(snprintf(cmd, sizeof(cmd), "%s/billing/billing %s --db '%s' >/dev/null",
-                       top != NULL ? top : "..", args, conninfo) < (int)sizeof(cmd));
+                       top != NULL ? top : "..", args, work.conninfo) < (int)sizeof(cmd));
     ck_assert_msg(system(cmd) == 0, "failed: %s", cmd);
 }
 
@@ -115,52 +94,45 @@ static void billing_ok(const char *args)
 static bs_conn *fresh_october(const char *tag)
 {
     char cmd[CMD_MAX];
-    char name[64];
     char pb[PATH_LEN];
     char acc[PATH_LEN];
     char ev[PATH_LEN];
     bs_conn *c;
 
-    snprintf(name, sizeof(name), "closeengine_%s", tag);
-    c = itdb_fresh(name, db_name, sizeof(db_name));
-    itdb_conninfo(db_name, conninfo, sizeof(conninfo));
-    snprintf(work_dir, sizeof(work_dir), "/tmp/itest_closeengine_%ld_%s", (long)getpid(), tag);
-    ck_assert(snprintf(cmd, sizeof(cmd), "rm -rf '%s' && mkdir -p '%s'", work_dir, work_dir) <
-              (int)sizeof(cmd));
-    ck_assert_int_eq(system(cmd), 0);
-    write_text(
-        "pricebook.json",
+    c = itdb_work_fresh(&work, "closeengine", tag);
+    itdb_work_write(
+        &work, "pricebook.json",
         "{\"currency\": \"CNY\", \"rounding\": \"half-up\", \"plans\": [], \"versions\":"
         " [{\"id\": \"v1\", \"effective_from\": \"2026-01-01T00:00:00Z\", \"rates\": ["
         "{\"meter\": \"gpu\", \"model\": \"RTX4090\", \"region\": \"r\", \"price\": \"2.00\"},"
         "{\"meter\": \"gpu\", \"model\": \"A100\", \"region\": \"r\", \"price\": \"3.30\"},"
         "{\"meter\": \"storage\", \"model\": \"*\", \"region\": \"*\", \"price\": \"0.20\"}],"
         " \"plan_fees\": []}]}\n");
-    write_text("accounts.json",
-               "{\"accounts\": ["
-               "{\"id\": \"a\", \"currency\": \"CNY\", \"time_zone\": \"Asia/Shanghai\","
-               " \"tax_rate\": \"0.06\"},"
-               "{\"id\": \"b\", \"currency\": \"CNY\", \"time_zone\": \"America/New_York\","
-               " \"tax_rate\": \"0\"}], \"subscriptions\": [], \"grants\": []}\n");
-    write_text("events.jsonl",
-               "{\"id\":\"e1\",\"account\":\"a\",\"resource\":\"i-1\",\"meter\":\"gpu\","
-               "\"start\":\"2026-10-05T00:00:00Z\",\"end\":\"2026-10-05T01:00:00Z\","
-               "\"quantity\":\"1\",\"model\":\"RTX4090\",\"region\":\"r\"}\n"
-               "{\"id\":\"e2\",\"account\":\"a\",\"resource\":\"i-2\",\"meter\":\"gpu\","
-               "\"start\":\"2026-10-06T00:00:00Z\",\"end\":\"2026-10-06T02:20:00Z\","
-               "\"quantity\":\"1\",\"model\":\"A100\",\"region\":\"r\"}\n"
-               "{\"id\":\"e3\",\"account\":\"b\",\"resource\":\"i-3\",\"meter\":\"gpu\","
-               "\"start\":\"2026-10-10T00:00:00Z\",\"end\":\"2026-10-10T00:45:00Z\","
-               "\"quantity\":\"1\",\"model\":\"RTX4090\",\"region\":\"r\"}\n"
-               "{\"id\":\"e4\",\"account\":\"b\",\"resource\":\"d-1\",\"meter\":\"storage\","
-               "\"start\":\"2026-10-11T00:00:00Z\",\"end\":\"2026-10-21T00:00:00Z\","
-               "\"quantity\":\"100\",\"region\":\"r\"}\n"
-               "{\"id\":\"e5\",\"account\":\"b\",\"resource\":\"i-4\",\"meter\":\"gpu\","
-               "\"start\":\"2026-10-01T01:00:00Z\",\"end\":\"2026-10-01T02:00:00Z\","
-               "\"quantity\":\"1\",\"model\":\"RTX4090\",\"region\":\"r\"}\n");
-    path_of(pb, sizeof(pb), "pricebook.json");
-    path_of(acc, sizeof(acc), "accounts.json");
-    path_of(ev, sizeof(ev), "events.jsonl");
+    itdb_work_write(&work, "accounts.json",
+                    "{\"accounts\": ["
+                    "{\"id\": \"a\", \"currency\": \"CNY\", \"time_zone\": \"Asia/Shanghai\","
+                    " \"tax_rate\": \"0.06\"},"
+                    "{\"id\": \"b\", \"currency\": \"CNY\", \"time_zone\": \"America/New_York\","
+                    " \"tax_rate\": \"0\"}], \"subscriptions\": [], \"grants\": []}\n");
+    itdb_work_write(&work, "events.jsonl",
+                    "{\"id\":\"e1\",\"account\":\"a\",\"resource\":\"i-1\",\"meter\":\"gpu\","
+                    "\"start\":\"2026-10-05T00:00:00Z\",\"end\":\"2026-10-05T01:00:00Z\","
+                    "\"quantity\":\"1\",\"model\":\"RTX4090\",\"region\":\"r\"}\n"
+                    "{\"id\":\"e2\",\"account\":\"a\",\"resource\":\"i-2\",\"meter\":\"gpu\","
+                    "\"start\":\"2026-10-06T00:00:00Z\",\"end\":\"2026-10-06T02:20:00Z\","
+                    "\"quantity\":\"1\",\"model\":\"A100\",\"region\":\"r\"}\n"
+                    "{\"id\":\"e3\",\"account\":\"b\",\"resource\":\"i-3\",\"meter\":\"gpu\","
+                    "\"start\":\"2026-10-10T00:00:00Z\",\"end\":\"2026-10-10T00:45:00Z\","
+                    "\"quantity\":\"1\",\"model\":\"RTX4090\",\"region\":\"r\"}\n"
+                    "{\"id\":\"e4\",\"account\":\"b\",\"resource\":\"d-1\",\"meter\":\"storage\","
+                    "\"start\":\"2026-10-11T00:00:00Z\",\"end\":\"2026-10-21T00:00:00Z\","
+                    "\"quantity\":\"100\",\"region\":\"r\"}\n"
+                    "{\"id\":\"e5\",\"account\":\"b\",\"resource\":\"i-4\",\"meter\":\"gpu\","
+                    "\"start\":\"2026-10-01T01:00:00Z\",\"end\":\"2026-10-01T02:00:00Z\","
+                    "\"quantity\":\"1\",\"model\":\"RTX4090\",\"region\":\"r\"}\n");
+    itdb_work_path(&work, pb, sizeof(pb), "pricebook.json");
+    itdb_work_path(&work, acc, sizeof(acc), "accounts.json");
+    itdb_work_path(&work, ev, sizeof(ev), "events.jsonl");
     ck_assert(snprintf(cmd, sizeof(cmd), "load --pricebook '%s' --accounts '%s'", pb, acc) <
               (int)sizeof(cmd));
     billing_ok(cmd);
@@ -171,11 +143,7 @@ static bs_conn *fresh_october(const char *tag)
 
 static void drop(bs_conn *c)
 {
-    char cmd[CMD_MAX];
-
-    itdb_drop(c, db_name);
-    ck_assert(snprintf(cmd, sizeof(cmd), "rm -rf '%s'", work_dir) < (int)sizeof(cmd));
-    ck_assert_int_eq(system(cmd), 0);
+    itdb_work_drop(c, &work);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -201,7 +169,7 @@ static close_status run_engine(const char *db, int jobs, int64_t grace, close_re
 
     memset(&p, 0, sizeof(p));
     memset(s, 0, sizeof(*s));
-    p.db = db != NULL ? db : conninfo;
+    p.db = db != NULL ? db : work.conninfo;
     p.book = "default";
     p.year = 2026;
     p.month = 10;
@@ -209,7 +177,7 @@ static close_status run_engine(const char *db, int jobs, int64_t grace, close_re
     p.on_progress = on_progress;
     p.on_note = on_note;
     p.arg = s;
-    path_of(path, sizeof(path), "printed.txt");
+    itdb_work_path(&work, path, sizeof(path), "printed.txt");
     fflush(NULL);
     out = dup(STDOUT_FILENO);
     err = dup(STDERR_FILENO);

@@ -151,3 +151,55 @@ char *itdb_text(bs_conn *c, const char *sql)
     PQclear(res);
     return out;
 }
+
+/* `rm -rf DIR` (and `mkdir -p DIR` with @make); asserts success. */
+static void scratch_dir(const char *dir, int make)
+{
+    char cmd[3 * sizeof(((itdb_work *)NULL)->dir)];
+
+    if (make)
+        ck_assert(snprintf(cmd, sizeof(cmd), "rm -rf '%s' && mkdir -p '%s'", dir, dir) <
+                  (int)sizeof(cmd));
+    else
+        ck_assert(snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir) < (int)sizeof(cmd));
+    ck_assert_msg(system(cmd) == 0, "failed: %s", cmd);
+}
+
+bs_conn *itdb_work_fresh(itdb_work *w, const char *suite, const char *tag)
+{
+    char name[64];
+    bs_conn *c;
+
+    ck_assert(snprintf(name, sizeof(name), "%s_%s", suite, tag) < (int)sizeof(name));
+    c = itdb_fresh(name, w->db, sizeof(w->db));
+    itdb_conninfo(w->db, w->conninfo, sizeof(w->conninfo));
+    ck_assert(snprintf(w->dir, sizeof(w->dir), "/tmp/itest_%s_%ld_%s", suite, (long)getpid(), tag) <
+              (int)sizeof(w->dir));
+    scratch_dir(w->dir, 1);
+    return c;
+}
+
+void itdb_work_drop(bs_conn *c, const itdb_work *w)
+{
+    itdb_drop(c, w->db);
+    scratch_dir(w->dir, 0);
+}
+
+void itdb_work_path(const itdb_work *w, char *out, size_t size, const char *name)
+{
+    int n = snprintf(out, size, "%s/%s", w->dir, name);
+
+    ck_assert(n > 0 && (size_t)n < size);
+}
+
+void itdb_work_write(const itdb_work *w, const char *name, const char *text)
+{
+    char path[sizeof(w->dir) + 256];
+    FILE *f;
+
+    itdb_work_path(w, path, sizeof(path), name);
+    f = fopen(path, "w");
+    ck_assert_msg(f != NULL, "cannot write %s", path);
+    fputs(text, f);
+    ck_assert_int_eq(fclose(f), 0);
+}
