@@ -95,29 +95,7 @@ api() {
         set -- -H "Authorization: Bearer $key" "$@"
     fi
     curl -sS -X "$method" -D "$tmp/hdr" -o "$tmp/body" "$@" "$url$path" 2>"$tmp/err"
-    got=$(sed -n 's/^HTTP\/[0-9.]* \([0-9]*\).*/\1/p' "$tmp/hdr" | tail -1)
-    if [ "$got" != "$want" ]; then
-        check "$name: $method $path is $want" fail "got '$got': $(head -c 400 "$tmp/body") $(cat "$tmp/err")"
-    elif ! python3 "$srcdir/tests/openapi-check.py" "$spec" "$method" "$path" "$tmp/hdr" \
-        "$tmp/body" 2>"$tmp/err"; then
-        check "$name: $method $path is $want" fail "not as doc/openapi.yaml says: $(cat "$tmp/err")"
-    else
-        check "$name: $method $path is $want, as doc/openapi.yaml says" ok
-    fi
-}
-
-# jv EXPR: EXPR (Python, over the JSON body as d) printed.
-jv() {
-    python3 -c "import json, sys; d = json.load(open(sys.argv[1])); r = ($1); print(r)" "$tmp/body"
-}
-
-# expect_eq NAME GOT WANT
-expect_eq() {
-    if [ "$2" = "$3" ]; then
-        check "$1" ok
-    else
-        check "$1" fail "got '$2', want '$3'"
-    fi
+    api_answer "$name" "$want" "$method" "$path"
 }
 
 # /metrics (http.listen) logs no port it was given: a free one, found by binding port 0.

@@ -69,6 +69,14 @@ db_drop_all() {
 #                  and an EXIT trap that stops every billingd
 #                  (billingd_stop_all), drops it and removes $tmp; INT and
 #                  TERM exit 99
+#   api_answer NAME WANT METHOD PATH
+#                  the answer of a request (status line and headers in
+#                  $tmp/hdr, body in $tmp/body, curl's errors in $tmp/err)
+#                  has status WANT and matches doc/openapi.yaml ($spec,
+#                  tests/openapi-check.py): one check
+#   jv EXPR        EXPR (Python, over the JSON of $tmp/body as d) printed
+#   expect_eq NAME GOT WANT
+#                  one check: GOT is WANT
 #   billingd_start NAME SETTING...
 #                  billingd (under $BILLING_TEST_WRAP, if set) on
 #                  BILLING_PG_CONNINFO with the API on a loopback port the
@@ -130,4 +138,25 @@ api_scratch() {
     trap 'exit 99' INT TERM
     db_new "billing_$1_$$"
     db_use "billing_$1_$$"
+}
+api_answer() {
+    got=$(sed -n 's/^HTTP\/[0-9.]* \([0-9]*\).*/\1/p' "$tmp/hdr" | tail -1)
+    if [ "$got" != "$2" ]; then
+        check "$1: $3 $4 is $2" fail "got '$got': $(head -c 400 "$tmp/body") $(cat "$tmp/err")"
+    elif ! python3 "$srcdir/tests/openapi-check.py" "$spec" "$3" "$4" "$tmp/hdr" "$tmp/body" \
+        2>"$tmp/err"; then
+        check "$1: $3 $4 is $2" fail "not as doc/openapi.yaml says: $(cat "$tmp/err")"
+    else
+        check "$1: $3 $4 is $2, as doc/openapi.yaml says" ok
+    fi
+}
+jv() {
+    python3 -c "import json, sys; d = json.load(open(sys.argv[1])); r = ($1); print(r)" "$tmp/body"
+}
+expect_eq() {
+    if [ "$2" = "$3" ]; then
+        check "$1" ok
+    else
+        check "$1" fail "got '$2', want '$3'"
+    fi
 }
