@@ -295,6 +295,12 @@ report_look() {
         "$http_port"
     printf '     the copy taken when it caught up: %s)\n' "$out/metrics.txt"
     printf '   %s/billing/billing rejected list --db %s\n' "$build" "$(billing_shquote "$db_conninfo")"
+    if [ -n "${api_curl:-}" ]; then
+        printf '   %s\n' "$api_curl"
+        printf '     (the HTTP API while billingd runs: scripts/demo.sh --serve; doc/http-api.md;\n'
+        printf '     its answer when billingd caught up: %s, credit_remaining %s)\n' \
+            "$out/balance.json" "$(sed -n 's/.*"credit_remaining": *"\([^"]*\)".*/\1/p' "$out/balance.json")"
+    fi
 }
 
 report_all() {

@@ -280,10 +280,10 @@ step_consume() {
         note "reused: billingd had already committed all $want records of $topic"
         return
     fi
-    local api=()
-    # --serve: the HTTP API and the console too, the console's files from the source tree.
-    [ "$serve" = 0 ] || api=(--set "api.listen=127.0.0.1:$api_port"
-        --set "api.console_dir=$BILLING_ROOT/billingd/console")
+    # The HTTP API on loopback (api_example asks it one balance); with
+    # --serve the console too, its files from the source tree.
+    local api=(--set "api.listen=127.0.0.1:$api_port")
+    [ "$serve" = 0 ] || api+=(--set "api.console_dir=$BILLING_ROOT/billingd/console")
     "$build/billingd/billingd" --set "topics=$topic" --set "group=$group" \
         --set "alerts.topic=$topic-alerts" --set "dead_letter_topic=$topic-dead" \
         --set "http.listen=127.0.0.1:$http_port" "${api[@]}" \
@@ -306,11 +306,29 @@ step_consume() {
         "billingd CPU $(cpu_of "$bd_pid")"
     curl -fsS "http://127.0.0.1:$http_port/metrics" >"$out/metrics.txt" 2>/dev/null ||
         note "(could not read /metrics)"
+    api_example
     if [ "$serve" = 0 ]; then
         kill -TERM "$bd_pid"
         wait "$bd_pid" || billing_die "billingd did not stop cleanly (log: $out/billingd.log)"
         bd_pid=
     fi
+}
+
+# One account's live balance through billingd's HTTP API, as a cloud's
+# console asks it: a key bound to that account (accounts:read), the curl
+# line kept for the report, the answer in $out/balance.json.
+api_example() {
+    local key
+    api_acct=$(q "SELECT id FROM billing.accounts ORDER BY id LIMIT 1")
+    key=$("$build/billing/billing" apikey create --scope accounts:read --account "$api_acct" \
+        --label demo-balance --db "$db_conninfo" | sed -n 's/.*\(bk_[A-Za-z0-9_-]*\).*/\1/p' |
+        head -1)
+    [ -n "$key" ] || billing_die "billing apikey create gave no key"
+    api_curl="curl -s -H 'Authorization: Bearer $key' http://127.0.0.1:$api_port/v1/accounts/$api_acct/balance"
+    curl -fsS -H "Authorization: Bearer $key" \
+        "http://127.0.0.1:$api_port/v1/accounts/$api_acct/balance" >"$out/balance.json" ||
+        billing_die "GET /v1/accounts/$api_acct/balance failed (log: $out/billingd.log)"
+    note "GET /v1/accounts/$api_acct/balance answered ($out/balance.json)"
 }
 
 step_close() {
