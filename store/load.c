@@ -735,6 +735,9 @@ static bs_status load_rows(bs_conn *c, load_ctx *lc, const row_kind *k, bs_error
     /* The accounts file's digest is stored: its rows are stored as they are (SQL_DIGEST_GET). */
     s = lc->accounts_known && k->kind != BS_LOAD_PLANS ? ROW_STMTS : 0;
     for (; s < ROW_STMTS && k->stmts[s] != NULL && st == BS_OK; s++) {
+        /* All rows were added from the file (its ids are unique): none differs. */
+        if (s > k->added && (s == k->changed || s == k->differs) && added == lc->copied[k->kind])
+            continue;
         if (s != k->differs) {
             count = 0;
             st = bs_command(c, k->stmts[s], 1, params, &count, err);
