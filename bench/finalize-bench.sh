@@ -12,7 +12,7 @@
 # with BASELINE=path/to/old/billing first, then ./billing/billing (or
 # $BILLING), migrates the copy with that binary and numbers every draft
 # the way that build's bs_finalize_month does (billing.finalize_invoices
-# in batches of 500, or since migration 0020 of 1 000 each picking after
+# in batches of 500, or since migration 0021 of 1 000 each picking after
 # the last account of the batch before, then a pass from the first), in
 # a server-side loop with one commit per batch. Prints the wall time, the
 # WAL written, and a digest of the numbers, which must be equal. Without

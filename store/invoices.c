@@ -1333,11 +1333,11 @@ PGresult *bs_credit_history(bs_conn *c, const char *accounts, const char *month,
 
 /*
  * One batch of drafts numbered set-based by billing.finalize_invoices
- * (0013, 0020): it takes the accounts' advisory locks in the hash order a
+ * (0013, 0021): it takes the accounts' advisory locks in the hash order a
  * close takes them (a close recomputing one of them finishes first, and a
  * finalizer never numbers a draft a close is rewriting; two finalizers
  * queue on the same locks without deadlock), then numbers the batch in
- * account order. The batch (1 000 drafts, 500 before 0020: one commit
+ * account order. The batch (1 000 drafts, 500 before 0021: one commit
  * and its WAL flush per batch) is bounded by the shared lock table, which
  * holds the advisory locks until commit. $3 is the last
  * account of the batch before: each batch picks after it, so none walks

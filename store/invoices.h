@@ -170,7 +170,7 @@ bs_status bs_billed_lines(bs_conn *c, const char *accounts, const char *month, b
  * bs_finalize_month - number and freeze every draft invoice of @month
  * whose period ended at least @grace_seconds ago, in batches of 1 000 per
  * transaction, each numbered by one call of billing.finalize_invoices
- * (migrations 0013, 0020; numbers per series in account order, gapless). A
+ * (migrations 0013, 0021; numbers per series in account order, gapless). A
  * draft another finalizer or a close holds is waited for, and left alone
  * if it was numbered meanwhile. *@done gets how many this call finalized,
  * *@waiting how many drafts are still in their grace period. Returns

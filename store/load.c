@@ -23,6 +23,7 @@
 #include "copy.h"
 #include "dbcatalog.h"
 #include "load.h"
+#include "md5.h"
 #include "util.h"
 
 #define MSG_MAX 1024
@@ -210,6 +211,23 @@
              " IS DISTINCT FROM (r.p2, r.p3::numeric, r.p4::timestamptz, r.p5::timestamptz,"    \
              " r.p6::smallint, r.p7::integer)" SQL_ROWS_FIRST
 
+/*
+ * The accounts file last loaded (migration 0020): its md5 and how many
+ * accounts, subscriptions and grants it had. A digest row exists only
+ * while nothing but that load wrote those rows (its triggers forget it),
+ * so a file with the stored md5 would add, change and refuse nothing:
+ * its rows are counted unchanged without being copied or compared.
+ */
+#define SQL_DIGEST_GET                                         \
+    "SELECT accounts::text, subscriptions::text, grants::text" \
+    " FROM billing.load_digests WHERE accounts_md5 = decode($1::text, 'hex')"
+/* After the load's statements, whose triggers forgot the old digest. */
+#define SQL_DIGEST_PUT                                                                        \
+    "INSERT INTO billing.load_digests AS d (accounts_md5, accounts, subscriptions, grants)"   \
+    " VALUES (decode($1::text, 'hex'), $2::bigint, $3::bigint, $4::bigint) ON CONFLICT (one)" \
+    " DO UPDATE SET accounts_md5 = EXCLUDED.accounts_md5, accounts = EXCLUDED.accounts,"      \
+    " subscriptions = EXCLUDED.subscriptions, grants = EXCLUDED.grants, loaded_at = now()"
+
 /* Progress is told after every so many rows copied. */
 #define LOAD_PROGRESS_ROWS 10000
 
@@ -217,9 +235,11 @@ typedef struct load_ctx {
     const char *book_id;
     const char *pricebook_path;
     const char *accounts_path;
-    json_t *book;        /* the price book file, checked */
-    char *accounts;      /* the accounts file's text, checked; NULL if none */
-    size_t accounts_len; /* its length */
+    json_t *book;                          /* the price book file, checked */
+    char *accounts;                        /* the accounts file's text, checked; NULL if none */
+    size_t accounts_len;                   /* its length */
+    char accounts_md5[2 * BS_MD5_LEN + 1]; /* its md5, hex */
+    int accounts_known; /* this attempt: the digest is stored, the file's rows are not copied */
     bs_load_counts *counts;
     bs_load_progress_fn progress; /* NULL: none */
     void *progress_arg;
@@ -374,6 +394,21 @@ static bs_status read_checked(const char *path, billing_catalog *cat, billing_co
     return BS_OK;
 }
 
+/* The md5 of the @len bytes at @data as 32 hex digits into @out. */
+static void md5_hex(const char *data, size_t len, char out[2 * BS_MD5_LEN + 1])
+{
+    static const char digits[] = "0123456789abcdef";
+    unsigned char md[BS_MD5_LEN];
+    size_t i;
+
+    bs_md5(data, len, md);
+    for (i = 0; i < BS_MD5_LEN; i++) {
+        out[2 * i] = digits[md[i] >> 4];
+        out[2 * i + 1] = digits[md[i] & 15];
+    }
+    out[2 * BS_MD5_LEN] = '\0';
+}
+
 /* Everything `billing rate` would check, including what only a rater finds. */
 static bs_status validate(load_ctx *lc, bs_error *err)
 {
@@ -393,6 +428,8 @@ static bs_status validate(load_ctx *lc, bs_error *err)
                           err);
     if (st != BS_OK)
         goto done;
+    if (lc->accounts != NULL)
+        md5_hex(lc->accounts, lc->accounts_len, lc->accounts_md5);
     billing_rater_new(cat, &rater, msg, sizeof(msg));
     if (rater == NULL)
         st = bs_error_set(err, BS_ERR_INVALID, "%s%s%s: %s", lc->pricebook_path,
@@ -656,7 +693,6 @@ static bs_status copy_rows(bs_conn *c, load_ctx *lc, bs_error *err)
     size_t i;
     bs_status st = bs_command(c, SQL_ROWS_TABLE, 0, NULL, NULL, err);
 
-    memset(lc->copied, 0, sizeof(lc->copied));
     if (st != BS_OK)
         return st;
     cc.lc = lc;
@@ -668,7 +704,7 @@ static bs_status copy_rows(bs_conn *c, load_ctx *lc, bs_error *err)
     for (i = 0; i < json_array_size(plans) && st == BS_OK; i++)
         st = copy_item(cc.cp, &plan_rows, json_array_get(plans, i), i + 1, err);
     lc->copied[BS_LOAD_PLANS] = json_array_size(plans);
-    if (lc->accounts != NULL && st == BS_OK &&
+    if (lc->accounts != NULL && !lc->accounts_known && st == BS_OK &&
         billing_config_accounts_split(lc->accounts, lc->accounts_len, lc->accounts_path,
                                       copy_element, &cc, msg, sizeof(msg)) != BILLING_OK)
         st = cc.st != BS_OK ? cc.st : bs_error_set(err, BS_ERR_INVALID, "%s", msg);
@@ -696,7 +732,12 @@ static bs_status load_rows(bs_conn *c, load_ctx *lc, const row_kind *k, bs_error
 
     snprintf(kind, sizeof(kind), "%d", (int)k->kind);
     params[0] = kind;
-    for (s = 0; s < ROW_STMTS && k->stmts[s] != NULL && st == BS_OK; s++) {
+    /* The accounts file's digest is stored: its rows are stored as they are (SQL_DIGEST_GET). */
+    s = lc->accounts_known && k->kind != BS_LOAD_PLANS ? ROW_STMTS : 0;
+    for (; s < ROW_STMTS && k->stmts[s] != NULL && st == BS_OK; s++) {
+        /* All rows were added from the file (its ids are unique): none differs. */
+        if (s > k->added && (s == k->changed || s == k->differs) && added == lc->copied[k->kind])
+            continue;
         if (s != k->differs) {
             count = 0;
             st = bs_command(c, k->stmts[s], 1, params, &count, err);
@@ -721,6 +762,52 @@ static bs_status load_rows(bs_conn *c, load_ctx *lc, const row_kind *k, bs_error
     lc->counts->unchanged[k->kind] += lc->copied[k->kind] - added - changed;
     rows_written(lc, lc->copied[k->kind]);
     return BS_OK;
+}
+
+/*
+ * Whether the accounts file's digest is stored (then lc->accounts_known,
+ * and its counts as the rows copied): run before copy_rows, it starts the
+ * attempt's counts of rows copied.
+ */
+static bs_status digest_get(bs_conn *c, load_ctx *lc, bs_error *err)
+{
+    const char *params[1];
+    PGresult *res;
+
+    memset(lc->copied, 0, sizeof(lc->copied));
+    lc->accounts_known = 0;
+    if (lc->accounts == NULL)
+        return BS_OK;
+    params[0] = lc->accounts_md5;
+    res = bs_query(c, SQL_DIGEST_GET, 1, params, err);
+    if (res == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    if (PQntuples(res) == 1) {
+        lc->accounts_known = 1;
+        lc->copied[BS_LOAD_ACCOUNTS] = strtoul(PQgetvalue(res, 0, 0), NULL, 10);
+        lc->copied[BS_LOAD_SUBSCRIPTIONS] = strtoul(PQgetvalue(res, 0, 1), NULL, 10);
+        lc->copied[BS_LOAD_GRANTS] = strtoul(PQgetvalue(res, 0, 2), NULL, 10);
+    }
+    PQclear(res);
+    return BS_OK;
+}
+
+/* Record the accounts file just loaded as the stored digest (migration 0020). */
+static bs_status digest_put(bs_conn *c, const load_ctx *lc, bs_error *err)
+{
+    char counts[3][NUM_TEXT];
+    const char *params[4];
+
+    if (lc->accounts == NULL || lc->accounts_known)
+        return BS_OK;
+    snprintf(counts[0], NUM_TEXT, "%zu", lc->copied[BS_LOAD_ACCOUNTS]);
+    snprintf(counts[1], NUM_TEXT, "%zu", lc->copied[BS_LOAD_SUBSCRIPTIONS]);
+    snprintf(counts[2], NUM_TEXT, "%zu", lc->copied[BS_LOAD_GRANTS]);
+    params[0] = lc->accounts_md5;
+    params[1] = counts[0];
+    params[2] = counts[1];
+    params[3] = counts[2];
+    return bs_command(c, SQL_DIGEST_PUT, 4, params, NULL, err);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -1050,6 +1137,8 @@ static bs_status load_tx(bs_conn *c, void *arg, bs_error *err)
     lc->rows_done = 0;
     st = bs_command(c, SQL_LOCK, 0, NULL, NULL, err);
     if (st == BS_OK)
+        st = digest_get(c, lc, err);
+    if (st == BS_OK)
         st = copy_rows(c, lc, err);
     lc->rows_total = count_rows(lc);
     if (st == BS_OK)
@@ -1068,6 +1157,8 @@ static bs_status load_tx(bs_conn *c, void *arg, bs_error *err)
         st = load_rows(c, lc, &subscription_rows, err);
     if (st == BS_OK && lc->accounts != NULL)
         st = load_rows(c, lc, &grant_rows, err);
+    if (st == BS_OK)
+        st = digest_put(c, lc, err);
     /* Delivered at commit only, so listeners never read a half-loaded catalog. */
     if (st == BS_OK)
         st = bs_command(c, SQL_NOTIFY, 1, &lc->book_id, NULL, err);

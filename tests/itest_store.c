@@ -1012,7 +1012,7 @@ START_TEST(test_concurrent_set_finalizers)
 END_TEST
 
 /*
- * Issue 28 (0020): a batch picks the drafts of the accounts after the one
+ * Issue 28 (0021): a batch picks the drafts of the accounts after the one
  * it is given, in account order, and says the last account it picked;
  * '' picks from the first. bs_finalize_month passes each batch's last
  * account to the next, then makes a pass from the first.

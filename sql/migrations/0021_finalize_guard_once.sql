@@ -1,4 +1,4 @@
--- 0020_finalize_guard_once.sql - the number of a finalized draft checked
+-- 0021_finalize_guard_once.sql - the number of a finalized draft checked
 -- once per statement instead of once per row (issue 28: `billing close
 -- --finalize` of 100 000 drafts in <= 5 s).
 --
