@@ -43,21 +43,12 @@ trap cleanup EXIT
 stamp() { date +%s.%N; }
 
 if [ -n "${FROM_CLOSED:-}" ]; then
-    pm_pid=$(psql -tA -d postgres -c "SHOW data_directory" 2>/dev/null |
-        xargs -I{} head -n 1 {}/postmaster.pid 2>/dev/null || true)
-    # The server's CPU seconds so far, as close-bench.sh counts them.
-    server_cpu() {
-        local ticks=0
-        local p
-        local f
-        [ -n "$pm_pid" ] && [ -r "/proc/$pm_pid/stat" ] || { echo 0; return 0; }
-        for p in $pm_pid $(pgrep -P "$pm_pid"); do
-            f=$(cut -d')' -f2- "/proc/$p/stat" 2>/dev/null) || continue
-            # shellcheck disable=SC2086
-            set -- $f
-            ticks=$((ticks + ${12} + ${13} + ${14} + ${15}))
-        done
-        echo "scale=2; $ticks / $(getconf CLK_TCK)" | bc
+    # server_cpu as close-bench.sh counts it; 0 when unknown.
+    . "$(dirname "$0")/server-cpu.sh"
+    server_cpu0() {
+        local s
+        s=$(server_cpu)
+        echo "${s:-0}"
     }
     step() {
         local bin=$1
@@ -68,13 +59,13 @@ if [ -n "${FROM_CLOSED:-}" ]; then
         local lsn
         lsn=$(psql -tA -d "$run" -c "SELECT pg_current_wal_lsn()")
         local cpu
-        cpu=$(server_cpu)
+        cpu=$(server_cpu0)
         local t
         t=$(stamp)
         "$bin" close --db "$base dbname=$run" --period 2026-11 -j 2 --quiet --finalize --grace 0 |
             tail -n 1
         echo "$bin: close --finalize $(echo "$(stamp) - $t" | bc) s wall, server" \
-            "$(echo "$(server_cpu) - $cpu" | bc) s CPU, WAL $(psql -tA -d "$run" -c "SELECT
+            "$(echo "$(server_cpu0) - $cpu" | bc) s CPU, WAL $(psql -tA -d "$run" -c "SELECT
             pg_size_pretty(pg_current_wal_lsn() - '$lsn'::pg_lsn)")"
         psql -tA -d "$run" -c "SELECT 'numbering: ' || count(*) || ' in ' || count(DISTINCT
             finalized_at) || ' batches, first to last batch start ' || round(extract(epoch FROM
