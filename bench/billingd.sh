@@ -162,10 +162,12 @@ for batch in $batches; do
     rss=$(awk '/VmHWM/ { print int($2 / 1024) }' "/proc/$pid/status")
     cpu=$(cpu_ms "$pid")
     stop_daemon
+    # What the kept credit states did (billingd's alert_cache line at exit; none before h17).
+    cache=$(sed -n 's/.*event=alert_cache \(.*\)/\1/p' "$tmp/billingd.log" | tail -1)
     rate=$(( (events - first) * 1000 / (t1 - t0 > 0 ? t1 - t0 : 1) ))
     echo "workload=$workload batch=$batch rate_threads=${RATE_THREADS:-default} events=$events" \
         "events_per_s=$rate wall_ms=$((t1 - t0)) billingd_cpu_ms=$cpu peak_rss_mib=$rss" \
-        "alerts=$(alerts_raised) alerts_md5=$(alerts_md5)"
+        "alerts=$(alerts_raised) alerts_md5=$(alerts_md5)${cache:+ cache: $cache}"
 done
 
 # The physical reference: the same events as JSON lines, kcat into \copy.
