@@ -3,7 +3,8 @@
  * UsageEvent records to a Kafka topic, keyed by account, for measuring
  * billingd (bench/billingd.sh, doc/performance.md).
  *
- *   produce_events [--json] [--rate N] [--accounts N] [--partitions N] BROKERS TOPIC EVENTS
+ *   produce_events [--json] [--ordered] [--rate N] [--accounts N] [--partitions N]
+ *                  BROKERS TOPIC EVENTS
  *
  * Without --rate, as fast as the broker takes them (the backlog of the
  * throughput run). With --rate N, N events a second, each id carrying the
@@ -12,6 +13,9 @@
  * TOPIC with --partitions partitions (default 4) if it does not exist.
  * --json sends the same events as JSON lines (billing rate's input) instead
  * of protobuf: what the physical reference of bench/billingd.sh copies.
+ * --ordered sends the same records in time order: record n of EVENTS at
+ * minute n * 30 days / EVENTS of January (bench_order_spec), a metering
+ * stream where every instance reports minute after minute.
  */
 #include "config.h"
 
@@ -29,6 +33,7 @@
 
 typedef struct opts {
     int json;
+    int ordered;
     long rate;
     int accounts;
     int partitions;
@@ -57,7 +62,10 @@ static int parse(opts *o, int argc, char **argv)
         i++;
     }
     for (; i + 1 < argc && strncmp(argv[i], "--", 2) == 0; i += 2) {
-        if (strcmp(argv[i], "--rate") == 0)
+        if (strcmp(argv[i], "--ordered") == 0) {
+            o->ordered = 1;
+            i--; /* a flag without a value */
+        } else if (strcmp(argv[i], "--rate") == 0)
             o->rate = atol(argv[i + 1]);
         else if (strcmp(argv[i], "--accounts") == 0)
             o->accounts = atoi(argv[i + 1]);
@@ -99,6 +107,8 @@ static int send_one(rd_kafka_t *rk, const opts *o, billing_event *ev, uint64_t *
     int w;
 
     bench_make_spec(&s, rng, o->accounts);
+    if (o->ordered)
+        bench_order_spec(&s, n, o->events);
     if (o->rate > 0)
         snprintf(id, sizeof(id), "lat-%" PRId64 "-%ld", wall_ms(), n);
     else
@@ -125,10 +135,14 @@ static int send_one(rd_kafka_t *rk, const opts *o, billing_event *ev, uint64_t *
 /* Pace to o->rate: sleep until event @n is due (this is the load generator's clock). */
 static void pace(const opts *o, int64_t started, long n, rd_kafka_t *rk)
 {
-    int64_t due = started + n * 1000 / o->rate;
-    int64_t now = wall_ms();
+    int64_t due;
+    int64_t now;
 
-    if (o->rate > 0 && due > now)
+    if (o->rate <= 0)
+        return; /* no pace: not a division by zero */
+    due = started + n * 1000 / o->rate;
+    now = wall_ms();
+    if (due > now)
         rd_kafka_poll(rk, (int)(due - now));
 }
 
@@ -144,8 +158,8 @@ int main(int argc, char **argv)
     long n;
 
     if (parse(&o, argc, argv) != 0) {
-        fprintf(stderr, "usage: produce_events [--json] [--rate N] [--accounts N] [--partitions N] "
-                        "BROKERS TOPIC EVENTS\n");
+        fprintf(stderr, "usage: produce_events [--json] [--ordered] [--rate N] [--accounts N] "
+                        "[--partitions N] BROKERS TOPIC EVENTS\n");
         return 2;
     }
     rd_kafka_conf_set(conf, "bootstrap.servers", o.brokers, errstr, sizeof(errstr));

@@ -41,6 +41,13 @@ void bench_make_spec(spec *s, uint64_t *rng, int accounts)
     s->model = (bench_rnd(rng) % 3) ? "RTX4090" : "A100-80G";
 }
 
+void bench_order_spec(spec *s, long n, long count)
+{
+    s->start = (JAN_2026 + (billing_time_t)((int64_t)n * MINUTES_IN_30_DAYS / count) * 60) *
+               BILLING_NS_PER_SEC;
+    s->end = s->start + 60 * BILLING_NS_PER_SEC;
+}
+
 void bench_fill_event(billing_event *ev, const spec *s, const char *id)
 {
     billing_event_reset(ev);

@@ -33,6 +33,14 @@ uint64_t bench_rnd(uint64_t *state);
  */
 void bench_make_spec(spec *s, uint64_t *rng, int accounts);
 
+/*
+ * bench_order_spec - move @s to minute @n * 30 days / @count of January
+ * (record @n of @count, 0 <= @n < @count), so that records made in the
+ * order of @n are in time order: every record of one minute before the
+ * next minute's (the in-order stream of bench/billingd.sh).
+ */
+void bench_order_spec(spec *s, long n, long count);
+
 /* bench_fill_event - reset @ev and set it from @s, with id @id. */
 void bench_fill_event(billing_event *ev, const spec *s, const char *id);
 

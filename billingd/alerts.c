@@ -96,6 +96,15 @@ void bd_alerts_free(bd_alerts *a)
         return;
     rd_kafka_flush(a->rk, FLUSH_MS);
     rd_kafka_destroy(a->rk);
+    if (a->cache != NULL) { /* what the kept states did (bench/billingd.sh prints it) */
+        bd_alert_cache_stats st;
+
+        bd_alert_cache_stats_get(a->cache, &st);
+        bd_log("info", "alert_cache",
+               "hits=%" PRIu64 " stale=%" PRIu64 " fast=%" PRIu64 " windows=%" PRIu64
+               " warmed=%" PRIu64 " evictions=%" PRIu64 " rollbacks=%" PRIu64,
+               st.hits, st.stale, st.fast, st.windows, st.warmed, st.evictions, st.rollbacks);
+    }
     bd_alert_cache_free(a->cache);
     free(a);
 }
