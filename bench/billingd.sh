@@ -33,7 +33,8 @@
 # same EVENTS events (as JSON lines, produce_events --json) from a topic
 # into PostgreSQL by the plainest pipeline, kcat into psql's \copy of a
 # table with a unique index on the event id, no rating; it needs kcat
-# (apt-get install kcat). Report billingd / reference.
+# (apt-get install kcat). Its line ends with billingd_over_reference: the
+# last throughput run's events/s over the reference's.
 # BILLINGD names the billingd to measure (default: this build's), so that
 # an older build runs against the same tools and services in one session.
 # LAT_RATE=0: no latency run. Each throughput line ends with alerts_md5,
@@ -186,8 +187,10 @@ if [ "${REFERENCE:-0}" = 1 ]; then
             psql "$BILLING_PG_CONNINFO" -qc "\\copy public.reference (doc) FROM pstdin"
         t1=$(now_ms)
         n=$(psql "$BILLING_PG_CONNINFO" -Atc "SELECT count(*) FROM public.reference")
-        echo "reference=kcat+copy events=$n events_per_s=$((n * 1000 / (t1 - t0 > 0 ? t1 - t0 : 1)))" \
-            "wall_ms=$((t1 - t0))"
+        ref=$((n * 1000 / (t1 - t0 > 0 ? t1 - t0 : 1)))
+        # The last throughput run's events/s over the reference's, two decimals.
+        echo "reference=kcat+copy events=$n events_per_s=$ref wall_ms=$((t1 - t0))" \
+            "billingd_over_reference=$(awk -v a="$rate" -v b="$ref" 'BEGIN { printf "%.2f", b > 0 ? a / b : 0 }')"
     fi
 fi
 
