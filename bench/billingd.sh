@@ -190,7 +190,7 @@ if [ "${REFERENCE:-0}" = 1 ]; then
         ref=$((n * 1000 / (t1 - t0 > 0 ? t1 - t0 : 1)))
         # The last throughput run's events/s over the reference's, two decimals.
         echo "reference=kcat+copy events=$n events_per_s=$ref wall_ms=$((t1 - t0))" \
-            "billingd_over_reference=$(awk -v a="$rate" -v b="$ref" 'BEGIN { printf "%.2f", b > 0 ? a / b : 0 }')"
+            "billingd_over_reference=$(awk -v a="$rate" -v b="$ref" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')"
     fi
 fi
 

@@ -63,20 +63,6 @@
     "   ELSE div(" SUM_DEN ", gcd(" SUM_NUM ", " SUM_DEN ")) END,"                    \
     " event_count = a.event_count + EXCLUDED.event_count, updated_at = now()"
 
-/*
- * The batch's transaction gets room for the transition table of the
- * close tallies' statement trigger on usage_events (0016): it captures
- * every row the COPY writes, about 300 bytes each, in a tuplestore of
- * work_mem bytes that spills to a temporary file beyond it (the default
- * 4 MB holds about 13 000 rows, so a batch of 20 000 wrote and read back
- * a file). 64 MB holds a batch of 100 000 (BS_INGEST_BATCH_MAX) with
- * room; SET LOCAL ends with the transaction. Smaller batches than
- * WORK_MEM_MIN_ROWS fit in the default even at 2 KiB a row, and spare
- * the round trip (the API's requests).
- */
-#define SQL_WORK_MEM "SET LOCAL work_mem = '64MB'"
-#define WORK_MEM_MIN_ROWS 2000
-
 #define SQL_AGG_READ                                                                        \
     "SELECT a.account_id, extract(year FROM a.month)::integer,"                             \
     " extract(month FROM a.month)::integer, a.meter, v.label, a.rate_model, a.rate_region," \
@@ -743,8 +729,6 @@ static bs_status batch_tx(bs_conn *c, void *arg, bs_error *err)
     in->rated = NULL;
     if (rt == NULL)
         st = rate_batch(in, &rt, err);
-    if (st == BS_OK && in->n >= WORK_MEM_MIN_ROWS)
-        st = bs_command(c, SQL_WORK_MEM, 0, NULL, NULL, err);
     if (st == BS_OK)
         st = store_events(in, c, rt, err);
     if (st == BS_OK)

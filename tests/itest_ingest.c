@@ -6,9 +6,7 @@
  * as a rater that saw the stream directly (what `billing rate` does);
  * a second pass stores nothing; a batch whose position check fails
  * commits nothing; split traffic keeps exact fractions; decoding and
- * rating on several threads stores exactly what one thread stores; a
- * large batch's transaction gets work_mem for the tallies' transition
- * table, which still count every event.
+ * rating on several threads stores exactly what one thread stores.
  *
  * Needs BILLING_PG_CONNINFO; without it every test FAILS, never skips.
  */
@@ -375,87 +373,6 @@ START_TEST(test_parallel_slices_run_each_once)
 }
 END_TEST
 
-/* Records of the work_mem test: at least WORK_MEM_MIN_ROWS (store/ingest.c). */
-#define BIG_BATCH 2500
-#define SQL_WORK_MEM_KB "SELECT setting::bigint FROM pg_settings WHERE name = 'work_mem'"
-
-/* A hook that notes the transaction's work_mem (kB) in *@arg. */
-static bs_status note_work_mem(void *arg, bs_conn *c, const bs_record *recs,
-                               const bs_record_result *results, size_t n, bs_error *err)
-{
-    (void)recs;
-    (void)results;
-    (void)n;
-    (void)err;
-    *(long *)arg = itdb_long(c, SQL_WORK_MEM_KB);
-    return BS_OK;
-}
-
-/*
- * A large batch's transaction has work_mem room for the close tallies'
- * transition table (store/ingest.c SQL_WORK_MEM), a small one keeps the
- * session's, neither leaves it changed, and the tallies count every event
- * of both exactly.
- */
-START_TEST(test_large_batch_work_mem)
-{
-    static bs_record recs[BIG_BATCH];
-    static bs_record_result res[BIG_BATCH];
-    static char data[BIG_BATCH][320];
-    static char src[BIG_BATCH][32];
-    bs_conn *c = itdb_fresh("workmem", db, sizeof(db));
-    bs_catalog *cat;
-    bs_ingest *in;
-    bs_ingest_counts k;
-    bs_error err;
-    long session;
-    long seen = 0;
-    size_t i;
-
-    its_load_example(c);
-    cat = bs_catalog_read(c, NULL, &err);
-    ck_assert_msg(cat != NULL, "%s", err.message);
-    in = bs_ingest_new(cat, NULL);
-    bs_ingest_set_hook(in, note_work_mem, &seen);
-    session = itdb_long(c, SQL_WORK_MEM_KB);
-    ck_assert_int_lt(session, 65536);
-    for (i = 0; i < BIG_BATCH; i++) {
-        snprintf(data[i], sizeof(data[i]),
-                 "{\"id\":\"wm-%zu\",\"account\":\"lab-a\",\"resource\":\"i-a1\","
-                 "\"meter\":\"traffic\",\"start\":\"2026-01-10T00:00:00Z\","
-                 "\"end\":\"2026-01-10T01:00:00Z\",\"quantity\":\"1\",\"model\":\"\","
-                 "\"region\":\"cn-east-1\"}",
-                 i);
-        snprintf(src[i], sizeof(src[i]), "file:wm:%zu", i + 1);
-        memset(&recs[i], 0, sizeof(recs[i]));
-        recs[i].data = data[i];
-        recs[i].len = strlen(data[i]);
-        recs[i].format = BS_RECORD_JSON;
-        recs[i].source = src[i];
-    }
-    /* Small first: the session's work_mem. */
-    ck_assert_msg(bs_ingest_batch(in, c, recs, 100, NULL, 0, 0, res, &k, &err) == BS_OK, "%s",
-                  err.message);
-    ck_assert_uint_eq(k.stored, 100);
-    ck_assert_int_eq(seen, session);
-    ck_assert_msg(bs_ingest_batch(in, c, &recs[100], BIG_BATCH - 100, NULL, 0, 0, &res[100], &k,
-                                  &err) == BS_OK,
-                  "%s", err.message);
-    ck_assert_uint_eq(k.stored, BIG_BATCH - 100);
-    ck_assert_int_eq(seen, 65536);
-    ck_assert_int_eq(itdb_long(c, SQL_WORK_MEM_KB), session);
-    ck_assert_int_eq(itdb_long(c, "SELECT sum(events) FROM billing.close_tallies"
-                                  " WHERE account_id = 'lab-a'"),
-                     BIG_BATCH);
-    ck_assert_int_eq(itdb_long(c, "SELECT sum(changes) FROM billing.close_tallies"
-                                  " WHERE account_id = 'lab-a'"),
-                     BIG_BATCH);
-    bs_ingest_free(in);
-    bs_catalog_free(cat);
-    itdb_drop(c, db);
-}
-END_TEST
-
 static Suite *ingest_suite(void)
 {
     Suite *s = suite_create("ingest");
@@ -466,7 +383,6 @@ static Suite *ingest_suite(void)
     tcase_add_test(tc, test_failed_position_commits_nothing);
     tcase_add_test(tc, test_failed_last_position_commits_nothing);
     tcase_add_test(tc, test_threads_store_the_same);
-    tcase_add_test(tc, test_large_batch_work_mem);
     suite_add_tcase(s, tc);
     tc = tcase_create("slices");
     tcase_add_test(tc, test_slices_cover_the_batch);
