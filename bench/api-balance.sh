@@ -27,7 +27,11 @@
 # trial grants are valid now. PEER=1 needs Go (PATH or /usr/local/go/bin)
 # and the modules of bench/peer-balance/go.mod (the Go module proxy, or
 # a module cache). billingd's and the peer's peak RSS (VmHWM) and CPU
-# time per request are printed at the end.
+# time per request are printed at the end. BASELINE=DIR (another build
+# directory, e.g. of main) serves the same database from that build's
+# billingd beside ours, measured in turn at each rate (ours, the
+# baseline, then the peer): the ratio of the p99s and each one's CPU per
+# request.
 #
 # Use a build without sanitizers (../configure CFLAGS='-O2 -g').
 set -eu
@@ -38,6 +42,7 @@ seconds=${3:-20}
 accounts=${ACCOUNTS:-10000}
 events=${EVENTS:-200000}
 conns=${CONNECTIONS:-8}
+baseline=${BASELINE:+$(cd "$BASELINE" && pwd)}
 peer=${PEER:-0}
 current=${CURRENT:-0}
 billing="$build/billing/billing"
@@ -50,8 +55,9 @@ base=${BILLING_PG_CONNINFO:?run scripts/services.sh start and . var/services.env
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench-apibal.XXXXXX")
 dpid=
 ppid_=
+bpid=
 cleanup() {
-    for p in $dpid $ppid_; do
+    for p in $dpid $bpid $ppid_; do
         kill "$p" 2>/dev/null || true
         wait "$p" 2>/dev/null || true
     done
@@ -87,17 +93,38 @@ $billing ingest --quiet "$tmp/events.jsonl" >/dev/null 2>&1
 key=$($billing apikey create --scope accounts:read)
 echo "$accounts accounts, $events events stored (CURRENT=$current); $rates requests/s for $seconds s each on $conns connections"
 
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-"$billingd" --set "db=$BILLING_PG_CONNINFO" --set "api.listen=127.0.0.1:$port" --set http.listen= \
-    --set api.rate=1000000 >"$tmp/billingd.log" 2>&1 &
-dpid=$!
-i=0
-until [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/v1/plans")" = 401 ]; do
-    i=$((i + 1))
-    [ $i -lt 300 ] || { tail -5 "$tmp/billingd.log"; exit 1; }
-    kill -0 "$dpid"
-    sleep 0.1
-done
+# serve BILLINGD: a billingd serving the API alone on a free port, into $sport and $spid.
+serve() {
+    sport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    "$1" --set "db=$BILLING_PG_CONNINFO" --set "api.listen=127.0.0.1:$sport" --set http.listen= \
+        --set api.rate=1000000 >"$tmp/billingd-$sport.log" 2>&1 &
+    spid=$!
+    i=0
+    until [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$sport/v1/plans")" = 401 ]; do
+        i=$((i + 1))
+        [ $i -lt 300 ] || { tail -5 "$tmp/billingd-$sport.log"; exit 1; }
+        kill -0 "$spid"
+        sleep 0.1
+    done
+}
+serve "$billingd"
+port=$sport
+dpid=$spid
+if [ -n "$baseline" ]; then
+    serve "$baseline/billingd/billingd"
+    bport=$sport
+    bpid=$spid
+    for a in 1 2 3; do
+        acct=$(printf 'acct-%06d' $((a * 997 % accounts)))
+        ours=$(curl -s -H "Authorization: Bearer $key" "http://127.0.0.1:$port/v1/accounts/$acct/balance")
+        theirs=$(curl -s -H "Authorization: Bearer $key" "http://127.0.0.1:$bport/v1/accounts/$acct/balance")
+        if [ "$(echo "$ours" | sed 's/"at":"[^"]*",//')" != "$(echo "$theirs" | sed 's/"at":"[^"]*",//')" ]; then
+            echo "the baseline's answer differs for $acct:"
+            echo "  ours:      $ours"
+            echo "  baseline:  $theirs"
+        fi
+    done
+fi
 if [ "$peer" = 1 ]; then
     go=$(command -v go || echo /usr/local/go/bin/go)
     (cd "$srcdir/bench/peer-balance" && "$go" build -o "$tmp/peer-balance" .)
@@ -134,7 +161,9 @@ load() { "$get" 127.0.0.1 "$1" "$key" /v1/accounts/ "$2" "$accounts" "$3" "$4" "
 load "$port" /balance 200 2 >/dev/null
 load "$port" /grants 200 2 >/dev/null
 [ "$peer" != 1 ] || load "$pport" /balance 200 2 >/dev/null
+[ -z "$baseline" ] || load "$bport" /balance 200 2 >/dev/null
 dt=0
+bt=0
 pt=0
 n=0
 for rate in $rates; do
@@ -142,6 +171,11 @@ for rate in $rates; do
     balance=$(load "$port" /balance "$rate" "$seconds")
     dt=$((dt + $(ticks "$dpid") - t0))
     n=$((n + rate * seconds))
+    if [ -n "$baseline" ]; then
+        t0=$(ticks "$bpid")
+        baseb=$(load "$bport" /balance "$rate" "$seconds")
+        bt=$((bt + $(ticks "$bpid") - t0))
+    fi
     if [ "$peer" = 1 ]; then
         t0=$(ticks "$ppid_")
         peerb=$(load "$pport" /balance "$rate" "$seconds")
@@ -149,12 +183,16 @@ for rate in $rates; do
     fi
     grants=$(load "$port" /grants "$rate" "$seconds")
     echo "== $rate requests/s"
+    [ -z "$baseline" ] || echo "balance p99 / baseline balance p99: $(ratio "$(p99 "$balance")" "$(p99 "$baseb")")"
     [ "$peer" != 1 ] || echo "balance p99 / peer balance p99: $(ratio "$(p99 "$balance")" "$(p99 "$peerb")")"
     echo "balance p99 / grants p99: $(ratio "$(p99 "$balance")" "$(p99 "$grants")")"
     echo "balance: $balance"
+    [ -z "$baseline" ] || echo "base:    $baseb"
     [ "$peer" != 1 ] || echo "peer:    $peerb"
     echo "grants:  $grants"
 done
 echo "billingd peak RSS: $(sed -n 's/^VmHWM:[[:space:]]*//p' "/proc/$dpid/status"), CPU per balance request: $(ratio $((dt * 1000)) $((hz * n))) ms"
+[ -z "$baseline" ] ||
+    echo "baseline billingd peak RSS: $(sed -n 's/^VmHWM:[[:space:]]*//p' "/proc/$bpid/status"), CPU per balance request: $(ratio $((bt * 1000)) $((hz * n))) ms"
 [ "$peer" != 1 ] ||
     echo "peer peak RSS: $(sed -n 's/^VmHWM:[[:space:]]*//p' "/proc/$ppid_/status"), CPU per balance request: $(ratio $((pt * 1000)) $((hz * n))) ms"

@@ -44,53 +44,37 @@ void bl_issued_free(bl_credit_memo *memo)
 
 /*
  * Free the rater's memos (billing_rater_destroy, through r->credit_memo_free):
- * those of the accounts listed in memo_accounts alone, the others were never
- * touched (calloc's zero pages).
+ * those of the accounts it holds, the others have none.
  */
 static void credit_memo_free(billing_rater *r)
 {
     size_t i;
+    bl_credit_memo *m;
 
-    if (r->credit_memo == NULL)
-        return;
-    for (i = 0; i < r->memo_accounts.len; i++) {
-        bl_credit_memo *m = &r->credit_memo[r->memo_accounts.data[i]];
+    for (i = 0; i < r->n_accts; i++) {
+        m = r->accts[i].credit_memo;
+        if (m == NULL)
+            continue;
         if (m->valid)
             bl_credit_clear(&m->c);
         bl_issued_free(m);
+        free(m);
+        r->accts[i].credit_memo = NULL;
     }
-    free(r->memo_accounts.data);
-    r->memo_accounts.data = NULL;
-    r->memo_accounts.len = r->memo_accounts.cap = 0;
-    free(r->credit_memo);
-    r->credit_memo = NULL;
 }
 
 bl_credit_memo *bl_credit_memo_of(billing_rater *r, size_t ai)
 {
-    if (r->credit_memo == NULL) {
-        r->credit_memo =
-            calloc(r->cat->accounts.len ? r->cat->accounts.len : 1, sizeof(bl_credit_memo));
+    bl_acct *x = bl_rater_acct(r, ai);
+
+    if (x == NULL)
+        return NULL;
+    if (x->credit_memo == NULL) {
+        x->credit_memo = calloc(1, sizeof(bl_credit_memo));
         /* The rater frees the memos through this pointer: it lies below this file. */
         r->credit_memo_free = credit_memo_free;
     }
-    if (r->credit_memo == NULL)
-        return NULL;
-    if (!r->credit_memo[ai].used) {
-        /* First use: noted, so that credit_memo_free visits it alone. */
-        bl_u32vec *v = &r->memo_accounts;
-        if (v->len == v->cap) {
-            size_t ncap = v->cap ? 2 * v->cap : 64;
-            uint32_t *d = realloc(v->data, ncap * sizeof(*d));
-            if (d == NULL)
-                return NULL;
-            v->data = d;
-            v->cap = ncap;
-        }
-        v->data[v->len++] = (uint32_t)ai;
-        r->credit_memo[ai].used = 1;
-    }
-    return &r->credit_memo[ai];
+    return x->credit_memo;
 }
 
 size_t bl_issued_from(const bl_credit_memo *memo, int32_t month)

@@ -160,7 +160,6 @@ typedef struct bl_issued_month {
  * rater's generation (bumped by every add and remove) is unchanged.
  */
 typedef struct bl_credit_memo {
-    int used; /* listed in the rater's memo_accounts */
     int valid;
     uint64_t gen;
     int32_t month; /* the state is after every month before this one */

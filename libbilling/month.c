@@ -327,7 +327,10 @@ billing_status bl_month_compute(billing_rater *r, size_t ai, int32_t month, bl_m
 {
     const billing_catalog *cat = r->cat;
     const bl_account *a = BL_AT(cat->accounts, bl_account, ai);
-    const bl_u32vec *v = &r->by_account[ai];
+    const bl_acct *x = bl_rater_acct_find(r, ai);
+    /* A copy: r->accts may move while the month is priced. */
+    const bl_u32vec v_ = x != NULL ? x->aggs : (bl_u32vec){NULL, 0, 0};
+    const bl_u32vec *v = &v_;
     billing_status st = BILLING_OK;
     size_t i;
 
@@ -374,7 +377,9 @@ int32_t *bl_account_months(billing_rater *r, size_t ai, size_t *n)
 {
     const billing_catalog *cat = r->cat;
     const bl_account *a = BL_AT(cat->accounts, bl_account, ai);
-    const bl_u32vec *v = &r->by_account[ai];
+    const bl_acct *x = bl_rater_acct_find(r, ai);
+    const bl_u32vec v_ = x != NULL ? x->aggs : (bl_u32vec){NULL, 0, 0};
+    const bl_u32vec *v = &v_;
     const bl_sub *s;
     const bl_fee *fee;
     size_t version;

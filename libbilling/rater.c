@@ -318,11 +318,7 @@ billing_status billing_rater_new(billing_catalog *cat, billing_rater **out, char
     r->dedupe = 1;
     /* Per-rater seed: hash-flooding inputs cannot be precomputed for every process. */
     r->seed = bl_hash_mix((uint64_t)(uintptr_t)r ^ UINT64_C(0x2545f4914f6cdd1d));
-    r->by_account = calloc(cat->accounts.len ? cat->accounts.len : 1, sizeof(bl_u32vec));
-    r->months = calloc(cat->accounts.len ? cat->accounts.len : 1, sizeof(bl_month_cache));
-    if (r->by_account == NULL || r->months == NULL)
-        goto nomem;
-    /* months: zeroed, start == end is empty and forces a lookup. */
+    /* Per-account storage comes with the accounts (bl_rater_acct). */
     *out = r;
     return BILLING_OK;
 nomem:
@@ -340,20 +336,17 @@ void billing_rater_destroy(billing_rater *r)
         if (r->aggs[i].has_extra)
             mpq_clear(r->aggs[i].extra);
     }
-    if (r->by_account != NULL) {
-        for (i = 0; i < r->agg_accounts.len; i++)
-            free(r->by_account[r->agg_accounts.data[i]].data);
-    }
-    free(r->agg_accounts.data);
     if (r->credit_memo_free != NULL)
         r->credit_memo_free(r);
+    for (i = 0; i < r->n_accts; i++)
+        free(r->accts[i].aggs.data);
+    free(r->accts);
+    free(r->acct_slots);
     intern_free(&r->account_ids);
     intern_free(&r->pair_ids);
     free(r->memo);
     bl_strmap_free(&r->attr_map);
     free(r->attrs.data);
-    free(r->by_account);
-    free(r->months);
     free(r->aggs);
     free(r->agg_slots);
     free(r->seen);
@@ -461,15 +454,17 @@ static int is_time_meter(billing_meter m)
 }
 
 /* The local month containing @t, cached per account because events of one
- * account mostly fall in the same month. */
+ * account mostly fall in the same month (into *@scratch, uncached, when out
+ * of memory). */
 static const bl_month_cache *month_of(billing_rater *r, size_t ai, const bl_account *a,
-                                      billing_time_t t)
+                                      billing_time_t t, bl_month_cache *scratch)
 {
-    bl_month_cache *mc = &r->months[ai];
+    bl_acct *x = bl_rater_acct(r, ai);
+    bl_month_cache *mc = x != NULL ? &x->month : scratch;
     int year;
     int month;
 
-    if (t >= mc->start && t < mc->end)
+    if (x != NULL && t >= mc->start && t < mc->end)
         return mc;
     billing_zone_year_month(a->zone, t, &year, &month);
     billing_zone_month_start(a->zone, year, month, &mc->start);
@@ -653,7 +648,8 @@ static billing_status next_piece(billing_rater *r, const billing_event *ev, size
 {
     const billing_catalog *cat = r->cat;
     const bl_account *a = BL_AT(cat->accounts, bl_account, ai);
-    const bl_month_cache *mc = month_of(r, ai, a, t);
+    bl_month_cache scratch;
+    const bl_month_cache *mc = month_of(r, ai, a, t, &scratch);
     billing_time_t end = min_time(ev->end, mc->end);
     billing_time_t sub_next = BL_TIME_MAX;
     size_t vpos = bl_upper_bound(cat->vfrom, cat->versions.len, t);
@@ -764,6 +760,66 @@ static void *grow(void *p, size_t *cap, size_t need, size_t size, size_t first)
     return q;
 }
 
+/*
+ * The position in r->acct_slots of account index @ai: its slot, or the
+ * empty slot where it would go (r->acct_slot_cap > 0).
+ */
+static inline size_t acct_pos(const billing_rater *r, size_t ai)
+{
+    size_t mask = r->acct_slot_cap - 1;
+    size_t i = (size_t)(((uint64_t)ai * UINT64_C(0x9e3779b97f4a7c15)) >> 32) & mask;
+    uint32_t s;
+
+    while ((s = r->acct_slots[i]) != 0 && r->accts[s - 1].ai != ai)
+        i = (i + 1) & mask;
+    return i;
+}
+
+const bl_acct *bl_rater_acct_find(const billing_rater *r, size_t ai)
+{
+    uint32_t s;
+
+    if (r->acct_slot_cap == 0)
+        return NULL;
+    s = r->acct_slots[acct_pos(r, ai)];
+    return s != 0 ? &r->accts[s - 1] : NULL;
+}
+
+bl_acct *bl_rater_acct(billing_rater *r, size_t ai)
+{
+    size_t ncap;
+    size_t i;
+    uint32_t s;
+    uint32_t *slots;
+    bl_acct *accts;
+    bl_acct *x;
+
+    if (r->acct_slot_cap > 0 && (s = r->acct_slots[acct_pos(r, ai)]) != 0)
+        return &r->accts[s - 1];
+    if (ai >= r->cat->accounts.len)
+        return NULL;
+    accts = grow(r->accts, &r->cap_accts, r->n_accts + 1, sizeof(bl_acct), 16);
+    if (accts == NULL)
+        return NULL;
+    r->accts = accts;
+    if ((r->n_accts + 1) * 2 > r->acct_slot_cap) {
+        ncap = r->acct_slot_cap ? 2 * r->acct_slot_cap : 32;
+        slots = calloc(ncap, sizeof(uint32_t));
+        if (slots == NULL)
+            return NULL;
+        free(r->acct_slots);
+        r->acct_slots = slots;
+        r->acct_slot_cap = ncap;
+        for (i = 0; i < r->n_accts; i++)
+            r->acct_slots[acct_pos(r, r->accts[i].ai)] = (uint32_t)i + 1;
+    }
+    x = &r->accts[r->n_accts];
+    memset(x, 0, sizeof(*x)); /* month: start == end is empty and forces a lookup */
+    x->ai = (uint32_t)ai;
+    r->acct_slots[acct_pos(r, ai)] = (uint32_t)++r->n_accts;
+    return x;
+}
+
 /* Make room for @extra new aggregates so that adding them cannot fail. */
 static int reserve_aggs(billing_rater *r, size_t ai, size_t extra)
 {
@@ -773,10 +829,12 @@ static int reserve_aggs(billing_rater *r, size_t ai, size_t extra)
     bl_agg *aggs;
     uint32_t *slots;
     uint32_t *data;
-    bl_u32vec *v = &r->by_account[ai];
+    bl_acct *x = bl_rater_acct(r, ai);
+    bl_u32vec *v;
 
-    if (need > UINT32_MAX - 2)
+    if (need > UINT32_MAX - 2 || x == NULL)
         return -1;
+    v = &x->aggs;
     aggs = grow(r->aggs, &r->cap_aggs, need, sizeof(bl_agg), 64);
     if (aggs == NULL)
         return -1;
@@ -793,15 +851,6 @@ static int reserve_aggs(billing_rater *r, size_t ai, size_t extra)
         free(r->agg_slots);
         r->agg_slots = slots;
         r->agg_slot_cap = ncap;
-    }
-    if (v->data == NULL) {
-        /* First aggregates of the account: noted for billing_rater_destroy. */
-        data = grow(r->agg_accounts.data, &r->agg_accounts.cap, r->agg_accounts.len + 1,
-                    sizeof(uint32_t), 64);
-        if (data == NULL)
-            return -1;
-        r->agg_accounts.data = data;
-        r->agg_accounts.data[r->agg_accounts.len++] = (uint32_t)ai;
     }
     data = grow(v->data, &v->cap, v->len + extra, sizeof(uint32_t), 16);
     if (data == NULL)
@@ -830,7 +879,8 @@ static bl_agg *agg_get(billing_rater *r, const bl_aggkey *key)
     a->pieces = 0;
     a->has_extra = 0;
     r->agg_slots[i] = (uint32_t)++r->n_aggs;
-    v = &r->by_account[key->account];
+    /* Found: reserve_aggs added the account. */
+    v = &r->accts[r->acct_slots[acct_pos(r, key->account)] - 1].aggs;
     v->data[v->len++] = (uint32_t)(r->n_aggs - 1);
     return a;
 }

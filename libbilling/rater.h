@@ -134,6 +134,20 @@ typedef struct bl_u32vec {
     size_t cap;
 } bl_u32vec;
 
+/*
+ * What the rater keeps for one account it holds (events, aggregates or
+ * credit memos of its own): one entry of r->accts, found by the account's
+ * catalog index through r->acct_slots (bl_rater_acct). Entries move when
+ * r->accts grows: keep no pointer to one across a call that may add an
+ * account.
+ */
+typedef struct bl_acct {
+    uint32_t ai;                        /* the account's catalog index */
+    bl_u32vec aggs;                     /* its aggregate indices */
+    bl_month_cache month;               /* the last month seen */
+    struct bl_credit_memo *credit_memo; /* for invoices (history.c), NULL until used */
+} bl_acct;
+
 struct billing_rater {
     billing_catalog *cat;
     uint64_t seed;
@@ -145,33 +159,34 @@ struct billing_rater {
     size_t cap_aggs;
     uint32_t *agg_slots; /* index + 1, 0 = empty */
     size_t agg_slot_cap;
-    bl_u32vec *by_account;              /* aggregate indices per account */
-    bl_month_cache *months;             /* last month seen per account */
-    bl_rate_cache rates;                /* recent rate lookups */
-    bl_vec attrs;                       /* bl_attrs of included usage, at most BL_ATTRS_MAX */
-    bl_strmap attr_map;                 /* their keys -> index */
-    bl_intern account_ids;              /* account bytes -> catalog index */
-    bl_intern pair_ids;                 /* model and region bytes -> pair number */
-    bl_memo *memo;                      /* see bl_memo */
-    size_t memo_cap;                    /* power of two or 0 */
-    unsigned memo_shift;                /* 64 - log2(memo_cap) */
-    uint64_t gen;                       /* changes whenever an event is added or removed */
-    struct bl_credit_memo *credit_memo; /* per account, for invoices (history.c) */
+    bl_rate_cache rates;   /* recent rate lookups */
+    bl_vec attrs;          /* bl_attrs of included usage, at most BL_ATTRS_MAX */
+    bl_strmap attr_map;    /* their keys -> index */
+    bl_intern account_ids; /* account bytes -> catalog index */
+    bl_intern pair_ids;    /* model and region bytes -> pair number */
+    bl_memo *memo;         /* see bl_memo */
+    size_t memo_cap;       /* power of two or 0 */
+    unsigned memo_shift;   /* 64 - log2(memo_cap) */
+    uint64_t gen;          /* changes whenever an event is added or removed */
     /*
-     * Frees credit_memo (NULL while there is none): set by history.c, which
-     * owns the memos, so that billing_rater_destroy needs none of the
-     * invoice code above the rater (no circle between the files).
+     * Frees the accounts' credit memos (NULL while there is none): set by
+     * history.c, which owns the memos, so that billing_rater_destroy needs
+     * none of the invoice code above the rater (no circle between the files).
      */
     void (*credit_memo_free)(billing_rater *r);
     /*
-     * The accounts whose by_account and credit_memo entries were ever
-     * used: destroy frees only those. The per-account arrays are sized by
-     * the catalog and left to calloc's zero pages, so that a rater for a
-     * few accounts of a large catalog (a close batch) costs what it uses,
-     * not the catalog's size (doc/performance.md, "Month-end close").
+     * The accounts the rater holds, sized by what it holds and not by the
+     * catalog, so that a rater for a few accounts of a large catalog (a
+     * close batch, one balance) costs what it uses (doc/performance.md,
+     * "Month-end close" and the balance section): accts in the order they
+     * came, acct_slots an open-addressing table (load at most 1/2) of
+     * their positions + 1 (0 = empty) by catalog index.
      */
-    bl_u32vec agg_accounts;
-    bl_u32vec memo_accounts;
+    bl_acct *accts;
+    size_t n_accts;
+    size_t cap_accts;
+    uint32_t *acct_slots;
+    size_t acct_slot_cap; /* power of two or 0 */
     /* Dedupe. */
     bl_seen *seen; /* entries, in arrival order */
     size_t seen_count;
@@ -188,6 +203,14 @@ static inline int32_t bl_month_index(int year, int month)
 {
     return (int32_t)(year * 12 + month - 1);
 }
+
+/*
+ * bl_rater_acct - what @r keeps for account index @ai, added empty if it
+ * held none (NULL when out of memory). bl_rater_acct_find - the same, or
+ * NULL if @r holds nothing of @ai.
+ */
+bl_acct *bl_rater_acct(billing_rater *r, size_t ai);
+const bl_acct *bl_rater_acct_find(const billing_rater *r, size_t ai);
 
 /* bl_agg_value - the exact aggregate sum (sum + extra) into @out. */
 void bl_agg_value(const bl_agg *a, mpq_t out);
