@@ -22,7 +22,7 @@
 /* Most worker threads (each holds one database connection). */
 #define CLOSE_JOBS_MAX 64
 /* Accounts per batch: one events query and one write transaction each. */
-#define CLOSE_BATCH 256
+#define CLOSE_BATCH 1024
 
 /* How a close ended; the tool maps each to an exit code (billing(1)). */
 typedef enum close_status {

@@ -680,6 +680,46 @@ START_TEST(test_invariants_invoices)
     ck_assert_int_eq(finalize(c, other), 2);
     /* Drafts stay editable and deletable. */
     id = draft(c, "acct-1", "2026-03-01");
+    /*
+     * A line's plan and price version must exist: checked once per
+     * statement since 0022, under the foreign keys' names, for a single
+     * row, a bad row among good ones, and an UPDATE.
+     */
+    exec_ok(c, "INSERT INTO billing.plans (id, period, model, region)"
+               " VALUES ('p1', 'month', 'RTX4090', 'r1')");
+    snprintf(sql, sizeof(sql),
+             "INSERT INTO billing.invoice_lines (invoice_id, line_no, kind, meter, plan_id,"
+             " price_version_id, quantity, unit, unit_price, amount) SELECT %ld, 2, 'usage',"
+             " 'gpu', 'p1', id, 0, 'GPU-hour', 1, 0 FROM billing.price_versions",
+             id);
+    exec_ok(c, sql);
+    snprintf(sql, sizeof(sql),
+             "INSERT INTO billing.invoice_lines (invoice_id, line_no, kind, meter, plan_id,"
+             " quantity, unit, unit_price, amount) VALUES (%ld, 3, 'usage', 'gpu', 'p1', 0,"
+             " 'GPU-hour', 1, 0), (%ld, 4, 'usage', 'gpu', 'no-such-plan', 0, 'GPU-hour', 1, 0)",
+             id, id);
+    expect_refused(c, sql, BS_ERR_CONSTRAINT, "invoice_lines_plan_id_fkey");
+    snprintf(sql, sizeof(sql),
+             "INSERT INTO billing.invoice_lines (invoice_id, line_no, kind, meter,"
+             " price_version_id, quantity, unit, unit_price, amount) VALUES (%ld, 3, 'usage',"
+             " 'gpu', 987654321, 0, 'GPU-hour', 1, 0)",
+             id);
+    expect_refused(c, sql, BS_ERR_CONSTRAINT, "invoice_lines_price_version_id_fkey");
+    expect_refused(c, "UPDATE billing.invoice_lines SET plan_id = 'no-such-plan' WHERE line_no = 2",
+                   BS_ERR_CONSTRAINT, "invoice_lines_plan_id_fkey");
+    expect_refused(c,
+                   "UPDATE billing.invoice_lines SET price_version_id = price_version_id + 1000"
+                   " WHERE line_no = 2",
+                   BS_ERR_CONSTRAINT, "invoice_lines_price_version_id_fkey");
+    expect_refused(c, "DELETE FROM billing.plans", BS_ERR_CONSTRAINT, "plans_append_only");
+    expect_refused(c, "UPDATE billing.plans SET id = 'p2'", BS_ERR_CONSTRAINT, "plans_append_only");
+    expect_refused(c, "DELETE FROM billing.price_versions", BS_ERR_CONSTRAINT,
+                   "price_versions_append_only");
+    snprintf(sql, sizeof(sql),
+             "DELETE FROM billing.invoice_lines WHERE line_no = 2"
+             " AND invoice_id = %ld",
+             id);
+    exec_ok(c, sql);
     exec_ok(c, "UPDATE billing.invoice_lines SET amount = 10 WHERE line_no = 1"
                " AND invoice_id IN (SELECT id FROM billing.invoices WHERE status = 'draft')");
     snprintf(sql, sizeof(sql), "DELETE FROM billing.invoice_lines WHERE invoice_id = %ld", id);
