@@ -19,6 +19,9 @@
 # meantime) used, from /proc (cutime + cstime of the postmaster), so the
 # server must run on this machine and the role may read data_directory
 # (the private cluster's superuser may); "-" when it cannot be read.
+# The last line is the md5 of the rows loaded (accounts, subscriptions,
+# grants, ledger, without the times the server sets): the same for two
+# builds that load the same.
 set -eu
 accounts=${1:-100000}
 work=${2:-/tmp/billing-bench}
@@ -63,3 +66,12 @@ for run in first again; do
     printf '%-6s %8d accounts  %6d ms  tool %s  server %s cpu  %s\n' "$run" "$accounts" \
         $(((end - start) / 1000000)) "$tool" "$server" "$(tail -n 1 "$work/load-$run.out")"
 done
+
+# What was loaded, to compare builds (old and new must print the same):
+# the md5 of the loaded tables' rows, without the times the server sets
+# (created_at, updated_at, recorded_at) and the ledger's generated ids.
+psql -X -At -d "$conninfo" -c "SELECT 'tables md5 ' || md5(string_agg(h, '' ORDER BY h))
+    FROM (SELECT md5(r) AS h FROM (SELECT 'a' || (to_jsonb(a) - 'created_at' - 'updated_at')::text AS r FROM billing.accounts a
+          UNION ALL SELECT 's' || (to_jsonb(s) - 'created_at' - 'updated_at')::text FROM billing.subscriptions s
+          UNION ALL SELECT 'g' || (to_jsonb(g) - 'created_at')::text FROM billing.credit_grants g
+          UNION ALL SELECT 'l' || (to_jsonb(l) - 'id' - 'recorded_at')::text FROM billing.credit_ledger l) x) y"

@@ -5,7 +5,9 @@
  * The files are first applied to a billing_catalog and a rater is built
  * from it, exactly as `billing rate` does: anything it would refuse is
  * refused here, with the same messages. Only then are the JSON trees
- * (whose shape is thereby known good) walked to write rows. Each kind of
+ * (whose shape is thereby known good) walked to write rows. The accounts
+ * file is checked only when the files' digest is not the stored one
+ * (SQL_DIGEST_GET): those same bytes were checked and loaded already. Each kind of
  * row is written LOAD_CHUNK_ROWS rows per statement (SQL_ROWS): an
  * INSERT ... ON CONFLICT DO NOTHING (counted as added), where allowed an
  * UPDATE of what may change (counted as changed), and a SELECT of stored
@@ -236,9 +238,12 @@ typedef struct load_ctx {
     const char *pricebook_path;
     const char *accounts_path;
     json_t *book;                          /* the price book file, checked */
-    char *accounts;                        /* the accounts file's text, checked; NULL if none */
+    char *accounts;                        /* the accounts file's text; NULL if none */
     size_t accounts_len;                   /* its length */
-    char accounts_md5[2 * BS_MD5_LEN + 1]; /* its md5, hex */
+    char accounts_md5[2 * BS_MD5_LEN + 1]; /* the files' digest, hex (read_files) */
+    billing_catalog *cat;                  /* the price book applied; NULL once checked */
+    billing_config_zones *zones;           /* for the accounts file's zones */
+    int checked;                           /* the accounts file was checked (check_accounts) */
     int accounts_known; /* this attempt: the digest is stored, the file's rows are not copied */
     bs_load_counts *counts;
     bs_load_progress_fn progress; /* NULL: none */
@@ -354,46 +359,6 @@ static const char *or_null(const char *s)
 /* Validation                                                              */
 /* ---------------------------------------------------------------------- */
 
-/*
- * Read @path, apply it to @cat with @apply's parser, and keep its JSON
- * tree (the price book, small: LOAD_FILE_MAX) or, for the accounts file
- * (@zones non-NULL), its text (BILLING_CONFIG_FILE_MAX), which the load
- * splits element by element.
- */
-static bs_status read_checked(const char *path, billing_catalog *cat, billing_config_zones *zones,
-                              json_t **tree, char **keep, size_t *keep_len, bs_error *err)
-{
-    char msg[MSG_MAX];
-    json_error_t jerr;
-    char *text = NULL;
-    size_t len;
-    int rc;
-
-    if (bc_read_file(path, zones == NULL ? LOAD_FILE_MAX : BILLING_CONFIG_FILE_MAX, &text, &len,
-                     msg, sizeof(msg)) != 0)
-        return bs_error_set(err, BS_ERR_INVALID, "%s", msg);
-    if (zones == NULL)
-        rc = billing_config_pricebook_parse(cat, text, len, path, msg, sizeof(msg));
-    else
-        rc = billing_config_accounts_parse(cat, zones, text, len, path, msg, sizeof(msg));
-    if (rc == 0 && zones != NULL) {
-        *keep = text;
-        *keep_len = len;
-        return BS_OK;
-    }
-    if (rc == 0) {
-        *tree = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
-        if (*tree == NULL) {
-            snprintf(msg, sizeof(msg), "%s: %s", path, jerr.text);
-            rc = -1;
-        }
-    }
-    free(text);
-    if (rc != 0)
-        return bs_error_set(err, BS_ERR_INVALID, "%s", msg);
-    return BS_OK;
-}
-
 /* The md5 of the @len bytes at @data as 32 hex digits into @out. */
 static void md5_hex(const char *data, size_t len, char out[2 * BS_MD5_LEN + 1])
 {
@@ -409,37 +374,110 @@ static void md5_hex(const char *data, size_t len, char out[2 * BS_MD5_LEN + 1])
     out[2 * BS_MD5_LEN] = '\0';
 }
 
-/* Everything `billing rate` would check, including what only a rater finds. */
-static bs_status validate(load_ctx *lc, bs_error *err)
+/*
+ * Read @path: the price book (@tree non-NULL, small: LOAD_FILE_MAX) is
+ * applied to @cat with its parser and kept as its JSON tree, its md5 in
+ * @md5; the accounts file (BILLING_CONFIG_FILE_MAX) is kept as its text,
+ * checked later (check_accounts) unless already loaded, and split
+ * element by element.
+ */
+static bs_status read_file(const char *path, billing_catalog *cat, json_t **tree,
+                           char md5[2 * BS_MD5_LEN + 1], char **keep, size_t *keep_len,
+                           bs_error *err)
 {
-    billing_catalog *cat = billing_catalog_new();
-    billing_config_zones *zones = billing_config_zones_new();
+    char msg[MSG_MAX];
+    json_error_t jerr;
+    char *text = NULL;
+    size_t len;
+    int rc;
+
+    if (bc_read_file(path, tree != NULL ? LOAD_FILE_MAX : BILLING_CONFIG_FILE_MAX, &text, &len, msg,
+                     sizeof(msg)) != 0)
+        return bs_error_set(err, BS_ERR_INVALID, "%s", msg);
+    if (tree == NULL) {
+        *keep = text;
+        *keep_len = len;
+        return BS_OK;
+    }
+    rc = billing_config_pricebook_parse(cat, text, len, path, msg, sizeof(msg));
+    if (rc == 0) {
+        md5_hex(text, len, md5);
+        *tree = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+        if (*tree == NULL) {
+            snprintf(msg, sizeof(msg), "%s: %s", path, jerr.text);
+            rc = -1;
+        }
+    }
+    free(text);
+    if (rc != 0)
+        return bs_error_set(err, BS_ERR_INVALID, "%s", msg);
+    return BS_OK;
+}
+
+/*
+ * Read both files and check the price book (small); the accounts file is
+ * checked by check_accounts. The digest that SQL_DIGEST_GET looks up is
+ * the md5 of the accounts file's md5, the price book file's md5 and the
+ * book id: the accounts file was checked against that price book, so the
+ * same three need no second check.
+ */
+static bs_status read_files(load_ctx *lc, bs_error *err)
+{
+    char book_md5[2 * BS_MD5_LEN + 1];
+    char key[4 * BS_MD5_LEN + BS_BOOK_ID_MAX + 4];
+    int n;
+    bs_status st;
+
+    lc->cat = billing_catalog_new();
+    lc->zones = billing_config_zones_new();
+    if (lc->cat == NULL || lc->zones == NULL)
+        return bs_error_set(err, BS_ERR_NOMEM, "loading: out of memory");
+    st = read_file(lc->pricebook_path, lc->cat, &lc->book, book_md5, NULL, NULL, err);
+    if (st == BS_OK && lc->accounts_path != NULL)
+        st = read_file(lc->accounts_path, NULL, NULL, NULL, &lc->accounts, &lc->accounts_len, err);
+    if (st != BS_OK || lc->accounts == NULL)
+        return st;
+    md5_hex(lc->accounts, lc->accounts_len, lc->accounts_md5);
+    n = snprintf(key, sizeof(key), "%s %s %s", lc->accounts_md5, book_md5, lc->book_id);
+    md5_hex(key, (size_t)n, lc->accounts_md5);
+    return BS_OK;
+}
+
+/* Release what the check of the files holds. */
+static void check_done(load_ctx *lc)
+{
+    billing_catalog_destroy(lc->cat);
+    billing_config_zones_destroy(lc->zones);
+    lc->cat = NULL;
+    lc->zones = NULL;
+}
+
+/*
+ * Everything `billing rate` would check, including what only a rater
+ * finds: the accounts file applied to the catalog of the price book, then
+ * a rater built from it. Once per load (lc->checked), whatever attempt;
+ * the catalog of every account is freed before the rows are copied.
+ */
+static bs_status check_accounts(load_ctx *lc, bs_error *err)
+{
     billing_rater *rater = NULL;
     char msg[MSG_MAX];
-    bs_status st = BS_ERR_NOMEM;
 
-    if (cat == NULL || zones == NULL) {
-        bs_error_set(err, st, "loading: out of memory");
-        goto done;
-    }
-    st = read_checked(lc->pricebook_path, cat, NULL, &lc->book, NULL, NULL, err);
-    if (st == BS_OK && lc->accounts_path != NULL)
-        st = read_checked(lc->accounts_path, cat, zones, NULL, &lc->accounts, &lc->accounts_len,
-                          err);
-    if (st != BS_OK)
-        goto done;
-    if (lc->accounts != NULL)
-        md5_hex(lc->accounts, lc->accounts_len, lc->accounts_md5);
-    billing_rater_new(cat, &rater, msg, sizeof(msg));
+    if (lc->checked)
+        return BS_OK;
+    if (lc->accounts != NULL &&
+        billing_config_accounts_parse(lc->cat, lc->zones, lc->accounts, lc->accounts_len,
+                                      lc->accounts_path, msg, sizeof(msg)) != BILLING_OK)
+        return bs_error_set(err, BS_ERR_INVALID, "%s", msg);
+    billing_rater_new(lc->cat, &rater, msg, sizeof(msg));
     if (rater == NULL)
-        st = bs_error_set(err, BS_ERR_INVALID, "%s%s%s: %s", lc->pricebook_path,
-                          lc->accounts_path != NULL ? ", " : "",
-                          lc->accounts_path != NULL ? lc->accounts_path : "", msg);
-done:
+        return bs_error_set(err, BS_ERR_INVALID, "%s%s%s: %s", lc->pricebook_path,
+                            lc->accounts_path != NULL ? ", " : "",
+                            lc->accounts_path != NULL ? lc->accounts_path : "", msg);
     billing_rater_destroy(rater);
-    billing_catalog_destroy(cat);
-    billing_config_zones_destroy(zones);
-    return st;
+    lc->checked = 1;
+    check_done(lc);
+    return BS_OK;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -1138,6 +1176,8 @@ static bs_status load_tx(bs_conn *c, void *arg, bs_error *err)
     st = bs_command(c, SQL_LOCK, 0, NULL, NULL, err);
     if (st == BS_OK)
         st = digest_get(c, lc, err);
+    if (st == BS_OK && !lc->accounts_known)
+        st = check_accounts(lc, err);
     if (st == BS_OK)
         st = copy_rows(c, lc, err);
     lc->rows_total = count_rows(lc);
@@ -1192,9 +1232,13 @@ bs_status bs_load_catalog_progress(bs_conn *c, const char *book_id, const char *
     lc.counts = counts;
     lc.progress = progress;
     lc.progress_arg = progress_arg;
-    st = validate(&lc, err);
+    st = read_files(&lc, err);
+    /* Without an accounts file, everything is checked before the transaction. */
+    if (st == BS_OK && lc.accounts == NULL)
+        st = check_accounts(&lc, err);
     if (st == BS_OK)
         st = bs_transaction(c, load_tx, &lc, err);
+    check_done(&lc);
     json_decref(lc.book);
     free(lc.accounts);
     return st;

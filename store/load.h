@@ -47,7 +47,10 @@ const char *bs_load_kind_name(bs_load_kind kind);
  * bs_load_catalog - validate @pricebook_path and, if non-NULL,
  * @accounts_path exactly as `billing rate` does (same parsers, same
  * library checks), then load them into price book @book_id in one
- * transaction (retried on transient failures). Fills @counts. Returns
+ * transaction (retried on transient failures). The accounts file is not
+ * checked again when these same two files were the last loaded into
+ * @book_id and nothing else wrote their rows since (migration 0020's
+ * digest, looked up first in the transaction). Fills @counts. Returns
  * BS_OK; BS_ERR_INVALID for an invalid file (message names file and
  * field) or an instant with sub-microsecond digits (timestamptz cannot
  * hold it); BS_ERR_CONSTRAINT when the files would rewrite history

@@ -13,7 +13,10 @@
 #     written either (the load is one transaction);
 #   - a reload of the file last loaded skips its rows (the digest of
 #     migration 0020), but an account changed by another writer since is
-#     changed back: that write forgot the digest.
+#     changed back: that write forgot the digest;
+#   - the digest is of the price book too: the same accounts file with
+#     another price book is checked again (a reload skips that check),
+#     and refused when that book lacks a plan it subscribes to.
 # Prints a Check-style summary line.
 set -u
 builddir=$(cd "${top_builddir:-..}" && pwd) || exit 99
@@ -164,5 +167,29 @@ else
 fi
 check "an account written since the last load is changed back by the same file" $r \
     "status $rc, digests after the update $forgot, tax rate $rate: $(head -c 600 "$tmp/out")"
+
+# 6. The example's accounts, then the same file with a book that renamed
+# the plan of subscription sub-team-c-1: the check runs again and refuses.
+db_new "${db}_c"
+db_use "${db}_c"
+$billing db migrate >/dev/null || exit 99
+accounts="$srcdir/examples/gpu-cloud/accounts.json"
+sed 's/"a100x8-daily"/"a100x8-daily-2"/g' "$book" >"$tmp/book2.json"
+cp "$srcdir/examples/gpu-cloud/logo.png" "$tmp/" || exit 99
+$billing load --pricebook "$book" --accounts "$accounts" >"$tmp/out" 2>&1 || {
+    check "the example's files load" fail "$(head -c 600 "$tmp/out")"
+    finish
+    exit 1
+}
+$billing load --pricebook "$tmp/book2.json" --accounts "$accounts" >"$tmp/out" 2>&1
+rc=$?
+if [ $rc -eq 3 ] && grep -q "a100x8-daily" "$tmp/out" && [ "$(rows load_digests)" = 1 ] &&
+    [ "$(rows plans)" = 4 ]; then
+    r=ok
+else
+    r=fail
+fi
+check "the file last loaded is checked again with another price book" $r \
+    "status $rc, $(rows plans) plans: $(head -c 600 "$tmp/out")"
 
 finish
