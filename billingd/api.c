@@ -682,8 +682,9 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaqu
         return;
     pthread_mutex_lock(&api->dr_lock);
     x->err = m->err;
-    x->d->pending--;
-    pthread_cond_broadcast(&api->dr_done);
+    /* The request waits for its last report only: no wake-up per message (1 000 a batch). */
+    if (--x->d->pending == 0)
+        pthread_cond_broadcast(&api->dr_done);
     pthread_mutex_unlock(&api->dr_lock);
 }
 
