@@ -12,7 +12,8 @@
 # The load client (bench/api_load.c) holds CONNECTIONS keep-alive
 # connections, each sending its requests one after the other: batches of
 # 1 (500 requests a connection), 100 (50) and 1000 (10) new events as
-# JSON Lines. For each mode and batch it prints the ratio of its events
+# JSON Lines (ROUNDS=N: N times as many requests, for steadier figures).
+# For each mode and batch it prints the ratio of its events
 # per second to `billing ingest`'s, the events per second, the latency of
 # a request (p50, p99) and
 # billingd's peak RSS so far (VmHWM). In Kafka mode it then waits
@@ -63,12 +64,13 @@ $billing load --pricebook "$ex/pricebook.json" --accounts "$ex/accounts.json" >/
 key=$($billing apikey create --scope admin)
 "$build/bench/demo_month" topic --partitions 4 "$brokers" "$topic" >/dev/null
 
-# requests a connection for a batch size
+# requests a connection for a batch size (times ROUNDS)
+rounds=${ROUNDS:-1}
 requests() {
     case "$1" in
-        1) echo 500 ;;
-        100) echo 50 ;;
-        *) echo 10 ;;
+        1) echo $((500 * rounds)) ;;
+        100) echo $((50 * rounds)) ;;
+        *) echo $((10 * rounds)) ;;
     esac
 }
 
