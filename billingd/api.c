@@ -27,7 +27,6 @@
 
 #include "api.h"
 #include "api_accounts.h"
-#include "api_events.h"
 #include "api_ops.h"
 #include "api_documents.h"
 #include "api_parse.h"
@@ -137,7 +136,6 @@ struct bd_api {
     int poll_stop;            /* under dr_lock */
     bd_dlq *dlq;              /* dead_letter_topic's producer, or NULL */
     pthread_mutex_t dlq_lock; /* bd_dlq_hook: one caller at a time */
-    bd_group *group;          /* api.events=store: the requests' group commit */
 };
 
 /* The delivery reports of one request's messages, under bd_api.dr_lock. */
@@ -627,28 +625,18 @@ static json_t *event_result(size_t i, const char *st, const char *id, const char
     return o;
 }
 
-/*
- * Stored at once, through the pipeline of `billing ingest` (api.events=store),
- * in one transaction with the requests that arrived while the last one
- * committed (api_events.h).
- */
+/* Stored at once, through the pipeline of `billing ingest` (api.events=store). */
 static enum MHD_Result store_events(bd_api *api, struct MHD_Connection *conn, req *q, api_slot *s,
-                                    bd_events *b)
+                                    bd_events *b, bs_record_result *res)
 {
-    bd_event_result *res = calloc(b->n, sizeof(*res));
     bs_ingest_counts k;
     json_t *results;
     bs_error err;
-    enum MHD_Result ret;
     size_t i;
 
-    if (res == NULL)
-        return MHD_NO;
     memset(&k, 0, sizeof(k));
-    if (bd_group_ingest(api->group, s->in, s->conn, b->recs, b->n, res, &k, &err) != BS_OK) {
-        free(res);
+    if (bs_ingest_batch(s->in, s->conn, b->recs, b->n, NULL, 0, 0, res, &k, &err) != BS_OK)
         return db_problem(api, conn, q, &err);
-    }
     results = json_array();
     for (i = 0; results != NULL && i < b->n; i++) {
         const char *st = res[i].outcome == BS_RECORD_NEW               ? "accepted"
@@ -661,14 +649,11 @@ static enum MHD_Result store_events(bd_api *api, struct MHD_Connection *conn, re
                                                     rejected ? res[i].reason_code : NULL,
                                                     rejected ? res[i].reason : NULL));
     }
-    bd_event_results_free(res, b->n);
-    free(res);
-    ret = send_json(api, conn, q, 200,
-                    json_pack("{s:i, s:i, s:i, s:i, s:o}", "events", (json_int_t)k.records,
-                              "accepted", (json_int_t)k.stored, "duplicates",
-                              (json_int_t)k.duplicates, "rejected", (json_int_t)k.rejected,
-                              "results", results != NULL ? results : json_array()));
-    return ret;
+    return send_json(api, conn, q, 200,
+                     json_pack("{s:i, s:i, s:i, s:i, s:o}", "events", (json_int_t)k.records,
+                               "accepted", (json_int_t)k.stored, "duplicates",
+                               (json_int_t)k.duplicates, "rejected", (json_int_t)k.rejected,
+                               "results", results != NULL ? results : json_array()));
 }
 
 /* librdkafka's delivery report of a message of the API's producer (on the poller). */
@@ -914,17 +899,13 @@ static enum MHD_Result post_events(bd_api *api, struct MHD_Connection *conn, req
         bd_events_free(&b);
         return MHD_NO;
     }
-    if (api->topic == NULL) {
-        ret = store_events(api, conn, q, s, &b);
-        bd_events_free(&b);
-        return ret;
-    }
     res = calloc(b.n, sizeof(*res));
     if (res == NULL) {
         bd_events_free(&b);
         return MHD_NO;
     }
-    ret = queue_events(api, conn, q, s, &b, res);
+    ret = api->topic != NULL ? queue_events(api, conn, q, s, &b, res)
+                             : store_events(api, conn, q, s, &b, res);
     free(res);
     bd_events_free(&b);
     return ret;
@@ -1501,7 +1482,6 @@ bd_api *bd_api_new(const bd_config *cfg)
     pthread_mutex_init(&api->dr_lock, NULL);
     pthread_cond_init(&api->dr_done, NULL);
     pthread_mutex_init(&api->dlq_lock, NULL);
-    api->group = bd_group_new();
     api->cfg = cfg;
     api->conninfo = strdup(bs_conninfo(cfg->db));
     api->book = cfg->book != NULL ? strdup(cfg->book) : NULL;
@@ -1521,7 +1501,7 @@ bd_api *bd_api_new(const bd_config *cfg)
         }
         flags |= MHD_USE_TLS;
     }
-    if (api->conninfo == NULL || api->group == NULL || start_producer(api, cfg) != 0) {
+    if (api->conninfo == NULL || start_producer(api, cfg) != 0) {
         bd_api_free(api);
         return NULL;
     }
@@ -1627,7 +1607,6 @@ void bd_api_free(bd_api *api)
     pthread_cond_destroy(&api->dr_done);
     pthread_mutex_destroy(&api->dr_lock);
     pthread_mutex_destroy(&api->dlq_lock);
-    bd_group_free(api->group);
     bd_console_free(api->console);
     free(api->conninfo);
     free(api->book);
