@@ -47,15 +47,6 @@
 
 /* Store slots: requests served at once, each slot with its own connection, catalog and pipeline. */
 #define API_THREADS 4
-/*
- * libmicrohttpd's threads, each polling the client connections it
- * accepted and answering them one request at a time. More than the
- * slots: a request then waits for any free slot, not behind a slow
- * request of another connection its thread happened to accept (with 4
- * threads, 8 clients and 1 ms balances: p99 763 ms at 600 requests/s,
- * 11 ms with 16; bench/api-balance.sh).
- */
-#define API_HTTP_THREADS 16
 /* Connections open at once. */
 #define API_CONNECTIONS 256
 /* Token buckets (keys) tracked; beyond, a key is not limited. */
@@ -667,8 +658,9 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaqu
         return;
     pthread_mutex_lock(&api->dr_lock);
     x->err = m->err;
-    x->d->pending--;
-    pthread_cond_broadcast(&api->dr_done);
+    /* The request waits for its last report only: no wake-up per message (1 000 a batch). */
+    if (--x->d->pending == 0)
+        pthread_cond_broadcast(&api->dr_done);
     pthread_mutex_unlock(&api->dr_lock);
 }
 
@@ -1459,7 +1451,16 @@ static void stop_producer(bd_api *api)
 bd_api *bd_api_new(const bd_config *cfg)
 {
     struct sockaddr_in sa;
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | MHD_USE_ITC;
+    /*
+     * A thread per connection (libmicrohttpd's, its listening thread
+     * accepting): a handler that blocks (a row lock, a store slot, the
+     * broker's acknowledgement) holds its own connection only. With a
+     * pool of threads each polling the connections it accepted, it held
+     * every other connection of its thread too (check-api-blocked.sh).
+     * At most API_CONNECTIONS threads; the request timeout as before.
+     */
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+                     MHD_USE_ERROR_LOG | MHD_USE_ITC;
     const union MHD_DaemonInfo *info;
     bd_api *api;
 
@@ -1509,20 +1510,20 @@ bd_api *bd_api_new(const bd_config *cfg)
             flags, ntohs(sa.sin_port), NULL, NULL, answer, api, MHD_OPTION_EXTERNAL_LOGGER,
             on_mhd_log, api, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
             MHD_OPTION_HTTPS_MEM_CERT, api->cert, MHD_OPTION_HTTPS_MEM_KEY, api->key,
-            MHD_OPTION_THREAD_POOL_SIZE, (unsigned)API_HTTP_THREADS, MHD_OPTION_CONNECTION_LIMIT,
-            (unsigned)API_CONNECTIONS, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-            (unsigned)cfg->api_connections_per_ip, MHD_OPTION_CONNECTION_TIMEOUT,
-            (unsigned)((cfg->api_request_ms + 999) / 1000), MHD_OPTION_NOTIFY_COMPLETED,
-            on_completed, api, MHD_OPTION_NOTIFY_CONNECTION, on_connection, api, MHD_OPTION_END);
+            MHD_OPTION_CONNECTION_LIMIT, (unsigned)API_CONNECTIONS,
+            MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->api_connections_per_ip,
+            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)((cfg->api_request_ms + 999) / 1000),
+            MHD_OPTION_NOTIFY_COMPLETED, on_completed, api, MHD_OPTION_NOTIFY_CONNECTION,
+            on_connection, api, MHD_OPTION_END);
     else
         api->http = MHD_start_daemon(
             flags, ntohs(sa.sin_port), NULL, NULL, answer, api, MHD_OPTION_EXTERNAL_LOGGER,
             on_mhd_log, api, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-            MHD_OPTION_THREAD_POOL_SIZE, (unsigned)API_HTTP_THREADS, MHD_OPTION_CONNECTION_LIMIT,
-            (unsigned)API_CONNECTIONS, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-            (unsigned)cfg->api_connections_per_ip, MHD_OPTION_CONNECTION_TIMEOUT,
-            (unsigned)((cfg->api_request_ms + 999) / 1000), MHD_OPTION_NOTIFY_COMPLETED,
-            on_completed, api, MHD_OPTION_NOTIFY_CONNECTION, on_connection, api, MHD_OPTION_END);
+            MHD_OPTION_CONNECTION_LIMIT, (unsigned)API_CONNECTIONS,
+            MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->api_connections_per_ip,
+            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)((cfg->api_request_ms + 999) / 1000),
+            MHD_OPTION_NOTIFY_COMPLETED, on_completed, api, MHD_OPTION_NOTIFY_CONNECTION,
+            on_connection, api, MHD_OPTION_END);
     if (api->http == NULL) {
         bd_log("error", "api_listen_failed", "listen=%s error=%s", bd_q(cfg->api_listen),
                bd_q(strerror(errno)));
