@@ -37,7 +37,8 @@
 # last throughput run's events/s over the reference's.
 # BILLINGD names the billingd to measure (default: this build's), so that
 # an older build runs against the same tools and services in one session.
-# LAT_RATE=0: no latency run. Each throughput line ends with alerts_md5,
+# LAT_RATE=0: no latency run; LAT_ONLY=1: only the latency run (no
+# throughput run; BATCH still names LAT_BATCH's default). Each throughput line ends with alerts_md5,
 # an md5 of every alert's fields: an alert is decided over the events
 # stored when its batch commits, so with events out of order two runs
 # give the same md5 only when their batches are the same: PARTITIONS=1
@@ -143,6 +144,7 @@ cpu_ms() {
 
 psql "$base dbname=postgres" -Atc "SELECT 'postgresql ' || string_agg(name || '=' || current_setting(name), ' ' ORDER BY name) FROM pg_settings WHERE name IN ('shared_buffers', 'synchronous_commit', 'fsync', 'wal_level', 'max_wal_size', 'checkpoint_timeout', 'wal_compression', 'work_mem')"
 for batch in $batches; do
+    [ "${LAT_ONLY:-0}" = 1 ] && break
     fresh_db
     topic=bench-$(date +%s%N)
     "$bin/bench/produce_events" "${produce[@]}" "$BILLING_KAFKA_BROKERS" "$topic" "$events" \
@@ -208,6 +210,7 @@ until grep -q "event=assigned" "$tmp/billingd.log"; do alive; sleep 0.2; done
     2>"$tmp/produce.log"
 until [ "$(progress)" -ge $((lat_events + 1)) ]; do alive; sleep 0.5; done
 rss=$(awk '/VmHWM/ { print int($2 / 1024) }' "/proc/$pid/status")
+cpu=$(cpu_ms "$pid")
 stop_daemon
 psql "$BILLING_PG_CONNINFO" -Atc "
     WITH l AS (SELECT extract(epoch FROM received_at) * 1000
@@ -216,7 +219,7 @@ psql "$BILLING_PG_CONNINFO" -Atc "
     SELECT 'workload=$workload batch=$batch rate=$lat_rate/s events=' || count(*)
            || ' p50_ms=' || round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms))
            || ' p99_ms=' || round(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms))
-           || ' max_ms=' || round(max(ms)) || ' peak_rss_mib=$rss' FROM l"
+           || ' max_ms=' || round(max(ms)) || ' peak_rss_mib=$rss billingd_cpu_ms=$cpu' FROM l"
 [ "$kind" = business ] || exit 0
 # An alert's trigger: the newest event of its account in the batch that raised
 # it (the batch's transaction began at its events' received_at, before the
