@@ -19,17 +19,18 @@
 
 /*
  * Apply credit, as invoices do, to every month up to the one containing
- * @now, with the charges rated so far. Clear @c even on error.
+ * @now, with the charges rated so far. Clear @c even on error. The state
+ * depends on @now's month alone: kept in the account's memo (bl_live_get),
+ * so that the balance, the grants and the exhaustion of one request, and
+ * the invoice of that month, compute the month once.
  */
 static billing_status live_credit(billing_rater *r, size_t ai, billing_time_t now, bl_credit *c)
 {
     const bl_account *a = BL_AT(r->cat->accounts, bl_account, ai);
-    int32_t *months;
     int32_t target;
-    size_t n;
-    size_t i;
     int year;
     int month;
+    int kept;
     bl_month m;
     billing_status st;
 
@@ -37,24 +38,23 @@ static billing_status live_credit(billing_rater *r, size_t ai, billing_time_t no
         return BILLING_ERR_NOMEM;
     billing_zone_year_month(a->zone, now, &year, &month);
     target = bl_month_index(year, month);
+    kept = bl_live_get(r, ai, target, c);
+    if (kept != 0)
+        return kept > 0 ? BILLING_OK : BILLING_ERR_NOMEM;
     /* The months before, as invoices see them: issued months take what the ledger holds
        (billing_rater_credit_issued), so the balance agrees with the next close after a late event. */
     st = bl_replay_months(r, ai, target, c);
     if (st != BILLING_OK)
         return st;
     bl_issued_later(bl_credit_memo_of(r, ai), target, c);
-    months = bl_account_months(r, ai, &n);
-    if (months == NULL && n != 0)
-        return BILLING_ERR_NOMEM;
-    for (i = 0; i < n && months[i] <= target; i++) {
-        if (months[i] < target)
-            continue;
-        st = bl_month_compute(r, ai, months[i], &m);
+    if (bl_account_has_month(r, ai, target)) {
+        st = bl_month_compute(r, ai, target, &m);
         if (st == BILLING_OK && bl_credit_apply(r->cat, ai, &m, c) != 0)
             st = BILLING_ERR_NOMEM;
         bl_month_clear(&m);
     }
-    free(months);
+    if (st == BILLING_OK)
+        bl_live_put(r, ai, target, c);
     return st;
 }
 

@@ -57,6 +57,8 @@ static void credit_memo_free(billing_rater *r)
             continue;
         if (m->valid)
             bl_credit_clear(&m->c);
+        if (m->live_valid)
+            bl_credit_clear(&m->live);
         bl_issued_free(m);
         free(m);
         r->accts[i].credit_memo = NULL;
@@ -75,6 +77,36 @@ bl_credit_memo *bl_credit_memo_of(billing_rater *r, size_t ai)
         r->credit_memo_free = credit_memo_free;
     }
     return x->credit_memo;
+}
+
+int bl_live_get(billing_rater *r, size_t ai, int32_t month, bl_credit *c)
+{
+    const bl_acct *x = bl_rater_acct_find(r, ai);
+    const bl_credit_memo *memo = x != NULL ? x->credit_memo : NULL;
+
+    if (memo == NULL || !memo->live_valid || memo->live_gen != r->gen || memo->live_month != month)
+        return 0;
+    return bl_credit_copy(c, &memo->live) == 0 ? 1 : -1;
+}
+
+void bl_live_put(billing_rater *r, size_t ai, int32_t month, const bl_credit *c)
+{
+    bl_credit_memo *memo = bl_credit_memo_of(r, ai);
+
+    if (memo == NULL)
+        return;
+    if (!memo->live_valid) {
+        if (bl_credit_init(&memo->live, r->cat, ai) != 0)
+            return;
+        memo->live_valid = 1;
+    }
+    if (bl_credit_copy(&memo->live, c) != 0) {
+        bl_credit_clear(&memo->live);
+        memo->live_valid = 0;
+        return;
+    }
+    memo->live_month = month;
+    memo->live_gen = r->gen;
 }
 
 size_t bl_issued_from(const bl_credit_memo *memo, int32_t month)
@@ -291,6 +323,10 @@ billing_status billing_rater_credit_issued(billing_rater *r, const char *account
     if (memo->valid) {
         bl_credit_clear(&memo->c);
         memo->valid = 0;
+    }
+    if (memo->live_valid) {
+        bl_credit_clear(&memo->live);
+        memo->live_valid = 0;
     }
     return BILLING_OK;
 }

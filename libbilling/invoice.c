@@ -434,6 +434,7 @@ static billing_status build(billing_rater *r, size_t ai, int32_t target, billing
     bl_month m;
     mpz_t credit_total;
     billing_status st;
+    int live;
 
     if (bl_credit_init(&c, cat, ai) != 0)
         return BILLING_ERR_NOMEM;
@@ -441,12 +442,19 @@ static billing_status build(billing_rater *r, size_t ai, int32_t target, billing
     st = bl_replay_months(r, ai, target, &c);
     if (st == BILLING_OK) /* not in the memo: it holds for @target only */
         bl_issued_later(bl_credit_memo_of(r, ai), target, &c);
+    /* The live credit of @target (balance.c) is this state after the month's charges, or
+       before them when it has none: kept, a balance asking next computes no month again. */
+    live = st == BILLING_OK && bl_account_has_month(r, ai, target);
+    if (st == BILLING_OK && !live)
+        bl_live_put(r, ai, target, &c);
     if (st == BILLING_OK)
         st = bl_month_compute(r, ai, target, &m);
     else
         memset(&m, 0, sizeof(m)), mpz_init(m.subtotal);
     if (st == BILLING_OK && bl_credit_apply(cat, ai, &m, &c) != 0)
         st = BILLING_ERR_NOMEM;
+    if (st == BILLING_OK && live)
+        bl_live_put(r, ai, target, &c);
     if (st == BILLING_OK) {
         inv->start = m.start;
         inv->end = m.end;

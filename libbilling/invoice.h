@@ -111,6 +111,12 @@ void bl_month_clear(bl_month *m);
  */
 int32_t *bl_account_months(billing_rater *r, size_t ai, size_t *n);
 
+/*
+ * bl_account_has_month - whether @month is one of bl_account_months'
+ * months of account @ai (charges in it), without building the list.
+ */
+int bl_account_has_month(billing_rater *r, size_t ai, int32_t month);
+
 /* What grants paid of one month's fee pool: refunds of those fees go back pro rata. */
 typedef struct bl_fee_paid {
     int32_t month;
@@ -168,6 +174,17 @@ typedef struct bl_credit_memo {
     struct bl_issued_month *issued;
     size_t n_issued;
     size_t c_grants; /* grants of the account when they were given */
+    /*
+     * The live credit (balance.c): the state after month live_month's
+     * charges as rated at generation live_gen, which the balance, the
+     * grants and the exhaustion of one instant all start from, and which
+     * the invoice of that month computes too (bl_live_put): a balance
+     * request computes its month once, not four times.
+     */
+    int live_valid;
+    uint64_t live_gen;
+    int32_t live_month;
+    bl_credit live;
 } bl_credit_memo;
 
 /*
@@ -213,6 +230,18 @@ void bl_issued_later(const bl_credit_memo *memo, int32_t month, bl_credit *c);
 mpz_t *bl_issued_snapshot_new(const bl_credit *c);
 void bl_issued_snapshot(mpz_t *snap, const bl_credit *c);
 void bl_issued_snapshot_free(mpz_t *snap, const bl_credit *c);
+
+/*
+ * bl_live_get - @c (initialised by bl_credit_init for account @ai) set to
+ * the live credit of @month kept in the account's memo when it is valid
+ * for the rater's generation; 1 when set, 0 when not (compute it), -1
+ * when out of memory (@c incomplete).
+ * bl_live_put - keep @c as the live credit of @month for the rater's
+ * generation (nothing kept when out of memory: the answer is right
+ * anyway). Issued months given later forget it (billing_rater_credit_issued).
+ */
+int bl_live_get(billing_rater *r, size_t ai, int32_t month, bl_credit *c);
+void bl_live_put(billing_rater *r, size_t ai, int32_t month, const bl_credit *c);
 
 /* bl_issued_free - forget @memo's issued months. */
 void bl_issued_free(bl_credit_memo *memo);

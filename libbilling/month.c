@@ -417,6 +417,35 @@ int32_t *bl_account_months(billing_rater *r, size_t ai, size_t *n)
     return out;
 }
 
+int bl_account_has_month(billing_rater *r, size_t ai, int32_t month)
+{
+    const billing_catalog *cat = r->cat;
+    const bl_account *a = BL_AT(cat->accounts, bl_account, ai);
+    const bl_acct *x = bl_rater_acct_find(r, ai);
+    const bl_sub *s;
+    const bl_fee *fee;
+    size_t version;
+    size_t i;
+    int k;
+
+    for (i = 0; x != NULL && i < x->aggs.len; i++) {
+        if (r->aggs[x->aggs.data[i]].pieces > 0 && r->aggs[x->aggs.data[i]].key.month == month)
+            return 1;
+    }
+    /* As bl_account_months: the terms' starts, and a cancellation that refunds. */
+    for (i = 0; i < a->n_subs; i++) {
+        s = BL_AT(cat->subs, bl_sub, a->subs[i]);
+        for (k = 0; k < s->terms && s->bounds[k] < s->end; k++) {
+            if (month_of_instant(a->zone, s->bounds[k]) == month)
+                return 1;
+        }
+        if (refunded_term(cat, s, &fee, &version) >= 0 &&
+            month_of_instant(a->zone, s->cancelled_at) == month)
+            return 1;
+    }
+    return 0;
+}
+
 /* ---------------------------------------------------------------------- */
 /* Pools: the invoice's rounded figures by epoch                           */
 /* ---------------------------------------------------------------------- */

@@ -237,6 +237,21 @@ out:
     " region FROM billing.usage_events WHERE account_id = $1::text"                        \
     " AND start_time < $2::timestamptz AND end_time >= $2::timestamptz - interval '1 millisecond'"
 #define RUNNING_STMT "bs_balance_running"
+/*
+ * The account's aggregates, the columns and order of bs_agg_read_one_sql
+ * (bs_aggregates_add_rows reads them) without its joins of accounts and
+ * price_books: those keep the accounts whose currency is the book's, and
+ * the pipeline asks only for an account of the catalog, which holds no
+ * other (dbcatalog.c's SQL_ACCOUNTS joins the same way).
+ */
+#define SQL_AGG_ONE                                                                         \
+    "SELECT a.account_id, extract(year FROM a.month)::integer,"                             \
+    " extract(month FROM a.month)::integer, a.meter, v.label, a.rate_model, a.rate_region," \
+    " a.subscription_id, a.epoch, a.quantity::text || '/' || a.quantity_den::text,"         \
+    " a.event_count FROM billing.usage_aggregates a"                                        \
+    " LEFT JOIN billing.price_versions v ON v.id = a.price_version_id"                      \
+    " WHERE a.account_id = $1::text AND a.event_count > 0 ORDER BY a.id"
+#define AGG_STMT "bs_balance_agg"
 /* Events running at once handed over at most (as many as the exhaustion estimate takes). */
 #define RUNNING_MAX 100000
 
@@ -379,8 +394,7 @@ bs_status bs_balance_fetch(bs_conn *c, bs_catalog *cat, const char *key, const c
         snprintf(month, sizeof(month), "%04d-%02d-01", year % 10000, mon % 100);
         /* As bs_events_fetch(now + 1) bounds it, the one balance.c used before. */
         billing_time_format(now + 1, before, sizeof(before));
-        q[Q_AGG] =
-            (piped){BS_AGG_READ_ONE_STMT, bs_agg_read_one_sql, 2, {bs_catalog_book(cat), account}};
+        q[Q_AGG] = (piped){AGG_STMT, SQL_AGG_ONE, 1, {account, NULL}};
         q[Q_HISTORY] = (piped){"bs_balance_history", bs_credit_history_sql, 2, {list, month}};
         q[Q_RUNNING] = (piped){RUNNING_STMT, SQL_RUNNING, 2, {account, before}};
     }

@@ -161,17 +161,26 @@ bs_status bs_balance_json(bs_conn *c, bs_catalog *cat, billing_rater *r, const c
     json_t *o = NULL;
     size_t n_running = 0;
     bs_status st = BS_OK;
+    billing_status lst;
     int year;
     int mon;
     size_t i;
 
     *out = NULL;
-    if (zone == NULL ||
-        billing_rater_credit_balance(r, account, at, left, sizeof(left)) != BILLING_OK)
+    if (zone == NULL)
         return bs_error_set(err, BS_ERR_INVALID, "no account '%s'", account);
+    /* The month's invoice first: the rater keeps its credit state, which the balance, the
+       grants and the exhaustion below start from instead of computing the month again. */
     billing_zone_year_month(zone, at, &year, &mon);
-    if (billing_rater_invoice(r, account, year, mon, &inv, msg, sizeof(msg)) != BILLING_OK)
+    lst = billing_rater_invoice(r, account, year, mon, &inv, msg, sizeof(msg));
+    if (lst == BILLING_ERR_UNKNOWN_ACCOUNT)
+        return bs_error_set(err, BS_ERR_INVALID, "no account '%s'", account);
+    if (lst != BILLING_OK)
         return bs_error_set(err, BS_ERR_FATAL, "account balance: %s", msg);
+    if (billing_rater_credit_balance(r, account, at, left, sizeof(left)) != BILLING_OK) {
+        st = bs_error_set(err, BS_ERR_INVALID, "no account '%s'", account);
+        goto out;
+    }
     if (billing_rater_credit_grants(r, account, at, grant_add, g) != BILLING_OK || g->nomem) {
         st = bs_error_set(err, BS_ERR_NOMEM, "out of memory");
         goto out;
