@@ -581,6 +581,100 @@ START_TEST(test_credit_at_exact_window_bounds)
 END_TEST
 
 /* At expires_at a grant is gone: the credit is exhausted at once. */
+/* The balance of @acct at @when as a string (the caller frees). */
+static char *balance_text(billing_rater *r, const char *acct, const char *when)
+{
+    char buf[64];
+
+    ck_assert_int_eq(billing_rater_credit_balance(r, acct, tu_time(when), buf, sizeof(buf)),
+                     BILLING_OK);
+    return strdup(buf);
+}
+
+/* A rater for "um" of @cat with events e1 and, when @both, e2 (February's usage). */
+static billing_rater *um_rater(billing_catalog *cat, int both)
+{
+    billing_rater *r = new_rater(cat);
+
+    ADD(r, "e1", "um", "i-1", "gpu", "2026-01-20T00:00:00+08:00", "2026-01-20T02:00:00+08:00", "1");
+    ADD(r, "e2a", "um", "i-1", "gpu", "2026-02-02T00:00:00+08:00", "2026-02-02T03:00:00+08:00",
+        "1");
+    if (both)
+        ADD(r, "e2", "um", "i-1", "gpu", "2026-02-03T00:00:00+08:00", "2026-02-03T04:00:00+08:00",
+            "2");
+    return r;
+}
+
+/*
+ * The live credit of a month is kept between the balance, the grants,
+ * the exhaustion and the invoice of that month (one computation per
+ * request): it must follow every event added and every issued month
+ * given, and the invoice asked first must leave the same balance a fresh
+ * rater gives (with and without charges in the month asked).
+ */
+START_TEST(test_live_credit_kept_follows_the_rater)
+{
+    billing_catalog *cat = tu_gpu_cloud();
+    billing_rater *r;
+    billing_rater *fresh;
+    billing_invoice *inv = NULL;
+    billing_issued_row row = {2026, 1, "trial", "100"};
+    const char *feb = "2026-02-10T00:00:00+08:00";
+    const char *mar = "2026-03-10T00:00:00+08:00";
+    char err[256];
+    char *a;
+    char *b;
+    char *c;
+
+    tu_account(cat, "um", shanghai, "0");
+    add_grant(cat, "trial", "um", "10.00", "2026-01-01T00:00:00+08:00", "2026-04-01T00:00:00+08:00",
+              BILLING_CHARGE_USAGE, 0);
+    /* The invoice first, then the balance (a month with charges, then one without). */
+    r = um_rater(cat, 0);
+    fresh = um_rater(cat, 0);
+    ck_assert_int_eq(billing_rater_invoice(r, "um", 2026, 2, &inv, err, sizeof(err)), BILLING_OK);
+    billing_invoice_destroy(inv);
+    a = balance_text(r, "um", feb);
+    b = balance_text(fresh, "um", feb);
+    ck_assert_str_eq(a, b);
+    ck_assert_str_ne(a, "10"); /* the usage is paid from the grant */
+    free(a);
+    free(b);
+    ck_assert_int_eq(billing_rater_invoice(r, "um", 2026, 3, &inv, err, sizeof(err)), BILLING_OK);
+    billing_invoice_destroy(inv);
+    a = balance_text(r, "um", mar);
+    b = balance_text(fresh, "um", mar);
+    ck_assert_str_eq(a, b);
+    free(a);
+    free(b);
+    billing_rater_destroy(fresh);
+    /* An event added after the balance was kept: the balance follows it. */
+    a = balance_text(r, "um", feb);
+    ADD(r, "e2", "um", "i-1", "gpu", "2026-02-03T00:00:00+08:00", "2026-02-03T04:00:00+08:00", "2");
+    b = balance_text(r, "um", feb);
+    ck_assert_str_ne(a, b);
+    fresh = um_rater(cat, 1);
+    c = balance_text(fresh, "um", feb);
+    ck_assert_str_eq(b, c);
+    free(a);
+    free(c);
+    /* January issued as taking 1.00 of the grant (less than its usage): the balance follows. */
+    ck_assert_int_eq(billing_rater_credit_issued(r, "um", 1, &row, err, sizeof(err)), BILLING_OK);
+    ck_assert_int_eq(billing_rater_credit_issued(fresh, "um", 1, &row, err, sizeof(err)),
+                     BILLING_OK);
+    a = balance_text(r, "um", feb);
+    c = balance_text(fresh, "um", feb);
+    ck_assert_str_ne(a, b);
+    ck_assert_str_eq(a, c);
+    free(a);
+    free(b);
+    free(c);
+    billing_rater_destroy(fresh);
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
 START_TEST(test_exhaustion_at_expiry_instant)
 {
     billing_catalog *cat = tu_gpu_cloud();
@@ -1439,6 +1533,7 @@ static Suite *credit_suite(void)
     tcase_add_test(live, test_exhaustion_across_grant_expiry_with_storage);
     tcase_add_test(live, test_exhaustion_counts_a_grant_starting_later);
     tcase_add_test(live, test_exhaustion_agrees_with_invoice);
+    tcase_add_test(live, test_live_credit_kept_follows_the_rater);
     tcase_add_loop_test(inv, test_allocation_is_maximal_and_in_order, 0, 200);
     suite_add_tcase(s, inv);
     suite_add_tcase(s, live);
