@@ -752,6 +752,10 @@ START_TEST(test_invariants_ledger)
         {"TRUNCATE billing.credit_ledger", BS_ERR_CONSTRAINT, "credit_ledger_no_truncate"},
         {"UPDATE billing.credit_grants SET amount = 20", BS_ERR_CONSTRAINT,
          "credit_grants_append_only"},
+        /* Migration 0024: the grant's key checked per statement, same name. */
+        {"INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor, effective_at)"
+         " VALUES ('no-such-grant', 'grant', 1000, '2026-01-01Z')",
+         BS_ERR_CONSTRAINT, "credit_ledger_grant_id_fkey"},
     };
     bs_conn *c = migrated_db("inv_ledger");
 
@@ -770,6 +774,28 @@ START_TEST(test_invariants_ledger)
     exec_ok(c, "INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor, effective_at)"
                " VALUES ('g1', 'grant', 1000, '2026-01-01Z')");
     expect_all_refused(c, with_grant, N_CASES(with_grant));
+    /*
+     * The referenced side (0024): even with the append-only guard off, a
+     * grant the ledger refers to can neither go nor change its id; one it
+     * does not refer to can.
+     */
+    exec_ok(c, "INSERT INTO billing.credit_grants (id, account_id, currency, amount, granted_at,"
+               " expires_at) VALUES ('g2', 'acct-1', 'CNY', 10, '2026-01-01Z', '2026-03-01Z')");
+    exec_ok(c, "SET ROLE billing_owner");
+    expect_refused(c,
+                   "DO $$ BEGIN ALTER TABLE billing.credit_grants DISABLE TRIGGER"
+                   " credit_grants_append_only; DELETE FROM billing.credit_grants; END $$",
+                   BS_ERR_CONSTRAINT, "credit_ledger_grant_id_fkey");
+    expect_refused(c,
+                   "DO $$ BEGIN ALTER TABLE billing.credit_grants DISABLE TRIGGER"
+                   " credit_grants_append_only; UPDATE billing.credit_grants SET id = 'g9'"
+                   " WHERE id = 'g1'; END $$",
+                   BS_ERR_CONSTRAINT, "credit_ledger_grant_id_fkey");
+    exec_ok(c,
+            "DO $$ BEGIN ALTER TABLE billing.credit_grants DISABLE TRIGGER"
+            " credit_grants_append_only; DELETE FROM billing.credit_grants WHERE id = 'g2';"
+            " ALTER TABLE billing.credit_grants ENABLE TRIGGER credit_grants_append_only; END $$");
+    exec_ok(c, "RESET ROLE");
     exec_ok(c, "INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor, effective_at)"
                " VALUES ('g1', 'expire', -1000, '2026-03-01Z')");
     ck_assert_int_eq(query_long(c, "SELECT balance_minor FROM billing.credit_balances"), 0);
