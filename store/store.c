@@ -523,6 +523,60 @@ bs_status bs_command(bs_conn *c, const char *sql, int nparams, const char *const
     return BS_OK;
 }
 
+/* FNV-1a of @s: its bucket in bs_strings_index's table. */
+static uint64_t string_hash(const char *s)
+{
+    uint64_t h = 14695981039346656037u;
+
+    for (; *s != '\0'; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211u;
+    return h;
+}
+
+size_t bs_strings_index(const char *const *items, size_t n, size_t *index, const char **distinct)
+{
+    size_t *slot; /* 1 + the string's number, 0 free */
+    size_t cap = 16;
+    size_t count = 0;
+    size_t i;
+
+    while (cap < 2 * n)
+        cap *= 2;
+    slot = calloc(cap, sizeof(*slot));
+    if (slot == NULL)
+        return (size_t)-1;
+    for (i = 0; i < n; i++) {
+        size_t b = (size_t)string_hash(items[i]) & (cap - 1);
+
+        while (slot[b] != 0 && strcmp(distinct[slot[b] - 1], items[i]) != 0)
+            b = (b + 1) & (cap - 1);
+        if (slot[b] == 0) {
+            distinct[count] = items[i];
+            slot[b] = ++count;
+        }
+        index[i] = slot[b] - 1;
+    }
+    free(slot);
+    return count;
+}
+
+char *bs_int64_text(char *p, int64_t v)
+{
+    char digits[BS_INT64_TEXT_MAX];
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    size_t n = 0;
+
+    if (v < 0)
+        *p++ = '-';
+    do {
+        digits[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u != 0);
+    while (n > 0)
+        *p++ = digits[--n];
+    return p;
+}
+
 char *bs_text_array(const char *const *items, size_t n)
 {
     size_t size = 3;

@@ -212,6 +212,24 @@ char *bs_text_array(const char *const *items, size_t n);
 char *bs_text_array_distinct(const char **items, size_t n);
 
 /*
+ * bs_strings_index - number the distinct strings of the @n @items in the
+ * order they first appear: @index[i] gets item i's number, @distinct[j]
+ * the first item numbered j (both arrays of @n, caller's). Returns the
+ * count of distinct strings, or (size_t)-1 when out of memory. One hash
+ * lookup per item: cheaper than a sort of all @n by strcmp when there
+ * are few distinct strings, which then can be sorted alone.
+ */
+size_t bs_strings_index(const char *const *items, size_t n, size_t *index, const char **distinct);
+
+/*
+ * bs_int64_text - @v in decimal (a '-' first when negative) at @p, which
+ * has room for BS_INT64_TEXT_MAX bytes; returns the end (no NUL written).
+ * The digits of snprintf's "%" PRId64, without its cost per call.
+ */
+#define BS_INT64_TEXT_MAX 20
+char *bs_int64_text(char *p, int64_t v);
+
+/*
  * bs_exec_script - run a multi-statement script without parameters
  * (simple query protocol). Only for constant SQL shipped with the program
  * (the embedded migrations); never for text built from input.
