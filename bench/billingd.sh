@@ -50,6 +50,11 @@
 # (unset: the key is not passed, so that builds older than it run too).
 # HTTP_LISTEN sets http.listen (default empty: no endpoint, so that a
 # billingd already running here, with its /metrics port, does not clash).
+# Each throughput line also gives server_cpu_ms, PostgreSQL's CPU (user +
+# sys, bench/server-cpu.sh) from billingd's start to the last commit, and
+# rows_md5, an md5 of every stored event, dedupe row and aggregate (not
+# their write times; the topic's name, new each run, left out of the
+# source): equal for two builds or batch sizes that stored the same rows.
 # The script stops with billingd's log if billingd exits before the end.
 # Prints one line per run. Polls the committed positions (half a second).
 set -eu
@@ -69,6 +74,8 @@ kind=${workload%-ordered} # business or plain: the catalog and alerts
 : "${BILLING_PG_CONNINFO:?load var/services.env}"
 : "${BILLING_KAFKA_BROKERS:?load var/services.env}"
 src=$(cd "$(dirname "$0")/.." && pwd)
+# server_cpu: PostgreSQL's CPU seconds so far (empty when unknown).
+. "$src/bench/server-cpu.sh"
 bin=$(pwd)
 base=$BILLING_PG_CONNINFO
 db=bench_billingd
@@ -88,6 +95,22 @@ fresh_db() {
     "$bin/billing/billing" load --pricebook "$src/examples/gpu-cloud/pricebook.json" \
         --accounts "$tmp/accounts.json" >/dev/null
     psql "$BILLING_PG_CONNINFO" -qc "SELECT billing.ensure_event_partitions('2026-01-01', '2026-02-01')" >/dev/null
+}
+
+# The throughput loop's poll: one psql session kept open (a coprocess),
+# not a psql a poll, whose backend start would add about 40 ms of the
+# server's CPU a poll to server_cpu_ms.
+poll_open() {
+    coproc POLL { psql "$BILLING_PG_CONNINFO" -Atq; }
+}
+poll_progress() { # sets p
+    echo "SELECT coalesce(sum(next_offset), 0) FROM billing.kafka_offsets;" >&"${POLL[1]}"
+    read -r p <&"${POLL[0]}"
+}
+poll_close() {
+    local poll_pid=$POLL_PID
+    exec {POLL[1]}>&-
+    wait "$poll_pid" || true
 }
 
 progress() {
@@ -120,6 +143,35 @@ alerts_md5() {
         ',' ORDER BY alert_id COLLATE \"C\")), '-') FROM billing.credit_alerts"
 }
 
+# The stored rows' md5: every raw event (but received_at, the moment it was
+# written), every dedupe row and every aggregate (but updated_at). Equal for
+# two runs (builds, batch sizes) that stored the same rows.
+rows_md5() {
+    psql "$BILLING_PG_CONNINFO" -Atc "SELECT md5(
+        (SELECT coalesce(string_agg(concat_ws('|', event_id, account_id, resource_id, meter,
+            start_time, start_nanos, end_time, end_nanos, quantity, model, region,
+            regexp_replace(source, '^kafka:[^/]*/', 'kafka:TOPIC/')),
+            ',' ORDER BY event_id COLLATE \"C\"), '') FROM billing.usage_events)
+        || (SELECT coalesce(string_agg(concat_ws('|', event_id, start_time, encode(fingerprint,
+            'hex'), encode(id_hash, 'hex')), ',' ORDER BY event_id COLLATE \"C\"), '')
+            FROM billing.event_ids)
+        || (SELECT coalesce(string_agg(concat_ws('|', account_id, month, meter, rate_kind,
+            price_version_id, rate_model, rate_region, subscription_id, epoch, quantity,
+            quantity_den, event_count), ',' ORDER BY account_id COLLATE \"C\", month, meter
+            COLLATE \"C\", rate_kind COLLATE \"C\", price_version_id, rate_model COLLATE \"C\",
+            rate_region COLLATE \"C\", subscription_id COLLATE \"C\", epoch), '')
+            FROM billing.usage_aggregates))"
+}
+
+# PostgreSQL's CPU between two server_cpu readings (ms), or - when unknown.
+server_ms() {
+    if [ -n "$1" ] && [ -n "$2" ]; then
+        echo "$1 $2" | awk '{ printf "%d", ($2 - $1) * 1000 }'
+    else
+        echo -
+    fi
+}
+
 stop_daemon() {
     kill -TERM "$pid"
     wait "$pid" || true
@@ -149,13 +201,15 @@ for batch in $batches; do
     topic=bench-$(date +%s%N)
     "$bin/bench/produce_events" "${produce[@]}" "$BILLING_KAFKA_BROKERS" "$topic" "$events" \
         2>"$tmp/produce.log"
+    poll_open
+    s0=$(server_cpu)
     start_daemon "$topic" "$batch"
     first=0
     p=0
     while [ "$p" -lt "$events" ]; do
         sleep 0.5 # the poll interval of a measurement, not a synchronization
         alive
-        p=$(progress)
+        poll_progress
         if [ "$first" = 0 ] && [ "$p" -gt 0 ]; then
             first=$p
             t0=$(now_ms)
@@ -164,13 +218,16 @@ for batch in $batches; do
     t1=$(now_ms)
     rss=$(awk '/VmHWM/ { print int($2 / 1024) }' "/proc/$pid/status")
     cpu=$(cpu_ms "$pid")
+    s1=$(server_cpu)
     stop_daemon
+    poll_close
     # What the kept credit states did (billingd's alert_cache line at exit; none before h17).
     cache=$(sed -n 's/.*event=alert_cache \(.*\)/\1/p' "$tmp/billingd.log" | tail -1)
     rate=$(( (events - first) * 1000 / (t1 - t0 > 0 ? t1 - t0 : 1) ))
     echo "workload=$workload batch=$batch rate_threads=${RATE_THREADS:-default} events=$events" \
         "events_per_s=$rate wall_ms=$((t1 - t0)) billingd_cpu_ms=$cpu peak_rss_mib=$rss" \
-        "alerts=$(alerts_raised) alerts_md5=$(alerts_md5)${cache:+ cache: $cache}"
+        "alerts=$(alerts_raised) alerts_md5=$(alerts_md5)" \
+        "server_cpu_ms=$(server_ms "$s0" "$s1") rows_md5=$(rows_md5)${cache:+ cache: $cache}"
 done
 
 # The physical reference: the same events as JSON lines, kcat into \copy.

@@ -373,6 +373,69 @@ START_TEST(test_parallel_slices_run_each_once)
 }
 END_TEST
 
+/*
+ * Account ids that array literals must quote and escape ('"', '\', ',',
+ * braces, a space-free "NULL"): the aggregates' upsert takes its rows as
+ * text[] parameters, so each must arrive as the very id, never as SQL NULL
+ * or split in two.
+ */
+#define ODD_ACCOUNT "q\"u\\o,{t}e"
+#define ODD_EVENT(id, account_json)                                                       \
+    "{\"id\":\"" id "\",\"account\":\"" account_json "\",\"resource\":\"i-a1\","          \
+    "\"meter\":\"traffic\",\"start\":\"2026-01-10T01:00:00+08:00\","                      \
+    "\"end\":\"2026-01-10T02:00:00+08:00\",\"quantity\":\"7\",\"model\":\"\",\"region\":" \
+    "\"cn-east-1\"}"
+START_TEST(test_aggregates_of_odd_account_ids)
+{
+    static const char *const payload[] = {ODD_EVENT("odd-1", "q\\\"u\\\\o,{t}e"),
+                                          ODD_EVENT("odd-2", "NULL"),
+                                          ODD_EVENT("odd-3", "q\\\"u\\\\o,{t}e")};
+    bs_conn *c = itdb_fresh("odd", db, sizeof(db));
+    bs_record recs[3];
+    bs_record_result res[3];
+    bs_ingest_counts k;
+    bs_catalog *cat;
+    bs_ingest *in;
+    bs_error err;
+    size_t i;
+
+    its_load_example(c);
+    itdb_exec(c, "INSERT INTO billing.accounts (id, currency, time_zone)"
+                 " SELECT x.id, a.currency, a.time_zone FROM billing.accounts a,"
+                 " (VALUES ('q\"u\\o,{t}e'), ('NULL')) x (id) WHERE a.id = 'lab-a'");
+    cat = bs_catalog_read(c, NULL, &err);
+    ck_assert_msg(cat != NULL, "%s", err.message);
+    in = bs_ingest_new(cat, NULL);
+    memset(recs, 0, sizeof(recs));
+    for (i = 0; i < 3; i++) {
+        recs[i].data = payload[i];
+        recs[i].len = strlen(payload[i]);
+        recs[i].format = BS_RECORD_JSON;
+        recs[i].source = "file:odd";
+    }
+    ck_assert_msg(bs_ingest_batch(in, c, recs, 3, NULL, 0, 0, res, &k, &err) == BS_OK, "%s",
+                  err.message);
+    ck_assert_uint_eq(k.stored, 3);
+    ck_assert_uint_eq(k.aggregates, 2);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.usage_aggregates"), 2);
+    ck_assert_int_eq(itdb_long(c, "SELECT event_count FROM billing.usage_aggregates"
+                                  " WHERE account_id = '" ODD_ACCOUNT "'"),
+                     2);
+    ck_assert_int_eq(itdb_long(c, "SELECT event_count FROM billing.usage_aggregates"
+                                  " WHERE account_id = 'NULL'"),
+                     1);
+    /* The other columns as the rater gave them: a NULL NULL, the numbers whole. */
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.usage_aggregates"
+                                  " WHERE subscription_id IS NULL AND month = '2026-01-01'"
+                                  " AND meter = 'traffic' AND quantity = 7 * event_count"
+                                  " AND quantity_den = 1"),
+                     2);
+    bs_ingest_free(in);
+    bs_catalog_free(cat);
+    itdb_drop(c, db);
+}
+END_TEST
+
 static Suite *ingest_suite(void)
 {
     Suite *s = suite_create("ingest");
@@ -383,6 +446,7 @@ static Suite *ingest_suite(void)
     tcase_add_test(tc, test_failed_position_commits_nothing);
     tcase_add_test(tc, test_failed_last_position_commits_nothing);
     tcase_add_test(tc, test_threads_store_the_same);
+    tcase_add_test(tc, test_aggregates_of_odd_account_ids);
     suite_add_tcase(s, tc);
     tc = tcase_create("slices");
     tcase_add_test(tc, test_slices_cover_the_batch);
