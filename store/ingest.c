@@ -22,22 +22,24 @@
 #define SLICE_MIN 256
 
 /*
- * A batch's aggregates go to usage_aggregates by one set-based upsert of
- * twelve arrays (one per column, AGG_COLUMNS parameters, text literals of
- * agg_array), sent in the batch's tail pipeline: no staging table, so no
- * CREATE/DELETE and no COPY of their own (three round trips a batch), no
- * temporary rows written and truncated at commit. Rows are taken in key
+ * A batch's aggregates are COPYed into a session staging table and added
+ * to usage_aggregates by one set-based upsert: one round trip and one plan
+ * per batch instead of one statement per aggregate. Rows are taken in key
  * order so that concurrent consumers lock shared rows in the same order
- * (no deadlock between two billingd processes). The casts are the staging
- * table's were: text columns, the month as text then ::date, numerics.
+ * (no deadlock between two billingd processes).
  */
+#define SQL_AGG_STAGE_CREATE                                                             \
+    "CREATE TEMP TABLE IF NOT EXISTS billing_agg_stage (account_id text NOT NULL,"       \
+    " month text NOT NULL, meter text NOT NULL, rate_kind text NOT NULL,"                \
+    " price_version_id bigint, rate_model text, rate_region text, subscription_id text," \
+    " epoch integer NOT NULL, quantity numeric NOT NULL, quantity_den numeric NOT NULL," \
+    " event_count bigint NOT NULL) ON COMMIT DELETE ROWS"
+#define SQL_AGG_STAGE_CLEAR "DELETE FROM pg_temp.billing_agg_stage"
 #define AGG_COLUMNS 12
-#define AGG_MERGE_STMT "bs_agg_merge"
-#define SQL_AGG_ROWS                                                                         \
-    " FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[]," \
-    " $7::text[], $8::text[], $9::integer[], $10::numeric[], $11::numeric[], $12::bigint[])" \
-    " AS s (account_id, month, meter, rate_kind, price_version_id, rate_model, rate_region," \
-    " subscription_id, epoch, quantity, quantity_den, event_count)"
+#define SQL_AGG_STAGE_COPY                                                                   \
+    "COPY pg_temp.billing_agg_stage (account_id, month, meter, rate_kind, price_version_id," \
+    " rate_model, rate_region, subscription_id, epoch, quantity, quantity_den, event_count)" \
+    " FROM STDIN (FORMAT binary)"
 /*
  * Exact sum of two fractions in lowest terms: a/b + c/d = (ad + cb) / bd,
  * both divided by their gcd. Time meters give whole unit-nanoseconds
@@ -46,18 +48,19 @@
 #define SUM_NUM "(a.quantity * EXCLUDED.quantity_den + EXCLUDED.quantity * a.quantity_den)"
 #define SUM_DEN "(a.quantity_den * EXCLUDED.quantity_den)"
 #define BOTH_WHOLE "a.quantity_den = 1 AND EXCLUDED.quantity_den = 1"
-#define SQL_AGG_MERGE                                                                          \
-    "INSERT INTO billing.usage_aggregates AS a (account_id, month, meter, rate_kind,"          \
-    " price_version_id, rate_model, rate_region, subscription_id, epoch, quantity,"            \
-    " quantity_den, event_count) SELECT account_id, month::date, meter, rate_kind,"            \
-    " price_version_id, rate_model, rate_region, subscription_id, epoch, quantity,"            \
-    " quantity_den, event_count" SQL_AGG_ROWS " ORDER BY account_id, month, meter, rate_kind," \
-    " price_version_id, rate_model, rate_region, subscription_id, epoch"                       \
-    " ON CONFLICT ON CONSTRAINT usage_aggregates_key DO UPDATE SET"                            \
-    " quantity = CASE WHEN " BOTH_WHOLE " THEN a.quantity + EXCLUDED.quantity"                 \
-    "   ELSE div(" SUM_NUM ", gcd(" SUM_NUM ", " SUM_DEN ")) END,"                             \
-    " quantity_den = CASE WHEN " BOTH_WHOLE " THEN 1"                                          \
-    "   ELSE div(" SUM_DEN ", gcd(" SUM_NUM ", " SUM_DEN ")) END,"                             \
+#define SQL_AGG_MERGE                                                                 \
+    "INSERT INTO billing.usage_aggregates AS a (account_id, month, meter, rate_kind," \
+    " price_version_id, rate_model, rate_region, subscription_id, epoch, quantity,"   \
+    " quantity_den, event_count) SELECT account_id, month::date, meter, rate_kind,"   \
+    " price_version_id, rate_model, rate_region, subscription_id, epoch, quantity,"   \
+    " quantity_den, event_count"                                                      \
+    " FROM pg_temp.billing_agg_stage ORDER BY account_id, month, meter, rate_kind,"   \
+    " price_version_id, rate_model, rate_region, subscription_id, epoch"              \
+    " ON CONFLICT ON CONSTRAINT usage_aggregates_key DO UPDATE SET"                   \
+    " quantity = CASE WHEN " BOTH_WHOLE " THEN a.quantity + EXCLUDED.quantity"        \
+    "   ELSE div(" SUM_NUM ", gcd(" SUM_NUM ", " SUM_DEN ")) END,"                    \
+    " quantity_den = CASE WHEN " BOTH_WHOLE " THEN 1"                                 \
+    "   ELSE div(" SUM_DEN ", gcd(" SUM_NUM ", " SUM_DEN ")) END,"                    \
     " event_count = a.event_count + EXCLUDED.event_count, updated_at = now()"
 
 #define SQL_AGG_READ                                                                        \
@@ -399,113 +402,8 @@ static bs_status store_events(bs_ingest *in, bs_conn *c, billing_rater *rt, bs_e
     return st;
 }
 
-/*
- * One column of the aggregates' upsert as a PostgreSQL array literal,
- * grown element by element: "{\"a\",NULL,\"b\"}". Bounded by
- * BS_TEXT_ARRAY_MAX, as bs_text_array; past it (or out of memory) the
- * array is failed and agg_arrays_end reports it.
- */
-typedef struct agg_array {
-    char *p;
-    size_t len;
-    size_t cap;
-    int failed;
-} agg_array;
-
-/* Room for @n more bytes (and the closing "}" and NUL); 0, or -1 with the array failed. */
-static int agg_array_room(agg_array *a, size_t n)
-{
-    size_t cap;
-    char *p;
-
-    if (a->failed)
-        return -1;
-    if (n > BS_TEXT_ARRAY_MAX - 2 - a->len) {
-        a->failed = 1;
-        return -1;
-    }
-    if (a->len + n + 2 <= a->cap)
-        return 0;
-    cap = a->cap > 0 ? a->cap : 4096;
-    while (cap < a->len + n + 2)
-        cap *= 2;
-    p = realloc(a->p, cap);
-    if (p == NULL) {
-        a->failed = 1;
-        return -1;
-    }
-    a->p = p;
-    a->cap = cap;
-    return 0;
-}
-
-/* Append element @s (NULL: SQL NULL), quoted, '"' and '\\' escaped, after a ',' but the first. */
-static void agg_array_put(agg_array *a, const char *s)
-{
-    size_t n = s != NULL ? strlen(s) : 0;
-    char *q;
-
-    /* Worst case: every byte escaped, the quotes, the comma or the '{'. */
-    if (agg_array_room(a, 2 * n + 4) != 0)
-        return;
-    q = a->p + a->len;
-    *q++ = a->len == 0 ? '{' : ',';
-    if (s == NULL) {
-        memcpy(q, "NULL", 4);
-        q += 4;
-    } else {
-        *q++ = '"';
-        for (; *s != '\0'; s++) {
-            if (*s == '"' || *s == '\\')
-                *q++ = '\\';
-            *q++ = *s;
-        }
-        *q++ = '"';
-    }
-    a->len = (size_t)(q - a->p);
-}
-
-/* Append the decimal @v. */
-static void agg_array_int(agg_array *a, int64_t v)
-{
-    char num[BS_INT64_TEXT_MAX + 1];
-
-    *bs_int64_text(num, v) = '\0';
-    agg_array_put(a, num);
-}
-
-/*
- * Close the AGG_COLUMNS arrays (at least one element each) and point
- * @params at them; BS_ERR_NOMEM if one failed.
- */
-static bs_status agg_arrays_end(agg_array *cols, const char **params, bs_error *err)
-{
-    size_t k;
-
-    for (k = 0; k < AGG_COLUMNS; k++) {
-        if (cols[k].failed || agg_array_room(&cols[k], 0) != 0)
-            return bs_error_set(err, BS_ERR_NOMEM,
-                                "bs_ingest: the batch's aggregates: out of memory or over %u bytes",
-                                BS_TEXT_ARRAY_MAX);
-        cols[k].p[cols[k].len++] = '}';
-        cols[k].p[cols[k].len] = '\0';
-        params[k] = cols[k].p;
-    }
-    return BS_OK;
-}
-
-static void agg_arrays_free(agg_array *cols)
-{
-    size_t k;
-
-    for (k = 0; k < AGG_COLUMNS; k++) {
-        free(cols[k].p);
-        memset(&cols[k], 0, sizeof(cols[k]));
-    }
-}
-
-/* Add aggregate @i of @rt as a row of the arrays; 0, or -1 for an empty one (skipped). */
-static int put_aggregate(const bs_ingest *in, const billing_rater *rt, size_t i, agg_array *cols)
+/* Write aggregate @i of @rt as a staging row; 0, or -1 for an empty one (skipped). */
+static int stage_aggregate(const bs_ingest *in, const billing_rater *rt, size_t i, bs_copy *cp)
 {
     char sum[BILLING_AGG_SUM_MAX];
     char month[32];
@@ -528,46 +426,56 @@ static int put_aggregate(const bs_ingest *in, const billing_rater *rt, size_t i,
     slash = strchr(sum, '/');
     if (slash != NULL)
         *slash++ = '\0';
-    agg_array_put(&cols[0], account);
-    agg_array_put(&cols[1], month);
-    agg_array_put(&cols[2], billing_meter_name(meter));
-    agg_array_put(&cols[3], label ? "priced" : sub ? "included" : "zero");
+    bs_copy_row(cp);
+    bs_copy_text(cp, account);
+    bs_copy_text(cp, month);
+    bs_copy_text(cp, billing_meter_name(meter));
+    bs_copy_text(cp, label ? "priced" : sub ? "included" : "zero");
     if (label != NULL)
-        agg_array_int(&cols[4], bs_catalog_version_id(in->cat, label));
+        bs_copy_int8(cp, bs_catalog_version_id(in->cat, label));
     else
-        agg_array_put(&cols[4], NULL);
-    agg_array_put(&cols[5], model);
-    agg_array_put(&cols[6], region);
-    agg_array_put(&cols[7], sub);
-    agg_array_int(&cols[8], (int64_t)epoch);
-    agg_array_put(&cols[9], sum);
-    agg_array_put(&cols[10], slash != NULL ? slash : "1");
-    agg_array_int(&cols[11], (int64_t)pieces);
+        bs_copy_null(cp);
+    bs_copy_text(cp, model);
+    bs_copy_text(cp, region);
+    bs_copy_text(cp, sub);
+    bs_copy_int4(cp, (int32_t)epoch);
+    bs_copy_numeric(cp, sum);
+    bs_copy_numeric(cp, slash != NULL ? slash : "1");
+    bs_copy_int8(cp, (int64_t)pieces);
     return 0;
 }
 
 /*
- * The batch's aggregates as the upsert's AGG_COLUMNS array parameters
- * (@params point into @cols, free them with agg_arrays_free); *@merge is
- * set when there are some, for the upsert that store_tail sends.
+ * Stage the batch's aggregates (COPY); *@merge is set when there are some,
+ * for the upsert that store_tail sends.
  */
-static bs_status build_aggregates(bs_ingest *in, const billing_rater *rt, agg_array *cols,
-                                  const char **params, int *merge, bs_error *err)
+static bs_status stage_aggregates(bs_ingest *in, bs_conn *c, const billing_rater *rt, int *merge,
+                                  bs_error *err)
 {
     size_t n = billing_rater_aggregate_count(rt);
-    size_t rows = 0;
+    bs_copy *cp;
     size_t i;
     bs_status st;
 
     *merge = 0;
-    for (i = 0; i < n; i++) {
-        if (put_aggregate(in, rt, i, cols) == 0)
-            rows++;
-    }
-    in->counts.aggregates += rows;
-    if (rows == 0)
+    if (n == 0)
         return BS_OK;
-    st = agg_arrays_end(cols, params, err);
+    st = bs_pipeline_begin(c, err);
+    if (st != BS_OK)
+        return st;
+    bs_pipeline_send(c, NULL, SQL_AGG_STAGE_CREATE, 0, NULL, NULL, NULL);
+    bs_pipeline_send(c, NULL, SQL_AGG_STAGE_CLEAR, 0, NULL, NULL, NULL);
+    st = bs_pipeline_end(c, err);
+    if (st != BS_OK)
+        return st;
+    cp = bs_copy_begin(c, SQL_AGG_STAGE_COPY, AGG_COLUMNS, BS_COPY_BINARY, err);
+    if (cp == NULL)
+        return err != NULL ? err->status : BS_ERR_FATAL;
+    for (i = 0; i < n; i++) {
+        if (stage_aggregate(in, rt, i, cp) == 0)
+            in->counts.aggregates++;
+    }
+    st = bs_copy_end(cp, NULL, err);
     *merge = st == BS_OK;
     return st;
 }
@@ -652,13 +560,11 @@ static bs_status positions_moved(const bs_ingest *in, bs_error *err)
 /*
  * The statements after the COPYs, which need none of each other's
  * results, in one pipeline (one round trip for a usual batch instead of
- * 2 + positions + rejects): the aggregate upsert (@merge, of the arrays
- * @agg), the rejected
+ * 2 + positions + rejects): the aggregate upsert (@merge), the rejected
  * records, the positions. The first error wins; the pipeline is always
  * ended, so the transaction can be rolled back.
  */
-static bs_status store_tail(bs_ingest *in, bs_conn *c, int merge, const char *const *agg,
-                            bs_error *err)
+static bs_status store_tail(bs_ingest *in, bs_conn *c, int merge, bs_error *err)
 {
     int64_t *moved;
     bs_status st = check_positions(in, err);
@@ -670,15 +576,11 @@ static bs_status store_tail(bs_ingest *in, bs_conn *c, int merge, const char *co
     if (moved == NULL)
         return bs_error_set(err, BS_ERR_NOMEM, "bs_ingest: out of memory");
     in->moved = moved;
-    /* Prepared once per connection: parsed and planned once, not every batch. */
-    if (merge)
-        st = bs_prepare(c, AGG_MERGE_STMT, SQL_AGG_MERGE, AGG_COLUMNS, err);
-    if (st == BS_OK)
-        st = bs_pipeline_begin(c, err);
+    st = bs_pipeline_begin(c, err);
     if (st != BS_OK)
         return st;
     if (merge)
-        st = bs_pipeline_send(c, AGG_MERGE_STMT, SQL_AGG_MERGE, AGG_COLUMNS, agg, NULL, err);
+        st = bs_pipeline_send(c, NULL, SQL_AGG_MERGE, 0, NULL, NULL, err);
     if (st == BS_OK)
         st = send_rejects(in, c, err);
     if (st == BS_OK)
@@ -820,12 +722,9 @@ static bs_status batch_tx(bs_conn *c, void *arg, bs_error *err)
 {
     bs_ingest *in = arg;
     billing_rater *rt = in->rated;
-    agg_array cols[AGG_COLUMNS];
-    const char *agg[AGG_COLUMNS];
     int merge = 0;
     bs_status st = BS_OK;
 
-    memset(cols, 0, sizeof(cols));
     /* The first attempt uses the rating done ahead; a retry starts again from the records. */
     in->rated = NULL;
     if (rt == NULL)
@@ -833,10 +732,9 @@ static bs_status batch_tx(bs_conn *c, void *arg, bs_error *err)
     if (st == BS_OK)
         st = store_events(in, c, rt, err);
     if (st == BS_OK)
-        st = build_aggregates(in, rt, cols, agg, &merge, err);
+        st = stage_aggregates(in, c, rt, &merge, err);
     if (st == BS_OK)
-        st = store_tail(in, c, merge, agg, err);
-    agg_arrays_free(cols);
+        st = store_tail(in, c, merge, err);
     if (st == BS_OK && in->hook != NULL)
         st = in->hook(in->hook_arg, c, in->recs, in->res, in->n, err);
     billing_rater_destroy(rt);

@@ -374,10 +374,10 @@ START_TEST(test_parallel_slices_run_each_once)
 END_TEST
 
 /*
- * Account ids that array literals must quote and escape ('"', '\', ',',
- * braces, a space-free "NULL"): the aggregates' upsert takes its rows as
- * text[] parameters, so each must arrive as the very id, never as SQL NULL
- * or split in two.
+ * Account ids that a text form must quote or escape ('"', '\\', ',',
+ * braces, and the id NULL) land in usage_aggregates as themselves, never
+ * as SQL NULL or split in two (written for the aggregates as text[]
+ * parameters, tried in doc/performance.md, 2026-12-07 branch h39).
  */
 #define ODD_ACCOUNT "q\"u\\o,{t}e"
 #define ODD_EVENT(id, account_json)                                                       \
