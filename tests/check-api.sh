@@ -111,6 +111,18 @@ billingd_start main --set "http.listen=127.0.0.1:$mport"
 main_url=$url
 main_pid=$pid
 
+# ---- store connections opened at start --------------------------------------
+# Before its first request billingd has its four store connections open,
+# each with the balance's statements prepared: the last statement of
+# each session is the running events' (the last bs_balance_prepare
+# prepares), not a request's (doc/performance.md: opened on first use,
+# a burst's first requests waited about 100 ms for them).
+slots=$(sql "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+             AND pid <> pg_backend_pid() AND state = 'idle'
+             AND query LIKE 'SELECT account_id, event_id, resource_id, meter,%'")
+expect_eq "billingd opens its 4 store connections and prepares the balance before a request" \
+    "$slots" 4
+
 # ---- events ----------------------------------------------------------------
 # The example repeats 2 of its events (a retried send): 2 duplicates.
 lines=$(grep -c . "$ex/events.jsonl")
