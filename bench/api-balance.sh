@@ -9,7 +9,8 @@
 # (PostgreSQL), a database of its own: the example's price book,
 # ACCOUNTS accounts from bench/gen_events (a 10.00 trial grant each, a
 # monthly plan every 10th) and EVENTS events of theirs, stored with
-# `billing ingest`; billingd serving the API alone.
+# `billing ingest`, then VACUUM (ANALYZE) as after any bulk load
+# (VACUUM=0: not); billingd serving the API alone.
 #
 #   bench/api-balance.sh [BUILD_DIR] [RATES] [SECONDS]   (default _rel, 2000, 20)
 #   ACCOUNTS=10000 EVENTS=200000 CONNECTIONS=8 PEER=1 CURRENT=1 \
@@ -98,8 +99,20 @@ PY
 fi
 $billing load --pricebook "$ex/pricebook.json" --accounts "$tmp/accounts.json" >/dev/null
 $billing ingest --quiet "$tmp/events.jsonl" >/dev/null 2>&1
+# What an operator does after a bulk load (doc/operations.md, "After a bulk
+# load"): without it the first read of every freshly loaded page sets its
+# hint bits and writes it out again, and autovacuum comes to do the same
+# within a minute or so, mid-run (doc/performance.md: the cold tail of
+# issue 25). VACUUM=0 leaves the tables as loaded.
+if [ "${VACUUM:-1}" = 1 ]; then
+    t0=$(date +%s%N)
+    psql "$BILLING_PG_CONNINFO" -Xqc "VACUUM (ANALYZE)"
+    vacuumed="VACUUM (ANALYZE) in $((($(date +%s%N) - t0) / 1000000)) ms"
+else
+    vacuumed="not vacuumed"
+fi
 key=$($billing apikey create --scope accounts:read)
-echo "$accounts accounts, $events events stored (CURRENT=$current); $rates requests/s for $seconds s each on $conns connections"
+echo "$accounts accounts, $events events stored (CURRENT=$current, $vacuumed); $rates requests/s for $seconds s each on $conns connections"
 
 # serve BILLINGD: a billingd serving the API alone on a free port, into $sport and $spid.
 serve() {
