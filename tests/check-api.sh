@@ -122,6 +122,14 @@ slots=$(sql "SELECT count(*) FROM pg_stat_activity WHERE datname = current_datab
              AND query LIKE 'SELECT account_id, event_id, resource_id, meter,%'")
 expect_eq "billingd opens its 4 store connections and prepares the balance before a request" \
     "$slots" 4
+# A database that cannot be reached at start: billingd says so once (it
+# does not wait for every slot's retries), listens anyway, and opens its
+# store connections on the first requests, as before (not asserted here).
+billingd_start nodb --set http.listen= --set "db=$BILLING_PG_CONNINFO dbname=billing_missing_$$"
+expect_eq "a database missing at start: one api_slot_open_failed, then billingd listens" \
+    "$(grep -c 'event=api_slot_open_failed' "$tmp/billingd-nodb.log")" 1
+url=$main_url
+pid=$main_pid
 
 # ---- events ----------------------------------------------------------------
 # The example repeats 2 of its events (a retried send): 2 duplicates.
