@@ -9,7 +9,8 @@
 # (PostgreSQL), a database of its own: the example's price book,
 # ACCOUNTS accounts from bench/gen_events (a 10.00 trial grant each, a
 # monthly plan every 10th) and EVENTS events of theirs, stored with
-# `billing ingest`; billingd serving the API alone.
+# `billing ingest`, then VACUUM (ANALYZE) as after any bulk load
+# (VACUUM=0: not); billingd serving the API alone.
 #
 #   bench/api-balance.sh [BUILD_DIR] [RATES] [SECONDS]   (default _rel, 2000, 20)
 #   ACCOUNTS=10000 EVENTS=200000 CONNECTIONS=8 PEER=1 CURRENT=1 \
@@ -32,6 +33,12 @@
 # billingd beside ours, measured in turn at each rate (ours, the
 # baseline, then the peer): the ratio of the p99s and each one's CPU per
 # request.
+#
+# PostgreSQL's CPU (bench/server-cpu.sh, when the server runs here) is
+# measured around each server's rounds too and printed per balance
+# request beside each one's own. PER_SECOND=1 prints each round's
+# latency second by second on stderr (bench/api_get.c's
+# API_GET_PER_SECOND), to see when a tail happened.
 #
 # Use a build without sanitizers (../configure CFLAGS='-O2 -g').
 set -eu
@@ -65,6 +72,8 @@ cleanup() {
     psql "$base dbname=postgres" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1
 }
 trap cleanup EXIT
+. "$srcdir/bench/server-cpu.sh"
+[ "${PER_SECOND:-0}" != 1 ] || export API_GET_PER_SECOND=1
 psql "$base dbname=postgres" -qc "CREATE DATABASE $db" >/dev/null
 BILLING_PG_CONNINFO="$base dbname=$db"
 export BILLING_PG_CONNINFO
@@ -90,8 +99,20 @@ PY
 fi
 $billing load --pricebook "$ex/pricebook.json" --accounts "$tmp/accounts.json" >/dev/null
 $billing ingest --quiet "$tmp/events.jsonl" >/dev/null 2>&1
+# What an operator does after a bulk load (doc/operations.md, "After a bulk
+# load"): without it the first read of every freshly loaded page sets its
+# hint bits and writes it out again, and autovacuum comes to do the same
+# within a minute or so, mid-run (doc/performance.md: the cold tail of
+# issue 25). VACUUM=0 leaves the tables as loaded.
+if [ "${VACUUM:-1}" = 1 ]; then
+    t0=$(date +%s%N)
+    psql "$BILLING_PG_CONNINFO" -Xqc "VACUUM (ANALYZE)"
+    vacuumed="VACUUM (ANALYZE) in $((($(date +%s%N) - t0) / 1000000)) ms"
+else
+    vacuumed="not vacuumed"
+fi
 key=$($billing apikey create --scope accounts:read)
-echo "$accounts accounts, $events events stored (CURRENT=$current); $rates requests/s for $seconds s each on $conns connections"
+echo "$accounts accounts, $events events stored (CURRENT=$current, $vacuumed); $rates requests/s for $seconds s each on $conns connections"
 
 # serve BILLINGD: a billingd serving the API alone on a free port, into $sport and $spid.
 serve() {
@@ -166,20 +187,38 @@ dt=0
 bt=0
 pt=0
 n=0
+# PostgreSQL's CPU seconds during each one's rounds (empty when unknown).
+ds=0
+bs=0
+ps=0
+# add_cpu TOTAL BEFORE: TOTAL + (server CPU now - BEFORE), or empty when unknown.
+add_cpu() {
+    now=$(server_cpu)
+    [ -n "$1" ] && [ -n "$2" ] && [ -n "$now" ] && echo "$1 + $now - $2" | bc || true
+}
 for rate in $rates; do
+    [ "${PER_SECOND:-0}" != 1 ] || echo "-- ours, $rate/s" >&2
     t0=$(ticks "$dpid")
+    s0=$(server_cpu)
     balance=$(load "$port" /balance "$rate" "$seconds")
     dt=$((dt + $(ticks "$dpid") - t0))
+    ds=$(add_cpu "$ds" "$s0")
     n=$((n + rate * seconds))
     if [ -n "$baseline" ]; then
+        [ "${PER_SECOND:-0}" != 1 ] || echo "-- baseline, $rate/s" >&2
         t0=$(ticks "$bpid")
+        s0=$(server_cpu)
         baseb=$(load "$bport" /balance "$rate" "$seconds")
         bt=$((bt + $(ticks "$bpid") - t0))
+        bs=$(add_cpu "$bs" "$s0")
     fi
     if [ "$peer" = 1 ]; then
+        [ "${PER_SECOND:-0}" != 1 ] || echo "-- peer, $rate/s" >&2
         t0=$(ticks "$ppid_")
+        s0=$(server_cpu)
         peerb=$(load "$pport" /balance "$rate" "$seconds")
         pt=$((pt + $(ticks "$ppid_") - t0))
+        ps=$(add_cpu "$ps" "$s0")
     fi
     grants=$(load "$port" /grants "$rate" "$seconds")
     echo "== $rate requests/s"
@@ -191,8 +230,10 @@ for rate in $rates; do
     [ "$peer" != 1 ] || echo "peer:    $peerb"
     echo "grants:  $grants"
 done
-echo "billingd peak RSS: $(sed -n 's/^VmHWM:[[:space:]]*//p' "/proc/$dpid/status"), CPU per balance request: $(ratio $((dt * 1000)) $((hz * n))) ms"
+# server_ms SECONDS: PostgreSQL's CPU per balance request in ms, or "unknown".
+server_ms() { [ -n "$1" ] && ratio "$(echo "$1 * 1000" | bc)" "$n" || echo unknown; }
+echo "billingd peak RSS: $(sed -n 's/^VmHWM:[[:space:]]*//p' "/proc/$dpid/status"), CPU per balance request: $(ratio $((dt * 1000)) $((hz * n))) ms, PostgreSQL's: $(server_ms "$ds") ms"
 [ -z "$baseline" ] ||
-    echo "baseline billingd peak RSS: $(sed -n 's/^VmHWM:[[:space:]]*//p' "/proc/$bpid/status"), CPU per balance request: $(ratio $((bt * 1000)) $((hz * n))) ms"
+    echo "baseline billingd peak RSS: $(sed -n 's/^VmHWM:[[:space:]]*//p' "/proc/$bpid/status"), CPU per balance request: $(ratio $((bt * 1000)) $((hz * n))) ms, PostgreSQL's: $(server_ms "$bs") ms"
 [ "$peer" != 1 ] ||
-    echo "peer peak RSS: $(sed -n 's/^VmHWM:[[:space:]]*//p' "/proc/$ppid_/status"), CPU per balance request: $(ratio $((pt * 1000)) $((hz * n))) ms"
+    echo "peer peak RSS: $(sed -n 's/^VmHWM:[[:space:]]*//p' "/proc/$ppid_/status"), CPU per balance request: $(ratio $((pt * 1000)) $((hz * n))) ms, PostgreSQL's: $(server_ms "$ps") ms"

@@ -12,7 +12,9 @@
  * slow answer counts against every request it delayed (no coordinated
  * omission). Prints one line: requests, seconds, requests/s, the latency
  * (p50, p90, p99, p99.9, max in ms) and the statuses; exits 1 if any answer
- * was not 200.
+ * was not 200. With API_GET_PER_SECOND=1 in the environment, also one line
+ * per second of the run on stderr (the requests due in it: p50, p99, max),
+ * to see when a tail happened.
  */
 #include "config.h"
 
@@ -43,6 +45,7 @@ typedef struct opts {
     long rate;
     long seconds;
     long conns;
+    int64_t t0; /* the run's start, microseconds (hl_now_us) */
 } opts;
 
 typedef struct worker {
@@ -50,11 +53,37 @@ typedef struct worker {
     long id;
     long n;          /* requests to send */
     int64_t *lat_us; /* one per request */
+    int32_t *sec;    /* one per request: the second of the run it was due in */
     long ok;
     long bad;
     int failed;
     pthread_t th;
 } worker;
+
+/* One stderr line per second of the run: the requests due in it (sec), their latency. */
+static void per_second(const int64_t *lat_us, const int32_t *sec, long n, long seconds)
+{
+    int64_t *one = malloc((size_t)n * sizeof(*one));
+    long s;
+    long i;
+
+    if (one == NULL)
+        return;
+    for (s = 0; s <= seconds; s++) {
+        long k = 0;
+
+        for (i = 0; i < n; i++)
+            if (sec[i] == s)
+                one[k++] = lat_us[i];
+        if (k == 0)
+            continue;
+        qsort(one, (size_t)k, sizeof(*one), hl_cmp64);
+        fprintf(stderr, "second=%ld requests=%ld p50_ms=%.2f p99_ms=%.2f max_ms=%.2f\n", s, k,
+                (double)one[k / 2] / 1000, (double)one[k * 99 / 100] / 1000,
+                (double)one[k - 1] / 1000);
+    }
+    free(one);
+}
 
 static void *run(void *arg)
 {
@@ -97,6 +126,7 @@ static void *run(void *arg)
             goto fail;
         st = hl_read_answer(fd, ans, ANSWER_MAX);
         w->lat_us[r] = hl_now_us() - due;
+        w->sec[r] = (int32_t)((due - o->t0) / 1000000);
         if (st < 0)
             goto fail;
         if (st == 200)
@@ -121,7 +151,8 @@ int main(int argc, char **argv)
     opts o;
     worker *ws;
     int64_t *all;
-    int64_t t0;
+    int32_t *secs_of;
+    const char *ps = getenv("API_GET_PER_SECOND");
     double secs;
     long ok = 0;
     long bad = 0;
@@ -154,14 +185,16 @@ int main(int argc, char **argv)
     per = o.rate * o.seconds / o.conns;
     ws = calloc((size_t)o.conns, sizeof(*ws));
     all = calloc((size_t)(per * o.conns), sizeof(*all));
-    if (ws == NULL || all == NULL)
+    secs_of = calloc((size_t)(per * o.conns), sizeof(*secs_of));
+    if (ws == NULL || all == NULL || secs_of == NULL)
         return 1;
-    t0 = hl_now_us();
+    o.t0 = hl_now_us();
     for (c = 0; c < o.conns; c++) {
         ws[c].o = &o;
         ws[c].id = c;
         ws[c].n = per;
         ws[c].lat_us = all + c * per;
+        ws[c].sec = secs_of + c * per;
         if (pthread_create(&ws[c].th, NULL, run, &ws[c]) != 0)
             return 1;
     }
@@ -171,8 +204,10 @@ int main(int argc, char **argv)
         ok += ws[c].ok;
         bad += ws[c].bad;
     }
-    secs = (double)(hl_now_us() - t0) / 1e6; /* figures for the report only, not money */
+    secs = (double)(hl_now_us() - o.t0) / 1e6; /* figures for the report only, not money */
     n = per * o.conns;
+    if (ps != NULL && strcmp(ps, "1") == 0)
+        per_second(all, secs_of, n, o.seconds);
     qsort(all, (size_t)n, sizeof(*all), hl_cmp64);
     printf("requests=%ld seconds=%.3f requests_per_s=%.0f p50_ms=%.2f p90_ms=%.2f p99_ms=%.2f "
            "p999_ms=%.2f max_ms=%.2f s200=%ld other=%ld\n",
@@ -181,5 +216,6 @@ int main(int argc, char **argv)
            (double)all[n - 1] / 1000, ok, bad);
     free(ws);
     free(all);
+    free(secs_of);
     return failed || bad > 0;
 }

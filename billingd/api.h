@@ -36,9 +36,11 @@ typedef struct bd_api bd_api;
  * bd_api_new - start the API on @cfg->api_listen ("HOST:PORT") with the
  * configuration's limits, database and price book. Returns NULL (logged
  * with the reason) if the address is bad, the port cannot be bound, the
- * TLS files cannot be read or libsodium cannot start. The catalog is read
- * on first use by each thread, and again when `billing load` announces a
- * change.
+ * TLS files cannot be read or libsodium cannot start. Before listening it
+ * opens its store connections, each with the catalog read and the
+ * balance's statements prepared (when that fails, logged, they are opened
+ * on first use); the catalog is read again when `billing load` announces
+ * a change.
  */
 bd_api *bd_api_new(const bd_config *cfg);
 

@@ -258,6 +258,18 @@ out:
 /* The statements of bs_balance_fetch, in the order they are sent. */
 enum { Q_KEY, Q_AGG, Q_HISTORY, Q_RUNNING, N_Q };
 
+/* Each one's name, text and parameters, by its Q_ index (bs_balance_prepare, bs_balance_fetch). */
+static const struct {
+    const char *name;
+    const char *sql;
+    int nparams;
+} balance_stmts[N_Q] = {
+    {BS_APIKEY_CHECK_STMT, bs_apikey_check_sql, 1},
+    {AGG_STMT, SQL_AGG_ONE, 1},
+    {"bs_balance_history", bs_credit_history_sql, 2},
+    {RUNNING_STMT, SQL_RUNNING, 2},
+};
+
 struct bs_balance_input {
     PGresult *res[N_Q]; /* Q_KEY is NULL: the key is told at once */
 };
@@ -357,6 +369,25 @@ static bs_status pipeline_run(bs_conn *c, const piped *q, size_t n, PGresult **r
     return st;
 }
 
+/* Statement @i of balance_stmts with its parameters (@p2 NULL for one). */
+static piped stmt(int i, const char *p1, const char *p2)
+{
+    piped q = {balance_stmts[i].name, balance_stmts[i].sql, balance_stmts[i].nparams, {p1, p2}};
+
+    return q;
+}
+
+bs_status bs_balance_prepare(bs_conn *c, bs_error *err)
+{
+    size_t i;
+    bs_status st = BS_OK;
+
+    for (i = 0; i < N_Q && st == BS_OK; i++)
+        st = bs_prepare(c, balance_stmts[i].name, balance_stmts[i].sql, balance_stmts[i].nparams,
+                        err);
+    return st;
+}
+
 bs_status bs_balance_fetch(bs_conn *c, bs_catalog *cat, const char *key, const char *account,
                            billing_time_t now, bs_apikey_auth *auth, int *valid,
                            bs_balance_input **out, bs_error *err)
@@ -381,7 +412,7 @@ bs_status bs_balance_fetch(bs_conn *c, bs_catalog *cat, const char *key, const c
     memset(q, 0, sizeof(q));
     if (bs_apikey_check_id(key, idtext) != 0)
         return BS_OK; /* malformed: nothing to ask */
-    q[Q_KEY] = (piped){BS_APIKEY_CHECK_STMT, bs_apikey_check_sql, 1, {idtext, NULL}};
+    q[Q_KEY] = stmt(Q_KEY, idtext, NULL);
     if (zone != NULL) {
         ids = json_pack("[s]", account);
         list = ids != NULL ? json_dumps(ids, JSON_COMPACT) : NULL;
@@ -394,9 +425,9 @@ bs_status bs_balance_fetch(bs_conn *c, bs_catalog *cat, const char *key, const c
         snprintf(month, sizeof(month), "%04d-%02d-01", year % 10000, mon % 100);
         /* As bs_events_fetch(now + 1) bounds it, the one balance.c used before. */
         billing_time_format(now + 1, before, sizeof(before));
-        q[Q_AGG] = (piped){AGG_STMT, SQL_AGG_ONE, 1, {account, NULL}};
-        q[Q_HISTORY] = (piped){"bs_balance_history", bs_credit_history_sql, 2, {list, month}};
-        q[Q_RUNNING] = (piped){RUNNING_STMT, SQL_RUNNING, 2, {account, before}};
+        q[Q_AGG] = stmt(Q_AGG, account, NULL);
+        q[Q_HISTORY] = stmt(Q_HISTORY, list, month);
+        q[Q_RUNNING] = stmt(Q_RUNNING, account, before);
     }
     st = pipeline_run(c, q, n, res, err);
     if (st != BS_OK)

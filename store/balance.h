@@ -100,6 +100,16 @@ bs_status bs_balance_fetch(bs_conn *c, bs_catalog *cat, const char *key, const c
                            bs_balance_input **out, bs_error *err);
 
 /*
+ * bs_balance_prepare - prepare on @c the statements bs_balance_fetch
+ * sends (those already prepared on this session are left as they are),
+ * so that a server can open its connections ready before its first
+ * request instead of paying one round trip per statement then. Optional:
+ * bs_balance_fetch prepares what is missing itself. Returns BS_OK or a
+ * database error. Not thread-safe on one @c.
+ */
+bs_status bs_balance_prepare(bs_conn *c, bs_error *err);
+
+/*
  * bs_balance_input_rater - the rater bs_balance_rater(@account, no @at,
  * @now) would return, from @in (read for the same account and instant
  * with @cat): the same figures. Returns as bs_balance_rater.

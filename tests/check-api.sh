@@ -111,6 +111,26 @@ billingd_start main --set "http.listen=127.0.0.1:$mport"
 main_url=$url
 main_pid=$pid
 
+# ---- store connections opened at start --------------------------------------
+# Before its first request billingd has its four store connections open,
+# each with the balance's statements prepared: the last statement of
+# each session is the running events' (the last bs_balance_prepare
+# prepares), not a request's (doc/performance.md: opened on first use,
+# a burst's first requests waited about 100 ms for them).
+slots=$(sql "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+             AND pid <> pg_backend_pid() AND state = 'idle'
+             AND query LIKE 'SELECT account_id, event_id, resource_id, meter,%'")
+expect_eq "billingd opens its 4 store connections and prepares the balance before a request" \
+    "$slots" 4
+# A database that cannot be reached at start: billingd says so once (it
+# does not wait for every slot's retries), listens anyway, and opens its
+# store connections on the first requests, as before (not asserted here).
+billingd_start nodb --set http.listen= --set "db=$BILLING_PG_CONNINFO dbname=billing_missing_$$"
+expect_eq "a database missing at start: one api_slot_open_failed, then billingd listens" \
+    "$(grep -c 'event=api_slot_open_failed' "$tmp/billingd-nodb.log")" 1
+url=$main_url
+pid=$main_pid
+
 # ---- events ----------------------------------------------------------------
 # The example repeats 2 of its events (a retried send): 2 duplicates.
 lines=$(grep -c . "$ex/events.jsonl")
