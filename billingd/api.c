@@ -804,6 +804,110 @@ static char *not_acknowledged(bd_api *api, size_t failed, size_t n, const char *
     return bd_jbuf_take(&j);
 }
 
+/* Produce one message as producev does, waiting out a full queue (10 s at most). */
+static rd_kafka_resp_err_t produce_one(bd_api *api, const char *account, const void *wire,
+                                       size_t len, dmsg *m)
+{
+    rd_kafka_resp_err_t e;
+    int tries = 0;
+
+    do {
+        e = rd_kafka_producev(api->rk, RD_KAFKA_V_TOPIC(api->topic),
+                              RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                              RD_KAFKA_V_KEY(account, strlen(account)),
+                              RD_KAFKA_V_VALUE((void *)wire, len), RD_KAFKA_V_OPAQUE(m),
+                              RD_KAFKA_V_END);
+        if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+            struct timespec tick = {0, 1000000L};
+
+            nanosleep(&tick, NULL); /* the poller frees room */
+        }
+    } while (e == RD_KAFKA_RESP_ERR__QUEUE_FULL && ++tries < 10000);
+    return e;
+}
+
+/* A message's report will not come: count it done with error @e. */
+static void produce_failed(bd_api *api, dmsg *m, rd_kafka_resp_err_t e)
+{
+    pthread_mutex_lock(&api->dr_lock);
+    m->d->pending--;
+    m->err = e;
+    pthread_mutex_unlock(&api->dr_lock);
+}
+
+/*
+ * Produce the @n prepared events of @res not rejected (@codes NULL),
+ * keyed by account, their reports to @msgs: encoded into one block and
+ * handed to librdkafka in one rd_kafka_produce_batch (one clock read, one
+ * topic look-up, the partitioner per message as producev runs it); a
+ * message the batch could not queue (a full queue) goes again one by one.
+ * Returns 0, or -1 out of memory before anything was produced.
+ */
+static int produce_all(bd_api *api, size_t n, const bs_record_result *res, const char **codes,
+                       dmsg *msgs)
+{
+    rd_kafka_message_t *batch = calloc(n ? n : 1, sizeof(*batch));
+    unsigned char *wires = NULL;
+    rd_kafka_topic_t *rkt;
+    size_t cap = 0;
+    size_t used = 0;
+    size_t k = 0;
+    size_t i;
+
+    if (batch == NULL)
+        return -1;
+    for (i = 0; i < n; i++) {
+        size_t len;
+
+        if (codes[i] != NULL)
+            continue;
+        if (cap - used < BILLING_EVENT_WIRE_MAX) {
+            size_t more = cap > 0 ? 2 * cap : 256 * n + BILLING_EVENT_WIRE_MAX;
+            unsigned char *w = realloc(wires, more);
+
+            if (w == NULL) {
+                free(wires);
+                free(batch);
+                return -1;
+            }
+            wires = w;
+            cap = more;
+        }
+        if (billing_event_encode(res[i].event, wires + used, BILLING_EVENT_WIRE_MAX, &len) !=
+            BILLING_OK) {
+            produce_failed(api, &msgs[i], RD_KAFKA_RESP_ERR__BAD_MSG);
+            continue;
+        }
+        batch[k].payload = (void *)(uintptr_t)used; /* an offset until the block stops moving */
+        batch[k].len = len;
+        batch[k].key = (void *)billing_event_account(res[i].event);
+        batch[k].key_len = strlen(batch[k].key);
+        batch[k]._private = &msgs[i];
+        used += len;
+        k++;
+    }
+    for (i = 0; i < k; i++)
+        batch[i].payload = wires + (uintptr_t)batch[i].payload;
+    pthread_rwlock_rdlock(&api->rk_lock);
+    rkt = rd_kafka_topic_new(api->rk, api->topic, NULL);
+    if (rkt != NULL && k > 0)
+        rd_kafka_produce_batch(rkt, RD_KAFKA_PARTITION_UA, RD_KAFKA_MSG_F_COPY, batch, (int)k);
+    for (i = 0; i < k; i++) {
+        rd_kafka_resp_err_t e = rkt != NULL ? batch[i].err : RD_KAFKA_RESP_ERR__QUEUE_FULL;
+
+        if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL)
+            e = produce_one(api, batch[i].key, batch[i].payload, batch[i].len, batch[i]._private);
+        if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
+            produce_failed(api, batch[i]._private, e);
+    }
+    if (rkt != NULL)
+        rd_kafka_topic_destroy(rkt);
+    pthread_rwlock_unlock(&api->rk_lock);
+    free(wires);
+    free(batch);
+    return 0;
+}
+
 /*
  * api.events=kafka: validate as the pipeline does (no database), produce
  * the valid events to the usage topic keyed by account, wait for the
@@ -816,7 +920,6 @@ static char *not_acknowledged(bd_api *api, size_t failed, size_t n, const char *
 static enum MHD_Result queue_events(bd_api *api, struct MHD_Connection *conn, req *q, api_slot *s,
                                     bd_events *b, bs_record_result *res)
 {
-    unsigned char wire[BILLING_EVENT_WIRE_MAX];
     const char **reasons = NULL;
     const char **codes = NULL;
     const char **ids = NULL;
@@ -829,7 +932,6 @@ static enum MHD_Result queue_events(bd_api *api, struct MHD_Connection *conn, re
     enum MHD_Result ret = MHD_NO;
     size_t nrej = 0;
     size_t failed = 0;
-    size_t len;
     size_t i;
     int dberr = 0;
 
@@ -870,39 +972,8 @@ static enum MHD_Result queue_events(bd_api *api, struct MHD_Connection *conn, re
     pthread_mutex_lock(&api->dr_lock);
     d.pending = b->n - nrej;
     pthread_mutex_unlock(&api->dr_lock);
-    pthread_rwlock_rdlock(&api->rk_lock);
-    for (i = 0; i < b->n; i++) {
-        rd_kafka_resp_err_t e;
-        const char *account;
-        int tries = 0;
-
-        if (codes[i] != NULL)
-            continue;
-        if (billing_event_encode(res[i].event, wire, sizeof(wire), &len) != BILLING_OK) {
-            e = RD_KAFKA_RESP_ERR__BAD_MSG;
-        } else {
-            account = billing_event_account(res[i].event);
-            do {
-                e = rd_kafka_producev(api->rk, RD_KAFKA_V_TOPIC(api->topic),
-                                      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                                      RD_KAFKA_V_KEY(account, strlen(account)),
-                                      RD_KAFKA_V_VALUE(wire, len), RD_KAFKA_V_OPAQUE(&msgs[i]),
-                                      RD_KAFKA_V_END);
-                if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
-                    struct timespec tick = {0, 1000000L};
-
-                    nanosleep(&tick, NULL); /* the poller frees room */
-                }
-            } while (e == RD_KAFKA_RESP_ERR__QUEUE_FULL && ++tries < 10000);
-        }
-        if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
-            pthread_mutex_lock(&api->dr_lock);
-            d.pending--;
-            msgs[i].err = e;
-            pthread_mutex_unlock(&api->dr_lock);
-        }
-    }
-    pthread_rwlock_unlock(&api->rk_lock);
+    if (produce_all(api, b->n, res, codes, msgs) != 0)
+        goto out; /* out of memory before anything was produced: nothing waits */
     /* Every message gets its report within message.timeout.ms (api.produce_ms). */
     pthread_mutex_lock(&api->dr_lock);
     while (d.pending > 0)
