@@ -812,11 +812,10 @@ static rd_kafka_resp_err_t produce_one(bd_api *api, const char *account, const v
     int tries = 0;
 
     do {
-        e = rd_kafka_producev(api->rk, RD_KAFKA_V_TOPIC(api->topic),
-                              RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                              RD_KAFKA_V_KEY(account, strlen(account)),
-                              RD_KAFKA_V_VALUE((void *)wire, len), RD_KAFKA_V_OPAQUE(m),
-                              RD_KAFKA_V_END);
+        e = rd_kafka_producev(
+            api->rk, RD_KAFKA_V_TOPIC(api->topic), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+            RD_KAFKA_V_KEY(account, strlen(account)), RD_KAFKA_V_VALUE((void *)wire, len),
+            RD_KAFKA_V_OPAQUE(m), RD_KAFKA_V_END);
         if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
             struct timespec tick = {0, 1000000L};
 

@@ -103,8 +103,8 @@ START_TEST(test_random_strings)
         }
         s[n] = '\0';
         js = json_string(s);
-        want = js != NULL ? json_dumps(js, JSON_ENCODE_ANY | JSON_COMPACT | JSON_ENSURE_ASCII)
-                          : NULL;
+        want =
+            js != NULL ? json_dumps(js, JSON_ENCODE_ANY | JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
         json_decref(js);
         bd_jbuf_init(&j);
         rc = bd_jbuf_str(&j, s);
@@ -170,7 +170,8 @@ END_TEST
 /* JSON Lines: CRLF, blank and whitespace-only lines, a last line without '\n', a NUL byte. */
 START_TEST(test_lines_records)
 {
-    static const char body[] = "{\"id\":\"a\"}\r\n\n  \t\r\n{\"id\":\"b\"}\n{\"id\"\0:1}\n{\"id\":\"c\"}";
+    static const char body[] =
+        "{\"id\":\"a\"}\r\n\n  \t\r\n{\"id\":\"b\"}\n{\"id\"\0:1}\n{\"id\":\"c\"}";
     static const char *const texts[] = {"{\"id\":\"a\"}", "{\"id\":\"b\"}", "{\"id\"",
                                         "{\"id\":\"c\"}"};
     static const int64_t keys[] = {7, 0, -3, INT64_MAX, INT64_MIN};
@@ -209,9 +210,8 @@ START_TEST(test_array_records)
     bd_events b;
 
     memset(&b, 0, sizeof(b));
-    ck_assert_uint_eq(bd_events_parse("application/json", body, sizeof(body) - 1, 12, &b, msg,
-                                      sizeof(msg)),
-                      0);
+    ck_assert_uint_eq(
+        bd_events_parse("application/json", body, sizeof(body) - 1, 12, &b, msg, sizeof(msg)), 0);
     ck_assert_uint_eq(b.n, 3);
     ck_assert_str_eq(b.recs[1].source, "api:key12:1");
     ck_assert_str_eq(b.texts[1], "5");
