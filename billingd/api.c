@@ -40,6 +40,7 @@
 #include "dbcatalog.h"
 #include "ingest.h"
 #include "invoices.h"
+#include "jsonbuf.h"
 #include "log.h"
 #include "migrate.h"
 #include "producer.h"
@@ -628,19 +629,32 @@ static enum MHD_Result balance(bd_api *api, struct MHD_Connection *conn, req *q,
 /* Events                                                                  */
 /* ---------------------------------------------------------------------- */
 
-/* The answer's entry for record @i of outcome @st ("accepted", "queued", ...). */
-static json_t *event_result(size_t i, const char *st, const char *id, const char *code,
-                            const char *reason)
+/*
+ * The answer's entry for record @i of outcome @st ("accepted", "queued",
+ * ...), appended to @j after a ',' unless it is the first: the bytes
+ * json_dumps gave for the object {index, status, id, reason_code,
+ * reason} these answers were built of (a string jansson refuses, not
+ * UTF-8, leaves its member out as json_object_set_new did). @nq_reason:
+ * the "reason" of a not_queued entry (no reason_code).
+ */
+static void event_entry(bd_jbuf *j, size_t i, const char *st, const char *id, const char *code,
+                        const char *reason, const char *nq_reason)
 {
-    json_t *o = json_pack("{s:i, s:s}", "index", (json_int_t)i, "status", st);
-
-    if (o != NULL && id != NULL)
-        json_object_set_new(o, "id", json_string(id));
-    if (o != NULL && code != NULL) {
-        json_object_set_new(o, "reason_code", json_string(code));
-        json_object_set_new(o, "reason", json_string(reason != NULL ? reason : ""));
+    if (i > 0)
+        bd_jbuf_lit(j, ",");
+    bd_jbuf_lit(j, "{\"index\":");
+    bd_jbuf_int(j, (int64_t)i);
+    bd_jbuf_lit(j, ",\"status\":");
+    bd_jbuf_str(j, st);
+    if (id != NULL)
+        bd_jbuf_member(j, ",\"id\":", id);
+    if (code != NULL) {
+        bd_jbuf_member(j, ",\"reason_code\":", code);
+        bd_jbuf_member(j, ",\"reason\":", reason != NULL ? reason : "");
     }
-    return o;
+    if (nq_reason != NULL)
+        bd_jbuf_member(j, ",\"reason\":", nq_reason);
+    bd_jbuf_lit(j, "}");
 }
 
 /* Stored at once, through the pipeline of `billing ingest` (api.events=store). */
@@ -648,30 +662,35 @@ static enum MHD_Result store_events(bd_api *api, struct MHD_Connection *conn, re
                                     bd_events *b, bs_record_result *res)
 {
     bs_ingest_counts k;
-    json_t *results;
+    bd_jbuf j;
     bs_error err;
     size_t i;
 
     memset(&k, 0, sizeof(k));
     if (bs_ingest_batch(s->in, s->conn, b->recs, b->n, NULL, 0, 0, res, &k, &err) != BS_OK)
         return db_problem(api, conn, q, &err);
-    results = json_array();
-    for (i = 0; results != NULL && i < b->n; i++) {
+    bd_jbuf_init(&j);
+    bd_jbuf_lit(&j, "{\"events\":");
+    bd_jbuf_int(&j, (int64_t)k.records);
+    bd_jbuf_lit(&j, ",\"accepted\":");
+    bd_jbuf_int(&j, (int64_t)k.stored);
+    bd_jbuf_lit(&j, ",\"duplicates\":");
+    bd_jbuf_int(&j, (int64_t)k.duplicates);
+    bd_jbuf_lit(&j, ",\"rejected\":");
+    bd_jbuf_int(&j, (int64_t)k.rejected);
+    bd_jbuf_lit(&j, ",\"results\":[");
+    for (i = 0; i < b->n; i++) {
         const char *st = res[i].outcome == BS_RECORD_NEW               ? "accepted"
                          : res[i].outcome == BS_RECORD_DUPLICATE       ? "duplicate"
                          : strcmp(res[i].reason_code, "conflict") == 0 ? "conflict"
                                                                        : "rejected";
         int rejected = res[i].outcome == BS_RECORD_REJECTED;
 
-        json_array_append_new(results, event_result(i, st, res[i].event_id,
-                                                    rejected ? res[i].reason_code : NULL,
-                                                    rejected ? res[i].reason : NULL));
+        event_entry(&j, i, st, res[i].event_id, rejected ? res[i].reason_code : NULL,
+                    rejected ? res[i].reason : NULL, NULL);
     }
-    return send_json(api, conn, q, 200,
-                     json_pack("{s:i, s:i, s:i, s:i, s:o}", "events", (json_int_t)k.records,
-                               "accepted", (json_int_t)k.stored, "duplicates",
-                               (json_int_t)k.duplicates, "rejected", (json_int_t)k.rejected,
-                               "results", results != NULL ? results : json_array()));
+    bd_jbuf_lit(&j, "]}");
+    return send_text(api, conn, q, 200, "application/json", bd_jbuf_take(&j), NULL);
 }
 
 /* librdkafka's delivery report of a message of the API's producer (on the poller). */
@@ -722,6 +741,200 @@ static void *poll_producer(void *arg)
 }
 
 /*
+ * What queue_events keeps of the prepared batch for its answer: the ids
+ * and reasons stay in the pipeline's buffers unless rejects are stored,
+ * which reuses them; then they are copied into one block.
+ */
+static char *keep_texts(const bs_record_result *res, size_t n, const char **ids,
+                        const char **reasons)
+{
+    char *block;
+    char *p;
+    size_t total = 1;
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        total += res[i].event_id != NULL ? strlen(res[i].event_id) + 1 : 0;
+        total += reasons[i] != NULL ? strlen(reasons[i]) + 1 : 0;
+    }
+    block = malloc(total);
+    if (block == NULL)
+        return NULL;
+    p = block;
+    for (i = 0; i < n; i++) {
+        size_t l;
+
+        if (ids[i] != NULL) {
+            l = strlen(ids[i]) + 1;
+            memcpy(p, ids[i], l);
+            ids[i] = p;
+            p += l;
+        }
+        if (reasons[i] != NULL) {
+            l = strlen(reasons[i]) + 1;
+            memcpy(p, reasons[i], l);
+            reasons[i] = p;
+            p += l;
+        }
+    }
+    return block;
+}
+
+/* The entries of queue_events' answer, in @j after its opening '['. */
+static void queue_entries(bd_jbuf *j, size_t n, const char **codes, const char **ids,
+                          const char **reasons, const dmsg *msgs)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        if (codes[i] != NULL)
+            event_entry(j, i, "rejected", ids[i], codes[i], reasons[i], NULL);
+        else if (msgs[i].err == RD_KAFKA_RESP_ERR_NO_ERROR)
+            event_entry(j, i, "queued", ids[i], NULL, NULL, NULL);
+        else
+            event_entry(j, i, "not_queued", ids[i], NULL, NULL, rd_kafka_err2str(msgs[i].err));
+    }
+}
+
+/*
+ * The 503 of queue_events: @failed of @n events not acknowledged, named
+ * in "not_queued", every entry in "results".
+ */
+static char *not_acknowledged(bd_api *api, size_t failed, size_t n, const char **codes,
+                              const char **ids, const char **reasons, const dmsg *msgs)
+{
+    char detail[MSG_MAX];
+    bd_jbuf j;
+    size_t i;
+    size_t k = 0;
+
+    snprintf(detail, sizeof(detail),
+             "%zu of %zu events not acknowledged by the broker in %" PRId64
+             " ms (api.produce_ms): send them again (the queued ones again too is safe: "
+             "their ids make them duplicates)",
+             failed, n, api->cfg->api_produce_ms);
+    bd_jbuf_init(&j);
+    bd_jbuf_lit(&j, "{\"type\":\"urn:billing:problem:unavailable\",\"title\":"
+                    "\"Service unavailable\",\"status\":503,\"detail\":");
+    bd_jbuf_str(&j, detail);
+    bd_jbuf_lit(&j, ",\"field\":\"body\",\"not_queued\":[");
+    for (i = 0; i < n; i++) {
+        if (codes[i] != NULL || msgs[i].err == RD_KAFKA_RESP_ERR_NO_ERROR)
+            continue;
+        if (k++ > 0)
+            bd_jbuf_lit(&j, ",");
+        bd_jbuf_int(&j, (int64_t)i);
+    }
+    bd_jbuf_lit(&j, "],\"results\":[");
+    queue_entries(&j, n, codes, ids, reasons, msgs);
+    bd_jbuf_lit(&j, "]}");
+    return bd_jbuf_take(&j);
+}
+
+/* Produce one message as producev does, waiting out a full queue (10 s at most). */
+static rd_kafka_resp_err_t produce_one(bd_api *api, const char *account, const void *wire,
+                                       size_t len, dmsg *m)
+{
+    rd_kafka_resp_err_t e;
+    int tries = 0;
+
+    do {
+        e = rd_kafka_producev(
+            api->rk, RD_KAFKA_V_TOPIC(api->topic), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+            RD_KAFKA_V_KEY(account, strlen(account)), RD_KAFKA_V_VALUE((void *)wire, len),
+            RD_KAFKA_V_OPAQUE(m), RD_KAFKA_V_END);
+        if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+            struct timespec tick = {0, 1000000L};
+
+            nanosleep(&tick, NULL); /* the poller frees room */
+        }
+    } while (e == RD_KAFKA_RESP_ERR__QUEUE_FULL && ++tries < 10000);
+    return e;
+}
+
+/* A message's report will not come: count it done with error @e. */
+static void produce_failed(bd_api *api, dmsg *m, rd_kafka_resp_err_t e)
+{
+    pthread_mutex_lock(&api->dr_lock);
+    m->d->pending--;
+    m->err = e;
+    pthread_mutex_unlock(&api->dr_lock);
+}
+
+/*
+ * Produce the @n prepared events of @res not rejected (@codes NULL),
+ * keyed by account, their reports to @msgs: encoded into one block and
+ * handed to librdkafka in one rd_kafka_produce_batch (one clock read, one
+ * topic look-up, the partitioner per message as producev runs it); a
+ * message the batch could not queue (a full queue) goes again one by one.
+ * Returns 0, or -1 out of memory before anything was produced.
+ */
+static int produce_all(bd_api *api, size_t n, const bs_record_result *res, const char **codes,
+                       dmsg *msgs)
+{
+    rd_kafka_message_t *batch = calloc(n ? n : 1, sizeof(*batch));
+    unsigned char *wires = NULL;
+    rd_kafka_topic_t *rkt;
+    size_t cap = 0;
+    size_t used = 0;
+    size_t k = 0;
+    size_t i;
+
+    if (batch == NULL)
+        return -1;
+    for (i = 0; i < n; i++) {
+        size_t len;
+
+        if (codes[i] != NULL)
+            continue;
+        if (cap - used < BILLING_EVENT_WIRE_MAX) {
+            size_t more = cap > 0 ? 2 * cap : 256 * n + BILLING_EVENT_WIRE_MAX;
+            unsigned char *w = realloc(wires, more);
+
+            if (w == NULL) {
+                free(wires);
+                free(batch);
+                return -1;
+            }
+            wires = w;
+            cap = more;
+        }
+        if (billing_event_encode(res[i].event, wires + used, BILLING_EVENT_WIRE_MAX, &len) !=
+            BILLING_OK) {
+            produce_failed(api, &msgs[i], RD_KAFKA_RESP_ERR__BAD_MSG);
+            continue;
+        }
+        batch[k].payload = (void *)(uintptr_t)used; /* an offset until the block stops moving */
+        batch[k].len = len;
+        batch[k].key = (void *)billing_event_account(res[i].event);
+        batch[k].key_len = strlen(batch[k].key);
+        batch[k]._private = &msgs[i];
+        used += len;
+        k++;
+    }
+    for (i = 0; i < k; i++)
+        batch[i].payload = wires + (uintptr_t)batch[i].payload;
+    pthread_rwlock_rdlock(&api->rk_lock);
+    rkt = rd_kafka_topic_new(api->rk, api->topic, NULL);
+    if (rkt != NULL && k > 0)
+        rd_kafka_produce_batch(rkt, RD_KAFKA_PARTITION_UA, RD_KAFKA_MSG_F_COPY, batch, (int)k);
+    for (i = 0; i < k; i++) {
+        rd_kafka_resp_err_t e = rkt != NULL ? batch[i].err : RD_KAFKA_RESP_ERR__QUEUE_FULL;
+
+        if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL)
+            e = produce_one(api, batch[i].key, batch[i].payload, batch[i].len, batch[i]._private);
+        if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
+            produce_failed(api, batch[i]._private, e);
+    }
+    if (rkt != NULL)
+        rd_kafka_topic_destroy(rkt);
+    pthread_rwlock_unlock(&api->rk_lock);
+    free(wires);
+    free(batch);
+    return 0;
+}
+
+/*
  * api.events=kafka: validate as the pipeline does (no database), produce
  * the valid events to the usage topic keyed by account, wait for the
  * broker's acknowledgement of every one (acks=all, idempotent), store the
@@ -733,23 +946,18 @@ static void *poll_producer(void *arg)
 static enum MHD_Result queue_events(bd_api *api, struct MHD_Connection *conn, req *q, api_slot *s,
                                     bd_events *b, bs_record_result *res)
 {
-    unsigned char wire[BILLING_EVENT_WIRE_MAX];
-    char **reasons = NULL;
+    const char **reasons = NULL;
     const char **codes = NULL;
-    char **ids = NULL;
+    const char **ids = NULL;
+    char *kept = NULL;
     bs_record *rej = NULL;
     bs_record_result *rejres = NULL;
     dmsg *msgs = NULL;
     delivery d = {0};
-    json_t *results = NULL;
-    json_t *not_queued = NULL;
-    json_t *o;
     bs_error err;
     enum MHD_Result ret = MHD_NO;
     size_t nrej = 0;
-    size_t queued = 0;
     size_t failed = 0;
-    size_t len;
     size_t i;
     int dberr = 0;
 
@@ -759,62 +967,39 @@ static enum MHD_Result queue_events(bd_api *api, struct MHD_Connection *conn, re
     reasons = calloc(b->n, sizeof(*reasons));
     codes = calloc(b->n, sizeof(*codes));
     ids = calloc(b->n, sizeof(*ids));
-    rej = calloc(b->n, sizeof(*rej));
-    rejres = calloc(b->n, sizeof(*rejres));
-    if (msgs == NULL || reasons == NULL || codes == NULL || ids == NULL || rej == NULL ||
-        rejres == NULL)
+    if (msgs == NULL || reasons == NULL || codes == NULL || ids == NULL)
         goto out;
-    /* What the answer needs of the prepared batch: the next pipeline call reuses it. */
     for (i = 0; i < b->n; i++) {
         msgs[i].d = &d;
         msgs[i].err = RD_KAFKA_RESP_ERR_NO_ERROR;
-        if (res[i].event_id != NULL && (ids[i] = strdup(res[i].event_id)) == NULL)
-            goto out;
+        ids[i] = res[i].event_id;
         if (res[i].outcome != BS_RECORD_REJECTED)
             continue;
         codes[i] = res[i].reason_code;
-        reasons[i] = strdup(res[i].reason != NULL ? res[i].reason : "");
-        if (reasons[i] == NULL)
+        reasons[i] = res[i].reason != NULL ? res[i].reason : "";
+        nrej++;
+    }
+    if (nrej > 0) {
+        /* The rejects are stored again below: what the answer needs of the prepared batch
+         * first, as that pipeline call reuses it. Stored as the pipeline rejects them again:
+         * the same catalog (this slot's for the whole request), the same reason, and its
+         * event id read. */
+        kept = keep_texts(res, b->n, ids, reasons);
+        rej = calloc(nrej, sizeof(*rej));
+        rejres = calloc(nrej, sizeof(*rejres));
+        if (kept == NULL || rej == NULL || rejres == NULL)
             goto out;
-        /* Stored as the pipeline rejects it again: the same catalog (this slot's for the
-         * whole request), the same reason, and its event id read. */
-        rej[nrej++] = b->recs[i];
+        nrej = 0;
+        for (i = 0; i < b->n; i++)
+            if (codes[i] != NULL)
+                rej[nrej++] = b->recs[i];
     }
-    pthread_rwlock_rdlock(&api->rk_lock);
-    for (i = 0; i < b->n; i++) {
-        rd_kafka_resp_err_t e;
-        const char *account;
-        int tries = 0;
-
-        if (codes[i] != NULL)
-            continue;
-        if (billing_event_encode(res[i].event, wire, sizeof(wire), &len) != BILLING_OK) {
-            msgs[i].err = RD_KAFKA_RESP_ERR__BAD_MSG;
-            continue;
-        }
-        account = billing_event_account(res[i].event);
-        pthread_mutex_lock(&api->dr_lock);
-        d.pending++;
-        pthread_mutex_unlock(&api->dr_lock);
-        do {
-            e = rd_kafka_producev(
-                api->rk, RD_KAFKA_V_TOPIC(api->topic), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                RD_KAFKA_V_KEY(account, strlen(account)), RD_KAFKA_V_VALUE(wire, len),
-                RD_KAFKA_V_OPAQUE(&msgs[i]), RD_KAFKA_V_END);
-            if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
-                struct timespec tick = {0, 1000000L};
-
-                nanosleep(&tick, NULL); /* the poller frees room */
-            }
-        } while (e == RD_KAFKA_RESP_ERR__QUEUE_FULL && ++tries < 10000);
-        if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
-            pthread_mutex_lock(&api->dr_lock);
-            d.pending--;
-            msgs[i].err = e;
-            pthread_mutex_unlock(&api->dr_lock);
-        }
-    }
-    pthread_rwlock_unlock(&api->rk_lock);
+    /* One count for the batch: no report can bring it to zero before the last produce. */
+    pthread_mutex_lock(&api->dr_lock);
+    d.pending = b->n - nrej;
+    pthread_mutex_unlock(&api->dr_lock);
+    if (produce_all(api, b->n, res, codes, msgs) != 0)
+        goto out; /* out of memory before anything was produced: nothing waits */
     /* Every message gets its report within message.timeout.ms (api.produce_ms). */
     pthread_mutex_lock(&api->dr_lock);
     while (d.pending > 0)
@@ -828,60 +1013,35 @@ static enum MHD_Result queue_events(bd_api *api, struct MHD_Connection *conn, re
         if (rejres[i].outcome != BS_RECORD_REJECTED)
             bd_log("error", "api_reject_stored", "source=%s outcome=%d", bd_q(rej[i].source),
                    (int)rejres[i].outcome);
-    results = json_array();
-    not_queued = json_array();
-    if (results == NULL || not_queued == NULL)
-        goto out;
     for (i = 0; i < b->n; i++) {
-        if (codes[i] != NULL) {
-            o = event_result(i, "rejected", ids[i], codes[i], reasons[i]);
-        } else if (msgs[i].err == RD_KAFKA_RESP_ERR_NO_ERROR) {
-            o = event_result(i, "queued", ids[i], NULL, NULL);
-            queued++;
-        } else {
-            o = event_result(i, "not_queued", ids[i], NULL, NULL);
-            if (o != NULL)
-                json_object_set_new(o, "reason", json_string(rd_kafka_err2str(msgs[i].err)));
-            json_array_append_new(not_queued, json_integer((json_int_t)i));
-            if (failed++ == 0)
-                bd_log("warn", "api_produce_failed", "topic=%s error=%s", bd_q(api->topic),
-                       bd_q(rd_kafka_err2str(msgs[i].err)));
-        }
-        json_array_append_new(results, o);
+        if (codes[i] != NULL || msgs[i].err == RD_KAFKA_RESP_ERR_NO_ERROR)
+            continue;
+        if (failed++ == 0)
+            bd_log("warn", "api_produce_failed", "topic=%s error=%s", bd_q(api->topic),
+                   bd_q(rd_kafka_err2str(msgs[i].err)));
     }
     if (dberr) {
         ret = db_problem(api, conn, q, &err);
     } else if (failed > 0) {
-        char detail[MSG_MAX];
-        char *text;
-
-        snprintf(detail, sizeof(detail),
-                 "%zu of %zu events not acknowledged by the broker in %" PRId64
-                 " ms (api.produce_ms): send them again (the queued ones again too is safe: "
-                 "their ids make them duplicates)",
-                 failed, b->n, api->cfg->api_produce_ms);
-        o = json_pack("{s:s, s:s, s:i, s:s, s:s, s:O, s:O}", "type",
-                      "urn:billing:problem:unavailable", "title", "Service unavailable", "status",
-                      503, "detail", detail, "field", "body", "not_queued", not_queued, "results",
-                      results);
-        text = o != NULL ? json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
-        json_decref(o);
-        ret = send_text(api, conn, q, 503, "application/problem+json", text, "5");
+        ret = send_text(api, conn, q, 503, "application/problem+json",
+                        not_acknowledged(api, failed, b->n, codes, ids, reasons, msgs), "5");
     } else {
-        ret = send_json(api, conn, q, 202,
-                        json_pack("{s:i, s:i, s:i, s:O}", "events", (json_int_t)b->n, "queued",
-                                  (json_int_t)queued, "rejected", (json_int_t)nrej, "results",
-                                  results));
+        bd_jbuf j;
+
+        bd_jbuf_init(&j);
+        bd_jbuf_lit(&j, "{\"events\":");
+        bd_jbuf_int(&j, (int64_t)b->n);
+        bd_jbuf_lit(&j, ",\"queued\":");
+        bd_jbuf_int(&j, (int64_t)(b->n - nrej));
+        bd_jbuf_lit(&j, ",\"rejected\":");
+        bd_jbuf_int(&j, (int64_t)nrej);
+        bd_jbuf_lit(&j, ",\"results\":[");
+        queue_entries(&j, b->n, codes, ids, reasons, msgs);
+        bd_jbuf_lit(&j, "]}");
+        ret = send_text(api, conn, q, 202, "application/json", bd_jbuf_take(&j), NULL);
     }
 out:
-    for (i = 0; i < b->n; i++) {
-        if (reasons != NULL)
-            free(reasons[i]);
-        if (ids != NULL)
-            free(ids[i]);
-    }
-    json_decref(results);
-    json_decref(not_queued);
+    free(kept);
     free(reasons);
     free(codes);
     free(ids);

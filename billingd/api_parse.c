@@ -122,30 +122,71 @@ void bd_events_free(bd_events *b)
 {
     size_t i;
 
-    for (i = 0; i < b->n; i++) {
+    for (i = 0; b->lines == NULL && i < b->n; i++)
         free(b->texts[i]);
-        free(b->sources[i]);
-    }
     free(b->recs);
     free(b->texts);
     free(b->sources);
+    free(b->block);
+    free(b->lines);
 }
 
-/* Add the record @text (taken) of element @i; @bad_code/@bad_reason reject it as read. */
+/* A source's bytes at most: "api:key", a signed 64-bit key, ':', an index, NUL. */
+#define SOURCE_SLOT 64
+
+/* The arrays of @n records and the block of their sources; 0, or -1 out of memory. */
+static int batch_alloc(bd_events *b, size_t n)
+{
+    if (n == 0)
+        n = 1;
+    b->recs = calloc(n, sizeof(*b->recs));
+    b->texts = calloc(n, sizeof(*b->texts));
+    b->sources = calloc(n, sizeof(*b->sources));
+    b->block = malloc(n * SOURCE_SLOT);
+    return b->recs == NULL || b->texts == NULL || b->sources == NULL || b->block == NULL ? -1 : 0;
+}
+
+/* @v in decimal at @p; returns the end. */
+static char *put_u64(char *p, uint64_t v)
+{
+    char digits[20];
+    size_t i = sizeof(digits);
+
+    do {
+        digits[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v > 0);
+    memcpy(p, digits + i, sizeof(digits) - i);
+    return p + (sizeof(digits) - i);
+}
+
+/* "api:key<@key>:<@i>" into @dst (SOURCE_SLOT bytes), as "api:key%" PRId64 ":%zu" prints. */
+static void source_name(char *dst, int64_t key, size_t i)
+{
+    char *p = dst;
+
+    memcpy(p, "api:key", 7);
+    p += 7;
+    if (key < 0)
+        *p++ = '-';
+    p = put_u64(p, key < 0 ? (uint64_t)0 - (uint64_t)key : (uint64_t)key);
+    *p++ = ':';
+    p = put_u64(p, (uint64_t)i);
+    *p = '\0';
+}
+
+/* Add the record @text (taken; in b->lines if that is set) of element @i; @bad_code/@bad_reason
+ * reject it as read. */
 static int batch_add(bd_events *b, int64_t key, char *text, const char *bad_code,
                      const char *bad_reason)
 {
-    char src[64];
     bs_record *r = &b->recs[b->n];
 
-    snprintf(src, sizeof(src), "api:key%" PRId64 ":%zu", key, b->n);
-    b->sources[b->n] = strdup(src);
+    b->sources[b->n] = b->block + b->n * SOURCE_SLOT;
+    source_name(b->sources[b->n], key, b->n);
     b->texts[b->n] = text != NULL ? text : strdup("");
-    if (b->sources[b->n] == NULL || b->texts[b->n] == NULL) {
-        free(b->sources[b->n]);
-        free(b->texts[b->n]);
+    if (b->texts[b->n] == NULL)
         return -1;
-    }
     memset(r, 0, sizeof(*r));
     r->data = b->texts[b->n];
     r->len = strlen(b->texts[b->n]);
@@ -208,10 +249,7 @@ static unsigned parse_proto(const unsigned char *body, size_t len, int64_t key, 
                          BD_EVENTS_MAX);
                 return 413;
             }
-            b->recs = calloc(n ? n : 1, sizeof(*b->recs));
-            b->texts = calloc(n ? n : 1, sizeof(*b->texts));
-            b->sources = calloc(n ? n : 1, sizeof(*b->sources));
-            if (b->recs == NULL || b->texts == NULL || b->sources == NULL) {
+            if (batch_alloc(b, n) != 0) {
                 snprintf(msg, msgsize, "out of memory");
                 return 500;
             }
@@ -319,13 +357,15 @@ unsigned bd_events_parse(const char *type, const char *body, size_t len, int64_t
         snprintf(msg, msgsize, "body: %zu events, at most %d per request", n, BD_EVENTS_MAX);
         return 413;
     }
-    b->recs = calloc(n ? n : 1, sizeof(*b->recs));
-    b->texts = calloc(n ? n : 1, sizeof(*b->texts));
-    b->sources = calloc(n ? n : 1, sizeof(*b->sources));
-    if (b->recs == NULL || b->texts == NULL || b->sources == NULL)
+    if (batch_alloc(b, n) != 0)
         goto nomem;
     if (lines) {
         const char *end = body + len;
+        /* Every line and its NUL, one after the other: at most the body and a NUL a line. */
+        char *to = b->lines = malloc(len + n + 1);
+
+        if (to == NULL)
+            goto nomem;
 
         for (p = body; p < end;) {
             const char *nl = memchr(p, '\n', (size_t)(end - p));
@@ -339,8 +379,11 @@ unsigned bd_events_parse(const char *type, const char *body, size_t len, int64_t
             for (k = 0; k < l && (p[k] == ' ' || p[k] == '\t' || p[k] == '\r'); k++)
                 ;
             if (k < l) {
-                text = strndup(p, l);
-                if (text == NULL || batch_add(b, key, text, NULL, NULL) != 0)
+                text = to;
+                memcpy(to, p, l);
+                to[l] = '\0';
+                to += l + 1;
+                if (batch_add(b, key, text, NULL, NULL) != 0)
                     goto nomem;
             }
             p = nl != NULL ? nl + 1 : end;

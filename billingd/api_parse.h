@@ -53,9 +53,11 @@ int bd_route_method_ok(enum route r, const char *method);
 /* The records of one POST /v1/events, in the body's order. */
 typedef struct bd_events {
     bs_record *recs;
-    char **texts;   /* each record's bytes (owned) */
-    char **sources; /* "api:key<ID>:<index>" (owned) */
+    char **texts;   /* each record's bytes (owned, or in @lines when that is set) */
+    char **sources; /* "api:key<ID>:<index>", each in @block */
     size_t n;
+    char *block; /* the sources (owned) */
+    char *lines; /* a JSON Lines body's records, one after the other (owned) */
 } bd_events;
 
 /*

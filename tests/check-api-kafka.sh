@@ -167,6 +167,18 @@ until_sql "the consumer read the repeated records" \
 expect_eq "the same events again: nothing stored twice" \
     "$(sql "SELECT count(*) FROM billing.usage_events WHERE event_id IN ('k-1', 'k-2')")" 2
 expect_eq "the same events again: the charges did not move" "$(subtotal)" "$after"
+# The usage topic's messages are keyed by account (one account's events in
+# one partition, in order): the 4 records so far, all lab-a's.
+if [ -n "$libs" ] && command -v java >/dev/null; then
+    timeout -k 5 90 java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -cp "$libs/*" \
+        org.apache.kafka.tools.consumer.ConsoleConsumer --bootstrap-server "$BILLING_KAFKA_BROKERS" \
+        --topic "$topic" --from-beginning --max-messages 4 --timeout-ms 60000 \
+        --property print.key=true --property print.partition=true --property print.value=false \
+        >"$tmp/usage-keys" 2>"$tmp/usage-keys.err"
+    expect_eq "the usage topic: 4 messages keyed lab-a, in one partition" \
+        "$(sort -u "$tmp/usage-keys" | tr '\t' ' ' | sed 's/Partition:[0-9]*/P/' | sort | uniq -c |
+            tr -s ' ')" " 1 P lab-a"
+fi
 
 # A used id with other content: queued (the API cannot know), then the
 # consumer's conflict, in the dead-letter table with its kafka: source.
