@@ -878,6 +878,7 @@ START_TEST(test_account_keys_once)
          BS_ERR_CONSTRAINT, "credit_grants_account_currency"},
     };
     size_t i;
+    bs_error err;
     bs_conn *c = migrated_db("account_keys");
     bs_conn *other;
 
@@ -890,6 +891,10 @@ START_TEST(test_account_keys_once)
                              "23503");
     ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.accounts"), 3);
     ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.credit_grants"), 1);
+    /* The refusal names the account and the key, as the foreign key's detail did. */
+    ck_assert_int_eq(bs_command(c, fk_cases[3].sql, 0, NULL, NULL, &err), BS_ERR_CONSTRAINT);
+    ck_assert_msg(strstr(err.message, "account x2: time zone Mars/Base") != NULL, "%s",
+                  err.message);
     /* Keys nothing refers to still go; an account without grants changes currency. */
     exec_ok(c, "DELETE FROM billing.currencies WHERE code = 'ZWG'");
     exec_ok(c, "DELETE FROM billing.time_zone_names WHERE name = 'Europe/Rome'");

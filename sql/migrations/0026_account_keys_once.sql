@@ -71,34 +71,41 @@ CREATE FUNCTION billing.accounts_refs_guard() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_bad record;
+    v_id text;
 BEGIN
-    -- One query: what is checked is what was locked. The hashed NOT IN
-    -- reads each CTE whole (every lock taken) before the first row passes.
-    WITH cur AS MATERIALIZED (
+    -- The statement's distinct (currency, zone) pairs, read once; then one
+    -- query: what is checked is what was locked (the hashed NOT IN reads
+    -- each CTE whole, every lock taken, before the first pair passes).
+    WITH k AS MATERIALIZED (
+        SELECT DISTINCT n.currency, n.time_zone FROM added n),
+    cur AS MATERIALIZED (
         SELECT c.code FROM billing.currencies c
-        WHERE c.code IN (SELECT n.currency FROM added n)
+        WHERE c.code IN (SELECT k.currency FROM k)
         FOR KEY SHARE OF c),
     zone AS MATERIALIZED (
         SELECT z.name FROM billing.time_zone_names z
-        WHERE z.name IN (SELECT n.time_zone FROM added n)
+        WHERE z.name IN (SELECT k.time_zone FROM k)
         FOR KEY SHARE OF z)
-    SELECT n.id, n.currency, n.time_zone, n.currency NOT IN (SELECT code FROM cur) AS no_currency
+    SELECT k.currency, k.time_zone, k.currency NOT IN (SELECT code FROM cur) AS no_currency
         INTO v_bad
-        FROM added n
-        WHERE n.currency NOT IN (SELECT code FROM cur) OR n.time_zone NOT IN (SELECT name FROM zone)
+        FROM k
+        WHERE k.currency NOT IN (SELECT code FROM cur) OR k.time_zone NOT IN (SELECT name FROM zone)
         LIMIT 1;
     IF NOT FOUND THEN
         RETURN NULL;
-    ELSIF v_bad.no_currency THEN
+    END IF;
+    SELECT n.id INTO v_id FROM added n
+        WHERE n.currency = v_bad.currency AND n.time_zone = v_bad.time_zone LIMIT 1;
+    IF v_bad.no_currency THEN
         PERFORM billing.violation('accounts_currency_fkey', TG_TABLE_NAME,
             format('insert or update on table "accounts" violates foreign key constraint'
                    ' "accounts_currency_fkey": account %s: currency %s is not in'
-                   ' billing.currencies', v_bad.id, v_bad.currency), '23503');
+                   ' billing.currencies', v_id, v_bad.currency), '23503');
     ELSE
         PERFORM billing.violation('accounts_time_zone_known', TG_TABLE_NAME,
             format('insert or update on table "accounts" violates foreign key constraint'
                    ' "accounts_time_zone_known": account %s: time zone %s is not in'
-                   ' billing.time_zone_names', v_bad.id, v_bad.time_zone), '23503');
+                   ' billing.time_zone_names', v_id, v_bad.time_zone), '23503');
     END IF;
     RETURN NULL;
 END
