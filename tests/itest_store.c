@@ -828,7 +828,15 @@ static void expect_refused_state(bs_conn *c, const char *sql, bs_status want,
                   err.sqlstate, err.message, state);
 }
 
-#define GRANT_COLS "INSERT INTO billing.credit_grants (id, account_id, currency, amount, granted_at, expires_at) VALUES "
+/* @sql must wait for a lock another session holds, and give up (lock_timeout). */
+static void expect_lock_wait(bs_conn *c, const char *sql)
+{
+    expect_refused_state(c, sql, BS_ERR_RETRY, NULL, "55P03");
+}
+
+#define GRANT_COLS                                                                      \
+    "INSERT INTO billing.credit_grants (id, account_id, currency, amount, granted_at, " \
+    "expires_at) VALUES "
 #define GRANT_TIMES "10, '2026-01-01Z', '2026-03-01Z')"
 
 /*
@@ -920,19 +928,15 @@ START_TEST(test_account_keys_once)
     exec_ok(c, "BEGIN");
     exec_ok(c, "INSERT INTO billing.accounts (id, currency, time_zone)"
                " VALUES ('acct-4', 'ZMW', 'Asia/Tokyo')");
-    expect_refused_state(other, "DELETE FROM billing.currencies WHERE code = 'ZMW'", BS_ERR_RETRY,
-                         NULL, "55P03");
-    expect_refused_state(other, "DELETE FROM billing.time_zone_names WHERE name = 'Asia/Tokyo'",
-                         BS_ERR_RETRY, NULL, "55P03");
+    expect_lock_wait(other, "DELETE FROM billing.currencies WHERE code = 'ZMW'");
+    expect_lock_wait(other, "DELETE FROM billing.time_zone_names WHERE name = 'Asia/Tokyo'");
     exec_ok(c, GRANT_COLS "('g4', 'acct-4', 'ZMW', " GRANT_TIMES);
-    expect_refused_state(other, "UPDATE billing.accounts SET currency = 'EUR' WHERE id = 'acct-3'",
-                         BS_ERR_RETRY, NULL, "55P03");
+    expect_lock_wait(other, "UPDATE billing.accounts SET currency = 'EUR' WHERE id = 'acct-3'");
     exec_ok(c, "ROLLBACK");
     exec_ok(other, "BEGIN");
     exec_ok(other, "UPDATE billing.accounts SET currency = 'EUR' WHERE id = 'acct-3'");
     exec_ok(c, "SET lock_timeout = '300ms'");
-    expect_refused_state(c, GRANT_COLS "('g5', 'acct-2', 'USD', " GRANT_TIMES, BS_ERR_RETRY, NULL,
-                         "55P03");
+    expect_lock_wait(c, GRANT_COLS "('g5', 'acct-2', 'USD', " GRANT_TIMES);
     exec_ok(other, "ROLLBACK");
     exec_ok(c, GRANT_COLS "('g5', 'acct-2', 'USD', " GRANT_TIMES);
     /*
@@ -943,8 +947,7 @@ START_TEST(test_account_keys_once)
     exec_ok(other, "BEGIN");
     exec_ok(other, "SELECT 1 FROM billing.accounts WHERE id = 'acct-3' FOR UPDATE");
     exec_ok(c, "BEGIN ISOLATION LEVEL REPEATABLE READ");
-    expect_refused_state(c, GRANT_COLS "('g6', 'acct-3', 'GBP', " GRANT_TIMES, BS_ERR_RETRY, NULL,
-                         "55P03");
+    expect_lock_wait(c, GRANT_COLS "('g6', 'acct-3', 'GBP', " GRANT_TIMES);
     exec_ok(c, "ROLLBACK");
     exec_ok(c, GRANT_COLS "('g6', 'acct-3', 'GBP', " GRANT_TIMES);
     exec_ok(other, "ROLLBACK");

@@ -118,70 +118,48 @@ CREATE TRIGGER accounts_refs_update AFTER UPDATE ON billing.accounts
     REFERENCING NEW TABLE AS added
     FOR EACH STATEMENT EXECUTE FUNCTION billing.accounts_refs_guard();
 
--- The referenced side: no currency an account uses may go.
-CREATE FUNCTION billing.currencies_accounts_key_guard() RETURNS trigger
+-- The referenced side: no currency or zone name an account uses may go.
+-- TG_ARGV: the referenced table's key column, the accounts column that
+-- refers to it, the constraint (identifiers from the triggers below).
+CREATE FUNCTION billing.accounts_ref_key_guard() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    v_code text;
+    v_key text;
+    v_used boolean;
 BEGIN
-    -- Codes this statement removed (deleted, or renamed by an UPDATE).
-    SELECT o.code INTO v_code FROM removed o
-        WHERE NOT EXISTS (SELECT 1 FROM billing.currencies c WHERE c.code = o.code)
-        ORDER BY EXISTS (SELECT 1 FROM billing.accounts a WHERE a.currency = o.code) DESC
-        LIMIT 1;
-    IF NOT FOUND THEN
+    -- A key this statement removed (deleted, or changed by an UPDATE),
+    -- one that accounts still use first.
+    EXECUTE format('SELECT o.%1$I::text, EXISTS (SELECT 1 FROM billing.accounts a'
+                   ' WHERE a.%3$I = o.%1$I) FROM removed o WHERE NOT EXISTS (SELECT 1'
+                   ' FROM billing.%2$I r WHERE r.%1$I = o.%1$I) ORDER BY 2 DESC LIMIT 1',
+                   TG_ARGV[0], TG_TABLE_NAME, TG_ARGV[1])
+        INTO v_key, v_used;
+    IF v_key IS NULL THEN
         RETURN NULL;
-    END IF;
-    IF EXISTS (SELECT 1 FROM billing.accounts a WHERE a.currency = v_code) THEN
-        PERFORM billing.violation('accounts_currency_fkey', 'accounts',
-            format('currency %s is still referenced from accounts', v_code), '23503');
+    ELSIF v_used THEN
+        PERFORM billing.violation(TG_ARGV[2], 'accounts',
+            format('%s %s is still referenced from accounts', TG_ARGV[1], v_key), '23503');
     ELSIF billing.snapshot_per_transaction() THEN
-        PERFORM billing.violation('accounts_currency_fkey', 'accounts',
-            format('currency %s: a key of billing.currencies is removed under READ COMMITTED'
-                   ' only, where a concurrent account is seen', v_code), '40001');
+        PERFORM billing.violation(TG_ARGV[2], 'accounts',
+            format('%s %s: a key of billing.%s is removed under READ COMMITTED only, where a'
+                   ' concurrent account is seen', TG_ARGV[1], v_key, TG_TABLE_NAME), '40001');
     END IF;
     RETURN NULL;
 END
 $$;
 
 CREATE TRIGGER currencies_accounts_key_delete AFTER DELETE ON billing.currencies
-    REFERENCING OLD TABLE AS removed
-    FOR EACH STATEMENT EXECUTE FUNCTION billing.currencies_accounts_key_guard();
+    REFERENCING OLD TABLE AS removed FOR EACH STATEMENT
+    EXECUTE FUNCTION billing.accounts_ref_key_guard('code', 'currency', 'accounts_currency_fkey');
 CREATE TRIGGER currencies_accounts_key_update AFTER UPDATE ON billing.currencies
-    REFERENCING OLD TABLE AS removed
-    FOR EACH STATEMENT EXECUTE FUNCTION billing.currencies_accounts_key_guard();
-
--- The referenced side: no zone name an account uses may go.
-CREATE FUNCTION billing.time_zone_names_accounts_key_guard() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    v_name text;
-BEGIN
-    SELECT o.name INTO v_name FROM removed o
-        WHERE NOT EXISTS (SELECT 1 FROM billing.time_zone_names z WHERE z.name = o.name)
-        ORDER BY EXISTS (SELECT 1 FROM billing.accounts a WHERE a.time_zone = o.name) DESC
-        LIMIT 1;
-    IF NOT FOUND THEN
-        RETURN NULL;
-    END IF;
-    IF EXISTS (SELECT 1 FROM billing.accounts a WHERE a.time_zone = v_name) THEN
-        PERFORM billing.violation('accounts_time_zone_known', 'accounts',
-            format('time zone %s is still referenced from accounts', v_name), '23503');
-    ELSIF billing.snapshot_per_transaction() THEN
-        PERFORM billing.violation('accounts_time_zone_known', 'accounts',
-            format('time zone %s: a key of billing.time_zone_names is removed under READ'
-                   ' COMMITTED only, where a concurrent account is seen', v_name), '40001');
-    END IF;
-    RETURN NULL;
-END
-$$;
-
+    REFERENCING OLD TABLE AS removed FOR EACH STATEMENT
+    EXECUTE FUNCTION billing.accounts_ref_key_guard('code', 'currency', 'accounts_currency_fkey');
 CREATE TRIGGER time_zone_names_accounts_key_delete AFTER DELETE ON billing.time_zone_names
-    REFERENCING OLD TABLE AS removed
-    FOR EACH STATEMENT EXECUTE FUNCTION billing.time_zone_names_accounts_key_guard();
+    REFERENCING OLD TABLE AS removed FOR EACH STATEMENT
+    EXECUTE FUNCTION billing.accounts_ref_key_guard('name', 'time_zone', 'accounts_time_zone_known');
 CREATE TRIGGER time_zone_names_accounts_key_update AFTER UPDATE ON billing.time_zone_names
-    REFERENCING OLD TABLE AS removed
-    FOR EACH STATEMENT EXECUTE FUNCTION billing.time_zone_names_accounts_key_guard();
+    REFERENCING OLD TABLE AS removed FOR EACH STATEMENT
+    EXECUTE FUNCTION billing.accounts_ref_key_guard('name', 'time_zone', 'accounts_time_zone_known');
 
 -- ---------------------------------------------------------------------
 -- Credit grants -> accounts (id, currency).
