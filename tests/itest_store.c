@@ -807,6 +807,155 @@ START_TEST(test_invariants_ledger)
 }
 END_TEST
 
+/*
+ * expect_refused_state - @sql must fail with status @want, constraint
+ * @constraint (NULL: any) and SQLSTATE @state. Runs in autocommit unless
+ * the caller began a transaction.
+ */
+static void expect_refused_state(bs_conn *c, const char *sql, bs_status want,
+                                 const char *constraint, const char *state)
+{
+    bs_error err;
+    bs_status st = bs_command(c, sql, 0, NULL, NULL, &err);
+
+    ck_assert_msg(st == want, "%s: expected %s, got %s (%s)", sql, bs_strerror(want),
+                  bs_strerror(st), st == BS_OK ? "accepted" : err.message);
+    if (constraint != NULL)
+        ck_assert_msg(strcmp(err.constraint, constraint) == 0,
+                      "%s: refused by '%s' (%s), expected '%s'", sql, err.constraint, err.message,
+                      constraint);
+    ck_assert_msg(strcmp(err.sqlstate, state) == 0, "%s: SQLSTATE %s (%s), expected %s", sql,
+                  err.sqlstate, err.message, state);
+}
+
+/* @sql must wait for a lock another session holds, and give up (lock_timeout). */
+static void expect_lock_wait(bs_conn *c, const char *sql)
+{
+    expect_refused_state(c, sql, BS_ERR_RETRY, NULL, "55P03");
+}
+
+#define GRANT_COLS                                                                      \
+    "INSERT INTO billing.credit_grants (id, account_id, currency, amount, granted_at, " \
+    "expires_at) VALUES "
+#define GRANT_TIMES "10, '2026-01-01Z', '2026-03-01Z')"
+
+/*
+ * Migration 0026: an account's currency and zone, and a grant's account,
+ * checked per statement instead of by foreign keys: the same names and
+ * SQLSTATE 23503, a bad row alone or among good ones, from the referenced
+ * side too (a DELETE or UPDATE that removes a key still referred to), and
+ * the locks that keep a concurrent writer from breaking the rule.
+ */
+START_TEST(test_account_keys_once)
+{
+    static const refusal fk_cases[] = {
+        {"INSERT INTO billing.accounts (id, currency) VALUES ('x', 'XXX')", BS_ERR_CONSTRAINT,
+         "accounts_currency_fkey"},
+        {"INSERT INTO billing.accounts (id, currency) VALUES ('x1', 'CNY'), ('x2', 'XXX'),"
+         " ('x3', 'USD')",
+         BS_ERR_CONSTRAINT, "accounts_currency_fkey"},
+        {"INSERT INTO billing.accounts (id, currency, time_zone) VALUES ('x', 'CNY', 'Mars/Base')",
+         BS_ERR_CONSTRAINT, "accounts_time_zone_known"},
+        {"INSERT INTO billing.accounts (id, currency, time_zone) VALUES ('x1', 'CNY', 'UTC'),"
+         " ('x2', 'CNY', 'Mars/Base'), ('x3', 'CNY', 'Asia/Shanghai')",
+         BS_ERR_CONSTRAINT, "accounts_time_zone_known"},
+        {"UPDATE billing.accounts SET currency = 'XXX' WHERE id = 'acct-2'", BS_ERR_CONSTRAINT,
+         "accounts_currency_fkey"},
+        {"UPDATE billing.accounts SET time_zone = 'Mars/Base'", BS_ERR_CONSTRAINT,
+         "accounts_time_zone_known"},
+        {GRANT_COLS "('gx', 'acct-1', 'JPY', " GRANT_TIMES, BS_ERR_CONSTRAINT,
+         "credit_grants_account_currency"},
+        {GRANT_COLS "('gx', 'no-such-account', 'CNY', " GRANT_TIMES, BS_ERR_CONSTRAINT,
+         "credit_grants_account_currency"},
+        {GRANT_COLS "('gx', 'acct-1', 'CNY', " GRANT_TIMES ", ('gy', 'acct-9', 'CNY', "
+                    "10, '2026-01-01Z', '2026-03-01Z'), ('gz', 'acct-2', 'USD', " GRANT_TIMES,
+         BS_ERR_CONSTRAINT, "credit_grants_account_currency"},
+        /* The referenced side: keys still referred to cannot go. */
+        {"DELETE FROM billing.currencies WHERE code = 'USD'", BS_ERR_CONSTRAINT,
+         "accounts_currency_fkey"},
+        {"UPDATE billing.currencies SET code = 'USX' WHERE code = 'USD'", BS_ERR_CONSTRAINT,
+         "accounts_currency_fkey"},
+        {"DELETE FROM billing.time_zone_names WHERE name = 'Europe/Paris'", BS_ERR_CONSTRAINT,
+         "accounts_time_zone_known"},
+        {"UPDATE billing.time_zone_names SET name = 'Europe/Pari' WHERE name = 'Europe/Paris'",
+         BS_ERR_CONSTRAINT, "accounts_time_zone_known"},
+        {"UPDATE billing.accounts SET currency = 'USD' WHERE id = 'acct-1'", BS_ERR_CONSTRAINT,
+         "credit_grants_account_currency"},
+        {"DO $$ BEGIN PERFORM set_config('billing.maintenance', 'on', true);"
+         " DELETE FROM billing.accounts WHERE id = 'acct-1'; END $$",
+         BS_ERR_CONSTRAINT, "credit_grants_account_currency"},
+    };
+    size_t i;
+    bs_error err;
+    bs_conn *c = migrated_db("account_keys");
+    bs_conn *other;
+
+    seed(c);
+    exec_ok(c, "INSERT INTO billing.accounts (id, currency, time_zone)"
+               " VALUES ('acct-2', 'USD', 'Europe/Paris'), ('acct-3', 'EUR', 'UTC')");
+    exec_ok(c, GRANT_COLS "('g1', 'acct-1', 'CNY', " GRANT_TIMES);
+    for (i = 0; i < N_CASES(fk_cases); i++)
+        expect_refused_state(c, fk_cases[i].sql, fk_cases[i].status, fk_cases[i].constraint,
+                             "23503");
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.accounts"), 3);
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.credit_grants"), 1);
+    /* The refusal names the account and the key, as the foreign key's detail did. */
+    ck_assert_int_eq(bs_command(c, fk_cases[3].sql, 0, NULL, NULL, &err), BS_ERR_CONSTRAINT);
+    ck_assert_msg(strstr(err.message, "account x2: time zone Mars/Base") != NULL, "%s",
+                  err.message);
+    /* Keys nothing refers to still go; an account without grants changes currency. */
+    exec_ok(c, "DELETE FROM billing.currencies WHERE code = 'ZWG'");
+    exec_ok(c, "DELETE FROM billing.time_zone_names WHERE name = 'Europe/Rome'");
+    exec_ok(c, "UPDATE billing.accounts SET currency = 'GBP', time_zone = 'Europe/London'"
+               " WHERE id = 'acct-3'");
+    /* ... but not under REPEATABLE READ, whose snapshot would miss a concurrent row. */
+    exec_ok(c, "BEGIN ISOLATION LEVEL REPEATABLE READ");
+    expect_refused_state(c, "DELETE FROM billing.currencies WHERE code = 'ZMW'", BS_ERR_RETRY,
+                         "accounts_currency_fkey", "40001");
+    exec_ok(c, "ROLLBACK");
+    exec_ok(c, "BEGIN ISOLATION LEVEL REPEATABLE READ");
+    expect_refused_state(c, "UPDATE billing.accounts SET currency = 'EUR' WHERE id = 'acct-3'",
+                         BS_ERR_RETRY, "credit_grants_account_currency", "40001");
+    exec_ok(c, "ROLLBACK");
+    /*
+     * Concurrent writers (another session, which gives up after 300 ms):
+     * an uncommitted account holds its currency and zone; an uncommitted
+     * grant holds every account key, and a removed account key holds back
+     * every grant.
+     */
+    other = connect_db(db_name);
+    exec_ok(other, "SET lock_timeout = '300ms'");
+    exec_ok(c, "BEGIN");
+    exec_ok(c, "INSERT INTO billing.accounts (id, currency, time_zone)"
+               " VALUES ('acct-4', 'ZMW', 'Asia/Tokyo')");
+    expect_lock_wait(other, "DELETE FROM billing.currencies WHERE code = 'ZMW'");
+    expect_lock_wait(other, "DELETE FROM billing.time_zone_names WHERE name = 'Asia/Tokyo'");
+    exec_ok(c, GRANT_COLS "('g4', 'acct-4', 'ZMW', " GRANT_TIMES);
+    expect_lock_wait(other, "UPDATE billing.accounts SET currency = 'EUR' WHERE id = 'acct-3'");
+    exec_ok(c, "ROLLBACK");
+    exec_ok(other, "BEGIN");
+    exec_ok(other, "UPDATE billing.accounts SET currency = 'EUR' WHERE id = 'acct-3'");
+    exec_ok(c, "SET lock_timeout = '300ms'");
+    expect_lock_wait(c, GRANT_COLS "('g5', 'acct-2', 'USD', " GRANT_TIMES);
+    exec_ok(other, "ROLLBACK");
+    exec_ok(c, GRANT_COLS "('g5', 'acct-2', 'USD', " GRANT_TIMES);
+    /*
+     * Under REPEATABLE READ a grant locks its account row FOR KEY SHARE, as
+     * the foreign key did (its snapshot would not see a key changed since);
+     * under READ COMMITTED it does not.
+     */
+    exec_ok(other, "BEGIN");
+    exec_ok(other, "SELECT 1 FROM billing.accounts WHERE id = 'acct-3' FOR UPDATE");
+    exec_ok(c, "BEGIN ISOLATION LEVEL REPEATABLE READ");
+    expect_lock_wait(c, GRANT_COLS "('g6', 'acct-3', 'GBP', " GRANT_TIMES);
+    exec_ok(c, "ROLLBACK");
+    exec_ok(c, GRANT_COLS "('g6', 'acct-3', 'GBP', " GRANT_TIMES);
+    exec_ok(other, "ROLLBACK");
+    bs_close(other);
+    drop_db(c);
+}
+END_TEST
+
 START_TEST(test_runtime_role)
 {
     bs_conn *c = migrated_db("runtime_role");
@@ -3207,6 +3356,7 @@ static Suite *store_suite(void)
     tcase_add_test(inv, test_invariants_events);
     tcase_add_test(inv, test_invariants_invoices);
     tcase_add_test(inv, test_invariants_ledger);
+    tcase_add_test(inv, test_account_keys_once);
     tcase_add_test(inv, test_runtime_role);
     tcase_add_test(inv, test_concurrent_finalizers);
     tcase_add_test(inv, test_concurrent_set_finalizers);
