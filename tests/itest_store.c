@@ -840,7 +840,7 @@ static void expect_lock_wait(bs_conn *c, const char *sql)
 #define GRANT_TIMES "10, '2026-01-01Z', '2026-03-01Z')"
 
 /*
- * Migration 0026: an account's currency and zone, and a grant's account,
+ * Migration 0025: an account's currency and zone, and a grant's account,
  * checked per statement instead of by foreign keys: the same names and
  * SQLSTATE 23503, a bad row alone or among good ones, from the referenced
  * side too (a DELETE or UPDATE that removes a key still referred to), and

@@ -1,4 +1,4 @@
--- 0026_account_keys_once.sql - an account's currency and time zone, and a
+-- 0025_account_keys_once.sql - an account's currency and time zone, and a
 -- grant's account, checked once per statement instead of once per row
 -- (issue 28: `billing load` of 1 M accounts with a grant each within 30 s).
 --
