@@ -2102,7 +2102,8 @@ START_TEST(test_close_probes_drafts_by_account)
     itdb_exec(c, "ALTER TABLE billing.invoices SET (autovacuum_enabled = off)");
     ck_assert_int_eq(run_billing(NULL, args), 0);
     /* Every draft is rewritten by the next close: the batch's open-draft look-up runs. */
-    itdb_exec(c, "UPDATE billing.invoices SET content_hash = md5('changed') WHERE status = 'draft'");
+    itdb_exec(c,
+              "UPDATE billing.invoices SET content_hash = md5('changed') WHERE status = 'draft'");
     ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM pg_stats WHERE schemaname = 'billing'"
                                   " AND tablename = 'invoices'"),
                      0);
