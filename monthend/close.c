@@ -75,14 +75,16 @@ typedef struct batch {
     billing_event *ev;
     uint64_t events; /* events inside their account's period */
     uint64_t rejected;
+    size_t from;      /* the batch's first account in x->accounts */
     json_t *index;    /* account id -> its position in the batch */
-    const char *last; /* the account of the last event, at position @last_at */
+    const char *last; /* the account of the last event (NULL: look up), at position @last_at */
     size_t last_at;
     uint64_t acc_events[CLOSE_BATCH]; /* per account of the batch, for its mark */
     uint64_t acc_rejected[CLOSE_BATCH];
-    char period_of[160];                     /* the account whose period is below ("" none) */
-    billing_time_t period_start, period_end; /* the month in that account's zone */
-    int period_known;                        /* its zone is known */
+    /* Per account of the batch: the month closed in its zone, if the zone is known. */
+    billing_time_t period_start[CLOSE_BATCH];
+    billing_time_t period_end[CLOSE_BATCH];
+    unsigned char period_known[CLOSE_BATCH];
 } batch;
 
 /* ---------------------------------------------------------------------- */
@@ -181,43 +183,76 @@ static void note_rejection(close_run_ctx *x, const char *msg)
     pthread_mutex_unlock(&x->lock);
 }
 
-/*
- * Whether the event [@start, @end) of @account falls in the month closed,
- * in the account's zone: events of other months are rated (for credit and
- * history) but not counted as the period's. Cached per account: a batch
- * reads the events account by account.
- */
-static int in_period(batch *b, const char *account, billing_time_t start, billing_time_t end)
+/* The month closed in @account's zone into *@ps and *@pe: 1, or 0 if its zone is unknown. */
+static int account_period(const close_run_ctx *x, const char *account, billing_time_t *ps,
+                          billing_time_t *pe)
 {
-    const close_params *p = b->x->p;
-    const billing_zone *z;
+    const close_params *p = x->p;
+    const billing_zone *z = bs_catalog_zone(x->stored, account);
 
-    if (strncmp(b->period_of, account, sizeof(b->period_of)) != 0) {
-        snprintf(b->period_of, sizeof(b->period_of), "%s", account);
-        z = bs_catalog_zone(b->x->stored, account);
-        b->period_known =
-            z != NULL &&
-            billing_zone_month_start(z, p->year, p->month, &b->period_start) == BILLING_OK &&
-            billing_zone_month_start(z, p->month == 12 ? p->year + 1 : p->year,
-                                     p->month == 12 ? 1 : p->month + 1,
-                                     &b->period_end) == BILLING_OK;
-    }
-    if (!b->period_known)
-        return 1;
-    return start < b->period_end && (end > b->period_start || start >= b->period_start);
+    return z != NULL && billing_zone_month_start(z, p->year, p->month, ps) == BILLING_OK &&
+           billing_zone_month_start(z, p->month == 12 ? p->year + 1 : p->year,
+                                    p->month == 12 ? 1 : p->month + 1, pe) == BILLING_OK;
 }
 
-/* The position of @account in the batch (events come account by account, mostly). */
-static size_t batch_pos(batch *b, const char *account)
+/* Each account's period, once per batch: the events of a batch interleave its accounts. */
+static void batch_periods(batch *b, size_t n)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        const char *id = json_string_value(json_array_get(b->x->accounts, b->from + i));
+        b->period_known[i] =
+            (unsigned char)account_period(b->x, id, &b->period_start[i], &b->period_end[i]);
+    }
+}
+
+/*
+ * The position of @account in the batch, and whether it is one of the
+ * batch's (else 0, and *@found 0). Events arrive in the store's order,
+ * which interleaves the accounts (time order, mostly): one hash look-up
+ * per change of account.
+ */
+static size_t batch_pos(batch *b, const char *account, int *found)
 {
     json_t *v;
 
     if (b->last == NULL || strcmp(b->last, account) != 0) {
         v = json_object_get(b->index, account);
-        b->last = json_object_iter_key(json_object_iter_at(b->index, account));
         b->last_at = v != NULL ? (size_t)json_integer_value(v) : 0;
+        b->last = v != NULL
+                      ? json_string_value(json_array_get(b->x->accounts, b->from + b->last_at))
+                      : NULL;
+        *found = v != NULL;
+        return b->last_at;
     }
+    *found = 1;
     return b->last_at;
+}
+
+/*
+ * Whether the event [@start, @end) of the account at @at (@found: one of
+ * the batch's, else @account's own zone is looked up) falls in the month
+ * closed, in the account's zone: events of other months are rated (for
+ * credit and history) but not counted as the period's.
+ */
+static int in_period(batch *b, size_t at, int found, const char *account, billing_time_t start,
+                     billing_time_t end)
+{
+    billing_time_t ps = 0;
+    billing_time_t pe = 0;
+    int known;
+
+    if (found) {
+        known = b->period_known[at];
+        ps = b->period_start[at];
+        pe = b->period_end[at];
+    } else {
+        known = account_period(b->x, account, &ps, &pe);
+    }
+    if (!known)
+        return 1;
+    return start < pe && (end > ps || start >= ps);
 }
 
 /* A bs_event_fn: rate one stored event. Refusals are counted, not fatal. */
@@ -229,20 +264,23 @@ static int add_event(void *arg, const char *account, const char *id, const char 
     char msg[MSG_MAX];
     billing_status st = bs_event_set(b->ev, account, id, resource, meter, start, end, quantity,
                                      model, region, msg, sizeof(msg));
+    int found;
+    size_t at;
 
     if (st == BILLING_OK)
         st = billing_rater_add(b->r, b->ev, msg, sizeof(msg));
+    at = batch_pos(b, account, &found);
     if (st == BILLING_OK || st == BILLING_DUPLICATE) {
-        if (in_period(b, account, start, end)) {
+        if (in_period(b, at, found, account, start, end)) {
             b->events++;
-            b->acc_events[batch_pos(b, account)]++;
+            b->acc_events[at]++;
         }
         return 0;
     }
     if (msg[0] == '\0')
         snprintf(msg, sizeof(msg), "event '%.128s': %s", id, billing_strerror(st));
     b->rejected++;
-    b->acc_rejected[batch_pos(b, account)]++;
+    b->acc_rejected[at]++;
     note_rejection(b->x, msg);
     return 0;
 }
@@ -512,6 +550,7 @@ static close_status run_batch(close_run_ctx *x, bs_conn *c, billing_event *ev, s
     memset(&b, 0, sizeof(b));
     b.x = x;
     b.ev = ev;
+    b.from = from;
     b.index = json_object();
     billing_rater_new(x->cat, &b.r, NULL, 0);
     for (i = from; ids != NULL && b.index != NULL && i < to; i++) {
@@ -523,6 +562,7 @@ static close_status run_batch(close_run_ctx *x, bs_conn *c, billing_event *ev, s
     if (b.r == NULL || acc_text == NULL || b.index == NULL ||
         billing_rater_set_dedupe(b.r, 0) != BILLING_OK)
         goto done;
+    batch_periods(&b, to - from);
     if (bs_events_fetch(c, acc_text, x->before, add_event, &b, &err) != BS_OK) {
         rc = store_fail(x, "close: reading events", &err);
         goto done;

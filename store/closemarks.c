@@ -9,20 +9,23 @@
 #include <string.h>
 
 #include "closemarks.h"
+#include "invoiceprobe.h"
 
 #define SQL_MARKS_READ                                                                   \
     "SELECT account_id, mark, same FROM billing.close_marks_compare($1::text, $2::date," \
     " $3::text, $4::boolean)"
 
+/* clang-format off */
 #define SQL_MARKS_PUT                                                                           \
     "INSERT INTO billing.close_marks AS k (account_id, month, mark, invoice_id, events,"        \
     " rejected, expired) SELECT x->>'a', $2::date, x->>'m', (SELECT i.id FROM billing.invoices" \
-    " i WHERE i.account_id = x->>'a' AND i.month = $2::date AND i.kind = 'invoice'"             \
-    " AND i.status IN ('draft', 'finalized') ORDER BY i.id DESC LIMIT 1), (x->>'e')::bigint,"   \
+    " i WHERE " BS_SQL_INVOICE_PROBE("x->>'a'", "$2", "'draft', 'finalized'")                   \
+    " ORDER BY i.id DESC LIMIT 1), (x->>'e')::bigint,"                                          \
     " (x->>'r')::bigint, (x->>'x')::numeric FROM jsonb_array_elements($1::jsonb) x"             \
     " ORDER BY 1 ON CONFLICT (account_id, month) DO UPDATE SET mark = EXCLUDED.mark,"           \
     " invoice_id = EXCLUDED.invoice_id, events = EXCLUDED.events,"                              \
     " rejected = EXCLUDED.rejected, expired = EXCLUDED.expired, recorded_at = now()"
+/* clang-format on */
 
 #define SQL_SUMS_ACCOUNTS "WITH a AS (SELECT x AS id FROM json_array_elements_text($1::json) x)"
 #define SQL_SUMS_INVOICES                                                    \

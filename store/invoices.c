@@ -19,6 +19,7 @@
 #include "closemarks.h"
 #include "copy.h"
 #include "invoices.h"
+#include "invoiceprobe.h"
 #include "kindsums.h"
 #include "md5.h"
 #include "rowtext.h"
@@ -670,11 +671,10 @@ static int draft_hash(const bs_draft *d, char hex[2 * BS_MD5_LEN + 1])
     " hashtextextended(a, 7091318301203063141) AS k FROM json_array_elements_text($1::json) a" \
     " ORDER BY k OFFSET 0) s) t"
 #define SQL_SERIES "SELECT billing.ensure_invoice_series($1::text, $1::text || '-')"
-/* The batch's invoices of the month, probed per draft (see SQL_DRAFT_STALE). */
+/* The batch's invoices of the month, probed per draft (see SQL_DRAFT_STALE, invoiceprobe.h). */
 #define SQL_BATCH_INVOICES(statuses)                                             \
     " FROM bs_batch b CROSS JOIN LATERAL (SELECT i.id, i.status, i.content_hash" \
-    " FROM billing.invoices i WHERE i.account_id = b.a AND i.month = $1::date"   \
-    " AND i.kind = 'invoice' AND i.status IN (" statuses ") OFFSET 0) i"
+    " FROM billing.invoices i WHERE " BS_SQL_INVOICE_PROBE("b.a", "$1", statuses) " OFFSET 0) i"
 /* clang-format off */
 #define SQL_DRAFT_EXISTING                                                  \
     "SELECT b.n, i.id, i.status, i.content_hash IS NOT DISTINCT FROM b.h" \
@@ -782,11 +782,13 @@ static int draft_hash(const bs_draft *d, char hex[2 * BS_MD5_LEN + 1])
  * a LATERAL subquery kept apart by OFFSET 0, so it can only be probed
  * per account.
  */
+/* clang-format off */
 #define SQL_DRAFT_STALE                                                                         \
     "SELECT coalesce(json_agg(i.id), '[]')::text FROM json_array_elements_text($1::json) a(id)" \
-    " CROSS JOIN LATERAL (SELECT i.id FROM billing.invoices i WHERE i.account_id = a.id"        \
-    " AND i.month = $2::date AND i.kind = 'invoice' AND i.status = 'draft' OFFSET 0) i"         \
+    " CROSS JOIN LATERAL (SELECT i.id FROM billing.invoices i WHERE "                           \
+    BS_SQL_INVOICE_PROBE("a.id", "$2", "'draft'") " OFFSET 0) i"                                   \
     " WHERE NOT EXISTS (SELECT 1 FROM bs_batch b WHERE b.a = a.id)"
+/* clang-format on */
 #define SQL_DRAFT_VOID_STALE                                                                      \
     "UPDATE billing.invoices SET status = 'void', void_reason = 'recomputed: no charges',"        \
     " voided_at = now(), subtotal = 0, credits = 0, returned = 0, account_credit = 0, carried = " \

@@ -269,6 +269,17 @@ START_TEST(test_result_rows_are_the_stored_drafts)
     ck_assert_uint_eq(r.rejected, 0);
     ck_assert_uint_eq(r.warnings, 0);
     expect_drafts(c, &r);
+    /*
+     * Per account (its close mark), each event counted in its own account's
+     * zone: the batch's events interleave its accounts, and each account's
+     * period and count are kept by its position in the batch.
+     */
+    ck_assert_int_eq(itdb_long(c, "SELECT events FROM billing.close_marks WHERE account_id = 'a'"
+                                  " AND month = '2026-10-01'"),
+                     2);
+    ck_assert_int_eq(itdb_long(c, "SELECT events FROM billing.close_marks WHERE account_id = 'b'"
+                                  " AND month = '2026-10-01'"),
+                     2);
     /* a by hand: 1 h at 2.00 + 7/3 h at 3.30 = 9.70, tax at 6% 0.58. */
     ck_assert_int_eq(
         itdb_long(c, "SELECT (total * 100)::bigint " OCT_DRAFTS " AND account_id = 'a'"), 1028);
