@@ -78,9 +78,10 @@ billing_status bl_month_compute(billing_rater *r, size_t ai, int32_t month, bl_m
  * rounded amount is cut by epoch at the rounded running sums of its exact
  * parts (so the parts add up to the line), usage and included lines to the
  * usage pool, fee and refund lines to the fee pool; a pool made negative
- * by a refund is zero (a refund is never credit to spend).
+ * by a refund is zero (a refund is never credit to spend). Uses @r's
+ * scratch (bl_scratch) and its catalog's digits and rounding.
  */
-void bl_month_pools(const billing_catalog *cat, bl_month *m);
+void bl_month_pools(billing_rater *r, bl_month *m);
 
 /*
  * bl_line_part_add - add @amount to line @l's part in credit epoch

@@ -12,10 +12,12 @@
 #include "invoice.h"
 #include "zone.h"
 
-/* ns per hour x nano-units per unit: divides quantity x ns into unit-hours. */
-#define NS_PER_HOUR_X_NANO "3600000000000000000000"
-/* nano-units per unit x bytes per GB: divides traffic nano-bytes into GB. */
-#define NANO_X_GB "1000000000000000000"
+/*
+ * The divisors of the quantities are the rater's (bl_scratch): ns per hour
+ * x nano-units per unit (3.6 x 10^21) divides quantity x ns into
+ * unit-hours; nano-units per unit x bytes per GB (10^18) divides traffic
+ * nano-bytes into GB.
+ */
 
 static int32_t month_of_instant(const billing_zone *zone, billing_time_t t)
 {
@@ -68,9 +70,10 @@ static int same_line(const bl_line *a, const bl_line *b)
 
 /*
  * The line with the identity of @id (its kind ... sub fields), appended
- * with zero amounts and @unit_price if new; NULL if out of memory.
+ * with zero amounts and @unit_price (NULL: zero) if new; NULL if out of
+ * memory.
  */
-static bl_line *line_get(bl_month *m, const bl_line *id, const mpq_t unit_price)
+static bl_line *line_get(bl_month *m, const bl_line *id, mpq_srcptr unit_price)
 {
     size_t i;
     bl_line *l;
@@ -91,7 +94,8 @@ static bl_line *line_get(bl_month *m, const bl_line *id, const mpq_t unit_price)
     *l = *id;
     mpq_init(l->quantity);
     mpq_init(l->unit_price);
-    mpq_set(l->unit_price, unit_price);
+    if (unit_price != NULL)
+        mpq_set(l->unit_price, unit_price);
     mpq_init(l->amount);
     mpz_init(l->rounded);
     return l;
@@ -109,17 +113,19 @@ static void line_id(bl_line *id, billing_line_kind kind)
     id->sub = BL_NONE;
 }
 
-/* Quantity in the meter's unit from an aggregate's exact sum. */
-static void agg_quantity(const bl_agg *a, billing_time_t month_len, mpq_t out)
+/*
+ * Quantity in the meter's unit from an aggregate's exact sum, into @out;
+ * @div is scratch (the rater's).
+ */
+static void agg_quantity(const bl_scratch *sc, const bl_agg *a, billing_time_t month_len,
+                         mpq_t out, mpq_t div)
 {
-    mpq_t div;
-
     bl_agg_value(a, out);
-    mpq_init(div);
+    mpq_set_ui(div, 0, 1);
     switch ((billing_meter)a->key.meter) {
     case BILLING_METER_GPU:
     case BILLING_METER_GPULESS:
-        mpq_set_str(div, NS_PER_HOUR_X_NANO, 10);
+        mpq_set_z(div, sc->div_hour);
         break;
     case BILLING_METER_STORAGE:
         /* GB-months: the actual length of this local month (DST included). */
@@ -127,27 +133,23 @@ static void agg_quantity(const bl_agg *a, billing_time_t month_len, mpq_t out)
         mpz_mul_ui(mpq_numref(div), mpq_numref(div), (unsigned long)BL_QTY_SCALE);
         break;
     case BILLING_METER_TRAFFIC:
-        mpq_set_str(div, NANO_X_GB, 10);
+        mpq_set_z(div, sc->div_gb);
         break;
     }
     mpq_div(out, out, div);
-    mpq_clear(div);
 }
 
 static billing_status add_usage(billing_rater *r, bl_month *m, const bl_agg *a)
 {
     const billing_catalog *cat = r->cat;
-    mpq_t qty;
-    mpq_t amount;
-    mpq_t zero;
+    /* The rater's scratch, not temporaries of our own: no allocation once grown. */
+    mpq_ptr qty = r->scratch.q[0];
+    mpq_ptr amount = r->scratch.q[1];
     bl_line *l;
     bl_line id;
     const mpq_t *price = NULL;
 
-    mpq_init(qty);
-    mpq_init(amount);
-    mpq_init(zero);
-    agg_quantity(a, m->end - m->start, qty);
+    agg_quantity(&r->scratch, a, m->end - m->start, qty, r->scratch.q[2]);
     line_id(&id, a->key.sub != BL_SUB_NONE ? BILLING_LINE_INCLUDED : BILLING_LINE_USAGE);
     id.meter = (billing_meter)a->key.meter;
     if (id.kind == BILLING_LINE_INCLUDED) {
@@ -161,16 +163,15 @@ static billing_status add_usage(billing_rater *r, bl_month *m, const bl_agg *a)
     }
     if (price != NULL)
         mpq_mul(amount, qty, *price);
-    l = line_get(m, &id, price != NULL ? *price : zero);
+    else
+        mpq_set_ui(amount, 0, 1);
+    l = line_get(m, &id, price != NULL ? *price : NULL);
     if (l != NULL) {
         mpq_add(l->quantity, l->quantity, qty);
         mpq_add(l->amount, l->amount, amount);
     }
     if (l != NULL && bl_line_part_add(l, a->key.epoch, amount) != 0)
         l = NULL;
-    mpq_clear(qty);
-    mpq_clear(amount);
-    mpq_clear(zero);
     return l != NULL ? BILLING_OK : BILLING_ERR_NOMEM;
 }
 
@@ -358,10 +359,11 @@ billing_status bl_month_compute(billing_rater *r, size_t ai, int32_t month, bl_m
     if (m->n_lines > 1)
         qsort(m->lines, m->n_lines, sizeof(bl_line), cmp_line);
     for (i = 0; i < m->n_lines; i++) {
-        bl_q_round_minor(m->lines[i].rounded, m->lines[i].amount, cat->digits, cat->rounding);
+        bl_q_round_pow(m->lines[i].rounded, m->lines[i].amount, r->scratch.pow10, cat->rounding,
+                       r->scratch.z[2], r->scratch.z[3]);
         mpz_add(m->subtotal, m->subtotal, m->lines[i].rounded);
     }
-    bl_month_pools(cat, m);
+    bl_month_pools(r, m);
     return BILLING_OK;
 }
 
@@ -450,40 +452,37 @@ int bl_account_has_month(billing_rater *r, size_t ai, int32_t month)
 /* Pools: the invoice's rounded figures by epoch                           */
 /* ---------------------------------------------------------------------- */
 
-/* Add line @l's rounded amount to the pools of kind @k, cut by epoch. */
-static void spread_line(const billing_catalog *cat, const bl_line *l, size_t k, bl_month *m)
+/* Add line @l's rounded amount to the pools of kind @k, cut by epoch (the rater's scratch). */
+static void spread_line(billing_rater *r, const bl_line *l, size_t k, bl_month *m)
 {
-    mpq_t sum;
-    mpz_t upto;
-    mpz_t before;
+    bl_scratch *sc = &r->scratch;
+    mpq_ptr sum = sc->q[0];
+    mpz_ptr upto = sc->z[0];
+    mpz_ptr before = sc->z[1];
     size_t i;
     size_t e;
 
-    mpq_init(sum);
-    mpz_init(upto);
-    mpz_init(before);
+    mpq_set_ui(sum, 0, 1);
+    mpz_set_ui(before, 0);
     for (i = 0; i < l->n_parts; i++) {
         e = l->parts[i].epoch;
         /* The rounded running sum ends at the line's rounded amount. */
         mpq_add(sum, sum, l->parts[i].amount);
-        bl_q_round_minor(upto, sum, cat->digits, cat->rounding);
+        bl_q_round_pow(upto, sum, sc->pow10, r->cat->rounding, sc->z[2], sc->z[3]);
         mpz_add(m->pools[e * 2 + k], m->pools[e * 2 + k], upto);
         mpz_sub(m->pools[e * 2 + k], m->pools[e * 2 + k], before);
         mpz_set(before, upto);
     }
-    mpq_clear(sum);
-    mpz_clear(upto);
-    mpz_clear(before);
 }
 
-void bl_month_pools(const billing_catalog *cat, bl_month *m)
+void bl_month_pools(billing_rater *r, bl_month *m)
 {
     const bl_line *l;
     size_t i;
 
     for (i = 0; i < m->n_lines; i++) {
         l = &m->lines[i];
-        spread_line(cat, l, (l->kind == BILLING_LINE_FEE || l->kind == BILLING_LINE_REFUND) ? 1 : 0,
+        spread_line(r, l, (l->kind == BILLING_LINE_FEE || l->kind == BILLING_LINE_REFUND) ? 1 : 0,
                     m);
     }
     for (i = 0; i < 2 * m->n_pools; i++) {
