@@ -40,8 +40,9 @@ void bl_month_clear(bl_month *m)
     size_t i;
     size_t e;
 
-    for (i = 0; i < m->n_lines; i++) {
-        for (e = 0; e < m->lines[i].n_parts; e++)
+    /* Every line and part initialised, beyond those in use when storage was kept. */
+    for (i = 0; i < m->n_init; i++) {
+        for (e = 0; e < m->lines[i].parts_init; e++)
             mpq_clear(m->lines[i].parts[e].amount);
         free(m->lines[i].parts);
         for (e = 0; e < m->lines[i].n_sources; e++)
@@ -53,11 +54,81 @@ void bl_month_clear(bl_month *m)
         mpz_clear(m->lines[i].rounded);
     }
     free(m->lines);
-    for (i = 0; m->pools != NULL && i < 2 * m->n_pools; i++)
+    for (i = 0; m->pools != NULL && i < 2 * m->cap_pools; i++)
         mpz_clear(m->pools[i]);
     free(m->pools);
     mpz_clear(m->subtotal);
     memset(m, 0, sizeof(*m));
+}
+
+static void spare_free(billing_rater *r)
+{
+    size_t i;
+
+    for (i = 0; i < r->n_month_spare; i++)
+        bl_month_clear(&r->month_spare[i]);
+    free(r->month_spare);
+    r->month_spare = NULL;
+    r->n_month_spare = 0;
+}
+
+void bl_month_release(billing_rater *r, bl_month *m)
+{
+    size_t i;
+    size_t e;
+
+    if (r->month_spare == NULL) {
+        r->month_spare = malloc(BL_MONTH_SPARES * sizeof(bl_month));
+        if (r->month_spare != NULL)
+            r->month_spare_free = spare_free;
+    }
+    if (r->month_spare == NULL || r->n_month_spare == BL_MONTH_SPARES || m->pools == NULL) {
+        bl_month_clear(m);
+        return;
+    }
+    /* Refund sources are rare: not kept. */
+    for (i = 0; i < m->n_lines; i++) {
+        for (e = 0; e < m->lines[i].n_sources; e++)
+            mpq_clear(m->lines[i].sources[e].amount);
+        free(m->lines[i].sources);
+        m->lines[i].sources = NULL;
+        m->lines[i].n_sources = 0;
+    }
+    m->n_lines = 0;
+    r->month_spare[r->n_month_spare++] = *m;
+    memset(m, 0, sizeof(*m));
+}
+
+/*
+ * @m ready for account @a's month: a kept month's storage (bl_month_release)
+ * when there is one, with @n_pools zero pools; 0, or -1 when out of memory
+ * (@m is then still one bl_month_clear frees).
+ */
+static int month_start(billing_rater *r, bl_month *m, size_t n_pools)
+{
+    mpz_t *p;
+    size_t i;
+
+    if (r->n_month_spare > 0) {
+        *m = r->month_spare[--r->n_month_spare];
+        mpz_set_ui(m->subtotal, 0);
+    } else {
+        memset(m, 0, sizeof(*m));
+        mpz_init(m->subtotal);
+    }
+    if (m->cap_pools < n_pools) {
+        p = realloc(m->pools, 2 * n_pools * sizeof(mpz_t));
+        if (p == NULL)
+            return -1;
+        m->pools = p;
+        for (i = 2 * m->cap_pools; i < 2 * n_pools; i++)
+            mpz_init(m->pools[i]);
+        m->cap_pools = n_pools;
+    }
+    for (i = 0; i < 2 * n_pools; i++)
+        mpz_set_ui(m->pools[i], 0);
+    m->n_pools = n_pools;
+    return 0;
 }
 
 /* Whether two lines have the same identity (they are then one line). */
@@ -77,6 +148,7 @@ static bl_line *line_get(bl_month *m, const bl_line *id, mpq_srcptr unit_price)
 {
     size_t i;
     bl_line *l;
+    bl_line kept;
     void *p;
 
     for (i = 0; i < m->n_lines; i++) {
@@ -90,14 +162,39 @@ static bl_line *line_get(bl_month *m, const bl_line *id, mpq_srcptr unit_price)
         m->lines = p;
         m->cap_lines = m->cap_lines ? m->cap_lines * 2 : 8;
     }
-    l = &m->lines[m->n_lines++];
-    *l = *id;
-    mpq_init(l->quantity);
-    mpq_init(l->unit_price);
-    if (unit_price != NULL)
-        mpq_set(l->unit_price, unit_price);
-    mpq_init(l->amount);
-    mpz_init(l->rounded);
+    l = &m->lines[m->n_lines];
+    if (m->n_lines < m->n_init) {
+        /* A kept line (bl_month_release): its values and parts, zeroed, under the new identity. */
+        kept = *l;
+        *l = *id;
+        memcpy(l->quantity, kept.quantity, sizeof(mpq_t));
+        memcpy(l->unit_price, kept.unit_price, sizeof(mpq_t));
+        memcpy(l->amount, kept.amount, sizeof(mpq_t));
+        memcpy(l->rounded, kept.rounded, sizeof(mpz_t));
+        l->parts = kept.parts;
+        l->parts_init = kept.parts_init;
+        l->cap_parts = kept.cap_parts;
+        l->n_parts = 0;
+        l->sources = NULL;
+        l->n_sources = 0;
+        mpq_set_ui(l->quantity, 0, 1);
+        mpq_set_ui(l->amount, 0, 1);
+        mpz_set_ui(l->rounded, 0);
+        if (unit_price != NULL)
+            mpq_set(l->unit_price, unit_price);
+        else
+            mpq_set_ui(l->unit_price, 0, 1);
+    } else {
+        *l = *id;
+        mpq_init(l->quantity);
+        mpq_init(l->unit_price);
+        if (unit_price != NULL)
+            mpq_set(l->unit_price, unit_price);
+        mpq_init(l->amount);
+        mpz_init(l->rounded);
+        m->n_init++;
+    }
+    m->n_lines++;
     return l;
 }
 
@@ -335,19 +432,11 @@ billing_status bl_month_compute(billing_rater *r, size_t ai, int32_t month, bl_m
     billing_status st = BILLING_OK;
     size_t i;
 
-    memset(m, 0, sizeof(*m));
-    mpz_init(m->subtotal);
+    if (month_start(r, m, a->n_epochs + 1) != 0)
+        return BILLING_ERR_NOMEM;
     m->account = ai;
     m->month = month;
     month_bounds(a->zone, month, &m->start, &m->end);
-    m->n_pools = a->n_epochs + 1;
-    m->pools = malloc(2 * m->n_pools * sizeof(mpz_t));
-    if (m->pools == NULL) {
-        m->n_pools = 0;
-        return BILLING_ERR_NOMEM;
-    }
-    for (i = 0; i < 2 * m->n_pools; i++)
-        mpz_init(m->pools[i]);
     for (i = 0; i < v->len && st == BILLING_OK; i++) {
         if (r->aggs[v->data[i]].key.month == month && r->aggs[v->data[i]].pieces > 0)
             st = add_usage(r, m, &r->aggs[v->data[i]]);
@@ -494,6 +583,8 @@ void bl_month_pools(billing_rater *r, bl_month *m)
 int bl_line_part_add(bl_line *l, size_t epoch, const mpq_t amount)
 {
     bl_line_part *p;
+    bl_line_part spare;
+    size_t cap;
     size_t i = 0;
 
     while (i < l->n_parts && l->parts[i].epoch < epoch)
@@ -502,15 +593,28 @@ int bl_line_part_add(bl_line *l, size_t epoch, const mpq_t amount)
         mpq_add(l->parts[i].amount, l->parts[i].amount, amount);
         return 0;
     }
-    p = realloc(l->parts, (l->n_parts + 1) * sizeof(*p));
-    if (p == NULL)
-        return -1;
-    l->parts = p;
+    if (l->n_parts == l->cap_parts) {
+        cap = l->cap_parts ? 2 * l->cap_parts : 2;
+        p = realloc(l->parts, cap * sizeof(*p));
+        if (p == NULL)
+            return -1;
+        l->parts = p;
+        l->cap_parts = cap;
+    }
+    p = l->parts;
     /* GMP values may move: their limbs stay where they are. */
-    memmove(&p[i + 1], &p[i], (l->n_parts - i) * sizeof(*p));
+    if (l->n_parts < l->parts_init) {
+        /* The first unused part's value (a month kept by bl_month_release) goes to @i. */
+        spare = p[l->n_parts];
+        memmove(&p[i + 1], &p[i], (l->n_parts - i) * sizeof(*p));
+        p[i] = spare;
+    } else {
+        memmove(&p[i + 1], &p[i], (l->n_parts - i) * sizeof(*p));
+        mpq_init(p[i].amount);
+        l->parts_init++;
+    }
     l->n_parts++;
     p[i].epoch = epoch;
-    mpq_init(p[i].amount);
     mpq_set(p[i].amount, amount);
     return 0;
 }

@@ -373,6 +373,8 @@ void billing_rater_destroy(billing_rater *r)
     }
     if (r->credit_memo_free != NULL)
         r->credit_memo_free(r);
+    if (r->month_spare_free != NULL)
+        r->month_spare_free(r);
     for (i = 0; i < r->n_accts; i++)
         free(r->accts[i].aggs.data);
     free(r->accts);

@@ -186,6 +186,14 @@ struct billing_rater {
     uint64_t gen;          /* changes whenever an event is added or removed */
     bl_scratch scratch;    /* month.c's temporaries (bl_scratch) */
     /*
+     * Months given back by bl_month_release (invoice.h, month.c), their
+     * lines' GMP values and arrays kept for the next bl_month_compute;
+     * freed by month_spare_free (set by month.c, as credit_memo_free).
+     */
+    struct bl_month *month_spare;
+    size_t n_month_spare;
+    void (*month_spare_free)(billing_rater *r);
+    /*
      * Frees the accounts' credit memos (NULL while there is none): set by
      * history.c, which owns the memos, so that billing_rater_destroy needs
      * none of the invoice code above the rater (no circle between the files).
