@@ -44,8 +44,8 @@ typedef struct bl_line {
     mpz_t rounded;       /* amount in minor units */
     bl_line_part *parts; /* the exact amount by credit epoch, ascending epochs */
     size_t n_parts;
-    size_t parts_init; /* parts[0..parts_init) have their amount initialised (>= n_parts) */
-    size_t cap_parts;  /* parts allocated */
+    size_t parts_init;       /* parts[0..parts_init) have their amount initialised (>= n_parts) */
+    size_t cap_parts;        /* parts allocated */
     bl_refund_part *sources; /* refund lines: refunds of fees of earlier months */
     size_t n_sources;
 } bl_line;
@@ -67,7 +67,7 @@ typedef struct bl_month {
     size_t n_pools;   /* epochs + 1 */
     size_t cap_pools; /* pools[0..2 * cap_pools) initialised (>= n_pools) */
     mpz_t *pools;     /* [epoch * 2 + (usage 0, fees 1)], minor units, >= 0 */
-    mpz_t subtotal; /* minor units */
+    mpz_t subtotal;   /* minor units */
 } bl_month;
 
 /*

@@ -214,8 +214,8 @@ static void line_id(bl_line *id, billing_line_kind kind)
  * Quantity in the meter's unit from an aggregate's exact sum, into @out;
  * @div is scratch (the rater's).
  */
-static void agg_quantity(const bl_scratch *sc, const bl_agg *a, billing_time_t month_len,
-                         mpq_t out, mpq_t div)
+static void agg_quantity(const bl_scratch *sc, const bl_agg *a, billing_time_t month_len, mpq_t out,
+                         mpq_t div)
 {
     bl_agg_value(a, out);
     mpq_set_ui(div, 0, 1);
