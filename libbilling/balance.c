@@ -51,7 +51,7 @@ static billing_status live_credit(billing_rater *r, size_t ai, billing_time_t no
         st = bl_month_compute(r, ai, target, &m);
         if (st == BILLING_OK && bl_credit_apply(r->cat, ai, &m, c) != 0)
             st = BILLING_ERR_NOMEM;
-        bl_month_clear(&m);
+        bl_month_release(r, &m);
     }
     if (st == BILLING_OK)
         bl_live_put(r, ai, target, c);

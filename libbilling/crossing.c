@@ -384,16 +384,18 @@ typedef struct cx_model {
     mpz_t sum;
 } cx_model;
 
-/* Has the balance fallen by m->need at @t, if the credit pays every line's increase? */
-static int model_reached(cx_model *m, const billing_catalog *cat, billing_time_t t)
+/*
+ * Has the balance fallen by m->need at @t, if the credit pays every line's
+ * increase? In m->a and m->r and the rater's scratch: nothing allocated
+ * per probe of the search.
+ */
+static int model_reached(cx_model *m, billing_rater *rater, billing_time_t t)
 {
-    mpq_t a;
-    mpz_t r;
+    bl_scratch *sc = &rater->scratch;
+    mpq_ptr a = m->a;
+    mpz_ptr r = m->r;
     size_t i;
-    int rc;
 
-    mpq_init(a);
-    mpz_init(r);
     mpz_set_ui(m->sum, 0);
     for (i = 0; i < m->n; i++) {
         mpz_set_si(mpq_numref(a), t - m->lo);
@@ -401,14 +403,11 @@ static int model_reached(cx_model *m, const billing_catalog *cat, billing_time_t
         mpq_canonicalize(a);
         mpq_mul(a, a, m->lines[i].da);
         mpq_add(a, a, m->lines[i].a0);
-        bl_q_round_minor(r, a, cat->digits, cat->rounding);
+        bl_q_round_pow(r, a, sc->pow10, rater->cat->rounding, sc->z[2], sc->z[3]);
         mpz_sub(r, r, m->lines[i].r0);
         mpz_add(m->sum, m->sum, r);
     }
-    rc = mpz_cmp(m->sum, m->need) >= 0;
-    mpq_clear(a);
-    mpz_clear(r);
-    return rc;
+    return mpz_cmp(m->sum, m->need) >= 0;
 }
 
 /*
@@ -503,7 +502,7 @@ static int solve(cx *x, billing_time_t lo, billing_time_t t1, billing_time_t *gu
         goto out;
     }
     rc = 0;
-    *beyond = !model_reached(&m, cat, t1);
+    *beyond = !model_reached(&m, x->r, t1);
     *guess = t1;
     if (*beyond)
         goto out;
@@ -512,15 +511,15 @@ static int solve(cx *x, billing_time_t lo, billing_time_t t1, billing_time_t *gu
     b_hi = t1;
     while (b_hi - b_lo > 1) {
         mid = b_lo + (b_hi - b_lo) / 2;
-        if (model_reached(&m, cat, mid))
+        if (model_reached(&m, x->r, mid))
             b_hi = mid;
         else
             b_lo = mid;
     }
     *guess = b_hi;
 out:
-    bl_month_clear(&m0);
-    bl_month_clear(&m1);
+    bl_month_release(x->r, &m0);
+    bl_month_release(x->r, &m1);
     model_clear(&m);
     return rc;
 }

@@ -236,16 +236,10 @@ char *bl_q_to_string(const mpq_t q)
 }
 
 /* Sign of 2 * rem - den: where the remainder lies relative to one half. */
-static int compare_to_half(const mpz_t rem, const mpz_t den)
+static int compare_to_half(const mpz_t rem, const mpz_t den, mpz_t twice)
 {
-    mpz_t twice;
-    int cmp;
-
-    mpz_init(twice);
     mpz_mul_2exp(twice, rem, 1);
-    cmp = mpz_cmp(twice, den);
-    mpz_clear(twice);
-    return cmp;
+    return mpz_cmp(twice, den);
 }
 
 /*
@@ -255,7 +249,7 @@ static int compare_to_half(const mpz_t rem, const mpz_t den)
  * documented default, because this function has no way to fail.
  */
 static int rounds_up(billing_rounding mode, int sign, const mpz_t floor_q, const mpz_t rem,
-                     const mpz_t den)
+                     const mpz_t den, mpz_t tmp)
 {
     int half;
 
@@ -272,7 +266,7 @@ static int rounds_up(billing_rounding mode, int sign, const mpz_t floor_q, const
     case BILLING_ROUND_HALF_EVEN:
         break;
     }
-    half = compare_to_half(rem, den);
+    half = compare_to_half(rem, den, tmp);
     if (half != 0)
         return half > 0;
     if (mode == BILLING_ROUND_HALF_EVEN)
@@ -280,25 +274,38 @@ static int rounds_up(billing_rounding mode, int sign, const mpz_t floor_q, const
     return sign > 0;
 }
 
-void bl_q_round_minor(mpz_t out, const mpq_t q, int digits, billing_rounding mode)
+void bl_q_round_pow(mpz_t out, const mpq_t q, const mpz_t pow10, billing_rounding mode, mpz_t rem,
+                    mpz_t tmp)
 {
-    mpz_t scaled;
-    mpz_t rem;
     int sign;
 
+    mpz_mul(out, pow10, mpq_numref(q));
+    sign = mpz_sgn(out);
+    /* Floor division gives a remainder in [0, den) whatever the sign. */
+    mpz_fdiv_qr(out, rem, out, mpq_denref(q));
+    if (mpz_sgn(rem) != 0 && rounds_up(mode, sign, out, rem, mpq_denref(q), tmp))
+        mpz_add_ui(out, out, 1);
+}
+
+void bl_q_round_minor(mpz_t out, const mpq_t q, int digits, billing_rounding mode)
+{
+    mpz_t pow10;
+    mpz_t scaled;
+    mpz_t rem;
+    mpz_t tmp;
+
     /* Work in locals so that @out may be @q's own numerator. */
+    mpz_init(pow10);
     mpz_init(scaled);
     mpz_init(rem);
-    mpz_ui_pow_ui(scaled, 10, digits > 0 ? (unsigned long)digits : 0);
-    mpz_mul(scaled, scaled, mpq_numref(q));
-    sign = mpz_sgn(scaled);
-    /* Floor division gives a remainder in [0, den) whatever the sign. */
-    mpz_fdiv_qr(scaled, rem, scaled, mpq_denref(q));
-    if (mpz_sgn(rem) != 0 && rounds_up(mode, sign, scaled, rem, mpq_denref(q)))
-        mpz_add_ui(scaled, scaled, 1);
+    mpz_init(tmp);
+    mpz_ui_pow_ui(pow10, 10, digits > 0 ? (unsigned long)digits : 0);
+    bl_q_round_pow(scaled, q, pow10, mode, rem, tmp);
     mpz_swap(out, scaled);
+    mpz_clear(tmp);
     mpz_clear(rem);
     mpz_clear(scaled);
+    mpz_clear(pow10);
 }
 
 /* "[-]digits/digits" with a non-zero denominator into @out; 0 or -1. */

@@ -45,6 +45,16 @@ char *bl_q_to_string(const mpq_t q);
 void bl_q_round_minor(mpz_t out, const mpq_t q, int digits, billing_rounding mode);
 
 /*
+ * bl_q_round_pow - bl_q_round_minor with 10^digits given as @pow10 and
+ * the temporaries @rem and @tmp given by the caller, so that nothing is
+ * allocated once their limbs have grown (month.c rounds every line and
+ * part of a month with the rater's). @out, @rem and @tmp must be distinct
+ * from each other and from @q's numerator and denominator.
+ */
+void bl_q_round_pow(mpz_t out, const mpq_t q, const mpz_t pow10, billing_rounding mode, mpz_t rem,
+                    mpz_t tmp);
+
+/*
  * bl_minor_to_string - text of @minor units with @digits decimals, always
  * exactly @digits after the point ("12.35", "-0.05", "1200" for digits 0).
  * Returns a malloc'd string or NULL when out of memory.

@@ -401,7 +401,7 @@ billing_status bl_replay_months(billing_rater *r, size_t ai, int32_t target, bl_
         st = bl_month_compute(r, ai, months[i], &m);
         if (st == BILLING_OK && bl_credit_apply(r->cat, ai, &m, c) != 0)
             st = BILLING_ERR_NOMEM;
-        bl_month_clear(&m);
+        bl_month_release(r, &m);
         if (issued)
             bl_issued_take(&memo->issued[k++], c, before);
     }
@@ -462,7 +462,7 @@ static billing_status build(billing_rater *r, size_t ai, int32_t target, billing
             fill_totals(cat, a, &m, &c, credit_total, inv) != 0)
             st = BILLING_ERR_NOMEM;
     }
-    bl_month_clear(&m);
+    bl_month_release(r, &m);
     bl_credit_clear(&c);
     mpz_clear(credit_total);
     return st;

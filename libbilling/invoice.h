@@ -44,6 +44,8 @@ typedef struct bl_line {
     mpz_t rounded;       /* amount in minor units */
     bl_line_part *parts; /* the exact amount by credit epoch, ascending epochs */
     size_t n_parts;
+    size_t parts_init;       /* parts[0..parts_init) have their amount initialised (>= n_parts) */
+    size_t cap_parts;        /* parts allocated */
     bl_refund_part *sources; /* refund lines: refunds of fees of earlier months */
     size_t n_sources;
 } bl_line;
@@ -61,9 +63,11 @@ typedef struct bl_month {
     bl_line *lines;
     size_t n_lines;
     size_t cap_lines;
-    size_t n_pools; /* epochs + 1 */
-    mpz_t *pools;   /* [epoch * 2 + (usage 0, fees 1)], minor units, >= 0 */
-    mpz_t subtotal; /* minor units */
+    size_t n_init;    /* lines[0..n_init) have their GMP values initialised (>= n_lines) */
+    size_t n_pools;   /* epochs + 1 */
+    size_t cap_pools; /* pools[0..2 * cap_pools) initialised (>= n_pools) */
+    mpz_t *pools;     /* [epoch * 2 + (usage 0, fees 1)], minor units, >= 0 */
+    mpz_t subtotal;   /* minor units */
 } bl_month;
 
 /*
@@ -78,9 +82,10 @@ billing_status bl_month_compute(billing_rater *r, size_t ai, int32_t month, bl_m
  * rounded amount is cut by epoch at the rounded running sums of its exact
  * parts (so the parts add up to the line), usage and included lines to the
  * usage pool, fee and refund lines to the fee pool; a pool made negative
- * by a refund is zero (a refund is never credit to spend).
+ * by a refund is zero (a refund is never credit to spend). Uses @r's
+ * scratch (bl_scratch) and its catalog's digits and rounding.
  */
-void bl_month_pools(const billing_catalog *cat, bl_month *m);
+void bl_month_pools(billing_rater *r, bl_month *m);
 
 /*
  * bl_line_part_add - add @amount to line @l's part in credit epoch
@@ -102,6 +107,16 @@ int bl_refund_source(bl_month *m, bl_line *l, int32_t fee_month, size_t fee_epoc
 
 /* bl_month_clear - free what bl_month_compute allocated. */
 void bl_month_clear(bl_month *m);
+
+/*
+ * bl_month_release - done with @m (computed by bl_month_compute of @r,
+ * even on error): as bl_month_clear, but its lines' GMP values and arrays
+ * are kept by @r (at most BL_MONTH_SPARES months) for the next
+ * bl_month_compute, which then allocates nothing for lines, parts and
+ * pools the kept ones cover. @m is zeroed. Not thread-safe per rater.
+ */
+#define BL_MONTH_SPARES 2
+void bl_month_release(billing_rater *r, bl_month *m);
 
 /*
  * bl_account_months - the months (year * 12 + month - 1) in which account

@@ -12,10 +12,12 @@
 #include "invoice.h"
 #include "zone.h"
 
-/* ns per hour x nano-units per unit: divides quantity x ns into unit-hours. */
-#define NS_PER_HOUR_X_NANO "3600000000000000000000"
-/* nano-units per unit x bytes per GB: divides traffic nano-bytes into GB. */
-#define NANO_X_GB "1000000000000000000"
+/*
+ * The divisors of the quantities are the rater's (bl_scratch): ns per hour
+ * x nano-units per unit (3.6 x 10^21) divides quantity x ns into
+ * unit-hours; nano-units per unit x bytes per GB (10^18) divides traffic
+ * nano-bytes into GB.
+ */
 
 static int32_t month_of_instant(const billing_zone *zone, billing_time_t t)
 {
@@ -38,8 +40,9 @@ void bl_month_clear(bl_month *m)
     size_t i;
     size_t e;
 
-    for (i = 0; i < m->n_lines; i++) {
-        for (e = 0; e < m->lines[i].n_parts; e++)
+    /* Every line and part initialised, beyond those in use when storage was kept. */
+    for (i = 0; i < m->n_init; i++) {
+        for (e = 0; e < m->lines[i].parts_init; e++)
             mpq_clear(m->lines[i].parts[e].amount);
         free(m->lines[i].parts);
         for (e = 0; e < m->lines[i].n_sources; e++)
@@ -51,11 +54,81 @@ void bl_month_clear(bl_month *m)
         mpz_clear(m->lines[i].rounded);
     }
     free(m->lines);
-    for (i = 0; m->pools != NULL && i < 2 * m->n_pools; i++)
+    for (i = 0; m->pools != NULL && i < 2 * m->cap_pools; i++)
         mpz_clear(m->pools[i]);
     free(m->pools);
     mpz_clear(m->subtotal);
     memset(m, 0, sizeof(*m));
+}
+
+static void spare_free(billing_rater *r)
+{
+    size_t i;
+
+    for (i = 0; i < r->n_month_spare; i++)
+        bl_month_clear(&r->month_spare[i]);
+    free(r->month_spare);
+    r->month_spare = NULL;
+    r->n_month_spare = 0;
+}
+
+void bl_month_release(billing_rater *r, bl_month *m)
+{
+    size_t i;
+    size_t e;
+
+    if (r->month_spare == NULL) {
+        r->month_spare = malloc(BL_MONTH_SPARES * sizeof(bl_month));
+        if (r->month_spare != NULL)
+            r->month_spare_free = spare_free;
+    }
+    if (r->month_spare == NULL || r->n_month_spare == BL_MONTH_SPARES || m->pools == NULL) {
+        bl_month_clear(m);
+        return;
+    }
+    /* Refund sources are rare: not kept. */
+    for (i = 0; i < m->n_lines; i++) {
+        for (e = 0; e < m->lines[i].n_sources; e++)
+            mpq_clear(m->lines[i].sources[e].amount);
+        free(m->lines[i].sources);
+        m->lines[i].sources = NULL;
+        m->lines[i].n_sources = 0;
+    }
+    m->n_lines = 0;
+    r->month_spare[r->n_month_spare++] = *m;
+    memset(m, 0, sizeof(*m));
+}
+
+/*
+ * @m ready for account @a's month: a kept month's storage (bl_month_release)
+ * when there is one, with @n_pools zero pools; 0, or -1 when out of memory
+ * (@m is then still one bl_month_clear frees).
+ */
+static int month_start(billing_rater *r, bl_month *m, size_t n_pools)
+{
+    mpz_t *p;
+    size_t i;
+
+    if (r->n_month_spare > 0) {
+        *m = r->month_spare[--r->n_month_spare];
+        mpz_set_ui(m->subtotal, 0);
+    } else {
+        memset(m, 0, sizeof(*m));
+        mpz_init(m->subtotal);
+    }
+    if (m->cap_pools < n_pools) {
+        p = realloc(m->pools, 2 * n_pools * sizeof(mpz_t));
+        if (p == NULL)
+            return -1;
+        m->pools = p;
+        for (i = 2 * m->cap_pools; i < 2 * n_pools; i++)
+            mpz_init(m->pools[i]);
+        m->cap_pools = n_pools;
+    }
+    for (i = 0; i < 2 * n_pools; i++)
+        mpz_set_ui(m->pools[i], 0);
+    m->n_pools = n_pools;
+    return 0;
 }
 
 /* Whether two lines have the same identity (they are then one line). */
@@ -68,12 +141,14 @@ static int same_line(const bl_line *a, const bl_line *b)
 
 /*
  * The line with the identity of @id (its kind ... sub fields), appended
- * with zero amounts and @unit_price if new; NULL if out of memory.
+ * with zero amounts and @unit_price (NULL: zero) if new; NULL if out of
+ * memory.
  */
-static bl_line *line_get(bl_month *m, const bl_line *id, const mpq_t unit_price)
+static bl_line *line_get(bl_month *m, const bl_line *id, mpq_srcptr unit_price)
 {
     size_t i;
     bl_line *l;
+    bl_line kept;
     void *p;
 
     for (i = 0; i < m->n_lines; i++) {
@@ -87,13 +162,39 @@ static bl_line *line_get(bl_month *m, const bl_line *id, const mpq_t unit_price)
         m->lines = p;
         m->cap_lines = m->cap_lines ? m->cap_lines * 2 : 8;
     }
-    l = &m->lines[m->n_lines++];
-    *l = *id;
-    mpq_init(l->quantity);
-    mpq_init(l->unit_price);
-    mpq_set(l->unit_price, unit_price);
-    mpq_init(l->amount);
-    mpz_init(l->rounded);
+    l = &m->lines[m->n_lines];
+    if (m->n_lines < m->n_init) {
+        /* A kept line (bl_month_release): its values and parts, zeroed, under the new identity. */
+        kept = *l;
+        *l = *id;
+        memcpy(l->quantity, kept.quantity, sizeof(mpq_t));
+        memcpy(l->unit_price, kept.unit_price, sizeof(mpq_t));
+        memcpy(l->amount, kept.amount, sizeof(mpq_t));
+        memcpy(l->rounded, kept.rounded, sizeof(mpz_t));
+        l->parts = kept.parts;
+        l->parts_init = kept.parts_init;
+        l->cap_parts = kept.cap_parts;
+        l->n_parts = 0;
+        l->sources = NULL;
+        l->n_sources = 0;
+        mpq_set_ui(l->quantity, 0, 1);
+        mpq_set_ui(l->amount, 0, 1);
+        mpz_set_ui(l->rounded, 0);
+        if (unit_price != NULL)
+            mpq_set(l->unit_price, unit_price);
+        else
+            mpq_set_ui(l->unit_price, 0, 1);
+    } else {
+        *l = *id;
+        mpq_init(l->quantity);
+        mpq_init(l->unit_price);
+        if (unit_price != NULL)
+            mpq_set(l->unit_price, unit_price);
+        mpq_init(l->amount);
+        mpz_init(l->rounded);
+        m->n_init++;
+    }
+    m->n_lines++;
     return l;
 }
 
@@ -109,17 +210,19 @@ static void line_id(bl_line *id, billing_line_kind kind)
     id->sub = BL_NONE;
 }
 
-/* Quantity in the meter's unit from an aggregate's exact sum. */
-static void agg_quantity(const bl_agg *a, billing_time_t month_len, mpq_t out)
+/*
+ * Quantity in the meter's unit from an aggregate's exact sum, into @out;
+ * @div is scratch (the rater's).
+ */
+static void agg_quantity(const bl_scratch *sc, const bl_agg *a, billing_time_t month_len, mpq_t out,
+                         mpq_t div)
 {
-    mpq_t div;
-
     bl_agg_value(a, out);
-    mpq_init(div);
+    mpq_set_ui(div, 0, 1);
     switch ((billing_meter)a->key.meter) {
     case BILLING_METER_GPU:
     case BILLING_METER_GPULESS:
-        mpq_set_str(div, NS_PER_HOUR_X_NANO, 10);
+        mpq_set_z(div, sc->div_hour);
         break;
     case BILLING_METER_STORAGE:
         /* GB-months: the actual length of this local month (DST included). */
@@ -127,27 +230,23 @@ static void agg_quantity(const bl_agg *a, billing_time_t month_len, mpq_t out)
         mpz_mul_ui(mpq_numref(div), mpq_numref(div), (unsigned long)BL_QTY_SCALE);
         break;
     case BILLING_METER_TRAFFIC:
-        mpq_set_str(div, NANO_X_GB, 10);
+        mpq_set_z(div, sc->div_gb);
         break;
     }
     mpq_div(out, out, div);
-    mpq_clear(div);
 }
 
 static billing_status add_usage(billing_rater *r, bl_month *m, const bl_agg *a)
 {
     const billing_catalog *cat = r->cat;
-    mpq_t qty;
-    mpq_t amount;
-    mpq_t zero;
+    /* The rater's scratch, not temporaries of our own: no allocation once grown. */
+    mpq_ptr qty = r->scratch.q[0];
+    mpq_ptr amount = r->scratch.q[1];
     bl_line *l;
     bl_line id;
     const mpq_t *price = NULL;
 
-    mpq_init(qty);
-    mpq_init(amount);
-    mpq_init(zero);
-    agg_quantity(a, m->end - m->start, qty);
+    agg_quantity(&r->scratch, a, m->end - m->start, qty, r->scratch.q[2]);
     line_id(&id, a->key.sub != BL_SUB_NONE ? BILLING_LINE_INCLUDED : BILLING_LINE_USAGE);
     id.meter = (billing_meter)a->key.meter;
     if (id.kind == BILLING_LINE_INCLUDED) {
@@ -161,16 +260,15 @@ static billing_status add_usage(billing_rater *r, bl_month *m, const bl_agg *a)
     }
     if (price != NULL)
         mpq_mul(amount, qty, *price);
-    l = line_get(m, &id, price != NULL ? *price : zero);
+    else
+        mpq_set_ui(amount, 0, 1);
+    l = line_get(m, &id, price != NULL ? *price : NULL);
     if (l != NULL) {
         mpq_add(l->quantity, l->quantity, qty);
         mpq_add(l->amount, l->amount, amount);
     }
     if (l != NULL && bl_line_part_add(l, a->key.epoch, amount) != 0)
         l = NULL;
-    mpq_clear(qty);
-    mpq_clear(amount);
-    mpq_clear(zero);
     return l != NULL ? BILLING_OK : BILLING_ERR_NOMEM;
 }
 
@@ -334,19 +432,11 @@ billing_status bl_month_compute(billing_rater *r, size_t ai, int32_t month, bl_m
     billing_status st = BILLING_OK;
     size_t i;
 
-    memset(m, 0, sizeof(*m));
-    mpz_init(m->subtotal);
+    if (month_start(r, m, a->n_epochs + 1) != 0)
+        return BILLING_ERR_NOMEM;
     m->account = ai;
     m->month = month;
     month_bounds(a->zone, month, &m->start, &m->end);
-    m->n_pools = a->n_epochs + 1;
-    m->pools = malloc(2 * m->n_pools * sizeof(mpz_t));
-    if (m->pools == NULL) {
-        m->n_pools = 0;
-        return BILLING_ERR_NOMEM;
-    }
-    for (i = 0; i < 2 * m->n_pools; i++)
-        mpz_init(m->pools[i]);
     for (i = 0; i < v->len && st == BILLING_OK; i++) {
         if (r->aggs[v->data[i]].key.month == month && r->aggs[v->data[i]].pieces > 0)
             st = add_usage(r, m, &r->aggs[v->data[i]]);
@@ -358,10 +448,11 @@ billing_status bl_month_compute(billing_rater *r, size_t ai, int32_t month, bl_m
     if (m->n_lines > 1)
         qsort(m->lines, m->n_lines, sizeof(bl_line), cmp_line);
     for (i = 0; i < m->n_lines; i++) {
-        bl_q_round_minor(m->lines[i].rounded, m->lines[i].amount, cat->digits, cat->rounding);
+        bl_q_round_pow(m->lines[i].rounded, m->lines[i].amount, r->scratch.pow10, cat->rounding,
+                       r->scratch.z[2], r->scratch.z[3]);
         mpz_add(m->subtotal, m->subtotal, m->lines[i].rounded);
     }
-    bl_month_pools(cat, m);
+    bl_month_pools(r, m);
     return BILLING_OK;
 }
 
@@ -450,40 +541,37 @@ int bl_account_has_month(billing_rater *r, size_t ai, int32_t month)
 /* Pools: the invoice's rounded figures by epoch                           */
 /* ---------------------------------------------------------------------- */
 
-/* Add line @l's rounded amount to the pools of kind @k, cut by epoch. */
-static void spread_line(const billing_catalog *cat, const bl_line *l, size_t k, bl_month *m)
+/* Add line @l's rounded amount to the pools of kind @k, cut by epoch (the rater's scratch). */
+static void spread_line(billing_rater *r, const bl_line *l, size_t k, bl_month *m)
 {
-    mpq_t sum;
-    mpz_t upto;
-    mpz_t before;
+    bl_scratch *sc = &r->scratch;
+    mpq_ptr sum = sc->q[0];
+    mpz_ptr upto = sc->z[0];
+    mpz_ptr before = sc->z[1];
     size_t i;
     size_t e;
 
-    mpq_init(sum);
-    mpz_init(upto);
-    mpz_init(before);
+    mpq_set_ui(sum, 0, 1);
+    mpz_set_ui(before, 0);
     for (i = 0; i < l->n_parts; i++) {
         e = l->parts[i].epoch;
         /* The rounded running sum ends at the line's rounded amount. */
         mpq_add(sum, sum, l->parts[i].amount);
-        bl_q_round_minor(upto, sum, cat->digits, cat->rounding);
+        bl_q_round_pow(upto, sum, sc->pow10, r->cat->rounding, sc->z[2], sc->z[3]);
         mpz_add(m->pools[e * 2 + k], m->pools[e * 2 + k], upto);
         mpz_sub(m->pools[e * 2 + k], m->pools[e * 2 + k], before);
         mpz_set(before, upto);
     }
-    mpq_clear(sum);
-    mpz_clear(upto);
-    mpz_clear(before);
 }
 
-void bl_month_pools(const billing_catalog *cat, bl_month *m)
+void bl_month_pools(billing_rater *r, bl_month *m)
 {
     const bl_line *l;
     size_t i;
 
     for (i = 0; i < m->n_lines; i++) {
         l = &m->lines[i];
-        spread_line(cat, l, (l->kind == BILLING_LINE_FEE || l->kind == BILLING_LINE_REFUND) ? 1 : 0,
+        spread_line(r, l, (l->kind == BILLING_LINE_FEE || l->kind == BILLING_LINE_REFUND) ? 1 : 0,
                     m);
     }
     for (i = 0; i < 2 * m->n_pools; i++) {
@@ -495,6 +583,8 @@ void bl_month_pools(const billing_catalog *cat, bl_month *m)
 int bl_line_part_add(bl_line *l, size_t epoch, const mpq_t amount)
 {
     bl_line_part *p;
+    bl_line_part spare;
+    size_t cap;
     size_t i = 0;
 
     while (i < l->n_parts && l->parts[i].epoch < epoch)
@@ -503,15 +593,28 @@ int bl_line_part_add(bl_line *l, size_t epoch, const mpq_t amount)
         mpq_add(l->parts[i].amount, l->parts[i].amount, amount);
         return 0;
     }
-    p = realloc(l->parts, (l->n_parts + 1) * sizeof(*p));
-    if (p == NULL)
-        return -1;
-    l->parts = p;
+    if (l->n_parts == l->cap_parts) {
+        cap = l->cap_parts ? 2 * l->cap_parts : 2;
+        p = realloc(l->parts, cap * sizeof(*p));
+        if (p == NULL)
+            return -1;
+        l->parts = p;
+        l->cap_parts = cap;
+    }
+    p = l->parts;
     /* GMP values may move: their limbs stay where they are. */
-    memmove(&p[i + 1], &p[i], (l->n_parts - i) * sizeof(*p));
+    if (l->n_parts < l->parts_init) {
+        /* The first unused part's value (a month kept by bl_month_release) goes to @i. */
+        spare = p[l->n_parts];
+        memmove(&p[i + 1], &p[i], (l->n_parts - i) * sizeof(*p));
+        p[i] = spare;
+    } else {
+        memmove(&p[i + 1], &p[i], (l->n_parts - i) * sizeof(*p));
+        mpq_init(p[i].amount);
+        l->parts_init++;
+    }
     l->n_parts++;
     p[i].epoch = epoch;
-    mpq_init(p[i].amount);
     mpq_set(p[i].amount, amount);
     return 0;
 }

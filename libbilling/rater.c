@@ -297,6 +297,39 @@ static void memo_put(billing_rater *r, const billing_event *ev, size_t ai, uint3
     m->meter = (uint32_t)ev->meter;
 }
 
+/* NS_PER_HOUR_X_NANO and NANO_X_GB of month.c, as their factors (each fits an unsigned long). */
+static void scratch_init(bl_scratch *s, int digits)
+{
+    size_t i;
+
+    mpz_init(s->pow10);
+    mpz_ui_pow_ui(s->pow10, 10, digits > 0 ? (unsigned long)digits : 0);
+    /* ns per hour x nano-units per unit: 3600 x 10^9 x 10^9. */
+    mpz_init_set_ui(s->div_hour, 3600);
+    mpz_mul_ui(s->div_hour, s->div_hour, 1000000000UL);
+    mpz_mul_ui(s->div_hour, s->div_hour, 1000000000UL);
+    /* nano-units per unit x bytes per GB: 10^9 x 10^9. */
+    mpz_init_set_ui(s->div_gb, 1000000000UL);
+    mpz_mul_ui(s->div_gb, s->div_gb, 1000000000UL);
+    for (i = 0; i < sizeof(s->q) / sizeof(s->q[0]); i++)
+        mpq_init(s->q[i]);
+    for (i = 0; i < sizeof(s->z) / sizeof(s->z[0]); i++)
+        mpz_init(s->z[i]);
+}
+
+static void scratch_clear(bl_scratch *s)
+{
+    size_t i;
+
+    mpz_clear(s->pow10);
+    mpz_clear(s->div_hour);
+    mpz_clear(s->div_gb);
+    for (i = 0; i < sizeof(s->q) / sizeof(s->q[0]); i++)
+        mpq_clear(s->q[i]);
+    for (i = 0; i < sizeof(s->z) / sizeof(s->z[0]); i++)
+        mpz_clear(s->z[i]);
+}
+
 billing_status billing_rater_new(billing_catalog *cat, billing_rater **out, char *errbuf,
                                  size_t errsize)
 {
@@ -318,6 +351,7 @@ billing_status billing_rater_new(billing_catalog *cat, billing_rater **out, char
     r->dedupe = 1;
     /* Per-rater seed: hash-flooding inputs cannot be precomputed for every process. */
     r->seed = bl_hash_mix((uint64_t)(uintptr_t)r ^ UINT64_C(0x2545f4914f6cdd1d));
+    scratch_init(&r->scratch, cat->digits);
     /* Per-account storage comes with the accounts (bl_rater_acct). */
     *out = r;
     return BILLING_OK;
@@ -332,12 +366,15 @@ void billing_rater_destroy(billing_rater *r)
 
     if (r == NULL)
         return;
+    scratch_clear(&r->scratch);
     for (i = 0; i < r->n_aggs; i++) {
         if (r->aggs[i].has_extra)
             mpq_clear(r->aggs[i].extra);
     }
     if (r->credit_memo_free != NULL)
         r->credit_memo_free(r);
+    if (r->month_spare_free != NULL)
+        r->month_spare_free(r);
     for (i = 0; i < r->n_accts; i++)
         free(r->accts[i].aggs.data);
     free(r->accts);
@@ -387,14 +424,11 @@ const char *billing_rater_account_id(const billing_rater *r, size_t index)
 
 void bl_agg_value(const bl_agg *a, mpq_t out)
 {
-    mpz_t z;
-
-    mpz_init(z);
-    bl_mpz_set_i128(z, a->sum);
-    mpq_set_z(out, z);
+    /* An integer over 1 is canonical: no temporary. */
+    bl_mpz_set_i128(mpq_numref(out), a->sum);
+    mpz_set_ui(mpq_denref(out), 1);
     if (a->has_extra)
         mpq_add(out, out, a->extra);
-    mpz_clear(z);
 }
 
 /* ---------------------------------------------------------------------- */

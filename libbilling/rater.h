@@ -128,6 +128,22 @@ typedef struct bl_memo {
 
 struct bl_credit_memo; /* invoice.h, history.c */
 
+/*
+ * GMP values a month's pricing (month.c) works in, kept by the rater so
+ * that each bl_month_compute does not allocate and free its temporaries:
+ * the limbs stay allocated between calls (a rater is used by one thread
+ * at a time). pow10 is 10^digits of the catalog, div_hour and div_gb the
+ * constant divisors of the unit-hour and GB meters; q and z are scratch,
+ * their values meaningless between calls.
+ */
+typedef struct bl_scratch {
+    mpz_t pow10;
+    mpz_t div_hour;
+    mpz_t div_gb;
+    mpq_t q[3];
+    mpz_t z[4];
+} bl_scratch;
+
 typedef struct bl_u32vec {
     uint32_t *data;
     size_t len;
@@ -168,6 +184,15 @@ struct billing_rater {
     size_t memo_cap;       /* power of two or 0 */
     unsigned memo_shift;   /* 64 - log2(memo_cap) */
     uint64_t gen;          /* changes whenever an event is added or removed */
+    bl_scratch scratch;    /* month.c's temporaries (bl_scratch) */
+    /*
+     * Months given back by bl_month_release (invoice.h, month.c), their
+     * lines' GMP values and arrays kept for the next bl_month_compute;
+     * freed by month_spare_free (set by month.c, as credit_memo_free).
+     */
+    struct bl_month *month_spare;
+    size_t n_month_spare;
+    void (*month_spare_free)(billing_rater *r);
     /*
      * Frees the accounts' credit memos (NULL while there is none): set by
      * history.c, which owns the memos, so that billing_rater_destroy needs
