@@ -2090,13 +2090,16 @@ static long month_status_reads(bs_conn *c)
  * the planner took invoices_month_status for each account's probe,
  * reading every draft of the month per account: three batches of a
  * 100 000-account close took 18 s each. The probes go by account: a
- * re-close that rewrites every draft reads no entry of that index.
+ * re-close that rewrites every draft reads that index at most a few
+ * times over, never once per account. (CI on another machine once
+ * counted 120 reads here with the test's own statements' plan; it
+ * asserted none at all then.)
  */
 START_TEST(test_close_probes_drafts_by_account)
 {
     bs_conn *c = fresh("probe");
     const char *args[] = {"close", "--period", "2026-11", "--full", "--quiet", NULL};
-    long before;
+    long before, drafts, reads;
 
     generate(c, 60);
     itdb_exec(c, "ALTER TABLE billing.invoices SET (autovacuum_enabled = off)");
@@ -2107,11 +2110,27 @@ START_TEST(test_close_probes_drafts_by_account)
     ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM pg_stats WHERE schemaname = 'billing'"
                                   " AND tablename = 'invoices'"),
                      0);
-    ck_assert_int_gt(itdb_long(c, "SELECT count(*) FROM billing.invoices WHERE status = 'draft'"),
-                     40);
+    drafts = itdb_long(c, "SELECT count(*) FROM billing.invoices WHERE status = 'draft'");
+    ck_assert_int_gt(drafts, 40);
+    /*
+     * This connection's own reads (the UPDATE and the count above may
+     * take the index on another machine's plan) reach the counters when
+     * it next goes idle, not later in the middle of the close.
+     */
+    itdb_exec(c, "SELECT pg_stat_force_next_flush()");
     before = month_status_reads(c);
     ck_assert_int_eq(run_billing(NULL, args), 0);
-    ck_assert_int_eq(month_status_reads(c) - before, 0);
+    /*
+     * By account, the close reads no entry of the index; a statement that
+     * lists the month's drafts once may, depending on the plan. A probe
+     * per account through it reads drafts x drafts (9 660 here when
+     * mutated back to plain `month = $1 AND status IN ...`).
+     */
+    reads = month_status_reads(c) - before;
+    ck_assert_msg(reads < 4 * drafts,
+                  "the close read %ld entries of invoices_month_status for %ld"
+                  " drafts",
+                  reads, drafts);
     ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.invoices WHERE content_hash ="
                                   " md5('changed')"),
                      0);
