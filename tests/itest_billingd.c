@@ -34,6 +34,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -456,6 +457,30 @@ static void http_get(const char *path, char *out, size_t size)
     close(fd);
 }
 
+/*
+ * Poll /metrics into @page until the sum of the counters named @prefix
+ * (metric_sum) is at least @least and at most @most: billingd adds a
+ * batch to its counters just after the commit that the test's progress
+ * query already sees, and publishes alerts after it. Fails after WAIT_MS
+ * with the last sum seen.
+ */
+static void wait_metric(const char *prefix, long least, long most, char *page, size_t size)
+{
+    int64_t deadline = now_ms() + WAIT_MS;
+    struct timespec tick = {0, 20 * 1000 * 1000};
+    long v;
+
+    for (;;) {
+        http_get("/metrics", page, size);
+        v = metric_sum(page, prefix);
+        if (v >= least && v <= most)
+            return;
+        ck_assert_msg(now_ms() < deadline, "/metrics: %s is %ld after %d ms, not in [%ld, %ld]",
+                      prefix, v, WAIT_MS, least, most);
+        nanosleep(&tick, NULL); /* the poll interval, not a wait for an outcome */
+    }
+}
+
 /* The alerts topic of the alert test: one partition, so alerts keep their order. */
 static void create_alerts_topic(void)
 {
@@ -599,7 +624,7 @@ static void rejected_in_log(const char *path, long *logged, long *suppressed)
 START_TEST(test_end_to_end)
 {
     static char page[65536];
-    char want[128];
+    long stored;
     its_stream *s = calloc(1, sizeof(*s));
     bs_conn *c = itdb_fresh("e2e", db, sizeof(db));
     char log[256];
@@ -620,10 +645,8 @@ START_TEST(test_end_to_end)
     snprintf(log, sizeof(log), "%s", last_log);
     wait_progress(c, (long)s->n - 1, (long)s->n, pid);
     /* /metrics counts what was committed; /healthz says ok. */
-    snprintf(want, sizeof(want), "billingd_events_stored_total %ld",
-             itdb_long(c, "SELECT count(*) FROM billing.usage_events"));
-    http_get("/metrics", page, sizeof(page));
-    ck_assert_msg(strstr(page, want) != NULL, "no '%s' in /metrics:\n%s", want, page);
+    stored = itdb_long(c, "SELECT count(*) FROM billing.usage_events");
+    wait_metric("billingd_events_stored_total ", stored, stored, page, sizeof(page));
     ck_assert_ptr_nonnull(strstr(page, "billingd_events_rejected_total{reason=\"parse\"}"));
     ck_assert_ptr_nonnull(strstr(page, "billingd_commit_latency_seconds_bucket{le=\"+Inf\"}"));
     /* Seconds, Prometheus's base unit: the 5 ms bound is 0.005. */
@@ -858,9 +881,8 @@ START_TEST(test_credit_alerts)
     pid = start_daemon(NULL, 1);
     wait_progress(c, (long)s->n - 1, (long)s->n, pid);
     /* /metrics: the check ran once per batch (30 of one record), and published the alerts. */
-    http_get("/metrics", page, sizeof(page));
-    ck_assert_int_ge(metric_sum(page, "billingd_alert_check_seconds_count"), 30);
-    ck_assert_int_ge(metric_sum(page, "billingd_alerts_published_total"), 3);
+    wait_metric("billingd_alert_check_seconds_count", 30, LONG_MAX, page, sizeof(page));
+    wait_metric("billingd_alerts_published_total", 3, LONG_MAX, page, sizeof(page));
     ck_assert_int_eq(stop_daemon(pid, SIGTERM), 0);
     http_listen[0] = '\0';
     total = read_alerts(s, seen);
