@@ -2,10 +2,11 @@
  * load.c - `billing load`: catalog files into the store. See
  * load.h and doc/database.md ("Loading").
  *
- * The files are first applied to a billing_catalog and a rater is built
- * from it, exactly as `billing rate` does: anything it would refuse is
- * refused here, with the same messages. Only then are the JSON trees
- * (whose shape is thereby known good) walked to write rows. The accounts
+ * The files are applied to a billing_catalog and a rater is built from
+ * it, exactly as `billing rate` does: anything it would refuse is refused
+ * here, with the same messages, before any row but the temporary table's.
+ * The accounts file is parsed once: each element the check applied is
+ * copied from the check's own parse (copy_checked). The accounts
  * file is checked only when the files' digest is not the stored one
  * (SQL_DIGEST_GET): those same bytes were checked and loaded already. Each kind of
  * row is written LOAD_CHUNK_ROWS rows per statement (SQL_ROWS): an
