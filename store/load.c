@@ -38,7 +38,8 @@
 /*
  * Largest element of the accounts file (an account, a subscription, a
  * grant): the file itself is read up to libbilling-config's bound
- * (BILLING_CONFIG_FILE_MAX) and split element by element, never as a tree.
+ * (BILLING_CONFIG_FILE_MAX) and parsed element by element, never as a
+ * tree.
  */
 #define LOAD_ELEMENT_MAX (64u * 1024u * 1024u)
 #define TIME_TEXT 48
@@ -239,12 +240,15 @@ typedef struct load_ctx {
     const char *pricebook_path;
     const char *accounts_path;
     json_t *book;                          /* the price book file, checked */
+    char *book_text;                       /* its text, to check the accounts again */
+    size_t book_len;                       /* its length */
     char *accounts;                        /* the accounts file's text; NULL if none */
     size_t accounts_len;                   /* its length */
     char accounts_md5[2 * BS_MD5_LEN + 1]; /* the files' digest, hex (read_files) */
     billing_catalog *cat;                  /* the price book applied; NULL once checked */
     billing_config_zones *zones;           /* for the accounts file's zones */
     int checked;                           /* the accounts file was checked (check_accounts) */
+    int applied; /* an attempt applied accounts to @cat (or freed it): check_again renews it */
     int accounts_known; /* this attempt: the digest is stored, the file's rows are not copied */
     bs_load_counts *counts;
     bs_load_progress_fn progress; /* NULL: none */
@@ -376,11 +380,11 @@ static void md5_hex(const char *data, size_t len, char out[2 * BS_MD5_LEN + 1])
 }
 
 /*
- * Read @path: the price book (@tree non-NULL, small: LOAD_FILE_MAX) is
- * applied to @cat with its parser and kept as its JSON tree, its md5 in
- * @md5; the accounts file (BILLING_CONFIG_FILE_MAX) is kept as its text,
- * checked later (check_accounts) unless already loaded, and split
- * element by element.
+ * Read @path into *@keep (*@keep_len bytes): the price book (@tree
+ * non-NULL, small: LOAD_FILE_MAX) is applied to @cat with its parser and
+ * kept as its JSON tree too, its md5 in @md5; the accounts file
+ * (BILLING_CONFIG_FILE_MAX) is checked and copied later (check_accounts)
+ * unless already loaded.
  */
 static bs_status read_file(const char *path, billing_catalog *cat, json_t **tree,
                            char md5[2 * BS_MD5_LEN + 1], char **keep, size_t *keep_len,
@@ -395,11 +399,10 @@ static bs_status read_file(const char *path, billing_catalog *cat, json_t **tree
     if (bc_read_file(path, tree != NULL ? LOAD_FILE_MAX : BILLING_CONFIG_FILE_MAX, &text, &len, msg,
                      sizeof(msg)) != 0)
         return bs_error_set(err, BS_ERR_INVALID, "%s", msg);
-    if (tree == NULL) {
-        *keep = text;
-        *keep_len = len;
+    *keep = text;
+    *keep_len = len;
+    if (tree == NULL)
         return BS_OK;
-    }
     rc = billing_config_pricebook_parse(cat, text, len, path, msg, sizeof(msg));
     if (rc == 0) {
         md5_hex(text, len, md5);
@@ -409,7 +412,6 @@ static bs_status read_file(const char *path, billing_catalog *cat, json_t **tree
             rc = -1;
         }
     }
-    free(text);
     if (rc != 0)
         return bs_error_set(err, BS_ERR_INVALID, "%s", msg);
     return BS_OK;
@@ -433,7 +435,8 @@ static bs_status read_files(load_ctx *lc, bs_error *err)
     lc->zones = billing_config_zones_new();
     if (lc->cat == NULL || lc->zones == NULL)
         return bs_error_set(err, BS_ERR_NOMEM, "loading: out of memory");
-    st = read_file(lc->pricebook_path, lc->cat, &lc->book, book_md5, NULL, NULL, err);
+    st = read_file(lc->pricebook_path, lc->cat, &lc->book, book_md5, &lc->book_text, &lc->book_len,
+                   err);
     if (st == BS_OK && lc->accounts_path != NULL)
         st = read_file(lc->accounts_path, NULL, NULL, NULL, &lc->accounts, &lc->accounts_len, err);
     if (st != BS_OK || lc->accounts == NULL)
@@ -470,6 +473,7 @@ static bs_status check_accounts(load_ctx *lc, billing_config_each_fn each, void 
 
     if (lc->checked)
         return BS_OK;
+    lc->applied = lc->accounts != NULL;
     if (lc->accounts != NULL &&
         billing_config_accounts_parse_each(lc->cat, lc->zones, lc->accounts, lc->accounts_len,
                                            lc->accounts_path, each, each_arg, msg,
@@ -503,9 +507,8 @@ typedef struct row_buf {
 } row_buf;
 
 /*
- * An element of a file: a JSON tree (a plan of the price book; an element
- * of the accounts file split again, on a retry) or, when the accounts
- * file is checked and copied in one parse, libbilling-config's element.
+ * An element of a file: a JSON tree (a plan of the price book) or an
+ * element of the accounts file as libbilling-config's check parsed it.
  */
 typedef struct row_src {
     const json_t *json; /* NULL: @el */
@@ -709,12 +712,12 @@ static bs_status copy_item(bs_copy *cp, const row_kind *k, const row_src *src, s
     return BS_OK;
 }
 
-/* What copy_element and copy_checked need. */
+/* What copy_checked needs. */
 typedef struct copy_ctx {
     load_ctx *lc;
     bs_copy *cp;
     bs_error *err;
-    bs_status st; /* why the callback stopped the split or the parse */
+    bs_status st; /* why copy_checked stopped the parse */
 } copy_ctx;
 
 /* The kind of the accounts file's array @array, or NULL (then cc->st says why). */
@@ -775,50 +778,39 @@ static int copy_checked(void *arg, const char *array, size_t index, const billin
 }
 
 /*
- * One element of the accounts file split again (a
- * billing_config_element_fn), when an attempt after the first copies the
- * file already checked: parsed alone with jansson, and copied.
+ * A new catalog of the price book for an attempt after one that applied
+ * the accounts (the transaction retried during the copy or after it):
+ * the rows are copied from the check's parse, so it runs again.
  */
-static int copy_element(void *arg, const char *array, size_t index, const char *text, size_t len)
-{
-    copy_ctx *cc = arg;
-    const row_kind *k = array_kind(cc, array);
-    json_error_t jerr;
-    json_t *item;
-    row_src src;
-    int rc;
-
-    if (k == NULL || element_too_big(cc, array, index, len))
-        return -1;
-    item = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
-    if (item == NULL) {
-        cc->st = bs_error_set(cc->err, BS_ERR_INVALID, "%s: %s[%zu]: %s", cc->lc->accounts_path,
-                              array, index, jerr.text);
-        return -1;
-    }
-    src.json = item;
-    src.el = NULL;
-    rc = copy_counted(cc, k, &src, index);
-    json_decref(item);
-    return rc;
-}
-
-/*
- * The accounts file's rows: on the attempt that checks the file, copied
- * from the check's own parse (copy_checked), then the rater built as
- * `billing rate` builds it; on a later attempt (the file checked
- * already), split again.
- */
-static bs_status copy_accounts(load_ctx *lc, copy_ctx *cc, bs_error *err)
+static bs_status check_again(load_ctx *lc, bs_error *err)
 {
     char msg[MSG_MAX];
 
-    if (lc->checked) {
-        if (billing_config_accounts_split(lc->accounts, lc->accounts_len, lc->accounts_path,
-                                          copy_element, cc, msg, sizeof(msg)) == BILLING_OK)
-            return BS_OK;
-        return cc->st != BS_OK ? cc->st : bs_error_set(err, BS_ERR_INVALID, "%s", msg);
-    }
+    if (!lc->applied)
+        return BS_OK;
+    check_done(lc);
+    lc->applied = 0;
+    lc->checked = 0;
+    lc->cat = billing_catalog_new();
+    lc->zones = billing_config_zones_new();
+    if (lc->cat == NULL || lc->zones == NULL)
+        return bs_error_set(err, BS_ERR_NOMEM, "loading: out of memory");
+    if (billing_config_pricebook_parse(lc->cat, lc->book_text, lc->book_len, lc->pricebook_path,
+                                       msg, sizeof(msg)) != BILLING_OK)
+        return bs_error_set(err, BS_ERR_FATAL, "%s", msg); /* it was accepted before */
+    return BS_OK;
+}
+
+/*
+ * The accounts file's rows, copied from the check's own parse
+ * (copy_checked), then the rater built as `billing rate` builds it.
+ */
+static bs_status copy_accounts(load_ctx *lc, copy_ctx *cc, bs_error *err)
+{
+    bs_status st = check_again(lc, err);
+
+    if (st != BS_OK)
+        return st;
     return check_accounts(lc, copy_checked, cc, &cc->st, err);
 }
 
@@ -1345,6 +1337,7 @@ bs_status bs_load_catalog_progress(bs_conn *c, const char *book_id, const char *
         st = bs_transaction(c, load_tx, &lc, err);
     check_done(&lc);
     json_decref(lc.book);
+    free(lc.book_text);
     free(lc.accounts);
     return st;
 }
