@@ -225,6 +225,70 @@ BILLING_CONFIG_API billing_status billing_config_accounts_split(const char *text
                                                                 size_t errsize);
 
 /**
+ * billing_config_element - one element of an accounts file's arrays, as
+ * billing_config_accounts_parse_each hands it over, already checked and
+ * applied: read its members with the getters below, during that call
+ * only. Opaque; the getters only read it (safe from several threads).
+ */
+typedef struct billing_config_element billing_config_element;
+
+/**
+ * billing_config_element_string - member @key of @e when it is a string,
+ * else NULL (absent, null or another type). The string belongs to @e.
+ */
+BILLING_CONFIG_API const char *billing_config_element_string(const billing_config_element *e,
+                                                             const char *key);
+
+/**
+ * billing_config_element_integer - member @key of @e when it is an
+ * integer, else 0 (as jansson's json_integer_value).
+ */
+BILLING_CONFIG_API long long billing_config_element_integer(const billing_config_element *e,
+                                                            const char *key);
+
+/**
+ * billing_config_element_item - string @i (from 0) of array member @key
+ * of @e; NULL past its end, or when that is not an array of strings. The
+ * string belongs to @e.
+ */
+BILLING_CONFIG_API const char *billing_config_element_item(const billing_config_element *e,
+                                                           const char *key, size_t i);
+
+/**
+ * billing_config_element_size - bytes of @e's JSON text: in the file, or,
+ * for an unusual top level read as a whole tree, of its compact JSON (the
+ * text billing_config_accounts_split hands over); 0 for NULL.
+ */
+BILLING_CONFIG_API size_t billing_config_element_size(const billing_config_element *e);
+
+/**
+ * billing_config_each_fn - told about element @index (from 0) of array
+ * @array ("accounts", "subscriptions" or "grants") once it is applied.
+ * Returns 0 to go on; anything else stops the parse, which then returns
+ * BILLING_ERR_INVALID and leaves the message to the callback.
+ */
+typedef int (*billing_config_each_fn)(void *arg, const char *array, size_t index,
+                                      const billing_config_element *e);
+
+/**
+ * billing_config_accounts_parse_each - billing_config_accounts_parse, and
+ * @fn (with @arg) called on each element of the file's arrays after it is
+ * applied to @cat: "accounts", then "subscriptions", then "grants", each
+ * in file order, the elements billing_config_accounts_split gives. A
+ * loader that writes the file's rows elsewhere and checks them as
+ * `billing rate` does reads the file once (`billing load`). When the
+ * parse fails, @fn may have been told about the elements before the
+ * failing one: the caller discards what it did with them. @fn NULL: as
+ * billing_config_accounts_parse. Returns as
+ * billing_config_accounts_parse, or BILLING_ERR_INVALID when @fn stopped
+ * it. Allocates nothing the caller frees; thread-safe as
+ * billing_config_accounts_parse.
+ */
+BILLING_CONFIG_API billing_status billing_config_accounts_parse_each(
+    billing_catalog *cat, billing_config_zones *zones, const char *text, size_t len,
+    const char *name, billing_config_each_fn fn, void *arg, char *errbuf, size_t errsize);
+
+/**
  * billing_config_catalog_load - a new catalog from the price book file
  * @pricebook_path and, unless NULL, the accounts file @accounts_path, with
  * zones from @zones (which must outlive the catalog). Returns BILLING_OK

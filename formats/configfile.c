@@ -29,8 +29,12 @@ typedef struct cfg {
     billing_status status;           /* why the last failure failed; BILLING_OK until one */
     billing_config_reject_fn reject; /* NULL: a refused subscription fails the whole file */
     void *reject_arg;
-    const char *book; /* load only the accounts of this price book; NULL: every one */
-    json_t *taken;    /* with @book: ids of the accounts loaded (a set) */
+    const char *book;            /* load only the accounts of this price book; NULL: every one */
+    json_t *taken;               /* with @book: ids of the accounts loaded (a set) */
+    billing_config_each_fn each; /* told about each element applied; NULL: none */
+    void *each_arg;
+    const char *array; /* the array of the element being applied ... */
+    size_t index;      /* ... and its index: what @each is told */
     char liberr[LIBERR_MAX];
 } cfg;
 
@@ -783,13 +787,16 @@ static int add_grant(cfg *c, const json_t *item, const char *path, void *arg)
     return apply_grant(c, &f, path);
 }
 
+static int each_tree(cfg *c, const json_t *root);
+
 static int apply_accounts(cfg *c, const json_t *root)
 {
     if (check_object(c, root, "", accounts_keys) != 0 ||
         for_each(c, root, "", "accounts", 0, add_account, NULL) != 0 ||
-        for_each(c, root, "", "subscriptions", 1, add_subscription, NULL) != 0)
+        for_each(c, root, "", "subscriptions", 1, add_subscription, NULL) != 0 ||
+        for_each(c, root, "", "grants", 1, add_grant, NULL) != 0)
         return -1;
-    return for_each(c, root, "", "grants", 1, add_grant, NULL);
+    return each_tree(c, root);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -1179,6 +1186,78 @@ static int flat_grant(cfg *c, const flat *f, const char *path)
 
 typedef int (*flat_fn)(cfg *c, const flat *f, const char *path);
 
+/* ---------------------------------------------------------------------- */
+/* Elements handed to billing_config_accounts_parse_each's callback        */
+/* ---------------------------------------------------------------------- */
+
+/* One of the two is set: the flat scan of the element, or its jansson tree. */
+struct billing_config_element {
+    const flat *f;
+    const json_t *item;
+    size_t len; /* bytes of its text */
+};
+
+size_t billing_config_element_size(const billing_config_element *e)
+{
+    return e != NULL ? e->len : 0;
+}
+
+const char *billing_config_element_string(const billing_config_element *e, const char *key)
+{
+    const flat_value *v;
+
+    if (e == NULL || key == NULL)
+        return NULL;
+    if (e->f == NULL)
+        return json_string_value(json_object_get(e->item, key));
+    v = flat_get(e->f, key);
+    return v != NULL && v->kind == 's' ? v->text : NULL;
+}
+
+long long billing_config_element_integer(const billing_config_element *e, const char *key)
+{
+    const flat_value *v;
+
+    if (e == NULL || key == NULL)
+        return 0;
+    if (e->f == NULL)
+        return (long long)json_integer_value(json_object_get(e->item, key));
+    v = flat_get(e->f, key);
+    return v != NULL && v->kind == 'i' ? v->num : 0;
+}
+
+const char *billing_config_element_item(const billing_config_element *e, const char *key, size_t i)
+{
+    const flat_value *v;
+    const char *s;
+    size_t k;
+
+    if (e == NULL || key == NULL)
+        return NULL;
+    if (e->f == NULL)
+        return json_string_value(json_array_get(json_object_get(e->item, key), i));
+    v = flat_get(e->f, key);
+    if (v == NULL || v->kind != 'a' || i >= v->count)
+        return NULL;
+    for (k = 0, s = v->text; k < i; k++)
+        s += strlen(s) + 1;
+    return s;
+}
+
+/* Tell the caller's callback about the element just applied (c->array, c->index), @len bytes. */
+static int each_element(cfg *c, const flat *f, const json_t *item, size_t len)
+{
+    billing_config_element e;
+
+    if (c->each == NULL)
+        return 0;
+    e.f = f;
+    e.item = item;
+    e.len = len;
+    /* c->status stays BILLING_OK: the parse returns BILLING_ERR_INVALID, the message the callback's. */
+    return c->each(c->each_arg, c->array, c->index, &e) != 0 ? -1 : 0;
+}
+
 /*
  * The syntax of a whole top-level value, checked without a tree before
  * anything is applied: the whole-tree parser reports a syntax error (or a
@@ -1566,6 +1645,8 @@ static int tree_element(cfg *c, const char *text, size_t len, size_t end, size_t
     if (item == NULL)
         return syntax_error(c, text, len, path);
     rc = fn(c, item, path, NULL);
+    if (rc == 0)
+        rc = each_element(c, NULL, item, *item_end - i);
     json_decref(item);
     return rc != 0 ? -1 : 0;
 }
@@ -1579,8 +1660,10 @@ static int apply_element(cfg *c, const char *text, size_t len, size_t end, size_
     *item_end = i;
     if (ffn != NULL && flat_object(f, text, end, item_end) == 0) {
         rc = ffn(c, f, path);
+        if (rc == 0)
+            return each_element(c, f, NULL, *item_end - i);
         if (rc != FLAT_SLOW)
-            return rc != 0 ? -1 : 0;
+            return -1;
     }
     return tree_element(c, text, len, end, i, path, fn, item_end);
 }
@@ -1599,7 +1682,9 @@ static int apply_elements(cfg *c, const char *text, size_t len, size_t begin, si
 
     if (i == end - 1)
         return 0; /* "[]": scan_value ended the array at this ']' */
+    c->array = key;
     for (n = 0;; n++) {
+        c->index = n;
         element_path(path, key, n);
         if (apply_element(c, text, len, end, i, path, fn, ffn, f, &item_end) != 0)
             return -1;
@@ -1613,6 +1698,29 @@ static int apply_elements(cfg *c, const char *text, size_t len, size_t begin, si
 }
 
 static const item_fn top_fns[3] = {add_account, add_subscription, add_grant};
+
+/* The whole-tree parser's elements, all applied, to the callback. */
+static int each_tree(cfg *c, const json_t *root)
+{
+    const json_t *items;
+    const json_t *item;
+    size_t k;
+    size_t i;
+
+    for (k = 0; k < 3 && c->each != NULL; k++) {
+        items = json_object_get(root, top_arrays[k]);
+        c->array = top_arrays[k];
+        for (i = 0; i < json_array_size(items); i++) {
+            c->index = i;
+            item = json_array_get(items, i);
+            /* Its size as billing_config_accounts_split's text of it: compact JSON. */
+            if (each_element(c, NULL, item,
+                             json_dumpb(item, NULL, 0, JSON_COMPACT | JSON_ENCODE_ANY)) != 0)
+                return -1;
+        }
+    }
+    return 0;
+}
 /* Subscriptions are few beside accounts and grants: jansson reads each. */
 static const flat_fn top_flat_fns[3] = {flat_account, NULL, flat_grant};
 
@@ -1783,6 +1891,10 @@ static void cfg_init(cfg *c, billing_catalog *cat, billing_config_zones *zones, 
     c->reject_arg = NULL;
     c->book = NULL;
     c->taken = NULL;
+    c->each = NULL;
+    c->each_arg = NULL;
+    c->array = NULL;
+    c->index = 0;
     c->liberr[0] = '\0';
 }
 
@@ -1813,12 +1925,15 @@ static billing_status accounts_stream_or_tree(cfg *c, const char *text, size_t l
 static billing_status accounts_parse(billing_catalog *cat, billing_config_zones *zones,
                                      const char *text, size_t len, const char *name,
                                      const char *book, billing_config_reject_fn reject, void *arg,
-                                     char *errbuf, size_t errsize)
+                                     billing_config_each_fn each, void *each_arg, char *errbuf,
+                                     size_t errsize)
 {
     cfg c;
     billing_status st;
 
     cfg_init(&c, cat, zones, name, errbuf, errsize);
+    c.each = each;
+    c.each_arg = each_arg;
     if (zones == NULL) {
         bc_seterr(errbuf, errsize, "%s: no zone set to load time zones with",
                   name ? name : "accounts");
@@ -1843,7 +1958,16 @@ billing_status billing_config_accounts_parse(billing_catalog *cat, billing_confi
                                              const char *text, size_t len, const char *name,
                                              char *errbuf, size_t errsize)
 {
-    return accounts_parse(cat, zones, text, len, name, NULL, NULL, NULL, errbuf, errsize);
+    return accounts_parse(cat, zones, text, len, name, NULL, NULL, NULL, NULL, NULL, errbuf,
+                          errsize);
+}
+
+billing_status billing_config_accounts_parse_each(billing_catalog *cat, billing_config_zones *zones,
+                                                  const char *text, size_t len, const char *name,
+                                                  billing_config_each_fn fn, void *arg,
+                                                  char *errbuf, size_t errsize)
+{
+    return accounts_parse(cat, zones, text, len, name, NULL, NULL, NULL, fn, arg, errbuf, errsize);
 }
 
 static billing_status read_config(const char *path, char **text, size_t *len, char *errbuf,
@@ -1883,7 +2007,8 @@ billing_status billing_config_accounts_load_book(billing_catalog *cat, billing_c
 
     st = read_config(path, &text, &len, errbuf, errsize);
     if (st == BILLING_OK)
-        st = accounts_parse(cat, zones, text, len, path, book, reject, arg, errbuf, errsize);
+        st = accounts_parse(cat, zones, text, len, path, book, reject, arg, NULL, NULL, errbuf,
+                            errsize);
     free(text);
     return st;
 }

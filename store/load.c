@@ -2,10 +2,11 @@
  * load.c - `billing load`: catalog files into the store. See
  * load.h and doc/database.md ("Loading").
  *
- * The files are first applied to a billing_catalog and a rater is built
- * from it, exactly as `billing rate` does: anything it would refuse is
- * refused here, with the same messages. Only then are the JSON trees
- * (whose shape is thereby known good) walked to write rows. The accounts
+ * The files are applied to a billing_catalog and a rater is built from
+ * it, exactly as `billing rate` does: anything it would refuse is refused
+ * here, with the same messages, before any row but the temporary table's.
+ * The accounts file is parsed once: each element the check applied is
+ * copied from the check's own parse (copy_checked). The accounts
  * file is checked only when the files' digest is not the stored one
  * (SQL_DIGEST_GET): those same bytes were checked and loaded already. Each kind of
  * row is written LOAD_CHUNK_ROWS rows per statement (SQL_ROWS): an
@@ -37,7 +38,8 @@
 /*
  * Largest element of the accounts file (an account, a subscription, a
  * grant): the file itself is read up to libbilling-config's bound
- * (BILLING_CONFIG_FILE_MAX) and split element by element, never as a tree.
+ * (BILLING_CONFIG_FILE_MAX) and parsed element by element, never as a
+ * tree.
  */
 #define LOAD_ELEMENT_MAX (64u * 1024u * 1024u)
 #define TIME_TEXT 48
@@ -238,12 +240,15 @@ typedef struct load_ctx {
     const char *pricebook_path;
     const char *accounts_path;
     json_t *book;                          /* the price book file, checked */
+    char *book_text;                       /* its text, to check the accounts again */
+    size_t book_len;                       /* its length */
     char *accounts;                        /* the accounts file's text; NULL if none */
     size_t accounts_len;                   /* its length */
     char accounts_md5[2 * BS_MD5_LEN + 1]; /* the files' digest, hex (read_files) */
     billing_catalog *cat;                  /* the price book applied; NULL once checked */
     billing_config_zones *zones;           /* for the accounts file's zones */
     int checked;                           /* the accounts file was checked (check_accounts) */
+    int applied; /* an attempt applied accounts to @cat (or freed it): check_again renews it */
     int accounts_known; /* this attempt: the digest is stored, the file's rows are not copied */
     bs_load_counts *counts;
     bs_load_progress_fn progress; /* NULL: none */
@@ -326,14 +331,14 @@ static const char *str(const json_t *obj, const char *key)
 }
 
 /*
- * time_text - instant string @key of @obj as RFC 3339 UTC into @out, or
- * "" when absent. The file reader (libbilling-config) has already refused
- * sub-microsecond digits, for `billing rate` too, with the file's name and
- * the element; the check stays so that timestamptz never rounds one away.
+ * time_text - instant @s (member @key) as RFC 3339 UTC into @out, or ""
+ * when NULL (absent). The file reader (libbilling-config) has already
+ * refused sub-microsecond digits, for `billing rate` too, with the file's
+ * name and the element; the check stays so that timestamptz never rounds
+ * one away.
  */
-static bs_status time_text(const json_t *obj, const char *key, char *out, bs_error *err)
+static bs_status time_text(const char *key, const char *s, char *out, bs_error *err)
 {
-    const char *s = str(obj, key);
     billing_time_t t;
     char msg[MSG_MAX];
 
@@ -375,11 +380,11 @@ static void md5_hex(const char *data, size_t len, char out[2 * BS_MD5_LEN + 1])
 }
 
 /*
- * Read @path: the price book (@tree non-NULL, small: LOAD_FILE_MAX) is
- * applied to @cat with its parser and kept as its JSON tree, its md5 in
- * @md5; the accounts file (BILLING_CONFIG_FILE_MAX) is kept as its text,
- * checked later (check_accounts) unless already loaded, and split
- * element by element.
+ * Read @path into *@keep (*@keep_len bytes): the price book (@tree
+ * non-NULL, small: LOAD_FILE_MAX) is applied to @cat with its parser and
+ * kept as its JSON tree too, its md5 in @md5; the accounts file
+ * (BILLING_CONFIG_FILE_MAX) is checked and copied later (check_accounts)
+ * unless already loaded.
  */
 static bs_status read_file(const char *path, billing_catalog *cat, json_t **tree,
                            char md5[2 * BS_MD5_LEN + 1], char **keep, size_t *keep_len,
@@ -394,11 +399,10 @@ static bs_status read_file(const char *path, billing_catalog *cat, json_t **tree
     if (bc_read_file(path, tree != NULL ? LOAD_FILE_MAX : BILLING_CONFIG_FILE_MAX, &text, &len, msg,
                      sizeof(msg)) != 0)
         return bs_error_set(err, BS_ERR_INVALID, "%s", msg);
-    if (tree == NULL) {
-        *keep = text;
-        *keep_len = len;
+    *keep = text;
+    *keep_len = len;
+    if (tree == NULL)
         return BS_OK;
-    }
     rc = billing_config_pricebook_parse(cat, text, len, path, msg, sizeof(msg));
     if (rc == 0) {
         md5_hex(text, len, md5);
@@ -408,7 +412,6 @@ static bs_status read_file(const char *path, billing_catalog *cat, json_t **tree
             rc = -1;
         }
     }
-    free(text);
     if (rc != 0)
         return bs_error_set(err, BS_ERR_INVALID, "%s", msg);
     return BS_OK;
@@ -432,7 +435,8 @@ static bs_status read_files(load_ctx *lc, bs_error *err)
     lc->zones = billing_config_zones_new();
     if (lc->cat == NULL || lc->zones == NULL)
         return bs_error_set(err, BS_ERR_NOMEM, "loading: out of memory");
-    st = read_file(lc->pricebook_path, lc->cat, &lc->book, book_md5, NULL, NULL, err);
+    st = read_file(lc->pricebook_path, lc->cat, &lc->book, book_md5, &lc->book_text, &lc->book_len,
+                   err);
     if (st == BS_OK && lc->accounts_path != NULL)
         st = read_file(lc->accounts_path, NULL, NULL, NULL, &lc->accounts, &lc->accounts_len, err);
     if (st != BS_OK || lc->accounts == NULL)
@@ -454,21 +458,28 @@ static void check_done(load_ctx *lc)
 
 /*
  * Everything `billing rate` would check, including what only a rater
- * finds: the accounts file applied to the catalog of the price book, then
- * a rater built from it. Once per load (lc->checked), whatever attempt;
- * the catalog of every account is freed before the rows are copied.
+ * finds: the accounts file applied to the catalog of the price book
+ * (@each, unless NULL, told about each element applied: the rows are
+ * copied from this one parse; when it stops the parse, it sets @err and
+ * *@each_st, returned), then a rater built from it. Once per load
+ * (lc->checked), whatever attempt; the catalog of every account is freed
+ * once checked.
  */
-static bs_status check_accounts(load_ctx *lc, bs_error *err)
+static bs_status check_accounts(load_ctx *lc, billing_config_each_fn each, void *each_arg,
+                                const bs_status *each_st, bs_error *err)
 {
     billing_rater *rater = NULL;
     char msg[MSG_MAX];
 
     if (lc->checked)
         return BS_OK;
+    lc->applied = lc->accounts != NULL;
     if (lc->accounts != NULL &&
-        billing_config_accounts_parse(lc->cat, lc->zones, lc->accounts, lc->accounts_len,
-                                      lc->accounts_path, msg, sizeof(msg)) != BILLING_OK)
-        return bs_error_set(err, BS_ERR_INVALID, "%s", msg);
+        billing_config_accounts_parse_each(lc->cat, lc->zones, lc->accounts, lc->accounts_len,
+                                           lc->accounts_path, each, each_arg, msg,
+                                           sizeof(msg)) != BILLING_OK)
+        return each_st != NULL && *each_st != BS_OK ? *each_st
+                                                    : bs_error_set(err, BS_ERR_INVALID, "%s", msg);
     billing_rater_new(lc->cat, &rater, msg, sizeof(msg));
     if (rater == NULL)
         return bs_error_set(err, BS_ERR_INVALID, "%s%s%s: %s", lc->pricebook_path,
@@ -495,8 +506,37 @@ typedef struct row_buf {
     char num2[NUM_TEXT];
 } row_buf;
 
-/* Fill the ROW_PARAMS @params of JSON item @item, their text in @buf. */
-typedef bs_status (*row_params_fn)(const json_t *item, const char **params, row_buf *buf,
+/*
+ * An element of a file: a JSON tree (a plan of the price book) or an
+ * element of the accounts file as libbilling-config's check parsed it.
+ */
+typedef struct row_src {
+    const json_t *json; /* NULL: @el */
+    const billing_config_element *el;
+} row_src;
+
+/* String member @key of @s, or NULL. */
+static const char *src_str(const row_src *s, const char *key)
+{
+    return s->json != NULL ? str(s->json, key) : billing_config_element_string(s->el, key);
+}
+
+/* Integer member @key of @s, or 0. */
+static long long src_int(const row_src *s, const char *key)
+{
+    return s->json != NULL ? (long long)json_integer_value(json_object_get(s->json, key))
+                           : billing_config_element_integer(s->el, key);
+}
+
+/* String @i of array member @key of @s, or NULL past its end. */
+static const char *src_item(const row_src *s, const char *key, size_t i)
+{
+    return s->json != NULL ? json_string_value(json_array_get(json_object_get(s->json, key), i))
+                           : billing_config_element_item(s->el, key, i);
+}
+
+/* Fill the ROW_PARAMS @params of element @src, their text in @buf. */
+typedef bs_status (*row_params_fn)(const row_src *src, const char **params, row_buf *buf,
                                    bs_error *err);
 
 /*
@@ -518,8 +558,11 @@ typedef struct row_kind {
     const char *refusal; /* ... then says why */
 } row_kind;
 
-static bs_status plan_params(const json_t *p, const char **params, row_buf *buf, bs_error *err)
+/* Plans come from the price book's tree only. */
+static bs_status plan_params(const row_src *src, const char **params, row_buf *buf, bs_error *err)
 {
+    const json_t *p = src->json;
+
     (void)buf;
     (void)err;
     params[0] = str(p, "id");
@@ -530,70 +573,69 @@ static bs_status plan_params(const json_t *p, const char **params, row_buf *buf,
     return BS_OK;
 }
 
-static bs_status account_params(const json_t *a, const char **params, row_buf *buf, bs_error *err)
+static bs_status account_params(const row_src *a, const char **params, row_buf *buf, bs_error *err)
 {
     (void)buf;
     (void)err;
-    params[0] = str(a, "id");
-    params[1] = str(a, "currency");
-    params[2] = str(a, "time_zone");
-    params[3] = str(a, "tax_rate");
-    params[4] = str(a, "name");
-    params[5] = str(a, "email");
-    params[6] = str(a, "billing_address");
-    params[7] = str(a, "tax_id");
-    params[8] = str(a, "language") != NULL ? str(a, "language") : "en";
+    params[0] = src_str(a, "id");
+    params[1] = src_str(a, "currency");
+    params[2] = src_str(a, "time_zone");
+    params[3] = src_str(a, "tax_rate");
+    params[4] = src_str(a, "name");
+    params[5] = src_str(a, "email");
+    params[6] = src_str(a, "billing_address");
+    params[7] = src_str(a, "tax_id");
+    params[8] = src_str(a, "language") != NULL ? src_str(a, "language") : "en";
     return BS_OK;
 }
 
-static bs_status sub_params(const json_t *s, const char **params, row_buf *buf, bs_error *err)
+static bs_status sub_params(const row_src *s, const char **params, row_buf *buf, bs_error *err)
 {
-    bs_status st = time_text(s, "start", buf->time1, err);
+    bs_status st = time_text("start", src_str(s, "start"), buf->time1, err);
 
     if (st == BS_OK)
-        st = time_text(s, "cancelled_at", buf->time2, err);
-    snprintf(buf->num1, NUM_TEXT, "%lld",
-             (long long)json_integer_value(json_object_get(s, "terms")));
-    params[0] = str(s, "id");
-    params[1] = str(s, "account");
-    params[2] = str(s, "resource");
-    params[3] = str(s, "plan");
+        st = time_text("cancelled_at", src_str(s, "cancelled_at"), buf->time2, err);
+    snprintf(buf->num1, NUM_TEXT, "%lld", src_int(s, "terms"));
+    params[0] = src_str(s, "id");
+    params[1] = src_str(s, "account");
+    params[2] = src_str(s, "resource");
+    params[3] = src_str(s, "plan");
     params[4] = buf->time1;
     params[5] = buf->num1;
     params[6] = or_null(buf->time2);
     return st;
 }
 
-/* "applies_to" as billing_charge_kind bits. */
-static unsigned grant_kinds(const json_t *g)
+/* "applies_to" as billing_charge_kind bits (checked: an array of kinds). */
+static unsigned grant_kinds(const row_src *g)
 {
-    const json_t *arr = json_object_get(g, "applies_to");
     unsigned kinds = 0;
+    const char *k;
     size_t i;
 
-    for (i = 0; i < json_array_size(arr); i++) {
-        const char *k = json_string_value(json_array_get(arr, i));
-
-        if (k != NULL && strcmp(k, "usage") == 0)
+    for (i = 0;; i++) {
+        k = src_item(g, "applies_to", i);
+        if (k == NULL)
+            break;
+        if (strcmp(k, "usage") == 0)
             kinds |= BILLING_CHARGE_USAGE;
-        else if (k != NULL && strcmp(k, "subscription") == 0)
+        else if (strcmp(k, "subscription") == 0)
             kinds |= BILLING_CHARGE_SUBSCRIPTION;
     }
     return kinds;
 }
 
-static bs_status grant_params(const json_t *g, const char **params, row_buf *buf, bs_error *err)
+static bs_status grant_params(const row_src *g, const char **params, row_buf *buf, bs_error *err)
 {
-    bs_status st = time_text(g, "granted_at", buf->time1, err);
+    bs_status st = time_text("granted_at", src_str(g, "granted_at"), buf->time1, err);
 
     if (st == BS_OK)
-        st = time_text(g, "expires_at", buf->time2, err);
+        st = time_text("expires_at", src_str(g, "expires_at"), buf->time2, err);
     snprintf(buf->num1, NUM_TEXT, "%u", grant_kinds(g));
-    snprintf(buf->num2, NUM_TEXT, "%lld",
-             (long long)json_integer_value(json_object_get(g, "priority")));
-    params[0] = str(g, "id");
-    params[1] = str(g, "account");
-    params[2] = str(g, "amount");
+    snprintf(buf->num2, NUM_TEXT, "%lld", src_int(g, "priority"));
+    params[0] = src_str(g, "id");
+    params[1] = src_str(g, "account");
+    params[2] = src_str(g, "amount");
     params[3] = buf->time1;
     params[4] = buf->time2;
     params[5] = buf->num1;
@@ -651,14 +693,14 @@ static const row_kind grant_rows = {
 /* Kinds whose rows come from the accounts file, in the order they are written. */
 static const row_kind *const account_kinds[] = {&account_rows, &subscription_rows, &grant_rows};
 
-/* Element @item of kind @k, the @n-th of its array (from 1), as a row of load_rows. */
-static bs_status copy_item(bs_copy *cp, const row_kind *k, const json_t *item, size_t n,
+/* Element @src of kind @k, the @n-th of its array (from 1), as a row of load_rows. */
+static bs_status copy_item(bs_copy *cp, const row_kind *k, const row_src *src, size_t n,
                            bs_error *err)
 {
     const char *params[ROW_PARAMS];
     row_buf buf;
     int i;
-    bs_status st = k->params(item, params, &buf, err);
+    bs_status st = k->params(src, params, &buf, err);
 
     if (st != BS_OK)
         return st;
@@ -670,51 +712,106 @@ static bs_status copy_item(bs_copy *cp, const row_kind *k, const json_t *item, s
     return BS_OK;
 }
 
-/* What copy_element needs. */
+/* What copy_checked needs. */
 typedef struct copy_ctx {
     load_ctx *lc;
     bs_copy *cp;
     bs_error *err;
-    bs_status st; /* why copy_element stopped the split */
+    bs_status st; /* why copy_checked stopped the parse */
 } copy_ctx;
 
-/* One element of the accounts file (a billing_config_element_fn): parsed and copied. */
-static int copy_element(void *arg, const char *array, size_t index, const char *text, size_t len)
+/* The kind of the accounts file's array @array, or NULL (then cc->st says why). */
+static const row_kind *array_kind(copy_ctx *cc, const char *array)
 {
-    copy_ctx *cc = arg;
-    const row_kind *k = NULL;
-    json_error_t jerr;
-    json_t *item;
     size_t i;
 
     for (i = 0; i < sizeof(account_kinds) / sizeof(account_kinds[0]); i++) {
         if (strcmp(account_kinds[i]->array, array) == 0)
-            k = account_kinds[i];
+            return account_kinds[i];
     }
-    if (k == NULL) {
-        cc->st = bs_error_set(cc->err, BS_ERR_FATAL, "%s: unexpected array '%.32s'",
-                              cc->lc->accounts_path, array);
-        return -1;
-    }
-    if (len > LOAD_ELEMENT_MAX) {
-        cc->st = bs_error_set(cc->err, BS_ERR_INVALID,
-                              "%s: %s[%zu]: %zu bytes, more than the %u MiB `billing load` reads "
-                              "in one element",
-                              cc->lc->accounts_path, array, index, len, LOAD_ELEMENT_MAX >> 20);
-        return -1;
-    }
-    item = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
-    if (item == NULL) {
-        cc->st = bs_error_set(cc->err, BS_ERR_INVALID, "%s: %s[%zu]: %s", cc->lc->accounts_path,
-                              array, index, jerr.text);
-        return -1;
-    }
-    cc->st = copy_item(cc->cp, k, item, index + 1, cc->err);
-    json_decref(item);
+    cc->st = bs_error_set(cc->err, BS_ERR_FATAL, "%s: unexpected array '%.32s'",
+                          cc->lc->accounts_path, array);
+    return NULL;
+}
+
+/*
+ * Whether element @index of @array, @len bytes, is more than `billing
+ * load` reads in one element (then cc->st says so).
+ */
+static int element_too_big(copy_ctx *cc, const char *array, size_t index, size_t len)
+{
+    if (len <= LOAD_ELEMENT_MAX)
+        return 0;
+    cc->st = bs_error_set(cc->err, BS_ERR_INVALID,
+                          "%s: %s[%zu]: %zu bytes, more than the %u MiB `billing load` reads "
+                          "in one element",
+                          cc->lc->accounts_path, array, index, len, LOAD_ELEMENT_MAX >> 20);
+    return 1;
+}
+
+/* Element @index of @k's array as a row, counted; 0, or -1 with cc->st. */
+static int copy_counted(copy_ctx *cc, const row_kind *k, const row_src *src, size_t index)
+{
+    cc->st = copy_item(cc->cp, k, src, index + 1, cc->err);
     if (cc->st != BS_OK)
         return -1;
     cc->lc->copied[k->kind]++;
     return 0;
+}
+
+/*
+ * One element of the accounts file as the check applied it (a
+ * billing_config_each_fn): copied from libbilling-config's parse, which
+ * is the only parse of the file.
+ */
+static int copy_checked(void *arg, const char *array, size_t index, const billing_config_element *e)
+{
+    copy_ctx *cc = arg;
+    const row_kind *k = array_kind(cc, array);
+    row_src src;
+
+    if (k == NULL || element_too_big(cc, array, index, billing_config_element_size(e)))
+        return -1;
+    src.json = NULL;
+    src.el = e;
+    return copy_counted(cc, k, &src, index);
+}
+
+/*
+ * A new catalog of the price book for an attempt after one that applied
+ * the accounts (the transaction retried during the copy or after it):
+ * the rows are copied from the check's parse, so it runs again.
+ */
+static bs_status check_again(load_ctx *lc, bs_error *err)
+{
+    char msg[MSG_MAX];
+
+    if (!lc->applied)
+        return BS_OK;
+    check_done(lc);
+    lc->applied = 0;
+    lc->checked = 0;
+    lc->cat = billing_catalog_new();
+    lc->zones = billing_config_zones_new();
+    if (lc->cat == NULL || lc->zones == NULL)
+        return bs_error_set(err, BS_ERR_NOMEM, "loading: out of memory");
+    if (billing_config_pricebook_parse(lc->cat, lc->book_text, lc->book_len, lc->pricebook_path,
+                                       msg, sizeof(msg)) != BILLING_OK)
+        return bs_error_set(err, BS_ERR_FATAL, "%s", msg); /* it was accepted before */
+    return BS_OK;
+}
+
+/*
+ * The accounts file's rows, copied from the check's own parse
+ * (copy_checked), then the rater built as `billing rate` builds it.
+ */
+static bs_status copy_accounts(load_ctx *lc, copy_ctx *cc, bs_error *err)
+{
+    bs_status st = check_again(lc, err);
+
+    if (st != BS_OK)
+        return st;
+    return check_accounts(lc, copy_checked, cc, &cc->st, err);
 }
 
 /*
@@ -726,8 +823,8 @@ static int copy_element(void *arg, const char *array, size_t index, const char *
 static bs_status copy_rows(bs_conn *c, load_ctx *lc, bs_error *err)
 {
     const json_t *plans = json_object_get(lc->book, "plans");
-    char msg[MSG_MAX];
     copy_ctx cc;
+    row_src src;
     size_t i;
     bs_status st = bs_command(c, SQL_ROWS_TABLE, 0, NULL, NULL, err);
 
@@ -739,13 +836,14 @@ static bs_status copy_rows(bs_conn *c, load_ctx *lc, bs_error *err)
     cc.cp = bs_copy_begin(c, SQL_ROWS_COPY, ROWS_COPY_COLS, BS_COPY_BINARY, err);
     if (cc.cp == NULL)
         return err != NULL ? err->status : BS_ERR_FATAL;
-    for (i = 0; i < json_array_size(plans) && st == BS_OK; i++)
-        st = copy_item(cc.cp, &plan_rows, json_array_get(plans, i), i + 1, err);
+    for (i = 0; i < json_array_size(plans) && st == BS_OK; i++) {
+        src.json = json_array_get(plans, i);
+        src.el = NULL;
+        st = copy_item(cc.cp, &plan_rows, &src, i + 1, err);
+    }
     lc->copied[BS_LOAD_PLANS] = json_array_size(plans);
-    if (lc->accounts != NULL && !lc->accounts_known && st == BS_OK &&
-        billing_config_accounts_split(lc->accounts, lc->accounts_len, lc->accounts_path,
-                                      copy_element, &cc, msg, sizeof(msg)) != BILLING_OK)
-        st = cc.st != BS_OK ? cc.st : bs_error_set(err, BS_ERR_INVALID, "%s", msg);
+    if (lc->accounts != NULL && !lc->accounts_known && st == BS_OK)
+        st = copy_accounts(lc, &cc, err);
     if (st != BS_OK) {
         bs_copy_abort(cc.cp);
         return st;
@@ -1119,7 +1217,7 @@ static bs_status load_version(bs_conn *c, load_ctx *lc, const json_t *v, bs_erro
     const char *params[4];
     char *content;
     PGresult *res;
-    bs_status st = time_text(v, "effective_from", from, err);
+    bs_status st = time_text("effective_from", str(v, "effective_from"), from, err);
 
     if (st != BS_OK)
         return st;
@@ -1176,8 +1274,7 @@ static bs_status load_tx(bs_conn *c, void *arg, bs_error *err)
     st = bs_command(c, SQL_LOCK, 0, NULL, NULL, err);
     if (st == BS_OK)
         st = digest_get(c, lc, err);
-    if (st == BS_OK && !lc->accounts_known)
-        st = check_accounts(lc, err);
+    /* The accounts file is checked as its rows are copied (copy_accounts). */
     if (st == BS_OK)
         st = copy_rows(c, lc, err);
     lc->rows_total = count_rows(lc);
@@ -1235,11 +1332,12 @@ bs_status bs_load_catalog_progress(bs_conn *c, const char *book_id, const char *
     st = read_files(&lc, err);
     /* Without an accounts file, everything is checked before the transaction. */
     if (st == BS_OK && lc.accounts == NULL)
-        st = check_accounts(&lc, err);
+        st = check_accounts(&lc, NULL, NULL, NULL, err);
     if (st == BS_OK)
         st = bs_transaction(c, load_tx, &lc, err);
     check_done(&lc);
     json_decref(lc.book);
+    free(lc.book_text);
     free(lc.accounts);
     return st;
 }

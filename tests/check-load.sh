@@ -6,6 +6,8 @@
 #     before; now a bound per element) loads, with the counts of every
 #     kind, the rows in the tables, and a reload that changes nothing;
 #   - an element larger than 64 MiB is refused, naming it, before any row;
+#   - a load whose transaction is retried (a deadlock forced) checks and
+#     copies the accounts file again, and loads every row;
 #   - a file of 70 001 accounts whose element 70 000 is bad is refused
 #     naming accounts[70000], and nothing is written;
 #   - a file whose grant 70 000 differs from the stored one is refused
@@ -191,5 +193,44 @@ else
 fi
 check "the file last loaded is checked again with another price book" $r \
     "status $rc, $(rows plans) plans: $(head -c 600 "$tmp/out")"
+
+# 7. A retried transaction checks and copies the accounts file again (the
+# rows are copied from the check's parse, whose catalog the first attempt
+# used). A deadlock forces the retry: this session locks accounts, the
+# load takes its advisory lock and waits for accounts, then this session
+# waits for the advisory lock. The load's deadlock_timeout (10 s) is far
+# shorter than this session's (5 min) and the cycle is closed as soon as
+# the load is seen waiting, so the load finds the deadlock and is the one
+# aborted (40P01, retried); this session's COMMIT shows it.
+db_new "${db}_d"
+db_use "${db}_d"
+$billing db migrate >/dev/null || exit 99
+gen 300 >"$tmp/small.json"
+mkfifo "$tmp/sql" || exit 99
+psql "$BILLING_PG_CONNINFO" -X -At -v ON_ERROR_STOP=1 <"$tmp/sql" >"$tmp/psql.out" 2>&1 &
+psql_pid=$!
+exec 3>"$tmp/sql"
+echo "SET deadlock_timeout = '5min'; BEGIN; LOCK TABLE billing.accounts IN SHARE MODE; SELECT 'locked';" >&3
+until grep -q '^locked$' "$tmp/psql.out" || ! kill -0 $psql_pid 2>/dev/null; do :; done
+PGOPTIONS='-c deadlock_timeout=10s' $billing load --pricebook "$book" --accounts "$tmp/small.json" \
+    >"$tmp/out" 2>&1 &
+load_pid=$!
+until [ "$(psql "$BILLING_PG_CONNINFO" -XAtc "SELECT count(*) FROM pg_locks WHERE NOT granted
+        AND relation = 'billing.accounts'::regclass")" != 0 ] || ! kill -0 $load_pid 2>/dev/null; do :; done
+echo "SELECT pg_advisory_xact_lock(7091318301203063140); COMMIT; SELECT 'committed';" >&3
+exec 3>&-
+wait $load_pid
+rc=$?
+wait $psql_pid
+if [ $rc -eq 0 ] && grep -q '^committed$' "$tmp/psql.out" &&
+    grep -q "^accounts  *300 added, 0 changed, 0 unchanged$" "$tmp/out" &&
+    grep -q "^credit grants  *300 added, 0 changed, 0 unchanged$" "$tmp/out" &&
+    [ "$(rows accounts)" = 300 ] && [ "$(rows credit_ledger)" = 300 ]; then
+    r=ok
+else
+    r=fail
+fi
+check "a load retried after a deadlock checks and copies the file again" $r \
+    "status $rc, psql: $(head -c 300 "$tmp/psql.out"), load: $(head -c 600 "$tmp/out")"
 
 finish

@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <check.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -630,6 +631,176 @@ START_TEST(test_flat_matches_tree)
 }
 END_TEST
 
+/* Every member `billing load` reads of an element, as text, in @out. */
+typedef struct elem_desc {
+    char *out;
+    size_t size;
+    size_t calls;
+    size_t stop_at; /* stop the parse at this call (from 1); 0: never */
+} elem_desc;
+
+static const char *const elem_strings[] = {
+    "id",     "currency", "time_zone",  "tax_rate",  "name", "email", "billing_address",
+    "tax_id", "language", "account",    "resource",  "plan", "start", "cancelled_at",
+    "amount", "book",     "granted_at", "expires_at"};
+
+static void describe_member(elem_desc *d, const char *key, const char *value)
+{
+    size_t n = strlen(d->out);
+
+    if (value != NULL)
+        snprintf(d->out + n, d->size - n, " %s=%s", key, value);
+}
+
+/* A billing_config_each_fn: the element's members through the getters. */
+static int describe_element(void *arg, const char *array, size_t index,
+                            const billing_config_element *e)
+{
+    elem_desc *d = arg;
+    size_t n = strlen(d->out);
+    const char *item;
+    size_t i;
+
+    snprintf(d->out + n, d->size - n, "%s[%zu] size=%zu", array, index,
+             billing_config_element_size(e));
+    for (i = 0; i < sizeof(elem_strings) / sizeof(elem_strings[0]); i++)
+        describe_member(d, elem_strings[i], billing_config_element_string(e, elem_strings[i]));
+    n = strlen(d->out);
+    snprintf(d->out + n, d->size - n,
+             " terms=%lld priority=%lld applies_to=", billing_config_element_integer(e, "terms"),
+             billing_config_element_integer(e, "priority"));
+    for (i = 0;; i++) {
+        item = billing_config_element_item(e, "applies_to", i);
+        if (item == NULL)
+            break;
+        n = strlen(d->out);
+        snprintf(d->out + n, d->size - n, "%s,", item);
+    }
+    n = strlen(d->out);
+    snprintf(d->out + n, d->size - n, "\n");
+    return ++d->calls == d->stop_at ? -1 : 0;
+}
+
+/* The same from jansson's tree of the element's text (a billing_config_element_fn). */
+static int describe_split(void *arg, const char *array, size_t index, const char *text, size_t len)
+{
+    elem_desc *d = arg;
+    json_error_t jerr;
+    json_t *item = json_loadb(text, len, JSON_DECODE_ANY, &jerr);
+    json_t *kinds;
+    json_t *v;
+    size_t n = strlen(d->out);
+    size_t i;
+
+    ck_assert_msg(item != NULL, "%s", jerr.text);
+    snprintf(d->out + n, d->size - n, "%s[%zu] size=%zu", array, index, len);
+    for (i = 0; i < sizeof(elem_strings) / sizeof(elem_strings[0]); i++)
+        describe_member(d, elem_strings[i],
+                        json_string_value(json_object_get(item, elem_strings[i])));
+    n = strlen(d->out);
+    snprintf(d->out + n, d->size - n, " terms=%lld priority=%lld applies_to=",
+             (long long)json_integer_value(json_object_get(item, "terms")),
+             (long long)json_integer_value(json_object_get(item, "priority")));
+    kinds = json_object_get(item, "applies_to");
+    json_array_foreach(kinds, i, v)
+    {
+        n = strlen(d->out);
+        snprintf(d->out + n, d->size - n, "%s,", json_string_value(v));
+    }
+    n = strlen(d->out);
+    snprintf(d->out + n, d->size - n, "\n");
+    json_decref(item);
+    return 0;
+}
+
+/* PRICEBOOK with a fee for its plan, so that subscriptions to it are accepted. */
+#define PRICEBOOK_FEE                                                                          \
+    "{\"currency\":\"CNY\",\"plans\":[{\"id\":\"p\",\"period\":\"day\",\"model\":\"RTX4090\"," \
+    "\"region\":\"cn-east-1\"}],\"versions\":[{\"id\":\"v1\",\"effective_from\":"              \
+    "\"2026-01-01T00:00:00Z\"," RATES ",\"plan_fees\":[{\"plan\":\"p\",\"fee\":\"1.00\"}]}]}"
+
+/* billing_config_accounts_parse_each on @text after PRICEBOOK_FEE, into @d. */
+static billing_status parse_each(const char *text, elem_desc *d, char *err)
+{
+    billing_catalog *cat = billing_catalog_new();
+    billing_config_zones *zones = billing_config_zones_new();
+    billing_status rc;
+
+    ck_assert_int_eq(billing_config_pricebook_parse(cat, PRICEBOOK_FEE, strlen(PRICEBOOK_FEE),
+                                                    "pb.json", err, ERR),
+                     0);
+    rc = billing_config_accounts_parse_each(cat, zones, text, strlen(text), "ac.json",
+                                            describe_element, d, err, ERR);
+    billing_catalog_destroy(cat);
+    billing_config_zones_destroy(zones);
+    return rc;
+}
+
+/* A subscription (always jansson's) beside flat accounts and grants. */
+#define WITH_SUBSCRIPTION                                                                       \
+    "{\"accounts\":[" ACCOUNT "],\"subscriptions\":[{\"id\":\"s\",\"account\":\"a\","           \
+    "\"resource\":\"i\\u002d1\",\"plan\":\"p\",\"start\":\"2026-01-01T00:00:00Z\",\"terms\":3," \
+    "\"cancelled_at\":\"2026-01-02T00:00:00Z\"}],\"grants\":[" GRANT("g", "1.00") "]}"
+
+/*
+ * `billing load` copies the rows from the check's own parse: every
+ * element, in the order, of the size and with the members that the split
+ * hands over and jansson reads from it, whether the element was read
+ * flat, by jansson, or the top level by the whole-tree parser (its key
+ * escaped; then the size is that of the split's compact text).
+ */
+START_TEST(test_parse_each_matches_split)
+{
+    const char *text = _i < (int)(sizeof(good_accounts) / sizeof(good_accounts[0]))
+                           ? good_accounts[_i]
+                           : WITH_SUBSCRIPTION;
+    const char *key = strstr(text, "\"accounts\"");
+    char tree_text[4096];
+    char split[8192] = "";
+    char split_tree[8192] = "";
+    char flat[8192] = "";
+    char tree[8192] = "";
+    char err[ERR] = "";
+    elem_desc d = {split, sizeof(split), 0, 0};
+
+    snprintf(tree_text, sizeof(tree_text), "%.*s\"acc\\u006funts\"%s", (int)(key - text), text,
+             key + strlen("\"accounts\""));
+    ck_assert_int_eq(
+        billing_config_accounts_split(text, strlen(text), "ac.json", describe_split, &d, err, ERR),
+        BILLING_OK);
+    d.out = split_tree;
+    ck_assert_int_eq(billing_config_accounts_split(tree_text, strlen(tree_text), "ac.json",
+                                                   describe_split, &d, err, ERR),
+                     BILLING_OK);
+    d.out = flat;
+    ck_assert_msg(parse_each(text, &d, err) == BILLING_OK, "%s", err);
+    ck_assert_str_eq(flat, split);
+    d.out = tree;
+    ck_assert_msg(parse_each(tree_text, &d, err) == BILLING_OK, "%s", err);
+    ck_assert_str_eq(tree, split_tree);
+    ck_assert_ptr_nonnull(strstr(split, "accounts[0] size="));
+}
+END_TEST
+
+/* The callback stops the parse: BILLING_ERR_INVALID, no element told after it. */
+START_TEST(test_parse_each_stops)
+{
+    char out[4096] = "";
+    char err[ERR] = "";
+    elem_desc d = {out, sizeof(out), 0, 2};
+
+    ck_assert_int_eq(parse_each(WITH_SUBSCRIPTION, &d, err), BILLING_ERR_INVALID);
+    ck_assert_uint_eq(d.calls, 2);
+    ck_assert_ptr_null(strstr(out, "grants[0]"));
+    /* A refused element is never told: the one before it is. */
+    out[0] = '\0';
+    d.calls = 0;
+    d.stop_at = 0;
+    ck_assert_int_ne(parse_each("{\"accounts\":[" ACCOUNT "," TAX_106 "]}", &d, err), BILLING_OK);
+    ck_assert_uint_eq(d.calls, 1);
+}
+END_TEST
+
 /*
  * Tax rates and amounts are interned by their text: one value given as
  * "1.00" and "1.0", or one text shared by several grants or accounts,
@@ -974,6 +1145,9 @@ static Suite *configfile_suite(void)
     tcase_add_test(tc, test_zone_names);
     tcase_add_loop_test(tc, test_flat_matches_tree, 0,
                         (int)(sizeof(good_accounts) / sizeof(good_accounts[0])));
+    tcase_add_loop_test(tc, test_parse_each_matches_split, 0,
+                        (int)(sizeof(good_accounts) / sizeof(good_accounts[0])) + 1);
+    tcase_add_test(tc, test_parse_each_stops);
     tcase_add_test(tc, test_element_path_numbers);
     tcase_add_test(tc, test_interned_values_per_account);
     tcase_add_test(tc, test_accounts_of_one_book);
