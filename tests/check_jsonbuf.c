@@ -1,6 +1,6 @@
 /*
  * check_jsonbuf.c - the bytes of POST /v1/events answers written without
- * jansson objects (billingd/jsonbuf.c) against json_dumps(JSON_COMPACT |
+ * jansson objects (formats/jsonbuf.c) against json_dumps(JSON_COMPACT |
  * JSON_ENSURE_ASCII) of the same values: strings to escape, strings
  * jansson refuses (left out), integers, random bytes; the size cap; and
  * the records of a JSON Lines body (billingd/api_parse.c): texts in one
@@ -55,16 +55,16 @@ static char *jansson_entry(size_t i, const char *st, const char *id)
 
 static char *jbuf_entry(size_t i, const char *st, const char *id)
 {
-    bd_jbuf j;
+    bc_jbuf j;
 
-    bd_jbuf_init(&j);
-    bd_jbuf_lit(&j, "{\"index\":");
-    bd_jbuf_int(&j, (int64_t)i);
-    bd_jbuf_lit(&j, ",\"status\":");
-    ck_assert_int_eq(bd_jbuf_str(&j, st), 0);
-    bd_jbuf_member(&j, ",\"id\":", id);
-    bd_jbuf_lit(&j, "}");
-    return bd_jbuf_take(&j);
+    bc_jbuf_init(&j, BD_ANSWER_MAX);
+    bc_jbuf_lit(&j, "{\"index\":");
+    bc_jbuf_int(&j, (int64_t)i);
+    bc_jbuf_lit(&j, ",\"status\":");
+    ck_assert_int_eq(bc_jbuf_str(&j, st), 0);
+    bc_jbuf_member(&j, ",\"id\":", id);
+    bc_jbuf_lit(&j, "}");
+    return bc_jbuf_take(&j);
 }
 
 START_TEST(test_string_table)
@@ -92,7 +92,7 @@ START_TEST(test_random_strings)
         size_t k;
         json_t *js;
         char *want;
-        bd_jbuf j;
+        bc_jbuf j;
         char *got;
         int rc;
 
@@ -106,9 +106,9 @@ START_TEST(test_random_strings)
         want =
             js != NULL ? json_dumps(js, JSON_ENCODE_ANY | JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
         json_decref(js);
-        bd_jbuf_init(&j);
-        rc = bd_jbuf_str(&j, s);
-        got = bd_jbuf_take(&j);
+        bc_jbuf_init(&j, BD_ANSWER_MAX);
+        rc = bc_jbuf_str(&j, s);
+        got = bc_jbuf_take(&j);
         if (want == NULL) {
             ck_assert_int_eq(rc, -1);
             ck_assert_str_eq(got, ""); /* nothing appended */
@@ -130,12 +130,12 @@ START_TEST(test_integers)
     for (i = 0; i < N_ELEMS(values); i++) {
         json_t *ji = json_integer(values[i]);
         char *want = json_dumps(ji, JSON_ENCODE_ANY | JSON_COMPACT);
-        bd_jbuf j;
+        bc_jbuf j;
         char *got;
 
-        bd_jbuf_init(&j);
-        bd_jbuf_int(&j, values[i]);
-        got = bd_jbuf_take(&j);
+        bc_jbuf_init(&j, BD_ANSWER_MAX);
+        bc_jbuf_int(&j, values[i]);
+        got = bc_jbuf_take(&j);
         ck_assert_str_eq(got, want);
         json_decref(ji);
         free(want);
@@ -144,23 +144,23 @@ START_TEST(test_integers)
 }
 END_TEST
 
-/* Over BD_JBUF_MAX: the text is refused (NULL), not truncated, and the buffer is empty again. */
+/* Over BD_ANSWER_MAX: the text is refused (NULL), not truncated, and the buffer is empty again. */
 START_TEST(test_cap)
 {
     size_t chunk = (size_t)1 << 20;
     char *block = malloc(chunk);
-    bd_jbuf j;
+    bc_jbuf j;
     size_t i;
 
     ck_assert_ptr_nonnull(block);
     memset(block, 'x', chunk);
-    bd_jbuf_init(&j);
-    for (i = 0; i < BD_JBUF_MAX / chunk - 1; i++)
-        bd_jbuf_raw(&j, block, chunk);
+    bc_jbuf_init(&j, BD_ANSWER_MAX);
+    for (i = 0; i < BD_ANSWER_MAX / chunk - 1; i++)
+        bc_jbuf_raw(&j, block, chunk);
     ck_assert_int_eq(j.failed, 0);
-    bd_jbuf_raw(&j, block, chunk); /* one byte over with the NUL */
+    bc_jbuf_raw(&j, block, chunk); /* one byte over with the NUL */
     ck_assert_int_eq(j.failed, 1);
-    ck_assert_ptr_null(bd_jbuf_take(&j));
+    ck_assert_ptr_null(bc_jbuf_take(&j));
     ck_assert_ptr_null(j.p);
     ck_assert_int_eq(j.failed, 0);
     free(block);
