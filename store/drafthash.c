@@ -8,24 +8,28 @@
 #include <string.h>
 
 #include "drafthash.h"
+#include "jsonbuf.h"
 
 #define TIME_TEXT 48
 
-/* ---------------------------------------------------------------------- */
-/* The content hash of a draft                                            */
-/* ---------------------------------------------------------------------- */
+/*
+ * The longest text a draft's hash reads: a runaway guard only (a line
+ * takes about 300 bytes of it, and the invoice in memory holds more than
+ * that for every line).
+ */
+#define DRAFT_TEXT_MAX ((size_t)1 << 30)
 
 /*
- * The content hash of @text as PostgreSQL's md5() gives it (lower-case
- * hex) into @hex, 33 bytes.
+ * The content hash of the @len bytes at @text as PostgreSQL's md5() gives
+ * it (lower-case hex) into @hex, 33 bytes.
  */
-static void md5_hex(const char *text, char hex[2 * BS_MD5_LEN + 1])
+static void md5_hex(const char *text, size_t len, char hex[2 * BS_MD5_LEN + 1])
 {
     static const char digit[] = "0123456789abcdef";
     unsigned char md[BS_MD5_LEN];
     size_t i;
 
-    bs_md5(text, strlen(text), md);
+    bs_md5(text, len, md);
     for (i = 0; i < BS_MD5_LEN; i++) {
         hex[2 * i] = digit[md[i] >> 4];
         hex[2 * i + 1] = digit[md[i] & 15];
@@ -45,74 +49,23 @@ static const char *nonempty(const char *s)
  * JSON_SORT_KEYS) gave for the object drafts carried before (written
  * here directly: building that object was a sixth of the tool's time of
  * a close). Keys are written in strcmp order; strings escaped as jansson
- * escapes them (quote, backslash, control characters; UTF-8 as is).
+ * escapes them: bc_jbuf_strn_utf8 (formats/jsonbuf.h, the string rule:
+ * quote, backslash, control characters escaped; every other byte as is).
  */
-typedef struct hash_text {
-    char *p;
-    size_t len;
-    size_t cap;
-    int failed; /* out of memory */
-} hash_text;
-
-static void ht_put(hash_text *t, const char *s, size_t n)
+static void ht_raw(bc_jbuf *t, const char *s)
 {
-    size_t cap = t->cap > 0 ? t->cap : 1024;
-    char *p;
-
-    if (t->failed)
-        return;
-    if (t->len + n + 1 > t->cap) {
-        while (t->len + n + 1 > cap)
-            cap *= 2;
-        p = realloc(t->p, cap);
-        if (p == NULL) {
-            t->failed = 1;
-            return;
-        }
-        t->p = p;
-        t->cap = cap;
-    }
-    memcpy(t->p + t->len, s, n);
-    t->len += n;
-    t->p[t->len] = '\0';
-}
-
-static void ht_raw(hash_text *t, const char *s)
-{
-    ht_put(t, s, strlen(s));
+    bc_jbuf_raw(t, s, strlen(s));
 }
 
 /* @key (its quotes, colon and the comma before it, as given), then @n bytes of @s as a string. */
-static void ht_strn(hash_text *t, const char *key, const char *s, size_t n)
+static void ht_strn(bc_jbuf *t, const char *key, const char *s, size_t n)
 {
-    static const char hex[] = "0123456789ABCDEF";
-    const char *run = s;
-    const char *end = s + n;
-    char esc[8];
-
     ht_raw(t, key);
-    ht_put(t, "\"", 1);
-    for (; s < end; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c >= 0x20 && c != '"' && c != '\\')
-            continue;
-        ht_put(t, run, (size_t)(s - run));
-        run = s + 1;
-        esc[0] = '\\';
-        esc[1] = (char)c;
-        esc[2] = '\0';
-        if (c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t')
-            esc[1] = c == '\b' ? 'b' : c == '\f' ? 'f' : c == '\n' ? 'n' : c == '\r' ? 'r' : 't';
-        else if (c < 0x20)
-            snprintf(esc, sizeof(esc), "\\u00%c%c", hex[c >> 4], hex[c & 15]);
-        ht_raw(t, esc);
-    }
-    ht_put(t, run, (size_t)(s - run));
-    ht_put(t, "\"", 1);
+    bc_jbuf_strn_utf8(t, s, n);
 }
 
 /* @key, then @s as a string, or null for NULL. */
-static void ht_str(hash_text *t, const char *key, const char *s)
+static void ht_str(bc_jbuf *t, const char *key, const char *s)
 {
     if (s == NULL) {
         ht_raw(t, key);
@@ -123,24 +76,23 @@ static void ht_str(hash_text *t, const char *key, const char *s)
 }
 
 /* "d" and "n".."q" of a line: @q ("12.5" or "7/3") as numerator and denominator. */
-static void ht_quantity_kind(hash_text *t, const char *am, const char *q, const char *kind,
+static void ht_quantity_kind(bc_jbuf *t, const char *am, const char *q, const char *kind,
                              const char *meter, const char *model, int line_no, const char *plan)
 {
     const char *slash = strchr(q, '/');
-    char n[16];
 
     ht_str(t, ",\"am\":", am);
     ht_str(t, ",\"d\":", slash != NULL ? slash + 1 : "1");
     ht_str(t, ",\"k\":", kind);
     ht_str(t, ",\"m\":", meter);
     ht_str(t, ",\"mo\":", model);
-    snprintf(n, sizeof(n), ",\"n\":%d", line_no);
-    ht_raw(t, n);
+    bc_jbuf_lit(t, ",\"n\":");
+    bc_jbuf_int(t, line_no);
     ht_str(t, ",\"p\":", plan);
     ht_strn(t, ",\"q\":", q, slash != NULL ? (size_t)(slash - q) : strlen(q));
 }
 
-static void ht_line(hash_text *t, const billing_invoice *inv, size_t i, int line_no)
+static void ht_line(bc_jbuf *t, const billing_invoice *inv, size_t i, int line_no)
 {
     billing_time_t span[2];
     char from[40], to[40];
@@ -164,7 +116,7 @@ static void ht_line(hash_text *t, const billing_invoice *inv, size_t i, int line
     ht_raw(t, "}");
 }
 
-static void ht_adjustment(hash_text *t, const bs_adjustment *a, int line_no)
+static void ht_adjustment(bc_jbuf *t, const bs_adjustment *a, int line_no)
 {
     char month[16];
 
@@ -179,7 +131,7 @@ static void ht_adjustment(hash_text *t, const bs_adjustment *a, int line_no)
 }
 
 /* Applied (@kind 0), expired (1) or returned (2) credits as an array, zero amounts left out. */
-static void ht_credits(hash_text *t, const char *key, const billing_invoice *inv, int kind)
+static void ht_credits(bc_jbuf *t, const char *key, const billing_invoice *inv, int kind)
 {
     size_t n = kind == 0   ? billing_invoice_credit_count(inv)
                : kind == 1 ? billing_invoice_expired_count(inv)
@@ -211,12 +163,10 @@ static void ht_credits(hash_text *t, const char *key, const billing_invoice *inv
 }
 
 /*
- * draft_hash - the content hash of the draft into @hex: the md5 of the
- * text above, so that the same invoice always gives the same hash, the
+ * bs_draft_hash (drafthash.h) - the md5 of the text above, so that the same invoice always gives the same hash, the
  * one earlier versions stored. Computed here, as md5() would: sending
  * that text for the server to hash doubled the batch's JSON
  * (doc/performance.md, "Month-end close", 2026-12-06, the first close).
- * Returns 0, or -1 if out of memory.
  */
 int bs_draft_hash(const bs_draft *d, char hex[2 * BS_MD5_LEN + 1])
 {
@@ -226,9 +176,10 @@ int bs_draft_hash(const bs_draft *d, char hex[2 * BS_MD5_LEN + 1])
     billing_time_t end;
     char ps[TIME_TEXT];
     char pe[TIME_TEXT];
-    hash_text t = {NULL, 0, 0, 0};
+    bc_jbuf t;
     size_t i;
 
+    bc_jbuf_init(&t, DRAFT_TEXT_MAX);
     billing_invoice_period(inv, &start, &end);
     billing_time_format(start, ps, sizeof(ps));
     billing_time_format(end, pe, sizeof(pe));
@@ -260,10 +211,10 @@ int bs_draft_hash(const bs_draft *d, char hex[2 * BS_MD5_LEN + 1])
     ht_str(&t, ",\"tr\":", billing_invoice_tax_rate(inv));
     ht_raw(&t, "}");
     if (t.failed) {
-        free(t.p);
+        bc_jbuf_free(&t);
         return -1;
     }
-    md5_hex(t.p, hex);
-    free(t.p);
+    md5_hex(t.p, t.len, hex);
+    bc_jbuf_free(&t);
     return 0;
 }

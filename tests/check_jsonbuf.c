@@ -2,7 +2,9 @@
  * check_jsonbuf.c - the bytes of POST /v1/events answers written without
  * jansson objects (formats/jsonbuf.c) against json_dumps(JSON_COMPACT |
  * JSON_ENSURE_ASCII) of the same values: strings to escape, strings
- * jansson refuses (left out), integers, random bytes; the size cap; and
+ * jansson refuses (left out), integers, random bytes; the size cap;
+ * the strings of the drafts' content hash (bc_jbuf_strn_utf8) against
+ * json_dumps(JSON_COMPACT), bytes that are not UTF-8 copied; and
  * the records of a JSON Lines body (billingd/api_parse.c): texts in one
  * block, sources named as "api:key%" PRId64 ":%zu" prints them.
  */
@@ -122,6 +124,119 @@ START_TEST(test_random_strings)
 }
 END_TEST
 
+/*
+ * The content hash's strings (bc_jbuf_strn_utf8): valid UTF-8 as
+ * json_dumps(JSON_COMPACT) without JSON_ENSURE_ASCII writes it; bytes that
+ * are not UTF-8 (which jansson refuses) copied as they are, between quotes.
+ */
+START_TEST(test_utf8_table)
+{
+    const char *s = strings[_i];
+    json_t *js = json_string(s);
+    char *want;
+    char *got;
+    bc_jbuf j;
+
+    if (js != NULL) {
+        want = json_dumps(js, JSON_ENCODE_ANY | JSON_COMPACT);
+        json_decref(js);
+    } else {
+        want = malloc(strlen(s) + 3);
+        ck_assert_ptr_nonnull(want);
+        sprintf(want, "\"%s\"", s);
+    }
+    bc_jbuf_init(&j, 1024);
+    bc_jbuf_strn_utf8(&j, s, strlen(s));
+    got = bc_jbuf_take(&j);
+    ck_assert_ptr_nonnull(want);
+    ck_assert_ptr_nonnull(got);
+    ck_assert_str_eq(got, want);
+    free(want);
+    free(got);
+}
+END_TEST
+
+/* Appends the UTF-8 of code point @cp at @s; returns its bytes. */
+static size_t put_utf8(char *s, uint32_t cp)
+{
+    if (cp < 0x80) {
+        s[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        s[0] = (char)(0xc0 | (cp >> 6));
+        s[1] = (char)(0x80 | (cp & 0x3f));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        s[0] = (char)(0xe0 | (cp >> 12));
+        s[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+        s[2] = (char)(0x80 | (cp & 0x3f));
+        return 3;
+    }
+    s[0] = (char)(0xf0 | (cp >> 18));
+    s[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
+    s[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
+    s[3] = (char)(0x80 | (cp & 0x3f));
+    return 4;
+}
+
+/*
+ * Random valid UTF-8 (control characters, quotes, backslashes, code points
+ * of one to four bytes): both writers against jansson, with and without
+ * JSON_ENSURE_ASCII.
+ */
+START_TEST(test_random_utf8)
+{
+    uint64_t rng = 0x7a11;
+    char s[160];
+    int round;
+
+    for (round = 0; round < 20000; round++) {
+        size_t chars = (size_t)(test_rnd(&rng) % 32);
+        size_t n = 0;
+        size_t k;
+        json_t *js;
+        char *want;
+        char *got;
+        bc_jbuf j;
+
+        for (k = 0; k < chars; k++) {
+            uint64_t r = test_rnd(&rng);
+            uint32_t cp = (uint32_t)(r >> 8);
+
+            if (r % 4 == 0)
+                cp = 1 + cp % 0x7f;
+            else if (r % 4 == 1)
+                cp = 0x80 + cp % (0x110000 - 0x80);
+            else
+                cp = 0x20 + cp % 0x5f;
+            if (cp >= 0xd800 && cp < 0xe000)
+                cp -= 0x800; /* no surrogates: not UTF-8 */
+            n += put_utf8(s + n, cp);
+        }
+        s[n] = '\0';
+        js = json_string(s);
+        ck_assert_ptr_nonnull(js);
+        want = json_dumps(js, JSON_ENCODE_ANY | JSON_COMPACT);
+        bc_jbuf_init(&j, 4096);
+        bc_jbuf_strn_utf8(&j, s, n);
+        got = bc_jbuf_take(&j);
+        ck_assert_str_eq(got, want);
+        free(want);
+        free(got);
+        want = json_dumps(js, JSON_ENCODE_ANY | JSON_COMPACT | JSON_ENSURE_ASCII);
+        json_decref(js);
+        bc_jbuf_init(&j, 4096);
+        ck_assert_int_eq(bc_jbuf_str(&j, s), 0);
+        got = bc_jbuf_take(&j);
+        ck_assert_str_eq(got, want);
+        free(want);
+        free(got);
+    }
+}
+END_TEST
+
 START_TEST(test_integers)
 {
     static const int64_t values[] = {0, 1, 9, 10, 99, 1000, -1, -10, 9999, INT64_MAX, INT64_MIN};
@@ -229,6 +344,8 @@ static Suite *jsonbuf_suite(void)
 
     tcase_add_loop_test(tc, test_string_table, 0, (int)N_ELEMS(strings));
     tcase_add_test(tc, test_random_strings);
+    tcase_add_loop_test(tc, test_utf8_table, 0, (int)N_ELEMS(strings));
+    tcase_add_test(tc, test_random_utf8);
     tcase_add_test(tc, test_integers);
     tcase_add_test(tc, test_cap);
     tcase_add_test(tc, test_lines_records);
