@@ -74,13 +74,17 @@ static int must_escape(unsigned char c)
 }
 
 /*
- * The @n bytes at @s quoted, escaped by the rule of jsonbuf.h: runs that
- * need nothing are copied whole, each byte that does is written as its
- * escape. Every byte from 0x80 up is copied.
+ * The rule of jsonbuf.h: runs that need nothing are copied whole, each
+ * byte that does is written as its escape; every byte from 0x80 up is
+ * copied.
  */
-static void quote_escaped(bc_jbuf *b, const char *s, size_t n)
+void bc_jbuf_strn_utf8(bc_jbuf *b, const char *s, size_t n)
 {
     static const char hex[] = "0123456789ABCDEF";
+    /* The bytes with a short escape, and the letter of each. */
+    static const char named[] = "\"\\\b\f\n\r\t";
+    static const char names[] = "\"\\bfnrt";
+    const char *short_esc;
     const char *run = s;
     const char *end = s + n;
     char esc[6];
@@ -108,44 +112,21 @@ static void quote_escaped(bc_jbuf *b, const char *s, size_t n)
         bc_jbuf_raw(b, run, (size_t)(s - run));
         run = s + 1;
         esc[0] = '\\';
-        switch (c) {
-        case '\b':
-            esc[1] = 'b';
-            break;
-        case '\f':
-            esc[1] = 'f';
-            break;
-        case '\n':
-            esc[1] = 'n';
-            break;
-        case '\r':
-            esc[1] = 'r';
-            break;
-        case '\t':
-            esc[1] = 't';
-            break;
-        case '"':
-        case '\\':
-            esc[1] = (char)c;
-            break;
-        default:
+        short_esc = memchr(named, c, sizeof(named) - 1);
+        if (short_esc != NULL) {
+            esc[1] = names[short_esc - named];
+        } else {
             esc[1] = 'u';
             esc[2] = '0';
             esc[3] = '0';
             esc[4] = hex[c >> 4];
             esc[5] = hex[c & 15];
             k = 6;
-            break;
         }
         bc_jbuf_raw(b, esc, k);
     }
     bc_jbuf_raw(b, run, (size_t)(s - run));
     bc_jbuf_lit(b, "\"");
-}
-
-void bc_jbuf_strn_utf8(bc_jbuf *b, const char *s, size_t n)
-{
-    quote_escaped(b, s, n);
 }
 
 int bc_jbuf_str(bc_jbuf *b, const char *s)
@@ -160,7 +141,7 @@ int bc_jbuf_str(bc_jbuf *b, const char *s)
         ;
     /* ASCII: the shared rule, the bytes jansson writes. */
     if (*c == '\0') {
-        quote_escaped(b, s, (size_t)(c - (const unsigned char *)s));
+        bc_jbuf_strn_utf8(b, s, (size_t)(c - (const unsigned char *)s));
         return 0;
     }
     /* Non-ASCII as jansson validates and escapes it: the same bytes by construction. */

@@ -19,24 +19,6 @@
  */
 #define DRAFT_TEXT_MAX ((size_t)1 << 30)
 
-/*
- * The content hash of the @len bytes at @text as PostgreSQL's md5() gives
- * it (lower-case hex) into @hex, 33 bytes.
- */
-static void md5_hex(const char *text, size_t len, char hex[2 * BS_MD5_LEN + 1])
-{
-    static const char digit[] = "0123456789abcdef";
-    unsigned char md[BS_MD5_LEN];
-    size_t i;
-
-    bs_md5(text, len, md);
-    for (i = 0; i < BS_MD5_LEN; i++) {
-        hex[2 * i] = digit[md[i] >> 4];
-        hex[2 * i + 1] = digit[md[i] & 15];
-    }
-    hex[2 * BS_MD5_LEN] = '\0';
-}
-
 /* @s, or NULL for NULL or "". */
 static const char *nonempty(const char *s)
 {
@@ -214,7 +196,7 @@ int bs_draft_hash(const bs_draft *d, char hex[2 * BS_MD5_LEN + 1])
         bc_jbuf_free(&t);
         return -1;
     }
-    md5_hex(t.p, t.len, hex);
+    bs_md5_hex(t.p, t.len, hex);
     bc_jbuf_free(&t);
     return 0;
 }

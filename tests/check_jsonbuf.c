@@ -69,16 +69,20 @@ static char *jbuf_entry(size_t i, const char *st, const char *id)
     return bc_jbuf_take(&j);
 }
 
-START_TEST(test_string_table)
+/* Both texts are there and equal; frees them. */
+static void same_text(char *got, char *want)
 {
-    char *want = jansson_entry((size_t)_i, "queued", strings[_i]);
-    char *got = jbuf_entry((size_t)_i, "queued", strings[_i]);
-
     ck_assert_ptr_nonnull(want);
     ck_assert_ptr_nonnull(got);
     ck_assert_str_eq(got, want);
     free(want);
     free(got);
+}
+
+START_TEST(test_string_table)
+{
+    same_text(jbuf_entry((size_t)_i, "queued", strings[_i]),
+              jansson_entry((size_t)_i, "queued", strings[_i]));
 }
 END_TEST
 
@@ -134,7 +138,6 @@ START_TEST(test_utf8_table)
     const char *s = strings[_i];
     json_t *js = json_string(s);
     char *want;
-    char *got;
     bc_jbuf j;
 
     if (js != NULL) {
@@ -147,12 +150,7 @@ START_TEST(test_utf8_table)
     }
     bc_jbuf_init(&j, 1024);
     bc_jbuf_strn_utf8(&j, s, strlen(s));
-    got = bc_jbuf_take(&j);
-    ck_assert_ptr_nonnull(want);
-    ck_assert_ptr_nonnull(got);
-    ck_assert_str_eq(got, want);
-    free(want);
-    free(got);
+    same_text(bc_jbuf_take(&j), want);
 }
 END_TEST
 
@@ -198,7 +196,6 @@ START_TEST(test_random_utf8)
         size_t k;
         json_t *js;
         char *want;
-        char *got;
         bc_jbuf j;
 
         for (k = 0; k < chars; k++) {
@@ -221,18 +218,12 @@ START_TEST(test_random_utf8)
         want = json_dumps(js, JSON_ENCODE_ANY | JSON_COMPACT);
         bc_jbuf_init(&j, 4096);
         bc_jbuf_strn_utf8(&j, s, n);
-        got = bc_jbuf_take(&j);
-        ck_assert_str_eq(got, want);
-        free(want);
-        free(got);
+        same_text(bc_jbuf_take(&j), want);
         want = json_dumps(js, JSON_ENCODE_ANY | JSON_COMPACT | JSON_ENSURE_ASCII);
         json_decref(js);
         bc_jbuf_init(&j, 4096);
         ck_assert_int_eq(bc_jbuf_str(&j, s), 0);
-        got = bc_jbuf_take(&j);
-        ck_assert_str_eq(got, want);
-        free(want);
-        free(got);
+        same_text(bc_jbuf_take(&j), want);
     }
 }
 END_TEST
