@@ -73,12 +73,24 @@ static int must_escape(unsigned char c)
     return c < 0x20 || c == '"' || c == '\\';
 }
 
+/* The @n bytes at @s, which need no escape, quoted: one copy. */
+static void put_plain(bc_jbuf *b, const char *s, size_t n)
+{
+    if (reserve(b, n + 2) != 0)
+        return;
+    b->p[b->len++] = '"';
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len++] = '"';
+}
+
 /*
- * The rule of jsonbuf.h: runs that need nothing are copied whole, each
- * byte that does is written as its escape; every byte from 0x80 up is
- * copied.
+ * The @n bytes at @s quoted, escaped by the rule of jsonbuf.h from @i on
+ * (the @i bytes before need none): runs that need nothing are copied
+ * whole, each byte that does is written as its escape; every byte from
+ * 0x80 up is copied.
  */
-void bc_jbuf_strn_utf8(bc_jbuf *b, const char *s, size_t n)
+static void put_escaped(bc_jbuf *b, const char *s, size_t i, size_t n)
 {
     static const char hex[] = "0123456789ABCDEF";
     /* The bytes with a short escape, and the letter of each. */
@@ -88,20 +100,7 @@ void bc_jbuf_strn_utf8(bc_jbuf *b, const char *s, size_t n)
     const char *run = s;
     const char *end = s + n;
     char esc[6];
-    size_t i;
 
-    for (i = 0; i < n && !must_escape((unsigned char)s[i]); i++)
-        ;
-    /* The usual case, nothing to escape: one copy. */
-    if (i == n) {
-        if (reserve(b, n + 2) != 0)
-            return;
-        b->p[b->len++] = '"';
-        memcpy(b->p + b->len, s, n);
-        b->len += n;
-        b->p[b->len++] = '"';
-        return;
-    }
     bc_jbuf_lit(b, "\"");
     for (s += i; s < end; s++) {
         unsigned char c = (unsigned char)*s;
@@ -129,19 +128,40 @@ void bc_jbuf_strn_utf8(bc_jbuf *b, const char *s, size_t n)
     bc_jbuf_lit(b, "\"");
 }
 
+void bc_jbuf_strn_utf8(bc_jbuf *b, const char *s, size_t n)
+{
+    size_t i;
+
+    for (i = 0; i < n && !must_escape((unsigned char)s[i]); i++)
+        ;
+    if (i == n)
+        put_plain(b, s, n);
+    else
+        put_escaped(b, s, i, n);
+}
+
 int bc_jbuf_str(bc_jbuf *b, const char *s)
 {
-    const unsigned char *c;
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i;
+    size_t n;
     json_t *js;
     char *text;
 
     if (s == NULL)
         return -1;
-    for (c = (const unsigned char *)s; *c != '\0' && *c < 0x80; c++)
+    /* The usual case, printable ASCII with nothing to escape, copied as it is. */
+    for (i = 0; u[i] != '\0' && u[i] < 0x80 && !must_escape(u[i]); i++)
         ;
-    /* ASCII: the shared rule, the bytes jansson writes. */
-    if (*c == '\0') {
-        bc_jbuf_strn_utf8(b, s, (size_t)(c - (const unsigned char *)s));
+    if (u[i] == '\0') {
+        put_plain(b, s, i);
+        return 0;
+    }
+    /* ASCII with escapes: the shared rule, the bytes jansson writes. */
+    for (n = i; u[n] != '\0' && u[n] < 0x80; n++)
+        ;
+    if (u[n] == '\0') {
+        put_escaped(b, s, i, n);
         return 0;
     }
     /* Non-ASCII as jansson validates and escapes it: the same bytes by construction. */
