@@ -637,24 +637,24 @@ static enum MHD_Result balance(bd_api *api, struct MHD_Connection *conn, req *q,
  * UTF-8, leaves its member out as json_object_set_new did). @nq_reason:
  * the "reason" of a not_queued entry (no reason_code).
  */
-static void event_entry(bd_jbuf *j, size_t i, const char *st, const char *id, const char *code,
+static void event_entry(bc_jbuf *j, size_t i, const char *st, const char *id, const char *code,
                         const char *reason, const char *nq_reason)
 {
     if (i > 0)
-        bd_jbuf_lit(j, ",");
-    bd_jbuf_lit(j, "{\"index\":");
-    bd_jbuf_int(j, (int64_t)i);
-    bd_jbuf_lit(j, ",\"status\":");
-    bd_jbuf_str(j, st);
+        bc_jbuf_lit(j, ",");
+    bc_jbuf_lit(j, "{\"index\":");
+    bc_jbuf_int(j, (int64_t)i);
+    bc_jbuf_lit(j, ",\"status\":");
+    bc_jbuf_str(j, st);
     if (id != NULL)
-        bd_jbuf_member(j, ",\"id\":", id);
+        bc_jbuf_member(j, ",\"id\":", id);
     if (code != NULL) {
-        bd_jbuf_member(j, ",\"reason_code\":", code);
-        bd_jbuf_member(j, ",\"reason\":", reason != NULL ? reason : "");
+        bc_jbuf_member(j, ",\"reason_code\":", code);
+        bc_jbuf_member(j, ",\"reason\":", reason != NULL ? reason : "");
     }
     if (nq_reason != NULL)
-        bd_jbuf_member(j, ",\"reason\":", nq_reason);
-    bd_jbuf_lit(j, "}");
+        bc_jbuf_member(j, ",\"reason\":", nq_reason);
+    bc_jbuf_lit(j, "}");
 }
 
 /* Stored at once, through the pipeline of `billing ingest` (api.events=store). */
@@ -662,23 +662,23 @@ static enum MHD_Result store_events(bd_api *api, struct MHD_Connection *conn, re
                                     bd_events *b, bs_record_result *res)
 {
     bs_ingest_counts k;
-    bd_jbuf j;
+    bc_jbuf j;
     bs_error err;
     size_t i;
 
     memset(&k, 0, sizeof(k));
     if (bs_ingest_batch(s->in, s->conn, b->recs, b->n, NULL, 0, 0, res, &k, &err) != BS_OK)
         return db_problem(api, conn, q, &err);
-    bd_jbuf_init(&j);
-    bd_jbuf_lit(&j, "{\"events\":");
-    bd_jbuf_int(&j, (int64_t)k.records);
-    bd_jbuf_lit(&j, ",\"accepted\":");
-    bd_jbuf_int(&j, (int64_t)k.stored);
-    bd_jbuf_lit(&j, ",\"duplicates\":");
-    bd_jbuf_int(&j, (int64_t)k.duplicates);
-    bd_jbuf_lit(&j, ",\"rejected\":");
-    bd_jbuf_int(&j, (int64_t)k.rejected);
-    bd_jbuf_lit(&j, ",\"results\":[");
+    bc_jbuf_init(&j, BD_ANSWER_MAX);
+    bc_jbuf_lit(&j, "{\"events\":");
+    bc_jbuf_int(&j, (int64_t)k.records);
+    bc_jbuf_lit(&j, ",\"accepted\":");
+    bc_jbuf_int(&j, (int64_t)k.stored);
+    bc_jbuf_lit(&j, ",\"duplicates\":");
+    bc_jbuf_int(&j, (int64_t)k.duplicates);
+    bc_jbuf_lit(&j, ",\"rejected\":");
+    bc_jbuf_int(&j, (int64_t)k.rejected);
+    bc_jbuf_lit(&j, ",\"results\":[");
     for (i = 0; i < b->n; i++) {
         const char *st = res[i].outcome == BS_RECORD_NEW               ? "accepted"
                          : res[i].outcome == BS_RECORD_DUPLICATE       ? "duplicate"
@@ -689,8 +689,8 @@ static enum MHD_Result store_events(bd_api *api, struct MHD_Connection *conn, re
         event_entry(&j, i, st, res[i].event_id, rejected ? res[i].reason_code : NULL,
                     rejected ? res[i].reason : NULL, NULL);
     }
-    bd_jbuf_lit(&j, "]}");
-    return send_text(api, conn, q, 200, "application/json", bd_jbuf_take(&j), NULL);
+    bc_jbuf_lit(&j, "]}");
+    return send_text(api, conn, q, 200, "application/json", bc_jbuf_take(&j), NULL);
 }
 
 /* librdkafka's delivery report of a message of the API's producer (on the poller). */
@@ -781,7 +781,7 @@ static char *keep_texts(const bs_record_result *res, size_t n, const char **ids,
 }
 
 /* The entries of queue_events' answer, in @j after its opening '['. */
-static void queue_entries(bd_jbuf *j, size_t n, const char **codes, const char **ids,
+static void queue_entries(bc_jbuf *j, size_t n, const char **codes, const char **ids,
                           const char **reasons, const dmsg *msgs)
 {
     size_t i;
@@ -804,7 +804,7 @@ static char *not_acknowledged(bd_api *api, size_t failed, size_t n, const char *
                               const char **ids, const char **reasons, const dmsg *msgs)
 {
     char detail[MSG_MAX];
-    bd_jbuf j;
+    bc_jbuf j;
     size_t i;
     size_t k = 0;
 
@@ -813,22 +813,22 @@ static char *not_acknowledged(bd_api *api, size_t failed, size_t n, const char *
              " ms (api.produce_ms): send them again (the queued ones again too is safe: "
              "their ids make them duplicates)",
              failed, n, api->cfg->api_produce_ms);
-    bd_jbuf_init(&j);
-    bd_jbuf_lit(&j, "{\"type\":\"urn:billing:problem:unavailable\",\"title\":"
+    bc_jbuf_init(&j, BD_ANSWER_MAX);
+    bc_jbuf_lit(&j, "{\"type\":\"urn:billing:problem:unavailable\",\"title\":"
                     "\"Service unavailable\",\"status\":503,\"detail\":");
-    bd_jbuf_str(&j, detail);
-    bd_jbuf_lit(&j, ",\"field\":\"body\",\"not_queued\":[");
+    bc_jbuf_str(&j, detail);
+    bc_jbuf_lit(&j, ",\"field\":\"body\",\"not_queued\":[");
     for (i = 0; i < n; i++) {
         if (codes[i] != NULL || msgs[i].err == RD_KAFKA_RESP_ERR_NO_ERROR)
             continue;
         if (k++ > 0)
-            bd_jbuf_lit(&j, ",");
-        bd_jbuf_int(&j, (int64_t)i);
+            bc_jbuf_lit(&j, ",");
+        bc_jbuf_int(&j, (int64_t)i);
     }
-    bd_jbuf_lit(&j, "],\"results\":[");
+    bc_jbuf_lit(&j, "],\"results\":[");
     queue_entries(&j, n, codes, ids, reasons, msgs);
-    bd_jbuf_lit(&j, "]}");
-    return bd_jbuf_take(&j);
+    bc_jbuf_lit(&j, "]}");
+    return bc_jbuf_take(&j);
 }
 
 /* Produce one message as producev does, waiting out a full queue (10 s at most). */
@@ -1026,19 +1026,19 @@ static enum MHD_Result queue_events(bd_api *api, struct MHD_Connection *conn, re
         ret = send_text(api, conn, q, 503, "application/problem+json",
                         not_acknowledged(api, failed, b->n, codes, ids, reasons, msgs), "5");
     } else {
-        bd_jbuf j;
+        bc_jbuf j;
 
-        bd_jbuf_init(&j);
-        bd_jbuf_lit(&j, "{\"events\":");
-        bd_jbuf_int(&j, (int64_t)b->n);
-        bd_jbuf_lit(&j, ",\"queued\":");
-        bd_jbuf_int(&j, (int64_t)(b->n - nrej));
-        bd_jbuf_lit(&j, ",\"rejected\":");
-        bd_jbuf_int(&j, (int64_t)nrej);
-        bd_jbuf_lit(&j, ",\"results\":[");
+        bc_jbuf_init(&j, BD_ANSWER_MAX);
+        bc_jbuf_lit(&j, "{\"events\":");
+        bc_jbuf_int(&j, (int64_t)b->n);
+        bc_jbuf_lit(&j, ",\"queued\":");
+        bc_jbuf_int(&j, (int64_t)(b->n - nrej));
+        bc_jbuf_lit(&j, ",\"rejected\":");
+        bc_jbuf_int(&j, (int64_t)nrej);
+        bc_jbuf_lit(&j, ",\"results\":[");
         queue_entries(&j, b->n, codes, ids, reasons, msgs);
-        bd_jbuf_lit(&j, "]}");
-        ret = send_text(api, conn, q, 202, "application/json", bd_jbuf_take(&j), NULL);
+        bc_jbuf_lit(&j, "]}");
+        ret = send_text(api, conn, q, 202, "application/json", bc_jbuf_take(&j), NULL);
     }
 out:
     free(kept);

@@ -17,6 +17,9 @@
 /* Most events in one POST /v1/events (documented; BS_INGEST_BATCH_MAX bounds it too). */
 #define BD_EVENTS_MAX 10000
 
+/* The largest answer text written with bc_jbuf (an events answer is at most a few MiB). */
+#define BD_ANSWER_MAX ((size_t)64 << 20)
+
 /* The API's routes (the metrics' route label is the path template). */
 enum route {
     R_BALANCE,

@@ -364,21 +364,6 @@ static const char *or_null(const char *s)
 /* Validation                                                              */
 /* ---------------------------------------------------------------------- */
 
-/* The md5 of the @len bytes at @data as 32 hex digits into @out. */
-static void md5_hex(const char *data, size_t len, char out[2 * BS_MD5_LEN + 1])
-{
-    static const char digits[] = "0123456789abcdef";
-    unsigned char md[BS_MD5_LEN];
-    size_t i;
-
-    bs_md5(data, len, md);
-    for (i = 0; i < BS_MD5_LEN; i++) {
-        out[2 * i] = digits[md[i] >> 4];
-        out[2 * i + 1] = digits[md[i] & 15];
-    }
-    out[2 * BS_MD5_LEN] = '\0';
-}
-
 /*
  * Read @path into *@keep (*@keep_len bytes): the price book (@tree
  * non-NULL, small: LOAD_FILE_MAX) is applied to @cat with its parser and
@@ -405,7 +390,7 @@ static bs_status read_file(const char *path, billing_catalog *cat, json_t **tree
         return BS_OK;
     rc = billing_config_pricebook_parse(cat, text, len, path, msg, sizeof(msg));
     if (rc == 0) {
-        md5_hex(text, len, md5);
+        bs_md5_hex(text, len, md5);
         *tree = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
         if (*tree == NULL) {
             snprintf(msg, sizeof(msg), "%s: %s", path, jerr.text);
@@ -441,9 +426,9 @@ static bs_status read_files(load_ctx *lc, bs_error *err)
         st = read_file(lc->accounts_path, NULL, NULL, NULL, &lc->accounts, &lc->accounts_len, err);
     if (st != BS_OK || lc->accounts == NULL)
         return st;
-    md5_hex(lc->accounts, lc->accounts_len, lc->accounts_md5);
+    bs_md5_hex(lc->accounts, lc->accounts_len, lc->accounts_md5);
     n = snprintf(key, sizeof(key), "%s %s %s", lc->accounts_md5, book_md5, lc->book_id);
-    md5_hex(key, (size_t)n, lc->accounts_md5);
+    bs_md5_hex(key, (size_t)n, lc->accounts_md5);
     return BS_OK;
 }
 

@@ -96,3 +96,17 @@ void bs_md5(const void *data, size_t len, unsigned char out[BS_MD5_LEN])
     for (i = 0; i < 16; i++)
         out[i] = (unsigned char)(h[i / 4] >> (8 * (i % 4)));
 }
+
+void bs_md5_hex(const void *data, size_t len, char out[2 * BS_MD5_LEN + 1])
+{
+    static const char digits[] = "0123456789abcdef";
+    unsigned char md[BS_MD5_LEN];
+    size_t i;
+
+    bs_md5(data, len, md);
+    for (i = 0; i < BS_MD5_LEN; i++) {
+        out[2 * i] = digits[md[i] >> 4];
+        out[2 * i + 1] = digits[md[i] & 15];
+    }
+    out[2 * BS_MD5_LEN] = '\0';
+}

@@ -1,8 +1,10 @@
 /*
  * check_jsonbuf.c - the bytes of POST /v1/events answers written without
- * jansson objects (billingd/jsonbuf.c) against json_dumps(JSON_COMPACT |
+ * jansson objects (formats/jsonbuf.c) against json_dumps(JSON_COMPACT |
  * JSON_ENSURE_ASCII) of the same values: strings to escape, strings
- * jansson refuses (left out), integers, random bytes; the size cap; and
+ * jansson refuses (left out), integers, random bytes; the size cap;
+ * the strings of the drafts' content hash (bc_jbuf_strn_utf8) against
+ * json_dumps(JSON_COMPACT), bytes that are not UTF-8 copied; and
  * the records of a JSON Lines body (billingd/api_parse.c): texts in one
  * block, sources named as "api:key%" PRId64 ":%zu" prints them.
  */
@@ -55,28 +57,32 @@ static char *jansson_entry(size_t i, const char *st, const char *id)
 
 static char *jbuf_entry(size_t i, const char *st, const char *id)
 {
-    bd_jbuf j;
+    bc_jbuf j;
 
-    bd_jbuf_init(&j);
-    bd_jbuf_lit(&j, "{\"index\":");
-    bd_jbuf_int(&j, (int64_t)i);
-    bd_jbuf_lit(&j, ",\"status\":");
-    ck_assert_int_eq(bd_jbuf_str(&j, st), 0);
-    bd_jbuf_member(&j, ",\"id\":", id);
-    bd_jbuf_lit(&j, "}");
-    return bd_jbuf_take(&j);
+    bc_jbuf_init(&j, BD_ANSWER_MAX);
+    bc_jbuf_lit(&j, "{\"index\":");
+    bc_jbuf_int(&j, (int64_t)i);
+    bc_jbuf_lit(&j, ",\"status\":");
+    ck_assert_int_eq(bc_jbuf_str(&j, st), 0);
+    bc_jbuf_member(&j, ",\"id\":", id);
+    bc_jbuf_lit(&j, "}");
+    return bc_jbuf_take(&j);
 }
 
-START_TEST(test_string_table)
+/* Both texts are there and equal; frees them. */
+static void same_text(char *got, char *want)
 {
-    char *want = jansson_entry((size_t)_i, "queued", strings[_i]);
-    char *got = jbuf_entry((size_t)_i, "queued", strings[_i]);
-
     ck_assert_ptr_nonnull(want);
     ck_assert_ptr_nonnull(got);
     ck_assert_str_eq(got, want);
     free(want);
     free(got);
+}
+
+START_TEST(test_string_table)
+{
+    same_text(jbuf_entry((size_t)_i, "queued", strings[_i]),
+              jansson_entry((size_t)_i, "queued", strings[_i]));
 }
 END_TEST
 
@@ -92,7 +98,7 @@ START_TEST(test_random_strings)
         size_t k;
         json_t *js;
         char *want;
-        bd_jbuf j;
+        bc_jbuf j;
         char *got;
         int rc;
 
@@ -106,9 +112,9 @@ START_TEST(test_random_strings)
         want =
             js != NULL ? json_dumps(js, JSON_ENCODE_ANY | JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
         json_decref(js);
-        bd_jbuf_init(&j);
-        rc = bd_jbuf_str(&j, s);
-        got = bd_jbuf_take(&j);
+        bc_jbuf_init(&j, BD_ANSWER_MAX);
+        rc = bc_jbuf_str(&j, s);
+        got = bc_jbuf_take(&j);
         if (want == NULL) {
             ck_assert_int_eq(rc, -1);
             ck_assert_str_eq(got, ""); /* nothing appended */
@@ -122,6 +128,106 @@ START_TEST(test_random_strings)
 }
 END_TEST
 
+/*
+ * The content hash's strings (bc_jbuf_strn_utf8): valid UTF-8 as
+ * json_dumps(JSON_COMPACT) without JSON_ENSURE_ASCII writes it; bytes that
+ * are not UTF-8 (which jansson refuses) copied as they are, between quotes.
+ */
+START_TEST(test_utf8_table)
+{
+    const char *s = strings[_i];
+    json_t *js = json_string(s);
+    char *want;
+    bc_jbuf j;
+
+    if (js != NULL) {
+        want = json_dumps(js, JSON_ENCODE_ANY | JSON_COMPACT);
+        json_decref(js);
+    } else {
+        want = malloc(strlen(s) + 3);
+        ck_assert_ptr_nonnull(want);
+        sprintf(want, "\"%s\"", s);
+    }
+    bc_jbuf_init(&j, 1024);
+    bc_jbuf_strn_utf8(&j, s, strlen(s));
+    same_text(bc_jbuf_take(&j), want);
+}
+END_TEST
+
+/* Appends the UTF-8 of code point @cp at @s; returns its bytes. */
+static size_t put_utf8(char *s, uint32_t cp)
+{
+    if (cp < 0x80) {
+        s[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        s[0] = (char)(0xc0 | (cp >> 6));
+        s[1] = (char)(0x80 | (cp & 0x3f));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        s[0] = (char)(0xe0 | (cp >> 12));
+        s[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+        s[2] = (char)(0x80 | (cp & 0x3f));
+        return 3;
+    }
+    s[0] = (char)(0xf0 | (cp >> 18));
+    s[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
+    s[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
+    s[3] = (char)(0x80 | (cp & 0x3f));
+    return 4;
+}
+
+/*
+ * Random valid UTF-8 (control characters, quotes, backslashes, code points
+ * of one to four bytes): both writers against jansson, with and without
+ * JSON_ENSURE_ASCII.
+ */
+START_TEST(test_random_utf8)
+{
+    uint64_t rng = 0x7a11;
+    char s[160];
+    int round;
+
+    for (round = 0; round < 20000; round++) {
+        size_t chars = (size_t)(test_rnd(&rng) % 32);
+        size_t n = 0;
+        size_t k;
+        json_t *js;
+        char *want;
+        bc_jbuf j;
+
+        for (k = 0; k < chars; k++) {
+            uint64_t r = test_rnd(&rng);
+            uint32_t cp = (uint32_t)(r >> 8);
+
+            if (r % 4 == 0)
+                cp = 1 + cp % 0x7f;
+            else if (r % 4 == 1)
+                cp = 0x80 + cp % (0x110000 - 0x80);
+            else
+                cp = 0x20 + cp % 0x5f;
+            if (cp >= 0xd800 && cp < 0xe000)
+                cp -= 0x800; /* no surrogates: not UTF-8 */
+            n += put_utf8(s + n, cp);
+        }
+        s[n] = '\0';
+        js = json_string(s);
+        ck_assert_ptr_nonnull(js);
+        want = json_dumps(js, JSON_ENCODE_ANY | JSON_COMPACT);
+        bc_jbuf_init(&j, 4096);
+        bc_jbuf_strn_utf8(&j, s, n);
+        same_text(bc_jbuf_take(&j), want);
+        want = json_dumps(js, JSON_ENCODE_ANY | JSON_COMPACT | JSON_ENSURE_ASCII);
+        json_decref(js);
+        bc_jbuf_init(&j, 4096);
+        ck_assert_int_eq(bc_jbuf_str(&j, s), 0);
+        same_text(bc_jbuf_take(&j), want);
+    }
+}
+END_TEST
+
 START_TEST(test_integers)
 {
     static const int64_t values[] = {0, 1, 9, 10, 99, 1000, -1, -10, 9999, INT64_MAX, INT64_MIN};
@@ -130,12 +236,12 @@ START_TEST(test_integers)
     for (i = 0; i < N_ELEMS(values); i++) {
         json_t *ji = json_integer(values[i]);
         char *want = json_dumps(ji, JSON_ENCODE_ANY | JSON_COMPACT);
-        bd_jbuf j;
+        bc_jbuf j;
         char *got;
 
-        bd_jbuf_init(&j);
-        bd_jbuf_int(&j, values[i]);
-        got = bd_jbuf_take(&j);
+        bc_jbuf_init(&j, BD_ANSWER_MAX);
+        bc_jbuf_int(&j, values[i]);
+        got = bc_jbuf_take(&j);
         ck_assert_str_eq(got, want);
         json_decref(ji);
         free(want);
@@ -144,23 +250,23 @@ START_TEST(test_integers)
 }
 END_TEST
 
-/* Over BD_JBUF_MAX: the text is refused (NULL), not truncated, and the buffer is empty again. */
+/* Over BD_ANSWER_MAX: the text is refused (NULL), not truncated, and the buffer is empty again. */
 START_TEST(test_cap)
 {
     size_t chunk = (size_t)1 << 20;
     char *block = malloc(chunk);
-    bd_jbuf j;
+    bc_jbuf j;
     size_t i;
 
     ck_assert_ptr_nonnull(block);
     memset(block, 'x', chunk);
-    bd_jbuf_init(&j);
-    for (i = 0; i < BD_JBUF_MAX / chunk - 1; i++)
-        bd_jbuf_raw(&j, block, chunk);
+    bc_jbuf_init(&j, BD_ANSWER_MAX);
+    for (i = 0; i < BD_ANSWER_MAX / chunk - 1; i++)
+        bc_jbuf_raw(&j, block, chunk);
     ck_assert_int_eq(j.failed, 0);
-    bd_jbuf_raw(&j, block, chunk); /* one byte over with the NUL */
+    bc_jbuf_raw(&j, block, chunk); /* one byte over with the NUL */
     ck_assert_int_eq(j.failed, 1);
-    ck_assert_ptr_null(bd_jbuf_take(&j));
+    ck_assert_ptr_null(bc_jbuf_take(&j));
     ck_assert_ptr_null(j.p);
     ck_assert_int_eq(j.failed, 0);
     free(block);
@@ -229,6 +335,8 @@ static Suite *jsonbuf_suite(void)
 
     tcase_add_loop_test(tc, test_string_table, 0, (int)N_ELEMS(strings));
     tcase_add_test(tc, test_random_strings);
+    tcase_add_loop_test(tc, test_utf8_table, 0, (int)N_ELEMS(strings));
+    tcase_add_test(tc, test_random_utf8);
     tcase_add_test(tc, test_integers);
     tcase_add_test(tc, test_cap);
     tcase_add_test(tc, test_lines_records);

@@ -11,7 +11,9 @@
 
 #include "store.h"
 #include "copy.h"
+#include "drafthash.h"
 #include "load.h"
+#include "testutil.h"
 
 /* Errors after which billingd checks the schema version again (issue 23 leftover A3). */
 START_TEST(test_schema_suspect_sqlstates)
@@ -189,6 +191,62 @@ START_TEST(test_error_helpers)
 }
 END_TEST
 
+/*
+ * The drafts' content hash (billing.invoices.content_hash, which a
+ * re-close compares) over strings that need escaping: an account and a
+ * grant id with a quote and a backslash, a region with both, and prior-
+ * period adjustments read back from the database whose text carries
+ * control characters, DEL, non-ASCII UTF-8 and bytes that are not UTF-8
+ * (a SQL_ASCII database holds them). The golden values are what the
+ * store's own writer gave before it moved to the shared JSON writer
+ * (formats/jsonbuf.c): a changed byte of escaping changes them, and every
+ * stored draft would then re-close as changed.
+ */
+START_TEST(test_draft_hash_golden)
+{
+    billing_zone *z = tu_zone("Asia/Shanghai");
+    billing_catalog *cat = tu_gpu_cloud();
+    billing_rater *r;
+    billing_invoice *inv = NULL;
+    char err[256] = "";
+    char hex[2 * BS_MD5_LEN + 1];
+    const char *acct = "q\"a\\1";
+    bs_adjustment adj[2] = {
+        {2026, 1, "storage", "m\x01\x1f\x7f", "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80",
+         "v\"1\\\t\n\r\b\f", "7/3", "GB-month", "0.20", "0.47"},
+        {2025, 12, "gpu", "RTX4090", "\xff\xc3 cut \xed\xa0\x80", "v1", "2", "hour", "0.60",
+         "1.20"},
+    };
+    bs_draft d = {NULL, NULL, 0, "12.34", "0.74", "13.08"};
+
+    tu_account(cat, acct, z, "0.06");
+    ck_assert_int_eq(billing_catalog_add_grant(cat, "g\"\\", acct, "5.00",
+                                               tu_time("2026-01-01T00:00:00+08:00"),
+                                               tu_time("2026-03-01T00:00:00+08:00"),
+                                               BILLING_CHARGE_USAGE, 0, err, sizeof(err)),
+                     BILLING_OK);
+    r = tu_new_rater(cat);
+    ck_assert_int_eq(tu_add(r, "e1", acct, "disk-1", "storage", "2026-02-01T00:00:00+08:00",
+                            "2026-02-11T00:00:00+08:00", "100", "ssd\"x", "r\\e\"g", err,
+                            sizeof(err)),
+                     BILLING_OK);
+    TU_ADD(r, "e2", acct, "i-1", "gpu", "2026-02-02T10:00:00+08:00", "2026-02-02T13:30:00+08:00",
+           "1", "RTX4090");
+    ck_assert_int_eq(billing_rater_invoice(r, acct, 2026, 2, &inv, err, sizeof(err)), BILLING_OK);
+    d.inv = inv;
+    ck_assert_int_eq(bs_draft_hash(&d, hex), 0);
+    ck_assert_str_eq(hex, "a03e606cc9baee74e3a250480222d7d8");
+    d.adj = adj;
+    d.n_adj = 2;
+    ck_assert_int_eq(bs_draft_hash(&d, hex), 0);
+    ck_assert_str_eq(hex, "e5f84364fea9875183042095facd8298");
+    billing_invoice_destroy(inv);
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+    billing_zone_destroy(z);
+}
+END_TEST
+
 static Suite *store_suite(void)
 {
     Suite *s = suite_create("store_unit");
@@ -201,6 +259,7 @@ static Suite *store_suite(void)
     tcase_add_test(tc, test_decimal_canonical);
     tcase_add_test(tc, test_time_split);
     tcase_add_test(tc, test_error_helpers);
+    tcase_add_test(tc, test_draft_hash_golden);
     suite_add_tcase(s, tc);
     return s;
 }
