@@ -23,16 +23,4 @@
     "i.account_id = " acc " AND (i.month + 0) = " month "::date AND i.kind = 'invoice'" \
     " AND (i.status || '') IN (" statuses ")"
 
-/*
- * BS_SQL_INVOICE_OTHER_MONTHS(acc, month, statuses): the same for every
- * month of account @acc but @month (the credit history's finalized
- * months). With `i.status = 'finalized'` the planner read the finalized
- * invoices of every account through invoices_month_status and hashed
- * them, once per batch of the close (doc/performance.md, "Month-end
- * close", branch h43).
- */
-#define BS_SQL_INVOICE_OTHER_MONTHS(acc, month, statuses)                                \
-    "i.account_id = " acc " AND (i.month + 0) <> " month "::date AND i.kind = 'invoice'" \
-    " AND (i.status || '') IN (" statuses ")"
-
 #endif

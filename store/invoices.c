@@ -1311,24 +1311,20 @@ bs_status bs_billed_lines(bs_conn *c, const char *accounts, const char *month, b
  * took (entries of every invoice and credit note of the month: a voided
  * invoice and its credit note cancel).
  */
-/* clang-format off */
-#define SQL_CREDIT_HISTORY                                                                      \
-    "WITH a AS (SELECT x.id, x.n FROM json_array_elements_text($1::json) WITH ORDINALITY"       \
-    " x(id, n)), f AS (SELECT a.id, a.n, i.month, round(greatest(i.account_credit_left"         \
-    " - coalesce((SELECT sum(r.amount) FROM billing.invoice_refunds r JOIN billing.invoices k"  \
-    " ON k.id = r.invoice_id WHERE r.account_id = a.id AND k.month = i.month), 0), 0)"          \
-    " * 10::numeric ^ cu.digits) AS acl FROM a CROSS JOIN LATERAL (SELECT i.month, i.currency," \
-    " i.account_credit_left FROM billing.invoices i WHERE "                                     \
-    BS_SQL_INVOICE_OTHER_MONTHS("a.id", "$2", "'finalized'") " OFFSET 0) i"                     \
-    " JOIN billing.currencies cu ON cu.code = i.currency)"                                      \
-    " SELECT id, to_char(month, 'YYYY-MM'), g, am FROM (SELECT f.id, f.n, f.month, '' AS g,"    \
-    " f.acl::text AS am FROM f UNION ALL SELECT f.id, f.n, f.month, l.grant_id,"                \
-    " (-sum(l.amount_minor))::text FROM f CROSS JOIN LATERAL (SELECT j.id FROM"                 \
-    " billing.invoices j WHERE j.account_id = f.id AND (j.month + 0) = f.month OFFSET 0) j"     \
-    " JOIN billing.credit_ledger l ON l.invoice_id = j.id"                                      \
-    " GROUP BY f.id, f.n, f.month, l.grant_id HAVING sum(l.amount_minor) <> 0) r"               \
+#define SQL_CREDIT_HISTORY                                                                     \
+    "WITH a AS (SELECT x.id, x.n FROM json_array_elements_text($1::json) WITH ORDINALITY"      \
+    " x(id, n)), f AS (SELECT a.id, a.n, i.month, round(greatest(i.account_credit_left"        \
+    " - coalesce((SELECT sum(r.amount) FROM billing.invoice_refunds r JOIN billing.invoices k" \
+    " ON k.id = r.invoice_id WHERE r.account_id = a.id AND k.month = i.month), 0), 0)"         \
+    " * 10::numeric ^ cu.digits) AS acl FROM a JOIN billing.invoices i ON i.account_id = a.id" \
+    " AND i.kind = 'invoice' AND i.status = 'finalized' AND i.month <> $2::date"               \
+    " JOIN billing.currencies cu ON cu.code = i.currency)"                                     \
+    " SELECT id, to_char(month, 'YYYY-MM'), g, am FROM (SELECT f.id, f.n, f.month, '' AS g,"   \
+    " f.acl::text AS am FROM f UNION ALL SELECT f.id, f.n, f.month, l.grant_id,"               \
+    " (-sum(l.amount_minor))::text FROM f JOIN billing.invoices j ON j.account_id = f.id"      \
+    " AND j.month = f.month JOIN billing.credit_ledger l ON l.invoice_id = j.id"               \
+    " GROUP BY f.id, f.n, f.month, l.grant_id HAVING sum(l.amount_minor) <> 0) r"              \
     " ORDER BY n, month, g"
-/* clang-format on */
 
 const char bs_credit_history_sql[] = SQL_CREDIT_HISTORY;
 

@@ -2139,60 +2139,6 @@ START_TEST(test_close_probes_drafts_by_account)
 }
 END_TEST
 
-/*
- * Invoice rows the plan of @query (a statement run under EXPLAIN ANALYZE)
- * produced or read and filtered out, over all its scans of invoices.
- */
-#define SQL_INVOICE_ROWS_FN                                                                    \
-    "CREATE FUNCTION pg_temp.invoice_rows(q text) RETURNS bigint LANGUAGE plpgsql AS $$"       \
-    " DECLARE p json; BEGIN EXECUTE 'EXPLAIN (ANALYZE, FORMAT JSON) ' || q INTO p;"            \
-    " RETURN (SELECT coalesce(sum((coalesce((n->>'Actual Rows')::bigint, 0)"                   \
-    " + coalesce((n->>'Rows Removed by Filter')::bigint, 0)) * (n->>'Actual Loops')::bigint)," \
-    " 0) FROM jsonb_path_query(p::jsonb, 'strict $.**') n WHERE jsonb_typeof(n) = 'object'"    \
-    " AND n->>'Relation Name' = 'invoices'); END $$"
-
-/*
- * Regression: the credit history of a batch (bs_credit_history, the
- * finalized months before the one closed) joined its accounts to
- * invoices on `status = 'finalized'`, and while invoices had no
- * statistics the planner read every finalized invoice of every account
- * through invoices_month_status and hashed them, once per batch: a close
- * of the month after a finalized one reads the whole table per 1 024
- * accounts. The history is probed per account: two accounts' history
- * reads their invoices, not the 60 finalized.
- */
-START_TEST(test_history_probes_by_account)
-{
-    bs_conn *c = fresh("history");
-    const char *fin[] = {"close",      "--period", "2026-10", "--quiet",
-                         "--finalize", "--grace",  "0",       NULL};
-    char sql[4096];
-    long finalized, rows;
-
-    generate(c, 60);
-    itdb_exec(c, "ALTER TABLE billing.invoices SET (autovacuum_enabled = off)");
-    ck_assert_int_eq(run_billing(NULL, fin), 0);
-    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM pg_stats WHERE schemaname = 'billing'"
-                                  " AND tablename = 'invoices'"),
-                     0);
-    finalized = itdb_long(c, "SELECT count(*) FROM billing.invoices WHERE status = 'finalized'");
-    ck_assert_int_gt(finalized, 40);
-    ck_assert(snprintf(sql, sizeof(sql), "PREPARE history(text, text) AS %s",
-                       bs_credit_history_sql) < (int)sizeof(sql));
-    itdb_exec(c, sql);
-    itdb_exec(c, SQL_INVOICE_ROWS_FN);
-    /* What it has to read: both accounts' finalized October. */
-    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.invoices WHERE account_id IN"
-                                  " ('acct-00001', 'acct-00002') AND status = 'finalized'"),
-                     2);
-    rows = itdb_long(c, "SELECT pg_temp.invoice_rows('EXECUTE history("
-                        "''[\"acct-00001\", \"acct-00002\"]'', ''2026-11-01'')')");
-    ck_assert_msg(rows < finalized / 2, "the history of 2 accounts read %ld invoice rows of %ld",
-                  rows, finalized);
-    drop(c);
-}
-END_TEST
-
 /* A bs_kind_sum_fn counting the lines it is given. */
 static void count_kind_lines(void *arg, const char *kind, const char *amount, int64_t lines)
 {
@@ -2879,7 +2825,6 @@ static Suite *close_suite(void)
     tc = tcase_create("drafts");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_close_probes_drafts_by_account);
-    tcase_add_test(tc, test_history_probes_by_account);
     tcase_add_test(tc, test_sums_probe_by_account);
     suite_add_tcase(s, tc);
     /* Reading the stored events (CK_RUN_CASE=events runs it alone). */
