@@ -1590,7 +1590,52 @@ static void wait_for_blocked(bs_conn *watch)
             return;
         bs_sleep_ms(5);
     }
-    ck_abort_msg("the second claimer never waited for the first");
+    ck_abort_msg("the other session never waited for a lock");
+}
+
+/* A child of blocked_round: the writer end of its pipe, and what it runs. */
+typedef int (*blocked_fn)(int fd, const void *arg);
+
+/*
+ * blocked_round - fork a child that runs @fn(@arg) on its own connection;
+ * once it waits for a lock (seen by @watch), end @holder's open
+ * transaction (commit if @commit, else roll back). The child's outcome,
+ * the line it wrote to its pipe, goes to @line.
+ */
+static void blocked_round(bs_conn *holder, bs_conn *watch, int commit, blocked_fn fn,
+                          const void *arg, char *line, size_t size)
+{
+    bs_error err;
+    int fds[2];
+    int status;
+    pid_t pid;
+    ssize_t got;
+
+    ck_assert_int_eq(pipe(fds), 0);
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(fds[0]);
+        _exit(fn(fds[1], arg));
+    }
+    close(fds[1]);
+    wait_for_blocked(watch);
+    if (commit)
+        ck_assert_msg(bs_commit(holder, &err) == BS_OK, "commit: %s", err.message);
+    else
+        bs_rollback(holder);
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child failed (%d)", status);
+    got = read(fds[0], line, size - 1);
+    close(fds[0]);
+    ck_assert_int_gt(got, 0);
+    line[got] = '\0';
+}
+
+/* race_child as a blocked_fn: @arg is the prefix. */
+static int race_child_fn(int fd, const void *arg)
+{
+    return race_child(fd, *(const char *)arg);
 }
 
 /* One round: A claims, B blocks on it, A commits (@commit) or rolls back; B's result in @line. */
@@ -1601,34 +1646,12 @@ static void race_round(bs_conn *a, bs_conn *watch, char prefix, int commit, char
     char ids[RACE_IDS][16];
     size_t stored = 0;
     bs_error err;
-    int fds[2];
-    int status;
-    pid_t pid;
-    ssize_t got;
 
     race_events(ev, ids, prefix, 0, RACE_IDS, RACE_IDS);
     ck_assert_int_eq(bs_begin(a, &err), BS_OK);
     ck_assert_int_eq(bs_events_ingest(a, ev, RACE_IDS, BS_COPY_BINARY, out, &stored, &err), BS_OK);
     ck_assert_uint_eq(stored, RACE_IDS);
-    ck_assert_int_eq(pipe(fds), 0);
-    pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        close(fds[0]);
-        _exit(race_child(fds[1], prefix));
-    }
-    close(fds[1]);
-    wait_for_blocked(watch);
-    if (commit)
-        ck_assert_msg(bs_commit(a, &err) == BS_OK, "commit: %s", err.message);
-    else
-        bs_rollback(a);
-    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "race child failed (%d)", status);
-    got = read(fds[0], line, size - 1);
-    close(fds[0]);
-    ck_assert_int_gt(got, 0);
-    line[got] = '\0';
+    blocked_round(a, watch, commit, race_child_fn, &prefix, line, size);
 }
 
 START_TEST(test_events_claim_race)
@@ -1660,9 +1683,10 @@ END_TEST
     "INSERT INTO billing.invoice_lines (invoice_id, line_no, kind, meter, quantity, unit," \
     " unit_price, amount) VALUES "
 
-/* Child of blocked_by: runs @sql in autocommit, writes "ok" or "SQLSTATE constraint" to @fd. */
-static int blocked_child(int fd, const char *sql)
+/* A blocked_fn: runs @arg (SQL) in autocommit, writes "ok" or "SQLSTATE constraint" to @fd. */
+static int blocked_sql(int fd, const void *arg)
 {
+    const char *sql = arg;
     char line[128];
     bs_conn *c = child_connect();
     bs_error err;
@@ -1677,37 +1701,6 @@ static int blocked_child(int fd, const char *sql)
         snprintf(line, sizeof(line), "%s %s", err.sqlstate, err.constraint);
     bs_close(c);
     return write(fd, line, strlen(line)) == (ssize_t)strlen(line) ? 0 : 1;
-}
-
-/*
- * blocked_by - run @sql in another session while @holder's open
- * transaction holds what it needs: once it waits for a lock (seen by
- * @watch), @holder commits; the other session's outcome goes to @line.
- */
-static void blocked_by(bs_conn *holder, bs_conn *watch, const char *sql, char *line, size_t size)
-{
-    bs_error err;
-    int fds[2];
-    int status;
-    pid_t pid;
-    ssize_t got;
-
-    ck_assert_int_eq(pipe(fds), 0);
-    pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        close(fds[0]);
-        _exit(blocked_child(fds[1], sql));
-    }
-    close(fds[1]);
-    wait_for_blocked(watch);
-    ck_assert_msg(bs_commit(holder, &err) == BS_OK, "commit: %s", err.message);
-    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child failed (%d)", status);
-    got = read(fds[0], line, size - 1);
-    close(fds[0]);
-    ck_assert_int_gt(got, 0);
-    line[got] = '\0';
 }
 
 /*
@@ -1756,14 +1749,14 @@ START_TEST(test_line_invoice_key_once)
     /* A line being added holds its invoice: the DELETE waits, then sees the line. */
     exec_ok(c, "BEGIN");
     exec_fmt(c, LINE_COLS "(%ld, 1, 'usage', 'gpu', 1, 'GPU-hour', 1, 1)", empty);
-    blocked_by(c, watch, sql, line, sizeof(line));
+    blocked_round(c, watch, 1, blocked_sql, sql, line, sizeof(line));
     ck_assert_str_eq(line, "23503 invoice_lines_invoice_id_fkey");
     exec_fmt(c, "DELETE FROM billing.invoice_lines WHERE invoice_id = %ld", empty);
     /* A DELETE first: the line waits for it, then finds its invoice gone. */
     exec_ok(c, "BEGIN");
     exec_fmt(c, "DELETE FROM billing.invoices WHERE id = %ld", empty);
     snprintf(sql, sizeof(sql), LINE_COLS "(%ld, 1, 'usage', 'gpu', 1, 'GPU-hour', 1, 1)", empty);
-    blocked_by(c, watch, sql, line, sizeof(line));
+    blocked_round(c, watch, 1, blocked_sql, sql, line, sizeof(line));
     ck_assert_str_eq(line, "23503 invoice_lines_invoice_id_fkey");
     ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.invoice_lines l WHERE NOT EXISTS"
                                    " (SELECT 1 FROM billing.invoices i WHERE i.id = l.invoice_id)"),
