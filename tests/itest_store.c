@@ -1590,7 +1590,52 @@ static void wait_for_blocked(bs_conn *watch)
             return;
         bs_sleep_ms(5);
     }
-    ck_abort_msg("the second claimer never waited for the first");
+    ck_abort_msg("the other session never waited for a lock");
+}
+
+/* A child of blocked_round: the writer end of its pipe, and what it runs. */
+typedef int (*blocked_fn)(int fd, const void *arg);
+
+/*
+ * blocked_round - fork a child that runs @fn(@arg) on its own connection;
+ * once it waits for a lock (seen by @watch), end @holder's open
+ * transaction (commit if @commit, else roll back). The child's outcome,
+ * the line it wrote to its pipe, goes to @line.
+ */
+static void blocked_round(bs_conn *holder, bs_conn *watch, int commit, blocked_fn fn,
+                          const void *arg, char *line, size_t size)
+{
+    bs_error err;
+    int fds[2];
+    int status;
+    pid_t pid;
+    ssize_t got;
+
+    ck_assert_int_eq(pipe(fds), 0);
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(fds[0]);
+        _exit(fn(fds[1], arg));
+    }
+    close(fds[1]);
+    wait_for_blocked(watch);
+    if (commit)
+        ck_assert_msg(bs_commit(holder, &err) == BS_OK, "commit: %s", err.message);
+    else
+        bs_rollback(holder);
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child failed (%d)", status);
+    got = read(fds[0], line, size - 1);
+    close(fds[0]);
+    ck_assert_int_gt(got, 0);
+    line[got] = '\0';
+}
+
+/* race_child as a blocked_fn: @arg is the prefix. */
+static int race_child_fn(int fd, const void *arg)
+{
+    return race_child(fd, *(const char *)arg);
 }
 
 /* One round: A claims, B blocks on it, A commits (@commit) or rolls back; B's result in @line. */
@@ -1601,34 +1646,12 @@ static void race_round(bs_conn *a, bs_conn *watch, char prefix, int commit, char
     char ids[RACE_IDS][16];
     size_t stored = 0;
     bs_error err;
-    int fds[2];
-    int status;
-    pid_t pid;
-    ssize_t got;
 
     race_events(ev, ids, prefix, 0, RACE_IDS, RACE_IDS);
     ck_assert_int_eq(bs_begin(a, &err), BS_OK);
     ck_assert_int_eq(bs_events_ingest(a, ev, RACE_IDS, BS_COPY_BINARY, out, &stored, &err), BS_OK);
     ck_assert_uint_eq(stored, RACE_IDS);
-    ck_assert_int_eq(pipe(fds), 0);
-    pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        close(fds[0]);
-        _exit(race_child(fds[1], prefix));
-    }
-    close(fds[1]);
-    wait_for_blocked(watch);
-    if (commit)
-        ck_assert_msg(bs_commit(a, &err) == BS_OK, "commit: %s", err.message);
-    else
-        bs_rollback(a);
-    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "race child failed (%d)", status);
-    got = read(fds[0], line, size - 1);
-    close(fds[0]);
-    ck_assert_int_gt(got, 0);
-    line[got] = '\0';
+    blocked_round(a, watch, commit, race_child_fn, &prefix, line, size);
 }
 
 START_TEST(test_events_claim_race)
@@ -1651,6 +1674,93 @@ START_TEST(test_events_claim_race)
     ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.usage_events"
                                    " WHERE event_id BETWEEN 'r075' AND 'r099' AND quantity = 1"),
                      25);
+    bs_close(watch);
+    drop_db(c);
+}
+END_TEST
+
+#define LINE_COLS                                                                          \
+    "INSERT INTO billing.invoice_lines (invoice_id, line_no, kind, meter, quantity, unit," \
+    " unit_price, amount) VALUES "
+
+/* A blocked_fn: runs @arg (SQL) in autocommit, writes "ok" or "SQLSTATE constraint" to @fd. */
+static int blocked_sql(int fd, const void *arg)
+{
+    const char *sql = arg;
+    char line[128];
+    bs_conn *c = child_connect();
+    bs_error err;
+    bs_status st;
+
+    if (c == NULL)
+        return 1;
+    st = bs_command(c, sql, 0, NULL, NULL, &err);
+    if (st == BS_OK)
+        snprintf(line, sizeof(line), "ok");
+    else
+        snprintf(line, sizeof(line), "%s %s", err.sqlstate, err.constraint);
+    bs_close(c);
+    return write(fd, line, strlen(line)) == (ssize_t)strlen(line) ? 0 : 1;
+}
+
+/*
+ * Migration 0027: a line's invoice checked once per INSERT statement (by
+ * the guard that locks the statement's invoices FOR SHARE) instead of by
+ * the foreign key: the same name and SQLSTATE 23503 for a line alone or
+ * among good ones, from the referenced side (a DELETE of an invoice that
+ * has lines), and against a concurrent delete, whichever comes first.
+ */
+START_TEST(test_line_invoice_key_once)
+{
+    bs_conn *c = migrated_db("line_invoice_key");
+    bs_conn *watch = connect_db(db_name);
+    char sql[SQL_MAX];
+    char line[128];
+    long id;
+    long done;
+    long empty;
+
+    seed(c);
+    done = draft(c, "acct-1", "2026-01-01");
+    ck_assert_int_eq(finalize(c, done), 1);
+    id = draft(c, "acct-1", "2026-02-01");
+    empty = draft(c, "acct-1", "2026-03-01");
+    exec_fmt(c, "DELETE FROM billing.invoice_lines WHERE invoice_id = %ld", empty);
+    expect_refused_state(c, LINE_COLS "(987654321, 1, 'usage', 'gpu', 1, 'GPU-hour', 1, 1)",
+                         BS_ERR_CONSTRAINT, "invoice_lines_invoice_id_fkey", "23503");
+    /* Among good lines, and named before a finalized invoice, as the key's row checks were. */
+    snprintf(sql, sizeof(sql),
+             LINE_COLS "(%ld, 2, 'usage', 'gpu', 1, 'GPU-hour', 1, 1),"
+                       " (987654321, 1, 'usage', 'gpu', 1, 'GPU-hour', 1, 1),"
+                       " (%ld, 2, 'usage', 'gpu', 1, 'GPU-hour', 1, 1)",
+             id, done);
+    expect_refused_state(c, sql, BS_ERR_CONSTRAINT, "invoice_lines_invoice_id_fkey", "23503");
+    snprintf(sql, sizeof(sql), LINE_COLS "(%ld, 2, 'usage', 'gpu', 1, 'GPU-hour', 1, 1)", done);
+    expect_refused(c, sql, BS_ERR_CONSTRAINT, "invoices_finalized_immutable");
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.invoice_lines"), 2);
+    /* The referenced side: an invoice with lines cannot go; one without can. */
+    snprintf(sql, sizeof(sql), "DELETE FROM billing.invoices WHERE id IN (%ld, %ld)", empty, id);
+    expect_refused_state(c, sql, BS_ERR_CONSTRAINT, "invoice_lines_invoice_id_fkey", "23503");
+    /* ... under READ COMMITTED only: a REPEATABLE READ snapshot would miss a new line. */
+    exec_ok(c, "BEGIN ISOLATION LEVEL REPEATABLE READ");
+    snprintf(sql, sizeof(sql), "DELETE FROM billing.invoices WHERE id = %ld", empty);
+    expect_refused_state(c, sql, BS_ERR_RETRY, "invoice_lines_invoice_id_fkey", "40001");
+    exec_ok(c, "ROLLBACK");
+    /* A line being added holds its invoice: the DELETE waits, then sees the line. */
+    exec_ok(c, "BEGIN");
+    exec_fmt(c, LINE_COLS "(%ld, 1, 'usage', 'gpu', 1, 'GPU-hour', 1, 1)", empty);
+    blocked_round(c, watch, 1, blocked_sql, sql, line, sizeof(line));
+    ck_assert_str_eq(line, "23503 invoice_lines_invoice_id_fkey");
+    exec_fmt(c, "DELETE FROM billing.invoice_lines WHERE invoice_id = %ld", empty);
+    /* A DELETE first: the line waits for it, then finds its invoice gone. */
+    exec_ok(c, "BEGIN");
+    exec_fmt(c, "DELETE FROM billing.invoices WHERE id = %ld", empty);
+    snprintf(sql, sizeof(sql), LINE_COLS "(%ld, 1, 'usage', 'gpu', 1, 'GPU-hour', 1, 1)", empty);
+    blocked_round(c, watch, 1, blocked_sql, sql, line, sizeof(line));
+    ck_assert_str_eq(line, "23503 invoice_lines_invoice_id_fkey");
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.invoice_lines l WHERE NOT EXISTS"
+                                   " (SELECT 1 FROM billing.invoices i WHERE i.id = l.invoice_id)"),
+                     0);
     bs_close(watch);
     drop_db(c);
 }
@@ -3357,6 +3467,7 @@ static Suite *store_suite(void)
     tcase_add_test(inv, test_invariants_invoices);
     tcase_add_test(inv, test_invariants_ledger);
     tcase_add_test(inv, test_account_keys_once);
+    tcase_add_test(inv, test_line_invoice_key_once);
     tcase_add_test(inv, test_runtime_role);
     tcase_add_test(inv, test_concurrent_finalizers);
     tcase_add_test(inv, test_concurrent_set_finalizers);
