@@ -1704,7 +1704,7 @@ static int blocked_sql(int fd, const void *arg)
 }
 
 /*
- * Migration 0027: a line's invoice checked once per INSERT statement (by
+ * Migration 0026: a line's invoice checked once per INSERT statement (by
  * the guard that locks the statement's invoices FOR SHARE) instead of by
  * the foreign key: the same name and SQLSTATE 23503 for a line alone or
  * among good ones, from the referenced side (a DELETE of an invoice that

@@ -1,4 +1,4 @@
--- 0027_line_invoice_key_once.sql - an invoice line's invoice checked once
+-- 0026_line_invoice_key_once.sql - an invoice line's invoice checked once
 -- per statement instead of once per row (issue 28: a first `billing close`
 -- of 100 000 accounts in <= 15 s).
 --
