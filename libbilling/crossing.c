@@ -65,6 +65,19 @@ typedef struct cx {
     size_t n_whole;       /* by_end[0..n_whole) added whole (they end at or before t_cur) */
     size_t *cuts;         /* the indices in by_end of those added cut at t_cur */
     size_t n_cuts;
+    /*
+     * The probes' balances read in the month of from (before inc_end):
+     * the months before replayed once (before), the month's charges kept
+     * priced (ml: a probe prices again only the aggregates the span's
+     * events moved), credit applied to them in work. inc: 0 not set up
+     * yet, 1 set up (ml and before to free).
+     */
+    int inc;
+    int32_t inc_month;
+    billing_time_t inc_end;
+    bl_month_live ml;
+    bl_credit before;
+    bl_credit work;
 } cx;
 
 /* By end, then start, then id: a total order of the span's events. */
@@ -268,6 +281,63 @@ static void move_out(cx *x)
     }
 }
 
+/* Set up x's month of from for the probes (x->inc 1); BILLING_OK or an error. */
+static billing_status inc_start(cx *x)
+{
+    const bl_account *a = BL_AT(x->r->cat->accounts, bl_account, x->ai);
+    billing_status st;
+    int year;
+    int month;
+
+    billing_zone_year_month(a->zone, x->from, &year, &month);
+    x->inc_month = bl_month_index(year, month);
+    x->inc = 1;
+    if (bl_credit_init(&x->before, x->r->cat, x->ai) != 0 ||
+        bl_credit_init(&x->work, x->r->cat, x->ai) != 0)
+        return BILLING_ERR_NOMEM;
+    /* The span's events start at or after from: the months before do not move. */
+    st = bl_live_before(x->r, x->ai, x->inc_month, &x->before);
+    if (st == BILLING_OK)
+        st = bl_month_live_init(x->r, x->ai, x->inc_month, &x->ml);
+    return st;
+}
+
+static void inc_free(cx *x)
+{
+    if (x->inc == 0)
+        return;
+    bl_month_live_clear(x->r, &x->ml);
+    bl_credit_clear(&x->before);
+    bl_credit_clear(&x->work);
+}
+
+/*
+ * The live balance at @now (from or after it) into x->q, as
+ * bl_credit_balance_q gives it: in the month of from, from what x keeps
+ * of it (see cx); after it, computed whole.
+ */
+static billing_status probe_balance(cx *x, billing_time_t now)
+{
+    const bl_credit *c;
+    billing_status st;
+
+    if (now >= x->inc_end)
+        return bl_credit_balance_q(x->r, x->ai, now, x->q);
+    st = x->inc == 0 ? inc_start(x) : bl_month_live_sync(x->r, &x->ml);
+    if (st != BILLING_OK)
+        return st;
+    c = &x->before;
+    if (bl_account_has_month(x->r, x->ai, x->inc_month)) {
+        /* The pools are consumed: the sync clamped them afresh. */
+        if (bl_credit_copy(&x->work, &x->before) != 0 ||
+            bl_credit_apply(x->r->cat, x->ai, &x->ml.m, &x->work) != 0)
+            return BILLING_ERR_NOMEM;
+        c = &x->work;
+    }
+    bl_credit_sum_q(x->r, x->ai, now, c, x->q);
+    return BILLING_OK;
+}
+
 /* below_at's answer at @t, the rater moved there; the balance stays in x->q. 1, 0 or -1. */
 static int probe(cx *x, billing_time_t t)
 {
@@ -275,7 +345,7 @@ static int probe(cx *x, billing_time_t t)
 
     if (move_to(x, t) != 0)
         return -1;
-    st = bl_credit_balance_q(x->r, x->ai, t > x->from ? t - 1 : x->from, x->q);
+    st = probe_balance(x, t > x->from ? t - 1 : x->from);
     if (st != BILLING_OK) {
         x->st = bl_seterr(x->errbuf, x->errsize, st, "account '%s': cannot compute its balance",
                           x->account);
@@ -777,8 +847,10 @@ billing_status billing_rater_credit_crossing(billing_rater *r, const char *accou
     }
     mpq_init(x.q);
     if (n > 0 && !may_rise(&x, by_end[n - 1].ev->end)) {
+        x.inc_end = bl_zone_next_month_start(BL_AT(r->cat->accounts, bl_account, x.ai)->zone, from);
         rc = reached_at_solved(&x, at);
         move_out(&x);
+        inc_free(&x);
     } else {
         rc = reached_at(&x, by_end, n, at);
     }
