@@ -514,6 +514,64 @@ static int model_lines(cx_model *m, const bl_month *m0, const bl_month *m1)
     return 0;
 }
 
+/*
+ * model_lines from the month x keeps (x->ml), the rater at the stretch's
+ * start: the lines there kept, the rater moved to @t1, the lines whose
+ * amount moved taken. ml's lines keep their places (new ones come last),
+ * so a line is the one at the same place. A line bl_month_compute would
+ * no longer show at @t1 (its aggregates emptied) cannot come of moving
+ * forward: events only grow. 0, or -1 (x->st set).
+ */
+static int model_lines_live(cx *x, cx_model *m, billing_time_t t1)
+{
+    const bl_line *l;
+    billing_status st = bl_month_live_sync(x->r, &x->ml);
+    size_t n0 = x->ml.m.n_lines;
+    cx_line *p;
+    size_t i;
+    size_t k;
+
+    m->lines = st == BILLING_OK ? malloc((n0 + 1) * sizeof(*m->lines)) : NULL;
+    if (m->lines == NULL)
+        goto fail;
+    for (m->n = 0; m->n < n0; m->n++) {
+        l = &x->ml.m.lines[m->n];
+        mpq_init(m->lines[m->n].a0);
+        mpq_init(m->lines[m->n].da);
+        mpz_init(m->lines[m->n].r0);
+        mpq_set(m->lines[m->n].a0, l->amount);
+        mpz_set(m->lines[m->n].r0, l->rounded);
+    }
+    if (move_to(x, t1) != 0)
+        return -1;
+    st = bl_month_live_sync(x->r, &x->ml);
+    p = st == BILLING_OK ? realloc(m->lines, (x->ml.m.n_lines + 1) * sizeof(*p)) : NULL;
+    if (p == NULL)
+        goto fail;
+    m->lines = p;
+    for (; m->n < x->ml.m.n_lines; m->n++) {
+        mpq_init(m->lines[m->n].a0);
+        mpq_init(m->lines[m->n].da);
+        mpz_init(m->lines[m->n].r0);
+    }
+    for (i = 0, k = 0; i < m->n; i++) {
+        mpq_sub(m->lines[i].da, x->ml.m.lines[i].amount, m->lines[i].a0);
+        if (mpq_sgn(m->lines[i].da) == 0) {
+            mpq_clear(m->lines[i].a0);
+            mpq_clear(m->lines[i].da);
+            mpz_clear(m->lines[i].r0);
+            continue;
+        }
+        m->lines[k++] = m->lines[i];
+    }
+    m->n = k;
+    return 0;
+fail:
+    x->st = bl_seterr(x->errbuf, x->errsize, st != BILLING_OK ? st : BILLING_ERR_NOMEM,
+                      "account '%s': cannot price its month", x->account);
+    return -1;
+}
+
 static void model_clear(cx_model *m)
 {
     size_t i;
@@ -548,6 +606,7 @@ static int solve(cx *x, billing_time_t lo, billing_time_t t1, billing_time_t *gu
     int32_t month;
     int year;
     int mon;
+    int live;
     int rc = -1;
 
     memset(&m, 0, sizeof(m));
@@ -565,8 +624,14 @@ static int solve(cx *x, billing_time_t lo, billing_time_t t1, billing_time_t *gu
     mpz_cdiv_q(m.need, mpq_numref(m.a), mpq_denref(m.a));
     billing_zone_year_month(a->zone, lo, &year, &mon);
     month = bl_month_index(year, mon);
-    if (bl_month_compute(x->r, x->ai, month, &m0) != BILLING_OK || move_to(x, t1) != 0 ||
-        bl_month_compute(x->r, x->ai, month, &m1) != BILLING_OK || model_lines(&m, &m0, &m1) != 0) {
+    live = x->inc == 1 && lo < x->inc_end;
+    if (live) {
+        /* The stretch ends at the month's end at the latest: the month x keeps. */
+        if (model_lines_live(x, &m, t1) != 0)
+            goto out;
+    } else if (bl_month_compute(x->r, x->ai, month, &m0) != BILLING_OK || move_to(x, t1) != 0 ||
+               bl_month_compute(x->r, x->ai, month, &m1) != BILLING_OK ||
+               model_lines(&m, &m0, &m1) != 0) {
         if (x->st == BILLING_OK)
             x->st = bl_seterr(x->errbuf, x->errsize, BILLING_ERR_NOMEM, "out of memory");
         goto out;
@@ -588,8 +653,10 @@ static int solve(cx *x, billing_time_t lo, billing_time_t t1, billing_time_t *gu
     }
     *guess = b_hi;
 out:
-    bl_month_release(x->r, &m0);
-    bl_month_release(x->r, &m1);
+    if (!live) {
+        bl_month_release(x->r, &m0);
+        bl_month_release(x->r, &m1);
+    }
     model_clear(&m);
     return rc;
 }

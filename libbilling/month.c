@@ -734,13 +734,6 @@ static billing_status live_reprice(billing_rater *r, bl_month_live *ml, bl_live_
     const mpq_t *price;
 
     usage_id(r, a, &id, &price);
-    if (a->pieces > 0) {
-        usage_amount(r, &ml->m, a, price, qty, amount);
-    } else {
-        /* Emptied: bl_month_compute skips it; it adds nothing. */
-        mpq_set_ui(qty, 0, 1);
-        mpq_set_ui(amount, 0, 1);
-    }
     if (e->line == SIZE_MAX && a->pieces > 0) {
         l = line_get(&ml->m, &id, price != NULL ? *price : NULL);
         if (l == NULL)
@@ -752,8 +745,16 @@ static billing_status live_reprice(billing_rater *r, bl_month_live *ml, bl_live_
     e->has_extra = a->has_extra;
     if (e->line == SIZE_MAX)
         return BILLING_OK;
+    /* Before the amounts: the spread taken out works in the same scratch. */
     if (live_touch(r, ml, e->line) != 0)
         return BILLING_ERR_NOMEM;
+    if (a->pieces > 0) {
+        usage_amount(r, &ml->m, a, price, qty, amount);
+    } else {
+        /* Emptied: bl_month_compute skips it; it adds nothing. */
+        mpq_set_ui(qty, 0, 1);
+        mpq_set_ui(amount, 0, 1);
+    }
     l = &ml->m.lines[e->line];
     mpq_sub(l->quantity, l->quantity, e->qty);
     mpq_add(l->quantity, l->quantity, qty);
