@@ -124,8 +124,8 @@ typedef struct bl_live_agg {
     uint64_t pieces; /* the aggregate's state then */
     bl_i128 sum;
     int has_extra;
-    size_t line; /* index in m.lines; SIZE_MAX: none yet (it was empty) */
-    mpq_t qty;   /* what it added to the line's quantity */
+    size_t line;  /* index in m.lines; SIZE_MAX: none yet (it was empty) */
+    mpq_t qty;    /* what it added to the line's quantity */
     mpq_t amount; /* ... and to its amount and its part in epoch key.epoch */
 } bl_live_agg;
 
@@ -336,7 +336,8 @@ billing_status bl_credit_balance_q(billing_rater *r, size_t ai, billing_time_t n
  * the grants live at @now), as bl_credit_balance_q writes it, into @out.
  */
 billing_status bl_live_before(billing_rater *r, size_t ai, int32_t target, bl_credit *c);
-void bl_credit_sum_q(billing_rater *r, size_t ai, billing_time_t now, const bl_credit *c, mpq_t out);
+void bl_credit_sum_q(billing_rater *r, size_t ai, billing_time_t now, const bl_credit *c,
+                     mpq_t out);
 
 /*
  * bl_credit_apply - spend the account's grants, then its balance, on

@@ -1155,7 +1155,8 @@ static void cx_levels(cx_oracle *o, const billing_event *const *evs, mpq_srcptr 
            rounded amount steps), or one minor unit above it. */
         if (round % 4 == 1) {
             cx_below_at(o, o->by_end, o->n,
-                        o->lo + 1 + (billing_time_t)(rnd() % (uint64_t)(sorted[n - 1]->end - o->lo)));
+                        o->lo + 1 +
+                            (billing_time_t)(rnd() % (uint64_t)(sorted[n - 1]->end - o->lo)));
             mpq_set(o->level, o->q);
             if (rnd() % 2 == 0) {
                 mpq_set_ui(o->q, 1, 100);
@@ -1185,7 +1186,6 @@ static void cx_levels(cx_oracle *o, const billing_event *const *evs, mpq_srcptr 
     mpq_clear(span);
     billing_event_destroy(ev);
 }
-
 
 /*
  * billing_rater_credit_crossing gives what the former search gave: random
@@ -1334,8 +1334,8 @@ static billing_catalog *any_catalog(const char *currency, billing_rounding mode,
 {
     static const char *const cny_prices[] = {"0.6037", "1.6009", "0.4813", "0.2071", "0.0113",
                                              "0.5519", "1.7003", "0.3331", "0.2149", "0.0097"};
-    static const char *const jpy_prices[] = {"12.37", "33.9", "9.61", "4.143", "0.227",
-                                             "11.03", "35.77", "6.67", "4.29", "0.193"};
+    static const char *const jpy_prices[] = {"12.37", "33.9",  "9.61", "4.143", "0.227",
+                                             "11.03", "35.77", "6.67", "4.29",  "0.193"};
     const char *const *price = strcmp(currency, "JPY") == 0 ? jpy_prices : cny_prices;
     const char *const names[2] = {"v1", "v2"};
     billing_catalog *cat = billing_catalog_new();
@@ -1349,12 +1349,12 @@ static billing_catalog *any_catalog(const char *currency, billing_rounding mode,
     int k;
 
     ck_assert_int_eq(billing_catalog_set_currency(cat, currency, mode, err, 256), BILLING_OK);
-    ck_assert_int_eq(billing_catalog_add_price_version(cat, "v1", tu_time("2025-01-01T00:00:00Z"),
-                                                       err, 256),
-                     BILLING_OK);
-    ck_assert_int_eq(billing_catalog_add_price_version(cat, "v2", tu_time("2026-01-16T07:00:00Z"),
-                                                       err, 256),
-                     BILLING_OK);
+    ck_assert_int_eq(
+        billing_catalog_add_price_version(cat, "v1", tu_time("2025-01-01T00:00:00Z"), err, 256),
+        BILLING_OK);
+    ck_assert_int_eq(
+        billing_catalog_add_price_version(cat, "v2", tu_time("2026-01-16T07:00:00Z"), err, 256),
+        BILLING_OK);
     ck_assert_int_eq(billing_catalog_add_plan(cat, "rtx-monthly", BILLING_PERIOD_MONTH, "RTX4090",
                                               "cn-east-1", 1, err, 256),
                      BILLING_OK);
@@ -1484,8 +1484,9 @@ START_TEST(test_credit_crossing_any_catalog_matches_former_search)
     ck_assert_int_eq(billing_rater_credit_balance_q(o.r, account, o.lo, start_bal), BILLING_OK);
     for (i = 0; i < (int)o.n; i++)
         ck_assert_int_eq(billing_rater_add(o.r, evs[i], NULL, 0), BILLING_OK);
-    ck_assert_int_eq(billing_rater_credit_balance_q(o.r, account, sorted[o.n - 1]->end - 1, end_bal),
-                     BILLING_OK);
+    ck_assert_int_eq(
+        billing_rater_credit_balance_q(o.r, account, sorted[o.n - 1]->end - 1, end_bal),
+        BILLING_OK);
     for (i = (int)o.n; i > 0; i--)
         ck_assert_int_eq(billing_rater_take_back(o.r, evs[i - 1], NULL, 0), BILLING_OK);
     cx_levels(&o, evs, start_bal, end_bal);
