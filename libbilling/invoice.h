@@ -124,6 +124,7 @@ typedef struct bl_live_agg {
     uint64_t pieces; /* the aggregate's state then */
     bl_i128 sum;
     int has_extra;
+    mpq_t extra;  /* its extra when has_extra */
     size_t line;  /* index in m.lines; SIZE_MAX: none yet (it was empty) */
     mpq_t qty;    /* what it added to the line's quantity */
     mpq_t amount; /* ... and to its amount and its part in epoch key.epoch */

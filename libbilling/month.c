@@ -687,7 +687,7 @@ void bl_month_live_clear(billing_rater *r, bl_month_live *ml)
     size_t i;
 
     for (i = 0; i < ml->n_aggs; i++)
-        mpq_clears(ml->aggs[i].qty, ml->aggs[i].amount, NULL);
+        mpq_clears(ml->aggs[i].qty, ml->aggs[i].amount, ml->aggs[i].extra, NULL);
     free(ml->aggs);
     for (i = 0; ml->raw != NULL && i < 2 * ml->m.n_pools; i++)
         mpz_clear(ml->raw[i]);
@@ -743,6 +743,8 @@ static billing_status live_reprice(billing_rater *r, bl_month_live *ml, bl_live_
     e->pieces = a->pieces;
     e->sum = a->sum;
     e->has_extra = a->has_extra;
+    if (a->has_extra)
+        mpq_set(e->extra, a->extra);
     if (e->line == SIZE_MAX)
         return BILLING_OK;
     /* Before the amounts: the spread taken out works in the same scratch. */
@@ -789,7 +791,7 @@ static billing_status live_scan(billing_rater *r, bl_month_live *ml, const bl_ac
         e->sum = 0;
         e->has_extra = 0;
         e->line = SIZE_MAX;
-        mpq_inits(e->qty, e->amount, NULL);
+        mpq_inits(e->qty, e->amount, e->extra, NULL);
     }
     return BILLING_OK;
 }
@@ -807,8 +809,9 @@ billing_status bl_month_live_sync(billing_rater *r, bl_month_live *ml)
     for (i = 0; i < ml->n_aggs && st == BILLING_OK; i++) {
         e = &ml->aggs[i];
         a = &r->aggs[e->agg];
-        /* Unmoved: the same pieces and integer sum, no rational part either side. */
-        if (a->pieces == e->pieces && a->sum == e->sum && !a->has_extra && !e->has_extra)
+        /* Unmoved: the same pieces, integer sum and rational part. */
+        if (a->pieces == e->pieces && a->sum == e->sum && a->has_extra == e->has_extra &&
+            (!a->has_extra || mpq_equal(a->extra, e->extra)))
             continue;
         st = live_reprice(r, ml, e, a);
     }
