@@ -24,18 +24,6 @@
  * so that the balance, the grants and the exhaustion of one request, and
  * the invoice of that month, compute the month once.
  */
-billing_status bl_live_before(billing_rater *r, size_t ai, int32_t target, bl_credit *c)
-{
-    billing_status st;
-
-    /* The months before, as invoices see them: issued months take what the ledger holds
-       (billing_rater_credit_issued), so the balance agrees with the next close after a late event. */
-    st = bl_replay_months(r, ai, target, c);
-    if (st == BILLING_OK)
-        bl_issued_later(bl_credit_memo_of(r, ai), target, c);
-    return st;
-}
-
 static billing_status live_credit(billing_rater *r, size_t ai, billing_time_t now, bl_credit *c)
 {
     const bl_account *a = BL_AT(r->cat->accounts, bl_account, ai);
@@ -53,9 +41,12 @@ static billing_status live_credit(billing_rater *r, size_t ai, billing_time_t no
     kept = bl_live_get(r, ai, target, c);
     if (kept != 0)
         return kept > 0 ? BILLING_OK : BILLING_ERR_NOMEM;
-    st = bl_live_before(r, ai, target, c);
+    /* The months before, as invoices see them: issued months take what the ledger holds
+       (billing_rater_credit_issued), so the balance agrees with the next close after a late event. */
+    st = bl_replay_months(r, ai, target, c);
     if (st != BILLING_OK)
         return st;
+    bl_issued_later(bl_credit_memo_of(r, ai), target, c);
     if (bl_account_has_month(r, ai, target)) {
         st = bl_month_compute(r, ai, target, &m);
         if (st == BILLING_OK && bl_credit_apply(r->cat, ai, &m, c) != 0)
@@ -74,29 +65,26 @@ static int grant_live(const bl_grant *g, billing_time_t now)
 
 billing_status bl_credit_balance_q(billing_rater *r, size_t ai, billing_time_t now, mpq_t out)
 {
+    const bl_account *a = BL_AT(r->cat->accounts, bl_account, ai);
     bl_credit c;
+    mpz_t sum;
+    size_t i;
     billing_status st;
 
     st = live_credit(r, ai, now, &c);
-    if (st == BILLING_OK)
-        bl_credit_sum_q(r, ai, now, &c, out);
-    bl_credit_clear(&c);
-    return st;
-}
-
-void bl_credit_sum_q(billing_rater *r, size_t ai, billing_time_t now, const bl_credit *c, mpq_t out)
-{
-    const bl_account *a = BL_AT(r->cat->accounts, bl_account, ai);
-    mpz_t sum;
-    size_t i;
-
-    mpz_init_set(sum, c->balance);
-    for (i = 0; i < c->n; i++) {
+    if (st != BILLING_OK) {
+        bl_credit_clear(&c);
+        return st;
+    }
+    mpz_init_set(sum, c.balance);
+    for (i = 0; i < c.n; i++) {
         if (grant_live(BL_AT(r->cat->grants, bl_grant, a->grants[i]), now))
-            mpz_add(sum, sum, c->remaining[i]);
+            mpz_add(sum, sum, c.remaining[i]);
     }
     bl_minor_to_q(out, sum, r->cat->digits);
     mpz_clear(sum);
+    bl_credit_clear(&c);
+    return BILLING_OK;
 }
 
 billing_status billing_rater_credit_grants(billing_rater *r, const char *account,

@@ -65,19 +65,6 @@ typedef struct cx {
     size_t n_whole;       /* by_end[0..n_whole) added whole (they end at or before t_cur) */
     size_t *cuts;         /* the indices in by_end of those added cut at t_cur */
     size_t n_cuts;
-    /*
-     * The probes' balances read in the month of from (before inc_end):
-     * the months before replayed once (before), the month's charges kept
-     * priced (ml: a probe prices again only the aggregates the span's
-     * events moved), credit applied to them in work. inc: 0 not set up
-     * yet, 1 set up (ml and before to free).
-     */
-    int inc;
-    int32_t inc_month;
-    billing_time_t inc_end;
-    bl_month_live ml;
-    bl_credit before;
-    bl_credit work;
 } cx;
 
 /* By end, then start, then id: a total order of the span's events. */
@@ -281,63 +268,6 @@ static void move_out(cx *x)
     }
 }
 
-/* Set up x's month of from for the probes (x->inc 1); BILLING_OK or an error. */
-static billing_status inc_start(cx *x)
-{
-    const bl_account *a = BL_AT(x->r->cat->accounts, bl_account, x->ai);
-    billing_status st;
-    int year;
-    int month;
-
-    billing_zone_year_month(a->zone, x->from, &year, &month);
-    x->inc_month = bl_month_index(year, month);
-    x->inc = 1;
-    if (bl_credit_init(&x->before, x->r->cat, x->ai) != 0 ||
-        bl_credit_init(&x->work, x->r->cat, x->ai) != 0)
-        return BILLING_ERR_NOMEM;
-    /* The span's events start at or after from: the months before do not move. */
-    st = bl_live_before(x->r, x->ai, x->inc_month, &x->before);
-    if (st == BILLING_OK)
-        st = bl_month_live_init(x->r, x->ai, x->inc_month, &x->ml);
-    return st;
-}
-
-static void inc_free(cx *x)
-{
-    if (x->inc == 0)
-        return;
-    bl_month_live_clear(x->r, &x->ml);
-    bl_credit_clear(&x->before);
-    bl_credit_clear(&x->work);
-}
-
-/*
- * The live balance at @now (from or after it) into x->q, as
- * bl_credit_balance_q gives it: in the month of from, from what x keeps
- * of it (see cx); after it, computed whole.
- */
-static billing_status probe_balance(cx *x, billing_time_t now)
-{
-    const bl_credit *c;
-    billing_status st;
-
-    if (now >= x->inc_end)
-        return bl_credit_balance_q(x->r, x->ai, now, x->q);
-    st = x->inc == 0 ? inc_start(x) : bl_month_live_sync(x->r, &x->ml);
-    if (st != BILLING_OK)
-        return st;
-    c = &x->before;
-    if (bl_account_has_month(x->r, x->ai, x->inc_month)) {
-        /* The pools are consumed: the sync clamped them afresh. */
-        if (bl_credit_copy(&x->work, &x->before) != 0 ||
-            bl_credit_apply(x->r->cat, x->ai, &x->ml.m, &x->work) != 0)
-            return BILLING_ERR_NOMEM;
-        c = &x->work;
-    }
-    bl_credit_sum_q(x->r, x->ai, now, c, x->q);
-    return BILLING_OK;
-}
-
 /* below_at's answer at @t, the rater moved there; the balance stays in x->q. 1, 0 or -1. */
 static int probe(cx *x, billing_time_t t)
 {
@@ -345,7 +275,7 @@ static int probe(cx *x, billing_time_t t)
 
     if (move_to(x, t) != 0)
         return -1;
-    st = probe_balance(x, t > x->from ? t - 1 : x->from);
+    st = bl_credit_balance_q(x->r, x->ai, t > x->from ? t - 1 : x->from, x->q);
     if (st != BILLING_OK) {
         x->st = bl_seterr(x->errbuf, x->errsize, st, "account '%s': cannot compute its balance",
                           x->account);
@@ -514,64 +444,6 @@ static int model_lines(cx_model *m, const bl_month *m0, const bl_month *m1)
     return 0;
 }
 
-/*
- * model_lines from the month x keeps (x->ml), the rater at the stretch's
- * start: the lines there kept, the rater moved to @t1, the lines whose
- * amount moved taken. ml's lines keep their places (new ones come last),
- * so a line is the one at the same place. A line bl_month_compute would
- * no longer show at @t1 (its aggregates emptied) cannot come of moving
- * forward: events only grow. 0, or -1 (x->st set).
- */
-static int model_lines_live(cx *x, cx_model *m, billing_time_t t1)
-{
-    const bl_line *l;
-    billing_status st = bl_month_live_sync(x->r, &x->ml);
-    size_t n0 = x->ml.m.n_lines;
-    cx_line *p;
-    size_t i;
-    size_t k;
-
-    m->lines = st == BILLING_OK ? malloc((n0 + 1) * sizeof(*m->lines)) : NULL;
-    if (m->lines == NULL)
-        goto fail;
-    for (m->n = 0; m->n < n0; m->n++) {
-        l = &x->ml.m.lines[m->n];
-        mpq_init(m->lines[m->n].a0);
-        mpq_init(m->lines[m->n].da);
-        mpz_init(m->lines[m->n].r0);
-        mpq_set(m->lines[m->n].a0, l->amount);
-        mpz_set(m->lines[m->n].r0, l->rounded);
-    }
-    if (move_to(x, t1) != 0)
-        return -1;
-    st = bl_month_live_sync(x->r, &x->ml);
-    p = st == BILLING_OK ? realloc(m->lines, (x->ml.m.n_lines + 1) * sizeof(*p)) : NULL;
-    if (p == NULL)
-        goto fail;
-    m->lines = p;
-    for (; m->n < x->ml.m.n_lines; m->n++) {
-        mpq_init(m->lines[m->n].a0);
-        mpq_init(m->lines[m->n].da);
-        mpz_init(m->lines[m->n].r0);
-    }
-    for (i = 0, k = 0; i < m->n; i++) {
-        mpq_sub(m->lines[i].da, x->ml.m.lines[i].amount, m->lines[i].a0);
-        if (mpq_sgn(m->lines[i].da) == 0) {
-            mpq_clear(m->lines[i].a0);
-            mpq_clear(m->lines[i].da);
-            mpz_clear(m->lines[i].r0);
-            continue;
-        }
-        m->lines[k++] = m->lines[i];
-    }
-    m->n = k;
-    return 0;
-fail:
-    x->st = bl_seterr(x->errbuf, x->errsize, st != BILLING_OK ? st : BILLING_ERR_NOMEM,
-                      "account '%s': cannot price its month", x->account);
-    return -1;
-}
-
 static void model_clear(cx_model *m)
 {
     size_t i;
@@ -606,7 +478,6 @@ static int solve(cx *x, billing_time_t lo, billing_time_t t1, billing_time_t *gu
     int32_t month;
     int year;
     int mon;
-    int live;
     int rc = -1;
 
     memset(&m, 0, sizeof(m));
@@ -624,14 +495,8 @@ static int solve(cx *x, billing_time_t lo, billing_time_t t1, billing_time_t *gu
     mpz_cdiv_q(m.need, mpq_numref(m.a), mpq_denref(m.a));
     billing_zone_year_month(a->zone, lo, &year, &mon);
     month = bl_month_index(year, mon);
-    live = x->inc == 1 && lo < x->inc_end;
-    if (live) {
-        /* The stretch ends at the month's end at the latest: the month x keeps. */
-        if (model_lines_live(x, &m, t1) != 0)
-            goto out;
-    } else if (bl_month_compute(x->r, x->ai, month, &m0) != BILLING_OK || move_to(x, t1) != 0 ||
-               bl_month_compute(x->r, x->ai, month, &m1) != BILLING_OK ||
-               model_lines(&m, &m0, &m1) != 0) {
+    if (bl_month_compute(x->r, x->ai, month, &m0) != BILLING_OK || move_to(x, t1) != 0 ||
+        bl_month_compute(x->r, x->ai, month, &m1) != BILLING_OK || model_lines(&m, &m0, &m1) != 0) {
         if (x->st == BILLING_OK)
             x->st = bl_seterr(x->errbuf, x->errsize, BILLING_ERR_NOMEM, "out of memory");
         goto out;
@@ -653,10 +518,8 @@ static int solve(cx *x, billing_time_t lo, billing_time_t t1, billing_time_t *gu
     }
     *guess = b_hi;
 out:
-    if (!live) {
-        bl_month_release(x->r, &m0);
-        bl_month_release(x->r, &m1);
-    }
+    bl_month_release(x->r, &m0);
+    bl_month_release(x->r, &m1);
     model_clear(&m);
     return rc;
 }
@@ -914,10 +777,8 @@ billing_status billing_rater_credit_crossing(billing_rater *r, const char *accou
     }
     mpq_init(x.q);
     if (n > 0 && !may_rise(&x, by_end[n - 1].ev->end)) {
-        x.inc_end = bl_zone_next_month_start(BL_AT(r->cat->accounts, bl_account, x.ai)->zone, from);
         rc = reached_at_solved(&x, at);
         move_out(&x);
-        inc_free(&x);
     } else {
         rc = reached_at(&x, by_end, n, at);
     }

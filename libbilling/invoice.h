@@ -118,52 +118,6 @@ void bl_month_clear(bl_month *m);
 #define BL_MONTH_SPARES 2
 void bl_month_release(billing_rater *r, bl_month *m);
 
-/* What one aggregate added to its line when a bl_month_live last priced it. */
-typedef struct bl_live_agg {
-    uint32_t agg;    /* index in r->aggs */
-    uint64_t pieces; /* the aggregate's state then */
-    bl_i128 sum;
-    int has_extra;
-    mpq_t extra;  /* its extra when has_extra */
-    size_t line;  /* index in m.lines; SIZE_MAX: none yet (it was empty) */
-    mpq_t qty;    /* what it added to the line's quantity */
-    mpq_t amount; /* ... and to its amount and its part in epoch key.epoch */
-} bl_live_agg;
-
-/*
- * An account-month kept priced while a few of its aggregates move (the
- * crossing's probes, crossing.c): each sync prices again only the
- * aggregates whose pieces or sum changed since the last one, adds the
- * difference to their lines (exact: rationals), rounds those lines again
- * and moves their share of the pools. The lines, subtotal and pools are
- * then bl_month_compute's (the lines not sorted: a balance needs no
- * order; a line whose aggregates all emptied stays, at zero).
- */
-typedef struct bl_month_live {
-    bl_month m;        /* pools clamped by each sync, for one bl_credit_apply */
-    mpz_t *raw;        /* [2 * m.n_pools]: the sum of the lines' spreads, not clamped */
-    bl_live_agg *aggs; /* the account's aggregates of the month, as last priced */
-    size_t n_aggs;
-    size_t cap_aggs;
-    size_t scanned;       /* positions of the account's aggregate list seen */
-    unsigned char *dirty; /* per line, during a sync: its old figures taken out */
-    size_t cap_dirty;
-} bl_month_live;
-
-/*
- * bl_month_live_init - @ml priced for account @ai in month @month as @r
- * holds it now. bl_month_live_sync - @ml brought to what @r holds now
- * (only the aggregates moved since are priced). Both return BILLING_OK,
- * BILLING_ERR_NOMEM or a fee error of bl_month_compute; after an error
- * @ml is only good for bl_month_live_clear. bl_month_live_clear - free
- * it (its month's storage kept by @r, as bl_month_release). Not
- * thread-safe per rater; @r's aggregates are never removed, only emptied,
- * which the sync relies on.
- */
-billing_status bl_month_live_init(billing_rater *r, size_t ai, int32_t month, bl_month_live *ml);
-billing_status bl_month_live_sync(billing_rater *r, bl_month_live *ml);
-void bl_month_live_clear(billing_rater *r, bl_month_live *ml);
-
 /*
  * bl_account_months - the months (year * 12 + month - 1) in which account
  * @ai has usage, plan fees or refunds, ascending and distinct, in a malloc'd
@@ -326,19 +280,6 @@ void bl_credit_clear(bl_credit *c);
  * (initialised by the caller). BILLING_OK or BILLING_ERR_NOMEM.
  */
 billing_status bl_credit_balance_q(billing_rater *r, size_t ai, billing_time_t now, mpq_t out);
-
-/*
- * bl_live_before - @c (initialised for account @ai by bl_credit_init) as
- * the live balance starts month @target: the months before replayed as
- * invoices see them, less what issued later months took (the part of
- * bl_credit_balance_q before @target's own charges). BILLING_OK,
- * BILLING_ERR_NOMEM or a rating error. Not thread-safe per rater.
- * bl_credit_sum_q - the balance @c leaves at @now (the account credit and
- * the grants live at @now), as bl_credit_balance_q writes it, into @out.
- */
-billing_status bl_live_before(billing_rater *r, size_t ai, int32_t target, bl_credit *c);
-void bl_credit_sum_q(billing_rater *r, size_t ai, billing_time_t now, const bl_credit *c,
-                     mpq_t out);
 
 /*
  * bl_credit_apply - spend the account's grants, then its balance, on

@@ -236,50 +236,32 @@ static void agg_quantity(const bl_scratch *sc, const bl_agg *a, billing_time_t m
     mpq_div(out, out, div);
 }
 
-/*
- * The line identity of aggregate @a into @id, and its unit price into
- * *@price (NULL: none, the line is zero-rated or included).
- */
-static void usage_id(const billing_rater *r, const bl_agg *a, bl_line *id, const mpq_t **price)
-{
-    const billing_catalog *cat = r->cat;
-
-    *price = NULL;
-    line_id(id, a->key.sub != BL_SUB_NONE ? BILLING_LINE_INCLUDED : BILLING_LINE_USAGE);
-    id->meter = (billing_meter)a->key.meter;
-    if (id->kind == BILLING_LINE_INCLUDED) {
-        id->plan = BL_AT(cat->subs, bl_sub, a->key.sub)->plan;
-        id->attrs = a->key.attrs;
-        id->attrs_key = BL_AT(r->attrs, bl_attrs, a->key.attrs)->key;
-    } else {
-        id->rate = a->key.rate;
-        if (a->key.rate != BL_RATE_ZERO)
-            *price = (const mpq_t *)&BL_AT(cat->rates, bl_rate, a->key.rate)->price;
-    }
-}
-
-/* What aggregate @a adds to its line of @m: its quantity into @qty, its amount into @amount. */
-static void usage_amount(billing_rater *r, const bl_month *m, const bl_agg *a, const mpq_t *price,
-                         mpq_ptr qty, mpq_ptr amount)
-{
-    agg_quantity(&r->scratch, a, m->end - m->start, qty, r->scratch.q[2]);
-    if (price != NULL)
-        mpq_mul(amount, qty, *price);
-    else
-        mpq_set_ui(amount, 0, 1);
-}
-
 static billing_status add_usage(billing_rater *r, bl_month *m, const bl_agg *a)
 {
+    const billing_catalog *cat = r->cat;
     /* The rater's scratch, not temporaries of our own: no allocation once grown. */
     mpq_ptr qty = r->scratch.q[0];
     mpq_ptr amount = r->scratch.q[1];
     bl_line *l;
     bl_line id;
-    const mpq_t *price;
+    const mpq_t *price = NULL;
 
-    usage_id(r, a, &id, &price);
-    usage_amount(r, m, a, price, qty, amount);
+    agg_quantity(&r->scratch, a, m->end - m->start, qty, r->scratch.q[2]);
+    line_id(&id, a->key.sub != BL_SUB_NONE ? BILLING_LINE_INCLUDED : BILLING_LINE_USAGE);
+    id.meter = (billing_meter)a->key.meter;
+    if (id.kind == BILLING_LINE_INCLUDED) {
+        id.plan = BL_AT(cat->subs, bl_sub, a->key.sub)->plan;
+        id.attrs = a->key.attrs;
+        id.attrs_key = BL_AT(r->attrs, bl_attrs, a->key.attrs)->key;
+    } else {
+        id.rate = a->key.rate;
+        if (a->key.rate != BL_RATE_ZERO)
+            price = (const mpq_t *)&BL_AT(cat->rates, bl_rate, a->key.rate)->price;
+    }
+    if (price != NULL)
+        mpq_mul(amount, qty, *price);
+    else
+        mpq_set_ui(amount, 0, 1);
     l = line_get(m, &id, price != NULL ? *price : NULL);
     if (l != NULL) {
         mpq_add(l->quantity, l->quantity, qty);
@@ -559,18 +541,13 @@ int bl_account_has_month(billing_rater *r, size_t ai, int32_t month)
 /* Pools: the invoice's rounded figures by epoch                           */
 /* ---------------------------------------------------------------------- */
 
-/*
- * Add (@sign 1) or take away (-1) line @l's rounded amount to or from
- * @pools, cut by epoch (the rater's scratch): usage and included lines
- * into the usage pools, fee and refund lines into the fee pools.
- */
-static void spread_line(billing_rater *r, const bl_line *l, mpz_t *pools, int sign)
+/* Add line @l's rounded amount to the pools of kind @k, cut by epoch (the rater's scratch). */
+static void spread_line(billing_rater *r, const bl_line *l, size_t k, bl_month *m)
 {
     bl_scratch *sc = &r->scratch;
     mpq_ptr sum = sc->q[0];
     mpz_ptr upto = sc->z[0];
     mpz_ptr before = sc->z[1];
-    size_t k = (l->kind == BILLING_LINE_FEE || l->kind == BILLING_LINE_REFUND) ? 1 : 0;
     size_t i;
     size_t e;
 
@@ -581,35 +558,26 @@ static void spread_line(billing_rater *r, const bl_line *l, mpz_t *pools, int si
         /* The rounded running sum ends at the line's rounded amount. */
         mpq_add(sum, sum, l->parts[i].amount);
         bl_q_round_pow(upto, sum, sc->pow10, r->cat->rounding, sc->z[2], sc->z[3]);
-        mpz_sub(before, upto, before);
-        if (sign > 0)
-            mpz_add(pools[e * 2 + k], pools[e * 2 + k], before);
-        else
-            mpz_sub(pools[e * 2 + k], pools[e * 2 + k], before);
+        mpz_add(m->pools[e * 2 + k], m->pools[e * 2 + k], upto);
+        mpz_sub(m->pools[e * 2 + k], m->pools[e * 2 + k], before);
         mpz_set(before, upto);
-    }
-}
-
-/* @to = @from, each pool made negative by a refund zero (a refund is never credit to spend). */
-static void pools_clamped(mpz_t *to, mpz_t *from, size_t n)
-{
-    size_t i;
-
-    for (i = 0; i < n; i++) {
-        if (mpz_sgn(from[i]) < 0)
-            mpz_set_ui(to[i], 0);
-        else if (to != from)
-            mpz_set(to[i], from[i]);
     }
 }
 
 void bl_month_pools(billing_rater *r, bl_month *m)
 {
+    const bl_line *l;
     size_t i;
 
-    for (i = 0; i < m->n_lines; i++)
-        spread_line(r, &m->lines[i], m->pools, 1);
-    pools_clamped(m->pools, m->pools, 2 * m->n_pools);
+    for (i = 0; i < m->n_lines; i++) {
+        l = &m->lines[i];
+        spread_line(r, l, (l->kind == BILLING_LINE_FEE || l->kind == BILLING_LINE_REFUND) ? 1 : 0,
+                    m);
+    }
+    for (i = 0; i < 2 * m->n_pools; i++) {
+        if (mpz_sgn(m->pools[i]) < 0)
+            mpz_set_ui(m->pools[i], 0); /* a refund is never credit to spend */
+    }
 }
 
 int bl_line_part_add(bl_line *l, size_t epoch, const mpq_t amount)
@@ -676,187 +644,4 @@ int bl_refund_source(bl_month *m, bl_line *l, int32_t fee_month, size_t fee_epoc
     mpq_init(p->amount);
     mpq_set(p->amount, refund);
     return 0;
-}
-
-/* ---------------------------------------------------------------------- */
-/* A month kept priced while some of its aggregates move                   */
-/* ---------------------------------------------------------------------- */
-
-void bl_month_live_clear(billing_rater *r, bl_month_live *ml)
-{
-    size_t i;
-
-    for (i = 0; i < ml->n_aggs; i++)
-        mpq_clears(ml->aggs[i].qty, ml->aggs[i].amount, ml->aggs[i].extra, NULL);
-    free(ml->aggs);
-    for (i = 0; ml->raw != NULL && i < 2 * ml->m.n_pools; i++)
-        mpz_clear(ml->raw[i]);
-    free(ml->raw);
-    free(ml->dirty);
-    bl_month_release(r, &ml->m);
-    memset(ml, 0, sizeof(*ml));
-}
-
-/* Line @i about to change: its rounded amount and its spread taken out until the sync's end. */
-static int live_touch(billing_rater *r, bl_month_live *ml, size_t i)
-{
-    unsigned char *d;
-    size_t cap;
-
-    if (i >= ml->cap_dirty) {
-        cap = ml->m.cap_lines > i ? ml->m.cap_lines : i + 1;
-        d = realloc(ml->dirty, cap);
-        if (d == NULL)
-            return -1;
-        memset(d + ml->cap_dirty, 0, cap - ml->cap_dirty);
-        ml->dirty = d;
-        ml->cap_dirty = cap;
-    }
-    if (ml->dirty[i])
-        return 0;
-    ml->dirty[i] = 1;
-    mpz_sub(ml->m.subtotal, ml->m.subtotal, ml->m.lines[i].rounded);
-    spread_line(r, &ml->m.lines[i], ml->raw, -1);
-    return 0;
-}
-
-/*
- * Aggregate @a (entry @e) moved: its line gets the difference between
- * what it adds now and what it added when last priced.
- */
-static billing_status live_reprice(billing_rater *r, bl_month_live *ml, bl_live_agg *e,
-                                   const bl_agg *a)
-{
-    mpq_ptr qty = r->scratch.q[0];
-    mpq_ptr amount = r->scratch.q[1];
-    bl_line *l;
-    bl_line id;
-    const mpq_t *price;
-
-    usage_id(r, a, &id, &price);
-    if (e->line == SIZE_MAX && a->pieces > 0) {
-        l = line_get(&ml->m, &id, price != NULL ? *price : NULL);
-        if (l == NULL)
-            return BILLING_ERR_NOMEM;
-        e->line = (size_t)(l - ml->m.lines);
-    }
-    e->pieces = a->pieces;
-    e->sum = a->sum;
-    e->has_extra = a->has_extra;
-    if (a->has_extra)
-        mpq_set(e->extra, a->extra);
-    if (e->line == SIZE_MAX)
-        return BILLING_OK;
-    /* Before the amounts: the spread taken out works in the same scratch. */
-    if (live_touch(r, ml, e->line) != 0)
-        return BILLING_ERR_NOMEM;
-    if (a->pieces > 0) {
-        usage_amount(r, &ml->m, a, price, qty, amount);
-    } else {
-        /* Emptied: bl_month_compute skips it; it adds nothing. */
-        mpq_set_ui(qty, 0, 1);
-        mpq_set_ui(amount, 0, 1);
-    }
-    l = &ml->m.lines[e->line];
-    mpq_sub(l->quantity, l->quantity, e->qty);
-    mpq_add(l->quantity, l->quantity, qty);
-    mpq_set(e->qty, qty);
-    mpq_sub(amount, amount, e->amount); /* the difference */
-    mpq_add(e->amount, e->amount, amount);
-    mpq_add(l->amount, l->amount, amount);
-    return bl_line_part_add(l, a->key.epoch, amount) == 0 ? BILLING_OK : BILLING_ERR_NOMEM;
-}
-
-/* The account's aggregates of the month not seen yet, as priced empty. */
-static billing_status live_scan(billing_rater *r, bl_month_live *ml, const bl_acct *x)
-{
-    const bl_u32vec *v = &x->aggs;
-    bl_live_agg *e;
-    size_t cap;
-
-    for (; ml->scanned < v->len; ml->scanned++) {
-        if (r->aggs[v->data[ml->scanned]].key.month != ml->m.month)
-            continue;
-        if (ml->n_aggs == ml->cap_aggs) {
-            cap = ml->cap_aggs ? 2 * ml->cap_aggs : 8;
-            e = realloc(ml->aggs, cap * sizeof(*e));
-            if (e == NULL)
-                return BILLING_ERR_NOMEM;
-            ml->aggs = e;
-            ml->cap_aggs = cap;
-        }
-        e = &ml->aggs[ml->n_aggs++];
-        e->agg = v->data[ml->scanned];
-        e->pieces = 0;
-        e->sum = 0;
-        e->has_extra = 0;
-        e->line = SIZE_MAX;
-        mpq_inits(e->qty, e->amount, e->extra, NULL);
-    }
-    return BILLING_OK;
-}
-
-billing_status bl_month_live_sync(billing_rater *r, bl_month_live *ml)
-{
-    const bl_acct *x = bl_rater_acct_find(r, ml->m.account);
-    const bl_agg *a;
-    bl_live_agg *e;
-    billing_status st = BILLING_OK;
-    size_t i;
-
-    if (x != NULL)
-        st = live_scan(r, ml, x);
-    for (i = 0; i < ml->n_aggs && st == BILLING_OK; i++) {
-        e = &ml->aggs[i];
-        a = &r->aggs[e->agg];
-        /* Unmoved: the same pieces, integer sum and rational part. */
-        if (a->pieces == e->pieces && a->sum == e->sum && a->has_extra == e->has_extra &&
-            (!a->has_extra || mpq_equal(a->extra, e->extra)))
-            continue;
-        st = live_reprice(r, ml, e, a);
-    }
-    for (i = 0; i < ml->m.n_lines && i < ml->cap_dirty; i++) {
-        if (!ml->dirty[i])
-            continue;
-        ml->dirty[i] = 0;
-        if (st != BILLING_OK)
-            continue;
-        bl_q_round_pow(ml->m.lines[i].rounded, ml->m.lines[i].amount, r->scratch.pow10,
-                       r->cat->rounding, r->scratch.z[2], r->scratch.z[3]);
-        mpz_add(ml->m.subtotal, ml->m.subtotal, ml->m.lines[i].rounded);
-        spread_line(r, &ml->m.lines[i], ml->raw, 1);
-    }
-    if (st == BILLING_OK)
-        pools_clamped(ml->m.pools, ml->raw, 2 * ml->m.n_pools);
-    return st;
-}
-
-billing_status bl_month_live_init(billing_rater *r, size_t ai, int32_t month, bl_month_live *ml)
-{
-    const bl_account *a = BL_AT(r->cat->accounts, bl_account, ai);
-    billing_status st;
-    size_t i;
-
-    memset(ml, 0, sizeof(*ml));
-    if (month_start(r, &ml->m, a->n_epochs + 1) != 0)
-        return BILLING_ERR_NOMEM;
-    ml->m.account = ai;
-    ml->m.month = month;
-    month_bounds(a->zone, month, &ml->m.start, &ml->m.end);
-    ml->raw = malloc(2 * ml->m.n_pools * sizeof(mpz_t));
-    if (ml->raw == NULL)
-        return BILLING_ERR_NOMEM;
-    for (i = 0; i < 2 * ml->m.n_pools; i++)
-        mpz_init(ml->raw[i]);
-    /* The fees and refunds, which the crossing's probes do not move. */
-    st = add_subscriptions(r, &ml->m, a);
-    if (st != BILLING_OK)
-        return st;
-    for (i = 0; i < ml->m.n_lines; i++) {
-        bl_q_round_pow(ml->m.lines[i].rounded, ml->m.lines[i].amount, r->scratch.pow10,
-                       r->cat->rounding, r->scratch.z[2], r->scratch.z[3]);
-        mpz_add(ml->m.subtotal, ml->m.subtotal, ml->m.lines[i].rounded);
-        spread_line(r, &ml->m.lines[i], ml->raw, 1);
-    }
-    return bl_month_live_sync(r, ml);
 }
