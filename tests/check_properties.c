@@ -1113,6 +1113,33 @@ static size_t cx_reached_by(const cx_oracle *o, billing_time_t t)
 #define CX_SPAN_EVENTS 48
 #define CX_LEVELS 16
 
+/* Span event @i made of @g: in @items (and @evs), in @sorted's place to be sorted by end. */
+static void cx_item(cx_ev *items, cx_ev **sorted, const billing_event **evs, int i,
+                    const gen_event *g)
+{
+    items[i].ev = billing_event_new();
+    fill(g, items[i].ev);
+    items[i].start = g->start;
+    items[i].end = g->end;
+    evs[i] = items[i].ev;
+    sorted[i] = &items[i];
+}
+
+/* @o set up for @account: a new rater of @cat (dedupe off), a span starting in the @days days
+   from @from, at a random nanosecond. */
+static void cx_start(cx_oracle *o, billing_catalog *cat, const char *account, billing_time_t from,
+                     int days)
+{
+    char err[256];
+
+    memset(o, 0, sizeof(*o));
+    ck_assert_int_eq(billing_rater_new(cat, &o->r, err, sizeof(err)), BILLING_OK);
+    ck_assert_int_eq(billing_rater_set_dedupe(o->r, 0), BILLING_OK);
+    o->account = account;
+    o->lo = from + (billing_time_t)(rnd() % ((uint64_t)days * 86400)) * BILLING_NS_PER_SEC +
+            (billing_time_t)(rnd() % 1000000000ULL);
+}
+
 /*
  * CX_LEVELS crossings of @o's span (@evs, in @o's order) at random levels
  * between below the balance @end_bal after it and above @start_bal at
@@ -1229,14 +1256,8 @@ START_TEST(test_credit_crossing_matches_former_search)
     bounds[1] = tu_time("2026-02-02T00:00:00Z");
     bounds[2] = tu_time("2026-02-01T00:00:00Z");
     bounds[3] = tu_time("2026-01-31T16:00:00Z"); /* Shanghai's February */
-    memset(&o, 0, sizeof(o));
-    ck_assert_int_eq(billing_rater_new(cat, &o.r, err, sizeof(err)), BILLING_OK);
-    ck_assert_int_eq(billing_rater_set_dedupe(o.r, 0), BILLING_OK);
-    o.account = account;
     /* The span starts somewhere in 2026-01-10 .. 2026-02-09 (inside and across the grants). */
-    o.lo = tu_time("2026-01-10T00:00:00Z") +
-           (billing_time_t)(rnd() % (30ULL * 86400)) * BILLING_NS_PER_SEC +
-           (billing_time_t)(rnd() % 1000000000ULL);
+    cx_start(&o, cat, account, tu_time("2026-01-10T00:00:00Z"), 30);
     /* Usage before it, held by the rater (in billingd: the stored aggregates). */
     for (i = 0; i < 60; i++) {
         gen(&g, 10000 + i);
@@ -1261,12 +1282,7 @@ START_TEST(test_credit_crossing_matches_former_search)
         /* Some end exactly at a grant's bound or a month's start (the balance read before). */
         if (rnd() % 5 == 0 && bounds[i % 4] > g.start)
             g.end = bounds[i % 4];
-        items[i].ev = billing_event_new();
-        fill(&g, items[i].ev);
-        items[i].start = g.start;
-        items[i].end = g.end;
-        evs[i] = items[i].ev;
-        sorted[i] = &items[i];
+        cx_item(items, sorted, evs, i, &g);
         n++;
     }
     o.items = items;
@@ -1441,14 +1457,8 @@ START_TEST(test_credit_crossing_any_catalog_matches_former_search)
 
     rng_state = UINT64_C(977) + (uint64_t)_i;
     cat = any_catalog(_i % 2 ? "JPY" : "CNY", (billing_rounding)(_i / 2 % 6), _i % 3 != 2);
-    memset(&o, 0, sizeof(o));
-    ck_assert_int_eq(billing_rater_new(cat, &o.r, err, sizeof(err)), BILLING_OK);
-    ck_assert_int_eq(billing_rater_set_dedupe(o.r, 0), BILLING_OK);
-    o.account = account;
     /* After every grant's start: the balance only falls in the span. */
-    o.lo = tu_time("2026-01-15T00:00:00Z") +
-           (billing_time_t)(rnd() % (14ULL * 86400)) * BILLING_NS_PER_SEC +
-           (billing_time_t)(rnd() % 1000000000ULL);
+    cx_start(&o, cat, account, tu_time("2026-01-15T00:00:00Z"), 14);
     /* Usage before it of two meters: the span's events make new aggregates of the month. */
     for (i = 0; i < 40; i++) {
         gen(&g, 10000 + i);
@@ -1470,12 +1480,7 @@ START_TEST(test_credit_crossing_any_catalog_matches_former_search)
         if (i > 0 && rnd() % 4 == 0)
             g.start = items[rnd() % (unsigned)i].start;
         g.end = g.start + 1 + (billing_time_t)(rnd() % (86400ULL * BILLING_NS_PER_SEC));
-        items[i].ev = billing_event_new();
-        fill(&g, items[i].ev);
-        items[i].start = g.start;
-        items[i].end = g.end;
-        evs[i] = items[i].ev;
-        sorted[i] = &items[i];
+        cx_item(items, sorted, evs, i, &g);
     }
     o.items = items;
     o.n = CX_ANY_EVENTS;
@@ -1552,12 +1557,7 @@ START_TEST(test_credit_crossing_rise_keeps_former_search)
         g.end = tu_time(spec[i].end);
         snprintf(g.qty, sizeof(g.qty), "%s", spec[i].qty);
         g.model = spec[i].model;
-        items[i].ev = billing_event_new();
-        fill(&g, items[i].ev);
-        items[i].start = g.start;
-        items[i].end = g.end;
-        evs[i] = items[i].ev;
-        sorted[i] = &items[i];
+        cx_item(items, sorted, evs, i, &g);
     }
     o.items = items;
     o.n = N;
