@@ -1435,7 +1435,7 @@ static int check_from_state(check *k, const acct *a, const centry *st)
 window:
     /* Walked after all: its window read and search on the store's aggregates, and warmed again. */
     k->cache->stats.windows++;
-    rc = 1;
+    rc = send_epoch(k, a, e, now, &cr, fresh);
     goto out;
 fail:
     k->st = bs_error_set(k->err, BS_ERR_FATAL, "alerts: account '%s': cannot compute its balance",
