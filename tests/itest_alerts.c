@@ -1381,6 +1381,93 @@ START_TEST(test_alerts_same_with_states_kept_out_of_order)
 }
 END_TEST
 
+/* The late account's alerts over @s in batches of @sizes, states kept (@cached) or not. */
+static void late_alerts(int cached, const its_stream *s, const size_t *sizes, size_t n_sizes,
+                        collector *col, bd_alert_cache_stats *stats)
+{
+    static const test_grant grant = {"g100", "100.00", "2025-12-01T00:00:00Z",
+                                     "2026-03-01T00:00:00Z"};
+    char book[256];
+    char accounts[256];
+    bs_conn *c;
+    bs_error err;
+
+    with_cache = cached;
+    c = itdb_fresh("lstate", db, sizeof(db));
+    own_catalog(c, "late", &grant, 1, book, accounts);
+    memset(col, 0, sizeof(*col));
+    col->cat = bs_catalog_read(c, NULL, &err);
+    ck_assert_msg(col->cat != NULL, "%s", err.message);
+    ingest_sized(c, col, s, sizes, n_sizes);
+    memset(stats, 0, sizeof(*stats));
+    if (col->cache != NULL)
+        bd_alert_cache_stats_get(col->cache, stats);
+    drop_catalog(col);
+    itdb_drop(c, db);
+    remove(book);
+    remove(accounts);
+}
+
+/*
+ * A late event's crossing searched on the kept state: the late account of
+ * test_alerts_window_reaches_a_late_crossing (batches of 2, 2, 1 and 1,
+ * each later one holding an event before the state's latest usage, the
+ * 100 % crossed inside an event an earlier batch stored) gives the same
+ * alerts, every field, with the state as without, and the state served
+ * all three: warmed once by the first batch, never walked again (each
+ * alert searched over the window read back on the state with its batch's
+ * events). A search on the state without the batch's events, or on a
+ * state the search left changed, fails it.
+ */
+START_TEST(test_alerts_late_crossing_searched_on_the_state)
+{
+    static const size_t sizes[] = {2, 2, 1, 1};
+    its_stream *s = calloc(1, sizeof(*s));
+    collector *with = calloc(1, sizeof(*with));
+    collector *without = calloc(1, sizeof(*without));
+    bd_alert_cache_stats kept;
+    bd_alert_cache_stats plain;
+    const seen_alert *x;
+    const seen_alert *y;
+    size_t i;
+
+    ck_assert_ptr_nonnull(s);
+    ck_assert_ptr_nonnull(with);
+    ck_assert_ptr_nonnull(without);
+    gpu_event(s, "late-jan02", "late", "2026-01-02T10:00:00Z", 60, "50");
+    gpu_event(s, "late-jan30", "late", "2026-01-30T10:00:00Z", 60, "10");
+    gpu_event(s, "late-jan05", "late", "2026-01-05T10:00:00Z", 60, "50");
+    gpu_event(s, "late-jan31", "late", "2026-01-31T10:00:00Z", 60, "1");
+    gpu_event(s, "late-jan20", "late", "2026-01-20T00:00:00Z", 60, "40");
+    gpu_event(s, "late-jan12", "late", "2026-01-12T10:00:00Z", 60, "20");
+    late_alerts(0, s, sizes, sizeof(sizes) / sizeof(sizes[0]), without, &plain);
+    late_alerts(1, s, sizes, sizeof(sizes) / sizeof(sizes[0]), with, &kept);
+    ck_assert_uint_eq(without->n, 3);
+    ck_assert_uint_eq(with->n, without->n);
+    for (i = 0; i < without->n; i++) {
+        x = &with->alerts[i];
+        y = &without->alerts[i];
+        ck_assert_str_eq(x->alert_id, y->alert_id);
+        ck_assert_str_eq(x->event_id, y->event_id);
+        ck_assert_str_eq(x->balance, y->balance);
+        ck_assert_str_eq(x->threshold, y->threshold);
+        ck_assert_int_eq(x->crossed_at, y->crossed_at);
+        ck_assert_int_eq(x->exhausted, y->exhausted);
+        ck_assert_uint_eq(x->stored, y->stored);
+    }
+    ck_assert_str_eq(without->alerts[2].event_id, "late-jan30");
+    /* Warmed by the first batch only; the three late alerts found on the state. */
+    ck_assert_uint_eq(kept.warmed, 1);
+    ck_assert_uint_eq(kept.windows, 3);
+    ck_assert_uint_eq(kept.fast, 3);
+    ck_assert_uint_eq(plain.warmed + plain.windows + plain.fast, 0);
+    its_free(s);
+    free(s);
+    free(with);
+    free(without);
+}
+END_TEST
+
 static void cache_on(void)
 {
     with_cache = 1;
@@ -1412,6 +1499,7 @@ static Suite *alerts_suite(void)
     add_common(tc);
     tcase_add_test(tc, test_alerts_same_with_states_kept);
     tcase_add_test(tc, test_alerts_same_with_states_kept_out_of_order);
+    tcase_add_test(tc, test_alerts_late_crossing_searched_on_the_state);
     suite_add_tcase(s, tc);
     return s;
 }
