@@ -51,10 +51,13 @@
  * events are in order (each starting at or after the state's latest
  * stored end) and the search would start at their earliest start, the
  * crossing is searched over them with the state below them, which is
- * the walk's search over the same window: the same fields. Every other
- * account with credit (no state, an invalid one, events in several
- * epochs, an alert due with a late event) is walked as below, one query
- * for all of them, and its state warmed from the walk's rater. The states move on only when the batch
+ * the walk's search over the same window: the same fields. An alert due
+ * with a late event (or a search starting elsewhere) is searched as the
+ * walk does, over the epoch's stored events read back, on the state with
+ * the batch's events (what the walk's rater holds there), so the account
+ * is not walked nor warmed again. Every other account with credit (no
+ * state, an invalid one, events in several epochs) is walked as below,
+ * one query for all of them, and its state warmed from the walk's rater. The states move on only when the batch
  * commits (bd_alert_cache_done); a rollback leaves them as they were.
  * Alerts found from states are sent before those of the walk (the
  * fields are the same; the order of a batch's alerts may differ from the
@@ -135,7 +138,7 @@ typedef struct bd_alert_cache_stats {
     uint64_t hits;      /* accounts of a batch with a valid state */
     uint64_t stale;     /* states found invalid (dropped) */
     uint64_t fast;      /* accounts checked from their state, no aggregate read */
-    uint64_t windows;   /* alerts due that a state could not place: walked (a late event) */
+    uint64_t windows;   /* accounts with an alert due placed over a window read on the state */
     uint64_t warmed;    /* accounts walked and warmed */
     uint64_t evictions; /* raters dropped for room */
     uint64_t rollbacks; /* batches that did not commit */

@@ -17,13 +17,19 @@
     "SELECT s.alert_id FROM unnest($1::text[]) AS q (id)" \
     " JOIN billing.credit_alerts s ON s.account_id = q.id ORDER BY s.alert_id COLLATE \"C\""
 
-/* Instants as whole microseconds since the epoch plus nanoseconds: exact both ways. */
-#define SQL_SENT_INSERT                                                                         \
+/*
+ * The alerts as arrays, one row per element, in their order; instants as
+ * whole microseconds since the epoch plus nanoseconds: exact both ways.
+ */
+#define SQL_SENT_INSERT_MANY                                                                    \
     "INSERT INTO billing.credit_alerts (alert_id, account_id, pct, granted, grants, threshold," \
-    " balance, crossed_at, crossed_nanos, event_id) VALUES ($1, $2, $3::smallint, $4::numeric," \
-    " $5::text[], $6::numeric, $7::numeric,"                                                    \
-    " 'epoch'::timestamptz + $8::bigint * interval '1 microsecond', $9::smallint, $10)"         \
-    " ON CONFLICT (alert_id) DO NOTHING"
+    " balance, crossed_at, crossed_nanos, event_id) SELECT q.id, q.account, q.pct, q.granted,"  \
+    " q.grants::text[], q.threshold, q.balance,"                                                \
+    " 'epoch'::timestamptz + q.us * interval '1 microsecond', q.ns, q.event"                    \
+    " FROM unnest($1::text[], $2::text[], $3::smallint[], $4::numeric[], $5::text[],"           \
+    " $6::numeric[], $7::numeric[], $8::bigint[], $9::smallint[], $10::text[])"                 \
+    " WITH ORDINALITY AS q (id, account, pct, granted, grants, threshold, balance, us, ns,"     \
+    " event, ord) ORDER BY q.ord ON CONFLICT (alert_id) DO NOTHING RETURNING alert_id"
 
 #define SQL_WINDOW                                                                                \
     "SELECT event_id, resource_id, meter,"                                                        \
@@ -127,36 +133,139 @@ static int64_t micros_floor(billing_time_t t)
     return t / 1000 - (t % 1000 < 0);
 }
 
-bs_status bs_sent_alert_record(bs_conn *c, const bs_sent_alert *a, int *inserted, bs_error *err)
-{
-    char pct[16];
-    char micros[32];
-    char nanos[8];
-    const char *params[10];
-    int64_t us = micros_floor(a->crossed_at);
-    PGresult *res;
+/* An alert's place in a bs_sent_alerts_record call, sorted by alert_id, then place. */
+typedef struct id_place {
+    const char *id;
+    size_t i;
+} id_place;
 
-    *inserted = 0;
-    snprintf(pct, sizeof(pct), "%d", a->pct);
-    snprintf(micros, sizeof(micros), "%" PRId64, us);
-    snprintf(nanos, sizeof(nanos), "%d", (int)(a->crossed_at - us * 1000));
-    params[0] = a->alert_id;
-    params[1] = a->account;
-    params[2] = pct;
-    params[3] = a->granted;
-    params[4] = a->grants;
-    params[5] = a->threshold;
-    params[6] = a->balance;
-    params[7] = micros;
-    params[8] = nanos;
-    params[9] = a->event_id;
-    /* Prepared once per connection: one INSERT per alert, planned once. */
-    res = bs_query_prepared(c, "bs_sent_insert", SQL_SENT_INSERT, 10, params, err);
-    if (res == NULL)
-        return err != NULL ? err->status : BS_ERR_FATAL;
-    *inserted = strcmp(PQcmdTuples(res), "1") == 0;
+static int id_place_cmp(const void *x, const void *y)
+{
+    const id_place *a = x;
+    const id_place *b = y;
+    int cmp = strcmp(a->id, b->id);
+
+    if (cmp != 0)
+        return cmp;
+    return a->i < b->i ? -1 : a->i > b->i;
+}
+
+static int str_cmp(const void *x, const void *y)
+{
+    return strcmp(*(const char *const *)x, *(const char *const *)y);
+}
+
+/* The columns of SQL_SENT_INSERT_MANY. */
+#define SENT_COLS 10
+
+/* Alert @a's column values into @row (its numbers written into @nums). */
+static void sent_row(const bs_sent_alert *a, char nums[3][32], const char **row[SENT_COLS],
+                     size_t at)
+{
+    int64_t us = micros_floor(a->crossed_at);
+
+    snprintf(nums[0], sizeof(nums[0]), "%d", a->pct);
+    snprintf(nums[1], sizeof(nums[1]), "%" PRId64, us);
+    snprintf(nums[2], sizeof(nums[2]), "%d", (int)(a->crossed_at - us * 1000));
+    row[0][at] = a->alert_id;
+    row[1][at] = a->account;
+    row[2][at] = nums[0];
+    row[3][at] = a->granted;
+    row[4][at] = a->grants;
+    row[5][at] = a->threshold;
+    row[6][at] = a->balance;
+    row[7][at] = nums[1];
+    row[8][at] = nums[2];
+    row[9][at] = a->event_id;
+}
+
+bs_status bs_sent_alerts_record(bs_conn *c, const bs_sent_alert *a, size_t n, int *inserted,
+                                bs_error *err)
+{
+    const char **row[SENT_COLS] = {NULL};
+    char *lit[SENT_COLS] = {NULL};
+    const char *params[SENT_COLS];
+    char(*nums)[3][32] = NULL;
+    id_place *order = NULL;
+    const char **got = NULL;
+    PGresult *res = NULL;
+    size_t n_rows = 0;
+    size_t n_got;
+    size_t i;
+    int k;
+    bs_status st = BS_OK;
+
+    if (n == 0)
+        return BS_OK;
+    if (n > BS_SENT_ALERTS_MAX)
+        return bs_error_set(err, BS_ERR_INVALID, "credit alerts: %zu in one statement, at most %d",
+                            n, BS_SENT_ALERTS_MAX);
+    memset(inserted, 0, n * sizeof(*inserted));
+    order = malloc(n * sizeof(*order));
+    nums = malloc(n * sizeof(*nums));
+    for (k = 0; k < SENT_COLS; k++)
+        row[k] = malloc(n * sizeof(*row[k]));
+    if (order == NULL || nums == NULL)
+        goto nomem;
+    for (k = 0; k < SENT_COLS; k++) {
+        if (row[k] == NULL)
+            goto nomem;
+    }
+    /* Only the first of an alert_id is written (as one INSERT each would). */
+    for (i = 0; i < n; i++) {
+        order[i].id = a[i].alert_id;
+        order[i].i = i;
+    }
+    qsort(order, n, sizeof(*order), id_place_cmp);
+    for (i = 0; i < n; i++) {
+        if (i == 0 || strcmp(order[i].id, order[i - 1].id) != 0)
+            inserted[order[i].i] = -1;
+    }
+    for (i = 0; i < n; i++) {
+        if (inserted[i] != 0) {
+            sent_row(&a[i], nums[n_rows], row, n_rows);
+            n_rows++;
+        }
+    }
+    for (k = 0; k < SENT_COLS; k++) {
+        lit[k] = bs_text_array(row[k], n_rows);
+        if (lit[k] == NULL)
+            goto nomem;
+        params[k] = lit[k];
+    }
+    /* Prepared once per connection: one INSERT per batch's alerts, planned once. */
+    res = bs_query_prepared(c, "bs_sent_insert_many", SQL_SENT_INSERT_MANY, SENT_COLS, params, err);
+    if (res == NULL) {
+        st = err != NULL ? err->status : BS_ERR_FATAL;
+        goto out;
+    }
+    n_got = (size_t)PQntuples(res);
+    got = malloc((n_got + 1) * sizeof(*got));
+    if (got == NULL)
+        goto nomem;
+    for (i = 0; i < n_got; i++)
+        got[i] = PQgetvalue(res, (int)i, 0);
+    qsort(got, n_got, sizeof(*got), str_cmp);
+    /* Written: returned by the INSERT (an alert_id already there is not). */
+    for (i = 0; i < n; i++) {
+        if (inserted[i] != 0)
+            inserted[i] = bsearch(&a[i].alert_id, got, n_got, sizeof(*got), str_cmp) != NULL;
+    }
+    goto out;
+nomem:
+    st = bs_error_set(err, BS_ERR_NOMEM, "credit alerts: out of memory");
+out:
+    if (st != BS_OK)
+        memset(inserted, 0, n * sizeof(*inserted));
     PQclear(res);
-    return BS_OK;
+    free(got);
+    for (k = 0; k < SENT_COLS; k++) {
+        free(row[k]);
+        free(lit[k]);
+    }
+    free(nums);
+    free(order);
+    return st;
 }
 
 /* One row of SQL_WINDOW to @fn, when it overlaps [@from, @to) exactly; 0 or -1 (stopped). */

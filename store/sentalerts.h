@@ -49,13 +49,20 @@ int bs_sent_alerts_has(const bs_sent_alerts *s, const char *alert_id);
 /* bs_sent_alerts_free - free; NULL is a no-op. */
 void bs_sent_alerts_free(bs_sent_alerts *s);
 
+/* Most alerts bs_sent_alerts_record takes in one statement. */
+#define BS_SENT_ALERTS_MAX 100000
+
 /*
- * bs_sent_alert_record - insert @a into billing.credit_alerts in the
- * current transaction. *@inserted is 1 when the row is new, 0 when the
- * alert_id was there already (committed by another transaction since the
- * read: then it must not be sent again). Returns BS_OK or the error.
+ * bs_sent_alerts_record - insert the @n alerts of @a (at most
+ * BS_SENT_ALERTS_MAX) into billing.credit_alerts in one INSERT, in the
+ * current transaction. @inserted[i] is 1 when a[i]'s row is new, 0 when
+ * its alert_id was there already (committed by another transaction since
+ * the read: then it must not be sent again) or comes earlier in @a (that
+ * first one is the row written). Nothing written for @n == 0 (no statement). Returns
+ * BS_OK or the error (BS_ERR_NOMEM, BS_ERR_INVALID for too many alerts).
  */
-bs_status bs_sent_alert_record(bs_conn *c, const bs_sent_alert *a, int *inserted, bs_error *err);
+bs_status bs_sent_alerts_record(bs_conn *c, const bs_sent_alert *a, size_t n, int *inserted,
+                                bs_error *err);
 
 /*
  * bs_events_window - every stored raw event of @account that overlaps

@@ -748,6 +748,17 @@ START_TEST(test_alerts_once_each_when_months_arrive_out_of_order)
 }
 END_TEST
 
+/* The late account's six records, in their arrival order (see the test below). */
+static void late_events(its_stream *s)
+{
+    gpu_event(s, "late-jan02", "late", "2026-01-02T10:00:00Z", 60, "50");
+    gpu_event(s, "late-jan30", "late", "2026-01-30T10:00:00Z", 60, "10");
+    gpu_event(s, "late-jan05", "late", "2026-01-05T10:00:00Z", 60, "50");
+    gpu_event(s, "late-jan31", "late", "2026-01-31T10:00:00Z", 60, "1");
+    gpu_event(s, "late-jan20", "late", "2026-01-20T00:00:00Z", 60, "40");
+    gpu_event(s, "late-jan12", "late", "2026-01-12T10:00:00Z", 60, "20");
+}
+
 /*
  * The crossing's window is read back from the batch's latest usage (a
  * day, then four times more, then whole months): a late event, far
@@ -783,12 +794,7 @@ START_TEST(test_alerts_window_reaches_a_late_crossing)
     ck_assert_ptr_nonnull(s);
     ck_assert_ptr_nonnull(stored);
     ck_assert_ptr_nonnull(col);
-    gpu_event(s, "late-jan02", "late", "2026-01-02T10:00:00Z", 60, "50");
-    gpu_event(s, "late-jan30", "late", "2026-01-30T10:00:00Z", 60, "10");
-    gpu_event(s, "late-jan05", "late", "2026-01-05T10:00:00Z", 60, "50");
-    gpu_event(s, "late-jan31", "late", "2026-01-31T10:00:00Z", 60, "1");
-    gpu_event(s, "late-jan20", "late", "2026-01-20T00:00:00Z", 60, "40");
-    gpu_event(s, "late-jan12", "late", "2026-01-12T10:00:00Z", 60, "20");
+    late_events(s);
     c = itdb_fresh("late", db, sizeof(db));
     own_catalog(c, "late", &grant, 1, book, accounts);
     col->cat = bs_catalog_read(c, NULL, &err);
@@ -869,6 +875,73 @@ START_TEST(test_alerts_recorded_with_their_batch)
     its_free(s);
     free(s);
     free(col);
+    itdb_drop(c, db);
+}
+END_TEST
+
+static char *recorded_alerts(bs_conn *c);
+
+/*
+ * A batch's alerts are recorded in one INSERT (bs_sent_alerts_record):
+ * each field stored exactly (crossed_at to the nanosecond, before 1970
+ * too), an alert_id repeated in the call written once (its first) and
+ * flagged written once, one already stored flagged not written (so not
+ * sent again), and no call for none.
+ */
+START_TEST(test_alerts_recorded_in_one_statement)
+{
+    static const test_grant grant = {"g100", "100.00", "2025-12-01T00:00:00Z",
+                                     "2026-03-01T00:00:00Z"};
+    bs_sent_alert a[3];
+    int inserted[3];
+    bs_conn *c = itdb_fresh("many", db, sizeof(db));
+    char book[256];
+    char accounts[256];
+    bs_error err;
+    char *rows;
+    size_t i;
+
+    own_catalog(c, "ooo", &grant, 1, book, accounts);
+    remove(book);
+    remove(accounts);
+    memset(a, 0, sizeof(a));
+    for (i = 0; i < 3; i++) {
+        a[i].account = "ooo";
+        a[i].granted = "100";
+        a[i].grants = "{g100,\"g \\\"2\\\"\"}";
+        a[i].event_id = i == 1 ? "" : "ev-1";
+    }
+    a[0].alert_id = "ooo/50pct/100/g100";
+    a[0].pct = 50;
+    a[0].threshold = "50";
+    a[0].balance = "49.5";
+    a[0].crossed_at = INT64_C(1768089600123456789);
+    a[1].alert_id = "ooo/80pct/100/g100";
+    a[1].pct = 80;
+    a[1].threshold = "20";
+    a[1].balance = "19.25";
+    a[1].crossed_at = -INT64_C(1500); /* 1969-12-31T23:59:59.9999985Z */
+    a[2] = a[0];
+    a[2].balance = "1";
+    inserted[0] = inserted[1] = inserted[2] = 7;
+    ck_assert_int_eq(bs_sent_alerts_record(c, a, 3, inserted, &err), BS_OK);
+    ck_assert_int_eq(inserted[0], 1);
+    ck_assert_int_eq(inserted[1], 1);
+    ck_assert_int_eq(inserted[2], 0);
+    rows = recorded_alerts(c);
+    ck_assert_str_eq(rows, "ooo/50pct/100/g100|ooo|50|100|{g100,\"g \\\"2\\\"\"}|50|49.5|"
+                           "2026-01-11 00:00:00.123456+00|789|ev-1\n"
+                           "ooo/80pct/100/g100|ooo|80|100|{g100,\"g \\\"2\\\"\"}|20|19.25|"
+                           "1969-12-31 23:59:59.999998+00|500|\n");
+    free(rows);
+    /* Stored already (another transaction's, or an earlier batch's): not written again. */
+    a[0].alert_id = "ooo/100pct/100/g100";
+    a[0].pct = 100;
+    ck_assert_int_eq(bs_sent_alerts_record(c, &a[0], 2, inserted, &err), BS_OK);
+    ck_assert_int_eq(inserted[0], 1);
+    ck_assert_int_eq(inserted[1], 0);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.credit_alerts"), 3);
+    ck_assert_int_eq(bs_sent_alerts_record(c, a, 0, inserted, &err), BS_OK);
     itdb_drop(c, db);
 }
 END_TEST
@@ -1381,6 +1454,88 @@ START_TEST(test_alerts_same_with_states_kept_out_of_order)
 }
 END_TEST
 
+/* The late account's alerts over @s in batches of @sizes, states kept (@cached) or not. */
+static void late_alerts(int cached, const its_stream *s, const size_t *sizes, size_t n_sizes,
+                        collector *col, bd_alert_cache_stats *stats)
+{
+    static const test_grant grant = {"g100", "100.00", "2025-12-01T00:00:00Z",
+                                     "2026-03-01T00:00:00Z"};
+    char book[256];
+    char accounts[256];
+    bs_conn *c;
+    bs_error err;
+
+    with_cache = cached;
+    c = itdb_fresh("lstate", db, sizeof(db));
+    own_catalog(c, "late", &grant, 1, book, accounts);
+    memset(col, 0, sizeof(*col));
+    col->cat = bs_catalog_read(c, NULL, &err);
+    ck_assert_msg(col->cat != NULL, "%s", err.message);
+    ingest_sized(c, col, s, sizes, n_sizes);
+    memset(stats, 0, sizeof(*stats));
+    if (col->cache != NULL)
+        bd_alert_cache_stats_get(col->cache, stats);
+    drop_catalog(col);
+    itdb_drop(c, db);
+    remove(book);
+    remove(accounts);
+}
+
+/*
+ * A late event's crossing searched on the kept state: the late account of
+ * test_alerts_window_reaches_a_late_crossing (batches of 2, 2, 1 and 1,
+ * each later one holding an event before the state's latest usage, the
+ * 100 % crossed inside an event an earlier batch stored) gives the same
+ * alerts, every field, with the state as without, and the state served
+ * all three: warmed once by the first batch, never walked again (each
+ * alert searched over the window read back on the state with its batch's
+ * events). A search on the state without the batch's events, or on a
+ * state the search left changed, fails it.
+ */
+START_TEST(test_alerts_late_crossing_searched_on_the_state)
+{
+    static const size_t sizes[] = {2, 2, 1, 1};
+    its_stream *s = calloc(1, sizeof(*s));
+    collector *with = calloc(1, sizeof(*with));
+    collector *without = calloc(1, sizeof(*without));
+    bd_alert_cache_stats kept;
+    bd_alert_cache_stats plain;
+    const seen_alert *x;
+    const seen_alert *y;
+    size_t i;
+
+    ck_assert_ptr_nonnull(s);
+    ck_assert_ptr_nonnull(with);
+    ck_assert_ptr_nonnull(without);
+    late_events(s);
+    late_alerts(0, s, sizes, sizeof(sizes) / sizeof(sizes[0]), without, &plain);
+    late_alerts(1, s, sizes, sizeof(sizes) / sizeof(sizes[0]), with, &kept);
+    ck_assert_uint_eq(without->n, 3);
+    ck_assert_uint_eq(with->n, without->n);
+    for (i = 0; i < without->n; i++) {
+        x = &with->alerts[i];
+        y = &without->alerts[i];
+        ck_assert_str_eq(x->alert_id, y->alert_id);
+        ck_assert_str_eq(x->event_id, y->event_id);
+        ck_assert_str_eq(x->balance, y->balance);
+        ck_assert_str_eq(x->threshold, y->threshold);
+        ck_assert_int_eq(x->crossed_at, y->crossed_at);
+        ck_assert_int_eq(x->exhausted, y->exhausted);
+        ck_assert_uint_eq(x->stored, y->stored);
+    }
+    ck_assert_str_eq(without->alerts[2].event_id, "late-jan30");
+    /* Warmed by the first batch only; the three late alerts found on the state. */
+    ck_assert_uint_eq(kept.warmed, 1);
+    ck_assert_uint_eq(kept.windows, 3);
+    ck_assert_uint_eq(kept.fast, 3);
+    ck_assert_uint_eq(plain.warmed + plain.windows + plain.fast, 0);
+    its_free(s);
+    free(s);
+    free(with);
+    free(without);
+}
+END_TEST
+
 static void cache_on(void)
 {
     with_cache = 1;
@@ -1398,6 +1553,7 @@ static void add_common(TCase *tc)
     tcase_add_test(tc, test_alerts_same_for_any_order_and_batches);
     tcase_add_test(tc, test_alerts_recorded_with_their_batch);
     tcase_add_test(tc, test_alerts_window_reaches_a_late_crossing);
+    tcase_add_test(tc, test_alerts_recorded_in_one_statement);
 }
 
 static Suite *alerts_suite(void)
@@ -1412,6 +1568,7 @@ static Suite *alerts_suite(void)
     add_common(tc);
     tcase_add_test(tc, test_alerts_same_with_states_kept);
     tcase_add_test(tc, test_alerts_same_with_states_kept_out_of_order);
+    tcase_add_test(tc, test_alerts_late_crossing_searched_on_the_state);
     suite_add_tcase(s, tc);
     return s;
 }
