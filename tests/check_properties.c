@@ -1338,50 +1338,94 @@ START_TEST(test_credit_crossing_matches_former_search)
 }
 END_TEST
 
-/*
- * A traffic event's bytes are a total for its interval, spread evenly over
- * it (doc/pricing.md): cut at a later instant, less of them fall before a
- * price version's start and more after it. Where the later version prices
- * traffic lower, cutting more of the span in lowers the charge and the
- * balance rises with no grant starting and no refund (check_properties'
- * random case 18: CNY, rounding up, v2 23 minutes before the crossing).
- * The crossing must then be the former search's, at every level the
- * span passes through.
- */
-START_TEST(test_credit_crossing_traffic_spread_over_version_keeps_former_search)
+/* An event of a hand-made span. */
+typedef struct cx_spec {
+    billing_meter meter;
+    const char *model;
+    const char *qty;
+    const char *start;
+    const char *end;
+} cx_spec;
+
+/* @o set up for @account of @cat from @from, with the span @spec[0..@n) (items, sorted, evs). */
+static void cx_spec_span(cx_oracle *o, billing_catalog *cat, const char *account, const char *from,
+                         const cx_spec *spec, int n, cx_ev *items, cx_ev **sorted,
+                         const billing_event **evs)
 {
-    static const struct {
-        billing_meter meter;
-        const char *model;
-        const char *qty;
-        const char *start;
-        const char *end;
-    } spec[] = {
-        /* 10 GB: 1.00/GB before v2 (07:00), 0.10/GB after it. */
-        {BILLING_METER_TRAFFIC, "", "10000000000", "2026-01-16T06:40:00Z", "2026-01-16T08:00:00Z"},
-        {BILLING_METER_GPU, "RTX4090", "1", "2026-01-16T06:40:00Z", "2026-01-16T10:00:00Z"},
-        {BILLING_METER_GPULESS, "", "1", "2026-01-16T06:40:00Z", "2026-01-16T07:10:00Z"},
-        {BILLING_METER_GPULESS, "", "1", "2026-01-16T06:40:00Z", "2026-01-16T07:25:00Z"},
-    };
-    enum { N = sizeof(spec) / sizeof(spec[0]) };
-    billing_catalog *cat = billing_catalog_new();
-    const char *account = accounts[2];
-    const char *const names[2] = {"v1", "v2"};
-    const char *const traffic[2] = {"1.00", "0.10"};
-    const billing_event *evs[N];
-    cx_ev *sorted[N];
-    cx_ev items[N];
+    char err[256];
     gen_event g;
-    cx_oracle o;
+    int i;
+
+    memset(o, 0, sizeof(*o));
+    ck_assert_int_eq(billing_rater_new(cat, &o->r, err, sizeof(err)), BILLING_OK);
+    ck_assert_int_eq(billing_rater_set_dedupe(o->r, 0), BILLING_OK);
+    o->account = account;
+    o->lo = tu_time(from);
+    for (i = 0; i < n; i++) {
+        memset(&g, 0, sizeof(g));
+        snprintf(g.id, sizeof(g.id), "spread-%d", i);
+        g.account = account;
+        snprintf(g.resource, sizeof(g.resource), "r9");
+        g.meter = spec[i].meter;
+        g.start = tu_time(spec[i].start);
+        g.end = tu_time(spec[i].end);
+        snprintf(g.qty, sizeof(g.qty), "%s", spec[i].qty);
+        g.model = spec[i].model;
+        cx_item(items, sorted, evs, i, &g);
+    }
+    o->items = items;
+    o->n = (size_t)n;
+    qsort(sorted, o->n, sizeof(*sorted), cx_end_cmp);
+    o->by_end = sorted;
+    mpq_inits(o->level, o->q, NULL);
+}
+
+/*
+ * @count levels from @cents0 minor units (of 0.01) up by @step, every third
+ * a third of a minor unit above: each crossing of @o's span must be the
+ * former search's instant and event. Then @o and its span freed.
+ */
+static void cx_spec_levels(cx_oracle *o, const billing_event **evs, unsigned long cents0, int count,
+                           unsigned long step)
+{
     char err[256];
     billing_time_t at;
     billing_time_t want_at;
     size_t index;
-    int v;
     int i;
 
-    ck_assert_int_eq(billing_catalog_set_currency(cat, "CNY", BILLING_ROUND_UP, err, 256),
-                     BILLING_OK);
+    for (i = 0; i < count; i++) {
+        mpq_set_ui(o->level, cents0 + step * (unsigned long)i, 100);
+        if (i % 3 == 0) {
+            mpq_set_ui(o->q, 1, 300);
+            mpq_add(o->level, o->level, o->q);
+        }
+        want_at = cx_reached_at(o);
+        ck_assert_msg(billing_rater_credit_crossing(o->r, o->account, evs, o->n, o->lo, o->level,
+                                                    &index, &at, err, sizeof(err)) == BILLING_OK,
+                      "%s", err);
+        ck_assert_msg(at == want_at, "level %d: crossing at %" PRId64 ", former search %" PRId64, i,
+                      (int64_t)at, (int64_t)want_at);
+        ck_assert_uint_eq(index, cx_reached_by(o, want_at));
+    }
+    mpq_clears(o->level, o->q, NULL);
+    billing_rater_destroy(o->r);
+    for (i = 0; i < (int)o->n; i++)
+        billing_event_destroy(o->items[i].ev);
+}
+
+/* A CNY price book rounded by @mode: RTX4090 at 6.00/h, gpuless at 0.01/h, traffic at
+   @traffic[0] per GB from 2025 and @traffic[1] from Jan 16 07:00 UTC; @account (UTC) with
+   one usage grant of 1 000.00 from Jan 1 to Apr 1. */
+static billing_catalog *spread_catalog(billing_rounding mode, const char *const traffic[2],
+                                       const char *account)
+{
+    const char *const names[2] = {"v1", "v2"};
+    billing_catalog *cat = billing_catalog_new();
+    char err[256];
+    int v;
+
+    ck_assert_int_eq(billing_catalog_set_currency(cat, "CNY", mode, err, 256), BILLING_OK);
     ck_assert_int_eq(
         billing_catalog_add_price_version(cat, "v1", tu_time("2025-01-01T00:00:00Z"), err, 256),
         BILLING_OK);
@@ -1402,58 +1446,82 @@ START_TEST(test_credit_crossing_traffic_spread_over_version_keeps_former_search)
     ck_assert_int_eq(
         billing_catalog_add_account(cat, account, "CNY", zones[2], "0.06", err, sizeof(err)),
         BILLING_OK);
-    ck_assert_int_eq(billing_catalog_add_grant(cat, "g", account, "100.00",
+    ck_assert_int_eq(billing_catalog_add_grant(cat, "g", account, "1000.00",
                                                tu_time("2026-01-01T00:00:00Z"),
-                                               tu_time("2026-03-01T00:00:00Z"),
+                                               tu_time("2026-04-01T00:00:00Z"),
                                                BILLING_CHARGE_USAGE, 0, err, sizeof(err)),
                      BILLING_OK);
-    memset(&o, 0, sizeof(o));
-    ck_assert_int_eq(billing_rater_new(cat, &o.r, err, sizeof(err)), BILLING_OK);
-    ck_assert_int_eq(billing_rater_set_dedupe(o.r, 0), BILLING_OK);
-    o.account = account;
-    o.lo = tu_time("2026-01-16T06:40:00Z");
-    for (i = 0; i < N; i++) {
-        memset(&g, 0, sizeof(g));
-        snprintf(g.id, sizeof(g.id), "spread-%d", i);
-        g.account = account;
-        snprintf(g.resource, sizeof(g.resource), "r9");
-        g.meter = spec[i].meter;
-        g.start = tu_time(spec[i].start);
-        g.end = tu_time(spec[i].end);
-        snprintf(g.qty, sizeof(g.qty), "%s", spec[i].qty);
-        g.model = spec[i].model;
-        cx_item(items, sorted, evs, i, &g);
-    }
-    o.items = items;
-    o.n = N;
-    qsort(sorted, N, sizeof(*sorted), cx_end_cmp);
-    o.by_end = sorted;
-    mpq_inits(o.level, o.q, NULL);
+    return cat;
+}
+
+/*
+ * A traffic event's bytes are a total for its interval, spread evenly over
+ * it (doc/pricing.md): cut at a later instant, less of them fall before a
+ * price version's start and more after it. Where the later version prices
+ * traffic lower, cutting more of the span in lowers the charge and the
+ * balance rises with no grant starting and no refund (check_properties'
+ * random case 18: CNY, rounding up, v2 23 minutes before the crossing).
+ * The crossing must then be the former search's, at every level the
+ * span passes through.
+ */
+START_TEST(test_credit_crossing_traffic_spread_over_version_keeps_former_search)
+{
+    static const cx_spec spec[] = {
+        /* 10 GB: 1.00/GB before v2 (07:00), 0.10/GB after it. */
+        {BILLING_METER_TRAFFIC, "", "10000000000", "2026-01-16T06:40:00Z", "2026-01-16T08:00:00Z"},
+        {BILLING_METER_GPU, "RTX4090", "1", "2026-01-16T06:40:00Z", "2026-01-16T10:00:00Z"},
+        {BILLING_METER_GPULESS, "", "1", "2026-01-16T06:40:00Z", "2026-01-16T07:10:00Z"},
+        {BILLING_METER_GPULESS, "", "1", "2026-01-16T06:40:00Z", "2026-01-16T07:25:00Z"},
+    };
+    enum { N = sizeof(spec) / sizeof(spec[0]) };
+    static const char *const traffic[2] = {"1.00", "0.10"};
+    const char *account = accounts[2];
+    billing_catalog *cat = spread_catalog(BILLING_ROUND_UP, traffic, account);
+    const billing_event *evs[N];
+    cx_ev *sorted[N];
+    cx_ev items[N];
+    cx_oracle o;
+
+    cx_spec_span(&o, cat, account, "2026-01-16T06:40:00Z", spec, N, items, sorted, evs);
     /* With u the hours since 06:40, after 07:00 the charge is 6u of GPU and 1 + 3/u of
        traffic (10/3u GB at 1.00, the rest at 0.10), plus 0.01 of gpuless: 12.01 at 07:00,
-       9.51 at 07:20, 11.26 at 08:00. The balance rises from 87.99 to 90.49 in between. */
-    mpq_set_str(o.level, "8850/100", 10);
+       9.51 at 07:20, 11.26 at 08:00. The balance rises from 987.99 to 990.49 in between. */
+    mpq_set_str(o.level, "98850/100", 10);
     ck_assert(cx_below_at(&o, o.by_end, o.n, tu_time("2026-01-16T07:00:00Z")));
     ck_assert(!cx_below_at(&o, o.by_end, o.n, tu_time("2026-01-16T07:20:00Z")));
-    for (i = 0; i < 300; i++) {
-        /* 87.70 to 90.69, and every third level a third of a minor unit above. */
-        mpq_set_ui(o.level, 8770 + (unsigned long)i, 100);
-        if (i % 3 == 0) {
-            mpq_set_ui(o.q, 1, 300);
-            mpq_add(o.level, o.level, o.q);
-        }
-        want_at = cx_reached_at(&o);
-        ck_assert_msg(billing_rater_credit_crossing(o.r, account, evs, N, o.lo, o.level, &index,
-                                                    &at, err, sizeof(err)) == BILLING_OK,
-                      "%s", err);
-        ck_assert_msg(at == want_at, "level %d: crossing at %" PRId64 ", former search %" PRId64, i,
-                      (int64_t)at, (int64_t)want_at);
-        ck_assert_uint_eq(index, cx_reached_by(&o, want_at));
-    }
-    mpq_clears(o.level, o.q, NULL);
-    billing_rater_destroy(o.r);
-    for (i = 0; i < N; i++)
-        billing_event_destroy(items[i].ev);
+    cx_spec_levels(&o, evs, 98770, 300, 1);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
+/*
+ * The same across a local month start, at one rate: the traffic before it
+ * is January's line, the rest February's, each rounded down. Their exact
+ * amounts add up to 100.005 whatever the instant the event is cut at, but
+ * their rounded amounts to 100.00 or 99.99 as the bytes move to February:
+ * the charge falls by a minor unit again and again while the GPU's rises.
+ */
+START_TEST(test_credit_crossing_traffic_spread_over_month_keeps_former_search)
+{
+    static const cx_spec spec[] = {
+        {BILLING_METER_TRAFFIC, "", "100005000000", "2026-01-31T23:00:00Z", "2026-02-01T01:00:00Z"},
+        {BILLING_METER_GPU, "RTX4090", "1", "2026-01-31T23:00:00Z", "2026-02-01T03:00:00Z"},
+        {BILLING_METER_GPULESS, "", "1", "2026-01-31T23:00:00Z", "2026-02-01T00:10:00Z"},
+        {BILLING_METER_GPULESS, "", "1", "2026-01-31T23:00:00Z", "2026-02-01T00:25:00Z"},
+    };
+    enum { N = sizeof(spec) / sizeof(spec[0]) };
+    static const char *const traffic[2] = {"1.00", "1.00"};
+    const char *account = accounts[2];
+    billing_catalog *cat = spread_catalog(BILLING_ROUND_DOWN, traffic, account);
+    const billing_event *evs[N];
+    cx_ev *sorted[N];
+    cx_ev items[N];
+    cx_oracle o;
+
+    cx_spec_span(&o, cat, account, "2026-01-31T23:00:00Z", spec, N, items, sorted, evs);
+    /* 1 000 - 6.00 - 100.00 at midnight, 888.00 at 01:00 (rounded down: 100.00 or 99.99 of
+       traffic); the balance rises by 0.01 at some instant in between. */
+    cx_spec_levels(&o, evs, 88780, 300, 2);
     billing_catalog_destroy(cat);
 }
 END_TEST
@@ -1724,6 +1792,7 @@ static Suite *properties_suite(void)
     tcase_add_loop_test(tc, test_credit_crossing_matches_former_search, 0, 12);
     tcase_add_test(tc, test_credit_crossing_rise_keeps_former_search);
     tcase_add_test(tc, test_credit_crossing_traffic_spread_over_version_keeps_former_search);
+    tcase_add_test(tc, test_credit_crossing_traffic_spread_over_month_keeps_former_search);
     tcase_add_loop_test(tc, test_credit_crossing_any_catalog_matches_former_search, 0, 30);
     suite_add_tcase(s, tc);
     return s;
