@@ -297,7 +297,12 @@ static int probe(cx *x, billing_time_t t)
  * as much. Bytes then move from the piece before b to the one after: from
  * a higher rate to a lower one, from one rounded line to another, out of
  * a grant's window, and the balance can rise although more usage is cut
- * in.
+ * in (check_properties' tests named traffic_spread: a cheaper version,
+ * two months' lines rounded down). The grant bound is kept for safety:
+ * the bytes then move into the epoch of the grants counted at the probe,
+ * and no case was found where that raises the balance, but allocation
+ * among grants is not proven monotone in that move; it costs only spans
+ * with traffic running across a grant bound.
  */
 static int traffic_shifts(const cx *x, billing_time_t last)
 {

@@ -1484,10 +1484,15 @@ START_TEST(test_credit_crossing_traffic_spread_over_version_keeps_former_search)
 
     cx_spec_span(&o, cat, account, "2026-01-16T06:40:00Z", spec, N, items, sorted, evs);
     /* With u the hours since 06:40, after 07:00 the charge is 6u of GPU and 1 + 3/u of
-       traffic (10/3u GB at 1.00, the rest at 0.10), plus 0.01 of gpuless: 12.01 at 07:00,
-       9.51 at 07:20, 11.26 at 08:00. The balance rises from 987.99 to 990.49 in between. */
-    mpq_set_str(o.level, "98850/100", 10);
+       traffic (10/3u GB at 1.00, the rest at 0.10), plus the gpuless lines (0.01 each, rounded
+       up): 12.01 at 07:00, 9.52 at 07:20. The balance rises from 987.99 to 990.48. */
+    mpq_set_str(o.level, "98799/100", 10);
     ck_assert(cx_below_at(&o, o.by_end, o.n, tu_time("2026-01-16T07:00:00Z")));
+    mpq_set_str(o.level, "98798/100", 10);
+    ck_assert(!cx_below_at(&o, o.by_end, o.n, tu_time("2026-01-16T07:00:00Z")));
+    mpq_set_str(o.level, "99048/100", 10);
+    ck_assert(cx_below_at(&o, o.by_end, o.n, tu_time("2026-01-16T07:20:00Z")));
+    mpq_set_str(o.level, "99047/100", 10);
     ck_assert(!cx_below_at(&o, o.by_end, o.n, tu_time("2026-01-16T07:20:00Z")));
     cx_spec_levels(&o, evs, 98770, 300, 1);
     billing_catalog_destroy(cat);
