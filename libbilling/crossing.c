@@ -297,8 +297,8 @@ static int probe(cx *x, billing_time_t t)
  * as much. Bytes then move from the piece before b to the one after: from
  * a higher rate to a lower one, from one rounded line to another, out of
  * a grant's window, and the balance can rise although more usage is cut
- * in (check_properties' tests named traffic_spread: a cheaper version,
- * two months' lines rounded down). The grant bound is kept for safety:
+ * in (check_properties' test_credit_crossing_traffic_spread_keeps_former_search:
+ * a cheaper version, two months' lines rounded down). The grant bound is kept for safety:
  * the bytes then move into the epoch of the grants counted at the probe,
  * and no case was found where that raises the balance, but allocation
  * among grants is not proven monotone in that move; it costs only spans
