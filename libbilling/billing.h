@@ -1135,7 +1135,10 @@ BILLING_API billing_status billing_rater_credit_exhaustion(billing_rater *r, con
  * @level once the span's events are all rated (it read it, for example
  * with billing_rater_credit_balance); otherwise *@at is the span's latest
  * event end. Cost: when nothing in the span can raise the balance (no
- * grant starts after @from in it, no cancellation refunds a fee), a few
+ * grant starts after @from in it, no cancellation refunds a fee, no
+ * traffic event spans a price version's start, a local month start or a
+ * grant bound before the span's last end: cut later, its bytes move past
+ * that bound, doc/pricing.md), a few
  * balance reads among the events' ends (each where the balance would
  * reach @level if it fell evenly), the instant between two ends solved
  * from the invoice lines (their exact amounts grow linearly while the

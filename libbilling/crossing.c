@@ -5,7 +5,9 @@
  * See billing_rater_credit_crossing in billing.h.
  *
  * When nothing in the span can raise the balance (no grant starts in it,
- * no cancellation refunds a fee from its month on), the balance only
+ * no cancellation refunds a fee from its month on, no traffic event's
+ * bytes spread across a price version, month or grant bound as it is cut
+ * later: see traffic_shifts), the balance only
  * falls as the instant grows, so the answer is the one instant whose
  * balance is at or below the level while the instant before's is above.
  * It is found in three steps, each probe rating the events starting before
@@ -285,10 +287,60 @@ static int probe(cx *x, billing_time_t t)
 }
 
 /*
+ * Does a span event of traffic, cut at a probe of (from, @last], spread
+ * its bytes across a bound where its pieces are priced apart: a price
+ * version's start (another line), a local month start (another invoice)
+ * or a grant bound (another credit epoch)? Its bytes are a total for the
+ * interval (doc/pricing.md, "Traffic is spread evenly"): cut at t, the
+ * piece before such a bound b (start < b) gets bytes x (b - start) /
+ * (t - start), which shrinks as t grows while the piece after it grows by
+ * as much. Bytes then move from the piece before b to the one after: from
+ * a higher rate to a lower one, from one rounded line to another, out of
+ * a grant's window, and the balance can rise although more usage is cut
+ * in (check_properties' test_credit_crossing_traffic_spread_keeps_former_search:
+ * a cheaper version, two months' lines rounded down). The grant bound is kept for safety:
+ * the bytes then move into the epoch of the grants counted at the probe,
+ * and no case was found where that raises the balance, but allocation
+ * among grants is not proven monotone in that move; it costs only spans
+ * with traffic running across a grant bound.
+ */
+static int traffic_shifts(const cx *x, billing_time_t last)
+{
+    const billing_catalog *cat = x->r->cat;
+    const bl_account *a = BL_AT(cat->accounts, bl_account, x->ai);
+    const billing_event *ev;
+    billing_time_t until;
+    billing_time_t b;
+    size_t i;
+    size_t k;
+
+    for (i = 0; i < x->n; i++) {
+        ev = x->by_end[i].ev;
+        if (ev->meter != BILLING_METER_TRAFFIC || ev->end <= x->from || ev->start >= last)
+            continue;
+        /* A bound b with start < b < until: some probe t > b cuts the event after it. */
+        until = ev->end < last ? ev->end : last;
+        if (bl_zone_next_month_start(a->zone, ev->start) < until)
+            return 1;
+        k = bl_upper_bound(a->epochs, a->n_epochs, ev->start);
+        if (k < a->n_epochs && a->epochs[k] < until)
+            return 1;
+        for (k = 0; k < cat->versions.len; k++) {
+            b = BL_AT(cat->versions, bl_version, k)->from;
+            if (b > ev->start && b < until)
+                return 1;
+        }
+    }
+    return 0;
+}
+
+/*
  * Can the balance rise inside the span [from, @last]? When a grant starts
  * after from in it (its credit counts from then on; one starting at from
- * counts at every probe), or a cancellation of the month
- * of from or later refunds a fee. Then the answer is the former search's.
+ * counts at every probe), or a cancellation of the month of from or later
+ * refunds a fee, or a span event of traffic spreads its bytes across a
+ * price version, month or grant bound as the probe's instant grows
+ * (traffic_shifts). Then the answer is the former search's.
  */
 static int may_rise(const cx *x, billing_time_t last)
 {
@@ -314,7 +366,7 @@ static int may_rise(const cx *x, billing_time_t last)
         if (s->cancelled && s->cancelled_at >= month0)
             return 1;
     }
-    return 0;
+    return traffic_shifts(x, last);
 }
 
 /* @t lowered to @limit when @limit is after @lo and before it. */
