@@ -481,6 +481,29 @@ static void wait_metric(const char *prefix, long least, long most, char *page, s
     }
 }
 
+/*
+ * http.listen for the next billingd: a loopback port that is free now,
+ * found by binding port 0 (a port chosen from the pid could lie in the
+ * ephemeral range and be taken by a client connection: a CI run once
+ * failed with "Address already in use").
+ */
+static void listen_port(void)
+{
+    struct sockaddr_in sa;
+    socklen_t len = sizeof(sa);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    ck_assert_int_ge(fd, 0);
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_port = 0;
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    ck_assert_msg(bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "bind: %s", strerror(errno));
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+    close(fd);
+    snprintf(http_listen, sizeof(http_listen), "127.0.0.1:%d", (int)ntohs(sa.sin_port));
+}
+
 /* The alerts topic of the alert test: one partition, so alerts keep their order. */
 static void create_alerts_topic(void)
 {
@@ -640,7 +663,7 @@ START_TEST(test_end_to_end)
     its_build(s, 2000, 0);
     its_load_example(c);
     produce(s);
-    snprintf(http_listen, sizeof(http_listen), "127.0.0.1:%d", 40000 + (int)(getpid() % 20000));
+    listen_port();
     pid = start_daemon(NULL, 500);
     snprintf(log, sizeof(log), "%s", last_log);
     wait_progress(c, (long)s->n - 1, (long)s->n, pid);
@@ -877,7 +900,7 @@ START_TEST(test_credit_alerts)
     its_load_example(c);
     produce(s);
     create_alerts_topic();
-    snprintf(http_listen, sizeof(http_listen), "127.0.0.1:%d", 40000 + (int)(getpid() % 20000));
+    listen_port();
     pid = start_daemon(NULL, 1);
     wait_progress(c, (long)s->n - 1, (long)s->n, pid);
     /* /metrics: the check ran once per batch (30 of one record), and published the alerts. */
@@ -1089,11 +1112,6 @@ static int wait_exit(pid_t pid, int ms)
     }
     stop_daemon(pid, SIGKILL);
     return -1;
-}
-
-static void listen_port(void)
-{
-    snprintf(http_listen, sizeof(http_listen), "127.0.0.1:%d", 40000 + (int)(getpid() % 20000));
 }
 
 /* The dead letter of the record at @offset of partition @partition: value length and headers. */
