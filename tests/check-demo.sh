@@ -32,10 +32,15 @@ base=$BILLING_PG_CONNINFO
 trap 'rm -rf "$tmp"; psql "$base dbname=postgres" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1' EXIT
 # `make check` runs tests/ before bench/ is built.
 [ -x "$builddir/bench/demo_month" ] || make -C "$builddir/bench" demo_month >/dev/null || exit 99
-# A metrics port of its own, next to this broker's (a demo may run beside).
-kport=${BILLING_KAFKA_BROKERS##*:}
-BILLING_DEMO_HTTP_PORT=$((kport + 4))
-BILLING_DEMO_API_PORT=$((kport + 5))
+# Ports of its own for /metrics and the API, free now: found by binding
+# port 0 (ports next to the broker's lie in the ephemeral range, where a
+# client connection of the machine may hold them).
+free_port() {
+    python3 -c "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"
+}
+BILLING_DEMO_HTTP_PORT=$(free_port)
+BILLING_DEMO_API_PORT=$(free_port)
+while [ "$BILLING_DEMO_API_PORT" = "$BILLING_DEMO_HTTP_PORT" ]; do BILLING_DEMO_API_PORT=$(free_port); done
 export BILLING_DEMO_HTTP_PORT BILLING_DEMO_API_PORT
 
 demo() {
