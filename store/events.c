@@ -503,6 +503,12 @@ static int claim_order(const void *a, const void *b)
     return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
+/* The first @bits (1..16) bits of @c's id hash. */
+static size_t claim_bucket(const claim *c, unsigned bits)
+{
+    return (((size_t)c->id_hash[0] << 8) | c->id_hash[1]) >> (16 - bits);
+}
+
 static int string_order(const void *a, const void *b)
 {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
@@ -539,6 +545,68 @@ static int claimable(const bs_event *e, claim *cl, size_t seq)
     return 1;
 }
 
+/* Buckets at most a few claims long are put in order by insertion; longer ones by qsort. */
+#define CLAIM_BUCKET_INSERTION_MAX 16
+
+/* Sort @cl[@begin, @end) by claim_order: by insertion when short, else qsort. */
+static void sort_bucket(claim *cl, size_t begin, size_t end)
+{
+    claim t;
+    size_t i;
+    size_t j;
+
+    if (end - begin > CLAIM_BUCKET_INSERTION_MAX) {
+        qsort(cl + begin, end - begin, sizeof(*cl), claim_order);
+        return;
+    }
+    for (i = begin + 1; i < end; i++) {
+        t = cl[i];
+        for (j = i; j > begin && claim_order(&cl[j - 1], &t) > 0; j--)
+            cl[j] = cl[j - 1];
+        cl[j] = t;
+    }
+}
+
+/*
+ * Sort the @n claims @cl by claim_order, the same order as qsort gives (it
+ * is total: seqs differ): spread by the first bits of the id hash (md5 is
+ * uniform, about two claims a bucket), then each bucket sorted. A qsort of
+ * 20 000 claims by memcmp was about half of the claim's plan in billingd's
+ * profile. Falls back to qsort when out of memory.
+ */
+static void sort_claims(claim *cl, size_t n)
+{
+    unsigned bits = 1;
+    size_t *start;
+    claim *tmp;
+    size_t i;
+    size_t b;
+    size_t k;
+
+    while (bits < 16 && ((size_t)1 << (bits + 1)) <= n)
+        bits++;
+    k = (size_t)1 << bits;
+    start = calloc(k + 1, sizeof(*start));
+    tmp = malloc((n > 0 ? n : 1) * sizeof(*tmp));
+    if (start == NULL || tmp == NULL) {
+        qsort(cl, n, sizeof(*cl), claim_order);
+        goto out;
+    }
+    for (i = 0; i < n; i++)
+        start[claim_bucket(&cl[i], bits) + 1]++;
+    for (b = 0; b < k; b++)
+        start[b + 1] += start[b];
+    for (i = 0; i < n; i++)
+        tmp[start[claim_bucket(&cl[i], bits)]++] = cl[i];
+    memcpy(cl, tmp, n * sizeof(*cl));
+    /* start[b] is now bucket b's end, the next one's start. */
+    for (b = 0; b < k; b++)
+        sort_bucket(cl, b > 0 ? start[b - 1] : 0, start[b]);
+out:
+    free(start);
+    free(tmp);
+}
+
 /*
  * Sort the batch into @cl by id hash; mark each repeat of an id in @out
  * (duplicate or conflict of its first occurrence). Returns 1, or 0 if the
@@ -553,7 +621,7 @@ static int plan_claim(const bs_event *ev, size_t n, claim *cl, bs_event_outcome 
         if (!claimable(&ev[i], &cl[i], i))
             return 0;
     }
-    qsort(cl, n, sizeof(*cl), claim_order);
+    sort_claims(cl, n);
     for (i = 1; i < n; i++) {
         if (memcmp(cl[i].id_hash, cl[first].id_hash, BS_MD5_LEN) != 0) {
             first = i;

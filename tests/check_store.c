@@ -13,6 +13,7 @@
 #include "copy.h"
 #include "drafthash.h"
 #include "load.h"
+#include "md5.h"
 #include "testutil.h"
 
 /* Errors after which billingd checks the schema version again (issue 23 leftover A3). */
@@ -247,6 +248,45 @@ START_TEST(test_draft_hash_golden)
 }
 END_TEST
 
+/*
+ * bs_md5 is RFC 1321's MD5 (its steps written out since h49): the RFC's
+ * test suite, and every length from 0 to 300 bytes (each padding case: a
+ * tail of 0 to 55 bytes in one block, 56 to 63 in two) through one digest
+ * of all 301 digests, as Python's hashlib.md5 gives it.
+ */
+START_TEST(test_md5_vectors)
+{
+    static const char *const rfc[][2] = {
+        {"", "d41d8cd98f00b204e9800998ecf8427e"},
+        {"a", "0cc175b9c0f1b6a831c399e269772661"},
+        {"abc", "900150983cd24fb0d6963f7d28e17f72"},
+        {"message digest", "f96b697d7cb7938d525a2f31aaf161d0"},
+        {"abcdefghijklmnopqrstuvwxyz", "c3fcd3d76192e4007dfb496cca67e13b"},
+        {"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789",
+         "d174ab98d277d9f5a5611c2c9f419d9f"},
+        {"12345678901234567890123456789012345678901234567890123456789012345678901234567890",
+         "57edf4a22be3c955ac49da2e2107b67a"},
+    };
+    unsigned char data[300];
+    char hex[2 * BS_MD5_LEN + 1];
+    char *all = malloc(301 * 2 * BS_MD5_LEN + 1);
+    size_t i;
+
+    ck_assert_ptr_nonnull(all);
+    for (i = 0; i < sizeof(rfc) / sizeof(rfc[0]); i++) {
+        bs_md5_hex(rfc[i][0], strlen(rfc[i][0]), hex);
+        ck_assert_str_eq(hex, rfc[i][1]);
+    }
+    for (i = 0; i < sizeof(data); i++)
+        data[i] = (unsigned char)(i * 7 + 3);
+    for (i = 0; i <= sizeof(data); i++)
+        bs_md5_hex(data, i, all + 2 * BS_MD5_LEN * i);
+    bs_md5_hex(all, 301 * 2 * BS_MD5_LEN, hex);
+    ck_assert_str_eq(hex, "cb441f7270246a6108bd418c9a9c94d1");
+    free(all);
+}
+END_TEST
+
 static Suite *store_suite(void)
 {
     Suite *s = suite_create("store_unit");
@@ -260,6 +300,7 @@ static Suite *store_suite(void)
     tcase_add_test(tc, test_time_split);
     tcase_add_test(tc, test_error_helpers);
     tcase_add_test(tc, test_draft_hash_golden);
+    tcase_add_test(tc, test_md5_vectors);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1364,6 +1364,69 @@ START_TEST(test_events_ingest)
 }
 END_TEST
 
+/*
+ * A batch of new ids with repeats is stored by the optimistic claim, whose
+ * sort (by id hash, then arrival) must put each id's repeats right after
+ * its first occurrence: an id repeated 40 times (one long bucket of the
+ * sort, sorted by qsort) and ids repeated twice (short buckets, sorted by
+ * insertion) among 3 000 new ones. A repeat sorted apart would be COPYed
+ * twice and send the batch to the staging path (its table would then
+ * exist in the session); one sorted before its first occurrence would
+ * store a later content.
+ */
+START_TEST(test_events_claim_sorted_batch)
+{
+    enum { DISTINCT = 3000, REPEATS = 40, TWICE = 20, N = DISTINCT + REPEATS + TWICE };
+    bs_conn *c = migrated_db("claim_sorted");
+    billing_time_t t = INT64_C(1767571200000000000);
+    bs_event *ev = calloc(N, sizeof(*ev));
+    bs_event_outcome *out = calloc(N, sizeof(*out));
+    char(*ids)[16] = calloc(DISTINCT, sizeof(*ids));
+    bs_event_outcome *want = calloc(N, sizeof(*want));
+    char v[64];
+    size_t n = 0;
+    size_t i;
+
+    ck_assert_ptr_nonnull(ev);
+    ck_assert_ptr_nonnull(out);
+    ck_assert_ptr_nonnull(ids);
+    ck_assert_ptr_nonnull(want);
+    seed(c);
+    for (i = 0; i < DISTINCT; i++) {
+        snprintf(ids[i], sizeof(ids[i]), "s%zu", i);
+        want[n] = BS_EVENT_NEW;
+        ev[n++] = make_event(ids[i], "1", t);
+        /* The repeats come after their first occurrence, spread out. */
+        if (i % 75 == 7) {
+            want[n] = i == 7 ? BS_EVENT_NEW : i % 150 == 7 ? BS_EVENT_DUPLICATE : BS_EVENT_CONFLICT;
+            ev[n++] = make_event("rep", i % 150 == 7 ? "2" : "3", t);
+        }
+        if (i % 150 == 100) {
+            want[n] = i % 300 == 100 ? BS_EVENT_DUPLICATE : BS_EVENT_CONFLICT;
+            ev[n++] = make_event(ids[i - 50], i % 300 == 100 ? "1" : "4", t);
+        }
+    }
+    ck_assert_uint_eq(n, N);
+    ck_assert_uint_eq(ingest(c, ev, n, BS_COPY_BINARY, out), DISTINCT + 1);
+    /* Stored by the claim: the staging path never ran in this session. */
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM pg_class"
+                                   " WHERE oid = to_regclass('pg_temp.billing_event_stage')"),
+                     0);
+    for (i = 0; i < n; i++)
+        ck_assert_msg(out[i] == want[i], "event %zu (%s): outcome %d, not %d", i, ev[i].id,
+                      (int)out[i], (int)want[i]);
+    query_value(c, "SELECT quantity FROM billing.usage_events WHERE event_id = 'rep'", v,
+                sizeof(v));
+    ck_assert_str_eq(v, "2");
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.usage_events"), DISTINCT + 1);
+    free(want);
+    free(ids);
+    free(ev);
+    free(out);
+    drop_db(c);
+}
+END_TEST
+
 /* 129 bytes: one over the bound of ids and resources. */
 #define LONG_129                                                                                 \
     "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx" \
@@ -3477,6 +3540,7 @@ static Suite *store_suite(void)
     tcase_add_test(ev, test_fingerprint_matches_sql);
     tcase_add_test(ev, test_id_hash_collision);
     tcase_add_test(ev, test_events_claim_race);
+    tcase_add_test(ev, test_events_claim_sorted_batch);
     tcase_add_test(ev, test_text_array);
     tcase_add_test(mig, test_migrate_0005_events_kept);
     tcase_add_test(ev, test_event_partitions);
