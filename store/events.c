@@ -570,9 +570,9 @@ static void sort_bucket(claim *cl, size_t begin, size_t end)
 /*
  * Sort the @n claims @cl by claim_order, the same order as qsort gives (it
  * is total: seqs differ): spread by the first bits of the id hash (md5 is
- * uniform, about two claims a bucket), then each bucket sorted. A qsort of
- * 20 000 claims by memcmp was about half of the claim's plan in billingd's
- * profile. Falls back to qsort when out of memory.
+ * uniform, about two claims a bucket), then each bucket sorted: 0.5 ms for
+ * 20 000 claims where qsort by memcmp took 3.4 to 4.2 ms (doc/performance.md,
+ * h49). Falls back to qsort when out of memory.
  */
 static void sort_claims(claim *cl, size_t n)
 {

@@ -16,9 +16,9 @@
  * RFC 1321's four round functions, in the forms with one operation fewer
  * (F: (x & y) | (~x & z); G: (x & z) | (y & ~z)), and one step. The 64
  * steps are written out (constants floor(abs(sin(i + 1)) * 2^32) and the
- * rotations inline): the loop over tables with a branch per step cost
- * billingd two md5s an event (the id's hash and the content fingerprint)
- * at about half this speed.
+ * rotations inline): the loop over tables with a branch per step took
+ * about 1.3 times as long, and billingd takes two md5s an event (the id's
+ * hash and the content fingerprint; doc/performance.md, h49).
  */
 #define F(x, y, z) ((z) ^ ((x) & ((y) ^ (z))))
 #define G(x, y, z) ((y) ^ ((z) & ((x) ^ (y))))
