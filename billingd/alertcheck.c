@@ -20,10 +20,13 @@
  * rater for one balance and taken back (the state moves on in
  * bd_alert_cache_done, once the batch committed), and an alert due of an
  * in-order batch is searched over its events alone, one with a late
- * event over the window read back on the state. Only the accounts
- * without a valid state, or with several epochs, are walked as above,
- * and their states warmed from the walk's rater (one more query for
- * their latest stored ends).
+ * event over a window on the state: of the state's kept events (every
+ * event the account stored, kept when its first batch was all it ever
+ * stored and moved on with each batch; bounded by alerts.cache_events)
+ * with the batch's, or read back from the store when it keeps none.
+ * Only the accounts without a valid state, or with several epochs, are
+ * walked as above, and their states warmed from the walk's rater (one
+ * more query for their latest stored ends).
  */
 #include "config.h"
 
@@ -181,9 +184,9 @@ typedef struct check {
     mpq_t total;
     mpq_t q;
     char balance_text[BD_AMOUNT_MAX];
-    const kept *kp;     /* non-NULL: the windows of kacct are read from these and its batch */
+    const kept *kp; /* non-NULL: the windows of kacct are read from these and its batch */
     const acct *kacct;
-    int read_back;      /* a window was read from the store since last cleared */
+    int read_back;  /* a window was read from the store since last cleared */
     outgoing **out; /* the alerts due, in the order found */
     size_t n_out;
     size_t cap_out;
@@ -635,8 +638,8 @@ static bs_status kept_window(check *k, const acct *a, billing_time_t from, billi
     }
     return BS_OK;
 fail:
-    return bs_error_set(k->err, BS_ERR_INVALID, "alerts: account '%s': a kept event was not accepted",
-                        a->id);
+    return bs_error_set(k->err, BS_ERR_INVALID,
+                        "alerts: account '%s': a kept event was not accepted", a->id);
 }
 
 /*
@@ -1186,8 +1189,8 @@ typedef struct pending {
 
 struct bd_alert_cache {
     size_t max_accounts;
-    size_t max_events; /* the bound on the events kept in all states */
-    size_t n_kept;     /* the events kept in all states now */
+    size_t max_events;     /* the bound on the events kept in all states */
+    size_t n_kept;         /* the events kept in all states now */
     const bs_catalog *cat; /* the catalog the raters borrow */
     slab slabs[BD_SLABS_MAX];
     centry **buckets;

@@ -1554,9 +1554,6 @@ START_TEST(test_alerts_late_crossing_searched_on_the_state)
     collector *without = calloc(1, sizeof(*without));
     bd_alert_cache_stats kept;
     bd_alert_cache_stats plain;
-    const seen_alert *x;
-    const seen_alert *y;
-    size_t i;
 
     ck_assert_ptr_nonnull(s);
     ck_assert_ptr_nonnull(with);
@@ -1565,18 +1562,7 @@ START_TEST(test_alerts_late_crossing_searched_on_the_state)
     late_alerts(0, s, sizes, sizeof(sizes) / sizeof(sizes[0]), without, &plain);
     late_alerts(1, s, sizes, sizeof(sizes) / sizeof(sizes[0]), with, &kept);
     ck_assert_uint_eq(without->n, 3);
-    ck_assert_uint_eq(with->n, without->n);
-    for (i = 0; i < without->n; i++) {
-        x = &with->alerts[i];
-        y = &without->alerts[i];
-        ck_assert_str_eq(x->alert_id, y->alert_id);
-        ck_assert_str_eq(x->event_id, y->event_id);
-        ck_assert_str_eq(x->balance, y->balance);
-        ck_assert_str_eq(x->threshold, y->threshold);
-        ck_assert_int_eq(x->crossed_at, y->crossed_at);
-        ck_assert_int_eq(x->exhausted, y->exhausted);
-        ck_assert_uint_eq(x->stored, y->stored);
-    }
+    same_seen(with, without);
     ck_assert_str_eq(without->alerts[2].event_id, "late-jan30");
     /* Warmed by the first batch only; the three late alerts found on the state, over its events. */
     ck_assert_uint_eq(kept.warmed, 1);
