@@ -20,10 +20,13 @@
  * rater for one balance and taken back (the state moves on in
  * bd_alert_cache_done, once the batch committed), and an alert due of an
  * in-order batch is searched over its events alone, one with a late
- * event over the window read back on the state. Only the accounts
- * without a valid state, or with several epochs, are walked as above,
- * and their states warmed from the walk's rater (one more query for
- * their latest stored ends).
+ * event over a window on the state: of the state's kept events (every
+ * event the account stored, kept when its first batch was all it ever
+ * stored and moved on with each batch; bounded by alerts.cache_events)
+ * with the batch's, or read back from the store when it keeps none.
+ * Only the accounts without a valid state, or with several epochs, are
+ * walked as above, and their states warmed from the walk's rater (one
+ * more query for their latest stored ends).
  */
 #include "config.h"
 
@@ -122,6 +125,29 @@ typedef struct window {
     billing_time_t cut_start; /* earliest start of a quantity event cut at from by this read */
 } window;
 
+/*
+ * A stored event kept whole in a credit state (what a window read would
+ * give for it), in one allocation: its fields as window_add takes them.
+ */
+typedef struct kev {
+    billing_time_t start;
+    billing_time_t end;
+    const char *meter; /* billing_meter_name's (static) */
+    uint16_t off[4];   /* resource, quantity, model, region: where each starts in text */
+    char text[];       /* id, resource, quantity, model, region, each NUL-ended */
+} kev;
+
+/*
+ * The stored events of an account kept in its state: every one it has
+ * (its first batch was all it ever stored, then each batch that moved the
+ * state on), so that a window of them is read here, not from the store.
+ */
+typedef struct kept {
+    kev **items;
+    size_t n;
+    size_t cap;
+} kept;
+
 /* An alert due, recorded and reported when the check is done (send_all); one allocation. */
 typedef struct outgoing {
     const char *account;  /* the acct's: valid for the check */
@@ -158,6 +184,9 @@ typedef struct check {
     mpq_t total;
     mpq_t q;
     char balance_text[BD_AMOUNT_MAX];
+    const kept *kp; /* non-NULL: the windows of kacct are read from these and its batch */
+    const acct *kacct;
+    int read_back;  /* a window was read from the store since last cleared */
     outgoing **out; /* the alerts due, in the order found */
     size_t n_out;
     size_t cap_out;
@@ -472,6 +501,147 @@ static int end_cmp(const void *x, const void *y)
     return strcmp(billing_event_id(a->ev), billing_event_id(b->ev));
 }
 
+/* ---------------------------------------------------------------------- */
+/* Stored events kept in a state                                           */
+/* ---------------------------------------------------------------------- */
+
+/* @ev (decoded, stored by a batch) as a kept event, or NULL (no memory). */
+static kev *kev_new(const billing_event *ev)
+{
+    char qty[BILLING_QUANTITY_TEXT_MAX];
+    const char *f[5];
+    size_t len[5];
+    size_t total = 0;
+    size_t i;
+    kev *e;
+
+    if (billing_event_quantity(ev, qty, sizeof(qty)) < 0)
+        return NULL;
+    f[0] = billing_event_id(ev);
+    f[1] = billing_event_resource(ev);
+    f[2] = qty;
+    f[3] = billing_event_model(ev);
+    f[4] = billing_event_region(ev);
+    for (i = 0; i < 5; i++) {
+        len[i] = strlen(f[i]) + 1;
+        total += len[i];
+    }
+    e = malloc(sizeof(*e) + total);
+    if (e == NULL)
+        return NULL;
+    e->start = billing_event_start(ev);
+    e->end = billing_event_end(ev);
+    e->meter = billing_meter_name(billing_event_meter(ev));
+    total = 0;
+    for (i = 0; i < 5; i++) {
+        if (i > 0)
+            e->off[i - 1] = (uint16_t)total; /* at most 128 + 128 + 48 + 64 + 4 bytes before */
+        memcpy(e->text + total, f[i], len[i]);
+        total += len[i];
+    }
+    if (e->meter == NULL) {
+        free(e);
+        return NULL;
+    }
+    return e;
+}
+
+/* Free @kp and its events; NULL is a no-op. */
+static void kept_free(kept *kp)
+{
+    size_t i;
+
+    if (kp == NULL)
+        return;
+    for (i = 0; i < kp->n; i++)
+        free(kp->items[i]);
+    free(kp->items);
+    free(kp);
+}
+
+/* Keep a copy of @ev in @kp; 0 or -1 (no memory: @kp as it was). */
+static int kept_push(kept *kp, const billing_event *ev)
+{
+    size_t cap;
+    kev **grown;
+    kev *e;
+
+    if (kp->n == kp->cap) {
+        cap = kp->cap ? 2 * kp->cap : 16;
+        grown = realloc(kp->items, cap * sizeof(*grown));
+        if (grown == NULL)
+            return -1;
+        kp->items = grown;
+        kp->cap = cap;
+    }
+    e = kev_new(ev);
+    if (e == NULL)
+        return -1;
+    kp->items[kp->n++] = e;
+    return 0;
+}
+
+/* Does [@start, @end) overlap [@from, @to)? As bs_events_window decides (exactly). */
+static int overlaps(billing_time_t start, billing_time_t end, billing_time_t from,
+                    billing_time_t to)
+{
+    return start < to && end > from;
+}
+
+/* A batch's event to window_add, as bs_events_window would give its stored row; 0 or -1. */
+static int feed_event(window *w, const billing_event *ev)
+{
+    char qty[BILLING_QUANTITY_TEXT_MAX];
+    const char *meter = billing_meter_name(billing_event_meter(ev));
+
+    if (meter == NULL || billing_event_quantity(ev, qty, sizeof(qty)) < 0)
+        return -1;
+    return window_add(w, billing_event_account(ev), billing_event_id(ev),
+                      billing_event_resource(ev), meter, billing_event_start(ev),
+                      billing_event_end(ev), qty, billing_event_model(ev),
+                      billing_event_region(ev));
+}
+
+/*
+ * bs_events_window for k->kacct (@a) from its state's kept events
+ * (k->kp) and its batch's: together, every event of @a the store holds in
+ * the batch's transaction (the state is valid: nothing else changed its
+ * stored events). The same events, whole, in another order (the search
+ * does not depend on it). BS_OK, or the error (k->err set).
+ */
+static bs_status kept_window(check *k, const acct *a, billing_time_t from, billing_time_t to,
+                             long max_rows, window *w, int *more)
+{
+    const billing_event *ev;
+    const kev *e;
+    long n = 0;
+    size_t i;
+
+    for (i = 0; i < k->kp->n; i++)
+        n += overlaps(k->kp->items[i]->start, k->kp->items[i]->end, from, to);
+    for (i = 0; i < a->m; i++)
+        n += overlaps(billing_event_start(k->res[a->refs[i].index].event),
+                      billing_event_end(k->res[a->refs[i].index].event), from, to);
+    *more = n > max_rows;
+    for (i = 0; !*more && i < k->kp->n; i++) {
+        e = k->kp->items[i];
+        if (overlaps(e->start, e->end, from, to) &&
+            window_add(w, a->id, e->text, e->text + e->off[0], e->meter, e->start, e->end,
+                       e->text + e->off[1], e->text + e->off[2], e->text + e->off[3]) != 0)
+            goto fail;
+    }
+    for (i = 0; !*more && i < a->m; i++) {
+        ev = k->res[a->refs[i].index].event;
+        if (overlaps(billing_event_start(ev), billing_event_end(ev), from, to) &&
+            feed_event(w, ev) != 0)
+            goto fail;
+    }
+    return BS_OK;
+fail:
+    return bs_error_set(k->err, BS_ERR_INVALID,
+                        "alerts: account '%s': a kept event was not accepted", a->id);
+}
+
 /*
  * Read the stored events of [@from, w->lo) into @w, take them out of the
  * rater (they are in its aggregates) and start @w at @from. With @whole,
@@ -492,8 +662,13 @@ static int window_extend(check *k, const acct *a, window *w, billing_time_t from
         w->from = from;
         w->to = w->lo;
         w->cut_start = from;
-        k->st = bs_events_window(k->c, a->id, from, w->lo, BD_EPOCH_EVENTS_MAX - (long)w->n,
-                                 window_add, w, &more, k->err);
+        if (k->kp != NULL && k->kacct == a) {
+            k->st = kept_window(k, a, from, w->lo, BD_EPOCH_EVENTS_MAX - (long)w->n, w, &more);
+        } else {
+            k->read_back = 1;
+            k->st = bs_events_window(k->c, a->id, from, w->lo, BD_EPOCH_EVENTS_MAX - (long)w->n,
+                                     window_add, w, &more, k->err);
+        }
         if (k->st != BS_OK)
             return -1;
         if (more)
@@ -965,6 +1140,7 @@ typedef struct centry {
     unsigned max_epoch;       /* the latest credit epoch with stored usage */
     int month;                /* the latest month with usage in it (month_index) */
     uint64_t ver;             /* changes whenever the entry does */
+    kept *kp;                 /* every stored event of the account, or NULL: not kept */
 } centry;
 
 /* A valid state the batch's events move on, if it commits. */
@@ -977,6 +1153,7 @@ typedef struct phit {
     int month;
     size_t *recs; /* the batch's records of the account (bs_record_result.event) */
     size_t n;
+    int unkeep; /* no alert left to find: its kept events go */
 } phit;
 
 /* An account warmed by the batch's walk, into pending.warm. */
@@ -987,6 +1164,7 @@ typedef struct pwarm {
     uint64_t digest;
     unsigned max_epoch; /* from the walk */
     int month;
+    kept *kp; /* the batch's events, when they are all it ever stored; or NULL */
 } pwarm;
 
 /* What a batch in its transaction on one connection would change. */
@@ -1003,8 +1181,16 @@ typedef struct pending {
 /* Batches in flight at once (billingd: one per commit lane). */
 #define BD_PENDING_MAX 64
 
+/*
+ * Most stored events kept for one account: a window of more is read from
+ * the store (as one of more than BD_EPOCH_EVENTS_MAX is not searched).
+ */
+#define BD_KEPT_ACCOUNT_MAX 65536
+
 struct bd_alert_cache {
     size_t max_accounts;
+    size_t max_events;     /* the bound on the events kept in all states */
+    size_t n_kept;         /* the events kept in all states now */
     const bs_catalog *cat; /* the catalog the raters borrow */
     slab slabs[BD_SLABS_MAX];
     centry **buckets;
@@ -1037,9 +1223,26 @@ bd_alert_cache *bd_alert_cache_new(size_t max_accounts)
 {
     bd_alert_cache *cache = calloc(1, sizeof(*cache));
 
-    if (cache != NULL)
+    if (cache != NULL) {
         cache->max_accounts = max_accounts;
+        cache->max_events = BD_CACHE_EVENTS_DEFAULT;
+    }
     return cache;
+}
+
+void bd_alert_cache_set_max_events(bd_alert_cache *cache, size_t max_events)
+{
+    cache->max_events = max_events;
+}
+
+/* Drop @e's kept events (if any): its windows are read from the store again. */
+static void entry_unkeep(bd_alert_cache *cache, centry *e)
+{
+    if (e->kp == NULL)
+        return;
+    cache->n_kept -= e->kp->n;
+    kept_free(e->kp);
+    e->kp = NULL;
 }
 
 static centry **entry_link(bd_alert_cache *cache, const char *account)
@@ -1079,6 +1282,7 @@ static void entry_drop(bd_alert_cache *cache, const char *account)
     cache->n_entries--;
     if (--cache->slabs[e->slot].live == 0)
         slab_free(&cache->slabs[e->slot]);
+    entry_unkeep(cache, e);
     free(e->account);
     free(e);
 }
@@ -1099,6 +1303,7 @@ static void slab_evict(bd_alert_cache *cache, unsigned slot)
             }
             *p = e->next;
             cache->n_entries--;
+            entry_unkeep(cache, e);
             free(e->account);
             free(e);
         }
@@ -1114,8 +1319,10 @@ static void pending_clear(pending *p)
         free(p->hits[i].account);
         free(p->hits[i].recs);
     }
-    for (i = 0; i < p->n_warmed; i++)
+    for (i = 0; i < p->n_warmed; i++) {
         free(p->warmed[i].account);
+        kept_free(p->warmed[i].kp);
+    }
     free(p->hits);
     free(p->warmed);
     billing_rater_destroy(p->warm);
@@ -1257,6 +1464,13 @@ static void install_warm(bd_alert_cache *cache, pending *p)
         e->max_epoch = p->warmed[j].max_epoch;
         e->month = p->warmed[j].month;
         e->ver = ++cache->ver;
+        if (p->warmed[j].kp != NULL && cache->n_kept + p->warmed[j].kp->n <= cache->max_events) {
+            e->kp = p->warmed[j].kp;
+            p->warmed[j].kp = NULL;
+            cache->n_kept += e->kp->n;
+        } else if (p->warmed[j].kp != NULL) {
+            cache->stats.unkept++;
+        }
         head = &cache->buckets[str_hash(e->account) & (cache->n_buckets - 1)];
         e->next = *head;
         *head = e;
@@ -1265,6 +1479,35 @@ static void install_warm(bd_alert_cache *cache, pending *p)
     }
     if (cache->slabs[slot].live == 0)
         slab_free(&cache->slabs[slot]);
+}
+
+/*
+ * The kept events of @e (a hit's state) moved on by its batch's: copies
+ * added, or all dropped (counted in stats.unkept) when the account can
+ * raise no alert any more, or they would pass BD_KEPT_ACCOUNT_MAX or the
+ * cache's max_events, or there is no memory.
+ */
+static void keep_hit(bd_alert_cache *cache, const pending *p, const phit *h, centry *e)
+{
+    size_t i;
+
+    if (e->kp == NULL)
+        return;
+    if (h->unkeep || e->kp->n + h->n > BD_KEPT_ACCOUNT_MAX ||
+        cache->n_kept + h->n > cache->max_events) {
+        cache->stats.unkept += !h->unkeep;
+        entry_unkeep(cache, e);
+        return;
+    }
+    for (i = 0; i < h->n; i++) {
+        if (kept_push(e->kp, p->res[h->recs[i]].event) != 0) {
+            cache->n_kept += i;
+            cache->stats.unkept++;
+            entry_unkeep(cache, e);
+            return;
+        }
+    }
+    cache->n_kept += h->n;
 }
 
 /* Move a hit's state on by the batch's events of its account (@p->res). */
@@ -1288,6 +1531,7 @@ static void apply_hit(bd_alert_cache *cache, const pending *p, const phit *h)
             return;
         }
     }
+    keep_hit(cache, p, h, e);
     e->stamp = h->stamp;
     e->usage_end = h->usage_end;
     e->max_epoch = h->max_epoch;
@@ -1539,9 +1783,21 @@ static int check_from_state(check *k, const acct *a, const centry *st)
     rc = 0;
     goto out;
 window:
-    /* The walk's window search, on the state with the batch's events: no walk, no warming. */
-    k->cache->stats.windows++;
+    /*
+     * The walk's window search, on the state with the batch's events: no
+     * walk, no warming; its window from the state's kept events when it
+     * has them (no read-back).
+     */
+    k->kp = st->kp;
+    k->kacct = a;
+    k->read_back = 0;
     rc = send_epoch(k, a, e, now, &cr, fresh);
+    if (k->read_back)
+        k->cache->stats.windows++;
+    else
+        k->cache->stats.kept++;
+    k->kp = NULL;
+    k->kacct = NULL;
     goto out;
 fail:
     k->st = bs_error_set(k->err, BS_ERR_FATAL, "alerts: account '%s': cannot compute its balance",
@@ -1555,8 +1811,11 @@ out:
     credit_clear(&cr);
     return rc;
 }
-/* Note @a's state to move on by its batch's events if the batch commits (@usage_end after). */
-static int pend_hit(check *k, const acct *a, const centry *e)
+/*
+ * Note @a's state to move on by its batch's events if the batch commits
+ * (@usage_end after); @unkeep: no alert left to find (its kept events go).
+ */
+static int pend_hit(check *k, const acct *a, const centry *e, int unkeep)
 {
     pending *p = k->pend;
     phit *grown;
@@ -1577,6 +1836,7 @@ static int pend_hit(check *k, const acct *a, const centry *e)
         return -1;
     }
     p->n_hits++;
+    h->unkeep = unkeep;
     h->ver = e->ver;
     h->stamp = a->changes;
     h->usage_end = a->last_end > e->usage_end ? a->last_end : e->usage_end;
@@ -1780,7 +2040,7 @@ static int one_account(check *k, bs_catalog *cat, const bs_account_grants *grant
     can = can_cross(k, a);
     if (can < 0)
         bs_error_set(err, BS_ERR_NOMEM, "alerts: account '%s': grants", a->id);
-    else if (can == 0 && e != NULL && pend_hit(k, a, e) != 0) {
+    else if (can == 0 && e != NULL && pend_hit(k, a, e, 1) != 0) {
         bs_error_set(err, BS_ERR_NOMEM, "alerts: out of memory");
         can = -1;
     } else if (can > 0 && e != NULL && one_epoch(k, a, e))
@@ -1880,7 +2140,7 @@ static int check_hits(check *k)
         if (rc == 0) {
             a->fast = 1;
             k->cache->stats.fast++;
-            if (pend_hit(k, a, a->hit) != 0) {
+            if (pend_hit(k, a, a->hit, 0) != 0) {
                 k->st = bs_error_set(k->err, BS_ERR_NOMEM, "alerts: out of memory");
                 rc = -1;
             }
@@ -1937,6 +2197,28 @@ static void on_usage_end(void *arg, const char *account, billing_time_t end)
 }
 
 /*
+ * The kept events of walked account @a's state-to-be @w: its batch's,
+ * when they are every event it ever stored (its change counter, which
+ * only grows, is just the batch's new events) and within the bounds;
+ * else none. 0, or -1 (no memory).
+ */
+static int warm_kept(check *k, const acct *a, pwarm *w)
+{
+    size_t i;
+
+    if (a->changes != (int64_t)a->m || a->m > BD_KEPT_ACCOUNT_MAX)
+        return 0;
+    w->kp = calloc(1, sizeof(*w->kp));
+    if (w->kp == NULL)
+        return -1;
+    for (i = 0; i < a->m; i++) {
+        if (kept_push(w->kp, batch_event(k, a, i)) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/*
  * The walked accounts (the first @n of k->accts, bytewise) become the
  * cached states of the walk's rater, which then holds their stored usage
  * with the batch's (read after the ingest), if the batch commits; their
@@ -1962,6 +2244,8 @@ static bs_status warm(check *k, size_t n, bs_error *err)
         p->warmed[i].digest = k->accts[i].digest;
         p->warmed[i].max_epoch = k->accts[i].w_epoch;
         p->warmed[i].month = k->accts[i].w_month;
+        if (warm_kept(k, &k->accts[i], &p->warmed[i]) != 0)
+            return bs_error_set(err, BS_ERR_NOMEM, "alerts: out of memory");
     }
     array = accounts_array(NULL, k->accts, n);
     if (array == NULL)

@@ -121,6 +121,9 @@ bs_status bd_alerts_check(bs_conn *c, bs_catalog *cat, const int *pcts, size_t n
 /* billingd's default alerts.cache_accounts. */
 #define BD_CACHE_ACCOUNTS_DEFAULT 100000
 
+/* billingd's default alerts.cache_events (about 120 bytes each: some 120 MB at most). */
+#define BD_CACHE_EVENTS_DEFAULT 1000000
+
 /*
  * The accounts' credit states kept between batches (see above). Bounded:
  * at most max_accounts accounts' usage held (the raters of the batches
@@ -138,7 +141,9 @@ typedef struct bd_alert_cache_stats {
     uint64_t hits;      /* accounts of a batch with a valid state */
     uint64_t stale;     /* states found invalid (dropped) */
     uint64_t fast;      /* accounts checked from their state, no aggregate read */
-    uint64_t windows;   /* accounts with an alert due placed over a window read on the state */
+    uint64_t windows;   /* accounts with an alert due placed over a window read back on the state */
+    uint64_t kept;      /* ... placed over a window of the state's kept events (no read-back) */
+    uint64_t unkept;    /* states whose kept events were dropped for the bounds (then read back) */
     uint64_t warmed;    /* accounts walked and warmed */
     uint64_t evictions; /* raters dropped for room */
     uint64_t rollbacks; /* batches that did not commit */
@@ -147,6 +152,20 @@ typedef struct bd_alert_cache_stats {
 
 /* bd_alert_cache_new - an empty cache of at most @max_accounts (>= 1) states; NULL: no memory. */
 bd_alert_cache *bd_alert_cache_new(size_t max_accounts);
+
+/*
+ * bd_alert_cache_set_max_events - at most @max_events stored events kept
+ * in all of @cache's states together (BD_CACHE_EVENTS_DEFAULT unless
+ * set; 0: none kept). A state keeps every stored event of its account
+ * when its first batch was all the account ever stored (its change
+ * counter tells), and then each batch that moves it on: an alert due
+ * that its batch alone cannot place (a late event) is then searched over
+ * a window of those, not of events read back from the store. A state
+ * that would pass the bound, or 65 536 events of one account, drops its
+ * events (stats.unkept) and its windows are read back again. Not
+ * thread-safe (as the cache).
+ */
+void bd_alert_cache_set_max_events(bd_alert_cache *cache, size_t max_events);
 
 /* bd_alert_cache_free - free @cache and its states; NULL is a no-op. */
 void bd_alert_cache_free(bd_alert_cache *cache);

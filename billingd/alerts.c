@@ -78,6 +78,7 @@ bd_alerts *bd_alerts_new(const bd_config *cfg, bs_catalog **cat)
     a->cache = bd_alert_cache_new((size_t)cfg->alerts_cache_accounts);
     if (a->cache == NULL)
         goto error;
+    bd_alert_cache_set_max_events(a->cache, (size_t)cfg->alerts_cache_events);
     a->rk = bd_producer_new(cfg, on_delivery, a, errstr, sizeof(errstr));
     if (a->rk == NULL)
         goto error;
@@ -102,8 +103,10 @@ void bd_alerts_free(bd_alerts *a)
         bd_alert_cache_stats_get(a->cache, &st);
         bd_log("info", "alert_cache",
                "hits=%" PRIu64 " stale=%" PRIu64 " fast=%" PRIu64 " windows=%" PRIu64
-               " warmed=%" PRIu64 " evictions=%" PRIu64 " rollbacks=%" PRIu64,
-               st.hits, st.stale, st.fast, st.windows, st.warmed, st.evictions, st.rollbacks);
+               " kept=%" PRIu64 " unkept=%" PRIu64 " warmed=%" PRIu64 " evictions=%" PRIu64
+               " rollbacks=%" PRIu64,
+               st.hits, st.stale, st.fast, st.windows, st.kept, st.unkept, st.warmed, st.evictions,
+               st.rollbacks);
     }
     bd_alert_cache_free(a->cache);
     free(a);

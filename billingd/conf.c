@@ -24,6 +24,7 @@ void bd_config_init(bd_config *c)
     c->commit_connections = 2;
     c->rate_threads = 1;
     c->alerts_cache_accounts = 100000;
+    c->alerts_cache_events = 1000000;
     c->retry_max_ms = 30000;
     c->api_body_max = 16777216;
     c->api_request_ms = 30000;
@@ -200,6 +201,10 @@ static int apply(bd_config *c, const char *key, const char *value, const char **
     if (strcmp(key, "alerts.cache_accounts") == 0) {
         *why = "need a number in 1..10000000";
         return set_long(&c->alerts_cache_accounts, value, 1, 10000000);
+    }
+    if (strcmp(key, "alerts.cache_events") == 0) {
+        *why = "need a number in 0..100000000";
+        return set_long(&c->alerts_cache_events, value, 0, 100000000);
     }
     if (strcmp(key, "topics") == 0) {
         *why = "need 1..64 comma-separated topic names";

@@ -67,6 +67,7 @@ typedef struct bd_config {
     char *alerts_topic;
     char *alerts_thresholds;
     long alerts_cache_accounts;
+    long alerts_cache_events; /* stored events kept in the credit states, in all */
     char *topics[BD_MAX_TOPICS];
     size_t n_topics;
     long batch_size;

@@ -51,6 +51,7 @@ static void usage(FILE *out)
           "batch.size (5000), batch.linger.ms (200), retry.max.ms (30000),\n"
           "commit.connections (2), rate.threads (1), alerts.topic,\n"
           "alerts.thresholds (50,80,100), alerts.cache_accounts (100000),\n"
+          "alerts.cache_events (1000000),\n"
           "http.listen (/metrics and /healthz),\n"
           "api.listen (the HTTP API; with it, topics may be left out), api.tls_cert,\n"
           "api.tls_key, api.body_max (16777216), api.request_ms (30000),\n"

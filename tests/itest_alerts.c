@@ -65,6 +65,9 @@ static char db[64];
 /* 1: the hook keeps the accounts' credit states between batches (test case "postgresql-cache"). */
 static int with_cache;
 
+/* The bound on the stored events the states keep (bd_alert_cache_set_max_events). */
+static size_t cache_events = BD_CACHE_EVENTS_DEFAULT;
+
 /* One alert as billingd would publish it. */
 typedef struct seen_alert {
     char alert_id[BS_ALERT_ID_MAX];
@@ -116,8 +119,11 @@ static bs_status hook(void *arg, bs_conn *c, const bs_record *recs, const bs_rec
     collector *col = arg;
     bs_status st;
 
-    if (with_cache && col->cache == NULL)
+    if (with_cache && col->cache == NULL) {
         col->cache = bd_alert_cache_new(CACHE_ACCOUNTS);
+        ck_assert_ptr_nonnull(col->cache);
+        bd_alert_cache_set_max_events(col->cache, cache_events);
+    }
     st = bd_alerts_check_cached(col->cache, c, col->cat, pcts, 3, recs, results, n, collect, col,
                                 err);
     /* As billingd when the COMMIT fails after the alerts went out: the batch runs again. */
@@ -1454,9 +1460,13 @@ START_TEST(test_alerts_same_with_states_kept_out_of_order)
 }
 END_TEST
 
-/* The late account's alerts over @s in batches of @sizes, states kept (@cached) or not. */
-static void late_alerts(int cached, const its_stream *s, const size_t *sizes, size_t n_sizes,
-                        collector *col, bd_alert_cache_stats *stats)
+/*
+ * The late account's alerts over @s in batches of @sizes, states kept
+ * (@cached) or not; its first @other records stored first by another
+ * writer (no check, as `billing ingest`), each batch after them alone.
+ */
+static void late_alerts_after(int cached, const its_stream *s, size_t other, const size_t *sizes,
+                              size_t n_sizes, collector *col, bd_alert_cache_stats *stats)
 {
     static const test_grant grant = {"g100", "100.00", "2025-12-01T00:00:00Z",
                                      "2026-03-01T00:00:00Z"};
@@ -1471,7 +1481,21 @@ static void late_alerts(int cached, const its_stream *s, const size_t *sizes, si
     memset(col, 0, sizeof(*col));
     col->cat = bs_catalog_read(c, NULL, &err);
     ck_assert_msg(col->cat != NULL, "%s", err.message);
-    ingest_sized(c, col, s, sizes, n_sizes);
+    if (other == 0) {
+        ingest_sized(c, col, s, sizes, n_sizes);
+    } else {
+        size_t b = 0;
+        size_t i;
+        size_t n;
+
+        ck_assert_int_eq(one_batch(c, col, s, 0, other, 0), BS_OK);
+        for (i = other; i < s->n; i += n) {
+            n = s->n - i < sizes[b % n_sizes] ? s->n - i : sizes[b % n_sizes];
+            b++;
+            col->stored = i + n;
+            ck_assert_int_eq(one_batch(c, col, s, i, i + n, 1), BS_OK);
+        }
+    }
     memset(stats, 0, sizeof(*stats));
     if (col->cache != NULL)
         bd_alert_cache_stats_get(col->cache, stats);
@@ -1481,36 +1505,20 @@ static void late_alerts(int cached, const its_stream *s, const size_t *sizes, si
     remove(accounts);
 }
 
-/*
- * A late event's crossing searched on the kept state: the late account of
- * test_alerts_window_reaches_a_late_crossing (batches of 2, 2, 1 and 1,
- * each later one holding an event before the state's latest usage, the
- * 100 % crossed inside an event an earlier batch stored) gives the same
- * alerts, every field, with the state as without, and the state served
- * all three: warmed once by the first batch, never walked again (each
- * alert searched over the window read back on the state with its batch's
- * events). A search on the state without the batch's events, or on a
- * state the search left changed, fails it.
- */
-START_TEST(test_alerts_late_crossing_searched_on_the_state)
+/* late_alerts_after with no other writer. */
+static void late_alerts(int cached, const its_stream *s, const size_t *sizes, size_t n_sizes,
+                        collector *col, bd_alert_cache_stats *stats)
 {
-    static const size_t sizes[] = {2, 2, 1, 1};
-    its_stream *s = calloc(1, sizeof(*s));
-    collector *with = calloc(1, sizeof(*with));
-    collector *without = calloc(1, sizeof(*without));
-    bd_alert_cache_stats kept;
-    bd_alert_cache_stats plain;
+    late_alerts_after(cached, s, 0, sizes, n_sizes, col, stats);
+}
+
+/* Every field of @with's alerts is @without's. */
+static void same_seen(const collector *with, const collector *without)
+{
     const seen_alert *x;
     const seen_alert *y;
     size_t i;
 
-    ck_assert_ptr_nonnull(s);
-    ck_assert_ptr_nonnull(with);
-    ck_assert_ptr_nonnull(without);
-    late_events(s);
-    late_alerts(0, s, sizes, sizeof(sizes) / sizeof(sizes[0]), without, &plain);
-    late_alerts(1, s, sizes, sizeof(sizes) / sizeof(sizes[0]), with, &kept);
-    ck_assert_uint_eq(without->n, 3);
     ck_assert_uint_eq(with->n, without->n);
     for (i = 0; i < without->n; i++) {
         x = &with->alerts[i];
@@ -1523,12 +1531,112 @@ START_TEST(test_alerts_late_crossing_searched_on_the_state)
         ck_assert_int_eq(x->exhausted, y->exhausted);
         ck_assert_uint_eq(x->stored, y->stored);
     }
+}
+
+/*
+ * A late event's crossing searched on the kept state: the late account of
+ * test_alerts_window_reaches_a_late_crossing (batches of 2, 2, 1 and 1,
+ * each later one holding an event before the state's latest usage, the
+ * 100 % crossed inside an event an earlier batch stored) gives the same
+ * alerts, every field, with the state as without, and the state served
+ * all three: warmed once by the first batch, never walked again (each
+ * alert searched over a window on the state with its batch's events). The
+ * first batch was all the account ever stored, so the state keeps its
+ * events and each batch's after: the three windows come from them, none
+ * is read back from the store (h46). A search on the state without the
+ * batch's events, or on a state the search left changed, fails it.
+ */
+START_TEST(test_alerts_late_crossing_searched_on_the_state)
+{
+    static const size_t sizes[] = {2, 2, 1, 1};
+    its_stream *s = calloc(1, sizeof(*s));
+    collector *with = calloc(1, sizeof(*with));
+    collector *without = calloc(1, sizeof(*without));
+    bd_alert_cache_stats kept;
+    bd_alert_cache_stats plain;
+
+    ck_assert_ptr_nonnull(s);
+    ck_assert_ptr_nonnull(with);
+    ck_assert_ptr_nonnull(without);
+    late_events(s);
+    late_alerts(0, s, sizes, sizeof(sizes) / sizeof(sizes[0]), without, &plain);
+    late_alerts(1, s, sizes, sizeof(sizes) / sizeof(sizes[0]), with, &kept);
+    ck_assert_uint_eq(without->n, 3);
+    same_seen(with, without);
     ck_assert_str_eq(without->alerts[2].event_id, "late-jan30");
-    /* Warmed by the first batch only; the three late alerts found on the state. */
+    /* Warmed by the first batch only; the three late alerts found on the state, over its events. */
     ck_assert_uint_eq(kept.warmed, 1);
-    ck_assert_uint_eq(kept.windows, 3);
+    ck_assert_uint_eq(kept.windows, 0);
+    ck_assert_uint_eq(kept.kept, 3);
+    ck_assert_uint_eq(kept.unkept, 0);
     ck_assert_uint_eq(kept.fast, 3);
     ck_assert_uint_eq(plain.warmed + plain.windows + plain.fast, 0);
+    its_free(s);
+    free(s);
+    free(with);
+    free(without);
+}
+END_TEST
+
+/*
+ * The states' kept events and their bounds (h46): the late account of
+ * test_alerts_late_crossing_searched_on_the_state, every field of its
+ * three alerts equal to those without states in each case:
+ *  - bound 4 events: the first two batches (4 events) are kept and the
+ *    first late alert placed over them; the third batch's would pass it,
+ *    so after it commits the events go (unkept) and its own alert was
+ *    still placed over them; the last one's window is read back;
+ *  - bound 0: nothing kept, each window read back;
+ *  - two events stored first by another writer: the first checked batch
+ *    is not all the account stored (its counter says so), nothing is
+ *    kept, each window on the state (two: the first alert is the walk's)
+ *    is read back. Keeping that batch's events alone
+ *    would miss the other two: the 100 % alert is reached inside one of
+ *    them (late-jan30), and the alerts would differ.
+ */
+START_TEST(test_alerts_late_crossing_kept_events_bounded)
+{
+    static const size_t sizes[] = {2, 2, 1, 1};
+    static const size_t after[] = {2, 1, 1};
+    its_stream *s = calloc(1, sizeof(*s));
+    collector *with = calloc(1, sizeof(*with));
+    collector *without = calloc(1, sizeof(*without));
+    bd_alert_cache_stats st;
+    bd_alert_cache_stats plain;
+
+    ck_assert_ptr_nonnull(s);
+    ck_assert_ptr_nonnull(with);
+    ck_assert_ptr_nonnull(without);
+    late_events(s);
+    late_alerts(0, s, sizes, 4, without, &plain);
+    ck_assert_uint_eq(without->n, 3);
+
+    cache_events = 4;
+    late_alerts(1, s, sizes, 4, with, &st);
+    same_seen(with, without);
+    ck_assert_uint_eq(st.warmed, 1);
+    ck_assert_uint_eq(st.kept, 2);
+    ck_assert_uint_eq(st.windows, 1);
+    ck_assert_uint_eq(st.unkept, 1);
+
+    cache_events = 0;
+    late_alerts(1, s, sizes, 4, with, &st);
+    same_seen(with, without);
+    ck_assert_uint_eq(st.warmed, 1);
+    ck_assert_uint_eq(st.kept, 0);
+    ck_assert_uint_eq(st.windows, 3);
+    ck_assert_uint_eq(st.unkept, 1);
+
+    cache_events = BD_CACHE_EVENTS_DEFAULT;
+    late_alerts_after(0, s, 2, after, 3, without, &plain);
+    ck_assert_uint_eq(without->n, 3);
+    late_alerts_after(1, s, 2, after, 3, with, &st);
+    same_seen(with, without);
+    ck_assert_uint_eq(st.warmed, 1);
+    ck_assert_uint_eq(st.kept, 0);
+    ck_assert_uint_eq(st.unkept, 0);
+    /* The first checked batch's alert is the walk's; the two later ones read back. */
+    ck_assert_uint_eq(st.windows, 2);
     its_free(s);
     free(s);
     free(with);
@@ -1569,6 +1677,7 @@ static Suite *alerts_suite(void)
     tcase_add_test(tc, test_alerts_same_with_states_kept);
     tcase_add_test(tc, test_alerts_same_with_states_kept_out_of_order);
     tcase_add_test(tc, test_alerts_late_crossing_searched_on_the_state);
+    tcase_add_test(tc, test_alerts_late_crossing_kept_events_bounded);
     suite_add_tcase(s, tc);
     return s;
 }
