@@ -284,8 +284,12 @@ step_consume() {
     fi
     # The HTTP API on loopback (api_example asks it one balance); with
     # --serve the console too, its files from the source tree.
-    [ -n "$http_port" ] || http_port=$(billing_free_port "$api_port")
-    [ -n "$api_port" ] || api_port=$(billing_free_port "$http_port")
+    if [ -z "$http_port" ]; then
+        http_port=$(billing_free_port "$api_port") || billing_die "no free loopback port for /metrics"
+    fi
+    if [ -z "$api_port" ]; then
+        api_port=$(billing_free_port "$http_port") || billing_die "no free loopback port for the API"
+    fi
     note "billingd's /metrics on 127.0.0.1:$http_port, its API on 127.0.0.1:$api_port"
     local api=(--set "api.listen=127.0.0.1:$api_port")
     [ "$serve" = 0 ] || api+=(--set "api.console_dir=$BILLING_ROOT/billingd/console")
