@@ -34,8 +34,10 @@
 # Ctrl-C stops what this run started (billingd, the services) and nothing
 # else. Ports: BILLING_PG_PORT, BILLING_KAFKA_PORT,
 # BILLING_KAFKA_CONTROLLER_PORT as scripts/services.sh, and
-# BILLING_DEMO_HTTP_PORT (default: the Kafka port + 2, 39094) for billingd's /metrics,
-# BILLING_DEMO_API_PORT (default: that port + 1) for its API and console (--serve).
+# BILLING_DEMO_HTTP_PORT for billingd's /metrics and BILLING_DEMO_API_PORT
+# for its API and console (--serve); by default each a loopback port free
+# when billingd starts (bound to port 0 and released; printed), never the
+# broker's port + N, which lies in the ephemeral range any client may hold.
 set -eu
 
 here=$(dirname "$0")
@@ -52,12 +54,12 @@ use_env=0
 dbname=billing_demo
 fresh=0
 period=2026-01
-http_port=${BILLING_DEMO_HTTP_PORT:-$((${BILLING_KAFKA_PORT:-39092} + 2))}
-api_port=${BILLING_DEMO_API_PORT:-$((http_port + 1))}
+http_port=${BILLING_DEMO_HTTP_PORT:-} # empty: billing_free_port when billingd starts
+api_port=${BILLING_DEMO_API_PORT:-}
 group=demo
 
 usage() {
-    sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -282,6 +284,13 @@ step_consume() {
     fi
     # The HTTP API on loopback (api_example asks it one balance); with
     # --serve the console too, its files from the source tree.
+    if [ -z "$http_port" ]; then
+        http_port=$(billing_free_port "$api_port") || billing_die "no free loopback port for /metrics"
+    fi
+    if [ -z "$api_port" ]; then
+        api_port=$(billing_free_port "$http_port") || billing_die "no free loopback port for the API"
+    fi
+    note "billingd's /metrics on 127.0.0.1:$http_port, its API on 127.0.0.1:$api_port"
     local api=(--set "api.listen=127.0.0.1:$api_port")
     [ "$serve" = 0 ] || api+=(--set "api.console_dir=$BILLING_ROOT/billingd/console")
     "$build/billingd/billingd" --set "topics=$topic" --set "group=$group" \

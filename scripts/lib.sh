@@ -81,6 +81,21 @@ billing_wait_pid_gone() {
     ! billing_pid_alive "$pid"
 }
 
+# billing_free_port [NOT]: a loopback TCP port free now, other than NOT:
+# the kernel's pick for a bind to port 0, released at once for the caller
+# to bind (as tests/check-demo.sh finds its ports). A fixed offset from
+# another service's port may fall in the ephemeral range (32768-60999),
+# where any client connection can hold it.
+billing_free_port() {
+    local port
+    while :; do
+        port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])') ||
+            return 1
+        [ "$port" = "${1:-}" ] || break
+    done
+    printf '%s\n' "$port"
+}
+
 # billing_shquote STRING: STRING as one single-quoted shell word, so
 # that services.env stays correct for paths with spaces (POSIX sh too).
 billing_shquote() {

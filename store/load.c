@@ -17,6 +17,7 @@
 #include "config.h"
 
 #include <jansson.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -935,6 +936,36 @@ static bs_status digest_put(bs_conn *c, const load_ctx *lc, bs_error *err)
 /* Price book and versions                                                 */
 /* ---------------------------------------------------------------------- */
 
+/* Most parameters a statement of the book takes (SQL_ISSUER_UPSERT's). */
+#define QUERY_PARAMS_MAX 9
+
+/*
+ * query_owned - run @sql with the @n text parameters that follow (NULL:
+ * SQL NULL), then free @owned (one of them that the caller allocated, or
+ * NULL) whatever the outcome. Returns BS_OK with the result in *@res (the
+ * caller PQclears it), or the error (@err says it) with *@res NULL.
+ */
+static bs_status query_owned(bs_conn *c, const char *sql, char *owned, PGresult **res,
+                             bs_error *err, int n, ...)
+{
+    const char *params[QUERY_PARAMS_MAX];
+    va_list ap;
+    int i;
+
+    va_start(ap, n);
+    for (i = 0; i < n && i < QUERY_PARAMS_MAX; i++)
+        params[i] = va_arg(ap, const char *);
+    va_end(ap);
+    *res = n <= QUERY_PARAMS_MAX ? bs_query(c, sql, n, params, err) : NULL;
+    free(owned);
+    if (*res != NULL)
+        return BS_OK;
+    if (n > QUERY_PARAMS_MAX)
+        return bs_error_set(err, BS_ERR_FATAL, "load: %d parameters, more than %d", n,
+                            QUERY_PARAMS_MAX);
+    return err != NULL ? err->status : BS_ERR_FATAL;
+}
+
 static bs_status load_book(bs_conn *c, load_ctx *lc, bs_error *err)
 {
     const char *rounding = str(lc->book, "rounding");
@@ -1011,11 +1042,11 @@ static int name_rows(const json_t *names, const char *kind, const char *as, json
 static bs_status load_names(bs_conn *c, load_ctx *lc, bs_error *err)
 {
     const json_t *names = json_object_get(lc->book, "names");
-    const char *params[1];
     json_t *rows;
     char *text = NULL;
     PGresult *res;
     size_t given, added, renamed;
+    bs_status st;
 
     if (names == NULL)
         return BS_OK;
@@ -1028,11 +1059,9 @@ static bs_status load_names(bs_conn *c, load_ctx *lc, bs_error *err)
         return bs_error_set(err, BS_ERR_NOMEM, "display names: out of memory");
     }
     json_decref(rows);
-    params[0] = text;
-    res = bs_query(c, SQL_NAMES_UPSERT, 1, params, err);
-    free(text);
-    if (res == NULL)
-        return err != NULL ? err->status : BS_ERR_FATAL;
+    st = query_owned(c, SQL_NAMES_UPSERT, text, &res, err, 1, text);
+    if (st != BS_OK)
+        return st;
     given = strtoul(PQgetvalue(res, 0, 0), NULL, 10);
     added = strtoul(PQgetvalue(res, 0, 1), NULL, 10);
     renamed = strtoul(PQgetvalue(res, 0, 2), NULL, 10);
@@ -1051,7 +1080,6 @@ static bs_status load_issuer(bs_conn *c, load_ctx *lc, bs_error *err)
     char resolved[4096];
     char msg[MSG_MAX];
     char num[NUM_TEXT];
-    const char *params[9];
     char *logo = NULL;
     char *hex = NULL;
     size_t len = 0;
@@ -1071,19 +1099,11 @@ static bs_status load_issuer(bs_conn *c, load_ctx *lc, bs_error *err)
             return bs_error_set(err, BS_ERR_NOMEM, "issuer logo: out of memory");
     }
     snprintf(num, sizeof(num), "%lld", days != NULL ? (long long)json_integer_value(days) : 30LL);
-    params[0] = lc->book_id;
-    params[1] = str(is, "legal_name");
-    params[2] = str(is, "address");
-    params[3] = str(is, "tax_id");
-    params[4] = str(is, "contact");
-    params[5] = str(is, "payment_instructions");
-    params[6] = str(is, "footer");
-    params[7] = hex;
-    params[8] = num;
-    res = bs_query(c, SQL_ISSUER_UPSERT, 9, params, err);
-    free(hex);
-    if (res == NULL)
-        return err != NULL ? err->status : BS_ERR_FATAL;
+    st = query_owned(c, SQL_ISSUER_UPSERT, hex, &res, err, 9, lc->book_id, str(is, "legal_name"),
+                     str(is, "address"), str(is, "tax_id"), str(is, "contact"),
+                     str(is, "payment_instructions"), str(is, "footer"), hex, num);
+    if (st != BS_OK)
+        return st;
     if (PQntuples(res) == 0)
         lc->counts->unchanged[BS_LOAD_ISSUERS]++;
     else if (strcmp(PQgetvalue(res, 0, 0), "true") == 0)
@@ -1199,7 +1219,6 @@ static bs_status load_version_rows(bs_conn *c, const json_t *v, const char *id, 
 static bs_status load_version(bs_conn *c, load_ctx *lc, const json_t *v, bs_error *err)
 {
     char from[TIME_TEXT];
-    const char *params[4];
     char *content;
     PGresult *res;
     bs_status st = time_text("effective_from", str(v, "effective_from"), from, err);
@@ -1209,14 +1228,10 @@ static bs_status load_version(bs_conn *c, load_ctx *lc, const json_t *v, bs_erro
     content = version_content(v);
     if (content == NULL)
         return bs_error_set(err, BS_ERR_NOMEM, "price version '%s': out of memory", str(v, "id"));
-    params[0] = lc->book_id;
-    params[1] = str(v, "id");
-    params[2] = from;
-    params[3] = content;
-    res = bs_query(c, SQL_VERSION_INSERT, 4, params, err);
-    free(content);
-    if (res == NULL)
-        return err != NULL ? err->status : BS_ERR_FATAL;
+    st = query_owned(c, SQL_VERSION_INSERT, content, &res, err, 4, lc->book_id, str(v, "id"), from,
+                     content);
+    if (st != BS_OK)
+        return st;
     if (PQntuples(res) == 0) {
         lc->counts->unchanged[BS_LOAD_VERSIONS]++;
         PQclear(res);

@@ -14,7 +14,10 @@
 #     examples whole or cut at a word, export.log naming each file once,
 #     burn-down labels stacked apart, no psql NOTICE on either run;
 #   - SIGTERM (what Ctrl-C does) to a run serving /metrics stops the
-#     billingd it started and leaves the services it did not start alone.
+#     billingd it started and leaves the services it did not start alone;
+#   - billingd's /metrics and API ports: the ones given
+#     (BILLING_DEMO_HTTP_PORT, BILLING_DEMO_API_PORT), or without them
+#     free ones the demo finds and prints (the --serve run).
 # Prints a Check-style summary line.
 set -u
 builddir=$(cd "${top_builddir:-..}" && pwd) || exit 99
@@ -191,9 +194,15 @@ check "the second run prints no NOTICE either ($n)" "$([ "$n" = 0 ] && echo ok)"
 check "... and its export.log has no line twice" \
     "$([ "$(sort "$tmp/out/export.log" | uniq -d | wc -l)" = 0 ] && [ -s "$tmp/out/export.log" ] && echo ok)"
 
+check "the first run's billingd took the ports given (BILLING_DEMO_HTTP_PORT, BILLING_DEMO_API_PORT)" \
+    "$(grep -qF "billingd's /metrics on 127.0.0.1:$BILLING_DEMO_HTTP_PORT, its API on 127.0.0.1:$BILLING_DEMO_API_PORT" \
+        "$tmp/run1.txt" && echo ok)"
+
 # --serve keeps billingd running; SIGTERM stops it and nothing else.
 # Not through demo(): $! must be demo.sh itself, not a subshell around it.
-bash "$srcdir/scripts/demo.sh" --accounts 30 --seed 7 --build "$builddir" --services-env \
+# No ports given: the demo finds free ones itself and prints them.
+env -u BILLING_DEMO_HTTP_PORT -u BILLING_DEMO_API_PORT \
+    bash "$srcdir/scripts/demo.sh" --accounts 30 --seed 7 --build "$builddir" --services-env \
     --no-install --out "$tmp/out" --database "$db" --serve >"$tmp/run3.txt" 2>&1 &
 pid=$!
 i=0
@@ -203,17 +212,21 @@ until grep -q "Ctrl-C stops it" "$tmp/run3.txt" || ! kill -0 $pid 2>/dev/null; d
     sleep 0.05
 done
 bd=$(sed -n 's/.*billingd (pid \([0-9]*\),.*/\1/p' "$tmp/run3.txt" | head -1)
-metrics=$(curl -fsS "http://127.0.0.1:$BILLING_DEMO_HTTP_PORT/metrics" 2>/dev/null | grep -c '^billingd_')
+http3=$(sed -n "s/.*billingd's \/metrics on 127.0.0.1:\([0-9]*\), its API on 127.0.0.1:[0-9]*$/\1/p" "$tmp/run3.txt")
+api3=$(sed -n "s/.*billingd's \/metrics on 127.0.0.1:[0-9]*, its API on 127.0.0.1:\([0-9]*\)$/\1/p" "$tmp/run3.txt")
+metrics=$(curl -fsS "http://127.0.0.1:${http3:-0}/metrics" 2>/dev/null | grep -c '^billingd_')
 # The console's address and key the run printed, and that key reading the accounts.
 url=$(sed -n 's|^The web console: \(http://127.0.0.1:[0-9]*/console/\)$|\1|p' "$tmp/run3.txt")
 key=$(sed -n 's/^   sign in with the operator key \(bk_[A-Za-z0-9_-]*\)$/\1/p' "$tmp/run3.txt")
 page=$(curl -fsS "$url" 2>/dev/null | grep -c '<script src=')
 accounts=$(curl -fsS -H "Authorization: Bearer $key" \
-    "http://127.0.0.1:$BILLING_DEMO_API_PORT/v1/accounts?limit=100" 2>/dev/null | jq '.data | length')
+    "http://127.0.0.1:${api3:-0}/v1/accounts?limit=100" 2>/dev/null | jq '.data | length')
 kill -TERM $pid 2>/dev/null
 wait $pid
 alive=no
 [ -n "$bd" ] && kill -0 "$bd" 2>/dev/null && alive=yes
+check "without BILLING_DEMO_*_PORT the demo prints the ports it found (/metrics ${http3:-none}, API ${api3:-none}), distinct" \
+    "$([ -n "$http3" ] && [ -n "$api3" ] && [ "$http3" != "$api3" ] && echo ok)"
 check "--serve serves /metrics ($metrics series), and SIGTERM stops its billingd (pid $bd, alive: $alive)" \
     "$([ -n "$bd" ] && [ "$metrics" -gt 0 ] && [ $alive = no ] && echo ok)"
 check "--serve prints the console's address and an operator key that reads the accounts ($url, $accounts accounts)" \

@@ -2337,6 +2337,64 @@ static bs_status load(bs_conn *c, const catalog_files *cf, bs_load_counts *k, bs
 }
 
 /*
+ * A grant's opening ledger entry: written with the grants a load adds (in
+ * the same statement), and for a grant of the file stored before without
+ * one (added by hand here) when the file also has grants stored before;
+ * one entry per grant, with the grant's amount in minor units.
+ */
+START_TEST(test_load_grant_entries)
+{
+    static const char grants[] =
+        "{\"accounts\": [{\"id\": \"a1\", \"currency\": \"CNY\", \"time_zone\": \"UTC\","
+        " \"tax_rate\": \"0\"}],\n"
+        " \"grants\": [{\"id\": \"g1\", \"account\": \"a1\", \"amount\": \"10.00\","
+        " \"granted_at\": \"2026-01-02T00:00:00Z\", \"expires_at\": \"2026-02-01T00:00:00Z\","
+        " \"applies_to\": [\"usage\"]}@MORE@]}\n";
+    static const char more[] =
+        ", {\"id\": \"g2\", \"account\": \"a1\", \"amount\": \"2.50\","
+        " \"granted_at\": \"2026-01-02T00:00:00Z\", \"expires_at\": \"2026-02-01T00:00:00Z\","
+        " \"applies_to\": [\"usage\"]},"
+        " {\"id\": \"g3\", \"account\": \"a1\", \"amount\": \"0.07\","
+        " \"granted_at\": \"2026-01-03T00:00:00Z\", \"expires_at\": \"2026-02-01T00:00:00Z\","
+        " \"applies_to\": [\"usage\"]}";
+    const char *first[] = {"@MORE@", "", NULL};
+    const char *then[] = {"@MORE@", more, NULL};
+    catalog_files cf;
+    bs_conn *c = migrated_db("load_entries");
+    bs_load_counts k;
+    bs_error err;
+
+    write_catalog(&cf, "0.60", "0", "null", "10.00");
+    write_file(cf.accounts, grants, first);
+    ck_assert_msg(load(c, &cf, &k, &err) == BS_OK, "%s", err.message);
+    ck_assert_uint_eq(k.added[BS_LOAD_GRANTS], 1);
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.credit_ledger"), 1);
+    ck_assert_int_eq(query_long(c, "SELECT amount_minor FROM billing.credit_ledger"
+                                   " WHERE grant_id = 'g1' AND entry = 'grant'"),
+                     1000);
+    /* g2 stored without its entry (as before migration 0019's load, or by hand). */
+    exec_ok(c, "INSERT INTO billing.credit_grants (id, account_id, currency, amount, granted_at,"
+               " expires_at, kinds, priority) VALUES ('g2', 'a1', 'CNY', 2.50, '2026-01-02Z',"
+               " '2026-02-01Z', 1, 0)");
+    write_file(cf.accounts, grants, then);
+    ck_assert_msg(load(c, &cf, &k, &err) == BS_OK, "%s", err.message);
+    ck_assert_uint_eq(k.added[BS_LOAD_GRANTS], 1);
+    ck_assert_uint_eq(k.unchanged[BS_LOAD_GRANTS], 2);
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.credit_ledger"), 3);
+    ck_assert_int_eq(query_long(c, "SELECT amount_minor FROM billing.credit_ledger"
+                                   " WHERE grant_id = 'g2' AND entry = 'grant'"),
+                     250);
+    ck_assert_int_eq(query_long(c, "SELECT amount_minor FROM billing.credit_ledger"
+                                   " WHERE grant_id = 'g3' AND entry = 'grant'"),
+                     7);
+    /* Again: nothing to add. */
+    ck_assert_msg(load(c, &cf, &k, &err) == BS_OK, "%s", err.message);
+    ck_assert_uint_eq(total_changed(&k), 0);
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.credit_ledger"), 3);
+    drop_db(c);
+}
+END_TEST
+/*
  * Parties (issue 27): the issuer of the price book (with its PNG logo,
  * named relative to the book) and the accounts' names, e-mail, address,
  * tax id and language are stored and read back; a reload changes nothing;
@@ -3550,6 +3608,7 @@ static Suite *store_suite(void)
     tcase_add_test(ev, test_pipeline);
     tcase_add_test(ev, test_pipeline_session_cut);
     tcase_add_test(ld, test_load_idempotent);
+    tcase_add_test(ld, test_load_grant_entries);
     tcase_add_test(ld, test_load_parties);
     tcase_add_test(ld, test_load_refuses_rewriting_history);
     suite_add_tcase(s, mig);
