@@ -1064,14 +1064,14 @@ static bs_status no_jit_end(bs_conn *c, int own, bs_status st, bs_error *err)
     " coalesce(v.label, '') AS version, l.unit_price::text AS unit_price,"                         \
     " l.quantity::text AS quantity, l.quantity_den::text AS quantity_den"                          \
     " FROM billing.invoices i"                                                                     \
-    " CROSS JOIN LATERAL (SELECT l.* FROM billing.invoice_lines l WHERE l.invoice_id = i.id"        \
+    " CROSS JOIN LATERAL (SELECT l.* FROM billing.invoice_lines l WHERE l.invoice_id = i.id"       \
     " OFFSET 0) l"                                                                                 \
     " LEFT JOIN billing.price_versions v ON v.id = l.price_version_id"                             \
     " WHERE i.account_id = a.id AND i.kind = 'invoice'"                                            \
     " AND (((i.status || '') = 'finalized' AND (i.month + 0) < $2::date"                           \
     " AND l.kind IN ('usage', 'included'))"                                                        \
-    " OR (l.kind = 'adjustment' AND ((i.status || '') = 'finalized' OR ((i.status || '') = 'draft'" \
-    " AND (i.month + 0) <> $2::date))))"                                                           \
+    " OR (l.kind = 'adjustment' AND ((i.status || '') = 'finalized'"                               \
+    " OR ((i.status || '') = 'draft' AND (i.month + 0) <> $2::date))))"                            \
     " AND coalesce(l.adjusts_month, i.month) IN (SELECT f.month FROM billing.invoices f"           \
     " WHERE f.account_id = i.account_id AND f.kind = 'invoice' AND (f.status || '') = 'finalized'" \
     " AND (f.month + 0) < $2::date"                                                                \

@@ -2203,7 +2203,7 @@ START_TEST(test_sums_probe_by_account)
 END_TEST
 
 /* Invoice rows this backend has fetched through an index and not yet reported. */
-#define SQL_INVOICE_INDEX_ROWS_PENDING                                       \
+#define SQL_INVOICE_INDEX_ROWS_PENDING                                    \
     "SELECT coalesce((SELECT idx_tup_fetch FROM pg_stat_xact_user_tables" \
     " WHERE relid = 'billing.invoices'::regclass), 0)"
 
@@ -2224,8 +2224,8 @@ END_TEST
 START_TEST(test_finalized_reads_probe_by_account)
 {
     bs_conn *c = fresh("finreads");
-    const char *args[] = {"close", "--period", "2026-11", "--finalize", "--grace", "0",
-                          "--quiet", NULL};
+    const char *args[] = {"close",   "--period", "2026-11", "--finalize",
+                          "--grace", "0",        "--quiet", NULL};
     const char *two = "[\"acct-00001\", \"acct-00002\"]";
     bs_billed_line *lines = NULL;
     PGresult *res;
