@@ -2157,6 +2157,25 @@ static void count_kind_lines(void *arg, const char *kind, const char *amount, in
     " WHERE relid = 'billing.invoices'::regclass), 0)"
 
 /*
+ * 60 accounts closed by `billing @args` with invoices never analyzed (its
+ * autovacuum off); returns the count @count_sql gives, checked above 40.
+ */
+static long closed_unanalyzed(bs_conn *c, const char *const *args, const char *count_sql)
+{
+    long n;
+
+    generate(c, 60);
+    itdb_exec(c, "ALTER TABLE billing.invoices SET (autovacuum_enabled = off)");
+    ck_assert_int_eq(run_billing(NULL, args), 0);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM pg_stats WHERE schemaname = 'billing'"
+                                  " AND tablename = 'invoices'"),
+                     0);
+    n = itdb_long(c, count_sql);
+    ck_assert_int_gt(n, 40);
+    return n;
+}
+
+/*
  * Regression: the summary of the drafts an unchanged re-close does not
  * rewrite (bs_close_marks_sums) joined its accounts to invoices on
  * `month = $2 AND status = 'draft'`; while invoices had no statistics the
@@ -2175,14 +2194,9 @@ START_TEST(test_sums_probe_by_account)
     int64_t lines = 0;
     long drafts, rows, before;
 
-    generate(c, 60);
-    itdb_exec(c, "ALTER TABLE billing.invoices SET (autovacuum_enabled = off)");
-    ck_assert_int_eq(run_billing(NULL, args), 0);
-    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM pg_stats WHERE schemaname = 'billing'"
-                                  " AND tablename = 'invoices'"),
-                     0);
-    drafts = itdb_long(c, "SELECT count(*) FROM billing.invoices WHERE status = 'draft'");
-    ck_assert_int_gt(drafts, 40);
+    drafts = closed_unanalyzed(c, args,
+                               "SELECT count(*) FROM billing.invoices WHERE status ="
+                               " 'draft'");
     /* As at scale, where a scan of the table costs more than probes (60 drafts fit a page). */
     itdb_exec(c, "BEGIN");
     itdb_exec(c, "SET LOCAL enable_seqscan = off");
@@ -2234,14 +2248,9 @@ START_TEST(test_finalized_reads_probe_by_account)
     long finalized, before, billed_rows, history_rows;
     char jit[64];
 
-    generate(c, 60);
-    itdb_exec(c, "ALTER TABLE billing.invoices SET (autovacuum_enabled = off)");
-    ck_assert_int_eq(run_billing(NULL, args), 0);
-    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM pg_stats WHERE schemaname = 'billing'"
-                                  " AND tablename = 'invoices'"),
-                     0);
-    finalized = itdb_long(c, "SELECT count(*) FROM billing.invoices WHERE status = 'finalized'");
-    ck_assert_int_gt(finalized, 40);
+    finalized = closed_unanalyzed(c, args,
+                                  "SELECT count(*) FROM billing.invoices WHERE status ="
+                                  " 'finalized'");
     /*
      * Whether invoices_month_status can serve them at all, whatever the
      * plan: with the indexes that lead with the account dropped (rolled
