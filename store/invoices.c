@@ -995,6 +995,48 @@ bs_status bs_returned_unclosed(bs_conn *c, const char *returned, const char *mon
 }
 
 /* ---------------------------------------------------------------------- */
+/* Reads by account probes, without JIT                                    */
+/* ---------------------------------------------------------------------- */
+
+/*
+ * The close's per-batch reads of finalized months (bs_billed_lines,
+ * bs_credit_history) probe each account on its own; the planner's default
+ * estimates for such probes, without statistics, make a statement look
+ * expensive enough to compile, and JIT took 2.4 s for a statement that
+ * then ran in 14 ms (doc/performance.md, "Month-end close", h43). They
+ * run in a read-only transaction of their own with JIT off; inside a
+ * caller's transaction, the caller's settings stay as they are.
+ */
+#define SQL_NO_JIT_BEGIN "BEGIN READ ONLY"
+#define SQL_NO_JIT "SET LOCAL jit = off"
+
+/* Returns 1 when a transaction was begun here, 0 when the caller's is open, -1 with @err. */
+static int no_jit_begin(bs_conn *c, bs_error *err)
+{
+    if (bs_in_transaction(c))
+        return 0;
+    if (bs_command(c, SQL_NO_JIT_BEGIN, 0, NULL, NULL, err) != BS_OK)
+        return -1;
+    if (bs_command(c, SQL_NO_JIT, 0, NULL, NULL, err) != BS_OK) {
+        bs_rollback(c);
+        return -1;
+    }
+    return 1;
+}
+
+/* Ends what no_jit_begin began (@own): commits after @st == BS_OK, else rolls back. */
+static bs_status no_jit_end(bs_conn *c, int own, bs_status st, bs_error *err)
+{
+    if (!own)
+        return st;
+    if (st != BS_OK) {
+        bs_rollback(c);
+        return st;
+    }
+    return bs_commit(c, err);
+}
+
+/* ---------------------------------------------------------------------- */
 /* Billed lines (for late events)                                          */
 /* ---------------------------------------------------------------------- */
 
@@ -1002,28 +1044,42 @@ bs_status bs_returned_unclosed(bs_conn *c, const char *returned, const char *mon
 #define STR_(x) #x
 #define STR(x) STR_(x)
 #define BS_LATE_MONTHS_TEXT STR(BS_LATE_MONTHS)
+/*
+ * Each account of $1 probed on its own (LATERAL ... OFFSET 0), its
+ * invoices' month and status compared through expressions no index can
+ * take (invoiceprobe.h), its lines and its finalized months looked up by
+ * invoice and by account: with `i.account_id = ANY (...)` and plain
+ * comparisons, while invoices had no statistics (the close of the month
+ * after a finalized one, right after a restore or a load), the planner
+ * read the finalized invoices through invoices_month_status and joined
+ * the lines by hash, about 10 s a batch of 1 024 accounts at 100 000
+ * finalized invoices (966 s of statement time in one close;
+ * doc/performance.md, "Month-end close", branch h48). Run with JIT off
+ * (bs_billed_lines): the probes' default estimates look dear.
+ */
 #define SQL_BILLED                                                                                 \
-    "SELECT b.* FROM (SELECT i.account_id AS account, to_char(coalesce(l.adjusts_month,"           \
+    "SELECT b.* FROM json_array_elements_text($1::json) WITH ORDINALITY a(id, n)"                  \
+    " CROSS JOIN LATERAL (SELECT i.account_id AS account, to_char(coalesce(l.adjusts_month,"       \
     " i.month), 'YYYY-MM-DD') AS month, l.meter AS meter, l.model AS model, l.region AS region,"   \
     " coalesce(v.label, '') AS version, l.unit_price::text AS unit_price,"                         \
     " l.quantity::text AS quantity, l.quantity_den::text AS quantity_den"                          \
     " FROM billing.invoices i"                                                                     \
-    " JOIN billing.invoice_lines l ON l.invoice_id = i.id"                                         \
+    " CROSS JOIN LATERAL (SELECT l.* FROM billing.invoice_lines l WHERE l.invoice_id = i.id"       \
+    " OFFSET 0) l"                                                                                 \
     " LEFT JOIN billing.price_versions v ON v.id = l.price_version_id"                             \
-    " WHERE i.account_id = ANY (ARRAY(SELECT json_array_elements_text($1::json))) AND i.kind = "   \
-    "'invoice'"                                                                                    \
-    " AND ((i.status = 'finalized' AND i.month < $2::date AND l.kind IN ('usage', 'included'))"    \
-    " OR (l.kind = 'adjustment' AND (i.status = 'finalized' OR (i.status = 'draft'"                \
-    " AND i.month <> $2::date))))"                                                                 \
+    " WHERE i.account_id = a.id AND i.kind = 'invoice'"                                            \
+    " AND (((i.status || '') = 'finalized' AND (i.month + 0) < $2::date"                           \
+    " AND l.kind IN ('usage', 'included'))"                                                        \
+    " OR (l.kind = 'adjustment' AND ((i.status || '') = 'finalized'"                               \
+    " OR ((i.status || '') = 'draft' AND (i.month + 0) <> $2::date))))"                            \
     " AND coalesce(l.adjusts_month, i.month) IN (SELECT f.month FROM billing.invoices f"           \
-    " WHERE f.account_id = i.account_id AND f.kind = 'invoice' AND f.status = 'finalized'"         \
-    " AND f.month < $2::date AND f.month >= $2::date - interval '" BS_LATE_MONTHS_TEXT " months')" \
+    " WHERE f.account_id = i.account_id AND f.kind = 'invoice' AND (f.status || '') = 'finalized'" \
+    " AND (f.month + 0) < $2::date"                                                                \
+    " AND (f.month + 0) >= $2::date - interval '" BS_LATE_MONTHS_TEXT " months')"                  \
     " UNION ALL SELECT f.account_id, to_char(f.month, 'YYYY-MM-DD'), '', '', '', '', '0', '0',"    \
-    " '1' FROM billing.invoices f WHERE f.account_id = ANY"                                        \
-    " (ARRAY(SELECT json_array_elements_text($1::json))) AND f.kind = 'invoice'"                   \
-    " AND f.status = 'finalized' AND f.month < $2::date"                                           \
-    " AND f.month >= $2::date - interval '" BS_LATE_MONTHS_TEXT " months') b"                      \
-    " JOIN json_array_elements_text($1::json) WITH ORDINALITY a(id, n) ON a.id = b.account"        \
+    " '1' FROM billing.invoices f WHERE f.account_id = a.id AND f.kind = 'invoice'"                \
+    " AND (f.status || '') = 'finalized' AND (f.month + 0) < $2::date"                             \
+    " AND (f.month + 0) >= $2::date - interval '" BS_LATE_MONTHS_TEXT " months' OFFSET 0) b"       \
     " ORDER BY a.n"
 
 static const bs_rowtext_field billed_fields[] = {
@@ -1038,12 +1094,24 @@ bs_status bs_billed_lines(bs_conn *c, const char *accounts, const char *month, b
                           size_t *n, bs_error *err)
 {
     const char *params[2] = {accounts, month};
-    void *rows;
+    void *rows = NULL;
+    int own;
     bs_status st;
 
+    *out = NULL;
+    *n = 0;
+    own = no_jit_begin(c, err);
+    if (own < 0)
+        return err->status;
     st = bs_rowtext_query(c, SQL_BILLED, 2, params, billed_fields,
                           sizeof(billed_fields) / sizeof(billed_fields[0]), sizeof(**out),
                           "billed lines", &rows, n, err);
+    st = no_jit_end(c, own, st, err);
+    if (st != BS_OK) {
+        free(rows);
+        rows = NULL;
+        *n = 0;
+    }
     *out = rows;
     return st;
 }
@@ -1078,11 +1146,50 @@ bs_status bs_billed_lines(bs_conn *c, const char *accounts, const char *month, b
 
 const char bs_credit_history_sql[] = SQL_CREDIT_HISTORY;
 
+/*
+ * The same rows for a batch of accounts, each account's invoices and
+ * ledger entries probed by account: month and status are compared through
+ * expressions no index can take (as invoiceprobe.h does), so that only
+ * the indexes leading with the account serve them. With the statement
+ * above, while invoices had no statistics (a close right after a restore
+ * or a load, before autovacuum's first analyze), the planner read every
+ * finalized invoice through invoices_month_status by status and hashed
+ * them, once per batch: 170 to 290 ms a batch of 1 024 accounts at 100 000
+ * finalized drafts (doc/performance.md, "Month-end close", branches h43
+ * and h48). The probes' default estimates make the statement look dear
+ * enough to compile (2.4 s of JIT before 14 ms of execution), so it runs
+ * with JIT off (bs_credit_history).
+ */
+#define SQL_CREDIT_HISTORY_PROBED                                                                  \
+    "WITH a AS (SELECT x.id, x.n FROM json_array_elements_text($1::json) WITH ORDINALITY"          \
+    " x(id, n)), f AS (SELECT a.id, a.n, i.month, round(greatest(i.account_credit_left"            \
+    " - coalesce((SELECT sum(r.amount) FROM billing.invoice_refunds r JOIN billing.invoices k"     \
+    " ON k.id = r.invoice_id WHERE r.account_id = a.id AND k.month = i.month), 0), 0)"             \
+    " * 10::numeric ^ cu.digits) AS acl FROM a CROSS JOIN LATERAL (SELECT i.month,"                \
+    " i.account_credit_left, i.currency FROM billing.invoices i WHERE i.account_id = a.id"         \
+    " AND i.kind = 'invoice' AND (i.status || '') = 'finalized' AND (i.month + 0) <> $2::date"     \
+    " OFFSET 0) i JOIN billing.currencies cu ON cu.code = i.currency)"                             \
+    " SELECT id, to_char(month, 'YYYY-MM'), g, am FROM (SELECT f.id, f.n, f.month, '' AS g,"       \
+    " f.acl::text AS am FROM f UNION ALL SELECT f.id, f.n, f.month, l.grant_id,"                   \
+    " (-sum(l.amount_minor))::text FROM f CROSS JOIN LATERAL (SELECT j.id FROM billing.invoices j" \
+    " WHERE j.account_id = f.id AND (j.month + 0) = f.month OFFSET 0) j CROSS JOIN LATERAL"        \
+    " (SELECT l.grant_id, l.amount_minor FROM billing.credit_ledger l WHERE l.invoice_id = j.id"   \
+    " OFFSET 0) l GROUP BY f.id, f.n, f.month, l.grant_id HAVING sum(l.amount_minor) <> 0) r"      \
+    " ORDER BY n, month, g"
 PGresult *bs_credit_history(bs_conn *c, const char *accounts, const char *month, bs_error *err)
 {
     const char *params[2] = {accounts, month};
+    PGresult *res;
+    int own = no_jit_begin(c, err);
 
-    return bs_query(c, SQL_CREDIT_HISTORY, 2, params, err);
+    if (own < 0)
+        return NULL;
+    res = bs_query(c, SQL_CREDIT_HISTORY_PROBED, 2, params, err);
+    if (no_jit_end(c, own, res != NULL ? BS_OK : err->status, err) != BS_OK) {
+        PQclear(res);
+        return NULL;
+    }
+    return res;
 }
 
 /* ---------------------------------------------------------------------- */

@@ -129,8 +129,10 @@ bs_status bs_returned_unclosed(bs_conn *c, const char *returned, const char *mon
  * cancel) do not net to zero, with what they took (minor units, net of
  * credit given back by refunds). Result columns: account_id, month
  * (YYYY-MM), grant_id ("" for the account credit row), amount (minor
- * units), in the order of @accounts, then month. Caller PQclears. NULL
- * with @err on failure.
+ * units), in the order of @accounts, then month. Each account is probed
+ * on its own; with no transaction open on @c the read runs in a read-only
+ * transaction of its own with JIT off (inside the caller's, with the
+ * caller's settings). Caller PQclears. NULL with @err on failure.
  */
 PGresult *bs_credit_history(bs_conn *c, const char *accounts, const char *month, bs_error *err);
 
@@ -161,7 +163,9 @@ typedef struct bs_billed_line {
  * meter, model, region, version label, unit_price, quantity,
  * quantity_den, as the fields of bs_billed_line, in the order of
  * @accounts: *@out[0..*@n) in one allocation (the caller frees it with
- * free()). Returns BS_OK or an error (*@out NULL).
+ * free()). Each account is probed on its own; with no transaction open
+ * on @c the read runs in a read-only transaction of its own with JIT off.
+ * Returns BS_OK or an error (*@out NULL).
  */
 bs_status bs_billed_lines(bs_conn *c, const char *accounts, const char *month, bs_billed_line **out,
                           size_t *n, bs_error *err);

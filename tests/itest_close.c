@@ -2157,6 +2157,25 @@ static void count_kind_lines(void *arg, const char *kind, const char *amount, in
     " WHERE relid = 'billing.invoices'::regclass), 0)"
 
 /*
+ * 60 accounts closed by `billing @args` with invoices never analyzed (its
+ * autovacuum off); returns the count @count_sql gives, checked above 40.
+ */
+static long closed_unanalyzed(bs_conn *c, const char *const *args, const char *count_sql)
+{
+    long n;
+
+    generate(c, 60);
+    itdb_exec(c, "ALTER TABLE billing.invoices SET (autovacuum_enabled = off)");
+    ck_assert_int_eq(run_billing(NULL, args), 0);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM pg_stats WHERE schemaname = 'billing'"
+                                  " AND tablename = 'invoices'"),
+                     0);
+    n = itdb_long(c, count_sql);
+    ck_assert_int_gt(n, 40);
+    return n;
+}
+
+/*
  * Regression: the summary of the drafts an unchanged re-close does not
  * rewrite (bs_close_marks_sums) joined its accounts to invoices on
  * `month = $2 AND status = 'draft'`; while invoices had no statistics the
@@ -2175,14 +2194,9 @@ START_TEST(test_sums_probe_by_account)
     int64_t lines = 0;
     long drafts, rows, before;
 
-    generate(c, 60);
-    itdb_exec(c, "ALTER TABLE billing.invoices SET (autovacuum_enabled = off)");
-    ck_assert_int_eq(run_billing(NULL, args), 0);
-    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM pg_stats WHERE schemaname = 'billing'"
-                                  " AND tablename = 'invoices'"),
-                     0);
-    drafts = itdb_long(c, "SELECT count(*) FROM billing.invoices WHERE status = 'draft'");
-    ck_assert_int_gt(drafts, 40);
+    drafts = closed_unanalyzed(c, args,
+                               "SELECT count(*) FROM billing.invoices WHERE status ="
+                               " 'draft'");
     /* As at scale, where a scan of the table costs more than probes (60 drafts fit a page). */
     itdb_exec(c, "BEGIN");
     itdb_exec(c, "SET LOCAL enable_seqscan = off");
@@ -2198,6 +2212,93 @@ START_TEST(test_sums_probe_by_account)
                                          " i.account_id IN ('acct-00001', 'acct-00002')"));
     ck_assert_msg(rows < drafts / 2, "the sums of 2 accounts fetched %ld invoice rows of %ld", rows,
                   drafts);
+    drop(c);
+}
+END_TEST
+
+/* Invoice rows this backend has fetched through an index and not yet reported. */
+#define SQL_INVOICE_INDEX_ROWS_PENDING                                    \
+    "SELECT coalesce((SELECT idx_tup_fetch FROM pg_stat_xact_user_tables" \
+    " WHERE relid = 'billing.invoices'::regclass), 0)"
+
+/*
+ * Regression: the close of the month after a finalized one read each
+ * batch's billed lines (bs_billed_lines) and credit history
+ * (bs_credit_history) with `account_id = ANY (...)`, `status =
+ * 'finalized'` and `month < $2`; while invoices had no statistics (right
+ * after a restore or a load) the planner read the finalized invoices
+ * through invoices_month_status and hashed them, once per batch: 966 s of
+ * statement time in a close of 100 000 accounts. Both now probe each
+ * account: two accounts' reads fetch a few invoice rows, not the month's
+ * finalized invoices, and cannot take invoices_month_status whatever the
+ * plan (counted inside one transaction, as above). Outside
+ * a transaction each runs in one of its own with JIT off, which leaves
+ * the session idle and its own jit setting as it was.
+ */
+START_TEST(test_finalized_reads_probe_by_account)
+{
+    bs_conn *c = fresh("finreads");
+    const char *args[] = {"close",   "--period", "2026-11", "--finalize",
+                          "--grace", "0",        "--quiet", NULL};
+    const char *two = "[\"acct-00001\", \"acct-00002\"]";
+    bs_billed_line *lines = NULL;
+    PGresult *res;
+    size_t n_lines = 0;
+    bs_error err;
+    long finalized, before, billed_rows, history_rows;
+    char jit[64];
+
+    finalized = closed_unanalyzed(c, args,
+                                  "SELECT count(*) FROM billing.invoices WHERE status ="
+                                  " 'finalized'");
+    /*
+     * Whether invoices_month_status can serve them at all, whatever the
+     * plan: with the indexes that lead with the account dropped (rolled
+     * back) and sequential scans off, a statement that can take it does
+     * (it is then the only index), one that probes by account scans.
+     */
+    itdb_exec(c, "BEGIN");
+    itdb_exec(c, "DROP INDEX billing.invoices_account_month");
+    itdb_exec(c, "DROP INDEX billing.invoices_one_open_draft");
+    itdb_exec(c, "SET LOCAL enable_seqscan = off");
+    before = itdb_long(c, SQL_INVOICE_INDEX_ROWS_PENDING);
+    ck_assert_msg(bs_billed_lines(c, two, "2026-12-01", &lines, &n_lines, &err) == BS_OK, "%s",
+                  err.message);
+    billed_rows = itdb_long(c, SQL_INVOICE_INDEX_ROWS_PENDING) - before;
+    before = itdb_long(c, SQL_INVOICE_INDEX_ROWS_PENDING);
+    res = bs_credit_history(c, two, "2026-12-01", &err);
+    ck_assert_msg(res != NULL, "%s", err.message);
+    history_rows = itdb_long(c, SQL_INVOICE_INDEX_ROWS_PENDING) - before;
+    PQclear(res);
+    itdb_exec(c, "ROLLBACK");
+    /* Each account's finalized November: at least its row without a meter, in the accounts' order. */
+    ck_assert_uint_ge(n_lines, 2);
+    ck_assert_str_eq(lines[0].account, "acct-00001");
+    ck_assert_str_eq(lines[n_lines - 1].account, "acct-00002");
+    ck_assert_str_eq(lines[0].month, "2026-11-01");
+    free(lines);
+    ck_assert_msg(billed_rows < finalized / 2,
+                  "the billed lines of 2 accounts fetched %ld invoice rows of %ld by an index",
+                  billed_rows, finalized);
+    ck_assert_msg(history_rows < finalized / 2,
+                  "the credit history of 2 accounts fetched %ld invoice rows of %ld by an index",
+                  history_rows, finalized);
+    /* On their own: the transaction is closed and the session's jit untouched. */
+    itdb_exec(c, "SET jit = on");
+    res = bs_credit_history(c, two, "2026-12-01", &err);
+    ck_assert_msg(res != NULL, "%s", err.message);
+    ck_assert_int_ge(PQntuples(res), 2);
+    ck_assert_str_eq(PQgetvalue(res, 0, 0), "acct-00001");
+    ck_assert_str_eq(PQgetvalue(res, 0, 1), "2026-11");
+    ck_assert_str_eq(PQgetvalue(res, 0, 2), "");
+    ck_assert_str_eq(PQgetvalue(res, PQntuples(res) - 1, 0), "acct-00002");
+    PQclear(res);
+    ck_assert_msg(bs_billed_lines(c, two, "2026-12-01", &lines, &n_lines, &err) == BS_OK, "%s",
+                  err.message);
+    free(lines);
+    ck_assert(!bs_in_transaction(c));
+    query_text(c, "SHOW jit", jit, sizeof(jit));
+    ck_assert_str_eq(jit, "on");
     drop(c);
 }
 END_TEST
@@ -2835,6 +2936,7 @@ static Suite *close_suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_close_probes_drafts_by_account);
     tcase_add_test(tc, test_sums_probe_by_account);
+    tcase_add_test(tc, test_finalized_reads_probe_by_account);
     suite_add_tcase(s, tc);
     /* Reading the stored events (CK_RUN_CASE=events runs it alone). */
     tc = tcase_create("events");
