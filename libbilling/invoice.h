@@ -48,6 +48,14 @@ typedef struct bl_line {
     size_t cap_parts;        /* parts allocated */
     bl_refund_part *sources; /* refund lines: refunds of fees of earlier months */
     size_t n_sources;
+    /*
+     * While bl_month_compute adds a month's aggregates: non-zero when every
+     * aggregate of this usage or included line so far had an integer sum,
+     * kept unscaled (quantity's numerator and each part's amount, over 1;
+     * amount still zero) until the line is scaled once by its meter's
+     * divisor and its price (month.c, line_scale). Zero in a computed month.
+     */
+    int unscaled;
 } bl_line;
 
 /*
