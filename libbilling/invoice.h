@@ -76,6 +76,16 @@ typedef struct bl_month {
     size_t cap_pools; /* pools[0..2 * cap_pools) initialised (>= n_pools) */
     mpz_t *pools;     /* [epoch * 2 + (usage 0, fees 1)], minor units, >= 0 */
     mpz_t subtotal;   /* minor units */
+    /*
+     * bl_credit_apply's working storage, kept with the month's (and by
+     * bl_month_release) so that applying credit allocates nothing once
+     * grown: GMP values (scratch[0..n_scratch) initialised; their values
+     * meaningless between calls) and indices (idx_size bytes at idx).
+     */
+    mpz_t *scratch;
+    size_t n_scratch;
+    void *idx;
+    size_t idx_size;
 } bl_month;
 
 /*
@@ -139,6 +149,12 @@ int32_t *bl_account_months(billing_rater *r, size_t ai, size_t *n);
  * months of account @ai (charges in it), without building the list.
  */
 int bl_account_has_month(billing_rater *r, size_t ai, int32_t month);
+
+/*
+ * bl_account_has_month_before - whether one of bl_account_months' months of
+ * account @ai is before @month, without building the list.
+ */
+int bl_account_has_month_before(billing_rater *r, size_t ai, int32_t month);
 
 /* What grants paid of one month's fee pool: refunds of those fees go back pro rata. */
 typedef struct bl_fee_paid {

@@ -58,6 +58,10 @@ void bl_month_clear(bl_month *m)
         mpz_clear(m->pools[i]);
     free(m->pools);
     mpz_clear(m->subtotal);
+    for (i = 0; i < m->n_scratch; i++)
+        mpz_clear(m->scratch[i]);
+    free(m->scratch);
+    free(m->idx);
     memset(m, 0, sizeof(*m));
 }
 
@@ -482,6 +486,33 @@ static int cmp_line(const void *x, const void *y)
     return (a->sub > b->sub) - (a->sub < b->sub);
 }
 
+/* Below this many lines an insertion sort is cheaper than qsort's calls and merge buffers. */
+#define FEW_LINES 16
+
+/*
+ * @lines in cmp_line's order. Distinct lines never compare equal (it
+ * orders every field of their identity), so any sort gives one order.
+ */
+static void sort_lines(bl_line *lines, size_t n)
+{
+    bl_line t;
+    size_t i;
+    size_t j;
+
+    if (n > FEW_LINES) {
+        qsort(lines, n, sizeof(bl_line), cmp_line);
+        return;
+    }
+    for (i = 1; i < n; i++) {
+        if (cmp_line(&lines[i - 1], &lines[i]) <= 0)
+            continue;
+        t = lines[i];
+        for (j = i; j > 0 && cmp_line(&lines[j - 1], &t) > 0; j--)
+            lines[j] = lines[j - 1];
+        lines[j] = t;
+    }
+}
+
 billing_status bl_month_compute(billing_rater *r, size_t ai, int32_t month, bl_month *m)
 {
     const billing_catalog *cat = r->cat;
@@ -510,8 +541,7 @@ billing_status bl_month_compute(billing_rater *r, size_t ai, int32_t month, bl_m
         st = add_subscriptions(r, m, a);
     if (st != BILLING_OK)
         return st;
-    if (m->n_lines > 1)
-        qsort(m->lines, m->n_lines, sizeof(bl_line), cmp_line);
+    sort_lines(m->lines, m->n_lines);
     for (i = 0; i < m->n_lines; i++) {
         bl_q_round_pow(m->lines[i].rounded, m->lines[i].amount, r->scratch.pow10, cat->rounding,
                        r->scratch.z[2], r->scratch.z[3]);
@@ -573,7 +603,14 @@ int32_t *bl_account_months(billing_rater *r, size_t ai, size_t *n)
     return out;
 }
 
-int bl_account_has_month(billing_rater *r, size_t ai, int32_t month)
+/* Is @m @month (@before 0), or before it (@before 1)? */
+static int month_match(int32_t m, int32_t month, int before)
+{
+    return before ? m < month : m == month;
+}
+
+/* bl_account_has_month (@before 0) or bl_account_has_month_before (@before 1). */
+static int has_month(billing_rater *r, size_t ai, int32_t month, int before)
 {
     const billing_catalog *cat = r->cat;
     const bl_account *a = BL_AT(cat->accounts, bl_account, ai);
@@ -585,21 +622,32 @@ int bl_account_has_month(billing_rater *r, size_t ai, int32_t month)
     int k;
 
     for (i = 0; x != NULL && i < x->aggs.len; i++) {
-        if (r->aggs[x->aggs.data[i]].pieces > 0 && r->aggs[x->aggs.data[i]].key.month == month)
+        if (r->aggs[x->aggs.data[i]].pieces > 0 &&
+            month_match(r->aggs[x->aggs.data[i]].key.month, month, before))
             return 1;
     }
     /* As bl_account_months: the terms' starts, and a cancellation that refunds. */
     for (i = 0; i < a->n_subs; i++) {
         s = BL_AT(cat->subs, bl_sub, a->subs[i]);
         for (k = 0; k < s->terms && s->bounds[k] < s->end; k++) {
-            if (month_of_instant(a->zone, s->bounds[k]) == month)
+            if (month_match(month_of_instant(a->zone, s->bounds[k]), month, before))
                 return 1;
         }
         if (refunded_term(cat, s, &fee, &version) >= 0 &&
-            month_of_instant(a->zone, s->cancelled_at) == month)
+            month_match(month_of_instant(a->zone, s->cancelled_at), month, before))
             return 1;
     }
     return 0;
+}
+
+int bl_account_has_month(billing_rater *r, size_t ai, int32_t month)
+{
+    return has_month(r, ai, month, 0);
+}
+
+int bl_account_has_month_before(billing_rater *r, size_t ai, int32_t month)
+{
+    return has_month(r, ai, month, 1);
 }
 
 /* ---------------------------------------------------------------------- */
