@@ -400,7 +400,7 @@ billing_status bl_replay_months(billing_rater *r, size_t ai, int32_t target, bl_
         issued = bl_issued_at(memo, k, months[i]);
         if (issued)
             bl_issued_snapshot(before, c);
-        st = bl_month_compute(r, ai, months[i], &m);
+        st = bl_month_compute_amounts(r, ai, months[i], &m);
         if (st == BILLING_OK && bl_credit_apply(r->cat, ai, &m, c) != 0)
             st = BILLING_ERR_NOMEM;
         bl_month_release(r, &m);

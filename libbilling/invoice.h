@@ -86,6 +86,7 @@ typedef struct bl_month {
     size_t n_scratch;
     void *idx;
     size_t idx_size;
+    int amounts_only; /* bl_month_compute_amounts: see there */
 } bl_month;
 
 /*
@@ -94,6 +95,17 @@ typedef struct bl_month {
  * BILLING_ERR_NOMEM. Free with bl_month_clear even on error.
  */
 billing_status bl_month_compute(billing_rater *r, size_t ai, int32_t month, bl_month *out);
+
+/*
+ * bl_month_compute_amounts - bl_month_compute for a caller that reads only
+ * the lines' amounts, rounded amounts and parts, the subtotal and the
+ * pools (credit and the balance): the same values, but a usage line's
+ * amount and parts may be left unreduced (numerator and denominator with a
+ * common factor: equal values, so rounded and added alike, while mpq_equal
+ * may tell two equal ones apart), and usage lines' quantities are not
+ * computed (meaningless). Not for anything printed.
+ */
+billing_status bl_month_compute_amounts(billing_rater *r, size_t ai, int32_t month, bl_month *out);
 
 /*
  * bl_month_pools - fill @m's pools from its rounded lines: each line's

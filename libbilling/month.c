@@ -255,6 +255,38 @@ static int agg_integer(const bl_agg *a)
 }
 
 /*
+ * @q, an integer sum over 1, times @l's unit price over @div, not reduced
+ * (bl_month_compute_amounts): no gcd.
+ */
+static void scale_unreduced(mpq_ptr q, const bl_line *l, mpz_srcptr div)
+{
+    mpz_mul(mpq_numref(q), mpq_numref(q), mpq_numref(l->unit_price));
+    mpz_mul(mpq_denref(q), div, mpq_denref(l->unit_price));
+}
+
+/* line_scale for a month of amounts only: @l's amount and parts, unreduced. */
+static void line_scale_amounts(bl_line *l, mpz_srcptr div, int priced)
+{
+    size_t i;
+
+    if (!priced) {
+        mpq_set_ui(l->amount, 0, 1);
+        for (i = 0; i < l->n_parts; i++)
+            mpq_set_ui(l->parts[i].amount, 0, 1);
+        return;
+    }
+    /* The quantity's numerator holds the line's sum (over 1): it becomes the amount. */
+    mpq_swap(l->amount, l->quantity);
+    scale_unreduced(l->amount, l, div);
+    if (l->n_parts == 1) {
+        mpq_set(l->parts[0].amount, l->amount);
+        return;
+    }
+    for (i = 0; i < l->n_parts; i++)
+        scale_unreduced(l->parts[i].amount, l, div);
+}
+
+/*
  * Scale usage line @l, whose aggregates were all integers (l->unscaled):
  * their sums, kept over 1, divided once by the meter's divisor into the
  * quantity, then priced. The same canonical values as adding each
@@ -268,6 +300,10 @@ static void line_scale(billing_rater *r, bl_month *m, bl_line *l)
     size_t i;
 
     l->unscaled = 0;
+    if (m->amounts_only) {
+        line_scale_amounts(l, div, priced);
+        return;
+    }
     mpz_set(mpq_denref(l->quantity), div);
     mpq_canonicalize(l->quantity);
     if (priced)
@@ -513,7 +549,9 @@ static void sort_lines(bl_line *lines, size_t n)
     }
 }
 
-billing_status bl_month_compute(billing_rater *r, size_t ai, int32_t month, bl_month *m)
+/* bl_month_compute, or bl_month_compute_amounts when @amounts_only. */
+static billing_status month_compute(billing_rater *r, size_t ai, int32_t month, bl_month *m,
+                                    int amounts_only)
 {
     const billing_catalog *cat = r->cat;
     const bl_account *a = BL_AT(cat->accounts, bl_account, ai);
@@ -526,6 +564,7 @@ billing_status bl_month_compute(billing_rater *r, size_t ai, int32_t month, bl_m
 
     if (month_start(r, m, a->n_epochs + 1) != 0)
         return BILLING_ERR_NOMEM;
+    m->amounts_only = amounts_only;
     m->account = ai;
     m->month = month;
     month_bounds(a->zone, month, &m->start, &m->end);
@@ -549,6 +588,16 @@ billing_status bl_month_compute(billing_rater *r, size_t ai, int32_t month, bl_m
     }
     bl_month_pools(r, m);
     return BILLING_OK;
+}
+
+billing_status bl_month_compute(billing_rater *r, size_t ai, int32_t month, bl_month *m)
+{
+    return month_compute(r, ai, month, m, 0);
+}
+
+billing_status bl_month_compute_amounts(billing_rater *r, size_t ai, int32_t month, bl_month *m)
+{
+    return month_compute(r, ai, month, m, 1);
 }
 
 static int cmp_i32(const void *a, const void *b)
