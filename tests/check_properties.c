@@ -1809,8 +1809,10 @@ static int find_grant(void *arg, const char *grant, const char *remaining, billi
  */
 START_TEST(test_live_grants_match_invoice_remaining)
 {
-    static const char *const instants[4] = {"2026-01-25T00:00:00Z", "2026-02-01T12:00:00Z",
-                                            "2026-03-15T00:00:00Z", "2026-04-15T00:00:00Z"};
+    static const char *const instants[4][2] = {{"2026-01-15T00:00:00Z", "2026-01-25T00:00:00Z"},
+                                               {"2026-02-01T12:00:00Z", "2026-02-25T00:00:00Z"},
+                                               {"2026-03-05T00:00:00Z", "2026-03-15T00:00:00Z"},
+                                               {"2026-04-15T00:00:00Z", "2026-04-15T00:00:00Z"}};
     billing_catalog *cat = make_catalog();
     billing_event *ev = billing_event_new();
     billing_rater *live;
@@ -1819,12 +1821,30 @@ START_TEST(test_live_grants_match_invoice_remaining)
     gen_event g;
     grant_left left;
     char err[256];
+    char id[32];
     size_t i;
     size_t checked = 0;
     int a;
+    int k;
     int m;
     int n;
 
+    /* Grants larger than the usage of their windows: each pays exactly the pools of the epochs
+       it covers, so what it has left depends on every line's parts, not only on the totals. */
+    for (a = 0; a < N_ACCOUNTS; a++) {
+        snprintf(id, sizeof(id), "window-%d", a);
+        ck_assert_int_eq(billing_catalog_add_grant(cat, id, accounts[a], "100000.00",
+                                                   tu_time("2026-01-10T07:00:00Z"),
+                                                   tu_time("2026-01-20T00:00:00Z"),
+                                                   BILLING_CHARGE_USAGE, 0, err, sizeof(err)),
+                         BILLING_OK);
+        snprintf(id, sizeof(id), "across-%d", a);
+        ck_assert_int_eq(billing_catalog_add_grant(cat, id, accounts[a], "100000.00",
+                                                   tu_time("2026-02-20T00:00:00Z"),
+                                                   tu_time("2026-03-10T00:00:00Z"),
+                                                   BILLING_CHARGE_USAGE, 0, err, sizeof(err)),
+                         BILLING_OK);
+    }
     ck_assert_int_eq(billing_rater_new(cat, &live, err, sizeof(err)), BILLING_OK);
     ck_assert_int_eq(billing_rater_new(cat, &inv_r, err, sizeof(err)), BILLING_OK);
     rng_state = UINT64_C(4711) + (uint64_t)_i;
@@ -1839,18 +1859,20 @@ START_TEST(test_live_grants_match_invoice_remaining)
                                                    sizeof(err)),
                              BILLING_OK);
             for (i = 0; i < billing_invoice_credit_count(inv); i++) {
-                left.grant = billing_invoice_credit_grant(inv, i);
-                left.found = 0;
-                ck_assert_int_eq(billing_rater_credit_grants(live, accounts[a],
-                                                             tu_time(instants[m - 1]), find_grant,
-                                                             &left),
-                                 BILLING_OK);
-                if (!left.found)
-                    continue; /* not valid at that instant */
-                ck_assert_msg(left.left == minor(billing_invoice_credit_remaining(inv, i)),
-                              "%s, month %d, grant %s: live %lld, invoice %s", accounts[a], m,
-                              left.grant, left.left, billing_invoice_credit_remaining(inv, i));
-                checked++;
+                for (k = 0; k < 2; k++) {
+                    left.grant = billing_invoice_credit_grant(inv, i);
+                    left.found = 0;
+                    ck_assert_int_eq(billing_rater_credit_grants(live, accounts[a],
+                                                                 tu_time(instants[m - 1][k]),
+                                                                 find_grant, &left),
+                                     BILLING_OK);
+                    if (!left.found)
+                        continue; /* not valid at that instant */
+                    ck_assert_msg(left.left == minor(billing_invoice_credit_remaining(inv, i)),
+                                  "%s, month %d, grant %s: live %lld, invoice %s", accounts[a], m,
+                                  left.grant, left.left, billing_invoice_credit_remaining(inv, i));
+                    checked++;
+                }
             }
             billing_invoice_destroy(inv);
         }
@@ -1866,7 +1888,9 @@ END_TEST
 /*
  * billing_rater_take_back through the memo (an event inside one memoised
  * aggregate) or the walk: taking back a random half of the events leaves
- * the invoices of a rater that only ever held the other half.
+ * the invoices of a rater that only ever held the other half, and taking
+ * back the rest those of a rater that held nothing (no month left with an
+ * emptied aggregate).
  */
 START_TEST(test_take_back_leaves_the_other_half)
 {
@@ -1899,6 +1923,17 @@ START_TEST(test_take_back_leaves_the_other_half)
     ck_assert_uint_eq(billing_rater_event_count(r), (uint64_t)n_kept);
     after = all_invoices(r);
     fresh = rate_all(cat, evs, kept, n_kept);
+    ck_assert_str_eq(after, fresh);
+    free(after);
+    free(fresh);
+    /* Then the rest: every aggregate emptied, as if nothing had been rated. */
+    for (n = 0; n < n_kept; n++) {
+        fill(&evs[kept[n]], ev);
+        ck_assert_int_eq(billing_rater_take_back(r, ev, err, sizeof(err)), BILLING_OK);
+    }
+    ck_assert_uint_eq(billing_rater_event_count(r), 0);
+    after = all_invoices(r);
+    fresh = rate_all(cat, evs, kept, 0);
     ck_assert_str_eq(after, fresh);
     free(after);
     free(fresh);
