@@ -111,9 +111,10 @@ static billing_catalog *make_catalog(const billing_zone *zone, int accounts)
         billing_meter meter;
         const char *model;
         const char *price;
-    } rates[] = {{BILLING_METER_GPU, "RTX4090", "0.60"},    {BILLING_METER_GPU, "A100-80G", "1.60"},
-                 {BILLING_METER_GPULESS, "RTX4090", "0.48"}, {BILLING_METER_GPULESS, "A100-80G", "1.28"},
-                 {BILLING_METER_STORAGE, "*", "0.20"},      {BILLING_METER_TRAFFIC, "*", "0"}};
+    } rates[] = {
+        {BILLING_METER_GPU, "RTX4090", "0.60"},     {BILLING_METER_GPU, "A100-80G", "1.60"},
+        {BILLING_METER_GPULESS, "RTX4090", "0.48"}, {BILLING_METER_GPULESS, "A100-80G", "1.28"},
+        {BILLING_METER_STORAGE, "*", "0.20"},       {BILLING_METER_TRAFFIC, "*", "0"}};
     billing_catalog *cat = billing_catalog_new();
     char err[MSG];
     char id[32];
@@ -131,11 +132,11 @@ static billing_catalog *make_catalog(const billing_zone *zone, int accounts)
     rc |= check(billing_catalog_add_price_version(cat, "2026-01", JAN_LOCAL * NS, err, sizeof(err)),
                 "version", err);
     for (i = 0; i < sizeof(rates) / sizeof(rates[0]); i++)
-        rc |= check(billing_catalog_set_rate(cat, "2026-01", rates[i].meter, rates[i].model,
-                                             rates[i].meter == BILLING_METER_TRAFFIC ? "*"
-                                                                                     : "cn-east-1",
-                                             rates[i].price, err, sizeof(err)),
-                    "rate", err);
+        rc |= check(
+            billing_catalog_set_rate(cat, "2026-01", rates[i].meter, rates[i].model,
+                                     rates[i].meter == BILLING_METER_TRAFFIC ? "*" : "cn-east-1",
+                                     rates[i].price, err, sizeof(err)),
+            "rate", err);
     rc |= check(billing_catalog_add_plan(cat, "rtx4090x8-monthly", BILLING_PERIOD_MONTH, "RTX4090",
                                          "cn-east-1", 1, err, sizeof(err)),
                 "plan", err);
@@ -147,16 +148,15 @@ static billing_catalog *make_catalog(const billing_zone *zone, int accounts)
         snprintf(grant, sizeof(grant), "trial-%06d", a);
         rc |= check(billing_catalog_add_account(cat, id, "CNY", zone, "0.06", err, sizeof(err)),
                     "account", err);
-        rc |= check(billing_catalog_add_grant(cat, grant, id, "10.00", JAN_LOCAL * NS,
-                                              FEB_LOCAL * NS, BILLING_CHARGE_USAGE, 0, err,
-                                              sizeof(err)),
-                    "grant", err);
+        rc |=
+            check(billing_catalog_add_grant(cat, grant, id, "10.00", JAN_LOCAL * NS, FEB_LOCAL * NS,
+                                            BILLING_CHARGE_USAGE, 0, err, sizeof(err)),
+                  "grant", err);
         if (a % 10 == 0) {
             snprintf(sub, sizeof(sub), "plan-%06d", a);
             snprintf(res, sizeof(res), "i-%06d-0", a);
             rc |= check(billing_catalog_add_subscription(cat, sub, id, res, "rtx4090x8-monthly",
-                                                         JAN_LOCAL * NS, 1, NULL, err,
-                                                         sizeof(err)),
+                                                         JAN_LOCAL * NS, 1, NULL, err, sizeof(err)),
                         "subscription", err);
         }
     }
@@ -295,10 +295,9 @@ static int crossings(billing_catalog *cat, const spec *s, size_t n, long *n_cros
         mpq_canonicalize(level);
         mpq_sub(level, before, level);
         t = cpu_s();
-        rc = check(billing_rater_credit_crossing(r, s[0].account,
-                                                 (const billing_event *const *)&span[half],
-                                                 n - half, s[half].start, level, &index, &at, err,
-                                                 sizeof(err)),
+        rc = check(billing_rater_credit_crossing(
+                       r, s[0].account, (const billing_event *const *)&span[half], n - half,
+                       s[half].start, level, &index, &at, err, sizeof(err)),
                    "crossing", err);
         *t_cross += cpu_s() - t;
         mix(&at, sizeof(at));

@@ -573,7 +573,8 @@ static int solve(cx *x, billing_time_t lo, billing_time_t t1, billing_time_t *gu
     billing_zone_year_month(a->zone, lo, &year, &mon);
     month = bl_month_index(year, mon);
     if (bl_month_compute_amounts(x->r, x->ai, month, &m0) != BILLING_OK || move_to(x, t1) != 0 ||
-        bl_month_compute_amounts(x->r, x->ai, month, &m1) != BILLING_OK || model_lines(&m, &m0, &m1) != 0) {
+        bl_month_compute_amounts(x->r, x->ai, month, &m1) != BILLING_OK ||
+        model_lines(&m, &m0, &m1) != 0) {
         if (x->st == BILLING_OK)
             x->st = bl_seterr(x->errbuf, x->errsize, BILLING_ERR_NOMEM, "out of memory");
         goto out;

@@ -1786,7 +1786,8 @@ typedef struct grant_left {
     int found;
 } grant_left;
 
-static int find_grant(void *arg, const char *grant, const char *remaining, billing_time_t expires_at)
+static int find_grant(void *arg, const char *grant, const char *remaining,
+                      billing_time_t expires_at)
 {
     grant_left *g = arg;
 
@@ -1855,9 +1856,9 @@ START_TEST(test_live_grants_match_invoice_remaining)
     }
     for (a = 0; a < N_ACCOUNTS; a++) {
         for (m = 1; m <= 4; m++) {
-            ck_assert_int_eq(billing_rater_invoice(inv_r, accounts[a], 2026, m, &inv, err,
-                                                   sizeof(err)),
-                             BILLING_OK);
+            ck_assert_int_eq(
+                billing_rater_invoice(inv_r, accounts[a], 2026, m, &inv, err, sizeof(err)),
+                BILLING_OK);
             for (i = 0; i < billing_invoice_credit_count(inv); i++) {
                 for (k = 0; k < 2; k++) {
                     left.grant = billing_invoice_credit_grant(inv, i);
