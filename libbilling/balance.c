@@ -48,7 +48,7 @@ static billing_status live_credit(billing_rater *r, size_t ai, billing_time_t no
         return st;
     bl_issued_later(bl_credit_memo_of(r, ai), target, c);
     if (bl_account_has_month(r, ai, target)) {
-        st = bl_month_compute(r, ai, target, &m);
+        st = bl_month_compute_amounts(r, ai, target, &m);
         if (st == BILLING_OK && bl_credit_apply(r->cat, ai, &m, c) != 0)
             st = BILLING_ERR_NOMEM;
         bl_month_release(r, &m);

@@ -247,7 +247,8 @@ typedef struct alloc {
     size_t n;            /* grants */
     size_t np;           /* pools */
     mpz_t *flow;         /* [grant * np + pool] */
-    mpz_t cap;           /* what the grants together may still pay */
+    mpz_ptr cap;         /* what the grants together may still pay */
+    mpz_ptr b;           /* spend_grant's bottleneck */
     size_t *window;      /* per grant: first and last epoch inside its window */
     size_t *via_pool;    /* per grant: the pool it was reached through */
     size_t *via_grant;   /* per pool: the grant it was reached from */
@@ -255,11 +256,56 @@ typedef struct alloc {
     unsigned char *seen; /* grants then pools */
 } alloc;
 
-/* @due: what the invoice asks for before credit (subtotal plus credit given back). */
-static int alloc_init(alloc *s, const billing_catalog *cat, const bl_account *a, const bl_month *m,
+/*
+ * At least @nz initialised GMP values and @bytes of indices in @m's
+ * working storage (bl_month's scratch and idx); 0, or -1 when out of
+ * memory (what was grown stays, bl_month_clear frees it).
+ */
+static int month_scratch(bl_month *m, size_t nz, size_t bytes)
+{
+    mpz_t *z;
+    void *p;
+
+    if (m->n_scratch < nz) {
+        z = realloc(m->scratch, nz * sizeof(mpz_t));
+        if (z == NULL)
+            return -1;
+        m->scratch = z;
+        while (m->n_scratch < nz)
+            mpz_init(m->scratch[m->n_scratch++]);
+    }
+    if (m->idx_size < bytes) {
+        p = realloc(m->idx, bytes);
+        if (p == NULL)
+            return -1;
+        m->idx = p;
+        m->idx_size = bytes;
+    }
+    return 0;
+}
+
+/*
+ * The GMP values bl_credit_apply needs beside the allocation's: the fee
+ * pools before credit (np), what is due, what grants paid, apply_balance's
+ * temporary.
+ */
+#define APPLY_VALUES(np) ((np) + 3)
+/* All the GMP values of bl_credit_apply and its allocation: the flows, cap and b after those. */
+#define APPLY_ALL_VALUES(n, np) (APPLY_VALUES(np) + (n) * (np) + 2)
+/* The allocation's indices: window 2n, via_pool n, via_grant np, queue n, then the marks. */
+#define ALLOC_INDICES(n, np) (4 * (n) + (np) + 1)
+#define ALLOC_BYTES(n, np) (ALLOC_INDICES(n, np) * sizeof(size_t) + (n) + (np) + 1)
+
+/*
+ * @due: what the invoice asks for before credit (subtotal plus credit
+ * given back). The allocation's storage is @m's (month_scratch), after the
+ * APPLY_VALUES the caller takes first; 0, or -1 when out of memory.
+ */
+static int alloc_init(alloc *s, const billing_catalog *cat, const bl_account *a, bl_month *m,
                       const mpz_t due)
 {
     const bl_grant *g;
+    size_t ni;
     size_t i;
 
     memset(s, 0, sizeof(*s));
@@ -267,46 +313,29 @@ static int alloc_init(alloc *s, const billing_catalog *cat, const bl_account *a,
     s->cat = cat;
     s->n = a->n_grants;
     s->np = 2 * m->n_pools;
-    s->flow = malloc((s->n * s->np + 1) * sizeof(mpz_t));
-    s->window = malloc((2 * s->n + 1) * sizeof(size_t));
-    s->via_pool = malloc((s->n + 1) * sizeof(size_t));
-    s->via_grant = malloc((s->np + 1) * sizeof(size_t));
-    s->queue = malloc((s->n + 1) * sizeof(size_t));
-    s->seen = malloc(s->n + s->np + 1);
-    if (s->flow == NULL || s->window == NULL || s->via_pool == NULL || s->via_grant == NULL ||
-        s->queue == NULL || s->seen == NULL) {
-        free(s->flow);
-        s->flow = NULL;
+    ni = ALLOC_INDICES(s->n, s->np);
+    if (month_scratch(m, APPLY_ALL_VALUES(s->n, s->np), ALLOC_BYTES(s->n, s->np)) != 0)
         return -1;
-    }
+    s->flow = m->scratch + APPLY_VALUES(s->np);
+    s->cap = s->flow[s->n * s->np];
+    s->b = s->flow[s->n * s->np + 1];
+    s->window = m->idx;
+    s->via_pool = s->window + 2 * s->n;
+    s->via_grant = s->via_pool + s->n;
+    s->queue = s->via_grant + s->np;
+    s->seen = (unsigned char *)(s->window + ni);
     for (i = 0; i < s->n * s->np; i++)
-        mpz_init(s->flow[i]);
+        mpz_set_ui(s->flow[i], 0);
     for (i = 0; i < s->n; i++) {
         g = BL_AT(cat->grants, bl_grant, a->grants[i]);
         /* Epoch e covers [epochs[e-1], epochs[e]); inside the window: e in (gi, xi]. */
         s->window[2 * i] = bound_index(a, g->granted_at) + 1;
         s->window[2 * i + 1] = bound_index(a, g->expires_at);
     }
-    mpz_init(s->cap);
+    mpz_set_ui(s->cap, 0);
     if (mpz_sgn(due) > 0)
         mpz_set(s->cap, due); /* credit never takes an invoice below zero */
     return 0;
-}
-
-static void alloc_clear(alloc *s)
-{
-    size_t i;
-
-    for (i = 0; s->flow != NULL && i < s->n * s->np; i++)
-        mpz_clear(s->flow[i]);
-    if (s->flow != NULL)
-        mpz_clear(s->cap);
-    free(s->flow);
-    free(s->window);
-    free(s->via_pool);
-    free(s->via_grant);
-    free(s->queue);
-    free(s->seen);
 }
 
 /* May grant @g pay pool @p (epoch p / 2, usage when p is even)? */
@@ -376,12 +405,11 @@ static void augment(alloc *s, bl_month *m, size_t from, size_t end, const mpz_t 
 /* Spend grant @i as far as it can go; its total lands in @spent. */
 static void spend_grant(alloc *s, bl_month *m, size_t i, const mpz_t left, mpz_t spent)
 {
-    mpz_t b;
+    mpz_ptr b = s->b;
     size_t end;
     size_t p;
     size_t g;
 
-    mpz_init(b);
     mpz_set_ui(spent, 0);
     for (;;) {
         mpz_sub(b, left, spent);
@@ -406,15 +434,11 @@ static void spend_grant(alloc *s, bl_month *m, size_t i, const mpz_t left, mpz_t
         augment(s, m, i, end, b);
         mpz_add(spent, spent, b);
     }
-    mpz_clear(b);
 }
 
-/* The account balance pays what grants left of @due; below zero is carried. */
-static void apply_balance(const mpz_t due, bl_credit *c, const mpz_t grants)
+/* The account balance pays what grants left of @due; below zero is carried. @left: scratch. */
+static void apply_balance(const mpz_t due, bl_credit *c, const mpz_t grants, mpz_ptr left)
 {
-    mpz_t left;
-
-    mpz_init(left);
     mpz_sub(left, due, grants);
     if (mpz_sgn(left) < 0)
         mpz_set_ui(left, 0);
@@ -424,7 +448,6 @@ static void apply_balance(const mpz_t due, bl_credit *c, const mpz_t grants)
     if (mpz_sgn(due) < 0)
         mpz_neg(c->carried, due);
     mpz_add(c->balance, c->balance, c->carried);
-    mpz_clear(left);
 }
 
 /* Record what grants paid of month @m's fee pools (@before: the pools before credit). */
@@ -451,28 +474,28 @@ int bl_credit_apply(const billing_catalog *cat, size_t ai, bl_month *m, bl_credi
 {
     const bl_account *a = BL_AT(cat->accounts, bl_account, ai);
     alloc s;
-    mpz_t grants;
-    mpz_t due;
+    mpz_ptr grants;
+    mpz_ptr due;
+    mpz_ptr left;
     mpz_t *before;
+    size_t np = 2 * m->n_pools;
     size_t i;
     size_t p;
-    int rc;
 
-    before = malloc((2 * m->n_pools + 1) * sizeof(mpz_t));
-    if (before == NULL)
+    /* The month's working storage, grown first: nothing moves or is allocated after. */
+    if (month_scratch(m, APPLY_ALL_VALUES(a->n_grants, np), ALLOC_BYTES(a->n_grants, np)) != 0)
         return -1;
+    before = m->scratch;
+    due = m->scratch[np];
+    grants = m->scratch[np + 1];
+    left = m->scratch[np + 2];
     return_refunds(cat, m, c);
-    mpz_init(due);
     mpz_add(due, m->subtotal, c->returned_total);
-    if (alloc_init(&s, cat, a, m, due) != 0) {
-        alloc_clear(&s);
-        mpz_clear(due);
-        free(before);
+    if (alloc_init(&s, cat, a, m, due) != 0)
         return -1;
-    }
     for (p = 1; p < s.np; p += 2) /* fee pools: refunds give back what credit paid of them */
-        mpz_init_set(before[p], m->pools[p]);
-    mpz_init(grants);
+        mpz_set(before[p], m->pools[p]);
+    mpz_set_ui(grants, 0);
     for (i = 0; i < c->n; i++)
         spend_grant(&s, m, i, c->remaining[i], c->applied[i]);
     /* Paths move what a grant pays between pools, never its total. */
@@ -483,13 +506,6 @@ int bl_credit_apply(const billing_catalog *cat, size_t ai, bl_month *m, bl_credi
         mpz_sub(c->remaining[i], c->remaining[i], c->applied[i]);
         mpz_add(grants, grants, c->applied[i]);
     }
-    apply_balance(due, c, grants);
-    rc = record_fees(&s, m, (const mpz_t *)before, c);
-    for (p = 1; p < s.np; p += 2)
-        mpz_clear(before[p]);
-    free(before);
-    mpz_clear(grants);
-    mpz_clear(due);
-    alloc_clear(&s);
-    return rc;
+    apply_balance(due, c, grants, left);
+    return record_fees(&s, m, (const mpz_t *)before, c);
 }

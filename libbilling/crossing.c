@@ -418,11 +418,20 @@ static int line_same(const bl_line *a, const bl_line *b)
            a->sub == b->sub;
 }
 
-/* A line whose exact amount grows over a stretch: at its start, and its growth over it. */
+/*
+ * A line whose exact amount grows over a stretch: at its start, and its
+ * growth over it. At lo + d its amount is a0 + da d / len, which is
+ * (c0 + c1 d) / at's denominator: at is that fraction, not reduced (only
+ * rounded: the rounding of a fraction does not change when both its terms
+ * are multiplied by one positive integer), its numerator set per instant.
+ */
 typedef struct cx_line {
     mpq_t a0;
     mpq_t da;
     mpz_t r0; /* a0 rounded, minor units */
+    mpz_t c0; /* a0's numerator x da's denominator x len */
+    mpz_t c1; /* da's numerator x a0's denominator */
+    mpq_t at; /* denominator a0's x da's x len, positive */
 } cx_line;
 
 typedef struct cx_model {
@@ -450,16 +459,28 @@ static int model_reached(cx_model *m, billing_rater *rater, billing_time_t t)
 
     mpz_set_ui(m->sum, 0);
     for (i = 0; i < m->n; i++) {
-        mpz_set_si(mpq_numref(a), t - m->lo);
-        mpz_set_si(mpq_denref(a), m->len);
-        mpq_canonicalize(a);
-        mpq_mul(a, a, m->lines[i].da);
-        mpq_add(a, a, m->lines[i].a0);
+        /* No gcd per probe: the amount's fraction as it comes, then rounded. */
+        a = m->lines[i].at;
+        mpz_mul_si(mpq_numref(a), m->lines[i].c1, (long)(t - m->lo));
+        mpz_add(mpq_numref(a), mpq_numref(a), m->lines[i].c0);
         bl_q_round_pow(r, a, sc->pow10, rater->cat->rounding, sc->z[2], sc->z[3]);
         mpz_sub(r, r, m->lines[i].r0);
         mpz_add(m->sum, m->sum, r);
     }
     return mpz_cmp(m->sum, m->need) >= 0;
+}
+
+/* @l's c0, c1 and at's denominator from its a0 and da over a stretch of @len. */
+static void line_terms(cx_line *l, billing_time_t len)
+{
+    mpz_init(l->c0);
+    mpz_init(l->c1);
+    mpq_init(l->at);
+    mpz_mul(l->c0, mpq_numref(l->a0), mpq_denref(l->da));
+    mpz_mul_si(l->c0, l->c0, (long)len);
+    mpz_mul(l->c1, mpq_numref(l->da), mpq_denref(l->a0));
+    mpz_mul(mpq_denref(l->at), mpq_denref(l->a0), mpq_denref(l->da));
+    mpz_mul_si(mpq_denref(l->at), mpq_denref(l->at), (long)len);
 }
 
 /*
@@ -491,6 +512,7 @@ static int model_lines(cx_model *m, const bl_month *m0, const bl_month *m1)
             mpz_set(m->lines[m->n].r0, before->rounded);
         }
         mpq_sub(m->lines[m->n].da, m1->lines[i].amount, m->lines[m->n].a0);
+        line_terms(&m->lines[m->n], m->len);
         m->n++;
     }
     return 0;
@@ -504,6 +526,9 @@ static void model_clear(cx_model *m)
         mpq_clear(m->lines[i].a0);
         mpq_clear(m->lines[i].da);
         mpz_clear(m->lines[i].r0);
+        mpz_clear(m->lines[i].c0);
+        mpz_clear(m->lines[i].c1);
+        mpq_clear(m->lines[i].at);
     }
     free(m->lines);
     mpz_clears(m->need, m->r, m->sum, NULL);
@@ -547,8 +572,9 @@ static int solve(cx *x, billing_time_t lo, billing_time_t t1, billing_time_t *gu
     mpz_cdiv_q(m.need, mpq_numref(m.a), mpq_denref(m.a));
     billing_zone_year_month(a->zone, lo, &year, &mon);
     month = bl_month_index(year, mon);
-    if (bl_month_compute(x->r, x->ai, month, &m0) != BILLING_OK || move_to(x, t1) != 0 ||
-        bl_month_compute(x->r, x->ai, month, &m1) != BILLING_OK || model_lines(&m, &m0, &m1) != 0) {
+    if (bl_month_compute_amounts(x->r, x->ai, month, &m0) != BILLING_OK || move_to(x, t1) != 0 ||
+        bl_month_compute_amounts(x->r, x->ai, month, &m1) != BILLING_OK ||
+        model_lines(&m, &m0, &m1) != 0) {
         if (x->st == BILLING_OK)
             x->st = bl_seterr(x->errbuf, x->errsize, BILLING_ERR_NOMEM, "out of memory");
         goto out;

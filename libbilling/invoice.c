@@ -385,7 +385,9 @@ billing_status bl_replay_months(billing_rater *r, size_t ai, int32_t target, bl_
             return BILLING_ERR_NOMEM;
         from = memo->month;
     }
-    months = bl_account_months(r, ai, &n);
+    /* Nothing before @target (an account's first month): no list to build and sort. */
+    n = 0;
+    months = bl_account_has_month_before(r, ai, target) ? bl_account_months(r, ai, &n) : NULL;
     if (months == NULL && n != 0)
         return BILLING_ERR_NOMEM;
     if (memo != NULL && memo->n_issued > 0 && (before = bl_issued_snapshot_new(c)) == NULL)
@@ -398,7 +400,7 @@ billing_status bl_replay_months(billing_rater *r, size_t ai, int32_t target, bl_
         issued = bl_issued_at(memo, k, months[i]);
         if (issued)
             bl_issued_snapshot(before, c);
-        st = bl_month_compute(r, ai, months[i], &m);
+        st = bl_month_compute_amounts(r, ai, months[i], &m);
         if (st == BILLING_OK && bl_credit_apply(r->cat, ai, &m, c) != 0)
             st = BILLING_ERR_NOMEM;
         bl_month_release(r, &m);

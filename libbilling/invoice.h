@@ -48,6 +48,14 @@ typedef struct bl_line {
     size_t cap_parts;        /* parts allocated */
     bl_refund_part *sources; /* refund lines: refunds of fees of earlier months */
     size_t n_sources;
+    /*
+     * While bl_month_compute adds a month's aggregates: non-zero when every
+     * aggregate of this usage or included line so far had an integer sum,
+     * kept unscaled (quantity's numerator and each part's amount, over 1;
+     * amount still zero) until the line is scaled once by its meter's
+     * divisor and its price (month.c, line_scale). Zero in a computed month.
+     */
+    int unscaled;
 } bl_line;
 
 /*
@@ -68,6 +76,17 @@ typedef struct bl_month {
     size_t cap_pools; /* pools[0..2 * cap_pools) initialised (>= n_pools) */
     mpz_t *pools;     /* [epoch * 2 + (usage 0, fees 1)], minor units, >= 0 */
     mpz_t subtotal;   /* minor units */
+    /*
+     * bl_credit_apply's working storage, kept with the month's (and by
+     * bl_month_release) so that applying credit allocates nothing once
+     * grown: GMP values (scratch[0..n_scratch) initialised; their values
+     * meaningless between calls) and indices (idx_size bytes at idx).
+     */
+    mpz_t *scratch;
+    size_t n_scratch;
+    void *idx;
+    size_t idx_size;
+    int amounts_only; /* bl_month_compute_amounts: see there */
 } bl_month;
 
 /*
@@ -76,6 +95,17 @@ typedef struct bl_month {
  * BILLING_ERR_NOMEM. Free with bl_month_clear even on error.
  */
 billing_status bl_month_compute(billing_rater *r, size_t ai, int32_t month, bl_month *out);
+
+/*
+ * bl_month_compute_amounts - bl_month_compute for a caller that reads only
+ * the lines' amounts, rounded amounts and parts, the subtotal and the
+ * pools (credit and the balance): the same values, but a usage line's
+ * amount and parts may be left unreduced (numerator and denominator with a
+ * common factor: equal values, so rounded and added alike, while mpq_equal
+ * may tell two equal ones apart), and usage lines' quantities are not
+ * computed (meaningless). Not for anything printed.
+ */
+billing_status bl_month_compute_amounts(billing_rater *r, size_t ai, int32_t month, bl_month *out);
 
 /*
  * bl_month_pools - fill @m's pools from its rounded lines: each line's
@@ -131,6 +161,12 @@ int32_t *bl_account_months(billing_rater *r, size_t ai, size_t *n);
  * months of account @ai (charges in it), without building the list.
  */
 int bl_account_has_month(billing_rater *r, size_t ai, int32_t month);
+
+/*
+ * bl_account_has_month_before - whether one of bl_account_months' months of
+ * account @ai is before @month, without building the list.
+ */
+int bl_account_has_month_before(billing_rater *r, size_t ai, int32_t month);
 
 /* What grants paid of one month's fee pool: refunds of those fees go back pro rata. */
 typedef struct bl_fee_paid {

@@ -58,6 +58,10 @@ void bl_month_clear(bl_month *m)
         mpz_clear(m->pools[i]);
     free(m->pools);
     mpz_clear(m->subtotal);
+    for (i = 0; i < m->n_scratch; i++)
+        mpz_clear(m->scratch[i]);
+    free(m->scratch);
+    free(m->idx);
     memset(m, 0, sizeof(*m));
 }
 
@@ -211,6 +215,28 @@ static void line_id(bl_line *id, billing_line_kind kind)
 }
 
 /*
+ * The divisor of @meter's quantities (the rater's, or @tmp for storage):
+ * an aggregate's exact sum over it is the quantity in the meter's unit.
+ */
+static mpz_srcptr meter_div(const bl_scratch *sc, billing_meter meter, billing_time_t month_len,
+                            mpz_ptr tmp)
+{
+    switch (meter) {
+    case BILLING_METER_GPU:
+    case BILLING_METER_GPULESS:
+        return sc->div_hour;
+    case BILLING_METER_STORAGE:
+        /* GB-months: the actual length of this local month (DST included). */
+        mpz_set_si(tmp, month_len);
+        mpz_mul_ui(tmp, tmp, (unsigned long)BL_QTY_SCALE);
+        return tmp;
+    case BILLING_METER_TRAFFIC:
+        break;
+    }
+    return sc->div_gb;
+}
+
+/*
  * Quantity in the meter's unit from an aggregate's exact sum, into @out;
  * @div is scratch (the rater's).
  */
@@ -218,22 +244,86 @@ static void agg_quantity(const bl_scratch *sc, const bl_agg *a, billing_time_t m
                          mpq_t div)
 {
     bl_agg_value(a, out);
-    mpq_set_ui(div, 0, 1);
-    switch ((billing_meter)a->key.meter) {
-    case BILLING_METER_GPU:
-    case BILLING_METER_GPULESS:
-        mpq_set_z(div, sc->div_hour);
-        break;
-    case BILLING_METER_STORAGE:
-        /* GB-months: the actual length of this local month (DST included). */
-        mpz_set_si(mpq_numref(div), month_len);
-        mpz_mul_ui(mpq_numref(div), mpq_numref(div), (unsigned long)BL_QTY_SCALE);
-        break;
-    case BILLING_METER_TRAFFIC:
-        mpq_set_z(div, sc->div_gb);
-        break;
-    }
+    mpq_set_z(div, meter_div(sc, (billing_meter)a->key.meter, month_len, mpq_numref(div)));
     mpq_div(out, out, div);
+}
+
+/* Whether @a's exact sum is an integer (nothing rational beside its 128 bits). */
+static int agg_integer(const bl_agg *a)
+{
+    return !a->has_extra || mpz_cmp_ui(mpq_denref(a->extra), 1) == 0;
+}
+
+/*
+ * @q, an integer sum over 1, times @l's unit price over @div, not reduced
+ * (bl_month_compute_amounts): no gcd.
+ */
+static void scale_unreduced(mpq_ptr q, const bl_line *l, mpz_srcptr div)
+{
+    mpz_mul(mpq_numref(q), mpq_numref(q), mpq_numref(l->unit_price));
+    mpz_mul(mpq_denref(q), div, mpq_denref(l->unit_price));
+}
+
+/* line_scale for a month of amounts only: @l's amount and parts, unreduced. */
+static void line_scale_amounts(bl_line *l, mpz_srcptr div, int priced)
+{
+    size_t i;
+
+    if (!priced) {
+        mpq_set_ui(l->amount, 0, 1);
+        for (i = 0; i < l->n_parts; i++)
+            mpq_set_ui(l->parts[i].amount, 0, 1);
+        return;
+    }
+    /* The quantity's numerator holds the line's sum (over 1): it becomes the amount. */
+    mpq_swap(l->amount, l->quantity);
+    scale_unreduced(l->amount, l, div);
+    if (l->n_parts == 1) {
+        mpq_set(l->parts[0].amount, l->amount);
+        return;
+    }
+    for (i = 0; i < l->n_parts; i++)
+        scale_unreduced(l->parts[i].amount, l, div);
+}
+
+/*
+ * Scale usage line @l, whose aggregates were all integers (l->unscaled):
+ * their sums, kept over 1, divided once by the meter's divisor into the
+ * quantity, then priced. The same canonical values as adding each
+ * aggregate's quantity and amount (add_usage's general case), with one
+ * division and one product a line (or a part) instead of one an aggregate.
+ */
+static void line_scale(billing_rater *r, bl_month *m, bl_line *l)
+{
+    mpz_srcptr div = meter_div(&r->scratch, l->meter, m->end - m->start, r->scratch.z[1]);
+    int priced = mpq_sgn(l->unit_price) != 0;
+    size_t i;
+
+    l->unscaled = 0;
+    if (m->amounts_only) {
+        line_scale_amounts(l, div, priced);
+        return;
+    }
+    mpz_set(mpq_denref(l->quantity), div);
+    mpq_canonicalize(l->quantity);
+    if (priced)
+        mpq_mul(l->amount, l->quantity, l->unit_price);
+    else
+        mpq_set_ui(l->amount, 0, 1);
+    if (l->n_parts == 1) {
+        /* The one part holds every sum: its amount is the line's. */
+        mpq_set(l->parts[0].amount, l->amount);
+        return;
+    }
+    for (i = 0; i < l->n_parts; i++) {
+        if (!priced) {
+            mpq_set_ui(l->parts[i].amount, 0, 1);
+            continue;
+        }
+        mpz_set(mpq_denref(l->parts[i].amount), div);
+        mpq_canonicalize(l->parts[i].amount);
+        mpq_mul(l->parts[i].amount, l->parts[i].amount, l->unit_price);
+    }
 }
 
 static billing_status add_usage(billing_rater *r, bl_month *m, const bl_agg *a)
@@ -242,11 +332,11 @@ static billing_status add_usage(billing_rater *r, bl_month *m, const bl_agg *a)
     /* The rater's scratch, not temporaries of our own: no allocation once grown. */
     mpq_ptr qty = r->scratch.q[0];
     mpq_ptr amount = r->scratch.q[1];
+    mpz_ptr sum = r->scratch.z[0];
     bl_line *l;
     bl_line id;
     const mpq_t *price = NULL;
 
-    agg_quantity(&r->scratch, a, m->end - m->start, qty, r->scratch.q[2]);
     line_id(&id, a->key.sub != BL_SUB_NONE ? BILLING_LINE_INCLUDED : BILLING_LINE_USAGE);
     id.meter = (billing_meter)a->key.meter;
     if (id.kind == BILLING_LINE_INCLUDED) {
@@ -258,18 +348,29 @@ static billing_status add_usage(billing_rater *r, bl_month *m, const bl_agg *a)
         if (a->key.rate != BL_RATE_ZERO)
             price = (const mpq_t *)&BL_AT(cat->rates, bl_rate, a->key.rate)->price;
     }
+    l = line_get(m, &id, price != NULL ? *price : NULL);
+    if (l == NULL)
+        return BILLING_ERR_NOMEM;
+    if (agg_integer(a) && (l->unscaled || l->n_parts == 0)) {
+        /* Integers added as they are; the line is scaled once (line_scale). */
+        bl_mpz_set_i128(sum, a->sum);
+        if (a->has_extra)
+            mpz_add(sum, sum, mpq_numref(a->extra));
+        mpz_add(mpq_numref(l->quantity), mpq_numref(l->quantity), sum);
+        l->unscaled = 1;
+        mpq_set_z(qty, sum);
+        return bl_line_part_add(l, a->key.epoch, qty) == 0 ? BILLING_OK : BILLING_ERR_NOMEM;
+    }
+    if (l->unscaled)
+        line_scale(r, m, l);
+    agg_quantity(&r->scratch, a, m->end - m->start, qty, r->scratch.q[2]);
     if (price != NULL)
         mpq_mul(amount, qty, *price);
     else
         mpq_set_ui(amount, 0, 1);
-    l = line_get(m, &id, price != NULL ? *price : NULL);
-    if (l != NULL) {
-        mpq_add(l->quantity, l->quantity, qty);
-        mpq_add(l->amount, l->amount, amount);
-    }
-    if (l != NULL && bl_line_part_add(l, a->key.epoch, amount) != 0)
-        l = NULL;
-    return l != NULL ? BILLING_OK : BILLING_ERR_NOMEM;
+    mpq_add(l->quantity, l->quantity, qty);
+    mpq_add(l->amount, l->amount, amount);
+    return bl_line_part_add(l, a->key.epoch, amount) == 0 ? BILLING_OK : BILLING_ERR_NOMEM;
 }
 
 static size_t epoch_at(const bl_account *a, billing_time_t t)
@@ -421,7 +522,36 @@ static int cmp_line(const void *x, const void *y)
     return (a->sub > b->sub) - (a->sub < b->sub);
 }
 
-billing_status bl_month_compute(billing_rater *r, size_t ai, int32_t month, bl_month *m)
+/* Below this many lines an insertion sort is cheaper than qsort's calls and merge buffers. */
+#define FEW_LINES 16
+
+/*
+ * @lines in cmp_line's order. Distinct lines never compare equal (it
+ * orders every field of their identity), so any sort gives one order.
+ */
+static void sort_lines(bl_line *lines, size_t n)
+{
+    bl_line t;
+    size_t i;
+    size_t j;
+
+    if (n > FEW_LINES) {
+        qsort(lines, n, sizeof(bl_line), cmp_line);
+        return;
+    }
+    for (i = 1; i < n; i++) {
+        if (cmp_line(&lines[i - 1], &lines[i]) <= 0)
+            continue;
+        t = lines[i];
+        for (j = i; j > 0 && cmp_line(&lines[j - 1], &t) > 0; j--)
+            lines[j] = lines[j - 1];
+        lines[j] = t;
+    }
+}
+
+/* bl_month_compute, or bl_month_compute_amounts when @amounts_only. */
+static billing_status month_compute(billing_rater *r, size_t ai, int32_t month, bl_month *m,
+                                    int amounts_only)
 {
     const billing_catalog *cat = r->cat;
     const bl_account *a = BL_AT(cat->accounts, bl_account, ai);
@@ -434,6 +564,7 @@ billing_status bl_month_compute(billing_rater *r, size_t ai, int32_t month, bl_m
 
     if (month_start(r, m, a->n_epochs + 1) != 0)
         return BILLING_ERR_NOMEM;
+    m->amounts_only = amounts_only;
     m->account = ai;
     m->month = month;
     month_bounds(a->zone, month, &m->start, &m->end);
@@ -441,12 +572,15 @@ billing_status bl_month_compute(billing_rater *r, size_t ai, int32_t month, bl_m
         if (r->aggs[v->data[i]].key.month == month && r->aggs[v->data[i]].pieces > 0)
             st = add_usage(r, m, &r->aggs[v->data[i]]);
     }
+    for (i = 0; i < m->n_lines && st == BILLING_OK; i++) {
+        if (m->lines[i].unscaled)
+            line_scale(r, m, &m->lines[i]);
+    }
     if (st == BILLING_OK)
         st = add_subscriptions(r, m, a);
     if (st != BILLING_OK)
         return st;
-    if (m->n_lines > 1)
-        qsort(m->lines, m->n_lines, sizeof(bl_line), cmp_line);
+    sort_lines(m->lines, m->n_lines);
     for (i = 0; i < m->n_lines; i++) {
         bl_q_round_pow(m->lines[i].rounded, m->lines[i].amount, r->scratch.pow10, cat->rounding,
                        r->scratch.z[2], r->scratch.z[3]);
@@ -454,6 +588,16 @@ billing_status bl_month_compute(billing_rater *r, size_t ai, int32_t month, bl_m
     }
     bl_month_pools(r, m);
     return BILLING_OK;
+}
+
+billing_status bl_month_compute(billing_rater *r, size_t ai, int32_t month, bl_month *m)
+{
+    return month_compute(r, ai, month, m, 0);
+}
+
+billing_status bl_month_compute_amounts(billing_rater *r, size_t ai, int32_t month, bl_month *m)
+{
+    return month_compute(r, ai, month, m, 1);
 }
 
 static int cmp_i32(const void *a, const void *b)
@@ -508,7 +652,14 @@ int32_t *bl_account_months(billing_rater *r, size_t ai, size_t *n)
     return out;
 }
 
-int bl_account_has_month(billing_rater *r, size_t ai, int32_t month)
+/* Is @m @month (@before 0), or before it (@before 1)? */
+static int month_match(int32_t m, int32_t month, int before)
+{
+    return before ? m < month : m == month;
+}
+
+/* bl_account_has_month (@before 0) or bl_account_has_month_before (@before 1). */
+static int has_month(billing_rater *r, size_t ai, int32_t month, int before)
 {
     const billing_catalog *cat = r->cat;
     const bl_account *a = BL_AT(cat->accounts, bl_account, ai);
@@ -520,21 +671,32 @@ int bl_account_has_month(billing_rater *r, size_t ai, int32_t month)
     int k;
 
     for (i = 0; x != NULL && i < x->aggs.len; i++) {
-        if (r->aggs[x->aggs.data[i]].pieces > 0 && r->aggs[x->aggs.data[i]].key.month == month)
+        if (r->aggs[x->aggs.data[i]].pieces > 0 &&
+            month_match(r->aggs[x->aggs.data[i]].key.month, month, before))
             return 1;
     }
     /* As bl_account_months: the terms' starts, and a cancellation that refunds. */
     for (i = 0; i < a->n_subs; i++) {
         s = BL_AT(cat->subs, bl_sub, a->subs[i]);
         for (k = 0; k < s->terms && s->bounds[k] < s->end; k++) {
-            if (month_of_instant(a->zone, s->bounds[k]) == month)
+            if (month_match(month_of_instant(a->zone, s->bounds[k]), month, before))
                 return 1;
         }
         if (refunded_term(cat, s, &fee, &version) >= 0 &&
-            month_of_instant(a->zone, s->cancelled_at) == month)
+            month_match(month_of_instant(a->zone, s->cancelled_at), month, before))
             return 1;
     }
     return 0;
+}
+
+int bl_account_has_month(billing_rater *r, size_t ai, int32_t month)
+{
+    return has_month(r, ai, month, 0);
+}
+
+int bl_account_has_month_before(billing_rater *r, size_t ai, int32_t month)
+{
+    return has_month(r, ai, month, 1);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -551,13 +713,20 @@ static void spread_line(billing_rater *r, const bl_line *l, size_t k, bl_month *
     size_t i;
     size_t e;
 
-    mpq_set_ui(sum, 0, 1);
     mpz_set_ui(before, 0);
     for (i = 0; i < l->n_parts; i++) {
         e = l->parts[i].epoch;
         /* The rounded running sum ends at the line's rounded amount. */
-        mpq_add(sum, sum, l->parts[i].amount);
-        bl_q_round_pow(upto, sum, sc->pow10, r->cat->rounding, sc->z[2], sc->z[3]);
+        if (i > 0) {
+            mpq_add(sum, sum, l->parts[i].amount);
+            bl_q_round_pow(upto, sum, sc->pow10, r->cat->rounding, sc->z[2], sc->z[3]);
+        } else if (l->n_parts == 1 && mpq_equal(l->parts[0].amount, l->amount)) {
+            mpz_set(upto, l->rounded); /* the sum is the amount, rounded already */
+        } else {
+            bl_q_round_pow(upto, l->parts[0].amount, sc->pow10, r->cat->rounding, sc->z[2],
+                           sc->z[3]);
+            mpq_set(sum, l->parts[0].amount);
+        }
         mpz_add(m->pools[e * 2 + k], m->pools[e * 2 + k], upto);
         mpz_sub(m->pools[e * 2 + k], m->pools[e * 2 + k], before);
         mpz_set(before, upto);

@@ -1779,6 +1779,173 @@ START_TEST(test_credit_crossing_rise_keeps_former_search)
 }
 END_TEST
 
+/* One grant's remainder from billing_rater_credit_grants. */
+typedef struct grant_left {
+    const char *grant;
+    long long left;
+    int found;
+} grant_left;
+
+static int find_grant(void *arg, const char *grant, const char *remaining,
+                      billing_time_t expires_at)
+{
+    grant_left *g = arg;
+
+    (void)expires_at;
+    if (strcmp(grant, g->grant) != 0)
+        return 0;
+    g->left = minor(remaining);
+    g->found = 1;
+    return 1;
+}
+
+/*
+ * The live balance prices its months for amounts only (unreduced, no
+ * quantities: bl_month_compute_amounts), the invoice its own month in full:
+ * each grant's remainder read live inside a month, from a rater that never
+ * made an invoice, is what that month's invoice (another rater, the same
+ * events) says the grant has left. Lines with parts in several credit
+ * epochs, traffic cut at month and version starts (rational sums beside
+ * integer ones on one line), storage decimals.
+ */
+START_TEST(test_live_grants_match_invoice_remaining)
+{
+    static const char *const instants[4][2] = {{"2026-01-15T00:00:00Z", "2026-01-25T00:00:00Z"},
+                                               {"2026-02-01T12:00:00Z", "2026-02-25T00:00:00Z"},
+                                               {"2026-03-05T00:00:00Z", "2026-03-15T00:00:00Z"},
+                                               {"2026-04-15T00:00:00Z", "2026-04-15T00:00:00Z"}};
+    billing_catalog *cat = make_catalog();
+    billing_event *ev = billing_event_new();
+    billing_rater *live;
+    billing_rater *inv_r;
+    billing_invoice *inv;
+    gen_event g;
+    grant_left left;
+    char err[256];
+    char id[32];
+    size_t i;
+    size_t checked = 0;
+    int a;
+    int k;
+    int m;
+    int n;
+
+    /* Grants larger than the usage of their windows: each pays exactly the pools of the epochs
+       it covers, so what it has left depends on every line's parts, not only on the totals. */
+    for (a = 0; a < N_ACCOUNTS; a++) {
+        snprintf(id, sizeof(id), "window-%d", a);
+        ck_assert_int_eq(billing_catalog_add_grant(cat, id, accounts[a], "100000.00",
+                                                   tu_time("2026-01-10T07:00:00Z"),
+                                                   tu_time("2026-01-20T00:00:00Z"),
+                                                   BILLING_CHARGE_USAGE, 0, err, sizeof(err)),
+                         BILLING_OK);
+        snprintf(id, sizeof(id), "across-%d", a);
+        ck_assert_int_eq(billing_catalog_add_grant(cat, id, accounts[a], "100000.00",
+                                                   tu_time("2026-02-20T00:00:00Z"),
+                                                   tu_time("2026-03-10T00:00:00Z"),
+                                                   BILLING_CHARGE_USAGE, 0, err, sizeof(err)),
+                         BILLING_OK);
+    }
+    ck_assert_int_eq(billing_rater_new(cat, &live, err, sizeof(err)), BILLING_OK);
+    ck_assert_int_eq(billing_rater_new(cat, &inv_r, err, sizeof(err)), BILLING_OK);
+    rng_state = UINT64_C(4711) + (uint64_t)_i;
+    for (n = 0; n < N_EVENTS; n++) {
+        gen(&g, n);
+        add(live, &g, ev);
+        add(inv_r, &g, ev);
+    }
+    for (a = 0; a < N_ACCOUNTS; a++) {
+        for (m = 1; m <= 4; m++) {
+            ck_assert_int_eq(
+                billing_rater_invoice(inv_r, accounts[a], 2026, m, &inv, err, sizeof(err)),
+                BILLING_OK);
+            for (i = 0; i < billing_invoice_credit_count(inv); i++) {
+                for (k = 0; k < 2; k++) {
+                    left.grant = billing_invoice_credit_grant(inv, i);
+                    left.found = 0;
+                    ck_assert_int_eq(billing_rater_credit_grants(live, accounts[a],
+                                                                 tu_time(instants[m - 1][k]),
+                                                                 find_grant, &left),
+                                     BILLING_OK);
+                    if (!left.found)
+                        continue; /* not valid at that instant */
+                    ck_assert_msg(left.left == minor(billing_invoice_credit_remaining(inv, i)),
+                                  "%s, month %d, grant %s: live %lld, invoice %s", accounts[a], m,
+                                  left.grant, left.left, billing_invoice_credit_remaining(inv, i));
+                    checked++;
+                }
+            }
+            billing_invoice_destroy(inv);
+        }
+    }
+    ck_assert_uint_gt(checked, 3);
+    billing_event_destroy(ev);
+    billing_rater_destroy(live);
+    billing_rater_destroy(inv_r);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
+/*
+ * billing_rater_take_back through the memo (an event inside one memoised
+ * aggregate) or the walk: taking back a random half of the events leaves
+ * the invoices of a rater that only ever held the other half, and taking
+ * back the rest those of a rater that held nothing (no month left with an
+ * emptied aggregate).
+ */
+START_TEST(test_take_back_leaves_the_other_half)
+{
+    billing_catalog *cat = make_catalog();
+    billing_event *ev = billing_event_new();
+    gen_event *evs = calloc(N_EVENTS, sizeof(*evs));
+    int *kept = calloc(N_EVENTS, sizeof(*kept));
+    billing_rater *r;
+    char err[256];
+    char *after;
+    char *fresh;
+    int n_kept = 0;
+    int n;
+
+    ck_assert_int_eq(billing_rater_new(cat, &r, err, sizeof(err)), BILLING_OK);
+    billing_rater_set_dedupe(r, 0);
+    rng_state = UINT64_C(99) + (uint64_t)_i;
+    for (n = 0; n < N_EVENTS; n++) {
+        gen(&evs[n], n);
+        add(r, &evs[n], ev);
+    }
+    for (n = 0; n < N_EVENTS; n++) {
+        if (rnd() % 2 == 0) {
+            kept[n_kept++] = n;
+            continue;
+        }
+        fill(&evs[n], ev);
+        ck_assert_int_eq(billing_rater_take_back(r, ev, err, sizeof(err)), BILLING_OK);
+    }
+    ck_assert_uint_eq(billing_rater_event_count(r), (uint64_t)n_kept);
+    after = all_invoices(r);
+    fresh = rate_all(cat, evs, kept, n_kept);
+    ck_assert_str_eq(after, fresh);
+    free(after);
+    free(fresh);
+    /* Then the rest: every aggregate emptied, as if nothing had been rated. */
+    for (n = 0; n < n_kept; n++) {
+        fill(&evs[kept[n]], ev);
+        ck_assert_int_eq(billing_rater_take_back(r, ev, err, sizeof(err)), BILLING_OK);
+    }
+    ck_assert_uint_eq(billing_rater_event_count(r), 0);
+    after = all_invoices(r);
+    fresh = rate_all(cat, evs, kept, 0);
+    ck_assert_str_eq(after, fresh);
+    free(after);
+    free(fresh);
+    free(kept);
+    free(evs);
+    billing_event_destroy(ev);
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
 static Suite *properties_suite(void)
 {
     Suite *s = suite_create("properties");
@@ -1801,6 +1968,8 @@ static Suite *properties_suite(void)
     tcase_add_test(tc, test_credit_crossing_rise_keeps_former_search);
     tcase_add_loop_test(tc, test_credit_crossing_traffic_spread_keeps_former_search, 0, 2);
     tcase_add_loop_test(tc, test_credit_crossing_any_catalog_matches_former_search, 0, 30);
+    tcase_add_loop_test(tc, test_live_grants_match_invoice_remaining, 0, 4);
+    tcase_add_loop_test(tc, test_take_back_leaves_the_other_half, 0, 3);
     suite_add_tcase(s, tc);
     return s;
 }
