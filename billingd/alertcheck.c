@@ -1164,7 +1164,9 @@ typedef struct pwarm {
     uint64_t digest;
     unsigned max_epoch; /* from the walk */
     int month;
-    kept *kp; /* the batch's events, when they are all it ever stored; or NULL */
+    kept *
+        kp; /* its stored events of its latest epoch with usage on (warm_kept, warm_read); or NULL */
+    size_t n_read; /* rows warm_read handed for it */
 } pwarm;
 
 /* What a batch in its transaction on one connection would change. */
@@ -2218,6 +2220,119 @@ static int warm_kept(check *k, const acct *a, pwarm *w)
     return 0;
 }
 
+/* The state-to-be of warmed account @account in @p (bytewise), or NULL. */
+static pwarm *pwarm_find(pending *p, const char *account)
+{
+    size_t lo = 0;
+    size_t hi = p->n_warmed;
+    size_t mid;
+    int cmp;
+
+    while (lo < hi) {
+        mid = lo + (hi - lo) / 2;
+        cmp = strcmp(p->warmed[mid].account, account);
+        if (cmp == 0)
+            return &p->warmed[mid];
+        if (cmp < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+/* What warm_read fills: the batch's pending states and its events kept so far. */
+typedef struct since {
+    check *k;
+    size_t total;
+} since;
+
+/*
+ * A bs_event_fn: one stored event of a warmed account read by warm_read,
+ * kept in its state-to-be; past BD_KEPT_ACCOUNT_MAX of the account, or
+ * the cache's max_events with those kept before, the account keeps none.
+ * 0, or -1 (no memory).
+ */
+static int on_since(void *arg, const char *account, const char *id, const char *resource,
+                    const char *meter, billing_time_t start, billing_time_t end,
+                    const char *quantity, const char *model, const char *region)
+{
+    since *sn = arg;
+    pwarm *w = pwarm_find(sn->k->pend, account);
+    char msg[MSG_MAX];
+    billing_event *ev;
+    int rc = -1;
+
+    if (w == NULL || w->kp == NULL)
+        return 0;
+    w->n_read++;
+    if (w->n_read > BD_KEPT_ACCOUNT_MAX ||
+        sn->k->cache->n_kept + sn->total + 1 > sn->k->cache->max_events) {
+        /* Over a bound: nothing kept (its windows are read back, as before). */
+        sn->total -= w->kp->n;
+        kept_free(w->kp);
+        w->kp = NULL;
+        sn->k->cache->stats.unkept++;
+        return 0;
+    }
+    ev = billing_event_new();
+    if (ev == NULL)
+        return -1;
+    if (bs_event_set(ev, account, id, resource, meter, start, end, quantity, model, region, msg,
+                     sizeof(msg)) == BILLING_OK &&
+        kept_push(w->kp, ev) == 0) {
+        sn->total++;
+        rc = 0;
+    }
+    billing_event_destroy(ev);
+    return rc;
+}
+
+/*
+ * The kept events of the walked accounts (the first @n of k->accts) whose
+ * batch was not all they ever stored (warm_kept kept nothing): their
+ * stored events from the start of their latest epoch with usage on (the
+ * batch's with them: every event a window of a later check can hold,
+ * since a state serves only that epoch and later ones), read once, in
+ * one query for all of them. BS_OK or the error.
+ */
+static bs_status warm_read(check *k, size_t n, bs_error *err)
+{
+    pending *p = k->pend;
+    const char **names = malloc((n + 1) * sizeof(*names));
+    billing_time_t *froms = malloc((n + 1) * sizeof(*froms));
+    since sn;
+    size_t m = 0;
+    size_t i;
+    bs_status st = BS_OK;
+
+    if (names == NULL || froms == NULL) {
+        st = bs_error_set(err, BS_ERR_NOMEM, "alerts: out of memory");
+        goto out;
+    }
+    for (i = 0; i < n; i++) {
+        /* Epoch 0 (before every grant) has no start: its windows are read back. */
+        if (p->warmed[i].kp != NULL || k->accts[i].w_epoch == 0 || k->cache->max_events == 0)
+            continue;
+        p->warmed[i].kp = calloc(1, sizeof(*p->warmed[i].kp));
+        if (p->warmed[i].kp == NULL) {
+            st = bs_error_set(err, BS_ERR_NOMEM, "alerts: out of memory");
+            goto out;
+        }
+        names[m] = k->accts[i].id;
+        froms[m++] = epoch_start(&k->accts[i], k->accts[i].w_epoch);
+    }
+    sn.k = k;
+    sn.total = 0;
+    st = bs_events_since_read(k->c, names, froms, m, BD_KEPT_ACCOUNT_MAX, on_since, &sn, err);
+    if (st == BS_OK)
+        k->cache->stats.read += m;
+out:
+    free(names);
+    free(froms);
+    return st;
+}
+
 /*
  * The walked accounts (the first @n of k->accts, bytewise) become the
  * cached states of the walk's rater, which then holds their stored usage
@@ -2247,6 +2362,9 @@ static bs_status warm(check *k, size_t n, bs_error *err)
         if (warm_kept(k, &k->accts[i], &p->warmed[i]) != 0)
             return bs_error_set(err, BS_ERR_NOMEM, "alerts: out of memory");
     }
+    st = warm_read(k, n, err);
+    if (st != BS_OK)
+        return st;
     array = accounts_array(NULL, k->accts, n);
     if (array == NULL)
         return bs_error_set(err, BS_ERR_NOMEM, "alerts: out of memory");

@@ -144,6 +144,7 @@ typedef struct bd_alert_cache_stats {
     uint64_t windows;   /* accounts with an alert due placed over a window read back on the state */
     uint64_t kept;      /* ... placed over a window of the state's kept events (no read-back) */
     uint64_t unkept;    /* states whose kept events were dropped for the bounds (then read back) */
+    uint64_t read;      /* states warmed with their epoch's events read once (one query a batch) */
     uint64_t warmed;    /* accounts walked and warmed */
     uint64_t evictions; /* raters dropped for room */
     uint64_t rollbacks; /* batches that did not commit */

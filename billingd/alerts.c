@@ -103,10 +103,10 @@ void bd_alerts_free(bd_alerts *a)
         bd_alert_cache_stats_get(a->cache, &st);
         bd_log("info", "alert_cache",
                "hits=%" PRIu64 " stale=%" PRIu64 " fast=%" PRIu64 " windows=%" PRIu64
-               " kept=%" PRIu64 " unkept=%" PRIu64 " warmed=%" PRIu64 " evictions=%" PRIu64
-               " rollbacks=%" PRIu64,
-               st.hits, st.stale, st.fast, st.windows, st.kept, st.unkept, st.warmed, st.evictions,
-               st.rollbacks);
+               " kept=%" PRIu64 " unkept=%" PRIu64 " read=%" PRIu64 " warmed=%" PRIu64
+               " evictions=%" PRIu64 " rollbacks=%" PRIu64,
+               st.hits, st.stale, st.fast, st.windows, st.kept, st.unkept, st.read, st.warmed,
+               st.evictions, st.rollbacks);
     }
     bd_alert_cache_free(a->cache);
     free(a);

@@ -349,6 +349,77 @@ bs_status bs_usage_ends_read(bs_conn *c, const char *accounts, bs_usage_end_fn f
     return BS_OK;
 }
 
+/*
+ * $1: the accounts, $2: for each, the whole microsecond its events must
+ * end at or after; $3: the most rows read of one account. The columns of
+ * SQL_WINDOW after the account.
+ */
+#define SQL_SINCE                                                                                  \
+    "SELECT q.id, e.event_id, e.resource_id, e.meter,"                                             \
+    " (extract(epoch FROM e.start_time) * 1000000)::bigint, e.start_nanos,"                        \
+    " (extract(epoch FROM e.end_time) * 1000000)::bigint, e.end_nanos, e.quantity::text, e.model," \
+    " e.region FROM unnest($1::text[], $2::bigint[]) AS q (id, us) CROSS JOIN LATERAL"             \
+    " (SELECT * FROM billing.usage_events u WHERE u.account_id = q.id"                             \
+    " AND u.end_time >= 'epoch'::timestamptz + q.us * interval '1 microsecond' LIMIT $3::bigint) " \
+    "e"
+
+bs_status bs_events_since_read(bs_conn *c, const char *const *accounts, const billing_time_t *froms,
+                               size_t n, long max_rows, bs_event_fn fn, void *arg, bs_error *err)
+{
+    const char *params[3];
+    char limit[32];
+    char *names = NULL;
+    char *us = NULL;
+    size_t len = 0;
+    size_t i;
+    PGresult *res = NULL;
+    billing_time_t start;
+    billing_time_t end;
+    bs_status st = BS_OK;
+    int r;
+
+    if (n == 0)
+        return BS_OK;
+    names = bs_text_array(accounts, n);
+    us = malloc(n * 24 + 3);
+    if (names == NULL || us == NULL) {
+        st = bs_error_set(err, BS_ERR_NOMEM, "events: out of memory");
+        goto out;
+    }
+    us[len++] = '{';
+    for (i = 0; i < n; i++)
+        len +=
+            (size_t)snprintf(us + len, 24, "%s%" PRId64, i > 0 ? "," : "", micros_floor(froms[i]));
+    us[len++] = '}';
+    us[len] = '\0';
+    snprintf(limit, sizeof(limit), "%ld", max_rows + 1);
+    params[0] = names;
+    params[1] = us;
+    params[2] = limit;
+    /* Prepared once per connection: billingd's alert cache runs it when it warms accounts. */
+    res = bs_query_prepared(c, "bs_events_since", SQL_SINCE, 3, params, err);
+    if (res == NULL) {
+        st = err != NULL ? err->status : BS_ERR_FATAL;
+        goto out;
+    }
+    for (r = 0; r < PQntuples(res) && st == BS_OK; r++) {
+        start = strtoll(PQgetvalue(res, r, 4), NULL, 10) * 1000 +
+                strtoll(PQgetvalue(res, r, 5), NULL, 10);
+        end = strtoll(PQgetvalue(res, r, 6), NULL, 10) * 1000 +
+              strtoll(PQgetvalue(res, r, 7), NULL, 10);
+        if (fn(arg, PQgetvalue(res, r, 0), PQgetvalue(res, r, 1), PQgetvalue(res, r, 2),
+               PQgetvalue(res, r, 3), start, end, PQgetvalue(res, r, 8), PQgetvalue(res, r, 9),
+               PQgetvalue(res, r, 10)) != 0)
+            st = bs_error_set(err, BS_ERR_INVALID, "event '%.128s' was not accepted",
+                              PQgetvalue(res, r, 1));
+    }
+out:
+    PQclear(res);
+    free(names);
+    free(us);
+    return st;
+}
+
 /* A microsecond column of SQL_GRANTS, in nanoseconds. */
 static billing_time_t grant_nanos(const PGresult *res, int i, int col)
 {

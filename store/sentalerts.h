@@ -122,6 +122,21 @@ typedef void (*bs_usage_end_fn)(void *arg, const char *account, billing_time_t e
 bs_status bs_usage_ends_read(bs_conn *c, const char *accounts, bs_usage_end_fn fn, void *arg,
                              bs_error *err);
 
+/*
+ * bs_events_since_read - the stored raw events of each of the @n
+ * @accounts that end at or after the whole microsecond at or before its
+ * instant in @froms (every event that ends after it, and perhaps a few
+ * that end within that microsecond), at most @max_rows + 1 of each
+ * account (more than @max_rows: the caller's bound was passed), in one
+ * query in the current transaction (so it sees the batch's own events):
+ * @fn once per event, with its account, in no particular order. Meant
+ * for an account once (it reads what the account stored since @from),
+ * not per batch. Returns BS_OK, BS_ERR_NOMEM, BS_ERR_INVALID when @fn
+ * stopped, or a database error.
+ */
+bs_status bs_events_since_read(bs_conn *c, const char *const *accounts, const billing_time_t *froms,
+                               size_t n, long max_rows, bs_event_fn fn, void *arg, bs_error *err);
+
 /* bs_account_grants_count - how many grants @g holds (0 for NULL). */
 size_t bs_account_grants_count(const bs_account_grants *g);
 
