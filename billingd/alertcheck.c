@@ -22,11 +22,13 @@
  * in-order batch is searched over its events alone, one with a late
  * event over a window on the state: of the state's kept events (every
  * event the account stored, kept when its first batch was all it ever
- * stored and moved on with each batch; bounded by alerts.cache_events)
- * with the batch's, or read back from the store when it keeps none.
- * Only the accounts without a valid state, or with several epochs, are
- * walked as above, and their states warmed from the walk's rater (one
- * more query for their latest stored ends).
+ * stored, else those of its latest epoch with usage on, read once when
+ * the state is warmed; moved on with each batch; bounded by
+ * alerts.cache_events) with the batch's, or read back from the store
+ * when it keeps none. Only the accounts without a valid state, or with
+ * several epochs, are walked as above, and their states warmed from the
+ * walk's rater (one more query for their latest stored ends, and one for
+ * the events of those whose batch was not all they stored).
  */
 #include "config.h"
 
@@ -139,8 +141,11 @@ typedef struct kev {
 
 /*
  * The stored events of an account kept in its state: every one it has
- * (its first batch was all it ever stored, then each batch that moved the
- * state on), so that a window of them is read here, not from the store.
+ * (its first batch was all it ever stored), or every one that ends after
+ * the start of its latest epoch with usage when the state was warmed
+ * (warm_read: all a window of the state's epochs can hold), then each
+ * batch's that moved the state on, so that a window of them is read
+ * here, not from the store.
  */
 typedef struct kept {
     kev **items;

@@ -159,7 +159,11 @@ bd_alert_cache *bd_alert_cache_new(size_t max_accounts);
  * in all of @cache's states together (BD_CACHE_EVENTS_DEFAULT unless
  * set; 0: none kept). A state keeps every stored event of its account
  * when its first batch was all the account ever stored (its change
- * counter tells), and then each batch that moves it on: an alert due
+ * counter tells), else (billingd restarted on a database holding the
+ * account's events, a state evicted and warmed again) its stored events
+ * of its latest credit epoch with usage, read once when it is warmed (one
+ * query for all the batch's warmed accounts, stats.read), and then each
+ * batch's that moves it on: an alert due
  * that its batch alone cannot place (a late event) is then searched over
  * a window of those, not of events read back from the store. A state
  * that would pass the bound, or 65 536 events of one account, drops its
