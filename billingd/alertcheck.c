@@ -2180,10 +2180,9 @@ static size_t slow_first(check *k)
     return n;
 }
 
-/* A bs_usage_end_fn: the latest stored end of a warmed account (@arg: pending). */
-static void on_usage_end(void *arg, const char *account, billing_time_t end)
+/* The state-to-be of warmed account @account in @p (bytewise), or NULL. */
+static pwarm *pwarm_find(pending *p, const char *account)
 {
-    pending *p = arg;
     size_t lo = 0;
     size_t hi = p->n_warmed;
     size_t mid;
@@ -2192,15 +2191,23 @@ static void on_usage_end(void *arg, const char *account, billing_time_t end)
     while (lo < hi) {
         mid = lo + (hi - lo) / 2;
         cmp = strcmp(p->warmed[mid].account, account);
-        if (cmp == 0) {
-            p->warmed[mid].usage_end = end;
-            return;
-        }
+        if (cmp == 0)
+            return &p->warmed[mid];
         if (cmp < 0)
             lo = mid + 1;
         else
             hi = mid;
     }
+    return NULL;
+}
+
+/* A bs_usage_end_fn: the latest stored end of a warmed account (@arg: pending). */
+static void on_usage_end(void *arg, const char *account, billing_time_t end)
+{
+    pwarm *w = pwarm_find(arg, account);
+
+    if (w != NULL)
+        w->usage_end = end;
 }
 
 /*
@@ -2223,27 +2230,6 @@ static int warm_kept(check *k, const acct *a, pwarm *w)
             return -1;
     }
     return 0;
-}
-
-/* The state-to-be of warmed account @account in @p (bytewise), or NULL. */
-static pwarm *pwarm_find(pending *p, const char *account)
-{
-    size_t lo = 0;
-    size_t hi = p->n_warmed;
-    size_t mid;
-    int cmp;
-
-    while (lo < hi) {
-        mid = lo + (hi - lo) / 2;
-        cmp = strcmp(p->warmed[mid].account, account);
-        if (cmp == 0)
-            return &p->warmed[mid];
-        if (cmp < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return NULL;
 }
 
 /* What warm_read fills: the batch's pending states and its events kept so far. */
