@@ -166,11 +166,17 @@ static int gen_returned;
 /* Non-zero: the grants are random (gen_random_grants), drawn from this seed. */
 static uint64_t gen_grants_seed;
 
-/* The price book; @gpu_price is the RTX4090 GPU-hour price (the "fix" changes it). */
-static void write_pricebook(const char *name, const char *gpu_price)
+/*
+ * The price book; @gpu_price is the RTX4090 GPU-hour price (the "fix"
+ * changes it) of version v1; @v2_price, if not NULL, that of a version v2
+ * in force from 2026-11-15 with the same other rates and fees.
+ */
+static void write_pricebook_versions(const char *name, const char *gpu_price, const char *v2_price)
 {
+    static const char *const from[2] = {"2025-01-01T00:00:00Z", "2026-11-15T00:00:00Z"};
     char path[PATH_LEN];
     FILE *f;
+    int v;
 
     itdb_work_path(&work, path, sizeof(path), name);
     f = fopen(path, "w");
@@ -180,22 +186,31 @@ static void write_pricebook(const char *name, const char *gpu_price)
             "{\"id\": \"rtx-daily\", \"period\": \"day\", \"model\": \"RTX4090\","
             " \"region\": \"cn-east-1\", \"refundable\": false},"
             "{\"id\": \"rtx-monthly\", \"period\": \"month\", \"model\": \"RTX4090\","
-            " \"region\": \"cn-east-1\", \"refundable\": true}],"
-            " \"versions\": [{\"id\": \"v1\", \"effective_from\": \"2025-01-01T00:00:00Z\","
-            " \"rates\": ["
-            "{\"meter\": \"gpu\", \"model\": \"RTX4090\", \"region\": \"cn-east-1\", \"price\": "
-            "\"%s\"},"
-            "{\"meter\": \"gpu\", \"model\": \"A100-80G\", \"region\": \"cn-east-1\", \"price\": "
-            "\"1.60\"},"
-            "{\"meter\": \"gpuless\", \"model\": \"RTX4090\", \"region\": \"cn-east-1\", "
-            "\"price\": \"0.48\"},"
-            "{\"meter\": \"gpuless\", \"model\": \"A100-80G\", \"region\": \"cn-east-1\", "
-            "\"price\": \"1.28\"},"
-            "{\"meter\": \"storage\", \"model\": \"*\", \"region\": \"*\", \"price\": \"0.20\"}],"
-            " \"plan_fees\": [{\"plan\": \"rtx-daily\", \"fee\": \"99.00\"},"
-            " {\"plan\": \"rtx-monthly\", \"fee\": \"2599.00\"}]}]}\n",
-            gen_currency, gpu_price);
+            " \"region\": \"cn-east-1\", \"refundable\": true}], \"versions\": [",
+            gen_currency);
+    for (v = 0; v < (v2_price != NULL ? 2 : 1); v++)
+        fprintf(f,
+                "%s{\"id\": \"v%d\", \"effective_from\": \"%s\", \"rates\": ["
+                "{\"meter\": \"gpu\", \"model\": \"RTX4090\", \"region\": \"cn-east-1\","
+                " \"price\": \"%s\"},"
+                "{\"meter\": \"gpu\", \"model\": \"A100-80G\", \"region\": \"cn-east-1\","
+                " \"price\": \"1.60\"},"
+                "{\"meter\": \"gpuless\", \"model\": \"RTX4090\", \"region\": \"cn-east-1\","
+                " \"price\": \"0.48\"},"
+                "{\"meter\": \"gpuless\", \"model\": \"A100-80G\", \"region\": \"cn-east-1\","
+                " \"price\": \"1.28\"},"
+                "{\"meter\": \"storage\", \"model\": \"*\", \"region\": \"*\", \"price\": \"0.20\"}],"
+                " \"plan_fees\": [{\"plan\": \"rtx-daily\", \"fee\": \"99.00\"},"
+                " {\"plan\": \"rtx-monthly\", \"fee\": \"2599.00\"}]}",
+                v > 0 ? ", " : "", v + 1, from[v], v > 0 ? v2_price : gpu_price);
+    fprintf(f, "]}\n");
     ck_assert_int_eq(fclose(f), 0);
+}
+
+/* The price book of one version, v1, with RTX4090 GPU-hours at @gpu_price. */
+static void write_pricebook(const char *name, const char *gpu_price)
+{
+    write_pricebook_versions(name, gpu_price, NULL);
 }
 
 /*
@@ -2085,6 +2100,74 @@ static long month_status_reads(bs_conn *c)
 }
 
 /*
+ * The lines go by one COPY straight into invoice_lines (h54), each with
+ * the id of its price version, looked up by label in the book's revisions
+ * in force, and the invoice id of its draft read back from the batch.
+ * With a version v2 from 2026-11-15 at another RTX4090 price, revised
+ * once (the revision in force is the second), every GPU line points at
+ * the version whose rate it was priced at, and both labels are used. A
+ * re-close that rewrites half the drafts (the others unchanged, left out
+ * of the batch) leaves the same lines on the same invoices.
+ */
+#define SQL_LINES_DIGEST                                                                    \
+    "SELECT md5(string_agg(i.account_id || ':' || l.line_no || ':' || l.kind || ':' ||"    \
+    " l.quantity || ':' || l.amount || ':' || coalesce(l.unit_price::text, '-') || ':' ||" \
+    " coalesce(l.price_version_id::text, '-'), ',' ORDER BY i.account_id, l.line_no))"     \
+    " FROM billing.invoice_lines l JOIN billing.invoices i ON i.id = l.invoice_id"        \
+    " WHERE i.status = 'draft'"
+START_TEST(test_lines_copied_with_their_versions)
+{
+    bs_conn *c = fresh("lines");
+    const char *args[] = {"close", "--period", "2026-11", "--full", "--quiet", NULL};
+    char pb[PATH_LEN];
+    char acc[PATH_LEN];
+    const char *reload[] = {"load", "--pricebook", pb, "--accounts", acc, NULL};
+    char *before;
+    char *after;
+
+    generate(c, 60);
+    itdb_work_path(&work, pb, sizeof(pb), "pricebook-v2.json");
+    itdb_work_path(&work, acc, sizeof(acc), "accounts.json");
+    write_pricebook_versions("pricebook-v2.json", "0.60", "0.70");
+    ck_assert_int_eq(run_billing(NULL, reload), 0);
+    write_pricebook_versions("pricebook-v2.json", "0.60", "0.75");
+    ck_assert_int_eq(run_billing(NULL, reload), 0);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.price_versions WHERE label = 'v2'"),
+                     2);
+    ck_assert_int_eq(run_billing(NULL, args), 0);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.invoice_lines WHERE kind = 'usage'"
+                                  " AND meter IN ('gpu', 'gpuless') AND price_version_id IS NULL"),
+                     0);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.invoice_lines l WHERE"
+                                  " l.kind = 'usage' AND l.meter IN ('gpu', 'gpuless') AND NOT"
+                                  " EXISTS (SELECT 1 FROM billing.rates r WHERE r.version_id ="
+                                  " l.price_version_id AND r.meter = l.meter AND r.model ="
+                                  " l.model AND r.region = l.region AND r.price = l.unit_price)"),
+                     0);
+    ck_assert_int_gt(itdb_long(c, "SELECT count(*) FROM billing.invoice_lines l JOIN"
+                                  " billing.price_versions v ON v.id = l.price_version_id"
+                                  " WHERE v.label = 'v2' AND v.revision = 2"),
+                     0);
+    ck_assert_int_gt(itdb_long(c, "SELECT count(*) FROM billing.invoice_lines l JOIN"
+                                  " billing.price_versions v ON v.id = l.price_version_id"
+                                  " WHERE v.label = 'v1'"),
+                     0);
+    before = itdb_text(c, SQL_LINES_DIGEST);
+    itdb_exec(c, "UPDATE billing.invoices SET content_hash = md5('changed') WHERE status ="
+                 " 'draft' AND right(account_id, 1) IN ('0', '2', '4', '6', '8')");
+    ck_assert_int_eq(run_billing(NULL, args), 0);
+    ck_assert_int_eq(itdb_long(c, "SELECT count(*) FROM billing.invoices WHERE content_hash ="
+                                  " md5('changed')"),
+                     0);
+    after = itdb_text(c, SQL_LINES_DIGEST);
+    ck_assert_str_eq(after, before);
+    free(before);
+    free(after);
+    drop(c);
+}
+END_TEST
+
+/*
  * Regression: a batch looked up its accounts' drafts (existing, open,
  * stale) with `month = $1 AND status = ...`, and while invoices had no
  * statistics (a first close fills it faster than autovacuum analyzes it)
@@ -2935,6 +3018,7 @@ static Suite *close_suite(void)
     tc = tcase_create("drafts");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_close_probes_drafts_by_account);
+    tcase_add_test(tc, test_lines_copied_with_their_versions);
     tcase_add_test(tc, test_sums_probe_by_account);
     tcase_add_test(tc, test_finalized_reads_probe_by_account);
     suite_add_tcase(s, tc);
