@@ -4,10 +4,9 @@
  *
  * Drafts are written set-based: a batch of accounts' drafts travels by
  * binary COPY into temporary tables, and each step (lock, look up,
- * reverse, replace, credits, ledger) is one statement over them, whatever
- * the batch size. Invoices are found by (account, month), which the
- * one-open-draft index makes unique; the lines go last by one COPY into
- * invoice_lines, with the invoice ids read back from the batch.
+ * reverse, replace, insert lines, credits, ledger) is one statement over
+ * them, whatever the batch size. Rows are joined to their invoice by (account, month),
+ * which the one-open-draft index makes unique, so no ids travel back.
  */
 #include "config.h"
 
@@ -362,11 +361,11 @@ static const char *nonempty(const char *s)
 /* ---------------------------------------------------------------------- */
 
 /*
- * The batch travels by binary COPY into two temporary tables, typed
+ * The batch travels by binary COPY into three temporary tables, typed
  * columns, one row per draft (bs_batch: n, account, invoice id once
- * known, header figures, content hash) and per credit applied, expired
- * or returned (bs_batch_credits), which every later statement reads (the
- * lines go straight into invoice_lines: SQL_LINES_COPY). Before, the drafts travelled as one jsonb array
+ * known, header figures, content hash), per line (bs_batch_lines) and
+ * per credit applied, expired or returned (bs_batch_credits), which every
+ * later statement reads. Before, the drafts travelled as one jsonb array
  * that the server parsed, stored compressed and decompressed again for
  * every `->>` (9 % of the server's time of a first close, and the casts
  * from text besides; doc/performance.md, "Month-end close").
@@ -378,7 +377,7 @@ static const char *nonempty(const char *s)
  * every draft of the month for each batch (quadratic in accounts). JIT
  * is off too: the cost penalty of a disabled plan type made every
  * statement look expensive enough to compile, which took longer than
- * running it. The credits table is read through its primary key's
+ * running it. The child tables are read through their primary keys'
  * order, each row joined to its draft by n.
  *
  * Made once per session and emptied at each commit (a rollback leaves
@@ -392,6 +391,11 @@ static const char *nonempty(const char *s)
     " cr numeric NOT NULL, ret numeric NOT NULL, ac numeric NOT NULL, car numeric NOT NULL," \
     " acl numeric NOT NULL, tax numeric NOT NULL, tot numeric NOT NULL, h text NOT NULL)"    \
     " ON COMMIT DELETE ROWS"
+#define SQL_BATCH_LINES_TABLE                                                           \
+    "CREATE TEMPORARY TABLE IF NOT EXISTS bs_batch_lines (n integer, line_no integer,"  \
+    " k text, m text, mo text, r text, p text, v text, adj text, q numeric, d numeric," \
+    " u text, up numeric, am numeric, uf timestamptz, ut timestamptz,"                  \
+    " PRIMARY KEY (n, line_no)) ON COMMIT DELETE ROWS"
 /* e: 'apply' (credits), 'expire' (expired), 'return' (returned); s: the order in the invoice. */
 #define SQL_BATCH_CREDITS_TABLE                                                            \
     "CREATE TEMPORARY TABLE IF NOT EXISTS bs_batch_credits (n integer, e text, s integer," \
@@ -401,6 +405,10 @@ static const char *nonempty(const char *s)
     "COPY bs_batch (n, a, cur, ps, pe, tr, sub, cr, ret, ac, car, acl, tax, tot, h)" \
     " FROM STDIN (FORMAT binary)"
 #define BATCH_COLUMNS 15
+#define SQL_BATCH_LINES_COPY                                                            \
+    "COPY bs_batch_lines (n, line_no, k, m, mo, r, p, v, adj, q, d, u, up, am, uf, ut)" \
+    " FROM STDIN (FORMAT binary)"
+#define BATCH_LINE_COLUMNS 16
 #define SQL_BATCH_CREDITS_COPY \
     "COPY bs_batch_credits (n, e, s, g, am, rem) FROM STDIN (FORMAT binary)"
 #define BATCH_CREDIT_COLUMNS 6
@@ -466,27 +474,18 @@ static const char *nonempty(const char *s)
 /* The drafts of the batch, each joined to its invoice. */
 #define SQL_DRAFT_JOIN " FROM bs_batch b JOIN billing.invoices i ON i.id = b.id"
 /*
- * The lines go by one binary COPY straight into invoice_lines, once the
- * batch's invoices are written: their ids are read back from bs_batch
- * (drafts left out as unchanged or finalized are no longer there), and
- * each line names its price version by label, the book's revision in
- * force, read once per batch (as the INSERT ... SELECT it replaces read
- * it once per statement). Before, the lines went into a temporary table
- * with its own key, and an INSERT ... SELECT joined them to their draft
- * and version and sorted them: each line was written twice and read back
- * once (doc/performance.md, "Month-end close", h54). The rows, their
- * order and the statement-level guards of invoice_lines are the same:
- * COPY fires them with the same transition table.
+ * Lines name the price version by label: the book's revision in force,
+ * looked up once per statement (a subquery per line over the view cost
+ * most of the statement).
  */
-#define SQL_BATCH_IDS "SELECT n, id FROM bs_batch WHERE id IS NOT NULL"
-#define SQL_PRICE_VERSIONS                                                                 \
-    "SELECT DISTINCT ON (label) label, id FROM billing.current_price_versions"            \
-    " WHERE book_id = $1::text ORDER BY label, effective_from DESC"
-#define SQL_LINES_COPY                                                                     \
-    "COPY billing.invoice_lines (invoice_id, line_no, kind, meter, model, region,"        \
+#define SQL_DRAFT_LINES                                                                    \
+    "WITH v AS (SELECT DISTINCT ON (label) label, id FROM billing.current_price_versions"  \
+    " WHERE book_id = $1::text ORDER BY label, effective_from DESC)"                       \
+    " INSERT INTO billing.invoice_lines (invoice_id, line_no, kind, meter, model, region," \
     " plan_id, price_version_id, adjusts_month, quantity, quantity_den, unit, unit_price," \
-    " amount, unused_from, unused_to) FROM STDIN (FORMAT binary)"
-#define LINE_COLUMNS 16
+    " amount, unused_from, unused_to) SELECT b.id, l.line_no, l.k, l.m, l.mo, l.r, l.p,"   \
+    " v.id, l.adj::date, l.q, l.d, l.u, l.up, l.am, l.uf, l.ut FROM bs_batch_lines l"      \
+    " JOIN bs_batch b ON b.n = l.n LEFT JOIN v ON v.label = l.v ORDER BY l.n, l.line_no"
 /* A draft's credits of kind @e in its invoice's order. */
 #define SQL_BATCH_CREDITS_OF(e) \
     " FROM bs_batch_credits c JOIN bs_batch b ON b.n = c.n WHERE c.e = '" e "' ORDER BY c.n, c.s"
@@ -700,68 +699,21 @@ static void copy_quantity(bs_copy *cp, const char *q)
     bs_copy_numeric(cp, slash + 1);
 }
 
-/* A batch's price versions in force: label and id, sorted by label (strcmp) for bsearch. */
-typedef struct version_ref {
-    const char *label;
-    int64_t id;
-} version_ref;
-
-static int version_cmp(const void *a, const void *b)
-{
-    return strcmp(((const version_ref *)a)->label, ((const version_ref *)b)->label);
-}
-
-/* The id of the version labelled @label in @v (@n of them), or -1 for none (NULL, as a LEFT JOIN). */
-static int64_t version_id(const version_ref *v, size_t n, const char *label)
-{
-    version_ref key;
-    const version_ref *hit;
-
-    if (label == NULL || n == 0)
-        return -1;
-    key.label = label;
-    key.id = 0;
-    hit = bsearch(&key, v, n, sizeof(*v), version_cmp);
-    return hit != NULL ? hit->id : -1;
-}
-
-static void copy_version(bs_copy *cp, int64_t id)
-{
-    if (id < 0)
-        bs_copy_null(cp);
-    else
-        bs_copy_int8(cp, id);
-}
-
-/* Days from 2000-01-01 (date's binary form) to @year-@month-01, proleptic Gregorian. */
-static int32_t pg_date_days(int year, int month)
-{
-    /* Howard Hinnant's days_from_civil, shifted from 1970-01-01 (10 957 days later). */
-    int y = month <= 2 ? year - 1 : year;
-    int era = (y >= 0 ? y : y - 399) / 400;
-    int yoe = y - era * 400;
-    int doy = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5;
-    int doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-
-    return (int32_t)(era * 146097 + doe - 719468 - 10957);
-}
-
-/* Line @i of invoice @id (@inv), line number @line_no, its version by label from @v. */
-static void copy_line(bs_copy *cp, int64_t id, const billing_invoice *inv, size_t i, int line_no,
-                      const version_ref *v, size_t n_v)
+/* Line @i of draft @n's invoice, line number @line_no. */
+static void copy_line(bs_copy *cp, int n, const billing_invoice *inv, size_t i, int line_no)
 {
     billing_time_t t[2];
     int span = billing_invoice_line_span(inv, i, &t[0], &t[1]);
 
     bs_copy_row(cp);
-    bs_copy_int8(cp, id);
+    bs_copy_int4(cp, n);
     bs_copy_int4(cp, line_no);
     bs_copy_text(cp, billing_line_kind_name(billing_invoice_line_kind(inv, i)));
     bs_copy_text(cp, nonempty(billing_invoice_line_meter(inv, i)));
     bs_copy_text(cp, billing_invoice_line_model(inv, i));
     bs_copy_text(cp, billing_invoice_line_region(inv, i));
     bs_copy_text(cp, nonempty(billing_invoice_line_plan(inv, i)));
-    copy_version(cp, version_id(v, n_v, nonempty(billing_invoice_line_price_version(inv, i))));
+    bs_copy_text(cp, nonempty(billing_invoice_line_price_version(inv, i)));
     bs_copy_null(cp); /* adjusts no month */
     copy_quantity(cp, billing_invoice_line_quantity(inv, i));
     bs_copy_text(cp, billing_invoice_line_unit(inv, i));
@@ -777,20 +729,22 @@ static void copy_line(bs_copy *cp, int64_t id, const billing_invoice *inv, size_
     }
 }
 
-/* Prior-period adjustment @a of invoice @id, line number @line_no, its version from @v. */
-static void copy_adjustment(bs_copy *cp, int64_t id, const bs_adjustment *a, int line_no,
-                            const version_ref *v, size_t n_v)
+/* Prior-period adjustment @a of draft @n, line number @line_no. */
+static void copy_adjustment(bs_copy *cp, int n, const bs_adjustment *a, int line_no)
 {
+    char month[16];
+
+    snprintf(month, sizeof(month), "%04d-%02d-01", a->year, a->month);
     bs_copy_row(cp);
-    bs_copy_int8(cp, id);
+    bs_copy_int4(cp, n);
     bs_copy_int4(cp, line_no);
     bs_copy_text(cp, "adjustment");
     bs_copy_text(cp, a->meter);
     bs_copy_text(cp, a->model);
     bs_copy_text(cp, a->region);
     bs_copy_null(cp); /* no plan */
-    copy_version(cp, version_id(v, n_v, nonempty(a->price_version)));
-    bs_copy_int4(cp, pg_date_days(a->year, a->month)); /* a date is its days, as an int4 */
+    bs_copy_text(cp, nonempty(a->price_version));
+    bs_copy_text(cp, month);
     copy_quantity(cp, a->quantity);
     bs_copy_text(cp, a->unit);
     bs_copy_numeric(cp, a->unit_price);
@@ -840,11 +794,11 @@ static void copy_header(bs_copy *cp, int n, const bs_draft *d, const char *hash)
     bs_copy_text(cp, hash);
 }
 
-/* The batch's drafts (@what: 0 headers, 1 credits) by one COPY. */
+/* The batch's drafts (@what: 0 headers, 1 lines, 2 credits) by one COPY. */
 static bs_status copy_drafts(bs_conn *c, const write_ctx *x, int what, bs_error *err)
 {
-    static const char *const sql[] = {SQL_BATCH_COPY, SQL_BATCH_CREDITS_COPY};
-    static const int ncols[] = {BATCH_COLUMNS, BATCH_CREDIT_COLUMNS};
+    static const char *const sql[] = {SQL_BATCH_COPY, SQL_BATCH_LINES_COPY, SQL_BATCH_CREDITS_COPY};
+    static const int ncols[] = {BATCH_COLUMNS, BATCH_LINE_COLUMNS, BATCH_CREDIT_COLUMNS};
     bs_copy *cp = bs_copy_begin(c, sql[what], ncols[what], BS_COPY_BINARY, err);
     size_t i;
     size_t l;
@@ -854,10 +808,16 @@ static bs_status copy_drafts(bs_conn *c, const write_ctx *x, int what, bs_error 
     for (i = 0; i < x->n; i++) {
         const bs_draft *d = &x->d[i];
         const billing_invoice *inv = d->inv;
+        size_t n_lines = billing_invoice_line_count(inv);
         int n = (int)i;
 
         if (what == 0) {
             copy_header(cp, n, d, x->hash[i]);
+        } else if (what == 1) {
+            for (l = 0; l < n_lines; l++)
+                copy_line(cp, n, inv, l, (int)l + 1);
+            for (l = 0; l < d->n_adj; l++)
+                copy_adjustment(cp, n, &d->adj[l], (int)(n_lines + l) + 1);
         } else {
             for (l = 0; l < billing_invoice_credit_count(inv); l++)
                 copy_credit(cp, n, "apply", (int)l, billing_invoice_credit_grant(inv, l),
@@ -875,12 +835,13 @@ static bs_status copy_drafts(bs_conn *c, const write_ctx *x, int what, bs_error 
     return bs_copy_end(cp, NULL, err);
 }
 
-/* The batch into bs_batch and bs_batch_credits, the accounts locked, the series there. */
+/* The batch into bs_batch and its child tables, the accounts locked, the series there. */
 static bs_status write_prepare(bs_conn *c, write_ctx *x, bs_error *err)
 {
     static const write_step steps[] = {
         {SQL_BATCH_PLANNER, {-1}},
         {SQL_BATCH_TABLE, {-1}},
+        {SQL_BATCH_LINES_TABLE, {-1}},
         {SQL_BATCH_CREDITS_TABLE, {-1}},
         {SQL_DRAFT_LOCK_IDS, {P_ACCOUNTS, -1}},
         {SQL_SERIES, {P_SERIES, -1}},
@@ -888,89 +849,8 @@ static bs_status write_prepare(bs_conn *c, write_ctx *x, bs_error *err)
     bs_status st = run_steps(c, steps, sizeof(steps) / sizeof(steps[0]), x, err);
     int what;
 
-    for (what = 0; what < 2 && st == BS_OK; what++)
+    for (what = 0; what < 3 && st == BS_OK; what++)
         st = copy_drafts(c, x, what, err);
-    return st;
-}
-
-/* The invoice ids of the drafts to write into @ids by their place in the batch (0: none). */
-static bs_status batch_ids(bs_conn *c, int64_t *ids, size_t n, bs_error *err)
-{
-    PGresult *res = bs_query(c, SQL_BATCH_IDS, 0, NULL, err);
-    long long k;
-    int r;
-
-    if (res == NULL)
-        return err != NULL ? err->status : BS_ERR_FATAL;
-    for (r = 0; r < PQntuples(res); r++) {
-        k = strtoll(PQgetvalue(res, r, 0), NULL, 10);
-        if (k < 0 || (unsigned long long)k >= n) {
-            PQclear(res);
-            return bs_error_set(err, BS_ERR_FATAL, "drafts: draft %lld is not in the batch", k);
-        }
-        ids[k] = strtoll(PQgetvalue(res, r, 1), NULL, 10);
-    }
-    PQclear(res);
-    return BS_OK;
-}
-
-/* The lines (and adjustment lines) of the drafts being written, by one COPY into invoice_lines. */
-static bs_status copy_lines(bs_conn *c, const write_ctx *x, bs_error *err)
-{
-    const char *params[1] = {x->params[P_BOOK]};
-    int64_t *ids = calloc(x->n + 1, sizeof(*ids));
-    version_ref *v = NULL;
-    PGresult *res = NULL;
-    bs_copy *cp;
-    size_t n_v = 0;
-    size_t i;
-    size_t l;
-    bs_status st = BS_ERR_NOMEM;
-
-    if (ids == NULL)
-        goto done;
-    st = batch_ids(c, ids, x->n, err);
-    if (st != BS_OK)
-        goto done;
-    res = bs_query(c, SQL_PRICE_VERSIONS, 1, params, err);
-    if (res == NULL) {
-        st = err != NULL ? err->status : BS_ERR_FATAL;
-        goto done;
-    }
-    n_v = (size_t)PQntuples(res);
-    v = calloc(n_v + 1, sizeof(*v));
-    st = BS_ERR_NOMEM;
-    if (v == NULL)
-        goto done;
-    for (i = 0; i < n_v; i++) {
-        v[i].label = PQgetvalue(res, (int)i, 0);
-        v[i].id = strtoll(PQgetvalue(res, (int)i, 1), NULL, 10);
-    }
-    qsort(v, n_v, sizeof(*v), version_cmp);
-    cp = bs_copy_begin(c, SQL_LINES_COPY, LINE_COLUMNS, BS_COPY_BINARY, err);
-    if (cp == NULL) {
-        st = err != NULL ? err->status : BS_ERR_FATAL;
-        goto done;
-    }
-    /* In the draft's order, then the line's: the order the INSERT ... SELECT gave. */
-    for (i = 0; i < x->n; i++) {
-        const bs_draft *d = &x->d[i];
-        size_t n_lines = billing_invoice_line_count(d->inv);
-
-        if (ids[i] == 0)
-            continue; /* unchanged or finalized: not written */
-        for (l = 0; l < n_lines; l++)
-            copy_line(cp, ids[i], d->inv, l, (int)l + 1, v, n_v);
-        for (l = 0; l < d->n_adj; l++)
-            copy_adjustment(cp, ids[i], &d->adj[l], (int)(n_lines + l) + 1, v, n_v);
-    }
-    st = bs_copy_end(cp, NULL, err);
-done:
-    if (st == BS_ERR_NOMEM && (err == NULL || err->status != BS_ERR_NOMEM))
-        bs_error_set(err, BS_ERR_NOMEM, "drafts: out of memory");
-    PQclear(res);
-    free(v);
-    free(ids);
     return st;
 }
 
@@ -987,10 +867,8 @@ static bs_status write_tx(bs_conn *c, void *arg, bs_error *err)
     };
     /* Returned credit goes back to the grants before the draft's own entries take from them. */
     static const write_step children[] = {
-        {SQL_DRAFT_CREDITS, {-1}},
-        {SQL_DRAFT_RETURNED_ROWS, {-1}},
-        {SQL_DRAFT_RETURNED, {-1}},
-        {SQL_DRAFT_LEDGER, {-1}},
+        {SQL_DRAFT_LINES, {P_BOOK, -1}}, {SQL_DRAFT_CREDITS, {-1}}, {SQL_DRAFT_RETURNED_ROWS, {-1}},
+        {SQL_DRAFT_RETURNED, {-1}},      {SQL_DRAFT_LEDGER, {-1}},
     };
     write_ctx *x = arg;
     json_t *ids = json_array();
@@ -1014,8 +892,6 @@ static bs_status write_tx(bs_conn *c, void *arg, bs_error *err)
     }
     x->params[P_IDS] = ids_text;
     st = run_steps(c, replace, sizeof(replace) / sizeof(replace[0]), x, err);
-    if (st == BS_OK)
-        st = copy_lines(c, x, err);
     if (st == BS_OK)
         st = run_steps(c, children, sizeof(children) / sizeof(children[0]), x, err);
 marks:

@@ -189,20 +189,21 @@ static void write_pricebook_versions(const char *name, const char *gpu_price, co
             " \"region\": \"cn-east-1\", \"refundable\": true}], \"versions\": [",
             gen_currency);
     for (v = 0; v < (v2_price != NULL ? 2 : 1); v++)
-        fprintf(f,
-                "%s{\"id\": \"v%d\", \"effective_from\": \"%s\", \"rates\": ["
-                "{\"meter\": \"gpu\", \"model\": \"RTX4090\", \"region\": \"cn-east-1\","
-                " \"price\": \"%s\"},"
-                "{\"meter\": \"gpu\", \"model\": \"A100-80G\", \"region\": \"cn-east-1\","
-                " \"price\": \"1.60\"},"
-                "{\"meter\": \"gpuless\", \"model\": \"RTX4090\", \"region\": \"cn-east-1\","
-                " \"price\": \"0.48\"},"
-                "{\"meter\": \"gpuless\", \"model\": \"A100-80G\", \"region\": \"cn-east-1\","
-                " \"price\": \"1.28\"},"
-                "{\"meter\": \"storage\", \"model\": \"*\", \"region\": \"*\", \"price\": \"0.20\"}],"
-                " \"plan_fees\": [{\"plan\": \"rtx-daily\", \"fee\": \"99.00\"},"
-                " {\"plan\": \"rtx-monthly\", \"fee\": \"2599.00\"}]}",
-                v > 0 ? ", " : "", v + 1, from[v], v > 0 ? v2_price : gpu_price);
+        fprintf(
+            f,
+            "%s{\"id\": \"v%d\", \"effective_from\": \"%s\", \"rates\": ["
+            "{\"meter\": \"gpu\", \"model\": \"RTX4090\", \"region\": \"cn-east-1\","
+            " \"price\": \"%s\"},"
+            "{\"meter\": \"gpu\", \"model\": \"A100-80G\", \"region\": \"cn-east-1\","
+            " \"price\": \"1.60\"},"
+            "{\"meter\": \"gpuless\", \"model\": \"RTX4090\", \"region\": \"cn-east-1\","
+            " \"price\": \"0.48\"},"
+            "{\"meter\": \"gpuless\", \"model\": \"A100-80G\", \"region\": \"cn-east-1\","
+            " \"price\": \"1.28\"},"
+            "{\"meter\": \"storage\", \"model\": \"*\", \"region\": \"*\", \"price\": \"0.20\"}],"
+            " \"plan_fees\": [{\"plan\": \"rtx-daily\", \"fee\": \"99.00\"},"
+            " {\"plan\": \"rtx-monthly\", \"fee\": \"2599.00\"}]}",
+            v > 0 ? ", " : "", v + 1, from[v], v > 0 ? v2_price : gpu_price);
     fprintf(f, "]}\n");
     ck_assert_int_eq(fclose(f), 0);
 }
@@ -2100,20 +2101,21 @@ static long month_status_reads(bs_conn *c)
 }
 
 /*
- * The lines go by one COPY straight into invoice_lines (h54), each with
- * the id of its price version, looked up by label in the book's revisions
- * in force, and the invoice id of its draft read back from the batch.
- * With a version v2 from 2026-11-15 at another RTX4090 price, revised
- * once (the revision in force is the second), every GPU line points at
- * the version whose rate it was priced at, and both labels are used. A
- * re-close that rewrites half the drafts (the others unchanged, left out
- * of the batch) leaves the same lines on the same invoices.
+ * Each line names its price version by label, the book's revision in
+ * force (SQL_DRAFT_LINES), and lands on its own draft's invoice. With a
+ * version v2 from 2026-11-15 at another RTX4090 price, revised once (the
+ * revision in force is the second), every GPU line points at the version
+ * whose rate it was priced at, and both labels are used. A re-close that
+ * rewrites half the drafts (the others unchanged, dropped from the batch)
+ * leaves the same lines on the same accounts' invoices. (Written for h54's
+ * lines by COPY straight into invoice_lines, tried and not landed:
+ * doc/performance.md, "Month-end close".)
  */
-#define SQL_LINES_DIGEST                                                                    \
+#define SQL_LINES_DIGEST                                                                   \
     "SELECT md5(string_agg(i.account_id || ':' || l.line_no || ':' || l.kind || ':' ||"    \
     " l.quantity || ':' || l.amount || ':' || coalesce(l.unit_price::text, '-') || ':' ||" \
     " coalesce(l.price_version_id::text, '-'), ',' ORDER BY i.account_id, l.line_no))"     \
-    " FROM billing.invoice_lines l JOIN billing.invoices i ON i.id = l.invoice_id"        \
+    " FROM billing.invoice_lines l JOIN billing.invoices i ON i.id = l.invoice_id"         \
     " WHERE i.status = 'draft'"
 START_TEST(test_lines_copied_with_their_versions)
 {
