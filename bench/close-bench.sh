@@ -21,7 +21,10 @@
 # each run prints a digest of every stored draft, which must be equal.
 # SETUP_ONLY=1 only sets up, and keeps the database (for profiling);
 # FROM_DB=name skips the setup and times copies of that kept database
-# (ACCOUNTS and EVENTS_PER_ACCOUNT are then what it holds). The events are
+# (ACCOUNTS and EVENTS_PER_ACCOUNT are then what it holds). FIRST_ONLY=1
+# times the first close alone (and prints its digest); ROUNDS=N runs the
+# baseline and the new build alternated N times, each on a fresh copy.
+# Every timed line ends with the 1-minute load average before and after. The events are
 # generated inside PostgreSQL with generate_series (setup, not measured):
 # every account has gpu hours on two models, gpuless hours, daily storage
 # samples and traffic, a third of them a credit grant, a tenth a monthly
@@ -124,13 +127,16 @@ measure() {
     local label=$1
     local before
     shift
+    local load0
     before=$(server_cpu)
+    load0=$(cut -d' ' -f1 /proc/loadavg)
     /usr/bin/time -f "%e s wall, %U s user + %S s sys, max RSS %M KiB" -o "$work/time" "$@" \
         >"$work/out" 2>"$work/err" || { cat "$work/err"; exit 1; }
     if [ -n "$before" ]; then
-        echo "$label: $(cat "$work/time"); server $(echo "$(server_cpu) - $before" | bc) s CPU"
+        echo "$label: $(cat "$work/time"); server $(echo "$(server_cpu) - $before" | bc) s CPU;" \
+            "load $load0-$(cut -d' ' -f1 /proc/loadavg)"
     else
-        echo "$label: $(cat "$work/time")"
+        echo "$label: $(cat "$work/time"); load $load0-$(cut -d' ' -f1 /proc/loadavg)"
     fi
 }
 
@@ -146,13 +152,19 @@ run_steps() {
     "$bin" db migrate --db "$cconn" >/dev/null
     measure "close (new drafts, -j $jobs)" "$bin" close --db "$cconn" --period 2026-11 -j "$jobs" --quiet
     grep -E "^(accounts|drafts|events|total) " "$work/out"
-    measure "close again (unchanged, -j $jobs)" "$bin" close --db "$cconn" --period 2026-11 -j "$jobs" --quiet
-    grep -E "^drafts " "$work/out"
+    if [ -z "${FIRST_ONLY:-}" ]; then
+        measure "close again (unchanged, -j $jobs)" "$bin" close --db "$cconn" --period 2026-11 -j "$jobs" --quiet
+        grep -E "^drafts " "$work/out"
+    fi
     psql -tA -d "$copy" -c "SELECT 'digest of every draft: ' || md5(string_agg(i.account_id || ':' || i.subtotal || ':' ||
         i.credits || ':' || i.tax || ':' || i.total || ':' || coalesce(l.lines, ''), ',' ORDER BY i.account_id))
         FROM billing.invoices i LEFT JOIN (SELECT invoice_id, string_agg(line_no || '/' || kind || '/' ||
         quantity || '/' || amount, ';' ORDER BY line_no) AS lines FROM billing.invoice_lines GROUP BY invoice_id) l
         ON l.invoice_id = i.id WHERE i.month = '2026-11-01'"
+    if [ -n "${FIRST_ONLY:-}" ]; then
+        psql -q -d postgres -c "DROP DATABASE $copy WITH (FORCE)"
+        return
+    fi
     measure "finalize" "$bin" close --db "$cconn" --period 2026-11 -j "$jobs" --quiet --finalize --grace 0
     tail -n 1 "$work/out"
     # The numbering alone (the step closes first): finalized_at is each
@@ -191,7 +203,11 @@ if [ -n "${SETUP_ONLY:-}" ]; then
     echo "database: $db (kept; drop it when done)"
     exit 0
 fi
-if [ -n "${BASELINE:-}" ]; then
-    run_steps "$BASELINE" baseline
-fi
-run_steps "$billing" new
+rounds=${ROUNDS:-1}
+for round in $(seq 1 "$rounds"); do
+    [ "$rounds" -eq 1 ] || echo "=== round $round of $rounds"
+    if [ -n "${BASELINE:-}" ]; then
+        run_steps "$BASELINE" baseline
+    fi
+    run_steps "$billing" new
+done
