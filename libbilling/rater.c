@@ -115,7 +115,7 @@ static inline uint64_t field_hash(const char *s, size_t n, uint64_t h)
 }
 
 /* Non-zero if the @n bytes at @s equal the zero-padded copy @key. */
-static inline int field_eq(const char *key, const char *s, size_t n)
+static BL_ALWAYS_INLINE int field_eq(const char *key, const char *s, size_t n)
 {
     size_t i;
     uint64_t k;
@@ -1034,8 +1034,8 @@ void bl_agg_add_i128(bl_agg *a, bl_i128 v)
  * duration (below 2^64 ns) is a 64 x 64 -> 128-bit product below 2^127,
  * which cannot overflow; larger ones are checked.
  */
-static void agg_add_usage(bl_agg *a, const billing_event *ev, billing_time_t start,
-                          billing_time_t end, int sign)
+static void agg_add_usage_general(bl_agg *a, const billing_event *ev, billing_time_t start,
+                                  billing_time_t end, int sign)
 {
     uint64_t dur64 = (uint64_t)(end - start);
     bl_i128 dur = (bl_i128)dur64;
@@ -1074,6 +1074,30 @@ static void agg_add_usage(bl_agg *a, const billing_event *ev, billing_time_t sta
     agg_extra_add(a, q);
     mpq_clear(q);
     mpz_clear(z);
+}
+
+/*
+ * agg_add_usage_general without a call for the usual piece: a quantity
+ * below 2^63 of a time meter, or a whole traffic event, whose product
+ * does not overflow the sum (the same value as the general path gives).
+ */
+static BL_ALWAYS_INLINE void agg_add_usage(bl_agg *a, const billing_event *ev, billing_time_t start,
+                                           billing_time_t end, int sign)
+{
+    bl_i128 v;
+    bl_i128 s;
+
+    if (is_time_meter(ev->meter) && (ev->qty >> 63) == 0)
+        v = (bl_i128)((unsigned __int128)(uint64_t)ev->qty * (uint64_t)(end - start));
+    else if (!is_time_meter(ev->meter) && start == ev->start && end == ev->end)
+        v = ev->qty;
+    else
+        v = -1;
+    if (v >= 0 && !__builtin_add_overflow(a->sum, sign > 0 ? v : -v, &s)) {
+        a->sum = s;
+        return;
+    }
+    agg_add_usage_general(a, ev, start, end, sign);
 }
 
 /*
