@@ -210,20 +210,8 @@ END_TEST
 /* An event of account 1 (i-1, gpu, RTX4090, cn-east-1, an hour of 2026-01-05) with id @id. */
 static billing_event *plain_event(const char *id)
 {
-    billing_event *ev = billing_event_new();
-    char err[256];
-
-    ck_assert_ptr_nonnull(ev);
-    ck_assert_int_eq(billing_event_set_id(ev, id), BILLING_OK);
-    ck_assert_int_eq(billing_event_set_account(ev, "acct-000001"), BILLING_OK);
-    ck_assert_int_eq(billing_event_set_resource(ev, "i-1"), BILLING_OK);
-    ck_assert_int_eq(billing_event_set_meter(ev, BILLING_METER_GPU), BILLING_OK);
-    billing_event_set_interval(ev, tu_time("2026-01-05T00:00:00Z"),
-                               tu_time("2026-01-05T01:00:00Z"));
-    ck_assert_int_eq(billing_event_set_quantity(ev, "1", err, sizeof(err)), BILLING_OK);
-    ck_assert_int_eq(billing_event_set_model(ev, "RTX4090"), BILLING_OK);
-    ck_assert_int_eq(billing_event_set_region(ev, "cn-east-1"), BILLING_OK);
-    return ev;
+    return tu_event(id, "acct-000001", "i-1", "gpu", "2026-01-05T00:00:00Z", "2026-01-05T01:00:00Z",
+                    "1", "RTX4090", "cn-east-1");
 }
 
 /*
