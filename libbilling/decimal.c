@@ -10,6 +10,7 @@
 #include "config.h"
 
 #include <gmp.h> /* before billing.h (via internal.h): its decimal functions need it */
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -243,16 +244,13 @@ static int compare_to_half(const mpz_t rem, const mpz_t den, mpz_t twice)
 }
 
 /*
- * rounds_up - whether a value strictly between floor_q and floor_q + 1
- * (remainder rem / den, rem > 0, value of sign @sign) rounds to
- * floor_q + 1 under @mode. An unknown mode behaves as HALF_UP, the
- * documented default, because this function has no way to fail.
+ * directed_up - for the directed modes, whether a value strictly between
+ * two integers, of sign @sign, rounds to the upper one (0 or 1); -1 for
+ * the half modes, which need the remainder. An unknown mode behaves as
+ * HALF_UP, the documented default, because rounding has no way to fail.
  */
-static int rounds_up(billing_rounding mode, int sign, const mpz_t floor_q, const mpz_t rem,
-                     const mpz_t den, mpz_t tmp)
+static int directed_up(billing_rounding mode, int sign)
 {
-    int half;
-
     switch (mode) {
     case BILLING_ROUND_FLOOR:
         return 0;
@@ -266,13 +264,93 @@ static int rounds_up(billing_rounding mode, int sign, const mpz_t floor_q, const
     case BILLING_ROUND_HALF_EVEN:
         break;
     }
-    half = compare_to_half(rem, den, tmp);
+    return -1;
+}
+
+/* half_up - the half modes: @half the sign of 2 rem - den, @odd whether floor_q is odd. */
+static int half_up(billing_rounding mode, int sign, int half, int odd)
+{
     if (half != 0)
         return half > 0;
     if (mode == BILLING_ROUND_HALF_EVEN)
-        return mpz_odd_p(floor_q) != 0;
+        return odd;
     return sign > 0;
 }
+
+/*
+ * rounds_up - whether a value strictly between floor_q and floor_q + 1
+ * (remainder rem / den, rem > 0, value of sign @sign) rounds to
+ * floor_q + 1 under @mode.
+ */
+static int rounds_up(billing_rounding mode, int sign, const mpz_t floor_q, const mpz_t rem,
+                     const mpz_t den, mpz_t tmp)
+{
+    int up = directed_up(mode, sign);
+
+    if (up >= 0)
+        return up;
+    return half_up(mode, sign, compare_to_half(rem, den, tmp), mpz_odd_p(floor_q) != 0);
+}
+
+#if GMP_NUMB_BITS == 64 && GMP_NAIL_BITS == 0
+/*
+ * Largest magnitude, in bits, of the scaled numerator and the denominator
+ * that round_small takes: below 2^126, so that the quotient plus one and
+ * twice the remainder fit a signed and an unsigned 128-bit integer.
+ */
+#define SMALL_BITS 126
+
+/* |@z| (at most two limbs) as an unsigned 128-bit integer. */
+static unsigned __int128 abs_u128(const mpz_t z)
+{
+    return (unsigned __int128)mpz_getlimbn(z, 1) << 64 | mpz_getlimbn(z, 0);
+}
+
+/* Non-zero if |@z| < 2^SMALL_BITS (mpz_size and mpz_getlimbn are inline: no call). */
+static int is_small(const mpz_t z)
+{
+    return mpz_size(z) < 2 || (mpz_size(z) == 2 && (mpz_getlimbn(z, 1) >> (SMALL_BITS - 64)) == 0);
+}
+
+/*
+ * round_small - bl_q_round_pow's rounding of @scaled / @den when both are
+ * below 2^SMALL_BITS in magnitude (the usual month: a line's amount is
+ * about 2^100 over 2^80), in 128-bit integers instead of a GMP division
+ * (its cost was most of a month's rounding): the same floor, remainder and
+ * decision. Returns 0 and sets @out, or -1 (nothing done) when too large.
+ */
+static int round_small(mpz_t out, const mpz_t scaled, const mpz_t den, billing_rounding mode)
+{
+    int sign = mpz_sgn(scaled);
+    unsigned __int128 a;
+    unsigned __int128 d;
+    unsigned __int128 q;
+    unsigned __int128 rem;
+    bl_i128 floor_q;
+    int up;
+
+    if (!is_small(scaled) || !is_small(den))
+        return -1;
+    a = abs_u128(scaled);
+    d = abs_u128(den);
+    q = a / d;
+    rem = a % d;
+    /* Floor division, remainder in [0, den), as mpz_fdiv_qr: below zero, one further down. */
+    if (sign < 0 && rem != 0) {
+        q++;
+        rem = d - rem;
+    }
+    floor_q = sign < 0 ? -(bl_i128)q : (bl_i128)q;
+    up = 0;
+    if (rem != 0) {
+        up = directed_up(mode, sign);
+        if (up < 0)
+            up = half_up(mode, sign, 2 * rem > d ? 1 : 2 * rem < d ? -1 : 0, (int)(q & 1));
+    }
+    bl_mpz_set_i128(out, floor_q + up);
+    return 0;
+}
+#endif
 
 void bl_q_round_pow(mpz_t out, const mpq_t q, const mpz_t pow10, billing_rounding mode, mpz_t rem,
                     mpz_t tmp)
@@ -280,6 +358,10 @@ void bl_q_round_pow(mpz_t out, const mpq_t q, const mpz_t pow10, billing_roundin
     int sign;
 
     mpz_mul(out, pow10, mpq_numref(q));
+#if GMP_NUMB_BITS == 64 && GMP_NAIL_BITS == 0
+    if (round_small(out, out, mpq_denref(q), mode) == 0)
+        return;
+#endif
     sign = mpz_sgn(out);
     /* Floor division gives a remainder in [0, den) whatever the sign. */
     mpz_fdiv_qr(out, rem, out, mpq_denref(q));
@@ -512,6 +594,15 @@ void bl_mpz_set_i128(mpz_t out, bl_i128 v)
     mag = (bl_u128)v;
     if (v < 0)
         mag = 0 - mag;
+#if ULONG_MAX >= UINT64_MAX
+    /* Most values (a rounded amount, a usual aggregate) fit a word: no import. */
+    if ((mag >> 64) == 0) {
+        mpz_set_ui(out, (unsigned long)mag);
+        if (v < 0)
+            mpz_neg(out, out);
+        return;
+    }
+#endif
     words[0] = (uint64_t)mag;
     words[1] = (uint64_t)(mag >> 64);
     mpz_import(out, 2, -1, sizeof words[0], 0, 0, words);

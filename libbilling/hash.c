@@ -8,17 +8,6 @@
 
 #include "hash.h"
 
-uint64_t bl_hash_mix(uint64_t x)
-{
-    /* splitmix64's finaliser: every input bit affects every output bit. */
-    x ^= x >> 30;
-    x *= UINT64_C(0xbf58476d1ce4e5b9);
-    x ^= x >> 27;
-    x *= UINT64_C(0x94d049bb133111eb);
-    x ^= x >> 31;
-    return x;
-}
-
 uint64_t bl_hash_bytes(const void *p, size_t len, uint64_t seed)
 {
     const unsigned char *b = p;

@@ -47,8 +47,20 @@ static inline uint64_t bl_load_tail(const void *p, size_t len)
 /* bl_hash_bytes - 64-bit hash of @len bytes at @p, mixed with @seed. */
 uint64_t bl_hash_bytes(const void *p, size_t len, uint64_t seed);
 
-/* bl_hash_mix - finalise a 64-bit value into a well-spread hash. */
-uint64_t bl_hash_mix(uint64_t x);
+/*
+ * bl_hash_mix - finalise a 64-bit value into a well-spread hash (splitmix64's
+ * finaliser: every input bit affects every output bit). Inline: the rater
+ * calls it twice an event.
+ */
+static inline uint64_t bl_hash_mix(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= UINT64_C(0xbf58476d1ce4e5b9);
+    x ^= x >> 27;
+    x *= UINT64_C(0x94d049bb133111eb);
+    x ^= x >> 31;
+    return x;
+}
 
 /* One slot: the key's hash beside its index, so that a probe touches one cache line. */
 typedef struct bl_strslot {

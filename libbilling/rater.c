@@ -41,7 +41,9 @@ typedef struct bl_piece {
 
 /* The word-wide reads below rely on the event's fields being arrays of whole words. */
 #define EV_FIELD_SIZE(f) sizeof(((const billing_event *)NULL)->f)
-_Static_assert(EV_FIELD_SIZE(account) >= 8 * WORDS(BL_ID_MAX) &&
+_Static_assert(EV_FIELD_SIZE(id) >= 8 * WORDS(BL_ID_MAX) &&
+                   EV_FIELD_SIZE(account) >= 8 * WORDS(BL_ID_MAX) &&
+                   EV_FIELD_SIZE(resource) >= 8 * WORDS(BL_ID_MAX) &&
                    EV_FIELD_SIZE(model) >= 8 * WORDS(BL_ATTR_MAX) &&
                    EV_FIELD_SIZE(region) >= 8 * WORDS(BL_ATTR_MAX),
                "event fields too small for word-wide reads");
@@ -56,6 +58,45 @@ static inline uint64_t word_head(const char *s, size_t n)
     memcpy(&w, s, 8);
     memcpy(&mask, ones + 8 - n, 8);
     return w & mask;
+}
+
+/* Non-zero if a byte of @w is outside 0x21..0x7e (printable ASCII but space). */
+static inline uint64_t word_not_graph(uint64_t w)
+{
+    const uint64_t high = UINT64_C(0x8080808080808080);
+    uint64_t low = w & ~high; /* each byte below 0x80: the sums below carry into no other byte */
+
+    /* A high bit set; or, on the low seven bits, below 0x21 or above 0x7e. */
+    return (w | ~(low + UINT64_C(0x5f5f5f5f5f5f5f5f)) | (low + UINT64_C(0x0101010101010101))) &
+           high;
+}
+
+/*
+ * bl_valid_id_n (status.c) for an event's id field of @n bytes, read a
+ * word at a time (the field is an array of whole words, static assertion
+ * above; the bytes past @n count as 'A', which is valid), without a call:
+ * the rater checks an event's id and resource on every add and take-back.
+ */
+static BL_ALWAYS_INLINE int field_valid_id(const char *s, size_t n)
+{
+    static const unsigned char ones[16] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+    uint64_t bad = 0;
+    uint64_t w;
+    uint64_t mask;
+    size_t i;
+
+    if (n == 0 || n > BL_ID_MAX)
+        return 0;
+    for (i = 0; i + 8 <= n; i += 8) {
+        memcpy(&w, s + i, 8);
+        bad |= word_not_graph(w);
+    }
+    if (i < n) {
+        memcpy(&w, s + i, 8);
+        memcpy(&mask, ones + 8 - (n - i), 8);
+        bad |= word_not_graph((w & mask) | (UINT64_C(0x4141414141414141) & ~mask));
+    }
+    return bad == 0;
 }
 
 /* Hash of the @n bytes at @s (readable to a whole word), continuing @h. */
@@ -74,7 +115,7 @@ static inline uint64_t field_hash(const char *s, size_t n, uint64_t h)
 }
 
 /* Non-zero if the @n bytes at @s equal the zero-padded copy @key. */
-static inline int field_eq(const char *key, const char *s, size_t n)
+static BL_ALWAYS_INLINE int field_eq(const char *key, const char *s, size_t n)
 {
     size_t i;
     uint64_t k;
@@ -104,7 +145,7 @@ static void intern_free(bl_intern *t)
  * The value interned for the bytes @a (@alen) followed by @b (@blen), of
  * hash @h, or UINT32_MAX when absent.
  */
-static inline uint32_t intern_find(const bl_intern *t, uint64_t h, const char *a, size_t alen,
+static inline uint32_t intern_find(bl_intern *t, uint64_t h, const char *a, size_t alen,
                                    const char *b, size_t blen)
 {
     uint32_t len = (uint32_t)(alen << 8 | blen);
@@ -116,9 +157,26 @@ static inline uint32_t intern_find(const bl_intern *t, uint64_t h, const char *a
     for (i = (size_t)h & (t->cap - 1); (s = &t->slots[i])->key != NULL;
          i = (i + 1) & (t->cap - 1)) {
         if (s->hash == h && s->len == len && field_eq(s->key, a, alen) &&
-            field_eq(s->key + 8 * WORDS(alen), b, blen))
+            field_eq(s->key + 8 * WORDS(alen), b, blen)) {
+            t->last_key = s->key;
+            t->last_len = len;
+            t->last_value = s->value;
             return s->value;
+        }
     }
+    return UINT32_MAX;
+}
+
+/*
+ * The value of the key intern_find found last (or intern_copy added) if
+ * it is @a (@alen) followed by @b (@blen), else UINT32_MAX: no hash.
+ */
+static BL_ALWAYS_INLINE uint32_t intern_last(const bl_intern *t, const char *a, size_t alen,
+                                             const char *b, size_t blen)
+{
+    if (t->last_key != NULL && t->last_len == (uint32_t)(alen << 8 | blen) &&
+        field_eq(t->last_key, a, alen) && field_eq(t->last_key + 8 * WORDS(alen), b, blen))
+        return t->last_value;
     return UINT32_MAX;
 }
 
@@ -194,6 +252,9 @@ static int intern_copy(bl_intern *t, uint64_t h, const char *a, size_t alen, con
         free(key);
         return -1;
     }
+    t->last_key = key;
+    t->last_len = (uint32_t)(alen << 8 | blen);
+    t->last_value = value;
     return 0;
 }
 
@@ -973,8 +1034,8 @@ void bl_agg_add_i128(bl_agg *a, bl_i128 v)
  * duration (below 2^64 ns) is a 64 x 64 -> 128-bit product below 2^127,
  * which cannot overflow; larger ones are checked.
  */
-static void agg_add_usage(bl_agg *a, const billing_event *ev, billing_time_t start,
-                          billing_time_t end, int sign)
+static void agg_add_usage_general(bl_agg *a, const billing_event *ev, billing_time_t start,
+                                  billing_time_t end, int sign)
 {
     uint64_t dur64 = (uint64_t)(end - start);
     bl_i128 dur = (bl_i128)dur64;
@@ -1013,6 +1074,30 @@ static void agg_add_usage(bl_agg *a, const billing_event *ev, billing_time_t sta
     agg_extra_add(a, q);
     mpq_clear(q);
     mpz_clear(z);
+}
+
+/*
+ * agg_add_usage_general without a call for the usual piece: a quantity
+ * below 2^63 of a time meter, or a whole traffic event, whose product
+ * does not overflow the sum (the same value as the general path gives).
+ */
+static BL_ALWAYS_INLINE void agg_add_usage(bl_agg *a, const billing_event *ev, billing_time_t start,
+                                           billing_time_t end, int sign)
+{
+    bl_i128 v;
+    bl_i128 s;
+
+    if (is_time_meter(ev->meter) && (ev->qty >> 63) == 0)
+        v = (bl_i128)((unsigned __int128)(uint64_t)ev->qty * (uint64_t)(end - start));
+    else if (!is_time_meter(ev->meter) && start == ev->start && end == ev->end)
+        v = ev->qty;
+    else
+        v = -1;
+    if (v >= 0 && !__builtin_add_overflow(a->sum, sign > 0 ? v : -v, &s)) {
+        a->sum = s;
+        return;
+    }
+    agg_add_usage_general(a, ev, start, end, sign);
 }
 
 /*
@@ -1223,37 +1308,29 @@ static billing_status event_account(const billing_rater *r, const billing_event 
  * The checks of validate() that interning does not answer: an interned
  * account is a known valid id, an interned pair is printable.
  */
-static int valid_but_interned(const billing_event *ev)
+static BL_ALWAYS_INLINE int valid_but_interned(const billing_event *ev)
 {
     return ev->refused == 0 && (ev->set & EV_REQUIRED) == EV_REQUIRED && ev->end > ev->start &&
            ev->start >= BL_TIME_MIN && ev->end <= BL_TIME_MAX &&
-           bl_valid_id_n(ev->id, ev->id_len) && bl_valid_id_n(ev->resource, ev->resource_len);
+           field_valid_id(ev->id, ev->id_len) && field_valid_id(ev->resource, ev->resource_len);
 }
 
 /*
- * Validate @ev, its account into *@ai and its pair number into *@pair
- * (BL_PAIR_NONE past BL_PAIRS_MAX). Seen before, the account and pair are
- * found by their bytes; otherwise validate() and the catalog decide, with
- * the same messages, and the rater interns them for next time.
+ * event_ids for an event not interned yet (or invalid): validate() and
+ * the catalog decide, with the same messages, and the rater interns the
+ * account and pair for next time.
  */
-static billing_status event_ids(billing_rater *r, const billing_event *ev, size_t *ai,
-                                uint32_t *pair, char *errbuf, size_t errsize)
+static billing_status event_ids_new(billing_rater *r, const billing_event *ev, size_t *ai,
+                                    uint32_t *pair, char *errbuf, size_t errsize)
 {
     uint32_t acc = UINT32_MAX;
     uint64_t ha = 0;
     uint64_t hp = 0;
     billing_status st;
 
-    if (valid_but_interned(ev)) {
-        ha = account_hash(r, ev);
-        hp = pair_hash(r, ev);
-        acc = intern_find(&r->account_ids, ha, ev->account, ev->account_len, "", 0);
-        *pair = intern_find(&r->pair_ids, hp, ev->model, ev->model_len, ev->region, ev->region_len);
-        if (acc != UINT32_MAX && *pair != UINT32_MAX) {
-            *ai = acc;
-            return BILLING_OK;
-        }
-    }
+    if (valid_but_interned(ev))
+        acc =
+            intern_find(&r->account_ids, account_hash(r, ev), ev->account, ev->account_len, "", 0);
     st = event_account(r, ev, ai, errbuf, errsize);
     if (st != BILLING_OK)
         return st;
@@ -1262,6 +1339,36 @@ static billing_status event_ids(billing_rater *r, const billing_event *ev, size_
     if (acc == UINT32_MAX)
         intern_copy(&r->account_ids, ha, ev->account, ev->account_len, "", 0, (uint32_t)*ai);
     *pair = pair_intern(r, ev, hp);
+    return BILLING_OK;
+}
+
+/*
+ * Validate @ev, its account into *@ai and its pair number into *@pair
+ * (BL_PAIR_NONE past BL_PAIRS_MAX). Seen before, the account and pair are
+ * found by their bytes: first against the last found (consecutive events
+ * of one account or pair), then by hash; otherwise event_ids_new.
+ */
+static BL_ALWAYS_INLINE billing_status event_ids(billing_rater *r, const billing_event *ev,
+                                                 size_t *ai, uint32_t *pair, char *errbuf,
+                                                 size_t errsize)
+{
+    uint32_t acc;
+    uint32_t p;
+
+    if (!valid_but_interned(ev))
+        return event_ids_new(r, ev, ai, pair, errbuf, errsize);
+    acc = intern_last(&r->account_ids, ev->account, ev->account_len, "", 0);
+    if (acc == UINT32_MAX)
+        acc =
+            intern_find(&r->account_ids, account_hash(r, ev), ev->account, ev->account_len, "", 0);
+    p = intern_last(&r->pair_ids, ev->model, ev->model_len, ev->region, ev->region_len);
+    if (p == UINT32_MAX)
+        p = intern_find(&r->pair_ids, pair_hash(r, ev), ev->model, ev->model_len, ev->region,
+                        ev->region_len);
+    if (acc == UINT32_MAX || p == UINT32_MAX)
+        return event_ids_new(r, ev, ai, pair, errbuf, errsize);
+    *ai = acc;
+    *pair = p;
     return BILLING_OK;
 }
 

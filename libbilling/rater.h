@@ -95,6 +95,16 @@ typedef struct bl_intern {
     bl_intern_slot *slots;
     size_t cap; /* power of two or 0 */
     size_t count;
+    /*
+     * The key found last (a slot's key: owned by the table, never moved),
+     * its lengths and value; NULL before the first. Events of one account
+     * or pair often come in a row (the alert check adds and takes back one
+     * account's events per probe): they are compared with it first, with
+     * no hash.
+     */
+    const char *last_key;
+    uint32_t last_len;
+    uint32_t last_value;
 } bl_intern;
 
 /*

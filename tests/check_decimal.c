@@ -884,6 +884,116 @@ static void check_rounding(const mpq_t q, int digits, billing_rounding mode)
     mpz_clear(minor);
 }
 
+/* The rounding of @q * @pow10 under @mode by the definition, in GMP alone: the reference. */
+static void reference_round(mpz_t out, const mpq_t q, const mpz_t pow10, int mode)
+{
+    mpz_t a;
+    mpz_t rem;
+    int sign;
+    int up;
+    int half;
+
+    mpz_init(a);
+    mpz_init(rem);
+    mpz_mul(a, pow10, mpq_numref(q));
+    sign = mpz_sgn(a);
+    mpz_fdiv_qr(out, rem, a, mpq_denref(q));
+    if (mpz_sgn(rem) != 0) {
+        mpz_mul_2exp(rem, rem, 1);
+        half = mpz_cmp(rem, mpq_denref(q));
+        if (mode == BILLING_ROUND_FLOOR)
+            up = 0;
+        else if (mode == BILLING_ROUND_CEILING)
+            up = 1;
+        else if (mode == BILLING_ROUND_DOWN)
+            up = sign < 0;
+        else if (mode == BILLING_ROUND_UP)
+            up = sign > 0;
+        else if (half != 0)
+            up = half > 0;
+        else if (mode == BILLING_ROUND_HALF_EVEN)
+            up = mpz_odd_p(out) != 0;
+        else
+            up = sign > 0; /* half-up, and an unknown mode */
+        if (up)
+            mpz_add_ui(out, out, 1);
+    }
+    mpz_clear(rem);
+    mpz_clear(a);
+}
+
+/*
+ * bl_q_round_pow with numerators and denominators of every size around
+ * the 126 bits below which it divides in 128-bit integers (and far above,
+ * where GMP divides), both signs, exact ties, every mode and an unknown
+ * one: the same as the reference, and @rem and @tmp are only scratch.
+ */
+START_TEST(test_round_pow_around_128_bits)
+{
+    static const unsigned long bits[] = {1,   2,   20,  63,  64,  65,  100,
+                                         124, 125, 126, 127, 128, 129, 200};
+    static const unsigned digits[] = {0, 2, 9};
+    gmp_randstate_t rs;
+    mpq_t q;
+    mpz_t pow10;
+    mpz_t got;
+    mpz_t want;
+    mpz_t rem;
+    mpz_t tmp;
+    size_t nb;
+    size_t db;
+    size_t d;
+    int round;
+    int mode;
+
+    gmp_randinit_default(rs);
+    gmp_randseed_ui(rs, 28);
+    mpq_init(q);
+    mpz_init(pow10);
+    mpz_init(got);
+    mpz_init(want);
+    mpz_init(rem);
+    mpz_init(tmp);
+    for (round = 0; round < 40; round++) {
+        for (nb = 0; nb < N_ELEMS(bits); nb++) {
+            for (db = 0; db < N_ELEMS(bits); db++) {
+                /* The top bit set: exactly bits[] long; every fourth a tie (den 2k, num odd k). */
+                mpz_urandomb(mpq_denref(q), rs, bits[db]);
+                mpz_setbit(mpq_denref(q), bits[db] - 1);
+                if (round % 4 == 3 && bits[db] > 1) {
+                    mpz_clrbit(mpq_denref(q), 0);
+                    mpz_tdiv_q_2exp(mpq_numref(q), mpq_denref(q), 1);
+                    mpz_mul_ui(mpq_numref(q), mpq_numref(q), 2 * (unsigned long)round + 1);
+                } else {
+                    mpz_urandomb(mpq_numref(q), rs, bits[nb]);
+                    mpz_setbit(mpq_numref(q), bits[nb] - 1);
+                }
+                if (round % 2 == 1)
+                    mpz_neg(mpq_numref(q), mpq_numref(q));
+                mpq_canonicalize(q);
+                for (d = 0; d < N_ELEMS(digits); d++) {
+                    mpz_ui_pow_ui(pow10, 10, digits[d]);
+                    for (mode = 0; mode <= N_MODES; mode++) {
+                        bl_q_round_pow(got, q, pow10, (billing_rounding)mode, rem, tmp);
+                        reference_round(want, q, pow10, mode);
+                        ck_assert_msg(mpz_cmp(got, want) == 0,
+                                      "mode %d, digits %u, num %lu bits, den %lu bits, round %d",
+                                      mode, digits[d], bits[nb], bits[db], round);
+                    }
+                }
+            }
+        }
+    }
+    mpz_clear(tmp);
+    mpz_clear(rem);
+    mpz_clear(want);
+    mpz_clear(got);
+    mpz_clear(pow10);
+    mpq_clear(q);
+    gmp_randclear(rs);
+}
+END_TEST
+
 START_TEST(test_property_rounding)
 {
     static const int digit_counts[] = {0, 2, 3, 9};
@@ -1055,6 +1165,7 @@ static Suite *decimal_suite(void)
     suite_add_tcase(s, tables);
 
     tcase_add_test(properties, test_property_rounding);
+    tcase_add_test(properties, test_round_pow_around_128_bits);
     tcase_add_test(properties, test_property_to_string_round_trip);
     tcase_add_test(properties, test_property_qty_round_trip);
     /* Valgrind runs these about fifty times slower than native. */

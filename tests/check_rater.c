@@ -207,6 +207,165 @@ START_TEST(test_many_accounts_kept_apart)
 }
 END_TEST
 
+/* An event of account 1 (i-1, gpu, RTX4090, cn-east-1, an hour of 2026-01-05) with id @id. */
+static billing_event *plain_event(const char *id)
+{
+    return tu_event(id, "acct-000001", "i-1", "gpu", "2026-01-05T00:00:00Z", "2026-01-05T01:00:00Z",
+                    "1", "RTX4090", "cn-east-1");
+}
+
+/*
+ * Add and take back @ev (dedupe off): both accept it, or both refuse it
+ * as invalid, as @valid says.
+ */
+static void expect_valid(billing_rater *r, const billing_event *ev, int valid, const char *what,
+                         size_t n, size_t pos, unsigned byte)
+{
+    billing_status want = valid ? BILLING_OK : BILLING_ERR_INVALID;
+    billing_status st = billing_rater_add(r, ev, NULL, 0);
+
+    ck_assert_msg(st == want, "%s of %zu bytes, byte %zu = 0x%02x: add gave %d, want %d", what, n,
+                  pos, byte, (int)st, (int)want);
+    st = billing_rater_take_back(r, ev, NULL, 0);
+    ck_assert_msg(st == want, "%s of %zu bytes, byte %zu = 0x%02x: take-back gave %d, want %d",
+                  what, n, pos, byte, (int)st, (int)want);
+}
+
+/*
+ * The id and the resource of an event whose account and pair the rater
+ * has interned (the path that checks only those two, a word at a time):
+ * every byte value 1..255 at every position of ids of 1 to 20 bytes is
+ * refused exactly when bl_valid_id_n refuses it (outside 0x21..0x7e),
+ * and the bytes an earlier, longer value left past the end do not count.
+ */
+START_TEST(test_interned_event_ids_checked_bytewise)
+{
+    billing_catalog *cat = catalog(3, 3);
+    billing_rater *r = tu_new_rater(cat);
+    billing_event *ev = plain_event("warm");
+    char id[32];
+    size_t n;
+    size_t pos;
+    unsigned b;
+    int field;
+
+    billing_rater_set_dedupe(r, 0);
+    ck_assert_int_eq(billing_rater_add(r, ev, NULL, 0), BILLING_OK);
+    for (field = 0; field < 2; field++) {
+        for (n = 1; n <= 20; n++) {
+            for (pos = 0; pos < n; pos++) {
+                for (b = 1; b < 256; b++) {
+                    memset(id, 'k', n);
+                    id[n] = '\0';
+                    id[pos] = (char)b;
+                    if (field == 0)
+                        ck_assert_int_eq(billing_event_set_id(ev, id), BILLING_OK);
+                    else
+                        ck_assert_int_eq(billing_event_set_resource(ev, id), BILLING_OK);
+                    expect_valid(r, ev, b >= 0x21 && b <= 0x7e, field ? "resource" : "id", n, pos,
+                                 b);
+                }
+            }
+        }
+        ck_assert_int_eq(billing_event_set_id(ev, "warm"), BILLING_OK);
+        ck_assert_int_eq(billing_event_set_resource(ev, "i-1"), BILLING_OK);
+    }
+    /* A longer value's bytes past the end: invalid ones, then the end on a word boundary. */
+    for (n = 1; n <= 20; n++) {
+        memset(id, 0x01, sizeof(id) - 1);
+        id[sizeof(id) - 1] = '\0';
+        memset(id, 'k', n);
+        ck_assert_int_eq(billing_event_set_id(ev, id), BILLING_OK);
+        expect_valid(r, ev, 0, "id", strlen(id), n, 0x01);
+        id[n] = '\0';
+        ck_assert_int_eq(billing_event_set_id(ev, id), BILLING_OK);
+        expect_valid(r, ev, 1, "id", n, n, 0);
+        ck_assert_int_eq(billing_event_set_resource(ev, "i-1\x7f\x7f\x7f\x7f\x7f\x7f"), BILLING_OK);
+        expect_valid(r, ev, 0, "resource", 9, 3, 0x7f);
+        ck_assert_int_eq(billing_event_set_resource(ev, id), BILLING_OK);
+        expect_valid(r, ev, 1, "resource", n, n, 0);
+    }
+    billing_event_destroy(ev);
+    ck_assert_uint_eq(billing_rater_event_count(r), 1);
+    billing_rater_destroy(r);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
+/*
+ * Consecutive events of two accounts and two pairs whose bytes differ
+ * but whose lengths do not (acct-000001 / acct-000002, RTX4090 / RTX4091,
+ * cn-east-1 / cn-east-2, each pair priced differently): the rater compares an event with the account and
+ * pair it found last, and these must not be taken for them. The invoices
+ * (some events taken back and added again) equal those of every event in
+ * a rater of its own, merged.
+ */
+START_TEST(test_last_interned_ids_compared_whole)
+{
+    billing_catalog *cat = catalog(3, 3);
+    billing_rater *r;
+    billing_rater *all;
+    billing_rater *one;
+    billing_event *evs[48];
+    char eid[32];
+    char acct[32];
+    char err[256];
+    char *got;
+    char *want;
+    unsigned i;
+    unsigned a;
+
+    ck_assert_int_eq(billing_catalog_set_rate(cat, "v1", BILLING_METER_GPU, "RTX4091", "cn-east-1",
+                                              "0.70", err, sizeof(err)),
+                     BILLING_OK);
+    ck_assert_int_eq(billing_catalog_set_rate(cat, "v1", BILLING_METER_GPU, "RTX4090", "cn-east-2",
+                                              "0.65", err, sizeof(err)),
+                     BILLING_OK);
+    r = tu_new_rater(cat);
+    all = tu_new_rater(cat);
+    billing_rater_set_dedupe(r, 0);
+    billing_rater_set_dedupe(all, 0);
+    for (i = 0; i < 48; i++) {
+        snprintf(eid, sizeof(eid), "e%u", i);
+        evs[i] = plain_event(eid);
+        acct_name(acct, sizeof(acct), 1 + i % 2);
+        ck_assert_int_eq(billing_event_set_account(evs[i], acct), BILLING_OK);
+        ck_assert_int_eq(billing_event_set_model(evs[i], i / 3 % 4 == 2 ? "RTX4091" : "RTX4090"),
+                         BILLING_OK);
+        ck_assert_int_eq(billing_event_set_region(evs[i], i / 3 % 2 ? "cn-east-2" : "cn-east-1"),
+                         BILLING_OK);
+        billing_event_set_interval(
+            evs[i], tu_time("2026-01-05T00:00:00Z") + (billing_time_t)i * 3600 * 1000000000,
+            tu_time("2026-01-05T00:30:00Z") + (billing_time_t)i * 3600 * 1000000000);
+        ck_assert_int_eq(billing_rater_add(r, evs[i], err, sizeof(err)), BILLING_OK);
+        one = tu_new_rater(cat);
+        billing_rater_set_dedupe(one, 0);
+        ck_assert_int_eq(billing_rater_add(one, evs[i], err, sizeof(err)), BILLING_OK);
+        ck_assert_int_eq(billing_rater_merge(all, one, err, sizeof(err)), BILLING_OK);
+        billing_rater_destroy(one);
+    }
+    for (i = 0; i < 48; i += 3)
+        ck_assert_int_eq(billing_rater_take_back(r, evs[i], err, sizeof(err)), BILLING_OK);
+    for (i = 0; i < 48; i += 3)
+        ck_assert_int_eq(billing_rater_add(r, evs[i], err, sizeof(err)), BILLING_OK);
+    for (a = 1; a <= 2; a++) {
+        acct_name(acct, sizeof(acct), a);
+        got = tu_invoice_text(r, acct, 2026, 1);
+        want = tu_invoice_text(all, acct, 2026, 1);
+        ck_assert_ptr_nonnull(got);
+        ck_assert_ptr_nonnull(want);
+        ck_assert_str_eq(got, want);
+        free(got);
+        free(want);
+    }
+    for (i = 0; i < 48; i++)
+        billing_event_destroy(evs[i]);
+    billing_rater_destroy(r);
+    billing_rater_destroy(all);
+    billing_catalog_destroy(cat);
+}
+END_TEST
+
 static Suite *rater_suite(void)
 {
     Suite *s = suite_create("rater");
@@ -216,6 +375,8 @@ static Suite *rater_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_big_catalog_few_accounts);
     tcase_add_test(tc, test_many_accounts_kept_apart);
+    tcase_add_test(tc, test_interned_event_ids_checked_bytewise);
+    tcase_add_test(tc, test_last_interned_ids_compared_whole);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -91,13 +91,13 @@ void tu_account(billing_catalog *cat, const char *id, const billing_zone *zone, 
                   "%s", err);
 }
 
-billing_status tu_add(billing_rater *r, const char *id, const char *account, const char *resource,
-                      const char *meter, const char *start, const char *end, const char *qty,
-                      const char *model, const char *region, char *err, size_t errsize)
+billing_event *tu_event(const char *id, const char *account, const char *resource,
+                        const char *meter, const char *start, const char *end, const char *qty,
+                        const char *model, const char *region)
 {
     billing_event *ev = billing_event_new();
     billing_meter m;
-    billing_status st;
+    char err[256] = "";
 
     ck_assert_ptr_nonnull(ev);
     ck_assert_int_eq(billing_meter_parse(meter, &m), BILLING_OK);
@@ -106,9 +106,19 @@ billing_status tu_add(billing_rater *r, const char *id, const char *account, con
     ck_assert_int_eq(billing_event_set_resource(ev, resource), BILLING_OK);
     ck_assert_int_eq(billing_event_set_meter(ev, m), BILLING_OK);
     billing_event_set_interval(ev, tu_time(start), tu_time(end));
-    ck_assert_int_eq(billing_event_set_quantity(ev, qty, err, errsize), BILLING_OK);
+    ck_assert_msg(billing_event_set_quantity(ev, qty, err, sizeof(err)) == BILLING_OK, "%s", err);
     ck_assert_int_eq(billing_event_set_model(ev, model ? model : ""), BILLING_OK);
     ck_assert_int_eq(billing_event_set_region(ev, region ? region : ""), BILLING_OK);
+    return ev;
+}
+
+billing_status tu_add(billing_rater *r, const char *id, const char *account, const char *resource,
+                      const char *meter, const char *start, const char *end, const char *qty,
+                      const char *model, const char *region, char *err, size_t errsize)
+{
+    billing_event *ev = tu_event(id, account, resource, meter, start, end, qty, model, region);
+    billing_status st;
+
     st = billing_rater_add(r, ev, err, errsize);
     billing_event_destroy(ev);
     return st;

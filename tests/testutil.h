@@ -26,6 +26,14 @@ billing_catalog *tu_gpu_cloud(void);
 void tu_account(billing_catalog *cat, const char *id, const billing_zone *zone, const char *tax);
 
 /*
+ * tu_event - a new event with these fields (as tu_add); fails the test if
+ * a setter refuses one. The caller destroys it.
+ */
+billing_event *tu_event(const char *id, const char *account, const char *resource,
+                        const char *meter, const char *start, const char *end, const char *qty,
+                        const char *model, const char *region);
+
+/*
  * tu_add - rate one event; returns the status. @meter by name, times as
  * RFC 3339, @model/@region may be NULL for empty.
  */
