@@ -100,7 +100,7 @@ CREATE UNLOGGED TABLE gen AS
            CASE WHEN k % 10 >= 7 THEN '' WHEN k % 4 = 0 THEN 'A100-80G' ELSE 'RTX4090' END AS model
     FROM generate_series(0, :accounts - 1) a, generate_series(0, :per - 1) k;
 BEGIN;
-DROP INDEX usage_events_account_start;
+DROP INDEX usage_events_account;
 ALTER TABLE event_ids DROP CONSTRAINT event_ids_pkey;
 INSERT INTO event_ids (event_id, start_time, fingerprint)
     SELECT id, start, decode(md5(id), 'hex') FROM gen;
@@ -108,7 +108,7 @@ INSERT INTO usage_events (event_id, account_id, resource_id, meter, start_time, 
                           quantity, model, region)
     SELECT id, account, resource, meter, start, start + len, qty, model, 'cn-east-1' FROM gen;
 ALTER TABLE event_ids ADD CONSTRAINT event_ids_pkey PRIMARY KEY (id_hash);
-CREATE INDEX usage_events_account_start ON usage_events (account_id, start_time);
+CREATE INDEX usage_events_account ON usage_events (account_id);
 COMMIT;
 DROP TABLE gen;
 ANALYZE;

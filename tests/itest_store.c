@@ -1975,6 +1975,58 @@ START_TEST(test_event_partitions)
 }
 END_TEST
 
+/*
+ * Migration 0027: usage_events is indexed by account alone. The parent and
+ * every partition (those of the migration, one made from the default
+ * partition's events by ensure_event_partitions, the default itself) have
+ * exactly one index, on account_id, and 0005's (account_id, start_time)
+ * is gone: a second index, or the old shape back, is another B-tree insert
+ * per stored event.
+ */
+#define EVENT_INDEXES                                                               \
+    "SELECT count(*) FROM pg_inherits i JOIN pg_index x ON x.indrelid = i.inhrelid" \
+    " WHERE i.inhparent = 'billing.usage_events'::regclass"
+START_TEST(test_events_account_index)
+{
+    bs_conn *c = migrated_db("events_account_index");
+    bs_event ev[2];
+    bs_event_outcome out[2];
+    billing_time_t ahead8;
+    char def[SQL_MAX];
+    long parts;
+
+    seed(c);
+    ahead8 = (billing_time_t)query_long(c, "SELECT extract(epoch FROM date_trunc('month', now())"
+                                           " + interval '8 months')::bigint") *
+             BILLING_NS_PER_SEC;
+    ev[0] = make_event("x1", "1", ahead8);
+    ev[1] = make_event("x2", "1", INT64_C(1767571200000000000));
+    ck_assert_uint_eq(ingest(c, ev, 2, BS_COPY_BINARY, out), 2);
+    ck_assert_int_eq(query_long(c, "SELECT billing.ensure_event_partitions((now() + interval"
+                                   " '7 months')::date, (now() + interval '9 months')::date)"),
+                     3);
+    query_value(c,
+                "SELECT string_agg(indexdef, ';') FROM pg_indexes WHERE schemaname = 'billing'"
+                " AND tablename = 'usage_events'",
+                def, sizeof(def));
+    ck_assert_str_eq(def, "CREATE INDEX usage_events_account ON ONLY billing.usage_events"
+                          " USING btree (account_id)");
+    parts = query_long(c, "SELECT count(*) FROM pg_inherits"
+                          " WHERE inhparent = 'billing.usage_events'::regclass");
+    ck_assert_int_gt(parts, 3);
+    ck_assert_int_eq(query_long(c, EVENT_INDEXES), parts);
+    ck_assert_int_eq(query_long(c, EVENT_INDEXES
+                                " AND x.indnatts = 1 AND NOT x.indisunique"
+                                " AND pg_get_indexdef(x.indexrelid, 1, false) = 'account_id'"),
+                     parts);
+    /* The account's events come back by the index as before. */
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.usage_events"
+                                   " WHERE account_id = 'acct-1'"),
+                     2);
+    drop_db(c);
+}
+END_TEST
+
 START_TEST(test_rejects_and_offsets)
 {
     bs_conn *c = migrated_db("rejects");
@@ -3602,6 +3654,7 @@ static Suite *store_suite(void)
     tcase_add_test(ev, test_text_array);
     tcase_add_test(mig, test_migrate_0005_events_kept);
     tcase_add_test(ev, test_event_partitions);
+    tcase_add_test(ev, test_events_account_index);
     tcase_add_test(ev, test_rejects_and_offsets);
     tcase_add_test(ev, test_rejects_and_offsets_pipelined);
     tcase_add_test(ev, test_numeric_binary_copy);
