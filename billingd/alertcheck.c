@@ -17,8 +17,10 @@
  * With a bd_alert_cache (billingd), the grants query also reads each
  * account's change counter, and an account whose kept state is valid
  * costs no query at all: its batch's events are added to the state's
- * rater for one balance and taken back (the state moves on in
- * bd_alert_cache_done, once the batch committed), and an alert due of an
+ * rater for one balance and stay there (the state moves on in
+ * bd_alert_cache_done once the batch committed; a rollback or a retry
+ * takes them back out, pending_undo, and until then the state is busy:
+ * another connection's batch walks the account), and an alert due of an
  * in-order batch is searched over its events alone, one with a late
  * event over a window on the state: of the state's kept events (every
  * event the account stored, kept when its first batch was all it ever
@@ -1146,6 +1148,7 @@ typedef struct centry {
     int month;                /* the latest month with usage in it (month_index) */
     uint64_t ver;             /* changes whenever the entry does */
     kept *kp;                 /* every stored event of the account, or NULL: not kept */
+    int busy;                 /* its rater holds the events of a batch not yet done (phit.added) */
 } centry;
 
 /* A valid state the batch's events move on, if it commits. */
@@ -1159,6 +1162,7 @@ typedef struct phit {
     size_t *recs; /* the batch's records of the account (bs_record_result.event) */
     size_t n;
     int unkeep; /* no alert left to find: its kept events go */
+    int added;  /* the events are in the state's rater already (check_from_state's) */
 } phit;
 
 /* An account warmed by the batch's walk, into pending.warm. */
@@ -1524,13 +1528,18 @@ static void apply_hit(bd_alert_cache *cache, const pending *p, const phit *h)
     billing_rater *r;
     size_t i;
 
-    if (e == NULL || e->ver != h->ver) {
-        /* Changed by another batch since it was checked: warmed again when next needed. */
+    if (e == NULL || e->ver != h->ver || (e->busy && !h->added)) {
+        /*
+         * Changed by another batch since it was checked, or holding the
+         * events of another batch not yet done: warmed again when next
+         * needed.
+         */
         entry_drop(cache, h->account);
         return;
     }
     r = cache->slabs[e->slot].r;
-    for (i = 0; i < h->n; i++) {
+    e->busy = 0;
+    for (i = 0; !h->added && i < h->n; i++) {
         if (billing_rater_add(r, p->res[h->recs[i]].event, NULL, 0) != BILLING_OK) {
             while (i > 0)
                 billing_rater_take_back(r, p->res[h->recs[--i]].event, NULL, 0);
@@ -1546,6 +1555,32 @@ static void apply_hit(bd_alert_cache *cache, const pending *p, const phit *h)
     e->ver = ++cache->ver;
 }
 
+/*
+ * Take the events a check added to the states of @p's hits (phit.added)
+ * back out: the batch did not commit (or is tried again), so each state
+ * is as it was before the check. A state changed or gone since holds
+ * none of them (apply_hit drops a busy state it does not own).
+ */
+static void pending_undo(bd_alert_cache *cache, pending *p)
+{
+    const phit *h;
+    billing_rater *r;
+    centry *e;
+    size_t i;
+    size_t j;
+
+    for (i = 0; i < p->n_hits; i++) {
+        h = &p->hits[i];
+        e = h->added ? entry_find(cache, h->account) : NULL;
+        if (e == NULL || e->ver != h->ver || !e->busy)
+            continue;
+        r = cache->slabs[e->slot].r;
+        for (j = h->n; j > 0; j--)
+            billing_rater_take_back(r, p->res[h->recs[j - 1]].event, NULL, 0);
+        e->busy = 0;
+    }
+}
+
 void bd_alert_cache_done(bd_alert_cache *cache, bs_conn *c, int committed)
 {
     pending *p = cache != NULL ? pending_of(cache, c, 0) : NULL;
@@ -1558,7 +1593,8 @@ void bd_alert_cache_done(bd_alert_cache *cache, bs_conn *c, int committed)
             apply_hit(cache, p, &p->hits[i]);
         install_warm(cache, p);
     } else {
-        /* Rolled back: the states stay as they were before the batch (nothing was applied). */
+        /* Rolled back: the states go back to what they were before the batch. */
+        pending_undo(cache, p);
         cache->stats.rollbacks++;
     }
     pending_clear(p);
@@ -1673,8 +1709,8 @@ static billing_time_t window_first(const acct *a, unsigned e, billing_time_t now
 /*
  * on_epoch and send_epoch for @a's one epoch (one_epoch), from its state
  * @st (k->r, the state's slab) and its batch's events, which are added for the check
- * and taken back after it (the state moves on only when the batch
- * commits). The fields are those of the walk: the balance at the start
+ * and stay in the state when it succeeds (taken back by pending_undo if
+ * the batch does not commit; on failure here, at once). The fields are those of the walk: the balance at the start
  * of the latest month with usage (the month of the batch's latest end,
  * or the state's), and when an alert is due and every event of the batch
  * starts at or after the state's latest stored end (in order), the
@@ -1811,7 +1847,8 @@ fail:
                          a->id);
     rc = -1;
 out:
-    if (added)
+    /* Done: the state keeps them (pending_undo if the batch does not commit). */
+    if (added && rc != 0)
         take_back_batch(k, a, a->m);
     free(evs);
     free(running);
@@ -1822,7 +1859,7 @@ out:
  * Note @a's state to move on by its batch's events if the batch commits
  * (@usage_end after); @unkeep: no alert left to find (its kept events go).
  */
-static int pend_hit(check *k, const acct *a, const centry *e, int unkeep)
+static int pend_hit(check *k, const acct *a, const centry *e, int unkeep, int added)
 {
     pending *p = k->pend;
     phit *grown;
@@ -1844,6 +1881,7 @@ static int pend_hit(check *k, const acct *a, const centry *e, int unkeep)
     }
     p->n_hits++;
     h->unkeep = unkeep;
+    h->added = added;
     h->ver = e->ver;
     h->stamp = a->changes;
     h->usage_end = a->last_end > e->usage_end ? a->last_end : e->usage_end;
@@ -2037,7 +2075,9 @@ static int one_account(check *k, bs_catalog *cat, const bs_account_grants *grant
         a->changes = grant_of(a, 0)->changes;
         a->digest = grants_digest(grants, row0, a->rows);
         e = entry_find(k->cache, a->id);
-        if (e != NULL && (e->digest != a->digest || e->stamp + (int64_t)m != a->changes)) {
+        /* Busy: it holds the events of another connection's batch not yet done. */
+        if (e != NULL &&
+            (e->digest != a->digest || e->stamp + (int64_t)m != a->changes || e->busy)) {
             entry_drop(k->cache, a->id);
             k->cache->stats.stale++;
             e = NULL;
@@ -2047,7 +2087,7 @@ static int one_account(check *k, bs_catalog *cat, const bs_account_grants *grant
     can = can_cross(k, a);
     if (can < 0)
         bs_error_set(err, BS_ERR_NOMEM, "alerts: account '%s': grants", a->id);
-    else if (can == 0 && e != NULL && pend_hit(k, a, e, 1) != 0) {
+    else if (can == 0 && e != NULL && pend_hit(k, a, e, 1, 0) != 0) {
         bs_error_set(err, BS_ERR_NOMEM, "alerts: out of memory");
         can = -1;
     } else if (can > 0 && e != NULL && one_epoch(k, a, e))
@@ -2140,18 +2180,22 @@ static int check_hits(check *k)
         sl->used = k->cache->tick;
         k->r = sl->r;
         rc = check_from_state(k, a, a->hit);
-        k->r = walk_r;
         /* A search that failed half-way may leave the state changed: found stale next time. */
         if (rc != 0)
             a->hit->stamp = INT64_MIN;
         if (rc == 0) {
+            /* The batch's events stay in the state (the trial's): moved on if it commits. */
             a->fast = 1;
             k->cache->stats.fast++;
-            if (pend_hit(k, a, a->hit, 0) != 0) {
+            if (pend_hit(k, a, a->hit, 0, 1) != 0) {
+                take_back_batch(k, a, a->m);
                 k->st = bs_error_set(k->err, BS_ERR_NOMEM, "alerts: out of memory");
                 rc = -1;
+            } else {
+                a->hit->busy = 1;
             }
         }
+        k->r = walk_r;
     }
     return rc;
 }
@@ -2449,6 +2493,7 @@ bs_status bd_alerts_check_cached(bd_alert_cache *cache, bs_conn *c, bs_catalog *
         k.pend = pending_of(cache, c, 1);
         if (k.pend != NULL) {
             /* A retry of the batch: what its earlier attempt noted goes. */
+            pending_undo(cache, k.pend);
             pending_clear(k.pend);
             k.pend->c = c;
             k.pend->res = results;

@@ -1372,6 +1372,76 @@ START_TEST(test_alerts_same_with_states_kept)
 }
 END_TEST
 
+/*
+ * student-b's trial (10.00; 0.80 a record) a record a batch, with @cached
+ * states kept or without: a batch checked from the state fails after its
+ * check and is rolled back, another fails once and runs again on its
+ * connection (a retry), each around a crossing (50% at r-06, 80% at r-09).
+ * The alerts recorded; what the cache did into @stats.
+ */
+static char *rollback_plan(int cached, bd_alert_cache_stats *stats)
+{
+    its_stream *s = calloc(1, sizeof(*s));
+    collector *col = calloc(1, sizeof(*col));
+    bs_conn *c;
+    char *out;
+    size_t i;
+
+    with_cache = cached;
+    c = fresh("rollback", col);
+    burn(s, "student-b", "r-", JAN_11, 17);
+    for (i = 0; i < 5; i++)
+        ck_assert_int_eq(one_batch(c, col, s, i, i + 1, 1), BS_OK);
+    /* r-05, r-06 (50% due): checked, then rolled back twice, then stored. */
+    col->fail_fatal = 1;
+    ck_assert_int_ne(one_batch(c, col, s, 5, 7, 1), BS_OK);
+    col->fail_fatal = 1;
+    ck_assert_int_ne(one_batch(c, col, s, 5, 7, 1), BS_OK);
+    ck_assert_int_eq(one_batch(c, col, s, 5, 7, 1), BS_OK);
+    ck_assert_int_eq(one_batch(c, col, s, 7, 8, 1), BS_OK);
+    /* r-08, r-09 (80% due): the batch fails once after its check and runs again. */
+    col->fail_once = 1;
+    ck_assert_int_eq(one_batch(c, col, s, 8, 10, 1), BS_OK);
+    for (i = 10; i < 17; i++)
+        ck_assert_int_eq(one_batch(c, col, s, i, i + 1, 1), BS_OK);
+    memset(stats, 0, sizeof(*stats));
+    if (col->cache != NULL)
+        bd_alert_cache_stats_get(col->cache, stats);
+    out = recorded_alerts(c);
+    drop_catalog(col);
+    its_free(s);
+    free(s);
+    free(col);
+    itdb_drop(c, db);
+    return out;
+}
+
+/*
+ * A batch checked from a state keeps its events there for when it
+ * commits (no second add): rolled back or tried again, the state is as
+ * before it, so the alerts are the walk's, every field.
+ */
+START_TEST(test_alerts_same_after_a_rollback_from_the_state)
+{
+    bd_alert_cache_stats plain;
+    bd_alert_cache_stats kept;
+    char *without = rollback_plan(0, &plain);
+    char *with = rollback_plan(1, &kept);
+
+    ck_assert_str_eq(with, without);
+    ck_assert_ptr_nonnull(strstr(without, "|r-06\n"));
+    ck_assert_ptr_nonnull(strstr(without, "|r-09"));
+    ck_assert_ptr_nonnull(strstr(without, "|r-12"));
+    /* The failed batches were checked from the state, and rolled back. */
+    ck_assert_uint_ge(kept.fast, 10);
+    ck_assert_uint_ge(kept.rollbacks, 2);
+    /* And the state served again after each: warmed once, by the first batch. */
+    ck_assert_uint_eq(kept.warmed, 1);
+    free(without);
+    free(with);
+}
+END_TEST
+
 /* The example's events (examples/gpu-cloud/events.jsonl) into @s, in file order. */
 static void example_events(its_stream *s)
 {
@@ -1693,6 +1763,7 @@ static Suite *alerts_suite(void)
     add_common(tc);
     tcase_add_test(tc, test_alerts_same_with_states_kept);
     tcase_add_test(tc, test_alerts_same_with_states_kept_out_of_order);
+    tcase_add_test(tc, test_alerts_same_after_a_rollback_from_the_state);
     tcase_add_test(tc, test_alerts_late_crossing_searched_on_the_state);
     tcase_add_test(tc, test_alerts_late_crossing_kept_events_bounded);
     suite_add_tcase(s, tc);
