@@ -2280,13 +2280,18 @@ static int warm_kept(check *k, const acct *a, pwarm *w)
 typedef struct since {
     check *k;
     size_t total;
+    billing_event *ev; /* each row checked in it (bs_event_set), then kept from it */
+    bs_status st;      /* why on_since stopped (BS_OK: it did not) */
+    char why[MSG_MAX]; /* and what to say, naming the event */
 } since;
 
 /*
  * A bs_event_fn: one stored event of a warmed account read by warm_read,
  * kept in its state-to-be; past BD_KEPT_ACCOUNT_MAX of the account, or
  * the cache's max_events with those kept before, the account keeps none.
- * 0, or -1 (no memory).
+ * 0, or -1 with sn->st and sn->why set: BS_ERR_INVALID when libbilling
+ * refuses the row (libbilling's reason and the event named), or
+ * BS_ERR_NOMEM.
  */
 static int on_since(void *arg, const char *account, const char *id, const char *resource,
                     const char *meter, billing_time_t start, billing_time_t end,
@@ -2295,8 +2300,7 @@ static int on_since(void *arg, const char *account, const char *id, const char *
     since *sn = arg;
     pwarm *w = pwarm_find(sn->k->pend, account);
     char msg[MSG_MAX];
-    billing_event *ev;
-    int rc = -1;
+    billing_status lst;
 
     if (w == NULL || w->kp == NULL)
         return 0;
@@ -2310,17 +2314,21 @@ static int on_since(void *arg, const char *account, const char *id, const char *
         sn->k->cache->stats.unkept++;
         return 0;
     }
-    ev = billing_event_new();
-    if (ev == NULL)
+    lst = bs_event_set(sn->ev, account, id, resource, meter, start, end, quantity, model, region,
+                       msg, sizeof(msg));
+    if (lst != BILLING_OK) {
+        sn->st = BS_ERR_INVALID;
+        snprintf(sn->why, sizeof(sn->why), "alerts: account '%.128s': stored event '%.128s': %s",
+                 account, id, msg[0] != '\0' ? msg : billing_strerror(lst));
         return -1;
-    if (bs_event_set(ev, account, id, resource, meter, start, end, quantity, model, region, msg,
-                     sizeof(msg)) == BILLING_OK &&
-        kept_push(w->kp, ev) == 0) {
-        sn->total++;
-        rc = 0;
     }
-    billing_event_destroy(ev);
-    return rc;
+    if (kept_push(w->kp, sn->ev) != 0) {
+        sn->st = BS_ERR_NOMEM;
+        snprintf(sn->why, sizeof(sn->why), "alerts: out of memory");
+        return -1;
+    }
+    sn->total++;
+    return 0;
 }
 
 /*
@@ -2359,9 +2367,19 @@ static bs_status warm_read(check *k, size_t n, bs_error *err)
     }
     sn.k = k;
     sn.total = 0;
+    sn.st = BS_OK;
+    sn.why[0] = '\0';
+    sn.ev = billing_event_new();
+    if (sn.ev == NULL) {
+        st = bs_error_set(err, BS_ERR_NOMEM, "alerts: out of memory");
+        goto out;
+    }
     st = bs_events_since_read(k->c, names, froms, m, BD_KEPT_ACCOUNT_MAX, on_since, &sn, err);
+    if (st != BS_OK && sn.st != BS_OK) /* on_since stopped it: say why */
+        st = bs_error_set(err, sn.st, "%s", sn.why);
     if (st == BS_OK)
         k->cache->stats.read += m;
+    billing_event_destroy(sn.ev);
 out:
     free(names);
     free(froms);

@@ -1228,6 +1228,9 @@ END_TEST
 /* The credit states kept between batches                                  */
 /* ---------------------------------------------------------------------- */
 
+/* The message of one_batch's last failed batch. */
+static char batch_err[MSG];
+
 /* Ingest records [@from, @to) of @s in one batch with the alert hook (@hooked) or without. */
 static bs_status one_batch(bs_conn *c, collector *col, const its_stream *s, size_t from, size_t to,
                            int hooked)
@@ -1258,6 +1261,8 @@ static bs_status one_batch(bs_conn *c, collector *col, const its_stream *s, size
     if (hooked)
         bs_ingest_set_hook(in, hook, col);
     st = bs_ingest_batch(in, c, recs, to - from, NULL, 0, 0, res, NULL, &err);
+    if (st != BS_OK)
+        snprintf(batch_err, sizeof(batch_err), "%s", err.message);
     if (hooked)
         bd_alert_cache_done(col->cache, c, st == BS_OK);
     bs_ingest_free(in);
@@ -1439,6 +1444,38 @@ START_TEST(test_alerts_same_after_a_rollback_from_the_state)
     ck_assert_uint_eq(kept.warmed, 1);
     free(without);
     free(with);
+}
+END_TEST
+
+/*
+ * A stored event libbilling refuses (a resource id past its 128 bytes,
+ * written by psql) among those a warmed state reads once: the batch
+ * fails with libbilling's reason and the event named, not a bare
+ * "not accepted".
+ */
+START_TEST(test_alerts_warm_read_names_a_refused_stored_event)
+{
+    its_stream *s = calloc(1, sizeof(*s));
+    collector *col = calloc(1, sizeof(*col));
+    bs_conn *c;
+
+    with_cache = 1;
+    c = fresh("refused", col);
+    burn(s, "student-b", "r-", JAN_11, 2);
+    /* Another writer first: the hooked batch is not all it stored, so its state reads them. */
+    ck_assert_int_eq(one_batch(c, col, s, 0, 1, 0), BS_OK);
+    itdb_exec(c, "INSERT INTO billing.usage_events (event_id, account_id, resource_id, meter,"
+                 " start_time, end_time, quantity, model) VALUES ('refused-1', 'student-b',"
+                 " repeat('x', 200), 'gpu', '2026-01-11 00:00:00+00', '2026-01-11 00:10:00+00',"
+                 " 8, 'RTX4090')");
+    ck_assert_int_ne(one_batch(c, col, s, 1, 2, 1), BS_OK);
+    ck_assert_msg(strstr(batch_err, "stored event 'refused-1': ") != NULL, "%s", batch_err);
+    ck_assert_msg(strstr(batch_err, "account 'student-b'") != NULL, "%s", batch_err);
+    drop_catalog(col);
+    its_free(s);
+    free(s);
+    free(col);
+    itdb_drop(c, db);
 }
 END_TEST
 
@@ -1764,6 +1801,7 @@ static Suite *alerts_suite(void)
     tcase_add_test(tc, test_alerts_same_with_states_kept);
     tcase_add_test(tc, test_alerts_same_with_states_kept_out_of_order);
     tcase_add_test(tc, test_alerts_same_after_a_rollback_from_the_state);
+    tcase_add_test(tc, test_alerts_warm_read_names_a_refused_stored_event);
     tcase_add_test(tc, test_alerts_late_crossing_searched_on_the_state);
     tcase_add_test(tc, test_alerts_late_crossing_kept_events_bounded);
     suite_add_tcase(s, tc);
