@@ -1148,7 +1148,7 @@ typedef struct centry {
     int month;                /* the latest month with usage in it (month_index) */
     uint64_t ver;             /* changes whenever the entry does */
     kept *kp;                 /* every stored event of the account, or NULL: not kept */
-    int busy;                 /* its rater holds the events of a batch not yet done (phit.added) */
+    int busy; /* its rater holds the events of a batch checked, not yet done (pending_undo) */
 } centry;
 
 /* A valid state the batch's events move on, if it commits. */
@@ -1161,8 +1161,6 @@ typedef struct phit {
     int month;
     size_t *recs; /* the batch's records of the account (bs_record_result.event) */
     size_t n;
-    int unkeep; /* no alert left to find: its kept events go */
-    int added;  /* the events are in the state's rater already (check_from_state's) */
 } phit;
 
 /* An account warmed by the batch's walk, into pending.warm. */
@@ -1494,9 +1492,8 @@ static void install_warm(bd_alert_cache *cache, pending *p)
 
 /*
  * The kept events of @e (a hit's state) moved on by its batch's: copies
- * added, or all dropped (counted in stats.unkept) when the account can
- * raise no alert any more, or they would pass BD_KEPT_ACCOUNT_MAX or the
- * cache's max_events, or there is no memory.
+ * added, or all dropped (counted in stats.unkept) when they would pass
+ * BD_KEPT_ACCOUNT_MAX or the cache's max_events, or there is no memory.
  */
 static void keep_hit(bd_alert_cache *cache, const pending *p, const phit *h, centry *e)
 {
@@ -1504,9 +1501,8 @@ static void keep_hit(bd_alert_cache *cache, const pending *p, const phit *h, cen
 
     if (e->kp == NULL)
         return;
-    if (h->unkeep || e->kp->n + h->n > BD_KEPT_ACCOUNT_MAX ||
-        cache->n_kept + h->n > cache->max_events) {
-        cache->stats.unkept += !h->unkeep;
+    if (e->kp->n + h->n > BD_KEPT_ACCOUNT_MAX || cache->n_kept + h->n > cache->max_events) {
+        cache->stats.unkept++;
         entry_unkeep(cache, e);
         return;
     }
@@ -1521,32 +1517,20 @@ static void keep_hit(bd_alert_cache *cache, const pending *p, const phit *h, cen
     cache->n_kept += h->n;
 }
 
-/* Move a hit's state on by the batch's events of its account (@p->res). */
+/*
+ * Move a hit's state on by the batch's events of its account (@p->res):
+ * its rater holds them already (check_from_state left them there).
+ */
 static void apply_hit(bd_alert_cache *cache, const pending *p, const phit *h)
 {
     centry *e = entry_find(cache, h->account);
-    billing_rater *r;
-    size_t i;
 
-    if (e == NULL || e->ver != h->ver || (e->busy && !h->added)) {
-        /*
-         * Changed by another batch since it was checked, or holding the
-         * events of another batch not yet done: warmed again when next
-         * needed.
-         */
+    if (e == NULL || e->ver != h->ver || !e->busy) {
+        /* Changed by another batch since it was checked: warmed again when next needed. */
         entry_drop(cache, h->account);
         return;
     }
-    r = cache->slabs[e->slot].r;
     e->busy = 0;
-    for (i = 0; !h->added && i < h->n; i++) {
-        if (billing_rater_add(r, p->res[h->recs[i]].event, NULL, 0) != BILLING_OK) {
-            while (i > 0)
-                billing_rater_take_back(r, p->res[h->recs[--i]].event, NULL, 0);
-            entry_drop(cache, h->account);
-            return;
-        }
-    }
     keep_hit(cache, p, h, e);
     e->stamp = h->stamp;
     e->usage_end = h->usage_end;
@@ -1556,10 +1540,9 @@ static void apply_hit(bd_alert_cache *cache, const pending *p, const phit *h)
 }
 
 /*
- * Take the events a check added to the states of @p's hits (phit.added)
- * back out: the batch did not commit (or is tried again), so each state
+ * Take the events a check added to the states of @p's hits back out: the batch did not commit (or is tried again), so each state
  * is as it was before the check. A state changed or gone since holds
- * none of them (apply_hit drops a busy state it does not own).
+ * none of them.
  */
 static void pending_undo(bd_alert_cache *cache, pending *p)
 {
@@ -1571,7 +1554,7 @@ static void pending_undo(bd_alert_cache *cache, pending *p)
 
     for (i = 0; i < p->n_hits; i++) {
         h = &p->hits[i];
-        e = h->added ? entry_find(cache, h->account) : NULL;
+        e = entry_find(cache, h->account);
         if (e == NULL || e->ver != h->ver || !e->busy)
             continue;
         r = cache->slabs[e->slot].r;
@@ -1857,9 +1840,9 @@ out:
 }
 /*
  * Note @a's state to move on by its batch's events if the batch commits
- * (@usage_end after); @unkeep: no alert left to find (its kept events go).
+ * (@usage_end after): check_from_state left them in its rater.
  */
-static int pend_hit(check *k, const acct *a, const centry *e, int unkeep, int added)
+static int pend_hit(check *k, const acct *a, const centry *e)
 {
     pending *p = k->pend;
     phit *grown;
@@ -1880,8 +1863,6 @@ static int pend_hit(check *k, const acct *a, const centry *e, int unkeep, int ad
         return -1;
     }
     p->n_hits++;
-    h->unkeep = unkeep;
-    h->added = added;
     h->ver = e->ver;
     h->stamp = a->changes;
     h->usage_end = a->last_end > e->usage_end ? a->last_end : e->usage_end;
@@ -2087,9 +2068,15 @@ static int one_account(check *k, bs_catalog *cat, const bs_account_grants *grant
     can = can_cross(k, a);
     if (can < 0)
         bs_error_set(err, BS_ERR_NOMEM, "alerts: account '%s': grants", a->id);
-    else if (can == 0 && e != NULL && pend_hit(k, a, e, 1, 0) != 0) {
-        bs_error_set(err, BS_ERR_NOMEM, "alerts: out of memory");
-        can = -1;
+    else if (can == 0 && e != NULL) {
+        /*
+         * No alert left to find: the state goes rather than move on by
+         * the batch (its rater's adds were a tenth of billingd on the
+         * business bench). Nothing needs it until the account can raise
+         * one again (a grant, a later epoch, a late event), and then the
+         * walk warms it again.
+         */
+        entry_drop(k->cache, a->id);
     } else if (can > 0 && e != NULL && one_epoch(k, a, e))
         a->hit = e;
     if (can <= 0) {
@@ -2187,7 +2174,7 @@ static int check_hits(check *k)
             /* The batch's events stay in the state (the trial's): moved on if it commits. */
             a->fast = 1;
             k->cache->stats.fast++;
-            if (pend_hit(k, a, a->hit, 0, 1) != 0) {
+            if (pend_hit(k, a, a->hit) != 0) {
                 take_back_batch(k, a, a->m);
                 k->st = bs_error_set(k->err, BS_ERR_NOMEM, "alerts: out of memory");
                 rc = -1;

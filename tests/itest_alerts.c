@@ -1442,6 +1442,9 @@ START_TEST(test_alerts_same_after_a_rollback_from_the_state)
     ck_assert_uint_ge(kept.rollbacks, 2);
     /* And the state served again after each: warmed once, by the first batch. */
     ck_assert_uint_eq(kept.warmed, 1);
+    /* With every alert sent (100% at r-12), the state went at once (never found stale). */
+    ck_assert_uint_eq(kept.accounts, 0);
+    ck_assert_uint_eq(kept.stale, 0);
     free(without);
     free(with);
 }
