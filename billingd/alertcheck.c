@@ -2305,8 +2305,9 @@ static int on_since(void *arg, const char *account, const char *id, const char *
                        msg, sizeof(msg));
     if (lst != BILLING_OK) {
         sn->st = BS_ERR_INVALID;
-        snprintf(sn->why, sizeof(sn->why), "alerts: account '%.128s': stored event '%.128s': %s",
-                 account, id, msg[0] != '\0' ? msg : billing_strerror(lst));
+        snprintf(sn->why, sizeof(sn->why),
+                 "alerts: account '%.128s': stored event '%.128s': %.200s", account, id,
+                 msg[0] != '\0' ? msg : billing_strerror(lst));
         return -1;
     }
     if (kept_push(w->kp, sn->ev) != 0) {

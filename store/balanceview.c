@@ -112,8 +112,8 @@ static int keep_running(void *arg, const char *account, const char *id, const ch
         billing_event_destroy(ev);
         /* Not "no account" (BS_ERR_INVALID): the stored row is what libbilling refuses. */
         run->st = BS_ERR_FATAL;
-        snprintf(run->why, sizeof(run->why), "account '%.128s': stored event '%.128s': %s", account,
-                 id, msg[0] != '\0' ? msg : billing_strerror(lst));
+        snprintf(run->why, sizeof(run->why), "account '%.128s': stored event '%.128s': %.200s",
+                 account, id, msg[0] != '\0' ? msg : billing_strerror(lst));
         return 1;
     }
     run->evs[run->n++] = ev;
