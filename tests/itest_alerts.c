@@ -1278,6 +1278,19 @@ static char *recorded_alerts(bs_conn *c)
                         " ORDER BY alert_id COLLATE \"C\"");
 }
 
+/* The alerts a plan recorded on @c (caller frees); then its catalog, stream and database go. */
+static char *plan_done(bs_conn *c, collector *col, its_stream *s)
+{
+    char *out = recorded_alerts(c);
+
+    drop_catalog(col);
+    its_free(s);
+    free(s);
+    free(col);
+    itdb_drop(c, db);
+    return out;
+}
+
 /*
  * student-b's trial (10.00; 0.80 a record) through batches with and
  * without the alert hook, a restart, a batch rolled back, a top-up loaded
@@ -1294,7 +1307,6 @@ static char *cache_plan(int cached, bd_alert_cache_stats *stats)
     char accounts[256];
     bs_load_counts k;
     bs_error err;
-    char *out;
     size_t i;
 
     with_cache = cached;
@@ -1339,13 +1351,7 @@ static char *cache_plan(int cached, bd_alert_cache_stats *stats)
     ck_assert_int_eq(one_batch(c, col, s, 14, 16, 1), BS_OK);
     /* A late event: before everything stored. */
     ck_assert_int_eq(one_batch(c, col, s, 16, 18, 1), BS_OK);
-    out = recorded_alerts(c);
-    drop_catalog(col);
-    its_free(s);
-    free(s);
-    free(col);
-    itdb_drop(c, db);
-    return out;
+    return plan_done(c, col, s);
 }
 
 /*
@@ -1389,7 +1395,6 @@ static char *rollback_plan(int cached, bd_alert_cache_stats *stats)
     its_stream *s = calloc(1, sizeof(*s));
     collector *col = calloc(1, sizeof(*col));
     bs_conn *c;
-    char *out;
     size_t i;
 
     with_cache = cached;
@@ -1412,13 +1417,7 @@ static char *rollback_plan(int cached, bd_alert_cache_stats *stats)
     memset(stats, 0, sizeof(*stats));
     if (col->cache != NULL)
         bd_alert_cache_stats_get(col->cache, stats);
-    out = recorded_alerts(c);
-    drop_catalog(col);
-    its_free(s);
-    free(s);
-    free(col);
-    itdb_drop(c, db);
-    return out;
+    return plan_done(c, col, s);
 }
 
 /*
@@ -1474,11 +1473,7 @@ START_TEST(test_alerts_warm_read_names_a_refused_stored_event)
     ck_assert_int_ne(one_batch(c, col, s, 1, 2, 1), BS_OK);
     ck_assert_msg(strstr(batch_err, "stored event 'refused-1': ") != NULL, "%s", batch_err);
     ck_assert_msg(strstr(batch_err, "account 'student-b'") != NULL, "%s", batch_err);
-    drop_catalog(col);
-    its_free(s);
-    free(s);
-    free(col);
-    itdb_drop(c, db);
+    free(plan_done(c, col, s));
 }
 END_TEST
 
