@@ -17,8 +17,10 @@
  * With a bd_alert_cache (billingd), the grants query also reads each
  * account's change counter, and an account whose kept state is valid
  * costs no query at all: its batch's events are added to the state's
- * rater for one balance and taken back (the state moves on in
- * bd_alert_cache_done, once the batch committed), and an alert due of an
+ * rater for one balance and stay there (the state moves on in
+ * bd_alert_cache_done once the batch committed; a rollback or a retry
+ * takes them back out, pending_undo, and until then the state is busy:
+ * another connection's batch walks the account), and an alert due of an
  * in-order batch is searched over its events alone, one with a late
  * event over a window on the state: of the state's kept events (every
  * event the account stored, kept when its first batch was all it ever
@@ -1146,6 +1148,7 @@ typedef struct centry {
     int month;                /* the latest month with usage in it (month_index) */
     uint64_t ver;             /* changes whenever the entry does */
     kept *kp;                 /* every stored event of the account, or NULL: not kept */
+    int busy; /* its rater holds the events of a batch checked, not yet done (pending_undo) */
 } centry;
 
 /* A valid state the batch's events move on, if it commits. */
@@ -1158,7 +1161,6 @@ typedef struct phit {
     int month;
     size_t *recs; /* the batch's records of the account (bs_record_result.event) */
     size_t n;
-    int unkeep; /* no alert left to find: its kept events go */
 } phit;
 
 /* An account warmed by the batch's walk, into pending.warm. */
@@ -1490,9 +1492,8 @@ static void install_warm(bd_alert_cache *cache, pending *p)
 
 /*
  * The kept events of @e (a hit's state) moved on by its batch's: copies
- * added, or all dropped (counted in stats.unkept) when the account can
- * raise no alert any more, or they would pass BD_KEPT_ACCOUNT_MAX or the
- * cache's max_events, or there is no memory.
+ * added, or all dropped (counted in stats.unkept) when they would pass
+ * BD_KEPT_ACCOUNT_MAX or the cache's max_events, or there is no memory.
  */
 static void keep_hit(bd_alert_cache *cache, const pending *p, const phit *h, centry *e)
 {
@@ -1500,9 +1501,8 @@ static void keep_hit(bd_alert_cache *cache, const pending *p, const phit *h, cen
 
     if (e->kp == NULL)
         return;
-    if (h->unkeep || e->kp->n + h->n > BD_KEPT_ACCOUNT_MAX ||
-        cache->n_kept + h->n > cache->max_events) {
-        cache->stats.unkept += !h->unkeep;
+    if (e->kp->n + h->n > BD_KEPT_ACCOUNT_MAX || cache->n_kept + h->n > cache->max_events) {
+        cache->stats.unkept++;
         entry_unkeep(cache, e);
         return;
     }
@@ -1517,33 +1517,51 @@ static void keep_hit(bd_alert_cache *cache, const pending *p, const phit *h, cen
     cache->n_kept += h->n;
 }
 
-/* Move a hit's state on by the batch's events of its account (@p->res). */
+/*
+ * Move a hit's state on by the batch's events of its account (@p->res):
+ * its rater holds them already (check_from_state left them there).
+ */
 static void apply_hit(bd_alert_cache *cache, const pending *p, const phit *h)
 {
     centry *e = entry_find(cache, h->account);
-    billing_rater *r;
-    size_t i;
 
-    if (e == NULL || e->ver != h->ver) {
+    if (e == NULL || e->ver != h->ver || !e->busy) {
         /* Changed by another batch since it was checked: warmed again when next needed. */
         entry_drop(cache, h->account);
         return;
     }
-    r = cache->slabs[e->slot].r;
-    for (i = 0; i < h->n; i++) {
-        if (billing_rater_add(r, p->res[h->recs[i]].event, NULL, 0) != BILLING_OK) {
-            while (i > 0)
-                billing_rater_take_back(r, p->res[h->recs[--i]].event, NULL, 0);
-            entry_drop(cache, h->account);
-            return;
-        }
-    }
+    e->busy = 0;
     keep_hit(cache, p, h, e);
     e->stamp = h->stamp;
     e->usage_end = h->usage_end;
     e->max_epoch = h->max_epoch;
     e->month = h->month;
     e->ver = ++cache->ver;
+}
+
+/*
+ * Take the events a check added to the states of @p's hits back out: the batch did not commit (or is tried again), so each state
+ * is as it was before the check. A state changed or gone since holds
+ * none of them.
+ */
+static void pending_undo(bd_alert_cache *cache, pending *p)
+{
+    const phit *h;
+    billing_rater *r;
+    centry *e;
+    size_t i;
+    size_t j;
+
+    for (i = 0; i < p->n_hits; i++) {
+        h = &p->hits[i];
+        e = entry_find(cache, h->account);
+        if (e == NULL || e->ver != h->ver || !e->busy)
+            continue;
+        r = cache->slabs[e->slot].r;
+        for (j = h->n; j > 0; j--)
+            billing_rater_take_back(r, p->res[h->recs[j - 1]].event, NULL, 0);
+        e->busy = 0;
+    }
 }
 
 void bd_alert_cache_done(bd_alert_cache *cache, bs_conn *c, int committed)
@@ -1558,7 +1576,8 @@ void bd_alert_cache_done(bd_alert_cache *cache, bs_conn *c, int committed)
             apply_hit(cache, p, &p->hits[i]);
         install_warm(cache, p);
     } else {
-        /* Rolled back: the states stay as they were before the batch (nothing was applied). */
+        /* Rolled back: the states go back to what they were before the batch. */
+        pending_undo(cache, p);
         cache->stats.rollbacks++;
     }
     pending_clear(p);
@@ -1673,8 +1692,8 @@ static billing_time_t window_first(const acct *a, unsigned e, billing_time_t now
 /*
  * on_epoch and send_epoch for @a's one epoch (one_epoch), from its state
  * @st (k->r, the state's slab) and its batch's events, which are added for the check
- * and taken back after it (the state moves on only when the batch
- * commits). The fields are those of the walk: the balance at the start
+ * and stay in the state when it succeeds (taken back by pending_undo if
+ * the batch does not commit; on failure here, at once). The fields are those of the walk: the balance at the start
  * of the latest month with usage (the month of the batch's latest end,
  * or the state's), and when an alert is due and every event of the batch
  * starts at or after the state's latest stored end (in order), the
@@ -1811,7 +1830,8 @@ fail:
                          a->id);
     rc = -1;
 out:
-    if (added)
+    /* Done: the state keeps them (pending_undo if the batch does not commit). */
+    if (added && rc != 0)
         take_back_batch(k, a, a->m);
     free(evs);
     free(running);
@@ -1820,9 +1840,9 @@ out:
 }
 /*
  * Note @a's state to move on by its batch's events if the batch commits
- * (@usage_end after); @unkeep: no alert left to find (its kept events go).
+ * (@usage_end after): check_from_state left them in its rater.
  */
-static int pend_hit(check *k, const acct *a, const centry *e, int unkeep)
+static int pend_hit(check *k, const acct *a, const centry *e)
 {
     pending *p = k->pend;
     phit *grown;
@@ -1843,7 +1863,6 @@ static int pend_hit(check *k, const acct *a, const centry *e, int unkeep)
         return -1;
     }
     p->n_hits++;
-    h->unkeep = unkeep;
     h->ver = e->ver;
     h->stamp = a->changes;
     h->usage_end = a->last_end > e->usage_end ? a->last_end : e->usage_end;
@@ -2037,7 +2056,9 @@ static int one_account(check *k, bs_catalog *cat, const bs_account_grants *grant
         a->changes = grant_of(a, 0)->changes;
         a->digest = grants_digest(grants, row0, a->rows);
         e = entry_find(k->cache, a->id);
-        if (e != NULL && (e->digest != a->digest || e->stamp + (int64_t)m != a->changes)) {
+        /* Busy: it holds the events of another connection's batch not yet done. */
+        if (e != NULL &&
+            (e->digest != a->digest || e->stamp + (int64_t)m != a->changes || e->busy)) {
             entry_drop(k->cache, a->id);
             k->cache->stats.stale++;
             e = NULL;
@@ -2047,9 +2068,15 @@ static int one_account(check *k, bs_catalog *cat, const bs_account_grants *grant
     can = can_cross(k, a);
     if (can < 0)
         bs_error_set(err, BS_ERR_NOMEM, "alerts: account '%s': grants", a->id);
-    else if (can == 0 && e != NULL && pend_hit(k, a, e, 1) != 0) {
-        bs_error_set(err, BS_ERR_NOMEM, "alerts: out of memory");
-        can = -1;
+    else if (can == 0 && e != NULL) {
+        /*
+         * No alert left to find: the state goes rather than move on by
+         * the batch (its rater's adds were a tenth of billingd on the
+         * business bench). Nothing needs it until the account can raise
+         * one again (a grant, a later epoch, a late event), and then the
+         * walk warms it again.
+         */
+        entry_drop(k->cache, a->id);
     } else if (can > 0 && e != NULL && one_epoch(k, a, e))
         a->hit = e;
     if (can <= 0) {
@@ -2140,18 +2167,22 @@ static int check_hits(check *k)
         sl->used = k->cache->tick;
         k->r = sl->r;
         rc = check_from_state(k, a, a->hit);
-        k->r = walk_r;
         /* A search that failed half-way may leave the state changed: found stale next time. */
         if (rc != 0)
             a->hit->stamp = INT64_MIN;
         if (rc == 0) {
+            /* The batch's events stay in the state (the trial's): moved on if it commits. */
             a->fast = 1;
             k->cache->stats.fast++;
-            if (pend_hit(k, a, a->hit, 0) != 0) {
+            if (pend_hit(k, a, a->hit) != 0) {
+                take_back_batch(k, a, a->m);
                 k->st = bs_error_set(k->err, BS_ERR_NOMEM, "alerts: out of memory");
                 rc = -1;
+            } else {
+                a->hit->busy = 1;
             }
         }
+        k->r = walk_r;
     }
     return rc;
 }
@@ -2236,13 +2267,18 @@ static int warm_kept(check *k, const acct *a, pwarm *w)
 typedef struct since {
     check *k;
     size_t total;
+    billing_event *ev; /* each row checked in it (bs_event_set), then kept from it */
+    bs_status st;      /* why on_since stopped (BS_OK: it did not) */
+    char why[MSG_MAX]; /* and what to say, naming the event */
 } since;
 
 /*
  * A bs_event_fn: one stored event of a warmed account read by warm_read,
  * kept in its state-to-be; past BD_KEPT_ACCOUNT_MAX of the account, or
  * the cache's max_events with those kept before, the account keeps none.
- * 0, or -1 (no memory).
+ * 0, or -1 with sn->st and sn->why set: BS_ERR_INVALID when libbilling
+ * refuses the row (libbilling's reason and the event named), or
+ * BS_ERR_NOMEM.
  */
 static int on_since(void *arg, const char *account, const char *id, const char *resource,
                     const char *meter, billing_time_t start, billing_time_t end,
@@ -2251,8 +2287,7 @@ static int on_since(void *arg, const char *account, const char *id, const char *
     since *sn = arg;
     pwarm *w = pwarm_find(sn->k->pend, account);
     char msg[MSG_MAX];
-    billing_event *ev;
-    int rc = -1;
+    billing_status lst;
 
     if (w == NULL || w->kp == NULL)
         return 0;
@@ -2266,17 +2301,22 @@ static int on_since(void *arg, const char *account, const char *id, const char *
         sn->k->cache->stats.unkept++;
         return 0;
     }
-    ev = billing_event_new();
-    if (ev == NULL)
+    lst = bs_event_set(sn->ev, account, id, resource, meter, start, end, quantity, model, region,
+                       msg, sizeof(msg));
+    if (lst != BILLING_OK) {
+        sn->st = BS_ERR_INVALID;
+        snprintf(sn->why, sizeof(sn->why),
+                 "alerts: account '%.128s': stored event '%.128s': %.200s", account, id,
+                 msg[0] != '\0' ? msg : billing_strerror(lst));
         return -1;
-    if (bs_event_set(ev, account, id, resource, meter, start, end, quantity, model, region, msg,
-                     sizeof(msg)) == BILLING_OK &&
-        kept_push(w->kp, ev) == 0) {
-        sn->total++;
-        rc = 0;
     }
-    billing_event_destroy(ev);
-    return rc;
+    if (kept_push(w->kp, sn->ev) != 0) {
+        sn->st = BS_ERR_NOMEM;
+        snprintf(sn->why, sizeof(sn->why), "alerts: out of memory");
+        return -1;
+    }
+    sn->total++;
+    return 0;
 }
 
 /*
@@ -2315,9 +2355,19 @@ static bs_status warm_read(check *k, size_t n, bs_error *err)
     }
     sn.k = k;
     sn.total = 0;
+    sn.st = BS_OK;
+    sn.why[0] = '\0';
+    sn.ev = billing_event_new();
+    if (sn.ev == NULL) {
+        st = bs_error_set(err, BS_ERR_NOMEM, "alerts: out of memory");
+        goto out;
+    }
     st = bs_events_since_read(k->c, names, froms, m, BD_KEPT_ACCOUNT_MAX, on_since, &sn, err);
+    if (st != BS_OK && sn.st != BS_OK) /* on_since stopped it: say why */
+        st = bs_error_set(err, sn.st, "%s", sn.why);
     if (st == BS_OK)
         k->cache->stats.read += m;
+    billing_event_destroy(sn.ev);
 out:
     free(names);
     free(froms);
@@ -2449,6 +2499,7 @@ bs_status bd_alerts_check_cached(bd_alert_cache *cache, bs_conn *c, bs_catalog *
         k.pend = pending_of(cache, c, 1);
         if (k.pend != NULL) {
             /* A retry of the batch: what its earlier attempt noted goes. */
+            pending_undo(cache, k.pend);
             pending_clear(k.pend);
             k.pend->c = c;
             k.pend->res = results;

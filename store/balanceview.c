@@ -71,9 +71,15 @@ typedef struct running {
     size_t n;
     size_t cap;
     billing_time_t at;
+    bs_status st;      /* why keep_running stopped (BS_OK: it did not) */
+    char why[MSG_MAX]; /* and what to say, naming the event */
 } running;
 
-/* A bs_event_fn: keep the events running at the instant. */
+/*
+ * A bs_event_fn: keep the events running at the instant. 0, or 1 with
+ * run->st and run->why set: BS_ERR_FATAL when libbilling refuses a
+ * stored row (its reason, the event named), or BS_ERR_NOMEM.
+ */
 static int keep_running(void *arg, const char *account, const char *id, const char *resource,
                         const char *meter, billing_time_t start, billing_time_t end,
                         const char *quantity, const char *model, const char *region)
@@ -82,6 +88,7 @@ static int keep_running(void *arg, const char *account, const char *id, const ch
     char msg[MSG_MAX];
     billing_event *ev;
     billing_event **grown;
+    billing_status lst;
 
     if (end <= run->at || start > run->at)
         return 0;
@@ -92,18 +99,29 @@ static int keep_running(void *arg, const char *account, const char *id, const ch
             return 0;
         grown = realloc(run->evs, cap * sizeof(*grown));
         if (grown == NULL)
-            return 1;
+            goto nomem;
         run->evs = grown;
         run->cap = cap;
     }
     ev = billing_event_new();
-    if (ev == NULL || bs_event_set(ev, account, id, resource, meter, start, end, quantity, model,
-                                   region, msg, sizeof(msg)) != BILLING_OK) {
+    if (ev == NULL)
+        goto nomem;
+    lst = bs_event_set(ev, account, id, resource, meter, start, end, quantity, model, region, msg,
+                       sizeof(msg));
+    if (lst != BILLING_OK) {
         billing_event_destroy(ev);
-        return ev == NULL;
+        /* Not "no account" (BS_ERR_INVALID): the stored row is what libbilling refuses. */
+        run->st = BS_ERR_FATAL;
+        snprintf(run->why, sizeof(run->why), "account '%.128s': stored event '%.128s': %.200s",
+                 account, id, msg[0] != '\0' ? msg : billing_strerror(lst));
+        return 1;
     }
     run->evs[run->n++] = ev;
     return 0;
+nomem:
+    run->st = BS_ERR_NOMEM;
+    snprintf(run->why, sizeof(run->why), "out of memory");
+    return 1;
 }
 
 /*
@@ -126,6 +144,8 @@ static bs_status exhaustion(bs_conn *c, const bs_balance_input *in, billing_rate
         st = bs_balance_input_running(in, keep_running, &run, err);
     else
         st = bs_balance_running(c, account, at, keep_running, &run, err);
+    if (st != BS_OK && run.st != BS_OK) /* keep_running stopped it: say why */
+        st = bs_error_set(err, run.st, "%s", run.why);
     if (st == BS_ERR_INVALID) { /* out of memory, or an instant out of range: not "no account" */
         st = BS_ERR_FATAL;
         if (err != NULL)

@@ -34,7 +34,8 @@
  * on @c (bs_balance_running). Returns BS_OK with the object in *@out (the caller
  * json_decrefs it); BS_ERR_INVALID when the catalog has no such account
  * (the message says "no account '...'"); BS_ERR_FATAL when libbilling
- * refuses the month (the message says why); BS_ERR_NOMEM; or a database
+ * refuses the month or a stored event running at @at (the message says
+ * why, naming the event); BS_ERR_NOMEM; or a database
  * error. *@out is NULL on error.
  */
 bs_status bs_balance_json(bs_conn *c, bs_catalog *cat, billing_rater *r, const char *account,

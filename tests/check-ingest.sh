@@ -143,4 +143,18 @@ cmp -s "$tmp/j1.out" "$tmp/j2.out" && cmp -s "$tmp/j1.rows" "$tmp/j2.rows" &&
     [ "$n" -gt 1000 ] && r=ok || r=fail
 check "ingest -j 2 stores exactly what -j 1 stores ($(grep records "$tmp/j2.out" | tr '\n' ' '))" $r
 [ $r = ok ] || diff "$tmp/j1.out" "$tmp/j2.out"
+
+# A stored event running now that libbilling refuses (a resource id past
+# its 128 bytes, written by psql): the balance's exhaustion estimate stops
+# with libbilling's reason and the event named, not a silent skip.
+psql "$BILLING_PG_CONNINFO" -qc "INSERT INTO billing.usage_events (event_id, account_id,
+    resource_id, meter, start_time, end_time, quantity, model) VALUES ('refused-1', 'lab-a',
+    repeat('x', 200), 'gpu', now() - interval '1 hour', now() + interval '1 day', 1, 'RTX4090')" \
+    >/dev/null || exit 99
+$billing account balance lab-a --format json >"$tmp/refused.out" 2>&1
+rc=$?
+[ $rc -ne 0 ] && grep -q "account 'lab-a': stored event 'refused-1': " "$tmp/refused.out" \
+    && r=ok || r=fail
+check "account balance names a running stored event libbilling refuses (exit $rc)" $r
+[ $r = ok ] || cat "$tmp/refused.out"
 finish

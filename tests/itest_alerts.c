@@ -1228,6 +1228,9 @@ END_TEST
 /* The credit states kept between batches                                  */
 /* ---------------------------------------------------------------------- */
 
+/* The message of one_batch's last failed batch. */
+static char batch_err[MSG];
+
 /* Ingest records [@from, @to) of @s in one batch with the alert hook (@hooked) or without. */
 static bs_status one_batch(bs_conn *c, collector *col, const its_stream *s, size_t from, size_t to,
                            int hooked)
@@ -1258,6 +1261,8 @@ static bs_status one_batch(bs_conn *c, collector *col, const its_stream *s, size
     if (hooked)
         bs_ingest_set_hook(in, hook, col);
     st = bs_ingest_batch(in, c, recs, to - from, NULL, 0, 0, res, NULL, &err);
+    if (st != BS_OK)
+        snprintf(batch_err, sizeof(batch_err), "%s", err.message);
     if (hooked)
         bd_alert_cache_done(col->cache, c, st == BS_OK);
     bs_ingest_free(in);
@@ -1271,6 +1276,19 @@ static char *recorded_alerts(bs_conn *c)
     return itdb_text(c, "SELECT alert_id, account_id, pct, granted, grants, threshold, balance,"
                         " crossed_at, crossed_nanos, event_id FROM billing.credit_alerts"
                         " ORDER BY alert_id COLLATE \"C\"");
+}
+
+/* The alerts a plan recorded on @c (caller frees); then its catalog, stream and database go. */
+static char *plan_done(bs_conn *c, collector *col, its_stream *s)
+{
+    char *out = recorded_alerts(c);
+
+    drop_catalog(col);
+    its_free(s);
+    free(s);
+    free(col);
+    itdb_drop(c, db);
+    return out;
 }
 
 /*
@@ -1289,7 +1307,6 @@ static char *cache_plan(int cached, bd_alert_cache_stats *stats)
     char accounts[256];
     bs_load_counts k;
     bs_error err;
-    char *out;
     size_t i;
 
     with_cache = cached;
@@ -1334,13 +1351,7 @@ static char *cache_plan(int cached, bd_alert_cache_stats *stats)
     ck_assert_int_eq(one_batch(c, col, s, 14, 16, 1), BS_OK);
     /* A late event: before everything stored. */
     ck_assert_int_eq(one_batch(c, col, s, 16, 18, 1), BS_OK);
-    out = recorded_alerts(c);
-    drop_catalog(col);
-    its_free(s);
-    free(s);
-    free(col);
-    itdb_drop(c, db);
-    return out;
+    return plan_done(c, col, s);
 }
 
 /*
@@ -1369,6 +1380,100 @@ START_TEST(test_alerts_same_with_states_kept)
     ck_assert_uint_eq(plain[0].fast + plain[1].fast, 0);
     free(without);
     free(with);
+}
+END_TEST
+
+/*
+ * student-b's trial (10.00; 0.80 a record) a record a batch, with @cached
+ * states kept or without: a batch checked from the state fails after its
+ * check and is rolled back, another fails once and runs again on its
+ * connection (a retry), each around a crossing (50% at r-06, 80% at r-09).
+ * The alerts recorded; what the cache did into @stats.
+ */
+static char *rollback_plan(int cached, bd_alert_cache_stats *stats)
+{
+    its_stream *s = calloc(1, sizeof(*s));
+    collector *col = calloc(1, sizeof(*col));
+    bs_conn *c;
+    size_t i;
+
+    with_cache = cached;
+    c = fresh("rollback", col);
+    burn(s, "student-b", "r-", JAN_11, 17);
+    for (i = 0; i < 5; i++)
+        ck_assert_int_eq(one_batch(c, col, s, i, i + 1, 1), BS_OK);
+    /* r-05, r-06 (50% due): checked, then rolled back twice, then stored. */
+    col->fail_fatal = 1;
+    ck_assert_int_ne(one_batch(c, col, s, 5, 7, 1), BS_OK);
+    col->fail_fatal = 1;
+    ck_assert_int_ne(one_batch(c, col, s, 5, 7, 1), BS_OK);
+    ck_assert_int_eq(one_batch(c, col, s, 5, 7, 1), BS_OK);
+    ck_assert_int_eq(one_batch(c, col, s, 7, 8, 1), BS_OK);
+    /* r-08, r-09 (80% due): the batch fails once after its check and runs again. */
+    col->fail_once = 1;
+    ck_assert_int_eq(one_batch(c, col, s, 8, 10, 1), BS_OK);
+    for (i = 10; i < 17; i++)
+        ck_assert_int_eq(one_batch(c, col, s, i, i + 1, 1), BS_OK);
+    memset(stats, 0, sizeof(*stats));
+    if (col->cache != NULL)
+        bd_alert_cache_stats_get(col->cache, stats);
+    return plan_done(c, col, s);
+}
+
+/*
+ * A batch checked from a state keeps its events there for when it
+ * commits (no second add): rolled back or tried again, the state is as
+ * before it, so the alerts are the walk's, every field.
+ */
+START_TEST(test_alerts_same_after_a_rollback_from_the_state)
+{
+    bd_alert_cache_stats plain;
+    bd_alert_cache_stats kept;
+    char *without = rollback_plan(0, &plain);
+    char *with = rollback_plan(1, &kept);
+
+    ck_assert_str_eq(with, without);
+    ck_assert_ptr_nonnull(strstr(without, "|r-06\n"));
+    ck_assert_ptr_nonnull(strstr(without, "|r-09"));
+    ck_assert_ptr_nonnull(strstr(without, "|r-12"));
+    /* The failed batches were checked from the state, and rolled back. */
+    ck_assert_uint_ge(kept.fast, 10);
+    ck_assert_uint_ge(kept.rollbacks, 2);
+    /* And the state served again after each: warmed once, by the first batch. */
+    ck_assert_uint_eq(kept.warmed, 1);
+    /* With every alert sent (100% at r-12), the state went at once (never found stale). */
+    ck_assert_uint_eq(kept.accounts, 0);
+    ck_assert_uint_eq(kept.stale, 0);
+    free(without);
+    free(with);
+}
+END_TEST
+
+/*
+ * A stored event libbilling refuses (a resource id past its 128 bytes,
+ * written by psql) among those a warmed state reads once: the batch
+ * fails with libbilling's reason and the event named, not a bare
+ * "not accepted".
+ */
+START_TEST(test_alerts_warm_read_names_a_refused_stored_event)
+{
+    its_stream *s = calloc(1, sizeof(*s));
+    collector *col = calloc(1, sizeof(*col));
+    bs_conn *c;
+
+    with_cache = 1;
+    c = fresh("refused", col);
+    burn(s, "student-b", "r-", JAN_11, 2);
+    /* Another writer first: the hooked batch is not all it stored, so its state reads them. */
+    ck_assert_int_eq(one_batch(c, col, s, 0, 1, 0), BS_OK);
+    itdb_exec(c, "INSERT INTO billing.usage_events (event_id, account_id, resource_id, meter,"
+                 " start_time, end_time, quantity, model) VALUES ('refused-1', 'student-b',"
+                 " repeat('x', 200), 'gpu', '2026-01-11 00:00:00+00', '2026-01-11 00:10:00+00',"
+                 " 8, 'RTX4090')");
+    ck_assert_int_ne(one_batch(c, col, s, 1, 2, 1), BS_OK);
+    ck_assert_msg(strstr(batch_err, "stored event 'refused-1': ") != NULL, "%s", batch_err);
+    ck_assert_msg(strstr(batch_err, "account 'student-b'") != NULL, "%s", batch_err);
+    free(plan_done(c, col, s));
 }
 END_TEST
 
@@ -1693,6 +1798,8 @@ static Suite *alerts_suite(void)
     add_common(tc);
     tcase_add_test(tc, test_alerts_same_with_states_kept);
     tcase_add_test(tc, test_alerts_same_with_states_kept_out_of_order);
+    tcase_add_test(tc, test_alerts_same_after_a_rollback_from_the_state);
+    tcase_add_test(tc, test_alerts_warm_read_names_a_refused_stored_event);
     tcase_add_test(tc, test_alerts_late_crossing_searched_on_the_state);
     tcase_add_test(tc, test_alerts_late_crossing_kept_events_bounded);
     suite_add_tcase(s, tc);
