@@ -620,6 +620,17 @@ START_TEST(test_invariants_invoices)
                    " period_end, status, number) VALUES ('acct-1', 'CNY', '2026-01-01',"
                    " '2026-01-01Z', '2026-02-01Z', 'finalized', 1)",
                    BS_ERR_CONSTRAINT, "invoices_created_draft");
+    /* Migration 0028: the rule in a WHEN condition, each half alone. */
+    expect_refused(c,
+                   "INSERT INTO billing.invoices (account_id, currency, month, period_start,"
+                   " period_end, number) VALUES ('acct-1', 'CNY', '2026-01-01', '2026-01-01Z',"
+                   " '2026-02-01Z', 7)",
+                   BS_ERR_CONSTRAINT, "invoices_created_draft");
+    expect_refused(c,
+                   "INSERT INTO billing.invoices (account_id, currency, month, period_start,"
+                   " period_end, status) VALUES ('acct-1', 'CNY', '2026-01-01', '2026-01-01Z',"
+                   " '2026-02-01Z', 'void')",
+                   BS_ERR_CONSTRAINT, "invoices_created_draft");
     expect_refused(c,
                    "INSERT INTO billing.invoices (account_id, currency, month, period_start,"
                    " period_end) VALUES ('acct-1', 'CNY', '2026-01-01', '2026-02-01Z',"
@@ -2857,13 +2868,15 @@ START_TEST(test_event_partitions_guarded)
 END_TEST
 
 /*
- * Migration 0028: the ledger's balance rules checked per statement, entry
- * by entry in insertion order, as the row trigger did: a statement whose
- * final balance is fine is still refused when an entry before the last
- * takes the balance below zero or reverses what was not yet taken; a grant's
- * opening entry counts for the entries after it in the same statement;
- * and a concurrent writer of the same grant waits, then sees the entries
- * committed before it.
+ * The ledger's balance rules hold entry by entry within one statement, in
+ * insertion order: a statement whose final balance is fine is still
+ * refused when an entry before the last takes the balance below zero or
+ * reverses what was not yet taken; a grant's opening entry counts for the
+ * entries after it in the same statement; and a concurrent writer of the
+ * same grant waits, then sees the entries committed before it. (Kept from
+ * branch h57, whose statement-level version of credit_ledger_balance did
+ * not land: it passes on the row trigger and failed there with the running
+ * sums or the grants' lock mutated.)
  */
 #define LEDGER_COLS                                                                 \
     "INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor, invoice_id," \
