@@ -620,6 +620,17 @@ START_TEST(test_invariants_invoices)
                    " period_end, status, number) VALUES ('acct-1', 'CNY', '2026-01-01',"
                    " '2026-01-01Z', '2026-02-01Z', 'finalized', 1)",
                    BS_ERR_CONSTRAINT, "invoices_created_draft");
+    /* Migration 0028: the rule in a WHEN condition, each half alone. */
+    expect_refused(c,
+                   "INSERT INTO billing.invoices (account_id, currency, month, period_start,"
+                   " period_end, number) VALUES ('acct-1', 'CNY', '2026-01-01', '2026-01-01Z',"
+                   " '2026-02-01Z', 7)",
+                   BS_ERR_CONSTRAINT, "invoices_created_draft");
+    expect_refused(c,
+                   "INSERT INTO billing.invoices (account_id, currency, month, period_start,"
+                   " period_end, status) VALUES ('acct-1', 'CNY', '2026-01-01', '2026-01-01Z',"
+                   " '2026-02-01Z', 'void')",
+                   BS_ERR_CONSTRAINT, "invoices_created_draft");
     expect_refused(c,
                    "INSERT INTO billing.invoices (account_id, currency, month, period_start,"
                    " period_end) VALUES ('acct-1', 'CNY', '2026-01-01', '2026-02-01Z',"
@@ -2857,6 +2868,92 @@ START_TEST(test_event_partitions_guarded)
 END_TEST
 
 /*
+ * The ledger's balance rules hold entry by entry within one statement, in
+ * insertion order: a statement whose final balance is fine is still
+ * refused when an entry before the last takes the balance below zero or
+ * reverses what was not yet taken; a grant's opening entry counts for the
+ * entries after it in the same statement; and a concurrent writer of the
+ * same grant waits, then sees the entries committed before it. (Kept from
+ * branch h57, whose statement-level version of credit_ledger_balance did
+ * not land: it passes on the row trigger and failed there with the running
+ * sums or the grants' lock mutated.)
+ */
+#define LEDGER_COLS                                                                 \
+    "INSERT INTO billing.credit_ledger (grant_id, entry, amount_minor, invoice_id," \
+    " effective_at) VALUES "
+START_TEST(test_ledger_balance_once)
+{
+    char sql[SQL_MAX];
+    long mine;
+    long theirs;
+    bs_conn *c = migrated_db("ledger_once");
+    bs_conn *other;
+
+    seed(c);
+    exec_ok(c, "INSERT INTO billing.accounts (id, currency) VALUES ('acct-2', 'CNY')");
+    exec_ok(c, GRANT_COLS "('g1', 'acct-1', 'CNY', " GRANT_TIMES);
+    exec_ok(c, LEDGER_COLS "('g1', 'grant', 1000, NULL, '2026-01-01Z')");
+    mine = draft(c, "acct-1", "2026-01-01");
+    theirs = draft(c, "acct-2", "2026-01-01");
+    /* Down to -500 and back to 1000: the first entry is refused. */
+    snprintf(sql, sizeof(sql),
+             LEDGER_COLS "('g1', 'apply', -1500, %ld, '2026-01-31Z'),"
+                         " ('g1', 'reverse', 1500, %ld, '2026-01-31Z')",
+             mine, mine);
+    expect_refused(c, sql, BS_ERR_CONSTRAINT, "credit_ledger_nonnegative_balance");
+    /* A reverse before the apply it would give back. */
+    snprintf(sql, sizeof(sql),
+             LEDGER_COLS "('g1', 'reverse', 300, %ld, '2026-01-31Z'),"
+                         " ('g1', 'apply', -300, %ld, '2026-01-31Z')",
+             mine, mine);
+    expect_refused(c, sql, BS_ERR_CONSTRAINT, "credit_ledger_reverse_applied");
+    /* A good entry, then another account's invoice. */
+    snprintf(sql, sizeof(sql),
+             LEDGER_COLS "('g1', 'apply', -100, %ld, '2026-01-31Z'),"
+                         " ('g1', 'apply', -100, %ld, '2026-01-31Z')",
+             mine, theirs);
+    expect_refused(c, sql, BS_ERR_CONSTRAINT, "credit_ledger_invoice_account");
+    ck_assert_int_eq(query_long(c, "SELECT count(*) FROM billing.credit_ledger"), 1);
+    /* The other order passes: taken, then given back. */
+    snprintf(sql, sizeof(sql),
+             LEDGER_COLS "('g1', 'apply', -1000, %ld, '2026-01-31Z'),"
+                         " ('g1', 'reverse', 1000, %ld, '2026-01-31Z')",
+             mine, mine);
+    exec_ok(c, sql);
+    /* An opening entry counts for the entries after it, not before. */
+    exec_ok(c, GRANT_COLS "('g2', 'acct-1', 'CNY', " GRANT_TIMES);
+    expect_refused(c,
+                   LEDGER_COLS "('g2', 'expire', -1000, NULL, '2026-03-01Z'),"
+                               " ('g2', 'grant', 1000, NULL, '2026-01-01Z')",
+                   BS_ERR_CONSTRAINT, "credit_ledger_nonnegative_balance");
+    exec_ok(c, LEDGER_COLS "('g2', 'grant', 1000, NULL, '2026-01-01Z'),"
+                           " ('g2', 'expire', -1000, NULL, '2026-03-01Z')");
+    ck_assert_int_eq(
+        query_long(c, "SELECT balance_minor FROM billing.credit_balances WHERE grant_id = 'g2'"),
+        0);
+    /*
+     * Concurrent writers of one grant (another session, which gives up
+     * after 300 ms): the second waits for the first, then sees its entry.
+     */
+    other = connect_db(db_name);
+    exec_ok(other, "SET lock_timeout = '300ms'");
+    exec_ok(c, "BEGIN");
+    snprintf(sql, sizeof(sql), LEDGER_COLS "('g1', 'apply', -600, %ld, '2026-01-31Z')", mine);
+    exec_ok(c, sql);
+    expect_lock_wait(other, sql);
+    exec_ok(c, "COMMIT");
+    expect_refused(other, sql, BS_ERR_CONSTRAINT, "credit_ledger_nonnegative_balance");
+    snprintf(sql, sizeof(sql), LEDGER_COLS "('g1', 'apply', -400, %ld, '2026-01-31Z')", mine);
+    exec_ok(other, sql);
+    ck_assert_int_eq(
+        query_long(c, "SELECT balance_minor FROM billing.credit_balances WHERE grant_id = 'g1'"),
+        0);
+    bs_close(other);
+    drop_db(c);
+}
+END_TEST
+
+/*
  * Item 13: the ledger and invoice invariants hold against direct writes,
  * for the runtime role and for the tables' owner alike.
  */
@@ -3670,6 +3767,7 @@ static Suite *store_suite(void)
     tcase_add_test(guards, test_runtime_login_loads_new_grant);
     tcase_add_test(guards, test_event_partitions_guarded);
     tcase_add_test(guards, test_ledger_and_numbering_invariants);
+    tcase_add_test(guards, test_ledger_balance_once);
     tcase_add_test(guards, test_schema_gap_refused);
     tcase_add_test(guards, test_event_partitions_bounded);
     tcase_add_test(guards, test_time_zone_host_dependent);
