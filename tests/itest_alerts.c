@@ -1312,6 +1312,15 @@ static char *plan_done(bs_conn *c, collector *col, its_stream *s)
     return out;
 }
 
+/* plan_done, what the cache did (if any) into @stats first. */
+static char *plan_done_stats(bs_conn *c, collector *col, its_stream *s, bd_alert_cache_stats *stats)
+{
+    memset(stats, 0, sizeof(*stats));
+    if (col->cache != NULL)
+        bd_alert_cache_stats_get(col->cache, stats);
+    return plan_done(c, col, s);
+}
+
 /*
  * student-b's trial (10.00; 0.80 a record) through batches with and
  * without the alert hook, a restart, a batch rolled back, a top-up loaded
@@ -1435,10 +1444,7 @@ static char *rollback_plan(int cached, bd_alert_cache_stats *stats)
     ck_assert_int_eq(one_batch(c, col, s, 8, 10, 1), BS_OK);
     for (i = 10; i < 17; i++)
         ck_assert_int_eq(one_batch(c, col, s, i, i + 1, 1), BS_OK);
-    memset(stats, 0, sizeof(*stats));
-    if (col->cache != NULL)
-        bd_alert_cache_stats_get(col->cache, stats);
-    return plan_done(c, col, s);
+    return plan_done_stats(c, col, s, stats);
 }
 
 /*
@@ -1594,11 +1600,8 @@ static char *busy_plan(int cached, bd_alert_cache_stats *stats)
     pthread_mutex_destroy(&t.mu);
     for (i = 7; i < 17; i++)
         ck_assert_int_eq(one_batch(c, col, s, i, i + 1, 1), BS_OK);
-    memset(stats, 0, sizeof(*stats));
-    if (col->cache != NULL)
-        bd_alert_cache_stats_get(col->cache, stats);
     free(b);
-    return plan_done(c, col, s);
+    return plan_done_stats(c, col, s, stats);
 }
 
 /*
