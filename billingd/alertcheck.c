@@ -36,6 +36,7 @@
 
 #include <gmp.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,7 +132,8 @@ typedef struct window {
 
 /*
  * A stored event kept whole in a credit state (what a window read would
- * give for it), in one allocation: its fields as window_add takes them.
+ * give for it), in one piece of its kept's blocks: its fields as
+ * window_add takes them.
  */
 typedef struct kev {
     billing_time_t start;
@@ -142,17 +144,51 @@ typedef struct kev {
 } kev;
 
 /*
+ * Where a kept's events are: filled in order, freed together with it (a
+ * kept event is never freed alone). One malloc for many events instead
+ * of one each (kev_new was 3.6 % of billingd on the business bench,
+ * half of it malloc and free).
+ */
+typedef struct kblock {
+    struct kblock *next; /* the block filled before this one */
+    size_t used;         /* bytes of mem taken */
+    size_t cap;          /* bytes of mem */
+    union {
+        int64_t i; /* a kev's alignment (its times, its pointer) */
+        void *p;
+        char mem[1];
+    } u;
+} kblock;
+
+/* A kev's alignment: its times' and its pointer's (C99 has no alignof). */
+typedef struct kalign {
+    char c;
+    union {
+        int64_t i;
+        void *p;
+    } u;
+} kalign;
+#define BD_KEV_ALIGN offsetof(kalign, u)
+
+/* Size of a kept's first block, and the most any later one grows to (doubling). */
+#define BD_KBLOCK_FIRST 512
+#define BD_KBLOCK_MAX (64 * 1024)
+
+/*
  * The stored events of an account kept in its state: every one it has
  * (its first batch was all it ever stored), or every one that ends after
  * the start of its latest epoch with usage when the state was warmed
  * (warm_read: all a window of the state's epochs can hold), then each
  * batch's that moved the state on, so that a window of them is read
- * here, not from the store.
+ * here, not from the store. The events live in @blocks, which hold at
+ * most twice the events' bytes plus BD_KBLOCK_FIRST (each block at most
+ * twice its predecessor), so alerts.cache_events still bounds the memory.
  */
 typedef struct kept {
     kev **items;
     size_t n;
     size_t cap;
+    kblock *blocks; /* the latest block first; NULL: none yet */
 } kept;
 
 /* An alert due, recorded and reported when the check is done (send_all); one allocation. */
@@ -512,17 +548,54 @@ static int end_cmp(const void *x, const void *y)
 /* Stored events kept in a state                                           */
 /* ---------------------------------------------------------------------- */
 
-/* @ev (decoded, stored by a batch) as a kept event, or NULL (no memory). */
-static kev *kev_new(const billing_event *ev)
+/* Round @n up to a kev's alignment. */
+static size_t kev_round(size_t n)
+{
+    return (n + BD_KEV_ALIGN - 1) / BD_KEV_ALIGN * BD_KEV_ALIGN;
+}
+
+/*
+ * @size bytes for a kev in @kp's latest block, or in a new one (of twice
+ * the latest's size, up to BD_KBLOCK_MAX, or @size when more); NULL (no
+ * memory: @kp as it was).
+ */
+static void *kept_alloc(kept *kp, size_t size)
+{
+    kblock *b = kp->blocks;
+    size_t cap;
+    void *at;
+
+    size = kev_round(size);
+    if (b == NULL || b->cap - b->used < size) {
+        cap =
+            b == NULL ? BD_KBLOCK_FIRST : (b->cap < BD_KBLOCK_MAX / 2 ? 2 * b->cap : BD_KBLOCK_MAX);
+        if (cap < size)
+            cap = size;
+        b = malloc(offsetof(kblock, u) + cap);
+        if (b == NULL)
+            return NULL;
+        b->next = kp->blocks;
+        b->used = 0;
+        b->cap = cap;
+        kp->blocks = b;
+    }
+    at = b->u.mem + b->used;
+    b->used += size;
+    return at;
+}
+
+/* @ev (decoded, stored by a batch) as a kept event of @kp, or NULL (no memory: @kp as it was). */
+static kev *kev_new(kept *kp, const billing_event *ev)
 {
     char qty[BILLING_QUANTITY_TEXT_MAX];
+    const char *meter = billing_meter_name(billing_event_meter(ev));
     const char *f[5];
     size_t len[5];
     size_t total = 0;
     size_t i;
     kev *e;
 
-    if (billing_event_quantity(ev, qty, sizeof(qty)) < 0)
+    if (meter == NULL || billing_event_quantity(ev, qty, sizeof(qty)) < 0)
         return NULL;
     f[0] = billing_event_id(ev);
     f[1] = billing_event_resource(ev);
@@ -533,12 +606,12 @@ static kev *kev_new(const billing_event *ev)
         len[i] = strlen(f[i]) + 1;
         total += len[i];
     }
-    e = malloc(sizeof(*e) + total);
+    e = kept_alloc(kp, sizeof(*e) + total);
     if (e == NULL)
         return NULL;
     e->start = billing_event_start(ev);
     e->end = billing_event_end(ev);
-    e->meter = billing_meter_name(billing_event_meter(ev));
+    e->meter = meter;
     total = 0;
     for (i = 0; i < 5; i++) {
         if (i > 0)
@@ -546,22 +619,21 @@ static kev *kev_new(const billing_event *ev)
         memcpy(e->text + total, f[i], len[i]);
         total += len[i];
     }
-    if (e->meter == NULL) {
-        free(e);
-        return NULL;
-    }
     return e;
 }
 
 /* Free @kp and its events; NULL is a no-op. */
 static void kept_free(kept *kp)
 {
-    size_t i;
+    kblock *b;
 
     if (kp == NULL)
         return;
-    for (i = 0; i < kp->n; i++)
-        free(kp->items[i]);
+    while (kp->blocks != NULL) {
+        b = kp->blocks;
+        kp->blocks = b->next;
+        free(b);
+    }
     free(kp->items);
     free(kp);
 }
@@ -581,7 +653,7 @@ static int kept_push(kept *kp, const billing_event *ev)
         kp->items = grown;
         kp->cap = cap;
     }
-    e = kev_new(ev);
+    e = kev_new(kp, ev);
     if (e == NULL)
         return -1;
     kp->items[kp->n++] = e;

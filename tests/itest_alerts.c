@@ -35,6 +35,7 @@
 #include <check.h>
 #include <gmp.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1231,13 +1232,23 @@ END_TEST
 /* The message of one_batch's last failed batch. */
 static char batch_err[MSG];
 
-/* Ingest records [@from, @to) of @s in one batch with the alert hook (@hooked) or without. */
-static bs_status one_batch(bs_conn *c, collector *col, const its_stream *s, size_t from, size_t to,
-                           int hooked)
+/* A batch's records, as one_batch gives them to the ingest (they stay valid until it is done). */
+typedef struct batch_bufs {
+    unsigned char bufs[64][BILLING_EVENT_WIRE_MAX];
+    bs_record recs[64];
+    bs_record_result res[64];
+} batch_bufs;
+
+/*
+ * Ingest records [@from, @to) of @s in one batch through @b on @c, with
+ * the alert hook @fn (@arg; NULL: without, as `billing ingest`); then,
+ * when @before_done is not NULL, call it with @arg before the batch is
+ * done in the cache (as billingd, after the COMMIT).
+ */
+static bs_status batch_on(batch_bufs *b, bs_conn *c, collector *col, const its_stream *s,
+                          size_t from, size_t to, bs_ingest_hook fn, void *arg,
+                          void (*before_done)(void *))
 {
-    static unsigned char bufs[64][BILLING_EVENT_WIRE_MAX];
-    static bs_record recs[64];
-    static bs_record_result res[64];
     char err_text[MSG];
     billing_event *ev = billing_event_new();
     bs_ingest *in = bs_ingest_new(col->cat, NULL);
@@ -1247,27 +1258,37 @@ static bs_status one_batch(bs_conn *c, collector *col, const its_stream *s, size
 
     ck_assert_uint_le(to - from, 64);
     for (i = from; i < to; i++) {
-        memset(&recs[i - from], 0, sizeof(recs[0]));
+        memset(&b->recs[i - from], 0, sizeof(b->recs[0]));
         ck_assert_int_eq(bc_event_parse_json(ev, s->rec[i], s->len[i], err_text, sizeof(err_text)),
                          BILLING_OK);
         ck_assert_int_eq(
-            billing_event_encode(ev, bufs[i - from], sizeof(bufs[0]), &recs[i - from].len),
+            billing_event_encode(ev, b->bufs[i - from], sizeof(b->bufs[0]), &b->recs[i - from].len),
             BILLING_OK);
-        recs[i - from].data = bufs[i - from];
-        recs[i - from].format = BS_RECORD_PROTOBUF;
-        recs[i - from].source = "test";
+        b->recs[i - from].data = b->bufs[i - from];
+        b->recs[i - from].format = BS_RECORD_PROTOBUF;
+        b->recs[i - from].source = "test";
     }
-    /* Without the hook: another writer, as `billing ingest`. */
-    if (hooked)
-        bs_ingest_set_hook(in, hook, col);
-    st = bs_ingest_batch(in, c, recs, to - from, NULL, 0, 0, res, NULL, &err);
+    if (fn != NULL)
+        bs_ingest_set_hook(in, fn, arg);
+    st = bs_ingest_batch(in, c, b->recs, to - from, NULL, 0, 0, b->res, NULL, &err);
     if (st != BS_OK)
         snprintf(batch_err, sizeof(batch_err), "%s", err.message);
-    if (hooked)
+    if (before_done != NULL)
+        before_done(arg);
+    if (fn != NULL)
         bd_alert_cache_done(col->cache, c, st == BS_OK);
     bs_ingest_free(in);
     billing_event_destroy(ev);
     return st;
+}
+
+/* Ingest records [@from, @to) of @s in one batch with the alert hook (@hooked) or without. */
+static bs_status one_batch(bs_conn *c, collector *col, const its_stream *s, size_t from, size_t to,
+                           int hooked)
+{
+    static batch_bufs b;
+
+    return batch_on(&b, c, col, s, from, to, hooked ? hook : NULL, col, NULL);
 }
 
 /* The alerts recorded, every field but sent_at, in alert_id order (caller frees). */
@@ -1289,6 +1310,15 @@ static char *plan_done(bs_conn *c, collector *col, its_stream *s)
     free(col);
     itdb_drop(c, db);
     return out;
+}
+
+/* plan_done, what the cache did (if any) into @stats first. */
+static char *plan_done_stats(bs_conn *c, collector *col, its_stream *s, bd_alert_cache_stats *stats)
+{
+    memset(stats, 0, sizeof(*stats));
+    if (col->cache != NULL)
+        bd_alert_cache_stats_get(col->cache, stats);
+    return plan_done(c, col, s);
 }
 
 /*
@@ -1414,10 +1444,7 @@ static char *rollback_plan(int cached, bd_alert_cache_stats *stats)
     ck_assert_int_eq(one_batch(c, col, s, 8, 10, 1), BS_OK);
     for (i = 10; i < 17; i++)
         ck_assert_int_eq(one_batch(c, col, s, i, i + 1, 1), BS_OK);
-    memset(stats, 0, sizeof(*stats));
-    if (col->cache != NULL)
-        bd_alert_cache_stats_get(col->cache, stats);
-    return plan_done(c, col, s);
+    return plan_done_stats(c, col, s, stats);
 }
 
 /*
@@ -1444,6 +1471,160 @@ START_TEST(test_alerts_same_after_a_rollback_from_the_state)
     /* With every alert sent (100% at r-12), the state went at once (never found stale). */
     ck_assert_uint_eq(kept.accounts, 0);
     ck_assert_uint_eq(kept.stale, 0);
+    free(without);
+    free(with);
+}
+END_TEST
+
+/*
+ * Two connections' batches of one account, ordered by events (no sleep):
+ * A's batch is checked (from the state, when kept: the state is then
+ * busy with it) and waits, uncommitted, until B's batch on another
+ * connection (rows no lock of A's holds: another month) was checked; B
+ * is done in the cache only after A.
+ */
+typedef struct two {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int stage; /* 1: A checked; 2: B checked; 3: A committed and done in the cache */
+    collector *col;
+    bs_conn *cb; /* B's connection */
+    const its_stream *s;
+    size_t b_from; /* B's records */
+    size_t b_to;
+    bs_status b_st;
+} two;
+
+/* Raise @t's stage to @stage (and tell whoever waits). */
+static void two_set(two *t, int stage)
+{
+    pthread_mutex_lock(&t->mu);
+    if (t->stage < stage)
+        t->stage = stage;
+    pthread_cond_broadcast(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+}
+
+/* Wait until @t's stage is @stage or later. */
+static void two_wait(two *t, int stage)
+{
+    pthread_mutex_lock(&t->mu);
+    while (t->stage < stage)
+        pthread_cond_wait(&t->cv, &t->mu);
+    pthread_mutex_unlock(&t->mu);
+}
+
+/* A's hook: the check, stage 1, then (before A's COMMIT) wait for B's check. */
+static bs_status hook_a(void *arg, bs_conn *c, const bs_record *recs,
+                        const bs_record_result *results, size_t n, bs_error *err)
+{
+    two *t = arg;
+    bs_status st = hook(t->col, c, recs, results, n, err);
+
+    two_set(t, 1);
+    two_wait(t, 2);
+    return st;
+}
+
+/* B's hook: the check, then stage 2. */
+static bs_status hook_b(void *arg, bs_conn *c, const bs_record *recs,
+                        const bs_record_result *results, size_t n, bs_error *err)
+{
+    two *t = arg;
+    bs_status st = hook(t->col, c, recs, results, n, err);
+
+    two_set(t, 2);
+    return st;
+}
+
+/* B committed: done in the cache once A was. */
+static void b_before_done(void *arg)
+{
+    two_wait(arg, 3);
+}
+
+/* B's batch, on its own connection and thread. */
+static void *run_b(void *arg)
+{
+    two *t = arg;
+    batch_bufs *b = malloc(sizeof(*b));
+
+    ck_assert_ptr_nonnull(b);
+    two_wait(t, 1);
+    t->b_st = batch_on(b, t->cb, t->col, t->s, t->b_from, t->b_to, hook_b, t, b_before_done);
+    /* Failed before its check: A is not left waiting. */
+    two_set(t, 2);
+    free(b);
+    return NULL;
+}
+
+/*
+ * student-b's trial (10.00) a record a batch, with @cached states kept or
+ * without: r-00 to r-04, then r-05 (A, this connection) and feb-00 (B,
+ * another connection, February 5) ordered as struct two says, then r-06
+ * to r-16. The alerts recorded; what the cache did into @stats.
+ */
+static char *busy_plan(int cached, bd_alert_cache_stats *stats)
+{
+    its_stream *s = calloc(1, sizeof(*s));
+    collector *col = calloc(1, sizeof(*col));
+    batch_bufs *b = malloc(sizeof(*b));
+    two t;
+    pthread_t th;
+    bs_conn *c;
+    size_t i;
+
+    ck_assert_ptr_nonnull(b);
+    with_cache = cached;
+    c = fresh("busy", col);
+    burn(s, "student-b", "r-", JAN_11, 17);
+    burn(s, "student-b", "feb-", JAN_11 + 25 * 86400, 1);
+    for (i = 0; i < 5; i++)
+        ck_assert_int_eq(one_batch(c, col, s, i, i + 1, 1), BS_OK);
+    memset(&t, 0, sizeof(t));
+    pthread_mutex_init(&t.mu, NULL);
+    pthread_cond_init(&t.cv, NULL);
+    t.col = col;
+    t.cb = itdb_connect(db);
+    t.s = s;
+    t.b_from = 17;
+    t.b_to = 18;
+    /* B starts once A was checked, and is checked before A commits. */
+    ck_assert_int_eq(pthread_create(&th, NULL, run_b, &t), 0);
+    ck_assert_int_eq(batch_on(b, c, col, s, 5, 6, hook_a, &t, NULL), BS_OK);
+    two_set(&t, 3);
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    ck_assert_int_eq(t.b_st, BS_OK);
+    bs_close(t.cb);
+    pthread_cond_destroy(&t.cv);
+    pthread_mutex_destroy(&t.mu);
+    for (i = 7; i < 17; i++)
+        ck_assert_int_eq(one_batch(c, col, s, i, i + 1, 1), BS_OK);
+    free(b);
+    return plan_done_stats(c, col, s, stats);
+}
+
+/*
+ * The busy state: another connection's batch (B, feb-00) checked while
+ * the state holds a batch (A, r-05) not yet committed drops the state and
+ * walks the account over what its transaction sees (not A's events). On
+ * A's state, with A's events, B would send the 50% at feb-00; the walk
+ * sends it later, at r-07. The alerts are those without states, every
+ * field; a later batch warms the state again.
+ */
+START_TEST(test_alerts_busy_state_walked_by_another_connection)
+{
+    bd_alert_cache_stats plain;
+    bd_alert_cache_stats kept;
+    char *without = busy_plan(0, &plain);
+    char *with = busy_plan(1, &kept);
+
+    ck_assert_str_eq(with, without);
+    ck_assert_ptr_nonnull(strstr(without, "|50|10|{trial-student-b}|5|3.6|"));
+    ck_assert_ptr_nonnull(strstr(without, "|r-07\n"));
+    /* B found the state busy (counted stale) and walked; a later batch warmed it again. */
+    ck_assert_uint_ge(kept.stale, 1);
+    ck_assert_uint_ge(kept.warmed, 2);
     free(without);
     free(with);
 }
@@ -1799,6 +1980,7 @@ static Suite *alerts_suite(void)
     tcase_add_test(tc, test_alerts_same_with_states_kept);
     tcase_add_test(tc, test_alerts_same_with_states_kept_out_of_order);
     tcase_add_test(tc, test_alerts_same_after_a_rollback_from_the_state);
+    tcase_add_test(tc, test_alerts_busy_state_walked_by_another_connection);
     tcase_add_test(tc, test_alerts_warm_read_names_a_refused_stored_event);
     tcase_add_test(tc, test_alerts_late_crossing_searched_on_the_state);
     tcase_add_test(tc, test_alerts_late_crossing_kept_events_bounded);
