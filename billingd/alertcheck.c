@@ -1243,8 +1243,8 @@ typedef struct pwarm {
     uint64_t digest;
     unsigned max_epoch; /* from the walk */
     int month;
-    kept *
-        kp; /* its stored events of its latest epoch with usage on (warm_kept, warm_read); or NULL */
+    /* its stored events of its latest epoch with usage on (warm_kept, warm_read); or NULL */
+    kept *kp;
     size_t n_read; /* rows warm_read handed for it */
 } pwarm;
 
@@ -1612,9 +1612,9 @@ static void apply_hit(bd_alert_cache *cache, const pending *p, const phit *h)
 }
 
 /*
- * Take the events a check added to the states of @p's hits back out: the batch did not commit (or is tried again), so each state
- * is as it was before the check. A state changed or gone since holds
- * none of them.
+ * Take the events a check added to the states of @p's hits back out:
+ * the batch did not commit (or is tried again), so each state is as it
+ * was before the check. A state changed or gone since holds none of them.
  */
 static void pending_undo(bd_alert_cache *cache, pending *p)
 {
@@ -1763,9 +1763,10 @@ static billing_time_t window_first(const acct *a, unsigned e, billing_time_t now
 
 /*
  * on_epoch and send_epoch for @a's one epoch (one_epoch), from its state
- * @st (k->r, the state's slab) and its batch's events, which are added for the check
- * and stay in the state when it succeeds (taken back by pending_undo if
- * the batch does not commit; on failure here, at once). The fields are those of the walk: the balance at the start
+ * @st (k->r, the state's slab) and its batch's events, which are added
+ * for the check and stay in the state when it succeeds (taken back by
+ * pending_undo if the batch does not commit; on failure here, at once).
+ * The fields are those of the walk: the balance at the start
  * of the latest month with usage (the month of the batch's latest end,
  * or the state's), and when an alert is due and every event of the batch
  * starts at or after the state's latest stored end (in order), the

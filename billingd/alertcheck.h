@@ -57,8 +57,9 @@
  * the batch's events (what the walk's rater holds there), so the account
  * is not walked nor warmed again. Every other account with credit (no
  * state, an invalid one, events in several epochs) is walked as below,
- * one query for all of them, and its state warmed from the walk's rater. The states move on only when the batch
- * commits (bd_alert_cache_done); a rollback leaves them as they were.
+ * one query for all of them, and its state warmed from the walk's rater.
+ * The states move on only when the batch commits (bd_alert_cache_done);
+ * a rollback leaves them as they were.
  * Alerts found from states are sent before those of the walk (the
  * fields are the same; the order of a batch's alerts may differ from the
  * check without a cache). What the states' balances omit the walk omits
@@ -185,9 +186,15 @@ void bd_alert_cache_forget(bd_alert_cache *cache);
  * bd_alerts_check_cached - bd_alerts_check with @cache's states (NULL:
  * none, as bd_alerts_check). What the batch changes in @cache is pending
  * on @c until bd_alert_cache_done(@cache, @c, ...) tells whether the
- * batch committed; a retry of the batch on @c replaces it. The results'
- * events must stay valid until then. At most 64 connections with a
- * batch pending at once (past that a batch is checked without states).
+ * batch committed; a retry of the batch on @c replaces it. The batch's
+ * events stay in the rater of each state it was checked from (they are
+ * not added again at commit), and until bd_alert_cache_done that state
+ * is busy: a batch on another connection touching the same account does
+ * not use it but walks the account from the store, as without a state.
+ * A rollback or retry takes the events back out, so the state is as it
+ * was before the check. The results' events must stay valid until then.
+ * At most 64 connections with a batch pending at once (past that a batch
+ * is checked without states).
  */
 bs_status bd_alerts_check_cached(bd_alert_cache *cache, bs_conn *c, bs_catalog *cat,
                                  const int *pcts, size_t n, const bs_record *recs,
