@@ -56,9 +56,14 @@ for run in first again; do
     /usr/bin/time -o "$work/load-$run.time" -f '%U %S %M' "$billing" load --db "$conninfo" \
         --pricebook "$pricebook" --accounts "$file" >"$work/load-$run.out"
     end=$(date +%s%N)
-    # The load's backend is counted once the postmaster has reaped it.
+    # The load's backend is counted once the postmaster has reaped it: it
+    # has left pg_stat_activity, and no child of the postmaster is a zombie
+    # or still names the database (it leaves pg_stat_activity before it
+    # exits; a figure read then fell into the next run's line).
     while [ "$(psql -X -At -d "$BILLING_PG_CONNINFO dbname=postgres" -c \
         "SELECT count(*) FROM pg_stat_activity WHERE datname = '$db'")" != 0 ]; do :; done
+    [ -r "${pidfile:-}" ] &&
+        while ps --ppid "$(head -n 1 "$pidfile")" -o stat=,args= | grep -q -e '^Z' -e " $db\( \|\$\)"; do :; done
     s1=$(server_cpu)
     server=-
     [ "$s0" = - ] || [ "$s1" = - ] || server="$((s1 - s0)) ms"
