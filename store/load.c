@@ -143,6 +143,22 @@
  * the backend's CPU of a first load's accounts and grants.
  */
 #define SQL_ON_CONFLICT " ON CONFLICT (id) DO NOTHING"
+/*
+ * Before a statement whose NOT EXISTS reads the table it writes
+ * (row_kind.if_empty), while that table is empty: its statistics may say
+ * so (vacuumed or analyzed before any row), and the planner then answers
+ * NOT EXISTS with a nested loop over a sequential scan of the table, which
+ * visits every row the statement has inserted so far, once per row: a
+ * first load grew quadratically (20 000 accounts took 8.8 s instead of
+ * 0.6 s). Without nested loops it is a hash anti-join, which reads the
+ * empty table once. A table with rows is left to the planner (index
+ * probes for a small file into a large store: 0.1 s where a hash of a
+ * million accounts takes 2 s). Reset after the statement.
+ */
+#define SQL_NO_NESTLOOP_IF_EMPTY(table)                                            \
+    "SELECT set_config('enable_nestloop', 'off', true) WHERE NOT EXISTS (SELECT 1" \
+    " FROM billing." table ")"
+#define SQL_NESTLOOP_RESET "RESET enable_nestloop"
 
 #define SQL_PLAN_ADD                                                              \
     SQL_ROWS " INSERT INTO billing.plans (id, period, model, region, refundable)" \
@@ -555,9 +571,10 @@ typedef struct row_kind {
     bs_load_kind kind;
     const char *array; /* the file's array: "plans", "accounts"... */
     row_params_fn params;
-    int nparams;                  /* how many of the ROW_PARAMS it fills */
-    const char *stmts[ROW_STMTS]; /* NULL: no more statements */
-    const char *add_first;        /* stmts[added] without SQL_ON_CONFLICT, tried first */
+    int nparams;                     /* how many of the ROW_PARAMS it fills */
+    const char *stmts[ROW_STMTS];    /* NULL: no more statements */
+    const char *add_first;           /* stmts[added] without SQL_ON_CONFLICT, tried first */
+    const char *if_empty[ROW_STMTS]; /* NULL, or run before stmts[s] (SQL_NO_NESTLOOP_IF_EMPTY) */
     int added;
     int changed;
     int differs;
@@ -657,6 +674,7 @@ static const row_kind plan_rows = {
     5,
     {SQL_PLAN_INSERT, SQL_PLAN_DIFFERS, NULL},
     SQL_PLAN_ADD,
+    {SQL_NO_NESTLOOP_IF_EMPTY("plans"), NULL, NULL},
     0,
     -1,
     1,
@@ -669,6 +687,7 @@ static const row_kind account_rows = {BS_LOAD_ACCOUNTS,
                                       9,
                                       {SQL_ACCOUNT_INSERT, SQL_ACCOUNT_UPDATE, NULL},
                                       SQL_ACCOUNT_ADD,
+                                      {SQL_NO_NESTLOOP_IF_EMPTY("accounts"), NULL, NULL},
                                       0,
                                       1,
                                       -1,
@@ -682,6 +701,7 @@ static const row_kind subscription_rows = {
     7,
     {SQL_SUB_INSERT, SQL_SUB_CANCEL, SQL_SUB_DIFFERS},
     SQL_SUB_ADD,
+    {SQL_NO_NESTLOOP_IF_EMPTY("subscriptions"), NULL, NULL},
     0,
     1,
     2,
@@ -695,6 +715,7 @@ static const row_kind grant_rows = {
     7,
     {SQL_GRANT_INSERT, SQL_GRANT_LEDGER, SQL_GRANT_DIFFERS},
     SQL_GRANT_ADD,
+    {SQL_NO_NESTLOOP_IF_EMPTY("credit_grants"), SQL_NO_NESTLOOP_IF_EMPTY("credit_ledger"), NULL},
     0,
     -1,
     2,
@@ -897,6 +918,24 @@ static bs_status add_rows(bs_conn *c, const row_kind *k, const char *const *para
     return st;
 }
 
+/* Statement @s of kind @k (not its `differs`), *@count the rows it wrote. */
+static bs_status run_stmt(bs_conn *c, const row_kind *k, int s, const char *const *params,
+                          int64_t *count, bs_error *err)
+{
+    const char *if_empty = k->if_empty[s];
+    bs_status st = BS_OK;
+
+    if (if_empty != NULL)
+        st = bs_command(c, if_empty, 0, NULL, NULL, err);
+    if (st == BS_OK && s == k->added && k->add_first != NULL)
+        st = add_rows(c, k, params, count, err);
+    else if (st == BS_OK)
+        st = bs_command(c, k->stmts[s], 1, params, count, err);
+    if (st == BS_OK && if_empty != NULL)
+        st = bs_command(c, SQL_NESTLOOP_RESET, 0, NULL, NULL, err);
+    return st;
+}
+
 /* Run the statements of kind @k over its rows in load_rows; count them or refuse one. */
 static bs_status load_rows(bs_conn *c, load_ctx *lc, const row_kind *k, bs_error *err)
 {
@@ -919,10 +958,7 @@ static bs_status load_rows(bs_conn *c, load_ctx *lc, const row_kind *k, bs_error
             continue;
         if (s != k->differs) {
             count = 0;
-            if (s == k->added && k->add_first != NULL)
-                st = add_rows(c, k, params, &count, err);
-            else
-                st = bs_command(c, k->stmts[s], 1, params, &count, err);
+            st = run_stmt(c, k, s, params, &count, err);
             if (s == k->added)
                 added = (size_t)count;
             else if (s == k->changed)
