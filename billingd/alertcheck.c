@@ -74,11 +74,24 @@
  */
 #define BD_WINDOW_FIRST ((billing_time_t)24 * 3600 * BILLING_NS_PER_SEC)
 
-/* A new record of the batch and its account. */
+/*
+ * A new record of the batch, its account and its event's bounds: read
+ * together while the event is in the cache (first_epoch, one_epoch and
+ * kept_window would each read them again from the event, cold).
+ */
 typedef struct rec_ref {
     const char *account; /* the decoded event's, owned by the ingest */
     size_t index;
+    billing_time_t start;
+    billing_time_t end;
 } rec_ref;
+
+/* The credit of an epoch: the grants valid in it. */
+typedef struct credit {
+    char granted[BD_AMOUNT_MAX]; /* their total, exact decimal */
+    char *grants;                /* their ids, a text[] literal (malloc'd) */
+    char key[BD_KEY_MAX];        /* their ids in the alert_id */
+} credit;
 
 /* One account with credit: its grants, their bounds, and where the batch starts. */
 typedef struct acct {
@@ -101,14 +114,17 @@ typedef struct acct {
     int fast;           /* 1: checked from the cached state, no read-back */
     unsigned w_epoch;   /* walked: its latest epoch with usage */
     int w_month;        /* and that epoch's latest month with usage (month_index) */
+    /*
+     * The credit of first_epoch and which of its thresholds are not yet
+     * sent, as can_cross found them: the check of that epoch (from the
+     * state or the walk) takes them from here instead of computing the
+     * total, its text, the key and each alert_id again.
+     */
+    int has_cr;                         /* 1: cr and total hold first_epoch's credit */
+    credit cr;                          /* its grants, total and key */
+    mpq_t total;                        /* its total (k->total when it is checked) */
+    unsigned char unsent[BD_PCTS_MAX];  /* 1: k->pcts[i]'s alert of it not yet sent */
 } acct;
-
-/* The credit of an epoch: the grants valid in it. */
-typedef struct credit {
-    char granted[BD_AMOUNT_MAX]; /* their total, exact decimal */
-    char *grants;                /* their ids, a text[] literal (malloc'd) */
-    char key[BD_KEY_MAX];        /* their ids in the alert_id */
-} credit;
 
 /* A stored event of an epoch, cut to it (the interval it is rated with, whole). */
 typedef struct wev {
@@ -435,6 +451,29 @@ static void alert_id(const acct *a, int pct, const credit *cr, char *id)
     snprintf(id, BS_ALERT_ID_MAX, "%.128s/%dpct/%.64s/%s", a->id, pct, cr->granted, cr->key);
 }
 
+/* Which thresholds of credit @cr of @a are not yet sent: @unsent[i] 1 for k->pcts[i]'s. */
+static void unsent_of(check *k, const acct *a, const credit *cr, unsigned char *unsent)
+{
+    char id[BS_ALERT_ID_MAX];
+    size_t i;
+
+    for (i = 0; i < k->n_pcts; i++) {
+        alert_id(a, k->pcts[i], cr, id);
+        unsent[i] = !bs_sent_alerts_has(k->sent, id);
+    }
+}
+
+/* Free what @a holds (its bounds, its first epoch's credit); @a stays usable. */
+static void acct_clear(acct *a)
+{
+    free(a->bounds);
+    a->bounds = NULL;
+    credit_clear(&a->cr); /* also what a credit_of that failed half-way left */
+    if (a->has_cr)
+        mpq_clear(a->total);
+    a->has_cr = 0;
+}
+
 /* The balance at which @pct% of the credit (k->total) is used: total * (100 - pct) / 100. */
 static void level_of(check *k, int pct)
 {
@@ -448,17 +487,29 @@ static void level_of(check *k, int pct)
  * of its epoch and the earlier ones), and only those with credit and a
  * threshold not yet sent. 1 yes, 0 no, -1 error.
  */
-static int can_cross(check *k, const acct *a)
+static int can_cross(check *k, acct *a)
 {
     char id[BS_ALERT_ID_MAX];
     credit cr;
-    unsigned e;
+    unsigned e = a->first_epoch;
     size_t i;
     int has;
     int rc = 0;
 
     memset(&cr, 0, sizeof(cr));
-    for (e = a->first_epoch; e <= a->n_bounds && rc == 0; e++) {
+    /* The first epoch's credit and sent thresholds, kept in @a for its check. */
+    has = credit_of(k, a, e, &a->cr);
+    if (has < 0)
+        return -1;
+    if (has > 0) {
+        mpq_init(a->total);
+        mpq_set(a->total, k->total);
+        a->has_cr = 1;
+        unsent_of(k, a, &a->cr, a->unsent);
+        for (i = 0; i < k->n_pcts; i++)
+            rc |= a->unsent[i];
+    }
+    for (e = a->first_epoch + 1; e <= a->n_bounds && rc == 0; e++) {
         has = credit_of(k, a, e, &cr);
         if (has < 0)
             rc = -1;
@@ -699,8 +750,7 @@ static bs_status kept_window(check *k, const acct *a, billing_time_t from, billi
     for (i = 0; i < k->kp->n; i++)
         n += overlaps(k->kp->items[i]->start, k->kp->items[i]->end, from, to);
     for (i = 0; i < a->m; i++)
-        n += overlaps(billing_event_start(k->res[a->refs[i].index].event),
-                      billing_event_end(k->res[a->refs[i].index].event), from, to);
+        n += overlaps(a->refs[i].start, a->refs[i].end, from, to);
     *more = n > max_rows;
     for (i = 0; !*more && i < k->kp->n; i++) {
         e = k->kp->items[i];
@@ -711,8 +761,7 @@ static bs_status kept_window(check *k, const acct *a, billing_time_t from, billi
     }
     for (i = 0; !*more && i < a->m; i++) {
         ev = k->res[a->refs[i].index].event;
-        if (overlaps(billing_event_start(ev), billing_event_end(ev), from, to) &&
-            feed_event(w, ev) != 0)
+        if (overlaps(a->refs[i].start, a->refs[i].end, from, to) && feed_event(w, ev) != 0)
             goto fail;
     }
     return BS_OK;
@@ -1111,16 +1160,15 @@ out:
 }
 
 /*
- * The thresholds of credit @cr (k->total) due in epoch @e of @a, whose
+ * The thresholds of the credit in k->total due in epoch @e of @a, whose
  * latest month with usage is @year-@month: the balance read at that
  * month's start (or the epoch's, when later; into *@now), each threshold
- * at or above it not yet sent flagged in @fresh. 1 when any is, 0, or -1
- * (no balance).
+ * at or above it not yet sent (@unsent, unsent_of's) flagged in @fresh.
+ * 1 when any is, 0, or -1 (no balance).
  */
 static int thresholds_due(check *k, const acct *a, unsigned e, int year, int month,
-                          const credit *cr, int *fresh, billing_time_t *now)
+                          const unsigned char *unsent, int *fresh, billing_time_t *now)
 {
-    char id[BS_ALERT_ID_MAX];
     size_t i;
     int any = 0;
 
@@ -1132,8 +1180,7 @@ static int thresholds_due(check *k, const acct *a, unsigned e, int year, int mon
         return -1;
     for (i = 0; i < k->n_pcts; i++) {
         level_of(k, k->pcts[i]);
-        alert_id(a, k->pcts[i], cr, id);
-        fresh[i] = mpq_cmp(k->balance, k->level) <= 0 && !bs_sent_alerts_has(k->sent, id);
+        fresh[i] = unsent[i] && mpq_cmp(k->balance, k->level) <= 0;
         any |= fresh[i];
     }
     return any;
@@ -1149,8 +1196,11 @@ static int on_epoch(void *arg, const char *account, unsigned e, int year, int mo
 {
     check *k = arg;
     acct *a;
+    unsigned char unsent[BD_PCTS_MAX];
+    const unsigned char *un = unsent;
     int fresh[BD_PCTS_MAX];
     billing_time_t now;
+    const credit *use = NULL;
     credit cr;
     int any = 0;
     int has;
@@ -1168,18 +1218,29 @@ static int on_epoch(void *arg, const char *account, unsigned e, int year, int mo
     a->w_month = year * 12 + month - 1;
     if (e < a->first_epoch)
         return 0;
-    has = credit_of(k, a, e, &cr);
-    if (has <= 0) {
-        if (has < 0)
-            k->st = bs_error_set(k->err, BS_ERR_NOMEM, "alerts: account '%s': grants", a->id);
-        credit_clear(&cr);
-        return has < 0 ? -1 : 0;
+    if (e == a->first_epoch) {
+        /* can_cross's: the same credit, and the sent alerts have not changed since. */
+        if (!a->has_cr)
+            return 0;
+        mpq_set(k->total, a->total);
+        use = &a->cr;
+        un = a->unsent;
+    } else {
+        has = credit_of(k, a, e, &cr);
+        if (has <= 0) {
+            if (has < 0)
+                k->st = bs_error_set(k->err, BS_ERR_NOMEM, "alerts: account '%s': grants", a->id);
+            credit_clear(&cr);
+            return has < 0 ? -1 : 0;
+        }
+        use = &cr;
+        unsent_of(k, a, &cr, unsent);
     }
     /* An instant of the epoch in that month: the month's start, or the epoch's when later. */
-    any = thresholds_due(k, a, e, year, month, &cr, fresh, &now);
+    any = thresholds_due(k, a, e, year, month, un, fresh, &now);
     if (any < 0)
         goto fail;
-    rc = any ? send_epoch(k, a, e, now, &cr, fresh) : 0;
+    rc = any ? send_epoch(k, a, e, now, use, fresh) : 0;
     credit_clear(&cr);
     return rc;
 fail:
@@ -1719,17 +1780,15 @@ static int month_index(const acct *a, billing_time_t t)
  * state with them then holds exactly the usage of that epoch and the
  * earlier ones, what the walk's rater holds there.
  */
-static int one_epoch(const check *k, const acct *a, const centry *e)
+static int one_epoch(const acct *a, const centry *e)
 {
-    const billing_event *ev;
     unsigned ep = a->first_epoch;
     size_t i;
 
     if (e->max_epoch > ep)
         return 0;
     for (i = 0; i < a->m; i++) {
-        ev = batch_event(k, a, i);
-        if (epoch_of(a, billing_event_start(ev)) != ep || billing_event_end(ev) > epoch_end(a, ep))
+        if (epoch_of(a, a->refs[i].start) != ep || a->refs[i].end > epoch_end(a, ep))
             return 0;
     }
     return 1;
@@ -1795,7 +1854,7 @@ static int check_from_state(check *k, const acct *a, const centry *st)
     billing_time_t last = INT64_MIN;
     unsigned e = a->first_epoch;
     int fresh[BD_PCTS_MAX];
-    credit cr;
+    const credit *cr = &a->cr; /* can_cross's, with a->total and a->unsent */
     size_t n_running = 0;
     size_t i;
     int ym;
@@ -1804,20 +1863,18 @@ static int check_from_state(check *k, const acct *a, const centry *st)
     int added = 0;
     int rc = -1;
 
-    memset(&cr, 0, sizeof(cr));
     if (add_batch(k, a) != 0)
         goto fail;
     added = 1;
-    rc = credit_of(k, a, e, &cr);
-    if (rc < 0)
-        goto fail;
-    if (rc == 0)
+    rc = 0;
+    if (!a->has_cr)
         goto out;
+    mpq_set(k->total, a->total);
     /* The latest month with usage in the epoch: the batch's latest, or the state's. */
     ym = month_index(a, a->last_end - 1);
     if (st->max_epoch == e && st->month > ym)
         ym = st->month;
-    any = thresholds_due(k, a, e, ym / 12, ym % 12 + 1, &cr, fresh, &now);
+    any = thresholds_due(k, a, e, ym / 12, ym % 12 + 1, a->unsent, fresh, &now);
     if (any < 0)
         goto fail;
     for (i = 0; i < k->n_pcts; i++)
@@ -1873,7 +1930,7 @@ static int check_from_state(check *k, const acct *a, const centry *st)
     billing_rater_credit_exhaustion(k->r, a->id, last, running, n_running, &exhausted, NULL, 0);
     for (i = 0; i < k->n_pcts; i++) {
         if (fresh[i] &&
-            send_event(k, a, &cr, i, at[i], idx[i] < a->m ? billing_event_id(evs[idx[i]]) : "",
+            send_event(k, a, cr, i, at[i], idx[i] < a->m ? billing_event_id(evs[idx[i]]) : "",
                        exhausted) != 0) {
             rc = -1;
             goto out;
@@ -1890,7 +1947,7 @@ window:
     k->kp = st->kp;
     k->kacct = a;
     k->read_back = 0;
-    rc = send_epoch(k, a, e, now, &cr, fresh);
+    rc = send_epoch(k, a, e, now, cr, fresh);
     if (k->read_back)
         k->cache->stats.windows++;
     else
@@ -1908,7 +1965,6 @@ out:
         take_back_batch(k, a, a->m);
     free(evs);
     free(running);
-    credit_clear(&cr);
     return rc;
 }
 /*
@@ -1942,8 +1998,7 @@ static int pend_hit(check *k, const acct *a, const centry *e)
     h->max_epoch = e->max_epoch;
     h->month = e->month;
     for (i = 0; i < a->m; i++) {
-        const billing_event *ev = k->res[a->refs[i].index].event;
-        billing_time_t last = billing_event_end(ev) - 1;
+        billing_time_t last = a->refs[i].end - 1;
         unsigned ep = epoch_of(a, last);
 
         h->recs[i] = a->refs[i].index;
@@ -1999,6 +2054,8 @@ static rec_ref *sorted_refs(const bs_record_result *res, size_t n, size_t *n_ref
         if (res[i].outcome != BS_RECORD_NEW || res[i].event == NULL)
             continue;
         refs[k].account = billing_event_account(res[i].event);
+        refs[k].start = billing_event_start(res[i].event);
+        refs[k].end = billing_event_end(res[i].event);
         refs[k++].index = i;
     }
     tmp = malloc((k > 0 ? k : 1) * sizeof(*tmp));
@@ -2070,7 +2127,7 @@ static char *accounts_array(const rec_ref *refs, const acct *accts, size_t n)
 }
 
 /* The lowest epoch the @m records of @refs touch (each from its start on), their bounds. */
-static void first_epoch(acct *a, const bs_record_result *res, const rec_ref *refs, size_t m)
+static void first_epoch(acct *a, const rec_ref *refs, size_t m)
 {
     unsigned e;
     size_t i;
@@ -2079,13 +2136,13 @@ static void first_epoch(acct *a, const bs_record_result *res, const rec_ref *ref
     a->first_start = INT64_MAX;
     a->last_end = INT64_MIN;
     for (i = 0; i < m; i++) {
-        if (billing_event_start(res[refs[i].index].event) < a->first_start)
-            a->first_start = billing_event_start(res[refs[i].index].event);
-        e = epoch_of(a, billing_event_start(res[refs[i].index].event));
+        if (refs[i].start < a->first_start)
+            a->first_start = refs[i].start;
+        e = epoch_of(a, refs[i].start);
         if (e < a->first_epoch)
             a->first_epoch = e;
-        if (billing_event_end(res[refs[i].index].event) > a->last_end)
-            a->last_end = billing_event_end(res[refs[i].index].event);
+        if (refs[i].end > a->last_end)
+            a->last_end = refs[i].end;
     }
 }
 
@@ -2095,8 +2152,7 @@ static void first_epoch(acct *a, const bs_record_result *res, const rec_ref *ref
  * free them), 0 when not, -1 (@err set).
  */
 static int one_account(check *k, bs_catalog *cat, const bs_account_grants *grants, size_t row0,
-                       const bs_record_result *res, const rec_ref *refs, size_t m, acct *a,
-                       bs_error *err)
+                       const rec_ref *refs, size_t m, acct *a, bs_error *err)
 {
     centry *e = NULL;
     int can;
@@ -2118,7 +2174,7 @@ static int one_account(check *k, bs_catalog *cat, const bs_account_grants *grant
         bs_error_set(err, BS_ERR_NOMEM, "alerts: out of memory");
         return -1;
     }
-    first_epoch(a, res, refs, m);
+    first_epoch(a, refs, m);
     if (k->cache != NULL) {
         /*
          * Valid iff nothing but this batch changed its stored events since
@@ -2150,12 +2206,10 @@ static int one_account(check *k, bs_catalog *cat, const bs_account_grants *grant
          * walk warms it again.
          */
         entry_drop(k->cache, a->id);
-    } else if (can > 0 && e != NULL && one_epoch(k, a, e))
+    } else if (can > 0 && e != NULL && one_epoch(a, e))
         a->hit = e;
-    if (can <= 0) {
-        free(a->bounds);
-        a->bounds = NULL;
-    }
+    if (can <= 0)
+        acct_clear(a);
     return can;
 }
 
@@ -2165,8 +2219,7 @@ static int one_account(check *k, bs_catalog *cat, const bs_account_grants *grant
  * order). BS_OK or the error.
  */
 static bs_status can_alert(check *k, bs_catalog *cat, const bs_account_grants *grants,
-                           const bs_record_result *res, const rec_ref *refs, size_t n,
-                           bs_error *err)
+                           const rec_ref *refs, size_t n, bs_error *err)
 {
     size_t from = 0;
     size_t to;
@@ -2185,7 +2238,7 @@ static bs_status can_alert(check *k, bs_catalog *cat, const bs_account_grants *g
             row++;
         if (row < n_grants &&
             strcmp(bs_account_grants_at(grants, row)->account, refs[from].account) == 0) {
-            can = one_account(k, cat, grants, row, res, &refs[from], to - from,
+            can = one_account(k, cat, grants, row, &refs[from], to - from,
                               &k->accts[k->n_accts], err);
             if (can < 0)
                 return err->status;
@@ -2494,7 +2547,7 @@ static bs_status warm(check *k, size_t n, bs_error *err)
 
 /* The rater and the sent alerts of the accounts of @array, then the accounts that can alert. */
 static bs_status run(check *k, bs_catalog *cat, const char *array, const bs_account_grants *grants,
-                     const bs_record_result *res, const rec_ref *refs, size_t n_refs, bs_error *err)
+                     const rec_ref *refs, size_t n_refs, bs_error *err)
 {
     char msg[MSG_MAX];
     bs_sent_alerts *sent = NULL;
@@ -2514,7 +2567,7 @@ static bs_status run(check *k, bs_catalog *cat, const char *array, const bs_acco
     k->sent = sent;
     k->err = err;
     mpq_inits(k->balance, k->level, k->total, k->q, NULL);
-    st = can_alert(k, cat, grants, res, refs, n_refs, err);
+    st = can_alert(k, cat, grants, refs, n_refs, err);
     if (st == BS_OK && k->cache != NULL && check_hits(k) != 0)
         st = k->st;
     all = k->n_accts;
@@ -2536,7 +2589,7 @@ static bs_status run(check *k, bs_catalog *cat, const char *array, const bs_acco
     k->n_out = 0;
     k->cap_out = 0;
     for (i = 0; i < all; i++)
-        free(k->accts[i].bounds);
+        acct_clear(&k->accts[i]);
     free(k->accts);
     k->accts = NULL;
     k->n_accts = 0;
@@ -2598,7 +2651,7 @@ bs_status bd_alerts_check_cached(bd_alert_cache *cache, bs_conn *c, bs_catalog *
     k.n_pcts = n;
     k.fn = fn;
     k.arg = arg;
-    st = run(&k, cat, array, grants, results, refs, n_refs, err);
+    st = run(&k, cat, array, grants, refs, n_refs, err);
 out:
     bs_account_grants_free(grants);
     free(array);
