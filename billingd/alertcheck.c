@@ -689,6 +689,35 @@ static void kept_free(kept *kp)
     free(kp);
 }
 
+/* Where @kp's events end: kept_rewind takes every event pushed since back out. */
+typedef struct kmark {
+    kblock *blocks; /* the latest block then */
+    size_t used;    /* its bytes taken then */
+    size_t n;       /* the events then */
+} kmark;
+
+static void kept_mark(const kept *kp, kmark *m)
+{
+    m->blocks = kp->blocks;
+    m->used = kp->blocks != NULL ? kp->blocks->used : 0;
+    m->n = kp->n;
+}
+
+/* @kp as it was at @m: the events pushed since, and the blocks they took, go. */
+static void kept_rewind(kept *kp, const kmark *m)
+{
+    kblock *b;
+
+    while (kp->blocks != m->blocks) {
+        b = kp->blocks;
+        kp->blocks = b->next;
+        free(b);
+    }
+    if (kp->blocks != NULL)
+        kp->blocks->used = m->used;
+    kp->n = m->n;
+}
+
 /* Keep a copy of @ev in @kp; 0 or -1 (no memory: @kp as it was). */
 static int kept_push(kept *kp, const billing_event *ev)
 {
@@ -1294,6 +1323,8 @@ typedef struct phit {
     int month;
     size_t *recs; /* the batch's records of the account (bs_record_result.event) */
     size_t n;
+    int kept;   /* 1: copies of them are in the entry's kept since @mark (keep_hit) */
+    kmark mark; /* where they start there: pending_undo takes them back out */
 } phit;
 
 /* An account warmed by the batch's walk, into pending.warm. */
@@ -1624,11 +1655,15 @@ static void install_warm(bd_alert_cache *cache, pending *p)
 }
 
 /*
- * The kept events of @e (a hit's state) moved on by its batch's: copies
- * added, or all dropped (counted in stats.unkept) when they would pass
- * BD_KEPT_ACCOUNT_MAX or the cache's max_events, or there is no memory.
+ * The kept events of @e (a hit's state, busy) moved on by its batch's
+ * (@h, from @res): copies added, or all dropped (counted in
+ * stats.unkept) when they would pass BD_KEPT_ACCOUNT_MAX or the cache's
+ * max_events, or there is no memory. Done when the batch is checked,
+ * while its events are still in the processor's cache (at commit they
+ * were read cold again: a twentieth of billingd); pending_undo takes the
+ * copies back out if the batch does not commit.
  */
-static void keep_hit(bd_alert_cache *cache, const pending *p, const phit *h, centry *e)
+static void keep_hit(bd_alert_cache *cache, const bs_record_result *res, phit *h, centry *e)
 {
     size_t i;
 
@@ -1639,22 +1674,24 @@ static void keep_hit(bd_alert_cache *cache, const pending *p, const phit *h, cen
         entry_unkeep(cache, e);
         return;
     }
+    kept_mark(e->kp, &h->mark);
     for (i = 0; i < h->n; i++) {
-        if (kept_push(e->kp, p->res[h->recs[i]].event) != 0) {
-            cache->n_kept += i;
+        if (kept_push(e->kp, res[h->recs[i]].event) != 0) {
+            kept_rewind(e->kp, &h->mark);
             cache->stats.unkept++;
             entry_unkeep(cache, e);
             return;
         }
     }
     cache->n_kept += h->n;
+    h->kept = 1;
 }
 
 /*
  * Move a hit's state on by the batch's events of its account (@p->res):
  * its rater holds them already (check_from_state left them there).
  */
-static void apply_hit(bd_alert_cache *cache, const pending *p, const phit *h)
+static void apply_hit(bd_alert_cache *cache, const phit *h)
 {
     centry *e = entry_find(cache, h->account);
 
@@ -1664,7 +1701,6 @@ static void apply_hit(bd_alert_cache *cache, const pending *p, const phit *h)
         return;
     }
     e->busy = 0;
-    keep_hit(cache, p, h, e);
     e->stamp = h->stamp;
     e->usage_end = h->usage_end;
     e->max_epoch = h->max_epoch;
@@ -1693,6 +1729,11 @@ static void pending_undo(bd_alert_cache *cache, pending *p)
         r = cache->slabs[e->slot].r;
         for (j = h->n; j > 0; j--)
             billing_rater_take_back(r, p->res[h->recs[j - 1]].event, NULL, 0);
+        /* The copies keep_hit added (none when it dropped the kept events since). */
+        if (h->kept && e->kp != NULL) {
+            kept_rewind(e->kp, &h->mark);
+            cache->n_kept -= h->n;
+        }
         e->busy = 0;
     }
 }
@@ -1706,7 +1747,7 @@ void bd_alert_cache_done(bd_alert_cache *cache, bs_conn *c, int committed)
         return;
     if (committed) {
         for (i = 0; i < p->n_hits; i++)
-            apply_hit(cache, p, &p->hits[i]);
+            apply_hit(cache, &p->hits[i]);
         install_warm(cache, p);
     } else {
         /* Rolled back: the states go back to what they were before the batch. */
@@ -2306,6 +2347,7 @@ static int check_hits(check *k)
                 rc = -1;
             } else {
                 a->hit->busy = 1;
+                keep_hit(k->cache, k->res, &k->pend->hits[k->pend->n_hits - 1], a->hit);
             }
         }
         k->r = walk_r;
