@@ -1346,6 +1346,7 @@ typedef struct pending {
     const bs_record_result *res;
     phit *hits;
     size_t n_hits;
+    size_t cap_hits; /* hits' room (doubled when full) */
     billing_rater *warm; /* the walk's rater: the stored usage of the warmed accounts */
     pwarm *warmed;
     size_t n_warmed;
@@ -2017,12 +2018,17 @@ static int pend_hit(check *k, const acct *a, const centry *e)
     pending *p = k->pend;
     phit *grown;
     phit *h;
+    size_t cap;
     size_t i;
 
-    grown = realloc(p->hits, (p->n_hits + 1) * sizeof(*grown));
-    if (grown == NULL)
-        return -1;
-    p->hits = grown;
+    if (p->n_hits == p->cap_hits) {
+        cap = p->cap_hits ? 2 * p->cap_hits : 64;
+        grown = realloc(p->hits, cap * sizeof(*grown));
+        if (grown == NULL)
+            return -1;
+        p->hits = grown;
+        p->cap_hits = cap;
+    }
     h = &p->hits[p->n_hits];
     memset(h, 0, sizeof(*h));
     h->account = strdup(a->id);
@@ -2266,9 +2272,15 @@ static bs_status can_alert(check *k, bs_catalog *cat, const bs_account_grants *g
     size_t to;
     size_t row = 0;
     size_t n_grants = bs_account_grants_count(grants);
+    size_t n_accounts = n > 0;
+    size_t i;
     int can;
 
-    k->accts = calloc(n > 0 ? n : 1, sizeof(*k->accts));
+    /* One acct per distinct account (@refs by account), not per record. */
+    for (i = 1; i < n; i++)
+        n_accounts += refs[i].account != refs[i - 1].account &&
+                      strcmp(refs[i].account, refs[i - 1].account) != 0;
+    k->accts = calloc(n_accounts > 0 ? n_accounts : 1, sizeof(*k->accts));
     if (k->accts == NULL)
         return bs_error_set(err, BS_ERR_NOMEM, "alerts: out of memory");
     while (from < n) {
