@@ -120,10 +120,10 @@ typedef struct acct {
      * state or the walk) takes them from here instead of computing the
      * total, its text, the key and each alert_id again.
      */
-    int has_cr;                         /* 1: cr and total hold first_epoch's credit */
-    credit cr;                          /* its grants, total and key */
-    mpq_t total;                        /* its total (k->total when it is checked) */
-    unsigned char unsent[BD_PCTS_MAX];  /* 1: k->pcts[i]'s alert of it not yet sent */
+    int has_cr;                        /* 1: cr and total hold first_epoch's credit */
+    credit cr;                         /* its grants, total and key */
+    mpq_t total;                       /* its total (k->total when it is checked) */
+    unsigned char unsent[BD_PCTS_MAX]; /* 1: k->pcts[i]'s alert of it not yet sent */
 } acct;
 
 /* A stored event of an epoch, cut to it (the interval it is rated with, whole). */
@@ -1346,7 +1346,7 @@ typedef struct pending {
     const bs_record_result *res;
     phit *hits;
     size_t n_hits;
-    size_t cap_hits; /* hits' room (doubled when full) */
+    size_t cap_hits;     /* hits' room (doubled when full) */
     billing_rater *warm; /* the walk's rater: the stored usage of the warmed accounts */
     pwarm *warmed;
     size_t n_warmed;
@@ -2291,8 +2291,8 @@ static bs_status can_alert(check *k, bs_catalog *cat, const bs_account_grants *g
             row++;
         if (row < n_grants &&
             strcmp(bs_account_grants_at(grants, row)->account, refs[from].account) == 0) {
-            can = one_account(k, cat, grants, row, &refs[from], to - from,
-                              &k->accts[k->n_accts], err);
+            can = one_account(k, cat, grants, row, &refs[from], to - from, &k->accts[k->n_accts],
+                              err);
             if (can < 0)
                 return err->status;
             k->n_accts += (size_t)can;
