@@ -1746,6 +1746,40 @@ START_TEST(test_alerts_same_with_states_kept_out_of_order)
 }
 END_TEST
 
+/* The late account's database (100.00 of credit from December), its catalog's files. */
+typedef struct late_db {
+    bs_conn *c;
+    char book[256];
+    char accounts[256];
+} late_db;
+
+/* A fresh database @name for the late account into @ld, its catalog in @col (states: @cached). */
+static void late_open(int cached, const char *name, collector *col, late_db *ld)
+{
+    static const test_grant grant = {"g100", "100.00", "2025-12-01T00:00:00Z",
+                                     "2026-03-01T00:00:00Z"};
+    bs_error err;
+
+    with_cache = cached;
+    ld->c = itdb_fresh(name, db, sizeof(db));
+    own_catalog(ld->c, "late", &grant, 1, ld->book, ld->accounts);
+    memset(col, 0, sizeof(*col));
+    col->cat = bs_catalog_read(ld->c, NULL, &err);
+    ck_assert_msg(col->cat != NULL, "%s", err.message);
+}
+
+/* What the cache did (if any) into @stats; then @ld's catalog, database and files go. */
+static void late_close(collector *col, late_db *ld, bd_alert_cache_stats *stats)
+{
+    memset(stats, 0, sizeof(*stats));
+    if (col->cache != NULL)
+        bd_alert_cache_stats_get(col->cache, stats);
+    drop_catalog(col);
+    itdb_drop(ld->c, db);
+    remove(ld->book);
+    remove(ld->accounts);
+}
+
 /*
  * The late account's alerts over @s in batches of @sizes, states kept
  * (@cached) or not; its first @other records stored first by another
@@ -1754,19 +1788,11 @@ END_TEST
 static void late_alerts_after(int cached, const its_stream *s, size_t other, const size_t *sizes,
                               size_t n_sizes, collector *col, bd_alert_cache_stats *stats)
 {
-    static const test_grant grant = {"g100", "100.00", "2025-12-01T00:00:00Z",
-                                     "2026-03-01T00:00:00Z"};
-    char book[256];
-    char accounts[256];
+    late_db ld;
     bs_conn *c;
-    bs_error err;
 
-    with_cache = cached;
-    c = itdb_fresh("lstate", db, sizeof(db));
-    own_catalog(c, "late", &grant, 1, book, accounts);
-    memset(col, 0, sizeof(*col));
-    col->cat = bs_catalog_read(c, NULL, &err);
-    ck_assert_msg(col->cat != NULL, "%s", err.message);
+    late_open(cached, "lstate", col, &ld);
+    c = ld.c;
     if (other == 0) {
         ingest_sized(c, col, s, sizes, n_sizes);
     } else {
@@ -1782,13 +1808,7 @@ static void late_alerts_after(int cached, const its_stream *s, size_t other, con
             ck_assert_int_eq(one_batch(c, col, s, i, i + n, 1), BS_OK);
         }
     }
-    memset(stats, 0, sizeof(*stats));
-    if (col->cache != NULL)
-        bd_alert_cache_stats_get(col->cache, stats);
-    drop_catalog(col);
-    itdb_drop(c, db);
-    remove(book);
-    remove(accounts);
+    late_close(col, &ld, stats);
 }
 
 /* late_alerts_after with no other writer. */
@@ -1874,19 +1894,11 @@ END_TEST
 static void late_alerts_rolled_back(int cached, const its_stream *s, collector *col,
                                     bd_alert_cache_stats *stats)
 {
-    static const test_grant grant = {"g100", "100.00", "2025-12-01T00:00:00Z",
-                                     "2026-03-01T00:00:00Z"};
-    char book[256];
-    char accounts[256];
+    late_db ld;
     bs_conn *c;
-    bs_error err;
 
-    with_cache = cached;
-    c = itdb_fresh("lroll", db, sizeof(db));
-    own_catalog(c, "late", &grant, 1, book, accounts);
-    memset(col, 0, sizeof(*col));
-    col->cat = bs_catalog_read(c, NULL, &err);
-    ck_assert_msg(col->cat != NULL, "%s", err.message);
+    late_open(cached, "lroll", col, &ld);
+    c = ld.c;
     col->stored = 2;
     ck_assert_int_eq(one_batch(c, col, s, 0, 2, 1), BS_OK);
     col->stored = 4;
@@ -1898,13 +1910,7 @@ static void late_alerts_rolled_back(int cached, const its_stream *s, collector *
     ck_assert_int_eq(one_batch(c, col, s, 4, 5, 1), BS_OK);
     col->stored = 6;
     ck_assert_int_eq(one_batch(c, col, s, 5, 6, 1), BS_OK);
-    memset(stats, 0, sizeof(*stats));
-    if (col->cache != NULL)
-        bd_alert_cache_stats_get(col->cache, stats);
-    drop_catalog(col);
-    itdb_drop(c, db);
-    remove(book);
-    remove(accounts);
+    late_close(col, &ld, stats);
 }
 
 /*
