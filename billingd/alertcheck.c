@@ -444,11 +444,50 @@ static int credit_of(check *k, const acct *a, unsigned e, credit *cr)
     return 1;
 }
 
-/* The alert_id of @pct of credit @cr of @a into @id (BS_ALERT_ID_MAX bytes). */
+/*
+ * At most @max bytes of @s at @id + *@at (*@at moves past them), never
+ * past BS_ALERT_ID_MAX - 1 bytes in all: what snprintf's "%.<max>s" would
+ * write there.
+ */
+static void id_put(char *id, size_t *at, const char *s, size_t max)
+{
+    size_t n = strnlen(s, max);
+
+    if (n > BS_ALERT_ID_MAX - 1 - *at)
+        n = BS_ALERT_ID_MAX - 1 - *at;
+    memcpy(id + *at, s, n);
+    *at += n;
+}
+
+/*
+ * The alert_id of @pct of credit @cr of @a into @id (BS_ALERT_ID_MAX
+ * bytes): "%.128s/%dpct/%.64s/%s" of the account, @pct, the total and the
+ * key, put together without snprintf (three per account and batch were
+ * 0.9 % of billingd's instructions on the business bench).
+ */
 static void alert_id(const acct *a, int pct, const credit *cr, char *id)
 {
+    char num[16];
+    unsigned v = pct < 0 ? 0u - (unsigned)pct : (unsigned)pct;
+    size_t n = sizeof(num) - 1;
+    size_t at = 0;
+
     /* Ids are at most 128 bytes (billing.ident); a total in 64 digits is 10^64. */
-    snprintf(id, BS_ALERT_ID_MAX, "%.128s/%dpct/%.64s/%s", a->id, pct, cr->granted, cr->key);
+    num[n] = '\0';
+    do {
+        num[--n] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v > 0);
+    if (pct < 0)
+        num[--n] = '-';
+    id_put(id, &at, a->id, 128);
+    id_put(id, &at, "/", 1);
+    id_put(id, &at, num + n, sizeof(num));
+    id_put(id, &at, "pct/", 4);
+    id_put(id, &at, cr->granted, 64);
+    id_put(id, &at, "/", 1);
+    id_put(id, &at, cr->key, sizeof(cr->key));
+    id[at] = '\0';
 }
 
 /* Which thresholds of credit @cr of @a are not yet sent: @unsent[i] 1 for k->pcts[i]'s. */
