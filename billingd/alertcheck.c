@@ -467,22 +467,14 @@ static void id_put(char *id, size_t *at, const char *s, size_t max)
  */
 static void alert_id(const acct *a, int pct, const credit *cr, char *id)
 {
-    char num[16];
-    unsigned v = pct < 0 ? 0u - (unsigned)pct : (unsigned)pct;
-    size_t n = sizeof(num) - 1;
+    char num[BS_INT64_TEXT_MAX + 1];
     size_t at = 0;
 
     /* Ids are at most 128 bytes (billing.ident); a total in 64 digits is 10^64. */
-    num[n] = '\0';
-    do {
-        num[--n] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v > 0);
-    if (pct < 0)
-        num[--n] = '-';
+    *bs_int64_text(num, pct) = '\0';
     id_put(id, &at, a->id, 128);
     id_put(id, &at, "/", 1);
-    id_put(id, &at, num + n, sizeof(num));
+    id_put(id, &at, num, sizeof(num));
     id_put(id, &at, "pct/", 4);
     id_put(id, &at, cr->granted, 64);
     id_put(id, &at, "/", 1);
