@@ -74,11 +74,24 @@
  */
 #define BD_WINDOW_FIRST ((billing_time_t)24 * 3600 * BILLING_NS_PER_SEC)
 
-/* A new record of the batch and its account. */
+/*
+ * A new record of the batch, its account and its event's bounds: read
+ * together while the event is in the cache (first_epoch, one_epoch and
+ * kept_window would each read them again from the event, cold).
+ */
 typedef struct rec_ref {
     const char *account; /* the decoded event's, owned by the ingest */
     size_t index;
+    billing_time_t start;
+    billing_time_t end;
 } rec_ref;
+
+/* The credit of an epoch: the grants valid in it. */
+typedef struct credit {
+    char granted[BD_AMOUNT_MAX]; /* their total, exact decimal */
+    char *grants;                /* their ids, a text[] literal (malloc'd) */
+    char key[BD_KEY_MAX];        /* their ids in the alert_id */
+} credit;
 
 /* One account with credit: its grants, their bounds, and where the batch starts. */
 typedef struct acct {
@@ -101,14 +114,17 @@ typedef struct acct {
     int fast;           /* 1: checked from the cached state, no read-back */
     unsigned w_epoch;   /* walked: its latest epoch with usage */
     int w_month;        /* and that epoch's latest month with usage (month_index) */
+    /*
+     * The credit of first_epoch and which of its thresholds are not yet
+     * sent, as can_cross found them: the check of that epoch (from the
+     * state or the walk) takes them from here instead of computing the
+     * total, its text, the key and each alert_id again.
+     */
+    int has_cr;                        /* 1: cr and total hold first_epoch's credit */
+    credit cr;                         /* its grants, total and key */
+    mpq_t total;                       /* its total (k->total when it is checked) */
+    unsigned char unsent[BD_PCTS_MAX]; /* 1: k->pcts[i]'s alert of it not yet sent */
 } acct;
-
-/* The credit of an epoch: the grants valid in it. */
-typedef struct credit {
-    char granted[BD_AMOUNT_MAX]; /* their total, exact decimal */
-    char *grants;                /* their ids, a text[] literal (malloc'd) */
-    char key[BD_KEY_MAX];        /* their ids in the alert_id */
-} credit;
 
 /* A stored event of an epoch, cut to it (the interval it is rated with, whole). */
 typedef struct wev {
@@ -428,11 +444,65 @@ static int credit_of(check *k, const acct *a, unsigned e, credit *cr)
     return 1;
 }
 
-/* The alert_id of @pct of credit @cr of @a into @id (BS_ALERT_ID_MAX bytes). */
+/*
+ * At most @max bytes of @s at @id + *@at (*@at moves past them), never
+ * past BS_ALERT_ID_MAX - 1 bytes in all: what snprintf's "%.<max>s" would
+ * write there.
+ */
+static void id_put(char *id, size_t *at, const char *s, size_t max)
+{
+    size_t n = strnlen(s, max);
+
+    if (n > BS_ALERT_ID_MAX - 1 - *at)
+        n = BS_ALERT_ID_MAX - 1 - *at;
+    memcpy(id + *at, s, n);
+    *at += n;
+}
+
+/*
+ * The alert_id of @pct of credit @cr of @a into @id (BS_ALERT_ID_MAX
+ * bytes): "%.128s/%dpct/%.64s/%s" of the account, @pct, the total and the
+ * key, put together without snprintf (three per account and batch were
+ * 0.9 % of billingd's instructions on the business bench).
+ */
 static void alert_id(const acct *a, int pct, const credit *cr, char *id)
 {
+    char num[BS_INT64_TEXT_MAX + 1];
+    size_t at = 0;
+
     /* Ids are at most 128 bytes (billing.ident); a total in 64 digits is 10^64. */
-    snprintf(id, BS_ALERT_ID_MAX, "%.128s/%dpct/%.64s/%s", a->id, pct, cr->granted, cr->key);
+    *bs_int64_text(num, pct) = '\0';
+    id_put(id, &at, a->id, 128);
+    id_put(id, &at, "/", 1);
+    id_put(id, &at, num, sizeof(num));
+    id_put(id, &at, "pct/", 4);
+    id_put(id, &at, cr->granted, 64);
+    id_put(id, &at, "/", 1);
+    id_put(id, &at, cr->key, sizeof(cr->key));
+    id[at] = '\0';
+}
+
+/* Which thresholds of credit @cr of @a are not yet sent: @unsent[i] 1 for k->pcts[i]'s. */
+static void unsent_of(check *k, const acct *a, const credit *cr, unsigned char *unsent)
+{
+    char id[BS_ALERT_ID_MAX];
+    size_t i;
+
+    for (i = 0; i < k->n_pcts; i++) {
+        alert_id(a, k->pcts[i], cr, id);
+        unsent[i] = !bs_sent_alerts_has(k->sent, id);
+    }
+}
+
+/* Free what @a holds (its bounds, its first epoch's credit); @a stays usable. */
+static void acct_clear(acct *a)
+{
+    free(a->bounds);
+    a->bounds = NULL;
+    credit_clear(&a->cr); /* also what a credit_of that failed half-way left */
+    if (a->has_cr)
+        mpq_clear(a->total);
+    a->has_cr = 0;
 }
 
 /* The balance at which @pct% of the credit (k->total) is used: total * (100 - pct) / 100. */
@@ -448,17 +518,29 @@ static void level_of(check *k, int pct)
  * of its epoch and the earlier ones), and only those with credit and a
  * threshold not yet sent. 1 yes, 0 no, -1 error.
  */
-static int can_cross(check *k, const acct *a)
+static int can_cross(check *k, acct *a)
 {
     char id[BS_ALERT_ID_MAX];
     credit cr;
-    unsigned e;
+    unsigned e = a->first_epoch;
     size_t i;
     int has;
     int rc = 0;
 
     memset(&cr, 0, sizeof(cr));
-    for (e = a->first_epoch; e <= a->n_bounds && rc == 0; e++) {
+    /* The first epoch's credit and sent thresholds, kept in @a for its check. */
+    has = credit_of(k, a, e, &a->cr);
+    if (has < 0)
+        return -1;
+    if (has > 0) {
+        mpq_init(a->total);
+        mpq_set(a->total, k->total);
+        a->has_cr = 1;
+        unsent_of(k, a, &a->cr, a->unsent);
+        for (i = 0; i < k->n_pcts; i++)
+            rc |= a->unsent[i];
+    }
+    for (e = a->first_epoch + 1; e <= a->n_bounds && rc == 0; e++) {
         has = credit_of(k, a, e, &cr);
         if (has < 0)
             rc = -1;
@@ -638,6 +720,35 @@ static void kept_free(kept *kp)
     free(kp);
 }
 
+/* Where @kp's events end: kept_rewind takes every event pushed since back out. */
+typedef struct kmark {
+    kblock *blocks; /* the latest block then */
+    size_t used;    /* its bytes taken then */
+    size_t n;       /* the events then */
+} kmark;
+
+static void kept_mark(const kept *kp, kmark *m)
+{
+    m->blocks = kp->blocks;
+    m->used = kp->blocks != NULL ? kp->blocks->used : 0;
+    m->n = kp->n;
+}
+
+/* @kp as it was at @m: the events pushed since, and the blocks they took, go. */
+static void kept_rewind(kept *kp, const kmark *m)
+{
+    kblock *b;
+
+    while (kp->blocks != m->blocks) {
+        b = kp->blocks;
+        kp->blocks = b->next;
+        free(b);
+    }
+    if (kp->blocks != NULL)
+        kp->blocks->used = m->used;
+    kp->n = m->n;
+}
+
 /* Keep a copy of @ev in @kp; 0 or -1 (no memory: @kp as it was). */
 static int kept_push(kept *kp, const billing_event *ev)
 {
@@ -699,8 +810,7 @@ static bs_status kept_window(check *k, const acct *a, billing_time_t from, billi
     for (i = 0; i < k->kp->n; i++)
         n += overlaps(k->kp->items[i]->start, k->kp->items[i]->end, from, to);
     for (i = 0; i < a->m; i++)
-        n += overlaps(billing_event_start(k->res[a->refs[i].index].event),
-                      billing_event_end(k->res[a->refs[i].index].event), from, to);
+        n += overlaps(a->refs[i].start, a->refs[i].end, from, to);
     *more = n > max_rows;
     for (i = 0; !*more && i < k->kp->n; i++) {
         e = k->kp->items[i];
@@ -711,8 +821,7 @@ static bs_status kept_window(check *k, const acct *a, billing_time_t from, billi
     }
     for (i = 0; !*more && i < a->m; i++) {
         ev = k->res[a->refs[i].index].event;
-        if (overlaps(billing_event_start(ev), billing_event_end(ev), from, to) &&
-            feed_event(w, ev) != 0)
+        if (overlaps(a->refs[i].start, a->refs[i].end, from, to) && feed_event(w, ev) != 0)
             goto fail;
     }
     return BS_OK;
@@ -1111,16 +1220,15 @@ out:
 }
 
 /*
- * The thresholds of credit @cr (k->total) due in epoch @e of @a, whose
+ * The thresholds of the credit in k->total due in epoch @e of @a, whose
  * latest month with usage is @year-@month: the balance read at that
  * month's start (or the epoch's, when later; into *@now), each threshold
- * at or above it not yet sent flagged in @fresh. 1 when any is, 0, or -1
- * (no balance).
+ * at or above it not yet sent (@unsent, unsent_of's) flagged in @fresh.
+ * 1 when any is, 0, or -1 (no balance).
  */
 static int thresholds_due(check *k, const acct *a, unsigned e, int year, int month,
-                          const credit *cr, int *fresh, billing_time_t *now)
+                          const unsigned char *unsent, int *fresh, billing_time_t *now)
 {
-    char id[BS_ALERT_ID_MAX];
     size_t i;
     int any = 0;
 
@@ -1132,8 +1240,7 @@ static int thresholds_due(check *k, const acct *a, unsigned e, int year, int mon
         return -1;
     for (i = 0; i < k->n_pcts; i++) {
         level_of(k, k->pcts[i]);
-        alert_id(a, k->pcts[i], cr, id);
-        fresh[i] = mpq_cmp(k->balance, k->level) <= 0 && !bs_sent_alerts_has(k->sent, id);
+        fresh[i] = unsent[i] && mpq_cmp(k->balance, k->level) <= 0;
         any |= fresh[i];
     }
     return any;
@@ -1149,8 +1256,11 @@ static int on_epoch(void *arg, const char *account, unsigned e, int year, int mo
 {
     check *k = arg;
     acct *a;
+    unsigned char unsent[BD_PCTS_MAX];
+    const unsigned char *un = unsent;
     int fresh[BD_PCTS_MAX];
     billing_time_t now;
+    const credit *use = NULL;
     credit cr;
     int any = 0;
     int has;
@@ -1168,18 +1278,29 @@ static int on_epoch(void *arg, const char *account, unsigned e, int year, int mo
     a->w_month = year * 12 + month - 1;
     if (e < a->first_epoch)
         return 0;
-    has = credit_of(k, a, e, &cr);
-    if (has <= 0) {
-        if (has < 0)
-            k->st = bs_error_set(k->err, BS_ERR_NOMEM, "alerts: account '%s': grants", a->id);
-        credit_clear(&cr);
-        return has < 0 ? -1 : 0;
+    if (e == a->first_epoch) {
+        /* can_cross's: the same credit, and the sent alerts have not changed since. */
+        if (!a->has_cr)
+            return 0;
+        mpq_set(k->total, a->total);
+        use = &a->cr;
+        un = a->unsent;
+    } else {
+        has = credit_of(k, a, e, &cr);
+        if (has <= 0) {
+            if (has < 0)
+                k->st = bs_error_set(k->err, BS_ERR_NOMEM, "alerts: account '%s': grants", a->id);
+            credit_clear(&cr);
+            return has < 0 ? -1 : 0;
+        }
+        use = &cr;
+        unsent_of(k, a, &cr, unsent);
     }
     /* An instant of the epoch in that month: the month's start, or the epoch's when later. */
-    any = thresholds_due(k, a, e, year, month, &cr, fresh, &now);
+    any = thresholds_due(k, a, e, year, month, un, fresh, &now);
     if (any < 0)
         goto fail;
-    rc = any ? send_epoch(k, a, e, now, &cr, fresh) : 0;
+    rc = any ? send_epoch(k, a, e, now, use, fresh) : 0;
     credit_clear(&cr);
     return rc;
 fail:
@@ -1233,6 +1354,8 @@ typedef struct phit {
     int month;
     size_t *recs; /* the batch's records of the account (bs_record_result.event) */
     size_t n;
+    int kept;   /* 1: copies of them are in the entry's kept since @mark (keep_hit) */
+    kmark mark; /* where they start there: pending_undo takes them back out */
 } phit;
 
 /* An account warmed by the batch's walk, into pending.warm. */
@@ -1254,6 +1377,7 @@ typedef struct pending {
     const bs_record_result *res;
     phit *hits;
     size_t n_hits;
+    size_t cap_hits;     /* hits' room (doubled when full) */
     billing_rater *warm; /* the walk's rater: the stored usage of the warmed accounts */
     pwarm *warmed;
     size_t n_warmed;
@@ -1563,11 +1687,15 @@ static void install_warm(bd_alert_cache *cache, pending *p)
 }
 
 /*
- * The kept events of @e (a hit's state) moved on by its batch's: copies
- * added, or all dropped (counted in stats.unkept) when they would pass
- * BD_KEPT_ACCOUNT_MAX or the cache's max_events, or there is no memory.
+ * The kept events of @e (a hit's state, busy) moved on by its batch's
+ * (@h, from @res): copies added, or all dropped (counted in
+ * stats.unkept) when they would pass BD_KEPT_ACCOUNT_MAX or the cache's
+ * max_events, or there is no memory. Done when the batch is checked,
+ * while its events are still in the processor's cache (at commit they
+ * were read cold again: a twentieth of billingd); pending_undo takes the
+ * copies back out if the batch does not commit.
  */
-static void keep_hit(bd_alert_cache *cache, const pending *p, const phit *h, centry *e)
+static void keep_hit(bd_alert_cache *cache, const bs_record_result *res, phit *h, centry *e)
 {
     size_t i;
 
@@ -1578,22 +1706,24 @@ static void keep_hit(bd_alert_cache *cache, const pending *p, const phit *h, cen
         entry_unkeep(cache, e);
         return;
     }
+    kept_mark(e->kp, &h->mark);
     for (i = 0; i < h->n; i++) {
-        if (kept_push(e->kp, p->res[h->recs[i]].event) != 0) {
-            cache->n_kept += i;
+        if (kept_push(e->kp, res[h->recs[i]].event) != 0) {
+            kept_rewind(e->kp, &h->mark);
             cache->stats.unkept++;
             entry_unkeep(cache, e);
             return;
         }
     }
     cache->n_kept += h->n;
+    h->kept = 1;
 }
 
 /*
  * Move a hit's state on by the batch's events of its account (@p->res):
  * its rater holds them already (check_from_state left them there).
  */
-static void apply_hit(bd_alert_cache *cache, const pending *p, const phit *h)
+static void apply_hit(bd_alert_cache *cache, const phit *h)
 {
     centry *e = entry_find(cache, h->account);
 
@@ -1603,7 +1733,6 @@ static void apply_hit(bd_alert_cache *cache, const pending *p, const phit *h)
         return;
     }
     e->busy = 0;
-    keep_hit(cache, p, h, e);
     e->stamp = h->stamp;
     e->usage_end = h->usage_end;
     e->max_epoch = h->max_epoch;
@@ -1632,6 +1761,11 @@ static void pending_undo(bd_alert_cache *cache, pending *p)
         r = cache->slabs[e->slot].r;
         for (j = h->n; j > 0; j--)
             billing_rater_take_back(r, p->res[h->recs[j - 1]].event, NULL, 0);
+        /* The copies keep_hit added (none when it dropped the kept events since). */
+        if (h->kept && e->kp != NULL) {
+            kept_rewind(e->kp, &h->mark);
+            cache->n_kept -= h->n;
+        }
         e->busy = 0;
     }
 }
@@ -1645,7 +1779,7 @@ void bd_alert_cache_done(bd_alert_cache *cache, bs_conn *c, int committed)
         return;
     if (committed) {
         for (i = 0; i < p->n_hits; i++)
-            apply_hit(cache, p, &p->hits[i]);
+            apply_hit(cache, &p->hits[i]);
         install_warm(cache, p);
     } else {
         /* Rolled back: the states go back to what they were before the batch. */
@@ -1719,17 +1853,15 @@ static int month_index(const acct *a, billing_time_t t)
  * state with them then holds exactly the usage of that epoch and the
  * earlier ones, what the walk's rater holds there.
  */
-static int one_epoch(const check *k, const acct *a, const centry *e)
+static int one_epoch(const acct *a, const centry *e)
 {
-    const billing_event *ev;
     unsigned ep = a->first_epoch;
     size_t i;
 
     if (e->max_epoch > ep)
         return 0;
     for (i = 0; i < a->m; i++) {
-        ev = batch_event(k, a, i);
-        if (epoch_of(a, billing_event_start(ev)) != ep || billing_event_end(ev) > epoch_end(a, ep))
+        if (epoch_of(a, a->refs[i].start) != ep || a->refs[i].end > epoch_end(a, ep))
             return 0;
     }
     return 1;
@@ -1795,7 +1927,7 @@ static int check_from_state(check *k, const acct *a, const centry *st)
     billing_time_t last = INT64_MIN;
     unsigned e = a->first_epoch;
     int fresh[BD_PCTS_MAX];
-    credit cr;
+    const credit *cr = &a->cr; /* can_cross's, with a->total and a->unsent */
     size_t n_running = 0;
     size_t i;
     int ym;
@@ -1804,20 +1936,18 @@ static int check_from_state(check *k, const acct *a, const centry *st)
     int added = 0;
     int rc = -1;
 
-    memset(&cr, 0, sizeof(cr));
     if (add_batch(k, a) != 0)
         goto fail;
     added = 1;
-    rc = credit_of(k, a, e, &cr);
-    if (rc < 0)
-        goto fail;
-    if (rc == 0)
+    rc = 0;
+    if (!a->has_cr)
         goto out;
+    mpq_set(k->total, a->total);
     /* The latest month with usage in the epoch: the batch's latest, or the state's. */
     ym = month_index(a, a->last_end - 1);
     if (st->max_epoch == e && st->month > ym)
         ym = st->month;
-    any = thresholds_due(k, a, e, ym / 12, ym % 12 + 1, &cr, fresh, &now);
+    any = thresholds_due(k, a, e, ym / 12, ym % 12 + 1, a->unsent, fresh, &now);
     if (any < 0)
         goto fail;
     for (i = 0; i < k->n_pcts; i++)
@@ -1873,7 +2003,7 @@ static int check_from_state(check *k, const acct *a, const centry *st)
     billing_rater_credit_exhaustion(k->r, a->id, last, running, n_running, &exhausted, NULL, 0);
     for (i = 0; i < k->n_pcts; i++) {
         if (fresh[i] &&
-            send_event(k, a, &cr, i, at[i], idx[i] < a->m ? billing_event_id(evs[idx[i]]) : "",
+            send_event(k, a, cr, i, at[i], idx[i] < a->m ? billing_event_id(evs[idx[i]]) : "",
                        exhausted) != 0) {
             rc = -1;
             goto out;
@@ -1890,7 +2020,7 @@ window:
     k->kp = st->kp;
     k->kacct = a;
     k->read_back = 0;
-    rc = send_epoch(k, a, e, now, &cr, fresh);
+    rc = send_epoch(k, a, e, now, cr, fresh);
     if (k->read_back)
         k->cache->stats.windows++;
     else
@@ -1908,7 +2038,6 @@ out:
         take_back_batch(k, a, a->m);
     free(evs);
     free(running);
-    credit_clear(&cr);
     return rc;
 }
 /*
@@ -1920,12 +2049,17 @@ static int pend_hit(check *k, const acct *a, const centry *e)
     pending *p = k->pend;
     phit *grown;
     phit *h;
+    size_t cap;
     size_t i;
 
-    grown = realloc(p->hits, (p->n_hits + 1) * sizeof(*grown));
-    if (grown == NULL)
-        return -1;
-    p->hits = grown;
+    if (p->n_hits == p->cap_hits) {
+        cap = p->cap_hits ? 2 * p->cap_hits : 64;
+        grown = realloc(p->hits, cap * sizeof(*grown));
+        if (grown == NULL)
+            return -1;
+        p->hits = grown;
+        p->cap_hits = cap;
+    }
     h = &p->hits[p->n_hits];
     memset(h, 0, sizeof(*h));
     h->account = strdup(a->id);
@@ -1942,8 +2076,7 @@ static int pend_hit(check *k, const acct *a, const centry *e)
     h->max_epoch = e->max_epoch;
     h->month = e->month;
     for (i = 0; i < a->m; i++) {
-        const billing_event *ev = k->res[a->refs[i].index].event;
-        billing_time_t last = billing_event_end(ev) - 1;
+        billing_time_t last = a->refs[i].end - 1;
         unsigned ep = epoch_of(a, last);
 
         h->recs[i] = a->refs[i].index;
@@ -1999,6 +2132,8 @@ static rec_ref *sorted_refs(const bs_record_result *res, size_t n, size_t *n_ref
         if (res[i].outcome != BS_RECORD_NEW || res[i].event == NULL)
             continue;
         refs[k].account = billing_event_account(res[i].event);
+        refs[k].start = billing_event_start(res[i].event);
+        refs[k].end = billing_event_end(res[i].event);
         refs[k++].index = i;
     }
     tmp = malloc((k > 0 ? k : 1) * sizeof(*tmp));
@@ -2070,7 +2205,7 @@ static char *accounts_array(const rec_ref *refs, const acct *accts, size_t n)
 }
 
 /* The lowest epoch the @m records of @refs touch (each from its start on), their bounds. */
-static void first_epoch(acct *a, const bs_record_result *res, const rec_ref *refs, size_t m)
+static void first_epoch(acct *a, const rec_ref *refs, size_t m)
 {
     unsigned e;
     size_t i;
@@ -2079,13 +2214,13 @@ static void first_epoch(acct *a, const bs_record_result *res, const rec_ref *ref
     a->first_start = INT64_MAX;
     a->last_end = INT64_MIN;
     for (i = 0; i < m; i++) {
-        if (billing_event_start(res[refs[i].index].event) < a->first_start)
-            a->first_start = billing_event_start(res[refs[i].index].event);
-        e = epoch_of(a, billing_event_start(res[refs[i].index].event));
+        if (refs[i].start < a->first_start)
+            a->first_start = refs[i].start;
+        e = epoch_of(a, refs[i].start);
         if (e < a->first_epoch)
             a->first_epoch = e;
-        if (billing_event_end(res[refs[i].index].event) > a->last_end)
-            a->last_end = billing_event_end(res[refs[i].index].event);
+        if (refs[i].end > a->last_end)
+            a->last_end = refs[i].end;
     }
 }
 
@@ -2095,8 +2230,7 @@ static void first_epoch(acct *a, const bs_record_result *res, const rec_ref *ref
  * free them), 0 when not, -1 (@err set).
  */
 static int one_account(check *k, bs_catalog *cat, const bs_account_grants *grants, size_t row0,
-                       const bs_record_result *res, const rec_ref *refs, size_t m, acct *a,
-                       bs_error *err)
+                       const rec_ref *refs, size_t m, acct *a, bs_error *err)
 {
     centry *e = NULL;
     int can;
@@ -2118,7 +2252,7 @@ static int one_account(check *k, bs_catalog *cat, const bs_account_grants *grant
         bs_error_set(err, BS_ERR_NOMEM, "alerts: out of memory");
         return -1;
     }
-    first_epoch(a, res, refs, m);
+    first_epoch(a, refs, m);
     if (k->cache != NULL) {
         /*
          * Valid iff nothing but this batch changed its stored events since
@@ -2150,12 +2284,10 @@ static int one_account(check *k, bs_catalog *cat, const bs_account_grants *grant
          * walk warms it again.
          */
         entry_drop(k->cache, a->id);
-    } else if (can > 0 && e != NULL && one_epoch(k, a, e))
+    } else if (can > 0 && e != NULL && one_epoch(a, e))
         a->hit = e;
-    if (can <= 0) {
-        free(a->bounds);
-        a->bounds = NULL;
-    }
+    if (can <= 0)
+        acct_clear(a);
     return can;
 }
 
@@ -2165,16 +2297,21 @@ static int one_account(check *k, bs_catalog *cat, const bs_account_grants *grant
  * order). BS_OK or the error.
  */
 static bs_status can_alert(check *k, bs_catalog *cat, const bs_account_grants *grants,
-                           const bs_record_result *res, const rec_ref *refs, size_t n,
-                           bs_error *err)
+                           const rec_ref *refs, size_t n, bs_error *err)
 {
     size_t from = 0;
     size_t to;
     size_t row = 0;
     size_t n_grants = bs_account_grants_count(grants);
+    size_t n_accounts = n > 0;
+    size_t i;
     int can;
 
-    k->accts = calloc(n > 0 ? n : 1, sizeof(*k->accts));
+    /* One acct per distinct account (@refs by account), not per record. */
+    for (i = 1; i < n; i++)
+        n_accounts += refs[i].account != refs[i - 1].account &&
+                      strcmp(refs[i].account, refs[i - 1].account) != 0;
+    k->accts = calloc(n_accounts > 0 ? n_accounts : 1, sizeof(*k->accts));
     if (k->accts == NULL)
         return bs_error_set(err, BS_ERR_NOMEM, "alerts: out of memory");
     while (from < n) {
@@ -2185,8 +2322,8 @@ static bs_status can_alert(check *k, bs_catalog *cat, const bs_account_grants *g
             row++;
         if (row < n_grants &&
             strcmp(bs_account_grants_at(grants, row)->account, refs[from].account) == 0) {
-            can = one_account(k, cat, grants, row, res, &refs[from], to - from,
-                              &k->accts[k->n_accts], err);
+            can = one_account(k, cat, grants, row, &refs[from], to - from, &k->accts[k->n_accts],
+                              err);
             if (can < 0)
                 return err->status;
             k->n_accts += (size_t)can;
@@ -2253,6 +2390,7 @@ static int check_hits(check *k)
                 rc = -1;
             } else {
                 a->hit->busy = 1;
+                keep_hit(k->cache, k->res, &k->pend->hits[k->pend->n_hits - 1], a->hit);
             }
         }
         k->r = walk_r;
@@ -2494,7 +2632,7 @@ static bs_status warm(check *k, size_t n, bs_error *err)
 
 /* The rater and the sent alerts of the accounts of @array, then the accounts that can alert. */
 static bs_status run(check *k, bs_catalog *cat, const char *array, const bs_account_grants *grants,
-                     const bs_record_result *res, const rec_ref *refs, size_t n_refs, bs_error *err)
+                     const rec_ref *refs, size_t n_refs, bs_error *err)
 {
     char msg[MSG_MAX];
     bs_sent_alerts *sent = NULL;
@@ -2514,7 +2652,7 @@ static bs_status run(check *k, bs_catalog *cat, const char *array, const bs_acco
     k->sent = sent;
     k->err = err;
     mpq_inits(k->balance, k->level, k->total, k->q, NULL);
-    st = can_alert(k, cat, grants, res, refs, n_refs, err);
+    st = can_alert(k, cat, grants, refs, n_refs, err);
     if (st == BS_OK && k->cache != NULL && check_hits(k) != 0)
         st = k->st;
     all = k->n_accts;
@@ -2536,7 +2674,7 @@ static bs_status run(check *k, bs_catalog *cat, const char *array, const bs_acco
     k->n_out = 0;
     k->cap_out = 0;
     for (i = 0; i < all; i++)
-        free(k->accts[i].bounds);
+        acct_clear(&k->accts[i]);
     free(k->accts);
     k->accts = NULL;
     k->n_accts = 0;
@@ -2598,7 +2736,7 @@ bs_status bd_alerts_check_cached(bd_alert_cache *cache, bs_conn *c, bs_catalog *
     k.n_pcts = n;
     k.fn = fn;
     k.arg = arg;
-    st = run(&k, cat, array, grants, results, refs, n_refs, err);
+    st = run(&k, cat, array, grants, refs, n_refs, err);
 out:
     bs_account_grants_free(grants);
     free(array);

@@ -1746,6 +1746,40 @@ START_TEST(test_alerts_same_with_states_kept_out_of_order)
 }
 END_TEST
 
+/* The late account's database (100.00 of credit from December), its catalog's files. */
+typedef struct late_db {
+    bs_conn *c;
+    char book[256];
+    char accounts[256];
+} late_db;
+
+/* A fresh database @name for the late account into @ld, its catalog in @col (states: @cached). */
+static void late_open(int cached, const char *name, collector *col, late_db *ld)
+{
+    static const test_grant grant = {"g100", "100.00", "2025-12-01T00:00:00Z",
+                                     "2026-03-01T00:00:00Z"};
+    bs_error err;
+
+    with_cache = cached;
+    ld->c = itdb_fresh(name, db, sizeof(db));
+    own_catalog(ld->c, "late", &grant, 1, ld->book, ld->accounts);
+    memset(col, 0, sizeof(*col));
+    col->cat = bs_catalog_read(ld->c, NULL, &err);
+    ck_assert_msg(col->cat != NULL, "%s", err.message);
+}
+
+/* What the cache did (if any) into @stats; then @ld's catalog, database and files go. */
+static void late_close(collector *col, late_db *ld, bd_alert_cache_stats *stats)
+{
+    memset(stats, 0, sizeof(*stats));
+    if (col->cache != NULL)
+        bd_alert_cache_stats_get(col->cache, stats);
+    drop_catalog(col);
+    itdb_drop(ld->c, db);
+    remove(ld->book);
+    remove(ld->accounts);
+}
+
 /*
  * The late account's alerts over @s in batches of @sizes, states kept
  * (@cached) or not; its first @other records stored first by another
@@ -1754,19 +1788,11 @@ END_TEST
 static void late_alerts_after(int cached, const its_stream *s, size_t other, const size_t *sizes,
                               size_t n_sizes, collector *col, bd_alert_cache_stats *stats)
 {
-    static const test_grant grant = {"g100", "100.00", "2025-12-01T00:00:00Z",
-                                     "2026-03-01T00:00:00Z"};
-    char book[256];
-    char accounts[256];
+    late_db ld;
     bs_conn *c;
-    bs_error err;
 
-    with_cache = cached;
-    c = itdb_fresh("lstate", db, sizeof(db));
-    own_catalog(c, "late", &grant, 1, book, accounts);
-    memset(col, 0, sizeof(*col));
-    col->cat = bs_catalog_read(c, NULL, &err);
-    ck_assert_msg(col->cat != NULL, "%s", err.message);
+    late_open(cached, "lstate", col, &ld);
+    c = ld.c;
     if (other == 0) {
         ingest_sized(c, col, s, sizes, n_sizes);
     } else {
@@ -1782,13 +1808,7 @@ static void late_alerts_after(int cached, const its_stream *s, size_t other, con
             ck_assert_int_eq(one_batch(c, col, s, i, i + n, 1), BS_OK);
         }
     }
-    memset(stats, 0, sizeof(*stats));
-    if (col->cache != NULL)
-        bd_alert_cache_stats_get(col->cache, stats);
-    drop_catalog(col);
-    itdb_drop(c, db);
-    remove(book);
-    remove(accounts);
+    late_close(col, &ld, stats);
 }
 
 /* late_alerts_after with no other writer. */
@@ -1857,6 +1877,77 @@ START_TEST(test_alerts_late_crossing_searched_on_the_state)
     ck_assert_uint_eq(kept.unkept, 0);
     ck_assert_uint_eq(kept.fast, 3);
     ck_assert_uint_eq(plain.warmed + plain.windows + plain.fast, 0);
+    its_free(s);
+    free(s);
+    free(with);
+    free(without);
+}
+END_TEST
+
+/*
+ * The late account of test_alerts_late_crossing_searched_on_the_state in
+ * batches of 2, 2, 1 and 1, states kept (@cached) or not, its second
+ * batch (the 50 % alert, late: searched over a window) checked and
+ * rolled back once, then checked, failed once and tried again on its
+ * connection, before it commits.
+ */
+static void late_alerts_rolled_back(int cached, const its_stream *s, collector *col,
+                                    bd_alert_cache_stats *stats)
+{
+    late_db ld;
+    bs_conn *c;
+
+    late_open(cached, "lroll", col, &ld);
+    c = ld.c;
+    col->stored = 2;
+    ck_assert_int_eq(one_batch(c, col, s, 0, 2, 1), BS_OK);
+    col->stored = 4;
+    col->fail_fatal = 1;
+    ck_assert_int_ne(one_batch(c, col, s, 2, 4, 1), BS_OK);
+    col->fail_once = 1;
+    ck_assert_int_eq(one_batch(c, col, s, 2, 4, 1), BS_OK);
+    col->stored = 5;
+    ck_assert_int_eq(one_batch(c, col, s, 4, 5, 1), BS_OK);
+    col->stored = 6;
+    ck_assert_int_eq(one_batch(c, col, s, 5, 6, 1), BS_OK);
+    late_close(col, &ld, stats);
+}
+
+/*
+ * A batch checked from a state copies its events into the state's kept
+ * events at the check, while they are in the processor's cache (h59), not
+ * at commit: a rollback or a retry takes the copies back out with the
+ * batch. late_alerts_rolled_back: its later two alerts are searched over
+ * windows of the kept events (no read-back), which hold each stored event
+ * once, so every field of every alert (those of the attempts that failed
+ * too) is the walk's. Copies left behind by the rollback or the retry
+ * count the 50 % batch's events two or three times in those windows and
+ * fail it.
+ */
+START_TEST(test_alerts_kept_copies_go_with_a_rollback)
+{
+    its_stream *s = calloc(1, sizeof(*s));
+    collector *with = calloc(1, sizeof(*with));
+    collector *without = calloc(1, sizeof(*without));
+    bd_alert_cache_stats kept;
+    bd_alert_cache_stats plain;
+
+    ck_assert_ptr_nonnull(s);
+    ck_assert_ptr_nonnull(with);
+    ck_assert_ptr_nonnull(without);
+    late_events(s);
+    late_alerts_rolled_back(0, s, without, &plain);
+    late_alerts_rolled_back(1, s, with, &kept);
+    /* 50 % three times (two attempts failed), then 80 % and 100 %. */
+    ck_assert_uint_eq(without->n, 5);
+    same_seen(with, without);
+    ck_assert_str_eq(without->alerts[4].event_id, "late-jan30");
+    /* Every alert found on the state, over its kept events; nothing dropped or read back. */
+    ck_assert_uint_eq(kept.warmed, 1);
+    ck_assert_uint_eq(kept.windows, 0);
+    ck_assert_uint_eq(kept.kept, 5);
+    ck_assert_uint_eq(kept.unkept, 0);
+    ck_assert_uint_ge(kept.rollbacks, 1);
     its_free(s);
     free(s);
     free(with);
@@ -1983,6 +2074,7 @@ static Suite *alerts_suite(void)
     tcase_add_test(tc, test_alerts_busy_state_walked_by_another_connection);
     tcase_add_test(tc, test_alerts_warm_read_names_a_refused_stored_event);
     tcase_add_test(tc, test_alerts_late_crossing_searched_on_the_state);
+    tcase_add_test(tc, test_alerts_kept_copies_go_with_a_rollback);
     tcase_add_test(tc, test_alerts_late_crossing_kept_events_bounded);
     suite_add_tcase(s, tc);
     return s;
